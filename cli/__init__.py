@@ -1,0 +1,1 @@
+"""Command-line shell of amqp-dissect (typer)."""

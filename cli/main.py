@@ -1,0 +1,247 @@
+"""The ``amqp-dissect`` command line: a thin shell over the sans-IO core.
+
+Exit codes (also in ``amqp-dissect --help`` and the README):
+
+    0  success
+    1  internal error (a bug: please report it; AMQP_DISSECT_DEBUG=1 shows the traceback)
+    2  usage error (bad option or argument)
+    3  the capture file cannot be opened (missing, unreadable)
+    4  not a capture this tool reads (unknown format, bad file header), or no packet of a
+       supported link type in it
+    5  the capture is damaged partway (truncated last record, corrupt block, broken gzip
+       tail): everything readable before the damage was reported
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Iterator, List, Optional
+
+import typer
+
+from dissector.capture import open_capture
+from dissector.dissect import Dissector
+from dissector.amqp import Frame, ProtocolHeader, StreamNote
+from dissector.errors import CaptureError
+from dissector.events import PacketNote
+
+_SHOWN = (Frame, ProtocolHeader, StreamNote, PacketNote)
+from dissector.render import event_json, frame_detail, frame_summary
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_USAGE = 2
+EXIT_OPEN = 3
+EXIT_FORMAT = 4
+EXIT_DAMAGED = 5
+
+EXIT_CODES_HELP = """Exit codes: 0 success; 1 internal error (a bug); 2 usage error;
+3 capture cannot be opened; 4 not a readable capture / no supported link type;
+5 capture damaged partway (what was readable is reported)."""
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help=f"AMQP 1.0 packet-capture analyzer and protocol dissector.\n\n{EXIT_CODES_HELP}",
+    pretty_exceptions_enable=False,
+)
+
+
+class Fail(Exception):
+    """A user-facing failure: one line on stderr and an exit code."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+class FrameFormat(str, Enum):
+    text = "text"
+    jsonl = "jsonl"
+
+
+# --------------------------------------------------------------------------- capture input
+
+
+class CaptureRun:
+    """Open a capture, feed it through a Dissector, remember what went wrong."""
+
+    def __init__(self, path: Path, ports: list[int]):
+        self.path = path
+        self.dissector = Dissector(extra_ports=ports)
+        self.error: CaptureError | None = None
+        self.record = None
+
+    def events(self) -> Iterator[tuple[object, object]]:
+        """(record, event) pairs; record is the packet that produced the event (None at the end)."""
+        try:
+            f = open(self.path, "rb")
+        except FileNotFoundError:
+            raise Fail(EXIT_OPEN, f"{self.path}: no such file") from None
+        except IsADirectoryError:
+            raise Fail(EXIT_OPEN, f"{self.path}: is a directory, not a capture file") from None
+        except OSError as e:
+            raise Fail(EXIT_OPEN, f"{self.path}: cannot open: {e.strerror or e}") from None
+        with f:
+            try:
+                reader = open_capture(f)
+            except CaptureError as e:
+                raise Fail(EXIT_FORMAT, f"{self.path}: {e}") from None
+            d = self.dissector
+            for record in reader:
+                self.record = record
+                for ev in d.feed(record):
+                    yield record, ev
+            self.error = reader.error
+            for ev in d.finish():
+                yield None, ev
+
+    def finish_status(self) -> int:
+        d = self.dissector
+        if self.error is not None:
+            print(f"amqp-dissect: {self.path}: {self.error}", file=sys.stderr)
+            return EXIT_DAMAGED
+        if d.packets and d.unsupported_linktypes and d.tcp_packets == 0 and sum(d.unsupported_linktypes.values()) == d.packets:
+            lts = ", ".join(str(x) for x in sorted(d.unsupported_linktypes))
+            print(f"amqp-dissect: {self.path}: unsupported link type {lts}: no packet could be decoded", file=sys.stderr)
+            return EXIT_FORMAT
+        return EXIT_OK
+
+
+# --------------------------------------------------------------------------- commands
+
+
+@app.callback()
+def _root() -> None:
+    """AMQP 1.0 packet-capture analyzer and protocol dissector."""
+
+
+@app.command()
+def frames(
+    capture: Path = typer.Argument(..., help="pcap or pcapng file, optionally gzip-compressed"),
+    verbose: bool = typer.Option(False, "-V", "--verbose", help="Wireshark-style detail tree per frame"),
+    fmt: FrameFormat = typer.Option(FrameFormat.text, "--format", "-f", help="text or jsonl"),
+    port: Optional[List[int]] = typer.Option(None, "--port", "-p", help="also decode this TCP port as AMQP (repeatable)"),
+):
+    """One line per AMQP frame (or a detail tree with -V, or JSON lines)."""
+    run = CaptureRun(capture, port or [])
+    out = sys.stdout
+    if fmt is FrameFormat.jsonl:
+        for _, ev in run.events():
+            d = event_json(ev)
+            if d is not None:
+                out.write(json.dumps(d, ensure_ascii=False, allow_nan=False))
+                out.write("\n")
+    elif verbose:
+        _print_verbose(run, out)
+    else:
+        _print_summary(run, out)
+    raise typer.Exit(run.finish_status())
+
+
+def _summary_line(ev, t0: float) -> str | None:
+    if isinstance(ev, PacketNote):
+        return f"{ev.packet:>6} {ev.ts - t0:>11.6f} [{ev.note.severity}] {ev.note.message}"
+    if not isinstance(ev, _SHOWN):
+        return None
+    channel = getattr(ev, "channel", None)
+    ch = f"ch {channel:<3}" if channel is not None else "      "
+    kind = {"header": "AMQP", "amqp": "AMQP", "sasl": "SASL", "heartbeat": "AMQP", "note": "----"}[ev.kind]
+    packet = ev.packet if ev.packet is not None else "end"
+    ts = (ev.ts - t0) if ev.ts is not None else 0.0
+    line = f"{packet:>6} {ts:>11.6f} {ev.src} → {ev.dst} {kind} {ch} {frame_summary(ev)}"
+    notes = getattr(ev, "notes", None)
+    if notes:
+        line += "  " + " ".join(f"[{n.severity}: {n.message}]" for n in notes if n.severity != "chat")
+    return line.rstrip()
+
+
+def _print_summary(run: CaptureRun, out) -> None:
+    t0 = None
+    for record, ev in run.events():
+        if t0 is None:
+            t0 = record.ts if record is not None else (getattr(ev, "ts", 0.0) or 0.0)
+        line = _summary_line(ev, t0)
+        if line is not None:
+            out.write(line + "\n")
+
+
+def _print_verbose(run: CaptureRun, out) -> None:
+    from dissector.netparse import describe_packet
+
+    last_packet = None
+    for record, ev in run.events():
+        if not isinstance(ev, _SHOWN):
+            continue
+        if record is not None and record.index != last_packet:
+            last_packet = record.index
+            out.write("\n")
+            try:
+                layers = describe_packet(record)
+            except Exception as e:  # describing is best effort; never hide the frames
+                layers = [(f"Frame {record.index}: (could not describe: {e})", [])]
+            for title, lines in layers:
+                out.write(title + "\n")
+                for line in lines:
+                    out.write("    " + line + "\n")
+        elif record is None and last_packet != "end":
+            last_packet = "end"
+            out.write("\n[end of capture]\n")
+        if isinstance(ev, PacketNote):
+            out.write(f"[Expert Info ({ev.note.severity}/{ev.note.group}): {ev.note.message}]\n")
+            continue
+        for line in frame_detail(ev):
+            out.write(line + "\n")
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console-script entry: run typer, turn failures into one line and an exit code."""
+    try:
+        rc = app(args=argv, standalone_mode=False, prog_name="amqp-dissect")
+        return rc if isinstance(rc, int) else EXIT_OK
+    except typer.Exit as e:
+        return e.exit_code
+    except Fail as e:
+        print(f"amqp-dissect: {e}", file=sys.stderr)
+        return e.code
+    except BrokenPipeError:
+        _quiet_stdout()
+        return EXIT_OK
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:
+        # typer may vendor its own click: recognise its exceptions by class name
+        bases = {c.__name__ for c in type(e).__mro__}
+        if "Abort" in bases:
+            return 130
+        if "ClickException" in bases:
+            e.show()
+            return EXIT_USAGE
+        if os.environ.get("AMQP_DISSECT_DEBUG"):
+            raise
+        print(f"amqp-dissect: internal error: {type(e).__name__}: {e} (a bug; AMQP_DISSECT_DEBUG=1 shows details)",
+              file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+def _quiet_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except OSError:
+        pass
+
+
+def entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

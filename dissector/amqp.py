@@ -1,0 +1,679 @@
+"""AMQP 1.0 framing: protocol headers, frames, performatives, multi-frame deliveries.
+
+Sans-IO: :class:`AmqpConnection` is fed the in-order bytes of each direction
+of one TCP connection (and gap notifications) and returns events:
+:class:`ProtocolHeader`, :class:`Frame` and :class:`StreamNote`.
+
+* Protocol headers ``AMQP <id> <major> <minor> <revision>``: id 0 (AMQP),
+  2 (TLS: the rest of the stream is encrypted and skipped), 3 (SASL).  Headers of
+  AMQP 0-9-1 / 0-10 / 0-8 are identified and the stream is skipped with a note.
+* Frames: 8-byte header (size, doff, type, channel), extended header, body.
+  An empty body is a heartbeat.  The body's performative is decoded with
+  :mod:`dissector.codec`; the rest of a transfer body is its payload.
+* A frame larger than the peer's max-frame-size gets an expert note; an
+  implausible header (size < 8, doff < 2, size beyond the hard cap, ...) makes the
+  decoder resynchronise on the next plausible frame header, reporting how many
+  bytes it skipped.  After a capture gap it resynchronises the same way.
+* A delivery split over several transfer frames (``more=true``) is reassembled;
+  the frame that completes (or aborts) it carries a :class:`Delivery`.  Its
+  message is decoded lazily (:meth:`Delivery.sections`).
+"""
+
+from __future__ import annotations
+
+import struct
+
+from .codec import ABSENT, Composite, Described, Reader, decode_all
+from .errors import CHAT, ERROR, NOTE, WARN, DissectError, ExpertNote
+from .spec import COMPOSITES, PERFORMATIVES, SASL_FRAMES
+
+_HDR = struct.Struct(">IBBH")
+_U64 = struct.Struct(">Q")
+
+PROTO_AMQP = 0
+PROTO_TLS = 2
+PROTO_SASL = 3
+PROTOCOL_NAMES = {PROTO_AMQP: "AMQP", PROTO_TLS: "TLS", PROTO_SASL: "SASL"}
+
+FRAME_AMQP = 0
+FRAME_SASL = 1
+
+DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024  # hard cap on what is buffered for one frame
+DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024  # cap on a reassembled message kept in memory
+
+_PERF_CODES = frozenset(COMPOSITES[n].descriptor_code for n in PERFORMATIVES)
+_SASL_CODES = frozenset(COMPOSITES[n].descriptor_code for n in SASL_FRAMES)
+_PERF_SYMBOLS = {COMPOSITES[n].descriptor_symbol.encode(): n for n in PERFORMATIVES}
+_SASL_SYMBOLS = {COMPOSITES[n].descriptor_symbol.encode(): n for n in SASL_FRAMES}
+
+
+# --------------------------------------------------------------------------- events
+
+
+class ProtocolHeader:
+    """An 8-byte protocol header: ``AMQP`` + protocol id + version."""
+
+    __slots__ = ("conn", "direction", "src", "dst", "packet", "ts", "protocol_id", "version", "notes")
+
+    def __init__(self, conn, direction, src, dst, packet, ts, protocol_id, version):
+        self.conn = conn
+        self.direction = direction
+        self.src = src
+        self.dst = dst
+        self.packet = packet
+        self.ts = ts
+        self.protocol_id = protocol_id
+        self.version = version
+        self.notes: list[ExpertNote] = []
+
+    @property
+    def kind(self) -> str:
+        return "header"
+
+    @property
+    def is_amqp10(self) -> bool:
+        return self.version == (1, 0, 0) and self.protocol_id in PROTOCOL_NAMES
+
+    @property
+    def name(self) -> str:
+        if self.is_amqp10:
+            return f"{PROTOCOL_NAMES[self.protocol_id]} {'.'.join(map(str, self.version))}"
+        return _legacy_name(self.protocol_id, self.version)
+
+    def __repr__(self):
+        return f"ProtocolHeader({self.name}, packet={self.packet})"
+
+
+def _legacy_name(pid: int, version: tuple) -> str:
+    major, minor, rev = version
+    if pid == 0 and (major, minor, rev) == (0, 9, 1):
+        return "AMQP 0-9-1"
+    if pid == 1 and (major, minor) == (1, 0) and rev in (9, 10):
+        return f"AMQP 0-{rev}"
+    if pid == 1 and (major, minor) == (1, 8):
+        return "AMQP 0-8"
+    if pid == 1 and (major, minor) == (1, 9):
+        return "AMQP 0-9"
+    return f"AMQP protocol id {pid} version {major}.{minor}.{rev}"
+
+
+class Delivery:
+    """A message reassembled from the transfer frames of one delivery."""
+
+    __slots__ = (
+        "channel",
+        "handle",
+        "delivery_id",
+        "delivery_tag",
+        "first_packet",
+        "first_ts",
+        "last_packet",
+        "last_ts",
+        "frames",
+        "message_size",
+        "payload",
+        "aborted",
+        "incomplete",
+        "_sections",
+        "_error",
+    )
+
+    def __init__(self, channel, handle, delivery_id, delivery_tag, packet, ts):
+        self.channel = channel
+        self.handle = handle
+        self.delivery_id = delivery_id
+        self.delivery_tag = delivery_tag
+        self.first_packet = packet
+        self.first_ts = ts
+        self.last_packet = packet
+        self.last_ts = ts
+        self.frames = 0
+        self.message_size = 0
+        self.payload: list | bytes | None = []
+        self.aborted = False
+        self.incomplete = False  # part of it fell into a capture gap
+        self._sections = None
+        self._error = None
+
+    def sections(self):
+        """The decoded message sections (list), or None if not decodable (see ``error``)."""
+        if self._sections is None and self._error is None:
+            if self.aborted:
+                self._error = "delivery aborted: no message"
+            elif self.incomplete or self.payload is None:
+                self._error = "message incomplete (capture gap or size cap): not decoded"
+            else:
+                try:
+                    self._sections = decode_all(self.payload)
+                except DissectError as e:
+                    self._error = f"malformed message: {e}"
+        return self._sections
+
+    @property
+    def error(self) -> str | None:
+        self.sections()
+        return self._error
+
+    def __repr__(self):
+        return (
+            f"Delivery(id={self.delivery_id}, frames={self.frames}, size={self.message_size}, "
+            f"aborted={self.aborted})"
+        )
+
+
+class Frame:
+    """One AMQP or SASL frame (or heartbeat)."""
+
+    __slots__ = (
+        "conn",
+        "direction",
+        "src",
+        "dst",
+        "packet",
+        "ts",
+        "first_packet",
+        "size",
+        "doff",
+        "type",
+        "channel",
+        "ext",
+        "performative",
+        "payload",
+        "notes",
+        "delivery",
+    )
+
+    def __init__(self, conn, direction, src, dst, packet, ts, first_packet, size, doff, ftype, channel):
+        self.conn = conn
+        self.direction = direction
+        self.src = src
+        self.dst = dst
+        self.packet = packet
+        self.ts = ts
+        self.first_packet = first_packet
+        self.size = size
+        self.doff = doff
+        self.type = ftype
+        self.channel = channel
+        self.ext = b""
+        self.performative: Composite | Described | None = None
+        self.payload = b""
+        self.notes: list[ExpertNote] = []
+        self.delivery: Delivery | None = None
+
+    @property
+    def kind(self) -> str:
+        if self.type == FRAME_SASL:
+            return "sasl"
+        if self.size == self.doff * 4:
+            return "heartbeat"
+        return "amqp"
+
+    @property
+    def name(self) -> str | None:
+        """The performative's spec name ('open', 'transfer', 'sasl-init', ...)."""
+        p = self.performative
+        return p.name if p is not None else None
+
+    def __repr__(self):
+        return f"Frame({self.kind}, ch={self.channel}, {self.performative!r}, packet={self.packet})"
+
+
+class StreamNote:
+    """An expert note about a stream position that belongs to no frame."""
+
+    __slots__ = ("conn", "direction", "src", "dst", "packet", "ts", "note", "skipped")
+
+    def __init__(self, conn, direction, src, dst, packet, ts, note, skipped=0):
+        self.conn = conn
+        self.direction = direction
+        self.src = src
+        self.dst = dst
+        self.packet = packet
+        self.ts = ts
+        self.note = note
+        self.skipped = skipped
+
+    kind = "note"
+
+    def __repr__(self):
+        return f"StreamNote({self.note}, packet={self.packet})"
+
+
+# --------------------------------------------------------------------------- stream decoder
+
+# Direction modes
+_M_START = "start"  # nothing seen yet: expect a protocol header
+_M_FRAMES = "frames"  # frames (and possibly a further protocol header)
+_M_RESYNC = "resync"  # looking for the next plausible frame header
+_M_OPAQUE = "opaque"  # encrypted or not AMQP 1.0: skip everything
+
+
+class _Direction:
+    """Framing state of one direction of a connection."""
+
+    __slots__ = (
+        "index",
+        "src",
+        "dst",
+        "buf",
+        "mode",
+        "protocol",
+        "first_packet",
+        "skipped",
+        "skip_start_packet",
+        "partials",
+        "opaque_bytes",
+        "pending_notes",
+    )
+
+    def __init__(self, index, src, dst):
+        self.index = index
+        self.src = src
+        self.dst = dst
+        self.buf = bytearray()
+        self.mode = _M_START
+        self.protocol = None  # PROTO_AMQP / PROTO_SASL after a header
+        self.first_packet = None  # packet that brought the first byte of the buffered frame
+        self.skipped = 0
+        self.skip_start_packet = None
+        self.partials: dict = {}  # (channel, handle) -> Delivery being reassembled
+        self.opaque_bytes = 0
+        self.pending_notes: list[ExpertNote] = []
+
+
+class AmqpConnection:
+    """Framing decoder for both directions of one TCP connection.
+
+    ``client``/``server`` are "ip:port" strings; direction 0 is client -> server.
+    ``expect_header`` False means the capture may join mid-connection: if the
+    stream does not start with a protocol header the decoder resynchronises
+    instead of treating it as not AMQP.
+    """
+
+    def __init__(
+        self,
+        conn: str,
+        client: str,
+        server: str,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    ):
+        self.conn = conn
+        self.client = client
+        self.server = server
+        self.dirs = (_Direction(0, client, server), _Direction(1, server, client))
+        self.max_frame_bytes = max_frame_bytes
+        self.max_message_bytes = max_message_bytes
+        # max-frame-size each side announced in its open (limits frames sent *to* it)
+        self.announced_max_frame = [None, None]
+        self.frames = 0
+        self.tls = False
+
+    # -- public ---------------------------------------------------------------
+
+    def feed(self, direction: int, data: bytes, ts: float, packet: int) -> list:
+        d = self.dirs[direction]
+        if d.mode == _M_OPAQUE:
+            d.opaque_bytes += len(data)
+            return []
+        if not d.buf:
+            d.first_packet = packet
+        d.buf += data
+        out: list = []
+        self._process(d, ts, packet, out)
+        return out
+
+    def gap(self, direction: int, size: int, ts: float, packet: int) -> list:
+        """``size`` bytes of this direction are missing from the capture."""
+        d = self.dirs[direction]
+        if d.mode == _M_OPAQUE:
+            return []
+        out: list = []
+        lost = len(d.buf)
+        d.buf.clear()
+        for part in d.partials.values():
+            part.incomplete = True
+        msg = f"{size} bytes missing from the capture (TCP gap)"
+        if lost:
+            msg += f"; {lost} buffered bytes of an unfinished frame discarded"
+        out.append(StreamNote(self.conn, direction, d.src, d.dst, packet, ts, ExpertNote(WARN, "reassembly", msg)))
+        if d.mode in (_M_FRAMES, _M_START):
+            d.mode = _M_RESYNC
+            d.skipped = 0
+            d.skip_start_packet = packet
+        return out
+
+    def finish(self, ts: float | None = None, packet: int | None = None) -> list:
+        """End of the capture or connection: report what is left unfinished."""
+        out: list = []
+        for d in self.dirs:
+            if d.mode == _M_OPAQUE:
+                continue
+            if d.buf:
+                msg = f"stream ends inside a frame: {len(d.buf)} bytes of an unfinished frame"
+                if d.mode == _M_RESYNC:
+                    d.skipped += len(d.buf)
+                    msg = f"stream ends while resynchronising: {d.skipped} bytes skipped"
+                out.append(
+                    StreamNote(
+                        self.conn, d.index, d.src, d.dst, packet, ts, ExpertNote(WARN, "framing", msg), d.skipped
+                    )
+                )
+                d.buf.clear()
+            for part in d.partials.values():
+                out.append(
+                    StreamNote(
+                        self.conn,
+                        d.index,
+                        d.src,
+                        d.dst,
+                        packet,
+                        ts,
+                        ExpertNote(
+                            WARN,
+                            "sequence",
+                            f"delivery {part.delivery_id} on channel {part.channel} handle {part.handle} "
+                            f"unfinished: {part.frames} transfer frames, more=true on the last",
+                        ),
+                    )
+                )
+            d.partials.clear()
+        return out
+
+    # -- internals --------------------------------------------------------------
+
+    def _process(self, d: _Direction, ts: float, packet: int, out: list) -> None:
+        buf = d.buf
+        pos = 0
+        n = len(buf)
+        while pos < n:
+            mode = d.mode
+            if mode == _M_OPAQUE:
+                d.opaque_bytes += n - pos
+                pos = n
+                break
+            if mode == _M_RESYNC:
+                found = _find_frame(buf, pos, self.max_frame_bytes)
+                if found is None:
+                    # keep a tail that could still hold the start of a header
+                    keep = min(n - pos, 64)
+                    d.skipped += n - pos - keep
+                    pos = n - keep
+                    break
+                if found < 0:  # need more bytes to decide about a candidate
+                    cand = -found - 1
+                    d.skipped += cand - pos
+                    pos = cand
+                    break
+                d.skipped += found - pos
+                pos = found
+                out.append(
+                    StreamNote(
+                        self.conn,
+                        d.index,
+                        d.src,
+                        d.dst,
+                        packet,
+                        ts,
+                        ExpertNote(
+                            NOTE, "framing", f"resynchronised on a frame header after skipping {d.skipped} bytes"
+                        ),
+                        d.skipped,
+                    )
+                )
+                d.skipped = 0
+                d.mode = _M_FRAMES
+                if d.protocol is None:
+                    d.protocol = PROTO_AMQP
+                continue
+            if mode == _M_START and n - pos < 8:
+                break
+            # protocol header?
+            if buf[pos : pos + 4] == b"AMQP":
+                if n - pos < 8:
+                    break
+                self._header(d, bytes(buf[pos : pos + 8]), ts, packet, out)
+                pos += 8
+                continue
+            if mode == _M_START:
+                if buf[pos] == 0x16 and buf[pos + 1] == 0x03:
+                    d.mode = _M_OPAQUE
+                    self.tls = True
+                    out.append(
+                        StreamNote(
+                            self.conn, d.index, d.src, d.dst, packet, ts,
+                            ExpertNote(NOTE, "protocol", "TLS record without AMQP header (AMQPS): encrypted, skipped"),
+                        )
+                    )
+                    continue
+                # joined mid-connection: find the first frame
+                d.mode = _M_RESYNC
+                d.skip_start_packet = packet
+                out.append(
+                    StreamNote(
+                        self.conn, d.index, d.src, d.dst, packet, ts,
+                        ExpertNote(NOTE, "sequence", "stream does not start with a protocol header "
+                                   "(capture joined mid-connection?): looking for a frame header"),
+                    )
+                )
+                continue
+            # a frame
+            if n - pos < 8:
+                break
+            size, doff, ftype, channel = _HDR.unpack_from(buf, pos)
+            bad = None
+            if size < 8:
+                bad = f"frame size {size} is smaller than the 8-byte frame header"
+            elif doff < 2:
+                bad = f"data offset {doff} is smaller than 2"
+            elif doff * 4 > size:
+                bad = f"data offset {doff} ({doff * 4} bytes) beyond the frame size {size}"
+            elif size > self.max_frame_bytes:
+                bad = f"frame size {size} beyond the {self.max_frame_bytes}-byte cap"
+            elif ftype not in (FRAME_AMQP, FRAME_SASL):
+                bad = f"unknown frame type {ftype}"
+            if bad is not None:
+                out.append(
+                    StreamNote(self.conn, d.index, d.src, d.dst, packet, ts, ExpertNote(ERROR, "framing", bad))
+                )
+                d.mode = _M_RESYNC
+                d.skipped = 1
+                pos += 1
+                continue
+            if n - pos < size:
+                break
+            first = d.first_packet if pos == 0 and d.first_packet is not None else packet
+            frame = Frame(self.conn, d.index, d.src, d.dst, packet, ts, first, size, doff, ftype, channel)
+            if doff > 2:
+                frame.ext = bytes(buf[pos + 8 : pos + doff * 4])
+            self._frame(d, frame, buf, pos + doff * 4, pos + size)
+            out.append(frame)
+            pos += size
+        if pos:
+            del buf[:pos]
+            d.first_packet = packet if buf else None
+
+    def _header(self, d: _Direction, raw: bytes, ts: float, packet: int, out: list) -> None:
+        pid = raw[4]
+        version = (raw[5], raw[6], raw[7])
+        hdr = ProtocolHeader(self.conn, d.index, d.src, d.dst, packet, ts, pid, version)
+        out.append(hdr)
+        if not hdr.is_amqp10:
+            hdr.notes.append(ExpertNote(WARN, "protocol", f"{hdr.name} is not AMQP 1.0: rest of the stream skipped"))
+            d.mode = _M_OPAQUE
+            return
+        if pid == PROTO_TLS:
+            hdr.notes.append(ExpertNote(NOTE, "protocol", "TLS negotiated: the rest of the stream is encrypted"))
+            self.tls = True
+            d.mode = _M_OPAQUE
+            return
+        d.protocol = pid
+        d.mode = _M_FRAMES
+
+    def _frame(self, d: _Direction, frame: Frame, buf, body: int, end: int) -> None:
+        self.frames += 1
+        notes = frame.notes
+        peer_max = self.announced_max_frame[1 - d.index]
+        if peer_max is not None and frame.size > peer_max:
+            notes.append(
+                ExpertNote(WARN, "protocol", f"frame of {frame.size} bytes exceeds the peer's max-frame-size {peer_max}")
+            )
+        if d.protocol == PROTO_SASL and frame.type == FRAME_AMQP and body < end:
+            notes.append(ExpertNote(WARN, "protocol", "AMQP frame in the SASL layer"))
+        if body == end:
+            if frame.type == FRAME_SASL:
+                notes.append(ExpertNote(WARN, "protocol", "empty SASL frame"))
+            return  # heartbeat
+        r = Reader(buf, body, end)
+        try:
+            perf = r.value()
+        except DissectError as e:
+            notes.append(ExpertNote(ERROR, "malformed", f"frame body does not parse: {e}"))
+            return
+        frame.performative = perf if isinstance(perf, Described) else None
+        if not isinstance(perf, Composite):
+            what = perf.descriptor if isinstance(perf, Described) else type(perf).__name__
+            notes.append(ExpertNote(ERROR, "malformed", f"frame body is not a known performative ({what!r})"))
+            return
+        name = perf.spec.name
+        expected = PERFORMATIVES if frame.type == FRAME_AMQP else SASL_FRAMES
+        if name not in expected:
+            notes.append(
+                ExpertNote(ERROR, "protocol", f"{name} is not a {'performative' if frame.type == 0 else 'SASL frame'}")
+            )
+        _check_mandatory(perf, notes)
+        if name == "transfer":
+            frame.payload = bytes(buf[r.pos : end])
+            self._transfer(d, frame, perf)
+        elif r.pos != end:
+            notes.append(ExpertNote(WARN, "malformed", f"{end - r.pos} bytes after the {name} performative"))
+        if name == "open":
+            mfs = perf.effective("max-frame-size")
+            if isinstance(mfs, int):
+                self.announced_max_frame[d.index] = mfs
+
+    def _transfer(self, d: _Direction, frame: Frame, perf: Composite) -> None:
+        handle = perf.field("handle")
+        key = (frame.channel, handle)
+        part = d.partials.get(key)
+        did = perf.field("delivery-id")
+        if part is None:
+            part = Delivery(frame.channel, handle, did if did is not ABSENT else None,
+                            perf.field("delivery-tag") or None, frame.first_packet, frame.ts)
+            if did is ABSENT or did is None:
+                frame.notes.append(
+                    ExpertNote(WARN, "sequence", "first transfer of a delivery without delivery-id "
+                               "(continuation of a delivery that started before the capture?)")
+                )
+                part.incomplete = True
+            d.partials[key] = part
+        elif did is not ABSENT and did is not None and part.delivery_id is not None and did != part.delivery_id:
+            frame.notes.append(
+                ExpertNote(WARN, "sequence", f"delivery-id {did} differs from {part.delivery_id} of the delivery in progress")
+            )
+        part.frames += 1
+        size = len(frame.payload)
+        part.message_size += size
+        part.last_packet = frame.packet
+        part.last_ts = frame.ts
+        if part.payload is not None:
+            if part.message_size > self.max_message_bytes:
+                part.payload = None
+                frame.notes.append(ExpertNote(NOTE, "reassembly",
+                                              f"message larger than {self.max_message_bytes} bytes: not kept"))
+            else:
+                part.payload.append(frame.payload)
+        aborted = perf.field("aborted") is True
+        if aborted or perf.field("more") is not True:
+            del d.partials[key]
+            part.aborted = aborted
+            if part.payload is not None:
+                part.payload = b"".join(part.payload) if part.frames > 1 else frame.payload
+            frame.delivery = part
+            if aborted:
+                frame.notes.append(ExpertNote(NOTE, "sequence", f"delivery aborted after {part.frames} frames"))
+            elif part.frames > 1:
+                frame.notes.append(
+                    ExpertNote(CHAT, "reassembly",
+                               f"message reassembled from {part.frames} transfer frames ({part.message_size} bytes)")
+                )
+
+
+
+def _check_mandatory(perf: Composite, notes: list) -> None:
+    v = perf.value
+    n = len(v)
+    for i, f in enumerate(perf.spec.fields):
+        if f.mandatory and (i >= n or v[i] is None):
+            notes.append(ExpertNote(WARN, "protocol", f"mandatory field {f.name} of {perf.spec.name} is missing"))
+
+
+# --------------------------------------------------------------------------- resync
+
+
+def _descriptor_ok(buf, p: int, end: int, ftype: int):
+    """Is there a performative descriptor at ``p``?  True/False, or None if more bytes are needed."""
+    if end - p < 3:
+        return None
+    if buf[p] != 0:
+        return False
+    c = buf[p + 1]
+    codes = _PERF_CODES if ftype == FRAME_AMQP else _SASL_CODES
+    if c == 0x53:
+        return buf[p + 2] in codes
+    if c == 0x80:
+        if end - p < 10:
+            return None
+        return _U64.unpack_from(buf, p + 2)[0] in codes
+    if c == 0xA3:
+        ln = buf[p + 2]
+        if end - p < 3 + ln:
+            return None
+        symbols = _PERF_SYMBOLS if ftype == FRAME_AMQP else _SASL_SYMBOLS
+        return bytes(buf[p + 3 : p + 3 + ln]) in symbols
+    return False
+
+
+def _plausible(buf, i: int, n: int, cap: int):
+    """True/False for a frame header at i, None if more bytes are needed to decide."""
+    if n - i < 8:
+        return None
+    size, doff, ftype, _ = _HDR.unpack_from(buf, i)
+    if size < 8 or doff < 2 or ftype > 1 or doff * 4 > size or size > cap:
+        return False
+    if size == doff * 4:  # heartbeat: only the canonical empty frame
+        return ftype == 0 and size == 8
+    return _descriptor_ok(buf, i + doff * 4, n, ftype)
+
+
+def _find_frame(buf, start: int, cap: int):
+    """Offset of the next plausible frame header at or after ``start``.
+
+    Returns None if there is none, or ``-(i+1)`` if a candidate at ``i`` needs
+    more bytes.  Candidates come from a byte search for descriptor starts
+    (``00 53``, ``00 80``, ``00 a3``) and the canonical heartbeat, so scanning
+    garbage costs a few ``bytes.find`` calls, not a Python loop per byte.
+    """
+    n = len(buf)
+    best = None
+    pending = None
+    for pat in (b"\x00\x53", b"\x00\x80", b"\x00\xa3"):
+        j = buf.find(pat, start + 8)
+        while j != -1 and (best is None or j - 16 < best):
+            for doff in (2, 3, 4):
+                i = j - 4 * doff
+                if i < start or (best is not None and i >= best):
+                    continue
+                ok = _plausible(buf, i, n, cap)
+                if ok:
+                    best = i
+                elif ok is None and (pending is None or i < pending):
+                    pending = i
+            j = buf.find(pat, j + 1)
+    hb = buf.find(b"\x00\x00\x00\x08\x02\x00", start)
+    if hb != -1 and (best is None or hb < best):
+        best = hb
+    if pending is not None and (best is None or pending < best):
+        return -(pending + 1)
+    return best

@@ -1,0 +1,596 @@
+"""Capture file reader: pcap and pcapng, optionally gzip-compressed.
+
+Sans-IO: :func:`open_capture` receives an already-open *binary* file object
+(a real file, ``sys.stdin.buffer``, ``io.BytesIO``...) and never opens,
+seeks or closes anything itself.  Only ``read(n)`` is used, so non-seekable
+streams work.
+
+Reading is chunked (:data:`CHUNK` bytes at a time) and every length field is
+checked against :data:`MAX_RECORD` before anything is read for it, so a
+hostile length never allocates more than that.
+
+Problems found while *opening* (unknown magic, bad file header) raise
+:class:`~dissector.errors.CaptureError`.  Problems found *during iteration*
+(a truncated last record, a corrupted block, a broken gzip tail) never raise:
+iteration stops after the last complete record and :attr:`CaptureReader.error`
+holds a :class:`CaptureError` that describes what went wrong and where.
+
+The pcap record loop lives in :func:`pcap_records`, which works on a
+:class:`ByteSource`; a later Spark job can build a ``ByteSource`` over a byte
+range (``ByteSource.from_bytes``) that starts on a record boundary and reuse
+the loop unchanged.
+"""
+
+from __future__ import annotations
+
+import gzip
+import struct
+import zlib
+from typing import Callable, Iterator
+
+from .errors import CaptureError
+from .events import CaptureRecord
+
+CHUNK = 1 << 20  # bytes per read() call
+MAX_RECORD = 256 << 20  # refuse any record / block larger than this
+
+PCAP_MAGIC_US = 0xA1B2C3D4
+PCAP_MAGIC_NS = 0xA1B23C4D
+PCAP_MAGIC_MODIFIED = 0xA1B2CD34  # Alexey Kuznetzov's patched libpcap (24-byte records)
+PCAPNG_SHB = 0x0A0D0D0A
+PCAPNG_BOM = 0x1A2B3C4D
+
+_BT_IDB = 1
+_BT_PB = 2  # obsolete Packet Block
+_BT_SPB = 3
+_BT_EPB = 6
+
+_OPT_IF_TSRESOL = 9
+_OPT_IF_TSOFFSET = 14
+
+# what a broken gzip stream raises (gzip.BadGzipFile is an OSError)
+_GZIP_ERRORS = (EOFError, OSError, zlib.error)
+
+
+class ByteSource:
+    """A growable window over a byte stream, filled by ``read`` in chunks.
+
+    ``buf[pos:]`` are the bytes not consumed yet; ``base`` is the stream
+    offset of ``buf[0]`` (so ``base + pos`` is the offset of the next unread
+    byte of the *uncompressed* stream).  ``stream_error`` is set (and
+    ``eof`` becomes True) when the underlying reader failed, e.g. a
+    corrupted gzip member: everything read before the failure is still used.
+    """
+
+    __slots__ = ("_read", "_catch", "buf", "pos", "base", "eof", "stream_error")
+
+    def __init__(
+        self,
+        read: Callable[[int], bytes] | None,
+        initial: bytes = b"",
+        base: int = 0,
+        catch: tuple[type[BaseException], ...] = (),
+    ):
+        self._read = read
+        self._catch = catch  # exceptions of `read` that mean "the stream is broken here"
+        self.buf = initial
+        self.pos = 0
+        self.base = base
+        self.eof = read is None
+        self.stream_error: str | None = None
+
+    @classmethod
+    def from_bytes(cls, data: bytes, base: int = 0) -> "ByteSource":
+        """A source over bytes already in memory (e.g. one split of a file)."""
+        return cls(None, bytes(data), base)
+
+    @property
+    def offset(self) -> int:
+        return self.base + self.pos
+
+    def available(self) -> int:
+        return len(self.buf) - self.pos
+
+    def fill(self, need: int) -> bool:
+        """Make at least ``need`` unread bytes available in ``buf[pos:]``.
+
+        Drops the consumed prefix (so ``pos`` becomes 0) and reads chunks until
+        enough bytes are there.  Returns False on end of stream (the bytes that
+        were there stay available).  ``need`` must already be bounded by the
+        caller (records are checked against MAX_RECORD first).
+        """
+        rest = self.buf[self.pos :] if self.pos else self.buf
+        self.base += self.pos
+        self.pos = 0
+        have = len(rest)
+        if have >= need:
+            self.buf = rest
+            return True
+        parts = [rest]
+        read = self._read
+        while have < need and not self.eof:
+            try:
+                chunk = read(CHUNK)
+            except self._catch as exc:
+                self.eof = True
+                self.stream_error = f"{type(exc).__name__}: {exc}"
+                break
+            if not chunk:
+                self.eof = True
+                break
+            parts.append(chunk)
+            have += len(chunk)
+        self.buf = parts[0] if len(parts) == 1 else b"".join(parts)
+        return have >= need
+
+    def read_exact(self, n: int) -> bytes | None:
+        """Consume exactly n bytes, or None (nothing consumed) at end of stream."""
+        if len(self.buf) - self.pos < n and not self.fill(n):
+            return None
+        p = self.pos
+        self.pos = p + n
+        return self.buf[p : p + n]
+
+
+def _truncated(src: ByteSource, what: str, start: int, need: int) -> CaptureError:
+    have = src.base + len(src.buf) - start
+    msg = f"capture truncated: last {what} at byte offset {start} is incomplete (needs {need} bytes, has {have})"
+    if src.stream_error:
+        msg += f"; compressed stream ended with an error ({src.stream_error})"
+    return CaptureError(msg)
+
+
+def _stream_error(src: ByteSource) -> CaptureError:
+    return CaptureError(
+        f"compressed stream is corrupted after byte offset {src.offset} of the uncompressed data "
+        f"({src.stream_error}); records before it were read"
+    )
+
+
+def pcap_records(
+    src: ByteSource,
+    little_endian: bool,
+    nanosecond: bool,
+    linktype: int,
+    first_index: int = 1,
+    record_header: int = 16,
+    status: "CaptureReader | None" = None,
+) -> Iterator[CaptureRecord]:
+    """Yield the records of a pcap stream positioned on a record boundary.
+
+    ``record_header`` is 16 for standard pcap (24 for the "modified" format).
+    At the end, ``status.error`` (if a status object is given) is set to a
+    CaptureError when the stream ended inside a record or a length field is
+    hostile; ``status.bytes_read`` tracks the consumed offset.
+    """
+    unpack_from = struct.Struct("<IIII" if little_endian else ">IIII").unpack_from
+    divisor = 1_000_000_000 if nanosecond else 1_000_000
+    hl = record_header
+    rec = CaptureRecord
+    index = first_index
+    buf = src.buf
+    pos = src.pos
+    end = len(buf)
+    error = None
+    while True:
+        if end - pos < hl:
+            src.pos = pos
+            ok = src.fill(hl)
+            pos = src.pos
+            if not ok:
+                if src.available():
+                    error = _truncated(src, "record header", src.offset, hl)
+                elif src.stream_error:
+                    error = _stream_error(src)
+                break
+            buf = src.buf
+            pos = 0
+            end = len(buf)
+        sec, frac, caplen, orig = unpack_from(buf, pos)
+        nxt = pos + hl + caplen
+        if nxt > end:
+            if caplen > MAX_RECORD:
+                error = CaptureError(
+                    f"pcap record at byte offset {src.base + pos} has captured length {caplen} "
+                    f"(more than the {MAX_RECORD}-byte limit): corrupted or hostile capture"
+                )
+                break
+            src.pos = pos
+            ok = src.fill(hl + caplen)
+            pos = src.pos
+            if not ok:
+                error = _truncated(src, "record", src.offset, hl + caplen)
+                break
+            buf = src.buf
+            pos = 0
+            end = len(buf)
+            nxt = hl + caplen
+        yield rec(index, sec + frac / divisor, linktype, buf[pos + hl : nxt], orig, 0)
+        index += 1
+        pos = nxt
+        if status is not None:
+            status.bytes_read = src.base + pos
+    src.pos = pos
+    if status is not None:
+        status.bytes_read = src.base + pos
+        status.error = error
+
+
+def _pcapng_structs(bo: str):
+    """unpack_from functions for a byte order: block header, EPB fields, u32, PB fields."""
+    return (
+        struct.Struct(bo + "II").unpack_from,
+        struct.Struct(bo + "IIIII").unpack_from,
+        struct.Struct(bo + "I").unpack_from,
+        struct.Struct(bo + "HHIIII").unpack_from,
+    )
+
+
+class _Interface:
+    __slots__ = ("linktype", "divisor", "offset", "snaplen")
+
+    def __init__(self, linktype: int, divisor: int, offset: int, snaplen: int):
+        self.linktype = linktype
+        self.divisor = divisor
+        self.offset = offset
+        self.snaplen = snaplen
+
+
+def _parse_idb_options(body: bytes, pos: int, end: int, bo: str) -> tuple[int, int]:
+    """(divisor, tsoffset) from the options of an IDB body."""
+    divisor = 1_000_000
+    tsoffset = 0
+    while pos + 4 <= end:
+        code, olen = struct.unpack_from(bo + "HH", body, pos)
+        pos += 4
+        if code == 0:
+            break
+        if pos + olen > end:
+            break
+        if code == _OPT_IF_TSRESOL and olen >= 1:
+            v = body[pos]
+            if v & 0x80:
+                e = v & 0x7F
+                if e > 64:
+                    raise CaptureError(f"pcapng if_tsresol 2^-{e} is out of range")
+                divisor = 1 << e
+            else:
+                if v > 19:
+                    raise CaptureError(f"pcapng if_tsresol 10^-{v} is out of range")
+                divisor = 10**v
+        elif code == _OPT_IF_TSOFFSET and olen >= 8:
+            (tsoffset,) = struct.unpack_from(bo + "q", body, pos)
+        pos += (olen + 3) & ~3
+    return divisor, tsoffset
+
+
+class CaptureReader:
+    """Iterator of :class:`CaptureRecord` over a pcap / pcapng stream.
+
+    Attributes: ``format`` ("pcap" | "pcapng"), ``compressed`` (gzip),
+    ``nanosecond`` (pcap ns magic), ``linktypes`` (interface id -> link type,
+    grows while a pcapng is read; pcapng interface ids are numbered across
+    sections, so the second section's first interface gets the next free id),
+    ``error`` (None, or the CaptureError that ended iteration early),
+    ``bytes_read`` (offset reached in the uncompressed stream), ``snaplen``.
+    """
+
+    def __init__(self, src: ByteSource, compressed: bool):
+        self._src = src
+        self.compressed = compressed
+        self.error: CaptureError | None = None
+        self.bytes_read = 0
+        self.nanosecond = False
+        self.linktypes: dict[int, int] = {}
+        self.snaplen = 0
+        magic = src.buf[:4]
+        if magic == b"\x0a\x0d\x0d\x0a":
+            self.format = "pcapng"
+            bo = self._read_shb()
+            self._leading_idbs(bo)
+            self._gen = self._pcapng_records(bo)
+        else:
+            self.format = "pcap"
+            self._gen = self._open_pcap()
+
+    # -- iteration ---------------------------------------------------------
+    def __iter__(self) -> Iterator[CaptureRecord]:
+        return self._gen
+
+    def __next__(self) -> CaptureRecord:
+        return next(self._gen)
+
+    # -- pcap ----------------------------------------------------------------
+    def _open_pcap(self) -> Iterator[CaptureRecord]:
+        src = self._src
+        hdr = src.read_exact(24)
+        if hdr is None:
+            raise CaptureError(f"pcap file header truncated ({src.available()} of 24 bytes)")
+        le = None
+        for order, little in (("<", True), (">", False)):
+            (m,) = struct.unpack_from(order + "I", hdr, 0)
+            if m in (PCAP_MAGIC_US, PCAP_MAGIC_NS, PCAP_MAGIC_MODIFIED):
+                le = little
+                break
+        if le is None:
+            raise CaptureError(f"not a pcap or pcapng capture (magic {hdr[:4].hex()})")
+        bo = "<" if le else ">"
+        _, vmaj, vmin, _zone, _sigfigs, snaplen, network = struct.unpack_from(bo + "IHHiIII", hdr, 0)
+        if vmaj != 2:
+            raise CaptureError(f"unsupported pcap version {vmaj}.{vmin}")
+        self.nanosecond = m == PCAP_MAGIC_NS
+        self.snaplen = snaplen
+        linktype = network & 0xFFFF  # upper bits: FCS information
+        self.linktypes[0] = linktype
+        self.bytes_read = 24
+        return pcap_records(
+            src,
+            le,
+            self.nanosecond,
+            linktype,
+            record_header=24 if m == PCAP_MAGIC_MODIFIED else 16,
+            status=self,
+        )
+
+    # -- pcapng --------------------------------------------------------------
+    def _read_shb(self) -> str:
+        """Read the first Section Header Block; returns the byte order ('<' or '>')."""
+        src = self._src
+        start = src.offset
+        if not src.fill(12):
+            raise CaptureError(f"pcapng section header truncated ({src.available()} bytes)")
+        bo = self._shb_byte_order(src.buf, src.pos)
+        (blen,) = struct.unpack_from(bo + "I", src.buf, src.pos + 4)
+        self._check_block_len(blen, start, 28)
+        body = src.read_exact(blen)
+        if body is None:
+            raise CaptureError(
+                f"pcapng section header truncated (needs {blen} bytes, has {src.available()})"
+            )
+        self._shb(body, bo, start)
+        self.bytes_read = src.offset
+        return bo
+
+    @staticmethod
+    def _shb_byte_order(buf: bytes, pos: int) -> str:
+        (bom,) = struct.unpack_from("<I", buf, pos + 8)
+        if bom == PCAPNG_BOM:
+            return "<"
+        if bom == 0x4D3C2B1A:
+            return ">"
+        raise CaptureError(f"pcapng section header has a bad byte-order magic ({buf[pos + 8:pos + 12].hex()})")
+
+    @staticmethod
+    def _check_block_len(blen: int, start: int, minimum: int) -> None:
+        if blen < minimum or blen % 4:
+            raise CaptureError(f"pcapng block at byte offset {start} has an invalid length {blen}")
+        if blen > MAX_RECORD:
+            raise CaptureError(
+                f"pcapng block at byte offset {start} has length {blen} "
+                f"(more than the {MAX_RECORD}-byte limit): corrupted or hostile capture"
+            )
+
+    def _shb(self, block: bytes, bo: str, start: int) -> None:
+        vmaj, vmin = struct.unpack_from(bo + "HH", block, 12)
+        if vmaj != 1:
+            raise CaptureError(f"pcapng section at byte offset {start} has unsupported version {vmaj}.{vmin}")
+        (trail,) = struct.unpack_from(bo + "I", block, len(block) - 4)
+        if trail != len(block):
+            raise CaptureError(f"pcapng section header at byte offset {start}: length fields do not match")
+        self._section: list[_Interface] = []
+
+    def _idb(self, buf: bytes, pos: int, blen: int, bo: str, start: int) -> None:
+        if blen < 20:
+            raise CaptureError(f"pcapng interface description block at byte offset {start} is too short")
+        linktype, _res, snaplen = struct.unpack_from(bo + "HHI", buf, pos + 8)
+        divisor, tsoffset = _parse_idb_options(buf, pos + 16, pos + blen - 4, bo)
+        ifaces = self._section
+        if not ifaces:
+            self._first_iface = len(self.linktypes)
+        self.linktypes[self._first_iface + len(ifaces)] = linktype
+        ifaces.append(_Interface(linktype, divisor, tsoffset, snaplen))
+        if not self.snaplen:
+            self.snaplen = snaplen
+
+    def _leading_idbs(self, bo: str) -> None:
+        """Read the interface descriptions that follow the first section header, so
+        ``linktypes`` is known before iteration (later IDBs are read while iterating)."""
+        src = self._src
+        hdr = struct.Struct(bo + "II")
+        while src.available() >= 12 or src.fill(12):
+            start = src.offset
+            btype, blen = hdr.unpack_from(src.buf, src.pos)
+            if btype != _BT_IDB:
+                return
+            self._check_block_len(blen, start, 20)
+            if src.available() < blen and not src.fill(blen):
+                return  # truncated: reported by the iteration
+            buf, pos = src.buf, src.pos
+            (trail,) = struct.unpack_from(bo + "I", buf, pos + blen - 4)
+            if trail != blen:
+                raise CaptureError(f"pcapng block at byte offset {start}: trailing length {trail} "
+                                   f"does not match leading length {blen}")
+            self._idb(buf, pos, blen, bo, start)
+            src.pos = pos + blen
+            self.bytes_read = src.offset
+
+    def _pcapng_records(self, bo: str) -> Iterator[CaptureRecord]:
+        src = self._src
+        index = 1
+        rec = CaptureRecord
+        hdr, epb, u32, pb = _pcapng_structs(bo)
+        ifaces = self._section
+        last_ts = 0.0
+        error = None
+        buf = src.buf
+        pos = src.pos
+        end = len(buf)
+        try:
+            while True:
+                if end - pos < 12:
+                    src.pos = pos
+                    ok = src.fill(12)
+                    buf, pos = src.buf, src.pos
+                    end = len(buf)
+                    if not ok:
+                        if end - pos:
+                            error = _truncated(src, "block", src.offset, 12)
+                        elif src.stream_error:
+                            error = _stream_error(src)
+                        break
+                btype, blen = hdr(buf, pos)
+                if btype == PCAPNG_SHB:
+                    bo = self._shb_byte_order(buf, pos)
+                    hdr, epb, u32, pb = _pcapng_structs(bo)
+                    (blen,) = u32(buf, pos + 4)
+                    self._check_block_len(blen, src.base + pos, 28)
+                elif blen < 12 or blen & 3 or blen > MAX_RECORD:
+                    self._check_block_len(blen, src.base + pos, 12)
+                if end - pos < blen:
+                    src.pos = pos
+                    ok = src.fill(blen)
+                    buf, pos = src.buf, src.pos
+                    end = len(buf)
+                    if not ok:
+                        error = _truncated(src, "block", src.offset, blen)
+                        break
+                nxt = pos + blen
+                if u32(buf, nxt - 4)[0] != blen:
+                    raise CaptureError(
+                        f"pcapng block at byte offset {src.base + pos}: trailing length "
+                        f"{u32(buf, nxt - 4)[0]} does not match leading length {blen}"
+                    )
+                if btype == _BT_EPB:
+                    if blen < 32:
+                        raise CaptureError(f"pcapng enhanced packet block at byte offset {src.base + pos} is too short")
+                    iface, hi, lo, caplen, orig = epb(buf, pos + 8)
+                    if caplen > blen - 32:
+                        raise CaptureError(
+                            f"pcapng enhanced packet block at byte offset {src.base + pos}: captured length "
+                            f"{caplen} exceeds the block ({blen} bytes)"
+                        )
+                    if iface >= len(ifaces):
+                        raise CaptureError(
+                            f"pcapng packet block at byte offset {src.base + pos} refers to undefined "
+                            f"interface {iface}"
+                        )
+                    itf = ifaces[iface]
+                    last_ts = ((hi << 32) | lo) / itf.divisor + itf.offset
+                    yield rec(index, last_ts, itf.linktype, buf[pos + 28 : pos + 28 + caplen], orig,
+                              self._first_iface + iface)
+                    index += 1
+                elif btype == _BT_SPB:
+                    if blen < 16:
+                        raise CaptureError(f"pcapng simple packet block at byte offset {src.base + pos} is too short")
+                    if not ifaces:
+                        raise CaptureError(
+                            f"pcapng simple packet block at byte offset {src.base + pos} before any interface "
+                            "description"
+                        )
+                    (orig,) = u32(buf, pos + 8)
+                    itf = ifaces[0]
+                    caplen = min(orig, blen - 16)
+                    if itf.snaplen:
+                        caplen = min(caplen, itf.snaplen)
+                    yield rec(index, last_ts, itf.linktype, buf[pos + 12 : pos + 12 + caplen], orig, self._first_iface)
+                    index += 1
+                elif btype == _BT_IDB:
+                    self._idb(buf, pos, blen, bo, src.base + pos)
+                elif btype == PCAPNG_SHB:
+                    self._shb(buf[pos:nxt], bo, src.base + pos)
+                    ifaces = self._section
+                elif btype == _BT_PB:
+                    if blen < 32:
+                        raise CaptureError(f"pcapng packet block at byte offset {src.base + pos} is too short")
+                    iface, _drops, hi, lo, caplen, orig = pb(buf, pos + 8)
+                    if caplen > blen - 32 or iface >= len(ifaces):
+                        raise CaptureError(f"pcapng packet block at byte offset {src.base + pos} is malformed")
+                    itf = ifaces[iface]
+                    last_ts = ((hi << 32) | lo) / itf.divisor + itf.offset
+                    yield rec(index, last_ts, itf.linktype, buf[pos + 28 : pos + 28 + caplen], orig,
+                              self._first_iface + iface)
+                    index += 1
+                # any other block type (NRB, ISB, DSB, custom, ...) is skipped
+                pos = nxt
+                self.bytes_read = src.base + pos
+        except CaptureError as exc:
+            error = exc
+        src.pos = pos
+        self.bytes_read = src.offset
+        self.error = error
+
+    _first_iface = 0
+
+
+def open_capture(fileobj) -> CaptureReader:
+    """Sniff the format of an open binary file object and return a reader.
+
+    gzip (1f 8b) is unwrapped with :class:`gzip.GzipFile` and sniffed again.
+    Raises CaptureError when the stream is neither pcap nor pcapng, or when
+    its file / first section header is bad.
+    """
+    read = fileobj.read
+    head = _read_upto(read, 4)
+    compressed = False
+    catch: tuple[type[BaseException], ...] = ()
+    if head[:2] == b"\x1f\x8b":
+        compressed = True
+        gz = gzip.GzipFile(fileobj=_Prefixed(head, read), mode="rb")
+        # read1: one decompression step per call, so a corrupted tail loses
+        # as little already-decompressed data as possible
+        read = gz.read1
+        catch = _GZIP_ERRORS
+        try:
+            head = _read_upto(read, 4)
+        except _GZIP_ERRORS as exc:
+            raise CaptureError(f"gzip-compressed capture cannot be decompressed: {exc}") from None
+    if len(head) < 4:
+        raise CaptureError(f"not a pcap or pcapng capture (only {len(head)} bytes)")
+    if head not in (
+        b"\x0a\x0d\x0d\x0a",
+        b"\xd4\xc3\xb2\xa1",
+        b"\xa1\xb2\xc3\xd4",
+        b"\x4d\x3c\xb2\xa1",
+        b"\xa1\xb2\x3c\x4d",
+        b"\x34\xcd\xb2\xa1",
+        b"\xa1\xb2\xcd\x34",
+    ):
+        raise CaptureError(f"not a pcap or pcapng capture (magic {head.hex()})")
+    src = ByteSource(read, head, catch=catch)
+    return CaptureReader(src, compressed)
+
+
+def _read_upto(read, n: int) -> bytes:
+    parts = []
+    have = 0
+    while have < n:
+        chunk = read(n - have)
+        if not chunk:
+            break
+        parts.append(chunk)
+        have += len(chunk)
+    return b"".join(parts)
+
+
+class _Prefixed:
+    """A read-only stream that replays bytes already consumed, then the rest."""
+
+    def __init__(self, prefix: bytes, read):
+        self._prefix = prefix
+        self._read = read
+        self.mode = "rb"
+
+    def read(self, n: int = -1) -> bytes:
+        p = self._prefix
+        if p:
+            if n is None or n < 0:
+                self._prefix = b""
+                return p + self._read()
+            head = p[:n]
+            self._prefix = p[n:]
+            if len(head) < n:
+                more = self._read(n - len(head))
+                if more:
+                    head += more
+            return head
+        return self._read(n)

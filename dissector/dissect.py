@@ -1,0 +1,181 @@
+"""The sans-IO pipeline: capture records in, AMQP events out.
+
+    d = Dissector()
+    for record in records:            # dissector.capture.open_capture(f), or any CaptureRecord source
+        for event in d.feed(record):
+            ...
+    for event in d.finish():
+        ...
+
+Events are the ones of :mod:`dissector.amqp` (ProtocolHeader, Frame,
+StreamNote) plus, from the TCP layer, StreamOpened / StreamClosed / PacketNote
+for connections found to carry AMQP.
+
+A TCP connection is AMQP when either port is one of ``ports`` (5672 and 5671 by
+default; ``--port`` adds more), or when either direction starts with an
+``AMQP`` protocol header.  Connections on AMQP ports are decoded even when the
+capture joins them mid-stream (the decoder resynchronises on a frame header).
+"""
+
+from __future__ import annotations
+
+from .amqp import DEFAULT_MAX_FRAME_BYTES, AmqpConnection
+from .errors import WARN, DissectError, ExpertNote, UnsupportedLinkType
+from .events import PacketNote, StreamClosed, StreamData, StreamGap, StreamOpened
+from .netparse import parse_segment
+from .spec import AMQP_PORT, AMQPS_PORT
+from .tcp import TcpReassembler
+
+DEFAULT_PORTS = frozenset({AMQP_PORT, AMQPS_PORT})
+
+_PROBE_BYTES = 8  # bytes needed to decide whether a stream starts with a protocol header
+
+
+class _Probe:
+    """A connection on a non-AMQP port whose first bytes are not known yet."""
+
+    __slots__ = ("opened", "data")
+
+    def __init__(self, opened: StreamOpened):
+        self.opened = opened
+        self.data = ([], [])  # buffered StreamData per direction
+
+
+class Dissector:
+    def __init__(
+        self,
+        ports=DEFAULT_PORTS,
+        extra_ports=(),
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        idle_timeout: float = 900.0,
+    ):
+        self.ports = frozenset(ports) | frozenset(extra_ports)
+        self.max_frame_bytes = max_frame_bytes
+        self.tcp = TcpReassembler(server_ports=self.ports, idle_timeout=idle_timeout)
+        self.connections: dict[str, AmqpConnection] = {}
+        self._probes: dict[str, _Probe] = {}
+        self._opened: dict[str, StreamOpened] = {}
+        self.packets = 0
+        self.tcp_packets = 0
+        self.last_ts = None
+        self.unsupported_linktypes: dict[int, int] = {}  # linktype -> packets
+        self.packet_errors = 0
+        self.amqp_connections = 0
+
+    # -- input ------------------------------------------------------------------
+
+    def feed(self, record) -> list:
+        """Process one capture record (anything with index, ts, linktype, data)."""
+        self.packets += 1
+        self.last_ts = record.ts
+        try:
+            seg = parse_segment(record.linktype, record.data)
+        except UnsupportedLinkType:
+            lt = record.linktype
+            first = lt not in self.unsupported_linktypes
+            self.unsupported_linktypes[lt] = self.unsupported_linktypes.get(lt, 0) + 1
+            if first:
+                return [PacketNote(record.index, record.ts,
+                                   ExpertNote(WARN, "capture", f"unsupported link type {lt}: packets skipped"))]
+            return []
+        except DissectError as e:
+            self.packet_errors += 1
+            return [PacketNote(record.index, record.ts, ExpertNote(WARN, e.group, str(e)))]
+        if seg is None:
+            return []
+        self.tcp_packets += 1
+        return self._route(self.tcp.feed(seg, record.ts, record.index))
+
+    def finish(self) -> list:
+        """End of input: flush reassembly and report unfinished frames and deliveries."""
+        out = self._route(self.tcp.finish(self.last_ts))
+        for probe_id in list(self._probes):
+            self._decide(probe_id, out, final=True)
+        for c in list(self.connections.values()):
+            out.extend(c.finish(self.last_ts, None))
+        self.connections.clear()
+        return out
+
+    # -- routing ----------------------------------------------------------------
+
+    def _route(self, events: list) -> list:
+        if not events:
+            return events
+        out: list = []
+        conns = self.connections
+        for ev in events:
+            cls = type(ev)
+            if cls is StreamData:
+                c = conns.get(ev.conn)
+                if c is not None:
+                    out.extend(c.feed(ev.direction, ev.data, ev.ts, ev.packet))
+                elif ev.conn in self._probes:
+                    self._probe_data(ev, out)
+            elif cls is StreamGap:
+                c = conns.get(ev.conn)
+                if c is not None:
+                    out.extend(c.gap(ev.direction, ev.size, ev.ts, ev.packet))
+                elif ev.conn in self._probes:
+                    self._decide(ev.conn, out, final=True)
+            elif cls is StreamOpened:
+                self._opened_stream(ev, out)
+            elif cls is StreamClosed:
+                if ev.conn in self._probes:
+                    self._decide(ev.conn, out, final=True)
+                c = conns.get(ev.conn)
+                if c is not None:
+                    out.append(ev)
+                    if ev.kind != "fin":
+                        out.extend(c.finish(ev.ts, ev.packet))
+                        del conns[ev.conn]
+                        self._opened.pop(ev.conn, None)
+            elif cls is PacketNote:
+                if ev.conn is None or ev.conn in conns:
+                    out.append(ev)
+        return out
+
+    def _opened_stream(self, ev: StreamOpened, out: list) -> None:
+        if _port(ev.client) in self.ports or _port(ev.server) in self.ports:
+            self._start(ev, out)
+        else:
+            self._probes[ev.conn] = _Probe(ev)
+
+    def _start(self, ev: StreamOpened, out: list) -> AmqpConnection:
+        c = AmqpConnection(ev.conn, ev.client, ev.server, max_frame_bytes=self.max_frame_bytes)
+        self.connections[ev.conn] = c
+        self._opened[ev.conn] = ev
+        self.amqp_connections += 1
+        out.append(ev)
+        return c
+
+    def _probe_data(self, ev: StreamData, out: list) -> None:
+        probe = self._probes[ev.conn]
+        probe.data[ev.direction].append(ev)
+        got = sum(len(e.data) for e in probe.data[ev.direction])
+        if got >= _PROBE_BYTES:
+            self._decide(ev.conn, out, final=False)
+
+    def _decide(self, conn: str, out: list, final: bool) -> None:
+        probe = self._probes[conn]
+        verdict = None
+        for evs in probe.data:
+            head = b"".join(e.data for e in evs)[:_PROBE_BYTES]
+            if head.startswith(b"AMQP"):
+                verdict = True
+                break
+            if len(head) >= 4 or (head and not b"AMQP".startswith(head)):
+                verdict = False if verdict is None else verdict
+        if verdict is None and not final:
+            return
+        del self._probes[conn]
+        if verdict:
+            c = self._start(probe.opened, out)
+            for evs in probe.data:
+                for e in evs:
+                    out.extend(c.feed(e.direction, e.data, e.ts, e.packet))
+        else:
+            self.tcp.ignore(conn)
+
+
+def _port(endpoint: str) -> int:
+    return int(endpoint.rsplit(":", 1)[1])

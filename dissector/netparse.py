@@ -1,0 +1,634 @@
+"""Link / IP / TCP header parsing: a struct fast path, plus a verbose describer.
+
+:func:`parse_segment` is the hot path (one call per packet): plain ``struct``
+unpacks and slicing, no per-packet objects except the returned
+:class:`~dissector.events.Segment`.  It returns ``None`` for packets that are
+not TCP (ARP, UDP, ICMP, 802.3/LLC, ...) and raises a
+:class:`~dissector.errors.DissectError` subclass when it cannot say:
+
+* :class:`MalformedPacket` - a link / IP / TCP header is truncated or invalid;
+* :class:`TruncatedPacket` (a MalformedPacket) - the headers are fine but the
+  capture cut the TCP payload short (snaplen).  ``exc.segment`` holds the
+  segment with the captured part of the payload and ``exc.wire_len`` the
+  payload length on the wire; ``TcpReassembler.feed(exc.segment, ts, packet,
+  wire_len=exc.wire_len)`` reports the missing bytes as a gap;
+* :class:`IPFragment` - a fragment of a fragmented IPv4/IPv6 packet carrying
+  TCP (IP reassembly is not done);
+* :class:`~dissector.errors.UnsupportedLinkType` - a link type not listed in
+  :data:`SUPPORTED_LINKTYPES` (:func:`check_linktype` checks one up front).
+
+:func:`describe_packet` renders Wireshark-style layer summaries for ``-V``
+output; it is not on the hot path and never raises.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import socket
+import struct
+
+from .errors import DissectError, UnsupportedLinkType
+from .events import CaptureRecord, Segment
+
+LINKTYPE_NULL = 0
+LINKTYPE_ETHERNET = 1
+LINKTYPE_RAW = 101
+LINKTYPE_LOOP = 108
+LINKTYPE_LINUX_SLL = 113
+LINKTYPE_IPV4 = 228
+LINKTYPE_IPV6 = 229
+LINKTYPE_LINUX_SLL2 = 276
+DLT_RAW_12 = 12  # DLT_RAW on most BSDs / Linux
+DLT_RAW_14 = 14  # DLT_RAW on OpenBSD
+
+SUPPORTED_LINKTYPES = frozenset(
+    {
+        LINKTYPE_NULL,
+        LINKTYPE_ETHERNET,
+        LINKTYPE_RAW,
+        DLT_RAW_12,
+        DLT_RAW_14,
+        LINKTYPE_LOOP,
+        LINKTYPE_LINUX_SLL,
+        LINKTYPE_LINUX_SLL2,
+        LINKTYPE_IPV4,
+        LINKTYPE_IPV6,
+    }
+)
+
+LINKTYPE_NAMES = {
+    LINKTYPE_NULL: "BSD loopback (NULL)",
+    LINKTYPE_ETHERNET: "Ethernet",
+    LINKTYPE_RAW: "Raw IP",
+    DLT_RAW_12: "Raw IP",
+    DLT_RAW_14: "Raw IP",
+    LINKTYPE_LOOP: "OpenBSD loopback (LOOP)",
+    LINKTYPE_LINUX_SLL: "Linux cooked-mode capture v1",
+    LINKTYPE_LINUX_SLL2: "Linux cooked-mode capture v2",
+    LINKTYPE_IPV4: "Raw IPv4",
+    LINKTYPE_IPV6: "Raw IPv6",
+}
+
+ETH_IPV4 = 0x0800
+ETH_IPV6 = 0x86DD
+VLAN_TPIDS = frozenset({0x8100, 0x88A8, 0x9100, 0x9200})
+
+# address families seen in NULL / LOOP headers
+_AF_INET = frozenset({2})
+_AF_INET6 = frozenset({10, 24, 28, 30})  # Linux, BSD, FreeBSD, Darwin
+
+_IPV6_EXT = frozenset({0, 43, 44, 51, 60})
+
+
+class MalformedPacket(DissectError):
+    """A link, IP or TCP header that is truncated or invalid."""
+
+
+class TruncatedPacket(MalformedPacket):
+    """TCP payload cut short by the capture (snaplen); headers were parsed.
+
+    ``segment`` has the captured part of the payload, ``wire_len`` the full
+    payload length according to the IP header.
+    """
+
+    group = "capture"
+
+    def __init__(self, message: str, segment: Segment, wire_len: int):
+        super().__init__(message)
+        self.segment = segment
+        self.wire_len = wire_len
+
+
+class IPFragment(DissectError):
+    """A fragment of a fragmented IP packet that carries TCP (not reassembled)."""
+
+    group = "reassembly"
+
+
+# ---------------------------------------------------------------------------
+# address text cache
+
+_ADDR: dict[bytes, str] = {}
+_ADDR_MAX = 100_000
+
+
+def _addr_text(raw: bytes) -> str:
+    if len(_ADDR) >= _ADDR_MAX:
+        _ADDR.clear()
+    s = socket.inet_ntop(socket.AF_INET if len(raw) == 4 else socket.AF_INET6, raw)
+    _ADDR[raw] = s
+    return s
+
+
+def addr_text(raw: bytes) -> str:
+    """Text form of a 4- or 16-byte address (cached)."""
+    return _ADDR.get(raw) or _addr_text(raw)
+
+
+# ---------------------------------------------------------------------------
+# fast path
+
+_IP4 = struct.Struct("!BxHHHxB2x4s4s").unpack_from  # vihl, total, id, frag, proto, src, dst
+_IP6 = struct.Struct("!IHBx16s16s").unpack_from  # vtcfl, plen, nxt, src, dst
+_TCP = struct.Struct("!HHIIH").unpack_from  # sport, dport, seq, ack, off/flags
+_IP4TCP = struct.Struct("!BxH2xHxB2x4s4sHHIIH").unpack_from  # IPv4 without options + TCP, 34 bytes
+_new_segment = tuple.__new__
+
+
+def check_linktype(linktype: int) -> None:
+    """Raise UnsupportedLinkType unless ``linktype`` is supported (check once per
+    interface, e.g. over ``reader.linktypes``, instead of per packet)."""
+    if linktype not in SUPPORTED_LINKTYPES:
+        raise UnsupportedLinkType(
+            f"unsupported link-layer type {linktype} (supported: "
+            + ", ".join(str(t) for t in sorted(SUPPORTED_LINKTYPES))
+            + ")"
+        )
+
+
+def parse_segment(linktype: int, data: bytes) -> Segment | None:
+    """The TCP segment in one captured packet, or None if it carries no TCP.
+
+    Raises MalformedPacket / TruncatedPacket / IPFragment / UnsupportedLinkType
+    (all DissectError) as described in the module docstring.
+    """
+    if linktype == 1:
+        if len(data) < 14:
+            raise MalformedPacket(f"Ethernet header truncated ({len(data)} of 14 bytes)")
+        et = (data[12] << 8) | data[13]
+        if et == ETH_IPV4:
+            return _ipv4(data, 14)
+        return _ether_payload(data, 14, et)
+    if linktype == LINKTYPE_LINUX_SLL:
+        if len(data) < 16:
+            raise MalformedPacket(f"Linux cooked (SLL) header truncated ({len(data)} of 16 bytes)")
+        et = (data[14] << 8) | data[15]
+        if et == ETH_IPV4:
+            return _ipv4(data, 16)
+        return _ether_payload(data, 16, et)
+    if linktype == LINKTYPE_LINUX_SLL2:
+        if len(data) < 20:
+            raise MalformedPacket(f"Linux cooked v2 (SLL2) header truncated ({len(data)} of 20 bytes)")
+        et = (data[0] << 8) | data[1]
+        if et == ETH_IPV4:
+            return _ipv4(data, 20)
+        return _ether_payload(data, 20, et)
+    if linktype in (LINKTYPE_RAW, DLT_RAW_12, DLT_RAW_14):
+        if not data:
+            raise MalformedPacket("raw IP packet is empty")
+        v = data[0] >> 4
+        if v == 4:
+            return _ipv4(data, 0)
+        if v == 6:
+            return _ipv6(data, 0)
+        raise MalformedPacket(f"raw IP packet has IP version {v}")
+    if linktype == LINKTYPE_NULL or linktype == LINKTYPE_LOOP:
+        if len(data) < 4:
+            raise MalformedPacket(f"loopback header truncated ({len(data)} of 4 bytes)")
+        if linktype == LINKTYPE_LOOP:
+            fam = int.from_bytes(data[:4], "big")
+        else:  # host byte order of the capturing machine: either
+            fam = int.from_bytes(data[:4], "little")
+            if fam > 0xFFFF:
+                fam = int.from_bytes(data[:4], "big")
+        if fam in _AF_INET:
+            return _ipv4(data, 4)
+        if fam in _AF_INET6:
+            return _ipv6(data, 4)
+        return None
+    if linktype == LINKTYPE_IPV4:
+        return _ipv4(data, 0)
+    if linktype == LINKTYPE_IPV6:
+        return _ipv6(data, 0)
+    check_linktype(linktype)
+    raise UnsupportedLinkType(f"unsupported link-layer type {linktype}")  # not reached
+
+
+def _ether_payload(data: bytes, off: int, et: int) -> Segment | None:
+    """Dispatch on an EtherType, skipping any number of VLAN tags."""
+    n = len(data)
+    while et in VLAN_TPIDS:
+        if n - off < 4:
+            raise MalformedPacket(f"VLAN tag truncated ({n - off} of 4 bytes)")
+        et = (data[off + 2] << 8) | data[off + 3]
+        off += 4
+    if et == ETH_IPV4:
+        return _ipv4(data, off)
+    if et == ETH_IPV6:
+        return _ipv6(data, off)
+    return None
+
+
+def _ipv4(data: bytes, off: int) -> Segment | None:
+    n = len(data)
+    if n - off >= 40:
+        # common case in one unpack: 20-byte IPv4 header, unfragmented TCP, complete
+        vihl, total, frag, proto, src, dst, sport, dport, seq, ack, offflags = _IP4TCP(data, off)
+        if vihl == 0x45 and proto == 6 and not frag & 0x3FFF and offflags >= 0x5000:
+            end = off + total
+            ps = off + 20 + ((offflags >> 12) << 2)
+            if ps <= end <= n:
+                return _new_segment(
+                    Segment,
+                    (
+                        _ADDR.get(src) or _addr_text(src),
+                        _ADDR.get(dst) or _addr_text(dst),
+                        sport,
+                        dport,
+                        seq,
+                        ack,
+                        offflags & 0x1FF,
+                        data[ps:end],
+                        4,
+                    ),
+                )
+    if n - off < 20:
+        raise MalformedPacket(f"IPv4 header truncated ({n - off} of 20 bytes)")
+    vihl, total, ident, frag, proto, src, dst = _IP4(data, off)
+    if vihl >> 4 != 4:
+        raise MalformedPacket(f"IPv4 header has version {vihl >> 4}")
+    ihl = (vihl & 15) << 2
+    if ihl < 20:
+        raise MalformedPacket(f"IPv4 header length {ihl} is less than 20")
+    if proto != 6:
+        return None
+    if frag & 0x3FFF:
+        raise IPFragment(
+            f"IPv4 fragment of a TCP packet (id 0x{ident:04x}, offset {(frag & 0x1FFF) * 8}, "
+            f"more fragments: {'yes' if frag & 0x2000 else 'no'}): IP reassembly is not supported"
+        )
+    if total == 0:  # TSO / offloaded packet captured on the sender: trust the capture
+        end = n
+    else:
+        if total < ihl:
+            raise MalformedPacket(f"IPv4 total length {total} is less than its header length {ihl}")
+        end = off + total
+    return _tcp(
+        data,
+        off + ihl,
+        end,
+        _ADDR.get(src) or _addr_text(src),
+        _ADDR.get(dst) or _addr_text(dst),
+        4,
+    )
+
+
+def _ipv6(data: bytes, off: int) -> Segment | None:
+    n = len(data)
+    if n - off < 40:
+        raise MalformedPacket(f"IPv6 header truncated ({n - off} of 40 bytes)")
+    vtcfl, plen, nxt, src, dst = _IP6(data, off)
+    if vtcfl >> 28 != 6:
+        raise MalformedPacket(f"IPv6 header has version {vtcfl >> 28}")
+    p = off + 40
+    end = p + plen if plen else n  # 0: jumbogram or offloaded: trust the capture
+    lim = end if end < n else n
+    fragment = None
+    while nxt in _IPV6_EXT:
+        if lim - p < 8:
+            raise MalformedPacket(f"IPv6 extension header {nxt} truncated ({lim - p} bytes left)")
+        if nxt == 44:
+            fo = (data[p + 2] << 8) | data[p + 3]
+            if fo & 0xFFF9:  # offset or M bit: a real fragment (else an atomic fragment)
+                fragment = (fo & 0xFFF8, fo & 1, int.from_bytes(data[p + 4 : p + 8], "big"))
+                if fo & 0xFFF8:
+                    # not the first fragment: what follows is payload, not headers
+                    nxt = data[p]
+                    break
+            hl = 8
+        elif nxt == 51:
+            hl = (data[p + 1] + 2) * 4
+        else:
+            hl = (data[p + 1] + 1) * 8
+        if p + hl > end:
+            raise MalformedPacket(f"IPv6 extension header {nxt} ({hl} bytes) exceeds the payload length")
+        nxt = data[p]
+        p += hl
+    if nxt != 6:
+        return None
+    if fragment is not None:
+        offset, more, ident = fragment
+        raise IPFragment(
+            f"IPv6 fragment of a TCP packet (id 0x{ident:08x}, offset {offset}, "
+            f"more fragments: {'yes' if more else 'no'}): IP reassembly is not supported"
+        )
+    return _tcp(data, p, end, _ADDR.get(src) or _addr_text(src), _ADDR.get(dst) or _addr_text(dst), 6)
+
+
+def _tcp(data: bytes, t: int, end: int, src: str, dst: str, version: int) -> Segment:
+    n = len(data)
+    if end - t < 20:
+        raise MalformedPacket(f"TCP header truncated by the IP length ({end - t} of 20 bytes)")
+    if n - t < 20:
+        raise MalformedPacket(f"TCP header truncated by the capture ({n - t} of 20 bytes)")
+    sport, dport, seq, ack, offflags = _TCP(data, t)
+    hl = (offflags >> 12) << 2
+    if hl < 20:
+        raise MalformedPacket(f"TCP header length {hl} is less than 20")
+    ps = t + hl
+    if ps > end:
+        raise MalformedPacket(f"TCP header length {hl} exceeds the IP payload ({end - t} bytes)")
+    if end <= n:
+        return _new_segment(Segment, (src, dst, sport, dport, seq, ack, offflags & 0x1FF, data[ps:end], version))
+    if ps > n:
+        raise MalformedPacket(f"TCP header truncated by the capture ({n - t} of {hl} bytes)")
+    seg = _new_segment(Segment, (src, dst, sport, dport, seq, ack, offflags & 0x1FF, data[ps:n], version))
+    raise TruncatedPacket(
+        f"TCP payload truncated by the capture: {n - ps} of {end - ps} bytes captured", seg, end - ps
+    )
+
+
+# ---------------------------------------------------------------------------
+# verbose description (not hot)
+
+_ETHERTYPE_NAMES = {
+    0x0800: "IPv4",
+    0x86DD: "IPv6",
+    0x0806: "ARP",
+    0x8100: "802.1Q Virtual LAN",
+    0x88A8: "802.1ad Provider Bridge (Q-in-Q)",
+    0x9100: "802.1QinQ (0x9100)",
+    0x9200: "802.1QinQ (0x9200)",
+    0x8847: "MPLS label switched packet",
+    0x88CC: "802.1 Link Layer Discovery Protocol (LLDP)",
+}
+_IP_PROTO_NAMES = {1: "ICMP", 2: "IGMP", 6: "TCP", 17: "UDP", 41: "IPv6", 47: "GRE", 50: "ESP", 51: "AH", 58: "ICMPv6",
+                   132: "SCTP"}
+_IPV6_EXT_NAMES = {0: "IPv6 Hop-by-Hop Option", 43: "Routing Header for IPv6", 44: "Fragment Header for IPv6",
+                   51: "Authentication Header", 60: "Destination Options for IPv6"}
+_TCP_FLAG_NAMES = ((0x001, "FIN"), (0x002, "SYN"), (0x004, "RST"), (0x008, "PSH"), (0x010, "ACK"), (0x020, "URG"),
+                   (0x040, "ECE"), (0x080, "CWR"), (0x100, "AE"))
+_SLL_PKTTYPES = {0: "Unicast to us", 1: "Broadcast", 2: "Multicast", 3: "Unicast to another host", 4: "Sent by us"}
+
+
+def _mac(b: bytes) -> str:
+    return ":".join(f"{x:02x}" for x in b)
+
+
+def _ethertype(et: int) -> str:
+    return f"{_ETHERTYPE_NAMES.get(et, 'Unknown')} (0x{et:04x})"
+
+
+def tcp_flags_text(flags: int) -> str:
+    """'0x018 (PSH, ACK)' as in Wireshark."""
+    names = [name for bit, name in _TCP_FLAG_NAMES if flags & bit]
+    return f"0x{flags:03x} ({', '.join(names) if names else '<None>'})"
+
+
+def _time_text(ts: float) -> str:
+    try:
+        us = round(ts * 1_000_000)
+        t = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc) + _dt.timedelta(microseconds=us)
+        return t.strftime("%Y-%m-%d %H:%M:%S.%f") + " UTC"
+    except (OverflowError, ValueError):
+        return f"(out of range: {ts!r})"
+
+
+def describe_packet(record: CaptureRecord) -> list[tuple[str, list[str]]]:
+    """Wireshark-style (title, detail lines) per layer of one packet, for ``-V``.
+
+    Sequence / acknowledgement numbers are the raw (absolute) values.  Never
+    raises: a problem ends the list with a "[Malformed Packet: ...]" layer.
+    """
+    data = record.data
+    caplen = len(data)
+    wire = record.orig_len
+    layers: list[tuple[str, list[str]]] = []
+    lt = record.linktype
+    layers.append(
+        (
+            f"Frame {record.index}: {wire} bytes on wire ({wire * 8} bits), "
+            f"{caplen} bytes captured ({caplen * 8} bits)",
+            [
+                f"Interface id: {record.interface}",
+                f"Encapsulation type: {LINKTYPE_NAMES.get(lt, 'Unknown')} ({lt})",
+                f"Arrival Time: {_time_text(record.ts)}",
+                f"Epoch Time: {record.ts:.6f} seconds",
+                f"Frame Number: {record.index}",
+                f"Frame Length: {wire} bytes ({wire * 8} bits)",
+                f"Capture Length: {caplen} bytes ({caplen * 8} bits)",
+            ],
+        )
+    )
+    try:
+        _describe_link(lt, data, layers)
+    except (DissectError, IndexError, struct.error, ValueError) as exc:
+        layers.append((f"[Malformed Packet: {exc}]", []))
+    return layers
+
+
+def _need(data: bytes, off: int, n: int, what: str) -> None:
+    if len(data) - off < n:
+        raise MalformedPacket(f"{what} truncated ({max(len(data) - off, 0)} of {n} bytes)")
+
+
+def _describe_link(lt: int, data: bytes, layers: list) -> None:
+    if lt == LINKTYPE_ETHERNET:
+        _need(data, 0, 14, "Ethernet header")
+        dst, src, et = data[0:6], data[6:12], (data[12] << 8) | data[13]
+        if et < 0x0600:
+            layers.append((f"IEEE 802.3 Ethernet, Src: {_mac(src)}, Dst: {_mac(dst)}",
+                           [f"Destination: {_mac(dst)}", f"Source: {_mac(src)}", f"Length: {et}"]))
+            _describe_data(data, 14, layers)
+            return
+        layers.append((f"Ethernet II, Src: {_mac(src)}, Dst: {_mac(dst)}",
+                       [f"Destination: {_mac(dst)}", f"Source: {_mac(src)}", f"Type: {_ethertype(et)}"]))
+        _describe_ethertype(data, 14, et, layers)
+    elif lt == LINKTYPE_LINUX_SLL:
+        _need(data, 0, 16, "Linux cooked capture header")
+        ptype, hatype, halen = struct.unpack_from("!HHH", data, 0)
+        et = (data[14] << 8) | data[15]
+        addr = data[6 : 6 + min(halen, 8)]
+        layers.append(("Linux cooked capture v1", [
+            f"Packet type: {_SLL_PKTTYPES.get(ptype, 'Unknown')} ({ptype})",
+            f"Link-layer address type: {hatype}",
+            f"Link-layer address length: {halen}",
+            f"Source: {_mac(addr)}",
+            f"Protocol: {_ethertype(et)}",
+        ]))
+        _describe_ethertype(data, 16, et, layers)
+    elif lt == LINKTYPE_LINUX_SLL2:
+        _need(data, 0, 20, "Linux cooked capture v2 header")
+        et, _res, ifindex, hatype, ptype, halen = struct.unpack_from("!HHiHBB", data, 0)
+        addr = data[12 : 12 + min(halen, 8)]
+        layers.append(("Linux cooked capture v2", [
+            f"Protocol: {_ethertype(et)}",
+            f"Interface index: {ifindex}",
+            f"Link-layer address type: {hatype}",
+            f"Packet type: {_SLL_PKTTYPES.get(ptype, 'Unknown')} ({ptype})",
+            f"Link-layer address length: {halen}",
+            f"Source: {_mac(addr)}",
+        ]))
+        _describe_ethertype(data, 20, et, layers)
+    elif lt in (LINKTYPE_NULL, LINKTYPE_LOOP):
+        _need(data, 0, 4, "Null/Loopback header")
+        if lt == LINKTYPE_LOOP:
+            fam = int.from_bytes(data[:4], "big")
+        else:
+            fam = int.from_bytes(data[:4], "little")
+            if fam > 0xFFFF:
+                fam = int.from_bytes(data[:4], "big")
+        name = "IP" if fam in _AF_INET else "IPv6" if fam in _AF_INET6 else "Unknown"
+        layers.append(("Null/Loopback", [f"Family: {name} ({fam})"]))
+        if fam in _AF_INET:
+            _describe_ipv4(data, 4, layers)
+        elif fam in _AF_INET6:
+            _describe_ipv6(data, 4, layers)
+        else:
+            _describe_data(data, 4, layers)
+    elif lt in (LINKTYPE_RAW, DLT_RAW_12, DLT_RAW_14, LINKTYPE_IPV4, LINKTYPE_IPV6):
+        layers.append(("Raw packet data", ["No link information available"]))
+        _need(data, 0, 1, "IP header")
+        v = data[0] >> 4
+        if v == 4:
+            _describe_ipv4(data, 0, layers)
+        elif v == 6:
+            _describe_ipv6(data, 0, layers)
+        else:
+            raise MalformedPacket(f"IP version {v}")
+    else:
+        layers.append((f"Unsupported link-layer type {lt}", []))
+        _describe_data(data, 0, layers)
+
+
+def _describe_ethertype(data: bytes, off: int, et: int, layers: list) -> None:
+    while et in VLAN_TPIDS:
+        _need(data, off, 4, "VLAN tag")
+        tci, inner = struct.unpack_from("!HH", data, off)
+        title = "802.1Q Virtual LAN" if et == 0x8100 else "IEEE 802.1ad"
+        layers.append((f"{title}, PRI: {tci >> 13}, DEI: {(tci >> 12) & 1}, ID: {tci & 0xFFF}", [
+            f"Priority: {tci >> 13}",
+            f"DEI: {(tci >> 12) & 1}",
+            f"ID: {tci & 0xFFF}",
+            f"Type: {_ethertype(inner)}",
+        ]))
+        et = inner
+        off += 4
+    if et == ETH_IPV4:
+        _describe_ipv4(data, off, layers)
+    elif et == ETH_IPV6:
+        _describe_ipv6(data, off, layers)
+    else:
+        _describe_data(data, off, layers)
+
+
+def _describe_ipv4(data: bytes, off: int, layers: list) -> None:
+    _need(data, off, 20, "IPv4 header")
+    vihl, tos, total, ident, frag, ttl, proto, csum = struct.unpack_from("!BBHHHBBH", data, off)
+    src = addr_text(data[off + 12 : off + 16])
+    dst = addr_text(data[off + 16 : off + 20])
+    ihl = (vihl & 15) * 4
+    flags = frag >> 13
+    fl = [n for b, n in ((2, "Don't fragment"), (1, "More fragments")) if flags & b]
+    pname = _IP_PROTO_NAMES.get(proto, "Unknown")
+    layers.append((f"Internet Protocol Version 4, Src: {src}, Dst: {dst}", [
+        f"Version: {vihl >> 4}",
+        f"Header Length: {ihl} bytes ({vihl & 15})",
+        f"Differentiated Services Field: 0x{tos:02x}",
+        f"Total Length: {total}",
+        f"Identification: 0x{ident:04x} ({ident})",
+        f"Flags: 0x{flags:x}" + (f", {', '.join(fl)}" if fl else ""),
+        f"Fragment Offset: {(frag & 0x1FFF) * 8}",
+        f"Time to Live: {ttl}",
+        f"Protocol: {pname} ({proto})",
+        f"Header Checksum: 0x{csum:04x} [validation disabled]",
+        f"Source Address: {src}",
+        f"Destination Address: {dst}",
+    ]))
+    if vihl >> 4 != 4 or ihl < 20:
+        raise MalformedPacket(f"bad IPv4 version/header length (0x{vihl:02x})")
+    end = off + total if total else len(data)
+    if frag & 0x1FFF:
+        layers.append((f"Data ({max(min(end, len(data)) - off - ihl, 0)} bytes, IPv4 fragment)", []))
+        return
+    _describe_transport(data, off + ihl, end, proto, layers)
+
+
+def _describe_ipv6(data: bytes, off: int, layers: list) -> None:
+    _need(data, off, 40, "IPv6 header")
+    vtcfl, plen, nxt, hlim = struct.unpack_from("!IHBB", data, off)
+    src = addr_text(data[off + 8 : off + 24])
+    dst = addr_text(data[off + 24 : off + 40])
+    details = [
+        f"Version: {vtcfl >> 28}",
+        f"Traffic Class: 0x{(vtcfl >> 20) & 0xFF:02x}",
+        f"Flow Label: 0x{vtcfl & 0xFFFFF:05x}",
+        f"Payload Length: {plen}",
+        f"Next Header: {_IP_PROTO_NAMES.get(nxt, _IPV6_EXT_NAMES.get(nxt, 'Unknown'))} ({nxt})",
+        f"Hop Limit: {hlim}",
+        f"Source Address: {src}",
+        f"Destination Address: {dst}",
+    ]
+    layers.append((f"Internet Protocol Version 6, Src: {src}, Dst: {dst}", details))
+    p = off + 40
+    end = p + plen if plen else len(data)
+    while nxt in _IPV6_EXT:
+        _need(data, p, 8, "IPv6 extension header")
+        name = _IPV6_EXT_NAMES[nxt]
+        if nxt == 44:
+            fo = (data[p + 2] << 8) | data[p + 3]
+            ident = int.from_bytes(data[p + 4 : p + 8], "big")
+            details.append(f"{name}: offset {fo & 0xFFF8}, more fragments: {'yes' if fo & 1 else 'no'}, "
+                           f"id 0x{ident:08x}")
+            if fo & 0xFFF8:
+                layers.append((f"Data ({max(min(end, len(data)) - p - 8, 0)} bytes, IPv6 fragment)", []))
+                return
+            hl = 8
+        elif nxt == 51:
+            hl = (data[p + 1] + 2) * 4
+            details.append(f"{name}: {hl} bytes")
+        else:
+            hl = (data[p + 1] + 1) * 8
+            details.append(f"{name}: {hl} bytes")
+        nxt = data[p]
+        p += hl
+    _describe_transport(data, p, end, nxt, layers)
+
+
+def _describe_transport(data: bytes, t: int, end: int, proto: int, layers: list) -> None:
+    cap_end = min(end, len(data))
+    if proto == 6:
+        _need(data, t, 20, "TCP header")
+        sport, dport, seq, ack, offflags, win, csum, urp = struct.unpack_from("!HHIIHHHH", data, t)
+        hl = (offflags >> 12) * 4
+        flags = offflags & 0xFFF
+        plen = max(end - t - hl, 0)
+        title = f"Transmission Control Protocol, Src Port: {sport}, Dst Port: {dport}, Seq: {seq} (raw)"
+        if flags & 0x10:
+            title += f", Ack: {ack} (raw)"
+        title += f", Len: {plen}"
+        details = [
+            f"Source Port: {sport}",
+            f"Destination Port: {dport}",
+            f"TCP Segment Len: {plen}",
+            f"Sequence Number (raw): {seq}",
+            f"Acknowledgment Number (raw): {ack}",
+            f"Header Length: {hl} bytes ({offflags >> 12})",
+            f"Flags: {tcp_flags_text(flags)}",
+            f"Window: {win}",
+            f"Checksum: 0x{csum:04x} [unverified]",
+            f"Urgent Pointer: {urp}",
+        ]
+        if hl > 20:
+            details.append(f"Options: ({hl - 20} bytes)")
+        captured = max(cap_end - t - hl, 0)
+        if plen:
+            details.append(f"TCP payload ({plen} bytes)" + ("" if captured >= plen else f", {captured} captured"))
+        layers.append((title, details))
+        if hl < 20:
+            raise MalformedPacket(f"TCP header length {hl} is less than 20")
+    elif proto == 17:
+        _need(data, t, 8, "UDP header")
+        sport, dport, ulen, csum = struct.unpack_from("!HHHH", data, t)
+        layers.append((f"User Datagram Protocol, Src Port: {sport}, Dst Port: {dport}", [
+            f"Source Port: {sport}", f"Destination Port: {dport}", f"Length: {ulen}",
+            f"Checksum: 0x{csum:04x} [unverified]"]))
+        _describe_data(data[:cap_end], t + 8, layers)
+    else:
+        _describe_data(data[:cap_end], t, layers)
+
+
+def _describe_data(data: bytes, off: int, layers: list) -> None:
+    n = len(data) - off
+    if n > 0:
+        layers.append((f"Data ({n} bytes)", []))

@@ -1,0 +1,511 @@
+"""Streaming TCP reassembly: Segment in, StreamOpened/Data/Gap/Closed out.
+
+Pure Python, no IO; all state is plain objects, dicts and lists (picklable).
+
+Connections
+-----------
+A connection is identified by its 4-tuple.  The *client* is the sender of a
+SYN without ACK (or the receiver of a SYN/ACK when the SYN was not captured).
+Without a handshake (capture joined mid-connection): the side whose port is in
+``server_ports`` is the server; otherwise the side with the lower port, when
+that port is below 1024; otherwise the sender of the first packet is the
+client.  ``conn`` ids are ``"<client>-<server>"`` with
+:func:`dissector.events.endpoint` (``"127.0.0.1:40000-127.0.0.1:5672"``,
+``"[::1]:40000-[::1]:5672"``); a later connection with the same id (4-tuple
+reused after a close, an idle timeout or an eviction) gets ``"#2"``, ``"#3"``...
+
+A packet without SYN and without payload (a pure ACK, a FIN or RST) on an
+unknown 4-tuple does not open a connection: it carries no data, and the next
+data packet opens it just the same.
+
+Sequence space
+--------------
+Each direction keeps ``pos``, an *unwrapped* (64-bit, never wrapping) position
+of the next expected byte; incoming 32-bit sequence numbers are mapped to it
+with a signed modular distance, so wraparound needs no special cases.
+Out-of-order data is kept in a sorted list of non-overlapping pieces (first
+copy of a byte wins).  Holes are reported as StreamGap with the exact
+sequence-space size when they cannot be filled any more: the per-direction
+buffer exceeded ``max_buffered`` bytes (or MAX_PIECES pieces), a FIN or RST was seen beyond the hole, the
+connection went idle, was evicted, or :meth:`TcpReassembler.finish` was called.
+
+Events carry ``ts``/``packet`` of the packet whose arrival made them happen
+(for a timeout sweep, the packet being fed when the sweep ran).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections import OrderedDict
+
+from .errors import WARN, ExpertNote
+from .events import (
+    ACK,
+    FIN,
+    RST,
+    SYN,
+    PacketNote,
+    Segment,
+    StreamClosed,
+    StreamData,
+    StreamGap,
+    StreamOpened,
+    endpoint,
+)
+
+MASK = 0xFFFFFFFF
+HALF = 0x80000000
+# Out-of-order pieces kept per direction, besides the byte bound: keeps the
+# per-insert list work (and per-piece overhead) bounded against floods of tiny
+# segments.  4 MiB of full-size segments is ~2900 pieces.
+MAX_PIECES = 8192
+
+_OPEN = 0
+_IGNORED = 1
+_CLOSED = 2  # both FINs or RST seen: kept for a grace period to absorb late packets
+
+
+class _Dir:
+    """One direction of a connection."""
+
+    __slots__ = ("pos", "nxt", "isn", "starts", "datas", "buffered", "closed")
+
+    def __init__(self) -> None:
+        self.pos = 0  # unwrapped position of the next expected byte
+        self.nxt = None  # pos & MASK (None: not initialised yet; -1: closed)
+        self.isn: int | None = None  # sequence number of this direction's SYN, if seen
+        self.starts: list[int] = []  # out-of-order pieces: unwrapped starts (sorted) ...
+        self.datas: list[bytes] = []  # ... and their bytes
+        self.buffered = 0
+        self.closed = False  # FIN delivered
+
+
+class _Conn:
+    __slots__ = ("id", "keys", "dirs", "state", "last_ts", "closed_ts", "serial", "fins")
+
+    def __init__(self, cid: str, keys: tuple, serial: int, ts: float) -> None:
+        self.id = cid
+        self.keys = keys  # the two oriented 4-tuples registered in the table
+        self.dirs = (_Dir(), _Dir())
+        self.state = _OPEN
+        self.last_ts = ts
+        self.closed_ts = 0.0
+        self.serial = serial
+        self.fins = 0  # bit per direction that sent a FIN (used while ignored)
+
+
+class TcpReassembler:
+    """Per-direction in-order delivery of TCP payload, with gaps as events.
+
+    ``feed`` one :class:`Segment` per packet (in capture order) and get a list
+    of events; ``finish`` at the end.  See the module docstring.
+    """
+
+    def __init__(
+        self,
+        server_ports: frozenset[int] = frozenset({5672, 5671}),
+        max_buffered: int = 4 * 1024 * 1024,
+        idle_timeout: float = 900.0,
+        max_connections: int = 100_000,
+        close_grace: float = 60.0,
+        sweep_interval: float = 1.0,
+    ) -> None:
+        self.server_ports = frozenset(server_ports)
+        self.max_buffered = max_buffered
+        self.idle_timeout = idle_timeout
+        self.max_connections = max_connections
+        self.close_grace = close_grace
+        self.sweep_interval = min(sweep_interval, idle_timeout, close_grace) if close_grace > 0 else sweep_interval
+        # oriented 4-tuple (src, dst, sport, dport) == seg[:4] -> (conn, direction)
+        self._table: dict[tuple, tuple[_Conn, int]] = {}
+        self._open: OrderedDict[_Conn, None] = OrderedDict()  # open + ignored, least recently active first
+        self._closed: OrderedDict[_Conn, None] = OrderedDict()  # closed, in order of closing
+        self._ids: dict[str, int] = {}  # base id -> number of connections that used it
+        self._by_id: dict[str, _Conn] = {}  # open (and ignored) connections by id
+        self._serial = 0
+        self._next_sweep: float | None = None
+        self._last_ts = 0.0
+        self._last_packet = 0
+
+    # ------------------------------------------------------------------ API
+    @property
+    def open_connections(self) -> int:
+        """Connections tracked and not closed (including ignored ones)."""
+        return len(self._open)
+
+    @property
+    def tracked_tuples(self) -> int:
+        """Oriented 4-tuples in the lookup table (2 per open or closing connection)."""
+        return len(self._table)
+
+    def buffered_bytes(self) -> int:
+        """Out-of-order bytes held, over all connections."""
+        return sum(d.buffered for c in self._open for d in c.dirs)
+
+    def ignore(self, conn: str) -> None:
+        """Stop tracking ``conn``: free its buffers; later packets are dropped
+        without events until it closes and its 4-tuple is reused."""
+        c = self._by_id.get(conn)
+        if c is not None and c.state == _OPEN:
+            c.state = _IGNORED
+            for d in c.dirs:
+                d.starts = []
+                d.datas = []
+                d.buffered = 0
+
+    def feed(self, seg: Segment, ts: float, packet: int, wire_len: int | None = None) -> list:
+        """Process one segment; return the events it causes.
+
+        ``wire_len``: payload length on the wire when the capture truncated
+        the payload (see netparse.TruncatedPacket); the uncaptured rest is
+        reported as a gap.
+        """
+        self._last_ts = ts
+        self._last_packet = packet
+        out: list = []
+        if self._next_sweep is None:
+            self._next_sweep = ts + self.sweep_interval
+        elif ts >= self._next_sweep:
+            self._sweep(ts, packet, out)
+            self._next_sweep = ts + self.sweep_interval
+        ent = self._table.get(seg[:4])
+        if ent is None:
+            self._new_conn(seg, ts, packet, wire_len, out)
+            return out
+        conn, d = ent
+        if conn.state == _OPEN:
+            if ts - conn.last_ts > self.idle_timeout:
+                self._expire(conn, ts, packet, out, "idle")
+                self._new_conn(seg, ts, packet, wire_len, out)
+                return out
+            conn.last_ts = ts
+            self._open.move_to_end(conn)
+            D = conn.dirs[d]
+            # fast path: in-order data, nothing buffered, no SYN/FIN/RST
+            if D.nxt == seg[4] and not (seg[6] & 7) and not D.buffered and wire_len is None:
+                payload = seg[7]
+                if payload:
+                    n = len(payload)
+                    D.pos += n
+                    D.nxt = D.pos & MASK
+                    out.append(StreamData(conn.id, d, payload, ts, packet))
+                return out
+            flags = seg[6]
+            if flags & SYN and not flags & ACK and D.isn != seg[4] and D.nxt is not None:
+                self._reused(conn, seg, ts, packet, wire_len, out)
+                return out
+            self._segment(conn, d, D, seg, ts, packet, wire_len, out)
+            return out
+        if conn.state == _IGNORED:
+            if ts - conn.last_ts > self.idle_timeout:
+                self._expire(conn, ts, packet, out, "idle")
+                self._new_conn(seg, ts, packet, wire_len, out)
+                return out
+            conn.last_ts = ts
+            self._open.move_to_end(conn)
+            flags = seg[6]
+            D = conn.dirs[d]
+            if flags & SYN and not flags & ACK and D.isn != seg[4] and D.nxt is not None:
+                self._reused(conn, seg, ts, packet, wire_len, out)
+            elif flags & RST:
+                self._retire(conn, ts)
+            elif flags & FIN:
+                conn.fins |= 1 << d
+                if conn.fins == 3:
+                    self._retire(conn, ts)
+            return out
+        # closed, within the grace period: late packets are dropped; a new SYN opens a new connection
+        flags = seg[6]
+        if (flags & SYN and not flags & ACK and conn.dirs[d].isn != seg[4]) or ts - conn.closed_ts > self.close_grace:
+            self._unlink(conn)
+            self._new_conn(seg, ts, packet, wire_len, out)
+        return out
+
+    def finish(self, ts: float | None = None) -> list:
+        """End of capture: flush pending gaps and data, close every open connection
+        with StreamClosed(kind "end", direction -1).  The reassembler is empty afterwards."""
+        if ts is None:
+            ts = self._last_ts
+        packet = self._last_packet
+        out: list = []
+        for conn in sorted(self._open, key=lambda c: c.serial):
+            if conn.state == _OPEN:
+                self._flush_all(conn, ts, packet, out)
+                out.append(StreamClosed(conn.id, -1, "end", ts, packet))
+        self._open.clear()
+        self._closed.clear()
+        self._table.clear()
+        self._by_id.clear()
+        return out
+
+    # ----------------------------------------------------------- connections
+    def _new_conn(self, seg: Segment, ts: float, packet: int, wire_len: int | None, out: list) -> None:
+        src, dst, sport, dport = seg[0], seg[1], seg[2], seg[3]
+        flags = seg[6]
+        if flags & SYN:
+            syn = True
+            client_is_src = not flags & ACK  # SYN: sender is the client; SYN/ACK: receiver is
+        else:
+            if not seg[7] and wire_len is None:
+                return  # pure ACK / FIN / RST of an unknown connection: nothing to deliver
+            if flags & RST:
+                return
+            syn = False
+            sp = self.server_ports
+            if dport in sp and sport not in sp:
+                client_is_src = True
+            elif sport in sp and dport not in sp:
+                client_is_src = False
+            elif min(sport, dport) < 1024 and sport != dport:
+                client_is_src = dport < sport
+            else:
+                client_is_src = True
+        if len(self._open) >= self.max_connections:
+            self._evict(ts, packet, out)
+        if client_is_src:
+            client, server = endpoint(src, sport), endpoint(dst, dport)
+            d = 0
+        else:
+            client, server = endpoint(dst, dport), endpoint(src, sport)
+            d = 1
+        base = f"{client}-{server}"
+        n = self._ids.get(base, 0) + 1
+        self._ids[base] = n
+        cid = base if n == 1 else f"{base}#{n}"
+        k_src = (src, dst, sport, dport)  # == seg[:4]
+        k_dst = (dst, src, dport, sport)
+        self._serial += 1
+        conn = _Conn(cid, (k_src, k_dst), self._serial, ts)
+        self._table[k_src] = (conn, d)
+        self._table[k_dst] = (conn, 1 - d)
+        self._open[conn] = None
+        self._by_id[cid] = conn
+        out.append(StreamOpened(cid, client, server, ts, packet, syn))
+        self._segment(conn, d, conn.dirs[d], seg, ts, packet, wire_len, out)
+
+    def _reused(self, conn: _Conn, seg: Segment, ts: float, packet: int, wire_len: int | None, out: list) -> None:
+        """A new SYN on a connection believed open: the 4-tuple was reused."""
+        if conn.state == _OPEN:
+            self._flush_all(conn, ts, packet, out)
+            out.append(
+                PacketNote(
+                    packet,
+                    ts,
+                    ExpertNote(WARN, "sequence", f"new SYN on open connection {conn.id}: 4-tuple reused; "
+                                                 "the previous connection ends here"),
+                    conn.id,
+                )
+            )
+            out.append(StreamClosed(conn.id, -1, "end", ts, packet))
+        self._open.pop(conn, None)
+        self._by_id.pop(conn.id, None)
+        self._unlink(conn)
+        self._new_conn(seg, ts, packet, wire_len, out)
+
+    def _unlink(self, conn: _Conn) -> None:
+        table = self._table
+        for k in conn.keys:
+            ent = table.get(k)
+            if ent is not None and ent[0] is conn:
+                del table[k]
+        self._closed.pop(conn, None)
+
+    def _retire(self, conn: _Conn, ts: float) -> None:
+        """Connection closed: free its buffers, keep it a while for late packets."""
+        self._open.pop(conn, None)
+        self._by_id.pop(conn.id, None)
+        for d in conn.dirs:
+            d.starts = []
+            d.datas = []
+            d.buffered = 0
+            d.nxt = -1
+        conn.state = _CLOSED
+        conn.closed_ts = ts
+        if self.close_grace > 0 and len(self._closed) < self.max_connections:
+            self._closed[conn] = None
+        else:
+            self._unlink(conn)
+
+    def _expire(self, conn: _Conn, ts: float, packet: int, out: list, kind: str) -> None:
+        """Close an open (or ignored) connection without FIN/RST and forget it."""
+        if conn.state == _OPEN:
+            self._flush_all(conn, ts, packet, out)
+            out.append(StreamClosed(conn.id, -1, kind, ts, packet))
+        self._open.pop(conn, None)
+        self._by_id.pop(conn.id, None)
+        self._unlink(conn)
+
+    def _evict(self, ts: float, packet: int, out: list) -> None:
+        conn = next(iter(self._open))
+        was_open = conn.state == _OPEN
+        self._expire(conn, ts, packet, out, "idle")
+        if was_open:
+            out.append(
+                PacketNote(
+                    packet,
+                    ts,
+                    ExpertNote(WARN, "reassembly", f"more than {self.max_connections} open TCP connections: "
+                                                   f"stopped tracking the least recently active one, {conn.id}"),
+                    conn.id,
+                )
+            )
+
+    def _sweep(self, ts: float, packet: int, out: list) -> None:
+        limit = ts - self.idle_timeout
+        opened = self._open
+        while opened:
+            conn = next(iter(opened))
+            if conn.last_ts >= limit:
+                break
+            self._expire(conn, ts, packet, out, "idle")
+        limit = ts - self.close_grace
+        closed = self._closed
+        while closed:
+            conn = next(iter(closed))
+            if conn.closed_ts >= limit:
+                break
+            self._unlink(conn)
+
+    # -------------------------------------------------------------- segments
+    def _segment(
+        self, conn: _Conn, d: int, D: _Dir, seg: Segment, ts: float, packet: int, wire_len: int | None, out: list
+    ) -> None:
+        flags = seg[6]
+        seq = seg[4]
+        if flags & RST:
+            self._flush_all(conn, ts, packet, out)
+            out.append(StreamClosed(conn.id, d, "rst", ts, packet))
+            self._retire(conn, ts)
+            return
+        if D.closed:
+            return  # after this direction's FIN: retransmissions only
+        if flags & SYN:
+            if D.nxt is None:
+                D.isn = seq
+            seq = (seq + 1) & MASK
+        if D.nxt is None:  # first segment of this direction: start here
+            D.pos = seq
+            D.nxt = seq
+        payload = seg[7]
+        plen = len(payload)
+        length = plen if wire_len is None or wire_len < plen else wire_len
+        pos = D.pos
+        start = pos + (((seq - D.nxt + HALF) & MASK) - HALF)  # unwrapped position of seq
+        if plen:
+            if start <= pos:
+                skip = pos - start
+                if skip < plen:
+                    if D.buffered and start + plen > D.starts[0]:
+                        # overlaps buffered bytes: deliver up to them, merge the rest into
+                        # the buffer (bytes already buffered win), then drain
+                        first = D.starts[0]
+                        out.append(StreamData(conn.id, d, payload[skip : first - start], ts, packet))
+                        self._insert(D, first, payload[first - start :])
+                        D.pos = first
+                    else:
+                        out.append(StreamData(conn.id, d, payload[skip:] if skip else payload, ts, packet))
+                        D.pos = pos = start + plen
+                    D.nxt = D.pos & MASK
+                if D.buffered:
+                    self._drain(conn, d, D, ts, packet, out, None)
+            else:
+                self._insert(D, start, payload)
+                if D.buffered > self.max_buffered or len(D.starts) > MAX_PIECES:
+                    while D.buffered > self.max_buffered or len(D.starts) > MAX_PIECES:
+                        self._drain(conn, d, D, ts, packet, out, D.starts[0])
+        if length > plen and start <= D.pos < start + length:
+            # payload cut by the capture and its captured part is delivered:
+            # the uncaptured rest is lost for good
+            self._drain(conn, d, D, ts, packet, out, start + length)
+        if flags & FIN:
+            fin = start + length
+            if fin > D.pos:
+                self._drain(conn, d, D, ts, packet, out, fin)
+            out.append(StreamClosed(conn.id, d, "fin", ts, packet))
+            D.closed = True
+            D.starts = []
+            D.datas = []
+            D.buffered = 0
+            D.pos = fin + 1
+            D.nxt = -1
+            conn.fins |= 1 << d
+            if conn.fins == 3:
+                self._retire(conn, ts)
+
+    @staticmethod
+    def _insert(D: _Dir, a: int, data: bytes) -> None:
+        """Buffer out-of-order bytes [a, a+len); bytes already buffered win."""
+        starts = D.starts
+        datas = D.datas
+        b = a + len(data)
+        i = bisect_right(starts, a) - 1
+        if i >= 0:
+            pe = starts[i] + len(datas[i])
+            if pe > a:
+                if pe >= b:
+                    return
+                data = data[pe - a :]
+                a = pe
+        i += 1
+        n = len(starts)
+        while a < b:
+            if i < n and starts[i] < b:
+                ns = starts[i]
+                if ns > a:
+                    starts.insert(i, a)
+                    datas.insert(i, data[: ns - a])
+                    D.buffered += ns - a
+                    i += 1
+                    n += 1
+                ne = ns + len(datas[i])
+                if ne >= b:
+                    return
+                data = data[ne - a :]
+                a = ne
+                i += 1
+            else:
+                starts.insert(i, a)
+                datas.insert(i, data)
+                D.buffered += b - a
+                return
+
+    def _drain(self, conn: _Conn, d: int, D: _Dir, ts: float, packet: int, out: list, force: int | None) -> None:
+        """Deliver buffered pieces that became contiguous; holes before ``force``
+        (an unwrapped position) are given up and reported as gaps."""
+        starts = D.starts
+        datas = D.datas
+        pos = D.pos
+        i = 0
+        n = len(starts)
+        removed = 0
+        cid = conn.id
+        while True:
+            if i < n and starts[i] <= pos:
+                s = starts[i]
+                data = datas[i]
+                removed += len(data)
+                e = s + len(data)
+                i += 1
+                if e > pos:
+                    out.append(StreamData(cid, d, data[pos - s :] if s < pos else data, ts, packet))
+                    pos = e
+                continue
+            if force is not None and pos < force:
+                target = starts[i] if i < n and starts[i] < force else force
+                out.append(StreamGap(cid, d, target - pos, ts, packet))
+                pos = target
+                continue
+            break
+        if i:
+            del starts[:i]
+            del datas[:i]
+            D.buffered -= removed
+        D.pos = pos
+        D.nxt = pos & MASK
+
+    def _flush_all(self, conn: _Conn, ts: float, packet: int, out: list) -> None:
+        """Give up every hole of both directions: gaps + buffered data."""
+        for d in (0, 1):
+            D = conn.dirs[d]
+            if D.buffered and not D.closed:
+                self._drain(conn, d, D, ts, packet, out, D.starts[-1] + len(D.datas[-1]))
