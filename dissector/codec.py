@@ -406,8 +406,20 @@ class Reader:
             raise LimitExceeded(f"nesting deeper than {self.max_depth}")
 
     def _described(self):
-        self._enter()
+        self.depth += 1
+        if self.depth > self.max_depth:
+            raise LimitExceeded(f"nesting deeper than {self.max_depth}")
         try:
+            p = self.pos
+            if p + 1 < self.end and self.buf[p] == 0x53:
+                # fast path for the common small-ulong descriptor (00 53 XX)
+                code = self.buf[p + 1]
+                self.pos = p + 2
+                value = self.value()
+                spec = _SMALL_SPECS[code]
+                if spec is not None and type(value) is list and spec.__class__ is CompositeSpec:
+                    return Composite(spec, value, _SMALL_ULONGS[code])
+                return make_described(_SMALL_ULONGS[code], value)
             descriptor = self.value()
             value = self.value()
         finally:
@@ -681,6 +693,10 @@ def _build_body_table():
 
 
 _BODY = _build_body_table()
+
+# small-ulong descriptors (00 53 XX): cached descriptor values and the spec types they name
+_SMALL_ULONGS = tuple(ULong(i) for i in range(256))
+_SMALL_SPECS = tuple(BY_DESCRIPTOR.get(i) for i in range(256))
 
 
 # --------------------------------------------------------------------------- API

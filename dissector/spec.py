@@ -88,19 +88,33 @@ AMQP_PORT = int(DEFINITIONS["PORT"])
 AMQPS_PORT = int(DEFINITIONS["SECURE-PORT"])
 
 
-def choice_name(type_name: str, value) -> str | None:
-    """The spec's name for ``value`` of restricted type ``type_name`` (None if not a choice)."""
+def _choices_of(type_name: str) -> dict | None:
+    """The choices of a restricted type, following its source chain (None if it has none)."""
     seen = set()
     while type_name in RESTRICTED and type_name not in seen:
         seen.add(type_name)
         r = RESTRICTED[type_name]
         if r.choices:
-            try:
-                return r.choices.get(value)
-            except TypeError:
-                return None
+            return r.choices
         type_name = r.source
     return None
+
+
+# type name -> {wire value: choice name}, for every restricted type with choices
+CHOICES: dict[str, dict] = {n: c for n in RESTRICTED if (c := _choices_of(n))}
+# bool and int compare equal in Python (True == 1): remember which choice sets are boolean
+_BOOL_CHOICES = {n: all(type(v) is bool for v in c) for n, c in CHOICES.items()}
+
+
+def choice_name(type_name: str, value) -> str | None:
+    """The spec's name for ``value`` of restricted type ``type_name`` (None if not a choice)."""
+    choices = CHOICES.get(type_name)
+    if choices is None or (type(value) is bool) != _BOOL_CHOICES[type_name]:
+        return None
+    try:
+        return choices.get(value)
+    except TypeError:
+        return None
 
 
 def descriptor_name(descriptor) -> str | None:

@@ -144,6 +144,7 @@ def main() -> int:
             args.repeat, lambda: run_cmd([tshark, "-r", args.out, "-Y", "amqp", "-T", "fields", "-e", "amqp.performative"])
         )
         rows["tshark summary"] = best_of(args.repeat, lambda: run_cmd([tshark, "-r", args.out]))
+        rows["tshark -T json"] = best_of(args.repeat, lambda: run_cmd([tshark, "-r", args.out, "-Y", "amqp", "-T", "json"]))
     out = {"packets": packets, "amqp_frames": frames, "file_mb": round(os.path.getsize(args.out) / 1e6, 2)}
     print(f"{'stage':<16} {'seconds':>8} {'packets/s':>11} {'frames/s':>10}")
     for name, (secs, _) in rows.items():
@@ -151,10 +152,10 @@ def main() -> int:
         out[name.replace(" ", "_").replace("+", "_") + "_s"] = round(secs, 3)
     if tshark:
         for ours in ("pipeline", "cli jsonl", "cli text"):
-            for theirs in ("tshark fields", "tshark summary"):
+            for theirs in ("tshark fields", "tshark summary", "tshark -T json"):
                 ratio = rows[theirs][0] / rows[ours][0]
                 print(f"speed of {ours} relative to {theirs}: {ratio:.2f}x")
-                out[f"ratio_{ours}_vs_{theirs}".replace(" ", "_")] = round(ratio, 2)
+                out[f"ratio_{ours}_vs_{theirs}".replace(" ", "_").replace("-", "")] = round(ratio, 2)
     print(json.dumps(out))
     return 0
 

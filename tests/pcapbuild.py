@@ -59,8 +59,10 @@ tests can carry arbitrary (AMQP) bytes over TCP::
 ``packet(direction, flags, payload=b"", seq=None, ack=None, advance=True)``
 adds one hand-made segment (e.g. RST, keep-alive, retransmission);
 ``rst(direction)`` adds an RST.  ``next_seq[d]`` is the next sequence number of
-direction d.  With ``acks=True`` every data segment is followed by a pure ACK
-from the receiver.  IPv6 is used when the addresses contain ':'.
+direction d; ``conn_id`` is the id TcpReassembler gives the connection
+(``"10.0.0.1:40000-10.0.0.2:5672"``) when it is the first one on its 4-tuple.
+With ``acks=True`` every data segment is followed by a pure ACK from the
+receiver.  IPv6 is used when the addresses contain ':'.
 """
 
 from __future__ import annotations
@@ -71,8 +73,7 @@ import socket
 import struct
 from decimal import Decimal
 
-import dpkt
-from dpkt import ethernet, ip, ip6, loopback, pcap, pcapng, sll, sll2, tcp, udp  # noqa: F401
+from dpkt import ethernet, ip, ip6, pcap, pcapng, sll, sll2, tcp, udp
 
 FIN, SYN, RST, PSH, ACK = 0x01, 0x02, 0x04, 0x08, 0x10
 

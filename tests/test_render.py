@@ -1,0 +1,70 @@
+"""JSON value conventions and choice names, as documented in the README."""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from proton import Data, symbol
+
+from dissector.codec import decode
+from dissector.render import json_value
+from dissector.spec import choice_name
+
+XML = Path(__file__).resolve().parent.parent / "dissector" / "spec"
+NS = "{http://www.amqp.org/schema/amqp.xsd}"
+
+
+def _encode(put):
+    d = Data()
+    put(d)
+    return d.encode()
+
+
+def test_choice_names_come_from_the_xml_and_respect_bool_vs_int():
+    for f in XML.glob("*.xml"):
+        for t in ET.parse(f).getroot().iter(f"{NS}type"):
+            for c in t.findall(f"{NS}choice"):
+                value = c.attrib["value"]
+                if t.attrib["source"] == "boolean":
+                    wire = value == "true"
+                elif t.attrib["source"] in ("ubyte", "uint", "ushort"):
+                    wire = int(value)
+                else:
+                    wire = value
+                assert choice_name(t.attrib["name"], wire) == c.attrib["name"]
+    assert choice_name("role", 1) is None  # an int is not a boolean role
+    assert choice_name("sender-settle-mode", True) is None  # True == 1 in Python, not on the wire
+
+
+def test_json_conventions():
+    v = decode(_encode(lambda d: (
+        d.put_map(), d.enter(),
+        d.put_symbol(symbol("bin")), d.put_binary(b"\x00\xff"),
+        d.put_symbol(symbol("ts")), d.put_timestamp(1700000000123),
+        d.put_symbol(symbol("uuid")), d.put_uuid(uuid.UUID(int=5)),
+        d.put_symbol(symbol("nan")), d.put_double(math.nan),
+        d.put_ulong(7), d.put_string("ulong key"),
+        d.put_symbol(symbol("desc")), d.put_described(), d.enter(), d.put_symbol(symbol("x:y")), d.put_int(3), d.exit(),
+        d.exit(),
+    )))
+    j = json_value(v)
+    text = json.dumps(j, allow_nan=False)  # strict JSON
+    assert j["bin"] == "00ff"
+    assert j["ts"] == 1700000000123
+    assert j["uuid"] == str(uuid.UUID(int=5))
+    assert j["nan"] == "NaN"
+    assert j["7"] == "ulong key"
+    assert j["desc"] == {"@descriptor": "x:y", "@value": 3}
+    assert json.loads(text) == j
+
+
+def test_nested_composite_has_type_and_present_fields_only():
+    # source composite with address only: absent fields are left out
+    v = decode(_encode(lambda d: (
+        d.put_described(), d.enter(), d.put_ulong(0x28), d.put_list(), d.enter(), d.put_string("q"), d.exit(), d.exit()
+    )))
+    assert json_value(v) == {"@type": "source", "address": "q"}
