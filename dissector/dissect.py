@@ -22,7 +22,7 @@ from __future__ import annotations
 from .amqp import DEFAULT_MAX_FRAME_BYTES, AmqpConnection
 from .errors import WARN, DissectError, ExpertNote, UnsupportedLinkType
 from .events import PacketNote, StreamClosed, StreamData, StreamGap, StreamOpened
-from .netparse import parse_segment
+from .netparse import TruncatedPacket, parse_segment
 from .spec import AMQP_PORT, AMQPS_PORT
 from .tcp import TcpReassembler
 
@@ -78,6 +78,11 @@ class Dissector:
                 return [PacketNote(record.index, record.ts,
                                    ExpertNote(WARN, "capture", f"unsupported link type {lt}: packets skipped"))]
             return []
+        except TruncatedPacket as e:
+            # snaplen cut the payload: reassemble what was captured, the rest becomes a gap
+            self.tcp_packets += 1
+            note = PacketNote(record.index, record.ts, ExpertNote(WARN, e.group, str(e)))
+            return [note] + self._route(self.tcp.feed(e.segment, record.ts, record.index, wire_len=e.wire_len))
         except DissectError as e:
             self.packet_errors += 1
             return [PacketNote(record.index, record.ts, ExpertNote(WARN, e.group, str(e)))]

@@ -1,0 +1,96 @@
+"""The Dissector pipeline on damaged captures: snaplen truncation, lost packets, pickling."""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import struct
+
+import dpkt
+
+from dissector.amqp import Frame, StreamNote
+from dissector.capture import open_capture
+from dissector.dissect import Dissector
+from dissector.events import PacketNote
+
+SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples", "plain_send_receive.pcap")
+
+
+def _records():
+    with open(SAMPLE, "rb") as f:
+        return [(ts, bytes(buf)) for ts, buf in dpkt.pcap.Reader(f)]
+
+
+def _write(records, snaplen=65535) -> bytes:
+    """pcap with explicit (ts, captured bytes, original length) records."""
+    out = io.BytesIO()
+    out.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, snaplen, 1))
+    for ts, data, orig in records:
+        sec = int(ts)
+        usec = int(round((ts - sec) * 1e6))
+        out.write(struct.pack("<IIII", sec, usec, len(data), orig))
+        out.write(data)
+    return out.getvalue()
+
+
+def _run(data: bytes):
+    d = Dissector()
+    ev = []
+    for r in open_capture(io.BytesIO(data)):
+        ev += d.feed(r)
+    return ev + d.finish()
+
+
+def _payload_packets(recs):
+    return [i for i, (ts, buf) in enumerate(recs) if len(dpkt.ethernet.Ethernet(buf).data.data.data) > 100]
+
+
+def test_snaplen_truncated_packet_becomes_a_gap_and_decoding_goes_on():
+    recs = _records()
+    victim = _payload_packets(recs)[2]
+    rows = []
+    for i, (ts, buf) in enumerate(recs):
+        rows.append((ts, buf[:120] if i == victim else buf, len(buf)))
+    full = [e for e in _run(_write([(ts, b, len(b)) for ts, b in recs])) if isinstance(e, Frame)]
+    ev = _run(_write(rows))
+    notes = [e for e in ev if isinstance(e, PacketNote) and e.packet == victim + 1]
+    assert len(notes) == 1
+    msg = notes[0].note.message.lower()
+    assert "snaplen" in msg or "truncat" in msg
+    lost = len(recs[victim][1]) - 120
+    gaps = [e for e in ev if isinstance(e, StreamNote) and "bytes missing" in e.note.message]
+    assert len(gaps) == 1 and f"{lost} bytes missing" in gaps[0].note.message
+    frames = [e for e in ev if isinstance(e, Frame)]
+    # frames completed after the damaged packet still decode; the last is the close
+    assert frames[-1].name == full[-1].name == "close"
+    assert [f.packet for f in frames if f.packet > victim + 2] == [f.packet for f in full if f.packet > victim + 2]
+
+
+def test_lost_packet_reports_gap_and_resynchronises():
+    recs = _records()
+    victim = _payload_packets(recs)[3]
+    rows = [(ts, b, len(b)) for i, (ts, b) in enumerate(recs) if i != victim]
+    ev = _run(_write(rows))
+    gaps = [e for e in ev if isinstance(e, StreamNote) and "bytes missing" in e.note.message]
+    assert len(gaps) == 1
+    assert any(isinstance(e, StreamNote) and "resynchronised" in e.note.message for e in ev)
+    assert [e for e in ev if isinstance(e, Frame)][-1].name == "close"
+
+
+def test_dissector_state_pickles_midway():
+    """Spark executors need the core picklable, also in the middle of a capture."""
+    recs = list(open_capture(open(SAMPLE, "rb")))
+    d = Dissector()
+    first = []
+    for r in recs[:20]:
+        first += d.feed(r)
+    d2 = pickle.loads(pickle.dumps(d))
+    rest_a = []
+    rest_b = []
+    for r in recs[20:]:
+        rest_a += d.feed(r)
+        rest_b += d2.feed(r)
+    key = lambda evs: [(type(e).__name__, getattr(e, "name", None), getattr(e, "packet", None)) for e in evs]  # noqa: E731
+    assert key(rest_a + d.finish()) == key(rest_b + d2.finish())
+    assert any(isinstance(e, Frame) for e in rest_a)
