@@ -23,14 +23,15 @@ from typing import Iterator, List, Optional
 
 import typer
 
-from dissector.capture import open_capture
-from dissector.dissect import Dissector
 from dissector.amqp import Frame, ProtocolHeader, StreamNote
 from dissector.errors import CaptureError
 from dissector.events import PacketNote
 
 _SHOWN = (Frame, ProtocolHeader, StreamNote, PacketNote)
 from dissector.render import event_json, frame_detail, frame_summary
+from pipelines.local import CaptureSource, run_analysis
+from pipelines.report import build_report, render_text
+from pipelines.tables import flat_for_export, to_frame
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -68,48 +69,52 @@ class FrameFormat(str, Enum):
 
 
 class CaptureRun:
-    """Open a capture, feed it through a Dissector, remember what went wrong."""
+    """A CaptureSource whose failures become one line on stderr and an exit code."""
 
     def __init__(self, path: Path, ports: list[int]):
         self.path = path
-        self.dissector = Dissector(extra_ports=ports)
-        self.error: CaptureError | None = None
-        self.record = None
+        self.source = CaptureSource([path], ports=ports)
+        self.dissector = self.source.dissector
 
     def events(self) -> Iterator[tuple[object, object]]:
         """(record, event) pairs; record is the packet that produced the event (None at the end)."""
+        if os.path.isdir(self.path):
+            raise Fail(EXIT_OPEN, f"{self.path}: is a directory, not a capture file")
         try:
-            f = open(self.path, "rb")
+            yield from self.source.events()
         except FileNotFoundError:
             raise Fail(EXIT_OPEN, f"{self.path}: no such file") from None
-        except IsADirectoryError:
-            raise Fail(EXIT_OPEN, f"{self.path}: is a directory, not a capture file") from None
+        except CaptureError as e:
+            raise Fail(EXIT_FORMAT, f"{self.path}: {e}") from None
         except OSError as e:
             raise Fail(EXIT_OPEN, f"{self.path}: cannot open: {e.strerror or e}") from None
-        with f:
-            try:
-                reader = open_capture(f)
-            except CaptureError as e:
-                raise Fail(EXIT_FORMAT, f"{self.path}: {e}") from None
-            d = self.dissector
-            for record in reader:
-                self.record = record
-                for ev in d.feed(record):
-                    yield record, ev
-            self.error = reader.error
-            for ev in d.finish():
-                yield None, ev
 
     def finish_status(self) -> int:
         d = self.dissector
-        if self.error is not None:
-            print(f"amqp-dissect: {self.path}: {self.error}", file=sys.stderr)
+        if self.source.errors:
+            path, err = self.source.errors[0]
+            print(f"amqp-dissect: {path}: {err}", file=sys.stderr)
             return EXIT_DAMAGED
         if d.packets and d.unsupported_linktypes and d.tcp_packets == 0 and sum(d.unsupported_linktypes.values()) == d.packets:
             lts = ", ".join(str(x) for x in sorted(d.unsupported_linktypes))
             print(f"amqp-dissect: {self.path}: unsupported link type {lts}: no packet could be decoded", file=sys.stderr)
             return EXIT_FORMAT
         return EXIT_OK
+
+    def analyze(self):
+        """Run the capture through the state/analytics layer."""
+        return run_analysis(_Checked(self))
+
+
+class _Checked:
+    """Adapter: a CaptureRun seen as a CaptureSource (events with exit-code mapping)."""
+
+    def __init__(self, run: CaptureRun):
+        self.run = run
+        self.errors = run.source.errors
+
+    def events(self):
+        return self.run.events()
 
 
 # --------------------------------------------------------------------------- commands
@@ -196,6 +201,102 @@ def _print_verbose(run: CaptureRun, out) -> None:
             continue
         for line in frame_detail(ev):
             out.write(line + "\n")
+
+
+class ReportFormat(str, Enum):
+    text = "text"
+    json = "json"
+
+
+class TableFormat(str, Enum):
+    table = "table"
+    csv = "csv"
+    jsonl = "jsonl"
+    parquet = "parquet"
+
+
+_CAPTURE = typer.Argument(..., help="pcap or pcapng file, optionally gzip-compressed")
+_PORT = typer.Option(None, "--port", "-p", help="also decode this TCP port as AMQP (repeatable)")
+
+
+@app.command()
+def report(
+    capture: Path = _CAPTURE,
+    fmt: ReportFormat = typer.Option(ReportFormat.text, "--format", "-f", help="text or json"),
+    port: Optional[List[int]] = _PORT,
+):
+    """Connections, sessions, links, delivery outcomes, settlement latency, stalls, errors."""
+    run = CaptureRun(capture, port or [])
+    analysis = run.analyze()
+    rep = build_report(analysis.analyzer, capture_errors=analysis.capture_errors)
+    if fmt is ReportFormat.json:
+        sys.stdout.write(json.dumps(rep, indent=2, ensure_ascii=False, allow_nan=False, default=str) + "\n")
+    else:
+        sys.stdout.write(render_text(rep))
+    raise typer.Exit(run.finish_status())
+
+
+def _table_command(table: str, rows_method: str, help_text: str):
+    def command(
+        capture: Path = _CAPTURE,
+        fmt: TableFormat = typer.Option(TableFormat.table, "--format", "-f", help="table, csv, jsonl or parquet"),
+        output: Optional[Path] = typer.Option(None, "--output", "-o", help="write to this file (required for parquet)"),
+        port: Optional[List[int]] = _PORT,
+    ):
+        if fmt is TableFormat.parquet and output is None:
+            raise Fail(EXIT_USAGE, "--format parquet needs --output FILE")
+        run = CaptureRun(capture, port or [])
+        analysis = run.analyze()
+        df = to_frame(getattr(analysis.analyzer, rows_method)(), table)
+        _write_table(df, fmt, output)
+        raise typer.Exit(run.finish_status())
+
+    command.__doc__ = help_text
+    app.command(name=table)(command)
+
+
+def _write_table(df, fmt: TableFormat, output: Optional[Path]) -> None:
+    if fmt is TableFormat.parquet:
+        flat_for_export(df).to_parquet(output, index=False)
+        return
+    if fmt is TableFormat.csv:
+        text = flat_for_export(df).to_csv(index=False)
+    elif fmt is TableFormat.jsonl:
+        text = df.to_json(orient="records", lines=True, force_ascii=False)
+        if text and not text.endswith("\n"):
+            text += "\n"
+    else:
+        import pandas as pd
+
+        df = _readable_times(df)
+        with pd.option_context("display.max_rows", None, "display.max_columns", None, "display.width", 250,
+                               "display.max_colwidth", 40):
+            text = df.to_string(index=False) + "\n" if len(df) else "(no rows)\n"
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        Path(output).write_text(text)
+
+
+def _readable_times(df):
+    """For the human table only: epoch-second time columns as UTC datetimes."""
+    import pandas as pd
+
+    df = df.copy()
+    for col in df.columns:
+        if (col in ("start", "end") or col.endswith("_time")) and df[col].dtype == "float64":
+            df[col] = pd.to_datetime(df[col], unit="s", utc=True).dt.strftime("%Y-%m-%d %H:%M:%S.%f")
+    return df
+
+
+_table_command("deliveries", "delivery_rows", "One row per delivery: outcome, settlement, latency.")
+_table_command("links", "link_rows", "One row per link: peers, addresses, settle modes, outcomes, latency, stalls.")
+_table_command("stalls", "stall_rows", "One row per credit / session-window / drain stall.")
+_table_command("connections", "connection_rows", "One row per connection: negotiation, open/close, counts.")
+_table_command("sessions", "session_rows", "One row per session: channel mapping, windows, end.")
+_table_command("transactions", "transaction_rows", "One row per transaction: declare, discharge, enlisted deliveries.")
+_table_command("violations", "violation_rows", "Protocol violations found by the state layer.")
+_table_command("errors", "error_rows", "Errors: close/end/detach errors and unsettled deliveries.")
 
 
 # --------------------------------------------------------------------------- entry point

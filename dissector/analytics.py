@@ -1,0 +1,792 @@
+"""Tables and statistics on top of the protocol state of :mod:`dissector.state`.
+
+    a = Analyzer()
+    for ev in events:                 # everything a Dissector yields (feed() and finish())
+        a.feed(ev)
+    a.finish()                        # end of capture (optionally end_ts=...)
+    a.delivery_rows()                 # list of plain dicts, one per delivery
+    a.latency_summary(by="link")      # percentiles per link
+
+Every row is a plain dict of JSON-able values (str, int, float, bool, None, list,
+dict): picklable, ready for ``pandas.DataFrame(rows)`` or ``json.dumps``.  Times
+are capture timestamps (float epoch seconds), durations/latencies seconds,
+packets 1-based capture record indices, ``side`` is "client" (TCP initiator) or
+"server", endpoints are "ip:port".  Rows can be read before :meth:`finish`
+(then "open" means "so far").
+
+Definitions
+-----------
+* ``settled_time``: time of the first frame in which either peer announced
+  settlement of the delivery (a transfer with settled=true, a disposition with
+  settled=true covering it).  Once one peer has settled, the other forgets the
+  delivery without a frame (spec 2.6.12), so that frame ends the delivery.
+  ``settlement_latency = settled_time - first_time`` (first_time: the first
+  transfer frame).  Pre-settled deliveries get the time of the settling
+  transfer frame (0 for a single-frame message).
+* ``outcome_time``: time of the receiver's first disposition carrying a terminal
+  outcome (accepted, rejected, released, modified, declared; also inside a
+  transactional-state); ``outcome_latency = outcome_time - first_time``.
+* Percentiles (p50/p90/p99): linear interpolation between closest ranks, the
+  method numpy.percentile uses by default (Hyndman & Fan type 7): sorted values
+  x[0..n-1], h = (n-1)*q/100, result x[floor(h)] + (h-floor(h)) *
+  (x[floor(h)+1] - x[floor(h)]) (computed the same way numpy does, so results
+  agree to the bit).  ``None`` for an empty group.
+* Stalls: see :mod:`dissector.state` (kinds initial-credit, link-credit, drain,
+  session-window).  ``duration`` of an open stall runs to the end of the capture
+  (``finish(end_ts)``, default the last event's time).
+
+Columns
+-------
+connection_rows():
+    connection (id), client, server ("ip:port"), syn_seen (the TCP handshake was
+    captured), mid_connection (the capture did not see the connection start),
+    lossy (a TCP gap / resync lost bytes), tls, protocol_headers_client /
+    protocol_headers_server (names of the protocol headers each side sent, e.g.
+    ["SASL 1.0.0", "AMQP 1.0.0"]), negotiation (text when the two sides' headers
+    differed, else None), sasl (SASL layer used), sasl_mechanisms (offered by
+    the server), sasl_mechanism (chosen in sasl-init), sasl_hostname,
+    sasl_outcome (code name: "ok", "auth", "sys", "sys-perm", "sys-temp"),
+    sasl_outcome_code (int), sasl_frames_client / sasl_frames_server (SASL
+    frames each side sent), container_id_client / container_id_server,
+    hostname (in the client's open), max_frame_size_client / _server,
+    max_frame_size_client_default / _server_default (True: field absent, spec
+    default 4294967295 applied), channel_max_client / _server (+ _default),
+    idle_time_out_client / _server (milliseconds, None when absent),
+    open_time (first open), open_time_client / open_time_server, close_time
+    (first close), close_time_client / close_time_server, closed_by (side of the
+    first close, "" if none), close_error / close_description (condition and
+    description of the first close carrying an error), errors (list of
+    {condition, description, scope, side, channel, link} of every
+    close/end/detach error on this connection), sessions, links, deliveries
+    (counts), frames_client / frames_server (AMQP frames, heartbeats included),
+    frame_counts_client / frame_counts_server ({performative: frames} of every
+    frame each side sent, SASL included; "empty" for heartbeats),
+    heartbeats_client / heartbeats_server, state ({"client": s, "server": s}),
+    state_client / state_server (final connection endpoint states, spec names or
+    UNKNOWN), transport_end ("fin" both FINs, "rst", "idle", or None),
+    transport_end_time, first_time, last_time, first_packet, last_packet,
+    violations, stalls (counts), unknown (what the capture could not show).
+session_rows():
+    connection, session (0-based index in the connection, in order of first
+    sight), channel (the client's outgoing channel, or the server's if the
+    client's is unknown), channel_client / channel_server (each peer's outgoing
+    channel: the local <-> remote mapping), initiator (side whose begin had no
+    remote-channel), begin_time / begin_packet (first begin),
+    begin_time_client / begin_time_server, next_outgoing_id_client / _server,
+    incoming_window_client / _server, outgoing_window_client / _server (from
+    each begin), handle_max_client / _server (default applied) and
+    handle_max_client_default / _server_default, next_outgoing_id_final_client /
+    _server (tracked to the end), incoming_window_last_client / _server and
+    outgoing_window_last_client / _server (last begin/flow), remote_incoming_window_client /
+    _server (final remote-incoming-window of each sending side, None unknown),
+    transfers_client / _server (transfer frames), flows_client / _server,
+    end_time (first end), end_time_client / end_time_server, ended_by, end_error
+    / end_description (first end with an error), terminated ("end", "close",
+    "transport" or None), state_client / state_server, links, deliveries,
+    unsettled (deliveries never settled), unseen_dispositions (delivery-ids in
+    dispositions whose transfer was before the capture), unknown.
+link_rows():
+    connection, session, channel, link_index (0-based per connection), name,
+    handle (the sending side's handle, i.e. the one on transfers),
+    handle_client / handle_server, role (role of the *client's* endpoint:
+    "sender" when the client sends the transfers, "receiver" when it receives
+    them; None unknown), sender_side ("client"/"server"), sender / receiver
+    ("ip:port" of the peers sending / receiving the transfers), address (the
+    target address when the client sends, the source address when the client
+    receives, i.e. the node at the server; falls back to the other terminus),
+    source / target (addresses: source as described by the sender, target as by
+    the receiver, spec 2.6.3; the other attach when that one is missing),
+    source_terminus / target_terminus (dicts: type, address, durable,
+    expiry_policy, timeout, dynamic, filter, capabilities, ...; None if null),
+    coordinator (target is a coordinator), refused (the answering attach had a
+    null terminus: the link was refused), snd_settle_mode (sender's attach,
+    choice name, default "mixed" applied) and snd_settle_mode_default,
+    rcv_settle_mode (receiver's attach, default "first") and
+    rcv_settle_mode_default, initial_delivery_count, delivery_count (final),
+    link_credit (final sender credit), available, drain, echo (last flow
+    values), max_message_size, attach_time (first attach), attached_time (both
+    attached), detach_time (first detach), detached_by, detach_closed, detach_error
+    / detach_description, terminated ("detach", "end", "close", "transport",
+    None), state_client / state_server, transfers (frames), deliveries,
+    messages_bytes, accepted, rejected, released, modified, declared, no_outcome,
+    unsettled, presettled, aborted, resumed, latency_p50 / latency_p90 /
+    latency_p99 / latency_max (settlement latency), outcome_latency_p50 /
+    _p90 / _p99 / _max, stalls, stalled_seconds (sum of stall durations, open
+    ones to the capture end), unknown (e.g. ["attach", "name", "address"]).
+delivery_rows():
+    connection, session, channel, link, link_index, handle, delivery_id,
+    delivery_tag (hex), sender / receiver ("ip:port"), sender_side, address,
+    first_time, last_time, first_packet, last_packet (first / last transfer
+    frame), frames, message_size (payload bytes of all transfer frames),
+    complete (last frame seen with more=false, not aborted), presettled (settled
+    by a transfer frame), aborted, resumed, settled_by ("sender", "receiver",
+    "both", ""), settled_time, settled_packet, sender_settled_time,
+    receiver_settled_time, outcome ("accepted", "rejected", "released",
+    "modified", "declared" or ""), outcome_by ("receiver"/"sender"/""),
+    outcome_time, outcome_packet, outcome_error / outcome_description (rejected),
+    delivery_failed, undeliverable_here (modified; defaults applied), received_state
+    ("section N offset M" or None), txn_id (hex or None), rcv_settle_mode
+    (per-transfer override), dispositions_sender / dispositions_receiver,
+    settlement_latency, outcome_latency (seconds or None), unsettled_at (None when
+    settled, else "detach", "end", "close", "transport", "capture-end").
+stall_rows():
+    connection, session, channel (client channel of the session), link (name),
+    link_index, handle (the sender's), kind ("initial-credit", "link-credit",
+    "drain", "session-window"), sender_side, sender, start, end, duration,
+    start_packet, end_packet, ended_by ("flow", "transfer", "attach", "cancelled",
+    "detach", "end", "close", "transport"; None open), waiting (True / False /
+    None), open.
+transaction_rows():
+    connection, session, channel, coordinator (link name), txn_id (hex),
+    global_id, declare_delivery_id, declare_time, declare_packet,
+    declare_outcome, declared_time, declared_packet, declare_error,
+    discharge_delivery_id, discharge_time, discharge_packet, fail (True:
+    rollback requested), discharge_outcome, discharge_error, discharged_time,
+    state ("declaring", "declared", "declare-failed", "discharging", "committed",
+    "rolled-back", "discharge-failed", "unknown" for a txn-id only seen in
+    transactional-states), deliveries (count enlisted), enlisted (list of
+    {link, delivery_id, how: "transfer"/"disposition"}).
+violation_rows():
+    connection, packet, time, channel, kind, severity, message, side (peer that
+    sent the offending frame), link, handle, delivery_id, origin ("state": this
+    layer; "framing": an expert note of the framing layer taken over;
+    "analyzer": an internal error).  Kinds: state (a frame the state table does
+    not allow), credit (transfer beyond link-credit), session-window (transfer
+    beyond the peer's incoming-window), unknown-channel, unknown-handle,
+    unknown-delivery, unknown-transaction, channel-in-use, handle-in-use,
+    channel-max, handle-max, role, idle-timeout (a side sent no frame for longer
+    than the idle-time-out the other side announced), frame-size (over the
+    peer's max-frame-size), protocol, malformed, protocol-header.
+error_rows():
+    connection, session, channel, link, handle, delivery_id, scope
+    ("connection", "session", "link", "delivery"), condition, description, info,
+    packet, time, side, source ("frame": the error field of a close / end /
+    detach; "analysis": derived here), count.  Derived conditions:
+    "unsettled-at-detach" (link scope: deliveries of a detached link never
+    settled), "unsettled-at-end" (session), "unsettled-at-close" /
+    "unsettled-at-transport-end" (connection), "unsettled-at-capture-end"
+    (delivery scope, one row per delivery whose link was still up).
+latency_summary(by, metric):
+    the group columns (link: connection, session, channel, link, link_index,
+    address; address: address; connection: connection, client, server), then
+    count, p50, p90, p99, max, min, mean (seconds).
+"""
+
+from __future__ import annotations
+
+import math
+
+from .spec import choice_name
+from .state import SIDES, StateTracker
+
+__all__ = ["Analyzer", "percentile", "summarize"]
+
+
+def percentile(values, q: float) -> float | None:
+    """q-th percentile (0..100) with linear interpolation, as numpy.percentile's default."""
+    xs = sorted(float(v) for v in values)
+    n = len(xs)
+    if n == 0:
+        return None
+    h = (n - 1) * (q / 100)
+    lo = math.floor(h)
+    if lo < 0:
+        return xs[0]
+    if lo >= n - 1:
+        return xs[-1]
+    g = h - lo
+    a, b = xs[lo], xs[lo + 1]
+    diff = b - a
+    if g >= 0.5:
+        return b - diff * (1 - g)
+    return a + diff * g
+
+
+def summarize(values) -> dict:
+    xs = [float(v) for v in values if v is not None]
+    if not xs:
+        return {"count": 0, "p50": None, "p90": None, "p99": None, "max": None, "min": None, "mean": None}
+    return {
+        "count": len(xs),
+        "p50": percentile(xs, 50),
+        "p90": percentile(xs, 90),
+        "p99": percentile(xs, 99),
+        "max": max(xs),
+        "min": min(xs),
+        "mean": math.fsum(xs) / len(xs),
+    }
+
+
+def _t(x):
+    return None if x is None else x[0]
+
+
+def _p(x):
+    return None if x is None else x[1]
+
+
+def _sub(a, b):
+    return None if a is None or b is None else a - b
+
+
+def _side(d):
+    return SIDES[d] if d in (0, 1) else None
+
+
+class Analyzer(StateTracker):
+    """Feed Dissector events, then read tables (see the module docstring for every column)."""
+
+    # -- helpers ------------------------------------------------------------------
+
+    def _end(self):
+        return self.end_ts if self.end_ts is not None else self.last_ts
+
+    @staticmethod
+    def _session_channel(s):
+        return s.channel[0] if s.channel[0] is not None else s.channel[1]
+
+    @staticmethod
+    def _link_address(link):
+        src, tgt = Analyzer._termini(link)
+        sd = link.sender_dir
+        first = tgt if sd == 0 else src if sd == 1 else (tgt or src)
+        second = src if first is tgt else tgt
+        for t in (first, second):
+            if t is not None and t.get("address") is not None:
+                return t["address"]
+        return None
+
+    @staticmethod
+    def _termini(link):
+        """(source, target): source as the sender describes it, target as the receiver does."""
+        sd = link.sender_dir
+        a = link.attach
+        order_src = (sd, 1 - sd) if sd is not None else (0, 1)
+        order_tgt = (1 - sd, sd) if sd is not None else (0, 1)
+        src = tgt = None
+        for e in order_src:
+            if a[e] is not None and a[e]["source"] is not None:
+                src = a[e]["source"]
+                break
+        for e in order_tgt:
+            if a[e] is not None and a[e]["target"] is not None:
+                tgt = a[e]["target"]
+                break
+        return src, tgt
+
+    def _unsettled_at(self, dlv):
+        if dlv.settled is not None:
+            return None
+        link, s, c = dlv.link, dlv.session, dlv.link.conn
+        if link.terminated is not None:
+            return link.terminated
+        if s.terminated is not None:
+            return s.terminated
+        if c.close[0] is not None or c.close[1] is not None:
+            return "close"
+        return "capture-end"
+
+    def _stall_duration(self, st):
+        end = st.end if st.end is not None else self._end()
+        return _sub(end, st.start)
+
+    # -- connections --------------------------------------------------------------
+
+    def connection_rows(self) -> list[dict]:
+        rows = []
+        for c in self.connections.values():
+            o, cl = c.open, c.close
+            first_open = min((x for x in o if x is not None), key=lambda x: x["time"], default=None)
+            closes = [(e, x) for e, x in enumerate(cl) if x is not None]
+            first_close = min(closes, key=lambda ex: ex[1]["time"], default=None)
+            err_close = next((x for _, x in sorted(closes, key=lambda ex: ex[1]["time"]) if x["error"]), None)
+            errors = [
+                {"condition": e["condition"], "description": e["description"], "scope": e["scope"],
+                 "side": e["side"], "channel": e["channel"], "link": e["link"]}
+                for e in self.frame_errors if e["connection"] == c.id
+            ]
+            unknown = list(c.unknown)
+            if not c.known_start or c.lossy:
+                for e in (0, 1):
+                    if o[e] is None and cl[e] is None:
+                        unknown.append(f"open ({SIDES[e]})")
+                if not c.known_start and not c.sasl:
+                    unknown.append("sasl")
+            row = {
+                "connection": c.id,
+                "client": c.client,
+                "server": c.server,
+                "syn_seen": c.syn_seen,
+                "mid_connection": not c.known_start,
+                "lossy": c.lossy,
+                "tls": c.tls,
+                "protocol_headers_client": list(c.headers[0]),
+                "protocol_headers_server": list(c.headers[1]),
+                "negotiation": c.negotiation,
+                "sasl": c.sasl,
+                "sasl_mechanisms": c.sasl_mechanisms,
+                "sasl_mechanism": c.sasl_mechanism,
+                "sasl_hostname": c.sasl_hostname,
+                "sasl_outcome": _sasl_code(c.sasl_outcome),
+                "sasl_outcome_code": c.sasl_outcome,
+                "sasl_frames_client": c.sasl_frames[0],
+                "sasl_frames_server": c.sasl_frames[1],
+                "container_id_client": o[0]["container_id"] if o[0] else None,
+                "container_id_server": o[1]["container_id"] if o[1] else None,
+                "hostname": o[0]["hostname"] if o[0] else None,
+            }
+            for key in ("max_frame_size", "channel_max"):
+                for e in (0, 1):
+                    row[f"{key}_{SIDES[e]}"] = o[e][key] if o[e] else None
+                    row[f"{key}_{SIDES[e]}_default"] = o[e][f"{key}_default"] if o[e] else None
+            for e in (0, 1):
+                row[f"idle_time_out_{SIDES[e]}"] = o[e]["idle_time_out"] if o[e] else None
+            row.update({
+                "open_time": first_open["time"] if first_open else None,
+                "open_time_client": o[0]["time"] if o[0] else None,
+                "open_time_server": o[1]["time"] if o[1] else None,
+                "close_time": first_close[1]["time"] if first_close else None,
+                "close_time_client": cl[0]["time"] if cl[0] else None,
+                "close_time_server": cl[1]["time"] if cl[1] else None,
+                "closed_by": SIDES[first_close[0]] if first_close else "",
+                "close_error": err_close["error"]["condition"] if err_close else None,
+                "close_description": err_close["error"]["description"] if err_close else None,
+                "errors": errors,
+                "sessions": len(c.sessions),
+                "links": len(c.links),
+                "deliveries": sum(len(link.deliveries) for link in c.links),
+                "frames_client": c.frames[0],
+                "frames_server": c.frames[1],
+                "frame_counts_client": dict(c.frame_counts[0]),
+                "frame_counts_server": dict(c.frame_counts[1]),
+                "heartbeats_client": c.heartbeats[0],
+                "heartbeats_server": c.heartbeats[1],
+                "state": {"client": c.state[0], "server": c.state[1]},
+                "state_client": c.state[0],
+                "state_server": c.state[1],
+                "transport_end": c.transport_end,
+                "transport_end_time": c.transport_time,
+                "first_time": c.first_ts,
+                "last_time": c.last_ts,
+                "first_packet": c.first_packet,
+                "last_packet": c.last_packet,
+                "violations": sum(1 for v in self.violations if v["connection"] == c.id),
+                "stalls": len(c.stalls),
+                "unknown": unknown,
+            })
+            rows.append(row)
+        return rows
+
+    # -- sessions ---------------------------------------------------------------------
+
+    def session_rows(self) -> list[dict]:
+        rows = []
+        for c in self.connections.values():
+            for s in c.sessions:
+                b, en = s.begin, s.end
+                firstb = min((x for x in b if x is not None), key=lambda x: x["time"], default=None)
+                ends = [(e, x) for e, x in enumerate(en) if x is not None]
+                first_end = min(ends, key=lambda ex: ex[1]["time"], default=None)
+                err_end = next((x for _, x in sorted(ends, key=lambda ex: ex[1]["time"]) if x["error"]), None)
+                dlvs = [x for link in s.links for x in link.deliveries]
+                row = {
+                    "connection": c.id,
+                    "session": s.index,
+                    "channel": self._session_channel(s),
+                    "channel_client": s.channel[0],
+                    "channel_server": s.channel[1],
+                    "initiator": _side(s.initiator),
+                    "begin_time": firstb["time"] if firstb else None,
+                    "begin_packet": firstb["packet"] if firstb else None,
+                }
+                for e in (0, 1):
+                    side = SIDES[e]
+                    row[f"begin_time_{side}"] = b[e]["time"] if b[e] else None
+                for key in ("next_outgoing_id", "incoming_window", "outgoing_window", "handle_max"):
+                    for e in (0, 1):
+                        row[f"{key}_{SIDES[e]}"] = b[e][key] if b[e] else None
+                for e in (0, 1):
+                    side = SIDES[e]
+                    row[f"handle_max_{side}_default"] = b[e]["handle_max_default"] if b[e] else None
+                for e in (0, 1):
+                    side = SIDES[e]
+                    row[f"next_outgoing_id_final_{side}"] = s.noid[e]
+                    row[f"incoming_window_last_{side}"] = s.last_iw[e]
+                    row[f"outgoing_window_last_{side}"] = s.last_ow[e]
+                    row[f"remote_incoming_window_{side}"] = s.riw(e)
+                    row[f"transfers_{side}"] = s.transfers[e]
+                    row[f"flows_{side}"] = s.flows[e]
+                row.update({
+                    "end_time": first_end[1]["time"] if first_end else None,
+                    "end_time_client": en[0]["time"] if en[0] else None,
+                    "end_time_server": en[1]["time"] if en[1] else None,
+                    "ended_by": SIDES[first_end[0]] if first_end else "",
+                    "end_error": err_end["error"]["condition"] if err_end else None,
+                    "end_description": err_end["error"]["description"] if err_end else None,
+                    "terminated": s.terminated,
+                    "state_client": s.state[0],
+                    "state_server": s.state[1],
+                    "links": len(s.links),
+                    "deliveries": len(dlvs),
+                    "unsettled": sum(1 for x in dlvs if x.settled is None),
+                    "unseen_dispositions": s.unseen_dispositions,
+                    "unknown": list(s.unknown),
+                })
+                rows.append(row)
+        return rows
+
+    # -- links --------------------------------------------------------------------------
+
+    def link_rows(self) -> list[dict]:
+        rows = []
+        for c in self.connections.values():
+            for link in c.links:
+                rows.append(self._link_row(c, link))
+        return rows
+
+    def _link_row(self, c, link) -> dict:
+        s = link.session
+        sd = link.sender_dir
+        a = link.attach
+        snd_att = a[sd] if sd is not None and a[sd] is not None else None
+        rcv_att = a[1 - sd] if sd is not None and a[1 - sd] is not None else None
+        any_att = snd_att or rcv_att or a[0] or a[1]
+        src, tgt = self._termini(link)
+        sm_att = snd_att or rcv_att or any_att
+        rm_att = rcv_att or snd_att or any_att
+        attaches = [x for x in a if x is not None]
+        detaches = [(e, x) for e, x in enumerate(link.detach) if x is not None]
+        first_det = min(detaches, key=lambda ex: ex[1]["time"], default=None)
+        err_det = next((x for _, x in sorted(detaches, key=lambda ex: ex[1]["time"]) if x["error"]), None)
+        refused = False
+        if len(attaches) == 2:
+            second = max((0, 1), key=lambda e: (a[e]["time"], e))
+            if sd is not None:
+                # the answering attach: the sender answers with a null source, the receiver with a null target
+                refused = a[second]["source_null"] if second == sd else a[second]["target_null"]
+        dl = link.deliveries
+        lat = [x for x in (_sub(_t(d.settled), d.first_ts) for d in dl) if x is not None]
+        olat = [x for x in (_sub(d.outcome_ts, d.first_ts) for d in dl) if x is not None]
+        ls = summarize(lat)
+        os_ = summarize(olat)
+        stalls = [st for st in c.stalls if st.link is link]
+        unknown = list(link.unknown)
+        if link.known or a[0] or a[1]:
+            if sd is None:
+                unknown.append("role")
+        if self._link_address(link) is None and "address" not in unknown and not link.coordinator:
+            if not attaches:
+                unknown.append("address")
+        outcomes = {k: 0 for k in ("accepted", "rejected", "released", "modified", "declared")}
+        for d in dl:
+            if d.outcome in outcomes:
+                outcomes[d.outcome] += 1
+        return {
+            "connection": c.id,
+            "session": s.index,
+            "channel": self._session_channel(s),
+            "link_index": link.index,
+            "name": link.name,
+            "handle": link.handle[sd] if sd is not None else (link.handle[0] if link.handle[0] is not None
+                                                              else link.handle[1]),
+            "handle_client": link.handle[0],
+            "handle_server": link.handle[1],
+            "role": None if sd is None else ("sender" if sd == 0 else "receiver"),
+            "sender_side": _side(sd),
+            "sender": c.peer(sd) if sd is not None else None,
+            "receiver": c.peer(1 - sd) if sd is not None else None,
+            "address": self._link_address(link),
+            "source": src.get("address") if src else None,
+            "target": tgt.get("address") if tgt else None,
+            "source_terminus": src,
+            "target_terminus": tgt,
+            "coordinator": link.coordinator,
+            "refused": bool(refused),
+            "snd_settle_mode": sm_att["snd_settle_mode"] if sm_att else None,
+            "snd_settle_mode_default": sm_att["snd_settle_mode_default"] if sm_att else None,
+            "rcv_settle_mode": rm_att["rcv_settle_mode"] if rm_att else None,
+            "rcv_settle_mode_default": rm_att["rcv_settle_mode_default"] if rm_att else None,
+            "initial_delivery_count": link.initial_dc,
+            "delivery_count": link.dc,
+            "link_credit": link.credit(),
+            "available": link.available,
+            "drain": link.drain,
+            "echo": link.echo,
+            "max_message_size": (rcv_att or snd_att or {}).get("max_message_size"),
+            "attach_time": min((x["time"] for x in attaches), default=None),
+            "attached_time": max((x["time"] for x in attaches), default=None) if len(attaches) == 2 else None,
+            "detach_time": first_det[1]["time"] if first_det else None,
+            "detached_by": SIDES[first_det[0]] if first_det else "",
+            "detach_closed": first_det[1]["closed"] if first_det else None,
+            "detach_error": err_det["error"]["condition"] if err_det else None,
+            "detach_description": err_det["error"]["description"] if err_det else None,
+            "terminated": link.terminated,
+            "state_client": link.state[0],
+            "state_server": link.state[1],
+            "transfers": link.transfers,
+            "deliveries": len(dl),
+            "messages_bytes": sum(d.size for d in dl),
+            **outcomes,
+            "no_outcome": sum(1 for d in dl if d.outcome is None),
+            "unsettled": sum(1 for d in dl if d.settled is None),
+            "presettled": sum(1 for d in dl if d.presettled),
+            "aborted": sum(1 for d in dl if d.aborted),
+            "resumed": sum(1 for d in dl if d.resumed),
+            "latency_p50": ls["p50"],
+            "latency_p90": ls["p90"],
+            "latency_p99": ls["p99"],
+            "latency_max": ls["max"],
+            "outcome_latency_p50": os_["p50"],
+            "outcome_latency_p90": os_["p90"],
+            "outcome_latency_p99": os_["p99"],
+            "outcome_latency_max": os_["max"],
+            "stalls": len(stalls),
+            "stalled_seconds": math.fsum(self._stall_duration(st) or 0.0 for st in stalls),
+            "unknown": unknown,
+        }
+
+    # -- deliveries ------------------------------------------------------------------------
+
+    def delivery_rows(self) -> list[dict]:
+        rows = []
+        for c in self.connections.values():
+            for link in c.links:
+                addr = self._link_address(link)
+                for d in link.deliveries:
+                    rows.append(self._delivery_row(c, link, addr, d))
+        return rows
+
+    def _delivery_row(self, c, link, addr, d) -> dict:
+        s = link.session
+        sb = [d.snd_settled is not None, d.rcv_settled is not None]
+        settled_by = "both" if all(sb) else "sender" if sb[0] else "receiver" if sb[1] else ""
+        err = d.outcome_error or {}
+        return {
+            "connection": c.id,
+            "session": s.index,
+            "channel": self._session_channel(s),
+            "link": link.name,
+            "link_index": link.index,
+            "handle": link.handle[d.direction],
+            "delivery_id": d.delivery_id,
+            "delivery_tag": d.tag.hex() if d.tag is not None else None,
+            "sender": c.peer(d.direction),
+            "receiver": c.peer(1 - d.direction),
+            "sender_side": SIDES[d.direction],
+            "address": addr,
+            "first_time": d.first_ts,
+            "last_time": d.last_ts,
+            "first_packet": d.first_packet,
+            "last_packet": d.last_packet,
+            "frames": d.frames,
+            "message_size": d.size,
+            "complete": d.complete,
+            "presettled": d.presettled,
+            "aborted": d.aborted,
+            "resumed": d.resumed,
+            "settled_by": settled_by,
+            "settled_time": _t(d.settled),
+            "settled_packet": _p(d.settled),
+            "sender_settled_time": _t(d.snd_settled),
+            "receiver_settled_time": _t(d.rcv_settled),
+            "outcome": d.outcome or "",
+            "outcome_by": d.outcome_by or "",
+            "outcome_time": d.outcome_ts,
+            "outcome_packet": d.outcome_packet,
+            "outcome_error": err.get("condition"),
+            "outcome_description": err.get("description"),
+            "delivery_failed": d.delivery_failed,
+            "undeliverable_here": d.undeliverable_here,
+            "received_state": d.received_state,
+            "txn_id": d.txn_id,
+            "rcv_settle_mode": d.rcv_settle_mode,
+            "dispositions_sender": d.dispositions[d.direction],
+            "dispositions_receiver": d.dispositions[1 - d.direction],
+            "settlement_latency": _sub(_t(d.settled), d.first_ts),
+            "outcome_latency": _sub(d.outcome_ts, d.first_ts),
+            "unsettled_at": self._unsettled_at(d),
+        }
+
+    # -- stalls ------------------------------------------------------------------------------
+
+    def stall_rows(self) -> list[dict]:
+        rows = []
+        for st in self.stalls:
+            c, s, link = st.conn, st.session, st.link
+            w = st.waiting
+            rows.append({
+                "connection": c.id,
+                "session": s.index,
+                "channel": self._session_channel(s),
+                "link": link.name if link is not None else None,
+                "link_index": link.index if link is not None else None,
+                "handle": link.handle[st.direction] if link is not None else None,
+                "kind": st.kind,
+                "sender_side": SIDES[st.direction],
+                "sender": c.peer(st.direction),
+                "start": st.start,
+                "end": st.end,
+                "duration": self._stall_duration(st),
+                "start_packet": st.start_packet,
+                "end_packet": st.end_packet,
+                "ended_by": st.ended_by,
+                "waiting": (True if any(w) else False) if w else None,
+                "open": st.end is None,
+            })
+        return rows
+
+    # -- transactions ----------------------------------------------------------------------
+
+    def transaction_rows(self) -> list[dict]:
+        rows = []
+        for t in self.transactions:
+            link = t.link
+            s = link.session if link is not None else None
+            dec, dis = t.declare, t.discharge
+            if dec is not None and t.declare_outcome is None:
+                state = "declaring"
+            elif dec is not None and t.declare_outcome != "declared":
+                state = "declare-failed"
+            elif dis is None:
+                state = "declared" if dec is not None else "unknown"
+            elif t.discharge_outcome is None:
+                state = "discharging"
+            elif t.discharge_outcome == "accepted":
+                state = "rolled-back" if t.fail else "committed"
+            else:
+                state = "discharge-failed"
+            rows.append({
+                "connection": t.conn.id,
+                "session": s.index if s is not None else None,
+                "channel": self._session_channel(s) if s is not None else None,
+                "coordinator": link.name if link is not None else None,
+                "txn_id": t.txn_id,
+                "global_id": t.global_id,
+                "declare_delivery_id": dec.delivery_id if dec else None,
+                "declare_time": dec.first_ts if dec else None,
+                "declare_packet": dec.first_packet if dec else None,
+                "declare_outcome": t.declare_outcome,
+                "declared_time": _t(t.declared),
+                "declared_packet": _p(t.declared),
+                "declare_error": (t.declare_error or {}).get("condition"),
+                "discharge_delivery_id": dis.delivery_id if dis else None,
+                "discharge_time": dis.first_ts if dis else None,
+                "discharge_packet": dis.first_packet if dis else None,
+                "fail": t.fail,
+                "discharge_outcome": t.discharge_outcome,
+                "discharge_error": (t.discharge_error or {}).get("condition"),
+                "discharged_time": _t(t.discharged),
+                "state": state,
+                "deliveries": len(t.enlisted),
+                "enlisted": [{"link": d.link.name, "delivery_id": d.delivery_id, "how": how}
+                             for d, how in t.enlisted],
+            })
+        return rows
+
+    # -- violations / errors ------------------------------------------------------------------
+
+    def violation_rows(self) -> list[dict]:
+        return [dict(v) for v in self.violations]
+
+    def error_rows(self) -> list[dict]:
+        rows = [dict(e) for e in self.frame_errors]
+        for c in self.connections.values():
+            per_conn: dict = {}
+            for link in c.links:
+                s = link.session
+                unsettled = [d for d in link.deliveries if d.settled is None]
+                if not unsettled:
+                    continue
+                base = {"connection": c.id, "session": s.index, "channel": self._session_channel(s),
+                        "link": link.name, "handle": link.handle[link.sender_dir] if link.sender_dir is not None
+                        else None, "info": None, "source": "analysis"}
+                if link.terminated == "detach":
+                    det = min((x for x in link.detach if x is not None), key=lambda x: x["time"])
+                    rows.append({**base, "delivery_id": None, "scope": "link", "condition": "unsettled-at-detach",
+                                 "description": f"{len(unsettled)} deliveries unsettled when the link was detached",
+                                 "packet": det["packet"], "time": det["time"],
+                                 "side": _side(link.detach.index(det)), "count": len(unsettled)})
+                elif link.terminated == "end":
+                    en = min((x for x in s.end if x is not None), key=lambda x: x["time"])
+                    rows.append({**base, "delivery_id": None, "scope": "session", "condition": "unsettled-at-end",
+                                 "description": f"{len(unsettled)} deliveries unsettled when the session ended",
+                                 "packet": en["packet"], "time": en["time"], "side": _side(s.end.index(en)),
+                                 "count": len(unsettled)})
+                elif link.terminated in ("close", "transport"):
+                    per_conn[link.terminated] = per_conn.get(link.terminated, 0) + len(unsettled)
+                else:
+                    for d in unsettled:
+                        rows.append({**base, "delivery_id": d.delivery_id, "scope": "delivery",
+                                     "condition": "unsettled-at-capture-end",
+                                     "description": f"delivery {d.delivery_id} not settled at the end of the capture",
+                                     "packet": d.first_packet, "time": d.first_ts, "side": SIDES[d.direction],
+                                     "count": 1})
+            for how, n in per_conn.items():
+                if how == "close":
+                    cl = min((x for x in c.close if x is not None), key=lambda x: x["time"])
+                    packet, ts, side = cl["packet"], cl["time"], _side(c.close.index(cl))
+                else:
+                    packet, ts, side = None, c.transport_time, None
+                rows.append({"connection": c.id, "session": None, "channel": None, "link": None, "handle": None,
+                             "delivery_id": None, "scope": "connection", "condition": f"unsettled-at-{how}"
+                             if how == "close" else "unsettled-at-transport-end",
+                             "description": f"{n} deliveries unsettled when the connection "
+                             + ("was closed" if how == "close" else "ended (TCP)"),
+                             "info": None, "packet": packet, "time": ts, "side": side, "source": "analysis",
+                             "count": n})
+        return rows
+
+    # -- summaries ---------------------------------------------------------------------------
+
+    def latency_summary(self, by: str = "link", metric: str = "settlement") -> list[dict]:
+        """Latency percentiles per link / address / connection (metric "settlement" or "outcome")."""
+        if by not in ("link", "address", "connection"):
+            raise ValueError(f"by must be link, address or connection, not {by!r}")
+        if metric not in ("settlement", "outcome"):
+            raise ValueError(f"metric must be settlement or outcome, not {metric!r}")
+        groups: dict = {}
+        keys: dict = {}
+        for c in self.connections.values():
+            for link in c.links:
+                addr = self._link_address(link)
+                if by == "link":
+                    k = (c.id, link.index)
+                    keys.setdefault(k, {"connection": c.id, "session": link.session.index,
+                                        "channel": self._session_channel(link.session), "link": link.name,
+                                        "link_index": link.index, "address": addr})
+                elif by == "address":
+                    k = addr
+                    keys.setdefault(k, {"address": addr})
+                else:
+                    k = c.id
+                    keys.setdefault(k, {"connection": c.id, "client": c.client, "server": c.server})
+                vals = groups.setdefault(k, [])
+                for d in link.deliveries:
+                    end = _t(d.settled) if metric == "settlement" else d.outcome_ts
+                    if end is not None:
+                        vals.append(end - d.first_ts)
+        out = []
+        for k, vals in groups.items():
+            out.append({**keys[k], **summarize(vals)})
+        return out
+
+    def summary(self) -> dict:
+        """A few totals (counts) over the whole capture."""
+        dl = [d for c in self.connections.values() for link in c.links for d in link.deliveries]
+        return {
+            "connections": len(self.connections),
+            "sessions": sum(len(c.sessions) for c in self.connections.values()),
+            "links": sum(len(c.links) for c in self.connections.values()),
+            "deliveries": len(dl),
+            "unsettled": sum(1 for d in dl if d.settled is None),
+            "stalls": len(self.stalls),
+            "violations": len(self.violations),
+            "errors": len(self.frame_errors),
+        }
+
+
+def _sasl_code(code):
+    if code is None:
+        return None
+    return choice_name("sasl-code", code) or str(code)
+

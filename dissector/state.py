@@ -1,0 +1,1873 @@
+"""AMQP 1.0 protocol state of both directions of every connection (sans-IO).
+
+:class:`StateTracker` is fed the events of :class:`dissector.dissect.Dissector`
+(``StreamOpened``, ``StreamClosed``, ``ProtocolHeader``, ``Frame``,
+``StreamNote``; anything else is ignored) and builds a model of what happened:
+connections, sessions, links, deliveries, transactions, credit stalls,
+protocol violations and errors.  :mod:`dissector.analytics` turns that model
+into tables (``Analyzer``) and statistics.
+
+Endpoints and state machines
+----------------------------
+The capture sees both peers, so every connection, session and link has *two*
+endpoint state machines, one per peer, indexed by direction: ``0`` is the
+client (the TCP initiator), ``1`` the server.  A frame sent by peer ``d`` is the
+input ``S:<X>`` ("sent") for endpoint ``d`` and ``R:<X>`` ("received") for
+endpoint ``1 - d`` -- the labels of the spec's state diagrams.
+
+The machines are data: ``CONNECTION_TRANSITIONS``, ``SESSION_TRANSITIONS`` and
+``LINK_TRANSITIONS`` map ``(state, input) -> (action, next_state)``.  A pair that
+is not in a table is a protocol violation: it is reported (violation kind
+``"state"``) and the endpoint keeps its state; nothing raises.  ``action`` is
+``None`` or a label of the transition (``"pipelined"``: allowed before the peer
+answered; ``"discard"``: frame arriving in DISCARDING, which the endpoint
+silently drops; ``"assumed"``: first sight of an endpoint whose earlier state is
+unknown; ``"crossed"``: a frame that crossed our own end/detach on the wire).
+
+* Connection (spec 2.4.6/2.4.7, Figure 2.18/2.19): states START, HDR_RCVD,
+  HDR_SENT, HDR_EXCH, OPEN_PIPE, OC_PIPE, OPEN_RCVD, OPEN_SENT, CLOSE_PIPE,
+  OPENED, CLOSE_RCVD, CLOSE_SENT, DISCARDING, END.  Inputs ``S:HDR``, ``R:HDR``,
+  ``S:HDR!=R:HDR`` / ``R:HDR!=S:HDR`` (a header that differs from the peer's),
+  ``S:OPEN``, ``R:OPEN``, ``S:CLOSE``, ``S:CLOSE(error)`` (close carrying an
+  error: leads to DISCARDING from OPENED), ``R:CLOSE``, ``S:FRAME``, ``R:FRAME``
+  (any other frame, heartbeats included).  Only AMQP-layer headers (protocol id
+  0) drive it; the SASL layer before it is recorded separately (mechanisms,
+  mechanism, outcome code).  Not in the figure but allowed by its state table
+  ("legal receives: *" in OPEN_RCVD): ``(OPEN_RCVD, R:CLOSE) -> CLOSE_RCVD`` and
+  ``(CLOSE_RCVD, S:OPEN)``, so that a peer may open-and-close pipelined (the way
+  a connection is refused).
+* Session (2.5.5, Figure 2.25): UNMAPPED, BEGIN_SENT, BEGIN_RCVD, MAPPED,
+  END_SENT, END_RCVD, DISCARDING.  Inputs ``S:BEGIN``, ``R:BEGIN``, ``S:END``,
+  ``S:END(error)``, ``R:END``, ``S:FRAME``, ``R:FRAME`` (attach, flow, transfer,
+  disposition, detach on the session's channel).  Additions to the figure:
+  an end pipelined after a begin (BEGIN_SENT -S:END-> END_SENT, the peer's
+  BEGIN_RCVD -R:END-> END_RCVD, and the begin reply crossing it).
+* Link (states named like the session's; the spec describes them in 2.6.3-2.6.6
+  and Figure 2.33 without a diagram): DETACHED, ATTACH_SENT, ATTACH_RCVD,
+  ATTACHED, DETACH_SENT, DETACH_RCVD.  Inputs ``S:ATTACH``, ``R:ATTACH``,
+  ``S:DETACH``, ``R:DETACH``, ``S:FRAME``, ``R:FRAME`` (flow / transfer on the
+  link's handle).
+
+What the capture shows is not exactly what each endpoint saw: a frame sent by
+``d`` passes the capture point *after* ``d`` wrote it but *before* ``1 - d`` reads
+it.  So an endpoint's ``S:`` inputs are in order with what it had processed,
+while its ``R:`` inputs may be seen early.  :class:`Endpoints` therefore
+applies an ``R:`` input that its table does not allow yet, but that a later own
+send could make legal (``Machine.deferrable``, derived from the table), only
+after that send -- like bytes waiting in a receive buffer.  Example: a client
+pipelines header, open and begin; the server endpoint sees ``R:OPEN`` in
+HDR_RCVD and processes it after its own ``S:HDR`` (HDR_EXCH -> OPEN_RCVD).
+
+Every machine also has the pseudo state ``UNKNOWN`` (not a spec state): the
+state of an endpoint whose beginning the capture did not see (it joined
+mid-connection, or a capture gap lost frames).  The first frame moves it to the
+spec state that frame implies (usually OPENED / MAPPED / ATTACHED, action
+``"assumed"``); what could not be known is listed in the ``unknown`` column of
+the row (e.g. ``"address"``, ``"name"``, ``"begin"``).
+
+Mid-connection joins
+--------------------
+A connection whose first event is a ``StreamOpened`` with a SYN or a protocol
+header is *known from the start*; then a frame on a channel without begin, a
+handle without attach or a disposition for a delivery-id never transferred is
+a violation.  Otherwise (no SYN, or a TCP gap / resynchronisation happened:
+the connection is *lossy*) such frames create placeholder sessions / links in
+state UNKNOWN instead.  A placeholder made after a violation is treated like a
+mid-connection one, so one unknown channel gives one violation, not one more
+per handle and delivery-id used on it.  A placeholder's peer-side channel (handle) is guessed to
+be the same number when that number is free on the other side (most peers
+allocate the lowest free number); ``"channel-mapping-guessed"`` /
+``"handle-mapping-guessed"`` is then listed in ``unknown``.
+
+Serial numbers
+--------------
+delivery-id, delivery-count and transfer-id are RFC 1982 serial numbers with 32
+bits: :func:`serial_add`, :func:`serial_diff`, :func:`serial_lt`,
+:func:`serial_in_range`.  ``serial_diff(a, b)`` is ``a - b`` as a signed number
+in ``[-2**31, 2**31)``; RFC 1982 leaves the comparison of numbers exactly 2**31
+apart undefined, here it counts as "less than".
+
+Flow control (2.5.6, 2.6.7)
+---------------------------
+Per link the model keeps the sender's delivery-count ``dc`` and the
+*delivery-limit* ``limit`` set by the receiver (``delivery-count_rcv +
+link-credit_rcv``; with no delivery-count in the receiver's flow, the
+initial-delivery-count of the sender's attach).  The sender's link-credit is
+``serial_diff(limit, dc)``.  Each delivery (at its first transfer frame)
+increments ``dc``; a sender flow sets ``dc`` from its delivery-count (a drain
+answer advances it).  Per session and sending peer ``d`` the model keeps
+next-outgoing-id (incremented per transfer *frame*) and the window limit
+``next-incoming-id_peer + incoming-window_peer`` from the peer's last begin/flow
+(the peer's begin, and a flow without next-incoming-id, use d's
+initial-outgoing-id); remote-incoming-window is ``serial_diff(window_limit,
+next-outgoing-id)``.
+
+Stalls
+------
+A :class:`Stall` is an interval in which a sender could not send:
+
+* ``"initial-credit"``: from the sender's attach (link-credit 0) to the first
+  frame that gives it credit.  No stall when the receiver's credit arrived
+  before the sender's attach.
+* ``"link-credit"``: from the frame that made the sender's link-credit <= 0
+  (the transfer that used the last credit, a receiver flow lowering credit to
+  0, or a sender flow that advanced delivery-count, e.g. a drain answer) to the
+  frame that made it > 0 again (normally the receiver's flow).
+* ``"drain"``: from a receiver flow with drain=true to the sender's next flow
+  on that link (its answer), or to the transfer that consumed the last credit,
+  or to a receiver flow with drain=false (``ended_by`` "cancelled").
+* ``"session-window"``: a peer's remote-incoming-window reached 0 through its
+  transfers (or through the receiving peer's flow after transfers were sent):
+  from that frame to the receiving peer's flow that reopened the window.
+
+A stall is also ended by the first detach of its link, the first end of its
+session, the first close of its connection (``ended_by`` "detach" / "end" /
+"close") or a TCP reset / both FINs ("transport"); one still going at the end
+of the capture is *open*.  ``waiting`` tells whether the sender had messages to
+send: the sender's ``available`` as the receiver computes it (last value the
+sender reported minus deliveries since, floor 0) at the start, plus every
+available the sender reported in a flow during the stall: True if any of these
+is > 0, False if all are 0, None if none is known.
+
+Other checks: transfer beyond link-credit; transfer beyond the peer's
+incoming-window (both only when the transfer is beyond the receiver's latest
+*and* its previous limit: the latest flow may still have been in flight towards
+the sender when it sent); channel / handle / delivery-id / txn-id never introduced;
+channel or handle still in use; channel-max / handle-max exceeded; conflicting
+roles; a drain answer (sender flow after a drain request) that reports
+available 0 but leaves link-credit > 0 (2.6.7: the sender MUST advance
+delivery-count until link-credit is zero); a side that sent no frame for longer
+than the idle-time-out announced by the other side's open (checked at each
+frame and at the end of the capture / connection); expert notes of groups
+"protocol" and "malformed" that the framing layer put on frames (frame larger
+than max-frame-size, missing mandatory field, ...) are taken over.
+
+Settlement (2.6.12)
+-------------------
+A delivery is settled on the wire by the sender (a transfer with settled=true
+-- "presettled" -- or a disposition role=sender settled=true) or by the receiver
+(a disposition role=receiver settled=true).  Once one peer announces settlement
+the other forgets the delivery without a frame of its own, so the delivery ends
+at the *first* settling frame of either peer: ``settled_time`` is that frame's
+time and ``settled_by`` says which peers announced settlement ("sender",
+"receiver", "both", "" = never).  The *outcome* is the receiver's first terminal
+delivery state (accepted, rejected, released, modified, declared, also inside a
+transactional-state), else a terminal state the sender announced;
+``outcome_time`` is the time of the receiver's frame carrying it.
+"""
+
+from __future__ import annotations
+
+from .amqp import FRAME_SASL, PROTO_AMQP, PROTO_SASL, PROTO_TLS, Frame, ProtocolHeader, StreamNote
+from .codec import ABSENT, Composite, Described, decode_all
+from .errors import DissectError
+from .events import StreamClosed, StreamOpened
+from .render import json_value
+from .spec import choice_name
+
+# --------------------------------------------------------------------------- serial numbers
+
+SERIAL_BITS = 32
+SERIAL_MOD = 1 << SERIAL_BITS
+SERIAL_MASK = SERIAL_MOD - 1
+_HALF = 1 << (SERIAL_BITS - 1)
+
+
+def serial_add(s: int, n: int = 1) -> int:
+    """``s + n`` in 32-bit serial-number space."""
+    return (s + n) & SERIAL_MASK
+
+
+def serial_diff(a: int, b: int) -> int:
+    """``a - b`` as a signed distance in ``[-2**31, 2**31)`` (RFC 1982)."""
+    d = (a - b) & SERIAL_MASK
+    return d - SERIAL_MOD if d >= _HALF else d
+
+
+def serial_lt(a: int, b: int) -> bool:
+    """``a < b`` in serial-number arithmetic."""
+    return serial_diff(a, b) < 0
+
+
+def serial_range_len(first: int, last: int) -> int:
+    """Number of serial numbers in ``first..last`` (inclusive, wrapping)."""
+    return ((last - first) & SERIAL_MASK) + 1
+
+
+def serial_in_range(x: int, first: int, last: int) -> bool:
+    """Is ``x`` within ``first..last`` (inclusive, wrapping at 2**32)?"""
+    return ((x - first) & SERIAL_MASK) <= ((last - first) & SERIAL_MASK)
+
+
+# --------------------------------------------------------------------------- state machines
+
+UNKNOWN = "UNKNOWN"
+
+CONNECTION_STATES = (
+    "START", "HDR_RCVD", "HDR_SENT", "HDR_EXCH", "OPEN_PIPE", "OC_PIPE", "OPEN_RCVD", "OPEN_SENT",
+    "CLOSE_PIPE", "OPENED", "CLOSE_RCVD", "CLOSE_SENT", "DISCARDING", "END",
+)
+CONNECTION_INPUTS = (
+    "S:HDR", "R:HDR", "S:HDR!=R:HDR", "R:HDR!=S:HDR", "S:OPEN", "R:OPEN",
+    "S:CLOSE", "S:CLOSE(error)", "R:CLOSE", "S:FRAME", "R:FRAME",
+)
+CONNECTION_TRANSITIONS: dict[tuple[str, str], tuple[str | None, str]] = {
+    ("START", "S:HDR"): (None, "HDR_SENT"),
+    ("START", "R:HDR"): (None, "HDR_RCVD"),
+    ("HDR_RCVD", "S:HDR"): (None, "HDR_EXCH"),
+    ("HDR_RCVD", "S:HDR!=R:HDR"): (None, "END"),
+    ("HDR_SENT", "R:HDR"): (None, "HDR_EXCH"),
+    ("HDR_SENT", "R:HDR!=S:HDR"): (None, "END"),
+    ("HDR_SENT", "S:OPEN"): (None, "OPEN_PIPE"),
+    ("HDR_EXCH", "S:OPEN"): (None, "OPEN_SENT"),
+    ("HDR_EXCH", "R:OPEN"): (None, "OPEN_RCVD"),
+    ("OPEN_PIPE", "R:HDR"): (None, "OPEN_SENT"),
+    ("OPEN_PIPE", "R:HDR!=S:HDR"): (None, "END"),
+    ("OPEN_PIPE", "S:FRAME"): ("pipelined", "OPEN_PIPE"),
+    ("OPEN_PIPE", "S:CLOSE"): (None, "OC_PIPE"),
+    ("OPEN_PIPE", "S:CLOSE(error)"): (None, "OC_PIPE"),
+    ("OC_PIPE", "R:HDR"): (None, "CLOSE_PIPE"),
+    ("OC_PIPE", "R:HDR!=S:HDR"): (None, "END"),
+    ("OPEN_RCVD", "S:OPEN"): (None, "OPENED"),
+    ("OPEN_RCVD", "R:FRAME"): (None, "OPEN_RCVD"),
+    ("OPEN_RCVD", "R:CLOSE"): ("pipelined", "CLOSE_RCVD"),
+    ("OPEN_SENT", "R:OPEN"): (None, "OPENED"),
+    ("OPEN_SENT", "S:FRAME"): ("pipelined", "OPEN_SENT"),
+    ("OPEN_SENT", "S:CLOSE"): (None, "CLOSE_PIPE"),
+    ("OPEN_SENT", "S:CLOSE(error)"): (None, "CLOSE_PIPE"),
+    ("CLOSE_PIPE", "R:OPEN"): (None, "CLOSE_SENT"),
+    ("OPENED", "S:FRAME"): (None, "OPENED"),
+    ("OPENED", "R:FRAME"): (None, "OPENED"),
+    ("OPENED", "S:CLOSE"): (None, "CLOSE_SENT"),
+    ("OPENED", "S:CLOSE(error)"): (None, "DISCARDING"),
+    ("OPENED", "R:CLOSE"): (None, "CLOSE_RCVD"),
+    ("CLOSE_RCVD", "S:OPEN"): ("pipelined", "CLOSE_RCVD"),
+    ("CLOSE_RCVD", "S:FRAME"): (None, "CLOSE_RCVD"),
+    ("CLOSE_RCVD", "S:CLOSE"): (None, "END"),
+    ("CLOSE_RCVD", "S:CLOSE(error)"): (None, "END"),
+    ("CLOSE_SENT", "R:FRAME"): (None, "CLOSE_SENT"),
+    ("CLOSE_SENT", "R:CLOSE"): (None, "END"),
+    ("DISCARDING", "R:FRAME"): ("discard", "DISCARDING"),
+    ("DISCARDING", "R:CLOSE"): (None, "END"),
+    (UNKNOWN, "S:HDR"): (None, "HDR_SENT"),
+    (UNKNOWN, "R:HDR"): (None, "HDR_RCVD"),
+    (UNKNOWN, "S:OPEN"): ("assumed", "OPEN_SENT"),
+    (UNKNOWN, "R:OPEN"): ("assumed", "OPEN_RCVD"),
+    (UNKNOWN, "S:FRAME"): ("assumed", "OPENED"),
+    (UNKNOWN, "R:FRAME"): ("assumed", "OPENED"),
+    (UNKNOWN, "S:CLOSE"): ("assumed", "CLOSE_SENT"),
+    (UNKNOWN, "S:CLOSE(error)"): ("assumed", "DISCARDING"),
+    (UNKNOWN, "R:CLOSE"): ("assumed", "CLOSE_RCVD"),
+}
+
+SESSION_STATES = ("UNMAPPED", "BEGIN_SENT", "BEGIN_RCVD", "MAPPED", "END_SENT", "END_RCVD", "DISCARDING")
+SESSION_INPUTS = ("S:BEGIN", "R:BEGIN", "S:END", "S:END(error)", "R:END", "S:FRAME", "R:FRAME")
+SESSION_TRANSITIONS: dict[tuple[str, str], tuple[str | None, str]] = {
+    ("UNMAPPED", "S:BEGIN"): (None, "BEGIN_SENT"),
+    ("UNMAPPED", "R:BEGIN"): (None, "BEGIN_RCVD"),
+    ("BEGIN_SENT", "R:BEGIN"): (None, "MAPPED"),
+    ("BEGIN_SENT", "S:FRAME"): ("pipelined", "BEGIN_SENT"),
+    ("BEGIN_SENT", "S:END"): ("pipelined", "END_SENT"),
+    ("BEGIN_SENT", "S:END(error)"): ("pipelined", "DISCARDING"),
+    ("BEGIN_RCVD", "S:BEGIN"): (None, "MAPPED"),
+    ("BEGIN_RCVD", "R:FRAME"): (None, "BEGIN_RCVD"),
+    ("BEGIN_RCVD", "R:END"): ("pipelined", "END_RCVD"),
+    ("MAPPED", "S:FRAME"): (None, "MAPPED"),
+    ("MAPPED", "R:FRAME"): (None, "MAPPED"),
+    ("MAPPED", "S:END"): (None, "END_SENT"),
+    ("MAPPED", "S:END(error)"): (None, "DISCARDING"),
+    ("MAPPED", "R:END"): (None, "END_RCVD"),
+    ("END_SENT", "R:FRAME"): (None, "END_SENT"),
+    ("END_SENT", "R:BEGIN"): ("crossed", "END_SENT"),
+    ("END_SENT", "R:END"): (None, "UNMAPPED"),
+    ("DISCARDING", "R:FRAME"): ("discard", "DISCARDING"),
+    ("DISCARDING", "R:BEGIN"): ("crossed", "DISCARDING"),
+    ("DISCARDING", "R:END"): (None, "UNMAPPED"),
+    ("END_RCVD", "S:BEGIN"): ("crossed", "END_RCVD"),
+    ("END_RCVD", "S:FRAME"): (None, "END_RCVD"),
+    ("END_RCVD", "S:END"): (None, "UNMAPPED"),
+    ("END_RCVD", "S:END(error)"): (None, "UNMAPPED"),
+    (UNKNOWN, "S:BEGIN"): (None, "BEGIN_SENT"),
+    (UNKNOWN, "R:BEGIN"): (None, "BEGIN_RCVD"),
+    (UNKNOWN, "S:FRAME"): ("assumed", "MAPPED"),
+    (UNKNOWN, "R:FRAME"): ("assumed", "MAPPED"),
+    (UNKNOWN, "S:END"): ("assumed", "END_SENT"),
+    (UNKNOWN, "S:END(error)"): ("assumed", "DISCARDING"),
+    (UNKNOWN, "R:END"): ("assumed", "END_RCVD"),
+}
+
+LINK_STATES = ("DETACHED", "ATTACH_SENT", "ATTACH_RCVD", "ATTACHED", "DETACH_SENT", "DETACH_RCVD")
+LINK_INPUTS = ("S:ATTACH", "R:ATTACH", "S:DETACH", "R:DETACH", "S:FRAME", "R:FRAME")
+LINK_TRANSITIONS: dict[tuple[str, str], tuple[str | None, str]] = {
+    ("DETACHED", "S:ATTACH"): (None, "ATTACH_SENT"),
+    ("DETACHED", "R:ATTACH"): (None, "ATTACH_RCVD"),
+    ("ATTACH_SENT", "R:ATTACH"): (None, "ATTACHED"),
+    ("ATTACH_SENT", "S:FRAME"): ("pipelined", "ATTACH_SENT"),
+    ("ATTACH_SENT", "S:DETACH"): ("pipelined", "DETACH_SENT"),
+    ("ATTACH_RCVD", "S:ATTACH"): (None, "ATTACHED"),
+    ("ATTACH_RCVD", "R:FRAME"): (None, "ATTACH_RCVD"),
+    ("ATTACH_RCVD", "R:DETACH"): ("pipelined", "DETACH_RCVD"),
+    ("ATTACHED", "S:FRAME"): (None, "ATTACHED"),
+    ("ATTACHED", "R:FRAME"): (None, "ATTACHED"),
+    ("ATTACHED", "S:DETACH"): (None, "DETACH_SENT"),
+    ("ATTACHED", "R:DETACH"): (None, "DETACH_RCVD"),
+    ("DETACH_SENT", "R:FRAME"): (None, "DETACH_SENT"),
+    ("DETACH_SENT", "R:ATTACH"): ("crossed", "DETACH_SENT"),
+    ("DETACH_SENT", "R:DETACH"): (None, "DETACHED"),
+    ("DETACH_RCVD", "S:FRAME"): (None, "DETACH_RCVD"),
+    ("DETACH_RCVD", "S:ATTACH"): ("crossed", "DETACH_RCVD"),
+    ("DETACH_RCVD", "S:DETACH"): (None, "DETACHED"),
+    (UNKNOWN, "S:ATTACH"): (None, "ATTACH_SENT"),
+    (UNKNOWN, "R:ATTACH"): (None, "ATTACH_RCVD"),
+    (UNKNOWN, "S:FRAME"): ("assumed", "ATTACHED"),
+    (UNKNOWN, "R:FRAME"): ("assumed", "ATTACHED"),
+    (UNKNOWN, "S:DETACH"): ("assumed", "DETACH_SENT"),
+    (UNKNOWN, "R:DETACH"): ("assumed", "DETACH_RCVD"),
+}
+
+
+class Machine:
+    """A state machine given as data: ``(state, input) -> (action, next_state)``.
+
+    ``deferrable`` is derived from the table: the ``(state, R:input)`` pairs not in
+    the table for which some state reachable by the endpoint's own sends
+    (``S:`` transitions only) accepts the input.  The capture sees a received
+    frame *before* the endpoint processes it (never after), so such an input
+    may simply still wait in the endpoint's receive buffer: see :class:`Endpoints`.
+    """
+
+    __slots__ = ("name", "states", "inputs", "transitions", "initial", "deferrable")
+
+    def __init__(self, name: str, states: tuple, inputs: tuple, transitions: dict, initial: str):
+        self.name = name
+        self.states = states
+        self.inputs = inputs
+        self.transitions = transitions
+        self.initial = initial
+        self.deferrable = frozenset(
+            (st, inp)
+            for st in (*states, UNKNOWN)
+            for inp in inputs
+            if inp.startswith("R:") and (st, inp) not in transitions
+            and any((t, inp) in transitions for t in self._send_reachable(st))
+        )
+
+    def _send_reachable(self, state: str) -> set:
+        seen = {state}
+        todo = [state]
+        while todo:
+            st = todo.pop()
+            for (a, inp), (_, b) in self.transitions.items():
+                if a == st and inp.startswith("S:") and b not in seen:
+                    seen.add(b)
+                    todo.append(b)
+        return seen
+
+    def step(self, state: str, inp: str) -> tuple[str | None, str, str | None]:
+        """``(action, next_state, violation)``; on a violation the state is kept."""
+        t = self.transitions.get((state, inp))
+        if t is None:
+            return None, state, f"{inp} not allowed in {self.name} state {state}"
+        return t[0], t[1], None
+
+
+class Endpoints:
+    """The two endpoint states of one connection / session / link, with receive buffers.
+
+    ``advance(d, x)``: peer ``d`` sent ``x``.  Endpoint ``d`` takes ``S:x`` at once
+    (what it sent shows the state it was in).  Endpoint ``1-d`` takes ``R:x``: if
+    the table allows it now it is applied; if not, but the endpoint's own later
+    sends can make it legal (``Machine.deferrable``), it waits in a FIFO receive
+    buffer, like bytes not read yet, and is retried after each ``S:`` transition
+    of that endpoint; inputs behind a waiting one wait too.  Everything else is
+    a violation (returned as messages; the state is kept).
+    """
+
+    __slots__ = ("machine", "state", "queue")
+
+    def __init__(self, machine: Machine, state: str):
+        self.machine = machine
+        self.state = [state, state]
+        self.queue = ([], [])
+
+    def __getitem__(self, e):
+        return self.state[e]
+
+    def __setitem__(self, e, value):
+        self.state[e] = value
+
+    def __eq__(self, other):
+        return list(self.state) == list(other)
+
+    def advance(self, d: int, s_in: str, r_in: str) -> list[str]:
+        m = self.machine
+        msgs: list[str] = []
+        _, nxt, bad = m.step(self.state[d], s_in)
+        if bad:
+            msgs.append(f"{SIDES[d]} endpoint: {bad}")
+        else:
+            self.state[d] = nxt
+            self._drain(d, msgs)
+        e = 1 - d
+        q = self.queue[e]
+        if q:
+            q.append(r_in)
+            return msgs
+        _, nxt, bad = m.step(self.state[e], r_in)
+        if not bad:
+            self.state[e] = nxt
+        elif (self.state[e], r_in) in m.deferrable:
+            q.append(r_in)
+        else:
+            msgs.append(f"{SIDES[e]} endpoint: {bad}")
+        return msgs
+
+    def _drain(self, e: int, msgs: list) -> None:
+        q = self.queue[e]
+        m = self.machine
+        while q:
+            inp = q[0]
+            _, nxt, bad = m.step(self.state[e], inp)
+            if not bad:
+                self.state[e] = nxt
+            elif (self.state[e], inp) in m.deferrable:
+                return
+            else:
+                msgs.append(f"{SIDES[e]} endpoint: {bad} (received earlier, not processable)")
+            q.pop(0)
+
+    def waiting(self, e: int) -> list[str]:
+        """Received inputs endpoint e has not been able to process (yet)."""
+        return list(self.queue[e])
+
+
+CONNECTION_MACHINE = Machine("connection", CONNECTION_STATES, CONNECTION_INPUTS, CONNECTION_TRANSITIONS, "START")
+SESSION_MACHINE = Machine("session", SESSION_STATES, SESSION_INPUTS, SESSION_TRANSITIONS, "UNMAPPED")
+LINK_MACHINE = Machine("link", LINK_STATES, LINK_INPUTS, LINK_TRANSITIONS, "DETACHED")
+MACHINES = (CONNECTION_MACHINE, SESSION_MACHINE, LINK_MACHINE)
+
+# output handle still assigned at the endpoint in these states
+_LINK_HANDLE_ASSIGNED = frozenset({"ATTACH_SENT", "ATTACHED", "DETACH_RCVD", UNKNOWN})
+_SESSION_CHANNEL_ASSIGNED = frozenset({"BEGIN_SENT", "MAPPED", "END_RCVD", UNKNOWN})
+
+TERMINAL_OUTCOMES = frozenset({"accepted", "rejected", "released", "modified", "declared"})
+SIDES = ("client", "server")
+
+# --------------------------------------------------------------------------- value helpers
+
+
+def _uint(v, top: int = SERIAL_MASK):
+    if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= top:
+        return int(v)
+    return None
+
+
+def _ushort(v):
+    return _uint(v, 0xFFFF)
+
+
+def _ulong(v):
+    return _uint(v, (1 << 64) - 1)
+
+
+def _bool(v):
+    return v if v is True or v is False else None
+
+
+def _str(v):
+    return str(v) if isinstance(v, str) else None
+
+
+def _bin(v):
+    return bytes(v) if isinstance(v, (bytes, bytearray, memoryview)) else None
+
+
+def _hex(v):
+    if v is None or v is ABSENT:
+        return None
+    b = _bin(v)
+    if b is not None:
+        return b.hex()
+    return str(json_value(v))
+
+
+def _symbols(v) -> list | None:
+    if v is None or v is ABSENT:
+        return None
+    if isinstance(v, (list, tuple)):
+        return [str(x) if isinstance(x, str) else json_value(x) for x in v]
+    if isinstance(v, str):
+        return [str(v)]
+    return [json_value(v)]
+
+
+def _plain(v):
+    """A JSON-able value (None for absent)."""
+    if v is ABSENT:
+        return None
+    return json_value(v)
+
+
+def _composite(v, *names):
+    return v if isinstance(v, Composite) and (not names or v.spec.name in names) else None
+
+
+def _choice(c: Composite, field: str, type_name: str):
+    v = c.effective(field)
+    name = choice_name(type_name, v)
+    if name is not None:
+        return name
+    return _plain(v)
+
+
+def error_info(v) -> dict | None:
+    """``{"condition", "description", "info"}`` of an ``error`` composite (None if absent/null)."""
+    if v is None or v is ABSENT:
+        return None
+    c = _composite(v, "error")
+    if c is None:
+        return {"condition": "(malformed error)", "description": None, "info": _plain(v)}
+    cond = c.field("condition")
+    return {
+        "condition": str(cond) if isinstance(cond, str) else _plain(cond),
+        "description": _str(c.field("description")),
+        "info": _plain(c.field("info")),
+    }
+
+
+def terminus_info(v) -> dict | None:
+    """A source / target / coordinator as a plain dict (None when null / absent)."""
+    if v is None or v is ABSENT:
+        return None
+    c = _composite(v)
+    if c is None:
+        return {"type": getattr(v, "name", None) or "unknown", "address": None, "value": _plain(v)}
+    name = c.spec.name
+    d: dict = {"type": name}
+    if name == "coordinator":
+        d["address"] = None
+        d["capabilities"] = _symbols(c.field("capabilities"))
+        return d
+    if name not in ("source", "target"):
+        d["address"] = None
+        d["value"] = _plain(v)
+        return d
+    addr = c.field("address")
+    d["address"] = None if addr is None or addr is ABSENT else (str(addr) if isinstance(addr, str) else _plain(addr))
+    d["durable"] = _choice(c, "durable", "terminus-durability")
+    d["durable_default"] = c.is_default("durable")
+    d["expiry_policy"] = _choice(c, "expiry-policy", "terminus-expiry-policy")
+    d["expiry_policy_default"] = c.is_default("expiry-policy")
+    d["timeout"] = _plain(c.effective("timeout"))
+    d["dynamic"] = c.effective("dynamic") is True
+    d["capabilities"] = _symbols(c.field("capabilities"))
+    if name == "source":
+        f = c.field("filter")
+        d["filter"] = None if f is None or f is ABSENT else _plain(f)
+        dm = c.field("distribution-mode")
+        d["distribution_mode"] = None if dm is None or dm is ABSENT else _plain(dm)
+        d["default_outcome"] = _plain(c.field("default-outcome"))
+        d["outcomes"] = _symbols(c.field("outcomes"))
+    return d
+
+
+# --------------------------------------------------------------------------- model
+
+
+class Stall:
+    __slots__ = (
+        "conn", "session", "link", "direction", "kind", "start", "start_packet",
+        "end", "end_packet", "ended_by", "waiting",
+    )
+
+    def __init__(self, conn, session, link, direction, kind, ts, packet):
+        self.conn = conn
+        self.session = session
+        self.link = link  # _Link or None (session-window stall without a transfer)
+        self.direction = direction  # the sending peer
+        self.kind = kind
+        self.start = ts
+        self.start_packet = packet
+        self.end = None
+        self.end_packet = None
+        self.ended_by = None
+        self.waiting: list[bool] = []
+
+    def close(self, ts, packet, ended_by):
+        if self.end is None:
+            self.end = ts
+            self.end_packet = packet
+            self.ended_by = ended_by
+
+
+class _Delivery:
+    __slots__ = (
+        "link", "session", "direction", "delivery_id", "tag", "first_ts", "first_packet", "last_ts",
+        "last_packet", "frames", "size", "complete", "presettled", "aborted", "resumed",
+        "snd_settled", "rcv_settled", "outcome", "outcome_by", "outcome_ts", "outcome_packet",
+        "outcome_error", "delivery_failed", "undeliverable_here", "received_state", "txn_id",
+        "dispositions", "rcv_settle_mode", "payload", "sender_state", "settled", "txn", "enlisted_in",
+    )
+
+    def __init__(self, link, session, direction, delivery_id, tag, ts, packet):
+        self.link = link
+        self.session = session
+        self.direction = direction  # the sending peer
+        self.delivery_id = delivery_id
+        self.tag = tag
+        self.first_ts = ts
+        self.first_packet = packet
+        self.last_ts = ts
+        self.last_packet = packet
+        self.frames = 0
+        self.size = 0
+        self.complete = False
+        self.presettled = False
+        self.aborted = False
+        self.resumed = False
+        self.snd_settled = None  # (ts, packet)
+        self.rcv_settled = None
+        self.outcome = None
+        self.outcome_by = None
+        self.outcome_ts = None
+        self.outcome_packet = None
+        self.outcome_error = None  # error dict of a rejected outcome
+        self.delivery_failed = None
+        self.undeliverable_here = None
+        self.received_state = None
+        self.txn_id = None
+        self.dispositions = [0, 0]  # dispositions covering it, per sending peer
+        self.rcv_settle_mode = None
+        self.payload = None  # list of bytes, kept for coordinator links only
+        self.sender_state = None
+        self.settled = None  # (ts, packet) of the first settling frame of either peer
+        self.txn = None  # _Txn of a declare / discharge on a coordinator link
+        self.enlisted_in = None  # _Txn whose work this delivery is part of
+
+    def settle(self, by: str, ts, packet):
+        """``by`` ("sender"/"receiver") announced settlement in the frame at ts/packet."""
+        key = "snd_settled" if by == "sender" else "rcv_settled"
+        if getattr(self, key) is None:
+            setattr(self, key, (ts, packet))
+        if self.settled is None:
+            self.settled = (ts, packet)
+
+
+class _Link:
+    __slots__ = (
+        "conn", "session", "index", "name", "handle", "state", "attach", "detach", "sender_dir",
+        "known", "guessed", "unknown", "initial_dc", "dc", "limit", "limit_prev", "pending_credit", "got_credit",
+        "available", "avail_base", "drain", "echo", "last_flow", "flows", "stall", "drain_stall",
+        "partial", "deliveries", "n_deliveries", "coordinator", "transfers", "terminated",
+    )
+
+    def __init__(self, conn, session, index, name, known):
+        self.conn = conn
+        self.session = session
+        self.index = index
+        self.name = name
+        self.handle = [None, None]
+        self.state = Endpoints(LINK_MACHINE, "DETACHED" if known else UNKNOWN)
+        self.attach = [None, None]
+        self.detach = [None, None]
+        self.sender_dir = None
+        self.known = known
+        self.guessed = [False, False]
+        self.unknown: list[str] = []
+        self.initial_dc = None
+        self.dc = None
+        self.limit = None
+        self.limit_prev = None  # the delivery-limit before the receiver's latest flow
+        self.pending_credit = None
+        self.got_credit = False
+        self.available = None
+        self.avail_base = 0
+        self.drain = False
+        self.echo = False
+        self.last_flow = [None, None]
+        self.flows = [0, 0]
+        self.stall = None
+        self.drain_stall = None
+        self.partial = None
+        self.deliveries: list[_Delivery] = []
+        self.n_deliveries = 0
+        self.coordinator = False
+        self.transfers = 0
+        self.terminated = None
+
+    def credit(self):
+        if self.dc is None or self.limit is None:
+            return None
+        return serial_diff(self.limit, self.dc)
+
+    def beyond_credit(self) -> bool:
+        """No credit under the receiver's latest *and* previous limit (the latest may be in flight)."""
+        cr = self.credit()
+        if cr is None or cr > 0:
+            return False
+        return self.limit_prev is None or serial_diff(self.limit_prev, self.dc) <= 0
+
+    def note_unknown(self, what: str):
+        if what not in self.unknown:
+            self.unknown.append(what)
+
+
+class _Session:
+    __slots__ = (
+        "conn", "index", "channel", "initiator", "state", "begin", "end", "known", "guessed",
+        "unknown", "init_noid", "noid", "win_limit", "win_prev", "pending_iw", "win_stall", "transfers", "flows",
+        "handles", "links", "deliveries", "next_did", "unseen_dispositions", "terminated", "last_iw",
+        "last_ow",
+    )
+
+    def __init__(self, conn, index, initiator, known):
+        self.conn = conn
+        self.index = index
+        self.channel = [None, None]
+        self.initiator = initiator
+        self.state = Endpoints(SESSION_MACHINE, "UNMAPPED" if known else UNKNOWN)
+        self.begin = [None, None]
+        self.end = [None, None]
+        self.known = known
+        self.guessed = [False, False]
+        self.unknown: list[str] = []
+        self.init_noid = [None, None]
+        self.noid = [None, None]
+        self.win_limit = [None, None]  # for transfers sent by d
+        self.win_prev = [None, None]  # the window limit before the receiving peer's latest begin/flow
+        self.pending_iw = [None, None]
+        self.win_stall = [None, None]
+        self.transfers = [0, 0]
+        self.flows = [0, 0]
+        self.handles = ({}, {})  # per peer: output handle -> _Link
+        self.links: list[_Link] = []
+        self.deliveries = ({}, {})  # per sending peer: delivery-id -> _Delivery (latest)
+        self.next_did = [None, None]
+        self.unseen_dispositions = 0
+        self.terminated = None
+        self.last_iw = [None, None]
+        self.last_ow = [None, None]
+
+    def riw(self, d):
+        """remote-incoming-window of sending peer d (None if unknown)."""
+        if self.win_limit[d] is None or self.noid[d] is None:
+            return None
+        return serial_diff(self.win_limit[d], self.noid[d])
+
+    def beyond_window(self, d) -> bool:
+        """No window under the peer's latest *and* previous announcement (the latest may be in flight)."""
+        riw = self.riw(d)
+        if riw is None or riw > 0:
+            return False
+        return self.win_prev[d] is None or serial_diff(self.win_prev[d], self.noid[d]) <= 0
+
+    def note_unknown(self, what: str):
+        if what not in self.unknown:
+            self.unknown.append(what)
+
+
+class _Conn:
+    __slots__ = (
+        "id", "client", "server", "syn_seen", "known_start", "lossy", "tls", "events", "state",
+        "headers", "header_keys", "sasl", "sasl_mechanisms", "sasl_mechanism", "sasl_hostname",
+        "sasl_outcome", "sasl_time", "sasl_frames", "open", "close", "sessions", "links", "chan",
+        "pending", "idle", "idle_ref", "last_frame", "frames", "heartbeats", "transport_end",
+        "transport_time", "fins", "first_ts", "first_packet", "last_ts", "last_packet", "unknown",
+        "txns", "negotiation", "stalls", "frame_counts",
+    )
+
+    def __init__(self, cid, client, server, syn_seen):
+        self.id = cid
+        self.client = client
+        self.server = server
+        self.syn_seen = syn_seen
+        self.known_start = syn_seen
+        self.lossy = False
+        self.tls = False
+        self.events = 0
+        self.state = Endpoints(CONNECTION_MACHINE, "START" if syn_seen else UNKNOWN)
+        self.headers = ([], [])
+        self.header_keys = ([], [])
+        self.sasl = False
+        self.sasl_mechanisms = None
+        self.sasl_mechanism = None
+        self.sasl_hostname = None
+        self.sasl_outcome = None
+        self.sasl_time = None
+        self.sasl_frames = [0, 0]
+        self.open = [None, None]
+        self.close = [None, None]
+        self.sessions: list[_Session] = []
+        self.links: list[_Link] = []
+        self.chan = ({}, {})  # per peer: outgoing channel -> _Session
+        self.pending = ({}, {})  # per peer: channel of its begin awaiting the reply -> _Session
+        self.idle = [None, None]  # idle-time-out (seconds) peer d must respect (announced by 1-d)
+        self.idle_ref = [None, None]
+        self.last_frame = [None, None]
+        self.frames = [0, 0]
+        self.heartbeats = [0, 0]
+        self.transport_end = None
+        self.transport_time = None
+        self.fins = set()
+        self.first_ts = None
+        self.first_packet = None
+        self.last_ts = None
+        self.last_packet = None
+        self.unknown: list[str] = []
+        self.txns: dict = {}  # txn-id bytes/hex -> _Txn
+        self.negotiation = None
+        self.stalls: list[Stall] = []
+        self.frame_counts = ({}, {})  # per peer: performative name ("empty" for heartbeats) -> frames
+
+    def peer(self, d):
+        return self.client if d == 0 else self.server
+
+    def note_unknown(self, what: str):
+        if what not in self.unknown:
+            self.unknown.append(what)
+
+
+class _Txn:
+    __slots__ = (
+        "conn", "link", "txn_id", "global_id", "declare", "declare_outcome", "declare_error",
+        "declared", "discharge", "fail", "discharge_outcome", "discharge_error", "discharged",
+        "enlisted",
+    )
+
+    def __init__(self, conn, link):
+        self.conn = conn
+        self.link = link
+        self.txn_id = None
+        self.global_id = None
+        self.declare = None  # _Delivery
+        self.declare_outcome = None
+        self.declare_error = None
+        self.declared = None  # (ts, packet)
+        self.discharge = None
+        self.fail = None
+        self.discharge_outcome = None
+        self.discharge_error = None
+        self.discharged = None
+        self.enlisted: list = []  # (delivery, how)
+
+
+# --------------------------------------------------------------------------- tracker
+
+
+class StateTracker:
+    """Consumes Dissector events; keeps the protocol state of every connection."""
+
+    def __init__(self):
+        self.connections: dict[str, _Conn] = {}
+        self.stalls: list[Stall] = []
+        self.violations: list[dict] = []
+        self.frame_errors: list[dict] = []
+        self.transactions: list[_Txn] = []
+        self.first_ts = None
+        self.last_ts = None
+        self.end_ts = None
+        self.finished = False
+
+    # -- input ----------------------------------------------------------------
+
+    def feed(self, event) -> None:
+        try:
+            cls = type(event)
+            if cls is Frame:
+                self._frame(event)
+            elif cls is ProtocolHeader:
+                self._header(event)
+            elif cls is StreamOpened:
+                self._opened(event)
+            elif cls is StreamClosed:
+                self._closed(event)
+            elif cls is StreamNote:
+                self._stream_note(event)
+        except Exception as e:  # a bug: reported, never fatal for the rest of the capture
+            self.violations.append({
+                "connection": getattr(event, "conn", None), "packet": getattr(event, "packet", None),
+                "time": getattr(event, "ts", None), "channel": getattr(event, "channel", None),
+                "kind": "internal-error", "severity": "error",
+                "message": f"analyzer error on {type(event).__name__}: {type(e).__name__}: {e}",
+                "side": None, "link": None, "handle": None, "delivery_id": None, "origin": "analyzer",
+            })
+
+    def finish(self, end_ts: float | None = None) -> None:
+        """End of the capture: remember its end time and check trailing idle gaps."""
+        if end_ts is None:
+            end_ts = self.last_ts
+        self.end_ts = end_ts
+        if self.finished:
+            return
+        self.finished = True
+        for c in self.connections.values():
+            end = c.transport_time if c.transport_time is not None else end_ts
+            if end is None:
+                continue
+            for d in (0, 1):
+                t = c.idle[d]
+                ref = c.idle_ref[d]
+                if not t or ref is None or c.close[d] is not None:
+                    continue
+                if end - ref > t:
+                    self._violation(
+                        c, d, None, "idle-timeout", "warn",
+                        f"no frame from the {SIDES[d]} for {end - ref:.3f} s up to the end of the "
+                        f"{'connection' if c.transport_time is not None else 'capture'}; the {SIDES[1 - d]}'s "
+                        f"idle-time-out is {t * 1000:g} ms",
+                        ts=end, packet=c.last_packet,
+                    )
+
+    # -- helpers ----------------------------------------------------------------
+
+    def _conn(self, ev, client=None, server=None, syn_seen=False) -> _Conn:
+        c = self.connections.get(ev.conn)
+        if c is None:
+            if client is None:
+                d = getattr(ev, "direction", 0)
+                src, dst = getattr(ev, "src", None), getattr(ev, "dst", None)
+                client, server = (src, dst) if d != 1 else (dst, src)
+            c = _Conn(ev.conn, client, server, syn_seen)
+            self.connections[ev.conn] = c
+        ts = getattr(ev, "ts", None)
+        pkt = getattr(ev, "packet", None)
+        if ts is not None:
+            if c.first_ts is None:
+                c.first_ts = ts
+                c.first_packet = pkt
+            c.last_ts = ts
+            c.last_packet = pkt if pkt is not None else c.last_packet
+            if self.first_ts is None:
+                self.first_ts = ts
+            if self.last_ts is None or ts > self.last_ts:
+                self.last_ts = ts
+        return c
+
+    def _violation(self, c, d, f, kind, severity, message, channel=None, link=None, handle=None,
+                   delivery_id=None, ts=None, packet=None, origin="state"):
+        self.violations.append({
+            "connection": c.id,
+            "packet": packet if packet is not None else (f.packet if f is not None else None),
+            "time": ts if ts is not None else (f.ts if f is not None else None),
+            "channel": channel if channel is not None else (f.channel if f is not None else None),
+            "kind": kind,
+            "severity": severity,
+            "message": message,
+            "side": SIDES[d] if d in (0, 1) else None,
+            "link": link,
+            "handle": handle,
+            "delivery_id": delivery_id,
+            "origin": origin,
+        })
+
+    def _error(self, c, d, f, scope, err, s=None, link=None):
+        row = {
+            "connection": c.id,
+            "session": s.index if s is not None else None,
+            "channel": f.channel if scope != "connection" else None,
+            "link": link.name if link is not None else None,
+            "handle": link.handle[d] if link is not None else None,
+            "delivery_id": None,
+            "scope": scope,
+            "condition": err["condition"],
+            "description": err["description"],
+            "info": err["info"],
+            "packet": f.packet,
+            "time": f.ts,
+            "side": SIDES[d],
+            "source": "frame",
+            "count": None,
+        }
+        self.frame_errors.append(row)
+
+    def _strict(self, c, s=None) -> bool:
+        """May an unknown channel / handle / delivery be called a violation here?"""
+        if c.lossy or not c.known_start:
+            return False
+        return s is None or s.known
+
+    # -- TCP / stream events ------------------------------------------------------
+
+    def _opened(self, ev: StreamOpened):
+        c = self.connections.get(ev.conn)
+        if c is None:
+            c = self._conn(ev, ev.client, ev.server, ev.syn_seen)
+        else:
+            c.client, c.server = ev.client, ev.server
+            self._conn(ev)
+
+    def _closed(self, ev: StreamClosed):
+        c = self.connections.get(ev.conn)
+        if c is None:
+            return
+        self._conn(ev)
+        if ev.kind == "fin":
+            c.fins.add(ev.direction)
+            if len(c.fins) < 2:
+                return
+        elif ev.kind == "end":
+            return  # end of the capture, not of the connection
+        if c.transport_end is None:
+            c.transport_end = "fin" if ev.kind == "fin" else ev.kind
+            c.transport_time = ev.ts
+            if ev.kind in ("fin", "rst"):
+                for st in c.stalls:
+                    st.close(ev.ts, ev.packet, "transport")
+                for s in c.sessions:
+                    if s.terminated is None:
+                        s.terminated = "transport"
+                for link in c.links:
+                    if link.terminated is None:
+                        link.terminated = "transport"
+
+    def _stream_note(self, ev: StreamNote):
+        c = self._conn(ev)
+        if ev.note.group in ("reassembly", "framing", "sequence"):
+            c.lossy = True  # a gap, a resynchronisation or a mid-stream start: frames may be missing
+        if "TLS" in ev.note.message:
+            c.tls = True
+
+    # -- protocol headers --------------------------------------------------------------
+
+    def _header(self, h: ProtocolHeader):
+        c = self._conn(h)
+        if c.events == 0 and not c.lossy:
+            c.known_start = True
+            if c.state == [UNKNOWN, UNKNOWN]:
+                c.state = Endpoints(CONNECTION_MACHINE, "START")
+        c.events += 1
+        d = h.direction
+        for n in h.notes:
+            if n.severity in ("warn", "error"):
+                self._violation(c, d, None, "protocol-header", n.severity, n.message, ts=h.ts, packet=h.packet,
+                                origin="framing", channel=None)
+        key = (h.protocol_id, tuple(h.version))
+        c.headers[d].append(h.name)
+        c.header_keys[d].append(key)
+        k = len(c.header_keys[d]) - 1
+        other = c.header_keys[1 - d][k] if k < len(c.header_keys[1 - d]) else None
+        mismatch = other is not None and other != key
+        if mismatch:
+            c.negotiation = (f"{SIDES[1 - d]} sent {c.headers[1 - d][k]}, {SIDES[d]} answered {h.name}")
+            self._violation(c, d, None, "protocol-header", "warn",
+                            f"protocol header mismatch: {c.negotiation}", ts=h.ts, packet=h.packet)
+        if h.protocol_id == PROTO_TLS:
+            c.tls = True
+        if h.protocol_id == PROTO_SASL:
+            c.sasl = True
+        if h.protocol_id == PROTO_AMQP and (other is None or other[0] == PROTO_AMQP):
+            s_in = "S:HDR!=R:HDR" if mismatch else "S:HDR"
+            r_in = "R:HDR!=S:HDR" if mismatch else "R:HDR"
+            self._conn_step(c, d, s_in, r_in, None, ts=h.ts, packet=h.packet)
+
+    # -- state steps -------------------------------------------------------------
+
+    def _conn_step(self, c, d, s_in, r_in, f, ts=None, packet=None, what=None):
+        msgs = c.state.advance(d, s_in, r_in)
+        if msgs:
+            self._violation(c, d, f, "state", "warn",
+                            f"{what or s_in[2:].lower()} from the {SIDES[d]}: " + "; ".join(msgs),
+                            ts=ts, packet=packet)
+
+    def _session_step(self, s, d, x, f, what):
+        c = s.conn
+        msgs = s.state.advance(d, "S:" + x, "R:" + ("END" if x == "END(error)" else x))
+        if msgs:
+            self._violation(c, d, f, "state", "warn", f"{what} from the {SIDES[d]} on session {s.index}: "
+                            + "; ".join(msgs))
+
+    def _link_step(self, link, d, x, f, what):
+        c = link.conn
+        msgs = link.state.advance(d, "S:" + x, "R:" + x)
+        if msgs:
+            self._violation(c, d, f, "state", "warn",
+                            f"{what} from the {SIDES[d]} on link {link.name!r}: " + "; ".join(msgs),
+                            link=link.name, handle=link.handle[d])
+
+    # -- frames ------------------------------------------------------------------
+
+    def _frame(self, f: Frame):
+        c = self._conn(f)
+        if c.events == 0 and not c.syn_seen:
+            c.note_unknown("connection start")
+        c.events += 1
+        d = f.direction
+        for n in f.notes:
+            if n.severity in ("warn", "error") and n.group in ("protocol", "malformed"):
+                kind = "frame-size" if "max-frame-size" in n.message else n.group
+                self._violation(c, d, f, kind, n.severity, n.message, origin="framing")
+        p = f.performative
+        name = p.spec.name if isinstance(p, Composite) else None
+        key = name or ("empty" if f.kind == "heartbeat" else "(undecoded)")
+        fc = c.frame_counts[d]
+        fc[key] = fc.get(key, 0) + 1
+        if f.type == FRAME_SASL:
+            c.sasl_frames[d] += 1
+            if name is not None:
+                self._sasl(c, d, f, p, name)
+            return
+        c.frames[d] += 1
+        # idle time-out: frames sent by d must come within the idle-time-out the peer announced
+        t = c.idle[d]
+        ref = c.idle_ref[d]
+        if t and ref is not None and c.close[d] is None and f.ts - ref > t:
+            self._violation(c, d, f, "idle-timeout", "warn",
+                            f"no frame from the {SIDES[d]} for {f.ts - ref:.3f} s; the {SIDES[1 - d]}'s "
+                            f"idle-time-out is {t * 1000:g} ms")
+        c.idle_ref[d] = f.ts
+        c.last_frame[d] = f.ts
+        if f.kind == "heartbeat":
+            c.heartbeats[d] += 1
+        if name == "open":
+            self._conn_step(c, d, "S:OPEN", "R:OPEN", f)
+            self._open(c, d, f, p)
+        elif name == "close":
+            err = error_info(p.field("error"))
+            self._conn_step(c, d, "S:CLOSE(error)" if err else "S:CLOSE", "R:CLOSE", f, what="close")
+            self._close(c, d, f, err)
+        else:
+            self._conn_step(c, d, "S:FRAME", "R:FRAME", f, ts=f.ts, packet=f.packet,
+                            what=name or ("empty frame" if f.kind == "heartbeat" else "frame"))
+            handler = _HANDLERS.get(name)
+            if handler is not None:
+                handler(self, c, d, f, p)
+
+    def _sasl(self, c, d, f, p, name):
+        c.sasl = True
+        if name == "sasl-mechanisms":
+            c.sasl_mechanisms = _symbols(p.field("sasl-server-mechanisms"))
+        elif name == "sasl-init":
+            m = p.field("mechanism")
+            c.sasl_mechanism = str(m) if isinstance(m, str) else _plain(m)
+            c.sasl_hostname = _str(p.field("hostname"))
+        elif name == "sasl-outcome":
+            c.sasl_outcome = _uint(p.field("code"), 0xFF)
+            c.sasl_time = f.ts
+
+    def _open(self, c, d, f, p):
+        idle = _uint(p.field("idle-time-out"))
+        info = {
+            "time": f.ts,
+            "packet": f.packet,
+            "container_id": _str(p.field("container-id")),
+            "hostname": _str(p.field("hostname")),
+            "max_frame_size": _plain(p.effective("max-frame-size")),
+            "max_frame_size_default": p.is_default("max-frame-size"),
+            "channel_max": _plain(p.effective("channel-max")),
+            "channel_max_default": p.is_default("channel-max"),
+            "idle_time_out": idle,
+            "offered_capabilities": _symbols(p.field("offered-capabilities")),
+            "desired_capabilities": _symbols(p.field("desired-capabilities")),
+            "properties": _plain(p.field("properties")),
+        }
+        if c.open[d] is not None:
+            self._violation(c, d, f, "state", "warn", f"second open from the {SIDES[d]}")
+        c.open[d] = info
+        # d announced idle-time-out: the other peer (1-d) must send at least that often from now on
+        if idle:
+            c.idle[1 - d] = idle / 1000.0
+            c.idle_ref[1 - d] = f.ts
+
+    def _close(self, c, d, f, err):
+        if c.close[d] is None:
+            c.close[d] = {"time": f.ts, "packet": f.packet, "error": err}
+        if err:
+            self._error(c, d, f, "connection", err)
+        for st in c.stalls:
+            st.close(f.ts, f.packet, "close")
+        for s in c.sessions:
+            if s.terminated is None:
+                s.terminated = "close"
+        for link in c.links:
+            if link.terminated is None:
+                link.terminated = "close"
+
+    # -- sessions ------------------------------------------------------------------
+
+    def _new_session(self, c, initiator, known) -> _Session:
+        s = _Session(c, len(c.sessions), initiator, known)
+        c.sessions.append(s)
+        return s
+
+    def _session_for(self, c, d, f, what) -> _Session:
+        ch = f.channel
+        s = c.chan[d].get(ch)
+        if s is not None:
+            return s
+        if self._strict(c):
+            self._violation(c, d, f, "unknown-channel", "warn",
+                            f"{what} from the {SIDES[d]} on channel {ch}: no begin from the {SIDES[d]} on that channel")
+        s = self._new_session(c, None, False)
+        s.note_unknown("begin")
+        s.channel[d] = ch
+        c.chan[d][ch] = s
+        if ch not in c.chan[1 - d] and ch not in c.pending[1 - d]:
+            s.channel[1 - d] = ch
+            c.chan[1 - d][ch] = s
+            s.guessed[1 - d] = True
+            s.note_unknown("channel-mapping-guessed")
+        return s
+
+    def _check_channel_max(self, c, d, f):
+        peer = c.open[1 - d]
+        if peer is not None and isinstance(peer["channel_max"], int) and f.channel > peer["channel_max"]:
+            self._violation(c, d, f, "channel-max", "warn",
+                            f"channel {f.channel} beyond the {SIDES[1 - d]}'s channel-max {peer['channel_max']}")
+
+    def _begin(self, c, d, f, p):
+        ch = f.channel
+        rc = p.field("remote-channel")
+        rc = _ushort(rc)
+        self._check_channel_max(c, d, f)
+        old = c.chan[d].get(ch)
+        if old is not None and old.state[d] in _SESSION_CHANNEL_ASSIGNED and not (
+                old.guessed[d] and old.begin[d] is None):
+            self._violation(c, d, f, "channel-in-use", "warn",
+                            f"begin from the {SIDES[d]} on channel {ch}, which is still in use by session {old.index}")
+        if old is not None and old.guessed[d]:
+            old.channel[d] = None
+        s = None
+        if rc is None:
+            s = self._new_session(c, d, True)
+            c.pending[d][ch] = s
+        else:
+            s = c.pending[1 - d].pop(rc, None)
+            if s is None:
+                cand = c.chan[1 - d].get(rc)
+                if cand is not None and cand.begin[d] is None and cand.channel[d] in (None, ch) and (
+                        not cand.known or cand.guessed[d]):
+                    s = cand
+                    if s.channel[d] is not None and c.chan[d].get(s.channel[d]) is s and s.channel[d] != ch:
+                        del c.chan[d][s.channel[d]]
+                else:
+                    if self._strict(c):
+                        self._violation(c, d, f, "unknown-channel", "warn",
+                                        f"begin from the {SIDES[d]} answers remote-channel {rc}: "
+                                        f"no begin from the {SIDES[1 - d]} on that channel is waiting")
+                    s = self._new_session(c, 1 - d, False)
+                    s.channel[1 - d] = rc
+                    c.chan[1 - d][rc] = s
+                    s.note_unknown(f"begin ({SIDES[1 - d]})")
+            s.guessed[d] = False
+            if s.initiator is None:
+                s.initiator = 1 - d
+        s.channel[d] = ch
+        c.chan[d][ch] = s
+        noid = _uint(p.field("next-outgoing-id"))
+        iw = _uint(p.field("incoming-window"))
+        ow = _uint(p.field("outgoing-window"))
+        s.begin[d] = {
+            "time": f.ts,
+            "packet": f.packet,
+            "remote_channel": rc,
+            "next_outgoing_id": noid,
+            "incoming_window": iw,
+            "outgoing_window": ow,
+            "handle_max": _plain(p.effective("handle-max")),
+            "handle_max_default": p.is_default("handle-max"),
+            "offered_capabilities": _symbols(p.field("offered-capabilities")),
+            "desired_capabilities": _symbols(p.field("desired-capabilities")),
+            "properties": _plain(p.field("properties")),
+        }
+        s.last_iw[d] = iw
+        s.last_ow[d] = ow
+        if noid is not None:
+            s.init_noid[d] = noid
+            s.noid[d] = noid
+            if s.pending_iw[d] is not None and s.win_limit[d] is None:
+                s.win_limit[d] = serial_add(noid, s.pending_iw[d])
+        if iw is not None:
+            self._window(s, 1 - d, None, iw, f, from_begin=True)
+        self._session_step(s, d, "BEGIN", f, "begin")
+
+    def _end(self, c, d, f, p):
+        s = self._session_for(c, d, f, "end")
+        err = error_info(p.field("error"))
+        first = s.end[0] is None and s.end[1] is None
+        if s.end[d] is None:
+            s.end[d] = {"time": f.ts, "packet": f.packet, "error": err}
+        self._session_step(s, d, "END(error)" if err else "END", f, "end")
+        if err:
+            self._error(c, d, f, "session", err, s=s)
+        if first:
+            for st in c.stalls:
+                if st.session is s:
+                    st.close(f.ts, f.packet, "end")
+            if s.terminated is None:
+                s.terminated = "end"
+            for link in s.links:
+                if link.terminated is None:
+                    link.terminated = "end"
+        for e in (0, 1):
+            if c.pending[e].get(s.channel[e]) is s:
+                del c.pending[e][s.channel[e]]  # ended before the begin was answered
+
+    def _window(self, s, sender, nii, iw, f, from_begin=False):
+        """The receiving peer (1-sender) announced next-incoming-id / incoming-window."""
+        base = nii if nii is not None else s.init_noid[sender]
+        if base is None:
+            s.pending_iw[sender] = iw
+            return
+        s.win_prev[sender] = s.win_limit[sender]
+        s.win_limit[sender] = serial_add(base, iw)
+        riw = s.riw(sender)
+        st = s.win_stall[sender]
+        if riw is None:
+            return
+        if st is not None and riw > 0:
+            st.close(f.ts, f.packet, "flow")
+            s.win_stall[sender] = None
+        elif st is None and riw <= 0 and not from_begin and s.transfers[sender] > 0:
+            self._open_stall(s.conn, s, None, sender, "session-window", f)
+
+    def _open_stall(self, c, s, link, d, kind, f) -> Stall:
+        st = Stall(c, s, link, d, kind, f.ts, f.packet)
+        self.stalls.append(st)
+        c.stalls.append(st)
+        if kind == "session-window":
+            s.win_stall[d] = st
+        elif kind == "drain":
+            link.drain_stall = st
+        else:
+            link.stall = st
+        if link is not None and kind != "session-window" and link.available is not None:
+            st.waiting.append(max(0, link.available - (link.n_deliveries - link.avail_base)) > 0)
+        return st
+
+    # -- links -------------------------------------------------------------------
+
+    def _new_link(self, c, s, name, known) -> _Link:
+        link = _Link(c, s, len(c.links), name, known)
+        s.links.append(link)
+        c.links.append(link)
+        return link
+
+    def _link_for(self, c, s, d, h, f, what) -> _Link:
+        link = s.handles[d].get(h)
+        if link is not None:
+            return link
+        if self._strict(c, s):
+            self._violation(c, d, f, "unknown-handle", "warn",
+                            f"{what} from the {SIDES[d]} on handle {h}: no attach from the {SIDES[d]} with that handle",
+                            handle=h)
+        link = self._new_link(c, s, None, False)
+        link.note_unknown("attach")
+        link.note_unknown("name")
+        link.note_unknown("address")
+        link.handle[d] = h
+        s.handles[d][h] = link
+        if h is not None and h not in s.handles[1 - d]:
+            link.handle[1 - d] = h
+            s.handles[1 - d][h] = link
+            link.guessed[1 - d] = True
+            link.note_unknown("handle-mapping-guessed")
+        return link
+
+    def _attach(self, c, d, f, p):
+        s = self._session_for(c, d, f, "attach")
+        self._session_step(s, d, "FRAME", f, "attach")
+        name = _str(p.field("name"))
+        h = _uint(p.field("handle"))
+        role = _bool(p.field("role"))
+        link = None
+        for cand in reversed(s.links):
+            if (cand.name == name and cand.attach[d] is None and cand.attach[1 - d] is not None
+                    and cand.state[d] == "ATTACH_RCVD"
+                    and (role is None or cand.attach[1 - d]["role"] is None or cand.attach[1 - d]["role"] != role)):
+                link = cand
+                break
+        if link is None:
+            old = s.handles[d].get(h)
+            if old is not None and not old.known and old.attach[d] is None and old.name is None:
+                # a placeholder made from frames seen before this attach (mid-connection join)
+                link = old
+                link.name = name
+            else:
+                link = self._new_link(c, s, name, True)
+        old = s.handles[d].get(h)
+        if old is not None and old is not link and old.state[d] in _LINK_HANDLE_ASSIGNED and not old.guessed[d]:
+            self._violation(c, d, f, "handle-in-use", "warn",
+                            f"attach {name!r} from the {SIDES[d]} uses handle {h}, still attached to "
+                            f"link {old.name!r}", link=name, handle=h)
+        if old is not None and old is not link and old.guessed[d]:
+            old.handle[d] = None
+        hb = s.begin[1 - d]
+        if hb is not None and h is not None and isinstance(hb["handle_max"], int) and h > hb["handle_max"]:
+            self._violation(c, d, f, "handle-max", "warn",
+                            f"handle {h} beyond the {SIDES[1 - d]}'s handle-max {hb['handle_max']}", link=name,
+                            handle=h)
+        s.handles[d][h] = link
+        link.handle[d] = h
+        link.guessed[d] = False
+        src = p.field("source")
+        tgt = p.field("target")
+        unsettled = p.field("unsettled")
+        info = {
+            "time": f.ts,
+            "packet": f.packet,
+            "role": role,
+            "snd_settle_mode": _choice(p, "snd-settle-mode", "sender-settle-mode"),
+            "snd_settle_mode_default": p.is_default("snd-settle-mode"),
+            "rcv_settle_mode": _choice(p, "rcv-settle-mode", "receiver-settle-mode"),
+            "rcv_settle_mode_default": p.is_default("rcv-settle-mode"),
+            "source": terminus_info(src),
+            "target": terminus_info(tgt),
+            "source_null": src is None or src is ABSENT,
+            "target_null": tgt is None or tgt is ABSENT,
+            "unsettled": len(unsettled) if isinstance(unsettled, dict) else None,
+            "incomplete_unsettled": p.effective("incomplete-unsettled") is True,
+            "initial_delivery_count": _uint(p.field("initial-delivery-count")),
+            "max_message_size": _ulong(p.field("max-message-size")),
+            "offered_capabilities": _symbols(p.field("offered-capabilities")),
+            "desired_capabilities": _symbols(p.field("desired-capabilities")),
+            "properties": _plain(p.field("properties")),
+        }
+        if link.attach[d] is not None:
+            self._violation(c, d, f, "state", "warn", f"second attach of link {name!r} from the {SIDES[d]}",
+                            link=name, handle=h)
+        link.attach[d] = info
+        if _composite(tgt, "coordinator") is not None:
+            link.coordinator = True
+        sdir = None if role is None else (d if role is False else 1 - d)
+        if link.sender_dir is None:
+            link.sender_dir = sdir
+        elif sdir is not None and sdir != link.sender_dir:
+            self._violation(c, d, f, "role", "warn",
+                            f"attach {name!r} from the {SIDES[d]}: role {'receiver' if role else 'sender'} "
+                            f"conflicts with the peer's attach", link=name, handle=h)
+        self._link_step(link, d, "ATTACH", f, "attach")
+        if sdir == d:
+            idc = info["initial_delivery_count"]
+            if idc is None:
+                self._violation(c, d, f, "protocol", "warn",
+                                f"attach {name!r} from the sender without initial-delivery-count", link=name, handle=h)
+            else:
+                link.initial_dc = idc
+                if link.dc is None:
+                    link.dc = idc
+                if link.pending_credit is not None:
+                    link.limit = serial_add(idc, link.pending_credit)
+                    link.pending_credit = None
+                elif link.limit is None:
+                    link.limit = idc
+            self._credit_check(link, f)
+
+    def _detach(self, c, d, f, p):
+        s = self._session_for(c, d, f, "detach")
+        self._session_step(s, d, "FRAME", f, "detach")
+        h = _uint(p.field("handle"))
+        link = self._link_for(c, s, d, h, f, "detach")
+        err = error_info(p.field("error"))
+        first = link.detach[0] is None and link.detach[1] is None
+        if link.detach[d] is None:
+            link.detach[d] = {"time": f.ts, "packet": f.packet, "closed": p.effective("closed") is True, "error": err}
+        self._link_step(link, d, "DETACH", f, "detach")
+        if err:
+            self._error(c, d, f, "link", err, s=s, link=link)
+        if first:
+            for st in (link.stall, link.drain_stall):
+                if st is not None:
+                    st.close(f.ts, f.packet, "detach")
+            link.stall = link.drain_stall = None
+            if link.terminated is None:
+                link.terminated = "detach"
+            link.partial = None
+
+    def _sender_active(self, link) -> bool:
+        s = link.session
+        c = link.conn
+        return (link.detach[0] is None and link.detach[1] is None and s.end[0] is None and s.end[1] is None
+                and c.close[0] is None and c.close[1] is None and link.terminated is None)
+
+    def _credit_check(self, link, f):
+        cr = link.credit()
+        if cr is None:
+            return
+        if cr > 0:
+            link.got_credit = True
+            if link.stall is not None:
+                link.stall.close(f.ts, f.packet, "flow" if f.name == "flow" else (f.name or "frame"))
+                link.stall = None
+            return
+        if link.drain_stall is not None and f.name == "transfer":
+            link.drain_stall.close(f.ts, f.packet, "transfer")
+            link.drain_stall = None
+        if link.stall is None and self._sender_active(link) and link.sender_dir is not None:
+            kind = "initial-credit" if not link.got_credit and link.n_deliveries == 0 else "link-credit"
+            self._open_stall(link.conn, link.session, link, link.sender_dir, kind, f)
+
+    def _replay_flows(self, link):
+        """A link whose sender became known late (mid-connection): use the receiver's last flow."""
+        r = 1 - link.sender_dir
+        lf = link.last_flow[r]
+        if lf is not None and link.limit is None:
+            dc, lc = lf[0], lf[1]
+            if dc is not None and lc is not None:
+                link.limit = serial_add(dc, lc)
+                if link.dc is None:
+                    link.dc = dc
+                    link.note_unknown("delivery-count")
+        sf = link.last_flow[link.sender_dir]
+        if sf is not None:
+            if sf[0] is not None and link.dc is None:
+                link.dc = sf[0]
+            if sf[2] is not None:
+                link.available = sf[2]
+                link.avail_base = link.n_deliveries
+
+    def _flow(self, c, d, f, p):
+        s = self._session_for(c, d, f, "flow")
+        self._session_step(s, d, "FRAME", f, "flow")
+        s.flows[d] += 1
+        nii = _uint(p.field("next-incoming-id"))
+        iw = _uint(p.field("incoming-window"))
+        noid = _uint(p.field("next-outgoing-id"))
+        ow = _uint(p.field("outgoing-window"))
+        s.last_iw[d] = iw
+        s.last_ow[d] = ow
+        if noid is not None:
+            if s.noid[d] is None:
+                if s.begin[d] is None:
+                    s.note_unknown("next-outgoing-id")
+                s.noid[d] = noid
+        if iw is not None:
+            self._window(s, 1 - d, nii, iw, f)
+        h = _uint(p.field("handle"))
+        if h is None:
+            return
+        link = self._link_for(c, s, d, h, f, "flow")
+        self._link_step(link, d, "FRAME", f, "flow")
+        dc = _uint(p.field("delivery-count"))
+        lc = _uint(p.field("link-credit"))
+        av = _uint(p.field("available"))
+        drain = p.effective("drain") is True
+        link.echo = p.effective("echo") is True
+        link.last_flow[d] = (dc, lc, av, drain)
+        link.flows[d] += 1
+        if link.sender_dir is None:
+            return
+        if d == link.sender_dir:
+            if dc is not None:
+                if link.dc is None:
+                    link.note_unknown("delivery-count")
+                link.dc = dc
+            if link.limit is None and lc is not None and link.dc is not None:
+                link.limit = serial_add(link.dc, lc)
+            if av is not None:
+                link.available = av
+                link.avail_base = link.n_deliveries
+                for st in (link.stall, link.drain_stall):
+                    if st is not None:
+                        st.waiting.append(av > 0)
+            if link.drain_stall is not None:
+                link.drain_stall.close(f.ts, f.packet, "flow")
+                link.drain_stall = None
+                cr = link.credit()
+                if av == 0 and cr is not None and cr > 0:
+                    self._violation(c, d, f, "drain", "warn",
+                                    f"drain answer from the {SIDES[d]} on link {link.name!r} with available 0 leaves "
+                                    f"link-credit {cr}: delivery-count not advanced to consume the credit",
+                                    link=link.name, handle=h)
+        else:
+            if lc is not None:
+                base = dc if dc is not None else link.initial_dc
+                if base is None:
+                    link.pending_credit = lc
+                else:
+                    link.limit_prev = link.limit
+                    link.limit = serial_add(base, lc)
+                    if link.dc is None and dc is not None and not link.known:
+                        # joined mid-link: assume the sender is where the receiver thinks it is
+                        link.dc = dc
+                        link.note_unknown("delivery-count")
+            link.drain = drain
+            if drain and link.drain_stall is None and self._sender_active(link):
+                self._open_stall(c, s, link, link.sender_dir, "drain", f)
+            elif not drain and link.drain_stall is not None:
+                link.drain_stall.close(f.ts, f.packet, "cancelled")
+                link.drain_stall = None
+        self._credit_check(link, f)
+
+    def _transfer(self, c, d, f, p):
+        s = self._session_for(c, d, f, "transfer")
+        self._session_step(s, d, "FRAME", f, "transfer")
+        h = _uint(p.field("handle"))
+        link = self._link_for(c, s, d, h, f, "transfer")
+        self._link_step(link, d, "FRAME", f, "transfer")
+        if link.sender_dir is None:
+            link.sender_dir = d
+            self._replay_flows(link)
+        elif link.sender_dir != d:
+            self._violation(c, d, f, "role", "warn",
+                            f"transfer from the {SIDES[d]} on link {link.name!r}, whose sender is the "
+                            f"{SIDES[link.sender_dir]}", link=link.name, handle=h)
+        # session window
+        riw = s.riw(d)
+        if s.beyond_window(d):
+            self._violation(c, d, f, "session-window", "warn",
+                            f"transfer from the {SIDES[d]} beyond the {SIDES[1 - d]}'s incoming-window "
+                            f"(remote-incoming-window {riw})", link=link.name, handle=h)
+        if s.noid[d] is not None:
+            s.noid[d] = serial_add(s.noid[d], 1)
+        s.transfers[d] += 1
+        link.transfers += 1
+        did = _uint(p.field("delivery-id"))
+        dlv = link.partial
+        if dlv is not None and did is not None and dlv.delivery_id is not None and did != dlv.delivery_id:
+            dlv = None  # a new delivery although the previous one said more=true (noted by the framing layer)
+        if dlv is None:
+            if did is None:
+                did = s.next_did[d]
+                if self._strict(c, s) and link.known:
+                    self._violation(c, d, f, "protocol", "warn",
+                                    "first transfer of a delivery without delivery-id", link=link.name, handle=h)
+            dlv = _Delivery(link, s, d, did, _bin(p.field("delivery-tag")), f.ts, f.first_packet)
+            link.deliveries.append(dlv)
+            if did is not None:
+                s.deliveries[d][did] = dlv
+                s.next_did[d] = serial_add(did, 1)
+            rsm = p.field("rcv-settle-mode")
+            if rsm is not None and rsm is not ABSENT:
+                dlv.rcv_settle_mode = choice_name("receiver-settle-mode", rsm)
+            if link.coordinator:
+                dlv.payload = []
+            # link credit: consumed by the first transfer of each delivery
+            cr = link.credit()
+            if link.beyond_credit():
+                self._violation(c, d, f, "credit", "warn",
+                                f"transfer from the {SIDES[d]} on link {link.name!r} beyond its link-credit "
+                                f"(delivery-count {link.dc}, credit {cr})", link=link.name, handle=h,
+                                delivery_id=did)
+            if link.dc is not None:
+                link.dc = serial_add(link.dc, 1)
+            link.n_deliveries += 1
+        dlv.frames += 1
+        dlv.size += len(f.payload)
+        dlv.last_ts = f.ts
+        dlv.last_packet = f.packet
+        if dlv.payload is not None:
+            dlv.payload.append(f.payload)
+        if p.field("settled") is True and dlv.snd_settled is None:
+            dlv.settle("sender", f.ts, f.packet)
+            dlv.presettled = True
+        if p.field("resume") is True:
+            dlv.resumed = True
+        state = p.field("state")
+        if isinstance(state, Composite):
+            self._delivery_state(dlv, "sender", state, f)
+        aborted = p.field("aborted") is True
+        more = p.field("more") is True
+        if aborted:
+            dlv.aborted = True
+        if aborted or not more:
+            link.partial = None
+            dlv.complete = not aborted
+            if link.coordinator and not aborted:
+                self._coordinator_message(c, link, dlv, f)
+            dlv.payload = None
+        else:
+            link.partial = dlv
+        # session window exhausted by this transfer?
+        riw = s.riw(d)
+        if riw is not None and riw <= 0 and s.win_stall[d] is None:
+            self._open_stall(c, s, link, d, "session-window", f)
+        self._credit_check(link, f)
+
+    # -- deliveries ----------------------------------------------------------------
+
+    def _disposition(self, c, d, f, p):
+        s = self._session_for(c, d, f, "disposition")
+        self._session_step(s, d, "FRAME", f, "disposition")
+        role = _bool(p.field("role"))
+        first = _uint(p.field("first"))
+        if role is None or first is None:
+            return
+        last = _uint(p.field("last"))
+        if last is None:
+            last = first
+        by = "receiver" if role else "sender"
+        sender = 1 - d if role else d
+        table = s.deliveries[sender]
+        n = serial_range_len(first, last)
+        if n > _HALF:
+            self._violation(c, d, f, "protocol", "warn",
+                            f"disposition from the {SIDES[d]}: last {last} precedes first {first}")
+            n, last = 1, first
+        if n <= len(table):
+            hits = []
+            for i in range(n):
+                x = table.get((first + i) & SERIAL_MASK)
+                if x is not None:
+                    hits.append(x)
+        else:
+            hits = [x for k, x in table.items() if serial_in_range(k, first, last)]
+        missing = n - len(hits)
+        settled = p.field("settled") is True
+        state = p.field("state")
+        state = state if isinstance(state, Composite) else None
+        for dlv in hits:
+            dlv.dispositions[d] += 1
+            if state is not None:
+                self._delivery_state(dlv, by, state, f)
+            if settled:
+                dlv.settle(by, f.ts, f.packet)
+        if missing:
+            rng = f"{first}" if first == last else f"{first}..{last}"
+            if self._strict(c, s):
+                self._violation(c, d, f, "unknown-delivery", "warn",
+                                f"disposition ({by}) from the {SIDES[d]} for delivery-id {rng}: "
+                                f"{missing} of {n} never transferred by the {SIDES[sender]}",
+                                delivery_id=first)
+            else:
+                s.unseen_dispositions += missing
+                s.note_unknown("deliveries before the capture")
+
+    def _delivery_state(self, dlv, by, state: Composite, f):
+        name = state.spec.name
+        txn = None
+        if name == "transactional-state":
+            txn = state.field("txn-id")
+            inner = state.field("outcome")
+            self._enlist(dlv, txn, by, f)
+            state = inner if isinstance(inner, Composite) else None
+            name = state.spec.name if state is not None else None
+        if name is None:
+            return
+        if name == "received":
+            sn = _uint(state.field("section-number"))
+            so = _ulong(state.field("section-offset"))
+            dlv.received_state = f"section {sn} offset {so}"
+            return
+        if name not in TERMINAL_OUTCOMES:
+            return
+        if by == "sender":
+            dlv.sender_state = name
+            if dlv.outcome is not None:
+                return
+        elif dlv.outcome is not None and dlv.outcome_by == "receiver":
+            return
+        dlv.outcome = name
+        dlv.outcome_by = by
+        if by == "receiver":
+            dlv.outcome_ts = f.ts
+            dlv.outcome_packet = f.packet
+        if name == "rejected":
+            dlv.outcome_error = error_info(state.field("error"))
+        elif name == "modified":
+            dlv.delivery_failed = _bool(state.effective("delivery-failed"))
+            dlv.undeliverable_here = _bool(state.effective("undeliverable-here"))
+        elif name == "declared":
+            tid = state.field("txn-id")
+            dlv.txn_id = _hex(tid)
+        if dlv.link.coordinator and by == "receiver":
+            self._coordinator_outcome(dlv, name, state, f)
+
+    # -- transactions ------------------------------------------------------------------
+
+    def _enlist(self, dlv, txn_id, by, f):
+        key = _hex(txn_id)
+        if key is None:
+            return
+        dlv.txn_id = key
+        c = dlv.link.conn
+        t = c.txns.get(key)
+        if t is None:
+            t = _Txn(c, None)
+            t.txn_id = key
+            c.txns[key] = t
+            self.transactions.append(t)
+        if dlv.enlisted_in is not t:
+            dlv.enlisted_in = t
+            t.enlisted.append((dlv, "transfer" if by == "sender" else "disposition"))
+
+    def _coordinator_message(self, c, link, dlv, f):
+        try:
+            sections = decode_all(b"".join(dlv.payload))
+        except DissectError as e:
+            self._violation(c, dlv.direction, f, "malformed", "warn",
+                            f"coordinator message on link {link.name!r} does not decode: {e}", link=link.name)
+            return
+        body = None
+        for sec in sections:
+            if isinstance(sec, Described) and sec.name == "amqp-value":
+                body = sec.value
+        body = _composite(body, "declare", "discharge")
+        if body is None:
+            self._violation(c, dlv.direction, f, "protocol", "warn",
+                            f"message on coordinator link {link.name!r} is neither declare nor discharge",
+                            link=link.name, delivery_id=dlv.delivery_id)
+            return
+        if body.spec.name == "declare":
+            t = _Txn(c, link)
+            t.declare = dlv
+            t.global_id = _plain(body.field("global-id"))
+            self.transactions.append(t)
+            dlv.sender_state = "declare"
+            dlv.txn = t
+        else:
+            key = _hex(body.field("txn-id"))
+            t = c.txns.get(key)
+            if t is None:
+                t = _Txn(c, link)
+                t.txn_id = key
+                c.txns[key] = t
+                self.transactions.append(t)
+                if self._strict(c, link.session):
+                    self._violation(c, dlv.direction, f, "unknown-transaction", "warn",
+                                    f"discharge of txn-id {key}, which was never declared", link=link.name,
+                                    delivery_id=dlv.delivery_id)
+            t.link = t.link or link
+            t.discharge = dlv
+            t.fail = _bool(body.effective("fail"))
+            dlv.txn_id = key
+            dlv.txn = t
+            dlv.sender_state = "discharge"
+
+    def _coordinator_outcome(self, dlv, name, state, f):
+        c = dlv.link.conn
+        t = dlv.txn
+        if t is None:
+            return
+        if t.declare is dlv:
+            t.declare_outcome = name
+            t.declared = (f.ts, f.packet)
+            if name == "declared":
+                key = dlv.txn_id
+                t.txn_id = key
+                old = c.txns.get(key)
+                if old is not None and old is not t and old.declare is None:
+                    # deliveries enlisted before the declared outcome was seen
+                    t.enlisted.extend(old.enlisted)
+                    for x, _ in old.enlisted:
+                        x.enlisted_in = t
+                    if old in self.transactions:
+                        self.transactions.remove(old)
+                c.txns[key] = t
+            elif name == "rejected":
+                t.declare_error = dlv.outcome_error
+            return
+        if t.discharge is dlv:
+            t.discharge_outcome = name
+            t.discharged = (f.ts, f.packet)
+            if name == "rejected":
+                t.discharge_error = dlv.outcome_error
+
+
+_HANDLERS = {
+    "begin": StateTracker._begin,
+    "end": StateTracker._end,
+    "attach": StateTracker._attach,
+    "detach": StateTracker._detach,
+    "flow": StateTracker._flow,
+    "transfer": StateTracker._transfer,
+    "disposition": StateTracker._disposition,
+}
+
+
+def __getattr__(name):
+    # the Analyzer (tables and statistics on top of this state) lives in dissector.analytics
+    if name == "Analyzer":
+        from .analytics import Analyzer
+
+        return Analyzer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

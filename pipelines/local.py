@@ -1,0 +1,132 @@
+"""Single-process analysis of capture files: the shell around the sans-IO core.
+
+For notebooks::
+
+    from pipelines.local import analyze
+    a = analyze("capture.pcap")          # or a list of files read as one continuous capture
+    a.deliveries, a.links, a.stalls      # pandas DataFrames (columns: pipelines.tables)
+    a.latency("address")                 # latency percentiles per link / address / connection
+    a.report()                           # the JSON report of ``amqp-dissect report --format json``
+
+This module opens files; ``dissector`` never does.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cached_property
+from typing import Iterable, Iterator
+
+import pandas as pd
+
+from dissector.analytics import Analyzer
+from dissector.capture import open_capture
+from dissector.dissect import Dissector
+from dissector.errors import CaptureError
+
+from .tables import to_frame
+
+
+class CaptureSource:
+    """Feeds one or more capture files, in order, through a Dissector as one capture.
+
+    Packet numbers continue across files.  ``errors`` collects, per file, the
+    damage found while reading it (truncated tail, corrupt block); opening
+    problems raise (``OSError``, :class:`~dissector.errors.CaptureError`).
+    """
+
+    def __init__(self, paths, dissector: Dissector | None = None, ports: Iterable[int] = ()):
+        self.paths = [os.fspath(p) for p in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)]
+        self.dissector = dissector or Dissector(extra_ports=ports)
+        self.errors: list[tuple[str, CaptureError]] = []
+        self.packets = 0
+
+    def events(self) -> Iterator[tuple[object, object]]:
+        """(record, event) pairs; record is None for the events of the final flush."""
+        d = self.dissector
+        offset = 0
+        for path in self.paths:
+            with open(path, "rb") as f:
+                reader = open_capture(f)
+                for record in reader:
+                    if offset:
+                        record.index += offset
+                    for ev in d.feed(record):
+                        yield record, ev
+                    self.packets += 1
+                offset = self.packets
+                if reader.error is not None:
+                    self.errors.append((path, reader.error))
+        for ev in d.finish():
+            yield None, ev
+
+
+class Analysis:
+    """The results of one analysis, as DataFrames."""
+
+    def __init__(self, analyzer: Analyzer, source: CaptureSource):
+        self.analyzer = analyzer
+        self.source = source
+
+    @property
+    def capture_errors(self) -> list[str]:
+        return [f"{p}: {e}" for p, e in self.source.errors]
+
+    @cached_property
+    def connections(self) -> pd.DataFrame:
+        return to_frame(self.analyzer.connection_rows(), "connections")
+
+    @cached_property
+    def sessions(self) -> pd.DataFrame:
+        return to_frame(self.analyzer.session_rows(), "sessions")
+
+    @cached_property
+    def links(self) -> pd.DataFrame:
+        return to_frame(self.analyzer.link_rows(), "links")
+
+    @cached_property
+    def deliveries(self) -> pd.DataFrame:
+        return to_frame(self.analyzer.delivery_rows(), "deliveries")
+
+    @cached_property
+    def stalls(self) -> pd.DataFrame:
+        return to_frame(self.analyzer.stall_rows(), "stalls")
+
+    @cached_property
+    def transactions(self) -> pd.DataFrame:
+        return to_frame(self.analyzer.transaction_rows(), "transactions")
+
+    @cached_property
+    def violations(self) -> pd.DataFrame:
+        return to_frame(self.analyzer.violation_rows(), "violations")
+
+    @cached_property
+    def errors(self) -> pd.DataFrame:
+        return to_frame(self.analyzer.error_rows(), "errors")
+
+    def latency(self, by: str = "link", metric: str = "settlement") -> pd.DataFrame:
+        return pd.DataFrame(self.analyzer.latency_summary(by=by, metric=metric))
+
+    def report(self) -> dict:
+        from .report import build_report
+
+        return build_report(self.analyzer, capture_errors=self.capture_errors)
+
+
+def run_analysis(source: CaptureSource, on_event=None) -> Analysis:
+    """Feed every event of ``source`` to an Analyzer (and to ``on_event`` if given)."""
+    an = Analyzer()
+    last_ts = None
+    for record, ev in source.events():
+        an.feed(ev)
+        if on_event is not None:
+            on_event(record, ev)
+        if record is not None:
+            last_ts = record.ts
+    an.finish(last_ts)
+    return Analysis(an, source)
+
+
+def analyze(paths, ports: Iterable[int] = ()) -> Analysis:
+    """Analyse one capture file, or several read in order as one continuous capture."""
+    return run_analysis(CaptureSource(paths, ports=ports))
