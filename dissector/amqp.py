@@ -337,7 +337,7 @@ class AmqpConnection:
         msg = f"{size} bytes missing from the capture (TCP gap)"
         if lost:
             msg += f"; {lost} buffered bytes of an unfinished frame discarded"
-        out.append(StreamNote(self.conn, direction, d.src, d.dst, packet, ts, ExpertNote(WARN, "reassembly", msg)))
+        out.append(self._note(d, packet, ts, WARN, "reassembly", msg))
         if d.mode in (_M_FRAMES, _M_START):
             d.mode = _M_RESYNC
             d.skipped = 0
@@ -355,33 +355,23 @@ class AmqpConnection:
                 if d.mode == _M_RESYNC:
                     d.skipped += len(d.buf)
                     msg = f"stream ends while resynchronising: {d.skipped} bytes skipped"
-                out.append(
-                    StreamNote(
-                        self.conn, d.index, d.src, d.dst, packet, ts, ExpertNote(WARN, "framing", msg), d.skipped
-                    )
-                )
+                out.append(self._note(d, packet, ts, WARN, "framing", msg, d.skipped))
                 d.buf.clear()
             for part in d.partials.values():
                 out.append(
-                    StreamNote(
-                        self.conn,
-                        d.index,
-                        d.src,
-                        d.dst,
-                        packet,
-                        ts,
-                        ExpertNote(
-                            WARN,
-                            "sequence",
-                            f"delivery {part.delivery_id} on channel {part.channel} handle {part.handle} "
-                            f"unfinished: {part.frames} transfer frames, more=true on the last",
-                        ),
+                    self._note(
+                        d, packet, ts, WARN, "sequence",
+                        f"delivery {part.delivery_id} on channel {part.channel} handle {part.handle} "
+                        f"unfinished: {part.frames} transfer frames, more=true on the last",
                     )
                 )
             d.partials.clear()
         return out
 
     # -- internals --------------------------------------------------------------
+
+    def _note(self, d: _Direction, packet, ts, severity: str, group: str, message: str, skipped: int = 0) -> StreamNote:
+        return StreamNote(self.conn, d.index, d.src, d.dst, packet, ts, ExpertNote(severity, group, message), skipped)
 
     def _process(self, d: _Direction, ts: float, packet: int, out: list) -> None:
         buf = d.buf
@@ -409,18 +399,8 @@ class AmqpConnection:
                 d.skipped += found - pos
                 pos = found
                 out.append(
-                    StreamNote(
-                        self.conn,
-                        d.index,
-                        d.src,
-                        d.dst,
-                        packet,
-                        ts,
-                        ExpertNote(
-                            NOTE, "framing", f"resynchronised on a frame header after skipping {d.skipped} bytes"
-                        ),
-                        d.skipped,
-                    )
+                    self._note(d, packet, ts, NOTE, "framing",
+                               f"resynchronised on a frame header after skipping {d.skipped} bytes", d.skipped)
                 )
                 d.skipped = 0
                 d.mode = _M_FRAMES
@@ -441,21 +421,16 @@ class AmqpConnection:
                     d.mode = _M_OPAQUE
                     self.tls = True
                     out.append(
-                        StreamNote(
-                            self.conn, d.index, d.src, d.dst, packet, ts,
-                            ExpertNote(NOTE, "protocol", "TLS record without AMQP header (AMQPS): encrypted, skipped"),
-                        )
+                        self._note(d, packet, ts, NOTE, "protocol",
+                                   "TLS record without AMQP header (AMQPS): encrypted, skipped")
                     )
                     continue
                 # joined mid-connection: find the first frame
                 d.mode = _M_RESYNC
                 d.skip_start_packet = packet
                 out.append(
-                    StreamNote(
-                        self.conn, d.index, d.src, d.dst, packet, ts,
-                        ExpertNote(NOTE, "sequence", "stream does not start with a protocol header "
-                                   "(capture joined mid-connection?): looking for a frame header"),
-                    )
+                    self._note(d, packet, ts, NOTE, "sequence", "stream does not start with a protocol header "
+                               "(capture joined mid-connection?): looking for a frame header")
                 )
                 continue
             # a frame
@@ -474,9 +449,7 @@ class AmqpConnection:
             elif ftype not in (FRAME_AMQP, FRAME_SASL):
                 bad = f"unknown frame type {ftype}"
             if bad is not None:
-                out.append(
-                    StreamNote(self.conn, d.index, d.src, d.dst, packet, ts, ExpertNote(ERROR, "framing", bad))
-                )
+                out.append(self._note(d, packet, ts, ERROR, "framing", bad))
                 d.mode = _M_RESYNC
                 d.skipped = 1
                 pos += 1
