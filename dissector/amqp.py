@@ -41,6 +41,13 @@ FRAME_SASL = 1
 DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024  # hard cap on what is buffered for one frame
 DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024  # cap on a reassembled message kept in memory
 
+_TRANSFER = COMPOSITES["transfer"].index
+_T_HANDLE = _TRANSFER["handle"]
+_T_DELIVERY_ID = _TRANSFER["delivery-id"]
+_T_DELIVERY_TAG = _TRANSFER["delivery-tag"]
+_T_MORE = _TRANSFER["more"]
+_T_ABORTED = _TRANSFER["aborted"]
+
 _PERF_CODES = frozenset(COMPOSITES[n].descriptor_code for n in PERFORMATIVES)
 _SASL_CODES = frozenset(COMPOSITES[n].descriptor_code for n in SASL_FRAMES)
 _PERF_SYMBOLS = {COMPOSITES[n].descriptor_symbol.encode(): n for n in PERFORMATIVES}
@@ -527,27 +534,29 @@ class AmqpConnection:
                 self.announced_max_frame[d.index] = mfs
 
     def _transfer(self, d: _Direction, frame: Frame, perf: Composite) -> None:
-        handle = perf.field("handle")
+        v = perf.value  # the hot path: index the encoded list directly (absent = beyond its end)
+        n = len(v)
+        handle = v[_T_HANDLE] if n > _T_HANDLE else ABSENT
         key = (frame.channel, handle)
         part = d.partials.get(key)
-        did = perf.field("delivery-id")
+        did = v[_T_DELIVERY_ID] if n > _T_DELIVERY_ID else None
         if part is None:
-            part = Delivery(frame.channel, handle, did if did is not ABSENT else None,
-                            perf.field("delivery-tag") or None, frame.first_packet, frame.ts)
-            if did is ABSENT or did is None:
+            tag = v[_T_DELIVERY_TAG] if n > _T_DELIVERY_TAG else None
+            part = Delivery(frame.channel, handle, did, tag or None, frame.first_packet, frame.ts)
+            if did is None:
                 frame.notes.append(
                     ExpertNote(WARN, "sequence", "first transfer of a delivery without delivery-id "
                                "(continuation of a delivery that started before the capture?)")
                 )
                 part.incomplete = True
             d.partials[key] = part
-        elif did is not ABSENT and did is not None and part.delivery_id is not None and did != part.delivery_id:
+        elif did is not None and part.delivery_id is not None and did != part.delivery_id:
             frame.notes.append(
                 ExpertNote(WARN, "sequence", f"delivery-id {did} differs from {part.delivery_id} of the delivery in progress")
             )
         part.frames += 1
-        size = len(frame.payload)
-        part.message_size += size
+        payload = frame.payload
+        part.message_size += len(payload)
         part.last_packet = frame.packet
         part.last_ts = frame.ts
         if part.payload is not None:
@@ -556,13 +565,13 @@ class AmqpConnection:
                 frame.notes.append(ExpertNote(NOTE, "reassembly",
                                               f"message larger than {self.max_message_bytes} bytes: not kept"))
             else:
-                part.payload.append(frame.payload)
-        aborted = perf.field("aborted") is True
-        if aborted or perf.field("more") is not True:
+                part.payload.append(payload)
+        aborted = n > _T_ABORTED and v[_T_ABORTED] is True
+        if aborted or not (n > _T_MORE and v[_T_MORE] is True):
             del d.partials[key]
             part.aborted = aborted
             if part.payload is not None:
-                part.payload = b"".join(part.payload) if part.frames > 1 else frame.payload
+                part.payload = b"".join(part.payload) if part.frames > 1 else payload
             frame.delivery = part
             if aborted:
                 frame.notes.append(ExpertNote(NOTE, "sequence", f"delivery aborted after {part.frames} frames"))
@@ -571,7 +580,6 @@ class AmqpConnection:
                     ExpertNote(CHAT, "reassembly",
                                f"message reassembled from {part.frames} transfer frames ({part.message_size} bytes)")
                 )
-
 
 
 def _check_mandatory(perf: Composite, notes: list) -> None:

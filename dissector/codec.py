@@ -392,7 +392,11 @@ class Reader:
 
     def value(self):
         """Decode one value (constructor + body)."""
-        code = self.u8()
+        p = self.pos
+        if p >= self.end:
+            raise DecodeError(f"need 1 byte at offset {p}, none remain")
+        code = self.buf[p]
+        self.pos = p + 1
         if code == 0:
             return self._described()
         f = _BODY[code]
@@ -461,7 +465,10 @@ def make_described(descriptor, value):
 
 def _fixed(width: int, make):
     def body(r: Reader):
-        p = r.need(width)
+        p = r.pos
+        if width > r.end - p:
+            raise DecodeError(f"need {width} bytes at offset {p}, only {r.end - p} remain")
+        r.pos = p + width
         return make(r.buf, p)
 
     return body
@@ -482,7 +489,10 @@ def _variable(width: int, make):
             n = r.u8()
         else:
             n = unpack(r.buf, r.need(4))[0]
-        p = r.need(n)
+        p = r.pos
+        if n > r.end - p:
+            raise DecodeError(f"need {n} bytes at offset {p}, only {r.end - p} remain")
+        r.pos = p + n
         return make(r.buf[p : p + n])
 
     return body

@@ -22,7 +22,7 @@ S, I, F, B, O = "string", "Int64", "float64", "boolean", "object"
 SCHEMAS: dict[str, tuple[tuple[str, str, str], ...]] = {
     "deliveries": (
         ("connection", S, "connection id: client-server endpoints ('#n' when a 4-tuple is reused)"),
-        ("channel", I, "channel of the sender's session (the channel its transfers use)"),
+        ("channel", I, "the session's channel as the client numbers it (sessions: channel_client / channel_server)"),
         ("link", S, "link name"),
         ("handle", I, "link handle on the sender's side"),
         ("delivery_id", I, "delivery-id (serial number)"),
@@ -41,7 +41,7 @@ SCHEMAS: dict[str, tuple[tuple[str, str, str], ...]] = {
     ),
     "links": (
         ("connection", S, "connection id"),
-        ("channel", I, "channel of the sending side's session"),
+        ("channel", I, "the session's channel as the client numbers it"),
         ("name", S, "link name"),
         ("sender", S, "ip:port of the peer sending transfers on the link"),
         ("source", S, "source address"),
@@ -63,7 +63,7 @@ SCHEMAS: dict[str, tuple[tuple[str, str, str], ...]] = {
     ),
     "stalls": (
         ("connection", S, "connection id"),
-        ("channel", I, "channel"),
+        ("channel", I, "the session's channel as the client numbers it"),
         ("link", S, "link name (empty for session-window stalls without a link)"),
         ("kind", S, "link-credit, initial-credit, session-window or drain"),
         ("start", F, "time the stall began"),
