@@ -55,6 +55,7 @@ class Dissector:
         self.connections: dict[str, AmqpConnection] = {}
         self._probes: dict[str, _Probe] = {}
         self._opened: dict[str, StreamOpened] = {}
+        self._fins: dict[str, set] = {}  # directions that sent a FIN, per open connection
         self.packets = 0
         self.tcp_packets = 0
         self.last_ts = None
@@ -130,10 +131,16 @@ class Dissector:
                 c = conns.get(ev.conn)
                 if c is not None:
                     out.append(ev)
-                    if ev.kind != "fin":
-                        out.extend(c.finish(ev.ts, ev.packet))
-                        del conns[ev.conn]
-                        self._opened.pop(ev.conn, None)
+                    if ev.kind == "fin":
+                        fins = self._fins.setdefault(ev.conn, set())
+                        fins.add(ev.direction)
+                        if len(fins) < 2:
+                            continue
+                    # both FINs, RST, idle timeout or end: free the connection's state
+                    out.extend(c.finish(ev.ts, ev.packet))
+                    del conns[ev.conn]
+                    self._opened.pop(ev.conn, None)
+                    self._fins.pop(ev.conn, None)
             elif cls is PacketNote:
                 if ev.conn is None or ev.conn in conns:
                     out.append(ev)

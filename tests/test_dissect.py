@@ -94,3 +94,25 @@ def test_dissector_state_pickles_midway():
     key = lambda evs: [(type(e).__name__, getattr(e, "name", None), getattr(e, "packet", None)) for e in evs]  # noqa: E731
     assert key(rest_a + d.finish()) == key(rest_b + d2.finish())
     assert any(isinstance(e, Frame) for e in rest_a)
+
+
+def test_connection_state_is_freed_when_connections_close():
+    """Many short connections closed by FIN/FIN: nothing stays behind in the pipeline."""
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from pcapbuild import TcpConversation, write_pcap
+
+    records = []
+    for i in range(50):
+        conv = TcpConversation.from_exchange(
+            [(0, b"AMQP\x00\x01\x00\x00"), (1, b"AMQP\x00\x01\x00\x00"), (0, b"\x00\x00\x00\x08\x02\x00\x00\x00")],
+            client=("10.0.0.1", 30000 + i), server=("10.0.0.2", 5672), t0=1000.0 + i, dt=0.001,
+        )
+        records.extend(conv.records)
+    d = Dissector()
+    frames = 0
+    for r in open_capture(io.BytesIO(write_pcap(records))):
+        frames += sum(1 for e in d.feed(r) if isinstance(e, Frame))
+    assert frames == 50
+    assert d.connections == {} and d._opened == {} and d._fins == {} and d._probes == {}
