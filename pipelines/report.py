@@ -138,6 +138,11 @@ def _v(x) -> str:
     return "-" if x is None else str(x)
 
 
+def _q(x) -> str:
+    """A name, quoted; '(unknown)' when the capture did not show it."""
+    return "(unknown)" if x is None else repr(x)
+
+
 def _default(value, is_default) -> str:
     return f"{value} (default)" if is_default else f"{value}"
 
@@ -158,8 +163,8 @@ def render_text(rep: dict) -> str:
     for c in rep["connections"]:
         lines.append("")
         lines.append(f"Connection {c['connection']}")
-        lines.append(f"  client {c['client']}  container-id {c['container_id_client']!r}")
-        lines.append(f"  server {c['server']}  container-id {c['container_id_server']!r}")
+        lines.append(f"  client {c['client']}  container-id {_q(c['container_id_client'])}")
+        lines.append(f"  server {c['server']}  container-id {_q(c['container_id_server'])}")
         sasl = c["sasl_mechanism"]
         if sasl or c["sasl_outcome"]:
             lines.append(f"  SASL {sasl or '-'} -> {c['sasl_outcome'] or '-'}")
@@ -186,12 +191,12 @@ def render_text(rep: dict) -> str:
             for lk in sess["links"]:
                 o = lk["outcomes"]
                 lines.append(
-                    f"    Link {lk['name']!r} handle {lk['handle']}: {lk['sender'] or '?'} -> {lk['receiver'] or '?'}"
+                    f"    Link {_q(lk['name'])} handle {_v(lk['handle'])}: {lk['sender'] or '?'} -> {lk['receiver'] or '?'}"
                     f"  address {lk['address'] or '?'}"
                 )
                 lines.append(
-                    f"      snd-settle-mode {_default(lk['snd_settle_mode'], lk['snd_settle_mode_default'])}, "
-                    f"rcv-settle-mode {_default(lk['rcv_settle_mode'], lk['rcv_settle_mode_default'])}"
+                    f"      snd-settle-mode {_default(_v(lk['snd_settle_mode']), lk['snd_settle_mode_default'])}, "
+                    f"rcv-settle-mode {_default(_v(lk['rcv_settle_mode']), lk['rcv_settle_mode_default'])}"
                     + (", coordinator" if lk.get("coordinator") else "")
                     + (", refused by the peer" if lk.get("refused") else "")
                 )
@@ -215,7 +220,7 @@ def render_text(rep: dict) -> str:
         if c["errors"]:
             lines.append("  Errors:")
             for e in c["errors"]:
-                where = e["scope"] + (f" {e['link']!r}" if e.get("link") else "")
+                where = e["scope"] + (f" {_q(e['link'])}" if e.get("link") else "")
                 lines.append(
                     f"    {where}: {e['condition']}"
                     + (f": {_one_line(e['description'])}" if e.get("description") else "")
@@ -235,7 +240,7 @@ def render_text(rep: dict) -> str:
         lines.append("Slowest settlements")
         for d in nd["slowest_settlement"]:
             lines.append(
-                f"  {_ms(d['settlement_latency']):>12}  delivery {d['delivery_id']} on {d['link']!r} "
+                f"  {_ms(d['settlement_latency']):>12}  delivery {d['delivery_id']} on {_q(d['link'])} "
                 f"({d['frames']} frames, {d['message_size']} bytes) outcome {d['outcome'] or '-'}, "
                 f"settled by {d['settled_by'] or '-'}  [packet {d['first_packet']}]"
             )
@@ -245,7 +250,7 @@ def render_text(rep: dict) -> str:
         for d in nd["not_accepted"]:
             state = d["outcome"] or ("unsettled at " + d["unsettled_at"] if d.get("unsettled_at") else "no outcome")
             lines.append(
-                f"  delivery {d['delivery_id']} on {d['link']!r}: {state}"
+                f"  delivery {d['delivery_id']} on {_q(d['link'])}: {state}"
                 + (f" ({d['outcome_error']})" if d.get("outcome_error") else "")
                 + (" aborted" if d.get("aborted") else "")
                 + f"  [packet {d['first_packet']}]"
@@ -255,7 +260,7 @@ def render_text(rep: dict) -> str:
         lines.append("Longest stalls")
         for st in rep["longest_stalls"]:
             lines.append(
-                f"  {_ms(st['duration']):>12}  {st['kind']:<15} link {st['link']!r} ch {st['channel']} "
+                f"  {_ms(st['duration']):>12}  {st['kind']:<15} link {_q(st['link'])} ch {_v(st['channel'])} "
                 f"from packet {st['start_packet']} to {st['end_packet'] if st['end_packet'] else 'end (open)'}"
                 + ("" if st.get("waiting") is None else f", messages waiting: {'yes' if st['waiting'] else 'no'}")
             )
