@@ -23,8 +23,10 @@ import math
 import uuid as _uuid
 
 from .amqp import Frame, ProtocolHeader, StreamNote
-from .codec import ABSENT, Array, Composite, Described, Timestamp, amqp_type_of
-from .spec import FieldSpec, choice_name
+from .codec import (
+    Array, Byte, Composite, Described, Int, Long, Short, Timestamp, UByte, UInt, ULong, UShort, amqp_type_of,
+)
+from .spec import CHOICES, COMPOSITES, FieldSpec, choice_name
 
 # --------------------------------------------------------------------------- JSON
 
@@ -210,6 +212,21 @@ _KEY_FIELDS = {
 }
 
 
+def _summary_fields():
+    """performative -> ((index, name, FieldSpec, choices or None), ...) of its key fields."""
+    out = {}
+    for perf, names in _KEY_FIELDS.items():
+        spec = COMPOSITES[perf]
+        out[perf] = tuple(
+            (spec.index[n], n, spec.fields[spec.index[n]], CHOICES.get(spec.fields[spec.index[n]].type)) for n in names
+        )
+    return out
+
+
+_SUMMARY_FIELDS = _summary_fields()
+_PLAIN_INTS = frozenset({UByte, UShort, UInt, ULong, Byte, Short, Int, Long})
+
+
 def short_value(f: FieldSpec | None, v, limit: int = 60) -> str:
     if v is None:
         return "null"
@@ -260,11 +277,18 @@ def frame_summary(ev) -> str:
     if not isinstance(p, Composite):
         return f"described {p.descriptor!r}"
     parts = []
-    for name in _KEY_FIELDS.get(p.spec.name, ()):
-        v = p.field(name)
-        if v is ABSENT or v is None:
+    values = p.value
+    n = len(values)
+    for i, name, f, choices in _SUMMARY_FIELDS.get(p.spec.name, ()):
+        if i >= n:
             continue
-        parts.append(f"{name}={short_value(p.spec.fields[p.spec.index[name]], v)}")
+        v = values[i]
+        if v is None:
+            continue
+        if choices is None and type(v) in _PLAIN_INTS:
+            parts.append(f"{name}={int(v)}")  # the common case: counts, ids, windows, handles
+        else:
+            parts.append(f"{name}={short_value(f, v)}")
     text = f"{p.spec.name}({', '.join(parts)})"
     if ev.name == "transfer":
         text += f" payload={len(ev.payload)}"
