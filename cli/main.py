@@ -299,6 +299,11 @@ _table_command("violations", "violation_rows", "Protocol violations found by the
 _table_command("errors", "error_rows", "Errors: close/end/detach errors and unsettled deliveries.")
 
 
+from cli.archive import register as _register_archive  # noqa: E402  (needs app, Fail and EXIT_* defined)
+
+_register_archive(app)
+
+
 # --------------------------------------------------------------------------- entry point
 
 

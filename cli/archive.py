@@ -1,0 +1,173 @@
+"""``amqp-dissect archive`` (Spark analysis of capture archives) and ``amqp-dissect split``.
+
+Registered on the typer app by ``register(app)`` (called at the end of cli/main.py);
+exit codes are cli.main's (imported lazily to avoid a circular import).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+
+def _fail(code_name: str, message: str):
+    from cli import main as m
+
+    return m.Fail(getattr(m, code_name), message)
+
+
+def archive(
+    paths: List[str] = typer.Argument(..., help="capture files, directories (searched recursively) or globs"),
+    out: Path = typer.Option(..., "--out", "-o", help="output directory for the parquet tables"),
+    master: Optional[str] = typer.Option(None, "--master", help="Spark master URL (default local[*])"),
+    conf: Optional[List[str]] = typer.Option(None, "--conf", help="Spark setting KEY=VALUE (repeatable)"),
+    executor_memory: Optional[str] = typer.Option(None, "--executor-memory", help="e.g. 4g"),
+    driver_memory: Optional[str] = typer.Option(None, "--driver-memory", help="e.g. 2g"),
+    partitions: Optional[int] = typer.Option(None, "--partitions", min=1,
+                                             help="flow partitions of the decoding stage (default 2 x cores)"),
+    split_size: str = typer.Option("64m", "--split-size",
+                                   help="split uncompressed pcap files larger than this into byte ranges "
+                                        "(bytes, or with k/m/g; 0: never split)"),
+    window: float = typer.Option(60.0, "--window", min=0.001, help="seconds per row of latency_by_window"),
+    frames: bool = typer.Option(False, "--frames", help="also write the frames table (one row per frame)"),
+    port: Optional[List[int]] = typer.Option(None, "--port", "-p", help="also decode this TCP port as AMQP (repeatable)"),
+):
+    """Analyse an archive of captures (rotated, daily folders, gzip) with Spark: parquet tables
+    connections, links, deliveries, stalls (+ frames) and latency / outcome / stall summaries."""
+    from pipelines.archive import InputError, expand_inputs
+    from pipelines.spark import parse_size
+
+    pairs = []
+    for c in conf or []:
+        if "=" not in c:
+            raise _fail("EXIT_USAGE", f"--conf {c!r}: expected KEY=VALUE")
+        k, v = c.split("=", 1)
+        pairs.append((k.strip(), v))
+    try:
+        size = parse_size(split_size)
+    except ValueError:
+        raise _fail("EXIT_USAGE", f"--split-size {split_size!r}: expected a size like 64m") from None
+    try:
+        files = expand_inputs(paths)
+    except InputError as e:
+        raise _fail("EXIT_OPEN" if e.code == "missing" else "EXIT_FORMAT", str(e)) from None
+    if out.exists() and not out.is_dir():
+        raise _fail("EXIT_USAGE", f"--out {out}: exists and is not a directory")
+
+    from pyspark.sql import SparkSession
+
+    from pipelines import spark as sj
+
+    existing = SparkSession.getActiveSession()
+    spark = sj.spark_session(master=master, conf=pairs, driver_memory=driver_memory,
+                             executor_memory=executor_memory)
+    try:
+        res = sj.run_archive(spark, paths, str(out), split_size=size, window=window, frames=frames,
+                             partitions=partitions, ports=port or [])
+    except InputError as e:
+        code = {"missing": "EXIT_OPEN"}.get(e.code, "EXIT_FORMAT")
+        raise _fail(code, str(e)) from None
+    finally:
+        if existing is None:
+            pass  # stopped below, after the summary is read back
+    try:
+        _print_summary(spark, res, len(files))
+    finally:
+        if existing is None:
+            spark.stop()
+    for path, err in res["errors"]:
+        print(f"amqp-dissect: {path}: {err}", file=sys.stderr)
+    from cli.main import EXIT_DAMAGED, EXIT_OK
+
+    raise typer.Exit(EXIT_DAMAGED if res["errors"] else EXIT_OK)
+
+
+def _print_summary(spark, res: dict, nfiles: int) -> None:
+    st, c = res["stats"], res["counts"]
+    w = sys.stdout.write
+    w(f"files: {nfiles} ({st['ranges']} ranges read; {st['records']} records, {st['tcp_records']} TCP, "
+      f"{st['flows']} flows) in {st['seconds']:.1f} s\n")
+    if st.get("redo_files"):
+        w(f"read whole after the byte ranges did not chain: {len(st['redo_files'])} file(s)\n")
+    w("tables: " + ", ".join(f"{t} {n}" for t, n in c.items()) + f"  -> {res['out']}\n")
+    summaries = [t for t in res["tables"] if t not in c]
+    w("summaries: " + ", ".join(summaries) + "\n")
+    top = _top_latency(spark, res["tables"]["latency_by_link"])
+    if top:
+        w("highest settlement latency p99 by link (seconds):\n")
+        w(f"  {'connection':<44} {'link':<24} {'count':>7} {'p50':>10} {'p90':>10} {'p99':>10} {'max':>10}\n")
+        for r in top:
+            w(f"  {str(r['connection'])[:44]:<44} {str(r['link'])[:24]:<24} {r['count']:>7} "
+              + " ".join(f"{r[k]:>10.6f}" for k in ("p50", "p90", "p99", "max")) + "\n")
+    else:
+        w("no settled deliveries\n")
+
+
+def _top_latency(spark, uri: str, n: int = 5) -> list[dict]:
+    from urllib.parse import urlparse
+
+    u = urlparse(uri)
+    if u.scheme in ("", "file") and os.path.isdir(u.path):
+        import pandas as pd
+
+        df = pd.read_parquet(u.path, columns=["connection", "link", "count", "p50", "p90", "p99", "max"])
+        df = df[df["count"] > 0].sort_values(["p99", "connection"], ascending=[False, True]).head(n)
+        return df.to_dict("records")
+    rows = spark.read.parquet(uri).where("count > 0").limit(n).collect()
+    return [r.asDict() for r in rows]
+
+
+def split(
+    capture: Path = typer.Argument(..., help="pcap or pcapng file, optionally gzip-compressed"),
+    out: Path = typer.Option(..., "--out", "-o", help="directory for the parts"),
+    packets: Optional[int] = typer.Option(None, "--packets", min=1, help="records per file"),
+    size: Optional[str] = typer.Option(None, "--bytes", help="file size limit (bytes, or with k/m/g), like tcpdump -C"),
+    seconds: Optional[float] = typer.Option(None, "--seconds", min=0.000001,
+                                            help="a new file every N seconds of capture time, like tcpdump -G"),
+    gzip_output: bool = typer.Option(False, "--gzip", help="gzip-compress the parts (.pcap.gz)"),
+    name: Optional[str] = typer.Option(None, "--name", help="file name prefix (default: the capture's name)"),
+):
+    """Write a capture as rotated pcap files NAME_00000.pcap, NAME_00001.pcap, ... (in order)."""
+    from dissector.errors import CaptureError
+    from pipelines.spark import parse_size
+    from pipelines.split import split_capture
+
+    if sum(x is not None for x in (packets, size, seconds)) != 1:
+        raise _fail("EXIT_USAGE", "give exactly one of --packets, --bytes, --seconds")
+    nbytes = None
+    if size is not None:
+        try:
+            nbytes = parse_size(size)
+        except ValueError:
+            nbytes = -1
+        if nbytes <= 0:
+            raise _fail("EXIT_USAGE", f"--bytes {size!r}: expected a positive size like 100m")
+    if capture.is_dir():
+        raise _fail("EXIT_OPEN", f"{capture}: is a directory, not a capture file")
+    try:
+        res = split_capture(str(capture), str(out), packets=packets, bytes=nbytes, seconds=seconds,
+                            gzip_output=gzip_output, name=name)
+    except FileNotFoundError:
+        raise _fail("EXIT_OPEN", f"{capture}: no such file") from None
+    except CaptureError as e:
+        raise _fail("EXIT_FORMAT", f"{capture}: {e}") from None
+    except OSError as e:
+        raise _fail("EXIT_OPEN", f"{capture}: cannot open: {e.strerror or e}") from None
+    print(f"{res.records} records -> {len(res)} files in {out}" + (f" ({os.path.basename(res[0])} ... "
+                                                                  f"{os.path.basename(res[-1])})" if res else ""))
+    if res.error:
+        print(f"amqp-dissect: {capture}: {res.error}", file=sys.stderr)
+        from cli.main import EXIT_DAMAGED
+
+        raise typer.Exit(EXIT_DAMAGED)
+    raise typer.Exit(0)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``archive`` and ``split`` commands to the amqp-dissect typer app."""
+    app.command(name="archive")(archive)
+    app.command(name="split")(split)

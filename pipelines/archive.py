@@ -1,0 +1,866 @@
+"""Archive analysis, the parts that need no Spark: inputs, byte ranges, per-flow runs, row schemas.
+
+:mod:`pipelines.spark` wires these into Spark stages; everything here is plain
+Python (files are opened here, never in ``dissector``), so it is tested
+without a Spark session and runs unchanged inside executors.
+
+Stage 1 (:func:`decode_range`), one task per file or byte range
+    Opens the file itself, reads its records (pcap byte ranges start on a
+    record boundary found by :func:`find_boundary`), runs
+    ``netparse.parse_segment`` on each record and emits one row per TCP
+    record ``(range id, index in range, ts, linktype, data, orig_len, flow
+    key)`` plus one summary row per range (record count, first/last
+    timestamp, offsets reached, damage).  The flow key is the unordered pair
+    of endpoints, so every connection that ever used a 4-tuple (``#n``
+    reuse included) lands in one flow.
+
+Stage 2 (:class:`FlowRunner`), rows of one flow in global packet order
+    A :class:`~dissector.dissect.Dissector` (TCP reassembly + AMQP framing
+    routing) and an :class:`~dissector.analytics.Analyzer` for that flow
+    alone, fed record by record; the few values that come from the rest of
+    the capture (time and number of the last record, the end time the
+    analyzer is finished with, the idle-sweep clock) are passed in.
+
+Only paths and byte offsets travel through the driver.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import pickle
+import re
+import struct
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+from dissector.analytics import Analyzer
+from dissector.capture import MAX_RECORD, ByteSource, open_capture, pcap_records
+from dissector.dissect import Dissector
+from dissector.errors import DissectError, UnsupportedLinkType
+from dissector.events import CaptureRecord, endpoint
+from dissector.netparse import TruncatedPacket, parse_segment
+from dissector.render import event_json
+
+from .tables import SCHEMAS, _jsonable_cell
+
+DEFAULT_SPLIT_SIZE = 64 << 20  # bytes: uncompressed pcap files larger than this are split into ranges
+CHAIN = 8  # consecutive plausible record headers needed to accept a range's first record
+
+# file names picked up when a directory is given (tcpdump -C appends digits: x.pcap, x.pcap1, ...)
+CAPTURE_NAME = re.compile(r"\.(pcap|pcapng|cap|dmp)\d*(\.gz)?$|\.gz$", re.IGNORECASE)
+
+# stage-1 row kinds
+KIND_TCP = 0  # a record that reaches TCP reassembly (a segment, or a snaplen-truncated one)
+KIND_NOTE = 1  # a record outside any flow that produces an event (a packet note): only its time matters
+KIND_SUMMARY = 2  # one per range: counts, timestamps, offsets, damage (meta: JSON)
+
+STAGE1_COLUMNS = ("rid", "idx", "ts", "linktype", "data", "orig_len", "flow", "kind", "meta")
+
+
+class InputError(Exception):
+    """Bad input paths: ``code`` is "missing" (a path does not exist) or "empty" (no capture found)."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def expand_inputs(paths: Iterable[str]) -> list[str]:
+    """Files named by ``paths``: files as given, directories searched recursively for
+    capture names (:data:`CAPTURE_NAME`), globs (``*``, ``?``, ``[``, ``**``) expanded.
+    Duplicates (same real path) are dropped.  Raises :class:`InputError`."""
+    out: list[str] = []
+    seen: set[str] = set()
+
+    def add(p: str) -> None:
+        rp = os.path.realpath(p)
+        if rp not in seen:
+            seen.add(rp)
+            out.append(os.path.abspath(p))
+
+    def walk(d: str) -> None:
+        for root, dirs, files in os.walk(d, followlinks=True):
+            dirs[:] = sorted(x for x in dirs if not x.startswith("."))
+            for name in sorted(files):
+                if not name.startswith(".") and CAPTURE_NAME.search(name):
+                    add(os.path.join(root, name))
+
+    for p in paths:
+        p = os.fspath(p)
+        if any(ch in p for ch in "*?["):
+            hits = sorted(glob.glob(p, recursive=True))
+            if not hits:
+                raise InputError("missing", f"{p}: no file matches")
+            for h in hits:
+                if os.path.isdir(h):
+                    walk(h)
+                else:
+                    add(h)
+        elif os.path.isdir(p):
+            walk(p)
+        elif os.path.exists(p):
+            if not os.access(p, os.R_OK):
+                raise InputError("missing", f"{p}: cannot open: permission denied")
+            add(p)
+        else:
+            raise InputError("missing", f"{p}: no such file or directory")
+    if not out:
+        raise InputError("empty", "no capture files found in " + ", ".join(os.fspath(p) for p in paths))
+    return out
+
+
+@dataclass(frozen=True)
+class Range:
+    """A unit of stage-1 work: a whole file (``end`` None) or the records whose header
+    starts in ``[start, end)`` of an uncompressed pcap."""
+
+    rid: int
+    file: int  # index in the expanded file list
+    path: str
+    part: int  # 0-based range number in the file
+    start: int
+    end: int | None
+    size: int
+
+    def as_tuple(self) -> tuple:
+        return (self.rid, self.file, self.path, self.part, self.start, self.end, self.size)
+
+
+def plan_ranges(files: list[str], split_size: int = DEFAULT_SPLIT_SIZE, first_rid: int = 0,
+                whole: Iterable[int] = ()) -> list[Range]:
+    """Ranges for ``files``: files larger than ``split_size`` whose name does not end in
+    ``.gz`` are cut into ``split_size`` byte ranges (a range task that finds gzip or
+    pcapng content processes the whole file in part 0 and nothing in the others);
+    files whose index is in ``whole`` are never cut."""
+    whole = set(whole)
+    out: list[Range] = []
+    rid = first_rid
+    for i, path in enumerate(files):
+        size = os.path.getsize(path)
+        if split_size > 0 and size > split_size and i not in whole and not path.lower().endswith(".gz"):
+            n = -(-size // split_size)
+            for part in range(n):
+                start = part * split_size
+                end = min(size, start + split_size)
+                out.append(Range(rid, i, path, part, start, end if part < n - 1 else None, size))
+                rid += 1
+        else:
+            out.append(Range(rid, i, path, 0, 0, None, size))
+            rid += 1
+    return out
+
+
+# --------------------------------------------------------------------------- pcap byte ranges
+
+
+@dataclass(frozen=True)
+class PcapHeader:
+    little_endian: bool
+    nanosecond: bool
+    record_header: int  # 16, or 24 for the "modified" format
+    linktype: int
+    snaplen: int
+
+
+_MAGICS = {0xA1B2C3D4: (False, 16), 0xA1B23C4D: (True, 16), 0xA1B2CD34: (False, 24)}
+
+
+def pcap_header(hdr: bytes) -> PcapHeader | None:
+    """The pcap file header in ``hdr`` (24 bytes), or None when it is not one."""
+    if len(hdr) < 24:
+        return None
+    for bo, le in (("<", True), (">", False)):
+        (m,) = struct.unpack_from(bo + "I", hdr, 0)
+        if m in _MAGICS:
+            ns, hl = _MAGICS[m]
+            _, vmaj, _vmin, _z, _s, snaplen, network = struct.unpack_from(bo + "IHHiIII", hdr, 0)
+            if vmaj != 2:
+                return None
+            return PcapHeader(le, ns, hl, network & 0xFFFF, snaplen)
+    return None
+
+
+def find_boundary(read_at, start: int, end: int, hdr: PcapHeader, size: int, chain: int = CHAIN,
+                  ref_sec: int | None = None, window: int = 1 << 20) -> tuple[int | None, int]:
+    """The first offset in ``[start, end)`` where ``chain`` consecutive plausible record
+    headers follow each other (or fewer, the last ending exactly at ``size``, the
+    end of the file).
+
+    ``read_at(offset, n)`` returns up to n bytes of the file at offset (fewer at
+    its end).  A header is plausible when its captured length is at most the
+    larger of snaplen and 262144 (and MAX_RECORD), its original length is at
+    least the captured length, its fraction is below one second, its seconds
+    are within a year of ``ref_sec`` (the file's first record, when known) and
+    within a day of the previous header of the chain.  Returns
+    ``(offset or None, rejected)`` where ``rejected`` counts candidates whose
+    own header was plausible but whose chain broke (false boundaries).
+    Pure function of the bytes: a candidate for moving into ``dissector.capture``.
+    """
+    hl = hdr.record_header
+    unpack = struct.Struct("<IIII" if hdr.little_endian else ">IIII").unpack_from
+    limit = min(MAX_RECORD, max(hdr.snaplen, 262144))
+    frac_max = 1_000_000_000 if hdr.nanosecond else 1_000_000
+    rejected = 0
+    buf_off = start
+    buf = read_at(start, window + 2 * hl)
+
+    def plausible(b: bytes, p: int, prev_sec):
+        sec, frac, caplen, orig = unpack(b, p)
+        if caplen > limit or orig < caplen or frac >= frac_max:
+            return None
+        if prev_sec is not None and abs(sec - prev_sec) > 86400:
+            return None
+        if ref_sec is not None and abs(sec - ref_sec) > 366 * 86400:
+            return None
+        return sec, caplen
+
+    def chain_ok(off: int) -> bool:
+        prev = None
+        local_buf, local_off = buf, buf_off
+        for _ in range(chain):
+            if off == size:
+                return True  # the chain ended exactly at the end of the file
+            if off + hl > size:
+                return False
+            rel = off - local_off
+            if rel + hl > len(local_buf):
+                local_buf, local_off = read_at(off, 2 * hl), off
+                rel = 0
+                if len(local_buf) < hl:
+                    return False
+            got = plausible(local_buf, rel, prev)
+            if got is None:
+                return False
+            prev, caplen = got
+            off += hl + caplen
+        return True
+
+    pos = start
+    while pos < end:
+        rel = pos - buf_off
+        if rel + hl > len(buf):
+            buf_off = pos
+            buf = read_at(pos, window + 2 * hl)
+            if len(buf) < hl:
+                break  # no header fits before the end of the file
+            rel = 0
+        if plausible(buf, rel, None) is not None:
+            if chain_ok(pos):
+                return pos, rejected
+            rejected += 1
+        pos += 1
+    return None, rejected
+
+
+class RangeScan:
+    """Reads the records of one :class:`Range`; after iteration the attributes describe it.
+
+    ``format`` ("pcap", "pcapng", "" when skipped), ``whole`` (the whole file was
+    read), ``count``, ``first_ts`` / ``last_ts``, ``first_offset`` (offset of the
+    first record's header, None when the range holds none), ``end_offset``
+    (offset of the first record header at or after the range end, or where
+    reading stopped), ``error`` (text of the damage that stopped reading, as
+    :class:`~dissector.capture.CaptureReader` reports it), ``rejected`` (false
+    boundary candidates), ``skipped`` (a non-first range of a file that cannot
+    be split).  Opening errors raise (OSError, CaptureError).
+    """
+
+    def __init__(self, rng: Range):
+        self.range = rng
+        self.format = ""
+        self.whole = False
+        self.count = 0
+        self.first_ts = None
+        self.last_ts = None
+        self.first_offset = None
+        self.end_offset = None
+        self.error = None
+        self.rejected = 0
+        self.skipped = False
+
+    def records(self) -> Iterator[CaptureRecord]:
+        rng = self.range
+        with open(rng.path, "rb") as f:
+            head = f.read(24)
+            f.seek(0)
+            hdr = pcap_header(head) if head[:2] != b"\x1f\x8b" else None
+            if hdr is None or (rng.part == 0 and rng.end is None):
+                if rng.part != 0:
+                    self.skipped = True  # gzip / pcapng / unknown: part 0 reads the whole file
+                    return
+                yield from self._whole(f)
+                return
+            self.format = "pcap"
+            if rng.part == 0:
+                first = 24
+            else:
+                def read_at(off, n):
+                    f.seek(off)
+                    return f.read(n)
+
+                h1 = read_at(24, 16)
+                ref = struct.unpack_from("<I" if hdr.little_endian else ">I", h1)[0] if len(h1) == 16 else None
+                first, self.rejected = find_boundary(read_at, rng.start, rng.end if rng.end is not None else rng.size,
+                                                     hdr, rng.size, ref_sec=ref)
+                if first is None:
+                    self.end_offset = rng.end if rng.end is not None else rng.size
+                    return
+            f.seek(first)
+            src = ByteSource(f.read, b"", base=first)
+            status = _Status(first)
+            stop = rng.end
+            for rec in pcap_records(src, hdr.little_endian, hdr.nanosecond, hdr.linktype, first_index=0,
+                                    record_header=hdr.record_header, status=status):
+                off = status.bytes_read
+                if stop is not None and off >= stop:
+                    self.end_offset = off
+                    return
+                if self.first_offset is None:
+                    self.first_offset = off
+                    self.first_ts = rec.ts
+                self.last_ts = rec.ts
+                self.count += 1
+                yield rec
+            self.end_offset = status.bytes_read
+            if status.error is not None:
+                self.error = str(status.error)
+
+    def _whole(self, f) -> Iterator[CaptureRecord]:
+        reader = open_capture(f)
+        self.format = reader.format
+        self.whole = True
+        self.first_offset = 0
+        for rec in reader:
+            if self.first_ts is None:
+                self.first_ts = rec.ts
+            self.last_ts = rec.ts
+            self.count += 1
+            rec.index -= 1
+            yield rec
+        self.end_offset = reader.bytes_read
+        if reader.error is not None:
+            self.error = str(reader.error)
+
+    def summary(self) -> dict:
+        r = self.range
+        return {
+            "rid": r.rid, "file": r.file, "path": r.path, "part": r.part, "start": r.start, "end": r.end,
+            "size": r.size,
+            "format": self.format, "whole": self.whole, "count": self.count, "first_ts": self.first_ts,
+            "last_ts": self.last_ts, "first_offset": self.first_offset, "end_offset": self.end_offset,
+            "error": self.error, "rejected": self.rejected, "skipped": self.skipped,
+        }
+
+
+class _Status:
+    """What pcap_records reports progress to (the ``status`` argument)."""
+
+    def __init__(self, offset: int):
+        self.bytes_read = offset
+        self.error = None
+
+
+# --------------------------------------------------------------------------- stage 1
+
+
+def flow_key(seg) -> str:
+    """Unordered endpoint pair of a segment: every connection of a 4-tuple shares it."""
+    a = endpoint(seg[0], seg[2])
+    b = endpoint(seg[1], seg[3])
+    return f"{a}|{b}" if a <= b else f"{b}|{a}"
+
+
+def decode_range(rng: Range) -> Iterator[tuple]:
+    """Stage-1 rows of one range (see :data:`STAGE1_COLUMNS`); the last is the summary.
+
+    Counts in the summary: ``tcp`` (records reaching TCP reassembly),
+    ``packet_errors`` (records the link/IP/TCP parser rejected), ``unsupported``
+    ({linktype: records}).  A file that cannot be opened or is not a capture
+    gives a summary with ``open_error`` / ``format_error`` and no records.
+    """
+    scan = RangeScan(rng)
+    rid = rng.rid
+    tcp = 0
+    errors = 0
+    unsupported: dict[int, int] = {}
+    meta_extra: dict = {}
+    parse = parse_segment
+    try:
+        for rec in scan.records():
+            lt = rec.linktype
+            try:
+                seg = parse(lt, rec.data)
+            except UnsupportedLinkType:
+                if lt not in unsupported:
+                    unsupported[lt] = 0
+                    yield (rid, rec.index, rec.ts, lt, None, rec.orig_len, None, KIND_NOTE, "unsupported")
+                unsupported[lt] += 1
+                continue
+            except TruncatedPacket as e:
+                seg = e.segment
+            except DissectError:
+                errors += 1
+                yield (rid, rec.index, rec.ts, lt, None, rec.orig_len, None, KIND_NOTE, "error")
+                continue
+            if seg is None:
+                continue
+            tcp += 1
+            yield (rid, rec.index, rec.ts, lt, rec.data, rec.orig_len, flow_key(seg), KIND_TCP, None)
+    except FileNotFoundError:
+        meta_extra["open_error"] = f"{rng.path}: no such file"
+    except DissectError as e:  # CaptureError while opening: not a capture
+        meta_extra["format_error"] = f"{rng.path}: {e}"
+    except OSError as e:
+        meta_extra["open_error"] = f"{rng.path}: cannot open: {e.strerror or e}"
+    meta = scan.summary()
+    meta.update(tcp=tcp, packet_errors=errors, unsupported={str(k): v for k, v in unsupported.items()}, **meta_extra)
+    yield (rid, -1, None, None, None, None, None, KIND_SUMMARY, json.dumps(meta))
+
+
+# --------------------------------------------------------------------------- driver-side planning
+
+
+@dataclass
+class Layout:
+    """File order and packet numbering decided from the range summaries."""
+
+    order: list[str]  # files in capture order
+    offsets: dict[int, int]  # rid -> packets before its first record (global index = offset + idx + 1)
+    valid: set[int]  # rids whose records are part of the capture
+    redo: list[int]  # file indices whose ranges disagree: to be read again as one range
+    errors: list[tuple[str, str]]  # (path, damage) in capture order, like CaptureSource.errors
+    fatal: list[tuple[str, str]]  # (kind "open"/"format", message)
+    records: int
+    last_ts: float | None  # time of the last record of the capture
+    ranges_used: int
+    rejected: int  # false boundary candidates seen
+    tcp_records: int
+    packet_errors: int
+    unsupported: dict
+
+
+def layout(files: list[str], summaries: list[dict]) -> Layout:
+    """Order the files as one continuous capture (first record's time, then path) and
+    number the records like :class:`pipelines.local.CaptureSource` does.
+
+    The ranges of a split file must chain: the offset where range k stopped (the
+    first header at or after its end, found by walking records from its own
+    first record) must be the first record offset found by the next non-empty
+    range; otherwise the file is listed in ``redo``.  After a range reports
+    damage, later ranges of that file are not part of the capture (a sequential
+    reader stops there too).
+    """
+    by_file: dict[int, list[dict]] = {}
+    for s in summaries:
+        by_file.setdefault(s["file"], []).append(s)
+    valid: set[int] = set()
+    redo: list[int] = []
+    fatal: list[tuple[str, str]] = []
+    file_err: dict[int, str] = {}
+    file_first: dict[int, float | None] = {}
+    file_ranges: dict[int, list[dict]] = {}
+    rejected = 0
+    for fi, ss in by_file.items():
+        ss.sort(key=lambda s: s["part"])
+        rejected += sum(s.get("rejected", 0) for s in ss)
+        first = ss[0]
+        if "open_error" in first or "format_error" in first:
+            fatal.append(("open" if "open_error" in first else "format",
+                          first.get("open_error") or first.get("format_error")))
+            continue
+        used = []
+        ok = True
+        if first["whole"] or len(ss) == 1:
+            used = [first]
+        else:
+            expect = None  # offset the previous range stopped at
+            for s in ss:
+                if s.get("open_error") or s.get("format_error"):
+                    ok = False
+                    break
+                if s["first_offset"] is None and s["part"] == 0:
+                    expect = s["end_offset"]  # a file without any complete record
+                    if s["error"]:
+                        used.append(s)
+                        break
+                    continue
+                if s["first_offset"] is None:
+                    stop = s["end"] if s["end"] is not None else s["size"]
+                    if expect is None or expect < stop:
+                        ok = False  # the previous range stopped inside this one, which found no record
+                        break
+                    continue
+                if expect is not None and s["first_offset"] != expect:
+                    ok = False
+                    break
+                used.append(s)
+                if s["error"]:
+                    break
+                expect = s["end_offset"]
+        if not ok:
+            redo.append(fi)
+            continue
+        file_ranges[fi] = used
+        for s in used:
+            valid.add(s["rid"])
+            if s["error"] and fi not in file_err:
+                file_err[fi] = s["error"]
+        file_first[fi] = next((s["first_ts"] for s in used if s["first_ts"] is not None), None)
+    order_idx = sorted(file_ranges, key=lambda fi: (file_first[fi] is None,
+                                                    file_first[fi] if file_first[fi] is not None else 0.0,
+                                                    files[fi]))
+    offsets: dict[int, int] = {}
+    total = 0
+    last_ts = None
+    errors = []
+    tcp = perr = 0
+    unsupported: dict[str, int] = {}
+    for fi in order_idx:
+        for s in file_ranges[fi]:
+            offsets[s["rid"]] = total
+            total += s["count"]
+            if s["count"]:
+                last_ts = s["last_ts"]
+            tcp += s.get("tcp", 0)
+            perr += s.get("packet_errors", 0)
+            for k, v in (s.get("unsupported") or {}).items():
+                unsupported[k] = unsupported.get(k, 0) + v
+        if fi in file_err:
+            errors.append((files[fi], file_err[fi]))
+    return Layout([files[fi] for fi in order_idx], offsets, valid, redo, errors, fatal, total, last_ts,
+                  len(valid), rejected, tcp, perr, unsupported)
+
+
+# --------------------------------------------------------------------------- stage 2: one flow
+
+
+@dataclass(frozen=True)
+class FlowParams:
+    """What a flow needs to know about the rest of the capture."""
+
+    ports: tuple = ()
+    last_ts: float | None = None  # time of the capture's last record (the Dissector's last_ts at finish)
+    last_tcp_packet: int = 0  # index of the capture's last record fed to TCP reassembly
+    end_ts: float | None = None  # end time the Analyzer is finished with (see pipelines.spark)
+    ticks: tuple | None = None  # ((packet, ts), ...) of the global idle sweeps, or None when not computed
+    frames: bool = False
+    idle_timeout: float = 900.0
+
+
+_TABLE_METHODS = (
+    ("connections", "connection_rows"),
+    ("links", "link_rows"),
+    ("deliveries", "delivery_rows"),
+    ("stalls", "stall_rows"),
+)
+
+
+def _tick_packets(ticks):
+    return [t[0] for t in ticks] if ticks else []
+
+
+class FlowRunner:
+    """Runs the flows of a partition sorted by (flow, packet); see :meth:`run`."""
+
+    CHUNK_ROWS = 1024  # rows per Arrow chunk of a table in the output (an IPC blob of a few hundred KB)
+
+    def __init__(self, params: FlowParams):
+        self.p = params
+        self._tick_pk = _tick_packets(params.ticks)
+        self._buf: dict[str, tuple[list, list, list, list]] = {}
+
+    def run(self, rows: Iterable[tuple]) -> Iterator[tuple]:
+        """``rows``: ``(flow, packet, ts, linktype, data, orig_len)`` sorted by flow then
+        packet.  Yields ``(table, flow, k1, k2, blob)`` with ``blob`` a pickled row dict;
+        table "_flow" carries the flow's facts (see :meth:`_flow_meta`).  Rows are
+        consumed one at a time: nothing of a flow is held but its protocol state."""
+        cur = None
+        state = None
+        frames = self.p.frames
+        for row in rows:
+            flow = row[0]
+            if flow != cur:
+                if state is not None:
+                    yield from self._finish(cur, state)
+                cur = flow
+                state = self._start()
+            self._feed(state, row)
+            if frames and state["frames"]:
+                yield from self._frame_rows(cur, state)
+        if state is not None:
+            yield from self._finish(cur, state)
+        for table in list(self._buf):
+            yield from self._flush(table)
+
+    def _add(self, table: str, flow: str, row: dict, k1: int, k2: int) -> Iterator[tuple]:
+        b = self._buf.get(table)
+        if b is None:
+            b = self._buf[table] = ([], [], [], [])
+        b[0].append(row)
+        b[1].append(flow)
+        b[2].append(k1)
+        b[3].append(k2)
+        if len(b[0]) >= self.CHUNK_ROWS:
+            yield from self._flush(table)
+
+    def _flush(self, table: str) -> Iterator[tuple]:
+        b = self._buf.pop(table, None)
+        if b and b[0]:
+            yield (table, "", b[2][0], b[3][0], batch_ipc(rows_batch(table, *b)))
+
+    def _frame_rows(self, flow: str, st: dict) -> Iterator[tuple]:
+        n = st["nframes"]
+        for fj in st["frames"]:
+            yield from self._add("frames", flow, frame_row(fj), fj["packet"] if fj["packet"] is not None else (1 << 62),
+                                 n)
+            n += 1
+        st["nframes"] = n
+        st["frames"] = []
+
+    # -- one flow ---------------------------------------------------------------------
+
+    def _start(self) -> dict:
+        return {
+            "d": Dissector(extra_ports=self.p.ports, idle_timeout=self.p.idle_timeout),
+            "an": Analyzer(),
+            "last_ev": None,  # (packet, ts) of the last record that produced events
+            "prev": None,  # (packet, ts) of the previous record of the flow
+            "gap": False,  # an idle gap longer than idle_timeout: the global sweep may matter
+            "frames": [],  # frames-table rows not yet yielded
+            "nframes": 0,
+            "packets": 0,
+        }
+
+    def _events(self, st: dict, events: list, packet, ts) -> None:
+        if not events:
+            return
+        if packet is not None:
+            st["last_ev"] = (packet, ts)
+        an = st["an"]
+        for ev in events:
+            an.feed(ev)
+        if self.p.frames:
+            fr = st["frames"]
+            for ev in events:
+                d = event_json(ev)
+                if d is not None:
+                    fr.append(d)
+
+    def _sweeps(self, st: dict, after: int, before: int | None) -> None:
+        """The global idle sweeps that ran at other flows' records between two of ours."""
+        pk = self._tick_pk
+        if not pk:
+            return
+        ticks = self.p.ticks
+        d = st["d"]
+        i = bisect_right(pk, after)
+        j = len(pk) if before is None else bisect_left(pk, before)
+        for t in range(i, j):
+            tp, tts = ticks[t]
+            out: list = []
+            d.tcp._sweep(tts, tp, out)
+            if out:
+                self._events(st, d._route(out), tp, tts)
+            if not d.tcp._open:
+                break
+
+    def _feed(self, st: dict, row: tuple) -> None:
+        _, packet, ts, lt, data, orig = row
+        prev = st["prev"]
+        if prev is not None and ts - prev[1] > self.p.idle_timeout:
+            st["gap"] = True
+            self._sweeps(st, prev[0], packet)
+        st["prev"] = (packet, ts)
+        st["packets"] += 1
+        evs = st["d"].feed(CaptureRecord(packet, ts, lt, data, orig))
+        self._events(st, evs, packet, ts)
+
+    def _finish(self, flow: str, st: dict) -> Iterator[tuple]:
+        p = self.p
+        d, an = st["d"], st["an"]
+        prev = st["prev"]
+        if prev is not None and p.last_ts is not None and p.last_ts - prev[1] > p.idle_timeout:
+            st["gap"] = True
+            self._sweeps(st, prev[0], None)
+        # the end of the capture as the single-process run sees it
+        d.last_ts = p.last_ts if p.last_ts is not None else d.last_ts
+        d.tcp._last_packet = max(p.last_tcp_packet, d.tcp._last_packet)
+        self._events(st, d.finish(), None, None)
+        an.finish(p.end_ts)
+        firsts = {cid: c.first_packet for cid, c in an.connections.items()}
+        for table, method in _TABLE_METHODS:
+            for i, row in enumerate(getattr(an, method)()):
+                k1 = row["start_packet"] if table == "stalls" else firsts.get(row["connection"])
+                yield from self._add(table, flow, row, k1 if k1 is not None else 0, i)
+        yield from self._frame_rows(flow, st)
+        yield ("_flow", flow, 0, 0, pickle.dumps(self._flow_meta(st), 5))
+
+    def _flow_meta(self, st: dict) -> dict:
+        """Facts the driver needs after the run: the last record that produced events
+        (the single-process run finishes its Analyzer at that record's time), whether
+        the result depends on the global idle sweep, and on the analyzer's end time
+        (open stalls; idle-time-out checks at the end: (reference, timeout) pairs)."""
+        an = st["an"]
+        idle = []
+        for c in an.connections.values():
+            if c.transport_time is not None:
+                continue
+            for e in (0, 1):
+                t, ref = c.idle[e], c.idle_ref[e]
+                if t and ref is not None and c.close[e] is None:
+                    idle.append((ref, t))
+        return {
+            "last_packet": st["last_ev"][0] if st["last_ev"] else None,
+            "last_ts": st["last_ev"][1] if st["last_ev"] else None,
+            "needs_ticks": st["gap"],
+            "open_stalls": sum(1 for s in an.stalls if s.end is None),
+            "idle": idle,
+            "packets": st["packets"],
+            "connections": len(an.connections),
+        }
+
+
+def end_sensitive(meta: dict, a: float | None, b: float | None) -> bool:
+    """Would the flow's rows differ between Analyzer.finish(a) and finish(b)?"""
+    if a == b:
+        return False
+    if meta["open_stalls"]:
+        return True
+    if a is None or b is None:
+        return bool(meta["idle"])
+    return any((a - ref > t) != (b - ref > t) for ref, t in meta["idle"])
+
+
+def sweep_ticks(packets_ts: Iterable[tuple[int, float]], interval: float = 1.0, start=None):
+    """The records at which a TcpReassembler fed with these (packet, ts) pairs (every record
+    reaching TCP reassembly, in order) runs its idle sweep: the first record arms it for
+    ts + interval, and each record at or past the armed time sweeps and re-arms.
+    ``start`` continues from a previous call's returned state; returns (ticks, state)."""
+    nxt = start
+    ticks = []
+    for pk, ts in packets_ts:
+        if nxt is None:
+            nxt = ts + interval
+        elif ts >= nxt:
+            ticks.append((pk, ts))
+            nxt = ts + interval
+    return ticks, nxt
+
+
+# --------------------------------------------------------------------------- output tables
+
+S, I, F, B, J = "string", "long", "double", "boolean", "json"
+
+# extra columns (after the documented ones of pipelines.tables.SCHEMAS), in the analyzer's order
+_EXTRA = {
+    "connections": (
+        "syn_seen:B mid_connection:B lossy:B tls:B protocol_headers_client:J protocol_headers_server:J "
+        "negotiation:S sasl:B sasl_mechanisms:J sasl_mechanism:S sasl_hostname:S sasl_outcome:S "
+        "sasl_outcome_code:I sasl_frames_client:I sasl_frames_server:I container_id_client:S "
+        "container_id_server:S hostname:S max_frame_size_client:I max_frame_size_client_default:B "
+        "max_frame_size_server:I max_frame_size_server_default:B channel_max_client:I "
+        "channel_max_client_default:B channel_max_server:I channel_max_server_default:B "
+        "idle_time_out_client:I idle_time_out_server:I open_time:F open_time_client:F open_time_server:F "
+        "close_time:F close_time_client:F close_time_server:F closed_by:S close_error:S close_description:S "
+        "errors:J sessions:I links:I deliveries:I frames_client:I frames_server:I frame_counts_client:J "
+        "frame_counts_server:J heartbeats_client:I heartbeats_server:I state:J state_client:S state_server:S "
+        "transport_end:S transport_end_time:F first_time:F last_time:F first_packet:I last_packet:I "
+        "violations:I stalls:I unknown:J"
+    ),
+    "links": (
+        "session:I link_index:I handle:I handle_client:I handle_server:I role:S sender_side:S receiver:S address:S "
+        "source_terminus:J target_terminus:J coordinator:B refused:B snd_settle_mode_default:B "
+        "rcv_settle_mode_default:B initial_delivery_count:I delivery_count:I link_credit:I available:I "
+        "drain:B echo:B max_message_size:I attach_time:F attached_time:F detach_time:F detached_by:S "
+        "detach_closed:B detach_error:S detach_description:S terminated:S state_client:S state_server:S "
+        "transfers:I messages_bytes:I declared:I no_outcome:I presettled:I aborted:I resumed:I "
+        "outcome_latency_p50:F outcome_latency_p90:F outcome_latency_p99:F outcome_latency_max:F unknown:J"
+    ),
+    "deliveries": (
+        "session:I link_index:I receiver:S sender_side:S address:S first_packet:I last_packet:I complete:B "
+        "resumed:B settled_packet:I sender_settled_time:F receiver_settled_time:F outcome_by:S "
+        "outcome_time:F outcome_packet:I outcome_error:S outcome_description:S delivery_failed:B "
+        "undeliverable_here:B received_state:S txn_id:S rcv_settle_mode:S dispositions_sender:I "
+        "dispositions_receiver:I outcome_latency:F unsettled_at:S"
+    ),
+    "stalls": (
+        "session:I link_index:I handle:I sender_side:S sender:S start_packet:I end_packet:I ended_by:S open:B"
+    ),
+}
+_LEAD_KIND = {"string": S, "Int64": I, "float64": F, "boolean": B}
+
+FRAME_COLUMNS = (
+    ("packet", I), ("time", F), ("src", S), ("dst", S), ("connection", S), ("channel", I), ("type", S),
+    ("performative", S), ("size", I), ("payload_size", I), ("delivery_frames", I), ("message_size", I),
+    ("json", S),
+)
+
+
+def table_columns(table: str) -> list[tuple[str, str]]:
+    """(column, kind) of an output table, kind in string/long/double/boolean/json (JSON text):
+    the columns and order of ``pipelines.tables.to_frame`` for the analyzer's rows."""
+    if table == "frames":
+        return list(FRAME_COLUMNS)
+    lead = [(c, _LEAD_KIND[t]) for c, t, _ in SCHEMAS[table]]
+    names = {c for c, _ in lead}
+    kinds = {"S": S, "I": I, "F": F, "B": B, "J": J}
+    extra = []
+    for item in _EXTRA[table].split():
+        c, k = item.split(":")
+        if c not in names:
+            extra.append((c, kinds[k]))
+    return lead + extra
+
+
+def frame_row(d: dict) -> dict:
+    """A frames-table row: the leading fields of ``frames --format jsonl`` plus the whole line."""
+    row = {k: d.get(k) for k, _ in FRAME_COLUMNS if k != "json"}
+    row["json"] = json.dumps(d, ensure_ascii=False, allow_nan=False)
+    return row
+
+
+def arrow_schema(table: str):
+    """The Arrow schema of a result table's chunks: its columns, then _flow, _k1, _k2."""
+    import pyarrow as pa
+
+    m = {S: pa.string(), J: pa.string(), I: pa.int64(), F: pa.float64(), B: pa.bool_()}
+    fields = [pa.field(c, m[k]) for c, k in table_columns(table)]
+    fields += [pa.field("_flow", pa.string()), pa.field("_k1", pa.int64()), pa.field("_k2", pa.int64())]
+    return pa.schema(fields)
+
+
+def rows_batch(table: str, rows: list[dict], flows: list, k1: list, k2: list):
+    """Row dicts as an Arrow record batch, column by column: JSON columns as text
+    (``pipelines.tables.flat_for_export``), NaN as null, keys outside the table dropped."""
+    import pyarrow as pa
+
+    schema = arrow_schema(table)
+    arrays = []
+    for (c, k), f in zip(table_columns(table), schema):
+        vals = [r.get(c) for r in rows]
+        if k == J:
+            vals = [None if v is None else _jsonable_cell(v) for v in vals]
+        arrays.append(pa.array(vals, type=f.type, from_pandas=(k == F)))
+    arrays += [pa.array(flows, pa.string()), pa.array(k1, pa.int64()), pa.array(k2, pa.int64())]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def batch_ipc(batch) -> bytes:
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as w:
+        w.write_batch(batch)
+    return sink.getvalue().to_pybytes()
+
+
+def ipc_batches(blob: bytes):
+    import pyarrow as pa
+
+    return pa.ipc.open_stream(blob).read_all().to_batches()

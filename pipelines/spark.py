@@ -1,0 +1,741 @@
+"""Spark batch analysis of capture archives, on the same sans-IO core as ``pipelines.local``.
+
+    from pipelines.spark import spark_session, run_archive
+    spark = spark_session()                       # local[*] unless master= / spark-submit says otherwise
+    result = run_archive(spark, ["captures/"], "out/")   # parquet tables under out/
+    result["counts"]["deliveries"]
+
+or ``spark-submit pipelines/spark.py PATH... --out DIR`` (the project's code is
+shipped to the executors as a zip), or ``amqp-dissect archive PATH... --out DIR``.
+
+Stages (details in :mod:`pipelines.archive`):
+
+1. one task per file or pcap byte range: executors open the files, emit one
+   row per TCP record (range id, index in range, time, raw record, flow key)
+   and a summary per range; written to ``DIR/_work/seg`` (parquet).
+2. driver: from the summaries only, check that the ranges of split files
+   chain, order the files by first record time then path, and prefix-sum the
+   record counts into packet numbers (those of ``CaptureSource`` reading the
+   files in that order).
+3. rows of TCP records with their global packet number, ``repartition`` by
+   flow key (unordered endpoint pair), ``sortWithinPartitions(flow, packet)``,
+   ``mapInArrow``: a Dissector + Analyzer per flow, streaming over the sorted
+   rows; rows of the result tables go to ``DIR/_work/rows``.
+4. the few flows whose result depends on the rest of the capture are run
+   again with the missing facts: flows idle longer than the idle timeout
+   (the single-process reassembler expires them at its once-a-second sweep,
+   which runs on any record: the sweep times are computed in one task from
+   the records' times), and flows whose rows depend on the analyzer's end
+   time (open stalls, idle-time-out checks) when that time (the last record
+   that produced an event) differs from the time they were run with.
+5. tables ``connections``, ``links``, ``deliveries``, ``stalls`` (and
+   ``frames`` with ``frames=True``) and the summaries ``latency_by_link``,
+   ``latency_by_address``, ``latency_by_window``, ``outcomes``,
+   ``stalls_by_link``, ``stalls_by_address``, all computed in Spark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import pickle
+import shutil
+import sys
+import tempfile
+import time
+import zipfile
+from urllib.parse import urlparse
+
+if __package__ in (None, ""):  # spark-submit pipelines/spark.py: make the project importable
+    _here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]  # no top-level 'tables', 'split'...
+    sys.path.insert(0, os.path.dirname(_here))
+
+from pipelines.archive import (  # noqa: E402
+    DEFAULT_SPLIT_SIZE,
+    KIND_NOTE,
+    KIND_SUMMARY,
+    KIND_TCP,
+    FlowParams,
+    FlowRunner,
+    InputError,
+    Range,
+    decode_range,
+    end_sensitive,
+    expand_inputs,
+    ipc_batches,
+    layout,
+    plan_ranges,
+    table_columns,
+)
+
+TABLES = ("connections", "links", "deliveries", "stalls")
+SUMMARIES = ("latency_by_link", "latency_by_address", "latency_by_window", "outcomes", "stalls_by_link",
+             "stalls_by_address")
+DEFAULT_WINDOW = 60.0
+PERCENTILES = (50, 90, 99)
+
+_LOG4J = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+logger.repl.name = org.apache.spark.repl.Main
+logger.repl.level = error
+"""
+
+
+# --------------------------------------------------------------------------- session
+
+
+def spark_session(master: str | None = None, conf=(), driver_memory: str | None = None,
+                  executor_memory: str | None = None, app_name: str = "amqp-dissect-archive",
+                  quiet: bool = True, ship: bool = True):
+    """A SparkSession: ``master`` (default local[*], or what spark-submit set), extra
+    ``conf`` pairs, memory settings; logging at ERROR and no progress bars when
+    ``quiet``; the project's packages shipped to the executors when ``ship``."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    b = SparkSession.builder.appName(app_name)
+    if master:
+        b = b.master(master)
+    elif "PYSPARK_GATEWAY_PORT" not in os.environ and not _conf_has(conf, "spark.master"):
+        b = b.master("local[*]")
+    if quiet:
+        b = b.config("spark.ui.showConsoleProgress", "false")
+        log4j = os.path.join(tempfile.gettempdir(), "amqp-dissect-log4j2.properties")
+        with open(log4j, "w") as f:
+            f.write(_LOG4J)
+        if not _conf_has(conf, "spark.driver.extraJavaOptions"):
+            b = b.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
+    if driver_memory:
+        b = b.config("spark.driver.memory", driver_memory)
+    if executor_memory:
+        b = b.config("spark.executor.memory", executor_memory)
+    for k, v in conf:
+        b = b.config(k, v)
+    if quiet:
+        # the JVM inherits stderr when it starts: send what it prints (JVM notices, Spark
+        # errors) to a log file instead of the terminal; our own stderr is restored
+        global SPARK_LOG
+        SPARK_LOG = os.path.join(tempfile.gettempdir(), f"amqp-dissect-spark-{os.getpid()}.log")
+        sys.stderr.flush()
+        saved = os.dup(2)
+        fd = os.open(SPARK_LOG, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.dup2(fd, 2)
+            spark = b.getOrCreate()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            os.close(fd)
+    else:
+        spark = b.getOrCreate()
+    if quiet:
+        spark.sparkContext.setLogLevel("ERROR")
+    if ship:
+        ship_code(spark)
+    return spark
+
+
+def _conf_has(conf, key: str) -> bool:
+    return any(k == key for k, _ in conf)
+
+
+_SHIPPED: dict[str, str] = {}
+SPARK_LOG: str | None = None  # where the JVM's stderr goes when the session was started quiet
+
+
+def ship_code(spark) -> str:
+    """Zip the ``dissector`` and ``pipelines`` packages and ``addPyFile`` it, so executors
+    without the project installed import them (once per SparkContext)."""
+    sc = spark.sparkContext
+    key = sc.applicationId
+    if key in _SHIPPED:
+        return _SHIPPED[key]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    fd, path = tempfile.mkstemp(prefix="amqp_dissect_", suffix=".zip")
+    os.close(fd)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for pkg in ("dissector", "pipelines"):
+            for dirpath, dirs, files in os.walk(os.path.join(root, pkg)):
+                dirs[:] = [d for d in dirs if d != "__pycache__"]
+                for name in files:
+                    if name.endswith((".py", ".xml")):
+                        full = os.path.join(dirpath, name)
+                        z.write(full, os.path.relpath(full, root))
+    sc.addPyFile(path)
+    _SHIPPED[key] = path
+    return path
+
+
+@contextlib.contextmanager
+def _sql_conf(spark, **settings: str):
+    """Set SQL confs (dots written as __) for the actions run inside the block only."""
+    old = {}
+    for k, v in settings.items():
+        key = k.replace("__", ".")
+        old[key] = spark.conf.get(key, None)
+        spark.conf.set(key, v)
+    try:
+        yield
+    finally:
+        for key, v in old.items():
+            if v is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, v)
+
+
+# rows of stage 1 carry whole packets and rows of stage 2 whole Arrow chunks: the stages
+# that read them use small batches (only there: small batches elsewhere slow Spark down)
+_STAGE2_CONF = {"spark__sql__execution__arrow__maxRecordsPerBatch": "1000",
+                "spark__sql__parquet__columnarReaderBatchSize": "1024"}
+_TABLES_CONF = {"spark__sql__execution__arrow__maxRecordsPerBatch": "16",
+                "spark__sql__parquet__columnarReaderBatchSize": "64"}
+
+
+# --------------------------------------------------------------------------- schemas
+
+
+def _types():
+    from pyspark.sql import types as T
+
+    return T
+
+
+def stage1_schema():
+    T = _types()
+    return T.StructType([
+        T.StructField("rid", T.IntegerType()), T.StructField("idx", T.LongType()),
+        T.StructField("ts", T.DoubleType()), T.StructField("linktype", T.IntegerType()),
+        T.StructField("data", T.BinaryType()), T.StructField("orig_len", T.LongType()),
+        T.StructField("flow", T.StringType()), T.StructField("kind", T.ByteType()),
+        T.StructField("meta", T.StringType()),
+    ])
+
+
+def rows_schema():
+    T = _types()
+    return T.StructType([
+        T.StructField("table", T.StringType()), T.StructField("flow", T.StringType()),
+        T.StructField("k1", T.LongType()), T.StructField("k2", T.LongType()),
+        T.StructField("blob", T.BinaryType()),
+    ])
+
+
+def table_schema(table: str):
+    """The Spark schema of an output table (JSON columns as strings)."""
+    T = _types()
+    m = {"string": T.StringType(), "json": T.StringType(), "long": T.LongType(), "double": T.DoubleType(),
+         "boolean": T.BooleanType()}
+    return T.StructType([T.StructField(c, m[k]) for c, k in table_columns(table)])
+
+
+def _arrow_schema(spark_schema):
+    import pyarrow as pa
+
+    m = {"StringType": pa.string(), "LongType": pa.int64(), "DoubleType": pa.float64(),
+         "BooleanType": pa.bool_(), "IntegerType": pa.int32(), "BinaryType": pa.binary(), "ByteType": pa.int8()}
+    return pa.schema([pa.field(f.name, m[type(f.dataType).__name__]) for f in spark_schema.fields])
+
+
+# --------------------------------------------------------------------------- executor functions
+
+
+def _batches(rows, arrow_schema, size: int = 2048, max_bytes: int = 32 << 20):
+    """Group tuples into Arrow record batches of at most ``size`` rows / ~``max_bytes``."""
+    import pyarrow as pa
+
+    names = arrow_schema.names
+    buf = []
+    nbytes = 0
+    for r in rows:
+        buf.append(r)
+        for v in r:
+            if isinstance(v, (bytes, str)):
+                nbytes += len(v)
+        if len(buf) >= size or nbytes >= max_bytes:
+            cols = list(zip(*buf))
+            yield pa.RecordBatch.from_arrays([pa.array(c, type=arrow_schema.field(n).type)
+                                              for c, n in zip(cols, names)], schema=arrow_schema)
+            buf = []
+            nbytes = 0
+    if buf:
+        cols = list(zip(*buf))
+        yield pa.RecordBatch.from_arrays([pa.array(c, type=arrow_schema.field(n).type)
+                                          for c, n in zip(cols, names)], schema=arrow_schema)
+
+
+def _stage1_fn(arrow_schema):
+    def fn(batches):
+        for batch in batches:
+            for t in zip(*(batch.column(i).to_pylist() for i in range(batch.num_columns))):
+                rng = Range(*t)
+                yield from _batches(decode_range(rng), arrow_schema)
+    return fn
+
+
+def _rows_of(batches, names):
+    for batch in batches:
+        cols = [batch.column(n).to_pylist() for n in names]
+        yield from zip(*cols)
+
+
+def _stage2_fn(params_bc, arrow_schema):
+    def fn(batches):
+        runner = FlowRunner(params_bc.value)
+        rows = _rows_of(batches, ("flow", "packet", "ts", "linktype", "data", "orig_len"))
+        yield from _batches(runner.run(rows), arrow_schema, size=1000)
+    return fn
+
+
+def _decode_fn():
+    def fn(batches):
+        for batch in batches:
+            for blob in batch.column("blob").to_pylist():
+                yield from ipc_batches(blob)
+    return fn
+
+
+def _meta_fn(arrow_schema):
+    import pyarrow as pa
+
+    def fn(batches):
+        for batch in batches:
+            rows = []
+            for flow, blob in zip(batch.column("flow").to_pylist(), batch.column("blob").to_pylist()):
+                m = pickle.loads(blob)
+                rows.append({"flow": flow, "last_packet": m["last_packet"], "last_ts": m["last_ts"],
+                             "needs_ticks": m["needs_ticks"], "open_stalls": m["open_stalls"],
+                             "idle": json.dumps(m["idle"]), "packets": m["packets"],
+                             "connections": m["connections"]})
+            yield pa.RecordBatch.from_pylist(rows, schema=arrow_schema)
+    return fn
+
+
+def _sensitive_fn(a, b):
+    import pyarrow as pa
+
+    schema = pa.schema([pa.field("flow", pa.string())])
+
+    def fn(batches):
+        for batch in batches:
+            out = []
+            for flow, opened, idle in zip(batch.column("flow").to_pylist(), batch.column("open_stalls").to_pylist(),
+                                          batch.column("idle").to_pylist()):
+                if end_sensitive({"open_stalls": opened, "idle": json.loads(idle)}, a, b):
+                    out.append(flow)
+            yield pa.RecordBatch.from_arrays([pa.array(out, pa.string())], schema=schema)
+    return fn
+
+
+def _ticks_fn(interval: float):
+    import numpy as np
+    import pyarrow as pa
+
+    schema = pa.schema([pa.field("packet", pa.int64()), pa.field("ts", pa.float64())])
+
+    def fn(batches):
+        nxt = None
+        carry = -np.inf
+        for batch in batches:
+            pk = batch.column("packet").to_numpy(zero_copy_only=False)
+            ts = batch.column("ts").to_numpy(zero_copy_only=False).astype(np.float64)
+            if not len(ts):
+                continue
+            i = 0
+            if nxt is None:
+                nxt = ts[0] + interval
+                carry = ts[0]
+                i = 1
+            # the sweep runs at the first record whose time reaches the armed time; every
+            # earlier record is below it, so a running maximum finds it by bisection
+            cm = np.maximum.accumulate(np.concatenate(([carry], ts)))[1:]
+            out_p, out_t = [], []
+            while True:
+                j = int(np.searchsorted(cm, nxt, side="left"))
+                if j < i:
+                    j = i
+                if j >= len(ts):
+                    break
+                out_p.append(int(pk[j]))
+                out_t.append(float(ts[j]))
+                nxt = float(ts[j]) + interval
+                i = j + 1
+            carry = cm[-1]
+            if out_p:
+                yield pa.RecordBatch.from_arrays([pa.array(out_p, pa.int64()), pa.array(out_t, pa.float64())],
+                                                 schema=schema)
+    return fn
+
+
+# --------------------------------------------------------------------------- the job
+
+
+def _uri(path: str) -> str:
+    if urlparse(path).scheme and not os.path.isabs(path):
+        return path
+    return "file://" + os.path.abspath(path)
+
+
+def _local(uri: str) -> str | None:
+    u = urlparse(uri)
+    return u.path if u.scheme in ("", "file") else None
+
+
+def run_archive(spark, paths, out: str, *, split_size: int = DEFAULT_SPLIT_SIZE, window: float = DEFAULT_WINDOW,
+                frames: bool = False, partitions: int | None = None, ports=(), keep_work: bool = False,
+                idle_timeout: float = 900.0) -> dict:
+    """Analyse the captures under ``paths`` as one continuous capture; write parquet tables
+    under ``out``.  Returns a dict: ``counts``, ``tables`` (name -> path), ``files`` (in
+    capture order), ``errors`` ((path, damage) pairs), ``stats`` (ranges, false
+    boundary candidates, reruns, seconds).  Raises :class:`InputError` for bad paths."""
+    from pyspark.sql import functions as F
+
+    t0 = time.time()
+    files = expand_inputs(paths)
+    out_uri = _uri(out)
+    work = out_uri.rstrip("/") + "/_work"
+    sc = spark.sparkContext
+    nparts = partitions or max(2, sc.defaultParallelism * 2)
+    stats: dict = {"files": len(files)}
+    marks: dict = {}
+    tick = [time.time()]
+
+    def mark(name):
+        now = time.time()
+        marks[name] = round(now - tick[0], 3)
+        tick[0] = now
+
+    # ---- stage 1: decode files / byte ranges on the executors
+    ranges = plan_ranges(files, split_size)
+    seg_paths = [work + "/seg"]
+    _stage1(spark, ranges, seg_paths[0])
+    seg = spark.read.schema(stage1_schema()).parquet(seg_paths[0])
+    summaries = [json.loads(r.meta) for r in seg.where(F.col("kind") == KIND_SUMMARY).select("meta").collect()]
+    lay = layout(files, summaries)
+    stats["ranges_planned"] = len(ranges)
+    stats["redo_files"] = [files[i] for i in lay.redo]
+    if lay.redo:  # split ranges that did not chain (damage or a false boundary): read those files whole
+        again = [r for r in plan_ranges(files, split_size, first_rid=len(ranges), whole=lay.redo)
+                 if r.file in set(lay.redo)]
+        seg_paths.append(work + "/seg_redo")
+        _stage1(spark, again, seg_paths[1])
+        extra = spark.read.schema(stage1_schema()).parquet(seg_paths[1])
+        redo = set(lay.redo)
+        summaries = [s for s in summaries if s["file"] not in redo] + [
+            json.loads(r.meta) for r in extra.where(F.col("kind") == KIND_SUMMARY).select("meta").collect()]
+        lay = layout(files, summaries)
+    if lay.fatal:
+        kind, msg = lay.fatal[0]
+        raise InputError("missing" if kind == "open" else "format", msg)
+    mark("stage1")
+    stats.update(ranges=lay.ranges_used, rejected_boundaries=lay.rejected, records=lay.records,
+                 tcp_records=lay.tcp_records, packet_errors=lay.packet_errors, unsupported=lay.unsupported)
+
+    # ---- packet numbers: prefix sums of the per-range counts
+    seg = spark.read.schema(stage1_schema()).parquet(*seg_paths)
+    offs = spark.createDataFrame(sorted(lay.offsets.items()), "rid int, off long")
+    numbered = seg.where(F.col("kind") != KIND_SUMMARY).join(F.broadcast(offs), "rid").withColumn(
+        "packet", F.col("off") + F.col("idx") + F.lit(1))
+    tcp = numbered.where(F.col("kind") == KIND_TCP).select("flow", "packet", "ts", "linktype", "data", "orig_len")
+    notes = numbered.where(F.col("kind") == KIND_NOTE)
+    agg = tcp.agg(F.max("packet").alias("p")).collect()[0]
+    last_tcp = agg.p or 0
+    # records outside flows that produce an event: parser errors, the first record of an unsupported link type
+    note_last = notes.where(F.col("meta") == "error").select("packet", "ts").unionByName(
+        notes.where(F.col("meta") == "unsupported").groupBy("linktype").agg(
+            F.min("packet").alias("packet"), F.min_by("ts", "packet").alias("ts")).select("packet", "ts"))
+    last_note = note_last.orderBy(F.col("packet").desc()).limit(1).collect()
+    G = lay.last_ts
+    mark("numbering")
+    base = FlowParams(ports=tuple(ports), last_ts=G, last_tcp_packet=last_tcp, end_ts=G, frames=frames,
+                      idle_timeout=idle_timeout)
+
+    # ---- stage 2: per-flow runs
+    rows_path = work + "/rows0"
+    _stage2(spark, tcp, base, nparts, rows_path)
+    mark("stage2")
+    layers = [(_read_rows(spark, rows_path), [])]
+    meta = _meta_rows(layers)
+    reruns = {"ticks": 0, "end": 0}
+    ticks = None
+    need = meta.where(F.col("needs_ticks")).select("flow").cache()
+    if need.count():
+        tk = tcp.select("packet", "ts").repartition(1).sortWithinPartitions("packet").mapInArrow(
+            _ticks_fn(1.0), "packet long, ts double")
+        ticks = tuple((r.packet, r.ts) for r in tk.collect())
+        params = FlowParams(**{**base.__dict__, "ticks": ticks})
+        p1 = work + "/rows_ticks"
+        _stage2(spark, tcp.join(need, "flow", "left_semi"), params, nparts, p1)
+        for _, ex in layers:
+            ex.append(need)
+        layers.append((_read_rows(spark, p1), []))
+        meta = _meta_rows(layers)
+        reruns["ticks"] = need.count()
+    # the single-process Analyzer is finished at the time of the last record that produced an event
+    cands = meta.where(F.col("last_packet").isNotNull()).select(F.col("last_packet").alias("packet"),
+                                                                F.col("last_ts").alias("ts"))
+    last_ev = cands.orderBy(F.col("packet").desc()).limit(1).collect()
+    best = None
+    for r in list(last_ev) + list(last_note):
+        if best is None or r.packet > best[0]:
+            best = (r.packet, r.ts)
+    E = best[1] if best is not None else None
+    if E != G:
+        sens = meta.mapInArrow(_sensitive_fn(G, E), "flow string").cache()
+        if sens.count():
+            params = FlowParams(**{**base.__dict__, "ticks": ticks, "end_ts": E})
+            p2 = work + "/rows_end"
+            _stage2(spark, tcp.join(sens, "flow", "left_semi"), params, nparts, p2)
+            for _, ex in layers:
+                ex.append(sens)
+            layers.append((_read_rows(spark, p2), []))
+            reruns["end"] = sens.count()
+    mark("reruns")
+    stats["reruns"] = reruns
+    stats["end_ts"] = E
+    stats["flows"] = meta.count()
+
+    # ---- tables
+    written = {}
+    counts = {}
+    for t in TABLES + (("frames",) if frames else ()):
+        df = _table(layers, t)
+        path = out_uri.rstrip("/") + "/" + t
+        with _sql_conf(spark, **_TABLES_CONF):
+            df.write.mode("overwrite").parquet(path)
+        written[t] = path
+    mark("tables")
+    tables = {t: spark.read.parquet(p) for t, p in written.items()}
+    for t, df in tables.items():
+        counts[t] = df.count()
+    for name, df in summaries_frames(tables, window).items():
+        path = out_uri.rstrip("/") + "/" + name
+        df.write.mode("overwrite").parquet(path)
+        written[name] = path
+    mark("summaries")
+    stats["timings"] = marks
+    if not keep_work:
+        local = _local(work)
+        if local:
+            shutil.rmtree(local, ignore_errors=True)
+    stats["seconds"] = round(time.time() - t0, 3)
+    return {"counts": counts, "tables": written, "files": lay.order, "errors": lay.errors, "stats": stats,
+            "out": out_uri}
+
+
+def _stage1(spark, ranges: list[Range], path: str) -> None:
+    T = _types()
+    rschema = T.StructType([
+        T.StructField("rid", T.IntegerType()), T.StructField("file", T.IntegerType()),
+        T.StructField("path", T.StringType()), T.StructField("part", T.IntegerType()),
+        T.StructField("start", T.LongType()), T.StructField("end", T.LongType()),
+        T.StructField("size", T.LongType()),
+    ])
+    rdd = spark.sparkContext.parallelize([r.as_tuple() for r in ranges], max(1, len(ranges)))
+    schema = stage1_schema()
+    df = spark.createDataFrame(rdd, rschema).mapInArrow(_stage1_fn(_arrow_schema(schema)), schema)
+    df.write.mode("overwrite").parquet(path)
+
+
+def _stage2(spark, tcp, params: FlowParams, nparts: int, path: str) -> None:
+    schema = rows_schema()
+    bc = spark.sparkContext.broadcast(params)
+    df = tcp.repartition(nparts, "flow").sortWithinPartitions("flow", "packet").mapInArrow(
+        _stage2_fn(bc, _arrow_schema(schema)), schema)
+    with _sql_conf(spark, **_STAGE2_CONF):
+        df.write.mode("overwrite").partitionBy("table").parquet(path)
+
+
+def _read_rows(spark, path: str):
+    return spark.read.schema(rows_schema()).parquet(path)
+
+
+def _meta(rows):
+    T = _types()
+    schema = T.StructType([
+        T.StructField("flow", T.StringType()), T.StructField("last_packet", T.LongType()),
+        T.StructField("last_ts", T.DoubleType()), T.StructField("needs_ticks", T.BooleanType()),
+        T.StructField("open_stalls", T.LongType()), T.StructField("idle", T.StringType()),
+        T.StructField("packets", T.LongType()), T.StructField("connections", T.LongType()),
+    ])
+    from pyspark.sql import functions as F
+
+    return rows.where(F.col("table") == "_flow").select("flow", "blob").mapInArrow(
+        _meta_fn(_arrow_schema(schema)), schema)
+
+
+def _table_schema_full(table: str):
+    T = _types()
+    return T.StructType(list(table_schema(table).fields) + [
+        T.StructField("_flow", T.StringType()), T.StructField("_k1", T.LongType()), T.StructField("_k2", T.LongType())])
+
+
+def _table(layers, table: str):
+    """A result table from the stage-2 outputs: each layer's rows minus the flows that a
+    later rerun replaced, in single-process order (connection first seen, then row)."""
+    from pyspark.sql import functions as F
+
+    full = _table_schema_full(table)
+    parts = []
+    for rows, excluded in layers:
+        df = rows.where(F.col("table") == table).select("blob").mapInArrow(_decode_fn(), full)
+        for ex in excluded:
+            df = df.join(ex.withColumnRenamed("flow", "_flow"), "_flow", "left_anti")
+        parts.append(df.select(*full.fieldNames()))
+    df = parts[0]
+    for p in parts[1:]:
+        df = df.unionByName(p)
+    return df.orderBy("_k1", "_flow", "_k2").drop("_k1", "_k2", "_flow")
+
+
+def _meta_rows(layers):
+    """The "_flow" rows of the current result: each layer minus the flows rerun later."""
+    from pyspark.sql import functions as F
+
+    out = None
+    for rows, excluded in layers:
+        df = rows.where(F.col("table") == "_flow")
+        for ex in excluded:
+            df = df.join(ex, "flow", "left_anti")
+        out = df if out is None else out.unionByName(df)
+    return _meta(out)
+
+
+# --------------------------------------------------------------------------- summaries
+
+
+def _lat_aggs(col: str = "settlement_latency"):
+    from pyspark.sql import functions as F
+
+    pct = F.expr(f"percentile({col}, array({', '.join(str(p / 100) for p in PERCENTILES)}))")
+    return [
+        F.count(col).alias("count"),
+        pct.alias("_pct"),
+        F.max(col).alias("max"),
+        F.min(col).alias("min"),
+        F.avg(col).alias("mean"),
+    ]
+
+
+def _unpack_pct(df):
+    from pyspark.sql import functions as F
+
+    for i, p in enumerate(PERCENTILES):
+        df = df.withColumn(f"p{p}", F.col("_pct").getItem(i))
+    return df.drop("_pct")
+
+
+def summaries_frames(tables: dict, window: float = DEFAULT_WINDOW) -> dict:
+    """The summary DataFrames, computed in Spark from the table DataFrames (percentiles:
+    Spark's exact ``percentile``, linear interpolation like numpy's default)."""
+    from pyspark.sql import functions as F
+
+    d = tables["deliveries"]
+    links = tables["links"]
+    stalls = tables["stalls"]
+    stat_cols = ["count"] + [f"p{p}" for p in PERCENTILES] + ["max", "min", "mean"]
+    out = {}
+
+    lk = links.select("connection", "session", "channel", F.col("name").alias("link"), "link_index", "address")
+    per_link = _unpack_pct(d.groupBy("connection", "link_index").agg(*_lat_aggs()))
+    out["latency_by_link"] = (lk.join(per_link, ["connection", "link_index"], "left")
+                              .withColumn("count", F.coalesce(F.col("count"), F.lit(0)))
+                              .select("connection", "session", "channel", "link", "link_index", "address", *stat_cols)
+                              .orderBy(F.col("p99").desc_nulls_last(), "connection", "link_index"))
+
+    addrs = links.select("address").distinct()
+    per_addr = _unpack_pct(d.groupBy(F.col("address").alias("_a")).agg(*_lat_aggs()))
+    out["latency_by_address"] = (addrs.join(per_addr, addrs["address"].eqNullSafe(per_addr["_a"]), "left")
+                                 .withColumn("count", F.coalesce(F.col("count"), F.lit(0)))
+                                 .select("address", *stat_cols)
+                                 .orderBy(F.col("p99").desc_nulls_last(), "address"))
+
+    w = float(window)
+    win = d.withColumn("window_start", F.floor(F.col("first_time") / F.lit(w)) * F.lit(w))
+    outcome_cols = [F.sum(F.when(F.col("outcome") == o, 1).otherwise(0)).alias(o)
+                    for o in ("accepted", "rejected", "released", "modified")]
+    out["latency_by_window"] = (_unpack_pct(win.groupBy("window_start").agg(
+        F.count(F.lit(1)).alias("deliveries"), *_lat_aggs(), *outcome_cols,
+        F.sum(F.when(F.col("settled_time").isNull(), 1).otherwise(0)).alias("unsettled")))
+        .withColumn("window_end", F.col("window_start") + F.lit(w))
+        .select("window_start", "window_end", "deliveries", *stat_cols, "accepted", "rejected", "released",
+                "modified", "unsettled")
+        .orderBy("window_start"))
+
+    out["outcomes"] = (d.groupBy("address", "outcome").agg(
+        F.count(F.lit(1)).alias("deliveries"),
+        F.sum(F.when(F.col("presettled"), 1).otherwise(0)).alias("presettled"),
+        F.sum(F.when(F.col("settled_time").isNull(), 1).otherwise(0)).alias("unsettled"))
+        .orderBy("address", "outcome"))
+
+    kinds = ("link-credit", "initial-credit", "drain", "session-window")
+    stall_aggs = [F.count(F.lit(1)).alias("stalls"), F.sum("duration").alias("stalled_seconds"),
+                  F.max("duration").alias("longest"),
+                  F.sum(F.when(F.col("open"), 1).otherwise(0)).alias("open")] + [
+        F.sum(F.when(F.col("kind") == k, 1).otherwise(0)).alias(k.replace("-", "_")) for k in kinds]
+    out["stalls_by_link"] = (stalls.groupBy("connection", "channel", "link", "link_index").agg(*stall_aggs)
+                             .orderBy(F.col("stalled_seconds").desc_nulls_last(), "connection"))
+    la = links.select("connection", "link_index", "address")
+    out["stalls_by_address"] = (stalls.join(la, ["connection", "link_index"], "left").groupBy("address")
+                                .agg(*stall_aggs).orderBy(F.col("stalled_seconds").desc_nulls_last()))
+    return out
+
+
+# --------------------------------------------------------------------------- spark-submit entry
+
+
+def parse_size(text: str) -> int:
+    """'64m', '1g', '4096', '512k' -> bytes."""
+    t = str(text).strip().lower().rstrip("b").rstrip("i")
+    mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+    if t and t[-1] in mult:
+        return int(float(t[:-1]) * mult[t[-1]])
+    return int(t)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="pipelines/spark.py",
+                                 description="Spark analysis of capture archives (see pipelines/spark.py)")
+    ap.add_argument("paths", nargs="+")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--master")
+    ap.add_argument("--conf", action="append", default=[])
+    ap.add_argument("--partitions", type=int)
+    ap.add_argument("--split-size", default=str(DEFAULT_SPLIT_SIZE))
+    ap.add_argument("--window", type=float, default=DEFAULT_WINDOW)
+    ap.add_argument("--frames", action="store_true")
+    ap.add_argument("--port", type=int, action="append", default=[])
+    a = ap.parse_args(argv)
+    conf = [tuple(c.split("=", 1)) for c in a.conf]
+    try:
+        files = expand_inputs(a.paths)
+    except InputError as e:
+        print(f"amqp-dissect: {e}", file=sys.stderr)
+        return 3 if e.code == "missing" else 4
+    del files
+    spark = spark_session(master=a.master, conf=conf)
+    try:
+        res = run_archive(spark, a.paths, a.out, split_size=parse_size(a.split_size), window=a.window,
+                          frames=a.frames, partitions=a.partitions, ports=a.port)
+    except InputError as e:
+        print(f"amqp-dissect: {e}", file=sys.stderr)
+        return 3 if e.code == "missing" else 4
+    finally:
+        pass
+    print(json.dumps({"counts": res["counts"], "tables": res["tables"], "stats": res["stats"],
+                      "errors": res["errors"]}, default=str))
+    spark.stop()
+    return 5 if res["errors"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

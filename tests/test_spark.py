@@ -1,0 +1,369 @@
+"""The Spark archive job agrees with the single-process path (pipelines.local) on the same files.
+
+One SparkSession (local[2]) for the whole file.  Compared column by column,
+exactly: connections, links, deliveries, stalls (and frames), on the samples
+together, on the samples cut into rotated files (some gzipped), on a capture
+read through the byte-range splitter, and on a capture whose results depend on
+the rest of the capture (a connection expired by the idle sweep that other
+traffic drives, the end time the analyzer is finished with).  The Spark
+summaries are checked against pandas/numpy on the single-process tables.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import struct
+
+import numpy as np
+import pandas as pd
+import pytest
+
+# pyspark is a dependency and CI has Java 17: there, a missing one is a failure, not a skip.
+if os.environ.get("CI"):
+    import pyspark  # noqa: F401
+
+    assert shutil.which("java") is not None, "Spark needs java, and CI must have it"
+else:
+    pytest.importorskip("pyspark")
+    if shutil.which("java") is None:
+        pytest.skip("Spark needs java (not on this machine)", allow_module_level=True)
+
+from dissector.capture import open_capture  # noqa: E402
+from dissector.render import event_json  # noqa: E402
+from pipelines import archive as ar  # noqa: E402
+from pipelines.local import CaptureSource, analyze  # noqa: E402
+from pipelines.split import split_capture  # noqa: E402
+from pipelines.tables import flat_for_export  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAMPLES = os.path.join(ROOT, "samples")
+SAMPLE_FILES = sorted(glob.glob(os.path.join(SAMPLES, "*.pcap")))
+TABLES = ("connections", "links", "deliveries", "stalls")
+KEYS = {
+    "connections": ["connection"],
+    "links": ["connection", "link_index"],
+    "deliveries": ["connection", "link_index", "delivery_id", "first_packet"],
+    "stalls": ["connection", "start_packet", "kind", "link_index", "channel"],
+}
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def capture_order(paths):
+    """Files as one continuous capture: by first record time, then path (what the job promises)."""
+    def key(p):
+        with open(p, "rb") as f:
+            r = next(iter(open_capture(f)), None)
+        return (r is None, r.ts if r is not None else 0.0, os.path.abspath(p))
+    return sorted(paths, key=key)
+
+
+def _cells(s: pd.Series) -> list:
+    return s.astype(object).where(s.notna(), None).tolist()
+
+
+def assert_same_tables(out: str, paths) -> "object":
+    a = analyze(capture_order(paths))
+    for t in TABLES:
+        sp = pd.read_parquet(os.path.join(out, t))
+        lp = flat_for_export(getattr(a, t))
+        assert list(sp.columns) == list(lp.columns), t
+        assert len(sp) == len(lp), t
+        sp = sp.sort_values(KEYS[t]).reset_index(drop=True)
+        lp = lp.sort_values(KEYS[t]).reset_index(drop=True)
+        for c in lp.columns:
+            assert _cells(sp[c]) == _cells(lp[c]), (t, c)
+    return a
+
+
+def assert_summaries(out: str, a, window: float = 60.0) -> None:
+    """Spark summaries == pandas / numpy on the single-process tables."""
+    d = a.deliveries
+    rd = lambda name: pd.read_parquet(os.path.join(out, name))  # noqa: E731
+
+    def check_stats(row, lats):
+        lats = np.asarray([x for x in lats if x == x], dtype=float)
+        assert row["count"] == len(lats)
+        if len(lats):
+            want = np.percentile(lats, [50, 90, 99])
+            got = [row["p50"], row["p90"], row["p99"]]
+            assert np.allclose(got, want, rtol=1e-12, atol=1e-12)
+            assert row["max"] == lats.max() and row["min"] == lats.min()
+            assert np.isclose(row["mean"], lats.mean(), rtol=1e-9)
+        else:
+            assert pd.isna(row["p50"]) and pd.isna(row["max"])
+
+    lbl = rd("latency_by_link")
+    assert len(lbl) == len(a.links)
+    for _, row in lbl.iterrows():
+        sel = d[(d.connection == row["connection"]) & (d.link_index == row["link_index"])]
+        check_stats(row, sel.settlement_latency.tolist())
+    # the analyzer's own per-link percentiles agree too
+    links = a.links.set_index(["connection", "link_index"])
+    for _, row in lbl.iterrows():
+        lk = links.loc[(row["connection"], row["link_index"])]
+        if row["count"]:
+            assert np.isclose(row["p99"], lk["latency_p99"], rtol=1e-12)
+
+    lba = rd("latency_by_address")
+    assert sorted(_cells(lba.address), key=str) == sorted(_cells(pd.Series(a.links.address.unique())), key=str)
+    for _, row in lba.iterrows():
+        sel = d[d.address.isna()] if pd.isna(row["address"]) else d[d.address == row["address"]]
+        check_stats(row, sel.settlement_latency.tolist())
+
+    lbw = rd("latency_by_window")
+    w = np.floor(d.first_time / window) * window
+    assert sorted(lbw.window_start.tolist()) == sorted(w.unique().tolist())
+    for _, row in lbw.iterrows():
+        sel = d[w == row["window_start"]]
+        assert row["deliveries"] == len(sel)
+        assert row["accepted"] == (sel.outcome == "accepted").sum()
+        check_stats(row, sel.settlement_latency.tolist())
+
+    oc = rd("outcomes")
+    want = d.groupby([d.address.fillna("<none>"), d.outcome.fillna("<none>")]).size()
+    got = oc.set_index([oc.address.fillna("<none>"), oc.outcome.fillna("<none>")])["deliveries"]
+    assert got.sort_index().to_dict() == want.sort_index().to_dict()
+
+    s = a.stalls
+    sbl = rd("stalls_by_link")
+    assert sbl.stalls.sum() == len(s)
+    for _, row in sbl.iterrows():
+        sel = s[(s.connection == row["connection"])
+                & ((s.link_index == row["link_index"]) if pd.notna(row["link_index"]) else s.link_index.isna())
+                & (s.channel == row["channel"])]
+        assert row["stalls"] == len(sel)
+        assert np.isclose(row["stalled_seconds"], sel.duration.sum(), rtol=1e-9)
+        if pd.notna(row["link_index"]):
+            lk = links.loc[(row["connection"], row["link_index"])]
+            assert row["stalls"] == lk["stalls"]
+            assert np.isclose(row["stalled_seconds"], lk["stalled_seconds"], rtol=1e-9)
+    sba = rd("stalls_by_address")
+    assert sba.stalls.sum() == len(s)
+
+
+def expected_frames(paths) -> list[dict]:
+    out = []
+    for _, ev in CaptureSource(capture_order(paths)).events():
+        d = event_json(ev)
+        if d is not None:
+            out.append(json.loads(json.dumps(d, ensure_ascii=False, allow_nan=False)))
+    return out
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from pipelines.spark import spark_session
+
+    s = spark_session(master="local[2]", conf=[("spark.sql.shuffle.partitions", "4"),
+                                               ("spark.default.parallelism", "4")])
+    yield s
+    s.stop()
+
+
+def _run(spark, paths, out, **kw):
+    from pipelines.spark import run_archive
+
+    kw.setdefault("partitions", 3)
+    return run_archive(spark, paths, str(out), **kw)
+
+
+def _records(path):
+    with open(path, "rb") as f:
+        return [(r.ts, r.linktype, r.data) for r in open_capture(f)]
+
+
+# --------------------------------------------------------------------------- no Spark needed
+
+
+def test_table_columns_are_the_single_process_columns():
+    a = analyze(SAMPLE_FILES)
+    for t in TABLES:
+        assert list(getattr(a, t).columns) == [c for c, _ in ar.table_columns(t)], t
+
+
+@pytest.mark.parametrize("split", [700, 4096, 30000])
+def test_byte_ranges_chain_and_count_every_record(split):
+    files = SAMPLE_FILES
+    ranges = ar.plan_ranges(files, split)
+    assert len(ranges) > len(files)
+    summaries = [json.loads(list(ar.decode_range(r))[-1][-1]) for r in ranges]
+    lay = ar.layout(files, summaries)
+    assert lay.redo == [] and lay.errors == []
+    assert lay.records == sum(len(_records(f)) for f in files)
+    assert lay.order == capture_order(files)
+
+
+def test_chained_headers_reject_a_lone_plausible_header(tmp_path):
+    """A payload holding one valid-looking record header is not taken for a boundary."""
+    from pcapbuild import ethernet_frame, tcp_packet, write_pcap
+
+    t0 = 1_700_000_000
+    fake = struct.pack("<IIII", t0, 0, 8, 8) + b"\xff" * 24
+    recs = []
+    for i in range(40):
+        pkt = tcp_packet("10.0.0.1", "10.0.0.2", 40000, 80, seq=1000 + i * 400, payload=fake * 10)
+        recs.append((t0 + i * 0.01, 1, ethernet_frame(pkt)))
+    p = tmp_path / "fake.pcap"
+    p.write_bytes(write_pcap(recs))
+    ranges = ar.plan_ranges([str(p)], 1000)
+    summaries = [json.loads(list(ar.decode_range(r))[-1][-1]) for r in ranges]
+    assert sum(s["rejected"] for s in summaries) > 0
+    lay = ar.layout([str(p)], summaries)
+    assert lay.redo == [] and lay.records == 40
+
+
+def test_sweep_ticks_vectorised_equals_sequential():
+    import pyarrow as pa
+
+    from pipelines.spark import _ticks_fn
+
+    rng = np.random.default_rng(7)
+    ts = np.cumsum(rng.exponential(0.3, 3000)) + 1e9
+    ts[100] -= 5.0  # out of order records are allowed
+    ts[2000] += 3.0
+    pk = np.arange(1, len(ts) + 1)
+    want, _ = ar.sweep_ticks(zip(pk.tolist(), ts.tolist()))
+    batches = [pa.RecordBatch.from_arrays([pa.array(pk[i:i + 700]), pa.array(ts[i:i + 700])], ["packet", "ts"])
+               for i in range(0, len(ts), 700)]
+    got = [(p, t) for b in _ticks_fn(1.0)(iter(batches)) for p, t in zip(b.column(0).to_pylist(),
+                                                                            b.column(1).to_pylist())]
+    assert got == want and len(want) > 100
+
+
+# --------------------------------------------------------------------------- Spark
+
+
+def test_samples_together_agree(spark, tmp_path):
+    res = _run(spark, [SAMPLES], tmp_path / "out", frames=True)
+    assert res["files"] == capture_order(SAMPLE_FILES)
+    a = assert_same_tables(str(tmp_path / "out"), SAMPLE_FILES)
+    assert_summaries(str(tmp_path / "out"), a)
+    assert res["counts"]["deliveries"] == len(a.deliveries) > 100
+    fr = pd.read_parquet(tmp_path / "out" / "frames")
+    assert [json.loads(x) for x in fr.json] == expected_frames(SAMPLE_FILES)
+    assert fr.packet.tolist() == [f["packet"] for f in expected_frames(SAMPLE_FILES)]
+    assert not os.path.exists(tmp_path / "out" / "_work")
+
+
+def test_rotated_and_gzipped_files_agree(spark, tmp_path):
+    """Every sample cut every 9 records (connections span files), every other file gzipped,
+    in nested daily folders: the same numbers as the original captures read in order."""
+    parts = []
+    for i, f in enumerate(SAMPLE_FILES):
+        day = tmp_path / "archive" / f"day{i % 3}"
+        parts += split_capture(f, str(day), packets=9, gzip_output=bool(i % 2))
+    assert len(parts) > 3 * len(SAMPLE_FILES)
+    assert any(p.endswith(".gz") for p in parts)
+    cut = next(p for p in parts[len(parts) // 2:] if not p.endswith(".gz"))
+    data = open(cut, "rb").read()
+    open(cut, "wb").write(data[:-10])  # damaged partway: both paths read it up to the damage
+    res = _run(spark, [str(tmp_path / "archive")], tmp_path / "out", window=0.5)
+    assert len(res["files"]) == len(parts)
+    a = assert_same_tables(str(tmp_path / "out"), parts)
+    assert_summaries(str(tmp_path / "out"), a, window=0.5)
+    assert [(p, str(e)) for p, e in a.source.errors] == [(cut, res["errors"][0][1])] == res["errors"]
+
+
+def _fake_header_capture(path, n_messages=60):
+    """Real AMQP traffic whose message bodies are full of record-header look-alikes."""
+    from proton import Message
+
+    from pcapbuild import TcpConversation, write_pcap
+    from protonpump import Pump
+
+    t0 = 1_700_000_000
+    fake = struct.pack("<IIII", t0, 500, 8, 8) + b"\xff" * 24
+    recs = []
+    for c in range(3):
+        p = Pump(server_credit=20, server_max_frame=4096)
+        snd = p.sender(f"queue-{c}")
+        p.run()
+        for i in range(n_messages):
+            p.send(snd, Message(body=fake * (5 + i % 40)))
+            if i % 5 == 4:
+                p.run()
+        p.run()
+        p.close()
+        conv = TcpConversation.from_exchange(p.chunks, client=("10.0.0.1", 41000 + c), server=("10.0.0.2", 5672),
+                                             t0=t0 + c * 0.05, dt=0.001, acks=True)
+        recs.extend(conv.records)
+    recs.sort(key=lambda r: r[0])
+    with open(path, "wb") as f:
+        f.write(write_pcap(recs))
+
+
+def test_byte_range_split_agrees(spark, tmp_path):
+    cap = tmp_path / "big.pcap"
+    _fake_header_capture(cap)
+    res = _run(spark, [str(cap)], tmp_path / "out", split_size=8192)
+    st = res["stats"]
+    assert st["ranges"] > 5 and st["redo_files"] == []
+    assert st["rejected_boundaries"] > 0
+    a = assert_same_tables(str(tmp_path / "out"), [str(cap)])
+    assert len(a.deliveries) == 180
+    assert_summaries(str(tmp_path / "out"), a)
+
+
+def _global_capture(path):
+    """A capture whose per-flow results depend on the rest of it:
+
+    * credit_one.pcap cut inside a link-credit stall (connection left open, stall open);
+    * heartbeat.pcap's traffic 1000 s later: the single-process reassembler's idle sweep,
+      driven by that traffic, expires the first connection (idle > 900 s);
+    * then a malformed packet (a packet note: the last record that produces an event),
+      then non-AMQP TCP traffic: the analyzer's end time is not the last record's time.
+    """
+    from pcapbuild import ethernet_frame, tcp_packet, write_pcap
+
+    a = _records(os.path.join(SAMPLES, "credit_one.pcap"))[:28]
+    b = _records(os.path.join(SAMPLES, "heartbeat.pcap"))
+    shift = a[-1][0] + 1000.0 - b[0][0]
+    b = [(ts + shift, lt, data) for ts, lt, data in b]
+    t = b[-1][0]
+    bad = ethernet_frame(b"\x45\x00\x00\x14")  # an IPv4 header cut short
+    tail = [(t + 3.0, 1, bad)]
+    for i in range(4):
+        pkt = tcp_packet("10.9.9.9", "10.9.9.8", 33000, 80, seq=1 + i * 10, payload=b"GET /abc\r\n")
+        tail.append((t + 5.0 + i * 0.5, 1, ethernet_frame(pkt)))
+    with open(path, "wb") as f:
+        f.write(write_pcap(a + b + tail))
+
+
+def test_results_that_depend_on_the_whole_capture_agree(spark, tmp_path):
+    cap = tmp_path / "global.pcap"
+    _global_capture(cap)
+    res = _run(spark, [str(cap)], tmp_path / "out")
+    a = assert_same_tables(str(tmp_path / "out"), [str(cap)])
+    assert "idle" in a.connections.transport_end.tolist()
+    assert a.stalls.end.isna().any()
+    assert res["stats"]["reruns"]["ticks"] >= 1 and res["stats"]["reruns"]["end"] >= 1
+    assert res["stats"]["packet_errors"] == 1
+
+
+def test_cli_archive_writes_parquet(tmp_path, capsys, spark):
+    from cli import main as m
+
+    out = tmp_path / "cli-out"
+    rc = m.main(["archive", SAMPLES, "--out", str(out), "--partitions", "2", "--split-size", "20k",
+                 "--window", "10"])
+    o, e = capsys.readouterr()
+    assert rc == 0, e
+    assert "tables: connections 13" in o and "highest settlement latency" in o
+    for t in TABLES + ("latency_by_link", "latency_by_address", "latency_by_window", "outcomes",
+                       "stalls_by_link", "stalls_by_address"):
+        assert len(pd.read_parquet(out / t).columns) > 2
+    assert len(pd.read_parquet(out / "deliveries")) == len(analyze(SAMPLE_FILES).deliveries)
+    assert m.main(["archive", str(tmp_path / "missing"), "--out", str(out)]) == m.EXIT_OPEN
+    (tmp_path / "empty").mkdir()
+    assert m.main(["archive", str(tmp_path / "empty"), "--out", str(out)]) == m.EXIT_FORMAT
+    assert m.main(["archive", SAMPLES, "--out", str(out), "--conf", "nokeyvalue"]) == m.EXIT_USAGE
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and all(line.startswith("amqp-dissect: ") for line in err)
