@@ -92,9 +92,18 @@ class Dissector:
         self.tcp_packets += 1
         return self._route(self.tcp.feed(seg, record.ts, record.index))
 
-    def finish(self) -> list:
-        """End of input: flush reassembly and report unfinished frames and deliveries."""
-        out = self._route(self.tcp.finish(self.last_ts))
+    def sweep_idle(self, ts: float, packet: int) -> list:
+        """Expire idle connections as of ``ts`` (see :meth:`TcpReassembler.sweep`), routed."""
+        return self._route(self.tcp.sweep(ts, packet))
+
+    def finish(self, last_ts: float | None = None, last_packet: int | None = None) -> list:
+        """End of input: flush reassembly and report unfinished frames and deliveries.
+
+        ``last_ts`` / ``last_packet``: the end of the whole capture, when this
+        Dissector saw only part of it (one flow, in the Spark job)."""
+        if last_ts is not None:
+            self.last_ts = last_ts
+        out = self._route(self.tcp.finish(self.last_ts, last_packet))
         for probe_id in list(self._probes):
             self._decide(probe_id, out, final=True)
         for c in list(self.connections.values()):

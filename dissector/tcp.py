@@ -221,12 +221,30 @@ class TcpReassembler:
             self._new_conn(seg, ts, packet, wire_len, out)
         return out
 
-    def finish(self, ts: float | None = None) -> list:
+    def sweep(self, ts: float, packet: int) -> list:
+        """Expire connections idle for longer than ``idle_timeout`` as of ``ts``.
+
+        ``feed`` does this by itself; a caller replaying the sweeps that other
+        traffic of the same capture would have driven (the Spark job, which sees
+        one flow at a time) calls it directly.
+        """
+        out: list = []
+        self._sweep(ts, packet, out)
+        return out
+
+    @property
+    def has_open_connections(self) -> bool:
+        return bool(self._open)
+
+    def finish(self, ts: float | None = None, packet: int | None = None) -> list:
         """End of capture: flush pending gaps and data, close every open connection
-        with StreamClosed(kind "end", direction -1).  The reassembler is empty afterwards."""
+        with StreamClosed(kind "end", direction -1).  The reassembler is empty afterwards.
+
+        ``packet``: the capture's last packet number, when later packets of the
+        capture were not fed here (default: the last packet fed)."""
         if ts is None:
             ts = self._last_ts
-        packet = self._last_packet
+        packet = self._last_packet if packet is None else max(packet, self._last_packet)
         out: list = []
         for conn in sorted(self._open, key=lambda c: c.serial):
             if conn.state == _OPEN:

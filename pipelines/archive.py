@@ -663,11 +663,10 @@ class FlowRunner:
         j = len(pk) if before is None else bisect_left(pk, before)
         for t in range(i, j):
             tp, tts = ticks[t]
-            out: list = []
-            d.tcp._sweep(tts, tp, out)
-            if out:
-                self._events(st, d._route(out), tp, tts)
-            if not d.tcp._open:
+            evs = d.sweep_idle(tts, tp)
+            if evs:
+                self._events(st, evs, tp, tts)
+            if not d.tcp.has_open_connections:
                 break
 
     def _feed(self, st: dict, row: tuple) -> None:
@@ -689,9 +688,7 @@ class FlowRunner:
             st["gap"] = True
             self._sweeps(st, prev[0], None)
         # the end of the capture as the single-process run sees it
-        d.last_ts = p.last_ts if p.last_ts is not None else d.last_ts
-        d.tcp._last_packet = max(p.last_tcp_packet, d.tcp._last_packet)
-        self._events(st, d.finish(), None, None)
+        self._events(st, d.finish(p.last_ts, p.last_tcp_packet), None, None)
         an.finish(p.end_ts)
         firsts = {cid: c.first_packet for cid, c in an.connections.items()}
         for table, method in _TABLE_METHODS:
