@@ -18,6 +18,7 @@ from proton import Message
 from dissector.amqp import AmqpConnection, Frame, ProtocolHeader, StreamNote
 from dissector.codec import ABSENT, Composite
 from dissector.render import event_json
+from eventkeys import frame_keys
 from protonpump import Pump
 
 
@@ -29,7 +30,7 @@ def _scenario_basic():
         p.send(snd, Message(body=f"message {i}", subject="s", properties={"i": i}))
     p.send(snd, Message(body=bytes(range(256)) * 20))  # split over many frames
     p.run()
-    rcv = p.receiver("q2", credit=4)
+    p.receiver("q2", credit=4)
     p.run()
     p.server_send("q2", [Message(body="back").encode()] * 2)
     p.close()
@@ -58,20 +59,6 @@ def decode_chunks(chunks, cut=None):
         out += c.feed(d, b, float(i), i + 1)
     out += c.finish()
     return out
-
-
-def frame_keys(events, direction=None):
-    """A comparable summary of the frames (everything decoded, not packet numbers)."""
-    keys = []
-    for e in events:
-        if direction is not None and getattr(e, "direction", None) != direction:
-            continue
-        if isinstance(e, (Frame, ProtocolHeader)):
-            j = event_json(e)
-            for k in ("packet", "time", "first_packet", "delivery_first_packet"):
-                j.pop(k, None)
-            keys.append(j)
-    return keys
 
 
 @pytest.fixture(scope="module", params=sorted(SCENARIOS))

@@ -10,13 +10,12 @@ import os
 import dpkt
 import pytest
 
-from dissector.amqp import AmqpConnection, Frame, ProtocolHeader
+from dissector.amqp import AmqpConnection
 from dissector.capture import open_capture
-from dissector.dissect import Dissector
 from dissector.events import StreamData, StreamOpened
 from dissector.netparse import parse_segment
-from dissector.render import event_json
 from dissector.tcp import TcpReassembler
+from eventkeys import frame_keys, run_pipeline
 
 SAMPLES = sorted(glob.glob(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples", "*.pcap")))
 IDS = [os.path.basename(s)[:-5] for s in SAMPLES]
@@ -39,17 +38,6 @@ def streams(path):
     return out
 
 
-def keys(events):
-    res = []
-    for e in events:
-        if isinstance(e, (Frame, ProtocolHeader)):
-            j = event_json(e)
-            for k in ("packet", "time", "first_packet", "delivery_first_packet"):
-                j.pop(k, None)
-            res.append(j)
-    return res
-
-
 @pytest.mark.parametrize("path", SAMPLES, ids=IDS)
 def test_stream_whole_equals_one_byte_at_a_time(path):
     compared = 0
@@ -62,8 +50,8 @@ def test_stream_whole_equals_one_byte_at_a_time(path):
             for i in range(len(s)):
                 b += single.feed(d, s[i : i + 1], 1.0, 1)
             b += single.finish()
-            assert keys(b) == keys(a)
-            compared += len(keys(a))
+            assert frame_keys(b) == frame_keys(a)
+            compared += len(frame_keys(a))
     assert compared > 0
 
 
@@ -95,16 +83,8 @@ def _resegment(path) -> bytes:
     return out.getvalue()
 
 
-def _pipeline(data: bytes):
-    d = Dissector()
-    ev = []
-    for r in open_capture(io.BytesIO(data)):
-        ev += d.feed(r)
-    return ev + d.finish()
-
-
 @pytest.mark.parametrize("path", [p for p in SAMPLES if os.path.getsize(p) < 20000], ids=lambda p: os.path.basename(p)[:-5])
-def test_one_byte_tcp_segments_through_the_whole_pipeline(path):
-    whole = keys(_pipeline(open(path, "rb").read()))
-    single = keys(_pipeline(_resegment(path)))
+def test_one_byte_tcp_segments_through_the_wholerun_pipeline(path):
+    whole = frame_keys(run_pipeline(open(path, "rb").read()))
+    single = frame_keys(run_pipeline(_resegment(path)))
     assert single == whole and len(whole) > 0

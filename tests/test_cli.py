@@ -9,7 +9,6 @@ import struct
 import subprocess
 import sys
 
-import pytest
 
 from cli.main import EXIT_DAMAGED, EXIT_FORMAT, EXIT_OK, EXIT_OPEN, EXIT_USAGE, main
 

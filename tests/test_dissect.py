@@ -13,6 +13,7 @@ from dissector.amqp import Frame, StreamNote
 from dissector.capture import open_capture
 from dissector.dissect import Dissector
 from dissector.events import PacketNote
+from eventkeys import run_pipeline
 
 SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples", "plain_send_receive.pcap")
 
@@ -34,14 +35,6 @@ def _write(records, snaplen=65535) -> bytes:
     return out.getvalue()
 
 
-def _run(data: bytes):
-    d = Dissector()
-    ev = []
-    for r in open_capture(io.BytesIO(data)):
-        ev += d.feed(r)
-    return ev + d.finish()
-
-
 def _payload_packets(recs):
     return [i for i, (ts, buf) in enumerate(recs) if len(dpkt.ethernet.Ethernet(buf).data.data.data) > 100]
 
@@ -52,8 +45,8 @@ def test_snaplen_truncated_packet_becomes_a_gap_and_decoding_goes_on():
     rows = []
     for i, (ts, buf) in enumerate(recs):
         rows.append((ts, buf[:120] if i == victim else buf, len(buf)))
-    full = [e for e in _run(_write([(ts, b, len(b)) for ts, b in recs])) if isinstance(e, Frame)]
-    ev = _run(_write(rows))
+    full = [e for e in run_pipeline(_write([(ts, b, len(b)) for ts, b in recs])) if isinstance(e, Frame)]
+    ev = run_pipeline(_write(rows))
     notes = [e for e in ev if isinstance(e, PacketNote) and e.packet == victim + 1]
     assert len(notes) == 1
     msg = notes[0].note.message.lower()
@@ -71,7 +64,7 @@ def test_lost_packet_reports_gap_and_resynchronises():
     recs = _records()
     victim = _payload_packets(recs)[3]
     rows = [(ts, b, len(b)) for i, (ts, b) in enumerate(recs) if i != victim]
-    ev = _run(_write(rows))
+    ev = run_pipeline(_write(rows))
     gaps = [e for e in ev if isinstance(e, StreamNote) and "bytes missing" in e.note.message]
     assert len(gaps) == 1
     assert any(isinstance(e, StreamNote) and "resynchronised" in e.note.message for e in ev)

@@ -527,7 +527,7 @@ def test_max_connections_evicts_least_recently_active():
 # ------------------------------------------------------------------------------ ignore
 def test_ignore_drops_packets_until_reuse():
     tr = TcpReassembler()
-    ev = run(tr, handshake() + [seg(0, 1001, ACK, b"GET / HTTP/1.1"), seg(0, 1030, ACK, b"buffered")])
+    run(tr, handshake() + [seg(0, 1001, ACK, b"GET / HTTP/1.1"), seg(0, 1030, ACK, b"buffered")])
     assert tr.buffered_bytes() == 8
     tr.ignore(CONN)
     assert tr.buffered_bytes() == 0

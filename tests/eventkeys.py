@@ -1,0 +1,33 @@
+"""Shared test helpers: run captures through the pipeline and compare decoded frames."""
+
+from __future__ import annotations
+
+import io
+
+from dissector.amqp import Frame, ProtocolHeader
+from dissector.capture import open_capture
+from dissector.dissect import Dissector
+from dissector.render import event_json
+
+
+def frame_keys(events, direction=None) -> list[dict]:
+    """A comparable summary of the headers and frames: everything decoded, no packet numbers or times."""
+    keys = []
+    for e in events:
+        if direction is not None and getattr(e, "direction", None) != direction:
+            continue
+        if isinstance(e, (Frame, ProtocolHeader)):
+            j = event_json(e)
+            for k in ("packet", "time", "first_packet", "delivery_first_packet"):
+                j.pop(k, None)
+            keys.append(j)
+    return keys
+
+
+def run_pipeline(data: bytes) -> list:
+    """All events of a capture given as bytes, through a fresh Dissector."""
+    d = Dissector()
+    ev = []
+    for r in open_capture(io.BytesIO(data)):
+        ev += d.feed(r)
+    return ev + d.finish()
