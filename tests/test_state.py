@@ -52,7 +52,10 @@ def _spec_states(start: str, end: str) -> list[str]:
     return [line.strip() for line in section.splitlines() if re.fullmatch(r"[A-Z][A-Z_]+", line.strip())]
 
 
-@pytest.mark.skipif(not os.path.exists(SPEC), reason="spec text not available")
+@pytest.mark.skipif(
+    not os.path.exists(SPEC) and not os.environ.get("CI"),
+    reason=f"spec text {SPEC} not beside this clone (CI always has it: there this test runs and fails)",
+)
 def test_state_names_are_the_specs():
     conn = _spec_states("2.4.6 Connection States", "2.4.7 Connection State Diagram")
     sess = _spec_states("2.5.5 Session States", "Figure 2.25")
