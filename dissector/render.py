@@ -320,7 +320,8 @@ def value_lines(label: str, v, indent: int, f: FieldSpec | None = None, default:
         lines = [f"{pad}{label} ({v.name or 'described'}, descriptor {_desc_text(v.descriptor)})"]
         lines += value_lines("value", v.value, indent + 1)
         return lines
-    t = amqp_type_of(v)
+    # a default comes from the spec tables as a plain Python value: its type is the field's
+    t = f.primitive if default and f is not None and f.primitive != "*" else amqp_type_of(v)
     if isinstance(v, Array):
         lines = [f"{pad}{label} (array of {len(v)} {v.element_type})"]
         for i, x in enumerate(v):

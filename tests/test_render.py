@@ -68,3 +68,19 @@ def test_nested_composite_has_type_and_present_fields_only():
         d.put_described(), d.enter(), d.put_ulong(0x28), d.put_list(), d.enter(), d.put_string("q"), d.exit(), d.exit()
     )))
     assert json_value(v) == {"@type": "source", "address": "q"}
+
+
+def test_defaults_in_the_detail_tree_show_the_fields_declared_type():
+    # header with every field absent: each default is shown with the type the XML declares
+    from dissector.render import composite_lines
+
+    v = decode(_encode(lambda d: (d.put_described(), d.enter(), d.put_ulong(0x70), d.put_list(), d.exit())))
+    lines = "\n".join(composite_lines(v, 0))
+    declared = {
+        f.attrib["name"]: f.attrib["type"]
+        for t in ET.parse(XML / "messaging.xml").getroot().iter(f"{NS}type")
+        if t.attrib["name"] == "header"
+        for f in t.findall(f"{NS}field")
+    }
+    assert "priority (ubyte): 4 [default]" in lines and declared["priority"] == "ubyte"
+    assert "delivery-count (uint): 0 [default]" in lines and declared["delivery-count"] == "uint"
