@@ -1,7 +1,7 @@
 """``amqp-dissect archive`` (Spark analysis of capture archives) and ``amqp-dissect split``.
 
-Registered on the typer app by ``register(app)`` (called at the end of cli/main.py);
-exit codes are cli.main's (imported lazily to avoid a circular import).
+Registered on the typer app by ``register(app)`` (called by cli/main.py); exit codes
+and failures come from cli/common.py.
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ from typing import List, Optional
 
 import typer
 
+from . import common
+from .common import EXIT_DAMAGED, EXIT_OK, Fail
 
-def _fail(code_name: str, message: str):
-    from cli import main as m
 
-    return m.Fail(getattr(m, code_name), message)
+def _fail(code_name: str, message: str) -> Fail:
+    return Fail(getattr(common, code_name), message)
 
 
 def archive(
@@ -38,8 +39,8 @@ def archive(
 ):
     """Analyse an archive of captures (rotated, daily folders, gzip) with Spark: parquet tables
     connections, links, deliveries, stalls (+ frames) and latency / outcome / stall summaries."""
-    from pipelines.archive import InputError, expand_inputs
-    from pipelines.spark import parse_size
+    from amqp_dissect.pipelines.archive import InputError, expand_inputs
+    from amqp_dissect.pipelines.spark import parse_size
 
     pairs = []
     for c in conf or []:
@@ -60,7 +61,7 @@ def archive(
 
     from pyspark.sql import SparkSession
 
-    from pipelines import spark as sj
+    from amqp_dissect.pipelines import spark as sj
 
     existing = SparkSession.getActiveSession()
     spark = sj.spark_session(master=master, conf=pairs, driver_memory=driver_memory,
@@ -81,8 +82,6 @@ def archive(
             spark.stop()
     for path, err in res["errors"]:
         print(f"amqp-dissect: {path}: {err}", file=sys.stderr)
-    from cli.main import EXIT_DAMAGED, EXIT_OK
-
     raise typer.Exit(EXIT_DAMAGED if res["errors"] else EXIT_OK)
 
 
@@ -132,9 +131,9 @@ def split(
     name: Optional[str] = typer.Option(None, "--name", help="file name prefix (default: the capture's name)"),
 ):
     """Write a capture as rotated pcap files NAME_00000.pcap, NAME_00001.pcap, ... (in order)."""
-    from dissector.errors import CaptureError
-    from pipelines.spark import parse_size
-    from pipelines.split import split_capture
+    from amqp_dissect.errors import CaptureError
+    from amqp_dissect.pipelines.spark import parse_size
+    from amqp_dissect.pipelines.split import split_capture
 
     if sum(x is not None for x in (packets, size, seconds)) != 1:
         raise _fail("EXIT_USAGE", "give exactly one of --packets, --bytes, --seconds")
@@ -161,8 +160,6 @@ def split(
                                                                   f"{os.path.basename(res[-1])})" if res else ""))
     if res.error:
         print(f"amqp-dissect: {capture}: {res.error}", file=sys.stderr)
-        from cli.main import EXIT_DAMAGED
-
         raise typer.Exit(EXIT_DAMAGED)
     raise typer.Exit(0)
 

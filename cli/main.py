@@ -23,26 +23,22 @@ from typing import Iterator, List, Optional
 
 import typer
 
-from dissector.amqp import Frame, ProtocolHeader, StreamNote
-from dissector.errors import CaptureError
-from dissector.events import PacketNote
+from amqp_dissect.amqp.framing import Frame, ProtocolHeader, StreamNote
+from amqp_dissect.errors import CaptureError
+from amqp_dissect.events import PacketNote
+
+from amqp_dissect.render.frames import event_json, frame_detail, frame_summary
+from amqp_dissect.pipelines.local import CaptureSource, run_analysis
+from amqp_dissect.render.report import render_text
+from amqp_dissect.results.report import build_report
+from amqp_dissect.results.tables import flat_for_export, to_frame
+
+from .archive import register as _register_archive
+from .common import (  # noqa: F401  (re-exported: the exit codes are part of this module's API)
+    EXIT_CODES_HELP, EXIT_DAMAGED, EXIT_FORMAT, EXIT_INTERNAL, EXIT_OK, EXIT_OPEN, EXIT_USAGE, Fail,
+)
 
 _SHOWN = (Frame, ProtocolHeader, StreamNote, PacketNote)
-from dissector.render import event_json, frame_detail, frame_summary
-from pipelines.local import CaptureSource, run_analysis
-from pipelines.report import build_report, render_text
-from pipelines.tables import flat_for_export, to_frame
-
-EXIT_OK = 0
-EXIT_INTERNAL = 1
-EXIT_USAGE = 2
-EXIT_OPEN = 3
-EXIT_FORMAT = 4
-EXIT_DAMAGED = 5
-
-EXIT_CODES_HELP = """Exit codes: 0 success; 1 internal error (a bug); 2 usage error;
-3 capture cannot be opened; 4 not a readable capture / no supported link type;
-5 capture damaged partway (what was readable is reported)."""
 
 app = typer.Typer(
     add_completion=False,
@@ -50,14 +46,6 @@ app = typer.Typer(
     help=f"AMQP 1.0 packet-capture analyzer and protocol dissector.\n\n{EXIT_CODES_HELP}",
     pretty_exceptions_enable=False,
 )
-
-
-class Fail(Exception):
-    """A user-facing failure: one line on stderr and an exit code."""
-
-    def __init__(self, code: int, message: str):
-        super().__init__(message)
-        self.code = code
 
 
 class FrameFormat(str, Enum):
@@ -176,7 +164,7 @@ def _print_summary(run: CaptureRun, out) -> None:
 
 
 def _print_verbose(run: CaptureRun, out) -> None:
-    from dissector.netparse import describe_packet
+    from amqp_dissect.capture.netparse import describe_packet
 
     last_packet = None
     for record, ev in run.events():
@@ -298,8 +286,6 @@ _table_command("transactions", "transaction_rows", "One row per transaction: dec
 _table_command("violations", "violation_rows", "Protocol violations found by the state layer.")
 _table_command("errors", "error_rows", "Errors: close/end/detach errors and unsettled deliveries.")
 
-
-from cli.archive import register as _register_archive  # noqa: E402  (needs app, Fail and EXIT_* defined)
 
 _register_archive(app)
 

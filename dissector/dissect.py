@@ -1,13 +1,13 @@
 """The sans-IO pipeline: capture records in, AMQP events out.
 
     d = Dissector()
-    for record in records:            # dissector.capture.open_capture(f), or any CaptureRecord source
+    for record in records:            # amqp_dissect.capture.pcap.open_capture(f), or any CaptureRecord source
         for event in d.feed(record):
             ...
     for event in d.finish():
         ...
 
-Events are the ones of :mod:`dissector.amqp` (ProtocolHeader, Frame,
+Events are the ones of :mod:`amqp_dissect.amqp.framing` (ProtocolHeader, Frame,
 StreamNote) plus, from the TCP layer, StreamOpened / StreamClosed / PacketNote
 for connections found to carry AMQP.
 
@@ -19,12 +19,12 @@ capture joins them mid-stream (the decoder resynchronises on a frame header).
 
 from __future__ import annotations
 
-from .amqp import DEFAULT_MAX_FRAME_BYTES, AmqpConnection
+from .amqp.framing import DEFAULT_MAX_FRAME_BYTES, AmqpConnection
 from .errors import WARN, DissectError, ExpertNote, UnsupportedLinkType
 from .events import PacketNote, StreamClosed, StreamData, StreamGap, StreamOpened
-from .netparse import TruncatedPacket, parse_segment
-from .spec import AMQP_PORT, AMQPS_PORT
-from .tcp import TcpReassembler
+from .capture.netparse import TruncatedPacket, parse_segment
+from .amqp.spec import AMQP_PORT, AMQPS_PORT
+from .capture.tcp import TcpReassembler
 
 DEFAULT_PORTS = frozenset({AMQP_PORT, AMQPS_PORT})
 

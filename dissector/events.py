@@ -3,7 +3,7 @@
 capture  (file object in)      -> CaptureRecord
 netparse (CaptureRecord bytes) -> Segment
 tcp      (Segment)             -> StreamOpened / StreamData / StreamGap / StreamClosed
-amqp     (StreamData/StreamGap)-> amqp.* frame events (see dissector/amqp.py)
+amqp     (StreamData/StreamGap)-> amqp.* frame events (see dissector/amqp/framing.py)
 
 All are plain slotted dataclasses / named tuples: picklable, cheap, no IO.
 """

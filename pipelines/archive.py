@@ -1,6 +1,6 @@
 """Archive analysis, the parts that need no Spark: inputs, byte ranges, per-flow runs, row schemas.
 
-:mod:`pipelines.spark` wires these into Spark stages; everything here is plain
+:mod:`amqp_dissect.pipelines.spark` wires these into Spark stages; everything here is plain
 Python (files are opened here, never in ``dissector``), so it is tested
 without a Spark session and runs unchanged inside executors.
 
@@ -15,8 +15,8 @@ Stage 1 (:func:`decode_range`), one task per file or byte range
     reuse included) lands in one flow.
 
 Stage 2 (:class:`FlowRunner`), rows of one flow in global packet order
-    A :class:`~dissector.dissect.Dissector` (TCP reassembly + AMQP framing
-    routing) and an :class:`~dissector.analytics.Analyzer` for that flow
+    A :class:`~amqp_dissect.dissect.Dissector` (TCP reassembly + AMQP framing
+    routing) and an :class:`~amqp_dissect.results.analytics.Analyzer` for that flow
     alone, fed record by record; the few values that come from the rest of
     the capture (time and number of the last record, the end time the
     analyzer is finished with, the idle-sweep clock) are passed in.
@@ -36,15 +36,15 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
-from dissector.analytics import Analyzer
-from dissector.capture import MAX_RECORD, ByteSource, open_capture, pcap_records
-from dissector.dissect import Dissector
-from dissector.errors import DissectError, UnsupportedLinkType
-from dissector.events import CaptureRecord, endpoint
-from dissector.netparse import TruncatedPacket, parse_segment
-from dissector.render import event_json
+from amqp_dissect.results.analytics import Analyzer
+from amqp_dissect.capture.pcap import MAX_RECORD, ByteSource, open_capture, pcap_records
+from amqp_dissect.dissect import Dissector
+from amqp_dissect.errors import DissectError, UnsupportedLinkType
+from amqp_dissect.events import CaptureRecord, endpoint
+from amqp_dissect.capture.netparse import TruncatedPacket, parse_segment
+from amqp_dissect.render.frames import event_json
 
-from .tables import SCHEMAS, _jsonable_cell
+from amqp_dissect.results.tables import SCHEMAS, _jsonable_cell
 
 DEFAULT_SPLIT_SIZE = 64 << 20  # bytes: uncompressed pcap files larger than this are split into ranges
 CHAIN = 8  # consecutive plausible record headers needed to accept a range's first record
@@ -200,7 +200,7 @@ def find_boundary(read_at, start: int, end: int, hdr: PcapHeader, size: int, cha
     within a day of the previous header of the chain.  Returns
     ``(offset or None, rejected)`` where ``rejected`` counts candidates whose
     own header was plausible but whose chain broke (false boundaries).
-    Pure function of the bytes: a candidate for moving into ``dissector.capture``.
+    Pure function of the bytes: a candidate for moving into ``amqp_dissect.capture.pcap``.
     """
     hl = hdr.record_header
     unpack = struct.Struct("<IIII" if hdr.little_endian else ">IIII").unpack_from
@@ -266,7 +266,7 @@ class RangeScan:
     first record's header, None when the range holds none), ``end_offset``
     (offset of the first record header at or after the range end, or where
     reading stopped), ``error`` (text of the damage that stopped reading, as
-    :class:`~dissector.capture.CaptureReader` reports it), ``rejected`` (false
+    :class:`~amqp_dissect.capture.pcap.CaptureReader` reports it), ``rejected`` (false
     boundary candidates), ``skipped`` (a non-first range of a file that cannot
     be split).  Opening errors raise (OSError, CaptureError).
     """
@@ -447,7 +447,7 @@ class Layout:
 
 def layout(files: list[str], summaries: list[dict]) -> Layout:
     """Order the files as one continuous capture (first record's time, then path) and
-    number the records like :class:`pipelines.local.CaptureSource` does.
+    number the records like :class:`amqp_dissect.pipelines.local.CaptureSource` does.
 
     The ranges of a split file must chain: the offset where range k stopped (the
     first header at or after its end, found by walking records from its own
@@ -547,7 +547,7 @@ class FlowParams:
     ports: tuple = ()
     last_ts: float | None = None  # time of the capture's last record (the Dissector's last_ts at finish)
     last_tcp_packet: int = 0  # index of the capture's last record fed to TCP reassembly
-    end_ts: float | None = None  # end time the Analyzer is finished with (see pipelines.spark)
+    end_ts: float | None = None  # end time the Analyzer is finished with (see amqp_dissect.pipelines.spark)
     ticks: tuple | None = None  # ((packet, ts), ...) of the global idle sweeps, or None when not computed
     frames: bool = False
     idle_timeout: float = 900.0
@@ -754,7 +754,7 @@ def sweep_ticks(packets_ts: Iterable[tuple[int, float]], interval: float = 1.0, 
 
 S, I, F, B, J = "string", "long", "double", "boolean", "json"
 
-# extra columns (after the documented ones of pipelines.tables.SCHEMAS), in the analyzer's order
+# extra columns (after the documented ones of amqp_dissect.results.tables.SCHEMAS), in the analyzer's order
 _EXTRA = {
     "connections": (
         "syn_seen:B mid_connection:B lossy:B tls:B protocol_headers_client:J protocol_headers_server:J "
@@ -801,7 +801,7 @@ FRAME_COLUMNS = (
 
 def table_columns(table: str) -> list[tuple[str, str]]:
     """(column, kind) of an output table, kind in string/long/double/boolean/json (JSON text):
-    the columns and order of ``pipelines.tables.to_frame`` for the analyzer's rows."""
+    the columns and order of ``amqp_dissect.results.tables.to_frame`` for the analyzer's rows."""
     if table == "frames":
         return list(FRAME_COLUMNS)
     lead = [(c, _LEAD_KIND[t]) for c, t, _ in SCHEMAS[table]]
@@ -834,7 +834,7 @@ def arrow_schema(table: str):
 
 def rows_batch(table: str, rows: list[dict], flows: list, k1: list, k2: list):
     """Row dicts as an Arrow record batch, column by column: JSON columns as text
-    (``pipelines.tables.flat_for_export``), NaN as null, keys outside the table dropped."""
+    (``amqp_dissect.results.tables.flat_for_export``), NaN as null, keys outside the table dropped."""
     import pyarrow as pa
 
     schema = arrow_schema(table)

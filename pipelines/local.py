@@ -2,9 +2,9 @@
 
 For notebooks::
 
-    from pipelines.local import analyze
+    from amqp_dissect.pipelines.local import analyze
     a = analyze("capture.pcap")          # or a list of files read as one continuous capture
-    a.deliveries, a.links, a.stalls      # pandas DataFrames (columns: pipelines.tables)
+    a.deliveries, a.links, a.stalls      # pandas DataFrames (columns: amqp_dissect.results.tables)
     a.latency("address")                 # latency percentiles per link / address / connection
     a.report()                           # the JSON report of ``amqp-dissect report --format json``
 
@@ -19,12 +19,12 @@ from typing import Iterable, Iterator
 
 import pandas as pd
 
-from dissector.analytics import Analyzer
-from dissector.capture import open_capture
-from dissector.dissect import Dissector
-from dissector.errors import CaptureError
+from amqp_dissect.results.analytics import Analyzer
+from amqp_dissect.capture.pcap import open_capture
+from amqp_dissect.dissect import Dissector
+from amqp_dissect.errors import CaptureError
 
-from .tables import to_frame
+from amqp_dissect.results.tables import to_frame
 
 
 class CaptureSource:
@@ -32,7 +32,7 @@ class CaptureSource:
 
     Packet numbers continue across files.  ``errors`` collects, per file, the
     damage found while reading it (truncated tail, corrupt block); opening
-    problems raise (``OSError``, :class:`~dissector.errors.CaptureError`).
+    problems raise (``OSError``, :class:`~amqp_dissect.errors.CaptureError`).
     """
 
     def __init__(self, paths, dissector: Dissector | None = None, ports: Iterable[int] = ()):
@@ -108,7 +108,7 @@ class Analysis:
         return pd.DataFrame(self.analyzer.latency_summary(by=by, metric=metric))
 
     def report(self) -> dict:
-        from .report import build_report
+        from amqp_dissect.results.report import build_report
 
         return build_report(self.analyzer, capture_errors=self.capture_errors)
 

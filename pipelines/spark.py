@@ -1,6 +1,6 @@
-"""Spark batch analysis of capture archives, on the same sans-IO core as ``pipelines.local``.
+"""Spark batch analysis of capture archives, on the same sans-IO core as ``amqp_dissect.pipelines.local``.
 
-    from pipelines.spark import spark_session, run_archive
+    from amqp_dissect.pipelines.spark import spark_session, run_archive
     spark = spark_session()                       # local[*] unless master= / spark-submit says otherwise
     result = run_archive(spark, ["captures/"], "out/")   # parquet tables under out/
     result["counts"]["deliveries"]
@@ -8,7 +8,7 @@
 or ``spark-submit pipelines/spark.py PATH... --out DIR`` (the project's code is
 shipped to the executors as a zip), or ``amqp-dissect archive PATH... --out DIR``.
 
-Stages (details in :mod:`pipelines.archive`):
+Stages (details in :mod:`amqp_dissect.pipelines.archive`):
 
 1. one task per file or pcap byte range: executors open the files, emit one
    row per TCP record (range id, index in range, time, raw record, flow key)
@@ -48,12 +48,11 @@ import time
 import zipfile
 from urllib.parse import urlparse
 
-if __package__ in (None, ""):  # spark-submit pipelines/spark.py: make the project importable
+if __package__ in (None, ""):  # spark-submit pipelines/spark.py: import the installed package, not siblings
     _here = os.path.dirname(os.path.abspath(__file__))
-    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]  # no top-level 'tables', 'split'...
-    sys.path.insert(0, os.path.dirname(_here))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]  # no top-level 'archive', 'split'...
 
-from pipelines.archive import (  # noqa: E402
+from amqp_dissect.pipelines.archive import (  # noqa: E402
     DEFAULT_SPLIT_SIZE,
     KIND_NOTE,
     KIND_SUMMARY,
@@ -153,23 +152,27 @@ SPARK_LOG: str | None = None  # where the JVM's stderr goes when the session was
 
 
 def ship_code(spark) -> str:
-    """Zip the ``dissector`` and ``pipelines`` packages and ``addPyFile`` it, so executors
-    without the project installed import them (once per SparkContext)."""
+    """Zip the ``amqp_dissect`` package (the core and the pipelines, as Python sources) and
+    ``addPyFile`` it, so executors without the project installed import it (once per SparkContext)."""
+    import amqp_dissect
+    import amqp_dissect.pipelines
+
     sc = spark.sparkContext
     key = sc.applicationId
     if key in _SHIPPED:
         return _SHIPPED[key]
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     fd, path = tempfile.mkstemp(prefix="amqp_dissect_", suffix=".zip")
     os.close(fd)
+    trees = [(amqp_dissect.__path__[0], "amqp_dissect"),
+             (amqp_dissect.pipelines.__path__[0], "amqp_dissect/pipelines")]
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
-        for pkg in ("dissector", "pipelines"):
-            for dirpath, dirs, files in os.walk(os.path.join(root, pkg)):
+        for top, arc in trees:
+            for dirpath, dirs, files in os.walk(top):
                 dirs[:] = [d for d in dirs if d != "__pycache__"]
                 for name in files:
                     if name.endswith((".py", ".xml")):
                         full = os.path.join(dirpath, name)
-                        z.write(full, os.path.relpath(full, root))
+                        z.write(full, os.path.join(arc, os.path.relpath(full, top)))
     sc.addPyFile(path)
     _SHIPPED[key] = path
     return path

@@ -1,6 +1,6 @@
 """Write a capture as a rotated series of pcap files, like ``tcpdump -C`` / ``-G`` would.
 
-    from pipelines.split import split_capture
+    from amqp_dissect.pipelines.split import split_capture
     paths = split_capture("big.pcap", "out/", packets=10000)          # or bytes=..., seconds=...
     # out/big_00000.pcap, out/big_00001.pcap, ...  (gzip=True: .pcap.gz)
 
@@ -20,8 +20,8 @@ import os
 import struct
 from typing import Iterator
 
-from dissector.capture import MAX_RECORD, open_capture
-from dissector.errors import CaptureError
+from amqp_dissect.capture.pcap import MAX_RECORD, open_capture
+from amqp_dissect.errors import CaptureError
 
 from .archive import pcap_header
 

@@ -6,9 +6,9 @@
 
 Builds one capture of real proton-encoded AMQP traffic (tests/benchmark.py's
 ``build_capture``: interleaved connections, acks on) and a rotated copy of it
-(``pipelines.split``, ``--parts`` files, connections spanning them), then times:
+(``amqp_dissect.pipelines.split``, ``--parts`` files, connections spanning them), then times:
 
-* the single-process path (``pipelines.local.analyze``) on the capture,
+* the single-process path (``amqp_dissect.pipelines.local.analyze``) on the capture,
 * the Spark job with local[1] and local[2] on the rotated archive (one stage-1
   task per file),
 * the Spark job on the single capture read whole (one stage-1 task) and split
@@ -76,10 +76,10 @@ def main(argv=None) -> int:
 
     from benchmark import build_capture
 
-    from dissector.capture import open_capture
-    from pipelines.local import analyze
-    from pipelines.spark import parse_size, run_archive, spark_session
-    from pipelines.split import split_capture
+    from amqp_dissect.capture.pcap import open_capture
+    from amqp_dissect.pipelines.local import analyze
+    from amqp_dissect.pipelines.spark import parse_size, run_archive, spark_session
+    from amqp_dissect.pipelines.split import split_capture
 
     os.makedirs(a.work, exist_ok=True)
     cap = os.path.join(a.work, "capture.pcap")
@@ -106,7 +106,7 @@ def main(argv=None) -> int:
 
     secs, an = timed(lambda: analyze(cap))
     deliveries = len(an.deliveries)
-    row("single process (pipelines.local.analyze)", secs, {"deliveries": deliveries})
+    row("single process (amqp_dissect.pipelines.local.analyze)", secs, {"deliveries": deliveries})
 
     split_size = parse_size(a.split_size)
     sessions = {}

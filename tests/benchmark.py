@@ -32,9 +32,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path[:0] = [HERE, ROOT]
 
-from dissector.capture import open_capture  # noqa: E402
-from dissector.dissect import Dissector  # noqa: E402
-from dissector.netparse import parse_segment  # noqa: E402
+from amqp_dissect.capture.pcap import open_capture  # noqa: E402
+from amqp_dissect.dissect import Dissector  # noqa: E402
+from amqp_dissect.capture.netparse import parse_segment  # noqa: E402
 
 
 def build_capture(path: str, connections: int, messages: int) -> dict:
@@ -130,7 +130,7 @@ def main() -> int:
     rows["read+parse"] = best_of(args.repeat, lambda: read_parse(args.out))
     rows["pipeline"] = best_of(args.repeat, lambda: full_pipeline(args.out))
     frames = rows["pipeline"][1]
-    cli = [sys.executable, "-m", "cli", "frames", args.out, "--format", "jsonl"]
+    cli = [sys.executable, "-m", "amqp_dissect.cli", "frames", args.out, "--format", "jsonl"]
     old = os.getcwd()
     os.chdir(ROOT)
     try:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import io
 
-from dissector.amqp import Frame, ProtocolHeader
-from dissector.capture import open_capture
-from dissector.dissect import Dissector
-from dissector.render import event_json
+from amqp_dissect.amqp.framing import Frame, ProtocolHeader
+from amqp_dissect.capture.pcap import open_capture
+from amqp_dissect.dissect import Dissector
+from amqp_dissect.render.frames import event_json
 
 
 def frame_keys(events, direction=None) -> list[dict]:

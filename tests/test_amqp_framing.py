@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from proton import Message
 
-from dissector.amqp import AmqpConnection, Frame, ProtocolHeader, StreamNote
-from dissector.codec import ABSENT, Composite
-from dissector.render import event_json
+from amqp_dissect.amqp.framing import AmqpConnection, Frame, ProtocolHeader, StreamNote
+from amqp_dissect.amqp.codec import ABSENT, Composite
+from amqp_dissect.render.frames import event_json
 from eventkeys import frame_keys
 from protonpump import Pump
 
@@ -160,7 +160,7 @@ def _rewrite_descriptor(frame: bytes, form: str) -> bytes:
     if form == "ulong":
         desc = b"\x00\x80" + struct.pack(">Q", code)
     else:
-        from dissector.spec import BY_DESCRIPTOR
+        from amqp_dissect.amqp.spec import BY_DESCRIPTOR
 
         sym = BY_DESCRIPTOR[code].descriptor_symbol.encode()
         desc = b"\x00\xa3" + bytes([len(sym)]) + sym

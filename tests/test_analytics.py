@@ -22,10 +22,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from proton import Disposition, Message
 
-from dissector.amqp import AmqpConnection, Frame
-from dissector.analytics import Analyzer, percentile
-from dissector.capture import open_capture
-from dissector.dissect import Dissector
+from amqp_dissect.amqp.framing import AmqpConnection, Frame
+from amqp_dissect.results.analytics import Analyzer, percentile
+from amqp_dissect.capture.pcap import open_capture
+from amqp_dissect.dissect import Dissector
 from protonpump import Pump
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

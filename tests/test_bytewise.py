@@ -10,11 +10,11 @@ import os
 import dpkt
 import pytest
 
-from dissector.amqp import AmqpConnection
-from dissector.capture import open_capture
-from dissector.events import StreamData, StreamOpened
-from dissector.netparse import parse_segment
-from dissector.tcp import TcpReassembler
+from amqp_dissect.amqp.framing import AmqpConnection
+from amqp_dissect.capture.pcap import open_capture
+from amqp_dissect.events import StreamData, StreamOpened
+from amqp_dissect.capture.netparse import parse_segment
+from amqp_dissect.capture.tcp import TcpReassembler
 from eventkeys import frame_keys, run_pipeline
 
 SAMPLES = sorted(glob.glob(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples", "*.pcap")))

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dissector.capture import MAX_RECORD, CaptureReader, open_capture
-from dissector.errors import CaptureError, DissectError
-from dissector.events import CaptureRecord
+from amqp_dissect.capture.pcap import MAX_RECORD, CaptureReader, open_capture
+from amqp_dissect.errors import CaptureError, DissectError
+from amqp_dissect.events import CaptureRecord
 
 try:
     from tests import pcapbuild as pb

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 
-from cli.main import EXIT_DAMAGED, EXIT_FORMAT, EXIT_OK, EXIT_OPEN, EXIT_USAGE, main
+from amqp_dissect.cli.main import EXIT_DAMAGED, EXIT_FORMAT, EXIT_OK, EXIT_OPEN, EXIT_USAGE, main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE = os.path.join(ROOT, "samples", "plain_send_receive.pcap")
@@ -170,7 +170,7 @@ def test_usage_error(capsys):
 def test_console_script_never_prints_a_traceback(tmp_path):
     p = tmp_path / "x.pcap"
     p.write_bytes(b"\xd4\xc3\xb2\xa1" + b"\x00" * 10)  # pcap magic, header cut short
-    r = subprocess.run([sys.executable, "-m", "cli", "frames", str(p)], capture_output=True, text=True, cwd=ROOT)
+    r = subprocess.run([sys.executable, "-m", "amqp_dissect.cli", "frames", str(p)], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode in (EXIT_FORMAT, EXIT_DAMAGED)
     assert "Traceback" not in r.stderr and r.stderr.count("\n") == 1
 

@@ -1,7 +1,7 @@
-"""Bounded, hostile and malformed input for :mod:`dissector.codec`.
+"""Bounded, hostile and malformed input for :mod:`amqp_dissect.amqp.codec`.
 
 Whatever the bytes, decoding either returns a value or raises
-:class:`~dissector.errors.DecodeError` (``LimitExceeded`` is one); nothing
+:class:`~amqp_dissect.errors.DecodeError` (``LimitExceeded`` is one); nothing
 else may escape, and hostile length or count fields must not make the decoder
 allocate memory in proportion to what they claim.
 
@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dissector.codec import (
+from amqp_dissect.amqp.codec import (
     DEFAULT_MAX_DEPTH,
     DEFAULT_MAX_ELEMENTS,
     Array,
@@ -31,7 +31,7 @@ from dissector.codec import (
     decode,
     decode_all,
 )
-from dissector.errors import DecodeError, LimitExceeded
+from amqp_dissect.errors import DecodeError, LimitExceeded
 
 
 def _sibling(name: str):

@@ -1,4 +1,4 @@
-"""Differential tests: :mod:`dissector.codec` against python-qpid-proton's codec.
+"""Differential tests: :mod:`amqp_dissect.amqp.codec` against python-qpid-proton's codec.
 
 The oracle is always proton: values are built with proton's ``Data`` ``put_*``
 API (or as proton ``Message`` objects), encoded by proton, and what *proton*
@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 import proton
 from proton import Data, Message
 
-from dissector.codec import (
+from amqp_dissect.amqp.codec import (
     ABSENT,
     Array,
     Composite,
@@ -44,7 +44,7 @@ from dissector.codec import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-XML_DIR = REPO / "dissector" / "spec"
+XML_DIR = REPO / "dissector" / "amqp" / "spec"
 NS = "{http://www.amqp.org/schema/amqp.xsd}"
 
 SETTINGS = settings(

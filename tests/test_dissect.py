@@ -9,10 +9,10 @@ import struct
 
 import dpkt
 
-from dissector.amqp import Frame, StreamNote
-from dissector.capture import open_capture
-from dissector.dissect import Dissector
-from dissector.events import PacketNote
+from amqp_dissect.amqp.framing import Frame, StreamNote
+from amqp_dissect.capture.pcap import open_capture
+from amqp_dissect.dissect import Dissector
+from amqp_dissect.events import PacketNote
 from eventkeys import run_pipeline
 
 SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples", "plain_send_receive.pcap")

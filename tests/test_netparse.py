@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dissector.errors import DissectError, UnsupportedLinkType
-from dissector.events import CaptureRecord, Segment
-from dissector.netparse import (
+from amqp_dissect.errors import DissectError, UnsupportedLinkType
+from amqp_dissect.events import CaptureRecord, Segment
+from amqp_dissect.capture.netparse import (
     IPFragment,
     MalformedPacket,
     TruncatedPacket,
@@ -328,7 +328,7 @@ def test_random_bytes_only_raise_dissect_errors(linktype, data):
 
 
 def test_address_cache_is_bounded(monkeypatch):
-    import dissector.netparse as np
+    import amqp_dissect.capture.netparse as np
 
     monkeypatch.setattr(np, "_ADDR_MAX", 50)
     for i in range(200):

@@ -10,11 +10,11 @@ from pathlib import Path
 
 from proton import Data, symbol
 
-from dissector.codec import decode
-from dissector.render import json_value
-from dissector.spec import choice_name
+from amqp_dissect.amqp.codec import decode
+from amqp_dissect.amqp.values import json_value
+from amqp_dissect.amqp.spec import choice_name
 
-XML = Path(__file__).resolve().parent.parent / "dissector" / "spec"
+XML = Path(__file__).resolve().parent.parent / "dissector" / "amqp" / "spec"
 NS = "{http://www.amqp.org/schema/amqp.xsd}"
 
 
@@ -72,7 +72,7 @@ def test_nested_composite_has_type_and_present_fields_only():
 
 def test_defaults_in_the_detail_tree_show_the_fields_declared_type():
     # header with every field absent: each default is shown with the type the XML declares
-    from dissector.render import composite_lines
+    from amqp_dissect.render.frames import composite_lines
 
     v = decode(_encode(lambda d: (d.put_described(), d.enter(), d.put_ulong(0x70), d.put_list(), d.exit())))
     lines = "\n".join(composite_lines(v, 0))

@@ -9,9 +9,9 @@ import os
 import pandas as pd
 import pytest
 
-from cli.main import EXIT_OK, EXIT_OPEN, EXIT_USAGE, main
-from pipelines.local import analyze
-from pipelines.tables import SCHEMAS
+from amqp_dissect.cli.main import EXIT_OK, EXIT_OPEN, EXIT_USAGE, main
+from amqp_dissect.pipelines.local import analyze
+from amqp_dissect.results.tables import SCHEMAS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLES = os.path.join(ROOT, "samples")

@@ -13,9 +13,9 @@ from collections import Counter
 
 import pytest
 
-from dissector.amqp import Frame, ProtocolHeader, StreamNote
-from dissector.capture import open_capture
-from dissector.dissect import Dissector
+from amqp_dissect.amqp.framing import Frame, ProtocolHeader, StreamNote
+from amqp_dissect.capture.pcap import open_capture
+from amqp_dissect.dissect import Dissector
 
 SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples")
 TRUTHS = sorted(glob.glob(os.path.join(SAMPLES, "*.truth.json")))

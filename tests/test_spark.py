@@ -1,4 +1,4 @@
-"""The Spark archive job agrees with the single-process path (pipelines.local) on the same files.
+"""The Spark archive job agrees with the single-process path (amqp_dissect.pipelines.local) on the same files.
 
 One SparkSession (local[2]) for the whole file.  Compared column by column,
 exactly: connections, links, deliveries, stalls (and frames), on the samples
@@ -31,12 +31,12 @@ else:
     if shutil.which("java") is None:
         pytest.skip("Spark needs java (not on this machine)", allow_module_level=True)
 
-from dissector.capture import open_capture  # noqa: E402
-from dissector.render import event_json  # noqa: E402
-from pipelines import archive as ar  # noqa: E402
-from pipelines.local import CaptureSource, analyze  # noqa: E402
-from pipelines.split import split_capture  # noqa: E402
-from pipelines.tables import flat_for_export  # noqa: E402
+from amqp_dissect.capture.pcap import open_capture  # noqa: E402
+from amqp_dissect.render.frames import event_json  # noqa: E402
+from amqp_dissect.pipelines import archive as ar  # noqa: E402
+from amqp_dissect.pipelines.local import CaptureSource, analyze  # noqa: E402
+from amqp_dissect.pipelines.split import split_capture  # noqa: E402
+from amqp_dissect.results.tables import flat_for_export  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLES = os.path.join(ROOT, "samples")
@@ -160,7 +160,7 @@ def expected_frames(paths) -> list[dict]:
 
 @pytest.fixture(scope="session")
 def spark():
-    from pipelines.spark import spark_session
+    from amqp_dissect.pipelines.spark import spark_session
 
     s = spark_session(master="local[2]", conf=[("spark.sql.shuffle.partitions", "4"),
                                                ("spark.default.parallelism", "4")])
@@ -169,7 +169,7 @@ def spark():
 
 
 def _run(spark, paths, out, **kw):
-    from pipelines.spark import run_archive
+    from amqp_dissect.pipelines.spark import run_archive
 
     kw.setdefault("partitions", 3)
     return run_archive(spark, paths, str(out), **kw)
@@ -223,7 +223,7 @@ def test_chained_headers_reject_a_lone_plausible_header(tmp_path):
 def test_sweep_ticks_vectorised_equals_sequential():
     import pyarrow as pa
 
-    from pipelines.spark import _ticks_fn
+    from amqp_dissect.pipelines.spark import _ticks_fn
 
     rng = np.random.default_rng(7)
     ts = np.cumsum(rng.exponential(0.3, 3000)) + 1e9
@@ -349,7 +349,7 @@ def test_results_that_depend_on_the_whole_capture_agree(spark, tmp_path):
 
 
 def test_cli_archive_writes_parquet(tmp_path, capsys, spark):
-    from cli import main as m
+    from amqp_dissect.cli import main as m
 
     out = tmp_path / "cli-out"
     rc = m.main(["archive", SAMPLES, "--out", str(out), "--partitions", "2", "--split-size", "20k",

@@ -1,7 +1,7 @@
 """The generated protocol tables against the AMQP 1.0 XML they come from.
 
-``dissector/_spec.py`` must be exactly what ``dissector.specgen`` renders, the
-XML in ``dissector/spec/`` must be the shared copy, and the tables must agree
+``dissector/amqp/_spec.py`` must be exactly what ``amqp_dissect.amqp.specgen`` renders, the
+XML in ``dissector/amqp/spec/`` must be the shared copy, and the tables must agree
 with the XML as read *here*, with ElementTree and this file's own small
 conversions -- not by calling the generator's helpers.
 """
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from dissector import _spec, spec, specgen
+from amqp_dissect.amqp import _spec, spec, specgen
 
 REPO = Path(__file__).resolve().parents[1]
-XML_DIR = REPO / "dissector" / "spec"
+XML_DIR = REPO / "dissector" / "amqp" / "spec"
 SHARED_XML = REPO.parent / "shared" / "amqp-spec" / "xml"
 NS = "{http://www.amqp.org/schema/amqp.xsd}"
 XML_FILES = ("types", "transport", "messaging", "security", "transactions")
@@ -28,9 +28,9 @@ INT_TYPES = {"ubyte", "ushort", "uint", "ulong", "byte", "short", "int", "long"}
 
 
 def test_render_reproduces_the_committed_module_byte_for_byte():
-    committed = (REPO / "dissector" / "_spec.py").read_bytes()
+    committed = (REPO / "dissector" / "amqp" / "_spec.py").read_bytes()
     rendered = specgen.render().encode("utf-8")
-    assert rendered == committed, "dissector/_spec.py is stale: run python -m dissector.specgen"
+    assert rendered == committed, "dissector/amqp/_spec.py is stale: run python -m amqp_dissect.amqp.specgen"
 
 
 def test_check_mode_accepts_the_committed_module(tmp_path, capsys):
@@ -49,7 +49,7 @@ def test_spec_xml_is_the_shared_copy():
     if not SHARED_XML.is_dir():
         message = (
             f"the shared AMQP XML is not at {SHARED_XML} (expected shared/amqp-spec/xml "
-            "next to the repository clone); cannot check that dissector/spec/ is a copy of it"
+            "next to the repository clone); cannot check that dissector/amqp/spec/ is a copy of it"
         )
         if os.environ.get("CI"):
             pytest.fail(message)
@@ -61,7 +61,7 @@ def test_spec_xml_is_the_shared_copy():
     assert ours == sorted(f"{n}.xml" for n in XML_FILES)
     for name in ours:
         assert (XML_DIR / name).read_bytes() == (SHARED_XML / name).read_bytes(), (
-            f"dissector/spec/{name} differs from {SHARED_XML / name}"
+            f"dissector/amqp/spec/{name} differs from {SHARED_XML / name}"
         )
     assert specgen.render(SHARED_XML) == specgen.render()
 

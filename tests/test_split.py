@@ -1,4 +1,4 @@
-"""pipelines.split / ``amqp-dissect split``: rotated pcap parts that read back as the original."""
+"""amqp_dissect.pipelines.split / ``amqp-dissect split``: rotated pcap parts that read back as the original."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import os
 
 import pytest
 
-from dissector.capture import open_capture
-from pipelines.local import analyze
-from pipelines.split import split_capture
+from amqp_dissect.capture.pcap import open_capture
+from amqp_dissect.pipelines.local import analyze
+from amqp_dissect.pipelines.split import split_capture
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLES = sorted(glob.glob(os.path.join(ROOT, "samples", "*.pcap")))
@@ -31,7 +31,7 @@ def all_records(paths):
 
 @pytest.fixture
 def cli():
-    from cli import main as m
+    from amqp_dissect.cli import main as m
 
     return m
 

@@ -16,12 +16,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dissector.amqp import Frame, ProtocolHeader
-from dissector.analytics import Analyzer
-from dissector.codec import Composite, Symbol, UInt
-from dissector.events import StreamClosed, StreamOpened
-from dissector.spec import COMPOSITES
-from dissector.state import (
+from amqp_dissect.amqp.framing import Frame, ProtocolHeader
+from amqp_dissect.results.analytics import Analyzer
+from amqp_dissect.amqp.codec import Composite, Symbol, UInt
+from amqp_dissect.events import StreamClosed, StreamOpened
+from amqp_dissect.amqp.spec import COMPOSITES
+from amqp_dissect.model.state import (
     CONNECTION_MACHINE,
     LINK_MACHINE,
     MACHINES,
@@ -366,7 +366,7 @@ def test_credit_lowered_while_a_transfer_is_in_flight_is_tolerated_once():
 
 
 def test_framing_notes_on_frames_become_violations():
-    from dissector.errors import ExpertNote
+    from amqp_dissect.errors import ExpertNote
 
     s = Script()
     s.open_both()
@@ -374,7 +374,7 @@ def test_framing_notes_on_frames_become_violations():
     p, t = s.tick()
     f = Frame("c1", 0, CLIENT, SERVER, p, t, p, 600, 2, 0, 0)
     f.performative = comp("flow", incoming_window=10, next_outgoing_id=0, outgoing_window=10)
-    # what dissector.amqp notes on a frame larger than the peer's max-frame-size
+    # what amqp_dissect.amqp.framing notes on a frame larger than the peer's max-frame-size
     f.notes.append(ExpertNote("warn", "protocol", "frame of 600 bytes exceeds the peer's max-frame-size 512"))
     f.notes.append(ExpertNote("chat", "reassembly", "not a violation"))
     s.a.feed(f)
@@ -383,15 +383,22 @@ def test_framing_notes_on_frames_become_violations():
         ("frame-size", "framing", p, "client")]
 
 
-def test_analyzer_is_reachable_from_the_state_module():
-    import dissector.state
+def test_the_model_does_not_import_the_layers_above_it():
+    # layering: capture -> amqp -> model -> results -> render; the model imports neither
+    # the results nor the presentation layer (nor pandas), so it can run anywhere
+    import subprocess
+    import sys
 
-    assert dissector.state.Analyzer is Analyzer
+    code = ("import sys, amqp_dissect.model.state; "
+            "print(sorted(m for m in sys.modules if m.startswith(('amqp_dissect.results', 'amqp_dissect.render', "
+            "'amqp_dissect.pipelines', 'amqp_dissect.cli', 'pandas'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
 
 
 def test_unknown_events_are_ignored():
-    from dissector.events import PacketNote
-    from dissector.errors import ExpertNote
+    from amqp_dissect.events import PacketNote
+    from amqp_dissect.errors import ExpertNote
 
     a = Analyzer()
     a.feed(object())

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dissector.capture import open_capture
-from dissector.events import (
+from amqp_dissect.capture.pcap import open_capture
+from amqp_dissect.events import (
     ACK,
     FIN,
     PSH,
@@ -24,8 +24,8 @@ from dissector.events import (
     StreamGap,
     StreamOpened,
 )
-from dissector.netparse import TruncatedPacket, parse_segment
-from dissector.tcp import TcpReassembler
+from amqp_dissect.capture.netparse import TruncatedPacket, parse_segment
+from amqp_dissect.capture.tcp import TcpReassembler
 
 try:
     from tests import pcapbuild as pb
@@ -316,7 +316,7 @@ def test_buffer_bound_keeps_memory_bounded_with_many_holes():
 
 
 def test_flood_of_tiny_out_of_order_segments_is_bounded():
-    from dissector.tcp import MAX_PIECES
+    from amqp_dissect.capture.tcp import MAX_PIECES
 
     tr = TcpReassembler()
     segs = handshake()

@@ -38,11 +38,11 @@ from pathlib import Path
 import pytest
 
 import wireshark_known
-from dissector.amqp import Frame, ProtocolHeader
-from dissector.capture import open_capture
-from dissector.dissect import Dissector
-from dissector.render import event_json
-from dissector.spec import COMPOSITES
+from amqp_dissect.amqp.framing import Frame, ProtocolHeader
+from amqp_dissect.capture.pcap import open_capture
+from amqp_dissect.dissect import Dissector
+from amqp_dissect.render.frames import event_json
+from amqp_dissect.amqp.spec import COMPOSITES
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = sorted((ROOT / "samples").glob("*.pcap"))

@@ -1,6 +1,6 @@
 """Table schemas shared by the CLI, the notebook API and the Spark jobs.
 
-Rows come from :class:`dissector.analytics.Analyzer` as plain dicts; here they
+Rows come from :class:`amqp_dissect.results.analytics.Analyzer` as plain dicts; here they
 become pandas DataFrames with a fixed leading column order and nullable dtypes,
 so an empty capture still yields the documented columns.  Columns the analyzer
 adds beyond these come after them, in the analyzer's order.

@@ -1,7 +1,7 @@
 """AMQP 1.0 type-system decoder.
 
 Dispatch is by the 256-entry constructor table generated from ``types.xml``
-(:data:`dissector._spec.CONSTRUCTORS`): each entry's *category* and *width*
+(:data:`amqp_dissect.amqp._spec.CONSTRUCTORS`): each entry's *category* and *width*
 select how the body is read, its *type* selects the Python value made.
 
 Values
@@ -30,7 +30,7 @@ described          :class:`Composite` for a composite the spec defines,
 
 Every read is bounds-checked by :class:`Reader`; nesting depth and element
 counts are capped, so hostile length fields cannot allocate large amounts of
-memory.  Problems raise :class:`~dissector.errors.DecodeError`.
+memory.  Problems raise :class:`~amqp_dissect.errors.DecodeError`.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ import struct
 import uuid as _uuid
 
 from . import _spec
-from .errors import DecodeError, LimitExceeded
+from ..errors import DecodeError, LimitExceeded
 from .spec import BY_DESCRIPTOR, CompositeSpec, FieldSpec
 
 # --------------------------------------------------------------------------- values

@@ -9,7 +9,7 @@ of one TCP connection (and gap notifications) and returns events:
   AMQP 0-9-1 / 0-10 / 0-8 are identified and the stream is skipped with a note.
 * Frames: 8-byte header (size, doff, type, channel), extended header, body.
   An empty body is a heartbeat.  The body's performative is decoded with
-  :mod:`dissector.codec`; the rest of a transfer body is its payload.
+  :mod:`amqp_dissect.amqp.codec`; the rest of a transfer body is its payload.
 * A frame larger than the peer's max-frame-size gets an expert note; an
   implausible header (size < 8, doff < 2, size beyond the hard cap, ...) makes the
   decoder resynchronise on the next plausible frame header, reporting how many
@@ -24,7 +24,7 @@ from __future__ import annotations
 import struct
 
 from .codec import ABSENT, Composite, Described, Reader, decode_all
-from .errors import CHAT, ERROR, NOTE, WARN, DissectError, ExpertNote
+from ..errors import CHAT, ERROR, NOTE, WARN, DissectError, ExpertNote
 from .spec import COMPOSITES, PERFORMATIVES, SASL_FRAMES
 
 _HDR = struct.Struct(">IBBH")

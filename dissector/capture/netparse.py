@@ -2,9 +2,9 @@
 
 :func:`parse_segment` is the hot path (one call per packet): plain ``struct``
 unpacks and slicing, no per-packet objects except the returned
-:class:`~dissector.events.Segment`.  It returns ``None`` for packets that are
+:class:`~amqp_dissect.events.Segment`.  It returns ``None`` for packets that are
 not TCP (ARP, UDP, ICMP, 802.3/LLC, ...) and raises a
-:class:`~dissector.errors.DissectError` subclass when it cannot say:
+:class:`~amqp_dissect.errors.DissectError` subclass when it cannot say:
 
 * :class:`MalformedPacket` - a link / IP / TCP header is truncated or invalid;
 * :class:`TruncatedPacket` (a MalformedPacket) - the headers are fine but the
@@ -14,7 +14,7 @@ not TCP (ARP, UDP, ICMP, 802.3/LLC, ...) and raises a
   wire_len=exc.wire_len)`` reports the missing bytes as a gap;
 * :class:`IPFragment` - a fragment of a fragmented IPv4/IPv6 packet carrying
   TCP (IP reassembly is not done);
-* :class:`~dissector.errors.UnsupportedLinkType` - a link type not listed in
+* :class:`~amqp_dissect.errors.UnsupportedLinkType` - a link type not listed in
   :data:`SUPPORTED_LINKTYPES` (:func:`check_linktype` checks one up front).
 
 :func:`describe_packet` renders Wireshark-style layer summaries for ``-V``
@@ -27,8 +27,8 @@ import datetime as _dt
 import socket
 import struct
 
-from .errors import DissectError, UnsupportedLinkType
-from .events import CaptureRecord, Segment
+from ..errors import DissectError, UnsupportedLinkType
+from ..events import CaptureRecord, Segment
 
 LINKTYPE_NULL = 0
 LINKTYPE_ETHERNET = 1

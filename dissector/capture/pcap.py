@@ -10,7 +10,7 @@ checked against :data:`MAX_RECORD` before anything is read for it, so a
 hostile length never allocates more than that.
 
 Problems found while *opening* (unknown magic, bad file header) raise
-:class:`~dissector.errors.CaptureError`.  Problems found *during iteration*
+:class:`~amqp_dissect.errors.CaptureError`.  Problems found *during iteration*
 (a truncated last record, a corrupted block, a broken gzip tail) never raise:
 iteration stops after the last complete record and :attr:`CaptureReader.error`
 holds a :class:`CaptureError` that describes what went wrong and where.
@@ -28,8 +28,8 @@ import struct
 import zlib
 from typing import Callable, Iterator
 
-from .errors import CaptureError
-from .events import CaptureRecord
+from ..errors import CaptureError
+from ..events import CaptureRecord
 
 CHUNK = 1 << 20  # bytes per read() call
 MAX_RECORD = 256 << 20  # refuse any record / block larger than this

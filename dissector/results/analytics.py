@@ -1,4 +1,4 @@
-"""Tables and statistics on top of the protocol state of :mod:`dissector.state`.
+"""Tables and statistics on top of the protocol state of :mod:`amqp_dissect.model.state`.
 
     a = Analyzer()
     for ev in events:                 # everything a Dissector yields (feed() and finish())
@@ -31,7 +31,7 @@ Definitions
   x[0..n-1], h = (n-1)*q/100, result x[floor(h)] + (h-floor(h)) *
   (x[floor(h)+1] - x[floor(h)]) (computed the same way numpy does, so results
   agree to the bit).  ``None`` for an empty group.
-* Stalls: see :mod:`dissector.state` (kinds initial-credit, link-credit, drain,
+* Stalls: see :mod:`amqp_dissect.model.state` (kinds initial-credit, link-credit, drain,
   session-window).  ``duration`` of an open stall runs to the end of the capture
   (``finish(end_ts)``, default the last event's time).
 
@@ -176,8 +176,8 @@ from __future__ import annotations
 
 import math
 
-from .spec import choice_name
-from .state import SIDES, StateTracker
+from ..amqp.spec import choice_name
+from ..model.state import SIDES, StateTracker
 
 __all__ = ["Analyzer", "percentile", "summarize"]
 

@@ -1,4 +1,4 @@
-"""Typed views of the generated tables in :mod:`dissector._spec`.
+"""Typed views of the generated tables in :mod:`amqp_dissect.amqp._spec`.
 
 Nothing here restates a table: it only wraps the generated tuples in small
 classes with name lookups.

@@ -1,10 +1,10 @@
 """AMQP 1.0 protocol state of both directions of every connection (sans-IO).
 
-:class:`StateTracker` is fed the events of :class:`dissector.dissect.Dissector`
+:class:`StateTracker` is fed the events of :class:`amqp_dissect.dissect.Dissector`
 (``StreamOpened``, ``StreamClosed``, ``ProtocolHeader``, ``Frame``,
 ``StreamNote``; anything else is ignored) and builds a model of what happened:
 connections, sessions, links, deliveries, transactions, credit stalls,
-protocol violations and errors.  :mod:`dissector.analytics` turns that model
+protocol violations and errors.  :mod:`amqp_dissect.results.analytics` turns that model
 into tables (``Analyzer``) and statistics.
 
 Endpoints and state machines
@@ -158,12 +158,12 @@ transactional-state), else a terminal state the sender announced;
 
 from __future__ import annotations
 
-from .amqp import FRAME_SASL, PROTO_AMQP, PROTO_SASL, PROTO_TLS, Frame, ProtocolHeader, StreamNote
-from .codec import ABSENT, Composite, Described, decode_all
-from .errors import DissectError
-from .events import StreamClosed, StreamOpened
-from .render import json_value
-from .spec import choice_name
+from ..amqp.framing import FRAME_SASL, PROTO_AMQP, PROTO_SASL, PROTO_TLS, Frame, ProtocolHeader, StreamNote
+from ..amqp.codec import ABSENT, Composite, Described, decode_all
+from ..errors import DissectError
+from ..events import StreamClosed, StreamOpened
+from ..amqp.values import json_value
+from ..amqp.spec import choice_name
 
 # --------------------------------------------------------------------------- serial numbers
 
@@ -1863,11 +1863,3 @@ _HANDLERS = {
     "disposition": StateTracker._disposition,
 }
 
-
-def __getattr__(name):
-    # the Analyzer (tables and statistics on top of this state) lives in dissector.analytics
-    if name == "Analyzer":
-        from .analytics import Analyzer
-
-        return Analyzer
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

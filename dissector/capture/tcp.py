@@ -10,7 +10,7 @@ Without a handshake (capture joined mid-connection): the side whose port is in
 ``server_ports`` is the server; otherwise the side with the lower port, when
 that port is below 1024; otherwise the sender of the first packet is the
 client.  ``conn`` ids are ``"<client>-<server>"`` with
-:func:`dissector.events.endpoint` (``"127.0.0.1:40000-127.0.0.1:5672"``,
+:func:`amqp_dissect.events.endpoint` (``"127.0.0.1:40000-127.0.0.1:5672"``,
 ``"[::1]:40000-[::1]:5672"``); a later connection with the same id (4-tuple
 reused after a close, an idle timeout or an eviction) gets ``"#2"``, ``"#3"``...
 
@@ -38,8 +38,8 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import OrderedDict
 
-from .errors import WARN, ExpertNote
-from .events import (
+from ..errors import WARN, ExpertNote
+from ..events import (
     ACK,
     FIN,
     RST,

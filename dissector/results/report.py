@@ -1,0 +1,111 @@
+"""The ``amqp-dissect report`` document (rendered by :mod:`amqp_dissect.render.report`).
+
+The document is a connection -> session -> link tree (peers, container-ids,
+addresses, settle modes, deliveries by outcome, latency percentiles, stall
+counts and stalled time, errors), the protocol violations, and the notable
+deliveries (slowest settlements, non-accepted outcomes, unsettled) and the
+longest stalls.
+"""
+
+from __future__ import annotations
+
+NOTABLE = 10  # rows per "notable" list
+
+
+def _pick(row: dict, *keys) -> dict:
+    return {k: row.get(k) for k in keys}
+
+
+def build_report(an, capture_errors=()) -> dict:
+    conns = an.connection_rows()
+    sessions = an.session_rows()
+    links = an.link_rows()
+    deliveries = an.delivery_rows()
+    stalls = an.stall_rows()
+    violations = an.violation_rows()
+    errors = an.error_rows()
+    txns = an.transaction_rows()
+
+    out_conns = []
+    for c in conns:
+        cid = c["connection"]
+        c_sessions = []
+        for s in (s for s in sessions if s["connection"] == cid):
+            s_links = []
+            for lk in (lk for lk in links if lk["connection"] == cid and lk.get("session") == s.get("session")):
+                s_links.append(
+                    {
+                        **_pick(lk, "name", "handle", "role", "sender", "receiver", "address", "source", "target",
+                                "snd_settle_mode", "snd_settle_mode_default", "rcv_settle_mode",
+                                "rcv_settle_mode_default", "coordinator", "refused", "deliveries", "presettled",
+                                "unsettled", "aborted", "detach_error", "detach_description", "unknown"),
+                        "outcomes": _pick(lk, "accepted", "rejected", "released", "modified", "declared", "no_outcome"),
+                        "latency": _pick(lk, "latency_p50", "latency_p90", "latency_p99", "latency_max"),
+                        "outcome_latency": _pick(lk, "outcome_latency_p50", "outcome_latency_p90",
+                                                 "outcome_latency_p99", "outcome_latency_max"),
+                        "stalls": lk.get("stalls"),
+                        "stalled_seconds": lk.get("stalled_seconds"),
+                    }
+                )
+            c_sessions.append(
+                {
+                    **_pick(s, "session", "channel_client", "channel_server", "begin_time", "end_time", "ended_by",
+                            "end_error", "end_description", "deliveries", "unsettled", "unknown"),
+                    "links": s_links,
+                }
+            )
+        c_stalls = [st for st in stalls if st["connection"] == cid]
+        out_conns.append(
+            {
+                **_pick(c, "connection", "client", "server", "container_id_client", "container_id_server",
+                        "hostname", "sasl_mechanism", "sasl_outcome", "max_frame_size_client",
+                        "max_frame_size_server", "idle_time_out_client", "idle_time_out_server", "open_time",
+                        "close_time", "closed_by", "close_error", "close_description", "transport_end",
+                        "mid_connection", "lossy", "tls", "unknown"),
+                "deliveries": c.get("deliveries"),
+                "stalls": len(c_stalls),
+                "stalled_seconds": sum(st["duration"] or 0.0 for st in c_stalls),
+                "violations": sum(1 for v in violations if v["connection"] == cid),
+                "errors": [e for e in errors if e["connection"] == cid],
+                "sessions": c_sessions,
+            }
+        )
+
+    def lat(d):
+        return d.get("settlement_latency")
+
+    slowest = sorted((d for d in deliveries if lat(d) is not None), key=lat, reverse=True)[:NOTABLE]
+    not_accepted = [d for d in deliveries if d.get("outcome") not in ("accepted", "declared")][: NOTABLE * 5]
+    delivery_keys = ("connection", "channel", "link", "delivery_id", "delivery_tag", "sender", "first_time",
+                     "first_packet", "frames", "message_size", "presettled", "aborted", "settled_by",
+                     "settled_time", "outcome", "outcome_error", "settlement_latency", "unsettled_at")
+    longest = sorted(stalls, key=lambda s: s.get("duration") or 0.0, reverse=True)[:NOTABLE]
+    outcome_totals: dict = {}
+    for d in deliveries:
+        key = d.get("outcome") or "none"
+        outcome_totals[key] = outcome_totals.get(key, 0) + 1
+    return {
+        "summary": {
+            "connections": len(conns),
+            "sessions": len(sessions),
+            "links": len(links),
+            "deliveries": len(deliveries),
+            "outcomes": outcome_totals,
+            "unsettled": sum(1 for d in deliveries if not d.get("settled_by")),
+            "stalls": len(stalls),
+            "stalled_seconds": sum(s["duration"] or 0.0 for s in stalls),
+            "violations": len(violations),
+            "errors": len(errors),
+            "transactions": len(txns),
+            "capture_errors": list(capture_errors),
+        },
+        "latency_by_address": an.latency_summary(by="address"),
+        "connections": out_conns,
+        "transactions": txns,
+        "violations": violations,
+        "notable_deliveries": {
+            "slowest_settlement": [_pick(d, *delivery_keys) for d in slowest],
+            "not_accepted": [_pick(d, *delivery_keys) for d in not_accepted],
+        },
+        "longest_stalls": longest,
+    }
