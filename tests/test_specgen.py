@@ -45,11 +45,11 @@ def test_check_mode_accepts_the_committed_module(tmp_path, capsys):
 
 
 def test_generator_run_writes_the_committed_module(tmp_path):
-    """The generator's command, run on the XML into a fresh file, writes dissector/_spec.py byte for byte."""
+    """The generator's command, run on the XML into a fresh file, writes dissector/amqp/_spec.py byte for byte."""
     out = tmp_path / "_spec.py"
     assert specgen.main(["--xml", str(XML_DIR), "--out", str(out)]) == 0
-    assert out.read_bytes() == (REPO / "dissector" / "_spec.py").read_bytes(), (
-        "dissector/_spec.py is not what python -m dissector.specgen writes"
+    assert out.read_bytes() == (REPO / "dissector" / "amqp" / "_spec.py").read_bytes(), (
+        "dissector/amqp/_spec.py is not what python -m amqp_dissect.amqp.specgen writes"
     )
 
 
@@ -72,7 +72,7 @@ def test_spec_xml_is_the_shared_copy():
             f"dissector/amqp/spec/{name} differs from {SHARED_XML / name}"
         )
     # generated from the shared XML itself, the module is the committed one
-    assert specgen.render(SHARED_XML).encode("utf-8") == (REPO / "dissector" / "_spec.py").read_bytes()
+    assert specgen.render(SHARED_XML).encode("utf-8") == (REPO / "dissector" / "amqp" / "_spec.py").read_bytes()
 
 
 # --------------------------------------------------------------------------- the XML, read here

@@ -25,7 +25,7 @@ import re
 import pytest
 
 # The state machines and the tracker under test: the only import of them in this file.
-from dissector.state import (
+from amqp_dissect.model.state import (
     CONNECTION_TRANSITIONS,
     LINK_TRANSITIONS,
     MACHINES,
@@ -33,8 +33,8 @@ from dissector.state import (
     UNKNOWN,
     StateTracker,
 )
-from dissector.amqp import ProtocolHeader
-from dissector.codec import UInt
+from amqp_dissect.amqp.framing import ProtocolHeader
+from amqp_dissect.amqp.codec import UInt
 from test_state import CLIENT, SERVER, Script, comp, err
 
 MACHINE = {m.name: m for m in MACHINES}
@@ -680,7 +680,7 @@ def test_figures_2_32_and_2_34_detaching_and_closing_a_link(closed):
     no_violations(s)
 
 
-# A tracker bug these spec sequences reveal (reported; dissector/state.py is being rewritten):
+# A tracker bug these spec sequences reveal (reported; dissector/model/state.py):
 # StateTracker._attach takes an attach as the answer to the peer's only when the answering
 # endpoint is in ATTACH_RCVD.  After a pipelined detach it is in DETACH_RCVD, so the answer opens
 # a second link record: one link is reported as two, neither of them DETACHED, with no violation.
