@@ -588,14 +588,9 @@ def test_figure_2_7_version_rejected_ends_both_endpoints():
     assert [v["kind"] for v in s.a.violations if v["kind"] == "state"] == []
 
 
-@pytest.mark.xfail(
-    strict=True, reason="tracker bug: a header with another protocol id does not drive the connection machine",
-)
 def test_figure_2_8_protocol_id_rejected_ends_both_endpoints():
     # Figure 2.8: the client asks for plain AMQP (protocol id 0); the server requires SASL (id 3),
     # answers with its SASL header and closes.  Figure 2.18: R:HDR[!=S:HDR] / S:HDR[!=R:HDR] -> END.
-    # The tracker drives the connection machine only when both headers are AMQP (id 0), so the
-    # endpoints stay in HDR_SENT / HDR_RCVD (reported, not fixed here).
     s = script()
     s.header(0)
     s.header(1, pid=3)
@@ -680,17 +675,6 @@ def test_figures_2_32_and_2_34_detaching_and_closing_a_link(closed):
     no_violations(s)
 
 
-# A tracker bug these spec sequences reveal (reported; dissector/model/state.py):
-# StateTracker._attach takes an attach as the answer to the peer's only when the answering
-# endpoint is in ATTACH_RCVD.  After a pipelined detach it is in DETACH_RCVD, so the answer opens
-# a second link record: one link is reported as two, neither of them DETACHED, with no violation.
-# The table's (DETACH_RCVD, S:ATTACH) / (DETACH_SENT, R:ATTACH) "crossed" entries are never reached.
-ANSWER_AFTER_PIPELINED_DETACH = pytest.mark.xfail(
-    strict=True, reason="tracker bug: an attach answering a link that the peer already detached opens a new link",
-)
-
-
-@ANSWER_AFTER_PIPELINED_DETACH
 def test_pipelined_detach():
     # the client attaches and detaches before the server's attach arrived; the server answers
     # the attach, then the detach
@@ -717,7 +701,6 @@ def test_frames_crossing_a_detach():
     no_violations(s)
 
 
-@ANSWER_AFTER_PIPELINED_DETACH
 def test_2_6_6_closing_detach_crossing_a_non_closing_one():
     # "one peer may send a closing detach while its partner is sending a non-closing detach. In
     # this case, the partner MUST signal that it has closed the link by reattaching and then

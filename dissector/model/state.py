@@ -1055,7 +1055,10 @@ class StateTracker:
             c.tls = True
         if h.protocol_id == PROTO_SASL:
             c.sasl = True
-        if h.protocol_id == PROTO_AMQP and (other is None or other[0] == PROTO_AMQP):
+        if mismatch and PROTO_AMQP in (h.protocol_id, other[0]):
+            # a header refused by the peer's own (Figure 2.8: protocol id rejected): both endpoints end
+            self._conn_step(c, d, "S:HDR!=R:HDR", "R:HDR!=S:HDR", None, ts=h.ts, packet=h.packet)
+        elif h.protocol_id == PROTO_AMQP and (other is None or other[0] == PROTO_AMQP):
             s_in = "S:HDR!=R:HDR" if mismatch else "S:HDR"
             r_in = "R:HDR!=S:HDR" if mismatch else "R:HDR"
             self._conn_step(c, d, s_in, r_in, None, ts=h.ts, packet=h.packet)
@@ -1372,7 +1375,7 @@ class StateTracker:
         link = None
         for cand in reversed(s.links):
             if (cand.name == name and cand.attach[d] is None and cand.attach[1 - d] is not None
-                    and cand.state[d] == "ATTACH_RCVD"
+                    and cand.state[d] in ("ATTACH_RCVD", "DETACH_RCVD")  # answered, maybe after a pipelined detach
                     and (role is None or cand.attach[1 - d]["role"] is None or cand.attach[1 - d]["role"] != role)):
                 link = cand
                 break
