@@ -31,7 +31,6 @@ from amqp_dissect.render.frames import event_json, frame_detail, frame_summary
 from amqp_dissect.pipelines.local import CaptureSource, run_analysis
 from amqp_dissect.render.report import render_text
 from amqp_dissect.results.report import build_report
-from amqp_dissect.results.tables import flat_for_export, to_frame
 
 from .archive import register as _register_archive
 from .common import (  # noqa: F401  (re-exported: the exit codes are part of this module's API)
@@ -89,9 +88,9 @@ class CaptureRun:
             return EXIT_FORMAT
         return EXIT_OK
 
-    def analyze(self):
-        """Run the capture through the state/analytics layer."""
-        return run_analysis(_Checked(self))
+    def analyze(self, **options):
+        """Run the capture through the state/analytics layer (options: see ``run_analysis``)."""
+        return run_analysis(_Checked(self), **options)
 
 
 class _Checked:
@@ -215,7 +214,7 @@ def report(
 ):
     """Connections, sessions, links, delivery outcomes, settlement latency, stalls, errors."""
     run = CaptureRun(capture, port or [])
-    analysis = run.analyze()
+    analysis = run.analyze(rows=False)
     rep = build_report(analysis.analyzer, capture_errors=analysis.capture_errors)
     if fmt is ReportFormat.json:
         sys.stdout.write(json.dumps(rep, indent=2, ensure_ascii=False, allow_nan=False, default=str) + "\n")
@@ -233,6 +232,8 @@ def _table_command(table: str, rows_method: str, help_text: str):
     ):
         if fmt is TableFormat.parquet and output is None:
             raise Fail(EXIT_USAGE, "--format parquet needs --output FILE")
+        from amqp_dissect.results.tables import to_frame
+
         run = CaptureRun(capture, port or [])
         analysis = run.analyze()
         df = to_frame(getattr(analysis.analyzer, rows_method)(), table)
@@ -244,6 +245,8 @@ def _table_command(table: str, rows_method: str, help_text: str):
 
 
 def _write_table(df, fmt: TableFormat, output: Optional[Path]) -> None:
+    from amqp_dissect.results.tables import flat_for_export
+
     if fmt is TableFormat.parquet:
         flat_for_export(df).to_parquet(output, index=False)
         return

@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import os
 from functools import cached_property
-from typing import Iterable, Iterator
-
-import pandas as pd
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from amqp_dissect.results.analytics import Analyzer
 from amqp_dissect.capture.pcap import open_capture
 from amqp_dissect.dissect import Dissector
 from amqp_dissect.errors import CaptureError
 
-from amqp_dissect.results.tables import to_frame
+if TYPE_CHECKING:  # pandas is imported when a table is asked for, not by the report
+    import pandas as pd
+
 
 
 class CaptureSource:
@@ -59,6 +59,12 @@ class CaptureSource:
                     self.errors.append((path, reader.error))
         for ev in d.finish():
             yield None, ev
+
+
+def to_frame(rows, table: str) -> "pd.DataFrame":
+    from amqp_dissect.results.tables import to_frame as _to_frame
+
+    return _to_frame(rows, table)
 
 
 class Analysis:
@@ -105,6 +111,8 @@ class Analysis:
         return to_frame(self.analyzer.error_rows(), "errors")
 
     def latency(self, by: str = "link", metric: str = "settlement") -> pd.DataFrame:
+        import pandas as pd
+
         return pd.DataFrame(self.analyzer.latency_summary(by=by, metric=metric))
 
     def report(self) -> dict:
@@ -113,9 +121,12 @@ class Analysis:
         return build_report(self.analyzer, capture_errors=self.capture_errors)
 
 
-def run_analysis(source: CaptureSource, on_event=None) -> Analysis:
-    """Feed every event of ``source`` to an Analyzer (and to ``on_event`` if given)."""
-    an = Analyzer()
+def run_analysis(source: CaptureSource, on_event=None, rows: bool = True, delivery_sink=None) -> Analysis:
+    """Feed every event of ``source`` to an Analyzer (and to ``on_event`` if given).
+
+    ``rows``/``delivery_sink``: see :class:`~amqp_dissect.results.analytics.Analyzer` (``rows=False``
+    keeps memory flat: the report needs only aggregates)."""
+    an = Analyzer(rows=rows, delivery_sink=delivery_sink)
     last_ts = None
     for record, ev in source.events():
         an.feed(ev)

@@ -75,6 +75,8 @@ for _sym, _name in _spec.SYMBOLIC_DESCRIPTORS.items():
     BY_DESCRIPTOR[_sym] = COMPOSITES.get(_name) or RESTRICTED[_name]
 
 PROVIDERS: dict[str, tuple[str, ...]] = _spec.PROVIDERS
+# the terminal delivery states, in the spec's order: every composite that provides "outcome"
+OUTCOMES: tuple[str, ...] = PROVIDERS["outcome"]
 DEFINITIONS: dict[str, str] = _spec.DEFINITIONS
 
 PERFORMATIVES = tuple(n for n, c in COMPOSITES.items() if "frame" in c.provides)

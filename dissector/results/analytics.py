@@ -174,17 +174,22 @@ latency_summary(by, metric):
 
 from __future__ import annotations
 
+import heapq
 import math
 
 from ..amqp.spec import choice_name
-from ..model.state import SIDES, StateTracker
+from ..amqp.spec import OUTCOMES
+from ..model.state import SIDES, DeliveryStats, StateTracker
 
 __all__ = ["Analyzer", "percentile", "summarize"]
 
 
 def percentile(values, q: float) -> float | None:
     """q-th percentile (0..100) with linear interpolation, as numpy.percentile's default."""
-    xs = sorted(float(v) for v in values)
+    return _percentile_sorted(sorted(float(v) for v in values), q)
+
+
+def _percentile_sorted(xs, q: float) -> float | None:
     n = len(xs)
     if n == 0:
         return None
@@ -203,16 +208,16 @@ def percentile(values, q: float) -> float | None:
 
 
 def summarize(values) -> dict:
-    xs = [float(v) for v in values if v is not None]
+    xs = sorted(float(v) for v in values if v is not None)
     if not xs:
         return {"count": 0, "p50": None, "p90": None, "p99": None, "max": None, "min": None, "mean": None}
     return {
         "count": len(xs),
-        "p50": percentile(xs, 50),
-        "p90": percentile(xs, 90),
-        "p99": percentile(xs, 99),
-        "max": max(xs),
-        "min": min(xs),
+        "p50": _percentile_sorted(xs, 50),
+        "p90": _percentile_sorted(xs, 90),
+        "p99": _percentile_sorted(xs, 99),
+        "max": xs[-1],
+        "min": xs[0],
         "mean": math.fsum(xs) / len(xs),
     }
 
@@ -233,8 +238,113 @@ def _side(d):
     return SIDES[d] if d in (0, 1) else None
 
 
+NOTABLE = 10  # slowest settlements kept for the report
+NOT_ACCEPTED = 50  # first deliveries (in table order) without an accepted outcome kept for the report
+
+
 class Analyzer(StateTracker):
-    """Feed Dissector events, then read tables (see the module docstring for every column)."""
+    """Feed Dissector events, then read tables (see the module docstring for every column).
+
+    Settled deliveries are folded into per-link :class:`DeliveryStats` as they complete (see
+    :meth:`StateTracker._fold`).  ``rows=True`` (the default) also keeps each folded delivery's
+    table row, for :meth:`delivery_rows`; ``delivery_sink`` (a callable) receives each folded row
+    as it is made, for streaming writers; with ``rows=False`` and no sink, memory per settled
+    delivery is two floats (its latencies) and the report is built from aggregates.
+    """
+
+    def __init__(self, rows: bool = True, delivery_sink=None):
+        super().__init__()
+        self.keep_rows = rows
+        self.delivery_sink = delivery_sink
+        self._rows: list = []  # (order key, row) of folded deliveries
+        self._slowest: list = []  # min-heap of (latency, reversed order key, delivery): the NOTABLE slowest
+        self._not_accepted: list = []  # max-heap (negated order key, delivery): the first NOT_ACCEPTED in order
+        self.not_accepted_count = 0
+
+    # -- folded deliveries ----------------------------------------------------------
+
+    @staticmethod
+    def _order(d) -> tuple:
+        """Table order of a delivery: connection, link, then first transfer."""
+        return (d.link.conn.seq, d.link.index, d.seq)
+
+    def _on_fold(self, d) -> None:
+        self._notable(d)
+        if self.keep_rows or self.delivery_sink is not None:
+            link = d.link
+            row = self._delivery_row(link.conn, link, self._link_address(link), d)
+            if self.keep_rows:
+                self._rows.append((self._order(d), row))
+            if self.delivery_sink is not None:
+                self.delivery_sink(row)
+
+    def _notable(self, d, heaps=None) -> None:
+        slowest, not_acc = heaps if heaps is not None else (self._slowest, self._not_accepted)
+        if d.settled is not None:
+            o = self._order(d)
+            item = (d.settled[0] - d.first_ts, (-o[0], -o[1], -o[2]), d)
+            if len(slowest) < NOTABLE:
+                heapq.heappush(slowest, item)
+            elif item[:2] > slowest[0][:2]:
+                heapq.heapreplace(slowest, item)
+        if d.outcome not in ("accepted", "declared"):
+            if heaps is None:
+                self.not_accepted_count += 1
+            o = self._order(d)
+            item = ((-o[0], -o[1], -o[2]), d)
+            if len(not_acc) < NOT_ACCEPTED:
+                heapq.heappush(not_acc, item)
+            elif item[0] > not_acc[0][0]:
+                heapq.heapreplace(not_acc, item)
+
+    def _live(self):
+        """Deliveries not folded yet (unsettled, or settled within the fold lag), in table order."""
+        for c in self.connections.values():
+            for link in c.links:
+                yield from link.live.values()
+
+    def link_stats(self, link) -> DeliveryStats:
+        """The link's deliveries, folded and live, added up."""
+        if not link.live:
+            return link.stats
+        st = link.stats.copy()
+        for d in link.live.values():
+            st.add(d)
+        return st
+
+    def notable_deliveries(self) -> dict:
+        """Rows of the slowest settlements and of the first deliveries not accepted, and the count of those."""
+        slowest, not_acc = list(self._slowest), list(self._not_accepted)
+        count = self.not_accepted_count
+        for d in self._live():
+            self._notable(d, (slowest, not_acc))
+            if d.outcome not in ("accepted", "declared"):
+                count += 1
+
+        def row(d):
+            return self._delivery_row(d.link.conn, d.link, self._link_address(d.link), d)
+
+        return {
+            "slowest_settlement": [row(x[2]) for x in sorted(slowest, key=lambda x: x[:2], reverse=True)],
+            "not_accepted": [row(x[1]) for x in sorted(not_acc, key=lambda x: x[0], reverse=True)],
+            "not_accepted_count": count,
+        }
+
+    def delivery_totals(self) -> dict:
+        """Deliveries, by outcome ("none" for no outcome), unsettled, over the whole capture."""
+        total = DeliveryStats()
+        for c in self.connections.values():
+            for link in c.links:
+                st = self.link_stats(link)
+                total.deliveries += st.deliveries
+                total.no_outcome += st.no_outcome
+                total.unsettled += st.unsettled
+                for k, n in st.outcomes.items():
+                    total.outcomes[k] += n
+        outcomes = {k: n for k, n in total.outcomes.items() if n}
+        if total.no_outcome:
+            outcomes["none"] = total.no_outcome
+        return {"deliveries": total.deliveries, "outcomes": outcomes, "unsettled": total.unsettled}
 
     # -- helpers ------------------------------------------------------------------
 
@@ -354,7 +464,7 @@ class Analyzer(StateTracker):
                 "errors": errors,
                 "sessions": len(c.sessions),
                 "links": len(c.links),
-                "deliveries": sum(len(link.deliveries) for link in c.links),
+                "deliveries": sum(self.link_stats(link).deliveries for link in c.links),
                 "frames_client": c.frames[0],
                 "frames_server": c.frames[1],
                 "frame_counts_client": dict(c.frame_counts[0]),
@@ -388,7 +498,7 @@ class Analyzer(StateTracker):
                 ends = [(e, x) for e, x in enumerate(en) if x is not None]
                 first_end = min(ends, key=lambda ex: ex[1]["time"], default=None)
                 err_end = next((x for _, x in sorted(ends, key=lambda ex: ex[1]["time"]) if x["error"]), None)
-                dlvs = [x for link in s.links for x in link.deliveries]
+                lstats = [self.link_stats(link) for link in s.links]
                 row = {
                     "connection": c.id,
                     "session": s.index,
@@ -427,8 +537,8 @@ class Analyzer(StateTracker):
                     "state_client": s.state[0],
                     "state_server": s.state[1],
                     "links": len(s.links),
-                    "deliveries": len(dlvs),
-                    "unsettled": sum(1 for x in dlvs if x.settled is None),
+                    "deliveries": sum(x.deliveries for x in lstats),
+                    "unsettled": sum(x.unsettled for x in lstats),
                     "unseen_dispositions": s.unseen_dispositions,
                     "unknown": list(s.unknown),
                 })
@@ -464,11 +574,9 @@ class Analyzer(StateTracker):
             if sd is not None:
                 # the answering attach: the sender answers with a null source, the receiver with a null target
                 refused = a[second]["source_null"] if second == sd else a[second]["target_null"]
-        dl = link.deliveries
-        lat = [x for x in (_sub(_t(d.settled), d.first_ts) for d in dl) if x is not None]
-        olat = [x for x in (_sub(d.outcome_ts, d.first_ts) for d in dl) if x is not None]
-        ls = summarize(lat)
-        os_ = summarize(olat)
+        st = self.link_stats(link)
+        ls = summarize(st.latency)
+        os_ = summarize(st.outcome_latency)
         stalls = [st for st in c.stalls if st.link is link]
         unknown = list(link.unknown)
         if link.known or a[0] or a[1]:
@@ -477,10 +585,7 @@ class Analyzer(StateTracker):
         if self._link_address(link) is None and "address" not in unknown and not link.coordinator:
             if not attaches:
                 unknown.append("address")
-        outcomes = {k: 0 for k in ("accepted", "rejected", "released", "modified", "declared")}
-        for d in dl:
-            if d.outcome in outcomes:
-                outcomes[d.outcome] += 1
+        outcomes = {k: st.outcomes[k] for k in OUTCOMES}
         return {
             "connection": c.id,
             "session": s.index,
@@ -524,14 +629,14 @@ class Analyzer(StateTracker):
             "state_client": link.state[0],
             "state_server": link.state[1],
             "transfers": link.transfers,
-            "deliveries": len(dl),
-            "messages_bytes": sum(d.size for d in dl),
+            "deliveries": st.deliveries,
+            "messages_bytes": st.bytes,
             **outcomes,
-            "no_outcome": sum(1 for d in dl if d.outcome is None),
-            "unsettled": sum(1 for d in dl if d.settled is None),
-            "presettled": sum(1 for d in dl if d.presettled),
-            "aborted": sum(1 for d in dl if d.aborted),
-            "resumed": sum(1 for d in dl if d.resumed),
+            "no_outcome": st.no_outcome,
+            "unsettled": st.unsettled,
+            "presettled": st.presettled,
+            "aborted": st.aborted,
+            "resumed": st.resumed,
             "latency_p50": ls["p50"],
             "latency_p90": ls["p90"],
             "latency_p99": ls["p99"],
@@ -548,13 +653,20 @@ class Analyzer(StateTracker):
     # -- deliveries ------------------------------------------------------------------------
 
     def delivery_rows(self) -> list[dict]:
-        rows = []
-        for c in self.connections.values():
-            for link in c.links:
-                addr = self._link_address(link)
-                for d in link.deliveries:
-                    rows.append(self._delivery_row(c, link, addr, d))
-        return rows
+        """One row per delivery, in table order (connection, link, first transfer).
+
+        Needs ``rows=True`` (the default): with ``rows=False`` the rows of folded deliveries were
+        not kept (they went to ``delivery_sink``, if any) and only the live ones are returned."""
+        rows = list(self._rows)
+        for d in self._live():
+            rows.append((self._order(d), self._delivery_row(d.link.conn, d.link, self._link_address(d.link), d)))
+        rows.sort(key=lambda r: r[0])
+        return [r for _, r in rows]
+
+    def live_delivery_rows(self):
+        """Rows of the deliveries not folded yet (for a streaming writer, after the folded ones)."""
+        for d in self._live():
+            yield self._delivery_row(d.link.conn, d.link, self._link_address(d.link), d)
 
     def _delivery_row(self, c, link, addr, d) -> dict:
         s = link.session
@@ -694,7 +806,7 @@ class Analyzer(StateTracker):
             per_conn: dict = {}
             for link in c.links:
                 s = link.session
-                unsettled = [d for d in link.deliveries if d.settled is None]
+                unsettled = [d for d in link.live.values() if d.settled is None]
                 if not unsettled:
                     continue
                 base = {"connection": c.id, "session": s.index, "channel": self._session_channel(s),
@@ -761,10 +873,8 @@ class Analyzer(StateTracker):
                     k = c.id
                     keys.setdefault(k, {"connection": c.id, "client": c.client, "server": c.server})
                 vals = groups.setdefault(k, [])
-                for d in link.deliveries:
-                    end = _t(d.settled) if metric == "settlement" else d.outcome_ts
-                    if end is not None:
-                        vals.append(end - d.first_ts)
+                st = self.link_stats(link)
+                vals.extend(st.latency if metric == "settlement" else st.outcome_latency)
         out = []
         for k, vals in groups.items():
             out.append({**keys[k], **summarize(vals)})
@@ -772,13 +882,13 @@ class Analyzer(StateTracker):
 
     def summary(self) -> dict:
         """A few totals (counts) over the whole capture."""
-        dl = [d for c in self.connections.values() for link in c.links for d in link.deliveries]
+        totals = self.delivery_totals()
         return {
             "connections": len(self.connections),
             "sessions": sum(len(c.sessions) for c in self.connections.values()),
             "links": sum(len(c.links) for c in self.connections.values()),
-            "deliveries": len(dl),
-            "unsettled": sum(1 for d in dl if d.settled is None),
+            "deliveries": totals["deliveries"],
+            "unsettled": totals["unsettled"],
             "stalls": len(self.stalls),
             "violations": len(self.violations),
             "errors": len(self.frame_errors),

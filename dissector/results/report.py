@@ -9,7 +9,19 @@ longest stalls.
 
 from __future__ import annotations
 
+from ..amqp.spec import OUTCOMES
+
 NOTABLE = 10  # rows per "notable" list
+DELIVERY_KEYS = ("connection", "channel", "link", "delivery_id", "delivery_tag", "sender", "first_time",
+                 "first_packet", "frames", "message_size", "presettled", "aborted", "settled_by",
+                 "settled_time", "outcome", "outcome_error", "settlement_latency", "unsettled_at")
+
+
+def _by_connection(rows: list) -> dict:
+    out: dict = {}
+    for r in rows:
+        out.setdefault(r["connection"], []).append(r)
+    return out
 
 
 def _pick(row: dict, *keys) -> dict:
@@ -20,26 +32,27 @@ def build_report(an, capture_errors=()) -> dict:
     conns = an.connection_rows()
     sessions = an.session_rows()
     links = an.link_rows()
-    deliveries = an.delivery_rows()
     stalls = an.stall_rows()
     violations = an.violation_rows()
     errors = an.error_rows()
     txns = an.transaction_rows()
 
+    sessions_of, links_of, stalls_of, violations_of, errors_of = (
+        _by_connection(rows) for rows in (sessions, links, stalls, violations, errors))
     out_conns = []
     for c in conns:
         cid = c["connection"]
         c_sessions = []
-        for s in (s for s in sessions if s["connection"] == cid):
+        for s in sessions_of.get(cid, ()):
             s_links = []
-            for lk in (lk for lk in links if lk["connection"] == cid and lk.get("session") == s.get("session")):
+            for lk in (lk for lk in links_of.get(cid, ()) if lk.get("session") == s.get("session")):
                 s_links.append(
                     {
                         **_pick(lk, "name", "handle", "role", "sender", "receiver", "address", "source", "target",
                                 "snd_settle_mode", "snd_settle_mode_default", "rcv_settle_mode",
                                 "rcv_settle_mode_default", "coordinator", "refused", "deliveries", "presettled",
                                 "unsettled", "aborted", "detach_error", "detach_description", "unknown"),
-                        "outcomes": _pick(lk, "accepted", "rejected", "released", "modified", "declared", "no_outcome"),
+                        "outcomes": _pick(lk, *OUTCOMES, "no_outcome"),
                         "latency": _pick(lk, "latency_p50", "latency_p90", "latency_p99", "latency_max"),
                         "outcome_latency": _pick(lk, "outcome_latency_p50", "outcome_latency_p90",
                                                  "outcome_latency_p99", "outcome_latency_max"),
@@ -54,7 +67,7 @@ def build_report(an, capture_errors=()) -> dict:
                     "links": s_links,
                 }
             )
-        c_stalls = [st for st in stalls if st["connection"] == cid]
+        c_stalls = stalls_of.get(cid, [])
         out_conns.append(
             {
                 **_pick(c, "connection", "client", "server", "container_id_client", "container_id_server",
@@ -65,33 +78,23 @@ def build_report(an, capture_errors=()) -> dict:
                 "deliveries": c.get("deliveries"),
                 "stalls": len(c_stalls),
                 "stalled_seconds": sum(st["duration"] or 0.0 for st in c_stalls),
-                "violations": sum(1 for v in violations if v["connection"] == cid),
-                "errors": [e for e in errors if e["connection"] == cid],
+                "violations": len(violations_of.get(cid, ())),
+                "errors": errors_of.get(cid, []),
                 "sessions": c_sessions,
             }
         )
 
-    def lat(d):
-        return d.get("settlement_latency")
-
-    slowest = sorted((d for d in deliveries if lat(d) is not None), key=lat, reverse=True)[:NOTABLE]
-    not_accepted = [d for d in deliveries if d.get("outcome") not in ("accepted", "declared")][: NOTABLE * 5]
-    delivery_keys = ("connection", "channel", "link", "delivery_id", "delivery_tag", "sender", "first_time",
-                     "first_packet", "frames", "message_size", "presettled", "aborted", "settled_by",
-                     "settled_time", "outcome", "outcome_error", "settlement_latency", "unsettled_at")
+    notable = an.notable_deliveries()
     longest = sorted(stalls, key=lambda s: s.get("duration") or 0.0, reverse=True)[:NOTABLE]
-    outcome_totals: dict = {}
-    for d in deliveries:
-        key = d.get("outcome") or "none"
-        outcome_totals[key] = outcome_totals.get(key, 0) + 1
+    totals = an.delivery_totals()
     return {
         "summary": {
             "connections": len(conns),
             "sessions": len(sessions),
             "links": len(links),
-            "deliveries": len(deliveries),
-            "outcomes": outcome_totals,
-            "unsettled": sum(1 for d in deliveries if not d.get("settled_by")),
+            "deliveries": totals["deliveries"],
+            "outcomes": totals["outcomes"],
+            "unsettled": totals["unsettled"],
             "stalls": len(stalls),
             "stalled_seconds": sum(s["duration"] or 0.0 for s in stalls),
             "violations": len(violations),
@@ -104,8 +107,9 @@ def build_report(an, capture_errors=()) -> dict:
         "transactions": txns,
         "violations": violations,
         "notable_deliveries": {
-            "slowest_settlement": [_pick(d, *delivery_keys) for d in slowest],
-            "not_accepted": [_pick(d, *delivery_keys) for d in not_accepted],
+            "slowest_settlement": [_pick(d, *DELIVERY_KEYS) for d in notable["slowest_settlement"]],
+            "not_accepted": [_pick(d, *DELIVERY_KEYS) for d in notable["not_accepted"]],
+            "not_accepted_count": notable["not_accepted_count"],
         },
         "longest_stalls": longest,
     }
