@@ -220,10 +220,10 @@ class Script:
         p, t = self.tick(dt)
         src, dst = (CLIENT, SERVER) if d == 0 else (SERVER, CLIENT)
         f = Frame(self.conn, d, src, dst, p, t, p, 8 + 10 + len(payload), 2, 0, channel)
-        f.performative = comp(perf, **fields) if perf else None
-        if perf is None:
+        if perf:
+            f.set_performative(comp(perf, **fields), payload)
+        else:
             f.size = 8
-        f.payload = payload
         self.a.feed(f)
         return f
 
@@ -365,7 +365,7 @@ def test_framing_notes_on_frames_become_violations():
     s.begin_both()
     p, t = s.tick()
     f = Frame("c1", 0, CLIENT, SERVER, p, t, p, 600, 2, 0, 0)
-    f.performative = comp("flow", incoming_window=10, next_outgoing_id=0, outgoing_window=10)
+    f.set_performative(comp("flow", incoming_window=10, next_outgoing_id=0, outgoing_window=10))
     # what amqp_dissect.amqp.framing notes on a frame larger than the peer's max-frame-size
     f.notes.append(ExpertNote("warn", "protocol", "frame of 600 bytes exceeds the peer's max-frame-size 512"))
     f.notes.append(ExpertNote("chat", "reassembly", "not a violation"))

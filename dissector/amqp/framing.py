@@ -186,6 +186,8 @@ class Frame:
         "ext",
         "performative",
         "payload",
+        "payload_size",
+        "fields",
         "notes",
         "delivery",
     )
@@ -205,8 +207,19 @@ class Frame:
         self.ext = b""
         self.performative: Composite | Described | None = None
         self.payload = b""
+        self.payload_size = 0  # transfer frames: payload bytes
+        self.fields = ()  # the performative's field values in spec order, ABSENT beyond the encoded list
         self.notes: list[ExpertNote] = []
         self.delivery: Delivery | None = None
+
+    def set_performative(self, perf, payload: bytes = b"") -> None:
+        """The decoded performative (a Composite) and, for a transfer, its payload."""
+        self.performative = perf
+        v = perf.value
+        pad = len(perf.spec.fields) - len(v)
+        self.fields = v + [ABSENT] * pad if pad > 0 else v
+        self.payload = payload
+        self.payload_size = len(payload)
 
     @property
     def kind(self) -> str:
@@ -517,6 +530,9 @@ class AmqpConnection:
             notes.append(ExpertNote(ERROR, "malformed", f"frame body is not a known performative ({what!r})"))
             return
         name = perf.spec.name
+        v = perf.value
+        pad = len(perf.spec.fields) - len(v)
+        frame.fields = v + [ABSENT] * pad if pad > 0 else v
         expected = PERFORMATIVES if frame.type == FRAME_AMQP else SASL_FRAMES
         if name not in expected:
             notes.append(
@@ -525,6 +541,7 @@ class AmqpConnection:
         _check_mandatory(perf, notes)
         if name == "transfer":
             frame.payload = bytes(buf[r.pos : end])
+            frame.payload_size = end - r.pos
             self._transfer(d, frame, perf)
         elif r.pos != end:
             notes.append(ExpertNote(WARN, "malformed", f"{end - r.pos} bytes after the {name} performative"))

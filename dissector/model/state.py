@@ -166,7 +166,7 @@ from ..amqp.codec import ABSENT, Composite, Described, decode_all
 from ..errors import DissectError
 from ..events import StreamClosed, StreamOpened
 from ..amqp.values import json_value
-from ..amqp.spec import OUTCOMES, choice_name
+from ..amqp.spec import COMPOSITES, OUTCOMES, choice_name
 
 # --------------------------------------------------------------------------- serial numbers
 
@@ -339,7 +339,7 @@ class Machine:
     may simply still wait in the endpoint's receive buffer: see :class:`Endpoints`.
     """
 
-    __slots__ = ("name", "states", "inputs", "transitions", "initial", "deferrable")
+    __slots__ = ("name", "states", "inputs", "transitions", "initial", "deferrable", "steady")
 
     def __init__(self, name: str, states: tuple, inputs: tuple, transitions: dict, initial: str):
         self.name = name
@@ -347,6 +347,11 @@ class Machine:
         self.inputs = inputs
         self.transitions = transitions
         self.initial = initial
+        # the state in which any other frame, sent or received, changes nothing (OPENED, MAPPED,
+        # ATTACHED): derived from the table, it lets the hot path skip the lookups
+        steady = [st for st in states if transitions.get((st, "S:FRAME")) == (None, st)
+                  and transitions.get((st, "R:FRAME")) == (None, st)]
+        self.steady = steady[0] if len(steady) == 1 else None
         self.deferrable = frozenset(
             (st, inp)
             for st in (*states, UNKNOWN)
@@ -372,6 +377,32 @@ class Machine:
         if t is None:
             return None, state, f"{inp} not allowed in {self.name} state {state}"
         return t[0], t[1], None
+
+
+_NO_MSGS: list = []
+
+# field indices of the hot performatives, from the generated spec tables (frame.fields is the
+# performative's field values in spec order, ABSENT beyond the encoded list)
+_TI = COMPOSITES["transfer"].index
+T_HANDLE, T_DELIVERY_ID, T_DELIVERY_TAG, T_SETTLED, T_MORE, T_RCV_SETTLE_MODE, T_STATE, T_RESUME, T_ABORTED = (
+    _TI["handle"], _TI["delivery-id"], _TI["delivery-tag"], _TI["settled"], _TI["more"], _TI["rcv-settle-mode"],
+    _TI["state"], _TI["resume"], _TI["aborted"])
+_FI = COMPOSITES["flow"].index
+F_NII, F_IW, F_NOID, F_OW, F_HANDLE, F_DC, F_LC, F_AVAILABLE, F_DRAIN, F_ECHO = (
+    _FI["next-incoming-id"], _FI["incoming-window"], _FI["next-outgoing-id"], _FI["outgoing-window"], _FI["handle"],
+    _FI["delivery-count"], _FI["link-credit"], _FI["available"], _FI["drain"], _FI["echo"])
+_DI = COMPOSITES["disposition"].index
+D_ROLE, D_FIRST, D_LAST, D_SETTLED, D_STATE = (
+    _DI["role"], _DI["first"], _DI["last"], _DI["settled"], _DI["state"])
+# delivery states the scanner reports by name (an empty list): the composite they stand for
+_EMPTY_STATES = {n: Composite(COMPOSITES[n], []) for n in COMPOSITES if "delivery-state" in COMPOSITES[n].provides}
+
+
+def _delivery_state_value(v):
+    """A transfer's / disposition's state field as a Composite (None when absent, null or not a state)."""
+    if type(v) is str:
+        return _EMPTY_STATES.get(v)
+    return v if isinstance(v, Composite) else None
 
 
 class Endpoints:
@@ -424,6 +455,14 @@ class Endpoints:
         else:
             msgs.append(f"{SIDES[e]} endpoint: {bad}")
         return msgs
+
+    def frame(self, d: int) -> list[str]:
+        """``advance(d, "S:FRAME", "R:FRAME")``, without the lookups when both endpoints are steady."""
+        st = self.state
+        steady = self.machine.steady
+        if st[0] == steady and st[1] == steady and not self.queue[0] and not self.queue[1]:
+            return _NO_MSGS
+        return self.advance(d, "S:FRAME", "R:FRAME")
 
     def _drain(self, e: int, msgs: list) -> None:
         q = self.queue[e]
@@ -1189,14 +1228,17 @@ class StateTracker:
 
     def _session_step(self, s, d, x, f, what):
         c = s.conn
-        msgs = s.state.advance(d, "S:" + x, "R:" + ("END" if x == "END(error)" else x))
+        if x == "FRAME":
+            msgs = s.state.frame(d)
+        else:
+            msgs = s.state.advance(d, "S:" + x, "R:" + ("END" if x == "END(error)" else x))
         if msgs:
             self._violation(c, d, f, "state", "warn", f"{what} from the {SIDES[d]} on session {s.index}: "
                             + "; ".join(msgs))
 
     def _link_step(self, link, d, x, f, what):
         c = link.conn
-        msgs = link.state.advance(d, "S:" + x, "R:" + x)
+        msgs = link.state.frame(d) if x == "FRAME" else link.state.advance(d, "S:" + x, "R:" + x)
         if msgs:
             self._violation(c, d, f, "state", "warn",
                             f"{what} from the {SIDES[d]} on link {link.name!r}: " + "; ".join(msgs),
@@ -1244,8 +1286,11 @@ class StateTracker:
             self._conn_step(c, d, "S:CLOSE(error)" if err else "S:CLOSE", "R:CLOSE", f, what="close")
             self._close(c, d, f, err)
         else:
-            self._conn_step(c, d, "S:FRAME", "R:FRAME", f, ts=f.ts, packet=f.packet,
-                            what=name or ("empty frame" if f.kind == "heartbeat" else "frame"))
+            msgs = c.state.frame(d)
+            if msgs:
+                self._violation(c, d, f, "state", "warn",
+                                f"{name or ('empty frame' if f.kind == 'heartbeat' else 'frame')} from the "
+                                f"{SIDES[d]}: " + "; ".join(msgs))
             handler = _HANDLERS.get(name)
             if handler is not None:
                 handler(self, c, d, f, p)
@@ -1640,10 +1685,11 @@ class StateTracker:
         s = self._session_for(c, d, f, "flow")
         self._session_step(s, d, "FRAME", f, "flow")
         s.flows[d] += 1
-        nii = _uint(p.field("next-incoming-id"))
-        iw = _uint(p.field("incoming-window"))
-        noid = _uint(p.field("next-outgoing-id"))
-        ow = _uint(p.field("outgoing-window"))
+        v = f.fields
+        nii = _uint(v[F_NII])
+        iw = _uint(v[F_IW])
+        noid = _uint(v[F_NOID])
+        ow = _uint(v[F_OW])
         s.last_iw[d] = iw
         s.last_ow[d] = ow
         if noid is not None:
@@ -1653,16 +1699,16 @@ class StateTracker:
                 s.noid[d] = noid
         if iw is not None:
             self._window(s, 1 - d, nii, iw, f)
-        h = _uint(p.field("handle"))
+        h = _uint(v[F_HANDLE])
         if h is None:
             return
         link = self._link_for(c, s, d, h, f, "flow")
         self._link_step(link, d, "FRAME", f, "flow")
-        dc = _uint(p.field("delivery-count"))
-        lc = _uint(p.field("link-credit"))
-        av = _uint(p.field("available"))
-        drain = p.effective("drain") is True
-        link.echo = p.effective("echo") is True
+        dc = _uint(v[F_DC])
+        lc = _uint(v[F_LC])
+        av = _uint(v[F_AVAILABLE])
+        drain = v[F_DRAIN] is True  # default false
+        link.echo = v[F_ECHO] is True
         link.last_flow[d] = (dc, lc, av, drain)
         link.flows[d] += 1
         if link.sender_dir is None:
@@ -1712,7 +1758,8 @@ class StateTracker:
     def _transfer(self, c, d, f, p):
         s = self._session_for(c, d, f, "transfer")
         self._session_step(s, d, "FRAME", f, "transfer")
-        h = _uint(p.field("handle"))
+        v = f.fields
+        h = _uint(v[T_HANDLE])
         link = self._link_for(c, s, d, h, f, "transfer")
         self._link_step(link, d, "FRAME", f, "transfer")
         if link.sender_dir is None:
@@ -1732,7 +1779,7 @@ class StateTracker:
             s.noid[d] = serial_add(s.noid[d], 1)
         s.transfers[d] += 1
         link.transfers += 1
-        did = _uint(p.field("delivery-id"))
+        did = _uint(v[T_DELIVERY_ID])
         dlv = link.partial
         if dlv is not None and did is not None and dlv.delivery_id is not None and did != dlv.delivery_id:
             dlv = None  # a new delivery although the previous one said more=true (noted by the framing layer)
@@ -1742,7 +1789,7 @@ class StateTracker:
                 if self._strict(c, s) and link.known:
                     self._violation(c, d, f, "protocol", "warn",
                                     "first transfer of a delivery without delivery-id", link=link.name, handle=h)
-            dlv = _Delivery(link, s, d, did, _bin(p.field("delivery-tag")), f.ts, f.first_packet)
+            dlv = _Delivery(link, s, d, did, _bin(v[T_DELIVERY_TAG]), f.ts, f.first_packet)
             self._seq += 1
             dlv.seq = self._seq
             link.live[dlv.seq] = dlv
@@ -1751,7 +1798,7 @@ class StateTracker:
                 s.next_did[d] = serial_add(did, 1)
                 if s.first_did[d] is None:
                     s.first_did[d] = did
-            rsm = p.field("rcv-settle-mode")
+            rsm = v[T_RCV_SETTLE_MODE]
             if rsm is not None and rsm is not ABSENT:
                 dlv.rcv_settle_mode = choice_name("receiver-settle-mode", rsm)
             if link.coordinator:
@@ -1767,21 +1814,23 @@ class StateTracker:
                 link.dc = serial_add(link.dc, 1)
             link.n_deliveries += 1
         dlv.frames += 1
-        dlv.size += len(f.payload)
+        dlv.size += f.payload_size
         dlv.last_ts = f.ts
         dlv.last_packet = f.packet
         if dlv.payload is not None:
             dlv.payload.append(f.payload)
-        if p.field("settled") is True and dlv.snd_settled is None:
+        if v[T_SETTLED] is True and dlv.snd_settled is None:
             dlv.settle("sender", f.ts, f.packet)
             dlv.presettled = True
-        if p.field("resume") is True:
+        if v[T_RESUME] is True:
             dlv.resumed = True
-        state = p.field("state")
-        if isinstance(state, Composite):
-            self._delivery_state(dlv, "sender", state, f)
-        aborted = p.field("aborted") is True
-        more = p.field("more") is True
+        state = v[T_STATE]
+        if state is not None and state is not ABSENT:
+            state = _delivery_state_value(state)
+            if state is not None:
+                self._delivery_state(dlv, "sender", state, f)
+        aborted = v[T_ABORTED] is True
+        more = v[T_MORE] is True
         if aborted:
             dlv.aborted = True
         if aborted or not more:
@@ -1805,11 +1854,12 @@ class StateTracker:
     def _disposition(self, c, d, f, p):
         s = self._session_for(c, d, f, "disposition")
         self._session_step(s, d, "FRAME", f, "disposition")
-        role = _bool(p.field("role"))
-        first = _uint(p.field("first"))
+        v = f.fields
+        role = _bool(v[D_ROLE])
+        first = _uint(v[D_FIRST])
         if role is None or first is None:
             return
-        last = _uint(p.field("last"))
+        last = _uint(v[D_LAST])
         if last is None:
             last = first
         by = "receiver" if role else "sender"
@@ -1834,9 +1884,8 @@ class StateTracker:
             if late > 0:
                 s.late_dispositions += late
                 missing -= late
-        settled = p.field("settled") is True
-        state = p.field("state")
-        state = state if isinstance(state, Composite) else None
+        settled = v[D_SETTLED] is True
+        state = _delivery_state_value(v[D_STATE])
         for dlv in hits:
             dlv.dispositions[d] += 1
             if state is not None:
