@@ -1,0 +1,329 @@
+"""The typed layer: analyzer rows (plain dicts) -> Arrow batches, pandas DataFrames, files.
+
+Everything here follows the column registry of :mod:`pipelines.schema`: a table
+always has exactly the registry's columns, in its order, with its types, whatever
+the capture holds (an empty capture included).  Row keys outside the registry are
+not turned into columns; :func:`check_rows` reports them (tests call it).
+
+    to_frame(rows, "deliveries")                      # pandas, registry dtypes
+    record_batch(rows, "deliveries")                  # pyarrow RecordBatch, registry schema
+    write_table(rows_iterable, "deliveries", "parquet", "out.parquet")   # streamed in batches
+    arrow_schema("links"), pandas_dtypes("links"), spark_schema("links")
+
+Conversions: times (float epoch seconds in the rows) become ``timestamp[us, UTC]``
+(rounded to the microsecond, half to even); ``json`` cells become JSON text
+(sorted keys); NaN floats become null.  In csv and jsonl output, times are ISO 8601
+UTC strings (``2024-05-01T12:00:00.123456Z``); jsonl keeps nested cells as JSON
+values rather than text.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+import os
+import sys
+from datetime import datetime, timedelta, timezone
+from typing import Iterable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .schema import BOOL, FLOAT, INT, JSON, STRING, TIME, UINT64, columns, names
+
+__all__ = [
+    "SchemaError", "arrow_type", "arrow_schema", "pandas_dtypes", "spark_schema", "record_batch", "to_frame",
+    "check_rows", "write_table", "FORMATS", "iso_time",
+]
+
+FORMATS = ("table", "csv", "jsonl", "parquet")
+ISO_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_TS = pa.timestamp("us", tz="UTC")
+
+_ARROW = {STRING: pa.string(), JSON: pa.string(), INT: pa.int64(), UINT64: pa.uint64(), BOOL: pa.bool_(),
+          FLOAT: pa.float64(), TIME: _TS}
+# Spark has no unsigned integers: a ulong column is a decimal(20, 0) there
+_ARROW_SPARK = {**_ARROW, UINT64: pa.decimal128(20, 0)}
+
+
+class SchemaError(ValueError):
+    """Rows that do not fit the registry (a bug in the producer or the registry)."""
+
+
+# --------------------------------------------------------------------------- schemas
+
+
+def arrow_type(typ: str, spark: bool = False) -> pa.DataType:
+    return (_ARROW_SPARK if spark else _ARROW)[typ]
+
+
+def pandas_dtypes(table: str) -> dict:
+    """column -> pandas dtype of the table's DataFrame."""
+    import pandas as pd
+
+    m = {STRING: pd.StringDtype(), JSON: pd.StringDtype(), INT: pd.Int64Dtype(), UINT64: pd.UInt64Dtype(),
+         BOOL: pd.BooleanDtype(), FLOAT: "float64", TIME: pd.DatetimeTZDtype("us", "UTC")}
+    return {c.name: pd.api.types.pandas_dtype(m[c.type]) for c in columns(table)}
+
+
+_SCHEMAS: dict = {}
+
+
+def arrow_schema(table: str, spark: bool = False) -> pa.Schema:
+    """The Arrow (Parquet) schema of a table.  It carries pandas metadata, so that
+    ``pandas.read_parquet`` gives back the registry's dtypes (nullable Int64, boolean,
+    string).  ``spark=True``: the types Spark accepts (uint64 as decimal(20, 0)), no metadata."""
+    key = (table, spark)
+    s = _SCHEMAS.get(key)
+    if s is None:
+        s = pa.schema([pa.field(c.name, arrow_type(c.type, spark)) for c in columns(table)])
+        if not spark:
+            s = s.with_metadata(_pandas_metadata(table))
+        _SCHEMAS[key] = s
+    return s
+
+
+def _pandas_metadata(table: str) -> dict:
+    import pandas as pd
+
+    empty = pd.DataFrame({n: pd.Series([], dtype=d) for n, d in pandas_dtypes(table).items()})
+    return pa.Schema.from_pandas(empty, preserve_index=False).metadata
+
+
+def spark_schema(table: str):
+    """The Spark StructType of a table (imports pyspark)."""
+    from pyspark.sql import types as T
+
+    m = {STRING: T.StringType(), JSON: T.StringType(), INT: T.LongType(), UINT64: T.DecimalType(20, 0),
+         BOOL: T.BooleanType(), FLOAT: T.DoubleType(), TIME: T.TimestampType()}
+    return T.StructType([T.StructField(c.name, m[c.type], True) for c in columns(table)])
+
+
+# --------------------------------------------------------------------------- rows -> arrow
+
+
+def check_rows(rows: Iterable[dict], table: str) -> None:
+    """Raise :class:`SchemaError` if a row has a key outside the registry or lacks one of its
+    columns.  The typed conversions ignore unknown keys; tests call this to catch them."""
+    want = names(table)
+    wanted = set(want)
+    for i, r in enumerate(rows):
+        keys = set(r)
+        if keys != wanted:
+            extra = [k for k in r if k not in wanted]
+            missing = [k for k in want if k not in keys]
+            raise SchemaError(f"{table} row {i}: keys not in the registry {extra}, registry columns missing "
+                              f"{missing}")
+
+
+def _json_text(v):
+    return None if v is None else json.dumps(v, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _is_nan(v) -> bool:
+    return isinstance(v, float) and v != v
+
+
+def _time_array(vals: list) -> pa.Array:
+    try:
+        secs = pa.array(vals, pa.float64(), from_pandas=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+        return pa.array([_to_us(v) for v in vals], pa.int64()).cast(_TS)
+    us = pc.round(pc.multiply(secs, 1_000_000.0), ndigits=0, round_mode="half_to_even")
+    return us.cast(pa.int64()).cast(_TS)
+
+
+def _to_us(v) -> int | None:
+    """Microseconds since the epoch of a time cell (float seconds, or a datetime)."""
+    if v is None or _is_nan(v):
+        return None
+    if isinstance(v, datetime):
+        if v.tzinfo is None:
+            v = v.replace(tzinfo=timezone.utc)
+        return (v - _EPOCH) // timedelta(microseconds=1)
+    return round(float(v) * 1_000_000)
+
+
+def iso_time(us: int | None) -> str | None:
+    """Microseconds since the epoch as ISO 8601 UTC text (``...T12:00:00.123456Z``)."""
+    if us is None:
+        return None
+    return (_EPOCH + timedelta(microseconds=us)).strftime(ISO_FORMAT)
+
+
+def _coerce(v, typ: str):
+    """One cell of a column whose values did not convert in bulk."""
+    if v is None or _is_nan(v):
+        return None
+    if typ == STRING:
+        return v if isinstance(v, str) else json.dumps(v, default=str) if isinstance(v, (list, dict)) else str(v)
+    if typ in (INT, UINT64):
+        return int(v)
+    if typ == BOOL:
+        return bool(v)
+    if typ == FLOAT:
+        return float(v)
+    return v
+
+
+def column_array(vals: list, typ: str, spark: bool = False) -> pa.Array:
+    """One column's raw row values as an Arrow array of the registry type."""
+    t = arrow_type(typ, spark)
+    if typ == TIME:
+        return _time_array(vals)
+    if typ == JSON:
+        return pa.array([_json_text(v) for v in vals], t)
+    try:
+        return pa.array(vals, t, from_pandas=(typ == FLOAT))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as e:
+        try:
+            return pa.array([_coerce(v, typ) for v in vals], t)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+            raise SchemaError(f"values do not fit {typ}: {e}") from None
+
+
+def record_batch(rows: list[dict], table: str, spark: bool = False) -> pa.RecordBatch:
+    """Rows as one Arrow record batch with the table's registry schema (keys outside it ignored)."""
+    schema = arrow_schema(table, spark)
+    arrays = []
+    for c in columns(table):
+        name = c.name
+        try:
+            arrays.append(column_array([r.get(name) for r in rows], c.type, spark))
+        except SchemaError as e:
+            raise SchemaError(f"{table}.{name}: {e}") from None
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _types_mapper():
+    import pandas as pd
+
+    m = {pa.string(): pd.StringDtype(), pa.int64(): pd.Int64Dtype(), pa.uint64(): pd.UInt64Dtype(),
+         pa.bool_(): pd.BooleanDtype()}
+    return m.get
+
+
+def batch_frame(batch: pa.RecordBatch):
+    """An Arrow batch of a table as a pandas DataFrame with the registry dtypes."""
+    return pa.Table.from_batches([batch]).to_pandas(types_mapper=_types_mapper())
+
+
+def to_frame(rows: Iterable[dict], table: str):
+    """A DataFrame with exactly the table's registry columns, in order, with its dtypes."""
+    rows = rows if isinstance(rows, list) else list(rows)
+    return batch_frame(record_batch(rows, table))
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _chunks(rows: Iterable[dict], n: int):
+    it = iter(rows)
+    while True:
+        chunk = list(itertools.islice(it, n))
+        if not chunk:
+            return
+        yield chunk
+
+
+class _Sink:
+    """A path (opened here and closed after) or an open file object; None is stdout."""
+
+    def __init__(self, out, binary: bool):
+        self.own = isinstance(out, (str, os.PathLike))
+        if out is None:
+            out = sys.stdout.buffer if binary else sys.stdout
+        self.f = open(out, "wb" if binary else "w", encoding=None if binary else "utf-8", newline=None) \
+            if self.own else out
+
+    def close(self):
+        if self.own:
+            self.f.close()
+
+
+def write_table(rows: Iterable[dict], table: str, fmt: str, out=None, batch_rows: int = 65536) -> int:
+    """Write a table's rows to ``out`` (a path, an open file, or None for stdout) as ``fmt``:
+    ``csv``, ``jsonl`` or ``parquet`` converted ``batch_rows`` rows at a time (memory stays
+    flat whatever the number of rows), or ``table`` (the CLI's text table, built whole).
+    Returns the number of rows written."""
+    if fmt == "parquet":
+        return _write_parquet(rows, table, out, batch_rows)
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    sink = _Sink(out, binary=False)
+    try:
+        if fmt == "csv":
+            return _write_csv(rows, table, sink.f, batch_rows)
+        if fmt == "jsonl":
+            return _write_jsonl(rows, table, sink.f, batch_rows)
+        return _write_text(rows, table, sink.f)
+    finally:
+        sink.close()
+
+
+def _write_parquet(rows, table, out, batch_rows) -> int:
+    import pyarrow.parquet as pq
+
+    if out is None:
+        raise ValueError("parquet needs an output file")
+    n = 0
+    target = os.fspath(out) if isinstance(out, (str, os.PathLike)) else out
+    with pq.ParquetWriter(target, arrow_schema(table)) as w:
+        for chunk in _chunks(rows, batch_rows):
+            w.write_batch(record_batch(chunk, table))
+            n += len(chunk)
+    return n
+
+
+def _write_csv(rows, table, f, batch_rows) -> int:
+    n = 0
+    first = True
+    for chunk in _chunks(rows, batch_rows):
+        batch_frame(record_batch(chunk, table)).to_csv(f, header=first, index=False, date_format=ISO_FORMAT)
+        first = False
+        n += len(chunk)
+    if first:
+        f.write(",".join(names(table)) + "\n")
+    return n
+
+
+def _write_jsonl(rows, table, f, batch_rows) -> int:
+    cols = columns(table)
+    n = 0
+    for chunk in _chunks(rows, batch_rows):
+        batch = record_batch(chunk, table)
+        values = []
+        for i, c in enumerate(cols):
+            if c.type == JSON:  # nested cells stay JSON values here (not text)
+                values.append([r.get(c.name) for r in chunk])
+            elif c.type == TIME:
+                values.append([iso_time(x) for x in batch.column(i).cast(pa.int64()).to_pylist()])
+            else:
+                values.append(batch.column(i).to_pylist())
+        keys = [c.name for c in cols]
+        buf = io.StringIO()
+        for cells in zip(*values):
+            buf.write(json.dumps(dict(zip(keys, cells)), ensure_ascii=False, allow_nan=False, default=str))
+            buf.write("\n")
+        f.write(buf.getvalue())
+        n += len(chunk)
+    return n
+
+
+def _write_text(rows, table, f) -> int:
+    """The human table: every column, times as UTC datetimes."""
+    import pandas as pd
+
+    df = to_frame(rows, table)
+    if not len(df):
+        f.write("(no rows)\n")
+        return 0
+    for c in columns(table):
+        if c.type == TIME:
+            df[c.name] = df[c.name].dt.strftime("%Y-%m-%d %H:%M:%S.%f")
+    with pd.option_context("display.max_rows", None, "display.max_columns", None, "display.width", 250,
+                           "display.max_colwidth", 40):
+        f.write(df.to_string(index=False) + "\n")
+    return len(df)
