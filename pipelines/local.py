@@ -4,7 +4,7 @@ For notebooks::
 
     from pipelines.local import analyze
     a = analyze("capture.pcap")          # or a list of files read as one continuous capture
-    a.deliveries, a.links, a.stalls      # pandas DataFrames (columns: pipelines.tables)
+    a.deliveries, a.links, a.stalls      # pandas DataFrames (columns and dtypes: pipelines.schema)
     a.latency("address")                 # latency percentiles per link / address / connection
     a.report()                           # the JSON report of ``amqp-dissect report --format json``
 

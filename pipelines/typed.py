@@ -126,8 +126,14 @@ def _is_nan(v) -> bool:
     return isinstance(v, float) and v != v
 
 
+def _has_bool(vals: list) -> bool:
+    return any(v.__class__ is bool for v in vals)  # pyarrow would take True as 1.0
+
+
 def _time_array(vals: list) -> pa.Array:
     try:
+        if _has_bool(vals):
+            raise TypeError
         secs = pa.array(vals, pa.float64(), from_pandas=True)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
         return pa.array([_to_us(v) for v in vals], pa.int64()).cast(_TS)
@@ -137,12 +143,12 @@ def _time_array(vals: list) -> pa.Array:
 
 def _to_us(v) -> int | None:
     """Microseconds since the epoch of a time cell (float seconds, or a datetime)."""
-    if v is None or _is_nan(v):
-        return None
     if isinstance(v, datetime):
         if v.tzinfo is None:
             v = v.replace(tzinfo=timezone.utc)
         return (v - _EPOCH) // timedelta(microseconds=1)
+    if v is None or _is_nan(v) or not fits(v, TIME):
+        return None
     return round(float(v) * 1_000_000)
 
 
@@ -153,19 +159,34 @@ def iso_time(us: int | None) -> str | None:
     return (_EPOCH + timedelta(microseconds=us)).strftime(ISO_FORMAT)
 
 
-def _coerce(v, typ: str):
-    """One cell of a column whose values did not convert in bulk."""
-    if v is None or _is_nan(v):
-        return None
-    if typ == STRING:
-        return v if isinstance(v, str) else json.dumps(v, default=str) if isinstance(v, (list, dict)) else str(v)
+_INT_RANGE = {INT: (-(1 << 63), (1 << 63) - 1), UINT64: (0, (1 << 64) - 1)}
+
+
+def fits(v, typ: str) -> bool:
+    """Does a row cell have the Python type a column of ``typ`` holds (None always fits)?"""
+    if v is None:
+        return True
     if typ in (INT, UINT64):
-        return int(v)
+        lo, hi = _INT_RANGE[typ]
+        return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
     if typ == BOOL:
-        return bool(v)
-    if typ == FLOAT:
-        return float(v)
-    return v
+        return isinstance(v, bool)
+    if typ in (FLOAT, TIME):
+        return isinstance(v, (int, float)) and not isinstance(v, bool) or (typ == TIME and isinstance(v, datetime))
+    if typ == STRING:
+        return isinstance(v, str)
+    return True  # json: anything JSON-able
+
+
+def _coerce(v, typ: str):
+    """One cell of a column whose values did not convert in bulk: a value of another type
+    (a malformed field passed through by the analyzer) becomes text in a string column,
+    null elsewhere."""
+    if fits(v, typ):
+        return None if _is_nan(v) else v
+    if typ == STRING:
+        return json.dumps(v, default=str) if isinstance(v, (list, dict)) else str(v)
+    return None
 
 
 def column_array(vals: list, typ: str, spark: bool = False) -> pa.Array:
@@ -176,25 +197,24 @@ def column_array(vals: list, typ: str, spark: bool = False) -> pa.Array:
     if typ == JSON:
         return pa.array([_json_text(v) for v in vals], t)
     try:
+        if typ == FLOAT and _has_bool(vals):
+            raise TypeError
         return pa.array(vals, t, from_pandas=(typ == FLOAT))
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as e:
-        try:
-            return pa.array([_coerce(v, typ) for v in vals], t)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
-            raise SchemaError(f"values do not fit {typ}: {e}") from None
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+        return pa.array([_coerce(v, typ) for v in vals], t, from_pandas=(typ == FLOAT))
 
 
 def record_batch(rows: list[dict], table: str, spark: bool = False) -> pa.RecordBatch:
-    """Rows as one Arrow record batch with the table's registry schema (keys outside it ignored)."""
-    schema = arrow_schema(table, spark)
-    arrays = []
-    for c in columns(table):
-        name = c.name
-        try:
-            arrays.append(column_array([r.get(name) for r in rows], c.type, spark))
-        except SchemaError as e:
-            raise SchemaError(f"{table}.{name}: {e}") from None
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+    """Rows as one Arrow record batch with the table's registry schema (keys outside it
+    ignored; a cell of the wrong Python type: see :func:`fits`)."""
+    arrays = [column_array([r.get(c.name) for r in rows], c.type, spark) for c in columns(table)]
+    return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(table, spark))
+
+
+def misfits(rows: Iterable[dict], table: str) -> list[tuple[int, str, object]]:
+    """(row index, column, value) of every cell whose Python type does not fit its column."""
+    cols = columns(table)
+    return [(i, c.name, r.get(c.name)) for i, r in enumerate(rows) for c in cols if not fits(r.get(c.name), c.type)]
 
 
 def _types_mapper():
@@ -277,11 +297,30 @@ def _write_parquet(rows, table, out, batch_rows) -> int:
     return n
 
 
+def _text_times(batch: pa.RecordBatch, table: str) -> pa.RecordBatch:
+    """The batch with its time columns as ISO 8601 UTC text (vectorised)."""
+    arrays = list(batch.columns)
+    for i, c in enumerate(columns(table)):
+        if c.type == TIME:
+            arrays[i] = iso_times(arrays[i])
+    return pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
+
+
+def iso_times(arr: pa.Array) -> pa.Array:
+    """A timestamp[us] array as ISO 8601 UTC text (``...T12:00:00.123456Z``), nulls kept."""
+    import numpy as np
+
+    us = pc.fill_null(arr.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
+    text = pa.array(np.datetime_as_string(us.astype("datetime64[us]"), unit="us"), pa.string())
+    text = pc.binary_join_element_wise(text, pa.scalar("Z"), "")
+    return pc.if_else(pc.is_valid(arr), text, pa.scalar(None, pa.string()))
+
+
 def _write_csv(rows, table, f, batch_rows) -> int:
     n = 0
     first = True
     for chunk in _chunks(rows, batch_rows):
-        batch_frame(record_batch(chunk, table)).to_csv(f, header=first, index=False, date_format=ISO_FORMAT)
+        batch_frame(_text_times(record_batch(chunk, table), table)).to_csv(f, header=first, index=False)
         first = False
         n += len(chunk)
     if first:
@@ -291,23 +330,18 @@ def _write_csv(rows, table, f, batch_rows) -> int:
 
 def _write_jsonl(rows, table, f, batch_rows) -> int:
     cols = columns(table)
+    keys = [c.name for c in cols]
+    dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=str).encode
     n = 0
     for chunk in _chunks(rows, batch_rows):
-        batch = record_batch(chunk, table)
+        batch = _text_times(record_batch(chunk, table), table)
         values = []
         for i, c in enumerate(cols):
             if c.type == JSON:  # nested cells stay JSON values here (not text)
                 values.append([r.get(c.name) for r in chunk])
-            elif c.type == TIME:
-                values.append([iso_time(x) for x in batch.column(i).cast(pa.int64()).to_pylist()])
             else:
                 values.append(batch.column(i).to_pylist())
-        keys = [c.name for c in cols]
-        buf = io.StringIO()
-        for cells in zip(*values):
-            buf.write(json.dumps(dict(zip(keys, cells)), ensure_ascii=False, allow_nan=False, default=str))
-            buf.write("\n")
-        f.write(buf.getvalue())
+        f.write("".join([dumps(dict(zip(keys, cells))) + "\n" for cells in zip(*values)]))
         n += len(chunk)
     return n
 
