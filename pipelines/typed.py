@@ -19,7 +19,6 @@ values rather than text.
 
 from __future__ import annotations
 
-import io
 import itertools
 import json
 import os
@@ -34,11 +33,10 @@ from .schema import BOOL, FLOAT, INT, JSON, STRING, TIME, UINT64, columns, names
 
 __all__ = [
     "SchemaError", "arrow_type", "arrow_schema", "pandas_dtypes", "spark_schema", "record_batch", "to_frame",
-    "check_rows", "write_table", "FORMATS", "iso_time",
+    "check_rows", "write_table", "FORMATS", "iso_times", "fits", "misfits",
 ]
 
 FORMATS = ("table", "csv", "jsonl", "parquet")
-ISO_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _TS = pa.timestamp("us", tz="UTC")
 
@@ -135,10 +133,10 @@ def _time_array(vals: list) -> pa.Array:
         if _has_bool(vals):
             raise TypeError
         secs = pa.array(vals, pa.float64(), from_pandas=True)
+        us = pc.round(pc.multiply(secs, 1_000_000.0), ndigits=0, round_mode="half_to_even")
+        return us.cast(pa.int64()).cast(_TS)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
         return pa.array([_to_us(v) for v in vals], pa.int64()).cast(_TS)
-    us = pc.round(pc.multiply(secs, 1_000_000.0), ndigits=0, round_mode="half_to_even")
-    return us.cast(pa.int64()).cast(_TS)
 
 
 def _to_us(v) -> int | None:
@@ -149,14 +147,8 @@ def _to_us(v) -> int | None:
         return (v - _EPOCH) // timedelta(microseconds=1)
     if v is None or _is_nan(v) or not fits(v, TIME):
         return None
-    return round(float(v) * 1_000_000)
-
-
-def iso_time(us: int | None) -> str | None:
-    """Microseconds since the epoch as ISO 8601 UTC text (``...T12:00:00.123456Z``)."""
-    if us is None:
-        return None
-    return (_EPOCH + timedelta(microseconds=us)).strftime(ISO_FORMAT)
+    us = round(float(v) * 1_000_000) if abs(v) < 1e12 else None  # beyond year 33658: not a capture time
+    return us
 
 
 _INT_RANGE = {INT: (-(1 << 63), (1 << 63) - 1), UINT64: (0, (1 << 64) - 1)}
