@@ -28,7 +28,7 @@ from amqp_dissect.errors import CaptureError
 from amqp_dissect.events import PacketNote
 
 from amqp_dissect.render.frames import event_json, frame_detail, frame_summary
-from amqp_dissect.pipelines.local import CaptureSource, run_analysis
+from amqp_dissect.pipelines.local import CaptureSource, run_analysis, stream_delivery_rows
 from amqp_dissect.render.report import render_text
 from amqp_dissect.results.report import build_report
 
@@ -232,52 +232,18 @@ def _table_command(table: str, rows_method: str, help_text: str):
     ):
         if fmt is TableFormat.parquet and output is None:
             raise Fail(EXIT_USAGE, "--format parquet needs --output FILE")
-        from amqp_dissect.results.tables import to_frame
+        from amqp_dissect.pipelines.write import write_table
 
         run = CaptureRun(capture, port or [])
-        analysis = run.analyze()
-        df = to_frame(getattr(analysis.analyzer, rows_method)(), table)
-        _write_table(df, fmt, output)
+        if table == "deliveries":  # streamed: each delivery is written once it is final
+            rows = stream_delivery_rows(_Checked(run))
+        else:
+            rows = getattr(run.analyze(rows=False).analyzer, rows_method)()
+        write_table(rows, table, fmt.value, output)
         raise typer.Exit(run.finish_status())
 
     command.__doc__ = help_text
     app.command(name=table)(command)
-
-
-def _write_table(df, fmt: TableFormat, output: Optional[Path]) -> None:
-    from amqp_dissect.results.tables import flat_for_export
-
-    if fmt is TableFormat.parquet:
-        flat_for_export(df).to_parquet(output, index=False)
-        return
-    if fmt is TableFormat.csv:
-        text = flat_for_export(df).to_csv(index=False)
-    elif fmt is TableFormat.jsonl:
-        text = df.to_json(orient="records", lines=True, force_ascii=False)
-        if text and not text.endswith("\n"):
-            text += "\n"
-    else:
-        import pandas as pd
-
-        df = _readable_times(df)
-        with pd.option_context("display.max_rows", None, "display.max_columns", None, "display.width", 250,
-                               "display.max_colwidth", 40):
-            text = df.to_string(index=False) + "\n" if len(df) else "(no rows)\n"
-    if output is None:
-        sys.stdout.write(text)
-    else:
-        Path(output).write_text(text)
-
-
-def _readable_times(df):
-    """For the human table only: epoch-second time columns as UTC datetimes."""
-    import pandas as pd
-
-    df = df.copy()
-    for col in df.columns:
-        if (col in ("start", "end") or col.endswith("_time")) and df[col].dtype == "float64":
-            df[col] = pd.to_datetime(df[col], unit="s", utc=True).dt.strftime("%Y-%m-%d %H:%M:%S.%f")
-    return df
 
 
 _table_command("deliveries", "delivery_rows", "One row per delivery: outcome, settlement, latency.")

@@ -44,7 +44,7 @@ from amqp_dissect.events import CaptureRecord, endpoint
 from amqp_dissect.capture.netparse import TruncatedPacket, parse_segment
 from amqp_dissect.render.frames import event_json
 
-from amqp_dissect.results.tables import SCHEMAS, _jsonable_cell
+from amqp_dissect.results.schema import columns as _registry_columns
 
 DEFAULT_SPLIT_SIZE = 64 << 20  # bytes: uncompressed pcap files larger than this are split into ranges
 CHAIN = 8  # consecutive plausible record headers needed to accept a range's first record
@@ -752,100 +752,42 @@ def sweep_ticks(packets_ts: Iterable[tuple[int, float]], interval: float = 1.0, 
 
 # --------------------------------------------------------------------------- output tables
 
-S, I, F, B, J = "string", "long", "double", "boolean", "json"
-
-# extra columns (after the documented ones of amqp_dissect.results.tables.SCHEMAS), in the analyzer's order
-_EXTRA = {
-    "connections": (
-        "syn_seen:B mid_connection:B lossy:B tls:B protocol_headers_client:J protocol_headers_server:J "
-        "negotiation:S sasl:B sasl_mechanisms:J sasl_mechanism:S sasl_hostname:S sasl_outcome:S "
-        "sasl_outcome_code:I sasl_frames_client:I sasl_frames_server:I container_id_client:S "
-        "container_id_server:S hostname:S max_frame_size_client:I max_frame_size_client_default:B "
-        "max_frame_size_server:I max_frame_size_server_default:B channel_max_client:I "
-        "channel_max_client_default:B channel_max_server:I channel_max_server_default:B "
-        "idle_time_out_client:I idle_time_out_server:I open_time:F open_time_client:F open_time_server:F "
-        "close_time:F close_time_client:F close_time_server:F closed_by:S close_error:S close_description:S "
-        "errors:J sessions:I links:I deliveries:I frames_client:I frames_server:I frame_counts_client:J "
-        "frame_counts_server:J heartbeats_client:I heartbeats_server:I state:J state_client:S state_server:S "
-        "transport_end:S transport_end_time:F first_time:F last_time:F first_packet:I last_packet:I "
-        "violations:I stalls:I unknown:J"
-    ),
-    "links": (
-        "session:I link_index:I handle:I handle_client:I handle_server:I role:S sender_side:S receiver:S address:S "
-        "source_terminus:J target_terminus:J coordinator:B refused:B snd_settle_mode_default:B "
-        "rcv_settle_mode_default:B initial_delivery_count:I delivery_count:I link_credit:I available:I "
-        "drain:B echo:B max_message_size:I attach_time:F attached_time:F detach_time:F detached_by:S "
-        "detach_closed:B detach_error:S detach_description:S terminated:S state_client:S state_server:S "
-        "transfers:I messages_bytes:I declared:I no_outcome:I presettled:I aborted:I resumed:I "
-        "outcome_latency_p50:F outcome_latency_p90:F outcome_latency_p99:F outcome_latency_max:F unknown:J"
-    ),
-    "deliveries": (
-        "session:I link_index:I receiver:S sender_side:S address:S first_packet:I last_packet:I complete:B "
-        "resumed:B settled_packet:I sender_settled_time:F receiver_settled_time:F outcome_by:S "
-        "outcome_time:F outcome_packet:I outcome_error:S outcome_description:S delivery_failed:B "
-        "undeliverable_here:B received_state:S txn_id:S rcv_settle_mode:S dispositions_sender:I "
-        "dispositions_receiver:I outcome_latency:F unsettled_at:S"
-    ),
-    "stalls": (
-        "session:I link_index:I handle:I sender_side:S sender:S start_packet:I end_packet:I ended_by:S open:B"
-    ),
-}
-_LEAD_KIND = {"string": S, "Int64": I, "float64": F, "boolean": B}
-
-FRAME_COLUMNS = (
-    ("packet", I), ("time", F), ("src", S), ("dst", S), ("connection", S), ("channel", I), ("type", S),
-    ("performative", S), ("size", I), ("payload_size", I), ("delivery_frames", I), ("message_size", I),
-    ("json", S),
-)
-
 
 def table_columns(table: str) -> list[tuple[str, str]]:
-    """(column, kind) of an output table, kind in string/long/double/boolean/json (JSON text):
-    the columns and order of ``amqp_dissect.results.tables.to_frame`` for the analyzer's rows."""
-    if table == "frames":
-        return list(FRAME_COLUMNS)
-    lead = [(c, _LEAD_KIND[t]) for c, t, _ in SCHEMAS[table]]
-    names = {c for c, _ in lead}
-    kinds = {"S": S, "I": I, "F": F, "B": B, "J": J}
-    extra = []
-    for item in _EXTRA[table].split():
-        c, k = item.split(":")
-        if c not in names:
-            extra.append((c, kinds[k]))
-    return lead + extra
+    """(column, type) of an output table, from the column registry (:mod:`amqp_dissect.results.schema`):
+    the columns and order of ``amqp_dissect.results.tables.to_frame``."""
+    return [(c.name, c.type) for c in _registry_columns(table)]
 
 
 def frame_row(d: dict) -> dict:
     """A frames-table row: the leading fields of ``frames --format jsonl`` plus the whole line."""
-    row = {k: d.get(k) for k, _ in FRAME_COLUMNS if k != "json"}
+    row = {k: d.get(k) for k, _ in table_columns("frames") if k != "json"}
     row["json"] = json.dumps(d, ensure_ascii=False, allow_nan=False)
     return row
 
 
 def arrow_schema(table: str):
-    """The Arrow schema of a result table's chunks: its columns, then _flow, _k1, _k2."""
+    """The Arrow schema of a result table's chunks: its registry columns (as Spark takes
+    them), then _flow, _k1, _k2."""
     import pyarrow as pa
 
-    m = {S: pa.string(), J: pa.string(), I: pa.int64(), F: pa.float64(), B: pa.bool_()}
-    fields = [pa.field(c, m[k]) for c, k in table_columns(table)]
+    from amqp_dissect.results.tables import arrow_schema as registry_schema
+
+    fields = list(registry_schema(table, spark=True))
     fields += [pa.field("_flow", pa.string()), pa.field("_k1", pa.int64()), pa.field("_k2", pa.int64())]
     return pa.schema(fields)
 
 
 def rows_batch(table: str, rows: list[dict], flows: list, k1: list, k2: list):
-    """Row dicts as an Arrow record batch, column by column: JSON columns as text
-    (``amqp_dissect.results.tables.flat_for_export``), NaN as null, keys outside the table dropped."""
+    """Row dicts as an Arrow record batch with the registry's types (times as UTC
+    timestamps, JSON columns as text, NaN as null; keys outside the table dropped)."""
     import pyarrow as pa
 
-    schema = arrow_schema(table)
-    arrays = []
-    for (c, k), f in zip(table_columns(table), schema):
-        vals = [r.get(c) for r in rows]
-        if k == J:
-            vals = [None if v is None else _jsonable_cell(v) for v in vals]
-        arrays.append(pa.array(vals, type=f.type, from_pandas=(k == F)))
-    arrays += [pa.array(flows, pa.string()), pa.array(k1, pa.int64()), pa.array(k2, pa.int64())]
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+    from amqp_dissect.results.tables import record_batch
+
+    b = record_batch(rows, table, spark=True)
+    arrays = b.columns + [pa.array(flows, pa.string()), pa.array(k1, pa.int64()), pa.array(k2, pa.int64())]
+    return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(table))
 
 
 def batch_ipc(batch) -> bytes:

@@ -4,7 +4,7 @@ For notebooks::
 
     from amqp_dissect.pipelines.local import analyze
     a = analyze("capture.pcap")          # or a list of files read as one continuous capture
-    a.deliveries, a.links, a.stalls      # pandas DataFrames (columns: amqp_dissect.results.tables)
+    a.deliveries, a.links, a.stalls      # pandas DataFrames (columns and dtypes: amqp_dissect.results.schema)
     a.latency("address")                 # latency percentiles per link / address / connection
     a.report()                           # the JSON report of ``amqp-dissect report --format json``
 
@@ -136,6 +136,24 @@ def run_analysis(source: CaptureSource, on_event=None, rows: bool = True, delive
             last_ts = record.ts
     an.finish(last_ts)
     return Analysis(an, source)
+
+
+def stream_delivery_rows(source: CaptureSource) -> Iterator[dict]:
+    """The deliveries table of ``source``, row by row as each delivery becomes final (folded),
+    then the deliveries still open at the end: memory stays flat however long the capture."""
+    ready: list = []
+    an = Analyzer(rows=False, delivery_sink=ready.append)
+    last_ts = None
+    for record, ev in source.events():
+        an.feed(ev)
+        if record is not None:
+            last_ts = record.ts
+        if ready:
+            yield from ready
+            ready.clear()
+    an.finish(last_ts)
+    yield from ready
+    yield from an.live_delivery_rows()
 
 
 def analyze(paths, ports: Iterable[int] = ()) -> Analysis:

@@ -67,8 +67,8 @@ from amqp_dissect.pipelines.archive import (  # noqa: E402
     ipc_batches,
     layout,
     plan_ranges,
-    table_columns,
 )
+from amqp_dissect.results.tables import spark_schema  # noqa: E402
 
 TABLES = ("connections", "links", "deliveries", "stalls")
 SUMMARIES = ("latency_by_link", "latency_by_address", "latency_by_window", "outcomes", "stalls_by_link",
@@ -200,8 +200,10 @@ def _sql_conf(spark, **settings: str):
 # that read them use small batches (only there: small batches elsewhere slow Spark down)
 _STAGE2_CONF = {"spark__sql__execution__arrow__maxRecordsPerBatch": "1000",
                 "spark__sql__parquet__columnarReaderBatchSize": "1024"}
+# times are written as Parquet TIMESTAMP(MICROS, UTC) (not Spark's legacy INT96), like the local tables
+_TS_CONF = {"spark__sql__parquet__outputTimestampType": "TIMESTAMP_MICROS"}
 _TABLES_CONF = {"spark__sql__execution__arrow__maxRecordsPerBatch": "16",
-                "spark__sql__parquet__columnarReaderBatchSize": "64"}
+                "spark__sql__parquet__columnarReaderBatchSize": "64", **_TS_CONF}
 
 
 # --------------------------------------------------------------------------- schemas
@@ -234,11 +236,9 @@ def rows_schema():
 
 
 def table_schema(table: str):
-    """The Spark schema of an output table (JSON columns as strings)."""
-    T = _types()
-    m = {"string": T.StringType(), "json": T.StringType(), "long": T.LongType(), "double": T.DoubleType(),
-         "boolean": T.BooleanType()}
-    return T.StructType([T.StructField(c, m[k]) for c, k in table_columns(table)])
+    """The Spark schema of an output table, from the column registry (times as
+    TimestampType, JSON columns as strings, ulong as decimal(20, 0))."""
+    return spark_schema(table)
 
 
 def _arrow_schema(spark_schema):
@@ -522,7 +522,8 @@ def run_archive(spark, paths, out: str, *, split_size: int = DEFAULT_SPLIT_SIZE,
         counts[t] = df.count()
     for name, df in summaries_frames(tables, window).items():
         path = out_uri.rstrip("/") + "/" + name
-        df.write.mode("overwrite").parquet(path)
+        with _sql_conf(spark, **_TS_CONF):
+            df.write.mode("overwrite").parquet(path)
         written[name] = path
     mark("summaries")
     stats["timings"] = marks
@@ -662,14 +663,15 @@ def summaries_frames(tables: dict, window: float = DEFAULT_WINDOW) -> dict:
                                  .select("address", *stat_cols)
                                  .orderBy(F.col("p99").desc_nulls_last(), "address"))
 
-    w = float(window)
-    win = d.withColumn("window_start", F.floor(F.col("first_time") / F.lit(w)) * F.lit(w))
+    wus = round(float(window) * 1_000_000)  # windows in whole microseconds since the epoch, exactly
+    win = d.withColumn("_wstart", F.floor(F.expr("unix_micros(first_time)") / F.lit(wus)) * F.lit(wus))
     outcome_cols = [F.sum(F.when(F.col("outcome") == o, 1).otherwise(0)).alias(o)
                     for o in ("accepted", "rejected", "released", "modified")]
-    out["latency_by_window"] = (_unpack_pct(win.groupBy("window_start").agg(
+    out["latency_by_window"] = (_unpack_pct(win.groupBy("_wstart").agg(
         F.count(F.lit(1)).alias("deliveries"), *_lat_aggs(), *outcome_cols,
         F.sum(F.when(F.col("settled_time").isNull(), 1).otherwise(0)).alias("unsettled")))
-        .withColumn("window_end", F.col("window_start") + F.lit(w))
+        .withColumn("window_start", F.expr("timestamp_micros(CAST(_wstart AS BIGINT))"))
+        .withColumn("window_end", F.expr(f"timestamp_micros(CAST(_wstart AS BIGINT) + {wus})"))
         .select("window_start", "window_end", "deliveries", *stat_cols, "accepted", "rejected", "released",
                 "modified", "unsettled")
         .orderBy("window_start"))

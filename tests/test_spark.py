@@ -36,7 +36,7 @@ from amqp_dissect.render.frames import event_json  # noqa: E402
 from amqp_dissect.pipelines import archive as ar  # noqa: E402
 from amqp_dissect.pipelines.local import CaptureSource, analyze  # noqa: E402
 from amqp_dissect.pipelines.split import split_capture  # noqa: E402
-from amqp_dissect.results.tables import flat_for_export  # noqa: E402
+
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLES = os.path.join(ROOT, "samples")
@@ -70,9 +70,12 @@ def assert_same_tables(out: str, paths) -> "object":
     a = analyze(capture_order(paths))
     for t in TABLES:
         sp = pd.read_parquet(os.path.join(out, t))
-        lp = flat_for_export(getattr(a, t))
+        lp = getattr(a, t)
         assert list(sp.columns) == list(lp.columns), t
         assert len(sp) == len(lp), t
+        for c in lp.columns:  # times are UTC timestamps in Spark's Parquet too
+            if str(lp[c].dtype).startswith("datetime64"):
+                assert str(sp[c].dtype) == str(lp[c].dtype) == "datetime64[us, UTC]", (t, c, sp[c].dtype)
         sp = sp.sort_values(KEYS[t]).reset_index(drop=True)
         lp = lp.sort_values(KEYS[t]).reset_index(drop=True)
         for c in lp.columns:
@@ -116,7 +119,10 @@ def assert_summaries(out: str, a, window: float = 60.0) -> None:
         check_stats(row, sel.settlement_latency.tolist())
 
     lbw = rd("latency_by_window")
-    w = np.floor(d.first_time / window) * window
+    assert str(lbw.window_start.dtype) == str(lbw.window_end.dtype) == "datetime64[us, UTC]"
+    wus = round(window * 1_000_000)
+    us = (d.first_time - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(microseconds=1)
+    w = pd.to_datetime((us // wus) * wus, unit="us", utc=True)
     assert sorted(lbw.window_start.tolist()) == sorted(w.unique().tolist())
     for _, row in lbw.iterrows():
         sel = d[w == row["window_start"]]

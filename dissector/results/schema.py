@@ -1,0 +1,470 @@
+"""The column registry: every column of every result table, with one fixed type and its meaning.
+
+Plain data only (no pandas / pyarrow / pyspark here): :mod:`amqp_dissect.results.tables` turns it
+into the pandas dtypes, the Arrow/Parquet schema and the Spark schema, and
+``python -m amqp_dissect.results.schema --markdown`` renders the README's column tables.
+
+Types (``Column.type``), with what they become in pandas / Parquet (Arrow) / Spark:
+
+=====================  ======================  =======================  ==================
+type                   pandas                  Parquet (Arrow)          Spark
+=====================  ======================  =======================  ==================
+``string``             ``string``              ``string``               ``StringType``
+``int64``              ``Int64``               ``int64``                ``LongType``
+``uint64``             ``UInt64``              ``uint64``               ``DecimalType(20,0)``
+``bool``               ``boolean``             ``bool``                 ``BooleanType``
+``float64``            ``float64``             ``double``               ``DoubleType``
+``timestamp[us, UTC]`` ``datetime64[us, UTC]`` ``timestamp[us, UTC]``   ``TimestampType``
+``json``               ``string`` (JSON text)  ``string`` (JSON text)   ``StringType``
+=====================  ======================  =======================  ==================
+
+Every type is nullable.  Durations and latencies are ``float64`` seconds.  The
+analyzer's rows (:mod:`amqp_dissect.results.analytics`) carry times as float epoch seconds;
+the typed layer turns them into UTC timestamps with microsecond resolution.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import NamedTuple
+
+STRING, INT, UINT64, BOOL, FLOAT, TIME, JSON = (
+    "string", "int64", "uint64", "bool", "float64", "timestamp[us, UTC]", "json")
+TYPES = (STRING, INT, UINT64, BOOL, FLOAT, TIME, JSON)
+
+
+class Column(NamedTuple):
+    name: str
+    type: str
+    meaning: str
+
+
+def _cols(*specs: tuple[str, str, str]) -> tuple[Column, ...]:
+    return tuple(Column(*s) for s in specs)
+
+
+def _pair(name: str, typ: str, meaning: str) -> tuple[tuple[str, str, str], ...]:
+    """``name_client`` and ``name_server`` with one meaning ("... of the client / server")."""
+    return ((f"{name}_client", typ, meaning.replace("{side}", "client")),
+            (f"{name}_server", typ, meaning.replace("{side}", "server")))
+
+
+_CONN = ("connection", STRING, "connection id: client-server endpoints ('#n' when a 4-tuple is reused)")
+_CHANNEL = ("channel", INT, "the session's channel as the client numbers it (the server's if the client's is unknown)")
+_SESSION = ("session", INT, "0-based index of the session in its connection, in order of first sight")
+_LINK_INDEX = ("link_index", INT, "0-based index of the link in its connection, in order of first sight")
+
+CONNECTIONS = _cols(
+    _CONN,
+    ("client", STRING, "ip:port of the TCP client (the initiator)"),
+    ("server", STRING, "ip:port of the TCP server"),
+    ("syn_seen", BOOL, "the TCP handshake was captured"),
+    ("mid_connection", BOOL, "the capture did not see the connection start"),
+    ("lossy", BOOL, "a TCP gap or resynchronisation lost bytes"),
+    ("tls", BOOL, "the connection carries TLS"),
+    *_pair("protocol_headers", JSON, "list of the protocol headers the {side} sent, e.g. [\"SASL 1.0.0\", \"AMQP 1.0.0\"]"),
+    ("negotiation", STRING, "text when the two sides' protocol headers differed, else null"),
+    ("sasl", BOOL, "a SASL layer was used"),
+    ("sasl_mechanisms", JSON, "list of the SASL mechanisms the server offered"),
+    ("sasl_mechanism", STRING, "SASL mechanism chosen in sasl-init"),
+    ("sasl_hostname", STRING, "hostname of sasl-init"),
+    ("sasl_outcome", STRING, "sasl-outcome code name: ok, auth, sys, sys-perm, sys-temp"),
+    ("sasl_outcome_code", INT, "sasl-outcome code number"),
+    *_pair("sasl_frames", INT, "SASL frames the {side} sent"),
+    *_pair("container_id", STRING, "container-id of the {side}'s open"),
+    ("hostname", STRING, "hostname of the client's open"),
+    ("max_frame_size_client", INT, "max-frame-size of the client's open (spec default applied when absent)"),
+    ("max_frame_size_client_default", BOOL, "true: the field was absent and the spec default 4294967295 applied"),
+    ("max_frame_size_server", INT, "max-frame-size of the server's open (spec default applied when absent)"),
+    ("max_frame_size_server_default", BOOL, "true: the field was absent and the spec default 4294967295 applied"),
+    ("channel_max_client", INT, "channel-max of the client's open (spec default applied when absent)"),
+    ("channel_max_client_default", BOOL, "true: the field was absent and the spec default 65535 applied"),
+    ("channel_max_server", INT, "channel-max of the server's open (spec default applied when absent)"),
+    ("channel_max_server_default", BOOL, "true: the field was absent and the spec default 65535 applied"),
+    *_pair("idle_time_out", INT, "idle-time-out of the {side}'s open, milliseconds (null when absent)"),
+    ("open_time", TIME, "time of the first open"),
+    *_pair("open_time", TIME, "time of the {side}'s open"),
+    ("close_time", TIME, "time of the first close"),
+    *_pair("close_time", TIME, "time of the {side}'s close"),
+    ("closed_by", STRING, "side of the first close: client, server, or empty"),
+    ("close_error", STRING, "condition of the first close carrying an error"),
+    ("close_description", STRING, "description of that error"),
+    ("errors", JSON, "list of {condition, description, scope, side, channel, link} of every close / end / detach "
+                     "error on the connection"),
+    ("sessions", INT, "sessions on the connection"),
+    ("links", INT, "links on the connection"),
+    ("deliveries", INT, "deliveries on the connection"),
+    *_pair("frames", INT, "AMQP frames the {side} sent, heartbeats included"),
+    *_pair("frame_counts", JSON, "{performative: frames} of every frame the {side} sent, SASL included "
+                                 "(\"empty\" for heartbeats)"),
+    *_pair("heartbeats", INT, "empty frames (heartbeats) the {side} sent"),
+    ("state", JSON, "{\"client\": state, \"server\": state}: the final connection endpoint states"),
+    *_pair("state", STRING, "final connection endpoint state of the {side} (spec name, or UNKNOWN)"),
+    ("transport_end", STRING, "how TCP ended: fin (both FINs), rst, idle, or null"),
+    ("transport_end_time", TIME, "time the TCP connection ended"),
+    ("first_time", TIME, "time of the connection's first packet"),
+    ("last_time", TIME, "time of its last packet"),
+    ("first_packet", INT, "capture record number (1-based) of the first packet"),
+    ("last_packet", INT, "capture record number of the last packet"),
+    ("violations", INT, "protocol violations on the connection"),
+    ("stalls", INT, "stalls on the connection"),
+    ("unknown", JSON, "list of what the capture could not show (e.g. \"open (client)\", \"sasl\")"),
+)
+
+SESSIONS = _cols(
+    _CONN,
+    _SESSION,
+    _CHANNEL,
+    *_pair("channel", INT, "outgoing channel of the {side} (the local <-> remote channel mapping)"),
+    ("initiator", STRING, "side whose begin had no remote-channel"),
+    ("begin_time", TIME, "time of the first begin"),
+    ("begin_packet", INT, "capture record number of the first begin"),
+    *_pair("begin_time", TIME, "time of the {side}'s begin"),
+    *_pair("next_outgoing_id", INT, "next-outgoing-id of the {side}'s begin"),
+    *_pair("incoming_window", INT, "incoming-window of the {side}'s begin"),
+    *_pair("outgoing_window", INT, "outgoing-window of the {side}'s begin"),
+    *_pair("handle_max", INT, "handle-max of the {side}'s begin (spec default applied when absent)"),
+    ("handle_max_client_default", BOOL, "true: handle-max was absent from the client's begin (default applied)"),
+    ("handle_max_server_default", BOOL, "true: handle-max was absent from the server's begin (default applied)"),
+    *_pair("next_outgoing_id_final", INT, "the {side}'s next-outgoing-id tracked to the end"),
+    *_pair("incoming_window_last", INT, "incoming-window of the {side}'s last begin or flow"),
+    *_pair("outgoing_window_last", INT, "outgoing-window of the {side}'s last begin or flow"),
+    *_pair("remote_incoming_window", INT, "final remote-incoming-window of the {side} as sender (null: unknown)"),
+    *_pair("transfers", INT, "transfer frames the {side} sent"),
+    *_pair("flows", INT, "flow frames the {side} sent"),
+    ("end_time", TIME, "time of the first end"),
+    *_pair("end_time", TIME, "time of the {side}'s end"),
+    ("ended_by", STRING, "side of the first end: client, server, or empty"),
+    ("end_error", STRING, "condition of the first end carrying an error"),
+    ("end_description", STRING, "description of that error"),
+    ("terminated", STRING, "how the session ended: end, close, transport, or null"),
+    *_pair("state", STRING, "final session endpoint state of the {side} (spec name, or UNKNOWN)"),
+    ("links", INT, "links on the session"),
+    ("deliveries", INT, "deliveries on the session"),
+    ("unsettled", INT, "deliveries never settled"),
+    ("unseen_dispositions", INT, "delivery-ids in dispositions whose transfer was before the capture"),
+    ("unknown", JSON, "list of what the capture could not show"),
+)
+
+_LAT = "settlement latency (first transfer to settlement), {q}, seconds; percentiles by linear interpolation"
+_OLAT = "outcome latency (first transfer to terminal outcome), {q}, seconds"
+
+LINKS = _cols(
+    ("connection", STRING, "connection id"),
+    _CHANNEL,
+    ("name", STRING, "link name"),
+    ("sender", STRING, "ip:port of the peer sending transfers on the link"),
+    ("source", STRING, "source address (as described by the sender's attach; the other attach when missing)"),
+    ("target", STRING, "target address (as described by the receiver's attach; the other attach when missing)"),
+    ("snd_settle_mode", STRING, "unsettled, settled or mixed (spec default applied when absent)"),
+    ("rcv_settle_mode", STRING, "first or second (spec default applied when absent)"),
+    ("deliveries", INT, "deliveries on the link"),
+    ("accepted", INT, "deliveries with outcome accepted"),
+    ("rejected", INT, "deliveries with outcome rejected"),
+    ("released", INT, "deliveries with outcome released"),
+    ("modified", INT, "deliveries with outcome modified"),
+    ("unsettled", INT, "deliveries still unsettled at the end"),
+    ("latency_p50", FLOAT, _LAT.format(q="p50")),
+    ("latency_p90", FLOAT, _LAT.format(q="p90")),
+    ("latency_p99", FLOAT, _LAT.format(q="p99")),
+    ("latency_max", FLOAT, _LAT.format(q="max")),
+    ("stalls", INT, "credit / window / drain stalls on the link"),
+    ("stalled_seconds", FLOAT, "total stalled time, seconds (open stalls up to the end of the capture)"),
+    _SESSION,
+    _LINK_INDEX,
+    ("handle", INT, "handle of the sending side (the one on transfers)"),
+    *_pair("handle", INT, "handle the {side} chose"),
+    ("role", STRING, "role of the client's endpoint: sender or receiver (null: unknown)"),
+    ("sender_side", STRING, "client or server: the side sending the transfers"),
+    ("receiver", STRING, "ip:port of the peer receiving the transfers"),
+    ("address", STRING, "the node at the server: target address when the client sends, source address when it "
+                        "receives (falls back to the other terminus)"),
+    ("source_terminus", JSON, "the source: {type, address, durable, expiry_policy, timeout, dynamic, filter, "
+                              "capabilities, ...}; null if null"),
+    ("target_terminus", JSON, "the target, likewise"),
+    ("coordinator", BOOL, "the target is a transaction coordinator"),
+    ("refused", BOOL, "the answering attach had a null terminus: the link was refused"),
+    ("snd_settle_mode_default", BOOL, "true: snd-settle-mode was absent (default mixed applied)"),
+    ("rcv_settle_mode_default", BOOL, "true: rcv-settle-mode was absent (default first applied)"),
+    ("initial_delivery_count", INT, "initial-delivery-count of the sender's attach"),
+    ("delivery_count", INT, "final delivery-count"),
+    ("link_credit", INT, "final link-credit of the sender"),
+    ("available", INT, "available of the last flow"),
+    ("drain", BOOL, "drain of the last flow"),
+    ("echo", BOOL, "echo of the last flow"),
+    ("max_message_size", UINT64, "max-message-size (ulong) of the receiver's attach (the sender's if missing)"),
+    ("attach_time", TIME, "time of the first attach"),
+    ("attached_time", TIME, "time both sides were attached"),
+    ("detach_time", TIME, "time of the first detach"),
+    ("detached_by", STRING, "side of the first detach: client, server, or empty"),
+    ("detach_closed", BOOL, "closed flag of the first detach"),
+    ("detach_error", STRING, "condition of the first detach carrying an error"),
+    ("detach_description", STRING, "description of that error"),
+    ("terminated", STRING, "how the link ended: detach, end, close, transport, or null"),
+    *_pair("state", STRING, "final link endpoint state of the {side} (spec name, or UNKNOWN)"),
+    ("transfers", INT, "transfer frames on the link"),
+    ("messages_bytes", INT, "payload bytes of all deliveries"),
+    ("declared", INT, "deliveries with outcome declared"),
+    ("no_outcome", INT, "deliveries without a terminal outcome"),
+    ("presettled", INT, "deliveries settled by a transfer frame"),
+    ("aborted", INT, "aborted deliveries"),
+    ("resumed", INT, "resumed deliveries"),
+    ("outcome_latency_p50", FLOAT, _OLAT.format(q="p50")),
+    ("outcome_latency_p90", FLOAT, _OLAT.format(q="p90")),
+    ("outcome_latency_p99", FLOAT, _OLAT.format(q="p99")),
+    ("outcome_latency_max", FLOAT, _OLAT.format(q="max")),
+    ("unknown", JSON, "list of what the capture could not show (e.g. [\"attach\", \"name\", \"address\"])"),
+)
+
+DELIVERIES = _cols(
+    _CONN,
+    ("channel", INT, "the session's channel as the client numbers it (sessions: channel_client / channel_server)"),
+    ("link", STRING, "link name"),
+    ("handle", INT, "link handle on the sender's side"),
+    ("delivery_id", INT, "delivery-id (serial number)"),
+    ("delivery_tag", STRING, "delivery-tag, hex"),
+    ("sender", STRING, "ip:port of the peer sending the transfers"),
+    ("first_time", TIME, "time of the first transfer frame"),
+    ("last_time", TIME, "time of the last transfer frame"),
+    ("frames", INT, "transfer frames of the delivery"),
+    ("message_size", INT, "bytes of the message over all its frames"),
+    ("presettled", BOOL, "sent settled (settled=true on the transfer)"),
+    ("aborted", BOOL, "aborted by the sender"),
+    ("settled_by", STRING, "sender, receiver, both, or empty"),
+    ("settled_time", TIME, "time of the first frame settling the delivery (see Definitions)"),
+    ("outcome", STRING, "terminal outcome: accepted, rejected, released, modified, declared, or empty"),
+    ("settlement_latency", FLOAT, "settled_time - first_time, seconds"),
+    _SESSION,
+    _LINK_INDEX,
+    ("receiver", STRING, "ip:port of the peer receiving the transfers"),
+    ("sender_side", STRING, "client or server"),
+    ("address", STRING, "the link's address (see links)"),
+    ("first_packet", INT, "capture record number of the first transfer frame"),
+    ("last_packet", INT, "capture record number of the last transfer frame"),
+    ("complete", BOOL, "the last frame was seen with more=false, not aborted"),
+    ("resumed", BOOL, "resumed delivery"),
+    ("settled_packet", INT, "capture record number of the settling frame"),
+    ("sender_settled_time", TIME, "time the sender settled"),
+    ("receiver_settled_time", TIME, "time the receiver settled"),
+    ("outcome_by", STRING, "receiver, sender, or empty"),
+    ("outcome_time", TIME, "time of the receiver's first disposition with a terminal outcome"),
+    ("outcome_packet", INT, "capture record number of that disposition"),
+    ("outcome_error", STRING, "error condition of a rejected outcome"),
+    ("outcome_description", STRING, "error description of a rejected outcome"),
+    ("delivery_failed", BOOL, "delivery-failed of a modified outcome (default applied)"),
+    ("undeliverable_here", BOOL, "undeliverable-here of a modified outcome (default applied)"),
+    ("received_state", STRING, "\"section N offset M\" of a received state"),
+    ("txn_id", STRING, "transaction id, hex"),
+    ("rcv_settle_mode", STRING, "per-transfer rcv-settle-mode override"),
+    ("dispositions_sender", INT, "dispositions the sender sent for the delivery"),
+    ("dispositions_receiver", INT, "dispositions the receiver sent for the delivery"),
+    ("outcome_latency", FLOAT, "outcome_time - first_time, seconds"),
+    ("unsettled_at", STRING, "null when settled, else detach, end, close, transport or capture-end"),
+)
+
+STALLS = _cols(
+    ("connection", STRING, "connection id"),
+    ("channel", INT, "the session's channel as the client numbers it"),
+    ("link", STRING, "link name (null for session-window stalls without a link)"),
+    ("kind", STRING, "link-credit, initial-credit, session-window or drain"),
+    ("start", TIME, "time the stall began"),
+    ("end", TIME, "time it ended (null while still open at the end of the capture)"),
+    ("duration", FLOAT, "seconds (up to the end of the capture for open stalls)"),
+    ("waiting", BOOL, "messages were waiting (available > 0) where the capture shows it"),
+    _SESSION,
+    _LINK_INDEX,
+    ("handle", INT, "the sender's handle"),
+    ("sender_side", STRING, "client or server: the side that could not send"),
+    ("sender", STRING, "ip:port of that side"),
+    ("start_packet", INT, "capture record number where the stall began"),
+    ("end_packet", INT, "capture record number where it ended"),
+    ("ended_by", STRING, "flow, transfer, attach, cancelled, detach, end, close, transport; null while open"),
+    ("open", BOOL, "still open at the end of the capture"),
+)
+
+TRANSACTIONS = _cols(
+    _CONN,
+    _SESSION,
+    _CHANNEL,
+    ("coordinator", STRING, "name of the coordinator link"),
+    ("txn_id", STRING, "transaction id, hex"),
+    ("global_id", JSON, "global-id of the declare"),
+    ("declare_delivery_id", INT, "delivery-id of the declare"),
+    ("declare_time", TIME, "time of the declare transfer"),
+    ("declare_packet", INT, "capture record number of the declare"),
+    ("declare_outcome", STRING, "outcome of the declare (declared, rejected, ...)"),
+    ("declared_time", TIME, "time of the declared outcome"),
+    ("declared_packet", INT, "capture record number of the declared outcome"),
+    ("declare_error", STRING, "error condition of a failed declare"),
+    ("discharge_delivery_id", INT, "delivery-id of the discharge"),
+    ("discharge_time", TIME, "time of the discharge transfer"),
+    ("discharge_packet", INT, "capture record number of the discharge"),
+    ("fail", BOOL, "true: rollback requested"),
+    ("discharge_outcome", STRING, "outcome of the discharge"),
+    ("discharge_error", STRING, "error condition of a failed discharge"),
+    ("discharged_time", TIME, "time of the discharge's outcome"),
+    ("state", STRING, "declaring, declared, declare-failed, discharging, committed, rolled-back, discharge-failed, "
+                      "or unknown (txn-id only seen in transactional-states)"),
+    ("deliveries", INT, "deliveries enlisted"),
+    ("enlisted", JSON, "list of {link, delivery_id, how: transfer or disposition}"),
+)
+
+VIOLATIONS = _cols(
+    _CONN,
+    ("packet", INT, "capture record number"),
+    ("time", TIME, "time of the offending frame (or of the check)"),
+    ("channel", INT, "channel of the frame"),
+    ("kind", STRING, "state, credit, session-window, unknown-channel, unknown-handle, unknown-delivery, "
+                     "unknown-transaction, channel-in-use, handle-in-use, channel-max, handle-max, role, "
+                     "idle-timeout, frame-size, drain, protocol, malformed, protocol-header, internal-error"),
+    ("severity", STRING, "expert-note severity (warn, error, ...)"),
+    ("message", STRING, "what is wrong"),
+    ("side", STRING, "peer that sent the offending frame"),
+    ("link", STRING, "link name"),
+    ("handle", INT, "link handle"),
+    ("delivery_id", INT, "delivery-id"),
+    ("origin", STRING, "state (the state layer), framing (an expert note of the framing layer) or analyzer "
+                       "(an internal error)"),
+)
+
+ERRORS = _cols(
+    _CONN,
+    _SESSION,
+    ("channel", INT, "channel of the frame (null for connection scope)"),
+    ("link", STRING, "link name"),
+    ("handle", INT, "link handle"),
+    ("delivery_id", INT, "delivery-id (delivery scope)"),
+    ("scope", STRING, "connection, session, link or delivery"),
+    ("condition", STRING, "error condition, or derived: unsettled-at-detach, unsettled-at-end, "
+                          "unsettled-at-close, unsettled-at-transport-end, unsettled-at-capture-end"),
+    ("description", STRING, "error description"),
+    ("info", JSON, "info map of the error"),
+    ("packet", INT, "capture record number"),
+    ("time", TIME, "time of the frame"),
+    ("side", STRING, "side that sent the frame"),
+    ("source", STRING, "frame (the error field of a close / end / detach) or analysis (derived)"),
+    ("count", INT, "deliveries concerned (derived rows)"),
+)
+
+FRAMES = _cols(
+    ("packet", INT, "capture record number"),
+    ("time", TIME, "time of the packet"),
+    ("src", STRING, "ip:port of the sender"),
+    ("dst", STRING, "ip:port of the receiver"),
+    _CONN,
+    ("channel", INT, "channel"),
+    ("type", STRING, "header, amqp, sasl, heartbeat or note"),
+    ("performative", STRING, "performative name"),
+    ("size", INT, "frame size, bytes"),
+    ("payload_size", INT, "payload bytes of a transfer"),
+    ("delivery_frames", INT, "frames of the delivery (on its last transfer)"),
+    ("message_size", INT, "message bytes (on its last transfer)"),
+    ("json", STRING, "the whole `frames --format jsonl` line"),
+)
+
+#: table -> its columns, in output order.  ``frames`` is written by ``archive --frames`` only.
+REGISTRY: dict[str, tuple[Column, ...]] = {
+    "connections": CONNECTIONS,
+    "sessions": SESSIONS,
+    "links": LINKS,
+    "deliveries": DELIVERIES,
+    "stalls": STALLS,
+    "transactions": TRANSACTIONS,
+    "violations": VIOLATIONS,
+    "errors": ERRORS,
+    "frames": FRAMES,
+}
+
+#: the analysis tables (one CLI command and one ``amqp_dissect.pipelines.local.Analysis`` attribute each)
+TABLES = ("connections", "sessions", "links", "deliveries", "stalls", "transactions", "violations", "errors")
+
+_INTRO = {
+    "connections": "One row per connection: negotiation, open/close, counts.",
+    "sessions": "One row per session: channel mapping, windows, end.",
+    "links": "One row per link: peers, addresses, settle modes, outcomes, latency, stalls.",
+    "deliveries": "One row per delivery: outcome, settlement, latency.",
+    "stalls": "One row per credit / session-window / drain stall.",
+    "transactions": "One row per transaction: declare, discharge, enlisted deliveries.",
+    "violations": "Protocol violations found by the state layer.",
+    "errors": "Errors: close / end / detach errors and unsettled deliveries.",
+    "frames": "Written by `archive --frames` only: one row per AMQP frame.",
+}
+
+
+def columns(table: str) -> tuple[Column, ...]:
+    """The columns of ``table`` in output order (KeyError for an unknown table)."""
+    return REGISTRY[table]
+
+
+def names(table: str) -> list[str]:
+    return [c.name for c in REGISTRY[table]]
+
+
+def time_columns(table: str) -> list[str]:
+    return [c.name for c in REGISTRY[table] if c.type == TIME]
+
+
+def markdown() -> str:
+    """The README's column tables (between the ``columns:begin`` / ``columns:end`` markers)."""
+    out = []
+    for table, cols in REGISTRY.items():
+        out.append(f"**{table}** ({len(cols)} columns). {_INTRO[table]}")
+        out.append("")
+        out.append("| column | type | meaning |")
+        out.append("| --- | --- | --- |")
+        for c in cols:
+            meaning = c.meaning.replace("|", "\\|")
+            out.append(f"| `{c.name}` | {c.type} | {meaning} |")
+        out.append("")
+    return "\n".join(out)
+
+
+BEGIN, END = "<!-- columns:begin -->", "<!-- columns:end -->"
+
+
+def readme_section(text: str) -> str:
+    """The part of a README between the markers (without them)."""
+    i, j = text.index(BEGIN), text.index(END)
+    return text[i + len(BEGIN):j].strip("\n") + "\n"
+
+
+def update_readme(text: str) -> str:
+    i, j = text.index(BEGIN), text.index(END)
+    return text[:i + len(BEGIN)] + "\n" + markdown() + text[j:]
+
+
+def _check() -> None:
+    for table, cols in REGISTRY.items():
+        seen = set()
+        for c in cols:
+            assert c.type in TYPES, (table, c)
+            assert c.name not in seen, (table, c.name)
+            assert c.meaning, (table, c.name)
+            seen.add(c.name)
+
+
+_check()
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m amqp_dissect.results.schema",
+                                 description="Render the column registry (README column tables).")
+    ap.add_argument("--markdown", action="store_true", help="print the README's column tables")
+    ap.add_argument("--update-readme", metavar="README", help="rewrite the tables between the markers in place")
+    a = ap.parse_args(argv)
+    if a.update_readme:
+        with open(a.update_readme, encoding="utf-8") as f:
+            text = f.read()
+        new = update_readme(text)
+        if new != text:
+            with open(a.update_readme, "w", encoding="utf-8") as f:
+                f.write(new)
+        return 0
+    sys.stdout.write(markdown())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
