@@ -58,9 +58,9 @@ class FrameFormat(str, Enum):
 class CaptureRun:
     """A CaptureSource whose failures become one line on stderr and an exit code."""
 
-    def __init__(self, path: Path, ports: list[int]):
+    def __init__(self, path: Path, ports: list[int], messages: bool = False):
         self.path = path
-        self.source = CaptureSource([path], ports=ports)
+        self.source = CaptureSource([path], ports=ports, messages=messages)
         self.dissector = self.source.dissector
 
     def events(self) -> Iterator[tuple[object, object]]:
@@ -120,7 +120,7 @@ def frames(
     port: Optional[List[int]] = typer.Option(None, "--port", "-p", help="also decode this TCP port as AMQP (repeatable)"),
 ):
     """One line per AMQP frame (or a detail tree with -V, or JSON lines)."""
-    run = CaptureRun(capture, port or [])
+    run = CaptureRun(capture, port or [], messages=verbose or fmt is FrameFormat.jsonl)
     out = sys.stdout
     if fmt is FrameFormat.jsonl:
         for _, ev in run.events():

@@ -48,9 +48,11 @@ class Dissector:
         extra_ports=(),
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         idle_timeout: float = 900.0,
+        messages: bool = True,
     ):
         self.ports = frozenset(ports) | frozenset(extra_ports)
         self.max_frame_bytes = max_frame_bytes
+        self.messages = messages  # reassemble messages of multi-frame deliveries (see AmqpConnection)
         self.tcp = TcpReassembler(server_ports=self.ports, idle_timeout=idle_timeout)
         self.connections: dict[str, AmqpConnection] = {}
         self._probes: dict[str, _Probe] = {}
@@ -162,7 +164,8 @@ class Dissector:
             self._probes[ev.conn] = _Probe(ev)
 
     def _start(self, ev: StreamOpened, out: list) -> AmqpConnection:
-        c = AmqpConnection(ev.conn, ev.client, ev.server, max_frame_bytes=self.max_frame_bytes)
+        c = AmqpConnection(ev.conn, ev.client, ev.server, max_frame_bytes=self.max_frame_bytes,
+                           messages=self.messages)
         self.connections[ev.conn] = c
         self._opened[ev.conn] = ev
         self.amqp_connections += 1

@@ -35,9 +35,10 @@ class CaptureSource:
     problems raise (``OSError``, :class:`~amqp_dissect.errors.CaptureError`).
     """
 
-    def __init__(self, paths, dissector: Dissector | None = None, ports: Iterable[int] = ()):
+    def __init__(self, paths, dissector: Dissector | None = None, ports: Iterable[int] = (), messages: bool = False):
         self.paths = [os.fspath(p) for p in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)]
-        self.dissector = dissector or Dissector(extra_ports=ports)
+        # messages: reassemble message bodies of multi-frame deliveries (only frame output shows them)
+        self.dissector = dissector or Dissector(extra_ports=ports, messages=messages)
         self.errors: list[tuple[str, CaptureError]] = []
         self.packets = 0
 

@@ -154,7 +154,7 @@ def assert_summaries(out: str, a, window: float = 60.0) -> None:
 
 def expected_frames(paths) -> list[dict]:
     out = []
-    for _, ev in CaptureSource(capture_order(paths)).events():
+    for _, ev in CaptureSource(capture_order(paths), messages=True).events():
         d = event_json(ev)
         if d is not None:
             out.append(json.loads(json.dumps(d, ensure_ascii=False, allow_nan=False)))

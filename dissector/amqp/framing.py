@@ -318,6 +318,7 @@ class AmqpConnection:
         server: str,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        messages: bool = True,
     ):
         self.conn = conn
         self.client = client
@@ -325,6 +326,9 @@ class AmqpConnection:
         self.dirs = (_Direction(0, client, server), _Direction(1, server, client))
         self.max_frame_bytes = max_frame_bytes
         self.max_message_bytes = max_message_bytes
+        # reassemble multi-frame deliveries into messages (frame.delivery)?  Only what shows
+        # messages needs it (-V, jsonl); the analysis tracks deliveries in the model
+        self.messages = messages
         # max-frame-size each side announced in its open (limits frames sent *to* it)
         self.announced_max_frame = [None, None]
         self.frames = 0
@@ -542,7 +546,8 @@ class AmqpConnection:
         if name == "transfer":
             frame.payload = bytes(buf[r.pos : end])
             frame.payload_size = end - r.pos
-            self._transfer(d, frame, perf)
+            if self.messages:
+                self._transfer(d, frame, perf)
         elif r.pos != end:
             notes.append(ExpertNote(WARN, "malformed", f"{end - r.pos} bytes after the {name} performative"))
         if name == "open":
