@@ -553,12 +553,17 @@ class FlowParams:
     idle_timeout: float = 900.0
 
 
-_TABLE_METHODS = (
+_TABLE_METHODS = (  # deliveries stream out as they become final (FlowRunner._ready_deliveries)
     ("connections", "connection_rows"),
     ("links", "link_rows"),
-    ("deliveries", "delivery_rows"),
     ("stalls", "stall_rows"),
 )
+
+
+def _delivery_k2(key: tuple) -> int:
+    """A delivery's order within its connection (link, then first transfer) as one integer."""
+    _, link_index, seq = key
+    return (link_index << 40) | seq
 
 
 def _tick_packets(ticks):
@@ -591,6 +596,8 @@ class FlowRunner:
                 cur = flow
                 state = self._start()
             self._feed(state, row)
+            if state["ready"]:
+                yield from self._ready_deliveries(cur, state)
             if frames and state["frames"]:
                 yield from self._frame_rows(cur, state)
         if state is not None:
@@ -614,6 +621,15 @@ class FlowRunner:
         if b and b[0]:
             yield (table, "", b[2][0], b[3][0], batch_ipc(rows_batch(table, *b)))
 
+    def _ready_deliveries(self, flow: str, st: dict) -> Iterator[tuple]:
+        """Delivery rows folded so far (final), each with its single-process order."""
+        ready = st["ready"]
+        items = list(ready)
+        ready.clear()
+        conns = st["an"].connections
+        for row, key in items:
+            yield from self._add("deliveries", flow, row, conns[row["connection"]].first_packet or 0, _delivery_k2(key))
+
     def _frame_rows(self, flow: str, st: dict) -> Iterator[tuple]:
         n = st["nframes"]
         for fj in st["frames"]:
@@ -626,9 +642,12 @@ class FlowRunner:
     # -- one flow ---------------------------------------------------------------------
 
     def _start(self) -> dict:
+        ready: list = []
         return {
-            "d": Dissector(extra_ports=self.p.ports, idle_timeout=self.p.idle_timeout),
-            "an": Analyzer(),
+            "d": Dissector(extra_ports=self.p.ports, idle_timeout=self.p.idle_timeout, messages=self.p.frames),
+            # delivery rows stream out as deliveries become final: a flow holds only open ones
+            "an": Analyzer(rows=False, delivery_sink=lambda row, key: ready.append((row, key))),
+            "ready": ready,
             "last_ev": None,  # (packet, ts) of the last record that produced events
             "prev": None,  # (packet, ts) of the previous record of the flow
             "gap": False,  # an idle gap longer than idle_timeout: the global sweep may matter
@@ -691,6 +710,10 @@ class FlowRunner:
         self._events(st, d.finish(p.last_ts, p.last_tcp_packet), None, None)
         an.finish(p.end_ts)
         firsts = {cid: c.first_packet for cid, c in an.connections.items()}
+        yield from self._ready_deliveries(flow, st)
+        for key, row in an.live_deliveries():
+            k1 = firsts.get(row["connection"])
+            yield from self._add("deliveries", flow, row, k1 if k1 is not None else 0, _delivery_k2(key))
         for table, method in _TABLE_METHODS:
             for i, row in enumerate(getattr(an, method)()):
                 k1 = row["start_packet"] if table == "stalls" else firsts.get(row["connection"])

@@ -143,7 +143,7 @@ def stream_delivery_rows(source: CaptureSource) -> Iterator[dict]:
     """The deliveries table of ``source``, row by row as each delivery becomes final (folded),
     then the deliveries still open at the end: memory stays flat however long the capture."""
     ready: list = []
-    an = Analyzer(rows=False, delivery_sink=ready.append)
+    an = Analyzer(rows=False, delivery_sink=lambda row, key: ready.append(row))
     last_ts = None
     for record, ev in source.events():
         an.feed(ev)
@@ -154,7 +154,8 @@ def stream_delivery_rows(source: CaptureSource) -> Iterator[dict]:
             ready.clear()
     an.finish(last_ts)
     yield from ready
-    yield from an.live_delivery_rows()
+    for _, row in an.live_deliveries():
+        yield row
 
 
 def analyze(paths, ports: Iterable[int] = ()) -> Analysis:

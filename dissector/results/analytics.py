@@ -247,8 +247,8 @@ class Analyzer(StateTracker):
 
     Settled deliveries are folded into per-link :class:`DeliveryStats` as they complete (see
     :meth:`StateTracker._fold`).  ``rows=True`` (the default) also keeps each folded delivery's
-    table row, for :meth:`delivery_rows`; ``delivery_sink`` (a callable) receives each folded row
-    as it is made, for streaming writers; with ``rows=False`` and no sink, memory per settled
+    table row, for :meth:`delivery_rows`; ``delivery_sink(row, key)`` receives each folded row as
+    it is made, with its table-order key (connection, link, first transfer), for streaming writers; with ``rows=False`` and no sink, memory per settled
     delivery is two floats (its latencies) and the report is built from aggregates.
     """
 
@@ -276,7 +276,7 @@ class Analyzer(StateTracker):
             if self.keep_rows:
                 self._rows.append((self._order(d), row))
             if self.delivery_sink is not None:
-                self.delivery_sink(row)
+                self.delivery_sink(row, self._order(d))
 
     def _notable(self, d, heaps=None) -> None:
         slowest, not_acc = heaps if heaps is not None else (self._slowest, self._not_accepted)
@@ -663,10 +663,11 @@ class Analyzer(StateTracker):
         rows.sort(key=lambda r: r[0])
         return [r for _, r in rows]
 
-    def live_delivery_rows(self):
-        """Rows of the deliveries not folded yet (for a streaming writer, after the folded ones)."""
+    def live_deliveries(self):
+        """``(key, row)`` of the deliveries not folded yet (for a streaming writer, after the folded
+        ones), with the table-order key given to ``delivery_sink``."""
         for d in self._live():
-            yield self._delivery_row(d.link.conn, d.link, self._link_address(d.link), d)
+            yield self._order(d), self._delivery_row(d.link.conn, d.link, self._link_address(d.link), d)
 
     def _delivery_row(self, c, link, addr, d) -> dict:
         s = link.session
