@@ -28,7 +28,7 @@ from amqp_dissect.errors import CaptureError
 from amqp_dissect.events import PacketNote
 
 from amqp_dissect.render.frames import event_json, frame_detail, frame_summary
-from amqp_dissect.pipelines.local import CaptureSource, run_analysis, stream_delivery_rows
+from amqp_dissect.pipelines.local import CaptureSource, DeliveryStream, run_analysis
 from amqp_dissect.render.report import render_text
 from amqp_dissect.results.report import build_report
 
@@ -76,7 +76,14 @@ class CaptureRun:
         except OSError as e:
             raise Fail(EXIT_OPEN, f"{self.path}: cannot open: {e.strerror or e}") from None
 
-    def finish_status(self) -> int:
+    def finish_status(self, analyzer=None) -> int:
+        """The exit code once everything is written: internal errors (bugs) first, then damage."""
+        bugs = analyzer.internal_errors if analyzer is not None else ()
+        if bugs:
+            more = f" (and {len(bugs) - 1} more: see the internal-error violations)" if len(bugs) > 1 else ""
+            print(f"amqp-dissect: internal error: {bugs[0]}{more} (a bug; the output above is complete otherwise)",
+                  file=sys.stderr)
+            return EXIT_INTERNAL
         d = self.dissector
         if self.source.errors:
             path, err = self.source.errors[0]
@@ -220,7 +227,7 @@ def report(
         sys.stdout.write(json.dumps(rep, indent=2, ensure_ascii=False, allow_nan=False, default=str) + "\n")
     else:
         sys.stdout.write(render_text(rep))
-    raise typer.Exit(run.finish_status())
+    raise typer.Exit(run.finish_status(analysis.analyzer))
 
 
 def _table_command(table: str, rows_method: str, help_text: str):
@@ -236,11 +243,13 @@ def _table_command(table: str, rows_method: str, help_text: str):
 
         run = CaptureRun(capture, port or [])
         if table == "deliveries":  # streamed: each delivery is written once it is final
-            rows = stream_delivery_rows(_Checked(run))
+            rows = DeliveryStream(_Checked(run))
+            write_table(rows, table, fmt.value, output)
+            analyzer = rows.analyzer
         else:
-            rows = getattr(run.analyze(rows=False).analyzer, rows_method)()
-        write_table(rows, table, fmt.value, output)
-        raise typer.Exit(run.finish_status())
+            analyzer = run.analyze(rows=False).analyzer
+            write_table(getattr(analyzer, rows_method)(), table, fmt.value, output)
+        raise typer.Exit(run.finish_status(analyzer))
 
     command.__doc__ = help_text
     app.command(name=table)(command)

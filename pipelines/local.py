@@ -139,23 +139,30 @@ def run_analysis(source: CaptureSource, on_event=None, rows: bool = True, delive
     return Analysis(an, source)
 
 
-def stream_delivery_rows(source: CaptureSource) -> Iterator[dict]:
-    """The deliveries table of ``source``, row by row as each delivery becomes final (folded),
-    then the deliveries still open at the end: memory stays flat however long the capture."""
-    ready: list = []
-    an = Analyzer(rows=False, delivery_sink=lambda row, key: ready.append(row))
-    last_ts = None
-    for record, ev in source.events():
-        an.feed(ev)
-        if record is not None:
-            last_ts = record.ts
-        if ready:
-            yield from ready
-            ready.clear()
-    an.finish(last_ts)
-    yield from ready
-    for _, row in an.live_deliveries():
-        yield row
+class DeliveryStream:
+    """The deliveries table of a source, row by row as each delivery becomes final (folded),
+    then the deliveries still open at the end: memory stays flat however long the capture.
+    ``analyzer`` is the Analyzer that made the rows (once iteration has started)."""
+
+    def __init__(self, source: CaptureSource):
+        self.source = source
+        self.analyzer: Analyzer | None = None
+
+    def __iter__(self) -> Iterator[dict]:
+        ready: list = []
+        an = self.analyzer = Analyzer(rows=False, delivery_sink=lambda row, key: ready.append(row))
+        last_ts = None
+        for record, ev in self.source.events():
+            an.feed(ev)
+            if record is not None:
+                last_ts = record.ts
+            if ready:
+                yield from ready
+                ready.clear()
+        an.finish(last_ts)
+        yield from ready
+        for _, row in an.live_deliveries():
+            yield row
 
 
 def analyze(paths, ports: Iterable[int] = ()) -> Analysis:

@@ -201,3 +201,23 @@ def test_port_option_decodes_a_non_standard_port(capsys, tmp_path):
     rc, objs, _ = jsonl(capsys, out, "--port", "15672")
     assert rc == EXIT_OK
     assert [o["performative"] for o in objs if o["type"] == "amqp"][-1] == "close"
+
+
+def test_a_bug_in_the_analysis_is_reported_after_the_output_with_exit_1(monkeypatch, capsys):
+    # a bug met on some frames: the run goes on, writes the whole report, then says so and exits 1
+    from amqp_dissect.cli.main import EXIT_INTERNAL, main
+    from amqp_dissect.model import state
+
+    calls = []
+
+    def broken(self, c, d, f, p):
+        calls.append(f.packet)
+        raise RuntimeError("boom")
+
+    monkeypatch.setitem(state._HANDLERS, "flow", broken)
+    rc = main(["report", os.path.join(ROOT, "samples", "credit_one.pcap")])
+    out, err = capsys.readouterr()
+    assert calls, "the flow handler was never reached"
+    assert rc == EXIT_INTERNAL
+    assert "AMQP 1.0 capture report" in out and "deliveries 10" in out
+    assert err.count("\n") == 1 and "internal error" in err and "boom" in err

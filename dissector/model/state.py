@@ -973,6 +973,7 @@ class StateTracker:
         self.last_ts = None
         self.end_ts = None
         self.finished = False
+        self.internal_errors: list[str] = []  # bugs met while analysing (each also a violation row)
         self._seq = 0  # deliveries seen
         self._settling: deque = deque()  # deliveries settled by one peer, folded FOLD_LAG settlements later
         self.fold_lag = FOLD_LAG
@@ -992,7 +993,9 @@ class StateTracker:
                 self._closed(event)
             elif cls is StreamNote:
                 self._stream_note(event)
-        except Exception as e:  # a bug: reported, never fatal for the rest of the capture
+        except Exception as e:  # a bug: reported (and the run ends with exit 1), never fatal for the rest
+            self.internal_errors.append(f"{type(event).__name__} at packet {getattr(event, 'packet', None)}: "
+                                        f"{type(e).__name__}: {e}")
             self.violations.append({
                 "connection": getattr(event, "conn", None), "packet": getattr(event, "packet", None),
                 "time": getattr(event, "ts", None), "channel": getattr(event, "channel", None),
