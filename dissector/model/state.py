@@ -42,8 +42,9 @@ unknown; ``"crossed"``: a frame that crossed our own end/detach on the wire).
   disposition, detach on the session's channel).  Additions to the figure:
   an end pipelined after a begin (BEGIN_SENT -S:END-> END_SENT, the peer's
   BEGIN_RCVD -R:END-> END_RCVD, and the begin reply crossing it).
-* Link (states named like the session's; the spec describes them in 2.6.3-2.6.6
-  and Figure 2.33 without a diagram): DETACHED, ATTACH_SENT, ATTACH_RCVD,
+* Link (the spec names no link states and draws no link diagram: these states are
+  ours, named like the session's, with transitions from the attach / detach
+  exchanges of 2.6.2-2.6.6 and Figure 2.33): DETACHED, ATTACH_SENT, ATTACH_RCVD,
   ATTACHED, DETACH_SENT, DETACH_RCVD.  Inputs ``S:ATTACH``, ``R:ATTACH``,
   ``S:DETACH``, ``R:DETACH``, ``S:FRAME``, ``R:FRAME`` (flow / transfer on the
   link's handle).
@@ -61,7 +62,7 @@ HDR_RCVD and processes it after its own ``S:HDR`` (HDR_EXCH -> OPEN_RCVD).
 Every machine also has the pseudo state ``UNKNOWN`` (not a spec state): the
 state of an endpoint whose beginning the capture did not see (it joined
 mid-connection, or a capture gap lost frames).  The first frame moves it to the
-spec state that frame implies (usually OPENED / MAPPED / ATTACHED, action
+state that frame implies (usually OPENED / MAPPED / ATTACHED, action
 ``"assumed"``); what could not be known is listed in the ``unknown`` column of
 the row (e.g. ``"address"``, ``"name"``, ``"begin"``).
 
