@@ -71,8 +71,9 @@ Implementation
 
     The module is written so that Cython can compile it unchanged: plain
     module-level functions, local variables, no closures, ``bytes``/``bytearray``
-    indexing and ``struct.unpack_from``.  Accepts ``bytes``, ``bytearray`` and
-    ``memoryview`` buffers.
+    indexing and ``struct.unpack_from``.  ``scan.pxd`` (augmenting declarations,
+    ignored by Python) types the hot loop's locals when it is compiled.  Accepts
+    ``bytes``, ``bytearray`` and ``memoryview`` buffers.
 """
 
 from __future__ import annotations
@@ -510,7 +511,7 @@ def _state(buf, p: int, end: int, budget: list):
 # --------------------------------------------------------------------------- the scanner
 
 
-def scan_performative(buf, pos: int, end: int):
+def scan_performative(buf, pos, end):
     """Scan a transfer/flow/disposition at ``buf[pos:end]``: ``(code, values, perf_end)`` or None."""
     # The reader kinds are written as literals in this loop (see R_* above): a module
     # constant is a dictionary lookup per use, in CPython and in Cython alike.
