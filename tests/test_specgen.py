@@ -457,3 +457,31 @@ def test_constant_definitions_read_from_the_spec_text():
                           "MESSAGE-FORMAT"}
     for name, value in found.items():
         assert spec.DEFINITIONS[name] == value, name
+
+
+def test_scan_layouts_are_the_xml_fields_of_the_scanned_performatives():
+    assert specgen.SCANNED_PERFORMATIVES == ("transfer", "flow", "disposition")
+    assert tuple(_spec.SCAN_LAYOUTS) == specgen.SCANNED_PERFORMATIVES
+    for name, (dcode, dsym, nfields, fields) in _spec.SCAN_LAYOUTS.items():
+        doc, t = TYPES[name]
+        assert t.get("class") == "composite" and "frame" in _provides(t)
+        d = t.find(f"{NS}descriptor")
+        assert (dcode, dsym) == (_code(d.get("code")), d.get("name"))
+        xml_fields = t.findall(f"{NS}field")
+        assert nfields == len(xml_fields) == len(fields)
+        for i, (row, f) in enumerate(zip(fields, xml_fields)):
+            fname, index, ftype, prim, requires, mandatory, multiple, default = row
+            where = f"{name}.{fname}"
+            assert (fname, index, ftype) == (f.get("name"), i, f.get("type")), where
+            assert prim == (_primitive(f.get("type")) if f.get("type") != "*" else "*"), where
+            assert requires == f.get("requires"), where
+            assert mandatory is (f.get("mandatory") == "true"), where
+            assert multiple is (f.get("multiple") == "true"), where
+            want = _default(f)
+            assert default == want and type(default) is type(want), where
+    # spelled out from the spec text (section 2.7)
+    transfer = _spec.SCAN_LAYOUTS["transfer"]
+    assert transfer[:3] == (0x14, "amqp:transfer:list", 11)
+    assert [f[0] for f in transfer[3]][:3] == ["handle", "delivery-id", "delivery-tag"]
+    assert transfer[3][7][:5] == ("state", 7, "*", "*", "delivery-state")
+    assert _spec.SCAN_LAYOUTS["disposition"][3][0][2:4] == ("role", "boolean")

@@ -8,7 +8,8 @@ Usage::
 
 Every protocol table the dissector uses (encodings, the 256-entry constructor
 table, descriptors, composite field lists with types and defaults, restricted
-types and their choices, definitions) comes from here.  Nothing in those tables
+types and their choices, definitions, the field layouts of the performatives
+that :mod:`amqp_dissect.amqp.scan` reads) comes from here.  Nothing in those tables
 is typed by hand.
 """
 
@@ -35,6 +36,10 @@ HEADER = '''\
 '''
 
 _INT_TYPES = {"ubyte", "ushort", "uint", "ulong", "byte", "short", "int", "long"}
+
+# Performatives read by the specialised scanner (dissector/amqp/scan.py).  Only the
+# choice of performatives is made here: their layouts come from the XML.
+SCANNED_PERFORMATIVES = ("transfer", "flow", "disposition")
 
 
 def _load(xml_dir: Path) -> list[tuple[str, ET.Element]]:
@@ -210,6 +215,22 @@ def build_tables(xml_dir: Path = DEFAULT_XML) -> dict:
             for p in provides:
                 providers.setdefault(p, []).append(name)
 
+    scan_layouts = {}
+    for name in SCANNED_PERFORMATIVES:
+        _, _, provides, _, dsym, dcode, fields = out_composites[name]
+        if "frame" not in provides:
+            raise ValueError(f"{name} is not a performative")
+        scan_layouts[name] = (
+            dcode,
+            dsym,
+            len(fields),
+            tuple(
+                # (name, index, type, primitive, requires, mandatory, multiple, default)
+                (f[0], i, f[1], f[2], f[3], f[4], f[5], f[7])
+                for i, f in enumerate(fields)
+            ),
+        )
+
     return {
         "ENCODINGS": dict(sorted(encodings.items())),
         "PRIMITIVE_CODES": primitive_codes,
@@ -219,6 +240,7 @@ def build_tables(xml_dir: Path = DEFAULT_XML) -> dict:
         "SYMBOLIC_DESCRIPTORS": dict(sorted(symbolic.items())),
         "PROVIDERS": {k: tuple(v) for k, v in sorted(providers.items())},
         "DEFINITIONS": definitions,
+        "SCAN_LAYOUTS": scan_layouts,
     }
 
 
@@ -237,6 +259,11 @@ _DOC = {
     "SYMBOLIC_DESCRIPTORS": "symbolic descriptor -> type name.",
     "PROVIDERS": "archetype (provides=) -> types that provide it.",
     "DEFINITIONS": "constants (<definition>).",
+    "SCAN_LAYOUTS": (
+        "performative -> (descriptor_code, descriptor_symbol, field count, fields), for the\n"
+        "# performatives dissector/amqp/scan.py reads without building Composite objects;\n"
+        "# field = (name, index, type, primitive, requires, mandatory, multiple, default)."
+    ),
 }
 
 

@@ -1,0 +1,9 @@
+# Augmenting declarations for Cython: compiling dissector/amqp/scan.py with this file
+# next to it types the scanner's hot loop; the .py stays plain Python and is the
+# module that runs when nothing is compiled.
+import cython
+
+@cython.locals(n=Py_ssize_t, p=Py_ssize_t, q=Py_ssize_t, lend=Py_ssize_t, count=Py_ssize_t,
+               nfields=Py_ssize_t, c=int, a=int, i=Py_ssize_t, size=Py_ssize_t,
+               actions=tuple, values=list, absent=tuple, kinds=tuple, mandatory=tuple)
+cpdef scan_performative(buf, Py_ssize_t pos, Py_ssize_t end)
