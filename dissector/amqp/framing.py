@@ -24,6 +24,7 @@ from __future__ import annotations
 import struct
 
 from .codec import ABSENT, Composite, Described, Reader, decode_all
+from .scan import Span, scan_performative
 from ..errors import CHAT, ERROR, NOTE, WARN, DissectError, ExpertNote
 from .spec import COMPOSITES, PERFORMATIVES, SASL_FRAMES
 
@@ -47,6 +48,9 @@ _T_DELIVERY_ID = _TRANSFER["delivery-id"]
 _T_DELIVERY_TAG = _TRANSFER["delivery-tag"]
 _T_MORE = _TRANSFER["more"]
 _T_ABORTED = _TRANSFER["aborted"]
+
+# descriptor code -> name of the performatives the scanner reads
+_SCANNED = {COMPOSITES[n].descriptor_code: n for n in ("transfer", "flow", "disposition")}
 
 _PERF_CODES = frozenset(COMPOSITES[n].descriptor_code for n in PERFORMATIVES)
 _SASL_CODES = frozenset(COMPOSITES[n].descriptor_code for n in SASL_FRAMES)
@@ -184,7 +188,9 @@ class Frame:
         "type",
         "channel",
         "ext",
-        "performative",
+        "pname",
+        "_performative",
+        "_perf_body",
         "payload",
         "payload_size",
         "fields",
@@ -205,12 +211,29 @@ class Frame:
         self.type = ftype
         self.channel = channel
         self.ext = b""
-        self.performative: Composite | Described | None = None
+        self.pname: str | None = None  # the performative's spec name ('open', 'transfer', ...)
+        self._performative: Composite | Described | None = None
+        self._perf_body: bytes | None = None  # encoded performative, decoded when first asked for
         self.payload = b""
         self.payload_size = 0  # transfer frames: payload bytes
         self.fields = ()  # the performative's field values in spec order, ABSENT beyond the encoded list
         self.notes: list[ExpertNote] = []
         self.delivery: Delivery | None = None
+
+    @property
+    def performative(self) -> Composite | Described | None:
+        """The performative as a decoded Composite (the hot performatives were only scanned: their
+        encoding is decoded here, when a renderer asks for it)."""
+        p = self._performative
+        if p is None and self._perf_body is not None:
+            p = self._performative = Reader(self._perf_body, 0, len(self._perf_body)).value()
+        return p
+
+    @performative.setter
+    def performative(self, perf) -> None:
+        self._performative = perf
+        self._perf_body = None
+        self.pname = perf.spec.name if isinstance(perf, Composite) else None
 
     def set_performative(self, perf, payload: bytes = b"") -> None:
         """The decoded performative (a Composite) and, for a transfer, its payload."""
@@ -232,7 +255,9 @@ class Frame:
     @property
     def name(self) -> str | None:
         """The performative's spec name ('open', 'transfer', 'sasl-init', ...)."""
-        p = self.performative
+        if self.pname is not None:
+            return self.pname
+        p = self._performative
         return p.name if p is not None else None
 
     def __repr__(self):
@@ -522,13 +547,32 @@ class AmqpConnection:
             if frame.type == FRAME_SASL:
                 notes.append(ExpertNote(WARN, "protocol", "empty SASL frame"))
             return  # heartbeat
+        if frame.type == FRAME_AMQP:
+            sc = scan_performative(buf, body, end)
+            if sc is not None:  # a well-formed transfer, flow or disposition: no Composite tree
+                code, values, perf_end = sc
+                for v in values:
+                    if type(v) is Span:  # decode now: the buffer is trimmed after this pass
+                        values = tuple(x.decode(buf) if type(x) is Span else x for x in values)
+                        break
+                name = frame.pname = _SCANNED[code]
+                frame.fields = values
+                frame._perf_body = bytes(buf[body:perf_end])
+                if name == "transfer":
+                    frame.payload = bytes(buf[perf_end:end])
+                    frame.payload_size = end - perf_end
+                    if self.messages:
+                        self._transfer(d, frame, values)
+                elif perf_end != end:
+                    notes.append(ExpertNote(WARN, "malformed", f"{end - perf_end} bytes after the {name} performative"))
+                return
         r = Reader(buf, body, end)
         try:
             perf = r.value()
         except DissectError as e:
             notes.append(ExpertNote(ERROR, "malformed", f"frame body does not parse: {e}"))
             return
-        frame.performative = perf if isinstance(perf, Described) else None
+        frame.performative = perf if isinstance(perf, Described) else None  # sets pname too
         if not isinstance(perf, Composite):
             what = perf.descriptor if isinstance(perf, Described) else type(perf).__name__
             notes.append(ExpertNote(ERROR, "malformed", f"frame body is not a known performative ({what!r})"))
@@ -547,7 +591,7 @@ class AmqpConnection:
             frame.payload = bytes(buf[r.pos : end])
             frame.payload_size = end - r.pos
             if self.messages:
-                self._transfer(d, frame, perf)
+                self._transfer(d, frame, frame.fields)
         elif r.pos != end:
             notes.append(ExpertNote(WARN, "malformed", f"{end - r.pos} bytes after the {name} performative"))
         if name == "open":
@@ -555,15 +599,20 @@ class AmqpConnection:
             if isinstance(mfs, int):
                 self.announced_max_frame[d.index] = mfs
 
-    def _transfer(self, d: _Direction, frame: Frame, perf: Composite) -> None:
-        v = perf.value  # the hot path: index the encoded list directly (absent = beyond its end)
-        n = len(v)
-        handle = v[_T_HANDLE] if n > _T_HANDLE else ABSENT
+    def _transfer(self, d: _Direction, frame: Frame, v) -> None:
+        """Reassembly of a delivery's message; ``v``: the transfer's fields (ABSENT-padded)."""
+        handle = v[_T_HANDLE]
+        if not isinstance(handle, int):  # malformed (a list, a map ...): still a key, never unhashable
+            handle = ABSENT if handle is ABSENT or handle is None else repr(handle)
         key = (frame.channel, handle)
         part = d.partials.get(key)
-        did = v[_T_DELIVERY_ID] if n > _T_DELIVERY_ID else None
+        did = v[_T_DELIVERY_ID]
+        if did is ABSENT:
+            did = None
         if part is None:
-            tag = v[_T_DELIVERY_TAG] if n > _T_DELIVERY_TAG else None
+            tag = v[_T_DELIVERY_TAG]
+            if tag is ABSENT:
+                tag = None
             part = Delivery(frame.channel, handle, did, tag or None, frame.first_packet, frame.ts)
             if did is None:
                 frame.notes.append(
@@ -588,8 +637,8 @@ class AmqpConnection:
                                               f"message larger than {self.max_message_bytes} bytes: not kept"))
             else:
                 part.payload.append(payload)
-        aborted = n > _T_ABORTED and v[_T_ABORTED] is True
-        if aborted or not (n > _T_MORE and v[_T_MORE] is True):
+        aborted = v[_T_ABORTED] is True
+        if aborted or v[_T_MORE] is not True:
             del d.partials[key]
             part.aborted = aborted
             if part.payload is not None:

@@ -1260,8 +1260,9 @@ class StateTracker:
             if n.severity in ("warn", "error") and n.group in ("protocol", "malformed"):
                 kind = "frame-size" if "max-frame-size" in n.message else n.group
                 self._violation(c, d, f, kind, n.severity, n.message, origin="framing")
-        p = f.performative
-        name = p.spec.name if isinstance(p, Composite) else None
+        name = f.pname  # None: a heartbeat, or a body that is not a known performative
+        # the hot performatives are read from f.fields; the others from the decoded Composite
+        p = None if name in _FIELD_HANDLERS else f.performative
         key = name or ("empty" if f.kind == "heartbeat" else "(undecoded)")
         fc = c.frame_counts[d]
         fc[key] = fc.get(key, 0) + 1
@@ -2038,6 +2039,8 @@ class StateTracker:
             if name == "rejected":
                 t.discharge_error = dlv.outcome_error
 
+
+_FIELD_HANDLERS = frozenset({"transfer", "flow", "disposition"})  # handlers that read f.fields only
 
 _HANDLERS = {
     "begin": StateTracker._begin,
