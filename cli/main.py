@@ -127,7 +127,7 @@ def frames(
     port: Optional[List[int]] = typer.Option(None, "--port", "-p", help="also decode this TCP port as AMQP (repeatable)"),
 ):
     """One line per AMQP frame (or a detail tree with -V, or JSON lines)."""
-    run = CaptureRun(capture, port or [], messages=verbose or fmt is FrameFormat.jsonl)
+    run = CaptureRun(capture, port or [], messages=True)  # summaries, -V and jsonl show reassembled deliveries
     out = sys.stdout
     if fmt is FrameFormat.jsonl:
         for _, ev in run.events():
