@@ -1,21 +1,41 @@
 #!/usr/bin/env python3
-"""Throughput benchmark: amqp-dissect vs tshark on the same capture, in the same run.
+"""Benchmark amqp-dissect against tshark on real proton traffic, timed in the same run.
 
-    python tests/benchmark.py [--connections 20] [--messages 2000] [--repeat 3] [--out /tmp/amqp-bench.pcap]
+Reference run (the README's Performance table; issue 7's capture: 150,000 small
+messages over 2 connections)::
 
-Builds a capture of real proton-encoded AMQP 1.0 traffic (``tests/protonpump.py``
-engines carried over TCP by ``tests/pcapbuild.py``; transfers, flows and
-dispositions dominate, as in real captures), then times:
+    python tests/benchmark.py --connections 2 --messages 75000 --repeat 3
 
-* capture reading only (records/s),
-* reading + link/IP/TCP fast path,
-* the full sans-IO pipeline (reassembly + AMQP framing + performative decoding),
-* the CLI writing JSON lines (every frame and message decoded) to /dev/null,
-* ``tshark -r`` with the AMQP dissector writing one field per frame to /dev/null,
-* ``tshark -r`` with no dissection output (read + dissect, quiet).
+Quick smoke run (small capture, seconds)::
 
-Prints a table and one JSON line with the numbers.  This is a benchmark, not a
-test: the machine is shared and noisy, so compare ratios measured in one run.
+    python tests/benchmark.py --quick
+
+What it does
+------------
+1. Builds a capture of real proton-encoded AMQP 1.0 traffic: ``tests/protonpump.py``
+   engines (SASL, open, attach, transfers, flows, dispositions, close) carried over
+   TCP by ``tests/pcapbuild.py``.  The capture is cached at ``--out`` with the
+   build parameters in a sidecar ``<out>.json``; it is reused when they match.
+2. Runs each of our commands paired with its tshark counterpart, alternating
+   ours / tshark ``--repeat`` times, each as a whole process (stdout to /dev/null,
+   files to a temporary folder).  Wall time and the peak RSS of that child process
+   (``os.wait4`` rusage) are recorded.  The ratio is the median of the per-pair
+   ratios ours / tshark.
+3. Memory scaling: the same traffic replayed K times back to back on new client
+   ports with later timestamps (``--scales``, default 1,4,16; see
+   ``pcapbuild.repeat_pcap``), and the peak memory of ``report`` and the delivery
+   tables on each.
+4. Optionally (``--stages``) the in-process stage timings: capture reading,
+   reading + link/IP/TCP parsing, the sans-IO pipeline.
+
+Prints markdown tables and, last, one JSON line with every number.  This is a
+benchmark, not a test: the machine may be shared and noisy, so only ratios
+measured in one run are compared.
+
+Our command is ``<python> -m amqp_dissect.cli`` run from the repository root, or ``--cmd``
+(e.g. ``--cmd amqp-dissect`` for the installed script).  ``--env KEY=VALUE``
+passes environment variables to our commands; ``--modes default,pure`` runs each
+of our commands twice, the second time with ``AMQP_DISSECT_PURE_PYTHON=1``.
 """
 
 from __future__ import annotations
@@ -23,24 +43,76 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
+import shlex
 import shutil
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path[:0] = [HERE, ROOT]
 
-from amqp_dissect.capture.pcap import open_capture  # noqa: E402
-from amqp_dissect.dissect import Dissector  # noqa: E402
-from amqp_dissect.capture.netparse import parse_segment  # noqa: E402
+BUILDER_VERSION = 1  # bump when build_capture's traffic changes (invalidates cached captures)
+REPEAT_VERSION = 1  # bump when repeat_pcap's output changes
+
+# name -> (our arguments, tshark arguments, speed goal (max ratio) or None); "{cap}" / "{out}" are filled in
+PAIRS = {
+    "report": (["report", "{cap}"], ["-r", "{cap}", "-Y", "amqp"], 1.0),
+    "frames": (["frames", "{cap}"], ["-r", "{cap}", "-Y", "amqp"], 1.0),
+    "frames-V": (["frames", "-V", "{cap}"], ["-r", "{cap}", "-Y", "amqp", "-V"], 1.0),
+    "frames-jsonl": (["frames", "--format", "jsonl", "{cap}"], ["-r", "{cap}", "-Y", "amqp", "-T", "json"], 1.0),
+    "deliveries-parquet": (["deliveries", "--format", "parquet", "-o", "{out}.parquet", "{cap}"],
+                           ["-r", "{cap}", "-Y", "amqp"], 1.5),
+    "deliveries-csv": (["deliveries", "--format", "csv", "-o", "{out}.csv", "{cap}"],
+                       ["-r", "{cap}", "-Y", "amqp"], None),
+}
+DEFAULT_PAIRS = ["report", "frames", "frames-V", "frames-jsonl", "deliveries-parquet"]
+
+# memory scaling: name -> our arguments
+MEMORY_CMDS = {
+    "report": ["report", "{cap}"],
+    "deliveries-csv": ["deliveries", "--format", "csv", "-o", "{out}.csv", "{cap}"],
+    "deliveries-parquet": ["deliveries", "--format", "parquet", "-o", "{out}.parquet", "{cap}"],
+}
+MEMORY_GOAL_MB = {"report": 150.0}  # peak at every scale; all memory rows must also be flat
+FLAT_TOLERANCE = 1.25  # "flat": peak at the largest scale <= this x peak at the smallest
+
+MODES = {"default": {}, "pure": {"AMQP_DISSECT_PURE_PYTHON": "1"}}
+
+QUICK = {"connections": 2, "messages": 300, "scales": "1,2", "repeat": 1}
+
+
+# --------------------------------------------------------------------------- captures
+def _sidecar(path: str) -> str:
+    return path + ".json"
+
+
+def _cached(path: str, params: dict) -> dict | None:
+    """The sidecar's content when ``path`` exists and was built with ``params``."""
+    try:
+        with open(_sidecar(path)) as f:
+            meta = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if meta.get("params") != params or not os.path.exists(path) or os.path.getsize(path) != meta.get("bytes"):
+        return None
+    return meta
+
+
+def _save_sidecar(path: str, meta: dict) -> None:
+    with open(_sidecar(path), "w") as f:
+        json.dump(meta, f, indent=1, sort_keys=True)
 
 
 def build_capture(path: str, connections: int, messages: int) -> dict:
+    """Proton traffic: ``connections`` connections, each sending ``messages`` small messages."""
+    sys.path[:0] = [HERE]
     from proton import Message
 
-    from pcapbuild import TcpConversation, write_pcap
+    from pcapbuild import PcapWriter, TcpConversation
     from protonpump import Pump
 
     records = []
@@ -63,101 +135,452 @@ def build_capture(path: str, connections: int, messages: int) -> dict:
             acks=True,
         )
         records.extend(conv.records)
+        del p, conv
     records.sort(key=lambda r: r[0])
-    with open(path, "wb") as f:
-        f.write(write_pcap(records))
+    tmp = path + ".part"
+    with open(tmp, "wb") as f:
+        w = PcapWriter(f, records[0][1])
+        for ts, _lt, data in records:
+            w.write(ts, data)
+    os.replace(tmp, path)
     return {"packets": len(records), "bytes": os.path.getsize(path)}
 
 
-def best_of(n: int, fn):
-    best = None
-    result = None
-    for _ in range(n):
+def ensure_capture(path: str, connections: int, messages: int, log) -> dict:
+    params = {"builder": BUILDER_VERSION, "connections": connections, "messages": messages}
+    meta = _cached(path, params)
+    if meta is not None:
+        log(f"reusing {path} ({meta['packets']} packets, {meta['bytes'] / 1e6:.1f} MB)")
+        return {**meta, "path": path, "built": False}
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    t = time.perf_counter()
+    info = build_capture(path, connections, messages)
+    secs = time.perf_counter() - t
+    meta = {"params": params, **info, "build_s": round(secs, 1)}
+    _save_sidecar(path, meta)
+    log(f"built {path}: {info['packets']} packets, {info['bytes'] / 1e6:.1f} MB in {secs:.1f} s")
+    return {**meta, "path": path, "built": True}
+
+
+def scaled_path(path: str, k: int) -> str:
+    root, ext = os.path.splitext(path)
+    return f"{root}-x{k}{ext or '.pcap'}"
+
+
+def ensure_scaled(base: dict, k: int, log) -> dict:
+    """``base`` replayed ``k`` times on new client ports (cached like the base capture)."""
+    if k == 1:
+        return base
+    sys.path[:0] = [HERE]
+    from pcapbuild import repeat_pcap
+
+    path = scaled_path(base["path"], k)
+    params = {"repeat": REPEAT_VERSION, "copies": k, "base": base["params"], "base_bytes": base["bytes"]}
+    meta = _cached(path, params)
+    if meta is not None:
+        log(f"reusing {path} ({meta['packets']} packets, {meta['bytes'] / 1e6:.1f} MB)")
+        return {**meta, "path": path, "built": False}
+    t = time.perf_counter()
+    tmp = path + ".part"
+    info = repeat_pcap(base["path"], tmp, k)
+    os.replace(tmp, path)
+    secs = time.perf_counter() - t
+    meta = {"params": params, "packets": info["packets"], "bytes": os.path.getsize(path),
+            "port_step": info["port_step"], "time_step": info["time_step"], "build_s": round(secs, 1)}
+    _save_sidecar(path, meta)
+    log(f"built {path}: {k} x {base['packets']} packets, {meta['bytes'] / 1e6:.1f} MB in {secs:.1f} s")
+    return {**meta, "path": path, "built": True}
+
+
+# --------------------------------------------------------------------------- running
+def run_child(cmd: list[str], *, cwd: str | None = None, env: dict | None = None, timeout: float | None = None) -> dict:
+    """Run ``cmd`` as a child process; wall seconds, peak RSS (MB) of that child, exit status."""
+    with tempfile.TemporaryFile() as err:
         t = time.perf_counter()
-        result = fn()
-        dt = time.perf_counter() - t
-        best = dt if best is None else min(best, dt)
-    return best, result
+        p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, cwd=cwd, env=env)
+        deadline = None if timeout is None else t + timeout
+        while True:
+            pid, status, ru = os.wait4(p.pid, os.WNOHANG if deadline else 0)
+            if pid:
+                break
+            if time.perf_counter() > deadline:
+                p.kill()
+                pid, status, ru = os.wait4(p.pid, 0)
+                break
+            time.sleep(0.02)
+        wall = time.perf_counter() - t
+        p.returncode = os.waitstatus_to_exitcode(status)  # reaped here: tell Popen
+        err.seek(0)
+        tail = err.read()[-2000:].decode("utf-8", "replace")
+    # ru_maxrss is in KiB on Linux, bytes on macOS
+    rss = ru.ru_maxrss / (1024 * 1024) if sys.platform == "darwin" else ru.ru_maxrss / 1024
+    return {"s": wall, "mb": rss, "rc": p.returncode, "stderr": tail}
 
 
-def read_only(path):
-    with open(path, "rb") as f:
-        return sum(1 for _ in open_capture(f))
+def fill(args: list[str], cap: str, out: str) -> list[str]:
+    return [a.replace("{cap}", cap).replace("{out}", out) for a in args]
 
 
-def read_parse(path):
-    n = 0
-    with open(path, "rb") as f:
-        for r in open_capture(f):
-            if parse_segment(r.linktype, r.data) is not None:
-                n += 1
-    return n
+class Runner:
+    def __init__(self, ours: list[str], cwd: str | None, env_extra: dict, modes: list[str], tshark: str | None,
+                 timeout: float | None, tmpdir: str, log):
+        self.ours, self.cwd, self.env_extra, self.modes = ours, cwd, env_extra, modes
+        self.tshark, self.timeout, self.tmpdir, self.log = tshark, timeout, tmpdir, log
+        self.errors: list[str] = []
+
+    def env(self, mode: str) -> dict:
+        env = dict(os.environ)
+        env.pop("AMQP_DISSECT_PURE_PYTHON", None)
+        env.update(self.env_extra)
+        env.update(MODES[mode])
+        return env
+
+    def run_ours(self, args: list[str], cap: str, mode: str) -> dict:
+        out = os.path.join(self.tmpdir, "out")
+        cmd = self.ours + fill(args, cap, out)
+        r = run_child(cmd, cwd=self.cwd, env=self.env(mode), timeout=self.timeout)
+        for ext in (".parquet", ".csv", ".jsonl"):
+            p = out + ext
+            if os.path.isdir(p):
+                shutil.rmtree(p)
+            elif os.path.exists(p):
+                os.remove(p)
+        self._check(cmd, r)
+        return r
+
+    def run_tshark(self, args: list[str], cap: str) -> dict:
+        cmd = [self.tshark] + fill(args, cap, os.path.join(self.tmpdir, "out"))
+        r = run_child(cmd, timeout=self.timeout)
+        self._check(cmd, r)
+        return r
+
+    def _check(self, cmd, r) -> None:
+        if r["rc"] != 0:
+            msg = f"exit {r['rc']}: {shlex.join(cmd)}\n{r['stderr'].strip()}"
+            self.errors.append(msg)
+            self.log("FAILED " + msg)
 
 
-def full_pipeline(path):
-    d = Dissector()
-    frames = 0
-    with open(path, "rb") as f:
-        for r in open_capture(f):
-            for ev in d.feed(r):
-                if getattr(ev, "performative", None) is not None:
-                    frames += 1
-    d.finish()
-    return frames
+def _med(xs):
+    return statistics.median(xs) if xs else None
 
 
-def run_cmd(cmd):
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+def _r(x, nd=3):
+    return None if x is None else round(x, nd)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--connections", type=int, default=20)
-    ap.add_argument("--messages", type=int, default=2000)
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--out", default="/tmp/amqp-bench.pcap")
-    ap.add_argument("--reuse", action="store_true", help="reuse an existing --out capture")
-    args = ap.parse_args()
+def run_pairs(runner: Runner, names: list[str], cap: str, repeat: int) -> list[dict]:
+    rows = []
+    for name in names:
+        ours_args, th_args, goal = PAIRS[name]
+        ours = {m: [] for m in runner.modes}
+        theirs = []
+        for i in range(repeat):
+            for m in runner.modes:
+                ours[m].append(runner.run_ours(ours_args, cap, m))
+            if runner.tshark:
+                theirs.append(runner.run_tshark(th_args, cap))
+            runner.log(f"{name} #{i + 1}: " + ", ".join(f"{m} {ours[m][-1]['s']:.2f} s" for m in runner.modes)
+                       + (f", tshark {theirs[-1]['s']:.2f} s" if theirs else ""))
+        for m in runner.modes:
+            o = ours[m]
+            ok = all(r["rc"] == 0 for r in o) and all(r["rc"] == 0 for r in theirs)
+            ratios = [a["s"] / b["s"] for a, b in zip(o, theirs)]
+            ratio = _med(ratios)
+            rows.append({
+                "name": name,
+                "mode": m,
+                "ours_cmd": shlex.join(runner.ours + fill(ours_args, "CAPTURE", "OUT")),
+                "tshark_cmd": shlex.join(["tshark"] + fill(th_args, "CAPTURE", "OUT")),
+                "ours_s": [_r(r["s"]) for r in o],
+                "tshark_s": [_r(r["s"]) for r in theirs],
+                "ours_median_s": _r(_med([r["s"] for r in o])),
+                "tshark_median_s": _r(_med([r["s"] for r in theirs])),
+                "ratios": [_r(x) for x in ratios],
+                "ratio": _r(ratio),
+                "goal": goal,
+                "pass": None if (goal is None or ratio is None) else bool(ok and ratio <= goal),
+                "ours_peak_mb": _r(max(r["mb"] for r in o), 1),
+                "tshark_peak_mb": _r(max(r["mb"] for r in theirs), 1) if theirs else None,
+                "ok": ok,
+            })
+    return rows
 
-    if not (args.reuse and os.path.exists(args.out)):
-        t = time.perf_counter()
-        info = build_capture(args.out, args.connections, args.messages)
-        print(f"built {args.out}: {info['packets']} packets, {info['bytes'] / 1e6:.1f} MB "
-              f"in {time.perf_counter() - t:.1f} s", file=sys.stderr)
-    packets = read_only(args.out)
-    rows = {}
-    rows["read"] = best_of(args.repeat, lambda: read_only(args.out))
-    rows["read+parse"] = best_of(args.repeat, lambda: read_parse(args.out))
-    rows["pipeline"] = best_of(args.repeat, lambda: full_pipeline(args.out))
-    frames = rows["pipeline"][1]
-    cli = [sys.executable, "-m", "amqp_dissect.cli", "frames", args.out, "--format", "jsonl"]
-    old = os.getcwd()
-    os.chdir(ROOT)
+
+def run_memory(runner: Runner, names: list[str], caps: list[dict], with_tshark: bool) -> list[dict]:
+    rows = []
+    for cap in caps:
+        k = cap["params"].get("copies", 1)
+        for name in names:
+            for m in runner.modes:
+                r = runner.run_ours(MEMORY_CMDS[name], cap["path"], m)
+                runner.log(f"memory {name} x{k} [{m}]: {r['s']:.2f} s, {r['mb']:.0f} MB")
+                rows.append({"name": name, "mode": m, "scale": k, "packets": cap["packets"],
+                             "capture_mb": _r(cap["bytes"] / 1e6, 1), "s": _r(r["s"]), "peak_mb": _r(r["mb"], 1),
+                             "ok": r["rc"] == 0})
+        if with_tshark and runner.tshark:
+            r = runner.run_tshark(["-r", "{cap}", "-Y", "amqp"], cap["path"])
+            runner.log(f"memory tshark x{k}: {r['s']:.2f} s, {r['mb']:.0f} MB")
+            rows.append({"name": "tshark -Y amqp", "mode": "tshark", "scale": k, "packets": cap["packets"],
+                         "capture_mb": _r(cap["bytes"] / 1e6, 1), "s": _r(r["s"]), "peak_mb": _r(r["mb"], 1),
+                         "ok": r["rc"] == 0})
+    return rows
+
+
+def memory_verdicts(rows: list[dict]) -> list[dict]:
+    """Per (command, mode): peaks by scale, flat (largest / smallest scale) and the absolute goal."""
+    out = []
+    keys = []
+    for r in rows:
+        if (r["name"], r["mode"]) not in keys:
+            keys.append((r["name"], r["mode"]))
+    for name, mode in keys:
+        rs = sorted((r for r in rows if (r["name"], r["mode"]) == (name, mode)), key=lambda r: r["scale"])
+        peaks = {r["scale"]: r["peak_mb"] for r in rs}
+        growth = rs[-1]["peak_mb"] / rs[0]["peak_mb"] if rs[0]["peak_mb"] else None
+        goal = MEMORY_GOAL_MB.get(name) if mode != "tshark" else None
+        flat = None if mode == "tshark" or len(rs) < 2 else growth <= FLAT_TOLERANCE
+        checks = [c for c in (flat, None if goal is None else max(peaks.values()) <= goal) if c is not None]
+        out.append({"name": name, "mode": mode, "peaks_mb": {str(k): v for k, v in peaks.items()},
+                    "growth": _r(growth, 2), "flat": flat, "goal_mb": goal,
+                    "pass": (all(checks) and all(r["ok"] for r in rs)) if checks else None})
+    return out
+
+
+# --------------------------------------------------------------------------- in-process stages
+def run_stages(path: str, repeat: int) -> dict:
+    sys.path[:0] = [HERE, ROOT]
+    from amqp_dissect.capture.pcap import open_capture
+    from amqp_dissect.dissect import Dissector
+    from amqp_dissect.capture.netparse import parse_segment
+
+    def read_only():
+        with open(path, "rb") as f:
+            return sum(1 for _ in open_capture(f))
+
+    def read_parse():
+        n = 0
+        with open(path, "rb") as f:
+            for r in open_capture(f):
+                if parse_segment(r.linktype, r.data) is not None:
+                    n += 1
+        return n
+
+    def pipeline():
+        d = Dissector()
+        frames = 0
+        with open(path, "rb") as f:
+            for r in open_capture(f):
+                for ev in d.feed(r):
+                    if getattr(ev, "performative", None) is not None:
+                        frames += 1
+        d.finish()
+        return frames
+
+    out = {}
+    for name, fn in (("read", read_only), ("read+parse", read_parse), ("pipeline", pipeline)):
+        best, result = None, None
+        for _ in range(repeat):
+            t = time.perf_counter()
+            result = fn()
+            dt = time.perf_counter() - t
+            best = dt if best is None else min(best, dt)
+        out[name] = {"best_s": _r(best, 6), "count": result}
+    out["packets"] = out["read"]["count"]
+    out["amqp_frames"] = out["pipeline"]["count"]
+    return out
+
+
+# --------------------------------------------------------------------------- output
+def _fmt(x, spec="{:.2f}"):
+    return "-" if x is None else spec.format(x)
+
+
+def _verdict(p):
+    return "-" if p is None else ("pass" if p else "FAIL")
+
+
+def speed_table(rows: list[dict], show_mode: bool) -> str:
+    head = ["command"] + (["mode"] if show_mode else []) + [
+        "ours (median s)", "tshark (median s)", "ratio", "goal", "", "our peak MB", "tshark peak MB"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        ours = r["ours_cmd"].split(" -m amqp_dissect.cli ", 1)[-1].replace(" CAPTURE", "").replace("OUT.", "out.")
+        th = r["tshark_cmd"].replace(" -r CAPTURE", "")
+        cmd = f"`{ours}`"
+        cells = [f"{cmd} vs `{th}`"] + ([r["mode"]] if show_mode else []) + [
+            _fmt(r["ours_median_s"]), _fmt(r["tshark_median_s"]), _fmt(r["ratio"], "{:.2f}x"),
+            _fmt(r["goal"], "<= {:.1f}x"), _verdict(r["pass"]) if r["ok"] else "ERROR",
+            _fmt(r["ours_peak_mb"], "{:.0f}"), _fmt(r["tshark_peak_mb"], "{:.0f}")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def memory_table(rows: list[dict], verdicts: list[dict], show_mode: bool) -> str:
+    scales = sorted({r["scale"] for r in rows})
+    head = ["command"] + (["mode"] if show_mode else []) + [f"peak MB x{k}" for k in scales] + [
+        f"s x{k}" for k in scales] + ["growth", "goal", ""]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for v in verdicts:
+        rs = {r["scale"]: r for r in rows if (r["name"], r["mode"]) == (v["name"], v["mode"])}
+        goal = []
+        if v["goal_mb"] is not None:
+            goal.append(f"<= {v['goal_mb']:.0f} MB")
+        if v["flat"] is not None:
+            goal.append(f"flat (<= {FLAT_TOLERANCE}x)")
+        cells = [v["name"]] + ([v["mode"]] if show_mode else []) + [
+            _fmt(rs[k]["peak_mb"], "{:.0f}") if k in rs else "-" for k in scales] + [
+            _fmt(rs[k]["s"]) if k in rs else "-" for k in scales] + [
+            _fmt(v["growth"], "{:.2f}x"), ", ".join(goal) or "-", _verdict(v["pass"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def tshark_version(tshark: str | None) -> str | None:
+    if not tshark:
+        return None
     try:
-        rows["cli jsonl"] = best_of(args.repeat, lambda: run_cmd(cli))
-        rows["cli text"] = best_of(args.repeat, lambda: run_cmd(cli[:-2]))
-    finally:
-        os.chdir(old)
-    tshark = shutil.which("tshark")
-    if tshark:
-        rows["tshark fields"] = best_of(
-            args.repeat, lambda: run_cmd([tshark, "-r", args.out, "-Y", "amqp", "-T", "fields", "-e", "amqp.performative"])
-        )
-        rows["tshark summary"] = best_of(args.repeat, lambda: run_cmd([tshark, "-r", args.out]))
-        rows["tshark -T json"] = best_of(args.repeat, lambda: run_cmd([tshark, "-r", args.out, "-Y", "amqp", "-T", "json"]))
-    out = {"packets": packets, "amqp_frames": frames, "file_mb": round(os.path.getsize(args.out) / 1e6, 2)}
-    print(f"{'stage':<16} {'seconds':>8} {'packets/s':>11} {'frames/s':>10}")
-    for name, (secs, _) in rows.items():
-        print(f"{name:<16} {secs:>8.3f} {packets / secs:>11,.0f} {frames / secs:>10,.0f}")
-        out[name.replace(" ", "_").replace("+", "_") + "_s"] = round(secs, 3)
-    if tshark:
-        for ours in ("pipeline", "cli jsonl", "cli text"):
-            for theirs in ("tshark fields", "tshark summary", "tshark -T json"):
-                ratio = rows[theirs][0] / rows[ours][0]
-                print(f"speed of {ours} relative to {theirs}: {ratio:.2f}x")
-                out[f"ratio_{ours}_vs_{theirs}".replace(" ", "_").replace("-", "")] = round(ratio, 2)
-    print(json.dumps(out))
-    return 0
+        out = subprocess.run([tshark, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.splitlines()[0].strip() if out else None
+
+
+# --------------------------------------------------------------------------- main
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="\n".join(__doc__.splitlines()[2:12]))
+    ap.add_argument("--connections", type=int, default=2, help="connections in the capture (default 2)")
+    ap.add_argument("--messages", type=int, default=75000, help="messages per connection (default 75000)")
+    ap.add_argument("--out", default=None,
+                    help="capture path (default /tmp/amqp-bench/c{connections}-m{messages}.pcap); "
+                         "reused when its sidecar <out>.json records the same parameters")
+    ap.add_argument("--rebuild", action="store_true", help="build the capture even when a cached one matches")
+    ap.add_argument("--repeat", type=int, default=3, help="ours/tshark pairs per command (default 3)")
+    ap.add_argument("--only", default=None,
+                    help="comma-separated pairs to run, from: " + ", ".join(PAIRS) + f" (default: {','.join(DEFAULT_PAIRS)}; "
+                         "'none' for no pairs)")
+    ap.add_argument("--scales", default="1,4,16",
+                    help="memory scaling: comma-separated replay counts of the capture ('' or 'none' to skip)")
+    ap.add_argument("--memory", default="report,deliveries-csv,deliveries-parquet",
+                    help="commands measured on the scaled captures, from: " + ", ".join(MEMORY_CMDS))
+    ap.add_argument("--scale-tshark", action="store_true", help="also measure tshark -Y amqp on each scaled capture")
+    ap.add_argument("--stages", action="store_true", help="also time the in-process stages (read, parse, pipeline)")
+    ap.add_argument("--cmd", default=None,
+                    help="our command (shell words), e.g. 'amqp-dissect'; default: '<python> -m amqp_dissect.cli' from the repo root")
+    ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                    help="environment for our commands (repeatable), e.g. AMQP_DISSECT_PURE_PYTHON=1")
+    ap.add_argument("--modes", default="default",
+                    help="comma-separated: default (environment as given), pure (AMQP_DISSECT_PURE_PYTHON=1); "
+                         "'default,pure' runs both, paired with the same tshark runs")
+    ap.add_argument("--tshark", default=shutil.which("tshark"), help="tshark binary (default: from PATH)")
+    ap.add_argument("--timeout", type=float, default=None, help="seconds before a run is killed")
+    ap.add_argument("--json", dest="json_path", default=None, help="also write the JSON result to this file")
+    ap.add_argument("--quick", action="store_true",
+                    help=f"smoke run: {QUICK['connections']} connections x {QUICK['messages']} messages, "
+                         f"scales {QUICK['scales']}, repeat {QUICK['repeat']} (explicit options still win)")
+    args = ap.parse_args(argv)
+    if args.quick:
+        given = set(a.split("=", 1)[0] for a in (argv if argv is not None else sys.argv[1:]) if a.startswith("--"))
+        for k, v in QUICK.items():
+            if f"--{k}" not in given:
+                setattr(args, k, v)
+    if args.out is None:
+        args.out = os.path.join(tempfile.gettempdir(), "amqp-bench", f"c{args.connections}-m{args.messages}.pcap")
+    names = DEFAULT_PAIRS if args.only is None else [n for n in args.only.split(",") if n and n != "none"]
+    bad = [n for n in names if n not in PAIRS]
+    if bad:
+        ap.error(f"unknown pair(s) {', '.join(bad)}; choose from {', '.join(PAIRS)}")
+    args.pairs = names
+    args.scale_list = sorted({int(k) for k in args.scales.split(",") if k.strip() and k != "none"})
+    if any(k < 1 for k in args.scale_list):
+        ap.error("--scales must be positive integers")
+    args.memory_list = [n for n in args.memory.split(",") if n and n != "none"]
+    bad = [n for n in args.memory_list if n not in MEMORY_CMDS]
+    if bad:
+        ap.error(f"unknown memory command(s) {', '.join(bad)}; choose from {', '.join(MEMORY_CMDS)}")
+    args.mode_list = [m for m in args.modes.split(",") if m]
+    bad = [m for m in args.mode_list if m not in MODES]
+    if bad or not args.mode_list:
+        ap.error(f"--modes: choose from {', '.join(MODES)}")
+    env = {}
+    for kv in args.env:
+        if "=" not in kv:
+            ap.error(f"--env expects KEY=VALUE, got {kv!r}")
+        k, v = kv.split("=", 1)
+        env[k] = v
+    args.env_map = env
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+
+    def log(msg):
+        print(msg, file=sys.stderr, flush=True)
+
+    if args.rebuild:
+        for p in [args.out] + [scaled_path(args.out, k) for k in args.scale_list]:
+            if os.path.exists(_sidecar(p)):
+                os.remove(_sidecar(p))
+    base = ensure_capture(args.out, args.connections, args.messages, log)
+    scaled = [ensure_scaled(base, k, log) for k in args.scale_list] if args.memory_list else []
+
+    if args.cmd:
+        ours, cwd = shlex.split(args.cmd), None
+    else:
+        ours, cwd = [sys.executable, "-m", "amqp_dissect.cli"], ROOT
+    if not args.tshark:
+        log("tshark not found: our commands are timed alone")
+    result = {
+        "argv": ["tests/benchmark.py"] + (sys.argv[1:] if argv is None else list(argv)),
+        "host": {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
+                 "tshark": tshark_version(args.tshark)},
+        "ours": ours if args.cmd else ["python", "-m", "amqp_dissect.cli"],
+        "env": args.env_map,
+        "modes": args.mode_list,
+        "repeat": args.repeat,
+        "capture": {k: base[k] for k in ("path", "params", "packets", "bytes", "built")},
+        "scaled": [{k: c[k] for k in ("path", "params", "packets", "bytes", "built")} for c in scaled],
+    }
+    with tempfile.TemporaryDirectory(prefix="amqp-bench-") as tmp:
+        runner = Runner(ours, cwd, args.env_map, args.mode_list, args.tshark, args.timeout, tmp, log)
+        pairs = run_pairs(runner, args.pairs, base["path"], args.repeat)
+        mem_rows = run_memory(runner, args.memory_list, scaled, args.scale_tshark) if scaled else []
+    verdicts = memory_verdicts(mem_rows) if mem_rows else []
+    result["pairs"] = pairs
+    result["memory"] = {"rows": mem_rows, "verdicts": verdicts, "flat_tolerance": FLAT_TOLERANCE}
+    if args.stages:
+        result["stages"] = run_stages(base["path"], args.repeat)
+    result["errors"] = runner.errors
+
+    show_mode = len(args.mode_list) > 1
+    print(f"capture: {base['params']['connections']} connections x {base['params']['messages']} messages, "
+          f"{base['packets']} packets, {base['bytes'] / 1e6:.1f} MB; {result['host']['tshark'] or 'no tshark'}; "
+          f"{result['host']['cpus']} CPUs")
+    print(f"reproduce: python {shlex.join(result['argv'])}")
+    if pairs:
+        print()
+        print(speed_table(pairs, show_mode))
+    if mem_rows:
+        print()
+        print(memory_table(mem_rows, verdicts, show_mode))
+    if args.stages:
+        st = result["stages"]
+        print()
+        print(f"| stage | best s | packets/s | AMQP frames/s |\n|---|---|---|---|")
+        for name in ("read", "read+parse", "pipeline"):
+            s = st[name]["best_s"]
+            s = max(s, 1e-6)
+            print(f"| {name} | {s:.3f} | {st['packets'] / s:,.0f} | {st['amqp_frames'] / s:,.0f} |")
+    print()
+    line = json.dumps(result, sort_keys=True)
+    if args.json_path:
+        with open(args.json_path, "w") as f:
+            f.write(line + "\n")
+    print(line)
+    return 1 if runner.errors else 0
 
 
 if __name__ == "__main__":

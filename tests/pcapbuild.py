@@ -37,6 +37,23 @@ Capture files (all return bytes; wrap in ``io.BytesIO`` to read)
         Blocks come from dpkt's ``pcapng`` classes, SPB and generic blocks by hand.
     ``gzip_bytes(data)``
 
+Streaming (large captures without holding them in memory)
+    ``PcapWriter(f, linktype=1, *, nano=False, little_endian=True, snaplen=65535)``
+        ``.write(ts, data)`` appends one record to the open binary file ``f``
+        (same headers and ``ts`` forms as ``write_pcap``); ``.count`` records written.
+    ``read_pcap_records(f)`` yields ``(ts, linktype, data)`` from a classic pcap
+        (dpkt's ``pcap.Reader``; ``ts`` as ``(sec, frac)`` in the file's units).
+    ``retarget_tcp(data, linktype, port_map)`` returns the frame with its TCP
+        ports mapped through ``port_map`` (a dict; unmapped ports stay), the
+        packet re-serialised by dpkt with fresh IP and TCP checksums.
+    ``repeat_pcap(src, dst, copies, *, server_ports=(5672,), port_step=None, gap=1.0)``
+        writes ``copies`` back-to-back replays of the TCP traffic in pcap file
+        ``src`` to ``dst``: replay ``i`` moves every client port (a TCP port not in
+        ``server_ports``) up by ``i * port_step`` (default: the span of the client
+        ports) and every timestamp later by ``i * (duration + gap)``, so the result
+        holds ``copies`` times as many distinct TCP connections.  Streams record by
+        record; returns ``{"packets", "copies", "port_step", "time_step"}``.
+
 TcpConversation
 ---------------
 Produces the packets of one TCP connection with consistent seq/ack numbers so
@@ -421,3 +438,105 @@ class TcpConversation:
         if close:
             conv.close()
         return conv
+
+
+# --------------------------------------------------------------------------- streaming
+class PcapWriter:
+    """Classic pcap written one record at a time to an open binary file (see the module doc)."""
+
+    def __init__(self, f, linktype: int = LINKTYPE_ETHERNET, *, nano: bool = False, little_endian: bool = True,
+                 snaplen: int = 65535):
+        self.f = f
+        self.linktype = linktype
+        self.units = 10**9 if nano else 10**6
+        self._ph = pcap.LEPktHdr if little_endian else pcap.PktHdr
+        fh = pcap.LEFileHdr if little_endian else pcap.FileHdr
+        magic = pcap.TCPDUMP_MAGIC_NANO if nano else pcap.TCPDUMP_MAGIC
+        f.write(bytes(fh(magic=magic, snaplen=snaplen, linktype=linktype)))
+        self.count = 0
+
+    def write(self, ts, data: bytes) -> None:
+        sec, frac = _split_ts(ts, self.units)
+        self.f.write(bytes(self._ph(tv_sec=sec, tv_usec=frac, caplen=len(data), len=len(data))))
+        self.f.write(data)
+        self.count += 1
+
+
+def read_pcap_records(f):
+    """Yield ``(ts, linktype, data)`` from a classic pcap file, ``ts`` as ``(sec, frac)``."""
+    r = pcap.Reader(f)
+    units = 10**9 if r._divisor == 1e9 else 10**6
+    lt = r.datalink()
+    for ts, data in r:
+        ticks = round(ts * units)
+        yield (ticks // units, ticks % units), lt, data
+
+
+def _ip_layer(pkt):
+    return pkt.data if isinstance(pkt, ethernet.Ethernet) else pkt
+
+
+def _decode_frame(data: bytes, linktype: int):
+    if linktype == LINKTYPE_ETHERNET:
+        return ethernet.Ethernet(data)
+    if linktype in (LINKTYPE_RAW, 12, 14, LINKTYPE_IPV4, LINKTYPE_IPV6):
+        return ip6.IP6(data) if data[:1] and data[0] >> 4 == 6 else ip.IP(data)
+    raise ValueError(f"retarget_tcp: linktype {linktype} not supported")
+
+
+def retarget_tcp(data: bytes, linktype: int, port_map: dict) -> bytes:
+    """The frame with its TCP ports mapped through ``port_map`` and fresh checksums (dpkt)."""
+    pkt = _decode_frame(data, linktype)
+    net = _ip_layer(pkt)
+    seg = getattr(net, "data", None)
+    if not isinstance(seg, tcp.TCP):
+        return data
+    sport, dport = port_map.get(seg.sport, seg.sport), port_map.get(seg.dport, seg.dport)
+    if (sport, dport) == (seg.sport, seg.dport):
+        return data
+    seg.sport, seg.dport = sport, dport
+    seg.sum = 0  # dpkt fills a zero TCP checksum when packing the IP layer
+    if isinstance(net, ip.IP):
+        net.sum = 0  # (for IPv4 only together with a zero header checksum)
+    return bytes(pkt)
+
+
+def _tcp_ports(data: bytes, linktype: int):
+    seg = getattr(_ip_layer(_decode_frame(data, linktype)), "data", None)
+    return (seg.sport, seg.dport) if isinstance(seg, tcp.TCP) else None
+
+
+def repeat_pcap(src: str, dst: str, copies: int, *, server_ports=(5672,), port_step: int | None = None,
+                gap: float = 1.0) -> dict:
+    """Write ``copies`` back-to-back replays of pcap ``src`` on new client ports (see the module doc)."""
+    servers = set(server_ports)
+    with open(src, "rb") as f:
+        r = pcap.Reader(f)
+        nano, linktype = r._divisor == 1e9, r.datalink()
+    units = 10**9 if nano else 10**6
+    first = last = None
+    clients = set()
+    with open(src, "rb") as f:
+        for (sec, frac), lt, data in read_pcap_records(f):
+            t = sec * units + frac
+            first = t if first is None else first
+            last = t
+            ports = _tcp_ports(data, lt)
+            if ports:
+                clients.update(p for p in ports if p not in servers)
+    if first is None:
+        raise ValueError(f"{src}: no packets")
+    if port_step is None:
+        port_step = (max(clients) - min(clients) + 1) if clients else 0
+    if clients and max(clients) + (copies - 1) * port_step > 0xFFFF:
+        raise ValueError(f"{copies} copies of client ports {min(clients)}..{max(clients)} overflow 65535")
+    step = last - first + round(gap * units)
+    with open(dst, "wb") as out:
+        w = PcapWriter(out, linktype, nano=nano)
+        for i in range(copies):
+            port_map = {p: p + i * port_step for p in clients}
+            with open(src, "rb") as f:
+                for (sec, frac), lt, data in read_pcap_records(f):
+                    t = sec * units + frac + i * step
+                    w.write((t // units, t % units), retarget_tcp(data, lt, port_map) if i else data)
+    return {"packets": w.count, "copies": copies, "port_step": port_step, "time_step": step / units}
