@@ -1764,7 +1764,9 @@ class StateTracker:
         s = self._session_for(c, d, f, "transfer")
         self._session_step(s, d, "FRAME", f, "transfer")
         v = f.fields
-        h = _uint(v[T_HANDLE])
+        h = v[T_HANDLE]
+        if type(h) is not int or not 0 <= h <= SERIAL_MASK:
+            h = _uint(h)
         link = self._link_for(c, s, d, h, f, "transfer")
         self._link_step(link, d, "FRAME", f, "transfer")
         if link.sender_dir is None:
@@ -1774,17 +1776,24 @@ class StateTracker:
             self._violation(c, d, f, "role", "warn",
                             f"transfer from the {SIDES[d]} on link {link.name!r}, whose sender is the "
                             f"{SIDES[link.sender_dir]}", link=link.name, handle=h)
-        # session window
-        riw = s.riw(d)
-        if s.beyond_window(d):
-            self._violation(c, d, f, "session-window", "warn",
-                            f"transfer from the {SIDES[d]} beyond the {SIDES[1 - d]}'s incoming-window "
-                            f"(remote-incoming-window {riw})", link=link.name, handle=h)
-        if s.noid[d] is not None:
-            s.noid[d] = serial_add(s.noid[d], 1)
+        # session window (riw / beyond_window inlined: this is the hottest path)
+        noid = s.noid[d]
+        wl = s.win_limit[d]
+        if noid is not None:
+            if wl is not None:
+                riw = (wl - noid) & SERIAL_MASK
+                if riw >= _HALF:
+                    riw -= SERIAL_MOD
+                if riw <= 0 and (s.win_prev[d] is None or serial_diff(s.win_prev[d], noid) <= 0):
+                    self._violation(c, d, f, "session-window", "warn",
+                                    f"transfer from the {SIDES[d]} beyond the {SIDES[1 - d]}'s incoming-window "
+                                    f"(remote-incoming-window {riw})", link=link.name, handle=h)
+            noid = s.noid[d] = (noid + 1) & SERIAL_MASK
         s.transfers[d] += 1
         link.transfers += 1
-        did = _uint(v[T_DELIVERY_ID])
+        did = v[T_DELIVERY_ID]
+        if type(did) is not int or not 0 <= did <= SERIAL_MASK:
+            did = _uint(did)
         dlv = link.partial
         if dlv is not None and did is not None and dlv.delivery_id is not None and did != dlv.delivery_id:
             dlv = None  # a new delivery although the previous one said more=true (noted by the framing layer)
@@ -1809,14 +1818,14 @@ class StateTracker:
             if link.coordinator:
                 dlv.payload = []
             # link credit: consumed by the first transfer of each delivery
-            cr = link.credit()
-            if link.beyond_credit():
-                self._violation(c, d, f, "credit", "warn",
-                                f"transfer from the {SIDES[d]} on link {link.name!r} beyond its link-credit "
-                                f"(delivery-count {link.dc}, credit {cr})", link=link.name, handle=h,
-                                delivery_id=did)
-            if link.dc is not None:
-                link.dc = serial_add(link.dc, 1)
+            dc = link.dc
+            if dc is not None:
+                if link.limit is not None and link.beyond_credit():
+                    self._violation(c, d, f, "credit", "warn",
+                                    f"transfer from the {SIDES[d]} on link {link.name!r} beyond its link-credit "
+                                    f"(delivery-count {dc}, credit {link.credit()})", link=link.name, handle=h,
+                                    delivery_id=did)
+                link.dc = (dc + 1) & SERIAL_MASK
             link.n_deliveries += 1
         dlv.frames += 1
         dlv.size += f.payload_size
@@ -1849,8 +1858,7 @@ class StateTracker:
         else:
             link.partial = dlv
         # session window exhausted by this transfer?
-        riw = s.riw(d)
-        if riw is not None and riw <= 0 and s.win_stall[d] is None:
+        if noid is not None and wl is not None and s.win_stall[d] is None and serial_diff(wl, noid) <= 0:
             self._open_stall(c, s, link, d, "session-window", f)
         self._credit_check(link, f)
 
