@@ -540,6 +540,7 @@ class Analyzer(StateTracker):
                     "deliveries": sum(x.deliveries for x in lstats),
                     "unsettled": sum(x.unsettled for x in lstats),
                     "unseen_dispositions": s.unseen_dispositions,
+                    "late_dispositions": s.late_dispositions,
                     "unknown": list(s.unknown),
                 })
                 rows.append(row)

@@ -143,6 +143,7 @@ SESSIONS = _cols(
     ("deliveries", INT, "deliveries on the session"),
     ("unsettled", INT, "deliveries never settled"),
     ("unseen_dispositions", INT, "delivery-ids in dispositions whose transfer was before the capture"),
+    ("late_dispositions", INT, "delivery-ids in dispositions of deliveries already settled and folded (see README)"),
     ("unknown", JSON, "list of what the capture could not show"),
 )
 
