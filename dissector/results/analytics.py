@@ -260,6 +260,12 @@ class Analyzer(StateTracker):
         self._slowest: list = []  # min-heap of (latency, reversed order key, delivery): the NOTABLE slowest
         self._not_accepted: list = []  # max-heap (negated order key, delivery): the first NOT_ACCEPTED in order
         self.not_accepted_count = 0
+        self._stats_cache: dict = {}  # link -> DeliveryStats with the live deliveries added (valid until fed)
+
+    def feed(self, event) -> None:
+        if self._stats_cache:
+            self._stats_cache = {}
+        super().feed(event)
 
     # -- folded deliveries ----------------------------------------------------------
 
@@ -307,9 +313,12 @@ class Analyzer(StateTracker):
         """The link's deliveries, folded and live, added up."""
         if not link.live:
             return link.stats
-        st = link.stats.copy()
-        for d in link.live.values():
-            st.add(d)
+        st = self._stats_cache.get(link)
+        if st is None:
+            st = link.stats.copy()
+            for d in link.live.values():
+                st.add(d)
+            self._stats_cache[link] = st
         return st
 
     def notable_deliveries(self) -> dict:
