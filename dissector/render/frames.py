@@ -18,16 +18,14 @@ left absent/null are listed under ``"defaults"`` (never mixed into ``"fields"``)
 from __future__ import annotations
 
 import datetime as _dt
-import json
-import math
-import uuid as _uuid
 
 from ..amqp.framing import Frame, ProtocolHeader, StreamNote
 from ..amqp.codec import (
+    ABSENT,
     Array, Byte, Composite, Described, Int, Long, Short, Timestamp, UByte, UInt, ULong, UShort, amqp_type_of,
 )
 from ..amqp.spec import CHOICES, COMPOSITES, FieldSpec, choice_name
-from ..amqp.values import composite_defaults, composite_fields, field_json, json_value
+from ..amqp.values import composite_defaults, composite_fields, json_value
 
 # --------------------------------------------------------------------------- JSON
 
@@ -207,27 +205,33 @@ def frame_summary(ev) -> str:
         return f"[{ev.note.severity}] {ev.note.message}"
     if ev.kind == "heartbeat":
         return "(empty frame: heartbeat)"
-    p = ev.performative
-    if p is None:
-        return "(undecodable frame)"
-    if not isinstance(p, Composite):
-        return f"described {p.descriptor!r}"
+    if ev._performative is None and ev.pname is not None:
+        # scanned (transfer, flow, disposition): plain values, a delivery state by its name
+        pname, values = ev.pname, ev.fields
+    else:
+        p = ev.performative
+        if p is None:
+            return "(undecodable frame)"
+        if not isinstance(p, Composite):
+            return f"described {p.descriptor!r}"
+        pname, values = p.spec.name, p.value
     parts = []
-    values = p.value
     n = len(values)
-    for i, name, f, choices in _SUMMARY_FIELDS.get(p.spec.name, ()):
+    for i, name, f, choices in _SUMMARY_FIELDS.get(pname, ()):
         if i >= n:
             continue
         v = values[i]
-        if v is None:
+        if v is None or v is ABSENT:
             continue
-        if choices is None and type(v) in _PLAIN_INTS:
+        if choices is None and (type(v) is int or type(v) in _PLAIN_INTS):
             parts.append(f"{name}={int(v)}")  # the common case: counts, ids, windows, handles
+        elif type(v) is str and f.type == "*":
+            parts.append(f"{name}={v}()")  # a scanned delivery state: an empty list of that composite
         else:
             parts.append(f"{name}={short_value(f, v)}")
-    text = f"{p.spec.name}({', '.join(parts)})"
-    if ev.name == "transfer":
-        text += f" payload={len(ev.payload)}"
+    text = f"{pname}({', '.join(parts)})"
+    if pname == "transfer":
+        text += f" payload={ev.payload_size}"
     dl = ev.delivery
     if dl is not None:
         if dl.aborted:
