@@ -1,0 +1,98 @@
+"""Build script: compiles the hot modules with Cython, falls back to pure Python.
+
+Everything declarative lives in pyproject.toml; this file only adds the optional
+extension modules.  The modules to compile are listed once, in dissector/_hot.py.
+
+- With Cython and a C compiler (the normal case: Cython is a build requirement),
+  ``pip install .``, ``pip install -e .`` and ``pip wheel .`` compile each hot
+  module (pure-Python mode: the ``.py`` file is the source) to an extension module.
+- If Cython is missing or a module fails to translate or compile, the build warns
+  and goes on: that module is installed as its ``.py`` file only and runs as Python.
+- Development: ``python setup.py build_ext --inplace`` puts the compiled modules
+  beside their sources (after editing a hot module, rebuild or delete the ``.so``:
+  an extension module beside a ``.py`` of the same name is imported first).
+- ``AMQP_DISSECT_NO_COMPILE=1`` at build time skips compilation altogether.
+"""
+
+import os
+import runpy
+import sys
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+HOT_MODULES = runpy.run_path(os.path.join(HERE, "dissector", "_hot.py"))["HOT_MODULES"]
+
+
+def _source(module: str) -> str:
+    return module.replace(".", "/") + ".py"
+
+
+def _warn(message: str) -> None:
+    print(f"WARNING (amqp-dissect): {message}", file=sys.stderr)
+
+
+class OptionalCythonBuild(build_ext):
+    """build_ext whose extensions are optional: any failure leaves the module as Python."""
+
+    def finalize_options(self):
+        # translate before the base class looks at the extensions (it annotates them)
+        dist = self.distribution
+        if getattr(dist, "_amqp_dissect_cythonized", False) is False:
+            dist._amqp_dissect_cythonized = True
+            if os.environ.get("AMQP_DISSECT_NO_COMPILE", "").strip().lower() in ("1", "true", "yes"):
+                _warn("AMQP_DISSECT_NO_COMPILE is set: the hot modules stay pure Python")
+                dist.ext_modules = []
+            else:
+                dist.ext_modules = self._cythonize(dist.ext_modules or [])
+        if self.parallel is None:
+            self.parallel = os.cpu_count() or 1
+        super().finalize_options()
+        self._failed = set()
+
+    def run(self):
+        try:
+            super().run()
+        except Exception as e:  # no compiler at all, broken toolchain, ...
+            _warn(f"cannot build the compiled modules ({type(e).__name__}: {e}); "
+                  "amqp-dissect will run as pure Python")
+            self.extensions = []
+
+    def _cythonize(self, extensions):
+        if not extensions:
+            return extensions
+        try:
+            from Cython.Build import cythonize
+        except ImportError:
+            _warn("Cython is not installed: the hot modules stay pure Python")
+            return []
+        kept = []
+        for ext in extensions:
+            try:
+                kept += cythonize(
+                    [ext],
+                    compiler_directives={"language_level": 3},
+                    quiet=True,
+                )
+            except Exception as e:  # Cython cannot translate this module
+                _warn(f"Cython failed on {ext.name} ({type(e).__name__}: {e}); it stays pure Python")
+        return kept
+
+    def build_extension(self, ext):
+        try:
+            super().build_extension(ext)
+        except Exception as e:  # CompileError, LinkError, ...
+            _warn(f"compiling {ext.name} failed ({type(e).__name__}: {e}); it stays pure Python")
+            self._failed.add(ext.name)
+
+    def build_extensions(self):
+        super().build_extensions()
+        # what failed is neither copied in place nor listed among the outputs
+        self.extensions = [e for e in self.extensions if e.name not in self._failed]
+
+
+setup(
+    ext_modules=[Extension(m, [_source(m)]) for m in HOT_MODULES],
+    cmdclass={"build_ext": OptionalCythonBuild},
+)
