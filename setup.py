@@ -92,7 +92,10 @@ class OptionalCythonBuild(build_ext):
         self.extensions = [e for e in self.extensions if e.name not in self._failed]
 
 
+# the extension modules are large mostly with debug information: leave it out on Linux
+_LINK_ARGS = ["-Wl,--strip-debug"] if sys.platform.startswith("linux") else []
+
 setup(
-    ext_modules=[Extension(m, [_source(m)]) for m in HOT_MODULES],
+    ext_modules=[Extension(m, [_source(m)], extra_link_args=_LINK_ARGS) for m in HOT_MODULES],
     cmdclass={"build_ext": OptionalCythonBuild},
 )
