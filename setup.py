@@ -22,11 +22,29 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# the one list of compiled modules (dotted import names); see dissector/_hot.py
 HOT_MODULES = runpy.run_path(os.path.join(HERE, "dissector", "_hot.py"))["HOT_MODULES"]
 
 
+def _package_dirs() -> dict:
+    """[tool.setuptools.package-dir] of pyproject.toml: import name -> folder."""
+    import tomllib
+
+    with open(os.path.join(HERE, "pyproject.toml"), "rb") as f:
+        return tomllib.load(f).get("tool", {}).get("setuptools", {}).get("package-dir", {})
+
+
 def _source(module: str) -> str:
-    return module.replace(".", "/") + ".py"
+    """The .py file of a dotted module name, honouring the package-dir mapping."""
+    dirs = _package_dirs()
+    package, _, leaf = module.rpartition(".")
+    parts = package.split(".")
+    for i in range(len(parts), 0, -1):  # the longest mapped prefix wins
+        prefix = ".".join(parts[:i])
+        if prefix in dirs:
+            return "/".join([dirs[prefix].strip("/"), *parts[i:], leaf + ".py"]).lstrip("/")
+    root = dirs.get("", "").strip("/")
+    return "/".join([root, *module.split(".")]).lstrip("/") + ".py"
 
 
 def _warn(message: str) -> None:
