@@ -47,6 +47,14 @@ def _source(module: str) -> str:
     return "/".join([root, *module.split(".")]).lstrip("/") + ".py"
 
 
+# annotation_typing off: the hot modules' type hints stay hints, as in Python.  With it
+# on, Cython turns `ts: float` into a C double (an int argument comes back a float,
+# None raises) and `payload: bytes` into an exact type check (a bytearray raises).
+# Typing for speed is explicit: @cython.locals(...) / cython.declare or a .pxd beside
+# the module.
+CYTHON_DIRECTIVES = {"language_level": 3, "annotation_typing": False}
+
+
 def _warn(message: str) -> None:
     print(f"WARNING (amqp-dissect): {message}", file=sys.stderr)
 
@@ -85,16 +93,29 @@ class OptionalCythonBuild(build_ext):
         except ImportError:
             _warn("Cython is not installed: the hot modules stay pure Python")
             return []
+        # cythonize regenerates a .c file only when its .py is newer: regenerate all of
+        # them when the directives or Cython's version changed since the last build
+        import Cython
+
+        stamp_file = os.path.join(HERE, "build", "cython-options.txt")
+        stamp = f"Cython {Cython.__version__} {sorted(CYTHON_DIRECTIVES.items())}"
+        try:
+            with open(stamp_file) as f:
+                force = f.read() != stamp
+        except OSError:
+            force = True
         kept = []
         for ext in extensions:
             try:
-                kept += cythonize(
-                    [ext],
-                    compiler_directives={"language_level": 3},
-                    quiet=True,
-                )
+                kept += cythonize([ext], compiler_directives=CYTHON_DIRECTIVES, quiet=True, force=force)
             except Exception as e:  # Cython cannot translate this module
                 _warn(f"Cython failed on {ext.name} ({type(e).__name__}: {e}); it stays pure Python")
+        try:
+            os.makedirs(os.path.dirname(stamp_file), exist_ok=True)
+            with open(stamp_file, "w") as f:
+                f.write(stamp)
+        except OSError:
+            pass
         return kept
 
     def build_extension(self, ext):

@@ -1,17 +1,20 @@
 """A stand-in for the ``cython`` module when Cython is not installed at run time.
 
 The hot modules (see :mod:`dissector._hot`) are plain Python that Cython compiles in
-its "pure Python mode".  They import typing helpers as::
+its "pure Python mode".  A hot module that wants Cython typing imports it as::
 
     try:
         import cython
     except ImportError:
-        from dissector import _cython_shim as cython
+        from . import _cython_shim as cython   # from .. import ... in a sub-package
 
-When compiled, Cython resolves ``cython.*`` at compile time and this module is never
-used.  When run as Python, ``cython`` is Cython's own shadow module if Cython is
-installed, else this shim: just enough of the same names, all without effect.  Add a
-name here before using it in a hot module.
+and types with ``@cython.locals(i=cython.Py_ssize_t)`` or ``cython.declare`` (or a
+``.pxd`` beside the module): setup.py turns Cython's annotation typing off, so type
+hints, ``x: cython.int`` included, stay hints.  When compiled, Cython resolves
+``cython.*`` at compile time and this module is never used.  When run as Python,
+``cython`` is Cython's own shadow module if Cython is installed, else this shim: just
+enough of the same names, all without effect.  Add a name here before using it in a
+hot module.
 """
 
 compiled = False
