@@ -114,8 +114,25 @@ class _Checked:
 # --------------------------------------------------------------------------- commands
 
 
+def version_line() -> str:
+    """``amqp-dissect <version>, compiled (N modules)`` or ``..., pure Python``."""
+    import amqp_dissect as dissector
+
+    n = len(dissector.compiled_modules())
+    return f"amqp-dissect {dissector.__version__}, " + (f"compiled ({n} modules)" if n else "pure Python")
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        print(version_line())
+        raise typer.Exit(EXIT_OK)
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=_show_version,
+                                 help="Show the version and whether the core runs compiled, then exit."),
+) -> None:
     """AMQP 1.0 packet-capture analyzer and protocol dissector."""
 
 

@@ -11,4 +11,15 @@ if ! command -v tshark >/dev/null 2>&1; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq tshark >/dev/null
 fi
+# A C compiler and Python's headers let the editable install compile the hot modules
+# with Cython (a build requirement pip fetches); without them it still installs, as
+# pure Python, and tests/test_compiled.py fails under CI.
+if ! command -v cc >/dev/null 2>&1 || ! python3 -c 'import os, sys, sysconfig
+sys.exit(not os.path.isfile(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
+  echo "installing a C compiler and Python headers (apt-get)"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq gcc python3-dev >/dev/null
+fi
 python3 -m pip install -q --disable-pip-version-check -e ".[test]"
+python3 -m amqp_dissect.cli --version

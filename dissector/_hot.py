@@ -1,0 +1,27 @@
+"""The hot modules: compiled by Cython when the package is built, plain Python otherwise.
+
+This list is the one place that names them.  ``setup.py`` reads it (without importing
+the package) to build one extension module per entry, and ``dissector/__init__.py`` (``amqp_dissect``)
+uses it to report what is compiled and to load the ``.py`` twins instead when
+``AMQP_DISSECT_PURE_PYTHON=1`` is set.  Entries are dotted import names; setup.py finds
+each source file through pyproject.toml's ``[tool.setuptools.package-dir]`` mapping
+(without one, ``dissector.codec`` is ``dissector/codec.py``; with
+``amqp_dissect = "dissector"``, ``amqp_dissect.amqp.codec`` is
+``dissector/amqp/codec.py``).  When a module moves or the import name changes,
+update its entry here: nothing else lists them.
+
+Keep this file free of imports: it is executed on its own by the build.
+"""
+
+HOT_MODULES = (
+    "amqp_dissect.capture.pcap",
+    "amqp_dissect.capture.netparse",
+    "amqp_dissect.capture.tcp",
+    "amqp_dissect.amqp.codec",
+    "amqp_dissect.amqp.scan",
+    "amqp_dissect.amqp.framing",
+    "amqp_dissect.dissect",
+    "amqp_dissect.model.state",
+    "amqp_dissect.results.analytics",
+    "amqp_dissect.render.frames",
+)

@@ -1,0 +1,140 @@
+"""Build script: compiles the hot modules with Cython, falls back to pure Python.
+
+Everything declarative lives in pyproject.toml; this file only adds the optional
+extension modules.  The modules to compile are listed once, in dissector/_hot.py.
+
+- With Cython and a C compiler (the normal case: Cython is a build requirement),
+  ``pip install .``, ``pip install -e .`` and ``pip wheel .`` compile each hot
+  module (pure-Python mode: the ``.py`` file is the source) to an extension module.
+- If Cython is missing or a module fails to translate or compile, the build warns
+  and goes on: that module is installed as its ``.py`` file only and runs as Python.
+- Development: ``python setup.py build_ext --inplace`` puts the compiled modules
+  beside their sources (after editing a hot module, rebuild or delete the ``.so``:
+  an extension module beside a ``.py`` of the same name is imported first).
+- ``AMQP_DISSECT_NO_COMPILE=1`` at build time skips compilation altogether.
+"""
+
+import os
+import runpy
+import sys
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# the one list of compiled modules (dotted import names); see dissector/_hot.py
+HOT_MODULES = runpy.run_path(os.path.join(HERE, "dissector", "_hot.py"))["HOT_MODULES"]
+
+
+def _package_dirs() -> dict:
+    """[tool.setuptools.package-dir] of pyproject.toml: import name -> folder."""
+    import tomllib
+
+    with open(os.path.join(HERE, "pyproject.toml"), "rb") as f:
+        return tomllib.load(f).get("tool", {}).get("setuptools", {}).get("package-dir", {})
+
+
+def _source(module: str) -> str:
+    """The .py file of a dotted module name, honouring the package-dir mapping."""
+    dirs = _package_dirs()
+    package, _, leaf = module.rpartition(".")
+    parts = package.split(".")
+    for i in range(len(parts), 0, -1):  # the longest mapped prefix wins
+        prefix = ".".join(parts[:i])
+        if prefix in dirs:
+            return "/".join([dirs[prefix].strip("/"), *parts[i:], leaf + ".py"]).lstrip("/")
+    root = dirs.get("", "").strip("/")
+    return "/".join([root, *module.split(".")]).lstrip("/") + ".py"
+
+
+# annotation_typing off: the hot modules' type hints stay hints, as in Python.  With it
+# on, Cython turns `ts: float` into a C double (an int argument comes back a float,
+# None raises) and `payload: bytes` into an exact type check (a bytearray raises).
+# Typing for speed is explicit: @cython.locals(...) / cython.declare or a .pxd beside
+# the module.
+CYTHON_DIRECTIVES = {"language_level": 3, "annotation_typing": False}
+
+
+def _warn(message: str) -> None:
+    print(f"WARNING (amqp-dissect): {message}", file=sys.stderr)
+
+
+class OptionalCythonBuild(build_ext):
+    """build_ext whose extensions are optional: any failure leaves the module as Python."""
+
+    def finalize_options(self):
+        # translate before the base class looks at the extensions (it annotates them)
+        dist = self.distribution
+        if getattr(dist, "_amqp_dissect_cythonized", False) is False:
+            dist._amqp_dissect_cythonized = True
+            if os.environ.get("AMQP_DISSECT_NO_COMPILE", "").strip().lower() in ("1", "true", "yes"):
+                _warn("AMQP_DISSECT_NO_COMPILE is set: the hot modules stay pure Python")
+                dist.ext_modules = []
+            else:
+                dist.ext_modules = self._cythonize(dist.ext_modules or [])
+        if self.parallel is None:
+            self.parallel = os.cpu_count() or 1
+        super().finalize_options()
+        self._failed = set()
+
+    def run(self):
+        try:
+            super().run()
+        except Exception as e:  # no compiler at all, broken toolchain, ...
+            _warn(f"cannot build the compiled modules ({type(e).__name__}: {e}); "
+                  "amqp-dissect will run as pure Python")
+            self.extensions = []
+
+    def _cythonize(self, extensions):
+        if not extensions:
+            return extensions
+        try:
+            from Cython.Build import cythonize
+        except ImportError:
+            _warn("Cython is not installed: the hot modules stay pure Python")
+            return []
+        # cythonize regenerates a .c file only when its .py is newer: regenerate all of
+        # them when the directives or Cython's version changed since the last build
+        import Cython
+
+        stamp_file = os.path.join(HERE, "build", "cython-options.txt")
+        stamp = f"Cython {Cython.__version__} {sorted(CYTHON_DIRECTIVES.items())}"
+        try:
+            with open(stamp_file) as f:
+                force = f.read() != stamp
+        except OSError:
+            force = True
+        kept = []
+        for ext in extensions:
+            try:
+                kept += cythonize([ext], compiler_directives=CYTHON_DIRECTIVES, quiet=True, force=force)
+            except Exception as e:  # Cython cannot translate this module
+                _warn(f"Cython failed on {ext.name} ({type(e).__name__}: {e}); it stays pure Python")
+        try:
+            os.makedirs(os.path.dirname(stamp_file), exist_ok=True)
+            with open(stamp_file, "w") as f:
+                f.write(stamp)
+        except OSError:
+            pass
+        return kept
+
+    def build_extension(self, ext):
+        try:
+            super().build_extension(ext)
+        except Exception as e:  # CompileError, LinkError, ...
+            _warn(f"compiling {ext.name} failed ({type(e).__name__}: {e}); it stays pure Python")
+            self._failed.add(ext.name)
+
+    def build_extensions(self):
+        super().build_extensions()
+        # what failed is neither copied in place nor listed among the outputs
+        self.extensions = [e for e in self.extensions if e.name not in self._failed]
+
+
+# the extension modules are large mostly with debug information: leave it out on Linux
+_LINK_ARGS = ["-Wl,--strip-debug"] if sys.platform.startswith("linux") else []
+
+setup(
+    ext_modules=[Extension(m, [_source(m)], extra_link_args=_LINK_ARGS) for m in HOT_MODULES],
+    cmdclass={"build_ext": OptionalCythonBuild},
+)
