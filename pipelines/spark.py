@@ -68,6 +68,7 @@ from amqp_dissect.pipelines.archive import (  # noqa: E402
     layout,
     plan_ranges,
 )
+from amqp_dissect.amqp.spec import OUTCOMES  # noqa: E402
 from amqp_dissect.results.tables import spark_schema  # noqa: E402
 
 TABLES = ("connections", "links", "deliveries", "stalls")
@@ -665,15 +666,13 @@ def summaries_frames(tables: dict, window: float = DEFAULT_WINDOW) -> dict:
 
     wus = round(float(window) * 1_000_000)  # windows in whole microseconds since the epoch, exactly
     win = d.withColumn("_wstart", F.floor(F.expr("unix_micros(first_time)") / F.lit(wus)) * F.lit(wus))
-    outcome_cols = [F.sum(F.when(F.col("outcome") == o, 1).otherwise(0)).alias(o)
-                    for o in ("accepted", "rejected", "released", "modified")]
+    outcome_cols = [F.sum(F.when(F.col("outcome") == o, 1).otherwise(0)).alias(o) for o in OUTCOMES]
     out["latency_by_window"] = (_unpack_pct(win.groupBy("_wstart").agg(
         F.count(F.lit(1)).alias("deliveries"), *_lat_aggs(), *outcome_cols,
         F.sum(F.when(F.col("settled_time").isNull(), 1).otherwise(0)).alias("unsettled")))
         .withColumn("window_start", F.expr("timestamp_micros(CAST(_wstart AS BIGINT))"))
         .withColumn("window_end", F.expr(f"timestamp_micros(CAST(_wstart AS BIGINT) + {wus})"))
-        .select("window_start", "window_end", "deliveries", *stat_cols, "accepted", "rejected", "released",
-                "modified", "unsettled")
+        .select("window_start", "window_end", "deliveries", *stat_cols, *OUTCOMES, "unsettled")
         .orderBy("window_start"))
 
     out["outcomes"] = (d.groupBy("address", "outcome").agg(
