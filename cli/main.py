@@ -27,7 +27,7 @@ from amqp_dissect.amqp.framing import Frame, ProtocolHeader, StreamNote
 from amqp_dissect.errors import CaptureError
 from amqp_dissect.events import PacketNote
 
-from amqp_dissect.render.frames import event_json, frame_detail, frame_summary
+from amqp_dissect.render.frames import event_json, frame_detail, summary_line
 from amqp_dissect.pipelines.local import CaptureSource, DeliveryStream, run_analysis
 from amqp_dissect.render.report import render_text
 from amqp_dissect.results.report import build_report
@@ -159,29 +159,12 @@ def frames(
     raise typer.Exit(run.finish_status())
 
 
-def _summary_line(ev, t0: float) -> str | None:
-    if isinstance(ev, PacketNote):
-        return f"{ev.packet:>6} {ev.ts - t0:>11.6f} [{ev.note.severity}] {ev.note.message}"
-    if not isinstance(ev, _SHOWN):
-        return None
-    channel = getattr(ev, "channel", None)
-    ch = f"ch {channel:<3}" if channel is not None else "      "
-    kind = {"header": "AMQP", "amqp": "AMQP", "sasl": "SASL", "heartbeat": "AMQP", "note": "----"}[ev.kind]
-    packet = ev.packet if ev.packet is not None else "end"
-    ts = (ev.ts - t0) if ev.ts is not None else 0.0
-    line = f"{packet:>6} {ts:>11.6f} {ev.src} → {ev.dst} {kind} {ch} {frame_summary(ev)}"
-    notes = getattr(ev, "notes", None)
-    if notes:
-        line += "  " + " ".join(f"[{n.severity}: {n.message}]" for n in notes if n.severity != "chat")
-    return line.rstrip()
-
-
 def _print_summary(run: CaptureRun, out) -> None:
     t0 = None
     for record, ev in run.events():
         if t0 is None:
             t0 = record.ts if record is not None else (getattr(ev, "ts", 0.0) or 0.0)
-        line = _summary_line(ev, t0)
+        line = summary_line(ev, t0)
         if line is not None:
             out.write(line + "\n")
 

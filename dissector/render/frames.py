@@ -20,12 +20,15 @@ from __future__ import annotations
 import datetime as _dt
 
 from ..amqp.framing import Frame, ProtocolHeader, StreamNote
+from ..events import PacketNote
 from ..amqp.codec import (
     ABSENT,
     Array, Byte, Composite, Described, Int, Long, Short, Timestamp, UByte, UInt, ULong, UShort, amqp_type_of,
 )
 from ..amqp.spec import CHOICES, COMPOSITES, FieldSpec, choice_name
 from ..amqp.values import composite_defaults, composite_fields, json_value
+
+_SHOWN = (Frame, ProtocolHeader, StreamNote, PacketNote)  # the events that have a frames line
 
 # --------------------------------------------------------------------------- JSON
 
@@ -239,6 +242,27 @@ def frame_summary(ev) -> str:
         elif dl.frames > 1:
             text += f" [message reassembled: {dl.frames} frames, {dl.message_size} bytes]"
     return text
+
+
+_KIND_LAYER = {"header": "AMQP", "amqp": "AMQP", "sasl": "SASL", "heartbeat": "AMQP", "note": "----"}
+
+
+def summary_line(ev, t0: float) -> str | None:
+    """The ``frames`` line of an event (None for events that have none): packet, time since
+    ``t0``, peers, layer, channel, the performative's summary and the notes worth showing."""
+    if isinstance(ev, PacketNote):
+        return f"{ev.packet:>6} {ev.ts - t0:>11.6f} [{ev.note.severity}] {ev.note.message}"
+    if not isinstance(ev, _SHOWN):
+        return None
+    channel = getattr(ev, "channel", None)
+    ch = f"ch {channel:<3}" if channel is not None else "      "
+    packet = ev.packet if ev.packet is not None else "end"
+    ts = (ev.ts - t0) if ev.ts is not None else 0.0
+    line = f"{packet:>6} {ts:>11.6f} {ev.src} → {ev.dst} {_KIND_LAYER[ev.kind]} {ch} {frame_summary(ev)}"
+    notes = getattr(ev, "notes", None)
+    if notes:
+        line += "  " + " ".join(f"[{n.severity}: {n.message}]" for n in notes if n.severity != "chat")
+    return line.rstrip()
 
 
 # --------------------------------------------------------------------------- detail tree
