@@ -162,6 +162,11 @@ from __future__ import annotations
 from array import array
 from collections import deque
 
+try:
+    import cython
+except ImportError:
+    from .. import _cython_shim as cython
+
 from ..amqp.framing import FRAME_SASL, PROTO_AMQP, PROTO_SASL, PROTO_TLS, Frame, ProtocolHeader, StreamNote
 from ..amqp.codec import ABSENT, Composite, Described, decode_all
 from ..errors import DissectError
@@ -727,6 +732,7 @@ class DeliveryStats:
         self.latency = array("d")  # settled time - first transfer time, seconds
         self.outcome_latency = array("d")  # receiver's terminal outcome time - first transfer time
 
+    @cython.locals(d=_Delivery)
     def add(self, d: "_Delivery") -> None:
         self.deliveries += 1
         self.bytes += d.size
@@ -1033,6 +1039,7 @@ class StateTracker:
 
     # -- folding settled deliveries ------------------------------------------------------
 
+    @cython.locals(dlv=_Delivery, x=_Delivery)
     def _settled(self, dlv) -> None:
         """``dlv`` was settled by a peer.  Once complete and settled by both peers it is folded at
         once; settled by one, it is folded ``fold_lag`` settlements later, so a disposition of the
@@ -1049,6 +1056,7 @@ class StateTracker:
             if not x.folded:
                 self._fold(x)
 
+    @cython.locals(dlv=_Delivery, link=_Link)
     def _fold(self, dlv) -> None:
         """Count ``dlv`` into its link's :class:`DeliveryStats` and forget it."""
         dlv.folded = True
@@ -1510,6 +1518,7 @@ class StateTracker:
         c.links.append(link)
         return link
 
+    @cython.locals(s=_Session, link=_Link)
     def _link_for(self, c, s, d, h, f, what) -> _Link:
         link = s.handles[d].get(h)
         if link is not None:
@@ -1650,6 +1659,7 @@ class StateTracker:
         return (link.detach[0] is None and link.detach[1] is None and s.end[0] is None and s.end[1] is None
                 and c.close[0] is None and c.close[1] is None and link.terminated is None)
 
+    @cython.locals(link=_Link)
     def _credit_check(self, link, f):
         cr = link.credit()
         if cr is None:
@@ -1760,6 +1770,7 @@ class StateTracker:
                 link.drain_stall = None
         self._credit_check(link, f)
 
+    @cython.locals(s=_Session, link=_Link, dlv=_Delivery)
     def _transfer(self, c, d, f, p):
         s = self._session_for(c, d, f, "transfer")
         self._session_step(s, d, "FRAME", f, "transfer")
@@ -1864,6 +1875,7 @@ class StateTracker:
 
     # -- deliveries ----------------------------------------------------------------
 
+    @cython.locals(s=_Session, dlv=_Delivery)
     def _disposition(self, c, d, f, p):
         s = self._session_for(c, d, f, "disposition")
         self._session_step(s, d, "FRAME", f, "disposition")
