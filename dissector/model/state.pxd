@@ -1,7 +1,9 @@
 # Augmenting declarations for Cython: compiling dissector/model/state.py with this file next to
-# it makes the per-delivery / per-link / per-session objects extension types (attributes in a C
-# struct, every one public and a Python object, so reading and setting them from Python behaves as
-# with __slots__) and lets the hot methods type their locals.  The .py stays plain Python.
+# it makes the state machines, the per-link delivery statistics and the per-delivery / per-link /
+# per-session objects extension types (attributes in a C struct, every one public, so reading and
+# setting them from Python behaves as with __slots__; the containers the hot path indexes are typed
+# list / tuple / dict, the rest are Python objects) and lets the hot methods type their locals
+# (@cython.locals in the .py).  The .py stays plain Python and is what runs when nothing is compiled.
 import cython
 
 cpdef serial_add(s, n=*)
@@ -9,6 +11,25 @@ cpdef serial_diff(a, b)
 cpdef serial_lt(a, b)
 cpdef serial_range_len(first, last)
 cpdef serial_in_range(x, first, last)
+
+cdef class Machine:
+    cdef public object name, states, inputs, transitions, initial, deferrable, steady
+
+
+cdef class Endpoints:
+    cdef public Machine machine
+    cdef public list state
+    cdef public tuple queue
+
+    cpdef list advance(self, d, s_in, r_in)
+    cpdef list frame(self, d)
+
+
+cdef class DeliveryStats:
+    cdef public object deliveries, bytes, no_outcome, unsettled, presettled, aborted, resumed
+    cdef public dict outcomes
+    cdef public object latency, outcome_latency
+
 
 cdef class _Delivery:
     cdef public object link
@@ -37,7 +58,7 @@ cdef class _Delivery:
     cdef public object undeliverable_here
     cdef public object received_state
     cdef public object txn_id
-    cdef public object dispositions
+    cdef public list dispositions
     cdef public object rcv_settle_mode
     cdef public object payload
     cdef public object sender_state
@@ -55,7 +76,7 @@ cdef class _Link:
     cdef public object index
     cdef public object name
     cdef public object handle
-    cdef public object state
+    cdef public Endpoints state
     cdef public object attach
     cdef public object detach
     cdef public object sender_dir
@@ -77,8 +98,8 @@ cdef class _Link:
     cdef public object stall
     cdef public object drain_stall
     cdef public object partial
-    cdef public object live
-    cdef public object stats
+    cdef public dict live
+    cdef public DeliveryStats stats
     cdef public object n_deliveries
     cdef public object coordinator
     cdef public object transfers
@@ -92,25 +113,25 @@ cdef class _Session:
     cdef public object index
     cdef public object channel
     cdef public object initiator
-    cdef public object state
+    cdef public Endpoints state
     cdef public object begin
     cdef public object end
     cdef public object known
     cdef public object guessed
     cdef public object unknown
     cdef public object init_noid
-    cdef public object noid
-    cdef public object win_limit
-    cdef public object win_prev
+    cdef public list noid
+    cdef public list win_limit
+    cdef public list win_prev
     cdef public object pending_iw
-    cdef public object win_stall
-    cdef public object transfers
-    cdef public object flows
+    cdef public list win_stall
+    cdef public list transfers
+    cdef public list flows
     cdef public object handles
     cdef public object links
-    cdef public object deliveries
-    cdef public object next_did
-    cdef public object first_did
+    cdef public tuple deliveries
+    cdef public list next_did
+    cdef public list first_did
     cdef public object late_dispositions
     cdef public object unseen_dispositions
     cdef public object terminated

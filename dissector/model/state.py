@@ -1238,6 +1238,7 @@ class StateTracker:
                             f"{what or s_in[2:].lower()} from the {SIDES[d]}: " + "; ".join(msgs),
                             ts=ts, packet=packet)
 
+    @cython.locals(s=_Session)
     def _session_step(self, s, d, x, f, what):
         c = s.conn
         if x == "FRAME":
@@ -1248,6 +1249,7 @@ class StateTracker:
             self._violation(c, d, f, "state", "warn", f"{what} from the {SIDES[d]} on session {s.index}: "
                             + "; ".join(msgs))
 
+    @cython.locals(link=_Link)
     def _link_step(self, link, d, x, f, what):
         c = link.conn
         msgs = link.state.frame(d) if x == "FRAME" else link.state.advance(d, "S:" + x, "R:" + x)
@@ -1770,7 +1772,7 @@ class StateTracker:
                 link.drain_stall = None
         self._credit_check(link, f)
 
-    @cython.locals(s=_Session, link=_Link, dlv=_Delivery)
+    @cython.locals(s=_Session, link=_Link, dlv=_Delivery, d=cython.Py_ssize_t)
     def _transfer(self, c, d, f, p):
         s = self._session_for(c, d, f, "transfer")
         self._session_step(s, d, "FRAME", f, "transfer")
@@ -1875,7 +1877,7 @@ class StateTracker:
 
     # -- deliveries ----------------------------------------------------------------
 
-    @cython.locals(s=_Session, dlv=_Delivery)
+    @cython.locals(s=_Session, dlv=_Delivery, d=cython.Py_ssize_t)
     def _disposition(self, c, d, f, p):
         s = self._session_for(c, d, f, "disposition")
         self._session_step(s, d, "FRAME", f, "disposition")
