@@ -55,6 +55,25 @@ def _source(module: str) -> str:
 CYTHON_DIRECTIVES = {"language_level": 3, "annotation_typing": False}
 
 
+def _pxd_mirror() -> str:
+    """A folder where each hot module's .pxd sits under its import name (build/pxd/amqp_dissect/...).
+
+    Cython finds the augmenting .pxd of a module by its dotted name; with the package-dir
+    mapping (``amqp_dissect`` -> ``dissector/``) it would not find ``dissector/amqp/scan.pxd``
+    for ``amqp_dissect.amqp.scan``, so the .pxd files are copied here (fresh at every build)."""
+    import shutil
+
+    root = os.path.join(HERE, "build", "pxd")
+    shutil.rmtree(root, ignore_errors=True)
+    for module in HOT_MODULES:
+        pxd = os.path.join(HERE, _source(module)[:-3] + ".pxd")
+        if os.path.exists(pxd):
+            dest = os.path.join(root, *module.split(".")) + ".pxd"
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            shutil.copy2(pxd, dest)
+    return root
+
+
 def _warn(message: str) -> None:
     print(f"WARNING (amqp-dissect): {message}", file=sys.stderr)
 
@@ -104,10 +123,12 @@ class OptionalCythonBuild(build_ext):
                 force = f.read() != stamp
         except OSError:
             force = True
+        include = _pxd_mirror()
         kept = []
         for ext in extensions:
             try:
-                kept += cythonize([ext], compiler_directives=CYTHON_DIRECTIVES, quiet=True, force=force)
+                kept += cythonize([ext], compiler_directives=CYTHON_DIRECTIVES, quiet=True, force=force,
+                                  include_path=[include])
             except Exception as e:  # Cython cannot translate this module
                 _warn(f"Cython failed on {ext.name} ({type(e).__name__}: {e}); it stays pure Python")
         try:

@@ -162,6 +162,11 @@ from __future__ import annotations
 from array import array
 from collections import deque
 
+try:
+    import cython
+except ImportError:
+    from .. import _cython_shim as cython
+
 from ..amqp.framing import FRAME_SASL, PROTO_AMQP, PROTO_SASL, PROTO_TLS, Frame, ProtocolHeader, StreamNote
 from ..amqp.codec import ABSENT, Composite, Described, decode_all
 from ..errors import DissectError
@@ -727,6 +732,7 @@ class DeliveryStats:
         self.latency = array("d")  # settled time - first transfer time, seconds
         self.outcome_latency = array("d")  # receiver's terminal outcome time - first transfer time
 
+    @cython.locals(d=_Delivery)
     def add(self, d: "_Delivery") -> None:
         self.deliveries += 1
         self.bytes += d.size
@@ -1033,6 +1039,7 @@ class StateTracker:
 
     # -- folding settled deliveries ------------------------------------------------------
 
+    @cython.locals(dlv=_Delivery, x=_Delivery)
     def _settled(self, dlv) -> None:
         """``dlv`` was settled by a peer.  Once complete and settled by both peers it is folded at
         once; settled by one, it is folded ``fold_lag`` settlements later, so a disposition of the
@@ -1049,6 +1056,7 @@ class StateTracker:
             if not x.folded:
                 self._fold(x)
 
+    @cython.locals(dlv=_Delivery, link=_Link)
     def _fold(self, dlv) -> None:
         """Count ``dlv`` into its link's :class:`DeliveryStats` and forget it."""
         dlv.folded = True
@@ -1230,6 +1238,7 @@ class StateTracker:
                             f"{what or s_in[2:].lower()} from the {SIDES[d]}: " + "; ".join(msgs),
                             ts=ts, packet=packet)
 
+    @cython.locals(s=_Session)
     def _session_step(self, s, d, x, f, what):
         c = s.conn
         if x == "FRAME":
@@ -1240,6 +1249,7 @@ class StateTracker:
             self._violation(c, d, f, "state", "warn", f"{what} from the {SIDES[d]} on session {s.index}: "
                             + "; ".join(msgs))
 
+    @cython.locals(link=_Link)
     def _link_step(self, link, d, x, f, what):
         c = link.conn
         msgs = link.state.frame(d) if x == "FRAME" else link.state.advance(d, "S:" + x, "R:" + x)
@@ -1510,6 +1520,7 @@ class StateTracker:
         c.links.append(link)
         return link
 
+    @cython.locals(s=_Session, link=_Link)
     def _link_for(self, c, s, d, h, f, what) -> _Link:
         link = s.handles[d].get(h)
         if link is not None:
@@ -1650,6 +1661,7 @@ class StateTracker:
         return (link.detach[0] is None and link.detach[1] is None and s.end[0] is None and s.end[1] is None
                 and c.close[0] is None and c.close[1] is None and link.terminated is None)
 
+    @cython.locals(link=_Link)
     def _credit_check(self, link, f):
         cr = link.credit()
         if cr is None:
@@ -1760,6 +1772,7 @@ class StateTracker:
                 link.drain_stall = None
         self._credit_check(link, f)
 
+    @cython.locals(s=_Session, link=_Link, dlv=_Delivery, d=cython.Py_ssize_t)
     def _transfer(self, c, d, f, p):
         s = self._session_for(c, d, f, "transfer")
         self._session_step(s, d, "FRAME", f, "transfer")
@@ -1864,6 +1877,7 @@ class StateTracker:
 
     # -- deliveries ----------------------------------------------------------------
 
+    @cython.locals(s=_Session, dlv=_Delivery, d=cython.Py_ssize_t)
     def _disposition(self, c, d, f, p):
         s = self._session_for(c, d, f, "disposition")
         self._session_step(s, d, "FRAME", f, "disposition")
