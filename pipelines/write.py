@@ -15,6 +15,10 @@ from typing import Iterable
 from amqp_dissect.results.schema import JSON, TIME, columns, names
 from amqp_dissect.results.tables import FORMATS, arrow_schema, batch_frame, record_batch, text_times, to_frame
 
+# rows converted and written at a time: a batch of row dicts and its Arrow / pandas copies are
+# the writer's whole memory (about 30 MB for the deliveries table)
+BATCH_ROWS = 8192
+
 
 def _chunks(rows: Iterable[dict], n: int):
     it = iter(rows)
@@ -40,7 +44,7 @@ class _Sink:
             self.f.close()
 
 
-def write_table(rows: Iterable[dict], table: str, fmt: str, out=None, batch_rows: int = 65536) -> int:
+def write_table(rows: Iterable[dict], table: str, fmt: str, out=None, batch_rows: int = BATCH_ROWS) -> int:
     """Write a table's rows to ``out`` (a path, an open file, or None for stdout) as ``fmt``:
     ``csv``, ``jsonl`` or ``parquet`` converted ``batch_rows`` rows at a time (memory stays
     flat whatever the number of rows), or ``table`` (the CLI's text table, built whole).

@@ -1019,6 +1019,12 @@ class StateTracker:
         if self.finished:
             return
         self.finished = True
+        # no frame follows the capture's end: the settled deliveries waiting out the fold lag are final
+        q = self._settling
+        while q:
+            x = q.popleft()
+            if not x.folded and self.fold_lag is not None:
+                self._fold(x)
         for c in self.connections.values():
             end = c.transport_time if c.transport_time is not None else end_ts
             if end is None:

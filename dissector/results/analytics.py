@@ -176,6 +176,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from array import array
 
 from ..amqp.spec import choice_name
 from ..amqp.spec import OUTCOMES
@@ -208,6 +209,24 @@ def _percentile_sorted(xs, q: float) -> float | None:
 
 
 def summarize(values) -> dict:
+    """count, p50, p90, p99, max, min, mean of ``values`` (None entries skipped).  A typed
+    ``array('d')`` (the folded latencies) is sorted as 8-byte floats, never as Python objects."""
+    if isinstance(values, array):
+        import numpy as np
+
+        xs = np.sort(np.frombuffer(values, dtype=np.float64)) if len(values) else ()
+        n = len(xs)
+        if n == 0:
+            return {"count": 0, "p50": None, "p90": None, "p99": None, "max": None, "min": None, "mean": None}
+        return {
+            "count": n,
+            "p50": float(_percentile_sorted(xs, 50)),
+            "p90": float(_percentile_sorted(xs, 90)),
+            "p99": float(_percentile_sorted(xs, 99)),
+            "max": float(xs[-1]),
+            "min": float(xs[0]),
+            "mean": math.fsum(values) / n,
+        }
     xs = sorted(float(v) for v in values if v is not None)
     if not xs:
         return {"count": 0, "p50": None, "p90": None, "p99": None, "max": None, "min": None, "mean": None}
@@ -883,7 +902,9 @@ class Analyzer(StateTracker):
                 else:
                     k = c.id
                     keys.setdefault(k, {"connection": c.id, "client": c.client, "server": c.server})
-                vals = groups.setdefault(k, [])
+                vals = groups.get(k)
+                if vals is None:
+                    vals = groups[k] = array("d")
                 st = self.link_stats(link)
                 vals.extend(st.latency if metric == "settlement" else st.outcome_latency)
         out = []
