@@ -55,6 +55,27 @@ def _source(module: str) -> str:
 CYTHON_DIRECTIVES = {"language_level": 3, "annotation_typing": False}
 
 
+def _pxd_include_path() -> list:
+    """A folder where the import names resolve to the source folders, for Cython.
+
+    Cython finds the ``.pxd`` beside a module by its dotted name (``amqp_dissect.amqp.scan``
+    -> ``amqp_dissect/amqp/scan.pxd``), but the sources live under other folder names
+    (``dissector/``): link each mapped import name to its folder under build/."""
+    root = os.path.join(HERE, "build", "pxd-root")
+    os.makedirs(root, exist_ok=True)
+    for name, folder in _package_dirs().items():
+        if not name or "." in name:
+            continue
+        link = os.path.join(root, name)
+        target = os.path.join(HERE, folder)
+        if os.path.islink(link) and os.readlink(link) == target:
+            continue
+        if os.path.lexists(link):
+            os.remove(link)
+        os.symlink(target, link)
+    return [root]
+
+
 def _warn(message: str) -> None:
     print(f"WARNING (amqp-dissect): {message}", file=sys.stderr)
 
@@ -104,10 +125,12 @@ class OptionalCythonBuild(build_ext):
                 force = f.read() != stamp
         except OSError:
             force = True
+        include = _pxd_include_path()
         kept = []
         for ext in extensions:
             try:
-                kept += cythonize([ext], compiler_directives=CYTHON_DIRECTIVES, quiet=True, force=force)
+                kept += cythonize([ext], compiler_directives=CYTHON_DIRECTIVES, quiet=True, force=force,
+                                  include_path=include)
             except Exception as e:  # Cython cannot translate this module
                 _warn(f"Cython failed on {ext.name} ({type(e).__name__}: {e}); it stays pure Python")
         try:
