@@ -62,17 +62,21 @@ def _pxd_include_path() -> list:
     -> ``amqp_dissect/amqp/scan.pxd``), but the sources live under other folder names
     (``dissector/``): link each mapped import name to its folder under build/."""
     root = os.path.join(HERE, "build", "pxd-root")
-    os.makedirs(root, exist_ok=True)
-    for name, folder in _package_dirs().items():
-        if not name or "." in name:
-            continue
-        link = os.path.join(root, name)
-        target = os.path.join(HERE, folder)
-        if os.path.islink(link) and os.readlink(link) == target:
-            continue
-        if os.path.lexists(link):
-            os.remove(link)
-        os.symlink(target, link)
+    try:
+        os.makedirs(root, exist_ok=True)
+        for name, folder in _package_dirs().items():
+            if not name or "." in name:
+                continue
+            link = os.path.join(root, name)
+            target = os.path.join(HERE, folder)
+            if os.path.islink(link) and os.readlink(link) == target:
+                continue
+            if os.path.lexists(link):
+                os.remove(link)
+            os.symlink(target, link)
+    except OSError as e:  # no symlinks here: the modules compile untyped by their .pxd files
+        _warn(f"cannot link the sources for Cython's .pxd lookup ({e}); the .pxd files are not used")
+        return []
     return [root]
 
 

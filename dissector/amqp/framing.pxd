@@ -3,9 +3,6 @@
 # typed attributes and types the framing loop's locals.  The .py stays plain Python.
 import cython
 
-# no_gc: a Frame refers to its notes, fields, payload and delivery, never back to
-# itself: no cycle to collect, so the collector need not track 166k frames a capture
-@cython.no_gc
 cdef class Frame:
     cdef public object conn, direction, src, dst, packet, ts, first_packet
     cdef public object size, doff, type, channel
