@@ -553,7 +553,7 @@ class AmqpConnection:
                 code, values, perf_end = sc
                 for v in values:
                     if type(v) is Span:  # decode now: the buffer is trimmed after this pass
-                        values = tuple(x.decode(buf) if type(x) is Span else x for x in values)
+                        values = tuple([x.decode(buf) if type(x) is Span else x for x in values])
                         break
                 name = frame.pname = _SCANNED[code]
                 frame.fields = values

@@ -1,0 +1,31 @@
+# Augmenting declarations for Cython (see scan.pxd): compiling framing.py with this file
+# beside it makes Frame, StreamNote, _Direction and AmqpConnection extension types with
+# typed attributes and types the framing loop's locals.  The .py stays plain Python.
+import cython
+
+cdef class Frame:
+    cdef public object conn, direction, src, dst, packet, ts, first_packet
+    cdef public object size, doff, type, channel
+    cdef public object ext, pname, _performative, _perf_body, payload, payload_size
+    cdef public object fields, notes, delivery
+
+cdef class _Direction:
+    cdef public object index, src, dst
+    cdef public bytearray buf
+    cdef public object mode, protocol, first_packet, skipped, skip_start_packet
+    cdef public dict partials
+    cdef public object opaque_bytes, pending_notes
+
+cdef class AmqpConnection:
+    cdef public object conn, client, server, dirs, max_frame_bytes, max_message_bytes
+    cdef public object messages, announced_max_frame, frames, tls
+
+    @cython.locals(d=_Direction)
+    cpdef list feed(self, direction, data, ts, packet)
+
+    @cython.locals(buf=bytearray, pos=Py_ssize_t, n=Py_ssize_t, size=Py_ssize_t, doff=Py_ssize_t,
+                   ftype=Py_ssize_t, channel=Py_ssize_t, frame=Frame, first=object, cap=Py_ssize_t)
+    cpdef _process(self, _Direction d, ts, packet, list out)
+
+    @cython.locals(body=Py_ssize_t, end=Py_ssize_t, perf_end=Py_ssize_t, notes=list)
+    cpdef _frame(self, _Direction d, Frame frame, buf, body, end)
