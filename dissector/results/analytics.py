@@ -296,8 +296,7 @@ class Analyzer(StateTracker):
     def _on_fold(self, d) -> None:
         self._notable(d)
         if self.keep_rows or self.delivery_sink is not None:
-            link = d.link
-            row = self._delivery_row(link.conn, link, self._link_address(link), d)
+            row = self._row(d)
             if self.keep_rows:
                 self._rows.append((self._order(d), row))
             if self.delivery_sink is not None:
@@ -321,6 +320,11 @@ class Analyzer(StateTracker):
                 heapq.heappush(not_acc, item)
             elif item[0] > not_acc[0][0]:
                 heapq.heapreplace(not_acc, item)
+
+    def _row(self, d) -> dict:
+        """The deliveries-table row of ``d``."""
+        link = d.link
+        return self._delivery_row(link.conn, link, self._link_address(link), d)
 
     def _live(self):
         """Deliveries not folded yet (unsettled, or settled within the fold lag), in table order."""
@@ -349,9 +353,7 @@ class Analyzer(StateTracker):
             if d.outcome not in ("accepted", "declared"):
                 count += 1
 
-        def row(d):
-            return self._delivery_row(d.link.conn, d.link, self._link_address(d.link), d)
-
+        row = self._row
         return {
             "slowest_settlement": [row(x[2]) for x in sorted(slowest, key=lambda x: x[:2], reverse=True)],
             "not_accepted": [row(x[1]) for x in sorted(not_acc, key=lambda x: x[0], reverse=True)],
@@ -688,7 +690,7 @@ class Analyzer(StateTracker):
         not kept (they went to ``delivery_sink``, if any) and only the live ones are returned."""
         rows = list(self._rows)
         for d in self._live():
-            rows.append((self._order(d), self._delivery_row(d.link.conn, d.link, self._link_address(d.link), d)))
+            rows.append((self._order(d), self._row(d)))
         rows.sort(key=lambda r: r[0])
         return [r for _, r in rows]
 
@@ -696,7 +698,7 @@ class Analyzer(StateTracker):
         """``(key, row)`` of the deliveries not folded yet (for a streaming writer, after the folded
         ones), with the table-order key given to ``delivery_sink``."""
         for d in self._live():
-            yield self._order(d), self._delivery_row(d.link.conn, d.link, self._link_address(d.link), d)
+            yield self._order(d), self._row(d)
 
     def _delivery_row(self, c, link, addr, d) -> dict:
         s = link.session
