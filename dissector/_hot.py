@@ -14,6 +14,7 @@ Keep this file free of imports: it is executed on its own by the build.
 """
 
 HOT_MODULES = (
+    "amqp_dissect.events",
     "amqp_dissect.capture.pcap",
     "amqp_dissect.capture.netparse",
     "amqp_dissect.capture.tcp",

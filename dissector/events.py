@@ -5,12 +5,12 @@ netparse (CaptureRecord bytes) -> Segment
 tcp      (Segment)             -> StreamOpened / StreamData / StreamGap / StreamClosed
 amqp     (StreamData/StreamGap)-> amqp.* frame events (see dissector/amqp/framing.py)
 
-All are plain slotted dataclasses / named tuples: picklable, cheap, no IO.
+All are small slotted classes (extension types when compiled: see events.pxd) or named
+tuples: picklable, comparable, cheap, no IO.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from .errors import ExpertNote
@@ -27,16 +27,38 @@ CLIENT_TO_SERVER = 0
 SERVER_TO_CLIENT = 1
 
 
-@dataclass(slots=True)
-class CaptureRecord:
-    """One packet record of a capture file."""
+class _Event:
+    """Equality and repr over ``__slots__`` (what a dataclass would give)."""
 
-    index: int  # 1-based position in the capture
-    ts: float  # epoch seconds
-    linktype: int  # LINKTYPE_* value (pcap numbering), per interface for pcapng
-    data: bytes  # captured bytes (caplen)
-    orig_len: int  # length on the wire
-    interface: int = 0  # pcapng interface id
+    __slots__ = ()
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return f"{type(self).__name__}(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__) + ")"
+
+
+class CaptureRecord(_Event):
+    """One packet record of a capture file.
+
+    index: 1-based position in the capture; ts: epoch seconds; linktype: LINKTYPE_* value
+    (pcap numbering), per interface for pcapng; data: captured bytes (caplen); orig_len:
+    length on the wire; interface: pcapng interface id."""
+
+    __slots__ = ("index", "ts", "linktype", "data", "orig_len", "interface")
+
+    def __init__(self, index, ts, linktype, data, orig_len, interface=0):
+        self.index = index
+        self.ts = ts
+        self.linktype = linktype
+        self.data = data
+        self.orig_len = orig_len
+        self.interface = interface
 
 
 class Segment(NamedTuple):
@@ -60,57 +82,77 @@ def endpoint(ip: str, port: int) -> str:
     return f"{ip}:{port}"
 
 
-@dataclass(slots=True)
-class StreamOpened:
-    """First sight of a TCP connection (SYN, or mid-connection data)."""
+class StreamOpened(_Event):
+    """First sight of a TCP connection (SYN, or mid-connection data).
 
-    conn: str  # stable connection id, see tcp.py
-    client: str  # "ip:port" of the initiator (or best guess without SYN)
-    server: str  # "ip:port" of the other side
-    ts: float
-    packet: int
-    syn_seen: bool
+    conn: stable connection id (see tcp.py); client / server: "ip:port" of the initiator (or
+    best guess without SYN) and of the other side."""
 
+    __slots__ = ("conn", "client", "server", "ts", "packet", "syn_seen")
 
-@dataclass(slots=True)
-class StreamData:
-    """In-order bytes of one direction of a connection, delivered exactly once."""
-
-    conn: str
-    direction: int  # CLIENT_TO_SERVER or SERVER_TO_CLIENT
-    data: bytes
-    ts: float  # time of the packet whose arrival made these bytes deliverable
-    packet: int  # index of that packet
+    def __init__(self, conn, client, server, ts, packet, syn_seen):
+        self.conn = conn
+        self.client = client
+        self.server = server
+        self.ts = ts
+        self.packet = packet
+        self.syn_seen = syn_seen
 
 
-@dataclass(slots=True)
-class StreamGap:
-    """Bytes missing from the capture in one direction; never zero-filled."""
+class StreamData(_Event):
+    """In-order bytes of one direction of a connection, delivered exactly once.
 
-    conn: str
-    direction: int
-    size: int  # number of missing bytes (sequence-space distance)
-    ts: float
-    packet: int
+    direction: CLIENT_TO_SERVER or SERVER_TO_CLIENT; ts / packet: time and index of the
+    packet whose arrival made these bytes deliverable."""
 
+    __slots__ = ("conn", "direction", "data", "ts", "packet")
 
-@dataclass(slots=True)
-class StreamClosed:
-    """A direction (fin) or the whole connection (rst, idle, end) ended."""
-
-    conn: str
-    direction: int  # direction of the FIN/RST sender; -1 for idle/end
-    kind: str  # "fin" | "rst" | "idle" | "end"
-    ts: float
-    packet: int
+    def __init__(self, conn, direction, data, ts, packet):
+        self.conn = conn
+        self.direction = direction
+        self.data = data
+        self.ts = ts
+        self.packet = packet
 
 
-@dataclass(slots=True)
-class PacketNote:
+class StreamGap(_Event):
+    """Bytes missing from the capture in one direction; never zero-filled.
+
+    size: number of missing bytes (sequence-space distance)."""
+
+    __slots__ = ("conn", "direction", "size", "ts", "packet")
+
+    def __init__(self, conn, direction, size, ts, packet):
+        self.conn = conn
+        self.direction = direction
+        self.size = size
+        self.ts = ts
+        self.packet = packet
+
+
+class StreamClosed(_Event):
+    """A direction (fin) or the whole connection (rst, idle, end) ended.
+
+    direction: of the FIN/RST sender, -1 for idle/end; kind: "fin" | "rst" | "idle" | "end"."""
+
+    __slots__ = ("conn", "direction", "kind", "ts", "packet")
+
+    def __init__(self, conn, direction, kind, ts, packet):
+        self.conn = conn
+        self.direction = direction
+        self.kind = kind
+        self.ts = ts
+        self.packet = packet
+
+
+class PacketNote(_Event):
     """An expert note about a packet that belongs to no frame (capture / IP / TCP level)."""
 
-    packet: int
-    ts: float
-    note: ExpertNote
-    conn: str | None = None
-    extra: dict = field(default_factory=dict)
+    __slots__ = ("packet", "ts", "note", "conn", "extra")
+
+    def __init__(self, packet, ts, note: ExpertNote, conn=None, extra=None):
+        self.packet = packet
+        self.ts = ts
+        self.note = note
+        self.conn = conn
+        self.extra = {} if extra is None else extra

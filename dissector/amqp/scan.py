@@ -513,6 +513,12 @@ def _state(buf, p: int, end: int, budget: list):
 
 def scan_performative(buf, pos, end):
     """Scan a transfer/flow/disposition at ``buf[pos:end]``: ``(code, values, perf_end)`` or None."""
+    if type(buf) is not bytearray:  # the framing layer's buffers are bytearrays (typed when compiled)
+        buf = bytearray(buf)
+    return _scan(buf, pos, end)
+
+
+def _scan(buf, pos, end):
     # The reader kinds are written as literals in this loop (see R_* above): a module
     # constant is a dictionary lookup per use, in CPython and in Cython alike.
     n = len(buf)
@@ -587,7 +593,8 @@ def scan_performative(buf, pos, end):
         if p >= lend:
             return None
         c = buf[p]
-        a = actions[i][c]
+        row = actions[i]
+        a = row[c]
         p += 1
         if a == 5:  # R_U8
             if p >= lend:
@@ -620,7 +627,9 @@ def scan_performative(buf, pos, end):
         elif a == 10:  # R_U32
             if lend - p < 4:
                 return None
-            values[i] = _U32.unpack_from(buf, p)[0]
+            u = buf[p]
+            u = (u << 24) | (buf[p + 1] << 16) | (buf[p + 2] << 8) | buf[p + 3]
+            values[i] = u
             p += 4
         elif a == 7:  # R_BOOL8
             if p >= lend:

@@ -5,6 +5,7 @@
 # list / tuple / dict, the rest are Python objects) and lets the hot methods type their locals
 # (@cython.locals in the .py).  The .py stays plain Python and is what runs when nothing is compiled.
 import cython
+from amqp_dissect.amqp.framing cimport Frame
 
 cpdef serial_add(s, n=*)
 cpdef serial_diff(a, b)
@@ -25,10 +26,6 @@ cdef class Endpoints:
     cpdef list frame(self, d)
 
 
-cdef class DeliveryStats:
-    cdef public object deliveries, bytes, no_outcome, unsettled, presettled, aborted, resumed
-    cdef public dict outcomes
-    cdef public object latency, outcome_latency
 
 
 cdef class _Delivery:
@@ -69,6 +66,13 @@ cdef class _Delivery:
     cdef public object folded
 
     cpdef settle(self, by, ts, packet)
+
+cdef class DeliveryStats:
+    cdef public long long deliveries, bytes, no_outcome, unsettled, presettled, aborted, resumed
+    cdef public dict outcomes
+    cdef public object latency, outcome_latency
+
+    cpdef add(self, _Delivery d)
 
 cdef class _Link:
     cdef public object conn
@@ -140,3 +144,93 @@ cdef class _Session:
 
     cpdef riw(self, d)
     cpdef beyond_window(self, d)
+
+cdef class _Conn:
+    cdef public object id
+    cdef public object client
+    cdef public object server
+    cdef public object syn_seen
+    cdef public object known_start
+    cdef public object lossy
+    cdef public object tls
+    cdef public object events
+    cdef public Endpoints state
+    cdef public object headers
+    cdef public object header_keys
+    cdef public object sasl
+    cdef public object sasl_mechanisms
+    cdef public object sasl_mechanism
+    cdef public object sasl_hostname
+    cdef public object sasl_outcome
+    cdef public object sasl_time
+    cdef public list sasl_frames
+    cdef public list open
+    cdef public list close
+    cdef public object sessions
+    cdef public object links
+    cdef public tuple chan
+    cdef public tuple pending
+    cdef public list idle
+    cdef public list idle_ref
+    cdef public list last_frame
+    cdef public list frames
+    cdef public list heartbeats
+    cdef public object transport_end
+    cdef public object transport_time
+    cdef public object fins
+    cdef public object first_ts
+    cdef public object first_packet
+    cdef public object last_ts
+    cdef public object last_packet
+    cdef public object unknown
+    cdef public object txns
+    cdef public object negotiation
+    cdef public object stalls
+    cdef public tuple frame_counts
+    cdef public object seq
+
+
+cdef class StateTracker:
+    cdef public dict connections
+    cdef public list stalls, violations, frame_errors, transactions, internal_errors
+    cdef public object first_ts, last_ts, end_ts, finished, _seq, _settling, fold_lag
+
+    cpdef feed(self, event)
+
+    @cython.locals(x=_Delivery)
+    cpdef _settled(self, _Delivery dlv)
+
+    @cython.locals(link=_Link)
+    cpdef _fold(self, _Delivery dlv)
+
+    cpdef _on_fold(self, dlv)
+
+    cpdef _delivery_state(self, _Delivery dlv, by, state, Frame f)
+
+    @cython.locals(c=_Conn)
+    cpdef _conn(self, ev, client=*, server=*, syn_seen=*)
+
+    @cython.locals(c=_Conn)
+    cpdef _session_step(self, _Session s, d, x, f, what)
+
+    @cython.locals(c=_Conn)
+    cpdef _link_step(self, _Link link, d, x, f, what)
+
+    @cython.locals(c=_Conn, d=Py_ssize_t, fc=dict)
+    cpdef _frame(self, Frame f)
+
+    @cython.locals(s=_Session)
+    cpdef _session_for(self, _Conn c, Py_ssize_t d, Frame f, what)
+
+    cpdef _link_for(self, _Conn c, _Session s, Py_ssize_t d, h, f, what)
+
+    cpdef _credit_check(self, _Link link, Frame f)
+
+    @cython.locals(s=_Session)
+    cpdef _flow(self, _Conn c, Py_ssize_t d, Frame f, p)
+
+    @cython.locals(s=_Session, link=_Link, dlv=_Delivery)
+    cpdef _transfer(self, _Conn c, Py_ssize_t d, Frame f, p)
+
+    @cython.locals(s=_Session, dlv=_Delivery)
+    cpdef _disposition(self, _Conn c, Py_ssize_t d, Frame f, p)

@@ -702,9 +702,11 @@ class _Delivery:
 
     def settle(self, by: str, ts, packet):
         """``by`` ("sender"/"receiver") announced settlement in the frame at ts/packet."""
-        key = "snd_settled" if by == "sender" else "rcv_settled"
-        if getattr(self, key) is None:
-            setattr(self, key, (ts, packet))
+        if by == "sender":
+            if self.snd_settled is None:
+                self.snd_settled = (ts, packet)
+        elif self.rcv_settled is None:
+            self.rcv_settled = (ts, packet)
         if self.settled is None:
             self.settled = (ts, packet)
 
@@ -732,7 +734,6 @@ class DeliveryStats:
         self.latency = array("d")  # settled time - first transfer time, seconds
         self.outcome_latency = array("d")  # receiver's terminal outcome time - first transfer time
 
-    @cython.locals(d=_Delivery)
     def add(self, d: "_Delivery") -> None:
         self.deliveries += 1
         self.bytes += d.size
@@ -1045,7 +1046,6 @@ class StateTracker:
 
     # -- folding settled deliveries ------------------------------------------------------
 
-    @cython.locals(dlv=_Delivery, x=_Delivery)
     def _settled(self, dlv) -> None:
         """``dlv`` was settled by a peer.  Once complete and settled by both peers it is folded at
         once; settled by one, it is folded ``fold_lag`` settlements later, so a disposition of the
@@ -1062,7 +1062,6 @@ class StateTracker:
             if not x.folded:
                 self._fold(x)
 
-    @cython.locals(dlv=_Delivery, link=_Link)
     def _fold(self, dlv) -> None:
         """Count ``dlv`` into its link's :class:`DeliveryStats` and forget it."""
         dlv.folded = True
@@ -1244,7 +1243,6 @@ class StateTracker:
                             f"{what or s_in[2:].lower()} from the {SIDES[d]}: " + "; ".join(msgs),
                             ts=ts, packet=packet)
 
-    @cython.locals(s=_Session)
     def _session_step(self, s, d, x, f, what):
         c = s.conn
         if x == "FRAME":
@@ -1255,7 +1253,6 @@ class StateTracker:
             self._violation(c, d, f, "state", "warn", f"{what} from the {SIDES[d]} on session {s.index}: "
                             + "; ".join(msgs))
 
-    @cython.locals(link=_Link)
     def _link_step(self, link, d, x, f, what):
         c = link.conn
         msgs = link.state.frame(d) if x == "FRAME" else link.state.advance(d, "S:" + x, "R:" + x)
@@ -1267,19 +1264,30 @@ class StateTracker:
     # -- frames ------------------------------------------------------------------
 
     def _frame(self, f: Frame):
-        c = self._conn(f)
+        c = self.connections.get(f.conn)
+        ts = f.ts
+        if c is None or ts is None or c.first_ts is None:
+            c = self._conn(f)
+        else:  # _conn's bookkeeping, inlined for the common case
+            c.last_ts = ts
+            if f.packet is not None:
+                c.last_packet = f.packet
+            if self.last_ts is None or ts > self.last_ts:
+                self.last_ts = ts
         if c.events == 0 and not c.syn_seen:
             c.note_unknown("connection start")
         c.events += 1
         d = f.direction
-        for n in f.notes:
-            if n.severity in ("warn", "error") and n.group in ("protocol", "malformed"):
-                kind = "frame-size" if "max-frame-size" in n.message else n.group
-                self._violation(c, d, f, kind, n.severity, n.message, origin="framing")
+        if f.notes:
+            for n in f.notes:
+                if n.severity in ("warn", "error") and n.group in ("protocol", "malformed"):
+                    kind = "frame-size" if "max-frame-size" in n.message else n.group
+                    self._violation(c, d, f, kind, n.severity, n.message, origin="framing")
         name = f.pname  # None: a heartbeat, or a body that is not a known performative
+        heartbeat = name is None and f.type != FRAME_SASL and f.size == f.doff * 4
         # the hot performatives are read from f.fields; the others from the decoded Composite
         p = None if name in _FIELD_HANDLERS else f.performative
-        key = name or ("empty" if f.kind == "heartbeat" else "(undecoded)")
+        key = name or ("empty" if heartbeat else "(undecoded)")
         fc = c.frame_counts[d]
         fc[key] = fc.get(key, 0) + 1
         if f.type == FRAME_SASL:
@@ -1297,7 +1305,7 @@ class StateTracker:
                             f"idle-time-out is {t * 1000:g} ms")
         c.idle_ref[d] = f.ts
         c.last_frame[d] = f.ts
-        if f.kind == "heartbeat":
+        if heartbeat:
             c.heartbeats[d] += 1
         if name == "open":
             self._conn_step(c, d, "S:OPEN", "R:OPEN", f)
@@ -1313,7 +1321,16 @@ class StateTracker:
                                 f"{name or ('empty frame' if f.kind == 'heartbeat' else 'frame')} from the "
                                 f"{SIDES[d]}: " + "; ".join(msgs))
             handler = _HANDLERS.get(name)
-            if handler is not None:
+            if handler is None:
+                return
+            # the hot three called directly (a typed call when compiled), unless a test replaced them
+            if handler is _H_TRANSFER:
+                self._transfer(c, d, f, p)
+            elif handler is _H_DISPOSITION:
+                self._disposition(c, d, f, p)
+            elif handler is _H_FLOW:
+                self._flow(c, d, f, p)
+            else:
                 handler(self, c, d, f, p)
 
     def _sasl(self, c, d, f, p, name):
@@ -1526,7 +1543,6 @@ class StateTracker:
         c.links.append(link)
         return link
 
-    @cython.locals(s=_Session, link=_Link)
     def _link_for(self, c, s, d, h, f, what) -> _Link:
         link = s.handles[d].get(h)
         if link is not None:
@@ -1667,7 +1683,6 @@ class StateTracker:
         return (link.detach[0] is None and link.detach[1] is None and s.end[0] is None and s.end[1] is None
                 and c.close[0] is None and c.close[1] is None and link.terminated is None)
 
-    @cython.locals(link=_Link)
     def _credit_check(self, link, f):
         cr = link.credit()
         if cr is None:
@@ -1675,10 +1690,10 @@ class StateTracker:
         if cr > 0:
             link.got_credit = True
             if link.stall is not None:
-                link.stall.close(f.ts, f.packet, "flow" if f.name == "flow" else (f.name or "frame"))
+                link.stall.close(f.ts, f.packet, "flow" if f.pname == "flow" else (f.name or "frame"))
                 link.stall = None
             return
-        if link.drain_stall is not None and f.name == "transfer":
+        if link.drain_stall is not None and f.pname == "transfer":
             link.drain_stall.close(f.ts, f.packet, "transfer")
             link.drain_stall = None
         if link.stall is None and self._sender_active(link) and link.sender_dir is not None:
@@ -1778,7 +1793,6 @@ class StateTracker:
                 link.drain_stall = None
         self._credit_check(link, f)
 
-    @cython.locals(s=_Session, link=_Link, dlv=_Delivery, d=cython.Py_ssize_t)
     def _transfer(self, c, d, f, p):
         s = self._session_for(c, d, f, "transfer")
         self._session_step(s, d, "FRAME", f, "transfer")
@@ -1883,7 +1897,6 @@ class StateTracker:
 
     # -- deliveries ----------------------------------------------------------------
 
-    @cython.locals(s=_Session, dlv=_Delivery, d=cython.Py_ssize_t)
     def _disposition(self, c, d, f, p):
         s = self._session_for(c, d, f, "disposition")
         self._session_step(s, d, "FRAME", f, "disposition")
@@ -2075,8 +2088,11 @@ _HANDLERS = {
     "end": StateTracker._end,
     "attach": StateTracker._attach,
     "detach": StateTracker._detach,
-    "flow": StateTracker._flow,
-    "transfer": StateTracker._transfer,
-    "disposition": StateTracker._disposition,
+    "flow": getattr(StateTracker, "_flow"),  # the method object (compiled: not a C function pointer)
+    "transfer": getattr(StateTracker, "_transfer"),  # the method object (compiled: not a C function pointer)
+    "disposition": getattr(StateTracker, "_disposition"),  # the method object (compiled: not a C function pointer)
 }
+_H_TRANSFER = _HANDLERS["transfer"]
+_H_DISPOSITION = _HANDLERS["disposition"]
+_H_FLOW = _HANDLERS["flow"]
 

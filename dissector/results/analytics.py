@@ -305,12 +305,15 @@ class Analyzer(StateTracker):
     def _notable(self, d, heaps=None) -> None:
         slowest, not_acc = heaps if heaps is not None else (self._slowest, self._not_accepted)
         if d.settled is not None:
-            o = self._order(d)
-            item = (d.settled[0] - d.first_ts, (-o[0], -o[1], -o[2]), d)
-            if len(slowest) < NOTABLE:
-                heapq.heappush(slowest, item)
-            elif item[:2] > slowest[0][:2]:
-                heapq.heapreplace(slowest, item)
+            lat = d.settled[0] - d.first_ts
+            full = len(slowest) >= NOTABLE
+            if not full or lat >= slowest[0][0]:  # most deliveries are not among the slowest: no tuples
+                o = self._order(d)
+                item = (lat, (-o[0], -o[1], -o[2]), d)
+                if not full:
+                    heapq.heappush(slowest, item)
+                elif item[:2] > slowest[0][:2]:
+                    heapq.heapreplace(slowest, item)
         if d.outcome not in ("accepted", "declared"):
             if heaps is None:
                 self.not_accepted_count += 1
