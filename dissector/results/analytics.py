@@ -259,6 +259,17 @@ def _side(d):
 
 NOTABLE = 10  # slowest settlements kept for the report
 NOT_ACCEPTED = 50  # first deliveries (in table order) without an accepted outcome kept for the report
+_SLOW_BATCH = 1024  # candidates for the slowest settlements ranked at a time
+
+
+def _slowest_ranked(cands: list, order) -> list:
+    """The NOTABLE slowest of ``cands`` ((latency, delivery) pairs), slowest first; equal latencies
+    in table order.  Only candidates at or above the NOTABLE-th latency get an order key."""
+    if len(cands) > NOTABLE:
+        cut = heapq.nlargest(NOTABLE, [x[0] for x in cands])[-1]
+        cands = [x for x in cands if x[0] >= cut]
+    ranked = sorted(cands, key=lambda x: (-x[0], order(x[1])))
+    return ranked[:NOTABLE]
 
 
 class Analyzer(StateTracker):
@@ -276,7 +287,8 @@ class Analyzer(StateTracker):
         self.keep_rows = rows
         self.delivery_sink = delivery_sink
         self._rows: list = []  # (order key, row) of folded deliveries
-        self._slowest: list = []  # min-heap of (latency, reversed order key, delivery): the NOTABLE slowest
+        self._slowest: list = []  # (latency, delivery): candidates for the NOTABLE slowest settlements
+        self._slow_min = float("-inf")  # latency of the NOTABLE-th slowest ranked so far
         self._not_accepted: list = []  # max-heap (negated order key, delivery): the first NOT_ACCEPTED in order
         self.not_accepted_count = 0
         self._stats_cache: dict = {}  # link -> DeliveryStats with the live deliveries added (valid until fed)
@@ -306,14 +318,13 @@ class Analyzer(StateTracker):
         slowest, not_acc = heaps if heaps is not None else (self._slowest, self._not_accepted)
         if d.settled is not None:
             lat = d.settled[0] - d.first_ts
-            full = len(slowest) >= NOTABLE
-            if not full or lat >= slowest[0][0]:  # most deliveries are not among the slowest: no tuples
-                o = self._order(d)
-                item = (lat, (-o[0], -o[1], -o[2]), d)
-                if not full:
-                    heapq.heappush(slowest, item)
-                elif item[:2] > slowest[0][:2]:
-                    heapq.heapreplace(slowest, item)
+            if lat >= self._slow_min or heaps is not None:
+                # a candidate for the NOTABLE slowest: kept unranked, ranked a batch at a time
+                slowest.append((lat, d))
+                if heaps is None and len(slowest) >= _SLOW_BATCH:
+                    self._slowest = slowest = _slowest_ranked(slowest, self._order)
+                    if len(slowest) >= NOTABLE:
+                        self._slow_min = slowest[-1][0]
         if d.outcome not in ("accepted", "declared"):
             if heaps is None:
                 self.not_accepted_count += 1
@@ -358,7 +369,7 @@ class Analyzer(StateTracker):
 
         row = self._row
         return {
-            "slowest_settlement": [row(x[2]) for x in sorted(slowest, key=lambda x: x[:2], reverse=True)],
+            "slowest_settlement": [row(x[1]) for x in _slowest_ranked(slowest, self._order)],
             "not_accepted": [row(x[1]) for x in sorted(not_acc, key=lambda x: x[0], reverse=True)],
             "not_accepted_count": count,
         }
