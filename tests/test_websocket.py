@@ -378,6 +378,22 @@ def test_resynchronisation_over_many_keys(seeded_masks, kind):
     assert exact >= 290
 
 
+def test_impossible_length_resynchronises():
+    """A 64-bit length with its top bit set is no frame: warning, a scan, and the inner stream is
+    told it lost what was skipped; a continuation right after the scan is the rest of a message."""
+    p = Peers()
+    bad = bytes([0x82, 0xFF]) + struct.pack("!Q", (1 << 63) | 5) + KEY + b"junkjunk"
+    keys = [b"\x01\x02\x03\x04", b"\x05\x06\x07\x08", b"\x09\x0a\x0b\x0c", b"\x0d\x0e\x0f\x10"]
+    after = raw(0x80, b"tail", keys[0]) + b"".join(raw(0x82, b"m%d" % i, keys[i]) for i in (1, 2, 3))
+    ev = run(WebSocketLayer(CONN), handshake(p) + [(0, raw(0x82, b"first", KEY) + bad + after)])
+    assert inner(ev, 0) == b"firsttailm1m2m3"
+    assert [(e.direction, e.size) for e in ev if type(e) is StreamGap] == [(0, len(bad))]
+    assert notes(ev, "warn") == [
+        "WebSocket frame length 0x8000000000000005 has its most significant bit set; resynchronising",
+        f"WebSocket resynchronised on a frame header after skipping {len(bad)} bytes",
+    ]
+
+
 def test_gap_during_the_response():
     p = Peers()
     p.server.send_binary(b"x" * 40)

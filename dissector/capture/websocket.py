@@ -189,7 +189,7 @@ class _Dir:
     __slots__ = (
         "state", "buf", "client", "remaining", "key", "key_off", "payload", "opcode", "fin",
         "ctrl", "msg_op", "msg_len", "msg_frames", "msg_compressed", "msg_broken", "closed",
-        "inflater", "inflate_lost", "skipped", "resync_packet", "warned",
+        "inflater", "inflate_lost", "skipped", "resync_packet", "warned", "error_gap", "after_resync",
     )
 
     def __init__(self, client: bool):
@@ -213,6 +213,8 @@ class _Dir:
         self.inflate_lost = False  # a gap broke the shared compression window
         self.skipped = 0
         self.resync_packet = None
+        self.error_gap = False  # sync lost on a malformed header (no TCP gap told the inner stream)
+        self.after_resync = False  # a continuation may come first: its message began before the loss
         self.warned: set = set()
 
 
@@ -457,6 +459,7 @@ class WebSocketLayer:
                 # lost sync (a length no frame can have): scan from the next byte
                 self._lose_sync(d, packet)
                 d.skipped = 1
+                d.error_gap = True
                 return pos + 1
             pos += hlen
             if not ln:
@@ -526,8 +529,12 @@ class WebSocketLayer:
         if d.closed:
             self._warn(out, packet, ts, f"WebSocket {_OP_NAMES[op]} frame after the {side}'s close frame",
                        "after-close", d)
+        after_resync = d.after_resync
+        d.after_resync = False
         if op == OP_CONT:
-            if d.msg_op is None:
+            if d.msg_op is None and after_resync:  # its message began in the bytes lost
+                self._message_start(direction, d, OP_BINARY, False)
+            elif d.msg_op is None:
                 self._warn(out, packet, ts, f"WebSocket continuation frame from the {side} without a message "
                                             "in progress; taken as binary")
                 self._message_start(direction, d, OP_BINARY, False)
@@ -706,8 +713,12 @@ class WebSocketLayer:
                 d.skipped += i - pos
                 self._note(out, d.resync_packet if packet is None else packet, ts, WARN,
                            f"WebSocket resynchronised on a frame header after skipping {d.skipped} bytes")
+                if d.error_gap:  # the inner stream lost about what was skipped
+                    out.append(StreamGap(self.conn, direction, d.skipped, ts, packet))
+                    d.error_gap = False
                 d.skipped = 0
                 d.state = _FRAMES
+                d.after_resync = True
                 return i
             if verdict is None and pending is None:
                 pending = i
