@@ -20,38 +20,15 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from websockets.client import ClientProtocol  # noqa: E402
-from websockets.server import ServerProtocol  # noqa: E402
-from websockets.typing import Subprotocol  # noqa: E402
-from websockets.uri import parse_uri  # noqa: E402
 
 import amqp_dissect  # noqa: E402
 from amqp_dissect.capture.pcap import open_capture  # noqa: E402
 from amqp_dissect.capture.websocket import WebSocketLayer  # noqa: E402
 from amqp_dissect.dissect import Dissector  # noqa: E402
 from pcapbuild import TcpConversation, write_pcap  # noqa: E402
-from wsreplay import tcp_streams  # noqa: E402
+from wsreplay import tcp_streams, wrap  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def wrap(steps):
-    """The same chunks as WebSocket messages: [(direction, wire bytes)] with the handshake first."""
-    client = ClientProtocol(parse_uri("ws://broker.example/amqp"), subprotocols=[Subprotocol("amqp")])
-    server = ServerProtocol(subprotocols=[Subprotocol("amqp")])
-    client.send_request(client.connect())
-    req = b"".join(client.data_to_send())
-    server.receive_data(req)
-    (r,) = server.events_received()
-    server.send_response(server.accept(r))
-    resp = b"".join(server.data_to_send())
-    client.receive_data(resp)
-    out = [(0, req), (1, resp)]
-    for d, chunk in steps:
-        side = client if d == 0 else server
-        side.send_binary(chunk)
-        out.append((d, b"".join(side.data_to_send())))
-    return out
 
 
 def capture(exchanges) -> bytes:

@@ -25,6 +25,8 @@ from websockets.utils import apply_mask
 import websockets.frames
 
 from amqp_dissect.amqp.framing import Frame as AmqpFrame, ProtocolHeader, StreamNote
+from amqp_dissect.amqp.framing import AmqpConnection
+from amqp_dissect.capture.layers import InnerSniff, Layered
 from amqp_dissect.capture.pcap import open_capture
 from amqp_dissect.capture.websocket import WebSocketLayer, sniff, unmask
 from amqp_dissect.dissect import Dissector
@@ -403,6 +405,50 @@ def test_gap_during_the_response():
     ev = run(WebSocketLayer(CONN), [(0, p.request), (1, p.response[:20]), (1, "gap", 30), (1, s)])
     assert inner(ev, 1) == b"x" * 40 + b"y" * 40 + b"z" * 40
     assert [e.size for e in ev if type(e) is StreamGap] == [30]
+
+
+# --------------------------------------------------------------------------- nesting (WebSocket inside another layer)
+
+
+class _XorLayer:
+    """A stand-in for TLS: its 'plaintext' is the TCP payload XOR 0x5A, passed on in 7-byte pieces."""
+
+    name = "xor"
+
+    def __init__(self, conn):
+        self.conn = conn
+
+    def feed(self, direction, data, ts, packet):
+        plain = bytes(b ^ 0x5A for b in data)
+        return [StreamData(self.conn, direction, plain[i : i + 7], ts, packet) for i in range(0, len(plain), 7)]
+
+    def gap(self, direction, size, ts, packet):
+        return [StreamGap(self.conn, direction, size, ts, packet)]
+
+    def finish(self, ts, packet):
+        return []
+
+
+@pytest.mark.parametrize("websocket", [True, False])
+def test_inner_sniff_under_another_layer(websocket):
+    """Layered([outer, InnerSniff], amqp) decodes a sample's streams like AmqpConnection on the plain bytes."""
+    (_, steps), *_ = wsreplay.tcp_streams(os.path.join(SAMPLES, "outcomes.pcap"))
+
+    def frames(chain_steps, make):
+        amqp = AmqpConnection(CONN, "10.0.0.1:40000", "10.0.0.2:443")
+        conn = make(amqp)
+        ev = []
+        for k, (d, data) in enumerate(chain_steps, 1):
+            ev += conn.feed(d, data, float(k), k)
+        ev += conn.finish(None, None)
+        return [(e.direction, event_json(e)["fields"]) for e in ev if isinstance(e, (AmqpFrame, ProtocolHeader))], ev
+
+    want, _ = frames(steps, lambda a: a)
+    wire = wsreplay.wrap(steps) if websocket else steps
+    xored = [(d, bytes(b ^ 0x5A for b in data)) for d, data in wire]
+    got, ev = frames(xored, lambda a: Layered([_XorLayer(CONN), InnerSniff(CONN)], a))
+    assert len(want) > 40 and got == want
+    assert ("WebSocket upgrade GET /amqp, subprotocol amqp" in notes(ev)) is websocket
 
 
 # --------------------------------------------------------------------------- real captures

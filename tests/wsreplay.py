@@ -81,6 +81,31 @@ def tcp_streams(path: str) -> list[tuple[int, list[tuple[int, bytes]]]]:
     return [(conns[k]["v"], conns[k]["steps"]) for k in order]
 
 
+def wrap(steps):
+    """The same chunks as WebSocket messages, in memory (the websockets package's sans-IO
+    protocol objects, client frames masked): [(direction, wire bytes)], the handshake first."""
+    from websockets.client import ClientProtocol
+    from websockets.server import ServerProtocol
+    from websockets.typing import Subprotocol
+    from websockets.uri import parse_uri
+
+    client = ClientProtocol(parse_uri("ws://broker.example/amqp"), subprotocols=[Subprotocol("amqp")])
+    server = ServerProtocol(subprotocols=[Subprotocol("amqp")])
+    client.send_request(client.connect())
+    req = b"".join(client.data_to_send())
+    server.receive_data(req)
+    (r,) = server.events_received()
+    server.send_response(server.accept(r))
+    resp = b"".join(server.data_to_send())
+    client.receive_data(resp)
+    out = [(0, req), (1, resp)]
+    for d, chunk in steps:
+        side = client if d == 0 else server
+        side.send_binary(chunk)
+        out.append((d, b"".join(side.data_to_send())))
+    return out
+
+
 class PacketsLost(RuntimeError):
     """tcpdump reported packets dropped by the kernel: the capture is incomplete."""
 

@@ -11,6 +11,9 @@ without a layer still costs one dict lookup per segment and nothing more:
 * :class:`Sniffing` holds the first bytes of a connection on an AMQP port (``--port``
   included) until the client's first bytes say whether a layer wraps the stream, then puts
   the AmqpConnection, or a Layered chain, in its place and replays what it held.
+
+:class:`InnerSniff` is the same decision as a layer, for a stream found inside another
+layer (WebSocket inside TLS): ``Layered([tls_layer, InnerSniff(conn)], amqp)``.
 """
 
 from __future__ import annotations
@@ -116,4 +119,64 @@ class Sniffing:
         for is_gap, direction, x, ts, packet in self.held:
             out.extend(target.gap(direction, x, ts, packet) if is_gap else target.feed(direction, x, ts, packet))
         self.held = []
+        return out
+
+
+class InnerSniff:
+    """A stream layer that decides, from the first client bytes of the stream it is fed (the
+    plaintext of a TLS layer, say), whether a WebSocket wraps the AMQP inside: then it hands
+    everything to a :class:`~amqp_dissect.capture.websocket.WebSocketLayer`, otherwise it
+    passes the stream through unchanged.  Chain it after TLS: ``Layered([tls, InnerSniff(conn)], amqp)``."""
+
+    name = "sniff"
+
+    def __init__(self, conn: str):
+        self.conn = conn
+        self.layer = None  # the WebSocketLayer, once decided
+        self.decided = False
+        self.held: list = []
+        self.client = b""
+        self.server_spoke = False
+
+    def feed(self, direction: int, data: bytes, ts: float, packet: int) -> list:
+        if self.decided:
+            if self.layer is None:
+                return [StreamData(self.conn, direction, data, ts, packet)]
+            return self.layer.feed(direction, data, ts, packet)
+        self.held.append(StreamData(self.conn, direction, data, ts, packet))
+        if direction == 0:
+            self.client += data
+        else:
+            self.server_spoke = True
+        return self._settle(False)
+
+    def gap(self, direction: int, size: int, ts: float, packet: int) -> list:
+        if self.decided:
+            if self.layer is None:
+                return [StreamGap(self.conn, direction, size, ts, packet)]
+            return self.layer.gap(direction, size, ts, packet)
+        self.held.append(StreamGap(self.conn, direction, size, ts, packet))
+        return self._settle(True)
+
+    def finish(self, ts, packet) -> list:
+        out = [] if self.decided else self._settle(True)
+        if self.layer is not None:
+            out.extend(self.layer.finish(ts, packet))
+        return out
+
+    def _settle(self, final: bool) -> list:
+        layers = client_layers(self.conn, self.client, self.server_spoke, final)
+        if layers is None:
+            return []
+        self.decided = True
+        self.layer = layers[0] if layers else None
+        held, self.held, self.client = self.held, [], b""
+        if self.layer is None:
+            return held
+        out: list = []
+        for ev in held:
+            if type(ev) is StreamData:
+                out.extend(self.layer.feed(ev.direction, ev.data, ev.ts, ev.packet))
+            else:
+                out.extend(self.layer.gap(ev.direction, ev.size, ev.ts, ev.packet))
         return out
