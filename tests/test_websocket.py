@@ -35,6 +35,8 @@ from amqp_dissect.pipelines.local import analyze
 from amqp_dissect.render.frames import event_json, summary_line
 
 import wsreplay
+from eventkeys import run_pipeline
+from pcapbuild import TcpConversation
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLES = os.path.join(ROOT, "samples")
@@ -405,6 +407,34 @@ def test_gap_during_the_response():
     ev = run(WebSocketLayer(CONN), [(0, p.request), (1, p.response[:20]), (1, "gap", 30), (1, s)])
     assert inner(ev, 1) == b"x" * 40 + b"y" * 40 + b"z" * 40
     assert [e.size for e in ev if type(e) is StreamGap] == [30]
+
+
+# --------------------------------------------------------------------------- in the Dissector (hand-made TCP)
+
+
+@pytest.mark.parametrize("port", [8080, 5672])
+def test_dissector_refused_upgrade(port):
+    """A refused upgrade, on a port found by sniffing and on an AMQP port: notes, no AMQP."""
+    p = Peers()
+    conv = TcpConversation.from_exchange(
+        [(0, p.request), (1, b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"),
+         (0, raw(0x82, b"AMQP\x00\x01\x00\x00", KEY))],
+        client=("10.0.0.1", 40000), server=("10.0.0.2", port))
+    ev = run_pipeline(conv.pcap())
+    assert not [e for e in ev if isinstance(e, (AmqpFrame, ProtocolHeader, StreamNote))]
+    assert notes(ev) == ["WebSocket upgrade GET /amqp, subprotocol amqp",
+                         "WebSocket upgrade refused: HTTP 404 Not Found; the connection is not AMQP"]
+
+
+@pytest.mark.parametrize("port", [8080, 5672])
+def test_dissector_plain_http_is_not_websocket(port):
+    """A plain HTTP GET: ignored on another port, decoded as (bad) AMQP on an AMQP port, as before."""
+    conv = TcpConversation.from_exchange(
+        [(0, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"), (1, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")],
+        client=("10.0.0.1", 40000), server=("10.0.0.2", port))
+    ev = run_pipeline(conv.pcap())
+    assert not any("WebSocket" in m for m in notes(ev))
+    assert bool([e for e in ev if isinstance(e, StreamNote)]) is (port == 5672)
 
 
 # --------------------------------------------------------------------------- nesting (WebSocket inside another layer)

@@ -23,13 +23,16 @@ from .websocket import MAX_HTTP_BYTES, WebSocketLayer, sniff as ws_sniff
 
 
 def client_layers(conn: str, client: bytes, server_spoke: bool, final: bool):
-    """The layers a connection needs, from the first bytes of its client direction:
-    a list (empty: plain AMQP), or None while undecided."""
+    """The layers a connection needs, from the first bytes of its client direction (and
+    whether the server has sent anything yet): a list (empty: plain AMQP), or None while
+    undecided.  Nothing is held for long: the client's first 4 bytes settle any stream that
+    does not start with ``GET ``, and an upgrade request is decided at its blank line, at
+    :data:`~amqp_dissect.capture.websocket.MAX_HTTP_BYTES`, or when the server speaks."""
     if not client:
         return [] if server_spoke or final else None
     ws = ws_sniff(client[:MAX_HTTP_BYTES])
-    if ws is None:
-        return [] if final else None
+    if ws is None:  # an HTTP server answers only a whole request: the server speaking settles it too
+        return [] if final or server_spoke else None
     return [WebSocketLayer(conn)] if ws else []
 
 
