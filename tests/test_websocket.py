@@ -605,3 +605,57 @@ def test_gap_in_a_wrapped_capture(wrapped, tmp_path):
     stream_notes = [e.note.message for e in ev if isinstance(e, StreamNote) and e.direction == 0]
     assert f"{len(tcps[drop].data)} bytes missing from the capture (TCP gap)" in stream_notes
     assert all(m.startswith("WebSocket resynchronised on a frame header") for m in notes(ev, "warn"))
+
+
+# --------------------------------------------------------------------------- properties
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    messages=st.lists(st.tuples(st.binary(max_size=300), st.integers(1, 4), st.booleans()), max_size=12),
+    cuts=st.lists(st.integers(1, 400), max_size=40),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_any_split_gives_the_same_stream(messages, cuts, seed):
+    """However TCP cut the bytes, the inner stream and the notes are those of the whole feed."""
+    websockets.frames.secrets = _SeededKeys(seed)  # restored by the autouse fixture
+    p = Peers()
+    want = b""
+    for data, parts, ping in messages:
+        if ping:
+            p.client.send_ping(b"p")
+        step = max(1, len(data) // parts)
+        pieces = [data[i : i + step] for i in range(0, len(data), step)] or [b""]
+        for k, piece in enumerate(pieces):
+            last = k == len(pieces) - 1
+            if k == 0:
+                p.client.send_binary(piece, fin=last)
+            else:
+                p.client.send_continuation(piece, fin=last)
+        want += data
+    wire = p.c2s()
+    whole = run(WebSocketLayer(CONN), handshake(p) + [(0, wire)])
+    steps, pos = [], 0
+    for c in cuts:
+        steps.append((0, wire[pos : pos + c]))
+        pos += c
+    steps.append((0, wire[pos:]))
+    split = run(WebSocketLayer(CONN), handshake(p) + [s for s in steps if s[1]])
+    assert inner(whole, 0) == inner(split, 0) == want
+    assert notes(whole) == notes(split)
+    assert notes(whole, "warn") == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(junk=st.binary(max_size=3000), gap_at=st.integers(0, 3000), gap=st.integers(1, 5000), client=st.booleans())
+def test_garbage_never_raises(junk, gap_at, gap, client):
+    """Arbitrary bytes and gaps after a handshake: events, never an exception; the held bytes stay bounded."""
+    p = Peers()
+    layer = WebSocketLayer(CONN)
+    d = 0 if client else 1
+    ev = run(layer, handshake(p) + [(d, junk[:gap_at]), (d, "gap", gap), (d, junk[gap_at:]), (d, junk)])
+    assert all(type(e) in (StreamData, StreamGap, PacketNote) for e in ev)
+    assert all(len(x.buf) == 0 for x in layer.dirs)  # finish released everything

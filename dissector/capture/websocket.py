@@ -671,12 +671,13 @@ class WebSocketLayer:
     # -- resynchronisation --------------------------------------------------------------
 
     def _lose_sync(self, d, packet):
+        if d.state != _RESYNC:  # (a gap while scanning adds to the scan)
+            d.skipped = 0
+            d.resync_packet = packet
         d.state = _RESYNC
         d.remaining = 0
         d.msg_op = None
         d.msg_compressed = False
-        d.skipped = 0
-        d.resync_packet = packet
 
     def _plausible(self, d, buf, i, n):
         """(header length, payload length, mask key) of a plausible frame header at ``i``;
