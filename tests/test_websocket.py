@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import random
 import struct
+import subprocess
 
 import pytest
 from websockets.client import ClientProtocol
@@ -520,6 +521,57 @@ def _counts(path):
     return links, deliveries
 
 
+def _against_tshark(path, sample, ev):
+    """Wireshark's WebSocket dissector on the same capture (decoded as HTTP on its port, which it
+    then follows into WebSocket): its frames' payload lengths add up to our inner stream per
+    direction, and its control frames are our notes."""
+    opened = [e for e in ev if type(e).__name__ == "StreamOpened"]
+    port = int(opened[0].server.rsplit(":", 1)[1])
+    res = subprocess.run(
+        ["tshark", "-r", path, "-d", f"tcp.port=={port},http", "-Y", "websocket", "-T", "fields",
+         "-E", "occurrence=a", "-E", "aggregator=|", "-e", "tcp.dstport", "-e", "websocket.opcode",
+         "-e", "websocket.mask", "-e", "websocket.payload_length", "-e", "websocket.payload_length_ext_16",
+         "-e", "websocket.payload_length_ext_64", "-e", "websocket.payload.close.status_code",
+         "-e", "websocket.payload.close.reason"],
+        capture_output=True, text=True, check=True)
+    data = [0, 0]
+    control = []
+    frames = 0
+    for line in res.stdout.splitlines():
+        dport, ops, masks, l7s, l16s, l64s, codes, reasons = (line.split("\t") + [""] * 8)[:8]
+        # one TCP segment may carry several frames: the fields are lists
+        cols = [c.split("|") for c in (ops, masks, l7s)]
+        l16 = iter(l16s.split("|") if l16s else [])
+        l64 = iter(l64s.split("|") if l64s else [])
+        code = iter(codes.split("|") if codes else [])
+        reason = iter(reasons.split("|") if reasons else [])
+        d = 0 if int(dport) == port else 1
+        for op, mask, l7 in zip(*cols):
+            frames += 1
+            n = int(l7)
+            n = int(next(l16)) if n == 126 else int(next(l64)) if n == 127 else n
+            assert (mask in ("1", "True")) is (d == 0)
+            op = int(op)
+            side = "client" if d == 0 else "server"
+            if op in (0, 2):
+                data[d] += n
+            elif op == 8:
+                control.append(f"WebSocket close from the {side} {next(code)} {next(reason, '')!r}")
+            elif op in (9, 10):
+                control.append(f"WebSocket {'ping' if op == 9 else 'pong'} from the {side}, {n} bytes")
+    assert frames > 0
+    # our layer on the same TCP streams (split by dpkt): exactly the plain sample's bytes, as many as tshark saw
+    ours = [0, 0]
+    for (_, wire), (_, plain) in zip(wsreplay.tcp_streams(path), wsreplay.tcp_streams(sample), strict=True):
+        layer_ev = run(WebSocketLayer(CONN), wire)
+        for d in (0, 1):
+            assert inner(layer_ev, d) == b"".join(c for dd, c in plain if dd == d)
+            ours[d] += len(inner(layer_ev, d))
+    assert ours == data
+    mine = [m for m in notes(ev) if m.startswith(("WebSocket close", "WebSocket ping", "WebSocket pong"))]
+    assert sorted(mine) == sorted(control)
+
+
 @pytest.fixture(scope="module")
 def wrapped(tmp_path_factory):
     """Every sample replayed over WebSocket (and a few with permessage-deflate), captured by tcpdump."""
@@ -553,6 +605,8 @@ def test_wrapped_sample_decodes_like_the_plain_one(wrapped, name):
         assert sum(m.startswith("WebSocket pong from the") for m in msgs) == counts["pings"]
         assert msgs.count("WebSocket close from the client 1000 'replay done'") == len(plain)
         assert notes(ev, "warn") == []
+        if not deflate:
+            _against_tshark(path, src, ev)
         # the same through --port (a connection on a forced port is sniffed too)
         port = int(next(e for e in ev if type(e).__name__ == "StreamOpened").server.rsplit(":", 1)[1])
         assert _frames_by_conn(_events(path, ports=(port,))) == plain

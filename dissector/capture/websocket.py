@@ -40,7 +40,8 @@ TCP gap plus the rest of the frame), and the layer resynchronises.  It scans the
 after the gap for a *plausible* frame header -- reserved bits clear (RSV1 allowed on data
 frames when permessage-deflate is on), a known opcode, the MASK bit the direction must use
 (set for the client, clear for the server), the shortest length encoding, a control frame
-final and at most 125 bytes, a data frame not empty -- and accepts it only when the
+final and at most 125 bytes, a data frame not empty (but for an empty final continuation
+after the first) -- and accepts it only when the
 :data:`RESYNC_CHAIN` - 1 headers that follow it at the offsets the lengths give are plausible
 too, with a different masking key each (a client draws a fresh key per frame; a masked run of
 equal bytes repeats one) and data frames that make messages (FIN and continuations agree), or when a chain of two or more frames ends exactly at the end of the
@@ -679,9 +680,11 @@ class WebSocketLayer:
         d.msg_op = None
         d.msg_compressed = False
 
-    def _plausible(self, d, buf, i, n):
+    def _plausible(self, d, buf, i, n, first=True):
         """(header length, payload length, mask key) of a plausible frame header at ``i``;
-        None when it is not one; ``...`` when the buffer ends before its header does."""
+        None when it is not one; ``...`` when the buffer ends before its header does.
+        Only a later frame of a chain may be an empty final continuation (some clients end
+        each fragmented message with one)."""
         h = _header(buf, i, n)
         if h is None:
             return ...
@@ -694,7 +697,7 @@ class WebSocketLayer:
             if op > OP_PONG or rsv or not b0 & 0x80 or ln > 125:
                 return None
         else:
-            if op > OP_BINARY or not ln:
+            if op > OP_BINARY or not ln and (first or b0 != 0x80):
                 return None
             if rsv and (rsv != 0x40 or not self.deflate or op == OP_CONT):
                 return None
@@ -743,7 +746,7 @@ class WebSocketLayer:
         last_key = None
         in_message = None  # unknown before the first data frame
         for depth in range(RESYNC_CHAIN):
-            p = self._plausible(d, buf, j, n)
+            p = self._plausible(d, buf, j, n, not depth)
             if p is None:
                 return False
             if p is not ...:
