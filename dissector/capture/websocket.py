@@ -237,6 +237,8 @@ class WebSocketLayer:
         self.accepted = None  # True after a 101, False after a refusal, None before the response
         self.frames = [0, 0]
         self.messages = [0, 0]
+        self._last = None  # the StreamData the current feed is adding payloads to
+        self._parts: list = []
 
     # -- interface --------------------------------------------------------------------
 
@@ -275,6 +277,8 @@ class WebSocketLayer:
             del d.buf[:pos]
         else:
             d.buf = bytearray(memoryview(work)[pos:])
+        if self._last is not None:
+            self._seal()
         return out
 
     def gap(self, direction: int, size: int, ts: float, packet: int) -> list:
@@ -572,11 +576,28 @@ class WebSocketLayer:
             if d.msg_compressed:
                 self._inflate(d, direction, data, ts, packet, out)
             else:
-                out.append(StreamData(self.conn, direction, data, ts, packet))
+                self._data(out, direction, data, ts, packet)
         elif kind == _P_TEXT:
             d.msg_len += len(data)
         else:
             d.ctrl += data
+
+    def _data(self, out, direction, data, ts, packet):
+        """Pass inner bytes on: the payloads of consecutive frames of one feed make one StreamData."""
+        last = self._last
+        if last is not None and out and out[-1] is last:
+            self._parts.append(data)
+            return
+        self._seal()
+        last = self._last = StreamData(self.conn, direction, data, ts, packet)
+        self._parts = [data]
+        out.append(last)
+
+    def _seal(self):
+        if len(self._parts) > 1:
+            self._last.data = b"".join(self._parts)
+        self._parts = []
+        self._last = None
 
     def _frame_end(self, direction, d, ts, packet, out):
         op = d.opcode
@@ -646,7 +667,7 @@ class WebSocketLayer:
             piece = z.decompress(data, MAX_INFLATE_CHUNK)
             while True:
                 if piece:
-                    out.append(StreamData(self.conn, direction, piece, ts, packet))
+                    self._data(out, direction, piece, ts, packet)
                 if not z.unconsumed_tail:
                     break
                 piece = z.decompress(z.unconsumed_tail, MAX_INFLATE_CHUNK)
