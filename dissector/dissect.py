@@ -25,6 +25,7 @@ from .events import PacketNote, StreamClosed, StreamData, StreamGap, StreamOpene
 from .capture.netparse import TruncatedPacket, parse_segment
 from .amqp.spec import AMQP_PORT, AMQPS_PORT
 from .capture.tcp import TcpReassembler
+from .capture.layers import Layered, Sniffing, client_layers
 
 DEFAULT_PORTS = frozenset({AMQP_PORT, AMQPS_PORT})
 
@@ -159,7 +160,8 @@ class Dissector:
 
     def _opened_stream(self, ev: StreamOpened, out: list) -> None:
         if _port(ev.client) in self.ports or _port(ev.server) in self.ports:
-            self._start(ev, out)
+            c = self._start(ev, out)
+            self.connections[ev.conn] = Sniffing(self.connections, ev.conn, c)  # WebSocket? (layers.py)
         else:
             self._probes[ev.conn] = _Probe(ev)
 
@@ -189,11 +191,20 @@ class Dissector:
                 break
             if len(head) >= 4 or (head and not b"AMQP".startswith(head)):
                 verdict = False if verdict is None else verdict
+        layers = None
+        if not verdict:  # an upgrade to a WebSocket carrying AMQP? (layers.py)
+            layers = client_layers(conn, b"".join(e.data for e in probe.data[0]), bool(probe.data[1]), final)
+            if layers is None:
+                return
+            if layers:
+                verdict = True
         if verdict is None and not final:
             return
         del self._probes[conn]
         if verdict:
             c = self._start(probe.opened, out)
+            if layers:
+                c = self.connections[conn] = Layered(layers, c)
             for evs in probe.data:
                 for e in evs:
                     out.extend(c.feed(e.direction, e.data, e.ts, e.packet))
