@@ -418,3 +418,24 @@ def test_sample_totals_and_violations(sample):
             expected.add(("drain", tl["name"]))
     got = {(v["kind"], v["link"]) for v in a.violation_rows()}
     assert got == expected, a.violation_rows()
+
+
+@pytest.mark.parametrize("batch", [2, 4, 1024])
+def test_slowest_settlements_match_the_deliveries_table(monkeypatch, batch):
+    """The report's slowest settlements, ranked a batch of candidates at a time, are the first
+    rows of the deliveries table sorted by settlement latency (slowest first, then table order)."""
+    from amqp_dissect.pipelines.local import CaptureSource, run_analysis
+    from amqp_dissect.results import analytics
+
+    monkeypatch.setattr(analytics, "_SLOW_BATCH", batch)
+    checked = 0
+    for path in sorted(glob.glob(os.path.join(SAMPLES, "*.pcap*"))):
+        an = run_analysis(CaptureSource([path]), rows=True).analyzer
+        rows = an.delivery_rows()  # table order
+        timed = [(r["settlement_latency"], i, r) for i, r in enumerate(rows) if r["settlement_latency"] is not None]
+        expected = [(r["connection"], r["link"], r["delivery_id"])
+                    for _, _, r in sorted(timed, key=lambda x: (-x[0], x[1]))[: analytics.NOTABLE]]
+        got = [(r["connection"], r["link"], r["delivery_id"]) for r in an.notable_deliveries()["slowest_settlement"]]
+        assert got == expected, path
+        checked += len(got)
+    assert checked > 30
