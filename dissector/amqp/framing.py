@@ -351,8 +351,10 @@ class AmqpConnection:
         self.dirs = (_Direction(0, client, server), _Direction(1, server, client))
         self.max_frame_bytes = max_frame_bytes
         self.max_message_bytes = max_message_bytes
-        # reassemble multi-frame deliveries into messages (frame.delivery)?  Only what shows
-        # messages needs it (-V, jsonl); the analysis tracks deliveries in the model
+        # frames are shown (frames, -V, jsonl)?  Then multi-frame deliveries are reassembled into
+        # messages (frame.delivery) and scanned performatives keep their encoding for a full decode
+        # (frame.performative).  The analysis alone needs neither: it reads frame.fields and tracks
+        # deliveries in the model.
         self.messages = messages
         # max-frame-size each side announced in its open (limits frames sent *to* it)
         self.announced_max_frame = [None, None]
@@ -459,7 +461,7 @@ class AmqpConnection:
             if mode == _M_START and n - pos < 8:
                 break
             # protocol header?
-            if buf[pos : pos + 4] == b"AMQP":
+            if buf[pos] == 0x41 and buf.startswith(b"AMQP", pos):
                 if n - pos < 8:
                     break
                 self._header(d, bytes(buf[pos : pos + 8]), ts, packet, out)
@@ -485,7 +487,11 @@ class AmqpConnection:
             # a frame
             if n - pos < 8:
                 break
-            size, doff, ftype, channel = _HDR.unpack_from(buf, pos)
+            size = buf[pos]  # widened before the shift (a C int would overflow when compiled)
+            size = (size << 24) | (buf[pos + 1] << 16) | (buf[pos + 2] << 8) | buf[pos + 3]
+            doff = buf[pos + 4]
+            ftype = buf[pos + 5]
+            channel = (buf[pos + 6] << 8) | buf[pos + 7]
             bad = None
             if size < 8:
                 bad = f"frame size {size} is smaller than the 8-byte frame header"
@@ -557,7 +563,8 @@ class AmqpConnection:
                         break
                 name = frame.pname = _SCANNED[code]
                 frame.fields = values
-                frame._perf_body = bytes(buf[body:perf_end])
+                if self.messages:  # frames are shown: keep the encoding for a full decode (-V, jsonl)
+                    frame._perf_body = bytes(buf[body:perf_end])
                 if name == "transfer":
                     frame.payload = bytes(buf[perf_end:end])
                     frame.payload_size = end - perf_end
