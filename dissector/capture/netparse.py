@@ -152,6 +152,8 @@ def parse_segment(linktype: int, data: bytes) -> Segment | None:
     Raises MalformedPacket / TruncatedPacket / IPFragment / UnsupportedLinkType
     (all DissectError) as described in the module docstring.
     """
+    if type(data) is not bytes:  # (bytearray, memoryview ...) the parsers read bytes (typed when compiled)
+        data = bytes(data)
     if linktype == 1:
         if len(data) < 14:
             raise MalformedPacket(f"Ethernet header truncated ({len(data)} of 14 bytes)")
@@ -222,12 +224,25 @@ def _ether_payload(data: bytes, off: int, et: int) -> Segment | None:
 def _ipv4(data: bytes, off: int) -> Segment | None:
     n = len(data)
     if n - off >= 40:
-        # common case in one unpack: 20-byte IPv4 header, unfragmented TCP, complete
-        vihl, total, frag, proto, src, dst, sport, dport, seq, ack, offflags = _IP4TCP(data, off)
+        # common case, read byte by byte (typed when compiled): 20-byte IPv4 header, unfragmented
+        # TCP, complete
+        vihl = data[off]
+        proto = data[off + 9]
+        frag = (data[off + 6] << 8) | data[off + 7]
+        offflags = (data[off + 32] << 8) | data[off + 33]
         if vihl == 0x45 and proto == 6 and not frag & 0x3FFF and offflags >= 0x5000:
+            total = (data[off + 2] << 8) | data[off + 3]
             end = off + total
             ps = off + 20 + ((offflags >> 12) << 2)
             if ps <= end <= n:
+                src = data[off + 12 : off + 16]
+                dst = data[off + 16 : off + 20]
+                sport = (data[off + 20] << 8) | data[off + 21]
+                dport = (data[off + 22] << 8) | data[off + 23]
+                seq = data[off + 24]  # widened before the shifts (a C int would overflow when compiled)
+                seq = (seq << 24) | (data[off + 25] << 16) | (data[off + 26] << 8) | data[off + 27]
+                ack = data[off + 28]
+                ack = (ack << 24) | (data[off + 29] << 16) | (data[off + 30] << 8) | data[off + 31]
                 return _new_segment(
                     Segment,
                     (
