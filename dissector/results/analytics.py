@@ -283,12 +283,13 @@ class Analyzer(StateTracker):
     """
 
     def __init__(self, rows: bool = True, delivery_sink=None):
-        super().__init__()
+        StateTracker.__init__(self)
         self.keep_rows = rows
         self.delivery_sink = delivery_sink
         self._rows: list = []  # (order key, row) of folded deliveries
         self._slowest: list = []  # (latency, delivery): candidates for the NOTABLE slowest settlements
-        self._slow_min = float("-inf")  # latency of the NOTABLE-th slowest ranked so far
+        self._slow_min = float("-inf")  # latency of the NOTABLE-th slowest ranked so far ...
+        self._slow_cut_order = ()  # ... and its table order (equal latencies rank in table order)
         self._not_accepted: list = []  # max-heap (negated order key, delivery): the first NOT_ACCEPTED in order
         self.not_accepted_count = 0
         self._stats_cache: dict = {}  # link -> DeliveryStats with the live deliveries added (valid until fed)
@@ -296,7 +297,7 @@ class Analyzer(StateTracker):
     def feed(self, event) -> None:
         if self._stats_cache:
             self._stats_cache = {}
-        super().feed(event)
+        StateTracker.feed(self, event)
 
     # -- folded deliveries ----------------------------------------------------------
 
@@ -314,17 +315,20 @@ class Analyzer(StateTracker):
             if self.delivery_sink is not None:
                 self.delivery_sink(row, self._order(d))
 
-    def _notable(self, d, heaps=None) -> None:
+    def _notable(self, dlv, heaps=None) -> None:
+        d = dlv
         slowest, not_acc = heaps if heaps is not None else (self._slowest, self._not_accepted)
         if d.settled is not None:
             lat = d.settled[0] - d.first_ts
-            if lat >= self._slow_min or heaps is not None:
+            cut = self._slow_min
+            if heaps is not None or lat > cut or (lat == cut and self._order(d) < self._slow_cut_order):
                 # a candidate for the NOTABLE slowest: kept unranked, ranked a batch at a time
                 slowest.append((lat, d))
                 if heaps is None and len(slowest) >= _SLOW_BATCH:
                     self._slowest = slowest = _slowest_ranked(slowest, self._order)
-                    if len(slowest) >= NOTABLE:
+                    if len(slowest) >= NOTABLE:  # what a later delivery must beat
                         self._slow_min = slowest[-1][0]
+                        self._slow_cut_order = self._order(slowest[-1][1])
         if d.outcome not in ("accepted", "declared"):
             if heaps is None:
                 self.not_accepted_count += 1

@@ -1,0 +1,18 @@
+# Augmenting declarations for Cython: compiling dissector/results/analytics.py with this file beside
+# it makes the Analyzer an extension type over StateTracker, so the per-delivery hook (_on_fold)
+# is a C call.  Attributes not declared here live in the instance __dict__.
+import cython
+from amqp_dissect.model.state cimport StateTracker, _Delivery
+
+cdef class Analyzer(StateTracker):
+    cdef dict __dict__
+    cdef public object keep_rows, delivery_sink, not_accepted_count
+    cdef public list _rows, _slowest, _not_accepted
+    cdef public object _slow_min, _slow_cut_order
+    cdef public dict _stats_cache
+
+    cpdef feed(self, event)
+    cpdef _on_fold(self, dlv)
+
+    @cython.locals(d=_Delivery, cut=object)
+    cpdef _notable(self, dlv, heaps=*)
