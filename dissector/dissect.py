@@ -25,6 +25,8 @@ from .events import PacketNote, StreamClosed, StreamData, StreamGap, StreamOpene
 from .capture.netparse import TruncatedPacket, parse_segment
 from .amqp.spec import AMQP_PORT, AMQPS_PORT
 from .capture.tcp import TcpReassembler
+from .capture.keylog import KeyLog
+from .capture.layers import LayeredConnection, looks_like_tls, tls_client_random
 
 DEFAULT_PORTS = frozenset({AMQP_PORT, AMQPS_PORT})
 
@@ -49,6 +51,8 @@ class Dissector:
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         idle_timeout: float = 900.0,
         messages: bool = True,
+        keylog=None,
+        tls_records: list | None = None,
     ):
         self.ports = frozenset(ports) | frozenset(extra_ports)
         self.max_frame_bytes = max_frame_bytes
@@ -64,6 +68,9 @@ class Dissector:
         self.unsupported_linktypes: dict[int, int] = {}  # linktype -> packets
         self.packet_errors = 0
         self.amqp_connections = 0
+        # TLS: a KeyLog (or key log text) turns on decryption; tls_records collects TlsRecords for -V
+        self.keylog = KeyLog(keylog) if isinstance(keylog, (str, bytes)) else keylog
+        self.tls_records = tls_records
 
     # -- input ------------------------------------------------------------------
 
@@ -93,6 +100,12 @@ class Dissector:
             return []
         self.tcp_packets += 1
         return self._route(self.tcp.feed(seg, record.ts, record.index))
+
+    def add_secrets(self, secrets_type: int, data: bytes) -> None:
+        """Secrets from a pcapng Decryption Secrets Block (the capture reader's ``on_secrets``)."""
+        if self.keylog is None:
+            self.keylog = KeyLog()
+        self.keylog.add_dsb(secrets_type, data)
 
     def sweep_idle(self, ts: float, packet: int) -> list:
         """Expire idle connections as of ``ts`` (see :meth:`TcpReassembler.sweep`), routed."""
@@ -166,6 +179,8 @@ class Dissector:
     def _start(self, ev: StreamOpened, out: list) -> AmqpConnection:
         c = AmqpConnection(ev.conn, ev.client, ev.server, max_frame_bytes=self.max_frame_bytes,
                            messages=self.messages)
+        if self.keylog is not None:  # TLS may be decrypted: look at the first bytes of each direction
+            c = LayeredConnection(c, self.keylog, self.tls_records, table=self.connections)
         self.connections[ev.conn] = c
         self._opened[ev.conn] = ev
         self.amqp_connections += 1
@@ -186,6 +201,13 @@ class Dissector:
             head = b"".join(e.data for e in evs)[:_PROBE_BYTES]
             if head.startswith(b"AMQP"):
                 verdict = True
+                break
+            if self.keylog is not None and looks_like_tls(head) and evs is probe.data[0]:
+                # TLS on any port: decoded when the ClientHello random is in the key log
+                random = tls_client_random(b"".join(e.data for e in evs)[:43])
+                if random is None and not final:
+                    return
+                verdict = random is not None and random in self.keylog
                 break
             if len(head) >= 4 or (head and not b"AMQP".startswith(head)):
                 verdict = False if verdict is None else verdict
