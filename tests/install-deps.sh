@@ -11,6 +11,14 @@ if ! command -v tshark >/dev/null 2>&1; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq tshark >/dev/null
 fi
+# tcpdump and editcap: tests/test_tls.py captures real TLS traffic on the loopback (as root)
+# and injects key logs into pcapng files
+if ! command -v tcpdump >/dev/null 2>&1 || ! command -v editcap >/dev/null 2>&1; then
+  echo "installing tcpdump and editcap (apt-get)"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq tcpdump wireshark-common >/dev/null
+fi
 # A C compiler and Python's headers let the editable install compile the hot modules
 # with Cython (a build requirement pip fetches); without them it still installs, as
 # pure Python, and tests/test_compiled.py fails under CI.

@@ -377,3 +377,73 @@ def test_keylog_parsing():
                                         "CLIENT_TRAFFIC_SECRET_0": bytes.fromhex("22" * 32)}
     assert kl.lines_ignored == 3
     assert KeyLog(kl.text()).secrets == kl.secrets
+
+
+# --------------------------------------------------------------------------- shells
+
+def _cli(*args, env=None):
+    import sys
+
+    res = subprocess.run([sys.executable, "-m", "amqp_dissect.cli", *map(str, args)], capture_output=True, text=True,
+                         timeout=300, env=env)
+    return res
+
+
+def test_cli_keylog_option_env_default_and_verbose_records(captures, tmp_path):
+    cap = captures("tls12-ecdhe-chacha20")
+    plain = _cli("report", "--format", "json", cap.sample)
+    assert plain.returncode == 0, plain.stderr
+    import json
+
+    res = _cli("report", "--format", "json", "--keylog", cap.keys, cap.pcap)
+    assert res.returncode == 0, res.stderr
+    without = _cli("report", "--format", "json", cap.pcap)
+    env = dict(os.environ, SSLKEYLOGFILE=str(cap.keys))
+    from_env = _cli("report", "--format", "json", cap.pcap, env=env)
+    untimed = lambda text: {k: v for k, v in json.loads(text)["summary"].items() if "seconds" not in k}  # noqa: E731
+    assert untimed(res.stdout) == untimed(plain.stdout)  # the replay keeps the frames, not the pauses
+    assert json.loads(res.stdout)["connections"] and not json.loads(without.stdout)["connections"]
+    assert from_env.stdout == res.stdout
+    # the deliveries table of the decrypted capture has the plain sample's outcomes, in order
+    got = _cli("deliveries", "--format", "csv", "--keylog", cap.keys, cap.pcap)
+    want = _cli("deliveries", "--format", "csv", cap.sample)
+    col = lambda text, name: [r[name] for r in __import__("csv").DictReader(text.splitlines())]  # noqa: E731
+    assert col(got.stdout, "outcome") == col(want.stdout, "outcome") and len(col(want.stdout, "outcome")) > 5
+    # -V: a "Transport Layer Security" block with one line per record the packet completed
+    v = _cli("frames", "-V", "--keylog", cap.keys, cap.pcap)
+    assert v.returncode == 0, v.stderr
+    tls_lines = [line.strip() for line in v.stdout.splitlines() if line.startswith("    TLS record: ")]
+    # the ServerHello packet (it carries the handshake note) shows the plaintext handshake records, the
+    # packets with AMQP frames show the records they completed, decrypted
+    assert any(line.startswith("TLS record: Handshake, ") for line in tls_lines)
+    app = [line for line in tls_lines if line.endswith(" bytes)") and "-> Application Data (" in line]
+    assert len(app) >= len(per_packet(run(cap.pcap, KeyLog(cap.keys.read_text()))))
+    missing = _cli("report", "--keylog", tmp_path / "nope.txt", cap.pcap)
+    assert missing.returncode == 3 and "nope.txt" in missing.stderr
+
+
+def test_spark_job_ships_the_keylog(captures, tmp_path):
+    """pipelines/spark.py: the key log text travels to the executors in the flow parameters."""
+    import pandas as pd
+
+    from amqp_dissect.pipelines.local import analyze
+    from amqp_dissect.pipelines.spark import run_archive, spark_session
+
+    from pyspark.sql import SparkSession
+
+    cap = captures("tls13-aes256gcm")
+    keys = cap.keys.read_text()
+    local = analyze(str(cap.pcap), keylog=keys)
+    existing = SparkSession.getActiveSession()
+    spark = spark_session(master="local[2]", conf=[("spark.sql.shuffle.partitions", "2"),
+                                                   ("spark.default.parallelism", "2")])
+    try:
+        res = run_archive(spark, [str(cap.pcap)], str(tmp_path / "out"), partitions=2, keylog=keys)
+        res_plain = run_archive(spark, [str(cap.pcap)], str(tmp_path / "out2"), partitions=2)
+    finally:
+        if existing is None:
+            spark.stop()
+    deliveries = pd.read_parquet(tmp_path / "out" / "deliveries")
+    assert res["counts"]["deliveries"] == len(local.deliveries) == len(deliveries) > 0
+    assert sorted(deliveries.outcome.astype(str)) == sorted(local.deliveries.outcome.astype(str))
+    assert res_plain["counts"]["deliveries"] == 0
