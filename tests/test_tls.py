@@ -227,14 +227,14 @@ def test_amqp_tls_header_then_inband_tls(captures):
     # both peers' TLS headers, in the clear, then the sample's stream decrypted
     assert seq[:2] == [(0, "header 2"), (1, "header 2")]
     assert seq[2:] == frame_sequence(run(cap.sample))
-    # tshark sees the handshake only after the 8-byte headers: its ClientHello random is the one we looked up
-    rnd = tshark_fields(cap.pcap, ["tls.handshake.random"], filt="tls.handshake.type == 1",
-                        port=cap.port)
-    # (tshark needs the TLS port decode-as to find the in-band handshake; if it does not, the key log's
-    # single client random is the oracle)
-    randoms = {r[0].replace(":", "") for r in rnd if r and r[0]} or {
-        line.split()[1] for line in cap.keys.read_text().splitlines() if line.startswith("CLIENT_")}
-    assert len(randoms) == 1
+    assert frame_sequence(run(cap.pcap, KeyLog(cap.keys.read_text()))) == seq  # any port: the AMQP header
+    # tshark shows the two TLS protocol headers in the same packets (it does not go on into the in-band TLS)
+    rows = subprocess.run(
+        ["tshark", "-r", str(cap.pcap), "-d", f"tcp.port=={cap.port},amqp", "-Y", "amqp.init.id == 2",
+         "-T", "fields", "-e", "frame.number"], capture_output=True, text=True, check=True, timeout=60).stdout.split()
+    assert [e.packet for e in ours if type(e) is ProtocolHeader and e.protocol_id == 2] == [int(x) for x in rows]
+    hs = [n.note.message for n in notes(ours) if n.note.message.startswith("TLS handshake")]
+    assert hs == ["TLS handshake: TLS 1.3, TLS_AES_256_GCM_SHA384; keys in the key log"]
 
 
 def test_missing_keys_note_counts_bytes(captures):
@@ -366,6 +366,44 @@ def test_layer_interface_split_feeding(captures):
     chunks = tlscap.sample_streams(str(cap.sample))
     for direction in (0, 1):
         assert bytes(inner[direction]) == b"".join(c for d, c in chunks if d == direction)
+
+
+def test_tls13_key_update(tmp_path):
+    """openssl s_client's KeyUpdate commands (k: update, K: update and request the peer's): the
+    plaintext after each update is decrypted with the next traffic secret."""
+    _need_tools()
+    from amqp_dissect.capture.netparse import parse_segment
+    from amqp_dissect.capture.tcp import TcpReassembler
+    from amqp_dissect.events import StreamData
+
+    pcap, keys = tmp_path / "ku.pcap", tmp_path / "ku.keys"
+    lines = [b"hello one", b"k", b"hello two", b"K", b"hello three"]
+    port = tlscap.make_keyupdate_capture(str(pcap), str(keys), lines)
+    # tshark's view: the KeyUpdate handshake messages (type 24) are in the capture
+    updates = tshark_fields(pcap, ["frame.number"], keys=keys, filt="tls.handshake.type == 24")
+    assert len(updates) >= 2
+    tcp = TcpReassembler(server_ports=frozenset({port}))
+    layer = TlsLayer("c", KeyLog(keys.read_text()))
+    inner = {0: b"", 1: b""}
+    out = []
+    with open(pcap, "rb") as f:
+        for rec in open_capture(f):
+            seg = parse_segment(rec.linktype, rec.data)
+            if seg is None:
+                continue
+            for ev in tcp.feed(seg, rec.ts, rec.index):
+                if type(ev) is StreamData:
+                    for o in layer.feed(ev.direction, ev.data, ev.ts, ev.packet):
+                        if type(o) is StreamData:
+                            inner[o.direction] += o.data
+                        else:
+                            out.append(o)
+    out += layer.finish(None, None)
+    assert inner[0] == b"hello one\nhello two\nhello three\n"
+    msgs = [o.note.message for o in out]
+    assert [o.packet for o in out if o.note.message == "TLS 1.3 KeyUpdate"] == [int(r[0]) for r in updates]
+    assert not [m for m in msgs if "failed" in m or "not decrypted" in m]
+    assert msgs.count("TLS alert: warning close_notify") == 2  # both directions still in step at the end
 
 
 def test_keylog_parsing():

@@ -219,6 +219,50 @@ def _wait_for_marker(path: str, port: int) -> None:
         u.close()
 
 
+def make_keyupdate_capture(out: str, keys: str, lines: list[bytes]) -> int:
+    """TLS 1.3 with KeyUpdate messages: ``openssl s_client`` sends ``lines`` to ``openssl s_server``;
+    a line ``k`` (update) or ``K`` (update, and ask the peer to update too) is a command to
+    s_client, not data.  Returns the server port.  (Python's ssl cannot send a KeyUpdate.)"""
+    with tempfile.TemporaryDirectory() as tmp:
+        cert, key = make_cert(tmp)
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        probe.close()
+        dump = subprocess.Popen(["tcpdump", "-i", "lo", "-w", out, "-U", "--immediate-mode", "-B", "16384", "-s", "0",
+                                 f"port {port}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        server = client = None
+        try:
+            if b"listening" not in dump.stderr.readline():
+                raise RuntimeError("tcpdump did not start")
+            server = subprocess.Popen(["openssl", "s_server", "-accept", str(port), "-cert", cert, "-key", key,
+                                       "-tls1_3", "-naccept", "1"], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            if b"ACCEPT" not in server.stdout.readline() + server.stdout.readline():
+                raise RuntimeError("s_server did not start")
+            client = subprocess.Popen(["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-tls1_3",
+                                       "-keylogfile", keys], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL)
+            for line in lines:
+                time.sleep(0.3)  # s_client reads a command only at the start of a read from stdin
+                client.stdin.write(line + b"\n")
+                client.stdin.flush()
+            time.sleep(0.3)
+            client.stdin.close()
+            client.wait(30)
+            server.stdin.close()
+            server.wait(30)
+            _wait_for_marker(out, port)
+        finally:
+            for p in (client, server):
+                if p is not None and p.poll() is None:
+                    p.kill()
+                    p.wait()
+            dump.send_signal(signal.SIGINT)
+            dump.communicate(timeout=30)
+    return port
+
+
 def openssl_conf(suite: str, directory: str) -> str:
     """An OpenSSL config that limits the TLS 1.3 suites to ``suite``."""
     path = os.path.join(directory, "openssl.cnf")
