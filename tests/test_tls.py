@@ -333,6 +333,22 @@ def test_corrupted_record_fails_authentication(captures, tmp_path, name):
     assert {k: v for k, v in got.items() if k != victim} == {k: v for k, v in intact.items() if k != victim}
 
 
+def test_dissector_pickles_midway_through_a_tls_stream(captures):
+    import pickle
+
+    cap = captures("tls13-chacha20")
+    with open(cap.pcap, "rb") as f:
+        records = list(open_capture(f))
+    d = Dissector(keylog=KeyLog(cap.keys.read_text()), extra_ports=(cap.port,))
+    events = []
+    for i, rec in enumerate(records):
+        events += d.feed(rec)
+        if i == len(records) // 2:
+            d = pickle.loads(pickle.dumps(d))
+    events += d.finish()
+    assert frame_sequence(events) == frame_sequence(run(cap.sample))
+
+
 def test_no_keylog_keeps_the_old_opaque_note(captures):
     cap = captures("tls13-aes128gcm")
     ours = run(cap.pcap, None, ports=(cap.port,))
@@ -404,6 +420,55 @@ def test_tls13_key_update(tmp_path):
     assert [o.packet for o in out if o.note.message == "TLS 1.3 KeyUpdate"] == [int(r[0]) for r in updates]
     assert not [m for m in msgs if "failed" in m or "not decrypted" in m]
     assert msgs.count("TLS alert: warning close_notify") == 2  # both directions still in step at the end
+
+
+def test_damaged_streams_never_raise(captures):
+    """Random byte flips, cuts and gaps in both directions, fed in random chunks: the layer only
+    ever returns events (notes, gaps, data), and pickles midway (like the Dissector's state)."""
+    import pickle
+    import random
+
+    from amqp_dissect.events import StreamData, StreamGap
+
+    cap = captures("tls12-ecdhe-cbc-sha1-mte")
+    streams = {0: bytearray(), 1: bytearray()}
+    order = []
+    from amqp_dissect.capture.netparse import parse_segment
+    from amqp_dissect.capture.tcp import TcpReassembler
+
+    tcp = TcpReassembler(server_ports=frozenset({cap.port}))
+    with open(cap.pcap, "rb") as f:
+        for rec in open_capture(f):
+            seg = parse_segment(rec.linktype, rec.data)
+            if seg is not None:
+                for ev in tcp.feed(seg, rec.ts, rec.index):
+                    if type(ev) is StreamData:
+                        order.append((ev.direction, len(streams[ev.direction]), len(ev.data)))
+                        streams[ev.direction] += ev.data
+    keylog = KeyLog(cap.keys.read_text())
+    rng = random.Random(1234)
+    for trial in range(40):
+        data = {d: bytearray(b) for d, b in streams.items()}
+        for _ in range(rng.randrange(1, 6)):
+            d = rng.randrange(2)
+            data[d][rng.randrange(len(data[d]))] ^= 1 << rng.randrange(8)
+        layer = TlsLayer("c", keylog, records=[])
+        for i, (d, start, n) in enumerate(order):
+            chunk = bytes(data[d][start : start + n])
+            if rng.random() < 0.1:
+                cut = rng.randrange(n + 1)
+                out = layer.feed(d, chunk[:cut], 0.0, i) + layer.gap(d, n - cut, 0.0, i)
+            else:
+                out = []
+                p = 0
+                while p < n:
+                    k = rng.randrange(1, 200)
+                    out += layer.feed(d, chunk[p : p + k], 0.0, i)
+                    p += k
+            assert all(type(e) in (StreamData, StreamGap, PacketNote) for e in out)
+            if i == len(order) // 2 and trial % 10 == 0:
+                layer = pickle.loads(pickle.dumps(layer))
+        assert all(type(e) is PacketNote for e in layer.finish(None, None))
 
 
 def test_keylog_parsing():

@@ -58,6 +58,8 @@ class LayeredConnection:
         self.plain = False  # both directions plain: the Dissector may use the bare AmqpConnection
 
     def __getattr__(self, name):  # frames, tls, ... of the AMQP decoder
+        if name.startswith("__") or name == "amqp":  # (unpickling looks names up before amqp is set)
+            raise AttributeError(name)
         return getattr(self.amqp, name)
 
     # -- interface --------------------------------------------------------------

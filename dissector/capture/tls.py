@@ -197,6 +197,10 @@ class _Keys:
         else:
             self.aead = None
 
+    def __reduce__(self):  # the cipher objects do not pickle: rebuilt from the key
+        return (_restore_keys, (self.suite, self.key, self.iv, self.mac_key, self.secret, self.tls13, self.etm,
+                                self.seq))
+
     @classmethod
     def tls13_from_secret(cls, suite: Suite, secret: bytes) -> "_Keys":
         key = hkdf_expand_label(suite.hash, secret, b"key", b"", suite.key_len)
@@ -278,6 +282,12 @@ class _Keys:
         if self._mac(struct.pack("!QBHH", seq, ctype, version, len(content)) + content) != tag:
             return None
         return ctype, content
+
+
+def _restore_keys(suite, key, iv, mac_key, secret, tls13, etm, seq) -> _Keys:
+    k = _Keys(suite, key, iv, mac_key=mac_key, secret=secret, tls13=tls13, etm=etm)
+    k.seq = seq
+    return k
 
 
 # --------------------------------------------------------------------------- the layer
@@ -369,6 +379,7 @@ class TlsLayer:
             (length,) = struct.unpack_from("!H", d.buf, 3)
             lost = max(length - (len(d.buf) - 5), size)
         d.buf.clear()
+        d.hs.clear()  # a handshake message cut by the gap cannot be parsed
         d.resync = True
         d.lost_hint += size
         if d.keys is not None:
@@ -462,7 +473,9 @@ class TlsLayer:
             self.record_log.append(rec)
         keys = d.keys
         if ctype == CT_CCS:
-            if self.version != TLS13:
+            # TLS 1.2: this direction is encrypted from the next record on.  TLS 1.3 sends one for
+            # middlebox compatibility only (also before the ServerHello, after a HelloRetryRequest)
+            if self.version is not None and self.version != TLS13:
                 if d.pending_keys is None:
                     self._prepare_keys(d, packet, ts, out)
                 d.keys = d.pending_keys
