@@ -121,6 +121,8 @@ def _contexts(args, keys: str, tmp: str):
         if args.no_etm:
             ctx.options |= 0x00080000  # SSL_OP_NO_ENCRYPT_THEN_MAC
         ctx.options |= ssl.OP_NO_TICKET
+    if args.server_curve:  # the client's default key share (X25519) is refused: HelloRetryRequest
+        srv.set_ecdh_curve(args.server_curve)
     return srv, cli
 
 
@@ -273,7 +275,8 @@ def openssl_conf(suite: str, directory: str) -> str:
 
 
 def make_capture(sample: str, out: str, keys: str, tls: str = "1.3", cipher: str | None = None,
-                 suite: str | None = None, amqp_tls_header: bool = False, no_etm: bool = False) -> None:
+                 suite: str | None = None, amqp_tls_header: bool = False, no_etm: bool = False,
+                 server_curve: str | None = None) -> None:
     """Run this script in a subprocess (the TLS 1.3 suite needs its own OpenSSL config)."""
     cmd = [sys.executable, os.path.abspath(__file__), sample, out, keys, "--tls", tls]
     if cipher:
@@ -282,6 +285,8 @@ def make_capture(sample: str, out: str, keys: str, tls: str = "1.3", cipher: str
         cmd.append("--amqp-tls-header")
     if no_etm:
         cmd.append("--no-etm")
+    if server_curve:
+        cmd += ["--server-curve", server_curve]
     env = dict(os.environ)
     with tempfile.TemporaryDirectory() as tmp:
         if suite:
@@ -299,6 +304,7 @@ def main(argv=None) -> None:
     p.add_argument("--suite", help="TLS 1.3 suite (sets OPENSSL_CONF for a child process)")
     p.add_argument("--amqp-tls-header", action="store_true")
     p.add_argument("--no-etm", action="store_true")
+    p.add_argument("--server-curve", help="the server's only ECDH group (prime256v1: a TLS 1.3 HelloRetryRequest)")
     p.add_argument("--port", type=int, default=0)
     args = p.parse_args(argv)
     if args.suite and "OPENSSL_CONF" not in os.environ:
