@@ -176,16 +176,27 @@ class Dissector:
         else:
             self._probes[ev.conn] = _Probe(ev)
 
-    def _start(self, ev: StreamOpened, out: list) -> AmqpConnection:
+    def _start(self, ev: StreamOpened, out: list, verify: bool = False) -> AmqpConnection:
         c = AmqpConnection(ev.conn, ev.client, ev.server, max_frame_bytes=self.max_frame_bytes,
                            messages=self.messages)
         if self.keylog is not None:  # TLS may be decrypted: look at the first bytes of each direction
-            c = LayeredConnection(c, self.keylog, self.tls_records, table=self.connections)
+            # verify: TLS on a port that is not AMQP's: shown once the decrypted stream is AMQP
+            c = LayeredConnection(c, self.keylog, self.tls_records, table=self.connections,
+                                  verify=[ev] if verify else None, on_reject=self._not_amqp)
         self.connections[ev.conn] = c
         self._opened[ev.conn] = ev
         self.amqp_connections += 1
-        out.append(ev)
+        if not verify:
+            out.append(ev)
         return c
+
+    def _not_amqp(self, conn: str) -> None:
+        """A decrypted stream that is not AMQP (see LayeredConnection): forget the connection."""
+        if self.connections.pop(conn, None) is not None:
+            self.amqp_connections -= 1
+        self._opened.pop(conn, None)
+        self._fins.pop(conn, None)
+        self.tcp.ignore(conn)
 
     def _probe_data(self, ev: StreamData, out: list) -> None:
         probe = self._probes[ev.conn]
@@ -197,6 +208,7 @@ class Dissector:
     def _decide(self, conn: str, out: list, final: bool) -> None:
         probe = self._probes[conn]
         verdict = None
+        tls = False
         for evs in probe.data:
             head = b"".join(e.data for e in evs)[:_PROBE_BYTES]
             if head.startswith(b"AMQP"):
@@ -208,6 +220,7 @@ class Dissector:
                 if random is None and not final:
                     return
                 verdict = random is not None and random in self.keylog
+                tls = True
                 break
             if len(head) >= 4 or (head and not b"AMQP".startswith(head)):
                 verdict = False if verdict is None else verdict
@@ -215,7 +228,7 @@ class Dissector:
             return
         del self._probes[conn]
         if verdict:
-            c = self._start(probe.opened, out)
+            c = self._start(probe.opened, out, verify=tls)
             for evs in probe.data:
                 for e in evs:
                     out.extend(c.feed(e.direction, e.data, e.ts, e.packet))

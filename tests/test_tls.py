@@ -552,3 +552,39 @@ def test_spark_job_ships_the_keylog(captures, tmp_path):
     assert res["counts"]["deliveries"] == len(local.deliveries) == len(deliveries) > 0
     assert sorted(deliveries.outcome.astype(str)) == sorted(local.deliveries.outcome.astype(str))
     assert res_plain["counts"]["deliveries"] == 0
+
+
+def test_tls_on_other_port_shown_only_when_the_decrypted_stream_is_amqp(captures, tmp_path):
+    """A key log from SSLKEYLOGFILE holds every TLS session of the machine: a decrypted stream that
+    does not start with an AMQP header (here HTTP) on a port that is not AMQP's is not shown."""
+    cap = captures("tls13-aes128gcm")
+    http = tmp_path / "http.pcap"
+    sample = tmp_path / "http-sample.pcap"
+    # a plain "sample" with one HTTP request and response, replayed over TLS like the AMQP samples
+    import dpkt
+
+    with open(sample, "wb") as f:
+        w = dpkt.pcap.Writer(f)
+        for i, (sport, dport, seq, ack, flags, payload) in enumerate([
+            (40000, 8080, 1000, 0, dpkt.tcp.TH_SYN, b""),
+            (8080, 40000, 5000, 1001, dpkt.tcp.TH_SYN | dpkt.tcp.TH_ACK, b""),
+            (40000, 8080, 1001, 5001, dpkt.tcp.TH_ACK | dpkt.tcp.TH_PUSH, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
+            (8080, 40000, 5001, 1028, dpkt.tcp.TH_ACK | dpkt.tcp.TH_PUSH, b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"),
+        ]):
+            t = dpkt.tcp.TCP(sport=sport, dport=dport, seq=seq, ack=ack, flags=flags, data=payload)
+            ip = dpkt.ip.IP(src=bytes([127, 0, 0, 1]), dst=bytes([127, 0, 0, 1]), p=6, data=t)
+            ip.len = len(ip)
+            eth = dpkt.ethernet.Ethernet(src=b"\0" * 6, dst=b"\0" * 6, type=dpkt.ethernet.ETH_TYPE_IP, data=ip)
+            w.writepkt(bytes(eth), ts=1.0 + i)
+    keys = tmp_path / "http.keys"
+    tlscap.make_capture(str(sample), str(http), str(keys), tls="1.3")
+    both = KeyLog(keys.read_text() + cap.keys.read_text())
+    events = run(http, both)
+    assert [e for e in events if type(e) is not PacketNote] == []
+    # forced with --port, the same stream is decrypted and the AMQP decoder finds no header in it
+    port = _server_port(http)
+    forced = [n.note.message for n in notes(run(http, both, ports=(port,)))]
+    assert any("keys in the key log" in m for m in forced)
+    assert any("does not start with a protocol header" in m for m in forced)
+    # the same key log still shows the AMQP one
+    assert frame_sequence(run(cap.pcap, both)) == frame_sequence(run(cap.sample))

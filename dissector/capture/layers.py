@@ -15,6 +15,12 @@ bytes of each direction:
   swaps the bare AmqpConnection back in (``plain`` is set), so plain streams pay
   nothing after their first bytes.
 
+A TLS stream found on a port that is not an AMQP port (by its ClientHello random)
+is held back (``verify``): its events, StreamOpened first, are released once the
+decrypted stream starts with an ``AMQP`` protocol header; if it starts with
+anything else, ``on_reject`` is called (the Dissector forgets the connection)
+and nothing of it is shown (nor when it ends before any decrypted byte).
+
 The layer's notes become StreamNotes of the connection (group "tls"), so that
 they show in ``frames`` and mark the connection as TLS in the tables.
 """
@@ -46,8 +52,12 @@ def looks_like_tls(head: bytes) -> bool:
 class LayeredConnection:
     """An AmqpConnection behind a TLS layer chosen from each direction's first bytes."""
 
-    def __init__(self, amqp, keylog, records: list | None = None, table: dict | None = None):
+    def __init__(self, amqp, keylog, records: list | None = None, table: dict | None = None,
+                 verify: list | None = None, on_reject=None):
         self.amqp = amqp
+        self.held = verify  # events held until the inner stream shows an AMQP header (None: not held)
+        self.on_reject = on_reject
+        self.inner_head = bytearray()
         self.table = table  # the Dissector's connection table: the bare decoder replaces us once plain
         self.conn = amqp.conn
         self.keylog = keylog
@@ -65,6 +75,39 @@ class LayeredConnection:
     # -- interface --------------------------------------------------------------
 
     def feed(self, direction: int, data: bytes, ts: float, packet: int) -> list:
+        if self.held is not None:
+            return self._hold(self._feed(direction, data, ts, packet))
+        return self._feed(direction, data, ts, packet)
+
+    def gap(self, direction: int, size: int, ts: float, packet: int) -> list:
+        if self.held is not None:
+            return self._hold(self._gap(direction, size, ts, packet))
+        return self._gap(direction, size, ts, packet)
+
+    def finish(self, ts: float | None = None, packet: int | None = None) -> list:
+        out = self._finish(ts, packet)
+        if self.held is not None:  # no inner bytes at all: nothing shows it is AMQP
+            self.held = None
+            if self.on_reject is not None:
+                self.on_reject(self.conn)
+            return []
+        return out
+
+    def _hold(self, out: list) -> list:
+        if self.held is None:
+            return out
+        self.held += out
+        head = self.inner_head
+        if len(head) >= 4 or (head and not b"AMQP".startswith(bytes(head))):
+            if head.startswith(b"AMQP"):
+                out, self.held = self.held, None
+                return out
+            self.held = None
+            if self.on_reject is not None:
+                self.on_reject(self.conn)
+        return []
+
+    def _feed(self, direction: int, data: bytes, ts: float, packet: int) -> list:
         st = self.state[direction]
         if st == _LAYER:
             return self._inner(direction, self.layer.feed(direction, data, ts, packet))
@@ -74,7 +117,7 @@ class LayeredConnection:
         head += data
         return self._sniff(direction, ts, packet, final=False)
 
-    def gap(self, direction: int, size: int, ts: float, packet: int) -> list:
+    def _gap(self, direction: int, size: int, ts: float, packet: int) -> list:
         out: list = []
         if self.state[direction] == _SNIFF:
             out = self._sniff(direction, ts, packet, final=True)
@@ -82,7 +125,7 @@ class LayeredConnection:
             return out + self._inner(direction, self.layer.gap(direction, size, ts, packet))
         return out + self.amqp.gap(direction, size, ts, packet)
 
-    def finish(self, ts: float | None = None, packet: int | None = None) -> list:
+    def _finish(self, ts: float | None = None, packet: int | None = None) -> list:
         out: list = []
         for direction in (0, 1):
             if self.state[direction] == _SNIFF and self.head[direction]:
@@ -138,6 +181,8 @@ class LayeredConnection:
         for ev in events:
             cls = type(ev)
             if cls is StreamData:
+                if self.held is not None and len(self.inner_head) < 8:
+                    self.inner_head += ev.data[: 8 - len(self.inner_head)]
                 out.extend(amqp.feed(ev.direction, ev.data, ev.ts, ev.packet))
             elif cls is StreamGap:
                 out.extend(amqp.gap(ev.direction, ev.size, ev.ts, ev.packet))
