@@ -515,7 +515,7 @@ def test_cli_keylog_option_env_default_and_verbose_records(captures, tmp_path):
     col = lambda text, name: [r[name] for r in __import__("csv").DictReader(text.splitlines())]  # noqa: E731
     assert col(got.stdout, "outcome") == col(want.stdout, "outcome") and len(col(want.stdout, "outcome")) > 5
     # -V: a "Transport Layer Security" block with one line per record the packet completed
-    v = _cli("frames", "-V", "--keylog", cap.keys, cap.pcap)
+    v = _cli("frames", "-V", "--keylog", cap.keys, "--port", cap.port, cap.pcap)
     assert v.returncode == 0, v.stderr
     tls_lines = [line.strip() for line in v.stdout.splitlines() if line.startswith("    TLS record: ")]
     # the ServerHello packet (it carries the handshake note) shows the plaintext handshake records, the
