@@ -15,6 +15,13 @@ A TCP connection is AMQP when either port is one of ``ports`` (5672 and 5671 by
 default; ``--port`` adds more), or when either direction starts with an
 ``AMQP`` protocol header.  Connections on AMQP ports are decoded even when the
 capture joins them mid-stream (the decoder resynchronises on a frame header).
+
+``keylog`` (a :class:`~amqp_dissect.capture.keylog.KeyLog` or key log text; pcapng
+Decryption Secrets Blocks reach it through :meth:`Dissector.add_secrets`) turns on
+TLS decryption: connections are then kept behind a
+:class:`~amqp_dissect.capture.layers.LayeredConnection` until their first bytes
+show whether they are TLS, and a TLS stream on any port is decoded when its
+ClientHello random is in the key log.
 """
 
 from __future__ import annotations
