@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from ..amqp.framing import StreamNote
 from ..events import PacketNote, StreamData, StreamGap
-from .tls import TlsLayer
 
 _SNIFF = 0
 _PLAIN = 1
@@ -62,7 +61,7 @@ class LayeredConnection:
         self.conn = amqp.conn
         self.keylog = keylog
         self.records = records  # TlsRecord log for -V (or None)
-        self.layer: TlsLayer | None = None
+        self.layer = None  # the TlsLayer, once a direction shows TLS
         self.state = [_SNIFF, _SNIFF]
         self.head = (bytearray(), bytearray())
         self.plain = False  # both directions plain: the Dissector may use the bare AmqpConnection
@@ -167,6 +166,8 @@ class LayeredConnection:
 
     def _to_layer(self, direction: int, data: bytes, ts, packet, out: list) -> list:
         if self.layer is None:
+            from .tls import TlsLayer  # imports cryptography: only when a stream is TLS
+
             self.layer = TlsLayer(self.conn, self.keylog, records=self.records)
         self._done(direction, _LAYER)
         if data:
