@@ -36,6 +36,9 @@ def archive(
     window: float = typer.Option(60.0, "--window", min=0.001, help="seconds per row of latency_by_window"),
     frames: bool = typer.Option(False, "--frames", help="also write the frames table (one row per frame)"),
     port: Optional[List[int]] = typer.Option(None, "--port", "-p", help="also decode this TCP port as AMQP (repeatable)"),
+    keylog: Optional[Path] = typer.Option(None, "--keylog",
+                                          help="TLS key log (NSS format) to decrypt TLS streams, shipped to the "
+                                               "executors; default: the file $SSLKEYLOGFILE names"),
 ):
     """Analyse an archive of captures (rotated, daily folders, gzip) with Spark: parquet tables
     connections, links, deliveries, stalls (+ frames) and latency / outcome / stall summaries."""
@@ -56,6 +59,12 @@ def archive(
         files = expand_inputs(paths)
     except InputError as e:
         raise _fail("EXIT_OPEN" if e.code == "missing" else "EXIT_FORMAT", str(e)) from None
+    from amqp_dissect.pipelines.local import read_keylog
+
+    try:
+        keylog_text = read_keylog(keylog)
+    except OSError as e:
+        raise _fail("EXIT_OPEN", f"{keylog}: cannot read the key log: {e.strerror or e}") from None
     if out.exists() and not out.is_dir():
         raise _fail("EXIT_USAGE", f"--out {out}: exists and is not a directory")
 
@@ -68,7 +77,7 @@ def archive(
                              executor_memory=executor_memory)
     try:
         res = sj.run_archive(spark, paths, str(out), split_size=size, window=window, frames=frames,
-                             partitions=partitions, ports=port or [])
+                             partitions=partitions, ports=port or [], keylog=keylog_text)
     except InputError as e:
         code = {"missing": "EXIT_OPEN"}.get(e.code, "EXIT_FORMAT")
         raise _fail(code, str(e)) from None

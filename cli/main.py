@@ -29,7 +29,7 @@ from amqp_dissect.errors import CaptureError
 from amqp_dissect.events import PacketNote
 
 from amqp_dissect.render.frames import event_json, frame_detail, summary_line
-from amqp_dissect.pipelines.local import CaptureSource, DeliveryStream, run_analysis
+from amqp_dissect.pipelines.local import CaptureSource, DeliveryStream, read_keylog, run_analysis
 from amqp_dissect.render.report import render_text
 from amqp_dissect.results.report import build_report
 
@@ -39,6 +39,7 @@ from .common import (  # noqa: F401  (re-exported: the exit codes are part of th
 )
 
 _SHOWN = (Frame, ProtocolHeader, StreamNote, PacketNote)
+_KEYLOG_HELP = "TLS key log (NSS format) to decrypt TLS streams; default: the file $SSLKEYLOGFILE names"
 
 app = typer.Typer(
     add_completion=False,
@@ -59,9 +60,12 @@ class FrameFormat(str, Enum):
 class CaptureRun:
     """A CaptureSource whose failures become one line on stderr and an exit code."""
 
-    def __init__(self, path: Path, ports: list[int], messages: bool = False):
+    def __init__(self, path: Path, ports: list[int], messages: bool = False, keylog: Path | None = None,
+                 tls_records: list | None = None):
         self.path = path
-        self.source = CaptureSource([path], ports=ports, messages=messages)
+        self.source = CaptureSource([path], ports=ports, messages=messages, keylog=load_keylog(keylog),
+                                    tls_records=tls_records)
+        self.tls_records = tls_records
         self.dissector = self.source.dissector
 
     def events(self) -> Iterator[tuple[object, object]]:
@@ -99,6 +103,15 @@ class CaptureRun:
     def analyze(self, **options):
         """Run the capture through the state/analytics layer (options: see ``run_analysis``)."""
         return run_analysis(_Checked(self), **options)
+
+
+def load_keylog(path: Path | None) -> str | None:
+    """``--keylog FILE`` (default: the file ``$SSLKEYLOGFILE`` names), as text; a missing
+    ``--keylog`` file is a usage failure."""
+    try:
+        return read_keylog(path)
+    except OSError as e:
+        raise Fail(EXIT_OPEN, f"{path}: cannot read the key log: {e.strerror or e}") from None
 
 
 class _Checked:
@@ -143,9 +156,12 @@ def frames(
     verbose: bool = typer.Option(False, "-V", "--verbose", help="Wireshark-style detail tree per frame"),
     fmt: FrameFormat = typer.Option(FrameFormat.text, "--format", "-f", help="text or jsonl"),
     port: Optional[List[int]] = typer.Option(None, "--port", "-p", help="also decode this TCP port as AMQP (repeatable)"),
+    keylog: Optional[Path] = typer.Option(None, "--keylog", help=_KEYLOG_HELP),
 ):
     """One line per AMQP frame (or a detail tree with -V, or JSON lines)."""
-    run = CaptureRun(capture, port or [], messages=True)  # summaries, -V and jsonl show reassembled deliveries
+    records = [] if verbose and fmt is not FrameFormat.jsonl else None  # TLS records for -V
+    # summaries, -V and jsonl show reassembled deliveries
+    run = CaptureRun(capture, port or [], messages=True, keylog=keylog, tls_records=records)
     out = sys.stdout
     if fmt is FrameFormat.jsonl:
         for _, ev in run.events():
@@ -188,6 +204,7 @@ def _print_verbose(run: CaptureRun, out) -> None:
                 out.write(title + "\n")
                 for line in lines:
                     out.write("    " + line + "\n")
+            _print_tls_records(run, record.index, out)
         elif record is None and last_packet != "end":
             last_packet = "end"
             out.write("\n[end of capture]\n")
@@ -196,6 +213,19 @@ def _print_verbose(run: CaptureRun, out) -> None:
             continue
         for line in frame_detail(ev):
             out.write(line + "\n")
+
+
+def _print_tls_records(run: CaptureRun, packet: int, out) -> None:
+    """The TLS records that packet ``packet`` completed (Wireshark's "Transport Layer Security")."""
+    records = getattr(run, "tls_records", None)
+    if not records:
+        return
+    mine = [r for r in records if r.packet == packet]
+    records[:] = [r for r in records if r.packet is not None and r.packet > packet]
+    if mine:
+        out.write("Transport Layer Security\n")
+        for r in mine:
+            out.write("    " + r.describe() + "\n")
 
 
 class ReportFormat(str, Enum):
@@ -212,6 +242,7 @@ class TableFormat(str, Enum):
 
 _CAPTURE = typer.Argument(..., help="pcap or pcapng file, optionally gzip-compressed")
 _PORT = typer.Option(None, "--port", "-p", help="also decode this TCP port as AMQP (repeatable)")
+_KEYLOG = typer.Option(None, "--keylog", help=_KEYLOG_HELP)
 
 
 @app.command()
@@ -219,9 +250,10 @@ def report(
     capture: Path = _CAPTURE,
     fmt: ReportFormat = typer.Option(ReportFormat.text, "--format", "-f", help="text or json"),
     port: Optional[List[int]] = _PORT,
+    keylog: Optional[Path] = _KEYLOG,
 ):
     """Connections, sessions, links, delivery outcomes, settlement latency, stalls, errors."""
-    run = CaptureRun(capture, port or [])
+    run = CaptureRun(capture, port or [], keylog=keylog)
     analysis = run.analyze(rows=False)
     rep = build_report(analysis.analyzer, capture_errors=analysis.capture_errors)
     if fmt is ReportFormat.json:
@@ -237,12 +269,13 @@ def _table_command(table: str, rows_method: str, help_text: str):
         fmt: TableFormat = typer.Option(TableFormat.table, "--format", "-f", help="table, csv, jsonl or parquet"),
         output: Optional[Path] = typer.Option(None, "--output", "-o", help="write to this file (required for parquet)"),
         port: Optional[List[int]] = _PORT,
+        keylog: Optional[Path] = _KEYLOG,
     ):
         if fmt is TableFormat.parquet and output is None:
             raise Fail(EXIT_USAGE, "--format parquet needs --output FILE")
         from amqp_dissect.pipelines.write import write_table
 
-        run = CaptureRun(capture, port or [])
+        run = CaptureRun(capture, port or [], keylog=keylog)
         if table == "deliveries":  # streamed: each delivery is written once it is final
             rows = DeliveryStream(_Checked(run))
             write_table(rows, table, fmt.value, output)

@@ -15,6 +15,13 @@ A TCP connection is AMQP when either port is one of ``ports`` (5672 and 5671 by
 default; ``--port`` adds more), or when either direction starts with an
 ``AMQP`` protocol header.  Connections on AMQP ports are decoded even when the
 capture joins them mid-stream (the decoder resynchronises on a frame header).
+
+``keylog`` (a :class:`~amqp_dissect.capture.keylog.KeyLog` or key log text; pcapng
+Decryption Secrets Blocks reach it through :meth:`Dissector.add_secrets`) turns on
+TLS decryption: connections are then kept behind a
+:class:`~amqp_dissect.capture.layers.LayeredConnection` until their first bytes
+show whether they are TLS, and a TLS stream on any port is decoded when its
+ClientHello random is in the key log.
 """
 
 from __future__ import annotations
@@ -25,7 +32,8 @@ from .events import PacketNote, StreamClosed, StreamData, StreamGap, StreamOpene
 from .capture.netparse import TruncatedPacket, parse_segment
 from .amqp.spec import AMQP_PORT, AMQPS_PORT
 from .capture.tcp import TcpReassembler
-from .capture.layers import Layered, Sniffing, client_layers
+from .capture.keylog import KeyLog
+from .capture.layers import Layered, LayeredConnection, Sniffing, client_layers, looks_like_tls, tls_client_random
 
 DEFAULT_PORTS = frozenset({AMQP_PORT, AMQPS_PORT})
 
@@ -50,6 +58,8 @@ class Dissector:
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         idle_timeout: float = 900.0,
         messages: bool = True,
+        keylog=None,
+        tls_records: list | None = None,
     ):
         self.ports = frozenset(ports) | frozenset(extra_ports)
         self.max_frame_bytes = max_frame_bytes
@@ -65,6 +75,9 @@ class Dissector:
         self.unsupported_linktypes: dict[int, int] = {}  # linktype -> packets
         self.packet_errors = 0
         self.amqp_connections = 0
+        # TLS: a KeyLog (or key log text) turns on decryption; tls_records collects TlsRecords for -V
+        self.keylog = KeyLog(keylog) if isinstance(keylog, (str, bytes)) else keylog
+        self.tls_records = tls_records
 
     # -- input ------------------------------------------------------------------
 
@@ -94,6 +107,12 @@ class Dissector:
             return []
         self.tcp_packets += 1
         return self._route(self.tcp.feed(seg, record.ts, record.index))
+
+    def add_secrets(self, secrets_type: int, data: bytes) -> None:
+        """Secrets from a pcapng Decryption Secrets Block (the capture reader's ``on_secrets``)."""
+        if self.keylog is None:
+            self.keylog = KeyLog()
+        self.keylog.add_dsb(secrets_type, data)
 
     def sweep_idle(self, ts: float, packet: int) -> list:
         """Expire idle connections as of ``ts`` (see :meth:`TcpReassembler.sweep`), routed."""
@@ -165,14 +184,29 @@ class Dissector:
         else:
             self._probes[ev.conn] = _Probe(ev)
 
-    def _start(self, ev: StreamOpened, out: list) -> AmqpConnection:
+    def _start(self, ev: StreamOpened, out: list, verify: bool = False, layers=None) -> AmqpConnection:
         c = AmqpConnection(ev.conn, ev.client, ev.server, max_frame_bytes=self.max_frame_bytes,
                            messages=self.messages)
+        if layers:  # a WebSocket found by the probe of a connection on another port
+            c = Layered(layers, c)
+        elif self.keylog is not None:  # TLS may be decrypted: look at the first bytes of each direction
+            # verify: TLS on a port that is not AMQP's: shown once the decrypted stream is AMQP
+            c = LayeredConnection(c, self.keylog, self.tls_records, table=self.connections,
+                                  verify=[ev] if verify else None, on_reject=self._not_amqp)
         self.connections[ev.conn] = c
         self._opened[ev.conn] = ev
         self.amqp_connections += 1
-        out.append(ev)
+        if not verify:
+            out.append(ev)
         return c
+
+    def _not_amqp(self, conn: str) -> None:
+        """A decrypted stream that is not AMQP (see LayeredConnection): forget the connection."""
+        if self.connections.pop(conn, None) is not None:
+            self.amqp_connections -= 1
+        self._opened.pop(conn, None)
+        self._fins.pop(conn, None)
+        self.tcp.ignore(conn)
 
     def _probe_data(self, ev: StreamData, out: list) -> None:
         probe = self._probes[ev.conn]
@@ -184,15 +218,24 @@ class Dissector:
     def _decide(self, conn: str, out: list, final: bool) -> None:
         probe = self._probes[conn]
         verdict = None
+        tls = False
         for evs in probe.data:
             head = b"".join(e.data for e in evs)[:_PROBE_BYTES]
             if head.startswith(b"AMQP"):
                 verdict = True
                 break
+            if self.keylog is not None and looks_like_tls(head) and evs is probe.data[0]:
+                # TLS on any port: decoded when the ClientHello random is in the key log
+                random = tls_client_random(b"".join(e.data for e in evs)[:43])
+                if random is None and not final:
+                    return
+                verdict = random is not None and random in self.keylog
+                tls = True
+                break
             if len(head) >= 4 or (head and not b"AMQP".startswith(head)):
                 verdict = False if verdict is None else verdict
         layers = None
-        if not verdict:  # an upgrade to a WebSocket carrying AMQP? (layers.py)
+        if not verdict and not tls:  # an upgrade to a WebSocket carrying AMQP? (layers.py)
             layers = client_layers(conn, b"".join(e.data for e in probe.data[0]), bool(probe.data[1]), final)
             if layers is None:
                 return
@@ -202,9 +245,7 @@ class Dissector:
             return
         del self._probes[conn]
         if verdict:
-            c = self._start(probe.opened, out)
-            if layers:
-                c = self.connections[conn] = Layered(layers, c)
+            c = self._start(probe.opened, out, verify=tls, layers=layers)
             for evs in probe.data:
                 for e in evs:
                     out.extend(c.feed(e.direction, e.data, e.ts, e.packet))

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 from amqp_dissect.results.analytics import Analyzer
+from amqp_dissect.capture.keylog import KeyLog
 from amqp_dissect.capture.pcap import MAX_RECORD, ByteSource, open_capture, pcap_records
 from amqp_dissect.dissect import Dissector
 from amqp_dissect.errors import DissectError, UnsupportedLinkType
@@ -551,6 +552,7 @@ class FlowParams:
     ticks: tuple | None = None  # ((packet, ts), ...) of the global idle sweeps, or None when not computed
     frames: bool = False
     idle_timeout: float = 900.0
+    keylog: str | None = None  # TLS key log text, shipped to the executors with the params
 
 
 _TABLE_METHODS = (  # deliveries stream out as they become final (FlowRunner._ready_deliveries)
@@ -577,6 +579,7 @@ class FlowRunner:
 
     def __init__(self, params: FlowParams):
         self.p = params
+        self._keylog = KeyLog(params.keylog) if params.keylog else None  # parsed once per runner
         self._tick_pk = _tick_packets(params.ticks)
         self._buf: dict[str, tuple[list, list, list, list]] = {}
 
@@ -644,7 +647,8 @@ class FlowRunner:
     def _start(self) -> dict:
         ready: list = []
         return {
-            "d": Dissector(extra_ports=self.p.ports, idle_timeout=self.p.idle_timeout, messages=self.p.frames),
+            "d": Dissector(extra_ports=self.p.ports, idle_timeout=self.p.idle_timeout, messages=self.p.frames,
+                           keylog=self._keylog),
             # delivery rows stream out as deliveries become final: a flow holds only open ones
             "an": Analyzer(rows=False, delivery_sink=lambda row, key: ready.append((row, key))),
             "ready": ready,

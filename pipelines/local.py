@@ -35,10 +35,13 @@ class CaptureSource:
     problems raise (``OSError``, :class:`~amqp_dissect.errors.CaptureError`).
     """
 
-    def __init__(self, paths, dissector: Dissector | None = None, ports: Iterable[int] = (), messages: bool = False):
+    def __init__(self, paths, dissector: Dissector | None = None, ports: Iterable[int] = (), messages: bool = False,
+                 keylog=None, tls_records: list | None = None):
         self.paths = [os.fspath(p) for p in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)]
         # messages: reassemble message bodies of multi-frame deliveries (only frame output shows them)
-        self.dissector = dissector or Dissector(extra_ports=ports, messages=messages)
+        # keylog: TLS key log text or KeyLog (see read_keylog); pcapng Decryption Secrets Blocks add to it
+        self.dissector = dissector or Dissector(extra_ports=ports, messages=messages, keylog=keylog,
+                                                tls_records=tls_records)
         self.errors: list[tuple[str, CaptureError]] = []
         self.packets = 0
 
@@ -49,6 +52,7 @@ class CaptureSource:
         for path in self.paths:
             with open(path, "rb") as f:
                 reader = open_capture(f)
+                reader.on_secrets = d.add_secrets
                 for record in reader:
                     if offset:
                         record.index += offset
@@ -60,6 +64,17 @@ class CaptureSource:
                     self.errors.append((path, reader.error))
         for ev in d.finish():
             yield None, ev
+
+
+def read_keylog(path=None) -> str | None:
+    """The text of TLS key log ``path``; without one, of the file ``$SSLKEYLOGFILE`` names
+    (when set and present).  None when there is no key log."""
+    if path is None:
+        path = os.environ.get("SSLKEYLOGFILE") or None
+        if path is None or not os.path.isfile(path):
+            return None
+    with open(path, "rb") as f:
+        return f.read().decode("ascii", "replace")
 
 
 def to_frame(rows, table: str) -> "pd.DataFrame":
@@ -165,6 +180,8 @@ class DeliveryStream:
             yield row
 
 
-def analyze(paths, ports: Iterable[int] = ()) -> Analysis:
-    """Analyse one capture file, or several read in order as one continuous capture."""
-    return run_analysis(CaptureSource(paths, ports=ports))
+def analyze(paths, ports: Iterable[int] = (), keylog=None) -> Analysis:
+    """Analyse one capture file, or several read in order as one continuous capture.
+
+    ``keylog``: TLS key log text (``read_keylog(path)``) to decrypt TLS streams."""
+    return run_analysis(CaptureSource(paths, ports=ports, keylog=keylog))

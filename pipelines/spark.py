@@ -68,6 +68,7 @@ from amqp_dissect.pipelines.archive import (  # noqa: E402
     layout,
     plan_ranges,
 )
+from amqp_dissect.pipelines.local import read_keylog  # noqa: E402
 from amqp_dissect.amqp.spec import OUTCOMES  # noqa: E402
 from amqp_dissect.results.tables import spark_schema  # noqa: E402
 
@@ -396,7 +397,7 @@ def _local(uri: str) -> str | None:
 
 def run_archive(spark, paths, out: str, *, split_size: int = DEFAULT_SPLIT_SIZE, window: float = DEFAULT_WINDOW,
                 frames: bool = False, partitions: int | None = None, ports=(), keep_work: bool = False,
-                idle_timeout: float = 900.0) -> dict:
+                idle_timeout: float = 900.0, keylog: str | None = None) -> dict:
     """Analyse the captures under ``paths`` as one continuous capture; write parquet tables
     under ``out``.  Returns a dict: ``counts``, ``tables`` (name -> path), ``files`` (in
     capture order), ``errors`` ((path, damage) pairs), ``stats`` (ranges, false
@@ -461,7 +462,7 @@ def run_archive(spark, paths, out: str, *, split_size: int = DEFAULT_SPLIT_SIZE,
     G = lay.last_ts
     mark("numbering")
     base = FlowParams(ports=tuple(ports), last_ts=G, last_tcp_packet=last_tcp, end_ts=G, frames=frames,
-                      idle_timeout=idle_timeout)
+                      idle_timeout=idle_timeout, keylog=keylog)
 
     # ---- stage 2: per-flow runs
     rows_path = work + "/rows0"
@@ -718,6 +719,7 @@ def main(argv=None) -> int:
     ap.add_argument("--window", type=float, default=DEFAULT_WINDOW)
     ap.add_argument("--frames", action="store_true")
     ap.add_argument("--port", type=int, action="append", default=[])
+    ap.add_argument("--keylog", help="TLS key log file (default: $SSLKEYLOGFILE)")
     a = ap.parse_args(argv)
     conf = [tuple(c.split("=", 1)) for c in a.conf]
     try:
@@ -729,7 +731,8 @@ def main(argv=None) -> int:
     spark = spark_session(master=a.master, conf=conf)
     try:
         res = run_archive(spark, a.paths, a.out, split_size=parse_size(a.split_size), window=a.window,
-                          frames=a.frames, partitions=a.partitions, ports=a.port)
+                          frames=a.frames, partitions=a.partitions, ports=a.port,
+                          keylog=read_keylog(a.keylog))
     except InputError as e:
         print(f"amqp-dissect: {e}", file=sys.stderr)
         return 3 if e.code == "missing" else 4

@@ -11,13 +11,14 @@ if ! command -v tshark >/dev/null 2>&1; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq tshark >/dev/null
 fi
-# tcpdump records the loopback captures tests/test_websocket.py makes (AMQP over a real
-# WebSocket client and server, tests/wsreplay.py); capturing needs root or CAP_NET_RAW.
-if ! command -v tcpdump >/dev/null 2>&1; then
-  echo "installing tcpdump (apt-get)"
+# tcpdump and editcap: tests/test_tls.py and tests/test_websocket.py capture real TLS and
+# WebSocket traffic on the loopback (as root, or with CAP_NET_RAW), and test_tls.py injects
+# key logs into pcapng files
+if ! command -v tcpdump >/dev/null 2>&1 || ! command -v editcap >/dev/null 2>&1; then
+  echo "installing tcpdump and editcap (apt-get)"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq tcpdump >/dev/null
+  $SUDO apt-get install -y -qq tcpdump wireshark-common >/dev/null
 fi
 # A C compiler and Python's headers let the editable install compile the hot modules
 # with Cython (a build requirement pip fetches); without them it still installs, as

@@ -713,3 +713,50 @@ def test_garbage_never_raises(junk, gap_at, gap, client):
     ev = run(layer, handshake(p) + [(d, junk[:gap_at]), (d, "gap", gap), (d, junk[gap_at:]), (d, junk)])
     assert all(type(e) in (StreamData, StreamGap, PacketNote) for e in ev)
     assert all(len(x.buf) == 0 for x in layer.dirs)  # finish released everything
+
+
+def test_websocket_inside_tls_decodes_like_the_plain_sample(tmp_path):
+    """amqps over wss: a real TLS 1.3 server and client (OpenSSL, with a key log) carry the
+    WebSocket that carries a sample's AMQP; decrypted with the key log, the frames and the
+    deliveries are the plain sample's, and without it nothing is decoded."""
+    import ssl
+
+    from tlscap import make_cert
+
+    from amqp_dissect.capture.netparse import parse_segment
+
+    cert, key = make_cert(str(tmp_path))
+    keys = str(tmp_path / "keys.txt")
+    srv = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    srv.load_cert_chain(cert, key)
+    cli = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    cli.check_hostname = False
+    cli.verify_mode = ssl.CERT_NONE
+    cli.keylog_filename = keys
+    src = os.path.join(SAMPLES, "outcomes.pcap")
+    dst = str(tmp_path / "wss.pcap")
+    counts = wsreplay.replay(src, dst, tls=(srv, cli))
+    plain = _frames_by_conn(_events(src))
+    with open(dst, "rb") as f:
+        first = next(iter(open_capture(f)))
+    port = parse_segment(first.linktype, first.data).dport  # the client's SYN: the server's port
+    with open(keys) as f:
+        keylog = f.read()
+
+    def events(keylog):
+        d = Dissector(extra_ports=(port,), keylog=keylog)
+        ev = []
+        with open(dst, "rb") as f:
+            for r in open_capture(f):
+                ev += d.feed(r)
+        return ev + d.finish()
+
+    ev = events(keylog)
+    assert counts["connections"] == len(plain)
+    assert _frames_by_conn(ev) == plain
+    # inside TLS the layers' notes are the connection's StreamNotes
+    msgs = [e.note.message for e in ev if type(e).__name__ == "StreamNote"]
+    assert msgs.count("WebSocket upgrade GET /amqp, subprotocol amqp") == len(plain)
+    assert any(m.startswith("TLS") for m in msgs)
+    assert [e.note for e in ev if type(e).__name__ == "StreamNote" and e.note.severity in ("warn", "error")] == []
+    assert _frames_by_conn(events(None)) == []  # no keys: nothing of the AMQP inside shows

@@ -143,7 +143,7 @@ class Tcpdump:
         return err
 
 
-async def _replay(streams, deflate: bool, path: str) -> dict:
+async def _replay(streams, deflate: bool, path: str, tls=None) -> dict:
     from websockets.asyncio.client import connect
     from websockets.asyncio.server import serve
 
@@ -158,15 +158,17 @@ async def _replay(streams, deflate: bool, path: str) -> dict:
         await ws.wait_closed()
 
     counts = {"connections": 0, "messages": 0, "fragmented": 0, "pings": 0}
+    srv_ctx, cli_ctx = tls if tls is not None else (None, None)
     async with serve(handler, host, 0, subprotocols=["amqp"], compression=compression, max_size=None,
-                     ping_interval=None) as server:
+                     ping_interval=None, ssl=srv_ctx) as server:
         port = server.sockets[0].getsockname()[1]
         dump = Tcpdump(path, port)
         try:
             for version, steps in streams:
-                url = f"ws://[{host}]:{port}/amqp" if ":" in host else f"ws://{host}:{port}/amqp"
+                scheme = "wss" if cli_ctx is not None else "ws"
+                url = f"{scheme}://[{host}]:{port}/amqp" if ":" in host else f"{scheme}://{host}:{port}/amqp"
                 async with connect(url, subprotocols=["amqp"], compression=compression, max_size=None,
-                                   ping_interval=None) as client:
+                                   ping_interval=None, ssl=cli_ctx) as client:
                     srv, done = await accepted.get()
                     ends = (client, srv)
                     for k, (direction, chunk) in enumerate(steps):
@@ -192,15 +194,16 @@ async def _replay(streams, deflate: bool, path: str) -> dict:
     return counts
 
 
-def replay(sample: str, out: str, deflate: bool = False) -> dict:
+def replay(sample: str, out: str, deflate: bool = False, tls=None) -> dict:
     """Replay ``sample``'s TCP streams over WebSocket into the capture ``out`` (see the module docstring).
+    ``tls``: (server, client) ``ssl.SSLContext`` pair: over ``wss`` (TLS outside the WebSocket).
 
     A capture that tcpdump reports incomplete (packets dropped by the kernel on a busy
     machine) is made again, up to three times."""
     streams = tcp_streams(sample)
     for attempt in range(3):
         try:
-            return asyncio.run(_replay(streams, deflate, out))
+            return asyncio.run(_replay(streams, deflate, out, tls))
         except PacketsLost:
             if attempt == 2:
                 raise

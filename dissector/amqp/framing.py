@@ -375,6 +375,14 @@ class AmqpConnection:
         self._process(d, ts, packet, out)
         return out
 
+    def restart(self, direction: int) -> None:
+        """The stream of ``direction`` starts again with a protocol header (the decrypted
+        stream after the AMQP TLS header, see amqp_dissect.capture.layers)."""
+        d = self.dirs[direction]
+        d.mode = _M_START
+        d.protocol = None
+        d.buf.clear()
+
     def gap(self, direction: int, size: int, ts: float, packet: int) -> list:
         """``size`` bytes of this direction are missing from the capture."""
         d = self.dirs[direction]

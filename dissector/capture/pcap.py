@@ -44,6 +44,7 @@ _BT_IDB = 1
 _BT_PB = 2  # obsolete Packet Block
 _BT_SPB = 3
 _BT_EPB = 6
+_BT_DSB = 10  # Decryption Secrets Block
 
 _OPT_IF_TSRESOL = 9
 _OPT_IF_TSOFFSET = 14
@@ -272,7 +273,10 @@ class CaptureReader:
     grows while a pcapng is read; pcapng interface ids are numbered across
     sections, so the second section's first interface gets the next free id),
     ``error`` (None, or the CaptureError that ended iteration early),
-    ``bytes_read`` (offset reached in the uncompressed stream), ``snaplen``.
+    ``bytes_read`` (offset reached in the uncompressed stream), ``snaplen``,
+    ``secrets`` (the (secrets type, data) of the pcapng Decryption Secrets Blocks read so
+    far).  ``on_secrets``: set it to a callable (secrets type, data) to hear of each such
+    block when it is read, before the packets that follow it.
     """
 
     def __init__(self, src: ByteSource, compressed: bool):
@@ -283,6 +287,8 @@ class CaptureReader:
         self.nanosecond = False
         self.linktypes: dict[int, int] = {}
         self.snaplen = 0
+        self.secrets: list[tuple[int, bytes]] = []
+        self.on_secrets = None
         magic = src.buf[:4]
         if magic == b"\x0a\x0d\x0d\x0a":
             self.format = "pcapng"
@@ -499,6 +505,8 @@ class CaptureReader:
                 elif btype == PCAPNG_SHB:
                     self._shb(buf[pos:nxt], bo, src.base + pos)
                     ifaces = self._section
+                elif btype == _BT_DSB:
+                    self._dsb(buf, pos, blen, u32)
                 elif btype == _BT_PB:
                     if blen < 32:
                         raise CaptureError(f"pcapng packet block at byte offset {src.base + pos} is too short")
@@ -510,7 +518,7 @@ class CaptureReader:
                     yield rec(index, last_ts, itf.linktype, buf[pos + 28 : pos + 28 + caplen], orig,
                               self._first_iface + iface)
                     index += 1
-                # any other block type (NRB, ISB, DSB, custom, ...) is skipped
+                # any other block type (NRB, ISB, custom, ...) is skipped
                 pos = nxt
                 self.bytes_read = src.base + pos
         except CaptureError as exc:
@@ -520,6 +528,19 @@ class CaptureReader:
         self.error = error
 
     _first_iface = 0
+
+    def _dsb(self, buf, pos: int, blen: int, u32) -> None:
+        if blen < 20:
+            raise CaptureError(f"pcapng decryption secrets block at byte offset {self._src.base + pos} is too short")
+        (stype,) = u32(buf, pos + 8)
+        (slen,) = u32(buf, pos + 12)
+        if slen > blen - 20:
+            raise CaptureError(f"pcapng decryption secrets block at byte offset {self._src.base + pos}: "
+                               f"secrets length {slen} exceeds the block ({blen} bytes)")
+        data = bytes(buf[pos + 16 : pos + 16 + slen])
+        self.secrets.append((stype, data))
+        if self.on_secrets is not None:
+            self.on_secrets(stype, data)
 
 
 def open_capture(fileobj) -> CaptureReader:
