@@ -207,6 +207,10 @@ def replay(sample: str, out: str, deflate: bool = False, tls=None) -> dict:
         except PacketsLost:
             if attempt == 2:
                 raise
+        finally:
+            # asyncio.run leaves no event loop set: code that asks for the current one afterwards
+            # (pyshark, in the same test session) would fail
+            asyncio.set_event_loop(asyncio.new_event_loop())
 
 
 if __name__ == "__main__":
