@@ -231,6 +231,9 @@ class Runner:
     def env(self, mode: str) -> dict:
         env = dict(os.environ)
         env.pop("AMQP_DISSECT_PURE_PYTHON", None)
+        # as an installed package runs: Python modules load from their cached bytecode (pip
+        # writes it at install time) rather than being compiled again at every start
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         env.update(self.env_extra)
         env.update(MODES[mode])
         return env
