@@ -257,6 +257,22 @@ def test_missing_keys_note_counts_bytes(captures):
         assert len(sizes) == n_plain + len([t for t in opaque_types.split(",") if t])
         encrypted += sum(sizes[n_plain:])
     assert f"TLS, no keys for client random {random}: {encrypted} bytes not decrypted" in tls_notes
+    # the connections table (and the report) count them too
+    from amqp_dissect.pipelines.local import analyze
+    from amqp_dissect.render.report import render_text
+    from amqp_dissect.results.report import build_report
+
+    a = analyze(cap.pcap, ports=(cap.port,), keylog=KeyLog())
+    (row,) = a.connections.to_dict("records")
+    assert row["tls"] and row["tls_undecrypted_bytes"] == encrypted
+    assert row["tls_note"].startswith(f"TLS, no keys for client random {random}")
+    assert f"({encrypted} bytes not decrypted in all)" in render_text(build_report(a.analyzer))
+    # without any key log every TLS byte after the first is counted: each record's 5-byte header and body
+    whole = sum(5 * len(lens) + sum(lens) for lens in
+                ([int(n) for n in r[2].split(",") if n] for r in rows))
+    (row,) = analyze(cap.pcap, ports=(cap.port,)).connections.to_dict("records")
+    assert row["tls"] and row["tls_undecrypted_bytes"] == whole
+    assert "no key log" in row["tls_note"]
     # on a port that is not AMQP, a TLS stream without keys is not taken for AMQP at all
     assert [e for e in run(cap.pcap, KeyLog()) if type(e) is not PacketNote] == []
 

@@ -408,6 +408,10 @@ class AmqpConnection:
         out: list = []
         for d in self.dirs:
             if d.mode == _M_OPAQUE:
+                if self.tls and d.opaque_bytes:
+                    out.append(self._note(d, packet, ts, NOTE, "tls",
+                                          f"TLS: {d.opaque_bytes} encrypted bytes from the {('client', 'server')[d.index]} "
+                                          "not decrypted (no key log: see --keylog)", d.opaque_bytes))
                 continue
             if d.buf:
                 msg = f"stream ends inside a frame: {len(d.buf)} bytes of an unfinished frame"

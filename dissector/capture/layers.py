@@ -414,7 +414,8 @@ class LayeredConnection:
                 out.extend(amqp.gap(ev.direction, ev.size, ev.ts, ev.packet))
             elif cls is PacketNote:
                 d = amqp.dirs[direction]
-                out.append(StreamNote(self.conn, direction, d.src, d.dst, ev.packet, ev.ts, ev.note))
+                skipped = ev.extra.get("undecrypted", 0) if ev.extra else 0  # TLS bytes not decrypted
+                out.append(StreamNote(self.conn, direction, d.src, d.dst, ev.packet, ev.ts, ev.note, skipped))
             else:
                 out.append(ev)
         return out

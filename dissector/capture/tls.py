@@ -400,8 +400,10 @@ class TlsLayer:
             d.buf.clear()
         if self.undecrypted:
             why = self.why_not or "records not decrypted"
-            out.append(self._note(self.undecrypted_packet, self.undecrypted_ts, WARN,
-                                  f"{why}: {self.undecrypted} bytes not decrypted"))
+            note = self._note(self.undecrypted_packet, self.undecrypted_ts, WARN,
+                              f"{why}: {self.undecrypted} bytes not decrypted")
+            note.extra["undecrypted"] = self.undecrypted  # the connection's count in the tables
+            out.append(note)
         return out
 
     # -- records -----------------------------------------------------------------

@@ -188,6 +188,8 @@ cdef class _Conn:
     cdef public object stalls
     cdef public tuple frame_counts
     cdef public object seq
+    cdef public object tls_undecrypted
+    cdef public object tls_reason
 
 
 cdef class StateTracker:

@@ -887,7 +887,7 @@ class _Conn:
         "sasl_outcome", "sasl_time", "sasl_frames", "open", "close", "sessions", "links", "chan",
         "pending", "idle", "idle_ref", "last_frame", "frames", "heartbeats", "transport_end",
         "transport_time", "fins", "first_ts", "first_packet", "last_ts", "last_packet", "unknown",
-        "txns", "negotiation", "stalls", "frame_counts", "seq",
+        "txns", "negotiation", "stalls", "frame_counts", "seq", "tls_undecrypted", "tls_reason",
     )
 
     def __init__(self, cid, client, server, syn_seen):
@@ -898,6 +898,8 @@ class _Conn:
         self.known_start = syn_seen
         self.lossy = False
         self.tls = False
+        self.tls_undecrypted = None  # TLS bytes not decrypted (no keys, or records that failed)
+        self.tls_reason = None  # the note that says why
         self.events = 0
         self.state = Endpoints(CONNECTION_MACHINE, "START" if syn_seen else UNKNOWN)
         self.headers = ([], [])
@@ -1197,6 +1199,9 @@ class StateTracker:
             c.lossy = True  # a gap, a resynchronisation or a mid-stream start: frames may be missing
         if "TLS" in ev.note.message:
             c.tls = True
+        if ev.note.group == "tls" and ev.skipped:  # encrypted bytes that could not be read
+            c.tls_undecrypted = (c.tls_undecrypted or 0) + ev.skipped
+            c.tls_reason = ev.note.message
 
     # -- protocol headers --------------------------------------------------------------
 

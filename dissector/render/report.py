@@ -67,6 +67,8 @@ def render_text(rep: dict) -> str:
         flags = [k for k in ("mid_connection", "lossy", "tls") if c.get(k)]
         if flags:
             lines.append(f"  note: {', '.join(flags)}")
+        if c.get("tls_undecrypted_bytes"):
+            lines.append(f"  {c.get('tls_note') or 'TLS'} ({c['tls_undecrypted_bytes']} bytes not decrypted in all)")
         if c.get("unknown"):
             lines.append(f"  not visible in the capture: {', '.join(map(str, c['unknown']))}")
         lines.append(

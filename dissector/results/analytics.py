@@ -478,6 +478,8 @@ class Analyzer(StateTracker):
                 "mid_connection": not c.known_start,
                 "lossy": c.lossy,
                 "tls": c.tls,
+                "tls_undecrypted_bytes": c.tls_undecrypted,
+                "tls_note": c.tls_reason,
                 "protocol_headers_client": list(c.headers[0]),
                 "protocol_headers_server": list(c.headers[1]),
                 "negotiation": c.negotiation,

@@ -74,7 +74,7 @@ def build_report(an, capture_errors=()) -> dict:
                         "hostname", "sasl_mechanism", "sasl_outcome", "max_frame_size_client",
                         "max_frame_size_server", "idle_time_out_client", "idle_time_out_server", "open_time",
                         "close_time", "closed_by", "close_error", "close_description", "transport_end",
-                        "mid_connection", "lossy", "tls", "unknown"),
+                        "mid_connection", "lossy", "tls", "tls_undecrypted_bytes", "tls_note", "unknown"),
                 "deliveries": c.get("deliveries"),
                 "stalls": len(c_stalls),
                 "stalled_seconds": sum(st["duration"] or 0.0 for st in c_stalls),

@@ -62,6 +62,9 @@ CONNECTIONS = _cols(
     ("mid_connection", BOOL, "the capture did not see the connection start"),
     ("lossy", BOOL, "a TCP gap or resynchronisation lost bytes"),
     ("tls", BOOL, "the connection carries TLS"),
+    ("tls_undecrypted_bytes", INT, "TLS bytes not decrypted (no key for the connection, no key log, or records "
+     "that failed authentication); null when none"),
+    ("tls_note", STRING, "why TLS bytes were not decrypted, e.g. \"TLS, no keys for client random …\""),
     *_pair("protocol_headers", JSON, "list of the protocol headers the {side} sent, e.g. [\"SASL 1.0.0\", \"AMQP 1.0.0\"]"),
     ("negotiation", STRING, "text when the two sides' protocol headers differed, else null"),
     ("sasl", BOOL, "a SASL layer was used"),
