@@ -27,7 +27,7 @@ from amqp_dissect.amqp.framing import Frame, ProtocolHeader, StreamNote
 from amqp_dissect.errors import CaptureError
 from amqp_dissect.events import PacketNote
 
-from amqp_dissect.render.frames import event_json, frame_detail, summary_line
+from amqp_dissect.render.frames import SummaryLines, event_json, frame_detail_into
 from amqp_dissect.pipelines.local import CaptureSource, DeliveryStream, run_analysis
 from amqp_dissect.render.report import render_text
 from amqp_dissect.results.report import build_report
@@ -147,11 +147,7 @@ def frames(
     run = CaptureRun(capture, port or [], messages=True)  # summaries, -V and jsonl show reassembled deliveries
     out = sys.stdout
     if fmt is FrameFormat.jsonl:
-        for _, ev in run.events():
-            d = event_json(ev)
-            if d is not None:
-                out.write(json.dumps(d, ensure_ascii=False, allow_nan=False))
-                out.write("\n")
+        _print_jsonl(run, out)
     elif verbose:
         _print_verbose(run, out)
     else:
@@ -159,42 +155,78 @@ def frames(
     raise typer.Exit(run.finish_status())
 
 
+_CHUNK = 8192  # lines written to the output at a time
+
+
+def _flush(out, chunk: list) -> None:
+    """Write the lines in ``chunk`` (each followed by a newline) and empty it."""
+    if chunk:
+        chunk.append("")
+        out.write("\n".join(chunk))
+        chunk.clear()
+
+
+def _print_jsonl(run: CaptureRun, out) -> None:
+    chunk: list[str] = []
+    try:
+        for _, ev in run.events():
+            d = event_json(ev)
+            if d is not None:
+                chunk.append(json.dumps(d, ensure_ascii=False, allow_nan=False))
+                if len(chunk) >= _CHUNK:
+                    _flush(out, chunk)
+    finally:  # what was rendered before a failure is written too
+        _flush(out, chunk)
+
+
 def _print_summary(run: CaptureRun, out) -> None:
-    t0 = None
-    for record, ev in run.events():
-        if t0 is None:
-            t0 = record.ts if record is not None else (getattr(ev, "ts", 0.0) or 0.0)
-        line = summary_line(ev, t0)
-        if line is not None:
-            out.write(line + "\n")
+    lines = None
+    chunk: list[str] = []
+    try:
+        for record, ev in run.events():
+            if lines is None:
+                lines = SummaryLines(record.ts if record is not None else (getattr(ev, "ts", 0.0) or 0.0))
+            line = lines.line(ev)
+            if line is not None:
+                chunk.append(line)
+                if len(chunk) >= _CHUNK:
+                    _flush(out, chunk)
+    finally:
+        _flush(out, chunk)
 
 
 def _print_verbose(run: CaptureRun, out) -> None:
     from amqp_dissect.capture.netparse import describe_packet
 
     last_packet = None
-    for record, ev in run.events():
-        if not isinstance(ev, _SHOWN):
-            continue
-        if record is not None and record.index != last_packet:
-            last_packet = record.index
-            out.write("\n")
-            try:
-                layers = describe_packet(record)
-            except Exception as e:  # describing is best effort; never hide the frames
-                layers = [(f"Frame {record.index}: (could not describe: {e})", [])]
-            for title, lines in layers:
-                out.write(title + "\n")
-                for line in lines:
-                    out.write("    " + line + "\n")
-        elif record is None and last_packet != "end":
-            last_packet = "end"
-            out.write("\n[end of capture]\n")
-        if isinstance(ev, PacketNote):
-            out.write(f"[Expert Info ({ev.note.severity}/{ev.note.group}): {ev.note.message}]\n")
-            continue
-        for line in frame_detail(ev):
-            out.write(line + "\n")
+    chunk: list[str] = []
+    try:
+        for record, ev in run.events():
+            if not isinstance(ev, _SHOWN):
+                continue
+            if record is not None and record.index != last_packet:
+                last_packet = record.index
+                if len(chunk) >= _CHUNK:
+                    _flush(out, chunk)
+                chunk.append("")
+                try:
+                    layers = describe_packet(record)
+                except Exception as e:  # describing is best effort; never hide the frames
+                    layers = [(f"Frame {record.index}: (could not describe: {e})", [])]
+                for title, lines in layers:
+                    chunk.append(title)
+                    for line in lines:
+                        chunk.append("    " + line)
+            elif record is None and last_packet != "end":
+                last_packet = "end"
+                chunk.append("")
+                chunk.append("[end of capture]")
+            if isinstance(ev, PacketNote):
+                chunk.append(f"[Expert Info ({ev.note.severity}/{ev.note.group}): {ev.note.message}]")
+                continue
+            frame_detail_into(chunk, ev)
+    finally:
+        _flush(out, chunk)
 
 
 class ReportFormat(str, Enum):
