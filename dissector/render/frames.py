@@ -23,15 +23,101 @@ from ..amqp.framing import Frame, ProtocolHeader, StreamNote
 from ..events import PacketNote
 from ..amqp.codec import (
     ABSENT,
-    Array, Byte, Composite, Described, Int, Long, Short, Symbol, Timestamp, UByte, UInt, ULong, UShort,
+    Array, Byte, Composite, Described, Int, Long, Map, Short, Symbol, Timestamp, UByte, UInt, ULong, UShort,
     amqp_type_of,
 )
 from ..amqp.spec import CHOICES, COMPOSITES, FieldSpec, choice_name
-from ..amqp.values import composite_defaults, composite_fields, json_value
+from ..amqp.values import field_json, json_value
 
 _SHOWN = (Frame, ProtocolHeader, StreamNote, PacketNote)  # the events that have a frames line
 
 # --------------------------------------------------------------------------- JSON
+
+
+# The functions below give the JSON of values.json_value / composite_fields / composite_defaults
+# (the conventions' one definition) with the common cases inline: plain leaves, composites
+# through a per-spec layout, maps with string keys; everything else goes to values.json_value.
+
+_JSON_LAYOUTS: dict = {}  # composite name -> (spec, fields, (field type has choices, ...), defaults)
+_IMMUTABLE = (type(None), bool, int, float, str)
+
+
+def _json_layout(spec) -> tuple:
+    hit = _JSON_LAYOUTS.get(spec.name)
+    if hit is not None and hit[0] is spec:
+        return hit
+    fields = spec.fields
+    choices = tuple(f.type in CHOICES for f in fields)
+    # (index, name, JSON of the default or the FieldSpec when that JSON is not immutable)
+    defaults = []
+    for i, f in enumerate(fields):
+        if f.has_default:
+            j = field_json(f, f.default)
+            defaults.append((i, f.name, j if type(j) in _IMMUTABLE else f, type(j) not in _IMMUTABLE))
+    hit = (spec, fields, choices, tuple(defaults))
+    if len(_JSON_LAYOUTS) < 4096:
+        _JSON_LAYOUTS[spec.name] = hit
+    return hit
+
+
+def _fields_json(c) -> dict:
+    """``values.composite_fields(c)``."""
+    _, fields, choices, _ = _json_layout(c.spec)
+    out = {}
+    values = c.value
+    n = len(values)
+    nf = len(fields)
+    for i in range(n if n < nf else nf):
+        v = values[i]
+        if v is None:
+            out[fields[i].name] = None
+        elif choices[i]:
+            out[fields[i].name] = field_json(fields[i], v)
+        else:
+            out[fields[i].name] = _json(v)
+    if n > nf:
+        out["@extra"] = [json_value(x) for x in values[nf:]]
+    return out
+
+
+def _defaults_json(c) -> dict:
+    """``values.composite_defaults(c)``."""
+    _, _, _, defaults = _json_layout(c.spec)
+    out = {}
+    values = c.value
+    n = len(values)
+    for i, name, j, computed in defaults:
+        if i >= n or values[i] is None:
+            out[name] = field_json(j, j.default) if computed else j
+    return out
+
+
+def _json(v):
+    """``values.json_value(v)``."""
+    t = type(v)
+    if t is str or t is int or t is bool or v is None:
+        return v
+    if t in _PLAIN_INTS or t is Timestamp:
+        return int(v)
+    if t is Symbol:
+        return str(v)
+    if t is bytes:
+        return v.hex()
+    if t is Composite:
+        d = {"@type": v.spec.name}
+        d.update(_fields_json(v))
+        return d
+    if t is Map:
+        d = {}
+        for k, x in v.items():
+            if type(k) is str or type(k) is Symbol:
+                d[str(k)] = _json(x)
+            else:  # a key that is not a string: the general rules
+                return json_value(v)
+        return d
+    if t is list:
+        return [_json(x) for x in v]
+    return json_value(v)
 
 
 def message_json(sections: list) -> dict:
@@ -39,14 +125,14 @@ def message_json(sections: list) -> dict:
     out: dict = {}
     for s in sections:
         if isinstance(s, Composite):
-            out[s.spec.name] = composite_fields(s)
+            out[s.spec.name] = _fields_json(s)
         elif isinstance(s, Described) and s.name:
             if s.name in ("data", "amqp-sequence"):
-                out.setdefault(s.name, []).append(json_value(s.value))
+                out.setdefault(s.name, []).append(_json(s.value))
             else:
-                out[s.name] = json_value(s.value)
+                out[s.name] = _json(s.value)
         else:
-            out.setdefault("unknown-sections", []).append(json_value(s))
+            out.setdefault("unknown-sections", []).append(_json(s))
     return out
 
 
@@ -70,8 +156,8 @@ def event_json(ev) -> dict | None:
             d["first_packet"] = ev.first_packet
         p = ev.performative
         if isinstance(p, Composite):
-            d["fields"] = composite_fields(p)
-            defaults = composite_defaults(p)
+            d["fields"] = _fields_json(p)
+            defaults = _defaults_json(p)
             if defaults:
                 d["defaults"] = defaults
         elif isinstance(p, Described):
@@ -206,10 +292,11 @@ def short_value(f: FieldSpec | None, v, limit: int = 60) -> str:
 
 def frame_summary(ev) -> str:
     """Info text of a header or frame, in the spirit of tshark's Info column."""
-    if isinstance(ev, ProtocolHeader):
-        return f"Protocol-Header {ev.name}"
-    if isinstance(ev, StreamNote):
-        return f"[{ev.note.severity}] {ev.note.message}"
+    if type(ev) is not Frame:
+        if isinstance(ev, ProtocolHeader):
+            return f"Protocol-Header {ev.name}"
+        if isinstance(ev, StreamNote):
+            return f"[{ev.note.severity}] {ev.note.message}"
     if ev.kind == "heartbeat":
         return "(empty frame: heartbeat)"
     if ev._performative is None and ev.pname is not None:
@@ -231,9 +318,20 @@ def frame_summary(ev) -> str:
         if v is None or v is ABSENT:
             continue
         t = type(v)
-        if plain and (t is int or t in _PLAIN_INTS):
-            parts.append(name_eq + str(int(v)))  # the common case: counts, ids, windows, handles
-        elif star and t is str:
+        if plain:  # a type without choices: the common values inline, as short_value shows them
+            if t is int:
+                parts.append(name_eq + str(v))  # the common case: counts, ids, windows, handles
+                continue
+            if t in _PLAIN_INTS:
+                parts.append(name_eq + str(int(v)))
+                continue
+            if t is bool:
+                parts.append(name_eq + ("true" if v else "false"))
+                continue
+            if t is bytes:
+                parts.append(name_eq + "0x" + (v.hex() if len(v) <= 30 else v[:30].hex() + "…"))
+                continue
+        if star and t is str:
             parts.append(name_eq + v + "()")  # a scanned delivery state: an empty list of that composite
         else:
             parts.append(name_eq + short_value(f, v))
@@ -353,7 +451,7 @@ def _value_into(out: list, label, v, indent, f, default) -> None:
             text = repr(s if len(s) <= 120 else s[:120] + "…")
         else:
             text = str(int(v))
-        if f is not None and v is not None:
+        if f is not None and v is not None and f.type in CHOICES:
             name = choice_name(f.type, v)
             if name is not None:
                 text = f"{name} ({v if t is not bool else str(v).lower()})"
