@@ -23,11 +23,9 @@ from typing import Iterator, List, Optional
 
 import typer
 
-from amqp_dissect.amqp.framing import Frame, ProtocolHeader, StreamNote
 from amqp_dissect.errors import CaptureError
-from amqp_dissect.events import PacketNote
 
-from amqp_dissect.render.frames import SummaryLines, event_json, frame_detail_into
+from amqp_dissect.render.frames import DetailLines, SummaryLines, event_json
 from amqp_dissect.pipelines.local import CaptureSource, DeliveryStream, run_analysis
 from amqp_dissect.render.report import render_text
 from amqp_dissect.results.report import build_report
@@ -36,8 +34,6 @@ from .archive import register as _register_archive
 from .common import (  # noqa: F401  (re-exported: the exit codes are part of this module's API)
     EXIT_CODES_HELP, EXIT_DAMAGED, EXIT_FORMAT, EXIT_INTERNAL, EXIT_OK, EXIT_OPEN, EXIT_USAGE, Fail,
 )
-
-_SHOWN = (Frame, ProtocolHeader, StreamNote, PacketNote)
 
 app = typer.Typer(
     add_completion=False,
@@ -196,35 +192,13 @@ def _print_summary(run: CaptureRun, out) -> None:
 
 
 def _print_verbose(run: CaptureRun, out) -> None:
-    from amqp_dissect.capture.netparse import describe_packet
-
-    last_packet = None
+    detail = DetailLines()
     chunk: list[str] = []
     try:
         for record, ev in run.events():
-            if not isinstance(ev, _SHOWN):
-                continue
-            if record is not None and record.index != last_packet:
-                last_packet = record.index
-                if len(chunk) >= _CHUNK:
-                    _flush(out, chunk)
-                chunk.append("")
-                try:
-                    layers = describe_packet(record)
-                except Exception as e:  # describing is best effort; never hide the frames
-                    layers = [(f"Frame {record.index}: (could not describe: {e})", [])]
-                for title, lines in layers:
-                    chunk.append(title)
-                    for line in lines:
-                        chunk.append("    " + line)
-            elif record is None and last_packet != "end":
-                last_packet = "end"
-                chunk.append("")
-                chunk.append("[end of capture]")
-            if isinstance(ev, PacketNote):
-                chunk.append(f"[Expert Info ({ev.note.severity}/{ev.note.group}): {ev.note.message}]")
-                continue
-            frame_detail_into(chunk, ev)
+            detail.add(chunk, record, ev)
+            if len(chunk) >= _CHUNK:
+                _flush(out, chunk)
     finally:
         _flush(out, chunk)
 

@@ -53,3 +53,8 @@ cdef _json(v)
 
 @cython.locals(out=dict)
 cpdef dict message_json(sections)
+
+cdef class DetailLines:
+    cdef object _last_packet
+
+    cpdef add(self, list out, record, ev)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime as _dt
 
 from ..amqp.framing import Frame, ProtocolHeader, StreamNote
+from ..capture.netparse import describe_packet
 from ..events import PacketNote
 from ..amqp.codec import (
     ABSENT,
@@ -624,3 +625,38 @@ def frame_detail_into(out: list, ev) -> None:
                             _value_into(out, "section", s, 2, None, False)
     for n in ev.notes:
         out.append(f"    [Expert Info ({n.severity}/{n.group}): {n.message}]")
+
+
+class DetailLines:
+    """The ``frames -V`` text of a capture's events, in order: before the first event of each
+    packet its layers (:func:`~amqp_dissect.capture.netparse.describe_packet`), then the
+    AMQP tree of each header, frame and note."""
+
+    __slots__ = ("_last_packet",)
+
+    def __init__(self):
+        self._last_packet = None
+
+    def add(self, out: list, record, ev) -> None:
+        """Append the lines of ``ev`` (produced by ``record``, None at the end) to ``out``."""
+        if not isinstance(ev, _SHOWN):
+            return
+        if record is not None and record.index != self._last_packet:
+            self._last_packet = record.index
+            out.append("")
+            try:
+                layers = describe_packet(record)
+            except Exception as e:  # describing is best effort; never hide the frames
+                layers = [(f"Frame {record.index}: (could not describe: {e})", [])]
+            for title, lines in layers:
+                out.append(title)
+                for line in lines:
+                    out.append("    " + line)
+        elif record is None and self._last_packet != "end":
+            self._last_packet = "end"
+            out.append("")
+            out.append("[end of capture]")
+        if isinstance(ev, PacketNote):
+            out.append(f"[Expert Info ({ev.note.severity}/{ev.note.group}): {ev.note.message}]")
+            return
+        frame_detail_into(out, ev)
