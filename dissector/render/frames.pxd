@@ -21,7 +21,7 @@ cdef class SummaryLines:
     @cython.locals(peers=str, line=str)
     cpdef line(self, ev)
 
-@cython.locals(pad=str, tname=str, text=str, s=str, i=Py_ssize_t)
+@cython.locals(pad=str, tname=str, text=str, s=str, i=Py_ssize_t, key=str)
 cdef _value_into(list out, label, v, Py_ssize_t indent, f, bint default)
 
 @cython.locals(layout=tuple, values=list, n=Py_ssize_t, i=Py_ssize_t, nf=Py_ssize_t, j=Py_ssize_t)

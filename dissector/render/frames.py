@@ -467,8 +467,6 @@ def _value_into(out: list, label, v, indent, f, default) -> None:
         out.append(f"{pad}{label} ({v.name or 'described'}, descriptor {_desc_text(v.descriptor)})")
         _value_into(out, "value", v.value, indent + 1, None, False)
         return
-    # a default comes from the spec tables as a plain Python value: its type is the field's
-    t = f.primitive if default and f is not None and f.primitive != "*" else amqp_type_of(v)
     if isinstance(v, Array):
         out.append(f"{pad}{label} (array of {len(v)} {v.element_type})")
         for i, x in enumerate(v):
@@ -482,8 +480,15 @@ def _value_into(out: list, label, v, indent, f, default) -> None:
     if isinstance(v, dict):
         out.append(f"{pad}{label} (map of {len(v)})")
         for k, x in v.items():
-            _value_into(out, f"{short_value(None, k)}", x, indent + 1, None, False)
+            if type(k) is str or type(k) is Symbol:  # short_value(None, k) of a string key
+                key = str(k)
+                key = repr(key if len(key) <= 60 else key[:60] + "…")
+            else:
+                key = short_value(None, k)
+            _value_into(out, key, x, indent + 1, None, False)
         return
+    # a default comes from the spec tables as a plain Python value: its type is the field's
+    t = f.primitive if default and f is not None and f.primitive != "*" else amqp_type_of(v)
     text = short_value(None, v, limit=120)
     if f is not None and v is not None:
         name = choice_name(f.type, v)
