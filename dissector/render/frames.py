@@ -653,10 +653,8 @@ class DetailLines:
                 layers = describe_packet(record)
             except Exception as e:  # describing is best effort; never hide the frames
                 layers = [(f"Frame {record.index}: (could not describe: {e})", [])]
-            for title, lines in layers:
-                out.append(title)
-                for line in lines:
-                    out.append("    " + line)
+            for title, lines in layers:  # the title, then its lines indented: one string per layer
+                out.append(title + "\n    " + "\n    ".join(lines) if lines else title)
         elif record is None and self._last_packet != "end":
             self._last_packet = "end"
             out.append("")
