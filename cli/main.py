@@ -163,12 +163,13 @@ def _flush(out, chunk: list) -> None:
 
 
 def _print_jsonl(run: CaptureRun, out) -> None:
+    encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode  # json.dumps(d, **the same options)
     chunk: list[str] = []
     try:
         for _, ev in run.events():
             d = event_json(ev)
             if d is not None:
-                chunk.append(json.dumps(d, ensure_ascii=False, allow_nan=False))
+                chunk.append(encode(d))
                 if len(chunk) >= _CHUNK:
                     _flush(out, chunk)
     finally:  # what was rendered before a failure is written too
