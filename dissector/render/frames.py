@@ -506,7 +506,9 @@ def _desc_text(d) -> str:
     if type(d) is ULong:
         text = _DESC_TEXTS.get(d)
         if text is None:
-            text = _DESC_TEXTS[d] = f"0x{d >> 32:08x}:0x{d & 0xFFFFFFFF:08x}"
+            text = f"0x{d >> 32:08x}:0x{d & 0xFFFFFFFF:08x}"
+            if len(_DESC_TEXTS) < 4096:  # the spec's descriptors, and a few others
+                _DESC_TEXTS[d] = text
         return text
     if isinstance(d, int) and not isinstance(d, bool):
         return f"0x{d >> 32:08x}:0x{d & 0xFFFFFFFF:08x}"
