@@ -383,7 +383,10 @@ class SummaryLines:
         if peers is None:
             channel = ev.channel
             ch = f"ch {channel:<3}" if channel is not None else "      "
-            peers = self._peers[key] = f"{ev.src} → {ev.dst} {_KIND_LAYER[ev.kind]} {ch} "
+            peers = f"{ev.src} → {ev.dst} {_KIND_LAYER[ev.kind]} {ch} "
+            if len(self._peers) >= 65536:  # many connections and channels: start over
+                self._peers.clear()
+            self._peers[key] = peers
         line = self._head + peers + frame_summary(ev)
         notes = ev.notes
         if notes:
