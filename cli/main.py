@@ -24,11 +24,9 @@ from typing import Iterator, List, Optional
 
 import typer
 
-from amqp_dissect.amqp.framing import Frame, ProtocolHeader, StreamNote
 from amqp_dissect.errors import CaptureError
-from amqp_dissect.events import PacketNote
 
-from amqp_dissect.render.frames import event_json, frame_detail, summary_line
+from amqp_dissect.render.frames import DetailLines, SummaryLines, event_json
 from amqp_dissect.pipelines.local import CaptureSource, DeliveryStream, read_keylog, run_analysis
 from amqp_dissect.render.report import render_text
 from amqp_dissect.results.report import build_report
@@ -38,7 +36,6 @@ from .common import (  # noqa: F401  (re-exported: the exit codes are part of th
     EXIT_CODES_HELP, EXIT_DAMAGED, EXIT_FORMAT, EXIT_INTERNAL, EXIT_OK, EXIT_OPEN, EXIT_USAGE, Fail,
 )
 
-_SHOWN = (Frame, ProtocolHeader, StreamNote, PacketNote)
 _KEYLOG_HELP = "TLS key log (NSS format) to decrypt TLS streams; default: the file $SSLKEYLOGFILE names"
 
 app = typer.Typer(
@@ -164,11 +161,7 @@ def frames(
     run = CaptureRun(capture, port or [], messages=True, keylog=keylog, tls_records=records)
     out = sys.stdout
     if fmt is FrameFormat.jsonl:
-        for _, ev in run.events():
-            d = event_json(ev)
-            if d is not None:
-                out.write(json.dumps(d, ensure_ascii=False, allow_nan=False))
-                out.write("\n")
+        _print_jsonl(run, out)
     elif verbose:
         _print_verbose(run, out)
     else:
@@ -176,56 +169,57 @@ def frames(
     raise typer.Exit(run.finish_status())
 
 
+_CHUNK = 8192  # lines written to the output at a time
+
+
+def _flush(out, chunk: list) -> None:
+    """Write the lines in ``chunk`` (each followed by a newline) and empty it."""
+    if chunk:
+        chunk.append("")
+        out.write("\n".join(chunk))
+        chunk.clear()
+
+
+def _print_jsonl(run: CaptureRun, out) -> None:
+    encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode  # json.dumps(d, **the same options)
+    chunk: list[str] = []
+    try:
+        for _, ev in run.events():
+            d = event_json(ev)
+            if d is not None:
+                chunk.append(encode(d))
+                if len(chunk) >= _CHUNK:
+                    _flush(out, chunk)
+    finally:  # what was rendered before a failure is written too
+        _flush(out, chunk)
+
+
 def _print_summary(run: CaptureRun, out) -> None:
-    t0 = None
-    for record, ev in run.events():
-        if t0 is None:
-            t0 = record.ts if record is not None else (getattr(ev, "ts", 0.0) or 0.0)
-        line = summary_line(ev, t0)
-        if line is not None:
-            out.write(line + "\n")
+    lines = None
+    chunk: list[str] = []
+    try:
+        for record, ev in run.events():
+            if lines is None:
+                lines = SummaryLines(record.ts if record is not None else (getattr(ev, "ts", 0.0) or 0.0))
+            line = lines.line(ev)
+            if line is not None:
+                chunk.append(line)
+                if len(chunk) >= _CHUNK:
+                    _flush(out, chunk)
+    finally:
+        _flush(out, chunk)
 
 
 def _print_verbose(run: CaptureRun, out) -> None:
-    from amqp_dissect.capture.netparse import describe_packet
-
-    last_packet = None
-    for record, ev in run.events():
-        if not isinstance(ev, _SHOWN):
-            continue
-        if record is not None and record.index != last_packet:
-            last_packet = record.index
-            out.write("\n")
-            try:
-                layers = describe_packet(record)
-            except Exception as e:  # describing is best effort; never hide the frames
-                layers = [(f"Frame {record.index}: (could not describe: {e})", [])]
-            for title, lines in layers:
-                out.write(title + "\n")
-                for line in lines:
-                    out.write("    " + line + "\n")
-            _print_tls_records(run, record.index, out)
-        elif record is None and last_packet != "end":
-            last_packet = "end"
-            out.write("\n[end of capture]\n")
-        if isinstance(ev, PacketNote):
-            out.write(f"[Expert Info ({ev.note.severity}/{ev.note.group}): {ev.note.message}]\n")
-            continue
-        for line in frame_detail(ev):
-            out.write(line + "\n")
-
-
-def _print_tls_records(run: CaptureRun, packet: int, out) -> None:
-    """The TLS records that packet ``packet`` completed (Wireshark's "Transport Layer Security")."""
-    records = getattr(run, "tls_records", None)
-    if not records:
-        return
-    mine = [r for r in records if r.packet == packet]
-    records[:] = [r for r in records if r.packet is not None and r.packet > packet]
-    if mine:
-        out.write("Transport Layer Security\n")
-        for r in mine:
-            out.write("    " + r.describe() + "\n")
+    detail = DetailLines(layer_records=run.tls_records)  # TLS records shown under their packet
+    chunk: list[str] = []
+    try:
+        for record, ev in run.events():
+            detail.add(chunk, record, ev)
+            if len(chunk) >= _CHUNK:
+                _flush(out, chunk)
+    finally:
+        _flush(out, chunk)
 
 
 class ReportFormat(str, Enum):

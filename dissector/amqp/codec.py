@@ -327,20 +327,118 @@ DEFAULT_MAX_ELEMENTS = 1_000_000
 # element on the wire; cap it separately so a few bytes cannot cost a lot of memory.
 MAX_ZERO_WIDTH_ELEMENTS = 65536
 
-_U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
-_U64 = struct.Struct(">Q")
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _F32 = struct.Struct(">f")
 _F64 = struct.Struct(">d")
 
+# How a constructor's body is read: one small number ("kind") per constructor code, derived
+# from the constructor table generated from types.xml (see _build_tables); Reader._body
+# branches on it.  Integer values are read big-endian over the constructor's width.
+_K_INVALID = 0
+_K_CONST = 1  # zero-width encodings (null, true, false, uint0, ulong0): the value is _CONST[code]
+_K_LIST0 = 2  # zero-width empty list: a fresh list each time
+_K_BOOL = 3
+_K_UNSIGNED = 4  # ubyte, ushort, uint, ulong (1 to 8 bytes): _CLASS[code](value)
+_K_SIGNED = 5  # byte, short, int, long, timestamp: _CLASS[code](two's complement value)
+_K_FLOAT = 6
+_K_DOUBLE = 7
+_K_RAW = 8  # decimal32/64/128: _CLASS[code](raw bytes)
+_K_CHAR = 9
+_K_UUID = 10
+_K_BINARY = 11
+_K_STRING = 12
+_K_SYMBOL = 13
+_K_LIST = 14
+_K_MAP = 15
+_K_ARRAY = 16
+
+# Zero-width encodings: the value is implied by the constructor's encoding name.
+_ZERO_VALUES = {
+    "null": None,
+    "true": True,
+    "false": False,
+    "uint0": UInt(0),
+    "ulong0": ULong(0),
+}
+
+# primitive type -> (kind, value class, the width the type must have or None for any)
+_FIXED_TYPES = {
+    "boolean": (_K_BOOL, None, 1),
+    "ubyte": (_K_UNSIGNED, UByte, None),
+    "ushort": (_K_UNSIGNED, UShort, None),
+    "uint": (_K_UNSIGNED, UInt, None),
+    "ulong": (_K_UNSIGNED, ULong, None),
+    "byte": (_K_SIGNED, Byte, None),
+    "short": (_K_SIGNED, Short, None),
+    "int": (_K_SIGNED, Int, None),
+    "long": (_K_SIGNED, Long, None),
+    "timestamp": (_K_SIGNED, Timestamp, None),
+    "float": (_K_FLOAT, Float, 4),
+    "double": (_K_DOUBLE, None, 8),
+    "decimal32": (_K_RAW, Decimal32, None),
+    "decimal64": (_K_RAW, Decimal64, None),
+    "decimal128": (_K_RAW, Decimal128, None),
+    "char": (_K_CHAR, None, 4),
+    "uuid": (_K_UUID, None, 16),
+}
+_VARIABLE_TYPES = {"binary": _K_BINARY, "string": _K_STRING, "symbol": _K_SYMBOL}
+
+
+def _build_tables():
+    """(kind per code, width per code, value class or constant per code, type name per code)."""
+    kinds = bytearray(256)
+    widths = bytearray(256)
+    extra = [None] * 256
+    names = [None] * 256
+    for code, entry in enumerate(_spec.CONSTRUCTORS):
+        if entry is None:
+            continue
+        tname, ename, category, width = entry
+        names[code] = tname
+        widths[code] = width
+        if category == "fixed" and width == 0:
+            if ename == "list0":
+                kinds[code] = _K_LIST0
+            else:
+                kinds[code] = _K_CONST
+                extra[code] = _ZERO_VALUES[ename]
+        elif category == "fixed":
+            kind, cls, need_width = _FIXED_TYPES[tname]
+            if need_width is not None and width != need_width or width > 16:  # pragma: no cover
+                raise RuntimeError(f"unexpected width {width} for {tname}")
+            kinds[code] = kind
+            extra[code] = cls
+        elif category == "variable":
+            kinds[code] = _VARIABLE_TYPES[tname]
+        elif category == "compound":
+            kinds[code] = _K_LIST if tname == "list" else _K_MAP
+        elif category == "array":
+            kinds[code] = _K_ARRAY
+        else:  # pragma: no cover - the XML defines only these categories
+            raise RuntimeError(f"unknown encoding category {category!r}")
+        if category != "fixed" and width not in (1, 4):  # pragma: no cover
+            raise RuntimeError(f"unexpected size width {width} for {ename}")
+    return bytes(kinds), bytes(widths), tuple(extra), tuple(names)
+
+
+_KIND, _WIDTH, _CLASS, _TYPE_NAME = _build_tables()
+
+# small-ulong descriptors (00 53 XX): cached descriptor values and the spec types they name
+_SMALL_ULONGS = tuple(ULong(i) for i in range(256))
+_SMALL_SPECS = tuple(BY_DESCRIPTOR.get(i) for i in range(256))
+_SMALL_COMPOSITES = tuple(s if s.__class__ is CompositeSpec else None for s in _SMALL_SPECS)
+
 
 class Reader:
-    """A bounded cursor over a bytes-like buffer; every read checks what remains."""
+    """A bounded cursor over a bytes-like buffer; every read checks what remains.
 
-    __slots__ = ("buf", "pos", "end", "depth", "max_depth", "elements_left")
+    ``pos`` and ``end`` are offsets in ``buf``.  A ``bytes`` buffer is read in place; any
+    other buffer (a bytearray that the framing layer trims later, a memoryview) is read
+    from a copy of ``buf[pos:end]``.
+    """
+
+    __slots__ = ("buf", "data", "base", "p", "lim", "depth", "max_depth", "elements_left")
 
     def __init__(
         self,
@@ -350,79 +448,114 @@ class Reader:
         max_depth: int = DEFAULT_MAX_DEPTH,
         max_elements: int = DEFAULT_MAX_ELEMENTS,
     ):
+        n = len(buf)
+        if end is None or end > n:
+            end = n
         self.buf = buf
-        self.pos = pos
-        self.end = len(buf) if end is None else min(end, len(buf))
+        if type(buf) is bytes:
+            self.data = buf
+            self.base = 0
+            self.p = pos
+            self.lim = end
+        else:
+            self.data = bytes(buf[pos:end])
+            self.base = pos
+            self.p = 0
+            self.lim = end - pos
         self.depth = 0
         self.max_depth = max_depth
         self.elements_left = max_elements
 
     @property
-    def remaining(self) -> int:
-        return self.end - self.pos
+    def pos(self) -> int:
+        return self.base + self.p
 
-    def need(self, n: int) -> int:
-        """Reserve ``n`` bytes; return the start offset.  Raises DecodeError if short."""
-        p = self.pos
-        if n > self.end - p:
-            raise DecodeError(f"need {n} bytes at offset {p}, only {self.end - p} remain")
-        self.pos = p + n
+    @pos.setter
+    def pos(self, value: int) -> None:
+        self.p = value - self.base
+
+    @property
+    def end(self) -> int:
+        return self.base + self.lim
+
+    @end.setter
+    def end(self, value: int) -> None:
+        self.lim = value - self.base
+
+    @property
+    def remaining(self) -> int:
+        return self.lim - self.p
+
+    def _need(self, n):
+        """Reserve ``n`` bytes; return their start in ``data``.  Raises DecodeError if short."""
+        p = self.p
+        if n > self.lim - p:
+            raise DecodeError(f"need {n} bytes at offset {self.base + p}, only {self.lim - p} remain")
+        self.p = p + n
         return p
 
+    def need(self, n: int) -> int:
+        """Reserve ``n`` bytes; return the start offset in ``buf``.  Raises DecodeError if short."""
+        return self.base + self._need(n)
+
     def take(self, n: int) -> bytes:
-        p = self.need(n)
-        return bytes(self.buf[p : p + n])
+        p = self._need(n)
+        return self.data[p : p + n]
+
+    def _u8(self):
+        p = self.p
+        if p >= self.lim:
+            raise DecodeError(f"need 1 byte at offset {self.base + p}, none remain")
+        self.p = p + 1
+        return self.data[p]
 
     def u8(self) -> int:
-        p = self.pos
-        if p >= self.end:
-            raise DecodeError(f"need 1 byte at offset {p}, none remain")
-        self.pos = p + 1
-        return self.buf[p]
+        return self._u8()
+
+    def _u32(self):
+        p = self._need(4)
+        return _uint_at(self.data, p, 4)
 
     def u32(self) -> int:
-        return _U32.unpack_from(self.buf, self.need(4))[0]
+        return self._u32()
 
-    def _count(self, n: int) -> None:
+    def _count(self, n) -> None:
         self.elements_left -= n
         if self.elements_left < 0:
             raise LimitExceeded("element count cap exceeded")
-
-    # -- values ---------------------------------------------------------------
-
-    def value(self):
-        """Decode one value (constructor + body)."""
-        p = self.pos
-        if p >= self.end:
-            raise DecodeError(f"need 1 byte at offset {p}, none remain")
-        code = self.buf[p]
-        self.pos = p + 1
-        if code == 0:
-            return self._described()
-        f = _BODY[code]
-        if f is None:
-            raise DecodeError(f"invalid constructor 0x{code:02x} at offset {self.pos - 1}")
-        return f(self)
 
     def _enter(self) -> None:
         self.depth += 1
         if self.depth > self.max_depth:
             raise LimitExceeded(f"nesting deeper than {self.max_depth}")
 
+    # -- values ---------------------------------------------------------------
+
+    def value(self):
+        """Decode one value (constructor + body)."""
+        p = self.p
+        if p >= self.lim:
+            raise DecodeError(f"need 1 byte at offset {self.base + p}, none remain")
+        code = self.data[p]
+        self.p = p + 1
+        if code == 0:
+            return self._described()
+        return self._body(code)
+
     def _described(self):
         self.depth += 1
         if self.depth > self.max_depth:
             raise LimitExceeded(f"nesting deeper than {self.max_depth}")
         try:
-            p = self.pos
-            if p + 1 < self.end and self.buf[p] == 0x53:
+            p = self.p
+            if p + 1 < self.lim and self.data[p] == 0x53:
                 # fast path for the common small-ulong descriptor (00 53 XX)
-                code = self.buf[p + 1]
-                self.pos = p + 2
+                code = self.data[p + 1]
+                self.p = p + 2
                 value = self.value()
-                spec = _SMALL_SPECS[code]
-                if spec is not None and type(value) is list and spec.__class__ is CompositeSpec:
-                    return Composite(spec, value, _SMALL_ULONGS[code])
+                spec = _SMALL_COMPOSITES[code]
+                if spec is not None and type(value) is list:
+                    return _composite(spec, value, _SMALL_ULONGS[code])
                 return make_described(_SMALL_ULONGS[code], value)
             descriptor = self.value()
             value = self.value()
@@ -430,283 +563,227 @@ class Reader:
             self.depth -= 1
         return make_described(descriptor, value)
 
-    def element_constructor(self):
-        """An array's element constructor: (body reader, type name, width, descriptor)."""
-        code = self.u8()
-        descriptor = None
-        if code == 0:
-            self._enter()
+    def _body(self, code):
+        """The value of constructor ``code`` whose body starts at the cursor."""
+        kind = _KIND[code]
+        if kind == _K_UNSIGNED:
+            width = _WIDTH[code]
+            p = self.p
+            if width > self.lim - p:
+                raise DecodeError(f"need {width} bytes at offset {self.base + p}, only {self.lim - p} remain")
+            self.p = p + width
+            return _CLASS[code](_uint_at(self.data, p, width))
+        if kind == _K_STRING or kind == _K_SYMBOL or kind == _K_BINARY:
+            if _WIDTH[code] == 1:
+                n = self._u8()
+            else:
+                n = self._u32()
+            p = self.p
+            if n > self.lim - p:
+                raise DecodeError(f"need {n} bytes at offset {self.base + p}, only {self.lim - p} remain")
+            self.p = p + n
+            if kind == _K_BINARY:
+                return self.data[p : p + n]
+            if kind == _K_STRING:
+                try:
+                    return self.data[p : p + n].decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise DecodeError(f"invalid UTF-8 in string: {e}") from None
             try:
-                descriptor = self.value()
-            finally:
-                self.depth -= 1
-            code = self.u8()
-            if code == 0:
-                raise DecodeError("nested described array element constructor")
-        f = _BODY[code]
-        if f is None:
-            raise DecodeError(f"invalid array element constructor 0x{code:02x}")
-        tname, _, _, width = _spec.CONSTRUCTORS[code]
-        return f, tname, width, descriptor
+                return Symbol(self.data[p : p + n].decode("ascii"))
+            except UnicodeDecodeError:
+                raise DecodeError("symbol is not ASCII") from None
+        if kind == _K_CONST:
+            return _CLASS[code]
+        if kind == _K_LIST:
+            return self._list(_WIDTH[code])
+        if kind == _K_LIST0:
+            return []
+        if kind == _K_MAP:
+            return self._map(_WIDTH[code])
+        if kind == _K_INVALID:
+            raise DecodeError(f"invalid constructor 0x{code:02x} at offset {self.base + self.p - 1}")
+        if kind == _K_ARRAY:
+            return self._array(_WIDTH[code])
+        width = _WIDTH[code]
+        p = self.p
+        if width > self.lim - p:
+            raise DecodeError(f"need {width} bytes at offset {self.base + p}, only {self.lim - p} remain")
+        self.p = p + width
+        data = self.data
+        if kind == _K_BOOL:
+            b = data[p]
+            if b > 1:
+                raise DecodeError(f"boolean byte 0x{b:02x} is neither 0x00 nor 0x01")
+            return b == 1
+        if kind == _K_SIGNED:
+            return _CLASS[code](_int_at(data, p, width))
+        if kind == _K_DOUBLE:
+            return _F64.unpack_from(data, p)[0]
+        if kind == _K_FLOAT:
+            return Float(_F32.unpack_from(data, p)[0])
+        if kind == _K_RAW:
+            return _CLASS[code](data[p : p + width])
+        if kind == _K_CHAR:
+            cp = _uint_at(data, p, 4)
+            if cp > 0x10FFFF or 0xD800 <= cp <= 0xDFFF:
+                raise DecodeError(f"char U+{cp:X} is not a Unicode scalar value")
+            return Char(chr(cp))
+        # _K_UUID
+        return _uuid.UUID(bytes=data[p : p + 16])
 
-
-def make_described(descriptor, value):
-    # only a ulong or a symbol descriptor names a spec type
-    spec = BY_DESCRIPTOR.get(descriptor) if type(descriptor) in (ULong, Symbol) else None
-    if spec is not None:
-        if isinstance(spec, CompositeSpec) and type(value) is list:
-            return Composite(spec, value, descriptor)
-        return Described(descriptor, value, spec.name)
-    return Described(descriptor, value, None)
-
-
-# --------------------------------------------------------------------------- bodies
-
-
-def _fixed(width: int, make):
-    def body(r: Reader):
-        p = r.pos
-        if width > r.end - p:
-            raise DecodeError(f"need {width} bytes at offset {p}, only {r.end - p} remain")
-        r.pos = p + width
-        return make(r.buf, p)
-
-    return body
-
-
-def _const(v):
-    def body(r: Reader):
-        return v
-
-    return body
-
-
-def _variable(width: int, make):
-    unpack = {1: None, 4: _U32.unpack_from}[width]
-
-    def body(r: Reader):
-        if unpack is None:
-            n = r.u8()
+    def _compound_header(self, width):
+        """Read size and count of a compound/array; returns (count, end in ``data``)."""
+        if width == 1:
+            size = self._u8()
+            if size < 1:
+                raise DecodeError("compound size smaller than its count field")
+            end = self.p + size
+            if end > self.lim:
+                raise DecodeError(f"compound size {size} exceeds the {self.lim - self.p} bytes remaining")
+            count = self._u8()
         else:
-            n = unpack(r.buf, r.need(4))[0]
-        p = r.pos
-        if n > r.end - p:
-            raise DecodeError(f"need {n} bytes at offset {p}, only {r.end - p} remain")
-        r.pos = p + n
-        return make(r.buf[p : p + n])
+            size = self._u32()
+            if size < 4:
+                raise DecodeError("compound size smaller than its count field")
+            end = self.p + size
+            if end > self.lim:
+                raise DecodeError(f"compound size {size} exceeds the {self.lim - self.p} bytes remaining")
+            count = self._u32()
+        return count, end
 
-    return body
-
-
-def _utf8(b) -> str:
-    try:
-        return bytes(b).decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise DecodeError(f"invalid UTF-8 in string: {e}") from None
-
-
-def _symbol(b) -> Symbol:
-    try:
-        return Symbol(bytes(b).decode("ascii"))
-    except UnicodeDecodeError:
-        raise DecodeError("symbol is not ASCII") from None
-
-
-def _compound_header(r: Reader, width: int) -> tuple[int, int]:
-    """Read size and count of a compound/array; returns (count, end offset)."""
-    if width == 1:
-        size = r.u8()
-        if size < 1:
-            raise DecodeError("compound size smaller than its count field")
-        end = r.pos + size
-        if end > r.end:
-            raise DecodeError(f"compound size {size} exceeds the {r.end - r.pos} bytes remaining")
-        count = r.u8()
-    else:
-        size = r.u32()
-        if size < 4:
-            raise DecodeError("compound size smaller than its count field")
-        end = r.pos + size
-        if end > r.end:
-            raise DecodeError(f"compound size {size} exceeds the {r.end - r.pos} bytes remaining")
-        count = r.u32()
-    return count, end
-
-
-def _list(width: int):
-    def body(r: Reader):
-        count, end = _compound_header(r, width)
-        if count > end - r.pos:  # every element takes at least one byte
-            raise DecodeError(f"list count {count} larger than its {end - r.pos} bytes")
-        r._count(count)
-        r._enter()
-        saved_end = r.end
-        r.end = end
+    def _list(self, width):
+        count, end = self._compound_header(width)
+        if count > end - self.p:  # every element takes at least one byte
+            raise DecodeError(f"list count {count} larger than its {end - self.p} bytes")
+        self._count(count)
+        self._enter()
+        saved_lim = self.lim
+        self.lim = end
+        items = []
         try:
-            items = [r.value() for _ in range(count)]
+            for i in range(count):
+                items.append(self.value())
         finally:
-            r.end = saved_end
-            r.depth -= 1
-        if r.pos != end:
-            raise DecodeError(f"list of {count} elements left {end - r.pos} bytes unused")
+            self.lim = saved_lim
+            self.depth -= 1
+        if self.p != end:
+            raise DecodeError(f"list of {count} elements left {end - self.p} bytes unused")
         return items
 
-    return body
-
-
-def _map(width: int):
-    def body(r: Reader):
-        count, end = _compound_header(r, width)
+    def _map(self, width):
+        count, end = self._compound_header(width)
         if count % 2:
             raise DecodeError(f"map with an odd number of elements ({count})")
-        if count > end - r.pos:
-            raise DecodeError(f"map count {count} larger than its {end - r.pos} bytes")
-        r._count(count)
-        r._enter()
-        saved_end = r.end
-        r.end = end
-        out = Map()
+        if count > end - self.p:
+            raise DecodeError(f"map count {count} larger than its {end - self.p} bytes")
+        self._count(count)
+        self._enter()
+        saved_lim = self.lim
+        self.lim = end
+        out = Map.__new__(Map)  # (no __init__ call: an empty dict)
+        out.pairs = None
         pairs = []
         try:
-            for _ in range(count // 2):
-                k = r.value()
-                v = r.value()
+            for i in range(count // 2):
+                k = self.value()
+                v = self.value()
                 pairs.append((k, v))
                 try:
                     out[k] = v
                 except TypeError:
                     out[freeze(k)] = v
         finally:
-            r.end = saved_end
-            r.depth -= 1
-        if r.pos != end:
-            raise DecodeError(f"map of {count} elements left {end - r.pos} bytes unused")
+            self.lim = saved_lim
+            self.depth -= 1
+        if self.p != end:
+            raise DecodeError(f"map of {count} elements left {end - self.p} bytes unused")
         if len(out) != len(pairs):  # keys equal in Python, distinct in AMQP
             out.pairs = pairs
         return out
 
-    return body
-
-
-def _array(width: int):
-    def body(r: Reader):
-        count, end = _compound_header(r, width)
-        r._count(count)
-        r._enter()
-        saved_end = r.end
-        r.end = end
+    def _array(self, width):
+        count, end = self._compound_header(width)
+        self._count(count)
+        self._enter()
+        saved_lim = self.lim
+        self.lim = end
+        descriptor = None
+        items = []
         try:
-            f, etype, ewidth, descriptor = r.element_constructor()
-            if ewidth == 0:
+            code = self._u8()
+            if code == 0:
+                self._enter()
+                try:
+                    descriptor = self.value()
+                finally:
+                    self.depth -= 1
+                code = self._u8()
+                if code == 0:
+                    raise DecodeError("nested described array element constructor")
+            kind = _KIND[code]
+            if kind == _K_INVALID:
+                raise DecodeError(f"invalid array element constructor 0x{code:02x}")
+            if _WIDTH[code] == 0:
                 if count > MAX_ZERO_WIDTH_ELEMENTS:
                     raise LimitExceeded(f"array of {count} zero-width elements (cap {MAX_ZERO_WIDTH_ELEMENTS})")
-            elif count > end - r.pos:
-                raise DecodeError(f"array count {count} larger than its {end - r.pos} bytes")
-            items = [f(r) for _ in range(count)]
+            elif count > end - self.p:
+                raise DecodeError(f"array count {count} larger than its {end - self.p} bytes")
+            for i in range(count):
+                items.append(self._body(code))
         finally:
-            r.end = saved_end
-            r.depth -= 1
-        if r.pos != end:
-            raise DecodeError(f"array of {count} elements left {end - r.pos} bytes unused")
+            self.lim = saved_lim
+            self.depth -= 1
+        if self.p != end:
+            raise DecodeError(f"array of {count} elements left {end - self.p} bytes unused")
         if descriptor is not None:
-            items = [make_described(descriptor, v) for v in items]
-            return Array(items, etype, descriptor)
-        return Array(items, etype)
-
-    return body
+            return Array([make_described(descriptor, v) for v in items], _TYPE_NAME[code], descriptor)
+        return Array(items, _TYPE_NAME[code])
 
 
-def _u(cls, st):
-    return lambda b, p: cls(st.unpack_from(b, p)[0])
+def _uint_at(data, p, width):
+    """The unsigned big-endian integer of ``width`` bytes at ``data[p]``."""
+    v = 0
+    for i in range(width):
+        v = (v << 8) | data[p + i]
+    return v
 
 
-# How each primitive type's fixed-width body becomes a value, per width.
-_FIXED_MAKERS = {
-    ("boolean", 1): lambda b, p: _bool_byte(b[p]),
-    ("ubyte", 1): lambda b, p: UByte(b[p]),
-    ("byte", 1): lambda b, p: Byte(b[p] - 256 if b[p] > 127 else b[p]),
-    ("ushort", 2): _u(UShort, _U16),
-    ("short", 2): _u(Short, _I16),
-    ("uint", 1): lambda b, p: UInt(b[p]),
-    ("uint", 4): _u(UInt, _U32),
-    ("ulong", 1): lambda b, p: ULong(b[p]),
-    ("ulong", 8): _u(ULong, _U64),
-    ("int", 1): lambda b, p: Int(b[p] - 256 if b[p] > 127 else b[p]),
-    ("int", 4): _u(Int, _I32),
-    ("long", 1): lambda b, p: Long(b[p] - 256 if b[p] > 127 else b[p]),
-    ("long", 8): _u(Long, _I64),
-    ("float", 4): _u(Float, _F32),
-    ("double", 8): lambda b, p: _F64.unpack_from(b, p)[0],
-    ("decimal32", 4): lambda b, p: Decimal32(b[p : p + 4]),
-    ("decimal64", 8): lambda b, p: Decimal64(b[p : p + 8]),
-    ("decimal128", 16): lambda b, p: Decimal128(b[p : p + 16]),
-    ("char", 4): lambda b, p: _char(_U32.unpack_from(b, p)[0]),
-    ("timestamp", 8): _u(Timestamp, _I64),
-    ("uuid", 16): lambda b, p: _uuid.UUID(bytes=bytes(b[p : p + 16])),
-}
-
-# Zero-width encodings: the value is implied by the constructor's encoding name.
-_ZERO_VALUES = {
-    "null": None,
-    "true": True,
-    "false": False,
-    "uint0": UInt(0),
-    "ulong0": ULong(0),
-    "list0": [],
-}
-
-_VARIABLE_MAKERS = {
-    "binary": bytes,
-    "string": _utf8,
-    "symbol": _symbol,
-}
+def _int_at(data, p, width):
+    """The two's complement big-endian integer of ``width`` bytes at ``data[p]``."""
+    v = data[p]
+    if v > 127:
+        v -= 256
+    for i in range(1, width):
+        v = v * 256 + data[p + i]
+    return v
 
 
-def _bool_byte(v: int) -> bool:
-    if v > 1:
-        raise DecodeError(f"boolean byte 0x{v:02x} is neither 0x00 nor 0x01")
-    return v == 1
+def _composite(spec, value, descriptor):
+    c = Composite.__new__(Composite)
+    c.descriptor = descriptor
+    c.value = value
+    c.name = spec.name
+    c.spec = spec
+    return c
 
 
-def _char(cp: int) -> Char:
-    if cp > 0x10FFFF or 0xD800 <= cp <= 0xDFFF:
-        raise DecodeError(f"char U+{cp:X} is not a Unicode scalar value")
-    return Char(chr(cp))
+def _described(descriptor, value, name):
+    d = Described.__new__(Described)
+    d.descriptor = descriptor
+    d.value = value
+    d.name = name
+    return d
 
 
-def _list0_body(r: Reader):
-    return []
-
-
-def _build_body_table():
-    table = [None] * 256
-    for code, entry in enumerate(_spec.CONSTRUCTORS):
-        if entry is None:
-            continue
-        tname, ename, category, width = entry
-        if category == "fixed" and width == 0:
-            if ename == "list0":
-                table[code] = _list0_body  # a fresh list each time
-            else:
-                table[code] = _const(_ZERO_VALUES[ename])
-        elif category == "fixed":
-            table[code] = _fixed(width, _FIXED_MAKERS[(tname, width)])
-        elif category == "variable":
-            table[code] = _variable(width, _VARIABLE_MAKERS[tname])
-        elif category == "compound":
-            table[code] = _list(width) if tname == "list" else _map(width)
-        elif category == "array":
-            table[code] = _array(width)
-        else:  # pragma: no cover - the XML defines only these categories
-            raise RuntimeError(f"unknown encoding category {category!r}")
-    return tuple(table)
-
-
-_BODY = _build_body_table()
-
-# small-ulong descriptors (00 53 XX): cached descriptor values and the spec types they name
-_SMALL_ULONGS = tuple(ULong(i) for i in range(256))
-_SMALL_SPECS = tuple(BY_DESCRIPTOR.get(i) for i in range(256))
+def make_described(descriptor, value):
+    # only a ulong or a symbol descriptor names a spec type
+    spec = BY_DESCRIPTOR.get(descriptor) if type(descriptor) is ULong or type(descriptor) is Symbol else None
+    if spec is not None:
+        if spec.__class__ is CompositeSpec and type(value) is list:
+            return _composite(spec, value, descriptor)
+        return _described(descriptor, value, spec.name)
+    return _described(descriptor, value, None)
 
 
 # --------------------------------------------------------------------------- API
@@ -725,7 +802,7 @@ def decode_all(data, max_depth: int = DEFAULT_MAX_DEPTH, max_elements: int = DEF
     """Decode a sequence of values filling ``data`` (e.g. message sections)."""
     r = Reader(data, max_depth=max_depth, max_elements=max_elements)
     out = []
-    while r.pos < r.end:
+    while r.p < r.lim:
         out.append(r.value())
     return out
 

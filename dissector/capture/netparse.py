@@ -376,8 +376,16 @@ _TCP_FLAG_NAMES = ((0x001, "FIN"), (0x002, "SYN"), (0x004, "RST"), (0x008, "PSH"
 _SLL_PKTTYPES = {0: "Unicast to us", 1: "Broadcast", 2: "Multicast", 3: "Unicast to another host", 4: "Sent by us"}
 
 
+_MACS: dict[bytes, str] = {}
+
+
 def _mac(b: bytes) -> str:
-    return ":".join(f"{x:02x}" for x in b)
+    s = _MACS.get(b)
+    if s is None:
+        if len(_MACS) >= 4096:
+            _MACS.clear()
+        s = _MACS[bytes(b)] = ":".join(f"{x:02x}" for x in b)
+    return s
 
 
 def _ethertype(et: int) -> str:
@@ -390,11 +398,19 @@ def tcp_flags_text(flags: int) -> str:
     return f"0x{flags:03x} ({', '.join(names) if names else '<None>'})"
 
 
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_SECONDS: dict[int, str] = {}  # whole second since the epoch -> its date and time text
+
+
 def _time_text(ts: float) -> str:
     try:
-        us = round(ts * 1_000_000)
-        t = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc) + _dt.timedelta(microseconds=us)
-        return t.strftime("%Y-%m-%d %H:%M:%S.%f") + " UTC"
+        sec, us = divmod(round(ts * 1_000_000), 1_000_000)
+        text = _SECONDS.get(sec)
+        if text is None:
+            if len(_SECONDS) >= 4096:
+                _SECONDS.clear()
+            text = _SECONDS[sec] = (_EPOCH + _dt.timedelta(seconds=sec)).strftime("%Y-%m-%d %H:%M:%S")
+        return f"{text}.{us:06d} UTC"
     except (OverflowError, ValueError):
         return f"(out of range: {ts!r})"
 

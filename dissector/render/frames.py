@@ -20,17 +20,105 @@ from __future__ import annotations
 import datetime as _dt
 
 from ..amqp.framing import Frame, ProtocolHeader, StreamNote
+from ..capture.netparse import describe_packet
 from ..events import PacketNote
 from ..amqp.codec import (
     ABSENT,
-    Array, Byte, Composite, Described, Int, Long, Short, Timestamp, UByte, UInt, ULong, UShort, amqp_type_of,
+    Array, Byte, Composite, Described, Int, Long, Map, Short, Symbol, Timestamp, UByte, UInt, ULong, UShort,
+    amqp_type_of,
 )
 from ..amqp.spec import CHOICES, COMPOSITES, FieldSpec, choice_name
-from ..amqp.values import composite_defaults, composite_fields, json_value
+from ..amqp.values import field_json, json_value
 
 _SHOWN = (Frame, ProtocolHeader, StreamNote, PacketNote)  # the events that have a frames line
 
 # --------------------------------------------------------------------------- JSON
+
+
+# The functions below give the JSON of values.json_value / composite_fields / composite_defaults
+# (the conventions' one definition) with the common cases inline: plain leaves, composites
+# through a per-spec layout, maps with string keys; everything else goes to values.json_value.
+
+_JSON_LAYOUTS: dict = {}  # composite name -> (spec, fields, (field type has choices, ...), defaults)
+_IMMUTABLE = (type(None), bool, int, float, str)
+
+
+def _json_layout(spec) -> tuple:
+    hit = _JSON_LAYOUTS.get(spec.name)
+    if hit is not None and hit[0] is spec:
+        return hit
+    fields = spec.fields
+    choices = tuple(f.type in CHOICES for f in fields)
+    # (index, name, JSON of the default or the FieldSpec when that JSON is not immutable)
+    defaults = []
+    for i, f in enumerate(fields):
+        if f.has_default:
+            j = field_json(f, f.default)
+            defaults.append((i, f.name, j if type(j) in _IMMUTABLE else f, type(j) not in _IMMUTABLE))
+    hit = (spec, fields, choices, tuple(defaults))
+    if len(_JSON_LAYOUTS) < 4096:
+        _JSON_LAYOUTS[spec.name] = hit
+    return hit
+
+
+def _fields_json(c) -> dict:
+    """``values.composite_fields(c)``."""
+    _, fields, choices, _ = _json_layout(c.spec)
+    out = {}
+    values = c.value
+    n = len(values)
+    nf = len(fields)
+    for i in range(n if n < nf else nf):
+        v = values[i]
+        if v is None:
+            out[fields[i].name] = None
+        elif choices[i]:
+            out[fields[i].name] = field_json(fields[i], v)
+        else:
+            out[fields[i].name] = _json(v)
+    if n > nf:
+        out["@extra"] = [json_value(x) for x in values[nf:]]
+    return out
+
+
+def _defaults_json(c) -> dict:
+    """``values.composite_defaults(c)``."""
+    _, _, _, defaults = _json_layout(c.spec)
+    out = {}
+    values = c.value
+    n = len(values)
+    for i, name, j, computed in defaults:
+        if i >= n or values[i] is None:
+            out[name] = field_json(j, j.default) if computed else j
+    return out
+
+
+def _json(v):
+    """``values.json_value(v)``."""
+    t = type(v)
+    if t is str or t is int or t is bool or v is None:
+        return v
+    if t in _PLAIN_INTS or t is Timestamp:
+        return int(v)
+    if t is Symbol:
+        return str(v)
+    if t is bytes:
+        return v.hex()
+    if t is Composite:
+        d = {"@type": v.spec.name}
+        d.update(_fields_json(v))
+        return d
+    if t is Map:
+        d = {}
+        for k, x in v.items():
+            if type(k) is str or type(k) is Symbol:
+                d[str(k)] = _json(x)
+            else:  # a key that is not a string: the general rules
+                return json_value(v)
+        return d
+    if t is list:
+        return [_json(x) for x in v]
+    return json_value(v)
 
 
 def message_json(sections: list) -> dict:
@@ -38,14 +126,14 @@ def message_json(sections: list) -> dict:
     out: dict = {}
     for s in sections:
         if isinstance(s, Composite):
-            out[s.spec.name] = composite_fields(s)
+            out[s.spec.name] = _fields_json(s)
         elif isinstance(s, Described) and s.name:
             if s.name in ("data", "amqp-sequence"):
-                out.setdefault(s.name, []).append(json_value(s.value))
+                out.setdefault(s.name, []).append(_json(s.value))
             else:
-                out[s.name] = json_value(s.value)
+                out[s.name] = _json(s.value)
         else:
-            out.setdefault("unknown-sections", []).append(json_value(s))
+            out.setdefault("unknown-sections", []).append(_json(s))
     return out
 
 
@@ -69,8 +157,8 @@ def event_json(ev) -> dict | None:
             d["first_packet"] = ev.first_packet
         p = ev.performative
         if isinstance(p, Composite):
-            d["fields"] = composite_fields(p)
-            defaults = composite_defaults(p)
+            d["fields"] = _fields_json(p)
+            defaults = _defaults_json(p)
             if defaults:
                 d["defaults"] = defaults
         elif isinstance(p, Described):
@@ -150,13 +238,16 @@ _KEY_FIELDS = {
 
 
 def _summary_fields():
-    """performative -> ((index, name, FieldSpec, choices or None), ...) of its key fields."""
+    """performative -> ((index, "name=", FieldSpec, plain, star), ...) of its key fields; plain: an
+    integer value is shown as a number (the type has no choices), star: the field's type is "*"."""
     out = {}
     for perf, names in _KEY_FIELDS.items():
         spec = COMPOSITES[perf]
-        out[perf] = tuple(
-            (spec.index[n], n, spec.fields[spec.index[n]], CHOICES.get(spec.fields[spec.index[n]].type)) for n in names
-        )
+        fields = []
+        for n in names:
+            f = spec.fields[spec.index[n]]
+            fields.append((spec.index[n], n + "=", f, CHOICES.get(f.type) is None, f.type == "*"))
+        out[perf] = tuple(fields)
     return out
 
 
@@ -202,10 +293,11 @@ def short_value(f: FieldSpec | None, v, limit: int = 60) -> str:
 
 def frame_summary(ev) -> str:
     """Info text of a header or frame, in the spirit of tshark's Info column."""
-    if isinstance(ev, ProtocolHeader):
-        return f"Protocol-Header {ev.name}"
-    if isinstance(ev, StreamNote):
-        return f"[{ev.note.severity}] {ev.note.message}"
+    if type(ev) is not Frame:
+        if isinstance(ev, ProtocolHeader):
+            return f"Protocol-Header {ev.name}"
+        if isinstance(ev, StreamNote):
+            return f"[{ev.note.severity}] {ev.note.message}"
     if ev.kind == "heartbeat":
         return "(empty frame: heartbeat)"
     if ev._performative is None and ev.pname is not None:
@@ -220,19 +312,31 @@ def frame_summary(ev) -> str:
         pname, values = p.spec.name, p.value
     parts = []
     n = len(values)
-    for i, name, f, choices in _SUMMARY_FIELDS.get(pname, ()):
+    for i, name_eq, f, plain, star in _SUMMARY_FIELDS.get(pname, ()):
         if i >= n:
             continue
         v = values[i]
         if v is None or v is ABSENT:
             continue
-        if choices is None and (type(v) is int or type(v) in _PLAIN_INTS):
-            parts.append(f"{name}={int(v)}")  # the common case: counts, ids, windows, handles
-        elif type(v) is str and f.type == "*":
-            parts.append(f"{name}={v}()")  # a scanned delivery state: an empty list of that composite
+        t = type(v)
+        if plain:  # a type without choices: the common values inline, as short_value shows them
+            if t is int:
+                parts.append(name_eq + str(v))  # the common case: counts, ids, windows, handles
+                continue
+            if t in _PLAIN_INTS:
+                parts.append(name_eq + str(int(v)))
+                continue
+            if t is bool:
+                parts.append(name_eq + ("true" if v else "false"))
+                continue
+            if t is bytes:
+                parts.append(name_eq + "0x" + (v.hex() if len(v) <= 30 else v[:30].hex() + "…"))
+                continue
+        if star and t is str:
+            parts.append(name_eq + v + "()")  # a scanned delivery state: an empty list of that composite
         else:
-            parts.append(f"{name}={short_value(f, v)}")
-    text = f"{pname}({', '.join(parts)})"
+            parts.append(name_eq + short_value(f, v))
+    text = pname + "(" + ", ".join(parts) + ")"
     if pname == "transfer":
         text += f" payload={ev.payload_size}"
     dl = ev.delivery
@@ -245,6 +349,49 @@ def frame_summary(ev) -> str:
 
 
 _KIND_LAYER = {"header": "AMQP", "amqp": "AMQP", "sasl": "SASL", "heartbeat": "AMQP", "note": "----"}
+
+
+class SummaryLines:
+    """The ``frames`` lines of a capture's events, times relative to ``t0``.
+
+    Keeps what repeats from line to line (the packet and time column of the frames of one
+    packet, the peers and channel column of a direction) so a line costs little more than
+    its performative's fields."""
+
+    __slots__ = ("t0", "_packet", "_ts", "_head", "_peers")
+
+    def __init__(self, t0: float):
+        self.t0 = t0
+        self._packet = None
+        self._ts = None
+        self._head = ""
+        self._peers = {}
+
+    def line(self, ev) -> str | None:
+        """The ``frames`` line of an event (None for events that have none): packet, time since
+        ``t0``, peers, layer, channel, the performative's summary and the notes worth showing."""
+        if type(ev) is not Frame or ev.packet is None or ev.ts is None:
+            return summary_line(ev, self.t0)
+        packet = ev.packet
+        ts = ev.ts
+        if packet != self._packet or ts != self._ts:
+            self._packet = packet
+            self._ts = ts
+            self._head = f"{packet:>6} {ts - self.t0:>11.6f} "
+        key = (ev.src, ev.dst, ev.type, ev.channel)
+        peers = self._peers.get(key)
+        if peers is None:
+            channel = ev.channel
+            ch = f"ch {channel:<3}" if channel is not None else "      "
+            peers = f"{ev.src} → {ev.dst} {_KIND_LAYER[ev.kind]} {ch} "
+            if len(self._peers) >= 65536:  # many connections and channels: start over
+                self._peers.clear()
+            self._peers[key] = peers
+        line = self._head + peers + frame_summary(ev)
+        notes = ev.notes
+        if notes:
+            line += "  " + " ".join([f"[{n.severity}: {n.message}]" for n in notes if n.severity != "chat"])
+        return line.rstrip()
 
 
 def summary_line(ev, t0: float) -> str | None:
@@ -272,35 +419,79 @@ def _fmt_ts(ts: float) -> str:
     return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
 
 
+_PADS = tuple("    " * i for i in range(64))
+
+# leaf values the tree shows in one line without looking further: type -> AMQP type name
+_LEAF_TYPES = {
+    type(None): "null", bool: "boolean", str: "string", Symbol: "symbol", bytes: "binary",
+    UByte: "ubyte", UShort: "ushort", UInt: "uint", ULong: "ulong", Byte: "byte", Short: "short", Int: "int",
+    Long: "long",
+}
+
+
 def value_lines(label: str, v, indent: int, f: FieldSpec | None = None, default: bool = False) -> list[str]:
     """Lines of a value in the detail tree: 'label (type): value' with children indented."""
-    pad = "    " * indent
+    out: list[str] = []
+    _value_into(out, label, v, indent, f, default)
+    return out
+
+
+def _value_into(out: list, label, v, indent, f, default) -> None:
+    """Append the lines of ``value_lines(label, v, indent, f, default)`` to ``out``."""
+    pad = _PADS[indent] if indent < 64 else "    " * indent
+    t = type(v)
+    tname = _LEAF_TYPES.get(t)
+    if tname is not None:  # the common leaves, shown as the general case below would
+        if default and f is not None and f.primitive != "*":
+            tname = f.primitive
+        if v is None:
+            text = "null"
+        elif t is bool:
+            text = "true" if v else "false"
+        elif t is bytes:
+            text = "0x" + (v.hex() if len(v) <= 60 else v[:60].hex() + "…")
+        elif t is str or t is Symbol:
+            s = str(v)
+            text = repr(s if len(s) <= 120 else s[:120] + "…")
+        else:
+            text = str(int(v))
+        if f is not None and v is not None and f.type in CHOICES:
+            name = choice_name(f.type, v)
+            if name is not None:
+                text = f"{name} ({v if t is not bool else str(v).lower()})"
+        out.append(f"{pad}{label} ({tname}): {text} [default]" if default else f"{pad}{label} ({tname}): {text}")
+        return
     mark = " [default]" if default else ""
     if isinstance(v, Composite):
-        lines = [f"{pad}{label} ({v.spec.name}, descriptor {_desc_text(v.descriptor)}){mark}"]
-        lines += composite_lines(v, indent + 1)
-        return lines
+        out.append(f"{pad}{label} ({v.spec.name}, descriptor {_desc_text(v.descriptor)}){mark}")
+        _composite_into(out, v, indent + 1)
+        return
     if isinstance(v, Described):
-        lines = [f"{pad}{label} ({v.name or 'described'}, descriptor {_desc_text(v.descriptor)})"]
-        lines += value_lines("value", v.value, indent + 1)
-        return lines
+        out.append(f"{pad}{label} ({v.name or 'described'}, descriptor {_desc_text(v.descriptor)})")
+        _value_into(out, "value", v.value, indent + 1, None, False)
+        return
+    if isinstance(v, Array):
+        out.append(f"{pad}{label} (array of {len(v)} {v.element_type})")
+        for i, x in enumerate(v):
+            _value_into(out, f"[{i}]", x, indent + 1, None, False)
+        return
+    if isinstance(v, list):
+        out.append(f"{pad}{label} (list of {len(v)})")
+        for i, x in enumerate(v):
+            _value_into(out, f"[{i}]", x, indent + 1, None, False)
+        return
+    if isinstance(v, dict):
+        out.append(f"{pad}{label} (map of {len(v)})")
+        for k, x in v.items():
+            if type(k) is str or type(k) is Symbol:  # short_value(None, k) of a string key
+                key = str(k)
+                key = repr(key if len(key) <= 60 else key[:60] + "…")
+            else:
+                key = short_value(None, k)
+            _value_into(out, key, x, indent + 1, None, False)
+        return
     # a default comes from the spec tables as a plain Python value: its type is the field's
     t = f.primitive if default and f is not None and f.primitive != "*" else amqp_type_of(v)
-    if isinstance(v, Array):
-        lines = [f"{pad}{label} (array of {len(v)} {v.element_type})"]
-        for i, x in enumerate(v):
-            lines += value_lines(f"[{i}]", x, indent + 1)
-        return lines
-    if isinstance(v, list):
-        lines = [f"{pad}{label} (list of {len(v)})"]
-        for i, x in enumerate(v):
-            lines += value_lines(f"[{i}]", x, indent + 1)
-        return lines
-    if isinstance(v, dict):
-        lines = [f"{pad}{label} (map of {len(v)})"]
-        for k, x in v.items():
-            lines += value_lines(f"{short_value(None, k)}", x, indent + 1)
-        return lines
     text = short_value(None, v, limit=120)
     if f is not None and v is not None:
         name = choice_name(f.type, v)
@@ -308,87 +499,191 @@ def value_lines(label: str, v, indent: int, f: FieldSpec | None = None, default:
             text = f"{name} ({v if not isinstance(v, bool) else str(v).lower()})"
     if isinstance(v, Timestamp):
         text = f"{int(v)} ({_fmt_ts(int(v) / 1000.0)})"
-    return [f"{pad}{label} ({t}): {text}{mark}"]
+    out.append(f"{pad}{label} ({t}): {text}{mark}")
+
+
+_DESC_TEXTS: dict = {}  # ulong descriptor -> its text
 
 
 def _desc_text(d) -> str:
+    if type(d) is ULong:
+        text = _DESC_TEXTS.get(d)
+        if text is None:
+            text = f"0x{d >> 32:08x}:0x{d & 0xFFFFFFFF:08x}"
+            if len(_DESC_TEXTS) < 4096:  # the spec's descriptors, and a few others
+                _DESC_TEXTS[d] = text
+        return text
     if isinstance(d, int) and not isinstance(d, bool):
         return f"0x{d >> 32:08x}:0x{d & 0xFFFFFFFF:08x}"
     return repr(str(d)) if isinstance(d, str) else repr(d)
 
 
+_COMPOSITE_LAYOUTS: dict = {}  # (composite name, indent) -> (spec, ((FieldSpec, default lines, null line), ...))
+
+
+def _composite_layout(spec, indent: int) -> tuple:
+    """Per field of ``spec`` at ``indent``: (FieldSpec, the lines of its default or None, its null line)."""
+    key = (spec.name, indent)
+    hit = _COMPOSITE_LAYOUTS.get(key)
+    if hit is not None and hit[0] is spec:
+        return hit[1]
+    pad = _PADS[indent] if indent < 64 else "    " * indent
+    layout = tuple(
+        (f, tuple(value_lines(f.name, f.default, indent, f, default=True)) if f.has_default else None,
+         f"{pad}{f.name}: null")
+        for f in spec.fields
+    )
+    if len(_COMPOSITE_LAYOUTS) < 4096:
+        _COMPOSITE_LAYOUTS[key] = (spec, layout)
+    return layout
+
+
 def composite_lines(c: Composite, indent: int) -> list[str]:
-    lines: list[str] = []
-    n = len(c.value)
-    for i, f in enumerate(c.spec.fields):
-        if i < n and c.value[i] is not None:
-            lines += value_lines(f.name, c.value[i], indent, f)
-        elif f.has_default:
-            lines += value_lines(f.name, f.default, indent, f, default=True)
+    out: list[str] = []
+    _composite_into(out, c, indent)
+    return out
+
+
+def _composite_into(out: list, c, indent) -> None:
+    layout = _composite_layout(c.spec, indent)
+    values = c.value
+    n = len(values)
+    i = 0
+    for f, default_lines, null_line in layout:
+        if i < n and values[i] is not None:
+            _value_into(out, f.name, values[i], indent, f, False)
+        elif default_lines is not None:
+            out.extend(default_lines)
         elif i < n:
-            lines.append(f"{'    ' * indent}{f.name}: null")
-    for j, x in enumerate(c.extra()):
-        lines += value_lines(f"[extra element {n - len(c.extra()) + j}]", x, indent)
-    return lines
+            out.append(null_line)
+        i += 1
+    nf = len(layout)
+    for j in range(nf, n):
+        _value_into(out, f"[extra element {j}]", values[j], indent, None, False)
+
+
+_AMQP_TITLES: dict = {}  # (src, dst, channel) -> the first line of a frame's tree
+_TYPE_LINES = {0: "    Type: AMQP (0)", 1: "    Type: SASL (1)"}
 
 
 def frame_detail(ev) -> list[str]:
     """The AMQP part of the detail tree of one header or frame."""
+    out: list[str] = []
+    frame_detail_into(out, ev)
+    return out
+
+
+def frame_detail_into(out: list, ev) -> None:
+    """Append the lines of ``frame_detail(ev)`` to ``out``."""
     if isinstance(ev, ProtocolHeader):
-        lines = [
-            "Advanced Message Queuing Protocol",
-            f"    Protocol-Header: {ev.name}",
-            f"    Protocol-ID: {ev.protocol_id}",
-            f"    Version: {'.'.join(map(str, ev.version))}",
-        ]
+        out.append("Advanced Message Queuing Protocol")
+        out.append(f"    Protocol-Header: {ev.name}")
+        out.append(f"    Protocol-ID: {ev.protocol_id}")
+        out.append(f"    Version: {'.'.join(map(str, ev.version))}")
     elif isinstance(ev, StreamNote):
-        lines = ["Advanced Message Queuing Protocol (stream)", f"    [Expert Info ({ev.note.severity}/{ev.note.group}): {ev.note.message}]"]
-        return lines
+        out.append("Advanced Message Queuing Protocol (stream)")
+        out.append(f"    [Expert Info ({ev.note.severity}/{ev.note.group}): {ev.note.message}]")
+        return
     else:
-        type_name = {0: "AMQP", 1: "SASL"}.get(ev.type, str(ev.type))
-        lines = [
-            f"Advanced Message Queuing Protocol, {ev.src} -> {ev.dst}, channel {ev.channel}",
-            f"    Length: {ev.size}",
-            f"    Doff: {ev.doff}",
-            f"    Type: {type_name} ({ev.type})",
-            f"    Channel: {ev.channel}",
-        ]
+        key = (ev.src, ev.dst, ev.channel)
+        title = _AMQP_TITLES.get(key)
+        if title is None:
+            title = f"Advanced Message Queuing Protocol, {ev.src} -> {ev.dst}, channel {ev.channel}"
+            if len(_AMQP_TITLES) < 65536:
+                _AMQP_TITLES[key] = title
+        out.append(title)
+        out.append(f"    Length: {ev.size}")
+        out.append(f"    Doff: {ev.doff}")
+        type_line = _TYPE_LINES.get(ev.type) if type(ev.type) is int else None
+        out.append(type_line if type_line is not None else f"    Type: {ev.type} ({ev.type})")
+        out.append(f"    Channel: {ev.channel}")
         if ev.ext:
-            lines.append(f"    Extended header: {ev.ext.hex()}")
+            out.append(f"    Extended header: {ev.ext.hex()}")
         if ev.first_packet != ev.packet:
-            lines.append(f"    [Frame starts in packet {ev.first_packet}]")
+            out.append(f"    [Frame starts in packet {ev.first_packet}]")
         p = ev.performative
         if ev.kind == "heartbeat":
-            lines.append("    Empty frame (heartbeat)")
+            out.append("    Empty frame (heartbeat)")
         elif isinstance(p, Composite):
-            lines.append(f"    Performative: {p.spec.name} (descriptor {_desc_text(p.descriptor)})")
-            lines += composite_lines(p, 2)
+            out.append(f"    Performative: {p.spec.name} (descriptor {_desc_text(p.descriptor)})")
+            _composite_into(out, p, 2)
         elif isinstance(p, Described):
-            lines += value_lines("Described", p, 1)
+            _value_into(out, "Described", p, 1, None, False)
         if ev.name == "transfer":
-            lines.append(f"    Payload: {len(ev.payload)} bytes")
+            out.append(f"    Payload: {len(ev.payload)} bytes")
         dl = ev.delivery
         if dl is not None:
             if dl.aborted:
-                lines.append(f"    [Delivery aborted after {dl.frames} frames]")
+                out.append(f"    [Delivery aborted after {dl.frames} frames]")
             else:
-                lines.append(
-                    f"    Message ({dl.message_size} bytes"
-                    + (f", reassembled from {dl.frames} frames starting in packet {dl.first_packet}" if dl.frames > 1 else "")
-                    + ")"
-                )
+                if dl.frames > 1:
+                    out.append(f"    Message ({dl.message_size} bytes, reassembled from {dl.frames} frames "
+                               f"starting in packet {dl.first_packet})")
+                else:
+                    out.append(f"    Message ({dl.message_size} bytes)")
                 sections = dl.sections()
                 if sections is None:
-                    lines.append(f"        [{dl.error}]")
+                    out.append(f"        [{dl.error}]")
                 else:
                     for s in sections:
                         if isinstance(s, Composite):
-                            lines.append(f"        {s.spec.name} (descriptor {_desc_text(s.descriptor)})")
-                            lines += composite_lines(s, 3)
+                            out.append(f"        {s.spec.name} (descriptor {_desc_text(s.descriptor)})")
+                            _composite_into(out, s, 3)
                         elif isinstance(s, Described):
-                            lines += value_lines(s.name or "section", s.value, 2)
+                            _value_into(out, s.name or "section", s.value, 2, None, False)
                         else:
-                            lines += value_lines("section", s, 2)
+                            _value_into(out, "section", s, 2, None, False)
     for n in ev.notes:
-        lines.append(f"    [Expert Info ({n.severity}/{n.group}): {n.message}]")
-    return lines
+        out.append(f"    [Expert Info ({n.severity}/{n.group}): {n.message}]")
+
+
+class DetailLines:
+    """The ``frames -V`` text of a capture's events, in order: before the first event of each
+    packet its layers (:func:`~amqp_dissect.capture.netparse.describe_packet`), then the
+    AMQP tree of each header, frame and note."""
+
+    __slots__ = ("_last_packet", "layer_records")
+
+    def __init__(self, layer_records: list | None = None):
+        self._last_packet = None
+        # records of the stream layers (TLS records, WebSocket frames) as the layers make them:
+        # each shows under the packet that completed it, after the packet's own layers
+        self.layer_records = layer_records
+
+    def add(self, out: list, record, ev) -> None:
+        """Append the lines of ``ev`` (produced by ``record``, None at the end) to ``out``."""
+        if not isinstance(ev, _SHOWN):
+            return
+        if record is not None and record.index != self._last_packet:
+            self._last_packet = record.index
+            out.append("")
+            try:
+                layers = describe_packet(record)
+            except Exception as e:  # describing is best effort; never hide the frames
+                layers = [(f"Frame {record.index}: (could not describe: {e})", [])]
+            for title, lines in layers:  # the title, then its lines indented: one string per layer
+                out.append(title + "\n    " + "\n    ".join(lines) if lines else title)
+            if self.layer_records:
+                self._layer_records(out, record.index)
+        elif record is None and self._last_packet != "end":
+            self._last_packet = "end"
+            out.append("")
+            out.append("[end of capture]")
+        if isinstance(ev, PacketNote):
+            out.append(f"[Expert Info ({ev.note.severity}/{ev.note.group}): {ev.note.message}]")
+            return
+        frame_detail_into(out, ev)
+
+    def _layer_records(self, out: list, packet: int) -> None:
+        """The stream-layer records packet ``packet`` completed, under their layer's title
+        ("Transport Layer Security", "WebSocket"), as Wireshark's tree shows them."""
+        records = self.layer_records
+        mine = [r for r in records if r.packet == packet]
+        records[:] = [r for r in records if r.packet is not None and r.packet > packet]
+        title = None
+        for r in mine:
+            t = getattr(r, "layer", "Transport Layer Security")
+            if t != title:
+                out.append(t)
+                title = t
+            out.append("    " + r.describe())

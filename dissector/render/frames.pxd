@@ -1,0 +1,61 @@
+# Augmenting declarations for Cython (see amqp/scan.pxd): compiling frames.py with this file
+# beside it makes SummaryLines an extension type and the detail tree's helpers C functions
+# with typed locals.  The .py stays plain Python and is the module that runs when nothing is
+# compiled.
+import cython
+
+cdef dict _SUMMARY_FIELDS, _KIND_LAYER, _LEAF_TYPES, _DESC_TEXTS, _COMPOSITE_LAYOUTS, _AMQP_TITLES, _TYPE_LINES
+cdef dict CHOICES
+cdef tuple _PADS
+cdef frozenset _PLAIN_INTS
+
+@cython.locals(parts=list, n=Py_ssize_t, i=Py_ssize_t, plain=bint, star=bint, text=str, name_eq=str)
+cpdef str frame_summary(ev)
+
+cdef class SummaryLines:
+    cdef public object t0
+    cdef object _packet, _ts
+    cdef str _head
+    cdef dict _peers
+
+    @cython.locals(peers=str, line=str)
+    cpdef line(self, ev)
+
+@cython.locals(pad=str, tname=str, text=str, s=str, i=Py_ssize_t, key=str)
+cdef _value_into(list out, label, v, Py_ssize_t indent, f, bint default)
+
+@cython.locals(layout=tuple, values=list, n=Py_ssize_t, i=Py_ssize_t, nf=Py_ssize_t, j=Py_ssize_t)
+cdef _composite_into(list out, c, Py_ssize_t indent)
+
+@cython.locals(hit=tuple, pad=str, layout=tuple)
+cdef tuple _composite_layout(spec, Py_ssize_t indent)
+
+@cython.locals(text=str)
+cpdef str _desc_text(d)
+
+@cython.locals(title=str, type_line=str, sections=list)
+cpdef frame_detail_into(list out, ev)
+
+cdef dict _JSON_LAYOUTS
+cdef tuple _IMMUTABLE
+
+@cython.locals(hit=tuple, choices=tuple, defaults=list)
+cdef tuple _json_layout(spec)
+
+@cython.locals(fields=tuple, choices=tuple, out=dict, values=list, n=Py_ssize_t, nf=Py_ssize_t, i=Py_ssize_t)
+cdef dict _fields_json(c)
+
+@cython.locals(defaults=tuple, out=dict, values=list, n=Py_ssize_t, i=Py_ssize_t, computed=bint)
+cdef dict _defaults_json(c)
+
+@cython.locals(d=dict)
+cdef _json(v)
+
+@cython.locals(out=dict)
+cpdef dict message_json(sections)
+
+cdef class DetailLines:
+    cdef object _last_packet
+    cdef public object layer_records
+
+    cpdef add(self, list out, record, ev)
