@@ -75,7 +75,8 @@ class Dissector:
         self.unsupported_linktypes: dict[int, int] = {}  # linktype -> packets
         self.packet_errors = 0
         self.amqp_connections = 0
-        # TLS: a KeyLog (or key log text) turns on decryption; tls_records collects TlsRecords for -V
+        # TLS: a KeyLog (or key log text) turns on decryption; tls_records collects the stream layers' records
+        # for -V (TlsRecord, WsFrame), each shown under the packet that completed it
         self.keylog = KeyLog(keylog) if isinstance(keylog, (str, bytes)) else keylog
         self.tls_records = tls_records
 
@@ -180,7 +181,7 @@ class Dissector:
     def _opened_stream(self, ev: StreamOpened, out: list) -> None:
         if _port(ev.client) in self.ports or _port(ev.server) in self.ports:
             c = self._start(ev, out)
-            self.connections[ev.conn] = Sniffing(self.connections, ev.conn, c)  # WebSocket? (layers.py)
+            self.connections[ev.conn] = Sniffing(self.connections, ev.conn, c, self.tls_records)  # WebSocket?
         else:
             self._probes[ev.conn] = _Probe(ev)
 
@@ -236,7 +237,8 @@ class Dissector:
                 verdict = False if verdict is None else verdict
         layers = None
         if not verdict and not tls:  # an upgrade to a WebSocket carrying AMQP? (layers.py)
-            layers = client_layers(conn, b"".join(e.data for e in probe.data[0]), bool(probe.data[1]), final)
+            layers = client_layers(conn, b"".join(e.data for e in probe.data[0]), bool(probe.data[1]), final,
+                                   self.tls_records)
             if layers is None:
                 return
             if layers:

@@ -15,6 +15,7 @@ import os
 import random
 import struct
 import subprocess
+import sys
 
 import pytest
 from websockets.client import ClientProtocol
@@ -760,3 +761,37 @@ def test_websocket_inside_tls_decodes_like_the_plain_sample(tmp_path):
     assert any(m.startswith("TLS") for m in msgs)
     assert [e.note for e in ev if type(e).__name__ == "StreamNote" and e.note.severity in ("warn", "error")] == []
     assert _frames_by_conn(events(None)) == []  # no keys: nothing of the AMQP inside shows
+
+
+def test_websocket_frames_for_the_detail_tree(wrapped):
+    """``frames -V`` shows each WebSocket frame header as Wireshark's "WebSocket" layer: the
+    records (direction, opcode, length) are tshark's frames, in order; the CLI prints them."""
+    path, _ = wrapped[("outcomes", False)]
+    records: list = []
+    d = Dissector(tls_records=records)
+    ev = []
+    with open(path, "rb") as f:
+        for r in open_capture(f):
+            ev += d.feed(r)
+    ev += d.finish()
+    port = int(next(e for e in ev if type(e).__name__ == "StreamOpened").server.rsplit(":", 1)[1])
+    res = subprocess.run(
+        ["tshark", "-r", path, "-d", f"tcp.port=={port},http", "-Y", "websocket", "-T", "fields",
+         "-E", "occurrence=a", "-E", "aggregator=|", "-e", "tcp.dstport", "-e", "websocket.opcode",
+         "-e", "websocket.payload_length", "-e", "websocket.payload_length_ext_16",
+         "-e", "websocket.payload_length_ext_64"],
+        capture_output=True, text=True, check=True)
+    theirs = []
+    for line in res.stdout.splitlines():
+        dport, ops, l7s, l16s, l64s = (line.split("\t") + [""] * 5)[:5]
+        l16 = iter(l16s.split("|") if l16s else [])
+        l64 = iter(l64s.split("|") if l64s else [])
+        for op, l7 in zip(ops.split("|"), l7s.split("|")):
+            n = int(l7)
+            n = int(next(l16)) if n == 126 else int(next(l64)) if n == 127 else n
+            theirs.append((0 if int(dport) == port else 1, int(op), n))
+    ours = [(r.direction, r.opcode, r.length) for r in records if r.layer == "WebSocket"]
+    assert ours == theirs and len(ours) > 10
+    out = subprocess.run([sys.executable, "-m", "amqp_dissect.cli", "frames", "-V", path], capture_output=True, text=True, check=True).stdout
+    assert out.count("\nWebSocket\n") > 0
+    assert "    Fin: True, Opcode: Binary (2), Mask: True, Payload length: 8" in out  # the client's AMQP header

@@ -67,7 +67,7 @@ from ..events import PacketNote, StreamData, StreamGap
 from .websocket import MAX_HTTP_BYTES, WebSocketLayer, sniff as ws_sniff
 
 
-def client_layers(conn: str, client: bytes, server_spoke: bool, final: bool):
+def client_layers(conn: str, client: bytes, server_spoke: bool, final: bool, records: list | None = None):
     """The layers a connection needs, from the first bytes of its client direction (and
     whether the server has sent anything yet): a list (empty: plain AMQP), or None while
     undecided.  Nothing is held for long: the client's first 4 bytes settle any stream that
@@ -78,7 +78,7 @@ def client_layers(conn: str, client: bytes, server_spoke: bool, final: bool):
     ws = ws_sniff(client[:MAX_HTTP_BYTES])
     if ws is None:  # an HTTP server answers only a whole request: the server speaking settles it too
         return [] if final or server_spoke else None
-    return [WebSocketLayer(conn)] if ws else []
+    return [WebSocketLayer(conn, records=records)] if ws else []
 
 
 class Layered:
@@ -127,12 +127,13 @@ class Layered:
 class Sniffing:
     """Stands for a connection on an AMQP port until its client's first bytes are known."""
 
-    __slots__ = ("conns", "conn", "amqp", "held", "client", "server_spoke", "target")
+    __slots__ = ("conns", "conn", "amqp", "held", "client", "server_spoke", "target", "records")
 
-    def __init__(self, conns: dict, conn: str, amqp):
+    def __init__(self, conns: dict, conn: str, amqp, records: list | None = None):
         self.conns = conns
         self.conn = conn
         self.amqp = amqp
+        self.records = records  # WebSocket frame records for -V (or None)
         self.held: list = []  # (is_gap, direction, data or size, ts, packet), in order
         self.client = b""  # the client's bytes before any gap
         self.server_spoke = False
@@ -157,7 +158,7 @@ class Sniffing:
     def _settle(self, final: bool) -> list:
         if self.target is not None:  # decided already (a stale reference fed again)
             return []
-        layers = client_layers(self.conn, self.client, self.server_spoke, final)
+        layers = client_layers(self.conn, self.client, self.server_spoke, final, self.records)
         if layers is None:
             return []
         target = self.target = Layered(layers, self.amqp) if layers else self.amqp
@@ -178,8 +179,9 @@ class InnerSniff:
 
     name = "sniff"
 
-    def __init__(self, conn: str):
+    def __init__(self, conn: str, records: list | None = None):
         self.conn = conn
+        self.records = records  # WebSocket frame records for -V (or None)
         self.layer = None  # the WebSocketLayer, once decided
         self.decided = False
         self.held: list = []
@@ -213,7 +215,7 @@ class InnerSniff:
         return out
 
     def _settle(self, final: bool) -> list:
-        layers = client_layers(self.conn, self.client, self.server_spoke, final)
+        layers = client_layers(self.conn, self.client, self.server_spoke, final, self.records)
         if layers is None:
             return []
         self.decided = True
@@ -384,7 +386,7 @@ class LayeredConnection:
             from .tls import TlsLayer  # imports cryptography: only when a stream is TLS
 
             self.layer = TlsLayer(self.conn, self.keylog, records=self.records)
-            self.sniff = InnerSniff(self.conn)
+            self.sniff = InnerSniff(self.conn, self.records)
         self._done(direction, _LAYER)
         if data:
             out += self._inner(direction, self.layer.feed(direction, data, ts, packet))

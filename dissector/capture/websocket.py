@@ -219,13 +219,41 @@ class _Dir:
         self.warned: set = set()
 
 
+_OPCODES = {0: "Continuation", 1: "Text", 2: "Binary", 8: "Connection Close", 9: "Ping", 10: "Pong"}
+
+
+class WsFrame:
+    """One WebSocket frame header, for ``frames -V`` (the "WebSocket" layer of Wireshark's tree)."""
+
+    __slots__ = ("direction", "fin", "opcode", "rsv", "masked", "length", "packet")
+    layer = "WebSocket"
+
+    def __init__(self, direction, fin, opcode, rsv, masked, length, packet):
+        self.direction = direction
+        self.fin = fin
+        self.opcode = opcode
+        self.rsv = rsv
+        self.masked = masked
+        self.length = length
+        self.packet = packet
+
+    def describe(self) -> str:
+        op = _OPCODES.get(self.opcode, "Reserved")
+        rsv = f", RSV {self.rsv >> 4:03b}" if self.rsv else ""
+        return (f"Fin: {self.fin}, Opcode: {op} ({self.opcode}){rsv}, Mask: {self.masked}, "
+                f"Payload length: {self.length}")
+
+
 class WebSocketLayer:
-    """The WebSocket layer of one TCP connection (see the module docstring)."""
+    """The WebSocket layer of one TCP connection (see the module docstring).
+
+    ``records``: a list to append a :class:`WsFrame` to for each frame header (``frames -V``)."""
 
     name = "websocket"
 
-    def __init__(self, conn: str, client_direction: int = 0):
+    def __init__(self, conn: str, client_direction: int = 0, records: list | None = None):
         self.conn = conn
+        self.records = records
         self.client_direction = client_direction
         self.dirs = (_Dir(client_direction == 0), _Dir(client_direction == 1))
         self.key = None  # Sec-WebSocket-Key of the request
@@ -488,6 +516,8 @@ class WebSocketLayer:
         op = b0 & 0x0F
         fin = bool(b0 & 0x80)
         rsv = b0 & 0x70
+        if self.records is not None:
+            self.records.append(WsFrame(direction, fin, op, rsv, key is not None, ln, packet))
         side = "client" if d.client else "server"
         d.opcode = op
         d.fin = fin
