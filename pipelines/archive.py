@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 from amqp_dissect.results.analytics import Analyzer
-from amqp_dissect.capture.keylog import KeyLog
+from amqp_dissect.capture.keylog import DSB_TLS_KEY_LOG, KeyLog
 from amqp_dissect.capture.pcap import MAX_RECORD, ByteSource, open_capture, pcap_records
 from amqp_dissect.dissect import Dissector
 from amqp_dissect.errors import DissectError, UnsupportedLinkType
@@ -284,6 +284,7 @@ class RangeScan:
         self.error = None
         self.rejected = 0
         self.skipped = False
+        self.keylog = ""  # TLS key log text of the file's pcapng Decryption Secrets Blocks
 
     def records(self) -> Iterator[CaptureRecord]:
         rng = self.range
@@ -347,6 +348,8 @@ class RangeScan:
         self.end_offset = reader.bytes_read
         if reader.error is not None:
             self.error = str(reader.error)
+        self.keylog = "".join(data.decode("utf-8", "replace") + "\n" for stype, data in reader.secrets
+                              if stype == DSB_TLS_KEY_LOG)
 
     def summary(self) -> dict:
         r = self.range
@@ -356,6 +359,7 @@ class RangeScan:
             "format": self.format, "whole": self.whole, "count": self.count, "first_ts": self.first_ts,
             "last_ts": self.last_ts, "first_offset": self.first_offset, "end_offset": self.end_offset,
             "error": self.error, "rejected": self.rejected, "skipped": self.skipped,
+            "keylog": self.keylog,
         }
 
 

@@ -460,6 +460,10 @@ def run_archive(spark, paths, out: str, *, split_size: int = DEFAULT_SPLIT_SIZE,
             F.min("packet").alias("packet"), F.min_by("ts", "packet").alias("ts")).select("packet", "ts"))
     last_note = note_last.orderBy(F.col("packet").desc()).limit(1).collect()
     G = lay.last_ts
+    # key logs embedded in pcapng files (Decryption Secrets Blocks) join the one given
+    embedded = "".join(s.get("keylog") or "" for s in summaries)
+    if embedded:
+        keylog = (keylog + "\n" if keylog else "") + embedded
     mark("numbering")
     base = FlowParams(ports=tuple(ports), last_ts=G, last_tcp_packet=last_tcp, end_ts=G, frames=frames,
                       idle_timeout=idle_timeout, keylog=keylog)

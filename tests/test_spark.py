@@ -164,14 +164,7 @@ def expected_frames(paths) -> list[dict]:
 # --------------------------------------------------------------------------- fixtures
 
 
-@pytest.fixture(scope="session")
-def spark():
-    from amqp_dissect.pipelines.spark import spark_session
-
-    s = spark_session(master="local[2]", conf=[("spark.sql.shuffle.partitions", "4"),
-                                               ("spark.default.parallelism", "4")])
-    yield s
-    s.stop()
+# the ``spark`` session fixture is in conftest.py (one Spark session for the whole test run)
 
 
 def _run(spark, paths, out, **kw):

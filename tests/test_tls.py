@@ -543,31 +543,29 @@ def test_cli_keylog_option_env_default_and_verbose_records(captures, tmp_path):
     assert missing.returncode == 3 and "nope.txt" in missing.stderr
 
 
-def test_spark_job_ships_the_keylog(captures, tmp_path):
-    """pipelines/spark.py: the key log text travels to the executors in the flow parameters."""
+def test_spark_job_ships_the_keylog(captures, tmp_path, spark):
+    """pipelines/spark.py: the key log text travels to the executors in the flow parameters, and
+    the key logs a pcapng carries (Decryption Secrets Blocks) are used too."""
     import pandas as pd
 
     from amqp_dissect.pipelines.local import analyze
-    from amqp_dissect.pipelines.spark import run_archive, spark_session
-
-    from pyspark.sql import SparkSession
+    from amqp_dissect.pipelines.spark import run_archive
 
     cap = captures("tls13-aes256gcm")
     keys = cap.keys.read_text()
     local = analyze(str(cap.pcap), keylog=keys)
-    existing = SparkSession.getActiveSession()
-    spark = spark_session(master="local[2]", conf=[("spark.sql.shuffle.partitions", "2"),
-                                                   ("spark.default.parallelism", "2")])
-    try:
-        res = run_archive(spark, [str(cap.pcap)], str(tmp_path / "out"), partitions=2, keylog=keys)
-        res_plain = run_archive(spark, [str(cap.pcap)], str(tmp_path / "out2"), partitions=2)
-    finally:
-        if existing is None:
-            spark.stop()
+    ng = tmp_path / "with-secrets.pcapng"
+    subprocess.run(["editcap", "--inject-secrets", f"tls,{cap.keys}", str(cap.pcap), str(ng)], check=True,
+                   capture_output=True, timeout=60)
+    res = run_archive(spark, [str(cap.pcap)], str(tmp_path / "out"), partitions=2, keylog=keys)
+    res_plain = run_archive(spark, [str(cap.pcap)], str(tmp_path / "out2"), partitions=2)
+    res_ng = run_archive(spark, [str(ng)], str(tmp_path / "out3"), partitions=2)  # no key log given
     deliveries = pd.read_parquet(tmp_path / "out" / "deliveries")
     assert res["counts"]["deliveries"] == len(local.deliveries) == len(deliveries) > 0
     assert sorted(deliveries.outcome.astype(str)) == sorted(local.deliveries.outcome.astype(str))
     assert res_plain["counts"]["deliveries"] == 0
+    embedded = pd.read_parquet(tmp_path / "out3" / "deliveries")
+    assert sorted(embedded.outcome.astype(str)) == sorted(local.deliveries.outcome.astype(str))
 
 
 def test_tls_on_other_port_shown_only_when_the_decrypted_stream_is_amqp(captures, tmp_path):
