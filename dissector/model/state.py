@@ -1068,10 +1068,15 @@ class StateTracker:
         """Count ``dlv`` into its link's :class:`DeliveryStats` and forget it."""
         dlv.folded = True
         link = dlv.link
-        link.live.pop(dlv.seq, None)
+        live = link.live
+        live.pop(dlv.seq, None)
+        if not live:  # a dict keeps the room it once needed: give it back (a long capture has many links)
+            live.clear()
         table = dlv.session.deliveries[dlv.direction]
         if dlv.delivery_id is not None and table.get(dlv.delivery_id) is dlv:
             del table[dlv.delivery_id]
+            if not table:
+                table.clear()
         self._on_fold(dlv)
         link.stats.add(dlv)
         dlv.payload = None
