@@ -1,23 +1,63 @@
 """Writing tables to files: csv, jsonl and parquet streamed in batches, or the text table.
 
-The conversions (registry types, UTC times) are :mod:`amqp_dissect.results.tables`'; this
-module only opens files and writes batches, so memory stays flat whatever the number of rows.
+The conversions (registry types, UTC times, csv / jsonl text) are :mod:`amqp_dissect.results.tables`';
+this module only opens files and writes batches, so memory stays flat whatever the number of
+rows.  Neither pandas nor a dict per row is on the csv / jsonl / parquet path of
+:func:`write_batches`; :func:`write_table` takes row dicts (the small tables).
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import sys
+from contextlib import contextmanager
 from typing import Iterable
 
-from amqp_dissect.results.schema import JSON, TIME, columns, names
-from amqp_dissect.results.tables import FORMATS, arrow_schema, batch_frame, record_batch, text_times, to_frame
+from amqp_dissect.results.schema import JSON, TIME, columns
+from amqp_dissect.results.tables import FORMATS, arrow_schema, csv_header, csv_text, jsonl_text, record_batch, to_frame
 
-# rows converted and written at a time: a batch of row dicts and its Arrow / pandas copies are
-# the writer's whole memory (about 30 MB for the deliveries table)
+# rows converted and written at a time: one batch (its cells, Arrow arrays and text) is the
+# writer's whole memory, a few MB for the deliveries table
 BATCH_ROWS = 8192
+
+
+@contextmanager
+def lean_arrow():
+    """Within: pyarrow allocates with the system allocator and behaves as if pandas were not
+    installed (unless pandas is already loaded).  The CLI's table commands write in here.
+
+    - The first ``pyarrow.array()`` call of a process imports pandas (if it is installed) only to
+      ask whether its argument is a pandas object; the table writers never pass one, and that
+      import costs about 0.3 s and 40 MB, more than writing a table.  pyarrow takes the failed
+      import as "no pandas" for that probe; a later pandas conversion (``to_pandas``) imports it
+      then.  A library caller that hands pandas objects to ``pyarrow.array`` afterwards should not
+      use this.
+    - pyarrow's default allocator keeps freed batches for reuse: about 15 MB more peak memory
+      when one batch after another is built and dropped."""
+    import pyarrow as pa
+
+    pool = pa.default_memory_pool()
+    pa.set_memory_pool(pa.system_memory_pool())
+    blocker = None
+    if "pandas" not in sys.modules:
+        blocker = _NoPandas()
+        sys.meta_path.insert(0, blocker)
+    try:
+        yield
+    finally:
+        if blocker is not None:
+            sys.meta_path.remove(blocker)
+        pa.set_memory_pool(pool)
+
+
+class _NoPandas:
+    """A meta-path finder for which pandas is not installed."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "pandas" or name.startswith("pandas."):
+            raise ImportError(f"{name} is not loaded while a table is written", name=name)
+        return None
 
 
 def _chunks(rows: Iterable[dict], n: int):
@@ -49,22 +89,58 @@ def write_table(rows: Iterable[dict], table: str, fmt: str, out=None, batch_rows
     ``csv``, ``jsonl`` or ``parquet`` converted ``batch_rows`` rows at a time (memory stays
     flat whatever the number of rows), or ``table`` (the CLI's text table, built whole).
     Returns the number of rows written."""
-    if fmt == "parquet":
-        return _write_parquet(rows, table, out, batch_rows)
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    if fmt == "table":
+        sink = _Sink(out, binary=False)
+        try:
+            return _write_text(to_frame(rows, table), table, sink.f)
+        finally:
+            sink.close()
+    json_cols = [c.name for c in columns(table) if c.type == JSON] if fmt == "jsonl" else []
+
+    def batches():
+        for chunk in _chunks(rows, batch_rows):
+            raw = {n: [r.get(n) for r in chunk] for n in json_cols} if json_cols else None
+            yield record_batch(chunk, table), raw
+
+    return _write(batches(), table, fmt, out)
+
+
+def write_batches(batches: Iterable, table: str, fmt: str, out=None) -> int:
+    """Write a table given as Arrow record batches of its registry schema (e.g.
+    :meth:`amqp_dissect.pipelines.local.DeliveryStream.batches`) to ``out`` as ``fmt``, one batch
+    at a time (``table``: all of them, as one text table).  Returns the number of rows written."""
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    if fmt == "table":
+        import pyarrow as pa
+
+        from amqp_dissect.results.tables import batch_frame
+
+        sink = _Sink(out, binary=False)
+        try:
+            whole = pa.Table.from_batches(list(batches), schema=arrow_schema(table))
+            return _write_text(batch_frame(whole), table, sink.f)
+        finally:
+            sink.close()
+    return _write(((b, None) for b in batches), table, fmt, out)
+
+
+def _write(pairs, table, fmt, out) -> int:
+    """``pairs``: (record batch, raw json-column cells or None)."""
+    if fmt == "parquet":
+        return _write_parquet(pairs, table, out)
     sink = _Sink(out, binary=False)
     try:
         if fmt == "csv":
-            return _write_csv(rows, table, sink.f, batch_rows)
-        if fmt == "jsonl":
-            return _write_jsonl(rows, table, sink.f, batch_rows)
-        return _write_text(rows, table, sink.f)
+            return _write_csv(pairs, table, sink.f)
+        return _write_jsonl(pairs, table, sink.f)
     finally:
         sink.close()
 
 
-def _write_parquet(rows, table, out, batch_rows) -> int:
+def _write_parquet(pairs, table, out) -> int:
     import pyarrow.parquet as pq
 
     if out is None:
@@ -72,47 +148,34 @@ def _write_parquet(rows, table, out, batch_rows) -> int:
     n = 0
     target = os.fspath(out) if isinstance(out, (str, os.PathLike)) else out
     with pq.ParquetWriter(target, arrow_schema(table)) as w:
-        for chunk in _chunks(rows, batch_rows):
-            w.write_batch(record_batch(chunk, table))
-            n += len(chunk)
+        for batch, _ in pairs:
+            if len(batch):
+                w.write_batch(batch)
+                n += len(batch)
     return n
 
 
-def _write_csv(rows, table, f, batch_rows) -> int:
+def _write_csv(pairs, table, f) -> int:
     n = 0
-    first = True
-    for chunk in _chunks(rows, batch_rows):
-        batch_frame(text_times(record_batch(chunk, table), table)).to_csv(f, header=first, index=False)
-        first = False
-        n += len(chunk)
-    if first:
-        f.write(",".join(names(table)) + "\n")
+    f.write(csv_header(table))
+    for batch, _ in pairs:
+        f.write(csv_text(batch, table))
+        n += len(batch)
     return n
 
 
-def _write_jsonl(rows, table, f, batch_rows) -> int:
-    cols = columns(table)
-    keys = [c.name for c in cols]
-    dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=str).encode
+def _write_jsonl(pairs, table, f) -> int:
     n = 0
-    for chunk in _chunks(rows, batch_rows):
-        batch = text_times(record_batch(chunk, table), table)
-        values = []
-        for i, c in enumerate(cols):
-            if c.type == JSON:  # nested cells stay JSON values here (not text)
-                values.append([r.get(c.name) for r in chunk])
-            else:
-                values.append(batch.column(i).to_pylist())
-        f.write("".join([dumps(dict(zip(keys, cells))) + "\n" for cells in zip(*values)]))
-        n += len(chunk)
+    for batch, raw in pairs:
+        f.write(jsonl_text(batch, table, raw))
+        n += len(batch)
     return n
 
 
-def _write_text(rows, table, f) -> int:
+def _write_text(df, table, f) -> int:
     """The human table: every column, times as UTC datetimes."""
     import pandas as pd
 
-    df = to_frame(rows, table)
     if not len(df):
         f.write("(no rows)\n")
         return 0

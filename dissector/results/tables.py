@@ -19,6 +19,8 @@ values rather than text.
 from __future__ import annotations
 
 import json
+import json.encoder
+import math
 from datetime import datetime, timedelta, timezone
 from typing import Iterable
 
@@ -30,6 +32,7 @@ from .schema import REGISTRY, BOOL, FLOAT, INT, JSON, STRING, TIME, UINT64, colu
 __all__ = [
     "SchemaError", "arrow_type", "arrow_schema", "pandas_dtypes", "spark_schema", "record_batch", "to_frame",
     "check_rows", "FORMATS", "iso_times", "text_times", "fits", "misfits", "batch_frame", "describe_columns",
+    "columns_batch", "csv_cells", "json_cells", "csv_header", "csv_text", "jsonl_text",
 ]
 
 FORMATS = ("table", "csv", "jsonl", "parquet")
@@ -79,11 +82,37 @@ def arrow_schema(table: str, spark: bool = False) -> pa.Schema:
     return s
 
 
-def _pandas_metadata(table: str) -> dict:
-    import pandas as pd
+# registry type -> (pandas_type, numpy_type) in pyarrow's pandas metadata for the registry's pandas dtypes
+_PANDAS_META = {STRING: ("unicode", "string"), JSON: ("unicode", "string"), INT: ("int64", "Int64"),
+                UINT64: ("uint64", "UInt64"), BOOL: ("bool", "boolean"), FLOAT: ("float64", "float64"),
+                TIME: ("datetimetz", "datetime64[us]")}
 
-    empty = pd.DataFrame({n: pd.Series([], dtype=d) for n, d in pandas_dtypes(table).items()})
-    return pa.Schema.from_pandas(empty, preserve_index=False).metadata
+
+def _pandas_metadata(table: str) -> dict:
+    """The ``pandas`` schema metadata pyarrow writes for a DataFrame of the registry dtypes (what
+    ``pa.Schema.from_pandas`` gives; tests compare the two), made without importing pandas: the
+    table writers never load it."""
+    cols = []
+    for c in columns(table):
+        pandas_type, numpy_type = _PANDAS_META[c.type]
+        cols.append({"name": c.name, "field_name": c.name, "pandas_type": pandas_type, "numpy_type": numpy_type,
+                     "metadata": {"timezone": "UTC"} if c.type == TIME else None})
+    meta = {"index_columns": [], "column_indexes": [], "columns": cols, "attributes": {},
+            "creator": {"library": "pyarrow", "version": pa.__version__}, "pandas_version": _pandas_version()}
+    return {b"pandas": json.dumps(meta).encode("utf-8")}
+
+
+def _pandas_version() -> str | None:
+    import sys
+    from importlib.metadata import PackageNotFoundError, version
+
+    pd = sys.modules.get("pandas")
+    if pd is not None:
+        return pd.__version__
+    try:
+        return version("pandas")
+    except PackageNotFoundError:
+        return None
 
 
 def spark_schema(table: str):
@@ -199,6 +228,29 @@ def record_batch(rows: list[dict], table: str, spark: bool = False) -> pa.Record
     return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(table, spark))
 
 
+def columns_batch(table: str, cols: dict, ctx_index=None, ctx_cols: dict | None = None,
+                  spark: bool = False) -> pa.RecordBatch:
+    """Cells given by column (``cols``: name -> sequence of row values, as the rows would hold
+    them) as one record batch with the table's registry schema: the same batch
+    :func:`record_batch` makes of the rows.  ``ctx_cols`` (name -> values) with ``ctx_index`` (one
+    position in them per row) give columns whose values repeat over many rows once each (see
+    :meth:`amqp_dissect.results.analytics.Analyzer.delivery_columns`)."""
+    take = None
+    if ctx_cols:
+        take = pa.array(ctx_index, pa.int32())
+        n = len(take)
+    else:
+        n = len(next(iter(cols.values()))) if cols else 0
+    arrays = []
+    for c in columns(table):
+        vals = cols.get(c.name)
+        if vals is None and ctx_cols and c.name in ctx_cols:
+            arrays.append(column_array(ctx_cols[c.name], c.type, spark).take(take))
+        else:
+            arrays.append(column_array([None] * n if vals is None else vals, c.type, spark))
+    return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(table, spark))
+
+
 def misfits(rows: Iterable[dict], table: str) -> list[tuple[int, str, object]]:
     """(row index, column, value) of every cell whose Python type does not fit its column."""
     cols = columns(table)
@@ -214,8 +266,9 @@ def _types_mapper():
 
 
 def batch_frame(batch: pa.RecordBatch):
-    """An Arrow batch of a table as a pandas DataFrame with the registry dtypes."""
-    return pa.Table.from_batches([batch]).to_pandas(types_mapper=_types_mapper())
+    """An Arrow batch (or table) of a table as a pandas DataFrame with the registry dtypes."""
+    t = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+    return t.to_pandas(types_mapper=_types_mapper())
 
 
 def to_frame(rows: Iterable[dict], table: str):
@@ -237,13 +290,159 @@ def text_times(batch: pa.RecordBatch, table: str) -> pa.RecordBatch:
 
 
 def iso_times(arr: pa.Array) -> pa.Array:
-    """A timestamp[us] array as ISO 8601 UTC text (``...T12:00:00.123456Z``), nulls kept."""
+    """A timestamp[us] array as ISO 8601 UTC text (``...T12:00:00.123456Z``), nulls kept: numpy's
+    ``datetime_as_string(..., unit="us")`` plus "Z".  The date and time of day are formatted once
+    per distinct second of the array (a capture has few), the microseconds by Arrow."""
     import numpy as np
 
     us = pc.fill_null(arr.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
-    text = pa.array(np.datetime_as_string(us.astype("datetime64[us]"), unit="us"), pa.string())
+    secs, frac = np.divmod(us, 1_000_000)  # floor: 1969-12-31T23:59:59.999999 for -1 µs
+    uniq, inv = np.unique(secs, return_inverse=True)
+    day_time = pa.array(np.datetime_as_string(uniq.astype("datetime64[s]"), unit="s").tolist(), pa.string())
+    day_time = day_time.take(pa.array(inv.ravel()))
+    micros = pc.utf8_slice_codeunits(pa.array(frac + 1_000_000).cast(pa.string()), 1)  # 6 digits
+    text = pc.binary_join_element_wise(day_time, micros, ".")
     text = pc.binary_join_element_wise(text, pa.scalar("Z"), "")
+    if arr.null_count == 0:
+        return text
     return pc.if_else(pc.is_valid(arr), text, pa.scalar(None, pa.string()))
+
+
+# --------------------------------------------------------------------------- csv / jsonl text
+#
+# Both are made a column at a time with Arrow compute (no Python object per cell): every cell
+# becomes its text, then one join per row.  The text is what the csv module (QUOTE_MINIMAL, as
+# pandas' to_csv) and json.dumps write.
+
+_LS = pa.large_string()
+
+
+def _s(text: str) -> pa.Scalar:
+    return pa.scalar(text, _LS)
+
+
+def _float_texts(arr: pa.Array, null: str, finite_only: bool) -> pa.Array:
+    """Python's repr of each float (what csv / json write), ``null`` for nulls (and for inf / nan
+    when ``finite_only``: JSON has no such numbers).  repr runs once per distinct value (bit for
+    bit: 0.0 and -0.0 differ); the latencies of a capture repeat a lot."""
+    import numpy as np
+
+    if len(arr) == 0:
+        return pa.array([], _LS)
+    bits = pc.fill_null(arr, 0.0).to_numpy(zero_copy_only=False).view(np.int64)
+    uniq, inv = np.unique(bits, return_inverse=True)
+    r = float.__repr__
+    vals = uniq.view(np.float64).tolist()
+    if finite_only:
+        fin = math.isfinite
+        texts = [r(v) if fin(v) else null for v in vals]
+    else:
+        texts = [r(v) for v in vals]
+    out = pa.array(texts, _LS).take(pa.array(inv.ravel()))
+    if arr.null_count == 0:
+        return out
+    return pc.if_else(pc.is_valid(arr), out, _s(null))
+
+
+def _data_bytes(arr: pa.Array) -> bytes:
+    """The value bytes of a string array (its whole data buffer: a superset for a slice)."""
+    buf = arr.buffers()[2]
+    return b"" if buf is None else buf.to_pybytes()
+
+
+_CSV_SPECIAL = b',"\n'
+_JSON_SPECIAL = bytes(range(32)) + b'"\\'
+
+
+def _has_any(data: bytes, chars: bytes) -> bool:
+    return len(data.translate(None, chars)) != len(data)
+
+
+def csv_cells(arr: pa.Array, typ: str) -> pa.Array:
+    """One column of a batch as CSV fields (large_string, no nulls): empty for null, True /
+    False, integers in decimal, floats as Python's repr, times as ISO 8601 UTC, text quoted
+    when it holds a comma, a double quote or a newline (quotes doubled)."""
+    if typ == FLOAT:
+        return _float_texts(arr, "", False)
+    if typ == TIME:
+        out = iso_times(arr)
+    elif typ == BOOL:
+        out = pc.if_else(arr, "True", "False")
+    elif typ in (INT, UINT64):
+        out = arr.cast(pa.string())
+    else:
+        out = arr
+        if _has_any(_data_bytes(arr), _CSV_SPECIAL):
+            need = pc.match_substring_regex(arr, '[,"\\n]')
+            quoted = pc.binary_join_element_wise('"', pc.replace_substring(arr, '"', '""'), '"', "")
+            out = pc.if_else(need, quoted, arr)
+    out = out.cast(_LS)
+    return out if out.null_count == 0 else pc.fill_null(out, _s(""))
+
+
+def json_cells(arr: pa.Array, typ: str) -> pa.Array:
+    """One column of a batch as JSON values (large_string, no nulls) as json.dumps writes them
+    (``ensure_ascii=False``): null, true / false, numbers, quoted and escaped text, times as ISO
+    8601 UTC strings.  A ``json`` column (JSON text) is embedded as it is."""
+    if typ == FLOAT:
+        return _float_texts(arr, "null", True)
+    if typ == TIME:
+        out = pc.binary_join_element_wise('"', iso_times(arr), '"', "")
+    elif typ == BOOL:
+        out = pc.if_else(arr, "true", "false")
+    elif typ in (INT, UINT64, JSON):
+        out = arr.cast(pa.string())
+    elif _has_any(_data_bytes(arr), _JSON_SPECIAL):  # something to escape: the json module does it
+        enc = json.encoder.encode_basestring
+        out = pa.array([None if v is None else enc(v) for v in arr.to_pylist()], pa.string())
+    else:
+        out = pc.binary_join_element_wise('"', arr, '"', "")
+    out = out.cast(_LS)
+    return out if out.null_count == 0 else pc.fill_null(out, _s("null"))
+
+
+def _joined_text(lines: pa.Array) -> str:
+    """The concatenation of a large_string array's values (no nulls), straight from its buffers."""
+    import numpy as np
+
+    if len(lines) == 0:
+        return ""
+    _, offsets, data = lines.buffers()
+    o = np.frombuffer(offsets, dtype=np.int64)
+    start, end = int(o[lines.offset]), int(o[lines.offset + len(lines)])
+    return str(memoryview(data)[start:end], "utf-8")
+
+
+def csv_header(table: str) -> str:
+    return ",".join(names(table)) + "\n"
+
+
+def csv_text(batch: pa.RecordBatch, table: str) -> str:
+    """The CSV lines of a batch of ``table`` (no header), as pandas' ``to_csv`` writes them."""
+    cells = [csv_cells(batch.column(i), c.type) for i, c in enumerate(columns(table))]
+    if not cells or not len(batch):
+        return ""
+    cells[-1] = pc.binary_join_element_wise(cells[-1], _s(""), _s("\n"))  # cell + "\n"
+    return _joined_text(pc.binary_join_element_wise(*cells, _s(",")))
+
+
+def jsonl_text(batch: pa.RecordBatch, table: str, raw: dict | None = None) -> str:
+    """The JSON lines of a batch of ``table``, one object per row with the registry's keys in order,
+    as ``json.dumps(row, ensure_ascii=False)`` writes it.  ``raw`` (column -> cell values) gives
+    the ``json`` columns' values as the rows held them, written as JSON values (key order kept)."""
+    if not len(batch):
+        return ""
+    enc = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=str).encode
+    parts = []
+    for i, c in enumerate(columns(table)):
+        if c.type == JSON and raw is not None and c.name in raw:
+            cells = pa.array([enc(v) for v in raw[c.name]], _LS)
+        else:
+            cells = json_cells(batch.column(i), c.type)
+        parts.append(_s(("{" if i == 0 else ", ") + enc(c.name) + ": "))
+        parts.append(cells)
+    parts.append(_s("}\n"))
+    return _joined_text(pc.binary_join_element_wise(*parts, _s("")))
 
 
 def describe_columns(table: str) -> list:
