@@ -8,6 +8,7 @@ rows.  Neither pandas nor a dict per row is on the csv / jsonl / parquet path of
 
 from __future__ import annotations
 
+import io
 import itertools
 import os
 import sys
@@ -15,7 +16,7 @@ from contextlib import contextmanager
 from typing import Iterable
 
 from amqp_dissect.results.schema import JSON, TIME, columns
-from amqp_dissect.results.tables import FORMATS, arrow_schema, csv_header, csv_text, jsonl_text, record_batch, to_frame
+from amqp_dissect.results.tables import FORMATS, arrow_schema, csv_bytes, csv_header, jsonl_bytes, record_batch, to_frame
 
 # rows converted and written at a time: one batch (its cells, Arrow arrays and text) is the
 # writer's whole memory, a few MB for the deliveries table
@@ -73,6 +74,7 @@ class _Sink:
     """A path (opened here and closed after) or an open file object; None is stdout."""
 
     def __init__(self, out, binary: bool):
+        self.binary = binary
         self.own = isinstance(out, (str, os.PathLike))
         if out is None:
             out = sys.stdout.buffer if binary else sys.stdout
@@ -131,11 +133,18 @@ def _write(pairs, table, fmt, out) -> int:
     """``pairs``: (record batch, raw json-column cells or None)."""
     if fmt == "parquet":
         return _write_parquet(pairs, table, out)
-    sink = _Sink(out, binary=False)
+    if out is None:  # stdout: its bytes under the text layer when it has them
+        binary = hasattr(sys.stdout, "buffer")
+        if binary:
+            sys.stdout.flush()
+    else:
+        binary = not isinstance(out, io.TextIOBase)
+    sink = _Sink(out, binary=binary)
+    emit = sink.f.write if sink.binary else (lambda data: sink.f.write(str(data, "utf-8")))
     try:
         if fmt == "csv":
-            return _write_csv(pairs, table, sink.f)
-        return _write_jsonl(pairs, table, sink.f)
+            return _write_csv(pairs, table, emit)
+        return _write_jsonl(pairs, table, emit)
     finally:
         sink.close()
 
@@ -155,19 +164,19 @@ def _write_parquet(pairs, table, out) -> int:
     return n
 
 
-def _write_csv(pairs, table, f) -> int:
+def _write_csv(pairs, table, emit) -> int:
     n = 0
-    f.write(csv_header(table))
+    emit(memoryview(csv_header(table).encode("utf-8")))
     for batch, _ in pairs:
-        f.write(csv_text(batch, table))
+        emit(csv_bytes(batch, table))
         n += len(batch)
     return n
 
 
-def _write_jsonl(pairs, table, f) -> int:
+def _write_jsonl(pairs, table, emit) -> int:
     n = 0
     for batch, raw in pairs:
-        f.write(jsonl_text(batch, table, raw))
+        emit(jsonl_bytes(batch, table, raw))
         n += len(batch)
     return n
 

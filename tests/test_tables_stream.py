@@ -352,3 +352,29 @@ def test_streamed_batches_hold_one_batch_of_deliveries(tmp_path):
     # the 2,400 extra deliveries cost their folded latencies (16 bytes each) and nothing else
     # that grows; allow 100 bytes a delivery for allocator noise
     assert p2 - p1 < 100 * (n2 - n1), (p1, p2)
+
+
+def test_iso_times_are_numpys_iso_text():
+    """The oracle: numpy's datetime_as_string of the same microseconds, plus "Z"."""
+    import random
+
+    import numpy as np
+
+    from amqp_dissect.results.tables import iso_times
+
+    rng = random.Random(7)
+    ts_type = pa.timestamp("us", tz="UTC")
+    cases = [
+        [0, -1, 1, None, 1_700_000_000_123_456, -86_400_000_001, 253402300799999999, 253402300800000000],
+        [rng.randrange(-10 ** 17, 10 ** 17) for _ in range(3000)],
+        [1_700_000_000_000_000 + rng.randrange(0, 10 ** 8) for _ in range(3000)],
+        [None if rng.random() < 0.3 else 1_700_000_000_000_000 + rng.randrange(0, 10 ** 8) for _ in range(3000)],
+        [None, None],
+        [],
+    ]
+    for us in cases:
+        arr = pa.array(us, pa.int64()).cast(ts_type)
+        want = [None if v is None else str(np.datetime_as_string(np.datetime64(v, "us"), unit="us")) + "Z"
+                for v in us]
+        assert iso_times(arr).to_pylist() == want
+        assert iso_times(arr.slice(1)).to_pylist() == want[1:]

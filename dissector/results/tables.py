@@ -32,7 +32,7 @@ from .schema import REGISTRY, BOOL, FLOAT, INT, JSON, STRING, TIME, UINT64, colu
 __all__ = [
     "SchemaError", "arrow_type", "arrow_schema", "pandas_dtypes", "spark_schema", "record_batch", "to_frame",
     "check_rows", "FORMATS", "iso_times", "text_times", "fits", "misfits", "batch_frame", "describe_columns",
-    "columns_batch", "csv_cells", "json_cells", "csv_header", "csv_text", "jsonl_text",
+    "columns_batch", "csv_cells", "json_cells", "csv_header", "csv_bytes", "csv_text", "jsonl_bytes", "jsonl_text",
 ]
 
 FORMATS = ("table", "csv", "jsonl", "parquet")
@@ -289,20 +289,43 @@ def text_times(batch: pa.RecordBatch, table: str) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
 
 
+_DIGITS: list = []
+
+
+def _digits() -> list:
+    """".000" ... ".999" and "000" ... "999": the milli- and microsecond digits of a time (made on
+    first use: no Arrow array is made at import)."""
+    if not _DIGITS:
+        _DIGITS.append(pa.array([f".{i:03d}" for i in range(1000)], pa.string()))
+        _DIGITS.append(pa.array([f"{i:03d}" for i in range(1000)], pa.string()))
+    return _DIGITS
+
+
 def iso_times(arr: pa.Array) -> pa.Array:
     """A timestamp[us] array as ISO 8601 UTC text (``...T12:00:00.123456Z``), nulls kept: numpy's
     ``datetime_as_string(..., unit="us")`` plus "Z".  The date and time of day are formatted once
     per distinct second of the array (a capture has few), the microseconds by Arrow."""
     import numpy as np
 
-    us = pc.fill_null(arr.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
+    if arr.null_count == len(arr):
+        return pa.nulls(len(arr), pa.string())
+    ints = arr.cast(pa.int64())
+    if arr.null_count:  # nulls: a time of the array in their place (dropped at the end)
+        ints = pc.fill_null(ints, pc.min(ints))
+    us = ints.to_numpy(zero_copy_only=False)
     secs, frac = np.divmod(us, 1_000_000)  # floor: 1969-12-31T23:59:59.999999 for -1 µs
-    uniq, inv = np.unique(secs, return_inverse=True)
-    day_time = pa.array(np.datetime_as_string(uniq.astype("datetime64[s]"), unit="s").tolist(), pa.string())
-    day_time = day_time.take(pa.array(inv.ravel()))
-    micros = pc.utf8_slice_codeunits(pa.array(frac + 1_000_000).cast(pa.string()), 1)  # 6 digits
-    text = pc.binary_join_element_wise(day_time, micros, ".")
-    text = pc.binary_join_element_wise(text, pa.scalar("Z"), "")
+    lo, hi = int(secs.min()), int(secs.max())
+    if hi - lo < 4 * len(secs):  # a time span of the capture: every second of it, once
+        day_time = np.datetime_as_string((np.arange(hi - lo + 1) + lo).astype("datetime64[s]"), unit="s")
+        which = secs - lo
+    else:
+        uniq, which = np.unique(secs, return_inverse=True)
+        day_time = np.datetime_as_string(uniq.astype("datetime64[s]"), unit="s")
+    day_time = pa.array(day_time.tolist(), pa.string()).take(pa.array(which.ravel()))
+    ms, us3 = np.divmod(frac, 1000)
+    dot_ms, digits = _digits()
+    text = pc.binary_join_element_wise(day_time, dot_ms.take(pa.array(ms)), digits.take(pa.array(us3)),
+                                       pa.scalar("Z"), "")
     if arr.null_count == 0:
         return text
     return pc.if_else(pc.is_valid(arr), text, pa.scalar(None, pa.string()))
@@ -358,14 +381,28 @@ def _has_any(data: bytes, chars: bytes) -> bool:
     return len(data.translate(None, chars)) != len(data)
 
 
-def csv_cells(arr: pa.Array, typ: str) -> pa.Array:
+def _iso_memo(arr: pa.Array, memo: list | None) -> pa.Array:
+    """iso_times(arr), reusing the text of an equal time column of the same batch (``memo``:
+    (array, text) pairs; in the deliveries table last_time is often first_time, outcome_time
+    settled_time)."""
+    if memo is None:
+        return iso_times(arr)
+    for a, text in memo:
+        if a.equals(arr):
+            return text
+    text = iso_times(arr)
+    memo.append((arr, text))
+    return text
+
+
+def csv_cells(arr: pa.Array, typ: str, memo: list | None = None) -> pa.Array:
     """One column of a batch as CSV fields (large_string, no nulls): empty for null, True /
     False, integers in decimal, floats as Python's repr, times as ISO 8601 UTC, text quoted
     when it holds a comma, a double quote or a newline (quotes doubled)."""
     if typ == FLOAT:
         return _float_texts(arr, "", False)
     if typ == TIME:
-        out = iso_times(arr)
+        out = _iso_memo(arr, memo)
     elif typ == BOOL:
         out = pc.if_else(arr, "True", "False")
     elif typ in (INT, UINT64):
@@ -384,65 +421,92 @@ def json_cells(arr: pa.Array, typ: str) -> pa.Array:
     """One column of a batch as JSON values (large_string, no nulls) as json.dumps writes them
     (``ensure_ascii=False``): null, true / false, numbers, quoted and escaped text, times as ISO
     8601 UTC strings.  A ``json`` column (JSON text) is embedded as it is."""
+    cells, quote = _json_parts(arr, typ)
+    return pc.binary_join_element_wise(_s('"'), cells, _s('"'), _s("")) if quote else cells
+
+
+def _json_parts(arr: pa.Array, typ: str, memo: list | None = None) -> tuple[pa.Array, bool]:
+    """(cells, quote): the JSON values of a column, or with ``quote`` the text that goes between
+    double quotes (a column without nulls and nothing to escape: the quotes go into the line)."""
     if typ == FLOAT:
-        return _float_texts(arr, "null", True)
-    if typ == TIME:
-        out = pc.binary_join_element_wise('"', iso_times(arr), '"', "")
-    elif typ == BOOL:
+        return _float_texts(arr, "null", True), False
+    if typ == BOOL:
         out = pc.if_else(arr, "true", "false")
     elif typ in (INT, UINT64, JSON):
         out = arr.cast(pa.string())
-    elif _has_any(_data_bytes(arr), _JSON_SPECIAL):  # something to escape: the json module does it
-        enc = json.encoder.encode_basestring
-        out = pa.array([None if v is None else enc(v) for v in arr.to_pylist()], pa.string())
     else:
+        if typ == TIME:
+            arr = _iso_memo(arr, memo)  # nothing to escape
+        elif _has_any(_data_bytes(arr), _JSON_SPECIAL):  # something to escape: the json module does it
+            enc = json.encoder.encode_basestring
+            out = pa.array([None if v is None else enc(v) for v in arr.to_pylist()], _LS)
+            return (out if out.null_count == 0 else pc.fill_null(out, _s("null"))), False
+        if arr.null_count == 0:
+            return arr.cast(_LS), True
         out = pc.binary_join_element_wise('"', arr, '"', "")
     out = out.cast(_LS)
-    return out if out.null_count == 0 else pc.fill_null(out, _s("null"))
+    return (out if out.null_count == 0 else pc.fill_null(out, _s("null"))), False
 
 
-def _joined_text(lines: pa.Array) -> str:
-    """The concatenation of a large_string array's values (no nulls), straight from its buffers."""
+def _joined(lines: pa.Array) -> memoryview:
+    """The concatenation of a large_string array's values (no nulls) as UTF-8 bytes, straight
+    from its buffers."""
     import numpy as np
 
     if len(lines) == 0:
-        return ""
+        return memoryview(b"")
     _, offsets, data = lines.buffers()
     o = np.frombuffer(offsets, dtype=np.int64)
     start, end = int(o[lines.offset]), int(o[lines.offset + len(lines)])
-    return str(memoryview(data)[start:end], "utf-8")
+    return memoryview(data)[start:end]
 
 
 def csv_header(table: str) -> str:
     return ",".join(names(table)) + "\n"
 
 
-def csv_text(batch: pa.RecordBatch, table: str) -> str:
-    """The CSV lines of a batch of ``table`` (no header), as pandas' ``to_csv`` writes them."""
-    cells = [csv_cells(batch.column(i), c.type) for i, c in enumerate(columns(table))]
+def csv_bytes(batch: pa.RecordBatch, table: str) -> memoryview:
+    """The CSV lines of a batch of ``table`` (no header), UTF-8, as pandas' ``to_csv`` writes them."""
+    memo: list = []
+    cells = [csv_cells(batch.column(i), c.type, memo) for i, c in enumerate(columns(table))]
     if not cells or not len(batch):
-        return ""
+        return memoryview(b"")
     cells[-1] = pc.binary_join_element_wise(cells[-1], _s(""), _s("\n"))  # cell + "\n"
-    return _joined_text(pc.binary_join_element_wise(*cells, _s(",")))
+    return _joined(pc.binary_join_element_wise(*cells, _s(",")))
+
+
+def csv_text(batch: pa.RecordBatch, table: str) -> str:
+    """:func:`csv_bytes` as text."""
+    return str(csv_bytes(batch, table), "utf-8")
+
+
+def jsonl_bytes(batch: pa.RecordBatch, table: str, raw: dict | None = None) -> memoryview:
+    """The JSON lines of a batch of ``table``, UTF-8, one object per row with the registry's keys
+    in order, as ``json.dumps(row, ensure_ascii=False)`` writes it.  ``raw`` (column -> cell
+    values) gives the ``json`` columns' values as the rows held them, written as JSON values (key
+    order kept)."""
+    if not len(batch):
+        return memoryview(b"")
+    enc = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=str).encode
+    memo: list = []
+    parts = []
+    literal = "{"
+    for i, c in enumerate(columns(table)):
+        if c.type == JSON and raw is not None and c.name in raw:
+            cells, quote = pa.array([enc(v) for v in raw[c.name]], _LS), False
+        else:
+            cells, quote = _json_parts(batch.column(i), c.type, memo)
+        literal += enc(c.name) + (': "' if quote else ": ")
+        parts.append(_s(literal))
+        parts.append(cells)
+        literal = '", ' if quote else ", "
+    parts.append(_s(literal[:-2] + "}\n"))
+    return _joined(pc.binary_join_element_wise(*parts, _s("")))
 
 
 def jsonl_text(batch: pa.RecordBatch, table: str, raw: dict | None = None) -> str:
-    """The JSON lines of a batch of ``table``, one object per row with the registry's keys in order,
-    as ``json.dumps(row, ensure_ascii=False)`` writes it.  ``raw`` (column -> cell values) gives
-    the ``json`` columns' values as the rows held them, written as JSON values (key order kept)."""
-    if not len(batch):
-        return ""
-    enc = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=str).encode
-    parts = []
-    for i, c in enumerate(columns(table)):
-        if c.type == JSON and raw is not None and c.name in raw:
-            cells = pa.array([enc(v) for v in raw[c.name]], _LS)
-        else:
-            cells = json_cells(batch.column(i), c.type)
-        parts.append(_s(("{" if i == 0 else ", ") + enc(c.name) + ": "))
-        parts.append(cells)
-    parts.append(_s("}\n"))
-    return _joined_text(pc.binary_join_element_wise(*parts, _s("")))
+    """:func:`jsonl_bytes` as text."""
+    return str(jsonl_bytes(batch, table, raw), "utf-8")
 
 
 def describe_columns(table: str) -> list:
