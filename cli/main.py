@@ -241,14 +241,14 @@ def _table_command(table: str, rows_method: str, help_text: str):
             raise Fail(EXIT_USAGE, "--format parquet needs --output FILE")
         from contextlib import nullcontext
 
-        from amqp_dissect.pipelines.write import lean_arrow, write_batches, write_table
+        from amqp_dissect.pipelines.write import STREAM_ROWS, lean_arrow, write_batches, write_table
 
         run = CaptureRun(capture, port or [])
         # csv / jsonl / parquet need no pandas: keep pyarrow from loading it (time and memory)
         with nullcontext() if fmt is TableFormat.table else lean_arrow():
             if table == "deliveries":  # streamed: batches of deliveries written once they are final
                 stream = DeliveryStream(_Checked(run))
-                write_batches(stream.batches(), table, fmt.value, output)
+                write_batches(stream.batches(STREAM_ROWS), table, fmt.value, output)
                 analyzer = stream.analyzer
             else:
                 analyzer = run.analyze(rows=False).analyzer

@@ -18,9 +18,12 @@ from typing import Iterable
 from amqp_dissect.results.schema import JSON, TIME, columns
 from amqp_dissect.results.tables import FORMATS, arrow_schema, csv_bytes, csv_header, jsonl_bytes, record_batch, to_frame
 
-# rows converted and written at a time: one batch (its cells, Arrow arrays and text) is the
-# writer's whole memory, a few MB for the deliveries table
+# rows converted and written at a time (and the Parquet row group size): one batch (its cells,
+# Arrow arrays and text) is the writer's whole memory, a few MB for the deliveries table
 BATCH_ROWS = 8192
+# deliveries converted at a time by the CLI's stream (DeliveryStream.batches): each folded delivery
+# object waits for its batch, about 1.5 KB apiece
+STREAM_ROWS = 2048
 
 
 @contextmanager
@@ -106,13 +109,14 @@ def write_table(rows: Iterable[dict], table: str, fmt: str, out=None, batch_rows
             raw = {n: [r.get(n) for r in chunk] for n in json_cols} if json_cols else None
             yield record_batch(chunk, table), raw
 
-    return _write(batches(), table, fmt, out)
+    return _write(batches(), table, fmt, out, batch_rows)
 
 
-def write_batches(batches: Iterable, table: str, fmt: str, out=None) -> int:
+def write_batches(batches: Iterable, table: str, fmt: str, out=None, group_rows: int = BATCH_ROWS) -> int:
     """Write a table given as Arrow record batches of its registry schema (e.g.
     :meth:`amqp_dissect.pipelines.local.DeliveryStream.batches`) to ``out`` as ``fmt``, one batch
-    at a time (``table``: all of them, as one text table).  Returns the number of rows written."""
+    at a time (``table``: all of them, as one text table; ``parquet``: gathered into row groups of
+    at least ``group_rows`` rows).  Returns the number of rows written."""
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
     if fmt == "table":
@@ -126,13 +130,13 @@ def write_batches(batches: Iterable, table: str, fmt: str, out=None) -> int:
             return _write_text(batch_frame(whole), table, sink.f)
         finally:
             sink.close()
-    return _write(((b, None) for b in batches), table, fmt, out)
+    return _write(((b, None) for b in batches), table, fmt, out, group_rows)
 
 
-def _write(pairs, table, fmt, out) -> int:
+def _write(pairs, table, fmt, out, group_rows: int = BATCH_ROWS) -> int:
     """``pairs``: (record batch, raw json-column cells or None)."""
     if fmt == "parquet":
-        return _write_parquet(pairs, table, out)
+        return _write_parquet(pairs, table, out, group_rows)
     if out is None:  # stdout: its bytes under the text layer when it has them
         binary = hasattr(sys.stdout, "buffer")
         if binary:
@@ -149,18 +153,31 @@ def _write(pairs, table, fmt, out) -> int:
         sink.close()
 
 
-def _write_parquet(pairs, table, out) -> int:
+def _write_parquet(pairs, table, out, group_rows) -> int:
+    """Row groups of at least ``group_rows`` rows (smaller batches are gathered: Arrow holds a row in
+    a few hundred bytes, so the stream converts deliveries in small batches to keep few objects)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     if out is None:
         raise ValueError("parquet needs an output file")
     n = 0
     target = os.fspath(out) if isinstance(out, (str, os.PathLike)) else out
-    with pq.ParquetWriter(target, arrow_schema(table)) as w:
+    schema = arrow_schema(table)
+    with pq.ParquetWriter(target, schema) as w:
+        pending: list = []
+        rows = 0
         for batch, _ in pairs:
             if len(batch):
-                w.write_batch(batch)
-                n += len(batch)
+                pending.append(batch)
+                rows += len(batch)
+            if rows >= group_rows:
+                w.write_table(pa.Table.from_batches(pending, schema=schema))
+                n += rows
+                pending, rows = [], 0
+        if rows:
+            w.write_table(pa.Table.from_batches(pending, schema=schema))
+            n += rows
     return n
 
 

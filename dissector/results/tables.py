@@ -150,7 +150,7 @@ def _is_nan(v) -> bool:
 
 
 def _has_bool(vals: list) -> bool:
-    return any(v.__class__ is bool for v in vals)  # pyarrow would take True as 1.0
+    return bool in set(map(type, vals))  # pyarrow would take True as 1.0
 
 
 def _time_array(vals: list) -> pa.Array:
