@@ -243,6 +243,11 @@ def _table_command(table: str, rows_method: str, help_text: str):
 
         from amqp_dissect.pipelines.write import STREAM_ROWS, lean_arrow, write_batches, write_table
 
+        import gc
+
+        # the objects of the modules imported so far (pyarrow's are many) live as long as the
+        # process: full collections, which the streamed deliveries make more frequent, skip them
+        gc.freeze()
         run = CaptureRun(capture, port or [])
         # csv / jsonl / parquet need no pandas: keep pyarrow from loading it (time and memory)
         with nullcontext() if fmt is TableFormat.table else lean_arrow():
