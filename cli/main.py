@@ -267,16 +267,23 @@ def _table_command(table: str, rows_method: str, help_text: str):
     ):
         if fmt is TableFormat.parquet and output is None:
             raise Fail(EXIT_USAGE, "--format parquet needs --output FILE")
-        from amqp_dissect.pipelines.write import write_table
+        from contextlib import nullcontext
 
+        from amqp_dissect.pipelines.write import STREAM_ROWS, lean_arrow, write_batches, write_table
+
+        # the objects of the modules imported so far (pyarrow's are many) live as long as the
+        # process: full collections, which the streamed deliveries make more frequent, skip them
+        gc.freeze()
         run = CaptureRun(capture, port or [], keylog=keylog)
-        if table == "deliveries":  # streamed: each delivery is written once it is final
-            rows = DeliveryStream(_Checked(run))
-            write_table(rows, table, fmt.value, output)
-            analyzer = rows.analyzer
-        else:
-            analyzer = run.analyze(rows=False).analyzer
-            write_table(getattr(analyzer, rows_method)(), table, fmt.value, output)
+        # csv / jsonl / parquet need no pandas: keep pyarrow from loading it (time and memory)
+        with nullcontext() if fmt is TableFormat.table else lean_arrow():
+            if table == "deliveries":  # streamed: batches of deliveries written once they are final
+                stream = DeliveryStream(_Checked(run))
+                write_batches(stream.batches(STREAM_ROWS), table, fmt.value, output)
+                analyzer = stream.analyzer
+            else:
+                analyzer = run.analyze(rows=False).analyzer
+                write_table(getattr(analyzer, rows_method)(), table, fmt.value, output)
         raise typer.Exit(run.finish_status(analyzer))
 
     command.__doc__ = help_text

@@ -22,8 +22,9 @@ from amqp_dissect.capture.pcap import open_capture
 from amqp_dissect.dissect import Dissector
 from amqp_dissect.errors import CaptureError
 
-if TYPE_CHECKING:  # pandas is imported when a table is asked for, not by the report
+if TYPE_CHECKING:  # pandas / pyarrow are imported when a table is asked for, not by the report
     import pandas as pd
+    import pyarrow as pa
 
 
 
@@ -178,6 +179,32 @@ class DeliveryStream:
         yield from ready
         for _, row in an.live_deliveries():
             yield row
+
+    def batches(self, batch_rows: int = 8192) -> Iterator["pa.RecordBatch"]:
+        """The same table as Arrow record batches of ``batch_rows`` rows (the last one shorter),
+        built column by column from the folded delivery objects: no row dict, and memory holds
+        one batch of deliveries."""
+        from amqp_dissect.results.tables import columns_batch
+
+        folded: list = []
+        an = self.analyzer = Analyzer(rows=False, fold_out=folded)
+
+        def batch(ds):
+            return columns_batch("deliveries", *an.delivery_columns(ds))
+
+        last_ts = None
+        for record, ev in self.source.events():
+            an.feed(ev)
+            if record is not None:
+                last_ts = record.ts
+            if len(folded) >= batch_rows:
+                yield batch(folded[:batch_rows])
+                del folded[:batch_rows]
+        an.finish(last_ts)
+        folded.extend(an.live())
+        while folded:
+            yield batch(folded[:batch_rows])
+            del folded[:batch_rows]
 
 
 def analyze(paths, ports: Iterable[int] = (), keylog=None) -> Analysis:

@@ -1,23 +1,67 @@
 """Writing tables to files: csv, jsonl and parquet streamed in batches, or the text table.
 
-The conversions (registry types, UTC times) are :mod:`amqp_dissect.results.tables`'; this
-module only opens files and writes batches, so memory stays flat whatever the number of rows.
+The conversions (registry types, UTC times, csv / jsonl text) are :mod:`amqp_dissect.results.tables`';
+this module only opens files and writes batches, so memory stays flat whatever the number of
+rows.  Neither pandas nor a dict per row is on the csv / jsonl / parquet path of
+:func:`write_batches`; :func:`write_table` takes row dicts (the small tables).
 """
 
 from __future__ import annotations
 
+import io
 import itertools
-import json
 import os
 import sys
+from contextlib import contextmanager
 from typing import Iterable
 
-from amqp_dissect.results.schema import JSON, TIME, columns, names
-from amqp_dissect.results.tables import FORMATS, arrow_schema, batch_frame, record_batch, text_times, to_frame
+from amqp_dissect.results.schema import JSON, TIME, columns
+from amqp_dissect.results.tables import FORMATS, arrow_schema, csv_bytes, csv_header, jsonl_bytes, record_batch, to_frame
 
-# rows converted and written at a time: a batch of row dicts and its Arrow / pandas copies are
-# the writer's whole memory (about 30 MB for the deliveries table)
+# rows converted and written at a time (and the Parquet row group size): one batch (its cells,
+# Arrow arrays and text) is the writer's whole memory, a few MB for the deliveries table
 BATCH_ROWS = 8192
+# deliveries converted at a time by the CLI's stream (DeliveryStream.batches): each folded delivery
+# object waits for its batch, about 1.5 KB apiece
+STREAM_ROWS = 2048
+
+
+@contextmanager
+def lean_arrow():
+    """Within: pyarrow allocates with the system allocator and behaves as if pandas were not
+    installed (unless pandas is already loaded).  The CLI's table commands write in here.
+
+    - The first ``pyarrow.array()`` call of a process imports pandas (if it is installed) only to
+      ask whether its argument is a pandas object; the table writers never pass one, and that
+      import costs about 0.3 s and 40 MB, more than writing a table.  pyarrow takes the failed
+      import as "no pandas" for that probe; a later pandas conversion (``to_pandas``) imports it
+      then.  A library caller that hands pandas objects to ``pyarrow.array`` afterwards should not
+      use this.
+    - pyarrow's default allocator keeps freed batches for reuse: about 15 MB more peak memory
+      when one batch after another is built and dropped."""
+    import pyarrow as pa
+
+    pool = pa.default_memory_pool()
+    pa.set_memory_pool(pa.system_memory_pool())
+    blocker = None
+    if "pandas" not in sys.modules:
+        blocker = _NoPandas()
+        sys.meta_path.insert(0, blocker)
+    try:
+        yield
+    finally:
+        if blocker is not None:
+            sys.meta_path.remove(blocker)
+        pa.set_memory_pool(pool)
+
+
+class _NoPandas:
+    """A meta-path finder for which pandas is not installed."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "pandas" or name.startswith("pandas."):
+            raise ImportError(f"{name} is not loaded while a table is written", name=name)
+        return None
 
 
 def _chunks(rows: Iterable[dict], n: int):
@@ -33,6 +77,7 @@ class _Sink:
     """A path (opened here and closed after) or an open file object; None is stdout."""
 
     def __init__(self, out, binary: bool):
+        self.binary = binary
         self.own = isinstance(out, (str, os.PathLike))
         if out is None:
             out = sys.stdout.buffer if binary else sys.stdout
@@ -49,70 +94,114 @@ def write_table(rows: Iterable[dict], table: str, fmt: str, out=None, batch_rows
     ``csv``, ``jsonl`` or ``parquet`` converted ``batch_rows`` rows at a time (memory stays
     flat whatever the number of rows), or ``table`` (the CLI's text table, built whole).
     Returns the number of rows written."""
-    if fmt == "parquet":
-        return _write_parquet(rows, table, out, batch_rows)
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
-    sink = _Sink(out, binary=False)
+    if fmt == "table":
+        sink = _Sink(out, binary=False)
+        try:
+            return _write_text(to_frame(rows, table), table, sink.f)
+        finally:
+            sink.close()
+    json_cols = [c.name for c in columns(table) if c.type == JSON] if fmt == "jsonl" else []
+
+    def batches():
+        for chunk in _chunks(rows, batch_rows):
+            raw = {n: [r.get(n) for r in chunk] for n in json_cols} if json_cols else None
+            yield record_batch(chunk, table), raw
+
+    return _write(batches(), table, fmt, out, batch_rows)
+
+
+def write_batches(batches: Iterable, table: str, fmt: str, out=None, group_rows: int = BATCH_ROWS) -> int:
+    """Write a table given as Arrow record batches of its registry schema (e.g.
+    :meth:`amqp_dissect.pipelines.local.DeliveryStream.batches`) to ``out`` as ``fmt``, one batch
+    at a time (``table``: all of them, as one text table; ``parquet``: gathered into row groups of
+    at least ``group_rows`` rows).  Returns the number of rows written."""
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    if fmt == "table":
+        import pyarrow as pa
+
+        from amqp_dissect.results.tables import batch_frame
+
+        sink = _Sink(out, binary=False)
+        try:
+            whole = pa.Table.from_batches(list(batches), schema=arrow_schema(table))
+            return _write_text(batch_frame(whole), table, sink.f)
+        finally:
+            sink.close()
+    return _write(((b, None) for b in batches), table, fmt, out, group_rows)
+
+
+def _write(pairs, table, fmt, out, group_rows: int = BATCH_ROWS) -> int:
+    """``pairs``: (record batch, raw json-column cells or None)."""
+    if fmt == "parquet":
+        return _write_parquet(pairs, table, out, group_rows)
+    if out is None:  # stdout: its bytes under the text layer when it has them
+        binary = hasattr(sys.stdout, "buffer")
+        if binary:
+            sys.stdout.flush()
+    else:
+        binary = not isinstance(out, io.TextIOBase)
+    sink = _Sink(out, binary=binary)
+    emit = sink.f.write if sink.binary else (lambda data: sink.f.write(str(data, "utf-8")))
     try:
         if fmt == "csv":
-            return _write_csv(rows, table, sink.f, batch_rows)
-        if fmt == "jsonl":
-            return _write_jsonl(rows, table, sink.f, batch_rows)
-        return _write_text(rows, table, sink.f)
+            return _write_csv(pairs, table, emit)
+        return _write_jsonl(pairs, table, emit)
     finally:
         sink.close()
 
 
-def _write_parquet(rows, table, out, batch_rows) -> int:
+def _write_parquet(pairs, table, out, group_rows) -> int:
+    """Row groups of at least ``group_rows`` rows (smaller batches are gathered: Arrow holds a row in
+    a few hundred bytes, so the stream converts deliveries in small batches to keep few objects)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     if out is None:
         raise ValueError("parquet needs an output file")
     n = 0
     target = os.fspath(out) if isinstance(out, (str, os.PathLike)) else out
-    with pq.ParquetWriter(target, arrow_schema(table)) as w:
-        for chunk in _chunks(rows, batch_rows):
-            w.write_batch(record_batch(chunk, table))
-            n += len(chunk)
+    schema = arrow_schema(table)
+    with pq.ParquetWriter(target, schema) as w:
+        pending: list = []
+        rows = 0
+        for batch, _ in pairs:
+            if len(batch):
+                pending.append(batch)
+                rows += len(batch)
+            if rows >= group_rows:
+                w.write_table(pa.Table.from_batches(pending, schema=schema))
+                n += rows
+                pending, rows = [], 0
+        if rows:
+            w.write_table(pa.Table.from_batches(pending, schema=schema))
+            n += rows
     return n
 
 
-def _write_csv(rows, table, f, batch_rows) -> int:
+def _write_csv(pairs, table, emit) -> int:
     n = 0
-    first = True
-    for chunk in _chunks(rows, batch_rows):
-        batch_frame(text_times(record_batch(chunk, table), table)).to_csv(f, header=first, index=False)
-        first = False
-        n += len(chunk)
-    if first:
-        f.write(",".join(names(table)) + "\n")
+    emit(memoryview(csv_header(table).encode("utf-8")))
+    for batch, _ in pairs:
+        emit(csv_bytes(batch, table))
+        n += len(batch)
     return n
 
 
-def _write_jsonl(rows, table, f, batch_rows) -> int:
-    cols = columns(table)
-    keys = [c.name for c in cols]
-    dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=str).encode
+def _write_jsonl(pairs, table, emit) -> int:
     n = 0
-    for chunk in _chunks(rows, batch_rows):
-        batch = text_times(record_batch(chunk, table), table)
-        values = []
-        for i, c in enumerate(cols):
-            if c.type == JSON:  # nested cells stay JSON values here (not text)
-                values.append([r.get(c.name) for r in chunk])
-            else:
-                values.append(batch.column(i).to_pylist())
-        f.write("".join([dumps(dict(zip(keys, cells))) + "\n" for cells in zip(*values)]))
-        n += len(chunk)
+    for batch, raw in pairs:
+        emit(jsonl_bytes(batch, table, raw))
+        n += len(batch)
     return n
 
 
-def _write_text(rows, table, f) -> int:
+def _write_text(df, table, f) -> int:
     """The human table: every column, times as UTC datetimes."""
     import pandas as pd
 
-    df = to_frame(rows, table)
     if not len(df):
         f.write("(no rows)\n")
         return 0

@@ -6,7 +6,7 @@ from amqp_dissect.model.state cimport StateTracker, _Delivery
 
 cdef class Analyzer(StateTracker):
     cdef dict __dict__
-    cdef public object keep_rows, delivery_sink, not_accepted_count
+    cdef public object keep_rows, delivery_sink, not_accepted_count, fold_out
     cdef public list _rows, _slowest, _not_accepted
     cdef public object _slow_min, _slow_cut_order
     cdef public dict _stats_cache

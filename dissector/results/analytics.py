@@ -177,6 +177,7 @@ from __future__ import annotations
 import heapq
 import math
 from array import array
+from operator import attrgetter
 
 from ..amqp.spec import choice_name
 from ..amqp.spec import OUTCOMES
@@ -257,6 +258,23 @@ def _side(d):
     return SIDES[d] if d in (0, 1) else None
 
 
+# the delivery attributes :meth:`Analyzer.delivery_columns` reads, a column at a time
+_DGETS = tuple(attrgetter(a) for a in (
+    "link", "direction", "delivery_id", "tag", "first_ts", "last_ts", "first_packet", "last_packet", "frames", "size",
+    "complete", "presettled", "aborted", "resumed", "settled", "snd_settled", "rcv_settled", "outcome", "outcome_by",
+    "outcome_ts", "outcome_packet", "outcome_error", "delivery_failed", "undeliverable_here", "received_state",
+    "txn_id", "rcv_settle_mode", "dispositions"))
+# deliveries-table columns that depend only on the link and the sending side (Analyzer._delivery_context)
+_DELIVERY_CTX = ("connection", "session", "channel", "link", "link_index", "handle", "sender", "receiver",
+                 "sender_side", "address")
+_DELIVERY_OWN = (
+    "delivery_id", "delivery_tag", "first_time", "last_time", "first_packet", "last_packet", "frames",
+    "message_size", "complete", "presettled", "aborted", "resumed", "settled_by", "settled_time", "settled_packet",
+    "sender_settled_time", "receiver_settled_time", "outcome", "outcome_by", "outcome_time", "outcome_packet",
+    "outcome_error", "outcome_description", "delivery_failed", "undeliverable_here", "received_state", "txn_id",
+    "rcv_settle_mode", "dispositions_sender", "dispositions_receiver", "settlement_latency", "outcome_latency",
+    "unsettled_at")
+
 NOTABLE = 10  # slowest settlements kept for the report
 NOT_ACCEPTED = 50  # first deliveries (in table order) without an accepted outcome kept for the report
 _SLOW_BATCH = 1024  # candidates for the slowest settlements ranked at a time
@@ -280,12 +298,17 @@ class Analyzer(StateTracker):
     table row, for :meth:`delivery_rows`; ``delivery_sink(row, key)`` receives each folded row as
     it is made, with its table-order key (connection, link, first transfer), for streaming writers; with ``rows=False`` and no sink, memory per settled
     delivery is two floats (its latencies) and the report is built from aggregates.
+
+    ``fold_out``: a list the Analyzer appends each folded delivery object to, in fold order, for a
+    columnar writer (:meth:`delivery_columns`; no row dict is made).  The owner empties it as it
+    converts them; a folded delivery is final (the state layer never touches it again).
     """
 
-    def __init__(self, rows: bool = True, delivery_sink=None):
+    def __init__(self, rows: bool = True, delivery_sink=None, fold_out: list | None = None):
         StateTracker.__init__(self)
         self.keep_rows = rows
         self.delivery_sink = delivery_sink
+        self.fold_out = fold_out
         self._rows: list = []  # (order key, row) of folded deliveries
         self._slowest: list = []  # (latency, delivery): candidates for the NOTABLE slowest settlements
         self._slow_min = float("-inf")  # latency of the NOTABLE-th slowest ranked so far ...
@@ -308,6 +331,8 @@ class Analyzer(StateTracker):
 
     def _on_fold(self, d) -> None:
         self._notable(d)
+        if self.fold_out is not None:
+            self.fold_out.append(d)
         if self.keep_rows or self.delivery_sink is not None:
             row = self._row(d)
             if self.keep_rows:
@@ -714,6 +739,10 @@ class Analyzer(StateTracker):
         rows.sort(key=lambda r: r[0])
         return [r for _, r in rows]
 
+    def live(self) -> list:
+        """The delivery objects not folded yet, in table order (for :meth:`delivery_columns`)."""
+        return list(self._live())
+
     def live_deliveries(self):
         """``(key, row)`` of the deliveries not folded yet (for a streaming writer, after the folded
         ones), with the table-order key given to ``delivery_sink``."""
@@ -770,6 +799,82 @@ class Analyzer(StateTracker):
             "outcome_latency": _sub(d.outcome_ts, d.first_ts),
             "unsettled_at": self._unsettled_at(d),
         }
+
+    def delivery_columns(self, ds) -> tuple:
+        """The deliveries-table cells of the delivery objects ``ds`` by column, not by row: the
+        values :meth:`_delivery_row` gives, without a dict per delivery.
+
+        Returns ``(cols, ctx_index, ctx_cols)``: ``cols`` maps a column name to its list of cells
+        (one per delivery); the columns that depend only on the delivery's link and sender
+        (connection, session, channel, link, link_index, handle, sender, receiver, sender_side,
+        address) are given once per distinct (link, sender): ``ctx_cols`` maps each of those names
+        to its values, ``ctx_index`` gives each delivery's position in them."""
+        ds = ds if isinstance(ds, list) else list(ds)
+        if not ds:
+            return {name: [] for name in _DELIVERY_OWN}, [], {name: [] for name in _DELIVERY_CTX}
+        (links, dirs, delivery_id, tag, first_ts, last_ts, first_packet, last_packet, frames, size, complete,
+         presettled, aborted, resumed, settled, snd, rcv, outcome, outcome_by, outcome_ts, outcome_packet,
+         outcome_error, delivery_failed, undeliverable_here, received_state, txn_id, rcv_settle_mode,
+         dispositions) = [list(map(get, ds)) for get in _DGETS]
+
+        ctx_pos: dict = {}
+        ctx_rows: list = []
+        ctx_index = []
+        for key in zip(links, dirs):
+            i = ctx_pos.get(key)
+            if i is None:
+                i = ctx_pos[key] = len(ctx_rows)
+                ctx_rows.append(self._delivery_context(key[0], key[1]))
+            ctx_index.append(i)
+        ctx_cols = dict(zip(_DELIVERY_CTX, (list(c) for c in zip(*ctx_rows))))
+
+        settled_time = [None if x is None else x[0] for x in settled]
+        settled_by = [("both" if r is not None else "sender") if s_ is not None
+                      else ("receiver" if r is not None else "") for s_, r in zip(snd, rcv)]
+        errs = [e.get("condition") if e else None for e in outcome_error]
+        descs = [e.get("description") if e else None for e in outcome_error]
+        cols = {
+            "delivery_id": delivery_id,
+            "delivery_tag": [None if t is None else t.hex() for t in tag],
+            "first_time": first_ts,
+            "last_time": last_ts,
+            "first_packet": first_packet,
+            "last_packet": last_packet,
+            "frames": frames,
+            "message_size": size,
+            "complete": complete,
+            "presettled": presettled,
+            "aborted": aborted,
+            "resumed": resumed,
+            "settled_by": settled_by,
+            "settled_time": settled_time,
+            "settled_packet": [None if x is None else x[1] for x in settled],
+            "sender_settled_time": [None if x is None else x[0] for x in snd],
+            "receiver_settled_time": [None if x is None else x[0] for x in rcv],
+            "outcome": [o or "" for o in outcome],
+            "outcome_by": [o or "" for o in outcome_by],
+            "outcome_time": outcome_ts,
+            "outcome_packet": outcome_packet,
+            "outcome_error": errs,
+            "outcome_description": descs,
+            "delivery_failed": delivery_failed,
+            "undeliverable_here": undeliverable_here,
+            "received_state": received_state,
+            "txn_id": txn_id,
+            "rcv_settle_mode": rcv_settle_mode,
+            "dispositions_sender": [x[e] for x, e in zip(dispositions, dirs)],
+            "dispositions_receiver": [x[1 - e] for x, e in zip(dispositions, dirs)],
+            "settlement_latency": [None if a is None or b is None else a - b for a, b in zip(settled_time, first_ts)],
+            "outcome_latency": [None if a is None or b is None else a - b for a, b in zip(outcome_ts, first_ts)],
+            "unsettled_at": [None if x is not None else self._unsettled_at(d) for x, d in zip(settled, ds)],
+        }
+        return cols, ctx_index, ctx_cols
+
+    def _delivery_context(self, link, direction) -> tuple:
+        """The cells of the :data:`_DELIVERY_CTX` columns for deliveries sent by ``direction`` on ``link``."""
+        c, s = link.conn, link.session
+        return (c.id, s.index, self._session_channel(s), link.name, link.index, link.handle[direction],
+                c.peer(direction), c.peer(1 - direction), SIDES[direction], self._link_address(link))
 
     # -- stalls ------------------------------------------------------------------------------
 

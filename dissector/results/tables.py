@@ -19,6 +19,8 @@ values rather than text.
 from __future__ import annotations
 
 import json
+import json.encoder
+import math
 from datetime import datetime, timedelta, timezone
 from typing import Iterable
 
@@ -30,6 +32,7 @@ from .schema import REGISTRY, BOOL, FLOAT, INT, JSON, STRING, TIME, UINT64, colu
 __all__ = [
     "SchemaError", "arrow_type", "arrow_schema", "pandas_dtypes", "spark_schema", "record_batch", "to_frame",
     "check_rows", "FORMATS", "iso_times", "text_times", "fits", "misfits", "batch_frame", "describe_columns",
+    "columns_batch", "csv_cells", "json_cells", "csv_header", "csv_bytes", "csv_text", "jsonl_bytes", "jsonl_text",
 ]
 
 FORMATS = ("table", "csv", "jsonl", "parquet")
@@ -79,11 +82,37 @@ def arrow_schema(table: str, spark: bool = False) -> pa.Schema:
     return s
 
 
-def _pandas_metadata(table: str) -> dict:
-    import pandas as pd
+# registry type -> (pandas_type, numpy_type) in pyarrow's pandas metadata for the registry's pandas dtypes
+_PANDAS_META = {STRING: ("unicode", "string"), JSON: ("unicode", "string"), INT: ("int64", "Int64"),
+                UINT64: ("uint64", "UInt64"), BOOL: ("bool", "boolean"), FLOAT: ("float64", "float64"),
+                TIME: ("datetimetz", "datetime64[us]")}
 
-    empty = pd.DataFrame({n: pd.Series([], dtype=d) for n, d in pandas_dtypes(table).items()})
-    return pa.Schema.from_pandas(empty, preserve_index=False).metadata
+
+def _pandas_metadata(table: str) -> dict:
+    """The ``pandas`` schema metadata pyarrow writes for a DataFrame of the registry dtypes (what
+    ``pa.Schema.from_pandas`` gives; tests compare the two), made without importing pandas: the
+    table writers never load it."""
+    cols = []
+    for c in columns(table):
+        pandas_type, numpy_type = _PANDAS_META[c.type]
+        cols.append({"name": c.name, "field_name": c.name, "pandas_type": pandas_type, "numpy_type": numpy_type,
+                     "metadata": {"timezone": "UTC"} if c.type == TIME else None})
+    meta = {"index_columns": [], "column_indexes": [], "columns": cols, "attributes": {},
+            "creator": {"library": "pyarrow", "version": pa.__version__}, "pandas_version": _pandas_version()}
+    return {b"pandas": json.dumps(meta).encode("utf-8")}
+
+
+def _pandas_version() -> str | None:
+    import sys
+    from importlib.metadata import PackageNotFoundError, version
+
+    pd = sys.modules.get("pandas")
+    if pd is not None:
+        return pd.__version__
+    try:
+        return version("pandas")
+    except PackageNotFoundError:
+        return None
 
 
 def spark_schema(table: str):
@@ -121,7 +150,7 @@ def _is_nan(v) -> bool:
 
 
 def _has_bool(vals: list) -> bool:
-    return any(v.__class__ is bool for v in vals)  # pyarrow would take True as 1.0
+    return bool in set(map(type, vals))  # pyarrow would take True as 1.0
 
 
 def _time_array(vals: list) -> pa.Array:
@@ -199,6 +228,29 @@ def record_batch(rows: list[dict], table: str, spark: bool = False) -> pa.Record
     return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(table, spark))
 
 
+def columns_batch(table: str, cols: dict, ctx_index=None, ctx_cols: dict | None = None,
+                  spark: bool = False) -> pa.RecordBatch:
+    """Cells given by column (``cols``: name -> sequence of row values, as the rows would hold
+    them) as one record batch with the table's registry schema: the same batch
+    :func:`record_batch` makes of the rows.  ``ctx_cols`` (name -> values) with ``ctx_index`` (one
+    position in them per row) give columns whose values repeat over many rows once each (see
+    :meth:`amqp_dissect.results.analytics.Analyzer.delivery_columns`)."""
+    take = None
+    if ctx_cols:
+        take = pa.array(ctx_index, pa.int32())
+        n = len(take)
+    else:
+        n = len(next(iter(cols.values()))) if cols else 0
+    arrays = []
+    for c in columns(table):
+        vals = cols.get(c.name)
+        if vals is None and ctx_cols and c.name in ctx_cols:
+            arrays.append(column_array(ctx_cols[c.name], c.type, spark).take(take))
+        else:
+            arrays.append(column_array([None] * n if vals is None else vals, c.type, spark))
+    return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(table, spark))
+
+
 def misfits(rows: Iterable[dict], table: str) -> list[tuple[int, str, object]]:
     """(row index, column, value) of every cell whose Python type does not fit its column."""
     cols = columns(table)
@@ -214,8 +266,9 @@ def _types_mapper():
 
 
 def batch_frame(batch: pa.RecordBatch):
-    """An Arrow batch of a table as a pandas DataFrame with the registry dtypes."""
-    return pa.Table.from_batches([batch]).to_pandas(types_mapper=_types_mapper())
+    """An Arrow batch (or table) of a table as a pandas DataFrame with the registry dtypes."""
+    t = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+    return t.to_pandas(types_mapper=_types_mapper())
 
 
 def to_frame(rows: Iterable[dict], table: str):
@@ -236,14 +289,224 @@ def text_times(batch: pa.RecordBatch, table: str) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
 
 
+_DIGITS: list = []
+
+
+def _digits() -> list:
+    """".000" ... ".999" and "000" ... "999": the milli- and microsecond digits of a time (made on
+    first use: no Arrow array is made at import)."""
+    if not _DIGITS:
+        _DIGITS.append(pa.array([f".{i:03d}" for i in range(1000)], pa.string()))
+        _DIGITS.append(pa.array([f"{i:03d}" for i in range(1000)], pa.string()))
+    return _DIGITS
+
+
 def iso_times(arr: pa.Array) -> pa.Array:
-    """A timestamp[us] array as ISO 8601 UTC text (``...T12:00:00.123456Z``), nulls kept."""
+    """A timestamp[us] array as ISO 8601 UTC text (``...T12:00:00.123456Z``), nulls kept: numpy's
+    ``datetime_as_string(..., unit="us")`` plus "Z".  The date and time of day are formatted once
+    per distinct second of the array (a capture has few), the microseconds by Arrow."""
     import numpy as np
 
-    us = pc.fill_null(arr.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
-    text = pa.array(np.datetime_as_string(us.astype("datetime64[us]"), unit="us"), pa.string())
-    text = pc.binary_join_element_wise(text, pa.scalar("Z"), "")
+    if arr.null_count == len(arr):
+        return pa.nulls(len(arr), pa.string())
+    ints = arr.cast(pa.int64())
+    if arr.null_count:  # nulls: a time of the array in their place (dropped at the end)
+        ints = pc.fill_null(ints, pc.min(ints))
+    us = ints.to_numpy(zero_copy_only=False)
+    secs, frac = np.divmod(us, 1_000_000)  # floor: 1969-12-31T23:59:59.999999 for -1 µs
+    lo, hi = int(secs.min()), int(secs.max())
+    if hi - lo < 4 * len(secs):  # a time span of the capture: every second of it, once
+        day_time = np.datetime_as_string((np.arange(hi - lo + 1) + lo).astype("datetime64[s]"), unit="s")
+        which = secs - lo
+    else:
+        uniq, which = np.unique(secs, return_inverse=True)
+        day_time = np.datetime_as_string(uniq.astype("datetime64[s]"), unit="s")
+    day_time = pa.array(day_time.tolist(), pa.string()).take(pa.array(which.ravel()))
+    ms, us3 = np.divmod(frac, 1000)
+    dot_ms, digits = _digits()
+    text = pc.binary_join_element_wise(day_time, dot_ms.take(pa.array(ms)), digits.take(pa.array(us3)),
+                                       pa.scalar("Z"), "")
+    if arr.null_count == 0:
+        return text
     return pc.if_else(pc.is_valid(arr), text, pa.scalar(None, pa.string()))
+
+
+# --------------------------------------------------------------------------- csv / jsonl text
+#
+# Both are made a column at a time with Arrow compute (no Python object per cell): every cell
+# becomes its text, then one join per row.  The text is what the csv module (QUOTE_MINIMAL, as
+# pandas' to_csv) and json.dumps write.
+
+_LS = pa.large_string()
+
+
+def _s(text: str) -> pa.Scalar:
+    return pa.scalar(text, _LS)
+
+
+def _float_texts(arr: pa.Array, null: str, finite_only: bool) -> pa.Array:
+    """Python's repr of each float (what csv / json write), ``null`` for nulls (and for inf / nan
+    when ``finite_only``: JSON has no such numbers).  repr runs once per distinct value (bit for
+    bit: 0.0 and -0.0 differ); the latencies of a capture repeat a lot."""
+    import numpy as np
+
+    if len(arr) == 0:
+        return pa.array([], _LS)
+    bits = pc.fill_null(arr, 0.0).to_numpy(zero_copy_only=False).view(np.int64)
+    uniq, inv = np.unique(bits, return_inverse=True)
+    r = float.__repr__
+    vals = uniq.view(np.float64).tolist()
+    if finite_only:
+        fin = math.isfinite
+        texts = [r(v) if fin(v) else null for v in vals]
+    else:
+        texts = [r(v) for v in vals]
+    out = pa.array(texts, _LS).take(pa.array(inv.ravel()))
+    if arr.null_count == 0:
+        return out
+    return pc.if_else(pc.is_valid(arr), out, _s(null))
+
+
+def _data_bytes(arr: pa.Array) -> bytes:
+    """The value bytes of a string array (its whole data buffer: a superset for a slice)."""
+    buf = arr.buffers()[2]
+    return b"" if buf is None else buf.to_pybytes()
+
+
+_CSV_SPECIAL = b',"\n'
+_JSON_SPECIAL = bytes(range(32)) + b'"\\'
+
+
+def _has_any(data: bytes, chars: bytes) -> bool:
+    return len(data.translate(None, chars)) != len(data)
+
+
+def _iso_memo(arr: pa.Array, memo: list | None) -> pa.Array:
+    """iso_times(arr), reusing the text of an equal time column of the same batch (``memo``:
+    (array, text) pairs; in the deliveries table last_time is often first_time, outcome_time
+    settled_time)."""
+    if memo is None:
+        return iso_times(arr)
+    for a, text in memo:
+        if a.equals(arr):
+            return text
+    text = iso_times(arr)
+    memo.append((arr, text))
+    return text
+
+
+def csv_cells(arr: pa.Array, typ: str, memo: list | None = None) -> pa.Array:
+    """One column of a batch as CSV fields (large_string, no nulls): empty for null, True /
+    False, integers in decimal, floats as Python's repr, times as ISO 8601 UTC, text quoted
+    when it holds a comma, a double quote or a newline (quotes doubled)."""
+    if typ == FLOAT:
+        return _float_texts(arr, "", False)
+    if typ == TIME:
+        out = _iso_memo(arr, memo)
+    elif typ == BOOL:
+        out = pc.if_else(arr, "True", "False")
+    elif typ in (INT, UINT64):
+        out = arr.cast(pa.string())
+    else:
+        out = arr
+        if _has_any(_data_bytes(arr), _CSV_SPECIAL):
+            need = pc.match_substring_regex(arr, '[,"\\n]')
+            quoted = pc.binary_join_element_wise('"', pc.replace_substring(arr, '"', '""'), '"', "")
+            out = pc.if_else(need, quoted, arr)
+    out = out.cast(_LS)
+    return out if out.null_count == 0 else pc.fill_null(out, _s(""))
+
+
+def json_cells(arr: pa.Array, typ: str) -> pa.Array:
+    """One column of a batch as JSON values (large_string, no nulls) as json.dumps writes them
+    (``ensure_ascii=False``): null, true / false, numbers, quoted and escaped text, times as ISO
+    8601 UTC strings.  A ``json`` column (JSON text) is embedded as it is."""
+    cells, quote = _json_parts(arr, typ)
+    return pc.binary_join_element_wise(_s('"'), cells, _s('"'), _s("")) if quote else cells
+
+
+def _json_parts(arr: pa.Array, typ: str, memo: list | None = None) -> tuple[pa.Array, bool]:
+    """(cells, quote): the JSON values of a column, or with ``quote`` the text that goes between
+    double quotes (a column without nulls and nothing to escape: the quotes go into the line)."""
+    if typ == FLOAT:
+        return _float_texts(arr, "null", True), False
+    if typ == BOOL:
+        out = pc.if_else(arr, "true", "false")
+    elif typ in (INT, UINT64, JSON):
+        out = arr.cast(pa.string())
+    else:
+        if typ == TIME:
+            arr = _iso_memo(arr, memo)  # nothing to escape
+        elif _has_any(_data_bytes(arr), _JSON_SPECIAL):  # something to escape: the json module does it
+            enc = json.encoder.encode_basestring
+            out = pa.array([None if v is None else enc(v) for v in arr.to_pylist()], _LS)
+            return (out if out.null_count == 0 else pc.fill_null(out, _s("null"))), False
+        if arr.null_count == 0:
+            return arr.cast(_LS), True
+        out = pc.binary_join_element_wise('"', arr, '"', "")
+    out = out.cast(_LS)
+    return (out if out.null_count == 0 else pc.fill_null(out, _s("null"))), False
+
+
+def _joined(lines: pa.Array) -> memoryview:
+    """The concatenation of a large_string array's values (no nulls) as UTF-8 bytes, straight
+    from its buffers."""
+    import numpy as np
+
+    if len(lines) == 0:
+        return memoryview(b"")
+    _, offsets, data = lines.buffers()
+    o = np.frombuffer(offsets, dtype=np.int64)
+    start, end = int(o[lines.offset]), int(o[lines.offset + len(lines)])
+    return memoryview(data)[start:end]
+
+
+def csv_header(table: str) -> str:
+    return ",".join(names(table)) + "\n"
+
+
+def csv_bytes(batch: pa.RecordBatch, table: str) -> memoryview:
+    """The CSV lines of a batch of ``table`` (no header), UTF-8, as pandas' ``to_csv`` writes them."""
+    memo: list = []
+    cells = [csv_cells(batch.column(i), c.type, memo) for i, c in enumerate(columns(table))]
+    if not cells or not len(batch):
+        return memoryview(b"")
+    cells[-1] = pc.binary_join_element_wise(cells[-1], _s(""), _s("\n"))  # cell + "\n"
+    return _joined(pc.binary_join_element_wise(*cells, _s(",")))
+
+
+def csv_text(batch: pa.RecordBatch, table: str) -> str:
+    """:func:`csv_bytes` as text."""
+    return str(csv_bytes(batch, table), "utf-8")
+
+
+def jsonl_bytes(batch: pa.RecordBatch, table: str, raw: dict | None = None) -> memoryview:
+    """The JSON lines of a batch of ``table``, UTF-8, one object per row with the registry's keys
+    in order, as ``json.dumps(row, ensure_ascii=False)`` writes it.  ``raw`` (column -> cell
+    values) gives the ``json`` columns' values as the rows held them, written as JSON values (key
+    order kept)."""
+    if not len(batch):
+        return memoryview(b"")
+    enc = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=str).encode
+    memo: list = []
+    parts = []
+    literal = "{"
+    for i, c in enumerate(columns(table)):
+        if c.type == JSON and raw is not None and c.name in raw:
+            cells, quote = pa.array([enc(v) for v in raw[c.name]], _LS), False
+        else:
+            cells, quote = _json_parts(batch.column(i), c.type, memo)
+        literal += enc(c.name) + (': "' if quote else ": ")
+        parts.append(_s(literal))
+        parts.append(cells)
+        literal = '", ' if quote else ", "
+    parts.append(_s(literal[:-2] + "}\n"))
+    return _joined(pc.binary_join_element_wise(*parts, _s("")))
+
+
+def jsonl_text(batch: pa.RecordBatch, table: str, raw: dict | None = None) -> str:
+    """:func:`jsonl_bytes` as text."""
+    return str(jsonl_bytes(batch, table, raw), "utf-8")
 
 
 def describe_columns(table: str) -> list:
