@@ -157,8 +157,9 @@ def frames(
 ):
     """One line per AMQP frame (or a detail tree with -V, or JSON lines)."""
     records = [] if verbose and fmt is not FrameFormat.jsonl else None  # TLS records for -V
-    # summaries, -V and jsonl show reassembled deliveries
-    run = CaptureRun(capture, port or [], messages=True, keylog=keylog, tls_records=records)
+    # -V and jsonl decode every frame and message in full; summaries need a delivery's frames and size only
+    run = CaptureRun(capture, port or [], messages=True if verbose or fmt is FrameFormat.jsonl else "summary",
+                     keylog=keylog, tls_records=records)
     out = sys.stdout
     if fmt is FrameFormat.jsonl:
         _print_jsonl(run, out)

@@ -84,3 +84,32 @@ def test_defaults_in_the_detail_tree_show_the_fields_declared_type():
     }
     assert "priority (ubyte): 4 [default]" in lines and declared["priority"] == "ubyte"
     assert "delivery-count (uint): 0 [default]" in lines and declared["delivery-count"] == "uint"
+
+
+def test_summaries_without_bodies_are_the_full_decode_summaries():
+    """``frames`` (one line a frame) keeps no encoded bodies or payloads: its lines equal those
+    made from the full decode of every frame and reassembled message, on every sample."""
+    import glob
+    import os
+
+    from amqp_dissect.capture.pcap import open_capture
+    from amqp_dissect.dissect import Dissector
+    from amqp_dissect.render.frames import SummaryLines
+
+    paths = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "samples", "*.pcap*")))
+    assert paths
+    reassembled = 0
+    for path in paths:
+        texts = []
+        for messages in (True, "summary"):
+            d = Dissector(messages=messages)
+            evs = []
+            with open(path, "rb") as f:
+                for r in open_capture(f):
+                    evs += d.feed(r)
+            evs += d.finish()
+            lines = SummaryLines(min(e.ts for e in evs if getattr(e, "ts", None) is not None))
+            texts.append([lines.line(e) for e in evs])
+        assert texts[0] == texts[1], path
+        reassembled += sum("[message reassembled" in (t or "") for t in texts[0])
+    assert reassembled > 0  # the multi-frame deliveries' sizes come from the payloads' lengths

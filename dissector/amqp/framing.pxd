@@ -18,7 +18,7 @@ cdef class _Direction:
 
 cdef class AmqpConnection:
     cdef public object conn, client, server, dirs, max_frame_bytes, max_message_bytes
-    cdef public object messages, announced_max_frame, frames, tls
+    cdef public object messages, bodies, announced_max_frame, frames, tls
 
     @cython.locals(d=_Direction)
     cpdef list feed(self, direction, data, ts, packet)

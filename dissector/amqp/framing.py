@@ -354,8 +354,10 @@ class AmqpConnection:
         # frames are shown (frames, -V, jsonl)?  Then multi-frame deliveries are reassembled into
         # messages (frame.delivery) and scanned performatives keep their encoding for a full decode
         # (frame.performative).  The analysis alone needs neither: it reads frame.fields and tracks
-        # deliveries in the model.
+        # deliveries in the model.  messages="summary": frames are shown as one-line summaries, which
+        # need a delivery's frame count and size but no encoded bodies (no payload kept).
         self.messages = messages
+        self.bodies = bool(messages) and messages != "summary"
         # max-frame-size each side announced in its open (limits frames sent *to* it)
         self.announced_max_frame = [None, None]
         self.frames = 0
@@ -575,10 +577,11 @@ class AmqpConnection:
                         break
                 name = frame.pname = _SCANNED[code]
                 frame.fields = values
-                if self.messages:  # frames are shown: keep the encoding for a full decode (-V, jsonl)
+                if self.bodies:  # frames are shown: keep the encoding for a full decode (-V, jsonl)
                     frame._perf_body = bytes(buf[body:perf_end])
                 if name == "transfer":
-                    frame.payload = bytes(buf[perf_end:end])
+                    if self.bodies or not self.messages:  # (the analysis reads coordinator payloads)
+                        frame.payload = bytes(buf[perf_end:end])
                     frame.payload_size = end - perf_end
                     if self.messages:
                         self._transfer(d, frame, values)
@@ -607,7 +610,8 @@ class AmqpConnection:
             )
         _check_mandatory(perf, notes)
         if name == "transfer":
-            frame.payload = bytes(buf[r.pos : end])
+            if self.bodies or not self.messages:
+                frame.payload = bytes(buf[r.pos : end])
             frame.payload_size = end - r.pos
             if self.messages:
                 self._transfer(d, frame, frame.fields)
@@ -633,6 +637,8 @@ class AmqpConnection:
             if tag is ABSENT:
                 tag = None
             part = Delivery(frame.channel, handle, did, tag or None, frame.first_packet, frame.ts)
+            if not self.bodies:  # summaries: frames and size only
+                part.payload = None
             if did is None:
                 frame.notes.append(
                     ExpertNote(WARN, "sequence", "first transfer of a delivery without delivery-id "
@@ -646,7 +652,7 @@ class AmqpConnection:
             )
         part.frames += 1
         payload = frame.payload
-        part.message_size += len(payload)
+        part.message_size += frame.payload_size
         part.last_packet = frame.packet
         part.last_ts = frame.ts
         if part.payload is not None:
