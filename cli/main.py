@@ -18,6 +18,7 @@ import gc
 import json
 import os
 import sys
+from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
 from typing import Iterator, List, Optional
@@ -65,18 +66,29 @@ class CaptureRun:
         self.tls_records = tls_records
         self.dissector = self.source.dissector
 
-    def events(self) -> Iterator[tuple[object, object]]:
-        """(record, event) pairs; record is the packet that produced the event (None at the end)."""
+    @contextmanager
+    def _reading(self):
+        """Failures to open or read the capture, as one line and an exit code."""
         if os.path.isdir(self.path):
             raise Fail(EXIT_OPEN, f"{self.path}: is a directory, not a capture file")
         try:
-            yield from self.source.events()
+            yield
         except FileNotFoundError:
             raise Fail(EXIT_OPEN, f"{self.path}: no such file") from None
         except CaptureError as e:
             raise Fail(EXIT_FORMAT, f"{self.path}: {e}") from None
         except OSError as e:
             raise Fail(EXIT_OPEN, f"{self.path}: cannot open: {e.strerror or e}") from None
+
+    def events(self) -> Iterator[tuple[object, object]]:
+        """(record, event) pairs; record is the packet that produced the event (None at the end)."""
+        with self._reading():
+            yield from self.source.events()
+
+    def drive(self, sink):
+        """Every event to ``sink(event)`` (see CaptureSource.drive); the last record's time."""
+        with self._reading():
+            return self.source.drive(sink)
 
     def finish_status(self, analyzer=None) -> int:
         """The exit code once everything is written: internal errors (bugs) first, then damage."""
@@ -120,6 +132,9 @@ class _Checked:
 
     def events(self):
         return self.run.events()
+
+    def drive(self, sink):
+        return self.run.drive(sink)
 
 
 # --------------------------------------------------------------------------- commands

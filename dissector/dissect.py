@@ -109,6 +109,24 @@ class Dissector:
         self.tcp_packets += 1
         return self._route(self.tcp.feed(seg, record.ts, record.index))
 
+    def pump(self, records, sink, offset: int = 0) -> tuple:
+        """Every record of ``records`` through :meth:`feed`, each event handed to ``sink(event)``
+        (an Analyzer's ``feed``, say), packet numbers shifted by ``offset``: the per-packet loop of
+        a whole capture in one call (compiled, it runs in C).  Returns (records read, the time of
+        the last record that made an event, or None)."""
+        n = 0
+        last_ts = None
+        for record in records:
+            if offset:
+                record.index += offset
+            events = self.feed(record)
+            if events:
+                for ev in events:
+                    sink(ev)
+                last_ts = record.ts
+            n += 1
+        return n, last_ts
+
     def add_secrets(self, secrets_type: int, data: bytes) -> None:
         """Secrets from a pcapng Decryption Secrets Block (the capture reader's ``on_secrets``)."""
         if self.keylog is None:
@@ -145,7 +163,10 @@ class Dissector:
             cls = type(ev)
             if cls is StreamData:
                 c = conns.get(ev.conn)
-                if c is not None:
+                if type(c) is AmqpConnection:  # (typed when compiled: a C call)
+                    ac = c
+                    out.extend(ac.feed(ev.direction, ev.data, ev.ts, ev.packet))
+                elif c is not None:
                     out.extend(c.feed(ev.direction, ev.data, ev.ts, ev.packet))
                 elif ev.conn in self._probes:
                     self._probe_data(ev, out)

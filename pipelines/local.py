@@ -46,25 +46,45 @@ class CaptureSource:
         self.errors: list[tuple[str, CaptureError]] = []
         self.packets = 0
 
-    def events(self) -> Iterator[tuple[object, object]]:
-        """(record, event) pairs; record is None for the events of the final flush."""
+    def _readers(self):
+        """(capture reader, packet-number offset) of each file in turn; a file's read damage is
+        collected once its reader is done."""
         d = self.dissector
-        offset = 0
         for path in self.paths:
             with open(path, "rb") as f:
                 reader = open_capture(f)
                 reader.on_secrets = d.add_secrets
-                for record in reader:
-                    if offset:
-                        record.index += offset
-                    for ev in d.feed(record):
-                        yield record, ev
-                    self.packets += 1
-                offset = self.packets
+                yield reader, self.packets
                 if reader.error is not None:
                     self.errors.append((path, reader.error))
+
+    def events(self) -> Iterator[tuple[object, object]]:
+        """(record, event) pairs; record is None for the events of the final flush."""
+        d = self.dissector
+        for reader, offset in self._readers():
+            for record in reader:
+                if offset:
+                    record.index += offset
+                for ev in d.feed(record):
+                    yield record, ev
+                self.packets += 1
         for ev in d.finish():
             yield None, ev
+
+    def drive(self, sink) -> float | None:
+        """The events of :meth:`events` handed to ``sink(event)`` one by one, without the pairs,
+        by the dissector's own loop (:meth:`~amqp_dissect.dissect.Dissector.pump`).  Returns the
+        time of the last record that made an event (None for none), the end :meth:`events` gives."""
+        d = self.dissector
+        last_ts = None
+        for reader, offset in self._readers():
+            n, ts = d.pump(reader, sink, offset)
+            self.packets += n
+            if ts is not None:
+                last_ts = ts
+        for ev in d.finish():
+            sink(ev)
+        return last_ts
 
 
 def read_keylog(path=None) -> str | None:
@@ -145,12 +165,15 @@ def run_analysis(source: CaptureSource, on_event=None, rows: bool = True, delive
     keeps memory flat: the report needs only aggregates)."""
     an = Analyzer(rows=rows, delivery_sink=delivery_sink)
     last_ts = None
-    for record, ev in source.events():
-        an.feed(ev)
-        if on_event is not None:
-            on_event(record, ev)
-        if record is not None:
-            last_ts = record.ts
+    if on_event is None and hasattr(source, "drive"):
+        last_ts = source.drive(an.feed)
+    else:
+        for record, ev in source.events():
+            an.feed(ev)
+            if on_event is not None:
+                on_event(record, ev)
+            if record is not None:
+                last_ts = record.ts
     an.finish(last_ts)
     return Analysis(an, source)
 

@@ -112,3 +112,48 @@ def test_settled_deliveries_cost_a_few_bytes_each():
     per_delivery = (m2 - m1) / (n2 - n1)
     assert per_delivery < 48, per_delivery
     assert sum(len(link.live) for c in an.connections.values() for link in c.links) <= an.fold_lag
+
+
+# --------------------------------------------------------------------------- latency columns
+
+
+def _oracle(values):
+    """numpy's percentiles and the correctly rounded mean of the plain list of values."""
+    import math
+
+    import numpy as np
+
+    xs = np.array(values, dtype=np.float64)
+    return {"count": len(values), "p50": float(np.percentile(xs, 50)), "p90": float(np.percentile(xs, 90)),
+            "p99": float(np.percentile(xs, 99)), "max": float(xs.max()), "min": float(xs.min()),
+            "mean": math.fsum(values) / len(values)}
+
+
+@pytest.mark.parametrize("distinct", [7, 300, 5000])
+def test_latencies_fold_repeated_values_and_percentiles_stay_exact(distinct):
+    import random
+
+    from amqp_dissect.model.state import Latencies
+    from amqp_dissect.results.analytics import summarize
+
+    rnd = random.Random(distinct)
+    base = 1_795_000_000.0
+    # latencies as the tracker makes them: differences of capture times (microseconds) near "now"
+    values = []
+    for _ in range(20_000):
+        t0 = base + rnd.randrange(10**6) / 1e6
+        values.append((t0 + rnd.randrange(distinct) / 1e6) - t0)
+    lat = Latencies(fold_at=512)
+    for v in values:
+        lat.append(v)
+    assert len(lat) == len(values)
+    if distinct * 12 * 4 < len(values):  # values repeat: most are counts of distinct values now
+        assert lat.counts and len(lat.values) < len(values) // 2
+        assert sum(lat.counts.values()) + len(lat.values) == len(values)
+    else:  # mostly distinct: they stay in the array
+        assert not lat.counts and len(lat.values) == len(values)
+    assert summarize(lat) == _oracle(values)
+    # copies and merged groups read the same
+    both = lat.copy()
+    both.extend(lat)
+    assert summarize(both) == _oracle(values + values)

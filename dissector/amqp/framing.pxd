@@ -2,12 +2,19 @@
 # beside it makes Frame, StreamNote, _Direction and AmqpConnection extension types with
 # typed attributes and types the framing loop's locals.  The .py stays plain Python.
 import cython
+from amqp_dissect.amqp.scan cimport scan_performative
+
+cdef class Delivery:
+    cdef public object channel, handle, delivery_id, delivery_tag, first_packet, first_ts, last_packet, last_ts
+    cdef public object frames, message_size, payload, aborted, incomplete, _sections, _error
 
 cdef class Frame:
     cdef public object conn, direction, src, dst, packet, ts, first_packet
     cdef public object size, doff, type, channel
     cdef public object ext, pname, _performative, _perf_body, payload, payload_size
     cdef public object fields, notes, delivery
+
+    cpdef _init(self, conn, direction, src, dst, packet, ts, first_packet, size, doff, ftype, channel)
 
 cdef class _Direction:
     cdef public object index, src, dst
@@ -18,7 +25,7 @@ cdef class _Direction:
 
 cdef class AmqpConnection:
     cdef public object conn, client, server, dirs, max_frame_bytes, max_message_bytes
-    cdef public object messages, bodies, announced_max_frame, frames, tls
+    cdef public object messages, bodies, announced_max_frame, frames, tls, keep_payloads
 
     @cython.locals(d=_Direction)
     cpdef list feed(self, direction, data, ts, packet)
@@ -29,3 +36,6 @@ cdef class AmqpConnection:
 
     @cython.locals(body=Py_ssize_t, end=Py_ssize_t, perf_end=Py_ssize_t, notes=list)
     cpdef _frame(self, _Direction d, Frame frame, buf, body, end)
+
+    @cython.locals(part=Delivery)
+    cpdef _transfer(self, _Direction d, Frame frame, v)

@@ -61,6 +61,11 @@ _SASL_SYMBOLS = {COMPOSITES[n].descriptor_symbol.encode(): n for n in SASL_FRAME
 # --------------------------------------------------------------------------- events
 
 
+# transfer, flow and disposition bodies are read by the scanner (scan.py) when True; the tests set it
+# False to send every body through the generic decoder (Reader)
+SCAN_HOT = True
+
+
 class ProtocolHeader:
     """An 8-byte protocol header: ``AMQP`` + protocol id + version."""
 
@@ -199,6 +204,10 @@ class Frame:
     )
 
     def __init__(self, conn, direction, src, dst, packet, ts, first_packet, size, doff, ftype, channel):
+        self._init(conn, direction, src, dst, packet, ts, first_packet, size, doff, ftype, channel)
+
+    def _init(self, conn, direction, src, dst, packet, ts, first_packet, size, doff, ftype, channel):
+        # (the framing loop makes frames with Frame.__new__ and this: a C call when compiled)
         self.conn = conn
         self.direction = direction
         self.src = src
@@ -362,6 +371,9 @@ class AmqpConnection:
         self.announced_max_frame = [None, None]
         self.frames = 0
         self.tls = False
+        # the analysis reads transfer payloads only on transaction coordinator links: they are copied
+        # once an attach on this connection targets a coordinator (the frames are shown: always)
+        self.keep_payloads = self.bodies
 
     # -- public ---------------------------------------------------------------
 
@@ -526,7 +538,8 @@ class AmqpConnection:
             if n - pos < size:
                 break
             first = d.first_packet if pos == 0 and d.first_packet is not None else packet
-            frame = Frame(self.conn, d.index, d.src, d.dst, packet, ts, first, size, doff, ftype, channel)
+            frame = Frame.__new__(Frame)
+            frame._init(self.conn, d.index, d.src, d.dst, packet, ts, first, size, doff, ftype, channel)
             if doff > 2:
                 frame.ext = bytes(buf[pos + 8 : pos + doff * 4])
             self._frame(d, frame, buf, pos + doff * 4, pos + size)
@@ -568,7 +581,7 @@ class AmqpConnection:
                 notes.append(ExpertNote(WARN, "protocol", "empty SASL frame"))
             return  # heartbeat
         if frame.type == FRAME_AMQP:
-            sc = scan_performative(buf, body, end)
+            sc = scan_performative(buf, body, end) if SCAN_HOT else None
             if sc is not None:  # a well-formed transfer, flow or disposition: no Composite tree
                 code, values, perf_end = sc
                 for v in values:
@@ -580,7 +593,7 @@ class AmqpConnection:
                 if self.bodies:  # frames are shown: keep the encoding for a full decode (-V, jsonl)
                     frame._perf_body = bytes(buf[body:perf_end])
                 if name == "transfer":
-                    if self.bodies or not self.messages:  # (the analysis reads coordinator payloads)
+                    if self.keep_payloads:
                         frame.payload = bytes(buf[perf_end:end])
                     frame.payload_size = end - perf_end
                     if self.messages:
@@ -610,7 +623,7 @@ class AmqpConnection:
             )
         _check_mandatory(perf, notes)
         if name == "transfer":
-            if self.bodies or not self.messages:
+            if self.keep_payloads:
                 frame.payload = bytes(buf[r.pos : end])
             frame.payload_size = end - r.pos
             if self.messages:
@@ -621,6 +634,10 @@ class AmqpConnection:
             mfs = perf.effective("max-frame-size")
             if isinstance(mfs, int):
                 self.announced_max_frame[d.index] = mfs
+        elif name == "attach" and not self.keep_payloads and not self.messages:
+            target = perf.field("target")
+            if isinstance(target, Composite) and target.spec.name == "coordinator":
+                self.keep_payloads = True
 
     def _transfer(self, d: _Direction, frame: Frame, v) -> None:
         """Reassembly of a delivery's message; ``v``: the transfer's fields (ABSENT-padded)."""

@@ -6,3 +6,5 @@ import cython
                total=Py_ssize_t, end=Py_ssize_t, ps=Py_ssize_t, sport=Py_ssize_t, dport=Py_ssize_t,
                seq="unsigned long long", ack="unsigned long long", ihl=Py_ssize_t)
 cpdef _ipv4(bytes data, Py_ssize_t off)
+
+cpdef parse_segment(linktype, data)

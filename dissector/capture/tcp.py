@@ -168,7 +168,9 @@ class TcpReassembler:
         elif ts >= self._next_sweep:
             self._sweep(ts, packet, out)
             self._next_sweep = ts + self.sweep_interval
-        ent = self._table.get(seg[:4])
+        # unpacked once: indexing a NamedTuple from compiled code goes through a Python-level __getitem__
+        src, dst, sport, dport, sseq, _ack, flags, payload, _v = seg
+        ent = self._table.get((src, dst, sport, dport))
         if ent is None:
             self._new_conn(seg, ts, packet, wire_len, out)
             return out
@@ -182,16 +184,14 @@ class TcpReassembler:
             self._open.move_to_end(conn)
             D = conn.dirs[d]
             # fast path: in-order data, nothing buffered, no SYN/FIN/RST
-            if D.nxt == seg[4] and not (seg[6] & 7) and not D.buffered and wire_len is None:
-                payload = seg[7]
+            if D.nxt == sseq and not (flags & 7) and not D.buffered and wire_len is None:
                 if payload:
                     n = len(payload)
                     D.pos += n
                     D.nxt = D.pos & MASK
                     out.append(StreamData(conn.id, d, payload, ts, packet))
                 return out
-            flags = seg[6]
-            if flags & SYN and not flags & ACK and D.isn != seg[4] and D.nxt is not None:
+            if flags & SYN and not flags & ACK and D.isn != sseq and D.nxt is not None:
                 self._reused(conn, seg, ts, packet, wire_len, out)
                 return out
             self._segment(conn, d, D, seg, ts, packet, wire_len, out)
@@ -203,9 +203,8 @@ class TcpReassembler:
                 return out
             conn.last_ts = ts
             self._open.move_to_end(conn)
-            flags = seg[6]
             D = conn.dirs[d]
-            if flags & SYN and not flags & ACK and D.isn != seg[4] and D.nxt is not None:
+            if flags & SYN and not flags & ACK and D.isn != sseq and D.nxt is not None:
                 self._reused(conn, seg, ts, packet, wire_len, out)
             elif flags & RST:
                 self._retire(conn, ts)
@@ -215,8 +214,7 @@ class TcpReassembler:
                     self._retire(conn, ts)
             return out
         # closed, within the grace period: late packets are dropped; a new SYN opens a new connection
-        flags = seg[6]
-        if (flags & SYN and not flags & ACK and conn.dirs[d].isn != seg[4]) or ts - conn.closed_ts > self.close_grace:
+        if (flags & SYN and not flags & ACK and conn.dirs[d].isn != sseq) or ts - conn.closed_ts > self.close_grace:
             self._unlink(conn)
             self._new_conn(seg, ts, packet, wire_len, out)
         return out

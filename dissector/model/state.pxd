@@ -7,11 +7,19 @@
 import cython
 from amqp_dissect.amqp.framing cimport Frame
 
-cpdef serial_add(s, n=*)
-cpdef serial_diff(a, b)
-cpdef serial_lt(a, b)
-cpdef serial_range_len(first, last)
-cpdef serial_in_range(x, first, last)
+# serial numbers are 32-bit (the model passes only values _uint accepted): C arithmetic
+cdef long long _M32, _MOD32, _HALF32
+cpdef long long serial_add(long long s, long long n=*)
+@cython.locals(d="long long")
+cpdef long long serial_diff(long long a, long long b)
+cpdef bint serial_lt(long long a, long long b)
+cpdef long long serial_range_len(long long first, long long last)
+cpdef bint serial_in_range(long long x, long long first, long long last)
+
+cpdef _uint(v, top=*)
+cpdef _bool(v)
+cpdef _bin(v)
+cpdef _delivery_state_value(v)
 
 cdef class Machine:
     cdef public object name, states, inputs, transitions, initial, deferrable, steady
@@ -66,6 +74,7 @@ cdef class _Delivery:
     cdef public object folded
 
     cpdef settle(self, by, ts, packet)
+    cpdef _init(self, link, session, direction, delivery_id, tag, ts, packet)
 
 cdef class DeliveryStats:
     cdef public long long deliveries, bytes, no_outcome, unsettled, presettled, aborted, resumed
@@ -199,7 +208,7 @@ cdef class StateTracker:
 
     cpdef feed(self, event)
 
-    @cython.locals(x=_Delivery)
+    @cython.locals(x=_Delivery, link=_Link)
     cpdef _settled(self, _Delivery dlv)
 
     @cython.locals(link=_Link)

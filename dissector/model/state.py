@@ -182,15 +182,21 @@ SERIAL_MASK = SERIAL_MOD - 1
 _HALF = 1 << (SERIAL_BITS - 1)
 
 
+# the same three numbers for the serial functions: C constants when compiled (see state.pxd)
+_M32 = SERIAL_MASK
+_MOD32 = SERIAL_MOD
+_HALF32 = _HALF
+
+
 def serial_add(s: int, n: int = 1) -> int:
     """``s + n`` in 32-bit serial-number space."""
-    return (s + n) & SERIAL_MASK
+    return (s + n) & _M32
 
 
 def serial_diff(a: int, b: int) -> int:
     """``a - b`` as a signed distance in ``[-2**31, 2**31)`` (RFC 1982)."""
-    d = (a - b) & SERIAL_MASK
-    return d - SERIAL_MOD if d >= _HALF else d
+    d = (a - b) & _M32
+    return d - _MOD32 if d >= _HALF32 else d
 
 
 def serial_lt(a: int, b: int) -> bool:
@@ -200,12 +206,12 @@ def serial_lt(a: int, b: int) -> bool:
 
 def serial_range_len(first: int, last: int) -> int:
     """Number of serial numbers in ``first..last`` (inclusive, wrapping)."""
-    return ((last - first) & SERIAL_MASK) + 1
+    return ((last - first) & _M32) + 1
 
 
 def serial_in_range(x: int, first: int, last: int) -> bool:
     """Is ``x`` within ``first..last`` (inclusive, wrapping at 2**32)?"""
-    return ((x - first) & SERIAL_MASK) <= ((last - first) & SERIAL_MASK)
+    return ((x - first) & _M32) <= ((last - first) & _M32)
 
 
 # --------------------------------------------------------------------------- state machines
@@ -532,6 +538,8 @@ def _str(v):
 
 
 def _bin(v):
+    if type(v) is bytes:
+        return v
     return bytes(v) if isinstance(v, (bytes, bytearray, memoryview)) else None
 
 
@@ -664,6 +672,10 @@ class _Delivery:
     )
 
     def __init__(self, link, session, direction, delivery_id, tag, ts, packet):
+        self._init(link, session, direction, delivery_id, tag, ts, packet)
+
+    def _init(self, link, session, direction, delivery_id, tag, ts, packet):
+        # (the transfer path makes deliveries with _Delivery.__new__ and this: a C call when compiled)
         self.link = link
         self.session = session
         self.direction = direction  # the sending peer
@@ -711,9 +723,76 @@ class _Delivery:
             self.settled = (ts, packet)
 
 
+# values a Latencies column keeps in its array before it folds the repeated ones into counts
+LATENCY_FOLD = 4096
+
+
+class Latencies:
+    """A column of latencies (seconds) with exact percentiles in bounded room.
+
+    Values go to a typed array (8 bytes each).  When it holds ``fold_at`` values, they are
+    folded into counts of distinct values, if that is smaller: latencies are differences of
+    capture timestamps (microseconds, mostly), so a long capture repeats the same few thousand
+    values, and memory follows the distinct values, not the deliveries.  Where values rarely
+    repeat, they stay in the array (and the next try is at twice the size).  Percentiles and
+    the mean read values and counts alike: the same numbers as from the plain list of values.
+    """
+
+    __slots__ = ("values", "counts", "n", "fold_at")
+
+    def __init__(self, fold_at: int = LATENCY_FOLD):
+        self.values = array("d")
+        self.counts: dict = {}  # value -> how many times (the folded part)
+        self.n = 0
+        self.fold_at = fold_at
+
+    def __len__(self) -> int:
+        return self.n
+
+    def append(self, x: float) -> None:
+        self.values.append(x)
+        self.n += 1
+        if len(self.values) >= self.fold_at:
+            self._fold()
+
+    def extend(self, other: "Latencies") -> None:
+        self.values.extend(other.values)
+        counts = self.counts
+        for v, c in other.counts.items():
+            counts[v] = counts.get(v, 0) + c
+        self.n += other.n
+
+    def copy(self) -> "Latencies":
+        c = Latencies(self.fold_at)
+        c.extend(self)
+        return c
+
+    def _fold(self) -> None:
+        fresh: dict = {}
+        for v in self.values:
+            fresh[v] = fresh.get(v, 0) + 1
+        counts = self.counts
+        distinct = len(counts) + sum(1 for v in fresh if v not in counts)
+        # a distinct value costs about 100 bytes in the dict, a value 8 in the array
+        if distinct * 12 <= self.n:
+            for v, c in fresh.items():
+                counts[v] = counts.get(v, 0) + c
+            self.values = array("d")
+        else:  # mostly distinct: keep the array
+            self.fold_at = 2 * len(self.values)
+
+    def distinct(self) -> tuple:
+        """(sorted distinct values, how many of each)."""
+        counts = dict(self.counts)
+        for v in self.values:
+            counts[v] = counts.get(v, 0) + 1
+        keys = sorted(counts)
+        return keys, [counts[k] for k in keys]
+
+
 class DeliveryStats:
     """What the deliveries of one link add up to: counts by outcome and flag, bytes, and the
-    settlement / outcome latencies as typed arrays (8 bytes a delivery; percentiles stay exact).
+    settlement / outcome latencies (:class:`Latencies`: percentiles stay exact, room bounded).
 
     Settled deliveries are folded in here and forgotten (see :meth:`StateTracker._fold`); the
     deliveries still open are added on top when a table is read (:meth:`copy` then :meth:`add`).
@@ -731,8 +810,8 @@ class DeliveryStats:
         self.presettled = 0
         self.aborted = 0
         self.resumed = 0
-        self.latency = array("d")  # settled time - first transfer time, seconds
-        self.outcome_latency = array("d")  # receiver's terminal outcome time - first transfer time
+        self.latency = Latencies()  # settled time - first transfer time, seconds
+        self.outcome_latency = Latencies()  # receiver's terminal outcome time - first transfer time
 
     def add(self, d: "_Delivery") -> None:
         self.deliveries += 1
@@ -759,7 +838,7 @@ class DeliveryStats:
         c = DeliveryStats()
         for k in self.__slots__:
             v = getattr(self, k)
-            setattr(c, k, dict(v) if isinstance(v, dict) else array("d", v) if isinstance(v, array) else v)
+            setattr(c, k, dict(v) if isinstance(v, dict) else v.copy() if isinstance(v, Latencies) else v)
         return c
 
 
@@ -1052,7 +1131,8 @@ class StateTracker:
         """``dlv`` was settled by a peer.  Once complete and settled by both peers it is folded at
         once; settled by one, it is folded ``fold_lag`` settlements later, so a disposition of the
         other peer that crossed on the wire still finds it (memory stays bounded either way)."""
-        if dlv.folded or dlv.link.partial is dlv or self.fold_lag is None:  # None: never fold (tests' oracle)
+        link = dlv.link
+        if dlv.folded or link.partial is dlv or self.fold_lag is None:  # None: never fold (tests' oracle)
             return
         if dlv.snd_settled is not None and dlv.rcv_settled is not None:
             self._fold(dlv)
@@ -1846,7 +1926,8 @@ class StateTracker:
                 if self._strict(c, s) and link.known:
                     self._violation(c, d, f, "protocol", "warn",
                                     "first transfer of a delivery without delivery-id", link=link.name, handle=h)
-            dlv = _Delivery(link, s, d, did, _bin(v[T_DELIVERY_TAG]), f.ts, f.first_packet)
+            dlv = _Delivery.__new__(_Delivery)
+            dlv._init(link, s, d, did, _bin(v[T_DELIVERY_TAG]), f.ts, f.first_packet)
             self._seq += 1
             dlv.seq = self._seq
             link.live[dlv.seq] = dlv

@@ -9,8 +9,15 @@ cdef dict CHOICES
 cdef tuple _PADS
 cdef frozenset _PLAIN_INTS
 
-@cython.locals(parts=list, n=Py_ssize_t, i=Py_ssize_t, plain=bint, star=bint, text=str, name_eq=str)
+from amqp_dissect.amqp.framing cimport Frame
+
+@cython.locals(out=list)
 cpdef str frame_summary(ev)
+
+cdef _summary_into(list out, Frame fr)
+
+@cython.locals(n=Py_ssize_t, i=Py_ssize_t, plain=bint, star=bint, name_eq=str, sep=str)
+cdef _fields_into(list out, str pname, values)
 
 cdef class SummaryLines:
     cdef public object t0
@@ -18,7 +25,7 @@ cdef class SummaryLines:
     cdef str _head
     cdef dict _peers
 
-    @cython.locals(peers=str, line=str)
+    @cython.locals(peers=str, out=list, fr=Frame)
     cpdef line(self, ev)
 
 @cython.locals(pad=str, tname=str, text=str, s=str, i=Py_ssize_t, key=str)

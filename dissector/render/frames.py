@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import datetime as _dt
 
-from ..amqp.framing import Frame, ProtocolHeader, StreamNote
+from ..amqp.framing import FRAME_SASL, Frame, ProtocolHeader, StreamNote
 from ..capture.netparse import describe_packet
 from ..events import PacketNote
 from ..amqp.codec import (
@@ -298,19 +298,59 @@ def frame_summary(ev) -> str:
             return f"Protocol-Header {ev.name}"
         if isinstance(ev, StreamNote):
             return f"[{ev.note.severity}] {ev.note.message}"
+        return _summary_text(ev)  # (a frame-like object: its kind and performative)
+    out = []
+    _summary_into(out, ev)
+    return "".join(out)
+
+
+def _summary_text(ev) -> str:
     if ev.kind == "heartbeat":
         return "(empty frame: heartbeat)"
-    if ev._performative is None and ev.pname is not None:
+    p = ev.performative
+    if p is None:
+        return "(undecodable frame)"
+    if not isinstance(p, Composite):
+        return f"described {p.descriptor!r}"
+    out = []
+    _fields_into(out, p.spec.name, p.value)
+    return "".join(out)
+
+
+def _summary_into(out: list, fr) -> None:
+    """Append the pieces of ``frame_summary(fr)`` (``fr`` a Frame) to ``out``."""
+    if fr.type != FRAME_SASL and fr.size == fr.doff * 4:
+        out.append("(empty frame: heartbeat)")
+        return
+    if fr._performative is None and fr.pname is not None:
         # scanned (transfer, flow, disposition): plain values, a delivery state by its name
-        pname, values = ev.pname, ev.fields
+        pname, values = fr.pname, fr.fields
     else:
-        p = ev.performative
+        p = fr.performative
         if p is None:
-            return "(undecodable frame)"
+            out.append("(undecodable frame)")
+            return
         if not isinstance(p, Composite):
-            return f"described {p.descriptor!r}"
+            out.append(f"described {p.descriptor!r}")
+            return
         pname, values = p.spec.name, p.value
-    parts = []
+    _fields_into(out, pname, values)
+    if pname == "transfer":
+        out.append(" payload=")
+        out.append(str(fr.payload_size))
+    dl = fr.delivery
+    if dl is not None:
+        if dl.aborted:
+            out.append(f" [aborted after {dl.frames} frames]")
+        elif dl.frames > 1:
+            out.append(f" [message reassembled: {dl.frames} frames, {dl.message_size} bytes]")
+
+
+def _fields_into(out: list, pname: str, values) -> None:
+    """``pname(name=value, ...)``: the performative's summary fields that are present."""
+    out.append(pname)
+    out.append("(")
+    sep = ""
     n = len(values)
     for i, name_eq, f, plain, star in _SUMMARY_FIELDS.get(pname, ()):
         if i >= n:
@@ -318,34 +358,28 @@ def frame_summary(ev) -> str:
         v = values[i]
         if v is None or v is ABSENT:
             continue
+        out.append(sep)
+        out.append(name_eq)
+        sep = ", "
         t = type(v)
         if plain:  # a type without choices: the common values inline, as short_value shows them
             if t is int:
-                parts.append(name_eq + str(v))  # the common case: counts, ids, windows, handles
+                out.append(str(v))  # the common case: counts, ids, windows, handles
                 continue
             if t in _PLAIN_INTS:
-                parts.append(name_eq + str(int(v)))
+                out.append(str(int(v)))
                 continue
             if t is bool:
-                parts.append(name_eq + ("true" if v else "false"))
+                out.append("true" if v else "false")
                 continue
             if t is bytes:
-                parts.append(name_eq + "0x" + (v.hex() if len(v) <= 30 else v[:30].hex() + "…"))
+                out.append("0x" + (v.hex() if len(v) <= 30 else v[:30].hex() + "…"))
                 continue
         if star and t is str:
-            parts.append(name_eq + v + "()")  # a scanned delivery state: an empty list of that composite
+            out.append(v + "()")  # a scanned delivery state: an empty list of that composite
         else:
-            parts.append(name_eq + short_value(f, v))
-    text = pname + "(" + ", ".join(parts) + ")"
-    if pname == "transfer":
-        text += f" payload={ev.payload_size}"
-    dl = ev.delivery
-    if dl is not None:
-        if dl.aborted:
-            text += f" [aborted after {dl.frames} frames]"
-        elif dl.frames > 1:
-            text += f" [message reassembled: {dl.frames} frames, {dl.message_size} bytes]"
-    return text
+            out.append(short_value(f, v))
+    out.append(")")
 
 
 _KIND_LAYER = {"header": "AMQP", "amqp": "AMQP", "sasl": "SASL", "heartbeat": "AMQP", "note": "----"}
@@ -372,26 +406,29 @@ class SummaryLines:
         ``t0``, peers, layer, channel, the performative's summary and the notes worth showing."""
         if type(ev) is not Frame or ev.packet is None or ev.ts is None:
             return summary_line(ev, self.t0)
-        packet = ev.packet
-        ts = ev.ts
+        fr = ev
+        packet = fr.packet
+        ts = fr.ts
         if packet != self._packet or ts != self._ts:
             self._packet = packet
             self._ts = ts
-            self._head = f"{packet:>6} {ts - self.t0:>11.6f} "
-        key = (ev.src, ev.dst, ev.type, ev.channel)
+            self._head = "%6d %11.6f " % (packet, ts - self.t0)  # (as f"{packet:>6} {t:>11.6f} ", faster)
+        key = (fr.src, fr.dst, fr.type, fr.channel)
         peers = self._peers.get(key)
         if peers is None:
-            channel = ev.channel
+            channel = fr.channel
             ch = f"ch {channel:<3}" if channel is not None else "      "
-            peers = f"{ev.src} → {ev.dst} {_KIND_LAYER[ev.kind]} {ch} "
+            peers = f"{fr.src} → {fr.dst} {_KIND_LAYER[fr.kind]} {ch} "
             if len(self._peers) >= 65536:  # many connections and channels: start over
                 self._peers.clear()
             self._peers[key] = peers
-        line = self._head + peers + frame_summary(ev)
-        notes = ev.notes
+        out = [self._head, peers]
+        _summary_into(out, fr)
+        notes = fr.notes
         if notes:
-            line += "  " + " ".join([f"[{n.severity}: {n.message}]" for n in notes if n.severity != "chat"])
-        return line.rstrip()
+            out.append("  ")
+            out.append(" ".join([f"[{n.severity}: {n.message}]" for n in notes if n.severity != "chat"]))
+        return "".join(out).rstrip()
 
 
 def summary_line(ev, t0: float) -> str | None:

@@ -16,3 +16,9 @@ cdef class Analyzer(StateTracker):
 
     @cython.locals(d=_Delivery, cut=object)
     cpdef _notable(self, dlv, heaps=*)
+
+@cython.locals(n=Py_ssize_t, start=Py_ssize_t, end=Py_ssize_t, root=Py_ssize_t, child=Py_ssize_t, t=double)
+cpdef void _heapsort(double[:] a)
+
+@cython.locals(d=_Delivery, rows=list)
+cpdef list _delivery_fields(list ds)

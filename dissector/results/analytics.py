@@ -177,11 +177,17 @@ from __future__ import annotations
 import heapq
 import math
 from array import array
-from operator import attrgetter
+from bisect import bisect_right
+from itertools import accumulate
+
+try:
+    import cython
+except ImportError:
+    from .. import _cython_shim as cython
 
 from ..amqp.spec import choice_name
 from ..amqp.spec import OUTCOMES
-from ..model.state import SIDES, DeliveryStats, StateTracker
+from ..model.state import SIDES, DeliveryStats, Latencies, StateTracker
 
 __all__ = ["Analyzer", "percentile", "summarize"]
 
@@ -195,30 +201,68 @@ def _percentile_sorted(xs, q: float) -> float | None:
     n = len(xs)
     if n == 0:
         return None
+    return _percentile_at(xs.__getitem__, n, q)
+
+
+def _percentile_at(at, n: int, q: float):
+    """The q-th percentile of n sorted values, ``at(i)`` giving the i-th (from 0)."""
     h = (n - 1) * (q / 100)
     lo = math.floor(h)
     if lo < 0:
-        return xs[0]
+        return at(0)
     if lo >= n - 1:
-        return xs[-1]
+        return at(n - 1)
     g = h - lo
-    a, b = xs[lo], xs[lo + 1]
+    a, b = at(lo), at(lo + 1)
     diff = b - a
     if g >= 0.5:
         return b - diff * (1 - g)
     return a + diff * g
 
 
+def _summarize_counted(lat: Latencies) -> dict:
+    """summarize() of a Latencies column: the same numbers from its distinct values and counts."""
+    keys, counts = lat.distinct()
+    n = lat.n
+    ends = list(accumulate(counts))  # ends[k]: values up to and including keys[k]
+
+    def at(i):
+        return keys[bisect_right(ends, i)]
+
+    # the mean: the exact sum of every value (each a binary fraction), rounded once, as math.fsum
+    den = max((k.as_integer_ratio()[1] for k in keys), default=1)
+    num = 0
+    for k, c in zip(keys, counts):
+        a, b = k.as_integer_ratio()
+        num += a * (den // b) * c
+    return {
+        "count": n,
+        "p50": float(_percentile_at(at, n, 50)),
+        "p90": float(_percentile_at(at, n, 90)),
+        "p99": float(_percentile_at(at, n, 99)),
+        "max": float(keys[-1]),
+        "min": float(keys[0]),
+        "mean": (num / den) / n,
+    }
+
+
 def summarize(values) -> dict:
     """count, p50, p90, p99, max, min, mean of ``values`` (None entries skipped).  A typed
-    ``array('d')`` (the folded latencies) is sorted as 8-byte floats, never as Python objects."""
+    ``array('d')`` is sorted as 8-byte floats, never as Python objects; a
+    :class:`~amqp_dissect.model.state.Latencies` column is read from its values and counts."""
+    if isinstance(values, Latencies):
+        if values.counts:
+            return _summarize_counted(values)
+        values = values.values
     if isinstance(values, array):
-        import numpy as np
-
-        xs = np.sort(np.frombuffer(values, dtype=np.float64)) if len(values) else ()
-        n = len(xs)
+        n = len(values)
         if n == 0:
             return {"count": 0, "p50": None, "p90": None, "p99": None, "max": None, "min": None, "mean": None}
+        if cython.compiled:
+            xs = array("d", values)
+            _heapsort(xs)  # in C, on the 8-byte floats
+        else:
+            xs = sorted(values)
         return {
             "count": n,
             "p50": float(_percentile_sorted(xs, 50)),
@@ -242,6 +286,38 @@ def summarize(values) -> dict:
     }
 
 
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def _heapsort(a) -> None:
+    """Sort ``a`` (a typed buffer of doubles when compiled) in place: heapsort, O(n log n) on any
+    input and no recursion.  Only the compiled build calls it (Python sorts with ``sorted``)."""
+    n = len(a)
+    start = n // 2
+    end = n
+    while end > 1:
+        if start > 0:  # building the heap
+            start -= 1
+        else:  # the largest to the end
+            end -= 1
+            t = a[end]
+            a[end] = a[0]
+            a[0] = t
+        root = start
+        while True:  # sift down
+            child = 2 * root + 1
+            if child >= end:
+                break
+            if child + 1 < end and a[child] < a[child + 1]:
+                child += 1
+            if a[root] < a[child]:
+                t = a[root]
+                a[root] = a[child]
+                a[child] = t
+                root = child
+            else:
+                break
+
+
 def _t(x):
     return None if x is None else x[0]
 
@@ -259,11 +335,25 @@ def _side(d):
 
 
 # the delivery attributes :meth:`Analyzer.delivery_columns` reads, a column at a time
-_DGETS = tuple(attrgetter(a) for a in (
-    "link", "direction", "delivery_id", "tag", "first_ts", "last_ts", "first_packet", "last_packet", "frames", "size",
-    "complete", "presettled", "aborted", "resumed", "settled", "snd_settled", "rcv_settled", "outcome", "outcome_by",
-    "outcome_ts", "outcome_packet", "outcome_error", "delivery_failed", "undeliverable_here", "received_state",
-    "txn_id", "rcv_settle_mode", "dispositions"))
+
+
+def _delivery_fields(ds: list) -> list:
+    """The attributes of the delivery objects ``ds`` that the deliveries table reads, one tuple per
+    attribute (link, direction, delivery_id, tag, first_ts, last_ts, first_packet, last_packet,
+    frames, size, complete, presettled, aborted, resumed, settled, snd_settled, rcv_settled,
+    outcome, outcome_by, outcome_ts, outcome_packet, outcome_error, delivery_failed,
+    undeliverable_here, received_state, txn_id, rcv_settle_mode, dispositions): read from the
+    objects' C structs when compiled, then transposed."""
+    rows = []
+    for d in ds:
+        rows.append((d.link, d.direction, d.delivery_id, d.tag, d.first_ts, d.last_ts, d.first_packet, d.last_packet,
+                     d.frames, d.size, d.complete, d.presettled, d.aborted, d.resumed, d.settled, d.snd_settled,
+                     d.rcv_settled, d.outcome, d.outcome_by, d.outcome_ts, d.outcome_packet, d.outcome_error,
+                     d.delivery_failed, d.undeliverable_here, d.received_state, d.txn_id, d.rcv_settle_mode,
+                     d.dispositions))
+    return list(zip(*rows))
+
+
 # deliveries-table columns that depend only on the link and the sending side (Analyzer._delivery_context)
 _DELIVERY_CTX = ("connection", "session", "channel", "link", "link_index", "handle", "sender", "receiver",
                  "sender_side", "address")
@@ -815,7 +905,7 @@ class Analyzer(StateTracker):
         (links, dirs, delivery_id, tag, first_ts, last_ts, first_packet, last_packet, frames, size, complete,
          presettled, aborted, resumed, settled, snd, rcv, outcome, outcome_by, outcome_ts, outcome_packet,
          outcome_error, delivery_failed, undeliverable_here, received_state, txn_id, rcv_settle_mode,
-         dispositions) = [list(map(get, ds)) for get in _DGETS]
+         dispositions) = _delivery_fields(ds)
 
         ctx_pos: dict = {}
         ctx_rows: list = []
@@ -879,30 +969,35 @@ class Analyzer(StateTracker):
     # -- stalls ------------------------------------------------------------------------------
 
     def stall_rows(self) -> list[dict]:
-        rows = []
-        for st in self.stalls:
-            c, s, link = st.conn, st.session, st.link
-            w = st.waiting
-            rows.append({
-                "connection": c.id,
-                "session": s.index,
-                "channel": self._session_channel(s),
-                "link": link.name if link is not None else None,
-                "link_index": link.index if link is not None else None,
-                "handle": link.handle[st.direction] if link is not None else None,
-                "kind": st.kind,
-                "sender_side": SIDES[st.direction],
-                "sender": c.peer(st.direction),
-                "start": st.start,
-                "end": st.end,
-                "duration": self._stall_duration(st),
-                "start_packet": st.start_packet,
-                "end_packet": st.end_packet,
-                "ended_by": st.ended_by,
-                "waiting": (True if any(w) else False) if w else None,
-                "open": st.end is None,
-            })
-        return rows
+        return [self.stall_row(st) for st in self.stalls]
+
+    def stall_duration(self, st) -> float | None:
+        """A stall's duration (an open one: to the end of the capture), seconds."""
+        return self._stall_duration(st)
+
+    def stall_row(self, st) -> dict:
+        """The stalls-table row of one Stall (of :attr:`stalls`)."""
+        c, s, link = st.conn, st.session, st.link
+        w = st.waiting
+        return {
+            "connection": c.id,
+            "session": s.index,
+            "channel": self._session_channel(s),
+            "link": link.name if link is not None else None,
+            "link_index": link.index if link is not None else None,
+            "handle": link.handle[st.direction] if link is not None else None,
+            "kind": st.kind,
+            "sender_side": SIDES[st.direction],
+            "sender": c.peer(st.direction),
+            "start": st.start,
+            "end": st.end,
+            "duration": self._stall_duration(st),
+            "start_packet": st.start_packet,
+            "end_packet": st.end_packet,
+            "ended_by": st.ended_by,
+            "waiting": (True if any(w) else False) if w else None,
+            "open": st.end is None,
+        }
 
     # -- transactions ----------------------------------------------------------------------
 
@@ -1031,7 +1126,7 @@ class Analyzer(StateTracker):
                     keys.setdefault(k, {"connection": c.id, "client": c.client, "server": c.server})
                 vals = groups.get(k)
                 if vals is None:
-                    vals = groups[k] = array("d")
+                    vals = groups[k] = Latencies()
                 st = self.link_stats(link)
                 vals.extend(st.latency if metric == "settlement" else st.outcome_latency)
         out = []

@@ -9,6 +9,8 @@ longest stalls.
 
 from __future__ import annotations
 
+import heapq
+
 from ..amqp.spec import OUTCOMES
 
 NOTABLE = 10  # rows per "notable" list
@@ -32,13 +34,23 @@ def build_report(an, capture_errors=()) -> dict:
     conns = an.connection_rows()
     sessions = an.session_rows()
     links = an.link_rows()
-    stalls = an.stall_rows()
+    # stalls: counted and summed from the Stall objects, rows made only for the longest (a long
+    # capture has many, and the report shows a few)
+    stall_count: dict = {}
+    stall_secs: dict = {}
+    stalled = 0
+    for st in an.stalls:
+        cid = st.conn.id
+        d = an.stall_duration(st) or 0.0
+        stall_count[cid] = stall_count.get(cid, 0) + 1
+        stall_secs[cid] = stall_secs.get(cid, 0) + d
+        stalled += d
     violations = an.violation_rows()
     errors = an.error_rows()
     txns = an.transaction_rows()
 
-    sessions_of, links_of, stalls_of, violations_of, errors_of = (
-        _by_connection(rows) for rows in (sessions, links, stalls, violations, errors))
+    sessions_of, links_of, violations_of, errors_of = (
+        _by_connection(rows) for rows in (sessions, links, violations, errors))
     out_conns = []
     for c in conns:
         cid = c["connection"]
@@ -67,7 +79,6 @@ def build_report(an, capture_errors=()) -> dict:
                     "links": s_links,
                 }
             )
-        c_stalls = stalls_of.get(cid, [])
         out_conns.append(
             {
                 **_pick(c, "connection", "client", "server", "container_id_client", "container_id_server",
@@ -76,8 +87,8 @@ def build_report(an, capture_errors=()) -> dict:
                         "close_time", "closed_by", "close_error", "close_description", "transport_end",
                         "mid_connection", "lossy", "tls", "tls_undecrypted_bytes", "tls_note", "unknown"),
                 "deliveries": c.get("deliveries"),
-                "stalls": len(c_stalls),
-                "stalled_seconds": sum(st["duration"] or 0.0 for st in c_stalls),
+                "stalls": stall_count.get(cid, 0),
+                "stalled_seconds": stall_secs.get(cid, 0),
                 "violations": len(violations_of.get(cid, ())),
                 "errors": errors_of.get(cid, []),
                 "sessions": c_sessions,
@@ -85,7 +96,8 @@ def build_report(an, capture_errors=()) -> dict:
         )
 
     notable = an.notable_deliveries()
-    longest = sorted(stalls, key=lambda s: s.get("duration") or 0.0, reverse=True)[:NOTABLE]
+    longest = [an.stall_row(st)
+               for st in heapq.nlargest(NOTABLE, an.stalls, key=lambda st: an.stall_duration(st) or 0.0)]
     totals = an.delivery_totals()
     return {
         "summary": {
@@ -95,8 +107,8 @@ def build_report(an, capture_errors=()) -> dict:
             "deliveries": totals["deliveries"],
             "outcomes": totals["outcomes"],
             "unsettled": totals["unsettled"],
-            "stalls": len(stalls),
-            "stalled_seconds": sum(s["duration"] or 0.0 for s in stalls),
+            "stalls": len(an.stalls),
+            "stalled_seconds": stalled,
             "violations": len(violations),
             "errors": len(errors),
             "transactions": len(txns),
