@@ -23,15 +23,23 @@ cpdef _delivery_state_value(v)
 
 cdef class Machine:
     cdef public object name, states, inputs, transitions, initial, deferrable, steady
+    cdef public tuple names, table, defer
+    cdef public dict codes, in_codes
+    cdef public Py_ssize_t steady_code, s_frame, r_frame
+
+    cpdef tuple step_code(self, Py_ssize_t sc, Py_ssize_t ic, inp=*)
 
 
 cdef class Endpoints:
     cdef public Machine machine
-    cdef public list state
+    cdef public list codes
     cdef public tuple queue
 
     cpdef list advance(self, d, s_in, r_in)
-    cpdef list frame(self, d)
+    @cython.locals(m=Machine, codes=list, q=list, e=Py_ssize_t)
+    cpdef list advance_codes(self, Py_ssize_t d, Py_ssize_t s_ic, Py_ssize_t r_ic, s_in=*, r_in=*)
+    @cython.locals(m=Machine, codes=list)
+    cpdef list frame(self, Py_ssize_t d)
 
 
 
@@ -76,10 +84,18 @@ cdef class _Delivery:
     cpdef settle(self, by, ts, packet)
     cpdef _init(self, link, session, direction, delivery_id, tag, ts, packet)
 
+cdef class Latencies:
+    cdef public object values
+    cdef public dict counts
+    cdef public Py_ssize_t n, fold_at
+
+    cpdef append(self, double x)
+    cpdef _fold(self)
+
 cdef class DeliveryStats:
     cdef public long long deliveries, bytes, no_outcome, unsettled, presettled, aborted, resumed
     cdef public dict outcomes
-    cdef public object latency, outcome_latency
+    cdef public Latencies latency, outcome_latency
 
     cpdef add(self, _Delivery d)
 

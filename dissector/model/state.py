@@ -344,6 +344,11 @@ LINK_TRANSITIONS: dict[tuple[str, str], tuple[str | None, str]] = {
 class Machine:
     """A state machine given as data: ``(state, input) -> (action, next_state)``.
 
+    The table is written with names (the spec's); it runs on integers: every state (and
+    ``UNKNOWN``) and every input gets a code, and ``table[state * len(inputs) + input]`` is
+    ``(action, next state code)`` or None.  :meth:`step` takes and gives names (for people and
+    tests), :meth:`step_code` codes (for :class:`Endpoints`).
+
     ``deferrable`` is derived from the table: the ``(state, R:input)`` pairs not in
     the table for which some state reachable by the endpoint's own sends
     (``S:`` transitions only) accepts the input.  The capture sees a received
@@ -351,7 +356,8 @@ class Machine:
     may simply still wait in the endpoint's receive buffer: see :class:`Endpoints`.
     """
 
-    __slots__ = ("name", "states", "inputs", "transitions", "initial", "deferrable", "steady")
+    __slots__ = ("name", "states", "inputs", "transitions", "initial", "deferrable", "steady",
+                 "names", "codes", "in_codes", "table", "defer", "steady_code", "s_frame", "r_frame")
 
     def __init__(self, name: str, states: tuple, inputs: tuple, transitions: dict, initial: str):
         self.name = name
@@ -371,6 +377,19 @@ class Machine:
             if inp.startswith("R:") and (st, inp) not in transitions
             and any((t, inp) in transitions for t in self._send_reachable(st))
         )
+        # the integer form
+        self.names = (*states, UNKNOWN)
+        self.codes = {n: i for i, n in enumerate(self.names)}
+        self.in_codes = {n: i for i, n in enumerate(inputs)}
+        ni = len(inputs)
+        table = [None] * (len(self.names) * ni)
+        for (st, inp), (action, nxt) in transitions.items():
+            table[self.codes[st] * ni + self.in_codes[inp]] = (action, self.codes[nxt])
+        self.table = tuple(table)
+        self.defer = tuple((self.names[k // ni], inputs[k % ni]) in self.deferrable for k in range(len(table)))
+        self.steady_code = -1 if self.steady is None else self.codes[self.steady]
+        self.s_frame = self.in_codes["S:FRAME"]
+        self.r_frame = self.in_codes["R:FRAME"]
 
     def _send_reachable(self, state: str) -> set:
         seen = {state}
@@ -385,9 +404,15 @@ class Machine:
 
     def step(self, state: str, inp: str) -> tuple[str | None, str, str | None]:
         """``(action, next_state, violation)``; on a violation the state is kept."""
-        t = self.transitions.get((state, inp))
+        action, nxt, bad = self.step_code(self.codes[state], self.in_codes.get(inp, -1), inp)
+        return action, self.names[nxt], bad
+
+    def step_code(self, sc: int, ic: int, inp=None) -> tuple:
+        """:meth:`step` on codes: ``(action, next state code, violation text or None)``; ``ic`` -1
+        is an input outside the machine's (named ``inp``)."""
+        t = self.table[sc * len(self.inputs) + ic] if ic >= 0 else None
         if t is None:
-            return None, state, f"{inp} not allowed in {self.name} state {state}"
+            return None, sc, f"{self.inputs[ic] if ic >= 0 else inp} not allowed in {self.name} state {self.names[sc]}"
         return t[0], t[1], None
 
 
@@ -427,64 +452,82 @@ class Endpoints:
     buffer, like bytes not read yet, and is retried after each ``S:`` transition
     of that endpoint; inputs behind a waiting one wait too.  Everything else is
     a violation (returned as messages; the state is kept).
+
+    States and inputs are held as the machine's integer codes; indexing (``ep[0]``),
+    :attr:`state` and :meth:`waiting` give names.
     """
 
-    __slots__ = ("machine", "state", "queue")
+    __slots__ = ("machine", "codes", "queue")
 
     def __init__(self, machine: Machine, state: str):
         self.machine = machine
-        self.state = [state, state]
-        self.queue = ([], [])
+        c = machine.codes[state]
+        self.codes = [c, c]
+        self.queue = ([], [])  # input codes received and not processable yet, per endpoint
+
+    @property
+    def state(self) -> list[str]:
+        names = self.machine.names
+        return [names[self.codes[0]], names[self.codes[1]]]
 
     def __getitem__(self, e):
-        return self.state[e]
+        return self.machine.names[self.codes[e]]
 
     def __setitem__(self, e, value):
-        self.state[e] = value
+        self.codes[e] = self.machine.codes[value]
 
     def __eq__(self, other):
-        return list(self.state) == list(other)
+        return self.state == list(other)
 
     def advance(self, d: int, s_in: str, r_in: str) -> list[str]:
+        ic = self.machine.in_codes
+        return self.advance_codes(d, ic.get(s_in, -1), ic.get(r_in, -1), s_in, r_in)
+
+    def advance_codes(self, d: int, s_ic: int, r_ic: int, s_in=None, r_in=None) -> list[str]:
+        """:meth:`advance` with input codes (-1: an input outside the machine's, named by
+        ``s_in`` / ``r_in``: a violation, never queued)."""
         m = self.machine
+        codes = self.codes
         msgs: list[str] = []
-        _, nxt, bad = m.step(self.state[d], s_in)
+        _, nxt, bad = m.step_code(codes[d], s_ic, s_in)
         if bad:
             msgs.append(f"{SIDES[d]} endpoint: {bad}")
         else:
-            self.state[d] = nxt
+            codes[d] = nxt
             self._drain(d, msgs)
         e = 1 - d
         q = self.queue[e]
-        if q:
-            q.append(r_in)
+        if q and r_ic >= 0:
+            q.append(r_ic)
             return msgs
-        _, nxt, bad = m.step(self.state[e], r_in)
+        _, nxt, bad = m.step_code(codes[e], r_ic, r_in)
         if not bad:
-            self.state[e] = nxt
-        elif (self.state[e], r_in) in m.deferrable:
-            q.append(r_in)
+            codes[e] = nxt
+        elif r_ic >= 0 and m.defer[codes[e] * len(m.inputs) + r_ic]:
+            q.append(r_ic)
         else:
             msgs.append(f"{SIDES[e]} endpoint: {bad}")
         return msgs
 
     def frame(self, d: int) -> list[str]:
         """``advance(d, "S:FRAME", "R:FRAME")``, without the lookups when both endpoints are steady."""
-        st = self.state
-        steady = self.machine.steady
-        if st[0] == steady and st[1] == steady and not self.queue[0] and not self.queue[1]:
+        codes = self.codes
+        m = self.machine
+        steady = m.steady_code
+        if codes[0] == steady and codes[1] == steady and not self.queue[0] and not self.queue[1]:
             return _NO_MSGS
-        return self.advance(d, "S:FRAME", "R:FRAME")
+        return self.advance_codes(d, m.s_frame, m.r_frame)
 
     def _drain(self, e: int, msgs: list) -> None:
         q = self.queue[e]
         m = self.machine
+        codes = self.codes
         while q:
-            inp = q[0]
-            _, nxt, bad = m.step(self.state[e], inp)
+            ic = q[0]
+            _, nxt, bad = m.step_code(codes[e], ic)
             if not bad:
-                self.state[e] = nxt
-            elif (self.state[e], inp) in m.deferrable:
+                codes[e] = nxt
+            elif m.defer[codes[e] * len(m.inputs) + ic]:
                 return
             else:
                 msgs.append(f"{SIDES[e]} endpoint: {bad} (received earlier, not processable)")
@@ -492,7 +535,8 @@ class Endpoints:
 
     def waiting(self, e: int) -> list[str]:
         """Received inputs endpoint e has not been able to process (yet)."""
-        return list(self.queue[e])
+        inputs = self.machine.inputs
+        return [inputs[i] for i in self.queue[e]]
 
 
 CONNECTION_MACHINE = Machine("connection", CONNECTION_STATES, CONNECTION_INPUTS, CONNECTION_TRANSITIONS, "START")
@@ -772,7 +816,10 @@ class Latencies:
         for v in self.values:
             fresh[v] = fresh.get(v, 0) + 1
         counts = self.counts
-        distinct = len(counts) + sum(1 for v in fresh if v not in counts)
+        distinct = len(counts)
+        for v in fresh:
+            if v not in counts:
+                distinct += 1
         # a distinct value costs about 100 bytes in the dict, a value 8 in the array
         if distinct * 12 <= self.n:
             for v, c in fresh.items():
