@@ -153,9 +153,34 @@ _SHIPPED: dict[str, str] = {}
 SPARK_LOG: str | None = None  # where the JVM's stderr goes when the session was started quiet
 
 
-def ship_code(spark) -> str:
-    """Zip the ``amqp_dissect`` package (the core and the pipelines, as Python sources) and
-    ``addPyFile`` it, so executors without the project installed import it (once per SparkContext)."""
+def _probe_package(_rows):
+    """On an executor: where ``amqp_dissect`` is imported from, and which modules are compiled."""
+    try:
+        import amqp_dissect
+    except ImportError:
+        return [(None, ())]
+    return [(os.path.realpath(amqp_dissect.__path__[0]), tuple(amqp_dissect.compiled_modules()))]
+
+
+def executors_share_install(spark) -> bool:
+    """Do the executors import this very ``amqp_dissect`` (the same files, e.g. local mode with
+    the driver's interpreter, or a shared install)?  Then nothing is shipped and they run the
+    compiled modules too; a zip of sources would shadow them (addPyFile goes first on sys.path)."""
+    import amqp_dissect
+
+    sc = spark.sparkContext
+    try:
+        where, compiled = sc.parallelize([0], 1).mapPartitions(_probe_package).collect()[0]
+    except Exception:  # an executor that cannot even run the probe: ship the sources
+        return False
+    return where == os.path.realpath(amqp_dissect.__path__[0]) and set(compiled) == set(amqp_dissect.compiled_modules())
+
+
+def ship_code(spark) -> str | None:
+    """Make ``amqp_dissect`` importable on the executors, once per SparkContext: nothing to do
+    when they import the driver's own install (:func:`executors_share_install`: compiled modules
+    stay compiled); otherwise zip the package (the core and the pipelines, as Python sources: the
+    pure-Python twins run there) and ``addPyFile`` it.  Returns the zip's path, or None."""
     import amqp_dissect
     import amqp_dissect.pipelines
 
@@ -163,6 +188,9 @@ def ship_code(spark) -> str:
     key = sc.applicationId
     if key in _SHIPPED:
         return _SHIPPED[key]
+    if executors_share_install(spark):
+        _SHIPPED[key] = None
+        return None
     fd, path = tempfile.mkstemp(prefix="amqp_dissect_", suffix=".zip")
     os.close(fd)
     trees = [(amqp_dissect.__path__[0], "amqp_dissect"),
