@@ -90,6 +90,15 @@ class CaptureRun:
         with self._reading():
             return self.source.drive(sink)
 
+    def drive_chunks(self, sink, chunk: int = 0):
+        """CaptureSource.drive_chunks, with the same failures as :meth:`events`."""
+        with self._reading():
+            yield from self.source.drive_chunks(sink, chunk)
+
+    @property
+    def last_ts(self):
+        return self.source.last_ts
+
     def finish_status(self, analyzer=None) -> int:
         """The exit code once everything is written: internal errors (bugs) first, then damage."""
         bugs = analyzer.internal_errors if analyzer is not None else ()
@@ -135,6 +144,13 @@ class _Checked:
 
     def drive(self, sink):
         return self.run.drive(sink)
+
+    def drive_chunks(self, sink, chunk: int = 0):
+        return self.run.drive_chunks(sink, chunk)
+
+    @property
+    def last_ts(self):
+        return self.run.last_ts
 
 
 # --------------------------------------------------------------------------- commands

@@ -109,11 +109,12 @@ class Dissector:
         self.tcp_packets += 1
         return self._route(self.tcp.feed(seg, record.ts, record.index))
 
-    def pump(self, records, sink, offset: int = 0) -> tuple:
+    def pump(self, records, sink, offset: int = 0, limit: int = 0) -> tuple:
         """Every record of ``records`` through :meth:`feed`, each event handed to ``sink(event)``
         (an Analyzer's ``feed``, say), packet numbers shifted by ``offset``: the per-packet loop of
-        a whole capture in one call (compiled, it runs in C).  Returns (records read, the time of
-        the last record that made an event, or None)."""
+        a whole capture in one call (compiled, it runs in C).  ``limit`` > 0: stop after that many
+        records (an iterator of records goes on from there at the next call).  Returns (records
+        read, the time of the last record that made an event, or None)."""
         n = 0
         last_ts = None
         for record in records:
@@ -125,6 +126,8 @@ class Dissector:
                     sink(ev)
                 last_ts = record.ts
             n += 1
+            if n == limit:
+                break
         return n, last_ts
 
     def add_secrets(self, secrets_type: int, data: bytes) -> None:

@@ -45,6 +45,7 @@ class CaptureSource:
                                                 tls_records=tls_records)
         self.errors: list[tuple[str, CaptureError]] = []
         self.packets = 0
+        self.last_ts = None  # time of the last record that made an event (drive, drive_chunks)
 
     def _readers(self):
         """(capture reader, packet-number offset) of each file in turn; a file's read damage is
@@ -75,16 +76,28 @@ class CaptureSource:
         """The events of :meth:`events` handed to ``sink(event)`` one by one, without the pairs,
         by the dissector's own loop (:meth:`~amqp_dissect.dissect.Dissector.pump`).  Returns the
         time of the last record that made an event (None for none), the end :meth:`events` gives."""
+        for _ in self.drive_chunks(sink):
+            pass
+        return self.last_ts
+
+    def drive_chunks(self, sink, chunk: int = 0) -> Iterator[None]:
+        """:meth:`drive`, pausing (a ``yield``) after every ``chunk`` records (0: after each file)
+        and once more at the end, so a consumer can act between chunks (write a batch, say);
+        :attr:`last_ts` is the end of the capture so far."""
         d = self.dissector
-        last_ts = None
+        self.last_ts = None
         for reader, offset in self._readers():
-            n, ts = d.pump(reader, sink, offset)
-            self.packets += n
-            if ts is not None:
-                last_ts = ts
+            while True:
+                n, ts = d.pump(reader, sink, offset, chunk)
+                self.packets += n
+                if ts is not None:
+                    self.last_ts = ts
+                yield
+                if not chunk or n < chunk:
+                    break
         for ev in d.finish():
             sink(ev)
-        return last_ts
+        yield
 
 
 def read_keylog(path=None) -> str | None:
@@ -215,15 +228,14 @@ class DeliveryStream:
         def batch(ds):
             return columns_batch("deliveries", *an.delivery_columns(ds))
 
-        last_ts = None
-        for record, ev in self.source.events():
-            an.feed(ev)
-            if record is not None:
-                last_ts = record.ts
-            if len(folded) >= batch_rows:
+        src = self.source
+        # the dissector's loop, a chunk of records at a time: small beside a batch, so what waits for
+        # its batch stays about one batch of deliveries (a packet may carry several)
+        for _ in src.drive_chunks(an.feed, max(16, batch_rows // 8)):
+            while len(folded) >= batch_rows:
                 yield batch(folded[:batch_rows])
                 del folded[:batch_rows]
-        an.finish(last_ts)
+        an.finish(src.last_ts)
         folded.extend(an.live())
         while folded:
             yield batch(folded[:batch_rows])

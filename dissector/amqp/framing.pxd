@@ -15,6 +15,7 @@ cdef class Frame:
     cdef public object fields, notes, delivery
 
     cpdef _init(self, conn, direction, src, dst, packet, ts, first_packet, size, doff, ftype, channel)
+    cpdef add_note(self, note)
 
 cdef class _Direction:
     cdef public object index, src, dst
@@ -34,7 +35,7 @@ cdef class AmqpConnection:
                    ftype=Py_ssize_t, channel=Py_ssize_t, frame=Frame, first=object, cap=Py_ssize_t)
     cpdef _process(self, _Direction d, ts, packet, list out)
 
-    @cython.locals(body=Py_ssize_t, end=Py_ssize_t, perf_end=Py_ssize_t, notes=list)
+    @cython.locals(body=Py_ssize_t, end=Py_ssize_t, perf_end=Py_ssize_t)
     cpdef _frame(self, _Direction d, Frame frame, buf, body, end)
 
     @cython.locals(part=Delivery)

@@ -65,6 +65,8 @@ _SASL_SYMBOLS = {COMPOSITES[n].descriptor_symbol.encode(): n for n in SASL_FRAME
 # False to send every body through the generic decoder (Reader)
 SCAN_HOT = True
 
+_NO_NOTES = ()  # the notes of a frame without any
+
 
 class ProtocolHeader:
     """An 8-byte protocol header: ``AMQP`` + protocol id + version."""
@@ -205,6 +207,7 @@ class Frame:
 
     def __init__(self, conn, direction, src, dst, packet, ts, first_packet, size, doff, ftype, channel):
         self._init(conn, direction, src, dst, packet, ts, first_packet, size, doff, ftype, channel)
+        self.notes = []
 
     def _init(self, conn, direction, src, dst, packet, ts, first_packet, size, doff, ftype, channel):
         # (the framing loop makes frames with Frame.__new__ and this: a C call when compiled)
@@ -226,8 +229,15 @@ class Frame:
         self.payload = b""
         self.payload_size = 0  # transfer frames: payload bytes
         self.fields = ()  # the performative's field values in spec order, ABSENT beyond the encoded list
-        self.notes: list[ExpertNote] = []
+        self.notes = _NO_NOTES  # a list once the first note is added (add_note): most frames have none
         self.delivery: Delivery | None = None
+
+    def add_note(self, note: ExpertNote) -> None:
+        """Add an expert note (``notes`` is an empty tuple until the first)."""
+        if self.notes:
+            self.notes.append(note)
+        else:
+            self.notes = [note]
 
     @property
     def performative(self) -> Composite | Described | None:
@@ -568,17 +578,16 @@ class AmqpConnection:
 
     def _frame(self, d: _Direction, frame: Frame, buf, body: int, end: int) -> None:
         self.frames += 1
-        notes = frame.notes
         peer_max = self.announced_max_frame[1 - d.index]
         if peer_max is not None and frame.size > peer_max:
-            notes.append(
+            frame.add_note(
                 ExpertNote(WARN, "protocol", f"frame of {frame.size} bytes exceeds the peer's max-frame-size {peer_max}")
             )
         if d.protocol == PROTO_SASL and frame.type == FRAME_AMQP and body < end:
-            notes.append(ExpertNote(WARN, "protocol", "AMQP frame in the SASL layer"))
+            frame.add_note(ExpertNote(WARN, "protocol", "AMQP frame in the SASL layer"))
         if body == end:
             if frame.type == FRAME_SASL:
-                notes.append(ExpertNote(WARN, "protocol", "empty SASL frame"))
+                frame.add_note(ExpertNote(WARN, "protocol", "empty SASL frame"))
             return  # heartbeat
         if frame.type == FRAME_AMQP:
             sc = scan_performative(buf, body, end) if SCAN_HOT else None
@@ -599,18 +608,18 @@ class AmqpConnection:
                     if self.messages:
                         self._transfer(d, frame, values)
                 elif perf_end != end:
-                    notes.append(ExpertNote(WARN, "malformed", f"{end - perf_end} bytes after the {name} performative"))
+                    frame.add_note(ExpertNote(WARN, "malformed", f"{end - perf_end} bytes after the {name} performative"))
                 return
         r = Reader(buf, body, end)
         try:
             perf = r.value()
         except DissectError as e:
-            notes.append(ExpertNote(ERROR, "malformed", f"frame body does not parse: {e}"))
+            frame.add_note(ExpertNote(ERROR, "malformed", f"frame body does not parse: {e}"))
             return
         frame.performative = perf if isinstance(perf, Described) else None  # sets pname too
         if not isinstance(perf, Composite):
             what = perf.descriptor if isinstance(perf, Described) else type(perf).__name__
-            notes.append(ExpertNote(ERROR, "malformed", f"frame body is not a known performative ({what!r})"))
+            frame.add_note(ExpertNote(ERROR, "malformed", f"frame body is not a known performative ({what!r})"))
             return
         name = perf.spec.name
         v = perf.value
@@ -618,10 +627,13 @@ class AmqpConnection:
         frame.fields = v + [ABSENT] * pad if pad > 0 else v
         expected = PERFORMATIVES if frame.type == FRAME_AMQP else SASL_FRAMES
         if name not in expected:
-            notes.append(
+            frame.add_note(
                 ExpertNote(ERROR, "protocol", f"{name} is not a {'performative' if frame.type == 0 else 'SASL frame'}")
             )
-        _check_mandatory(perf, notes)
+        missing: list = []
+        _check_mandatory(perf, missing)
+        for n in missing:
+            frame.add_note(n)
         if name == "transfer":
             if self.keep_payloads:
                 frame.payload = bytes(buf[r.pos : end])
@@ -629,7 +641,7 @@ class AmqpConnection:
             if self.messages:
                 self._transfer(d, frame, frame.fields)
         elif r.pos != end:
-            notes.append(ExpertNote(WARN, "malformed", f"{end - r.pos} bytes after the {name} performative"))
+            frame.add_note(ExpertNote(WARN, "malformed", f"{end - r.pos} bytes after the {name} performative"))
         if name == "open":
             mfs = perf.effective("max-frame-size")
             if isinstance(mfs, int):
@@ -657,14 +669,14 @@ class AmqpConnection:
             if not self.bodies:  # summaries: frames and size only
                 part.payload = None
             if did is None:
-                frame.notes.append(
+                frame.add_note(
                     ExpertNote(WARN, "sequence", "first transfer of a delivery without delivery-id "
                                "(continuation of a delivery that started before the capture?)")
                 )
                 part.incomplete = True
             d.partials[key] = part
         elif did is not None and part.delivery_id is not None and did != part.delivery_id:
-            frame.notes.append(
+            frame.add_note(
                 ExpertNote(WARN, "sequence", f"delivery-id {did} differs from {part.delivery_id} of the delivery in progress")
             )
         part.frames += 1
@@ -675,7 +687,7 @@ class AmqpConnection:
         if part.payload is not None:
             if part.message_size > self.max_message_bytes:
                 part.payload = None
-                frame.notes.append(ExpertNote(NOTE, "reassembly",
+                frame.add_note(ExpertNote(NOTE, "reassembly",
                                               f"message larger than {self.max_message_bytes} bytes: not kept"))
             else:
                 part.payload.append(payload)
@@ -687,9 +699,9 @@ class AmqpConnection:
                 part.payload = b"".join(part.payload) if part.frames > 1 else payload
             frame.delivery = part
             if aborted:
-                frame.notes.append(ExpertNote(NOTE, "sequence", f"delivery aborted after {part.frames} frames"))
+                frame.add_note(ExpertNote(NOTE, "sequence", f"delivery aborted after {part.frames} frames"))
             elif part.frames > 1:
-                frame.notes.append(
+                frame.add_note(
                     ExpertNote(CHAT, "reassembly",
                                f"message reassembled from {part.frames} transfer frames ({part.message_size} bytes)")
                 )

@@ -17,8 +17,15 @@ cdef class Analyzer(StateTracker):
     @cython.locals(d=_Delivery, cut=object)
     cpdef _notable(self, dlv, heaps=*)
 
+    @cython.locals(d=_Delivery, ctx_index=list, ctx_rows=list, ctx_pos=dict,
+                   delivery_id=list, tag=list, first_time=list, last_time=list, first_packet=list, last_packet=list,
+                   frames=list, size=list, complete=list, presettled=list, aborted=list, resumed=list,
+                   settled_by=list, settled_time=list, settled_packet=list, snd_time=list, rcv_time=list,
+                   outcome=list, outcome_by=list, outcome_time=list, outcome_packet=list, errs=list, descs=list,
+                   delivery_failed=list, undeliverable_here=list, received_state=list, txn_id=list,
+                   rcv_settle_mode=list, disp_snd=list, disp_rcv=list, latency=list, outcome_latency=list,
+                   unsettled_at=list, disp=list)
+    cpdef tuple delivery_columns(self, ds)
+
 @cython.locals(n=Py_ssize_t, start=Py_ssize_t, end=Py_ssize_t, root=Py_ssize_t, child=Py_ssize_t, t=double)
 cpdef void _heapsort(double[:] a)
-
-@cython.locals(d=_Delivery, rows=list)
-cpdef list _delivery_fields(list ds)

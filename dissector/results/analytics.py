@@ -334,26 +334,6 @@ def _side(d):
     return SIDES[d] if d in (0, 1) else None
 
 
-# the delivery attributes :meth:`Analyzer.delivery_columns` reads, a column at a time
-
-
-def _delivery_fields(ds: list) -> list:
-    """The attributes of the delivery objects ``ds`` that the deliveries table reads, one tuple per
-    attribute (link, direction, delivery_id, tag, first_ts, last_ts, first_packet, last_packet,
-    frames, size, complete, presettled, aborted, resumed, settled, snd_settled, rcv_settled,
-    outcome, outcome_by, outcome_ts, outcome_packet, outcome_error, delivery_failed,
-    undeliverable_here, received_state, txn_id, rcv_settle_mode, dispositions): read from the
-    objects' C structs when compiled, then transposed."""
-    rows = []
-    for d in ds:
-        rows.append((d.link, d.direction, d.delivery_id, d.tag, d.first_ts, d.last_ts, d.first_packet, d.last_packet,
-                     d.frames, d.size, d.complete, d.presettled, d.aborted, d.resumed, d.settled, d.snd_settled,
-                     d.rcv_settled, d.outcome, d.outcome_by, d.outcome_ts, d.outcome_packet, d.outcome_error,
-                     d.delivery_failed, d.undeliverable_here, d.received_state, d.txn_id, d.rcv_settle_mode,
-                     d.dispositions))
-    return list(zip(*rows))
-
-
 # deliveries-table columns that depend only on the link and the sending side (Analyzer._delivery_context)
 _DELIVERY_CTX = ("connection", "session", "channel", "link", "link_index", "handle", "sender", "receiver",
                  "sender_side", "address")
@@ -902,32 +882,78 @@ class Analyzer(StateTracker):
         ds = ds if isinstance(ds, list) else list(ds)
         if not ds:
             return {name: [] for name in _DELIVERY_OWN}, [], {name: [] for name in _DELIVERY_CTX}
-        (links, dirs, delivery_id, tag, first_ts, last_ts, first_packet, last_packet, frames, size, complete,
-         presettled, aborted, resumed, settled, snd, rcv, outcome, outcome_by, outcome_ts, outcome_packet,
-         outcome_error, delivery_failed, undeliverable_here, received_state, txn_id, rcv_settle_mode,
-         dispositions) = _delivery_fields(ds)
-
         ctx_pos: dict = {}
         ctx_rows: list = []
         ctx_index = []
-        for key in zip(links, dirs):
+        (delivery_id, tag, first_time, last_time, first_packet, last_packet, frames, size, complete, presettled,
+         aborted, resumed, settled_by, settled_time, settled_packet, snd_time, rcv_time, outcome, outcome_by,
+         outcome_time, outcome_packet, errs, descs, delivery_failed, undeliverable_here, received_state, txn_id,
+         rcv_settle_mode, disp_snd, disp_rcv, latency, outcome_latency, unsettled_at) = [[] for _ in range(33)]
+        # one pass over the delivery objects (their C structs when compiled), every column at once
+        for d in ds:
+            key = (d.link, d.direction)
             i = ctx_pos.get(key)
             if i is None:
                 i = ctx_pos[key] = len(ctx_rows)
-                ctx_rows.append(self._delivery_context(key[0], key[1]))
+                ctx_rows.append(self._delivery_context(d.link, d.direction))
             ctx_index.append(i)
-        ctx_cols = dict(zip(_DELIVERY_CTX, (list(c) for c in zip(*ctx_rows))))
-
-        settled_time = [None if x is None else x[0] for x in settled]
-        settled_by = [("both" if r is not None else "sender") if s_ is not None
-                      else ("receiver" if r is not None else "") for s_, r in zip(snd, rcv)]
-        errs = [e.get("condition") if e else None for e in outcome_error]
-        descs = [e.get("description") if e else None for e in outcome_error]
+            delivery_id.append(d.delivery_id)
+            t = d.tag
+            tag.append(None if t is None else t.hex())
+            ft = d.first_ts
+            first_time.append(ft)
+            last_time.append(d.last_ts)
+            first_packet.append(d.first_packet)
+            last_packet.append(d.last_packet)
+            frames.append(d.frames)
+            size.append(d.size)
+            complete.append(d.complete)
+            presettled.append(d.presettled)
+            aborted.append(d.aborted)
+            resumed.append(d.resumed)
+            snd = d.snd_settled
+            rcv = d.rcv_settled
+            if snd is not None:
+                settled_by.append("both" if rcv is not None else "sender")
+                snd_time.append(snd[0])
+            else:
+                settled_by.append("receiver" if rcv is not None else "")
+                snd_time.append(None)
+            rcv_time.append(None if rcv is None else rcv[0])
+            st = d.settled
+            if st is None:
+                settled_time.append(None)
+                settled_packet.append(None)
+                latency.append(None)
+                unsettled_at.append(self._unsettled_at(d))
+            else:
+                settled_time.append(st[0])
+                settled_packet.append(st[1])
+                latency.append(None if st[0] is None or ft is None else st[0] - ft)
+                unsettled_at.append(None)
+            outcome.append(d.outcome or "")
+            outcome_by.append(d.outcome_by or "")
+            ot = d.outcome_ts
+            outcome_time.append(ot)
+            outcome_packet.append(d.outcome_packet)
+            outcome_latency.append(None if ot is None or ft is None else ot - ft)
+            e = d.outcome_error
+            errs.append(e.get("condition") if e else None)
+            descs.append(e.get("description") if e else None)
+            delivery_failed.append(d.delivery_failed)
+            undeliverable_here.append(d.undeliverable_here)
+            received_state.append(d.received_state)
+            txn_id.append(d.txn_id)
+            rcv_settle_mode.append(d.rcv_settle_mode)
+            disp = d.dispositions
+            disp_snd.append(disp[d.direction])
+            disp_rcv.append(disp[1 - d.direction])
+        ctx_cols = dict(zip(_DELIVERY_CTX, [list(c) for c in zip(*ctx_rows)]))
         cols = {
             "delivery_id": delivery_id,
-            "delivery_tag": [None if t is None else t.hex() for t in tag],
-            "first_time": first_ts,
-            "last_time": last_ts,
+            "delivery_tag": tag,
+            "first_time": first_time,
+            "last_time": last_time,
             "first_packet": first_packet,
             "last_packet": last_packet,
             "frames": frames,
@@ -938,12 +964,12 @@ class Analyzer(StateTracker):
             "resumed": resumed,
             "settled_by": settled_by,
             "settled_time": settled_time,
-            "settled_packet": [None if x is None else x[1] for x in settled],
-            "sender_settled_time": [None if x is None else x[0] for x in snd],
-            "receiver_settled_time": [None if x is None else x[0] for x in rcv],
-            "outcome": [o or "" for o in outcome],
-            "outcome_by": [o or "" for o in outcome_by],
-            "outcome_time": outcome_ts,
+            "settled_packet": settled_packet,
+            "sender_settled_time": snd_time,
+            "receiver_settled_time": rcv_time,
+            "outcome": outcome,
+            "outcome_by": outcome_by,
+            "outcome_time": outcome_time,
             "outcome_packet": outcome_packet,
             "outcome_error": errs,
             "outcome_description": descs,
@@ -952,11 +978,11 @@ class Analyzer(StateTracker):
             "received_state": received_state,
             "txn_id": txn_id,
             "rcv_settle_mode": rcv_settle_mode,
-            "dispositions_sender": [x[e] for x, e in zip(dispositions, dirs)],
-            "dispositions_receiver": [x[1 - e] for x, e in zip(dispositions, dirs)],
-            "settlement_latency": [None if a is None or b is None else a - b for a, b in zip(settled_time, first_ts)],
-            "outcome_latency": [None if a is None or b is None else a - b for a, b in zip(outcome_ts, first_ts)],
-            "unsettled_at": [None if x is not None else self._unsettled_at(d) for x, d in zip(settled, ds)],
+            "dispositions_sender": disp_snd,
+            "dispositions_receiver": disp_rcv,
+            "settlement_latency": latency,
+            "outcome_latency": outcome_latency,
+            "unsettled_at": unsettled_at,
         }
         return cols, ctx_index, ctx_cols
 
