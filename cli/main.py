@@ -344,6 +344,9 @@ def main(argv: list[str] | None = None) -> int:
     # collect cycles less often, and never walk the modules loaded so far
     gc.freeze()
     gc.set_threshold(20_000, 20, 20)
+    # numpy (under pyarrow) starts OpenBLAS threads that spin on the other cores; nothing here
+    # does linear algebra
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         rc = app(args=argv, standalone_mode=False, prog_name="amqp-dissect")
         return rc if isinstance(rc, int) else EXIT_OK
