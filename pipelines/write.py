@@ -198,6 +198,30 @@ def _write_jsonl(pairs, table, emit) -> int:
     return n
 
 
+_TIME_TEXT = "%Y-%m-%d %H:%M:%S.%f"
+
+
+def _time_text(col):
+    """A time column as UTC date-time text; a time beyond the years 1-9999 (which strftime cannot
+    write) as its raw epoch seconds, said so."""
+    try:
+        return col.dt.strftime(_TIME_TEXT)
+    except (NotImplementedError, ValueError, OverflowError):
+        import pandas as pd
+
+        secs = col.values.astype("datetime64[us]").view("i8") / 1e6
+        out = []
+        for v, s in zip(col, secs):
+            if pd.isna(v):
+                out.append(float("nan"))  # as strftime leaves a missing time
+                continue
+            try:
+                out.append(v.strftime(_TIME_TEXT))
+            except (NotImplementedError, ValueError, OverflowError):
+                out.append(f"{s:.6f} (epoch s, beyond the years a datetime holds)")
+        return pd.Series(out, index=col.index)
+
+
 def _write_text(df, table, f) -> int:
     """The human table: every column, times as UTC datetimes."""
     import pandas as pd
@@ -207,7 +231,7 @@ def _write_text(df, table, f) -> int:
         return 0
     for c in columns(table):
         if c.type == TIME:
-            df[c.name] = df[c.name].dt.strftime("%Y-%m-%d %H:%M:%S.%f")
+            df[c.name] = _time_text(df[c.name])
     with pd.option_context("display.max_rows", None, "display.max_columns", None, "display.width", 250,
                            "display.max_colwidth", 40):
         f.write(df.to_string(index=False) + "\n")

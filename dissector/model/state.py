@@ -159,6 +159,7 @@ transactional-state), else a terminal state the sender announced;
 
 from __future__ import annotations
 
+import json
 from array import array
 from collections import deque
 
@@ -658,7 +659,13 @@ def terminus_info(v) -> dict | None:
         d["value"] = _plain(v)
         return d
     addr = c.field("address")
-    d["address"] = None if addr is None or addr is ABSENT else (str(addr) if isinstance(addr, str) else _plain(addr))
+    if addr is None or addr is ABSENT:
+        d["address"] = None
+    elif isinstance(addr, str):
+        d["address"] = str(addr)
+    else:  # not a string (a list, a map, binary ...): its text, as the tables show it, so it stays a key
+        v = _plain(addr)
+        d["address"] = json.dumps(v, default=str) if isinstance(v, (list, dict)) else str(v)
     d["durable"] = _choice(c, "durable", "terminus-durability")
     d["durable_default"] = c.is_default("durable")
     d["expiry_policy"] = _choice(c, "expiry-policy", "terminus-expiry-policy")

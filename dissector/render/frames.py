@@ -453,7 +453,12 @@ def summary_line(ev, t0: float) -> str | None:
 
 
 def _fmt_ts(ts: float) -> str:
-    return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+    """UTC date and time of epoch seconds ``ts``; outside the years 1–9999 (what a datetime
+    holds) it says so, and the caller shows the raw number beside it."""
+    try:
+        return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+    except (OverflowError, ValueError, OSError):
+        return "beyond the years 1-9999 a datetime holds"
 
 
 _PADS = tuple("    " * i for i in range(64))

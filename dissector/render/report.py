@@ -15,7 +15,10 @@ def _ms(x) -> str:
 def _t(x) -> str:
     if x is None:
         return "-"
-    return _dt.datetime.fromtimestamp(x, _dt.timezone.utc).strftime("%H:%M:%S.%f")
+    try:
+        return _dt.datetime.fromtimestamp(x, _dt.timezone.utc).strftime("%H:%M:%S.%f")
+    except (OverflowError, ValueError, OSError):  # beyond the years 1-9999: the raw epoch seconds
+        return f"{x:.6f} (epoch s, beyond the years a datetime holds)"
 
 
 def _one_line(text, limit: int = 160) -> str:
