@@ -151,3 +151,43 @@ def test_a_terminus_address_that_is_not_a_string_is_shown_as_text(tmp_path, caps
     rc, out, err = _run(capsys, "links", "--format", "jsonl", str(cap))
     assert (rc, err) == (EXIT_OK, "")
     assert json.loads(out.splitlines()[0])["address"] == text
+
+
+def _coordinator_attach() -> bytes:
+    """An attach (sender) whose target is a transaction coordinator."""
+    d = Data()
+    d.put_described()
+    d.enter()
+    d.put_ulong(0x12)
+    d.put_list()
+    d.enter()
+    d.put_string("txn")
+    d.put_uint(0)
+    d.put_bool(False)
+    d.put_null()
+    d.put_null()
+    for code in (0x28, 0x30):  # source, coordinator
+        d.put_described()
+        d.enter()
+        d.put_ulong(code)
+        d.put_list()
+        d.enter()
+        d.exit()
+        d.exit()
+    d.exit()
+    d.exit()
+    body = d.encode()
+    return struct.pack(">IBBH", 8 + len(body), 2, 0, 0) + body
+
+
+def test_a_coordinator_transfer_without_a_payload_is_a_violation_not_an_internal_error(tmp_path, capsys):
+    cap = tmp_path / "coord.pcapng"
+    c = _conversation(1_700_000_000.0, attach=_coordinator_attach())  # the transfer carries no payload
+    cap.write_bytes(write_pcapng([(ts, 0, data) for ts, _, data in c.records]))
+    rc, out, err = _run(capsys, "violations", "--format", "jsonl", str(cap))
+    assert (rc, err) == (EXIT_OK, "")
+    rows = [json.loads(x) for x in out.splitlines()]
+    assert any(r["message"] == "message on coordinator link 'txn' is neither declare nor discharge" for r in rows)
+    assert not any(r["kind"] == "internal-error" for r in rows)
+    rc, out, err = _run(capsys, "report", str(cap))
+    assert (rc, err) == (EXIT_OK, "")
