@@ -59,26 +59,28 @@ def _message_with_timestamp(ms: int) -> bytes:
     return d.encode()
 
 
-def _attach(address) -> bytes:
-    """An attach (sender) whose source and target carry ``address`` (any value proton encodes)."""
+def _attach(name: str, termini) -> bytes:
+    """An attach (sender) named ``name`` whose source and target are ``termini``: (descriptor code,
+    field values) pairs, the values any proton encodes."""
     d = Data()
     d.put_described()
     d.enter()
     d.put_ulong(0x12)
     d.put_list()
     d.enter()
-    d.put_string("link")
+    d.put_string(name)
     d.put_uint(0)
     d.put_bool(False)
     d.put_null()
     d.put_null()
-    for code in (0x28, 0x29):  # source, target
+    for code, fields in termini:
         d.put_described()
         d.enter()
         d.put_ulong(code)
         d.put_list()
         d.enter()
-        d.put_object(address)
+        for f in fields:
+            d.put_object(f)
         d.exit()
         d.exit()
     d.exit()
@@ -143,7 +145,7 @@ def test_capture_times_beyond_the_year_9999_are_shown_raw(tmp_path, capsys):
 @pytest.mark.parametrize("address, text", [([1, 2], "[1, 2]"), ({"a": 1}, '{"a": 1}'), (7, "7")])
 def test_a_terminus_address_that_is_not_a_string_is_shown_as_text(tmp_path, capsys, address, text):
     cap = tmp_path / "addr.pcapng"
-    c = _conversation(1_700_000_000.0, attach=_attach(address))
+    c = _conversation(1_700_000_000.0, attach=_attach("link", [(0x28, [address]), (0x29, [address])]))
     cap.write_bytes(write_pcapng([(ts, 0, data) for ts, _, data in c.records]))
     rc, out, err = _run(capsys, "report", str(cap))
     assert (rc, err) == (EXIT_OK, "")
@@ -153,36 +155,10 @@ def test_a_terminus_address_that_is_not_a_string_is_shown_as_text(tmp_path, caps
     assert json.loads(out.splitlines()[0])["address"] == text
 
 
-def _coordinator_attach() -> bytes:
-    """An attach (sender) whose target is a transaction coordinator."""
-    d = Data()
-    d.put_described()
-    d.enter()
-    d.put_ulong(0x12)
-    d.put_list()
-    d.enter()
-    d.put_string("txn")
-    d.put_uint(0)
-    d.put_bool(False)
-    d.put_null()
-    d.put_null()
-    for code in (0x28, 0x30):  # source, coordinator
-        d.put_described()
-        d.enter()
-        d.put_ulong(code)
-        d.put_list()
-        d.enter()
-        d.exit()
-        d.exit()
-    d.exit()
-    d.exit()
-    body = d.encode()
-    return struct.pack(">IBBH", 8 + len(body), 2, 0, 0) + body
-
-
 def test_a_coordinator_transfer_without_a_payload_is_a_violation_not_an_internal_error(tmp_path, capsys):
     cap = tmp_path / "coord.pcapng"
-    c = _conversation(1_700_000_000.0, attach=_coordinator_attach())  # the transfer carries no payload
+    # source, and a coordinator as the target; the transfer carries no payload
+    c = _conversation(1_700_000_000.0, attach=_attach("txn", [(0x28, []), (0x30, [])]))
     cap.write_bytes(write_pcapng([(ts, 0, data) for ts, _, data in c.records]))
     rc, out, err = _run(capsys, "violations", "--format", "jsonl", str(cap))
     assert (rc, err) == (EXIT_OK, "")
