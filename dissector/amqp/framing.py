@@ -608,7 +608,8 @@ class AmqpConnection:
                     if self.messages:
                         self._transfer(d, frame, values)
                 elif perf_end != end:
-                    frame.add_note(ExpertNote(WARN, "malformed", f"{end - perf_end} bytes after the {name} performative"))
+                    frame.add_note(
+                        ExpertNote(WARN, "malformed", f"{end - perf_end} bytes after the {name} performative"))
                 return
         r = Reader(buf, body, end)
         try:
