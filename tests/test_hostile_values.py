@@ -167,3 +167,27 @@ def test_a_coordinator_transfer_without_a_payload_is_a_violation_not_an_internal
     assert not any(r["kind"] == "internal-error" for r in rows)
     rc, out, err = _run(capsys, "report", str(cap))
     assert (rc, err) == (EXIT_OK, "")
+
+
+def test_a_capture_joined_after_an_earlier_link_on_the_same_handle_starts_a_new_link(tmp_path, capsys):
+    """samples/large_message.pcap from packet 20: the sender link's transfers arrive without its
+    attach (a placeholder link on handle 0, the client sending), then the receiver link attaches on
+    handle 0 too.  The attach must not adopt the placeholder (its frames went the other way)."""
+    import os
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    truth = json.load(open(os.path.join(root, "samples", "large_message.truth.json")))
+    cut = tmp_path / "cut.pcap"
+    subprocess.run(["editcap", "-r", os.path.join(root, "samples", "large_message.pcap"), str(cut), "20-9999"],
+                   check=True, capture_output=True)
+    rc, out, err = _run(capsys, "violations", "--format", "jsonl", str(cut))
+    assert (rc, err) == (EXIT_OK, "")
+    assert [json.loads(x)["message"] for x in out.splitlines()] == []
+    rc, out, err = _run(capsys, "links", "--format", "jsonl", str(cut))
+    links = {r["name"]: r for r in map(json.loads, out.splitlines())}
+    receiver = next(lk for lk in truth["links"] if lk["name"] == "large-receiver")
+    got = links["large-receiver"]
+    assert got["sender"] == truth["server"]  # the broker sends on the receiver link
+    assert got["deliveries"] == receiver["deliveries_received"]
+    assert got["accepted"] == receiver["outcomes"]["accepted"]

@@ -1723,8 +1723,12 @@ class StateTracker:
                 break
         if link is None:
             old = s.handles[d].get(h)
-            if old is not None and not old.known and old.attach[d] is None and old.name is None:
-                # a placeholder made from frames seen before this attach (mid-connection join)
+            sdir = None if role is None else (d if role is False else 1 - d)
+            if (old is not None and not old.known and old.attach[d] is None and old.name is None
+                    and (sdir is None or old.sender_dir is None or old.sender_dir == sdir)):
+                # a placeholder made from frames seen before this attach (mid-connection join); one
+                # whose frames went the other way was an earlier link on the same handle, whose detach
+                # fell before the capture: this attach starts a new link
                 link = old
                 link.name = name
             else:
