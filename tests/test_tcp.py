@@ -38,10 +38,16 @@ S = ("10.0.0.2", 5672)
 CONN = "10.0.0.1:40000-10.0.0.2:5672"
 
 
-def seg(d, seq, flags=ACK, payload=b"", ends=(C, S), ack=0):
+def seg(d, seq, flags=ACK, payload=b"", ends=(C, S), ack=None):
+    """A segment; without ``ack`` it says nothing of what the peer received (the ACK flag is
+    dropped, except on a SYN, where it marks the SYN/ACK)."""
     (sip, sp), (dip, dp) = (ends[0], ends[1]) if d == 0 else (ends[1], ends[0])
     v = 6 if ":" in sip else 4
-    return Segment(sip, dip, sp, dp, seq & MASK, ack, flags, payload, v)
+    if ack is None:
+        ack = 0
+        if not flags & SYN:
+            flags &= ~ACK
+    return Segment(sip, dip, sp, dp, seq & MASK, ack & MASK, flags, payload, v)
 
 
 def run(tr, segs, t0=100.0, dt=0.001, first_packet=1):
@@ -71,7 +77,8 @@ def kinds(events):
 
 
 def handshake(cisn=1000, sisn=5000, ends=(C, S)):
-    return [seg(0, cisn, SYN, ends=ends), seg(1, sisn, SYN | ACK, ends=ends), seg(0, cisn + 1, ACK, ends=ends)]
+    return [seg(0, cisn, SYN, ends=ends), seg(1, sisn, SYN | ACK, ends=ends, ack=cisn + 1),
+            seg(0, cisn + 1, ACK, ends=ends, ack=sisn + 1)]
 
 
 # ----------------------------------------------------------------------------- basics
@@ -263,6 +270,84 @@ def test_dropped_segment_reported_at_fin_with_exact_size():
     assert tail[0].size == 100 and tail[0].packet == 7
     assert streams(ev)[(CONN, 0)] == [b"a" * 100, ("gap", 100), b"c" * 100 + b"d" * 50]
     assert tail[-1].kind == "fin" and tail[-1].direction == 0
+
+
+def test_peer_ack_past_a_hole_declares_the_gap_at_once():
+    """The server acknowledges bytes the capture never saw: they were sent and lost, so the gap
+    is reported at that ACK with its exact size, and the bytes buffered behind it go on then,
+    before anything the ACK's own packet carries (both directions stay in capture order)."""
+    tr = TcpReassembler()
+    segs = handshake() + [
+        seg(0, 1001, ACK, b"a" * 100, ack=5001),
+        # 1101..1201 lost
+        seg(0, 1201, ACK, b"c" * 100, ack=5001),  # buffered behind the hole
+        seg(1, 5001, ACK | PSH, b"reply", ack=1101),  # acknowledges only what was seen: nothing yet
+        seg(1, 5006, ACK | PSH, b"more", ack=1301),  # acknowledges past the hole
+    ]
+    ev = run(tr, segs)
+    assert streams(ev)[(CONN, 0)] == [b"a" * 100, ("gap", 100), b"c" * 100]
+    gap = next(e for e in ev if isinstance(e, StreamGap))
+    assert (gap.direction, gap.size, gap.packet) == (0, 100, 7)
+    # order: the client's released bytes, then the server's bytes of the same packet
+    tail = [(type(e).__name__, e.direction) for e in ev if getattr(e, "packet", 0) == 7]
+    assert tail == [("StreamGap", 0), ("StreamData", 0), ("StreamData", 1)]
+
+
+def test_peer_ack_of_bytes_never_seen_is_a_gap_before_the_next_byte():
+    tr = TcpReassembler()
+    segs = handshake() + [
+        seg(0, 1001, ACK, b"a" * 10, ack=5001),
+        # 1011..1061 lost; nothing of the client buffered when the server acknowledges it
+        seg(1, 5001, ACK, ack=1061),
+        seg(0, 1061, ACK, b"b" * 10, ack=5001),  # in order once the gap is declared
+    ]
+    ev = run(tr, segs)
+    assert streams(ev)[(CONN, 0)] == [b"a" * 10, ("gap", 50), b"b" * 10]
+    gap = next(e for e in ev if isinstance(e, StreamGap))
+    assert gap.packet == 5 and gap.size == 50
+
+
+def test_reordering_before_the_ack_is_not_a_gap():
+    tr = TcpReassembler()
+    segs = handshake() + [
+        seg(0, 1101, ACK, b"b" * 100, ack=5001),  # captured before the segment it follows
+        seg(1, 5001, ACK, ack=1001),  # an old ACK: says nothing of a loss
+        seg(0, 1001, ACK, b"a" * 100, ack=5001),
+        seg(1, 5001, ACK, ack=1201),
+    ]
+    ev = run(tr, segs)
+    assert streams(ev)[(CONN, 0)] == [b"a" * 100 + b"b" * 100]
+    assert not any(isinstance(e, StreamGap) for e in ev)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sizes=st.lists(st.integers(1, 300), min_size=2, max_size=12), lost=st.data(), isn=st.integers(0, MASK))
+def test_every_acknowledged_loss_is_one_exact_gap(sizes, lost, isn):
+    """Client segments, each acknowledged by the server right after it: dropping any of them gives
+    one gap of exactly its size at the ACK that passes it, and every other byte."""
+    drop = lost.draw(st.sets(st.integers(0, len(sizes) - 2)))  # the last one is never lost
+    data = bytes(range(256)) * (sum(sizes) // 256 + 1)
+    segs = handshake(cisn=isn)
+    off = 0
+    want = []
+    for i, n in enumerate(sizes):
+        chunk = data[off:off + n]
+        if i in drop:
+            want.append(("gap", n))
+        else:
+            segs.append(seg(0, isn + 1 + off, ACK, chunk, ack=5001))
+            want.append(chunk)
+        off += n
+        segs.append(seg(1, 5001, ACK, ack=isn + 1 + off))
+    ev = run(tr := TcpReassembler(), segs)
+    merged: list = []
+    for x in want:
+        if isinstance(x, bytes) and merged and isinstance(merged[-1], bytes):
+            merged[-1] += x
+        else:  # each loss is found by its own ACK: one gap each, never merged
+            merged.append(x)
+    assert streams(ev)[(CONN, 0)] == merged
+    assert tr.buffered_bytes() == 0  # nothing held back waiting
 
 
 def test_fin_with_data_beyond_hole():
@@ -589,6 +674,7 @@ def test_end_to_end_capture_netparse_tcp(linktype):
             st.sampled_from([ACK, SYN, SYN | ACK, FIN | ACK, RST, PSH | ACK, 0]),
             st.binary(max_size=12),
             st.floats(0, 3),  # time step
+            st.one_of(st.none(), st.integers(0, 80), st.integers(0, MASK)),  # ack
         ),
         max_size=60,
     )
@@ -597,9 +683,9 @@ def test_random_segments_keep_event_invariants(items):
     tr = TcpReassembler(max_buffered=16, idle_timeout=5.0, max_connections=2, close_grace=2.0)
     t = 0.0
     ev = []
-    for i, (d, cport, sq, fl, payload, step) in enumerate(items):
+    for i, (d, cport, sq, fl, payload, step, ack) in enumerate(items):
         t += step
-        ev += tr.feed(seg(d, sq, fl, payload, ends=(("10.0.0.1", cport), S)), t, i + 1)
+        ev += tr.feed(seg(d, sq, fl, payload, ends=(("10.0.0.1", cport), S), ack=ack), t, i + 1)
         assert tr.buffered_bytes() <= 2 * 2 * 16  # max_buffered per direction, 2 connections
     ev += tr.finish()
     state: dict = {}

@@ -22,7 +22,7 @@ cdef class _Direction:
     cdef public bytearray buf
     cdef public object mode, protocol, first_packet, skipped, skip_start_packet
     cdef public dict partials
-    cdef public object opaque_bytes, pending_notes
+    cdef public object opaque_bytes, pending_notes, lost
 
 cdef class AmqpConnection:
     cdef public object conn, client, server, dirs, max_frame_bytes, max_message_bytes

@@ -329,6 +329,7 @@ class _Direction:
         "partials",
         "opaque_bytes",
         "pending_notes",
+        "lost",
     )
 
     def __init__(self, index, src, dst):
@@ -344,6 +345,7 @@ class _Direction:
         self.partials: dict = {}  # (channel, handle) -> Delivery being reassembled
         self.opaque_bytes = 0
         self.pending_notes: list[ExpertNote] = []
+        self.lost = False  # a gap lost bytes of this direction
 
 
 class AmqpConnection:
@@ -417,10 +419,11 @@ class AmqpConnection:
         d.buf.clear()
         for part in d.partials.values():
             part.incomplete = True
+        d.lost = True
         msg = f"{size} bytes missing from the capture (TCP gap)"
         if lost:
             msg += f"; {lost} buffered bytes of an unfinished frame discarded"
-        out.append(self._note(d, packet, ts, WARN, "reassembly", msg))
+        out.append(self._note(d, packet, ts, WARN, "reassembly", msg, size))
         if d.mode in (_M_FRAMES, _M_START):
             d.mode = _M_RESYNC
             d.skipped = 0
@@ -439,10 +442,12 @@ class AmqpConnection:
                 continue
             if d.buf:
                 msg = f"stream ends inside a frame: {len(d.buf)} bytes of an unfinished frame"
+                held = len(d.buf)
                 if d.mode == _M_RESYNC:
                     d.skipped += len(d.buf)
                     msg = f"stream ends while resynchronising: {d.skipped} bytes skipped"
-                out.append(self._note(d, packet, ts, WARN, "framing", msg, d.skipped))
+                    held = d.skipped
+                out.append(self._note(d, packet, ts, WARN, "framing", msg, held))
                 d.buf.clear()
             for part in d.partials.values():
                 out.append(
@@ -514,6 +519,7 @@ class AmqpConnection:
                     continue
                 # joined mid-connection: find the first frame
                 d.mode = _M_RESYNC
+                d.lost = True
                 d.skip_start_packet = packet
                 out.append(
                     self._note(d, packet, ts, NOTE, "sequence", "stream does not start with a protocol header "
@@ -539,6 +545,16 @@ class AmqpConnection:
                 bad = f"frame size {size} beyond the {self.max_frame_bytes}-byte cap"
             elif ftype not in (FRAME_AMQP, FRAME_SASL):
                 bad = f"unknown frame type {ftype}"
+            elif self.announced_max_frame[1 - d.index] is not None and size > self.announced_max_frame[1 - d.index]:
+                # beyond what the peer accepts: a frame only if a performative follows (it is decoded,
+                # with a frame-size note); else not waited for, as it would swallow the frames
+                # behind it as its body
+                ok = _descriptor_ok(buf, pos + doff * 4, n, ftype)
+                if ok is None:
+                    break
+                if not ok:
+                    bad = (f"frame size {size} exceeds the peer's max-frame-size "
+                           f"{self.announced_max_frame[1 - d.index]} and no performative follows the header")
             if bad is not None:
                 out.append(self._note(d, packet, ts, ERROR, "framing", bad))
                 d.mode = _M_RESYNC
@@ -584,7 +600,12 @@ class AmqpConnection:
                 ExpertNote(WARN, "protocol", f"frame of {frame.size} bytes exceeds the peer's max-frame-size {peer_max}")
             )
         if d.protocol == PROTO_SASL and frame.type == FRAME_AMQP and body < end:
-            frame.add_note(ExpertNote(WARN, "protocol", "AMQP frame in the SASL layer"))
+            if d.lost:  # the AMQP protocol header that ends the SASL layer was lost in a gap
+                d.protocol = PROTO_AMQP
+                frame.add_note(ExpertNote(NOTE, "sequence", "AMQP frame after a gap in the SASL layer: "
+                                          "the AMQP protocol header was lost (inferred)"))
+            else:
+                frame.add_note(ExpertNote(WARN, "protocol", "AMQP frame in the SASL layer"))
         if body == end:
             if frame.type == FRAME_SASL:
                 frame.add_note(ExpertNote(WARN, "protocol", "empty SASL frame"))

@@ -19,5 +19,5 @@ cdef class TcpReassembler:
     cdef public object _open, _closed
     cdef public object _serial, _next_sweep, _last_ts, _last_packet
 
-    @cython.locals(conn=_Conn, D=_Dir, ent=tuple, n=Py_ssize_t)
+    @cython.locals(conn=_Conn, D=_Dir, O=_Dir, ent=tuple, n=Py_ssize_t)
     cpdef list feed(self, seg, ts, packet, wire_len=*)

@@ -25,9 +25,14 @@ of the next expected byte; incoming 32-bit sequence numbers are mapped to it
 with a signed modular distance, so wraparound needs no special cases.
 Out-of-order data is kept in a sorted list of non-overlapping pieces (first
 copy of a byte wins).  Holes are reported as StreamGap with the exact
-sequence-space size when they cannot be filled any more: the per-direction
-buffer exceeded ``max_buffered`` bytes (or MAX_PIECES pieces), a FIN or RST was seen beyond the hole, the
+sequence-space size when they cannot be filled any more: the peer acknowledged
+bytes past the hole (they were sent, so the capture lost them: the gap is
+declared at once and the bytes buffered after it go on, so both directions are
+processed in capture order), the per-direction buffer exceeded ``max_buffered``
+bytes (or MAX_PIECES pieces), a FIN or RST was seen beyond the hole, the
 connection went idle, was evicted, or :meth:`TcpReassembler.finish` was called.
+Bytes acknowledged before any later byte was captured make a gap at once too:
+the next byte expected is then the one after the acknowledged ones.
 
 Events carry ``ts``/``packet`` of the packet whose arrival made them happen
 (for a timeout sweep, the packet being fed when the sweep ran).
@@ -169,7 +174,7 @@ class TcpReassembler:
             self._sweep(ts, packet, out)
             self._next_sweep = ts + self.sweep_interval
         # unpacked once: indexing a NamedTuple from compiled code goes through a Python-level __getitem__
-        src, dst, sport, dport, sseq, _ack, flags, payload, _v = seg
+        src, dst, sport, dport, sseq, ack, flags, payload, _v = seg
         ent = self._table.get((src, dst, sport, dport))
         if ent is None:
             self._new_conn(seg, ts, packet, wire_len, out)
@@ -183,6 +188,15 @@ class TcpReassembler:
             conn.last_ts = ts
             self._open.move_to_end(conn)
             D = conn.dirs[d]
+            if flags & ACK:
+                # the peer's bytes this segment acknowledges were sent: any of them not captured
+                # are lost for good, and the bytes buffered after the hole can go on at once
+                O = conn.dirs[1 - d]
+                onxt = O.nxt
+                if onxt is not None and onxt != ack and not O.closed:
+                    dist = ((ack - onxt + HALF) & MASK) - HALF
+                    if dist > 0:
+                        self._drain(conn, 1 - d, O, ts, packet, out, O.pos + dist)
             # fast path: in-order data, nothing buffered, no SYN/FIN/RST
             if D.nxt == sseq and not (flags & 7) and not D.buffered and wire_len is None:
                 if payload:

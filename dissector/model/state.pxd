@@ -26,6 +26,7 @@ cdef class Machine:
     cdef public tuple names, table, defer
     cdef public dict codes, in_codes
     cdef public Py_ssize_t steady_code, s_frame, r_frame
+    cdef public tuple moves
 
     cpdef tuple step_code(self, Py_ssize_t sc, Py_ssize_t ic, inp=*)
 
@@ -133,6 +134,7 @@ cdef class _Link:
     cdef public object coordinator
     cdef public object transfers
     cdef public object terminated
+    cdef public bint credit_lost
 
     cpdef credit(self)
     cpdef beyond_credit(self)
@@ -215,6 +217,8 @@ cdef class _Conn:
     cdef public object seq
     cdef public object tls_undecrypted
     cdef public object tls_reason
+    cdef public object gaps
+    cdef public object inferred
 
 
 cdef class StateTracker:

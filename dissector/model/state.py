@@ -358,7 +358,7 @@ class Machine:
     """
 
     __slots__ = ("name", "states", "inputs", "transitions", "initial", "deferrable", "steady",
-                 "names", "codes", "in_codes", "table", "defer", "steady_code", "s_frame", "r_frame")
+                 "names", "codes", "in_codes", "table", "defer", "steady_code", "s_frame", "r_frame", "moves")
 
     def __init__(self, name: str, states: tuple, inputs: tuple, transitions: dict, initial: str):
         self.name = name
@@ -391,6 +391,14 @@ class Machine:
         self.steady_code = -1 if self.steady is None else self.codes[self.steady]
         self.s_frame = self.in_codes["S:FRAME"]
         self.r_frame = self.in_codes["R:FRAME"]
+        # the frames a capture can lose that change states: (name, S: input code, R: input code),
+        # derived from the inputs (an "S:x" whose receiving side is "R:x", "(error)" not told apart)
+        self.moves = tuple(
+            (inp[2:].lower(), self.in_codes[inp], self.in_codes["R:" + inp[2:].replace("(error)", "")])
+            for inp in inputs
+            if inp.startswith("S:") and inp != "S:FRAME" and "!=" not in inp
+            and "R:" + inp[2:].replace("(error)", "") in self.in_codes
+        )
 
     def _send_reachable(self, state: str) -> set:
         seen = {state}
@@ -407,6 +415,53 @@ class Machine:
         """``(action, next_state, violation)``; on a violation the state is kept."""
         action, nxt, bad = self.step_code(self.codes[state], self.in_codes.get(inp, -1), inp)
         return action, self.names[nxt], bad
+
+    def explain(self, codes, d: int, s_ic: int, r_ic: int, senders, depth: int = 3):
+        """The shortest sequence (at most ``depth``) of frames sent by the peers in ``senders`` and
+        not captured that makes peer ``d`` sending ``s_ic`` (and peer ``1-d`` receiving ``r_ic``)
+        legal from the endpoint states ``codes``: ``[(peer, frame name), ...]`` (empty when
+        already legal), or None.  A lost frame is one the table allows at both endpoints."""
+        ni = len(self.inputs)
+        table = self.table
+
+        def ok(cs) -> bool:
+            if s_ic < 0 or table[cs[d] * ni + s_ic] is None:
+                return False
+            if r_ic < 0:
+                return True
+            t = table[cs[d] * ni + s_ic]
+            mine = list(cs)
+            mine[d] = t[1]
+            k = mine[1 - d] * ni + r_ic
+            return table[k] is not None or self.defer[k]
+
+        start = (codes[0], codes[1])
+        if ok(start):
+            return []
+        seen = {start}
+        level = [(start, [])]
+        for _ in range(depth):
+            nxt_level = []
+            for cs, path in level:
+                for p in senders:
+                    for name, si, ri in self.moves:
+                        a = table[cs[p] * ni + si]
+                        b = table[cs[1 - p] * ni + ri]
+                        if a is None or b is None:
+                            continue
+                        n = [0, 0]
+                        n[p] = a[1]
+                        n[1 - p] = b[1]
+                        t = (n[0], n[1])
+                        if t in seen:
+                            continue
+                        seen.add(t)
+                        way = path + [(p, name)]
+                        if ok(t):
+                            return way
+                        nxt_level.append((t, way))
+            level = nxt_level
+        return None
 
     def step_code(self, sc: int, ic: int, inp=None) -> tuple:
         """:meth:`step` on codes: ``(action, next state code, violation text or None)``; ``ic`` -1
@@ -533,6 +588,21 @@ class Endpoints:
             else:
                 msgs.append(f"{SIDES[e]} endpoint: {bad} (received earlier, not processable)")
             q.pop(0)
+
+    def recover(self, d: int, s_in: str, r_in: str, senders) -> list | None:
+        """Frames of the peers in ``senders`` were lost from the capture: if some lost frames
+        (:meth:`Machine.explain`) make ``advance(d, s_in, r_in)`` legal, take them  as if they had
+        been captured) and return them as ``[(peer, frame name), ...]``; else None and nothing changes."""
+        m = self.machine
+        path = m.explain(self.codes, d, m.in_codes.get(s_in, -1), m.in_codes.get(r_in, -1), senders)
+        if not path:
+            return None
+        for p, name in path:
+            for mv, si, ri in m.moves:
+                if mv == name:
+                    self.advance_codes(p, si, ri)  # as if captured (inputs waiting are taken up as usual)
+                    break
+        return path
 
     def waiting(self, e: int) -> list[str]:
         """Received inputs endpoint e has not been able to process (yet)."""
@@ -901,7 +971,7 @@ class _Link:
         "conn", "session", "index", "name", "handle", "state", "attach", "detach", "sender_dir",
         "known", "guessed", "unknown", "initial_dc", "dc", "limit", "limit_prev", "pending_credit", "got_credit",
         "available", "avail_base", "drain", "echo", "last_flow", "flows", "stall", "drain_stall",
-        "partial", "live", "stats", "n_deliveries", "coordinator", "transfers", "terminated",
+        "partial", "live", "stats", "n_deliveries", "coordinator", "transfers", "terminated", "credit_lost",
     )
 
     def __init__(self, conn, session, index, name, known):
@@ -938,6 +1008,7 @@ class _Link:
         self.coordinator = False
         self.transfers = 0
         self.terminated = None
+        self.credit_lost = False  # bytes of the receiver were lost since its last flow: credit unknown
 
     def credit(self):
         if self.dc is None or self.limit is None:
@@ -1021,6 +1092,7 @@ class _Conn:
         "pending", "idle", "idle_ref", "last_frame", "frames", "heartbeats", "transport_end",
         "transport_time", "fins", "first_ts", "first_packet", "last_ts", "last_packet", "unknown",
         "txns", "negotiation", "stalls", "frame_counts", "seq", "tls_undecrypted", "tls_reason",
+        "gaps", "inferred",
     )
 
     def __init__(self, cid, client, server, syn_seen):
@@ -1067,6 +1139,11 @@ class _Conn:
         self.negotiation = None
         self.stalls: list[Stall] = []
         self.frame_counts = ({}, {})  # per peer: performative name ("empty" for heartbeats) -> frames
+        # None until the first loss: [gaps client->server, gaps server->client, bytes missing c->s, s->c,
+        # bytes skipped to resynchronise c->s, s->c, time of the latest loss c->s, s->c, bytes before the
+        # capture c->s, s->c]
+        self.gaps = None
+        self.inferred = None  # what the frames after a loss showed that the lost ones had set up (texts)
 
     def peer(self, d):
         return self.client if d == 0 else self.server
@@ -1074,6 +1151,34 @@ class _Conn:
     def note_unknown(self, what: str):
         if what not in self.unknown:
             self.unknown.append(what)
+
+    def note_inferred(self, what: str):
+        if self.inferred is None:
+            self.inferred = []
+        if what not in self.inferred:
+            self.inferred.append(what)
+
+    def note_loss(self, d: int, missing: int, skipped: int, ts, before: bool = False) -> None:
+        """Bytes peer d sent were lost: ``missing`` in a gap, ``skipped`` to resynchronise, or
+        (``before``) sent before the capture started."""
+        g = self.gaps
+        if g is None:
+            g = self.gaps = [0, 0, 0, 0, 0, 0, None, None, False, False]
+        if missing:
+            g[d] += 1
+            g[2 + d] += missing
+        g[4 + d] += skipped
+        g[6 + d] = ts
+        if before:
+            g[8 + d] = True
+
+    def lost(self, d: int) -> bool:
+        """Frames peer d sent may be missing from the capture (a gap, or a capture that did not
+        see the connection start)."""
+        if not self.known_start:
+            return True
+        g = self.gaps
+        return g is not None and bool(g[d] or g[4 + d] or g[8 + d])
 
 
 class _Txn:
@@ -1334,19 +1439,51 @@ class StateTracker:
 
     def _stream_note(self, ev: StreamNote):
         c = self._conn(ev)
-        if ev.note.group in ("reassembly", "framing", "sequence"):
+        group = ev.note.group
+        if group in ("reassembly", "framing", "sequence"):
             c.lossy = True  # a gap, a resynchronisation or a mid-stream start: frames may be missing
+            if group == "reassembly" and ev.skipped:  # a TCP gap: ev.skipped bytes never captured
+                c.note_loss(ev.direction, ev.skipped, 0, ev.ts)
+                self._lost_grants(c, ev.direction)
+            elif group == "framing" and ev.skipped:  # bytes skipped to find the next frame header,
+                c.note_loss(ev.direction, 0, ev.skipped, ev.ts)  # or held by a frame never completed
+            if group == "framing" and ev.note.severity == "error":  # a frame header that cannot be
+                msg = ev.note.message
+                self._violation(c, ev.direction, None, "frame-size" if "frame size" in msg else "framing",
+                                "error", msg, ts=ev.ts, packet=ev.packet, channel=None, origin="framing")
+            elif group == "sequence" and ev.direction is not None:  # the direction started mid-stream
+                c.note_loss(ev.direction, 0, 0, ev.ts, before=True)
+                self._lost_grants(c, ev.direction)
         if "TLS" in ev.note.message:
             c.tls = True
         if ev.note.group == "tls" and ev.skipped:  # encrypted bytes that could not be read
             c.tls_undecrypted = (c.tls_undecrypted or 0) + ev.skipped
             c.tls_reason = ev.note.message
 
+    @staticmethod
+    def _lost_grants(c, g):
+        """Bytes peer ``g`` sent were lost: a flow among them may have granted link credit or
+        session window to the other peer, so those limits are unknown (no credit or window
+        violation, no stall) until ``g``'s next flow says them again.  (Lost transfers of ``g``
+        only make its counts lag, which can hide a violation but never invent one.)"""
+        for link in c.links:
+            if link.sender_dir != g and link.detach[0] is None and link.detach[1] is None:
+                # g is the receiver, or the roles are not known yet
+                link.credit_lost = True
+                link.note_unknown("link-credit after a gap")
+        for s in c.sessions:
+            if s.win_limit[1 - g] is not None:
+                s.win_limit[1 - g] = None
+                s.win_prev[1 - g] = None
+                s.note_unknown("incoming-window after a gap")
+
     # -- protocol headers --------------------------------------------------------------
 
     def _header(self, h: ProtocolHeader):
         c = self._conn(h)
-        if c.events == 0 and not c.lossy:
+        if c.events == 0 and not c.lossy and h.direction == 0:
+            # the client's header first: nothing came before it (the server answers it); a server's
+            # header first leaves the client's start unseen
             c.known_start = True
             if c.state == [UNKNOWN, UNKNOWN]:
                 c.state = Endpoints(CONNECTION_MACHINE, "START")
@@ -1362,6 +1499,27 @@ class StateTracker:
         k = len(c.header_keys[d]) - 1
         other = c.header_keys[1 - d][k] if k < len(c.header_keys[1 - d]) else None
         mismatch = other is not None and other != key
+        g = c.gaps
+        if mismatch and g is not None and (c.lost(d) or c.lost(1 - d)):
+            # headers were lost: align with a later header of the peer that this one answers (d's
+            # lost headers), or take the peer's matching header as lost (the peer's answer missing)
+            theirs = c.header_keys[1 - d]
+            j = next((i for i in range(k + 1, len(theirs)) if theirs[i] == key), None)
+            if j is None and c.lost(d):
+                j = k + 1  # d's header that answered the peer's k-th is the one lost
+            if j is not None and c.lost(d):
+                for i in range(k, j):
+                    c.header_keys[d].insert(i, theirs[i])
+                    c.note_inferred(f"the {SIDES[d]}'s protocol header {c.headers[1 - d][i]} was lost "
+                                    f"(from its {h.name} answering the {SIDES[1 - d]}'s)")
+                mismatch = False
+                other = key
+            elif c.lost(1 - d):
+                theirs.insert(k, key)
+                c.note_inferred(f"the {SIDES[1 - d]}'s protocol header {h.name} was lost "
+                                f"(the {SIDES[d]}'s {h.name} is answered by what follows)")
+                mismatch = False
+                other = key
         if mismatch:
             c.negotiation = (f"{SIDES[1 - d]} sent {c.headers[1 - d][k]}, {SIDES[d]} answered {h.name}")
             self._violation(c, d, None, "protocol-header", "warn",
@@ -1380,8 +1538,30 @@ class StateTracker:
 
     # -- state steps -------------------------------------------------------------
 
+    def _lossy_step(self, c, ep, d, s_in, r_in, what, where):
+        """``ep.advance(d, s_in, r_in)`` on a connection that lost bytes: a step the table refuses is
+        first explained by frames the capture lost (from a direction with a gap), which are taken
+        and said ("inferred"); only what no lost frame explains is a violation."""
+        saved = (list(ep.codes), list(ep.queue[0]), list(ep.queue[1]))
+        msgs = ep.advance(d, s_in, r_in)
+        if not msgs:
+            return msgs
+        g = c.gaps
+        senders = [p for p in (0, 1) if c.lost(p)]
+        ep.codes[0], ep.codes[1] = saved[0]
+        ep.queue[0][:] = saved[1]
+        ep.queue[1][:] = saved[2]
+        path = ep.recover(d, s_in, r_in, senders) if senders else None
+        if path:
+            for p, name in path:
+                c.note_inferred(f"the {SIDES[p]}'s {name} of {where} was lost (from the {SIDES[d]}'s {what})")
+        return ep.advance(d, s_in, r_in)
+
     def _conn_step(self, c, d, s_in, r_in, f, ts=None, packet=None, what=None):
-        msgs = c.state.advance(d, s_in, r_in)
+        if c.gaps is not None:
+            msgs = self._lossy_step(c, c.state, d, s_in, r_in, what or s_in[2:].lower(), "the connection")
+        else:
+            msgs = c.state.advance(d, s_in, r_in)
         if msgs:
             self._violation(c, d, f, "state", "warn",
                             f"{what or s_in[2:].lower()} from the {SIDES[d]}: " + "; ".join(msgs),
@@ -1389,7 +1569,10 @@ class StateTracker:
 
     def _session_step(self, s, d, x, f, what):
         c = s.conn
-        if x == "FRAME":
+        if c.gaps is not None:
+            msgs = self._lossy_step(c, s.state, d, "S:" + x, "R:" + ("END" if x == "END(error)" else x), what,
+                                    f"session {s.index}")
+        elif x == "FRAME":
             msgs = s.state.frame(d)
         else:
             msgs = s.state.advance(d, "S:" + x, "R:" + ("END" if x == "END(error)" else x))
@@ -1399,7 +1582,11 @@ class StateTracker:
 
     def _link_step(self, link, d, x, f, what):
         c = link.conn
-        msgs = link.state.frame(d) if x == "FRAME" else link.state.advance(d, "S:" + x, "R:" + x)
+        if c.gaps is not None:
+            msgs = self._lossy_step(c, link.state, d, "S:" + x, "R:" + x, what,
+                                    f"link {link.name!r}" if link.name is not None else f"link {link.index}")
+        else:
+            msgs = link.state.frame(d) if x == "FRAME" else link.state.advance(d, "S:" + x, "R:" + x)
         if msgs:
             self._violation(c, d, f, "state", "warn",
                             f"{what} from the {SIDES[d]} on link {link.name!r}: " + "; ".join(msgs),
@@ -1443,7 +1630,8 @@ class StateTracker:
         # idle time-out: frames sent by d must come within the idle-time-out the peer announced
         t = c.idle[d]
         ref = c.idle_ref[d]
-        if t and ref is not None and c.close[d] is None and f.ts - ref > t:
+        if t and ref is not None and c.close[d] is None and f.ts - ref > t and (
+                c.gaps is None or c.gaps[6 + d] is None or c.gaps[6 + d] < ref):  # (a frame may have been lost)
             self._violation(c, d, f, "idle-timeout", "warn",
                             f"no frame from the {SIDES[d]} for {f.ts - ref:.3f} s; the {SIDES[1 - d]}'s "
                             f"idle-time-out is {t * 1000:g} ms")
@@ -1459,7 +1647,10 @@ class StateTracker:
             self._conn_step(c, d, "S:CLOSE(error)" if err else "S:CLOSE", "R:CLOSE", f, what="close")
             self._close(c, d, f, err)
         else:
-            msgs = c.state.frame(d)
+            if c.gaps is not None:
+                msgs = self._lossy_step(c, c.state, d, "S:FRAME", "R:FRAME", name or "frame", "the connection")
+            else:
+                msgs = c.state.frame(d)
             if msgs:
                 self._violation(c, d, f, "state", "warn",
                                 f"{name or ('empty frame' if f.kind == 'heartbeat' else 'frame')} from the "
@@ -1542,6 +1733,22 @@ class StateTracker:
         if self._strict(c):
             self._violation(c, d, f, "unknown-channel", "warn",
                             f"{what} from the {SIDES[d]} on channel {ch}: no begin from the {SIDES[d]} on that channel")
+        pend = c.pending[1 - d]
+        if pend:
+            # the peer's begin is waiting for its answer: d's begin that answered it was lost (the one on
+            # the same channel number, else the only one waiting)
+            s = pend.get(ch)
+            if s is None and len(pend) == 1:
+                s = next(iter(pend.values()))
+            if s is not None:
+                del pend[s.channel[1 - d]]
+                s.channel[d] = ch
+                c.chan[d][ch] = s
+                s.note_unknown(f"begin ({SIDES[d]})")
+                c.note_inferred(f"session {s.index}: the {SIDES[d]}'s begin on channel {ch} (from its {what}), "
+                                f"answering the {SIDES[1 - d]}'s begin on channel {s.channel[1 - d]}")
+                self._session_step(s, d, "BEGIN", f, what)
+                return s
         s = self._new_session(c, None, False)
         s.note_unknown("begin")
         s.channel[d] = ch
@@ -1565,6 +1772,17 @@ class StateTracker:
         rc = _ushort(rc)
         self._check_channel_max(c, d, f)
         old = c.chan[d].get(ch)
+        g = c.gaps
+        if (old is not None and old.state[d] in _SESSION_CHANNEL_ASSIGNED and not (old.guessed[d] and old.begin[d] is None)
+                and c.lost(d)):
+            # d lost bytes: its end of the old session was among them
+            before = old.state[d]
+            old.state.advance(d, "S:END", "R:END")
+            if old.state[d] != before:
+                c.note_inferred(f"the {SIDES[d]}'s end of session {old.index} was lost "
+                                f"(from its begin on the same channel {ch})")
+                if old.terminated is None:
+                    old.terminated = "end (lost)"
         if old is not None and old.state[d] in _SESSION_CHANNEL_ASSIGNED and not (
                 old.guessed[d] and old.begin[d] is None):
             self._violation(c, d, f, "channel-in-use", "warn",
@@ -1689,12 +1907,28 @@ class StateTracker:
 
     def _link_for(self, c, s, d, h, f, what) -> _Link:
         link = s.handles[d].get(h)
+        g = c.gaps
         if link is not None:
-            return link
+            if g is None or link.detach[d] is None or not c.lost(d):
+                return link
+            # d detached that link and lost bytes since: the handle is a new link's, whose attach was lost
         if self._strict(c, s):
             self._violation(c, d, f, "unknown-handle", "warn",
                             f"{what} from the {SIDES[d]} on handle {h}: no attach from the {SIDES[d]} with that handle",
                             handle=h)
+        if c.lost(d):
+            # d's attach was lost: it answered the peer's attach still waiting for one (the one on the same
+            # handle number, else the only one waiting)
+            cands = [x for x in s.links if x.attach[1 - d] is not None and x.attach[d] is None
+                     and x.handle[d] is None and x.detach[1 - d] is None
+                     and (what != "transfer" or x.sender_dir is None or x.sender_dir == d)]
+            pick = [x for x in cands if x.handle[1 - d] == h]
+            if len(pick) == 1 or len(cands) == 1:
+                link = pick[0] if len(pick) == 1 else cands[0]
+                link.handle[d] = h
+                s.handles[d][h] = link
+                link.note_unknown(f"attach ({SIDES[d]})")
+                return link  # the caller's step infers the lost attach, and says so
         link = self._new_link(c, s, None, False)
         link.note_unknown("attach")
         link.note_unknown("name")
@@ -1725,15 +1959,28 @@ class StateTracker:
             old = s.handles[d].get(h)
             sdir = None if role is None else (d if role is False else 1 - d)
             if (old is not None and not old.known and old.attach[d] is None and old.name is None
+                    and old.detach[d] is None
                     and (sdir is None or old.sender_dir is None or old.sender_dir == sdir)):
                 # a placeholder made from frames seen before this attach (mid-connection join); one
                 # whose frames went the other way was an earlier link on the same handle, whose detach
-                # fell before the capture: this attach starts a new link
+                # fell before the capture (or was captured: a placeholder d detached is finished): this
+                # attach starts a new link
                 link = old
                 link.name = name
             else:
                 link = self._new_link(c, s, name, True)
         old = s.handles[d].get(h)
+        g = c.gaps
+        if (old is not None and old is not link and old.state[d] in _LINK_HANDLE_ASSIGNED and not old.guessed[d]
+                and c.lost(d)):
+            # d lost bytes: its detach of the old link was among them
+            before = old.state[d]
+            old.state.advance(d, "S:DETACH", "R:DETACH")
+            if old.state[d] != before:
+                c.note_inferred(f"the {SIDES[d]}'s detach of link {old.name!r} was lost "
+                                f"(from its attach {name!r} on the same handle {h})")
+                if old.terminated is None:
+                    old.terminated = "detach (lost)"
         if old is not None and old is not link and old.state[d] in _LINK_HANDLE_ASSIGNED and not old.guessed[d]:
             self._violation(c, d, f, "handle-in-use", "warn",
                             f"attach {name!r} from the {SIDES[d]} uses handle {h}, still attached to "
@@ -1799,6 +2046,10 @@ class StateTracker:
                     link.pending_credit = None
                 elif link.limit is None:
                     link.limit = idc
+                if link.attach[1 - d] is None and c.lost(1 - d):
+                    # the receiver's attach, and perhaps its flow, were lost: its credit is not known
+                    link.credit_lost = True
+                    link.note_unknown("link-credit after a gap")
             self._credit_check(link, f)
 
     def _detach(self, c, d, f, p):
@@ -1833,7 +2084,7 @@ class StateTracker:
 
     def _credit_check(self, link, f):
         cr = link.credit()
-        if cr is None:
+        if cr is None or link.credit_lost:  # (credit_lost: a flow granting credit may have been lost)
             return
         if cr > 0:
             link.got_credit = True
@@ -1929,6 +2180,7 @@ class StateTracker:
                 else:
                     link.limit_prev = link.limit
                     link.limit = serial_add(base, lc)
+                    link.credit_lost = False
                     if link.dc is None and dc is not None and not link.known:
                         # joined mid-link: assume the sender is where the receiver thinks it is
                         link.dc = dc
@@ -1950,6 +2202,13 @@ class StateTracker:
             h = _uint(h)
         link = self._link_for(c, s, d, h, f, "transfer")
         self._link_step(link, d, "FRAME", f, "transfer")
+        if link.sender_dir is not None and link.sender_dir != d and link.guessed[d] and h is not None:
+            # d's handle was guessed to be this link (it was the peer's with the same number): it is
+            # another link, whose attach the capture did not show
+            link.guessed[d] = False
+            link.handle[d] = None
+            del s.handles[d][h]
+            link = self._link_for(c, s, d, h, f, "transfer")
         if link.sender_dir is None:
             link.sender_dir = d
             self._replay_flows(link)
@@ -2002,7 +2261,7 @@ class StateTracker:
             # link credit: consumed by the first transfer of each delivery
             dc = link.dc
             if dc is not None:
-                if link.limit is not None and link.beyond_credit():
+                if link.limit is not None and link.beyond_credit() and not link.credit_lost:
                     self._violation(c, d, f, "credit", "warn",
                                     f"transfer from the {SIDES[d]} on link {link.name!r} beyond its link-credit "
                                     f"(delivery-count {dc}, credit {link.credit()})", link=link.name, handle=h,

@@ -72,8 +72,16 @@ def render_text(rep: dict) -> str:
             lines.append(f"  note: {', '.join(flags)}")
         if c.get("tls_undecrypted_bytes"):
             lines.append(f"  {c.get('tls_note') or 'TLS'} ({c['tls_undecrypted_bytes']} bytes not decrypted in all)")
+        lost = [(side, c.get(f"gaps_{side}") or 0, c.get(f"gap_bytes_{side}") or 0,
+                 c.get(f"undecoded_bytes_{side}") or 0) for side in ("client", "server")]
+        if any(n or b or k for _, n, b, k in lost):
+            lines.append("  lost in the capture: " + "; ".join(
+                f"from the {side} {n} gap{'s' if n != 1 else ''} ({b} bytes)"
+                + (f", {k} bytes not decoded" if k else "") for side, n, b, k in lost))
         if c.get("unknown"):
             lines.append(f"  not visible in the capture: {', '.join(map(str, c['unknown']))}")
+        for what in c.get("inferred") or ():
+            lines.append(f"  inferred: {what}")
         lines.append(
             f"  opened {_t(c['open_time'])}, closed {_t(c['close_time'])} by {c['closed_by'] or '-'}"
             f", transport end {c['transport_end'] or '-'}; deliveries {c['deliveries']}, stalls {c['stalls']} "

@@ -629,6 +629,12 @@ class Analyzer(StateTracker):
                 "stalls": len(c.stalls),
                 "unknown": unknown,
             })
+            g = c.gaps or (0, 0, 0, 0, 0, 0)
+            for e in (0, 1):
+                row[f"gaps_{SIDES[e]}"] = g[e]
+                row[f"gap_bytes_{SIDES[e]}"] = g[2 + e]
+                row[f"undecoded_bytes_{SIDES[e]}"] = g[4 + e]
+            row["inferred"] = list(c.inferred or ())
             rows.append(row)
         return rows
 

@@ -112,6 +112,14 @@ CONNECTIONS = _cols(
     ("violations", INT, "protocol violations on the connection"),
     ("stalls", INT, "stalls on the connection"),
     ("unknown", JSON, "list of what the capture could not show (e.g. \"open (client)\", \"sasl\")"),
+    *_pair("gaps", INT, "TCP gaps in the bytes the {side} sent: holes the capture lost (found by the peer's ACKs, "
+                        "a FIN or RST past them, or the end of the capture)"),
+    *_pair("gap_bytes", INT, "bytes the {side} sent that the capture lost (the sizes of its gaps)"),
+    *_pair("undecoded_bytes", INT, "bytes of the {side} not decoded: skipped to find the next frame header "
+                                   "(after a gap, a bad frame header or a mid-stream start), or held by a frame "
+                                   "the capture never completed"),
+    ("inferred", JSON, "list of what the frames after a loss or a mid-stream start showed that lost frames had set "
+                       "up, e.g. \"session 0: the server's begin on channel 0 (from its attach), answering ...\""),
 )
 
 SESSIONS = _cols(
@@ -140,7 +148,8 @@ SESSIONS = _cols(
     ("ended_by", STRING, "side of the first end: client, server, or empty"),
     ("end_error", STRING, "condition of the first end carrying an error"),
     ("end_description", STRING, "description of that error"),
-    ("terminated", STRING, "how the session ended: end, close, transport, or null"),
+    ("terminated", STRING, "how the session ended: end, close, transport, \"end (lost)\" (its end was lost in a gap: inferred "
+                           "from a new begin on its channel), or null"),
     *_pair("state", STRING, "final session endpoint state of the {side} (spec name, or UNKNOWN)"),
     ("links", INT, "links on the session"),
     ("deliveries", INT, "deliveries on the session"),
@@ -204,7 +213,8 @@ LINKS = _cols(
     ("detach_closed", BOOL, "closed flag of the first detach"),
     ("detach_error", STRING, "condition of the first detach carrying an error"),
     ("detach_description", STRING, "description of that error"),
-    ("terminated", STRING, "how the link ended: detach, end, close, transport, or null"),
+    ("terminated", STRING, "how the link ended: detach, end, close, transport, \"detach (lost)\" (its detach was lost in a "
+                           "gap: inferred from a new attach on its handle), or null"),
     *_pair("state", STRING, "final link endpoint state of the {side} (spec name, or UNKNOWN)"),
     ("transfers", INT, "transfer frames on the link"),
     ("messages_bytes", INT, "payload bytes of all deliveries"),
