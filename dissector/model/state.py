@@ -169,7 +169,7 @@ except ImportError:
     from .. import _cython_shim as cython
 
 from ..amqp.framing import FRAME_SASL, PROTO_AMQP, PROTO_SASL, PROTO_TLS, Frame, ProtocolHeader, StreamNote
-from ..amqp.codec import ABSENT, Composite, Described, decode_all
+from ..amqp.codec import ABSENT, ELEMENT_BUDGET_BASE, ELEMENTS_PER_BYTE, Composite, Described, decode_all
 from ..errors import DissectError
 from ..events import StreamClosed, StreamOpened
 from ..amqp.values import json_value
@@ -1424,7 +1424,7 @@ class StateTracker:
         d = f.direction
         if f.notes:
             for n in f.notes:
-                if n.severity in ("warn", "error") and n.group in ("protocol", "malformed"):
+                if n.severity in ("warn", "error") and n.group in ("protocol", "malformed", "budget"):
                     kind = "frame-size" if "max-frame-size" in n.message else n.group
                     self._violation(c, d, f, kind, n.severity, n.message, origin="framing")
         name = f.pname  # None: a heartbeat, or a body that is not a known performative
@@ -2159,7 +2159,9 @@ class StateTracker:
 
     def _coordinator_message(self, c, link, dlv, f):
         try:
-            sections = decode_all(b"".join(dlv.payload))
+            data = b"".join(dlv.payload)
+            # (elements in proportion to the message's bytes, as the framing layer budgets a connection)
+            sections = decode_all(data, max_elements=ELEMENT_BUDGET_BASE + ELEMENTS_PER_BYTE * len(data))
         except DissectError as e:
             self._violation(c, dlv.direction, f, "malformed", "warn",
                             f"coordinator message on link {link.name!r} does not decode: {e}", link=link.name)
