@@ -45,6 +45,7 @@ sys.path[:0] = [HERE]
 from pcapbuild import SYN, PcapWriter, TcpConversation, ethernet_frame, tcp_packet  # noqa: E402
 
 HEADER = b"AMQP\x00\x01\x00\x00"
+BUILD_VERSION = 2  # in the cached captures' names: bump when a builder's traffic changes
 COMMANDS = {
     "report": ["report", "{cap}"],
     "frames": ["frames", "{cap}"],
@@ -116,12 +117,20 @@ def transfer_frame(delivery_id: int) -> bytes:
                                    b"\x43", FALSE]) + _MSG)
 
 
+def credit_flow(credit: int = 0x7FFFFFFF) -> bytes:
+    """The receiver's flow on handle 0: delivery-count 0, ``credit``."""
+    return frame(_described(0x13, [_uint(0), _uint(0x7FFFFFFF), _uint(0), _uint(0x7FFFFFFF), _uint(0), _uint(0),
+                                   _uint(credit)]))
+
+
 def setup_exchange() -> list[tuple[int, bytes]]:
+    """Headers, open, begin, attach (client sender, server receiver) and the receiver's credit."""
     return [
         (0, HEADER), (1, HEADER),
         (0, open_frame("client")), (1, open_frame("server")),
         (0, begin_frame(None)), (1, begin_frame(0)),
         (0, attach_frame("link", False)), (1, attach_frame("link", True)),
+        (1, credit_flow()),
     ]
 
 
@@ -167,7 +176,7 @@ def _write(path: str, records) -> None:
 
 
 def ensure(kind: str, n: int, folder: str, log) -> str:
-    path = os.path.join(folder, f"{kind}-{n}.pcap")
+    path = os.path.join(folder, f"{kind}-{n}-v{BUILD_VERSION}.pcap")
     if os.path.exists(path):
         return path
     os.makedirs(folder, exist_ok=True)

@@ -157,3 +157,97 @@ def test_real_traffic_never_meets_the_budget(capsys):
         rc, out, err = _run(capsys, "frames", "--format", "jsonl", str(cap))
         assert rc == EXIT_OK, cap
         assert "decoding budget" not in out, cap
+
+
+# --------------------------------------------------------------------------- dispositions
+def _disposition(first: int, last: int, settled: bool = True) -> bytes:
+    """From the receiver: first..last accepted (settled or not)."""
+    return B.frame(B._described(0x15, [B.TRUE, B._uint(first), B._uint(last), B.TRUE if settled else B.FALSE,
+                                       b"\x00\x53\x24\x45"]))
+
+
+class _CountingDict(dict):
+    """A delivery table that counts the lookups and the entries iterated."""
+
+    ops = 0
+
+    def get(self, k, default=None):
+        _CountingDict.ops += 1
+        return dict.get(self, k, default)
+
+    def __contains__(self, k):
+        _CountingDict.ops += 1
+        return dict.__contains__(self, k)
+
+    def items(self):
+        for kv in dict.items(self):
+            _CountingDict.ops += 1
+            yield kv
+
+    def __iter__(self):
+        for k in dict.__iter__(self):
+            _CountingDict.ops += 1
+            yield k
+
+
+def _track(records):
+    """Dissector -> StateTracker, the session's delivery tables replaced by counting ones before the
+    first transfer; yields (tracker, event) after each event is fed."""
+    from amqp_dissect.amqp.framing import Frame
+    from amqp_dissect.capture.pcap import open_capture
+    from amqp_dissect.dissect import Dissector
+    from amqp_dissect.model.state import StateTracker
+    import io
+
+    from pcapbuild import write_pcap
+
+    d, t = Dissector(), StateTracker()
+    swapped = False
+    events = []
+    for rec in open_capture(io.BytesIO(write_pcap(records))):
+        events.extend(d.feed(rec))
+    events.extend(d.finish())
+    for ev in events:
+        if not swapped and type(ev) is Frame and ev.pname == "transfer":
+            (c,) = t.connections.values()
+            (s,) = c.sessions
+            s.deliveries = (_CountingDict(), _CountingDict())
+            swapped = True
+        t.feed(ev)
+        yield t, ev
+    t.finish()
+
+
+def test_a_wide_disposition_costs_what_it_touches_and_settled_deliveries_leave_the_tables():
+    n, wide = 3000, 200
+    conv = B.TcpConversation()
+    conv.handshake()
+    for d, data in B.setup_exchange():
+        conv.send(d, data)
+    for i in range(0, n, 50):
+        conv.send(0, b"".join(B.transfer_frame(j) for j in range(i, i + 50)), mss=65000)
+    # wide ranges that touch no delivery (ids beyond those sent), then ranges of 100 ids that settle them
+    for k in range(wide):
+        conv.send(1, _disposition(n + 10 + k, n + 10 + k + 2**20))
+    for i in range(0, n, 100):
+        conv.send(1, _disposition(i, i + 99))
+    conv.close()
+    ops = []
+    tracker = None
+    for tracker, ev in _track(conv.records):
+        if getattr(ev, "pname", None) == "disposition":
+            ops.append(_CountingDict.ops)
+        _CountingDict.ops = 0
+    assert len(ops) == wide + n // 100
+    # ranges of a million ids, none of them sent: a few lookups each, whatever the 3000 unsettled
+    assert max(ops[:wide]) <= 4, ops[:wide]
+    # a range of 100 unsettled deliveries: about one lookup per delivery, plus their folding
+    assert all(x <= 3 * 100 + 8 for x in ops[wide:]), ops[wide:]
+    (c,) = tracker.connections.values()
+    (s,) = c.sessions
+    (link,) = s.links
+    assert sum(len(x) for x in s.deliveries) == 0 and not link.live
+    assert s.did_order == [None, None]
+    assert link.stats.deliveries == n and link.stats.outcomes["accepted"] == n
+    assert not tracker._settling  # (settled by the receiver only: folded at the latest at the end)
+    assert tracker.violations == [] or all(v["kind"] == "unknown-delivery" for v in tracker.violations)
