@@ -326,6 +326,14 @@ DEFAULT_MAX_ELEMENTS = 1_000_000
 # An array of zero-width elements (null, true, uint0, list0 ...) costs no bytes per
 # element on the wire; cap it separately so a few bytes cannot cost a lot of memory.
 MAX_ZERO_WIDTH_ELEMENTS = 65536
+# Decoded elements are budgeted per connection too (issue 8): a connection may decode
+# ELEMENT_BUDGET_BASE elements plus ELEMENTS_PER_BYTE for each byte of its frames, over its whole
+# life (the framing layer keeps the account, amqp_dissect.amqp.framing).  Every element of a real
+# encoding but a zero-width one takes at least one byte, so only zero-width arrays (a few bytes
+# standing for up to MAX_ZERO_WIDTH_ELEMENTS values each) can spend it: what a connection costs
+# to decode stays in proportion to its bytes, whatever they hold.
+ELEMENT_BUDGET_BASE = 4096
+ELEMENTS_PER_BYTE = 16
 
 _U32 = struct.Struct(">I")
 _I64 = struct.Struct(">q")
@@ -820,6 +828,8 @@ __all__ = [
     "Byte",
     "Char",
     "Composite",
+    "ELEMENTS_PER_BYTE",
+    "ELEMENT_BUDGET_BASE",
     "Decimal128",
     "Decimal32",
     "Decimal64",

@@ -6,7 +6,7 @@ from amqp_dissect.amqp.scan cimport scan_performative
 
 cdef class Delivery:
     cdef public object channel, handle, delivery_id, delivery_tag, first_packet, first_ts, last_packet, last_ts
-    cdef public object frames, message_size, payload, aborted, incomplete, _sections, _error
+    cdef public object frames, message_size, payload, aborted, incomplete, _sections, _error, budget
 
 cdef class Frame:
     cdef public object conn, direction, src, dst, packet, ts, first_packet
@@ -27,6 +27,7 @@ cdef class _Direction:
 cdef class AmqpConnection:
     cdef public object conn, client, server, dirs, max_frame_bytes, max_message_bytes
     cdef public object messages, bodies, announced_max_frame, frames, tls, keep_payloads
+    cdef public list budget
 
     @cython.locals(d=_Direction)
     cpdef list feed(self, direction, data, ts, packet)
@@ -35,7 +36,8 @@ cdef class AmqpConnection:
                    ftype=Py_ssize_t, channel=Py_ssize_t, frame=Frame, first=object, cap=Py_ssize_t)
     cpdef _process(self, _Direction d, ts, packet, list out)
 
-    @cython.locals(body=Py_ssize_t, end=Py_ssize_t, perf_end=Py_ssize_t)
+    @cython.locals(body=Py_ssize_t, end=Py_ssize_t, perf_end=Py_ssize_t, left="long long", cap="long long",
+                   spent="long long", budget=list)
     cpdef _frame(self, _Direction d, Frame frame, buf, body, end)
 
     @cython.locals(part=Delivery)

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import struct
 
-from .codec import ABSENT, Composite, Described, Reader, decode_all
+from .codec import (ABSENT, DEFAULT_MAX_ELEMENTS, ELEMENT_BUDGET_BASE, ELEMENTS_PER_BYTE,
+                    Composite, Described, Reader)
 from .scan import Span, scan_performative
 from ..errors import CHAT, ERROR, NOTE, WARN, DissectError, ExpertNote
 from .spec import COMPOSITES, PERFORMATIVES, SASL_FRAMES
@@ -134,6 +135,7 @@ class Delivery:
         "incomplete",
         "_sections",
         "_error",
+        "budget",
     )
 
     def __init__(self, channel, handle, delivery_id, delivery_tag, packet, ts):
@@ -152,19 +154,35 @@ class Delivery:
         self.incomplete = False  # part of it fell into a capture gap
         self._sections = None
         self._error = None
+        self.budget = None  # the connection's element budget (AmqpConnection.budget), None: no budget
 
     def sections(self):
-        """The decoded message sections (list), or None if not decodable (see ``error``)."""
+        """The decoded message sections (list), or None if not decodable (see ``error``).
+        Decoding spends the connection's element budget (:attr:`AmqpConnection.budget`)."""
         if self._sections is None and self._error is None:
             if self.aborted:
                 self._error = "delivery aborted: no message"
             elif self.incomplete or self.payload is None:
                 self._error = "message incomplete (capture gap or size cap): not decoded"
             else:
+                budget = self.budget
+                cap = DEFAULT_MAX_ELEMENTS
+                if budget is not None and budget[0] < cap:
+                    cap = max(budget[0], 0)
+                r = Reader(self.payload, max_elements=cap)
+                sections = []
                 try:
-                    self._sections = decode_all(self.payload)
+                    while r.remaining:
+                        sections.append(r.value())
                 except DissectError as e:
-                    self._error = f"malformed message: {e}"
+                    if r.elements_left < 0 and cap < DEFAULT_MAX_ELEMENTS:
+                        self._error = f"message not decoded: {_budget_text(budget, cap)}"
+                    else:
+                        self._error = f"malformed message: {e}"
+                else:
+                    self._sections = sections
+                if budget is not None:
+                    budget[0] -= cap - r.elements_left if r.elements_left >= 0 else cap
         return self._sections
 
     @property
@@ -386,6 +404,10 @@ class AmqpConnection:
         # the analysis reads transfer payloads only on transaction coordinator links: they are copied
         # once an attach on this connection targets a coordinator (the frames are shown: always)
         self.keep_payloads = self.bodies
+        # decoded elements this connection may still spend: ELEMENT_BUDGET_BASE, plus ELEMENTS_PER_BYTE
+        # per byte of each frame when it arrives (codec.py); a one-element list, shared with the
+        # deliveries whose messages are decoded later (Delivery.sections) and lent to the scanner
+        self.budget = [ELEMENT_BUDGET_BASE]
 
     # -- public ---------------------------------------------------------------
 
@@ -610,9 +632,19 @@ class AmqpConnection:
             if frame.type == FRAME_SASL:
                 frame.add_note(ExpertNote(WARN, "protocol", "empty SASL frame"))
             return  # heartbeat
+        budget = self.budget
+        left = budget[0] + ELEMENTS_PER_BYTE * frame.size
+        cap = left if left < DEFAULT_MAX_ELEMENTS else DEFAULT_MAX_ELEMENTS
         if frame.type == FRAME_AMQP:
-            sc = scan_performative(buf, body, end) if SCAN_HOT else None
+            sc = None
+            if SCAN_HOT:
+                budget[0] = cap
+                sc = scan_performative(buf, body, end, budget)
+                spent = cap - budget[0]
+                left -= spent if spent < cap else cap
+                cap = left if left < DEFAULT_MAX_ELEMENTS else DEFAULT_MAX_ELEMENTS
             if sc is not None:  # a well-formed transfer, flow or disposition: no Composite tree
+                budget[0] = left
                 code, values, perf_end = sc
                 for v in values:
                     if type(v) is Span:  # decode now: the buffer is trimmed after this pass
@@ -632,12 +664,18 @@ class AmqpConnection:
                     frame.add_note(
                         ExpertNote(WARN, "malformed", f"{end - perf_end} bytes after the {name} performative"))
                 return
-        r = Reader(buf, body, end)
+        r = Reader(buf, body, end, max_elements=cap)
         try:
             perf = r.value()
         except DissectError as e:
-            frame.add_note(ExpertNote(ERROR, "malformed", f"frame body does not parse: {e}"))
+            if r.elements_left < 0 and cap < DEFAULT_MAX_ELEMENTS:
+                budget[0] = left - cap
+                frame.add_note(ExpertNote(ERROR, "budget", f"frame body not decoded: {_budget_text(budget, cap)}"))
+            else:
+                budget[0] = left - (cap - r.elements_left if r.elements_left >= 0 else cap)
+                frame.add_note(ExpertNote(ERROR, "malformed", f"frame body does not parse: {e}"))
             return
+        budget[0] = left - (cap - r.elements_left)
         frame.performative = perf if isinstance(perf, Described) else None  # sets pname too
         if not isinstance(perf, Composite):
             what = perf.descriptor if isinstance(perf, Described) else type(perf).__name__
@@ -688,6 +726,7 @@ class AmqpConnection:
             if tag is ABSENT:
                 tag = None
             part = Delivery(frame.channel, handle, did, tag or None, frame.first_packet, frame.ts)
+            part.budget = self.budget
             if not self.bodies:  # summaries: frames and size only
                 part.payload = None
             if did is None:
@@ -727,6 +766,13 @@ class AmqpConnection:
                     ExpertNote(CHAT, "reassembly",
                                f"message reassembled from {part.frames} transfer frames ({part.message_size} bytes)")
                 )
+
+
+def _budget_text(budget, cap) -> str:
+    """Why a decode stopped for want of element budget (an expert note's text)."""
+    return (f"it holds more than the {cap} elements left of this connection's decoding budget "
+            f"({ELEMENT_BUDGET_BASE} plus {ELEMENTS_PER_BYTE} per byte of its frames; arrays of "
+            f"zero-width elements cost elements without bytes)")
 
 
 def _check_mandatory(perf: Composite, notes: list) -> None:

@@ -3,9 +3,9 @@
 # module that runs when nothing is compiled.
 import cython
 
-cpdef scan_performative(buf, Py_ssize_t pos, Py_ssize_t end)
+cpdef scan_performative(buf, Py_ssize_t pos, Py_ssize_t end, budget=*)
 
 @cython.locals(n=Py_ssize_t, p=Py_ssize_t, q=Py_ssize_t, lend=Py_ssize_t, count=Py_ssize_t,
                nfields=Py_ssize_t, c=int, a=int, i=Py_ssize_t, size=Py_ssize_t, u="unsigned long long",
-               actions=tuple, row=tuple, values=list, absent=tuple, kinds=tuple, mandatory=tuple)
-cdef _scan(bytearray buf, Py_ssize_t pos, Py_ssize_t end)
+               actions=tuple, row=tuple, values=list, absent=tuple, kinds=tuple, mandatory=tuple, charged=bint)
+cdef _scan(bytearray buf, Py_ssize_t pos, Py_ssize_t end, list budget)

@@ -511,14 +511,21 @@ def _state(buf, p: int, end: int, budget: list):
 # --------------------------------------------------------------------------- the scanner
 
 
-def scan_performative(buf, pos, end):
-    """Scan a transfer/flow/disposition at ``buf[pos:end]``: ``(code, values, perf_end)`` or None."""
+def scan_performative(buf, pos, end, budget=None):
+    """Scan a transfer/flow/disposition at ``buf[pos:end]``: ``(code, values, perf_end)`` or None.
+
+    ``budget``: a one-element list, the elements the scan may validate (compound and array
+    counts, as the generic decoder counts them); the scan takes what it walks from
+    ``budget[0]`` (below zero: it declined for want of budget).  None: ``DEFAULT_MAX_ELEMENTS``.
+    """
     if type(buf) is not bytearray:  # the framing layer's buffers are bytearrays (typed when compiled)
         buf = bytearray(buf)
-    return _scan(buf, pos, end)
+    if budget is None:
+        budget = [DEFAULT_MAX_ELEMENTS]
+    return _scan(buf, pos, end, budget)
 
 
-def _scan(buf, pos, end):
+def _scan(buf, pos, end, budget):
     # The reader kinds are written as literals in this loop (see R_* above): a module
     # constant is a dictionary lookup per use, in CPython and in Cython alike.
     n = len(buf)
@@ -588,7 +595,7 @@ def _scan(buf, pos, end):
         return None
 
     values = list(absent)
-    budget = None
+    charged = False  # the list's count taken from the budget (only when a Span or state is walked)
     for i in range(count):
         if p >= lend:
             return None
@@ -655,16 +662,18 @@ def _scan(buf, pos, end):
                         values[i] = name
                         p += 4
                         continue
-                if budget is None:
-                    budget = [DEFAULT_MAX_ELEMENTS - count]
+                if not charged:
+                    budget[0] -= count
+                    charged = True
                 st = _state(buf, p, lend, budget)
                 if st is None:
                     return None
                 values[i] = st[0]
                 p = st[1]
             else:
-                if budget is None:
-                    budget = [DEFAULT_MAX_ELEMENTS - count]
+                if not charged:
+                    budget[0] -= count
+                    charged = True
                 q = _skip(buf, p, lend, 2, budget)
                 if q < 0:
                     return None

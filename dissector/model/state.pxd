@@ -161,6 +161,8 @@ cdef class _Session:
     cdef public object handles
     cdef public object links
     cdef public tuple deliveries
+    cdef public list did_order
+    cdef public list did_dead
     cdef public list next_did
     cdef public list first_did
     cdef public object late_dispositions

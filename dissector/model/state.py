@@ -161,6 +161,7 @@ from __future__ import annotations
 
 import json
 from array import array
+from bisect import bisect_left, bisect_right
 from collections import deque
 
 try:
@@ -169,7 +170,7 @@ except ImportError:
     from .. import _cython_shim as cython
 
 from ..amqp.framing import FRAME_SASL, PROTO_AMQP, PROTO_SASL, PROTO_TLS, Frame, ProtocolHeader, StreamNote
-from ..amqp.codec import ABSENT, Composite, Described, decode_all
+from ..amqp.codec import ABSENT, ELEMENT_BUDGET_BASE, ELEMENTS_PER_BYTE, Composite, Described, decode_all
 from ..errors import DissectError
 from ..events import StreamClosed, StreamOpened
 from ..amqp.values import json_value
@@ -756,6 +757,69 @@ def terminus_info(v) -> dict | None:
 # --------------------------------------------------------------------------- model
 
 
+def _order_add(s, d, did) -> None:
+    """``did`` is new in ``s.deliveries[d]``: add it to the ordered ids (``s.did_order[d]``)."""
+    order = s.did_order[d]
+    if order is None:
+        order = s.did_order[d] = array("q")
+    off = serial_diff(did, s.first_did[d])
+    if not order or off > order[-1]:
+        order.append(off)  # ids come in order: the usual case
+    else:
+        i = bisect_left(order, off)
+        if i == len(order) or order[i] != off:
+            order.insert(i, off)
+
+
+def _order_rebuild(s, d) -> None:
+    """Drop the folded ids from ``s.did_order[d]`` (they outnumber the live ones)."""
+    base = s.first_did[d]
+    offs = [serial_diff(k, base) for k in s.deliveries[d]]
+    offs.sort()
+    s.did_order[d] = array("q", offs)
+    s.did_dead[d] = 0
+
+
+def _in_range(s, sender, first, n) -> list:
+    """The deliveries of ``s.deliveries[sender]`` whose ids are ``first .. first+n-1``, in id order.
+    Bisects the ordered ids and drops the folded ones it meets: the cost is in proportion to the
+    deliveries touched (each folded id is met once)."""
+    table = s.deliveries[sender]
+    order = s.did_order[sender]
+    hits = []
+    if order is None or not table:
+        return hits
+    base = s.first_did[sender]
+    a = serial_diff(first, base)
+    b = a + n - 1
+    dead = 0
+    if b >= _HALF:  # the range wraps past the ids' serial half-range from the first: two pieces
+        dead += _collect(order, table, base, a, _HALF - 1, hits)
+        dead += _collect(order, table, base, -_HALF, b - SERIAL_MOD, hits)
+    else:
+        dead += _collect(order, table, base, a, b, hits)
+    if dead:
+        s.did_dead[sender] = max(0, s.did_dead[sender] - dead)
+    return hits
+
+
+def _collect(order, table, base, a, b, hits) -> int:
+    """Append the deliveries at offsets ``a .. b`` of ``order`` to ``hits``; drop (and count) the
+    offsets whose delivery was folded."""
+    lo = bisect_left(order, a)
+    hi = bisect_right(order, b)
+    dead = 0
+    for i in range(lo, hi):
+        x = table.get((base + order[i]) & SERIAL_MASK)
+        if x is None:
+            dead += 1
+        else:
+            hits.append(x)
+    if dead:
+        order[lo:hi] = array("q", [order[i] for i in range(lo, hi) if (base + order[i]) & SERIAL_MASK in table])
+    return dead
+
+
 class Stall:
     __slots__ = (
         "conn", "session", "link", "direction", "kind", "start", "start_packet",
@@ -1031,7 +1095,8 @@ class _Session:
     __slots__ = (
         "conn", "index", "channel", "initiator", "state", "begin", "end", "known", "guessed",
         "unknown", "init_noid", "noid", "win_limit", "win_prev", "pending_iw", "win_stall", "transfers", "flows",
-        "handles", "links", "deliveries", "next_did", "first_did", "late_dispositions", "unseen_dispositions",
+        "handles", "links", "deliveries", "did_order", "did_dead", "next_did", "first_did", "late_dispositions",
+        "unseen_dispositions",
         "terminated", "last_iw",
         "last_ow",
     )
@@ -1058,6 +1123,11 @@ class _Session:
         self.handles = ({}, {})  # per peer: output handle -> _Link
         self.links: list[_Link] = []
         self.deliveries = ({}, {})  # per sending peer: delivery-id -> _Delivery (latest)
+        # per sending peer: the ids of that table in order, as offsets from first_did (array "q", None
+        # while empty; ids folded since are removed lazily, did_dead counts them): a disposition range
+        # finds its deliveries by bisection, at a cost in proportion to those it touches
+        self.did_order = [None, None]
+        self.did_dead = [0, 0]
         self.next_did = [None, None]
         self.first_did = [None, None]  # first delivery-id seen per sending peer (ids below next_did were seen)
         self.late_dispositions = 0  # disposition entries for deliveries already folded (settled earlier)
@@ -1311,11 +1381,19 @@ class StateTracker:
         live.pop(dlv.seq, None)
         if not live:  # a dict keeps the room it once needed: give it back (a long capture has many links)
             live.clear()
-        table = dlv.session.deliveries[dlv.direction]
+        s = dlv.session
+        sender = dlv.direction
+        table = s.deliveries[sender]
         if dlv.delivery_id is not None and table.get(dlv.delivery_id) is dlv:
             del table[dlv.delivery_id]
             if not table:
                 table.clear()
+                s.did_order[sender] = None
+                s.did_dead[sender] = 0
+            else:
+                s.did_dead[sender] += 1
+                if s.did_dead[sender] > len(table) + 32:
+                    _order_rebuild(s, sender)
         self._on_fold(dlv)
         link.stats.add(dlv)
         dlv.payload = None
@@ -1611,7 +1689,7 @@ class StateTracker:
         d = f.direction
         if f.notes:
             for n in f.notes:
-                if n.severity in ("warn", "error") and n.group in ("protocol", "malformed"):
+                if n.severity in ("warn", "error") and n.group in ("protocol", "malformed", "budget"):
                     kind = "frame-size" if "max-frame-size" in n.message else n.group
                     self._violation(c, d, f, kind, n.severity, n.message, origin="framing")
         name = f.pname  # None: a heartbeat, or a body that is not a known performative
@@ -2249,10 +2327,14 @@ class StateTracker:
             dlv.seq = self._seq
             link.live[dlv.seq] = dlv
             if did is not None:
-                s.deliveries[d][did] = dlv
+                table = s.deliveries[d]
+                known = did in table
+                table[did] = dlv
                 s.next_did[d] = serial_add(did, 1)
                 if s.first_did[d] is None:
                     s.first_did[d] = did
+                if not known:
+                    _order_add(s, d, did)
             rsm = v[T_RCV_SETTLE_MODE]
             if rsm is not None and rsm is not ABSENT:
                 dlv.rcv_settle_mode = choice_name("receiver-settle-mode", rsm)
@@ -2324,14 +2406,14 @@ class StateTracker:
             self._violation(c, d, f, "protocol", "warn",
                             f"disposition from the {SIDES[d]}: last {last} precedes first {first}")
             n, last = 1, first
-        if n <= len(table):
+        if n <= 16:
             hits = []
             for i in range(n):
                 x = table.get((first + i) & SERIAL_MASK)
                 if x is not None:
                     hits.append(x)
-        else:
-            hits = [x for k, x in table.items() if serial_in_range(k, first, last)]
+        else:  # a wide range: the deliveries in it, found by bisection (cost: those it touches)
+            hits = _in_range(s, sender, first, n)
         missing = n - len(hits)
         if missing:
             late = self._folded_in_range(s, sender, first, last) - len(hits)
@@ -2418,7 +2500,9 @@ class StateTracker:
 
     def _coordinator_message(self, c, link, dlv, f):
         try:
-            sections = decode_all(b"".join(dlv.payload))
+            data = b"".join(dlv.payload)
+            # (elements in proportion to the message's bytes, as the framing layer budgets a connection)
+            sections = decode_all(data, max_elements=ELEMENT_BUDGET_BASE + ELEMENTS_PER_BYTE * len(data))
         except DissectError as e:
             self._violation(c, dlv.direction, f, "malformed", "warn",
                             f"coordinator message on link {link.name!r} does not decode: {e}", link=link.name)
