@@ -192,13 +192,14 @@ def frames(
     run = CaptureRun(capture, port or [], messages=True if verbose or fmt is FrameFormat.jsonl else "summary",
                      keylog=keylog, tls_records=records)
     out = sys.stdout
+    bugs = None  # what met internal errors (-V: describing packets), for the exit status
     if fmt is FrameFormat.jsonl:
         _print_jsonl(run, out)
     elif verbose:
-        _print_verbose(run, out)
+        bugs = _print_verbose(run, out)
     else:
         _print_summary(run, out)
-    raise typer.Exit(run.finish_status())
+    raise typer.Exit(run.finish_status(bugs))
 
 
 _CHUNK = 8192  # lines written to the output at a time
@@ -242,7 +243,8 @@ def _print_summary(run: CaptureRun, out) -> None:
         _flush(out, chunk)
 
 
-def _print_verbose(run: CaptureRun, out) -> None:
+def _print_verbose(run: CaptureRun, out) -> DetailLines:
+    """The -V text; returns the DetailLines (its ``internal_errors``: bugs met, each shown in place)."""
     detail = DetailLines(layer_records=run.tls_records)  # TLS records shown under their packet
     chunk: list[str] = []
     try:
@@ -252,6 +254,7 @@ def _print_verbose(run: CaptureRun, out) -> None:
                 _flush(out, chunk)
     finally:
         _flush(out, chunk)
+    return detail
 
 
 class ReportFormat(str, Enum):

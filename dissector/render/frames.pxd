@@ -64,5 +64,6 @@ cpdef dict message_json(sections)
 cdef class DetailLines:
     cdef object _last_packet
     cdef public object layer_records
+    cdef public list internal_errors
 
     cpdef add(self, list out, record, ev)

@@ -684,10 +684,11 @@ class DetailLines:
     packet its layers (:func:`~amqp_dissect.capture.netparse.describe_packet`), then the
     AMQP tree of each header, frame and note."""
 
-    __slots__ = ("_last_packet", "layer_records")
+    __slots__ = ("_last_packet", "layer_records", "internal_errors")
 
     def __init__(self, layer_records: list | None = None):
         self._last_packet = None
+        self.internal_errors: list = []  # bugs met describing packets (the CLI then exits 1)
         # records of the stream layers (TLS records, WebSocket frames) as the layers make them:
         # each shows under the packet that completed it, after the packet's own layers
         self.layer_records = layer_records
@@ -701,8 +702,10 @@ class DetailLines:
             out.append("")
             try:
                 layers = describe_packet(record)
-            except Exception as e:  # describing is best effort; never hide the frames
-                layers = [(f"Frame {record.index}: (could not describe: {e})", [])]
+            except Exception as e:  # a bug (describe_packet never raises): said in place and kept, so
+                # the frames go on and the run ends with exit 1
+                self.internal_errors.append(f"describing packet {record.index}: {type(e).__name__}: {e}")
+                layers = [(f"Frame {record.index}: (could not describe: {type(e).__name__}: {e})", [])]
             for title, lines in layers:  # the title, then its lines indented: one string per layer
                 out.append(title + "\n    " + "\n    ".join(lines) if lines else title)
             if self.layer_records:

@@ -1,0 +1,111 @@
+"""Run the fuzz generators of tests/fuzzgen.py for N inputs, in-process, optionally on several processes.
+
+    python tests/fuzz_run.py                       # 1,000,000 inputs, one process
+    python tests/fuzz_run.py -n 20000 -j 2 --seed 8 --out fuzz-failures --seconds 3600
+
+Every input (a generated AMQP conversation, a capture of frames of any performative with fields of
+any type, a mutated sample, a mutated generated conversation) is written as a capture file and fed
+through the paths of ``frames``, ``frames -V``, ``frames --format jsonl``, ``report`` and every table
+(``fuzzgen.check``).  Each failure is saved as ``OUT/<kind>-<seed>-<i>.pcap`` with the failure text
+beside it (``.txt``): ``amqp-dissect <command> OUT/....pcap`` reproduces it.  Input ``i`` of seed ``s``
+is the same on every run (``random.Random(f"{s}:{i}")``).  Prints the inputs tried, inputs/s and
+failures; exits 1 when any input failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+
+def _worker(args):
+    seed, start, stop, step, out, formats, kinds, deadline = args
+    import fuzzgen
+
+    tmp = tempfile.mkdtemp(prefix="amqp-fuzz-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    path = os.path.join(tmp, "input.pcap")
+    tried, failed = 0, []
+    try:
+        for i in range(start, stop, step):
+            if deadline and time.time() > deadline:
+                break
+            r = fuzzgen.RandomSource(f"{seed}:{i}")
+            kind, data = fuzzgen.generate(r, r.choice(kinds) if kinds else None)
+            with open(path, "wb") as f:
+                f.write(data)
+            problems = fuzzgen.check(path, formats)
+            tried += 1
+            if problems:
+                name = os.path.join(out, f"{kind}-{seed}-{i}")
+                with open(name + ".pcap", "wb") as f:
+                    f.write(data)
+                with open(name + ".txt", "w") as f:
+                    f.write("\n".join(problems) + "\n")
+                failed.append((name + ".pcap", problems[0].splitlines()[0]))
+    finally:
+        for n in os.listdir(tmp):
+            os.unlink(os.path.join(tmp, n))
+        os.rmdir(tmp)
+    return tried, failed
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-n", "--inputs", type=int, default=1_000_000, help="inputs to try (default 1,000,000)")
+    ap.add_argument("-j", "--jobs", type=int, default=1, help="processes (default 1)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default="fuzz-failures", help="folder for the failing inputs (.pcap repros)")
+    ap.add_argument("--formats", default="jsonl", help="table formats written per input (csv,jsonl,table)")
+    ap.add_argument("--kinds", default="", help="input kinds, comma-separated (default all: "
+                    "conversation,frame,mutation,mutated-conversation)")
+    ap.add_argument("--seconds", type=float, default=0, help="stop after this many seconds (0: no limit)")
+    ap.add_argument("--chunk", type=int, default=200, help="inputs per work unit")
+    a = ap.parse_args(argv)
+    os.makedirs(a.out, exist_ok=True)
+    formats = tuple(x for x in a.formats.split(",") if x)
+    kinds = tuple(x for x in a.kinds.split(",") if x)
+    t0 = time.time()
+    deadline = t0 + a.seconds if a.seconds else 0
+    # work units: chunks of consecutive input numbers
+    units = [(a.seed, s, min(s + a.chunk, a.inputs), 1, a.out, formats, kinds, deadline)
+             for s in range(0, a.inputs, a.chunk)]
+    tried, failures = 0, []
+    last = t0
+
+    def progress(final=False):
+        dt = max(time.time() - t0, 1e-9)
+        print(f"{'done' if final else 'progress'}: inputs tried {tried:,}, {tried / dt:.1f} inputs/s, "
+              f"failures {len(failures)}, {dt:.0f} s", flush=True)
+
+    if a.jobs > 1:
+        pool = multiprocessing.get_context("fork").Pool(a.jobs)
+        results = pool.imap_unordered(_worker, units)
+    else:
+        pool, results = None, map(_worker, units)
+    try:
+        for n, failed in results:
+            tried += n
+            failures += failed
+            for path, first in failed:
+                print(f"FAIL {path}: {first}", flush=True)
+            if time.time() - last > 60:
+                last = time.time()
+                progress()
+            if deadline and time.time() > deadline:
+                break
+    finally:
+        if pool is not None:
+            pool.terminate()
+    progress(final=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

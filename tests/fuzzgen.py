@@ -1,0 +1,1026 @@
+"""Fuzz input generators and the whole-product oracle (issue 8).
+
+One set of generators serves two drivers:
+
+* hypothesis (tests/test_fuzz.py): ``values()``, ``frames()``, ``conversations()``,
+  ``mutations()`` are strategies; shrinking works because every choice is a hypothesis draw;
+* tests/fuzz_run.py: the same generator functions driven by ``random.Random`` (millions of inputs).
+
+A generator takes a *source* ``r`` with ``int(lo, hi)``, ``bool(p)``, ``choice(seq)``,
+``bytes(lo, hi)``, ``text(lo, hi, ascii)``, ``float()``.
+
+Values are trees of ``(kind, value, form)`` nodes covering every type of the AMQP type system
+(described values, arrays, nested lists and maps, timestamps over the whole int64 range) plus
+invalid encodings (``raw`` bytes, compounds whose size or count lies, bad UTF-8, chars beyond
+Unicode).  Valid trees are encoded by python-qpid-proton's codec (``proton.Data``); trees it
+cannot encode, by the minimal encoder here.  Frames are the performatives of the generated spec
+tables (``amqp_dissect.amqp._spec``) with fields filled with values of any type; conversations are
+sequences of header/open/begin/attach/flow/transfer/disposition/detach/end/close with random
+orders, channels, handles and ids; captures are built with tests/pcapbuild.py (dpkt).
+
+``check(path)`` feeds a capture through the paths of every CLI command, in-process, and returns
+the failures: any exception outside :class:`amqp_dissect.errors.DissectError`'s family (the CLI's
+exit 1), an internal-error violation or note, or a finish status of exit 1.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import random
+import struct
+import sys
+import uuid
+from contextlib import redirect_stderr
+
+from proton import Data
+
+from amqp_dissect.amqp import _spec
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SAMPLES = os.path.join(os.path.dirname(HERE), "samples")
+
+# --------------------------------------------------------------------------- sources
+
+
+class RandomSource:
+    """Choices from ``random.Random`` (fuzz_run.py)."""
+
+    def __init__(self, seed):
+        self.rnd = random.Random(seed)
+
+    def int(self, lo, hi):
+        return self.rnd.randint(lo, hi)
+
+    def bool(self, p=0.5):
+        return self.rnd.random() < p
+
+    def choice(self, seq):
+        return seq[self.rnd.randrange(len(seq))]
+
+    def bytes(self, lo, hi):
+        return self.rnd.randbytes(self.rnd.randint(lo, hi))
+
+    def text(self, lo, hi, ascii=False):
+        n = self.rnd.randint(lo, hi)
+        top = 0x7E if ascii else self.rnd.choice((0x7E, 0xFF, 0xFFFF, 0x10FFFF))
+        out = []
+        for _ in range(n):
+            c = self.rnd.randint(0x20 if ascii else 0, top)
+            out.append(chr(c if not 0xD800 <= c <= 0xDFFF else 0xFFFD))
+        return "".join(out)
+
+    def float(self):
+        k = self.rnd.random()
+        if k < 0.2:
+            return self.rnd.choice((0.0, -0.0, math.inf, -math.inf, math.nan, 1e308, -5e-324))
+        return struct.unpack("<d", self.rnd.randbytes(8))[0]
+
+
+class HypothesisSource:
+    """Choices drawn from hypothesis (``draw`` of a ``st.composite``)."""
+
+    def __init__(self, draw):
+        from hypothesis import strategies as st
+
+        self.draw = draw
+        self.st = st
+
+    def int(self, lo, hi):
+        return self.draw(self.st.integers(lo, hi))
+
+    def bool(self, p=0.5):
+        # biased like RandomSource: an integer below p of a 0..99 range
+        return self.draw(self.st.integers(0, 99)) < int(p * 100)
+
+    def choice(self, seq):
+        return self.draw(self.st.sampled_from(seq))
+
+    def bytes(self, lo, hi):
+        return self.draw(self.st.binary(min_size=lo, max_size=hi))
+
+    def text(self, lo, hi, ascii=False):
+        st = self.st
+        alphabet = st.characters(min_codepoint=0x20, max_codepoint=0x7E) if ascii else \
+            st.characters(blacklist_categories=("Cs",))
+        return self.draw(st.text(alphabet=alphabet, min_size=lo, max_size=hi))
+
+    def float(self):
+        return self.draw(self.st.floats(allow_nan=True, allow_infinity=True))
+
+
+# --------------------------------------------------------------------------- values
+
+FIXED = ("null", "boolean", "ubyte", "ushort", "uint", "ulong", "byte", "short", "int", "long", "float",
+         "double", "decimal32", "decimal64", "decimal128", "char", "timestamp", "uuid")
+VARIABLE = ("binary", "string", "symbol")
+COMPOUND = ("list", "map", "array")
+PRIMITIVES = FIXED + VARIABLE + COMPOUND  # every primitive type of the type system
+assert set(PRIMITIVES) == set(_spec.PRIMITIVE_CODES), "the type system changed: update the generators"
+
+_RANGES = {"ubyte": (0, 2**8 - 1), "ushort": (0, 2**16 - 1), "uint": (0, 2**32 - 1), "ulong": (0, 2**64 - 1),
+           "byte": (-2**7, 2**7 - 1), "short": (-2**15, 2**15 - 1), "int": (-2**31, 2**31 - 1),
+           "long": (-2**63, 2**63 - 1), "timestamp": (-2**63, 2**63 - 1)}
+
+
+def _int_in(r, lo, hi):
+    k = r.int(0, 9)
+    if k < 4:  # small: what real fields hold, and values that collide
+        return max(lo, min(hi, r.int(0, 5)))
+    if k < 6:
+        return r.choice((lo, hi, max(lo, min(hi, 0)), max(lo, min(hi, 255)), max(lo, min(hi, 256))))
+    return r.int(lo, hi)
+
+
+def primitive(r, kind, depth=2):
+    """A valid value of primitive ``kind``."""
+    if kind == "null":
+        return ("null", None, 0)
+    if kind == "boolean":
+        return ("boolean", r.bool(), r.int(0, 1))
+    if kind in _RANGES:
+        lo, hi = _RANGES[kind]
+        if kind == "timestamp" and r.bool(0.3):  # beyond the years a datetime holds
+            return ("timestamp", r.choice((2**62, -(2**62), 2**63 - 1, -2**63, 253402300800000)), 0)
+        return (kind, _int_in(r, lo, hi), r.int(0, 1))
+    if kind in ("float", "double"):
+        return (kind, r.float(), 0)
+    if kind == "decimal32":
+        return (kind, r.int(0, 2**32 - 1), 0)
+    if kind == "decimal64":
+        return (kind, r.int(0, 2**64 - 1), 0)
+    if kind in ("decimal128", "uuid"):
+        return (kind, r.bytes(16, 16), 0)
+    if kind == "char":
+        c = r.int(0, 0x10FFFF)
+        return ("char", c if not 0xD800 <= c <= 0xDFFF else 0x41, 0)
+    if kind == "binary":
+        return ("binary", r.bytes(0, 20) if r.bool(0.9) else r.bytes(250, 300), r.int(0, 1))
+    if kind == "string":
+        return ("string", r.text(0, 12), r.int(0, 1))
+    if kind == "symbol":
+        return ("symbol", r.text(0, 12, ascii=True), r.int(0, 1))
+    if kind == "list":
+        return ("list", [value(r, depth - 1) for _ in range(r.int(0, 3 if depth > 0 else 0))], r.int(0, 2))
+    if kind == "map":
+        n = r.int(0, 3 if depth > 0 else 0)
+        return ("map", [(value(r, depth - 1), value(r, depth - 1)) for _ in range(n)], r.int(0, 1))
+    if kind == "array":
+        return array(r, depth)
+    raise ValueError(kind)
+
+
+def array(r, depth=2):
+    """An array: one element kind, optionally described (the descriptor shared by every element)."""
+    kinds = FIXED + VARIABLE + (("list", "map", "array") if depth > 0 else ())
+    ek = r.choice(kinds)
+    n = r.int(0, 4)
+    elems = [primitive(r, ek, depth - 1) for _ in range(n)]
+    desc = descriptor(r) if r.bool(0.2) else None
+    return ("array", (ek, desc, elems), r.int(0, 1))
+
+
+def descriptor(r):
+    k = r.int(0, 3)
+    if k == 0:
+        return ("symbol", r.choice(tuple(_spec.SYMBOLIC_DESCRIPTORS)), 0)
+    if k == 1:
+        return ("ulong", r.choice(tuple(_spec.DESCRIPTORS)), r.int(0, 1))
+    return ("ulong", _int_in(r, 0, 2**64 - 1), r.int(0, 1)) if k == 2 else value(r, 0)
+
+
+def invalid(r, depth=1):
+    """An encoding no proton would write: the minimal encoder's."""
+    k = r.int(0, 6)
+    if k == 0:
+        return ("raw", r.bytes(0, 12), 0)
+    if k == 1:  # a compound whose size or count lies
+        code = r.choice((0xC0, 0xC1, 0xD0, 0xD1, 0xE0, 0xF0))
+        items = [value(r, depth - 1) for _ in range(r.int(0, 3))]
+        return ("lying", (code, r.choice((0, 1, 2, 255, 2**31, 2**32 - 1, r.int(0, 64))),
+                          r.choice((0, 1, 2, 255, 2**32 - 1, r.int(0, 64)))), items)
+    if k == 2:
+        return ("badutf8", r.bytes(1, 8) + b"\xff", r.int(0, 1))
+    if k == 3:
+        return ("badchar", r.int(0x110000, 2**32 - 1), 0)
+    if k == 4:  # a constructor the type system does not have
+        free = [c for c in range(1, 256) if _spec.CONSTRUCTORS[c] is None]
+        return ("raw", bytes([r.choice(free)]) + r.bytes(0, 4), 0)
+    if k == 5:  # nested zero-width arrays: many elements from few bytes
+        return ("raw", _zero_width_arrays(r.int(1, 3), r.int(1, 255)), 0)
+    return ("truncated", value(r, depth), r.int(1, 4))
+
+
+def _zero_width_arrays(depth, n):
+    """array32 of ``n`` array32 of ... of ``n`` nulls: n**depth elements in about 9*n**(depth-1) bytes."""
+    elem, ctor = b"", b"\x40"  # a null: no bytes after the shared constructor
+    for _ in range(depth):
+        body = struct.pack(">I", n) + ctor + elem * n
+        elem, ctor = struct.pack(">I", len(body)) + body, b"\xf0"
+    return ctor + elem
+
+
+def value(r, depth=2, valid_only=False):
+    """A value of any type (or, rarely, an invalid encoding)."""
+    k = r.int(0, 19)
+    if k == 0 and depth > 0:
+        return ("described", (descriptor(r), value(r, depth - 1, valid_only)), 0)
+    if k == 1 and not valid_only:
+        return invalid(r, depth)
+    kinds = PRIMITIVES if depth > 0 else FIXED + VARIABLE
+    return primitive(r, r.choice(kinds), depth)
+
+
+# ------------------------------------------------------------------ encoding: proton, then ours
+
+_PT = {"null": Data.NULL, "boolean": Data.BOOL, "ubyte": Data.UBYTE, "ushort": Data.USHORT, "uint": Data.UINT,
+       "ulong": Data.ULONG, "byte": Data.BYTE, "short": Data.SHORT, "int": Data.INT, "long": Data.LONG,
+       "float": Data.FLOAT, "double": Data.DOUBLE, "decimal32": Data.DECIMAL32, "decimal64": Data.DECIMAL64,
+       "decimal128": Data.DECIMAL128, "char": Data.CHAR, "timestamp": Data.TIMESTAMP, "uuid": Data.UUID,
+       "binary": Data.BINARY, "string": Data.STRING, "symbol": Data.SYMBOL, "list": Data.LIST, "map": Data.MAP,
+       "array": Data.ARRAY}
+
+
+class NotProton(Exception):
+    pass
+
+
+def _put(d: Data, node) -> None:
+    kind, v, _form = node
+    if kind == "null":
+        d.put_null()
+    elif kind == "boolean":
+        d.put_bool(v)
+    elif kind in ("ubyte", "ushort", "uint", "ulong", "byte", "short", "int", "long", "timestamp",
+                  "decimal32", "decimal64", "double", "binary", "string"):
+        getattr(d, "put_" + kind)(v)
+    elif kind == "float":
+        d.put_float(struct.unpack("<f", struct.pack("<f", v))[0] if math.isfinite(v) and abs(v) < 3e38 else v)
+    elif kind == "decimal128":
+        d.put_decimal128(v)
+    elif kind == "char":
+        d.put_char(chr(v))
+    elif kind == "uuid":
+        d.put_uuid(uuid.UUID(bytes=v))
+    elif kind == "symbol":
+        d.put_symbol(v)
+    elif kind == "list":
+        d.put_list()
+        d.enter()
+        for x in v:
+            _put(d, x)
+        d.exit()
+    elif kind == "map":
+        d.put_map()
+        d.enter()
+        for a, b in v:
+            _put(d, a)
+            _put(d, b)
+        d.exit()
+    elif kind == "array":
+        ek, desc, elems = v
+        d.put_array(desc is not None, _PT[ek])
+        d.enter()
+        if desc is not None:
+            _put(d, desc)
+        for x in elems:
+            _put(d, x)
+        d.exit()
+    elif kind == "described":
+        d.put_described()
+        d.enter()
+        _put(d, v[0])
+        _put(d, v[1])
+        d.exit()
+    else:
+        raise NotProton(kind)
+
+
+def proton_encode(node) -> bytes:
+    d = Data()
+    _put(d, node)
+    return d.encode()
+
+
+def encode(node) -> bytes:
+    """proton's encoding of ``node`` where it has one, else the minimal encoder's."""
+    try:
+        return proton_encode(node)
+    except NotProton:
+        return own_encode(node)
+    except Exception:  # e.g. a value proton refuses (an odd code point): ours writes it
+        return own_encode(node)
+
+
+def _fixed_body(kind, v):
+    if kind == "boolean":
+        return b"\x01" if v else b"\x00"
+    fmt = {"ubyte": ">B", "ushort": ">H", "uint": ">I", "ulong": ">Q", "byte": ">b", "short": ">h", "int": ">i",
+           "long": ">q", "timestamp": ">q", "float": ">f", "double": ">d", "decimal32": ">I", "decimal64": ">Q",
+           "char": ">I"}.get(kind)
+    if kind == "float":
+        return struct.pack(">f", v) if not (math.isfinite(v) and abs(v) > 3.4e38) else struct.pack(">f", math.inf)
+    if fmt:
+        return struct.pack(fmt, v)
+    if kind in ("decimal128", "uuid"):
+        return v
+    return b""
+
+
+_FIXED_CODE = {"null": 0x40, "boolean": 0x56, "ubyte": 0x50, "ushort": 0x60, "uint": 0x70, "ulong": 0x80,
+               "byte": 0x51, "short": 0x61, "int": 0x71, "long": 0x81, "float": 0x72, "double": 0x82,
+               "decimal32": 0x74, "decimal64": 0x84, "decimal128": 0x94, "char": 0x73, "timestamp": 0x83,
+               "uuid": 0x98}
+_VAR_CODE = {"binary": (0xA0, 0xB0), "string": (0xA1, 0xB1), "symbol": (0xA3, 0xB3)}
+
+
+def _var_bytes(kind, v):
+    if kind == "binary":
+        return v
+    return v.encode("utf-8", "surrogatepass") if kind == "string" else v.encode("latin-1", "replace")
+
+
+def own_encode(node) -> bytes:
+    """The minimal encoder: any node, valid or not, with the forms the node asks for."""
+    kind, v, form = node
+    if kind == "raw":
+        return v
+    if kind == "truncated":
+        b = own_encode(v)
+        return b[: max(1, len(b) - form)]
+    if kind == "badutf8":
+        return bytes([0xA1, len(v)]) + v if form == 0 and len(v) < 256 else b"\xb1" + struct.pack(">I", len(v)) + v
+    if kind == "badchar":
+        return b"\x73" + struct.pack(">I", v)
+    if kind == "lying":
+        code, size, count = v
+        body = b"".join(own_encode(x) for x in form)
+        if code in (0xC0, 0xC1, 0xE0):
+            return bytes([code, size & 0xFF, count & 0xFF]) + body
+        return bytes([code]) + struct.pack(">II", size & 0xFFFFFFFF, count & 0xFFFFFFFF) + body
+    if kind == "described":
+        return b"\x00" + own_encode(v[0]) + own_encode(v[1])
+    if kind == "boolean" and form == 0:
+        return b"\x41" if v else b"\x42"
+    if kind in ("uint", "ulong") and form == 0 and 0 <= v < 256:
+        return bytes([0x52 if kind == "uint" else 0x53, v]) if v else (b"\x43" if kind == "uint" else b"\x44")
+    if kind in ("int", "long") and form == 0 and -128 <= v < 128:
+        return bytes([0x54 if kind == "int" else 0x55]) + struct.pack(">b", v)
+    if kind in _FIXED_CODE:
+        return bytes([_FIXED_CODE[kind]]) + _fixed_body(kind, v)
+    if kind in _VAR_CODE:
+        b = _var_bytes(kind, v)
+        small, wide = _VAR_CODE[kind]
+        if form == 0 and len(b) < 256:
+            return bytes([small, len(b)]) + b
+        return bytes([wide]) + struct.pack(">I", len(b)) + b
+    if kind == "list":
+        if not v and form == 0:
+            return b"\x45"
+        body = b"".join(own_encode(x) for x in v)
+        return _compound(0xC0, 0xD0, form, len(v), body)
+    if kind == "map":
+        body = b"".join(own_encode(a) + own_encode(b) for a, b in v)
+        return _compound(0xC1, 0xD1, form, 2 * len(v), body)
+    if kind == "array":
+        return _compound(0xE0, 0xF0, form, len(v[2]), _array_body(v))
+    raise ValueError(kind)
+
+
+def _compound(small, wide, form, count, body):
+    if form == 0 and len(body) + 1 < 256 and count < 256:
+        return bytes([small, len(body) + 1, count]) + body
+    return bytes([wide]) + struct.pack(">II", len(body) + 4, count) + body
+
+
+def _array_body(v) -> bytes:
+    """Element constructor (after the shared descriptor) and the elements without constructors."""
+    ek, desc, elems = v
+    pre = b"\x00" + own_encode(desc) if desc is not None else b""
+    if ek in _FIXED_CODE:
+        return pre + bytes([_FIXED_CODE[ek]]) + b"".join(_fixed_body(ek, e[1]) for e in elems)
+    if ek in _VAR_CODE:
+        return pre + bytes([_VAR_CODE[ek][1]]) + b"".join(
+            struct.pack(">I", len(b)) + b for b in (_var_bytes(ek, e[1]) for e in elems))
+    if ek == "list":
+        parts = [b"".join(own_encode(x) for x in e[1]) for e in elems]
+        return pre + b"\xd0" + b"".join(struct.pack(">II", len(p) + 4, len(e[1])) + p for p, e in zip(parts, elems))
+    if ek == "map":
+        parts = [b"".join(own_encode(a) + own_encode(b) for a, b in e[1]) for e in elems]
+        return pre + b"\xd1" + b"".join(struct.pack(">II", len(p) + 4, 2 * len(e[1])) + p
+                                        for p, e in zip(parts, elems))
+    parts = [_array_body(e[1]) for e in elems]  # arrays of arrays
+    return pre + b"\xf0" + b"".join(struct.pack(">II", len(p) + 4, len(e[1][2])) + p for p, e in zip(parts, elems))
+
+
+# --------------------------------------------------------------------------- frames (from the spec)
+
+PERFORMATIVES = _spec.PROVIDERS["frame"]
+SASL_FRAMES = _spec.PROVIDERS["sasl-frame"]
+CODE = {name: entry[5] for name, entry in _spec.COMPOSITES.items()}
+
+
+def typed(r, ftype, primitive_name, requires, multiple, depth=2):
+    """A value of a field's declared type (composite, restricted choice, archetype provider)."""
+    if multiple and r.bool(0.5):
+        prim = primitive_name if primitive_name in _PT and primitive_name not in COMPOUND else "symbol"
+        return ("array", (prim, None, [typed(r, ftype, primitive_name, requires, False, depth)
+                                       for _ in range(r.int(0, 3))]), r.int(0, 1))
+    if requires and depth > 0:
+        providers = _spec.PROVIDERS.get(requires, ())
+        if providers:
+            name = r.choice(providers)
+            if name in _spec.COMPOSITES:
+                return composite(r, name, depth - 1)
+            rs = _spec.RESTRICTED[name]
+            return typed(r, name, rs[2], None, False, depth - 1)
+    if ftype in _spec.COMPOSITES and depth > 0:
+        return composite(r, ftype, depth - 1)
+    rs = _spec.RESTRICTED.get(ftype)
+    if rs is not None and rs[7] and r.bool(0.7):
+        wire = r.choice(rs[7])[0]
+        prim = rs[2]
+        return (prim, wire, 0) if prim != "boolean" else ("boolean", wire, 0)
+    if rs is not None and rs[5] is not None and r.bool(0.5):  # a described restricted type (sections)
+        return ("described", (("ulong", rs[6], 0), typed(r, rs[1], rs[2], None, False, depth - 1)), 0)
+    if primitive_name in _PT:
+        return primitive(r, primitive_name, min(depth, 1))
+    return value(r, min(depth, 1))
+
+
+def fields_of(r, name, depth=2, wrong=0.15):
+    """Field values of composite ``name`` from its spec entry: typed, null, absent, or any value."""
+    specs = _spec.COMPOSITES[name][6]
+    out = []
+    for fname, ftype, prim, requires, mandatory, multiple, _hd, _d in specs:
+        k = r.int(0, 99)
+        if k < int(wrong * 100):
+            out.append(value(r, 1))  # a value of any type
+        elif k < 30 and not mandatory:
+            out.append(("null", None, 0))
+        else:
+            out.append(typed(r, ftype, prim, requires, multiple, depth))
+    if r.bool(0.3):  # trailing fields absent
+        out = out[: r.int(0, len(out))]
+    if r.bool(0.05):  # more fields than the spec has
+        out += [value(r, 1) for _ in range(r.int(1, 3))]
+    return out
+
+
+def composite(r, name, depth=2, wrong=0.15):
+    entry = _spec.COMPOSITES[name]
+    desc = ("ulong", entry[5], r.int(0, 1)) if r.bool(0.85) else ("symbol", entry[4], 0)
+    body = ("list", fields_of(r, name, depth, wrong), r.int(0, 2))
+    return ("described", (desc, body), 0)
+
+
+def performative(name, fields):
+    """The described list of performative ``name`` with these field nodes (None = null)."""
+    items = [("null", None, 0) if f is None else f for f in fields]
+    return ("described", (("ulong", CODE[name], 0), ("list", items, 0)), 0)
+
+
+def frame_bytes(body: bytes, channel=0, ftype=0, doff=2, ext=b"", size=None) -> bytes:
+    n = 8 + len(ext) + len(body) if size is None else size
+    return struct.pack(">IBBH", n & 0xFFFFFFFF, doff, ftype, channel) + ext + body
+
+
+def any_frame(r):
+    """One frame of any performative (AMQP or SASL) from the spec, with fields of any type."""
+    sasl = r.bool(0.2)
+    name = r.choice(SASL_FRAMES if sasl else PERFORMATIVES)
+    body = encode(composite(r, name))
+    if name == "transfer" and r.bool(0.7):
+        body += message(r)
+    if r.bool(0.05):
+        return frame_bytes(body, r.int(0, 3), 1 if sasl else 0, r.choice((0, 1, 2, 3, 255)), b"", r.choice((
+            0, 7, 8, 9, 2**31, 2**32 - 1)))
+    return frame_bytes(body, r.choice((0, 0, 1, 2, 65535)), 1 if sasl else 0)
+
+
+# --------------------------------------------------------------------------- messages
+
+SECTIONS = ("header", "delivery-annotations", "message-annotations", "properties", "application-properties",
+            "data", "amqp-sequence", "amqp-value", "footer")
+
+
+def section(r, name):
+    if name in _spec.COMPOSITES:
+        return composite(r, name, 1, wrong=0.1)
+    rs = _spec.RESTRICTED[name]
+    if rs[2] == "map":
+        v = ("map", [(primitive(r, r.choice(("symbol", "string", "ulong"))), value(r, 1))
+                     for _ in range(r.int(0, 3))], 0)
+    elif rs[2] == "binary":
+        v = primitive(r, "binary")
+    elif rs[2] == "list":
+        v = primitive(r, "list")
+    else:
+        v = value(r, 2)
+    if r.bool(0.1):
+        v = value(r, 1)
+    return ("described", (("ulong", rs[6], 0), v), 0)
+
+
+def message(r) -> bytes:
+    if r.bool(0.1):
+        return r.bytes(0, 40)
+    if r.bool(0.1):
+        return encode(value(r, 2))
+    names = [n for n in SECTIONS if r.bool(0.35)]
+    if not names:
+        names = ["amqp-value"]
+    if r.bool(0.1):
+        names = [r.choice(SECTIONS) for _ in range(r.int(1, 4))]  # any order, repeats
+    return b"".join(encode(section(r, n)) for n in names)
+
+
+# --------------------------------------------------------------------------- conversations
+
+HEADER_AMQP = b"AMQP\x00\x01\x00\x00"
+HEADER_SASL = b"AMQP\x03\x01\x00\x00"
+
+
+def _u(r, pool):
+    """A small integer from ``pool`` (so handles, channels and ids collide), rarely any uint."""
+    return ("uint", r.choice(pool) if r.bool(0.9) else _int_in(r, 0, 2**32 - 1), r.int(0, 1))
+
+
+def _maybe_wrong(r, fields, p=0.08):
+    """Each field, rarely, replaced by a value of any type, or the list cut short."""
+    out = [value(r, 1) if r.bool(p) else f for f in fields]
+    if r.bool(0.05):
+        out = out[: r.int(0, len(out))]
+    return out
+
+
+def conversation(r):
+    """[(direction, bytes)]: the byte streams of one AMQP connection, frame by frame."""
+    out = []
+    if r.bool(0.15):  # SASL first
+        out += [(0, HEADER_SASL), (1, HEADER_SASL)]
+        out.append((1, frame_bytes(encode(composite(r, "sasl-mechanisms", wrong=0.05)), 0, 1)))
+        out.append((0, frame_bytes(encode(composite(r, "sasl-init", wrong=0.05)), 0, 1)))
+        out.append((1, frame_bytes(encode(performative("sasl-outcome", [("ubyte", r.choice((0, 0, 1, 4)), 0)])),
+                                   0, 1)))
+    if r.bool(0.95):
+        out += [(0, HEADER_AMQP), (1, HEADER_AMQP)] if r.bool(0.9) else [(r.int(0, 1), r.choice((
+            HEADER_AMQP, HEADER_SASL, b"AMQP\x02\x01\x00\x00", b"AMQP\x00\x01\x00\x01", b"HTTP/1.1"))), ]
+    for d in (0, 1):
+        if r.bool(0.9):
+            f = [("string", f"c{d}", 0), None, ("uint", r.choice((512, 4096, 65536, 2**32 - 1)), 0),
+                 ("ushort", r.choice((0, 1, 2, 65535)), 0)]
+            out.append((d, frame_bytes(encode(performative("open", _maybe_wrong(r, f))))))
+    for i in range(r.int(0, 25)):
+        d = r.int(0, 1)
+        ch = r.choice(CHANNELS)
+        out += step(r, r.choice(OPS), d, ch, i + 1)
+    return out
+
+
+CHANNELS, HANDLES, IDS = (0, 1, 2), (0, 1, 2, 3), (0, 1, 2, 3, 4, 5)
+OPS = ("begin", "begin", "attach", "attach", "flow", "transfer", "transfer", "transfer", "multi",
+       "disposition", "disposition", "detach", "end", "close", "empty", "any", "garbage")
+
+
+def step(r, op, d, ch, tag) -> list:
+    """[(direction, bytes)]: the frames of one step ``op`` of a conversation (a performative with
+    plausible fields, now and then one of any type; a multi-frame transfer; any frame; garbage)."""
+    chans, handles, ids = CHANNELS, HANDLES, IDS
+    out = []
+    if op == "begin":
+        f = [("ushort", r.choice(chans), 0) if d == 1 or r.bool(0.1) else None, _u(r, ids),
+             _u(r, (0, 1, 10, 2**31)), _u(r, (0, 1, 10, 2**31)), _u(r, handles)]
+    elif op == "attach":
+        term = [composite(r, "source", 1, 0.05), composite(r, "target", 1, 0.05)]
+        if r.bool(0.1):
+            term[1] = composite(r, "coordinator", 1, 0.05)
+        f = [("string", r.choice(("a", "b", "c")), 0), _u(r, handles), ("boolean", r.bool(), 0),
+             ("ubyte", r.int(0, 2), 0) if r.bool(0.5) else None, ("ubyte", r.int(0, 1), 0) if r.bool(0.3) else None,
+             term[0], term[1], None, None, _u(r, ids) if r.bool(0.7) else None]
+    elif op == "flow":
+        f = [_u(r, ids), _u(r, (0, 1, 10)), _u(r, ids), _u(r, (0, 1, 10)), _u(r, handles), _u(r, ids),
+             _u(r, (0, 1, 2, 100)), None, ("boolean", r.bool(0.2), 0), ("boolean", r.bool(0.2), 0)]
+        if r.bool(0.3):
+            f = f[:4]
+    elif op in ("transfer", "multi"):
+        settled = ("boolean", r.bool(0.3), 0) if r.bool(0.5) else None
+        f = [_u(r, handles), _u(r, ids), ("binary", b"t%d" % tag, 0), ("uint", 0, 0), settled]
+        payload = message(r)
+        if op == "multi" and len(payload) > 1:
+            cut = sorted({r.int(1, len(payload) - 1) for _ in range(r.int(1, 3))})
+            parts = [payload[a:b] for a, b in zip([0] + cut, cut + [len(payload)])]
+            for i, part in enumerate(parts):
+                ff = f if i == 0 else ([f[0]] + [None] * 4 if r.bool(0.8) else f)
+                more = ("boolean", i < len(parts) - 1, 0)
+                ab = ("boolean", True, 0) if r.bool(0.05) else None
+                out.append((d, frame_bytes(encode(performative("transfer", _maybe_wrong(
+                    r, ff + [None, more, None, None, None, ab]))) + part, ch)))
+            return out
+        return [(d, frame_bytes(encode(performative("transfer", _maybe_wrong(r, f))) + payload, ch))]
+    elif op == "disposition":
+        state = composite(r, r.choice(_spec.PROVIDERS["delivery-state"]), 1, 0.05) if r.bool(0.8) else None
+        f = [("boolean", r.bool(), 0), _u(r, ids), _u(r, ids) if r.bool(0.4) else None,
+             ("boolean", r.bool(0.7), 0), state]
+    elif op == "detach":
+        f = [_u(r, handles), ("boolean", r.bool(), 0), composite(r, "error", 1, 0.1) if r.bool(0.2) else None]
+    elif op in ("end", "close"):
+        f = [composite(r, "error", 1, 0.1) if r.bool(0.3) else None]
+    elif op == "empty":
+        return [(d, frame_bytes(b"", ch))]
+    elif op == "any":
+        return [(d, any_frame(r))]
+    else:
+        return [(d, r.bytes(1, 30))]
+    return [(d, frame_bytes(encode(performative(op, _maybe_wrong(r, f))), ch))]
+
+
+def _perf(r, name, fields, channel=0, payload=b"", wrong=0.03):
+    return frame_bytes(encode(performative(name, _maybe_wrong(r, fields, wrong))) + payload, channel)
+
+
+def _outcome(r, txn=None):
+    name = r.choice(("accepted", "accepted", "accepted", "rejected", "released", "modified", "received"))
+    st = composite(r, name, 1, 0.02) if name != "accepted" else performative("accepted", [])
+    if txn is not None and r.bool(0.5):
+        return performative("transactional-state", [("binary", txn, 0), st])
+    return st
+
+
+def coherent(r):
+    """[(direction, bytes)]: a conversation that follows the protocol (sessions begun both ways,
+    links attached both ways, credit, transfers with consecutive delivery ids, some of them
+    multi-frame, dispositions by the receiver, transactions on a coordinator link, detach, end,
+    close), then damaged: frames dropped, duplicated or moved, now and then a field of any type."""
+    out = [(0, HEADER_AMQP), (1, HEADER_AMQP)]
+    mfs = r.choice((512, 4096, 65536, None))
+    for d in (0, 1):
+        out.append((d, _perf(r, "open", [("string", f"c{d}", 0), None, ("uint", mfs, 0) if mfs else None])))
+    txns = []
+    for s in range(r.int(1, 2)):
+        ch = (s, r.choice((0, 1, 2, 7)))  # the client's and the server's channel
+        nxt = [r.choice((0, 1, 2**32 - 2)), r.choice((0, 5, 2**32 - 1))]  # next delivery id per direction
+        win = r.choice((2, 100, 2**31))
+        out.append((0, _perf(r, "begin", [None, ("uint", nxt[0], 0), ("uint", win, 0), ("uint", win, 0)], ch[0])))
+        out.append((1, _perf(r, "begin", [("ushort", ch[0], 0), ("uint", nxt[1], 0), ("uint", win, 0),
+                                           ("uint", win, 0)], ch[1])))
+        links = []
+        for h in range(r.int(1, 3)):
+            sender = r.int(0, 1)  # the side that sends on this link
+            coord = sender == 0 and r.bool(0.25)
+            name = ("string", f"l{s}.{h}", 0)
+            target = performative("coordinator", []) if coord else composite(r, "target", 1, 0.02)
+            for d in (0, 1):
+                role = ("boolean", d != sender, 0)
+                f = [name, ("uint", h, 0), role, ("ubyte", r.int(0, 2), 0) if r.bool(0.5) else None,
+                     ("ubyte", r.int(0, 1), 0) if r.bool(0.3) else None, composite(r, "source", 1, 0.02), target,
+                     None, None, ("uint", 0, 0) if d == sender else None]
+                out.append((d, _perf(r, "attach", f, ch[d])))
+            links.append((h, sender, coord))
+        for _ in range(r.int(0, 12)):
+            h, sender, coord = r.choice(links)
+            recv = 1 - sender
+            if r.bool(0.3):
+                out.append((recv, _perf(r, "flow", [("uint", nxt[recv], 0), ("uint", win, 0), ("uint", nxt[sender], 0),
+                                                    ("uint", win, 0), ("uint", h, 0), ("uint", 0, 0),
+                                                    ("uint", r.choice((0, 1, 10, 100)), 0), None,
+                                                    ("boolean", r.bool(0.1), 0)], ch[recv])))
+            did = nxt[sender]
+            nxt[sender] = (nxt[sender] + 1) & 0xFFFFFFFF
+            settled = r.bool(0.2)
+            state = None
+            if coord:
+                if txns and r.bool(0.4):
+                    body = performative("discharge", [("binary", r.choice(txns), 0), ("boolean", r.bool(0.3), 0)])
+                else:
+                    body = performative("declare", [])
+                payload = encode(("described", (("ulong", 0x77, 0), body), 0))
+            else:
+                payload = message(r)
+                if txns and r.bool(0.4):
+                    state = performative("transactional-state", [("binary", r.choice(txns), 0)])
+            f = [("uint", h, 0), ("uint", did, 0), ("binary", b"d%d" % did, 0), ("uint", 0, 0),
+                 ("boolean", settled, 0), None, None, state]
+            if r.bool(0.2) and len(payload) > 1:  # multi-frame
+                cut = r.int(1, len(payload) - 1)
+                out.append((sender, _perf(r, "transfer", f[:5] + [("boolean", True, 0)], ch[sender], payload[:cut])))
+                more = [("uint", h, 0)] + [None] * 4 + [("boolean", False, 0)]
+                out.append((sender, _perf(r, "transfer", more, ch[sender], payload[cut:])))
+            else:
+                out.append((sender, _perf(r, "transfer", f, ch[sender], payload)))
+            if not settled and r.bool(0.8):
+                if coord and r.bool(0.8):
+                    txn = b"x%d" % r.int(0, 3)
+                    txns.append(txn)
+                    st = performative("declared", [("binary", txn, 0)])
+                else:
+                    st = _outcome(r, r.choice(txns) if txns else None)
+                last = ("uint", (did + r.int(0, 2)) & 0xFFFFFFFF, 0) if r.bool(0.2) else None
+                out.append((recv, _perf(r, "disposition", [("boolean", True, 0), ("uint", did, 0), last,
+                                                           ("boolean", r.bool(0.8), 0), st], ch[recv])))
+        for h, sender, coord in links:
+            if r.bool(0.7):
+                for d in (0, 1):
+                    out.append((d, _perf(r, "detach", [("uint", h, 0), ("boolean", True, 0)], ch[d])))
+        if r.bool(0.7):
+            for d in (0, 1):
+                out.append((d, _perf(r, "end", [], ch[d])))
+    if r.bool(0.7):
+        for d in (0, 1):
+            out.append((d, _perf(r, "close", [composite(r, "error", 1, 0.05)] if r.bool(0.1) else [])))
+    for _ in range(r.int(0, 3) if r.bool(0.5) else 0):  # damage: frames lost, repeated, moved
+        i = r.int(2, len(out) - 1)
+        k = r.int(0, 2)
+        if k == 0:
+            del out[i]
+        elif k == 1:
+            out.insert(i, out[i])
+        else:
+            out.insert(min(len(out), i + r.int(1, 5)), out.pop(i))
+    return out
+
+
+# --------------------------------------------------------------------------- captures
+
+def _pcapbuild():
+    if HERE not in sys.path:
+        sys.path.insert(0, HERE)
+    import pcapbuild
+
+    return pcapbuild
+
+
+def capture(r, streams=None) -> bytes:
+    """A pcap or pcapng capture of one or two generated conversations (or of ``streams``)."""
+    pb = _pcapbuild()
+    convs = []
+    for i in range(1 if streams is not None or r.bool(0.85) else 2):
+        s = streams if streams is not None else (coherent(r) if r.bool(0.5) else conversation(r))
+        t0 = r.choice((1_700_000_000.0, 1_700_000_000.0, 0.0, 1.8e12, 4_000_000_000.0))
+        c = pb.TcpConversation(client=("10.0.0.1", 40000 + i), server=("10.0.0.2", r.choice((5672, 5672, 5671))),
+                               t0=t0 + i * 0.0005, dt=r.choice((0.001, 0.001, 0.0, 100.0)),
+                               mss=r.choice((1460, 1460, 1460, 1460, 17, 64, 300)) if r.bool(0.95) else 3, acks=r.bool(0.2))
+        if r.bool(0.9):
+            c.handshake()
+        for d, b in s:
+            c.send(d, b)
+        k = r.int(0, 9)
+        if k < 6:
+            c.close(r.int(0, 1))
+        elif k < 7:
+            c.rst(r.int(0, 1))
+        convs.append(c)
+    records = sorted((rec for c in convs for rec in c.records), key=lambda x: x[0])
+    if r.bool(0.25) or records and records[-1][0] >= 2**32:  # (pcap's seconds are 32 bits)
+        res = r.choice((None, 6, 9, 0x80 | 20))
+        if records and records[-1][0] * pb.tsresol_units(res) >= 2**63:
+            res = None
+        return pb.write_pcapng([(ts, 0, data) for ts, _lt, data in records], interfaces=((1, res),))
+    return pb.write_pcap(records, nano=r.bool(0.2))
+
+
+def frame_capture(r) -> bytes:
+    """Headers, opens and one to three frames of any performative with fields of any type."""
+    streams = [(0, HEADER_AMQP), (1, HEADER_AMQP)]
+    for d in (0, 1):
+        streams.append((d, frame_bytes(encode(performative("open", [("string", f"c{d}", 0)])))))
+    for _ in range(r.int(1, 3)):
+        streams.append((r.int(0, 1), any_frame(r)))
+    return capture(r, streams)
+
+
+# --------------------------------------------------------------------------- mutation corpus
+
+def samples() -> list[str]:
+    return sorted(os.path.join(SAMPLES, n) for n in os.listdir(SAMPLES) if ".pcap" in n)
+
+
+_SAMPLE_BYTES: dict = {}
+_SAMPLE_RECORDS: dict = {}
+
+
+def _sample(path):
+    if path not in _SAMPLE_BYTES:
+        with open(path, "rb") as f:
+            _SAMPLE_BYTES[path] = f.read()
+    return _SAMPLE_BYTES[path]
+
+
+def _records(path):
+    if path not in _SAMPLE_RECORDS:
+        pb = _pcapbuild()
+        with open(path, "rb") as f:
+            _SAMPLE_RECORDS[path] = list(pb.read_pcap_records(f))
+    return _SAMPLE_RECORDS[path]
+
+
+def mutate_bytes(r, data: bytes, other: bytes) -> bytes:
+    b = bytearray(data)
+    for _ in range(r.int(1, 4)):
+        k = r.int(0, 5)
+        if not b:
+            break
+        i = r.int(0, len(b) - 1)
+        if k == 0:  # bit flips
+            b[i] ^= 1 << r.int(0, 7)
+        elif k == 1:
+            b[i] = r.choice((0, 0xFF, 0x7F, 0x80, 0x40, 0x45, 0xE0, 0xF0, 0x00))
+        elif k == 2:
+            b[i:i] = r.bytes(1, 8)
+        elif k == 3:
+            del b[i: i + r.int(1, 16)]
+        elif k == 4:  # truncation
+            del b[i:]
+        else:  # splice of two samples
+            j = r.int(0, len(other))
+            b[i:] = other[j:]
+    return bytes(b)
+
+
+def mutate_packets(r, records):
+    """Segments dropped, duplicated, reordered, their payload bytes changed, or cut (snap length)."""
+    recs = list(records)
+    for _ in range(r.int(1, 4)):
+        if not recs:
+            break
+        i = r.int(0, len(recs) - 1)
+        k = r.int(0, 5)
+        if k == 0:
+            del recs[i]
+        elif k == 1:
+            recs.insert(i, recs[i])
+        elif k == 2:
+            j = min(len(recs) - 1, i + r.int(1, 30))
+            recs.insert(j, recs.pop(i))
+        elif k == 3:  # the capture joined mid-stream
+            recs = recs[i:]
+        elif k == 4:  # a byte of a packet changed (TCP payload mostly: past the 54-byte headers)
+            ts, lt, data = recs[i]
+            if data:
+                b = bytearray(data)
+                j = r.int(min(54, len(b) - 1), len(b) - 1)
+                b[j] ^= 1 << r.int(0, 7)
+                recs[i] = (ts, lt, bytes(b))
+        else:  # the packet cut short
+            ts, lt, data = recs[i]
+            recs[i] = (ts, lt, data[: r.int(0, len(data))])
+    return recs
+
+
+def mutation(r) -> bytes:
+    """One damaged capture made from the samples."""
+    paths = samples()
+    path = r.choice(paths)
+    if r.bool(0.5):
+        pb = _pcapbuild()
+        recs = mutate_packets(r, _records(path))
+        if not recs:
+            recs = _records(path)[:1]
+        lt = recs[0][1]
+        return pb.write_pcap([(t, l, d) for t, l, d in recs], linktype=lt)
+    return mutate_bytes(r, _sample(path), _sample(r.choice(paths)))
+
+
+# --------------------------------------------------------------------------- kinds of input
+
+KINDS = ("conversation", "frame", "mutation", "mutated-conversation")
+
+
+def generate(r, kind=None) -> tuple[str, bytes]:
+    kind = kind or r.choice(KINDS)
+    if kind == "conversation":
+        return kind, capture(r)
+    if kind == "frame":
+        return kind, frame_capture(r)
+    if kind == "mutation":
+        return kind, mutation(r)
+    data = capture(r)
+    return kind, mutate_bytes(r, data, data) if r.bool(0.3) else _mutated_capture(r, data)
+
+
+def _mutated_capture(r, data: bytes) -> bytes:
+    pb = _pcapbuild()
+    try:
+        recs = list(pb.read_pcap_records(io.BytesIO(data)))
+    except Exception:  # pcapng: byte mutations instead
+        return mutate_bytes(r, data, data)
+    recs = mutate_packets(r, recs) or recs[:1]
+    return pb.write_pcap(recs, linktype=recs[0][1])
+
+
+# --------------------------------------------------------------------------- hypothesis strategies
+
+def _strategy(fn):
+    from hypothesis import strategies as st
+
+    return st.composite(lambda draw: fn(HypothesisSource(draw)))()
+
+
+def values():
+    return _strategy(lambda r: value(r, 3))
+
+
+def frames():
+    return _strategy(frame_capture)
+
+
+def conversations():
+    return _strategy(capture)
+
+
+def mutations():
+    return _strategy(mutation)
+
+
+# --------------------------------------------------------------------------- the oracle
+
+COMMANDS = ("frames", "frames -V", "frames --format jsonl", "report", "report --format json")
+TABLES = ("deliveries", "links", "stalls", "connections", "sessions", "transactions", "violations", "errors")
+TABLE_METHODS = {"links": "link_rows", "stalls": "stall_rows", "connections": "connection_rows",
+                 "sessions": "session_rows", "transactions": "transaction_rows", "violations": "violation_rows",
+                 "errors": "error_rows"}
+
+
+class Failure(Exception):
+    pass
+
+
+def check(path: str, formats=("csv", "jsonl")) -> list[str]:
+    """The failures of capture ``path`` through every command's path, in-process (the functions
+    ``amqp_dissect.cli.main`` calls).  The oracle is the CLI's own exit-1 rule: an exception outside
+    the DissectError family, an analyzer internal error (an internal-error violation row), or a
+    finish status of EXIT_INTERNAL (-V: a packet it could not describe, a bug, makes it exit 1)."""
+    import json
+
+    from amqp_dissect.cli import main as cli
+    from amqp_dissect.cli.common import EXIT_INTERNAL, Fail
+    from amqp_dissect.pipelines.local import DeliveryStream
+    from amqp_dissect.pipelines.write import write_batches, write_table
+    from amqp_dissect.render.report import render_text
+    from amqp_dissect.results.report import build_report
+    from pathlib import Path
+
+    p = Path(path)
+    failures = []
+    err = io.StringIO()
+
+    def step(name, fn):
+        try:
+            with redirect_stderr(err):
+                rc = fn()
+            if rc == EXIT_INTERNAL:
+                failures.append(f"{name}: exit 1: {err.getvalue().strip()}")
+        except Fail:
+            pass  # exit 3 / 4: not a capture this tool reads (a user-facing line, not a bug)
+        except Exception as e:  # the CLI would print "internal error" and exit 1
+            import traceback
+
+            failures.append(f"{name}: {type(e).__name__}: {e}\n{traceback.format_exc()}")
+
+    def frames_summary():
+        run = cli.CaptureRun(p, [], messages="summary")
+        cli._print_summary(run, io.StringIO())
+        return run.finish_status()
+
+    def frames_verbose():
+        run = cli.CaptureRun(p, [], messages=True, tls_records=[])
+        detail = cli._print_verbose(run, io.StringIO())
+        return run.finish_status(detail if hasattr(detail, "internal_errors") else None)
+
+    def frames_jsonl():
+        run = cli.CaptureRun(p, [], messages=True)
+        cli._print_jsonl(run, io.StringIO())
+        return run.finish_status()
+
+    def analysis():
+        run = cli.CaptureRun(p, [])
+        a = run.analyze(rows=False)
+        an = a.analyzer
+        rep = build_report(an, capture_errors=a.capture_errors)
+        render_text(rep)
+        json.dumps(rep, indent=2, ensure_ascii=False, allow_nan=False, default=str)
+        for table, method in TABLE_METHODS.items():
+            rows = list(getattr(an, method)())
+            for fmt in formats:
+                write_table(rows, table, fmt, io.BytesIO() if fmt != "table" else io.StringIO())
+        bad = [v for v in an.violations if v.get("kind") == "internal-error"]
+        if bad and not an.internal_errors:
+            failures.append(f"report: internal-error rows without exit 1: {bad[0]}")
+        return run.finish_status(an)
+
+    def deliveries():
+        rc = 0
+        for fmt in formats:
+            run = cli.CaptureRun(p, [])
+            stream = DeliveryStream(cli._Checked(run))
+            write_batches(stream.batches(2048), "deliveries", fmt, io.BytesIO() if fmt != "table" else io.StringIO())
+            rc = max(rc, run.finish_status(stream.analyzer) == EXIT_INTERNAL)
+        return EXIT_INTERNAL if rc else 0
+
+    step("frames", frames_summary)
+    step("frames -V", frames_verbose)
+    step("frames --format jsonl", frames_jsonl)
+    step("report + tables", analysis)
+    step("deliveries", deliveries)
+    return failures
