@@ -181,7 +181,7 @@ def test_a_frame_header_beyond_max_frame_size_is_a_violation_and_framing_resynch
     """A client frame header declaring 64 MiB, on a connection whose server accepts 512-byte
     frames, then 50 flows: the header is a frame-size violation (said in the report with its size),
     the decoder resynchronises at once, and all 50 flows are decoded."""
-    from proton import uint
+    from proton import uint, ushort
 
     from amqp_dissect.cli.main import main
     from pcapbuild import TcpConversation, write_pcapng
@@ -194,7 +194,7 @@ def test_a_frame_header_beyond_max_frame_size_is_a_violation_and_framing_resynch
     c.send(0, _perf(0x10, ["client"]))
     c.send(1, _perf(0x10, ["server", None, uint(512)]))  # max-frame-size 512
     c.send(0, _perf(0x11, [None, uint(0), uint(100), uint(100)]))
-    c.send(1, _perf(0x11, [0, uint(0), uint(100), uint(100)]))
+    c.send(1, _perf(0x11, [ushort(0), uint(0), uint(100), uint(100)]))
     bogus = (64 << 20).to_bytes(4, "big") + b"\x02\x00\x00\x00"
     flows = b"".join(_perf(0x13, [uint(0), uint(100), uint(i), uint(100)]) for i in range(50))
     c.send(0, bogus + flows)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import struct
 
 from .codec import (ABSENT, DEFAULT_MAX_ELEMENTS, ELEMENT_BUDGET_BASE, ELEMENTS_PER_BYTE,
-                    Composite, Described, Reader)
+                    Array, Composite, Described, Reader, amqp_type_of)
 from .scan import Span, scan_performative
 from ..errors import CHAT, ERROR, NOTE, WARN, DissectError, ExpertNote
 from .spec import COMPOSITES, PERFORMATIVES, SASL_FRAMES
@@ -776,11 +776,37 @@ def _budget_text(budget, cap) -> str:
 
 
 def _check_mandatory(perf: Composite, notes: list) -> None:
+    """Mandatory fields present, and every field's value of the type the spec gives it (from the
+    generated tables: the field's primitive type, the composite it names, or the archetype a
+    ``*`` field requires; an array where the field is multiple)."""
     v = perf.value
     n = len(v)
     for i, f in enumerate(perf.spec.fields):
-        if f.mandatory and (i >= n or v[i] is None):
-            notes.append(ExpertNote(WARN, "protocol", f"mandatory field {f.name} of {perf.spec.name} is missing"))
+        x = v[i] if i < n else None
+        if x is None:
+            if f.mandatory:
+                notes.append(ExpertNote(WARN, "protocol", f"mandatory field {f.name} of {perf.spec.name} is missing"))
+            continue
+        if not _type_ok(f, x):
+            notes.append(ExpertNote(WARN, "protocol", f"field {f.name} of {perf.spec.name} holds a "
+                                    f"{amqp_type_of(x)}; the spec's type is {f.requires or f.type}"))
+
+
+def _type_ok(f, x) -> bool:
+    if f.multiple and isinstance(x, Array):
+        return all(_type_ok_one(f, e) for e in x)
+    return _type_ok_one(f, x)
+
+
+def _type_ok_one(f, x) -> bool:
+    if f.type == "*":  # a composite providing the required archetype (or one we do not know)
+        if isinstance(x, Composite):
+            return f.requires in x.spec.provides
+        return isinstance(x, Described) and not isinstance(x, Composite)
+    if f.primitive in COMPOSITES:  # a field typed by a composite (error)
+        return isinstance(x, Composite) and x.spec.name == f.primitive or (
+            isinstance(x, Described) and not isinstance(x, Composite))
+    return amqp_type_of(x) == f.primitive
 
 
 # --------------------------------------------------------------------------- resync
