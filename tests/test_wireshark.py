@@ -512,8 +512,22 @@ def _ws_record(tree: list[WsNode]) -> dict:
     return rec
 
 
-def wireshark_frames(pcap: Path) -> dict[int, list[WsFrame]]:
-    """packet number -> the AMQP layers Wireshark shows in it, in order (via pyshark)."""
+def wireshark_frames(pcap: Path, attempts: int = 3) -> dict[int, list[WsFrame]]:
+    """packet number -> the AMQP layers Wireshark shows in it, in order (via pyshark).  A tshark
+    process that dies (seen once on a loaded machine: exit 255 with no error of its own) is run
+    again, up to ``attempts`` times; what it decodes is never retried into agreement."""
+    from pyshark.capture.capture import TSharkCrashException
+
+    for attempt in range(attempts):
+        try:
+            return _wireshark_frames_once(pcap)
+        except TSharkCrashException:
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _wireshark_frames_once(pcap: Path) -> dict[int, list[WsFrame]]:
     import pyshark
 
     cap = pyshark.FileCapture(str(pcap), display_filter="amqp", keep_packets=False)
