@@ -40,6 +40,15 @@ DEFAULT_PORTS = frozenset({AMQP_PORT, AMQPS_PORT})
 _PROBE_BYTES = 8  # bytes needed to decide whether a stream starts with a protocol header
 
 
+class _Pending:
+    """``Dissector.connections`` value of a connection on an AMQP port that carried no byte yet."""
+
+    __slots__ = ()
+
+
+_PENDING = _Pending()
+
+
 class _Probe:
     """A connection on a non-AMQP port whose first bytes are not known yet."""
 
@@ -150,7 +159,9 @@ class Dissector:
         out = self._route(self.tcp.finish(self.last_ts, last_packet))
         for probe_id in list(self._probes):
             self._decide(probe_id, out, final=True)
-        for c in list(self.connections.values()):
+        for conn, c in list(self.connections.items()):
+            if c is _PENDING:
+                c = self._materialize(conn)
             out.extend(c.finish(self.last_ts, None))
         self.connections.clear()
         return out
@@ -170,12 +181,16 @@ class Dissector:
                     ac = c
                     out.extend(ac.feed(ev.direction, ev.data, ev.ts, ev.packet))
                 elif c is not None:
+                    if c is _PENDING:  # the first byte of a connection opened on an AMQP port
+                        c = self._materialize(ev.conn)
                     out.extend(c.feed(ev.direction, ev.data, ev.ts, ev.packet))
                 elif ev.conn in self._probes:
                     self._probe_data(ev, out)
             elif cls is StreamGap:
                 c = conns.get(ev.conn)
                 if c is not None:
+                    if c is _PENDING:
+                        c = self._materialize(ev.conn)
                     out.extend(c.gap(ev.direction, ev.size, ev.ts, ev.packet))
                 elif ev.conn in self._probes:
                     self._decide(ev.conn, out, final=True)
@@ -193,6 +208,8 @@ class Dissector:
                         if len(fins) < 2:
                             continue
                     # both FINs, RST, idle timeout or end: free the connection's state
+                    if c is _PENDING:  # (no byte came: what it would say, from a fresh decoder)
+                        c = self._materialize(ev.conn)
                     out.extend(c.finish(ev.ts, ev.packet))
                     del conns[ev.conn]
                     self._opened.pop(ev.conn, None)
@@ -204,12 +221,25 @@ class Dissector:
 
     def _opened_stream(self, ev: StreamOpened, out: list) -> None:
         if _port(ev.client) in self.ports or _port(ev.server) in self.ports:
-            c = self._start(ev, out)
-            self.connections[ev.conn] = Sniffing(self.connections, ev.conn, c, self.tls_records)  # WebSocket?
+            # the decoder (and its WebSocket sniffing) is made at the connection's first byte: a
+            # connection that never carries one (a SYN alone, a scan) costs an entry, not a decoder
+            self.connections[ev.conn] = _PENDING
+            self._opened[ev.conn] = ev
+            self.amqp_connections += 1
+            out.append(ev)
         else:
             self._probes[ev.conn] = _Probe(ev)
 
-    def _start(self, ev: StreamOpened, out: list, verify: bool = False, layers=None) -> AmqpConnection:
+    def _materialize(self, conn: str):
+        """The decoder of a connection opened on an AMQP port (``_PENDING`` until its first byte)."""
+        ev = self._opened[conn]
+        c = self._decoder(ev)
+        self.connections[conn] = c
+        s = Sniffing(self.connections, conn, c, self.tls_records)  # WebSocket?
+        self.connections[conn] = s
+        return s
+
+    def _decoder(self, ev: StreamOpened, verify: bool = False, layers=None):
         c = AmqpConnection(ev.conn, ev.client, ev.server, max_frame_bytes=self.max_frame_bytes,
                            messages=self.messages)
         if layers:  # a WebSocket found by the probe of a connection on another port
@@ -218,6 +248,10 @@ class Dissector:
             # verify: TLS on a port that is not AMQP's: shown once the decrypted stream is AMQP
             c = LayeredConnection(c, self.keylog, self.tls_records, table=self.connections,
                                   verify=[ev] if verify else None, on_reject=self._not_amqp)
+        return c
+
+    def _start(self, ev: StreamOpened, out: list, verify: bool = False, layers=None) -> AmqpConnection:
+        c = self._decoder(ev, verify, layers)
         self.connections[ev.conn] = c
         self._opened[ev.conn] = ev
         self.amqp_connections += 1

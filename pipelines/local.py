@@ -236,7 +236,12 @@ class DeliveryStream:
                 yield batch(folded[:batch_rows])
                 del folded[:batch_rows]
         an.finish(src.last_ts)
-        folded.extend(an.live())
+        # the deliveries still open, a batch at a time (compacted ones are made as they are read)
+        for d in an.live_iter():
+            folded.append(d)
+            if len(folded) >= batch_rows:
+                yield batch(folded[:batch_rows])
+                del folded[:batch_rows]
         while folded:
             yield batch(folded[:batch_rows])
             del folded[:batch_rows]

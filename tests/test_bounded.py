@@ -251,3 +251,237 @@ def test_a_wide_disposition_costs_what_it_touches_and_settled_deliveries_leave_t
     assert link.stats.deliveries == n and link.stats.outcomes["accepted"] == n
     assert not tracker._settling  # (settled by the receiver only: folded at the latest at the end)
     assert tracker.violations == [] or all(v["kind"] == "unknown-delivery" for v in tracker.violations)
+
+
+# --------------------------------------------------------------------------- memory per connection / delivery
+# Measured with tracemalloc (every allocation of the interpreter, the compiled modules' included) over
+# many objects, after a warm-up, in whatever mode the suite runs (compiled, or AMQP_DISSECT_PURE_PYTHON=1).
+CONN_BUDGET = 1024  # bytes an idle connection (the TCP layer has let it go) keeps for the rest of the run
+HALF_OPEN_BUDGET = 2048  # bytes a half-open connection costs while the TCP layer still tracks it
+DELIVERY_BUDGET = 100  # bytes an unsettled delivery costs in compact form
+
+
+def _pipeline(records):
+    import io
+
+    from amqp_dissect.capture.pcap import open_capture
+    from amqp_dissect.dissect import Dissector
+    from amqp_dissect.results.analytics import Analyzer
+
+    from pcapbuild import write_pcap
+
+    return list(open_capture(io.BytesIO(write_pcap(records)))), Dissector(), Analyzer(rows=False)
+
+
+def _retained(before, after) -> int:
+    """Bytes allocated by ``after`` and not freed, ``before`` run first.  Traced from before
+    ``before``: what ``after`` frees of what ``before`` made counts too."""
+    import gc
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        before()
+        gc.collect()
+        b0 = tracemalloc.get_traced_memory()[0]
+        after()
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0] - b0
+    finally:
+        tracemalloc.stop()
+
+
+def _syn_cost(n: int, max_tcp: int | None) -> float:
+    warm = 2000
+    recs, d, a = _pipeline(B.syn_records(warm + n))
+    if max_tcp is not None:
+        d.tcp.max_connections = max_tcp
+
+    def feed(rs):
+        for r in rs:
+            for ev in d.feed(r):
+                a.feed(ev)
+
+    used = _retained(lambda: feed(recs[:warm]), lambda: feed(recs[warm:]))
+    assert len(a.connections) == warm + n
+    return used / n
+
+
+def test_an_idle_connection_keeps_at_most_1_kb():
+    """SYN-only connections the TCP layer stopped tracking (evicted: at most 100 open here) leave
+    the analysis its connection row's state and nothing else."""
+    per = _syn_cost(6000, max_tcp=100)
+    assert 0 < per <= CONN_BUDGET, per
+
+
+def test_a_half_open_connection_costs_at_most_2_kb_while_tracked():
+    per = _syn_cost(6000, max_tcp=None)
+    assert 0 < per <= HALF_OPEN_BUDGET, per
+
+
+def test_a_connection_without_bytes_gets_no_decoder():
+    from amqp_dissect.dissect import _PENDING
+
+    recs, d, a = _pipeline(B.syn_records(5))
+    for r in recs:
+        for ev in d.feed(r):
+            a.feed(ev)
+    assert len(d.connections) == 5 and all(c is _PENDING for c in d.connections.values())
+    assert all(not c.sessions and c.state.state == ["START", "START"] for c in a.connections.values())
+    events = d.finish()
+    assert [type(e).__name__ for e in events] == ["StreamClosed"] * 5  # what a fresh decoder says: nothing
+    assert not d.connections
+
+
+def _unsettled_feed(n: int):
+    """A pipeline fed an unsettled-delivery conversation one event at a time: (analyzer, events)."""
+    conv = B.unsettled_conversation(n)
+    recs, d, a = _pipeline(conv.records[:-3])  # (without the FIN exchange)
+    events = []
+    for r in recs:
+        events.extend(d.feed(r))
+    return a, events
+
+
+def test_an_unsettled_delivery_costs_at_most_100_bytes_in_compact_form():
+    """1 connection, 1 link, deliveries never settled: measured between two compactions (the table
+    of objects is then the same size), so what grows is the compact store alone."""
+    from amqp_dissect.amqp.framing import Frame
+
+    a, events = _unsettled_feed(30000)
+    transfers = [i for i, ev in enumerate(events) if type(ev) is Frame and ev.pname == "transfer"]
+    state = {"i": 0, "marks": []}
+
+    def table_len():
+        for c in a.connections.values():
+            return len(c.sessions[0].deliveries[0]) if c.sessions else 0
+        return 0
+
+    def run_to_compaction():
+        """Feed events until just after the next compaction (the table shrinks)."""
+        while state["i"] < len(events):
+            before = table_len()
+            a.feed(events[state["i"]])
+            state["i"] += 1
+            if table_len() < before:
+                state["marks"].append(sum(1 for t in transfers if t < state["i"]))
+                return
+        raise AssertionError("no compaction")
+
+    def after():
+        for _ in range(8):
+            run_to_compaction()
+
+    used = _retained(run_to_compaction, after)
+    deliveries = state["marks"][-1] - state["marks"][0]
+    assert deliveries > 20000
+    per = used / deliveries
+    assert 0 < per <= DELIVERY_BUDGET, per
+    (c,) = a.connections.values()
+    (link,) = c.links
+    assert link.compacted > 20000
+
+
+def _tables(an) -> dict:
+    from amqp_dissect.results.report import build_report
+
+    return {
+        "deliveries": an.delivery_rows(), "links": an.link_rows(), "errors": an.error_rows(),
+        "transactions": an.transaction_rows(), "violations": an.violation_rows(), "report": build_report(an),
+    }
+
+
+def _analyse(cap) -> dict:
+    from amqp_dissect.pipelines.local import CaptureSource, run_analysis
+
+    return _tables(run_analysis(CaptureSource([str(cap)])).analyzer)
+
+
+def _mixed_capture(path: Path) -> Path:
+    """3,000 unsettled transfers, then dispositions: single ids, narrow and wide ranges, settled or
+    not, accepted / rejected / released, and a delivery-id used twice."""
+    conv = B.TcpConversation()
+    conv.handshake()
+    for d, data in B.setup_exchange():
+        conv.send(d, data)
+    for i in range(0, 3000, 50):
+        conv.send(0, b"".join(B.transfer_frame(j) for j in range(i, i + 50)), mss=65000)
+    acc, rej, rel = b"\x00\x53\x24\x45", b"\x00\x53\x25\x45", b"\x00\x53\x26\x45"
+    conv.send(1, _disposition(5, 5))
+    conv.send(1, B.frame(B._described(0x15, [B.TRUE, B._uint(10), B._uint(14), B.FALSE, acc])))
+    conv.send(1, _disposition(100, 600))
+    conv.send(1, B.frame(B._described(0x15, [B.TRUE, B._uint(1000), B._uint(1000), B.TRUE, rej])))
+    conv.send(1, B.frame(B._described(0x15, [B.TRUE, B._uint(700), B._uint(800), B.FALSE, rel])))
+    conv.send(0, B.transfer_frame(20))  # delivery-id 20 again
+    conv.send(1, _disposition(20, 20))
+    conv.send(1, _disposition(2500, 2990))
+    conv.close()
+    return _write(path, conv)
+
+
+def test_compacted_deliveries_change_no_output(tmp_path, monkeypatch):
+    """Whole vs compacted: every table and the report of every sample capture and of a capture of
+    many unsettled deliveries and dispositions of every shape are the same when deliveries are
+    compacted after 8 (so that the samples compact too) as when they never are (a threshold no
+    capture here reaches)."""
+    from amqp_dissect.model import state
+
+    caps = sorted((HERE.parent / "samples").glob("*.pcap")) + [_mixed_capture(tmp_path / "mixed.pcap")]
+    monkeypatch.setattr(state, "COMPACT_AT", 10**9)
+    whole = {cap: _analyse(cap) for cap in caps}
+    monkeypatch.setattr(state, "COMPACT_AT", 8)
+    monkeypatch.setattr(state, "COMPACT_KEEP", 2)
+    compacted = 0
+    for cap in caps:
+        from amqp_dissect.pipelines.local import CaptureSource, run_analysis
+
+        an = run_analysis(CaptureSource([str(cap)])).analyzer
+        compacted += sum(link.compacted + link.reordered for c in an.connections.values() for link in c.links)
+        assert _tables(an) == whole[cap], cap
+    assert compacted > 0
+    mixed = whole[caps[-1]]
+    assert mixed["report"]["summary"]["deliveries"] == 3001
+
+
+def test_a_transaction_holds_ids_of_its_deliveries_not_the_deliveries():
+    """test_state's declare / enlist / discharge conversation: the transaction's rows name the
+    enlisted deliveries, and the transaction holds (link, delivery-id, how), never a delivery."""
+    from amqp_dissect.model.state import _Delivery
+
+    T = _sibling("test_state")
+    T.test_transactions_declare_enlist_discharge()  # (its own checks of the transaction rows)
+    s = T.Script()
+    s.open_both()
+    s.begin_both()
+    s.attach_sender(name="work", handle=1)
+    s.flow(1, handle=1, dc=0, credit=10)
+    s.transfer(handle=1, did=1, state=T.comp("transactional-state", txn_id=b"tx-1"))
+    s.disposition(first=1, last=1, state=T.comp("transactional-state", txn_id=b"tx-1", outcome=T.comp("accepted")))
+    a = s.done()
+    (t,) = a.transactions
+    assert [(link.name, did, how) for link, did, how in t.enlisted] == [("work", 1, "transfer")]
+    assert not any(isinstance(x, _Delivery) for item in t.enlisted for x in item)
+    (row,) = a.transaction_rows()
+    assert row["enlisted"] == [{"link": "work", "delivery_id": 1, "how": "transfer"}]
+
+
+def test_shared_defaults_of_a_connection_refuse_writes_and_pickle():
+    import pickle
+
+    from amqp_dissect.model import state
+
+    recs, d, a = _pipeline(B.syn_records(3))
+    for r in recs:
+        for ev in d.feed(r):
+            a.feed(ev)
+    c = next(iter(a.connections.values()))
+    for bad in (lambda: c.txns.__setitem__("k", 1), lambda: c.chan[0].update(k=1), lambda: c.open.append(1)):
+        try:
+            bad()
+        except (TypeError, AttributeError):
+            pass
+        else:
+            raise AssertionError("a shared default took a write")
+    assert state._EMPTY_MAP == {} and state._NONE_PAIR == (None, None)
+    again = pickle.loads(pickle.dumps(a))
+    assert len(again.connections) == 3

@@ -79,8 +79,10 @@ class _Dir:
         self.pos = 0  # unwrapped position of the next expected byte
         self.nxt = None  # pos & MASK (None: not initialised yet; -1: closed)
         self.isn: int | None = None  # sequence number of this direction's SYN, if seen
-        self.starts: list[int] = []  # out-of-order pieces: unwrapped starts (sorted) ...
-        self.datas: list[bytes] = []  # ... and their bytes
+        # out-of-order pieces: unwrapped starts (sorted) and their bytes; None while there are none
+        # (most directions never hold one: a connection that is only a SYN costs no lists)
+        self.starts: list[int] | None = None
+        self.datas: list[bytes] | None = None
         self.buffered = 0
         self.closed = False  # FIN delivered
 
@@ -154,8 +156,8 @@ class TcpReassembler:
         if c is not None and c.state == _OPEN:
             c.state = _IGNORED
             for d in c.dirs:
-                d.starts = []
-                d.datas = []
+                d.starts = None
+                d.datas = None
                 d.buffered = 0
 
     def feed(self, seg: Segment, ts: float, packet: int, wire_len: int | None = None) -> list:
@@ -345,8 +347,8 @@ class TcpReassembler:
         self._open.pop(conn, None)
         self._by_id.pop(conn.id, None)
         for d in conn.dirs:
-            d.starts = []
-            d.datas = []
+            d.starts = None
+            d.datas = None
             d.buffered = 0
             d.nxt = -1
         conn.state = _CLOSED
@@ -453,8 +455,8 @@ class TcpReassembler:
                 self._drain(conn, d, D, ts, packet, out, fin)
             out.append(StreamClosed(conn.id, d, "fin", ts, packet))
             D.closed = True
-            D.starts = []
-            D.datas = []
+            D.starts = None
+            D.datas = None
             D.buffered = 0
             D.pos = fin + 1
             D.nxt = -1
@@ -467,6 +469,9 @@ class TcpReassembler:
         """Buffer out-of-order bytes [a, a+len); bytes already buffered win."""
         starts = D.starts
         datas = D.datas
+        if starts is None:
+            starts = D.starts = []
+            datas = D.datas = []
         b = a + len(data)
         i = bisect_right(starts, a) - 1
         if i >= 0:
@@ -506,7 +511,7 @@ class TcpReassembler:
         datas = D.datas
         pos = D.pos
         i = 0
-        n = len(starts)
+        n = 0 if starts is None else len(starts)
         removed = 0
         cid = conn.id
         while True:

@@ -135,6 +135,8 @@ cdef class _Link:
     cdef public object transfers
     cdef public object terminated
     cdef public bint credit_lost
+    cdef public Py_ssize_t compacted
+    cdef public bint reordered
 
     cpdef credit(self)
     cpdef beyond_credit(self)
@@ -165,6 +167,8 @@ cdef class _Session:
     cdef public list did_dead
     cdef public list next_did
     cdef public list first_did
+    cdef public list compact
+    cdef public list compact_at
     cdef public object late_dispositions
     cdef public object unseen_dispositions
     cdef public object terminated
@@ -192,18 +196,18 @@ cdef class _Conn:
     cdef public object sasl_hostname
     cdef public object sasl_outcome
     cdef public object sasl_time
-    cdef public list sasl_frames
-    cdef public list open
-    cdef public list close
+    cdef public object sasl_frames
+    cdef public object open
+    cdef public object close
     cdef public object sessions
     cdef public object links
     cdef public tuple chan
     cdef public tuple pending
-    cdef public list idle
-    cdef public list idle_ref
-    cdef public list last_frame
-    cdef public list frames
-    cdef public list heartbeats
+    cdef public object idle
+    cdef public object idle_ref
+    cdef public object last_frame
+    cdef public object frames
+    cdef public object heartbeats
     cdef public object transport_end
     cdef public object transport_time
     cdef public object fins
@@ -221,6 +225,8 @@ cdef class _Conn:
     cdef public object tls_reason
     cdef public object gaps
     cdef public object inferred
+
+    cpdef _amqp(self)
 
 
 cdef class StateTracker:

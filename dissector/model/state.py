@@ -163,6 +163,7 @@ import json
 from array import array
 from bisect import bisect_left, bisect_right
 from collections import deque
+import heapq
 
 try:
     import cython
@@ -616,6 +617,30 @@ SESSION_MACHINE = Machine("session", SESSION_STATES, SESSION_INPUTS, SESSION_TRA
 LINK_MACHINE = Machine("link", LINK_STATES, LINK_INPUTS, LINK_TRANSITIONS, "DETACHED")
 MACHINES = (CONNECTION_MACHINE, SESSION_MACHINE, LINK_MACHINE)
 
+# what a connection holds before its first AMQP byte (_Conn._amqp): shared, immutable (a write to
+# one raises, and the tracker reports it as an internal error: never a silent change to all)
+_NONE_PAIR = (None, None)
+_ZERO_PAIR = (0, 0)
+_EMPTY_PAIR = ((), ())
+
+
+class _ReadOnlyDict(dict):
+    """An empty dict that refuses writes (a shared default; picklable, unlike a mappingproxy)."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args, **kwargs):
+        raise TypeError("shared read-only dict")
+
+    __setitem__ = __delitem__ = setdefault = update = pop = popitem = clear = _refuse
+
+
+_EMPTY_MAP = _ReadOnlyDict()
+_EMPTY_MAPS = (_EMPTY_MAP, _EMPTY_MAP)
+# the connection state of a connection that carried no AMQP byte (read only: _amqp makes its own)
+_START_ENDPOINTS = Endpoints(CONNECTION_MACHINE, "START")
+_UNKNOWN_ENDPOINTS = Endpoints(CONNECTION_MACHINE, UNKNOWN)
+
 # output handle still assigned at the endpoint in these states
 _LINK_HANDLE_ASSIGNED = frozenset({"ATTACH_SENT", "ATTACHED", "DETACH_RCVD", UNKNOWN})
 _SESSION_CHANNEL_ASSIGNED = frozenset({"BEGIN_SENT", "MAPPED", "END_RCVD", UNKNOWN})
@@ -787,6 +812,8 @@ def _in_range(s, sender, first, n) -> list:
     table = s.deliveries[sender]
     order = s.did_order[sender]
     hits = []
+    if s.compact[sender] is not None:
+        return _in_range_compact(s, sender, first, n)
     if order is None or not table:
         return hits
     base = s.first_did[sender]
@@ -800,6 +827,38 @@ def _in_range(s, sender, first, n) -> list:
         dead += _collect(order, table, base, a, b, hits)
     if dead:
         s.did_dead[sender] = max(0, s.did_dead[sender] - dead)
+    return hits
+
+
+def _in_range_compact(s, sender, first, n) -> list:
+    """:func:`_in_range` of a session with compacted deliveries: those of the table and those of the
+    store (made objects again), merged in id order."""
+    base = s.first_did[sender]
+    a = serial_diff(first, base)
+    b = a + n - 1
+    pieces = [(a, _HALF - 1), (-_HALF, b - SERIAL_MOD)] if b >= _HALF else [(a, b)]
+    hits = []
+    for lo, hi in pieces:
+        got = []
+        order = s.did_order[sender]
+        table = s.deliveries[sender]
+        if order is not None and table:
+            dead = _collect(order, table, base, lo, hi, got)
+            if dead:
+                s.did_dead[sender] = max(0, s.did_dead[sender] - dead)
+        rows = _store_range(s, sender, lo, hi)
+        if not rows:
+            hits.extend(got)
+            continue
+        merged = [(serial_diff(x.delivery_id, base), x.seq, x) for x in got]
+        for off, _i in rows:
+            st = s.compact[sender]
+            j = st.find(off)  # (positions move when an expansion rebuilds the store)
+            if j >= 0:
+                x = _expand(s, sender, j)
+                merged.append((off, x.seq, x))
+        merged.sort(key=lambda t: (t[0], t[1]))
+        hits.extend(t[2] for t in merged)
     return hits
 
 
@@ -818,6 +877,283 @@ def _collect(order, table, base, a, b, hits) -> int:
     if dead:
         order[lo:hi] = array("q", [order[i] for i in range(lo, hi) if (base + order[i]) & SERIAL_MASK in table])
     return dead
+
+
+# --------------------------------------------------------------------------- compact deliveries
+
+# A session's table of unsettled deliveries of one sending peer holds objects up to COMPACT_AT of
+# them; beyond, the plain ones (single state: complete or still one frame, unsettled, no disposition,
+# no outcome, no transaction) move to a _Compact store, 60-odd bytes each instead of 500, and come
+# back as objects when a disposition names them (or, for reading, as short-lived copies).
+COMPACT_AT = 4096
+COMPACT_KEEP = 1024  # the newest deliveries of the table stay objects (the ones a disposition names next)
+_RSM_CODES = {None: 0, "first": 1, "second": 2}
+_RSM_NAMES = (None, "first", "second")
+_CF_COMPLETE = 1
+_CF_RESUMED = 2
+_CF_NO_TAG = 4
+_CF_DEAD = 8  # expanded (an object again) or superseded: not a delivery of the store any more
+_CF_HIDDEN = 16  # a later delivery took its delivery-id: still a row, no longer found by id
+_CF_RSM = 5  # bits 5-6: receiver-settle-mode code
+_TAG_MAX = 64
+
+
+class _Compact:
+    """Struct-of-arrays of one session's compacted deliveries of one sending peer, in id order:
+    offsets of their delivery-ids from the session's first id of that peer (``_Session.first_did``),
+    first-transfer order (``seq``), times, packets, frames, bytes, flags, link, tag."""
+
+    __slots__ = ("offs", "seq", "first_ts", "last_ts", "first_packet", "last_packet", "frames", "size",
+                 "flags", "link", "tag_end", "tags", "dead")
+
+    def __init__(self):
+        self.offs = array("q")
+        self.seq = array("q")
+        self.first_ts = array("d")
+        self.last_ts = array("d")
+        self.first_packet = array("q")
+        self.last_packet = array("q")
+        self.frames = array("i")
+        self.size = array("q")
+        self.flags = array("B")
+        self.link = array("i")  # the link's index in its connection (_Conn.links)
+        self.tag_end = array("q")  # each tag is tags[tag_end[i-1]:tag_end[i]] (tags may be out of order)
+        self.tags = bytearray()
+        self.dead = 0
+
+    def __len__(self) -> int:
+        return len(self.offs)
+
+    def find(self, off) -> int:
+        """Position of the live, findable delivery at id offset ``off``, or -1."""
+        offs = self.offs
+        n = len(offs)
+        i = bisect_left(offs, off)
+        while i < n and offs[i] == off:
+            if not self.flags[i] & (_CF_DEAD | _CF_HIDDEN):
+                return i
+            i += 1
+        return -1
+
+    def tag(self, i):
+        if self.flags[i] & _CF_NO_TAG:
+            return None
+        a = self.tag_end[i - 1] if i else 0
+        return bytes(self.tags[a:self.tag_end[i]])
+
+
+def _compactable(x, link) -> bool:
+    return (x.settled is None and x.outcome is None and x.outcome_by is None and x.outcome_error is None
+            and x.received_state is None and x.txn_id is None and x.sender_state is None and x.txn is None
+            and x.enlisted_in is None and x.payload is None and not x.aborted and not x.folded
+            and x.delivery_failed is None and x.undeliverable_here is None and x.dispositions[0] == 0
+            and x.dispositions[1] == 0 and link.partial is not x and not link.coordinator
+            and x.rcv_settle_mode in _RSM_CODES and type(x.first_ts) is float and type(x.last_ts) is float
+            and type(x.first_packet) is int and type(x.last_packet) is int and 0 <= x.frames < 2**31
+            and 0 <= x.size < 2**62 and link.index < 2**31 and (x.tag is None or len(x.tag) <= _TAG_MAX))
+
+
+def _compact(s, d) -> None:
+    """Move the plain deliveries of ``s.deliveries[d]`` but the newest COMPACT_KEEP to the store."""
+    table = s.deliveries[d]
+    base = s.first_did[d]
+    keep = len(table) - COMPACT_KEEP
+    moving = []
+    for did, x in table.items():
+        if keep <= 0:
+            break
+        keep -= 1
+        if _compactable(x, x.link):
+            moving.append((serial_diff(did, base), x))
+    st = s.compact[d]
+    if st is None:
+        st = s.compact[d] = _Compact()
+    moving.sort(key=lambda ox: ox[0])
+    # rows in id order: appended when beyond the store's last id (the usual case), else rebuilt
+    if moving and len(st.offs) and moving[0][0] <= st.offs[-1]:
+        rows = [(st.offs[i], i) for i in range(len(st.offs))] + [(o, x) for o, x in moving]
+        _store_rebuild(s, d, rows)
+    else:
+        for o, x in moving:
+            _store_append(st, o, x)
+    for _o, x in moving:
+        del table[x.delivery_id]
+        link = x.link
+        del link.live[x.seq]
+        link.compacted += 1
+        link.reordered = True
+    _order_rebuild(s, d)
+    s.compact_at[d] = max(COMPACT_AT, 2 * len(table))
+
+
+def _store_append(st, o, x) -> None:
+    st.offs.append(o)
+    st.seq.append(x.seq)
+    st.first_ts.append(x.first_ts)
+    st.last_ts.append(x.last_ts)
+    st.first_packet.append(x.first_packet)
+    st.last_packet.append(x.last_packet)
+    st.frames.append(x.frames)
+    st.size.append(x.size)
+    fl = _RSM_CODES[x.rcv_settle_mode] << _CF_RSM
+    if x.complete:
+        fl |= _CF_COMPLETE
+    if x.resumed:
+        fl |= _CF_RESUMED
+    if x.tag is None:
+        fl |= _CF_NO_TAG
+    else:
+        st.tags += x.tag
+    st.flags.append(fl)
+    st.link.append(x.link.index)
+    st.tag_end.append(len(st.tags))
+
+
+def _store_rebuild(s, d, rows) -> None:
+    """``s.compact[d]`` made again from ``rows``: (offset, position in the old store or a delivery),
+    in id order; dead rows dropped."""
+    old = s.compact[d]
+    st = s.compact[d] = _Compact()
+    rows.sort(key=lambda r: r[0])
+    for o, r in rows:
+        if type(r) is int:
+            fl = old.flags[r]
+            if fl & _CF_DEAD:
+                continue
+            st.offs.append(o)
+            for name in ("seq", "first_ts", "last_ts", "first_packet", "last_packet", "frames", "size", "flags",
+                         "link"):
+                getattr(st, name).append(getattr(old, name)[r])
+            if not fl & _CF_NO_TAG:
+                st.tags += old.tag(r)
+            st.tag_end.append(len(st.tags))
+        else:
+            _store_append(st, o, r)
+    if not len(st.offs):
+        s.compact[d] = None
+
+
+def _store_delivery(s, d, st, i):
+    """The delivery at row ``i`` of ``st`` (``s.compact[d]``) as a fresh object (not in any table)."""
+    c = s.conn
+    link = c.links[st.link[i]]
+    fl = st.flags[i]
+    x = _Delivery.__new__(_Delivery)
+    x._init(link, s, d, (s.first_did[d] + st.offs[i]) & SERIAL_MASK, st.tag(i), st.first_ts[i], st.first_packet[i])
+    x.last_ts = st.last_ts[i]
+    x.last_packet = st.last_packet[i]
+    x.frames = st.frames[i]
+    x.size = st.size[i]
+    x.complete = bool(fl & _CF_COMPLETE)
+    x.resumed = bool(fl & _CF_RESUMED)
+    x.rcv_settle_mode = _RSM_NAMES[(fl >> _CF_RSM) & 3]
+    x.seq = st.seq[i]
+    return x
+
+
+def _expand(s, d, i):
+    """Row ``i`` of ``s.compact[d]`` becomes an object again, back in the session's table and its
+    link's live deliveries (a disposition names it)."""
+    st = s.compact[d]
+    x = _store_delivery(s, d, st, i)
+    st.flags[i] |= _CF_DEAD
+    st.dead += 1
+    link = x.link
+    link.compacted -= 1
+    link.reordered = True
+    link.live[x.seq] = x  # (out of seq order: readers sort a link that was compacted)
+    s.deliveries[d][x.delivery_id] = x
+    _order_add(s, d, x.delivery_id)
+    if st.dead * 2 > len(st.offs):
+        _store_rebuild(s, d, [(st.offs[k], k) for k in range(len(st.offs))])
+    return x
+
+
+def _store_hide(s, d, did) -> None:
+    """A new delivery took ``did``: the compacted one with that id is no longer found by it."""
+    st = s.compact[d]
+    i = st.find(serial_diff(did, s.first_did[d]))
+    if i >= 0:
+        st.flags[i] |= _CF_HIDDEN
+
+
+def _store_range(s, d, a, b) -> list:
+    """Offsets and rows (offset, i) of the findable compacted deliveries at offsets a..b whose ids are
+    not in the session's table (the table holds the latest delivery of an id)."""
+    st = s.compact[d]
+    offs = st.offs
+    flags = st.flags
+    table = s.deliveries[d]
+    base = s.first_did[d]
+    out = []
+    for i in range(bisect_left(offs, a), bisect_right(offs, b)):
+        if not flags[i] & (_CF_DEAD | _CF_HIDDEN) and (base + offs[i]) & SERIAL_MASK not in table:
+            out.append((offs[i], i))
+    return out
+
+
+def link_deliveries(link):
+    """The link's deliveries not folded yet, in first-transfer order (an iterator): its objects, and
+    copies of those compacted (made one at a time, for reading: changing them changes nothing)."""
+    if not link.compacted and not link.reordered:
+        return iter(list(link.live.values()))
+    return _link_deliveries(link)
+
+
+def _link_deliveries(link):
+    streams = [sorted(link.live.values(), key=_by_seq)]
+    s = link.session
+    idx = link.index
+    for d in (0, 1):
+        st = s.compact[d]
+        if st is None:
+            continue
+        li = st.link
+        flags = st.flags
+        seq = st.seq
+        rows = array("l", [i for i in range(len(st.offs)) if li[i] == idx and not flags[i] & _CF_DEAD])
+        if any(seq[rows[k - 1]] > seq[rows[k]] for k in range(1, len(rows))):
+            rows = array("l", sorted(rows, key=seq.__getitem__))
+        if rows:
+            streams.append(_store_rows(s, d, st, rows))
+    return heapq.merge(*streams, key=_by_seq)
+
+
+def _store_rows(s, d, st, rows):
+    for i in rows:
+        yield _store_delivery(s, d, st, i)
+
+
+def add_link_stats(stats, link) -> None:
+    """Add the link's deliveries not folded yet to ``stats`` (a copy of ``link.stats``): its objects
+    in first-transfer order, and its compacted ones from their columns (a compacted delivery is
+    unsettled, without outcome, latency, abort or presettlement: counts and bytes only)."""
+    live = link.live.values()
+    for x in (sorted(live, key=_by_seq) if link.reordered else live):
+        stats.add(x)
+    if not link.compacted:
+        return
+    s = link.session
+    idx = link.index
+    for d in (0, 1):
+        st = s.compact[d]
+        if st is None:
+            continue
+        li = st.link
+        flags = st.flags
+        size = st.size
+        for i in range(len(st.offs)):
+            if li[i] == idx and not flags[i] & _CF_DEAD:
+                stats.deliveries += 1
+                stats.bytes += size[i]
+                stats.no_outcome += 1
+                stats.unsettled += 1
+                if flags[i] & _CF_RESUMED:
+                    stats.resumed += 1
+
+
+def _by_seq(x):
+    return x.seq
 
 
 class Stall:
@@ -1036,6 +1372,7 @@ class _Link:
         "known", "guessed", "unknown", "initial_dc", "dc", "limit", "limit_prev", "pending_credit", "got_credit",
         "available", "avail_base", "drain", "echo", "last_flow", "flows", "stall", "drain_stall",
         "partial", "live", "stats", "n_deliveries", "coordinator", "transfers", "terminated", "credit_lost",
+        "compacted", "reordered",
     )
 
     def __init__(self, conn, session, index, name, known):
@@ -1073,6 +1410,8 @@ class _Link:
         self.transfers = 0
         self.terminated = None
         self.credit_lost = False  # bytes of the receiver were lost since its last flow: credit unknown
+        self.compacted = 0  # deliveries of this link in its session's _Compact stores
+        self.reordered = False  # live is not in first-transfer order any more (see link_deliveries)
 
     def credit(self):
         if self.dc is None or self.limit is None:
@@ -1095,7 +1434,8 @@ class _Session:
     __slots__ = (
         "conn", "index", "channel", "initiator", "state", "begin", "end", "known", "guessed",
         "unknown", "init_noid", "noid", "win_limit", "win_prev", "pending_iw", "win_stall", "transfers", "flows",
-        "handles", "links", "deliveries", "did_order", "did_dead", "next_did", "first_did", "late_dispositions",
+        "handles", "links", "deliveries", "did_order", "did_dead", "next_did", "first_did", "compact", "compact_at",
+        "late_dispositions",
         "unseen_dispositions",
         "terminated", "last_iw",
         "last_ow",
@@ -1130,6 +1470,10 @@ class _Session:
         self.did_dead = [0, 0]
         self.next_did = [None, None]
         self.first_did = [None, None]  # first delivery-id seen per sending peer (ids below next_did were seen)
+        # per sending peer: the deliveries compacted out of that table (_Compact, None while none), and
+        # the table size at which the next compaction runs
+        self.compact = [None, None]
+        self.compact_at = [COMPACT_AT, COMPACT_AT]
         self.late_dispositions = 0  # disposition entries for deliveries already folded (settled earlier)
         self.unseen_dispositions = 0
         self.terminated = None
@@ -1173,18 +1517,56 @@ class _Conn:
         self.known_start = syn_seen
         self.lossy = False
         self.tls = False
-        self.tls_undecrypted = None  # TLS bytes not decrypted (no keys, or records that failed)
+        self.tls_undecrypted = None  # TLS bytes not decrypted (no key log, or records that failed)
         self.tls_reason = None  # the note that says why
         self.events = 0
-        self.state = Endpoints(CONNECTION_MACHINE, "START" if syn_seen else UNKNOWN)
-        self.headers = ([], [])
-        self.header_keys = ([], [])
         self.sasl = False
         self.sasl_mechanisms = None
         self.sasl_mechanism = None
         self.sasl_hostname = None
         self.sasl_outcome = None
         self.sasl_time = None
+        self.transport_end = None
+        self.transport_time = None
+        self.fins = None  # directions that sent a FIN (a set, from the first)
+        self.first_ts = None
+        self.first_packet = None
+        self.last_ts = None
+        self.last_packet = None
+        self.negotiation = None
+        # None until the first loss: [gaps client->server, gaps server->client, bytes missing c->s, s->c,
+        # bytes skipped to resynchronise c->s, s->c, time of the latest loss c->s, s->c, bytes before the
+        # capture c->s, s->c]
+        self.gaps = None
+        self.inferred = None  # what the frames after a loss showed that the lost ones had set up (texts)
+        self.unknown = ()  # what could not be known (a list from the first)
+        # The AMQP state proper is made at the first protocol header or frame (_amqp): until then the
+        # containers are shared and empty (immutable: tuples, read-only maps), so that a connection
+        # that never carried an AMQP byte (a SYN alone, a scan) costs this object and no more.
+        self.state = _START_ENDPOINTS if syn_seen else _UNKNOWN_ENDPOINTS
+        self.headers = _EMPTY_PAIR
+        self.header_keys = _EMPTY_PAIR
+        self.sasl_frames = _ZERO_PAIR
+        self.open = _NONE_PAIR
+        self.close = _NONE_PAIR
+        self.sessions = ()
+        self.links = ()
+        self.chan = _EMPTY_MAPS
+        self.pending = _EMPTY_MAPS
+        self.idle = _NONE_PAIR
+        self.idle_ref = _NONE_PAIR
+        self.last_frame = _NONE_PAIR
+        self.frames = _ZERO_PAIR
+        self.heartbeats = _ZERO_PAIR
+        self.txns = _EMPTY_MAP
+        self.stalls = ()
+        self.frame_counts = _EMPTY_MAPS
+
+    def _amqp(self):
+        """The connection's first protocol header or frame: make its AMQP state."""
+        self.state = Endpoints(CONNECTION_MACHINE, "START" if self.syn_seen else UNKNOWN)
+        self.headers = ([], [])
+        self.header_keys = ([], [])
         self.sasl_frames = [0, 0]
         self.open = [None, None]
         self.close = [None, None]
@@ -1197,29 +1579,17 @@ class _Conn:
         self.last_frame = [None, None]
         self.frames = [0, 0]
         self.heartbeats = [0, 0]
-        self.transport_end = None
-        self.transport_time = None
-        self.fins = set()
-        self.first_ts = None
-        self.first_packet = None
-        self.last_ts = None
-        self.last_packet = None
-        self.unknown: list[str] = []
         self.txns: dict = {}  # txn-id bytes/hex -> _Txn
-        self.negotiation = None
         self.stalls: list[Stall] = []
         self.frame_counts = ({}, {})  # per peer: performative name ("empty" for heartbeats) -> frames
-        # None until the first loss: [gaps client->server, gaps server->client, bytes missing c->s, s->c,
-        # bytes skipped to resynchronise c->s, s->c, time of the latest loss c->s, s->c, bytes before the
-        # capture c->s, s->c]
-        self.gaps = None
-        self.inferred = None  # what the frames after a loss showed that the lost ones had set up (texts)
 
     def peer(self, d):
         return self.client if d == 0 else self.server
 
     def note_unknown(self, what: str):
         if what not in self.unknown:
+            if not self.unknown:
+                self.unknown = []
             self.unknown.append(what)
 
     def note_inferred(self, what: str):
@@ -1255,7 +1625,7 @@ class _Txn:
     __slots__ = (
         "conn", "link", "txn_id", "global_id", "declare", "declare_outcome", "declare_error",
         "declared", "discharge", "fail", "discharge_outcome", "discharge_error", "discharged",
-        "enlisted",
+        "enlisted", "merged_into",
     )
 
     def __init__(self, conn, link):
@@ -1272,7 +1642,10 @@ class _Txn:
         self.discharge_outcome = None
         self.discharge_error = None
         self.discharged = None
-        self.enlisted: list = []  # (delivery, how)
+        # (link, delivery-id, how) of each delivery enlisted: ids, not the deliveries (they are folded
+        # and forgotten when settled, whatever their transaction)
+        self.enlisted: list = []
+        self.merged_into = None  # the _Txn this one's enlisted deliveries went to (see _coordinator_outcome)
 
 
 # --------------------------------------------------------------------------- tracker
@@ -1497,6 +1870,8 @@ class StateTracker:
             return
         self._conn(ev)
         if ev.kind == "fin":
+            if c.fins is None:
+                c.fins = set()
             c.fins.add(ev.direction)
             if len(c.fins) < 2:
                 return
@@ -1559,6 +1934,8 @@ class StateTracker:
 
     def _header(self, h: ProtocolHeader):
         c = self._conn(h)
+        if c.events == 0:
+            c._amqp()
         if c.events == 0 and not c.lossy and h.direction == 0:
             # the client's header first: nothing came before it (the server answers it); a server's
             # header first leaves the client's start unseen
@@ -1683,8 +2060,10 @@ class StateTracker:
                 c.last_packet = f.packet
             if self.last_ts is None or ts > self.last_ts:
                 self.last_ts = ts
-        if c.events == 0 and not c.syn_seen:
-            c.note_unknown("connection start")
+        if c.events == 0:
+            c._amqp()
+            if not c.syn_seen:
+                c.note_unknown("connection start")
         c.events += 1
         d = f.direction
         if f.notes:
@@ -2335,6 +2714,8 @@ class StateTracker:
                     s.first_did[d] = did
                 if not known:
                     _order_add(s, d, did)
+                    if s.compact[d] is not None:
+                        _store_hide(s, d, did)
             rsm = v[T_RCV_SETTLE_MODE]
             if rsm is not None and rsm is not ABSENT:
                 dlv.rcv_settle_mode = choice_name("receiver-settle-mode", rsm)
@@ -2384,6 +2765,8 @@ class StateTracker:
         if noid is not None and wl is not None and s.win_stall[d] is None and serial_diff(wl, noid) <= 0:
             self._open_stall(c, s, link, d, "session-window", f)
         self._credit_check(link, f)
+        if len(s.deliveries[d]) > s.compact_at[d]:  # many unsettled: the plain ones to the compact store
+            _compact(s, d)
 
     # -- deliveries ----------------------------------------------------------------
 
@@ -2408,10 +2791,16 @@ class StateTracker:
             n, last = 1, first
         if n <= 16:
             hits = []
+            st = s.compact[sender]
             for i in range(n):
                 x = table.get((first + i) & SERIAL_MASK)
                 if x is not None:
                     hits.append(x)
+                elif st is not None:  # compacted?  An object again
+                    j = st.find(serial_diff((first + i) & SERIAL_MASK, s.first_did[sender]))
+                    if j >= 0:
+                        hits.append(_expand(s, sender, j))
+                        st = s.compact[sender]
         else:  # a wide range: the deliveries in it, found by bisection (cost: those it touches)
             hits = _in_range(s, sender, first, n)
         missing = n - len(hits)
@@ -2494,9 +2883,12 @@ class StateTracker:
             t.txn_id = key
             c.txns[key] = t
             self.transactions.append(t)
-        if dlv.enlisted_in is not t:
+        e = dlv.enlisted_in
+        while e is not None and e.merged_into is not None:
+            e = e.merged_into
+        if e is not t:
             dlv.enlisted_in = t
-            t.enlisted.append((dlv, "transfer" if by == "sender" else "disposition"))
+            t.enlisted.append((dlv.link, dlv.delivery_id, "transfer" if by == "sender" else "disposition"))
 
     def _coordinator_message(self, c, link, dlv, f):
         try:
@@ -2558,8 +2950,7 @@ class StateTracker:
                 if old is not None and old is not t and old.declare is None:
                     # deliveries enlisted before the declared outcome was seen
                     t.enlisted.extend(old.enlisted)
-                    for x, _ in old.enlisted:
-                        x.enlisted_in = t
+                    old.merged_into = t  # (its deliveries are enlisted in t now)
                     if old in self.transactions:
                         self.transactions.remove(old)
                 c.txns[key] = t

@@ -187,7 +187,7 @@ except ImportError:
 
 from ..amqp.spec import choice_name
 from ..amqp.spec import OUTCOMES
-from ..model.state import SIDES, DeliveryStats, Latencies, StateTracker
+from ..model.state import SIDES, DeliveryStats, Latencies, StateTracker, add_link_stats, link_deliveries
 
 __all__ = ["Analyzer", "percentile", "summarize"]
 
@@ -443,17 +443,16 @@ class Analyzer(StateTracker):
         """Deliveries not folded yet (unsettled, or settled within the fold lag), in table order."""
         for c in self.connections.values():
             for link in c.links:
-                yield from link.live.values()
+                yield from link_deliveries(link)
 
     def link_stats(self, link) -> DeliveryStats:
         """The link's deliveries, folded and live, added up."""
-        if not link.live:
+        if not link.live and not link.compacted:
             return link.stats
         st = self._stats_cache.get(link)
         if st is None:
             st = link.stats.copy()
-            for d in link.live.values():
-                st.add(d)
+            add_link_stats(st, link)
             self._stats_cache[link] = st
         return st
 
@@ -819,6 +818,11 @@ class Analyzer(StateTracker):
         """The delivery objects not folded yet, in table order (for :meth:`delivery_columns`)."""
         return list(self._live())
 
+    def live_iter(self):
+        """:meth:`live` one at a time (a capture with many unsettled deliveries holds them compacted:
+        their objects are made as they are read)."""
+        return self._live()
+
     def live_deliveries(self):
         """``(key, row)`` of the deliveries not folded yet (for a streaming writer, after the folded
         ones), with the table-order key given to ``delivery_sink``."""
@@ -1074,8 +1078,8 @@ class Analyzer(StateTracker):
                 "discharged_time": _t(t.discharged),
                 "state": state,
                 "deliveries": len(t.enlisted),
-                "enlisted": [{"link": d.link.name, "delivery_id": d.delivery_id, "how": how}
-                             for d, how in t.enlisted],
+                "enlisted": [{"link": link.name, "delivery_id": did, "how": how}
+                             for link, did, how in t.enlisted],
             })
         return rows
 
@@ -1090,7 +1094,10 @@ class Analyzer(StateTracker):
             per_conn: dict = {}
             for link in c.links:
                 s = link.session
-                unsettled = [d for d in link.live.values() if d.settled is None]
+                unsettled = link.compacted  # (a compacted delivery is unsettled)
+                for d in link.live.values():
+                    if d.settled is None:
+                        unsettled += 1
                 if not unsettled:
                     continue
                 base = {"connection": c.id, "session": s.index, "channel": self._session_channel(s),
@@ -1099,19 +1106,21 @@ class Analyzer(StateTracker):
                 if link.terminated == "detach":
                     det = min((x for x in link.detach if x is not None), key=lambda x: x["time"])
                     rows.append({**base, "delivery_id": None, "scope": "link", "condition": "unsettled-at-detach",
-                                 "description": f"{len(unsettled)} deliveries unsettled when the link was detached",
+                                 "description": f"{unsettled} deliveries unsettled when the link was detached",
                                  "packet": det["packet"], "time": det["time"],
-                                 "side": _side(link.detach.index(det)), "count": len(unsettled)})
+                                 "side": _side(link.detach.index(det)), "count": unsettled})
                 elif link.terminated == "end":
                     en = min((x for x in s.end if x is not None), key=lambda x: x["time"])
                     rows.append({**base, "delivery_id": None, "scope": "session", "condition": "unsettled-at-end",
-                                 "description": f"{len(unsettled)} deliveries unsettled when the session ended",
+                                 "description": f"{unsettled} deliveries unsettled when the session ended",
                                  "packet": en["packet"], "time": en["time"], "side": _side(s.end.index(en)),
-                                 "count": len(unsettled)})
+                                 "count": unsettled})
                 elif link.terminated in ("close", "transport"):
-                    per_conn[link.terminated] = per_conn.get(link.terminated, 0) + len(unsettled)
+                    per_conn[link.terminated] = per_conn.get(link.terminated, 0) + unsettled
                 else:
-                    for d in unsettled:
+                    for d in link_deliveries(link):
+                        if d.settled is not None:
+                            continue
                         rows.append({**base, "delivery_id": d.delivery_id, "scope": "delivery",
                                      "condition": "unsettled-at-capture-end",
                                      "description": f"delivery {d.delivery_id} not settled at the end of the capture",
