@@ -965,6 +965,9 @@ def _compact(s, d) -> None:
         keep -= 1
         if _compactable(x, x.link):
             moving.append((serial_diff(did, base), x))
+    s.compact_at[d] = max(COMPACT_AT, 2 * (len(table) - len(moving)))
+    if not moving:  # (deliveries with dispositions or outcomes, waiting for settlement: no store)
+        return
     st = s.compact[d]
     if st is None:
         st = s.compact[d] = _Compact()
@@ -983,7 +986,6 @@ def _compact(s, d) -> None:
         link.compacted += 1
         link.reordered = True
     _order_rebuild(s, d)
-    s.compact_at[d] = max(COMPACT_AT, 2 * len(table))
 
 
 def _store_append(st, o, x) -> None:
