@@ -758,10 +758,11 @@ def terminus_info(v) -> dict | None:
 
 
 def _order_add(s, d, did) -> None:
-    """``did`` is new in ``s.deliveries[d]``: add it to the ordered ids (``s.did_order[d]``)."""
+    """``did`` is new in ``s.deliveries[d]``: add it to the ordered ids (``s.did_order[d]``), kept
+    only once a wide disposition range asked for them (most sessions never send one)."""
     order = s.did_order[d]
     if order is None:
-        order = s.did_order[d] = array("q")
+        return
     off = serial_diff(did, s.first_did[d])
     if not order or off > order[-1]:
         order.append(off)  # ids come in order: the usual case
@@ -785,10 +786,13 @@ def _in_range(s, sender, first, n) -> list:
     Bisects the ordered ids and drops the folded ones it meets: the cost is in proportion to the
     deliveries touched (each folded id is met once)."""
     table = s.deliveries[sender]
-    order = s.did_order[sender]
     hits = []
-    if order is None or not table:
+    if not table:
         return hits
+    order = s.did_order[sender]
+    if order is None:  # the first wide range since the table was last empty: order its ids now
+        _order_rebuild(s, sender)
+        order = s.did_order[sender]
     base = s.first_did[sender]
     a = serial_diff(first, base)
     b = a + n - 1
@@ -1123,9 +1127,10 @@ class _Session:
         self.handles = ({}, {})  # per peer: output handle -> _Link
         self.links: list[_Link] = []
         self.deliveries = ({}, {})  # per sending peer: delivery-id -> _Delivery (latest)
-        # per sending peer: the ids of that table in order, as offsets from first_did (array "q", None
-        # while empty; ids folded since are removed lazily, did_dead counts them): a disposition range
-        # finds its deliveries by bisection, at a cost in proportion to those it touches
+        # per sending peer: the ids of that table in order, as offsets from first_did (array "q"; None
+        # until a wide disposition range needs it and again once the table is empty; ids folded since
+        # are removed lazily, did_dead counts them): a disposition range finds its deliveries by
+        # bisection, at a cost in proportion to those it touches
         self.did_order = [None, None]
         self.did_dead = [0, 0]
         self.next_did = [None, None]
@@ -1390,7 +1395,7 @@ class StateTracker:
                 table.clear()
                 s.did_order[sender] = None
                 s.did_dead[sender] = 0
-            else:
+            elif s.did_order[sender] is not None:
                 s.did_dead[sender] += 1
                 if s.did_dead[sender] > len(table) + 32:
                     _order_rebuild(s, sender)
@@ -2333,7 +2338,7 @@ class StateTracker:
                 s.next_did[d] = serial_add(did, 1)
                 if s.first_did[d] is None:
                     s.first_did[d] = did
-                if not known:
+                if not known and s.did_order[d] is not None:
                     _order_add(s, d, did)
             rsm = v[T_RCV_SETTLE_MODE]
             if rsm is not None and rsm is not ABSENT:
