@@ -340,6 +340,7 @@ _table_command("errors", "error_rows", "Errors: close/end/detach errors and unse
 
 
 _register_archive(app)
+from .compare import register as _register_compare; _register_compare(app)  # noqa: E402,E702
 
 
 # --------------------------------------------------------------------------- entry point
