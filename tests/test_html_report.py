@@ -201,6 +201,11 @@ def test_histogram_and_cdf_against_numpy():
         assert frac == pytest.approx(np.mean(raw <= x))
 
 
+def test_histogram_counts_negative_latencies_apart():
+    h = histogram([-0.002, 0.0, 0.001, 0.002], [1, 2, 3, 4], bins=4)
+    assert h["negative"] == 1 and h["zeros"] == 2 and sum(h["counts"]) == 7
+
+
 def test_histogram_linear_when_narrow():
     keys, counts = [0.0004, 0.0005, 0.0009], [3, 1, 2]
     h = histogram(keys, counts, bins=10)

@@ -244,7 +244,10 @@ def latency_histogram(lat: dict, plot_id: str, width=392, height=230) -> str:
     svg.text(10, 16, "Settlement latency: histogram", cls="title")
     h = lat.get("histogram")
     if not h or (sum(h["counts"]) + h["zeros"]) == 0:
-        return _empty(svg, "no settled deliveries")
+        return _empty(svg, "no settled deliveries" if not h or not h.get("negative") else
+                      f"{h['negative']} negative latencies only (timestamps out of order)")
+    if h.get("negative"):
+        svg.text(width - 14, 16, f"{h['negative']} negative (not drawn)", anchor="end", cls="muted")
     left, top, right, bottom = 52, 28, width - 14, height - 42
     zeros = h["zeros"]
     zero_w = 22 if zeros else 0

@@ -12,7 +12,7 @@
   with its identity (connection, session, channel, link, link_index, address, sender, receiver),
   ``deliveries``, ``outcomes`` ({accepted, rejected, released, modified, declared, none}),
   ``latency`` (settlement latency: count, p50, p90, p99, max, ``histogram`` {edges, counts,
-  zeros, log}, ``cdf`` [[seconds, fraction], ...]), ``credit`` and ``window`` (the series of
+  zeros, negative, log}, ``cdf`` [[seconds, fraction], ...]), ``credit`` and ``window`` (the series of
   :class:`~amqp_dissect.results.series.Series` as dicts: buckets [time, min, max, last], or None
   when not kept), ``stalls`` (spans of this link's stalls and of its session's window stalls: kind,
   start, end, duration, count, fraction, open, start_packet, end_packet: one per stall up to
@@ -27,7 +27,8 @@
 * ``notes``: what was cut or approximated, in words.
 
 Histogram bins are logarithmic when the latencies span more than two decades (a zero latency,
-a pre-settled single-frame delivery, is counted apart in ``zeros``), linear otherwise; the CDF is
+a pre-settled single-frame delivery, is counted apart in ``zeros``, a negative one, from timestamps
+out of order in the capture, in ``negative``), linear otherwise; the CDF is
 exact (a point per distinct latency) up to :data:`CDF_POINTS` points, then those at evenly
 spaced ranks.
 """
@@ -51,10 +52,11 @@ def histogram(keys, counts, bins: int = HIST_BINS) -> dict | None:
     """Bins of sorted distinct values ``keys`` with multiplicities ``counts``."""
     if not keys:
         return None
-    zeros = sum(c for k, c in zip(keys, counts) if k <= 0)
+    zeros = sum(c for k, c in zip(keys, counts) if k == 0)
+    negative = sum(c for k, c in zip(keys, counts) if k < 0)  # timestamps out of order in the capture
     pos = [(k, c) for k, c in zip(keys, counts) if k > 0]
     if not pos:
-        return {"edges": [0.0, 1e-6], "counts": [0], "zeros": zeros, "log": False}
+        return {"edges": [0.0, 1e-6], "counts": [0], "zeros": zeros, "negative": negative, "log": False}
     lo, hi = pos[0][0], pos[-1][0]
     log = hi / lo > 100
     if hi == lo:  # one value: in the middle of a few bins around it
@@ -74,7 +76,7 @@ def histogram(keys, counts, bins: int = HIST_BINS) -> dict | None:
         while j < n - 1 and k >= edges[j + 1]:
             j += 1
         out[j] += c
-    return {"edges": edges, "counts": out, "zeros": zeros, "log": log}
+    return {"edges": edges, "counts": out, "zeros": zeros, "negative": negative, "log": log}
 
 
 def cdf(keys, counts, points: int = CDF_POINTS) -> list:

@@ -132,6 +132,7 @@ class SeriesAnalyzer(Analyzer):
         self.ladder_frames = ladder_frames
         self.ladder_connections = ladder_connections
         self._credit: dict = {}  # _Link -> Series
+        self._pairs: dict = {}  # _Link -> (credit Series, window Series, session, sender), for the hot path
         self._window_s: dict = {}  # (_Session, sending peer) -> Series
         self.links_without_series = 0
         self.sessions_without_series = 0
@@ -159,20 +160,37 @@ class SeriesAnalyzer(Analyzer):
 
     def _credit_check(self, link, f):
         StateTracker._credit_check(self, link, f)
-        sd = link.sender_dir
-        if sd is None:
-            return
         ts = f.ts
-        if ts is None:
+        pair = self._pairs.get(link)
+        if pair is None:
+            if link.sender_dir is None or ts is None:
+                return
+            pair = self._pair(link)
+        cs, ws, s, sd = pair
+        if sd != link.sender_dir or ts is None:  # (the sender changed: a role violation)
             return
-        cr = link.credit()
-        if cr is not None and not link.credit_lost:
-            s = self._credit.get(link)
-            if s is None:
-                s = self._new(self._credit, link, self.series_links)
-            if s is not None:
-                s.add(ts, cr)
-        self._record_window(link.session, sd, ts)
+        if cs is not None and not link.credit_lost:
+            cr = link.credit()
+            if cr is not None and cr != cs.last:
+                cs.add(ts, cr)
+        if ws is not None:
+            riw = s.riw(sd)
+            if riw is not None and riw != ws.last:
+                ws.add(ts, riw)
+
+    def _pair(self, link) -> tuple:
+        """(credit series, window series, session, sender) of a link whose sender is known."""
+        sd = link.sender_dir
+        s = link.session
+        cs = self._credit.get(link)
+        if cs is None:
+            cs = self._new(self._credit, link, self.series_links)
+        key = (s, sd)
+        ws = self._window_s.get(key)
+        if ws is None:
+            ws = self._new(self._window_s, key, self.series_sessions)
+        pair = self._pairs[link] = (cs, ws, s, sd)
+        return pair
 
     def _window(self, s, sender, nii, iw, f, from_begin=False):
         StateTracker._window(self, s, sender, nii, iw, f, from_begin)
