@@ -260,6 +260,7 @@ def _print_verbose(run: CaptureRun, out) -> DetailLines:
 class ReportFormat(str, Enum):
     text = "text"
     json = "json"
+    html = "html"
 
 
 class TableFormat(str, Enum):
@@ -277,18 +278,21 @@ _KEYLOG = typer.Option(None, "--keylog", help=_KEYLOG_HELP)
 @app.command()
 def report(
     capture: Path = _CAPTURE,
-    fmt: ReportFormat = typer.Option(ReportFormat.text, "--format", "-f", help="text or json"),
+    fmt: ReportFormat = typer.Option(ReportFormat.text, "--format", "-f",
+                                     help="text, json, or html (one self-contained page with plots)"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="write to this file (default: stdout)"),
     port: Optional[List[int]] = _PORT,
     keylog: Optional[Path] = _KEYLOG,
 ):
     """Connections, sessions, links, delivery outcomes, settlement latency, stalls, errors."""
+    from .report_html import analyze_for_report, write_output
+
     run = CaptureRun(capture, port or [], keylog=keylog)
-    analysis = run.analyze(rows=False)
-    rep = build_report(analysis.analyzer, capture_errors=analysis.capture_errors)
+    analysis, rep, page = analyze_for_report(run, capture, html=fmt is ReportFormat.html)
     if fmt is ReportFormat.json:
-        sys.stdout.write(json.dumps(rep, indent=2, ensure_ascii=False, allow_nan=False, default=str) + "\n")
+        write_output(output, json.dumps(rep, indent=2, ensure_ascii=False, allow_nan=False, default=str) + "\n")
     else:
-        sys.stdout.write(render_text(rep))
+        write_output(output, page if fmt is ReportFormat.html else render_text(rep))
     raise typer.Exit(run.finish_status(analysis.analyzer))
 
 
@@ -336,6 +340,7 @@ _table_command("errors", "error_rows", "Errors: close/end/detach errors and unse
 
 
 _register_archive(app)
+from .compare import register as _register_compare; _register_compare(app)  # noqa: E402,E702
 
 
 # --------------------------------------------------------------------------- entry point

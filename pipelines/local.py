@@ -171,12 +171,14 @@ class Analysis:
         return build_report(self.analyzer, capture_errors=self.capture_errors)
 
 
-def run_analysis(source: CaptureSource, on_event=None, rows: bool = True, delivery_sink=None) -> Analysis:
+def run_analysis(source: CaptureSource, on_event=None, rows: bool = True, delivery_sink=None,
+                 analyzer_class=Analyzer) -> Analysis:
     """Feed every event of ``source`` to an Analyzer (and to ``on_event`` if given).
 
     ``rows``/``delivery_sink``: see :class:`~amqp_dissect.results.analytics.Analyzer` (``rows=False``
-    keeps memory flat: the report needs only aggregates)."""
-    an = Analyzer(rows=rows, delivery_sink=delivery_sink)
+    keeps memory flat: the report needs only aggregates).  ``analyzer_class``: an Analyzer
+    subclass to use (the HTML report's :class:`~amqp_dissect.results.series.SeriesAnalyzer`)."""
+    an = analyzer_class(rows=rows, delivery_sink=delivery_sink)
     last_ts = None
     if on_event is None and hasattr(source, "drive"):
         last_ts = source.drive(an.feed)
