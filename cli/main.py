@@ -240,8 +240,6 @@ def frames(
     keylog: Optional[Path] = typer.Option(None, "--keylog", help=_KEYLOG_HELP),
 ):
     """One line per AMQP frame (or a detail tree with -V, JSON lines, or -T fields -e NAME ...)."""
-    from amqp_dissect.filter import FilterError, FieldPrinter, FrameContext, compile_filter
-
     inputs = capture_inputs(captures, read)
     if fmt is FrameFormat.fields and not field:
         raise Fail(EXIT_USAGE, "-T fields needs at least one -e FIELD")
@@ -249,17 +247,20 @@ def frames(
         raise Fail(EXIT_USAGE, "-e FIELD needs -T fields")
     if fmt is FrameFormat.fields and verbose:
         raise Fail(EXIT_USAGE, "-V and -T fields exclude each other")
-    context = FrameContext()
-    flt = printer = None
-    try:
-        if display_filter is not None:
-            flt = compile_filter(display_filter, context)
-        if field:
-            printer = FieldPrinter(field, context)
-    except FilterError as e:
-        if display_filter is not None and flt is None:
-            raise Fail(EXIT_USAGE, e.one_line()) from None
-        raise Fail(EXIT_USAGE, f"-e {e.text}: {e.message}") from None
+    context = flt = printer = None
+    if display_filter is not None or field:  # (the filter module is loaded only for them)
+        from amqp_dissect.filter import FilterError, FieldPrinter, FrameContext, compile_filter
+
+        context = FrameContext()
+        try:
+            if display_filter is not None:
+                flt = compile_filter(display_filter, context)
+            if field:
+                printer = FieldPrinter(field, context)
+        except FilterError as e:
+            if display_filter is not None and flt is None:
+                raise Fail(EXIT_USAGE, e.one_line()) from None
+            raise Fail(EXIT_USAGE, f"-e {e.text}: {e.message}") from None
     records = [] if verbose and fmt is FrameFormat.text else None  # TLS records for -V
     # -V and jsonl decode every frame and message in full; summaries need a delivery's frames and size only
     full = verbose or fmt is FrameFormat.jsonl
