@@ -83,6 +83,27 @@ _CAPTURES = typer.Argument(None, help=_INPUTS_HELP, show_default=False)
 _READ = typer.Option(None, "-r", "--read-file", help="read this capture (repeatable; before the arguments)",
                      show_default=False)
 _COUNT = typer.Option(None, "-c", "--count", min=1, help="stop after reading this many packets (as tshark -c)")
+_IFACE = typer.Option(None, "-i", "--interface", help="capture live on this interface (through dumpcap)",
+                      show_default=False)
+_BPF = typer.Option(None, "--capture-filter", help="live capture: BPF capture filter, e.g. 'tcp port 5672'",
+                    show_default=False)
+_AUTOSTOP = typer.Option(None, "-a", "--autostop", help="live capture: duration:SECONDS", show_default=False)
+_WRITE = typer.Option(None, "-w", "--write", help="live capture: also write the raw packets to this pcap file",
+                      show_default=False)
+
+
+def _inputs(captures, read, iface, bpf, count, autostop, write):
+    """The files (or stdin) to read, or the live capture of -i."""
+    from .live import open_live
+
+    if iface is None:
+        if bpf or autostop or write:
+            open_live(iface, bpf, count, autostop, write)  # (says which option needs -i)
+        return capture_inputs(captures, read)
+    if captures or read:
+        raise Fail(EXIT_USAGE, "-i captures live: give no capture file with it")
+    check_output(write)
+    return open_live(iface, bpf, count, autostop, write)
 
 
 # --------------------------------------------------------------------------- capture input
@@ -95,8 +116,12 @@ class CaptureRun:
                  tls_records: list | None = None, limit: int | None = None):
         if isinstance(inputs, (str, Path)):
             inputs = [str(inputs)]
+        from .live import LiveCapture
+
+        self.live = inputs if isinstance(inputs, LiveCapture) else None  # -i: dumpcap's pipe
+        inputs = [inputs] if self.live is not None else inputs
         self.inputs = list(inputs)
-        self.path = self.inputs[0]
+        self.path = self.live.name if self.live is not None else self.inputs[0]
         self.source = CaptureSource(self.inputs, ports=ports, messages=messages, keylog=load_keylog(keylog),
                                     tls_records=tls_records, limit=limit)
         self.tls_records = tls_records
@@ -106,7 +131,7 @@ class CaptureRun:
     def _reading(self):
         """Failures to open or read the capture, as one line and an exit code."""
         for p in self.inputs:
-            if p != "-" and os.path.isdir(p):
+            if isinstance(p, str) and p != "-" and os.path.isdir(p):
                 raise Fail(EXIT_OPEN, f"{p}: is a directory, not a capture file")
         try:
             yield
@@ -142,6 +167,12 @@ class CaptureRun:
 
     def finish_status(self, analyzer=None) -> int:
         """The exit code once everything is written: internal errors (bugs) first, then damage."""
+        if self.live is not None:
+            self.live.close()
+            why = self.live.failure()
+            if why is not None:
+                print(f"amqp-dissect: -i: {why}", file=sys.stderr)
+                return EXIT_OPEN
         bugs = analyzer.internal_errors if analyzer is not None else ()
         if bugs:
             more = f" (and {len(bugs) - 1} more: see the internal-error violations)" if len(bugs) > 1 else ""
@@ -155,7 +186,7 @@ class CaptureRun:
             return EXIT_DAMAGED
         if d.packets and d.unsupported_linktypes and d.tcp_packets == 0 and sum(d.unsupported_linktypes.values()) == d.packets:
             lts = ", ".join(str(x) for x in sorted(d.unsupported_linktypes))
-            print(f"amqp-dissect: {', '.join(self.inputs)}: unsupported link type {lts}: no packet could be decoded",
+            print(f"amqp-dissect: {', '.join(map(str, self.source.paths))}: unsupported link type {lts}: no packet could be decoded",
                   file=sys.stderr)
             return EXIT_FORMAT
         return EXIT_OK
@@ -225,13 +256,18 @@ def frames(
     captures: Optional[List[str]] = _CAPTURES,
     read: Optional[List[str]] = _READ,
     verbose: bool = typer.Option(False, "-V", "--verbose", help="Wireshark-style detail tree per frame"),
-    fmt: FrameFormat = typer.Option(FrameFormat.text, "--format", "-T", "-f",
+    fmt: FrameFormat = typer.Option(FrameFormat.text, "--format", "-T",
                                     help="text, jsonl, or fields (with -e, as tshark -T fields)"),
     display_filter: Optional[str] = typer.Option(None, "-Y", "--display-filter",
                                                  help="show only the frames this filter matches, e.g. "
                                                       "'performative == \"transfer\" and delivery-id >= 10'"),
     field: Optional[List[str]] = typer.Option(None, "-e", "--field", help="a field -T fields prints (repeatable)"),
     count: Optional[int] = _COUNT,
+    iface: Optional[str] = _IFACE,
+    bpf: Optional[str] = typer.Option(None, "-f", "--capture-filter", show_default=False,
+                                      help="live capture: BPF capture filter, e.g. 'tcp port 5672'"),
+    autostop: Optional[List[str]] = _AUTOSTOP,
+    write: Optional[str] = _WRITE,
     time_format: TimeFormat = typer.Option(TimeFormat.r, "-t", help="time column: r relative to the first packet, "
                                            "a / ad local time (and date), u / ud UTC, e epoch, d delta from the "
                                            "previous packet, dd from the previous line", case_sensitive=False),
@@ -240,7 +276,7 @@ def frames(
     keylog: Optional[Path] = typer.Option(None, "--keylog", help=_KEYLOG_HELP),
 ):
     """One line per AMQP frame (or a detail tree with -V, JSON lines, or -T fields -e NAME ...)."""
-    inputs = capture_inputs(captures, read)
+    inputs = _inputs(captures, read, iface, bpf, count, autostop, write)
     if fmt is FrameFormat.fields and not field:
         raise Fail(EXIT_USAGE, "-T fields needs at least one -e FIELD")
     if field and fmt is not FrameFormat.fields:
@@ -285,17 +321,20 @@ def frames(
 _CHUNK = 8192  # lines written to the output at a time
 
 
-def _flush(out, chunk: list) -> None:
-    """Write the lines in ``chunk`` (each followed by a newline) and empty it."""
+def _flush(out, chunk: list, live: bool = False) -> None:
+    """Write the lines in ``chunk`` (each followed by a newline) and empty it (``live``: now)."""
     if chunk:
         chunk.append("")
         out.write("\n".join(chunk))
         chunk.clear()
+        if live:
+            out.flush()
 
 
 def _print_jsonl(run: CaptureRun, out, flt=None) -> None:
     encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode  # json.dumps(d, **the same options)
     chunk: list[str] = []
+    limit, live = (1, True) if run.live is not None else (_CHUNK, False)  # live: each line as it comes
     try:
         for _, ev in run.events():
             if flt is not None and not flt.match(ev):
@@ -303,15 +342,16 @@ def _print_jsonl(run: CaptureRun, out, flt=None) -> None:
             d = event_json(ev)
             if d is not None:
                 chunk.append(encode(d))
-                if len(chunk) >= _CHUNK:
-                    _flush(out, chunk)
+                if len(chunk) >= limit:
+                    _flush(out, chunk, live)
     finally:  # what was rendered before a failure is written too
-        _flush(out, chunk)
+        _flush(out, chunk, live)
 
 
 def _print_summary(run: CaptureRun, out, tt=None) -> None:
     lines = None
     chunk: list[str] = []
+    limit, live = (1, True) if run.live is not None else (_CHUNK, False)  # live: each line as it comes
     try:
         for record, ev in run.events():
             if lines is None:  # times relative to the capture's first packet (tshark -t r)
@@ -319,16 +359,17 @@ def _print_summary(run: CaptureRun, out, tt=None) -> None:
             line = lines.line(ev)
             if line is not None:
                 chunk.append(line)
-                if len(chunk) >= _CHUNK:
-                    _flush(out, chunk)
+                if len(chunk) >= limit:
+                    _flush(out, chunk, live)
     finally:
-        _flush(out, chunk)
+        _flush(out, chunk, live)
 
 
 def _print_filtered(run: CaptureRun, out, flt, tt=None) -> None:
     """:func:`_print_summary` of the events ``flt`` matches (the unfiltered loop stays as it is)."""
     lines = None
     chunk: list[str] = []
+    limit, live = (1, True) if run.live is not None else (_CHUNK, False)  # live: each line as it comes
     match = flt.match
     try:
         for record, ev in run.events():
@@ -339,21 +380,20 @@ def _print_filtered(run: CaptureRun, out, flt, tt=None) -> None:
             line = lines.line(ev)
             if line is not None:
                 chunk.append(line)
-                if len(chunk) >= _CHUNK:
-                    _flush(out, chunk)
+                if len(chunk) >= limit:
+                    _flush(out, chunk, live)
     finally:
-        _flush(out, chunk)
+        _flush(out, chunk, live)
 
 
 def _print_fields(run: CaptureRun, out, flt, printer, context, tt=None) -> None:
     """-T fields: one line per frame line the text output would show, the -e fields tab-separated."""
-    from amqp_dissect.render.frames import summary_line
-
     from amqp_dissect.amqp.framing import Frame, ProtocolHeader, StreamNote
     from amqp_dissect.events import PacketNote
 
     shown = (Frame, ProtocolHeader, StreamNote, PacketNote)  # the events a frames line shows
     chunk: list[str] = []
+    limit, live = (1, True) if run.live is not None else (_CHUNK, False)  # live: each line as it comes
     first = True
     printer.time_text = (lambda e: tt(e.ts)) if tt is not None else (
         lambda e: "%.6f" % (e.ts - (context.t0 or 0.0)))
@@ -370,25 +410,26 @@ def _print_fields(run: CaptureRun, out, flt, printer, context, tt=None) -> None:
             if not isinstance(ev, shown) or ev.ts is None:
                 continue
             chunk.append(printer.line(ev))
-            if len(chunk) >= _CHUNK:
-                _flush(out, chunk)
+            if len(chunk) >= limit:
+                _flush(out, chunk, live)
     finally:
-        _flush(out, chunk)
+        _flush(out, chunk, live)
 
 
 def _print_verbose(run: CaptureRun, out, flt=None) -> DetailLines:
     """The -V text; returns the DetailLines (its ``internal_errors``: bugs met, each shown in place)."""
     detail = DetailLines(layer_records=run.tls_records)  # TLS records shown under their packet
     chunk: list[str] = []
+    limit, live = (1, True) if run.live is not None else (_CHUNK, False)  # live: each line as it comes
     try:
         for record, ev in run.events():
             if flt is not None and not flt.match(ev):
                 continue
             detail.add(chunk, record, ev)
-            if len(chunk) >= _CHUNK:
-                _flush(out, chunk)
+            if len(chunk) >= limit:
+                _flush(out, chunk, live)
     finally:
-        _flush(out, chunk)
+        _flush(out, chunk, live)
     return detail
 
 
@@ -416,9 +457,14 @@ def report(
     count: Optional[int] = _COUNT,
     port: Optional[List[int]] = _PORT,
     keylog: Optional[Path] = _KEYLOG,
+    iface: Optional[str] = _IFACE,
+    bpf: Optional[str] = _BPF,
+    autostop: Optional[List[str]] = _AUTOSTOP,
+    write: Optional[str] = _WRITE,
 ):
     """Connections, sessions, links, delivery outcomes, settlement latency, stalls, errors."""
-    run = CaptureRun(capture_inputs(captures, read), port or [], keylog=keylog, limit=count)
+    run = CaptureRun(_inputs(captures, read, iface, bpf, count, autostop, write), port or [], keylog=keylog,
+                     limit=count)
     analysis = run.analyze(rows=False)
     rep = build_report(analysis.analyzer, capture_errors=analysis.capture_errors, capture=run.source.capture_info())
     if fmt is ReportFormat.json:
@@ -440,14 +486,18 @@ def _table_command(table: str, rows_method: str, help_text: str):
         count: Optional[int] = _COUNT,
         port: Optional[List[int]] = _PORT,
         keylog: Optional[Path] = _KEYLOG,
+        iface: Optional[str] = _IFACE,
+        bpf: Optional[str] = _BPF,
+        autostop: Optional[List[str]] = _AUTOSTOP,
+        write: Optional[str] = _WRITE,
     ):
         if fmt is TableFormat.parquet and output is None:
             raise Fail(EXIT_USAGE, "--format parquet needs --output FILE")
         if columns is not None and fmt is not TableFormat.table:
             raise Fail(EXIT_USAGE, "--columns applies to --format table (csv, jsonl and parquet have every column)")
         cols = pick_columns(table, columns) if fmt is TableFormat.table else None
-        inputs = capture_inputs(captures, read)
         check_output(output)
+        inputs = _inputs(captures, read, iface, bpf, count, autostop, write)
         from amqp_dissect.pipelines.write import STREAM_ROWS, lean_arrow, write_batches, write_table
 
         # the objects of the modules imported so far (pyarrow's are many) live as long as the

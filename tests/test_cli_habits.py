@@ -461,3 +461,125 @@ def test_analysis_repr_summarises(capsys):
     for outcome, n in dl["outcome"].value_counts().items():
         assert f"{outcome} {n}" in text
     assert f"links {len(a.links)}" in text and f"{a.capture['packets']} packets" in text
+
+
+# --------------------------------------------------------------------------- live capture
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _replay_over_loopback(port: int, messages: int = 20) -> int:
+    """Real proton traffic (tests/protonpump.py: a client sends ``messages`` messages, the server
+    settles them) replayed chunk by chunk over a real TCP connection on the loopback."""
+    import socket
+    import threading
+    import time
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from protonpump import Pump
+    from proton import Message
+
+    p = Pump(server_max_frame=512)
+    snd = p.sender("live-q", name="live-sender")
+    p.run()
+    for i in range(messages):
+        p.send(snd, Message(body=b"m%03d" % i * 50))
+        p.run()
+    p.close()
+    lst = socket.socket()
+    lst.bind(("127.0.0.1", port))
+    lst.listen(1)
+    cli_sock = socket.create_connection(("127.0.0.1", port))
+    srv_sock, _ = lst.accept()
+    socks = (cli_sock, srv_sock)
+    stop = threading.Event()
+
+    def drain(s):
+        s.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                if not s.recv(65536):
+                    return
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+
+    readers = [threading.Thread(target=drain, args=(s,), daemon=True) for s in socks]
+    for t in readers:
+        t.start()
+    for direction, data in p.chunks:
+        socks[direction].sendall(data)
+        time.sleep(0.002)
+    time.sleep(0.3)
+    stop.set()
+    for s in socks:
+        s.close()
+    lst.close()
+    return messages
+
+
+def _start_live(args):
+    import time
+
+    proc = subprocess.Popen(CLI + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    line = proc.stderr.readline().decode()  # dumpcap's "Capturing on 'Loopback: lo'", as tshark says it
+    assert line.startswith("Capturing on"), line + proc.stderr.read().decode()
+    time.sleep(0.3)
+    return proc
+
+
+needs_dumpcap = pytest.mark.skipif(shutil.which("dumpcap") is None or os.geteuid() != 0,
+                                   reason="live capture needs dumpcap and the right to capture on lo")
+
+
+@needs_dumpcap
+def test_live_capture_on_the_loopback_with_real_amqp_traffic(tmp_path, capsys):
+    """frames -i lo: the frames of real proton traffic as it arrives; Ctrl-C ends it; -w keeps
+    the packets, which tshark and a second run over the file agree with."""
+    import signal
+
+    port = _free_port()
+    kept = tmp_path / "live.pcap"
+    proc = _start_live(["frames", "-i", "lo", "-f", f"tcp port {port}", "-w", kept, "-T", "jsonl"])
+    sent = _replay_over_loopback(port)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    live = [json.loads(x) for x in out.decode().splitlines()]
+    transfers = [o for o in live if o["performative"] == "transfer"]
+    assert len(transfers) == sent
+    assert {o["fields"]["delivery-id"] for o in transfers} == set(range(sent))
+    assert live == jsonl(capsys, kept)  # the kept file gives the same frames
+    theirs = tshark("-r", kept, "-d", f"tcp.port=={port},amqp", "-Y", "amqp.performative == 20", "-T", "fields",
+                    "-e", "amqp.performative.arguments.deliveryId").split()
+    assert sorted(int(x) for v in theirs for x in v.split(",")) == list(range(sent))
+
+
+@needs_dumpcap
+def test_live_report_ends_with_the_duration(tmp_path):
+    port = _free_port()
+    proc = _start_live(["report", "-i", "lo", "--capture-filter", f"tcp port {port}", "-a", "duration:3",
+                        "-f", "json"])
+    sent = _replay_over_loopback(port, messages=7)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    rep = json.loads(out)
+    assert rep["summary"]["deliveries"] == sent and rep["summary"]["outcomes"].get("accepted") == sent
+    assert rep["capture"]["files"] == ["lo (live)"]
+
+
+def test_live_options_need_an_interface(capsys):
+    for args in (["-f", "tcp"], ["-w", "x.pcap"], ["-a", "duration:1"]):
+        rc, out, err = run(capsys, "frames", OUTCOMES, *args)
+        assert rc == EXIT_USAGE and err.count("\n") == 1 and "-i" in err
+    rc, out, err = run(capsys, "frames", "-i", "lo", OUTCOMES)
+    assert rc == EXIT_USAGE
+    rc, out, err = run(capsys, "frames", "-i", "lo", "-a", "packets:3")
+    assert rc == EXIT_USAGE and "duration" in err
