@@ -133,8 +133,11 @@ class CaptureRun:
         for p in self.inputs:
             if isinstance(p, str) and p != "-" and os.path.isdir(p):
                 raise Fail(EXIT_OPEN, f"{p}: is a directory, not a capture file")
+        from .progress import Progress
+
         try:
-            yield
+            with Progress(self.source):
+                yield
         except FileNotFoundError:
             raise Fail(EXIT_OPEN, f"{self._current}: no such file") from None
         except CaptureError as e:

@@ -97,6 +97,8 @@ class CaptureSource:
         self.prev_ts = None
         self.track_prev = False
         self.current = None  # the name of the input being read
+        self._file = None  # the file being read (progress: its position)
+        self._done = 0  # bytes of the files read before it
         self.last_ts = None  # time of the last record that made an event (drive, drive_chunks)
 
     @property
@@ -121,6 +123,7 @@ class CaptureSource:
                 break
             self.current = name
             f, own = self._open(src)
+            self._file = f
             try:
                 reader = open_capture(f)
                 reader.on_secrets = d.add_secrets
@@ -139,7 +142,9 @@ class CaptureSource:
                 if reader.error is not None:
                     self.errors.append((name, reader.error))
             finally:
+                self._file = None
                 if own:
+                    self._done += os.fstat(f.fileno()).st_size
                     f.close()
 
     def _prev_tracked(self, records):
@@ -188,6 +193,29 @@ class CaptureSource:
         for ev in d.finish():
             sink(ev)
         yield
+
+    def total_bytes(self) -> int | None:
+        """Bytes of all the input files (None when one is a stream): the progress display's total."""
+        total = 0
+        for src in self.inputs:
+            if hasattr(src, "read") or os.fspath(src) == STDIN:
+                return None
+            try:
+                total += os.path.getsize(src)
+            except OSError:
+                return None
+        return total
+
+    def position(self) -> int:
+        """Bytes of the input files read so far (the read-ahead of the file being read included)."""
+        f = self._file
+        pos = 0
+        if f is not None:
+            try:
+                pos = os.lseek(f.fileno(), 0, os.SEEK_CUR)
+            except (OSError, AttributeError, ValueError):
+                pos = 0
+        return self._done + pos
 
     def capture_info(self) -> dict:
         """The capture as the report's header names it: inputs, first and last packet times,

@@ -583,3 +583,44 @@ def test_live_options_need_an_interface(capsys):
     assert rc == EXIT_USAGE
     rc, out, err = run(capsys, "frames", "-i", "lo", "-a", "packets:3")
     assert rc == EXIT_USAGE and "duration" in err
+
+
+# --------------------------------------------------------------------------- progress
+
+
+def _with_stderr_on_a_terminal(args, env):
+    """Run the CLI with stderr on a pseudo-terminal (stdout piped); what the terminal got."""
+    import pty
+
+    master, slave = pty.openpty()
+    p = subprocess.Popen(CLI + args, stdout=subprocess.PIPE, stderr=slave, cwd=ROOT, env={**os.environ, **env})
+    os.close(slave)
+    seen = b""
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        seen += data
+    out = p.stdout.read()
+    p.wait()
+    os.close(master)
+    return p.returncode, out, seen.decode("utf-8", "replace")
+
+
+def test_progress_shows_on_a_terminal_only(tmp_path):
+    """The progress line (bytes of the total, packets/s) goes to stderr when it is a terminal;
+    the output is the same, and a piped stderr gets nothing (every other test)."""
+    big = tmp_path / "big.pcap"
+    subprocess.run(["mergecap", "-a", "-F", "pcap", "-w", str(big)] + [LARGE] * 20, check=True)
+    rc, out, tty = _with_stderr_on_a_terminal(["report", str(big)], {"AMQP_DISSECT_PROGRESS_AFTER": "0"})
+    assert rc == 0
+    assert "packets/s" in tty and "reading" in tty
+    assert f"{os.path.getsize(big) / 1e6:.1f}"[:2] in tty  # the total, in MB
+    piped = cli("report", big, env={"AMQP_DISSECT_PROGRESS_AFTER": "0"})
+    assert piped.stderr == b"" and piped.stdout == out
+    # a run shorter than the threshold: nothing
+    rc, out2, tty = _with_stderr_on_a_terminal(["report", str(big)], {"AMQP_DISSECT_PROGRESS_AFTER": "3600"})
+    assert "packets/s" not in tty and out2 == out
