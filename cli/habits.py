@@ -174,15 +174,8 @@ def text_table(df, table: str, cols: list[str]) -> str:
 
 
 def _times(col):
-    import pandas as pd
+    """UTC date-time text; a time beyond the years 1-9999 as its epoch seconds, said so (the
+    writer's own conversion)."""
+    from amqp_dissect.pipelines.write import _time_text
 
-    out = []
-    for v in col:
-        if v is None or v is pd.NaT or not hasattr(v, "strftime"):
-            out.append("")
-            continue
-        try:
-            out.append(v.strftime("%Y-%m-%d %H:%M:%S.%f"))
-        except (ValueError, OverflowError, NotImplementedError):
-            out.append(str(v))
-    return out
+    return _time_text(col)

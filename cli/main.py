@@ -271,7 +271,7 @@ def frames(
                                       help="live capture: BPF capture filter, e.g. 'tcp port 5672'"),
     autostop: Optional[List[str]] = _AUTOSTOP,
     write: Optional[str] = _WRITE,
-    time_format: TimeFormat = typer.Option(TimeFormat.r, "-t", help="time column: r relative to the first packet, "
+    time_format: TimeFormat = typer.Option(TimeFormat.r, "-t", "--time-format", help="time column: r relative to the first packet, "
                                            "a / ad local time (and date), u / ud UTC, e epoch, d delta from the "
                                            "previous packet, dd from the previous line", case_sensitive=False),
     port: Optional[List[int]] = typer.Option(None, "--port", "-p", min=1, max=65535,
