@@ -13,12 +13,14 @@ from amqp_dissect.results.report import build_report
 from .common import EXIT_OPEN, Fail
 
 
-def analyze_for_report(run, capture: Path, html: bool = False):
+def analyze_for_report(run, html: bool = False):
     """(analysis, report document, HTML page or None) of a CaptureRun.  The HTML page needs the
     time series only a SeriesAnalyzer keeps; text and JSON use the plain Analyzer (no cost)."""
     if not html:
         analysis = run.analyze(rows=False)
-        return analysis, build_report(analysis.analyzer, capture_errors=analysis.capture_errors), None
+        rep = build_report(analysis.analyzer, capture_errors=analysis.capture_errors,
+                           capture=run.source.capture_info())
+        return analysis, rep, None
     from amqp_dissect.render.html import render_html
     from amqp_dissect.results.plots import plot_data
     from amqp_dissect.results.series import SeriesAnalyzer
@@ -26,9 +28,12 @@ def analyze_for_report(run, capture: Path, html: bool = False):
     from .main import version_line
 
     analysis = run.analyze(rows=False, analyzer_class=SeriesAnalyzer)
-    rep = build_report(analysis.analyzer, capture_errors=analysis.capture_errors)
-    page = render_html(rep, plot_data(analysis.analyzer), title=f"AMQP 1.0 report: {os.path.basename(capture)}",
-                       source=str(capture), version=version_line())
+    info = run.source.capture_info()
+    rep = build_report(analysis.analyzer, capture_errors=analysis.capture_errors, capture=info)
+    names = [str(x) for x in info["files"]] or [str(run.path)]
+    page = render_html(rep, plot_data(analysis.analyzer),
+                       title=f"AMQP 1.0 report: {', '.join(os.path.basename(x) for x in names)}",
+                       source=", ".join(names), version=version_line())
     return analysis, rep, page
 
 
