@@ -27,6 +27,7 @@ Only paths and byte offsets travel through the driver.
 from __future__ import annotations
 
 import glob
+import heapq
 import json
 import os
 import pickle
@@ -59,6 +60,8 @@ KIND_NOTE = 1  # a record outside any flow that produces an event (a packet note
 KIND_SUMMARY = 2  # one per range: counts, timestamps, offsets, damage (meta: JSON)
 
 STAGE1_COLUMNS = ("rid", "idx", "ts", "linktype", "data", "orig_len", "flow", "kind", "meta")
+FLOW_TOP = 64  # flows per range whose record counts the range summary carries (stage-2 balancing)
+FLOW_TRACK = 1 << 16  # distinct flows a range counts (later new flows are not counted: bounded memory)
 
 
 class InputError(Exception):
@@ -386,14 +389,24 @@ def decode_range(rng: Range) -> Iterator[tuple]:
 
     Counts in the summary: ``tcp`` (records reaching TCP reassembly),
     ``packet_errors`` (records the link/IP/TCP parser rejected), ``unsupported``
-    ({linktype: records}).  A file that cannot be opened or is not a capture
-    gives a summary with ``open_error`` / ``format_error`` and no records.
+    ({linktype: records}).  Indexes in the range (packet number = the range's
+    offset + index + 1), so that the driver needs no pass over the rows:
+    ``last_tcp`` (the last TCP record), ``last_error`` ([index, time] of the last
+    record the parser rejected), ``first_unsupported`` ({linktype: [index, time]}).
+    ``flows``: [[flow key, TCP records], ...] of the range's :data:`FLOW_TOP`
+    largest flows, largest first (among the first :data:`FLOW_TRACK` flows seen;
+    for balancing the flows over the stage-2 tasks).  A file that cannot be opened or is not a capture gives a summary
+    with ``open_error`` / ``format_error`` and no records.
     """
     scan = RangeScan(rng)
     rid = rng.rid
     tcp = 0
     errors = 0
     unsupported: dict[int, int] = {}
+    first_unsupported: dict[str, list] = {}
+    last_tcp = None
+    last_error = None
+    flows: dict[str, int] = {}
     meta_extra: dict = {}
     parse = parse_segment
     try:
@@ -404,6 +417,7 @@ def decode_range(rng: Range) -> Iterator[tuple]:
             except UnsupportedLinkType:
                 if lt not in unsupported:
                     unsupported[lt] = 0
+                    first_unsupported[str(lt)] = [rec.index, rec.ts]
                     yield (rid, rec.index, rec.ts, lt, None, rec.orig_len, None, KIND_NOTE, "unsupported")
                 unsupported[lt] += 1
                 continue
@@ -411,12 +425,20 @@ def decode_range(rng: Range) -> Iterator[tuple]:
                 seg = e.segment
             except DissectError:
                 errors += 1
+                last_error = [rec.index, rec.ts]
                 yield (rid, rec.index, rec.ts, lt, None, rec.orig_len, None, KIND_NOTE, "error")
                 continue
             if seg is None:
                 continue
             tcp += 1
-            yield (rid, rec.index, rec.ts, lt, rec.data, rec.orig_len, flow_key(seg), KIND_TCP, None)
+            last_tcp = rec.index
+            key = flow_key(seg)
+            n = flows.get(key)
+            if n is not None:
+                flows[key] = n + 1
+            elif len(flows) < FLOW_TRACK:
+                flows[key] = 1
+            yield (rid, rec.index, rec.ts, lt, rec.data, rec.orig_len, key, KIND_TCP, None)
     except FileNotFoundError:
         meta_extra["open_error"] = f"{rng.path}: no such file"
     except DissectError as e:  # CaptureError while opening: not a capture
@@ -424,7 +446,9 @@ def decode_range(rng: Range) -> Iterator[tuple]:
     except OSError as e:
         meta_extra["open_error"] = f"{rng.path}: cannot open: {e.strerror or e}"
     meta = scan.summary()
-    meta.update(tcp=tcp, packet_errors=errors, unsupported={str(k): v for k, v in unsupported.items()}, **meta_extra)
+    meta.update(tcp=tcp, packet_errors=errors, unsupported={str(k): v for k, v in unsupported.items()},
+                last_tcp=last_tcp, last_error=last_error, first_unsupported=first_unsupported,
+                flows=sorted(flows.items(), key=lambda kv: (-kv[1], kv[0]))[:FLOW_TOP], **meta_extra)
     yield (rid, -1, None, None, None, None, None, KIND_SUMMARY, json.dumps(meta))
 
 
@@ -542,6 +566,82 @@ def layout(files: list[str], summaries: list[dict]) -> Layout:
                   len(valid), rejected, tcp, perr, unsupported)
 
 
+def capture_ends(summaries: list[dict], offsets: dict[int, int]) -> tuple[int, tuple | None]:
+    """From the summaries of the ranges in the capture (``offsets``: :attr:`Layout.offsets`):
+    the packet number of the last TCP record (0 without any), and ``(packet, time)`` of
+    the last record outside the flows that produces an event (a record the parser
+    rejected, or the first record of each unsupported link type), or None."""
+    last_tcp = 0
+    note = None
+    unsupported: dict[str, tuple] = {}
+    for s in summaries:
+        off = offsets.get(s["rid"])
+        if off is None:
+            continue
+        if s.get("last_tcp") is not None:
+            last_tcp = max(last_tcp, off + s["last_tcp"] + 1)
+        if s.get("last_error"):
+            idx, ts = s["last_error"]
+            if note is None or off + idx + 1 > note[0]:
+                note = (off + idx + 1, ts)
+        for lt, (idx, ts) in (s.get("first_unsupported") or {}).items():
+            if lt not in unsupported or off + idx + 1 < unsupported[lt][0]:
+                unsupported[lt] = (off + idx + 1, ts)
+    for cand in unsupported.values():
+        if note is None or cand[0] > note[0]:
+            note = cand
+    return last_tcp, note
+
+
+def balance_flows(summaries: list[dict], offsets: dict[int, int], parts: int, total: int,
+                  top: int = 4096) -> dict[str, int]:
+    """Stage-2 task (0 .. parts-1) of the largest flows, so that the tasks get about the same
+    number of TCP records: the flows the range summaries count (``flows``; at most ``top``,
+    largest first) go one by one to the least loaded task (longest processing time
+    first); the ``total`` records minus theirs (flows no summary counts, hashed over
+    the tasks by Spark) are taken as spread evenly.  Hash partitioning alone can put
+    several large flows in one task, and the job waits for its slowest task."""
+    sizes: dict[str, int] = {}
+    for s in summaries:
+        if s["rid"] not in offsets:
+            continue
+        for flow, n in s.get("flows") or ():
+            sizes[flow] = sizes.get(flow, 0) + n
+    known = sorted(sizes.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    rest = max(0, total - sum(n for _, n in known))
+    loads = [(rest / parts, i) for i in range(parts)]
+    heapq.heapify(loads)
+    out = {}
+    for flow, n in known:
+        load, i = heapq.heappop(loads)
+        out[flow] = i
+        heapq.heappush(loads, (load + n, i))
+    return out
+
+
+def range_bounds(chunks: Iterable[tuple[tuple, int]], parts: int) -> list[tuple]:
+    """Boundaries that cut rows sorted by key into at most ``parts`` ranges of about the same
+    number of rows, from ``(smallest key, rows)`` of the chunks that hold them (each chunk's
+    rows counted at its smallest key).  A row goes to range ``bisect_right(bounds, key)``;
+    the result is sorted and without repeats (fewer ranges when keys repeat)."""
+    chunks = sorted(chunks)
+    total = sum(n for _, n in chunks)
+    if parts <= 1 or total == 0:
+        return []
+    bounds: list[tuple] = []
+    acc = 0
+    k = 1
+    for key, n in chunks:
+        if acc >= total * k / parts and key > (bounds[-1] if bounds else chunks[0][0]):
+            bounds.append(key)
+            while k < parts and acc >= total * k / parts:
+                k += 1
+            if len(bounds) >= parts - 1:
+                break
+        acc += n
+    return bounds
+
+
 # --------------------------------------------------------------------------- stage 2: one flow
 
 
@@ -559,6 +659,7 @@ class FlowParams:
     keylog: str | None = None  # TLS key log text, shipped to the executors with the params
 
 
+ROW_TABLES = ("connections", "links", "deliveries", "stalls", "frames")  # the tables stage 2 makes rows of
 _TABLE_METHODS = (  # deliveries stream out as they become final (FlowRunner._ready_deliveries)
     ("connections", "connection_rows"),
     ("links", "link_rows"),
@@ -589,8 +690,10 @@ class FlowRunner:
 
     def run(self, rows: Iterable[tuple]) -> Iterator[tuple]:
         """``rows``: ``(flow, packet, ts, linktype, data, orig_len)`` sorted by flow then
-        packet.  Yields ``(table, flow, k1, k2, blob)`` with ``blob`` a pickled row dict;
-        table "_flow" carries the flow's facts (see :meth:`_flow_meta`).  Rows are
+        packet.  Yields ``(table, flow, k1, k2, n, blob)``: ``blob`` an Arrow IPC chunk of
+        ``n`` rows of ``table`` (columns of :func:`arrow_schema`: the rows with their
+        output-order keys ``_flow``, ``_k1``, ``_k2``), ``(flow, k1, k2)`` its smallest key;
+        table "_flow" carries one flow's facts, pickled (see :meth:`_flow_meta`).  Rows are
         consumed one at a time: nothing of a flow is held but its protocol state."""
         cur = None
         state = None
@@ -626,7 +729,10 @@ class FlowRunner:
     def _flush(self, table: str) -> Iterator[tuple]:
         b = self._buf.pop(table, None)
         if b and b[0]:
-            yield (table, "", b[2][0], b[3][0], batch_ipc(rows_batch(table, *b)))
+            # the chunk's smallest output-order key and its size: the job places the range
+            # boundaries of the sorted tables from these (see range_bounds)
+            k1, flow, k2 = min(zip(b[2], b[1], b[3]))
+            yield (table, flow, k1, k2, len(b[0]), batch_ipc(rows_batch(table, *b)))
 
     def _ready_deliveries(self, flow: str, st: dict) -> Iterator[tuple]:
         """Delivery rows folded so far (final), each with its single-process order."""
@@ -634,11 +740,14 @@ class FlowRunner:
         items = list(ready)
         ready.clear()
         conns = st["an"].connections
+        rows = st["rows"]
+        rows["deliveries"] += len(items)
         for row, key in items:
             yield from self._add("deliveries", flow, row, conns[row["connection"]].first_packet or 0, _delivery_k2(key))
 
     def _frame_rows(self, flow: str, st: dict) -> Iterator[tuple]:
         n = st["nframes"]
+        st["rows"]["frames"] += len(st["frames"])
         for fj in st["frames"]:
             yield from self._add("frames", flow, frame_row(fj), fj["packet"] if fj["packet"] is not None else (1 << 62),
                                  n)
@@ -662,6 +771,7 @@ class FlowRunner:
             "frames": [],  # frames-table rows not yet yielded
             "nframes": 0,
             "packets": 0,
+            "rows": dict.fromkeys(ROW_TABLES, 0),  # rows yielded per table
         }
 
     def _events(self, st: dict, events: list, packet, ts) -> None:
@@ -719,21 +829,25 @@ class FlowRunner:
         an.finish(p.end_ts)
         firsts = {cid: c.first_packet for cid, c in an.connections.items()}
         yield from self._ready_deliveries(flow, st)
+        counts = st["rows"]
         for key, row in an.live_deliveries():
             k1 = firsts.get(row["connection"])
+            counts["deliveries"] += 1
             yield from self._add("deliveries", flow, row, k1 if k1 is not None else 0, _delivery_k2(key))
         for table, method in _TABLE_METHODS:
             for i, row in enumerate(getattr(an, method)()):
                 k1 = row["start_packet"] if table == "stalls" else firsts.get(row["connection"])
+                counts[table] += 1
                 yield from self._add(table, flow, row, k1 if k1 is not None else 0, i)
         yield from self._frame_rows(flow, st)
-        yield ("_flow", flow, 0, 0, pickle.dumps(self._flow_meta(st), 5))
+        yield ("_flow", flow, 0, 0, 1, pickle.dumps(self._flow_meta(st), 5))
 
     def _flow_meta(self, st: dict) -> dict:
         """Facts the driver needs after the run: the last record that produced events
         (the single-process run finishes its Analyzer at that record's time), whether
         the result depends on the global idle sweep, and on the analyzer's end time
-        (open stalls; idle-time-out checks at the end: (reference, timeout) pairs)."""
+        (open stalls; idle-time-out checks at the end: (reference, timeout) pairs), and
+        the rows it gave each table (the job's row counts)."""
         an = st["an"]
         idle = []
         for c in an.connections.values():
@@ -751,6 +865,7 @@ class FlowRunner:
             "idle": idle,
             "packets": st["packets"],
             "connections": len(an.connections),
+            "rows": dict(st["rows"]),
         }
 
 

@@ -46,6 +46,7 @@ import sys
 import tempfile
 import time
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlparse
 
 if __package__ in (None, ""):  # spark-submit pipelines/spark.py: import the installed package, not siblings
@@ -59,14 +60,18 @@ from amqp_dissect.pipelines.archive import (  # noqa: E402
     KIND_TCP,
     FlowParams,
     FlowRunner,
+    ROW_TABLES,
     InputError,
     Range,
+    balance_flows,
+    capture_ends,
     decode_range,
     end_sensitive,
     expand_inputs,
     ipc_batches,
     layout,
     plan_ranges,
+    range_bounds,
 )
 from amqp_dissect.pipelines.local import read_keylog  # noqa: E402
 from amqp_dissect.amqp.spec import OUTCOMES  # noqa: E402
@@ -77,6 +82,8 @@ SUMMARIES = ("latency_by_link", "latency_by_address", "latency_by_window", "outc
              "stalls_by_address")
 DEFAULT_WINDOW = 60.0
 PERCENTILES = (50, 90, 99)
+OUTPUT_THREADS = 4  # tables (then summaries) written at once, each by its own Spark jobs
+TABLE_PART_ROWS = 100_000  # a table is written by one task per this many rows (at most the stage-2 tasks)
 
 _LOG4J = """\
 rootLogger.level = error
@@ -261,7 +268,7 @@ def rows_schema():
     return T.StructType([
         T.StructField("table", T.StringType()), T.StructField("flow", T.StringType()),
         T.StructField("k1", T.LongType()), T.StructField("k2", T.LongType()),
-        T.StructField("blob", T.BinaryType()),
+        T.StructField("n", T.LongType()), T.StructField("blob", T.BinaryType()),
     ])
 
 
@@ -348,7 +355,8 @@ def _meta_fn(arrow_schema):
                 rows.append({"flow": flow, "last_packet": m["last_packet"], "last_ts": m["last_ts"],
                              "needs_ticks": m["needs_ticks"], "open_stalls": m["open_stalls"],
                              "idle": json.dumps(m["idle"]), "packets": m["packets"],
-                             "connections": m["connections"]})
+                             "connections": m["connections"],
+                             **{"rows_" + t: m["rows"][t] for t in ROW_TABLES}})
             yield pa.RecordBatch.from_pylist(rows, schema=arrow_schema)
     return fn
 
@@ -473,20 +481,14 @@ def run_archive(spark, paths, out: str, *, split_size: int = DEFAULT_SPLIT_SIZE,
     stats.update(ranges=lay.ranges_used, rejected_boundaries=lay.rejected, records=lay.records,
                  tcp_records=lay.tcp_records, packet_errors=lay.packet_errors, unsupported=lay.unsupported)
 
-    # ---- packet numbers: prefix sums of the per-range counts
+    # ---- packet numbers: prefix sums of the per-range counts; the capture's ends from the
+    # summaries (no pass over the rows)
     seg = spark.read.schema(stage1_schema()).parquet(*seg_paths)
     offs = spark.createDataFrame(sorted(lay.offsets.items()), "rid int, off long")
     numbered = seg.where(F.col("kind") != KIND_SUMMARY).join(F.broadcast(offs), "rid").withColumn(
         "packet", F.col("off") + F.col("idx") + F.lit(1))
     tcp = numbered.where(F.col("kind") == KIND_TCP).select("flow", "packet", "ts", "linktype", "data", "orig_len")
-    notes = numbered.where(F.col("kind") == KIND_NOTE)
-    agg = tcp.agg(F.max("packet").alias("p")).collect()[0]
-    last_tcp = agg.p or 0
-    # records outside flows that produce an event: parser errors, the first record of an unsupported link type
-    note_last = notes.where(F.col("meta") == "error").select("packet", "ts").unionByName(
-        notes.where(F.col("meta") == "unsupported").groupBy("linktype").agg(
-            F.min("packet").alias("packet"), F.min_by("ts", "packet").alias("ts")).select("packet", "ts"))
-    last_note = note_last.orderBy(F.col("packet").desc()).limit(1).collect()
+    last_tcp, last_note = capture_ends(summaries, lay.offsets)
     G = lay.last_ts
     # key logs embedded in pcapng files (Decryption Secrets Blocks) join the one given
     embedded = "".join(s.get("keylog") or "" for s in summaries)
@@ -496,16 +498,17 @@ def run_archive(spark, paths, out: str, *, split_size: int = DEFAULT_SPLIT_SIZE,
     base = FlowParams(ports=tuple(ports), last_ts=G, last_tcp_packet=last_tcp, end_ts=G, frames=frames,
                       idle_timeout=idle_timeout, keylog=keylog)
 
-    # ---- stage 2: per-flow runs
+    # ---- stage 2: per-flow runs, the largest flows spread evenly over the tasks
     rows_path = work + "/rows0"
-    _stage2(spark, tcp, base, nparts, rows_path)
+    plan = balance_flows(summaries, lay.offsets, nparts, lay.tcp_records)
+    _stage2(spark, tcp, base, nparts, rows_path, plan)
     mark("stage2")
     layers = [(_read_rows(spark, rows_path), [])]
-    meta = _meta_rows(layers)
+    facts = _facts(_meta_rows(layers))
     reruns = {"ticks": 0, "end": 0}
     ticks = None
-    need = meta.where(F.col("needs_ticks")).select("flow").cache()
-    if need.count():
+    if facts["needs_ticks"]:
+        need = _meta_rows(layers).where(F.col("needs_ticks")).select("flow").cache()
         tk = tcp.select("packet", "ts").repartition(1).sortWithinPartitions("packet").mapInArrow(
             _ticks_fn(1.0), "packet long, ts double")
         ticks = tuple((r.packet, r.ts) for r in tk.collect())
@@ -515,50 +518,52 @@ def run_archive(spark, paths, out: str, *, split_size: int = DEFAULT_SPLIT_SIZE,
         for _, ex in layers:
             ex.append(need)
         layers.append((_read_rows(spark, p1), []))
-        meta = _meta_rows(layers)
-        reruns["ticks"] = need.count()
+        reruns["ticks"] = facts["needs_ticks"]
+        facts = _facts(_meta_rows(layers))
     # the single-process Analyzer is finished at the time of the last record that produced an event
-    cands = meta.where(F.col("last_packet").isNotNull()).select(F.col("last_packet").alias("packet"),
-                                                                F.col("last_ts").alias("ts"))
-    last_ev = cands.orderBy(F.col("packet").desc()).limit(1).collect()
     best = None
-    for r in list(last_ev) + list(last_note):
-        if best is None or r.packet > best[0]:
-            best = (r.packet, r.ts)
+    for cand in ((facts["last_packet"], facts["last_ts"]), last_note):
+        if cand is not None and cand[0] is not None and (best is None or cand[0] > best[0]):
+            best = cand
     E = best[1] if best is not None else None
     if E != G:
-        sens = meta.mapInArrow(_sensitive_fn(G, E), "flow string").cache()
-        if sens.count():
+        sens = _meta_rows(layers).mapInArrow(_sensitive_fn(G, E), "flow string").cache()
+        n_sens = sens.count()
+        if n_sens:
             params = FlowParams(**{**base.__dict__, "ticks": ticks, "end_ts": E})
             p2 = work + "/rows_end"
             _stage2(spark, tcp.join(sens, "flow", "left_semi"), params, nparts, p2)
             for _, ex in layers:
                 ex.append(sens)
             layers.append((_read_rows(spark, p2), []))
-            reruns["end"] = sens.count()
+            reruns["end"] = n_sens
+            facts = _facts(_meta_rows(layers))
     mark("reruns")
     stats["reruns"] = reruns
     stats["end_ts"] = E
-    stats["flows"] = meta.count()
+    stats["flows"] = facts["flows"]
+    counts = {t: facts["rows"][t] for t in TABLES + (("frames",) if frames else ())}
 
-    # ---- tables
-    written = {}
-    counts = {}
-    for t in TABLES + (("frames",) if frames else ()):
-        df = _table(layers, t)
-        path = out_uri.rstrip("/") + "/" + t
-        with _sql_conf(spark, **_TABLES_CONF):
-            df.write.mode("overwrite").parquet(path)
-        written[t] = path
+    # ---- tables, then the summaries read back from them: each a few concurrent Spark jobs
+    # (one Python thread each), so that the small ones fill the cores the large ones leave idle
+    out_base = out_uri.rstrip("/")
+    written = {t: out_base + "/" + t for t in counts}
+    bounds = _table_bounds(layers, counts, nparts)
+
+    def write_table(t):
+        _table(spark, layers, t, bounds[t]).write.mode("overwrite").parquet(written[t])
+
+    with _sql_conf(spark, **_TABLES_CONF):
+        _concurrently(write_table, sorted(counts, key=lambda t: -counts[t]))  # the largest first
     mark("tables")
-    tables = {t: spark.read.parquet(p) for t, p in written.items()}
-    for t, df in tables.items():
-        counts[t] = df.count()
-    for name, df in summaries_frames(tables, window).items():
-        path = out_uri.rstrip("/") + "/" + name
-        with _sql_conf(spark, **_TS_CONF):
-            df.write.mode("overwrite").parquet(path)
-        written[name] = path
+    tables = {t: spark.read.schema(table_schema(t)).parquet(written[t]) for t in TABLES}
+    written.update({name: out_base + "/" + name for name in SUMMARIES})
+
+    def write_summary(name):
+        summary_frame(name, tables, window).write.mode("overwrite").parquet(written[name])
+
+    with _sql_conf(spark, **_TS_CONF):
+        _concurrently(write_summary, SUMMARIES)
     mark("summaries")
     stats["timings"] = marks
     if not keep_work:
@@ -584,13 +589,60 @@ def _stage1(spark, ranges: list[Range], path: str) -> None:
     df.write.mode("overwrite").parquet(path)
 
 
-def _stage2(spark, tcp, params: FlowParams, nparts: int, path: str) -> None:
+def _stage2(spark, tcp, params: FlowParams, nparts: int, path: str, plan: dict | None = None) -> None:
+    """Rows of the flows in ``tcp`` through :class:`FlowRunner`, ``nparts`` tasks, written
+    to ``path`` by table.  ``plan`` (flow -> task, :func:`balance_flows`) places those
+    flows; the others go where hash partitioning by flow puts them."""
+    from pyspark.sql import functions as F
+
     schema = rows_schema()
     bc = spark.sparkContext.broadcast(params)
-    df = tcp.repartition(nparts, "flow").sortWithinPartitions("flow", "packet").mapInArrow(
-        _stage2_fn(bc, _arrow_schema(schema)), schema)
+    if plan:
+        keys = partition_keys(spark, nparts)
+        m = spark.createDataFrame(sorted((f, keys[i]) for f, i in plan.items()), "flow string, _pkey long")
+        hashed = F.element_at(F.array(*[F.lit(k).cast("long") for k in keys]),
+                              F.expr(f"pmod(hash(flow), {nparts})") + 1)
+        parted = (tcp.join(F.broadcast(m), "flow", "left")
+                  .withColumn("_pkey", F.coalesce(F.col("_pkey"), hashed)).repartition(nparts, "_pkey"))
+    else:
+        parted = tcp.repartition(nparts, "flow")
+    df = parted.sortWithinPartitions("flow", "packet").select(
+        "flow", "packet", "ts", "linktype", "data", "orig_len").mapInArrow(_stage2_fn(bc, _arrow_schema(schema)), schema)
     with _sql_conf(spark, **_STAGE2_CONF):
         df.write.mode("overwrite").partitionBy("table").parquet(path)
+
+
+_PARTITION_KEYS: dict = {}
+
+
+def partition_keys(spark, n: int) -> list[int]:
+    """For each i in 0..n-1 a long that hash partitioning into n partitions
+    (``repartition(n, col)``: ``pmod(hash(col), n)``) sends to partition i, found with
+    Spark's own ``hash``; once per Spark application and n."""
+    from pyspark.sql import functions as F
+
+    key = (spark.sparkContext.applicationId, n)
+    if key not in _PARTITION_KEYS:
+        found: dict[int, int] = {}
+        lo = 0
+        while len(found) < n:
+            hi = lo + 64 * n
+            rows = spark.range(lo, hi, 1, 1).select(F.expr(f"pmod(hash(id), {n})").alias("p"), "id").collect()
+            for r in rows:
+                found.setdefault(r.p, r.id)
+            lo = hi
+        _PARTITION_KEYS[key] = [found[i] for i in range(n)]
+    return _PARTITION_KEYS[key]
+
+
+def _concurrently(fn, items, threads: int | None = None) -> None:
+    """``fn(item)`` for every item, in a pool of threads (each submits its own Spark jobs;
+    items start in the order given); the first exception is raised once all have ended."""
+    items = list(items)
+    with ThreadPoolExecutor(threads or OUTPUT_THREADS) as pool:
+        futures = [pool.submit(fn, it) for it in items]
+    for f in futures:
+        f.result()
 
 
 def _read_rows(spark, path: str):
@@ -604,11 +656,24 @@ def _meta(rows):
         T.StructField("last_ts", T.DoubleType()), T.StructField("needs_ticks", T.BooleanType()),
         T.StructField("open_stalls", T.LongType()), T.StructField("idle", T.StringType()),
         T.StructField("packets", T.LongType()), T.StructField("connections", T.LongType()),
-    ])
+    ] + [T.StructField("rows_" + t, T.LongType()) for t in ROW_TABLES])
     from pyspark.sql import functions as F
 
     return rows.where(F.col("table") == "_flow").select("flow", "blob").mapInArrow(
         _meta_fn(_arrow_schema(schema)), schema)
+
+
+def _facts(meta) -> dict:
+    """What the driver needs of the flows' facts, in one Spark job: the number of flows,
+    of flows that need the global idle sweeps, the last record that produced an event
+    (packet, time) and the rows of each table."""
+    from pyspark.sql import functions as F
+
+    r = meta.agg(F.count(F.lit(1)).alias("flows"), F.sum(F.col("needs_ticks").cast("long")).alias("needs_ticks"),
+                 F.max("last_packet").alias("last_packet"), F.max_by("last_ts", "last_packet").alias("last_ts"),
+                 *[F.sum("rows_" + t).alias("rows_" + t) for t in ROW_TABLES]).collect()[0]
+    return {"flows": r.flows, "needs_ticks": r.needs_ticks or 0, "last_packet": r.last_packet,
+            "last_ts": r.last_ts, "rows": {t: r["rows_" + t] or 0 for t in ROW_TABLES}}
 
 
 def _table_schema_full(table: str):
@@ -617,9 +682,36 @@ def _table_schema_full(table: str):
         T.StructField("_flow", T.StringType()), T.StructField("_k1", T.LongType()), T.StructField("_k2", T.LongType())])
 
 
-def _table(layers, table: str):
+def _table_bounds(layers, counts: dict, nparts: int) -> dict:
+    """table -> range boundaries (:func:`range_bounds`) of its rows in output order: tables
+    of more than :data:`TABLE_PART_ROWS` rows are written by up to ``nparts`` tasks, from
+    the smallest key and size of each stage-2 chunk (one Spark job reading four columns)."""
+    from pyspark.sql import functions as F
+
+    parts = {t: min(nparts, -(-n // TABLE_PART_ROWS)) for t, n in counts.items()}
+    big = sorted(t for t, p in parts.items() if p > 1)
+    out = {t: [] for t in counts}
+    if not big:
+        return out
+    df = None
+    for rows, _ in layers:  # chunks of flows a rerun replaced count too: the bounds only balance
+        d = rows.where(F.col("table").isin(big)).select("table", "k1", "flow", "k2", "n")
+        df = d if df is None else df.unionByName(d)
+    chunks: dict = {t: [] for t in big}
+    for r in df.collect():
+        chunks[r.table].append(((r.k1, r.flow, r.k2), r.n))
+    for t in big:
+        out[t] = range_bounds(chunks[t], parts[t])
+    return out
+
+
+def _table(spark, layers, table: str, bounds: list):
     """A result table from the stage-2 outputs: each layer's rows minus the flows that a
-    later rerun replaced, in single-process order (connection first seen, then row)."""
+    later rerun replaced, in single-process order (connection first seen, then row):
+    range ``i`` of ``bounds`` goes to partition ``i`` (the partition keys of
+    :func:`partition_keys`), sorted there; Spark names the files by partition, so read
+    in name order they hold the rows in order.  No sampling pass (``orderBy`` would
+    decode every chunk twice)."""
     from pyspark.sql import functions as F
 
     full = _table_schema_full(table)
@@ -632,7 +724,18 @@ def _table(layers, table: str):
     df = parts[0]
     for p in parts[1:]:
         df = df.unionByName(p)
-    return df.orderBy("_k1", "_flow", "_k2").drop("_k1", "_k2", "_flow")
+    if bounds:
+        k1, flow, k2 = F.col("_k1"), F.col("_flow"), F.col("_k2")
+        rank = F.lit(0)
+        for b1, bf, b2 in bounds:  # rows at or past a boundary go to the next range
+            past = (k1 > F.lit(b1)) | ((k1 == F.lit(b1)) & ((flow > F.lit(bf)) | ((flow == F.lit(bf)) & (k2 >= F.lit(b2)))))
+            rank = rank + past.cast("int")
+        n = len(bounds) + 1
+        keys = partition_keys(spark, n)
+        df = df.repartition(n, F.element_at(F.array(*[F.lit(k).cast("long") for k in keys]), rank + 1))
+    else:
+        df = df.repartition(1)
+    return df.sortWithinPartitions("_k1", "_flow", "_k2").drop("_k1", "_k2", "_flow")
 
 
 def _meta_rows(layers):
@@ -672,59 +775,72 @@ def _unpack_pct(df):
     return df.drop("_pct")
 
 
-def summaries_frames(tables: dict, window: float = DEFAULT_WINDOW) -> dict:
-    """The summary DataFrames, computed in Spark from the table DataFrames (percentiles:
-    Spark's exact ``percentile``, linear interpolation like numpy's default)."""
+def _sorted(df, *cols):
+    """``df`` sorted by ``cols`` in one partition (one output file): summaries are small (a
+    row per link, address, window...), and ``orderBy`` would cost a sampling job."""
+    return df.repartition(1).sortWithinPartitions(*cols)
+
+
+def summary_frame(name: str, tables: dict, window: float = DEFAULT_WINDOW):
+    """The summary DataFrame ``name`` (one of :data:`SUMMARIES`), computed in Spark from the
+    table DataFrames (percentiles: Spark's exact ``percentile``, linear interpolation like
+    numpy's default)."""
     from pyspark.sql import functions as F
 
     d = tables["deliveries"]
     links = tables["links"]
     stalls = tables["stalls"]
     stat_cols = ["count"] + [f"p{p}" for p in PERCENTILES] + ["max", "min", "mean"]
-    out = {}
 
-    lk = links.select("connection", "session", "channel", F.col("name").alias("link"), "link_index", "address")
-    per_link = _unpack_pct(d.groupBy("connection", "link_index").agg(*_lat_aggs()))
-    out["latency_by_link"] = (lk.join(per_link, ["connection", "link_index"], "left")
-                              .withColumn("count", F.coalesce(F.col("count"), F.lit(0)))
-                              .select("connection", "session", "channel", "link", "link_index", "address", *stat_cols)
-                              .orderBy(F.col("p99").desc_nulls_last(), "connection", "link_index"))
-
-    addrs = links.select("address").distinct()
-    per_addr = _unpack_pct(d.groupBy(F.col("address").alias("_a")).agg(*_lat_aggs()))
-    out["latency_by_address"] = (addrs.join(per_addr, addrs["address"].eqNullSafe(per_addr["_a"]), "left")
-                                 .withColumn("count", F.coalesce(F.col("count"), F.lit(0)))
-                                 .select("address", *stat_cols)
-                                 .orderBy(F.col("p99").desc_nulls_last(), "address"))
-
-    wus = round(float(window) * 1_000_000)  # windows in whole microseconds since the epoch, exactly
-    win = d.withColumn("_wstart", F.floor(F.expr("unix_micros(first_time)") / F.lit(wus)) * F.lit(wus))
-    outcome_cols = [F.sum(F.when(F.col("outcome") == o, 1).otherwise(0)).alias(o) for o in OUTCOMES]
-    out["latency_by_window"] = (_unpack_pct(win.groupBy("_wstart").agg(
-        F.count(F.lit(1)).alias("deliveries"), *_lat_aggs(), *outcome_cols,
-        F.sum(F.when(F.col("settled_time").isNull(), 1).otherwise(0)).alias("unsettled")))
-        .withColumn("window_start", F.expr("timestamp_micros(CAST(_wstart AS BIGINT))"))
-        .withColumn("window_end", F.expr(f"timestamp_micros(CAST(_wstart AS BIGINT) + {wus})"))
-        .select("window_start", "window_end", "deliveries", *stat_cols, *OUTCOMES, "unsettled")
-        .orderBy("window_start"))
-
-    out["outcomes"] = (d.groupBy("address", "outcome").agg(
-        F.count(F.lit(1)).alias("deliveries"),
-        F.sum(F.when(F.col("presettled"), 1).otherwise(0)).alias("presettled"),
-        F.sum(F.when(F.col("settled_time").isNull(), 1).otherwise(0)).alias("unsettled"))
-        .orderBy("address", "outcome"))
-
+    if name == "latency_by_link":
+        lk = links.select("connection", "session", "channel", F.col("name").alias("link"), "link_index", "address")
+        per_link = _unpack_pct(d.groupBy("connection", "link_index").agg(*_lat_aggs()))
+        return _sorted(lk.join(per_link, ["connection", "link_index"], "left")
+                       .withColumn("count", F.coalesce(F.col("count"), F.lit(0)))
+                       .select("connection", "session", "channel", "link", "link_index", "address", *stat_cols),
+                       F.col("p99").desc_nulls_last(), "connection", "link_index")
+    if name == "latency_by_address":
+        addrs = links.select("address").distinct()
+        per_addr = _unpack_pct(d.groupBy(F.col("address").alias("_a")).agg(*_lat_aggs()))
+        return _sorted(addrs.join(per_addr, addrs["address"].eqNullSafe(per_addr["_a"]), "left")
+                       .withColumn("count", F.coalesce(F.col("count"), F.lit(0)))
+                       .select("address", *stat_cols),
+                       F.col("p99").desc_nulls_last(), "address")
+    if name == "latency_by_window":
+        wus = round(float(window) * 1_000_000)  # windows in whole microseconds since the epoch, exactly
+        win = d.withColumn("_wstart", F.floor(F.expr("unix_micros(first_time)") / F.lit(wus)) * F.lit(wus))
+        outcome_cols = [F.sum(F.when(F.col("outcome") == o, 1).otherwise(0)).alias(o) for o in OUTCOMES]
+        return _sorted(_unpack_pct(win.groupBy("_wstart").agg(
+            F.count(F.lit(1)).alias("deliveries"), *_lat_aggs(), *outcome_cols,
+            F.sum(F.when(F.col("settled_time").isNull(), 1).otherwise(0)).alias("unsettled")))
+            .withColumn("window_start", F.expr("timestamp_micros(CAST(_wstart AS BIGINT))"))
+            .withColumn("window_end", F.expr(f"timestamp_micros(CAST(_wstart AS BIGINT) + {wus})"))
+            .select("window_start", "window_end", "deliveries", *stat_cols, *OUTCOMES, "unsettled"),
+            "window_start")
+    if name == "outcomes":
+        return _sorted(d.groupBy("address", "outcome").agg(
+            F.count(F.lit(1)).alias("deliveries"),
+            F.sum(F.when(F.col("presettled"), 1).otherwise(0)).alias("presettled"),
+            F.sum(F.when(F.col("settled_time").isNull(), 1).otherwise(0)).alias("unsettled")),
+            "address", "outcome")
     kinds = ("link-credit", "initial-credit", "drain", "session-window")
     stall_aggs = [F.count(F.lit(1)).alias("stalls"), F.sum("duration").alias("stalled_seconds"),
                   F.max("duration").alias("longest"),
                   F.sum(F.when(F.col("open"), 1).otherwise(0)).alias("open")] + [
         F.sum(F.when(F.col("kind") == k, 1).otherwise(0)).alias(k.replace("-", "_")) for k in kinds]
-    out["stalls_by_link"] = (stalls.groupBy("connection", "channel", "link", "link_index").agg(*stall_aggs)
-                             .orderBy(F.col("stalled_seconds").desc_nulls_last(), "connection"))
-    la = links.select("connection", "link_index", "address")
-    out["stalls_by_address"] = (stalls.join(la, ["connection", "link_index"], "left").groupBy("address")
-                                .agg(*stall_aggs).orderBy(F.col("stalled_seconds").desc_nulls_last()))
-    return out
+    if name == "stalls_by_link":
+        return _sorted(stalls.groupBy("connection", "channel", "link", "link_index").agg(*stall_aggs),
+                       F.col("stalled_seconds").desc_nulls_last(), "connection")
+    if name == "stalls_by_address":
+        la = links.select("connection", "link_index", "address")
+        return _sorted(stalls.join(la, ["connection", "link_index"], "left").groupBy("address").agg(*stall_aggs),
+                       F.col("stalled_seconds").desc_nulls_last())
+    raise ValueError(f"unknown summary {name!r}")
+
+
+def summaries_frames(tables: dict, window: float = DEFAULT_WINDOW) -> dict:
+    """All the summary DataFrames (see :func:`summary_frame`)."""
+    return {name: summary_frame(name, tables, window) for name in SUMMARIES}
 
 
 # --------------------------------------------------------------------------- spark-submit entry

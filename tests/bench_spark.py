@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Benchmark of the Spark archive job (a script, not a test).
 
-    python tests/bench_spark.py [--connections 24] [--messages 3000] [--parts 16]
+    python tests/bench_spark.py [--connections 24] [--messages 3000] [--copies 12] [--parts 16]
                                 [--split-size 8m] [--work /tmp/amqp-bench-spark] [--keep]
+                                [--repeat N] [--only single,rotated,whole,ranges] [--reuse]
 
 Builds one capture of real proton-encoded AMQP traffic (tests/benchmark.py's
 ``build_capture``: interleaved connections, acks on) and a rotated copy of it
@@ -14,8 +15,12 @@ Builds one capture of real proton-encoded AMQP traffic (tests/benchmark.py's
 * the Spark job on the single capture read whole (one stage-1 task) and split
   into ``--split-size`` byte ranges, with local[2].
 
-Times exclude the Spark session start (reported apart, cold) and follow one
-warm-up run on the samples per session.  Prints a table and one JSON line.
+Times exclude the Spark session start (the JVM and its Python workers, reported
+apart, cold) and follow one warm-up run on the samples per session.  With
+``--repeat N`` the local[1] and local[2] sessions alternate N times (each round
+starts a fresh session per master, back to back) and the table gives the median
+of each run with the local[2]/local[1] ratio of every round; each run's
+``timings`` are the job's own per-stage seconds.  Prints a table and one JSON line.
 The machine is shared and noisy: compare ratios from one run.
 """
 
@@ -61,6 +66,15 @@ def timed(fn):
     return time.perf_counter() - t, r
 
 
+RUNS = ("single", "rotated", "whole", "ranges")
+
+
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--connections", type=int, default=24)
@@ -72,7 +86,16 @@ def main(argv=None) -> int:
     ap.add_argument("--split-size", default="8m")
     ap.add_argument("--work", default="/tmp/amqp-bench-spark")
     ap.add_argument("--keep", action="store_true", help="keep the generated captures and outputs")
+    ap.add_argument("--reuse", action="store_true",
+                    help="reuse the captures a previous --keep run built with the same options")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="rounds of local[1] then local[2] (fresh sessions each round); medians reported")
+    ap.add_argument("--only", default=",".join(RUNS),
+                    help="comma-separated runs among " + ", ".join(RUNS) + " (default: all)")
     a = ap.parse_args(argv)
+    only = set(a.only.split(","))
+    if only - set(RUNS):
+        ap.error(f"--only: unknown runs {sorted(only - set(RUNS))}")
 
     from benchmark import build_capture
 
@@ -85,47 +108,88 @@ def main(argv=None) -> int:
     cap = os.path.join(a.work, "capture.pcap")
     rot = os.path.join(a.work, "rotated")
     base = os.path.join(a.work, "base.pcap")
-    t_build, _ = timed(lambda: build_capture(base, a.connections, a.messages))
-    repeat(base, cap, a.copies)
-    os.remove(base)
+    stamp = os.path.join(a.work, "built.json")
+    built = {"connections": a.connections, "messages": a.messages, "copies": a.copies, "parts": a.parts}
+    t_build = 0.0
+    if a.reuse and os.path.exists(stamp) and json.load(open(stamp)).get("options") == built:
+        st = json.load(open(stamp))
+        records, parts, per = st["records"], st["files"], st["per"]
+    else:
+        t_build, _ = timed(lambda: build_capture(base, a.connections, a.messages))
+        repeat(base, cap, a.copies)
+        os.remove(base)
+        with open(cap, "rb") as f:
+            records = sum(1 for _ in open_capture(f))
+        shutil.rmtree(rot, ignore_errors=True)
+        per = -(-records // a.parts)
+        parts = split_capture(cap, rot, packets=per)
+        with open(stamp, "w") as f:
+            json.dump({"options": built, "records": records, "files": list(parts), "per": per}, f)
     info = {"bytes": os.path.getsize(cap)}
-    with open(cap, "rb") as f:
-        records = sum(1 for _ in open_capture(f))
-    shutil.rmtree(rot, ignore_errors=True)
-    per = -(-records // a.parts)
-    parts = split_capture(cap, rot, packets=per)
     print(f"capture: {records} records, {info['bytes'] / 1e6:.1f} MB ({t_build:.0f} s to build); "
           f"rotated: {len(parts)} files of {per} records", flush=True)
 
-    rows = []
+    runs: dict = {}  # name -> list of {"seconds", "timings", ...}
 
     def row(name, secs, extra=None):
-        rows.append({"run": name, "seconds": round(secs, 2), "records_per_s": round(records / secs),
-                     **(extra or {})})
+        runs.setdefault(name, []).append({"seconds": round(secs, 2), **(extra or {})})
         print(f"  {name:<44} {secs:8.2f} s {records / secs:12,.0f} records/s  {extra or ''}", flush=True)
 
+    # the single process runs always: every Spark run is checked against its deliveries count
     secs, an = timed(lambda: analyze(cap))
     deliveries = len(an.deliveries)
-    row("single process (amqp_dissect.pipelines.local.analyze)", secs, {"deliveries": deliveries})
+    del an
+    if "single" in only:
+        row("single process (amqp_dissect.pipelines.local.analyze)", secs, {"deliveries": deliveries})
 
     split_size = parse_size(a.split_size)
-    sessions = {}
-    for master in ("local[1]", "local[2]"):
-        t_start, spark = timed(lambda: spark_session(master=master, conf=[("spark.sql.shuffle.partitions", "8")]))
-        sessions[master] = round(t_start, 2)
-        run_archive(spark, [os.path.join(ROOT, "samples")], os.path.join(a.work, "warmup"))  # JIT, workers
-        cases = [(f"spark {master}, rotated archive ({len(parts)} files)", [rot], 0)]
-        if master == "local[2]":
-            cases += [("spark local[2], one file read whole", [cap], 0),
-                      (f"spark local[2], one file in {a.split_size} ranges", [cap], split_size)]
-        for name, paths, split in cases:
-            out = os.path.join(a.work, "out")
-            secs, res = timed(lambda: run_archive(spark, paths, out, split_size=split, partitions=8))
-            assert res["counts"]["deliveries"] == deliveries, (res["counts"], deliveries)
-            row(name, secs, {"ranges": res["stats"]["ranges"], "timings": res["stats"]["timings"]})
-        spark.stop()
-    print(json.dumps({"records": records, "bytes": info["bytes"], "files": len(parts),
-                      "session_start_s": sessions, "runs": rows}))
+    sessions: dict = {}
+    masters = [m for m in ("local[1]", "local[2]")
+               if "rotated" in only or (m == "local[2]" and only & {"whole", "ranges"})]
+    for rnd in range(a.repeat):
+        for master in masters:
+            t_start, spark = timed(lambda: spark_session(master=master,
+                                                         conf=[("spark.sql.shuffle.partitions", "8")]))
+            sessions.setdefault(master, []).append(round(t_start, 2))
+            run_archive(spark, [os.path.join(ROOT, "samples")], os.path.join(a.work, "warmup"))  # JIT, workers
+            cases = []
+            if "rotated" in only:
+                cases.append((f"spark {master}, rotated archive ({len(parts)} files)", [rot], 0))
+            if master == "local[2]":
+                if "whole" in only:
+                    cases.append(("spark local[2], one file read whole", [cap], 0))
+                if "ranges" in only:
+                    cases.append((f"spark local[2], one file in {a.split_size} ranges", [cap], split_size))
+            for name, paths, split in cases:
+                out = os.path.join(a.work, "out")
+                secs, res = timed(lambda: run_archive(spark, paths, out, split_size=split, partitions=8))
+                assert res["counts"]["deliveries"] == deliveries, (res["counts"], deliveries)
+                row(name, secs, {"ranges": res["stats"]["ranges"], "timings": res["stats"]["timings"]})
+            spark.stop()
+
+    summary = []
+    print(f"\nmedians over {a.repeat} round(s):", flush=True)
+    for name, rs in runs.items():
+        secs = median([r["seconds"] for r in rs])
+        st = {}
+        for k in rs[0].get("timings", {}):
+            st[k] = round(median([r["timings"][k] for r in rs]), 2)
+        summary.append({"run": name, "seconds": round(secs, 2), "records_per_s": round(records / secs),
+                        "all_seconds": [r["seconds"] for r in rs], "timings": st})
+        print(f"  {name:<44} {secs:8.2f} s {records / secs:12,.0f} records/s  {st or ''}", flush=True)
+    r1 = runs.get(f"spark local[1], rotated archive ({len(parts)} files)")
+    r2 = runs.get(f"spark local[2], rotated archive ({len(parts)} files)")
+    scaling = None
+    if r1 and r2:
+        ratios = [x["seconds"] / y["seconds"] for x, y in zip(r1, r2)]
+        scaling = {"ratios": [round(x, 3) for x in ratios], "median_ratio": round(median(ratios), 3),
+                   "ratio_of_medians": round(median([x["seconds"] for x in r1]) / median([y["seconds"] for y in r2]), 3),
+                   "stages": {k: round(median([x["timings"][k] for x in r1]) / max(1e-9, median([y["timings"][k] for y in r2])), 2)
+                              for k in r1[0]["timings"]}}
+        print(f"  local[1] / local[2] per round: {scaling['ratios']}; median {scaling['median_ratio']}x, "
+              f"ratio of medians {scaling['ratio_of_medians']}x; per stage {scaling['stages']}", flush=True)
+    print(json.dumps({"records": records, "bytes": info["bytes"], "files": len(parts), "deliveries": deliveries,
+                      "session_start_s": sessions, "runs": summary, "scaling": scaling}))
     if not a.keep:
         shutil.rmtree(a.work, ignore_errors=True)
     return 0

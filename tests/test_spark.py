@@ -237,7 +237,175 @@ def test_sweep_ticks_vectorised_equals_sequential():
     assert got == want and len(want) > 100
 
 
+def _sequential_ends(paths):
+    """Oracle for capture_ends: the files read one after the other in capture order,
+    records numbered from 1, each classified by the packet parser."""
+    from amqp_dissect.capture.netparse import TruncatedPacket, parse_segment
+    from amqp_dissect.errors import DissectError, UnsupportedLinkType
+
+    n = last_tcp = 0
+    note = None
+    unsupported = {}
+    for p in capture_order(paths):
+        with open(p, "rb") as f:
+            for rec in open_capture(f):
+                n += 1
+                try:
+                    seg = parse_segment(rec.linktype, rec.data)
+                except UnsupportedLinkType:
+                    unsupported.setdefault(rec.linktype, (n, rec.ts))
+                    continue
+                except TruncatedPacket as e:
+                    seg = e.segment
+                except DissectError:
+                    note = (n, rec.ts)
+                    continue
+                if seg is not None:
+                    last_tcp = n
+    for cand in unsupported.values():
+        if note is None or cand[0] > note[0]:
+            note = cand
+    return last_tcp, note
+
+
+def _odd_captures(tmp_path):
+    """The global capture (a malformed packet, then non-AMQP TCP), and two files of a link
+    type the parser does not support, timed inside it."""
+    from pcapbuild import write_pcap
+
+    g = tmp_path / "global.pcap"
+    _global_capture(g)
+    recs = _records(str(g))
+    mid = recs[len(recs) // 2][0]
+    out = [str(g)]
+    for i, lt in enumerate((9, 105)):
+        u = tmp_path / f"user{i}.pcap"
+        u.write_bytes(write_pcap([(mid + i + k * 0.1, lt, b"\x00" * 40) for k in range(5)], linktype=lt))
+        out.append(str(u))
+    return out
+
+
+@pytest.mark.parametrize("split", [0, 700, 4096])
+def test_capture_ends_and_flow_sizes_from_the_range_summaries(tmp_path, split):
+    """The driver takes the last TCP record and the last note from the range summaries, not
+    from a pass over the rows: they agree with reading the files in order, and each range's
+    flow sizes with its own rows."""
+    from collections import Counter
+
+    files = SAMPLE_FILES + _odd_captures(tmp_path)
+    ranges = ar.plan_ranges(files, split)
+    summaries = []
+    for r in ranges:
+        rows = list(ar.decode_range(r))
+        meta = json.loads(rows[-1][-1])
+        summaries.append(meta)
+        sizes = Counter(row[6] for row in rows if row[7] == ar.KIND_TCP)
+        assert [tuple(x) for x in meta["flows"]] == sorted(sizes.items(), key=lambda kv: (-kv[1], kv[0]))[:ar.FLOW_TOP]
+    lay = ar.layout(files, summaries)
+    assert lay.redo == []
+    last_tcp, note = ar.capture_ends(summaries, lay.offsets)
+    want_tcp, want_note = _sequential_ends(files)
+    assert last_tcp == want_tcp and last_tcp > 0
+    assert note == want_note and note is not None
+    assert lay.unsupported == {"9": 5, "105": 5}
+
+
+def test_balance_flows_evens_out_the_tasks():
+    from collections import Counter
+
+    # the benchmark's shape: 24 flows of the same size, spread over the ranges; hash
+    # partitioning into 8 tasks gives some 4 flows and some 1, the plan 3 each
+    summaries = [{"rid": r, "flows": [[f"10.0.0.{i}:1|10.0.0.9:5672", 100] for i in range(24) if i % 3 != r]}
+                 for r in range(3)]
+    plan = ar.balance_flows(summaries, {0: 0, 1: 10, 2: 20}, 8, 24 * 200)
+    assert sorted(Counter(plan.values()).values()) == [3] * 8
+    assert len(plan) == 24
+    # unequal flows: every counted flow placed, no task above the even share plus the largest flow
+    rng = np.random.default_rng(3)
+    sizes = {f"f{i}": int(rng.pareto(1.2) * 1000) + 1 for i in range(300)}
+    summaries = [{"rid": 0, "flows": sorted(sizes.items())[:150]}, {"rid": 1, "flows": sorted(sizes.items())[150:]},
+                 {"rid": 2, "flows": [["not-in-the-capture", 10 ** 9]]}]
+    total = sum(sizes.values()) + 5000  # flows no summary counts
+    plan = ar.balance_flows(summaries, {0: 0, 1: 100}, 7, total)
+    assert set(plan) == set(sizes)
+    loads = [5000 / 7] * 7
+    for f, i in plan.items():
+        loads[i] += sizes[f]
+    assert max(loads) <= total / 7 + max(sizes.values())
+    assert max(loads) - min(loads) <= max(sizes.values())
+
+
+def test_range_bounds_cut_even_ranges():
+    from bisect import bisect_right
+
+    rng = np.random.default_rng(11)
+    for parts in (1, 2, 3, 8):
+        chunks = [((int(rng.integers(0, 50)), f"f{int(rng.integers(0, 4))}", int(rng.integers(0, 10 ** 6))),
+                   int(rng.integers(1, 1025))) for _ in range(400)]
+        bounds = ar.range_bounds(chunks, parts)
+        assert bounds == sorted(set(bounds)) and len(bounds) <= parts - 1
+        got = [0] * (len(bounds) + 1)
+        for key, n in chunks:
+            got[bisect_right(bounds, key)] += n
+        total = sum(n for _, n in chunks)
+        assert len(got) == parts
+        assert max(got) <= total / parts + max(n for _, n in chunks)
+    # one key repeated everywhere: one range
+    assert ar.range_bounds([((5, "f", 1), 100)] * 10, 4) == []
+    assert ar.range_bounds([], 4) == []
+
+
 # --------------------------------------------------------------------------- Spark
+
+
+def test_partition_keys_route_rows_to_their_partition(spark):
+    """The keys the job partitions by land in partition i of repartition(n, key), by Spark's own placement."""
+    from pyspark.sql import functions as F
+
+    from amqp_dissect.pipelines.spark import partition_keys
+
+    for n in (1, 2, 5, 8):
+        keys = partition_keys(spark, n)
+        df = spark.createDataFrame([(k, i) for i, k in enumerate(keys)] * 3, "k long, i long")
+        got = df.repartition(n, "k").select(F.spark_partition_id().alias("p"), "i").collect()
+        assert all(r.p == r.i for r in got) and len({r.i for r in got}) == n
+
+
+def test_tables_are_written_in_single_process_order(spark, tmp_path, monkeypatch):
+    """Tables large enough are written by several tasks, each a range of the output order:
+    read back in file-name order (as pandas does), every table equals the single-process
+    one row for row, unsorted; the stage-2 tasks hold the flows the plan gave them."""
+    from amqp_dissect.pipelines import spark as sj
+
+    monkeypatch.setattr(sj, "TABLE_PART_ROWS", 40)
+    out = tmp_path / "out"
+    res = _run(spark, [SAMPLES], out, frames=True, partitions=3, keep_work=True)
+    a = analyze(capture_order(SAMPLE_FILES))
+    for t in TABLES:
+        sp = pd.read_parquet(out / t)
+        lp = getattr(a, t)
+        assert len(sp) == len(lp) == res["counts"][t], t
+        for c in lp.columns:
+            assert _cells(sp[c]) == _cells(lp[c]), (t, c)
+    fr = pd.read_parquet(out / "frames")
+    assert [json.loads(x) for x in fr.json] == expected_frames(SAMPLE_FILES)
+    for t in ("deliveries", "frames"):  # cut into ranges at chunk (1024 rows) boundaries
+        files = [f for f in os.listdir(out / t) if f.endswith(".parquet")]
+        assert sum(1 for f in files if len(pd.read_parquet(out / t / f))) > 1, t
+    # stage 2: the flows the summaries count sit in the task the plan gave them
+    seg = pd.read_parquet(out / "_work" / "seg", columns=["kind", "meta"])
+    summaries = [json.loads(m) for m in seg[seg.kind == ar.KIND_SUMMARY].meta]
+    lay = ar.layout(ar.expand_inputs([SAMPLES]), summaries)
+    plan = ar.balance_flows(summaries, lay.offsets, 3, lay.tcp_records)
+    flow_dir = out / "_work" / "rows0" / "table=_flow"
+    placed = {}
+    for f in os.listdir(flow_dir):
+        if f.endswith(".parquet"):
+            for flow in pd.read_parquet(flow_dir / f, columns=["flow"]).flow:
+                placed[flow] = int(f.split("-")[1])
+    assert placed and {f: placed[f] for f in plan} == plan
+
+
 
 
 def test_samples_together_agree(spark, tmp_path):
