@@ -12,7 +12,10 @@ Stage 1 (:func:`decode_range`), one task per file or byte range
     key)`` plus one summary row per range (record count, first/last
     timestamp, offsets reached, damage).  The flow key is the unordered pair
     of endpoints, so every connection that ever used a 4-tuple (``#n``
-    reuse included) lands in one flow.
+    reuse included) lands in one flow.  Records of uncompressed pcap files
+    travel as their offset in the file instead of their bytes: stage 2 reads
+    them again (:class:`RecordReader`, which checks that the record there is
+    still the one stage 1 read); gzip and pcapng records travel whole.
 
 Stage 2 (:class:`FlowRunner`), rows of one flow in global packet order
     A :class:`~amqp_dissect.dissect.Dissector` (TCP reassembly + AMQP framing
@@ -34,6 +37,7 @@ import pickle
 import re
 import struct
 from bisect import bisect_left, bisect_right
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
@@ -59,7 +63,7 @@ KIND_TCP = 0  # a record that reaches TCP reassembly (a segment, or a snaplen-tr
 KIND_NOTE = 1  # a record outside any flow that produces an event (a packet note): only its time matters
 KIND_SUMMARY = 2  # one per range: counts, timestamps, offsets, damage (meta: JSON)
 
-STAGE1_COLUMNS = ("rid", "idx", "ts", "linktype", "data", "orig_len", "flow", "kind", "meta")
+STAGE1_COLUMNS = ("rid", "idx", "ts", "linktype", "data", "orig_len", "flow", "kind", "pos", "caplen", "meta")
 FLOW_TOP = 64  # flows per range whose record counts the range summary carries (stage-2 balancing)
 FLOW_TRACK = 1 << 16  # distinct flows a range counts (later new flows are not counted: bounded memory)
 
@@ -288,6 +292,9 @@ class RangeScan:
         self.rejected = 0
         self.skipped = False
         self.keylog = ""  # TLS key log text of the file's pcapng Decryption Secrets Blocks
+        # offset of the header of the record last yielded, when the file can be read again at
+        # it (uncompressed pcap): stage 2 reads the record from there (RecordReader)
+        self.pos = None
 
     def records(self) -> Iterator[CaptureRecord]:
         rng = self.range
@@ -299,7 +306,7 @@ class RangeScan:
                 if rng.part != 0:
                     self.skipped = True  # gzip / pcapng / unknown: part 0 reads the whole file
                     return
-                yield from self._whole(f)
+                yield from self._whole(f, hdr)
                 return
             self.format = "pcap"
             if rng.part == 0:
@@ -331,22 +338,27 @@ class RangeScan:
                     self.first_ts = rec.ts
                 self.last_ts = rec.ts
                 self.count += 1
+                self.pos = off
                 yield rec
             self.end_offset = status.bytes_read
             if status.error is not None:
                 self.error = str(status.error)
 
-    def _whole(self, f) -> Iterator[CaptureRecord]:
+    def _whole(self, f, hdr) -> Iterator[CaptureRecord]:
         reader = open_capture(f)
         self.format = reader.format
         self.whole = True
         self.first_offset = 0
+        # an uncompressed pcap: reader.bytes_read is the offset of the header of the record it yields
+        plain = hdr is not None and reader.format == "pcap" and not reader.compressed
         for rec in reader:
             if self.first_ts is None:
                 self.first_ts = rec.ts
             self.last_ts = rec.ts
             self.count += 1
             rec.index -= 1
+            if plain:
+                self.pos = reader.bytes_read
             yield rec
         self.end_offset = reader.bytes_read
         if reader.error is not None:
@@ -418,7 +430,7 @@ def decode_range(rng: Range) -> Iterator[tuple]:
                 if lt not in unsupported:
                     unsupported[lt] = 0
                     first_unsupported[str(lt)] = [rec.index, rec.ts]
-                    yield (rid, rec.index, rec.ts, lt, None, rec.orig_len, None, KIND_NOTE, "unsupported")
+                    yield (rid, rec.index, rec.ts, lt, None, rec.orig_len, None, KIND_NOTE, None, None, "unsupported")
                 unsupported[lt] += 1
                 continue
             except TruncatedPacket as e:
@@ -426,7 +438,7 @@ def decode_range(rng: Range) -> Iterator[tuple]:
             except DissectError:
                 errors += 1
                 last_error = [rec.index, rec.ts]
-                yield (rid, rec.index, rec.ts, lt, None, rec.orig_len, None, KIND_NOTE, "error")
+                yield (rid, rec.index, rec.ts, lt, None, rec.orig_len, None, KIND_NOTE, None, None, "error")
                 continue
             if seg is None:
                 continue
@@ -438,7 +450,11 @@ def decode_range(rng: Range) -> Iterator[tuple]:
                 flows[key] = n + 1
             elif len(flows) < FLOW_TRACK:
                 flows[key] = 1
-            yield (rid, rec.index, rec.ts, lt, rec.data, rec.orig_len, key, KIND_TCP, None)
+            pos = scan.pos
+            if pos is None:  # gzip, pcapng: the row carries the record
+                yield (rid, rec.index, rec.ts, lt, rec.data, rec.orig_len, key, KIND_TCP, None, None, None)
+            else:  # stage 2 reads it from the file (only offsets travel)
+                yield (rid, rec.index, rec.ts, lt, None, rec.orig_len, key, KIND_TCP, pos, len(rec.data), None)
     except FileNotFoundError:
         meta_extra["open_error"] = f"{rng.path}: no such file"
     except DissectError as e:  # CaptureError while opening: not a capture
@@ -449,7 +465,68 @@ def decode_range(rng: Range) -> Iterator[tuple]:
     meta.update(tcp=tcp, packet_errors=errors, unsupported={str(k): v for k, v in unsupported.items()},
                 last_tcp=last_tcp, last_error=last_error, first_unsupported=first_unsupported,
                 flows=sorted(flows.items(), key=lambda kv: (-kv[1], kv[0]))[:FLOW_TOP], **meta_extra)
-    yield (rid, -1, None, None, None, None, None, KIND_SUMMARY, json.dumps(meta))
+    yield (rid, -1, None, None, None, None, None, KIND_SUMMARY, None, None, json.dumps(meta))
+
+
+class CaptureChanged(Exception):
+    """A file read again in stage 2 no longer holds, at an offset, the record stage 1 read there."""
+
+
+class RecordReader:
+    """Reads records of uncompressed pcap files again by the offset of their header (stage 2).
+
+    Each read is one ``pread`` of header and data; the header must still give the time,
+    captured and original length that stage 1 saw, else :class:`CaptureChanged` (a ring
+    buffer of tcpdump files overwritten during the job, say).  At most ``max_open``
+    files are kept open (least recently used closed first)."""
+
+    def __init__(self, paths, max_open: int = 64):
+        self.paths = paths
+        self.max_open = max_open
+        self._open: OrderedDict = OrderedDict()  # file index -> (fd, header unpack, divisor, header length)
+
+    def _file(self, file: int):
+        h = self._open.get(file)
+        if h is not None:
+            self._open.move_to_end(file)
+            return h
+        path = self.paths[file]
+        fd = os.open(path, os.O_RDONLY)
+        hdr = pcap_header(os.pread(fd, 24, 0))
+        if hdr is None:
+            os.close(fd)
+            raise CaptureChanged(f"{path}: changed while it was read (no longer a pcap file)")
+        h = (fd, struct.Struct("<IIII" if hdr.little_endian else ">IIII").unpack_from,
+             1_000_000_000 if hdr.nanosecond else 1_000_000, hdr.record_header)
+        self._open[file] = h
+        while len(self._open) > self.max_open:
+            os.close(self._open.popitem(last=False)[1][0])
+        return h
+
+    def read(self, file: int, pos: int, caplen: int, ts: float, orig_len: int) -> bytes:
+        """The captured bytes of the record whose header is at ``pos`` in file ``file``."""
+        fd, unpack, divisor, hl = self._file(file)
+        buf = os.pread(fd, hl + caplen, pos)
+        if len(buf) == hl + caplen:
+            sec, frac, cl, orig = unpack(buf, 0)
+            if cl == caplen and orig == orig_len and sec + frac / divisor == ts:
+                return buf[hl:]
+        raise CaptureChanged(f"{self.paths[file]}: changed while it was read (the record at byte {pos} differs)")
+
+    def close(self) -> None:
+        while self._open:
+            os.close(self._open.popitem()[1][0])
+
+
+def fill_records(rows: Iterable[tuple], reader: RecordReader) -> Iterator[tuple]:
+    """Stage-2 rows ``(flow, packet, ts, linktype, data, orig_len, file, pos, caplen)`` as
+    FlowRunner takes them, ``(flow, packet, ts, linktype, data, orig_len)``: a record given
+    by offset (``data`` None) is read from its file."""
+    read = reader.read
+    for flow, packet, ts, lt, data, orig, file, pos, caplen in rows:
+        if data is None and pos is not None:
+            data = read(file, pos, caplen, ts, orig)
+        yield (flow, packet, ts, lt, data, orig)
 
 
 # --------------------------------------------------------------------------- driver-side planning
@@ -657,6 +734,7 @@ class FlowParams:
     frames: bool = False
     idle_timeout: float = 900.0
     keylog: str | None = None  # TLS key log text, shipped to the executors with the params
+    files: tuple = ()  # the input paths, by file index: where stage 2 reads records given by offset
 
 
 ROW_TABLES = ("connections", "links", "deliveries", "stalls", "frames")  # the tables stage 2 makes rows of

@@ -61,13 +61,16 @@ from amqp_dissect.pipelines.archive import (  # noqa: E402
     FlowParams,
     FlowRunner,
     ROW_TABLES,
+    CaptureChanged,
     InputError,
     Range,
+    RecordReader,
     balance_flows,
     capture_ends,
     decode_range,
     end_sensitive,
     expand_inputs,
+    fill_records,
     ipc_batches,
     layout,
     plan_ranges,
@@ -78,6 +81,7 @@ from amqp_dissect.amqp.spec import OUTCOMES  # noqa: E402
 from amqp_dissect.results.tables import spark_schema  # noqa: E402
 
 TABLES = ("connections", "links", "deliveries", "stalls")
+STAGE2_COLUMNS = ("flow", "packet", "ts", "linktype", "data", "orig_len", "file", "pos", "caplen")
 SUMMARIES = ("latency_by_link", "latency_by_address", "latency_by_window", "outcomes", "stalls_by_link",
              "stalls_by_address")
 DEFAULT_WINDOW = 60.0
@@ -259,6 +263,7 @@ def stage1_schema():
         T.StructField("ts", T.DoubleType()), T.StructField("linktype", T.IntegerType()),
         T.StructField("data", T.BinaryType()), T.StructField("orig_len", T.LongType()),
         T.StructField("flow", T.StringType()), T.StructField("kind", T.ByteType()),
+        T.StructField("pos", T.LongType()), T.StructField("caplen", T.IntegerType()),
         T.StructField("meta", T.StringType()),
     ])
 
@@ -330,10 +335,22 @@ def _rows_of(batches, names):
 
 def _stage2_fn(params_bc, arrow_schema):
     def fn(batches):
-        runner = FlowRunner(params_bc.value)
-        rows = _rows_of(batches, ("flow", "packet", "ts", "linktype", "data", "orig_len"))
-        yield from _batches(runner.run(rows), arrow_schema, size=1000)
+        params = params_bc.value
+        runner = FlowRunner(params)
+        reader = RecordReader(params.files)
+        try:
+            yield from _batches(runner.run(fill_records(_rows_of(batches, STAGE2_COLUMNS), reader)), arrow_schema,
+                                size=1000)
+        except CaptureChanged as e:  # the driver reports it (see _facts)
+            yield pa_batch([("_flow", "", 0, 0, 1, pickle.dumps({"error": str(e)}, 5))], arrow_schema)
+        finally:
+            reader.close()
     return fn
+
+
+def pa_batch(rows, arrow_schema):
+    """One Arrow record batch of the tuples ``rows``."""
+    return next(_batches(rows, arrow_schema))
 
 
 def _decode_fn():
@@ -352,10 +369,13 @@ def _meta_fn(arrow_schema):
             rows = []
             for flow, blob in zip(batch.column("flow").to_pylist(), batch.column("blob").to_pylist()):
                 m = pickle.loads(blob)
+                if "error" in m:  # a stage-2 task that could not finish: no flow
+                    rows.append({"flow": flow, "error": m["error"]})
+                    continue
                 rows.append({"flow": flow, "last_packet": m["last_packet"], "last_ts": m["last_ts"],
                              "needs_ticks": m["needs_ticks"], "open_stalls": m["open_stalls"],
                              "idle": json.dumps(m["idle"]), "packets": m["packets"],
-                             "connections": m["connections"],
+                             "connections": m["connections"], "error": None,
                              **{"rows_" + t: m["rows"][t] for t in ROW_TABLES}})
             yield pa.RecordBatch.from_pylist(rows, schema=arrow_schema)
     return fn
@@ -438,14 +458,22 @@ def run_archive(spark, paths, out: str, *, split_size: int = DEFAULT_SPLIT_SIZE,
     under ``out``.  Returns a dict: ``counts``, ``tables`` (name -> path), ``files`` (in
     capture order), ``errors`` ((path, damage) pairs), ``stats`` (ranges, false
     boundary candidates, reruns, seconds).  Raises :class:`InputError` for bad paths."""
-    from pyspark.sql import functions as F
-
     t0 = time.time()
     files = expand_inputs(paths)
+    nparts = partitions or max(2, spark.sparkContext.defaultParallelism * 2)
+    # files are read in at least as many tasks as stage 2 has (default: as many as cores),
+    # so that every stage keeps all the cores busy
+    with _sql_conf(spark, spark__sql__files__minPartitionNum=str(nparts)):
+        return _run(spark, files, out, t0=t0, nparts=nparts, split_size=split_size, window=window, frames=frames,
+                    ports=ports, keep_work=keep_work, idle_timeout=idle_timeout, keylog=keylog)
+
+
+def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, keep_work, idle_timeout,
+         keylog) -> dict:
+    from pyspark.sql import functions as F
+
     out_uri = _uri(out)
     work = out_uri.rstrip("/") + "/_work"
-    sc = spark.sparkContext
-    nparts = partitions or max(2, sc.defaultParallelism * 2)
     stats: dict = {"files": len(files)}
     marks: dict = {}
     tick = [time.time()]
@@ -484,10 +512,12 @@ def run_archive(spark, paths, out: str, *, split_size: int = DEFAULT_SPLIT_SIZE,
     # ---- packet numbers: prefix sums of the per-range counts; the capture's ends from the
     # summaries (no pass over the rows)
     seg = spark.read.schema(stage1_schema()).parquet(*seg_paths)
-    offs = spark.createDataFrame(sorted(lay.offsets.items()), "rid int, off long")
+    file_of = {s["rid"]: s["file"] for s in summaries}
+    offs = spark.createDataFrame(sorted((rid, off, file_of[rid]) for rid, off in lay.offsets.items()),
+                                 "rid int, off long, file int")
     numbered = seg.where(F.col("kind") != KIND_SUMMARY).join(F.broadcast(offs), "rid").withColumn(
         "packet", F.col("off") + F.col("idx") + F.lit(1))
-    tcp = numbered.where(F.col("kind") == KIND_TCP).select("flow", "packet", "ts", "linktype", "data", "orig_len")
+    tcp = numbered.where(F.col("kind") == KIND_TCP).select(*STAGE2_COLUMNS)
     last_tcp, last_note = capture_ends(summaries, lay.offsets)
     G = lay.last_ts
     # key logs embedded in pcapng files (Decryption Secrets Blocks) join the one given
@@ -496,7 +526,7 @@ def run_archive(spark, paths, out: str, *, split_size: int = DEFAULT_SPLIT_SIZE,
         keylog = (keylog + "\n" if keylog else "") + embedded
     mark("numbering")
     base = FlowParams(ports=tuple(ports), last_ts=G, last_tcp_packet=last_tcp, end_ts=G, frames=frames,
-                      idle_timeout=idle_timeout, keylog=keylog)
+                      idle_timeout=idle_timeout, keylog=keylog, files=tuple(files))
 
     # ---- stage 2: per-flow runs, the largest flows spread evenly over the tasks
     rows_path = work + "/rows0"
@@ -606,8 +636,8 @@ def _stage2(spark, tcp, params: FlowParams, nparts: int, path: str, plan: dict |
                   .withColumn("_pkey", F.coalesce(F.col("_pkey"), hashed)).repartition(nparts, "_pkey"))
     else:
         parted = tcp.repartition(nparts, "flow")
-    df = parted.sortWithinPartitions("flow", "packet").select(
-        "flow", "packet", "ts", "linktype", "data", "orig_len").mapInArrow(_stage2_fn(bc, _arrow_schema(schema)), schema)
+    df = parted.sortWithinPartitions("flow", "packet").select(*STAGE2_COLUMNS).mapInArrow(
+        _stage2_fn(bc, _arrow_schema(schema)), schema)
     with _sql_conf(spark, **_STAGE2_CONF):
         df.write.mode("overwrite").partitionBy("table").parquet(path)
 
@@ -656,6 +686,7 @@ def _meta(rows):
         T.StructField("last_ts", T.DoubleType()), T.StructField("needs_ticks", T.BooleanType()),
         T.StructField("open_stalls", T.LongType()), T.StructField("idle", T.StringType()),
         T.StructField("packets", T.LongType()), T.StructField("connections", T.LongType()),
+        T.StructField("error", T.StringType()),
     ] + [T.StructField("rows_" + t, T.LongType()) for t in ROW_TABLES])
     from pyspark.sql import functions as F
 
@@ -666,12 +697,17 @@ def _meta(rows):
 def _facts(meta) -> dict:
     """What the driver needs of the flows' facts, in one Spark job: the number of flows,
     of flows that need the global idle sweeps, the last record that produced an event
-    (packet, time) and the rows of each table."""
+    (packet, time) and the rows of each table.  A stage-2 task that found a file changed
+    under it (:class:`CaptureChanged`) left its message: :class:`InputError`."""
     from pyspark.sql import functions as F
 
-    r = meta.agg(F.count(F.lit(1)).alias("flows"), F.sum(F.col("needs_ticks").cast("long")).alias("needs_ticks"),
+    r = meta.agg(F.count(F.when(F.col("error").isNull(), 1)).alias("flows"),
+                 F.sum(F.col("needs_ticks").cast("long")).alias("needs_ticks"),
                  F.max("last_packet").alias("last_packet"), F.max_by("last_ts", "last_packet").alias("last_ts"),
+                 F.min("error").alias("error"),
                  *[F.sum("rows_" + t).alias("rows_" + t) for t in ROW_TABLES]).collect()[0]
+    if r.error is not None:
+        raise InputError("format", r.error)
     return {"flows": r.flows, "needs_ticks": r.needs_ticks or 0, "last_packet": r.last_packet,
             "last_ts": r.last_ts, "rows": {t: r["rows_" + t] or 0 for t in ROW_TABLES}}
 

@@ -310,6 +310,72 @@ def test_capture_ends_and_flow_sizes_from_the_range_summaries(tmp_path, split):
     assert lay.unsupported == {"9": 5, "105": 5}
 
 
+def _mixed_formats(tmp_path):
+    """Samples as plain pcap, gzip and pcapng (nanosecond pcap among them)."""
+    from pcapbuild import gzip_bytes, write_pcap, write_pcapng
+
+    recs = _records(os.path.join(SAMPLES, "credit_one.pcap"))
+    gz = tmp_path / "credit.pcap.gz"
+    gz.write_bytes(gzip_bytes(open(os.path.join(SAMPLES, "credit_one.pcap"), "rb").read()))
+    ng = tmp_path / "heartbeat.pcapng"
+    ng.write_bytes(write_pcapng([(ts, 0, data) for ts, _, data in _records(os.path.join(SAMPLES, "heartbeat.pcap"))]))
+    ns = tmp_path / "credit_ns.pcap"
+    ns.write_bytes(write_pcap([(ts + 5000, lt, data) for ts, lt, data in recs], nano=True))
+    return [os.path.join(SAMPLES, "ipv6.pcap"), os.path.join(SAMPLES, "large_message.pcap"), str(gz), str(ng), str(ns)]
+
+
+@pytest.mark.parametrize("split", [0, 4096])
+def test_pcap_records_travel_as_offsets_and_read_back(tmp_path, split):
+    """Stage 1 sends the offset of each record of an uncompressed pcap (no bytes), the bytes of
+    gzip and pcapng records; stage 2 reads the same bytes back (oracle: the capture reader)."""
+    files = _mixed_formats(tmp_path)
+    want = {i: _records(f) for i, f in enumerate(files)}
+    reader = ar.RecordReader(files)
+    seen = {"pos": 0, "data": 0}
+    before = {}  # file -> records in its earlier ranges (a range numbers its records from 0)
+    ranges = ar.plan_ranges(files, split)
+    assert len(ranges) > len(files) or split == 0
+    for r in ranges:
+        rows = list(ar.decode_range(r))
+        base = before.get(r.file, 0)
+        for rid, idx, ts, lt, data, orig, flow, kind, pos, caplen, _ in rows[:-1]:
+            if kind != ar.KIND_TCP:
+                continue
+            plain = not files[r.file].endswith((".gz", ".pcapng"))
+            assert (pos is not None) == plain and (data is None) == plain
+            if plain:
+                data = reader.read(r.file, pos, caplen, ts, orig)
+            assert (ts, lt, data) == want[r.file][base + idx]
+            seen["pos" if plain else "data"] += 1
+        before[r.file] = base + json.loads(rows[-1][-1])["count"]
+    reader.close()
+    assert seen["pos"] > 100 and seen["data"] > 20
+    assert before == {i: len(w) for i, w in want.items()}
+
+
+def test_record_reader_notices_a_changed_file(tmp_path):
+    import shutil as sh
+
+    p = tmp_path / "c.pcap"
+    sh.copy(os.path.join(SAMPLES, "credit_one.pcap"), p)
+    rows = [row for row in ar.decode_range(ar.plan_ranges([str(p)], 0)[0]) if row[7] == ar.KIND_TCP]
+    _, _, ts, _, _, orig, _, _, pos, caplen, _ = rows[5]
+    reader = ar.RecordReader([str(p)])
+    assert reader.read(0, pos, caplen, ts, orig) == _records(str(p))[rows[5][1]][2]
+    reader.close()
+    data = bytearray(p.read_bytes())
+    data[pos] ^= 1  # the record's seconds
+    p.write_bytes(bytes(data))
+    with pytest.raises(ar.CaptureChanged, match=f"c.pcap: changed while it was read .*byte {pos}"):
+        ar.RecordReader([str(p)]).read(0, pos, caplen, ts, orig)
+    p.write_bytes(bytes(data[:pos + 20]))  # cut short
+    with pytest.raises(ar.CaptureChanged):
+        ar.RecordReader([str(p)]).read(0, pos, caplen, ts, orig)
+    p.write_bytes(b"\x00" * 100)  # no longer a pcap
+    with pytest.raises(ar.CaptureChanged, match="no longer a pcap"):
+        ar.RecordReader([str(p)]).read(0, pos, caplen, ts, orig)
+
+
 def test_balance_flows_evens_out_the_tasks():
     from collections import Counter
 
@@ -513,6 +579,33 @@ def test_results_that_depend_on_the_whole_capture_agree(spark, tmp_path):
     assert a.stalls.end.isna().any()
     assert res["stats"]["reruns"]["ticks"] >= 1 and res["stats"]["reruns"]["end"] >= 1
     assert res["stats"]["packet_errors"] == 1
+
+
+def test_a_file_changed_between_the_stages_is_an_input_error(spark, tmp_path, monkeypatch):
+    """Stage 2 reads pcap records again at their offsets: a file rewritten after stage 1
+    read it (a tcpdump ring buffer wrapping around) stops the job with an InputError that
+    names it, not with wrong numbers."""
+    import shutil as sh
+
+    from amqp_dissect.pipelines import spark as sj
+
+    arch = tmp_path / "arch"
+    arch.mkdir()
+    for name in ("credit_one.pcap", "heartbeat.pcap"):
+        sh.copy(os.path.join(SAMPLES, name), arch / name)
+    victim = arch / "heartbeat.pcap"
+    stage1 = sj._stage1
+
+    def stage1_then_rewrite(*a, **kw):
+        stage1(*a, **kw)
+        data = bytearray(victim.read_bytes())
+        data[24 + 4] ^= 1  # the first record's microseconds
+        victim.write_bytes(bytes(data))
+
+    monkeypatch.setattr(sj, "_stage1", stage1_then_rewrite)
+    with pytest.raises(ar.InputError, match="heartbeat.pcap: changed while it was read") as e:
+        _run(spark, [str(arch)], tmp_path / "out")
+    assert e.value.code == "format"
 
 
 def test_cli_archive_writes_parquet(tmp_path, capsys, spark):
