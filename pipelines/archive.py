@@ -768,9 +768,10 @@ class FlowRunner:
 
     def run(self, rows: Iterable[tuple]) -> Iterator[tuple]:
         """``rows``: ``(flow, packet, ts, linktype, data, orig_len)`` sorted by flow then
-        packet.  Yields ``(table, flow, k1, k2, n, blob)``: ``blob`` an Arrow IPC chunk of
-        ``n`` rows of ``table`` (columns of :func:`arrow_schema`: the rows with their
-        output-order keys ``_flow``, ``_k1``, ``_k2``), ``(flow, k1, k2)`` its smallest key;
+        packet.  Yields ``(table, flow, k1, k2, n, hk1, hflow, hk2, blob)``: ``blob`` an Arrow
+        IPC chunk of ``n`` rows of ``table`` (columns of :func:`arrow_schema`: the rows with
+        their output-order keys ``_flow``, ``_k1``, ``_k2``), ``(k1, flow, k2)`` its smallest
+        key, ``(hk1, hflow, hk2)`` its largest;
         table "_flow" carries one flow's facts, pickled (see :meth:`_flow_meta`).  Rows are
         consumed one at a time: nothing of a flow is held but its protocol state."""
         cur = None
@@ -807,10 +808,13 @@ class FlowRunner:
     def _flush(self, table: str) -> Iterator[tuple]:
         b = self._buf.pop(table, None)
         if b and b[0]:
-            # the chunk's smallest output-order key and its size: the job places the range
-            # boundaries of the sorted tables from these (see range_bounds)
-            k1, flow, k2 = min(zip(b[2], b[1], b[3]))
-            yield (table, flow, k1, k2, len(b[0]), batch_ipc(rows_batch(table, *b)))
+            # the chunk's smallest and largest output-order keys and its size: the job places
+            # the range boundaries of the sorted tables from these (see range_bounds) and sends
+            # the chunk to the ranges it overlaps
+            keys = list(zip(b[2], b[1], b[3]))
+            k1, flow, k2 = min(keys)
+            hk1, hflow, hk2 = max(keys)
+            yield (table, flow, k1, k2, len(b[0]), hk1, hflow, hk2, batch_ipc(rows_batch(table, *b)))
 
     def _ready_deliveries(self, flow: str, st: dict) -> Iterator[tuple]:
         """Delivery rows folded so far (final), each with its single-process order."""
@@ -918,7 +922,7 @@ class FlowRunner:
                 counts[table] += 1
                 yield from self._add(table, flow, row, k1 if k1 is not None else 0, i)
         yield from self._frame_rows(flow, st)
-        yield ("_flow", flow, 0, 0, 1, pickle.dumps(self._flow_meta(st), 5))
+        yield ("_flow", flow, 0, 0, 1, 0, flow, 0, pickle.dumps(self._flow_meta(st), 5))
 
     def _flow_meta(self, st: dict) -> dict:
         """Facts the driver needs after the run: the last record that produced events
@@ -1027,3 +1031,51 @@ def ipc_batches(blob: bytes):
     import pyarrow as pa
 
     return pa.ipc.open_stream(blob).read_all().to_batches()
+
+
+def _at_or_past(t, bound):
+    """Mask of the rows of Arrow table ``t`` whose key (_k1, _flow, _k2) is >= ``bound``."""
+    import pyarrow.compute as pc
+
+    b1, bf, b2 = bound
+    k1, fl, k2 = t["_k1"], t["_flow"], t["_k2"]
+    return pc.or_(pc.greater(k1, b1), pc.and_(pc.equal(k1, b1), pc.or_(
+        pc.greater(fl, bf), pc.and_(pc.equal(fl, bf), pc.greater_equal(k2, b2)))))
+
+
+def sorted_range(chunks: Iterable[tuple[int, int, bytes]], bounds: list, excluded: list, batch_rows: int = 4096):
+    """The rows of one output range of a table, sorted: ``chunks`` are ``(layer, range,
+    blob)`` (stage-2 chunks, each sent to every range its keys overlap); a chunk's rows
+    outside its range of ``bounds`` (:func:`range_bounds`), or of a flow in
+    ``excluded[layer]`` (flows a later layer ran again), are dropped; the others are
+    sorted by (_k1, _flow, _k2) and yielded as record batches without those keys.  Holds
+    the range's rows (the job makes ranges of about ``TABLE_PART_ROWS`` rows)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    parts = []
+    drop = {}
+    for layer, r, blob in chunks:
+        for b in ipc_batches(blob):
+            t = pa.Table.from_batches([b])
+            mask = None
+            if r > 0:
+                mask = _at_or_past(t, bounds[r - 1])
+            if r < len(bounds):
+                below = pc.invert(_at_or_past(t, bounds[r]))
+                mask = below if mask is None else pc.and_(mask, below)
+            ex = excluded[layer] if layer < len(excluded) else None
+            if ex:
+                if layer not in drop:
+                    drop[layer] = pa.array(sorted(ex), pa.string())
+                keep = pc.invert(pc.is_in(t["_flow"], value_set=drop[layer]))
+                mask = keep if mask is None else pc.and_(mask, keep)
+            if mask is not None:
+                t = t.filter(mask)
+            if t.num_rows:
+                parts.append(t)
+    if not parts:
+        return
+    t = pa.concat_tables(parts).sort_by([("_k1", "ascending"), ("_flow", "ascending"), ("_k2", "ascending")])
+    t = t.drop_columns(["_flow", "_k1", "_k2"])
+    yield from t.to_batches(max_chunksize=batch_rows)

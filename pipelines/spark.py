@@ -71,10 +71,10 @@ from amqp_dissect.pipelines.archive import (  # noqa: E402
     end_sensitive,
     expand_inputs,
     fill_records,
-    ipc_batches,
     layout,
     plan_ranges,
     range_bounds,
+    sorted_range,
 )
 from amqp_dissect.pipelines.local import read_keylog  # noqa: E402
 from amqp_dissect.amqp.spec import OUTCOMES  # noqa: E402
@@ -87,7 +87,7 @@ SUMMARIES = ("latency_by_link", "latency_by_address", "latency_by_window", "outc
 DEFAULT_WINDOW = 60.0
 PERCENTILES = (50, 90, 99)
 OUTPUT_THREADS = 4  # tables (then summaries) written at once, each by its own Spark jobs
-TABLE_PART_ROWS = 100_000  # a table is written by one task per this many rows (at most the stage-2 tasks)
+TABLE_PART_ROWS = 100_000  # rows of a table one task sorts and writes, at most (about)
 
 _LOG4J = """\
 rootLogger.level = error
@@ -273,7 +273,9 @@ def rows_schema():
     return T.StructType([
         T.StructField("table", T.StringType()), T.StructField("flow", T.StringType()),
         T.StructField("k1", T.LongType()), T.StructField("k2", T.LongType()),
-        T.StructField("n", T.LongType()), T.StructField("blob", T.BinaryType()),
+        T.StructField("n", T.LongType()), T.StructField("hk1", T.LongType()),
+        T.StructField("hflow", T.StringType()), T.StructField("hk2", T.LongType()),
+        T.StructField("blob", T.BinaryType()),
     ])
 
 
@@ -342,7 +344,7 @@ def _stage2_fn(params_bc, arrow_schema):
             yield from _batches(runner.run(fill_records(_rows_of(batches, STAGE2_COLUMNS), reader)), arrow_schema,
                                 size=1000)
         except CaptureChanged as e:  # the driver reports it (see _facts)
-            yield pa_batch([("_flow", "", 0, 0, 1, pickle.dumps({"error": str(e)}, 5))], arrow_schema)
+            yield pa_batch([("_flow", "", 0, 0, 1, 0, "", 0, pickle.dumps({"error": str(e)}, 5))], arrow_schema)
         finally:
             reader.close()
     return fn
@@ -353,11 +355,12 @@ def pa_batch(rows, arrow_schema):
     return next(_batches(rows, arrow_schema))
 
 
-def _decode_fn():
+def _range_fn(bounds, excluded):
     def fn(batches):
-        for batch in batches:
-            for blob in batch.column("blob").to_pylist():
-                yield from ipc_batches(blob)
+        def chunks():
+            for batch in batches:
+                yield from zip(*(batch.column(c).to_pylist() for c in ("layer", "r", "blob")))
+        yield from sorted_range(chunks(), bounds, excluded)
     return fn
 
 
@@ -533,22 +536,30 @@ def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, ke
     plan = balance_flows(summaries, lay.offsets, nparts, lay.tcp_records)
     _stage2(spark, tcp, base, nparts, rows_path, plan)
     mark("stage2")
+    # layers of stage-2 results: (rows, [flow DataFrames a later layer ran again]); the same
+    # flows as Python sets for the tables step (reruns concern few flows)
     layers = [(_read_rows(spark, rows_path), [])]
+    excluded: list[set] = [set()]
+
+    def rerun(flows: list, params: FlowParams, path: str) -> None:
+        fdf = spark.createDataFrame([(f,) for f in flows], "flow string")
+        _stage2(spark, tcp.join(F.broadcast(fdf), "flow", "left_semi"), params, nparts, path)
+        for (_, ex), exs in zip(layers, excluded):
+            ex.append(fdf)
+            exs.update(flows)
+        layers.append((_read_rows(spark, path), []))
+        excluded.append(set())
+
     facts = _facts(_meta_rows(layers))
     reruns = {"ticks": 0, "end": 0}
     ticks = None
     if facts["needs_ticks"]:
-        need = _meta_rows(layers).where(F.col("needs_ticks")).select("flow").cache()
+        need = [r.flow for r in _meta_rows(layers).where(F.col("needs_ticks")).select("flow").collect()]
         tk = tcp.select("packet", "ts").repartition(1).sortWithinPartitions("packet").mapInArrow(
             _ticks_fn(1.0), "packet long, ts double")
         ticks = tuple((r.packet, r.ts) for r in tk.collect())
-        params = FlowParams(**{**base.__dict__, "ticks": ticks})
-        p1 = work + "/rows_ticks"
-        _stage2(spark, tcp.join(need, "flow", "left_semi"), params, nparts, p1)
-        for _, ex in layers:
-            ex.append(need)
-        layers.append((_read_rows(spark, p1), []))
-        reruns["ticks"] = facts["needs_ticks"]
+        rerun(need, FlowParams(**{**base.__dict__, "ticks": ticks}), work + "/rows_ticks")
+        reruns["ticks"] = len(need)
         facts = _facts(_meta_rows(layers))
     # the single-process Analyzer is finished at the time of the last record that produced an event
     best = None
@@ -557,16 +568,10 @@ def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, ke
             best = cand
     E = best[1] if best is not None else None
     if E != G:
-        sens = _meta_rows(layers).mapInArrow(_sensitive_fn(G, E), "flow string").cache()
-        n_sens = sens.count()
-        if n_sens:
-            params = FlowParams(**{**base.__dict__, "ticks": ticks, "end_ts": E})
-            p2 = work + "/rows_end"
-            _stage2(spark, tcp.join(sens, "flow", "left_semi"), params, nparts, p2)
-            for _, ex in layers:
-                ex.append(sens)
-            layers.append((_read_rows(spark, p2), []))
-            reruns["end"] = n_sens
+        sens = [r.flow for r in _meta_rows(layers).mapInArrow(_sensitive_fn(G, E), "flow string").collect()]
+        if sens:
+            rerun(sens, FlowParams(**{**base.__dict__, "ticks": ticks, "end_ts": E}), work + "/rows_end")
+            reruns["end"] = len(sens)
             facts = _facts(_meta_rows(layers))
     mark("reruns")
     stats["reruns"] = reruns
@@ -581,7 +586,7 @@ def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, ke
     bounds = _table_bounds(layers, counts, nparts)
 
     def write_table(t):
-        _table(spark, layers, t, bounds[t]).write.mode("overwrite").parquet(written[t])
+        _table(spark, layers, t, bounds[t], excluded).write.mode("overwrite").parquet(written[t])
 
     with _sql_conf(spark, **_TABLES_CONF):
         _concurrently(write_table, sorted(counts, key=lambda t: -counts[t]))  # the largest first
@@ -712,19 +717,16 @@ def _facts(meta) -> dict:
             "last_ts": r.last_ts, "rows": {t: r["rows_" + t] or 0 for t in ROW_TABLES}}
 
 
-def _table_schema_full(table: str):
-    T = _types()
-    return T.StructType(list(table_schema(table).fields) + [
-        T.StructField("_flow", T.StringType()), T.StructField("_k1", T.LongType()), T.StructField("_k2", T.LongType())])
-
-
 def _table_bounds(layers, counts: dict, nparts: int) -> dict:
-    """table -> range boundaries (:func:`range_bounds`) of its rows in output order: tables
-    of more than :data:`TABLE_PART_ROWS` rows are written by up to ``nparts`` tasks, from
-    the smallest key and size of each stage-2 chunk (one Spark job reading four columns)."""
+    """table -> range boundaries (:func:`range_bounds`) of its rows in output order, from
+    the smallest key and size of each stage-2 chunk (one Spark job reading five columns).
+    A table of at most :data:`TABLE_PART_ROWS` rows is one range; a larger one is cut into
+    a multiple of ``nparts`` ranges of at most about that many rows (a task sorts one
+    range in memory)."""
     from pyspark.sql import functions as F
 
-    parts = {t: min(nparts, -(-n // TABLE_PART_ROWS)) for t, n in counts.items()}
+    parts = {t: 1 if n <= TABLE_PART_ROWS else nparts * -(-n // (TABLE_PART_ROWS * nparts))
+             for t, n in counts.items()}
     big = sorted(t for t, p in parts.items() if p > 1)
     out = {t: [] for t in counts}
     if not big:
@@ -741,37 +743,37 @@ def _table_bounds(layers, counts: dict, nparts: int) -> dict:
     return out
 
 
-def _table(spark, layers, table: str, bounds: list):
-    """A result table from the stage-2 outputs: each layer's rows minus the flows that a
-    later rerun replaced, in single-process order (connection first seen, then row):
-    range ``i`` of ``bounds`` goes to partition ``i`` (the partition keys of
-    :func:`partition_keys`), sorted there; Spark names the files by partition, so read
-    in name order they hold the rows in order.  No sampling pass (``orderBy`` would
-    decode every chunk twice)."""
+def _table(spark, layers, table: str, bounds: list, excluded: list):
+    """A result table from the stage-2 chunks, in single-process order (connection first
+    seen, then row): each chunk goes to the ranges of ``bounds`` its keys overlap (range
+    ``i`` to partition ``i``, by the keys of :func:`partition_keys`), where
+    :func:`sorted_range` keeps its rows of that range, minus the flows a later layer ran
+    again (``excluded[layer]``), and sorts them.  Spark names the files by partition, so
+    read in name order they hold the rows in order.  Only the chunks move between tasks:
+    no shuffle of rows, no sampling pass."""
     from pyspark.sql import functions as F
 
-    full = _table_schema_full(table)
-    parts = []
-    for rows, excluded in layers:
-        df = rows.where(F.col("table") == table).select("blob").mapInArrow(_decode_fn(), full)
-        for ex in excluded:
-            df = df.join(ex.withColumnRenamed("flow", "_flow"), "_flow", "left_anti")
-        parts.append(df.select(*full.fieldNames()))
-    df = parts[0]
-    for p in parts[1:]:
-        df = df.unionByName(p)
+    chunks = None
+    for li, (rows, _) in enumerate(layers):
+        d = rows.where(F.col("table") == table).select(F.lit(li).alias("layer"), "k1", "flow", "k2", "hk1", "hflow",
+                                                       "hk2", "blob")
+        chunks = d if chunks is None else chunks.unionByName(d)
     if bounds:
-        k1, flow, k2 = F.col("_k1"), F.col("_flow"), F.col("_k2")
-        rank = F.lit(0)
-        for b1, bf, b2 in bounds:  # rows at or past a boundary go to the next range
-            past = (k1 > F.lit(b1)) | ((k1 == F.lit(b1)) & ((flow > F.lit(bf)) | ((flow == F.lit(bf)) & (k2 >= F.lit(b2)))))
-            rank = rank + past.cast("int")
+        def rank(k1, flow, k2):  # the range of a key: the number of boundaries at or below it
+            r = F.lit(0)
+            for b1, bf, b2 in bounds:
+                past = (k1 > F.lit(b1)) | ((k1 == F.lit(b1)) & ((flow > F.lit(bf)) | ((flow == F.lit(bf)) & (k2 >= F.lit(b2)))))
+                r = r + past.cast("int")
+            return r
+
         n = len(bounds) + 1
-        keys = partition_keys(spark, n)
-        df = df.repartition(n, F.element_at(F.array(*[F.lit(k).cast("long") for k in keys]), rank + 1))
+        keys = F.array(*[F.lit(k).cast("long") for k in partition_keys(spark, n)])
+        chunks = chunks.withColumn("r", F.explode(F.sequence(rank(F.col("k1"), F.col("flow"), F.col("k2")),
+                                                            rank(F.col("hk1"), F.col("hflow"), F.col("hk2")))))
+        chunks = chunks.repartition(n, F.element_at(keys, F.col("r") + 1))
     else:
-        df = df.repartition(1)
-    return df.sortWithinPartitions("_k1", "_flow", "_k2").drop("_k1", "_k2", "_flow")
+        chunks = chunks.withColumn("r", F.lit(0)).repartition(1)
+    return chunks.select("layer", "r", "blob").mapInArrow(_range_fn(bounds, excluded), table_schema(table))
 
 
 def _meta_rows(layers):

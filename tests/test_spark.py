@@ -608,6 +608,24 @@ def test_a_file_changed_between_the_stages_is_an_input_error(spark, tmp_path, mo
     assert e.value.code == "format"
 
 
+def test_a_capture_without_amqp_gives_empty_tables_with_their_columns(spark, tmp_path):
+    from pcapbuild import ethernet_frame, tcp_packet, write_pcap
+
+    from amqp_dissect.results.schema import names
+
+    cap = tmp_path / "http.pcap"
+    recs = [(1_700_000_000 + i * 0.5, 1, ethernet_frame(tcp_packet("10.9.9.9", "10.9.9.8", 33000, 80, seq=1 + i * 10,
+                                                                   payload=b"GET /abc\r\n"))) for i in range(5)]
+    cap.write_bytes(write_pcap(recs))
+    res = _run(spark, [str(cap)], tmp_path / "out", frames=True)
+    assert res["counts"] == {"connections": 0, "links": 0, "deliveries": 0, "stalls": 0, "frames": 0}
+    for t in TABLES:
+        df = pd.read_parquet(tmp_path / "out" / t)
+        assert len(df) == 0 and list(df.columns) == list(names(t)), t
+    for name in ("latency_by_link", "outcomes", "frames"):
+        assert len(pd.read_parquet(tmp_path / "out" / name)) == 0
+
+
 def test_cli_archive_writes_parquet(tmp_path, capsys, spark):
     from amqp_dissect.cli import main as m
 
