@@ -1019,10 +1019,12 @@ def rows_batch(table: str, rows: list[dict], flows: list, k1: list, k2: list):
 
 
 def batch_ipc(batch) -> bytes:
+    """An Arrow IPC stream of ``batch``, its buffers LZ4-compressed (a chunk of a stage-2
+    table shrinks about fivefold: less for the JVM to copy, write and shuffle)."""
     import pyarrow as pa
 
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, batch.schema) as w:
+    with pa.ipc.new_stream(sink, batch.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as w:
         w.write_batch(batch)
     return sink.getvalue().to_pybytes()
 
@@ -1043,13 +1045,14 @@ def _at_or_past(t, bound):
         pc.greater(fl, bf), pc.and_(pc.equal(fl, bf), pc.greater_equal(k2, b2)))))
 
 
-def sorted_range(chunks: Iterable[tuple[int, int, bytes]], bounds: list, excluded: list, batch_rows: int = 4096):
-    """The rows of one output range of a table, sorted: ``chunks`` are ``(layer, range,
-    blob)`` (stage-2 chunks, each sent to every range its keys overlap); a chunk's rows
-    outside its range of ``bounds`` (:func:`range_bounds`), or of a flow in
-    ``excluded[layer]`` (flows a later layer ran again), are dropped; the others are
-    sorted by (_k1, _flow, _k2) and yielded as record batches without those keys.  Holds
-    the range's rows (the job makes ranges of about ``TABLE_PART_ROWS`` rows)."""
+def sorted_range_table(chunks: Iterable[tuple[int, int, bytes]], bounds: list, excluded: list):
+    """The rows of one output range of a table, sorted, as an Arrow table (None without
+    rows): ``chunks`` are ``(layer, range, blob)`` (stage-2 chunks, each sent to every
+    range its keys overlap); a chunk's rows outside its range of ``bounds``
+    (:func:`range_bounds`), or of a flow in ``excluded[layer]`` (flows a later layer ran
+    again), are dropped; the others are sorted by (_k1, _flow, _k2) and returned without
+    those keys.  Holds the range's rows (the job makes ranges of about
+    ``TABLE_PART_ROWS`` rows)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -1075,7 +1078,38 @@ def sorted_range(chunks: Iterable[tuple[int, int, bytes]], bounds: list, exclude
             if t.num_rows:
                 parts.append(t)
     if not parts:
-        return
+        return None
     t = pa.concat_tables(parts).sort_by([("_k1", "ascending"), ("_flow", "ascending"), ("_k2", "ascending")])
-    t = t.drop_columns(["_flow", "_k1", "_k2"])
-    yield from t.to_batches(max_chunksize=batch_rows)
+    return t.drop_columns(["_flow", "_k1", "_k2"])
+
+
+def sorted_range(chunks: Iterable[tuple[int, int, bytes]], bounds: list, excluded: list, batch_rows: int = 4096):
+    """:func:`sorted_range_table` as record batches of at most ``batch_rows`` rows."""
+    t = sorted_range_table(chunks, bounds, excluded)
+    if t is not None:
+        yield from t.to_batches(max_chunksize=batch_rows)
+
+
+RANGE_FILE = "part-{:05d}.parquet"  # file of range i of a table written by its task (name order = row order)
+ROW_GROUP_ROWS = 65536
+
+
+def write_range(directory: str, table: str, r: int, t) -> int:
+    """Write the sorted rows ``t`` (an Arrow table, or None) of range ``r`` of ``table`` to
+    ``directory/part-<r>.parquet`` with the table's Spark-compatible schema (snappy, UTC
+    microsecond timestamps, like Spark's own writer here); through a temporary name and a
+    rename, so that a task run again replaces its file.  Returns the rows written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from amqp_dissect.results.tables import arrow_schema as registry_schema
+
+    schema = registry_schema(table, spark=True)
+    if t is None:
+        t = schema.empty_table()
+    path = os.path.join(directory, RANGE_FILE.format(r))
+    tmp = os.path.join(directory, f".{RANGE_FILE.format(r)}.{os.getpid()}.tmp")
+    pq.write_table(pa.Table.from_batches(t.to_batches(), schema=schema), tmp, row_group_size=ROW_GROUP_ROWS,
+                   compression="snappy")
+    os.replace(tmp, path)
+    return t.num_rows

@@ -75,6 +75,8 @@ from amqp_dissect.pipelines.archive import (  # noqa: E402
     plan_ranges,
     range_bounds,
     sorted_range,
+    sorted_range_table,
+    write_range,
 )
 from amqp_dissect.pipelines.local import read_keylog  # noqa: E402
 from amqp_dissect.amqp.spec import OUTCOMES  # noqa: E402
@@ -355,12 +357,29 @@ def pa_batch(rows, arrow_schema):
     return next(_batches(rows, arrow_schema))
 
 
-def _range_fn(bounds, excluded):
+def _range_fn(bounds, excluded, table: str | None = None, directory: str | None = None):
+    """Rows of ranges of a table, sorted (:func:`sorted_range`); with ``directory``, each
+    task writes its range's Parquet file itself (:func:`write_range`) and gives one row,
+    ``(range, rows written)``."""
     def fn(batches):
+        first = []
+
         def chunks():
             for batch in batches:
-                yield from zip(*(batch.column(c).to_pylist() for c in ("layer", "r", "blob")))
-        yield from sorted_range(chunks(), bounds, excluded)
+                cols = [batch.column(c).to_pylist() for c in ("layer", "r", "blob")]
+                if not first and cols[1]:
+                    first.append(cols[1][0])
+                yield from zip(*cols)
+        if directory is None:
+            yield from sorted_range(chunks(), bounds, excluded)
+            return
+        import pyarrow as pa
+
+        t = sorted_range_table(chunks(), bounds, excluded)
+        if first:  # a partition holds one range (range i is partition i); an empty one writes nothing
+            n = write_range(directory, table, first[0], t)
+            yield pa.RecordBatch.from_arrays([pa.array([first[0]], pa.int32()), pa.array([n], pa.int64())],
+                                             names=["r", "rows"])
     return fn
 
 
@@ -586,7 +605,19 @@ def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, ke
     bounds = _table_bounds(layers, counts, nparts)
 
     def write_table(t):
-        _table(spark, layers, t, bounds[t], excluded).write.mode("overwrite").parquet(written[t])
+        directory = _direct_dir(written[t])
+        if directory is None:  # not a local path: Spark's writer
+            _table(spark, layers, t, bounds[t], excluded).write.mode("overwrite").parquet(written[t])
+            return
+        # the tasks write the files themselves (pyarrow: a fraction of the JVM's cost)
+        shutil.rmtree(directory, ignore_errors=True)
+        os.makedirs(directory)
+        got = _table(spark, layers, t, bounds[t], excluded, directory).collect()
+        if sum(r.rows for r in got) != counts[t]:  # each row in exactly one range
+            raise RuntimeError(f"table {t}: {sum(r.rows for r in got)} rows written of {counts[t]}")
+        if not got:  # no rows at all: one file with the columns
+            write_range(directory, t, 0, None)
+        open(os.path.join(directory, "_SUCCESS"), "wb").close()
 
     with _sql_conf(spark, **_TABLES_CONF):
         _concurrently(write_table, sorted(counts, key=lambda t: -counts[t]))  # the largest first
@@ -643,8 +674,8 @@ def _stage2(spark, tcp, params: FlowParams, nparts: int, path: str, plan: dict |
         parted = tcp.repartition(nparts, "flow")
     df = parted.sortWithinPartitions("flow", "packet").select(*STAGE2_COLUMNS).mapInArrow(
         _stage2_fn(bc, _arrow_schema(schema)), schema)
-    with _sql_conf(spark, **_STAGE2_CONF):
-        df.write.mode("overwrite").partitionBy("table").parquet(path)
+    with _sql_conf(spark, **_STAGE2_CONF):  # the chunks are compressed already (batch_ipc)
+        df.write.mode("overwrite").partitionBy("table").option("compression", "uncompressed").parquet(path)
 
 
 _PARTITION_KEYS: dict = {}
@@ -743,13 +774,21 @@ def _table_bounds(layers, counts: dict, nparts: int) -> dict:
     return out
 
 
-def _table(spark, layers, table: str, bounds: list, excluded: list):
+def _direct_dir(uri: str) -> str | None:
+    """The local directory the table tasks write ``uri`` to themselves, or None (Spark's
+    writer: a remote file system).  A local output directory, like the input paths, must be
+    the same path on every executor."""
+    return _local(uri)
+
+
+def _table(spark, layers, table: str, bounds: list, excluded: list, directory: str | None = None):
     """A result table from the stage-2 chunks, in single-process order (connection first
     seen, then row): each chunk goes to the ranges of ``bounds`` its keys overlap (range
     ``i`` to partition ``i``, by the keys of :func:`partition_keys`), where
     :func:`sorted_range` keeps its rows of that range, minus the flows a later layer ran
-    again (``excluded[layer]``), and sorts them.  Spark names the files by partition, so
-    read in name order they hold the rows in order.  Only the chunks move between tasks:
+    again (``excluded[layer]``), and sorts them.  Spark names the files by partition (and
+    with ``directory`` each task writes ``part-<range>.parquet`` there itself, giving
+    ``(range, rows)``), so read in name order they hold the rows in order.  Only the chunks move between tasks:
     no shuffle of rows, no sampling pass."""
     from pyspark.sql import functions as F
 
@@ -773,7 +812,10 @@ def _table(spark, layers, table: str, bounds: list, excluded: list):
         chunks = chunks.repartition(n, F.element_at(keys, F.col("r") + 1))
     else:
         chunks = chunks.withColumn("r", F.lit(0)).repartition(1)
-    return chunks.select("layer", "r", "blob").mapInArrow(_range_fn(bounds, excluded), table_schema(table))
+    chunks = chunks.select("layer", "r", "blob")
+    if directory is not None:
+        return chunks.mapInArrow(_range_fn(bounds, excluded, table, directory), "r int, rows long")
+    return chunks.mapInArrow(_range_fn(bounds, excluded), table_schema(table))
 
 
 def _meta_rows(layers):

@@ -437,13 +437,18 @@ def test_partition_keys_route_rows_to_their_partition(spark):
         assert all(r.p == r.i for r in got) and len({r.i for r in got}) == n
 
 
-def test_tables_are_written_in_single_process_order(spark, tmp_path, monkeypatch):
+@pytest.mark.parametrize("writer", ["tasks", "spark"])
+def test_tables_are_written_in_single_process_order(spark, tmp_path, monkeypatch, writer):
     """Tables large enough are written by several tasks, each a range of the output order:
     read back in file-name order (as pandas does), every table equals the single-process
-    one row for row, unsorted; the stage-2 tasks hold the flows the plan gave them."""
+    one row for row, unsorted; the stage-2 tasks hold the flows the plan gave them.  Both
+    writers: the tasks' own Parquet files (a local output directory) and Spark's writer
+    (what a remote output gets)."""
     from amqp_dissect.pipelines import spark as sj
 
     monkeypatch.setattr(sj, "TABLE_PART_ROWS", 40)
+    if writer == "spark":
+        monkeypatch.setattr(sj, "_direct_dir", lambda uri: None)
     out = tmp_path / "out"
     res = _run(spark, [SAMPLES], out, frames=True, partitions=3, keep_work=True)
     a = analyze(capture_order(SAMPLE_FILES))
@@ -458,6 +463,10 @@ def test_tables_are_written_in_single_process_order(spark, tmp_path, monkeypatch
     for t in ("deliveries", "frames"):  # cut into ranges at chunk (1024 rows) boundaries
         files = [f for f in os.listdir(out / t) if f.endswith(".parquet")]
         assert sum(1 for f in files if len(pd.read_parquet(out / t / f))) > 1, t
+        if writer == "tasks":
+            assert all(f.startswith("part-") and len(f) == len("part-00000.parquet") for f in files), files
+    for t in TABLES:  # the Spark schema, whoever wrote the files
+        assert spark.read.parquet(str(out / t)).schema == sj.table_schema(t), t
     # stage 2: the flows the summaries count sit in the task the plan gave them
     seg = pd.read_parquet(out / "_work" / "seg", columns=["kind", "meta"])
     summaries = [json.loads(m) for m in seg[seg.kind == ar.KIND_SUMMARY].meta]
