@@ -1576,7 +1576,7 @@ class StateTracker:
             if n.severity in ("warn", "error"):
                 self._violation(c, d, None, "protocol-header", n.severity, n.message, ts=h.ts, packet=h.packet,
                                 origin="framing", channel=None)
-        key = (h.protocol_id, tuple(h.version))
+        key = (h.protocol_id, tuple(h.version), h.name)  # (the name: for the notes; it follows from the rest)
         c.headers[d].append(h.name)
         c.header_keys[d].append(key)
         k = len(c.header_keys[d]) - 1
@@ -1593,7 +1593,7 @@ class StateTracker:
             if j is not None and c.lost(d):
                 for i in range(k, j):
                     c.header_keys[d].insert(i, theirs[i])
-                    c.note_inferred(f"the {SIDES[d]}'s protocol header {c.headers[1 - d][i]} was lost "
+                    c.note_inferred(f"the {SIDES[d]}'s protocol header {theirs[i][2]} was lost "
                                     f"(from its {h.name} answering the {SIDES[1 - d]}'s)")
                 mismatch = False
                 other = key
@@ -1604,7 +1604,7 @@ class StateTracker:
                 mismatch = False
                 other = key
         if mismatch:
-            c.negotiation = (f"{SIDES[1 - d]} sent {c.headers[1 - d][k]}, {SIDES[d]} answered {h.name}")
+            c.negotiation = (f"{SIDES[1 - d]} sent {other[2]}, {SIDES[d]} answered {h.name}")
             self._violation(c, d, None, "protocol-header", "warn",
                             f"protocol header mismatch: {c.negotiation}", ts=h.ts, packet=h.packet)
         if h.protocol_id == PROTO_TLS:
