@@ -157,6 +157,12 @@ def split(
     if capture.is_dir():
         raise _fail("EXIT_OPEN", f"{capture}: is a directory, not a capture file")
     try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as e:
+        raise _fail("EXIT_OPEN", f"--out {out}: cannot create the directory: {e.strerror or e}") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise _fail("EXIT_OPEN", f"--out {out}: cannot write in the directory: permission denied")
+    try:
         res = split_capture(str(capture), str(out), packets=packets, bytes=nbytes, seconds=seconds,
                             gzip_output=gzip_output, name=name)
     except FileNotFoundError:
@@ -164,6 +170,8 @@ def split(
     except CaptureError as e:
         raise _fail("EXIT_FORMAT", f"{capture}: {e}") from None
     except OSError as e:
+        if e.filename is not None and os.fspath(e.filename) != str(capture):  # an output part
+            raise _fail("EXIT_OPEN", f"{e.filename}: cannot write: {e.strerror or e}") from None
         raise _fail("EXIT_OPEN", f"{capture}: cannot open: {e.strerror or e}") from None
     print(f"{res.records} records -> {len(res)} files in {out}" + (f" ({os.path.basename(res[0])} ... "
                                                                   f"{os.path.basename(res[-1])})" if res else ""))

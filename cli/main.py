@@ -14,6 +14,7 @@ Exit codes (also in ``amqp-dissect --help`` and the README):
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import os
@@ -33,14 +34,38 @@ from amqp_dissect.render.report import render_text
 from amqp_dissect.results.report import build_report
 
 from .archive import register as _register_archive
+from .habits import TimeFormat, capture_inputs, check_output, pick_columns, text_table, time_text, write_failure
 from .common import (  # noqa: F401  (re-exported: the exit codes are part of this module's API)
     EXIT_CODES_HELP, EXIT_DAMAGED, EXIT_FORMAT, EXIT_INTERNAL, EXIT_OK, EXIT_OPEN, EXIT_USAGE, Fail,
 )
 
 _KEYLOG_HELP = "TLS key log (NSS format) to decrypt TLS streams; default: the file $SSLKEYLOGFILE names"
 
-app = typer.Typer(
-    add_completion=False,
+class _BrokenPipe(Exception):
+    """The reader of our output went away (``| head``): not an error."""
+
+
+def _guarded(fn):
+    """A command whose broken pipe reaches :func:`main` (click would turn it into exit 1)."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except BrokenPipeError:
+            raise _BrokenPipe() from None
+    return run
+
+
+class _App(typer.Typer):
+    """A Typer whose commands all get :func:`_guarded`."""
+
+    def command(self, *args, **kwargs):
+        register = super().command(*args, **kwargs)
+        return lambda fn: register(_guarded(fn))
+
+
+app = _App(
+    add_completion=True,
     no_args_is_help=True,
     help=f"AMQP 1.0 packet-capture analyzer and protocol dissector.\n\n{EXIT_CODES_HELP}",
     pretty_exceptions_enable=False,
@@ -50,6 +75,35 @@ app = typer.Typer(
 class FrameFormat(str, Enum):
     text = "text"
     jsonl = "jsonl"
+    fields = "fields"
+
+
+_INPUTS_HELP = "capture files (pcap / pcapng, optionally gzip), read as one capture in the order given; - for standard input"
+_CAPTURES = typer.Argument(None, help=_INPUTS_HELP, show_default=False)
+_READ = typer.Option(None, "-r", "--read-file", help="read this capture (repeatable; before the arguments)",
+                     show_default=False)
+_COUNT = typer.Option(None, "-c", "--count", min=1, help="stop after reading this many packets (as tshark -c)")
+_IFACE = typer.Option(None, "-i", "--interface", help="capture live on this interface (through dumpcap)",
+                      show_default=False)
+_BPF = typer.Option(None, "--capture-filter", help="live capture: BPF capture filter, e.g. 'tcp port 5672'",
+                    show_default=False)
+_AUTOSTOP = typer.Option(None, "-a", "--autostop", help="live capture: duration:SECONDS", show_default=False)
+_WRITE = typer.Option(None, "-w", "--write", help="live capture: also write the raw packets to this pcap file",
+                      show_default=False)
+
+
+def _inputs(captures, read, iface, bpf, count, autostop, write):
+    """The files (or stdin) to read, or the live capture of -i."""
+    from .live import open_live
+
+    if iface is None:
+        if bpf or autostop or write:
+            open_live(iface, bpf, count, autostop, write)  # (says which option needs -i)
+        return capture_inputs(captures, read)
+    if captures or read:
+        raise Fail(EXIT_USAGE, "-i captures live: give no capture file with it")
+    check_output(write)
+    return open_live(iface, bpf, count, autostop, write)
 
 
 # --------------------------------------------------------------------------- capture input
@@ -58,27 +112,42 @@ class FrameFormat(str, Enum):
 class CaptureRun:
     """A CaptureSource whose failures become one line on stderr and an exit code."""
 
-    def __init__(self, path: Path, ports: list[int], messages: bool = False, keylog: Path | None = None,
-                 tls_records: list | None = None):
-        self.path = path
-        self.source = CaptureSource([path], ports=ports, messages=messages, keylog=load_keylog(keylog),
-                                    tls_records=tls_records)
+    def __init__(self, inputs, ports: list[int], messages: bool = False, keylog: Path | None = None,
+                 tls_records: list | None = None, limit: int | None = None):
+        if isinstance(inputs, (str, Path)):
+            inputs = [str(inputs)]
+        from .live import LiveCapture
+
+        self.live = inputs if isinstance(inputs, LiveCapture) else None  # -i: dumpcap's pipe
+        inputs = [inputs] if self.live is not None else inputs
+        self.inputs = list(inputs)
+        self.path = self.live.name if self.live is not None else self.inputs[0]
+        self.source = CaptureSource(self.inputs, ports=ports, messages=messages, keylog=load_keylog(keylog),
+                                    tls_records=tls_records, limit=limit)
         self.tls_records = tls_records
         self.dissector = self.source.dissector
 
     @contextmanager
     def _reading(self):
         """Failures to open or read the capture, as one line and an exit code."""
-        if os.path.isdir(self.path):
-            raise Fail(EXIT_OPEN, f"{self.path}: is a directory, not a capture file")
+        for p in self.inputs:
+            if isinstance(p, str) and p != "-" and os.path.isdir(p):
+                raise Fail(EXIT_OPEN, f"{p}: is a directory, not a capture file")
+        from .progress import Progress
+
         try:
-            yield
+            with Progress(self.source):
+                yield
         except FileNotFoundError:
-            raise Fail(EXIT_OPEN, f"{self.path}: no such file") from None
+            raise Fail(EXIT_OPEN, f"{self._current}: no such file") from None
         except CaptureError as e:
-            raise Fail(EXIT_FORMAT, f"{self.path}: {e}") from None
+            raise Fail(EXIT_FORMAT, f"{self._current}: {e}") from None
         except OSError as e:
-            raise Fail(EXIT_OPEN, f"{self.path}: cannot open: {e.strerror or e}") from None
+            raise Fail(EXIT_OPEN, f"{self._current}: cannot open: {e.strerror or e}") from None
+
+    @property
+    def _current(self) -> str:
+        return self.source.current or self.path
 
     def events(self) -> Iterator[tuple[object, object]]:
         """(record, event) pairs; record is the packet that produced the event (None at the end)."""
@@ -101,6 +170,12 @@ class CaptureRun:
 
     def finish_status(self, analyzer=None) -> int:
         """The exit code once everything is written: internal errors (bugs) first, then damage."""
+        if self.live is not None:
+            self.live.close()
+            why = self.live.failure()
+            if why is not None:
+                print(f"amqp-dissect: -i: {why}", file=sys.stderr)
+                return EXIT_OPEN
         bugs = analyzer.internal_errors if analyzer is not None else ()
         if bugs:
             more = f" (and {len(bugs) - 1} more: see the internal-error violations)" if len(bugs) > 1 else ""
@@ -114,7 +189,8 @@ class CaptureRun:
             return EXIT_DAMAGED
         if d.packets and d.unsupported_linktypes and d.tcp_packets == 0 and sum(d.unsupported_linktypes.values()) == d.packets:
             lts = ", ".join(str(x) for x in sorted(d.unsupported_linktypes))
-            print(f"amqp-dissect: {self.path}: unsupported link type {lts}: no packet could be decoded", file=sys.stderr)
+            print(f"amqp-dissect: {', '.join(map(str, self.source.paths))}: unsupported link type {lts}: no packet could be decoded",
+                  file=sys.stderr)
             return EXIT_FORMAT
         return EXIT_OK
 
@@ -180,86 +256,190 @@ def _root(
 
 @app.command()
 def frames(
-    capture: Path = typer.Argument(..., help="pcap or pcapng file, optionally gzip-compressed"),
+    captures: Optional[List[str]] = _CAPTURES,
+    read: Optional[List[str]] = _READ,
     verbose: bool = typer.Option(False, "-V", "--verbose", help="Wireshark-style detail tree per frame"),
-    fmt: FrameFormat = typer.Option(FrameFormat.text, "--format", "-f", help="text or jsonl"),
-    port: Optional[List[int]] = typer.Option(None, "--port", "-p", help="also decode this TCP port as AMQP (repeatable)"),
+    fmt: FrameFormat = typer.Option(FrameFormat.text, "--format", "-T",
+                                    help="text, jsonl, or fields (with -e, as tshark -T fields)"),
+    display_filter: Optional[str] = typer.Option(None, "-Y", "--display-filter",
+                                                 help="show only the frames this filter matches, e.g. "
+                                                      "'performative == \"transfer\" and delivery-id >= 10'"),
+    field: Optional[List[str]] = typer.Option(None, "-e", "--field", help="a field -T fields prints (repeatable)"),
+    count: Optional[int] = _COUNT,
+    iface: Optional[str] = _IFACE,
+    bpf: Optional[str] = typer.Option(None, "-f", "--capture-filter", show_default=False,
+                                      help="live capture: BPF capture filter, e.g. 'tcp port 5672'"),
+    autostop: Optional[List[str]] = _AUTOSTOP,
+    write: Optional[str] = _WRITE,
+    time_format: TimeFormat = typer.Option(TimeFormat.r, "-t", "--time-format", help="time column: r relative to the first packet, "
+                                           "a / ad local time (and date), u / ud UTC, e epoch, d delta from the "
+                                           "previous packet, dd from the previous line", case_sensitive=False),
+    port: Optional[List[int]] = typer.Option(None, "--port", "-p", min=1, max=65535,
+                                             help="also decode this TCP port as AMQP (repeatable)"),
     keylog: Optional[Path] = typer.Option(None, "--keylog", help=_KEYLOG_HELP),
 ):
-    """One line per AMQP frame (or a detail tree with -V, or JSON lines)."""
-    records = [] if verbose and fmt is not FrameFormat.jsonl else None  # TLS records for -V
+    """One line per AMQP frame (or a detail tree with -V, JSON lines, or -T fields -e NAME ...)."""
+    inputs = _inputs(captures, read, iface, bpf, count, autostop, write)
+    if fmt is FrameFormat.fields and not field:
+        raise Fail(EXIT_USAGE, "-T fields needs at least one -e FIELD")
+    if field and fmt is not FrameFormat.fields:
+        raise Fail(EXIT_USAGE, "-e FIELD needs -T fields")
+    if fmt is FrameFormat.fields and verbose:
+        raise Fail(EXIT_USAGE, "-V and -T fields exclude each other")
+    context = flt = printer = None
+    if display_filter is not None or field:  # (the filter module is loaded only for them)
+        from amqp_dissect.filter import FilterError, FieldPrinter, FrameContext, compile_filter
+
+        context = FrameContext()
+        try:
+            if display_filter is not None:
+                flt = compile_filter(display_filter, context)
+            if field:
+                printer = FieldPrinter(field, context)
+        except FilterError as e:
+            if display_filter is not None and flt is None:
+                raise Fail(EXIT_USAGE, e.one_line()) from None
+            raise Fail(EXIT_USAGE, f"-e {e.text}: {e.message}") from None
+    records = [] if verbose and fmt is FrameFormat.text else None  # TLS records for -V
     # -V and jsonl decode every frame and message in full; summaries need a delivery's frames and size only
-    run = CaptureRun(capture, port or [], messages=True if verbose or fmt is FrameFormat.jsonl else "summary",
-                     keylog=keylog, tls_records=records)
+    full = verbose or fmt is FrameFormat.jsonl
+    run = CaptureRun(inputs, port or [], messages=True if full else "summary", keylog=keylog, tls_records=records,
+                     limit=count)
+    tt = time_text(time_format, run.source)
     out = sys.stdout
     bugs = None  # what met internal errors (-V: describing packets), for the exit status
     if fmt is FrameFormat.jsonl:
-        _print_jsonl(run, out)
+        _print_jsonl(run, out, flt)
+    elif fmt is FrameFormat.fields:
+        _print_fields(run, out, flt, printer, context, tt)
     elif verbose:
-        bugs = _print_verbose(run, out)
+        bugs = _print_verbose(run, out, flt)
+    elif flt is not None:
+        _print_filtered(run, out, flt, tt)
     else:
-        _print_summary(run, out)
+        _print_summary(run, out, tt)
     raise typer.Exit(run.finish_status(bugs))
 
 
 _CHUNK = 8192  # lines written to the output at a time
 
 
-def _flush(out, chunk: list) -> None:
-    """Write the lines in ``chunk`` (each followed by a newline) and empty it."""
+def _flush(out, chunk: list, live: bool = False) -> None:
+    """Write the lines in ``chunk`` (each followed by a newline) and empty it (``live``: now)."""
     if chunk:
         chunk.append("")
         out.write("\n".join(chunk))
         chunk.clear()
+        if live:
+            out.flush()
 
 
-def _print_jsonl(run: CaptureRun, out) -> None:
+def _print_jsonl(run: CaptureRun, out, flt=None) -> None:
     encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode  # json.dumps(d, **the same options)
     chunk: list[str] = []
+    limit, live = (1, True) if run.live is not None else (_CHUNK, False)  # live: each line as it comes
     try:
         for _, ev in run.events():
+            if flt is not None and not flt.match(ev):
+                continue
             d = event_json(ev)
             if d is not None:
                 chunk.append(encode(d))
-                if len(chunk) >= _CHUNK:
-                    _flush(out, chunk)
+                if len(chunk) >= limit:
+                    _flush(out, chunk, live)
     finally:  # what was rendered before a failure is written too
-        _flush(out, chunk)
+        _flush(out, chunk, live)
 
 
-def _print_summary(run: CaptureRun, out) -> None:
+def _print_summary(run: CaptureRun, out, tt=None) -> None:
     lines = None
     chunk: list[str] = []
+    limit, live = (1, True) if run.live is not None else (_CHUNK, False)  # live: each line as it comes
     try:
         for record, ev in run.events():
-            if lines is None:
-                lines = SummaryLines(record.ts if record is not None else (getattr(ev, "ts", 0.0) or 0.0))
+            if lines is None:  # times relative to the capture's first packet (tshark -t r)
+                lines = SummaryLines(run.source.first_ts or 0.0, tt)
             line = lines.line(ev)
             if line is not None:
                 chunk.append(line)
-                if len(chunk) >= _CHUNK:
-                    _flush(out, chunk)
+                if len(chunk) >= limit:
+                    _flush(out, chunk, live)
     finally:
-        _flush(out, chunk)
+        _flush(out, chunk, live)
 
 
-def _print_verbose(run: CaptureRun, out) -> DetailLines:
+def _print_filtered(run: CaptureRun, out, flt, tt=None) -> None:
+    """:func:`_print_summary` of the events ``flt`` matches (the unfiltered loop stays as it is)."""
+    lines = None
+    chunk: list[str] = []
+    limit, live = (1, True) if run.live is not None else (_CHUNK, False)  # live: each line as it comes
+    match = flt.match
+    try:
+        for record, ev in run.events():
+            if lines is None:
+                lines = SummaryLines(run.source.first_ts or 0.0, tt)
+            if not match(ev):
+                continue
+            line = lines.line(ev)
+            if line is not None:
+                chunk.append(line)
+                if len(chunk) >= limit:
+                    _flush(out, chunk, live)
+    finally:
+        _flush(out, chunk, live)
+
+
+def _print_fields(run: CaptureRun, out, flt, printer, context, tt=None) -> None:
+    """-T fields: one line per frame line the text output would show, the -e fields tab-separated."""
+    from amqp_dissect.amqp.framing import Frame, ProtocolHeader, StreamNote
+    from amqp_dissect.events import PacketNote
+
+    shown = (Frame, ProtocolHeader, StreamNote, PacketNote)  # the events a frames line shows
+    chunk: list[str] = []
+    limit, live = (1, True) if run.live is not None else (_CHUNK, False)  # live: each line as it comes
+    first = True
+    printer.time_text = (lambda e: tt(e.ts)) if tt is not None else (
+        lambda e: "%.6f" % (e.ts - (context.t0 or 0.0)))
+    try:
+        for record, ev in run.events():
+            if first:
+                context.t0 = run.source.first_ts
+                first = False
+            if flt is not None:
+                if not flt.match(ev):
+                    continue
+            elif context.needs_links:
+                context.observe(ev)
+            if not isinstance(ev, shown) or ev.ts is None:
+                continue
+            chunk.append(printer.line(ev))
+            if len(chunk) >= limit:
+                _flush(out, chunk, live)
+    finally:
+        _flush(out, chunk, live)
+
+
+def _print_verbose(run: CaptureRun, out, flt=None) -> DetailLines:
     """The -V text; returns the DetailLines (its ``internal_errors``: bugs met, each shown in place)."""
     detail = DetailLines(layer_records=run.tls_records)  # TLS records shown under their packet
     chunk: list[str] = []
+    limit, live = (1, True) if run.live is not None else (_CHUNK, False)  # live: each line as it comes
     try:
         for record, ev in run.events():
+            if flt is not None and not flt.match(ev):
+                continue
             detail.add(chunk, record, ev)
-            if len(chunk) >= _CHUNK:
-                _flush(out, chunk)
+            if len(chunk) >= limit:
+                _flush(out, chunk, live)
     finally:
-        _flush(out, chunk)
+        _flush(out, chunk, live)
     return detail
 
 
 class ReportFormat(str, Enum):
     text = "text"
     json = "json"
+    html = "html"
 
 
 class TableFormat(str, Enum):
@@ -269,60 +449,112 @@ class TableFormat(str, Enum):
     parquet = "parquet"
 
 
-_CAPTURE = typer.Argument(..., help="pcap or pcapng file, optionally gzip-compressed")
-_PORT = typer.Option(None, "--port", "-p", help="also decode this TCP port as AMQP (repeatable)")
+_PORT = typer.Option(None, "--port", "-p", min=1, max=65535, help="also decode this TCP port as AMQP (repeatable)")
 _KEYLOG = typer.Option(None, "--keylog", help=_KEYLOG_HELP)
 
 
 @app.command()
 def report(
-    capture: Path = _CAPTURE,
-    fmt: ReportFormat = typer.Option(ReportFormat.text, "--format", "-f", help="text or json"),
+    captures: Optional[List[str]] = _CAPTURES,
+    read: Optional[List[str]] = _READ,
+    fmt: ReportFormat = typer.Option(ReportFormat.text, "--format", "-f",
+                                     help="text, json, or html (one self-contained page with plots)"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="write to this file (default: stdout)"),
+    count: Optional[int] = _COUNT,
     port: Optional[List[int]] = _PORT,
     keylog: Optional[Path] = _KEYLOG,
+    iface: Optional[str] = _IFACE,
+    bpf: Optional[str] = _BPF,
+    autostop: Optional[List[str]] = _AUTOSTOP,
+    write: Optional[str] = _WRITE,
 ):
     """Connections, sessions, links, delivery outcomes, settlement latency, stalls, errors."""
-    run = CaptureRun(capture, port or [], keylog=keylog)
-    analysis = run.analyze(rows=False)
-    rep = build_report(analysis.analyzer, capture_errors=analysis.capture_errors)
+    from .report_html import analyze_for_report, write_output
+
+    run = CaptureRun(_inputs(captures, read, iface, bpf, count, autostop, write), port or [], keylog=keylog,
+                     limit=count)
+    analysis, rep, page = analyze_for_report(run, html=fmt is ReportFormat.html)
     if fmt is ReportFormat.json:
-        sys.stdout.write(json.dumps(rep, indent=2, ensure_ascii=False, allow_nan=False, default=str) + "\n")
+        write_output(output, json.dumps(rep, indent=2, ensure_ascii=False, allow_nan=False, default=str) + "\n")
     else:
-        sys.stdout.write(render_text(rep))
+        write_output(output, page if fmt is ReportFormat.html else render_text(rep))
     raise typer.Exit(run.finish_status(analysis.analyzer))
 
 
 def _table_command(table: str, rows_method: str, help_text: str):
     def command(
-        capture: Path = _CAPTURE,
+        captures: Optional[List[str]] = _CAPTURES,
+        read: Optional[List[str]] = _READ,
         fmt: TableFormat = typer.Option(TableFormat.table, "--format", "-f", help="table, csv, jsonl or parquet"),
         output: Optional[Path] = typer.Option(None, "--output", "-o", help="write to this file (required for parquet)"),
+        columns: Optional[str] = typer.Option(None, "--columns",
+                                              help="table format: these columns (a,b,c; +a,b adds to the default "
+                                                   "ones; all)"),
+        count: Optional[int] = _COUNT,
         port: Optional[List[int]] = _PORT,
         keylog: Optional[Path] = _KEYLOG,
+        iface: Optional[str] = _IFACE,
+        bpf: Optional[str] = _BPF,
+        autostop: Optional[List[str]] = _AUTOSTOP,
+        write: Optional[str] = _WRITE,
     ):
         if fmt is TableFormat.parquet and output is None:
             raise Fail(EXIT_USAGE, "--format parquet needs --output FILE")
-        from contextlib import nullcontext
-
+        if columns is not None and fmt is not TableFormat.table:
+            raise Fail(EXIT_USAGE, "--columns applies to --format table (csv, jsonl and parquet have every column)")
+        cols = pick_columns(table, columns) if fmt is TableFormat.table else None
+        check_output(output)
+        inputs = _inputs(captures, read, iface, bpf, count, autostop, write)
         from amqp_dissect.pipelines.write import STREAM_ROWS, lean_arrow, write_batches, write_table
 
         # the objects of the modules imported so far (pyarrow's are many) live as long as the
         # process: full collections, which the streamed deliveries make more frequent, skip them
         gc.freeze()
-        run = CaptureRun(capture, port or [], keylog=keylog)
-        # csv / jsonl / parquet need no pandas: keep pyarrow from loading it (time and memory)
-        with nullcontext() if fmt is TableFormat.table else lean_arrow():
-            if table == "deliveries":  # streamed: batches of deliveries written once they are final
+        run = CaptureRun(inputs, port or [], keylog=keylog, limit=count)
+        if fmt is TableFormat.table:
+            from amqp_dissect.results.tables import to_frame
+
+            if table == "deliveries":
                 stream = DeliveryStream(_Checked(run))
-                write_batches(stream.batches(STREAM_ROWS), table, fmt.value, output)
+                rows = list(stream)
                 analyzer = stream.analyzer
             else:
                 analyzer = run.analyze(rows=False).analyzer
-                write_table(getattr(analyzer, rows_method)(), table, fmt.value, output)
+                rows = getattr(analyzer, rows_method)()
+            text = text_table(to_frame(rows, table), table, cols)
+            _write_text_output(text, output)
+            raise typer.Exit(run.finish_status(analyzer))
+        # csv / jsonl / parquet need no pandas: keep pyarrow from loading it (time and memory)
+        try:
+            with lean_arrow():
+                if table == "deliveries":  # streamed: batches of deliveries written once they are final
+                    stream = DeliveryStream(_Checked(run))
+                    write_batches(stream.batches(STREAM_ROWS), table, fmt.value, output)
+                    analyzer = stream.analyzer
+                else:
+                    analyzer = run.analyze(rows=False).analyzer
+                    write_table(getattr(analyzer, rows_method)(), table, fmt.value, output)
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            if output is not None and getattr(e, "filename", None) in (None, str(output), os.fspath(output)):
+                raise write_failure(output, e) from None
+            raise
         raise typer.Exit(run.finish_status(analyzer))
 
     command.__doc__ = help_text
     app.command(name=table)(command)
+
+
+def _write_text_output(text: str, output) -> None:
+    if output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        with open(output, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise write_failure(output, e) from None
 
 
 _table_command("deliveries", "delivery_rows", "One row per delivery: outcome, settlement, latency.")
@@ -336,6 +568,7 @@ _table_command("errors", "error_rows", "Errors: close/end/detach errors and unse
 
 
 _register_archive(app)
+from .compare import register as _register_compare; _register_compare(app)  # noqa: E402,E702
 
 
 # --------------------------------------------------------------------------- entry point
@@ -358,7 +591,7 @@ def main(argv: list[str] | None = None) -> int:
     except Fail as e:
         print(f"amqp-dissect: {e}", file=sys.stderr)
         return e.code
-    except BrokenPipeError:
+    except (BrokenPipeError, _BrokenPipe):
         _quiet_stdout()
         return EXIT_OK
     except KeyboardInterrupt:
@@ -368,14 +601,25 @@ def main(argv: list[str] | None = None) -> int:
         bases = {c.__name__ for c in type(e).__mro__}
         if "Abort" in bases:
             return 130
-        if "ClickException" in bases:
+        if "NoArgsIsHelpError" in bases:
             e.show()
+            return EXIT_USAGE
+        if "ClickException" in bases:
+            print(f"amqp-dissect: {_usage_line(e)}", file=sys.stderr)
             return EXIT_USAGE
         if os.environ.get("AMQP_DISSECT_DEBUG"):
             raise
         print(f"amqp-dissect: internal error: {type(e).__name__}: {e} (a bug; AMQP_DISSECT_DEBUG=1 shows details)",
               file=sys.stderr)
         return EXIT_INTERNAL
+
+
+def _usage_line(e) -> str:
+    """A click usage error as one line: what is wrong, and where to look."""
+    msg = " ".join(str(e.format_message()).split())
+    ctx = getattr(e, "ctx", None)
+    where = getattr(ctx, "command_path", None) if ctx is not None else None
+    return f"{msg} (see '{where} --help')" if where else msg
 
 
 def _quiet_stdout() -> None:

@@ -12,7 +12,10 @@ Stage 1 (:func:`decode_range`), one task per file or byte range
     key)`` plus one summary row per range (record count, first/last
     timestamp, offsets reached, damage).  The flow key is the unordered pair
     of endpoints, so every connection that ever used a 4-tuple (``#n``
-    reuse included) lands in one flow.
+    reuse included) lands in one flow.  Records of uncompressed pcap files
+    travel as their offset in the file instead of their bytes: stage 2 reads
+    them again (:class:`RecordReader`, which checks that the record there is
+    still the one stage 1 read); gzip and pcapng records travel whole.
 
 Stage 2 (:class:`FlowRunner`), rows of one flow in global packet order
     A :class:`~amqp_dissect.dissect.Dissector` (TCP reassembly + AMQP framing
@@ -27,12 +30,14 @@ Only paths and byte offsets travel through the driver.
 from __future__ import annotations
 
 import glob
+import heapq
 import json
 import os
 import pickle
 import re
 import struct
 from bisect import bisect_left, bisect_right
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
@@ -58,7 +63,9 @@ KIND_TCP = 0  # a record that reaches TCP reassembly (a segment, or a snaplen-tr
 KIND_NOTE = 1  # a record outside any flow that produces an event (a packet note): only its time matters
 KIND_SUMMARY = 2  # one per range: counts, timestamps, offsets, damage (meta: JSON)
 
-STAGE1_COLUMNS = ("rid", "idx", "ts", "linktype", "data", "orig_len", "flow", "kind", "meta")
+STAGE1_COLUMNS = ("rid", "idx", "ts", "linktype", "data", "orig_len", "flow", "kind", "pos", "caplen", "meta")
+FLOW_TOP = 64  # flows per range whose record counts the range summary carries (stage-2 balancing)
+FLOW_TRACK = 1 << 16  # distinct flows a range counts (later new flows are not counted: bounded memory)
 
 
 class InputError(Exception):
@@ -285,6 +292,9 @@ class RangeScan:
         self.rejected = 0
         self.skipped = False
         self.keylog = ""  # TLS key log text of the file's pcapng Decryption Secrets Blocks
+        # offset of the header of the record last yielded, when the file can be read again at
+        # it (uncompressed pcap): stage 2 reads the record from there (RecordReader)
+        self.pos = None
 
     def records(self) -> Iterator[CaptureRecord]:
         rng = self.range
@@ -296,7 +306,7 @@ class RangeScan:
                 if rng.part != 0:
                     self.skipped = True  # gzip / pcapng / unknown: part 0 reads the whole file
                     return
-                yield from self._whole(f)
+                yield from self._whole(f, hdr)
                 return
             self.format = "pcap"
             if rng.part == 0:
@@ -328,22 +338,27 @@ class RangeScan:
                     self.first_ts = rec.ts
                 self.last_ts = rec.ts
                 self.count += 1
+                self.pos = off
                 yield rec
             self.end_offset = status.bytes_read
             if status.error is not None:
                 self.error = str(status.error)
 
-    def _whole(self, f) -> Iterator[CaptureRecord]:
+    def _whole(self, f, hdr) -> Iterator[CaptureRecord]:
         reader = open_capture(f)
         self.format = reader.format
         self.whole = True
         self.first_offset = 0
+        # an uncompressed pcap: reader.bytes_read is the offset of the header of the record it yields
+        plain = hdr is not None and reader.format == "pcap" and not reader.compressed
         for rec in reader:
             if self.first_ts is None:
                 self.first_ts = rec.ts
             self.last_ts = rec.ts
             self.count += 1
             rec.index -= 1
+            if plain:
+                self.pos = reader.bytes_read
             yield rec
         self.end_offset = reader.bytes_read
         if reader.error is not None:
@@ -386,14 +401,24 @@ def decode_range(rng: Range) -> Iterator[tuple]:
 
     Counts in the summary: ``tcp`` (records reaching TCP reassembly),
     ``packet_errors`` (records the link/IP/TCP parser rejected), ``unsupported``
-    ({linktype: records}).  A file that cannot be opened or is not a capture
-    gives a summary with ``open_error`` / ``format_error`` and no records.
+    ({linktype: records}).  Indexes in the range (packet number = the range's
+    offset + index + 1), so that the driver needs no pass over the rows:
+    ``last_tcp`` (the last TCP record), ``last_error`` ([index, time] of the last
+    record the parser rejected), ``first_unsupported`` ({linktype: [index, time]}).
+    ``flows``: [[flow key, TCP records], ...] of the range's :data:`FLOW_TOP`
+    largest flows, largest first (among the first :data:`FLOW_TRACK` flows seen;
+    for balancing the flows over the stage-2 tasks).  A file that cannot be opened or is not a capture gives a summary
+    with ``open_error`` / ``format_error`` and no records.
     """
     scan = RangeScan(rng)
     rid = rng.rid
     tcp = 0
     errors = 0
     unsupported: dict[int, int] = {}
+    first_unsupported: dict[str, list] = {}
+    last_tcp = None
+    last_error = None
+    flows: dict[str, int] = {}
     meta_extra: dict = {}
     parse = parse_segment
     try:
@@ -404,19 +429,32 @@ def decode_range(rng: Range) -> Iterator[tuple]:
             except UnsupportedLinkType:
                 if lt not in unsupported:
                     unsupported[lt] = 0
-                    yield (rid, rec.index, rec.ts, lt, None, rec.orig_len, None, KIND_NOTE, "unsupported")
+                    first_unsupported[str(lt)] = [rec.index, rec.ts]
+                    yield (rid, rec.index, rec.ts, lt, None, rec.orig_len, None, KIND_NOTE, None, None, "unsupported")
                 unsupported[lt] += 1
                 continue
             except TruncatedPacket as e:
                 seg = e.segment
             except DissectError:
                 errors += 1
-                yield (rid, rec.index, rec.ts, lt, None, rec.orig_len, None, KIND_NOTE, "error")
+                last_error = [rec.index, rec.ts]
+                yield (rid, rec.index, rec.ts, lt, None, rec.orig_len, None, KIND_NOTE, None, None, "error")
                 continue
             if seg is None:
                 continue
             tcp += 1
-            yield (rid, rec.index, rec.ts, lt, rec.data, rec.orig_len, flow_key(seg), KIND_TCP, None)
+            last_tcp = rec.index
+            key = flow_key(seg)
+            n = flows.get(key)
+            if n is not None:
+                flows[key] = n + 1
+            elif len(flows) < FLOW_TRACK:
+                flows[key] = 1
+            pos = scan.pos
+            if pos is None:  # gzip, pcapng: the row carries the record
+                yield (rid, rec.index, rec.ts, lt, rec.data, rec.orig_len, key, KIND_TCP, None, None, None)
+            else:  # stage 2 reads it from the file (only offsets travel)
+                yield (rid, rec.index, rec.ts, lt, None, rec.orig_len, key, KIND_TCP, pos, len(rec.data), None)
     except FileNotFoundError:
         meta_extra["open_error"] = f"{rng.path}: no such file"
     except DissectError as e:  # CaptureError while opening: not a capture
@@ -424,8 +462,71 @@ def decode_range(rng: Range) -> Iterator[tuple]:
     except OSError as e:
         meta_extra["open_error"] = f"{rng.path}: cannot open: {e.strerror or e}"
     meta = scan.summary()
-    meta.update(tcp=tcp, packet_errors=errors, unsupported={str(k): v for k, v in unsupported.items()}, **meta_extra)
-    yield (rid, -1, None, None, None, None, None, KIND_SUMMARY, json.dumps(meta))
+    meta.update(tcp=tcp, packet_errors=errors, unsupported={str(k): v for k, v in unsupported.items()},
+                last_tcp=last_tcp, last_error=last_error, first_unsupported=first_unsupported,
+                flows=sorted(flows.items(), key=lambda kv: (-kv[1], kv[0]))[:FLOW_TOP], **meta_extra)
+    yield (rid, -1, None, None, None, None, None, KIND_SUMMARY, None, None, json.dumps(meta))
+
+
+class CaptureChanged(Exception):
+    """A file read again in stage 2 no longer holds, at an offset, the record stage 1 read there."""
+
+
+class RecordReader:
+    """Reads records of uncompressed pcap files again by the offset of their header (stage 2).
+
+    Each read is one ``pread`` of header and data; the header must still give the time,
+    captured and original length that stage 1 saw, else :class:`CaptureChanged` (a ring
+    buffer of tcpdump files overwritten during the job, say).  At most ``max_open``
+    files are kept open (least recently used closed first)."""
+
+    def __init__(self, paths, max_open: int = 64):
+        self.paths = paths
+        self.max_open = max_open
+        self._open: OrderedDict = OrderedDict()  # file index -> (fd, header unpack, divisor, header length)
+
+    def _file(self, file: int):
+        h = self._open.get(file)
+        if h is not None:
+            self._open.move_to_end(file)
+            return h
+        path = self.paths[file]
+        fd = os.open(path, os.O_RDONLY)
+        hdr = pcap_header(os.pread(fd, 24, 0))
+        if hdr is None:
+            os.close(fd)
+            raise CaptureChanged(f"{path}: changed while it was read (no longer a pcap file)")
+        h = (fd, struct.Struct("<IIII" if hdr.little_endian else ">IIII").unpack_from,
+             1_000_000_000 if hdr.nanosecond else 1_000_000, hdr.record_header)
+        self._open[file] = h
+        while len(self._open) > self.max_open:
+            os.close(self._open.popitem(last=False)[1][0])
+        return h
+
+    def read(self, file: int, pos: int, caplen: int, ts: float, orig_len: int) -> bytes:
+        """The captured bytes of the record whose header is at ``pos`` in file ``file``."""
+        fd, unpack, divisor, hl = self._file(file)
+        buf = os.pread(fd, hl + caplen, pos)
+        if len(buf) == hl + caplen:
+            sec, frac, cl, orig = unpack(buf, 0)
+            if cl == caplen and orig == orig_len and sec + frac / divisor == ts:
+                return buf[hl:]
+        raise CaptureChanged(f"{self.paths[file]}: changed while it was read (the record at byte {pos} differs)")
+
+    def close(self) -> None:
+        while self._open:
+            os.close(self._open.popitem()[1][0])
+
+
+def fill_records(rows: Iterable[tuple], reader: RecordReader) -> Iterator[tuple]:
+    """Stage-2 rows ``(flow, packet, ts, linktype, data, orig_len, file, pos, caplen)`` as
+    FlowRunner takes them, ``(flow, packet, ts, linktype, data, orig_len)``: a record given
+    by offset (``data`` None) is read from its file."""
+    read = reader.read
+    for flow, packet, ts, lt, data, orig, file, pos, caplen in rows:
+        if data is None and pos is not None:
+            data = read(file, pos, caplen, ts, orig)
+        yield (flow, packet, ts, lt, data, orig)
 
 
 # --------------------------------------------------------------------------- driver-side planning
@@ -542,6 +643,82 @@ def layout(files: list[str], summaries: list[dict]) -> Layout:
                   len(valid), rejected, tcp, perr, unsupported)
 
 
+def capture_ends(summaries: list[dict], offsets: dict[int, int]) -> tuple[int, tuple | None]:
+    """From the summaries of the ranges in the capture (``offsets``: :attr:`Layout.offsets`):
+    the packet number of the last TCP record (0 without any), and ``(packet, time)`` of
+    the last record outside the flows that produces an event (a record the parser
+    rejected, or the first record of each unsupported link type), or None."""
+    last_tcp = 0
+    note = None
+    unsupported: dict[str, tuple] = {}
+    for s in summaries:
+        off = offsets.get(s["rid"])
+        if off is None:
+            continue
+        if s.get("last_tcp") is not None:
+            last_tcp = max(last_tcp, off + s["last_tcp"] + 1)
+        if s.get("last_error"):
+            idx, ts = s["last_error"]
+            if note is None or off + idx + 1 > note[0]:
+                note = (off + idx + 1, ts)
+        for lt, (idx, ts) in (s.get("first_unsupported") or {}).items():
+            if lt not in unsupported or off + idx + 1 < unsupported[lt][0]:
+                unsupported[lt] = (off + idx + 1, ts)
+    for cand in unsupported.values():
+        if note is None or cand[0] > note[0]:
+            note = cand
+    return last_tcp, note
+
+
+def balance_flows(summaries: list[dict], offsets: dict[int, int], parts: int, total: int,
+                  top: int = 4096) -> dict[str, int]:
+    """Stage-2 task (0 .. parts-1) of the largest flows, so that the tasks get about the same
+    number of TCP records: the flows the range summaries count (``flows``; at most ``top``,
+    largest first) go one by one to the least loaded task (longest processing time
+    first); the ``total`` records minus theirs (flows no summary counts, hashed over
+    the tasks by Spark) are taken as spread evenly.  Hash partitioning alone can put
+    several large flows in one task, and the job waits for its slowest task."""
+    sizes: dict[str, int] = {}
+    for s in summaries:
+        if s["rid"] not in offsets:
+            continue
+        for flow, n in s.get("flows") or ():
+            sizes[flow] = sizes.get(flow, 0) + n
+    known = sorted(sizes.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    rest = max(0, total - sum(n for _, n in known))
+    loads = [(rest / parts, i) for i in range(parts)]
+    heapq.heapify(loads)
+    out = {}
+    for flow, n in known:
+        load, i = heapq.heappop(loads)
+        out[flow] = i
+        heapq.heappush(loads, (load + n, i))
+    return out
+
+
+def range_bounds(chunks: Iterable[tuple[tuple, int]], parts: int) -> list[tuple]:
+    """Boundaries that cut rows sorted by key into at most ``parts`` ranges of about the same
+    number of rows, from ``(smallest key, rows)`` of the chunks that hold them (each chunk's
+    rows counted at its smallest key).  A row goes to range ``bisect_right(bounds, key)``;
+    the result is sorted and without repeats (fewer ranges when keys repeat)."""
+    chunks = sorted(chunks)
+    total = sum(n for _, n in chunks)
+    if parts <= 1 or total == 0:
+        return []
+    bounds: list[tuple] = []
+    acc = 0
+    k = 1
+    for key, n in chunks:
+        if acc >= total * k / parts and key > (bounds[-1] if bounds else chunks[0][0]):
+            bounds.append(key)
+            while k < parts and acc >= total * k / parts:
+                k += 1
+            if len(bounds) >= parts - 1:
+                break
+        acc += n
+    return bounds
+
+
 # --------------------------------------------------------------------------- stage 2: one flow
 
 
@@ -557,8 +734,10 @@ class FlowParams:
     frames: bool = False
     idle_timeout: float = 900.0
     keylog: str | None = None  # TLS key log text, shipped to the executors with the params
+    files: tuple = ()  # the input paths, by file index: where stage 2 reads records given by offset
 
 
+ROW_TABLES = ("connections", "links", "deliveries", "stalls", "frames")  # the tables stage 2 makes rows of
 _TABLE_METHODS = (  # deliveries stream out as they become final (FlowRunner._ready_deliveries)
     ("connections", "connection_rows"),
     ("links", "link_rows"),
@@ -589,8 +768,11 @@ class FlowRunner:
 
     def run(self, rows: Iterable[tuple]) -> Iterator[tuple]:
         """``rows``: ``(flow, packet, ts, linktype, data, orig_len)`` sorted by flow then
-        packet.  Yields ``(table, flow, k1, k2, blob)`` with ``blob`` a pickled row dict;
-        table "_flow" carries the flow's facts (see :meth:`_flow_meta`).  Rows are
+        packet.  Yields ``(table, flow, k1, k2, n, hk1, hflow, hk2, blob)``: ``blob`` an Arrow
+        IPC chunk of ``n`` rows of ``table`` (columns of :func:`arrow_schema`: the rows with
+        their output-order keys ``_flow``, ``_k1``, ``_k2``), ``(k1, flow, k2)`` its smallest
+        key, ``(hk1, hflow, hk2)`` its largest;
+        table "_flow" carries one flow's facts, pickled (see :meth:`_flow_meta`).  Rows are
         consumed one at a time: nothing of a flow is held but its protocol state."""
         cur = None
         state = None
@@ -626,7 +808,13 @@ class FlowRunner:
     def _flush(self, table: str) -> Iterator[tuple]:
         b = self._buf.pop(table, None)
         if b and b[0]:
-            yield (table, "", b[2][0], b[3][0], batch_ipc(rows_batch(table, *b)))
+            # the chunk's smallest and largest output-order keys and its size: the job places
+            # the range boundaries of the sorted tables from these (see range_bounds) and sends
+            # the chunk to the ranges it overlaps
+            keys = list(zip(b[2], b[1], b[3]))
+            k1, flow, k2 = min(keys)
+            hk1, hflow, hk2 = max(keys)
+            yield (table, flow, k1, k2, len(b[0]), hk1, hflow, hk2, batch_ipc(rows_batch(table, *b)))
 
     def _ready_deliveries(self, flow: str, st: dict) -> Iterator[tuple]:
         """Delivery rows folded so far (final), each with its single-process order."""
@@ -634,11 +822,14 @@ class FlowRunner:
         items = list(ready)
         ready.clear()
         conns = st["an"].connections
+        rows = st["rows"]
+        rows["deliveries"] += len(items)
         for row, key in items:
             yield from self._add("deliveries", flow, row, conns[row["connection"]].first_packet or 0, _delivery_k2(key))
 
     def _frame_rows(self, flow: str, st: dict) -> Iterator[tuple]:
         n = st["nframes"]
+        st["rows"]["frames"] += len(st["frames"])
         for fj in st["frames"]:
             yield from self._add("frames", flow, frame_row(fj), fj["packet"] if fj["packet"] is not None else (1 << 62),
                                  n)
@@ -662,6 +853,7 @@ class FlowRunner:
             "frames": [],  # frames-table rows not yet yielded
             "nframes": 0,
             "packets": 0,
+            "rows": dict.fromkeys(ROW_TABLES, 0),  # rows yielded per table
         }
 
     def _events(self, st: dict, events: list, packet, ts) -> None:
@@ -719,21 +911,25 @@ class FlowRunner:
         an.finish(p.end_ts)
         firsts = {cid: c.first_packet for cid, c in an.connections.items()}
         yield from self._ready_deliveries(flow, st)
+        counts = st["rows"]
         for key, row in an.live_deliveries():
             k1 = firsts.get(row["connection"])
+            counts["deliveries"] += 1
             yield from self._add("deliveries", flow, row, k1 if k1 is not None else 0, _delivery_k2(key))
         for table, method in _TABLE_METHODS:
             for i, row in enumerate(getattr(an, method)()):
                 k1 = row["start_packet"] if table == "stalls" else firsts.get(row["connection"])
+                counts[table] += 1
                 yield from self._add(table, flow, row, k1 if k1 is not None else 0, i)
         yield from self._frame_rows(flow, st)
-        yield ("_flow", flow, 0, 0, pickle.dumps(self._flow_meta(st), 5))
+        yield ("_flow", flow, 0, 0, 1, 0, flow, 0, pickle.dumps(self._flow_meta(st), 5))
 
     def _flow_meta(self, st: dict) -> dict:
         """Facts the driver needs after the run: the last record that produced events
         (the single-process run finishes its Analyzer at that record's time), whether
         the result depends on the global idle sweep, and on the analyzer's end time
-        (open stalls; idle-time-out checks at the end: (reference, timeout) pairs)."""
+        (open stalls; idle-time-out checks at the end: (reference, timeout) pairs), and
+        the rows it gave each table (the job's row counts)."""
         an = st["an"]
         idle = []
         for c in an.connections.values():
@@ -751,6 +947,7 @@ class FlowRunner:
             "idle": idle,
             "packets": st["packets"],
             "connections": len(an.connections),
+            "rows": dict(st["rows"]),
         }
 
 
@@ -822,10 +1019,12 @@ def rows_batch(table: str, rows: list[dict], flows: list, k1: list, k2: list):
 
 
 def batch_ipc(batch) -> bytes:
+    """An Arrow IPC stream of ``batch``, its buffers LZ4-compressed (a chunk of a stage-2
+    table shrinks about fivefold: less for the JVM to copy, write and shuffle)."""
     import pyarrow as pa
 
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, batch.schema) as w:
+    with pa.ipc.new_stream(sink, batch.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as w:
         w.write_batch(batch)
     return sink.getvalue().to_pybytes()
 
@@ -834,3 +1033,83 @@ def ipc_batches(blob: bytes):
     import pyarrow as pa
 
     return pa.ipc.open_stream(blob).read_all().to_batches()
+
+
+def _at_or_past(t, bound):
+    """Mask of the rows of Arrow table ``t`` whose key (_k1, _flow, _k2) is >= ``bound``."""
+    import pyarrow.compute as pc
+
+    b1, bf, b2 = bound
+    k1, fl, k2 = t["_k1"], t["_flow"], t["_k2"]
+    return pc.or_(pc.greater(k1, b1), pc.and_(pc.equal(k1, b1), pc.or_(
+        pc.greater(fl, bf), pc.and_(pc.equal(fl, bf), pc.greater_equal(k2, b2)))))
+
+
+def sorted_range_table(chunks: Iterable[tuple[int, int, bytes]], bounds: list, excluded: list):
+    """The rows of one output range of a table, sorted, as an Arrow table (None without
+    rows): ``chunks`` are ``(layer, range, blob)`` (stage-2 chunks, each sent to every
+    range its keys overlap); a chunk's rows outside its range of ``bounds``
+    (:func:`range_bounds`), or of a flow in ``excluded[layer]`` (flows a later layer ran
+    again), are dropped; the others are sorted by (_k1, _flow, _k2) and returned without
+    those keys.  Holds the range's rows (the job makes ranges of about
+    ``TABLE_PART_ROWS`` rows)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    parts = []
+    drop = {}
+    for layer, r, blob in chunks:
+        for b in ipc_batches(blob):
+            t = pa.Table.from_batches([b])
+            mask = None
+            if r > 0:
+                mask = _at_or_past(t, bounds[r - 1])
+            if r < len(bounds):
+                below = pc.invert(_at_or_past(t, bounds[r]))
+                mask = below if mask is None else pc.and_(mask, below)
+            ex = excluded[layer] if layer < len(excluded) else None
+            if ex:
+                if layer not in drop:
+                    drop[layer] = pa.array(sorted(ex), pa.string())
+                keep = pc.invert(pc.is_in(t["_flow"], value_set=drop[layer]))
+                mask = keep if mask is None else pc.and_(mask, keep)
+            if mask is not None:
+                t = t.filter(mask)
+            if t.num_rows:
+                parts.append(t)
+    if not parts:
+        return None
+    t = pa.concat_tables(parts).sort_by([("_k1", "ascending"), ("_flow", "ascending"), ("_k2", "ascending")])
+    return t.drop_columns(["_flow", "_k1", "_k2"])
+
+
+def sorted_range(chunks: Iterable[tuple[int, int, bytes]], bounds: list, excluded: list, batch_rows: int = 4096):
+    """:func:`sorted_range_table` as record batches of at most ``batch_rows`` rows."""
+    t = sorted_range_table(chunks, bounds, excluded)
+    if t is not None:
+        yield from t.to_batches(max_chunksize=batch_rows)
+
+
+RANGE_FILE = "part-{:05d}.parquet"  # file of range i of a table written by its task (name order = row order)
+ROW_GROUP_ROWS = 65536
+
+
+def write_range(directory: str, table: str, r: int, t) -> int:
+    """Write the sorted rows ``t`` (an Arrow table, or None) of range ``r`` of ``table`` to
+    ``directory/part-<r>.parquet`` with the table's Spark-compatible schema (snappy, UTC
+    microsecond timestamps, like Spark's own writer here); through a temporary name and a
+    rename, so that a task run again replaces its file.  Returns the rows written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from amqp_dissect.results.tables import arrow_schema as registry_schema
+
+    schema = registry_schema(table, spark=True)
+    if t is None:
+        t = schema.empty_table()
+    path = os.path.join(directory, RANGE_FILE.format(r))
+    tmp = os.path.join(directory, f".{RANGE_FILE.format(r)}.{os.getpid()}.tmp")
+    pq.write_table(pa.Table.from_batches(t.to_batches(), schema=schema), tmp, row_group_size=ROW_GROUP_ROWS,
+                   compression="snappy")
+    os.replace(tmp, path)
+    return t.num_rows

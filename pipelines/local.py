@@ -13,6 +13,7 @@ This module opens files; ``dissector`` never does.
 
 from __future__ import annotations
 
+import itertools
 import os
 from functools import cached_property
 from typing import TYPE_CHECKING, Iterable, Iterator
@@ -21,6 +22,7 @@ from amqp_dissect.results.analytics import Analyzer
 from amqp_dissect.capture.pcap import open_capture
 from amqp_dissect.dissect import Dissector
 from amqp_dissect.errors import CaptureError
+from amqp_dissect.results.schema import TABLES
 
 if TYPE_CHECKING:  # pandas / pyarrow are imported when a table is asked for, not by the report
     import pandas as pd
@@ -28,36 +30,129 @@ if TYPE_CHECKING:  # pandas / pyarrow are imported when a table is asked for, no
 
 
 
-class CaptureSource:
-    """Feeds one or more capture files, in order, through a Dissector as one capture.
+STDIN = "-"  # the name that stands for standard input
 
-    Packet numbers continue across files.  ``errors`` collects, per file, the
-    damage found while reading it (truncated tail, corrupt block); opening
-    problems raise (``OSError``, :class:`~amqp_dissect.errors.CaptureError`).
+
+def input_name(src) -> str:
+    """How a capture input is named in messages: its path, ``-`` for standard input, or the
+    ``name`` of a file object (``<stream>`` when it has none)."""
+    if isinstance(src, (str, os.PathLike)):
+        return os.fspath(src)
+    name = getattr(src, "name", None)
+    return name if isinstance(name, str) else "<stream>"
+
+
+def _stdin():
+    """Standard input as a binary stream whose ``read`` returns what a pipe has (``read1``): a
+    live capture written to the pipe is read as it arrives, not a megabyte at a time."""
+    import sys
+
+    return _Read1(sys.stdin.buffer)
+
+
+class _Read1:
+    """A binary stream read with ``read1`` (short reads: the capture reader asks again)."""
+
+    def __init__(self, f):
+        self._f = f
+        self.name = STDIN
+
+    def read(self, n: int = -1) -> bytes:
+        if n is None or n < 0:
+            return self._f.read()
+        return self._f.read1(n)
+
+
+class CaptureSource:
+    """Feeds one or more captures, in order, through a Dissector as one capture.
+
+    ``paths``: a path, an open binary file object (a pipe works: nothing seeks), ``"-"`` for
+    standard input, or a list of these.  Packet numbers continue across files.  ``errors``
+    collects, per file, the damage found while reading it (truncated tail, corrupt block);
+    opening problems raise (``OSError``, :class:`~amqp_dissect.errors.CaptureError`).
+    ``limit``: stop after that many packets (tshark ``-c``).
+
+    After (or while) reading: ``packets`` records read, ``bytes`` capture bytes read
+    (uncompressed, file headers included), ``first_ts`` / ``end_ts`` the times of the first and
+    last records, ``prev_ts`` (with ``track_prev``) the time of the record before the one being
+    fed (tshark's ``-t d``).
     """
 
     def __init__(self, paths, dissector: Dissector | None = None, ports: Iterable[int] = (), messages: bool = False,
-                 keylog=None, tls_records: list | None = None):
-        self.paths = [os.fspath(p) for p in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)]
+                 keylog=None, tls_records: list | None = None, limit: int | None = None):
+        single = isinstance(paths, (str, os.PathLike)) or hasattr(paths, "read")
+        self.inputs = [paths] if single else list(paths)
+        self.paths = [input_name(p) for p in self.inputs]
         # messages: reassemble message bodies of multi-frame deliveries (only frame output shows them)
         # keylog: TLS key log text or KeyLog (see read_keylog); pcapng Decryption Secrets Blocks add to it
         self.dissector = dissector or Dissector(extra_ports=ports, messages=messages, keylog=keylog,
                                                 tls_records=tls_records)
+        self.ports = tuple(ports)
+        self.keylog = keylog
         self.errors: list[tuple[str, CaptureError]] = []
         self.packets = 0
+        self.limit = limit
+        self.bytes = 0
+        self.first_ts = None
+        self.prev_ts = None
+        self.track_prev = False
+        self.current = None  # the name of the input being read
+        self._file = None  # the file being read (progress: its position)
+        self._done = 0  # bytes of the files read before it
         self.last_ts = None  # time of the last record that made an event (drive, drive_chunks)
 
+    @property
+    def end_ts(self):
+        """Time of the last record read (None before any)."""
+        return self.dissector.last_ts
+
+    def _open(self, src):
+        if hasattr(src, "read"):
+            return src, False
+        path = os.fspath(src)
+        if path == STDIN:
+            return _stdin(), False
+        return open(path, "rb"), True
+
     def _readers(self):
-        """(capture reader, packet-number offset) of each file in turn; a file's read damage is
+        """(record iterator, packet-number offset) of each file in turn; a file's read damage is
         collected once its reader is done."""
         d = self.dissector
-        for path in self.paths:
-            with open(path, "rb") as f:
+        for src, name in zip(self.inputs, self.paths):
+            if self.limit is not None and self.packets >= self.limit:
+                break
+            self.current = name
+            f, own = self._open(src)
+            self._file = f
+            try:
                 reader = open_capture(f)
                 reader.on_secrets = d.add_secrets
-                yield reader, self.packets
+                records = iter(reader)
+                first = next(records, None)  # the capture's first time, before any event
+                if first is not None:
+                    if self.first_ts is None:
+                        self.first_ts = first.ts
+                    records = itertools.chain((first,), records)
+                if self.limit is not None:
+                    records = itertools.islice(records, max(0, self.limit - self.packets))
+                if self.track_prev:
+                    records = self._prev_tracked(records)
+                yield records, self.packets
+                self.bytes += reader.bytes_read
                 if reader.error is not None:
-                    self.errors.append((path, reader.error))
+                    self.errors.append((name, reader.error))
+            finally:
+                self._file = None
+                if own:
+                    self._done += os.fstat(f.fileno()).st_size
+                    f.close()
+
+    def _prev_tracked(self, records):
+        prev = self.dissector.last_ts  # the last record of the files before
+        for record in records:
+            self.prev_ts = prev
+            prev = record.ts
+            yield record
 
     def events(self) -> Iterator[tuple[object, object]]:
         """(record, event) pairs; record is None for the events of the final flush."""
@@ -99,6 +194,42 @@ class CaptureSource:
             sink(ev)
         yield
 
+    def total_bytes(self) -> int | None:
+        """Bytes of all the input files (None when one is a stream): the progress display's total."""
+        total = 0
+        for src in self.inputs:
+            if hasattr(src, "read") or os.fspath(src) == STDIN:
+                return None
+            try:
+                total += os.path.getsize(src)
+            except OSError:
+                return None
+        return total
+
+    def position(self) -> int:
+        """Bytes of the input files read so far (the read-ahead of the file being read included)."""
+        f = self._file
+        pos = 0
+        if f is not None:
+            try:
+                pos = os.lseek(f.fileno(), 0, os.SEEK_CUR)
+            except (OSError, AttributeError, ValueError):
+                pos = 0
+        return self._done + pos
+
+    def capture_info(self) -> dict:
+        """The capture as the report's header names it: inputs, first and last packet times,
+        packets, bytes and duration (call after reading)."""
+        start, end = self.first_ts, self.end_ts
+        return {
+            "files": list(self.paths),
+            "start": start,
+            "end": end,
+            "duration": round(end - start, 6) if start is not None and end is not None else None,
+            "packets": self.packets,
+            "bytes": self.bytes,
+        }
+
 
 def read_keylog(path=None) -> str | None:
     """The text of TLS key log ``path``; without one, of the file ``$SSLKEYLOGFILE`` names
@@ -118,11 +249,53 @@ def to_frame(rows, table: str) -> "pd.DataFrame":
 
 
 class Analysis:
-    """The results of one analysis, as DataFrames."""
+    """The results of one analysis, as DataFrames (columns and dtypes: the column registry,
+    :mod:`amqp_dissect.results.schema`; times are ``datetime64[us, UTC]``).
 
-    def __init__(self, analyzer: Analyzer, source: CaptureSource):
+    ``capture``: the inputs, first and last packet times, packets, bytes and duration.
+    ``frames``: one row per frame (the ``frames`` table of the registry); kept when
+    :func:`analyze` was asked for ``frames=True``, else read again from the capture files
+    (a stream cannot be read twice)."""
+
+    def __init__(self, analyzer: Analyzer, source: CaptureSource, frame_rows: list | None = None):
         self.analyzer = analyzer
         self.source = source
+        self._frame_rows = frame_rows
+        self.capture = source.capture_info() if hasattr(source, "capture_info") else None
+
+    def __repr__(self) -> str:
+        an = self.analyzer
+        totals = an.delivery_totals()
+        outcomes = ", ".join(f"{k} {v}" for k, v in sorted(totals["outcomes"].items()) if v)
+        cap = self.capture or {}
+        files = cap.get("files") or []
+        where = (files[0] if len(files) == 1 else f"{len(files)} files") if files else "a capture"
+        span = ""
+        if cap.get("start") is not None:
+            span = f", {_utc(cap['start'])} to {_utc(cap['end'])} UTC ({cap['duration']:.3f} s)"
+        lines = [
+            f"<Analysis of {where}: {cap.get('packets', '?')} packets{span}>",
+            f"  connections {len(an.connection_rows())}, sessions {len(an.session_rows())}, "
+            f"links {len(an.link_rows())}",
+            f"  deliveries {totals['deliveries']}" + (f" ({outcomes})" if outcomes else "")
+            + f", unsettled {totals['unsettled']}",
+            f"  stalls {len(an.stalls)}, violations {len(an.violation_rows())}, errors {len(an.error_rows())}"
+            + (f", capture damaged ({len(self.source.errors)} file(s))" if self.source.errors else ""),
+            "  tables: " + ", ".join(TABLES) + ", frames; latency(by=...), report()",
+        ]
+        return "\n".join(lines)
+
+    @cached_property
+    def frames(self) -> pd.DataFrame:
+        rows = self._frame_rows
+        if rows is None:
+            inputs = self.source.inputs
+            if any(hasattr(i, "read") or os.fspath(i) == STDIN for i in inputs):
+                raise ValueError("the frames of a stream cannot be read again: analyze(..., frames=True) keeps them")
+            src = self.source
+            again = CaptureSource(inputs, ports=src.ports, messages=True, keylog=src.keylog, limit=src.limit)
+            rows = frame_rows(again.events())
+        return to_frame(rows, "frames")
 
     @property
     def capture_errors(self) -> list[str]:
@@ -171,12 +344,36 @@ class Analysis:
         return build_report(self.analyzer, capture_errors=self.capture_errors)
 
 
-def run_analysis(source: CaptureSource, on_event=None, rows: bool = True, delivery_sink=None) -> Analysis:
+def _utc(ts) -> str:
+    import datetime as dt
+
+    try:
+        return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+    except (OverflowError, ValueError, OSError):
+        return f"{ts:.6f} (epoch s)"
+
+
+def frame_rows(events) -> list[dict]:
+    """Rows of the ``frames`` table from (record, event) pairs."""
+    from amqp_dissect.pipelines.archive import frame_row
+    from amqp_dissect.render.frames import event_json
+
+    out = []
+    for _, ev in events:
+        d = event_json(ev)
+        if d is not None:
+            out.append(frame_row(d))
+    return out
+
+
+def run_analysis(source: CaptureSource, on_event=None, rows: bool = True, delivery_sink=None,
+                 analyzer_class=Analyzer) -> Analysis:
     """Feed every event of ``source`` to an Analyzer (and to ``on_event`` if given).
 
     ``rows``/``delivery_sink``: see :class:`~amqp_dissect.results.analytics.Analyzer` (``rows=False``
-    keeps memory flat: the report needs only aggregates)."""
-    an = Analyzer(rows=rows, delivery_sink=delivery_sink)
+    keeps memory flat: the report needs only aggregates).  ``analyzer_class``: an Analyzer
+    subclass to use (the HTML report's :class:`~amqp_dissect.results.series.SeriesAnalyzer`)."""
+    an = analyzer_class(rows=rows, delivery_sink=delivery_sink)
     last_ts = None
     if on_event is None and hasattr(source, "drive"):
         last_ts = source.drive(an.feed)
@@ -247,8 +444,25 @@ class DeliveryStream:
             del folded[:batch_rows]
 
 
-def analyze(paths, ports: Iterable[int] = (), keylog=None) -> Analysis:
-    """Analyse one capture file, or several read in order as one continuous capture.
+def analyze(paths, ports: Iterable[int] = (), keylog=None, frames: bool = False, limit: int | None = None) -> Analysis:
+    """Analyse one capture, or several read in order as one continuous capture.
 
-    ``keylog``: TLS key log text (``read_keylog(path)``) to decrypt TLS streams."""
-    return run_analysis(CaptureSource(paths, ports=ports, keylog=keylog))
+    ``paths``: a path, an open binary file object (``sys.stdin.buffer``, ``io.BytesIO``, a pipe:
+    nothing seeks), ``"-"`` for standard input, or a list of these.  ``keylog``: TLS key log
+    text (``read_keylog(path)``) to decrypt TLS streams.  ``frames``: keep a row per frame for
+    :attr:`Analysis.frames` while reading (without it, ``frames`` reads the files again).
+    ``limit``: read only that many packets."""
+    source = CaptureSource(paths, ports=ports, keylog=keylog, messages=True if frames else False, limit=limit)
+    if not frames:
+        return run_analysis(source)
+    kept: list = []
+    from amqp_dissect.render.frames import event_json
+    from amqp_dissect.pipelines.archive import frame_row
+
+    def keep(record, ev):
+        d = event_json(ev)
+        if d is not None:
+            kept.append(frame_row(d))
+    a = run_analysis(source, on_event=keep)
+    a._frame_rows = kept
+    return a

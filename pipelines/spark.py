@@ -46,6 +46,7 @@ import sys
 import tempfile
 import time
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlparse
 
 if __package__ in (None, ""):  # spark-submit pipelines/spark.py: import the installed package, not siblings
@@ -59,24 +60,36 @@ from amqp_dissect.pipelines.archive import (  # noqa: E402
     KIND_TCP,
     FlowParams,
     FlowRunner,
+    ROW_TABLES,
+    CaptureChanged,
     InputError,
     Range,
+    RecordReader,
+    balance_flows,
+    capture_ends,
     decode_range,
     end_sensitive,
     expand_inputs,
-    ipc_batches,
+    fill_records,
     layout,
     plan_ranges,
+    range_bounds,
+    sorted_range,
+    sorted_range_table,
+    write_range,
 )
 from amqp_dissect.pipelines.local import read_keylog  # noqa: E402
 from amqp_dissect.amqp.spec import OUTCOMES  # noqa: E402
 from amqp_dissect.results.tables import spark_schema  # noqa: E402
 
 TABLES = ("connections", "links", "deliveries", "stalls")
+STAGE2_COLUMNS = ("flow", "packet", "ts", "linktype", "data", "orig_len", "file", "pos", "caplen")
 SUMMARIES = ("latency_by_link", "latency_by_address", "latency_by_window", "outcomes", "stalls_by_link",
              "stalls_by_address")
 DEFAULT_WINDOW = 60.0
 PERCENTILES = (50, 90, 99)
+OUTPUT_THREADS = 4  # tables (then summaries) written at once, each by its own Spark jobs
+TABLE_PART_ROWS = 100_000  # rows of a table one task sorts and writes, at most (about)
 
 _LOG4J = """\
 rootLogger.level = error
@@ -94,12 +107,21 @@ logger.repl.level = error
 # --------------------------------------------------------------------------- session
 
 
+# JIT of the driver and executor JVMs: C1 only.  The job's own work is Python; its JVMs only move
+# bytes between Parquet files, shuffles and Arrow, and in a fresh JVM the C2 compiler spent about
+# 20 s of CPU per bench run (a quarter of the job's CPU, on the cores the tasks need) to speed up
+# that glue by about 4 s.  A conf pair for spark.driver/executor.extraJavaOptions replaces this.
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+
+
 def spark_session(master: str | None = None, conf=(), driver_memory: str | None = None,
                   executor_memory: str | None = None, app_name: str = "amqp-dissect-archive",
-                  quiet: bool = True, ship: bool = True):
+                  quiet: bool = True, ship: bool = True, jvm_options: str = JVM_OPTIONS):
     """A SparkSession: ``master`` (default local[*], or what spark-submit set), extra
     ``conf`` pairs, memory settings; logging at ERROR and no progress bars when
-    ``quiet``; the project's packages shipped to the executors when ``ship``."""
+    ``quiet``; the project's packages shipped to the executors when ``ship``;
+    ``jvm_options`` for the driver and executor JVMs (unless ``conf`` sets their
+    extraJavaOptions; a driver already running, under spark-submit, keeps its own)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
@@ -108,13 +130,17 @@ def spark_session(master: str | None = None, conf=(), driver_memory: str | None 
         b = b.master(master)
     elif "PYSPARK_GATEWAY_PORT" not in os.environ and not _conf_has(conf, "spark.master"):
         b = b.master("local[*]")
+    driver_opts = [jvm_options] if jvm_options else []
     if quiet:
         b = b.config("spark.ui.showConsoleProgress", "false")
         log4j = os.path.join(tempfile.gettempdir(), "amqp-dissect-log4j2.properties")
         with open(log4j, "w") as f:
             f.write(_LOG4J)
-        if not _conf_has(conf, "spark.driver.extraJavaOptions"):
-            b = b.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
+        driver_opts.append(f"-Dlog4j2.configurationFile=file:{log4j}")
+    if driver_opts and not _conf_has(conf, "spark.driver.extraJavaOptions"):
+        b = b.config("spark.driver.extraJavaOptions", " ".join(driver_opts))
+    if jvm_options and not _conf_has(conf, "spark.executor.extraJavaOptions"):
+        b = b.config("spark.executor.extraJavaOptions", jvm_options)
     if driver_memory:
         b = b.config("spark.driver.memory", driver_memory)
     if executor_memory:
@@ -252,6 +278,7 @@ def stage1_schema():
         T.StructField("ts", T.DoubleType()), T.StructField("linktype", T.IntegerType()),
         T.StructField("data", T.BinaryType()), T.StructField("orig_len", T.LongType()),
         T.StructField("flow", T.StringType()), T.StructField("kind", T.ByteType()),
+        T.StructField("pos", T.LongType()), T.StructField("caplen", T.IntegerType()),
         T.StructField("meta", T.StringType()),
     ])
 
@@ -261,6 +288,8 @@ def rows_schema():
     return T.StructType([
         T.StructField("table", T.StringType()), T.StructField("flow", T.StringType()),
         T.StructField("k1", T.LongType()), T.StructField("k2", T.LongType()),
+        T.StructField("n", T.LongType()), T.StructField("hk1", T.LongType()),
+        T.StructField("hflow", T.StringType()), T.StructField("hk2", T.LongType()),
         T.StructField("blob", T.BinaryType()),
     ])
 
@@ -323,17 +352,47 @@ def _rows_of(batches, names):
 
 def _stage2_fn(params_bc, arrow_schema):
     def fn(batches):
-        runner = FlowRunner(params_bc.value)
-        rows = _rows_of(batches, ("flow", "packet", "ts", "linktype", "data", "orig_len"))
-        yield from _batches(runner.run(rows), arrow_schema, size=1000)
+        params = params_bc.value
+        runner = FlowRunner(params)
+        reader = RecordReader(params.files)
+        try:
+            yield from _batches(runner.run(fill_records(_rows_of(batches, STAGE2_COLUMNS), reader)), arrow_schema,
+                                size=1000)
+        except CaptureChanged as e:  # the driver reports it (see _facts)
+            yield pa_batch([("_flow", "", 0, 0, 1, 0, "", 0, pickle.dumps({"error": str(e)}, 5))], arrow_schema)
+        finally:
+            reader.close()
     return fn
 
 
-def _decode_fn():
+def pa_batch(rows, arrow_schema):
+    """One Arrow record batch of the tuples ``rows``."""
+    return next(_batches(rows, arrow_schema))
+
+
+def _range_fn(bounds, excluded, table: str | None = None, directory: str | None = None):
+    """Rows of ranges of a table, sorted (:func:`sorted_range`); with ``directory``, each
+    task writes its range's Parquet file itself (:func:`write_range`) and gives one row,
+    ``(range, rows written)``."""
     def fn(batches):
-        for batch in batches:
-            for blob in batch.column("blob").to_pylist():
-                yield from ipc_batches(blob)
+        first = []
+
+        def chunks():
+            for batch in batches:
+                cols = [batch.column(c).to_pylist() for c in ("layer", "r", "blob")]
+                if not first and cols[1]:
+                    first.append(cols[1][0])
+                yield from zip(*cols)
+        if directory is None:
+            yield from sorted_range(chunks(), bounds, excluded)
+            return
+        import pyarrow as pa
+
+        t = sorted_range_table(chunks(), bounds, excluded)
+        if first:  # a partition holds one range (range i is partition i); an empty one writes nothing
+            n = write_range(directory, table, first[0], t)
+            yield pa.RecordBatch.from_arrays([pa.array([first[0]], pa.int32()), pa.array([n], pa.int64())],
+                                             names=["r", "rows"])
     return fn
 
 
@@ -345,10 +404,14 @@ def _meta_fn(arrow_schema):
             rows = []
             for flow, blob in zip(batch.column("flow").to_pylist(), batch.column("blob").to_pylist()):
                 m = pickle.loads(blob)
+                if "error" in m:  # a stage-2 task that could not finish: no flow
+                    rows.append({"flow": flow, "error": m["error"]})
+                    continue
                 rows.append({"flow": flow, "last_packet": m["last_packet"], "last_ts": m["last_ts"],
                              "needs_ticks": m["needs_ticks"], "open_stalls": m["open_stalls"],
                              "idle": json.dumps(m["idle"]), "packets": m["packets"],
-                             "connections": m["connections"]})
+                             "connections": m["connections"], "error": None,
+                             **{"rows_" + t: m["rows"][t] for t in ROW_TABLES}})
             yield pa.RecordBatch.from_pylist(rows, schema=arrow_schema)
     return fn
 
@@ -430,14 +493,22 @@ def run_archive(spark, paths, out: str, *, split_size: int = DEFAULT_SPLIT_SIZE,
     under ``out``.  Returns a dict: ``counts``, ``tables`` (name -> path), ``files`` (in
     capture order), ``errors`` ((path, damage) pairs), ``stats`` (ranges, false
     boundary candidates, reruns, seconds).  Raises :class:`InputError` for bad paths."""
-    from pyspark.sql import functions as F
-
     t0 = time.time()
     files = expand_inputs(paths)
+    nparts = partitions or max(2, spark.sparkContext.defaultParallelism * 2)
+    # files are read in at least as many tasks as stage 2 has (default: as many as cores),
+    # so that every stage keeps all the cores busy
+    with _sql_conf(spark, spark__sql__files__minPartitionNum=str(nparts)):
+        return _run(spark, files, out, t0=t0, nparts=nparts, split_size=split_size, window=window, frames=frames,
+                    ports=ports, keep_work=keep_work, idle_timeout=idle_timeout, keylog=keylog)
+
+
+def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, keep_work, idle_timeout,
+         keylog) -> dict:
+    from pyspark.sql import functions as F
+
     out_uri = _uri(out)
     work = out_uri.rstrip("/") + "/_work"
-    sc = spark.sparkContext
-    nparts = partitions or max(2, sc.defaultParallelism * 2)
     stats: dict = {"files": len(files)}
     marks: dict = {}
     tick = [time.time()]
@@ -473,20 +544,16 @@ def run_archive(spark, paths, out: str, *, split_size: int = DEFAULT_SPLIT_SIZE,
     stats.update(ranges=lay.ranges_used, rejected_boundaries=lay.rejected, records=lay.records,
                  tcp_records=lay.tcp_records, packet_errors=lay.packet_errors, unsupported=lay.unsupported)
 
-    # ---- packet numbers: prefix sums of the per-range counts
+    # ---- packet numbers: prefix sums of the per-range counts; the capture's ends from the
+    # summaries (no pass over the rows)
     seg = spark.read.schema(stage1_schema()).parquet(*seg_paths)
-    offs = spark.createDataFrame(sorted(lay.offsets.items()), "rid int, off long")
+    file_of = {s["rid"]: s["file"] for s in summaries}
+    offs = spark.createDataFrame(sorted((rid, off, file_of[rid]) for rid, off in lay.offsets.items()),
+                                 "rid int, off long, file int")
     numbered = seg.where(F.col("kind") != KIND_SUMMARY).join(F.broadcast(offs), "rid").withColumn(
         "packet", F.col("off") + F.col("idx") + F.lit(1))
-    tcp = numbered.where(F.col("kind") == KIND_TCP).select("flow", "packet", "ts", "linktype", "data", "orig_len")
-    notes = numbered.where(F.col("kind") == KIND_NOTE)
-    agg = tcp.agg(F.max("packet").alias("p")).collect()[0]
-    last_tcp = agg.p or 0
-    # records outside flows that produce an event: parser errors, the first record of an unsupported link type
-    note_last = notes.where(F.col("meta") == "error").select("packet", "ts").unionByName(
-        notes.where(F.col("meta") == "unsupported").groupBy("linktype").agg(
-            F.min("packet").alias("packet"), F.min_by("ts", "packet").alias("ts")).select("packet", "ts"))
-    last_note = note_last.orderBy(F.col("packet").desc()).limit(1).collect()
+    tcp = numbered.where(F.col("kind") == KIND_TCP).select(*STAGE2_COLUMNS)
+    last_tcp, last_note = capture_ends(summaries, lay.offsets)
     G = lay.last_ts
     # key logs embedded in pcapng files (Decryption Secrets Blocks) join the one given
     embedded = "".join(s.get("keylog") or "" for s in summaries)
@@ -494,71 +561,88 @@ def run_archive(spark, paths, out: str, *, split_size: int = DEFAULT_SPLIT_SIZE,
         keylog = (keylog + "\n" if keylog else "") + embedded
     mark("numbering")
     base = FlowParams(ports=tuple(ports), last_ts=G, last_tcp_packet=last_tcp, end_ts=G, frames=frames,
-                      idle_timeout=idle_timeout, keylog=keylog)
+                      idle_timeout=idle_timeout, keylog=keylog, files=tuple(files))
 
-    # ---- stage 2: per-flow runs
+    # ---- stage 2: per-flow runs, the largest flows spread evenly over the tasks
     rows_path = work + "/rows0"
-    _stage2(spark, tcp, base, nparts, rows_path)
+    plan = balance_flows(summaries, lay.offsets, nparts, lay.tcp_records)
+    _stage2(spark, tcp, base, nparts, rows_path, plan)
     mark("stage2")
+    # layers of stage-2 results: (rows, [flow DataFrames a later layer ran again]); the same
+    # flows as Python sets for the tables step (reruns concern few flows)
     layers = [(_read_rows(spark, rows_path), [])]
-    meta = _meta_rows(layers)
+    excluded: list[set] = [set()]
+
+    def rerun(flows: list, params: FlowParams, path: str) -> None:
+        fdf = spark.createDataFrame([(f,) for f in flows], "flow string")
+        _stage2(spark, tcp.join(F.broadcast(fdf), "flow", "left_semi"), params, nparts, path)
+        for (_, ex), exs in zip(layers, excluded):
+            ex.append(fdf)
+            exs.update(flows)
+        layers.append((_read_rows(spark, path), []))
+        excluded.append(set())
+
+    facts = _facts(_meta_rows(layers))
     reruns = {"ticks": 0, "end": 0}
     ticks = None
-    need = meta.where(F.col("needs_ticks")).select("flow").cache()
-    if need.count():
+    if facts["needs_ticks"]:
+        need = [r.flow for r in _meta_rows(layers).where(F.col("needs_ticks")).select("flow").collect()]
         tk = tcp.select("packet", "ts").repartition(1).sortWithinPartitions("packet").mapInArrow(
             _ticks_fn(1.0), "packet long, ts double")
         ticks = tuple((r.packet, r.ts) for r in tk.collect())
-        params = FlowParams(**{**base.__dict__, "ticks": ticks})
-        p1 = work + "/rows_ticks"
-        _stage2(spark, tcp.join(need, "flow", "left_semi"), params, nparts, p1)
-        for _, ex in layers:
-            ex.append(need)
-        layers.append((_read_rows(spark, p1), []))
-        meta = _meta_rows(layers)
-        reruns["ticks"] = need.count()
+        rerun(need, FlowParams(**{**base.__dict__, "ticks": ticks}), work + "/rows_ticks")
+        reruns["ticks"] = len(need)
+        facts = _facts(_meta_rows(layers))
     # the single-process Analyzer is finished at the time of the last record that produced an event
-    cands = meta.where(F.col("last_packet").isNotNull()).select(F.col("last_packet").alias("packet"),
-                                                                F.col("last_ts").alias("ts"))
-    last_ev = cands.orderBy(F.col("packet").desc()).limit(1).collect()
     best = None
-    for r in list(last_ev) + list(last_note):
-        if best is None or r.packet > best[0]:
-            best = (r.packet, r.ts)
+    for cand in ((facts["last_packet"], facts["last_ts"]), last_note):
+        if cand is not None and cand[0] is not None and (best is None or cand[0] > best[0]):
+            best = cand
     E = best[1] if best is not None else None
     if E != G:
-        sens = meta.mapInArrow(_sensitive_fn(G, E), "flow string").cache()
-        if sens.count():
-            params = FlowParams(**{**base.__dict__, "ticks": ticks, "end_ts": E})
-            p2 = work + "/rows_end"
-            _stage2(spark, tcp.join(sens, "flow", "left_semi"), params, nparts, p2)
-            for _, ex in layers:
-                ex.append(sens)
-            layers.append((_read_rows(spark, p2), []))
-            reruns["end"] = sens.count()
+        sens = [r.flow for r in _meta_rows(layers).mapInArrow(_sensitive_fn(G, E), "flow string").collect()]
+        if sens:
+            rerun(sens, FlowParams(**{**base.__dict__, "ticks": ticks, "end_ts": E}), work + "/rows_end")
+            reruns["end"] = len(sens)
+            facts = _facts(_meta_rows(layers))
     mark("reruns")
     stats["reruns"] = reruns
     stats["end_ts"] = E
-    stats["flows"] = meta.count()
+    stats["flows"] = facts["flows"]
+    counts = {t: facts["rows"][t] for t in TABLES + (("frames",) if frames else ())}
 
-    # ---- tables
-    written = {}
-    counts = {}
-    for t in TABLES + (("frames",) if frames else ()):
-        df = _table(layers, t)
-        path = out_uri.rstrip("/") + "/" + t
-        with _sql_conf(spark, **_TABLES_CONF):
-            df.write.mode("overwrite").parquet(path)
-        written[t] = path
+    # ---- tables, then the summaries read back from them: each a few concurrent Spark jobs
+    # (one Python thread each), so that the small ones fill the cores the large ones leave idle
+    out_base = out_uri.rstrip("/")
+    written = {t: out_base + "/" + t for t in counts}
+    bounds = _table_bounds(layers, counts, nparts)
+
+    def write_table(t):
+        directory = _direct_dir(written[t])
+        if directory is None:  # not a local path: Spark's writer
+            _table(spark, layers, t, bounds[t], excluded).write.mode("overwrite").parquet(written[t])
+            return
+        # the tasks write the files themselves (pyarrow: a fraction of the JVM's cost)
+        shutil.rmtree(directory, ignore_errors=True)
+        os.makedirs(directory)
+        got = _table(spark, layers, t, bounds[t], excluded, directory).collect()
+        if sum(r.rows for r in got) != counts[t]:  # each row in exactly one range
+            raise RuntimeError(f"table {t}: {sum(r.rows for r in got)} rows written of {counts[t]}")
+        if not got:  # no rows at all: one file with the columns
+            write_range(directory, t, 0, None)
+        open(os.path.join(directory, "_SUCCESS"), "wb").close()
+
+    with _sql_conf(spark, **_TABLES_CONF):
+        _concurrently(write_table, sorted(counts, key=lambda t: -counts[t]))  # the largest first
     mark("tables")
-    tables = {t: spark.read.parquet(p) for t, p in written.items()}
-    for t, df in tables.items():
-        counts[t] = df.count()
-    for name, df in summaries_frames(tables, window).items():
-        path = out_uri.rstrip("/") + "/" + name
-        with _sql_conf(spark, **_TS_CONF):
-            df.write.mode("overwrite").parquet(path)
-        written[name] = path
+    tables = {t: spark.read.schema(table_schema(t)).parquet(written[t]) for t in TABLES}
+    written.update({name: out_base + "/" + name for name in SUMMARIES})
+
+    def write_summary(name):
+        summary_frame(name, tables, window).write.mode("overwrite").parquet(written[name])
+
+    with _sql_conf(spark, **_TS_CONF):
+        _concurrently(write_summary, SUMMARIES)
     mark("summaries")
     stats["timings"] = marks
     if not keep_work:
@@ -584,13 +668,60 @@ def _stage1(spark, ranges: list[Range], path: str) -> None:
     df.write.mode("overwrite").parquet(path)
 
 
-def _stage2(spark, tcp, params: FlowParams, nparts: int, path: str) -> None:
+def _stage2(spark, tcp, params: FlowParams, nparts: int, path: str, plan: dict | None = None) -> None:
+    """Rows of the flows in ``tcp`` through :class:`FlowRunner`, ``nparts`` tasks, written
+    to ``path`` by table.  ``plan`` (flow -> task, :func:`balance_flows`) places those
+    flows; the others go where hash partitioning by flow puts them."""
+    from pyspark.sql import functions as F
+
     schema = rows_schema()
     bc = spark.sparkContext.broadcast(params)
-    df = tcp.repartition(nparts, "flow").sortWithinPartitions("flow", "packet").mapInArrow(
+    if plan:
+        keys = partition_keys(spark, nparts)
+        m = spark.createDataFrame(sorted((f, keys[i]) for f, i in plan.items()), "flow string, _pkey long")
+        hashed = F.element_at(F.array(*[F.lit(k).cast("long") for k in keys]),
+                              F.expr(f"pmod(hash(flow), {nparts})") + 1)
+        parted = (tcp.join(F.broadcast(m), "flow", "left")
+                  .withColumn("_pkey", F.coalesce(F.col("_pkey"), hashed)).repartition(nparts, "_pkey"))
+    else:
+        parted = tcp.repartition(nparts, "flow")
+    df = parted.sortWithinPartitions("flow", "packet").select(*STAGE2_COLUMNS).mapInArrow(
         _stage2_fn(bc, _arrow_schema(schema)), schema)
-    with _sql_conf(spark, **_STAGE2_CONF):
-        df.write.mode("overwrite").partitionBy("table").parquet(path)
+    with _sql_conf(spark, **_STAGE2_CONF):  # the chunks are compressed already (batch_ipc)
+        df.write.mode("overwrite").partitionBy("table").option("compression", "uncompressed").parquet(path)
+
+
+_PARTITION_KEYS: dict = {}
+
+
+def partition_keys(spark, n: int) -> list[int]:
+    """For each i in 0..n-1 a long that hash partitioning into n partitions
+    (``repartition(n, col)``: ``pmod(hash(col), n)``) sends to partition i, found with
+    Spark's own ``hash``; once per Spark application and n."""
+    from pyspark.sql import functions as F
+
+    key = (spark.sparkContext.applicationId, n)
+    if key not in _PARTITION_KEYS:
+        found: dict[int, int] = {}
+        lo = 0
+        while len(found) < n:
+            hi = lo + 64 * n
+            rows = spark.range(lo, hi, 1, 1).select(F.expr(f"pmod(hash(id), {n})").alias("p"), "id").collect()
+            for r in rows:
+                found.setdefault(r.p, r.id)
+            lo = hi
+        _PARTITION_KEYS[key] = [found[i] for i in range(n)]
+    return _PARTITION_KEYS[key]
+
+
+def _concurrently(fn, items, threads: int | None = None) -> None:
+    """``fn(item)`` for every item, in a pool of threads (each submits its own Spark jobs;
+    items start in the order given); the first exception is raised once all have ended."""
+    items = list(items)
+    with ThreadPoolExecutor(threads or OUTPUT_THREADS) as pool:
+        futures = [pool.submit(fn, it) for it in items]
+    for f in futures:
+        f.result()
 
 
 def _read_rows(spark, path: str):
@@ -604,35 +735,100 @@ def _meta(rows):
         T.StructField("last_ts", T.DoubleType()), T.StructField("needs_ticks", T.BooleanType()),
         T.StructField("open_stalls", T.LongType()), T.StructField("idle", T.StringType()),
         T.StructField("packets", T.LongType()), T.StructField("connections", T.LongType()),
-    ])
+        T.StructField("error", T.StringType()),
+    ] + [T.StructField("rows_" + t, T.LongType()) for t in ROW_TABLES])
     from pyspark.sql import functions as F
 
     return rows.where(F.col("table") == "_flow").select("flow", "blob").mapInArrow(
         _meta_fn(_arrow_schema(schema)), schema)
 
 
-def _table_schema_full(table: str):
-    T = _types()
-    return T.StructType(list(table_schema(table).fields) + [
-        T.StructField("_flow", T.StringType()), T.StructField("_k1", T.LongType()), T.StructField("_k2", T.LongType())])
-
-
-def _table(layers, table: str):
-    """A result table from the stage-2 outputs: each layer's rows minus the flows that a
-    later rerun replaced, in single-process order (connection first seen, then row)."""
+def _facts(meta) -> dict:
+    """What the driver needs of the flows' facts, in one Spark job: the number of flows,
+    of flows that need the global idle sweeps, the last record that produced an event
+    (packet, time) and the rows of each table.  A stage-2 task that found a file changed
+    under it (:class:`CaptureChanged`) left its message: :class:`InputError`."""
     from pyspark.sql import functions as F
 
-    full = _table_schema_full(table)
-    parts = []
-    for rows, excluded in layers:
-        df = rows.where(F.col("table") == table).select("blob").mapInArrow(_decode_fn(), full)
-        for ex in excluded:
-            df = df.join(ex.withColumnRenamed("flow", "_flow"), "_flow", "left_anti")
-        parts.append(df.select(*full.fieldNames()))
-    df = parts[0]
-    for p in parts[1:]:
-        df = df.unionByName(p)
-    return df.orderBy("_k1", "_flow", "_k2").drop("_k1", "_k2", "_flow")
+    r = meta.agg(F.count(F.when(F.col("error").isNull(), 1)).alias("flows"),
+                 F.sum(F.col("needs_ticks").cast("long")).alias("needs_ticks"),
+                 F.max("last_packet").alias("last_packet"), F.max_by("last_ts", "last_packet").alias("last_ts"),
+                 F.min("error").alias("error"),
+                 *[F.sum("rows_" + t).alias("rows_" + t) for t in ROW_TABLES]).collect()[0]
+    if r.error is not None:
+        raise InputError("format", r.error)
+    return {"flows": r.flows, "needs_ticks": r.needs_ticks or 0, "last_packet": r.last_packet,
+            "last_ts": r.last_ts, "rows": {t: r["rows_" + t] or 0 for t in ROW_TABLES}}
+
+
+def _table_bounds(layers, counts: dict, nparts: int) -> dict:
+    """table -> range boundaries (:func:`range_bounds`) of its rows in output order, from
+    the smallest key and size of each stage-2 chunk (one Spark job reading five columns).
+    A table of at most :data:`TABLE_PART_ROWS` rows is one range; a larger one is cut into
+    a multiple of ``nparts`` ranges of at most about that many rows (a task sorts one
+    range in memory)."""
+    from pyspark.sql import functions as F
+
+    parts = {t: 1 if n <= TABLE_PART_ROWS else nparts * -(-n // (TABLE_PART_ROWS * nparts))
+             for t, n in counts.items()}
+    big = sorted(t for t, p in parts.items() if p > 1)
+    out = {t: [] for t in counts}
+    if not big:
+        return out
+    df = None
+    for rows, _ in layers:  # chunks of flows a rerun replaced count too: the bounds only balance
+        d = rows.where(F.col("table").isin(big)).select("table", "k1", "flow", "k2", "n")
+        df = d if df is None else df.unionByName(d)
+    chunks: dict = {t: [] for t in big}
+    for r in df.collect():
+        chunks[r.table].append(((r.k1, r.flow, r.k2), r.n))
+    for t in big:
+        out[t] = range_bounds(chunks[t], parts[t])
+    return out
+
+
+def _direct_dir(uri: str) -> str | None:
+    """The local directory the table tasks write ``uri`` to themselves, or None (Spark's
+    writer: a remote file system).  A local output directory, like the input paths, must be
+    the same path on every executor."""
+    return _local(uri)
+
+
+def _table(spark, layers, table: str, bounds: list, excluded: list, directory: str | None = None):
+    """A result table from the stage-2 chunks, in single-process order (connection first
+    seen, then row): each chunk goes to the ranges of ``bounds`` its keys overlap (range
+    ``i`` to partition ``i``, by the keys of :func:`partition_keys`), where
+    :func:`sorted_range` keeps its rows of that range, minus the flows a later layer ran
+    again (``excluded[layer]``), and sorts them.  Spark names the files by partition (and
+    with ``directory`` each task writes ``part-<range>.parquet`` there itself, giving
+    ``(range, rows)``), so read in name order they hold the rows in order.  Only the chunks move between tasks:
+    no shuffle of rows, no sampling pass."""
+    from pyspark.sql import functions as F
+
+    chunks = None
+    for li, (rows, _) in enumerate(layers):
+        d = rows.where(F.col("table") == table).select(F.lit(li).alias("layer"), "k1", "flow", "k2", "hk1", "hflow",
+                                                       "hk2", "blob")
+        chunks = d if chunks is None else chunks.unionByName(d)
+    if bounds:
+        def rank(k1, flow, k2):  # the range of a key: the number of boundaries at or below it
+            r = F.lit(0)
+            for b1, bf, b2 in bounds:
+                past = (k1 > F.lit(b1)) | ((k1 == F.lit(b1)) & ((flow > F.lit(bf)) | ((flow == F.lit(bf)) & (k2 >= F.lit(b2)))))
+                r = r + past.cast("int")
+            return r
+
+        n = len(bounds) + 1
+        keys = F.array(*[F.lit(k).cast("long") for k in partition_keys(spark, n)])
+        chunks = chunks.withColumn("r", F.explode(F.sequence(rank(F.col("k1"), F.col("flow"), F.col("k2")),
+                                                            rank(F.col("hk1"), F.col("hflow"), F.col("hk2")))))
+        chunks = chunks.repartition(n, F.element_at(keys, F.col("r") + 1))
+    else:
+        chunks = chunks.withColumn("r", F.lit(0)).repartition(1)
+    chunks = chunks.select("layer", "r", "blob")
+    if directory is not None:
+        return chunks.mapInArrow(_range_fn(bounds, excluded, table, directory), "r int, rows long")
+    return chunks.mapInArrow(_range_fn(bounds, excluded), table_schema(table))
 
 
 def _meta_rows(layers):
@@ -672,59 +868,72 @@ def _unpack_pct(df):
     return df.drop("_pct")
 
 
-def summaries_frames(tables: dict, window: float = DEFAULT_WINDOW) -> dict:
-    """The summary DataFrames, computed in Spark from the table DataFrames (percentiles:
-    Spark's exact ``percentile``, linear interpolation like numpy's default)."""
+def _sorted(df, *cols):
+    """``df`` sorted by ``cols`` in one partition (one output file): summaries are small (a
+    row per link, address, window...), and ``orderBy`` would cost a sampling job."""
+    return df.repartition(1).sortWithinPartitions(*cols)
+
+
+def summary_frame(name: str, tables: dict, window: float = DEFAULT_WINDOW):
+    """The summary DataFrame ``name`` (one of :data:`SUMMARIES`), computed in Spark from the
+    table DataFrames (percentiles: Spark's exact ``percentile``, linear interpolation like
+    numpy's default)."""
     from pyspark.sql import functions as F
 
     d = tables["deliveries"]
     links = tables["links"]
     stalls = tables["stalls"]
     stat_cols = ["count"] + [f"p{p}" for p in PERCENTILES] + ["max", "min", "mean"]
-    out = {}
 
-    lk = links.select("connection", "session", "channel", F.col("name").alias("link"), "link_index", "address")
-    per_link = _unpack_pct(d.groupBy("connection", "link_index").agg(*_lat_aggs()))
-    out["latency_by_link"] = (lk.join(per_link, ["connection", "link_index"], "left")
-                              .withColumn("count", F.coalesce(F.col("count"), F.lit(0)))
-                              .select("connection", "session", "channel", "link", "link_index", "address", *stat_cols)
-                              .orderBy(F.col("p99").desc_nulls_last(), "connection", "link_index"))
-
-    addrs = links.select("address").distinct()
-    per_addr = _unpack_pct(d.groupBy(F.col("address").alias("_a")).agg(*_lat_aggs()))
-    out["latency_by_address"] = (addrs.join(per_addr, addrs["address"].eqNullSafe(per_addr["_a"]), "left")
-                                 .withColumn("count", F.coalesce(F.col("count"), F.lit(0)))
-                                 .select("address", *stat_cols)
-                                 .orderBy(F.col("p99").desc_nulls_last(), "address"))
-
-    wus = round(float(window) * 1_000_000)  # windows in whole microseconds since the epoch, exactly
-    win = d.withColumn("_wstart", F.floor(F.expr("unix_micros(first_time)") / F.lit(wus)) * F.lit(wus))
-    outcome_cols = [F.sum(F.when(F.col("outcome") == o, 1).otherwise(0)).alias(o) for o in OUTCOMES]
-    out["latency_by_window"] = (_unpack_pct(win.groupBy("_wstart").agg(
-        F.count(F.lit(1)).alias("deliveries"), *_lat_aggs(), *outcome_cols,
-        F.sum(F.when(F.col("settled_time").isNull(), 1).otherwise(0)).alias("unsettled")))
-        .withColumn("window_start", F.expr("timestamp_micros(CAST(_wstart AS BIGINT))"))
-        .withColumn("window_end", F.expr(f"timestamp_micros(CAST(_wstart AS BIGINT) + {wus})"))
-        .select("window_start", "window_end", "deliveries", *stat_cols, *OUTCOMES, "unsettled")
-        .orderBy("window_start"))
-
-    out["outcomes"] = (d.groupBy("address", "outcome").agg(
-        F.count(F.lit(1)).alias("deliveries"),
-        F.sum(F.when(F.col("presettled"), 1).otherwise(0)).alias("presettled"),
-        F.sum(F.when(F.col("settled_time").isNull(), 1).otherwise(0)).alias("unsettled"))
-        .orderBy("address", "outcome"))
-
+    if name == "latency_by_link":
+        lk = links.select("connection", "session", "channel", F.col("name").alias("link"), "link_index", "address")
+        per_link = _unpack_pct(d.groupBy("connection", "link_index").agg(*_lat_aggs()))
+        return _sorted(lk.join(per_link, ["connection", "link_index"], "left")
+                       .withColumn("count", F.coalesce(F.col("count"), F.lit(0)))
+                       .select("connection", "session", "channel", "link", "link_index", "address", *stat_cols),
+                       F.col("p99").desc_nulls_last(), "connection", "link_index")
+    if name == "latency_by_address":
+        addrs = links.select("address").distinct()
+        per_addr = _unpack_pct(d.groupBy(F.col("address").alias("_a")).agg(*_lat_aggs()))
+        return _sorted(addrs.join(per_addr, addrs["address"].eqNullSafe(per_addr["_a"]), "left")
+                       .withColumn("count", F.coalesce(F.col("count"), F.lit(0)))
+                       .select("address", *stat_cols),
+                       F.col("p99").desc_nulls_last(), "address")
+    if name == "latency_by_window":
+        wus = round(float(window) * 1_000_000)  # windows in whole microseconds since the epoch, exactly
+        win = d.withColumn("_wstart", F.floor(F.expr("unix_micros(first_time)") / F.lit(wus)) * F.lit(wus))
+        outcome_cols = [F.sum(F.when(F.col("outcome") == o, 1).otherwise(0)).alias(o) for o in OUTCOMES]
+        return _sorted(_unpack_pct(win.groupBy("_wstart").agg(
+            F.count(F.lit(1)).alias("deliveries"), *_lat_aggs(), *outcome_cols,
+            F.sum(F.when(F.col("settled_time").isNull(), 1).otherwise(0)).alias("unsettled")))
+            .withColumn("window_start", F.expr("timestamp_micros(CAST(_wstart AS BIGINT))"))
+            .withColumn("window_end", F.expr(f"timestamp_micros(CAST(_wstart AS BIGINT) + {wus})"))
+            .select("window_start", "window_end", "deliveries", *stat_cols, *OUTCOMES, "unsettled"),
+            "window_start")
+    if name == "outcomes":
+        return _sorted(d.groupBy("address", "outcome").agg(
+            F.count(F.lit(1)).alias("deliveries"),
+            F.sum(F.when(F.col("presettled"), 1).otherwise(0)).alias("presettled"),
+            F.sum(F.when(F.col("settled_time").isNull(), 1).otherwise(0)).alias("unsettled")),
+            "address", "outcome")
     kinds = ("link-credit", "initial-credit", "drain", "session-window")
     stall_aggs = [F.count(F.lit(1)).alias("stalls"), F.sum("duration").alias("stalled_seconds"),
                   F.max("duration").alias("longest"),
                   F.sum(F.when(F.col("open"), 1).otherwise(0)).alias("open")] + [
         F.sum(F.when(F.col("kind") == k, 1).otherwise(0)).alias(k.replace("-", "_")) for k in kinds]
-    out["stalls_by_link"] = (stalls.groupBy("connection", "channel", "link", "link_index").agg(*stall_aggs)
-                             .orderBy(F.col("stalled_seconds").desc_nulls_last(), "connection"))
-    la = links.select("connection", "link_index", "address")
-    out["stalls_by_address"] = (stalls.join(la, ["connection", "link_index"], "left").groupBy("address")
-                                .agg(*stall_aggs).orderBy(F.col("stalled_seconds").desc_nulls_last()))
-    return out
+    if name == "stalls_by_link":
+        return _sorted(stalls.groupBy("connection", "channel", "link", "link_index").agg(*stall_aggs),
+                       F.col("stalled_seconds").desc_nulls_last(), "connection")
+    if name == "stalls_by_address":
+        la = links.select("connection", "link_index", "address")
+        return _sorted(stalls.join(la, ["connection", "link_index"], "left").groupBy("address").agg(*stall_aggs),
+                       F.col("stalled_seconds").desc_nulls_last())
+    raise ValueError(f"unknown summary {name!r}")
+
+
+def summaries_frames(tables: dict, window: float = DEFAULT_WINDOW) -> dict:
+    """All the summary DataFrames (see :func:`summary_frame`)."""
+    return {name: summary_frame(name, tables, window) for name in SUMMARIES}
 
 
 # --------------------------------------------------------------------------- spark-submit entry

@@ -20,6 +20,14 @@ if ! command -v tcpdump >/dev/null 2>&1 || ! command -v editcap >/dev/null 2>&1;
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq tcpdump wireshark-common >/dev/null
 fi
+# chromium: tests/test_html_report.py renders the HTML report in headless Chromium and checks
+# the screenshot and the DOM
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+  echo "installing chromium (apt-get)"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq chromium >/dev/null
+fi
 # A C compiler and Python's headers let the editable install compile the hot modules
 # with Cython (a build requirement pip fetches); without them it still installs, as
 # pure Python, and tests/test_compiled.py fails under CI.

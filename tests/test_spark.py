@@ -237,7 +237,250 @@ def test_sweep_ticks_vectorised_equals_sequential():
     assert got == want and len(want) > 100
 
 
+def _sequential_ends(paths):
+    """Oracle for capture_ends: the files read one after the other in capture order,
+    records numbered from 1, each classified by the packet parser."""
+    from amqp_dissect.capture.netparse import TruncatedPacket, parse_segment
+    from amqp_dissect.errors import DissectError, UnsupportedLinkType
+
+    n = last_tcp = 0
+    note = None
+    unsupported = {}
+    for p in capture_order(paths):
+        with open(p, "rb") as f:
+            for rec in open_capture(f):
+                n += 1
+                try:
+                    seg = parse_segment(rec.linktype, rec.data)
+                except UnsupportedLinkType:
+                    unsupported.setdefault(rec.linktype, (n, rec.ts))
+                    continue
+                except TruncatedPacket as e:
+                    seg = e.segment
+                except DissectError:
+                    note = (n, rec.ts)
+                    continue
+                if seg is not None:
+                    last_tcp = n
+    for cand in unsupported.values():
+        if note is None or cand[0] > note[0]:
+            note = cand
+    return last_tcp, note
+
+
+def _odd_captures(tmp_path):
+    """The global capture (a malformed packet, then non-AMQP TCP), and two files of a link
+    type the parser does not support, timed inside it."""
+    from pcapbuild import write_pcap
+
+    g = tmp_path / "global.pcap"
+    _global_capture(g)
+    recs = _records(str(g))
+    mid = recs[len(recs) // 2][0]
+    out = [str(g)]
+    for i, lt in enumerate((9, 105)):
+        u = tmp_path / f"user{i}.pcap"
+        u.write_bytes(write_pcap([(mid + i + k * 0.1, lt, b"\x00" * 40) for k in range(5)], linktype=lt))
+        out.append(str(u))
+    return out
+
+
+@pytest.mark.parametrize("split", [0, 700, 4096])
+def test_capture_ends_and_flow_sizes_from_the_range_summaries(tmp_path, split):
+    """The driver takes the last TCP record and the last note from the range summaries, not
+    from a pass over the rows: they agree with reading the files in order, and each range's
+    flow sizes with its own rows."""
+    from collections import Counter
+
+    files = SAMPLE_FILES + _odd_captures(tmp_path)
+    ranges = ar.plan_ranges(files, split)
+    summaries = []
+    for r in ranges:
+        rows = list(ar.decode_range(r))
+        meta = json.loads(rows[-1][-1])
+        summaries.append(meta)
+        sizes = Counter(row[6] for row in rows if row[7] == ar.KIND_TCP)
+        assert [tuple(x) for x in meta["flows"]] == sorted(sizes.items(), key=lambda kv: (-kv[1], kv[0]))[:ar.FLOW_TOP]
+    lay = ar.layout(files, summaries)
+    assert lay.redo == []
+    last_tcp, note = ar.capture_ends(summaries, lay.offsets)
+    want_tcp, want_note = _sequential_ends(files)
+    assert last_tcp == want_tcp and last_tcp > 0
+    assert note == want_note and note is not None
+    assert lay.unsupported == {"9": 5, "105": 5}
+
+
+def _mixed_formats(tmp_path):
+    """Samples as plain pcap, gzip and pcapng (nanosecond pcap among them)."""
+    from pcapbuild import gzip_bytes, write_pcap, write_pcapng
+
+    recs = _records(os.path.join(SAMPLES, "credit_one.pcap"))
+    gz = tmp_path / "credit.pcap.gz"
+    gz.write_bytes(gzip_bytes(open(os.path.join(SAMPLES, "credit_one.pcap"), "rb").read()))
+    ng = tmp_path / "heartbeat.pcapng"
+    ng.write_bytes(write_pcapng([(ts, 0, data) for ts, _, data in _records(os.path.join(SAMPLES, "heartbeat.pcap"))]))
+    ns = tmp_path / "credit_ns.pcap"
+    ns.write_bytes(write_pcap([(ts + 5000, lt, data) for ts, lt, data in recs], nano=True))
+    return [os.path.join(SAMPLES, "ipv6.pcap"), os.path.join(SAMPLES, "large_message.pcap"), str(gz), str(ng), str(ns)]
+
+
+@pytest.mark.parametrize("split", [0, 4096])
+def test_pcap_records_travel_as_offsets_and_read_back(tmp_path, split):
+    """Stage 1 sends the offset of each record of an uncompressed pcap (no bytes), the bytes of
+    gzip and pcapng records; stage 2 reads the same bytes back (oracle: the capture reader)."""
+    files = _mixed_formats(tmp_path)
+    want = {i: _records(f) for i, f in enumerate(files)}
+    reader = ar.RecordReader(files)
+    seen = {"pos": 0, "data": 0}
+    before = {}  # file -> records in its earlier ranges (a range numbers its records from 0)
+    ranges = ar.plan_ranges(files, split)
+    assert len(ranges) > len(files) or split == 0
+    for r in ranges:
+        rows = list(ar.decode_range(r))
+        base = before.get(r.file, 0)
+        for rid, idx, ts, lt, data, orig, flow, kind, pos, caplen, _ in rows[:-1]:
+            if kind != ar.KIND_TCP:
+                continue
+            plain = not files[r.file].endswith((".gz", ".pcapng"))
+            assert (pos is not None) == plain and (data is None) == plain
+            if plain:
+                data = reader.read(r.file, pos, caplen, ts, orig)
+            assert (ts, lt, data) == want[r.file][base + idx]
+            seen["pos" if plain else "data"] += 1
+        before[r.file] = base + json.loads(rows[-1][-1])["count"]
+    reader.close()
+    assert seen["pos"] > 100 and seen["data"] > 20
+    assert before == {i: len(w) for i, w in want.items()}
+
+
+def test_record_reader_notices_a_changed_file(tmp_path):
+    import shutil as sh
+
+    p = tmp_path / "c.pcap"
+    sh.copy(os.path.join(SAMPLES, "credit_one.pcap"), p)
+    rows = [row for row in ar.decode_range(ar.plan_ranges([str(p)], 0)[0]) if row[7] == ar.KIND_TCP]
+    _, _, ts, _, _, orig, _, _, pos, caplen, _ = rows[5]
+    reader = ar.RecordReader([str(p)])
+    assert reader.read(0, pos, caplen, ts, orig) == _records(str(p))[rows[5][1]][2]
+    reader.close()
+    data = bytearray(p.read_bytes())
+    data[pos] ^= 1  # the record's seconds
+    p.write_bytes(bytes(data))
+    with pytest.raises(ar.CaptureChanged, match=f"c.pcap: changed while it was read .*byte {pos}"):
+        ar.RecordReader([str(p)]).read(0, pos, caplen, ts, orig)
+    p.write_bytes(bytes(data[:pos + 20]))  # cut short
+    with pytest.raises(ar.CaptureChanged):
+        ar.RecordReader([str(p)]).read(0, pos, caplen, ts, orig)
+    p.write_bytes(b"\x00" * 100)  # no longer a pcap
+    with pytest.raises(ar.CaptureChanged, match="no longer a pcap"):
+        ar.RecordReader([str(p)]).read(0, pos, caplen, ts, orig)
+
+
+def test_balance_flows_evens_out_the_tasks():
+    from collections import Counter
+
+    # the benchmark's shape: 24 flows of the same size, spread over the ranges; hash
+    # partitioning into 8 tasks gives some 4 flows and some 1, the plan 3 each
+    summaries = [{"rid": r, "flows": [[f"10.0.0.{i}:1|10.0.0.9:5672", 100] for i in range(24) if i % 3 != r]}
+                 for r in range(3)]
+    plan = ar.balance_flows(summaries, {0: 0, 1: 10, 2: 20}, 8, 24 * 200)
+    assert sorted(Counter(plan.values()).values()) == [3] * 8
+    assert len(plan) == 24
+    # unequal flows: every counted flow placed, no task above the even share plus the largest flow
+    rng = np.random.default_rng(3)
+    sizes = {f"f{i}": int(rng.pareto(1.2) * 1000) + 1 for i in range(300)}
+    summaries = [{"rid": 0, "flows": sorted(sizes.items())[:150]}, {"rid": 1, "flows": sorted(sizes.items())[150:]},
+                 {"rid": 2, "flows": [["not-in-the-capture", 10 ** 9]]}]
+    total = sum(sizes.values()) + 5000  # flows no summary counts
+    plan = ar.balance_flows(summaries, {0: 0, 1: 100}, 7, total)
+    assert set(plan) == set(sizes)
+    loads = [5000 / 7] * 7
+    for f, i in plan.items():
+        loads[i] += sizes[f]
+    assert max(loads) <= total / 7 + max(sizes.values())
+    assert max(loads) - min(loads) <= max(sizes.values())
+
+
+def test_range_bounds_cut_even_ranges():
+    from bisect import bisect_right
+
+    rng = np.random.default_rng(11)
+    for parts in (1, 2, 3, 8):
+        chunks = [((int(rng.integers(0, 50)), f"f{int(rng.integers(0, 4))}", int(rng.integers(0, 10 ** 6))),
+                   int(rng.integers(1, 1025))) for _ in range(400)]
+        bounds = ar.range_bounds(chunks, parts)
+        assert bounds == sorted(set(bounds)) and len(bounds) <= parts - 1
+        got = [0] * (len(bounds) + 1)
+        for key, n in chunks:
+            got[bisect_right(bounds, key)] += n
+        total = sum(n for _, n in chunks)
+        assert len(got) == parts
+        assert max(got) <= total / parts + max(n for _, n in chunks)
+    # one key repeated everywhere: one range
+    assert ar.range_bounds([((5, "f", 1), 100)] * 10, 4) == []
+    assert ar.range_bounds([], 4) == []
+
+
 # --------------------------------------------------------------------------- Spark
+
+
+def test_partition_keys_route_rows_to_their_partition(spark):
+    """The keys the job partitions by land in partition i of repartition(n, key), by Spark's own placement."""
+    from pyspark.sql import functions as F
+
+    from amqp_dissect.pipelines.spark import partition_keys
+
+    for n in (1, 2, 5, 8):
+        keys = partition_keys(spark, n)
+        df = spark.createDataFrame([(k, i) for i, k in enumerate(keys)] * 3, "k long, i long")
+        got = df.repartition(n, "k").select(F.spark_partition_id().alias("p"), "i").collect()
+        assert all(r.p == r.i for r in got) and len({r.i for r in got}) == n
+
+
+@pytest.mark.parametrize("writer", ["tasks", "spark"])
+def test_tables_are_written_in_single_process_order(spark, tmp_path, monkeypatch, writer):
+    """Tables large enough are written by several tasks, each a range of the output order:
+    read back in file-name order (as pandas does), every table equals the single-process
+    one row for row, unsorted; the stage-2 tasks hold the flows the plan gave them.  Both
+    writers: the tasks' own Parquet files (a local output directory) and Spark's writer
+    (what a remote output gets)."""
+    from amqp_dissect.pipelines import spark as sj
+
+    monkeypatch.setattr(sj, "TABLE_PART_ROWS", 40)
+    if writer == "spark":
+        monkeypatch.setattr(sj, "_direct_dir", lambda uri: None)
+    out = tmp_path / "out"
+    res = _run(spark, [SAMPLES], out, frames=True, partitions=3, keep_work=True)
+    a = analyze(capture_order(SAMPLE_FILES))
+    for t in TABLES:
+        sp = pd.read_parquet(out / t)
+        lp = getattr(a, t)
+        assert len(sp) == len(lp) == res["counts"][t], t
+        for c in lp.columns:
+            assert _cells(sp[c]) == _cells(lp[c]), (t, c)
+    fr = pd.read_parquet(out / "frames")
+    assert [json.loads(x) for x in fr.json] == expected_frames(SAMPLE_FILES)
+    for t in ("deliveries", "frames"):  # cut into ranges at chunk (1024 rows) boundaries
+        files = [f for f in os.listdir(out / t) if f.endswith(".parquet")]
+        assert sum(1 for f in files if len(pd.read_parquet(out / t / f))) > 1, t
+        if writer == "tasks":
+            assert all(f.startswith("part-") and len(f) == len("part-00000.parquet") for f in files), files
+    for t in TABLES:  # the Spark schema, whoever wrote the files
+        assert spark.read.parquet(str(out / t)).schema == sj.table_schema(t), t
+    # stage 2: the flows the summaries count sit in the task the plan gave them
+    seg = pd.read_parquet(out / "_work" / "seg", columns=["kind", "meta"])
+    summaries = [json.loads(m) for m in seg[seg.kind == ar.KIND_SUMMARY].meta]
+    lay = ar.layout(ar.expand_inputs([SAMPLES]), summaries)
+    plan = ar.balance_flows(summaries, lay.offsets, 3, lay.tcp_records)
+    flow_dir = out / "_work" / "rows0" / "table=_flow"
+    placed = {}
+    for f in os.listdir(flow_dir):
+        if f.endswith(".parquet"):
+            for flow in pd.read_parquet(flow_dir / f, columns=["flow"]).flow:
+                placed[flow] = int(f.split("-")[1])
+    assert placed and {f: placed[f] for f in plan} == plan
+
+
 
 
 def test_samples_together_agree(spark, tmp_path):
@@ -345,6 +588,51 @@ def test_results_that_depend_on_the_whole_capture_agree(spark, tmp_path):
     assert a.stalls.end.isna().any()
     assert res["stats"]["reruns"]["ticks"] >= 1 and res["stats"]["reruns"]["end"] >= 1
     assert res["stats"]["packet_errors"] == 1
+
+
+def test_a_file_changed_between_the_stages_is_an_input_error(spark, tmp_path, monkeypatch):
+    """Stage 2 reads pcap records again at their offsets: a file rewritten after stage 1
+    read it (a tcpdump ring buffer wrapping around) stops the job with an InputError that
+    names it, not with wrong numbers."""
+    import shutil as sh
+
+    from amqp_dissect.pipelines import spark as sj
+
+    arch = tmp_path / "arch"
+    arch.mkdir()
+    for name in ("credit_one.pcap", "heartbeat.pcap"):
+        sh.copy(os.path.join(SAMPLES, name), arch / name)
+    victim = arch / "heartbeat.pcap"
+    stage1 = sj._stage1
+
+    def stage1_then_rewrite(*a, **kw):
+        stage1(*a, **kw)
+        data = bytearray(victim.read_bytes())
+        data[24 + 4] ^= 1  # the first record's microseconds
+        victim.write_bytes(bytes(data))
+
+    monkeypatch.setattr(sj, "_stage1", stage1_then_rewrite)
+    with pytest.raises(ar.InputError, match="heartbeat.pcap: changed while it was read") as e:
+        _run(spark, [str(arch)], tmp_path / "out")
+    assert e.value.code == "format"
+
+
+def test_a_capture_without_amqp_gives_empty_tables_with_their_columns(spark, tmp_path):
+    from pcapbuild import ethernet_frame, tcp_packet, write_pcap
+
+    from amqp_dissect.results.schema import names
+
+    cap = tmp_path / "http.pcap"
+    recs = [(1_700_000_000 + i * 0.5, 1, ethernet_frame(tcp_packet("10.9.9.9", "10.9.9.8", 33000, 80, seq=1 + i * 10,
+                                                                   payload=b"GET /abc\r\n"))) for i in range(5)]
+    cap.write_bytes(write_pcap(recs))
+    res = _run(spark, [str(cap)], tmp_path / "out", frames=True)
+    assert res["counts"] == {"connections": 0, "links": 0, "deliveries": 0, "stalls": 0, "frames": 0}
+    for t in TABLES:
+        df = pd.read_parquet(tmp_path / "out" / t)
+        assert len(df) == 0 and list(df.columns) == list(names(t)), t
+    for name in ("latency_by_link", "outcomes", "frames"):
+        assert len(pd.read_parquet(tmp_path / "out" / name)) == 0
 
 
 def test_cli_archive_writes_parquet(tmp_path, capsys, spark):

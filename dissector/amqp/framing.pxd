@@ -27,7 +27,7 @@ cdef class _Direction:
 cdef class AmqpConnection:
     cdef public object conn, client, server, dirs, max_frame_bytes, max_message_bytes
     cdef public object messages, bodies, announced_max_frame, frames, tls, keep_payloads
-    cdef public list budget
+    cdef public list budget, scan_budget
 
     @cython.locals(d=_Direction)
     cpdef list feed(self, direction, data, ts, packet)
@@ -37,7 +37,8 @@ cdef class AmqpConnection:
     cpdef _process(self, _Direction d, ts, packet, list out)
 
     @cython.locals(body=Py_ssize_t, end=Py_ssize_t, perf_end=Py_ssize_t, left="long long", cap="long long",
-                   spent="long long", budget=list)
+                   spent="long long", budget=list, sb=list, maxe="long long", per="long long",
+                   fsize="long long")
     cpdef _frame(self, _Direction d, Frame frame, buf, body, end)
 
     @cython.locals(part=Delivery)

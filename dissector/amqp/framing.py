@@ -408,6 +408,7 @@ class AmqpConnection:
         # per byte of each frame when it arrives (codec.py); a one-element list, shared with the
         # deliveries whose messages are decoded later (Delivery.sections) and lent to the scanner
         self.budget = [ELEMENT_BUDGET_BASE]
+        self.scan_budget = [DEFAULT_MAX_ELEMENTS]  # the scanner's while the budget exceeds that (_frame)
 
     # -- public ---------------------------------------------------------------
 
@@ -633,16 +634,32 @@ class AmqpConnection:
                 frame.add_note(ExpertNote(WARN, "protocol", "empty SASL frame"))
             return  # heartbeat
         budget = self.budget
-        left = budget[0] + ELEMENTS_PER_BYTE * frame.size
-        cap = left if left < DEFAULT_MAX_ELEMENTS else DEFAULT_MAX_ELEMENTS
+        maxe = DEFAULT_MAX_ELEMENTS  # (typed locals when compiled: the arithmetic below makes no ints)
+        per = ELEMENTS_PER_BYTE
+        fsize = frame.size
+        left = budget[0]
+        left += per * fsize
+        cap = left if left < maxe else maxe
         if frame.type == FRAME_AMQP:
             sc = None
             if SCAN_HOT:
-                budget[0] = cap
-                sc = scan_performative(buf, body, end, budget)
-                spent = cap - budget[0]
-                left -= spent if spent < cap else cap
-                cap = left if left < DEFAULT_MAX_ELEMENTS else DEFAULT_MAX_ELEMENTS
+                if cap == maxe:
+                    # budget to spare (the usual case): the scanner charges a list that holds the cap
+                    # until a scan spends from it (most do not), so no int is made per frame
+                    sb = self.scan_budget
+                    sc = scan_performative(buf, body, end, sb)
+                    spent = sb[0]
+                    spent = maxe - spent
+                    if spent:
+                        sb[0] = maxe
+                else:
+                    budget[0] = cap
+                    sc = scan_performative(buf, body, end, budget)
+                    spent = budget[0]
+                    spent = cap - spent
+                if spent:
+                    left -= spent if spent < cap else cap
+                    cap = left if left < maxe else maxe
             if sc is not None:  # a well-formed transfer, flow or disposition: no Composite tree
                 budget[0] = left
                 code, values, perf_end = sc
@@ -668,7 +685,7 @@ class AmqpConnection:
         try:
             perf = r.value()
         except DissectError as e:
-            if r.elements_left < 0 and cap < DEFAULT_MAX_ELEMENTS:
+            if r.elements_left < 0 and cap < maxe:
                 budget[0] = left - cap
                 frame.add_note(ExpertNote(ERROR, "budget", f"frame body not decoded: {_budget_text(budget, cap)}"))
             else:

@@ -783,10 +783,11 @@ def terminus_info(v) -> dict | None:
 
 
 def _order_add(s, d, did) -> None:
-    """``did`` is new in ``s.deliveries[d]``: add it to the ordered ids (``s.did_order[d]``)."""
+    """``did`` is new in ``s.deliveries[d]``: add it to the ordered ids (``s.did_order[d]``), kept
+    only once a wide disposition range asked for them (most sessions never send one)."""
     order = s.did_order[d]
     if order is None:
-        order = s.did_order[d] = array("q")
+        return
     off = serial_diff(did, s.first_did[d])
     if not order or off > order[-1]:
         order.append(off)  # ids come in order: the usual case
@@ -810,12 +811,15 @@ def _in_range(s, sender, first, n) -> list:
     Bisects the ordered ids and drops the folded ones it meets: the cost is in proportion to the
     deliveries touched (each folded id is met once)."""
     table = s.deliveries[sender]
-    order = s.did_order[sender]
     hits = []
     if s.compact[sender] is not None:
         return _in_range_compact(s, sender, first, n)
-    if order is None or not table:
+    if not table:
         return hits
+    order = s.did_order[sender]
+    if order is None:  # the first wide range since the table was last empty: order its ids now
+        _order_rebuild(s, sender)
+        order = s.did_order[sender]
     base = s.first_did[sender]
     a = serial_diff(first, base)
     b = a + n - 1
@@ -838,6 +842,8 @@ def _in_range_compact(s, sender, first, n) -> list:
     b = a + n - 1
     pieces = [(a, _HALF - 1), (-_HALF, b - SERIAL_MOD)] if b >= _HALF else [(a, b)]
     hits = []
+    if s.did_order[sender] is None and s.deliveries[sender]:
+        _order_rebuild(s, sender)  # (ordered on the first wide range, as in _in_range)
     for lo, hi in pieces:
         got = []
         order = s.did_order[sender]
@@ -985,7 +991,8 @@ def _compact(s, d) -> None:
         del link.live[x.seq]
         link.compacted += 1
         link.reordered = True
-    _order_rebuild(s, d)
+    s.did_order[d] = None  # (ordered again by the next wide range)
+    s.did_dead[d] = 0
 
 
 def _store_append(st, o, x) -> None:
@@ -1465,9 +1472,10 @@ class _Session:
         self.handles = ({}, {})  # per peer: output handle -> _Link
         self.links: list[_Link] = []
         self.deliveries = ({}, {})  # per sending peer: delivery-id -> _Delivery (latest)
-        # per sending peer: the ids of that table in order, as offsets from first_did (array "q", None
-        # while empty; ids folded since are removed lazily, did_dead counts them): a disposition range
-        # finds its deliveries by bisection, at a cost in proportion to those it touches
+        # per sending peer: the ids of that table in order, as offsets from first_did (array "q"; None
+        # until a wide disposition range needs it and again once the table is empty; ids folded since
+        # are removed lazily, did_dead counts them): a disposition range finds its deliveries by
+        # bisection, at a cost in proportion to those it touches
         self.did_order = [None, None]
         self.did_dead = [0, 0]
         self.next_did = [None, None]
@@ -1765,7 +1773,7 @@ class StateTracker:
                 table.clear()
                 s.did_order[sender] = None
                 s.did_dead[sender] = 0
-            else:
+            elif s.did_order[sender] is not None:
                 s.did_dead[sender] += 1
                 if s.did_dead[sender] > len(table) + 32:
                     _order_rebuild(s, sender)
@@ -1950,7 +1958,7 @@ class StateTracker:
             if n.severity in ("warn", "error"):
                 self._violation(c, d, None, "protocol-header", n.severity, n.message, ts=h.ts, packet=h.packet,
                                 origin="framing", channel=None)
-        key = (h.protocol_id, tuple(h.version))
+        key = (h.protocol_id, tuple(h.version), h.name)  # (the name: for the notes; it follows from the rest)
         c.headers[d].append(h.name)
         c.header_keys[d].append(key)
         k = len(c.header_keys[d]) - 1
@@ -1967,7 +1975,7 @@ class StateTracker:
             if j is not None and c.lost(d):
                 for i in range(k, j):
                     c.header_keys[d].insert(i, theirs[i])
-                    c.note_inferred(f"the {SIDES[d]}'s protocol header {c.headers[1 - d][i]} was lost "
+                    c.note_inferred(f"the {SIDES[d]}'s protocol header {theirs[i][2]} was lost "
                                     f"(from its {h.name} answering the {SIDES[1 - d]}'s)")
                 mismatch = False
                 other = key
@@ -1978,7 +1986,7 @@ class StateTracker:
                 mismatch = False
                 other = key
         if mismatch:
-            c.negotiation = (f"{SIDES[1 - d]} sent {c.headers[1 - d][k]}, {SIDES[d]} answered {h.name}")
+            c.negotiation = (f"{SIDES[1 - d]} sent {other[2]}, {SIDES[d]} answered {h.name}")
             self._violation(c, d, None, "protocol-header", "warn",
                             f"protocol header mismatch: {c.negotiation}", ts=h.ts, packet=h.packet)
         if h.protocol_id == PROTO_TLS:
@@ -2715,7 +2723,8 @@ class StateTracker:
                 if s.first_did[d] is None:
                     s.first_did[d] = did
                 if not known:
-                    _order_add(s, d, did)
+                    if s.did_order[d] is not None:
+                        _order_add(s, d, did)
                     if s.compact[d] is not None:
                         _store_hide(s, d, did)
             rsm = v[T_RCV_SETTLE_MODE]

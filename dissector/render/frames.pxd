@@ -20,7 +20,7 @@ cdef _summary_into(list out, Frame fr)
 cdef _fields_into(list out, str pname, values)
 
 cdef class SummaryLines:
-    cdef public object t0
+    cdef public object t0, time_text
     cdef object _packet, _ts
     cdef str _head
     cdef dict _peers

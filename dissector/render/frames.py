@@ -271,7 +271,9 @@ def short_value(f: FieldSpec | None, v, limit: int = 60) -> str:
         if v.spec.name == "error":
             desc = v.field("description")
             cond = v.field("condition")
-            return f"error({cond}{': ' + str(desc) if desc else ''})"
+            # one line: a broker's description may span several (tshark shows them as \n)
+            desc = str(desc).replace("\r", "\\r").replace("\n", "\\n") if desc else desc
+            return f"error({cond}{': ' + desc if desc else ''})"
         inner = ", ".join(f"{fs.name}={short_value(fs, x)}" for fs, x in v.items())
         return f"{v.spec.name}({inner})"
     if isinstance(v, Described):
@@ -392,10 +394,12 @@ class SummaryLines:
     packet, the peers and channel column of a direction) so a line costs little more than
     its performative's fields."""
 
-    __slots__ = ("t0", "_packet", "_ts", "_head", "_peers")
+    __slots__ = ("t0", "time_text", "_packet", "_ts", "_head", "_peers")
 
-    def __init__(self, t0: float):
+    def __init__(self, t0: float, time_text=None):
         self.t0 = t0
+        # time_text(ts) -> the time column's text (tshark's -t formats); None: seconds since t0
+        self.time_text = time_text
         self._packet = None
         self._ts = None
         self._head = ""
@@ -405,14 +409,17 @@ class SummaryLines:
         """The ``frames`` line of an event (None for events that have none): packet, time since
         ``t0``, peers, layer, channel, the performative's summary and the notes worth showing."""
         if type(ev) is not Frame or ev.packet is None or ev.ts is None:
-            return summary_line(ev, self.t0)
+            return summary_line(ev, self.t0, self.time_text)
         fr = ev
         packet = fr.packet
         ts = fr.ts
         if packet != self._packet or ts != self._ts:
             self._packet = packet
             self._ts = ts
-            self._head = "%6d %11.6f " % (packet, ts - self.t0)  # (as f"{packet:>6} {t:>11.6f} ", faster)
+            if self.time_text is None:
+                self._head = "%6d %11.6f " % (packet, ts - self.t0)  # (as f"{packet:>6} {t:>11.6f} ", faster)
+            else:
+                self._head = "%6d %s " % (packet, self.time_text(ts))
         key = (fr.src, fr.dst, fr.type, fr.channel)
         peers = self._peers.get(key)
         if peers is None:
@@ -431,18 +438,23 @@ class SummaryLines:
         return "".join(out).rstrip()
 
 
-def summary_line(ev, t0: float) -> str | None:
+def summary_line(ev, t0: float, time_text=None) -> str | None:
     """The ``frames`` line of an event (None for events that have none): packet, time since
-    ``t0``, peers, layer, channel, the performative's summary and the notes worth showing."""
+    ``t0`` (or ``time_text(ts)``), peers, layer, channel, the performative's summary and the
+    notes worth showing."""
     if isinstance(ev, PacketNote):
-        return f"{ev.packet:>6} {ev.ts - t0:>11.6f} [{ev.note.severity}] {ev.note.message}"
+        t = f"{ev.ts - t0:>11.6f}" if time_text is None else time_text(ev.ts)
+        return f"{ev.packet:>6} {t} [{ev.note.severity}] {ev.note.message}"
     if not isinstance(ev, _SHOWN):
         return None
     channel = getattr(ev, "channel", None)
     ch = f"ch {channel:<3}" if channel is not None else "      "
     packet = ev.packet if ev.packet is not None else "end"
-    ts = (ev.ts - t0) if ev.ts is not None else 0.0
-    line = f"{packet:>6} {ts:>11.6f} {ev.src} → {ev.dst} {_KIND_LAYER[ev.kind]} {ch} {frame_summary(ev)}"
+    if time_text is not None and ev.ts is not None:
+        ts = time_text(ev.ts)
+    else:
+        ts = "%11.6f" % ((ev.ts - t0) if ev.ts is not None else 0.0)
+    line = f"{packet:>6} {ts} {ev.src} → {ev.dst} {_KIND_LAYER[ev.kind]} {ch} {frame_summary(ev)}"
     notes = getattr(ev, "notes", None)
     if notes:
         line += "  " + " ".join(f"[{n.severity}: {n.message}]" for n in notes if n.severity != "chat")

@@ -42,11 +42,35 @@ def _default(value, is_default) -> str:
     return f"{value} (default)" if is_default else f"{value}"
 
 
+def _date(x) -> str:
+    if x is None:
+        return "-"
+    try:
+        return _dt.datetime.fromtimestamp(x, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+    except (OverflowError, ValueError, OSError):
+        return f"{x:.6f} (epoch s, beyond the years a datetime holds)"
+
+
+def _capture_lines(cap: dict | None) -> list[str]:
+    """The header: what was read, from when to when."""
+    if not cap:
+        return []
+    files = ["(standard input)" if f == "-" else f for f in cap.get("files") or ()]
+    dur = cap.get("duration")
+    return [
+        ("files: " if len(files) > 1 else "file: ") + (", ".join(files) or "-"),
+        f"capture: {_date(cap.get('start'))} to {_date(cap.get('end'))}"
+        + (f" ({dur:.6f} s)" if dur is not None else ""),
+        f"packets {cap.get('packets', 0):,}, bytes {cap.get('bytes', 0):,}",
+    ]
+
+
 def render_text(rep: dict) -> str:
     s = rep["summary"]
     lines = [
         "AMQP 1.0 capture report",
         "=======================",
+        *_capture_lines(rep.get("capture")),
         f"connections {s['connections']}, sessions {s['sessions']}, links {s['links']}, "
         f"deliveries {s['deliveries']} ({', '.join(f'{k} {v}' for k, v in sorted(s['outcomes'].items())) or 'none'}), "
         f"unsettled {s['unsettled']}",

@@ -30,7 +30,9 @@ def _pick(row: dict, *keys) -> dict:
     return {k: row.get(k) for k in keys}
 
 
-def build_report(an, capture_errors=()) -> dict:
+def build_report(an, capture_errors=(), capture: dict | None = None) -> dict:
+    """The report document; ``capture``: the inputs, first and last packet times (epoch
+    seconds), packets, bytes and duration (``CaptureSource.capture_info()``), its header."""
     conns = an.connection_rows()
     sessions = an.session_rows()
     links = an.link_rows()
@@ -102,6 +104,7 @@ def build_report(an, capture_errors=()) -> dict:
                for st in heapq.nlargest(NOTABLE, an.stalls, key=lambda st: an.stall_duration(st) or 0.0)]
     totals = an.delivery_totals()
     return {
+        "capture": dict(capture) if capture is not None else None,
         "summary": {
             "connections": len(conns),
             "sessions": len(sessions),

@@ -376,7 +376,7 @@ FRAMES = _cols(
     ("json", STRING, "the whole `frames --format jsonl` line"),
 )
 
-#: table -> its columns, in output order.  ``frames`` is written by ``archive --frames`` only.
+#: table -> its columns, in output order.  ``frames``: ``Analysis.frames`` and ``archive --frames``.
 REGISTRY: dict[str, tuple[Column, ...]] = {
     "connections": CONNECTIONS,
     "sessions": SESSIONS,
@@ -401,7 +401,7 @@ _INTRO = {
     "transactions": "One row per transaction: declare, discharge, enlisted deliveries.",
     "violations": "Protocol violations found by the state layer.",
     "errors": "Errors: close / end / detach errors and unsettled deliveries.",
-    "frames": "Written by `archive --frames` only: one row per AMQP frame.",
+    "frames": "One row per AMQP frame: `Analysis.frames`, and `archive --frames` writes it.",
 }
 
 

@@ -1,0 +1,127 @@
+"""``amqp-dissect compare CAPTURE``: our frames cross-checked against Wireshark's (tshark through
+pyshark), frame by frame (see :mod:`amqp_dissect.pipelines.compare`)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import textwrap
+import subprocess
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from amqp_dissect.errors import CaptureError
+
+from .common import EXIT_FORMAT, EXIT_INTERNAL, EXIT_OK, EXIT_OPEN, EXIT_USAGE, Fail
+
+EXIT_DISAGREE = 1  # a disagreement no known Wireshark defect explains
+
+
+def _short(v, n: int = 100) -> str:
+    r = repr(v)
+    return r if len(r) <= n else r[: n - 1] + "…"
+
+
+def tshark_version() -> str:
+    try:
+        out = subprocess.run(["tshark", "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "tshark"
+    m = re.search(r"\b(\d+\.\d+\.\d+)\b", out.splitlines()[0] if out else "")
+    return f"tshark {m.group(1)}" if m else "tshark"
+
+
+def render_compare(report, known: list, capture: str, tshark: str, quiet: bool = False) -> tuple[str, int]:
+    """The text of ``compare`` for a :class:`~amqp_dissect.pipelines.compare.Report`, and its exit code."""
+    why = {e["id"]: e["why"] for e in known}
+    dis = report.disagreements
+    unknown = report.unknown
+    frames_with = {(d.packet, d.index) for d in dis if d.path != "@frames"}
+    frames_unknown = {(d.packet, d.index) for d in unknown if d.path != "@frames"}
+    count_packets = [d for d in dis if d.path == "@frames"]
+    lines = [
+        f"compare {capture} against Wireshark ({tshark}, through pyshark)",
+        f"frames: ours {report.ours_count}, Wireshark {report.ws_count}; {report.frames_compared} compared, "
+        f"{report.frames_agreeing} agree in every value"
+        + (f"; {len(count_packets)} packets with a different number of frames" if count_packets else ""),
+        f"values: {report.values_compared} agree",
+        f"disagreements: {len(dis)} in {len(frames_with)} frames: {len(dis) - len(unknown)} known Wireshark defects, "
+        f"{len(unknown)} not explained ({len(frames_unknown)} frames)",
+    ]
+    shown = unknown if quiet else dis
+    if shown:
+        lines.append("")
+    for d in shown:
+        where = f"packet {d.packet} #{d.index} {d.performative or ''}".rstrip()
+        lines.append(f"{where}: {d.path}: ours={_short(d.ours)} wireshark={_short(d.ws)}")
+        if d.known:
+            lines.append(f"    known Wireshark defect: {', '.join(d.known)}")
+        else:
+            lines.append("    NOT EXPLAINED: a bug of amqp-dissect, or a Wireshark defect not known yet"
+                         + (f" (Wireshark: {'; '.join(d.ws_errors)})" if d.ws_errors and d.path == "@errors" else ""))
+    met: dict = {}
+    for d in dis:
+        for k in d.known:
+            met[k] = met.get(k, 0) + 1
+    if met:
+        lines.append("")
+        lines.append("Known Wireshark defects met:")
+        for k, n in met.items():
+            lines.append(f"  {k} ({n} disagreement{'s' if n != 1 else ''}):")
+            lines.extend(textwrap.wrap(why.get(k, ""), 100, initial_indent="    ", subsequent_indent="    "))
+    lines.append("")
+    if unknown:
+        lines.append(f"result: {len(unknown)} disagreement{'s' if len(unknown) != 1 else ''} not explained by a known "
+                     f"Wireshark defect (exit {EXIT_DISAGREE})")
+        return "\n".join(lines) + "\n", EXIT_DISAGREE
+    if dis:
+        lines.append(f"result: agrees with Wireshark apart from {len(met)} known Wireshark defect"
+                     f"{'s' if len(met) != 1 else ''} (exit 0)")
+    elif report.frames_compared:
+        lines.append("result: agrees with Wireshark on every frame (exit 0)")
+    else:
+        lines.append("result: no AMQP frame to compare (exit 0)")
+    return "\n".join(lines) + "\n", EXIT_OK
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def compare(
+        capture: Path = typer.Argument(..., help="pcap or pcapng file, optionally gzip-compressed"),
+        port: Optional[List[int]] = typer.Option(None, "--port", "-p",
+                                                 help="also decode this TCP port as AMQP, here and in tshark (repeatable)"),
+        keylog: Optional[Path] = typer.Option(None, "--keylog",
+                                              help="TLS key log (NSS format), given to tshark too"),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="list only the disagreements not explained"),
+    ):
+        """Cross-check every AMQP frame against Wireshark (tshark through pyshark): kind, channel,
+        performative, fields, message sections.  Exit 0 when only known Wireshark defects remain,
+        1 when a disagreement is not explained."""
+        from amqp_dissect.pipelines.compare import KNOWN, compare_capture
+
+        if os.path.isdir(capture):
+            raise Fail(EXIT_OPEN, f"{capture}: is a directory, not a capture file")
+        if not os.path.exists(capture):
+            raise Fail(EXIT_OPEN, f"{capture}: no such file")
+        if keylog is not None and not os.path.isfile(keylog):
+            raise Fail(EXIT_OPEN, f"{keylog}: cannot read the key log: no such file")
+        if shutil.which("tshark") is None:
+            raise Fail(EXIT_USAGE, "compare needs tshark (Wireshark's command line; apt-get install tshark)")
+        try:
+            report = compare_capture(capture, ports=port or (), keylog_file=keylog)
+        except CaptureError as e:
+            raise Fail(EXIT_FORMAT, f"{capture}: {e}") from None
+        except Exception as e:  # tshark failed (pyshark's TSharkCrashException): its last words
+            if type(e).__name__ != "TSharkCrashException":
+                raise
+            last = [x for x in str(e).splitlines() if x.startswith("Last error line:")]
+            raise Fail(EXIT_INTERNAL, "tshark failed on the capture" + (f": {last[0][16:].strip()}" if last else "")) from None
+        except OSError as e:
+            raise Fail(EXIT_OPEN, f"{capture}: cannot open: {e.strerror or e}") from None
+        text, rc = render_compare(report, KNOWN, str(capture), tshark_version(), quiet=quiet)
+        sys.stdout.write(text)
+        raise typer.Exit(rc)

@@ -1,0 +1,799 @@
+"""Display filters (``frames -Y``) and field extraction (``frames -T fields -e``) over frame events.
+
+Sans-IO: a filter is compiled from text once (:func:`compile_filter`) and then asked about each
+event a capture produces (:meth:`DisplayFilter.match`).  The grammar is a small subset of
+Wireshark's display-filter language::
+
+    expr    := term (("or" | "||") term)*
+    term    := factor (("and" | "&&") factor)*
+    factor  := ("not" | "!") factor | "(" expr ")" | test
+    test    := FIELD [OP VALUE] | FIELD "in" "{" VALUE... "}"
+    OP      := == != < > <= >= eq ne lt gt le ge contains matches ~
+    VALUE   := "string" | number | true | false | null | bareword
+
+``FIELD`` alone is true when the frame has the field with a non-null value.  A comparison with a
+field the frame does not have is false (so is ``!=``: as in Wireshark, ``a != 1`` means "a is
+present and is not 1").  A field with several values (a list of symbols, a map's keys) matches
+``==`` when one value does and ``!=`` when none does.  ``== null`` matches a field encoded as an
+explicit null, which is not the same as absent.  ``matches`` is a case-insensitive regular
+expression search, ``contains`` a case-sensitive substring test.
+
+The fields (:data:`FIELDS`) are the frame's own (packet, time, src, dst, connection, channel,
+type, performative, size, payload-size, link, outcome, note, severity, protocol) and every field
+of every performative and SASL frame by its spec name (delivery-id, handle, link-credit, role,
+...).  ``name.sub`` reaches a field of a composite value (``source.address``,
+``error.condition``).  ``_`` may stand for ``-`` in names (``delivery_id``).
+
+A filter that does not parse or names what does not exist raises :class:`FilterError`, which
+says where (1-based column) and what is wrong, in one line.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+from .amqp.codec import ABSENT, Composite, Described, Timestamp
+from .amqp.framing import Frame, ProtocolHeader, StreamNote
+from .amqp.spec import CHOICES, COMPOSITES, PERFORMATIVES, SASL_FRAMES, choice_name
+from .events import PacketNote
+
+__all__ = ["FilterError", "DisplayFilter", "FrameContext", "FieldPrinter", "compile_filter", "FIELDS"]
+
+
+class FilterError(ValueError):
+    """A display filter that does not parse, or names an unknown field or value."""
+
+    def __init__(self, text: str, column: int, message: str):
+        super().__init__(f"column {column}: {message}")
+        self.text = text
+        self.column = column
+        self.message = message
+
+    def one_line(self) -> str:
+        return f"bad display filter {self.text!r}: column {self.column}: {self.message}"
+
+
+# --------------------------------------------------------------------------- value kinds
+
+NUM, BOOL, STR, BYTES, CHOICE, ANY = "number", "boolean", "string", "bytes", "choice", "any"
+_NUM_PRIMITIVES = {"ubyte", "ushort", "uint", "ulong", "byte", "short", "int", "long", "float", "double",
+                   "timestamp"}
+
+_MISSING = ABSENT  # what an extractor returns for a field the event does not have
+
+
+class Field:
+    """A field the filter and ``-e`` know: its kind, the values it may take (or None), how to get it."""
+
+    __slots__ = ("name", "kind", "get", "choices", "values", "doc")
+
+    def __init__(self, name, kind, get, doc, choices=None, values=None):
+        self.name = name
+        self.kind = kind
+        self.get = get  # (event, FrameContext) -> value, None (null) or _MISSING
+        self.doc = doc
+        self.choices = choices  # spec type with choices (CHOICE kind)
+        self.values = values  # the only values an equality may name (performative, type, outcome)
+
+
+def _kind_name(ev) -> str | None:
+    if type(ev) is Frame:
+        return ev.kind
+    if isinstance(ev, ProtocolHeader):
+        return "header"
+    if isinstance(ev, (StreamNote, PacketNote)):
+        return "note"
+    return None
+
+
+def _attr(name):
+    def get(ev, ctx):
+        v = getattr(ev, name, _MISSING)
+        return _MISSING if v is None else v
+    return get
+
+
+def _frame_attr(name):
+    def get(ev, ctx):
+        if type(ev) is not Frame:
+            return _MISSING
+        v = getattr(ev, name)
+        return _MISSING if v is None else v
+    return get
+
+
+def _performative(ev, ctx):
+    if type(ev) is not Frame:
+        return _MISSING
+    n = ev.name
+    return _MISSING if n is None else n
+
+
+def _payload_size(ev, ctx):
+    if type(ev) is not Frame or ev.name != "transfer":
+        return _MISSING
+    return ev.payload_size
+
+
+def _notes(ev):
+    if isinstance(ev, (StreamNote, PacketNote)):
+        return [ev.note]
+    return list(getattr(ev, "notes", None) or ())
+
+
+def _note(ev, ctx):
+    ns = _notes(ev)
+    return [n.message for n in ns] if ns else _MISSING
+
+
+def _severity(ev, ctx):
+    ns = _notes(ev)
+    return [n.severity for n in ns] if ns else _MISSING
+
+
+def _protocol(ev, ctx):
+    return ev.name if isinstance(ev, ProtocolHeader) else _MISSING
+
+
+def _type(ev, ctx):
+    k = _kind_name(ev)
+    return _MISSING if k is None else k
+
+
+def _time_relative(ev, ctx):
+    ts = getattr(ev, "ts", None)
+    if ts is None or ctx is None or ctx.t0 is None:
+        return _MISSING
+    return ts - ctx.t0
+
+
+def _spec_field(name: str):
+    """The extractor of a performative / SASL frame field: its value in the frame's field list."""
+    where = {}  # performative -> index of the field
+    for p in PERFORMATIVES + SASL_FRAMES:
+        idx = COMPOSITES[p].index.get(name)
+        if idx is not None:
+            where[p] = idx
+
+    def get(ev, ctx):
+        if type(ev) is not Frame:
+            return _MISSING
+        i = where.get(ev.pname)
+        if i is None:
+            return _MISSING
+        values = ev.fields
+        if i >= len(values):
+            return _MISSING
+        v = values[i]
+        return _MISSING if v is ABSENT else v
+    return get
+
+
+_state = _spec_field("state")
+
+
+def _outcome(ev, ctx):
+    v = _state(ev, ctx)
+    if v is _MISSING or v is None:
+        return v
+    return _norm(v)
+
+
+def _link(ev, ctx):
+    if type(ev) is not Frame or ctx is None:
+        return _MISSING
+    name = ctx.link_name(ev)
+    return _MISSING if name is None else name
+
+
+def _build_fields() -> dict:
+    fields = {}
+
+    def add(name, kind, get, doc, **kw):
+        fields[name] = Field(name, kind, get, doc, **kw)
+
+    add("packet", NUM, _attr("packet"), "number of the packet (capture record) that completed the frame")
+    add("time", NUM, _attr("ts"), "time of that packet, epoch seconds")
+    add("src", STR, _attr("src"), "ip:port of the sender")
+    add("dst", STR, _attr("dst"), "ip:port of the receiver")
+    add("connection", STR, _attr("conn"), "connection id (client-server endpoints)")
+    add("channel", NUM, _frame_attr("channel"), "frame channel")
+    add("type", STR, _type, "header, amqp, sasl, heartbeat or note",
+        values=("header", "amqp", "sasl", "heartbeat", "note"))
+    add("performative", STR, _performative, "performative or SASL frame name",
+        values=PERFORMATIVES + SASL_FRAMES)
+    add("size", NUM, _frame_attr("size"), "frame size, bytes")
+    add("payload-size", NUM, _payload_size, "payload bytes of a transfer")
+    add("link", STR, _link, "link name (attach, flow, transfer and detach frames: by handle)")
+    add("outcome", STR, _outcome, "delivery state of a transfer or disposition",
+        values=tuple(n for n, c in COMPOSITES.items() if "delivery-state" in c.provides))
+    add("note", STR, _note, "expert note text")
+    add("severity", STR, _severity, "expert note severity")
+    add("protocol", STR, _protocol, "protocol of a protocol header (AMQP, SASL, TLS)")
+    # tshark's names for the frame's number and times
+    add("frame.number", NUM, _attr("packet"), "the same as packet")
+    add("frame.time_epoch", NUM, _attr("ts"), "the same as time")
+    add("frame.time_relative", NUM, _time_relative, "seconds since the first packet of the capture")
+    specs = {}
+    for p in PERFORMATIVES + SASL_FRAMES:
+        for f in COMPOSITES[p].fields:
+            specs.setdefault(f.name, f)
+    for name, f in specs.items():
+        if name in fields:
+            continue
+        if f.type in CHOICES:
+            kind = CHOICE
+        elif f.multiple or f.primitive in ("*", "map", "list") or f.primitive in COMPOSITES:
+            kind = ANY
+        elif f.primitive == "boolean":
+            kind = BOOL
+        elif f.primitive in _NUM_PRIMITIVES:
+            kind = NUM
+        elif f.primitive == "binary":
+            kind = BYTES
+        else:
+            kind = STR
+        add(name, kind, _spec_field(name), f"the {name} field ({f.type})",
+            choices=f.type if kind == CHOICE else None)
+    return fields
+
+
+FIELDS: dict = _build_fields()
+_SUB_FIELDS = frozenset(f.name for c in COMPOSITES.values() for f in c.fields)
+
+
+def _norm(v):
+    """A decoded value as the filter compares it: numbers, str, bytes, bool, or a list of them."""
+    t = type(v)
+    if v is None or t is bool or t is str or t is int or t is float or t is bytes:
+        return v
+    if isinstance(v, Timestamp):
+        return int(v)
+    if isinstance(v, bool):
+        return bool(v)
+    if isinstance(v, int):
+        return int(v)
+    if isinstance(v, float):
+        return float(v)
+    if isinstance(v, str):
+        return str(v)
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v)
+    if isinstance(v, Composite):
+        name = v.spec.name
+        if name in ("source", "target"):
+            a = v.field("address")
+            return None if a is None else _norm(a)
+        if name == "error":
+            c = v.field("condition")
+            return None if c is None else _norm(c)
+        return name
+    if isinstance(v, Described):
+        return v.name or _norm(v.descriptor)
+    if isinstance(v, dict):
+        return [_norm(k) for k in v]
+    if isinstance(v, (list, tuple)):
+        return [_norm(x) for x in v]
+    return str(v)
+
+
+def _sub(parent: Field, sub: str) -> Field:
+    def get(ev, ctx):
+        v = parent.get(ev, ctx)
+        if v is _MISSING or v is None or not isinstance(v, Composite):
+            return _MISSING
+        i = v.spec.index.get(sub)
+        if i is None or i >= len(v.value):
+            return _MISSING
+        return v.value[i]
+    return Field(f"{parent.name}.{sub}", ANY, get, f"the {sub} field of {parent.name}")
+
+
+def lookup(name: str, text: str = "", column: int = 1) -> Field:
+    """The field called ``name`` (``_`` for ``-`` allowed; ``a.b`` for a field of a composite)."""
+    f = FIELDS.get(name) or FIELDS.get(name.replace("_", "-"))
+    if f is not None:
+        return f
+    if "." in name:
+        head, _, sub = name.partition(".")
+        parent = FIELDS.get(head) or FIELDS.get(head.replace("_", "-"))
+        sub = sub.replace("_", "-")
+        if parent is not None and parent.kind == ANY and sub in _SUB_FIELDS:
+            return _sub(parent, sub)
+    close = difflib.get_close_matches(name, list(FIELDS), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise FilterError(text or name, column, f"unknown field {name!r}{hint}")
+
+
+# --------------------------------------------------------------------------- context
+
+
+_HANDLE_INDEX = {p: COMPOSITES[p].index["handle"] for p in ("flow", "transfer", "detach")}
+_ATTACH_NAME = COMPOSITES["attach"].index["name"]
+_ATTACH_HANDLE = COMPOSITES["attach"].index["handle"]
+
+
+class FrameContext:
+    """What fields need beyond one event: the capture's first time (``frame.time_relative``) and
+    the link names by handle, learnt from the attach frames (call :meth:`observe` on every event
+    in order when ``needs_links``).  Bounded: at most ``MAX_LINKS`` names are kept."""
+
+    MAX_LINKS = 1 << 16
+
+    def __init__(self, t0: float | None = None):
+        self.t0 = t0
+        self.needs_links = False
+        self._links: dict = {}
+
+    def observe(self, ev) -> None:
+        if type(ev) is Frame and ev.pname == "attach":
+            values = ev.fields
+            n = len(values)
+            name = values[_ATTACH_NAME] if _ATTACH_NAME < n else None
+            handle = values[_ATTACH_HANDLE] if _ATTACH_HANDLE < n else None
+            if name is not None and name is not ABSENT and handle is not None and handle is not ABSENT:
+                key = (ev.conn, ev.src, ev.channel, int(handle))
+                links = self._links
+                links.pop(key, None)
+                if len(links) >= self.MAX_LINKS:
+                    del links[next(iter(links))]
+                links[key] = str(name)
+
+    def link_name(self, fr) -> str | None:
+        if fr.pname == "attach":
+            v = fr.fields[_ATTACH_NAME] if _ATTACH_NAME < len(fr.fields) else None
+            return None if v is None or v is ABSENT else str(v)
+        i = _HANDLE_INDEX.get(fr.pname)
+        if i is None:
+            return None
+        h = fr.fields[i] if i < len(fr.fields) else None
+        if h is None or h is ABSENT:
+            return None
+        return self._links.get((fr.conn, fr.src, fr.channel, int(h)))
+
+
+# --------------------------------------------------------------------------- parsing
+
+_TOKEN = re.compile(r"""
+    (?P<ws>\s+)
+  | (?P<str>"(?:[^"\\]|\\.)*")
+  | (?P<badstr>")
+  | (?P<op>==|!=|<=|>=|&&|\|\||[<>!~(){},])
+  | (?P<num>[-+]?(?:0[xX][0-9a-fA-F]+|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)(?![\w.:-]))
+  | (?P<word>[A-Za-z_0-9][\w.:-]*)
+""", re.VERBOSE)
+
+_WORD_OPS = {"eq": "==", "ne": "!=", "lt": "<", "gt": ">", "le": "<=", "ge": ">=", "contains": "contains",
+             "matches": "matches", "~": "matches", "and": "and", "&&": "and", "or": "or", "||": "or",
+             "not": "not", "!": "not", "in": "in", "==": "==", "!=": "!=", "<": "<", ">": ">", "<=": "<=",
+             ">=": ">="}
+_COMPARE = ("==", "!=", "<", ">", "<=", ">=", "contains", "matches")
+
+
+class _Tok:
+    __slots__ = ("kind", "text", "value", "col")
+
+    def __init__(self, kind, text, value, col):
+        self.kind, self.text, self.value, self.col = kind, text, value, col
+
+
+def _unescape(body: str) -> str:
+    return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t", "r": "\r"}.get(m.group(1), m.group(1)), body)
+
+
+def _tokens(text: str) -> list:
+    out = []
+    pos = 0
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        col = pos + 1
+        if m is None:
+            hint = " (equality is '==')" if text[pos] == "=" else ""
+            raise FilterError(text, col, f"unexpected character {text[pos]!r}{hint}")
+        kind = m.lastgroup
+        s = m.group()
+        pos = m.end()
+        if kind == "ws":
+            continue
+        if kind == "badstr":
+            raise FilterError(text, col, "string not closed (a missing '\"')")
+        if kind == "str":
+            out.append(_Tok("value", s, _unescape(s[1:-1]), col))
+        elif kind == "num":
+            v = int(s, 16) if s.lower().lstrip("+-").startswith("0x") else (
+                float(s) if any(c in s for c in ".eE") else int(s))
+            if s.lower().lstrip("+-").startswith("0x") and s.startswith("-"):
+                v = -int(s[1:], 16)
+            out.append(_Tok("value", s, v, col))
+        elif kind == "op":
+            word = _WORD_OPS.get(s)
+            out.append(_Tok("op" if word else "punct", s, word or s, col))
+        else:
+            low = s.lower()
+            if low in _WORD_OPS:
+                out.append(_Tok("op", s, _WORD_OPS[low], col))
+            elif low in ("true", "false"):
+                out.append(_Tok("value", s, low == "true", col))
+            elif low == "null":
+                out.append(_Tok("value", s, _NULL, col))
+            else:
+                out.append(_Tok("word", s, s, col))
+    out.append(_Tok("end", "", None, len(text) + 1))
+    return out
+
+
+class _Null:
+    def __repr__(self):
+        return "null"
+
+
+_NULL = _Null()
+
+
+class _Parser:
+    def __init__(self, text: str):
+        self.text = text
+        self.toks = _tokens(text)
+        self.i = 0
+        self.fields: list = []
+
+    def peek(self):
+        return self.toks[self.i]
+
+    def take(self):
+        t = self.toks[self.i]
+        self.i += 1
+        return t
+
+    def fail(self, tok, message):
+        raise FilterError(self.text, tok.col, message)
+
+    def parse(self):
+        if self.peek().kind == "end":
+            self.fail(self.peek(), "empty filter")
+        node = self.expr()
+        t = self.peek()
+        if t.kind != "end":
+            if t.text == ")":
+                self.fail(t, "')' without a matching '('")
+            self.fail(t, f"unexpected {t.text!r} (expected 'and', 'or' or the end)")
+        return node
+
+    def expr(self):
+        node = self.term()
+        while self.peek().kind == "op" and self.peek().value == "or":
+            self.take()
+            right = self.term()
+            node = _or(node, right)
+        return node
+
+    def term(self):
+        node = self.factor()
+        while self.peek().kind == "op" and self.peek().value == "and":
+            self.take()
+            right = self.factor()
+            node = _and(node, right)
+        return node
+
+    def factor(self):
+        t = self.peek()
+        if t.kind == "op" and t.value == "not":
+            self.take()
+            inner = self.factor()
+            return lambda ev, ctx: not inner(ev, ctx)
+        if t.kind == "punct" and t.text == "(":
+            self.take()
+            node = self.expr()
+            close = self.peek()
+            if not (close.kind == "punct" and close.text == ")"):
+                self.fail(close, f"expected ')' to close the '(' at column {t.col}")
+            self.take()
+            return node
+        if t.kind == "word":
+            return self.test()
+        if t.kind == "end":
+            self.fail(t, "the filter ends where a field was expected")
+        self.fail(t, f"expected a field name, not {t.text!r}")
+
+    def test(self):
+        ftok = self.take()
+        field = lookup(ftok.text, self.text, ftok.col)
+        self.fields.append(field)
+        t = self.peek()
+        if t.kind == "op" and t.value in _COMPARE:
+            op = self.take()
+            vt = self.peek()
+            if vt.kind not in ("value", "word"):
+                self.fail(vt, f"expected a value after {op.text!r}")
+            self.take()
+            return _compare(self, field, op, vt)
+        if t.kind == "op" and t.value == "in":
+            self.take()
+            ob = self.peek()
+            if not (ob.kind == "punct" and ob.text == "{"):
+                self.fail(ob, "expected '{' after 'in'")
+            self.take()
+            tests = []
+            while True:
+                vt = self.peek()
+                if vt.kind == "punct" and vt.text == "}":
+                    self.take()
+                    break
+                if vt.kind == "punct" and vt.text == ",":
+                    self.take()
+                    continue
+                if vt.kind not in ("value", "word"):
+                    self.fail(vt, "expected a value or '}' in the set")
+                self.take()
+                tests.append(_compare(self, field, _Tok("op", "==", "==", vt.col), vt))
+            if not tests:
+                self.fail(ob, "empty set")
+            return lambda ev, ctx: any(f(ev, ctx) for f in tests)
+        get = field.get
+
+        def exists(ev, ctx):
+            v = get(ev, ctx)
+            return v is not _MISSING and v is not None and v != []
+        return exists
+
+
+def _and(a, b):
+    return lambda ev, ctx: a(ev, ctx) and b(ev, ctx)
+
+
+def _or(a, b):
+    return lambda ev, ctx: a(ev, ctx) or b(ev, ctx)
+
+
+def _hex_bytes(s: str) -> bytes | None:
+    h = s[2:] if s[:2].lower() == "0x" else s
+    h = h.replace(":", "").replace(" ", "")
+    try:
+        return bytes.fromhex(h) if h else None
+    except ValueError:
+        return None
+
+
+def _compare(p: _Parser, field: Field, op: _Tok, vt: _Tok):
+    """The predicate of ``field OP value``, with the value checked against the field's kind."""
+    opv = op.value
+    lit = vt.value
+    kind = field.kind
+    get = field.get
+    is_str = vt.kind == "word" or isinstance(lit, str)
+    if lit is _NULL:
+        if opv not in ("==", "!="):
+            p.fail(vt, f"null can only be compared with == or !=, not {op.text!r}")
+        want_null = opv == "=="
+
+        def null_test(ev, ctx):
+            v = get(ev, ctx)
+            if v is _MISSING:
+                return False
+            return (v is None) == want_null
+        return null_test
+    if opv == "matches":
+        if not is_str:
+            p.fail(vt, "'matches' needs a string (a regular expression)")
+        try:
+            rx = re.compile(lit, re.IGNORECASE)
+        except re.error as e:
+            p.fail(vt, f"bad regular expression: {e}")
+
+        def one(v):
+            if type(v) is bytes:
+                v = v.decode("latin-1")
+            return type(v) is str and rx.search(v) is not None
+        return _any(get, one)
+    if opv == "contains":
+        if kind in (NUM, BOOL):
+            p.fail(op, f"{field.name!r} is a {kind}: 'contains' needs a string field")
+        if not is_str:
+            lit = str(vt.text)
+        needles = [lit]
+        if kind in (BYTES, ANY):
+            b = _hex_bytes(lit)
+            needles = [x for x in (b, lit.encode("utf-8"), lit) if x]
+
+        def one(v):
+            t = type(v)
+            if t is str:
+                return lit in v
+            if t is bytes:
+                return any(type(n) is bytes and n in v for n in needles)
+            return False
+        return _any(get, one)
+    # ordered comparisons and equality
+    if kind == NUM:
+        if is_str or type(lit) is bool:
+            p.fail(vt, f"{field.name!r} is a number, not {vt.text}")
+        conv = None
+    elif kind == BOOL:
+        if opv not in ("==", "!="):
+            p.fail(op, f"{field.name!r} is a boolean: only == and != apply")
+        if type(lit) is not bool and lit not in (0, 1):
+            p.fail(vt, f"{field.name!r} is a boolean: true or false, not {vt.text}")
+        lit = bool(lit)
+        conv = None
+    elif kind == CHOICE:
+        names = CHOICES[field.choices]
+        if is_str:
+            if lit not in names.values():
+                p.fail(vt, f"{field.name!r} is one of {', '.join(names.values())}, not {vt.text}")
+            choices = field.choices
+
+            def conv(v, choices=choices):
+                return choice_name(choices, v)
+        else:
+            conv = None
+    elif kind == BYTES:
+        if not is_str:
+            lit = vt.text  # digits: hex
+        cands = {x for x in (_hex_bytes(lit), lit.encode("utf-8")) if x is not None}
+        if opv not in ("==", "!="):
+            p.fail(op, f"{field.name!r} is binary: only ==, !=, contains and matches apply")
+        eq = opv == "=="
+
+        def bytes_test(ev, ctx):
+            v = get(ev, ctx)
+            if v is _MISSING or v is None:
+                return False
+            return (bytes(v) in cands) == eq
+        return bytes_test
+    else:  # STR or ANY
+        if kind == STR and not is_str:
+            lit = vt.text  # 123 as a string field's value: the text
+            is_str = True
+        if field.values is not None and opv in ("==", "!=") and lit not in field.values:
+            close = difflib.get_close_matches(str(lit), list(field.values), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            p.fail(vt, f"{field.name!r} is never {vt.text}{hint}")
+        conv = None
+    cmp = _OPS[opv]
+    norm = _norm
+
+    def one(v):
+        if conv is not None:
+            v = conv(v)
+        else:
+            v = norm(v)
+        if type(v) is list:
+            return any(_cmp_ok(cmp, x, lit) for x in v)
+        return _cmp_ok(cmp, v, lit)
+
+    if opv == "!=":  # present, and no value equals
+        eq = _OPS["=="]
+
+        def ne(ev, ctx):
+            v = get(ev, ctx)
+            if v is _MISSING or v is None:
+                return False
+            v = conv(v) if conv is not None else norm(v)
+            vs = v if type(v) is list else [v]
+            return bool(vs) and not any(_cmp_ok(eq, x, lit) for x in vs)
+        return ne
+
+    def test(ev, ctx):
+        v = get(ev, ctx)
+        if v is _MISSING or v is None:
+            return False
+        return one(v)
+    return test
+
+
+def _cmp_ok(cmp, v, lit) -> bool:
+    if v is None:
+        return False
+    tv, tl = type(v), type(lit)
+    if (tv is str) != (tl is str):  # a string and a number never compare
+        return False
+    if (tv is bool) != (tl is bool) and cmp is not _OPS["=="] and cmp is not _OPS["!="]:
+        return False
+    try:
+        return cmp(v, lit)
+    except TypeError:
+        return False
+
+
+def _any(get, one):
+    def test(ev, ctx):
+        v = get(ev, ctx)
+        if v is _MISSING or v is None:
+            return False
+        v = _norm(v)
+        if type(v) is list:
+            return any(one(x) for x in v)
+        return one(v)
+    return test
+
+
+_OPS = {
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+    "<": lambda a, b: a < b,
+    ">": lambda a, b: a > b,
+    "<=": lambda a, b: a <= b,
+    ">=": lambda a, b: a >= b,
+}
+
+
+class DisplayFilter:
+    """A compiled display filter: ``match(event)`` says whether a frames line shows the event.
+
+    ``context``: the :class:`FrameContext` the fields use (link names, the first time); the
+    filter feeds it every event it is asked about, so call :meth:`match` on every event in order.
+    """
+
+    def __init__(self, text: str, predicate, fields: list, context: FrameContext | None = None):
+        self.text = text
+        self._pred = predicate
+        self.fields = fields
+        self.context = context if context is not None else FrameContext()
+        if any(f.get is _link for f in fields):
+            self.context.needs_links = True
+
+    def match(self, ev) -> bool:
+        ctx = self.context
+        if ctx.needs_links:
+            ctx.observe(ev)
+        return bool(self._pred(ev, ctx))
+
+
+def compile_filter(text: str, context: FrameContext | None = None) -> DisplayFilter:
+    """Parse ``text``; :class:`FilterError` says where it is wrong."""
+    p = _Parser(text)
+    pred = p.parse()
+    return DisplayFilter(text, pred, p.fields, context)
+
+
+# --------------------------------------------------------------------------- -T fields
+
+
+def field_text(v) -> str:
+    """A field value as ``-T fields`` prints it (tshark's conventions: booleans 1/0, binary as
+    plain hex, several values joined by ',', absent and null empty)."""
+    if v is _MISSING or v is None:
+        return ""
+    v = _norm(v)
+    if type(v) is list:
+        return ",".join(field_text(x) for x in v)
+    if v is True:
+        return "1"
+    if v is False:
+        return "0"
+    if type(v) is bytes:
+        return v.hex()
+    if type(v) is float:
+        return f"{v:.9f}"
+    return str(v)
+
+
+class FieldPrinter:
+    """``-T fields -e NAME ...``: one line per frame event, the fields' values separated by a tab
+    (tshark's default ``-E separator=/t``, no quoting, no header).  Choice-typed fields show
+    their names (role: sender / receiver)."""
+
+    def __init__(self, names: list[str], context: FrameContext | None = None, separator: str = "\t",
+                 time_text=None):
+        self.fields = [lookup(n, n, 1) for n in names]
+        self.context = context if context is not None else FrameContext()
+        self.separator = separator
+        self.time_text = time_text  # (event) -> the time column's text, for -e time under -t
+        if any(f.get is _link for f in self.fields):
+            self.context.needs_links = True
+
+    def line(self, ev) -> str:
+        ctx = self.context
+        out = []
+        for f in self.fields:
+            if f.name == "time" and self.time_text is not None and getattr(ev, "ts", None) is not None:
+                out.append(self.time_text(ev))
+                continue
+            v = f.get(ev, ctx)
+            if f.kind == CHOICE and v is not _MISSING and v is not None:
+                name = choice_name(f.choices, v)
+                out.append(name if name is not None else field_text(v))
+            else:
+                out.append(field_text(v))
+        return self.separator.join(out)

@@ -1,0 +1,638 @@
+"""The ``amqp-dissect report --format html`` page: one self-contained file, no script, no network.
+
+Every plot is an inline SVG written here from the report document
+(:func:`amqp_dissect.results.report.build_report`) and the plot document
+(:func:`amqp_dissect.results.plots.plot_data`):
+
+* per link: settlement-latency histogram and CDF, outcomes, link credit and session window over
+  time with the stalls marked;
+* a stall timeline (a lane per link);
+* a ladder (sequence) diagram of the first frames of the first connections;
+* the text report, folded, at the end.
+
+Each plot kind has its own colours (:data:`COLOURS`), drawn solid with crisp edges, so a test can
+find every plot in a screenshot by its colour.  Hovering a bar, a stall or a frame shows its
+numbers (SVG ``<title>``).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from html import escape
+
+from .report import render_text
+
+COLOURS = {
+    "histogram": "#4c72b0",
+    "cdf": "#2e8b57",
+    "credit": "#1f77b4",
+    "window": "#ff7f0e",
+    "stall-span": "#fbd5d5",
+    "stall-mark": "#d62728",
+    "accepted": "#2ca02c",
+    "rejected": "#c62828",
+    "released": "#f2a900",
+    "modified": "#9467bd",
+    "declared": "#17becf",
+    "none": "#9e9e9e",
+    "initial-credit": "#e377c2",
+    "link-credit": "#b71c1c",
+    "drain": "#8c564b",
+    "session-window": "#bcbd22",
+    "to-server": "#3465a4",
+    "to-client": "#75507b",
+    "grid": "#e6e6e6",
+    "axis": "#555555",
+}
+STALL_KINDS = ("initial-credit", "link-credit", "drain", "session-window")
+OUTCOME_ORDER = ("accepted", "rejected", "released", "modified", "declared", "none")
+
+_CSS = """
+:root { --fg: #1d1d1f; --muted: #6b6b70; --line: #e3e3e8; --card: #ffffff; --bg: #f5f6f8; }
+* { box-sizing: border-box; }
+body { margin: 0; background: var(--bg); color: var(--fg);
+       font: 14px/1.45 -apple-system, "Segoe UI", Roboto, "DejaVu Sans", Helvetica, Arial, sans-serif; }
+main { max-width: 1260px; margin: 0 auto; padding: 24px 28px 40px; }
+h1 { font-size: 22px; margin: 0 0 4px; }
+h2 { font-size: 17px; margin: 30px 0 10px; }
+h3 { font-size: 15px; margin: 0 0 2px; }
+.sub { color: var(--muted); margin: 0 0 14px; }
+.cards { display: flex; flex-wrap: wrap; gap: 10px; margin: 14px 0 6px; }
+.stat { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: 8px 14px; min-width: 110px; }
+.stat b { display: block; font-size: 20px; }
+.stat span { color: var(--muted); font-size: 12px; }
+.card { background: var(--card); border: 1px solid var(--line); border-radius: 10px; padding: 14px 16px; margin: 12px 0; }
+.meta { color: var(--muted); font-size: 12.5px; margin-bottom: 8px; }
+.row { display: flex; flex-wrap: wrap; gap: 8px; align-items: flex-start; }
+svg { display: block; font: 11px -apple-system, "Segoe UI", Roboto, "DejaVu Sans", Helvetica, Arial, sans-serif; }
+svg text { fill: #333; }
+svg .title { font-size: 12px; font-weight: 600; fill: #222; }
+svg .muted { fill: #777; }
+table { border-collapse: collapse; width: 100%; background: var(--card); font-size: 12.5px; }
+th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid var(--line); white-space: nowrap; }
+th { color: var(--muted); font-weight: 600; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+.notes { color: var(--muted); font-size: 12.5px; }
+.legend { display: inline-flex; gap: 14px; font-size: 12px; color: var(--muted); margin: 2px 0 4px; flex-wrap: wrap; }
+.legend i { display: inline-block; width: 12px; height: 12px; border-radius: 2px; vertical-align: -2px; margin-right: 4px; }
+details > summary { cursor: pointer; color: #333; font-weight: 600; margin: 8px 0; }
+pre { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: 12px; overflow-x: auto; font-size: 12px; }
+.empty { color: var(--muted); font-style: italic; }
+"""
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+def fmt_seconds(x) -> str:
+    """A duration with a unit that suits it: 850 µs, 12.3 ms, 4.20 s."""
+    if x is None:
+        return "-"
+    a = abs(x)
+    if a == 0:
+        return "0"
+    if a < 1e-3:
+        return f"{x * 1e6:.3g} µs"
+    if a < 1:
+        return f"{x * 1e3:.3g} ms"
+    if a < 100:
+        return f"{x:.3g} s"
+    return f"{x:.0f} s"
+
+
+def _utc(ts) -> str:
+    if ts is None:
+        return "-"
+    try:
+        return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+    except (OverflowError, ValueError, OSError):
+        return f"{ts:.6f} (epoch s)"
+
+
+def _num(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:g}"
+    return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
+
+
+def si(v) -> str:
+    """An axis number in few characters: 950, 12k, 2.1M, 4.29G."""
+    a = abs(v)
+    for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if a >= div:
+            return f"{v / div:.3g}{unit}"
+    return f"{v:g}"
+
+
+def _e(x) -> str:
+    return escape("" if x is None else str(x), quote=True)
+
+
+def nice_ticks(lo: float, hi: float, n: int = 5) -> list:
+    """About ``n`` round tick values (1, 2 or 5 times a power of ten apart) covering [lo, hi]."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return [0.0]
+    if hi <= lo:
+        return [lo]
+    raw = (hi - lo) / max(1, n)
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+    first = math.ceil(lo / step - 1e-9) * step
+    out = []
+    v = first
+    while v <= hi + step * 1e-9 and len(out) < 50:
+        out.append(0.0 if abs(v) < step * 1e-9 else v)
+        v += step
+    return out
+
+
+class _Scale:
+    """Linear or log10 map from data to pixels."""
+
+    def __init__(self, lo, hi, p0, p1, log=False):
+        self.log = log
+        if log:
+            lo, hi = math.log10(lo), math.log10(hi)
+        if hi == lo:
+            hi = lo + 1
+        self.lo, self.hi, self.p0, self.p1 = lo, hi, p0, p1
+
+    def __call__(self, v) -> float:
+        if self.log:
+            v = math.log10(v) if v > 0 else self.lo
+        return self.p0 + (v - self.lo) * (self.p1 - self.p0) / (self.hi - self.lo)
+
+    def ticks(self, n=5) -> list:
+        if not self.log:
+            return nice_ticks(self.lo, self.hi, n)
+        return [10 ** k for k in range(math.ceil(self.lo - 1e-9), math.floor(self.hi + 1e-9) + 1)]
+
+
+def _f(x: float) -> str:
+    return f"{x:.1f}"
+
+
+class _Svg:
+    def __init__(self, width: int, height: int, plot_id: str, label: str):
+        self.w, self.h = width, height
+        self.parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+                      f'viewBox="0 0 {width} {height}" id="{_e(plot_id)}" data-plot="{_e(plot_id.split("-")[0])}" '
+                      f'role="img" aria-label="{_e(label)}">']
+
+    def add(self, s: str) -> None:
+        self.parts.append(s)
+
+    def rect(self, x, y, w, h, fill, title=None, cls=None, extra="") -> None:
+        t = f"<title>{_e(title)}</title>" if title else ""
+        c = f' class="{cls}"' if cls else ""
+        self.parts.append(f'<rect x="{_f(x)}" y="{_f(y)}" width="{_f(max(w, 0))}" height="{_f(max(h, 0))}" '
+                          f'fill="{fill}" shape-rendering="crispEdges"{c}{extra}>{t}</rect>')
+
+    def line(self, x1, y1, x2, y2, stroke, width=1, dash=None, crisp=True) -> None:
+        d = f' stroke-dasharray="{dash}"' if dash else ""
+        cr = ' shape-rendering="crispEdges"' if crisp else ""
+        self.parts.append(f'<line x1="{_f(x1)}" y1="{_f(y1)}" x2="{_f(x2)}" y2="{_f(y2)}" stroke="{stroke}" '
+                          f'stroke-width="{width}"{d}{cr}/>')
+
+    def text(self, x, y, s, anchor="start", cls=None, size=None, extra="") -> None:
+        c = f' class="{cls}"' if cls else ""
+        sz = f' font-size="{size}"' if size else ""
+        self.parts.append(f'<text x="{_f(x)}" y="{_f(y)}" text-anchor="{anchor}"{c}{sz}{extra}>{_e(s)}</text>')
+
+    def path(self, d: str, stroke, width=2, cls=None) -> None:
+        c = f' class="{cls}"' if cls else ""
+        self.parts.append(f'<path d="{d}" fill="none" stroke="{stroke}" stroke-width="{width}" '
+                          f'stroke-linejoin="miter" shape-rendering="crispEdges"{c}/>')
+
+    def close(self) -> str:
+        return "".join(self.parts) + "</svg>"
+
+
+def _frame_axes(svg: _Svg, x: _Scale, y: _Scale, left, top, right, bottom, xfmt, yfmt, xlabel=None, ylabel=None,
+                yticks=None):
+    for v in (yticks if yticks is not None else y.ticks(4)):
+        py = y(v)
+        svg.line(left, py, right, py, COLOURS["grid"])
+        svg.text(left - 5, py + 3.5, yfmt(v), anchor="end", cls="muted")
+    for v in x.ticks(5):
+        px = x(v)
+        if left - 0.5 <= px <= right + 0.5:
+            svg.line(px, bottom, px, bottom + 4, COLOURS["axis"])
+            svg.text(px, bottom + 15, xfmt(v), anchor="middle", cls="muted")
+    svg.line(left, bottom, right, bottom, COLOURS["axis"])
+    svg.line(left, top, left, bottom, COLOURS["axis"])
+    if xlabel:
+        svg.text((left + right) / 2, bottom + 29, xlabel, anchor="middle", cls="muted")
+    if ylabel:
+        svg.add(f'<text x="12" y="{_f((top + bottom) / 2)}" text-anchor="middle" class="muted" '
+                f'transform="rotate(-90 12 {_f((top + bottom) / 2)})">{_e(ylabel)}</text>')
+
+
+def _empty(svg: _Svg, msg: str) -> str:
+    svg.text(svg.w / 2, svg.h / 2, msg, anchor="middle", cls="muted")
+    return svg.close()
+
+
+# --------------------------------------------------------------------------- per-link plots
+
+
+def latency_histogram(lat: dict, plot_id: str, width=392, height=230) -> str:
+    svg = _Svg(width, height, plot_id, "settlement-latency histogram")
+    svg.text(10, 16, "Settlement latency: histogram", cls="title")
+    h = lat.get("histogram")
+    if not h or (sum(h["counts"]) + h["zeros"]) == 0:
+        return _empty(svg, "no settled deliveries" if not h or not h.get("negative") else
+                      f"{h['negative']} negative latencies only (timestamps out of order)")
+    if h.get("negative"):
+        svg.text(width - 14, 16, f"{h['negative']} negative (not drawn)", anchor="end", cls="muted")
+    left, top, right, bottom = 52, 28, width - 14, height - 42
+    zeros = h["zeros"]
+    zero_w = 22 if zeros else 0
+    edges, counts = h["edges"], h["counts"]
+    x = _Scale(edges[0], edges[-1], left + zero_w, right, log=h["log"])
+    ymax = max(max(counts), zeros) or 1
+    ticks = nice_ticks(0, max(ymax, 4), 4)
+    y = _Scale(0, max(ticks[-1], ymax), bottom, top)
+    _frame_axes(svg, x, y, left, top, right, bottom, fmt_seconds, si, xlabel="seconds" + (" (log)" if h["log"] else ""),
+                ylabel="deliveries", yticks=ticks)
+    if zeros:
+        svg.rect(left + 3, y(zeros), zero_w - 6, bottom - y(zeros), COLOURS["histogram"],
+                 title=f"latency 0: {zeros} deliveries", cls="bar")
+        svg.text(left + zero_w / 2, bottom + 15, "0", anchor="middle", cls="muted")
+    for i, c in enumerate(counts):
+        if not c:
+            continue
+        x0, x1 = x(edges[i]), x(edges[i + 1])
+        svg.rect(x0 + 0.5, y(c), max(1.0, x1 - x0 - 1), bottom - y(c), COLOURS["histogram"],
+                 title=f"{fmt_seconds(edges[i])} – {fmt_seconds(edges[i + 1])}: {c} deliveries", cls="bar")
+    return svg.close()
+
+
+def latency_cdf(lat: dict, plot_id: str, width=392, height=230) -> str:
+    svg = _Svg(width, height, plot_id, "settlement-latency CDF")
+    svg.text(10, 16, "Settlement latency: CDF", cls="title")
+    pts = lat.get("cdf") or []
+    if not pts:
+        return _empty(svg, "no settled deliveries")
+    left, top, right, bottom = 52, 28, width - 14, height - 42
+    h = lat.get("histogram") or {}
+    pos = [p for p in pts if p[0] > 0]
+    log = bool(h.get("log")) and len(pos) > 0
+    lo = pos[0][0] if log else min(0.0, pts[0][0])
+    hi = pts[-1][0]
+    if hi <= lo:
+        hi = lo + (abs(lo) or 1e-3)
+    x = _Scale(lo, hi, left, right, log=log)
+    y = _Scale(0, 1, bottom, top)
+    _frame_axes(svg, x, y, left, top, right, bottom, fmt_seconds, lambda v: f"{v:.0%}",
+                xlabel="seconds" + (" (log)" if log else ""), ylabel="fraction settled", yticks=[0, 0.25, 0.5, 0.75, 1])
+    for q, key in ((0.5, "p50"), (0.9, "p90"), (0.99, "p99")):
+        v = lat.get(key)
+        if v is not None and (v > 0 or not log):
+            px = x(v)
+            svg.line(px, top, px, bottom, "#9a9a9a", dash="3,3")
+            ty = bottom - 8 - 13 * (2 - [0.5, 0.9, 0.99].index(q))
+            if px > right - 90:
+                svg.text(px - 4, ty, f"{key} {fmt_seconds(v)}", anchor="end", cls="muted")
+            else:
+                svg.text(px + 4, ty, f"{key} {fmt_seconds(v)}", cls="muted")
+    d = [f"M{_f(left)},{_f(bottom)}"]
+    prev_y = bottom
+    for v, frac in pts:
+        if log and v <= 0:
+            prev_y = y(frac)
+            d.append(f"L{_f(left)},{_f(prev_y)}")
+            continue
+        px = x(v)
+        d.append(f"L{_f(px)},{_f(prev_y)}")
+        prev_y = y(frac)
+        d.append(f"L{_f(px)},{_f(prev_y)}")
+    d.append(f"L{_f(right)},{_f(prev_y)}")
+    svg.path("".join(d), COLOURS["cdf"], 2, cls="cdf")
+    return svg.close()
+
+
+def outcomes_plot(outcomes: dict, plot_id: str, width=356, height=230) -> str:
+    svg = _Svg(width, height, plot_id, "outcomes")
+    svg.text(10, 16, "Outcomes", cls="title")
+    items = [(k, outcomes.get(k, 0)) for k in OUTCOME_ORDER if outcomes.get(k, 0)]
+    if not items:
+        return _empty(svg, "no deliveries")
+    total = sum(n for _, n in items)
+    left, right, top = 88, width - 100, 30
+    bar_h = min(26, (height - top - 14) / len(items) - 6)
+    x = _Scale(0, max(n for _, n in items), left, right)
+    for i, (k, n) in enumerate(items):
+        yy = top + i * (bar_h + 6)
+        svg.text(left - 6, yy + bar_h / 2 + 4, k, anchor="end")
+        svg.rect(left, yy, max(2.0, x(n) - left), bar_h, COLOURS[k], title=f"{k}: {n} of {total}", cls="bar",
+                 extra=f' data-outcome="{k}" data-count="{n}"')
+        svg.text(max(left + 2, x(n)) + 5, yy + bar_h / 2 + 4, f"{n:,}  ({n / total:.0%})", cls="muted")
+    return svg.close()
+
+
+def _series_path(series: dict, x: _Scale, y: _Scale, right) -> str:
+    bk = series["buckets"]
+    if not bk:
+        return ""
+    d = []
+    prev = None
+    for t, lo, hi, last in bk:
+        px = x(t)
+        if prev is None:
+            d.append(f"M{_f(px)},{_f(y(lo if lo == hi else lo))}")
+        else:
+            d.append(f"L{_f(px)},{_f(y(prev))}")
+        if lo != hi:
+            d.append(f"L{_f(px)},{_f(y(lo))}L{_f(px)},{_f(y(hi))}")
+        d.append(f"L{_f(px)},{_f(y(last))}")
+        prev = last
+    d.append(f"L{_f(right)},{_f(y(prev))}")
+    return "".join(d)
+
+
+def _stall_tip(st: dict) -> str:
+    if st["fraction"] < 1.0 or st["count"] != 1:
+        return (f"{st['kind']}: {fmt_seconds(st['duration'])} stalled in {fmt_seconds(st['end'] - st['start'])} "
+                f"({st['fraction']:.0%}), {st['count']} stall{'s' if st['count'] != 1 else ''} starting here")
+    return (f"{st['kind']} stall of {fmt_seconds(st['duration'])}" + (" (still open at the end)" if st["open"] else "")
+            + f", packets {st['start_packet']}–{st['end_packet'] if st['end_packet'] else 'end'}")
+
+
+def _binned_tip(spans: list) -> str:
+    n = sum(s["count"] for s in spans)
+    secs = sum(s["duration"] for s in spans)
+    kinds = sorted({s["kind"] for s in spans})
+    return (f"{n:,} {'/'.join(kinds)} stalls, {fmt_seconds(secs)} stalled in all; drawn per slice of the capture, "
+            f"as high as the share of the slice spent stalled")
+
+
+def series_plot(series: dict | None, stalls: list, start, end, which: str, plot_id: str, width=1190, height=170) -> str:
+    title = {"credit": "Link credit of the sender", "window": "Session window (remote-incoming-window of the sender)"}[which]
+    svg = _Svg(width, height, plot_id, title)
+    svg.text(10, 16, title, cls="title")
+    if series is None or not series["buckets"]:
+        return _empty(svg, "not known from the capture" if series is None or not series["buckets"] else "")
+    left, top, right, bottom = 64, 26, width - 16, height - 36
+    t0 = start if start is not None else series["buckets"][0][0]
+    t1 = end if end is not None and end > t0 else series["buckets"][-1][0] + 1e-3
+    x = _Scale(0, t1 - t0, left, right)
+    xt = _Scale(t0, t1, left, right)
+    vmax = max(b[2] for b in series["buckets"])
+    vmin = min(0.0, min(b[1] for b in series["buckets"]))
+    ticks = nice_ticks(vmin, vmax * 1.08 if vmax > vmin else vmin + 1, 4)
+    y = _Scale(ticks[0], max(ticks[-1], vmax * 1.08), bottom, top)
+    # stalls under the line: a light span and a dark mark along the top
+    shown = [st for st in stalls if (st["kind"] == "session-window") == (which == "window")]
+    exact = [st for st in shown if st["fraction"] >= 1.0 and st["count"] == 1]
+    binned = [st for st in shown if not (st["fraction"] >= 1.0 and st["count"] == 1)]
+    for st in exact:
+        sx0 = xt(st["start"])
+        sx1 = max(sx0 + 2, xt(st["end"]))
+        svg.rect(sx0, top, sx1 - sx0, bottom - top, COLOURS["stall-span"], title=_stall_tip(st), cls="stall")
+    if binned:  # one shape: a span per slice, as high as the share of it spent stalled
+        d_span, d_mark = [], []
+        for st in binned:
+            sx0 = xt(st["start"])
+            w = max(1.0, xt(st["end"]) - sx0)
+            h = max(2.0, (bottom - top) * st["fraction"])
+            d_span.append(f"M{_f(sx0)},{_f(top)}h{_f(w)}v{_f(h)}h{_f(-w)}z")
+            d_mark.append(f"M{_f(sx0)},{_f(top - 5)}h{_f(w)}v5h{_f(-w)}z")
+        tip = _binned_tip(binned)
+        svg.add(f'<path d="{"".join(d_span)}" fill="{COLOURS["stall-span"]}" shape-rendering="crispEdges" '
+                f'class="stall"><title>{_e(tip)}</title></path>')
+        svg.add(f'<path d="{"".join(d_mark)}" fill="{COLOURS["stall-mark"]}" shape-rendering="crispEdges" '
+                f'class="stall-mark"/>')
+    for st in exact:
+        sx0 = xt(st["start"])
+        svg.rect(sx0, top - 5, max(2.0, xt(st["end"]) - sx0), 5, COLOURS["stall-mark"], cls="stall-mark")
+    _frame_axes(svg, x, y, left, top, right, bottom, lambda v: f"{v:g} s", si, xlabel="seconds since the capture start",
+                yticks=ticks)
+    svg.path(_series_path(series, xt, y, right), COLOURS[which], 2, cls=which)
+    note = f"{series['points']:,} changes"
+    if not series["exact"]:
+        note += f", {series['per_bucket']} per bucket (min, max, last drawn)"
+    svg.text(right, 16, note, anchor="end", cls="muted")
+    return svg.close()
+
+
+# --------------------------------------------------------------------------- stall timeline
+
+
+def stall_timeline(plots: dict, plot_id="stall-timeline", width=1190) -> str:
+    stalls, lanes = plots["stalls"], plots["stall_lanes"]
+    lane_h = 22
+    top, left, right = 30, 290, width - 16
+    height = top + max(1, len(lanes)) * lane_h + 44
+    svg = _Svg(width, height, plot_id, "stall timeline")
+    svg.text(10, 16, "Stall timeline", cls="title")
+    if not stalls:
+        return _empty(svg, "no stalls")
+    t0 = plots["start"]
+    t1 = plots["end"] if plots["end"] is not None and plots["end"] > t0 else max(s["end"] for s in stalls) + 1e-3
+    x = _Scale(0, t1 - t0, left, right)
+    bottom = top + len(lanes) * lane_h
+    for i, label in enumerate(lanes):
+        yy = top + i * lane_h
+        if i % 2 == 0:
+            svg.rect(left, yy, right - left, lane_h, "#f7f7f9")
+        short = label if len(label) <= 46 else label[:45] + "…"
+        svg.text(left - 8, yy + lane_h / 2 + 4, short, anchor="end")
+    for v in x.ticks(8):
+        px = x(v)
+        svg.line(px, top, px, bottom, COLOURS["grid"])
+        svg.text(px, bottom + 15, f"{v:g} s", anchor="middle", cls="muted")
+    svg.line(left, bottom, right, bottom, COLOURS["axis"])
+    svg.text((left + right) / 2, bottom + 30, "seconds since the capture start", anchor="middle", cls="muted")
+    groups: dict = {}
+    for s in stalls:
+        groups.setdefault((s["lane"], s["kind"]), []).append(s)
+    for (lane, kind), group in groups.items():
+        yy = top + lane * lane_h + 4
+        full = lane_h - 8
+        exact = [s for s in group if s["fraction"] >= 1.0 and s["count"] == 1]
+        binned = [s for s in group if not (s["fraction"] >= 1.0 and s["count"] == 1)]
+        for s in exact:
+            x0 = x(s["start"] - t0)
+            svg.rect(x0, yy, max(2.0, x(s["end"] - t0) - x0), full, COLOURS[kind],
+                     title=f"{s['label']}: {_stall_tip(s)}", cls="stall-bar", extra=f' data-kind="{kind}"')
+        if binned:
+            d = []
+            for s in binned:
+                x0 = x(s["start"] - t0)
+                w = max(1.0, x(s["end"] - t0) - x0)
+                h = max(2.0, full * s["fraction"])
+                d.append(f"M{_f(x0)},{_f(yy + full - h)}h{_f(w)}v{_f(h)}h{_f(-w)}z")
+            svg.add(f'<path d="{"".join(d)}" fill="{COLOURS[kind]}" shape-rendering="crispEdges" class="stall-bar" '
+                    f'data-kind="{kind}"><title>{_e(group[0]["label"] + ": " + _binned_tip(binned))}</title></path>')
+    return svg.close()
+
+
+# --------------------------------------------------------------------------- ladder
+
+
+def _frame_label(fr: dict) -> str:
+    p = fr["performative"] or fr["kind"]
+    f = fr["fields"]
+    if fr["kind"] == "heartbeat":
+        return "heartbeat (empty frame)"
+    if fr["kind"] == "header":
+        return p
+    bits = [p]
+    if fr.get("channel") is not None and fr["kind"] == "amqp":
+        bits.append(f"ch {fr['channel']}")
+    if p == "attach":
+        if "name" in f:
+            bits.append(repr(f["name"]))
+        if "role" in f:
+            bits.append("receiver" if f["role"] is True else "sender")
+    for k, short in (("handle", "h"), ("delivery-id", "id"), ("first", "first"), ("last", "last"),
+                     ("delivery-count", "dc"), ("link-credit", "credit"), ("incoming-window", "in-win"),
+                     ("remote-channel", "remote-ch"), ("mechanism", "mech"), ("code", "code")):
+        if k in f and not (p == "attach" and k == "delivery-count"):
+            bits.append(f"{short} {f[k]}")
+    for flag in ("settled", "more", "drain", "aborted"):
+        if f.get(flag) is True:
+            bits.append(flag)
+    if "state" in f:
+        bits.append(str(f["state"]))
+    if "error" in f:
+        bits.append(f"error {f['error']}")
+    return " ".join(bits)
+
+
+def ladder_plot(lad: dict, t0, plot_id: str, width=1190) -> str:
+    frames = lad["frames"]
+    row = 22
+    top = 58
+    height = top + max(1, len(frames)) * row + (40 if lad["total"] > len(frames) else 16)
+    svg = _Svg(width, height, plot_id, f"ladder diagram of {lad['connection']}")
+    xc, xs = 430, 1010
+    svg.text(10, 16, f"Ladder diagram: {lad['connection']}", cls="title")
+    svg.text(10, 34, "packet", cls="muted")
+    svg.text(70, 34, "time", cls="muted")
+    svg.text(xc, 34, f"client {lad.get('client') or ''}", anchor="middle")
+    svg.text(xs, 34, f"server {lad.get('server') or ''}", anchor="middle")
+    bottom = top + len(frames) * row
+    svg.rect(xc - 1, 42, 3, bottom - 42 + 6, "#555555")
+    svg.rect(xs - 1, 42, 3, bottom - 42 + 6, "#555555")
+    base = t0 if t0 is not None else (frames[0]["time"] if frames else 0)
+    for i, fr in enumerate(frames):
+        yy = top + i * row + 8
+        to_server = fr["side"] == "client"
+        colour = COLOURS["to-server"] if to_server else COLOURS["to-client"]
+        x0, x1 = (xc + 2, xs - 2) if to_server else (xs - 2, xc + 2)
+        svg.text(10, yy + 4, str(fr["packet"]), cls="muted")
+        if fr["time"] is not None:
+            svg.text(70, yy + 4, f"{fr['time'] - base:.6f}", cls="muted")
+        label = _frame_label(fr)
+        dash = "5,4" if fr["kind"] == "heartbeat" else None
+        svg.line(x0, yy, x1, yy, colour, width=2, dash=dash)
+        ah = 7 if to_server else -7
+        svg.add(f'<path d="M{_f(x1)},{_f(yy)}L{_f(x1 - ah)},{_f(yy - 4.5)}L{_f(x1 - ah)},{_f(yy + 4.5)}Z" '
+                f'fill="{colour}" class="arrow"/>')
+        svg.add(f'<text x="{_f((xc + xs) / 2)}" y="{_f(yy - 4)}" text-anchor="middle" fill="{colour}" '
+                f'class="frame-label"><title>{_e(fr["side"])} → packet {fr["packet"]}</title>{_e(label)}</text>')
+    if lad["total"] > len(frames):
+        svg.text((xc + xs) / 2, bottom + 22, f"… first {len(frames)} of {lad['total']:,} frames shown",
+                 anchor="middle", cls="muted")
+    return svg.close()
+
+
+# --------------------------------------------------------------------------- page
+
+
+def _legend(items) -> str:
+    return '<div class="legend">' + "".join(
+        f'<span><i style="background:{COLOURS[k]}"></i>{_e(label)}</span>' for k, label in items) + "</div>"
+
+
+def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", source: str | None = None,
+                version: str | None = None) -> str:
+    s = rep["summary"]
+    out = ['<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
+           '<meta name="viewport" content="width=device-width, initial-scale=1">',
+           f"<title>{_e(title)}</title><style>{_CSS}</style></head><body><main>"]
+    out.append(f"<h1>{_e(title)}</h1>")
+    sub = []
+    if source:
+        sub.append(_e(source))
+    if plots.get("start") is not None:
+        sub.append(f"{_utc(plots['start'])} – {_utc(plots['end'])} ({fmt_seconds((plots['end'] or 0) - plots['start'])})")
+    if version:
+        sub.append(_e(version))
+    out.append(f'<p class="sub">{" · ".join(sub)}</p>')
+    outcomes = ", ".join(f"{k} {v:,}" for k, v in sorted(s["outcomes"].items())) or "none"
+    out.append('<div class="cards" id="summary">')
+    for label, v in (("connections", s["connections"]), ("sessions", s["sessions"]), ("links", s["links"]),
+                     ("deliveries", s["deliveries"]), ("unsettled", s["unsettled"]), ("stalls", s["stalls"]),
+                     ("stalled", fmt_seconds(s["stalled_seconds"])), ("violations", s["violations"]),
+                     ("errors", s["errors"])):
+        out.append(f'<div class="stat"><b>{_e(_num(v))}</b><span>{_e(label)}</span></div>')
+    out.append("</div>")
+    out.append(f'<p class="sub">outcomes: {_e(outcomes)}</p>')
+    for ce in s["capture_errors"]:
+        out.append(f'<p class="notes">capture damaged: {_e(ce)}</p>')
+
+    links = plots["links"]
+    out.append('<h2 id="links">Links</h2>')
+    if links:
+        out.append('<table><tr><th>connection</th><th>link</th><th>address</th><th>sender → receiver</th>'
+                   '<th class="num">deliveries</th><th class="num">p50</th><th class="num">p99</th>'
+                   '<th class="num">max</th><th class="num">stalls</th></tr>')
+        for i, lk in enumerate(links):
+            la = lk["latency"]
+            out.append(
+                f'<tr><td>{_e(lk["connection"])}</td><td><a href="#link-{i}">{_e(lk["link"])}</a></td>'
+                f'<td>{_e(lk["address"] or "?")}</td><td>{_e(lk["sender"] or "?")} → {_e(lk["receiver"] or "?")}</td>'
+                f'<td class="num">{lk["deliveries"]:,}</td><td class="num">{fmt_seconds(la["p50"])}</td>'
+                f'<td class="num">{fmt_seconds(la["p99"])}</td><td class="num">{fmt_seconds(la["max"])}</td>'
+                f'<td class="num">{lk["stalls_total"]:,}</td></tr>')
+        out.append("</table>")
+    else:
+        out.append('<p class="empty">no link carried a delivery or stalled</p>')
+    for i, lk in enumerate(links):
+        out.append(f'<section class="card link" id="link-{i}">')
+        out.append(f"<h3>Link {_e(repr(lk['link']) if lk['link'] is not None else '(name unknown)')} "
+                   f"<span class=\"meta\">{_e(lk['connection'])}, session {_e(lk['session'])} "
+                   f"(channel {_e(lk['channel'])}), handle index {_e(lk['link_index'])}</span></h3>")
+        la = lk["latency"]
+        out.append(f'<div class="meta">address {_e(lk["address"] or "?")} · {_e(lk["sender"] or "?")} → '
+                   f'{_e(lk["receiver"] or "?")} · {lk["deliveries"]:,} deliveries · settlement latency p50 '
+                   f'{fmt_seconds(la["p50"])}, p90 {fmt_seconds(la["p90"])}, p99 {fmt_seconds(la["p99"])}, max '
+                   f'{fmt_seconds(la["max"])} · {lk["stalls_total"]} stalls</div>')
+        out.append('<div class="row">')
+        out.append(latency_histogram(la, f"histogram-{i}"))
+        out.append(latency_cdf(la, f"cdf-{i}"))
+        out.append(outcomes_plot(lk["outcomes"], f"outcomes-{i}"))
+        out.append("</div>")
+        out.append(_legend([("credit", "link credit"), ("window", "session window"), ("stall-span", "stall"),
+                            ("stall-mark", "stall (mark)")]))
+        out.append(series_plot(lk["credit"], lk["stalls"], plots["start"], plots["end"], "credit", f"credit-{i}"))
+        out.append(series_plot(lk["window"], lk["stalls"], plots["start"], plots["end"], "window", f"window-{i}"))
+        out.append("</section>")
+
+    out.append('<h2 id="stalls">Stalls</h2><section class="card">')
+    out.append(_legend([(k, k) for k in STALL_KINDS]))
+    out.append(stall_timeline(plots))
+    out.append("</section>")
+
+    out.append('<h2 id="ladder">Frames</h2>')
+    if not plots["ladder"]:
+        out.append('<p class="empty">no AMQP frame in the capture</p>')
+    for j, lad in enumerate(plots["ladder"]):
+        svg = ladder_plot(lad, plots["start"], f"ladder-{j}")
+        if j == 0:
+            out.append(f'<section class="card">{svg}</section>')
+        else:
+            out.append(f"<details><summary>Ladder diagram: {_e(lad['connection'])} ({lad['total']:,} frames)</summary>"
+                       f'<section class="card">{svg}</section></details>')
+    if plots["notes"]:
+        out.append('<h2 id="notes">Notes</h2><ul class="notes">'
+                   + "".join(f"<li>{_e(n)}</li>" for n in plots["notes"]) + "</ul>")
+    out.append('<details><summary>Text report</summary><pre>' + _e(render_text(rep)) + "</pre></details>")
+    out.append("</main></body></html>\n")
+    return "".join(out)

@@ -1,0 +1,263 @@
+"""The data behind the plots of ``amqp-dissect report --format html`` (rendered by
+:mod:`amqp_dissect.render.html`): a JSON-able document, bounded in size whatever the capture.
+
+    an = SeriesAnalyzer()             # results.series: an Analyzer that keeps the time series
+    ... feed events, an.finish() ...
+    doc = plot_data(an)
+
+``doc``:
+
+* ``start`` / ``end``: capture times (epoch seconds) the time axes run over;
+* ``links``: the :data:`PLOT_LINKS` links with most stalls and deliveries (in table order), each
+  with its identity (connection, session, channel, link, link_index, address, sender, receiver),
+  ``deliveries``, ``outcomes`` ({accepted, rejected, released, modified, declared, none}),
+  ``latency`` (settlement latency: count, p50, p90, p99, max, ``histogram`` {edges, counts,
+  zeros, negative, log}, ``cdf`` [[seconds, fraction], ...]), ``credit`` and ``window`` (the series of
+  :class:`~amqp_dissect.results.series.Series` as dicts: buckets [time, min, max, last], or None
+  when not kept), ``stalls`` (spans of this link's stalls and of its session's window stalls: kind,
+  start, end, duration, count, fraction, open, start_packet, end_packet: one per stall up to
+  :data:`EXACT_SPANS`, else per kind the stalled share (``fraction``) of each of :data:`SPAN_BINS`
+  slices of the capture, so a plot never gets more spans than it has pixels) and ``stalls_total``;
+* ``links_total``, ``links_not_shown``;
+* ``stalls``: the stall timeline's spans (as a link's ``stalls``, with lane and label),
+  in ``stall_lanes`` (a lane per link, or per session and sender for session-window stalls, at
+  most :data:`TIMELINE_LANES`: those with most stalled time); ``stalls_total``;
+* ``ladder``: the first frames of the first connections (see SeriesAnalyzer.ladder), each with
+  client and server;
+* ``notes``: what was cut or approximated, in words.
+
+Histogram bins are logarithmic when the latencies span more than two decades (a zero latency,
+a pre-settled single-frame delivery, is counted apart in ``zeros``, a negative one, from timestamps
+out of order in the capture, in ``negative``), linear otherwise; the CDF is
+exact (a point per distinct latency) up to :data:`CDF_POINTS` points, then those at evenly
+spaced ranks.
+"""
+
+from __future__ import annotations
+
+import math
+from itertools import accumulate
+
+from ..amqp.spec import OUTCOMES
+
+PLOT_LINKS = 12  # links with plots
+HIST_BINS = 30
+CDF_POINTS = 400
+TIMELINE_LANES = 24  # links / sessions in the stall timeline
+EXACT_SPANS = 200  # stalls of a link drawn one by one; more are drawn as the stalled share of each slice
+SPAN_BINS = 500  # slices of the capture (about 2 px each in the plots)
+
+
+def histogram(keys, counts, bins: int = HIST_BINS) -> dict | None:
+    """Bins of sorted distinct values ``keys`` with multiplicities ``counts``."""
+    if not keys:
+        return None
+    zeros = sum(c for k, c in zip(keys, counts) if k == 0)
+    negative = sum(c for k, c in zip(keys, counts) if k < 0)  # timestamps out of order in the capture
+    pos = [(k, c) for k, c in zip(keys, counts) if k > 0]
+    if not pos:
+        return {"edges": [0.0, 1e-6], "counts": [0], "zeros": zeros, "negative": negative, "log": False}
+    lo, hi = pos[0][0], pos[-1][0]
+    log = hi / lo > 100
+    if hi == lo:  # one value: in the middle of a few bins around it
+        edges = [lo * (0.8 + 0.04 * i) for i in range(11)]
+    elif log:
+        a, b = math.log10(lo), math.log10(hi)
+        edges = [10 ** (a + (b - a) * i / bins) for i in range(bins + 1)]
+    else:
+        lo_edge = 0.0 if lo < (hi - lo) else lo
+        edges = [lo_edge + (hi - lo_edge) * i / bins for i in range(bins + 1)]
+    edges[0] = min(edges[0], lo)
+    edges[-1] = max(edges[-1], hi)
+    n = len(edges) - 1
+    out = [0] * n
+    j = 0
+    for k, c in pos:
+        while j < n - 1 and k >= edges[j + 1]:
+            j += 1
+        out[j] += c
+    return {"edges": edges, "counts": out, "zeros": zeros, "negative": negative, "log": log}
+
+
+def cdf(keys, counts, points: int = CDF_POINTS) -> list:
+    """[[value, fraction of values <= value], ...] at each distinct value, or at ``points`` of them
+    (evenly spaced ranks, the last one always kept)."""
+    if not keys:
+        return []
+    ends = list(accumulate(counts))
+    n = ends[-1]
+    idx = range(len(keys))
+    if len(keys) > points:
+        step = (len(keys) - 1) / (points - 1)
+        idx = sorted({round(i * step) for i in range(points)})
+    return [[float(keys[i]), ends[i] / n] for i in idx]
+
+
+def _latency(stats) -> dict:
+    from .analytics import summarize
+
+    lat = stats.latency
+    keys, counts = lat.distinct()
+    s = summarize(lat)
+    return {"count": s["count"], "p50": s["p50"], "p90": s["p90"], "p99": s["p99"], "max": s["max"],
+            "histogram": histogram(keys, counts), "cdf": cdf(keys, counts)}
+
+
+def plot_data(an, max_links: int = PLOT_LINKS) -> dict:
+    """The plot document of an Analyzer (a SeriesAnalyzer for the credit / window series)."""
+    conns = list(an.connections.values())
+    starts = [c.first_ts for c in conns if c.first_ts is not None]
+    start = min(starts) if starts else None
+    end = an._end()
+    if end is None:
+        end = start
+    credit_of = getattr(an, "credit_series", None)
+    window_of = getattr(an, "window_series", None)
+
+    stalls_of: dict = {}
+    for st in an.stalls:
+        stalls_of.setdefault(id(st.link) if st.link is not None else ("s", id(st.session), st.direction), []).append(st)
+
+    span = (end - start) if start is not None and end is not None else 0.0
+
+    def spans(stalls) -> list:
+        """Stalls of one link (or session) to draw: each stall (``fraction`` 1) while there are at most
+        :data:`EXACT_SPANS`; beyond that, per kind, the share of each of :data:`SPAN_BINS` equal
+        slices of the capture spent stalled (``fraction``), ``count`` the stalls starting in it."""
+        stalls = sorted(stalls, key=lambda x: (x.start, x.start_packet or 0))
+        if len(stalls) <= EXACT_SPANS or span <= 0:
+            return [{"kind": st.kind, "start": st.start, "end": st.end if st.end is not None else end,
+                     "duration": an.stall_duration(st) or 0.0, "count": 1, "fraction": 1.0, "open": st.end is None,
+                     "start_packet": st.start_packet, "end_packet": st.end_packet} for st in stalls]
+        width = span / SPAN_BINS
+        bins: dict = {}  # (kind, bin) -> span dict
+        for st in stalls:
+            e = st.end if st.end is not None else end
+            a = min(SPAN_BINS - 1, max(0, int((st.start - start) / width)))
+            first = True
+            while True:
+                b0 = start + a * width
+                b1 = b0 + width
+                d = bins.get((st.kind, a))
+                if d is None:
+                    d = bins[(st.kind, a)] = {"kind": st.kind, "start": b0, "end": b1, "duration": 0.0, "count": 0,
+                                              "fraction": 0.0, "open": False, "start_packet": st.start_packet,
+                                              "end_packet": st.end_packet}
+                d["duration"] += max(0.0, min(e, b1) - max(st.start, b0))
+                d["end_packet"] = st.end_packet
+                d["open"] = d["open"] or st.end is None
+                if first:
+                    d["count"] += 1
+                    first = False
+                if e <= b1 or a >= SPAN_BINS - 1:
+                    break
+                a += 1
+        out = sorted(bins.values(), key=lambda d: d["start"])
+        for d in out:
+            d["fraction"] = min(1.0, d["duration"] / width)
+        return out
+
+    ranked = []
+    all_links = [(c, link) for c in conns for link in c.links]
+    for order, (c, link) in enumerate(all_links):
+        st = an.link_stats(link)
+        n_stalls = len(stalls_of.get(id(link), ()))
+        ranked.append(((n_stalls > 0, st.deliveries, n_stalls), order, c, link, st))
+    interesting = [r for r in ranked if r[0][1] or r[0][2]]
+    chosen = sorted(sorted(interesting, key=lambda r: r[0], reverse=True)[:max_links], key=lambda r: r[1])
+    notes = []
+    links = []
+    for _, _, c, link, st in chosen:
+        sd = link.sender_dir
+        s = link.session
+        outcomes = {k: st.outcomes.get(k, 0) for k in OUTCOMES}
+        outcomes["none"] = st.no_outcome
+        credit = credit_of(link) if credit_of is not None else None
+        window = window_of(s, sd) if window_of is not None and sd is not None else None
+        own = list(stalls_of.get(id(link), ()))
+        if sd is not None:
+            own += stalls_of.get(("s", id(s), sd), ())
+        own.sort(key=lambda x: x.start)
+        links.append({
+            "connection": c.id,
+            "session": s.index,
+            "channel": an._session_channel(s),
+            "link": link.name,
+            "link_index": link.index,
+            "address": an._link_address(link),
+            "sender": c.peer(sd) if sd is not None else None,
+            "receiver": c.peer(1 - sd) if sd is not None else None,
+            "deliveries": st.deliveries,
+            "outcomes": outcomes,
+            "latency": _latency(st),
+            "credit": credit.to_dict() if credit is not None else None,
+            "window": window.to_dict() if window is not None else None,
+            "stalls": spans(own),
+            "stalls_total": len(own),
+        })
+    not_shown = len(all_links) - len(links)
+    if not_shown:
+        idle = len(all_links) - len(interesting)
+        notes.append(f"{not_shown} of {len(all_links)} links have no plots"
+                     + (f" ({idle} without deliveries or stalls)" if idle else "")
+                     + (f"; plots for the {max_links} links with most stalls and deliveries"
+                        if len(interesting) > max_links else ""))
+    for what, n in (("links", getattr(an, "links_without_series", 0)),
+                    ("sessions", getattr(an, "sessions_without_series", 0))):
+        if n:
+            notes.append(f"{n} {what} got no credit / window series (series are kept for the first ones only)")
+    if any((lk["credit"] and not lk["credit"]["exact"]) or (lk["window"] and not lk["window"]["exact"])
+           for lk in links):
+        notes.append("credit / window series with many changes are drawn from merged buckets "
+                     "(each keeps its min, max and last value)")
+
+    # the stall timeline: a lane per link (or session), the lanes with most stalled time
+    total = len(an.stalls)
+    by_lane: dict = {}
+    for st in an.stalls:
+        c, s = st.conn, st.session
+        if st.link is not None:
+            key = ("l", c.seq, st.link.index)
+            label = f"{st.link.name} ({c.id})" if st.link.name is not None else f"link {st.link.index} ({c.id})"
+        else:
+            key = ("s", c.seq, s.index, st.direction)
+            label = f"session {s.index} window, {['client', 'server'][st.direction]} sending ({c.id})"
+        lane = by_lane.get(key)
+        if lane is None:
+            lane = by_lane[key] = {"label": label, "stalls": [], "seconds": 0.0}
+        lane["stalls"].append(st)
+        lane["seconds"] += an.stall_duration(st) or 0.0
+    kept = sorted(sorted(by_lane.items(), key=lambda kv: -kv[1]["seconds"])[:TIMELINE_LANES], key=lambda kv: kv[0])
+    timeline = []
+    lane_labels = []
+    for i, (_, lane) in enumerate(kept):
+        lane_labels.append(lane["label"])
+        for d in spans(lane["stalls"]):
+            d.update({"lane": i, "label": lane["label"]})
+            timeline.append(d)
+    if len(by_lane) > len(kept):
+        shown = sum(len(lane["stalls"]) for _, lane in kept)
+        notes.append(f"the stall timeline shows {len(kept)} of {len(by_lane)} links and sessions that stalled "
+                     f"({shown} of {total} stalls), those with the most stalled time")
+    if any(d["fraction"] < 1.0 or d["count"] != 1 for d in timeline) or any(
+            d["fraction"] < 1.0 or d["count"] != 1 for lk in links for d in lk["stalls"]):
+        notes.append(f"where a link stalled more than {EXACT_SPANS} times, its stalls are drawn as the share of "
+                     f"each 1/{SPAN_BINS} of the capture spent stalled (the height of the span)")
+
+    ladder = []
+    for lad in (an.ladder() if hasattr(an, "ladder") else ()):
+        c = an.connections.get(lad["connection"])
+        ladder.append({**lad, "client": c.client if c is not None else None,
+                       "server": c.server if c is not None else None})
+    return {
+        "start": start,
+        "end": end,
+        "links": links,
+        "links_total": len(all_links),
+        "links_not_shown": not_shown,
+        "stalls": timeline,
+        "stall_lanes": lane_labels,
+        "stalls_total": total,
+        "ladder": ladder,
+        "notes": notes,
+    }

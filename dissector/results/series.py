@@ -1,0 +1,283 @@
+"""Bounded time series for the plots of the HTML report: link credit and session window over
+time, and the first frames of a few connections (for a ladder diagram).
+
+The plain :class:`~amqp_dissect.results.analytics.Analyzer` keeps none of this (``report`` in
+text or JSON does not need it, and pays nothing for it).  :class:`SeriesAnalyzer` is an Analyzer
+that also records, from the protocol state after each frame:
+
+* per link, the sender's link-credit (``link-credit`` of the state layer: the receiver's
+  delivery-limit minus the sender's delivery-count) after every attach, flow and transfer;
+* per session and sending peer, the remote-incoming-window after every begin, flow and
+  transfer of that session;
+* per connection, its first :data:`LADDER_FRAMES` frames and protocol headers (time, side,
+  channel, performative and a few fields).
+
+Memory is bounded: :class:`Series` keeps at most :data:`SERIES_POINTS` buckets however many
+points it is given (consecutive buckets are merged two by two, each keeping its min, max and
+last value, so a dip to zero never disappears), at most :data:`SERIES_LINKS` links and
+:data:`SERIES_SESSIONS` sessions get a series (the first ones seen), and at most
+:data:`LADDER_CONNECTIONS` connections keep frames.  What was cut is counted, so the report can
+say so.
+"""
+
+from __future__ import annotations
+
+from array import array
+
+from ..amqp.codec import Described
+from ..amqp.framing import Frame, ProtocolHeader
+from ..model.state import SIDES, StateTracker
+from .analytics import Analyzer
+
+SERIES_POINTS = 512  # buckets kept per series (merged two by two when full)
+SERIES_LINKS = 64  # links with a credit series
+SERIES_SESSIONS = 64  # (session, sending peer) pairs with a window series
+LADDER_FRAMES = 60  # frames kept per connection for the ladder diagram
+LADDER_CONNECTIONS = 8  # connections whose first frames are kept
+
+# performative fields kept with a ladder frame (those the diagram's labels use)
+LADDER_FIELDS = ("handle", "delivery-id", "link-credit", "delivery-count", "incoming-window", "settled", "more",
+                 "role", "first", "last", "remote-channel", "name", "drain", "aborted", "mechanism", "code")
+
+
+class Series:
+    """A time series of numbers in bounded room: change points, merged when there are too many.
+
+    Each bucket holds the time of its first point and the min, max and last value of its points.
+    While fewer than ``cap`` changes were added, every bucket is one point (exact); after that,
+    neighbouring buckets are merged two by two and later points go ``width`` to a bucket."""
+
+    __slots__ = ("cap", "t", "lo", "hi", "end", "width", "_n", "_t", "_lo", "_hi", "_end", "last", "points")
+
+    def __init__(self, cap: int = SERIES_POINTS):
+        if cap < 2:
+            raise ValueError("a series needs room for 2 buckets at least")
+        self.cap = cap - cap % 2
+        self.t = array("d")
+        self.lo = array("d")
+        self.hi = array("d")
+        self.end = array("d")
+        self.width = 1  # points per bucket
+        self._n = 0  # points in the bucket being filled
+        self._t = self._lo = self._hi = self._end = 0.0
+        self.last = None  # the last value added (a repeat is not a change point)
+        self.points = 0  # change points added
+
+    def add(self, t: float, v) -> None:
+        if v == self.last:
+            return
+        self.last = v
+        self.points += 1
+        v = float(v)
+        if self._n == 0:
+            self._t = t
+            self._lo = self._hi = v
+        else:
+            if v < self._lo:
+                self._lo = v
+            if v > self._hi:
+                self._hi = v
+        self._end = v
+        self._n += 1
+        if self._n >= self.width:
+            self._push()
+
+    def _push(self) -> None:
+        self.t.append(self._t)
+        self.lo.append(self._lo)
+        self.hi.append(self._hi)
+        self.end.append(self._end)
+        self._n = 0
+        if len(self.t) >= self.cap:
+            self._halve()
+
+    def _halve(self) -> None:
+        t, lo, hi, end = self.t, self.lo, self.hi, self.end
+        n = len(t)
+        self.t = array("d", t[0:n:2])
+        self.lo = array("d", map(min, lo[0:n:2], lo[1:n:2]))
+        self.hi = array("d", map(max, hi[0:n:2], hi[1:n:2]))
+        self.end = array("d", end[1:n:2])
+        self.width *= 2
+
+    @property
+    def exact(self) -> bool:
+        """Every change point is its own bucket (nothing was merged)."""
+        return self.width == 1
+
+    def buckets(self) -> list:
+        """[(time, min, max, last), ...] in time order, the bucket being filled included."""
+        out = list(zip(self.t, self.lo, self.hi, self.end))
+        if self._n:
+            out.append((self._t, self._lo, self._hi, self._end))
+        return out
+
+    def to_dict(self) -> dict:
+        return {"buckets": [list(b) for b in self.buckets()], "points": self.points, "exact": self.exact,
+                "per_bucket": self.width}
+
+
+class SeriesAnalyzer(Analyzer):
+    """An :class:`Analyzer` that also keeps the bounded series of this module (see the module
+    docstring).  Read them with :meth:`credit_series`, :meth:`window_series` and
+    :meth:`ladder`."""
+
+    def __init__(self, rows: bool = False, delivery_sink=None, fold_out=None, series_points: int = SERIES_POINTS,
+                 series_links: int = SERIES_LINKS, series_sessions: int = SERIES_SESSIONS,
+                 ladder_frames: int = LADDER_FRAMES, ladder_connections: int = LADDER_CONNECTIONS):
+        Analyzer.__init__(self, rows=rows, delivery_sink=delivery_sink, fold_out=fold_out)
+        self.series_points = series_points
+        self.series_links = series_links
+        self.series_sessions = series_sessions
+        self.ladder_frames = ladder_frames
+        self.ladder_connections = ladder_connections
+        self._credit: dict = {}  # _Link -> Series
+        self._pairs: dict = {}  # _Link -> (credit Series, window Series, session, sender), for the hot path
+        self._window_s: dict = {}  # (_Session, sending peer) -> Series
+        self.links_without_series = 0
+        self.sessions_without_series = 0
+        self._untracked: set = set()  # links / sessions refused a series (counted once)
+        self._ladder: dict = {}  # connection id -> [frame records]
+        self._ladder_total: dict = {}  # connection id -> frames and headers seen in all
+
+    # -- hooks into the state layer ------------------------------------------------------
+
+    def feed(self, event) -> None:
+        cls = type(event)
+        if cls is Frame or cls is ProtocolHeader:
+            cid = event.conn
+            total = self._ladder_total.get(cid)
+            if total is None:
+                if len(self._ladder_total) < self.ladder_connections:
+                    self._ladder_total[cid] = 0
+                    self._ladder[cid] = []
+                    total = 0
+            if total is not None:
+                self._ladder_total[cid] = total + 1
+                if total < self.ladder_frames:
+                    self._ladder[cid].append(_ladder_record(event))
+        Analyzer.feed(self, event)
+
+    def _credit_check(self, link, f):
+        StateTracker._credit_check(self, link, f)
+        ts = f.ts
+        pair = self._pairs.get(link)
+        if pair is None:
+            if link.sender_dir is None or ts is None:
+                return
+            pair = self._pair(link)
+        cs, ws, s, sd = pair
+        if sd != link.sender_dir or ts is None:  # (the sender changed: a role violation)
+            return
+        if cs is not None and not link.credit_lost:
+            cr = link.credit()
+            if cr is not None and cr != cs.last:
+                cs.add(ts, cr)
+        if ws is not None:
+            riw = s.riw(sd)
+            if riw is not None and riw != ws.last:
+                ws.add(ts, riw)
+
+    def _pair(self, link) -> tuple:
+        """(credit series, window series, session, sender) of a link whose sender is known."""
+        sd = link.sender_dir
+        s = link.session
+        cs = self._credit.get(link)
+        if cs is None:
+            cs = self._new(self._credit, link, self.series_links)
+        key = (s, sd)
+        ws = self._window_s.get(key)
+        if ws is None:
+            ws = self._new(self._window_s, key, self.series_sessions)
+        pair = self._pairs[link] = (cs, ws, s, sd)
+        return pair
+
+    def _window(self, s, sender, nii, iw, f, from_begin=False):
+        StateTracker._window(self, s, sender, nii, iw, f, from_begin)
+        if f is not None and f.ts is not None:
+            self._record_window(s, sender, f.ts)
+
+    def _record_window(self, s, sender, ts) -> None:
+        riw = s.riw(sender)
+        if riw is None:
+            return
+        key = (s, sender)
+        ser = self._window_s.get(key)
+        if ser is None:
+            ser = self._new(self._window_s, key, self.series_sessions)
+        if ser is not None:
+            ser.add(ts, riw)
+
+    def _new(self, table: dict, key, limit: int):
+        if len(table) >= limit:
+            if key not in self._untracked:
+                self._untracked.add(key)
+                if table is self._credit:
+                    self.links_without_series += 1
+                else:
+                    self.sessions_without_series += 1
+            return None
+        s = table[key] = Series(self.series_points)
+        return s
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def credit_series(self, link) -> Series | None:
+        """The link-credit series of a link (a state-layer ``_Link``), None when none was kept."""
+        return self._credit.get(link)
+
+    def window_series(self, session, sender) -> Series | None:
+        """The remote-incoming-window series of ``sender``'s transfers on a session."""
+        return self._window_s.get((session, sender))
+
+    def ladder(self) -> list:
+        """[{connection, frames: [records], total}] of the connections whose frames were kept."""
+        return [{"connection": cid, "frames": self._ladder[cid], "total": self._ladder_total[cid]}
+                for cid in self._ladder]
+
+
+def _plain(v):
+    """A field value as JSON (numbers, text, booleans; choices and the rest as text)."""
+    if v is None or isinstance(v, (bool, int, float, str)):
+        if isinstance(v, bool):
+            return v
+        if isinstance(v, int):
+            return int(v)
+        if isinstance(v, float):
+            return float(v)
+        return None if v is None else str(v)
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v).hex()
+    if isinstance(v, Described) and v.name:  # a described value (a delivery state): its name
+        return v.name
+    return None
+
+
+def _ladder_record(ev) -> dict:
+    rec = {"packet": ev.packet, "time": ev.ts, "side": SIDES[ev.direction] if ev.direction in (0, 1) else None,
+           "channel": None, "kind": "header", "performative": None, "fields": {}}
+    if type(ev) is ProtocolHeader:
+        rec["performative"] = ev.name
+        return rec
+    rec["channel"] = ev.channel
+    rec["kind"] = ev.kind
+    rec["performative"] = ev.name
+    p = ev.performative if ev.kind != "heartbeat" else None
+    fields = {}
+    if p is not None and hasattr(p, "spec"):
+        for name in LADDER_FIELDS:
+            if name in p.spec.index:
+                v = _plain(p.field(name))
+                if v is not None:
+                    fields[name] = v
+        if ev.name == "disposition" or ev.name == "transfer":
+            st = p.field("state")
+            if isinstance(st, Described) and st.name:
+                fields["state"] = st.name
+        err = p.field("error") if "error" in p.spec.index else None
+        if isinstance(err, Described) and hasattr(err, "field"):
+            cond = err.field("condition")
+            if cond is not None:
+                fields["error"] = str(cond)
+    rec["fields"] = fields
+    return rec
