@@ -473,7 +473,7 @@ def report(
 
     run = CaptureRun(_inputs(captures, read, iface, bpf, count, autostop, write), port or [], keylog=keylog,
                      limit=count)
-    analysis, rep, page = analyze_for_report(run, html=fmt is ReportFormat.html)
+    analysis, rep, page = analyze_for_report(run, html=fmt is ReportFormat.html, version=version_line())
     if fmt is ReportFormat.json:
         write_output(output, json.dumps(rep, indent=2, ensure_ascii=False, allow_nan=False, default=str) + "\n")
     else:

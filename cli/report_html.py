@@ -13,7 +13,7 @@ from amqp_dissect.results.report import build_report
 from .common import EXIT_OPEN, Fail
 
 
-def analyze_for_report(run, html: bool = False):
+def analyze_for_report(run, html: bool = False, version: str = ""):
     """(analysis, report document, HTML page or None) of a CaptureRun.  The HTML page needs the
     time series only a SeriesAnalyzer keeps; text and JSON use the plain Analyzer (no cost)."""
     if not html:
@@ -25,15 +25,13 @@ def analyze_for_report(run, html: bool = False):
     from amqp_dissect.results.plots import plot_data
     from amqp_dissect.results.series import SeriesAnalyzer
 
-    from .main import version_line
-
     analysis = run.analyze(rows=False, analyzer_class=SeriesAnalyzer)
     info = run.source.capture_info()
     rep = build_report(analysis.analyzer, capture_errors=analysis.capture_errors, capture=info)
     names = [str(x) for x in info["files"]] or [str(run.path)]
     page = render_html(rep, plot_data(analysis.analyzer),
                        title=f"AMQP 1.0 report: {', '.join(os.path.basename(x) for x in names)}",
-                       source=", ".join(names), version=version_line())
+                       source=", ".join(names), version=version)
     return analysis, rep, page
 
 
