@@ -422,8 +422,8 @@ class DeliveryStream:
         folded: list = []
         an = self.analyzer = Analyzer(rows=False, fold_out=folded)
 
-        def batch(ds):
-            return columns_batch("deliveries", *an.delivery_columns(ds))
+        def batch(ds):  # the times and latencies are the capture's float timestamps: checked
+            return columns_batch("deliveries", *an.delivery_columns(ds), checked=True)
 
         src = self.source
         # the dissector's loop, a chunk of records at a time: small beside a batch, so what waits for

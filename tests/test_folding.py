@@ -157,3 +157,47 @@ def test_latencies_fold_repeated_values_and_percentiles_stay_exact(distinct):
     both = lat.copy()
     both.extend(lat)
     assert summarize(both) == _oracle(values + values)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_latencies_hashed_fold_counts_as_a_dict_does(seed):
+    """The compiled build folds with an open-addressing table over the values' bytes
+    (``_fold_hashed``); Python counts with a dict.  Both are run here on the same columns (both
+    methods exist in either build) and must give the same counts: signed zeros count as one value
+    (as in a dict), negative and denormal values, heavy and light repetition; a NaN leaves the
+    column to the dict fold, which keeps each NaN apart."""
+    import math
+    import random
+    from array import array
+
+    from amqp_dissect.model.state import Latencies
+
+    rnd = random.Random(seed)
+    pool = [0.0, -0.0, 5e-324, -1e-6, 1e-6, 2.5e-5, 1e300] + [rnd.random() for _ in range(rnd.choice([3, 40, 900]))]
+    values = [rnd.choice(pool) if rnd.random() < 0.8 else rnd.uniform(-1, 10) for _ in range(rnd.randrange(1, 5000))]
+
+    def fresh(counts):
+        lat = Latencies(fold_at=10**9)
+        lat.values = array("d", values)
+        lat.n = len(values) + sum(counts.values())
+        lat.counts = dict(counts)
+        return lat
+
+    prior = {v: rnd.randrange(1, 5) for v in rnd.sample(pool, 3)}  # counts from an earlier fold
+    hashed = fresh(prior)
+    assert hashed._fold_hashed() is True
+    expect = dict(prior)
+    for v in values:
+        expect[v] = expect.get(v, 0) + 1
+    distinct = len(expect)
+    if distinct * 12 <= hashed.n:  # folded: counts hold everything, the array is empty
+        assert len(hashed.values) == 0 and hashed.counts == expect
+    else:  # not worth it: nothing moved, the next try is at twice the size
+        assert list(hashed.values) == values and hashed.counts == prior and hashed.fold_at == 2 * len(values)
+    assert sum(hashed.counts.values()) + len(hashed.values) == hashed.n
+    # a NaN anywhere: nothing changes, and the dict fold is left to do it
+    with_nan = fresh({})
+    with_nan.values.append(math.nan)
+    before = list(with_nan.values)
+    assert with_nan._fold_hashed() is False
+    assert with_nan.counts == {} and [repr(v) for v in with_nan.values] == [repr(v) for v in before]

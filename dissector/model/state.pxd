@@ -5,6 +5,7 @@
 # list / tuple / dict, the rest are Python objects) and lets the hot methods type their locals
 # (@cython.locals in the .py).  The .py stays plain Python and is what runs when nothing is compiled.
 import cython
+from cpython cimport array as _carray
 from amqp_dissect.amqp.framing cimport Frame
 
 # serial numbers are 32-bit (the model passes only values _uint accepted): C arithmetic
@@ -86,12 +87,18 @@ cdef class _Delivery:
     cpdef _init(self, link, session, direction, delivery_id, tag, ts, packet)
 
 cdef class Latencies:
-    cdef public object values
+    cdef public _carray.array values
     cdef public dict counts
     cdef public Py_ssize_t n, fold_at
 
+    @cython.locals(k=Py_ssize_t)
     cpdef append(self, double x)
     cpdef _fold(self)
+    @cython.locals(m=Py_ssize_t, size=Py_ssize_t, mask=Py_ssize_t, i=Py_ssize_t, h=Py_ssize_t,
+                   a="long long", distinct=Py_ssize_t, v=double, b="unsigned long long",
+                   u="unsigned long long", vals="double[:]", bits="long long[:]", at="long long[:]",
+                   cnt="long long[:]")
+    cpdef bint _fold_hashed(self)
 
 cdef class DeliveryStats:
     cdef public long long deliveries, bytes, no_outcome, unsettled, presettled, aborted, resumed

@@ -153,9 +153,9 @@ def _has_bool(vals: list) -> bool:
     return bool in set(map(type, vals))  # pyarrow would take True as 1.0
 
 
-def _time_array(vals: list) -> pa.Array:
+def _time_array(vals: list, checked: bool = False) -> pa.Array:
     try:
-        if _has_bool(vals):
+        if not checked and _has_bool(vals):
             raise TypeError
         secs = pa.array(vals, pa.float64(), from_pandas=True)
         us = pc.round(pc.multiply(secs, 1_000_000.0), ndigits=0, round_mode="half_to_even")
@@ -206,15 +206,17 @@ def _coerce(v, typ: str):
     return None
 
 
-def column_array(vals: list, typ: str, spark: bool = False) -> pa.Array:
-    """One column's raw row values as an Arrow array of the registry type."""
+def column_array(vals: list, typ: str, spark: bool = False, checked: bool = False) -> pa.Array:
+    """One column's raw row values as an Arrow array of the registry type.  ``checked``: the
+    caller made every float cell a float (or None), so no cell is a bool that Arrow would take
+    for 1.0 or 0.0, and the scan for one is skipped."""
     t = arrow_type(typ, spark)
     if typ == TIME:
-        return _time_array(vals)
+        return _time_array(vals, checked)
     if typ == JSON:
         return pa.array([_json_text(v) for v in vals], t)
     try:
-        if typ == FLOAT and _has_bool(vals):
+        if typ == FLOAT and not checked and _has_bool(vals):
             raise TypeError
         return pa.array(vals, t, from_pandas=(typ == FLOAT))
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
@@ -229,12 +231,13 @@ def record_batch(rows: list[dict], table: str, spark: bool = False) -> pa.Record
 
 
 def columns_batch(table: str, cols: dict, ctx_index=None, ctx_cols: dict | None = None,
-                  spark: bool = False) -> pa.RecordBatch:
+                  spark: bool = False, checked: bool = False) -> pa.RecordBatch:
     """Cells given by column (``cols``: name -> sequence of row values, as the rows would hold
     them) as one record batch with the table's registry schema: the same batch
     :func:`record_batch` makes of the rows.  ``ctx_cols`` (name -> values) with ``ctx_index`` (one
     position in them per row) give columns whose values repeat over many rows once each (see
-    :meth:`amqp_dissect.results.analytics.Analyzer.delivery_columns`)."""
+    :meth:`amqp_dissect.results.analytics.Analyzer.delivery_columns`).  ``checked``: see
+    :func:`column_array`."""
     take = None
     if ctx_cols:
         take = pa.array(ctx_index, pa.int32())
@@ -245,9 +248,9 @@ def columns_batch(table: str, cols: dict, ctx_index=None, ctx_cols: dict | None 
     for c in columns(table):
         vals = cols.get(c.name)
         if vals is None and ctx_cols and c.name in ctx_cols:
-            arrays.append(column_array(ctx_cols[c.name], c.type, spark).take(take))
+            arrays.append(column_array(ctx_cols[c.name], c.type, spark, checked).take(take))
         else:
-            arrays.append(column_array([None] * n if vals is None else vals, c.type, spark))
+            arrays.append(column_array([None] * n if vals is None else vals, c.type, spark, checked))
     return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(table, spark))
 
 
