@@ -9,7 +9,8 @@ cdef dict CHOICES
 cdef tuple _PADS
 cdef frozenset _PLAIN_INTS
 
-from amqp_dissect.amqp.framing cimport Frame
+from amqp_dissect.amqp.framing cimport Frame, Delivery
+from amqp_dissect.amqp.codec cimport Composite
 
 @cython.locals(out=list)
 cpdef str frame_summary(ev)
@@ -29,10 +30,10 @@ cdef class SummaryLines:
     cpdef line(self, ev)
 
 @cython.locals(pad=str, tname=str, text=str, s=str, i=Py_ssize_t, key=str)
-cdef _value_into(list out, label, v, Py_ssize_t indent, f, bint default)
+cdef _value_into(list out, label, v, Py_ssize_t indent, f, bint default, ctype)
 
 @cython.locals(layout=tuple, values=list, n=Py_ssize_t, i=Py_ssize_t, nf=Py_ssize_t, j=Py_ssize_t)
-cdef _composite_into(list out, c, Py_ssize_t indent)
+cdef _composite_into(list out, Composite c, Py_ssize_t indent)
 
 @cython.locals(hit=tuple, pad=str, layout=tuple)
 cdef tuple _composite_layout(spec, Py_ssize_t indent)
@@ -40,7 +41,7 @@ cdef tuple _composite_layout(spec, Py_ssize_t indent)
 @cython.locals(text=str)
 cpdef str _desc_text(d)
 
-@cython.locals(title=str, type_line=str, sections=list)
+@cython.locals(title=str, type_line=str, sections=list, fr=Frame, dl=Delivery)
 cpdef frame_detail_into(list out, ev)
 
 cdef dict _JSON_LAYOUTS

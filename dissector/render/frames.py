@@ -486,12 +486,18 @@ _LEAF_TYPES = {
 def value_lines(label: str, v, indent: int, f: FieldSpec | None = None, default: bool = False) -> list[str]:
     """Lines of a value in the detail tree: 'label (type): value' with children indented."""
     out: list[str] = []
-    _value_into(out, label, v, indent, f, default)
+    _value_into(out, label, v, indent, f, default, _choice_type(f))
     return out
 
 
-def _value_into(out: list, label, v, indent, f, default) -> None:
-    """Append the lines of ``value_lines(label, v, indent, f, default)`` to ``out``."""
+def _choice_type(f) -> str | None:
+    """The restricted type of field ``f`` whose values have names (CHOICES), else None."""
+    return f.type if f is not None and f.type in CHOICES else None
+
+
+def _value_into(out: list, label, v, indent, f, default, ctype) -> None:
+    """Append the lines of ``value_lines(label, v, indent, f, default)`` to ``out`` (``ctype``:
+    :func:`_choice_type` of ``f``, looked up once per field by the composite layouts)."""
     pad = _PADS[indent] if indent < 64 else "    " * indent
     t = type(v)
     tname = _LEAF_TYPES.get(t)
@@ -509,8 +515,8 @@ def _value_into(out: list, label, v, indent, f, default) -> None:
             text = repr(s if len(s) <= 120 else s[:120] + "…")
         else:
             text = str(int(v))
-        if f is not None and v is not None and f.type in CHOICES:
-            name = choice_name(f.type, v)
+        if ctype is not None and v is not None:
+            name = choice_name(ctype, v)
             if name is not None:
                 text = f"{name} ({v if t is not bool else str(v).lower()})"
         out.append(f"{pad}{label} ({tname}): {text} [default]" if default else f"{pad}{label} ({tname}): {text}")
@@ -522,17 +528,17 @@ def _value_into(out: list, label, v, indent, f, default) -> None:
         return
     if isinstance(v, Described):
         out.append(f"{pad}{label} ({v.name or 'described'}, descriptor {_desc_text(v.descriptor)})")
-        _value_into(out, "value", v.value, indent + 1, None, False)
+        _value_into(out, "value", v.value, indent + 1, None, False, None)
         return
     if isinstance(v, Array):
         out.append(f"{pad}{label} (array of {len(v)} {v.element_type})")
         for i, x in enumerate(v):
-            _value_into(out, f"[{i}]", x, indent + 1, None, False)
+            _value_into(out, f"[{i}]", x, indent + 1, None, False, None)
         return
     if isinstance(v, list):
         out.append(f"{pad}{label} (list of {len(v)})")
         for i, x in enumerate(v):
-            _value_into(out, f"[{i}]", x, indent + 1, None, False)
+            _value_into(out, f"[{i}]", x, indent + 1, None, False, None)
         return
     if isinstance(v, dict):
         out.append(f"{pad}{label} (map of {len(v)})")
@@ -542,13 +548,13 @@ def _value_into(out: list, label, v, indent, f, default) -> None:
                 key = repr(key if len(key) <= 60 else key[:60] + "…")
             else:
                 key = short_value(None, k)
-            _value_into(out, key, x, indent + 1, None, False)
+            _value_into(out, key, x, indent + 1, None, False, None)
         return
     # a default comes from the spec tables as a plain Python value: its type is the field's
     t = f.primitive if default and f is not None and f.primitive != "*" else amqp_type_of(v)
     text = short_value(None, v, limit=120)
-    if f is not None and v is not None:
-        name = choice_name(f.type, v)
+    if ctype is not None and v is not None:
+        name = choice_name(ctype, v)
         if name is not None:
             text = f"{name} ({v if not isinstance(v, bool) else str(v).lower()})"
     if isinstance(v, Timestamp):
@@ -572,18 +578,20 @@ def _desc_text(d) -> str:
     return repr(str(d)) if isinstance(d, str) else repr(d)
 
 
-_COMPOSITE_LAYOUTS: dict = {}  # (composite name, indent) -> (spec, ((FieldSpec, default lines, null line), ...))
+_COMPOSITE_LAYOUTS: dict = {}  # (composite name, indent) -> (spec, ((FieldSpec, name, choice type, default lines, null line), ...))
 
 
 def _composite_layout(spec, indent: int) -> tuple:
-    """Per field of ``spec`` at ``indent``: (FieldSpec, the lines of its default or None, its null line)."""
+    """Per field of ``spec`` at ``indent``: (FieldSpec, its name, :func:`_choice_type`, the lines
+    of its default or None, its null line): what each frame would otherwise look up again."""
     key = (spec.name, indent)
     hit = _COMPOSITE_LAYOUTS.get(key)
     if hit is not None and hit[0] is spec:
         return hit[1]
     pad = _PADS[indent] if indent < 64 else "    " * indent
     layout = tuple(
-        (f, tuple(value_lines(f.name, f.default, indent, f, default=True)) if f.has_default else None,
+        (f, f.name, _choice_type(f),
+         tuple(value_lines(f.name, f.default, indent, f, default=True)) if f.has_default else None,
          f"{pad}{f.name}: null")
         for f in spec.fields
     )
@@ -603,9 +611,9 @@ def _composite_into(out: list, c, indent) -> None:
     values = c.value
     n = len(values)
     i = 0
-    for f, default_lines, null_line in layout:
+    for f, name, ctype, default_lines, null_line in layout:
         if i < n and values[i] is not None:
-            _value_into(out, f.name, values[i], indent, f, False)
+            _value_into(out, name, values[i], indent, f, False, ctype)
         elif default_lines is not None:
             out.extend(default_lines)
         elif i < n:
@@ -613,7 +621,7 @@ def _composite_into(out: list, c, indent) -> None:
         i += 1
     nf = len(layout)
     for j in range(nf, n):
-        _value_into(out, f"[extra element {j}]", values[j], indent, None, False)
+        _value_into(out, f"[extra element {j}]", values[j], indent, None, False, None)
 
 
 _AMQP_TITLES: dict = {}  # (src, dst, channel) -> the first line of a frame's tree
@@ -639,33 +647,34 @@ def frame_detail_into(out: list, ev) -> None:
         out.append(f"    [Expert Info ({ev.note.severity}/{ev.note.group}): {ev.note.message}]")
         return
     else:
-        key = (ev.src, ev.dst, ev.channel)
+        fr = ev  # a Frame (DetailLines shows nothing else): its fields are read from its C struct when compiled
+        key = (fr.src, fr.dst, fr.channel)
         title = _AMQP_TITLES.get(key)
         if title is None:
-            title = f"Advanced Message Queuing Protocol, {ev.src} -> {ev.dst}, channel {ev.channel}"
+            title = f"Advanced Message Queuing Protocol, {fr.src} -> {fr.dst}, channel {fr.channel}"
             if len(_AMQP_TITLES) < 65536:
                 _AMQP_TITLES[key] = title
         out.append(title)
-        out.append(f"    Length: {ev.size}")
-        out.append(f"    Doff: {ev.doff}")
-        type_line = _TYPE_LINES.get(ev.type) if type(ev.type) is int else None
-        out.append(type_line if type_line is not None else f"    Type: {ev.type} ({ev.type})")
-        out.append(f"    Channel: {ev.channel}")
-        if ev.ext:
-            out.append(f"    Extended header: {ev.ext.hex()}")
-        if ev.first_packet != ev.packet:
-            out.append(f"    [Frame starts in packet {ev.first_packet}]")
-        p = ev.performative
-        if ev.kind == "heartbeat":
+        out.append(f"    Length: {fr.size}")
+        out.append(f"    Doff: {fr.doff}")
+        type_line = _TYPE_LINES.get(fr.type) if type(fr.type) is int else None
+        out.append(type_line if type_line is not None else f"    Type: {fr.type} ({fr.type})")
+        out.append(f"    Channel: {fr.channel}")
+        if fr.ext:
+            out.append(f"    Extended header: {fr.ext.hex()}")
+        if fr.first_packet != fr.packet:
+            out.append(f"    [Frame starts in packet {fr.first_packet}]")
+        p = fr.performative
+        if fr.kind == "heartbeat":
             out.append("    Empty frame (heartbeat)")
         elif isinstance(p, Composite):
             out.append(f"    Performative: {p.spec.name} (descriptor {_desc_text(p.descriptor)})")
             _composite_into(out, p, 2)
         elif isinstance(p, Described):
-            _value_into(out, "Described", p, 1, None, False)
-        if ev.name == "transfer":
-            out.append(f"    Payload: {len(ev.payload)} bytes")
-        dl = ev.delivery
+            _value_into(out, "Described", p, 1, None, False, None)
+        if fr.name == "transfer":
+            out.append(f"    Payload: {len(fr.payload)} bytes")
+        dl = fr.delivery
         if dl is not None:
             if dl.aborted:
                 out.append(f"    [Delivery aborted after {dl.frames} frames]")
@@ -684,9 +693,9 @@ def frame_detail_into(out: list, ev) -> None:
                             out.append(f"        {s.spec.name} (descriptor {_desc_text(s.descriptor)})")
                             _composite_into(out, s, 3)
                         elif isinstance(s, Described):
-                            _value_into(out, s.name or "section", s.value, 2, None, False)
+                            _value_into(out, s.name or "section", s.value, 2, None, False, None)
                         else:
-                            _value_into(out, "section", s, 2, None, False)
+                            _value_into(out, "section", s, 2, None, False, None)
     for n in ev.notes:
         out.append(f"    [Expert Info ({n.severity}/{n.group}): {n.message}]")
 
