@@ -130,7 +130,7 @@ def _top_latency(spark, uri: str, n: int = 5) -> list[dict]:
 
 
 def split(
-    capture: Path = typer.Argument(..., help="pcap or pcapng file, optionally gzip-compressed"),
+    capture: str = typer.Argument(..., help="pcap or pcapng file, optionally gzip-compressed; - for standard input"),
     out: Path = typer.Option(..., "--out", "-o", help="directory for the parts"),
     packets: Optional[int] = typer.Option(None, "--packets", min=1, help="records per file"),
     size: Optional[str] = typer.Option(None, "--bytes", help="file size limit (bytes, or with k/m/g), like tcpdump -C"),
@@ -154,7 +154,7 @@ def split(
             nbytes = -1
         if nbytes <= 0:
             raise _fail("EXIT_USAGE", f"--bytes {size!r}: expected a positive size like 100m")
-    if capture.is_dir():
+    if capture != "-" and os.path.isdir(capture):
         raise _fail("EXIT_OPEN", f"{capture}: is a directory, not a capture file")
     try:
         os.makedirs(out, exist_ok=True)
@@ -163,7 +163,7 @@ def split(
     if not os.access(out, os.W_OK | os.X_OK):
         raise _fail("EXIT_OPEN", f"--out {out}: cannot write in the directory: permission denied")
     try:
-        res = split_capture(str(capture), str(out), packets=packets, bytes=nbytes, seconds=seconds,
+        res = split_capture(capture, str(out), packets=packets, bytes=nbytes, seconds=seconds,
                             gzip_output=gzip_output, name=name)
     except FileNotFoundError:
         raise _fail("EXIT_OPEN", f"{capture}: no such file") from None
