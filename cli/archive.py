@@ -75,9 +75,12 @@ def archive(
     existing = SparkSession.getActiveSession()
     spark = sj.spark_session(master=master, conf=pairs, driver_memory=driver_memory,
                              executor_memory=executor_memory)
+    from .progress import SparkProgress
+
     try:
-        res = sj.run_archive(spark, paths, str(out), split_size=size, window=window, frames=frames,
-                             partitions=partitions, ports=port or [], keylog=keylog_text)
+        with SparkProgress(spark.sparkContext, sum(_file_size(f) for f in files)):
+            res = sj.run_archive(spark, paths, str(out), split_size=size, window=window, frames=frames,
+                                 partitions=partitions, ports=port or [], keylog=keylog_text)
     except InputError as e:
         code = {"missing": "EXIT_OPEN"}.get(e.code, "EXIT_FORMAT")
         raise _fail(code, str(e)) from None
@@ -92,6 +95,13 @@ def archive(
     for path, err in res["errors"]:
         print(f"amqp-dissect: {path}: {err}", file=sys.stderr)
     raise typer.Exit(EXIT_DAMAGED if res["errors"] else EXIT_OK)
+
+
+def _file_size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 def _print_summary(spark, res: dict, nfiles: int) -> None:

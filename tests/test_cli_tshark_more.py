@@ -150,3 +150,178 @@ def test_split_reads_gzip_pcapng_from_standard_input(tmp_path, ns_captures):
 def test_split_stdin_errors_name_the_input(tmp_path):
     r = cli("split", "-", "-o", tmp_path, "--packets", "5", stdin=b"not a capture at all")
     assert r.returncode == 4 and r.stderr.decode().startswith("amqp-dissect: -: ")
+
+
+# --------------------------------------------------------------------------- -V network layers (dpkt)
+
+_NET_LAYERS = ("Ethernet II", "Internet Protocol Version 4", "Internet Protocol Version 6",
+               "Transmission Control Protocol")
+
+
+def _layer_blocks(text: str) -> dict:
+    """{frame number: {layer name: [its lines, title first]}} of a -V text (ours or tshark's)."""
+    frames: dict = {}
+    cur = head = None
+    for line in text.splitlines():
+        if line.startswith("Frame "):
+            cur = frames.setdefault(int(line.split()[1].rstrip(":")), {})
+        if not line.strip() or cur is None:
+            continue
+        if not line.startswith(" "):
+            head = line.split(",", 1)[0]
+            if head not in cur:  # (tshark: a packet's layers once; ours: the same)
+                cur[head] = [line]
+            else:
+                head = None
+        elif head is not None:
+            cur[head].append(line)
+    return frames
+
+
+def _tshark_v(cap) -> dict:
+    r = subprocess.run([TSHARK, "-n", "-V", "-r", str(cap)], capture_output=True)
+    assert r.returncode == 0
+    return _layer_blocks(r.stdout.decode("utf-8", "replace"))
+
+
+def _in_order(ours: list[str], theirs: list[str]) -> str | None:
+    """The first of ``ours`` that is not in ``theirs`` in the same order (None: all are)."""
+    it = iter(theirs)
+    for line in ours:
+        if not any(line == t for t in it):
+            return line
+    return None
+
+
+@needs_tshark
+@pytest.mark.parametrize("sample", ["outcomes.pcap", "ipv6.pcap", "large_message.pcap"])
+def test_verbose_network_layers_are_tsharks_lines(sample):
+    """Every line frames -V shows under Ethernet II, IPv4 / IPv6 and TCP is a line of tshark -V's
+    same layer of the same packet, in the same order (tshark has more: relative sequence numbers
+    and its analysis lines); the TCP title keeps the raw numbers."""
+    cap = os.path.join(SAMPLES, sample)
+    r = cli("frames", "-V", cap)
+    assert r.returncode == 0, r.stderr
+    ours = _layer_blocks(r.stdout.decode())
+    theirs = _tshark_v(cap)
+    checked = 0
+    for number, layers in ours.items():
+        for name in _NET_LAYERS:
+            if name not in layers:
+                continue
+            mine = layers[name] if name != "Transmission Control Protocol" else layers[name][1:]
+            assert _in_order(mine, theirs[number][name]) is None, (number, name, _in_order(mine, theirs[number][name]))
+            checked += len(mine)
+    assert checked > 1000 and any("Options: (" in line for ls in ours.values() for line in ls.get(
+        "Transmission Control Protocol", []))
+
+
+@needs_tshark
+def test_network_layers_of_crafted_packets_are_tsharks(tmp_path):
+    """Packets with what the samples lack: every DSCP class and ECN value, IPv6 traffic classes
+    and flow labels, all TCP flags, SYN options (MSS, SACK permitted, timestamps, window scale),
+    group and locally administered MAC addresses; packet_layers against tshark -V."""
+    import dpkt
+
+    from amqp_dissect.capture.pcap import open_capture
+    from amqp_dissect.render.netdetail import packet_layers
+
+    def tcp(flags, opts=b"", data=b""):
+        t = dpkt.tcp.TCP(sport=40000, dport=5672, seq=1000, ack=2000, flags=flags & 0xFF, win=512, opts=opts,
+                         data=data)
+        t.off = (20 + len(opts)) // 4
+        t._off_flags = (t._off_flags & 0xF000) | flags
+        return t
+
+    def ip4(t, tos, df=1):
+        i = dpkt.ip.IP(src=b"\x0a\x00\x00\x01", dst=b"\xc0\xa8\x01\x02", p=6, tos=tos, df=df, ttl=64, id=0x1234,
+                       data=t)
+        i.len = len(bytes(i))
+        return i
+
+    def eth(p, src, dst, et=dpkt.ethernet.ETH_TYPE_IP):
+        return bytes(dpkt.ethernet.Ethernet(src=src, dst=dst, type=et, data=p))
+
+    syn_opts = b"\x02\x04\x05\xb4" + b"\x04\x02" + b"\x08\x0a\x00\x00\x00\x01\x00\x00\x00\x00" + b"\x01" + b"\x03\x03\x07"
+    pkts = [eth(ip4(tcp(0x002, syn_opts), 0xB8), b"\x02\x11\x22\x33\x44\x55", b"\x01\x00\x5e\x00\x00\x01")]
+    for i, tos in enumerate(range(0, 256, 3)):  # DSCP and ECN values, named and unknown
+        flags = (0x001, 0x0FF, 0x010, 0x018, 0x1C0, 0x004, 0x011)[i % 7]
+        pkts.append(eth(ip4(tcp(flags, b"\x01\x01\x08\x0a\x00\x00\x00\x07\x00\x00\x00\x09", b"x" * (i % 3)), tos),
+                        b"\x00\x11\x22\x33\x44\x55", b"\xff" * 6))
+    for fc in (0x00, 0xB9, 0x2A, 0xFF):
+        t6 = tcp(0x018, data=b"AMQP\x00\x01\x00\x00")
+        i6 = dpkt.ip6.IP6(src=b"\xfe\x80" + b"\x00" * 13 + b"\x01", dst=b"\x20\x01\x0d\xb8" + b"\x00" * 11 + b"\x02",
+                          nxt=6, hlim=5, data=t6)
+        i6.v, i6.fc, i6.flow, i6.plen = 6, fc, 0x12345 + fc, len(bytes(t6))
+        pkts.append(eth(i6, b"\x00\x11\x22\x33\x44\x55", b"\x33\x33\x00\x00\x00\x01", dpkt.ethernet.ETH_TYPE_IP6))
+    cap = tmp_path / "crafted.pcap"
+    with open(cap, "wb") as f:
+        w = dpkt.pcap.Writer(f)
+        for i, p in enumerate(pkts):
+            w.writepkt(p, 1000.0 + i)
+    theirs = _tshark_v(cap)
+    checked = 0
+    with open(cap, "rb") as f:
+        for rec in open_capture(f):
+            for title, lines in packet_layers(rec):
+                name = title.split(",", 1)[0]
+                if name not in _NET_LAYERS:
+                    continue
+                mine = ([title] if name != "Transmission Control Protocol" else []) + ["    " + x for x in lines]
+                if any(x.startswith("    TCP payload") for x in mine) and rec.data[47] & 0x04:
+                    mine = [x for x in mine if not x.startswith("    TCP payload")]  # (tshark: "Reset cause")
+                assert _in_order(mine, theirs[rec.index][name]) is None, (rec.index, _in_order(mine, theirs[rec.index][name]))
+                checked += len(mine)
+    assert checked > 2000
+
+
+# --------------------------------------------------------------------------- archive progress
+
+
+def test_archive_progress_on_a_terminal_only(tmp_path, capsys, monkeypatch, spark):
+    """archive (in this process, on the test run's Spark session): with stderr on a pseudo-
+    terminal the progress shows the Spark steps and their tasks done / total, stage 1 its
+    bytes; with stderr piped (captured), stderr gets nothing and stdout is the same."""
+    import pty
+    import re
+    import threading
+
+    monkeypatch.setenv("AMQP_DISSECT_PROGRESS_AFTER", "0")
+    monkeypatch.setenv("COLUMNS", "200")  # (rich's width on a terminal that gives none)
+    args = ["archive", SAMPLES, "--partitions", "2", "--split-size", "20k"]
+    master, slave = pty.openpty()
+    seen: list = []
+
+    def drain():
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                return
+            if not data:
+                return
+            seen.append(data)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    tty = os.fdopen(slave, "w", buffering=1)
+    monkeypatch.setattr(sys, "stderr", tty)
+    rc = main(args + ["--out", str(tmp_path / "tty")])
+    monkeypatch.undo()
+    tty.close()
+    reader.join(timeout=5)
+    os.close(master)
+    out_tty = capsys.readouterr().out
+    assert rc == 0
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(seen).decode("utf-8", "replace"))
+    assert "stage 1: reading the captures" in text and "stage 2: per-flow analysis" in text
+    assert re.search(r"\d+/\d+ tasks", text)
+    total = sum(os.path.getsize(os.path.join(SAMPLES, f)) for f in os.listdir(SAMPLES) if f.endswith(".pcap"))
+    assert f"of {total / 1000:.1f} kB" in text  # stage 1: bytes of the total
+
+    monkeypatch.setenv("AMQP_DISSECT_PROGRESS_AFTER", "0")
+    rc = main(args + ["--out", str(tmp_path / "piped")])
+    out, err = capsys.readouterr()
+    assert rc == 0 and err == ""
+    strip = lambda s: re.sub(r"in [0-9.]+ s|-> \S+", "", s)  # noqa: E731 (the time and the out directory)
+    assert strip(out) == strip(out_tty)

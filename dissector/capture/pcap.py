@@ -167,7 +167,7 @@ def pcap_records(
     unpack_from = struct.Struct("<IIII" if little_endian else ">IIII").unpack_from
     divisor = 1_000_000_000 if nanosecond else 1_000_000
     # exact times (tshark's -t at the capture's resolution): (index, nanoseconds, digits) of each record
-    exact = status.exact if status is not None else None
+    exact = getattr(status, "exact", None)
     scale = 1 if nanosecond else 1000
     digits = 9 if nanosecond else 6
     hl = record_header

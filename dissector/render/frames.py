@@ -20,7 +20,7 @@ from __future__ import annotations
 import datetime as _dt
 
 from ..amqp.framing import FRAME_SASL, Frame, ProtocolHeader, StreamNote
-from ..capture.netparse import describe_packet
+from .netdetail import packet_layers
 from ..events import PacketNote
 from ..amqp.codec import (
     ABSENT,
@@ -694,7 +694,8 @@ def frame_detail_into(out: list, ev) -> None:
 
 class DetailLines:
     """The ``frames -V`` text of a capture's events, in order: before the first event of each
-    packet its layers (:func:`~amqp_dissect.capture.netparse.describe_packet`), then the
+    packet its layers (:func:`~amqp_dissect.render.netdetail.packet_layers`: netparse's, with
+    dpkt's Ethernet II / IP / TCP detail as tshark shows it), then the
     AMQP tree of each header, frame and note."""
 
     __slots__ = ("_last_packet", "layer_records", "internal_errors")
@@ -714,8 +715,8 @@ class DetailLines:
             self._last_packet = record.index
             out.append("")
             try:
-                layers = describe_packet(record)
-            except Exception as e:  # a bug (describe_packet never raises): said in place and kept, so
+                layers = packet_layers(record)
+            except Exception as e:  # a bug (packet_layers never raises): said in place and kept, so
                 # the frames go on and the run ends with exit 1
                 self.internal_errors.append(f"describing packet {record.index}: {type(e).__name__}: {e}")
                 layers = [(f"Frame {record.index}: (could not describe: {type(e).__name__}: {e})", [])]
