@@ -274,7 +274,8 @@ def frames(
     write: Optional[str] = _WRITE,
     time_format: TimeFormat = typer.Option(TimeFormat.r, "-t", "--time-format", help="time column: r relative to the first packet, "
                                            "a / ad local time (and date), u / ud UTC, e epoch, d delta from the "
-                                           "previous packet, dd from the previous line", case_sensitive=False),
+                                           "previous packet, dd from the previous line; to the capture's "
+                                           "resolution (9 digits for nanosecond captures)", case_sensitive=False),
     port: Optional[List[int]] = typer.Option(None, "--port", "-p", min=1, max=65535,
                                              help="also decode this TCP port as AMQP (repeatable)"),
     keylog: Optional[Path] = typer.Option(None, "--keylog", help=_KEYLOG_HELP),

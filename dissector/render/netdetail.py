@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import struct
 
-from amqp_dissect.capture.netparse import describe_packet
+from amqp_dissect.capture.netparse import LINKTYPE_NAMES, _time_text, describe_packet
 
 LINKTYPE_ETHERNET = 1
 
@@ -199,6 +199,7 @@ def tcp_layer(tcp, payload: int) -> tuple[str, list[str]]:
     lines = [
         f"Source Port: {tcp.sport}",
         f"Destination Port: {tcp.dport}",
+        f"[TCP Segment Len: {payload}]",
         f"Sequence Number (raw): {tcp.seq}",
         f"Acknowledgment number (raw): {tcp.ack}",
         f"{bits(tcp.off << 4, 0xF0, 8)} = Header Length: {tcp.off * 4} bytes ({tcp.off})",
@@ -218,58 +219,183 @@ def tcp_layer(tcp, payload: int) -> tuple[str, list[str]]:
             f"Seq: {tcp.seq} (raw), Ack: {tcp.ack} (raw), Len: {payload}"), lines
 
 
-def _ip_at(data: bytes, off: int) -> list[tuple[str, list[str]]]:
-    """dpkt's IP and TCP layers of the IP packet at ``data[off:]``; [] when dpkt cannot tell
-    (netparse's layers stay)."""
+# --------------------------------------------------------------------------- per packet
+#
+# dpkt decodes each new header shape (the bytes that stay the same along a flow: addresses, ports,
+# TOS, TTL, flags ...) into its lines once; a packet of a known shape gets the cached lines with
+# its own numbers (lengths, identification, sequence numbers, checksums) read with struct, and its
+# TCP options decoded by dpkt.  The detail view of a large capture so costs a few microseconds a
+# packet more than netparse's plainer one.
+
+_SHAPES: dict = {}
+_MAX_SHAPES = 4096
+_V4 = struct.Struct("!BBHHHBBH4s4s")
+_TCP = struct.Struct("!HHIIHHHH")
+
+
+def _shape(key, build):
+    got = _SHAPES.get(key)
+    if got is None:
+        if len(_SHAPES) >= _MAX_SHAPES:
+            _SHAPES.clear()
+        got = _SHAPES[key] = build()
+    return got
+
+
+def _template(title_lines: tuple[str, list[str]], *prefixes: str) -> tuple[str, list, tuple[int, ...]]:
+    """(title, lines, the index of the line starting with each prefix): the varying lines' places."""
+    title, lines = title_lines
+    where = []
+    for p in prefixes:
+        where.append(next(i for i, x in enumerate(lines) if x.startswith(p)))
+    return title, lines, tuple(where)
+
+
+def _ipv4_shape(data: bytes, off: int, hl: int):
     import dpkt
 
-    if len(data) <= off:
-        return []
+    return _template(ipv4_layer(dpkt.ip.IP(data[off:off + hl])), "Total Length:", "Identification:",
+                     "Header Checksum:")
+
+
+def _ipv6_shape(data: bytes, off: int):
+    import dpkt
+
+    return _template(ipv6_layer(dpkt.ip6.IP6(data[off:off + 40])), "Payload Length:")
+
+
+def _tcp_shape(data: bytes, t: int):
+    import dpkt
+
+    title, lines = tcp_layer(dpkt.tcp.TCP(data[t:t + 20]), 0)  # (the options: per packet)
+    cut = next(i for i, x in enumerate(lines) if x.startswith("Urgent Pointer:"))
+    lines = lines[:cut]
+    where = tuple(next(i for i, x in enumerate(lines) if x.startswith(p))
+                  for p in ("[TCP Segment Len:", "Sequence Number (raw):", "Acknowledgment number (raw):", "Window:",
+                            "Checksum:"))
+    return lines, where
+
+
+_OPTIONS: dict = {}
+
+
+def _options(opts: bytes) -> list[str]:
+    got = _OPTIONS.get(opts)
+    if got is None:
+        names, lines = _option_lines(opts)
+        got = [f"Options: ({len(opts)} bytes), " + ", ".join(names)] + lines
+        if b"\x08\x0a" not in opts:  # (timestamps change with every packet: not kept)
+            if len(_OPTIONS) >= _MAX_SHAPES:
+                _OPTIONS.clear()
+            _OPTIONS[opts] = got
+    return got
+
+
+def _net_layers(data: bytes, off: int) -> list | None:
+    """The IP and TCP layers of the IP packet at ``data[off:]`` (None when it is not a whole,
+    unfragmented IPv4 / IPv6 header followed by a whole TCP header: netparse describes it)."""
+    n = len(data)
+    if n < off + 20:
+        return None
     version = data[off] >> 4
     if version == 4:
-        ip = dpkt.ip.IP(data[off:])
-        if ip.mf or ip.offset:  # a fragment: netparse says what it can
-            return []
-        layers = [ipv4_layer(ip)]
-        end = off + ip.len
+        vhl, _tos, total, ident, frag, _ttl, proto, csum, _s, _d = _V4.unpack_from(data, off)
+        hl = (vhl & 0x0F) * 4
+        if proto != 6 or frag & 0x3FFF or hl < 20 or n < off + hl + 20:
+            return None
+        title, lines, (i_len, i_id, i_sum) = _shape(
+            (4, data[off:off + 2], data[off + 6:off + 10], data[off + 12:off + 20], hl),
+            lambda: _ipv4_shape(data, off, hl))
+        lines = lines[:]
+        lines[i_len] = f"Total Length: {total}"
+        lines[i_id] = f"Identification: 0x{ident:04x} ({ident})"
+        lines[i_sum] = f"Header Checksum: 0x{csum:04x} [validation disabled]"
+        t = off + hl
+        end = off + total
     elif version == 6:
-        ip = dpkt.ip6.IP6(data[off:])
-        if ip.nxt != 6:  # extension headers, or not TCP: netparse's view
-            return []
-        layers = [ipv6_layer(ip)]
-        end = off + 40 + ip.plen
+        if n < off + 60 or data[off + 6] != 6:
+            return None
+        (plen,) = struct.unpack_from("!H", data, off + 4)
+        title, lines, (i_len,) = _shape((6, data[off:off + 4], data[off + 6:off + 40]),
+                                        lambda: _ipv6_shape(data, off))
+        lines = lines[:]
+        lines[i_len] = f"Payload Length: {plen}"
+        t = off + 40
+        end = t + plen
     else:
-        return []
-    tcp = ip.data
-    if isinstance(tcp, dpkt.tcp.TCP):
-        hl = ip.hl * 4 if version == 4 else 40
-        payload = min(end, len(data)) - (off + hl) - tcp.off * 4
-        layers.append(tcp_layer(tcp, max(payload, 0)))
-    return layers
+        return None
+    sport, dport, seq, ack, offflags, win, tsum, urp = _TCP.unpack_from(data, t)
+    thl = (offflags >> 12) * 4
+    if thl < 20 or n < t + thl:
+        return None
+    tlines, (i_len, i_seq, i_ack, i_win, i_sum) = _shape((data[t:t + 4], offflags), lambda: _tcp_shape(data, t))
+    payload = max(min(end, n) - t - thl, 0)
+    tlines = tlines[:]
+    tlines[i_len] = f"[TCP Segment Len: {payload}]"
+    tlines[i_seq] = f"Sequence Number (raw): {seq}"
+    tlines[i_ack] = f"Acknowledgment number (raw): {ack}"
+    tlines[i_win] = f"Window: {win}"
+    tlines[i_sum] = f"Checksum: 0x{tsum:04x} [unverified]"
+    tlines.append(f"Urgent Pointer: {urp}")
+    if thl > 20:
+        tlines += _options(bytes(data[t + 20:t + thl]))
+    if payload:
+        tlines.append(f"TCP payload ({payload} byte{'s' if payload != 1 else ''})")
+    ttitle = (f"Transmission Control Protocol, Src Port: {sport}, Dst Port: {dport}, "
+              f"Seq: {seq} (raw), Ack: {ack} (raw), Len: {payload}")
+    return [(title, lines), (ttitle, tlines)]
+
+
+def _frame_layer(record) -> tuple[str, list[str]]:
+    """netparse's Frame layer (the same text)."""
+    caplen = len(record.data)
+    wire = record.orig_len
+    lt = record.linktype
+    return (f"Frame {record.index}: {wire} bytes on wire ({wire * 8} bits), "
+            f"{caplen} bytes captured ({caplen * 8} bits)", [
+                f"Interface id: {record.interface}",
+                f"Encapsulation type: {LINKTYPE_NAMES.get(lt, 'Unknown')} ({lt})",
+                f"Arrival Time: {_time_text(record.ts)}",
+                f"Epoch Time: {record.ts:.6f} seconds",
+                f"Frame Number: {record.index}",
+                f"Frame Length: {wire} bytes ({wire * 8} bits)",
+                f"Capture Length: {caplen} bytes ({caplen * 8} bits)",
+            ])
+
+
+def _ethernet(data: bytes):
+    import dpkt
+
+    return _shape(data[:14], lambda: ethernet_layer(dpkt.ethernet.Ethernet(bytes(data[:14]))))
 
 
 def packet_layers(record) -> list[tuple[str, list[str]]]:
-    """(title, lines) per layer of ``record`` for ``frames -V``: netparse's description with
-    dpkt's Ethernet II / IP / TCP layers in place of its own where dpkt decodes them."""
-    import dpkt
-
-    layers = describe_packet(record)
-    data = bytes(record.data)
+    """(title, lines) per layer of ``record`` for ``frames -V``: Frame, then Ethernet II / IP /
+    TCP in tshark's words (dpkt), or netparse's description (other link layers, other
+    protocols, fragments, truncated headers) with dpkt's IP / TCP layers in place of its own
+    where they decode."""
+    data = record.data
     lt = record.linktype
     try:
-        mine: list = []
         if lt == LINKTYPE_ETHERNET:
-            eth = dpkt.ethernet.Ethernet(data)
-            if eth.type in (0x0800, 0x86DD) and not getattr(eth, "vlan_tags", None):
-                mine = [ethernet_layer(eth)] + _ip_at(data, 14)
+            if len(data) >= 14 and data[12:14] in (b"\x08\x00", b"\x86\xdd"):
+                net = _net_layers(data, 14)
+                if net is not None:
+                    return [_frame_layer(record), _ethernet(data)] + net
         elif lt in _IP_OFFSET:
-            mine = _ip_at(data, _IP_OFFSET[lt])
-    except (dpkt.UnpackError, dpkt.NeedData, struct.error, ValueError, IndexError):
-        return layers
-    for title, lines in mine:
-        head = title.split(",", 1)[0]
-        for i, (t, _) in enumerate(layers):
-            if t.split(",", 1)[0] == head:
-                layers[i] = (title, lines)
-                break
-    return layers
+            net = _net_layers(data, _IP_OFFSET[lt])
+            if net is not None:
+                layers = describe_packet(record)
+                for title, lines in net:
+                    head = title.split(",", 1)[0]
+                    for i, (t, _) in enumerate(layers):
+                        if t.split(",", 1)[0] == head:
+                            layers[i] = (title, lines)
+                            break
+                return layers
+    except Exception as e:  # a header dpkt refuses: netparse says what it can (anything else is a bug)
+        import dpkt
+
+        if not isinstance(e, (dpkt.Error, struct.error, ValueError, IndexError, StopIteration)):
+            raise
+    return describe_packet(record)
