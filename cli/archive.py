@@ -35,7 +35,8 @@ def archive(
                                         "(bytes, or with k/m/g; 0: never split)"),
     window: float = typer.Option(60.0, "--window", min=0.001, help="seconds per row of latency_by_window"),
     frames: bool = typer.Option(False, "--frames", help="also write the frames table (one row per frame)"),
-    port: Optional[List[int]] = typer.Option(None, "--port", "-p", help="also decode this TCP port as AMQP (repeatable)"),
+    port: Optional[List[int]] = typer.Option(None, "--port", "-p", min=1, max=65535,
+                                             help="also decode this TCP port as AMQP (repeatable)"),
     keylog: Optional[Path] = typer.Option(None, "--keylog",
                                           help="TLS key log (NSS format) to decrypt TLS streams, shipped to the "
                                                "executors; default: the file $SSLKEYLOGFILE names"),

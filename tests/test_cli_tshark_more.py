@@ -325,3 +325,64 @@ def test_archive_progress_on_a_terminal_only(tmp_path, capsys, monkeypatch, spar
     assert rc == 0 and err == ""
     strip = lambda s: re.sub(r"in [0-9.]+ s|-> \S+", "", s)  # noqa: E731 (the time and the out directory)
     assert strip(out) == strip(out_tty)
+
+
+# --------------------------------------------------------------------------- the README's manual
+
+
+def _manual_sections() -> dict:
+    """{### heading: its text} of the README's "Manual" section."""
+    import re
+
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    manual = text.split("\n## Manual: every command and option\n", 1)[1].split("\n## ", 1)[0]
+    parts = re.split(r"^### (.+)$", manual, flags=re.M)
+    return {parts[i].strip(): parts[i + 1] for i in range(1, len(parts), 2)}
+
+
+def _documented(text: str) -> set:
+    import re
+
+    return set(re.findall(r"\*\*(--?[A-Za-z][\w-]*)\*\*", text))
+
+
+def test_readme_manual_names_exactly_the_options_of_help():
+    """Each command's options in the README's manual are the ones its --help lists (click's own
+    definitions), with their choices; every command has its section."""
+    import typer.main
+
+    from amqp_dissect.cli.main import app
+
+    root = typer.main.get_command(app)
+    sections = _manual_sections()
+    shared = sections["CAPTURE INPUT OPTIONS (frames, report and the table commands)"]
+
+    def opts(command) -> set:
+        return {o for p in command.params if p.param_type_name == "option" for o in p.opts + p.secondary_opts} - {"--help"}
+
+    assert _documented(sections["GLOBAL OPTIONS"]) == opts(root)
+    seen = set()
+    for heading, text in sections.items():
+        if not heading.startswith("amqp-dissect "):
+            continue
+        for name in heading[len("amqp-dissect "):].split(" | "):
+            command = root.commands[name]
+            seen.add(name)
+            documented = _documented(text)
+            reads_captures = any(p.name == "captures" for p in command.params)
+            if reads_captures:
+                documented |= _documented(shared)
+            assert documented == opts(command), (name, documented ^ opts(command))
+            for p in command.params:
+                if p.param_type_name == "option" and type(p.type).__name__ == "Choice":  # (typer may vendor click)
+                    assert "|".join(p.type.choices) in text + shared, (name, p.opts)
+    assert seen == set(root.commands)
+
+
+@pytest.mark.parametrize("args", [["archive", SAMPLES, "--out", "/tmp/never", "--port", "99999"],
+                                  ["compare", OUTCOMES, "--port", "0"]])
+def test_archive_and_compare_check_ports(capsys, args):
+    rc = main(args)
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "--port" in err and "65535" in err
