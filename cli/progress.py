@@ -104,14 +104,14 @@ def spark_step(thread_id: int) -> str:
 
 
 def spark_tasks(sc) -> list[tuple[str, int, int, int]]:
-    """(stage name, completed tasks, active tasks, tasks) of each active Spark stage (the
-    status tracker's view)."""
+    """(stage id, completed tasks, active tasks, tasks) of each active Spark stage (the status
+    tracker's view)."""
     tracker = sc.statusTracker()
     out = []
     for sid in sorted(tracker.getActiveStageIds()):
         info = tracker.getStageInfo(sid)
         if info is not None:
-            out.append((f"Spark stage {sid}", info.numCompletedTasks, info.numActiveTasks, info.numTasks))
+            out.append((str(sid), info.numCompletedTasks, info.numActiveTasks, info.numTasks))
     return out
 
 
@@ -161,7 +161,8 @@ class SparkProgress:
         details = f"{done}/{total} tasks, {running} running"
         if step.startswith("stage 1") and self.total_bytes and total:
             details += f", ~{_size(self.total_bytes * done / total)} of {_size(self.total_bytes)}"
-        return f"{step} ({', '.join(s[0] for s in stages)})", total, done, details
+        ids = ", ".join(s[0] for s in stages)
+        return f"{step} (Spark stage{'s' if len(stages) > 1 else ''} {ids})", total, done, details
 
     def _run(self) -> None:
         try:
