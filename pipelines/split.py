@@ -7,8 +7,9 @@
 pcap input (plain or gzip) is copied record by record, byte for byte (file
 header and record headers unchanged), so reading the parts in order gives
 exactly the records, timestamps and link type of the original.  pcapng input
-is converted to nanosecond pcap (timestamps kept to the nanosecond); a change of link type starts a new file, since a pcap
-file has one link type.
+is converted to nanosecond pcap (timestamps kept to the nanosecond, from the
+reader's exact times); a change of link type starts a new file, since a pcap
+file has one link type.  ``-`` reads standard input (nothing seeks).
 """
 
 from __future__ import annotations

@@ -110,7 +110,7 @@ def test_microsecond_captures_keep_six_digits():
 
 
 def _records(path: str) -> list[tuple[int, int, bytes]]:
-    """(seconds, fraction, bytes) of each record of a pcap file, read with dpkt."""
+    """(whole seconds, bytes) of each record of a pcap file, read with dpkt."""
     import dpkt
 
     opener = gzip.open if path.endswith(".gz") else open
@@ -242,7 +242,8 @@ def test_network_layers_of_crafted_packets_are_tsharks(tmp_path):
     def eth(p, src, dst, et=dpkt.ethernet.ETH_TYPE_IP):
         return bytes(dpkt.ethernet.Ethernet(src=src, dst=dst, type=et, data=p))
 
-    syn_opts = b"\x02\x04\x05\xb4" + b"\x04\x02" + b"\x08\x0a\x00\x00\x00\x01\x00\x00\x00\x00" + b"\x01" + b"\x03\x03\x07"
+    syn_opts = (b"\x02\x04\x05\xb4" + b"\x04\x02" + b"\x08\x0a\x00\x00\x00\x01\x00\x00\x00\x00" + b"\x01"
+                + b"\x03\x03\x07")
     pkts = [eth(ip4(tcp(0x002, syn_opts), 0xB8), b"\x02\x11\x22\x33\x44\x55", b"\x01\x00\x5e\x00\x00\x01")]
     for i, tos in enumerate(range(0, 256, 3)):  # DSCP and ECN values, named and unknown
         flags = (0x001, 0x0FF, 0x010, 0x018, 0x1C0, 0x004, 0x011)[i % 7]
@@ -270,7 +271,8 @@ def test_network_layers_of_crafted_packets_are_tsharks(tmp_path):
                 mine = ([title] if name != "Transmission Control Protocol" else []) + ["    " + x for x in lines]
                 if any(x.startswith("    TCP payload") for x in mine) and rec.data[47] & 0x04:
                     mine = [x for x in mine if not x.startswith("    TCP payload")]  # (tshark: "Reset cause")
-                assert _in_order(mine, theirs[rec.index][name]) is None, (rec.index, _in_order(mine, theirs[rec.index][name]))
+                missing = _in_order(mine, theirs[rec.index][name])
+                assert missing is None, (rec.index, missing)
                 checked += len(mine)
     assert checked > 2000
 
@@ -359,7 +361,8 @@ def test_readme_manual_names_exactly_the_options_of_help():
     shared = sections["CAPTURE INPUT OPTIONS (frames, report and the table commands)"]
 
     def opts(command) -> set:
-        return {o for p in command.params if p.param_type_name == "option" for o in p.opts + p.secondary_opts} - {"--help"}
+        return {o for p in command.params if p.param_type_name == "option"
+                for o in p.opts + p.secondary_opts} - {"--help"}
 
     assert _documented(sections["GLOBAL OPTIONS"]) == opts(root)
     seen = set()

@@ -179,7 +179,8 @@ def _option_lines(opts: bytes) -> tuple[list[str], list[str]]:
             tsval, tsecr = struct.unpack("!II", data)
             names.append("Timestamps")
             out += [f"    TCP Option - Timestamps: TSval {tsval}, TSecr {tsecr}", "        Kind: Time Stamp Option (8)",
-                    f"        Length: {n}", f"        Timestamp value: {tsval}", f"        Timestamp echo reply: {tsecr}"]
+                    f"        Length: {n}", f"        Timestamp value: {tsval}",
+                    f"        Timestamp echo reply: {tsecr}"]
         elif kind == dpkt.tcp.TCP_OPT_SACK and data and len(data) % 8 == 0:
             # (tshark shows the edges relative to the connection's first sequence number: raw here)
             edges = struct.unpack(f"!{len(data) // 4}I", data)
