@@ -35,7 +35,8 @@ def archive(
                                         "(bytes, or with k/m/g; 0: never split)"),
     window: float = typer.Option(60.0, "--window", min=0.001, help="seconds per row of latency_by_window"),
     frames: bool = typer.Option(False, "--frames", help="also write the frames table (one row per frame)"),
-    port: Optional[List[int]] = typer.Option(None, "--port", "-p", help="also decode this TCP port as AMQP (repeatable)"),
+    port: Optional[List[int]] = typer.Option(None, "--port", "-p", min=1, max=65535,
+                                             help="also decode this TCP port as AMQP (repeatable)"),
     keylog: Optional[Path] = typer.Option(None, "--keylog",
                                           help="TLS key log (NSS format) to decrypt TLS streams, shipped to the "
                                                "executors; default: the file $SSLKEYLOGFILE names"),
@@ -75,9 +76,12 @@ def archive(
     existing = SparkSession.getActiveSession()
     spark = sj.spark_session(master=master, conf=pairs, driver_memory=driver_memory,
                              executor_memory=executor_memory)
+    from .progress import SparkProgress
+
     try:
-        res = sj.run_archive(spark, paths, str(out), split_size=size, window=window, frames=frames,
-                             partitions=partitions, ports=port or [], keylog=keylog_text)
+        with SparkProgress(spark.sparkContext, sum(_file_size(f) for f in files)):
+            res = sj.run_archive(spark, paths, str(out), split_size=size, window=window, frames=frames,
+                                 partitions=partitions, ports=port or [], keylog=keylog_text)
     except InputError as e:
         code = {"missing": "EXIT_OPEN"}.get(e.code, "EXIT_FORMAT")
         raise _fail(code, str(e)) from None
@@ -92,6 +96,13 @@ def archive(
     for path, err in res["errors"]:
         print(f"amqp-dissect: {path}: {err}", file=sys.stderr)
     raise typer.Exit(EXIT_DAMAGED if res["errors"] else EXIT_OK)
+
+
+def _file_size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 def _print_summary(spark, res: dict, nfiles: int) -> None:
@@ -130,7 +141,7 @@ def _top_latency(spark, uri: str, n: int = 5) -> list[dict]:
 
 
 def split(
-    capture: Path = typer.Argument(..., help="pcap or pcapng file, optionally gzip-compressed"),
+    capture: str = typer.Argument(..., help="pcap or pcapng file, optionally gzip-compressed; - for standard input"),
     out: Path = typer.Option(..., "--out", "-o", help="directory for the parts"),
     packets: Optional[int] = typer.Option(None, "--packets", min=1, help="records per file"),
     size: Optional[str] = typer.Option(None, "--bytes", help="file size limit (bytes, or with k/m/g), like tcpdump -C"),
@@ -154,7 +165,7 @@ def split(
             nbytes = -1
         if nbytes <= 0:
             raise _fail("EXIT_USAGE", f"--bytes {size!r}: expected a positive size like 100m")
-    if capture.is_dir():
+    if capture != "-" and os.path.isdir(capture):
         raise _fail("EXIT_OPEN", f"{capture}: is a directory, not a capture file")
     try:
         os.makedirs(out, exist_ok=True)
@@ -163,7 +174,7 @@ def split(
     if not os.access(out, os.W_OK | os.X_OK):
         raise _fail("EXIT_OPEN", f"--out {out}: cannot write in the directory: permission denied")
     try:
-        res = split_capture(str(capture), str(out), packets=packets, bytes=nbytes, seconds=seconds,
+        res = split_capture(capture, str(out), packets=packets, bytes=nbytes, seconds=seconds,
                             gzip_output=gzip_output, name=name)
     except FileNotFoundError:
         raise _fail("EXIT_OPEN", f"{capture}: no such file") from None

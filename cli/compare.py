@@ -92,7 +92,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def compare(
         capture: Path = typer.Argument(..., help="pcap or pcapng file, optionally gzip-compressed"),
-        port: Optional[List[int]] = typer.Option(None, "--port", "-p",
+        port: Optional[List[int]] = typer.Option(None, "--port", "-p", min=1, max=65535,
                                                  help="also decode this TCP port as AMQP, here and in tshark (repeatable)"),
         keylog: Optional[Path] = typer.Option(None, "--keylog",
                                               help="TLS key log (NSS format), given to tshark too"),

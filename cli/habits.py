@@ -64,41 +64,96 @@ class TimeFormat(str, Enum):
     ud = "ud"  # UTC date and time
 
 
-def _clock(ts: float, utc: bool, date: bool) -> str:
-    fmt = "%Y-%m-%d %H:%M:%S.%f" if date else "%H:%M:%S.%f"
+_NS = 1_000_000_000
+
+
+def _seconds_text(ns: int, digits: int) -> str:
+    """``ns`` nanoseconds as seconds with ``digits`` decimals (truncated, as tshark does)."""
+    sign = "-" if ns < 0 else ""
+    sec, frac = divmod(abs(ns), _NS)
+    if digits <= 0:
+        return f"{sign}{sec}"
+    return f"{sign}{sec}.{frac // 10 ** (9 - digits):0{digits}d}"
+
+
+def _clock(ns: int, digits: int, utc: bool, date: bool) -> str:
+    sec, frac = divmod(ns, _NS)
+    fmt = "%Y-%m-%d %H:%M:%S" if date else "%H:%M:%S"
     try:
-        t = _dt.datetime.fromtimestamp(ts, _dt.timezone.utc) if utc else _dt.datetime.fromtimestamp(ts)
-        return t.strftime(fmt)
+        t = _dt.datetime.fromtimestamp(sec, _dt.timezone.utc) if utc else _dt.datetime.fromtimestamp(sec)
+        text = t.strftime(fmt)
     except (OverflowError, ValueError, OSError):
-        return f"{ts:.6f}"
+        return _seconds_text(ns, digits)
+    return f"{text}.{frac // 10 ** (9 - digits):0{digits}d}" if digits > 0 else text
+
+
+class TimeColumn:
+    """The time column of ``-t MODE`` as tshark prints it: ``column(ts, packet)``.
+
+    Times are whole nanoseconds, printed with the digits of the packet's time resolution (9
+    for nanosecond pcap and pcapng interfaces with if_tsresol 10^-9, 6 for microsecond ones,
+    3 for milliseconds ...): the reader keeps each recent record's exact time
+    (CaptureSource.exact_times), which a float of epoch seconds cannot hold to the nanosecond.
+    A time it did not keep (or a microsecond capture) is the float to the microsecond."""
+
+    def __init__(self, mode: "TimeFormat", source):
+        self.mode = mode
+        self.source = source
+        self.last = None  # -t dd: the time of the previous line
+        self.width = None
+
+    def exact(self, ts, packet) -> tuple[int, int]:
+        got = self.source.exact_time(packet)
+        if got is not None:
+            return got
+        return round(ts * 1_000_000) * 1000, 6
+
+    def first(self) -> tuple[int, int]:
+        src = self.source
+        if src.first_exact is not None:
+            return src.first_exact
+        return round((src.first_ts or 0.0) * 1_000_000) * 1000, 6
+
+    def __call__(self, ts, packet=None) -> str:
+        ns, digits = self.exact(ts, packet)
+        mode = self.mode
+        if mode is TimeFormat.e:
+            return _seconds_text(ns, digits)
+        if mode in (TimeFormat.a, TimeFormat.ad, TimeFormat.u, TimeFormat.ud):
+            return _clock(ns, digits, mode in (TimeFormat.u, TimeFormat.ud), mode in (TimeFormat.ad, TimeFormat.ud))
+        if mode is TimeFormat.r:
+            delta = ns - self.first()[0]
+        elif mode is TimeFormat.d:
+            prev = self.source.exact_time(packet - 1) if packet is not None else None
+            if prev is not None:
+                delta = ns - prev[0]
+            else:
+                pts = self.source.prev_ts
+                delta = ns - round(pts * 1_000_000) * 1000 if pts is not None else 0
+        else:  # dd
+            delta = ns - self.last if self.last is not None else 0
+            self.last = ns
+        return "%*s" % (5 + digits, _seconds_text(delta, digits))
 
 
 def time_text(mode: TimeFormat, source):
-    """The time column's text as a function of a packet time, for ``-t mode``; None for ``r``
-    (the renderer's own fast path: seconds since the capture's first packet).  ``source``: the
-    CaptureSource (its ``prev_ts`` for ``d``)."""
-    if mode is TimeFormat.r:
-        return None
-    if mode is TimeFormat.e:
-        return lambda ts: f"{ts:.6f}"
-    if mode in (TimeFormat.a, TimeFormat.ad, TimeFormat.u, TimeFormat.ud):
-        utc = mode in (TimeFormat.u, TimeFormat.ud)
-        date = mode in (TimeFormat.ad, TimeFormat.ud)
-        return lambda ts: _clock(ts, utc, date)
+    """The time column's text as a function ``(ts, packet)`` for ``-t mode``; None for ``r`` on
+    microsecond captures (the renderer's own fast path: seconds since the capture's first
+    packet).  ``source``: the CaptureSource, which keeps the records' exact times (and, for
+    ``d``, the previous record's time) from now on.  Call :func:`resolve_time_text` once the
+    first record is read."""
+    source.exact_times = True
     if mode is TimeFormat.d:
         source.track_prev = True
+    return TimeColumn(mode, source)
 
-        def delta(ts):
-            prev = source.prev_ts
-            return "%11.6f" % (ts - prev if prev is not None else 0.0)
-        return delta
-    last = [None]
 
-    def delta_displayed(ts):
-        prev = last[0]
-        last[0] = ts
-        return "%11.6f" % (ts - prev if prev is not None else 0.0)
-    return delta_displayed
+def resolve_time_text(tt, source):
+    """Once reading started: None (the fast path) for ``-t r`` when every input so far is a
+    microsecond capture and there is one input, else ``tt``."""
+    if isinstance(tt, TimeColumn) and tt.mode is TimeFormat.r and not source.fine and len(source.inputs) == 1:
+        return None
+    return tt
 
 
 # --------------------------------------------------------------------------- text tables

@@ -34,7 +34,8 @@ from amqp_dissect.render.report import render_text
 from amqp_dissect.results.report import build_report
 
 from .archive import register as _register_archive
-from .habits import TimeFormat, capture_inputs, check_output, pick_columns, text_table, time_text, write_failure
+from .habits import (TimeFormat, capture_inputs, check_output, pick_columns, resolve_time_text, text_table, time_text,
+                     write_failure)
 from .common import (  # noqa: F401  (re-exported: the exit codes are part of this module's API)
     EXIT_CODES_HELP, EXIT_DAMAGED, EXIT_FORMAT, EXIT_INTERNAL, EXIT_OK, EXIT_OPEN, EXIT_USAGE, Fail,
 )
@@ -273,7 +274,8 @@ def frames(
     write: Optional[str] = _WRITE,
     time_format: TimeFormat = typer.Option(TimeFormat.r, "-t", "--time-format", help="time column: r relative to the first packet, "
                                            "a / ad local time (and date), u / ud UTC, e epoch, d delta from the "
-                                           "previous packet, dd from the previous line", case_sensitive=False),
+                                           "previous packet, dd from the previous line; to the capture's "
+                                           "resolution (9 digits for nanosecond captures)", case_sensitive=False),
     port: Optional[List[int]] = typer.Option(None, "--port", "-p", min=1, max=65535,
                                              help="also decode this TCP port as AMQP (repeatable)"),
     keylog: Optional[Path] = typer.Option(None, "--keylog", help=_KEYLOG_HELP),
@@ -358,7 +360,7 @@ def _print_summary(run: CaptureRun, out, tt=None) -> None:
     try:
         for record, ev in run.events():
             if lines is None:  # times relative to the capture's first packet (tshark -t r)
-                lines = SummaryLines(run.source.first_ts or 0.0, tt)
+                lines = SummaryLines(run.source.first_ts or 0.0, resolve_time_text(tt, run.source))
             line = lines.line(ev)
             if line is not None:
                 chunk.append(line)
@@ -377,7 +379,7 @@ def _print_filtered(run: CaptureRun, out, flt, tt=None) -> None:
     try:
         for record, ev in run.events():
             if lines is None:
-                lines = SummaryLines(run.source.first_ts or 0.0, tt)
+                lines = SummaryLines(run.source.first_ts or 0.0, resolve_time_text(tt, run.source))
             if not match(ev):
                 continue
             line = lines.line(ev)
@@ -398,8 +400,7 @@ def _print_fields(run: CaptureRun, out, flt, printer, context, tt=None) -> None:
     chunk: list[str] = []
     limit, live = (1, True) if run.live is not None else (_CHUNK, False)  # live: each line as it comes
     first = True
-    printer.time_text = (lambda e: tt(e.ts)) if tt is not None else (
-        lambda e: "%.6f" % (e.ts - (context.t0 or 0.0)))
+    printer.time_text = lambda e: tt(e.ts, getattr(e, "packet", None)).strip()
     try:
         for record, ev in run.events():
             if first:

@@ -73,3 +73,117 @@ class Progress:
                 if done:
                     bar.refresh()
                     return
+
+
+# --------------------------------------------------------------------------- archive (Spark)
+
+#: the steps of ``pipelines.spark.run_archive``, by the function the driver is in (innermost first)
+_SPARK_STEPS = (
+    ("_stage1", "stage 1: reading the captures"),
+    ("_stage2", "stage 2: per-flow analysis"),
+    ("write_table", "tables"),
+    ("_concurrently", "tables and summaries"),
+    ("write_summary", "summaries"),
+    ("_run", "numbering, planning"),
+    ("run_archive", "starting"),
+)
+_STEP_LABELS = dict(_SPARK_STEPS)
+
+
+def spark_step(thread_id: int) -> str:
+    """What the driver thread ``thread_id`` is doing in the archive job: its innermost frame in
+    the Spark pipeline's steps (``_SPARK_STEPS``), named."""
+    frame = sys._current_frames().get(thread_id)
+    while frame is not None:
+        code = frame.f_code
+        label = _STEP_LABELS.get(code.co_name)
+        if label is not None and "pipelines" in code.co_filename.replace(os.sep, "/"):
+            return label
+        frame = frame.f_back
+    return "Spark"
+
+
+def spark_tasks(sc) -> list[tuple[str, int, int, int]]:
+    """(stage id, completed tasks, active tasks, tasks) of each active Spark stage (the status
+    tracker's view)."""
+    tracker = sc.statusTracker()
+    out = []
+    for sid in sorted(tracker.getActiveStageIds()):
+        info = tracker.getStageInfo(sid)
+        if info is not None:
+            out.append((str(sid), info.numCompletedTasks, info.numActiveTasks, info.numTasks))
+    return out
+
+
+def _size(n: float) -> str:
+    for unit in ("bytes", "kB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1000
+
+
+class SparkProgress:
+    """``with SparkProgress(sc, total_bytes): run_archive(...)``: on stderr (a terminal only, once
+    the run lasted ``AMQP_DISSECT_PROGRESS_AFTER`` seconds), the step the driver is in and the
+    tasks done / total of the active Spark stages, polled from the status tracker by a thread.
+    Stage 1 (the captures read as byte ranges of about equal size) also shows the bytes: the
+    share of the total its completed tasks stand for, marked ``~`` (the tracker counts tasks,
+    not which ranges they read)."""
+
+    def __init__(self, sc, total_bytes: int | None = None):
+        self.sc = sc
+        self.total_bytes = total_bytes
+        self._stop = threading.Event()
+        self._thread = None
+        self._driver = threading.get_ident()
+
+    def __enter__(self):
+        if wanted():
+            self._thread = threading.Thread(target=self._run, name="amqp-dissect-spark-progress", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(timeout=5)
+        return False
+
+    def _line(self) -> tuple[str, int | None, int, str]:
+        """(description, total tasks or None, completed, details) now."""
+        step = spark_step(self._driver)
+        stages = spark_tasks(self.sc)
+        if not stages:
+            return step, None, 0, ""
+        done = sum(s[1] for s in stages)
+        total = sum(s[3] for s in stages)
+        running = sum(s[2] for s in stages)
+        details = f"{done}/{total} tasks, {running} running"
+        if step.startswith("stage 1") and self.total_bytes and total:
+            details += f", ~{_size(self.total_bytes * done / total)} of {_size(self.total_bytes)}"
+        ids = ", ".join(s[0] for s in stages)
+        return f"{step} (Spark stage{'s' if len(stages) > 1 else ''} {ids})", total, done, details
+
+    def _run(self) -> None:
+        try:
+            after = float(os.environ.get("AMQP_DISSECT_PROGRESS_AFTER", _AFTER))
+        except ValueError:
+            after = _AFTER
+        if self._stop.wait(after):
+            return
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress as Bar, TextColumn, TimeElapsedColumn
+
+        bar = Bar(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.fields[details]}"),
+                  TimeElapsedColumn(), console=Console(file=sys.stderr), transient=True)
+        with bar:
+            task = bar.add_task("archive", total=None, details="")
+            while True:
+                try:
+                    desc, total, done, details = self._line()
+                except Exception:  # the JVM is going away (the run ended): stop showing
+                    return
+                bar.update(task, description=desc, total=total, completed=done, details=details)
+                if self._stop.wait(_EVERY):
+                    bar.refresh()
+                    return

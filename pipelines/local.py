@@ -13,6 +13,7 @@ This module opens files; ``dissector`` never does.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import os
 from functools import cached_property
@@ -63,6 +64,9 @@ class _Read1:
         return self._f.read1(n)
 
 
+_EXACT_KEPT = 4096  # records whose exact times CaptureSource keeps (exact_times)
+
+
 class CaptureSource:
     """Feeds one or more captures, in order, through a Dissector as one capture.
 
@@ -100,6 +104,12 @@ class CaptureSource:
         self._file = None  # the file being read (progress: its position)
         self._done = 0  # bytes of the files read before it
         self.last_ts = None  # time of the last record that made an event (drive, drive_chunks)
+        # exact_times (set before reading): keep the recent records' times to the nanosecond
+        # (exact_time) and their resolution, for tshark's -t at the capture's precision
+        self.exact_times = False
+        self.first_exact = None  # (ns, digits) of the first record, with exact_times
+        self.fine = False  # with exact_times: an input's timestamps (its leading interfaces) are not in us
+        self._exact: list = []  # (packet-number offset, deque of (index, ns, digits)): the last two files
 
     @property
     def end_ts(self):
@@ -127,11 +137,17 @@ class CaptureSource:
             try:
                 reader = open_capture(f)
                 reader.on_secrets = d.add_secrets
+                if self.exact_times and reader.digits() != 6:  # (a microsecond time is exact as a float)
+                    reader.exact = collections.deque(maxlen=_EXACT_KEPT)
+                    self._exact = self._exact[-1:] + [(self.packets, reader.exact)]
+                    self.fine = True
                 records = iter(reader)
                 first = next(records, None)  # the capture's first time, before any event
                 if first is not None:
                     if self.first_ts is None:
                         self.first_ts = first.ts
+                        if reader.exact:
+                            self.first_exact = reader.exact[0][1:]
                     records = itertools.chain((first,), records)
                 if self.limit is not None:
                     records = itertools.islice(records, max(0, self.limit - self.packets))
@@ -146,6 +162,21 @@ class CaptureSource:
                 if own:
                     self._done += os.fstat(f.fileno()).st_size
                     f.close()
+
+    def exact_time(self, packet) -> tuple[int, int] | None:
+        """(time in nanoseconds, decimal digits of its resolution) of packet number ``packet``
+        when ``exact_times`` kept it (the last few thousand records), else None."""
+        if packet is None:
+            return None
+        for offset, ring in reversed(self._exact):
+            local = packet - offset
+            for i in range(len(ring) - 1, -1, -1):  # the newest first: the packet being fed
+                index, ns, digits = ring[i]
+                if index == local:
+                    return ns, digits
+                if index < local:
+                    break
+        return None
 
     def _prev_tracked(self, records):
         prev = self.dissector.last_ts  # the last record of the files before

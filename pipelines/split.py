@@ -7,20 +7,21 @@
 pcap input (plain or gzip) is copied record by record, byte for byte (file
 header and record headers unchanged), so reading the parts in order gives
 exactly the records, timestamps and link type of the original.  pcapng input
-is converted to nanosecond pcap (timestamps kept to the nanosecond, possibly not
-to the last bit of the float the pcapng reader computes); a change of link type starts a new file, since a pcap
-file has one link type.
+is converted to nanosecond pcap (timestamps kept to the nanosecond, from the
+reader's exact times); a change of link type starts a new file, since a pcap
+file has one link type.  ``-`` reads standard input (nothing seeks).
 """
 
 from __future__ import annotations
 
+import collections
 import gzip
-import math
 import os
 import struct
+import sys
 from typing import Iterator
 
-from amqp_dissect.capture.pcap import MAX_RECORD, open_capture
+from amqp_dissect.capture.pcap import MAX_RECORD, _Prefixed, open_capture
 from amqp_dissect.errors import CaptureError
 
 from .archive import pcap_header
@@ -35,7 +36,12 @@ class SplitResult(list):
     error: str | None = None
 
 
+STDIN = "-"
+
+
 def _stem(path: str) -> str:
+    if path == STDIN:
+        return "stdin"
     name = os.path.basename(path)
     for ext in (".gz", ".pcapng", ".pcap", ".cap"):
         if name.lower().endswith(ext):
@@ -82,14 +88,32 @@ def _pcap_header(linktype: int, nanosecond: bool, snaplen: int = 262144) -> byte
 
 
 def _converted(reader, nanosecond: bool) -> Iterator[tuple[float, bytes, int]]:
-    units = 1_000_000_000 if nanosecond else 1_000_000
+    """pcap records of a pcapng reader's packets, times to the nanosecond (the reader's exact
+    times: a float of epoch seconds cannot hold them) or the microsecond."""
+    reader.exact = exact = collections.deque(maxlen=1)
+    div = 1 if nanosecond else 1000
     for rec in reader:
-        ts = rec.ts
-        sec = math.floor(ts)
-        frac = round((ts - sec) * units)
-        if frac >= units:
-            sec, frac = sec + 1, frac - units
-        yield ts, struct.pack("<IIII", sec, frac, len(rec.data), rec.orig_len) + rec.data, rec.linktype
+        sec, frac = divmod(exact[-1][1] // div, 1_000_000_000 // div)
+        yield rec.ts, struct.pack("<IIII", sec, frac, len(rec.data), rec.orig_len) + rec.data, rec.linktype
+
+
+class _Kept:
+    """A reader that keeps what it reads until :meth:`kept` is called; then just reads."""
+
+    def __init__(self, read):
+        self._read = read
+        self._parts: list | None = []
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._read(n)
+        if self._parts is not None:
+            self._parts.append(data)
+        return data
+
+    def kept(self) -> bytes:
+        data = b"".join(self._parts or ())
+        self._parts = None
+        return data
 
 
 def split_capture(path: str, out_dir: str, *, packets: int | None = None, bytes: int | None = None,
@@ -107,15 +131,20 @@ def split_capture(path: str, out_dir: str, *, packets: int | None = None, bytes:
     os.makedirs(out_dir, exist_ok=True)
     stem = name or _stem(path)
     result = SplitResult()
-    with open(path, "rb") as raw:
-        head = raw.read(4)
-        raw.seek(0)
-        f = gzip.GzipFile(fileobj=raw, mode="rb") if head[:2] == _GZ else raw
-        first4 = f.read(4)
+    # nothing seeks: standard input (``-``) or a pipe is read like a file, its first bytes replayed
+    raw = sys.stdin.buffer if path == STDIN else open(path, "rb")
+    try:
+        seen = _Kept(raw.read)  # the bytes read to find the format, given again to the pcapng reader
+        head = seen.read(4)
+        if head[:2] == _GZ:
+            f = gzip.GzipFile(fileobj=_Prefixed(head, seen.read), mode="rb")
+            first4 = f.read(4)
+        else:
+            f, first4 = seen, head
+        consumed = seen.kept()  # (and keep no more)
         err: list = []
         if first4 == b"\x0a\x0d\x0d\x0a":
-            raw.seek(0)
-            reader = open_capture(raw)  # gzip handled there too
+            reader = open_capture(_Prefixed(consumed, raw.read))  # (gzip handled there too)
             records = _converted(reader, True)
             file_header = None
         else:
@@ -162,4 +191,7 @@ def split_capture(path: str, out_dir: str, *, packets: int | None = None, bytes:
             result.error = err[0]
         elif reader is not None and reader.error is not None:
             result.error = str(reader.error)
+    finally:
+        if raw is not sys.stdin.buffer:
+            raw.close()
     return result

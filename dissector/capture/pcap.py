@@ -166,6 +166,10 @@ def pcap_records(
     """
     unpack_from = struct.Struct("<IIII" if little_endian else ">IIII").unpack_from
     divisor = 1_000_000_000 if nanosecond else 1_000_000
+    # exact times (tshark's -t at the capture's resolution): (index, nanoseconds, digits) of each record
+    exact = getattr(status, "exact", None)
+    scale = 1 if nanosecond else 1000
+    digits = 9 if nanosecond else 6
     hl = record_header
     rec = CaptureRecord
     index = first_index
@@ -206,6 +210,8 @@ def pcap_records(
             pos = 0
             end = len(buf)
             nxt = hl + caplen
+        if exact is not None:
+            exact.append((index, sec * 1_000_000_000 + frac * scale, digits))
         yield rec(index, sec + frac / divisor, linktype, buf[pos + hl : nxt], orig, 0)
         index += 1
         pos = nxt
@@ -228,13 +234,27 @@ def _pcapng_structs(bo: str):
 
 
 class _Interface:
-    __slots__ = ("linktype", "divisor", "offset", "snaplen")
+    __slots__ = ("linktype", "divisor", "offset", "snaplen", "digits")
 
     def __init__(self, linktype: int, divisor: int, offset: int, snaplen: int):
         self.linktype = linktype
         self.divisor = divisor
         self.offset = offset
         self.snaplen = snaplen
+        self.digits = resolution_digits(divisor)
+
+    def nanoseconds(self, ticks: int) -> int:
+        """A timestamp of this interface (ticks since its offset) in nanoseconds."""
+        return ticks * 1_000_000_000 // self.divisor + self.offset * 1_000_000_000
+
+
+def resolution_digits(divisor: int) -> int:
+    """The decimal digits of a time resolution of 1/divisor second, as tshark prints them
+    (10^-3: 3, 10^-6: 6, 10^-9 or finer: 9; 2^-n: the digits that resolve it, at most 9)."""
+    digits = 0
+    while 10 ** digits < divisor and digits < 9:
+        digits += 1
+    return digits
 
 
 def _parse_idb_options(body: bytes, pos: int, end: int, bo: str) -> tuple[int, int]:
@@ -289,6 +309,9 @@ class CaptureReader:
         self.snaplen = 0
         self.secrets: list[tuple[int, bytes]] = []
         self.on_secrets = None
+        # set before iterating: a deque that gets (index, exact time in ns, decimal digits of the
+        # record's time resolution) for each record, which the float ``ts`` cannot hold to the ns
+        self.exact = None
         magic = src.buf[:4]
         if magic == b"\x0a\x0d\x0d\x0a":
             self.format = "pcapng"
@@ -427,6 +450,8 @@ class CaptureReader:
         hdr, epb, u32, pb = _pcapng_structs(bo)
         ifaces = self._section
         last_ts = 0.0
+        exact = self.exact
+        last_exact = (0, 6)
         error = None
         buf = src.buf
         pos = src.pos
@@ -482,6 +507,9 @@ class CaptureReader:
                         )
                     itf = ifaces[iface]
                     last_ts = ((hi << 32) | lo) / itf.divisor + itf.offset
+                    if exact is not None:
+                        last_exact = (itf.nanoseconds((hi << 32) | lo), itf.digits)
+                        exact.append((index,) + last_exact)
                     yield rec(index, last_ts, itf.linktype, buf[pos + 28 : pos + 28 + caplen], orig,
                               self._first_iface + iface)
                     index += 1
@@ -498,6 +526,8 @@ class CaptureReader:
                     caplen = min(orig, blen - 16)
                     if itf.snaplen:
                         caplen = min(caplen, itf.snaplen)
+                    if exact is not None:
+                        exact.append((index,) + last_exact)
                     yield rec(index, last_ts, itf.linktype, buf[pos + 12 : pos + 12 + caplen], orig, self._first_iface)
                     index += 1
                 elif btype == _BT_IDB:
@@ -515,6 +545,9 @@ class CaptureReader:
                         raise CaptureError(f"pcapng packet block at byte offset {src.base + pos} is malformed")
                     itf = ifaces[iface]
                     last_ts = ((hi << 32) | lo) / itf.divisor + itf.offset
+                    if exact is not None:
+                        last_exact = (itf.nanoseconds((hi << 32) | lo), itf.digits)
+                        exact.append((index,) + last_exact)
                     yield rec(index, last_ts, itf.linktype, buf[pos + 28 : pos + 28 + caplen], orig,
                               self._first_iface + iface)
                     index += 1
@@ -528,6 +561,13 @@ class CaptureReader:
         self.error = error
 
     _first_iface = 0
+
+    def digits(self) -> int:
+        """Decimal digits of the timestamps of the interfaces (or pcap file) seen so far: the
+        finest of them (6 before any)."""
+        if self.format == "pcap":
+            return 9 if self.nanosecond else 6
+        return max((i.digits for i in getattr(self, "_section", ())), default=6)
 
     def _dsb(self, buf, pos: int, blen: int, u32) -> None:
         if blen < 20:

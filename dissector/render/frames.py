@@ -20,7 +20,7 @@ from __future__ import annotations
 import datetime as _dt
 
 from ..amqp.framing import FRAME_SASL, Frame, ProtocolHeader, StreamNote
-from ..capture.netparse import describe_packet
+from .netdetail import packet_layers
 from ..events import PacketNote
 from ..amqp.codec import (
     ABSENT,
@@ -398,7 +398,8 @@ class SummaryLines:
 
     def __init__(self, t0: float, time_text=None):
         self.t0 = t0
-        # time_text(ts) -> the time column's text (tshark's -t formats); None: seconds since t0
+        # time_text(ts, packet) -> the time column's text (tshark's -t formats, at the capture's
+        # resolution); None: seconds since t0, to the microsecond
         self.time_text = time_text
         self._packet = None
         self._ts = None
@@ -419,7 +420,7 @@ class SummaryLines:
             if self.time_text is None:
                 self._head = "%6d %11.6f " % (packet, ts - self.t0)  # (as f"{packet:>6} {t:>11.6f} ", faster)
             else:
-                self._head = "%6d %s " % (packet, self.time_text(ts))
+                self._head = "%6d %s " % (packet, self.time_text(ts, packet))
         key = (fr.src, fr.dst, fr.type, fr.channel)
         peers = self._peers.get(key)
         if peers is None:
@@ -440,10 +441,10 @@ class SummaryLines:
 
 def summary_line(ev, t0: float, time_text=None) -> str | None:
     """The ``frames`` line of an event (None for events that have none): packet, time since
-    ``t0`` (or ``time_text(ts)``), peers, layer, channel, the performative's summary and the
+    ``t0`` (or ``time_text(ts, packet)``), peers, layer, channel, the performative's summary and the
     notes worth showing."""
     if isinstance(ev, PacketNote):
-        t = f"{ev.ts - t0:>11.6f}" if time_text is None else time_text(ev.ts)
+        t = f"{ev.ts - t0:>11.6f}" if time_text is None else time_text(ev.ts, ev.packet)
         return f"{ev.packet:>6} {t} [{ev.note.severity}] {ev.note.message}"
     if not isinstance(ev, _SHOWN):
         return None
@@ -451,7 +452,7 @@ def summary_line(ev, t0: float, time_text=None) -> str | None:
     ch = f"ch {channel:<3}" if channel is not None else "      "
     packet = ev.packet if ev.packet is not None else "end"
     if time_text is not None and ev.ts is not None:
-        ts = time_text(ev.ts)
+        ts = time_text(ev.ts, ev.packet)
     else:
         ts = "%11.6f" % ((ev.ts - t0) if ev.ts is not None else 0.0)
     line = f"{packet:>6} {ts} {ev.src} → {ev.dst} {_KIND_LAYER[ev.kind]} {ch} {frame_summary(ev)}"
@@ -702,7 +703,8 @@ def frame_detail_into(out: list, ev) -> None:
 
 class DetailLines:
     """The ``frames -V`` text of a capture's events, in order: before the first event of each
-    packet its layers (:func:`~amqp_dissect.capture.netparse.describe_packet`), then the
+    packet its layers (:func:`~amqp_dissect.render.netdetail.packet_layers`: netparse's, with
+    dpkt's Ethernet II / IP / TCP detail as tshark shows it), then the
     AMQP tree of each header, frame and note."""
 
     __slots__ = ("_last_packet", "layer_records", "internal_errors")
@@ -722,8 +724,8 @@ class DetailLines:
             self._last_packet = record.index
             out.append("")
             try:
-                layers = describe_packet(record)
-            except Exception as e:  # a bug (describe_packet never raises): said in place and kept, so
+                layers = packet_layers(record)
+            except Exception as e:  # a bug (packet_layers never raises): said in place and kept, so
                 # the frames go on and the run ends with exit 1
                 self.internal_errors.append(f"describing packet {record.index}: {type(e).__name__}: {e}")
                 layers = [(f"Frame {record.index}: (could not describe: {type(e).__name__}: {e})", [])]
