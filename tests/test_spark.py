@@ -137,19 +137,23 @@ def assert_summaries(out: str, a, window: float = 60.0) -> None:
 
     s = a.stalls
     sbl = rd("stalls_by_link")
-    assert sbl.stalls.sum() == len(s)
+    assert sbl.stalls.sum() == (~s.idle).sum()
+    assert sbl.idle_periods.sum() == s.idle.sum()
     for _, row in sbl.iterrows():
         sel = s[(s.connection == row["connection"])
                 & ((s.link_index == row["link_index"]) if pd.notna(row["link_index"]) else s.link_index.isna())
                 & (s.channel == row["channel"])]
-        assert row["stalls"] == len(sel)
-        assert np.isclose(row["stalled_seconds"], sel.duration.sum(), rtol=1e-9)
+        assert row["stalls"] == (~sel.idle).sum()
+        assert row["idle_periods"] == sel.idle.sum()
+        assert np.isclose(row["stalled_seconds"], sel[~sel.idle].duration.sum(), rtol=1e-9)
+        assert np.isclose(row["idle_seconds"], sel[sel.idle].duration.sum(), rtol=1e-9)
         if pd.notna(row["link_index"]):
             lk = links.loc[(row["connection"], row["link_index"])]
             assert row["stalls"] == lk["stalls"]
             assert np.isclose(row["stalled_seconds"], lk["stalled_seconds"], rtol=1e-9)
     sba = rd("stalls_by_address")
-    assert sba.stalls.sum() == len(s)
+    assert sba.stalls.sum() == (~s.idle).sum()
+    assert sba.idle_periods.sum() == s.idle.sum()
 
 
 def expected_frames(paths) -> list[dict]:
