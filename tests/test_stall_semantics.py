@@ -222,3 +222,23 @@ def test_report_not_accepted_skips_presettled_and_says_how_many_more():
     assert not any(f"delivery {i} " in ln for ln in listed for i in range(n_rejected, n_rejected + n_presettled))
     # the unsettled one is among those left for the deliveries table
     assert unsettled.packet not in [int(ln.rsplit("packet ", 1)[1].rstrip("]")) for ln in listed]
+
+
+def test_longest_stalls_says_how_many_more():
+    s = Script()
+    _start(s)
+    n = 12
+    for i in range(n):
+        s.transfer(did=i, dt=0.001)  # at once after the grant: the sender was waiting
+        _flow(s, 1, dc=i + 1, credit=1, dt=0.02 + i * 0.001)
+    last = s.transfer(did=n, dt=0.001)  # its stall stays open to the end, nothing after: idle
+    a = s.done()
+    real = [r for r in a.stall_rows() if not r["idle"]]
+    assert len(real) == 1 + n  # the initial-credit stall and one per granted delivery
+    assert [r for r in a.stall_rows() if r["idle"]][0]["credit_exhausted_packet"] == last.packet
+    text = render_text(build_report(a))
+    section = text.split("Longest stalls\n")[1].splitlines()
+    assert len([ln for ln in section if "from packet" in ln]) == 10
+    assert section[10] == f"  … and {1 + n - 10} more (see `stalls`)"
+    # the longest first: the last grant waited longest
+    assert "to " + str(real[-1]["end_packet"]) in section[0]

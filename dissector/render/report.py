@@ -216,4 +216,6 @@ def render_text(rep: dict) -> str:
                 + (f" (credit ran out at packet {st['credit_exhausted_packet']})"
                    if st.get("credit_exhausted_packet") not in (None, st["start_packet"]) else "")
             )
+        if rep.get("more_stalls"):
+            lines.append(f"  … and {rep['more_stalls']} more (see `stalls`)")
     return "\n".join(lines) + "\n"

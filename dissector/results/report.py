@@ -152,4 +152,5 @@ def build_report(an, capture_errors=(), capture: dict | None = None) -> dict:
             "presettled": sum(lk.get("presettled") or 0 for lk in links),
         },
         "longest_stalls": longest,
+        "more_stalls": len(real) - len(longest),
     }
