@@ -49,16 +49,12 @@ def build_report(an, capture_errors=(), capture: dict | None = None) -> dict:
     stall_count: dict = {}
     stall_secs: dict = {}
     stalled = 0
-    idle_count: dict = {}
-    idle_secs: dict = {}
     idle_total = 0
     real = []  # the stalls that are not idle periods
     for st in an.stalls:
         cid = st.conn.id
         d = an.stall_duration(st) or 0.0
         if st.idle():
-            idle_count[cid] = idle_count.get(cid, 0) + 1
-            idle_secs[cid] = idle_secs.get(cid, 0) + d
             idle_total += d
             continue
         real.append(st)
@@ -111,8 +107,6 @@ def build_report(an, capture_errors=(), capture: dict | None = None) -> dict:
                 "deliveries": c.get("deliveries"),
                 "stalls": stall_count.get(cid, 0),
                 "stalled_seconds": stall_secs.get(cid, 0),
-                "idle_periods": idle_count.get(cid, 0),
-                "idle_seconds": idle_secs.get(cid, 0),
                 "violations": len(violations_of.get(cid, ())),
                 "errors": errors_of.get(cid, []),
                 "sessions": c_sessions,
