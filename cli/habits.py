@@ -168,7 +168,7 @@ DEFAULT_COLUMNS = {
               "latency_max", "stalls"),
     "deliveries": ("connection", "link", "delivery_id", "first_time", "frames", "message_size", "outcome",
                    "settlement_latency"),
-    "stalls": ("connection", "link", "kind", "start", "duration", "start_packet", "end_packet"),
+    "stalls": ("connection", "link", "kind", "start", "duration", "start_packet", "end_packet", "waiting", "idle"),
     "transactions": ("connection", "txn_id", "state", "declare_time", "discharge_time", "deliveries"),
     "violations": ("packet", "time", "connection", "channel", "kind", "message"),
     "errors": ("time", "connection", "scope", "link", "condition", "description"),

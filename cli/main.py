@@ -560,7 +560,8 @@ def _write_text_output(text: str, output) -> None:
 
 _table_command("deliveries", "delivery_rows", "One row per delivery: outcome, settlement, latency.")
 _table_command("links", "link_rows", "One row per link: peers, addresses, settle modes, outcomes, latency, stalls.")
-_table_command("stalls", "stall_rows", "One row per credit / session-window / drain stall.")
+_table_command("stalls", "stall_rows",
+               "One row per credit / session-window / drain stall, idle periods included (idle).")
 _table_command("connections", "connection_rows", "One row per connection: negotiation, open/close, counts.")
 _table_command("sessions", "session_rows", "One row per session: channel mapping, windows, end.")
 _table_command("transactions", "transaction_rows", "One row per transaction: declare, discharge, enlisted deliveries.")

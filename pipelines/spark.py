@@ -917,10 +917,15 @@ def summary_frame(name: str, tables: dict, window: float = DEFAULT_WINDOW):
             F.sum(F.when(F.col("settled_time").isNull(), 1).otherwise(0)).alias("unsettled")),
             "address", "outcome")
     kinds = ("link-credit", "initial-credit", "drain", "session-window")
-    stall_aggs = [F.count(F.lit(1)).alias("stalls"), F.sum("duration").alias("stalled_seconds"),
-                  F.max("duration").alias("longest"),
-                  F.sum(F.when(F.col("open"), 1).otherwise(0)).alias("open")] + [
-        F.sum(F.when(F.col("kind") == k, 1).otherwise(0)).alias(k.replace("-", "_")) for k in kinds]
+    # idle periods (idle = true) are rows of the stalls table but not stalls: counted apart
+    real = ~F.col("idle")
+    stall_aggs = [F.sum(F.when(real, 1).otherwise(0)).alias("stalls"),
+                  F.coalesce(F.sum(F.when(real, F.col("duration"))), F.lit(0.0)).alias("stalled_seconds"),
+                  F.max(F.when(real, F.col("duration"))).alias("longest"),
+                  F.sum(F.when(real & F.col("open"), 1).otherwise(0)).alias("open")] + [
+        F.sum(F.when(real & (F.col("kind") == k), 1).otherwise(0)).alias(k.replace("-", "_")) for k in kinds] + [
+        F.sum(F.when(F.col("idle"), 1).otherwise(0)).alias("idle_periods"),
+        F.coalesce(F.sum(F.when(F.col("idle"), F.col("duration"))), F.lit(0.0)).alias("idle_seconds")]
     if name == "stalls_by_link":
         return _sorted(stalls.groupBy("connection", "channel", "link", "link_index").agg(*stall_aggs),
                        F.col("stalled_seconds").desc_nulls_last(), "connection")

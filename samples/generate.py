@@ -1213,6 +1213,107 @@ class CreditOne(ScenarioClient):
             self.after(0.05, lambda: self.close_link(self.rcv))
 
 
+MULTIFRAME_BODY_SIZE = 48_000
+
+
+def multiframe_body(i: int) -> bytes:
+    """Deterministic MULTIFRAME_BODY_SIZE-byte body of message ``i`` (0-based)."""
+    return bytes(0x30 + (j * 7 + i) % 10 for j in range(MULTIFRAME_BODY_SIZE))
+
+
+class MultiFrameCreditOne(ScenarioClient):
+    """Large messages, small frames, credit 1: each delivery is many frames, and the receiver grants the
+    next credit as soon as a delivery is complete; after the last one it grants nothing and detaches."""
+    N = 3
+    MAX_FRAME = 512  # the smallest the spec allows
+
+    def start(self) -> None:
+        # made before the connection: the receiver compares and grants without delay
+        self.bodies = [multiframe_body(i) for i in range(self.N)]
+        self.conn = self.connect("amqp-dissect-multiframe", max_frame_size=self.MAX_FRAME)
+        self.ssn = self.session(self.conn)
+        self.snd = self.sender(self.ssn, "multiframe-sender", qaddr("multiframe_credit_one"))
+        self.sent = self.settled = self.received = 0
+
+    def on_sendable(self, event) -> None:
+        if event.link != self.snd:
+            return
+        while event.sender.credit and self.sent < self.N:
+            self.send(event.sender, self.bodies[self.sent], f"multiframe-{self.sent + 1:02d}")
+            self.sent += 1
+
+    def on_settled(self, event) -> None:
+        if event.link == self.snd:
+            self.settled += 1
+            if self.settled == self.N:
+                self.close_link(self.snd)
+
+    def link_finished(self, link) -> None:
+        if link == self.snd:
+            self.rcv = self.receiver(self.ssn, "multiframe-receiver", qaddr("multiframe_credit_one"))
+            self.grant(self.rcv, 1)
+        elif link == getattr(self, "rcv", None):
+            self.ssn.close()
+
+    def on_session_closed(self, event) -> None:
+        event.connection.close()
+
+    def message(self, event, msg, dlv) -> None:
+        self.received += 1
+        if msg.body != self.bodies[self.received - 1]:
+            self.notes.append(f"delivery {self.received}: unexpected body")
+        self.settle_receiver(dlv, "accepted")
+        if self.received < self.N:
+            self.grant(self.rcv, 1)  # at once: the broker is not kept waiting by the receiver
+        else:
+            self.after(0.3, lambda: self.close_link(self.rcv))  # no more credit: the queue is empty
+
+
+class CreditIdle(ScenarioClient):
+    """A receiver that pauses while messages wait, then drains the queue and sits at credit 0."""
+    N = 4
+
+    def start(self) -> None:
+        self.conn = self.connect("amqp-dissect-credit-idle")
+        self.ssn = self.session(self.conn)
+        self.snd = self.sender(self.ssn, "idle-sender", qaddr("credit_idle"))
+        self.sent = self.settled = self.received = 0
+        self.limit = self.N
+
+    def _send_more(self, snd) -> None:
+        while snd.credit and self.sent < self.limit:
+            self.sent += 1
+            self.send(snd, body_bytes("idle", self.sent), f"idle-{self.sent:02d}")
+
+    def on_sendable(self, event) -> None:
+        if event.link == self.snd:
+            self._send_more(event.sender)
+
+    def on_settled(self, event) -> None:
+        if event.link == self.snd:
+            self.settled += 1
+            if self.settled == self.N:
+                self.rcv = self.receiver(self.ssn, "idle-receiver", qaddr("credit_idle"))
+                self.grant(self.rcv, 2)
+
+    def late_message(self) -> None:
+        self.limit = self.N + 1
+        self._send_more(self.snd)
+
+    def message(self, event, msg, dlv) -> None:
+        self.received += 1
+        self.settle_receiver(dlv, "accepted")
+        if self.received == 2:
+            self.after(0.1, lambda: self.grant(self.rcv, 2))  # a pause with 2 messages waiting
+        elif self.received == self.N:
+            # the queue is empty: 250 ms at credit 0, then 1 credit (the broker answers available 0),
+            # 150 ms later one more message arrives and uses it
+            self.after(0.25, lambda: self.grant(self.rcv, 1))
+            self.after(0.4, self.late_message)
+        elif self.received == self.N + 1:
+            self.after(0.25, self.conn.close)  # close without detach or end
+
+
 class MultiSession(ScenarioClient):
     # queue -> message count; sessions: 0 {a-sender, b-receiver}, 1 {b-sender, a-receiver}, 2 {c-sender, c-receiver}
     COUNTS = {"a": 4, "b": 3, "c": 2}
@@ -1478,6 +1579,27 @@ SCENARIOS: list[Scenario] = [
         "5 messages sent and accepted; then receiver 'credit-receiver' with no prefetch grants credit 1, and after "
         "each message accepts it, waits 50 ms and grants 1 more (5 grants in total, a credit stall per message).",
         lambda: CreditOne(), [q("credit_one")]),
+    Scenario(
+        "multiframe_credit_one",
+        f"Connection opened with max-frame-size {MultiFrameCreditOne.MAX_FRAME}. Sender 'multiframe-sender' sends "
+        f"{MultiFrameCreditOne.N} messages with {MULTIFRAME_BODY_SIZE}-byte data bodies (ASCII digits "
+        "'0' + (j*7 + i) % 10 for message i: Wireshark 4.0 stops dissecting a capture whose transfer payloads "
+        "hold binary bodies that look like AMQP encodings), each split over many transfer frames, all accepted; it detaches. Receiver "
+        "'multiframe-receiver' on the same session grants credit 1; each time a delivery is complete (its last "
+        "frame, more=false) it accepts it and at once grants 1 more credit, so the broker, which sends each "
+        "delivery in many frames, uses up its credit at a delivery's first frame and gets new credit just after "
+        "its last. After the last message it grants nothing, waits 0.3 s (the queue is empty) and detaches; "
+        "end, close.",
+        lambda: MultiFrameCreditOne(), [q("multiframe_credit_one")]),
+    Scenario(
+        "credit_idle",
+        "Sender 'idle-sender' sends 4 messages (all accepted) and stays attached. Receiver 'idle-receiver' on "
+        "the same session grants credit 2 and gets 2 messages while 2 more wait in the queue; 0.1 s later it "
+        "grants 2 and gets the other 2 (the queue is now empty). 0.25 s later it grants 1 credit on the empty "
+        "queue (RabbitMQ answers with a flow saying available 0); 0.15 s after that the sender sends a 5th "
+        "message, which uses that credit at once. 0.25 s later the client closes the connection (a close "
+        "without detach or end).",
+        lambda: CreditIdle(), [q("credit_idle")]),
     Scenario(
         "multi_session",
         "One connection, 3 sessions, 6 links attached at once: session 0 {multi-a-sender, multi-b-receiver}, "

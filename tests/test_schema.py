@@ -78,7 +78,8 @@ def test_registry_is_well_formed():
     # the columns that are times by their name are typed as times, and only those
     for table in TABLES:
         for c in REGISTRY[table]:
-            is_time = c.name in ("time", "start", "end") or re.search(r"_time(_client|_server)?$", c.name) is not None
+            is_time = (c.name in ("time", "start", "end", "credit_exhausted_at")
+                       or re.search(r"_time(_client|_server)?$", c.name) is not None)
             assert (c.type == schema.TIME) == is_time, (table, c.name)
 
 

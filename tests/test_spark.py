@@ -137,19 +137,23 @@ def assert_summaries(out: str, a, window: float = 60.0) -> None:
 
     s = a.stalls
     sbl = rd("stalls_by_link")
-    assert sbl.stalls.sum() == len(s)
+    assert sbl.stalls.sum() == (~s.idle).sum()
+    assert sbl.idle_periods.sum() == s.idle.sum()
     for _, row in sbl.iterrows():
         sel = s[(s.connection == row["connection"])
                 & ((s.link_index == row["link_index"]) if pd.notna(row["link_index"]) else s.link_index.isna())
                 & (s.channel == row["channel"])]
-        assert row["stalls"] == len(sel)
-        assert np.isclose(row["stalled_seconds"], sel.duration.sum(), rtol=1e-9)
+        assert row["stalls"] == (~sel.idle).sum()
+        assert row["idle_periods"] == sel.idle.sum()
+        assert np.isclose(row["stalled_seconds"], sel[~sel.idle].duration.sum(), rtol=1e-9)
+        assert np.isclose(row["idle_seconds"], sel[sel.idle].duration.sum(), rtol=1e-9)
         if pd.notna(row["link_index"]):
             lk = links.loc[(row["connection"], row["link_index"])]
             assert row["stalls"] == lk["stalls"]
             assert np.isclose(row["stalled_seconds"], lk["stalled_seconds"], rtol=1e-9)
     sba = rd("stalls_by_address")
-    assert sba.stalls.sum() == len(s)
+    assert sba.stalls.sum() == (~s.idle).sum()
+    assert sba.idle_periods.sum() == s.idle.sum()
 
 
 def expected_frames(paths) -> list[dict]:
@@ -643,11 +647,12 @@ def test_cli_archive_writes_parquet(tmp_path, capsys, spark):
                  "--window", "10"])
     o, e = capsys.readouterr()
     assert rc == 0, e
-    assert "tables: connections 13" in o and "highest settlement latency" in o
+    local = analyze(SAMPLE_FILES)
+    assert f"tables: connections {len(local.connections)}," in o and "highest settlement latency" in o
     for t in TABLES + ("latency_by_link", "latency_by_address", "latency_by_window", "outcomes",
                        "stalls_by_link", "stalls_by_address"):
         assert len(pd.read_parquet(out / t).columns) > 2
-    assert len(pd.read_parquet(out / "deliveries")) == len(analyze(SAMPLE_FILES).deliveries)
+    assert len(pd.read_parquet(out / "deliveries")) == len(local.deliveries)
     assert m.main(["archive", str(tmp_path / "missing"), "--out", str(out)]) == m.EXIT_OPEN
     (tmp_path / "empty").mkdir()
     assert m.main(["archive", str(tmp_path / "empty"), "--out", str(out)]) == m.EXIT_FORMAT

@@ -134,6 +134,7 @@ cdef class _Link:
     cdef public object flows
     cdef public object stall
     cdef public object drain_stall
+    cdef public object after_stall
     cdef public object partial
     cdef public dict live
     cdef public DeliveryStats stats
@@ -165,6 +166,7 @@ cdef class _Session:
     cdef public list win_prev
     cdef public object pending_iw
     cdef public list win_stall
+    cdef public list after_win
     cdef public list transfers
     cdef public list flows
     cdef public object handles

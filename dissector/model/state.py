@@ -105,30 +105,44 @@ next-outgoing-id)``.
 
 Stalls
 ------
-A :class:`Stall` is an interval in which a sender could not send:
+A :class:`Stall` is an interval in which a sender had to wait for its peer:
 
 * ``"initial-credit"``: from the sender's attach (link-credit 0) to the first
   frame that gives it credit.  No stall when the receiver's credit arrived
   before the sender's attach.
-* ``"link-credit"``: from the frame that made the sender's link-credit <= 0
-  (the transfer that used the last credit, a receiver flow lowering credit to
-  0, or a sender flow that advanced delivery-count, e.g. a drain answer) to the
-  frame that made it > 0 again (normally the receiver's flow).
+* ``"link-credit"``: the link-credit ran out (``exhausted``: the transfer that
+  used the last credit, a receiver flow lowering credit to 0, or a sender flow
+  that advanced delivery-count, e.g. a drain answer).  The stall *begins* when
+  the sender has finished the delivery that used up the credit (its last
+  frame, more=false, or its abort: until then the sender is busy sending, not
+  blocked), or when a message is first known to be waiting, whichever is later
+  (a sender flow with available > 0 after it had shown none).  It ends at the
+  frame that makes the credit > 0 again (normally the receiver's flow).  When
+  the credit comes back before that delivery's last frame there is no stall.
 * ``"drain"``: from a receiver flow with drain=true to the sender's next flow
   on that link (its answer), or to the transfer that consumed the last credit,
   or to a receiver flow with drain=false (``ended_by`` "cancelled").
 * ``"session-window"``: a peer's remote-incoming-window reached 0 through its
   transfers (or through the receiving peer's flow after transfers were sent):
-  from that frame to the receiving peer's flow that reopened the window.
+  from that frame (a window counts frames, so the frame that used it up is
+  finished) to the receiving peer's flow that reopened the window.
 
 A stall is also ended by the first detach of its link, the first end of its
 session, the first close of its connection (``ended_by`` "detach" / "end" /
 "close") or a TCP reset / both FINs ("transport"); one still going at the end
-of the capture is *open*.  ``waiting`` tells whether the sender had messages to
-send: the sender's ``available`` as the receiver computes it (last value the
-sender reported minus deliveries since, floor 0) at the start, plus every
-available the sender reported in a flow during the stall: True if any of these
-is > 0, False if all are 0, None if none is known.
+of the capture is *open*.
+
+Waiting (:meth:`Stall.waiting`): True / False with evidence "available" when
+the sender said so: what is left of its last available at the start (the value
+it reported minus the deliveries since; fewer than the deliveries since: that
+report is out of date, nothing is known), then every available it reports in a
+flow during the stall (True if any is > 0).  Otherwise True with evidence
+"transfer" when its first transfer after the end came within :data:`AT_ONCE`;
+otherwise unknown (None, evidence "none").  :meth:`Stall.idle`: an *idle
+period*, not a stall, when the sender showed nothing waiting (waiting False),
+or when nothing shows it either way and the interval ended at detach, end,
+close, the transport's end or the end of the capture with no transfer after
+it.  Drain stalls are never idle.
 
 Other checks: transfer beyond link-credit; transfer beyond the peer's
 incoming-window (both only when the transfer is beyond the receiver's latest
@@ -1165,30 +1179,88 @@ def _by_seq(x):
     return x.seq
 
 
+#: a transfer of the sender at most this long (seconds) after the frame that ended a stall shows
+#: that the sender was waiting to send (when no available says so)
+AT_ONCE = 0.010
+#: how a stall ends that, with nothing else to go by, makes it an idle period
+IDLE_ENDS = ("detach", "end", "close", "transport")
+
+
 class Stall:
+    """An interval in which a sender could not send (see "Stalls" in the module docstring).
+
+    ``exhausted`` / ``exhausted_packet``: the frame that used up the credit (or window).
+    ``start`` / ``start_packet``: when the stall began: the last frame of the delivery that used
+    up the credit (None while that delivery is still being sent: ``busy`` is it), or later, the
+    sender's flow that first showed a message waiting after it had shown none.
+    ``avail``: True / False when the sender's available showed messages waiting / none (None: it
+    never said), ``next_ts``: time of the sender's first transfer after the end (link, or
+    session for a session-window stall)."""
     __slots__ = (
         "conn", "session", "link", "direction", "kind", "start", "start_packet",
-        "end", "end_packet", "ended_by", "waiting",
+        "end", "end_packet", "ended_by", "exhausted", "exhausted_packet", "busy", "avail", "next_ts",
     )
 
-    def __init__(self, conn, session, link, direction, kind, ts, packet):
+    def __init__(self, conn, session, link, direction, kind, ts, packet, busy=None):
         self.conn = conn
         self.session = session
         self.link = link  # _Link or None (session-window stall without a transfer)
         self.direction = direction  # the sending peer
         self.kind = kind
-        self.start = ts
-        self.start_packet = packet
+        self.exhausted = ts
+        self.exhausted_packet = packet
+        self.busy = busy
+        self.start = ts if busy is None else None
+        self.start_packet = packet if busy is None else None
         self.end = None
         self.end_packet = None
         self.ended_by = None
-        self.waiting: list[bool] = []
+        self.avail = None
+        self.next_ts = None
 
     def close(self, ts, packet, ended_by):
         if self.end is None:
             self.end = ts
             self.end_packet = packet
             self.ended_by = ended_by
+            if self.start is not None:  # (a busy one never began: it is dropped)
+                if self.kind == "session-window":
+                    self.session.after_win[self.direction] = self
+                elif self.link is not None:
+                    self.link.after_stall = self
+
+    def saw_available(self, av, ts, packet):
+        """The sender's available (reported in a flow, or left of it at the start) during the stall."""
+        if self.end is not None:
+            return
+        if av > 0:
+            if self.avail is False and self.start is not None and ts > self.start:
+                # it had shown nothing waiting: the stall begins when a message is known to wait
+                self.start = ts
+                self.start_packet = packet
+            self.avail = True
+        elif self.avail is None:
+            self.avail = False
+
+    def waiting(self):
+        """(waiting, evidence): True / False from the sender's available ("available"); True when
+        its first transfer after the end came within AT_ONCE ("transfer"); else (None, "none")."""
+        if self.avail is not None:
+            return self.avail, "available"
+        if self.next_ts is not None and self.end is not None and self.next_ts - self.end <= AT_ONCE:
+            return True, "transfer"
+        return None, "none"
+
+    def idle(self) -> bool:
+        """An idle period, not a stall: the sender showed nothing waiting, or (nothing showing either
+        way) it ended at detach / end / close / transport end / the end of the capture with no
+        transfer after it.  A drain stall is never idle."""
+        if self.kind == "drain":
+            return False
+        w = self.waiting()[0]
+        if w is not None:
+            return not w
+        return self.next_ts is None and (self.end is None or self.ended_by in IDLE_ENDS)
 
 
 class _Delivery:
@@ -1437,7 +1509,7 @@ class _Link:
     __slots__ = (
         "conn", "session", "index", "name", "handle", "state", "attach", "detach", "sender_dir",
         "known", "guessed", "unknown", "initial_dc", "dc", "limit", "limit_prev", "pending_credit", "got_credit",
-        "available", "avail_base", "drain", "echo", "last_flow", "flows", "stall", "drain_stall",
+        "available", "avail_base", "drain", "echo", "last_flow", "flows", "stall", "drain_stall", "after_stall",
         "partial", "live", "stats", "n_deliveries", "coordinator", "transfers", "terminated", "credit_lost",
         "compacted", "reordered",
     )
@@ -1469,6 +1541,7 @@ class _Link:
         self.flows = [0, 0]
         self.stall = None
         self.drain_stall = None
+        self.after_stall = None  # the last stall that ended, until the sender's next transfer
         self.partial = None
         self.live: dict[int, _Delivery] = {}  # seq -> delivery not folded yet (unsettled or settling)
         self.stats = DeliveryStats()  # the folded deliveries
@@ -1500,7 +1573,8 @@ class _Link:
 class _Session:
     __slots__ = (
         "conn", "index", "channel", "initiator", "state", "begin", "end", "known", "guessed",
-        "unknown", "init_noid", "noid", "win_limit", "win_prev", "pending_iw", "win_stall", "transfers", "flows",
+        "unknown", "init_noid", "noid", "win_limit", "win_prev", "pending_iw", "win_stall", "after_win", "transfers",
+        "flows",
         "handles", "links", "deliveries", "did_order", "did_dead", "next_did", "first_did", "compact", "compact_at",
         "late_dispositions",
         "unseen_dispositions",
@@ -1525,6 +1599,7 @@ class _Session:
         self.win_prev = [None, None]  # the window limit before the receiving peer's latest begin/flow
         self.pending_iw = [None, None]
         self.win_stall = [None, None]
+        self.after_win = [None, None]  # per sender: the window stall that ended last, until its next transfer
         self.transfers = [0, 0]
         self.flows = [0, 0]
         self.handles = ({}, {})  # per peer: output handle -> _Link
@@ -2409,9 +2484,13 @@ class StateTracker:
             self._open_stall(s.conn, s, None, sender, "session-window", f)
 
     def _open_stall(self, c, s, link, d, kind, f) -> Stall:
-        st = Stall(c, s, link, d, kind, f.ts, f.packet)
-        self.stalls.append(st)
-        c.stalls.append(st)
+        # a delivery still being sent when the link-credit ran out (it used the last credit, or the
+        # receiver lowered it meanwhile): the sender is busy, the stall begins at its last frame
+        busy = link.partial if kind == "link-credit" else None
+        st = Stall(c, s, link, d, kind, f.ts, f.packet, busy)
+        if busy is None:
+            self.stalls.append(st)
+            c.stalls.append(st)
         if kind == "session-window":
             s.win_stall[d] = st
         elif kind == "drain":
@@ -2419,8 +2498,22 @@ class StateTracker:
         else:
             link.stall = st
         if link is not None and kind != "session-window" and link.available is not None:
-            st.waiting.append(max(0, link.available - (link.n_deliveries - link.avail_base)) > 0)
+            # what is left of the sender's last available; less than 0: that report is out of date
+            left = link.available - (link.n_deliveries - link.avail_base)
+            if left >= 0:
+                st.saw_available(left, f.ts, f.packet)
         return st
+
+    def _stall_begins(self, link, st, f):
+        """The delivery that used up the credit is complete (or aborted): the stall begins."""
+        st.busy = None
+        if st.end is None and self._sender_active(link):
+            st.start = f.ts
+            st.start_packet = f.packet
+            self.stalls.append(st)
+            link.conn.stalls.append(st)
+        else:
+            link.stall = None
 
     # -- links -------------------------------------------------------------------
 
@@ -2687,7 +2780,7 @@ class StateTracker:
                 link.avail_base = link.n_deliveries
                 for st in (link.stall, link.drain_stall):
                     if st is not None:
-                        st.waiting.append(av > 0)
+                        st.saw_available(av, f.ts, f.packet)
             if link.drain_stall is not None:
                 link.drain_stall.close(f.ts, f.packet, "flow")
                 link.drain_stall = None
@@ -2756,6 +2849,12 @@ class StateTracker:
             noid = s.noid[d] = (noid + 1) & SERIAL_MASK
         s.transfers[d] += 1
         link.transfers += 1
+        if link.after_stall is not None:  # the first transfer after a stall of this link ended
+            link.after_stall.next_ts = f.ts
+            link.after_stall = None
+        if s.after_win[d] is not None:
+            s.after_win[d].next_ts = f.ts
+            s.after_win[d] = None
         did = v[T_DELIVERY_ID]
         if type(did) is not int or not 0 <= did <= SERIAL_MASK:
             did = _uint(did)
@@ -2823,6 +2922,8 @@ class StateTracker:
         if aborted or not more:
             link.partial = None
             dlv.complete = not aborted
+            if link.stall is not None and link.stall.busy is dlv:
+                self._stall_begins(link, link.stall, f)
             if link.coordinator and not aborted:
                 self._coordinator_message(c, link, dlv, f)
             dlv.payload = None

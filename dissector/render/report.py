@@ -65,6 +65,17 @@ def _capture_lines(cap: dict | None) -> list[str]:
     ]
 
 
+_EVIDENCE = {"available": "the sender's available", "transfer": "a transfer followed at once"}
+
+
+def _waiting(st: dict) -> str:
+    """", messages waiting: yes (evidence)" for a stall row; nothing when unknown."""
+    if st.get("waiting") is None:
+        return ""
+    ev = _EVIDENCE.get(st.get("waiting_evidence"))
+    return f", messages waiting: {'yes' if st['waiting'] else 'no'}" + (f" ({ev})" if ev else "")
+
+
 def render_text(rep: dict) -> str:
     s = rep["summary"]
     lines = [
@@ -74,8 +85,9 @@ def render_text(rep: dict) -> str:
         f"connections {s['connections']}, sessions {s['sessions']}, links {s['links']}, "
         f"deliveries {s['deliveries']} ({', '.join(f'{k} {v}' for k, v in sorted(s['outcomes'].items())) or 'none'}), "
         f"unsettled {s['unsettled']}",
-        f"stalls {s['stalls']} ({s['stalled_seconds']:.3f} s stalled), violations {s['violations']}, "
-        f"errors {s['errors']}, transactions {s['transactions']}",
+        f"stalls {s['stalls']} ({s['stalled_seconds']:.3f} s stalled)"
+        + (f", idle periods {s['idle_periods']} ({s['idle_seconds']:.3f} s)" if s.get("idle_periods") else "")
+        + f", violations {s['violations']}, errors {s['errors']}, transactions {s['transactions']}",
     ]
     for ce in s["capture_errors"]:
         lines.append(f"capture damaged: {ce}")
@@ -173,7 +185,9 @@ def render_text(rep: dict) -> str:
                 f"({d['frames']} frames, {d['message_size']} bytes) outcome {d['outcome'] or '-'}, "
                 f"settled by {d['settled_by'] or '-'}  [packet {d['first_packet']}]"
             )
-    if nd["not_accepted"]:
+    presettled = nd.get("presettled") or 0
+    if nd["not_accepted"] or presettled:
+        # only deliveries that expected an outcome; presettled (at-most-once) ones have none by design
         lines.append("")
         lines.append("Deliveries not accepted")
         for d in nd["not_accepted"]:
@@ -184,6 +198,13 @@ def render_text(rep: dict) -> str:
                 + (" aborted" if d.get("aborted") else "")
                 + f"  [packet {d['first_packet']}]"
             )
+        more = (nd.get("not_accepted_count") or 0) - len(nd["not_accepted"])
+        if more > 0:
+            lines.append(f"  … and {more} more (see `deliveries`)")
+        if not nd["not_accepted"]:
+            lines.append("  none")
+        if presettled:
+            lines.append(f"  presettled (at-most-once): {presettled}")
     if rep["longest_stalls"]:
         lines.append("")
         lines.append("Longest stalls")
@@ -191,6 +212,10 @@ def render_text(rep: dict) -> str:
             lines.append(
                 f"  {_ms(st['duration']):>12}  {st['kind']:<15} link {_q(st['link'])} ch {_v(st['channel'])} "
                 f"from packet {st['start_packet']} to {st['end_packet'] if st['end_packet'] else 'end (open)'}"
-                + ("" if st.get("waiting") is None else f", messages waiting: {'yes' if st['waiting'] else 'no'}")
+                + _waiting(st)
+                + (f" (credit ran out at packet {st['credit_exhausted_packet']})"
+                   if st.get("credit_exhausted_packet") not in (None, st["start_packet"]) else "")
             )
+        if rep.get("more_stalls"):
+            lines.append(f"  … and {rep['more_stalls']} more (see `stalls`)")
     return "\n".join(lines) + "\n"

@@ -32,8 +32,10 @@ Definitions
   (x[floor(h)+1] - x[floor(h)]) (computed the same way numpy does, so results
   agree to the bit).  ``None`` for an empty group.
 * Stalls: see :mod:`amqp_dissect.model.state` (kinds initial-credit, link-credit, drain,
-  session-window).  ``duration`` of an open stall runs to the end of the capture
-  (``finish(end_ts)``, default the last event's time).
+  session-window; when a stall begins, waiting, idle periods).  ``duration`` of an open stall
+  runs to the end of the capture (``finish(end_ts)``, default the last event's time).  Idle
+  periods are rows of the stalls table (``idle`` true) but are not counted in the ``stalls`` /
+  ``stalled_seconds`` of connections, links and the summary.
 
 Columns
 -------
@@ -65,7 +67,8 @@ connection_rows():
     state_client / state_server (final connection endpoint states, spec names or
     UNKNOWN), transport_end ("fin" both FINs, "rst", "idle", or None),
     transport_end_time, first_time, last_time, first_packet, last_packet,
-    violations, stalls (counts), unknown (what the capture could not show).
+    violations, stalls (counts; idle periods not counted), unknown (what the
+    capture could not show).
 session_rows():
     connection, session (0-based index in the connection, in order of first
     sight), channel (the client's outgoing channel, or the server's if the
@@ -112,7 +115,7 @@ link_rows():
     unsettled, presettled, aborted, resumed, latency_p50 / latency_p90 /
     latency_p99 / latency_max (settlement latency), outcome_latency_p50 /
     _p90 / _p99 / _max, stalls, stalled_seconds (sum of stall durations, open
-    ones to the capture end), unknown (e.g. ["attach", "name", "address"]).
+    ones to the capture end; idle periods not counted), unknown (e.g. ["attach", "name", "address"]).
 delivery_rows():
     connection, session, channel, link, link_index, handle, delivery_id,
     delivery_tag (hex), sender / receiver ("ip:port"), sender_side, address,
@@ -135,7 +138,9 @@ stall_rows():
     "drain", "session-window"), sender_side, sender, start, end, duration,
     start_packet, end_packet, ended_by ("flow", "transfer", "attach", "cancelled",
     "detach", "end", "close", "transport"; None open), waiting (True / False /
-    None), open.
+    None), waiting_evidence ("available", "transfer", "none"), idle,
+    credit_exhausted_at, credit_exhausted_packet (the frame that used up the
+    credit or window), open.
 transaction_rows():
     connection, session, channel, coordinator (link name), txn_id (hex),
     global_id, declare_delivery_id, declare_time, declare_packet,
@@ -346,7 +351,7 @@ _DELIVERY_OWN = (
     "unsettled_at")
 
 NOTABLE = 10  # slowest settlements kept for the report
-NOT_ACCEPTED = 50  # first deliveries (in table order) without an accepted outcome kept for the report
+NOT_ACCEPTED = 50  # first deliveries (in table order) that expected an outcome and got no accepted one, for the report
 _SLOW_BATCH = 1024  # candidates for the slowest settlements ranked at a time
 
 
@@ -424,7 +429,8 @@ class Analyzer(StateTracker):
                     if len(slowest) >= NOTABLE:  # what a later delivery must beat
                         self._slow_min = slowest[-1][0]
                         self._slow_cut_order = self._order(slowest[-1][1])
-        if d.outcome not in ("accepted", "declared"):
+        if d.outcome not in ("accepted", "declared") and not d.presettled:
+            # (a presettled delivery expects no outcome: at-most-once)
             if heaps is None:
                 self.not_accepted_count += 1
             o = self._order(d)
@@ -457,12 +463,13 @@ class Analyzer(StateTracker):
         return st
 
     def notable_deliveries(self) -> dict:
-        """Rows of the slowest settlements and of the first deliveries not accepted, and the count of those."""
+        """Rows of the slowest settlements and of the first deliveries not accepted (presettled ones are
+        not: they expect no outcome), and the count of those."""
         slowest, not_acc = list(self._slowest), list(self._not_accepted)
         count = self.not_accepted_count
         for d in self._live():
             self._notable(d, (slowest, not_acc))
-            if d.outcome not in ("accepted", "declared"):
+            if d.outcome not in ("accepted", "declared") and not d.presettled:
                 count += 1
 
         row = self._row
@@ -625,7 +632,7 @@ class Analyzer(StateTracker):
                 "first_packet": c.first_packet,
                 "last_packet": c.last_packet,
                 "violations": sum(1 for v in self.violations if v["connection"] == c.id),
-                "stalls": len(c.stalls),
+                "stalls": sum(1 for st in c.stalls if not st.idle()),
                 "unknown": unknown,
             })
             g = c.gaps or (0, 0, 0, 0, 0, 0)
@@ -728,7 +735,7 @@ class Analyzer(StateTracker):
         st = self.link_stats(link)
         ls = summarize(st.latency)
         os_ = summarize(st.outcome_latency)
-        stalls = [st for st in c.stalls if st.link is link]
+        stalls = [st for st in c.stalls if st.link is link and not st.idle()]
         unknown = list(link.unknown)
         if link.known or a[0] or a[1]:
             if sd is None:
@@ -1014,7 +1021,7 @@ class Analyzer(StateTracker):
     def stall_row(self, st) -> dict:
         """The stalls-table row of one Stall (of :attr:`stalls`)."""
         c, s, link = st.conn, st.session, st.link
-        w = st.waiting
+        waiting, evidence = st.waiting()
         return {
             "connection": c.id,
             "session": s.index,
@@ -1031,7 +1038,11 @@ class Analyzer(StateTracker):
             "start_packet": st.start_packet,
             "end_packet": st.end_packet,
             "ended_by": st.ended_by,
-            "waiting": (True if any(w) else False) if w else None,
+            "waiting": waiting,
+            "waiting_evidence": evidence,
+            "idle": st.idle(),
+            "credit_exhausted_at": st.exhausted,
+            "credit_exhausted_packet": st.exhausted_packet,
             "open": st.end is None,
         }
 
@@ -1184,7 +1195,7 @@ class Analyzer(StateTracker):
             "links": sum(len(c.links) for c in self.connections.values()),
             "deliveries": totals["deliveries"],
             "unsettled": totals["unsettled"],
-            "stalls": len(self.stalls),
+            "stalls": sum(1 for st in self.stalls if not st.idle()),
             "violations": len(self.violations),
             "errors": len(self.frame_errors),
         }

@@ -26,6 +26,8 @@
   client and server;
 * ``notes``: what was cut or approximated, in words.
 
+Idle periods (``Stall.idle()``) are not stalls: no plot draws them and no ``stalls_total`` counts them.
+
 Histogram bins are logarithmic when the latencies span more than two decades (a zero latency,
 a pre-settled single-frame delivery, is counted apart in ``zeros``, a negative one, from timestamps
 out of order in the capture, in ``negative``), linear otherwise; the CDF is
@@ -114,8 +116,11 @@ def plot_data(an, max_links: int = PLOT_LINKS) -> dict:
     credit_of = getattr(an, "credit_series", None)
     window_of = getattr(an, "window_series", None)
 
+    # idle periods (the sender had nothing waiting) are not stalls: not drawn
+    stalls = [st for st in an.stalls if not st.idle()]
+    idle_periods = len(an.stalls) - len(stalls)
     stalls_of: dict = {}
-    for st in an.stalls:
+    for st in stalls:
         stalls_of.setdefault(id(st.link) if st.link is not None else ("s", id(st.session), st.direction), []).append(st)
 
     span = (end - start) if start is not None and end is not None else 0.0
@@ -212,9 +217,9 @@ def plot_data(an, max_links: int = PLOT_LINKS) -> dict:
                      "(each keeps its min, max and last value)")
 
     # the stall timeline: a lane per link (or session), the lanes with most stalled time
-    total = len(an.stalls)
+    total = len(stalls)
     by_lane: dict = {}
-    for st in an.stalls:
+    for st in stalls:
         c, s = st.conn, st.session
         if st.link is not None:
             key = ("l", c.seq, st.link.index)
@@ -243,6 +248,10 @@ def plot_data(an, max_links: int = PLOT_LINKS) -> dict:
             d["fraction"] < 1.0 or d["count"] != 1 for lk in links for d in lk["stalls"]):
         notes.append(f"where a link stalled more than {EXACT_SPANS} times, its stalls are drawn as the share of "
                      f"each 1/{SPAN_BINS} of the capture spent stalled (the height of the span)")
+
+    if idle_periods:
+        notes.append(f"{idle_periods} idle period{'s' if idle_periods != 1 else ''} (credit gone with nothing "
+                     f"waiting) not drawn: they are not stalls (stalls table, idle = true)")
 
     ladder = []
     for lad in (an.ladder() if hasattr(an, "ladder") else ()):

@@ -5,6 +5,14 @@ addresses, settle modes, deliveries by outcome, latency percentiles, stall
 counts and stalled time, errors), the protocol violations, and the notable
 deliveries (slowest settlements, non-accepted outcomes, unsettled) and the
 longest stalls.
+
+Stalls and idle periods: an idle period (``Stall.idle()``: the sender showed
+nothing waiting, or the interval ended at detach / end / close / the end of
+the capture with no transfer after it) is not a stall: it is counted apart
+(``idle_periods``, ``idle_seconds``) and never in "Longest stalls".
+Deliveries not accepted: those that expected an outcome (not presettled) and
+did not get accepted (or declared); presettled (at-most-once) deliveries are
+only counted (``presettled``).
 """
 
 from __future__ import annotations
@@ -41,9 +49,15 @@ def build_report(an, capture_errors=(), capture: dict | None = None) -> dict:
     stall_count: dict = {}
     stall_secs: dict = {}
     stalled = 0
+    idle_total = 0
+    real = []  # the stalls that are not idle periods
     for st in an.stalls:
         cid = st.conn.id
         d = an.stall_duration(st) or 0.0
+        if st.idle():
+            idle_total += d
+            continue
+        real.append(st)
         stall_count[cid] = stall_count.get(cid, 0) + 1
         stall_secs[cid] = stall_secs.get(cid, 0) + d
         stalled += d
@@ -101,7 +115,7 @@ def build_report(an, capture_errors=(), capture: dict | None = None) -> dict:
 
     notable = an.notable_deliveries()
     longest = [an.stall_row(st)
-               for st in heapq.nlargest(NOTABLE, an.stalls, key=lambda st: an.stall_duration(st) or 0.0)]
+               for st in heapq.nlargest(NOTABLE, real, key=lambda st: an.stall_duration(st) or 0.0)]
     totals = an.delivery_totals()
     return {
         "capture": dict(capture) if capture is not None else None,
@@ -112,8 +126,10 @@ def build_report(an, capture_errors=(), capture: dict | None = None) -> dict:
             "deliveries": totals["deliveries"],
             "outcomes": totals["outcomes"],
             "unsettled": totals["unsettled"],
-            "stalls": len(an.stalls),
+            "stalls": len(real),
             "stalled_seconds": stalled,
+            "idle_periods": len(an.stalls) - len(real),
+            "idle_seconds": idle_total,
             "violations": len(violations),
             "errors": len(errors),
             "transactions": len(txns),
@@ -127,6 +143,8 @@ def build_report(an, capture_errors=(), capture: dict | None = None) -> dict:
             "slowest_settlement": [_pick(d, *DELIVERY_KEYS) for d in notable["slowest_settlement"]],
             "not_accepted": [_pick(d, *DELIVERY_KEYS) for d in notable["not_accepted"]],
             "not_accepted_count": notable["not_accepted_count"],
+            "presettled": sum(lk.get("presettled") or 0 for lk in links),
         },
         "longest_stalls": longest,
+        "more_stalls": len(real) - len(longest),
     }
