@@ -187,7 +187,8 @@ except ImportError:
 
 from ..amqp.spec import choice_name
 from ..amqp.spec import OUTCOMES
-from ..model.state import SIDES, DeliveryStats, Latencies, StateTracker, add_link_stats, link_deliveries
+from ..model.state import (SIDES, DeliveryStats, Latencies, StateTracker, add_link_stats, compact_rows,
+                           link_deliveries, store_delivery, store_values)
 
 __all__ = ["Analyzer", "percentile", "summarize"]
 
@@ -326,6 +327,14 @@ def _p(x):
     return None if x is None else x[1]
 
 
+def _first(t):
+    return t[0]
+
+
+def _by_seq(d):
+    return d.seq
+
+
 def _sub(a, b):
     return None if a is None or b is None else a - b
 
@@ -460,10 +469,26 @@ class Analyzer(StateTracker):
         """Rows of the slowest settlements and of the first deliveries not accepted, and the count of those."""
         slowest, not_acc = list(self._slowest), list(self._not_accepted)
         count = self.not_accepted_count
-        for d in self._live():
-            self._notable(d, (slowest, not_acc))
-            if d.outcome not in ("accepted", "declared"):
-                count += 1
+        heaps = (slowest, not_acc)
+        for c in self.connections.values():
+            for link in c.links:
+                for d in link.live.values():  # (any order: the lists are ranked)
+                    self._notable(d, heaps)
+                    if d.outcome not in ("accepted", "declared"):
+                        count += 1
+                # compacted deliveries (unsettled, no outcome), read from the columns: an object is
+                # made for one that ranks among the first NOT_ACCEPTED only
+                for sender, st, rows in compact_rows(link):
+                    count += len(rows)
+                    seqs = st.seq
+                    for i in rows:  # (in first-transfer order: the first that does not rank ends it)
+                        key = (-c.seq, -link.index, -seqs[i])
+                        if len(not_acc) < NOT_ACCEPTED:
+                            heapq.heappush(not_acc, (key, store_delivery(link, sender, st, i)))
+                        elif key > not_acc[0][0]:
+                            heapq.heapreplace(not_acc, (key, store_delivery(link, sender, st, i)))
+                        else:
+                            break
 
         row = self._row
         return {
@@ -813,8 +838,7 @@ class Analyzer(StateTracker):
         Needs ``rows=True`` (the default): with ``rows=False`` the rows of folded deliveries were
         not kept (they went to ``delivery_sink``, if any) and only the live ones are returned."""
         rows = list(self._rows)
-        for d in self._live():
-            rows.append((self._order(d), self._row(d)))
+        rows.extend(self.live_deliveries())
         rows.sort(key=lambda r: r[0])
         return [r for _, r in rows]
 
@@ -829,9 +853,40 @@ class Analyzer(StateTracker):
 
     def live_deliveries(self):
         """``(key, row)`` of the deliveries not folded yet (for a streaming writer, after the folded
-        ones), with the table-order key given to ``delivery_sink``."""
-        for d in self._live():
-            yield self._order(d), self._row(d)
+        ones), with the table-order key given to ``delivery_sink``.  The rows of compacted deliveries
+        are made from the store's columns (no delivery object)."""
+        for c in self.connections.values():
+            for link in c.links:
+                if not link.compacted:
+                    for d in link_deliveries(link):
+                        yield self._order(d), self._row(d)
+                    continue
+                streams = [[(d.seq, d) for d in sorted(link.live.values(), key=_by_seq)]]
+                for sender, st, rows in compact_rows(link):
+                    streams.append(self._compact_rows(c, link, sender, st, rows))
+                for seq, x in heapq.merge(*streams, key=_first):
+                    yield (c.seq, link.index, seq), (x if type(x) is dict else self._row(x))
+
+    def _compact_rows(self, c, link, sender, st, rows):
+        """(seq, row) of the compacted deliveries at ``rows`` of ``st``: the rows :meth:`_delivery_row`
+        gives for them, made from the columns."""
+        template = self._delivery_row(c, link, self._link_address(link), store_delivery(link, sender, st, rows[0]))
+        seqs = st.seq
+        for i in rows:
+            (did, tag, ft, lt, fp, lp, frames, size, complete, resumed, rsm) = store_values(link, sender, st, i)
+            row = dict(template)  # (the link's cells and those every compacted delivery shares)
+            row["delivery_id"] = did
+            row["delivery_tag"] = tag.hex() if tag is not None else None
+            row["first_time"] = ft
+            row["last_time"] = lt
+            row["first_packet"] = fp
+            row["last_packet"] = lp
+            row["frames"] = frames
+            row["message_size"] = size
+            row["complete"] = complete
+            row["resumed"] = resumed
+            row["rcv_settle_mode"] = rsm
+            yield seqs[i], row
 
     def _delivery_row(self, c, link, addr, d) -> dict:
         s = link.session
