@@ -21,7 +21,7 @@ cdef class TcpReassembler:
     cdef public object _table, _closed
     cdef public object _next_sweep, _last_ts, _last_packet
 
-    @cython.locals(conn=_Conn, D=_Dir, O=_Dir, key=tuple, n=Py_ssize_t, d=int, flip=int)
+    @cython.locals(conn=_Conn, D=_Dir, O=_Dir, key=tuple, n=Py_ssize_t, d=int, flip=int, sport=long, dport=long)
     cpdef list feed(self, seg, ts, packet, wire_len=*)
 
 @cython.locals(D=_Dir)
