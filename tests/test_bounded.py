@@ -259,7 +259,9 @@ def test_a_wide_disposition_costs_what_it_touches_and_settled_deliveries_leave_t
 # Measured with tracemalloc (every allocation of the interpreter, the compiled modules' included) over
 # many objects, after a warm-up, in whatever mode the suite runs (compiled, or AMQP_DISSECT_PURE_PYTHON=1).
 CONN_BUDGET = 1024  # bytes an idle connection (the TCP layer has let it go) keeps for the rest of the run
-HALF_OPEN_BUDGET = 2048  # bytes a half-open connection costs while the TCP layer still tracks it
+HALF_OPEN_BUDGET = 1536  # bytes a half-open connection costs in all while the TCP layer still tracks it
+TCP_FLOW_BUDGET = 700  # bytes the TCP layer holds for one half-open connection (its entry, key, id, direction)
+REPORT_CONN_BUDGET = 512  # bytes the report document adds per connection it does not list
 DELIVERY_BUDGET = 100  # bytes an unsettled delivery costs in compact form
 
 
@@ -316,9 +318,102 @@ def test_an_idle_connection_keeps_at_most_1_kb():
     assert 0 < per <= CONN_BUDGET, per
 
 
-def test_a_half_open_connection_costs_at_most_2_kb_while_tracked():
+def test_a_half_open_connection_costs_at_most_1_5_kb_while_tracked():
+    """Everything a SYN-only connection keeps while the TCP layer tracks it: the TCP entry, the
+    dissector's pending entry, the analysis' connection, the address texts."""
     per = _syn_cost(6000, max_tcp=None)
     assert 0 < per <= HALF_OPEN_BUDGET, per
+
+
+def test_the_tcp_layer_keeps_at_most_700_bytes_per_half_open_connection():
+    """The reassembler alone, fed the SYNs' segments: one table entry in least-recently-active
+    order, one key for both directions, the connection's id and one direction (the other is made
+    at its first segment)."""
+    import io
+
+    from amqp_dissect.capture.netparse import parse_segment
+    from amqp_dissect.capture.pcap import open_capture
+    from amqp_dissect.capture.tcp import TcpReassembler
+
+    from pcapbuild import write_pcap
+
+    warm, n = 2000, 6000
+    segs = [parse_segment(r.linktype, r.data) for r in open_capture(io.BytesIO(write_pcap(B.syn_records(warm + n))))]
+    tr = TcpReassembler()
+    opened = []
+
+    def feed(part):
+        for i, seg in enumerate(part):
+            opened.extend(tr.feed(seg, 1.0 + i * 1e-6, i))
+
+    used = _retained(lambda: feed(segs[:warm]), lambda: (feed(segs[warm:]), opened.clear()))
+    assert tr.open_connections == warm + n
+    per = used / n
+    assert 0 < per <= TCP_FLOW_BUDGET, per
+
+
+def test_the_report_lists_at_most_100_connections_and_adds_up_the_others(tmp_path, capsys):
+    """4,000 SYN-only connections, 5 of which carry AMQP (the setup exchange, unsettled transfers):
+    the report describes those 5 and 95 others, in capture order, and one line adds up the rest; its
+    document grows by less than REPORT_CONN_BUDGET per connection it does not list (tracemalloc:
+    the peak while building and rendering it, against the same capture's analysis)."""
+    import gc
+    import tracemalloc
+
+    from amqp_dissect.pipelines.local import CaptureSource, run_analysis
+    from amqp_dissect.render.report import render_text
+    from amqp_dissect.results.report import LISTED_CONNECTIONS, build_report
+
+    from pcapbuild import PcapWriter
+
+    n, amqp_at = 4000, (7, 1500, 2222, 3001, 3999)
+    recs = list(B.syn_records(n))
+    for k, i in enumerate(amqp_at):  # connection i carries AMQP instead of its SYN
+        conv = B.unsettled_conversation(k + 2, client=(f"10.200.0.{k + 1}", 40000), t0=recs[i][0], dt=1e-8)
+        recs[i:i + 1] = conv.records
+    cap = tmp_path / "many.pcap"
+    with open(cap, "wb") as f:
+        w = PcapWriter(f, 1)
+        for ts, _lt, data in recs:
+            w.write(ts, data)
+    an = run_analysis(CaptureSource([str(cap)]), rows=False).analyzer
+    assert len(an.connections) == n
+    gc.collect()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        text = render_text(build_report(an))
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    assert peak / (n - LISTED_CONNECTIONS) <= REPORT_CONN_BUDGET, peak / n
+    listed = [line.split()[1] for line in text.splitlines() if line.startswith("Connection ")]
+    assert len(listed) == LISTED_CONNECTIONS == 100
+    amqp = [cid for cid in listed if cid.startswith("10.200.0.")]
+    assert amqp == [f"10.200.0.{k + 1}:{40000}-10.0.0.2:5672" for k in range(5)], amqp  # (capture order)
+    all_ids = list(an.connections)
+    assert listed == [cid for cid in all_ids if cid in set(listed)]  # capture order
+    assert (f"... and {n - 100:,} more connections (see `amqp-dissect connections`): sessions 0, links 0, "
+            f"deliveries 0, violations 0, errors 0; {n - 100:,} carried no AMQP frame") in text
+    assert f"connections {n}, sessions 5, links 5, deliveries {sum(k + 2 for k in range(5))}" in text
+    # the CLI says the same, and its JSON document holds the listed connections and the sums
+    rc, out, err = _run(capsys, "report", "--format", "json", str(cap))
+    assert (rc, err) == (EXIT_OK, "")
+    doc = json.loads(out)
+    assert [c["connection"] for c in doc["connections"]] == listed
+    assert doc["connections_more"]["connections"] == n - 100 and doc["summary"]["connections"] == n
+
+
+def test_a_report_of_few_connections_lists_them_all(tmp_path, capsys):
+    """Up to 100 connections: every one, nothing added up (the report as before)."""
+    recs = list(B.syn_records(100))
+    cap = tmp_path / "hundred.pcap"
+    B._write(str(cap), recs)
+    rc, out, err = _run(capsys, "report", str(cap))
+    assert (rc, err) == (EXIT_OK, "")
+    assert out.count("\nConnection ") == 100 and "more connections" not in out
+    rc, out, err = _run(capsys, "report", "--format", "json", str(cap))
+    assert "connections_more" not in json.loads(out)
 
 
 def test_a_connection_without_bytes_gets_no_decoder():

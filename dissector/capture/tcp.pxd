@@ -9,15 +9,20 @@ cdef class _Dir:
     cdef public object buffered, closed
 
 cdef class _Conn:
-    cdef public object id, keys
-    cdef public tuple dirs
-    cdef public object state, last_ts, closed_ts, serial, fins
+    cdef public object id
+    cdef public tuple key
+    cdef public _Dir d0, d1
+    cdef public object state, last_ts, closed_ts, fins
+    cdef public int cd
 
 cdef class TcpReassembler:
     cdef public object server_ports, max_buffered, idle_timeout, max_connections, close_grace, sweep_interval
-    cdef public dict _table, _ids, _by_id
-    cdef public object _open, _closed
-    cdef public object _serial, _next_sweep, _last_ts, _last_packet
+    cdef public dict _ids, _by_id, _endpoints
+    cdef public object _table, _closed
+    cdef public object _next_sweep, _last_ts, _last_packet
 
-    @cython.locals(conn=_Conn, D=_Dir, O=_Dir, ent=tuple, n=Py_ssize_t)
+    @cython.locals(conn=_Conn, D=_Dir, O=_Dir, key=tuple, n=Py_ssize_t, d=int, flip=int, sport=long, dport=long)
     cpdef list feed(self, seg, ts, packet, wire_len=*)
+
+@cython.locals(D=_Dir)
+cpdef _Dir _get_dir(_Conn conn, int d)

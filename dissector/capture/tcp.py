@@ -88,17 +88,33 @@ class _Dir:
 
 
 class _Conn:
-    __slots__ = ("id", "keys", "dirs", "state", "last_ts", "closed_ts", "serial", "fins")
+    """One connection: a few words.  A SYN-only (half-open) connection is this object, its key and
+    one direction; the other direction is made at its first segment."""
 
-    def __init__(self, cid: str, keys: tuple, serial: int, ts: float) -> None:
+    __slots__ = ("id", "key", "cd", "d0", "d1", "state", "last_ts", "closed_ts", "fins")
+
+    def __init__(self, cid: str, key: tuple, cd: int, ts: float) -> None:
         self.id = cid
-        self.keys = keys  # the two oriented 4-tuples registered in the table
-        self.dirs = (_Dir(), _Dir())
+        self.key = key  # its key in the tables (see TcpReassembler.feed): one for both directions
+        self.cd = cd  # the direction (0: client to server) of the key's first endpoint
+        self.d0: _Dir | None = None  # client -> server, made at its first segment
+        self.d1: _Dir | None = None  # server -> client
         self.state = _OPEN
         self.last_ts = ts
         self.closed_ts = 0.0
-        self.serial = serial
         self.fins = 0  # bit per direction that sent a FIN (used while ignored)
+
+
+def _get_dir(conn: _Conn, d: int) -> _Dir:
+    """Direction ``d`` of ``conn``, made on first use."""
+    D = conn.d1 if d else conn.d0
+    if D is None:
+        D = _Dir()
+        if d:
+            conn.d1 = D
+        else:
+            conn.d0 = D
+    return D
 
 
 class TcpReassembler:
@@ -123,13 +139,13 @@ class TcpReassembler:
         self.max_connections = max_connections
         self.close_grace = close_grace
         self.sweep_interval = min(sweep_interval, idle_timeout, close_grace) if close_grace > 0 else sweep_interval
-        # oriented 4-tuple (src, dst, sport, dport) == seg[:4] -> (conn, direction)
-        self._table: dict[tuple, tuple[_Conn, int]] = {}
-        self._open: OrderedDict[_Conn, None] = OrderedDict()  # open + ignored, least recently active first
-        self._closed: OrderedDict[_Conn, None] = OrderedDict()  # closed, in order of closing
+        # connection key (_key) -> connection: open and ignored ones, least recently active first (a
+        # packet moves its connection to the end), and closed ones kept for late packets, in order of closing
+        self._table: OrderedDict[tuple, _Conn] = OrderedDict()
+        self._closed: OrderedDict[tuple, _Conn] = OrderedDict()
         self._ids: dict[str, int] = {}  # base id -> number of connections that used it
-        self._by_id: dict[str, _Conn] = {}  # open (and ignored) connections by id
-        self._serial = 0
+        self._by_id: dict[str, _Conn] = {}  # open (and ignored) connections by id, in order of opening
+        self._endpoints: dict[tuple, str] = {}  # (ip, port) -> endpoint text of recent servers (shared)
         self._next_sweep: float | None = None
         self._last_ts = 0.0
         self._last_packet = 0
@@ -138,16 +154,16 @@ class TcpReassembler:
     @property
     def open_connections(self) -> int:
         """Connections tracked and not closed (including ignored ones)."""
-        return len(self._open)
+        return len(self._table)
 
     @property
     def tracked_tuples(self) -> int:
-        """Oriented 4-tuples in the lookup table (2 per open or closing connection)."""
-        return len(self._table)
+        """Connection keys held (1 per open, ignored or closing connection)."""
+        return len(self._table) + len(self._closed)
 
     def buffered_bytes(self) -> int:
         """Out-of-order bytes held, over all connections."""
-        return sum(d.buffered for c in self._open for d in c.dirs)
+        return sum(D.buffered for c in self._table.values() for D in (c.d0, c.d1) if D is not None)
 
     def ignore(self, conn: str) -> None:
         """Stop tracking ``conn``: free its buffers; later packets are dropped
@@ -155,10 +171,11 @@ class TcpReassembler:
         c = self._by_id.get(conn)
         if c is not None and c.state == _OPEN:
             c.state = _IGNORED
-            for d in c.dirs:
-                d.starts = None
-                d.datas = None
-                d.buffered = 0
+            for D in (c.d0, c.d1):
+                if D is not None:
+                    D.starts = None
+                    D.datas = None
+                    D.buffered = 0
 
     def feed(self, seg: Segment, ts: float, packet: int, wire_len: int | None = None) -> list:
         """Process one segment; return the events it causes.
@@ -177,30 +194,53 @@ class TcpReassembler:
             self._next_sweep = ts + self.sweep_interval
         # unpacked once: indexing a NamedTuple from compiled code goes through a Python-level __getitem__
         src, dst, sport, dport, sseq, ack, flags, payload, _v = seg
-        ent = self._table.get((src, dst, sport, dport))
-        if ent is None:
-            self._new_conn(seg, ts, packet, wire_len, out)
+        # the connection key, the same for both directions: the endpoint with the lower port (or
+        # address, when the ports are equal) first, both ports in one int; flip: the sender is second
+        if sport < dport or (sport == dport and src <= dst):
+            key = (src, dst, (sport << 16) | dport)
+            flip = 0
+        else:
+            key = (dst, src, (dport << 16) | sport)
+            flip = 1
+        conn = self._table.get(key)
+        if conn is None:
+            conn = self._closed.get(key)
+            if conn is not None:
+                # closed, within the grace period: late packets are dropped; a new SYN opens a new connection
+                D = conn.d1 if conn.cd ^ flip else conn.d0
+                if ((flags & SYN and not flags & ACK and (D is None or D.isn != sseq))
+                        or ts - conn.closed_ts > self.close_grace):
+                    self._unlink(conn)
+                    self._new_conn(seg, key, flip, ts, packet, wire_len, out)
+                return out
+            self._new_conn(seg, key, flip, ts, packet, wire_len, out)
             return out
-        conn, d = ent
+        d = conn.cd ^ flip
         if conn.state == _OPEN:
             if ts - conn.last_ts > self.idle_timeout:
                 self._expire(conn, ts, packet, out, "idle")
-                self._new_conn(seg, ts, packet, wire_len, out)
+                self._new_conn(seg, key, flip, ts, packet, wire_len, out)
                 return out
             conn.last_ts = ts
-            self._open.move_to_end(conn)
-            D = conn.dirs[d]
-            if flags & ACK:
+            self._table.move_to_end(key)
+            if d:
+                D = conn.d1
+                O = conn.d0
+            else:
+                D = conn.d0
+                O = conn.d1
+            if flags & ACK and O is not None:
                 # the peer's bytes this segment acknowledges were sent: any of them not captured
                 # are lost for good, and the bytes buffered after the hole can go on at once
-                O = conn.dirs[1 - d]
                 onxt = O.nxt
                 if onxt is not None and onxt != ack and not O.closed:
                     dist = ((ack - onxt + HALF) & MASK) - HALF
                     if dist > 0:
                         self._drain(conn, 1 - d, O, ts, packet, out, O.pos + dist)
+            if D is None:
+                D = _get_dir(conn, d)
             # fast path: in-order data, nothing buffered, no SYN/FIN/RST
-            if D.nxt == sseq and not (flags & 7) and not D.buffered and wire_len is None:
+            elif D.nxt == sseq and not (flags & 7) and not D.buffered and wire_len is None:
                 if payload:
                     n = len(payload)
                     D.pos += n
@@ -208,31 +248,26 @@ class TcpReassembler:
                     out.append(StreamData(conn.id, d, payload, ts, packet))
                 return out
             if flags & SYN and not flags & ACK and D.isn != sseq and D.nxt is not None:
-                self._reused(conn, seg, ts, packet, wire_len, out)
+                self._reused(conn, seg, key, flip, ts, packet, wire_len, out)
                 return out
             self._segment(conn, d, D, seg, ts, packet, wire_len, out)
             return out
-        if conn.state == _IGNORED:
-            if ts - conn.last_ts > self.idle_timeout:
-                self._expire(conn, ts, packet, out, "idle")
-                self._new_conn(seg, ts, packet, wire_len, out)
-                return out
-            conn.last_ts = ts
-            self._open.move_to_end(conn)
-            D = conn.dirs[d]
-            if flags & SYN and not flags & ACK and D.isn != sseq and D.nxt is not None:
-                self._reused(conn, seg, ts, packet, wire_len, out)
-            elif flags & RST:
-                self._retire(conn, ts)
-            elif flags & FIN:
-                conn.fins |= 1 << d
-                if conn.fins == 3:
-                    self._retire(conn, ts)
+        # ignored
+        if ts - conn.last_ts > self.idle_timeout:
+            self._expire(conn, ts, packet, out, "idle")
+            self._new_conn(seg, key, flip, ts, packet, wire_len, out)
             return out
-        # closed, within the grace period: late packets are dropped; a new SYN opens a new connection
-        if (flags & SYN and not flags & ACK and conn.dirs[d].isn != sseq) or ts - conn.closed_ts > self.close_grace:
-            self._unlink(conn)
-            self._new_conn(seg, ts, packet, wire_len, out)
+        conn.last_ts = ts
+        self._table.move_to_end(key)
+        D = conn.d1 if d else conn.d0
+        if flags & SYN and not flags & ACK and D is not None and D.isn != sseq and D.nxt is not None:
+            self._reused(conn, seg, key, flip, ts, packet, wire_len, out)
+        elif flags & RST:
+            self._retire(conn, ts)
+        elif flags & FIN:
+            conn.fins |= 1 << d
+            if conn.fins == 3:
+                self._retire(conn, ts)
         return out
 
     def sweep(self, ts: float, packet: int) -> list:
@@ -248,7 +283,7 @@ class TcpReassembler:
 
     @property
     def has_open_connections(self) -> bool:
-        return bool(self._open)
+        return bool(self._table)
 
     def finish(self, ts: float | None = None, packet: int | None = None) -> list:
         """End of capture: flush pending gaps and data, close every open connection
@@ -260,18 +295,28 @@ class TcpReassembler:
             ts = self._last_ts
         packet = self._last_packet if packet is None else max(packet, self._last_packet)
         out: list = []
-        for conn in sorted(self._open, key=lambda c: c.serial):
+        for conn in self._by_id.values():  # (in order of opening)
             if conn.state == _OPEN:
                 self._flush_all(conn, ts, packet, out)
                 out.append(StreamClosed(conn.id, -1, "end", ts, packet))
-        self._open.clear()
         self._closed.clear()
         self._table.clear()
         self._by_id.clear()
         return out
 
     # ----------------------------------------------------------- connections
-    def _new_conn(self, seg: Segment, ts: float, packet: int, wire_len: int | None, out: list) -> None:
+    def _endpoint(self, ip, port) -> str:
+        """The endpoint text of a server: one string for all its connections (a bounded cache)."""
+        k = (ip, port)
+        e = self._endpoints.get(k)
+        if e is None:
+            if len(self._endpoints) >= 1024:
+                self._endpoints.clear()
+            e = self._endpoints[k] = endpoint(ip, port)
+        return e
+
+    def _new_conn(self, seg: Segment, key: tuple, flip: int, ts: float, packet: int, wire_len: int | None,
+                  out: list) -> None:
         src, dst, sport, dport = seg[0], seg[1], seg[2], seg[3]
         flags = seg[6]
         if flags & SYN:
@@ -292,30 +337,26 @@ class TcpReassembler:
                 client_is_src = dport < sport
             else:
                 client_is_src = True
-        if len(self._open) >= self.max_connections:
+        if len(self._table) >= self.max_connections:
             self._evict(ts, packet, out)
         if client_is_src:
-            client, server = endpoint(src, sport), endpoint(dst, dport)
+            client, server = endpoint(src, sport), self._endpoint(dst, dport)
             d = 0
         else:
-            client, server = endpoint(dst, dport), endpoint(src, sport)
+            client, server = endpoint(dst, dport), self._endpoint(src, sport)
             d = 1
         base = f"{client}-{server}"
         n = self._ids.get(base, 0) + 1
         self._ids[base] = n
         cid = base if n == 1 else f"{base}#{n}"
-        k_src = (src, dst, sport, dport)  # == seg[:4]
-        k_dst = (dst, src, dport, sport)
-        self._serial += 1
-        conn = _Conn(cid, (k_src, k_dst), self._serial, ts)
-        self._table[k_src] = (conn, d)
-        self._table[k_dst] = (conn, 1 - d)
-        self._open[conn] = None
+        conn = _Conn(cid, key, d ^ flip, ts)
+        self._table[key] = conn
         self._by_id[cid] = conn
         out.append(StreamOpened(cid, client, server, ts, packet, syn))
-        self._segment(conn, d, conn.dirs[d], seg, ts, packet, wire_len, out)
+        self._segment(conn, d, _get_dir(conn, d), seg, ts, packet, wire_len, out)
 
-    def _reused(self, conn: _Conn, seg: Segment, ts: float, packet: int, wire_len: int | None, out: list) -> None:
+    def _reused(self, conn: _Conn, seg: Segment, key: tuple, flip: int, ts: float, packet: int,
+                wire_len: int | None, out: list) -> None:
         """A new SYN on a connection believed open: the 4-tuple was reused."""
         if conn.state == _OPEN:
             self._flush_all(conn, ts, packet, out)
@@ -329,46 +370,42 @@ class TcpReassembler:
                 )
             )
             out.append(StreamClosed(conn.id, -1, "end", ts, packet))
-        self._open.pop(conn, None)
         self._by_id.pop(conn.id, None)
         self._unlink(conn)
-        self._new_conn(seg, ts, packet, wire_len, out)
+        self._new_conn(seg, key, flip, ts, packet, wire_len, out)
 
     def _unlink(self, conn: _Conn) -> None:
-        table = self._table
-        for k in conn.keys:
-            ent = table.get(k)
-            if ent is not None and ent[0] is conn:
-                del table[k]
-        self._closed.pop(conn, None)
+        k = conn.key
+        if self._table.get(k) is conn:
+            del self._table[k]
+        if self._closed.get(k) is conn:
+            del self._closed[k]
 
     def _retire(self, conn: _Conn, ts: float) -> None:
         """Connection closed: free its buffers, keep it a while for late packets."""
-        self._open.pop(conn, None)
         self._by_id.pop(conn.id, None)
-        for d in conn.dirs:
-            d.starts = None
-            d.datas = None
-            d.buffered = 0
-            d.nxt = -1
+        self._unlink(conn)
+        for D in (conn.d0, conn.d1):
+            if D is not None:
+                D.starts = None
+                D.datas = None
+                D.buffered = 0
+                D.nxt = -1
         conn.state = _CLOSED
         conn.closed_ts = ts
         if self.close_grace > 0 and len(self._closed) < self.max_connections:
-            self._closed[conn] = None
-        else:
-            self._unlink(conn)
+            self._closed[conn.key] = conn
 
     def _expire(self, conn: _Conn, ts: float, packet: int, out: list, kind: str) -> None:
         """Close an open (or ignored) connection without FIN/RST and forget it."""
         if conn.state == _OPEN:
             self._flush_all(conn, ts, packet, out)
             out.append(StreamClosed(conn.id, -1, kind, ts, packet))
-        self._open.pop(conn, None)
         self._by_id.pop(conn.id, None)
         self._unlink(conn)
 
     def _evict(self, ts: float, packet: int, out: list) -> None:
-        conn = next(iter(self._open))
+        conn = next(iter(self._table.values()))
         was_open = conn.state == _OPEN
         self._expire(conn, ts, packet, out, "idle")
         if was_open:
@@ -384,16 +421,16 @@ class TcpReassembler:
 
     def _sweep(self, ts: float, packet: int, out: list) -> None:
         limit = ts - self.idle_timeout
-        opened = self._open
+        opened = self._table
         while opened:
-            conn = next(iter(opened))
+            conn = next(iter(opened.values()))
             if conn.last_ts >= limit:
                 break
             self._expire(conn, ts, packet, out, "idle")
         limit = ts - self.close_grace
         closed = self._closed
         while closed:
-            conn = next(iter(closed))
+            conn = next(iter(closed.values()))
             if conn.closed_ts >= limit:
                 break
             self._unlink(conn)
@@ -541,6 +578,6 @@ class TcpReassembler:
     def _flush_all(self, conn: _Conn, ts: float, packet: int, out: list) -> None:
         """Give up every hole of both directions: gaps + buffered data."""
         for d in (0, 1):
-            D = conn.dirs[d]
-            if D.buffered and not D.closed:
+            D = conn.d1 if d else conn.d0
+            if D is not None and D.buffered and not D.closed:
                 self._drain(conn, d, D, ts, packet, out, D.starts[-1] + len(D.datas[-1]))

@@ -1123,8 +1123,14 @@ def link_deliveries(link):
     return _link_deliveries(link)
 
 
-def _link_deliveries(link):
-    streams = [sorted(link.live.values(), key=_by_seq)]
+def compact_rows(link) -> list:
+    """The link's compacted deliveries, read from the columns: ``[(d, store, rows)]`` per sending
+    peer ``d`` with any, ``rows`` their positions in ``store`` (``s.compact[d]``) in first-transfer
+    order.  The one walk of the stores: readers take what they need from the columns, and make a
+    delivery object (:func:`store_delivery`) only for one they keep."""
+    out = []
+    if not link.compacted:
+        return out
     s = link.session
     idx = link.index
     for d in (0, 1):
@@ -1138,7 +1144,30 @@ def _link_deliveries(link):
         if any(seq[rows[k - 1]] > seq[rows[k]] for k in range(1, len(rows))):
             rows = array("l", sorted(rows, key=seq.__getitem__))
         if rows:
-            streams.append(_store_rows(s, d, st, rows))
+            out.append((d, st, rows))
+    return out
+
+
+def store_delivery(link, d, st, i):
+    """Row ``i`` of the store ``st`` of ``link``'s session and peer ``d`` as a fresh delivery object."""
+    return _store_delivery(link.session, d, st, i)
+
+
+def store_values(link, d, st, i) -> tuple:
+    """What row ``i`` of the store ``st`` (``link``'s session, peer ``d``) holds, without an object:
+    (delivery-id, tag, first_ts, last_ts, first_packet, last_packet, frames, size, complete, resumed,
+    rcv_settle_mode); the rest of a compacted delivery is as :meth:`_Delivery._init` leaves it."""
+    fl = st.flags[i]
+    return ((link.session.first_did[d] + st.offs[i]) & SERIAL_MASK, st.tag(i), st.first_ts[i], st.last_ts[i],
+            st.first_packet[i], st.last_packet[i], st.frames[i], st.size[i], bool(fl & _CF_COMPLETE),
+            bool(fl & _CF_RESUMED), _RSM_NAMES[(fl >> _CF_RSM) & 3])
+
+
+def _link_deliveries(link):
+    streams = [sorted(link.live.values(), key=_by_seq)]
+    s = link.session
+    for d, st, rows in compact_rows(link):
+        streams.append(_store_rows(s, d, st, rows))
     return heapq.merge(*streams, key=_by_seq)
 
 
@@ -1154,25 +1183,15 @@ def add_link_stats(stats, link) -> None:
     live = link.live.values()
     for x in (sorted(live, key=_by_seq) if link.reordered else live):
         stats.add(x)
-    if not link.compacted:
-        return
-    s = link.session
-    idx = link.index
-    for d in (0, 1):
-        st = s.compact[d]
-        if st is None:
-            continue
-        li = st.link
-        flags = st.flags
+    for _d, st, rows in compact_rows(link):
         size = st.size
-        for i in range(len(st.offs)):
-            if li[i] == idx and not flags[i] & _CF_DEAD:
-                stats.deliveries += 1
-                stats.bytes += size[i]
-                stats.no_outcome += 1
-                stats.unsettled += 1
-                if flags[i] & _CF_RESUMED:
-                    stats.resumed += 1
+        flags = st.flags
+        n = len(rows)
+        stats.deliveries += n
+        stats.no_outcome += n
+        stats.unsettled += n
+        stats.bytes += sum([size[i] for i in rows])
+        stats.resumed += sum([1 for i in rows if flags[i] & _CF_RESUMED])
 
 
 def _by_seq(x):

@@ -168,6 +168,15 @@ def render_text(rep: dict) -> str:
                     + (f" (x{e['count']})" if (e.get("count") or 1) > 1 else "")
                     + (f" [packet {e['packet']}]" if e.get("packet") else "")
                 )
+    more = rep.get("connections_more")
+    if more:
+        lines.append("")
+        lines.append(
+            f"... and {more['connections']:,} more connections (see `amqp-dissect connections`): "
+            f"sessions {more['sessions']:,}, links {more['links']:,}, deliveries {more['deliveries']:,}, "
+            f"violations {more['violations']:,}, errors {more['errors']:,}; "
+            f"{more['without_amqp']:,} carried no AMQP frame"
+        )
     if rep["violations"]:
         lines.append("")
         lines.append("Protocol violations")

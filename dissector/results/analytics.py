@@ -192,7 +192,8 @@ except ImportError:
 
 from ..amqp.spec import choice_name
 from ..amqp.spec import OUTCOMES
-from ..model.state import SIDES, DeliveryStats, Latencies, StateTracker, add_link_stats, link_deliveries
+from ..model.state import (SIDES, DeliveryStats, Latencies, StateTracker, add_link_stats, compact_rows,
+                           link_deliveries, store_delivery, store_values)
 
 __all__ = ["Analyzer", "percentile", "summarize"]
 
@@ -331,6 +332,14 @@ def _p(x):
     return None if x is None else x[1]
 
 
+def _first(t):
+    return t[0]
+
+
+def _by_seq(d):
+    return d.seq
+
+
 def _sub(a, b):
     return None if a is None or b is None else a - b
 
@@ -467,10 +476,26 @@ class Analyzer(StateTracker):
         not: they expect no outcome), and the count of those."""
         slowest, not_acc = list(self._slowest), list(self._not_accepted)
         count = self.not_accepted_count
-        for d in self._live():
-            self._notable(d, (slowest, not_acc))
-            if d.outcome not in ("accepted", "declared") and not d.presettled:
-                count += 1
+        heaps = (slowest, not_acc)
+        for c in self.connections.values():
+            for link in c.links:
+                for d in link.live.values():  # (any order: the lists are ranked)
+                    self._notable(d, heaps)
+                    if d.outcome not in ("accepted", "declared") and not d.presettled:
+                        count += 1
+                # compacted deliveries (unsettled, no outcome), read from the columns: an object is
+                # made for one that ranks among the first NOT_ACCEPTED only
+                for sender, st, rows in compact_rows(link):
+                    count += len(rows)
+                    seqs = st.seq
+                    for i in rows:  # (in first-transfer order: the first that does not rank ends it)
+                        key = (-c.seq, -link.index, -seqs[i])
+                        if len(not_acc) < NOT_ACCEPTED:
+                            heapq.heappush(not_acc, (key, store_delivery(link, sender, st, i)))
+                        elif key > not_acc[0][0]:
+                            heapq.heapreplace(not_acc, (key, store_delivery(link, sender, st, i)))
+                        else:
+                            break
 
         row = self._row
         return {
@@ -552,165 +577,169 @@ class Analyzer(StateTracker):
     # -- connections --------------------------------------------------------------
 
     def connection_rows(self) -> list[dict]:
-        rows = []
-        for c in self.connections.values():
-            o, cl = c.open, c.close
-            first_open = min((x for x in o if x is not None), key=lambda x: x["time"], default=None)
-            closes = [(e, x) for e, x in enumerate(cl) if x is not None]
-            first_close = min(closes, key=lambda ex: ex[1]["time"], default=None)
-            err_close = next((x for _, x in sorted(closes, key=lambda ex: ex[1]["time"]) if x["error"]), None)
-            errors = [
-                {"condition": e["condition"], "description": e["description"], "scope": e["scope"],
-                 "side": e["side"], "channel": e["channel"], "link": e["link"]}
-                for e in self.frame_errors if e["connection"] == c.id
-            ]
-            unknown = list(c.unknown)
-            if not c.known_start or c.lossy:
-                for e in (0, 1):
-                    if o[e] is None and cl[e] is None:
-                        unknown.append(f"open ({SIDES[e]})")
-                if not c.known_start and not c.sasl:
-                    unknown.append("sasl")
-            row = {
-                "connection": c.id,
-                "client": c.client,
-                "server": c.server,
-                "syn_seen": c.syn_seen,
-                "mid_connection": not c.known_start,
-                "lossy": c.lossy,
-                "tls": c.tls,
-                "tls_undecrypted_bytes": c.tls_undecrypted,
-                "tls_note": c.tls_reason,
-                "protocol_headers_client": list(c.headers[0]),
-                "protocol_headers_server": list(c.headers[1]),
-                "negotiation": c.negotiation,
-                "sasl": c.sasl,
-                "sasl_mechanisms": c.sasl_mechanisms,
-                "sasl_mechanism": c.sasl_mechanism,
-                "sasl_hostname": c.sasl_hostname,
-                "sasl_outcome": _sasl_code(c.sasl_outcome),
-                "sasl_outcome_code": c.sasl_outcome,
-                "sasl_frames_client": c.sasl_frames[0],
-                "sasl_frames_server": c.sasl_frames[1],
-                "container_id_client": o[0]["container_id"] if o[0] else None,
-                "container_id_server": o[1]["container_id"] if o[1] else None,
-                "hostname": o[0]["hostname"] if o[0] else None,
-            }
-            for key in ("max_frame_size", "channel_max"):
-                for e in (0, 1):
-                    row[f"{key}_{SIDES[e]}"] = o[e][key] if o[e] else None
-                    row[f"{key}_{SIDES[e]}_default"] = o[e][f"{key}_default"] if o[e] else None
+        return [self.connection_row(c) for c in self.connections.values()]
+
+    def connection_row(self, c) -> dict:
+        """The connections-table row of one connection (a ``self.connections`` value)."""
+        o, cl = c.open, c.close
+        first_open = min((x for x in o if x is not None), key=lambda x: x["time"], default=None)
+        closes = [(e, x) for e, x in enumerate(cl) if x is not None]
+        first_close = min(closes, key=lambda ex: ex[1]["time"], default=None)
+        err_close = next((x for _, x in sorted(closes, key=lambda ex: ex[1]["time"]) if x["error"]), None)
+        errors = [
+            {"condition": e["condition"], "description": e["description"], "scope": e["scope"],
+             "side": e["side"], "channel": e["channel"], "link": e["link"]}
+            for e in self.frame_errors if e["connection"] == c.id
+        ]
+        unknown = list(c.unknown)
+        if not c.known_start or c.lossy:
             for e in (0, 1):
-                row[f"idle_time_out_{SIDES[e]}"] = o[e]["idle_time_out"] if o[e] else None
-            row.update({
-                "open_time": first_open["time"] if first_open else None,
-                "open_time_client": o[0]["time"] if o[0] else None,
-                "open_time_server": o[1]["time"] if o[1] else None,
-                "close_time": first_close[1]["time"] if first_close else None,
-                "close_time_client": cl[0]["time"] if cl[0] else None,
-                "close_time_server": cl[1]["time"] if cl[1] else None,
-                "closed_by": SIDES[first_close[0]] if first_close else "",
-                "close_error": err_close["error"]["condition"] if err_close else None,
-                "close_description": err_close["error"]["description"] if err_close else None,
-                "errors": errors,
-                "sessions": len(c.sessions),
-                "links": len(c.links),
-                "deliveries": sum(self.link_stats(link).deliveries for link in c.links),
-                "frames_client": c.frames[0],
-                "frames_server": c.frames[1],
-                "frame_counts_client": dict(c.frame_counts[0]),
-                "frame_counts_server": dict(c.frame_counts[1]),
-                "heartbeats_client": c.heartbeats[0],
-                "heartbeats_server": c.heartbeats[1],
-                "state": {"client": c.state[0], "server": c.state[1]},
-                "state_client": c.state[0],
-                "state_server": c.state[1],
-                "transport_end": c.transport_end,
-                "transport_end_time": c.transport_time,
-                "first_time": c.first_ts,
-                "last_time": c.last_ts,
-                "first_packet": c.first_packet,
-                "last_packet": c.last_packet,
-                "violations": sum(1 for v in self.violations if v["connection"] == c.id),
-                "stalls": sum(1 for st in c.stalls if not st.idle()),
-                "unknown": unknown,
-            })
-            g = c.gaps or (0, 0, 0, 0, 0, 0)
+                if o[e] is None and cl[e] is None:
+                    unknown.append(f"open ({SIDES[e]})")
+            if not c.known_start and not c.sasl:
+                unknown.append("sasl")
+        row = {
+            "connection": c.id,
+            "client": c.client,
+            "server": c.server,
+            "syn_seen": c.syn_seen,
+            "mid_connection": not c.known_start,
+            "lossy": c.lossy,
+            "tls": c.tls,
+            "tls_undecrypted_bytes": c.tls_undecrypted,
+            "tls_note": c.tls_reason,
+            "protocol_headers_client": list(c.headers[0]),
+            "protocol_headers_server": list(c.headers[1]),
+            "negotiation": c.negotiation,
+            "sasl": c.sasl,
+            "sasl_mechanisms": c.sasl_mechanisms,
+            "sasl_mechanism": c.sasl_mechanism,
+            "sasl_hostname": c.sasl_hostname,
+            "sasl_outcome": _sasl_code(c.sasl_outcome),
+            "sasl_outcome_code": c.sasl_outcome,
+            "sasl_frames_client": c.sasl_frames[0],
+            "sasl_frames_server": c.sasl_frames[1],
+            "container_id_client": o[0]["container_id"] if o[0] else None,
+            "container_id_server": o[1]["container_id"] if o[1] else None,
+            "hostname": o[0]["hostname"] if o[0] else None,
+        }
+        for key in ("max_frame_size", "channel_max"):
             for e in (0, 1):
-                row[f"gaps_{SIDES[e]}"] = g[e]
-                row[f"gap_bytes_{SIDES[e]}"] = g[2 + e]
-                row[f"undecoded_bytes_{SIDES[e]}"] = g[4 + e]
-            row["inferred"] = list(c.inferred or ())
-            rows.append(row)
-        return rows
+                row[f"{key}_{SIDES[e]}"] = o[e][key] if o[e] else None
+                row[f"{key}_{SIDES[e]}_default"] = o[e][f"{key}_default"] if o[e] else None
+        for e in (0, 1):
+            row[f"idle_time_out_{SIDES[e]}"] = o[e]["idle_time_out"] if o[e] else None
+        row.update({
+            "open_time": first_open["time"] if first_open else None,
+            "open_time_client": o[0]["time"] if o[0] else None,
+            "open_time_server": o[1]["time"] if o[1] else None,
+            "close_time": first_close[1]["time"] if first_close else None,
+            "close_time_client": cl[0]["time"] if cl[0] else None,
+            "close_time_server": cl[1]["time"] if cl[1] else None,
+            "closed_by": SIDES[first_close[0]] if first_close else "",
+            "close_error": err_close["error"]["condition"] if err_close else None,
+            "close_description": err_close["error"]["description"] if err_close else None,
+            "errors": errors,
+            "sessions": len(c.sessions),
+            "links": len(c.links),
+            "deliveries": sum(self.link_stats(link).deliveries for link in c.links),
+            "frames_client": c.frames[0],
+            "frames_server": c.frames[1],
+            "frame_counts_client": dict(c.frame_counts[0]),
+            "frame_counts_server": dict(c.frame_counts[1]),
+            "heartbeats_client": c.heartbeats[0],
+            "heartbeats_server": c.heartbeats[1],
+            "state": {"client": c.state[0], "server": c.state[1]},
+            "state_client": c.state[0],
+            "state_server": c.state[1],
+            "transport_end": c.transport_end,
+            "transport_end_time": c.transport_time,
+            "first_time": c.first_ts,
+            "last_time": c.last_ts,
+            "first_packet": c.first_packet,
+            "last_packet": c.last_packet,
+            "violations": sum(1 for v in self.violations if v["connection"] == c.id),
+            "stalls": sum(1 for st in c.stalls if not st.idle()),
+            "unknown": unknown,
+        })
+        g = c.gaps or (0, 0, 0, 0, 0, 0)
+        for e in (0, 1):
+            row[f"gaps_{SIDES[e]}"] = g[e]
+            row[f"gap_bytes_{SIDES[e]}"] = g[2 + e]
+            row[f"undecoded_bytes_{SIDES[e]}"] = g[4 + e]
+        row["inferred"] = list(c.inferred or ())
+        return row
 
     # -- sessions ---------------------------------------------------------------------
 
     def session_rows(self) -> list[dict]:
+        return [row for c in self.connections.values() for row in self.connection_session_rows(c)]
+
+    def connection_session_rows(self, c) -> list[dict]:
+        """The sessions-table rows of one connection."""
         rows = []
-        for c in self.connections.values():
-            for s in c.sessions:
-                b, en = s.begin, s.end
-                firstb = min((x for x in b if x is not None), key=lambda x: x["time"], default=None)
-                ends = [(e, x) for e, x in enumerate(en) if x is not None]
-                first_end = min(ends, key=lambda ex: ex[1]["time"], default=None)
-                err_end = next((x for _, x in sorted(ends, key=lambda ex: ex[1]["time"]) if x["error"]), None)
-                lstats = [self.link_stats(link) for link in s.links]
-                row = {
-                    "connection": c.id,
-                    "session": s.index,
-                    "channel": self._session_channel(s),
-                    "channel_client": s.channel[0],
-                    "channel_server": s.channel[1],
-                    "initiator": _side(s.initiator),
-                    "begin_time": firstb["time"] if firstb else None,
-                    "begin_packet": firstb["packet"] if firstb else None,
-                }
+        for s in c.sessions:
+            b, en = s.begin, s.end
+            firstb = min((x for x in b if x is not None), key=lambda x: x["time"], default=None)
+            ends = [(e, x) for e, x in enumerate(en) if x is not None]
+            first_end = min(ends, key=lambda ex: ex[1]["time"], default=None)
+            err_end = next((x for _, x in sorted(ends, key=lambda ex: ex[1]["time"]) if x["error"]), None)
+            lstats = [self.link_stats(link) for link in s.links]
+            row = {
+                "connection": c.id,
+                "session": s.index,
+                "channel": self._session_channel(s),
+                "channel_client": s.channel[0],
+                "channel_server": s.channel[1],
+                "initiator": _side(s.initiator),
+                "begin_time": firstb["time"] if firstb else None,
+                "begin_packet": firstb["packet"] if firstb else None,
+            }
+            for e in (0, 1):
+                side = SIDES[e]
+                row[f"begin_time_{side}"] = b[e]["time"] if b[e] else None
+            for key in ("next_outgoing_id", "incoming_window", "outgoing_window", "handle_max"):
                 for e in (0, 1):
-                    side = SIDES[e]
-                    row[f"begin_time_{side}"] = b[e]["time"] if b[e] else None
-                for key in ("next_outgoing_id", "incoming_window", "outgoing_window", "handle_max"):
-                    for e in (0, 1):
-                        row[f"{key}_{SIDES[e]}"] = b[e][key] if b[e] else None
-                for e in (0, 1):
-                    side = SIDES[e]
-                    row[f"handle_max_{side}_default"] = b[e]["handle_max_default"] if b[e] else None
-                for e in (0, 1):
-                    side = SIDES[e]
-                    row[f"next_outgoing_id_final_{side}"] = s.noid[e]
-                    row[f"incoming_window_last_{side}"] = s.last_iw[e]
-                    row[f"outgoing_window_last_{side}"] = s.last_ow[e]
-                    row[f"remote_incoming_window_{side}"] = s.riw(e)
-                    row[f"transfers_{side}"] = s.transfers[e]
-                    row[f"flows_{side}"] = s.flows[e]
-                row.update({
-                    "end_time": first_end[1]["time"] if first_end else None,
-                    "end_time_client": en[0]["time"] if en[0] else None,
-                    "end_time_server": en[1]["time"] if en[1] else None,
-                    "ended_by": SIDES[first_end[0]] if first_end else "",
-                    "end_error": err_end["error"]["condition"] if err_end else None,
-                    "end_description": err_end["error"]["description"] if err_end else None,
-                    "terminated": s.terminated,
-                    "state_client": s.state[0],
-                    "state_server": s.state[1],
-                    "links": len(s.links),
-                    "deliveries": sum(x.deliveries for x in lstats),
-                    "unsettled": sum(x.unsettled for x in lstats),
-                    "unseen_dispositions": s.unseen_dispositions,
-                    "late_dispositions": s.late_dispositions,
-                    "unknown": list(s.unknown),
-                })
-                rows.append(row)
+                    row[f"{key}_{SIDES[e]}"] = b[e][key] if b[e] else None
+            for e in (0, 1):
+                side = SIDES[e]
+                row[f"handle_max_{side}_default"] = b[e]["handle_max_default"] if b[e] else None
+            for e in (0, 1):
+                side = SIDES[e]
+                row[f"next_outgoing_id_final_{side}"] = s.noid[e]
+                row[f"incoming_window_last_{side}"] = s.last_iw[e]
+                row[f"outgoing_window_last_{side}"] = s.last_ow[e]
+                row[f"remote_incoming_window_{side}"] = s.riw(e)
+                row[f"transfers_{side}"] = s.transfers[e]
+                row[f"flows_{side}"] = s.flows[e]
+            row.update({
+                "end_time": first_end[1]["time"] if first_end else None,
+                "end_time_client": en[0]["time"] if en[0] else None,
+                "end_time_server": en[1]["time"] if en[1] else None,
+                "ended_by": SIDES[first_end[0]] if first_end else "",
+                "end_error": err_end["error"]["condition"] if err_end else None,
+                "end_description": err_end["error"]["description"] if err_end else None,
+                "terminated": s.terminated,
+                "state_client": s.state[0],
+                "state_server": s.state[1],
+                "links": len(s.links),
+                "deliveries": sum(x.deliveries for x in lstats),
+                "unsettled": sum(x.unsettled for x in lstats),
+                "unseen_dispositions": s.unseen_dispositions,
+                "late_dispositions": s.late_dispositions,
+                "unknown": list(s.unknown),
+            })
+            rows.append(row)
         return rows
 
     # -- links --------------------------------------------------------------------------
 
     def link_rows(self) -> list[dict]:
-        rows = []
-        for c in self.connections.values():
-            for link in c.links:
-                rows.append(self._link_row(c, link))
-        return rows
+        return [row for c in self.connections.values() for row in self.connection_link_rows(c)]
+
+    def connection_link_rows(self, c) -> list[dict]:
+        """The links-table rows of one connection."""
+        return [self._link_row(c, link) for link in c.links]
 
     def _link_row(self, c, link) -> dict:
         s = link.session
@@ -816,8 +845,7 @@ class Analyzer(StateTracker):
         Needs ``rows=True`` (the default): with ``rows=False`` the rows of folded deliveries were
         not kept (they went to ``delivery_sink``, if any) and only the live ones are returned."""
         rows = list(self._rows)
-        for d in self._live():
-            rows.append((self._order(d), self._row(d)))
+        rows.extend(self.live_deliveries())
         rows.sort(key=lambda r: r[0])
         return [r for _, r in rows]
 
@@ -832,9 +860,40 @@ class Analyzer(StateTracker):
 
     def live_deliveries(self):
         """``(key, row)`` of the deliveries not folded yet (for a streaming writer, after the folded
-        ones), with the table-order key given to ``delivery_sink``."""
-        for d in self._live():
-            yield self._order(d), self._row(d)
+        ones), with the table-order key given to ``delivery_sink``.  The rows of compacted deliveries
+        are made from the store's columns (no delivery object)."""
+        for c in self.connections.values():
+            for link in c.links:
+                if not link.compacted:
+                    for d in link_deliveries(link):
+                        yield self._order(d), self._row(d)
+                    continue
+                streams = [[(d.seq, d) for d in sorted(link.live.values(), key=_by_seq)]]
+                for sender, st, rows in compact_rows(link):
+                    streams.append(self._compact_rows(c, link, sender, st, rows))
+                for seq, x in heapq.merge(*streams, key=_first):
+                    yield (c.seq, link.index, seq), (x if type(x) is dict else self._row(x))
+
+    def _compact_rows(self, c, link, sender, st, rows):
+        """(seq, row) of the compacted deliveries at ``rows`` of ``st``: the rows :meth:`_delivery_row`
+        gives for them, made from the columns."""
+        template = self._delivery_row(c, link, self._link_address(link), store_delivery(link, sender, st, rows[0]))
+        seqs = st.seq
+        for i in rows:
+            (did, tag, ft, lt, fp, lp, frames, size, complete, resumed, rsm) = store_values(link, sender, st, i)
+            row = dict(template)  # (the link's cells and those every compacted delivery shares)
+            row["delivery_id"] = did
+            row["delivery_tag"] = tag.hex() if tag is not None else None
+            row["first_time"] = ft
+            row["last_time"] = lt
+            row["first_packet"] = fp
+            row["last_packet"] = lp
+            row["frames"] = frames
+            row["message_size"] = size
+            row["complete"] = complete
+            row["resumed"] = resumed
+            row["rcv_settle_mode"] = rsm
+            yield seqs[i], row
 
     def _delivery_row(self, c, link, addr, d) -> dict:
         s = link.session

@@ -22,6 +22,7 @@ import heapq
 from ..amqp.spec import OUTCOMES
 
 NOTABLE = 10  # rows per "notable" list
+LISTED_CONNECTIONS = 100  # connections the report describes one by one (the others are added up)
 DELIVERY_KEYS = ("connection", "channel", "link", "delivery_id", "delivery_tag", "sender", "first_time",
                  "first_packet", "frames", "message_size", "presettled", "aborted", "settled_by",
                  "settled_time", "outcome", "outcome_error", "settlement_latency", "unsettled_at")
@@ -38,12 +39,31 @@ def _pick(row: dict, *keys) -> dict:
     return {k: row.get(k) for k in keys}
 
 
+def _connection_interest(an, c, problems: dict) -> tuple:
+    """How much a connection has to show, highest first when the report cannot list them all:
+    its violations and errors, then its deliveries, then its AMQP frames."""
+    return (problems.get(c.id, 0), sum(an.link_stats(link).deliveries for link in c.links),
+            c.frames[0] + c.frames[1])
+
+
+def listed_connections(an, problems: dict, limit: int = LISTED_CONNECTIONS) -> list:
+    """The connections (``an.connections`` values) the report lists, in capture order: all of them
+    up to ``limit``; beyond, the ``limit`` with the most to show (:func:`_connection_interest`,
+    capture order among equals).  ``problems``: connection id -> violations + errors."""
+    conns = an.connections
+    if len(conns) <= limit:
+        return list(conns.values())
+    top = heapq.nsmallest(limit, ((tuple(-x for x in _connection_interest(an, c, problems)), i, c)
+                                  for i, c in enumerate(conns.values())), key=lambda t: t[:2])
+    return [t[2] for t in sorted(top, key=lambda t: t[1])]
+
+
 def build_report(an, capture_errors=(), capture: dict | None = None) -> dict:
     """The report document; ``capture``: the inputs, first and last packet times (epoch
-    seconds), packets, bytes and duration (``CaptureSource.capture_info()``), its header."""
-    conns = an.connection_rows()
-    sessions = an.session_rows()
-    links = an.link_rows()
+    seconds), packets, bytes and duration (``CaptureSource.capture_info()``), its header.
+
+    Bounded in the number of connections: their rows are made for the listed connections only
+    (:func:`listed_connections`); the others are counted in ``connections_more``."""
     # stalls: counted and summed from the Stall objects, rows made only for the longest (a long
     # capture has many, and the report shows a few)
     stall_count: dict = {}
@@ -65,15 +85,27 @@ def build_report(an, capture_errors=(), capture: dict | None = None) -> dict:
     errors = an.error_rows()
     txns = an.transaction_rows()
 
-    sessions_of, links_of, violations_of, errors_of = (
-        _by_connection(rows) for rows in (sessions, links, violations, errors))
+    violations_of = {}
+    for v in violations:
+        violations_of[v["connection"]] = violations_of.get(v["connection"], 0) + 1
+    errors_of = _by_connection(errors)
+    problems = dict(violations_of)
+    for cid, rows in errors_of.items():
+        problems[cid] = problems.get(cid, 0) + len(rows)
+    listed = listed_connections(an, problems)
     out_conns = []
-    for c in conns:
+    n_sessions = n_links = 0
+    for c in an.connections.values():
+        n_sessions += len(c.sessions)
+        n_links += len(c.links)
+    for conn in listed:
+        c = an.connection_row(conn)
         cid = c["connection"]
+        links = an.connection_link_rows(conn)
         c_sessions = []
-        for s in sessions_of.get(cid, ()):
+        for s in an.connection_session_rows(conn):
             s_links = []
-            for lk in (lk for lk in links_of.get(cid, ()) if lk.get("session") == s.get("session")):
+            for lk in (lk for lk in links if lk.get("session") == s.get("session")):
                 s_links.append(
                     {
                         **_pick(lk, "name", "handle", "role", "sender", "receiver", "address", "source", "target",
@@ -107,11 +139,28 @@ def build_report(an, capture_errors=(), capture: dict | None = None) -> dict:
                 "deliveries": c.get("deliveries"),
                 "stalls": stall_count.get(cid, 0),
                 "stalled_seconds": stall_secs.get(cid, 0),
-                "violations": len(violations_of.get(cid, ())),
+                "violations": violations_of.get(cid, 0),
                 "errors": errors_of.get(cid, []),
                 "sessions": c_sessions,
             }
         )
+    more = None
+    if len(listed) < len(an.connections):
+        # what the connections not listed add up to (one pass, no rows)
+        shown = {id(c) for c in listed}
+        more = {"connections": 0, "sessions": 0, "links": 0, "deliveries": 0, "violations": 0, "errors": 0,
+                "without_amqp": 0}
+        for c in an.connections.values():
+            if id(c) in shown:
+                continue
+            more["connections"] += 1
+            more["sessions"] += len(c.sessions)
+            more["links"] += len(c.links)
+            more["deliveries"] += sum(an.link_stats(link).deliveries for link in c.links)
+            more["violations"] += violations_of.get(c.id, 0)
+            more["errors"] += len(errors_of.get(c.id, ()))
+            if not (c.frames[0] or c.frames[1] or c.headers[0] or c.headers[1]):
+                more["without_amqp"] += 1
 
     notable = an.notable_deliveries()
     longest = [an.stall_row(st)
@@ -120,9 +169,9 @@ def build_report(an, capture_errors=(), capture: dict | None = None) -> dict:
     return {
         "capture": dict(capture) if capture is not None else None,
         "summary": {
-            "connections": len(conns),
-            "sessions": len(sessions),
-            "links": len(links),
+            "connections": len(an.connections),
+            "sessions": n_sessions,
+            "links": n_links,
             "deliveries": totals["deliveries"],
             "outcomes": totals["outcomes"],
             "unsettled": totals["unsettled"],
@@ -137,6 +186,7 @@ def build_report(an, capture_errors=(), capture: dict | None = None) -> dict:
         },
         "latency_by_address": an.latency_summary(by="address"),
         "connections": out_conns,
+        **({"connections_more": more} if more is not None else {}),
         "transactions": txns,
         "violations": violations,
         "notable_deliveries": {
