@@ -1246,10 +1246,21 @@ def _write_rows(table, fmt, rows):
     write_table(rows, table, fmt, io.BytesIO() if fmt != "table" else io.StringIO())
 
 
-def _write_deliveries(fmt, batches):
-    from amqp_dissect.pipelines.write import write_batches
+def _write_deliveries(fmt, batches, out=None):
+    """The deliveries' record batches of many inputs (a batch or more each), joined into batches of
+    the stream's size (2048 rows) and written by ``write_batches``: a batch's text has a fixed cost
+    of a few ms, whatever its rows."""
+    import pyarrow as pa
 
-    write_batches(batches, "deliveries", fmt, io.BytesIO() if fmt != "table" else io.StringIO())
+    from amqp_dissect.pipelines.write import STREAM_ROWS, write_batches
+    from amqp_dissect.results.tables import arrow_schema
+
+    if len(batches) > 1:
+        whole = pa.Table.from_batches(batches, schema=arrow_schema("deliveries")).combine_chunks()
+        batches = whole.to_batches(max_chunksize=STREAM_ROWS)
+    if out is None:
+        out = io.BytesIO() if fmt != "table" else io.StringIO()
+    write_batches(batches, "deliveries", fmt, out)
 
 
 def check(path: str, formats=("csv", "jsonl")) -> list[str]:
