@@ -6,10 +6,12 @@
 Every input (a generated AMQP conversation, a capture of frames of any performative with fields of
 any type, a mutated sample, a mutated generated conversation) is written as a capture file and fed
 through the paths of ``frames``, ``frames -V``, ``frames --format jsonl``, ``report`` and every table
-(``fuzzgen.check``).  Each failure is saved as ``OUT/<kind>-<seed>-<i>.pcap`` with the failure text
-beside it (``.txt``): ``amqp-dissect <command> OUT/....pcap`` reproduces it.  Input ``i`` of seed ``s``
-is the same on every run (``random.Random(f"{s}:{i}")``).  Prints the inputs tried, inputs/s and
-failures; exits 1 when any input failed.
+(``fuzzgen.Checker``: one decode replayed through the -V and the jsonl printers, which decode with
+the same options; the rows of ``--batch`` inputs written together, one write per table and format,
+through the table commands' writers).  Each failure is saved as ``OUT/<kind>-<seed>-<i>.pcap`` with
+the failure text beside it (``.txt``): ``amqp-dissect <command> OUT/....pcap`` reproduces it.  Input
+``i`` of seed ``s`` is the same on every run (``random.Random(f"{s}:{i}")``).  Prints the inputs
+tried, inputs/s, failures and the workers' CPU time per input; exits 1 when any input failed.
 """
 
 from __future__ import annotations
