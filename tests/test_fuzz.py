@@ -477,3 +477,31 @@ def test_a_table_that_fails_in_a_batch_names_its_inputs(tmp_path, monkeypatch):
     assert rc == (1 if saved else 0)
     for n in saved:
         assert "RuntimeError: a bug met writing a 5671" in (out / n.replace(".pcap", ".txt")).read_text()
+
+
+def test_the_oracle_sees_a_bug_in_each_printer_of_the_shared_decode(tmp_path, monkeypatch):
+    """A printer that raises is a failure of its own command; the other printer of the same decode
+    still runs."""
+    from amqp_dissect.cli import main as cli
+
+    _, data = fuzzgen.generate(fuzzgen.RandomSource("printers"), "frame")
+    cap = tmp_path / "in.pcap"
+    cap.write_bytes(data)
+    assert fuzzgen.check(str(cap), ("jsonl",)) == []
+
+    def broken(ev):
+        raise KeyError("a bug in the jsonl printer")
+
+    monkeypatch.setattr(cli, "event_json", broken)
+    problems = fuzzgen.check(str(cap), ("jsonl",))
+    assert [p.split(":")[0] for p in problems] == ["frames --format jsonl"]
+    assert "KeyError: 'a bug in the jsonl printer'" in problems[0]
+    monkeypatch.undo()
+
+    class Broken(cli.DetailLines):
+        def add(self, chunk, record, ev):
+            raise ValueError("a bug in the -V printer")
+
+    monkeypatch.setattr(cli, "DetailLines", Broken)
+    problems = fuzzgen.check(str(cap), ("jsonl",))
+    assert [p.split(":")[0] for p in problems] == ["frames -V"]
