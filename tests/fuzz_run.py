@@ -6,10 +6,12 @@
 Every input (a generated AMQP conversation, a capture of frames of any performative with fields of
 any type, a mutated sample, a mutated generated conversation) is written as a capture file and fed
 through the paths of ``frames``, ``frames -V``, ``frames --format jsonl``, ``report`` and every table
-(``fuzzgen.check``).  Each failure is saved as ``OUT/<kind>-<seed>-<i>.pcap`` with the failure text
-beside it (``.txt``): ``amqp-dissect <command> OUT/....pcap`` reproduces it.  Input ``i`` of seed ``s``
-is the same on every run (``random.Random(f"{s}:{i}")``).  Prints the inputs tried, inputs/s and
-failures; exits 1 when any input failed.
+(``fuzzgen.Checker``: one decode replayed through the -V and the jsonl printers, which decode with
+the same options; the rows of ``--batch`` inputs written together, one write per table and format,
+through the table commands' writers).  Each failure is saved as ``OUT/<kind>-<seed>-<i>.pcap`` with
+the failure text beside it (``.txt``): ``amqp-dissect <command> OUT/....pcap`` reproduces it.  Input
+``i`` of seed ``s`` is the same on every run (``random.Random(f"{s}:{i}")``).  Prints the inputs
+tried, inputs/s, failures and the workers' CPU time per input; exits 1 when any input failed.
 """
 
 from __future__ import annotations
@@ -26,12 +28,35 @@ sys.path.insert(0, HERE)
 
 
 def _worker(args):
-    seed, start, stop, step, out, formats, kinds, deadline = args
+    seed, start, stop, step, out, formats, kinds, deadline, batch = args
     import fuzzgen
 
     tmp = tempfile.mkdtemp(prefix="amqp-fuzz-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
     path = os.path.join(tmp, "input.pcap")
     tried, failed = 0, []
+    checker = fuzzgen.Checker(formats, batch)
+    inputs = {}  # input number -> (kind, bytes) until its tables are written
+    problems_of = {}
+
+    def save(i, problems):
+        kind, data = inputs[i]
+        name = os.path.join(out, f"{kind}-{seed}-{i}")
+        with open(name + ".pcap", "wb") as f:
+            f.write(data)
+        with open(name + ".txt", "w") as f:
+            f.write("\n".join(problems) + "\n")
+        failed.append((name + ".pcap", problems[0].splitlines()[0]))
+
+    def flush():
+        for i, late in checker.flush().items():
+            problems_of.setdefault(i, []).extend(late)
+        for i in sorted(inputs):
+            if problems_of.get(i):
+                save(i, problems_of[i])
+        inputs.clear()
+        problems_of.clear()
+
+    t0 = time.process_time()
     try:
         for i in range(start, stop, step):
             if deadline and time.time() > deadline:
@@ -40,20 +65,19 @@ def _worker(args):
             kind, data = fuzzgen.generate(r, r.choice(kinds) if kinds else None)
             with open(path, "wb") as f:
                 f.write(data)
-            problems = fuzzgen.check(path, formats)
-            tried += 1
+            inputs[i] = (kind, data)
+            problems = checker.check(path, i)
             if problems:
-                name = os.path.join(out, f"{kind}-{seed}-{i}")
-                with open(name + ".pcap", "wb") as f:
-                    f.write(data)
-                with open(name + ".txt", "w") as f:
-                    f.write("\n".join(problems) + "\n")
-                failed.append((name + ".pcap", problems[0].splitlines()[0]))
+                problems_of[i] = problems
+            tried += 1
+            if checker.full:
+                flush()
+        flush()
     finally:
         for n in os.listdir(tmp):
             os.unlink(os.path.join(tmp, n))
         os.rmdir(tmp)
-    return tried, failed
+    return tried, failed, time.process_time() - t0
 
 
 def main(argv=None) -> int:
@@ -67,6 +91,8 @@ def main(argv=None) -> int:
                     "conversation,frame,mutation,mutated-conversation)")
     ap.add_argument("--seconds", type=float, default=0, help="stop after this many seconds (0: no limit)")
     ap.add_argument("--chunk", type=int, default=200, help="inputs per work unit")
+    ap.add_argument("--batch", type=int, default=100, help="inputs whose tables are written together "
+                    "(one write per table and format; 1: each input's at once)")
     a = ap.parse_args(argv)
     os.makedirs(a.out, exist_ok=True)
     formats = tuple(x for x in a.formats.split(",") if x)
@@ -74,15 +100,16 @@ def main(argv=None) -> int:
     t0 = time.time()
     deadline = t0 + a.seconds if a.seconds else 0
     # work units: chunks of consecutive input numbers
-    units = [(a.seed, s, min(s + a.chunk, a.inputs), 1, a.out, formats, kinds, deadline)
+    units = [(a.seed, s, min(s + a.chunk, a.inputs), 1, a.out, formats, kinds, deadline, a.batch)
              for s in range(0, a.inputs, a.chunk)]
-    tried, failures = 0, []
+    tried, failures, cpu = 0, [], 0.0
     last = t0
 
     def progress(final=False):
         dt = max(time.time() - t0, 1e-9)
+        per = f"{cpu / tried * 1000:.2f} ms CPU per input" if tried else "no input"
         print(f"{'done' if final else 'progress'}: inputs tried {tried:,}, {tried / dt:.1f} inputs/s, "
-              f"failures {len(failures)}, {dt:.0f} s", flush=True)
+              f"failures {len(failures)}, {dt:.0f} s, {cpu:.0f} s CPU in the workers, {per}", flush=True)
 
     if a.jobs > 1:
         pool = multiprocessing.get_context("fork").Pool(a.jobs)
@@ -90,8 +117,9 @@ def main(argv=None) -> int:
     else:
         pool, results = None, map(_worker, units)
     try:
-        for n, failed in results:
+        for n, failed, secs in results:
             tried += n
+            cpu += secs
             failures += failed
             for path, first in failed:
                 print(f"FAIL {path}: {first}", flush=True)

@@ -104,3 +104,16 @@ def test_a_bug_in_the_analysis_still_writes_every_table_row_then_exits_1(tmp_pat
     rows = [json.loads(x) for x in out.splitlines()]
     assert [r["kind"] for r in rows if r["kind"] == "internal-error"] == ["internal-error"]
     assert "boom" in next(r["message"] for r in rows if r["kind"] == "internal-error")
+
+
+def test_a_coordinator_transfer_after_its_delivery_completed_is_no_internal_error(tmp_path):
+    """fuzz_run.py seed 2027 input 211,122 (a damaged coordinator conversation): a transfer frame of a
+    delivery already complete on a coordinator link made the analyzer join no payload
+    (``TypeError: can only join an iterable``, exit 1).  The capture is regenerated from its seed."""
+    import fuzzgen
+
+    kind, data = fuzzgen.generate(fuzzgen.RandomSource("2027:211122"))
+    assert kind == "mutated-conversation"
+    cap = tmp_path / "in.pcap"
+    cap.write_bytes(data)
+    assert fuzzgen.check(str(cap), ("jsonl",)) == []

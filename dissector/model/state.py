@@ -3080,6 +3080,8 @@ class StateTracker:
             t.enlisted.append((dlv.link, dlv.delivery_id, "transfer" if by == "sender" else "disposition"))
 
     def _coordinator_message(self, c, link, dlv, f):
+        if dlv.payload is None:  # no bytes kept (the delivery was already complete): nothing to decode
+            return
         try:
             data = b"".join(dlv.payload)
             # (elements in proportion to the message's bytes, as the framing layer budgets a connection)
