@@ -147,3 +147,16 @@ def test_empty_capture_gives_documented_columns(tmp_path, capsys):
     rc, out, err = run(capsys, "stalls", p, "--format", "csv")
     assert rc == EXIT_OK
     assert out.strip().split(",") == names("stalls")
+
+
+def test_report_counts_presettled_deliveries_of_every_connection(capsys):
+    """The report's presettled count covers every connection, not only the last one listed: two
+    captures read as one (the presettled one first), against the generating scripts' truth."""
+    names_ = ["presettled", "outcomes", "credit_one"]
+    expect = sum(truth(n)["totals"]["presettled_sent"] + truth(n)["totals"]["presettled_received"] for n in names_)
+    assert expect > 0 and truth(names_[-1])["totals"]["presettled_sent"] == 0
+    rc, out, err = run(capsys, "report", "--format", "json", *[sample(n) for n in names_])
+    assert rc == EXIT_OK, err
+    doc = json.loads(out)
+    assert len(doc["connections"]) == sum(truth(n)["connection_count"] for n in names_)
+    assert doc["notable_deliveries"]["presettled"] == expect

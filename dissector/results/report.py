@@ -94,10 +94,11 @@ def build_report(an, capture_errors=(), capture: dict | None = None) -> dict:
         problems[cid] = problems.get(cid, 0) + len(rows)
     listed = listed_connections(an, problems)
     out_conns = []
-    n_sessions = n_links = 0
+    n_sessions = n_links = presettled = 0
     for c in an.connections.values():
         n_sessions += len(c.sessions)
         n_links += len(c.links)
+        presettled += sum(an.link_stats(link).presettled for link in c.links)  # (every link, listed or not)
     for conn in listed:
         c = an.connection_row(conn)
         cid = c["connection"]
@@ -193,7 +194,7 @@ def build_report(an, capture_errors=(), capture: dict | None = None) -> dict:
             "slowest_settlement": [_pick(d, *DELIVERY_KEYS) for d in notable["slowest_settlement"]],
             "not_accepted": [_pick(d, *DELIVERY_KEYS) for d in notable["not_accepted"]],
             "not_accepted_count": notable["not_accepted_count"],
-            "presettled": sum(lk.get("presettled") or 0 for lk in links),
+            "presettled": presettled,
         },
         "longest_stalls": longest,
         "more_stalls": len(real) - len(longest),
