@@ -415,6 +415,26 @@ def _time_text(ts: float) -> str:
         return f"(out of range: {ts!r})"
 
 
+def frame_layer(record: CaptureRecord) -> tuple[str, list[str]]:
+    """The Frame layer of ``-V`` (Wireshark's first layer): sizes, link type and times."""
+    caplen = len(record.data)
+    wire = record.orig_len
+    lt = record.linktype
+    return (
+        f"Frame {record.index}: {wire} bytes on wire ({wire * 8} bits), "
+        f"{caplen} bytes captured ({caplen * 8} bits)",
+        [
+            f"Interface id: {record.interface}",
+            f"Encapsulation type: {LINKTYPE_NAMES.get(lt, 'Unknown')} ({lt})",
+            f"Arrival Time: {_time_text(record.ts)}",
+            f"Epoch Time: {record.ts:.6f} seconds",
+            f"Frame Number: {record.index}",
+            f"Frame Length: {wire} bytes ({wire * 8} bits)",
+            f"Capture Length: {caplen} bytes ({caplen * 8} bits)",
+        ],
+    )
+
+
 def describe_packet(record: CaptureRecord) -> list[tuple[str, list[str]]]:
     """Wireshark-style (title, detail lines) per layer of one packet, for ``-V``.
 
@@ -422,25 +442,8 @@ def describe_packet(record: CaptureRecord) -> list[tuple[str, list[str]]]:
     raises: a problem ends the list with a "[Malformed Packet: ...]" layer.
     """
     data = record.data
-    caplen = len(data)
-    wire = record.orig_len
-    layers: list[tuple[str, list[str]]] = []
     lt = record.linktype
-    layers.append(
-        (
-            f"Frame {record.index}: {wire} bytes on wire ({wire * 8} bits), "
-            f"{caplen} bytes captured ({caplen * 8} bits)",
-            [
-                f"Interface id: {record.interface}",
-                f"Encapsulation type: {LINKTYPE_NAMES.get(lt, 'Unknown')} ({lt})",
-                f"Arrival Time: {_time_text(record.ts)}",
-                f"Epoch Time: {record.ts:.6f} seconds",
-                f"Frame Number: {record.index}",
-                f"Frame Length: {wire} bytes ({wire * 8} bits)",
-                f"Capture Length: {caplen} bytes ({caplen * 8} bits)",
-            ],
-        )
-    )
+    layers: list[tuple[str, list[str]]] = [frame_layer(record)]
     try:
         _describe_link(lt, data, layers)
     except (DissectError, IndexError, struct.error, ValueError) as exc:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import struct
 
-from amqp_dissect.capture.netparse import LINKTYPE_NAMES, _time_text, describe_packet
+from amqp_dissect.capture.netparse import describe_packet, frame_layer
 
 LINKTYPE_ETHERNET = 1
 
@@ -347,23 +347,6 @@ def _net_layers(data: bytes, off: int) -> list | None:
     return [(title, lines), (ttitle, tlines)]
 
 
-def _frame_layer(record) -> tuple[str, list[str]]:
-    """netparse's Frame layer (the same text)."""
-    caplen = len(record.data)
-    wire = record.orig_len
-    lt = record.linktype
-    return (f"Frame {record.index}: {wire} bytes on wire ({wire * 8} bits), "
-            f"{caplen} bytes captured ({caplen * 8} bits)", [
-                f"Interface id: {record.interface}",
-                f"Encapsulation type: {LINKTYPE_NAMES.get(lt, 'Unknown')} ({lt})",
-                f"Arrival Time: {_time_text(record.ts)}",
-                f"Epoch Time: {record.ts:.6f} seconds",
-                f"Frame Number: {record.index}",
-                f"Frame Length: {wire} bytes ({wire * 8} bits)",
-                f"Capture Length: {caplen} bytes ({caplen * 8} bits)",
-            ])
-
-
 def _ethernet(data: bytes):
     import dpkt
 
@@ -382,7 +365,7 @@ def packet_layers(record) -> list[tuple[str, list[str]]]:
             if len(data) >= 14 and data[12:14] in (b"\x08\x00", b"\x86\xdd"):
                 net = _net_layers(data, 14)
                 if net is not None:
-                    return [_frame_layer(record), _ethernet(data)] + net
+                    return [frame_layer(record), _ethernet(data)] + net
         elif lt in _IP_OFFSET:
             net = _net_layers(data, _IP_OFFSET[lt])
             if net is not None:
