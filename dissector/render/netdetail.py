@@ -148,13 +148,45 @@ def ipv6_layer(ip6) -> tuple[str, list[str]]:
     ]
 
 
-def _option_lines(opts: bytes) -> tuple[list[str], list[str]]:
-    """(names for the Options line, detail lines) of TCP options, decoded with dpkt."""
+_OPTION_NAMES = {2: "Maximum segment size", 3: "Window scale", 4: "SACK permitted", 5: "SACK", 8: "Timestamps",
+                 19: "TCP MD5 signature", 28: "User Timeout", 29: "TCP Authentication Option", 30: "Multipath TCP",
+                 34: "TCP Fast Open Cookie"}
+
+
+def _walk_options(opts: bytes, out: list[str]):
+    """Yield (kind, data) of each well-formed TCP option.  An option whose length byte is missing, below
+    2 or past the end of the options ends the walk, with tshark's note appended to ``out`` (dpkt's
+    ``parse_opts`` yields None for the first and cuts the data short for the others)."""
+    i, end = 0, len(opts)
+    while i < end:
+        kind = opts[i]
+        if kind <= 1:  # end of options list, no-operation: one byte
+            yield kind, b""
+            i += 1
+            continue
+        name = _OPTION_NAMES.get(kind, f"Unknown ({kind})")
+        if i + 1 >= end:
+            problem = f"{name} (length byte past end of options)"
+        elif opts[i + 1] < 2:
+            problem = f"{name} (with too-short option length = {opts[i + 1]} bytes)"
+        elif i + opts[i + 1] > end:
+            problem = f"{name} (option length = {opts[i + 1]} bytes says option goes past end of options)"
+        else:
+            yield kind, bytes(opts[i + 2:i + opts[i + 1]])
+            i += opts[i + 1]
+            continue
+        out += [f"    {problem}", f"        [Expert Info (Note/Sequence): {problem}]"]
+        return
+
+
+def _option_lines(opts: bytes) -> list[str]:
+    """The Options line (its size and the names of the options) and the lines of each option, in
+    tshark's words."""
     import dpkt
 
     names: list[str] = []
     out: list[str] = []
-    for kind, data in dpkt.tcp.parse_opts(opts):
+    for kind, data in _walk_options(opts, out):
         n = len(data) + 2
         if kind == dpkt.tcp.TCP_OPT_NOP:
             names.append("No-Operation (NOP)")
@@ -190,7 +222,7 @@ def _option_lines(opts: bytes) -> tuple[list[str], list[str]]:
         else:
             names.append(f"Unknown ({kind})")
             out += [f"    TCP Option - Unknown ({kind})", f"        Length: {n}"]
-    return names, out
+    return [f"Options: ({len(opts)} bytes)" + "".join(", " + x for x in names)] + out
 
 
 def tcp_layer(tcp, payload: int) -> tuple[str, list[str]]:
@@ -211,9 +243,7 @@ def tcp_layer(tcp, payload: int) -> tuple[str, list[str]]:
         lines.append(f"    {bits(flags, mask, 12)} = {long}: {_set(flags & mask)}")
     lines += [f"Window: {tcp.win}", f"Checksum: 0x{tcp.sum:04x} [unverified]", f"Urgent Pointer: {tcp.urp}"]
     if tcp.opts:
-        names, opt_lines = _option_lines(bytes(tcp.opts))
-        lines.append(f"Options: ({len(tcp.opts)} bytes), " + ", ".join(names))
-        lines += opt_lines
+        lines += _option_lines(bytes(tcp.opts))
     if payload:
         lines.append(f"TCP payload ({payload} byte{'s' if payload != 1 else ''})")
     return (f"Transmission Control Protocol, Src Port: {tcp.sport}, Dst Port: {tcp.dport}, "
@@ -283,8 +313,7 @@ _OPTIONS: dict = {}
 def _options(opts: bytes) -> list[str]:
     got = _OPTIONS.get(opts)
     if got is None:
-        names, lines = _option_lines(opts)
-        got = [f"Options: ({len(opts)} bytes), " + ", ".join(names)] + lines
+        got = _option_lines(opts)
         if b"\x08\x0a" not in opts:  # (timestamps change with every packet: not kept)
             if len(_OPTIONS) >= _MAX_SHAPES:
                 _OPTIONS.clear()
