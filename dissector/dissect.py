@@ -49,6 +49,13 @@ class _Pending:
 _PENDING = _Pending()
 
 
+def _endpoints(conn: str) -> tuple:
+    """The client and server endpoint texts in a connection id of the TCP layer ('client-server',
+    '#n' added for a reused 4-tuple; endpoint texts hold no '-' nor '#')."""
+    client, server = conn.split("#", 1)[0].split("-")
+    return client, server
+
+
 class _Probe:
     """A connection on a non-AMQP port whose first bytes are not known yet."""
 
@@ -223,8 +230,8 @@ class Dissector:
         if _port(ev.client) in self.ports or _port(ev.server) in self.ports:
             # the decoder (and its WebSocket sniffing) is made at the connection's first byte: a
             # connection that never carries one (a SYN alone, a scan) costs an entry, not a decoder
+            # (nor its event: the decoder's endpoints are those in the connection id)
             self.connections[ev.conn] = _PENDING
-            self._opened[ev.conn] = ev
             self.amqp_connections += 1
             out.append(ev)
         else:
@@ -232,7 +239,8 @@ class Dissector:
 
     def _materialize(self, conn: str):
         """The decoder of a connection opened on an AMQP port (``_PENDING`` until its first byte)."""
-        ev = self._opened[conn]
+        client, server = _endpoints(conn)
+        ev = StreamOpened(conn, client, server, None, None, False)
         c = self._decoder(ev)
         self.connections[conn] = c
         s = Sniffing(self.connections, conn, c, self.tls_records)  # WebSocket?

@@ -108,8 +108,10 @@ class IPFragment(DissectError):
 # ---------------------------------------------------------------------------
 # address text cache
 
+# (bounded: a scan of many addresses refills it, each address costs its text once per fill, and
+# the memory per connection does not include it)
 _ADDR: dict[bytes, str] = {}
-_ADDR_MAX = 100_000
+_ADDR_MAX = 4096
 
 
 def _addr_text(raw: bytes) -> str:

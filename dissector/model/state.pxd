@@ -80,7 +80,7 @@ cdef class _Delivery:
     cdef public object settled
     cdef public object txn
     cdef public object enlisted_in
-    cdef public object seq
+    cdef public Py_ssize_t seq
     cdef public object folded
 
     cpdef settle(self, by, ts, packet)
@@ -187,7 +187,7 @@ cdef class _Session:
     cpdef riw(self, d)
     cpdef beyond_window(self, d)
 
-cdef class _Conn:
+cdef class _ConnBase:
     cdef public object id
     cdef public object client
     cdef public object server
@@ -195,8 +195,24 @@ cdef class _Conn:
     cdef public object known_start
     cdef public object lossy
     cdef public object tls
-    cdef public object events
     cdef public Endpoints state
+    cdef public object transport_end
+    cdef public object transport_time
+    cdef public object fins
+    cdef public object first_ts
+    cdef public object first_packet
+    cdef public object last_ts
+    cdef public object last_packet
+    cdef public Py_ssize_t seq
+    cdef public object tls_undecrypted
+    cdef public object tls_reason
+    cdef public object gaps
+
+
+cdef class _Conn(_ConnBase):
+    cdef public object events
+    cdef public object unknown
+    cdef public object inferred
     cdef public object headers
     cdef public object header_keys
     cdef public object sasl
@@ -217,25 +233,10 @@ cdef class _Conn:
     cdef public object last_frame
     cdef public object frames
     cdef public object heartbeats
-    cdef public object transport_end
-    cdef public object transport_time
-    cdef public object fins
-    cdef public object first_ts
-    cdef public object first_packet
-    cdef public object last_ts
-    cdef public object last_packet
-    cdef public object unknown
     cdef public object txns
     cdef public object negotiation
     cdef public object stalls
     cdef public tuple frame_counts
-    cdef public object seq
-    cdef public object tls_undecrypted
-    cdef public object tls_reason
-    cdef public object gaps
-    cdef public object inferred
-
-    cpdef _amqp(self)
 
 
 cdef class StateTracker:
@@ -255,7 +256,7 @@ cdef class StateTracker:
 
     cpdef _delivery_state(self, _Delivery dlv, by, state, Frame f)
 
-    @cython.locals(c=_Conn)
+    @cython.locals(c=_ConnBase)
     cpdef _conn(self, ev, client=*, server=*, syn_seen=*)
 
     @cython.locals(c=_Conn)
@@ -264,7 +265,7 @@ cdef class StateTracker:
     @cython.locals(c=_Conn)
     cpdef _link_step(self, _Link link, d, x, f, what)
 
-    @cython.locals(c=_Conn, d=Py_ssize_t, fc=dict)
+    @cython.locals(c=_Conn, c0=_ConnBase, d=Py_ssize_t, fc=dict)
     cpdef _frame(self, Frame f)
 
     @cython.locals(s=_Session)

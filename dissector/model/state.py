@@ -631,7 +631,7 @@ SESSION_MACHINE = Machine("session", SESSION_STATES, SESSION_INPUTS, SESSION_TRA
 LINK_MACHINE = Machine("link", LINK_STATES, LINK_INPUTS, LINK_TRANSITIONS, "DETACHED")
 MACHINES = (CONNECTION_MACHINE, SESSION_MACHINE, LINK_MACHINE)
 
-# what a connection holds before its first AMQP byte (_Conn._amqp): shared, immutable (a write to
+# what a connection holds before its first AMQP byte (_ConnBase): shared, immutable (a write to
 # one raises, and the tracker reports it as an internal error: never a silent change to all)
 _NONE_PAIR = (None, None)
 _ZERO_PAIR = (0, 0)
@@ -651,7 +651,7 @@ class _ReadOnlyDict(dict):
 
 _EMPTY_MAP = _ReadOnlyDict()
 _EMPTY_MAPS = (_EMPTY_MAP, _EMPTY_MAP)
-# the connection state of a connection that carried no AMQP byte (read only: _amqp makes its own)
+# the connection state of a connection that carried no AMQP byte (read only: a _Conn has its own)
 _START_ENDPOINTS = Endpoints(CONNECTION_MACHINE, "START")
 _UNKNOWN_ENDPOINTS = Endpoints(CONNECTION_MACHINE, UNKNOWN)
 
@@ -1660,16 +1660,48 @@ class _Session:
             self.unknown.append(what)
 
 
-class _Conn:
+class _ConnBase:
+    """A connection as the TCP layer shows it, until its first AMQP byte (see _Conn).
+
+    A connection that never carries one (a SYN alone, a scan, a TLS stream that is not read)
+    stays this object for the rest of the run: its AMQP state is the class's shared, empty,
+    immutable defaults below (a write to one raises, and the tracker reports it as an internal
+    error: never a silent change to all)."""
+
     __slots__ = (
-        "id", "client", "server", "syn_seen", "known_start", "lossy", "tls", "events", "state",
-        "headers", "header_keys", "sasl", "sasl_mechanisms", "sasl_mechanism", "sasl_hostname",
-        "sasl_outcome", "sasl_time", "sasl_frames", "open", "close", "sessions", "links", "chan",
-        "pending", "idle", "idle_ref", "last_frame", "frames", "heartbeats", "transport_end",
-        "transport_time", "fins", "first_ts", "first_packet", "last_ts", "last_packet", "unknown",
-        "txns", "negotiation", "stalls", "frame_counts", "seq", "tls_undecrypted", "tls_reason",
-        "gaps", "inferred",
+        "id", "client", "server", "syn_seen", "known_start", "lossy", "tls", "state",
+        "transport_end", "transport_time", "fins", "first_ts", "first_packet", "last_ts", "last_packet",
+        "seq", "tls_undecrypted", "tls_reason", "gaps",
     )
+
+    # the AMQP state of a connection that carried no AMQP byte (a _Conn has its own)
+    events = 0  # protocol headers and frames
+    unknown = ()  # what could not be known
+    inferred = None  # what the frames after a loss showed that the lost ones had set up
+    headers = _EMPTY_PAIR
+    header_keys = _EMPTY_PAIR
+    sasl = False
+    sasl_mechanisms = None
+    sasl_mechanism = None
+    sasl_hostname = None
+    sasl_outcome = None
+    sasl_time = None
+    sasl_frames = _ZERO_PAIR
+    open = _NONE_PAIR
+    close = _NONE_PAIR
+    sessions = ()
+    links = ()
+    chan = _EMPTY_MAPS
+    pending = _EMPTY_MAPS
+    idle = _NONE_PAIR
+    idle_ref = _NONE_PAIR
+    last_frame = _NONE_PAIR
+    frames = _ZERO_PAIR
+    heartbeats = _ZERO_PAIR
+    txns = _EMPTY_MAP
+    negotiation = None
+    stalls = ()
+    frame_counts = _EMPTY_MAPS
 
     def __init__(self, cid, client, server, syn_seen):
         self.id = cid
@@ -1681,13 +1713,6 @@ class _Conn:
         self.tls = False
         self.tls_undecrypted = None  # TLS bytes not decrypted (no key log, or records that failed)
         self.tls_reason = None  # the note that says why
-        self.events = 0
-        self.sasl = False
-        self.sasl_mechanisms = None
-        self.sasl_mechanism = None
-        self.sasl_hostname = None
-        self.sasl_outcome = None
-        self.sasl_time = None
         self.transport_end = None
         self.transport_time = None
         self.fins = None  # directions that sent a FIN (a set, from the first)
@@ -1695,70 +1720,15 @@ class _Conn:
         self.first_packet = None
         self.last_ts = None
         self.last_packet = None
-        self.negotiation = None
         # None until the first loss: [gaps client->server, gaps server->client, bytes missing c->s, s->c,
         # bytes skipped to resynchronise c->s, s->c, time of the latest loss c->s, s->c, bytes before the
         # capture c->s, s->c]
         self.gaps = None
-        self.inferred = None  # what the frames after a loss showed that the lost ones had set up (texts)
-        self.unknown = ()  # what could not be known (a list from the first)
-        # The AMQP state proper is made at the first protocol header or frame (_amqp): until then the
-        # containers are shared and empty (immutable: tuples, read-only maps), so that a connection
-        # that never carried an AMQP byte (a SYN alone, a scan) costs this object and no more.
+        self.seq = 0
         self.state = _START_ENDPOINTS if syn_seen else _UNKNOWN_ENDPOINTS
-        self.headers = _EMPTY_PAIR
-        self.header_keys = _EMPTY_PAIR
-        self.sasl_frames = _ZERO_PAIR
-        self.open = _NONE_PAIR
-        self.close = _NONE_PAIR
-        self.sessions = ()
-        self.links = ()
-        self.chan = _EMPTY_MAPS
-        self.pending = _EMPTY_MAPS
-        self.idle = _NONE_PAIR
-        self.idle_ref = _NONE_PAIR
-        self.last_frame = _NONE_PAIR
-        self.frames = _ZERO_PAIR
-        self.heartbeats = _ZERO_PAIR
-        self.txns = _EMPTY_MAP
-        self.stalls = ()
-        self.frame_counts = _EMPTY_MAPS
-
-    def _amqp(self):
-        """The connection's first protocol header or frame: make its AMQP state."""
-        self.state = Endpoints(CONNECTION_MACHINE, "START" if self.syn_seen else UNKNOWN)
-        self.headers = ([], [])
-        self.header_keys = ([], [])
-        self.sasl_frames = [0, 0]
-        self.open = [None, None]
-        self.close = [None, None]
-        self.sessions: list[_Session] = []
-        self.links: list[_Link] = []
-        self.chan = ({}, {})  # per peer: outgoing channel -> _Session
-        self.pending = ({}, {})  # per peer: channel of its begin awaiting the reply -> _Session
-        self.idle = [None, None]  # idle-time-out (seconds) peer d must respect (announced by 1-d)
-        self.idle_ref = [None, None]
-        self.last_frame = [None, None]
-        self.frames = [0, 0]
-        self.heartbeats = [0, 0]
-        self.txns: dict = {}  # txn-id bytes/hex -> _Txn
-        self.stalls: list[Stall] = []
-        self.frame_counts = ({}, {})  # per peer: performative name ("empty" for heartbeats) -> frames
 
     def peer(self, d):
         return self.client if d == 0 else self.server
-
-    def note_unknown(self, what: str):
-        if what not in self.unknown:
-            if not self.unknown:
-                self.unknown = []
-            self.unknown.append(what)
-
-    def note_inferred(self, what: str):
-        if self.inferred is None:
-            self.inferred = []
-        if what not in self.inferred:
-            self.inferred.append(what)
 
     def note_loss(self, d: int, missing: int, skipped: int, ts, before: bool = False) -> None:
         """Bytes peer d sent were lost: ``missing`` in a gap, ``skipped`` to resynchronise, or
@@ -1781,6 +1751,78 @@ class _Conn:
             return True
         g = self.gaps
         return g is not None and bool(g[d] or g[4 + d] or g[8 + d])
+
+
+class _Conn(_ConnBase):
+    """A connection that carried an AMQP byte (a protocol header or a frame): its AMQP state
+    proper, made from the _ConnBase the connection was until then (StateTracker._amqp)."""
+
+    __slots__ = (
+        "events", "unknown", "inferred", "headers", "header_keys", "sasl", "sasl_mechanisms",
+        "sasl_mechanism", "sasl_hostname", "sasl_outcome", "sasl_time", "sasl_frames", "open", "close",
+        "sessions", "links", "chan", "pending", "idle", "idle_ref", "last_frame", "frames", "heartbeats",
+        "txns", "negotiation", "stalls", "frame_counts",
+    )
+
+    def __init__(self, b: _ConnBase):
+        self.id = b.id
+        self.client = b.client
+        self.server = b.server
+        self.syn_seen = b.syn_seen
+        self.known_start = b.known_start
+        self.lossy = b.lossy
+        self.tls = b.tls
+        self.tls_undecrypted = b.tls_undecrypted
+        self.tls_reason = b.tls_reason
+        self.transport_end = b.transport_end
+        self.transport_time = b.transport_time
+        self.fins = b.fins
+        self.first_ts = b.first_ts
+        self.first_packet = b.first_packet
+        self.last_ts = b.last_ts
+        self.last_packet = b.last_packet
+        self.gaps = b.gaps
+        self.seq = b.seq
+        self.events = 0
+        self.inferred = None  # what the frames after a loss showed that the lost ones had set up (texts)
+        self.unknown = ()  # what could not be known (a list from the first)
+        self.state = Endpoints(CONNECTION_MACHINE, "START" if b.syn_seen else UNKNOWN)
+        self.sasl = False
+        self.sasl_mechanisms = None
+        self.sasl_mechanism = None
+        self.sasl_hostname = None
+        self.sasl_outcome = None
+        self.sasl_time = None
+        self.negotiation = None
+        self.headers = ([], [])
+        self.header_keys = ([], [])
+        self.sasl_frames = [0, 0]
+        self.open = [None, None]
+        self.close = [None, None]
+        self.sessions: list[_Session] = []
+        self.links: list[_Link] = []
+        self.chan = ({}, {})  # per peer: outgoing channel -> _Session
+        self.pending = ({}, {})  # per peer: channel of its begin awaiting the reply -> _Session
+        self.idle = [None, None]  # idle-time-out (seconds) peer d must respect (announced by 1-d)
+        self.idle_ref = [None, None]
+        self.last_frame = [None, None]
+        self.frames = [0, 0]
+        self.heartbeats = [0, 0]
+        self.txns: dict = {}  # txn-id bytes/hex -> _Txn
+        self.stalls: list[Stall] = []
+        self.frame_counts = ({}, {})  # per peer: performative name ("empty" for heartbeats) -> frames
+
+    def note_unknown(self, what: str):
+        if what not in self.unknown:
+            if not self.unknown:
+                self.unknown = []
+            self.unknown.append(what)
+
+    def note_inferred(self, what: str):
+        if self.inferred is None:
+            self.inferred = []
+        if what not in self.inferred:
+            self.inferred.append(what)
 
 
 class _Txn:
@@ -1949,14 +1991,20 @@ class StateTracker:
 
     # -- helpers ----------------------------------------------------------------
 
-    def _conn(self, ev, client=None, server=None, syn_seen=False) -> _Conn:
+    def _amqp(self, b) -> _Conn:
+        """The connection's first protocol header or frame: it becomes a _Conn, with AMQP state."""
+        c = _Conn(b)
+        self.connections[c.id] = c
+        return c
+
+    def _conn(self, ev, client=None, server=None, syn_seen=False):
         c = self.connections.get(ev.conn)
         if c is None:
             if client is None:
                 d = getattr(ev, "direction", 0)
                 src, dst = getattr(ev, "src", None), getattr(ev, "dst", None)
                 client, server = (src, dst) if d != 1 else (dst, src)
-            c = _Conn(ev.conn, client, server, syn_seen)
+            c = _ConnBase(ev.conn, client, server, syn_seen)
             c.seq = len(self.connections)
             self.connections[ev.conn] = c
         ts = getattr(ev, "ts", None)
@@ -2096,8 +2144,8 @@ class StateTracker:
 
     def _header(self, h: ProtocolHeader):
         c = self._conn(h)
-        if c.events == 0:
-            c._amqp()
+        if type(c) is not _Conn:
+            c = self._amqp(c)
         if c.events == 0 and not c.lossy and h.direction == 0:
             # the client's header first: nothing came before it (the server answers it); a server's
             # header first leaves the client's start unseen
@@ -2212,20 +2260,21 @@ class StateTracker:
     # -- frames ------------------------------------------------------------------
 
     def _frame(self, f: Frame):
-        c = self.connections.get(f.conn)
+        c0 = self.connections.get(f.conn)
         ts = f.ts
-        if c is None or ts is None or c.first_ts is None:
+        if type(c0) is not _Conn:  # the connection's first AMQP byte (or first event)
+            c = self._amqp(self._conn(f))
+            if not c.syn_seen:
+                c.note_unknown("connection start")
+        elif ts is None or c0.first_ts is None:
             c = self._conn(f)
         else:  # _conn's bookkeeping, inlined for the common case
+            c = c0
             c.last_ts = ts
             if f.packet is not None:
                 c.last_packet = f.packet
             if self.last_ts is None or ts > self.last_ts:
                 self.last_ts = ts
-        if c.events == 0:
-            c._amqp()
-            if not c.syn_seen:
-                c.note_unknown("connection start")
         c.events += 1
         d = f.direction
         if f.notes:
