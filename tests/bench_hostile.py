@@ -52,6 +52,7 @@ COMMANDS = {
     "frames-V": ["frames", "-V", "{cap}"],
     "frames-jsonl": ["frames", "--format", "jsonl", "{cap}"],
     "deliveries-csv": ["deliveries", "--format", "csv", "-o", "{out}.csv", "{cap}"],
+    "connections-csv": ["connections", "--format", "csv", "-o", "{out}.csv", "{cap}"],
 }
 
 

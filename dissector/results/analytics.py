@@ -579,6 +579,22 @@ class Analyzer(StateTracker):
     def connection_rows(self) -> list[dict]:
         return [self.connection_row(c) for c in self.connections.values()]
 
+    def _by_connection(self) -> tuple:
+        """Violation counts and frame errors by connection id, indexed once (and again only when
+        either list has grown): a connection's row does not scan every violation."""
+        key = (len(self.violations), len(self.frame_errors))
+        idx = getattr(self, "_conn_index", None)
+        if idx is None or idx[0] != key:
+            counts: dict = {}
+            for v in self.violations:
+                cid = v["connection"]
+                counts[cid] = counts.get(cid, 0) + 1
+            errors: dict = {}
+            for e in self.frame_errors:
+                errors.setdefault(e["connection"], []).append(e)
+            idx = self._conn_index = (key, counts, errors)
+        return idx
+
     def connection_row(self, c) -> dict:
         """The connections-table row of one connection (a ``self.connections`` value)."""
         o, cl = c.open, c.close
@@ -586,10 +602,11 @@ class Analyzer(StateTracker):
         closes = [(e, x) for e, x in enumerate(cl) if x is not None]
         first_close = min(closes, key=lambda ex: ex[1]["time"], default=None)
         err_close = next((x for _, x in sorted(closes, key=lambda ex: ex[1]["time"]) if x["error"]), None)
+        _key, violations_of, errors_of = self._by_connection()
         errors = [
             {"condition": e["condition"], "description": e["description"], "scope": e["scope"],
              "side": e["side"], "channel": e["channel"], "link": e["link"]}
-            for e in self.frame_errors if e["connection"] == c.id
+            for e in errors_of.get(c.id, ())
         ]
         unknown = list(c.unknown)
         if not c.known_start or c.lossy:
@@ -658,7 +675,7 @@ class Analyzer(StateTracker):
             "last_time": c.last_ts,
             "first_packet": c.first_packet,
             "last_packet": c.last_packet,
-            "violations": sum(1 for v in self.violations if v["connection"] == c.id),
+            "violations": violations_of.get(c.id, 0),
             "stalls": sum(1 for st in c.stalls if not st.idle()),
             "unknown": unknown,
         })
