@@ -534,7 +534,8 @@ def _table_command(table: str, rows_method: str, help_text: str):
                     analyzer = stream.analyzer
                 else:
                     analyzer = run.analyze(rows=False).analyzer
-                    write_table(getattr(analyzer, rows_method)(), table, fmt.value, output)
+                    rows = getattr(analyzer, "iter_" + rows_method, None) or getattr(analyzer, rows_method)
+                    write_table(rows(), table, fmt.value, output)  # (iter_*: rows made as they are written)
         except BrokenPipeError:
             raise
         except OSError as e:

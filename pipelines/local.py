@@ -464,15 +464,9 @@ class DeliveryStream:
                 yield batch(folded[:batch_rows])
                 del folded[:batch_rows]
         an.finish(src.last_ts)
-        # the deliveries still open, a batch at a time (compacted ones are made as they are read)
-        for d in an.live_iter():
-            folded.append(d)
-            if len(folded) >= batch_rows:
-                yield batch(folded[:batch_rows])
-                del folded[:batch_rows]
-        while folded:
-            yield batch(folded[:batch_rows])
-            del folded[:batch_rows]
+        # then the deliveries still open, a batch at a time (compacted ones read from their store's arrays)
+        for cols in an.live_columns(batch_rows, folded):
+            yield columns_batch("deliveries", *cols, checked=True)
 
 
 def analyze(paths, ports: Iterable[int] = (), keylog=None, frames: bool = False, limit: int | None = None) -> Analysis:

@@ -543,6 +543,102 @@ def test_compacted_deliveries_change_no_output(tmp_path, monkeypatch):
     assert mixed["report"]["summary"]["deliveries"] == 3001
 
 
+def _csv(write, rows_or_batches) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    write(rows_or_batches, "deliveries", "csv", buf)
+    return buf.getvalue()
+
+
+def test_the_streamed_deliveries_csv_reads_compacted_deliveries_from_the_store(tmp_path, monkeypatch):
+    """The deliveries csv as the CLI streams it (DeliveryStream.batches: the deliveries still open at
+    the end read by column, compacted ones straight from their store's arrays) is byte for byte the
+    one of the same capture never compacted (every delivery an object, read attribute by attribute),
+    for batches that cut across links, stores and objects, and holds the lines of the row dicts
+    (_delivery_row; the stream writes folded deliveries first); and the compacted deliveries are read
+    without a delivery object apiece."""
+    from amqp_dissect.model import state
+    from amqp_dissect.pipelines.local import CaptureSource, DeliveryStream, run_analysis
+    from amqp_dissect.pipelines.write import write_batches, write_table
+    from amqp_dissect.results import analytics
+
+    many = _write(tmp_path / "unsettled.pcap", B.unsettled_conversation(3000))
+    caps = sorted((HERE.parent / "samples").glob("*.pcap")) + [_mixed_capture(tmp_path / "mixed.pcap"), many]
+    monkeypatch.setattr(state, "COMPACT_AT", 10**9)
+    whole = {cap: _csv(write_batches, DeliveryStream(CaptureSource([str(cap)])).batches(2048)) for cap in caps}
+    for cap in caps:
+        rows = _csv(write_table, run_analysis(CaptureSource([str(cap)])).analyzer.delivery_rows())
+        assert sorted(rows.splitlines()) == sorted(whole[cap].splitlines()), cap
+    monkeypatch.setattr(state, "COMPACT_AT", 8)
+    monkeypatch.setattr(state, "COMPACT_KEEP", 2)
+    made = []
+    real = analytics.store_delivery
+    monkeypatch.setattr(analytics, "store_delivery", lambda *a: made.append(a) or real(*a))
+    for cap in caps:
+        for batch_rows in (7, 2048):
+            made.clear()
+            stream = DeliveryStream(CaptureSource([str(cap)]))
+            got = _csv(write_batches, stream.batches(batch_rows))
+            assert got == whole[cap], (cap, batch_rows)
+            if cap == many:
+                compacted = sum(link.compacted for c in stream.analyzer.connections.values() for link in c.links)
+                assert compacted > 2900
+                assert 0 < len(made) <= compacted // batch_rows + 2, (len(made), compacted)
+    assert whole[many].count(b"\n") == 3001
+
+
+def _syn_capture(path: Path, n: int) -> Path:
+    B._write(str(path), B.syn_records(n))
+    return path
+
+
+def test_connections_csv_and_jsonl_stream_their_rows(tmp_path, monkeypatch, capsys):
+    """connections --format csv|jsonl hand the writer rows made as it writes them: written 20 at a
+    time, the Python memory the writing allocates at its peak is under a quarter of what the list of
+    every connection's row holds (tracemalloc, 2,000 SYN-only connections)."""
+    import tracemalloc
+
+    from amqp_dissect.pipelines import write as W
+    from amqp_dissect.pipelines.local import CaptureSource, run_analysis
+
+    n = 2000
+    cap = _syn_capture(tmp_path / "syn.pcap", n)
+    an = run_analysis(CaptureSource([str(cap)]), rows=False).analyzer
+    tracemalloc.start()
+    try:
+        b0 = tracemalloc.get_traced_memory()[0]
+        rows = an.connection_rows()
+        listed = tracemalloc.get_traced_memory()[0] - b0
+        del rows
+    finally:
+        tracemalloc.stop()
+    real = W.write_table
+    peaks = []
+
+    def measured(rows, table, fmt, out=None, batch_rows=W.BATCH_ROWS):
+        tracemalloc.start()
+        try:
+            b = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+            written = real(rows, table, fmt, out, batch_rows=20)
+            peaks.append((table, written, tracemalloc.get_traced_memory()[1] - b))
+        finally:
+            tracemalloc.stop()
+        return written
+
+    monkeypatch.setattr(W, "write_table", measured)
+    for fmt in ("csv", "jsonl"):
+        dest = tmp_path / f"connections.{fmt}"  # (a file: captured stdout would hold the text in memory)
+        rc, out, err = _run(capsys, "connections", "--format", fmt, "--output", str(dest), str(cap))
+        assert (rc, out, err) == (EXIT_OK, "", "")
+        assert len(dest.read_bytes().splitlines()) == n + (fmt == "csv")
+    assert [(t, w) for t, w, _ in peaks] == [("connections", n)] * 2
+    assert listed > 1000 * n  # (each row: some 70 cells, lists and dicts among them)
+    for _t, _w, peak in peaks:
+        assert peak < listed / 4, (peaks, listed)  # (built whole: the list itself, and more)
+
+
 def test_a_transaction_holds_ids_of_its_deliveries_not_the_deliveries():
     """test_state's declare / enlist / discharge conversation: the transaction's rows name the
     enlisted deliveries, and the transaction holds (link, delivery-id, how), never a delivery."""

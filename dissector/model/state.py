@@ -1163,6 +1163,55 @@ def store_values(link, d, st, i) -> tuple:
             bool(fl & _CF_RESUMED), _RSM_NAMES[(fl >> _CF_RSM) & 3])
 
 
+#: the columns :func:`store_columns` gives (what a compacted delivery holds of its own; the rest of
+#: it is as :meth:`_Delivery._init` leaves it, the same for every compacted delivery of a link)
+STORE_COLUMNS = ("delivery_id", "delivery_tag", "first_time", "last_time", "first_packet", "last_packet", "frames",
+                 "message_size", "complete", "resumed", "rcv_settle_mode")
+
+
+def store_columns(link, d, st, rows) -> list:
+    """The cells of the compacted deliveries at ``rows`` of the store ``st`` (``link``'s session, peer
+    ``d``) by column, in the order of :data:`STORE_COLUMNS`, read from the store's arrays (no object
+    per delivery): the values :func:`store_values` gives row by row, the tag as hex text."""
+    n = len(rows)
+    if n and rows[n - 1] - rows[0] == n - 1 and rows == array("l", range(rows[0], rows[0] + n)):
+        a, b = rows[0], rows[0] + n  # a run of the store (the usual case): slices
+        offs = st.offs[a:b]
+        first_ts = st.first_ts[a:b].tolist()
+        last_ts = st.last_ts[a:b].tolist()
+        first_packet = st.first_packet[a:b].tolist()
+        last_packet = st.last_packet[a:b].tolist()
+        frames = st.frames[a:b].tolist()
+        size = st.size[a:b].tolist()
+        flags = st.flags[a:b]
+    else:
+        o, ft, lt, fp, lp, fr, sz, fl = (st.offs, st.first_ts, st.last_ts, st.first_packet, st.last_packet, st.frames,
+                                         st.size, st.flags)
+        offs = [o[i] for i in rows]
+        first_ts = [ft[i] for i in rows]
+        last_ts = [lt[i] for i in rows]
+        first_packet = [fp[i] for i in rows]
+        last_packet = [lp[i] for i in rows]
+        frames = [fr[i] for i in rows]
+        size = [sz[i] for i in rows]
+        flags = [fl[i] for i in rows]
+    base = link.session.first_did[d]
+    ids = [(base + off) & SERIAL_MASK for off in offs]
+    tag_end = st.tag_end
+    tags = st.tags
+    tag_col = []
+    for k in range(n):
+        if flags[k] & _CF_NO_TAG:
+            tag_col.append(None)
+        else:
+            i = rows[k]
+            tag_col.append(tags[tag_end[i - 1] if i else 0:tag_end[i]].hex())
+    complete = [(f & _CF_COMPLETE) != 0 for f in flags]
+    resumed = [(f & _CF_RESUMED) != 0 for f in flags]
+    rsm = [_RSM_NAMES[(f >> _CF_RSM) & 3] for f in flags]
+    return [ids, tag_col, first_ts, last_ts, first_packet, last_packet, frames, size, complete, resumed, rsm]
+
+
 def _link_deliveries(link):
     streams = [sorted(link.live.values(), key=_by_seq)]
     s = link.session

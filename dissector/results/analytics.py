@@ -182,8 +182,8 @@ from __future__ import annotations
 import heapq
 import math
 from array import array
-from bisect import bisect_right
-from itertools import accumulate
+from bisect import bisect_left, bisect_right
+from itertools import accumulate, chain
 
 try:
     import cython
@@ -192,8 +192,8 @@ except ImportError:
 
 from ..amqp.spec import choice_name
 from ..amqp.spec import OUTCOMES
-from ..model.state import (SIDES, DeliveryStats, Latencies, StateTracker, add_link_stats, compact_rows,
-                           link_deliveries, store_delivery, store_values)
+from ..model.state import (SIDES, STORE_COLUMNS, DeliveryStats, Latencies, StateTracker, add_link_stats,
+                           compact_rows, link_deliveries, store_columns, store_delivery, store_values)
 
 __all__ = ["Analyzer", "percentile", "summarize"]
 
@@ -338,6 +338,39 @@ def _first(t):
 
 def _by_seq(d):
     return d.seq
+
+
+def _merged_runs(streams):
+    """Streams ``(items, seqs)`` (each in first-transfer order; ``items`` a list of delivery objects
+    or a store run ``(link, peer, store, rows)``) merged by seq, as runs: the segments of one stream
+    that no other stream's seq falls in, in order (as ``heapq.merge`` orders them: equal seqs by
+    stream)."""
+    streams = [s for s in streams if s[1]]
+    pos = [0] * len(streams)
+    while True:
+        j = -1
+        head = None
+        for k in range(len(streams)):
+            p = pos[k]
+            if p < len(streams[k][1]):
+                h = streams[k][1][p]
+                if j < 0 or h < head:
+                    j, head = k, h
+        if j < 0:
+            return
+        items, seqs = streams[j]
+        start = pos[j]
+        end = len(seqs)
+        for k in range(len(streams)):
+            p = pos[k]
+            if k != j and p < len(streams[k][1]):
+                h = streams[k][1][p]
+                end = min(end, bisect_left(seqs, h, start) if k < j else bisect_right(seqs, h, start))
+        pos[j] = end
+        if type(items) is list:
+            yield items[start:end]
+        else:
+            yield (items[0], items[1], items[2], items[3][start:end])
 
 
 def _sub(a, b):
@@ -578,6 +611,12 @@ class Analyzer(StateTracker):
 
     def connection_rows(self) -> list[dict]:
         return [self.connection_row(c) for c in self.connections.values()]
+
+    def iter_connection_rows(self):
+        """:meth:`connection_rows` one at a time (a writer that streams them holds a batch of rows,
+        not one per connection)."""
+        for c in self.connections.values():
+            yield self.connection_row(c)
 
     def _by_connection(self) -> tuple:
         """Violation counts and frame errors by connection id, indexed once (and again only when
@@ -1078,6 +1117,81 @@ class Analyzer(StateTracker):
             "unsettled_at": unsettled_at,
         }
         return cols, ctx_index, ctx_cols
+
+    def live_columns(self, batch_rows: int = 8192, head=None):
+        """The deliveries not folded yet, in table order, by column: one :meth:`delivery_columns`
+        triple per ``batch_rows`` deliveries (the last one shorter), the same cells as those of
+        :meth:`live` would give.  ``head``: delivery objects to put first (a stream's folded ones
+        still waiting for their batch).  Compacted deliveries are read from the store's arrays
+        (:func:`store_columns`): no object per delivery."""
+        pending: list = []  # segments: a list of delivery objects, or (link, peer, store, rows)
+        n = 0
+        for seg in chain([list(head)] if head else [], self._live_segments()):
+            m = len(seg) if type(seg) is list else len(seg[3])
+            k = 0
+            while k < m:
+                take = min(batch_rows - n, m - k)
+                if k == 0 and take == m:
+                    pending.append(seg)
+                elif type(seg) is list:
+                    pending.append(seg[k:k + take])
+                else:
+                    pending.append((seg[0], seg[1], seg[2], seg[3][k:k + take]))
+                k += take
+                n += take
+                if n >= batch_rows:
+                    yield self._segments_columns(pending)
+                    pending, n = [], 0
+        if n:
+            yield self._segments_columns(pending)
+
+    def _live_segments(self):
+        """The deliveries not folded yet in table order, as segments: lists of delivery objects and
+        runs of a compacted store ``(link, peer, store, rows)``."""
+        for c in self.connections.values():
+            for link in c.links:
+                if not link.compacted:
+                    objs = list(link_deliveries(link))
+                    if objs:
+                        yield objs
+                    continue
+                live = sorted(link.live.values(), key=_by_seq)
+                streams = [(live, [x.seq for x in live])]
+                for sender, st, rows in compact_rows(link):  # (their seqs as an array: 8 bytes apiece)
+                    streams.append(((link, sender, st, rows), array("q", map(st.seq.__getitem__, rows))))
+                yield from _merged_runs(streams)
+
+    def _segments_columns(self, segs) -> tuple:
+        """:meth:`delivery_columns` of the deliveries of ``segs`` (see :meth:`_live_segments`)."""
+        if all(type(s) is list for s in segs):
+            return self.delivery_columns([x for s in segs for x in s])
+        cols = {name: [] for name in _DELIVERY_OWN}
+        ctx_index: list = []
+        ctx_cols = {name: [] for name in _DELIVERY_CTX}
+        for seg in segs:
+            if type(seg) is list:
+                c, ci, cc = self.delivery_columns(seg)
+            else:
+                c, ci, cc = self._store_columns(*seg)
+            base = len(ctx_cols["connection"])
+            ctx_index.extend([base + i for i in ci] if base else ci)
+            for name in _DELIVERY_CTX:
+                ctx_cols[name].extend(cc[name])
+            for name in _DELIVERY_OWN:
+                cols[name].extend(c[name])
+        return cols, ctx_index, ctx_cols
+
+    def _store_columns(self, link, sender, st, rows) -> tuple:
+        """:meth:`delivery_columns` of the compacted deliveries at ``rows`` of ``st``: the cells every
+        compacted delivery of the link shares from one delivery object (made of the first row), the
+        others from the store's arrays."""
+        n = len(rows)
+        one, _ci, cc = self.delivery_columns([store_delivery(link, sender, st, rows[0])])
+        cols = dict(zip(STORE_COLUMNS, store_columns(link, sender, st, rows)))
+        for name in _DELIVERY_OWN:
+            if name not in cols:
+                cols[name] = one[name] * n
+        return cols, [0] * n, cc
 
     def _delivery_context(self, link, direction) -> tuple:
         """The cells of the :data:`_DELIVERY_CTX` columns for deliveries sent by ``direction`` on ``link``."""
