@@ -335,13 +335,45 @@ def _batches(rows, arrow_schema, size: int = 2048, max_bytes: int = 32 << 20):
                                           for c, n in zip(cols, names)], schema=arrow_schema)
 
 
-def _stage1_fn(arrow_schema):
+def _stage1_fn(arrow_schema, directory: str | None = None):
+    """Stage-1 rows of each range; with ``directory``, each task writes its range's rows to
+    ``directory`` itself (:func:`_write_seg`) and gives the summary row only."""
     def fn(batches):
         for batch in batches:
             for t in zip(*(batch.column(i).to_pylist() for i in range(batch.num_columns))):
                 rng = Range(*t)
-                yield from _batches(decode_range(rng), arrow_schema)
+                if directory is None:
+                    yield from _batches(decode_range(rng), arrow_schema)
+                else:
+                    yield pa_batch([_write_seg(directory, rng, arrow_schema)], arrow_schema)
     return fn
+
+
+SEG_FILE = "part-{:06d}.parquet"  # stage-1 rows of range (rid) i, written by its task
+
+
+def _write_seg(directory: str, rng: Range, arrow_schema) -> tuple:
+    """Write the stage-1 rows of ``rng`` (all but the summary) to ``directory/part-<rid>.parquet``
+    with pyarrow, streaming in batches (uncompressed: only offsets and flow keys, read once);
+    through a temporary name and a rename, so that a task run again replaces its file.
+    Returns the summary row.  The JVM never converts or encodes these rows."""
+    import pyarrow.parquet as pq
+
+    summary = []
+
+    def records():
+        for row in decode_range(rng):
+            if row[7] == KIND_SUMMARY:
+                summary.append(row)
+            else:
+                yield row
+    path = os.path.join(directory, SEG_FILE.format(rng.rid))
+    tmp = os.path.join(directory, f".{SEG_FILE.format(rng.rid)}.{os.getpid()}.tmp")
+    with pq.ParquetWriter(tmp, arrow_schema, compression="none") as w:
+        for b in _batches(records(), arrow_schema):
+            w.write_batch(b)
+    os.replace(tmp, path)
+    return summary[0]
 
 
 def _rows_of(batches, names):
@@ -521,9 +553,7 @@ def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, ke
     # ---- stage 1: decode files / byte ranges on the executors
     ranges = plan_ranges(files, split_size)
     seg_paths = [work + "/seg"]
-    _stage1(spark, ranges, seg_paths[0])
-    seg = spark.read.schema(stage1_schema()).parquet(seg_paths[0])
-    summaries = [json.loads(r.meta) for r in seg.where(F.col("kind") == KIND_SUMMARY).select("meta").collect()]
+    summaries = _stage1(spark, ranges, seg_paths[0])
     lay = layout(files, summaries)
     stats["ranges_planned"] = len(ranges)
     stats["redo_files"] = [files[i] for i in lay.redo]
@@ -531,11 +561,9 @@ def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, ke
         again = [r for r in plan_ranges(files, split_size, first_rid=len(ranges), whole=lay.redo)
                  if r.file in set(lay.redo)]
         seg_paths.append(work + "/seg_redo")
-        _stage1(spark, again, seg_paths[1])
-        extra = spark.read.schema(stage1_schema()).parquet(seg_paths[1])
+        extra = _stage1(spark, again, seg_paths[1])
         redo = set(lay.redo)
-        summaries = [s for s in summaries if s["file"] not in redo] + [
-            json.loads(r.meta) for r in extra.where(F.col("kind") == KIND_SUMMARY).select("meta").collect()]
+        summaries = [s for s in summaries if s["file"] not in redo] + extra
         lay = layout(files, summaries)
     if lay.fatal:
         kind, msg = lay.fatal[0]
@@ -582,17 +610,28 @@ def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, ke
         layers.append((_read_rows(spark, path), []))
         excluded.append(set())
 
-    facts = _facts(_meta_rows(layers))
+    # the flows' facts: one pass over their "_flow" rows per layer state, kept (a row per
+    # flow) for the questions that follow, each then a pass over the cached rows only
+    cached: list = []
+
+    def current_meta():
+        m = _meta_rows(layers).persist()
+        cached.append(m)
+        return m
+
+    meta = current_meta()
+    facts = _facts(meta)
     reruns = {"ticks": 0, "end": 0}
     ticks = None
     if facts["needs_ticks"]:
-        need = [r.flow for r in _meta_rows(layers).where(F.col("needs_ticks")).select("flow").collect()]
+        need = [r.flow for r in meta.where(F.col("needs_ticks")).select("flow").collect()]
         tk = tcp.select("packet", "ts").repartition(1).sortWithinPartitions("packet").mapInArrow(
             _ticks_fn(1.0), "packet long, ts double")
         ticks = tuple((r.packet, r.ts) for r in tk.collect())
         rerun(need, FlowParams(**{**base.__dict__, "ticks": ticks}), work + "/rows_ticks")
         reruns["ticks"] = len(need)
-        facts = _facts(_meta_rows(layers))
+        meta = current_meta()
+        facts = _facts(meta)
     # the single-process Analyzer is finished at the time of the last record that produced an event
     best = None
     for cand in ((facts["last_packet"], facts["last_ts"]), last_note):
@@ -600,11 +639,13 @@ def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, ke
             best = cand
     E = best[1] if best is not None else None
     if E != G:
-        sens = [r.flow for r in _meta_rows(layers).mapInArrow(_sensitive_fn(G, E), "flow string").collect()]
+        sens = [r.flow for r in meta.mapInArrow(_sensitive_fn(G, E), "flow string").collect()]
         if sens:
             rerun(sens, FlowParams(**{**base.__dict__, "ticks": ticks, "end_ts": E}), work + "/rows_end")
             reruns["end"] = len(sens)
             facts = _facts(_meta_rows(layers))
+    for m in cached:
+        m.unpersist()
     mark("reruns")
     stats["reruns"] = reruns
     stats["end_ts"] = E
@@ -654,7 +695,13 @@ def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, ke
             "out": out_uri}
 
 
-def _stage1(spark, ranges: list[Range], path: str) -> None:
+def _stage1(spark, ranges: list[Range], path: str) -> list[dict]:
+    """Stage 1 over ``ranges`` (the largest first: the job waits for its last task), rows to
+    ``path``; returns the ranges' summaries.  A local ``path`` (:func:`_direct_dir`): each task
+    writes its range's file there itself and only the summaries come back, in the same job;
+    otherwise Spark's writer, then a job reading the summaries back."""
+    from pyspark.sql import functions as F
+
     T = _types()
     rschema = T.StructType([
         T.StructField("rid", T.IntegerType()), T.StructField("file", T.IntegerType()),
@@ -662,10 +709,20 @@ def _stage1(spark, ranges: list[Range], path: str) -> None:
         T.StructField("start", T.LongType()), T.StructField("end", T.LongType()),
         T.StructField("size", T.LongType()),
     ])
-    rdd = spark.sparkContext.parallelize([r.as_tuple() for r in ranges], max(1, len(ranges)))
+    order = sorted(ranges, key=lambda r: -(((r.size or 0) if r.end is None else r.end) - r.start))
+    rdd = spark.sparkContext.parallelize([r.as_tuple() for r in order], max(1, len(order)))
     schema = stage1_schema()
-    df = spark.createDataFrame(rdd, rschema).mapInArrow(_stage1_fn(_arrow_schema(schema)), schema)
+    directory = _direct_dir(path)
+    df = spark.createDataFrame(rdd, rschema).mapInArrow(_stage1_fn(_arrow_schema(schema), directory), schema)
+    if directory is not None:
+        shutil.rmtree(directory, ignore_errors=True)
+        os.makedirs(directory)
+        metas = [json.loads(r.meta) for r in df.select("meta").collect()]
+        open(os.path.join(directory, "_SUCCESS"), "wb").close()
+        return metas
     df.write.mode("overwrite").parquet(path)
+    seg = spark.read.schema(stage1_schema()).parquet(path)
+    return [json.loads(r.meta) for r in seg.where(F.col("kind") == KIND_SUMMARY).select("meta").collect()]
 
 
 def _stage2(spark, tcp, params: FlowParams, nparts: int, path: str, plan: dict | None = None) -> None:

@@ -610,10 +610,11 @@ def test_a_file_changed_between_the_stages_is_an_input_error(spark, tmp_path, mo
     stage1 = sj._stage1
 
     def stage1_then_rewrite(*a, **kw):
-        stage1(*a, **kw)
+        summaries = stage1(*a, **kw)
         data = bytearray(victim.read_bytes())
         data[24 + 4] ^= 1  # the first record's microseconds
         victim.write_bytes(bytes(data))
+        return summaries
 
     monkeypatch.setattr(sj, "_stage1", stage1_then_rewrite)
     with pytest.raises(ar.InputError, match="heartbeat.pcap: changed while it was read") as e:
