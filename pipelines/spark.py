@@ -110,8 +110,11 @@ logger.repl.level = error
 # JIT of the driver and executor JVMs: C1 only.  The job's own work is Python; its JVMs only move
 # bytes between Parquet files, shuffles and Arrow, and in a fresh JVM the C2 compiler spent about
 # 20 s of CPU per bench run (a quarter of the job's CPU, on the cores the tasks need) to speed up
-# that glue by about 4 s.  A conf pair for spark.driver/executor.extraJavaOptions replaces this.
-JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+# that glue by about 4 s.  The parallel collector instead of G1: G1's concurrent marking and
+# refinement threads cost about 2.5 s of CPU per bench run next to the tasks (the parallel
+# collector about 0.6 s), which one task slot leaves on the idle core but two slots pay for.
+# A conf pair for spark.driver/executor.extraJavaOptions replaces this.
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC"
 
 
 def spark_session(master: str | None = None, conf=(), driver_memory: str | None = None,
