@@ -385,19 +385,74 @@ def _rows_of(batches, names):
         yield from zip(*cols)
 
 
-def _stage2_fn(params_bc, arrow_schema):
+def _stage2_fn(params_bc, arrow_schema, directory: str | None = None):
+    """Stage-2 rows of the flows of a partition; with ``directory``, the task writes them there
+    itself (:func:`_write_rows`) and gives no rows."""
     def fn(batches):
         params = params_bc.value
         runner = FlowRunner(params)
         reader = RecordReader(params.files)
+
+        def rows():
+            try:
+                yield from runner.run(fill_records(_rows_of(batches, STAGE2_COLUMNS), reader))
+            except CaptureChanged as e:  # the driver reports it (see _facts)
+                yield ("_flow", "", 0, 0, 1, 0, "", 0, pickle.dumps({"error": str(e)}, 5))
         try:
-            yield from _batches(runner.run(fill_records(_rows_of(batches, STAGE2_COLUMNS), reader)), arrow_schema,
-                                size=1000)
-        except CaptureChanged as e:  # the driver reports it (see _facts)
-            yield pa_batch([("_flow", "", 0, 0, 1, 0, "", 0, pickle.dumps({"error": str(e)}, 5))], arrow_schema)
+            if directory is None:
+                yield from _batches(rows(), arrow_schema, size=1000)
+            else:
+                from pyspark import TaskContext
+
+                _write_rows(directory, TaskContext.get().partitionId(), rows(), arrow_schema)
         finally:
             reader.close()
     return fn
+
+
+ROWS_FILE = "part-{:05d}-direct.parquet"  # stage-2 rows of a table by the task of partition i
+
+
+def _write_rows(directory: str, part: int, rows, arrow_schema, size: int = 1000, max_bytes: int = 32 << 20) -> None:
+    """Write stage-2 rows (table first) as Spark's ``partitionBy("table")`` lays them out:
+    ``directory/table=<name>/part-<partition>-direct.parquet`` without the table column,
+    uncompressed (the chunks are compressed already), through temporary names renamed at
+    the end, so that a task run again replaces its files."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema(list(arrow_schema)[1:])
+    writers: dict = {}
+    bufs: dict = {}
+    sizes: dict = {}
+
+    def flush(t):
+        buf = bufs.pop(t, None)
+        sizes.pop(t, None)
+        if not buf:
+            return
+        if t not in writers:
+            d = os.path.join(directory, f"table={t}")
+            os.makedirs(d, exist_ok=True)
+            tmp = os.path.join(d, f".{ROWS_FILE.format(part)}.{os.getpid()}.tmp")
+            writers[t] = (pq.ParquetWriter(tmp, schema, compression="none"), tmp, os.path.join(d, ROWS_FILE.format(part)))
+        cols = list(zip(*buf))
+        writers[t][0].write_batch(pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, schema)],
+                                                             schema=schema))
+    try:
+        for r in rows:
+            t = r[0]
+            bufs.setdefault(t, []).append(r[1:])
+            sizes[t] = sizes.get(t, 0) + sum(len(v) for v in r[1:] if isinstance(v, (bytes, str)))
+            if len(bufs[t]) >= size or sizes[t] >= max_bytes:
+                flush(t)
+        for t in list(bufs):
+            flush(t)
+    finally:
+        for w, _, _ in writers.values():
+            w.close()
+    for _, tmp, path in writers.values():
+        os.replace(tmp, path)
 
 
 def pa_batch(rows, arrow_schema):
@@ -682,11 +737,15 @@ def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, ke
     tables = {t: spark.read.schema(table_schema(t)).parquet(written[t]) for t in TABLES}
     written.update({name: out_base + "/" + name for name in SUMMARIES})
 
-    def write_summary(name):
-        summary_frame(name, tables, window).write.mode("overwrite").parquet(written[name])
+    local_out = _direct_dir(out_base)
+    if local_out is not None:  # Python tasks read the tables' files and write the summaries
+        write_summaries_local(spark, tables, local_out, window)
+    else:
+        def write_summary(name):
+            summary_frame(name, tables, window).write.mode("overwrite").parquet(written[name])
 
-    with _sql_conf(spark, **_TS_CONF):
-        _concurrently(write_summary, SUMMARIES)
+        with _sql_conf(spark, **_TS_CONF):
+            _concurrently(write_summary, SUMMARIES)
     mark("summaries")
     stats["timings"] = marks
     if not keep_work:
@@ -745,9 +804,16 @@ def _stage2(spark, tcp, params: FlowParams, nparts: int, path: str, plan: dict |
                   .withColumn("_pkey", F.coalesce(F.col("_pkey"), hashed)).repartition(nparts, "_pkey"))
     else:
         parted = tcp.repartition(nparts, "flow")
+    directory = _direct_dir(path)
     df = parted.sortWithinPartitions("flow", "packet").select(*STAGE2_COLUMNS).mapInArrow(
-        _stage2_fn(bc, _arrow_schema(schema)), schema)
+        _stage2_fn(bc, _arrow_schema(schema), directory), schema)
     with _sql_conf(spark, **_STAGE2_CONF):  # the chunks are compressed already (batch_ipc)
+        if directory is not None:  # the tasks write their files themselves (pyarrow), no rows come back
+            shutil.rmtree(directory, ignore_errors=True)
+            os.makedirs(directory)
+            df.collect()
+            open(os.path.join(directory, "_SUCCESS"), "wb").close()
+            return
         df.write.mode("overwrite").partitionBy("table").option("compression", "uncompressed").parquet(path)
 
 
@@ -999,6 +1065,281 @@ def summary_frame(name: str, tables: dict, window: float = DEFAULT_WINDOW):
 def summaries_frames(tables: dict, window: float = DEFAULT_WINDOW) -> dict:
     """All the summary DataFrames (see :func:`summary_frame`)."""
     return {name: summary_frame(name, tables, window) for name in SUMMARIES}
+
+
+# --------------------------------------------------------------------------- summaries in Python tasks
+#
+# With a local output directory the summaries are computed by Python tasks straight from the
+# written tables (pyarrow + numpy, one task per summary, one Spark job): the same definitions
+# as :func:`summary_frame` (which a remote output still goes through), without 22 small JVM
+# jobs scanning the tables again.  Each task writes ``part-00000.parquet`` with the schema
+# Spark gives the summary (:func:`summary_frame`'s, nullability included).
+
+
+def _spark_to_arrow(spark_schema):
+    """A pyarrow schema for a Spark StructType of summary columns (flat, nullability kept)."""
+    import pyarrow as pa
+
+    m = {"StringType": pa.string(), "LongType": pa.int64(), "DoubleType": pa.float64(),
+         "BooleanType": pa.bool_(), "IntegerType": pa.int32(), "TimestampType": pa.timestamp("us", tz="UTC")}
+    return pa.schema([pa.field(f.name, m[type(f.dataType).__name__], nullable=f.nullable)
+                      for f in spark_schema.fields])
+
+
+def _lat_stats(values) -> dict:
+    """count, percentiles (Spark's ``percentile``: position p * (n - 1), linear interpolation
+    between the neighbours), max, min, mean of the non-null ``values`` (a numpy array)."""
+    import numpy as np
+
+    n = len(values)
+    if not n:
+        return {"count": 0, **{f"p{p}": None for p in PERCENTILES}, "max": None, "min": None, "mean": None}
+    v = np.sort(values, kind="stable")
+    out = {"count": n}
+    for p in PERCENTILES:
+        pos = p / 100 * (n - 1)
+        lo, hi = int(np.floor(pos)), int(np.ceil(pos))
+        out[f"p{p}"] = float(v[lo]) if lo == hi else float((hi - pos) * v[lo] + (pos - lo) * v[hi])
+    out["max"] = float(v[-1])
+    out["min"] = float(v[0])
+    out["mean"] = float(np.add.reduce(values)) / n
+    return out
+
+
+def _keys_of(t, cols) -> list:
+    """The rows of columns ``cols`` of Arrow table ``t`` as tuples."""
+    return list(zip(*(t.column(c).to_pylist() for c in cols))) if t.num_rows else []
+
+
+def _group_lat(t, keys) -> dict:
+    """key tuple -> :func:`_lat_stats` of the non-null settlement latencies of the group (groups
+    with none are absent)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    t = t.select([*keys, "settlement_latency"]).filter(pc.is_valid(t.column("settlement_latency")))
+    if not t.num_rows:
+        return {}
+    g = t.group_by(list(keys), use_threads=False).aggregate([("settlement_latency", "list")])
+    lists = g.column("settlement_latency_list").combine_chunks()
+    offs = lists.offsets.to_numpy()
+    vals = lists.values.to_numpy(zero_copy_only=False)
+    return {k: _lat_stats(vals[offs[i]:offs[i + 1]]) for i, k in enumerate(_keys_of(g, keys))}
+
+
+def _group_sums(t, keys, cols: dict, max_cols: dict | None = None) -> dict:
+    """key tuple -> {name: sum} (and {name: max}) over the groups of ``t`` by ``keys``; ``cols``
+    name -> Arrow array (sum of an empty or all-null group: None), plus ``_rows`` (rows)."""
+    import pyarrow as pa
+
+    if not t.num_rows:
+        return {}
+    tb = pa.table({**{k: t.column(k) for k in keys}, **{f"s_{n}": a for n, a in cols.items()},
+                   **{f"m_{n}": a for n, a in (max_cols or {}).items()}})
+    aggs = [(f"s_{n}", "sum") for n in cols] + [(f"m_{n}", "max") for n in (max_cols or {})] + [([], "count_all")]
+    g = tb.group_by(list(keys), use_threads=False).aggregate(aggs)
+    out = {}
+    names = [f"s_{n}_sum" for n in cols] + [f"m_{n}_max" for n in (max_cols or {})]
+    labels = list(cols) + list(max_cols or {})
+    vals = [g.column(c).to_pylist() for c in names]
+    rows = g.column("count_all").to_pylist()
+    for i, k in enumerate(_keys_of(g, keys)):
+        d = {lab: v[i] for lab, v in zip(labels, vals)}
+        d["_rows"] = rows[i]
+        out[k] = d
+    return out
+
+
+def _flag(a):
+    """``when(cond, 1).otherwise(0)`` of a boolean Arrow array (null counts as false)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return pc.cast(pc.fill_null(a, False), pa.int64())
+
+
+def _asc(v):  # Spark's ascending order: nulls first, NaN after every number
+    if v is None:
+        return (0, 0, 0)
+    if isinstance(v, float) and v != v:
+        return (1, 1, 0)
+    return (1, 0, v)
+
+
+def _desc_nulls_last(v):
+    if v is None:
+        return (1, 0, 0)
+    if isinstance(v, float) and v != v:
+        return (0, 0, 0)
+    return (0, 1, -v)
+
+
+SUMMARY_READS = {  # the table columns each summary reads
+    "latency_by_link": {"links": ("connection", "session", "channel", "name", "link_index", "address"),
+                        "deliveries": ("connection", "link_index", "settlement_latency")},
+    "latency_by_address": {"links": ("address",), "deliveries": ("address", "settlement_latency")},
+    "latency_by_window": {"deliveries": ("first_time", "settlement_latency", "outcome", "settled_time")},
+    "outcomes": {"deliveries": ("address", "outcome", "presettled", "settled_time")},
+    "stalls_by_link": {"stalls": ("connection", "channel", "link", "link_index", "idle", "duration", "open", "kind")},
+    "stalls_by_address": {"stalls": ("connection", "link_index", "idle", "duration", "open", "kind"),
+                          "links": ("connection", "link_index", "address")},
+}
+_STALL_KINDS = ("link-credit", "initial-credit", "drain", "session-window")
+
+
+def _stall_rows(s, keys) -> dict:
+    """key tuple -> the stall columns of :func:`summary_frame` (idle periods counted apart)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    idle = s.column("idle")
+    real = pc.invert(idle)  # null stays null: neither a stall nor an idle period
+    real_f = pc.fill_null(real, False)
+    idle_f = pc.fill_null(idle, False)
+    dur = s.column("duration")
+    none = pa.scalar(None, pa.float64())
+    cols = {"stalls": _flag(real), "stalled_seconds": pc.if_else(real_f, dur, none),
+            "open": _flag(pc.and_kleene(real, s.column("open"))),
+            **{k.replace("-", "_"): _flag(pc.and_kleene(real, pc.equal(s.column("kind"), k))) for k in _STALL_KINDS},
+            "idle_periods": _flag(idle), "idle_seconds": pc.if_else(idle_f, dur, none)}
+    g = _group_sums(s, keys, cols, {"longest": pc.if_else(real_f, dur, none)})
+    out = {}
+    for k, d in g.items():
+        out[k] = {"stalls": d["stalls"], "stalled_seconds": d["stalled_seconds"] if d["stalled_seconds"] is not None
+                  else 0.0, "longest": d["longest"], "open": d["open"],
+                  **{c.replace("-", "_"): d[c.replace("-", "_")] for c in _STALL_KINDS},
+                  "idle_periods": d["idle_periods"],
+                  "idle_seconds": d["idle_seconds"] if d["idle_seconds"] is not None else 0.0}
+    return out
+
+
+def summary_rows(name: str, read, window: float = DEFAULT_WINDOW) -> list[dict]:
+    """The rows of summary ``name`` in output order, computed in Python from the tables
+    (``read(table, columns)`` -> Arrow table): what :func:`summary_frame` computes in Spark."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    stats = ["count"] + [f"p{p}" for p in PERCENTILES] + ["max", "min", "mean"]
+    empty = _lat_stats(np.empty(0))
+    cols = SUMMARY_READS[name]
+    t = {tb: read(tb, list(c)) for tb, c in cols.items()}
+    if name == "latency_by_link":
+        per = _group_lat(t["deliveries"], ("connection", "link_index"))
+        rows = []
+        for c, s, ch, n, li, a in _keys_of(t["links"], cols["links"]):
+            st = per.get((c, li), empty) if c is not None and li is not None else empty
+            rows.append({"connection": c, "session": s, "channel": ch, "link": n, "link_index": li, "address": a,
+                         **st})
+        rows.sort(key=lambda r: (_desc_nulls_last(r["p99"]), _asc(r["connection"]), _asc(r["link_index"]),
+                                 _asc(r["session"]), _asc(r["channel"]), _asc(r["link"]), _asc(r["address"])))
+        return rows
+    if name == "latency_by_address":
+        per = _group_lat(t["deliveries"], ("address",))
+        addrs = set(t["links"].column("address").to_pylist())
+        rows = [{"address": a, **per.get((a,), empty)} for a in addrs]
+        rows.sort(key=lambda r: (_desc_nulls_last(r["p99"]), _asc(r["address"])))
+        return rows
+    if name == "latency_by_window":
+        d = t["deliveries"]
+        wus = round(float(window) * 1_000_000)
+        us = pc.cast(d.column("first_time"), pa.int64())
+        # floor(micros / window) * window, in doubles then longs like Spark's expression
+        f = np.floor(pc.cast(us, pa.float64()).to_numpy(zero_copy_only=False) / float(wus))
+        valid = pc.is_valid(us).to_numpy(zero_copy_only=False)
+        start = pa.array(np.where(valid, f, 0).astype(np.int64) * wus, pa.int64(), mask=~valid)
+        d = d.append_column("_wstart", start)
+        lat = _group_lat(d, ("_wstart",))
+        oc = d.column("outcome")
+        sums = _group_sums(d, ("_wstart",), {**{o: _flag(pc.equal(oc, o)) for o in OUTCOMES},
+                                             "unsettled": _flag(pc.is_null(d.column("settled_time")))})
+        rows = []
+        for (w,), sm in sums.items():
+            ts = None if w is None else _utc_micros(w)
+            te = None if w is None else _utc_micros(w + wus)
+            rows.append({"window_start": ts, "window_end": te, "deliveries": sm["_rows"],
+                         **lat.get((w,), empty), **{o: sm[o] for o in OUTCOMES}, "unsettled": sm["unsettled"],
+                         "_w": w})
+        rows.sort(key=lambda r: _asc(r["_w"]))
+        return rows
+    if name == "outcomes":
+        d = t["deliveries"]
+        sums = _group_sums(d, ("address", "outcome"), {"presettled": _flag(d.column("presettled")),
+                                                        "unsettled": _flag(pc.is_null(d.column("settled_time")))})
+        rows = [{"address": a, "outcome": o, "deliveries": sm["_rows"], "presettled": sm["presettled"],
+                 "unsettled": sm["unsettled"]} for (a, o), sm in sums.items()]
+        rows.sort(key=lambda r: (_asc(r["address"]), _asc(r["outcome"])))
+        return rows
+    if name == "stalls_by_link":
+        keys = ("connection", "channel", "link", "link_index")
+        rows = [dict(zip(keys, k), **v) for k, v in _stall_rows(t["stalls"], keys).items()]
+        rows.sort(key=lambda r: (_desc_nulls_last(r["stalled_seconds"]), _asc(r["connection"]), _asc(r["channel"]),
+                                 _asc(r["link_index"]), _asc(r["link"])))
+        return rows
+    if name == "stalls_by_address":
+        s = t["stalls"]
+        la: dict = {}  # (connection, link_index) -> addresses: the links table's key, so one each
+        for c, li, a in _keys_of(t["links"], ("connection", "link_index", "address")):
+            if c is not None and li is not None:
+                la.setdefault((c, li), []).append(a)
+        idx, addr = [], []
+        for i, (c, li) in enumerate(_keys_of(s, ("connection", "link_index"))):
+            for a in la.get((c, li), [None]):  # a left join: unmatched stalls under a null address
+                idx.append(i)
+                addr.append(a)
+        s = s.take(pa.array(idx, pa.int64())).append_column("address", pa.array(addr, pa.string()))
+        rows = [{"address": k[0], **v} for k, v in _stall_rows(s, ("address",)).items()]
+        rows.sort(key=lambda r: (_desc_nulls_last(r["stalled_seconds"]), _asc(r["address"])))
+        return rows
+    raise ValueError(f"unknown summary {name!r}")
+
+
+def _utc_micros(us: int):
+    import datetime as dt
+
+    return dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=us)
+
+
+def _read_local_table(directory: str):
+    def read(table: str, columns: list):
+        import pyarrow.parquet as pq
+
+        return pq.read_table(os.path.join(directory, table), columns=columns, use_threads=False)
+    return read
+
+
+def write_summary_file(directory: str, rows: list[dict], schema) -> int:
+    """Write the summary ``rows`` to ``directory/part-00000.parquet`` (schema ``schema``, snappy),
+    through a temporary name, and ``_SUCCESS``; returns the rows written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    shutil.rmtree(directory, ignore_errors=True)
+    os.makedirs(directory)
+    t = pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema=schema)
+    path = os.path.join(directory, "part-00000.parquet")
+    tmp = os.path.join(directory, f".part-00000.parquet.{os.getpid()}.tmp")
+    pq.write_table(t, tmp, compression="snappy")
+    os.replace(tmp, path)
+    open(os.path.join(directory, "_SUCCESS"), "wb").close()
+    return t.num_rows
+
+
+def _summaries_task(tables_dir: str, window: float, schemas: dict):
+    def fn(names):
+        for name in names:
+            rows = summary_rows(name, _read_local_table(tables_dir), window)
+            yield name, write_summary_file(os.path.join(tables_dir, name), rows, schemas[name])
+    return fn
+
+
+def write_summaries_local(spark, tables: dict, directory: str, window: float = DEFAULT_WINDOW) -> dict:
+    """The summaries of the tables under the local ``directory``, computed and written there by
+    Python tasks (one per summary, one Spark job); returns name -> rows."""
+    schemas = {name: _spark_to_arrow(summary_frame(name, tables, window).schema) for name in SUMMARIES}
+    order = list(SUMMARIES)  # those over the deliveries first: the job waits for its last task
+    rdd = spark.sparkContext.parallelize(order, len(order))
+    return dict(rdd.mapPartitions(_summaries_task(directory, window, schemas)).collect())
 
 
 # --------------------------------------------------------------------------- spark-submit entry
