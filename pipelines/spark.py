@@ -413,11 +413,12 @@ def _stage2_fn(params_bc, arrow_schema, directory: str | None = None):
 ROWS_FILE = "part-{:05d}-direct.parquet"  # stage-2 rows of a table by the task of partition i
 
 
-def _write_rows(directory: str, part: int, rows, arrow_schema, size: int = 1000, max_bytes: int = 32 << 20) -> None:
+def _write_rows(directory: str, part: int, rows, arrow_schema, size: int = 1000, max_bytes: int = 1 << 20) -> None:
     """Write stage-2 rows (table first) as Spark's ``partitionBy("table")`` lays them out:
     ``directory/table=<name>/part-<partition>-direct.parquet`` without the table column,
-    uncompressed (the chunks are compressed already), through temporary names renamed at
-    the end, so that a task run again replaces its files."""
+    uncompressed (the chunks are compressed already), in row groups of at most ``size`` rows
+    or about ``max_bytes`` (a table task reads only the row groups that hold its chunks),
+    through temporary names renamed at the end, so that a task run again replaces its files."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -657,6 +658,7 @@ def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, ke
     # layers of stage-2 results: (rows, [flow DataFrames a later layer ran again]); the same
     # flows as Python sets for the tables step (reruns concern few flows)
     layers = [(_read_rows(spark, rows_path), [])]
+    layer_paths = [rows_path]
     excluded: list[set] = [set()]
 
     def rerun(flows: list, params: FlowParams, path: str) -> None:
@@ -666,6 +668,7 @@ def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, ke
             ex.append(fdf)
             exs.update(flows)
         layers.append((_read_rows(spark, path), []))
+        layer_paths.append(path)
         excluded.append(set())
 
     # the flows' facts: one pass over their "_flow" rows per layer state, kept (a row per
@@ -714,7 +717,15 @@ def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, ke
     # (one Python thread each), so that the small ones fill the cores the large ones leave idle
     out_base = out_uri.rstrip("/")
     written = {t: out_base + "/" + t for t in counts}
-    bounds = _table_bounds(layers, counts, nparts)
+    layer_dirs = [_direct_dir(p) for p in layer_paths]
+    if None not in layer_dirs and None not in [_direct_dir(u) for u in written.values()]:
+        # local files: tasks read their range's chunks straight from the stage-2 files (no
+        # shuffle), in one job for all the tables
+        _write_tables_local(spark, layer_dirs, excluded, counts, {t: _direct_dir(u) for t, u in written.items()},
+                            nparts)
+        bounds = None
+    else:
+        bounds = _table_bounds(layers, counts, nparts)
 
     def write_table(t):
         directory = _direct_dir(written[t])
@@ -731,8 +742,9 @@ def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, ke
             write_range(directory, t, 0, None)
         open(os.path.join(directory, "_SUCCESS"), "wb").close()
 
-    with _sql_conf(spark, **_TABLES_CONF):
-        _concurrently(write_table, sorted(counts, key=lambda t: -counts[t]))  # the largest first
+    if bounds is not None:
+        with _sql_conf(spark, **_TABLES_CONF):
+            _concurrently(write_table, sorted(counts, key=lambda t: -counts[t]))  # the largest first
     mark("tables")
     tables = {t: spark.read.schema(table_schema(t)).parquet(written[t]) for t in TABLES}
     written.update({name: out_base + "/" + name for name in SUMMARIES})
@@ -968,6 +980,91 @@ def _meta_rows(layers):
             df = df.join(ex, "flow", "left_anti")
         out = df if out is None else out.unionByName(df)
     return _meta(out)
+
+
+# --------------------------------------------------------------------------- tables from local files
+
+
+def _chunk_files(layer_dirs: list, table: str):
+    """(layer, path) of the stage-2 files holding chunks of ``table``, layer by layer, in name order."""
+    for li, d in enumerate(layer_dirs):
+        td = os.path.join(d, f"table={table}")
+        if os.path.isdir(td):
+            for f in sorted(os.listdir(td)):
+                if f.endswith(".parquet") and not f.startswith((".", "_")):
+                    yield li, os.path.join(td, f)
+
+
+def _local_table_bounds(layer_dirs: list, counts: dict, nparts: int) -> dict:
+    """:func:`_table_bounds` from the local stage-2 files (pyarrow, on the driver: a few
+    columns of one row per chunk)."""
+    import pyarrow.parquet as pq
+
+    parts = {t: 1 if n <= TABLE_PART_ROWS else nparts * -(-n // (TABLE_PART_ROWS * nparts))
+             for t, n in counts.items()}
+    out: dict = {t: [] for t in counts}
+    for t, p in parts.items():
+        if p > 1:
+            chunks = []
+            for _, path in _chunk_files(layer_dirs, t):
+                k = pq.read_table(path, columns=["k1", "flow", "k2", "n"], use_threads=False)
+                chunks += [((a, b, c), n) for a, b, c, n in zip(*(k.column(i).to_pylist() for i in range(4)))]
+            out[t] = range_bounds(chunks, p)
+    return out
+
+
+def _range_chunks(layer_dirs: list, table: str, bounds: list, r: int):
+    """``(layer, r, blob)`` of the stage-2 chunks of ``table`` whose keys overlap range ``r`` of
+    ``bounds`` (a key's range: the number of boundaries at or below it), read from the local
+    files: the keys of every chunk, then the blobs of the row groups that hold wanted ones."""
+    import bisect
+
+    import pyarrow.parquet as pq
+
+    for li, path in _chunk_files(layer_dirs, table):
+        pf = pq.ParquetFile(path)
+        k = pf.read(columns=["k1", "flow", "k2", "hk1", "hflow", "hk2"], use_threads=False)
+        want = [i for i, (a, b, c, d, e, f) in enumerate(zip(*(k.column(j).to_pylist() for j in range(6))))
+                if bisect.bisect_right(bounds, (a, b, c)) <= r <= bisect.bisect_right(bounds, (d, e, f))]
+        if not want:
+            continue
+        starts = [0]
+        for g in range(pf.metadata.num_row_groups):
+            starts.append(starts[-1] + pf.metadata.row_group(g).num_rows)
+        by_group: dict = {}
+        for i in want:
+            by_group.setdefault(bisect.bisect_right(starts, i) - 1, []).append(i)
+        for g, idx in sorted(by_group.items()):
+            blobs = pf.read_row_group(g, columns=["blob"], use_threads=False).column(0)
+            for i in idx:
+                yield li, r, blobs[i - starts[g]].as_py()
+
+
+def _tables_task(layer_dirs: list, bounds: dict, excluded: list, out_dirs: dict):
+    def fn(items):
+        for table, r in items:
+            t = sorted_range_table(_range_chunks(layer_dirs, table, bounds[table], r), bounds[table], excluded)
+            yield table, r, write_range(out_dirs[table], table, r, t)
+    return fn
+
+
+def _write_tables_local(spark, layer_dirs: list, excluded: list, counts: dict, out_dirs: dict, nparts: int) -> None:
+    """Every table's ranges written by one task each (:func:`_range_chunks`,
+    :func:`sorted_range_table`, :func:`write_range`), in one Spark job, the largest ranges
+    first; an empty table gets one file with its columns."""
+    bounds = _local_table_bounds(layer_dirs, counts, nparts)
+    items = sorted(((t, r) for t in counts for r in range(len(bounds[t]) + 1)),
+                   key=lambda it: (-counts[it[0]] / (len(bounds[it[0]]) + 1), it))
+    for t in counts:
+        shutil.rmtree(out_dirs[t], ignore_errors=True)
+        os.makedirs(out_dirs[t])
+    got = spark.sparkContext.parallelize(items, len(items)).mapPartitions(
+        _tables_task(layer_dirs, bounds, excluded, out_dirs)).collect()
+    for t in counts:
+        n = sum(rows for table, _, rows in got if table == t)
+        if n != counts[t]:  # each row in exactly one range
+            raise RuntimeError(f"table {t}: {n} rows written of {counts[t]}")
+        open(os.path.join(out_dirs[t], "_SUCCESS"), "wb").close()
 
 
 # --------------------------------------------------------------------------- summaries
