@@ -20,7 +20,8 @@ Stages (details in :mod:`amqp_dissect.pipelines.archive`):
 3. rows of TCP records with their global packet number, ``repartition`` by
    flow key (unordered endpoint pair), ``sortWithinPartitions(flow, packet)``,
    ``mapInArrow``: a Dissector + Analyzer per flow, streaming over the sorted
-   rows; rows of the result tables go to ``DIR/_work/rows``.
+   rows; rows of the result tables go to ``DIR/_work/rows`` (with a local
+   work directory each task writes its files there itself, pyarrow).
 4. the few flows whose result depends on the rest of the capture are run
    again with the missing facts: flows idle longer than the idle timeout
    (the single-process reassembler expires them at its once-a-second sweep,
@@ -29,9 +30,14 @@ Stages (details in :mod:`amqp_dissect.pipelines.archive`):
    time (open stalls, idle-time-out checks) when that time (the last record
    that produced an event) differs from the time they were run with.
 5. tables ``connections``, ``links``, ``deliveries``, ``stalls`` (and
-   ``frames`` with ``frames=True``) and the summaries ``latency_by_link``,
-   ``latency_by_address``, ``latency_by_window``, ``outcomes``,
-   ``stalls_by_link``, ``stalls_by_address``, all computed in Spark.
+   ``frames`` with ``frames=True``), each cut into ranges of its output order,
+   and the summaries ``latency_by_link``, ``latency_by_address``,
+   ``latency_by_window``, ``outcomes``, ``stalls_by_link``,
+   ``stalls_by_address``.  With a local output directory Python tasks do both
+   from the files (each range's task reads the stage-2 chunks it needs; one task
+   per summary reads the written tables), one Spark job each; otherwise Spark
+   moves the chunks to the range tasks and computes the summaries
+   (:func:`summary_frame`) through its writers.
 """
 
 from __future__ import annotations
