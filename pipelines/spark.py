@@ -20,7 +20,8 @@ Stages (details in :mod:`amqp_dissect.pipelines.archive`):
 3. rows of TCP records with their global packet number, ``repartition`` by
    flow key (unordered endpoint pair), ``sortWithinPartitions(flow, packet)``,
    ``mapInArrow``: a Dissector + Analyzer per flow, streaming over the sorted
-   rows; rows of the result tables go to ``DIR/_work/rows``.
+   rows; rows of the result tables go to ``DIR/_work/rows`` (with a local
+   work directory each task writes its files there itself, pyarrow).
 4. the few flows whose result depends on the rest of the capture are run
    again with the missing facts: flows idle longer than the idle timeout
    (the single-process reassembler expires them at its once-a-second sweep,
@@ -29,9 +30,14 @@ Stages (details in :mod:`amqp_dissect.pipelines.archive`):
    time (open stalls, idle-time-out checks) when that time (the last record
    that produced an event) differs from the time they were run with.
 5. tables ``connections``, ``links``, ``deliveries``, ``stalls`` (and
-   ``frames`` with ``frames=True``) and the summaries ``latency_by_link``,
-   ``latency_by_address``, ``latency_by_window``, ``outcomes``,
-   ``stalls_by_link``, ``stalls_by_address``, all computed in Spark.
+   ``frames`` with ``frames=True``), each cut into ranges of its output order,
+   and the summaries ``latency_by_link``, ``latency_by_address``,
+   ``latency_by_window``, ``outcomes``, ``stalls_by_link``,
+   ``stalls_by_address``.  With a local output directory Python tasks do both
+   from the files (each range's task reads the stage-2 chunks it needs; one task
+   per summary reads the written tables), one Spark job each; otherwise Spark
+   moves the chunks to the range tasks and computes the summaries
+   (:func:`summary_frame`) through its writers.
 """
 
 from __future__ import annotations
@@ -110,8 +116,11 @@ logger.repl.level = error
 # JIT of the driver and executor JVMs: C1 only.  The job's own work is Python; its JVMs only move
 # bytes between Parquet files, shuffles and Arrow, and in a fresh JVM the C2 compiler spent about
 # 20 s of CPU per bench run (a quarter of the job's CPU, on the cores the tasks need) to speed up
-# that glue by about 4 s.  A conf pair for spark.driver/executor.extraJavaOptions replaces this.
-JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+# that glue by about 4 s.  The parallel collector instead of G1: G1's concurrent marking and
+# refinement threads cost about 2.5 s of CPU per bench run next to the tasks (the parallel
+# collector about 0.6 s), which one task slot leaves on the idle core but two slots pay for.
+# A conf pair for spark.driver/executor.extraJavaOptions replaces this.
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC"
 
 
 def spark_session(master: str | None = None, conf=(), driver_memory: str | None = None,
@@ -335,13 +344,45 @@ def _batches(rows, arrow_schema, size: int = 2048, max_bytes: int = 32 << 20):
                                           for c, n in zip(cols, names)], schema=arrow_schema)
 
 
-def _stage1_fn(arrow_schema):
+def _stage1_fn(arrow_schema, directory: str | None = None):
+    """Stage-1 rows of each range; with ``directory``, each task writes its range's rows to
+    ``directory`` itself (:func:`_write_seg`) and gives the summary row only."""
     def fn(batches):
         for batch in batches:
             for t in zip(*(batch.column(i).to_pylist() for i in range(batch.num_columns))):
                 rng = Range(*t)
-                yield from _batches(decode_range(rng), arrow_schema)
+                if directory is None:
+                    yield from _batches(decode_range(rng), arrow_schema)
+                else:
+                    yield pa_batch([_write_seg(directory, rng, arrow_schema)], arrow_schema)
     return fn
+
+
+SEG_FILE = "part-{:06d}.parquet"  # stage-1 rows of range (rid) i, written by its task
+
+
+def _write_seg(directory: str, rng: Range, arrow_schema) -> tuple:
+    """Write the stage-1 rows of ``rng`` (all but the summary) to ``directory/part-<rid>.parquet``
+    with pyarrow, streaming in batches (uncompressed: only offsets and flow keys, read once);
+    through a temporary name and a rename, so that a task run again replaces its file.
+    Returns the summary row.  The JVM never converts or encodes these rows."""
+    import pyarrow.parquet as pq
+
+    summary = []
+
+    def records():
+        for row in decode_range(rng):
+            if row[7] == KIND_SUMMARY:
+                summary.append(row)
+            else:
+                yield row
+    path = os.path.join(directory, SEG_FILE.format(rng.rid))
+    tmp = os.path.join(directory, f".{SEG_FILE.format(rng.rid)}.{os.getpid()}.tmp")
+    with pq.ParquetWriter(tmp, arrow_schema, compression="none") as w:
+        for b in _batches(records(), arrow_schema):
+            w.write_batch(b)
+    os.replace(tmp, path)
+    return summary[0]
 
 
 def _rows_of(batches, names):
@@ -350,19 +391,75 @@ def _rows_of(batches, names):
         yield from zip(*cols)
 
 
-def _stage2_fn(params_bc, arrow_schema):
+def _stage2_fn(params_bc, arrow_schema, directory: str | None = None):
+    """Stage-2 rows of the flows of a partition; with ``directory``, the task writes them there
+    itself (:func:`_write_rows`) and gives no rows."""
     def fn(batches):
         params = params_bc.value
         runner = FlowRunner(params)
         reader = RecordReader(params.files)
+
+        def rows():
+            try:
+                yield from runner.run(fill_records(_rows_of(batches, STAGE2_COLUMNS), reader))
+            except CaptureChanged as e:  # the driver reports it (see _facts)
+                yield ("_flow", "", 0, 0, 1, 0, "", 0, pickle.dumps({"error": str(e)}, 5))
         try:
-            yield from _batches(runner.run(fill_records(_rows_of(batches, STAGE2_COLUMNS), reader)), arrow_schema,
-                                size=1000)
-        except CaptureChanged as e:  # the driver reports it (see _facts)
-            yield pa_batch([("_flow", "", 0, 0, 1, 0, "", 0, pickle.dumps({"error": str(e)}, 5))], arrow_schema)
+            if directory is None:
+                yield from _batches(rows(), arrow_schema, size=1000)
+            else:
+                from pyspark import TaskContext
+
+                _write_rows(directory, TaskContext.get().partitionId(), rows(), arrow_schema)
         finally:
             reader.close()
     return fn
+
+
+ROWS_FILE = "part-{:05d}-direct.parquet"  # stage-2 rows of a table by the task of partition i
+
+
+def _write_rows(directory: str, part: int, rows, arrow_schema, size: int = 1000, max_bytes: int = 1 << 20) -> None:
+    """Write stage-2 rows (table first) as Spark's ``partitionBy("table")`` lays them out:
+    ``directory/table=<name>/part-<partition>-direct.parquet`` without the table column,
+    uncompressed (the chunks are compressed already), in row groups of at most ``size`` rows
+    or about ``max_bytes`` (a table task reads only the row groups that hold its chunks),
+    through temporary names renamed at the end, so that a task run again replaces its files."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema(list(arrow_schema)[1:])
+    writers: dict = {}
+    bufs: dict = {}
+    sizes: dict = {}
+
+    def flush(t):
+        buf = bufs.pop(t, None)
+        sizes.pop(t, None)
+        if not buf:
+            return
+        if t not in writers:
+            d = os.path.join(directory, f"table={t}")
+            os.makedirs(d, exist_ok=True)
+            tmp = os.path.join(d, f".{ROWS_FILE.format(part)}.{os.getpid()}.tmp")
+            writers[t] = (pq.ParquetWriter(tmp, schema, compression="none"), tmp, os.path.join(d, ROWS_FILE.format(part)))
+        cols = list(zip(*buf))
+        writers[t][0].write_batch(pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, schema)],
+                                                             schema=schema))
+    try:
+        for r in rows:
+            t = r[0]
+            bufs.setdefault(t, []).append(r[1:])
+            sizes[t] = sizes.get(t, 0) + sum(len(v) for v in r[1:] if isinstance(v, (bytes, str)))
+            if len(bufs[t]) >= size or sizes[t] >= max_bytes:
+                flush(t)
+        for t in list(bufs):
+            flush(t)
+    finally:
+        for w, _, _ in writers.values():
+            w.close()
+    for _, tmp, path in writers.values():
+        os.replace(tmp, path)
 
 
 def pa_batch(rows, arrow_schema):
@@ -521,9 +618,7 @@ def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, ke
     # ---- stage 1: decode files / byte ranges on the executors
     ranges = plan_ranges(files, split_size)
     seg_paths = [work + "/seg"]
-    _stage1(spark, ranges, seg_paths[0])
-    seg = spark.read.schema(stage1_schema()).parquet(seg_paths[0])
-    summaries = [json.loads(r.meta) for r in seg.where(F.col("kind") == KIND_SUMMARY).select("meta").collect()]
+    summaries = _stage1(spark, ranges, seg_paths[0])
     lay = layout(files, summaries)
     stats["ranges_planned"] = len(ranges)
     stats["redo_files"] = [files[i] for i in lay.redo]
@@ -531,11 +626,9 @@ def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, ke
         again = [r for r in plan_ranges(files, split_size, first_rid=len(ranges), whole=lay.redo)
                  if r.file in set(lay.redo)]
         seg_paths.append(work + "/seg_redo")
-        _stage1(spark, again, seg_paths[1])
-        extra = spark.read.schema(stage1_schema()).parquet(seg_paths[1])
+        extra = _stage1(spark, again, seg_paths[1])
         redo = set(lay.redo)
-        summaries = [s for s in summaries if s["file"] not in redo] + [
-            json.loads(r.meta) for r in extra.where(F.col("kind") == KIND_SUMMARY).select("meta").collect()]
+        summaries = [s for s in summaries if s["file"] not in redo] + extra
         lay = layout(files, summaries)
     if lay.fatal:
         kind, msg = lay.fatal[0]
@@ -571,6 +664,7 @@ def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, ke
     # layers of stage-2 results: (rows, [flow DataFrames a later layer ran again]); the same
     # flows as Python sets for the tables step (reruns concern few flows)
     layers = [(_read_rows(spark, rows_path), [])]
+    layer_paths = [rows_path]
     excluded: list[set] = [set()]
 
     def rerun(flows: list, params: FlowParams, path: str) -> None:
@@ -580,19 +674,31 @@ def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, ke
             ex.append(fdf)
             exs.update(flows)
         layers.append((_read_rows(spark, path), []))
+        layer_paths.append(path)
         excluded.append(set())
 
-    facts = _facts(_meta_rows(layers))
+    # the flows' facts: one pass over their "_flow" rows per layer state, kept (a row per
+    # flow) for the questions that follow, each then a pass over the cached rows only
+    cached: list = []
+
+    def current_meta():
+        m = _meta_rows(layers).persist()
+        cached.append(m)
+        return m
+
+    meta = current_meta()
+    facts = _facts(meta)
     reruns = {"ticks": 0, "end": 0}
     ticks = None
     if facts["needs_ticks"]:
-        need = [r.flow for r in _meta_rows(layers).where(F.col("needs_ticks")).select("flow").collect()]
+        need = [r.flow for r in meta.where(F.col("needs_ticks")).select("flow").collect()]
         tk = tcp.select("packet", "ts").repartition(1).sortWithinPartitions("packet").mapInArrow(
             _ticks_fn(1.0), "packet long, ts double")
         ticks = tuple((r.packet, r.ts) for r in tk.collect())
         rerun(need, FlowParams(**{**base.__dict__, "ticks": ticks}), work + "/rows_ticks")
         reruns["ticks"] = len(need)
-        facts = _facts(_meta_rows(layers))
+        meta = current_meta()
+        facts = _facts(meta)
     # the single-process Analyzer is finished at the time of the last record that produced an event
     best = None
     for cand in ((facts["last_packet"], facts["last_ts"]), last_note):
@@ -600,11 +706,13 @@ def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, ke
             best = cand
     E = best[1] if best is not None else None
     if E != G:
-        sens = [r.flow for r in _meta_rows(layers).mapInArrow(_sensitive_fn(G, E), "flow string").collect()]
+        sens = [r.flow for r in meta.mapInArrow(_sensitive_fn(G, E), "flow string").collect()]
         if sens:
             rerun(sens, FlowParams(**{**base.__dict__, "ticks": ticks, "end_ts": E}), work + "/rows_end")
             reruns["end"] = len(sens)
             facts = _facts(_meta_rows(layers))
+    for m in cached:
+        m.unpersist()
     mark("reruns")
     stats["reruns"] = reruns
     stats["end_ts"] = E
@@ -615,7 +723,15 @@ def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, ke
     # (one Python thread each), so that the small ones fill the cores the large ones leave idle
     out_base = out_uri.rstrip("/")
     written = {t: out_base + "/" + t for t in counts}
-    bounds = _table_bounds(layers, counts, nparts)
+    layer_dirs = [_direct_dir(p) for p in layer_paths]
+    if None not in layer_dirs and None not in [_direct_dir(u) for u in written.values()]:
+        # local files: tasks read their range's chunks straight from the stage-2 files (no
+        # shuffle), in one job for all the tables
+        _write_tables_local(spark, layer_dirs, excluded, counts, {t: _direct_dir(u) for t, u in written.items()},
+                            nparts)
+        bounds = None
+    else:
+        bounds = _table_bounds(layers, counts, nparts)
 
     def write_table(t):
         directory = _direct_dir(written[t])
@@ -632,17 +748,22 @@ def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, ke
             write_range(directory, t, 0, None)
         open(os.path.join(directory, "_SUCCESS"), "wb").close()
 
-    with _sql_conf(spark, **_TABLES_CONF):
-        _concurrently(write_table, sorted(counts, key=lambda t: -counts[t]))  # the largest first
+    if bounds is not None:
+        with _sql_conf(spark, **_TABLES_CONF):
+            _concurrently(write_table, sorted(counts, key=lambda t: -counts[t]))  # the largest first
     mark("tables")
     tables = {t: spark.read.schema(table_schema(t)).parquet(written[t]) for t in TABLES}
     written.update({name: out_base + "/" + name for name in SUMMARIES})
 
-    def write_summary(name):
-        summary_frame(name, tables, window).write.mode("overwrite").parquet(written[name])
+    local_out = _direct_dir(out_base)
+    if local_out is not None:  # Python tasks read the tables' files and write the summaries
+        write_summaries_local(spark, tables, local_out, window)
+    else:
+        def write_summary(name):
+            summary_frame(name, tables, window).write.mode("overwrite").parquet(written[name])
 
-    with _sql_conf(spark, **_TS_CONF):
-        _concurrently(write_summary, SUMMARIES)
+        with _sql_conf(spark, **_TS_CONF):
+            _concurrently(write_summary, SUMMARIES)
     mark("summaries")
     stats["timings"] = marks
     if not keep_work:
@@ -654,7 +775,13 @@ def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, ke
             "out": out_uri}
 
 
-def _stage1(spark, ranges: list[Range], path: str) -> None:
+def _stage1(spark, ranges: list[Range], path: str) -> list[dict]:
+    """Stage 1 over ``ranges`` (the largest first: the job waits for its last task), rows to
+    ``path``; returns the ranges' summaries.  A local ``path`` (:func:`_direct_dir`): each task
+    writes its range's file there itself and only the summaries come back, in the same job;
+    otherwise Spark's writer, then a job reading the summaries back."""
+    from pyspark.sql import functions as F
+
     T = _types()
     rschema = T.StructType([
         T.StructField("rid", T.IntegerType()), T.StructField("file", T.IntegerType()),
@@ -662,10 +789,20 @@ def _stage1(spark, ranges: list[Range], path: str) -> None:
         T.StructField("start", T.LongType()), T.StructField("end", T.LongType()),
         T.StructField("size", T.LongType()),
     ])
-    rdd = spark.sparkContext.parallelize([r.as_tuple() for r in ranges], max(1, len(ranges)))
+    order = sorted(ranges, key=lambda r: -(((r.size or 0) if r.end is None else r.end) - r.start))
+    rdd = spark.sparkContext.parallelize([r.as_tuple() for r in order], max(1, len(order)))
     schema = stage1_schema()
-    df = spark.createDataFrame(rdd, rschema).mapInArrow(_stage1_fn(_arrow_schema(schema)), schema)
+    directory = _direct_dir(path)
+    df = spark.createDataFrame(rdd, rschema).mapInArrow(_stage1_fn(_arrow_schema(schema), directory), schema)
+    if directory is not None:
+        shutil.rmtree(directory, ignore_errors=True)
+        os.makedirs(directory)
+        metas = [json.loads(r.meta) for r in df.select("meta").collect()]
+        open(os.path.join(directory, "_SUCCESS"), "wb").close()
+        return metas
     df.write.mode("overwrite").parquet(path)
+    seg = spark.read.schema(stage1_schema()).parquet(path)
+    return [json.loads(r.meta) for r in seg.where(F.col("kind") == KIND_SUMMARY).select("meta").collect()]
 
 
 def _stage2(spark, tcp, params: FlowParams, nparts: int, path: str, plan: dict | None = None) -> None:
@@ -685,9 +822,16 @@ def _stage2(spark, tcp, params: FlowParams, nparts: int, path: str, plan: dict |
                   .withColumn("_pkey", F.coalesce(F.col("_pkey"), hashed)).repartition(nparts, "_pkey"))
     else:
         parted = tcp.repartition(nparts, "flow")
+    directory = _direct_dir(path)
     df = parted.sortWithinPartitions("flow", "packet").select(*STAGE2_COLUMNS).mapInArrow(
-        _stage2_fn(bc, _arrow_schema(schema)), schema)
+        _stage2_fn(bc, _arrow_schema(schema), directory), schema)
     with _sql_conf(spark, **_STAGE2_CONF):  # the chunks are compressed already (batch_ipc)
+        if directory is not None:  # the tasks write their files themselves (pyarrow), no rows come back
+            shutil.rmtree(directory, ignore_errors=True)
+            os.makedirs(directory)
+            df.collect()
+            open(os.path.join(directory, "_SUCCESS"), "wb").close()
+            return
         df.write.mode("overwrite").partitionBy("table").option("compression", "uncompressed").parquet(path)
 
 
@@ -844,6 +988,91 @@ def _meta_rows(layers):
     return _meta(out)
 
 
+# --------------------------------------------------------------------------- tables from local files
+
+
+def _chunk_files(layer_dirs: list, table: str):
+    """(layer, path) of the stage-2 files holding chunks of ``table``, layer by layer, in name order."""
+    for li, d in enumerate(layer_dirs):
+        td = os.path.join(d, f"table={table}")
+        if os.path.isdir(td):
+            for f in sorted(os.listdir(td)):
+                if f.endswith(".parquet") and not f.startswith((".", "_")):
+                    yield li, os.path.join(td, f)
+
+
+def _local_table_bounds(layer_dirs: list, counts: dict, nparts: int) -> dict:
+    """:func:`_table_bounds` from the local stage-2 files (pyarrow, on the driver: a few
+    columns of one row per chunk)."""
+    import pyarrow.parquet as pq
+
+    parts = {t: 1 if n <= TABLE_PART_ROWS else nparts * -(-n // (TABLE_PART_ROWS * nparts))
+             for t, n in counts.items()}
+    out: dict = {t: [] for t in counts}
+    for t, p in parts.items():
+        if p > 1:
+            chunks = []
+            for _, path in _chunk_files(layer_dirs, t):
+                k = pq.read_table(path, columns=["k1", "flow", "k2", "n"], use_threads=False)
+                chunks += [((a, b, c), n) for a, b, c, n in zip(*(k.column(i).to_pylist() for i in range(4)))]
+            out[t] = range_bounds(chunks, p)
+    return out
+
+
+def _range_chunks(layer_dirs: list, table: str, bounds: list, r: int):
+    """``(layer, r, blob)`` of the stage-2 chunks of ``table`` whose keys overlap range ``r`` of
+    ``bounds`` (a key's range: the number of boundaries at or below it), read from the local
+    files: the keys of every chunk, then the blobs of the row groups that hold wanted ones."""
+    import bisect
+
+    import pyarrow.parquet as pq
+
+    for li, path in _chunk_files(layer_dirs, table):
+        pf = pq.ParquetFile(path)
+        k = pf.read(columns=["k1", "flow", "k2", "hk1", "hflow", "hk2"], use_threads=False)
+        want = [i for i, (a, b, c, d, e, f) in enumerate(zip(*(k.column(j).to_pylist() for j in range(6))))
+                if bisect.bisect_right(bounds, (a, b, c)) <= r <= bisect.bisect_right(bounds, (d, e, f))]
+        if not want:
+            continue
+        starts = [0]
+        for g in range(pf.metadata.num_row_groups):
+            starts.append(starts[-1] + pf.metadata.row_group(g).num_rows)
+        by_group: dict = {}
+        for i in want:
+            by_group.setdefault(bisect.bisect_right(starts, i) - 1, []).append(i)
+        for g, idx in sorted(by_group.items()):
+            blobs = pf.read_row_group(g, columns=["blob"], use_threads=False).column(0)
+            for i in idx:
+                yield li, r, blobs[i - starts[g]].as_py()
+
+
+def _tables_task(layer_dirs: list, bounds: dict, excluded: list, out_dirs: dict):
+    def fn(items):
+        for table, r in items:
+            t = sorted_range_table(_range_chunks(layer_dirs, table, bounds[table], r), bounds[table], excluded)
+            yield table, r, write_range(out_dirs[table], table, r, t)
+    return fn
+
+
+def _write_tables_local(spark, layer_dirs: list, excluded: list, counts: dict, out_dirs: dict, nparts: int) -> None:
+    """Every table's ranges written by one task each (:func:`_range_chunks`,
+    :func:`sorted_range_table`, :func:`write_range`), in one Spark job, the largest ranges
+    first; an empty table gets one file with its columns."""
+    bounds = _local_table_bounds(layer_dirs, counts, nparts)
+    items = sorted(((t, r) for t in counts for r in range(len(bounds[t]) + 1)),
+                   key=lambda it: (-counts[it[0]] / (len(bounds[it[0]]) + 1), it))
+    for t in counts:
+        shutil.rmtree(out_dirs[t], ignore_errors=True)
+        os.makedirs(out_dirs[t])
+    got = spark.sparkContext.parallelize(items, len(items)).mapPartitions(
+        _tables_task(layer_dirs, bounds, excluded, out_dirs)).collect()
+    for t in counts:
+        n = sum(rows for table, _, rows in got if table == t)
+        if n != counts[t]:  # each row in exactly one range
+            raise RuntimeError(f"table {t}: {n} rows written of {counts[t]}")
+        open(os.path.join(out_dirs[t], "_SUCCESS"), "wb").close()
+
+
 # --------------------------------------------------------------------------- summaries
 
 
@@ -939,6 +1168,281 @@ def summary_frame(name: str, tables: dict, window: float = DEFAULT_WINDOW):
 def summaries_frames(tables: dict, window: float = DEFAULT_WINDOW) -> dict:
     """All the summary DataFrames (see :func:`summary_frame`)."""
     return {name: summary_frame(name, tables, window) for name in SUMMARIES}
+
+
+# --------------------------------------------------------------------------- summaries in Python tasks
+#
+# With a local output directory the summaries are computed by Python tasks straight from the
+# written tables (pyarrow + numpy, one task per summary, one Spark job): the same definitions
+# as :func:`summary_frame` (which a remote output still goes through), without 22 small JVM
+# jobs scanning the tables again.  Each task writes ``part-00000.parquet`` with the schema
+# Spark gives the summary (:func:`summary_frame`'s, nullability included).
+
+
+def _spark_to_arrow(spark_schema):
+    """A pyarrow schema for a Spark StructType of summary columns (flat, nullability kept)."""
+    import pyarrow as pa
+
+    m = {"StringType": pa.string(), "LongType": pa.int64(), "DoubleType": pa.float64(),
+         "BooleanType": pa.bool_(), "IntegerType": pa.int32(), "TimestampType": pa.timestamp("us", tz="UTC")}
+    return pa.schema([pa.field(f.name, m[type(f.dataType).__name__], nullable=f.nullable)
+                      for f in spark_schema.fields])
+
+
+def _lat_stats(values) -> dict:
+    """count, percentiles (Spark's ``percentile``: position p * (n - 1), linear interpolation
+    between the neighbours), max, min, mean of the non-null ``values`` (a numpy array)."""
+    import numpy as np
+
+    n = len(values)
+    if not n:
+        return {"count": 0, **{f"p{p}": None for p in PERCENTILES}, "max": None, "min": None, "mean": None}
+    v = np.sort(values, kind="stable")
+    out = {"count": n}
+    for p in PERCENTILES:
+        pos = p / 100 * (n - 1)
+        lo, hi = int(np.floor(pos)), int(np.ceil(pos))
+        out[f"p{p}"] = float(v[lo]) if lo == hi else float((hi - pos) * v[lo] + (pos - lo) * v[hi])
+    out["max"] = float(v[-1])
+    out["min"] = float(v[0])
+    out["mean"] = float(np.add.reduce(values)) / n
+    return out
+
+
+def _keys_of(t, cols) -> list:
+    """The rows of columns ``cols`` of Arrow table ``t`` as tuples."""
+    return list(zip(*(t.column(c).to_pylist() for c in cols))) if t.num_rows else []
+
+
+def _group_lat(t, keys) -> dict:
+    """key tuple -> :func:`_lat_stats` of the non-null settlement latencies of the group (groups
+    with none are absent)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    t = t.select([*keys, "settlement_latency"]).filter(pc.is_valid(t.column("settlement_latency")))
+    if not t.num_rows:
+        return {}
+    g = t.group_by(list(keys), use_threads=False).aggregate([("settlement_latency", "list")])
+    lists = g.column("settlement_latency_list").combine_chunks()
+    offs = lists.offsets.to_numpy()
+    vals = lists.values.to_numpy(zero_copy_only=False)
+    return {k: _lat_stats(vals[offs[i]:offs[i + 1]]) for i, k in enumerate(_keys_of(g, keys))}
+
+
+def _group_sums(t, keys, cols: dict, max_cols: dict | None = None) -> dict:
+    """key tuple -> {name: sum} (and {name: max}) over the groups of ``t`` by ``keys``; ``cols``
+    name -> Arrow array (sum of an empty or all-null group: None), plus ``_rows`` (rows)."""
+    import pyarrow as pa
+
+    if not t.num_rows:
+        return {}
+    tb = pa.table({**{k: t.column(k) for k in keys}, **{f"s_{n}": a for n, a in cols.items()},
+                   **{f"m_{n}": a for n, a in (max_cols or {}).items()}})
+    aggs = [(f"s_{n}", "sum") for n in cols] + [(f"m_{n}", "max") for n in (max_cols or {})] + [([], "count_all")]
+    g = tb.group_by(list(keys), use_threads=False).aggregate(aggs)
+    out = {}
+    names = [f"s_{n}_sum" for n in cols] + [f"m_{n}_max" for n in (max_cols or {})]
+    labels = list(cols) + list(max_cols or {})
+    vals = [g.column(c).to_pylist() for c in names]
+    rows = g.column("count_all").to_pylist()
+    for i, k in enumerate(_keys_of(g, keys)):
+        d = {lab: v[i] for lab, v in zip(labels, vals)}
+        d["_rows"] = rows[i]
+        out[k] = d
+    return out
+
+
+def _flag(a):
+    """``when(cond, 1).otherwise(0)`` of a boolean Arrow array (null counts as false)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return pc.cast(pc.fill_null(a, False), pa.int64())
+
+
+def _asc(v):  # Spark's ascending order: nulls first, NaN after every number
+    if v is None:
+        return (0, 0, 0)
+    if isinstance(v, float) and v != v:
+        return (1, 1, 0)
+    return (1, 0, v)
+
+
+def _desc_nulls_last(v):
+    if v is None:
+        return (1, 0, 0)
+    if isinstance(v, float) and v != v:
+        return (0, 0, 0)
+    return (0, 1, -v)
+
+
+SUMMARY_READS = {  # the table columns each summary reads
+    "latency_by_link": {"links": ("connection", "session", "channel", "name", "link_index", "address"),
+                        "deliveries": ("connection", "link_index", "settlement_latency")},
+    "latency_by_address": {"links": ("address",), "deliveries": ("address", "settlement_latency")},
+    "latency_by_window": {"deliveries": ("first_time", "settlement_latency", "outcome", "settled_time")},
+    "outcomes": {"deliveries": ("address", "outcome", "presettled", "settled_time")},
+    "stalls_by_link": {"stalls": ("connection", "channel", "link", "link_index", "idle", "duration", "open", "kind")},
+    "stalls_by_address": {"stalls": ("connection", "link_index", "idle", "duration", "open", "kind"),
+                          "links": ("connection", "link_index", "address")},
+}
+_STALL_KINDS = ("link-credit", "initial-credit", "drain", "session-window")
+
+
+def _stall_rows(s, keys) -> dict:
+    """key tuple -> the stall columns of :func:`summary_frame` (idle periods counted apart)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    idle = s.column("idle")
+    real = pc.invert(idle)  # null stays null: neither a stall nor an idle period
+    real_f = pc.fill_null(real, False)
+    idle_f = pc.fill_null(idle, False)
+    dur = s.column("duration")
+    none = pa.scalar(None, pa.float64())
+    cols = {"stalls": _flag(real), "stalled_seconds": pc.if_else(real_f, dur, none),
+            "open": _flag(pc.and_kleene(real, s.column("open"))),
+            **{k.replace("-", "_"): _flag(pc.and_kleene(real, pc.equal(s.column("kind"), k))) for k in _STALL_KINDS},
+            "idle_periods": _flag(idle), "idle_seconds": pc.if_else(idle_f, dur, none)}
+    g = _group_sums(s, keys, cols, {"longest": pc.if_else(real_f, dur, none)})
+    out = {}
+    for k, d in g.items():
+        out[k] = {"stalls": d["stalls"], "stalled_seconds": d["stalled_seconds"] if d["stalled_seconds"] is not None
+                  else 0.0, "longest": d["longest"], "open": d["open"],
+                  **{c.replace("-", "_"): d[c.replace("-", "_")] for c in _STALL_KINDS},
+                  "idle_periods": d["idle_periods"],
+                  "idle_seconds": d["idle_seconds"] if d["idle_seconds"] is not None else 0.0}
+    return out
+
+
+def summary_rows(name: str, read, window: float = DEFAULT_WINDOW) -> list[dict]:
+    """The rows of summary ``name`` in output order, computed in Python from the tables
+    (``read(table, columns)`` -> Arrow table): what :func:`summary_frame` computes in Spark."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    stats = ["count"] + [f"p{p}" for p in PERCENTILES] + ["max", "min", "mean"]
+    empty = _lat_stats(np.empty(0))
+    cols = SUMMARY_READS[name]
+    t = {tb: read(tb, list(c)) for tb, c in cols.items()}
+    if name == "latency_by_link":
+        per = _group_lat(t["deliveries"], ("connection", "link_index"))
+        rows = []
+        for c, s, ch, n, li, a in _keys_of(t["links"], cols["links"]):
+            st = per.get((c, li), empty) if c is not None and li is not None else empty
+            rows.append({"connection": c, "session": s, "channel": ch, "link": n, "link_index": li, "address": a,
+                         **st})
+        rows.sort(key=lambda r: (_desc_nulls_last(r["p99"]), _asc(r["connection"]), _asc(r["link_index"]),
+                                 _asc(r["session"]), _asc(r["channel"]), _asc(r["link"]), _asc(r["address"])))
+        return rows
+    if name == "latency_by_address":
+        per = _group_lat(t["deliveries"], ("address",))
+        addrs = set(t["links"].column("address").to_pylist())
+        rows = [{"address": a, **per.get((a,), empty)} for a in addrs]
+        rows.sort(key=lambda r: (_desc_nulls_last(r["p99"]), _asc(r["address"])))
+        return rows
+    if name == "latency_by_window":
+        d = t["deliveries"]
+        wus = round(float(window) * 1_000_000)
+        us = pc.cast(d.column("first_time"), pa.int64())
+        # floor(micros / window) * window, in doubles then longs like Spark's expression
+        f = np.floor(pc.cast(us, pa.float64()).to_numpy(zero_copy_only=False) / float(wus))
+        valid = pc.is_valid(us).to_numpy(zero_copy_only=False)
+        start = pa.array(np.where(valid, f, 0).astype(np.int64) * wus, pa.int64(), mask=~valid)
+        d = d.append_column("_wstart", start)
+        lat = _group_lat(d, ("_wstart",))
+        oc = d.column("outcome")
+        sums = _group_sums(d, ("_wstart",), {**{o: _flag(pc.equal(oc, o)) for o in OUTCOMES},
+                                             "unsettled": _flag(pc.is_null(d.column("settled_time")))})
+        rows = []
+        for (w,), sm in sums.items():
+            ts = None if w is None else _utc_micros(w)
+            te = None if w is None else _utc_micros(w + wus)
+            rows.append({"window_start": ts, "window_end": te, "deliveries": sm["_rows"],
+                         **lat.get((w,), empty), **{o: sm[o] for o in OUTCOMES}, "unsettled": sm["unsettled"],
+                         "_w": w})
+        rows.sort(key=lambda r: _asc(r["_w"]))
+        return rows
+    if name == "outcomes":
+        d = t["deliveries"]
+        sums = _group_sums(d, ("address", "outcome"), {"presettled": _flag(d.column("presettled")),
+                                                        "unsettled": _flag(pc.is_null(d.column("settled_time")))})
+        rows = [{"address": a, "outcome": o, "deliveries": sm["_rows"], "presettled": sm["presettled"],
+                 "unsettled": sm["unsettled"]} for (a, o), sm in sums.items()]
+        rows.sort(key=lambda r: (_asc(r["address"]), _asc(r["outcome"])))
+        return rows
+    if name == "stalls_by_link":
+        keys = ("connection", "channel", "link", "link_index")
+        rows = [dict(zip(keys, k), **v) for k, v in _stall_rows(t["stalls"], keys).items()]
+        rows.sort(key=lambda r: (_desc_nulls_last(r["stalled_seconds"]), _asc(r["connection"]), _asc(r["channel"]),
+                                 _asc(r["link_index"]), _asc(r["link"])))
+        return rows
+    if name == "stalls_by_address":
+        s = t["stalls"]
+        la: dict = {}  # (connection, link_index) -> addresses: the links table's key, so one each
+        for c, li, a in _keys_of(t["links"], ("connection", "link_index", "address")):
+            if c is not None and li is not None:
+                la.setdefault((c, li), []).append(a)
+        idx, addr = [], []
+        for i, (c, li) in enumerate(_keys_of(s, ("connection", "link_index"))):
+            for a in la.get((c, li), [None]):  # a left join: unmatched stalls under a null address
+                idx.append(i)
+                addr.append(a)
+        s = s.take(pa.array(idx, pa.int64())).append_column("address", pa.array(addr, pa.string()))
+        rows = [{"address": k[0], **v} for k, v in _stall_rows(s, ("address",)).items()]
+        rows.sort(key=lambda r: (_desc_nulls_last(r["stalled_seconds"]), _asc(r["address"])))
+        return rows
+    raise ValueError(f"unknown summary {name!r}")
+
+
+def _utc_micros(us: int):
+    import datetime as dt
+
+    return dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=us)
+
+
+def _read_local_table(directory: str):
+    def read(table: str, columns: list):
+        import pyarrow.parquet as pq
+
+        return pq.read_table(os.path.join(directory, table), columns=columns, use_threads=False)
+    return read
+
+
+def write_summary_file(directory: str, rows: list[dict], schema) -> int:
+    """Write the summary ``rows`` to ``directory/part-00000.parquet`` (schema ``schema``, snappy),
+    through a temporary name, and ``_SUCCESS``; returns the rows written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    shutil.rmtree(directory, ignore_errors=True)
+    os.makedirs(directory)
+    t = pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema=schema)
+    path = os.path.join(directory, "part-00000.parquet")
+    tmp = os.path.join(directory, f".part-00000.parquet.{os.getpid()}.tmp")
+    pq.write_table(t, tmp, compression="snappy")
+    os.replace(tmp, path)
+    open(os.path.join(directory, "_SUCCESS"), "wb").close()
+    return t.num_rows
+
+
+def _summaries_task(tables_dir: str, window: float, schemas: dict):
+    def fn(names):
+        for name in names:
+            rows = summary_rows(name, _read_local_table(tables_dir), window)
+            yield name, write_summary_file(os.path.join(tables_dir, name), rows, schemas[name])
+    return fn
+
+
+def write_summaries_local(spark, tables: dict, directory: str, window: float = DEFAULT_WINDOW) -> dict:
+    """The summaries of the tables under the local ``directory``, computed and written there by
+    Python tasks (one per summary, one Spark job); returns name -> rows."""
+    schemas = {name: _spark_to_arrow(summary_frame(name, tables, window).schema) for name in SUMMARIES}
+    order = list(SUMMARIES)  # those over the deliveries first: the job waits for its last task
+    rdd = spark.sparkContext.parallelize(order, len(order))
+    return dict(rdd.mapPartitions(_summaries_task(directory, window, schemas)).collect())
 
 
 # --------------------------------------------------------------------------- spark-submit entry

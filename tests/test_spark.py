@@ -19,6 +19,7 @@ import struct
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 # pyspark is a dependency and CI has Java 17: there, a missing one is a failure, not a skip.
@@ -83,10 +84,26 @@ def assert_same_tables(out: str, paths) -> "object":
     return a
 
 
+def _desc_then_asc(df, desc: str, *asc: str) -> bool:
+    """Are the rows of ``df`` in order by ``desc`` descending (nulls last), then ``asc``
+    ascending (nulls first)?  The documented order of the summaries."""
+    def key(r):
+        v = r[desc] if desc else 0
+        return ((1, 0) if pd.isna(v) else (0, -v),) + tuple((0, "") if pd.isna(r[c]) else (1, r[c]) for c in asc)
+    keys = [key(r) for _, r in df.iterrows()]
+    return keys == sorted(keys)
+
+
 def assert_summaries(out: str, a, window: float = 60.0) -> None:
-    """Spark summaries == pandas / numpy on the single-process tables."""
+    """Summaries == pandas / numpy on the single-process tables, in the documented row order."""
     d = a.deliveries
     rd = lambda name: pd.read_parquet(os.path.join(out, name))  # noqa: E731
+    assert _desc_then_asc(rd("latency_by_link"), "p99", "connection", "link_index")
+    assert _desc_then_asc(rd("latency_by_address"), "p99", "address")
+    assert rd("latency_by_window").window_start.is_monotonic_increasing
+    assert _desc_then_asc(rd("outcomes"), None, "address", "outcome")
+    assert _desc_then_asc(rd("stalls_by_link"), "stalled_seconds", "connection")
+    assert _desc_then_asc(rd("stalls_by_address"), "stalled_seconds")
 
     def check_stats(row, lats):
         lats = np.asarray([x for x in lats if x == x], dtype=float)
@@ -471,6 +488,15 @@ def test_tables_are_written_in_single_process_order(spark, tmp_path, monkeypatch
             assert all(f.startswith("part-") and len(f) == len("part-00000.parquet") for f in files), files
     for t in TABLES:  # the Spark schema, whoever wrote the files
         assert spark.read.parquet(str(out / t)).schema == sj.table_schema(t), t
+    # the summaries: Spark's jobs (a remote output) or Python tasks (a local one), same rows and schema
+    assert_summaries(str(out), a)
+    tables = {t: spark.read.schema(sj.table_schema(t)).parquet(str(out / t)) for t in TABLES}
+    for name in sj.SUMMARIES:  # Spark reads Parquet columns as nullable: the files' own schema says which are not
+        want = sj.summary_frame(name, tables).schema
+        got = spark.read.parquet(str(out / name)).schema
+        assert [(f.name, f.dataType) for f in got] == [(f.name, f.dataType) for f in want], name
+        got = pq.read_schema(glob.glob(str(out / name / "*.parquet"))[0])
+        assert [(f.name, f.nullable) for f in got] == [(f.name, f.nullable) for f in want], name
     # stage 2: the flows the summaries count sit in the task the plan gave them
     seg = pd.read_parquet(out / "_work" / "seg", columns=["kind", "meta"])
     summaries = [json.loads(m) for m in seg[seg.kind == ar.KIND_SUMMARY].meta]
@@ -610,10 +636,11 @@ def test_a_file_changed_between_the_stages_is_an_input_error(spark, tmp_path, mo
     stage1 = sj._stage1
 
     def stage1_then_rewrite(*a, **kw):
-        stage1(*a, **kw)
+        summaries = stage1(*a, **kw)
         data = bytearray(victim.read_bytes())
         data[24 + 4] ^= 1  # the first record's microseconds
         victim.write_bytes(bytes(data))
+        return summaries
 
     monkeypatch.setattr(sj, "_stage1", stage1_then_rewrite)
     with pytest.raises(ar.InputError, match="heartbeat.pcap: changed while it was read") as e:
