@@ -1,0 +1,783 @@
+"""``-j N``: one capture analysed by N processes, with the output of one.
+
+Every worker (the parent is worker 0; workers 1..N-1 are forked children) reads the whole
+capture (the OS caches it; the compiled reader is cheap), computes each TCP record's flow
+(the unordered pair of endpoints, as the Spark job's :func:`~amqp_dissect.pipelines.archive.flow_key`)
+and gives each new flow, in order of first appearance, to the worker with the fewest captured
+bytes so far: every worker computes the same assignment, with no pre-pass.  A worker feeds only
+its own flows to its Dissector and Analyzer.  A connection id is endpoint based, so flows are
+independent; what ties them together in one process is the clock, kept here as the single
+process runs it:
+
+- the TCP idle sweep: its ticks (the first TCP record arms it, each TCP record at or past the
+  armed time sweeps) are computed by every worker over all TCP records; at a tick a worker sweeps
+  its own connections (the reassembler's own sweep is switched off);
+- the end of the capture: the last record's time and the last TCP record's number close the
+  reassembly, and the Analyzer is finished at the time of the last record that made an event in
+  any worker (one exchange with the parent).
+
+Records outside any flow (other link types, packets the parser rejects) and the capture-wide
+counts come from worker 0.
+
+Ordering.  Every item the single process lists in the order it met it (connections, stalls,
+violations, frame errors, transactions, internal errors, folded deliveries) gets a key from
+the event that made it: ``(packet, phase, block, n)``; phase 0 is an idle sweep at that packet
+(block: the position of the expired connection in the reassembler's least-recently-active order,
+its flow's last packet), phase 1 the packet itself, phases 2 and 3 the end of the capture
+(the reassembly's close in order of opening, then the Analyzer's checks in connection order);
+``n`` counts in the worker.  Items of one packet come from one flow, so the keys order the
+workers' items exactly as the single process does; the parent merges them.
+
+Settled deliveries that wait for the other peer's disposition are folded ``FOLD_LAG``
+settlements later in one process, counting every connection: a worker counts its own, so it
+folds them later, never earlier.  Their table position is computed from the merged sequence of
+all workers' settlements (:func:`_resolve_lag`); the row is the same unless a disposition
+comes for a delivery more than ``FOLD_LAG`` settlements of the whole capture after it was
+settled (the single process counts it late; a worker still applies it).  Other limits of the
+identity: more than the reassembler's 100,000 open connections at once (a worker evicts by its
+own count).
+
+Inputs that cannot be read twice (standard input, a live capture) are analysed by one process.
+"""
+
+from __future__ import annotations
+
+import heapq
+import socket
+import struct
+from array import array
+from collections import deque
+import os
+import pickle
+import sys
+import traceback
+from itertools import islice
+
+from amqp_dissect.capture.netparse import TruncatedPacket, parse_segment
+from amqp_dissect.errors import DissectError, UnsupportedLinkType
+from amqp_dissect.events import StreamOpened
+from amqp_dissect.results.analytics import Analyzer
+
+END = 1 << 59  # the packet number of the end-of-capture phases (keys stay int64 with it)
+_INF = float("inf")
+
+PHASE_SWEEP, PHASE_PACKET, PHASE_CLOSE, PHASE_FINISH = 0, 1, 2, 3
+
+
+def splittable(inputs) -> bool:
+    """Whether ``inputs`` (paths) can be read by several processes: files, not streams."""
+    for src in inputs:
+        if hasattr(src, "read"):
+            return False
+        p = os.fspath(src)
+        if p == "-" or not os.path.isfile(p):
+            return False
+    return True
+
+
+class FlowWorker:
+    """Worker ``w`` of ``n``: reads ``source`` (a CaptureSource; its dissector is used), feeds
+    its flows to ``an`` and keys what the Analyzer lists (see the module docstring).
+
+    ``fold_keys``: also key the folded deliveries (the deliveries table), each in ``an.fold_out``
+    order: ``fk`` gets the key of a fold made at an event of this worker, or ``(-1, 0, j)`` for
+    the fold of the delivery this worker's ``j``-th lag settlement queued
+    (placed by :func:`_resolve_lag`); ``sk`` gets the key of each lag settlement."""
+
+    def __init__(self, w: int, n: int, source, an, fold_keys: bool = False):
+        self.w, self.n = w, n
+        self.source = source
+        self.an = an
+        self.d = source.dissector
+        self.seq = 0
+        self.k_stall: list = []
+        self.k_viol: list = []
+        self.k_ferr: list = []
+        self.k_txn: list = []
+        self.k_bug: list = []
+        self.k_conn: dict = {}  # connection id -> key
+        self._nconn = 0
+        self._total = 0
+        self.conn_flow: dict = {}  # connection id -> its flow's [worker, last packet fed]
+        self._popped = 0
+        self.fold_out = None  # (deliveries) the Analyzer's fold_out, drained by drain() a batch at a time
+        self.fold_batch = 2048
+        self.conn_open: dict = {}  # connection id -> packet it opened at
+        self.last_ev = None  # (packet, ts) of the last record that made an event here
+        self.last_tcp = None
+        self.last_ts = None
+        self.cur = (0, PHASE_PACKET, 0)
+        self.fold_keys = fold_keys
+        self.queued: dict = {}  # id(delivery) -> its lag settlement index, while queued
+        self.popping = None
+        # per folded delivery (in fold_out order) its key as (hi, mid, lo) int64s ((packet << 2 | phase, block, n << 1)), or
+        # (-1, 0, j) for the fold of the delivery this worker's j-th lag settlement queued; and the
+        # key of each lag settlement of this worker
+        self.fk = (array("q"), array("q"), array("q"))
+        self.sk = (array("q"), array("q"), array("q"))
+        self._nq = self._nf = 0
+        if fold_keys:
+            # the lag queue of settled deliveries is kept here (see _folds): the state layer only appends
+            self.lag = an.fold_lag
+            an.fold_lag = 1 << 62
+            self._nfold = 0  # folds keyed so far (an.fold_out grows by the state layer's folds)
+            self._nsettle = 0  # lag settlements keyed so far (the state layer appends to an._settling)
+
+    # -- keys ------------------------------------------------------------------------
+
+    def _tag_packet(self) -> None:
+        """:meth:`_tag`, returning at once when no list grew."""
+        an = self.an
+        if (len(an.stalls) + len(an.violations) + len(an.frame_errors) + len(an.transactions)
+                + len(an.internal_errors) + len(an.connections)) == self._total:
+            return
+        self._tag()
+
+    def _tag(self) -> None:
+        an = self.an
+        stalls, viol, ferr, txn, bugs = an.stalls, an.violations, an.frame_errors, an.transactions, an.internal_errors
+        total = len(stalls) + len(viol) + len(ferr) + len(txn) + len(bugs) + len(an.connections)
+        if total == self._total:
+            return
+        self._total = total
+        cur = self.cur
+        for lst, keys in ((an.stalls, self.k_stall), (viol, self.k_viol), (ferr, self.k_ferr), (txn, self.k_txn),
+                          (bugs, self.k_bug)):
+            while len(keys) < len(lst):
+                keys.append(cur + (self.seq,))
+                self.seq += 1
+        conns = an.connections
+        if len(conns) > self._nconn:
+            for cid in islice(conns, self._nconn, None):
+                self.k_conn[cid] = cur + (self.seq,)
+                # the connection's table order over the whole capture (deliveries order by it)
+                conns[cid].seq = conn_rank(cur, self.seq)
+                self.seq += 1
+            self._nconn = len(conns)
+
+    # -- reading ---------------------------------------------------------------------
+
+    def _feed_events(self, evs) -> None:
+        an = self.an
+        for ev in evs:
+            an.feed(ev)
+
+    def _sweep(self, d, ts, packet) -> None:
+        evs = d.sweep_idle(ts, packet)
+        if not evs:
+            return
+        self.last_ev = (packet, ts)
+        an = self.an
+        conn_flow = self.conn_flow
+        for ev in evs:
+            ent = conn_flow.get(getattr(ev, "conn", None))
+            self.cur = (packet, PHASE_SWEEP, ent[1] if ent is not None else 0)
+            an.feed(ev)
+            self._tag()
+            if self.fold_out is not None:
+                self._folds()
+
+    def read(self) -> None:
+        """Read the whole capture, feeding this worker's flows."""
+        src, d, an = self.source, self.d, self.an
+        w, n = self.w, self.n
+        tcp = d.tcp
+        tcp._next_sweep = _INF  # the sweeps are driven here, on every flow's records
+        interval = tcp.sweep_interval
+        nxt = None
+        owner: dict = {}  # directed 4-tuple bytes (both directions) -> worker
+        loads = [0] * n
+        parse = parse_segment
+        conn_flow, conn_open = self.conn_flow, self.conn_open
+        feed = d.feed
+        afeed = an.feed
+        tag = self._tag_packet
+        fold_out = self.fold_out
+        fold_batch = self.fold_batch
+        settling = an._settling
+        quick = _QUICK
+        last_tcp = None
+        ts = None
+        last_pk = last_ets = None
+        for reader, offset in src._readers():
+            count = 0
+            for rec in reader:
+                if offset:
+                    rec.index += offset
+                count += 1
+                data = rec.data
+                lt = rec.linktype
+                # the flow from the bytes when they are Ethernet, IPv4 without options, TCP, not a
+                # fragment (taken for TCP: checked by the parser where that matters); else the parser's
+                q = quick.get(lt)
+                if q is not None and len(data) >= q[1] and q[0](data, q[2]) in _QUICK_OK:
+                    key = data[q[3]:q[4]]
+                    sure = False
+                else:
+                    try:
+                        seg = parse(lt, data)
+                    except TruncatedPacket as exc:
+                        seg = exc.segment
+                    except (UnsupportedLinkType, DissectError):
+                        seg = None
+                        if w == 0:
+                            evs = feed(rec)
+                            if evs:
+                                self.cur = (rec.index, PHASE_PACKET, 0)
+                                self.last_ev = (rec.index, rec.ts)
+                                for ev in evs:
+                                    afeed(ev)
+                                tag()
+                        ts = rec.ts
+                        continue
+                    if seg is None:  # not TCP: no event
+                        if w == 0:
+                            feed(rec)
+                        ts = rec.ts
+                        continue
+                    key = _seg_key(seg)
+                    sure = True
+                ts = rec.ts
+                if nxt is None or ts >= nxt:
+                    # (a record the quick look took for TCP arms or ticks the sweep only if it is)
+                    if sure or _is_tcp(parse, lt, data):
+                        if nxt is None:
+                            nxt = ts + interval
+                        else:
+                            nxt = ts + interval
+                            if tcp.has_open_connections:
+                                self._sweep(d, ts, rec.index)
+                ent = owner.get(key)
+                if ent is None:
+                    ent = [loads.index(min(loads)), 0]  # (worker, last packet fed: the LRU order of sweeps)
+                    owner[key] = ent
+                    owner[_reverse(key)] = ent
+                o = ent[0]
+                loads[o] += len(data)
+                if o != w:
+                    if w == 0:  # (the counts finish_status reads: a quick-look record counts as TCP)
+                        d.packets += 1
+                        d.tcp_packets += 1
+                    continue
+                packet = rec.index
+                n_tcp = d.tcp_packets
+                evs = feed(rec)
+                if d.tcp_packets != n_tcp:
+                    ent[1] = packet
+                    last_tcp = packet
+                if evs:
+                    last_pk = packet
+                    last_ets = ts
+                    self.cur = (packet, PHASE_PACKET, 0)
+                    if fold_out is None:
+                        for ev in evs:
+                            if type(ev) is StreamOpened:
+                                conn_flow[ev.conn] = ent
+                                conn_open[ev.conn] = ev.packet
+                            afeed(ev)
+                    else:  # (the folds and settlements of each event keyed in turn)
+                        for ev in evs:
+                            if type(ev) is StreamOpened:
+                                conn_flow[ev.conn] = ent
+                                conn_open[ev.conn] = ev.packet
+                            afeed(ev)
+                            if len(fold_out) != self._nf or len(settling) != self._nq:
+                                self._folds()
+                        if len(fold_out) >= fold_batch:
+                            self.drain(fold_batch)
+                    tag()
+            src.packets += count
+        if last_pk is not None and (self.last_ev is None or last_pk > self.last_ev[0]):
+            self.last_ev = (last_pk, last_ets)
+        self.last_tcp = last_tcp  # (of this worker's records: the capture's is the largest, see run_workers)
+        if ts is not None:
+            d.last_ts = ts
+        self.last_ts = d.last_ts
+
+    def close(self, last_tcp=None) -> None:
+        """The end of the capture for the reassembly (the Analyzer waits for :meth:`finish`);
+        ``last_tcp``: the capture's last TCP record (every worker's largest ``last_tcp``)."""
+        d = self.d
+        evs = d.finish(self.last_ts, last_tcp if last_tcp is not None else self.last_tcp)
+        an = self.an
+        conn_open = self.conn_open
+        for ev in evs:
+            self.cur = (END, PHASE_CLOSE, conn_open.get(getattr(ev, "conn", None), 0))
+            an.feed(ev)
+            self._tag()
+            if self.fold_out is not None:
+                self._folds()
+
+    def finish(self, end_ts, last_tcp=None) -> None:
+        """The end of the capture: the reassembly's (:meth:`close`), then the Analyzer's at
+        ``end_ts`` (the whole capture's, see :func:`last_event`)."""
+        self.close(last_tcp)
+        an = self.an
+        nv = len(an.violations)
+        self.cur = (END, PHASE_FINISH, 0)
+        if self.fold_out is not None:
+            # the end of the capture folds what waits in the lag queue, in order
+            waiting = [(self._popped + i) for i, x in enumerate(an._settling) if not x.folded]
+            n0 = len(self.fold_out)
+            an.fold_lag = self.lag
+            an.finish(end_ts)
+            self.fk[0].extend([-1] * len(waiting))
+            self.fk[1].extend([0] * len(waiting))
+            self.fk[2].extend(waiting)
+            if len(self.fk[0]) != len(self.fold_out):
+                raise RuntimeError(f"-j: {len(self.fold_out) - n0} deliveries folded at the end, {len(waiting)} expected")
+        else:
+            an.finish(end_ts)
+        k_conn = self.k_conn
+        viol = an.violations
+        while len(self.k_viol) < len(viol):  # (the idle checks, in connection order)
+            v = viol[len(self.k_viol)]
+            self.k_viol.append((END, PHASE_FINISH, k_conn.get(v.get("connection"), ()), self.seq))
+            self.seq += 1
+        del nv
+        self._total = -1
+        self._tag()
+
+    def _folds(self) -> None:
+        """Key the folds and lag settlements of the event just fed (at ``cur``), then fold what
+        the lag queue holds beyond ``lag`` (the single process folds a delivery ``lag`` settlements
+        after its own, counting every connection: :func:`_resolve_lag` places it).  (An event
+        that both folds deliveries settled by both peers and queues others is taken as doing the
+        folds first.)"""
+        fo = self.fold_out
+        f_hi, f_mid, f_lo = self.fk
+        cur = self.cur
+        hi = (cur[0] << 2) | cur[1]
+        mid = cur[2] if type(cur[2]) is int else 0
+        k = len(fo) - len(f_hi)
+        if k > 0:  # (folds made while fed: deliveries settled by both peers)
+            f_hi.extend([hi] * k)
+            f_mid.extend([mid] * k)
+            f_lo.extend(range(self.seq << 1, (self.seq + k) << 1, 2))
+            self.seq += k
+        q = self.an._settling
+        n_new = len(q) - (self._nsettle - self._popped)
+        if n_new > 0:
+            s_hi, s_mid, s_lo = self.sk
+            s_hi.extend([hi] * n_new)
+            s_mid.extend([mid] * n_new)
+            s_lo.extend(range(self.seq << 1, (self.seq + n_new) << 1, 2))
+            self.seq += n_new
+            self._nsettle += n_new
+            lag = self.lag
+            if lag is not None and len(q) > lag:
+                fold = self.an._fold
+                while len(q) > lag:
+                    x = q.popleft()
+                    j = self._popped
+                    self._popped += 1
+                    if not x.folded:
+                        fold(x)
+                        f_hi.append(-1)
+                        f_mid.append(0)
+                        f_lo.append(j)
+        self._nq = len(q)
+        self._nf = len(fo)
+
+    def drain(self, rows: int) -> None:
+        """Hand full batches of folded deliveries to ``on_batch`` (deliveries; see DeliveriesJob)."""
+        fo = self.fold_out
+        fk = self.fk
+        while len(fo) >= rows:
+            self.on_batch(fo[:rows], [x[:rows] for x in fk])
+            del fo[:rows]
+            for x in fk:
+                del x[:rows]
+        self._nf = len(fo)
+
+
+# the quick look at a record: linktype -> (unpack of EtherType, IP version/length, fragment
+# field, protocol; the length it needs; where; the 4-tuple's slice: source and destination
+# addresses then ports, as _seg_key makes it)
+_HEAD = struct.Struct("!HB5xHxB").unpack_from
+_QUICK = {1: (_HEAD, 54, 12, 26, 38), 113: (_HEAD, 56, 14, 28, 40)}
+_QUICK_OK = frozenset({(0x0800, 0x45, 0, 6), (0x0800, 0x45, 0x4000, 6)})  # IPv4, 20-byte header, TCP, whole
+_PORTS = struct.Struct("!HH").pack
+
+
+def _ip_bytes(text: str) -> bytes:
+    return socket.inet_pton(socket.AF_INET6 if ":" in text else socket.AF_INET, text)
+
+
+def _seg_key(seg) -> bytes:
+    """The directed 4-tuple of a parsed segment as the quick look slices it from the bytes."""
+    return _ip_bytes(seg[0]) + _ip_bytes(seg[1]) + _PORTS(seg[2], seg[3])
+
+
+def _reverse(key: bytes) -> bytes:
+    h = (len(key) - 4) // 2
+    return key[h:2 * h] + key[:h] + key[2 * h + 2:] + key[2 * h:2 * h + 2]
+
+
+def _is_tcp(parse, lt, data) -> bool:
+    """Whether the record reaches TCP reassembly (the parser gives a segment)."""
+    try:
+        return parse(lt, data) is not None
+    except TruncatedPacket:
+        return True
+    except DissectError:
+        return False
+
+
+def conn_rank(key3: tuple, seq: int) -> int:
+    """A connection's key as one integer (the state layer orders deliveries by ``(conn.seq, ...)``)."""
+    packet, phase, _ = key3
+    return (((packet << 2) | phase) << 40) | seq
+
+
+def last_event(reports) -> float | None:
+    """The time of the last record that made an event, from the workers' ``last_ev``."""
+    best = None
+    for r in reports:
+        if r is not None and (best is None or r[0] > best[0]):
+            best = r
+    return best[1] if best is not None else None
+
+
+# --------------------------------------------------------------------------- processes
+
+
+class WorkerFailed(Exception):
+    """A worker process met an exception (its text is the message)."""
+
+
+def run_workers(n: int, make_source, job, exchange=True):
+    """Run ``job(worker)`` in ``n`` workers: worker 0 in this process, the others forked.
+
+    ``make_source()`` builds a fresh CaptureSource (called in each worker), ``job(w, source)``
+    returns a FlowWorker after reading and closing (the reading part), then
+    ``job.finish(fw, (end_ts, last_tcp))`` returns the picklable result (the end of the capture
+    from every worker: see :meth:`FlowWorker.finish`).  Returns (worker 0's FlowWorker,
+    [result of each worker]).  A child that fails raises :class:`WorkerFailed` here."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    chans = []
+    procs = []
+    for w in range(1, n):
+        parent_end, child_end = ctx.Pipe()
+        p = ctx.Process(target=_child, args=(w, n, make_source, job, child_end), daemon=True)
+        p.start()
+        child_end.close()
+        chans.append(parent_end)
+        procs.append(p)
+    times = os.environ.get("AMQP_DISSECT_JOBS_TIMES")  # (benchmarking: CPU seconds of each step, on stderr)
+    t0 = _cpu()
+    try:
+        fw = job.read(0, n, make_source())
+        lasts = [fw.last_ev]
+        last_tcp = fw.last_tcp
+        for ch in chans:
+            ev, tcp = _recv(ch)
+            lasts.append(ev)
+            if tcp is not None and (last_tcp is None or tcp > last_tcp):
+                last_tcp = tcp
+        end = (last_event(lasts), last_tcp)
+        for ch in chans:
+            ch.send(end)
+        results = [job.finish(fw, end)]
+        if times:
+            print(f"jobs: worker 0 {_cpu() - t0:.3f} s", file=sys.stderr)
+        for ch in chans:
+            results.append(_recv(ch))
+        for p in procs:
+            p.join()
+        return fw, results
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join()
+
+
+def _cpu() -> float:
+    import time
+
+    return time.process_time()
+
+
+def _recv(ch):
+    try:
+        kind, value = ch.recv()
+    except EOFError:
+        raise WorkerFailed("a worker process ended without its result") from None
+    if kind == "error":
+        raise WorkerFailed(value)
+    return value
+
+
+def _child(w, n, make_source, job, ch) -> None:
+    code = 0
+    try:
+        import gc
+
+        gc.freeze()
+        fw = job.read(w, n, make_source())
+        ch.send(("ok", (fw.last_ev, fw.last_tcp)))
+        end = ch.recv()
+        res = job.finish(fw, end)
+        if os.environ.get("AMQP_DISSECT_JOBS_TIMES"):
+            print(f"jobs: worker {w} {_cpu():.3f} s", file=sys.stderr)
+        ch.send(("ok", res))
+    except BaseException as e:  # noqa: BLE001 (whatever it is, the parent reports it)
+        try:
+            if os.environ.get("AMQP_DISSECT_DEBUG"):
+                traceback.print_exc()
+            ch.send(("error", f"worker {w}: {type(e).__name__}: {e}"))
+        except Exception:
+            pass
+        code = 1
+    finally:
+        try:
+            ch.close()
+        finally:
+            sys.stdout.flush()
+            os._exit(code)
+
+
+# --------------------------------------------------------------------------- the report
+
+
+class _Bugs:
+    """What ``CaptureRun.finish_status`` reads of an Analyzer: its internal errors."""
+
+    def __init__(self, internal_errors):
+        self.internal_errors = internal_errors
+
+
+class ReportJob:
+    """The report's part of one worker (:func:`~amqp_dissect.results.report.partial_report`)."""
+
+    def read(self, w: int, n: int, source):
+        fw = FlowWorker(w, n, source, Analyzer(rows=False))
+        fw.read()
+        return fw
+
+    def finish(self, fw, end):
+        from amqp_dissect.results.report import partial_report
+
+        fw.finish(*end)
+        return {"report": partial_report(fw.an, fw), "bugs": list(zip(fw.k_bug, fw.an.internal_errors))}
+
+
+def parallel_report(source, jobs: int, capture_errors=None):
+    """(report document, analyzer-like object with the merged ``internal_errors``) of ``source``
+    (a CaptureSource over files) analysed by ``jobs`` processes."""
+    from amqp_dissect.results.report import merge_reports
+
+    fw, results = run_workers(jobs, lambda: source, ReportJob())
+    bugs = [b for _, b in heapq.merge(*[r["bugs"] for r in results], key=lambda kb: kb[0])]
+    errors = [f"{p}: {e}" for p, e in source.errors] if capture_errors is None else capture_errors
+    rep = merge_reports([r["report"] for r in results], capture_errors=errors, capture=source.capture_info())
+    return rep, _Bugs(bugs)
+
+
+# --------------------------------------------------------------------------- the tables
+
+
+def keyed_rows(an, fw, table: str) -> list:
+    """``(key, row)`` of one of the small tables of this worker, ``key`` its place in the
+    single-process table (rows of a connection, in its order, follow its key)."""
+    k_conn = fw.k_conn
+    if table == "connections":
+        return [((k_conn[c.id], 0), an.connection_row(c)) for c in an.connections.values()]
+    if table == "sessions":
+        return [((k_conn[c.id], i), r) for c in an.connections.values()
+                for i, r in enumerate(an.connection_session_rows(c))]
+    if table == "links":
+        return [((k_conn[c.id], i), r) for c in an.connections.values()
+                for i, r in enumerate(an.connection_link_rows(c))]
+    if table == "stalls":
+        return list(zip(fw.k_stall, an.stall_rows()))
+    if table == "transactions":
+        return list(zip(fw.k_txn, an.transaction_rows()))
+    if table == "violations":
+        return list(zip(fw.k_viol, an.violation_rows()))
+    if table == "errors":  # the frames' errors in capture order, then the analysis' per connection
+        rows = an.error_rows()
+        nfe = len(an.frame_errors)
+        return ([((0, k), r) for k, r in zip(fw.k_ferr, rows[:nfe])]
+                + [((1, k_conn[r["connection"]], i), r) for i, r in enumerate(rows[nfe:])])
+    raise ValueError(f"no table {table!r}")
+
+
+class TableJob:
+    """The rows of one small table (not deliveries) of one worker."""
+
+    def __init__(self, table: str):
+        self.table = table
+
+    def read(self, w: int, n: int, source):
+        fw = FlowWorker(w, n, source, Analyzer(rows=False))
+        fw.read()
+        return fw
+
+    def finish(self, fw, end):
+        fw.finish(*end)
+        return {"rows": keyed_rows(fw.an, fw, self.table), "bugs": list(zip(fw.k_bug, fw.an.internal_errors))}
+
+
+def parallel_rows(source, jobs: int, table: str):
+    """(rows of ``table`` in the single process' order, analyzer-like object with the internal
+    errors) of ``source`` analysed by ``jobs`` processes."""
+    fw, results = run_workers(jobs, lambda: source, TableJob(table))
+    bugs = [b for _, b in heapq.merge(*[r["bugs"] for r in results], key=lambda kb: kb[0])]
+    rows = [r for _, r in heapq.merge(*[res["rows"] for res in results], key=lambda kr: kr[0])]
+    return rows, _Bugs(bugs)
+
+
+# --------------------------------------------------------------------------- the deliveries table
+
+LIVE = 4  # the phase of the deliveries still open at the end (after every fold, in table order)
+_KEY_COLUMNS = ("_khi", "_kmid", "_klo")
+
+
+class DeliveriesJob:
+    """One worker's deliveries: Arrow batches with their keys in a temporary IPC file."""
+
+    def __init__(self, directory: str, batch_rows: int):
+        self.directory = directory
+        self.batch_rows = batch_rows
+
+    def read(self, w: int, n: int, source):
+        import numpy as np
+        import pyarrow as pa
+
+        from amqp_dissect.results.tables import arrow_schema, columns_batch
+
+        folded: list = []
+        an = Analyzer(rows=False, fold_out=folded)
+        fw = FlowWorker(w, n, source, an, fold_keys=True)
+        fw.fold_out = folded
+        fw.fold_batch = self.batch_rows
+        schema = arrow_schema("deliveries")
+        for name in _KEY_COLUMNS:
+            schema = schema.append(pa.field(name, pa.int64()))
+        path = os.path.join(self.directory, f"deliveries-{w}.arrow")
+        sink = pa.OSFile(path, "wb")
+        writer = pa.ipc.new_file(sink, schema)
+        fw.ipc = (path, sink, writer)
+
+        def on_batch(ds, keys):
+            b = columns_batch("deliveries", *an.delivery_columns(ds), checked=True)
+            arrays = b.columns + [pa.array(np.frombuffer(k, dtype=np.int64) if len(k) else [], pa.int64())
+                                  for k in keys]
+            writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=schema))
+
+        fw.on_batch = on_batch
+        fw.read()
+        return fw
+
+    def finish(self, fw, end):
+        from array import array
+
+        fw.finish(*end)
+        an = fw.an
+        fw.drain(self.batch_rows)
+        if fw.fold_out:
+            fw.on_batch(list(fw.fold_out), fw.fk)
+        # the deliveries still open, in table order (connection, link, first transfer)
+        live_hi = (END << 2) | LIVE
+        ds: list = []
+        ks = (array("q"), array("q"), array("q"))
+        for d in an.live_iter():
+            link = d.link
+            ck = fw.k_conn.get(link.conn.id, (0, 0))
+            ds.append(d)
+            ks[0].append(live_hi)
+            ks[1].append((ck[0] << 2) | ck[1])
+            ks[2].append((link.index << 40) | d.seq)
+            if len(ds) >= self.batch_rows:
+                fw.on_batch(ds, ks)
+                ds, ks = [], (array("q"), array("q"), array("q"))
+        if ds:
+            fw.on_batch(ds, ks)
+        path, sink, writer = fw.ipc
+        writer.close()
+        sink.close()
+        return {"path": path, "settled": fw.sk, "lag": fw.lag,
+                "bugs": list(zip(fw.k_bug, an.internal_errors))}
+
+
+def _resolve_lag(settled: list, lag: int | None):
+    """Per worker, (hi, mid, lo) numpy arrays of the fold key of the delivery its ``j``-th lag
+    settlement queued (see :meth:`FlowWorker._folds`)."""
+    import numpy as np
+
+    his = [np.frombuffer(s[0], dtype=np.int64) if len(s[0]) else np.zeros(0, np.int64) for s in settled]
+    mids = [np.frombuffer(s[1], dtype=np.int64) if len(s[1]) else np.zeros(0, np.int64) for s in settled]
+    los = [np.frombuffer(s[2], dtype=np.int64) if len(s[2]) else np.zeros(0, np.int64) for s in settled]
+    hi, mid, lo = np.concatenate(his), np.concatenate(mids), np.concatenate(los)
+    total = len(hi)
+    order = np.lexsort((lo, mid, hi))  # global position -> settlement
+    r_hi = np.empty(total, np.int64)
+    r_mid = np.empty(total, np.int64)
+    r_lo = np.empty(total, np.int64)
+    g = np.arange(total)
+    h = g + (lag or 0)
+    inside = h < total
+    # the fold of settlement order[g] happens just after settlement order[g + lag]
+    r_hi[order[inside]] = hi[order[h[inside]]]
+    r_mid[order[inside]] = mid[order[h[inside]]]
+    r_lo[order[inside]] = lo[order[h[inside]]] | 1
+    # ... or at the end of the capture, in queue order
+    r_hi[order[~inside]] = (END << 2) | PHASE_FINISH
+    r_mid[order[~inside]] = -1
+    r_lo[order[~inside]] = g[~inside] << 1
+    out = []
+    start = 0
+    for x in his:
+        out.append((r_hi[start:start + len(x)], r_mid[start:start + len(x)], r_lo[start:start + len(x)]))
+        start += len(x)
+    return out
+
+
+def parallel_deliveries(source, jobs: int, batch_rows: int | None = None):
+    """(Arrow record batches of the deliveries table in the single process' order, analyzer-like
+    object with the internal errors) of ``source`` analysed by ``jobs`` processes.  The workers'
+    rows are sorted here as one Arrow table (memory: the table's columns, not row objects)."""
+    import shutil
+    import tempfile
+
+    import numpy as np
+    import pyarrow as pa
+
+    from amqp_dissect.pipelines.write import STREAM_ROWS
+
+    batch_rows = batch_rows or STREAM_ROWS
+    directory = tempfile.mkdtemp(prefix="amqp-dissect-j")
+    try:
+        fw, results = run_workers(jobs, lambda: source, DeliveriesJob(directory, batch_rows))
+        bugs = [b for _, b in heapq.merge(*[r["bugs"] for r in results], key=lambda kb: kb[0])]
+        resolved = _resolve_lag([r["settled"] for r in results], results[0]["lag"])
+        tables = []
+        for r, (r_hi, r_mid, r_lo) in zip(results, resolved):
+            with pa.memory_map(r["path"], "r") as mm:
+                t = pa.ipc.open_file(mm).read_all()
+            hi = t["_khi"].to_numpy().copy()
+            mid = t["_kmid"].to_numpy().copy()
+            lo = t["_klo"].to_numpy().copy()
+            lagged = hi < 0
+            if lagged.any():
+                j = lo[lagged]
+                hi[lagged] = r_hi[j]
+                mid[lagged] = r_mid[j]
+                lo[lagged] = r_lo[j]
+            t = t.drop_columns(list(_KEY_COLUMNS))
+            tables.append((t, hi, mid, lo))
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    whole = pa.concat_tables([t for t, *_ in tables]) if tables else None
+    hi = np.concatenate([x[1] for x in tables])
+    mid = np.concatenate([x[2] for x in tables])
+    lo = np.concatenate([x[3] for x in tables])
+    order = np.lexsort((lo, mid, hi))
+    whole = whole.take(pa.array(order)).combine_chunks()
+    return whole.to_batches(max_chunksize=batch_rows), _Bugs(bugs)
