@@ -2,7 +2,8 @@
 
 Every worker (the parent is worker 0; workers 1..N-1 are forked children) reads the whole
 capture (the OS caches it; the compiled reader is cheap), computes each TCP record's flow
-(the unordered pair of endpoints, as the Spark job's :func:`~amqp_dissect.pipelines.archive.flow_key`)
+(its 4-tuple, both directions one flow, as the Spark job's :func:`~amqp_dissect.pipelines.archive.flow_key`;
+read straight from the bytes of Ethernet / IPv4 records, else from the parser's segment)
 and gives each new flow, in order of first appearance, to the worker with the fewest captured
 bytes so far: every worker computes the same assignment, with no pre-pass.  A worker feeds only
 its own flows to its Dissector and Analyzer.  A connection id is endpoint based, so flows are
@@ -46,9 +47,7 @@ import heapq
 import socket
 import struct
 from array import array
-from collections import deque
 import os
-import pickle
 import sys
 import traceback
 from itertools import islice
@@ -313,7 +312,6 @@ class FlowWorker:
         ``end_ts`` (the whole capture's, see :func:`last_event`)."""
         self.close(last_tcp)
         an = self.an
-        nv = len(an.violations)
         self.cur = (END, PHASE_FINISH, 0)
         if self.fold_out is not None:
             # the end of the capture folds what waits in the lag queue, in order
@@ -334,7 +332,6 @@ class FlowWorker:
             v = viol[len(self.k_viol)]
             self.k_viol.append((END, PHASE_FINISH, k_conn.get(v.get("connection"), ()), self.seq))
             self.seq += 1
-        del nv
         self._total = -1
         self._tag()
 
@@ -446,7 +443,7 @@ class WorkerFailed(Exception):
     """A worker process met an exception (its text is the message)."""
 
 
-def run_workers(n: int, make_source, job, exchange=True):
+def run_workers(n: int, make_source, job):
     """Run ``job(worker)`` in ``n`` workers: worker 0 in this process, the others forked.
 
     ``make_source()`` builds a fresh CaptureSource (called in each worker), ``job(w, source)``
