@@ -218,18 +218,29 @@ def test_standard_input_falls_back_to_one_process(tmp_path, monkeypatch, capsysb
     assert runs == []
 
 
-def test_a_failing_worker_is_an_internal_error(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("args", [["report"], ["report", "-f", "json"], ["stalls", "-f", "csv"],
+                                  ["deliveries", "-f", "jsonl"], ["links", "-f", "table"]])
+@pytest.mark.parametrize("where", [0, 1])
+def test_a_failing_worker_is_an_internal_error_with_the_output_finished(tmp_path, monkeypatch, capsys, args, where):
+    """A bug in a worker (the parent's own share or a child's): exit 1 and one line on stderr,
+    and the output is the whole one-process output."""
+    path = os.path.join(SAMPLES, "outcomes.pcap")
+    rc1, one = _out(tmp_path, args + [path], 1, "out")
     real = parallel.FlowWorker.read
 
-    def fail_in_child(self):
-        if self.w == 1:
+    def fail(self):
+        if self.w == where:
             raise ZeroDivisionError("boom")
         return real(self)
 
-    monkeypatch.setattr(parallel.FlowWorker, "read", fail_in_child)
-    rc = main(["report", "-j", "2", os.path.join(SAMPLES, "outcomes.pcap")])
+    monkeypatch.setattr(parallel.FlowWorker, "read", fail)
+    capsys.readouterr()
+    out_path = tmp_path / "failed.out"
+    rc = main(args + ["-j", "2", "-o", str(out_path), path])
     err = capsys.readouterr().err
-    assert rc == 1 and "internal error" in err and "boom" in err
+    assert rc1 == 0 and rc == 1
+    assert len(err.strip().splitlines()) == 1 and "internal error" in err and "boom" in err
+    assert out_path.read_bytes() == one
 
 
 def test_a_missing_file_is_the_same_failure(tmp_path, capsys):
