@@ -637,7 +637,9 @@ _KEY_COLUMNS = ("_khi", "_kmid", "_klo")
 
 
 class DeliveriesJob:
-    """One worker's deliveries: Arrow batches with their keys in a temporary IPC file."""
+    """One worker's deliveries: Arrow batches with their keys in two temporary IPC files, each
+    sorted by key: the folds made at this worker's events (then the deliveries still open), and
+    the folds of the lag queue (keys resolved by the parent, in the order of the settlements)."""
 
     def __init__(self, directory: str, batch_rows: int):
         self.directory = directory
@@ -657,16 +659,24 @@ class DeliveriesJob:
         schema = arrow_schema("deliveries")
         for name in _KEY_COLUMNS:
             schema = schema.append(pa.field(name, pa.int64()))
-        path = os.path.join(self.directory, f"deliveries-{w}.arrow")
-        sink = pa.OSFile(path, "wb")
-        writer = pa.ipc.new_file(sink, schema)
-        fw.ipc = (path, sink, writer)
+        files = []
+        for kind in ("own", "lag"):
+            path = os.path.join(self.directory, f"deliveries-{w}-{kind}.arrow")
+            sink = pa.OSFile(path, "wb")
+            files.append((path, sink, pa.ipc.new_file(sink, schema)))
+        fw.ipc = files
 
         def on_batch(ds, keys):
             b = columns_batch("deliveries", *an.delivery_columns(ds), checked=True)
             arrays = b.columns + [pa.array(np.frombuffer(k, dtype=np.int64) if len(k) else [], pa.int64())
                                   for k in keys]
-            writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=schema))
+            batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
+            lagged = np.frombuffer(keys[0], dtype=np.int64) < 0 if len(keys[0]) else np.zeros(0, bool)
+            if lagged.any():
+                files[1][2].write_batch(batch.filter(pa.array(lagged)))
+                batch = batch.filter(pa.array(~lagged))
+            if batch.num_rows:
+                files[0][2].write_batch(batch)
 
         fw.on_batch = on_batch
         fw.read()
@@ -696,10 +706,10 @@ class DeliveriesJob:
                 ds, ks = [], (array("q"), array("q"), array("q"))
         if ds:
             fw.on_batch(ds, ks)
-        path, sink, writer = fw.ipc
-        writer.close()
-        sink.close()
-        return {"path": path, "settled": fw.sk, "lag": fw.lag,
+        for _, sink, writer in fw.ipc:
+            writer.close()
+            sink.close()
+        return {"paths": [p for p, _, _ in fw.ipc], "settled": fw.sk, "lag": fw.lag,
                 "bugs": list(zip(fw.k_bug, an.internal_errors))}
 
 
@@ -736,15 +746,110 @@ def _resolve_lag(settled: list, lag: int | None):
     return out
 
 
-def parallel_deliveries(source, jobs: int, batch_rows: int | None = None):
-    """(Arrow record batches of the deliveries table in the single process' order, analyzer-like
-    object with the internal errors) of ``source`` analysed by ``jobs`` processes.  The workers'
-    rows are sorted here as one Arrow table (memory: the table's columns, not row objects)."""
-    import shutil
-    import tempfile
+def _key_le(hi, mid, lo, b):
+    """Mask of the keys (arrays) at or below key ``b`` (hi, mid, lo)."""
+    bh, bm, bl = b
+    return (hi < bh) | ((hi == bh) & ((mid < bm) | ((mid == bm) & (lo <= bl))))
 
+
+class _Sorted:
+    """One sorted stream of rows: an IPC file's batches, with their keys (``resolve``: the lag
+    file's (hi, mid, lo) arrays by settlement index, to replace its keys)."""
+
+    def __init__(self, path: str, resolve=None):
+        import pyarrow as pa
+
+        self._mm = pa.OSFile(path, "rb")  # (read a batch at a time: a memory map would count whole in RSS)
+        self._reader = pa.ipc.open_file(self._mm)
+        self._next = 0
+        self.resolve = resolve
+        self.table = None  # the rows read and not yet merged, and their keys
+        self.keys = None
+
+    def fill(self) -> bool:
+        """Read the next batch (when the buffer is empty); False when the file is done."""
+        import numpy as np
+        import pyarrow as pa
+
+        while self.table is None or self.table.num_rows == 0:
+            if self._next >= self._reader.num_record_batches:
+                self.table = None
+                return False
+            b = self._reader.get_batch(self._next)
+            self._next += 1
+            hi = b.column("_khi").to_numpy()
+            mid = b.column("_kmid").to_numpy()
+            lo = b.column("_klo").to_numpy()
+            if self.resolve is not None:
+                r_hi, r_mid, r_lo = self.resolve
+                hi, mid, lo = r_hi[lo], r_mid[lo], r_lo[lo]
+            self.table = pa.Table.from_batches([b]).drop_columns(list(_KEY_COLUMNS))
+            self.keys = (np.asarray(hi), np.asarray(mid), np.asarray(lo))
+        return True
+
+    def last(self) -> tuple:
+        hi, mid, lo = self.keys
+        return (hi[-1], mid[-1], lo[-1])
+
+    def take_upto(self, bound):
+        """The buffered rows at or below ``bound`` (a prefix: the stream is sorted), and their keys."""
+        hi, mid, lo = self.keys
+        n = int(_key_le(hi, mid, lo, bound).sum()) if bound is not None else len(hi)
+        t = self.table.slice(0, n)
+        k = (hi[:n], mid[:n], lo[:n])
+        self.table = self.table.slice(n)
+        self.keys = (hi[n:], mid[n:], lo[n:])
+        return t, k
+
+    def close(self) -> None:
+        self._mm.close()
+
+
+def merge_sorted(streams: list, batch_rows: int):
+    """The rows of sorted ``streams`` (:class:`_Sorted`) in key order, as record batches of
+    exactly ``batch_rows`` rows (the last one shorter): a k-way merge holding about a batch per
+    stream (rows up to the smallest of the streams' last buffered keys go out at each step)."""
     import numpy as np
     import pyarrow as pa
+
+    live = [s for s in streams if s.fill()]
+    pending: list = []
+    npending = 0
+    while live:
+        # every later row of a stream comes after its last buffered row
+        bound = min(s.last() for s in live)
+        parts, keys = [], []
+        for s in live:
+            t, k = s.take_upto(bound)
+            if t.num_rows:
+                parts.append(t)
+                keys.append(k)
+        if parts:
+            t = pa.concat_tables(parts)
+            hi, mid, lo = (np.concatenate([k[i] for k in keys]) for i in range(3))
+            if len(parts) > 1:
+                t = t.take(pa.array(np.lexsort((lo, mid, hi))))
+            pending.append(t)
+            npending += t.num_rows
+            while npending >= batch_rows:
+                whole = pa.concat_tables(pending).combine_chunks()
+                yield whole.slice(0, batch_rows).to_batches()[0]
+                rest = whole.slice(batch_rows)
+                pending = [rest] if rest.num_rows else []
+                npending = rest.num_rows
+        live = [s for s in live if s.fill()]
+    if npending:
+        whole = pa.concat_tables(pending).combine_chunks()
+        yield from whole.to_batches(max_chunksize=batch_rows)
+
+
+def parallel_deliveries(source, jobs: int, batch_rows: int | None = None):
+    """(Arrow record batches of the deliveries table in the single process' order, analyzer-like
+    object with the internal errors) of ``source`` analysed by ``jobs`` processes.  The batches
+    are a streamed merge of the workers' sorted files (memory: a batch per file, and three
+    integers per delivery settled by one peer, to place its fold)."""
+    import shutil
+    import tempfile
 
     from amqp_dissect.pipelines.write import STREAM_ROWS
 
@@ -752,29 +857,23 @@ def parallel_deliveries(source, jobs: int, batch_rows: int | None = None):
     directory = tempfile.mkdtemp(prefix="amqp-dissect-j")
     try:
         fw, results = run_workers(jobs, lambda: source, DeliveriesJob(directory, batch_rows))
-        bugs = [b for _, b in heapq.merge(*[r["bugs"] for r in results], key=lambda kb: kb[0])]
-        resolved = _resolve_lag([r["settled"] for r in results], results[0]["lag"])
-        tables = []
-        for r, (r_hi, r_mid, r_lo) in zip(results, resolved):
-            with pa.memory_map(r["path"], "r") as mm:
-                t = pa.ipc.open_file(mm).read_all()
-            hi = t["_khi"].to_numpy().copy()
-            mid = t["_kmid"].to_numpy().copy()
-            lo = t["_klo"].to_numpy().copy()
-            lagged = hi < 0
-            if lagged.any():
-                j = lo[lagged]
-                hi[lagged] = r_hi[j]
-                mid[lagged] = r_mid[j]
-                lo[lagged] = r_lo[j]
-            t = t.drop_columns(list(_KEY_COLUMNS))
-            tables.append((t, hi, mid, lo))
-    finally:
+    except BaseException:
         shutil.rmtree(directory, ignore_errors=True)
-    whole = pa.concat_tables([t for t, *_ in tables]) if tables else None
-    hi = np.concatenate([x[1] for x in tables])
-    mid = np.concatenate([x[2] for x in tables])
-    lo = np.concatenate([x[3] for x in tables])
-    order = np.lexsort((lo, mid, hi))
-    whole = whole.take(pa.array(order)).combine_chunks()
-    return whole.to_batches(max_chunksize=batch_rows), _Bugs(bugs)
+        raise
+    bugs = [b for _, b in heapq.merge(*[r["bugs"] for r in results], key=lambda kb: kb[0])]
+    resolved = _resolve_lag([r["settled"] for r in results], results[0]["lag"])
+
+    def batches():
+        streams = []
+        try:
+            for r, res in zip(results, resolved):
+                own, lag = r["paths"]
+                streams.append(_Sorted(own))
+                streams.append(_Sorted(lag, res))
+            yield from merge_sorted(streams, batch_rows)
+        finally:
+            for st in streams:
+                st.close()
+            shutil.rmtree(directory, ignore_errors=True)
+
+    return batches(), _Bugs(bugs)
