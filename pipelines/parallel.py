@@ -177,121 +177,67 @@ class FlowWorker:
                 self._folds()
 
     def read(self) -> None:
-        """Read the whole capture, feeding this worker's flows."""
-        src, d, an = self.source, self.d, self.an
-        w, n = self.w, self.n
-        tcp = d.tcp
-        tcp._next_sweep = _INF  # the sweeps are driven here, on every flow's records
-        interval = tcp.sweep_interval
-        nxt = None
-        owner: dict = {}  # directed 4-tuple bytes (both directions) -> worker
-        loads = [0] * n
-        parse = parse_segment
-        conn_flow, conn_open = self.conn_flow, self.conn_open
-        feed = d.feed
-        afeed = an.feed
-        tag = self._tag_packet
-        fold_out = self.fold_out
-        fold_batch = self.fold_batch
-        settling = an._settling
-        quick = _QUICK
-        last_tcp = None
-        ts = None
-        last_pk = last_ets = None
+        """Read the whole capture, feeding this worker's flows (the loop is
+        :meth:`~amqp_dissect.dissect.Dissector.pump_flows`, which calls back the methods below)."""
+        src, d = self.source, self.d
+        d.tcp._next_sweep = _INF  # the sweeps are driven here, on every flow's records
+        owner: dict = {}  # directed 4-tuple bytes (both directions) -> [worker, last packet fed]
+        loads = [0] * self.n
+        self.armed, self.nxt = False, 0.0
+        self.own_last_tcp = self.last_pk = self.last_ets = self.ts = None
+        self._owner = owner
         for reader, offset in src._readers():
-            count = 0
-            for rec in reader:
-                if offset:
-                    rec.index += offset
-                count += 1
-                data = rec.data
-                lt = rec.linktype
-                # the flow from the bytes when they are Ethernet, IPv4 without options, TCP, not a
-                # fragment (taken for TCP: checked by the parser where that matters); else the parser's
-                q = quick.get(lt)
-                if q is not None and len(data) >= q[1] and q[0](data, q[2]) in _QUICK_OK:
-                    key = data[q[3]:q[4]]
-                    sure = False
-                else:
-                    try:
-                        seg = parse(lt, data)
-                    except TruncatedPacket as exc:
-                        seg = exc.segment
-                    except (UnsupportedLinkType, DissectError):
-                        seg = None
-                        if w == 0:
-                            evs = feed(rec)
-                            if evs:
-                                self.cur = (rec.index, PHASE_PACKET, 0)
-                                self.last_ev = (rec.index, rec.ts)
-                                for ev in evs:
-                                    afeed(ev)
-                                tag()
-                        ts = rec.ts
-                        continue
-                    if seg is None:  # not TCP: no event
-                        if w == 0:
-                            feed(rec)
-                        ts = rec.ts
-                        continue
-                    key = _seg_key(seg)
-                    sure = True
-                ts = rec.ts
-                if nxt is None or ts >= nxt:
-                    # (a record the quick look took for TCP arms or ticks the sweep only if it is)
-                    if sure or _is_tcp(parse, lt, data):
-                        if nxt is None:
-                            nxt = ts + interval
-                        else:
-                            nxt = ts + interval
-                            if tcp.has_open_connections:
-                                self._sweep(d, ts, rec.index)
-                ent = owner.get(key)
-                if ent is None:
-                    ent = [loads.index(min(loads)), 0]  # (worker, last packet fed: the LRU order of sweeps)
-                    owner[key] = ent
-                    owner[_reverse(key)] = ent
-                o = ent[0]
-                loads[o] += len(data)
-                if o != w:
-                    if w == 0:  # (the counts finish_status reads: a quick-look record counts as TCP)
-                        d.packets += 1
-                        d.tcp_packets += 1
-                    continue
-                packet = rec.index
-                n_tcp = d.tcp_packets
-                evs = feed(rec)
-                if d.tcp_packets != n_tcp:
-                    ent[1] = packet
-                    last_tcp = packet
-                if evs:
-                    last_pk = packet
-                    last_ets = ts
-                    self.cur = (packet, PHASE_PACKET, 0)
-                    if fold_out is None:
-                        for ev in evs:
-                            if type(ev) is StreamOpened:
-                                conn_flow[ev.conn] = ent
-                                conn_open[ev.conn] = ev.packet
-                            afeed(ev)
-                    else:  # (the folds and settlements of each event keyed in turn)
-                        for ev in evs:
-                            if type(ev) is StreamOpened:
-                                conn_flow[ev.conn] = ent
-                                conn_open[ev.conn] = ev.packet
-                            afeed(ev)
-                            if len(fold_out) != self._nf or len(settling) != self._nq:
-                                self._folds()
-                        if len(fold_out) >= fold_batch:
-                            self.drain(fold_batch)
-                    tag()
-            src.packets += count
+            src.packets += d.pump_flows(reader, self, offset, owner, loads, self.w)
+        last_pk = self.last_pk
         if last_pk is not None and (self.last_ev is None or last_pk > self.last_ev[0]):
-            self.last_ev = (last_pk, last_ets)
-        self.last_tcp = last_tcp  # (of this worker's records: the capture's is the largest, see run_workers)
-        if ts is not None:
-            d.last_ts = ts
+            self.last_ev = (last_pk, self.last_ets)
+        self.last_tcp = self.own_last_tcp  # (of this worker's records: the capture's is the largest, see run_workers)
+        if self.ts is not None:
+            d.last_ts = self.ts
         self.last_ts = d.last_ts
+
+    # (the callbacks of Dissector.pump_flows)
+
+    def slow_key(self, rec):
+        """The flow of a record the quick look could not read, from the parser: ``(key, True)``,
+        or None for a record of no flow (worker 0 feeds it: its note, the capture's counts)."""
+        try:
+            seg = parse_segment(rec.linktype, rec.data)
+        except TruncatedPacket as exc:
+            seg = exc.segment
+        except (UnsupportedLinkType, DissectError):
+            if self.w == 0:
+                evs = self.d.feed(rec)
+                if evs:
+                    self.cur = (rec.index, PHASE_PACKET, 0)
+                    self.last_ev = (rec.index, rec.ts)
+                    afeed = self.an.feed
+                    for ev in evs:
+                        afeed(ev)
+                    self._tag()
+            return None
+        if seg is None:  # not TCP: no event
+            if self.w == 0:
+                self.d.feed(rec)
+            return None
+        return _seg_key(seg), True
+
+    def is_tcp(self, lt, data) -> bool:
+        return _is_tcp(parse_segment, lt, data)
+
+    def tick(self, ts, packet) -> None:
+        self._sweep(self.d, ts, packet)
+
+    def new_flow(self, key: bytes, loads: list) -> list:
+        """A flow met for the first time: to the worker with the fewest bytes so far."""
+        ent = [loads.index(min(loads)), 0]  # (worker, last packet fed: the LRU order of sweeps)
+        self._owner[key] = ent
+        self._owner[_reverse(key)] = ent
+        return ent
+
+    def opened(self, ev, ent) -> None:
+        self.conn_flow[ev.conn] = ent
+        self.conn_open[ev.conn] = ev.packet
 
     def close(self, last_tcp=None) -> None:
         """The end of the capture for the reassembly (the Analyzer waits for :meth:`finish`);
