@@ -246,3 +246,50 @@ def test_a_failing_worker_is_an_internal_error_with_the_output_finished(tmp_path
 def test_a_missing_file_is_the_same_failure(tmp_path, capsys):
     missing = str(tmp_path / "nope.pcap")
     assert main(["report", missing]) == main(["report", "-j", "2", missing]) == 3
+
+
+def _ip_options(data: bytes) -> bytes:
+    """An Ethernet IPv4 frame with 4 bytes of IP options (NOPs) added: the parser, not the quick
+    look at fixed offsets, finds its flow."""
+    import struct
+
+    ip = data[14:]
+    ihl = (ip[0] & 15) * 4
+    head = bytearray(bytes([ip[0] + 1]) + ip[1:ihl] + b"\x01\x01\x01\x01")
+    struct.pack_into("!H", head, 2, struct.unpack_from("!H", ip, 2)[0] + 4)
+    head[10:12] = b"\0\0"
+    s = sum(struct.unpack(f"!{len(head) // 2}H", bytes(head)))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    struct.pack_into("!H", head, 10, ~s & 0xFFFF)
+    return data[:14] + bytes(head) + ip[ihl:]
+
+
+def _cooked(data: bytes) -> bytes:
+    """An Ethernet frame as a Linux cooked (SLL, link type 113) record."""
+    return b"\x00\x00\x00\x01\x00\x06" + data[6:12] + b"\x00\x00" + data[12:]
+
+
+def test_records_the_quick_look_cannot_read_join_their_flow(tmp_path, captures, runs):
+    """The worker's loop reads a record's flow at fixed offsets (Ethernet or Linux cooked, IPv4
+    without options) or asks the parser: every other IPv4 record with IP options (one flow then
+    takes both ways), IPv6 flows among them, and the same capture as Linux cooked records: the
+    output of every command is the single process'."""
+    from pcapbuild import write_pcap
+
+    recs = _records(captures["together"])
+    assert any(d[12:14] == b"\x86\xdd" for _, _, d in recs)  # (IPv6 flows: the parser's)
+    mixed = [(ts, lt, _ip_options(d) if i % 2 and d[12:14] == b"\x08\x00" and d[23] == 6 else d)
+             for i, (ts, lt, d) in enumerate(recs)]
+    cooked = [(ts, 113, _cooked(d)) for ts, lt, d in recs]
+    for name, rs in (("mixed", mixed), ("cooked", cooked)):
+        p = str(tmp_path / f"{name}.pcap")
+        with open(p, "wb") as f:
+            f.write(write_pcap(rs))
+        _same(tmp_path, [p], "report", "json")
+        for table in ("deliveries", "connections", "errors"):
+            _same(tmp_path, [p], table, "jsonl", jobs=(2, 3))
+        # (the records still carry the same connections: the deliveries are the original capture's)
+        assert (_out(tmp_path, ["deliveries", "-f", "jsonl", p], 1, "jsonl")
+                == _out(tmp_path, ["deliveries", "-f", "jsonl", captures["together"]], 1, "jsonl"))
+    assert runs
