@@ -54,7 +54,6 @@ from itertools import islice
 
 from amqp_dissect.capture.netparse import TruncatedPacket, parse_segment
 from amqp_dissect.errors import DissectError, UnsupportedLinkType
-from amqp_dissect.events import StreamOpened
 from amqp_dissect.results.analytics import Analyzer
 
 END = 1 << 59  # the packet number of the end-of-capture phases (keys stay int64 with it)
@@ -124,14 +123,6 @@ class FlowWorker:
 
     # -- keys ------------------------------------------------------------------------
 
-    def _tag_packet(self) -> None:
-        """:meth:`_tag`, returning at once when no list grew."""
-        an = self.an
-        if (len(an.stalls) + len(an.violations) + len(an.frame_errors) + len(an.transactions)
-                + len(an.internal_errors) + len(an.connections)) == self._total:
-            return
-        self._tag()
-
     def _tag(self) -> None:
         an = self.an
         stalls, viol, ferr, txn, bugs = an.stalls, an.violations, an.frame_errors, an.transactions, an.internal_errors
@@ -155,11 +146,6 @@ class FlowWorker:
             self._nconn = len(conns)
 
     # -- reading ---------------------------------------------------------------------
-
-    def _feed_events(self, evs) -> None:
-        an = self.an
-        for ev in evs:
-            an.feed(ev)
 
     def _sweep(self, d, ts, packet) -> None:
         evs = d.sweep_idle(ts, packet)
@@ -334,12 +320,7 @@ class FlowWorker:
         self._nf = len(fo)
 
 
-# the quick look at a record: linktype -> (unpack of EtherType, IP version/length, fragment
-# field, protocol; the length it needs; where; the 4-tuple's slice: source and destination
-# addresses then ports, as _seg_key makes it)
-_HEAD = struct.Struct("!HB5xHxB").unpack_from
-_QUICK = {1: (_HEAD, 54, 12, 26, 38), 113: (_HEAD, 56, 14, 28, 40)}
-_QUICK_OK = frozenset({(0x0800, 0x45, 0, 6), (0x0800, 0x45, 0x4000, 6)})  # IPv4, 20-byte header, TCP, whole
+# (the 4-tuple as Dissector.pump_flows slices it from the bytes: source and destination addresses, then ports)
 _PORTS = struct.Struct("!HH").pack
 
 
