@@ -451,6 +451,9 @@ class TableFormat(str, Enum):
 
 
 _PORT = typer.Option(None, "--port", "-p", min=1, max=65535, help="also decode this TCP port as AMQP (repeatable)")
+_JOBS = typer.Option(1, "-j", "--jobs", min=1, max=64,
+                     help="analyse with this many processes (flows split between them; the output is the same "
+                          "as with one); standard input and live captures use one")
 _KEYLOG = typer.Option(None, "--keylog", help=_KEYLOG_HELP)
 
 
@@ -468,18 +471,57 @@ def report(
     bpf: Optional[str] = _BPF,
     autostop: Optional[List[str]] = _AUTOSTOP,
     write: Optional[str] = _WRITE,
+    jobs: int = _JOBS,
 ):
-    """Connections, sessions, links, delivery outcomes, settlement latency, stalls, errors."""
+    """Connections, sessions, links, delivery outcomes, settlement latency, stalls, errors.
+    With -j N the HTML page is made by one process."""
     from .report_html import analyze_for_report, write_output
 
     run = CaptureRun(_inputs(captures, read, iface, bpf, count, autostop, write), port or [], keylog=keylog,
                      limit=count)
+    failed = None
+    if jobs > 1 and fmt is not ReportFormat.html and _parallel_ok(run):
+        from amqp_dissect.pipelines.parallel import parallel_report
+
+        try:
+            with run._reading():
+                rep, bugs = parallel_report(run.source, jobs)
+        except Fail:
+            raise
+        except Exception as e:  # a bug of -j: the report is made again by one process
+            failed = e
+            run = CaptureRun(run.inputs, port or [], keylog=keylog, limit=count)
+        else:
+            if fmt is ReportFormat.json:
+                write_output(output, json.dumps(rep, indent=2, ensure_ascii=False, allow_nan=False, default=str)
+                             + "\n")
+            else:
+                write_output(output, render_text(rep))
+            raise typer.Exit(run.finish_status(bugs))
     analysis, rep, page = analyze_for_report(run, html=fmt is ReportFormat.html, version=version_line())
     if fmt is ReportFormat.json:
         write_output(output, json.dumps(rep, indent=2, ensure_ascii=False, allow_nan=False, default=str) + "\n")
     else:
         write_output(output, page if fmt is ReportFormat.html else render_text(rep))
-    raise typer.Exit(run.finish_status(analysis.analyzer))
+    raise typer.Exit(_status(run, analysis.analyzer, failed, jobs))
+
+
+def _status(run: CaptureRun, analyzer, failed, jobs: int) -> int:
+    """``run.finish_status``; after a failure of ``-j`` (``failed``: its exception; the output was
+    then made by one process) an internal error, exit 1."""
+    status = run.finish_status(analyzer)
+    if failed is None:
+        return status
+    print(f"amqp-dissect: internal error: -j {jobs}: {type(failed).__name__}: {failed} (a bug; the output "
+          f"was made by one process and is complete)", file=sys.stderr)
+    return EXIT_INTERNAL
+
+
+def _parallel_ok(run: CaptureRun) -> bool:
+    """Whether -j N can split this run: files read again by each process (not stdin, not -i)."""
+    from amqp_dissect.pipelines.parallel import splittable
+
+    return run.live is None and splittable(run.inputs)
 
 
 def _table_command(table: str, rows_method: str, help_text: str):
@@ -498,6 +540,7 @@ def _table_command(table: str, rows_method: str, help_text: str):
         bpf: Optional[str] = _BPF,
         autostop: Optional[List[str]] = _AUTOSTOP,
         write: Optional[str] = _WRITE,
+        jobs: int = _JOBS,
     ):
         if fmt is TableFormat.parquet and output is None:
             raise Fail(EXIT_USAGE, "--format parquet needs --output FILE")
@@ -512,6 +555,10 @@ def _table_command(table: str, rows_method: str, help_text: str):
         # process: full collections, which the streamed deliveries make more frequent, skip them
         gc.freeze()
         run = CaptureRun(inputs, port or [], keylog=keylog, limit=count)
+        failed = None
+        if jobs > 1 and _parallel_ok(run) and not (table == "deliveries" and fmt is TableFormat.table):
+            failed = _parallel_table(run, jobs, table, fmt, output, cols)  # (exits unless -j failed)
+            run = CaptureRun(inputs, port or [], keylog=keylog, limit=count)
         if fmt is TableFormat.table:
             from amqp_dissect.results.tables import to_frame
 
@@ -524,7 +571,7 @@ def _table_command(table: str, rows_method: str, help_text: str):
                 rows = getattr(analyzer, rows_method)()
             text = text_table(to_frame(rows, table), table, cols)
             _write_text_output(text, output)
-            raise typer.Exit(run.finish_status(analyzer))
+            raise typer.Exit(_status(run, analyzer, failed, jobs))
         # csv / jsonl / parquet need no pandas: keep pyarrow from loading it (time and memory)
         try:
             with lean_arrow():
@@ -542,10 +589,53 @@ def _table_command(table: str, rows_method: str, help_text: str):
             if output is not None and getattr(e, "filename", None) in (None, str(output), os.fspath(output)):
                 raise write_failure(output, e) from None
             raise
-        raise typer.Exit(run.finish_status(analyzer))
+        raise typer.Exit(_status(run, analyzer, failed, jobs))
 
     command.__doc__ = help_text
     app.command(name=table)(command)
+
+
+def _parallel_table(run: CaptureRun, jobs: int, table: str, fmt: TableFormat, output, cols):
+    """A table command with ``-j N`` (see amqp_dissect.pipelines.parallel): exits, or returns the
+    exception -j met (a bug) before writing anything, for the command to run in one process."""
+    from amqp_dissect.pipelines import parallel
+    from amqp_dissect.pipelines.write import lean_arrow, write_batches, write_table
+
+    if fmt is TableFormat.table:  # (deliveries: one process)
+        from amqp_dissect.results.tables import to_frame
+
+        try:
+            with run._reading():
+                rows, bugs = parallel.parallel_rows(run.source, jobs, table)
+        except Fail:
+            raise
+        except Exception as e:
+            return e
+        _write_text_output(text_table(to_frame(rows, table), table, cols), output)
+        raise typer.Exit(run.finish_status(bugs))
+    try:
+        with lean_arrow():
+            try:
+                with run._reading():
+                    if table == "deliveries":
+                        batches, bugs = parallel.parallel_deliveries(run.source, jobs)
+                    else:
+                        rows, bugs = parallel.parallel_rows(run.source, jobs, table)
+            except (Fail, OSError):
+                raise
+            except Exception as e:
+                return e
+            if table == "deliveries":
+                write_batches(batches, table, fmt.value, output)
+            else:
+                write_table(rows, table, fmt.value, output)
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        if output is not None and getattr(e, "filename", None) in (None, str(output), os.fspath(output)):
+            raise write_failure(output, e) from None
+        raise
+    raise typer.Exit(run.finish_status(bugs))
 
 
 def _write_text_output(text: str, output) -> None:

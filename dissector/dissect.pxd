@@ -16,3 +16,8 @@ cdef class Dissector:
 
     @cython.locals(ac=AmqpConnection, out=list)
     cpdef list _route(self, list events)
+
+    @cython.locals(n=cython.Py_ssize_t, size=cython.Py_ssize_t, base=cython.Py_ssize_t, p="const unsigned char *",
+                   armed=cython.bint, nxt=cython.double, interval=cython.double, sure=cython.bint, evs=list,
+                   ent=list, o=cython.Py_ssize_t, fold_out=list)
+    cpdef Py_ssize_t pump_flows(self, records, fw, Py_ssize_t offset, dict owner, list loads, Py_ssize_t w)

@@ -146,6 +146,104 @@ class Dissector:
                 break
         return n, last_ts
 
+    def pump_flows(self, records, fw, offset: int, owner: dict, loads: list, w: int) -> int:
+        """The read loop of worker ``w`` of ``-j N`` (:class:`~amqp_dissect.pipelines.parallel.FlowWorker`
+        ``fw``; see that module): every record's flow, from the bytes of an Ethernet / Linux
+        cooked IPv4 TCP record without IP options or fragmentation, else from ``fw.slow_key``
+        (which handles the records of no flow itself); each new flow given to a worker by
+        ``fw.new_flow`` (``owner``: both directions' 4-tuple bytes -> [worker, last packet fed],
+        ``loads``: bytes per worker); the idle sweep ticked on every flow's TCP records
+        (``fw.tick``); this worker's records fed, their events handed to ``fw.an`` (compiled:
+        Python runs only for the records that made an event).  The loop's state lives in
+        ``fw`` between calls (one per file).  Returns the number of records read."""
+        n = 0
+        tcp = self.tcp
+        an = fw.an
+        afeed = an.feed
+        fold_out = fw.fold_out
+        settling = an._settling
+        armed = fw.armed
+        nxt = fw.nxt
+        interval = tcp.sweep_interval
+        last_tcp = fw.own_last_tcp
+        last_pk = fw.last_pk
+        last_ets = fw.last_ets
+        ts = fw.ts
+        for rec in records:
+            if offset:
+                rec.index += offset
+            n += 1
+            data = rec.data
+            lt = rec.linktype
+            size = len(data)
+            base = 12 if lt == 1 else (14 if lt == 113 else -1)
+            key = None
+            sure = False
+            if base >= 0 and size >= base + 42 and type(data) is bytes:
+                p = data
+                if (p[base] == 8 and p[base + 1] == 0 and p[base + 2] == 0x45 and (p[base + 8] & 0xBF) == 0
+                        and p[base + 9] == 0 and p[base + 11] == 6):
+                    key = data[base + 14:base + 26]
+            if key is None:
+                r = fw.slow_key(rec)  # (key, sure), or None: not TCP (fed by worker 0 there)
+                ts = rec.ts
+                if r is None:
+                    continue
+                key, sure = r
+            ts = rec.ts
+            if not armed or ts >= nxt:
+                # (a record the quick look took for TCP arms or ticks the sweep only if it is)
+                if sure or fw.is_tcp(lt, data):
+                    nxt = ts + interval
+                    if armed:
+                        if tcp.has_open_connections:
+                            fw.tick(ts, rec.index)
+                    armed = True
+            ent = owner.get(key)
+            if ent is None:
+                ent = fw.new_flow(key, loads)
+            o = ent[0]
+            loads[o] += size
+            if o != w:
+                if w == 0:  # (the counts finish_status reads: a quick-look record counts as TCP)
+                    self.packets += 1
+                    self.tcp_packets += 1
+                continue
+            packet = rec.index
+            n_tcp = self.tcp_packets
+            evs = self.feed(rec)
+            if self.tcp_packets != n_tcp:
+                ent[1] = packet
+                last_tcp = packet
+            if evs:
+                last_pk = packet
+                last_ets = ts
+                fw.cur = (packet, 1, 0)
+                if fold_out is None:
+                    for ev in evs:
+                        if type(ev) is StreamOpened:
+                            fw.opened(ev, ent)
+                        afeed(ev)
+                else:  # (the folds and settlements of each event keyed in turn)
+                    for ev in evs:
+                        if type(ev) is StreamOpened:
+                            fw.opened(ev, ent)
+                        afeed(ev)
+                        if len(fold_out) != fw._nf or len(settling) != fw._nq:
+                            fw._folds()
+                    if len(fold_out) >= fw.fold_batch:
+                        fw.drain(fw.fold_batch)
+                if (len(an.stalls) + len(an.violations) + len(an.frame_errors) + len(an.transactions)
+                        + len(an.internal_errors) + len(an.connections)) != fw._total:
+                    fw._tag()
+        fw.armed = armed
+        fw.nxt = nxt
+        fw.own_last_tcp = last_tcp
+        fw.last_pk = last_pk
+        fw.last_ets = last_ets
+        fw.ts = ts
+        return n
+
     def add_secrets(self, secrets_type: int, data: bytes) -> None:
         """Secrets from a pcapng Decryption Secrets Block (the capture reader's ``on_secrets``)."""
         if self.keylog is None:

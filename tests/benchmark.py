@@ -310,6 +310,52 @@ def run_pairs(runner: Runner, names: list[str], cap: str, repeat: int) -> list[d
     return rows
 
 
+JOBS_PAIRS = ("report", "deliveries-parquet")  # the pairs also timed with -j N against -j 1
+
+
+def run_jobs(runner: Runner, names: list[str], cap: str, repeat: int, jobs: int) -> list[dict]:
+    """``-j N`` rows: each command run alternately with ``-j 1`` and ``-j N`` (same mode), the
+    speed-up being the median of the per-pair ratios (-j 1 time / -j N time)."""
+    rows = []
+    for name in names:
+        if name not in JOBS_PAIRS:
+            continue
+        args = PAIRS[name][0]
+        for m in runner.modes:
+            one, many = [], []
+            for i in range(repeat):
+                one.append(runner.run_ours(args[:1] + ["-j", "1"] + args[1:], cap, m))
+                many.append(runner.run_ours(args[:1] + ["-j", str(jobs)] + args[1:], cap, m))
+                runner.log(f"{name} -j 1 / -j {jobs} #{i + 1} [{m}]: {one[-1]['s']:.2f} s / {many[-1]['s']:.2f} s")
+            ok = all(r["rc"] == 0 for r in one + many)
+            ratios = [a["s"] / b["s"] for a, b in zip(one, many)]
+            rows.append({
+                "name": name, "mode": m, "jobs": jobs,
+                "cmd": shlex.join(runner.ours + fill(args[:1] + ["-j", str(jobs)] + args[1:], "CAPTURE", "OUT")),
+                "j1_s": [_r(r["s"]) for r in one], f"j{jobs}_s": [_r(r["s"]) for r in many],
+                "j1_median_s": _r(_med([r["s"] for r in one])), "jn_median_s": _r(_med([r["s"] for r in many])),
+                "ratios": [_r(x) for x in ratios], "speedup": _r(_med(ratios)), "goal": 1.7,
+                "pass": bool(ok and ratios and _med(ratios) >= 1.7),
+                "j1_peak_mb": _r(max(r["mb"] for r in one), 1), "jn_peak_mb": _r(max(r["mb"] for r in many), 1),
+                "ok": ok,
+            })
+    return rows
+
+
+def jobs_table(rows: list[dict], show_mode: bool) -> str:
+    head = ["command"] + (["mode"] if show_mode else []) + [
+        "-j 1 (median s)", "-j N (median s)", "-j 1 / -j N", "goal", "", "-j 1 peak MB", "-j N peak MB"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cmd = r["cmd"].split(" -m amqp_dissect.cli ", 1)[-1].replace(" CAPTURE", "").replace("OUT.", "out.")
+        cells = [f"`{cmd}`"] + ([r["mode"]] if show_mode else []) + [
+            _fmt(r["j1_median_s"]), _fmt(r["jn_median_s"]), _fmt(r["speedup"], "{:.2f}x"),
+            _fmt(r["goal"], ">= {:.1f}x"), _verdict(r["pass"]) if r["ok"] else "ERROR",
+            _fmt(r["j1_peak_mb"], "{:.0f}"), _fmt(r["jn_peak_mb"], "{:.0f}")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def run_memory(runner: Runner, names: list[str], caps: list[dict], with_tshark: bool) -> list[dict]:
     rows = []
     for cap in caps:
@@ -464,6 +510,9 @@ def parse_args(argv=None):
     ap.add_argument("--only", default=None,
                     help="comma-separated pairs to run, from: " + ", ".join(PAIRS) + f" (default: {','.join(DEFAULT_PAIRS)}; "
                          "'none' for no pairs)")
+    ap.add_argument("--jobs", default="2",
+                    help="also time " + " and ".join(JOBS_PAIRS) + " with -j N against -j 1 (the speed-up "
+                         "-j 1 / -j N; default 2; 'none' to skip); only the pairs --only selects")
     ap.add_argument("--scales", default="1,4,16",
                     help="memory scaling: comma-separated replay counts of the capture ('' or 'none' to skip)")
     ap.add_argument("--memory", default="report,deliveries-csv,deliveries-parquet",
@@ -496,6 +545,13 @@ def parse_args(argv=None):
     if bad:
         ap.error(f"unknown pair(s) {', '.join(bad)}; choose from {', '.join(PAIRS)}")
     args.pairs = names
+    if args.jobs in ("", "none", "0", "1"):
+        args.jobs_n = None
+    else:
+        try:
+            args.jobs_n = int(args.jobs)
+        except ValueError:
+            ap.error("--jobs: a number of processes, or none")
     args.scale_list = sorted({int(k) for k in args.scales.split(",") if k.strip() and k != "none"})
     if any(k < 1 for k in args.scale_list):
         ap.error("--scales must be positive integers")
@@ -550,9 +606,11 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="amqp-bench-") as tmp:
         runner = Runner(ours, cwd, args.env_map, args.mode_list, args.tshark, args.timeout, tmp, log)
         pairs = run_pairs(runner, args.pairs, base["path"], args.repeat)
+        jobs = run_jobs(runner, args.pairs, base["path"], args.repeat, args.jobs_n) if args.jobs_n else []
         mem_rows = run_memory(runner, args.memory_list, scaled, args.scale_tshark) if scaled else []
     verdicts = memory_verdicts(mem_rows) if mem_rows else []
     result["pairs"] = pairs
+    result["jobs"] = jobs
     result["memory"] = {"rows": mem_rows, "verdicts": verdicts, "flat_tolerance": FLAT_TOLERANCE}
     if args.stages:
         result["stages"] = run_stages(base["path"], args.repeat)
@@ -566,6 +624,9 @@ def main(argv=None) -> int:
     if pairs:
         print()
         print(speed_table(pairs, show_mode))
+    if jobs:
+        print()
+        print(jobs_table(jobs, show_mode))
     if mem_rows:
         print()
         print(memory_table(mem_rows, verdicts, show_mode))

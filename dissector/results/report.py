@@ -58,6 +58,55 @@ def listed_connections(an, problems: dict, limit: int = LISTED_CONNECTIONS) -> l
     return [t[2] for t in sorted(top, key=lambda t: t[1])]
 
 
+def _connection_entry(an, conn, stall_count: dict, stall_secs: dict, violations_of: dict, errors_of: dict) -> dict:
+    """The report's entry of one connection (an ``an.connections`` value): its row, sessions and links."""
+    c = an.connection_row(conn)
+    cid = c["connection"]
+    links = an.connection_link_rows(conn)
+    c_sessions = []
+    for s in an.connection_session_rows(conn):
+        s_links = []
+        for lk in (lk for lk in links if lk.get("session") == s.get("session")):
+            s_links.append(
+                {
+                    **_pick(lk, "name", "handle", "role", "sender", "receiver", "address", "source", "target",
+                            "snd_settle_mode", "snd_settle_mode_default", "rcv_settle_mode",
+                            "rcv_settle_mode_default", "coordinator", "refused", "deliveries", "presettled",
+                            "unsettled", "aborted", "detach_error", "detach_description", "unknown"),
+                    "outcomes": _pick(lk, *OUTCOMES, "no_outcome"),
+                    "latency": _pick(lk, "latency_p50", "latency_p90", "latency_p99", "latency_max"),
+                    "outcome_latency": _pick(lk, "outcome_latency_p50", "outcome_latency_p90",
+                                             "outcome_latency_p99", "outcome_latency_max"),
+                    "stalls": lk.get("stalls"),
+                    "stalled_seconds": lk.get("stalled_seconds"),
+                }
+            )
+        c_sessions.append(
+            {
+                **_pick(s, "session", "channel_client", "channel_server", "begin_time", "end_time", "ended_by",
+                        "end_error", "end_description", "deliveries", "unsettled", "unknown"),
+                "links": s_links,
+            }
+        )
+    return (
+        {
+            **_pick(c, "connection", "client", "server", "container_id_client", "container_id_server",
+                    "hostname", "sasl_mechanism", "sasl_outcome", "max_frame_size_client",
+                    "max_frame_size_server", "idle_time_out_client", "idle_time_out_server", "open_time",
+                    "close_time", "closed_by", "close_error", "close_description", "transport_end",
+                    "mid_connection", "lossy", "tls", "tls_undecrypted_bytes", "tls_note", "unknown",
+                    "gaps_client", "gaps_server", "gap_bytes_client", "gap_bytes_server",
+                    "undecoded_bytes_client", "undecoded_bytes_server", "inferred"),
+            "deliveries": c.get("deliveries"),
+            "stalls": stall_count.get(cid, 0),
+            "stalled_seconds": stall_secs.get(cid, 0),
+            "violations": violations_of.get(cid, 0),
+            "errors": errors_of.get(cid, []),
+            "sessions": c_sessions,
+        }
+    )
+
+
 def build_report(an, capture_errors=(), capture: dict | None = None) -> dict:
     """The report document; ``capture``: the inputs, first and last packet times (epoch
     seconds), packets, bytes and duration (``CaptureSource.capture_info()``), its header.
@@ -100,51 +149,7 @@ def build_report(an, capture_errors=(), capture: dict | None = None) -> dict:
         n_links += len(c.links)
         presettled += sum(an.link_stats(link).presettled for link in c.links)  # (every link, listed or not)
     for conn in listed:
-        c = an.connection_row(conn)
-        cid = c["connection"]
-        links = an.connection_link_rows(conn)
-        c_sessions = []
-        for s in an.connection_session_rows(conn):
-            s_links = []
-            for lk in (lk for lk in links if lk.get("session") == s.get("session")):
-                s_links.append(
-                    {
-                        **_pick(lk, "name", "handle", "role", "sender", "receiver", "address", "source", "target",
-                                "snd_settle_mode", "snd_settle_mode_default", "rcv_settle_mode",
-                                "rcv_settle_mode_default", "coordinator", "refused", "deliveries", "presettled",
-                                "unsettled", "aborted", "detach_error", "detach_description", "unknown"),
-                        "outcomes": _pick(lk, *OUTCOMES, "no_outcome"),
-                        "latency": _pick(lk, "latency_p50", "latency_p90", "latency_p99", "latency_max"),
-                        "outcome_latency": _pick(lk, "outcome_latency_p50", "outcome_latency_p90",
-                                                 "outcome_latency_p99", "outcome_latency_max"),
-                        "stalls": lk.get("stalls"),
-                        "stalled_seconds": lk.get("stalled_seconds"),
-                    }
-                )
-            c_sessions.append(
-                {
-                    **_pick(s, "session", "channel_client", "channel_server", "begin_time", "end_time", "ended_by",
-                            "end_error", "end_description", "deliveries", "unsettled", "unknown"),
-                    "links": s_links,
-                }
-            )
-        out_conns.append(
-            {
-                **_pick(c, "connection", "client", "server", "container_id_client", "container_id_server",
-                        "hostname", "sasl_mechanism", "sasl_outcome", "max_frame_size_client",
-                        "max_frame_size_server", "idle_time_out_client", "idle_time_out_server", "open_time",
-                        "close_time", "closed_by", "close_error", "close_description", "transport_end",
-                        "mid_connection", "lossy", "tls", "tls_undecrypted_bytes", "tls_note", "unknown",
-                        "gaps_client", "gaps_server", "gap_bytes_client", "gap_bytes_server",
-                        "undecoded_bytes_client", "undecoded_bytes_server", "inferred"),
-                "deliveries": c.get("deliveries"),
-                "stalls": stall_count.get(cid, 0),
-                "stalled_seconds": stall_secs.get(cid, 0),
-                "violations": violations_of.get(cid, 0),
-                "errors": errors_of.get(cid, []),
-                "sessions": c_sessions,
-            }
-        )
+        out_conns.append(_connection_entry(an, conn, stall_count, stall_secs, violations_of, errors_of))
     more = None
     if len(listed) < len(an.connections):
         # what the connections not listed add up to (one pass, no rows)
@@ -197,5 +202,208 @@ def build_report(an, capture_errors=(), capture: dict | None = None) -> dict:
             "presettled": presettled,
         },
         "longest_stalls": longest,
+        "more_stalls": len(real) - len(longest),
+    }
+
+
+# --------------------------------------------------------------------------- -j N: partial reports
+
+
+def _stall_sums(stalls):
+    """Per connection counts and seconds, totals and the real stalls of ``(cid, duration, idle, x)``
+    items in capture order, as :func:`build_report` adds them up."""
+    stall_count: dict = {}
+    stall_secs: dict = {}
+    stalled = 0
+    idle_total = 0
+    real = []
+    for cid, d, idle, x in stalls:
+        if idle:
+            idle_total += d
+            continue
+        real.append(x)
+        stall_count[cid] = stall_count.get(cid, 0) + 1
+        stall_secs[cid] = stall_secs.get(cid, 0) + d
+        stalled += d
+    return stall_count, stall_secs, stalled, idle_total, real
+
+
+def partial_report(an, keys) -> dict:
+    """What one worker of ``-j N`` (:mod:`amqp_dissect.pipelines.parallel`) adds to the report:
+    ``keys`` (its FlowWorker) gives each listed item its place in the whole capture.  The flows
+    of a connection are all in one worker, so everything per connection is complete here;
+    :func:`merge_reports` puts the workers' parts together into :func:`build_report`'s document."""
+    from .analytics import NOT_ACCEPTED
+
+    k_conn = keys.k_conn
+    stalls = []  # (key, cid, duration, idle)
+    for st, k in zip(an.stalls, keys.k_stall):
+        stalls.append((k, st.conn.id, an.stall_duration(st) or 0.0, st.idle()))
+    stall_count, stall_secs, _, _, real_keys = _stall_sums((cid, d, idle, (k, d)) for k, cid, d, idle in stalls)
+    real_st = [st for st, (k, cid, d, idle) in zip(an.stalls, stalls) if not idle]
+    top = sorted(zip(real_keys, real_st), key=lambda x: (-x[0][1], x[0][0]))[:NOTABLE]
+    longest = [(d, k, an.stall_row(st)) for (k, d), st in top]
+    violations = an.violation_rows()
+    errors = an.error_rows()
+    txns = an.transaction_rows()
+    nfe = len(an.frame_errors)
+    violations_of = {}
+    for v in violations:
+        violations_of[v["connection"]] = violations_of.get(v["connection"], 0) + 1
+    errors_of = _by_connection(errors)
+    problems = dict(violations_of)
+    for cid, rows in errors_of.items():
+        problems[cid] = problems.get(cid, 0) + len(rows)
+    conns = []  # (key, interest, cid, sessions, links, deliveries, without amqp)
+    presettled = 0
+    for c in an.connections.values():
+        deliveries = sum(an.link_stats(link).deliveries for link in c.links)
+        presettled += sum(an.link_stats(link).presettled for link in c.links)
+        conns.append((k_conn[c.id], _connection_interest(an, c, problems), c.id, len(c.sessions), len(c.links),
+                      deliveries, not (c.frames[0] or c.frames[1] or c.headers[0] or c.headers[1])))
+    # the connections this worker would list: the global listing is among them
+    cand = heapq.nsmallest(LISTED_CONNECTIONS, ((tuple(-x for x in interest), key, cid)
+                                                for key, interest, cid, *_ in conns))
+    entries = {cid: _connection_entry(an, an.connections[cid], stall_count, stall_secs, violations_of, errors_of)
+               for _, _, cid in cand}
+    # latency by address: the first link of each address in capture order, and its latencies
+    lat: dict = {}
+    for c in an.connections.values():
+        for pos, link in enumerate(c.links):
+            addr = an._link_address(link)
+            got = lat.get(addr)
+            if got is None:
+                got = lat[addr] = [(c.seq, pos), None]
+            st = an.link_stats(link)
+            if got[1] is None:
+                got[1] = st.latency.copy()
+            else:
+                got[1].extend(st.latency)
+    # notable deliveries: each row with its latency and its table order over the capture
+    plain_row = an._row
+
+    def keyed_row(d):
+        r = plain_row(d)
+        r["_order"] = an._order(d)
+        r["_lat"] = d.settled[0] - d.first_ts if d.settled is not None else None
+        return r
+
+    an._row = keyed_row
+    try:
+        notable = an.notable_deliveries()
+    finally:
+        del an._row
+    totals = an.delivery_totals()
+    return {
+        "stalls": stalls,
+        "longest": longest,
+        "violations": list(zip(keys.k_viol, violations)),
+        "frame_errors": list(zip(keys.k_ferr, errors[:nfe])),
+        "analysis_errors": [((k_conn[r["connection"]], i), r) for i, r in enumerate(errors[nfe:])],
+        "transactions": list(zip(keys.k_txn, txns)),
+        "connections": conns,
+        "entries": entries,
+        "presettled": presettled,
+        "latency": [(k, addr, v) for addr, (k, v) in lat.items()],
+        "slowest": notable["slowest_settlement"],
+        "not_accepted": notable["not_accepted"][:NOT_ACCEPTED],
+        "not_accepted_count": notable["not_accepted_count"],
+        "totals": totals,
+    }
+
+
+def merge_reports(parts: list, capture_errors=(), capture: dict | None = None) -> dict:
+    """:func:`build_report`'s document from the workers' :func:`partial_report` parts."""
+    from ..model.state import TERMINAL_OUTCOMES_ORDER, Latencies
+    from .analytics import NOT_ACCEPTED, summarize
+
+    def merged(name):
+        return [x for _, x in heapq.merge(*[p[name] for p in parts], key=lambda kx: kx[0])]
+
+    stalls = heapq.merge(*[p["stalls"] for p in parts], key=lambda x: x[0])
+    stall_count, stall_secs, stalled, idle_total, real = _stall_sums((cid, d, idle, 1) for _, cid, d, idle in stalls)
+    n_stalls = sum(len(p["stalls"]) for p in parts)
+    longest = sorted((x for p in parts for x in p["longest"]), key=lambda x: (-x[0], x[1]))[:NOTABLE]
+    violations = merged("violations")
+    errors = merged("frame_errors") + merged("analysis_errors")
+    txns = merged("transactions")
+    conns = sorted((c for p in parts for c in p["connections"]), key=lambda c: c[0])
+    entries = {}
+    for p in parts:
+        entries.update(p["entries"])
+    if len(conns) <= LISTED_CONNECTIONS:
+        listed = [c[2] for c in conns]
+    else:
+        top = heapq.nsmallest(LISTED_CONNECTIONS, ((tuple(-x for x in c[1]), c[0], c[2]) for c in conns))
+        listed = [cid for _, _, cid in sorted(top, key=lambda t: t[1])]
+    out_conns = [entries[cid] for cid in listed]
+    violations_of: dict = {}
+    for v in violations:
+        violations_of[v["connection"]] = violations_of.get(v["connection"], 0) + 1
+    errors_of = _by_connection(errors)
+    more = None
+    if len(listed) < len(conns):
+        shown = set(listed)
+        more = {"connections": 0, "sessions": 0, "links": 0, "deliveries": 0, "violations": 0, "errors": 0,
+                "without_amqp": 0}
+        for _, _, cid, ns, nl, nd, bare in conns:
+            if cid in shown:
+                continue
+            more["connections"] += 1
+            more["sessions"] += ns
+            more["links"] += nl
+            more["deliveries"] += nd
+            more["violations"] += violations_of.get(cid, 0)
+            more["errors"] += len(errors_of.get(cid, ()))
+            if bare:
+                more["without_amqp"] += 1
+    groups: dict = {}
+    for k, addr, vals in sorted((x for p in parts for x in p["latency"]), key=lambda x: x[0]):
+        g = groups.get(addr)
+        if g is None:
+            g = groups[addr] = Latencies()
+        g.extend(vals)
+    latency = [{"address": addr, **summarize(vals)} for addr, vals in groups.items()]
+    slowest = sorted((r for p in parts for r in p["slowest"]), key=lambda r: (-r["_lat"], r["_order"]))[:NOTABLE]
+    not_accepted = sorted((r for p in parts for r in p["not_accepted"]), key=lambda r: r["_order"])[:NOT_ACCEPTED]
+    deliveries = sum(p["totals"]["deliveries"] for p in parts)
+    unsettled = sum(p["totals"]["unsettled"] for p in parts)
+    counts: dict = {}
+    for p in parts:
+        for k, n in p["totals"]["outcomes"].items():
+            counts[k] = counts.get(k, 0) + n
+    outcomes = {k: counts[k] for k in TERMINAL_OUTCOMES_ORDER if counts.get(k)}
+    if counts.get("none"):
+        outcomes["none"] = counts["none"]
+    return {
+        "capture": dict(capture) if capture is not None else None,
+        "summary": {
+            "connections": len(conns),
+            "sessions": sum(c[3] for c in conns),
+            "links": sum(c[4] for c in conns),
+            "deliveries": deliveries,
+            "outcomes": outcomes,
+            "unsettled": unsettled,
+            "stalls": len(real),
+            "stalled_seconds": stalled,
+            "idle_periods": n_stalls - len(real),
+            "idle_seconds": idle_total,
+            "violations": len(violations),
+            "errors": len(errors),
+            "transactions": len(txns),
+            "capture_errors": list(capture_errors),
+        },
+        "latency_by_address": latency,
+        "connections": out_conns,
+        **({"connections_more": more} if more is not None else {}),
+        "transactions": txns,
+        "violations": violations,
+        "notable_deliveries": {
+            "slowest_settlement": [_pick(d, *DELIVERY_KEYS) for d in slowest],
+            "not_accepted": [_pick(d, *DELIVERY_KEYS) for d in not_accepted],
+            "not_accepted_count": sum(p["not_accepted_count"] for p in parts),
+            "presettled": sum(p["presettled"] for p in parts),
+        },
+        "longest_stalls": [row for _, _, row in longest],
         "more_stalls": len(real) - len(longest),
     }

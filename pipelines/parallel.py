@@ -1,0 +1,806 @@
+"""``-j N``: one capture analysed by N processes, with the output of one.
+
+Every worker (the parent is worker 0; workers 1..N-1 are forked children) reads the whole
+capture (the OS caches it; the compiled reader is cheap), computes each TCP record's flow
+(its 4-tuple, both directions one flow, as the Spark job's :func:`~amqp_dissect.pipelines.archive.flow_key`;
+read straight from the bytes of Ethernet / IPv4 records, else from the parser's segment)
+and gives each new flow, in order of first appearance, to the worker with the fewest captured
+bytes so far: every worker computes the same assignment, with no pre-pass.  A worker feeds only
+its own flows to its Dissector and Analyzer.  A connection id is endpoint based, so flows are
+independent; what ties them together in one process is the clock, kept here as the single
+process runs it:
+
+- the TCP idle sweep: its ticks (the first TCP record arms it, each TCP record at or past the
+  armed time sweeps) are computed by every worker over all TCP records; at a tick a worker sweeps
+  its own connections (the reassembler's own sweep is switched off);
+- the end of the capture: the last record's time and the last TCP record's number close the
+  reassembly, and the Analyzer is finished at the time of the last record that made an event in
+  any worker (one exchange with the parent).
+
+Records outside any flow (other link types, packets the parser rejects) and the capture-wide
+counts come from worker 0.
+
+Ordering.  Every item the single process lists in the order it met it (connections, stalls,
+violations, frame errors, transactions, internal errors, folded deliveries) gets a key from
+the event that made it: ``(packet, phase, block, n)``; phase 0 is an idle sweep at that packet
+(block: the position of the expired connection in the reassembler's least-recently-active order,
+its flow's last packet), phase 1 the packet itself, phases 2 and 3 the end of the capture
+(the reassembly's close in order of opening, then the Analyzer's checks in connection order);
+``n`` counts in the worker.  Items of one packet come from one flow, so the keys order the
+workers' items exactly as the single process does; the parent merges them.
+
+Settled deliveries that wait for the other peer's disposition are folded ``FOLD_LAG``
+settlements later in one process, counting every connection: a worker counts its own, so it
+folds them later, never earlier.  Their table position is computed from the merged sequence of
+all workers' settlements (:func:`_resolve_lag`); the row is the same unless a disposition
+comes for a delivery more than ``FOLD_LAG`` settlements of the whole capture after it was
+settled (the single process counts it late; a worker still applies it).  Other limits of the
+identity: more than the reassembler's 100,000 open connections at once (a worker evicts by its
+own count).
+
+Inputs that cannot be read twice (standard input, a live capture) are analysed by one process.
+"""
+
+from __future__ import annotations
+
+import heapq
+import socket
+import struct
+from array import array
+import os
+import sys
+import traceback
+from itertools import islice
+
+from amqp_dissect.capture.netparse import TruncatedPacket, parse_segment
+from amqp_dissect.errors import DissectError, UnsupportedLinkType
+from amqp_dissect.results.analytics import Analyzer
+
+END = 1 << 59  # the packet number of the end-of-capture phases (keys stay int64 with it)
+_INF = float("inf")
+
+PHASE_SWEEP, PHASE_PACKET, PHASE_CLOSE, PHASE_FINISH = 0, 1, 2, 3
+
+
+def splittable(inputs) -> bool:
+    """Whether ``inputs`` (paths) can be read by several processes: files, not streams."""
+    for src in inputs:
+        if hasattr(src, "read"):
+            return False
+        p = os.fspath(src)
+        if p == "-" or not os.path.isfile(p):
+            return False
+    return True
+
+
+class FlowWorker:
+    """Worker ``w`` of ``n``: reads ``source`` (a CaptureSource; its dissector is used), feeds
+    its flows to ``an`` and keys what the Analyzer lists (see the module docstring).
+
+    ``fold_keys``: also key the folded deliveries (the deliveries table), each in ``an.fold_out``
+    order: ``fk`` gets the key of a fold made at an event of this worker, or ``(-1, 0, j)`` for
+    the fold of the delivery this worker's ``j``-th lag settlement queued
+    (placed by :func:`_resolve_lag`); ``sk`` gets the key of each lag settlement."""
+
+    def __init__(self, w: int, n: int, source, an, fold_keys: bool = False):
+        self.w, self.n = w, n
+        self.source = source
+        self.an = an
+        self.d = source.dissector
+        self.seq = 0
+        self.k_stall: list = []
+        self.k_viol: list = []
+        self.k_ferr: list = []
+        self.k_txn: list = []
+        self.k_bug: list = []
+        self.k_conn: dict = {}  # connection id -> key
+        self._nconn = 0
+        self._total = 0
+        self.conn_flow: dict = {}  # connection id -> its flow's [worker, last packet fed]
+        self._popped = 0
+        self.fold_out = None  # (deliveries) the Analyzer's fold_out, drained by drain() a batch at a time
+        self.fold_batch = 2048
+        self.conn_open: dict = {}  # connection id -> packet it opened at
+        self.last_ev = None  # (packet, ts) of the last record that made an event here
+        self.last_tcp = None
+        self.last_ts = None
+        self.cur = (0, PHASE_PACKET, 0)
+        self.fold_keys = fold_keys
+        self.queued: dict = {}  # id(delivery) -> its lag settlement index, while queued
+        self.popping = None
+        # per folded delivery (in fold_out order) its key as (hi, mid, lo) int64s ((packet << 2 | phase, block, n << 1)), or
+        # (-1, 0, j) for the fold of the delivery this worker's j-th lag settlement queued; and the
+        # key of each lag settlement of this worker
+        self.fk = (array("q"), array("q"), array("q"))
+        self.sk = (array("q"), array("q"), array("q"))
+        self._nq = self._nf = 0
+        if fold_keys:
+            # the lag queue of settled deliveries is kept here (see _folds): the state layer only appends
+            self.lag = an.fold_lag
+            an.fold_lag = 1 << 62
+            self._nfold = 0  # folds keyed so far (an.fold_out grows by the state layer's folds)
+            self._nsettle = 0  # lag settlements keyed so far (the state layer appends to an._settling)
+
+    # -- keys ------------------------------------------------------------------------
+
+    def _tag(self) -> None:
+        an = self.an
+        stalls, viol, ferr, txn, bugs = an.stalls, an.violations, an.frame_errors, an.transactions, an.internal_errors
+        total = len(stalls) + len(viol) + len(ferr) + len(txn) + len(bugs) + len(an.connections)
+        if total == self._total:
+            return
+        self._total = total
+        cur = self.cur
+        for lst, keys in ((an.stalls, self.k_stall), (viol, self.k_viol), (ferr, self.k_ferr), (txn, self.k_txn),
+                          (bugs, self.k_bug)):
+            while len(keys) < len(lst):
+                keys.append(cur + (self.seq,))
+                self.seq += 1
+        conns = an.connections
+        if len(conns) > self._nconn:
+            for cid in islice(conns, self._nconn, None):
+                self.k_conn[cid] = cur + (self.seq,)
+                # the connection's table order over the whole capture (deliveries order by it)
+                conns[cid].seq = conn_rank(cur, self.seq)
+                self.seq += 1
+            self._nconn = len(conns)
+
+    # -- reading ---------------------------------------------------------------------
+
+    def _sweep(self, d, ts, packet) -> None:
+        evs = d.sweep_idle(ts, packet)
+        if not evs:
+            return
+        self.last_ev = (packet, ts)
+        an = self.an
+        conn_flow = self.conn_flow
+        for ev in evs:
+            ent = conn_flow.get(getattr(ev, "conn", None))
+            self.cur = (packet, PHASE_SWEEP, ent[1] if ent is not None else 0)
+            an.feed(ev)
+            self._tag()
+            if self.fold_out is not None:
+                self._folds()
+
+    def read(self) -> None:
+        """Read the whole capture, feeding this worker's flows (the loop is
+        :meth:`~amqp_dissect.dissect.Dissector.pump_flows`, which calls back the methods below)."""
+        src, d = self.source, self.d
+        d.tcp._next_sweep = _INF  # the sweeps are driven here, on every flow's records
+        owner: dict = {}  # directed 4-tuple bytes (both directions) -> [worker, last packet fed]
+        loads = [0] * self.n
+        self.armed, self.nxt = False, 0.0
+        self.own_last_tcp = self.last_pk = self.last_ets = self.ts = None
+        self._owner = owner
+        for reader, offset in src._readers():
+            src.packets += d.pump_flows(reader, self, offset, owner, loads, self.w)
+        last_pk = self.last_pk
+        if last_pk is not None and (self.last_ev is None or last_pk > self.last_ev[0]):
+            self.last_ev = (last_pk, self.last_ets)
+        self.last_tcp = self.own_last_tcp  # (of this worker's records: the capture's is the largest, see run_workers)
+        if self.ts is not None:
+            d.last_ts = self.ts
+        self.last_ts = d.last_ts
+
+    # (the callbacks of Dissector.pump_flows)
+
+    def slow_key(self, rec):
+        """The flow of a record the quick look could not read, from the parser: ``(key, True)``,
+        or None for a record of no flow (worker 0 feeds it: its note, the capture's counts)."""
+        try:
+            seg = parse_segment(rec.linktype, rec.data)
+        except TruncatedPacket as exc:
+            seg = exc.segment
+        except (UnsupportedLinkType, DissectError):
+            if self.w == 0:
+                evs = self.d.feed(rec)
+                if evs:
+                    self.cur = (rec.index, PHASE_PACKET, 0)
+                    self.last_ev = (rec.index, rec.ts)
+                    afeed = self.an.feed
+                    for ev in evs:
+                        afeed(ev)
+                    self._tag()
+            return None
+        if seg is None:  # not TCP: no event
+            if self.w == 0:
+                self.d.feed(rec)
+            return None
+        return _seg_key(seg), True
+
+    def is_tcp(self, lt, data) -> bool:
+        return _is_tcp(parse_segment, lt, data)
+
+    def tick(self, ts, packet) -> None:
+        self._sweep(self.d, ts, packet)
+
+    def new_flow(self, key: bytes, loads: list) -> list:
+        """A flow met for the first time: to the worker with the fewest bytes so far."""
+        ent = [loads.index(min(loads)), 0]  # (worker, last packet fed: the LRU order of sweeps)
+        self._owner[key] = ent
+        self._owner[_reverse(key)] = ent
+        return ent
+
+    def opened(self, ev, ent) -> None:
+        self.conn_flow[ev.conn] = ent
+        self.conn_open[ev.conn] = ev.packet
+
+    def close(self, last_tcp=None) -> None:
+        """The end of the capture for the reassembly (the Analyzer waits for :meth:`finish`);
+        ``last_tcp``: the capture's last TCP record (every worker's largest ``last_tcp``)."""
+        d = self.d
+        evs = d.finish(self.last_ts, last_tcp if last_tcp is not None else self.last_tcp)
+        an = self.an
+        conn_open = self.conn_open
+        for ev in evs:
+            self.cur = (END, PHASE_CLOSE, conn_open.get(getattr(ev, "conn", None), 0))
+            an.feed(ev)
+            self._tag()
+            if self.fold_out is not None:
+                self._folds()
+
+    def finish(self, end_ts, last_tcp=None) -> None:
+        """The end of the capture: the reassembly's (:meth:`close`), then the Analyzer's at
+        ``end_ts`` (the whole capture's, see :func:`last_event`)."""
+        self.close(last_tcp)
+        an = self.an
+        self.cur = (END, PHASE_FINISH, 0)
+        if self.fold_out is not None:
+            # the end of the capture folds what waits in the lag queue, in order
+            waiting = [(self._popped + i) for i, x in enumerate(an._settling) if not x.folded]
+            n0 = len(self.fold_out)
+            an.fold_lag = self.lag
+            an.finish(end_ts)
+            self.fk[0].extend([-1] * len(waiting))
+            self.fk[1].extend([0] * len(waiting))
+            self.fk[2].extend(waiting)
+            if len(self.fk[0]) != len(self.fold_out):
+                raise RuntimeError(f"-j: {len(self.fold_out) - n0} deliveries folded at the end, {len(waiting)} expected")
+        else:
+            an.finish(end_ts)
+        k_conn = self.k_conn
+        viol = an.violations
+        while len(self.k_viol) < len(viol):  # (the idle checks, in connection order)
+            v = viol[len(self.k_viol)]
+            self.k_viol.append((END, PHASE_FINISH, k_conn.get(v.get("connection"), ()), self.seq))
+            self.seq += 1
+        self._total = -1
+        self._tag()
+
+    def _folds(self) -> None:
+        """Key the folds and lag settlements of the event just fed (at ``cur``), then fold what
+        the lag queue holds beyond ``lag`` (the single process folds a delivery ``lag`` settlements
+        after its own, counting every connection: :func:`_resolve_lag` places it).  (An event
+        that both folds deliveries settled by both peers and queues others is taken as doing the
+        folds first.)"""
+        fo = self.fold_out
+        f_hi, f_mid, f_lo = self.fk
+        cur = self.cur
+        hi = (cur[0] << 2) | cur[1]
+        mid = cur[2] if type(cur[2]) is int else 0
+        k = len(fo) - len(f_hi)
+        if k > 0:  # (folds made while fed: deliveries settled by both peers)
+            f_hi.extend([hi] * k)
+            f_mid.extend([mid] * k)
+            f_lo.extend(range(self.seq << 1, (self.seq + k) << 1, 2))
+            self.seq += k
+        q = self.an._settling
+        n_new = len(q) - (self._nsettle - self._popped)
+        if n_new > 0:
+            s_hi, s_mid, s_lo = self.sk
+            s_hi.extend([hi] * n_new)
+            s_mid.extend([mid] * n_new)
+            s_lo.extend(range(self.seq << 1, (self.seq + n_new) << 1, 2))
+            self.seq += n_new
+            self._nsettle += n_new
+            lag = self.lag
+            if lag is not None and len(q) > lag:
+                fold = self.an._fold
+                while len(q) > lag:
+                    x = q.popleft()
+                    j = self._popped
+                    self._popped += 1
+                    if not x.folded:
+                        fold(x)
+                        f_hi.append(-1)
+                        f_mid.append(0)
+                        f_lo.append(j)
+        self._nq = len(q)
+        self._nf = len(fo)
+
+    def drain(self, rows: int) -> None:
+        """Hand full batches of folded deliveries to ``on_batch`` (deliveries; see DeliveriesJob)."""
+        fo = self.fold_out
+        fk = self.fk
+        while len(fo) >= rows:
+            self.on_batch(fo[:rows], [x[:rows] for x in fk])
+            del fo[:rows]
+            for x in fk:
+                del x[:rows]
+        self._nf = len(fo)
+
+
+# (the 4-tuple as Dissector.pump_flows slices it from the bytes: source and destination addresses, then ports)
+_PORTS = struct.Struct("!HH").pack
+
+
+def _ip_bytes(text: str) -> bytes:
+    return socket.inet_pton(socket.AF_INET6 if ":" in text else socket.AF_INET, text)
+
+
+def _seg_key(seg) -> bytes:
+    """The directed 4-tuple of a parsed segment as the quick look slices it from the bytes."""
+    return _ip_bytes(seg[0]) + _ip_bytes(seg[1]) + _PORTS(seg[2], seg[3])
+
+
+def _reverse(key: bytes) -> bytes:
+    h = (len(key) - 4) // 2
+    return key[h:2 * h] + key[:h] + key[2 * h + 2:] + key[2 * h:2 * h + 2]
+
+
+def _is_tcp(parse, lt, data) -> bool:
+    """Whether the record reaches TCP reassembly (the parser gives a segment)."""
+    try:
+        return parse(lt, data) is not None
+    except TruncatedPacket:
+        return True
+    except DissectError:
+        return False
+
+
+def conn_rank(key3: tuple, seq: int) -> int:
+    """A connection's key as one integer (the state layer orders deliveries by ``(conn.seq, ...)``)."""
+    packet, phase, _ = key3
+    return (((packet << 2) | phase) << 40) | seq
+
+
+def last_event(reports) -> float | None:
+    """The time of the last record that made an event, from the workers' ``last_ev``."""
+    best = None
+    for r in reports:
+        if r is not None and (best is None or r[0] > best[0]):
+            best = r
+    return best[1] if best is not None else None
+
+
+# --------------------------------------------------------------------------- processes
+
+
+class WorkerFailed(Exception):
+    """A worker process met an exception (its text is the message)."""
+
+
+def run_workers(n: int, make_source, job):
+    """Run ``job(worker)`` in ``n`` workers: worker 0 in this process, the others forked.
+
+    ``make_source()`` builds a fresh CaptureSource (called in each worker), ``job(w, source)``
+    returns a FlowWorker after reading and closing (the reading part), then
+    ``job.finish(fw, (end_ts, last_tcp))`` returns the picklable result (the end of the capture
+    from every worker: see :meth:`FlowWorker.finish`).  Returns (worker 0's FlowWorker,
+    [result of each worker]).  A child that fails raises :class:`WorkerFailed` here."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    chans = []
+    procs = []
+    for w in range(1, n):
+        parent_end, child_end = ctx.Pipe()
+        p = ctx.Process(target=_child, args=(w, n, make_source, job, child_end), daemon=True)
+        p.start()
+        child_end.close()
+        chans.append(parent_end)
+        procs.append(p)
+    times = os.environ.get("AMQP_DISSECT_JOBS_TIMES")  # (benchmarking: CPU seconds of each step, on stderr)
+    t0 = _cpu()
+    try:
+        fw = job.read(0, n, make_source())
+        lasts = [fw.last_ev]
+        last_tcp = fw.last_tcp
+        for ch in chans:
+            ev, tcp = _recv(ch)
+            lasts.append(ev)
+            if tcp is not None and (last_tcp is None or tcp > last_tcp):
+                last_tcp = tcp
+        end = (last_event(lasts), last_tcp)
+        for ch in chans:
+            ch.send(end)
+        results = [job.finish(fw, end)]
+        if times:
+            print(f"jobs: worker 0 {_cpu() - t0:.3f} s", file=sys.stderr)
+        for ch in chans:
+            results.append(_recv(ch))
+        for p in procs:
+            p.join()
+        return fw, results
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join()
+
+
+def _cpu() -> float:
+    import time
+
+    return time.process_time()
+
+
+def _recv(ch):
+    try:
+        kind, value = ch.recv()
+    except EOFError:
+        raise WorkerFailed("a worker process ended without its result") from None
+    if kind == "error":
+        raise WorkerFailed(value)
+    return value
+
+
+def _child(w, n, make_source, job, ch) -> None:
+    code = 0
+    try:
+        import gc
+
+        gc.freeze()
+        fw = job.read(w, n, make_source())
+        ch.send(("ok", (fw.last_ev, fw.last_tcp)))
+        end = ch.recv()
+        res = job.finish(fw, end)
+        if os.environ.get("AMQP_DISSECT_JOBS_TIMES"):
+            print(f"jobs: worker {w} {_cpu():.3f} s", file=sys.stderr)
+        ch.send(("ok", res))
+    except BaseException as e:  # noqa: BLE001 (whatever it is, the parent reports it)
+        try:
+            if os.environ.get("AMQP_DISSECT_DEBUG"):
+                traceback.print_exc()
+            ch.send(("error", f"worker {w}: {type(e).__name__}: {e}"))
+        except Exception:
+            pass
+        code = 1
+    finally:
+        try:
+            ch.close()
+        finally:
+            sys.stdout.flush()
+            os._exit(code)
+
+
+# --------------------------------------------------------------------------- the report
+
+
+class _Bugs:
+    """What ``CaptureRun.finish_status`` reads of an Analyzer: its internal errors."""
+
+    def __init__(self, internal_errors):
+        self.internal_errors = internal_errors
+
+
+class ReportJob:
+    """The report's part of one worker (:func:`~amqp_dissect.results.report.partial_report`)."""
+
+    def read(self, w: int, n: int, source):
+        fw = FlowWorker(w, n, source, Analyzer(rows=False))
+        fw.read()
+        return fw
+
+    def finish(self, fw, end):
+        from amqp_dissect.results.report import partial_report
+
+        fw.finish(*end)
+        return {"report": partial_report(fw.an, fw), "bugs": list(zip(fw.k_bug, fw.an.internal_errors))}
+
+
+def parallel_report(source, jobs: int, capture_errors=None):
+    """(report document, analyzer-like object with the merged ``internal_errors``) of ``source``
+    (a CaptureSource over files) analysed by ``jobs`` processes."""
+    from amqp_dissect.results.report import merge_reports
+
+    fw, results = run_workers(jobs, lambda: source, ReportJob())
+    bugs = [b for _, b in heapq.merge(*[r["bugs"] for r in results], key=lambda kb: kb[0])]
+    errors = [f"{p}: {e}" for p, e in source.errors] if capture_errors is None else capture_errors
+    rep = merge_reports([r["report"] for r in results], capture_errors=errors, capture=source.capture_info())
+    return rep, _Bugs(bugs)
+
+
+# --------------------------------------------------------------------------- the tables
+
+
+def keyed_rows(an, fw, table: str) -> list:
+    """``(key, row)`` of one of the small tables of this worker, ``key`` its place in the
+    single-process table (rows of a connection, in its order, follow its key)."""
+    k_conn = fw.k_conn
+    if table == "connections":
+        return [((k_conn[c.id], 0), an.connection_row(c)) for c in an.connections.values()]
+    if table == "sessions":
+        return [((k_conn[c.id], i), r) for c in an.connections.values()
+                for i, r in enumerate(an.connection_session_rows(c))]
+    if table == "links":
+        return [((k_conn[c.id], i), r) for c in an.connections.values()
+                for i, r in enumerate(an.connection_link_rows(c))]
+    if table == "stalls":
+        return list(zip(fw.k_stall, an.stall_rows()))
+    if table == "transactions":
+        return list(zip(fw.k_txn, an.transaction_rows()))
+    if table == "violations":
+        return list(zip(fw.k_viol, an.violation_rows()))
+    if table == "errors":  # the frames' errors in capture order, then the analysis' per connection
+        rows = an.error_rows()
+        nfe = len(an.frame_errors)
+        return ([((0, k), r) for k, r in zip(fw.k_ferr, rows[:nfe])]
+                + [((1, k_conn[r["connection"]], i), r) for i, r in enumerate(rows[nfe:])])
+    raise ValueError(f"no table {table!r}")
+
+
+class TableJob:
+    """The rows of one small table (not deliveries) of one worker."""
+
+    def __init__(self, table: str):
+        self.table = table
+
+    def read(self, w: int, n: int, source):
+        fw = FlowWorker(w, n, source, Analyzer(rows=False))
+        fw.read()
+        return fw
+
+    def finish(self, fw, end):
+        fw.finish(*end)
+        return {"rows": keyed_rows(fw.an, fw, self.table), "bugs": list(zip(fw.k_bug, fw.an.internal_errors))}
+
+
+def parallel_rows(source, jobs: int, table: str):
+    """(rows of ``table`` in the single process' order, analyzer-like object with the internal
+    errors) of ``source`` analysed by ``jobs`` processes."""
+    fw, results = run_workers(jobs, lambda: source, TableJob(table))
+    bugs = [b for _, b in heapq.merge(*[r["bugs"] for r in results], key=lambda kb: kb[0])]
+    rows = [r for _, r in heapq.merge(*[res["rows"] for res in results], key=lambda kr: kr[0])]
+    return rows, _Bugs(bugs)
+
+
+# --------------------------------------------------------------------------- the deliveries table
+
+LIVE = 4  # the phase of the deliveries still open at the end (after every fold, in table order)
+_KEY_COLUMNS = ("_khi", "_kmid", "_klo")
+
+
+class DeliveriesJob:
+    """One worker's deliveries: Arrow batches with their keys in two temporary IPC files, each
+    sorted by key: the folds made at this worker's events (then the deliveries still open), and
+    the folds of the lag queue (keys resolved by the parent, in the order of the settlements)."""
+
+    def __init__(self, directory: str, batch_rows: int):
+        self.directory = directory
+        self.batch_rows = batch_rows
+
+    def read(self, w: int, n: int, source):
+        import numpy as np
+        import pyarrow as pa
+
+        from amqp_dissect.results.tables import arrow_schema, columns_batch
+
+        folded: list = []
+        an = Analyzer(rows=False, fold_out=folded)
+        fw = FlowWorker(w, n, source, an, fold_keys=True)
+        fw.fold_out = folded
+        fw.fold_batch = self.batch_rows
+        schema = arrow_schema("deliveries")
+        for name in _KEY_COLUMNS:
+            schema = schema.append(pa.field(name, pa.int64()))
+        files = []
+        for kind in ("own", "lag"):
+            path = os.path.join(self.directory, f"deliveries-{w}-{kind}.arrow")
+            sink = pa.OSFile(path, "wb")
+            files.append((path, sink, pa.ipc.new_file(sink, schema)))
+        fw.ipc = files
+
+        def on_batch(ds, keys):
+            b = columns_batch("deliveries", *an.delivery_columns(ds), checked=True)
+            arrays = b.columns + [pa.array(np.frombuffer(k, dtype=np.int64) if len(k) else [], pa.int64())
+                                  for k in keys]
+            batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
+            lagged = np.frombuffer(keys[0], dtype=np.int64) < 0 if len(keys[0]) else np.zeros(0, bool)
+            if lagged.any():
+                files[1][2].write_batch(batch.filter(pa.array(lagged)))
+                batch = batch.filter(pa.array(~lagged))
+            if batch.num_rows:
+                files[0][2].write_batch(batch)
+
+        fw.on_batch = on_batch
+        fw.read()
+        return fw
+
+    def finish(self, fw, end):
+        from array import array
+
+        fw.finish(*end)
+        an = fw.an
+        fw.drain(self.batch_rows)
+        if fw.fold_out:
+            fw.on_batch(list(fw.fold_out), fw.fk)
+        # the deliveries still open, in table order (connection, link, first transfer)
+        live_hi = (END << 2) | LIVE
+        ds: list = []
+        ks = (array("q"), array("q"), array("q"))
+        for d in an.live_iter():
+            link = d.link
+            ck = fw.k_conn.get(link.conn.id, (0, 0))
+            ds.append(d)
+            ks[0].append(live_hi)
+            ks[1].append((ck[0] << 2) | ck[1])
+            ks[2].append((link.index << 40) | d.seq)
+            if len(ds) >= self.batch_rows:
+                fw.on_batch(ds, ks)
+                ds, ks = [], (array("q"), array("q"), array("q"))
+        if ds:
+            fw.on_batch(ds, ks)
+        for _, sink, writer in fw.ipc:
+            writer.close()
+            sink.close()
+        return {"paths": [p for p, _, _ in fw.ipc], "settled": fw.sk, "lag": fw.lag,
+                "bugs": list(zip(fw.k_bug, an.internal_errors))}
+
+
+def _resolve_lag(settled: list, lag: int | None):
+    """Per worker, (hi, mid, lo) numpy arrays of the fold key of the delivery its ``j``-th lag
+    settlement queued (see :meth:`FlowWorker._folds`)."""
+    import numpy as np
+
+    his = [np.frombuffer(s[0], dtype=np.int64) if len(s[0]) else np.zeros(0, np.int64) for s in settled]
+    mids = [np.frombuffer(s[1], dtype=np.int64) if len(s[1]) else np.zeros(0, np.int64) for s in settled]
+    los = [np.frombuffer(s[2], dtype=np.int64) if len(s[2]) else np.zeros(0, np.int64) for s in settled]
+    hi, mid, lo = np.concatenate(his), np.concatenate(mids), np.concatenate(los)
+    total = len(hi)
+    order = np.lexsort((lo, mid, hi))  # global position -> settlement
+    r_hi = np.empty(total, np.int64)
+    r_mid = np.empty(total, np.int64)
+    r_lo = np.empty(total, np.int64)
+    g = np.arange(total)
+    h = g + (lag or 0)
+    inside = h < total
+    # the fold of settlement order[g] happens just after settlement order[g + lag]
+    r_hi[order[inside]] = hi[order[h[inside]]]
+    r_mid[order[inside]] = mid[order[h[inside]]]
+    r_lo[order[inside]] = lo[order[h[inside]]] | 1
+    # ... or at the end of the capture, in queue order
+    r_hi[order[~inside]] = (END << 2) | PHASE_FINISH
+    r_mid[order[~inside]] = -1
+    r_lo[order[~inside]] = g[~inside] << 1
+    out = []
+    start = 0
+    for x in his:
+        out.append((r_hi[start:start + len(x)], r_mid[start:start + len(x)], r_lo[start:start + len(x)]))
+        start += len(x)
+    return out
+
+
+def _key_le(hi, mid, lo, b):
+    """Mask of the keys (arrays) at or below key ``b`` (hi, mid, lo)."""
+    bh, bm, bl = b
+    return (hi < bh) | ((hi == bh) & ((mid < bm) | ((mid == bm) & (lo <= bl))))
+
+
+class _Sorted:
+    """One sorted stream of rows: an IPC file's batches, with their keys (``resolve``: the lag
+    file's (hi, mid, lo) arrays by settlement index, to replace its keys)."""
+
+    def __init__(self, path: str, resolve=None):
+        import pyarrow as pa
+
+        self._mm = pa.OSFile(path, "rb")  # (read a batch at a time: a memory map would count whole in RSS)
+        self._reader = pa.ipc.open_file(self._mm)
+        self._next = 0
+        self.resolve = resolve
+        self.table = None  # the rows read and not yet merged, and their keys
+        self.keys = None
+
+    def fill(self) -> bool:
+        """Read the next batch (when the buffer is empty); False when the file is done."""
+        import numpy as np
+        import pyarrow as pa
+
+        while self.table is None or self.table.num_rows == 0:
+            if self._next >= self._reader.num_record_batches:
+                self.table = None
+                return False
+            b = self._reader.get_batch(self._next)
+            self._next += 1
+            hi = b.column("_khi").to_numpy()
+            mid = b.column("_kmid").to_numpy()
+            lo = b.column("_klo").to_numpy()
+            if self.resolve is not None:
+                r_hi, r_mid, r_lo = self.resolve
+                hi, mid, lo = r_hi[lo], r_mid[lo], r_lo[lo]
+            self.table = pa.Table.from_batches([b]).drop_columns(list(_KEY_COLUMNS))
+            self.keys = (np.asarray(hi), np.asarray(mid), np.asarray(lo))
+        return True
+
+    def last(self) -> tuple:
+        hi, mid, lo = self.keys
+        return (hi[-1], mid[-1], lo[-1])
+
+    def take_upto(self, bound):
+        """The buffered rows at or below ``bound`` (a prefix: the stream is sorted), and their keys."""
+        hi, mid, lo = self.keys
+        n = int(_key_le(hi, mid, lo, bound).sum()) if bound is not None else len(hi)
+        t = self.table.slice(0, n)
+        k = (hi[:n], mid[:n], lo[:n])
+        self.table = self.table.slice(n)
+        self.keys = (hi[n:], mid[n:], lo[n:])
+        return t, k
+
+    def close(self) -> None:
+        self._mm.close()
+
+
+def merge_sorted(streams: list, batch_rows: int):
+    """The rows of sorted ``streams`` (:class:`_Sorted`) in key order, as record batches of
+    exactly ``batch_rows`` rows (the last one shorter): a k-way merge holding about a batch per
+    stream (rows up to the smallest of the streams' last buffered keys go out at each step)."""
+    import numpy as np
+    import pyarrow as pa
+
+    live = [s for s in streams if s.fill()]
+    pending: list = []
+    npending = 0
+    while live:
+        # every later row of a stream comes after its last buffered row
+        bound = min(s.last() for s in live)
+        parts, keys = [], []
+        for s in live:
+            t, k = s.take_upto(bound)
+            if t.num_rows:
+                parts.append(t)
+                keys.append(k)
+        if parts:
+            t = pa.concat_tables(parts)
+            hi, mid, lo = (np.concatenate([k[i] for k in keys]) for i in range(3))
+            if len(parts) > 1:
+                t = t.take(pa.array(np.lexsort((lo, mid, hi))))
+            pending.append(t)
+            npending += t.num_rows
+            while npending >= batch_rows:
+                whole = pa.concat_tables(pending).combine_chunks()
+                yield whole.slice(0, batch_rows).to_batches()[0]
+                rest = whole.slice(batch_rows)
+                pending = [rest] if rest.num_rows else []
+                npending = rest.num_rows
+        live = [s for s in live if s.fill()]
+    if npending:
+        whole = pa.concat_tables(pending).combine_chunks()
+        yield from whole.to_batches(max_chunksize=batch_rows)
+
+
+def parallel_deliveries(source, jobs: int, batch_rows: int | None = None):
+    """(Arrow record batches of the deliveries table in the single process' order, analyzer-like
+    object with the internal errors) of ``source`` analysed by ``jobs`` processes.  The batches
+    are a streamed merge of the workers' sorted files (memory: a batch per file, and three
+    integers per delivery settled by one peer, to place its fold)."""
+    import shutil
+    import tempfile
+
+    from amqp_dissect.pipelines.write import STREAM_ROWS
+
+    batch_rows = batch_rows or STREAM_ROWS
+    directory = tempfile.mkdtemp(prefix="amqp-dissect-j")
+    try:
+        fw, results = run_workers(jobs, lambda: source, DeliveriesJob(directory, batch_rows))
+    except BaseException:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
+    bugs = [b for _, b in heapq.merge(*[r["bugs"] for r in results], key=lambda kb: kb[0])]
+    resolved = _resolve_lag([r["settled"] for r in results], results[0]["lag"])
+
+    def batches():
+        streams = []
+        try:
+            for r, res in zip(results, resolved):
+                own, lag = r["paths"]
+                streams.append(_Sorted(own))
+                streams.append(_Sorted(lag, res))
+            yield from merge_sorted(streams, batch_rows)
+        finally:
+            for st in streams:
+                st.close()
+            shutil.rmtree(directory, ignore_errors=True)
+
+    return batches(), _Bugs(bugs)
