@@ -203,7 +203,7 @@ cdef class _ConnBase:
     cdef public object first_packet
     cdef public object last_ts
     cdef public object last_packet
-    cdef public Py_ssize_t seq
+    cdef public object seq  # (an int: -j N workers store a key of more than 64 bits, see pipelines.parallel.conn_rank)
     cdef public object tls_undecrypted
     cdef public object tls_reason
     cdef public object gaps
