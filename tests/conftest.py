@@ -20,3 +20,20 @@ def spark():
                                                ("spark.default.parallelism", "4")])
     yield s
     s.stop()
+
+
+@pytest.fixture(autouse=True)
+def _signal_state_of_the_test_stays_its_own():
+    """Put back the SIGCHLD handler and the signal wakeup fd a test changed.  An asyncio event loop
+    (pyshark's tshark subprocesses, an asyncio child watcher) can leave both behind, pointing at
+    the loop's closed self-pipe; a later test that forks (``-j N``) then gets Python's "Exception
+    ignored when trying to write to the signal wakeup fd" on its stderr at every child's exit."""
+    import signal
+
+    handler = signal.getsignal(signal.SIGCHLD)
+    fd = signal.set_wakeup_fd(-1)
+    signal.set_wakeup_fd(fd)
+    yield
+    if signal.getsignal(signal.SIGCHLD) is not handler:
+        signal.signal(signal.SIGCHLD, handler if handler is not None else signal.SIG_DFL)
+    signal.set_wakeup_fd(fd)
