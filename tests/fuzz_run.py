@@ -12,11 +12,17 @@ through the table commands' writers).  Each failure is saved as ``OUT/<kind>-<se
 the failure text beside it (``.txt``): ``amqp-dissect <command> OUT/....pcap`` reproduces it.  Input
 ``i`` of seed ``s`` is the same on every run (``random.Random(f"{s}:{i}")``).  Prints the inputs
 tried, inputs/s, failures and the workers' CPU time per input; exits 1 when any input failed.
+
+``--journal FILE`` makes a long run resumable: each finished work unit is appended to FILE (one
+JSON line: its inputs, failures, CPU seconds and the run's wall seconds so far), and a later run
+with the same FILE and settings tries only the units not in it.  Its figures are the totals of
+every run of the journal: wall seconds are the sum of each run's time to its last finished unit.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import os
 import sys
@@ -77,7 +83,29 @@ def _worker(args):
         for n in os.listdir(tmp):
             os.unlink(os.path.join(tmp, n))
         os.rmdir(tmp)
-    return tried, failed, time.process_time() - t0
+    return tried, failed, time.process_time() - t0, start
+
+
+def _read_journal(path, settings):
+    """The finished units of a journal (start -> its line) and each earlier run's wall seconds."""
+    done, runs = {}, {}
+    if not os.path.exists(path):
+        return done, runs
+    with open(path) as f:
+        for line in f:
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError:  # (a line cut by a kill)
+                continue
+            if "settings" in rec:
+                if rec["settings"] != settings:
+                    sys.exit(f"journal {path} was made with other settings: {rec['settings']}")
+                continue
+            done[rec["start"]] = rec
+            runs[rec["run"]] = max(runs.get(rec["run"], 0.0), rec["wall"])
+    return done, runs
 
 
 def main(argv=None) -> int:
@@ -93,6 +121,8 @@ def main(argv=None) -> int:
     ap.add_argument("--chunk", type=int, default=200, help="inputs per work unit")
     ap.add_argument("--batch", type=int, default=100, help="inputs whose tables are written together "
                     "(one write per table and format; 1: each input's at once)")
+    ap.add_argument("--journal", default="", help="file of the finished work units: a run with the same file "
+                    "and settings resumes where the last one stopped, and reports the totals of all runs")
     a = ap.parse_args(argv)
     os.makedirs(a.out, exist_ok=True)
     formats = tuple(x for x in a.formats.split(",") if x)
@@ -104,9 +134,27 @@ def main(argv=None) -> int:
              for s in range(0, a.inputs, a.chunk)]
     tried, failures, cpu = 0, [], 0.0
     last = t0
+    before = 0.0  # wall seconds of the journal's earlier runs
+    journal = None
+    if a.journal:
+        settings = {"seed": a.seed, "inputs": a.inputs, "chunk": a.chunk, "formats": list(formats),
+                    "kinds": list(kinds), "batch": a.batch}
+        done, runs = _read_journal(a.journal, settings)
+        for unit in done.values():
+            tried += unit["tried"]
+            cpu += unit["cpu"]
+            failures += [tuple(f) for f in unit["failures"]]
+        before = sum(runs.values())
+        run_id = max(runs, default=-1) + 1
+        units = [u for u in units if u[1] not in done]
+        journal = open(a.journal, "a")
+        if not done and not runs:
+            journal.write(json.dumps({"settings": settings}) + "\n")
+        print(f"journal {a.journal}: {len(done)} units done in {len(runs)} earlier runs "
+              f"({tried:,} inputs, {before:.0f} s), {len(units)} to go", flush=True)
 
     def progress(final=False):
-        dt = max(time.time() - t0, 1e-9)
+        dt = max(time.time() - t0 + before, 1e-9)
         per = f"{cpu / tried * 1000:.2f} ms CPU per input" if tried else "no input"
         print(f"{'done' if final else 'progress'}: inputs tried {tried:,}, {tried / dt:.1f} inputs/s, "
               f"failures {len(failures)}, {dt:.0f} s, {cpu:.0f} s CPU in the workers, {per}", flush=True)
@@ -117,7 +165,14 @@ def main(argv=None) -> int:
     else:
         pool, results = None, map(_worker, units)
     try:
-        for n, failed, secs in results:
+        for n, failed, secs, start in results:
+            if journal is not None:
+                complete = n == min(start + a.chunk, a.inputs) - start  # (a unit cut by --seconds is tried again)
+                if complete:
+                    journal.write(json.dumps({"run": run_id, "start": start, "tried": n, "cpu": round(secs, 3),
+                                              "failures": failed, "wall": round(time.time() - t0, 1)}) + "\n")
+                    journal.flush()
+                    os.fsync(journal.fileno())
             tried += n
             cpu += secs
             failures += failed
@@ -131,6 +186,8 @@ def main(argv=None) -> int:
     finally:
         if pool is not None:
             pool.terminate()
+        if journal is not None:
+            journal.close()
     progress(final=True)
     return 1 if failures else 0
 

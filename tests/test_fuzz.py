@@ -300,6 +300,32 @@ def test_fuzz_run_reports_inputs_rate_and_failures(tmp_path, capsys):
     assert os.listdir(tmp_path / "fail") == []
 
 
+def test_fuzz_run_resumes_from_its_journal(tmp_path, capsys):
+    """A run stopped part-way (here: the journal cut after its first unit) goes on with the units not
+    in the journal and reports the totals of both runs."""
+    import json
+
+    import fuzz_run
+
+    journal = tmp_path / "journal"
+    args = ["-n", "6", "--chunk", "3", "--seed", "7", "--out", str(tmp_path / "fail"), "--journal", str(journal)]
+    assert fuzz_run.main(args) == 0
+    lines = journal.read_text().splitlines()
+    units = [json.loads(x) for x in lines[1:]]
+    assert json.loads(lines[0])["settings"]["seed"] == 7
+    assert sorted(u["start"] for u in units) == [0, 3] and all(u["tried"] == 3 for u in units)
+    journal.write_text("\n".join(lines[:2]) + "\n")  # as if killed after the first unit
+    capsys.readouterr()
+    assert fuzz_run.main(args) == 0
+    out = capsys.readouterr().out
+    assert "1 units done in 1 earlier runs (3 inputs" in out and "1 to go" in out
+    assert "done: inputs tried 6," in out and "failures 0" in out
+    again = [json.loads(x) for x in journal.read_text().splitlines()[1:]]
+    assert sorted((u["run"], u["start"]) for u in again) == [(0, units[0]["start"]), (1, 3 - units[0]["start"])]
+    with pytest.raises(SystemExit, match="other settings"):
+        fuzz_run.main(args[:1] + ["7"] + args[2:])
+
+
 # --------------------------------------------------------------------------- the long run's shortcuts
 # fuzz_run.py's inputs are cheap because of these; each must give what the slow way gives.
 
