@@ -217,6 +217,21 @@ def run_child(cmd: list[str], *, cwd: str | None = None, env: dict | None = None
     return {"s": wall, "mb": rss, "rc": p.returncode, "stderr": tail}
 
 
+def run_children(cmds: list[list[str]], *, cwd: str | None = None, env: dict | None = None) -> dict:
+    """Run ``cmds`` at once; wall seconds until the last ends, the largest peak RSS, the first
+    non-zero exit status (0 if none)."""
+    t = time.perf_counter()
+    procs = [subprocess.Popen(c, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              cwd=cwd, env=env) for c in cmds]
+    rss, rc = 0.0, 0
+    for p in procs:
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        rc = rc or p.returncode
+        rss = max(rss, ru.ru_maxrss / (1024 * 1024) if sys.platform == "darwin" else ru.ru_maxrss / 1024)
+    return {"s": time.perf_counter() - t, "mb": rss, "rc": rc, "stderr": ""}
+
+
 def fill(args: list[str], cap: str, out: str) -> list[str]:
     return [a.replace("{cap}", cap).replace("{out}", out) for a in args]
 
@@ -249,6 +264,21 @@ class Runner:
             elif os.path.exists(p):
                 os.remove(p)
         self._check(cmd, r)
+        return r
+
+    def run_ours_together(self, args: list[str], cap: str, mode: str, k: int) -> dict:
+        """``k`` copies of one command at once, each with its own output."""
+        outs = [os.path.join(self.tmpdir, f"out-{i}") for i in range(k)]
+        cmds = [self.ours + fill(args, cap, out) for out in outs]
+        r = run_children(cmds, cwd=self.cwd, env=self.env(mode))
+        for out in outs:
+            for ext in (".parquet", ".csv", ".jsonl"):
+                p = out + ext
+                if os.path.isdir(p):
+                    shutil.rmtree(p)
+                elif os.path.exists(p):
+                    os.remove(p)
+        self._check(cmds[0], r)
         return r
 
     def run_tshark(self, args: list[str], cap: str) -> dict:
@@ -314,27 +344,35 @@ JOBS_PAIRS = ("report", "deliveries-parquet")  # the pairs also timed with -j N 
 
 
 def run_jobs(runner: Runner, names: list[str], cap: str, repeat: int, jobs: int) -> list[dict]:
-    """``-j N`` rows: each command run alternately with ``-j 1`` and ``-j N`` (same mode), the
-    speed-up being the median of the per-pair ratios (-j 1 time / -j N time)."""
+    """``-j N`` rows: each command run in turn with ``-j 1``, with ``-j N``, and as N ``-j 1``
+    processes at once (same mode).  The speed-up is the median of the per-round ratios (-j 1 time /
+    -j N time); the ceiling, the median of N x (-j 1 time) / (time of the N at once): what N cores
+    of this machine give N independent copies of the same work (a machine whose cores slow each
+    other down, shared caches or a busy host, gives less than N), against which -j N is judged."""
     rows = []
     for name in names:
         if name not in JOBS_PAIRS:
             continue
         args = PAIRS[name][0]
         for m in runner.modes:
-            one, many = [], []
+            one, many, together = [], [], []
             for i in range(repeat):
                 one.append(runner.run_ours(args[:1] + ["-j", "1"] + args[1:], cap, m))
                 many.append(runner.run_ours(args[:1] + ["-j", str(jobs)] + args[1:], cap, m))
-                runner.log(f"{name} -j 1 / -j {jobs} #{i + 1} [{m}]: {one[-1]['s']:.2f} s / {many[-1]['s']:.2f} s")
-            ok = all(r["rc"] == 0 for r in one + many)
+                together.append(runner.run_ours_together(args[:1] + ["-j", "1"] + args[1:], cap, m, jobs))
+                runner.log(f"{name} -j 1 / -j {jobs} / {jobs} x -j 1 at once #{i + 1} [{m}]: {one[-1]['s']:.2f} s"
+                           f" / {many[-1]['s']:.2f} s / {together[-1]['s']:.2f} s")
+            ok = all(r["rc"] == 0 for r in one + many + together)
             ratios = [a["s"] / b["s"] for a, b in zip(one, many)]
+            ceilings = [jobs * a["s"] / t["s"] for a, t in zip(one, together)]
             rows.append({
                 "name": name, "mode": m, "jobs": jobs,
                 "cmd": shlex.join(runner.ours + fill(args[:1] + ["-j", str(jobs)] + args[1:], "CAPTURE", "OUT")),
                 "j1_s": [_r(r["s"]) for r in one], f"j{jobs}_s": [_r(r["s"]) for r in many],
                 "j1_median_s": _r(_med([r["s"] for r in one])), "jn_median_s": _r(_med([r["s"] for r in many])),
                 "ratios": [_r(x) for x in ratios], "speedup": _r(_med(ratios)), "goal": 1.7,
+                "together_s": [_r(r["s"]) for r in together], "ceilings": [_r(x) for x in ceilings],
+                "ceiling": _r(_med(ceilings)),
                 "pass": bool(ok and ratios and _med(ratios) >= 1.7),
                 "j1_peak_mb": _r(max(r["mb"] for r in one), 1), "jn_peak_mb": _r(max(r["mb"] for r in many), 1),
                 "ok": ok,
@@ -344,14 +382,15 @@ def run_jobs(runner: Runner, names: list[str], cap: str, repeat: int, jobs: int)
 
 def jobs_table(rows: list[dict], show_mode: bool) -> str:
     head = ["command"] + (["mode"] if show_mode else []) + [
-        "-j 1 (median s)", "-j N (median s)", "-j 1 / -j N", "goal", "", "-j 1 peak MB", "-j N peak MB"]
+        "-j 1 (median s)", "-j N (median s)", "-j 1 / -j N", "goal", "", "ceiling (N x -j 1 at once)",
+        "-j 1 peak MB", "-j N peak MB"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cmd = r["cmd"].split(" -m amqp_dissect.cli ", 1)[-1].replace(" CAPTURE", "").replace("OUT.", "out.")
         cells = [f"`{cmd}`"] + ([r["mode"]] if show_mode else []) + [
             _fmt(r["j1_median_s"]), _fmt(r["jn_median_s"]), _fmt(r["speedup"], "{:.2f}x"),
             _fmt(r["goal"], ">= {:.1f}x"), _verdict(r["pass"]) if r["ok"] else "ERROR",
-            _fmt(r["j1_peak_mb"], "{:.0f}"), _fmt(r["jn_peak_mb"], "{:.0f}")]
+            _fmt(r.get("ceiling"), "{:.2f}x"), _fmt(r["j1_peak_mb"], "{:.0f}"), _fmt(r["jn_peak_mb"], "{:.0f}")]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
