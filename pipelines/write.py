@@ -155,7 +155,11 @@ def _write(pairs, table, fmt, out, group_rows: int = BATCH_ROWS) -> int:
 
 def _write_parquet(pairs, table, out, group_rows) -> int:
     """Row groups of at least ``group_rows`` rows (smaller batches are gathered: Arrow holds a row in
-    a few hundred bytes, so the stream converts deliveries in small batches to keep few objects)."""
+    a few hundred bytes, so the stream converts deliveries in small batches to keep few objects).
+
+    The row groups are encoded by a second thread (:class:`_GroupWriter`; Arrow's Parquet writer
+    works without the GIL) while this one makes the next: the same calls in the same order, so the
+    same file, with at most two row groups waiting."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -165,20 +169,67 @@ def _write_parquet(pairs, table, out, group_rows) -> int:
     target = os.fspath(out) if isinstance(out, (str, os.PathLike)) else out
     schema = arrow_schema(table)
     with pq.ParquetWriter(target, schema) as w:
-        pending: list = []
-        rows = 0
-        for batch, _ in pairs:
-            if len(batch):
-                pending.append(batch)
-                rows += len(batch)
-            if rows >= group_rows:
-                w.write_table(pa.Table.from_batches(pending, schema=schema))
+        gw = _GroupWriter(w.write_table)
+        try:
+            pending: list = []
+            rows = 0
+            for batch, _ in pairs:
+                if len(batch):
+                    pending.append(batch)
+                    rows += len(batch)
+                if rows >= group_rows:
+                    gw.put(pa.Table.from_batches(pending, schema=schema))
+                    n += rows
+                    pending, rows = [], 0
+            if rows:
+                gw.put(pa.Table.from_batches(pending, schema=schema))
                 n += rows
-                pending, rows = [], 0
-        if rows:
-            w.write_table(pa.Table.from_batches(pending, schema=schema))
-            n += rows
+        except BaseException:
+            gw.close(drop=True)
+            raise
+        gw.close()
     return n
+
+
+class _GroupWriter:
+    """``write(table)`` called in order on a thread of its own; ``put`` waits while two tables are
+    queued; an exception of ``write`` is raised again by the next ``put`` or by ``close``, which
+    waits for the queue to empty (``drop``: after a failure of the caller, what waits is not
+    written and nothing is raised)."""
+
+    def __init__(self, write):
+        import queue
+        import threading
+
+        self._write = write
+        self._q: queue.Queue = queue.Queue(maxsize=2)
+        self._error: BaseException | None = None
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, name="parquet-row-groups", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            t = self._q.get()
+            if t is None:
+                return
+            if self._error is None and not self._stop:
+                try:
+                    self._write(t)
+                except BaseException as e:  # noqa: BLE001 (handed to the caller's thread)
+                    self._error = e
+
+    def put(self, table) -> None:
+        if self._error is not None:
+            raise self._error
+        self._q.put(table)
+
+    def close(self, drop: bool = False) -> None:
+        self._stop = drop
+        self._q.put(None)
+        self._thread.join()
+        if self._error is not None and not drop:
+            raise self._error
 
 
 def _write_csv(pairs, table, emit) -> int:

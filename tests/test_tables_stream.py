@@ -289,6 +289,64 @@ def test_the_writers_write_what_the_oracles_write(tmp_path):
         assert buf.getvalue() == header + oracle(record_batch(rows, "stalls"), "stalls")
 
 
+# --------------------------------------------------------------------------- parquet row groups on a thread
+
+
+def _stall_batches(n_batches):
+    rows = _tricky_stalls_rows()
+    return [record_batch(rows, "stalls") for _ in range(n_batches)], len(rows)
+
+
+def test_parquet_row_groups_written_on_a_thread_are_the_file_one_thread_writes(tmp_path):
+    """The oracle: pyarrow's ParquetWriter fed the same row groups in the caller's thread."""
+    batches, per = _stall_batches(7)
+    schema_ = arrow_schema("stalls")
+    want = tmp_path / "want.parquet"
+    with pq.ParquetWriter(str(want), schema_) as w:
+        for i in range(0, 7, 2):  # groups of at least 2 batches' rows
+            w.write_table(pa.Table.from_batches(batches[i:i + 2], schema=schema_))
+    got = tmp_path / "got.parquet"
+    assert write_batches(batches, "stalls", "parquet", str(got), group_rows=2 * per) == 7 * per
+    assert got.read_bytes() == want.read_bytes()
+    assert pq.ParquetFile(str(got)).num_row_groups == 4
+
+
+def test_a_parquet_row_group_that_fails_on_the_thread_fails_the_write(tmp_path, monkeypatch):
+    import threading
+
+    batches, per = _stall_batches(6)
+    calls = []
+    real = pq.ParquetWriter.write_table
+
+    def failing(self, table, *a, **k):
+        calls.append(threading.current_thread().name)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return real(self, table, *a, **k)
+
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", failing)
+    before = threading.active_count()
+    with pytest.raises(OSError, match="No space left"):
+        write_batches(batches, "stalls", "parquet", str(tmp_path / "x.parquet"), group_rows=per)
+    assert calls[:2] == ["parquet-row-groups"] * 2 and len(calls) == 2  # nothing written after the failure
+    assert threading.active_count() == before
+
+
+def test_a_failing_batch_stream_stops_the_parquet_thread(tmp_path):
+    import threading
+
+    batches, per = _stall_batches(3)
+
+    def stream():
+        yield from batches
+        raise RuntimeError("the analysis failed")
+
+    before = threading.active_count()
+    with pytest.raises(RuntimeError, match="the analysis failed"):
+        write_batches(stream(), "stalls", "parquet", str(tmp_path / "x.parquet"), group_rows=per)
+    assert threading.active_count() == before
+
+
 # --------------------------------------------------------------------------- parquet without pandas
 
 
