@@ -573,22 +573,15 @@ def _table_command(table: str, rows_method: str, help_text: str):
             _write_text_output(text, output)
             raise typer.Exit(_status(run, analyzer, failed, jobs))
         # csv / jsonl / parquet need no pandas: keep pyarrow from loading it (time and memory)
-        try:
-            with lean_arrow():
-                if table == "deliveries":  # streamed: batches of deliveries written once they are final
-                    stream = DeliveryStream(_Checked(run))
-                    write_batches(stream.batches(STREAM_ROWS), table, fmt.value, output)
-                    analyzer = stream.analyzer
-                else:
-                    analyzer = run.analyze(rows=False).analyzer
-                    rows = getattr(analyzer, "iter_" + rows_method, None) or getattr(analyzer, rows_method)
-                    write_table(rows(), table, fmt.value, output)  # (iter_*: rows made as they are written)
-        except BrokenPipeError:
-            raise
-        except OSError as e:
-            if output is not None and getattr(e, "filename", None) in (None, str(output), os.fspath(output)):
-                raise write_failure(output, e) from None
-            raise
+        with _write_errors(output), lean_arrow():
+            if table == "deliveries":  # streamed: batches of deliveries written once they are final
+                stream = DeliveryStream(_Checked(run))
+                write_batches(stream.batches(STREAM_ROWS), table, fmt.value, output)
+                analyzer = stream.analyzer
+            else:
+                analyzer = run.analyze(rows=False).analyzer
+                rows = getattr(analyzer, "iter_" + rows_method, None) or getattr(analyzer, rows_method)
+                write_table(rows(), table, fmt.value, output)  # (iter_*: rows made as they are written)
         raise typer.Exit(_status(run, analyzer, failed, jobs))
 
     command.__doc__ = help_text
@@ -613,29 +606,36 @@ def _parallel_table(run: CaptureRun, jobs: int, table: str, fmt: TableFormat, ou
             return e
         _write_text_output(text_table(to_frame(rows, table), table, cols), output)
         raise typer.Exit(run.finish_status(bugs))
+    with _write_errors(output), lean_arrow():
+        try:
+            with run._reading():
+                if table == "deliveries":
+                    batches, bugs = parallel.parallel_deliveries(run.source, jobs)
+                else:
+                    rows, bugs = parallel.parallel_rows(run.source, jobs, table)
+        except (Fail, OSError):
+            raise
+        except Exception as e:
+            return e
+        if table == "deliveries":
+            write_batches(batches, table, fmt.value, output)
+        else:
+            write_table(rows, table, fmt.value, output)
+    raise typer.Exit(run.finish_status(bugs))
+
+
+@contextmanager
+def _write_errors(output):
+    """An OSError about ``output`` (or about no file) while writing a table there is a write
+    failure (its user-facing message and exit status); a broken pipe is left to the caller."""
     try:
-        with lean_arrow():
-            try:
-                with run._reading():
-                    if table == "deliveries":
-                        batches, bugs = parallel.parallel_deliveries(run.source, jobs)
-                    else:
-                        rows, bugs = parallel.parallel_rows(run.source, jobs, table)
-            except (Fail, OSError):
-                raise
-            except Exception as e:
-                return e
-            if table == "deliveries":
-                write_batches(batches, table, fmt.value, output)
-            else:
-                write_table(rows, table, fmt.value, output)
+        yield
     except BrokenPipeError:
         raise
     except OSError as e:
         if output is not None and getattr(e, "filename", None) in (None, str(output), os.fspath(output)):
             raise write_failure(output, e) from None
         raise
-    raise typer.Exit(run.finish_status(bugs))
 
 
 def _write_text_output(text: str, output) -> None:

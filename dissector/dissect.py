@@ -158,17 +158,12 @@ class Dissector:
         ``fw`` between calls (one per file).  Returns the number of records read."""
         n = 0
         tcp = self.tcp
+        interval = tcp.sweep_interval
         an = fw.an
         afeed = an.feed
-        fold_out = fw.fold_out
-        settling = an._settling
-        armed = fw.armed
-        nxt = fw.nxt
-        interval = tcp.sweep_interval
-        last_tcp = fw.own_last_tcp
-        last_pk = fw.last_pk
-        last_ets = fw.last_ets
-        ts = fw.ts
+        fold_out, settling = fw.fold_out, an._settling
+        # (the loop's state between calls)
+        armed, nxt, last_tcp, last_pk, last_ets, ts = fw.armed, fw.nxt, fw.own_last_tcp, fw.last_pk, fw.last_ets, fw.ts
         for rec in records:
             if offset:
                 rec.index += offset
@@ -236,12 +231,7 @@ class Dissector:
                 if (len(an.stalls) + len(an.violations) + len(an.frame_errors) + len(an.transactions)
                         + len(an.internal_errors) + len(an.connections)) != fw._total:
                     fw._tag()
-        fw.armed = armed
-        fw.nxt = nxt
-        fw.own_last_tcp = last_tcp
-        fw.last_pk = last_pk
-        fw.last_ets = last_ets
-        fw.ts = ts
+        fw.armed, fw.nxt, fw.own_last_tcp, fw.last_pk, fw.last_ets, fw.ts = armed, nxt, last_tcp, last_pk, last_ets, ts
         return n
 
     def add_secrets(self, secrets_type: int, data: bytes) -> None:

@@ -476,19 +476,32 @@ class _Bugs:
         self.internal_errors = internal_errors
 
 
-class ReportJob:
-    """The report's part of one worker (:func:`~amqp_dissect.results.report.partial_report`)."""
+def _keyed_bugs(fw) -> list:
+    """A worker's internal errors with their keys (merged by :func:`_merged_bugs`)."""
+    return list(zip(fw.k_bug, fw.an.internal_errors))
+
+
+def _merged_bugs(results) -> _Bugs:
+    return _Bugs([b for _, b in heapq.merge(*[r["bugs"] for r in results], key=lambda kb: kb[0])])
+
+
+class _AnalysisJob:
+    """A worker that reads its flows into an Analyzer without rows (the report, the small tables)."""
 
     def read(self, w: int, n: int, source):
         fw = FlowWorker(w, n, source, Analyzer(rows=False))
         fw.read()
         return fw
 
+
+class ReportJob(_AnalysisJob):
+    """The report's part of one worker (:func:`~amqp_dissect.results.report.partial_report`)."""
+
     def finish(self, fw, end):
         from amqp_dissect.results.report import partial_report
 
         fw.finish(*end)
-        return {"report": partial_report(fw.an, fw), "bugs": list(zip(fw.k_bug, fw.an.internal_errors))}
+        return {"report": partial_report(fw.an, fw), "bugs": _keyed_bugs(fw)}
 
 
 def parallel_report(source, jobs: int, capture_errors=None):
@@ -497,10 +510,9 @@ def parallel_report(source, jobs: int, capture_errors=None):
     from amqp_dissect.results.report import merge_reports
 
     fw, results = run_workers(jobs, lambda: source, ReportJob())
-    bugs = [b for _, b in heapq.merge(*[r["bugs"] for r in results], key=lambda kb: kb[0])]
     errors = [f"{p}: {e}" for p, e in source.errors] if capture_errors is None else capture_errors
     rep = merge_reports([r["report"] for r in results], capture_errors=errors, capture=source.capture_info())
-    return rep, _Bugs(bugs)
+    return rep, _merged_bugs(results)
 
 
 # --------------------------------------------------------------------------- the tables
@@ -532,29 +544,23 @@ def keyed_rows(an, fw, table: str) -> list:
     raise ValueError(f"no table {table!r}")
 
 
-class TableJob:
+class TableJob(_AnalysisJob):
     """The rows of one small table (not deliveries) of one worker."""
 
     def __init__(self, table: str):
         self.table = table
 
-    def read(self, w: int, n: int, source):
-        fw = FlowWorker(w, n, source, Analyzer(rows=False))
-        fw.read()
-        return fw
-
     def finish(self, fw, end):
         fw.finish(*end)
-        return {"rows": keyed_rows(fw.an, fw, self.table), "bugs": list(zip(fw.k_bug, fw.an.internal_errors))}
+        return {"rows": keyed_rows(fw.an, fw, self.table), "bugs": _keyed_bugs(fw)}
 
 
 def parallel_rows(source, jobs: int, table: str):
     """(rows of ``table`` in the single process' order, analyzer-like object with the internal
     errors) of ``source`` analysed by ``jobs`` processes."""
     fw, results = run_workers(jobs, lambda: source, TableJob(table))
-    bugs = [b for _, b in heapq.merge(*[r["bugs"] for r in results], key=lambda kb: kb[0])]
     rows = [r for _, r in heapq.merge(*[res["rows"] for res in results], key=lambda kr: kr[0])]
-    return rows, _Bugs(bugs)
+    return rows, _merged_bugs(results)
 
 
 # --------------------------------------------------------------------------- the deliveries table
@@ -637,7 +643,7 @@ class DeliveriesJob:
             writer.close()
             sink.close()
         return {"paths": [p for p, _, _ in fw.ipc], "settled": fw.sk, "lag": fw.lag,
-                "bugs": list(zip(fw.k_bug, an.internal_errors))}
+                "bugs": _keyed_bugs(fw)}
 
 
 def _resolve_lag(settled: list, lag: int | None):
@@ -787,7 +793,7 @@ def parallel_deliveries(source, jobs: int, batch_rows: int | None = None):
     except BaseException:
         shutil.rmtree(directory, ignore_errors=True)
         raise
-    bugs = [b for _, b in heapq.merge(*[r["bugs"] for r in results], key=lambda kb: kb[0])]
+    bugs = _merged_bugs(results)
     resolved = _resolve_lag([r["settled"] for r in results], results[0]["lag"])
 
     def batches():
@@ -803,4 +809,4 @@ def parallel_deliveries(source, jobs: int, batch_rows: int | None = None):
                 st.close()
             shutil.rmtree(directory, ignore_errors=True)
 
-    return batches(), _Bugs(bugs)
+    return batches(), bugs

@@ -232,6 +232,16 @@ def run_children(cmds: list[list[str]], *, cwd: str | None = None, env: dict | N
     return {"s": time.perf_counter() - t, "mb": rss, "rc": rc, "stderr": ""}
 
 
+def _remove_outputs(out: str) -> None:
+    """Remove what a command wrote at ``out`` (a file or a Parquet folder, by its ending)."""
+    for ext in (".parquet", ".csv", ".jsonl"):
+        p = out + ext
+        if os.path.isdir(p):
+            shutil.rmtree(p)
+        elif os.path.exists(p):
+            os.remove(p)
+
+
 def fill(args: list[str], cap: str, out: str) -> list[str]:
     return [a.replace("{cap}", cap).replace("{out}", out) for a in args]
 
@@ -257,12 +267,7 @@ class Runner:
         out = os.path.join(self.tmpdir, "out")
         cmd = self.ours + fill(args, cap, out)
         r = run_child(cmd, cwd=self.cwd, env=self.env(mode), timeout=self.timeout)
-        for ext in (".parquet", ".csv", ".jsonl"):
-            p = out + ext
-            if os.path.isdir(p):
-                shutil.rmtree(p)
-            elif os.path.exists(p):
-                os.remove(p)
+        _remove_outputs(out)
         self._check(cmd, r)
         return r
 
@@ -272,12 +277,7 @@ class Runner:
         cmds = [self.ours + fill(args, cap, out) for out in outs]
         r = run_children(cmds, cwd=self.cwd, env=self.env(mode))
         for out in outs:
-            for ext in (".parquet", ".csv", ".jsonl"):
-                p = out + ext
-                if os.path.isdir(p):
-                    shutil.rmtree(p)
-                elif os.path.exists(p):
-                    os.remove(p)
+            _remove_outputs(out)
         self._check(cmds[0], r)
         return r
 

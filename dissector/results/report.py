@@ -35,6 +35,22 @@ def _by_connection(rows: list) -> dict:
     return out
 
 
+def _problem_rows(an) -> tuple:
+    """(violation rows, error rows, transaction rows, violations per connection, error rows per
+    connection, violations and errors per connection) of an Analyzer."""
+    violations = an.violation_rows()
+    errors = an.error_rows()
+    txns = an.transaction_rows()
+    violations_of: dict = {}
+    for v in violations:
+        violations_of[v["connection"]] = violations_of.get(v["connection"], 0) + 1
+    errors_of = _by_connection(errors)
+    problems = dict(violations_of)
+    for cid, rows in errors_of.items():
+        problems[cid] = problems.get(cid, 0) + len(rows)
+    return violations, errors, txns, violations_of, errors_of, problems
+
+
 def _pick(row: dict, *keys) -> dict:
     return {k: row.get(k) for k in keys}
 
@@ -115,32 +131,9 @@ def build_report(an, capture_errors=(), capture: dict | None = None) -> dict:
     (:func:`listed_connections`); the others are counted in ``connections_more``."""
     # stalls: counted and summed from the Stall objects, rows made only for the longest (a long
     # capture has many, and the report shows a few)
-    stall_count: dict = {}
-    stall_secs: dict = {}
-    stalled = 0
-    idle_total = 0
-    real = []  # the stalls that are not idle periods
-    for st in an.stalls:
-        cid = st.conn.id
-        d = an.stall_duration(st) or 0.0
-        if st.idle():
-            idle_total += d
-            continue
-        real.append(st)
-        stall_count[cid] = stall_count.get(cid, 0) + 1
-        stall_secs[cid] = stall_secs.get(cid, 0) + d
-        stalled += d
-    violations = an.violation_rows()
-    errors = an.error_rows()
-    txns = an.transaction_rows()
-
-    violations_of = {}
-    for v in violations:
-        violations_of[v["connection"]] = violations_of.get(v["connection"], 0) + 1
-    errors_of = _by_connection(errors)
-    problems = dict(violations_of)
-    for cid, rows in errors_of.items():
-        problems[cid] = problems.get(cid, 0) + len(rows)
+    stall_count, stall_secs, stalled, idle_total, real = _stall_sums(  # (real: the stalls that are not idle)
+        (st.conn.id, an.stall_duration(st) or 0.0, st.idle(), st) for st in an.stalls)
+    violations, errors, txns, violations_of, errors_of, problems = _problem_rows(an)
     listed = listed_connections(an, problems)
     out_conns = []
     n_sessions = n_links = presettled = 0
@@ -243,17 +236,8 @@ def partial_report(an, keys) -> dict:
     real_st = [st for st, (k, cid, d, idle) in zip(an.stalls, stalls) if not idle]
     top = sorted(zip(real_keys, real_st), key=lambda x: (-x[0][1], x[0][0]))[:NOTABLE]
     longest = [(d, k, an.stall_row(st)) for (k, d), st in top]
-    violations = an.violation_rows()
-    errors = an.error_rows()
-    txns = an.transaction_rows()
+    violations, errors, txns, violations_of, errors_of, problems = _problem_rows(an)
     nfe = len(an.frame_errors)
-    violations_of = {}
-    for v in violations:
-        violations_of[v["connection"]] = violations_of.get(v["connection"], 0) + 1
-    errors_of = _by_connection(errors)
-    problems = dict(violations_of)
-    for cid, rows in errors_of.items():
-        problems[cid] = problems.get(cid, 0) + len(rows)
     conns = []  # (key, interest, cid, sessions, links, deliveries, without amqp)
     presettled = 0
     for c in an.connections.values():
