@@ -17,6 +17,8 @@ tried, inputs/s, failures and the workers' CPU time per input; exits 1 when any 
 JSON line: its inputs, failures, CPU seconds and the run's wall seconds so far), and a later run
 with the same FILE and settings tries only the units not in it.  Its figures are the totals of
 every run of the journal: wall seconds are the sum of each run's time to its last finished unit.
+Each run also writes a line naming itself: its start time (UTC), processes and the git commit of
+the code it ran.
 """
 
 from __future__ import annotations
@@ -86,6 +88,19 @@ def _worker(args):
     return tried, failed, time.process_time() - t0, start
 
 
+def _commit() -> str | None:
+    """The git commit of this checkout (None outside one)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=HERE, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() or None
+
+
 def _read_journal(path, settings):
     """The finished units of a journal (start -> its line) and each earlier run's wall seconds."""
     done, runs = {}, {}
@@ -102,6 +117,9 @@ def _read_journal(path, settings):
             if "settings" in rec:
                 if rec["settings"] != settings:
                     sys.exit(f"journal {path} was made with other settings: {rec['settings']}")
+                continue
+            if "start" not in rec:  # (a run's own line)
+                runs.setdefault(rec["run"], 0.0)
                 continue
             done[rec["start"]] = rec
             runs[rec["run"]] = max(runs.get(rec["run"], 0.0), rec["wall"])
@@ -150,6 +168,9 @@ def main(argv=None) -> int:
         journal = open(a.journal, "a")
         if not done and not runs:
             journal.write(json.dumps({"settings": settings}) + "\n")
+        journal.write(json.dumps({"run": run_id, "began": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0)),
+                                  "jobs": a.jobs, "commit": _commit()}) + "\n")
+        journal.flush()
         print(f"journal {a.journal}: {len(done)} units done in {len(runs)} earlier runs "
               f"({tried:,} inputs, {before:.0f} s), {len(units)} to go", flush=True)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import os
+import subprocess
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -311,17 +312,23 @@ def test_fuzz_run_resumes_from_its_journal(tmp_path, capsys):
     args = ["-n", "6", "--chunk", "3", "--seed", "7", "--out", str(tmp_path / "fail"), "--journal", str(journal)]
     assert fuzz_run.main(args) == 0
     lines = journal.read_text().splitlines()
-    units = [json.loads(x) for x in lines[1:]]
+    run0 = json.loads(lines[1])
+    units = [json.loads(x) for x in lines[2:]]
     assert json.loads(lines[0])["settings"]["seed"] == 7
+    assert run0["run"] == 0 and run0["jobs"] == 1 and "start" not in run0
+    assert run0["commit"] == subprocess.run(["git", "rev-parse", "HEAD"], cwd=os.path.dirname(__file__),
+                                            capture_output=True, text=True).stdout.strip()
     assert sorted(u["start"] for u in units) == [0, 3] and all(u["tried"] == 3 for u in units)
-    journal.write_text("\n".join(lines[:2]) + "\n")  # as if killed after the first unit
+    journal.write_text("\n".join(lines[:3]) + "\n")  # as if killed after the first unit
     capsys.readouterr()
     assert fuzz_run.main(args) == 0
     out = capsys.readouterr().out
     assert "1 units done in 1 earlier runs (3 inputs" in out and "1 to go" in out
     assert "done: inputs tried 6," in out and "failures 0" in out
     again = [json.loads(x) for x in journal.read_text().splitlines()[1:]]
-    assert sorted((u["run"], u["start"]) for u in again) == [(0, units[0]["start"]), (1, 3 - units[0]["start"])]
+    assert [u["run"] for u in again if "start" not in u] == [0, 1]
+    assert sorted((u["run"], u["start"]) for u in again if "start" in u) == [
+        (0, units[0]["start"]), (1, 3 - units[0]["start"])]
     with pytest.raises(SystemExit, match="other settings"):
         fuzz_run.main(args[:1] + ["7"] + args[2:])
 
