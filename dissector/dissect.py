@@ -155,15 +155,21 @@ class Dissector:
         ``loads``: bytes per worker); the idle sweep ticked on every flow's TCP records
         (``fw.tick``); this worker's records fed, their events handed to ``fw.an`` (compiled:
         Python runs only for the records that made an event).  The loop's state lives in
-        ``fw`` between calls (one per file).  Returns the number of records read."""
+        ``fw`` and its :class:`~amqp_dissect.capture.pcap.FlowGate` ``fw.gate`` between calls (one
+        per file).  A pcap reader given that gate drops the other workers' records it can place
+        itself; they are accounted here.  Returns the number of records read, dropped ones
+        included."""
         n = 0
         tcp = self.tcp
         interval = tcp.sweep_interval
         an = fw.an
         afeed = an.feed
         fold_out, settling = fw.fold_out, an._settling
-        # (the loop's state between calls)
-        armed, nxt, last_tcp, last_pk, last_ets, ts = fw.armed, fw.nxt, fw.own_last_tcp, fw.last_pk, fw.last_ets, fw.ts
+        # (the loop's state between calls; the sweep's and the last record's time in the gate, which
+        # the reader reads and updates too)
+        gate = fw.gate
+        dropped = gate.skipped
+        last_tcp, last_pk, last_ets = fw.own_last_tcp, fw.last_pk, fw.last_ets
         for rec in records:
             if offset:
                 rec.index += offset
@@ -179,21 +185,22 @@ class Dissector:
                 if (p[base] == 8 and p[base + 1] == 0 and p[base + 2] == 0x45 and (p[base + 8] & 0xBF) == 0
                         and p[base + 9] == 0 and p[base + 11] == 6):
                     key = data[base + 14:base + 26]
+            ts = rec.ts
+            gate.ts = ts
+            gate.seen = True
             if key is None:
                 r = fw.slow_key(rec)  # (key, sure), or None: not TCP (fed by worker 0 there)
-                ts = rec.ts
                 if r is None:
                     continue
                 key, sure = r
-            ts = rec.ts
-            if not armed or ts >= nxt:
+            if not gate.armed or ts >= gate.nxt:
                 # (a record the quick look took for TCP arms or ticks the sweep only if it is)
                 if sure or fw.is_tcp(lt, data):
-                    nxt = ts + interval
-                    if armed:
+                    gate.nxt = ts + interval
+                    if gate.armed:
                         if tcp.has_open_connections:
                             fw.tick(ts, rec.index)
-                    armed = True
+                    gate.armed = True
             ent = owner.get(key)
             if ent is None:
                 ent = fw.new_flow(key, loads)
@@ -231,8 +238,12 @@ class Dissector:
                 if (len(an.stalls) + len(an.violations) + len(an.frame_errors) + len(an.transactions)
                         + len(an.internal_errors) + len(an.connections)) != fw._total:
                     fw._tag()
-        fw.armed, fw.nxt, fw.own_last_tcp, fw.last_pk, fw.last_ets, fw.ts = armed, nxt, last_tcp, last_pk, last_ets, ts
-        return n
+        fw.own_last_tcp, fw.last_pk, fw.last_ets = last_tcp, last_pk, last_ets
+        dropped = gate.skipped - dropped  # (the records the reader dropped: see FlowGate)
+        if w == 0:
+            self.packets += dropped
+            self.tcp_packets += dropped
+        return n + dropped
 
     def add_secrets(self, secrets_type: int, data: bytes) -> None:
         """Secrets from a pcapng Decryption Secrets Block (the capture reader's ``on_secrets``)."""

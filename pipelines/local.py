@@ -100,6 +100,9 @@ class CaptureSource:
         self.first_ts = None
         self.prev_ts = None
         self.track_prev = False
+        # a -j worker's FlowGate: each pcap file's reader drops other workers' records with it
+        # (from its second record on; not with a limit, whose count is of records read)
+        self.gate = None
         self.current = None  # the name of the input being read
         self._file = None  # the file being read (progress: its position)
         self._done = 0  # bytes of the files read before it
@@ -148,6 +151,8 @@ class CaptureSource:
                         self.first_ts = first.ts
                         if reader.exact:
                             self.first_exact = reader.exact[0][1:]
+                    if self.gate is not None and self.limit is None and not self.track_prev:
+                        reader.set_gate(self.gate)  # (after the first record: it sets first_ts)
                     records = itertools.chain((first,), records)
                 if self.limit is not None:
                     records = itertools.islice(records, max(0, self.limit - self.packets))

@@ -53,6 +53,7 @@ import traceback
 from itertools import islice
 
 from amqp_dissect.capture.netparse import TruncatedPacket, parse_segment
+from amqp_dissect.capture.pcap import FlowGate
 from amqp_dissect.errors import DissectError, UnsupportedLinkType
 from amqp_dissect.results.analytics import Analyzer
 
@@ -169,17 +170,21 @@ class FlowWorker:
         d.tcp._next_sweep = _INF  # the sweeps are driven here, on every flow's records
         owner: dict = {}  # directed 4-tuple bytes (both directions) -> [worker, last packet fed]
         loads = [0] * self.n
-        self.armed, self.nxt = False, 0.0
-        self.own_last_tcp = self.last_pk = self.last_ets = self.ts = None
+        self.gate = FlowGate(owner, loads, self.w)  # (the pcap reader drops the other workers' records with it)
+        self.own_last_tcp = self.last_pk = self.last_ets = None
         self._owner = owner
-        for reader, offset in src._readers():
-            src.packets += d.pump_flows(reader, self, offset, owner, loads, self.w)
+        src.gate = self.gate
+        try:
+            for reader, offset in src._readers():
+                src.packets += d.pump_flows(reader, self, offset, owner, loads, self.w)
+        finally:
+            src.gate = None
         last_pk = self.last_pk
         if last_pk is not None and (self.last_ev is None or last_pk > self.last_ev[0]):
             self.last_ev = (last_pk, self.last_ets)
         self.last_tcp = self.own_last_tcp  # (of this worker's records: the capture's is the largest, see run_workers)
-        if self.ts is not None:
-            d.last_ts = self.ts
+        if self.gate.seen:
+            d.last_ts = self.gate.ts
         self.last_ts = d.last_ts
 
     # (the callbacks of Dissector.pump_flows)

@@ -293,3 +293,147 @@ def test_records_the_quick_look_cannot_read_join_their_flow(tmp_path, captures, 
         assert (_out(tmp_path, ["deliveries", "-f", "jsonl", p], 1, "jsonl")
                 == _out(tmp_path, ["deliveries", "-f", "jsonl", captures["together"]], 1, "jsonl"))
     assert runs
+
+
+# --------------------------------------------------------------------------- the reader's gate
+
+
+def _quick_flow(lt: int, data: bytes):
+    """The test's own reading of a record's 4-tuple where the gate may read it: an Ethernet or
+    Linux cooked IPv4 TCP record, IHL 5, neither more fragments nor a fragment offset, at least
+    a TCP header long; the 4-tuple as its bytes (addresses, then ports), else None."""
+    base = {1: 12, 113: 14}.get(lt)
+    if base is None or len(data) < base + 42 or data[base:base + 2] != b"\x08\x00":
+        return None
+    ip = data[base + 2:]
+    if ip[0] != 0x45 or int.from_bytes(ip[6:8], "big") & 0x3FFF or ip[9] != 6:
+        return None
+    return ip[12:24]
+
+
+def _gate_capture(seed: int, n_flows: int = 300):
+    """(records, owner map) with many more flows than the gate's cache has slots: IPv4 flows
+    (some with equal addresses, as on loopback, some with DF set), each given to one of three
+    workers or to none (unknown: the worker's loop places it); among them IPv6, UDP, an IPv4
+    packet with options and a fragment, all records the gate must leave to the loop."""
+    import random
+
+    from pcapbuild import ethernet_frame, tcp_packet, udp_packet
+
+    rng = random.Random(seed)
+    flows = []
+    for i in range(n_flows):
+        a = "127.0.0.1" if i % 3 == 0 else f"10.{i // 200}.{i % 200}.1"
+        b = "127.0.0.1" if i % 3 == 0 else f"10.99.{i % 7}.2"
+        flows.append((a, b, 40000 + i, 5672))
+    owner = {}
+    for a, b, sp, dp in flows:
+        w = rng.choice([0, 1, 2, None])
+        if w is None:
+            continue
+        key = _quick_flow(1, ethernet_frame(tcp_packet(a, b, sp, dp)))
+        ent = [w, 0]
+        owner[key] = ent
+        owner[key[4:8] + key[0:4] + key[10:12] + key[8:10]] = ent
+    recs = []
+    t = 1_700_000_000.0
+    for k in range(3000):
+        t += rng.choice([0.000001, 0.0001, 0.01])
+        a, b, sp, dp = flows[rng.randrange(n_flows)]
+        if rng.random() < 0.5:
+            a, b, sp, dp = b, a, dp, sp
+        kind = rng.random()
+        if kind < 0.9:
+            pkt = tcp_packet(a, b, sp, dp, seq=k, payload=bytes(rng.randrange(0, 60)), frag=0x4000 * (k % 2))
+        elif kind < 0.93:
+            pkt = tcp_packet("fd00::1", "fd00::2", sp, dp, seq=k, payload=b"x")
+        elif kind < 0.96:
+            pkt = udp_packet(a, b, sp, dp, b"u")
+        elif kind < 0.98:
+            pkt = tcp_packet(a, b, sp, dp, seq=k, payload=b"y", frag=0x2000)  # more fragments
+        else:
+            pkt = _ip_options(ethernet_frame(tcp_packet(a, b, sp, dp, seq=k, payload=b"z")))[14:]
+        recs.append((t, 1, ethernet_frame(pkt)))
+    return recs, owner
+
+
+@pytest.mark.parametrize("little_endian,nano,cooked", [(True, False, False), (False, True, False), (True, False, True)])
+def test_the_reader_drops_exactly_the_other_workers_records_it_can_place(little_endian, nano, cooked):
+    """A pcap reader given a FlowGate drops a record only if its quick look reads an IPv4 TCP
+    flow (see ``_quick_flow``) that the gate knows for another worker while the sweep is armed
+    and not due; it adds the dropped records' sizes to that worker's load and counts them.  The
+    expectation is computed here from the records as written, over both byte orders, both time
+    resolutions, Linux cooked records and more flows than the gate's cache has slots."""
+    import io
+
+    from pcapbuild import write_pcap
+
+    from amqp_dissect.capture.pcap import FlowGate, open_capture
+
+    recs, owner = _gate_capture(7)
+    if cooked:
+        recs = [(ts, 113, _cooked(d)) for ts, lt, d in recs]
+    w = 1
+    due = recs[2400][0]  # from here on the sweep may tick: every record goes to the loop
+    blob = write_pcap(recs, little_endian=little_endian, nano=nano)
+    every = list(open_capture(io.BytesIO(blob)))  # (no gate: every record, as read)
+    assert len(every) == len(recs)
+    reader = open_capture(io.BytesIO(blob))
+    it = iter(reader)
+    first = next(it)
+    gate = FlowGate(owner, [5, 6, 7], w)
+    gate.armed, gate.nxt = True, due
+    reader.set_gate(gate)
+    got = [first] + list(it)
+
+    kept, loads, dropped, last = [1], [5, 6, 7], 0, None
+    for i, (ts, lt, data) in enumerate(recs[1:], start=2):
+        key = _quick_flow(lt, data)
+        ent = owner.get(key) if key is not None else None
+        if ent is not None and ent[0] != w and ts < due:
+            loads[ent[0]] += len(data)
+            dropped += 1
+            last = i
+        else:
+            kept.append(i)
+    assert [(r.index, r.ts, r.data, r.orig_len) for r in got] == [
+        (i, every[i - 1].ts, recs[i - 1][2], len(recs[i - 1][2])) for i in kept]
+    assert gate.skipped == dropped and dropped > len(recs) // 4
+    assert gate.loads == loads
+    assert gate.seen and gate.ts == every[last - 1].ts  # (the last record it dropped: the loop sets the others')
+    assert reader.error is None and reader.bytes_read == len(blob)
+    # a gate not armed drops nothing
+    reader = open_capture(io.BytesIO(blob))
+    idle = FlowGate(owner, [0, 0, 0], w)
+    reader.set_gate(idle)
+    assert len(list(reader)) == len(recs) and idle.skipped == 0 and not idle.seen
+
+
+def test_the_workers_drop_records_in_the_reader_and_a_pcapng_is_read_whole(tmp_path, captures, monkeypatch, runs):
+    """In a ``-j 2`` run on a pcap file the worker's reader drops the other worker's records (so
+    the identity tests above go through the gate); a pcapng file has no gate, and gives the
+    single process' output too."""
+    from pcapbuild import write_pcapng
+
+    skipped = []
+    real = parallel.FlowWorker.read
+
+    def read(self):
+        real(self)
+        skipped.append((self.w, self.gate.skipped, self.source.packets))
+
+    monkeypatch.setattr(parallel.FlowWorker, "read", read)
+    path = captures["together"]
+    _same(tmp_path, [path], "report", "json")
+    n = len(_records(path))
+    assert [(w, p) for w, _, p in skipped] == [(0, n)]  # (worker 0 runs here; it counts every record)
+    assert n // 4 < skipped[0][1] < n
+    skipped.clear()
+    recs = _records(path)
+    p = str(tmp_path / "together.pcapng")
+    with open(p, "wb") as f:
+        f.write(write_pcapng([(ts, 0, d) for ts, _, d in recs]))
+    _same(tmp_path, [p], "report", "json")
+    _same(tmp_path, [p], "deliveries", "jsonl")
+    assert skipped and all(s == 0 for _, s, _ in skipped)
+    assert runs

@@ -28,6 +28,11 @@ import struct
 import zlib
 from typing import Callable, Iterator
 
+try:
+    import cython
+except ImportError:
+    from .. import _cython_shim as cython
+
 from ..errors import CaptureError
 from ..events import CaptureRecord
 
@@ -156,71 +161,232 @@ def pcap_records(
     first_index: int = 1,
     record_header: int = 16,
     status: "CaptureReader | None" = None,
-) -> Iterator[CaptureRecord]:
-    """Yield the records of a pcap stream positioned on a record boundary.
+) -> "PcapRecords":
+    """The records of a pcap stream positioned on a record boundary (an iterator).
 
     ``record_header`` is 16 for standard pcap (24 for the "modified" format).
     At the end, ``status.error`` (if a status object is given) is set to a
     CaptureError when the stream ended inside a record or a length field is
-    hostile; ``status.bytes_read`` tracks the consumed offset.
+    hostile; ``status.bytes_read`` tracks the consumed offset: while a record is
+    handled it is the offset of that record's header.
     """
-    unpack_from = struct.Struct("<IIII" if little_endian else ">IIII").unpack_from
-    divisor = 1_000_000_000 if nanosecond else 1_000_000
-    # exact times (tshark's -t at the capture's resolution): (index, nanoseconds, digits) of each record
-    exact = getattr(status, "exact", None)
-    scale = 1 if nanosecond else 1000
-    digits = 9 if nanosecond else 6
-    hl = record_header
-    rec = CaptureRecord
-    index = first_index
-    buf = src.buf
-    pos = src.pos
-    end = len(buf)
-    error = None
-    while True:
-        if end - pos < hl:
-            src.pos = pos
-            ok = src.fill(hl)
-            pos = src.pos
-            if not ok:
-                if src.available():
-                    error = _truncated(src, "record header", src.offset, hl)
-                elif src.stream_error:
-                    error = _stream_error(src)
-                break
-            buf = src.buf
-            pos = 0
-            end = len(buf)
-        sec, frac, caplen, orig = unpack_from(buf, pos)
-        nxt = pos + hl + caplen
-        if nxt > end:
-            if caplen > MAX_RECORD:
-                error = CaptureError(
-                    f"pcap record at byte offset {src.base + pos} has captured length {caplen} "
-                    f"(more than the {MAX_RECORD}-byte limit): corrupted or hostile capture"
-                )
-                break
-            src.pos = pos
-            ok = src.fill(hl + caplen)
-            pos = src.pos
-            if not ok:
-                error = _truncated(src, "record", src.offset, hl + caplen)
-                break
-            buf = src.buf
-            pos = 0
-            end = len(buf)
-            nxt = hl + caplen
-        if exact is not None:
-            exact.append((index, sec * 1_000_000_000 + frac * scale, digits))
-        yield rec(index, sec + frac / divisor, linktype, buf[pos + hl : nxt], orig, 0)
-        index += 1
-        pos = nxt
+    return PcapRecords(src, little_endian, nanosecond, linktype, first_index, record_header, status)
+
+
+_GATE_SLOTS = 64  # (2 ** 6: the top 6 bits of a hash pick one; pcap.pxd sizes the arrays)
+
+
+def _u32le(p: bytes, i: int) -> int:
+    """The little-endian unsigned 32-bit integer at ``p[i:i + 4]``."""
+    v = p[i + 3]
+    v = (v << 8) | p[i + 2]
+    v = (v << 8) | p[i + 1]
+    return (v << 8) | p[i]
+
+
+def _u32be(p: bytes, i: int) -> int:
+    """The big-endian unsigned 32-bit integer at ``p[i:i + 4]``."""
+    v = p[i]
+    v = (v << 8) | p[i + 1]
+    v = (v << 8) | p[i + 2]
+    return (v << 8) | p[i + 3]
+
+
+class FlowGate:
+    """What the reader of a ``-j N`` worker needs to drop the records of the other workers'
+    flows unread (see :mod:`amqp_dissect.pipelines.parallel` and
+    :meth:`~amqp_dissect.dissect.Dissector.pump_flows`, which owns the rest of the loop).
+
+    ``owner``: both directions' 4-tuple bytes (IPv4 source and destination address, source and
+    destination port) -> [worker, last packet fed]; ``loads``: captured bytes per worker;
+    ``w``: this worker; ``armed`` / ``nxt``: the idle sweep's state (a record at or past
+    ``nxt`` may tick it, so the reader hands it on).  The reader drops a record only when all of
+    this holds: its quick look reads an Ethernet / Linux cooked IPv4 TCP record without IP
+    options or fragmentation, its flow is known and another worker's, and the sweep is armed
+    and not due; it then adds its size to ``loads`` and counts it in ``skipped``.  ``ts``
+    (``seen``: any) is the time of the last record read, dropped or handed on."""
+
+    __slots__ = ("owner", "loads", "w", "armed", "nxt", "ts", "seen", "skipped", "ka", "kb", "kw")
+
+    def __init__(self, owner: dict, loads: list, w: int):
+        self.owner = owner
+        self.loads = loads
+        self.w = w
+        self.armed = False
+        self.nxt = 0.0
+        self.ts = 0.0
+        self.seen = False
+        self.skipped = 0
+        # a cache of flows already placed, _GATE_SLOTS slots (a flow keeps its worker): each
+        # slot's 4-tuple as two integers (bytes 0-7, and bytes 8-11 with bit 32 set: 0 is empty)
+        # and its worker
+        if not cython.compiled:  # (compiled: C arrays, zeroed with the object)
+            self.ka = [0] * _GATE_SLOTS
+            self.kb = [0] * _GATE_SLOTS
+            self.kw = [0] * _GATE_SLOTS
+
+
+class PcapRecords:
+    """Iterator of the :class:`CaptureRecord` of a pcap record stream (see :func:`pcap_records`).
+
+    ``gate``: a :class:`FlowGate`, or None to yield every record; set it at any point of the
+    iteration (the records already yielded are not read again)."""
+
+    def __init__(self, src: ByteSource, little_endian: bool, nanosecond: bool, linktype: int,
+                 first_index: int = 1, record_header: int = 16, status=None):
+        self.src = src
+        self.le = bool(little_endian)
+        self.divisor = 1_000_000_000.0 if nanosecond else 1_000_000.0
+        # exact times (tshark's -t at the capture's resolution): (index, nanoseconds, digits) of each record
+        self.exact = getattr(status, "exact", None)
+        self.scale = 1 if nanosecond else 1000
+        self.digits = 9 if nanosecond else 6
+        self.hl = record_header
+        self.linktype = linktype
+        # where the quick look of a gate finds the ethertype (Ethernet, Linux cooked), else -1
+        self.base = 12 if linktype == 1 else (14 if linktype == 113 else -1)
+        self.index = first_index
+        self.buf = src.buf
+        self.pos = src.pos
+        self.sbase = src.base  # (src.base as of the last fill: it changes only there)
+        self.status = status
+        self.done = False
+        self.gate = None
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> CaptureRecord:
+        rec = self._next()
+        if rec is None:
+            raise StopIteration
+        return rec
+
+    def _next(self) -> CaptureRecord | None:
+        """The next record, or None at the end."""
+        if self.done:
+            return None
+        src = self.src
+        status = self.status
+        buf = self.buf
+        pos = self.pos
+        end = len(buf)
+        hl = self.hl
+        if status is not None:
+            status.bytes_read = self.sbase + pos
+        while True:
+            if end - pos < hl:
+                src.pos = pos
+                ok = src.fill(hl)
+                pos = src.pos
+                if not ok:
+                    if src.available():
+                        self._end(pos, _truncated(src, "record header", src.offset, hl))
+                    elif src.stream_error:
+                        self._end(pos, _stream_error(src))
+                    else:
+                        self._end(pos, None)
+                    return None
+                buf = src.buf
+                self.buf = buf
+                self.sbase = src.base
+                pos = 0
+                end = len(buf)
+            if self.le:
+                sec = _u32le(buf, pos)
+                frac = _u32le(buf, pos + 4)
+                caplen = _u32le(buf, pos + 8)
+                orig = _u32le(buf, pos + 12)
+            else:
+                sec = _u32be(buf, pos)
+                frac = _u32be(buf, pos + 4)
+                caplen = _u32be(buf, pos + 8)
+                orig = _u32be(buf, pos + 12)
+            nxt = pos + hl + caplen
+            if nxt > end:
+                if caplen > MAX_RECORD:
+                    self._end(pos, CaptureError(
+                        f"pcap record at byte offset {src.base + pos} has captured length {caplen} "
+                        f"(more than the {MAX_RECORD}-byte limit): corrupted or hostile capture"
+                    ))
+                    return None
+                src.pos = pos
+                ok = src.fill(hl + caplen)
+                pos = src.pos
+                if not ok:
+                    self._end(pos, _truncated(src, "record", src.offset, hl + caplen))
+                    return None
+                buf = src.buf
+                self.buf = buf
+                self.sbase = src.base
+                pos = 0
+                end = len(buf)
+                nxt = hl + caplen
+            index = self.index
+            if self.exact is not None:
+                self.exact.append((index, sec * 1_000_000_000 + frac * self.scale, self.digits))
+            ts = sec + frac / self.divisor
+            self.index = index + 1
+            gate = self.gate
+            if gate is not None and self._dropped(gate, buf, pos + hl, caplen, ts):
+                pos = nxt
+                continue
+            self.pos = nxt
+            rec = CaptureRecord.__new__(CaptureRecord)
+            rec.index = index
+            rec.ts = ts
+            rec.linktype = self.linktype
+            p = buf
+            rec.data = p[pos + hl : nxt]
+            rec.orig_len = orig
+            rec.interface = 0
+            return rec
+
+    def _dropped(self, gate: FlowGate, p: bytes, start: int, caplen: int, ts: float) -> bool:
+        """Whether the record at ``p[start:start + caplen]`` is one the gate drops (see
+        :class:`FlowGate`); if so it is accounted there."""
+        base = self.base
+        if base < 0 or caplen < base + 42 or not gate.armed or ts >= gate.nxt:
+            return False
+        q = start + base
+        if not (p[q] == 8 and p[q + 1] == 0 and p[q + 2] == 0x45 and (p[q + 8] & 0xBF) == 0 and p[q + 9] == 0
+                and p[q + 11] == 6):
+            return False
+        m32 = 0xFFFFFFFF  # (the constants as typed locals: compiled, the arithmetic stays in C)
+        bit32 = 0x100000000
+        mul = 2654435761
+        a = _u32le(p, q + 14) | (_u32le(p, q + 18) << 32)
+        b = _u32le(p, q + 22) | bit32
+        # the slot: a multiplicative hash of the addresses (xor: they may be equal) and both
+        # ports in order (so a flow's two directions differ); its top 6 bits (_GATE_SLOTS = 64)
+        h = ((((a ^ (a >> 32) ^ b) & m32) * mul) & m32) >> 26
+        if gate.ka[h] == a and gate.kb[h] == b:
+            o = gate.kw[h]
+        else:
+            ent = gate.owner.get(p[q + 14 : q + 26])
+            if ent is None:
+                return False
+            o = ent[0]
+            gate.ka[h] = a
+            gate.kb[h] = b
+            gate.kw[h] = o
+        if o == gate.w:
+            return False
+        gate.loads[o] += caplen
+        gate.skipped += 1
+        gate.ts = ts
+        gate.seen = True
+        return True
+
+    def _end(self, pos: int, error) -> None:
+        self.done = True
+        src = self.src
+        src.pos = pos
+        self.pos = pos
+        status = self.status
         if status is not None:
             status.bytes_read = src.base + pos
-    src.pos = pos
-    if status is not None:
-        status.bytes_read = src.base + pos
-        status.error = error
+            status.error = error
 
 
 def _pcapng_structs(bo: str):
@@ -328,6 +494,12 @@ class CaptureReader:
 
     def __next__(self) -> CaptureRecord:
         return next(self._gen)
+
+    def set_gate(self, gate: FlowGate | None) -> None:
+        """Have a pcap reader drop the records ``gate`` places in other workers' flows (see
+        :class:`FlowGate`) from the next record on; a pcapng reader reads every record."""
+        if isinstance(self._gen, PcapRecords):
+            self._gen.gate = gate
 
     # -- pcap ----------------------------------------------------------------
     def _open_pcap(self) -> Iterator[CaptureRecord]:
