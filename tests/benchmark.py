@@ -21,11 +21,15 @@ What it does
    files to a temporary folder).  Wall time and the peak RSS of that child process
    (``os.wait4`` rusage) are recorded.  The ratio is the median of the per-pair
    ratios ours / tshark.
-3. Memory scaling: the same traffic replayed K times back to back on new client
+3. ``-j N`` (``--jobs``, default 2): ``report`` and the Parquet deliveries table timed with
+   ``-j 1``, with ``-j N`` and as N ``-j 1`` processes at once (the machine's ceiling), on the
+   capture and on its replays that ``--jobs-scales`` names (``--jobs-scales 1,4``: also on the
+   same traffic four times, one bigger capture).
+4. Memory scaling: the same traffic replayed K times back to back on new client
    ports with later timestamps (``--scales``, default 1,4,16; see
    ``pcapbuild.repeat_pcap``), and the peak memory of ``report`` and the delivery
    tables on each.
-4. Optionally (``--stages``) the in-process stage timings: capture reading,
+5. Optionally (``--stages``) the in-process stage timings: capture reading,
    reading + link/IP/TCP parsing, the sans-IO pipeline.
 
 Prints markdown tables and, last, one JSON line with every number.  This is a
@@ -343,12 +347,13 @@ def run_pairs(runner: Runner, names: list[str], cap: str, repeat: int) -> list[d
 JOBS_PAIRS = ("report", "deliveries-parquet")  # the pairs also timed with -j N against -j 1
 
 
-def run_jobs(runner: Runner, names: list[str], cap: str, repeat: int, jobs: int) -> list[dict]:
+def run_jobs(runner: Runner, names: list[str], cap: str, repeat: int, jobs: int, scale: int = 1) -> list[dict]:
     """``-j N`` rows: each command run in turn with ``-j 1``, with ``-j N``, and as N ``-j 1``
     processes at once (same mode).  The speed-up is the median of the per-round ratios (-j 1 time /
     -j N time); the ceiling, the median of N x (-j 1 time) / (time of the N at once): what N cores
     of this machine give N independent copies of the same work (a machine whose cores slow each
-    other down, shared caches or a busy host, gives less than N), against which -j N is judged."""
+    other down, shared caches or a busy host, gives less than N), against which -j N is judged.
+    ``scale``: the capture is the base capture replayed that many times (recorded in each row)."""
     rows = []
     for name in names:
         if name not in JOBS_PAIRS:
@@ -360,13 +365,13 @@ def run_jobs(runner: Runner, names: list[str], cap: str, repeat: int, jobs: int)
                 one.append(runner.run_ours(args[:1] + ["-j", "1"] + args[1:], cap, m))
                 many.append(runner.run_ours(args[:1] + ["-j", str(jobs)] + args[1:], cap, m))
                 together.append(runner.run_ours_together(args[:1] + ["-j", "1"] + args[1:], cap, m, jobs))
-                runner.log(f"{name} -j 1 / -j {jobs} / {jobs} x -j 1 at once #{i + 1} [{m}]: {one[-1]['s']:.2f} s"
+                runner.log(f"{name} ({scale}x) -j 1 / -j {jobs} / {jobs} x -j 1 at once #{i + 1} [{m}]: {one[-1]['s']:.2f} s"
                            f" / {many[-1]['s']:.2f} s / {together[-1]['s']:.2f} s")
             ok = all(r["rc"] == 0 for r in one + many + together)
             ratios = [a["s"] / b["s"] for a, b in zip(one, many)]
             ceilings = [jobs * a["s"] / t["s"] for a, t in zip(one, together)]
             rows.append({
-                "name": name, "mode": m, "jobs": jobs,
+                "name": name, "mode": m, "jobs": jobs, "scale": scale,
                 "cmd": shlex.join(runner.ours + fill(args[:1] + ["-j", str(jobs)] + args[1:], "CAPTURE", "OUT")),
                 "j1_s": [_r(r["s"]) for r in one], f"j{jobs}_s": [_r(r["s"]) for r in many],
                 "j1_median_s": _r(_med([r["s"] for r in one])), "jn_median_s": _r(_med([r["s"] for r in many])),
@@ -381,13 +386,13 @@ def run_jobs(runner: Runner, names: list[str], cap: str, repeat: int, jobs: int)
 
 
 def jobs_table(rows: list[dict], show_mode: bool) -> str:
-    head = ["command"] + (["mode"] if show_mode else []) + [
+    head = ["command", "capture"] + (["mode"] if show_mode else []) + [
         "-j 1 (median s)", "-j N (median s)", "-j 1 / -j N", "goal", "", "ceiling (N x -j 1 at once)",
         "-j 1 peak MB", "-j N peak MB"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cmd = r["cmd"].split(" -m amqp_dissect.cli ", 1)[-1].replace(" CAPTURE", "").replace("OUT.", "out.")
-        cells = [f"`{cmd}`"] + ([r["mode"]] if show_mode else []) + [
+        cells = [f"`{cmd}`", f"{r.get('scale', 1)}x"] + ([r["mode"]] if show_mode else []) + [
             _fmt(r["j1_median_s"]), _fmt(r["jn_median_s"]), _fmt(r["speedup"], "{:.2f}x"),
             _fmt(r["goal"], ">= {:.1f}x"), _verdict(r["pass"]) if r["ok"] else "ERROR",
             _fmt(r.get("ceiling"), "{:.2f}x"), _fmt(r["j1_peak_mb"], "{:.0f}"), _fmt(r["jn_peak_mb"], "{:.0f}")]
@@ -552,6 +557,9 @@ def parse_args(argv=None):
     ap.add_argument("--jobs", default="2",
                     help="also time " + " and ".join(JOBS_PAIRS) + " with -j N against -j 1 (the speed-up "
                          "-j 1 / -j N; default 2; 'none' to skip); only the pairs --only selects")
+    ap.add_argument("--jobs-scales", default="1",
+                    help="the captures of the -j rows: comma-separated replay counts of the capture (default 1: "
+                         "the capture itself; 4: the same traffic four times, one bigger capture)")
     ap.add_argument("--scales", default="1,4,16",
                     help="memory scaling: comma-separated replay counts of the capture ('' or 'none' to skip)")
     ap.add_argument("--memory", default="report,deliveries-csv,deliveries-parquet",
@@ -591,6 +599,12 @@ def parse_args(argv=None):
             args.jobs_n = int(args.jobs)
         except ValueError:
             ap.error("--jobs: a number of processes, or none")
+    try:
+        args.jobs_scale_list = sorted({int(k) for k in args.jobs_scales.split(",") if k.strip()})
+    except ValueError:
+        ap.error("--jobs-scales: comma-separated positive integers")
+    if not args.jobs_scale_list or any(k < 1 for k in args.jobs_scale_list):
+        ap.error("--jobs-scales: comma-separated positive integers")
     args.scale_list = sorted({int(k) for k in args.scales.split(",") if k.strip() and k != "none"})
     if any(k < 1 for k in args.scale_list):
         ap.error("--scales must be positive integers")
@@ -645,7 +659,11 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="amqp-bench-") as tmp:
         runner = Runner(ours, cwd, args.env_map, args.mode_list, args.tshark, args.timeout, tmp, log)
         pairs = run_pairs(runner, args.pairs, base["path"], args.repeat)
-        jobs = run_jobs(runner, args.pairs, base["path"], args.repeat, args.jobs_n) if args.jobs_n else []
+        jobs = []
+        if args.jobs_n:
+            for k in args.jobs_scale_list:
+                cap = base if k == 1 else ensure_scaled(base, k, log)
+                jobs += run_jobs(runner, args.pairs, cap["path"], args.repeat, args.jobs_n, k)
         mem_rows = run_memory(runner, args.memory_list, scaled, args.scale_tshark) if scaled else []
     verdicts = memory_verdicts(mem_rows) if mem_rows else []
     result["pairs"] = pairs

@@ -64,7 +64,8 @@ def test_quick_run_json_structure_and_scaled_capture(tmp_path):
     tshark = _tshark_or_fail_under_ci()
     cap = str(tmp_path / "q.pcap")
     args = ["--quick", "--messages", "40", "--out", cap, "--only", "report,deliveries-csv", "--repeat", "2",
-            "--scales", "1,2", "--memory", "report", "--json", str(tmp_path / "r.json"), "--stages"]
+            "--scales", "1,2", "--memory", "report", "--json", str(tmp_path / "r.json"), "--stages",
+            "--jobs-scales", "1,2"]
     if tshark is None:
         args += ["--tshark", ""]
     res, stdout = _bench(*args)
@@ -118,14 +119,17 @@ def test_quick_run_json_structure_and_scaled_capture(tmp_path):
             assert p["tshark_s"] == [] and p["ratio"] is None
     assert res["pairs"][0]["goal"] == 1.0 and res["pairs"][1]["goal"] is None
 
-    # -j 2: per round -j 1, -j 2 and two -j 1 at once; speed-up and ceiling are per-round medians
-    (j,) = res["jobs"]
-    assert j["name"] == "report" and j["jobs"] == 2 and j["ok"] is True
-    assert len(j["j1_s"]) == len(j["j2_s"]) == len(j["together_s"]) == 2
-    assert j["ceilings"] == pytest.approx([2 * a / t for a, t in zip(j["j1_s"], j["together_s"])], rel=0.01)
-    assert j["ceiling"] == pytest.approx(statistics.median(j["ceilings"]), abs=2e-3)
-    assert j["speedup"] == pytest.approx(statistics.median(j["ratios"]), abs=2e-3)
+    # -j 2 on the capture and on its 2x replay (--jobs-scales): per round -j 1, -j 2 and two -j 1
+    # at once; speed-up and ceiling are per-round medians
+    assert [(j["name"], j["scale"]) for j in res["jobs"]] == [("report", 1), ("report", 2)]
+    for j in res["jobs"]:
+        assert j["jobs"] == 2 and j["ok"] is True
+        assert len(j["j1_s"]) == len(j["j2_s"]) == len(j["together_s"]) == 2
+        assert j["ceilings"] == pytest.approx([2 * a / t for a, t in zip(j["j1_s"], j["together_s"])], rel=0.01)
+        assert j["ceiling"] == pytest.approx(statistics.median(j["ceilings"]), abs=2e-3)
+        assert j["speedup"] == pytest.approx(statistics.median(j["ratios"]), abs=2e-3)
     assert "| ceiling (N x -j 1 at once) |" in stdout
+    assert " | 1x | " in stdout and " | 2x | " in stdout
 
     # memory: one row per scale, a verdict with the peaks by scale
     rows = res["memory"]["rows"]
