@@ -300,16 +300,7 @@ class FlowWorker:
             self._nsettle += n_new
             lag = self.lag
             if lag is not None and len(q) > lag:
-                fold = self.an._fold
-                while len(q) > lag:
-                    x = q.popleft()
-                    j = self._popped
-                    self._popped += 1
-                    if not x.folded:
-                        fold(x)
-                        f_hi.append(-1)
-                        f_mid.append(0)
-                        f_lo.append(j)
+                self._popped = self.an.fold_lagged(lag, self._popped, f_hi, f_mid, f_lo)
         self._nq = len(q)
         self._nf = len(fo)
 

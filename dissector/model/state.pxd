@@ -252,6 +252,9 @@ cdef class StateTracker:
     @cython.locals(link=_Link)
     cpdef _fold(self, _Delivery dlv)
 
+    @cython.locals(x=_Delivery, q=object)
+    cpdef Py_ssize_t fold_lagged(self, Py_ssize_t lag, Py_ssize_t popped, k_hi, k_mid, k_lo) except -1
+
     cpdef _on_fold(self, dlv)
 
     cpdef _delivery_state(self, _Delivery dlv, by, state, Frame f)

@@ -1999,6 +1999,23 @@ class StateTracker:
             if not x.folded:
                 self._fold(x)
 
+    def fold_lagged(self, lag: int, popped: int, k_hi, k_mid, k_lo) -> int:
+        """(``-j``: see :meth:`~amqp_dissect.pipelines.parallel.FlowWorker._folds`) Take what the
+        lag queue holds beyond ``lag`` settlements, oldest first, folding each delivery not
+        folded yet; each fold gets the key ``(-1, 0, its settlement's position)`` appended to
+        ``k_hi``, ``k_mid``, ``k_lo``, the position counting from ``popped`` (settlements taken
+        before).  Returns ``popped`` plus the settlements taken."""
+        q = self._settling
+        while len(q) > lag:
+            x = q.popleft()
+            if not x.folded:
+                self._fold(x)
+                k_hi.append(-1)
+                k_mid.append(0)
+                k_lo.append(popped)
+            popped += 1
+        return popped
+
     def _fold(self, dlv) -> None:
         """Count ``dlv`` into its link's :class:`DeliveryStats` and forget it."""
         dlv.folded = True
