@@ -1,7 +1,8 @@
 """``-j N``: one capture analysed by N processes, with the output of one.
 
 Every worker (the parent is worker 0; workers 1..N-1 are forked children) reads the whole
-capture (the OS caches it; the compiled reader is cheap), computes each TCP record's flow
+capture (the OS caches it; a pcap reader drops the records of flows it already knows for other
+workers without making them: :class:`~amqp_dissect.capture.pcap.FlowGate`), computes each TCP record's flow
 (its 4-tuple, both directions one flow, as the Spark job's :func:`~amqp_dissect.pipelines.archive.flow_key`;
 read straight from the bytes of Ethernet / IPv4 records, else from the parser's segment)
 and gives each new flow, in order of first appearance, to the worker with the fewest captured
