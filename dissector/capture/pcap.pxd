@@ -42,4 +42,6 @@ cdef class PcapRecords:
                    bit32="unsigned long long", mul="unsigned long long")
     cdef bint _dropped(self, FlowGate gate, const unsigned char *p, Py_ssize_t start, Py_ssize_t caplen, double ts)
 
+    cdef bint _fill(self, Py_ssize_t pos, Py_ssize_t need) except -1
+
     cdef _end(self, Py_ssize_t pos, error)

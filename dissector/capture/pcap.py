@@ -276,9 +276,9 @@ class PcapRecords:
             status.bytes_read = self.sbase + pos
         while True:
             if end - pos < hl:
-                src.pos = pos
-                ok = src.fill(hl)
-                pos = src.pos
+                ok = self._fill(pos, hl)
+                pos, buf = self.pos, self.buf
+                end = len(buf)
                 if not ok:
                     if src.available():
                         self._end(pos, _truncated(src, "record header", src.offset, hl))
@@ -287,11 +287,6 @@ class PcapRecords:
                     else:
                         self._end(pos, None)
                     return None
-                buf = src.buf
-                self.buf = buf
-                self.sbase = src.base
-                pos = 0
-                end = len(buf)
             if self.le:
                 sec = _u32le(buf, pos)
                 frac = _u32le(buf, pos + 4)
@@ -310,18 +305,13 @@ class PcapRecords:
                         f"(more than the {MAX_RECORD}-byte limit): corrupted or hostile capture"
                     ))
                     return None
-                src.pos = pos
-                ok = src.fill(hl + caplen)
-                pos = src.pos
+                ok = self._fill(pos, hl + caplen)
+                pos, buf = self.pos, self.buf
+                end = len(buf)
                 if not ok:
                     self._end(pos, _truncated(src, "record", src.offset, hl + caplen))
                     return None
-                buf = src.buf
-                self.buf = buf
-                self.sbase = src.base
-                pos = 0
-                end = len(buf)
-                nxt = hl + caplen
+                nxt = pos + hl + caplen
             index = self.index
             if self.exact is not None:
                 self.exact.append((index, sec * 1_000_000_000 + frac * self.scale, self.digits))
@@ -341,6 +331,18 @@ class PcapRecords:
             rec.orig_len = orig
             rec.interface = 0
             return rec
+
+    def _fill(self, pos: int, need: int) -> bool:
+        """``src.fill(need)`` for the record at ``pos``: the window then starts there
+        (``self.pos``, ``self.buf`` and ``self.sbase`` follow the source).  False at the end of
+        the stream (what is left stays in the window)."""
+        src = self.src
+        src.pos = pos
+        ok = src.fill(need)
+        self.pos = src.pos
+        self.buf = src.buf
+        self.sbase = src.base
+        return ok
 
     def _dropped(self, gate: FlowGate, p: bytes, start: int, caplen: int, ts: float) -> bool:
         """Whether the record at ``p[start:start + caplen]`` is one the gate drops (see
