@@ -58,15 +58,19 @@ class _HotModuleFinder:
     with a spec for the ``.py`` file, when
 
     - ``AMQP_DISSECT_PURE_PYTHON`` is set, or
-    - the compiled module sits in a source checkout (editable or in-place build) and
+    - a compiled hot module sits in a source checkout (editable or in-place build) and
       is older than its ``.py``: an edit made since the last build then takes effect
-      (with a :class:`StaleCompiledModuleWarning`) instead of being silently ignored.
+      (with a :class:`StaleCompiledModuleWarning`) instead of being silently ignored, and
+      then every hot module runs its source, since the compiled ones are built against the
+      others' declarations (a compiled dissector meeting an edited reader's class would fail
+      to import).  The check is made once, when the first hot module is imported.
 
     Otherwise it returns None and the normal machinery loads the compiled module.
     """
 
     def __init__(self, names):
         self.names = frozenset(names)
+        self._stale = None  # (the first time a hot module is asked for) the stale ones, sorted
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname not in self.names or path is None:
@@ -78,22 +82,41 @@ class _HotModuleFinder:
                 continue
             if pure_python_forced():
                 return importlib.util.spec_from_file_location(fullname, source)
-            for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-                extension = os.path.join(entry, leaf + suffix)
-                if os.path.isfile(extension):
-                    if _stale(extension, source) and _source_checkout(entry):
-                        import warnings
+            if self._stale is None:
+                self._stale = self._find_stale(fullname, entry)
+                if self._stale:
+                    import warnings
 
-                        warnings.warn(
-                            f"{extension} is older than {source}: running the Python source; "
-                            "rebuild with `pip install -e .` or `python setup.py build_ext --inplace`",
-                            StaleCompiledModuleWarning,
-                            stacklevel=2,
-                        )
-                        return importlib.util.spec_from_file_location(fullname, source)
-                    return None
+                    warnings.warn(
+                        f"{', '.join(self._stale)} older than {'its' if len(self._stale) == 1 else 'their'} "
+                        "source: every hot module runs its Python source (a compiled module must not meet "
+                        "an edited one it is built against); rebuild with `pip install -e .` or "
+                        "`python setup.py build_ext --inplace`",
+                        StaleCompiledModuleWarning,
+                        stacklevel=2,
+                    )
+            if self._stale:
+                return importlib.util.spec_from_file_location(fullname, source)
             return None
         return None
+
+    def _find_stale(self, fullname: str, entry: str) -> list:
+        """The hot modules' compiled files older than their ``.py`` in this source checkout
+        (none outside one): ``fullname`` was found in folder ``entry``, which places the others."""
+        root = entry
+        for _ in range(fullname.count(".") - 1):
+            root = os.path.dirname(root)
+        if not _source_checkout(root):
+            return []
+        stale = []
+        for name in sorted(self.names):
+            base = os.path.join(root, *name.split(".")[1:])
+            for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+                if os.path.isfile(base + suffix):
+                    if _stale(base + suffix, base + ".py"):
+                        stale.append(base + suffix)
+                    break
+        return stale
 
     def invalidate_caches(self):
         pass

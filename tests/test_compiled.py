@@ -133,6 +133,41 @@ def test_a_stale_extension_in_a_source_checkout_yields_to_its_edited_source(tmp_
     assert finder.find_spec("pkg.other", [pkg]) is None
 
 
+def test_one_stale_extension_sends_every_hot_module_to_its_source(tmp_path, monkeypatch):
+    """A compiled module is built against the others' declarations (the dissector's against the
+    reader's gate class, say): one edited module loaded from its source beside a compiled one
+    built against the old declarations would fail to import, so then all of them run their
+    source.  The fresh module asked for first still goes to its source, with one warning that
+    names the stale one; a module that is not hot is left alone."""
+    monkeypatch.delenv(dissector.PURE_PYTHON_ENV, raising=False)
+    pkg, stale_source = _fake_tree(tmp_path, with_setup=True, extension_newer=False)
+    sub = os.path.join(pkg, "sub")
+    os.mkdir(sub)
+    open(os.path.join(sub, "__init__.py"), "w").close()
+    fresh_source = os.path.join(sub, "fresh.py")
+    with open(fresh_source, "w") as f:
+        f.write("Y = 2\n")
+    with open(os.path.join(sub, "fresh" + EXT[0]), "wb") as f:
+        f.write(b"not really an extension module")
+    os.utime(fresh_source, (1_000_000_000, 1_000_000_000))
+    finder = dissector._HotModuleFinder(["pkg.hot", "pkg.sub.fresh"])
+    with pytest.warns(dissector.StaleCompiledModuleWarning) as caught:
+        assert finder.find_spec("pkg.sub.fresh", [sub]).origin == fresh_source
+    assert len(caught) == 1 and "hot" + EXT[0] in str(caught[0].message)
+    assert "fresh" + EXT[0] not in str(caught[0].message)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert finder.find_spec("pkg.hot", [pkg]).origin == stale_source
+    assert finder.find_spec("pkg.other", [pkg]) is None
+    # with both fresh, both stay compiled
+    os.utime(stale_source, (1_000_000_000, 1_000_000_000))
+    finder = dissector._HotModuleFinder(["pkg.hot", "pkg.sub.fresh"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert finder.find_spec("pkg.sub.fresh", [sub]) is None
+        assert finder.find_spec("pkg.hot", [pkg]) is None
+
+
 def test_a_fresh_extension_or_an_installed_one_is_left_to_the_normal_import(tmp_path, monkeypatch):
     monkeypatch.delenv(dissector.PURE_PYTHON_ENV, raising=False)
     finder = dissector._HotModuleFinder(["pkg.hot"])
