@@ -435,7 +435,7 @@ def memory_verdicts(rows: list[dict]) -> list[dict]:
         flat = None if mode == "tshark" or len(rs) < 2 else growth <= FLAT_TOLERANCE
         checks = [c for c in (flat, None if goal is None else max(peaks.values()) <= goal) if c is not None]
         out.append({"name": name, "mode": mode, "peaks_mb": {str(k): v for k, v in peaks.items()},
-                    "growth": _r(growth, 2), "flat": flat, "goal_mb": goal,
+                    "growth": _r(growth, 2), "flat": flat, "goal_mb": goal, "ok": all(r["ok"] for r in rs),
                     "pass": (all(checks) and all(r["ok"] for r in rs)) if checks else None})
     return out
 
@@ -522,9 +522,9 @@ def memory_table(rows: list[dict], verdicts: list[dict], show_mode: bool) -> str
         if v["flat"] is not None:
             goal.append(f"flat (<= {FLAT_TOLERANCE}x)")
         cells = [v["name"]] + ([v["mode"]] if show_mode else []) + [
-            _fmt(rs[k]["peak_mb"], "{:.0f}") if k in rs else "-" for k in scales] + [
+            (_fmt(rs[k]["peak_mb"], "{:.0f}") if rs[k]["ok"] else "ERROR") if k in rs else "-" for k in scales] + [
             _fmt(rs[k]["s"]) if k in rs else "-" for k in scales] + [
-            _fmt(v["growth"], "{:.2f}x"), ", ".join(goal) or "-", _verdict(v["pass"])]
+            _fmt(v["growth"], "{:.2f}x"), ", ".join(goal) or "-", _verdict(v["pass"]) if v["ok"] else "ERROR"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

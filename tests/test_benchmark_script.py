@@ -156,3 +156,22 @@ def test_bad_pair_name_is_a_usage_error(tmp_path):
                        cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and "unknown pair" in p.stderr
     assert not os.path.exists(tmp_path / "q.pcap")
+
+
+def test_a_memory_run_that_failed_is_an_error_not_a_peak():
+    """A command that exits non-zero (a crash after 0.1 s, say) has no peak to compare: its cell
+    and the verdict say ERROR, and the verdict does not pass."""
+    sys.path.insert(0, os.path.dirname(SCRIPT))
+    import benchmark
+
+    rows = [{"name": "report", "mode": "default", "scale": k, "peak_mb": mb, "s": s, "ok": ok}
+            for k, mb, s, ok in ((1, 48.0, 2.5, True), (4, 50.0, 7.5, True), (16, 25.0, 0.15, False))]
+    (v,) = benchmark.memory_verdicts(rows)
+    assert v["ok"] is False and v["pass"] is False
+    table = benchmark.memory_table(rows, [v], False)
+    last = table.splitlines()[-1]
+    assert "| 48 | 50 | ERROR |" in last and last.endswith("| ERROR |")
+    rows[2].update(peak_mb=56.0, s=30.0, ok=True)
+    (v,) = benchmark.memory_verdicts(rows)
+    assert v["ok"] is True and v["pass"] is True
+    assert benchmark.memory_table(rows, [v], False).splitlines()[-1].endswith("| pass |")
