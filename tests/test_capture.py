@@ -495,3 +495,29 @@ def test_fuzzed_captures_only_raise_capture_error_at_open(kind, edits, cut):
         assert isinstance(rec, CaptureRecord)
         assert len(rec.data) <= MAX_RECORD
     assert reader.error is None or isinstance(reader.error, CaptureError)
+
+
+@pytest.mark.parametrize("nano,little_endian", [(True, True), (True, False), (False, True)])
+def test_exact_times_set_after_opening_get_every_record(nano, little_endian):
+    """``reader.exact`` (a deque, set after open_capture and before the first record, as the CLI
+    does for tshark's -t at the capture's precision) gets each record's (index, time in ns,
+    digits), to the nanosecond a float time cannot hold."""
+    import collections
+    import io
+
+    from pcapbuild import ethernet_frame, tcp_packet, write_pcap
+
+    from amqp_dissect.capture.pcap import open_capture
+
+    pkt = ethernet_frame(tcp_packet("10.0.0.1", "10.0.0.2", 40000, 5672, payload=b"x"))
+    times = [(1_700_000_000, 123_456_789), (1_700_000_001, 1), (1_700_000_002, 999_999_999)]
+    if not nano:
+        times = [(s, f // 1000) for s, f in times]
+    blob = write_pcap([(t, 1, pkt) for t in times], nano=nano, little_endian=little_endian)
+    reader = open_capture(io.BytesIO(blob))
+    reader.exact = collections.deque(maxlen=10)
+    records = list(reader)
+    unit = 1 if nano else 1000
+    assert list(reader.exact) == [(i + 1, s * 1_000_000_000 + f * unit, 9 if nano else 6)
+                                  for i, (s, f) in enumerate(times)]
+    assert [r.index for r in records] == [1, 2, 3]

@@ -25,7 +25,7 @@ cdef class FlowGate:
 
 cdef class PcapRecords:
     cdef object src, exact, status, linktype
-    cdef bint le, done
+    cdef bint le, done, started
     cdef double divisor
     cdef Py_ssize_t scale, digits, hl, base, index, pos, sbase
     cdef bytes buf

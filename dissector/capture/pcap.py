@@ -237,8 +237,10 @@ class PcapRecords:
         self.src = src
         self.le = bool(little_endian)
         self.divisor = 1_000_000_000.0 if nanosecond else 1_000_000.0
-        # exact times (tshark's -t at the capture's resolution): (index, nanoseconds, digits) of each record
-        self.exact = getattr(status, "exact", None)
+        # exact times (tshark's -t at the capture's resolution): (index, nanoseconds, digits) of each
+        # record, into ``status.exact`` when set (read at the first record: it may be set after this)
+        self.exact = None
+        self.started = False
         self.scale = 1 if nanosecond else 1000
         self.digits = 9 if nanosecond else 6
         self.hl = record_header
@@ -266,6 +268,9 @@ class PcapRecords:
         """The next record, or None at the end."""
         if self.done:
             return None
+        if not self.started:
+            self.started = True
+            self.exact = getattr(self.status, "exact", None)
         src = self.src
         status = self.status
         buf = self.buf
