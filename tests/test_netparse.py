@@ -333,8 +333,10 @@ def test_address_cache_is_bounded(monkeypatch):
     monkeypatch.setattr(np, "_ADDR_MAX", 50)
     for i in range(200):
         pkt = pb.tcp_packet(f"10.0.{i // 250}.{i % 250}", "10.9.9.9", 1, 2)
-        assert parse_segment(pb.LINKTYPE_RAW, pkt).src_ip == f"10.0.{i // 250}.{i % 250}"
+        seg = parse_segment(pb.LINKTYPE_RAW, pkt)
+        assert (seg.src_ip, seg.dst_ip) == (f"10.0.{i // 250}.{i % 250}", "10.9.9.9")
     assert len(np._ADDR) <= 51
+    assert len(np._PAIRS) <= 51  # (the fast path's source-and-destination cache)
 
 
 # -------------------------------------------------------------------------- describe

@@ -2,6 +2,8 @@
 # beside it makes Frame, StreamNote, _Direction and AmqpConnection extension types with
 # typed attributes and types the framing loop's locals.  The .py stays plain Python.
 import cython
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.bytearray cimport PyByteArray_AS_STRING
 from amqp_dissect.amqp.scan cimport scan_performative
 
 cdef class Delivery:
@@ -43,3 +45,5 @@ cdef class AmqpConnection:
 
     @cython.locals(part=Delivery)
     cpdef _transfer(self, _Direction d, Frame frame, v)
+
+cdef bytes _copy(bytearray buf, Py_ssize_t a, Py_ssize_t b)

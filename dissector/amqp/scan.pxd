@@ -2,6 +2,8 @@
 # next to it types the scanner's hot loop; the .py stays plain Python and is the
 # module that runs when nothing is compiled.
 import cython
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.bytearray cimport PyByteArray_AS_STRING
 
 cpdef scan_performative(buf, Py_ssize_t pos, Py_ssize_t end, budget=*)
 

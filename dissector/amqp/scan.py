@@ -80,6 +80,11 @@ from __future__ import annotations
 
 import struct
 
+try:
+    import cython
+except ImportError:
+    from .. import _cython_shim as cython
+
 from . import _spec
 from .codec import ABSENT, DEFAULT_MAX_DEPTH, DEFAULT_MAX_ELEMENTS, MAX_ZERO_WIDTH_ELEMENTS, Reader
 
@@ -629,7 +634,10 @@ def _scan(buf, pos, end, budget):
                 p += 4
             if q > lend:
                 return None
-            values[i] = bytes(buf[p:q])
+            if cython.compiled:  # one copy, straight from the buffer (no bytearray slice in between)
+                values[i] = PyBytes_FromStringAndSize(PyByteArray_AS_STRING(buf) + p, q - p)
+            else:
+                values[i] = bytes(buf[p:q])
             p = q
         elif a == 10:  # R_U32
             if lend - p < 4:

@@ -127,6 +127,21 @@ def addr_text(raw: bytes) -> str:
     return _ADDR.get(raw) or _addr_text(raw)
 
 
+# the IPv4 fast path's source and destination, as one 8-byte key -> (source text, destination text):
+# one slice and one look-up per packet (bounded as _ADDR)
+_PAIRS: dict[bytes, tuple] = {}
+
+
+def _pair_text(raw: bytes) -> tuple:
+    if len(_PAIRS) >= _ADDR_MAX:
+        _PAIRS.clear()
+    a = raw[:4]
+    b = raw[4:]
+    t = (_ADDR.get(a) or _addr_text(a), _ADDR.get(b) or _addr_text(b))
+    _PAIRS[raw] = t
+    return t
+
+
 # ---------------------------------------------------------------------------
 # fast path
 
@@ -237,8 +252,11 @@ def _ipv4(data: bytes, off: int) -> Segment | None:
             end = off + total
             ps = off + 20 + ((offflags >> 12) << 2)
             if ps <= end <= n:
-                src = data[off + 12 : off + 16]
-                dst = data[off + 16 : off + 20]
+                pairs = _PAIRS
+                key = data[off + 12 : off + 20]
+                ab = pairs.get(key)
+                if ab is None:
+                    ab = _pair_text(key)
                 sport = (data[off + 20] << 8) | data[off + 21]
                 dport = (data[off + 22] << 8) | data[off + 23]
                 seq = data[off + 24]  # widened before the shifts (a C int would overflow when compiled)
@@ -248,8 +266,8 @@ def _ipv4(data: bytes, off: int) -> Segment | None:
                 return _new_segment(
                     Segment,
                     (
-                        _ADDR.get(src) or _addr_text(src),
-                        _ADDR.get(dst) or _addr_text(dst),
+                        ab[0],
+                        ab[1],
                         sport,
                         dport,
                         seq,

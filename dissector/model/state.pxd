@@ -10,6 +10,11 @@ from amqp_dissect.amqp.framing cimport Frame
 
 # serial numbers are 32-bit (the model passes only values _uint accepted): C arithmetic
 cdef long long _M32, _MOD32, _HALF32
+# the hot performatives' field indices (from the generated spec tables): C integers, so that
+# frame.fields[i] is a C-indexed look-up
+cdef Py_ssize_t T_HANDLE, T_DELIVERY_ID, T_DELIVERY_TAG, T_SETTLED, T_MORE, T_RCV_SETTLE_MODE, T_STATE, T_RESUME, T_ABORTED
+cdef Py_ssize_t F_NII, F_IW, F_NOID, F_OW, F_HANDLE, F_DC, F_LC, F_AVAILABLE, F_DRAIN, F_ECHO
+cdef Py_ssize_t D_ROLE, D_FIRST, D_LAST, D_SETTLED, D_STATE
 cpdef long long serial_add(long long s, long long n=*)
 @cython.locals(d="long long")
 cpdef long long serial_diff(long long a, long long b)
@@ -21,6 +26,7 @@ cpdef _uint(v, top=*)
 cpdef _bool(v)
 cpdef _bin(v)
 cpdef _delivery_state_value(v)
+cpdef tuple _state_plan(state)
 
 cdef class Machine:
     cdef public object name, states, inputs, transitions, initial, deferrable, steady
@@ -259,6 +265,9 @@ cdef class StateTracker:
 
     cpdef _delivery_state(self, _Delivery dlv, by, state, Frame f)
 
+    @cython.locals(name=str, transactional=bint, terminal=bint, link=_Link)
+    cpdef _apply_state(self, _Delivery dlv, str by, tuple plan, Frame f)
+
     @cython.locals(c=_ConnBase)
     cpdef _conn(self, ev, client=*, server=*, syn_seen=*)
 
@@ -268,7 +277,7 @@ cdef class StateTracker:
     @cython.locals(c=_Conn)
     cpdef _link_step(self, _Link link, d, x, f, what)
 
-    @cython.locals(c=_Conn, c0=_ConnBase, d=Py_ssize_t, fc=dict)
+    @cython.locals(c=_Conn, c0=_ConnBase, d=Py_ssize_t, fc=dict, handlers=dict)
     cpdef _frame(self, Frame f)
 
     @cython.locals(s=_Session)

@@ -514,6 +514,21 @@ def _delivery_state_value(v):
     return v if isinstance(v, Composite) else None
 
 
+def _state_plan(state: Composite) -> tuple:
+    """What a delivery state says, read once: (outcome or state name (None for a transactional
+    state without an outcome), transactional?, txn-id, the state (the inner outcome of a
+    transactional one), terminal outcome?)."""
+    name = state.spec.name
+    transactional = name == "transactional-state"
+    txn = None
+    if transactional:
+        txn = state.field("txn-id")
+        inner = state.field("outcome")
+        state = inner if isinstance(inner, Composite) else None
+        name = state.spec.name if state is not None else None
+    return (name, transactional, txn, state, name in TERMINAL_OUTCOMES)
+
+
 class Endpoints:
     """The two endpoint states of one connection / session / link, with receive buffers.
 
@@ -2389,7 +2404,8 @@ class StateTracker:
                 self._violation(c, d, f, "state", "warn",
                                 f"{name or ('empty frame' if f.kind == 'heartbeat' else 'frame')} from the "
                                 f"{SIDES[d]}: " + "; ".join(msgs))
-            handler = _HANDLERS.get(name)
+            handlers = _HANDLERS  # (a typed dict when compiled: a C look-up)
+            handler = handlers.get(name)
             if handler is None:
                 return
             # the hot three called directly (a typed call when compiled), unless a test replaced them
@@ -2973,14 +2989,12 @@ class StateTracker:
         wl = s.win_limit[d]
         if noid is not None:
             if wl is not None:
-                riw = (wl - noid) & SERIAL_MASK
-                if riw >= _HALF:
-                    riw -= SERIAL_MOD
+                riw = serial_diff(wl, noid)
                 if riw <= 0 and (s.win_prev[d] is None or serial_diff(s.win_prev[d], noid) <= 0):
                     self._violation(c, d, f, "session-window", "warn",
                                     f"transfer from the {SIDES[d]} beyond the {SIDES[1 - d]}'s incoming-window "
                                     f"(remote-incoming-window {riw})", link=link.name, handle=h)
-            noid = s.noid[d] = (noid + 1) & SERIAL_MASK
+            noid = s.noid[d] = serial_add(noid, 1)
         s.transfers[d] += 1
         link.transfers += 1
         if link.after_stall is not None:  # the first transfer after a stall of this link ended
@@ -3031,7 +3045,7 @@ class StateTracker:
                                     f"transfer from the {SIDES[d]} on link {link.name!r} beyond its link-credit "
                                     f"(delivery-count {dc}, credit {link.credit()})", link=link.name, handle=h,
                                     delivery_id=did)
-                link.dc = (dc + 1) & SERIAL_MASK
+                link.dc = serial_add(dc, 1)
             link.n_deliveries += 1
         dlv.frames += 1
         dlv.size += f.payload_size
@@ -3115,10 +3129,11 @@ class StateTracker:
                 missing -= late
         settled = v[D_SETTLED] is True
         state = _delivery_state_value(v[D_STATE])
+        plan = None if state is None else _state_plan(state)  # (once for the range)
         for dlv in hits:
             dlv.dispositions[d] += 1
-            if state is not None:
-                self._delivery_state(dlv, by, state, f)
+            if plan is not None:
+                self._apply_state(dlv, by, plan, f)
             if settled:
                 dlv.settle(by, f.ts, f.packet)
                 self._settled(dlv)
@@ -3134,22 +3149,20 @@ class StateTracker:
                 s.note_unknown("deliveries before the capture")
 
     def _delivery_state(self, dlv, by, state: Composite, f):
-        name = state.spec.name
-        txn = None
-        if name == "transactional-state":
-            txn = state.field("txn-id")
-            inner = state.field("outcome")
+        """``state`` (a delivery-state Composite) sent by ``by`` ("sender" / "receiver") in frame ``f``,
+        applied to ``dlv``."""
+        self._apply_state(dlv, by, _state_plan(state), f)
+
+    def _apply_state(self, dlv, by, plan: tuple, f):
+        """A delivery state's :func:`_state_plan` applied to ``dlv`` (a disposition's range shares one plan)."""
+        name, transactional, txn, state, terminal = plan
+        if transactional:
             self._enlist(dlv, txn, by, f)
-            state = inner if isinstance(inner, Composite) else None
-            name = state.spec.name if state is not None else None
-        if name is None:
-            return
-        if name == "received":
-            sn = _uint(state.field("section-number"))
-            so = _ulong(state.field("section-offset"))
-            dlv.received_state = f"section {sn} offset {so}"
-            return
-        if name not in TERMINAL_OUTCOMES:
+        if not terminal:
+            if name == "received":
+                sn = _uint(state.field("section-number"))
+                so = _ulong(state.field("section-offset"))
+                dlv.received_state = f"section {sn} offset {so}"
             return
         if by == "sender":
             dlv.sender_state = name
@@ -3170,7 +3183,8 @@ class StateTracker:
         elif name == "declared":
             tid = state.field("txn-id")
             dlv.txn_id = _hex(tid)
-        if dlv.link.coordinator and by == "receiver":
+        link = dlv.link
+        if link.coordinator and by == "receiver":
             self._coordinator_outcome(dlv, name, state, f)
 
     # -- transactions ------------------------------------------------------------------

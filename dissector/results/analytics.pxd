@@ -2,7 +2,7 @@
 # it makes the Analyzer an extension type over StateTracker, so the per-delivery hook (_on_fold)
 # is a C call.  Attributes not declared here live in the instance __dict__.
 import cython
-from amqp_dissect.model.state cimport StateTracker, _Delivery
+from amqp_dissect.model.state cimport StateTracker, _Delivery, _Link, _ConnBase
 
 cdef class Analyzer(StateTracker):
     cdef dict __dict__
@@ -29,3 +29,6 @@ cdef class Analyzer(StateTracker):
 
 @cython.locals(n=Py_ssize_t, start=Py_ssize_t, end=Py_ssize_t, root=Py_ssize_t, child=Py_ssize_t, t=double)
 cpdef void _heapsort(double[:] a)
+
+@cython.locals(link=_Link, conn=_ConnBase)
+cpdef tuple _table_order(_Delivery d)
