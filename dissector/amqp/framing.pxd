@@ -6,6 +6,8 @@ from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.bytearray cimport PyByteArray_AS_STRING
 from amqp_dissect.amqp.scan cimport scan_performative
 
+cdef int _M_START, _M_FRAMES, _M_RESYNC, _M_OPAQUE
+
 cdef class Delivery:
     cdef public object channel, handle, delivery_id, delivery_tag, first_packet, first_ts, last_packet, last_ts
     cdef public object frames, message_size, payload, aborted, incomplete, _sections, _error, budget
@@ -22,7 +24,8 @@ cdef class Frame:
 cdef class _Direction:
     cdef public object index, src, dst
     cdef public bytearray buf
-    cdef public object mode, protocol, first_packet, skipped, skip_start_packet
+    cdef public int mode
+    cdef public object protocol, first_packet, skipped, skip_start_packet
     cdef public dict partials
     cdef public object opaque_bytes, pending_notes, lost
 
@@ -35,7 +38,8 @@ cdef class AmqpConnection:
     cpdef list feed(self, direction, data, ts, packet)
 
     @cython.locals(buf=bytearray, pos=Py_ssize_t, n=Py_ssize_t, size=Py_ssize_t, doff=Py_ssize_t,
-                   ftype=Py_ssize_t, channel=Py_ssize_t, frame=Frame, first=object, cap=Py_ssize_t)
+                   ftype=Py_ssize_t, channel=Py_ssize_t, frame=Frame, first=object, cap=Py_ssize_t,
+                   mode=int)
     cpdef _process(self, _Direction d, ts, packet, list out)
 
     @cython.locals(body=Py_ssize_t, end=Py_ssize_t, perf_end=Py_ssize_t, left="long long", cap="long long",

@@ -337,10 +337,10 @@ def _copy(buf: bytearray, a: int, b: int) -> bytes:
     return PyBytes_FromStringAndSize(PyByteArray_AS_STRING(buf) + a, b - a)
 
 # Direction modes
-_M_START = "start"  # nothing seen yet: expect a protocol header
-_M_FRAMES = "frames"  # frames (and possibly a further protocol header)
-_M_RESYNC = "resync"  # looking for the next plausible frame header
-_M_OPAQUE = "opaque"  # encrypted or not AMQP 1.0: skip everything
+_M_START = 0  # nothing seen yet: expect a protocol header
+_M_FRAMES = 1  # frames (and possibly a further protocol header)
+_M_RESYNC = 2  # looking for the next plausible frame header
+_M_OPAQUE = 3  # encrypted or not AMQP 1.0: skip everything
 
 
 class _Direction:

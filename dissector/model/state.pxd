@@ -14,6 +14,8 @@ cdef long long _M32, _MOD32, _HALF32
 # frame.fields[i] is a C-indexed look-up
 cdef Py_ssize_t T_HANDLE, T_DELIVERY_ID, T_DELIVERY_TAG, T_SETTLED, T_MORE, T_RCV_SETTLE_MODE, T_STATE, T_RESUME, T_ABORTED
 cdef Py_ssize_t F_NII, F_IW, F_NOID, F_OW, F_HANDLE, F_DC, F_LC, F_AVAILABLE, F_DRAIN, F_ECHO
+cdef dict _CONN_LEVEL, _STATE_KIND
+cdef Py_ssize_t _K_PLAIN, _K_RECEIVED, _K_REJECTED, _K_MODIFIED, _K_DECLARED
 cdef Py_ssize_t D_ROLE, D_FIRST, D_LAST, D_SETTLED, D_STATE
 cpdef long long serial_add(long long s, long long n=*)
 @cython.locals(d="long long")
@@ -62,7 +64,7 @@ cdef class _Delivery:
     cdef public object first_packet
     cdef public object last_ts
     cdef public object last_packet
-    cdef public object frames
+    cdef public long long frames
     cdef public object size
     cdef public object complete
     cdef public object presettled
@@ -144,9 +146,9 @@ cdef class _Link:
     cdef public object partial
     cdef public dict live
     cdef public DeliveryStats stats
-    cdef public object n_deliveries
+    cdef public long long n_deliveries
     cdef public object coordinator
-    cdef public object transfers
+    cdef public long long transfers
     cdef public object terminated
     cdef public bint credit_lost
     cdef public Py_ssize_t compacted
@@ -216,7 +218,7 @@ cdef class _ConnBase:
 
 
 cdef class _Conn(_ConnBase):
-    cdef public object events
+    cdef public long long events
     cdef public object unknown
     cdef public object inferred
     cdef public object headers
@@ -248,14 +250,15 @@ cdef class _Conn(_ConnBase):
 cdef class StateTracker:
     cdef public dict connections
     cdef public list stalls, violations, frame_errors, transactions, internal_errors
-    cdef public object first_ts, last_ts, end_ts, finished, _seq, _settling, fold_lag
+    cdef public object first_ts, last_ts, end_ts, finished, _settling, fold_lag
+    cdef public long long _seq
 
     cpdef feed(self, event)
 
     @cython.locals(x=_Delivery, link=_Link)
     cpdef _settled(self, _Delivery dlv)
 
-    @cython.locals(link=_Link)
+    @cython.locals(link=_Link, live=dict, s=_Session)
     cpdef _fold(self, _Delivery dlv)
 
     @cython.locals(x=_Delivery, q=object)
@@ -265,7 +268,7 @@ cdef class StateTracker:
 
     cpdef _delivery_state(self, _Delivery dlv, by, state, Frame f)
 
-    @cython.locals(name=str, transactional=bint, terminal=bint, link=_Link)
+    @cython.locals(name=str, transactional=bint, terminal=bint, link=_Link, kind=Py_ssize_t, rcv=bint)
     cpdef _apply_state(self, _Delivery dlv, str by, tuple plan, Frame f)
 
     @cython.locals(c=_ConnBase)
@@ -277,12 +280,13 @@ cdef class StateTracker:
     @cython.locals(c=_Conn)
     cpdef _link_step(self, _Link link, d, x, f, what)
 
-    @cython.locals(c=_Conn, c0=_ConnBase, d=Py_ssize_t, fc=dict, handlers=dict)
+    @cython.locals(c=_Conn, c0=_ConnBase, d=Py_ssize_t, fc=dict, handlers=dict, level=Py_ssize_t)
     cpdef _frame(self, Frame f)
 
-    @cython.locals(s=_Session)
+    @cython.locals(s=_Session, chans=dict)
     cpdef _session_for(self, _Conn c, Py_ssize_t d, Frame f, what)
 
+    @cython.locals(hs=dict)
     cpdef _link_for(self, _Conn c, _Session s, Py_ssize_t d, h, f, what)
 
     cpdef _credit_check(self, _Link link, Frame f)

@@ -517,7 +517,7 @@ def _delivery_state_value(v):
 def _state_plan(state: Composite) -> tuple:
     """What a delivery state says, read once: (outcome or state name (None for a transactional
     state without an outcome), transactional?, txn-id, the state (the inner outcome of a
-    transactional one), terminal outcome?)."""
+    transactional one), terminal outcome?, what more to read of it: one of the _K_* codes)."""
     name = state.spec.name
     transactional = name == "transactional-state"
     txn = None
@@ -526,7 +526,12 @@ def _state_plan(state: Composite) -> tuple:
         inner = state.field("outcome")
         state = inner if isinstance(inner, Composite) else None
         name = state.spec.name if state is not None else None
-    return (name, transactional, txn, state, name in TERMINAL_OUTCOMES)
+    return (name, transactional, txn, state, name in TERMINAL_OUTCOMES, _STATE_KIND.get(name, _K_PLAIN))
+
+
+# what _apply_state reads beyond a delivery state's name (a code, not a string compare per delivery)
+_K_PLAIN, _K_RECEIVED, _K_REJECTED, _K_MODIFIED, _K_DECLARED = 0, 1, 2, 3, 4
+_STATE_KIND = {"received": _K_RECEIVED, "rejected": _K_REJECTED, "modified": _K_MODIFIED, "declared": _K_DECLARED}
 
 
 class Endpoints:
@@ -2388,10 +2393,11 @@ class StateTracker:
         c.last_frame[d] = f.ts
         if heartbeat:
             c.heartbeats[d] += 1
-        if name == "open":
+        level = _CONN_LEVEL.get(name, 0)  # (one look-up, not two string compares per frame)
+        if level == 1:
             self._conn_step(c, d, "S:OPEN", "R:OPEN", f)
             self._open(c, d, f, p)
-        elif name == "close":
+        elif level == 2:
             err = error_info(p.field("error"))
             self._conn_step(c, d, "S:CLOSE(error)" if err else "S:CLOSE", "R:CLOSE", f, what="close")
             self._close(c, d, f, err)
@@ -2477,7 +2483,8 @@ class StateTracker:
 
     def _session_for(self, c, d, f, what) -> _Session:
         ch = f.channel
-        s = c.chan[d].get(ch)
+        chans = c.chan[d]  # (a typed dict when compiled: a C look-up)
+        s = chans.get(ch)
         if s is not None:
             return s
         if self._strict(c):
@@ -2674,7 +2681,8 @@ class StateTracker:
         return link
 
     def _link_for(self, c, s, d, h, f, what) -> _Link:
-        link = s.handles[d].get(h)
+        hs = s.handles[d]  # (a typed dict when compiled: a C look-up)
+        link = hs.get(h)
         g = c.gaps
         if link is not None:
             if g is None or link.detach[d] is None or not c.lost(d):
@@ -3155,16 +3163,17 @@ class StateTracker:
 
     def _apply_state(self, dlv, by, plan: tuple, f):
         """A delivery state's :func:`_state_plan` applied to ``dlv`` (a disposition's range shares one plan)."""
-        name, transactional, txn, state, terminal = plan
+        name, transactional, txn, state, terminal, kind = plan
         if transactional:
             self._enlist(dlv, txn, by, f)
         if not terminal:
-            if name == "received":
+            if kind == _K_RECEIVED:
                 sn = _uint(state.field("section-number"))
                 so = _ulong(state.field("section-offset"))
                 dlv.received_state = f"section {sn} offset {so}"
             return
-        if by == "sender":
+        rcv = by == "receiver"  # (by: "sender" or "receiver")
+        if not rcv:
             dlv.sender_state = name
             if dlv.outcome is not None:
                 return
@@ -3172,19 +3181,19 @@ class StateTracker:
             return
         dlv.outcome = name
         dlv.outcome_by = by
-        if by == "receiver":
+        if rcv:
             dlv.outcome_ts = f.ts
             dlv.outcome_packet = f.packet
-        if name == "rejected":
+        if kind == _K_REJECTED:
             dlv.outcome_error = error_info(state.field("error"))
-        elif name == "modified":
+        elif kind == _K_MODIFIED:
             dlv.delivery_failed = _bool(state.effective("delivery-failed"))
             dlv.undeliverable_here = _bool(state.effective("undeliverable-here"))
-        elif name == "declared":
+        elif kind == _K_DECLARED:
             tid = state.field("txn-id")
             dlv.txn_id = _hex(tid)
         link = dlv.link
-        if link.coordinator and by == "receiver":
+        if link.coordinator and rcv:
             self._coordinator_outcome(dlv, name, state, f)
 
     # -- transactions ------------------------------------------------------------------
@@ -3285,6 +3294,7 @@ class StateTracker:
 
 
 _FIELD_HANDLERS = frozenset({"transfer", "flow", "disposition"})  # handlers that read f.fields only
+_CONN_LEVEL = {"open": 1, "close": 2}  # the connection's own performatives, which _frame handles first
 
 _HANDLERS = {
     "begin": StateTracker._begin,
