@@ -2,9 +2,7 @@
 # beside it makes Frame, StreamNote, _Direction and AmqpConnection extension types with
 # typed attributes and types the framing loop's locals.  The .py stays plain Python.
 import cython
-from cpython.bytes cimport PyBytes_FromStringAndSize
-from cpython.bytearray cimport PyByteArray_AS_STRING
-from amqp_dissect.amqp.scan cimport scan_performative
+from amqp_dissect.amqp.scan cimport buffer_bytes, scan_performative
 
 cdef int _M_START, _M_FRAMES, _M_RESYNC, _M_OPAQUE
 
@@ -50,4 +48,3 @@ cdef class AmqpConnection:
     @cython.locals(part=Delivery)
     cpdef _transfer(self, _Direction d, Frame frame, v)
 
-cdef bytes _copy(bytearray buf, Py_ssize_t a, Py_ssize_t b)

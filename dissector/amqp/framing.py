@@ -23,14 +23,9 @@ from __future__ import annotations
 
 import struct
 
-try:
-    import cython
-except ImportError:
-    from .. import _cython_shim as cython
-
 from .codec import (ABSENT, DEFAULT_MAX_ELEMENTS, ELEMENT_BUDGET_BASE, ELEMENTS_PER_BYTE,
                     Array, Composite, Described, Reader, amqp_type_of)
-from .scan import Span, scan_performative
+from .scan import Span, buffer_bytes, scan_performative
 from ..errors import CHAT, ERROR, NOTE, WARN, DissectError, ExpertNote
 from .spec import COMPOSITES, PERFORMATIVES, SASL_FRAMES
 
@@ -328,13 +323,6 @@ class StreamNote:
 
 
 # --------------------------------------------------------------------------- stream decoder
-
-
-def _copy(buf: bytearray, a: int, b: int) -> bytes:
-    """``bytes(buf[a:b])``, copied once when compiled (no bytearray slice in between)."""
-    if not cython.compiled:
-        return bytes(buf[a:b])
-    return PyBytes_FromStringAndSize(PyByteArray_AS_STRING(buf) + a, b - a)
 
 # Direction modes
 _M_START = 0  # nothing seen yet: expect a protocol header
@@ -682,10 +670,10 @@ class AmqpConnection:
                 name = frame.pname = _SCANNED[code]
                 frame.fields = values
                 if self.bodies:  # frames are shown: keep the encoding for a full decode (-V, jsonl)
-                    frame._perf_body = _copy(buf, body, perf_end)
+                    frame._perf_body = buffer_bytes(buf, body, perf_end)
                 if name == "transfer":
                     if self.keep_payloads:
-                        frame.payload = _copy(buf, perf_end, end)
+                        frame.payload = buffer_bytes(buf, perf_end, end)
                     frame.payload_size = end - perf_end
                     if self.messages:
                         self._transfer(d, frame, values)
@@ -725,7 +713,7 @@ class AmqpConnection:
             frame.add_note(n)
         if name == "transfer":
             if self.keep_payloads:
-                frame.payload = _copy(buf, r.pos, end)
+                frame.payload = buffer_bytes(buf, r.pos, end)
             frame.payload_size = end - r.pos
             if self.messages:
                 self._transfer(d, frame, frame.fields)

@@ -5,6 +5,7 @@ import cython
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.bytearray cimport PyByteArray_AS_STRING
 
+cpdef bytes buffer_bytes(bytearray buf, Py_ssize_t a, Py_ssize_t b)
 cpdef scan_performative(buf, Py_ssize_t pos, Py_ssize_t end, budget=*)
 
 @cython.locals(n=Py_ssize_t, p=Py_ssize_t, q=Py_ssize_t, lend=Py_ssize_t, count=Py_ssize_t,

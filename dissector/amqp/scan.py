@@ -516,6 +516,14 @@ def _state(buf, p: int, end: int, budget: list):
 # --------------------------------------------------------------------------- the scanner
 
 
+def buffer_bytes(buf: bytearray, a: int, b: int) -> bytes:
+    """``bytes(buf[a:b])``; compiled, copied once straight from the buffer (no bytearray slice in
+    between).  The framing layer copies payloads with it too."""
+    if not cython.compiled:
+        return bytes(buf[a:b])
+    return PyBytes_FromStringAndSize(PyByteArray_AS_STRING(buf) + a, b - a)
+
+
 def scan_performative(buf, pos, end, budget=None):
     """Scan a transfer/flow/disposition at ``buf[pos:end]``: ``(code, values, perf_end)`` or None.
 
@@ -634,10 +642,7 @@ def _scan(buf, pos, end, budget):
                 p += 4
             if q > lend:
                 return None
-            if cython.compiled:  # one copy, straight from the buffer (no bytearray slice in between)
-                values[i] = PyBytes_FromStringAndSize(PyByteArray_AS_STRING(buf) + p, q - p)
-            else:
-                values[i] = bytes(buf[p:q])
+            values[i] = buffer_bytes(buf, p, q)
             p = q
         elif a == 10:  # R_U32
             if lend - p < 4:
