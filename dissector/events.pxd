@@ -13,7 +13,7 @@ cdef class StreamData(_Event):
     cdef public object conn, direction, data, ts, packet
 
 cdef class StreamGap(_Event):
-    cdef public object conn, direction, size, ts, packet
+    cdef public object conn, direction, size, ts, packet, cause
 
 cdef class StreamClosed(_Event):
     cdef public object conn, direction, kind, ts, packet

@@ -118,16 +118,18 @@ class StreamData(_Event):
 class StreamGap(_Event):
     """Bytes missing from the capture in one direction; never zero-filled.
 
-    size: number of missing bytes (sequence-space distance)."""
+    size: number of missing bytes (sequence-space distance); cause: None for bytes the capture
+    lacks, else why an outer layer held them back (a WebSocket inflation cap, say)."""
 
-    __slots__ = ("conn", "direction", "size", "ts", "packet")
+    __slots__ = ("conn", "direction", "size", "ts", "packet", "cause")
 
-    def __init__(self, conn, direction, size, ts, packet):
+    def __init__(self, conn, direction, size, ts, packet, cause=None):
         self.conn = conn
         self.direction = direction
         self.size = size
         self.ts = ts
         self.packet = packet
+        self.cause = cause
 
 
 class StreamClosed(_Event):

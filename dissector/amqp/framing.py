@@ -432,8 +432,9 @@ class AmqpConnection:
         d.protocol = None
         d.buf.clear()
 
-    def gap(self, direction: int, size: int, ts: float, packet: int) -> list:
-        """``size`` bytes of this direction are missing from the capture."""
+    def gap(self, direction: int, size: int, ts: float, packet: int, cause=None) -> list:
+        """``size`` bytes of this direction are missing from the capture (``cause`` None), or
+        were held back by an outer layer (``cause`` says why: they count as not decoded)."""
         d = self.dirs[direction]
         if d.mode == _M_OPAQUE:
             return []
@@ -443,10 +444,10 @@ class AmqpConnection:
         for part in d.partials.values():
             part.incomplete = True
         d.lost = True
-        msg = f"{size} bytes missing from the capture (TCP gap)"
+        msg = f"{size} bytes missing from the capture (TCP gap)" if cause is None else f"{size} bytes not decoded ({cause})"
         if lost:
             msg += f"; {lost} buffered bytes of an unfinished frame discarded"
-        out.append(self._note(d, packet, ts, WARN, "reassembly", msg, size))
+        out.append(self._note(d, packet, ts, WARN, "reassembly" if cause is None else "framing", msg, size))
         if d.mode in (_M_FRAMES, _M_START):
             d.mode = _M_RESYNC
             d.skipped = 0

@@ -93,8 +93,8 @@ class Layered:
     def feed(self, direction: int, data: bytes, ts: float, packet: int) -> list:
         return self._down(1, self.layers[0].feed(direction, data, ts, packet))
 
-    def gap(self, direction: int, size: int, ts: float, packet: int) -> list:
-        return self._down(1, self.layers[0].gap(direction, size, ts, packet))
+    def gap(self, direction: int, size: int, ts: float, packet: int, cause=None) -> list:
+        return self._down(1, self.layers[0].gap(direction, size, ts, packet, cause))
 
     def finish(self, ts, packet) -> list:
         out: list = []
@@ -114,7 +114,7 @@ class Layered:
             if cls is StreamData:
                 res = inner.feed(ev.direction, ev.data, ev.ts, ev.packet)
             elif cls is StreamGap:
-                res = inner.gap(ev.direction, ev.size, ev.ts, ev.packet)
+                res = inner.gap(ev.direction, ev.size, ev.ts, ev.packet, ev.cause)
             else:
                 out.append(ev)
                 continue
@@ -147,7 +147,7 @@ class Sniffing:
             self.server_spoke = True
         return self._settle(False)
 
-    def gap(self, direction: int, size: int, ts: float, packet: int) -> list:
+    def gap(self, direction: int, size: int, ts: float, packet: int, cause=None) -> list:
         self.held.append((True, direction, size, ts, packet))
         return self._settle(True)
 
@@ -200,12 +200,12 @@ class InnerSniff:
             self.server_spoke = True
         return self._settle(False)
 
-    def gap(self, direction: int, size: int, ts: float, packet: int) -> list:
+    def gap(self, direction: int, size: int, ts: float, packet: int, cause=None) -> list:
         if self.decided:
             if self.layer is None:
-                return [StreamGap(self.conn, direction, size, ts, packet)]
-            return self.layer.gap(direction, size, ts, packet)
-        self.held.append(StreamGap(self.conn, direction, size, ts, packet))
+                return [StreamGap(self.conn, direction, size, ts, packet, cause)]
+            return self.layer.gap(direction, size, ts, packet, cause)
+        self.held.append(StreamGap(self.conn, direction, size, ts, packet, cause))
         return self._settle(True)
 
     def finish(self, ts, packet) -> list:
@@ -228,7 +228,7 @@ class InnerSniff:
             if type(ev) is StreamData:
                 out.extend(self.layer.feed(ev.direction, ev.data, ev.ts, ev.packet))
             else:
-                out.extend(self.layer.gap(ev.direction, ev.size, ev.ts, ev.packet))
+                out.extend(self.layer.gap(ev.direction, ev.size, ev.ts, ev.packet, ev.cause))
         return out
 
 
@@ -286,10 +286,10 @@ class LayeredConnection:
             return self._hold(self._feed(direction, data, ts, packet))
         return self._feed(direction, data, ts, packet)
 
-    def gap(self, direction: int, size: int, ts: float, packet: int) -> list:
+    def gap(self, direction: int, size: int, ts: float, packet: int, cause=None) -> list:
         if self.held is not None:
-            return self._hold(self._gap(direction, size, ts, packet))
-        return self._gap(direction, size, ts, packet)
+            return self._hold(self._gap(direction, size, ts, packet, cause))
+        return self._gap(direction, size, ts, packet, cause)
 
     def finish(self, ts: float | None = None, packet: int | None = None) -> list:
         out = self._finish(ts, packet)
@@ -331,13 +331,13 @@ class LayeredConnection:
         head += data
         return self._sniff(direction, ts, packet, final=False)
 
-    def _gap(self, direction: int, size: int, ts: float, packet: int) -> list:
+    def _gap(self, direction: int, size: int, ts: float, packet: int, cause=None) -> list:
         out: list = []
         if self.state[direction] == _SNIFF:
             out = self._sniff(direction, ts, packet, final=True)
         if self.state[direction] == _LAYER:
-            return out + self._inner(direction, self.layer.gap(direction, size, ts, packet))
-        return out + self.amqp.gap(direction, size, ts, packet)
+            return out + self._inner(direction, self.layer.gap(direction, size, ts, packet, cause))
+        return out + self.amqp.gap(direction, size, ts, packet, cause)
 
     def _finish(self, ts: float | None = None, packet: int | None = None) -> list:
         out: list = []
@@ -410,10 +410,10 @@ class LayeredConnection:
                 out.extend(amqp.feed(ev.direction, ev.data, ev.ts, ev.packet))
             elif cls is StreamGap:
                 if not sniffed:
-                    out.extend(self._inner(direction, self.sniff.gap(ev.direction, ev.size, ev.ts, ev.packet),
+                    out.extend(self._inner(direction, self.sniff.gap(ev.direction, ev.size, ev.ts, ev.packet, ev.cause),
                                            sniffed=True))
                     continue
-                out.extend(amqp.gap(ev.direction, ev.size, ev.ts, ev.packet))
+                out.extend(amqp.gap(ev.direction, ev.size, ev.ts, ev.packet, ev.cause))
             elif cls is PacketNote:
                 d = amqp.dirs[direction]
                 skipped = ev.extra.get("undecrypted", 0) if ev.extra else 0  # TLS bytes not decrypted

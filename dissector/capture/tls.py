@@ -371,7 +371,7 @@ class TlsLayer:
         self._process(d, ts, packet, out)
         return out
 
-    def gap(self, direction: int, size: int, ts: float, packet: int) -> list:
+    def gap(self, direction: int, size: int, ts: float, packet: int, cause=None) -> list:
         d = self.dirs[direction]
         lost = size
         if d.buf and not d.resync and len(d.buf) >= 5:

@@ -22,7 +22,8 @@ not AMQP: the rest of both directions is ignored), then the frames:
   frame is never buffered whole, so memory stays bounded whatever the frame size;
 * binary messages, fragmented (continuation frames) or not, become the inner AMQP stream;
   with ``permessage-deflate`` negotiated in the handshake, compressed messages are
-  inflated (output bounded per call);
+  inflated, within caps per message and per direction (a deflate bomb is cut, said in a
+  note, and the bytes held back reach the AMQP layer as a gap; see MAX_INFLATED_MESSAGE);
 * text messages, ping, pong and close (status code and reason) become notes;
 * protocol violations are warnings: an unmasked client frame or a masked server frame,
   reserved bits without an extension, reserved opcodes, a control frame longer than 125
@@ -71,6 +72,18 @@ MAX_HTTP_BYTES = 16384  # cap on an HTTP request or response header block
 MAX_RESYNC_BYTES = 1 << 20  # longest run of bytes held while checking a resynchronisation candidate
 RESYNC_CHAIN = 4  # plausible frame headers in a row that confirm a resynchronisation candidate
 MAX_INFLATE_CHUNK = 1 << 20  # most inflated bytes produced per zlib call (deflate bombs stay bounded)
+# permessage-deflate output passed on to the AMQP layer: at most MAX_INFLATED_MESSAGE bytes of one
+# message and, per direction, at most INFLATE_FLOOR + INFLATE_RATIO x the compressed payload bytes so
+# far (a frame's first FRAME_CREDIT bytes are counted at its header, so the cut falls at the same byte
+# however TCP splits the frame).  DEFLATE inflates up to about 1,030-fold: a few hundred KB would
+# otherwise become gigabytes of frames.  What a cap holds back is still inflated, in
+# MAX_INFLATE_CHUNK pieces that are dropped (memory stays flat, and the shared compression window
+# stays whole for the next message), counted, and reported when the message ends: a note, and a
+# StreamGap of that size whose cause says the bytes were held back, not lost.
+MAX_INFLATED_MESSAGE = 64 << 20
+INFLATE_FLOOR = 1 << 20
+INFLATE_RATIO = 16
+FRAME_CREDIT = 1 << 16
 AMQP_SUBPROTOCOLS = frozenset({"amqp", "amqpwsb10"})  # compared case-insensitively
 _GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 _DEFLATE_TAIL = b"\x00\x00\xff\xff"
@@ -191,6 +204,7 @@ class _Dir:
         "state", "buf", "client", "remaining", "key", "key_off", "payload", "opcode", "fin",
         "ctrl", "msg_op", "msg_len", "msg_frames", "msg_compressed", "msg_broken", "closed",
         "inflater", "inflate_lost", "skipped", "resync_packet", "warned", "error_gap", "after_resync",
+        "msg_inflated", "msg_cut", "zipped", "precredit", "unzipped", "cut_messages", "cut_bytes",
     )
 
     def __init__(self, client: bool):
@@ -217,6 +231,13 @@ class _Dir:
         self.error_gap = False  # sync lost on a malformed header (no TCP gap told the inner stream)
         self.after_resync = False  # a continuation may come first: its message began before the loss
         self.warned: set = set()
+        self.msg_inflated = 0  # inflated bytes of the current message passed on
+        self.msg_cut = 0  # inflated bytes of the current message held back by a cap
+        self.zipped = 0  # compressed payload bytes of this direction credited to its inflation budget
+        self.precredit = 0  # bytes of the current frame credited at its header and not yet arrived
+        self.unzipped = 0  # inflated bytes of this direction passed on
+        self.cut_messages = 0  # messages a cap cut, after the first (which has its own note)
+        self.cut_bytes = 0  # inflated bytes those held back
 
 
 _OPCODES = {0: "Continuation", 1: "Text", 2: "Binary", 8: "Connection Close", 9: "Ping", 10: "Pong"}
@@ -309,7 +330,7 @@ class WebSocketLayer:
             self._seal()
         return out
 
-    def gap(self, direction: int, size: int, ts: float, packet: int) -> list:
+    def gap(self, direction: int, size: int, ts: float, packet: int, cause=None) -> list:
         d = self.dirs[direction]
         out: list = []
         if d.state == _OFF:
@@ -345,6 +366,7 @@ class WebSocketLayer:
         inner = size
         if d.state == _FRAMES and d.remaining and d.payload != _P_BINARY:
             inner = max(size - d.remaining, 0)
+        self._end_cut(d, direction, ts, packet, out)
         if self.deflate and not self.no_context[direction]:
             self._inflate_lost(d)  # compressed bytes may have been lost with the window they share
         self._lose_sync(d, packet)
@@ -357,6 +379,11 @@ class WebSocketLayer:
     def finish(self, ts: float | None, packet: int | None) -> list:
         out: list = []
         for direction, d in enumerate(self.dirs):
+            self._end_cut(d, direction, ts, packet, out)
+            if d.cut_messages > 1:
+                side = "client" if d.client else "server"
+                self._note(out, packet, ts, WARN, f"{d.cut_messages - 1:,} more compressed messages from the {side} "
+                                                   f"cut by the inflation caps: {d.cut_bytes:,} inflated bytes held back")
             if d.state == _RESYNC:
                 skipped = d.skipped + len(d.buf)
                 if skipped:
@@ -490,6 +517,7 @@ class WebSocketLayer:
             b0, b1, hlen, ln, key = h
             if not self._frame_start(direction, d, b0, b1, ln, key, ts, packet, out):
                 # lost sync (a length no frame can have): scan from the next byte
+                self._end_cut(d, direction, ts, packet, out)
                 self._lose_sync(d, packet)
                 d.skipped = 1
                 d.error_gap = True
@@ -577,9 +605,15 @@ class WebSocketLayer:
             if d.msg_op is not None:
                 self._warn(out, packet, ts, f"WebSocket {_OP_NAMES[op]} frame from the {side} inside an unfinished "
                                             f"fragmented {_OP_NAMES[d.msg_op]} message ({d.msg_frames} frames)")
+                self._end_cut(d, direction, ts, packet, out)
             self._message_start(direction, d, op, compressed)
         d.msg_frames += 1
         d.payload = _P_BINARY if d.msg_op == OP_BINARY else _P_TEXT
+        if d.msg_compressed and d.payload == _P_BINARY:
+            # the inflation budget grows by a frame's first FRAME_CREDIT bytes at its header (the
+            # same however TCP cuts the frame), by the rest as it arrives
+            d.precredit = min(ln, FRAME_CREDIT)
+            d.zipped += d.precredit
         return True
 
     def _message_start(self, direction, d, op, compressed):
@@ -588,6 +622,8 @@ class WebSocketLayer:
         d.msg_frames = 0
         d.msg_compressed = compressed
         d.msg_broken = False
+        d.msg_inflated = 0
+        d.msg_cut = 0
         if compressed and op == OP_BINARY and not d.inflate_lost:
             if d.inflater is None or self.no_context[direction]:
                 d.inflater = zlib.decompressobj(-15)
@@ -604,6 +640,9 @@ class WebSocketLayer:
         if kind == _P_BINARY:
             d.msg_len += len(data)
             if d.msg_compressed:
+                early = min(len(data), d.precredit)
+                d.precredit -= early
+                d.zipped += len(data) - early
                 self._inflate(d, direction, data, ts, packet, out)
             else:
                 self._data(out, direction, data, ts, packet)
@@ -646,6 +685,8 @@ class WebSocketLayer:
                                               "messages; not decoded)")
         elif d.msg_compressed:
             self._inflate(d, direction, _DEFLATE_TAIL, ts, packet, out)
+            if d.msg_cut:
+                self._end_cut(d, direction, ts, packet, out)
         d.msg_op = None
         d.msg_compressed = False
 
@@ -694,14 +735,24 @@ class WebSocketLayer:
             return
         z = d.inflater
         try:
-            piece = z.decompress(data, MAX_INFLATE_CHUNK)
             while True:
-                if piece:
-                    self._data(out, direction, piece, ts, packet)
-                if not z.unconsumed_tail:
+                room = min(MAX_INFLATED_MESSAGE - d.msg_inflated, INFLATE_FLOOR + INFLATE_RATIO * d.zipped - d.unzipped)
+                if d.msg_cut or room <= 0:  # held back by a cap: inflated (the window stays whole), dropped
+                    piece = z.decompress(data, MAX_INFLATE_CHUNK)
+                    if d.msg_cut == 0 and piece:
+                        self._start_cut(d, direction, ts, packet, out)
+                    d.msg_cut += len(piece)
+                else:
+                    piece = z.decompress(data, min(MAX_INFLATE_CHUNK, room))
+                    if piece:
+                        d.msg_inflated += len(piece)
+                        d.unzipped += len(piece)
+                        self._data(out, direction, piece, ts, packet)
+                data = z.unconsumed_tail
+                if not data:
                     break
-                piece = z.decompress(z.unconsumed_tail, MAX_INFLATE_CHUNK)
         except zlib.error as e:
+            self._end_cut(d, direction, ts, packet, out)
             self._warn(out, packet, ts, f"WebSocket compressed message cannot be inflated ({e}); "
                                         "the rest of the compressed stream is lost")
             d.msg_broken = True
@@ -709,7 +760,36 @@ class WebSocketLayer:
                 self._inflate_lost(d)
             out.append(StreamGap(self.conn, direction, len(data), ts, packet))
 
+    def _start_cut(self, d, direction, ts, packet, out):
+        """A cap holds back the rest of the current message: said once per direction in full,
+        then counted (see ``finish``)."""
+        d.cut_messages += 1
+        if d.cut_messages > 1:
+            return
+        side = "client" if d.client else "server"
+        if d.msg_inflated >= MAX_INFLATED_MESSAGE:
+            why = f"the cap of {MAX_INFLATED_MESSAGE:,} inflated bytes per message"
+        else:
+            why = (f"the {side}'s inflation budget ({INFLATE_FLOOR:,} bytes + {INFLATE_RATIO}x its "
+                   f"{d.zipped:,} compressed bytes so far)")
+        self._note(out, packet, ts, WARN, f"WebSocket compressed message from the {side} inflates beyond {why}: "
+                                           "the rest of the message is not decoded (a permessage-deflate bomb?)")
+
+    def _end_cut(self, d, direction, ts, packet, out):
+        """The message a cap cut has ended or broken off: the bytes held back are a gap of the inner stream."""
+        if not d.msg_cut:
+            return
+        if d.cut_messages == 1:
+            side = "client" if d.client else "server"
+            self._note(out, packet, ts, WARN, f"WebSocket compressed message from the {side}: {d.msg_inflated:,} "
+                                               f"inflated bytes decoded, {d.msg_cut:,} held back by the cap")
+        else:
+            d.cut_bytes += d.msg_cut
+        out.append(StreamGap(self.conn, direction, d.msg_cut, ts, packet, "held back by the WebSocket inflation cap"))
+        d.msg_cut = 0
+
     def _break_inflate(self, d, direction, size, ts, packet, out):
+        self._end_cut(d, direction, ts, packet, out)
         out.append(StreamGap(self.conn, direction, size, ts, packet))
         d.msg_broken = True
         if not self.no_context[direction]:
