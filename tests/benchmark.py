@@ -14,8 +14,12 @@ What it does
 ------------
 1. Builds a capture of real proton-encoded AMQP 1.0 traffic: ``tests/protonpump.py``
    engines (SASL, open, attach, transfers, flows, dispositions, close) carried over
-   TCP by ``tests/pcapbuild.py``.  The capture is cached at ``--out`` with the
-   build parameters in a sidecar ``<out>.json``; it is reused when they match.
+   TCP by ``tests/pcapbuild.py``, in two shapes (``--shapes``): ``acked``, rounds of 10
+   transfers in 1,460-byte segments each ACKed (about 4 frames per data segment), and
+   ``batched``, rounds of 40 in segments of up to 32,000 bytes with no pure ACKs (about 20
+   frames per segment, as proton on the loopback sends them).  Each capture is cached
+   (``--out``, the batched one beside it as ``<out>-batched.pcap``) with the build parameters
+   in a sidecar ``<out>.json``; it is reused when they match, and built in a child process.
 2. Runs each of our commands paired with its tshark counterpart, alternating
    ours / tshark ``--repeat`` times, each as a whole process (stdout to /dev/null,
    files to a temporary folder).  Wall time and the peak RSS of that child process
@@ -111,8 +115,18 @@ def _save_sidecar(path: str, meta: dict) -> None:
         json.dump(meta, f, indent=1, sort_keys=True)
 
 
-def build_capture(path: str, connections: int, messages: int) -> dict:
-    """Proton traffic: ``connections`` connections, each sending ``messages`` small messages."""
+# capture shapes: name -> (messages per proton round, TCP maximum segment size, a pure ACK after
+# every data segment).  "acked": rounds of 10 transfers cut at 1,460 bytes, each segment ACKed (the
+# reference capture, about 4 AMQP frames per data segment).  "batched": what proton on the loopback
+# sends: rounds of 40 transfers in segments of up to 32,000 bytes, the peer's data carrying the ACKs (about 20
+# frames per segment), no pure ACKs: the per-frame cost, not the per-packet cost, dominates.
+SHAPES = {"acked": (10, 1460, True), "batched": (40, 32000, False)}
+
+
+def build_capture(path: str, connections: int, messages: int, shape: str = "acked") -> dict:
+    """Proton traffic: ``connections`` connections, each sending ``messages`` small messages,
+    batched and segmented as ``shape`` says (see SHAPES)."""
+    batch, mss, acks = SHAPES[shape]
     sys.path[:0] = [HERE]
     from proton import Message
 
@@ -126,7 +140,7 @@ def build_capture(path: str, connections: int, messages: int) -> dict:
         p.run()
         for i in range(messages):
             p.send(snd, Message(body=f"payload {i:08d} " + "x" * 60, properties={"seq": i}))
-            if i % 10 == 9:
+            if i % batch == batch - 1:
                 p.run()
         p.run()
         p.close()
@@ -136,7 +150,8 @@ def build_capture(path: str, connections: int, messages: int) -> dict:
             server=("10.0.0.2", 5672),
             t0=1_700_000_000.0 + c * 0.0003,
             dt=0.0001,
-            acks=True,
+            acks=acks,
+            mss=mss,
         )
         records.extend(conv.records)
         del p, conv
@@ -150,15 +165,31 @@ def build_capture(path: str, connections: int, messages: int) -> dict:
     return {"packets": len(records), "bytes": os.path.getsize(path)}
 
 
-def ensure_capture(path: str, connections: int, messages: int, log) -> dict:
+def shape_path(path: str, shape: str) -> str:
+    """The capture of another shape beside ``path`` (the "acked" one is ``path`` itself)."""
+    if shape == "acked":
+        return path
+    root, ext = os.path.splitext(path)
+    return f"{root}-{shape}{ext}"
+
+
+def ensure_capture(path: str, connections: int, messages: int, log, shape: str = "acked") -> dict:
     params = {"builder": BUILDER_VERSION, "connections": connections, "messages": messages}
+    if shape != "acked":
+        params["shape"] = shape
     meta = _cached(path, params)
     if meta is not None:
         log(f"reusing {path} ({meta['packets']} packets, {meta['bytes'] / 1e6:.1f} MB)")
         return {**meta, "path": path, "built": False}
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     t = time.perf_counter()
-    info = build_capture(path, connections, messages)
+    # built in a child process: a parent grown by the build would lend its peak RSS to every
+    # command it starts afterwards (ru_maxrss counts the child's memory before its exec)
+    built = subprocess.run([sys.executable, os.path.abspath(__file__), "--build-capture", path, str(connections),
+                            str(messages), shape], capture_output=True, text=True)
+    if built.returncode:
+        raise SystemExit(f"building {path} failed:\n{built.stderr[-3000:]}")
+    info = json.loads(built.stdout.strip().splitlines()[-1])
     secs = time.perf_counter() - t
     meta = {"params": params, **info, "build_s": round(secs, 1)}
     _save_sidecar(path, meta)
@@ -306,7 +337,7 @@ def _r(x, nd=3):
     return None if x is None else round(x, nd)
 
 
-def run_pairs(runner: Runner, names: list[str], cap: str, repeat: int) -> list[dict]:
+def run_pairs(runner: Runner, names: list[str], cap: str, repeat: int, shape: str = "acked") -> list[dict]:
     rows = []
     for name in names:
         ours_args, th_args, goal = PAIRS[name]
@@ -317,7 +348,7 @@ def run_pairs(runner: Runner, names: list[str], cap: str, repeat: int) -> list[d
                 ours[m].append(runner.run_ours(ours_args, cap, m))
             if runner.tshark:
                 theirs.append(runner.run_tshark(th_args, cap))
-            runner.log(f"{name} #{i + 1}: " + ", ".join(f"{m} {ours[m][-1]['s']:.2f} s" for m in runner.modes)
+            runner.log(f"{name} ({shape}) #{i + 1}: " + ", ".join(f"{m} {ours[m][-1]['s']:.2f} s" for m in runner.modes)
                        + (f", tshark {theirs[-1]['s']:.2f} s" if theirs else ""))
         for m in runner.modes:
             o = ours[m]
@@ -326,6 +357,7 @@ def run_pairs(runner: Runner, names: list[str], cap: str, repeat: int) -> list[d
             ratio = _med(ratios)
             rows.append({
                 "name": name,
+                "shape": shape,
                 "mode": m,
                 "ours_cmd": shlex.join(runner.ours + fill(ours_args, "CAPTURE", "OUT")),
                 "tshark_cmd": shlex.join(["tshark"] + fill(th_args, "CAPTURE", "OUT")),
@@ -494,14 +526,16 @@ def _verdict(p):
 
 
 def speed_table(rows: list[dict], show_mode: bool) -> str:
-    head = ["command"] + (["mode"] if show_mode else []) + [
+    show_shape = len({r.get("shape", "acked") for r in rows}) > 1
+    head = ["command"] + (["capture"] if show_shape else []) + (["mode"] if show_mode else []) + [
         "ours (median s)", "tshark (median s)", "ratio", "goal", "", "our peak MB", "tshark peak MB"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         ours = r["ours_cmd"].split(" -m amqp_dissect.cli ", 1)[-1].replace(" CAPTURE", "").replace("OUT.", "out.")
         th = r["tshark_cmd"].replace(" -r CAPTURE", "")
         cmd = f"`{ours}`"
-        cells = [f"{cmd} vs `{th}`"] + ([r["mode"]] if show_mode else []) + [
+        cells = [f"{cmd} vs `{th}`"] + ([r.get("shape", "acked")] if show_shape else []) + (
+            [r["mode"]] if show_mode else []) + [
             _fmt(r["ours_median_s"]), _fmt(r["tshark_median_s"]), _fmt(r["ratio"], "{:.2f}x"),
             _fmt(r["goal"], "<= {:.1f}x"), _verdict(r["pass"]) if r["ok"] else "ERROR",
             _fmt(r["ours_peak_mb"], "{:.0f}"), _fmt(r["tshark_peak_mb"], "{:.0f}")]
@@ -550,6 +584,10 @@ def parse_args(argv=None):
                     help="capture path (default /tmp/amqp-bench/c{connections}-m{messages}.pcap); "
                          "reused when its sidecar <out>.json records the same parameters")
     ap.add_argument("--rebuild", action="store_true", help="build the capture even when a cached one matches")
+    ap.add_argument("--shapes", default="acked,batched",
+                    help="capture shapes the pairs run on (comma-separated, from: " + ", ".join(SHAPES) + "; default "
+                         "both): the same messages batched and segmented differently (see SHAPES); -j, memory and "
+                         "stages use the first")
     ap.add_argument("--repeat", type=int, default=3, help="ours/tshark pairs per command (default 3)")
     ap.add_argument("--only", default=None,
                     help="comma-separated pairs to run, from: " + ", ".join(PAIRS) + f" (default: {','.join(DEFAULT_PAIRS)}; "
@@ -592,6 +630,10 @@ def parse_args(argv=None):
     if bad:
         ap.error(f"unknown pair(s) {', '.join(bad)}; choose from {', '.join(PAIRS)}")
     args.pairs = names
+    args.shape_list = [x for x in args.shapes.split(",") if x]
+    bad = [x for x in args.shape_list if x not in SHAPES]
+    if bad or not args.shape_list:
+        ap.error(f"--shapes: choose from {', '.join(SHAPES)}")
     if args.jobs in ("", "none", "0", "1"):
         args.jobs_n = None
     else:
@@ -627,16 +669,24 @@ def parse_args(argv=None):
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["--build-capture"]:  # (internal: ensure_capture's child) PATH CONNECTIONS MESSAGES SHAPE
+        path, connections, messages, shape = argv[1:5]
+        print(json.dumps(build_capture(path, int(connections), int(messages), shape)))
+        return 0
     args = parse_args(argv)
 
     def log(msg):
         print(msg, file=sys.stderr, flush=True)
 
     if args.rebuild:
-        for p in [args.out] + [scaled_path(args.out, k) for k in args.scale_list]:
+        for p in [args.out] + [scaled_path(args.out, k) for k in args.scale_list] + [
+                shape_path(args.out, x) for x in args.shape_list]:
             if os.path.exists(_sidecar(p)):
                 os.remove(_sidecar(p))
-    base = ensure_capture(args.out, args.connections, args.messages, log)
+    shaped = {x: ensure_capture(shape_path(args.out, x), args.connections, args.messages, log, x)
+              for x in args.shape_list}
+    base = shaped[args.shape_list[0]]
     scaled = [ensure_scaled(base, k, log) for k in args.scale_list] if args.memory_list else []
 
     if args.cmd:
@@ -654,11 +704,14 @@ def main(argv=None) -> int:
         "modes": args.mode_list,
         "repeat": args.repeat,
         "capture": {k: base[k] for k in ("path", "params", "packets", "bytes", "built")},
+        "shapes": {x: {k: c[k] for k in ("path", "params", "packets", "bytes", "built")} for x, c in shaped.items()},
         "scaled": [{k: c[k] for k in ("path", "params", "packets", "bytes", "built")} for c in scaled],
     }
     with tempfile.TemporaryDirectory(prefix="amqp-bench-") as tmp:
         runner = Runner(ours, cwd, args.env_map, args.mode_list, args.tshark, args.timeout, tmp, log)
-        pairs = run_pairs(runner, args.pairs, base["path"], args.repeat)
+        pairs = []
+        for x, c in shaped.items():
+            pairs += run_pairs(runner, args.pairs, c["path"], args.repeat, x)
         jobs = []
         if args.jobs_n:
             for k in args.jobs_scale_list:
@@ -674,9 +727,10 @@ def main(argv=None) -> int:
     result["errors"] = runner.errors
 
     show_mode = len(args.mode_list) > 1
-    print(f"capture: {base['params']['connections']} connections x {base['params']['messages']} messages, "
-          f"{base['packets']} packets, {base['bytes'] / 1e6:.1f} MB; {result['host']['tshark'] or 'no tshark'}; "
-          f"{result['host']['cpus']} CPUs")
+    for x, c in shaped.items():
+        print(f"capture ({x}): {c['params']['connections']} connections x {c['params']['messages']} messages, "
+              f"{c['packets']} packets, {c['bytes'] / 1e6:.1f} MB; {result['host']['tshark'] or 'no tshark'}; "
+              f"{result['host']['cpus']} CPUs")
     print(f"reproduce: python {shlex.join(result['argv'])}")
     if pairs:
         print()

@@ -100,8 +100,28 @@ def test_quick_run_json_structure_and_scaled_capture(tmp_path):
         assert len(streams) == 4
         assert status == {("1", "1")}  # every TCP and IP checksum good
 
-    # speed pairs: one row per pair, per-run times, ratio = median of the per-run ratios
-    assert [(p["name"], p["mode"]) for p in res["pairs"]] == [("report", "default"), ("deliveries-csv", "default")]
+    # the batched shape: the same messages in fewer, fuller segments, no pure ACKs; at least 5 AMQP
+    # frames per data segment by tshark's count (a full capture's rounds are 40 transfers; here 40
+    # messages per connection make one round)
+    bat = res["shapes"]["batched"]
+    assert bat["params"]["shape"] == "batched" and bat["path"] != cap
+    flows_b, times_b = _flows(bat["path"])
+    assert {k: bytes(v) for k, v in flows_b.items() if k[1] == 0} == {k: bytes(v) for k, v in flows.items() if k[1] == 0}
+    assert len(times_b) < len(times)
+    with open(bat["path"], "rb") as f:
+        segs = [dpkt.ethernet.Ethernet(buf).data.data for _ts, buf in dpkt.pcap.Reader(f)]
+    pure = [t for t in segs if not t.data and not t.flags & (dpkt.tcp.TH_SYN | dpkt.tcp.TH_FIN)]
+    assert len(pure) == 2 * 2  # the handshake's last ACK and the close's, per connection: no others
+    if tshark:
+        out = subprocess.run([tshark, "-r", bat["path"], "-Y", "amqp", "-T", "fields", "-e", "amqp.performative"],
+                             capture_output=True, text=True, check=True).stdout.split()
+        per_segment = [len(line.split(",")) for line in out]
+        assert max(per_segment) >= 5 * 4  # a round of transfers in one segment
+
+    # speed pairs: one row per pair and shape, per-run times, ratio = median of the per-run ratios
+    assert [(p["name"], p["shape"], p["mode"]) for p in res["pairs"]] == [
+        ("report", "acked", "default"), ("deliveries-csv", "acked", "default"),
+        ("report", "batched", "default"), ("deliveries-csv", "batched", "default")]
     for p in res["pairs"]:
         assert p["ok"] is True
         assert len(p["ours_s"]) == 2 and all(t > 0 for t in p["ours_s"])
@@ -118,6 +138,7 @@ def test_quick_run_json_structure_and_scaled_capture(tmp_path):
         else:
             assert p["tshark_s"] == [] and p["ratio"] is None
     assert res["pairs"][0]["goal"] == 1.0 and res["pairs"][1]["goal"] is None
+    assert "| `report` vs `tshark -Y amqp` | batched |" in stdout
 
     # -j 2 on the capture and on its 2x replay (--jobs-scales): per round -j 1, -j 2 and two -j 1
     # at once; speed-up and ceiling are per-round medians
