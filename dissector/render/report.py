@@ -59,6 +59,7 @@ def _capture_lines(cap: dict | None) -> list[str]:
     dur = cap.get("duration")
     return [
         ("files: " if len(files) > 1 else "file: ") + (", ".join(files) or "-"),
+        *((f"order: {cap['order']}",) if cap.get("order") else ()),
         f"capture: {_date(cap.get('start'))} to {_date(cap.get('end'))}"
         + (f" ({dur:.6f} s)" if dur is not None else ""),
         f"packets {cap.get('packets', 0):,}, bytes {cap.get('bytes', 0):,}",
