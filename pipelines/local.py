@@ -351,6 +351,16 @@ class CaptureSource:
             prev = record.ts
             yield record
 
+    def records(self) -> Iterator[object]:
+        """The capture's records in the order read, numbered (a capture set's merged, see
+        :meth:`_merged`), without dissecting them."""
+        for reader, offset in self._readers():
+            for record in reader:
+                if offset:
+                    record.index += offset
+                self.packets += 1
+                yield record
+
     def events(self) -> Iterator[tuple[object, object]]:
         """(record, event) pairs; record is None for the events of the final flush."""
         d = self.dissector
