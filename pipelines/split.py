@@ -29,7 +29,7 @@ import sys
 import zlib
 from typing import Iterator
 
-from amqp_dissect.capture.pcap import MAX_RECORD, _Prefixed, open_capture
+from amqp_dissect.capture.pcap import MAX_RECORD, _Prefixed, _read_upto, open_capture
 from amqp_dissect.errors import CaptureError
 
 from .archive import pcap_header
@@ -58,8 +58,10 @@ class SplitExists(FileExistsError):
 
 
 class _SafeRead:
-    """``read`` of a (gzip) stream that stops, instead of raising, where the stream is damaged:
-    ``error`` then says what and at which byte of the decompressed stream."""
+    """``read(n)`` of a (gzip) stream made of calls to ``read`` (which may return fewer bytes:
+    gzip's ``read1``), that stops, instead of raising, where the stream is damaged: the bytes
+    before the damage are returned, and ``error`` says what and at which byte of the
+    decompressed stream."""
 
     def __init__(self, read, catch: tuple = _GZIP_ERRORS):
         self._read = read
@@ -67,18 +69,23 @@ class _SafeRead:
         self.offset = 0
         self.error: str | None = None
 
-    def read(self, n: int = -1) -> bytes:
-        if self.error is not None:
-            return b""
-        try:
-            data = self._read(n)
-        except self._catch as exc:
-            what = "truncated" if isinstance(exc, EOFError) else "corrupt"
-            self.error = (f"gzip data {what} at byte {self.offset} of the decompressed stream "
-                          f"({type(exc).__name__}: {exc})")
-            return b""
-        self.offset += len(data)
-        return data
+    def read(self, n: int) -> bytes:
+        parts = []
+        have = 0
+        while have < n and self.error is None:
+            try:
+                data = self._read(n - have)
+            except self._catch as exc:
+                what = "truncated" if isinstance(exc, EOFError) else "corrupt"
+                self.error = (f"gzip data {what} at byte {self.offset + have} of the decompressed stream "
+                              f"({type(exc).__name__}: {exc})")
+                break
+            if not data:
+                break
+            parts.append(data)
+            have += len(data)
+        self.offset += have
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 STDIN = "-"
@@ -227,9 +234,9 @@ def split_capture(path: str, out_dir: str, *, packets: int | None = None, bytes:
     raw = sys.stdin.buffer if path == STDIN else open(path, "rb")
     try:
         seen = _Kept(raw.read)  # the bytes read to find the format, given again to the pcapng reader
-        head = seen.read(4)
+        head = _read_upto(seen.read, 4)  # (a pipe may give fewer bytes than asked)
         if head[:2] == _GZ:
-            f = _SafeRead(gzip.GzipFile(fileobj=_Prefixed(head, seen.read), mode="rb").read)
+            f = _SafeRead(gzip.GzipFile(fileobj=_Prefixed(head, seen.read), mode="rb").read1)
             first4 = f.read(4)
         else:
             f, first4 = _SafeRead(seen.read, ()), head

@@ -796,7 +796,9 @@ def open_capture(fileobj) -> CaptureReader:
         try:
             head = _read_upto(read, 4)
         except _GZIP_ERRORS as exc:
-            raise CaptureError(f"gzip-compressed capture cannot be decompressed: {exc}") from None
+            what = "truncated" if isinstance(exc, EOFError) else "corrupt"
+            raise CaptureError(f"gzip data {what} at byte 0 of the decompressed stream "
+                               f"({type(exc).__name__}: {exc}): nothing could be decompressed") from None
     if len(head) < 4:
         raise CaptureError(f"not a pcap or pcapng capture (only {len(head)} bytes)")
     if head not in (
