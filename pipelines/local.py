@@ -78,14 +78,15 @@ class _Part:
     """One file of a capture set being merged (see :meth:`CaptureSource._merged`)."""
 
     __slots__ = ("src", "name", "pos", "stream", "f", "own", "reader", "records", "head", "exact", "first_ts",
-                 "done")
+                 "last_ts", "count", "done")
 
     def __init__(self, src, name: str, pos: int):
         self.src = src
         self.name = name
         self.pos = pos  # argument position
         self.stream = hasattr(src, "read") or os.fspath(src) == STDIN
-        self.f = self.reader = self.records = self.head = self.exact = self.first_ts = None
+        self.f = self.reader = self.records = self.head = self.exact = self.first_ts = self.last_ts = None
+        self.count = 0  # records merged
         self.own = False
         self.done = False
 
@@ -184,6 +185,7 @@ class CaptureSource:
         # files being merged
         self.order: list | None = None
         self._parts: list = []
+        self._set: list = []
 
     @property
     def end_ts(self):
@@ -279,6 +281,7 @@ class CaptureSource:
         parts.sort(key=lambda p: (p.first_ts, _natural(p.name), p.pos))
         self.order = [p.name for p in parts] + [n for n in self.paths if n not in {p.name for p in parts}]
         self._parts = parts
+        self._set = list(parts)  # (kept after reading: the set's gaps)
         heap = [(p.first_ts, rank, p) for rank, p in enumerate(parts)]  # (already a heap: sorted)
         records = self._merge(heap)
         if self.limit is not None:
@@ -314,6 +317,8 @@ class CaptureSource:
                 rec = part.head
             index += 1
             rec.index = index
+            part.last_ts = rec.ts
+            part.count += 1
             exact = part.exact
             if ring is not None and exact:
                 ring.append((index,) + exact[-1][1:])
@@ -438,7 +443,71 @@ class CaptureSource:
         }
         if len(self.paths) > 1:  # a capture set: the order the files were read in
             info["order"] = "merged by time: files by their first packet's time, packets interleaved where they overlap"
+            gaps = set_gaps(self._set)
+            if gaps:
+                info["gaps"] = gaps
         return info
+
+
+def set_gaps(parts) -> list[dict]:
+    """The files missing from a numbered capture set (``tcpdump -C`` / ``-W``: ``cap.pcap``,
+    ``cap.pcap1``, ...; ``editcap -c``: ``x_00000_<time>.pcap``, ...; ``split``: ``NAME_00000.pcap``):
+    among the files of a folder whose names differ only in their numbers, the first number that
+    differs is the file's place in the set, and a number missing between two files that were
+    read is a gap: ``{"missing": [names], "after": file, "before": file, "from": last time of
+    the one, "to": first time of the other}``.  The packets of that time are not in the set: the
+    TCP gaps of the connections then are this gap, not loss on the wire.  ``parts``: the
+    :class:`_Part` of the files read, each with a record.  With a stream in the set (``-``) no gap
+    is told: the stream may hold what the names miss."""
+    if any(part.stream for part in parts):
+        return []
+    groups: dict = {}
+    for part in parts:
+        if part.stream or part.first_ts is None:
+            continue
+        folder, base = os.path.split(part.name)
+        tokens = re.split(r"(\d+)", base)
+        groups.setdefault((folder, tuple(tokens[0::2])), []).append((tokens, part))
+    # tcpdump -C: the first file has no number ("cap.pcap" beside "cap.pcap1"): it is number 0
+    for (folder, skel), members in list(groups.items()):
+        if len(skel) == 1:
+            numbered = groups.get((folder, (skel[0], "")))
+            if numbered is not None:
+                del groups[(folder, skel)]
+                numbered += [([skel[0], "0", ""], part) for _, part in members]
+    gaps = []
+    for (folder, skel), members in groups.items():
+        if len(members) < 2 or len(skel) < 2:
+            continue
+        numbers = [[int(x) for x in tokens[1::2]] for tokens, _ in members]
+        k = next((i for i in range(len(numbers[0])) if len({n[i] for n in numbers}) > 1), None)
+        if k is None:
+            continue
+        placed = sorted(((n[k], tokens, part) for n, (tokens, part) in zip(numbers, members)), key=lambda x: x[0])
+        # the other numbers that differ between the files (editcap's times): unknown in a missing name
+        vary = {i for i in range(len(numbers[0])) if i != k and len({n[i] for n in numbers}) > 1}
+        for (a, ta, before), (b, _tb, after) in zip(placed, placed[1:]):
+            if b - a < 2:
+                continue
+            digits = ta[2 * k + 1]
+            width = len(digits) if digits.startswith("0") and len(digits) > 1 else 0  # (zero-padded numbers)
+
+            def name(i, t=ta):
+                t = list(t)
+                t[2 * k + 1] = str(i).zfill(width)
+                for j in vary:
+                    t[2 * j + 1] = "*"
+                if i == 0 and len(t) == 3 and t[2] == "" and not width:  # (tcpdump's first file: no number)
+                    return os.path.join(folder, t[0])
+                return os.path.join(folder, "".join(t))
+
+            missing = [name(i) for i in range(a + 1, b)]
+            if len(missing) > 3:
+                missing = [missing[0], f"... ({len(missing) - 2} more)", missing[-1]]
+            gaps.append({"missing": missing, "after": before.name, "before": after.name, "from": before.last_ts,
+                         "to": after.first_ts})
+    gaps.sort(key=lambda g: (g["from"] is None, g["from"] or 0.0, g["after"]))
+    return gaps
 
 
 def read_keylog(path=None) -> str | None:

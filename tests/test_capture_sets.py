@@ -264,3 +264,30 @@ def test_a_set_of_pcapng_files_with_two_interfaces_is_the_same_with_two_processe
     assert one == two and one[0] == 0
     assert one == _run(tmp_path, ["deliveries", "-f", "csv", whole])
     assert runs
+
+
+@needs_wireshark_tools
+def test_files_missing_from_a_numbered_set_are_reported_as_gaps_in_the_set(tmp_path, whole_capture):
+    names = _rotated(whole_capture, tmp_path / "set", 14, "pcap")
+    full = _run(tmp_path, ["report", "-f", "json", *names])[1]
+    assert "gaps" not in json.loads(full)["capture"]  # (a whole set has none)
+    kept = [n for n in names if not n.endswith(("cap.pcap5", "cap.pcap9", "cap.pcap10"))]
+    random.Random(5).shuffle(kept)
+    rc, out = _run(tmp_path, ["report", "-f", "json", *kept])
+    assert rc == 0
+    gaps = json.loads(out)["capture"]["gaps"]
+
+    def ends(path):
+        ts = [r.ts for r in CaptureSource(path).records()]
+        return ts[0], ts[-1]
+
+    folder = os.path.dirname(names[0])
+    want = []
+    for missing, after, before in ((["cap.pcap5"], 4, 6), (["cap.pcap9", "cap.pcap10"], 8, 11)):
+        want.append({"missing": [os.path.join(folder, m) for m in missing], "after": names[after],
+                     "before": names[before], "from": ends(names[after])[1], "to": ends(names[before])[0]})
+    assert gaps == want
+    rc, text = _run(tmp_path, ["report", *kept])
+    lines = [line for line in text.decode().splitlines() if line.startswith("gap in the set: ")]
+    assert len(lines) == 2 and lines[0].startswith(f"gap in the set: {want[0]['missing'][0]} missing between "
+                                                   f"{names[4]} and {names[6]} (")
