@@ -149,11 +149,13 @@ def split(
                                             help="a new file every N seconds of capture time, like tcpdump -G"),
     gzip_output: bool = typer.Option(False, "--gzip", help="gzip-compress the parts (.pcap.gz)"),
     name: Optional[str] = typer.Option(None, "--name", help="file name prefix (default: the capture's name)"),
+    force: bool = typer.Option(False, "--force", help="remove the parts of an earlier split of the same name "
+                                                      "in --out first (without it, the split refuses)"),
 ):
     """Write a capture as rotated pcap files NAME_00000.pcap, NAME_00001.pcap, ... (in order)."""
     from amqp_dissect.errors import CaptureError
     from amqp_dissect.pipelines.spark import parse_size
-    from amqp_dissect.pipelines.split import split_capture
+    from amqp_dissect.pipelines.split import SplitExists, split_capture
 
     if sum(x is not None for x in (packets, size, seconds)) != 1:
         raise _fail("EXIT_USAGE", "give exactly one of --packets, --bytes, --seconds")
@@ -175,7 +177,11 @@ def split(
         raise _fail("EXIT_OPEN", f"--out {out}: cannot write in the directory: permission denied")
     try:
         res = split_capture(capture, str(out), packets=packets, bytes=nbytes, seconds=seconds,
-                            gzip_output=gzip_output, name=name)
+                            gzip_output=gzip_output, name=name, force=force)
+    except SplitExists as e:
+        raise _fail("EXIT_USAGE", f"--out {out}: holds {len(e.parts)} part(s) of an earlier split "
+                                  f"({os.path.basename(e.parts[0])} ...): give --force to remove them, "
+                                  "or another --out or --name") from None
     except FileNotFoundError:
         raise _fail("EXIT_OPEN", f"{capture}: no such file") from None
     except CaptureError as e:
@@ -186,6 +192,9 @@ def split(
         raise _fail("EXIT_OPEN", f"{capture}: cannot open: {e.strerror or e}") from None
     print(f"{res.records} records -> {len(res)} files in {out}" + (f" ({os.path.basename(res[0])} ... "
                                                                   f"{os.path.basename(res[-1])})" if res else ""))
+    if res.clamped:
+        print(f"amqp-dissect: {capture}: {res.clamped} record(s) have a time a pcap file cannot hold "
+              "(before 1970 or after 2106): written clamped to that range", file=sys.stderr)
     if res.error:
         print(f"amqp-dissect: {capture}: {res.error}", file=sys.stderr)
         raise typer.Exit(EXIT_DAMAGED)

@@ -14,8 +14,10 @@ This module opens files; ``dissector`` never does.
 from __future__ import annotations
 
 import collections
+import heapq
 import itertools
 import os
+import re
 from functools import cached_property
 from typing import TYPE_CHECKING, Iterable, Iterator
 
@@ -67,6 +69,72 @@ class _Read1:
 _EXACT_KEPT = 4096  # records whose exact times CaptureSource keeps (exact_times)
 
 
+def _natural(name: str) -> list:
+    """A sort key of a file name with its numbers by value (``cap.pcap2`` before ``cap.pcap10``)."""
+    return [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", name)]
+
+
+class _Part:
+    """One file of a capture set being merged (see :meth:`CaptureSource._merged`)."""
+
+    __slots__ = ("src", "name", "pos", "stream", "f", "own", "reader", "records", "head", "exact", "first_ts",
+                 "last_ts", "count", "done")
+
+    def __init__(self, src, name: str, pos: int):
+        self.src = src
+        self.name = name
+        self.pos = pos  # argument position
+        self.stream = hasattr(src, "read") or os.fspath(src) == STDIN
+        self.f = self.reader = self.records = self.head = self.exact = self.first_ts = self.last_ts = None
+        self.count = 0  # records merged
+        self.own = False
+        self.done = False
+
+    def open(self, source: "CaptureSource", dissector=None) -> None:
+        """Open the file and its reader (``dissector``: hear of its key logs)."""
+        self.f, self.own = source._open(self.src)
+        try:
+            reader = open_capture(self.f)
+        except BaseException:
+            self.close(source, counted=False)
+            raise
+        if dissector is not None:
+            reader.on_secrets = dissector.add_secrets
+        if source.exact_times and reader.digits() != 6:
+            reader.exact = self.exact = collections.deque(maxlen=2)
+            source.fine = True
+        self.reader = reader
+        self.records = iter(reader)
+
+    def advance(self):
+        """Its next record (kept as ``head``), or None at its end."""
+        self.head = next(self.records, None)
+        return self.head
+
+    def position(self) -> int:
+        try:
+            return os.lseek(self.f.fileno(), 0, os.SEEK_CUR) if self.f is not None else 0
+        except (OSError, AttributeError, ValueError):
+            return 0
+
+    def close(self, source: "CaptureSource", counted: bool = True) -> None:
+        """Close it; ``counted``: it was read to its end (its bytes and damage go to ``source``)."""
+        f, self.f = self.f, None
+        reader, self.reader, self.records, self.exact = self.reader, None, None, None
+        if counted and reader is not None and not self.done:
+            self.done = True
+            source.bytes += reader.bytes_read
+            if reader.error is not None:
+                source.errors.append((self.name, reader.error))
+        if f is not None and self.own:
+            if counted:
+                try:
+                    source._done += os.fstat(f.fileno()).st_size
+                except (OSError, ValueError):
+                    pass
+            f.close()
+
+
 class CaptureSource:
     """Feeds one or more captures, in order, through a Dissector as one capture.
 
@@ -113,6 +181,11 @@ class CaptureSource:
         self.first_exact = None  # (ns, digits) of the first record, with exact_times
         self.fine = False  # with exact_times: an input's timestamps (its leading interfaces) are not in us
         self._exact: list = []  # (packet-number offset, deque of (index, ns, digits)): the last two files
+        # a capture set (several inputs): the file names in the order read (see _merged), and the
+        # files being merged
+        self.order: list | None = None
+        self._parts: list = []
+        self._set: list = []
 
     @property
     def end_ts(self):
@@ -129,7 +202,11 @@ class CaptureSource:
 
     def _readers(self):
         """(record iterator, packet-number offset) of each file in turn; a file's read damage is
-        collected once its reader is done."""
+        collected once its reader is done.  Several inputs are one capture set, read as one
+        capture in time order (:meth:`_merged`): one iterator, numbered already (offset 0)."""
+        if len(self.inputs) > 1:
+            yield from self._merged()
+            return
         d = self.dissector
         for src, name in zip(self.inputs, self.paths):
             if self.limit is not None and self.packets >= self.limit:
@@ -168,6 +245,95 @@ class CaptureSource:
                     self._done += os.fstat(f.fileno()).st_size
                     f.close()
 
+    # -- capture sets --------------------------------------------------------------------
+
+    def _merged(self):
+        """The one record iterator of a capture set (as ``mergecap`` merges one): the files
+        ordered by their first record's time (then by name, numbers in it by value, then by
+        argument position: the same set in any order reads the same), and merged record by
+        record where their times overlap (the earliest next record first; on equal times the
+        file first in that order).  Packets are numbered in that merged order.
+
+        Memory stays flat: each file is first opened for its first record only and closed
+        again; it is opened for good when the merge reaches that record, and closed at its
+        end, so files that follow one another (a rotated set) are read one at a time, and
+        overlapping ones hold one record (and one read buffer) each.  A stream (``-``, a file
+        object) cannot be opened twice: it stays open from its first record on."""
+        parts = []
+        try:
+            for pos, (src, name) in enumerate(zip(self.inputs, self.paths)):
+                part = _Part(src, name, pos)
+                self.current = name
+                part.open(self, self.dissector if part.stream else None)
+                first = part.advance()
+                if first is None:  # no record: nothing to merge; its damage (if any) is reported
+                    part.close(self)
+                    continue
+                part.first_ts = first.ts
+                if not part.stream:
+                    part.close(self, counted=False)  # (opened again when the merge reaches it)
+                    part.head = None
+                parts.append(part)
+        except BaseException:
+            for part in parts:
+                part.close(self, counted=False)
+            raise
+        parts.sort(key=lambda p: (p.first_ts, _natural(p.name), p.pos))
+        self.order = [p.name for p in parts] + [n for n in self.paths if n not in {p.name for p in parts}]
+        self._parts = parts
+        self._set = list(parts)  # (kept after reading: the set's gaps)
+        heap = [(p.first_ts, rank, p) for rank, p in enumerate(parts)]  # (already a heap: sorted)
+        records = self._merge(heap)
+        if self.limit is not None:
+            records = itertools.islice(records, max(0, self.limit - self.packets))
+        if self.track_prev:
+            records = self._prev_tracked(records)
+        try:
+            yield records, 0
+        finally:
+            for part in parts:
+                part.close(self, counted=False)
+            self._parts = []
+
+    def _merge(self, heap):
+        """The records of the parts on ``heap`` ((next time, rank, part)), earliest first, numbered."""
+        ring = None
+        if self.exact_times:
+            ring = collections.deque(maxlen=_EXACT_KEPT)
+            self._exact = [(0, ring)]
+        index = self.packets
+        d = self.dissector
+        while heap:
+            _, rank, part = heap[0]
+            if part.reader is None:  # its first record: open it for good
+                self.current = part.name
+                part.open(self, d)
+                rec = part.advance()
+                if rec is None:  # (it changed since: read what there is)
+                    part.close(self)
+                    heapq.heappop(heap)
+                    continue
+            else:
+                rec = part.head
+            index += 1
+            rec.index = index
+            part.last_ts = rec.ts
+            part.count += 1
+            exact = part.exact
+            if ring is not None and exact:
+                ring.append((index,) + exact[-1][1:])
+            if self.first_ts is None:
+                self.first_ts = rec.ts
+                if ring:
+                    self.first_exact = ring[-1][1:]
+            nxt = part.advance()
+            if nxt is None:
+                part.close(self)
+                heapq.heappop(heap)
+            else:
+                heapq.heapreplace(heap, (nxt.ts, rank, part))
+            yield rec
+
     def exact_time(self, packet) -> tuple[int, int] | None:
         """(time in nanoseconds, decimal digits of its resolution) of packet number ``packet``
         when ``exact_times`` kept it (the last few thousand records), else None."""
@@ -189,6 +355,16 @@ class CaptureSource:
             self.prev_ts = prev
             prev = record.ts
             yield record
+
+    def records(self) -> Iterator[object]:
+        """The capture's records in the order read, numbered (a capture set's merged, see
+        :meth:`_merged`), without dissecting them."""
+        for reader, offset in self._readers():
+            for record in reader:
+                if offset:
+                    record.index += offset
+                self.packets += 1
+                yield record
 
     def events(self) -> Iterator[tuple[object, object]]:
         """(record, event) pairs; record is None for the events of the final flush."""
@@ -245,7 +421,7 @@ class CaptureSource:
     def position(self) -> int:
         """Bytes of the input files read so far (the read-ahead of the file being read included)."""
         f = self._file
-        pos = 0
+        pos = sum(p.position() for p in self._parts)
         if f is not None:
             try:
                 pos = os.lseek(f.fileno(), 0, os.SEEK_CUR)
@@ -257,14 +433,81 @@ class CaptureSource:
         """The capture as the report's header names it: inputs, first and last packet times,
         packets, bytes and duration (call after reading)."""
         start, end = self.first_ts, self.end_ts
-        return {
-            "files": list(self.paths),
+        info = {
+            "files": list(self.order if self.order is not None else self.paths),
             "start": start,
             "end": end,
             "duration": round(end - start, 6) if start is not None and end is not None else None,
             "packets": self.packets,
             "bytes": self.bytes,
         }
+        if len(self.paths) > 1:  # a capture set: the order the files were read in
+            info["order"] = "merged by time: files by their first packet's time, packets interleaved where they overlap"
+            gaps = set_gaps(self._set)
+            if gaps:
+                info["gaps"] = gaps
+        return info
+
+
+def set_gaps(parts) -> list[dict]:
+    """The files missing from a numbered capture set (``tcpdump -C`` / ``-W``: ``cap.pcap``,
+    ``cap.pcap1``, ...; ``editcap -c``: ``x_00000_<time>.pcap``, ...; ``split``: ``NAME_00000.pcap``):
+    among the files of a folder whose names differ only in their numbers, the first number that
+    differs is the file's place in the set, and a number missing between two files that were
+    read is a gap: ``{"missing": [names], "after": file, "before": file, "from": last time of
+    the one, "to": first time of the other}``.  The packets of that time are not in the set: the
+    TCP gaps of the connections then are this gap, not loss on the wire.  ``parts``: the
+    :class:`_Part` of the files read, each with a record.  With a stream in the set (``-``) no gap
+    is told: the stream may hold what the names miss."""
+    if any(part.stream for part in parts):
+        return []
+    groups: dict = {}
+    for part in parts:
+        if part.stream or part.first_ts is None:
+            continue
+        folder, base = os.path.split(part.name)
+        tokens = re.split(r"(\d+)", base)
+        groups.setdefault((folder, tuple(tokens[0::2])), []).append((tokens, part))
+    # tcpdump -C: the first file has no number ("cap.pcap" beside "cap.pcap1"): it is number 0
+    for (folder, skel), members in list(groups.items()):
+        if len(skel) == 1:
+            numbered = groups.get((folder, (skel[0], "")))
+            if numbered is not None:
+                del groups[(folder, skel)]
+                numbered += [([skel[0], "0", ""], part) for _, part in members]
+    gaps = []
+    for (folder, skel), members in groups.items():
+        if len(members) < 2 or len(skel) < 2:
+            continue
+        numbers = [[int(x) for x in tokens[1::2]] for tokens, _ in members]
+        k = next((i for i in range(len(numbers[0])) if len({n[i] for n in numbers}) > 1), None)
+        if k is None:
+            continue
+        placed = sorted(((n[k], tokens, part) for n, (tokens, part) in zip(numbers, members)), key=lambda x: x[0])
+        # the other numbers that differ between the files (editcap's times): unknown in a missing name
+        vary = {i for i in range(len(numbers[0])) if i != k and len({n[i] for n in numbers}) > 1}
+        for (a, ta, before), (b, _tb, after) in zip(placed, placed[1:]):
+            if b - a < 2:
+                continue
+            digits = ta[2 * k + 1]
+            width = len(digits) if digits.startswith("0") and len(digits) > 1 else 0  # (zero-padded numbers)
+
+            def name(i, t=ta):
+                t = list(t)
+                t[2 * k + 1] = str(i).zfill(width)
+                for j in vary:
+                    t[2 * j + 1] = "*"
+                if i == 0 and len(t) == 3 and t[2] == "" and not width:  # (tcpdump's first file: no number)
+                    return os.path.join(folder, t[0])
+                return os.path.join(folder, "".join(t))
+
+            missing = [name(i) for i in range(a + 1, b)]
+            if len(missing) > 3:
+                missing = [missing[0], f"... ({len(missing) - 2} more)", missing[-1]]
+            gaps.append({"missing": missing, "after": before.name, "before": after.name, "from": before.last_ts,
+                         "to": after.first_ts})
+    gaps.sort(key=lambda g: (g["from"] is None, g["from"] or 0.0, g["after"]))
+    return gaps
 
 
 def read_keylog(path=None) -> str | None:

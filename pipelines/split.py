@@ -10,6 +10,12 @@ exactly the records, timestamps and link type of the original.  pcapng input
 is converted to nanosecond pcap (timestamps kept to the nanosecond, from the
 reader's exact times); a change of link type starts a new file, since a pcap
 file has one link type.  ``-`` reads standard input (nothing seeks).
+
+A pcap record holds its time as unsigned 32-bit seconds (1970 to 2106): a pcapng time outside
+that range is written clamped to it, and counted (``result.clamped``).  Damage (a truncated
+record, a corrupt or truncated gzip stream) ends the split after the last whole record; it is
+reported in ``result.error``, never raised.  The parts of an earlier split of the same name in
+the folder are refused (``force``: removed first), so the folder never mixes two splits.
 """
 
 from __future__ import annotations
@@ -17,23 +23,69 @@ from __future__ import annotations
 import collections
 import gzip
 import os
+import re
 import struct
 import sys
+import zlib
 from typing import Iterator
 
-from amqp_dissect.capture.pcap import MAX_RECORD, _Prefixed, open_capture
+from amqp_dissect.capture.pcap import MAX_RECORD, _Prefixed, _read_upto, open_capture
 from amqp_dissect.errors import CaptureError
 
 from .archive import pcap_header
 
 _GZ = b"\x1f\x8b"
+_GZIP_ERRORS = (EOFError, OSError, zlib.error)  # what a broken gzip stream raises (BadGzipFile is an OSError)
+_U32 = 0xFFFFFFFF
 
 
 class SplitResult(list):
-    """The paths written (a list), plus ``records`` and ``error`` (damage that ended reading)."""
+    """The paths written (a list), plus ``records``, ``error`` (damage that ended reading) and
+    ``clamped`` (records whose time a pcap record cannot hold, written clamped to 1970..2106)."""
 
     records = 0
     error: str | None = None
+    clamped = 0
+
+
+class SplitExists(FileExistsError):
+    """The output folder holds parts of an earlier split of the same name (``parts``: their paths)."""
+
+    def __init__(self, out_dir: str, parts: list):
+        self.parts = parts
+        super().__init__(f"{out_dir} holds {len(parts)} part(s) of an earlier split "
+                         f"({os.path.basename(parts[0])} ...)")
+
+
+class _SafeRead:
+    """``read(n)`` of a (gzip) stream made of calls to ``read`` (which may return fewer bytes:
+    gzip's ``read1``), that stops, instead of raising, where the stream is damaged: the bytes
+    before the damage are returned, and ``error`` says what and at which byte of the
+    decompressed stream."""
+
+    def __init__(self, read, catch: tuple = _GZIP_ERRORS):
+        self._read = read
+        self._catch = catch
+        self.offset = 0
+        self.error: str | None = None
+
+    def read(self, n: int) -> bytes:
+        parts = []
+        have = 0
+        while have < n and self.error is None:
+            try:
+                data = self._read(n - have)
+            except self._catch as exc:
+                what = "truncated" if isinstance(exc, EOFError) else "corrupt"
+                self.error = (f"gzip data {what} at byte {self.offset + have} of the decompressed stream "
+                              f"({type(exc).__name__}: {exc})")
+                break
+            if not data:
+                break
+            parts.append(data)
+            have += len(data)
+        self.offset += have
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 STDIN = "-"
@@ -50,10 +102,13 @@ def _stem(path: str) -> str:
 
 
 def _raw_pcap(f, first4: bytes) -> tuple[bytes, Iterator[tuple[float, bytes, int]], list]:
-    """(file header, iterator of (ts, raw record bytes, linktype), error holder) for pcap."""
+    """(file header, iterator of (ts, raw record bytes, linktype), error holder) for pcap
+    (``f``: a :class:`_SafeRead`, whose damage ends the records)."""
     hdr = first4 + f.read(20)
     ph = pcap_header(hdr)
     if ph is None:
+        if f.error:
+            raise CaptureError(f"{f.error}: in the pcap file header")
         raise CaptureError("not a pcap capture with a valid file header")
     hl = ph.record_header
     unpack = struct.Struct("<IIII" if ph.little_endian else ">IIII").unpack_from
@@ -64,6 +119,9 @@ def _raw_pcap(f, first4: bytes) -> tuple[bytes, Iterator[tuple[float, bytes, int
         off = 24
         while True:
             h = f.read(hl)
+            if f.error and len(h) < hl:
+                err.append(f"{f.error}: the records before byte offset {off} were split")
+                return
             if not h:
                 return
             if len(h) < hl:
@@ -74,6 +132,9 @@ def _raw_pcap(f, first4: bytes) -> tuple[bytes, Iterator[tuple[float, bytes, int
                 err.append(f"pcap record at byte offset {off} has captured length {caplen}: corrupted")
                 return
             data = f.read(caplen)
+            if f.error and len(data) < caplen:
+                err.append(f"{f.error}: the records before byte offset {off} were split")
+                return
             if len(data) < caplen:
                 err.append(f"capture truncated: last record at byte offset {off} is incomplete")
                 return
@@ -87,14 +148,44 @@ def _pcap_header(linktype: int, nanosecond: bool, snaplen: int = 262144) -> byte
     return struct.pack("<IHHiIII", 0xA1B23C4D if nanosecond else 0xA1B2C3D4, 2, 4, 0, 0, snaplen, linktype)
 
 
-def _converted(reader, nanosecond: bool) -> Iterator[tuple[float, bytes, int]]:
-    """pcap records of a pcapng reader's packets, times to the nanosecond (the reader's exact
-    times: a float of epoch seconds cannot hold them) or the microsecond."""
-    reader.exact = exact = collections.deque(maxlen=1)
+def pcap_time(ns: int, nanosecond: bool) -> tuple[int, int, bool]:
+    """(seconds, fraction, clamped) of a pcap record header for a time of ``ns`` nanoseconds
+    since the epoch: a time before 1970 or past 2106 (which 32 unsigned bits of seconds cannot
+    hold) is clamped to the first or last time a record holds, and said so."""
     div = 1 if nanosecond else 1000
+    units = 1_000_000_000 // div
+    sec, frac = divmod(ns // div, units)
+    if sec < 0:
+        return 0, 0, True
+    if sec > _U32:
+        return _U32, units - 1, True
+    return sec, frac, False
+
+
+def _converted(reader, nanosecond: bool, result: SplitResult) -> Iterator[tuple[float, bytes, int]]:
+    """pcap records of a pcapng reader's packets, times to the nanosecond (the reader's exact
+    times: a float of epoch seconds cannot hold them) or the microsecond; a time a pcap record
+    cannot hold is clamped (counted in ``result.clamped``)."""
+    reader.exact = exact = collections.deque(maxlen=1)
     for rec in reader:
-        sec, frac = divmod(exact[-1][1] // div, 1_000_000_000 // div)
-        yield rec.ts, struct.pack("<IIII", sec, frac, len(rec.data), rec.orig_len) + rec.data, rec.linktype
+        sec, frac, clamped = pcap_time(exact[-1][1], nanosecond)
+        if clamped:
+            result.clamped += 1
+        orig = min(rec.orig_len, _U32)
+        yield rec.ts, struct.pack("<IIII", sec, frac, len(rec.data), orig) + rec.data, rec.linktype
+
+
+_PART = re.compile(r"_\d{5}\.pcap(\.gz)?$")
+
+
+def split_parts(out_dir: str, stem: str) -> list:
+    """The parts of a split named ``stem`` in ``out_dir`` (``STEM_00000.pcap[.gz]`` ...), sorted."""
+    try:
+        names = os.listdir(out_dir)
+    except FileNotFoundError:
+        return []
+    return sorted(os.path.join(out_dir, n) for n in names
+                  if n.startswith(stem) and _PART.fullmatch(n[len(stem):]))
 
 
 class _Kept:
@@ -117,12 +208,15 @@ class _Kept:
 
 
 def split_capture(path: str, out_dir: str, *, packets: int | None = None, bytes: int | None = None,
-                  seconds: float | None = None, gzip_output: bool = False, name: str | None = None) -> SplitResult:
+                  seconds: float | None = None, gzip_output: bool = False, name: str | None = None,
+                  force: bool = False) -> SplitResult:
     """Split ``path`` into ``out_dir/NAME_00000.pcap[.gz]``, ... (exactly one of ``packets``
     (records per file), ``bytes`` (file size limit, as tcpdump -C: a file gets at least one
     record), ``seconds`` (a new file once a record is ``seconds`` past the file's first)).
     Raises OSError / CaptureError when the input cannot be read; damage found partway
-    ends the split and is reported in ``result.error``."""
+    ends the split and is reported in ``result.error``.  Raises :class:`SplitExists` when
+    ``out_dir`` holds parts of an earlier split of that name, unless ``force`` (they are
+    removed first)."""
     given = [x for x in (packets, bytes, seconds) if x is not None]
     if len(given) != 1:
         raise ValueError("give exactly one of packets, bytes, seconds")
@@ -130,22 +224,27 @@ def split_capture(path: str, out_dir: str, *, packets: int | None = None, bytes:
         raise ValueError("the split size must be positive")
     os.makedirs(out_dir, exist_ok=True)
     stem = name or _stem(path)
+    old = split_parts(out_dir, stem)
+    if old and not force:
+        raise SplitExists(out_dir, old)
+    for p in old:
+        os.remove(p)
     result = SplitResult()
     # nothing seeks: standard input (``-``) or a pipe is read like a file, its first bytes replayed
     raw = sys.stdin.buffer if path == STDIN else open(path, "rb")
     try:
         seen = _Kept(raw.read)  # the bytes read to find the format, given again to the pcapng reader
-        head = seen.read(4)
+        head = _read_upto(seen.read, 4)  # (a pipe may give fewer bytes than asked)
         if head[:2] == _GZ:
-            f = gzip.GzipFile(fileobj=_Prefixed(head, seen.read), mode="rb")
+            f = _SafeRead(gzip.GzipFile(fileobj=_Prefixed(head, seen.read), mode="rb").read1)
             first4 = f.read(4)
         else:
-            f, first4 = seen, head
+            f, first4 = _SafeRead(seen.read, ()), head
         consumed = seen.kept()  # (and keep no more)
         err: list = []
         if first4 == b"\x0a\x0d\x0d\x0a":
             reader = open_capture(_Prefixed(consumed, raw.read))  # (gzip handled there too)
-            records = _converted(reader, True)
+            records = _converted(reader, True, result)
             file_header = None
         else:
             file_header, records, err = _raw_pcap(f, first4)

@@ -70,11 +70,17 @@ def _worker(args):
             if deadline and time.time() > deadline:
                 break
             r = fuzzgen.RandomSource(f"{seed}:{i}")
-            kind, data = fuzzgen.generate(r, r.choice(kinds) if kinds else None)
+            kind = r.choice(kinds) if kinds else None
+            if kind == fuzzgen.SPLIT_KIND:
+                data = fuzzgen.split_input(r)
+            else:
+                kind, data = fuzzgen.generate(r, kind)
             with open(path, "wb") as f:
                 f.write(data)
             inputs[i] = (kind, data)
             problems = checker.check(path, i)
+            if kind == fuzzgen.SPLIT_KIND:
+                problems = problems + fuzzgen.check_split(path, os.path.join(tmp, "parts"))
             if problems:
                 problems_of[i] = problems
             tried += 1
@@ -82,9 +88,9 @@ def _worker(args):
                 flush()
         flush()
     finally:
-        for n in os.listdir(tmp):
-            os.unlink(os.path.join(tmp, n))
-        os.rmdir(tmp)
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
     return tried, failed, time.process_time() - t0, start
 
 
@@ -134,7 +140,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="fuzz-failures", help="folder for the failing inputs (.pcap repros)")
     ap.add_argument("--formats", default="jsonl", help="table formats written per input (csv,jsonl,table)")
     ap.add_argument("--kinds", default="", help="input kinds, comma-separated (default all: "
-                    "conversation,frame,mutation,mutated-conversation)")
+                    "conversation,frame,mutation,mutated-conversation; split: whole-file mutations of "
+                    "plain, pcapng and gzip captures, also fed to the split command)")
     ap.add_argument("--seconds", type=float, default=0, help="stop after this many seconds (0: no limit)")
     ap.add_argument("--chunk", type=int, default=200, help="inputs per work unit")
     ap.add_argument("--batch", type=int, default=100, help="inputs whose tables are written together "

@@ -138,19 +138,26 @@ class ByteSource:
         return self.buf[p : p + n]
 
 
+def _gzip_damage(src: ByteSource) -> str:
+    """What broke a gzip stream, and where: the byte of the decompressed stream where the data
+    ends (the compressed offset is not known exactly: the decompressor reads ahead)."""
+    where = src.base + len(src.buf)
+    err = src.stream_error or ""
+    what = "gzip data truncated" if err.startswith("EOFError") else "gzip data corrupt"
+    return f"{what} at byte {where} of the decompressed stream ({err})"
+
+
 def _truncated(src: ByteSource, what: str, start: int, need: int) -> CaptureError:
     have = src.base + len(src.buf) - start
-    msg = f"capture truncated: last {what} at byte offset {start} is incomplete (needs {need} bytes, has {have})"
     if src.stream_error:
-        msg += f"; compressed stream ended with an error ({src.stream_error})"
-    return CaptureError(msg)
+        return CaptureError(f"{_gzip_damage(src)}: the last {what} at byte offset {start} is incomplete "
+                            f"(needs {need} bytes, has {have})")
+    return CaptureError(
+        f"capture truncated: last {what} at byte offset {start} is incomplete (needs {need} bytes, has {have})")
 
 
 def _stream_error(src: ByteSource) -> CaptureError:
-    return CaptureError(
-        f"compressed stream is corrupted after byte offset {src.offset} of the uncompressed data "
-        f"({src.stream_error}); records before it were read"
-    )
+    return CaptureError(f"{_gzip_damage(src)}; the records before it were read")
 
 
 def pcap_records(
@@ -513,6 +520,8 @@ class CaptureReader:
         src = self._src
         hdr = src.read_exact(24)
         if hdr is None:
+            if src.stream_error:
+                raise CaptureError(f"{_gzip_damage(src)}: in the pcap file header")
             raise CaptureError(f"pcap file header truncated ({src.available()} of 24 bytes)")
         le = None
         for order, little in (("<", True), (">", False)):
@@ -546,12 +555,16 @@ class CaptureReader:
         src = self._src
         start = src.offset
         if not src.fill(12):
+            if src.stream_error:
+                raise CaptureError(f"{_gzip_damage(src)}: in the pcapng section header")
             raise CaptureError(f"pcapng section header truncated ({src.available()} bytes)")
         bo = self._shb_byte_order(src.buf, src.pos)
         (blen,) = struct.unpack_from(bo + "I", src.buf, src.pos + 4)
         self._check_block_len(blen, start, 28)
         body = src.read_exact(blen)
         if body is None:
+            if src.stream_error:
+                raise CaptureError(f"{_gzip_damage(src)}: in the pcapng section header")
             raise CaptureError(
                 f"pcapng section header truncated (needs {blen} bytes, has {src.available()})"
             )
@@ -783,7 +796,9 @@ def open_capture(fileobj) -> CaptureReader:
         try:
             head = _read_upto(read, 4)
         except _GZIP_ERRORS as exc:
-            raise CaptureError(f"gzip-compressed capture cannot be decompressed: {exc}") from None
+            what = "truncated" if isinstance(exc, EOFError) else "corrupt"
+            raise CaptureError(f"gzip data {what} at byte 0 of the decompressed stream "
+                               f"({type(exc).__name__}: {exc}): nothing could be decompressed") from None
     if len(head) < 4:
         raise CaptureError(f"not a pcap or pcapng capture (only {len(head)} bytes)")
     if head not in (

@@ -59,6 +59,10 @@ def _capture_lines(cap: dict | None) -> list[str]:
     dur = cap.get("duration")
     return [
         ("files: " if len(files) > 1 else "file: ") + (", ".join(files) or "-"),
+        *((f"order: {cap['order']}",) if cap.get("order") else ()),
+        *(f"gap in the set: {', '.join(g['missing'])} missing between {g['after']} and {g['before']} "
+          f"({_date(g['from'])} to {_date(g['to'])}): the TCP gaps of that time are this gap, not loss"
+          for g in cap.get("gaps") or ()),
         f"capture: {_date(cap.get('start'))} to {_date(cap.get('end'))}"
         + (f" ({dur:.6f} s)" if dur is not None else ""),
         f"packets {cap.get('packets', 0):,}, bytes {cap.get('bytes', 0):,}",

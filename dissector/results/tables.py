@@ -153,11 +153,21 @@ def _has_bool(vals: list) -> bool:
     return bool in set(map(type, vals))  # pyarrow would take True as 1.0
 
 
+# the times a table holds: the years 1 to 9999 (what a datetime holds, and ISO 8601 text without
+# a sign); a time outside them (a corrupt or hostile capture's) is written null in every format
+# (csv, jsonl, Parquet), as the text table and the report write it as its raw epoch seconds
+TIME_MIN = -62135596800.0  # 0001-01-01T00:00:00Z
+TIME_END = 253402300800.0  # 10000-01-01T00:00:00Z
+
+
 def _time_array(vals: list, checked: bool = False) -> pa.Array:
     try:
         if not checked and _has_bool(vals):
             raise TypeError
         secs = pa.array(vals, pa.float64(), from_pandas=True)
+        held = pc.and_(pc.greater_equal(secs, TIME_MIN), pc.less(secs, TIME_END))
+        if not pc.all(held).as_py():  # (null where a time is outside the years 1 to 9999)
+            secs = pc.if_else(held, secs, pa.scalar(None, pa.float64()))
         us = pc.round(pc.multiply(secs, 1_000_000.0), ndigits=0, round_mode="half_to_even")
         return us.cast(pa.int64()).cast(_TS)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
@@ -172,8 +182,7 @@ def _to_us(v) -> int | None:
         return (v - _EPOCH) // timedelta(microseconds=1)
     if v is None or _is_nan(v) or not fits(v, TIME):
         return None
-    us = round(float(v) * 1_000_000) if abs(v) < 1e12 else None  # beyond year 33658: not a capture time
-    return us
+    return round(float(v) * 1_000_000) if TIME_MIN <= v < TIME_END else None
 
 
 _INT_RANGE = {INT: (-(1 << 63), (1 << 63) - 1), UINT64: (0, (1 << 64) - 1)}
