@@ -3078,6 +3078,12 @@ class StateTracker:
             if wl is not None:
                 iw = s.last_iw[1 - d]
                 riw = serial_diff(wl, noid) if iw is None else grant_left(wl, iw, noid)
+                if riw is None and c.gaps is not None:
+                    # d's count is behind the receiver's: its transfers were lost; re-synchronised
+                    noid = (wl - iw) & SERIAL_MASK
+                    riw = iw
+                    c.note_inferred(f"the {SIDES[d]}'s next-outgoing-id re-synchronised from the "
+                                    f"{SIDES[1 - d]}'s next-incoming-id after a gap")
                 if riw is not None:
                     if riw <= 0 and (s.win_prev[d] is None or serial_diff(s.win_prev[d], noid) <= 0):
                         self._hold(c, 1 - d, d, f, "session-window",
@@ -3129,6 +3135,13 @@ class StateTracker:
                 dlv.payload = []
             # link credit: consumed by the first transfer of each delivery
             dc = link.dc
+            if dc is not None and c.gaps is not None and link.limit is not None and link.credit() is None:
+                # d's delivery-count is behind the receiver's: deliveries the capture lost
+                lf = link.last_flow[1 - d]
+                if lf is not None and lf[1] is not None:
+                    dc = link.dc = (link.limit - lf[1]) & SERIAL_MASK
+                    c.note_inferred(f"the {SIDES[d]}'s delivery-count re-synchronised from the {SIDES[1 - d]}'s "
+                                    f"flow after a gap")
             if dc is not None:
                 if link.limit is not None and link.beyond_credit() and not link.credit_lost:
                     self._hold(c, 1 - d, d, f, "credit",
