@@ -86,7 +86,9 @@ delivery-id, delivery-count and transfer-id are RFC 1982 serial numbers with 32
 bits: :func:`serial_add`, :func:`serial_diff`, :func:`serial_lt`,
 :func:`serial_in_range`.  ``serial_diff(a, b)`` is ``a - b`` as a signed number
 in ``[-2**31, 2**31)``; RFC 1982 leaves the comparison of numbers exactly 2**31
-apart undefined, here it counts as "less than".
+apart undefined, here it counts as "less than".  Link-credit and incoming-window are
+unsigned 32-bit amounts: what is left of one is measured from the start of the grant
+(:func:`grant_left`), so a window of 2**31-1 or more never wraps negative.
 
 Flow control (2.5.6, 2.6.7)
 ---------------------------
@@ -147,7 +149,9 @@ it.  Drain stalls are never idle.
 Other checks: transfer beyond link-credit; transfer beyond the peer's
 incoming-window (both only when the transfer is beyond the receiver's latest
 *and* its previous limit: the latest flow may still have been in flight towards
-the sender when it sent); channel / handle / delivery-id / txn-id never introduced;
+the sender when it sent; and only once the granting peer's next frame, FIN or the
+end shows no gap of its bytes before it, since a lost flow may have granted more:
+``StateTracker._hold``); channel / handle / delivery-id / txn-id never introduced;
 channel or handle still in use; channel-max / handle-max exceeded; conflicting
 roles; a drain answer (sender flow after a drain request) that reports
 available 0 but leaves link-credit > 0 (2.6.7: the sender MUST advance
@@ -2161,7 +2165,10 @@ class StateTracker:
         so it waits for ``g``'s next frame (or FIN, or the capture's end).  A TCP gap of ``g``
         noticed before that (the gap is only seen at the next segment) may have held a flow granting
         more: then the violation came from state the gap made unknown and is dropped (:meth:`_drop`)."""
+        n = len(self.violations)
         self._violation(c, d, f, kind, "warn", message, link=link, handle=handle, delivery_id=delivery_id)
+        if len(self.violations) != n + 1:  # (not a new row of its own: nothing to hold)
+            return
         key = (c.id, g)
         held = self._held.get(key)
         if held is None:
