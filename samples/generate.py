@@ -471,17 +471,19 @@ class Broker:
 
 
 class Capture:
-    def __init__(self, workdir: Path, name: str) -> None:
+    def __init__(self, workdir: Path, name: str, extra_args: list[str] | None = None) -> None:
         self.workdir = workdir
         self.name = name
         self.pcap = workdir / f"{name}.pcap"
         self.errfile = workdir / f"{name}.tcpdump.log"
         self.proc: subprocess.Popen | None = None
+        self.extra_args = list(extra_args or [])
+        self.stats: dict[str, int] = {}  # tcpdump's own counts at exit ("packets dropped by kernel", ...)
 
     def start(self) -> None:
         err = open(self.errfile, "wb")
         self.proc = subprocess.Popen(
-            ["tcpdump", "-i", "lo", "-U", "-n", "-w", str(self.pcap), f"tcp port {AMQP_PORT}"],
+            ["tcpdump", "-i", "lo", "-U", "-n", *self.extra_args, "-w", str(self.pcap), f"tcp port {AMQP_PORT}"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
         err.close()
         deadline = time.monotonic() + 10
@@ -508,7 +510,9 @@ class Capture:
                 _terminate_pid(self.proc.pid, "tcpdump")
                 self.proc.wait(timeout=10)
         summary = " ".join(l.strip() for l in self.errfile.read_text(errors="replace").splitlines()
-                           if "captured" in l or "dropped" in l)
+                           if "captured" in l or "dropped" in l or "received by filter" in l)
+        for m in re.finditer(r"(\d+) packets? (captured|received by filter|dropped by kernel)", summary):
+            self.stats["packets_" + m.group(2).replace(" ", "_")] = int(m.group(1))
         log(f"  stopped tcpdump (pid {self.proc.pid}): {summary}")
         self.proc = None
 
@@ -1516,6 +1520,68 @@ class Heartbeat(ScenarioClient):
 
 
 # 64 KiB deterministic body for the large message
+class KernelLoss(ScenarioClient):
+    """A flood of small messages through one queue while tcpdump runs with a tiny kernel buffer.
+
+    Sender and receiver are attached at once on one session; the receiver grants credit for
+    all ``N`` messages in one flow (RabbitMQ 3.10 adds the credit of a second flow that arrives
+    while the first is being used instead of replacing it, and then really sends beyond the
+    credit: a top-up scheme would record that broker violation, not capture loss), accepts
+    every message except each 5th, which it rejects, and once everything is settled both links
+    detach, the session ends and the connection closes.  The capture loses whatever the
+    kernel dropped: the truth file keeps tcpdump's own counts (``capture_stats``).
+    """
+    N = 3000
+
+    def start(self) -> None:
+        self.conn = self.connect("amqp-dissect-kernel-loss")
+        self.ssn = self.session(self.conn)
+        self.snd = self.sender(self.ssn, "loss-sender", qaddr("kernel_loss"))
+        self.rcv = self.receiver(self.ssn, "loss-receiver", qaddr("kernel_loss"))
+        self.grant(self.rcv, self.N)
+        self.sent = self.settled = self.received = 0
+        self.closing = False
+
+    def on_sendable(self, event) -> None:
+        if event.link == self.snd:
+            while self.snd.credit and self.sent < self.N:
+                self.sent += 1
+                self.send(self.snd, f"loss {self.sent}".encode(), f"loss-{self.sent}")
+
+    def on_settled(self, event) -> None:
+        if event.link == self.snd:
+            self.settled += 1
+            self._check()
+
+    def message(self, event, msg, dlv) -> None:
+        self.received += 1
+        if self.received % 5 == 0:
+            self.settle_receiver(dlv, "rejected", Condition("amqp:precondition-failed", "every 5th"))
+        else:
+            self.settle_receiver(dlv, "accepted")
+        self._check()
+
+    def _check(self) -> None:
+        if not self.closing and self.settled == self.N and self.received == self.N:
+            self.closing = True
+            self.close_link(self.snd)
+            self.close_link(self.rcv)
+
+    def link_finished(self, link) -> None:
+        self.finished_links = getattr(self, "finished_links", 0) + 1
+        if self.finished_links == 2:
+            self.ssn.close()
+
+    def on_session_closed(self, event) -> None:
+        event.connection.close()
+
+    def _timeout(self) -> None:
+        if not self.done:
+            self.notes.append(f"timed out: sent {self.sent}, settled {self.settled}, received {self.received}")
+            log("  " + self.notes[-1])
+        super()._timeout()
+
+
 LARGE_BODY = bytes((i * 31 + 7) & 0xFF for i in range(65536))
 
 
@@ -1528,6 +1594,8 @@ class Scenario:
     server: str = f"127.0.0.1:{AMQP_PORT}"
     sasl: str = "PLAIN"
     notes: list[str] = field(default_factory=list)
+    tcpdump_args: list[str] = field(default_factory=list)  # e.g. a tiny kernel buffer (-B 1) to lose packets
+    subdir: str = ""  # written to <out>/<subdir>/ (lossy captures: loss/, apart from the complete ones)
 
 
 SCENARIOS: list[Scenario] = [
@@ -1641,6 +1709,16 @@ SCENARIOS: list[Scenario] = [
         "connection is idle for 3.5 s, during which RabbitMQ sends empty frames (heartbeats) about every second; "
         "then end, close.",
         lambda: Heartbeat(), []),
+    Scenario(
+        "kernel_loss",
+        f"Real capture loss: tcpdump runs with a 1 KiB kernel buffer (-B 1) while sender 'loss-sender' floods "
+        f"{KernelLoss.N} small unsettled messages ('loss N', 6-9 bytes) to one queue and receiver 'loss-receiver' "
+        f"on the same session (credit {KernelLoss.N} in one flow) accepts them, rejecting every 5th "
+        "(amqp:precondition-failed); then "
+        "both links detach, end, close. The kernel drops packets the capture never sees (their number is in "
+        "capture_stats.packets_dropped_by_kernel), so frames of any kind are missing from the capture: "
+        "the truth lists what the client really sent and received.",
+        lambda: KernelLoss(), [q("kernel_loss")], tcpdump_args=["-B", "1", "-s", "0"], subdir="loss"),
 ]
 
 
@@ -1709,7 +1787,7 @@ def build_truth(sc: Scenario, client: ScenarioClient, broker_after, tools: dict)
 def run_scenario(sc: Scenario, broker: Broker, out: Path, workdir: Path, tools: dict) -> dict:
     log(f"== scenario {sc.name}")
     broker.delete_queues(sc.queues)
-    cap = Capture(workdir, sc.name)
+    cap = Capture(workdir, sc.name, sc.tcpdump_args)
     cap.start()
     client = sc.make()
     try:
@@ -1723,8 +1801,14 @@ def run_scenario(sc: Scenario, broker: Broker, out: Path, workdir: Path, tools: 
     if after is not None:
         after = {k: v for k, v in sorted(after.items()) if k in sc.queues}
     truth = build_truth(sc, client, after, tools)
+    if sc.tcpdump_args:
+        truth["capture_stats"] = {"tcpdump_args": sc.tcpdump_args, **cap.stats}
+    out = out / sc.subdir if sc.subdir else out
+    out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(cap.pcap, out / f"{sc.name}.pcap")
-    (out / f"{sc.name}.truth.json").write_text(json.dumps(truth, indent=1) + "\n")
+    # (a flood's truth lists thousands of deliveries: written without indentation)
+    text = json.dumps(truth, separators=(",", ":")) if sc.tcpdump_args else json.dumps(truth, indent=1)
+    (out / f"{sc.name}.truth.json").write_text(text + "\n")
     size = (out / f"{sc.name}.pcap").stat().st_size
     t = truth["totals"]
     log(f"  wrote {sc.name}.pcap ({size} bytes) and {sc.name}.truth.json: connections={truth['connection_count']} "

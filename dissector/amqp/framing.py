@@ -514,10 +514,11 @@ class AmqpConnection:
                     break
                 d.skipped += found - pos
                 pos = found
-                out.append(
-                    self._note(d, packet, ts, NOTE, "framing",
-                               f"resynchronised on a frame header after skipping {d.skipped} bytes", d.skipped)
-                )
+                if d.skipped:  # (a frame header right after a gap: nothing skipped, nothing to say)
+                    out.append(
+                        self._note(d, packet, ts, NOTE, "framing",
+                                   f"resynchronised on a frame header after skipping {d.skipped} bytes", d.skipped)
+                    )
                 d.skipped = 0
                 d.mode = _M_FRAMES
                 if d.protocol is None:

@@ -23,6 +23,8 @@ cpdef long long serial_diff(long long a, long long b)
 cpdef bint serial_lt(long long a, long long b)
 cpdef long long serial_range_len(long long first, long long last)
 cpdef bint serial_in_range(long long x, long long first, long long last)
+@cython.locals(used="long long")
+cpdef object grant_left(long long limit, long long size, long long count)
 
 cpdef _uint(v, top=*)
 cpdef _bool(v)
@@ -252,6 +254,7 @@ cdef class StateTracker:
     cdef public list stalls, violations, frame_errors, transactions, internal_errors
     cdef public object first_ts, last_ts, end_ts, finished, _settling, fold_lag
     cdef public long long _seq
+    cdef public dict _held
 
     cpdef feed(self, event)
 

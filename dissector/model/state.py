@@ -86,7 +86,9 @@ delivery-id, delivery-count and transfer-id are RFC 1982 serial numbers with 32
 bits: :func:`serial_add`, :func:`serial_diff`, :func:`serial_lt`,
 :func:`serial_in_range`.  ``serial_diff(a, b)`` is ``a - b`` as a signed number
 in ``[-2**31, 2**31)``; RFC 1982 leaves the comparison of numbers exactly 2**31
-apart undefined, here it counts as "less than".
+apart undefined, here it counts as "less than".  Link-credit and incoming-window are
+unsigned 32-bit amounts: what is left of one is measured from the start of the grant
+(:func:`grant_left`), so a window of 2**31-1 or more never wraps negative.
 
 Flow control (2.5.6, 2.6.7)
 ---------------------------
@@ -147,7 +149,9 @@ it.  Drain stalls are never idle.
 Other checks: transfer beyond link-credit; transfer beyond the peer's
 incoming-window (both only when the transfer is beyond the receiver's latest
 *and* its previous limit: the latest flow may still have been in flight towards
-the sender when it sent); channel / handle / delivery-id / txn-id never introduced;
+the sender when it sent; and only once the granting peer's next frame, FIN or the
+end shows no gap of its bytes before it, since a lost flow may have granted more:
+``StateTracker._hold``); channel / handle / delivery-id / txn-id never introduced;
 channel or handle still in use; channel-max / handle-max exceeded; conflicting
 roles; a drain answer (sender flow after a drain request) that reports
 available 0 but leaves link-credit > 0 (2.6.7: the sender MUST advance
@@ -229,6 +233,19 @@ def serial_range_len(first: int, last: int) -> int:
 def serial_in_range(x: int, first: int, last: int) -> bool:
     """Is ``x`` within ``first..last`` (inclusive, wrapping at 2**32)?"""
     return ((x - first) & _M32) <= ((last - first) & _M32)
+
+
+def grant_left(limit: int, size: int, count: int):
+    """What is left of a grant of ``size`` (an unsigned 32-bit link-credit or incoming-window)
+    ending at the serial number ``limit``, once the counter has reached ``count``: ``size`` minus
+    how far ``count`` went past the grant's start ``limit - size``, as a plain integer (never
+    wrapped: a window of 2**31-1 or more stays positive; negative: ``count`` went beyond the grant).
+    None when ``count`` is behind the grant's start: the receiver counted frames the capture lost,
+    so what is left is unknown."""
+    used = serial_diff(count, (limit - size) & SERIAL_MASK)
+    if used < 0:
+        return None
+    return size - used
 
 
 # --------------------------------------------------------------------------- state machines
@@ -682,6 +699,9 @@ _SESSION_CHANNEL_ASSIGNED = frozenset({"BEGIN_SENT", "MAPPED", "END_RCVD", UNKNO
 # settled deliveries kept (per tracker) before they are folded: a disposition of the other peer
 # that crossed the settling frame on the wire still finds its delivery within this many settlements
 FOLD_LAG = 16384
+#: credit / window violations held per connection and granting peer until that peer's next frame
+#: (see StateTracker._hold); beyond this many they are reported at once
+HOLD_MAX = 4096
 
 TERMINAL_OUTCOMES_ORDER = OUTCOMES  # accepted, rejected, released, modified, declared (from the spec)
 TERMINAL_OUTCOMES = frozenset(OUTCOMES)
@@ -1642,9 +1662,15 @@ class _Link:
         self.reordered = False  # live is not in first-transfer order any more (see link_deliveries)
 
     def credit(self):
+        """link-credit ``limit - dc``: unsigned 32-bit, measured from the receiver's last grant
+        (``grant_left``); negative when the sender went beyond it; None when unknown (the sender's
+        delivery-count is behind the receiver's: transfers the capture lost)."""
         if self.dc is None or self.limit is None:
             return None
-        return serial_diff(self.limit, self.dc)
+        lf = self.last_flow[1 - self.sender_dir] if self.sender_dir is not None else None
+        if lf is None or lf[1] is None:
+            return serial_diff(self.limit, self.dc)
+        return grant_left(self.limit, lf[1], self.dc)
 
     def beyond_credit(self) -> bool:
         """No credit under the receiver's latest *and* previous limit (the latest may be in flight)."""
@@ -1712,10 +1738,14 @@ class _Session:
         self.last_ow = [None, None]
 
     def riw(self, d):
-        """remote-incoming-window of sending peer d (None if unknown)."""
+        """remote-incoming-window of sending peer d (None if unknown): unsigned 32-bit, from the
+        receiving peer's last incoming-window (:func:`grant_left`)."""
         if self.win_limit[d] is None or self.noid[d] is None:
             return None
-        return serial_diff(self.win_limit[d], self.noid[d])
+        iw = self.last_iw[1 - d]
+        if iw is None:
+            return serial_diff(self.win_limit[d], self.noid[d])
+        return grant_left(self.win_limit[d], iw, self.noid[d])
 
     def beyond_window(self, d) -> bool:
         """No window under the peer's latest *and* previous announcement (the latest may be in flight)."""
@@ -1941,6 +1971,9 @@ class StateTracker:
         self._seq = 0  # deliveries seen
         self._settling: deque = deque()  # deliveries settled by one peer, folded FOLD_LAG settlements later
         self.fold_lag = FOLD_LAG
+        # (connection id, granting peer) -> credit / window violations waiting for that peer's next
+        # frame: a gap before it means the grant they rest on may have been lost (see _hold)
+        self._held: dict = {}
 
     # -- input ----------------------------------------------------------------
 
@@ -1983,6 +2016,9 @@ class StateTracker:
             if not x.folded and self.fold_lag is not None:
                 self._fold(x)
         for c in self.connections.values():
+            if self._held:  # no gap came after them: the grants they rest on were all seen
+                self._release(c, 0)
+                self._release(c, 1)
             end = c.transport_time if c.transport_time is not None else end_ts
             if end is None:
                 continue
@@ -2124,6 +2160,32 @@ class StateTracker:
             "origin": origin,
         })
 
+    def _hold(self, c, g, d, f, kind, message, link=None, handle=None, delivery_id=None):
+        """A credit / window violation of sender ``d``: it rests on the latest grant of peer ``g``,
+        so it waits for ``g``'s next frame (or FIN, or the capture's end).  A TCP gap of ``g``
+        noticed before that (the gap is only seen at the next segment) may have held a flow granting
+        more: then the violation came from state the gap made unknown and is dropped (:meth:`_drop`)."""
+        n = len(self.violations)
+        self._violation(c, d, f, kind, "warn", message, link=link, handle=handle, delivery_id=delivery_id)
+        if len(self.violations) != n + 1:  # (not a new row of its own: nothing to hold)
+            return
+        key = (c.id, g)
+        held = self._held.get(key)
+        if held is None:
+            held = self._held[key] = []
+        if len(held) < HOLD_MAX:
+            held.append(self.violations.pop())
+
+    def _release(self, c, g) -> None:
+        held = self._held.pop((c.id, g), None)
+        if held:
+            self.violations.extend(held)
+
+    def _drop(self, c, g) -> None:
+        held = self._held.pop((c.id, g), None)
+        if held:
+            c.note_unknown(f"credit / window checks before a gap of the {SIDES[g]}")
+
     def _error(self, c, d, f, scope, err, s=None, link=None):
         row = {
             "connection": c.id,
@@ -2165,6 +2227,9 @@ class StateTracker:
         if c is None:
             return
         self._conn(ev)
+        if self._held:  # a FIN (or the end) of that side with no gap before it: its grants were all seen
+            for g in ((ev.direction,) if ev.kind == "fin" and ev.direction in (0, 1) else (0, 1)):
+                self._release(c, g)
         if ev.kind == "fin":
             if c.fins is None:
                 c.fins = set()
@@ -2194,8 +2259,10 @@ class StateTracker:
             if group == "reassembly" and ev.skipped:  # a TCP gap: ev.skipped bytes never captured
                 c.note_loss(ev.direction, ev.skipped, 0, ev.ts)
                 self._lost_grants(c, ev.direction)
+                self._drop(c, ev.direction)
             elif group == "framing" and ev.skipped:  # bytes skipped to find the next frame header,
                 c.note_loss(ev.direction, 0, ev.skipped, ev.ts)  # or held by a frame never completed
+                self._drop(c, ev.direction)
             if group == "framing" and ev.note.severity == "error":  # a frame header that cannot be
                 msg = ev.note.message
                 self._violation(c, ev.direction, None, "frame-size" if "frame size" in msg else "framing",
@@ -2363,6 +2430,8 @@ class StateTracker:
                 self.last_ts = ts
         c.events += 1
         d = f.direction
+        if self._held:  # d's frame came with no gap before it: the grants of d were all seen
+            self._release(c, d)
         if f.notes:
             for n in f.notes:
                 if n.severity in ("warn", "error") and n.group in ("protocol", "malformed", "budget"):
@@ -2910,6 +2979,16 @@ class StateTracker:
                 if s.begin[d] is None:
                     s.note_unknown("next-outgoing-id")
                 s.noid[d] = noid
+            elif c.gaps is not None and s.noid[d] != noid and c.lost(d):
+                # d's transfers lost in a gap: its own count says where it is
+                s.noid[d] = noid
+                c.note_inferred(f"the {SIDES[d]}'s next-outgoing-id re-synchronised from its flow after a gap")
+        if nii is not None and c.gaps is not None and c.lost(1 - d):
+            sn = s.noid[1 - d]
+            if sn is not None and serial_diff(sn, nii) < 0:  # the receiver counted transfers the capture lost
+                s.noid[1 - d] = nii
+                c.note_inferred(f"the {SIDES[1 - d]}'s next-outgoing-id re-synchronised from the {SIDES[d]}'s "
+                                f"next-incoming-id after a gap")
         if iw is not None:
             self._window(s, 1 - d, nii, iw, f)
         h = _uint(v[F_HANDLE])
@@ -2949,6 +3028,12 @@ class StateTracker:
                                     f"link-credit {cr}: delivery-count not advanced to consume the credit",
                                     link=link.name, handle=h)
         else:
+            if (dc is not None and link.dc is not None and c.gaps is not None and c.lost(link.sender_dir)
+                    and serial_diff(link.dc, dc) < 0):
+                # the receiver counted deliveries whose transfers the capture lost
+                link.dc = dc
+                c.note_inferred(f"the {SIDES[link.sender_dir]}'s delivery-count re-synchronised from the "
+                                f"{SIDES[d]}'s flow after a gap")
             if lc is not None:
                 base = dc if dc is not None else link.initial_dc
                 if base is None:
@@ -2995,13 +3080,23 @@ class StateTracker:
         # session window (riw / beyond_window inlined: this is the hottest path)
         noid = s.noid[d]
         wl = s.win_limit[d]
+        riw = None  # (unsigned: a window of 2**31-1 or more never wraps negative)
         if noid is not None:
             if wl is not None:
-                riw = serial_diff(wl, noid)
-                if riw <= 0 and (s.win_prev[d] is None or serial_diff(s.win_prev[d], noid) <= 0):
-                    self._violation(c, d, f, "session-window", "warn",
-                                    f"transfer from the {SIDES[d]} beyond the {SIDES[1 - d]}'s incoming-window "
-                                    f"(remote-incoming-window {riw})", link=link.name, handle=h)
+                iw = s.last_iw[1 - d]
+                riw = serial_diff(wl, noid) if iw is None else grant_left(wl, iw, noid)
+                if riw is None and c.gaps is not None:
+                    # d's count is behind the receiver's: its transfers were lost; re-synchronised
+                    noid = (wl - iw) & SERIAL_MASK
+                    riw = iw
+                    c.note_inferred(f"the {SIDES[d]}'s next-outgoing-id re-synchronised from the "
+                                    f"{SIDES[1 - d]}'s next-incoming-id after a gap")
+                if riw is not None:
+                    if riw <= 0 and (s.win_prev[d] is None or serial_diff(s.win_prev[d], noid) <= 0):
+                        self._hold(c, 1 - d, d, f, "session-window",
+                                   f"transfer from the {SIDES[d]} beyond the {SIDES[1 - d]}'s incoming-window "
+                                   f"(remote-incoming-window {riw})", link=link.name, handle=h)
+                    riw -= 1
             noid = s.noid[d] = serial_add(noid, 1)
         s.transfers[d] += 1
         link.transfers += 1
@@ -3047,12 +3142,19 @@ class StateTracker:
                 dlv.payload = []
             # link credit: consumed by the first transfer of each delivery
             dc = link.dc
+            if dc is not None and c.gaps is not None and link.limit is not None and link.credit() is None:
+                # d's delivery-count is behind the receiver's: deliveries the capture lost
+                lf = link.last_flow[1 - d]
+                if lf is not None and lf[1] is not None:
+                    dc = link.dc = (link.limit - lf[1]) & SERIAL_MASK
+                    c.note_inferred(f"the {SIDES[d]}'s delivery-count re-synchronised from the {SIDES[1 - d]}'s "
+                                    f"flow after a gap")
             if dc is not None:
                 if link.limit is not None and link.beyond_credit() and not link.credit_lost:
-                    self._violation(c, d, f, "credit", "warn",
-                                    f"transfer from the {SIDES[d]} on link {link.name!r} beyond its link-credit "
-                                    f"(delivery-count {dc}, credit {link.credit()})", link=link.name, handle=h,
-                                    delivery_id=did)
+                    self._hold(c, 1 - d, d, f, "credit",
+                               f"transfer from the {SIDES[d]} on link {link.name!r} beyond its link-credit "
+                               f"(delivery-count {dc}, credit {link.credit()})", link=link.name, handle=h,
+                               delivery_id=did)
                 link.dc = serial_add(dc, 1)
             link.n_deliveries += 1
         dlv.frames += 1
@@ -3088,7 +3190,7 @@ class StateTracker:
         else:
             link.partial = dlv
         # session window exhausted by this transfer?
-        if noid is not None and wl is not None and s.win_stall[d] is None and serial_diff(wl, noid) <= 0:
+        if riw is not None and riw <= 0 and s.win_stall[d] is None:
             self._open_stall(c, s, link, d, "session-window", f)
         self._credit_check(link, f)
         if len(s.deliveries[d]) > s.compact_at[d]:  # many unsettled: the plain ones to the compact store

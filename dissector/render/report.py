@@ -204,7 +204,9 @@ def render_text(rep: dict) -> str:
         lines.append("")
         lines.append("Deliveries not accepted")
         for d in nd["not_accepted"]:
-            state = d["outcome"] or ("unsettled at " + d["unsettled_at"] if d.get("unsettled_at") else "no outcome")
+            ua = d.get("unsettled_at")
+            state = d["outcome"] or ("outcome unknown (lost in capture)" if ua == "lost-in-capture"
+                                     else "unsettled at " + ua if ua else "no outcome")
             lines.append(
                 f"  delivery {d['delivery_id']} on {_q(d['link'])}: {state}"
                 + (f" ({d['outcome_error']})" if d.get("outcome_error") else "")

@@ -415,6 +415,58 @@ def _slowest_ranked(cands: list, order) -> list:
     return ranked[:NOTABLE]
 
 
+#: ``unsettled_at`` of a delivery whose settlement may have been in bytes the capture lost: its
+#: outcome is unknown, not missing (no error row counts it)
+LOST_IN_CAPTURE = "lost-in-capture"
+
+
+def _lost_after(c, ts) -> bool:
+    """Did either peer of connection ``c`` lose bytes (a TCP gap, bytes skipped to resynchronise)
+    noticed after time ``ts``?  Then a frame sent after ``ts`` (a settling disposition, an end, a
+    detach) may be among them."""
+    g = c.gaps
+    if g is None or ts is None:
+        return False
+    for e in (0, 1):
+        if (g[e] or g[4 + e]) and g[6 + e] is not None and g[6 + e] > ts:
+            return True
+    return False
+
+
+def _side_lost_after(c, e, ts) -> bool:
+    """Did peer ``e`` of ``c`` lose bytes noticed after ``ts`` (None: at any time)?"""
+    g = c.gaps
+    if g is None or not (g[e] or g[4 + e]) or g[6 + e] is None:
+        return False
+    return ts is None or g[6 + e] > ts
+
+
+def _count_lost(c, link) -> int:
+    """How many unsettled deliveries of ``link`` (live or compacted) have an unknown outcome: their
+    settlement may have been in bytes lost after their first transfer (see :func:`_lost_after`)."""
+    n = 0
+    for d in link.live.values():
+        if d.settled is None and _lost_after(c, d.first_ts):
+            n += 1
+    for _sender, st, rows in compact_rows(link):
+        ft = st.first_ts
+        n += sum([1 for i in rows if _lost_after(c, ft[i])])
+    return n
+
+
+def _first_by(c, pair, first, since) -> str:
+    """Who sent the first of a close / end / detach pair (``first``: (side, dict) or None): that
+    side, or "unknown" when the other side's is missing and bytes it sent after ``since[e]`` (its
+    last frame, begin or attach) were lost: its close / end / detach may have been among them,
+    before the one seen."""
+    if first is None:
+        return ""
+    e = 1 - first[0]
+    if pair[e] is None and _side_lost_after(c, e, since[e] if since is not None else None):
+        return "unknown"
+    return SIDES[first[0]]
+
+
 class Analyzer(StateTracker):
     """Feed Dissector events, then read tables (see the module docstring for every column).
 
@@ -603,6 +655,13 @@ class Analyzer(StateTracker):
         if dlv.settled is not None:
             return None
         link, s, c = dlv.link, dlv.session, dlv.link.conn
+        if c.gaps is not None and _lost_after(c, dlv.first_ts):
+            return LOST_IN_CAPTURE
+        return self._unsettled_place(link)
+
+    def _unsettled_place(self, link):
+        """Where an unsettled delivery of ``link`` was left: detach, end, close, transport, capture-end."""
+        s, c = link.session, link.conn
         if link.terminated is not None:
             return link.terminated
         if s.terminated is not None:
@@ -700,7 +759,7 @@ class Analyzer(StateTracker):
             "close_time": first_close[1]["time"] if first_close else None,
             "close_time_client": cl[0]["time"] if cl[0] else None,
             "close_time_server": cl[1]["time"] if cl[1] else None,
-            "closed_by": SIDES[first_close[0]] if first_close else "",
+            "closed_by": _first_by(c, cl, first_close, c.last_frame),
             "close_error": err_close["error"]["condition"] if err_close else None,
             "close_description": err_close["error"]["description"] if err_close else None,
             "errors": errors,
@@ -780,7 +839,7 @@ class Analyzer(StateTracker):
                 "end_time": first_end[1]["time"] if first_end else None,
                 "end_time_client": en[0]["time"] if en[0] else None,
                 "end_time_server": en[1]["time"] if en[1] else None,
-                "ended_by": SIDES[first_end[0]] if first_end else "",
+                "ended_by": _first_by(c, en, first_end, [x["time"] if x else None for x in s.begin]),
                 "end_error": err_end["error"]["condition"] if err_end else None,
                 "end_description": err_end["error"]["description"] if err_end else None,
                 "terminated": s.terminated,
@@ -872,7 +931,8 @@ class Analyzer(StateTracker):
             "attach_time": min((x["time"] for x in attaches), default=None),
             "attached_time": max((x["time"] for x in attaches), default=None) if len(attaches) == 2 else None,
             "detach_time": first_det[1]["time"] if first_det else None,
-            "detached_by": SIDES[first_det[0]] if first_det else "",
+            "detached_by": _first_by(c, link.detach, first_det,
+                                     [x["time"] if x else None for x in link.attach]),
             "detach_closed": first_det[1]["closed"] if first_det else None,
             "detach_error": err_det["error"]["condition"] if err_det else None,
             "detach_description": err_det["error"]["description"] if err_det else None,
@@ -943,6 +1003,8 @@ class Analyzer(StateTracker):
         gives for them, made from the columns."""
         template = self._delivery_row(c, link, self._link_address(link), store_delivery(link, sender, st, rows[0]))
         seqs = st.seq
+        lossy = c.gaps is not None  # (unsettled_at differs by row only after a loss)
+        plain = self._unsettled_place(link)
         for i in rows:
             (did, tag, ft, lt, fp, lp, frames, size, complete, resumed, rsm) = store_values(link, sender, st, i)
             row = dict(template)  # (the link's cells and those every compacted delivery shares)
@@ -957,6 +1019,8 @@ class Analyzer(StateTracker):
             row["complete"] = complete
             row["resumed"] = resumed
             row["rcv_settle_mode"] = rsm
+            if lossy:
+                row["unsettled_at"] = LOST_IN_CAPTURE if _lost_after(c, ft) else plain
             yield seqs[i], row
 
     def _delivery_row(self, c, link, addr, d) -> dict:
@@ -1199,6 +1263,10 @@ class Analyzer(StateTracker):
         for name in _DELIVERY_OWN:
             if name not in cols:
                 cols[name] = one[name] * n
+        c = link.conn
+        if c.gaps is not None:  # (unsettled_at differs by row only after a loss)
+            plain = self._unsettled_place(link)
+            cols["unsettled_at"] = [LOST_IN_CAPTURE if _lost_after(c, ft) else plain for ft in cols["first_time"]]
         return cols, [0] * n, cc
 
     def _delivery_context(self, link, direction) -> tuple:
@@ -1307,6 +1375,10 @@ class Analyzer(StateTracker):
                 for d in link.live.values():
                     if d.settled is None:
                         unsettled += 1
+                if unsettled and c.gaps is not None:
+                    # a delivery whose settlement may have been in lost bytes has an unknown outcome
+                    # ("lost-in-capture" in the deliveries table): not an error
+                    unsettled -= _count_lost(c, link)
                 if not unsettled:
                     continue
                 base = {"connection": c.id, "session": s.index, "channel": self._session_channel(s),
@@ -1328,7 +1400,7 @@ class Analyzer(StateTracker):
                     per_conn[link.terminated] = per_conn.get(link.terminated, 0) + unsettled
                 else:
                     for d in link_deliveries(link):
-                        if d.settled is not None:
+                        if d.settled is not None or (c.gaps is not None and _lost_after(c, d.first_ts)):
                             continue
                         rows.append({**base, "delivery_id": d.delivery_id, "scope": "delivery",
                                      "condition": "unsettled-at-capture-end",

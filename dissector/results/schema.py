@@ -89,7 +89,8 @@ CONNECTIONS = _cols(
     *_pair("open_time", TIME, "time of the {side}'s open"),
     ("close_time", TIME, "time of the first close"),
     *_pair("close_time", TIME, "time of the {side}'s close"),
-    ("closed_by", STRING, "side of the first close: client, server, or empty"),
+    ("closed_by", STRING, "side of the first close: client, server, unknown (the other side's close may have "
+                          "been lost in a capture gap before it), or empty"),
     ("close_error", STRING, "condition of the first close carrying an error"),
     ("close_description", STRING, "description of that error"),
     ("errors", JSON, "list of {condition, description, scope, side, channel, link} of every close / end / detach "
@@ -145,7 +146,8 @@ SESSIONS = _cols(
     *_pair("flows", INT, "flow frames the {side} sent"),
     ("end_time", TIME, "time of the first end"),
     *_pair("end_time", TIME, "time of the {side}'s end"),
-    ("ended_by", STRING, "side of the first end: client, server, or empty"),
+    ("ended_by", STRING, "side of the first end: client, server, unknown (the other side's end may have been "
+                         "lost in a capture gap before it), or empty"),
     ("end_error", STRING, "condition of the first end carrying an error"),
     ("end_description", STRING, "description of that error"),
     ("terminated", STRING, "how the session ended: end, close, transport, \"end (lost)\" (its end was lost in a gap: inferred "
@@ -210,7 +212,8 @@ LINKS = _cols(
     ("attach_time", TIME, "time of the first attach"),
     ("attached_time", TIME, "time both sides were attached"),
     ("detach_time", TIME, "time of the first detach"),
-    ("detached_by", STRING, "side of the first detach: client, server, or empty"),
+    ("detached_by", STRING, "side of the first detach: client, server, unknown (the other side's detach may "
+                            "have been lost in a capture gap before it), or empty"),
     ("detach_closed", BOOL, "closed flag of the first detach"),
     ("detach_error", STRING, "condition of the first detach carrying an error"),
     ("detach_description", STRING, "description of that error"),
@@ -274,7 +277,9 @@ DELIVERIES = _cols(
     ("dispositions_sender", INT, "dispositions the sender sent for the delivery"),
     ("dispositions_receiver", INT, "dispositions the receiver sent for the delivery"),
     ("outcome_latency", FLOAT, "outcome_time - first_time, seconds"),
-    ("unsettled_at", STRING, "null when settled, else detach, end, close, transport or capture-end"),
+    ("unsettled_at", STRING, "null when settled, else detach, end, close, transport, capture-end, or "
+                             "lost-in-capture (outcome unknown: bytes lost after its first transfer may have "
+                             "settled it; no error row)"),
 )
 
 STALLS = _cols(
