@@ -308,6 +308,8 @@ def frames(
     run = CaptureRun(inputs, port or [], messages=True if full else "summary", keylog=keylog, tls_records=records,
                      limit=count)
     tt = time_text(time_format, run.source)
+    if context is not None:  # frame.time_relative: from the capture's first packet, as tshark's
+        context.first_time = lambda: run.source.first_ts
     out = sys.stdout
     bugs = None  # what met internal errors (-V: describing packets), for the exit status
     if fmt is FrameFormat.jsonl:
