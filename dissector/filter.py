@@ -47,7 +47,7 @@ __all__ = ["FilterError", "DisplayFilter", "FrameContext", "FieldPrinter", "comp
 
 MAX_FILTER_CHARS = 65536  # the longest filter text read
 MAX_DEPTH = 64  # parentheses and ``not`` nested at most this deep
-MAX_LITERAL_CHARS = 256  # the longest number literal (the text of one)
+MAX_LITERAL_CHARS = 1024  # the longest number literal (the text of one; hex bytes are one too)
 _INT_LIMIT = 1 << 64  # integers beyond +-2**64 name no AMQP value
 _QUOTE_CHARS = 120  # the filter text an error line quotes at most
 
@@ -436,10 +436,7 @@ def _number(text: str, s: str, col: int):
         return float(s)
     else:
         v = int(s)
-    if not -_INT_LIMIT < v < _INT_LIMIT:
-        raise FilterError(text, col, f"{s[:40]}{'...' if len(s) > 40 else ''} is out of range "
-                                     "(AMQP integers have at most 64 bits)")
-    return v
+    return v  # (a number field checks its range: hex of a binary field may be longer)
 
 
 def _tokens(text: str) -> list:
@@ -704,6 +701,9 @@ def _compare(p: _Parser, field: Field, op: _Tok, vt: _Tok):
     if kind == NUM:
         if is_str or type(lit) is bool:
             p.fail(vt, f"{field.name!r} is a number, not {vt.text}")
+        if type(lit) is int and not -_INT_LIMIT < lit < _INT_LIMIT:
+            s = vt.text
+            p.fail(vt, f"{s[:40]}{'...' if len(s) > 40 else ''} is out of range (AMQP integers have at most 64 bits)")
         conv = None
     elif kind == BOOL:
         if opv not in ("==", "!="):
@@ -847,9 +847,14 @@ def compile_filter(text: str, context: FrameContext | None = None) -> DisplayFil
 # --------------------------------------------------------------------------- -T fields
 
 
+_ESCAPES = {c: f"\\x{c:02x}" for c in range(32)}
+_ESCAPES.update({ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t", 0x7F: "\\x7f"})
+
+
 def field_text(v) -> str:
     """A field value as ``-T fields`` prints it (tshark's conventions: booleans 1/0, binary as
-    plain hex, several values joined by ',', absent and null empty)."""
+    plain hex, several values joined by ',', absent and null empty, a newline in a string as
+    ``\\n``: one line per frame)."""
     if v is _MISSING or v is None:
         return ""
     v = _norm(v)
@@ -863,7 +868,8 @@ def field_text(v) -> str:
         return v.hex()
     if type(v) is float:
         return f"{v:.9f}"
-    return str(v)
+    v = str(v)
+    return v if v.isprintable() else v.translate(_ESCAPES)
 
 
 class FieldPrinter:
