@@ -847,8 +847,7 @@ def compile_filter(text: str, context: FrameContext | None = None) -> DisplayFil
 # --------------------------------------------------------------------------- -T fields
 
 
-_ESCAPES = {c: f"\\x{c:02x}" for c in range(32)}
-_ESCAPES.update({ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t", 0x7F: "\\x7f"})
+_ESCAPES = {ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"}  # tshark 4.0's -T fields: these only
 
 
 def field_text(v) -> str:
@@ -869,7 +868,7 @@ def field_text(v) -> str:
     if type(v) is float:
         return f"{v:.9f}"
     v = str(v)
-    return v if v.isprintable() else v.translate(_ESCAPES)
+    return v.translate(_ESCAPES) if ("\n" in v or "\r" in v or "\t" in v) else v
 
 
 class FieldPrinter:

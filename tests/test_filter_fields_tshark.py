@@ -338,6 +338,48 @@ def test_derived_fields_select_what_tshark_selects(merged, ours, ours_f, theirs_
         assert want or ours_f in ("protocol == TLS",), ours_f
 
 
+class _Fixed:
+    """fuzzgen's source answering the same every time: one plain pcap conversation."""
+
+    def int(self, lo, hi):
+        return lo
+
+    def bool(self, p=0.5):
+        return p >= 0.5
+
+    def choice(self, seq):
+        return seq[0]
+
+
+def test_control_characters_in_fields_are_written_as_tshark_writes_them(tmp_path, capsys):
+    """A container-id with a newline, carriage return, tab, backslash, quote and other control
+    characters: tshark's -T fields writes \\n \\r \\t and the rest as they are; so does ours."""
+    import fuzzgen
+
+    cid = 'a\\b\tc\x01d\ne"f\x7fg\rz\x1b'
+    streams = [(0, fuzzgen.HEADER_AMQP), (1, fuzzgen.HEADER_AMQP),
+               (0, fuzzgen.frame_bytes(fuzzgen.encode(fuzzgen.performative("open", [("string", cid, 0)]))))]
+    cap = tmp_path / "control.pcap"
+    cap.write_bytes(fuzzgen.capture(_Fixed(), streams))
+    want = tshark("-r", cap, "-Y", "amqp.performative == 16", "-T", "fields", "-e", A + "containerId")
+    rc = main(["frames", str(cap), "-Y", "performative == open", "-T", "fields", "-e", "container-id"])
+    out, err = capsys.readouterr()
+    assert rc == EXIT_OK, err
+    assert out == want == 'a\\b\\tc\x01d\\ne"f\x7fg\\rz\x1b\n'
+    # the filter compares the value itself (a newline is a newline, "\\n" in a filter string)
+    selected = []
+    for flt, tflt in [('container-id contains "d\\ne"', 'contains "d\\ne"'),
+                      ('container-id contains "d\\\\ne"', 'contains "d\\\\ne"'),
+                      ('container-id matches "c.d"', 'matches "c.d"')]:
+        rc = main(["frames", str(cap), "-Y", flt, "-T", "fields", "-e", "packet"])
+        out, err = capsys.readouterr()
+        assert rc == EXIT_OK, err
+        theirs = tshark("-r", cap, "-Y", f"{A}containerId {tflt}", "-T", "fields", "-e", "frame.number").split()
+        assert out.split() == theirs, flt
+        selected.append(bool(theirs))
+    assert selected == [True, False, True]
+
+
 def test_time_relative_and_protocol_through_the_cli(capsys):
     """The CLI's filter counts frame.time_relative from the capture's first packet (it had no start)."""
     for flt, tflt in [("frame.time_relative > 0.3", "frame.time_relative > 0.3"),
