@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from decimal import Decimal, InvalidOperation
 
 from .amqp.codec import ABSENT, Composite, Described, Timestamp
 from .amqp.framing import PROTOCOL_NAMES, Frame, ProtocolHeader, StreamNote
@@ -168,16 +169,49 @@ def _type(ev, ctx):
     return _MISSING if k is None else k
 
 
-def _time_relative(ev, ctx):
+def _us_ns(ts: float) -> int:
+    """A float of epoch seconds as whole nanoseconds, to the microsecond (which the float holds)."""
+    return round(ts * 1_000_000) * 1000
+
+
+def _exact_ns(ev, ctx):
+    """The event's packet time in nanoseconds: the reader's exact time when the context can
+    give it (``exact_time``), else the float to the microsecond; None without a time."""
     ts = getattr(ev, "ts", None)
-    if ts is None or ctx is None:
+    if ts is None:
+        return None
+    if ctx is not None and ctx.exact_time is not None:
+        got = ctx.exact_time(ts, getattr(ev, "packet", None))
+        if got is not None:
+            return got[0]
+    return _us_ns(ts)
+
+
+_NS = Decimal(10) ** -9
+
+
+def _time_epoch(ev, ctx):
+    """Epoch seconds as an exact decimal (tshark compares times exactly: ``== 0.340787`` works)."""
+    ns = _exact_ns(ev, ctx)
+    return _MISSING if ns is None else Decimal(ns) * _NS
+
+
+def _time_relative(ev, ctx):
+    ns = _exact_ns(ev, ctx)
+    if ns is None or ctx is None:
         return _MISSING
-    t0 = ctx.t0
-    if t0 is None and ctx.first_time is not None:
-        t0 = ctx.first_time()
-    if t0 is None:
-        return _MISSING
-    return ts - t0
+    first = None
+    if ctx.first_exact is not None:
+        got = ctx.first_exact()
+        first = got[0] if got is not None else None
+    if first is None:
+        t0 = ctx.t0
+        if t0 is None and ctx.first_time is not None:
+            t0 = ctx.first_time()
+        if t0 is None:
+            return _MISSING
+        first = _us_ns(t0)
+    return Decimal(ns - first) * _NS
 
 
 def _spec_field(name: str):
@@ -226,7 +260,7 @@ def _build_fields() -> dict:
         fields[name] = Field(name, kind, get, doc, **kw)
 
     add("packet", NUM, _attr("packet"), "number of the packet (capture record) that completed the frame")
-    add("time", NUM, _attr("ts"), "time of that packet, epoch seconds")
+    add("time", NUM, _time_epoch, "time of that packet, epoch seconds")
     add("src", STR, _attr("src"), "ip:port of the sender")
     add("dst", STR, _attr("dst"), "ip:port of the receiver")
     add("connection", STR, _attr("conn"), "connection id (client-server endpoints)")
@@ -245,7 +279,7 @@ def _build_fields() -> dict:
     add("protocol", STR, _protocol, "protocol of a protocol header (AMQP, SASL, TLS)")
     # tshark's names for the frame's number and times
     add("frame.number", NUM, _attr("packet"), "the same as packet")
-    add("frame.time_epoch", NUM, _attr("ts"), "the same as time")
+    add("frame.time_epoch", NUM, _time_epoch, "the same as time")
     add("frame.time_relative", NUM, _time_relative, "seconds since the first packet of the capture")
     specs = {}
     for p in PERFORMATIVES + SASL_FRAMES:
@@ -278,7 +312,7 @@ _SUB_FIELDS = frozenset(f.name for c in COMPOSITES.values() for f in c.fields)
 def _norm(v):
     """A decoded value as the filter compares it: numbers, str, bytes, bool, or a list of them."""
     t = type(v)
-    if v is None or t is bool or t is str or t is int or t is float or t is bytes:
+    if v is None or t is bool or t is str or t is int or t is float or t is bytes or t is Decimal:
         return v
     if isinstance(v, Timestamp):
         return int(v)
@@ -360,9 +394,13 @@ class FrameContext:
 
     MAX_LINKS = 1 << 16
 
-    def __init__(self, t0: float | None = None, first_time=None):
+    def __init__(self, t0: float | None = None, first_time=None, exact_time=None, first_exact=None):
         self.t0 = t0
         self.first_time = first_time  # () -> the capture's first packet time (or None), when t0 is None
+        # exact times (a nanosecond capture's, which a float cannot hold): (ts, packet) -> (ns, digits)
+        # or None, and () -> the first packet's (ns, digits) or None; without them, floats to the µs
+        self.exact_time = exact_time
+        self.first_exact = first_exact
         self.needs_links = False
         self._links: dict = {}
 
@@ -701,6 +739,13 @@ def _compare(p: _Parser, field: Field, op: _Tok, vt: _Tok):
     if kind == NUM:
         if is_str or type(lit) is bool:
             p.fail(vt, f"{field.name!r} is a number, not {vt.text}")
+        if field.get is _time_epoch or field.get is _time_relative:  # exact decimal comparisons
+            try:
+                lit = Decimal(lit) if type(lit) is int else Decimal(vt.text)
+            except (InvalidOperation, ValueError):
+                lit = Decimal(lit) if lit == lit else lit  # (nan stays a float: never equal)
+            if type(lit) is Decimal and not lit.is_finite():
+                lit = float(lit)
         if type(lit) is int and not -_INT_LIMIT < lit < _INT_LIMIT:
             s = vt.text
             p.fail(vt, f"{s[:40]}{'...' if len(s) > 40 else ''} is out of range (AMQP integers have at most 64 bits)")
@@ -789,7 +834,7 @@ def _cmp_ok(cmp, v, lit) -> bool:
         return False
     try:
         return cmp(v, lit)
-    except TypeError:
+    except (TypeError, ArithmeticError):  # (a decimal time and a NaN)
         return False
 
 
@@ -865,7 +910,7 @@ def field_text(v) -> str:
         return "0"
     if type(v) is bytes:
         return v.hex()
-    if type(v) is float:
+    if type(v) is float or type(v) is Decimal:
         return f"{v:.9f}"
     v = str(v)
     return v.translate(_ESCAPES) if ("\n" in v or "\r" in v or "\t" in v) else v

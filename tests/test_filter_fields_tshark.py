@@ -237,21 +237,12 @@ def test_field_matches_tshark(merged, ours, theirs_fields, name, tname, kind, co
     mine = our_values(ours, name, conv)
     if name in FRAME_LEVEL:  # ours: one line per frame; tshark's: one per packet
         mine = {pk: vs[:1] for pk, vs in mine.items()}
-    if kind == "time":  # the same to the capture's microseconds
-        assert mine.keys() == theirs.keys()
-        for pk in mine:
-            assert [round(float(x), 6) for x in mine[pk]] == [round(float(x), 6) for x in theirs[pk]], (name, pk)
-    else:
-        assert mine == theirs, name
+    assert mine == theirs, name
     values = [v for vs in theirs.values() for v in vs]
     if not values:
         return  # (no sample has it: the presence test above is all there is)
     v = _pick(values)
-    if kind == "time":  # (ours are floats of epoch seconds: equal to the capture's resolution, not exactly)
-        v = f"{float(v) + 5e-7:.7f}"  # between two packets' times
-        for op in (">=", "<"):
-            assert our_packets(ours, f"{name} {op} {v}") == their_packets(merged, f"{tname} {op} {v}", name), (name, op, v)
-    elif kind == "number":
+    if kind in ("number", "time"):  # (times: exact, as tshark's nanosecond times)
         for op in ("==", ">=", "<", "!="):
             top = "!==" if op == "!=" else op
             assert our_packets(ours, f"{name} {op} {v}") == their_packets(merged, f"{tname} {top} {v}", name), (name, op, v)
@@ -378,6 +369,51 @@ def test_control_characters_in_fields_are_written_as_tshark_writes_them(tmp_path
         assert out.split() == theirs, flt
         selected.append(bool(theirs))
     assert selected == [True, False, True]
+
+
+def _nanosecond_copy(path, out):
+    """``path`` (a little-endian microsecond pcap) as a nanosecond pcap whose times have
+    nanoseconds a float of epoch seconds cannot hold (each record's + 1..999 ns)."""
+    import struct
+
+    with open(path, "rb") as f:
+        src = f.read()
+    magic, _a, _b, _z, _s, _snap, link = struct.unpack_from("<IHHiIII", src, 0)
+    assert magic == 0xA1B2C3D4
+    parts = [struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 262144, link)]
+    pos, i = 24, 0
+    while pos < len(src):
+        sec, usec, caplen, orig = struct.unpack_from("<IIII", src, pos)
+        parts.append(struct.pack("<IIII", sec, usec * 1000 + 1 + (i * 389) % 999, caplen, orig))
+        parts.append(src[pos + 16: pos + 16 + caplen])
+        pos += 16 + caplen
+        i += 1
+    out.write_bytes(b"".join(parts))
+    return str(out)
+
+
+def test_times_are_exact_on_a_nanosecond_capture(tmp_path, capsys):
+    """frame.time_epoch / frame.time_relative to the nanosecond, printed and compared (== too)
+    as tshark does (the CLI hands the reader's exact times to the filter)."""
+    cap = _nanosecond_copy(OUTCOMES, tmp_path / "ns.pcap")
+    rc = main(["frames", cap, "-T", "fields", "-e", "packet", "-e", "frame.time_epoch", "-e", "frame.time_relative"])
+    out, err = capsys.readouterr()
+    assert rc == EXIT_OK, err
+    mine = sorted(set(out.splitlines()), key=lambda line: int(line.split("\t")[0]))
+    theirs = tshark("-r", cap, "-Y", "amqp", "-T", "fields", "-e", "frame.number", "-e", "frame.time_epoch",
+                    "-e", "frame.time_relative").splitlines()
+    assert mine == theirs and len({line.split("\t")[1][-3:] for line in theirs}) > 3  # (nanoseconds)
+    for line in theirs[::7]:
+        pk, epoch, rel = line.split("\t")
+        for flt in (f"frame.time_epoch == {epoch}", f"frame.time_relative == {rel}",
+                    f"frame.time_relative >= {rel}", f"frame.time_epoch < {epoch}"):
+            rc = main(["frames", cap, "-Y", flt, "-T", "fields", "-e", "packet"])
+            out, err = capsys.readouterr()
+            assert rc == EXIT_OK, err
+            want = tshark("-r", cap, "-Y", f"amqp && {flt}", "-T", "fields", "-e", "frame.number").split()
+            assert sorted(set(out.split()), key=int) == want, flt
+            if "==" in flt:
+                assert want == [pk]
 
 
 def test_time_relative_and_protocol_through_the_cli(capsys):
