@@ -923,7 +923,9 @@ class FieldPrinter:
 
     def __init__(self, names: list[str], context: FrameContext | None = None, separator: str = "\t",
                  time_text=None):
-        self.fields = [lookup(n, n, 1) for n in names]
+        # (an unknown name's error quotes it printable and cut short: one line)
+        self.fields = [lookup(n, _printable(n if len(n) <= _QUOTE_CHARS else n[:_QUOTE_CHARS] + "..."), 1)
+                       for n in names]
         self.context = context if context is not None else FrameContext()
         self.separator = separator
         self.time_text = time_text  # (event) -> the time column's text, for -e time under -t

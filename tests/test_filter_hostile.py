@@ -81,6 +81,27 @@ def test_each_named_crash_is_one_line_and_exit_2(capsys, flt, what):
     assert_bad_filter(capsys, flt, what)
 
 
+@pytest.mark.parametrize("name", ["no\nsuch", "x" * 100000, "\udcff", "a.b.c.d", "", "source.", "(", "packet "])
+def test_a_bad_field_name_is_one_line_and_exit_2(capsys, name):
+    rc, out, err = run(capsys, "frames", OUTCOMES, "-T", "fields", "-e", name)
+    assert rc == EXIT_USAGE and out == "", err
+    assert err.count("\n") == 1 and len(err) < 1000 and "unknown field" in err, err
+
+
+def test_fuzzed_field_names_are_known_or_a_filter_error():
+    rnd = random.Random(24)
+    pool = _NAMES + _PIECES + ["-", "_", ".", "address", "condition"]
+    known = 0
+    for _ in range(int(5000 * SCALE)):
+        name = "".join(rnd.choice(pool) for _ in range(rnd.randint(1, 3)))
+        try:
+            FieldPrinter([name])
+            known += 1
+        except FilterError as e:
+            assert "\n" not in e.one_line()
+    assert known > 100
+
+
 def test_nesting_up_to_the_bound_parses_and_evaluates(capsys):
     deep = "(" * (MAX_DEPTH - 1) + "not performative == transfer" + ")" * (MAX_DEPTH - 1)
     rc, out, err = run(capsys, "frames", OUTCOMES, "-Y", deep, "-T", "fields", "-e", "performative")
