@@ -308,6 +308,9 @@ def frames(
     run = CaptureRun(inputs, port or [], messages=True if full else "summary", keylog=keylog, tls_records=records,
                      limit=count)
     tt = time_text(time_format, run.source)
+    if context is not None:  # frame.time_*: the reader's exact times, from the capture's first packet (tshark's)
+        context.first_time = lambda: run.source.first_ts
+        context.exact_time, context.first_exact = tt.exact, tt.first
     out = sys.stdout
     bugs = None  # what met internal errors (-V: describing packets), for the exit status
     if fmt is FrameFormat.jsonl:

@@ -25,33 +25,56 @@ of every performative and SASL frame by its spec name (delivery-id, handle, link
 ``error.condition``).  ``_`` may stand for ``-`` in names (``delivery_id``).
 
 A filter that does not parse or names what does not exist raises :class:`FilterError`, which
-says where (1-based column) and what is wrong, in one line.
+says where (1-based column) and what is wrong, in one line.  Bounded: a filter is at most
+:data:`MAX_FILTER_CHARS` characters, nests parentheses and ``not`` at most :data:`MAX_DEPTH` deep,
+and its integers fit in 64 bits; a regular expression that ``re`` cannot compile (a repeat count
+beyond its limit, too deep) is a :class:`FilterError` too.  A compiled filter evaluates without
+recursion along ``and`` / ``or`` chains and never raises on any frame, whatever types its fields hold.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
+from decimal import Decimal, InvalidOperation
 
 from .amqp.codec import ABSENT, Composite, Described, Timestamp
-from .amqp.framing import Frame, ProtocolHeader, StreamNote
+from .amqp.framing import PROTOCOL_NAMES, Frame, ProtocolHeader, StreamNote
 from .amqp.spec import CHOICES, COMPOSITES, PERFORMATIVES, SASL_FRAMES, choice_name
 from .events import PacketNote
 
 __all__ = ["FilterError", "DisplayFilter", "FrameContext", "FieldPrinter", "compile_filter", "FIELDS"]
 
 
+MAX_FILTER_CHARS = 65536  # the longest filter text read
+MAX_DEPTH = 64  # parentheses and ``not`` nested at most this deep
+MAX_LITERAL_CHARS = 1024  # the longest number literal (the text of one; hex bytes are one too)
+_INT_LIMIT = 1 << 64  # integers beyond +-2**64 name no AMQP value
+_QUOTE_CHARS = 120  # the filter text an error line quotes at most
+
+
+def _printable(s: str) -> str:
+    """``s`` with every control or unprintable character escaped: an error stays one line."""
+    if s.isprintable():
+        return s
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in s)
+
+
 class FilterError(ValueError):
     """A display filter that does not parse, or names an unknown field or value."""
 
     def __init__(self, text: str, column: int, message: str):
+        message = _printable(message)
         super().__init__(f"column {column}: {message}")
         self.text = text
         self.column = column
         self.message = message
 
     def one_line(self) -> str:
-        return f"bad display filter {self.text!r}: column {self.column}: {self.message}"
+        text = self.text
+        if len(text) > _QUOTE_CHARS:
+            text = text[:_QUOTE_CHARS] + "..."
+        return f"bad display filter {text!r}: column {self.column}: {self.message}"
 
 
 # --------------------------------------------------------------------------- value kinds
@@ -133,7 +156,12 @@ def _severity(ev, ctx):
 
 
 def _protocol(ev, ctx):
-    return ev.name if isinstance(ev, ProtocolHeader) else _MISSING
+    """AMQP, SASL or TLS by the header's protocol id (tshark: ``amqp.init.id`` 0, 3, 2); a header
+    of another id shows its whole name (``AMQP 0-9-1``)."""
+    if not isinstance(ev, ProtocolHeader):
+        return _MISSING
+    name = PROTOCOL_NAMES.get(ev.protocol_id)
+    return name if name is not None else ev.name
 
 
 def _type(ev, ctx):
@@ -141,11 +169,49 @@ def _type(ev, ctx):
     return _MISSING if k is None else k
 
 
-def _time_relative(ev, ctx):
+def _us_ns(ts: float) -> int:
+    """A float of epoch seconds as whole nanoseconds, to the microsecond (which the float holds)."""
+    return round(ts * 1_000_000) * 1000
+
+
+def _exact_ns(ev, ctx):
+    """The event's packet time in nanoseconds: the reader's exact time when the context can
+    give it (``exact_time``), else the float to the microsecond; None without a time."""
     ts = getattr(ev, "ts", None)
-    if ts is None or ctx is None or ctx.t0 is None:
+    if ts is None:
+        return None
+    if ctx is not None and ctx.exact_time is not None:
+        got = ctx.exact_time(ts, getattr(ev, "packet", None))
+        if got is not None:
+            return got[0]
+    return _us_ns(ts)
+
+
+_NS = Decimal(10) ** -9
+
+
+def _time_epoch(ev, ctx):
+    """Epoch seconds as an exact decimal (tshark compares times exactly: ``== 0.340787`` works)."""
+    ns = _exact_ns(ev, ctx)
+    return _MISSING if ns is None else Decimal(ns) * _NS
+
+
+def _time_relative(ev, ctx):
+    ns = _exact_ns(ev, ctx)
+    if ns is None or ctx is None:
         return _MISSING
-    return ts - ctx.t0
+    first = None
+    if ctx.first_exact is not None:
+        got = ctx.first_exact()
+        first = got[0] if got is not None else None
+    if first is None:
+        t0 = ctx.t0
+        if t0 is None and ctx.first_time is not None:
+            t0 = ctx.first_time()
+        if t0 is None:
+            return _MISSING
+        first = _us_ns(t0)
+    return Decimal(ns - first) * _NS
 
 
 def _spec_field(name: str):
@@ -194,7 +260,7 @@ def _build_fields() -> dict:
         fields[name] = Field(name, kind, get, doc, **kw)
 
     add("packet", NUM, _attr("packet"), "number of the packet (capture record) that completed the frame")
-    add("time", NUM, _attr("ts"), "time of that packet, epoch seconds")
+    add("time", NUM, _time_epoch, "time of that packet, epoch seconds")
     add("src", STR, _attr("src"), "ip:port of the sender")
     add("dst", STR, _attr("dst"), "ip:port of the receiver")
     add("connection", STR, _attr("conn"), "connection id (client-server endpoints)")
@@ -213,7 +279,7 @@ def _build_fields() -> dict:
     add("protocol", STR, _protocol, "protocol of a protocol header (AMQP, SASL, TLS)")
     # tshark's names for the frame's number and times
     add("frame.number", NUM, _attr("packet"), "the same as packet")
-    add("frame.time_epoch", NUM, _attr("ts"), "the same as time")
+    add("frame.time_epoch", NUM, _time_epoch, "the same as time")
     add("frame.time_relative", NUM, _time_relative, "seconds since the first packet of the capture")
     specs = {}
     for p in PERFORMATIVES + SASL_FRAMES:
@@ -246,7 +312,7 @@ _SUB_FIELDS = frozenset(f.name for c in COMPOSITES.values() for f in c.fields)
 def _norm(v):
     """A decoded value as the filter compares it: numbers, str, bytes, bool, or a list of them."""
     t = type(v)
-    if v is None or t is bool or t is str or t is int or t is float or t is bytes:
+    if v is None or t is bool or t is str or t is int or t is float or t is bytes or t is Decimal:
         return v
     if isinstance(v, Timestamp):
         return int(v)
@@ -301,9 +367,10 @@ def lookup(name: str, text: str = "", column: int = 1) -> Field:
         sub = sub.replace("_", "-")
         if parent is not None and parent.kind == ANY and sub in _SUB_FIELDS:
             return _sub(parent, sub)
-    close = difflib.get_close_matches(name, list(FIELDS), n=1)
+    close = difflib.get_close_matches(name, list(FIELDS), n=1) if len(name) <= 64 else None
     hint = f" (did you mean {close[0]!r}?)" if close else ""
-    raise FilterError(text or name, column, f"unknown field {name!r}{hint}")
+    shown = name if len(name) <= _QUOTE_CHARS else name[:_QUOTE_CHARS] + "..."
+    raise FilterError(text or name, column, f"unknown field {shown!r}{hint}")
 
 
 # --------------------------------------------------------------------------- context
@@ -314,15 +381,26 @@ _ATTACH_NAME = COMPOSITES["attach"].index["name"]
 _ATTACH_HANDLE = COMPOSITES["attach"].index["handle"]
 
 
+def _handle(v):
+    """A handle value as a key (an int), or None for anything else (a wrong type in a bad frame)."""
+    return v if type(v) is int else (int(v) if isinstance(v, int) and not isinstance(v, bool) else None)
+
+
 class FrameContext:
-    """What fields need beyond one event: the capture's first time (``frame.time_relative``) and
+    """What fields need beyond one event: the capture's first time (``frame.time_relative``:
+    ``t0``, or else ``first_time()`` when that is set, e.g. to the reader's first packet time) and
     the link names by handle, learnt from the attach frames (call :meth:`observe` on every event
     in order when ``needs_links``).  Bounded: at most ``MAX_LINKS`` names are kept."""
 
     MAX_LINKS = 1 << 16
 
-    def __init__(self, t0: float | None = None):
+    def __init__(self, t0: float | None = None, first_time=None, exact_time=None, first_exact=None):
         self.t0 = t0
+        self.first_time = first_time  # () -> the capture's first packet time (or None), when t0 is None
+        # exact times (a nanosecond capture's, which a float cannot hold): (ts, packet) -> (ns, digits)
+        # or None, and () -> the first packet's (ns, digits) or None; without them, floats to the µs
+        self.exact_time = exact_time
+        self.first_exact = first_exact
         self.needs_links = False
         self._links: dict = {}
 
@@ -332,8 +410,9 @@ class FrameContext:
             n = len(values)
             name = values[_ATTACH_NAME] if _ATTACH_NAME < n else None
             handle = values[_ATTACH_HANDLE] if _ATTACH_HANDLE < n else None
-            if name is not None and name is not ABSENT and handle is not None and handle is not ABSENT:
-                key = (ev.conn, ev.src, ev.channel, int(handle))
+            handle = _handle(handle)
+            if name is not None and name is not ABSENT and handle is not None:
+                key = (ev.conn, ev.src, ev.channel, handle)
                 links = self._links
                 links.pop(key, None)
                 if len(links) >= self.MAX_LINKS:
@@ -347,17 +426,17 @@ class FrameContext:
         i = _HANDLE_INDEX.get(fr.pname)
         if i is None:
             return None
-        h = fr.fields[i] if i < len(fr.fields) else None
-        if h is None or h is ABSENT:
+        h = _handle(fr.fields[i]) if i < len(fr.fields) else None
+        if h is None:
             return None
-        return self._links.get((fr.conn, fr.src, fr.channel, int(h)))
+        return self._links.get((fr.conn, fr.src, fr.channel, h))
 
 
 # --------------------------------------------------------------------------- parsing
 
 _TOKEN = re.compile(r"""
     (?P<ws>\s+)
-  | (?P<str>"(?:[^"\\]|\\.)*")
+  | (?P<str>"(?:[^"\\]|\\[\s\S])*")
   | (?P<badstr>")
   | (?P<op>==|!=|<=|>=|&&|\|\||[<>!~(){},])
   | (?P<num>[-+]?(?:0[xX][0-9a-fA-F]+|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)(?![\w.:-]))
@@ -379,10 +458,29 @@ class _Tok:
 
 
 def _unescape(body: str) -> str:
-    return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t", "r": "\r"}.get(m.group(1), m.group(1)), body)
+    return re.sub(r"\\([\s\S])", lambda m: {"n": "\n", "t": "\t", "r": "\r"}.get(m.group(1), m.group(1)), body)
+
+
+def _number(text: str, s: str, col: int):
+    """The value of the number literal ``s`` (bounded: its length, and integers to 64 bits)."""
+    if len(s) > MAX_LITERAL_CHARS:
+        raise FilterError(text, col, f"a number of {len(s)} characters (at most {MAX_LITERAL_CHARS})")
+    body = s.lstrip("+-")
+    if body[:2].lower() == "0x":
+        v = int(body[2:], 16)
+        if s.startswith("-"):
+            v = -v
+    elif any(c in s for c in ".eE"):
+        return float(s)
+    else:
+        v = int(s)
+    return v  # (a number field checks its range: hex of a binary field may be longer)
 
 
 def _tokens(text: str) -> list:
+    if len(text) > MAX_FILTER_CHARS:
+        raise FilterError(text, MAX_FILTER_CHARS + 1,
+                          f"a filter of {len(text)} characters (at most {MAX_FILTER_CHARS})")
     out = []
     pos = 0
     while pos < len(text):
@@ -401,11 +499,7 @@ def _tokens(text: str) -> list:
         if kind == "str":
             out.append(_Tok("value", s, _unescape(s[1:-1]), col))
         elif kind == "num":
-            v = int(s, 16) if s.lower().lstrip("+-").startswith("0x") else (
-                float(s) if any(c in s for c in ".eE") else int(s))
-            if s.lower().lstrip("+-").startswith("0x") and s.startswith("-"):
-                v = -int(s[1:], 16)
-            out.append(_Tok("value", s, v, col))
+            out.append(_Tok("value", s, _number(text, s, col), col))
         elif kind == "op":
             word = _WORD_OPS.get(s)
             out.append(_Tok("op" if word else "punct", s, word or s, col))
@@ -436,6 +530,7 @@ class _Parser:
         self.text = text
         self.toks = _tokens(text)
         self.i = 0
+        self.depth = 0  # parentheses and ``not`` open around the current position
         self.fields: list = []
 
     def peek(self):
@@ -461,34 +556,41 @@ class _Parser:
         return node
 
     def expr(self):
-        node = self.term()
+        terms = [self.term()]
         while self.peek().kind == "op" and self.peek().value == "or":
             self.take()
-            right = self.term()
-            node = _or(node, right)
-        return node
+            terms.append(self.term())
+        return _or(terms)
 
     def term(self):
-        node = self.factor()
+        factors = [self.factor()]
         while self.peek().kind == "op" and self.peek().value == "and":
             self.take()
-            right = self.factor()
-            node = _and(node, right)
-        return node
+            factors.append(self.factor())
+        return _and(factors)
+
+    def nest(self, t):
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            self.fail(t, f"nested more than {MAX_DEPTH} deep (parentheses and 'not')")
 
     def factor(self):
         t = self.peek()
         if t.kind == "op" and t.value == "not":
             self.take()
+            self.nest(t)
             inner = self.factor()
+            self.depth -= 1
             return lambda ev, ctx: not inner(ev, ctx)
         if t.kind == "punct" and t.text == "(":
             self.take()
+            self.nest(t)
             node = self.expr()
             close = self.peek()
             if not (close.kind == "punct" and close.text == ")"):
                 self.fail(close, f"expected ')' to close the '(' at column {t.col}")
             self.take()
+            self.depth -= 1
             return node
         if t.kind == "word":
             return self.test()
@@ -538,12 +640,39 @@ class _Parser:
         return exists
 
 
-def _and(a, b):
-    return lambda ev, ctx: a(ev, ctx) and b(ev, ctx)
+def _and(preds: list):
+    """All of ``preds`` (a loop, not a nest of closures: a chain of any length costs no stack)."""
+    if len(preds) == 1:
+        return preds[0]
+    preds = tuple(preds)
+
+    def all_of(ev, ctx):
+        for p in preds:
+            if not p(ev, ctx):
+                return False
+        return True
+    return all_of
 
 
-def _or(a, b):
-    return lambda ev, ctx: a(ev, ctx) or b(ev, ctx)
+def _or(preds: list):
+    if len(preds) == 1:
+        return preds[0]
+    preds = tuple(preds)
+
+    def any_of(ev, ctx):
+        for p in preds:
+            if p(ev, ctx):
+                return True
+        return False
+    return any_of
+
+
+def _utf8(s: str) -> bytes:
+    """``s`` as UTF-8; a lone surrogate (undecodable bytes of a command line) as its own bytes."""
+    try:
+        return s.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "surrogatepass")
 
 
 def _hex_bytes(s: str) -> bytes | None:
@@ -580,6 +709,8 @@ def _compare(p: _Parser, field: Field, op: _Tok, vt: _Tok):
             rx = re.compile(lit, re.IGNORECASE)
         except re.error as e:
             p.fail(vt, f"bad regular expression: {e}")
+        except (OverflowError, RecursionError, ValueError) as e:  # a repeat count beyond re's limit, too deep
+            p.fail(vt, f"regular expression beyond the limits of Python's re: {e}")
 
         def one(v):
             if type(v) is bytes:
@@ -594,7 +725,7 @@ def _compare(p: _Parser, field: Field, op: _Tok, vt: _Tok):
         needles = [lit]
         if kind in (BYTES, ANY):
             b = _hex_bytes(lit)
-            needles = [x for x in (b, lit.encode("utf-8"), lit) if x]
+            needles = [x for x in (b, _utf8(lit), lit) if x]
 
         def one(v):
             t = type(v)
@@ -608,6 +739,16 @@ def _compare(p: _Parser, field: Field, op: _Tok, vt: _Tok):
     if kind == NUM:
         if is_str or type(lit) is bool:
             p.fail(vt, f"{field.name!r} is a number, not {vt.text}")
+        if field.get is _time_epoch or field.get is _time_relative:  # exact decimal comparisons
+            try:
+                lit = Decimal(lit) if type(lit) is int else Decimal(vt.text)
+            except (InvalidOperation, ValueError):
+                lit = Decimal(lit) if lit == lit else lit  # (nan stays a float: never equal)
+            if type(lit) is Decimal and not lit.is_finite():
+                lit = float(lit)
+        if type(lit) is int and not -_INT_LIMIT < lit < _INT_LIMIT:
+            s = vt.text
+            p.fail(vt, f"{s[:40]}{'...' if len(s) > 40 else ''} is out of range (AMQP integers have at most 64 bits)")
         conv = None
     elif kind == BOOL:
         if opv not in ("==", "!="):
@@ -630,7 +771,7 @@ def _compare(p: _Parser, field: Field, op: _Tok, vt: _Tok):
     elif kind == BYTES:
         if not is_str:
             lit = vt.text  # digits: hex
-        cands = {x for x in (_hex_bytes(lit), lit.encode("utf-8")) if x is not None}
+        cands = {x for x in (_hex_bytes(lit), _utf8(lit)) if x is not None}
         if opv not in ("==", "!="):
             p.fail(op, f"{field.name!r} is binary: only ==, !=, contains and matches apply")
         eq = opv == "=="
@@ -639,7 +780,8 @@ def _compare(p: _Parser, field: Field, op: _Tok, vt: _Tok):
             v = get(ev, ctx)
             if v is _MISSING or v is None:
                 return False
-            return (bytes(v) in cands) == eq
+            v = _norm(v)  # a wrong type in a bad frame (a number, a list) is never equal
+            return (type(v) is bytes and v in cands) == eq
         return bytes_test
     else:  # STR or ANY
         if kind == STR and not is_str:
@@ -692,7 +834,7 @@ def _cmp_ok(cmp, v, lit) -> bool:
         return False
     try:
         return cmp(v, lit)
-    except TypeError:
+    except (TypeError, ArithmeticError):  # (a decimal time and a NaN)
         return False
 
 
@@ -750,9 +892,13 @@ def compile_filter(text: str, context: FrameContext | None = None) -> DisplayFil
 # --------------------------------------------------------------------------- -T fields
 
 
+_ESCAPES = {ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"}  # tshark 4.0's -T fields: these only
+
+
 def field_text(v) -> str:
     """A field value as ``-T fields`` prints it (tshark's conventions: booleans 1/0, binary as
-    plain hex, several values joined by ',', absent and null empty)."""
+    plain hex, several values joined by ',', absent and null empty, a newline in a string as
+    ``\\n``: one line per frame)."""
     if v is _MISSING or v is None:
         return ""
     v = _norm(v)
@@ -764,9 +910,10 @@ def field_text(v) -> str:
         return "0"
     if type(v) is bytes:
         return v.hex()
-    if type(v) is float:
+    if type(v) is float or type(v) is Decimal:
         return f"{v:.9f}"
-    return str(v)
+    v = str(v)
+    return v.translate(_ESCAPES) if ("\n" in v or "\r" in v or "\t" in v) else v
 
 
 class FieldPrinter:
@@ -776,7 +923,9 @@ class FieldPrinter:
 
     def __init__(self, names: list[str], context: FrameContext | None = None, separator: str = "\t",
                  time_text=None):
-        self.fields = [lookup(n, n, 1) for n in names]
+        # (an unknown name's error quotes it printable and cut short: one line)
+        self.fields = [lookup(n, _printable(n if len(n) <= _QUOTE_CHARS else n[:_QUOTE_CHARS] + "..."), 1)
+                       for n in names]
         self.context = context if context is not None else FrameContext()
         self.separator = separator
         self.time_text = time_text  # (event) -> the time column's text, for -e time under -t
