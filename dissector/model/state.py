@@ -184,7 +184,8 @@ try:
 except ImportError:
     from .. import _cython_shim as cython
 
-from ..amqp.framing import FRAME_SASL, PROTO_AMQP, PROTO_SASL, PROTO_TLS, Frame, ProtocolHeader, StreamNote
+from ..amqp.framing import (FRAME_SASL, PROTO_AMQP, PROTO_SASL, PROTO_TLS, Frame, OtherProtocolNote, ProtocolHeader,
+                             StreamNote)
 from ..amqp.codec import ABSENT, ELEMENT_BUDGET_BASE, ELEMENTS_PER_BYTE, Composite, Described, decode_all
 from ..errors import DissectError
 from ..events import StreamClosed, StreamOpened
@@ -1740,7 +1741,7 @@ class _ConnBase:
     __slots__ = (
         "id", "client", "server", "syn_seen", "known_start", "lossy", "tls", "state",
         "transport_end", "transport_time", "fins", "first_ts", "first_packet", "last_ts", "last_packet",
-        "seq", "tls_undecrypted", "tls_reason", "gaps",
+        "seq", "tls_undecrypted", "tls_reason", "gaps", "other",
     )
 
     # the AMQP state of a connection that carried no AMQP byte (a _Conn has its own)
@@ -1795,6 +1796,9 @@ class _ConnBase:
         self.gaps = None
         self.seq = 0
         self.state = _START_ENDPOINTS if syn_seen else _UNKNOWN_ENDPOINTS
+        # another protocol's connection (not AMQP 1.0, StateTracker.others): {"protocol", "headers_client",
+        # "headers_server", "bytes_client", "bytes_server", "time", "packet"} (the first header's)
+        self.other = None
 
     def peer(self, d):
         return self.client if d == 0 else self.server
@@ -1852,6 +1856,7 @@ class _Conn(_ConnBase):
         self.last_packet = b.last_packet
         self.gaps = b.gaps
         self.seq = b.seq
+        self.other = b.other
         self.events = 0
         self.inferred = None  # what the frames after a loss showed that the lost ones had set up (texts)
         self.unknown = ()  # what could not be known (a list from the first)
@@ -1929,6 +1934,9 @@ class StateTracker:
 
     def __init__(self):
         self.connections: dict[str, _Conn] = {}
+        # connections of another protocol than AMQP 1.0 (an AMQP 0-9-1 / 0-10 ... protocol header in either
+        # direction): taken out of ``connections`` (they are no AMQP 1.0 connection), counted and named
+        self.others: dict = {}
         self.stalls: list[Stall] = []
         self.violations: list[dict] = []
         self.frame_errors: list[dict] = []
@@ -1957,6 +1965,8 @@ class StateTracker:
                 self._closed(event)
             elif cls is StreamNote:
                 self._stream_note(event)
+            elif cls is OtherProtocolNote:
+                self._other_note(event)
         except Exception as e:  # a bug: reported (and the run ends with exit 1), never fatal for the rest
             self.internal_errors.append(f"{type(event).__name__} at packet {getattr(event, 'packet', None)}: "
                                         f"{type(e).__name__}: {e}")
@@ -2085,6 +2095,8 @@ class StateTracker:
 
     def _conn(self, ev, client=None, server=None, syn_seen=False):
         c = self.connections.get(ev.conn)
+        if c is None and self.others:
+            c = self.others.get(ev.conn)
         if c is None:
             if client is None:
                 d = getattr(ev, "direction", 0)
@@ -2162,6 +2174,8 @@ class StateTracker:
 
     def _closed(self, ev: StreamClosed):
         c = self.connections.get(ev.conn)
+        if c is None and self.others:
+            c = self.others.get(ev.conn)
         if c is None:
             return
         self._conn(ev)
@@ -2228,8 +2242,32 @@ class StateTracker:
 
     # -- protocol headers --------------------------------------------------------------
 
+    def _other_header(self, h: ProtocolHeader):
+        """A protocol header of another protocol than AMQP 1.0 (AMQP 0-9-1, 0-10, ...), or any header
+        on such a connection: it is that protocol's connection, not decoded (the framing layer skips its
+        bytes), no AMQP 1.0 connection: moved to ``others``."""
+        c = self._conn(h)
+        if c.other is None:
+            c.other = {"protocol": h.name, "headers_client": [], "headers_server": [], "bytes_client": None,
+                       "bytes_server": None, "time": h.ts, "packet": h.packet}
+            self.connections.pop(c.id, None)
+            self.others[c.id] = c
+        c.other["headers_client" if h.direction == 0 else "headers_server"].append(h.name)
+
+    def _other_note(self, ev: OtherProtocolNote):
+        c = self._conn(ev)
+        if c.other is None:  # (the framing layer says a header first)
+            c.other = {"protocol": ev.protocol, "headers_client": [], "headers_server": [], "time": ev.ts,
+                       "packet": ev.packet}
+            self.connections.pop(c.id, None)
+            self.others[c.id] = c
+        c.other["bytes_client"], c.other["bytes_server"] = ev.bytes
+
     def _header(self, h: ProtocolHeader):
         c = self._conn(h)
+        if c.other is not None or not h.is_amqp10:
+            self._other_header(h)
+            return
         if type(c) is not _Conn:
             c = self._amqp(c)
         if c.events == 0 and not c.lossy and h.direction == 0:
