@@ -47,7 +47,9 @@ Keys of an entry:
       (including the last one, ``more=false``);
     * ``"long-descriptor"``: a performative whose descriptor is not a small ulong;
     * ``"zero-length-binary"``: a frame whose performative or message holds a binary
-      value of zero bytes.
+      value of zero bytes;
+    * ``"not-continuation"``: every frame but a continuation fragment (whose values are
+      garbage to Wireshark, see ws-continuation-fragment-as-message).
 ``paths``
     fnmatch patterns on the disagreeing path of the normalised frame record
     (``fields.<spec field name>...``, ``message.<section>...``, ``@errors`` =
@@ -715,7 +717,7 @@ KNOWN = [
         "id": "ws-decimal-not-supported",
         "samples": "*",
         "packets": None,
-        "frames": "any",
+        "frames": "not-continuation",
         "paths": ["message.*", "fields.*"],
         "ws_values": ["<decimal32 (not supported)>", "<decimal64 (not supported)>", "<decimal128 (not supported)>"],
         "every_frame": False,
@@ -1101,6 +1103,7 @@ FRAME_CONDITIONS = {
     "continuation-fragment": lambda tags: "continuation-fragment" in tags,
     "long-descriptor": lambda tags: "long-descriptor" in tags,
     "zero-length-binary": lambda tags: "zero-length-binary" in tags,
+    "not-continuation": lambda tags: "continuation-fragment" not in tags,
 }
 
 
