@@ -59,6 +59,12 @@ def render_compare(report, known: list, capture: str, tshark: str, quiet: bool =
                      + ", ".join(f"{k} {v}" for k, v in others.items())
                      + f"; amqp-dissect names them and does not decode them), "
                      f"{report.other_layers} AMQP layers Wireshark shows on them")
+    unwrapped = getattr(report, "websocket_unwrapped", (0, 0))
+    if unwrapped[0]:
+        n = unwrapped[0]
+        lines.append(f"AMQP over WebSocket: the AMQP stream of {n} WebSocket connection{'s' if n != 1 else ''}, as we "
+                     f"unwrapped it, given to tshark as plain TCP ({unwrapped[1]} AMQP layers; Wireshark 4.0 does "
+                     "not decode AMQP inside WebSocket)")
     if getattr(report, "websocket_connections", 0):
         n = report.websocket_connections
         lines.append(f"not compared: {report.websocket_frames} AMQP frames on {n} WebSocket connection"

@@ -77,14 +77,17 @@ from __future__ import annotations
 
 import calendar
 import fnmatch
+import ipaddress
 import math
 import os
 import re
+import struct
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from amqp_dissect.amqp import codec
-from amqp_dissect.amqp.framing import Frame, OtherProtocolNote, ProtocolHeader
+from amqp_dissect.amqp.framing import AmqpConnection, Frame, OtherProtocolNote, ProtocolHeader
 from amqp_dissect.amqp.spec import COMPOSITES
 from amqp_dissect.capture.pcap import open_capture
 from amqp_dissect.dissect import Dissector
@@ -793,11 +796,16 @@ def our_frames(pcap, ports=(), keylog=None) -> dict[int, list[OurFrame]]:
     :func:`compare_frame` compares, tagged with what the known defects need to know."""
     d = Dissector(extra_ports=ports, keylog=keylog)
     events = []
+    taps: dict = {}  # WebSocket connection -> the AMQP stream unwrapped from it (_Tap)
     with open(pcap, "rb") as fh:
         reader = open_capture(fh)
         reader.on_secrets = d.add_secrets
         for rec in reader:
-            events.extend(d.feed(rec))
+            got = d.feed(rec)
+            events.extend(got)
+            for e in got:  # a WebSocket found (its upgrade note): tap the AMQP stream inside it
+                if type(e) is PacketNote and e.note.group == "websocket" and e.conn and e.conn not in taps:
+                    taps[e.conn] = _tap(d, e.conn)
     events.extend(d.finish())
 
     others = {e.conn: e for e in events if type(e) is OtherProtocolNote}
@@ -863,8 +871,80 @@ def our_frames(pcap, ports=(), keylog=None) -> dict[int, list[OurFrame]]:
     if others:
         out[OTHERS] = others  # (compare_capture takes these out)
     if websocket:
-        out[WEBSOCKET] = {c: [e.packet for e in frames if e.conn == c] for c in websocket}
+        out[WEBSOCKET] = {c: ([e.packet for e in frames if e.conn == c], taps.get(c)) for c in websocket}
     return out
+
+
+class _Tap:
+    """Stands for the AMQP decoder of a WebSocket connection (inside its Layered stack) and keeps the
+    unwrapped AMQP stream, chunk by chunk with its packet, for tshark (:func:`unwrapped_capture`)."""
+
+    def __init__(self, inner, client: str, server: str):
+        self.inner = inner
+        self.client, self.server = client, server
+        self.chunks: list = []  # (direction, data, ts, packet)
+        self.whole = True  # False: bytes were lost (a gap): not given to tshark
+
+    def feed(self, direction, data, ts, packet):
+        self.chunks.append((direction, bytes(data), ts, packet))
+        return self.inner.feed(direction, data, ts, packet)
+
+    def gap(self, direction, size, ts, packet):
+        self.whole = False
+        return self.inner.gap(direction, size, ts, packet)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def _tap(d, conn: str):
+    """Put a :class:`_Tap` in front of the AMQP decoder of WebSocket connection ``conn``, if no AMQP byte
+    reached it yet (else None: its stream would be incomplete)."""
+    stack = d.connections.get(conn)
+    stack = getattr(stack, "target", stack)  # (a Sniffing connection: the Layered stack it made)
+    inner = getattr(stack, "amqp", None)
+    if inner is None or not hasattr(stack, "layers") or not isinstance(inner, AmqpConnection):
+        return None
+    if inner.frames or any(x.buf or x.mode != 0 for x in inner.dirs):
+        return None
+    tap = _Tap(inner, inner.client, inner.server)
+    stack.amqp = tap
+    return tap
+
+
+def _ip_port(endpoint: str) -> tuple:
+    host, port = endpoint.rsplit(":", 1)
+    return ipaddress.ip_address(host.strip("[]")), int(port)
+
+
+def unwrapped_capture(taps: dict, path) -> dict:
+    """Write the AMQP streams of the tapped WebSocket connections (conn -> :class:`_Tap`) as plain TCP
+    segments (raw IP, no handshake; one segment per chunk, in the original order) to ``path``, for
+    tshark to decode as AMQP.  -> synthetic packet number -> the original packet of its bytes."""
+    chunks = sorted(((ts, packet, i, conn, direction, data) for conn, tap in taps.items()
+                     for i, (direction, data, ts, packet) in enumerate(tap.chunks)), key=lambda c: (c[1], c[0]))
+    seq: dict = {}
+    where: dict = {}
+    out = [struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 101)]  # LINKTYPE_RAW (IPv4 / IPv6)
+    for n, (ts, packet, _, conn, direction, data) in enumerate(chunks, 1):
+        tap = taps[conn]
+        (sa, sp), (da, dp) = _ip_port(tap.client), _ip_port(tap.server)
+        if direction == 1:
+            (sa, sp), (da, dp) = (da, dp), (sa, sp)
+        k = (conn, direction)
+        mine, theirs = seq.get(k, 1), seq.get((conn, 1 - direction), 1)
+        seq[k] = (mine + len(data)) & 0xFFFFFFFF
+        tcp = struct.pack(">HHIIBBHHH", sp, dp, mine, theirs, 5 << 4, 0x18, 65535, 0, 0) + data
+        if sa.version == 4:
+            ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), 0, 0x4000, 64, 6, 0, sa.packed, da.packed)
+        else:
+            ip = struct.pack(">IHBB16s16s", 6 << 28, len(tcp), 6, 64, sa.packed, da.packed)
+        pkt = ip + tcp
+        sec = int(ts)
+        out.append(struct.pack("<IIII", sec, int(round((ts - sec) * 1e6)) % 1000000, len(pkt), len(pkt)) + pkt)
+        where[n] = packet
+    Path(path).write_bytes(b"".join(out))
+    return where
 
 
 OTHERS = -1  # our_frames' key of the connections of other protocols: conn id -> its OtherProtocolNote
@@ -986,6 +1066,7 @@ class Report:
     # payloads): our frames on those connections are not compared, only counted
     websocket_connections: int = 0
     websocket_frames: int = 0
+    websocket_unwrapped: tuple = (0, 0)  # WebSocket connections whose AMQP stream tshark decoded unwrapped, its layers
 
     @property
     def unknown(self) -> list:
@@ -1045,10 +1126,28 @@ def compare_capture(pcap, ports=(), keylog_file=None, name: str | None = None, w
             kept[packet] = mine
     ws = kept
     # WebSocket connections on which Wireshark shows no AMQP (tshark 4.0 does not decode AMQP inside
-    # WebSocket): our frames there are counted, not compared (a tshark that decodes them is compared)
+    # WebSocket): tshark is given the AMQP stream we unwrapped, as plain TCP (unwrapped_capture), and its
+    # frames are put back at the packets that carried their bytes; a connection whose stream could not be
+    # kept whole is counted, not compared (a tshark that decodes AMQP in WebSocket is compared as is)
     ws_ends = {f.endpoints for fs in ws.values() for f in fs}
+    taps = {cid: tap for cid, (_, tap) in websocket.items()
+            if tap is not None and tap.whole and tap.chunks and frozenset(_ends_of(cid)) not in ws_ends}
+    ws_unwrapped = 0
+    if taps:
+        with tempfile.TemporaryDirectory(prefix="amqp-dissect-compare-") as tmp:
+            synthetic = os.path.join(tmp, "unwrapped.pcap")
+            where = unwrapped_capture(taps, synthetic)
+            servers = sorted({_ip_port(t.server)[1] for t in taps.values()})
+            got = wireshark_frames(synthetic, ports=tuple(servers))
+        for n, fs in sorted(got.items()):
+            lst = ws.setdefault(where[n], [])
+            for f in fs:
+                f.packet, f.index = where[n], len(lst)
+                lst.append(f)
+                ws_unwrapped += 1
+        ws_ends |= {frozenset(_ends_of(cid)) for cid in taps}
     ws_skipped = ws_frames = 0
-    for cid, packets in websocket.items():
+    for cid, (packets, _tap_) in websocket.items():
         if frozenset(_ends_of(cid)) in ws_ends:
             continue
         ws_skipped += 1
@@ -1066,6 +1165,7 @@ def compare_capture(pcap, ports=(), keylog_file=None, name: str | None = None, w
                 del ours[packet]
     report = Report(sample, sum(map(len, ours.values())), sum(map(len, ws.values())))
     report.websocket_connections, report.websocket_frames = ws_skipped, ws_frames
+    report.websocket_unwrapped = (len(taps), ws_unwrapped)
     for note in others.values():
         report.other_protocols[note.protocol] = report.other_protocols.get(note.protocol, 0) + 1
     report.other_layers = other_layers

@@ -257,20 +257,29 @@ def test_compare_types_capture_exit_0(capsys, made):
 
 def test_compare_websocket_exit_0(capsys, tmp_path):
     """outcomes.pcap replayed over a real WebSocket (tests/wsreplay.py, tcpdump on the loopback): tshark
-    4.0 shows WebSocket frames and no AMQP inside them, so compare counts our frames there and says so
-    (exit 0): every frame of the sample's ground truth, none compared."""
+    4.0 shows WebSocket frames and no AMQP inside them, so compare gives tshark the AMQP stream we
+    unwrapped, as plain TCP, and compares its frames with ours: every frame of the sample's ground
+    truth, all agreeing (exit 0)."""
     require_tshark()
     import wsreplay
 
     dst = tmp_path / "ws_outcomes.pcap"
     counts = wsreplay.replay(str(sample("outcomes")), str(dst))
     assert counts["connections"] == 1 and counts["messages"] > 0
-    assert _tshark_layers(dst) == 0  # Wireshark decodes no AMQP there (the reason nothing is compared)
+    assert _tshark_layers(dst) == 0  # Wireshark decodes no AMQP there (the reason for the unwrapped stream)
     assert len(_tshark_fields(dst, "frame.number", flt="websocket")) > 0
     rc, out, err = run(capsys, "compare", dst)
     assert rc == EXIT_OK, out + err
     t = json.loads((ROOT / "samples" / "outcomes.truth.json").read_text())
     frames = sum(len(c["frames_sent"]) + len(c["frames_received"]) + len(c["protocol_headers_sent"])
                  + len(c["protocol_headers_received"]) for c in t["connections"])
-    assert f"not compared: {frames} AMQP frames on 1 WebSocket connection" in out
-    assert "NOT EXPLAINED" not in out and "internal error" not in out + err
+    assert f"frames: ours {frames}, Wireshark {frames}; {frames} compared, {frames} agree in every value" in out
+    assert f"given to tshark as plain TCP ({frames} AMQP layers;" in out
+    assert "NOT EXPLAINED" not in out and "internal error" not in out + err and "not compared" not in out
+    assert "result: agrees with Wireshark on every frame (exit 0)" in out
+    # each of Wireshark's frames was put back at the packet that brought its last byte, as ours
+    ours = our_frames(dst)
+    from amqp_dissect.pipelines.compare import compare_capture
+    packets = sorted(p for p in ours if p >= 0)
+    rep = compare_capture(dst)
+    assert sorted({p for p, _, _ in rep.frames}) == packets
