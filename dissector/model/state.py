@@ -2248,14 +2248,30 @@ class StateTracker:
         bytes), no AMQP 1.0 connection: moved to ``others``."""
         c = self._conn(h)
         if c.other is None:
+            if self._spoke_amqp10(c):
+                # after AMQP 1.0 frames: it stays an AMQP 1.0 connection, whose rest is not decoded
+                c.headers[h.direction].append(h.name)
+                self._violation(c, h.direction, None, "protocol-header", "warn",
+                                f"{h.name} protocol header after AMQP 1.0 frames: the rest of the connection "
+                                "is not decoded", ts=h.ts, packet=h.packet, origin="framing", channel=None)
+                return
             c.other = {"protocol": h.name, "headers_client": [], "headers_server": [], "bytes_client": None,
                        "bytes_server": None, "time": h.ts, "packet": h.packet}
             self.connections.pop(c.id, None)
             self.others[c.id] = c
         c.other["headers_client" if h.direction == 0 else "headers_server"].append(h.name)
 
+    @staticmethod
+    def _spoke_amqp10(c) -> bool:
+        """The connection carried AMQP 1.0 or SASL frames (a protocol header alone is not enough: a
+        peer that answers it with another protocol's header refuses it)."""
+        return type(c) is _Conn and bool(c.frames[0] or c.frames[1] or c.sasl_frames[0] or c.sasl_frames[1]
+                                         or c.sessions or c.links)
+
     def _other_note(self, ev: OtherProtocolNote):
         c = self._conn(ev)
+        if c.other is None and self._spoke_amqp10(c):
+            return  # an AMQP 1.0 connection with another protocol's header in it (a violation, _other_header)
         if c.other is None:  # (the framing layer says a header first)
             c.other = {"protocol": ev.protocol, "headers_client": [], "headers_server": [], "time": ev.ts,
                        "packet": ev.packet}
