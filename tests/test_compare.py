@@ -283,3 +283,59 @@ def test_compare_websocket_exit_0(capsys, tmp_path):
     packets = sorted(p for p in ours if p >= 0)
     rep = compare_capture(dst)
     assert sorted({p for p, _, _ in rep.frames}) == packets
+
+
+def _exchange_pcap(path: Path, streams) -> Path:
+    from pcapbuild import TcpConversation
+    path.write_bytes(TcpConversation.from_exchange(streams).pcap())
+    return path
+
+
+def test_amqp10_header_refused_by_another_protocol(capsys, tmp_path):
+    """An AMQP 1.0 client on a port that speaks 0-9-1 only: the server answers with its own header
+    (the spec's version negotiation) and the connection is that protocol's, both headers listed."""
+    pcap = _exchange_pcap(tmp_path / "refused.pcap", [(0, b"AMQP\x00\x01\x00\x00"), (1, b"AMQP\x00\x00\x09\x01")])
+    rc, out, _ = run(capsys, "report", "-f", "json", pcap)
+    rep = json.loads(out)
+    assert rep["summary"]["connections"] == 0 and rep["violations"] == []
+    (row,) = rep["other_protocols"]
+    assert (row["protocol"], row["protocol_headers_client"], row["protocol_headers_server"]) == (
+        "AMQP 0-9-1", ["AMQP 1.0.0"], ["AMQP 0-9-1"])
+    assert (row["bytes_client"], row["bytes_server"]) == (8, 8)
+
+
+def test_other_protocol_header_after_amqp10_frames_is_a_violation(capsys, tmp_path):
+    """A 0-9-1 header in the middle of an AMQP 1.0 connection that already sent frames: it stays an
+    AMQP 1.0 connection (its open is kept), with a protocol-header violation, and nothing is moved."""
+    import fuzzgen as f
+    streams = [(0, f.HEADER_AMQP), (1, f.HEADER_AMQP)]
+    streams += [(d, f.frame_bytes(f.encode(f.performative("open", [("string", f"c{d}", 0)])))) for d in (0, 1)]
+    streams.append((0, b"AMQP\x00\x00\x09\x01" + b"\x01\x00\x00\x00\x00\x00\x05hello\xce"))
+    pcap = _exchange_pcap(tmp_path / "mid.pcap", streams)
+    rc, out, _ = run(capsys, "report", "-f", "json", pcap)
+    rep = json.loads(out)
+    assert rep["summary"]["connections"] == 1 and rep["summary"]["other_connections"] == 0
+    assert rep["connections"][0]["container_id_client"] == "c0"
+    assert [v["message"] for v in rep["violations"]] == [
+        "AMQP 0-9-1 protocol header after AMQP 1.0 frames: the rest of the connection is not decoded"]
+
+
+def test_other_protocol_fed_byte_by_byte():
+    """The 0-9-1 sample's streams fed to the framing layer whole and one byte at a time: the same events."""
+    from amqp_dissect.amqp.framing import AmqpConnection
+    import wsreplay
+    for _, steps in wsreplay.tcp_streams(str(OTHER)):
+        results = []
+        for bytewise in (False, True):
+            c = AmqpConnection("c", "a:1", "b:5672")
+            ev = []
+            for n, (d, data) in enumerate(steps):
+                parts = [data[i:i + 1] for i in range(len(data))] if bytewise else [data]
+                for part in parts:
+                    ev.extend(c.feed(d, part, float(n), n))
+            ev.extend(c.finish(99.0, 99))
+            results.append([(type(e).__name__, getattr(e, "name", None), e.packet, getattr(e, "bytes", None))
+                            for e in ev])
+        assert results[0] == results[1]
+        assert results[0][-1][0] == "OtherProtocolNote"
+        assert results[0][-1][3] == (sum(len(x) for d, x in steps if d == 0), sum(len(x) for d, x in steps if d == 1))

@@ -2255,8 +2255,9 @@ class StateTracker:
                                 f"{h.name} protocol header after AMQP 1.0 frames: the rest of the connection "
                                 "is not decoded", ts=h.ts, packet=h.packet, origin="framing", channel=None)
                 return
-            c.other = {"protocol": h.name, "headers_client": [], "headers_server": [], "bytes_client": None,
-                       "bytes_server": None, "time": h.ts, "packet": h.packet}
+            # (the AMQP 1.0 headers before it stay listed: a 1.0 header answered by another protocol's)
+            c.other = {"protocol": h.name, "headers_client": list(c.headers[0]), "headers_server": list(c.headers[1]),
+                       "bytes_client": None, "bytes_server": None, "time": h.ts, "packet": h.packet}
             self.connections.pop(c.id, None)
             self.others[c.id] = c
         c.other["headers_client" if h.direction == 0 else "headers_server"].append(h.name)
