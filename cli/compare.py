@@ -52,6 +52,24 @@ def render_compare(report, known: list, capture: str, tshark: str, quiet: bool =
         f"disagreements: {len(dis)} in {len(frames_with)} frames: {len(dis) - len(unknown)} known Wireshark defects, "
         f"{len(unknown)} not explained ({len(frames_unknown)} frames)",
     ]
+    others = getattr(report, "other_protocols", None)
+    if others:
+        n = sum(others.values())
+        lines.append(f"not compared: {n} connection{'s' if n != 1 else ''} of another protocol ("
+                     + ", ".join(f"{k} {v}" for k, v in others.items())
+                     + f"; amqp-dissect names them and does not decode them), "
+                     f"{report.other_layers} AMQP layers Wireshark shows on them")
+    unwrapped = getattr(report, "websocket_unwrapped", (0, 0))
+    if unwrapped[0]:
+        n = unwrapped[0]
+        lines.append(f"AMQP over WebSocket: the AMQP stream of {n} WebSocket connection{'s' if n != 1 else ''}, as we "
+                     f"unwrapped it, given to tshark as plain TCP ({unwrapped[1]} AMQP layers; Wireshark 4.0 does "
+                     "not decode AMQP inside WebSocket)")
+    if getattr(report, "websocket_connections", 0):
+        n = report.websocket_connections
+        lines.append(f"not compared: {report.websocket_frames} AMQP frames on {n} WebSocket connection"
+                     f"{'s' if n != 1 else ''} (Wireshark 4.0 does not decode AMQP inside WebSocket: it shows "
+                     "the WebSocket frames only)")
     shown = unknown if quiet else dis
     if shown:
         lines.append("")
@@ -83,8 +101,10 @@ def render_compare(report, known: list, capture: str, tshark: str, quiet: bool =
                      f"{'s' if len(met) != 1 else ''} (exit 0)")
     elif report.frames_compared:
         lines.append("result: agrees with Wireshark on every frame (exit 0)")
+    elif getattr(report, "websocket_frames", 0):
+        lines.append("result: no AMQP frame Wireshark decodes to compare (exit 0)")
     else:
-        lines.append("result: no AMQP frame to compare (exit 0)")
+        lines.append("result: no AMQP 1.0 frame to compare (exit 0)")
     return "\n".join(lines) + "\n", EXIT_OK
 
 

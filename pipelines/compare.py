@@ -44,7 +44,12 @@ Keys of an entry:
     * ``"first-fragment"``: the first transfer frame of a delivery that spans
       several transfer frames (``more=true`` on all but the last);
     * ``"continuation-fragment"``: the other transfer frames of such a delivery
-      (including the last one, ``more=false``).
+      (including the last one, ``more=false``);
+    * ``"long-descriptor"``: a performative whose descriptor is not a small ulong;
+    * ``"zero-length-binary"``: a frame whose performative or message holds a binary
+      value of zero bytes;
+    * ``"not-continuation"``: every frame but a continuation fragment (whose values are
+      garbage to Wireshark, see ws-continuation-fragment-as-message).
 ``paths``
     fnmatch patterns on the disagreeing path of the normalised frame record
     (``fields.<spec field name>...``, ``message.<section>...``, ``@errors`` =
@@ -54,6 +59,12 @@ Keys of an entry:
     optional list of fnmatch patterns: Wireshark's error messages on the frame
     that the rule explains; an ``@errors`` disagreement is covered only if every
     one of Wireshark's messages on that frame matches one of them.
+``ws_errors_all_paths``
+    optional, true: the ``ws_errors`` condition holds for every path, not only ``@errors``
+    (Wireshark stopped decoding the frame: what it does not show is explained by its error
+    and nothing else).
+``ws_values``
+    optional list of fnmatch patterns: Wireshark's value (its text) must match one of them.
 ``every_frame``
     if true, every frame the ``frames`` condition selects (in the samples the
     entry applies to) must actually show a disagreement covered by the entry;
@@ -64,16 +75,23 @@ Keys of an entry:
 
 from __future__ import annotations
 
+import calendar
 import fnmatch
+import ipaddress
+import math
+import os
 import re
+import struct
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from amqp_dissect.amqp import codec
-from amqp_dissect.amqp.framing import Frame, ProtocolHeader
+from amqp_dissect.amqp.framing import AmqpConnection, Frame, OtherProtocolNote, ProtocolHeader
 from amqp_dissect.amqp.spec import COMPOSITES
 from amqp_dissect.capture.pcap import open_capture
 from amqp_dissect.dissect import Dissector
+from amqp_dissect.events import PacketNote
 from amqp_dissect.render.frames import event_json
 
 # --------------------------------------------------------------------------- Wireshark side
@@ -278,6 +296,7 @@ class WsFrame:
     index: int
     record: dict
     errors: list  # Wireshark's error-level expert messages and malformed/dissector-bug markers
+    endpoints: frozenset = frozenset()  # the packet's two "ip:port" ends (as our connection ids write them)
 
 
 def _layer_fields(layer) -> list:
@@ -381,15 +400,40 @@ _STR_TYPES = {"str8-utf8", "str32-utf8", "sym8", "sym32", "string", "symbol"}
 _BIN_TYPES = {"vbin8", "vbin32", "binary"}
 
 
+_CUT_MARK = "[truncated]"  # PDML's prefix of a showname it cut (at 240 characters)
+_MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov",
+                                       "Dec"), 1)}
+_WS_TIME = re.compile(r"^(?P<mon>[A-Z][a-z]{2}) +(?P<day>\d{1,2}), (?P<year>\d{4}) "
+                      r"(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:\.(?P<frac>\d{1,9}))?$")
+
+
+def ws_timestamp_ms(text: str):
+    """Wireshark's text of an AMQP timestamp ("Nov 14, 2023 22:13:20.123000000", UTC: tshark runs with
+    TZ=UTC here) -> milliseconds since the epoch, or None when it is not that form."""
+    m = _WS_TIME.match(text.strip())
+    if m is None or m.group("mon") not in _MONTHS:
+        return None
+    secs = calendar.timegm((int(m.group("year")), _MONTHS[m.group("mon")], int(m.group("day")),
+                            int(m.group("h")), int(m.group("m")), int(m.group("s")), 0, 0, 0))
+    frac = (m.group("frac") or "0").ljust(9, "0")
+    return secs * 1000 + int(frac) // 1_000_000
+
+
 def _parse_item(n: WsNode):
     """-> (label, value) of an array/list/map item, from its showname "label (type): value"."""
     if n.name in WS_DESCRIBED:
         t = WS_DESCRIBED[n.name]
         return t, _composite(n, t)
-    m = _ITEM.match(n.showname)
+    show = n.showname
+    cut = show.lstrip().startswith(_CUT_MARK)
+    if cut:  # the value's text is a prefix of Wireshark's
+        show = show.lstrip()[len(_CUT_MARK):]
+    m = _ITEM.match(show)
     if m is None:
         return n.showname, f"<unparsed {n.showname!r}>"
     label, typ, text = m.group("label"), m.group("type"), m.group("value")
+    if cut and text is not None and " of " not in typ:
+        return label, _Cut(text.lower() if typ in _BIN_TYPES else text)
     if " of " in typ:
         kind = typ.split(" ", 1)[0]
         return label, _items(n, as_map=(kind == "map"))
@@ -412,14 +456,25 @@ def _parse_item(n: WsNode):
         return label, text.strip().lower() in ("true", "1")
     if typ in ("float", "double"):
         try:
-            return label, float(text)
+            return label, float(text)  # (Python reads Wireshark's inf, -inf and nan too)
         except ValueError:
             return label, f"<{typ} {text}>"
-    return label, f"<{typ} {text}>"  # char, timestamp, uuid, decimal: not normalised
+    if typ == "uuid":  # Wireshark: 8-4-4-4-12 hex digits, as ours
+        return label, text.strip().lower()
+    if typ == "char":
+        return label, text
+    if typ == "timestamp":
+        ms = ws_timestamp_ms(text)
+        return label, ms if ms is not None else f"<{typ} {text}>"
+    return label, f"<{typ} {text}>"  # decimal32/64/128: Wireshark says "(not supported)" (see KNOWN)
 
 
 class _Truncatable(str):
     """A text value from a showname: Wireshark cuts long ones and ends them with '…'."""
+
+
+class _Cut(str):
+    """The start of a value's text: its showname was cut (PDML's " [truncated]" prefix)."""
 
 
 def _items(n: WsNode, as_map: bool):
@@ -466,6 +521,11 @@ def _ws_record(tree: list[WsNode]) -> dict:
     top = {}
     for n in tree:
         top.setdefault(n.name, n)
+    if "amqp.init.protocol" in top and "amqp.init.id" not in top or "amqp.init.protocol" not in top and (
+            "amqp.doff" not in top or "amqp.length" not in top):
+        # Wireshark's AMQP 0-9-1 / 0-10 / 0-8 dissector (its protocol header has id_major / id_minor, its
+        # frames no doff): another protocol, not compared (see compare_capture)
+        return {"kind": "other-protocol"}
     if "amqp.init.protocol" in top:
         return {
             "kind": "header",
@@ -516,6 +576,17 @@ def _ws_record(tree: list[WsNode]) -> dict:
     return rec
 
 
+def _endpoints(pkt) -> frozenset:
+    """The two ends of a packet's TCP connection, written as our connection ids write them."""
+    try:
+        tcp = pkt.tcp
+        if hasattr(pkt, "ipv6"):
+            return frozenset((f"[{pkt.ipv6.src}]:{tcp.srcport}", f"[{pkt.ipv6.dst}]:{tcp.dstport}"))
+        return frozenset((f"{pkt.ip.src}:{tcp.srcport}", f"{pkt.ip.dst}:{tcp.dstport}"))
+    except AttributeError:
+        return frozenset()
+
+
 def wireshark_frames(pcap, attempts: int = 3, ports=(), keylog_file=None) -> dict[int, list[WsFrame]]:
     """packet number -> the AMQP layers Wireshark shows in it, in order (via pyshark).  A tshark
     process that dies (seen once on a loaded machine: exit 255 with no error of its own) is run
@@ -534,6 +605,18 @@ def wireshark_frames(pcap, attempts: int = 3, ports=(), keylog_file=None) -> dic
 def _wireshark_frames_once(pcap, ports=(), keylog_file=None) -> dict[int, list[WsFrame]]:
     import pyshark
 
+    tz = os.environ.get("TZ")
+    os.environ["TZ"] = "UTC"  # tshark writes timestamps in local time: UTC here (ws_timestamp_ms)
+    try:
+        return _read_ws(pyshark, pcap, ports, keylog_file)
+    finally:
+        if tz is None:
+            os.environ.pop("TZ", None)
+        else:
+            os.environ["TZ"] = tz
+
+
+def _read_ws(pyshark, pcap, ports, keylog_file) -> dict[int, list[WsFrame]]:
     cap = pyshark.FileCapture(str(pcap), display_filter="amqp", keep_packets=False,
                               decode_as={f"tcp.port=={p}": "amqp" for p in ports} or None,
                               override_prefs={"tls.keylog_file": str(keylog_file)} if keylog_file else None)
@@ -542,10 +625,11 @@ def _wireshark_frames_once(pcap, ports=(), keylog_file=None) -> dict[int, list[W
         for pkt in cap:
             number = int(pkt.number)
             frames = out.setdefault(number, [])
+            ends = _endpoints(pkt)
             for layer in pkt.layers:
                 if layer.layer_name == "amqp":
                     tree, errors = _split_layer(layer)
-                    frames.append(WsFrame(number, len(frames), _ws_record(tree), errors))
+                    frames.append(WsFrame(number, len(frames), _ws_record(tree), errors, ends))
                 elif layer.layer_name == "_ws.malformed" and frames:
                     frames[-1].errors.extend(_malformed_messages(layer))
     finally:
@@ -617,6 +701,36 @@ KNOWN = [
         ),
     },
     {
+        "id": "ws-zero-length-binary-assertion",
+        "samples": "*",
+        "packets": None,
+        "frames": "zero-length-binary",
+        "paths": ["@errors", "message", "message.*", "fields.*"],
+        "ws_errors": ['*tvbuff.c:* failed assertion "len > 0"*'],
+        "ws_errors_all_paths": True,
+        "every_frame": False,
+        "why": (
+            "A binary value of zero bytes (vbin8 0x00, allowed by the spec) in a message section: Wireshark "
+            "4.0 asks its tvbuff for a zero-length subset, fails the dissector assertion 'tvbuff.c failed "
+            "assertion \"len > 0\"' and stops decoding the packet, so the value and the sections after it "
+            "are not shown. We decode the empty binary and the rest of the message."
+        ),
+    },
+    {
+        "id": "ws-decimal-not-supported",
+        "samples": "*",
+        "packets": None,
+        "frames": "not-continuation",
+        "paths": ["message.*", "fields.*"],
+        "ws_values": ["<decimal32 (not supported)>", "<decimal64 (not supported)>", "<decimal128 (not supported)>"],
+        "every_frame": False,
+        "why": (
+            "decimal32, decimal64 and decimal128 values (IEEE 754 decimal floating point): Wireshark 4.0 "
+            "shows '(not supported)' instead of the value. We show the value's bytes in hex (as the "
+            "encoding is on the wire)."
+        ),
+    },
+    {
         "id": "ws-descriptor-not-smallulong",
         "samples": "*",
         "packets": None,
@@ -674,6 +788,7 @@ class OurFrame:
     record: dict
     tags: set
     errors: list
+    conn: str = ""
 
 
 def our_frames(pcap, ports=(), keylog=None) -> dict[int, list[OurFrame]]:
@@ -681,14 +796,21 @@ def our_frames(pcap, ports=(), keylog=None) -> dict[int, list[OurFrame]]:
     :func:`compare_frame` compares, tagged with what the known defects need to know."""
     d = Dissector(extra_ports=ports, keylog=keylog)
     events = []
+    taps: dict = {}  # WebSocket connection -> the AMQP stream unwrapped from it (_Tap)
     with open(pcap, "rb") as fh:
         reader = open_capture(fh)
         reader.on_secrets = d.add_secrets
         for rec in reader:
-            events.extend(d.feed(rec))
+            got = d.feed(rec)
+            events.extend(got)
+            for e in got:  # a WebSocket found (its upgrade note): tap the AMQP stream inside it
+                if type(e) is PacketNote and e.note.group == "websocket" and e.conn and e.conn not in taps:
+                    taps[e.conn] = _tap(d, e.conn)
     events.extend(d.finish())
 
-    frames = [e for e in events if isinstance(e, (Frame, ProtocolHeader))]
+    others = {e.conn: e for e in events if type(e) is OtherProtocolNote}
+    websocket = {e.conn for e in events if type(e) is PacketNote and e.note.group == "websocket" and e.conn}
+    frames = [e for e in events if isinstance(e, (Frame, ProtocolHeader)) and e.conn not in others]
     tags: dict[int, set] = {id(e): set() for e in frames}
     message_of: dict[int, dict | None] = {}  # id(frame) -> message to compare on that frame
     open_delivery: dict[tuple, list] = {}  # link -> transfer frames of the delivery so far
@@ -723,6 +845,8 @@ def our_frames(pcap, ports=(), keylog=None) -> dict[int, list[OurFrame]]:
     for e in frames:
         if isinstance(e, Frame) and descriptor_form(e) not in (None, "smallulong"):
             tags[id(e)].add("long-descriptor")
+        if isinstance(e, Frame) and e.kind != "heartbeat" and _zero_length_binary(e):
+            tags[id(e)].add("zero-length-binary")
 
     out: dict[int, list[OurFrame]] = {}
     for e in frames:
@@ -743,8 +867,113 @@ def our_frames(pcap, ports=(), keylog=None) -> dict[int, list[OurFrame]]:
             if j.get("message_error"):
                 errors.append(j["message_error"])
         lst = out.setdefault(e.packet, [])
-        lst.append(OurFrame(e.packet, len(lst), rec, tags[id(e)], errors))
+        lst.append(OurFrame(e.packet, len(lst), rec, tags[id(e)], errors, e.conn))
+    if others:
+        out[OTHERS] = others  # (compare_capture takes these out)
+    if websocket:
+        out[WEBSOCKET] = {c: ([e.packet for e in frames if e.conn == c], taps.get(c)) for c in websocket}
     return out
+
+
+class _Tap:
+    """Stands for the AMQP decoder of a WebSocket connection (inside its Layered stack) and keeps the
+    unwrapped AMQP stream, chunk by chunk with its packet, for tshark (:func:`unwrapped_capture`)."""
+
+    def __init__(self, inner, client: str, server: str):
+        self.inner = inner
+        self.client, self.server = client, server
+        self.chunks: list = []  # (direction, data, ts, packet)
+        self.whole = True  # False: bytes were lost (a gap): not given to tshark
+
+    def feed(self, direction, data, ts, packet):
+        self.chunks.append((direction, bytes(data), ts, packet))
+        return self.inner.feed(direction, data, ts, packet)
+
+    def gap(self, direction, size, ts, packet):
+        self.whole = False
+        return self.inner.gap(direction, size, ts, packet)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def _tap(d, conn: str):
+    """Put a :class:`_Tap` in front of the AMQP decoder of WebSocket connection ``conn``, if no AMQP byte
+    reached it yet (else None: its stream would be incomplete)."""
+    stack = d.connections.get(conn)
+    stack = getattr(stack, "target", stack)  # (a Sniffing connection: the Layered stack it made)
+    inner = getattr(stack, "amqp", None)
+    if inner is None or not hasattr(stack, "layers") or not isinstance(inner, AmqpConnection):
+        return None
+    if inner.frames or any(x.buf or x.mode != 0 for x in inner.dirs):
+        return None
+    tap = _Tap(inner, inner.client, inner.server)
+    stack.amqp = tap
+    return tap
+
+
+def _ip_port(endpoint: str) -> tuple:
+    host, port = endpoint.rsplit(":", 1)
+    return ipaddress.ip_address(host.strip("[]")), int(port)
+
+
+def unwrapped_capture(taps: dict, path) -> dict:
+    """Write the AMQP streams of the tapped WebSocket connections (conn -> :class:`_Tap`) as plain TCP
+    segments (raw IP, no handshake; one segment per chunk, in the original order) to ``path``, for
+    tshark to decode as AMQP.  -> synthetic packet number -> the original packet of its bytes."""
+    chunks = sorted(((ts, packet, i, conn, direction, data) for conn, tap in taps.items()
+                     for i, (direction, data, ts, packet) in enumerate(tap.chunks)), key=lambda c: (c[1], c[0]))
+    seq: dict = {}
+    where: dict = {}
+    out = [struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 101)]  # LINKTYPE_RAW (IPv4 / IPv6)
+    for n, (ts, packet, _, conn, direction, data) in enumerate(chunks, 1):
+        tap = taps[conn]
+        (sa, sp), (da, dp) = _ip_port(tap.client), _ip_port(tap.server)
+        if direction == 1:
+            (sa, sp), (da, dp) = (da, dp), (sa, sp)
+        k = (conn, direction)
+        mine, theirs = seq.get(k, 1), seq.get((conn, 1 - direction), 1)
+        seq[k] = (mine + len(data)) & 0xFFFFFFFF
+        tcp = struct.pack(">HHIIBBHHH", sp, dp, mine, theirs, 5 << 4, 0x18, 65535, 0, 0) + data
+        if sa.version == 4:
+            ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), 0, 0x4000, 64, 6, 0, sa.packed, da.packed)
+        else:
+            ip = struct.pack(">IHBB16s16s", 6 << 28, len(tcp), 6, 64, sa.packed, da.packed)
+        pkt = ip + tcp
+        sec = int(ts)
+        out.append(struct.pack("<IIII", sec, int(round((ts - sec) * 1e6)) % 1000000, len(pkt), len(pkt)) + pkt)
+        where[n] = packet
+    Path(path).write_bytes(b"".join(out))
+    return where
+
+
+OTHERS = -1  # our_frames' key of the connections of other protocols: conn id -> its OtherProtocolNote
+WEBSOCKET = -2  # our_frames' key of the AMQP-over-WebSocket connections: conn id -> packets of our frames on it
+
+
+def _zero_length_binary(frame) -> bool:
+    """Whether the frame's performative or the message it completes holds a binary of zero bytes."""
+    values = [frame.performative]
+    dl = getattr(frame, "delivery", None)
+    if dl is not None:
+        values.append(dl.sections())
+    return any(_has_empty_bytes(v, 0) for v in values)
+
+
+def _has_empty_bytes(v, depth: int) -> bool:
+    if depth > 100:  # (the codec's nesting cap is lower)
+        return False
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return len(v) == 0
+    if isinstance(v, str) or v is None:
+        return False
+    if isinstance(v, codec.Described):
+        return _has_empty_bytes(v.descriptor, depth + 1) or _has_empty_bytes(v.value, depth + 1)
+    if isinstance(v, dict):
+        return any(_has_empty_bytes(k, depth + 1) or _has_empty_bytes(x, depth + 1) for k, x in v.items())
+    if isinstance(v, (list, tuple)):
+        return any(_has_empty_bytes(x, depth + 1) for x in v)
+    return False
 
 
 # --------------------------------------------------------------------------- comparison
@@ -770,9 +999,22 @@ def flatten(obj, prefix: str = "", out: dict | None = None) -> dict:
     return out
 
 
+_NON_FINITE = {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}  # how our JSON writes them
+
+
 def _same(ours, ws) -> bool:
+    """Whether our value and Wireshark's are the same value, however each writes it."""
+    if isinstance(ws, _Cut):  # the start of Wireshark's text: ours must start the same
+        if isinstance(ours, bool):
+            return False
+        if isinstance(ours, float) and math.isfinite(ours):
+            return f"{ours:f}".startswith(ws) or repr(ours).startswith(ws)
+        return str(ours).startswith(ws[:-1] if ws.endswith("…") else ws)
     if isinstance(ws, _Truncatable) and ws.endswith("…") and isinstance(ours, str):
         return ours.startswith(ws[:-1])
+    if isinstance(ws, float) and isinstance(ours, str) and ours in _NON_FINITE:
+        o = _NON_FINITE[ours]
+        return math.isnan(ws) if math.isnan(o) else ws == o
     if isinstance(ws, bool) or isinstance(ours, bool):
         return type(ws) is type(ours) and ws == ours
     if isinstance(ws, float) and isinstance(ours, (int, float)):
@@ -816,6 +1058,15 @@ class Report:
     disagreements: list = field(default_factory=list)
     frames: list = field(default_factory=list)  # (packet, index, tags) of every matched frame
     frames_agreeing: int = 0  # matched frames without any disagreement
+    # connections of other protocols (AMQP 0-9-1, 0-10, ...), which amqp-dissect names and does not decode:
+    # protocol -> connections, and the AMQP layers Wireshark shows on them (not compared)
+    other_protocols: dict = field(default_factory=dict)
+    other_layers: int = 0
+    # AMQP over WebSocket that tshark does not decode (Wireshark 4.0 has no AMQP dissector for WebSocket
+    # payloads): our frames on those connections are not compared, only counted
+    websocket_connections: int = 0
+    websocket_frames: int = 0
+    websocket_unwrapped: tuple = (0, 0)  # WebSocket connections whose AMQP stream tshark decoded unwrapped, its layers
 
     @property
     def unknown(self) -> list:
@@ -860,7 +1111,64 @@ def compare_capture(pcap, ports=(), keylog_file=None, name: str | None = None, w
         ours = our_frames(pcap, ports=ports, keylog=keylog)
     if ws is None:
         ws = wireshark_frames(pcap, ports=ports, keylog_file=keylog_file)
+    ours = dict(ours)
+    others = ours.pop(OTHERS, {})
+    websocket = ours.pop(WEBSOCKET, {})
+    other_ends = {frozenset(_ends_of(cid)) for cid in others}
+    other_layers = 0
+    kept: dict = {}
+    for packet, fs in ws.items():
+        mine = [f for f in fs if f.record.get("kind") != "other-protocol" and f.endpoints not in other_ends]
+        other_layers += len(fs) - len(mine)
+        for i, f in enumerate(mine):
+            f.index = i
+        if mine:
+            kept[packet] = mine
+    ws = kept
+    # WebSocket connections on which Wireshark shows no AMQP (tshark 4.0 does not decode AMQP inside
+    # WebSocket): tshark is given the AMQP stream we unwrapped, as plain TCP (unwrapped_capture), and its
+    # frames are put back at the packets that carried their bytes; a connection whose stream could not be
+    # kept whole is counted, not compared (a tshark that decodes AMQP in WebSocket is compared as is)
+    ws_ends = {f.endpoints for fs in ws.values() for f in fs}
+    taps = {cid: tap for cid, (_, tap) in websocket.items()
+            if tap is not None and tap.whole and tap.chunks and frozenset(_ends_of(cid)) not in ws_ends}
+    ws_unwrapped = 0
+    if taps:
+        with tempfile.TemporaryDirectory(prefix="amqp-dissect-compare-") as tmp:
+            synthetic = os.path.join(tmp, "unwrapped.pcap")
+            where = unwrapped_capture(taps, synthetic)
+            servers = sorted({_ip_port(t.server)[1] for t in taps.values()})
+            got = wireshark_frames(synthetic, ports=tuple(servers))
+        for n, fs in sorted(got.items()):
+            lst = ws.setdefault(where[n], [])
+            for f in fs:
+                f.packet, f.index = where[n], len(lst)
+                lst.append(f)
+                ws_unwrapped += 1
+        ws_ends |= {frozenset(_ends_of(cid)) for cid in taps}
+    ws_skipped = ws_frames = 0
+    for cid, (packets, _tap_) in websocket.items():
+        if frozenset(_ends_of(cid)) in ws_ends:
+            continue
+        ws_skipped += 1
+        for packet in packets:
+            lst = ours.get(packet)
+            if not lst:
+                continue
+            mine = [f for f in lst if f.conn != cid]
+            ws_frames += len(lst) - len(mine)
+            for i, f in enumerate(mine):
+                f.index = i
+            if mine:
+                ours[packet] = mine
+            else:
+                del ours[packet]
     report = Report(sample, sum(map(len, ours.values())), sum(map(len, ws.values())))
+    report.websocket_connections, report.websocket_frames = ws_skipped, ws_frames
+    report.websocket_unwrapped = (len(taps), ws_unwrapped)
+    for note in others.values():
+        report.other_protocols[note.protocol] = report.other_protocols.get(note.protocol, 0) + 1
+    report.other_layers = other_layers
     for packet in sorted(set(ws) | set(ours)):
         o, w = ours.get(packet, []), ws.get(packet, [])
         if len(o) != len(w):
@@ -881,6 +1189,12 @@ def compare_capture(pcap, ports=(), keylog_file=None, name: str | None = None, w
     return report
 
 
+def _ends_of(conn: str) -> tuple:
+    """The client and server ends of one of our connection ids ('client-server', '#n' for a reused
+    4-tuple)."""
+    return tuple(conn.split("#", 1)[0].split("-", 1))
+
+
 # --------------------------------------------------------------------------- known disagreements
 
 FRAME_CONDITIONS = {
@@ -888,6 +1202,8 @@ FRAME_CONDITIONS = {
     "first-fragment": lambda tags: "first-fragment" in tags,
     "continuation-fragment": lambda tags: "continuation-fragment" in tags,
     "long-descriptor": lambda tags: "long-descriptor" in tags,
+    "zero-length-binary": lambda tags: "zero-length-binary" in tags,
+    "not-continuation": lambda tags: "continuation-fragment" not in tags,
 }
 
 
@@ -901,7 +1217,10 @@ def entry_covers(entry: dict, d: Disagreement) -> bool:
         return False
     if not any(fnmatch.fnmatchcase(d.path, p) for p in entry["paths"]):
         return False
-    if d.path == "@errors" and entry.get("ws_errors") is not None:
+    if entry.get("ws_values") is not None:
+        if not isinstance(d.ws, str) or not any(fnmatch.fnmatchcase(d.ws, p) for p in entry["ws_values"]):
+            return False
+    if (d.path == "@errors" or entry.get("ws_errors_all_paths")) and entry.get("ws_errors") is not None:
         if not d.ws_errors:
             return False  # the rule explains errors Wireshark reports, not errors only we report
         return all(any(fnmatch.fnmatchcase(m, p) for p in entry["ws_errors"]) for m in d.ws_errors)

@@ -1817,11 +1817,103 @@ def run_scenario(sc: Scenario, broker: Broker, out: Path, workdir: Path, tools: 
     return truth
 
 
+# --------------------------------------------------------------------------
+# another protocol on the AMQP port: AMQP 0-9-1 (not decoded by amqp-dissect)
+# --------------------------------------------------------------------------
+
+OTHER_DIR = "other-protocols"  # under --out: not an AMQP 1.0 sample (the samples' tests read *.pcap only)
+AMQP091_QUEUE = "amqpdissect.amqp091"
+
+
+def generate_amqp091(out: Path, workdir: Path, tools: dict) -> dict:
+    """``<out>/other-protocols/amqp091.pcap`` and its truth: RabbitMQ's own protocol, AMQP 0-9-1, on the
+    same port as AMQP 1.0.  Connection 0: a real 0-9-1 client (``pika``, BlockingConnection, guest) declares
+    a queue, publishes 3 messages, gets and acks them with basic.get, closes.  Connection 1: a raw socket
+    sends the AMQP 0-10 protocol header; RabbitMQ answers with the header of the version it speaks (0-9-1)
+    and closes the socket.  The capture keeps only these two TCP connections (the broker may have other
+    clients on the port: the capture is filtered on our clients' ports afterwards).  Truth: what the
+    clients did and read (never the capture), and for connection 1 the bytes written and read."""
+    import pika  # only this sample needs it: pip install pika
+
+    log("== other protocol: amqp091")
+    cap = Capture(workdir, "amqp091.raw")
+    cap.start()
+    conns: list[dict] = []
+    try:
+        params = pika.ConnectionParameters("127.0.0.1", AMQP_PORT, credentials=pika.PlainCredentials("guest", "guest"))
+        c = pika.BlockingConnection(params)
+        sock = c._impl._transport._sock  # pika keeps its socket there (1.x): the client port, for the filter
+        port = sock.getsockname()[1]
+        ch = c.channel()
+        ch.queue_declare(AMQP091_QUEUE, durable=False, auto_delete=False)
+        ch.queue_purge(AMQP091_QUEUE)
+        bodies = [f"amqp 0-9-1 message {i}".encode() for i in range(3)]
+        for b in bodies:
+            ch.basic_publish("", AMQP091_QUEUE, b, pika.BasicProperties(content_type="text/plain"))
+        got = []
+        while len(got) < len(bodies):
+            method, _props, body = ch.basic_get(AMQP091_QUEUE)
+            if method is None:
+                time.sleep(0.05)
+                continue
+            got.append(body)
+            ch.basic_ack(method.delivery_tag)
+        ch.queue_delete(AMQP091_QUEUE)
+        server = dict(c._impl.server_properties)
+        c.close()
+        conns.append({
+            "index": 0, "client": "pika " + pika.__version__, "client_port": port,
+            "protocol_header_sent": "AMQP 0-9-1",
+            "server_product": server.get("product", b"").decode() if isinstance(server.get("product"), bytes)
+            else server.get("product"),
+            "server_version": server.get("version", b"").decode() if isinstance(server.get("version"), bytes)
+            else server.get("version"),
+            "messages_published": len(bodies), "messages_got": len(got), "bodies_equal": got == bodies,
+        })
+        with socket.create_connection(("127.0.0.1", AMQP_PORT), timeout=5.0) as s:
+            port = s.getsockname()[1]
+            hdr = b"AMQP\x01\x01\x00\x0a"
+            s.sendall(hdr)
+            answer, reset = b"", False
+            while True:
+                try:
+                    chunk = s.recv(4096)
+                except ConnectionResetError:  # RabbitMQ may reset the socket after its answer
+                    reset = True
+                    break
+                if not chunk:
+                    break
+                answer += chunk
+        conns.append({
+            "index": 1, "client": "raw socket", "client_port": port, "protocol_header_sent": "AMQP 0-10",
+            "answer_hex": answer.hex(), "bytes_sent": len(hdr), "bytes_received": len(answer), "reset_by_server": reset,
+        })
+    finally:
+        time.sleep(2.5)  # tcpdump -w hands over packets in blocks (about a second): wait for the last ones
+        cap.stop()
+    folder = out / OTHER_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    flt = " or ".join(f"tcp port {c['client_port']}" for c in conns)
+    subprocess.run(["tcpdump", "-n", "-r", str(cap.pcap), "-w", str(folder / "amqp091.pcap"), flt],
+                   check=True, capture_output=True)
+    truth = {
+        "schema_version": SCHEMA_VERSION, "name": "amqp091", "capture": "amqp091.pcap",
+        "description": generate_amqp091.__doc__.split("\n\n")[0].replace("\n", " ").replace("    ", " "),
+        "server": f"127.0.0.1:{AMQP_PORT}", "connection_count": len(conns), "connections": conns,
+        "tools": {**tools, "pika": pika.__version__},
+    }
+    (folder / "amqp091.truth.json").write_text(json.dumps(truth, indent=1) + "\n")
+    log(f"  wrote {OTHER_DIR}/amqp091.pcap and amqp091.truth.json: {len(conns)} connections")
+    return truth
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent), help="output directory (default: samples/)")
     ap.add_argument("--only", nargs="+", metavar="NAME", help="run only these scenarios")
     ap.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    ap.add_argument("--amqp091", action="store_true",
+                    help="only the AMQP 0-9-1 capture (other-protocols/amqp091.pcap; needs pika)")
     args = ap.parse_args(argv)
     if args.list:
         for sc in SCENARIOS:
@@ -1842,6 +1934,9 @@ def main(argv: list[str] | None = None) -> int:
     broker = Broker()
     try:
         broker.start()
+        if args.amqp091:
+            generate_amqp091(out, workdir, tools)
+            selected = []
         for sc in selected:
             run_scenario(sc, broker, out, workdir, tools)
     finally:

@@ -275,8 +275,14 @@ def test_tls_and_legacy_headers_are_skipped():
     assert c.tls and not [e for e in ev if isinstance(e, Frame)]
     c = AmqpConnection("conn", "a:1", "b:5672")
     ev = c.feed(0, b"AMQP\x00\x00\x09\x01" + b"\x01\x00\x00\x00\x00\x00\x05" + b"x" * 20, 1.0, 1)
-    assert ev[0].name == "AMQP 0-9-1" and "not AMQP 1.0" in ev[0].notes[0].message
+    assert ev[0].name == "AMQP 0-9-1" and c.other == "AMQP 0-9-1"
     assert len(ev) == 1
+    # the server's frames are not looked at either (no resync, no gap); one note at the end counts the bytes
+    assert c.feed(1, b"\x01\x00\x00\x00\x00\x01\xf0\x00\x0a" + b"y" * 30, 1.1, 2) == []
+    end = c.finish(1.2, 3)
+    assert [type(e).__name__ for e in end] == ["OtherProtocolNote"]
+    assert end[0].protocol == "AMQP 0-9-1" and end[0].bytes == (8 + 7 + 20, 39)
+    assert end[0].note.severity == "note" and "AMQP 0-9-1 (not decoded)" in end[0].note.message
     c = AmqpConnection("conn", "a:1", "b:5671")
     ev = c.feed(0, b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + b"r" * 50, 1.0, 1)
     assert isinstance(ev[0], StreamNote) and "TLS" in ev[0].note.message

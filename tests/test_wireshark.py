@@ -79,7 +79,8 @@ def test_known_list_is_well_formed():
     ids = [e["id"] for e in KNOWN]
     assert len(ids) == len(set(ids)), "duplicate ids in amqp_dissect.pipelines.compare.KNOWN"
     for e in KNOWN:
-        assert set(e) <= {"id", "samples", "packets", "frames", "paths", "ws_errors", "every_frame", "why"}, e["id"]
+        assert set(e) <= {"id", "samples", "packets", "frames", "paths", "ws_errors", "ws_errors_all_paths",
+                          "ws_values", "every_frame", "why"}, e["id"]
         assert e["frames"] in FRAME_CONDITIONS, e["id"]
         assert e["paths"] and e["why"].strip(), e["id"]
         assert e["packets"] is None or (e["packets"] and all(isinstance(p, int) for p in e["packets"])), e["id"]

@@ -30,6 +30,7 @@ cdef class _Direction:
 cdef class AmqpConnection:
     cdef public object conn, client, server, dirs, max_frame_bytes, max_message_bytes
     cdef public object messages, bodies, announced_max_frame, frames, tls, keep_payloads
+    cdef public object other, _other_said
     cdef public list budget, scan_budget
 
     @cython.locals(d=_Direction)

@@ -5,8 +5,12 @@ of one TCP connection (and gap notifications) and returns events:
 :class:`ProtocolHeader`, :class:`Frame` and :class:`StreamNote`.
 
 * Protocol headers ``AMQP <id> <major> <minor> <revision>``: id 0 (AMQP),
-  2 (TLS: the rest of the stream is encrypted and skipped), 3 (SASL).  Headers of
-  AMQP 0-9-1 / 0-10 / 0-8 are identified and the stream is skipped with a note.
+  2 (TLS: the rest of the stream is encrypted and skipped), 3 (SASL).  A header of
+  another protocol (AMQP 0-9-1 / 0-10 / 0-9 / 0-8, or any version but 1.0.0) in either
+  direction makes the whole connection another protocol's: both directions are
+  skipped (a header the other side sends first is still shown), no frame is looked
+  for, and at its end one :class:`OtherProtocolNote` names the protocol and counts
+  the bytes of each direction.
 * Frames: 8-byte header (size, doff, type, channel), extended header, body.
   An empty body is a heartbeat.  The body's performative is decoded with
   :mod:`amqp_dissect.amqp.codec`; the rest of a transfer body is its payload.
@@ -322,6 +326,22 @@ class StreamNote:
         return f"StreamNote({self.note}, packet={self.packet})"
 
 
+class OtherProtocolNote(StreamNote):
+    """The one note of a connection that speaks another protocol than AMQP 1.0 (a protocol header of
+    AMQP 0-9-1, 0-10, ... in either direction): ``protocol`` its name (the first such header's),
+    ``bytes`` (client, server): the bytes of each direction, protocol headers included."""
+
+    __slots__ = ("protocol", "bytes")
+
+    def __init__(self, conn, direction, src, dst, packet, ts, note, protocol, nbytes):
+        StreamNote.__init__(self, conn, direction, src, dst, packet, ts, note, 0)
+        self.protocol = protocol
+        self.bytes = nbytes
+
+    def __repr__(self):
+        return f"OtherProtocolNote({self.protocol}, bytes={self.bytes}, packet={self.packet})"
+
+
 # --------------------------------------------------------------------------- stream decoder
 
 # Direction modes
@@ -401,6 +421,8 @@ class AmqpConnection:
         self.announced_max_frame = [None, None]
         self.frames = 0
         self.tls = False
+        self.other = None  # the name of the other protocol (not AMQP 1.0) the connection speaks
+        self._other_said = None  # the byte counts its note said (_other_end)
         # the analysis reads transfer payloads only on transaction coordinator links: they are copied
         # once an attach on this connection targets a coordinator (the frames are shown: always)
         self.keep_payloads = self.bodies
@@ -457,6 +479,8 @@ class AmqpConnection:
     def finish(self, ts: float | None = None, packet: int | None = None) -> list:
         """End of the capture or connection: report what is left unfinished."""
         out: list = []
+        if self.other is not None:
+            return self._other_end(ts, packet, out)
         for d in self.dirs:
             if d.mode == _M_OPAQUE:
                 if self.tls and d.opaque_bytes:
@@ -485,6 +509,35 @@ class AmqpConnection:
         return out
 
     # -- internals --------------------------------------------------------------
+
+    def _other_end(self, ts, packet, out: list) -> list:
+        """finish() of a connection of another protocol: its one note, with each direction's bytes
+        (once: the bytes that follow are counted again and said at the next finish only if any)."""
+        nbytes = []
+        for d in self.dirs:
+            nbytes.append(d.opaque_bytes + len(d.buf))
+            d.buf.clear()
+            d.partials.clear()
+        if nbytes == self._other_said:
+            return out
+        self._other_said = nbytes
+        c, s = self.dirs
+        note = ExpertNote(NOTE, "protocol", f"{self.other} (not decoded): {nbytes[0]} bytes from the client, "
+                                            f"{nbytes[1]} bytes from the server (protocol headers included)")
+        out.append(OtherProtocolNote(self.conn, 0, c.src, c.dst, packet, ts, note, self.other, tuple(nbytes)))
+        return out
+
+    def _become_other(self, name: str) -> None:
+        """A header of another protocol: the connection is that protocol's, both directions skipped
+        (a direction that has not started yet may still show its own protocol header)."""
+        self.other = name
+        self._other_said = None
+        for d in self.dirs:
+            if d.mode != _M_START:
+                d.opaque_bytes += len(d.buf)
+                d.buf.clear()
+                d.partials.clear()
+                d.mode = _M_OPAQUE
 
     def _note(self, d: _Direction, packet, ts, severity: str, group: str, message: str, skipped: int = 0) -> StreamNote:
         return StreamNote(self.conn, d.index, d.src, d.dst, packet, ts, ExpertNote(severity, group, message), skipped)
@@ -534,6 +587,9 @@ class AmqpConnection:
                 pos += 8
                 continue
             if mode == _M_START:
+                if self.other is not None:  # the peer spoke another protocol first: not decoded either
+                    d.mode = _M_OPAQUE
+                    continue
                 if buf[pos] == 0x16 and buf[pos + 1] == 0x03:
                     d.mode = _M_OPAQUE
                     self.tls = True
@@ -605,8 +661,11 @@ class AmqpConnection:
         version = (raw[5], raw[6], raw[7])
         hdr = ProtocolHeader(self.conn, d.index, d.src, d.dst, packet, ts, pid, version)
         out.append(hdr)
-        if not hdr.is_amqp10:
-            hdr.notes.append(ExpertNote(WARN, "protocol", f"{hdr.name} is not AMQP 1.0: rest of the stream skipped"))
+        if pid != PROTO_TLS or not hdr.is_amqp10:
+            d.opaque_bytes += 8  # (read only on a connection of another protocol: see _other_end)
+        if self.other is not None or not hdr.is_amqp10:
+            if self.other is None:
+                self._become_other(hdr.name)
             d.mode = _M_OPAQUE
             return
         if pid == PROTO_TLS:

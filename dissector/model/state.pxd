@@ -217,6 +217,7 @@ cdef class _ConnBase:
     cdef public object tls_undecrypted
     cdef public object tls_reason
     cdef public object gaps
+    cdef public object other
 
 
 cdef class _Conn(_ConnBase):
@@ -251,6 +252,7 @@ cdef class _Conn(_ConnBase):
 
 cdef class StateTracker:
     cdef public dict connections
+    cdef public dict others
     cdef public list stalls, violations, frame_errors, transactions, internal_errors
     cdef public object first_ts, last_ts, end_ts, finished, _settling, fold_lag
     cdef public long long _seq

@@ -188,7 +188,8 @@ try:
 except ImportError:
     from .. import _cython_shim as cython
 
-from ..amqp.framing import FRAME_SASL, PROTO_AMQP, PROTO_SASL, PROTO_TLS, Frame, ProtocolHeader, StreamNote
+from ..amqp.framing import (FRAME_SASL, PROTO_AMQP, PROTO_SASL, PROTO_TLS, Frame, OtherProtocolNote, ProtocolHeader,
+                             StreamNote)
 from ..amqp.codec import ABSENT, ELEMENT_BUDGET_BASE, ELEMENTS_PER_BYTE, Composite, Described, decode_all
 from ..errors import DissectError
 from ..events import StreamClosed, StreamOpened
@@ -1770,7 +1771,7 @@ class _ConnBase:
     __slots__ = (
         "id", "client", "server", "syn_seen", "known_start", "lossy", "tls", "state",
         "transport_end", "transport_time", "fins", "first_ts", "first_packet", "last_ts", "last_packet",
-        "seq", "tls_undecrypted", "tls_reason", "gaps",
+        "seq", "tls_undecrypted", "tls_reason", "gaps", "other",
     )
 
     # the AMQP state of a connection that carried no AMQP byte (a _Conn has its own)
@@ -1825,6 +1826,9 @@ class _ConnBase:
         self.gaps = None
         self.seq = 0
         self.state = _START_ENDPOINTS if syn_seen else _UNKNOWN_ENDPOINTS
+        # another protocol's connection (not AMQP 1.0, StateTracker.others): {"protocol", "headers_client",
+        # "headers_server", "bytes_client", "bytes_server", "time", "packet"} (the first header's)
+        self.other = None
 
     def peer(self, d):
         return self.client if d == 0 else self.server
@@ -1882,6 +1886,7 @@ class _Conn(_ConnBase):
         self.last_packet = b.last_packet
         self.gaps = b.gaps
         self.seq = b.seq
+        self.other = b.other
         self.events = 0
         self.inferred = None  # what the frames after a loss showed that the lost ones had set up (texts)
         self.unknown = ()  # what could not be known (a list from the first)
@@ -1959,6 +1964,9 @@ class StateTracker:
 
     def __init__(self):
         self.connections: dict[str, _Conn] = {}
+        # connections of another protocol than AMQP 1.0 (an AMQP 0-9-1 / 0-10 ... protocol header in either
+        # direction): taken out of ``connections`` (they are no AMQP 1.0 connection), counted and named
+        self.others: dict = {}
         self.stalls: list[Stall] = []
         self.violations: list[dict] = []
         self.frame_errors: list[dict] = []
@@ -1990,6 +1998,8 @@ class StateTracker:
                 self._closed(event)
             elif cls is StreamNote:
                 self._stream_note(event)
+            elif cls is OtherProtocolNote:
+                self._other_note(event)
         except Exception as e:  # a bug: reported (and the run ends with exit 1), never fatal for the rest
             self.internal_errors.append(f"{type(event).__name__} at packet {getattr(event, 'packet', None)}: "
                                         f"{type(e).__name__}: {e}")
@@ -2121,6 +2131,8 @@ class StateTracker:
 
     def _conn(self, ev, client=None, server=None, syn_seen=False):
         c = self.connections.get(ev.conn)
+        if c is None and self.others:
+            c = self.others.get(ev.conn)
         if c is None:
             if client is None:
                 d = getattr(ev, "direction", 0)
@@ -2224,6 +2236,8 @@ class StateTracker:
 
     def _closed(self, ev: StreamClosed):
         c = self.connections.get(ev.conn)
+        if c is None and self.others:
+            c = self.others.get(ev.conn)
         if c is None:
             return
         self._conn(ev)
@@ -2295,8 +2309,49 @@ class StateTracker:
 
     # -- protocol headers --------------------------------------------------------------
 
+    def _other_header(self, h: ProtocolHeader):
+        """A protocol header of another protocol than AMQP 1.0 (AMQP 0-9-1, 0-10, ...), or any header
+        on such a connection: it is that protocol's connection, not decoded (the framing layer skips its
+        bytes), no AMQP 1.0 connection: moved to ``others``."""
+        c = self._conn(h)
+        if c.other is None:
+            if self._spoke_amqp10(c):
+                # after AMQP 1.0 frames: it stays an AMQP 1.0 connection, whose rest is not decoded
+                c.headers[h.direction].append(h.name)
+                self._violation(c, h.direction, None, "protocol-header", "warn",
+                                f"{h.name} protocol header after AMQP 1.0 frames: the rest of the connection "
+                                "is not decoded", ts=h.ts, packet=h.packet, origin="framing", channel=None)
+                return
+            # (the AMQP 1.0 headers before it stay listed: a 1.0 header answered by another protocol's)
+            c.other = {"protocol": h.name, "headers_client": list(c.headers[0]), "headers_server": list(c.headers[1]),
+                       "bytes_client": None, "bytes_server": None, "time": h.ts, "packet": h.packet}
+            self.connections.pop(c.id, None)
+            self.others[c.id] = c
+        c.other["headers_client" if h.direction == 0 else "headers_server"].append(h.name)
+
+    @staticmethod
+    def _spoke_amqp10(c) -> bool:
+        """The connection carried AMQP 1.0 or SASL frames (a protocol header alone is not enough: a
+        peer that answers it with another protocol's header refuses it)."""
+        return type(c) is _Conn and bool(c.frames[0] or c.frames[1] or c.sasl_frames[0] or c.sasl_frames[1]
+                                         or c.sessions or c.links)
+
+    def _other_note(self, ev: OtherProtocolNote):
+        c = self._conn(ev)
+        if c.other is None and self._spoke_amqp10(c):
+            return  # an AMQP 1.0 connection with another protocol's header in it (a violation, _other_header)
+        if c.other is None:  # (the framing layer says a header first)
+            c.other = {"protocol": ev.protocol, "headers_client": [], "headers_server": [], "time": ev.ts,
+                       "packet": ev.packet}
+            self.connections.pop(c.id, None)
+            self.others[c.id] = c
+        c.other["bytes_client"], c.other["bytes_server"] = ev.bytes
+
     def _header(self, h: ProtocolHeader):
         c = self._conn(h)
+        if c.other is not None or not h.is_amqp10:
+            self._other_header(h)
+            return
         if type(c) is not _Conn:
             c = self._amqp(c)
         if c.events == 0 and not c.lossy and h.direction == 0:

@@ -93,8 +93,24 @@ def render_text(rep: dict) -> str:
         + (f", idle periods {s['idle_periods']} ({s['idle_seconds']:.3f} s)" if s.get("idle_periods") else "")
         + f", violations {s['violations']}, errors {s['errors']}, transactions {s['transactions']}",
     ]
+    if s.get("other_connections"):
+        by: dict = {}
+        for o in rep.get("other_protocols") or ():
+            by[o["protocol"]] = by.get(o["protocol"], 0) + 1
+        n = s["other_connections"]
+        lines.append(f"not AMQP 1.0 (not decoded): {n} connection{'s' if n != 1 else ''} ("
+                     + ", ".join(f"{k} {v}" for k, v in by.items())
+                     + (", ..." if sum(by.values()) < n else "") + ")")
     for ce in s["capture_errors"]:
         lines.append(f"capture damaged: {ce}")
+    for o in rep.get("other_protocols") or ():
+        lines.append("")
+        lines.append(f"Connection {o['connection']}: {o['protocol']} (not decoded)")
+        lines.append(f"  protocol headers: client {', '.join(o['protocol_headers_client']) or '-'}, "
+                     f"server {', '.join(o['protocol_headers_server']) or '-'}")
+        lines.append(f"  bytes from the client {_v(o['bytes_client'])}, from the server {_v(o['bytes_server'])} "
+                     f"(protocol headers included); packets {o['first_packet']} to {o['last_packet']}, "
+                     f"transport end {o['transport_end'] or '-'}")
     for c in rep["connections"]:
         lines.append("")
         lines.append(f"Connection {c['connection']}")

@@ -679,6 +679,27 @@ class Analyzer(StateTracker):
     def connection_rows(self) -> list[dict]:
         return [self.connection_row(c) for c in self.connections.values()]
 
+    def other_rows(self, limit: int | None = None) -> list[dict]:
+        """The connections of another protocol than AMQP 1.0 (``self.others``: a protocol header of AMQP
+        0-9-1, 0-10, ... in either direction), not decoded: protocol (the first such header's name),
+        the protocol headers each side sent, the bytes each side sent (headers included), first and
+        last packet, transport end.  ``limit``: the first ones only."""
+        rows = []
+        for c in self.others.values():
+            if limit is not None and len(rows) >= limit:
+                break
+            o = c.other
+            rows.append({
+                "connection": c.id, "client": c.client, "server": c.server, "protocol": o["protocol"],
+                "decoded": False,
+                "protocol_headers_client": list(o["headers_client"]),
+                "protocol_headers_server": list(o["headers_server"]),
+                "bytes_client": o.get("bytes_client"), "bytes_server": o.get("bytes_server"),
+                "first_time": c.first_ts, "first_packet": c.first_packet,
+                "last_time": c.last_ts, "last_packet": c.last_packet, "transport_end": c.transport_end,
+            })
+        return rows
+
     def iter_connection_rows(self):
         """:meth:`connection_rows` one at a time (a writer that streams them holds a batch of rows,
         not one per connection)."""

@@ -182,10 +182,13 @@ def build_report(an, capture_errors=(), capture: dict | None = None) -> dict:
             "errors": len(errors),
             "transactions": len(txns),
             "capture_errors": list(capture_errors),
+            "other_connections": len(an.others),
         },
         "latency_by_address": an.latency_summary(by="address"),
         "connections": out_conns,
         **({"connections_more": more} if more is not None else {}),
+        # connections of another protocol (AMQP 0-9-1, 0-10, ...): named, counted, not decoded
+        "other_protocols": an.other_rows(limit=LISTED_CONNECTIONS),
         "transactions": txns,
         "violations": violations,
         "notable_deliveries": {
@@ -293,6 +296,8 @@ def partial_report(an, keys) -> dict:
         "not_accepted": notable["not_accepted"][:NOT_ACCEPTED],
         "not_accepted_count": notable["not_accepted_count"],
         "totals": totals,
+        "others": an.other_rows(limit=LISTED_CONNECTIONS),
+        "others_count": len(an.others),
     }
 
 
@@ -376,10 +381,13 @@ def merge_reports(parts: list, capture_errors=(), capture: dict | None = None) -
             "errors": len(errors),
             "transactions": len(txns),
             "capture_errors": list(capture_errors),
+            "other_connections": sum(p.get("others_count", 0) for p in parts),
         },
         "latency_by_address": latency,
         "connections": out_conns,
         **({"connections_more": more} if more is not None else {}),
+        "other_protocols": sorted((o for p in parts for o in p.get("others", ())),
+                                  key=lambda o: (o["first_packet"] or 0, o["connection"]))[:LISTED_CONNECTIONS],
         "transactions": txns,
         "violations": violations,
         "notable_deliveries": {
