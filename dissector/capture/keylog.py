@@ -19,6 +19,8 @@ that is not a key log) end the reading, with a note.
 from __future__ import annotations
 
 import re
+from binascii import Error as _HexError
+from binascii import unhexlify
 
 # pcapng Decryption Secrets Block: block type and the secrets type of a TLS key log
 DSB_BLOCK_TYPE = 0x0000000A
@@ -41,6 +43,7 @@ MAX_DAMAGED_RUN = 10_000  # damaged lines in a row after which the rest is not r
 NOTED_LINES = 20  # damaged lines noted one by one; the others are counted
 
 _LABEL = re.compile(rb"[A-Z][A-Z0-9_]*\Z")
+_LABEL_NAMES = {name.encode("ascii"): name for name in LABELS}
 
 
 class LineScanner:
@@ -76,6 +79,19 @@ class LineScanner:
         pos = 0
         n = len(chunk)
         while pos < n and not self.stopped:
+            if self.long == 0:  # whole lines up to the chunk's last line end, in one go
+                last = chunk.rfind(b"\n", pos)
+                if last >= pos:
+                    at = self.offset + pos
+                    for raw in chunk[pos:last].split(b"\n"):
+                        self.line += 1
+                        self.start = at
+                        at += len(raw) + 1
+                        self._judge(raw, len(raw), out)
+                        if self.stopped:
+                            break
+                    pos = last + 1
+                    continue
             nl = chunk.find(b"\n", pos)
             end = n if nl < 0 else nl
             if self.long == 0:
@@ -108,6 +124,9 @@ class LineScanner:
         long, raw = self.long, bytes(self.partial)
         self.partial.clear()
         self.long = 0
+        self._judge(raw, long, out)
+
+    def _judge(self, raw: bytes, long: int, out: list) -> None:
         if long > MAX_LINE:
             return self._bad(f"longer than {MAX_LINE} bytes ({long:,})")
         got = parse_line(raw)
@@ -116,11 +135,12 @@ class LineScanner:
             if raw.strip() and not raw.lstrip().startswith(b"#"):
                 self.unused += 1
             return
-        if isinstance(got, str):
-            return self._bad(got)
-        self.run = 0
-        self.valid += 1
-        out.append((self.start,) + got)
+        if type(got) is tuple:
+            self.run = 0
+            self.valid += 1
+            out.append((self.start, got[0], got[1], got[2]))
+            return
+        self._bad(got)
 
     def _bad(self, why: str) -> None:
         self.damaged += 1
@@ -145,22 +165,19 @@ class LineScanner:
 def parse_line(raw: bytes):
     """``(label, client random, secret)`` of a key log line; None for a line to ignore (blank,
     comment, a label this tool does not use); a text saying why for a damaged line."""
-    line = raw.strip()
-    if not line or line.startswith(b"#"):
+    parts = raw.split()
+    if not parts or parts[0][:1] == b"#":
         return None
-    parts = line.split()
     if len(parts) != 3:
         return f"{len(parts)} field{'s' if len(parts) != 1 else ''}, not 3 (label, client random, secret)"
-    label = parts[0]
-    if not _LABEL.match(label):
-        return "not a key log label"
-    name = label.decode("ascii")
-    if name not in LABELS:
-        return None  # (exporter, early data, RSA: not needed to decrypt)
+    name = _LABEL_NAMES.get(parts[0])
+    if name is None:
+        # (exporter, early data, RSA: not needed to decrypt)
+        return None if _LABEL.match(parts[0]) else "not a key log label"
     try:
-        random = bytes.fromhex(parts[1].decode("ascii"))
-        secret = bytes.fromhex(parts[2].decode("ascii"))
-    except (ValueError, UnicodeDecodeError):
+        random = unhexlify(parts[1])
+        secret = unhexlify(parts[2])
+    except (_HexError, ValueError):
         return "not hexadecimal"
     if len(random) != 32:
         return f"client random of {len(random)} bytes, not 32"
@@ -253,7 +270,8 @@ class RegionIndex:
     @staticmethod
     def _bits(random: bytes):
         m = REGION_BITS - 1
-        return [int.from_bytes(random[i:i + 4], "little") & m for i in (0, 4, 8, 12)]
+        x = int.from_bytes(random[:16], "little")
+        return (x & m, (x >> 32) & m, (x >> 64) & m, (x >> 96) & m)
 
     def add(self, offset: int, random: bytes) -> None:
         if not self.starts or offset >= self.starts[-1] + self.span:
