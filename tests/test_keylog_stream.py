@@ -249,6 +249,25 @@ def test_wrong_secrets_are_a_tls_note_and_an_undecrypted_connection(captures, tm
             assert "wrong secrets in the key log" in out and "connections 1," in out
 
 
+def test_a_wrong_application_secret_of_one_side_leaves_the_other_side_decrypted(captures, tmp_path):  # noqa: F811
+    from amqp_dissect.amqp.framing import Frame
+
+    cap = captures("tls13-aes128gcm")
+    keys = tmp_path / "wrong.keys"
+    lines = cap.keys.read_text().splitlines()
+    keys.write_text("\n".join(_wrong(x, "flip").strip() if x.startswith("CLIENT_TRAFFIC_SECRET_0") else x
+                              for x in lines) + "\n")
+    evs = run(cap.pcap, KeyLogFile(keys), ports=(cap.port,))
+    good = run(cap.pcap, KeyLogFile(cap.keys), ports=(cap.port,))
+    notes = [e.note.message for e in evs if hasattr(e, "note") and e.note is not None]
+    assert sum("failed authentication" in m for m in notes) == 1
+    assert any(m.startswith("TLS: the client's first record protected") for m in notes)
+    sides = [(e.direction, e.name) for e in evs if type(e) is Frame]
+    # the server's frames all decrypted (as with the right key log); none of the client's after its handshake
+    assert [x for x in sides if x[0] == 1] == [(e.direction, e.name) for e in good if type(e) is Frame and e.direction == 1]
+    assert len([x for x in sides if x[0] == 0]) < len([e for e in good if type(e) is Frame and e.direction == 0])
+
+
 @pytest.mark.parametrize("name", ["tls13-aes128gcm", "tls12-ecdhe-aes128gcm"])
 def test_damaged_secrets_and_a_capture_cut_short(captures, tmp_path, capsys, name):  # noqa: F811
     cap = captures(name)

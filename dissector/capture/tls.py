@@ -294,7 +294,7 @@ def _restore_keys(suite, key, iv, mac_key, secret, tls13, etm, seq) -> _Keys:
 
 class _Dir:
     __slots__ = ("index", "buf", "keys", "pending_keys", "hs", "resync", "seq_unknown", "records",
-                 "encrypted_hs", "lost_hint", "decrypted")
+                 "encrypted_hs", "lost_hint", "ok_keys")
 
     def __init__(self, index: int):
         self.index = index
@@ -307,7 +307,7 @@ class _Dir:
         self.records = 0
         self.encrypted_hs = False  # TLS 1.3: records after ServerHello are protected
         self.lost_hint = 0
-        self.decrypted = 0  # records that authenticated
+        self.ok_keys = None  # the last keys a record authenticated with
 
 
 class TlsRecord:
@@ -514,10 +514,10 @@ class TlsLayer:
             res = keys.decrypt(ctype, version, header, body, keys.seq)
         if res is None:
             self.failed += 1
-            if not d.seq_unknown and keys.seq == 0 and not d.decrypted:
-                # the first protected record of this direction does not authenticate with the key
-                # log's secrets: they are wrong (or damaged), not the record; the rest of the
-                # connection is counted as not decrypted, as without keys
+            if not d.seq_unknown and keys.seq == 0 and d.ok_keys is not keys:
+                # the first record protected with these keys (handshake or application secrets)
+                # does not authenticate: the key log's secrets are wrong (or damaged), not the
+                # record; the rest of the direction is counted as not decrypted, as without keys
                 self._wrong_keys(d, len(body), ts, packet, out, plain)
                 if rec is not None:
                     rec.info = "authentication failed (wrong keys)"
@@ -532,7 +532,7 @@ class TlsLayer:
                 rec.info = "authentication failed"
             return
         d.seq_unknown = False
-        d.decrypted += 1
+        d.ok_keys = keys
         keys.seq += 1
         inner_type, content = res
         if rec is not None:
@@ -558,7 +558,7 @@ class TlsLayer:
         if self.version != TLS13:  # TLS 1.2: both directions' keys come from the one master secret
             other = self.dirs[1 - d.index]
             other.pending_keys = None
-            if other.keys is not None and not other.decrypted:
+            if other.keys is not None and other.ok_keys is None:
                 other.keys = None
                 other.encrypted_hs = True
         if not first:
@@ -567,8 +567,8 @@ class TlsLayer:
         random = self.client_random.hex() if self.client_random is not None else "unknown"
         self.why_not = f"TLS, wrong secrets in the key log for client random {random}"
         out.append(self._note(packet, ts, ERROR,
-                              f"TLS: the {side}'s first protected record ({size} bytes) failed authentication "
-                              "with the key log's secrets: wrong secrets; the connection is not decrypted"))
+                              f"TLS: the {side}'s first record protected with the key log's secrets ({size} bytes) "
+                              "failed authentication: wrong secrets; the connection is not decrypted"))
 
     def _why(self, d: _Dir) -> None:
         if self.client_random is None:
