@@ -29,7 +29,7 @@ import typer
 from amqp_dissect.errors import CaptureError
 
 from amqp_dissect.render.frames import DetailLines, SummaryLines, event_json
-from amqp_dissect.pipelines.local import CaptureSource, DeliveryStream, read_keylog, run_analysis
+from amqp_dissect.pipelines.local import CaptureSource, DeliveryStream, run_analysis
 from amqp_dissect.render.report import render_text
 from amqp_dissect.results.report import build_report
 
@@ -200,13 +200,21 @@ class CaptureRun:
         return run_analysis(_Checked(self), **options)
 
 
-def load_keylog(path: Path | None) -> str | None:
-    """``--keylog FILE`` (default: the file ``$SSLKEYLOGFILE`` names), as text; a missing
-    ``--keylog`` file is a usage failure."""
+def load_keylog(path: Path | None):
+    """``--keylog FILE`` (default: the file ``$SSLKEYLOGFILE`` names), read as a stream (a
+    :class:`~amqp_dissect.pipelines.keylogfile.KeyLogFile`: only the secrets of the capture's
+    ClientHello randoms are kept); a missing ``--keylog`` file is a usage failure.  Its damaged
+    lines are warnings on stderr (line numbers), not failures."""
+    from amqp_dissect.pipelines.keylogfile import open_keylog
+
     try:
-        return read_keylog(path)
+        kl = open_keylog(path)
     except OSError as e:
         raise Fail(EXIT_OPEN, f"{path}: cannot read the key log: {e.strerror or e}") from None
+    if kl is not None:
+        for note in kl.notes:
+            print(f"amqp-dissect: {kl.path}: key log {note}", file=sys.stderr)
+    return kl
 
 
 class _Checked:

@@ -317,7 +317,7 @@ class Dissector:
                     if c is _PENDING:  # (no byte came: what it would say, from a fresh decoder)
                         c = self._materialize(ev.conn)
                     out.extend(c.finish(ev.ts, ev.packet))
-                    del conns[ev.conn]
+                    conns.pop(ev.conn, None)  # (a TLS stream found not AMQP at its finish is gone already)
                     self._opened.pop(ev.conn, None)
                     self._fins.pop(ev.conn, None)
             elif cls is PacketNote:

@@ -511,14 +511,28 @@ def set_gaps(parts) -> list[dict]:
 
 
 def read_keylog(path=None) -> str | None:
-    """The text of TLS key log ``path``; without one, of the file ``$SSLKEYLOGFILE`` names
-    (when set and present).  None when there is no key log."""
+    """The valid lines of TLS key log ``path`` as text (for the Spark job, which ships it to its
+    executors; the local commands read the file as a stream instead:
+    :func:`amqp_dissect.pipelines.keylogfile.open_keylog`); without ``path``, of the file
+    ``$SSLKEYLOGFILE`` names (when set and present).  None when there is no key log.  Read in
+    chunks: damaged lines are dropped, a line of more than ``MAX_LINE`` bytes is not held, and
+    ``/dev/zero`` ends after ``MAX_RUN`` bytes (see :class:`~amqp_dissect.capture.keylog.LineScanner`)."""
+    from amqp_dissect.capture.keylog import LineScanner
+
     if path is None:
         path = os.environ.get("SSLKEYLOGFILE") or None
         if path is None or not os.path.isfile(path):
             return None
+    sc = LineScanner()
+    out = []
     with open(path, "rb") as f:
-        return f.read().decode("ascii", "replace")
+        while not sc.stopped:
+            data = f.read(1 << 20)
+            if not data:
+                break
+            out += [f"{label} {random.hex()} {secret.hex()}\n" for _, label, random, secret in sc.feed(data)]
+    out += [f"{label} {random.hex()} {secret.hex()}\n" for _, label, random, secret in sc.end()]
+    return "".join(out)
 
 
 def to_frame(rows, table: str) -> "pd.DataFrame":

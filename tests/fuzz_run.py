@@ -4,12 +4,14 @@
     python tests/fuzz_run.py -n 20000 -j 2 --seed 8 --out fuzz-failures --seconds 3600
 
 Every input (a generated AMQP conversation, a capture of frames of any performative with fields of
-any type, a mutated sample, a mutated generated conversation) is written as a capture file and fed
-through the paths of ``frames``, ``frames -V``, ``frames --format jsonl``, ``report`` and every table
+any type, a mutated sample, a mutated generated conversation; with ``--kinds keylog``, a hostile key
+log on a real TLS capture) is written as a capture file and fed through the paths of ``frames``,
+``frames -V``, ``frames --format jsonl``, ``report``, ``report --format html`` and every table
 (``fuzzgen.Checker``: one decode replayed through the -V and the jsonl printers, which decode with
 the same options; the rows of ``--batch`` inputs written together, one write per table and format,
 through the table commands' writers).  Each failure is saved as ``OUT/<kind>-<seed>-<i>.pcap`` with
-the failure text beside it (``.txt``): ``amqp-dissect <command> OUT/....pcap`` reproduces it.  Input
+the failure text beside it (``.txt``) and its key log (``.keys``, the keylog kind):
+``amqp-dissect <command> [--keylog OUT/....keys] OUT/....pcap`` reproduces it.  Input
 ``i`` of seed ``s`` is the same on every run (``random.Random(f"{s}:{i}")``).  Prints the inputs
 tried, inputs/s, failures and the workers' CPU time per input; exits 1 when any input failed.
 
@@ -43,14 +45,19 @@ def _worker(args):
     path = os.path.join(tmp, "input.pcap")
     tried, failed = 0, []
     checker = fuzzgen.Checker(formats, batch)
-    inputs = {}  # input number -> (kind, bytes) until its tables are written
+    keys_path = os.path.join(tmp, "input.keys")
+    tls = []  # (capture bytes, key log lines) of the real TLS capture of the keylog kind, made once
+    inputs = {}  # input number -> (kind, bytes, key log bytes or None) until its tables are written
     problems_of = {}
 
     def save(i, problems):
-        kind, data = inputs[i]
+        kind, data, keys = inputs[i]
         name = os.path.join(out, f"{kind}-{seed}-{i}")
         with open(name + ".pcap", "wb") as f:
             f.write(data)
+        if keys is not None:  # amqp-dissect <command> --keylog NAME.keys NAME.pcap
+            with open(name + ".keys", "wb") as f:
+                f.write(keys)
         with open(name + ".txt", "w") as f:
             f.write("\n".join(problems) + "\n")
         failed.append((name + ".pcap", problems[0].splitlines()[0]))
@@ -71,13 +78,22 @@ def _worker(args):
                 break
             r = fuzzgen.RandomSource(f"{seed}:{i}")
             kind = r.choice(kinds) if kinds else None
+            keys = None
             if kind == fuzzgen.SPLIT_KIND:
                 data = fuzzgen.split_input(r)
+            elif kind == "keylog":  # a hostile key log on a real TLS capture, cut short or not
+                if not tls:
+                    tls.append(_tls_capture(tmp))
+                data = fuzzgen.cut_capture(r, tls[0][0])
+                keys = fuzzgen.keylog(r, tls[0][1])
+                with open(keys_path, "wb") as f:
+                    f.write(keys)
             else:
                 kind, data = fuzzgen.generate(r, kind)
+            checker.keylog = keys_path if keys is not None else None
             with open(path, "wb") as f:
                 f.write(data)
-            inputs[i] = (kind, data)
+            inputs[i] = (kind, data, keys)
             problems = checker.check(path, i)
             if kind == fuzzgen.SPLIT_KIND:
                 problems = problems + fuzzgen.check_split(path, os.path.join(tmp, "parts"))
@@ -92,6 +108,22 @@ def _worker(args):
 
         shutil.rmtree(tmp, ignore_errors=True)
     return tried, failed, time.process_time() - t0, start
+
+
+def _tls_capture(tmp: str) -> tuple:
+    """(capture bytes, key log lines) of a TLS 1.3 replay of a sample (tests/tlscap.py: needs
+    tcpdump and root)."""
+    import tlscap
+
+    pcap, keys = os.path.join(tmp, "tls.pcap"), os.path.join(tmp, "tls.keys")
+    tlscap.make_capture(os.path.join(os.path.dirname(HERE), "samples", "outcomes.pcap"), pcap, keys, tls="1.3")
+    with open(pcap, "rb") as f:
+        data = f.read()
+    with open(keys, "rb") as f:
+        lines = [x for x in f.read().splitlines() if x and not x.startswith(b"#")]
+    os.unlink(pcap)
+    os.unlink(keys)
+    return data, lines
 
 
 def _commit() -> str | None:
@@ -141,7 +173,8 @@ def main(argv=None) -> int:
     ap.add_argument("--formats", default="jsonl", help="table formats written per input (csv,jsonl,table)")
     ap.add_argument("--kinds", default="", help="input kinds, comma-separated (default all: "
                     "conversation,frame,mutation,mutated-conversation; split: whole-file mutations of "
-                    "plain, pcapng and gzip captures, also fed to the split command)")
+                    "plain, pcapng and gzip captures, also fed to the split command; keylog: hostile key "
+                    "logs on a real TLS capture, which needs tcpdump and root)")
     ap.add_argument("--seconds", type=float, default=0, help="stop after this many seconds (0: no limit)")
     ap.add_argument("--chunk", type=int, default=200, help="inputs per work unit")
     ap.add_argument("--batch", type=int, default=100, help="inputs whose tables are written together "

@@ -18,7 +18,12 @@ tables (``amqp_dissect.amqp._spec``) with fields filled with values of any type;
 sequences of header/open/begin/attach/flow/transfer/disposition/detach/end/close with random
 orders, channels, handles and ids; captures are built with tests/pcapbuild.py (dpkt).
 
-``check(path)`` feeds a capture through the paths of every CLI command, in-process, and returns
+Key logs (issue 29): ``keylog(r, lines)`` makes a hostile key log from a capture's real lines
+(damaged lines of every kind, wrong secrets, over-long lines, huge, ``/dev/zero``-like);
+``cut_capture`` cuts a capture short.
+
+``check(path)`` feeds a capture through the paths of every CLI command (``report --format html``
+included; ``Checker(keylog=FILE)``: each with ``--keylog FILE``), in-process, and returns
 the failures: any exception outside :class:`amqp_dissect.errors.DissectError`'s family (the CLI's
 exit 1), an internal-error violation or note, or a finish status of exit 1.
 """
@@ -1022,6 +1027,82 @@ def _mutated_capture(r, data: bytes, records, pcapng: bool) -> bytes:
     return write_pcap(recs, linktype=recs[0][1])
 
 
+# --------------------------------------------------------------------------- key logs (issue 29)
+
+KEYLOG_LABELS = ("CLIENT_RANDOM", "CLIENT_HANDSHAKE_TRAFFIC_SECRET", "SERVER_HANDSHAKE_TRAFFIC_SECRET",
+                 "CLIENT_TRAFFIC_SECRET_0", "SERVER_TRAFFIC_SECRET_0", "EXPORTER_SECRET", "RSA", "client_random")
+
+
+def _keylog_line(r, lines: list) -> bytes:
+    """One line of a hostile key log: a real line of ``lines`` (bytes, no line end) as it is or
+    with wrong secrets, or damaged; a line of a random label and random; junk."""
+    k = r.int(0, 13)
+    real = r.choice(lines) if lines else b"CLIENT_RANDOM " + b"ab" * 32 + b" " + b"cd" * 48
+    parts = real.split()
+    if k <= 2 or len(parts) != 3:
+        return real
+    label, random, secret = parts
+    if k == 3:  # wrong secret, right size: zeros, a bit flipped, random bytes
+        how = r.int(0, 2)
+        if how == 0:
+            secret = b"0" * len(secret)
+        elif how == 1:
+            secret = secret[:-1] + (b"0" if secret[-1:] != b"0" else b"1")
+        else:
+            secret = r.bytes(len(secret) // 2, len(secret) // 2).hex().encode()
+        return b" ".join((label, random, secret))
+    if k == 4:  # a secret or random of another size
+        return b" ".join((label, random[: r.int(0, len(random))], secret[: r.int(0, len(secret) + 4)] + b"00" * r.int(0, 4)))
+    if k == 5:  # not hex
+        i = r.int(0, len(secret) - 1)
+        return b" ".join((label, random, secret[:i] + r.choice((b"g", b"-", b"\xff", b"\x00", b" ")) + secret[i + 1:]))
+    if k == 6:  # fields missing or added
+        return b" ".join((parts + [secret])[: r.choice((0, 1, 2, 4))])
+    if k == 7:  # another label, a random not in the capture
+        return b" ".join((r.choice(KEYLOG_LABELS).encode(), r.bytes(32, 32).hex().encode(), secret))
+    if k == 8:
+        return b"#" + r.text(0, 40, ascii=True).encode()
+    if k == 9:  # over-long
+        return real + b" " + b"a" * r.choice((1000, 1100, 5000, 70000))
+    if k == 10:  # carriage returns, tabs, leading blanks
+        return r.choice((b"  ", b"\t", b"")) + real.replace(b" ", r.choice((b"\t", b"  ", b" "))) + b"\r"
+    if k == 11:
+        return r.bytes(0, 200).replace(b"\n", b"")
+    if k == 12:
+        return r.text(0, 80).encode("utf-8", "replace").replace(b"\n", b"")
+    return b""
+
+
+def keylog(r, lines: list) -> bytes:
+    """A hostile key log built from the real lines ``lines`` of a capture's key log (bytes, no
+    line ends): every line damaged or not, real lines with wrong secrets, junk, over-long lines;
+    now and then a huge one (many lines of randoms not in the capture, the real ones among them,
+    or a run of NULs past MAX_RUN, as ``/dev/zero``)."""
+    out = [_keylog_line(r, lines) for _ in range(r.int(0, 30))]
+    if r.bool(0.3):
+        out += [bytes(lines[i]) for i in range(len(lines)) if r.bool(0.7)]
+    k = r.int(0, 19)
+    if k == 0:  # huge: 20,000 lines of other randoms around the real ones
+        fill = [b"CLIENT_RANDOM " + r.bytes(32, 32).hex().encode() + b" " + b"11" * 48 for _ in range(200)]
+        out = fill * 50 + out + fill * 50
+    elif k == 1:  # a NUL run longer than MAX_RUN, without a line end
+        out.append(bytes((1 << 20) + r.int(1, 5000)))
+    order = list(range(len(out)))
+    for i in range(len(order) - 1, 0, -1) if r.bool(0.3) else ():
+        j = r.int(0, i)
+        order[i], order[j] = order[j], order[i]
+    end = r.choice((b"\n", b"\n", b"\r\n"))
+    text = end.join(out[i] for i in order)
+    return text + (end if r.bool(0.8) else b"")
+
+
+def cut_capture(r, data: bytes) -> bytes:
+    """A capture cut short (at any byte), or as it is."""
+    if r.bool(0.4):
+        return data
+    return data[: r.int(24, max(24, len(data) - 1))]
+
+
 # --------------------------------------------------------------------------- hypothesis strategies
 
 def _strategy(fn):
@@ -1044,6 +1125,15 @@ def conversations():
 
 def mutations():
     return _strategy(mutation)
+
+
+def coherent_captures():
+    """Captures of structure-aware conversations (``coherent``), damaged now and then."""
+    return _strategy(lambda r: capture(r, streams=coherent(r)))
+
+
+def keylogs(lines: list):
+    return _strategy(lambda r: (keylog(r, lines), r.int(0, 2**31)))
 
 
 # --------------------------------------------------------------------------- the oracle
@@ -1094,7 +1184,9 @@ class Checker:
     ``{key: failures}`` of the inputs whose tables failed (a failure that needs several inputs
     together is given to each of them)."""
 
-    def __init__(self, formats=("csv", "jsonl"), batch: int = 1):
+    def __init__(self, formats=("csv", "jsonl"), batch: int = 1, html: bool = True, keylog=None):
+        self.html = html  # report --format html too (its own decode, with the time series)
+        self.keylog = keylog  # --keylog FILE for every command (a path), or None
         self.formats = tuple(formats)
         self.batch = batch
         self.pending: list = []  # (key, {table: rows}, [deliveries record batches])
@@ -1136,13 +1228,14 @@ class Checker:
                 failures.append(_traceback(name, e))
 
         def frames_summary():
-            run = cli.CaptureRun(p, [], messages="summary")
+            run = cli.CaptureRun(p, [], messages="summary", keylog=self.keylog)
             cli._print_summary(run, io.StringIO())
             return run.finish_status()
 
         def frames_full():
             # one decode (messages in full) replayed through the -V printer and the jsonl printer
-            run = cli.CaptureRun(p, [], messages=True, tls_records=[])
+            with redirect_stderr(err):  # (the key log's damaged lines are told on stderr)
+                run = cli.CaptureRun(p, [], messages=True, tls_records=[], keylog=self.keylog)
             pairs, stop = [], None
             try:
                 with redirect_stderr(err):
@@ -1168,7 +1261,7 @@ class Checker:
             step("frames --format jsonl", jsonl)
 
         def analysis():
-            run = cli.CaptureRun(p, [])
+            run = cli.CaptureRun(p, [], keylog=self.keylog)
             a = run.analyze(rows=False)
             an = a.analyzer
             rep = build_report(an, capture_errors=a.capture_errors)
@@ -1183,9 +1276,19 @@ class Checker:
                 failures.append(f"report: internal-error rows without exit 1: {bad[0]}")
             return run.finish_status(an)
 
+        def html():
+            # report --format html: the SeriesAnalyzer's decode, the plot document and the page
+            from amqp_dissect.cli.report_html import analyze_for_report
+
+            run = cli.CaptureRun(p, [], keylog=self.keylog)
+            analysis, _, page = analyze_for_report(run, html=True, version="fuzz")
+            if not page.endswith("</html>\n"):
+                failures.append("report --format html: the page is cut short")
+            return run.finish_status(analysis.analyzer)
+
         def delivery_stream():
             # the deliveries command's stream; its batches do not depend on the format written
-            run = cli.CaptureRun(p, [])
+            run = cli.CaptureRun(p, [], keylog=self.keylog)
             stream = DeliveryStream(cli._Checked(run))
             for b in stream.batches(2048):
                 deliveries.append(b)
@@ -1194,6 +1297,8 @@ class Checker:
         step("frames", frames_summary)
         frames_full()
         step("report", analysis)
+        if self.html:
+            step("report --format html", html)
         step("deliveries", delivery_stream)
         self.pending.append((key, tables, deliveries))
         if self.batch <= 1:

@@ -144,6 +144,66 @@ def test_damaged_samples(tmp_path_factory, data):
     _check(tmp_path_factory.mktemp("mut"), data)
 
 
+@budget(30)
+@given(fuzzgen.coherent_captures())
+def test_structure_aware_conversations_through_every_command_and_html(tmp_path_factory, data):
+    """Conversations that follow the protocol (links with credit, deliveries, dispositions,
+    transactions), damaged now and then, through every command, ``report --format html`` (the
+    time series and the ladder of its frames) included."""
+    _check(tmp_path_factory.mktemp("coherent"), data)
+
+
+@pytest.fixture(scope="module")
+def tls_capture(tmp_path_factory):
+    """(capture bytes, key log lines) of a real TLS 1.3 capture (tests/tlscap.py; as test_tls.py:
+    skipped without tcpdump / root, a failure on CI)."""
+    import fuzz_run
+    from test_tls import _need_tools
+
+    _need_tools()
+    return fuzz_run._tls_capture(str(tmp_path_factory.mktemp("tlscap")))
+
+
+@budget(40)
+@given(st.data())
+def test_hostile_key_logs_on_a_tls_capture_cut_short_or_not(tmp_path_factory, tls_capture, data):
+    """Key logs with damaged lines, wrong secrets, over-long lines, huge or ``/dev/zero``-like, on
+    a real TLS capture, whole or cut at any byte: every command (``--keylog``) runs without an
+    internal error."""
+    pcap, lines = tls_capture
+    keys, seed = data.draw(fuzzgen.keylogs(lines))
+    tmp = tmp_path_factory.mktemp("keylog")
+    cap = fuzzgen.cut_capture(fuzzgen.RandomSource(seed), pcap)
+    (tmp / "input.pcap").write_bytes(cap)
+    (tmp / "input.keys").write_bytes(keys)
+    problems = fuzzgen.Checker(("jsonl",), keylog=str(tmp / "input.keys")).check(str(tmp / "input.pcap"))
+    assert problems == [], f"repro: --keylog {tmp / 'input.keys'} {tmp / 'input.pcap'}\n" + "\n".join(problems)
+
+
+def test_the_key_log_generator_makes_each_hostile_kind():
+    """The key log fuzzer is not vacuous: over a fixed sample, its key logs hold damaged lines of
+    each kind the scanner names, wrong secrets of the right size, real lines, over-long lines, a
+    huge file and a ``/dev/zero``-like run."""
+    from amqp_dissect.capture.keylog import MAX_RUN, KeyLog
+
+    lines = [b"CLIENT_HANDSHAKE_TRAFFIC_SECRET " + b"ab" * 32 + b" " + b"cd" * 32,
+             b"SERVER_TRAFFIC_SECRET_0 " + b"ab" * 32 + b" " + b"ef" * 32]
+    real = KeyLog(b"\n".join(lines)).get(bytes.fromhex("ab" * 32))
+    whys, wrong, right, huge, zero = set(), 0, 0, 0, 0
+    for i in range(300):
+        text = fuzzgen.keylog(fuzzgen.RandomSource(f"kl:{i}"), lines)
+        kl = KeyLog(text)
+        whys |= {n.split(": ")[1].split(" (")[0].split(",")[0] for n in kl.notes if n.startswith("line ")}
+        got = kl.get(bytes.fromhex("ab" * 32)) or {}
+        wrong += any(got.get(k) not in (None, v) for k, v in real.items())
+        right += got == real
+        huge += len(text) > 1_000_000 and b"\x00" * 1000 not in text
+        zero += bytes(MAX_RUN) in text
+    assert {"not hexadecimal", "longer than 1024 bytes", "1 field", "2 fields", "4 fields"} <= whys, whys
+    assert any("client random of" in w for w in whys) and any("secret of" in w for w in whys)
+    assert wrong and right and huge and zero
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_every_command_of_the_cli_on_generated_captures(tmp_path, capsys, seed):
     """The commands themselves (``main``), every table in every text format, on a few inputs."""

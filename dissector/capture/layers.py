@@ -304,6 +304,11 @@ class LayeredConnection:
         if self.held is None:
             return out
         self.held += out
+        if self.layer is not None and self.layer.wrong_keys:
+            # the key log's secrets for its ClientHello do not decrypt it: whether it is AMQP is
+            # unknown, shown (with the TLS notes) rather than dropped
+            out, self.held = self.held, None
+            return out
         head = self.inner_head
         if len(head) >= 4 or (head and not b"AMQP".startswith(bytes(head))):
             if head.startswith(b"GET ") and self.sniff is not None:

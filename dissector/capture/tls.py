@@ -294,7 +294,7 @@ def _restore_keys(suite, key, iv, mac_key, secret, tls13, etm, seq) -> _Keys:
 
 class _Dir:
     __slots__ = ("index", "buf", "keys", "pending_keys", "hs", "resync", "seq_unknown", "records",
-                 "encrypted_hs", "lost_hint")
+                 "encrypted_hs", "lost_hint", "ok_keys")
 
     def __init__(self, index: int):
         self.index = index
@@ -307,6 +307,7 @@ class _Dir:
         self.records = 0
         self.encrypted_hs = False  # TLS 1.3: records after ServerHello are protected
         self.lost_hint = 0
+        self.ok_keys = None  # the last keys a record authenticated with
 
 
 class TlsRecord:
@@ -361,6 +362,7 @@ class TlsLayer:
         self.why_not: str | None = None  # why records are not decrypted
         self.record_log = records
         self.failed = 0
+        self.wrong_keys = False  # the key log's secrets did not decrypt the first record: not used
 
     # -- interface -------------------------------------------------------------
 
@@ -512,6 +514,14 @@ class TlsLayer:
             res = keys.decrypt(ctype, version, header, body, keys.seq)
         if res is None:
             self.failed += 1
+            if not d.seq_unknown and keys.seq == 0 and d.ok_keys is not keys:
+                # the first record protected with these keys (handshake or application secrets)
+                # does not authenticate: the key log's secrets are wrong (or damaged), not the
+                # record; the rest of the direction is counted as not decrypted, as without keys
+                self._wrong_keys(d, len(body), ts, packet, out, plain)
+                if rec is not None:
+                    rec.info = "authentication failed (wrong keys)"
+                return
             keys.seq += 1
             self._flush(d, plain, ts, packet, out)
             out.append(self._note(packet, ts, ERROR,
@@ -522,6 +532,7 @@ class TlsLayer:
                 rec.info = "authentication failed"
             return
         d.seq_unknown = False
+        d.ok_keys = keys
         keys.seq += 1
         inner_type, content = res
         if rec is not None:
@@ -535,6 +546,29 @@ class TlsLayer:
         elif inner_type == CT_ALERT and len(content) >= 2:
             self._flush(d, plain, ts, packet, out)
             self._alert(content, ts, packet, out)
+
+    def _wrong_keys(self, d: _Dir, size: int, ts, packet, out: list, plain: list) -> None:
+        first = not self.wrong_keys
+        self.wrong_keys = True
+        d.keys = None
+        d.pending_keys = None
+        d.encrypted_hs = True
+        self._flush(d, plain, ts, packet, out)
+        self._undecrypted(size, packet, ts)
+        if self.version != TLS13:  # TLS 1.2: both directions' keys come from the one master secret
+            other = self.dirs[1 - d.index]
+            other.pending_keys = None
+            if other.keys is not None and other.ok_keys is None:
+                other.keys = None
+                other.encrypted_hs = True
+        if not first:
+            return
+        side = "client" if d.index == 0 else "server"
+        random = self.client_random.hex() if self.client_random is not None else "unknown"
+        self.why_not = f"TLS, wrong secrets in the key log for client random {random}"
+        out.append(self._note(packet, ts, ERROR,
+                              f"TLS: the {side}'s first record protected with the key log's secrets ({size} bytes) "
+                              "failed authentication: wrong secrets; the connection is not decrypted"))
 
     def _why(self, d: _Dir) -> None:
         if self.client_random is None:
@@ -650,7 +684,7 @@ class TlsLayer:
 
     def _prepare_keys(self, d: _Dir, packet, ts, out: list) -> None:
         """TLS 1.2: derive both directions' keys from the master secret (at the first ChangeCipherSpec)."""
-        if self.suite is None or self.server_random is None:
+        if self.suite is None or self.server_random is None or self.wrong_keys:
             return
         secrets = self._lookup()
         master = secrets.get(MASTER_SECRET) if secrets else None

@@ -89,6 +89,10 @@ def fmt_seconds(x) -> str:
     """A duration with a unit that suits it: 850 µs, 12.3 ms, 4.20 s."""
     if x is None:
         return "-"
+    if not isinstance(x, (int, float)) or isinstance(x, bool):
+        return _e(x)
+    if not math.isfinite(x):
+        return f"{x} s"
     a = abs(x)
     if a == 0:
         return "0"
@@ -101,13 +105,26 @@ def fmt_seconds(x) -> str:
     return f"{x:.0f} s"
 
 
+# the times a date can be written for (years 1 to 9999); a capture's clock can say anything
+_FIRST_TS = -62135596800.0
+_END_TS = 253402300800.0
+
+
+def valid_time(ts) -> bool:
+    """``ts`` (epoch seconds) is a number a date can be written for."""
+    return isinstance(ts, (int, float)) and not isinstance(ts, bool) and math.isfinite(ts) and \
+        _FIRST_TS <= ts < _END_TS
+
+
 def _utc(ts) -> str:
     if ts is None:
         return "-"
+    if not valid_time(ts):
+        return f"invalid time ({_num(ts)} s since 1970)"
     try:
         return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
     except (OverflowError, ValueError, OSError):
-        return f"{ts:.6f} (epoch s)"
+        return f"invalid time ({_num(ts)} s since 1970)"
 
 
 def _num(v) -> str:
@@ -138,6 +155,8 @@ def nice_ticks(lo: float, hi: float, n: int = 5) -> list:
     if hi <= lo:
         return [lo]
     raw = (hi - lo) / max(1, n)
+    if not (math.isfinite(raw) and raw > 0):  # (a span too small, or too large, for a step)
+        return [lo, hi]
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
     first = math.ceil(lo / step - 1e-9) * step
@@ -155,8 +174,11 @@ class _Scale:
     def __init__(self, lo, hi, p0, p1, log=False):
         self.log = log
         if log:
-            lo, hi = math.log10(lo), math.log10(hi)
-        if hi == lo:
+            lo = math.log10(lo) if lo > 0 else 0.0
+            hi = math.log10(hi) if hi > 0 else lo + 1
+        if not (math.isfinite(lo) and math.isfinite(hi)):  # (no axis from such numbers: a unit one)
+            lo, hi = 0.0, 1.0
+        if hi == lo or not math.isfinite(hi - lo):
             hi = lo + 1
         self.lo, self.hi, self.p0, self.p1 = lo, hi, p0, p1
 
@@ -172,7 +194,8 @@ class _Scale:
 
 
 def _f(x: float) -> str:
-    return f"{x:.1f}"
+    """A pixel coordinate (a number that is not one is drawn at 0, never written as nan / inf)."""
+    return f"{x:.1f}" if math.isfinite(x) else "0.0"
 
 
 class _Svg:
@@ -356,7 +379,8 @@ def _series_path(series: dict, x: _Scale, y: _Scale, right) -> str:
 
 def _stall_tip(st: dict) -> str:
     if st["fraction"] < 1.0 or st["count"] != 1:
-        return (f"{st['kind']}: {fmt_seconds(st['duration'])} stalled in {fmt_seconds(st['end'] - st['start'])} "
+        width = st["end"] - st["start"] if st["end"] is not None and st["start"] is not None else None
+        return (f"{st['kind']}: {fmt_seconds(st['duration'])} stalled in {fmt_seconds(width)} "
                 f"({st['fraction']:.0%}), {st['count']} stall{'s' if st['count'] != 1 else ''} starting here")
     return (f"{st['kind']} stall of {fmt_seconds(st['duration'])}" + (" (still open at the end)" if st["open"] else "")
             + f", packets {st['start_packet']}–{st['end_packet'] if st['end_packet'] else 'end'}")
@@ -386,7 +410,7 @@ def series_plot(series: dict | None, stalls: list, start, end, which: str, plot_
     ticks = nice_ticks(vmin, vmax * 1.08 if vmax > vmin else vmin + 1, 4)
     y = _Scale(ticks[0], max(ticks[-1], vmax * 1.08), bottom, top)
     # stalls under the line: a light span and a dark mark along the top
-    shown = [st for st in stalls if (st["kind"] == "session-window") == (which == "window")]
+    shown = [st for st in _drawable(stalls) if (st["kind"] == "session-window") == (which == "window")]
     exact = [st for st in shown if st["fraction"] >= 1.0 and st["count"] == 1]
     binned = [st for st in shown if not (st["fraction"] >= 1.0 and st["count"] == 1)]
     for st in exact:
@@ -422,8 +446,17 @@ def series_plot(series: dict | None, stalls: list, start, end, which: str, plot_
 # --------------------------------------------------------------------------- stall timeline
 
 
+def _drawable(stalls: list) -> list:
+    """The stall spans that have a start and an end to draw."""
+    return [s for s in stalls if isinstance(s.get("start"), (int, float)) and isinstance(s.get("end"), (int, float))]
+
+
+def _colour(kind) -> str:
+    return COLOURS.get(kind, COLOURS["none"]) if isinstance(kind, str) else COLOURS["none"]
+
+
 def stall_timeline(plots: dict, plot_id="stall-timeline", width=1190) -> str:
-    stalls, lanes = plots["stalls"], plots["stall_lanes"]
+    stalls, lanes = _drawable(plots["stalls"]), plots["stall_lanes"]
     lane_h = 22
     top, left, right = 30, 290, width - 16
     height = top + max(1, len(lanes)) * lane_h + 44
@@ -431,7 +464,7 @@ def stall_timeline(plots: dict, plot_id="stall-timeline", width=1190) -> str:
     svg.text(10, 16, "Stall timeline", cls="title")
     if not stalls:
         return _empty(svg, "no stalls")
-    t0 = plots["start"]
+    t0 = plots["start"] if plots["start"] is not None else min(s["start"] for s in stalls)
     t1 = plots["end"] if plots["end"] is not None and plots["end"] > t0 else max(s["end"] for s in stalls) + 1e-3
     x = _Scale(0, t1 - t0, left, right)
     bottom = top + len(lanes) * lane_h
@@ -457,8 +490,8 @@ def stall_timeline(plots: dict, plot_id="stall-timeline", width=1190) -> str:
         binned = [s for s in group if not (s["fraction"] >= 1.0 and s["count"] == 1)]
         for s in exact:
             x0 = x(s["start"] - t0)
-            svg.rect(x0, yy, max(2.0, x(s["end"] - t0) - x0), full, COLOURS[kind],
-                     title=f"{s['label']}: {_stall_tip(s)}", cls="stall-bar", extra=f' data-kind="{kind}"')
+            svg.rect(x0, yy, max(2.0, x(s["end"] - t0) - x0), full, _colour(kind),
+                     title=f"{s['label']}: {_stall_tip(s)}", cls="stall-bar", extra=f' data-kind="{_e(kind)}"')
         if binned:
             d = []
             for s in binned:
@@ -466,8 +499,8 @@ def stall_timeline(plots: dict, plot_id="stall-timeline", width=1190) -> str:
                 w = max(1.0, x(s["end"] - t0) - x0)
                 h = max(2.0, full * s["fraction"])
                 d.append(f"M{_f(x0)},{_f(yy + full - h)}h{_f(w)}v{_f(h)}h{_f(-w)}z")
-            svg.add(f'<path d="{"".join(d)}" fill="{COLOURS[kind]}" shape-rendering="crispEdges" class="stall-bar" '
-                    f'data-kind="{kind}"><title>{_e(group[0]["label"] + ": " + _binned_tip(binned))}</title></path>')
+            svg.add(f'<path d="{"".join(d)}" fill="{_colour(kind)}" shape-rendering="crispEdges" class="stall-bar" '
+                    f'data-kind="{_e(kind)}"><title>{_e(group[0]["label"] + ": " + _binned_tip(binned))}</title></path>')
     return svg.close()
 
 
@@ -519,7 +552,7 @@ def ladder_plot(lad: dict, t0, plot_id: str, width=1190) -> str:
     bottom = top + len(frames) * row
     svg.rect(xc - 1, 42, 3, bottom - 42 + 6, "#555555")
     svg.rect(xs - 1, 42, 3, bottom - 42 + 6, "#555555")
-    base = t0 if t0 is not None else (frames[0]["time"] if frames else 0)
+    base = t0 if t0 is not None else next((fr["time"] for fr in frames if fr["time"] is not None), 0)
     for i, fr in enumerate(frames):
         yy = top + i * row + 8
         to_server = fr["side"] == "client"

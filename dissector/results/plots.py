@@ -226,7 +226,8 @@ def plot_data(an, max_links: int = PLOT_LINKS) -> dict:
             label = f"{st.link.name} ({c.id})" if st.link.name is not None else f"link {st.link.index} ({c.id})"
         else:
             key = ("s", c.seq, s.index, st.direction)
-            label = f"session {s.index} window, {['client', 'server'][st.direction]} sending ({c.id})"
+            side = ("client", "server")[st.direction] if st.direction in (0, 1) else "unknown side"
+            label = f"session {s.index} window, {side} sending ({c.id})"
         lane = by_lane.get(key)
         if lane is None:
             lane = by_lane[key] = {"label": label, "stalls": [], "seconds": 0.0}

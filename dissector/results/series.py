@@ -24,9 +24,10 @@ from __future__ import annotations
 
 from array import array
 
-from ..amqp.codec import Described
+from ..amqp.codec import ABSENT, Composite, Described
 from ..amqp.framing import Frame, ProtocolHeader
 from ..model.state import SIDES, StateTracker
+from ..render.frames import short_value
 from .analytics import Analyzer
 
 SERIES_POINTS = 512  # buckets kept per series (merged two by two when full)
@@ -236,8 +237,21 @@ class SeriesAnalyzer(Analyzer):
                 for cid in self._ladder]
 
 
+LADDER_TEXT = 120  # characters of a text field kept with a ladder frame
+
+
+def _field(c, name):
+    """Field ``name`` of composite ``c``, ABSENT when ``c`` is not a composite whose spec has it:
+    any field can hold a value of any type (a close's error may be a delivery state, a string,
+    an unknown descriptor), so nothing here assumes one."""
+    if isinstance(c, Composite) and name in c.spec.index:
+        return c.field(name)
+    return ABSENT
+
+
 def _plain(v):
-    """A field value as JSON (numbers, text, booleans; choices and the rest as text)."""
+    """A field value as JSON (numbers, text, booleans; choices and the rest as text), bounded in
+    size; None for a value of another kind (not kept)."""
     if v is None or isinstance(v, (bool, int, float, str)):
         if isinstance(v, bool):
             return v
@@ -245,12 +259,29 @@ def _plain(v):
             return int(v)
         if isinstance(v, float):
             return float(v)
-        return None if v is None else str(v)
+        if v is None:
+            return None
+        v = str(v)
+        return v if len(v) <= LADDER_TEXT else v[:LADDER_TEXT] + "…"
     if isinstance(v, (bytes, bytearray, memoryview)):
-        return bytes(v).hex()
-    if isinstance(v, Described) and v.name:  # a described value (a delivery state): its name
+        b = bytes(v)
+        return b.hex() if len(b) <= LADDER_TEXT // 2 else b[: LADDER_TEXT // 2].hex() + "…"
+    if isinstance(v, Described) and isinstance(v.name, str):  # a described value (a delivery state): its name
         return v.name
     return None
+
+
+def _error_text(err):
+    """What a frame's ``error`` field shows: the condition of an ``error`` composite; a value of
+    another type as what it is (None for absent / null)."""
+    if err is None or err is ABSENT:
+        return None
+    if isinstance(err, Composite) and err.spec.name == "error":
+        cond = _field(err, "condition")
+        if cond is None or cond is ABSENT:
+            return "(no condition)"
+        return str(cond) if isinstance(cond, str) else f"(condition {short_value(None, cond, 40)})"
+    return f"(not an error: {short_value(None, err, 40)})"
 
 
 def _ladder_record(ev) -> dict:
@@ -264,20 +295,17 @@ def _ladder_record(ev) -> dict:
     rec["performative"] = ev.name
     p = ev.performative if ev.kind != "heartbeat" else None
     fields = {}
-    if p is not None and hasattr(p, "spec"):
+    if isinstance(p, Composite):
         for name in LADDER_FIELDS:
-            if name in p.spec.index:
-                v = _plain(p.field(name))
-                if v is not None:
-                    fields[name] = v
+            v = _plain(_field(p, name))
+            if v is not None:
+                fields[name] = v
         if ev.name == "disposition" or ev.name == "transfer":
-            st = p.field("state")
-            if isinstance(st, Described) and st.name:
+            st = _field(p, "state")
+            if isinstance(st, Described) and isinstance(st.name, str):
                 fields["state"] = st.name
-        err = p.field("error") if "error" in p.spec.index else None
-        if isinstance(err, Described) and hasattr(err, "field"):
-            cond = err.field("condition")
-            if cond is not None:
-                fields["error"] = str(cond)
+        err = _error_text(_field(p, "error"))
+        if err is not None:
+            fields["error"] = err
     rec["fields"] = fields
     return rec
