@@ -5,8 +5,8 @@ import cython
 
 cdef class _Dir:
     cdef public object pos, nxt, isn
-    cdef public list starts, datas
-    cdef public object buffered, closed
+    cdef public list starts, datas, tss, pks
+    cdef public object buffered, closed, hole
 
 cdef class _Conn:
     cdef public object id
@@ -14,9 +14,12 @@ cdef class _Conn:
     cdef public _Dir d0, d1
     cdef public object state, last_ts, closed_ts, fins
     cdef public int cd
+    cdef public list held
+    cdef public object hold_left, hold_end
 
 cdef class TcpReassembler:
     cdef public object server_ports, max_buffered, idle_timeout, max_connections, close_grace, sweep_interval
+    cdef public object reorder_packets, reorder_seconds
     cdef public dict _ids, _by_id, _endpoints
     cdef public object _table, _closed
     cdef public object _next_sweep, _last_ts, _last_packet

@@ -23,19 +23,41 @@ Sequence space
 Each direction keeps ``pos``, an *unwrapped* (64-bit, never wrapping) position
 of the next expected byte; incoming 32-bit sequence numbers are mapped to it
 with a signed modular distance, so wraparound needs no special cases.
-Out-of-order data is kept in a sorted list of non-overlapping pieces (first
-copy of a byte wins).  Holes are reported as StreamGap with the exact
+Out-of-order data (Wireshark: "out-of-order", "previous segment not captured")
+is kept in a sorted list of non-overlapping pieces (first copy of a byte wins;
+a later copy is a retransmission), each with the time and number of the packet
+that carried it.  Holes are reported as StreamGap with the exact
 sequence-space size when they cannot be filled any more: the peer acknowledged
-bytes past the hole (they were sent, so the capture lost them: the gap is
-declared at once and the bytes buffered after it go on, so both directions are
-processed in capture order), the per-direction buffer exceeded ``max_buffered``
-bytes (or MAX_PIECES pieces), a FIN or RST was seen beyond the hole, the
-connection went idle, was evicted, or :meth:`TcpReassembler.finish` was called.
-Bytes acknowledged before any later byte was captured make a gap at once too:
-the next byte expected is then the one after the acknowledged ones.
+bytes past the hole and the reorder window closed without them (below), the
+per-direction buffer exceeded ``max_buffered`` bytes (or MAX_PIECES pieces), a
+FIN or RST was seen beyond the hole, the connection went idle, was evicted, or
+:meth:`TcpReassembler.finish` was called.  Bytes acknowledged before any later
+byte was captured are such a hole too (the next byte expected is then the one
+after the acknowledged ones).
 
-Events carry ``ts``/``packet`` of the packet whose arrival made them happen
-(for a timeout sweep, the packet being fed when the sweep ran).
+Reorder window
+--------------
+An ACK past a hole says the missing bytes were sent, not that the capture lost
+them: a multi-queue NIC captures adjacent packets swapped (the ACK first, the
+segment it acknowledges one packet later).  So the hole is declared lost only
+when ``reorder_packets`` (REORDER_PACKETS) further packets of the connection,
+or ``reorder_seconds`` (REORDER_SECONDS) of capture time, passed without the
+missing bytes; a late segment inside the window fills it.  While the window is
+open, the events of the direction that acknowledged the hole are queued behind
+it (they may answer the missing bytes: a disposition of a transfer) and follow
+the filled (or declared) bytes.  A segment with SYN, FIN or RST closes the
+window at once (holes still open become gaps).  A connection without such a
+hole pays one attribute test per packet.
+
+Stamps
+------
+StreamData carries the time and number of the packet that carried its bytes,
+however long they were held (so a frame is reported at the packet of its last
+byte, Wireshark's rule for reassembled PDUs); StreamGap those of the packet
+that carried the first byte after the hole, or of the packet that declared it
+when no later byte was captured.  Other events carry ``ts``/``packet`` of the
+packet whose arrival made them happen (for a timeout sweep, the packet being
+fed when the sweep ran).
 """
 
 from __future__ import annotations
@@ -64,6 +86,11 @@ HALF = 0x80000000
 # per-insert list work (and per-piece overhead) bounded against floods of tiny
 # segments.  4 MiB of full-size segments is ~2900 pieces.
 MAX_PIECES = 8192
+# The reorder window (see the module docstring): a hole the peer acknowledged is declared lost
+# only when this many further packets of the connection, or this much capture time, passed
+# without the missing bytes.
+REORDER_PACKETS = 16
+REORDER_SECONDS = 0.5
 
 _OPEN = 0
 _IGNORED = 1
@@ -73,7 +100,7 @@ _CLOSED = 2  # both FINs or RST seen: kept for a grace period to absorb late pac
 class _Dir:
     """One direction of a connection."""
 
-    __slots__ = ("pos", "nxt", "isn", "starts", "datas", "buffered", "closed")
+    __slots__ = ("pos", "nxt", "isn", "starts", "datas", "tss", "pks", "buffered", "closed", "hole")
 
     def __init__(self) -> None:
         self.pos = 0  # unwrapped position of the next expected byte
@@ -83,15 +110,22 @@ class _Dir:
         # (most directions never hold one: a connection that is only a SYN costs no lists)
         self.starts: list[int] | None = None
         self.datas: list[bytes] | None = None
+        # the time and packet number of the segment that carried each piece (its stamp when delivered)
+        self.tss: list[float] | None = None
+        self.pks: list[int] | None = None
         self.buffered = 0
         self.closed = False  # FIN delivered
+        # unwrapped position up to which the peer acknowledged bytes not delivered yet (a hole the
+        # reorder window waits on: see TcpReassembler), or -1
+        self.hole = -1
 
 
 class _Conn:
     """One connection: a few words.  A SYN-only (half-open) connection is this object, its key and
     one direction; the other direction is made at its first segment."""
 
-    __slots__ = ("id", "key", "cd", "d0", "d1", "state", "last_ts", "closed_ts", "fins")
+    __slots__ = ("id", "key", "cd", "d0", "d1", "state", "last_ts", "closed_ts", "fins", "held", "hold_left",
+                 "hold_end")
 
     def __init__(self, cid: str, key: tuple, cd: int, ts: float) -> None:
         self.id = cid
@@ -103,6 +137,11 @@ class _Conn:
         self.last_ts = ts
         self.closed_ts = 0.0
         self.fins = 0  # bit per direction that sent a FIN (used while ignored)
+        # while a hole the peer acknowledged is waited for (the reorder window): the events of the
+        # connection's other direction, queued (they may answer the missing bytes); None otherwise
+        self.held: list | None = None
+        self.hold_left = 0  # packets of the connection left in the window
+        self.hold_end = 0.0  # capture time at which the window closes
 
 
 def _get_dir(conn: _Conn, d: int) -> _Dir:
@@ -132,8 +171,12 @@ class TcpReassembler:
         max_connections: int = 100_000,
         close_grace: float = 60.0,
         sweep_interval: float = 1.0,
+        reorder_packets: int = REORDER_PACKETS,
+        reorder_seconds: float = REORDER_SECONDS,
     ) -> None:
         self.server_ports = frozenset(server_ports)
+        self.reorder_packets = reorder_packets
+        self.reorder_seconds = reorder_seconds
         self.max_buffered = max_buffered
         self.idle_timeout = idle_timeout
         self.max_connections = max_connections
@@ -175,7 +218,11 @@ class TcpReassembler:
                 if D is not None:
                     D.starts = None
                     D.datas = None
+                    D.tss = None
+                    D.pks = None
                     D.buffered = 0
+                    D.hole = -1
+            c.held = None
 
     def feed(self, seg: Segment, ts: float, packet: int, wire_len: int | None = None) -> list:
         """Process one segment; return the events it causes.
@@ -223,6 +270,11 @@ class TcpReassembler:
                 return out
             conn.last_ts = ts
             self._table.move_to_end(key)
+            if conn.held is not None:
+                if not flags & 7:
+                    self._held_feed(conn, d, seg, ts, packet, wire_len, out)
+                    return out
+                self._declare(conn, ts, packet, out)  # a SYN, FIN or RST closes the reorder window
             if d:
                 D = conn.d1
                 O = conn.d0
@@ -231,11 +283,17 @@ class TcpReassembler:
                 O = conn.d1
             if flags & ACK and O is not None:
                 # the peer's bytes this segment acknowledges were sent: any of them not captured
-                # are lost for good, and the bytes buffered after the hole can go on at once
+                # by the end of the reorder window are lost
                 onxt = O.nxt
                 if onxt is not None and onxt != ack and not O.closed:
                     dist = ((ack - onxt + HALF) & MASK) - HALF
                     if dist > 0:
+                        if not flags & 7 and self.reorder_packets > 0:
+                            conn.held = []
+                            conn.hold_left = self.reorder_packets + 1  # (this packet counts too)
+                            conn.hold_end = ts + self.reorder_seconds
+                            self._held_feed(conn, d, seg, ts, packet, wire_len, out)
+                            return out
                         self._drain(conn, 1 - d, O, ts, packet, out, O.pos + dist)
             if D is None:
                 D = _get_dir(conn, d)
@@ -389,8 +447,12 @@ class TcpReassembler:
             if D is not None:
                 D.starts = None
                 D.datas = None
+                D.tss = None
+                D.pks = None
                 D.buffered = 0
+                D.hole = -1
                 D.nxt = -1
+        conn.held = None
         conn.state = _CLOSED
         conn.closed_ts = ts
         if self.close_grace > 0 and len(self._closed) < self.max_connections:
@@ -469,7 +531,7 @@ class TcpReassembler:
                         # the buffer (bytes already buffered win), then drain
                         first = D.starts[0]
                         out.append(StreamData(conn.id, d, payload[skip : first - start], ts, packet))
-                        self._insert(D, first, payload[first - start :])
+                        self._insert(D, first, payload[first - start :], ts, packet)
                         D.pos = first
                     else:
                         out.append(StreamData(conn.id, d, payload[skip:] if skip else payload, ts, packet))
@@ -478,7 +540,7 @@ class TcpReassembler:
                 if D.buffered:
                     self._drain(conn, d, D, ts, packet, out, None)
             else:
-                self._insert(D, start, payload)
+                self._insert(D, start, payload, ts, packet)
                 if D.buffered > self.max_buffered or len(D.starts) > MAX_PIECES:
                     while D.buffered > self.max_buffered or len(D.starts) > MAX_PIECES:
                         self._drain(conn, d, D, ts, packet, out, D.starts[0])
@@ -494,7 +556,10 @@ class TcpReassembler:
             D.closed = True
             D.starts = None
             D.datas = None
+            D.tss = None
+            D.pks = None
             D.buffered = 0
+            D.hole = -1
             D.pos = fin + 1
             D.nxt = -1
             conn.fins |= 1 << d
@@ -502,13 +567,17 @@ class TcpReassembler:
                 self._retire(conn, ts)
 
     @staticmethod
-    def _insert(D: _Dir, a: int, data: bytes) -> None:
-        """Buffer out-of-order bytes [a, a+len); bytes already buffered win."""
+    def _insert(D: _Dir, a: int, data: bytes, ts: float, packet: int) -> None:
+        """Buffer out-of-order bytes [a, a+len), stamped ``ts``/``packet``; bytes already buffered win."""
         starts = D.starts
         datas = D.datas
+        tss = D.tss
+        pks = D.pks
         if starts is None:
             starts = D.starts = []
             datas = D.datas = []
+            tss = D.tss = []
+            pks = D.pks = []
         b = a + len(data)
         i = bisect_right(starts, a) - 1
         if i >= 0:
@@ -526,6 +595,8 @@ class TcpReassembler:
                 if ns > a:
                     starts.insert(i, a)
                     datas.insert(i, data[: ns - a])
+                    tss.insert(i, ts)
+                    pks.insert(i, packet)
                     D.buffered += ns - a
                     i += 1
                     n += 1
@@ -538,14 +609,20 @@ class TcpReassembler:
             else:
                 starts.insert(i, a)
                 datas.insert(i, data)
+                tss.insert(i, ts)
+                pks.insert(i, packet)
                 D.buffered += b - a
                 return
 
     def _drain(self, conn: _Conn, d: int, D: _Dir, ts: float, packet: int, out: list, force: int | None) -> None:
-        """Deliver buffered pieces that became contiguous; holes before ``force``
-        (an unwrapped position) are given up and reported as gaps."""
+        """Deliver buffered pieces that became contiguous, each stamped with the packet that carried
+        it; holes before ``force`` (an unwrapped position) are given up and reported as gaps, each
+        stamped with the packet that carried the first byte after it (where Wireshark says
+        "previous segment not captured"), or ``ts``/``packet`` when none was captured."""
         starts = D.starts
         datas = D.datas
+        tss = D.tss
+        pks = D.pks
         pos = D.pos
         i = 0
         n = 0 if starts is None else len(starts)
@@ -557,26 +634,81 @@ class TcpReassembler:
                 data = datas[i]
                 removed += len(data)
                 e = s + len(data)
-                i += 1
                 if e > pos:
-                    out.append(StreamData(cid, d, data[pos - s :] if s < pos else data, ts, packet))
+                    out.append(StreamData(cid, d, data[pos - s :] if s < pos else data, tss[i], pks[i]))
                     pos = e
+                i += 1
                 continue
             if force is not None and pos < force:
-                target = starts[i] if i < n and starts[i] < force else force
-                out.append(StreamGap(cid, d, target - pos, ts, packet))
+                if i < n and starts[i] < force:
+                    target = starts[i]
+                    out.append(StreamGap(cid, d, target - pos, tss[i], pks[i]))
+                else:
+                    target = force
+                    out.append(StreamGap(cid, d, target - pos, ts, packet))
                 pos = target
                 continue
             break
         if i:
             del starts[:i]
             del datas[:i]
+            del tss[:i]
+            del pks[:i]
             D.buffered -= removed
         D.pos = pos
         D.nxt = pos & MASK
 
+    def _held_feed(self, conn: _Conn, d: int, seg: Segment, ts: float, packet: int, wire_len: int | None,
+                   out: list) -> None:
+        """A segment without SYN/FIN/RST while the reorder window is open (``conn.held``): a
+        direction with a hole the peer acknowledged delivers what it can; the other direction's
+        events are queued behind the missing bytes (they may answer them).  The window ends when
+        every such hole is filled, or is declared lost after ``reorder_packets`` packets of the
+        connection or ``reorder_seconds`` of capture time."""
+        D = _get_dir(conn, d)
+        O = conn.d0 if d else conn.d1
+        ack = seg[5]
+        if seg[6] & ACK and O is not None:
+            onxt = O.nxt
+            if onxt is not None and onxt != ack and not O.closed:
+                dist = ((ack - onxt + HALF) & MASK) - HALF
+                if dist > 0 and O.pos + dist > O.hole:
+                    O.hole = O.pos + dist
+        self._segment(conn, d, D, seg, ts, packet, wire_len, out if D.hole >= 0 else conn.held)
+        waiting = False
+        for X in (conn.d0, conn.d1):
+            if X is not None and X.hole >= 0:
+                if X.pos >= X.hole:
+                    X.hole = -1
+                else:
+                    waiting = True
+        if not waiting:
+            held = conn.held
+            conn.held = None
+            out.extend(held)
+            return
+        conn.hold_left -= 1
+        if conn.hold_left <= 0 or ts >= conn.hold_end:
+            self._declare(conn, ts, packet, out)
+
+    def _declare(self, conn: _Conn, ts: float, packet: int, out: list) -> None:
+        """Close the reorder window: the holes still waited for are lost (gaps; the bytes buffered
+        behind them go on), then the queued events follow."""
+        for d in (0, 1):
+            X = conn.d1 if d else conn.d0
+            if X is not None and X.hole >= 0:
+                if X.pos < X.hole and not X.closed:
+                    self._drain(conn, d, X, ts, packet, out, X.hole)
+                X.hole = -1
+        held = conn.held
+        conn.held = None
+        if held:
+            out.extend(held)
+
     def _flush_all(self, conn: _Conn, ts: float, packet: int, out: list) -> None:
         """Give up every hole of both directions: gaps + buffered data."""
+        if conn.held is not None:
+            self._declare(conn, ts, packet, out)
         for d in (0, 1):
             D = conn.d1 if d else conn.d0
             if D is not None and D.buffered and not D.closed:
