@@ -5,17 +5,22 @@ import cython
 
 cdef class _Dir:
     cdef public object pos, nxt, isn
-    cdef public list starts, datas, tss, pks
-    cdef public object buffered, closed, hole
+    cdef public list starts, datas, stamps
+    cdef public object buffered
+
+cdef class _Hold
 
 cdef class _Conn:
     cdef public object id
     cdef public tuple key
     cdef public _Dir d0, d1
-    cdef public object state, last_ts, closed_ts, fins
+    cdef public object state, last_ts, fins
     cdef public int cd
-    cdef public list held
-    cdef public object hold_left, hold_end
+    cdef public _Hold held
+
+cdef class _Hold:
+    cdef public list queue, hole
+    cdef public object left, end
 
 cdef class TcpReassembler:
     cdef public object server_ports, max_buffered, idle_timeout, max_connections, close_grace, sweep_interval

@@ -100,32 +100,27 @@ _CLOSED = 2  # both FINs or RST seen: kept for a grace period to absorb late pac
 class _Dir:
     """One direction of a connection."""
 
-    __slots__ = ("pos", "nxt", "isn", "starts", "datas", "tss", "pks", "buffered", "closed", "hole")
+    __slots__ = ("pos", "nxt", "isn", "starts", "datas", "stamps", "buffered")
 
     def __init__(self) -> None:
         self.pos = 0  # unwrapped position of the next expected byte
-        self.nxt = None  # pos & MASK (None: not initialised yet; -1: closed)
+        self.nxt = None  # pos & MASK (None: not initialised yet; -1: closed: FIN delivered, or the connection)
         self.isn: int | None = None  # sequence number of this direction's SYN, if seen
         # out-of-order pieces: unwrapped starts (sorted) and their bytes; None while there are none
         # (most directions never hold one: a connection that is only a SYN costs no lists)
         self.starts: list[int] | None = None
         self.datas: list[bytes] | None = None
-        # the time and packet number of the segment that carried each piece (its stamp when delivered)
-        self.tss: list[float] | None = None
-        self.pks: list[int] | None = None
+        # the time and packet number of the segment that carried each piece (its stamp when
+        # delivered), flat: [ts0, packet0, ts1, packet1, ...]
+        self.stamps: list | None = None
         self.buffered = 0
-        self.closed = False  # FIN delivered
-        # unwrapped position up to which the peer acknowledged bytes not delivered yet (a hole the
-        # reorder window waits on: see TcpReassembler), or -1
-        self.hole = -1
 
 
 class _Conn:
     """One connection: a few words.  A SYN-only (half-open) connection is this object, its key and
     one direction; the other direction is made at its first segment."""
 
-    __slots__ = ("id", "key", "cd", "d0", "d1", "state", "last_ts", "closed_ts", "fins", "held", "hold_left",
-                 "hold_end")
+    __slots__ = ("id", "key", "cd", "d0", "d1", "state", "last_ts", "fins", "held")
 
     def __init__(self, cid: str, key: tuple, cd: int, ts: float) -> None:
         self.id = cid
@@ -135,13 +130,41 @@ class _Conn:
         self.d1: _Dir | None = None  # server -> client
         self.state = _OPEN
         self.last_ts = ts
-        self.closed_ts = 0.0
         self.fins = 0  # bit per direction that sent a FIN (used while ignored)
-        # while a hole the peer acknowledged is waited for (the reorder window): the events of the
-        # connection's other direction, queued (they may answer the missing bytes); None otherwise
-        self.held: list | None = None
-        self.hold_left = 0  # packets of the connection left in the window
-        self.hold_end = 0.0  # capture time at which the window closes
+        self.held: _Hold | None = None  # the reorder window, while one is open
+
+
+class _Hold:
+    """An open reorder window of a connection (see the module docstring)."""
+
+    __slots__ = ("queue", "left", "end", "hole")
+
+    def __init__(self, left: int, end: float) -> None:
+        # the events of segments of a direction without such a hole, queued (they may answer the
+        # missing bytes): (direction, unwrapped position its ACK reached in the other direction or
+        # -1, packet, events)
+        self.queue: list = []
+        self.left = left  # packets of the connection left in the window
+        self.end = end  # capture time at which the window closes
+        # per direction, the unwrapped position up to which the peer acknowledged bytes not
+        # delivered yet (the hole the window waits on), or -1
+        self.hole = [-1, -1]
+
+
+def _covered(D: _Dir) -> int:
+    """Where the bytes of ``D`` held contiguously from its next expected byte end."""
+    pos = D.pos
+    starts = D.starts
+    if starts:
+        datas = D.datas
+        for i in range(len(starts)):
+            s = starts[i]
+            if s > pos:
+                break
+            e = s + len(datas[i])
+            if e > pos:
+                pos = e
+    return pos
 
 
 def _get_dir(conn: _Conn, d: int) -> _Dir:
@@ -218,10 +241,8 @@ class TcpReassembler:
                 if D is not None:
                     D.starts = None
                     D.datas = None
-                    D.tss = None
-                    D.pks = None
+                    D.stamps = None
                     D.buffered = 0
-                    D.hole = -1
             c.held = None
 
     def feed(self, seg: Segment, ts: float, packet: int, wire_len: int | None = None) -> list:
@@ -256,7 +277,7 @@ class TcpReassembler:
                 # closed, within the grace period: late packets are dropped; a new SYN opens a new connection
                 D = conn.d1 if conn.cd ^ flip else conn.d0
                 if ((flags & SYN and not flags & ACK and (D is None or D.isn != sseq))
-                        or ts - conn.closed_ts > self.close_grace):
+                        or ts - conn.last_ts > self.close_grace):
                     self._unlink(conn)
                     self._new_conn(seg, key, flip, ts, packet, wire_len, out)
                 return out
@@ -285,13 +306,12 @@ class TcpReassembler:
                 # the peer's bytes this segment acknowledges were sent: any of them not captured
                 # by the end of the reorder window are lost
                 onxt = O.nxt
-                if onxt is not None and onxt != ack and not O.closed:
+                if onxt is not None and onxt != ack and onxt != -1:
                     dist = ((ack - onxt + HALF) & MASK) - HALF
                     if dist > 0:
                         if not flags & 7 and self.reorder_packets > 0:
-                            conn.held = []
-                            conn.hold_left = self.reorder_packets + 1  # (this packet counts too)
-                            conn.hold_end = ts + self.reorder_seconds
+                            # (this packet counts too)
+                            conn.held = _Hold(self.reorder_packets + 1, ts + self.reorder_seconds)
                             self._held_feed(conn, d, seg, ts, packet, wire_len, out)
                             return out
                         self._drain(conn, 1 - d, O, ts, packet, out, O.pos + dist)
@@ -447,14 +467,12 @@ class TcpReassembler:
             if D is not None:
                 D.starts = None
                 D.datas = None
-                D.tss = None
-                D.pks = None
+                D.stamps = None
                 D.buffered = 0
-                D.hole = -1
                 D.nxt = -1
         conn.held = None
         conn.state = _CLOSED
-        conn.closed_ts = ts
+        conn.last_ts = ts  # (closed: the time it closed)
         if self.close_grace > 0 and len(self._closed) < self.max_connections:
             self._closed[conn.key] = conn
 
@@ -493,7 +511,7 @@ class TcpReassembler:
         closed = self._closed
         while closed:
             conn = next(iter(closed.values()))
-            if conn.closed_ts >= limit:
+            if conn.last_ts >= limit:
                 break
             self._unlink(conn)
 
@@ -508,7 +526,7 @@ class TcpReassembler:
             out.append(StreamClosed(conn.id, d, "rst", ts, packet))
             self._retire(conn, ts)
             return
-        if D.closed:
+        if D.nxt == -1:
             return  # after this direction's FIN: retransmissions only
         if flags & SYN:
             if D.nxt is None:
@@ -537,7 +555,7 @@ class TcpReassembler:
                         out.append(StreamData(conn.id, d, payload[skip:] if skip else payload, ts, packet))
                         D.pos = pos = start + plen
                     D.nxt = D.pos & MASK
-                if D.buffered:
+                if D.buffered and (conn.held is None or conn.held.hole[d] < 0):  # (else: see _release)
                     self._drain(conn, d, D, ts, packet, out, None)
             else:
                 self._insert(D, start, payload, ts, packet)
@@ -553,13 +571,10 @@ class TcpReassembler:
             if fin > D.pos:
                 self._drain(conn, d, D, ts, packet, out, fin)
             out.append(StreamClosed(conn.id, d, "fin", ts, packet))
-            D.closed = True
             D.starts = None
             D.datas = None
-            D.tss = None
-            D.pks = None
+            D.stamps = None
             D.buffered = 0
-            D.hole = -1
             D.pos = fin + 1
             D.nxt = -1
             conn.fins |= 1 << d
@@ -571,13 +586,11 @@ class TcpReassembler:
         """Buffer out-of-order bytes [a, a+len), stamped ``ts``/``packet``; bytes already buffered win."""
         starts = D.starts
         datas = D.datas
-        tss = D.tss
-        pks = D.pks
+        stamps = D.stamps
         if starts is None:
             starts = D.starts = []
             datas = D.datas = []
-            tss = D.tss = []
-            pks = D.pks = []
+            stamps = D.stamps = []
         b = a + len(data)
         i = bisect_right(starts, a) - 1
         if i >= 0:
@@ -595,8 +608,7 @@ class TcpReassembler:
                 if ns > a:
                     starts.insert(i, a)
                     datas.insert(i, data[: ns - a])
-                    tss.insert(i, ts)
-                    pks.insert(i, packet)
+                    stamps[2 * i:2 * i] = (ts, packet)
                     D.buffered += ns - a
                     i += 1
                     n += 1
@@ -609,40 +621,42 @@ class TcpReassembler:
             else:
                 starts.insert(i, a)
                 datas.insert(i, data)
-                tss.insert(i, ts)
-                pks.insert(i, packet)
+                stamps[2 * i:2 * i] = (ts, packet)
                 D.buffered += b - a
                 return
 
-    def _drain(self, conn: _Conn, d: int, D: _Dir, ts: float, packet: int, out: list, force: int | None) -> None:
+    def _drain(self, conn: _Conn, d: int, D: _Dir, ts: float, packet: int, out: list, force: int | None,
+               stop: int | None = None, before: int = 0) -> None:
         """Deliver buffered pieces that became contiguous, each stamped with the packet that carried
         it; holes before ``force`` (an unwrapped position) are given up and reported as gaps, each
         stamped with the packet that carried the first byte after it (where Wireshark says
-        "previous segment not captured"), or ``ts``/``packet`` when none was captured."""
+        "previous segment not captured"), or ``ts``/``packet`` when none was captured.  ``stop``:
+        only the pieces that start before it or were captured before packet ``before``."""
         starts = D.starts
         datas = D.datas
-        tss = D.tss
-        pks = D.pks
+        stamps = D.stamps
         pos = D.pos
         i = 0
         n = 0 if starts is None else len(starts)
         removed = 0
         cid = conn.id
         while True:
-            if i < n and starts[i] <= pos:
+            if i < n and starts[i] <= pos and (stop is None or starts[i] < stop
+                                                     or stamps[2 * i + 1] < before):
                 s = starts[i]
                 data = datas[i]
                 removed += len(data)
                 e = s + len(data)
                 if e > pos:
-                    out.append(StreamData(cid, d, data[pos - s :] if s < pos else data, tss[i], pks[i]))
+                    out.append(StreamData(cid, d, data[pos - s :] if s < pos else data,
+                                          stamps[2 * i], stamps[2 * i + 1]))
                     pos = e
                 i += 1
                 continue
             if force is not None and pos < force:
                 if i < n and starts[i] < force:
                     target = starts[i]
-                    out.append(StreamGap(cid, d, target - pos, tss[i], pks[i]))
+                    out.append(StreamGap(cid, d, target - pos, stamps[2 * i], stamps[2 * i + 1]))
                 else:
                     target = force
                     out.append(StreamGap(cid, d, target - pos, ts, packet))
@@ -652,58 +666,80 @@ class TcpReassembler:
         if i:
             del starts[:i]
             del datas[:i]
-            del tss[:i]
-            del pks[:i]
+            del stamps[: 2 * i]
             D.buffered -= removed
         D.pos = pos
         D.nxt = pos & MASK
 
     def _held_feed(self, conn: _Conn, d: int, seg: Segment, ts: float, packet: int, wire_len: int | None,
                    out: list) -> None:
-        """A segment without SYN/FIN/RST while the reorder window is open (``conn.held``): a
-        direction with a hole the peer acknowledged delivers what it can; the other direction's
-        events are queued behind the missing bytes (they may answer them).  The window ends when
-        every such hole is filled, or is declared lost after ``reorder_packets`` packets of the
-        connection or ``reorder_seconds`` of capture time."""
+        """A segment without SYN/FIN/RST while the reorder window ``conn.held`` is open.  A
+        direction with a hole the peer acknowledged delivers the bytes that fill it and buffers the
+        rest; the other direction's events are queued, with the position its ACK reached, behind
+        the missing bytes (they may answer them).  The window ends when every such hole is
+        covered, or is declared lost after ``reorder_packets`` packets of the connection or
+        ``reorder_seconds`` of capture time."""
+        H = conn.held
+        hole = H.hole
         D = _get_dir(conn, d)
         O = conn.d0 if d else conn.d1
         ack = seg[5]
+        apos = -1
         if seg[6] & ACK and O is not None:
             onxt = O.nxt
-            if onxt is not None and onxt != ack and not O.closed:
-                dist = ((ack - onxt + HALF) & MASK) - HALF
-                if dist > 0 and O.pos + dist > O.hole:
-                    O.hole = O.pos + dist
-        self._segment(conn, d, D, seg, ts, packet, wire_len, out if D.hole >= 0 else conn.held)
+            if onxt is not None and onxt != -1:
+                apos = O.pos + (((ack - onxt + HALF) & MASK) - HALF)
+                if apos > O.pos and apos > hole[1 - d]:
+                    hole[1 - d] = apos
+        if hole[d] >= 0:
+            self._segment(conn, d, D, seg, ts, packet, wire_len, out)
+        else:
+            evs: list = []
+            self._segment(conn, d, D, seg, ts, packet, wire_len, evs)
+            if evs:
+                H.queue.append((d, apos, packet, evs))
+        if conn.held is not H:
+            return  # (closed by the segment: see _flush_all)
         waiting = False
-        for X in (conn.d0, conn.d1):
-            if X is not None and X.hole >= 0:
-                if X.pos >= X.hole:
-                    X.hole = -1
-                else:
-                    waiting = True
+        for x in (0, 1):
+            if hole[x] >= 0:
+                X = conn.d1 if x else conn.d0
+                if X.nxt == -1 or _covered(X) >= hole[x]:
+                    continue
+                waiting = True
         if not waiting:
-            held = conn.held
-            conn.held = None
-            out.extend(held)
+            self._release(conn, ts, packet, out, False)
             return
-        conn.hold_left -= 1
-        if conn.hold_left <= 0 or ts >= conn.hold_end:
-            self._declare(conn, ts, packet, out)
+        H.left -= 1
+        if H.left <= 0 or ts >= H.end:
+            self._release(conn, ts, packet, out, True)
 
     def _declare(self, conn: _Conn, ts: float, packet: int, out: list) -> None:
-        """Close the reorder window: the holes still waited for are lost (gaps; the bytes buffered
-        behind them go on), then the queued events follow."""
-        for d in (0, 1):
-            X = conn.d1 if d else conn.d0
-            if X is not None and X.hole >= 0:
-                if X.pos < X.hole and not X.closed:
-                    self._drain(conn, d, X, ts, packet, out, X.hole)
-                X.hole = -1
-        held = conn.held
+        """Close the reorder window now: the holes still waited for are lost."""
+        self._release(conn, ts, packet, out, True)
+
+    def _release(self, conn: _Conn, ts: float, packet: int, out: list, lost: bool) -> None:
+        """End of the reorder window: the bytes buffered behind each hole (with gaps for the holes
+        when ``lost``) and the queued events, merged: before each queued segment's events, the
+        bytes its ACK covered and those captured before it."""
+        H = conn.held
         conn.held = None
-        if held:
-            out.extend(held)
+        hole = H.hole
+        for e, apos, epk, evs in H.queue:
+            x = 1 - e
+            X = conn.d1 if x else conn.d0
+            h = hole[x]
+            if h >= 0 and X is not None and X.nxt != -1:
+                force = None
+                if lost:
+                    force = apos if apos < h else h
+                self._drain(conn, x, X, ts, packet, out, force, apos, epk)
+            out.extend(evs)
+        for x in (0, 1):
+            h = hole[x]
+            X = conn.d1 if x else conn.d0
+            if h >= 0 and X is not None and X.nxt != -1:
+                self._drain(conn, x, X, ts, packet, out, h if lost else None)
 
     def _flush_all(self, conn: _Conn, ts: float, packet: int, out: list) -> None:
         """Give up every hole of both directions: gaps + buffered data."""
@@ -711,5 +747,5 @@ class TcpReassembler:
             self._declare(conn, ts, packet, out)
         for d in (0, 1):
             D = conn.d1 if d else conn.d0
-            if D is not None and D.buffered and not D.closed:
+            if D is not None and D.buffered and D.nxt != -1:
                 self._drain(conn, d, D, ts, packet, out, D.starts[-1] + len(D.datas[-1]))
