@@ -6,10 +6,15 @@ Connections
 -----------
 A connection is identified by its 4-tuple.  The *client* is the sender of a
 SYN without ACK (or the receiver of a SYN/ACK when the SYN was not captured).
-Without a handshake (capture joined mid-connection): the side whose port is in
-``server_ports`` is the server; otherwise the side with the lower port, when
-that port is below 1024; otherwise the sender of the first packet is the
-client.  ``conn`` ids are ``"<client>-<server>"`` with
+Without a handshake (capture joined mid-connection) roles come from evidence
+(:func:`role_evidence`), never from which packet happened to be captured first:
+the side whose port is in ``server_ports`` is the server; otherwise the side
+with the lower port, when that port is below 1024 (a well-known port), or when
+only the other port is in the ephemeral range (from EPHEMERAL_MIN, 32768:
+Linux's default range starts there, IANA's at 49152).  Without such evidence the
+sender of the first packet is taken as the client and the roles are
+``"unknown"``; the dissector may then settle them from the AMQP protocol
+headers and call :meth:`TcpReassembler.swap_roles`.  ``conn`` ids are ``"<client>-<server>"`` with
 :func:`amqp_dissect.events.endpoint` (``"127.0.0.1:40000-127.0.0.1:5672"``,
 ``"[::1]:40000-[::1]:5672"``); a later connection with the same id (4-tuple
 reused after a close, an idle timeout or an eviction) gets ``"#2"``, ``"#3"``...
@@ -82,6 +87,7 @@ from ..events import (
 
 MASK = 0xFFFFFFFF
 HALF = 0x80000000
+EPHEMERAL_MIN = 32768  # client ports from here (Linux: 32768-60999; IANA, Windows, macOS: 49152-65535)
 # Out-of-order pieces kept per direction, besides the byte bound: keeps the
 # per-insert list work (and per-piece overhead) bounded against floods of tiny
 # segments.  4 MiB of full-size segments is ~2900 pieces.
@@ -167,6 +173,48 @@ def _covered(D: _Dir) -> int:
     return pos
 
 
+def _server_is_dst(sport: int, dport: int, server_ports) -> int:
+    """Without a SYN: 1 if the receiver of a segment from ``sport`` to ``dport`` is the server, 0
+    if its sender is, -1 when the ports say nothing (see :func:`role_evidence`)."""
+    a = sport in server_ports
+    b = dport in server_ports
+    if a != b:
+        return 1 if b else 0
+    if sport != dport:
+        if (sport < 1024 or dport < 1024) or ((sport >= EPHEMERAL_MIN) != (dport >= EPHEMERAL_MIN)):
+            return 1 if dport < sport else 0
+    return -1
+
+
+def role_evidence(client_port: int, server_port: int, server_ports) -> str:
+    """What says which side of a connection seen without its SYN is the server: ``"port"`` (its
+    port is an AMQP port, or one given with --port, and the other's is not), ``"well-known port"``
+    (below 1024, the other's not), ``"ephemeral port"`` (only the client's is from
+    EPHEMERAL_MIN), or ``"unknown"`` (the first sender was taken as the client)."""
+    if _server_is_dst(client_port, server_port, server_ports) < 0:
+        return "unknown"
+    if (client_port in server_ports) != (server_port in server_ports):
+        return "port"
+    if client_port < 1024 or server_port < 1024:
+        return "well-known port"
+    return "ephemeral port"
+
+
+def renamed(ev, cid: str):
+    """The event ``ev`` of a connection whose roles were swapped (:meth:`TcpReassembler.swap_roles`):
+    connection id ``cid``, direction flipped."""
+    cls = type(ev)
+    if cls is StreamData:
+        return StreamData(cid, 1 - ev.direction, ev.data, ev.ts, ev.packet)
+    if cls is StreamGap:
+        return StreamGap(cid, 1 - ev.direction, ev.size, ev.ts, ev.packet)
+    if cls is StreamClosed:
+        return StreamClosed(cid, ev.direction if ev.direction < 0 else 1 - ev.direction, ev.kind, ev.ts, ev.packet)
+    if cls is PacketNote:
+        return PacketNote(ev.packet, ev.ts, ev.note, cid, ev.extra)
+    return ev
+
+
 def _get_dir(conn: _Conn, d: int) -> _Dir:
     """Direction ``d`` of ``conn``, made on first use."""
     D = conn.d1 if d else conn.d0
@@ -244,6 +292,30 @@ class TcpReassembler:
                     D.stamps = None
                     D.buffered = 0
             c.held = None
+
+    def swap_roles(self, conn: str) -> str | None:
+        """The client of open connection ``conn`` is its server and the other way round (evidence
+        found above TCP: see dissect.py): the connection gets the id of the swapped endpoints, its
+        directions are exchanged, and the events it still holds are renamed (:func:`renamed`).
+        Returns the new id (None if ``conn`` is not open)."""
+        c = self._by_id.get(conn)
+        if c is None or c.state != _OPEN:
+            return None
+        client, server = conn.split("#", 1)[0].split("-")
+        base = f"{server}-{client}"
+        n = self._ids.get(base, 0) + 1
+        self._ids[base] = n
+        cid = base if n == 1 else f"{base}#{n}"
+        del self._by_id[conn]
+        self._by_id[cid] = c
+        c.id = cid
+        c.cd ^= 1
+        c.d0, c.d1 = c.d1, c.d0
+        H = c.held
+        if H is not None:
+            H.hole.reverse()
+            H.queue = [(1 - d, apos, pk, [renamed(e, cid) for e in evs]) for d, apos, pk, evs in H.queue]
+        return cid
 
     def feed(self, seg: Segment, ts: float, packet: int, wire_len: int | None = None) -> list:
         """Process one segment; return the events it causes.
@@ -406,15 +478,7 @@ class TcpReassembler:
             if flags & RST:
                 return
             syn = False
-            sp = self.server_ports
-            if dport in sp and sport not in sp:
-                client_is_src = True
-            elif sport in sp and dport not in sp:
-                client_is_src = False
-            elif min(sport, dport) < 1024 and sport != dport:
-                client_is_src = dport < sport
-            else:
-                client_is_src = True
+            client_is_src = _server_is_dst(sport, dport, self.server_ports) != 0  # (unknown: the sender)
         if len(self._table) >= self.max_connections:
             self._evict(ts, packet, out)
         if client_is_src:
