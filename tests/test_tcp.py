@@ -187,7 +187,13 @@ def test_dropped_segments_become_exact_gaps(data, cuts, drop, isn, seed):
     kept = [(off, chunk) for i, (off, chunk) in enumerate(pieces) if not drop[i]]
     body = [seg(0, isn + 1 + off, ACK, chunk) for off, chunk in kept]
     random.Random(seed).shuffle(body)
-    ev = run(TcpReassembler(), [seg(0, isn, SYN)] + body + [seg(0, isn + 1 + len(data), FIN | ACK)])
+    # without a reorder window the FIN declares the holes at once; with one (the default), a FIN
+    # captured before bytes it follows waits for them, and the end of the capture declares them
+    window = seed % 2
+    tr = TcpReassembler() if window else TcpReassembler(reorder_packets=0)
+    ev = run(tr, [seg(0, isn, SYN)] + body + [seg(0, isn + 1 + len(data), FIN | ACK)])
+    if window:
+        ev += tr.finish()
     covered = set()
     for off, chunk in kept:
         covered.update(range(off, off + len(chunk)))
@@ -203,7 +209,9 @@ def test_dropped_segments_become_exact_gaps(data, cuts, drop, isn, seed):
             assert set(range(pos, pos + len(item))) <= covered
             pos += len(item)
     assert pos == len(data)
-    assert ev[-1] == StreamClosed(CONN, 0, "fin", pytest.approx(100.0 + (len(body) + 1) * 0.001), len(body) + 2)
+    fins = [e for e in ev if isinstance(e, StreamClosed) and e.kind == "fin"]
+    assert fins == [StreamClosed(CONN, 0, "fin", pytest.approx(100.0 + (len(body) + 1) * 0.001), len(body) + 2)]
+    assert ev.index(fins[0]) == len(ev) - 1 - window  # (then the end of the capture)
 
 
 def test_overlaps_first_copy_wins_in_order_and_buffered():
@@ -252,14 +260,16 @@ def test_gap_across_wraparound_has_exact_size():
     ev = run(tr, handshake(isn, 1) + [
         seg(0, isn + 1, ACK, b"x" * 5),
         seg(0, isn + 1 + 5 + 20, ACK, b"y" * 5),  # 20 bytes missing, spanning 2**32
-        seg(0, isn + 1 + 30, FIN | ACK),
+        seg(0, isn + 1 + 30, FIN | ACK),  # waits (reorder window) for the bytes before it
     ])
+    ev += tr.finish()  # which never came
     assert streams(ev)[(CONN, 0)] == [b"x" * 5, ("gap", 20), b"y" * 5]
 
 
 # -------------------------------------------------------------------------- gaps
 def test_dropped_segment_reported_at_fin_with_exact_size():
-    tr = TcpReassembler()
+    """Without a reorder window, the FIN past a hole declares it."""
+    tr = TcpReassembler(reorder_packets=0)
     segs = handshake() + [
         seg(0, 1001, ACK, b"a" * 100),
         # 1101..1201 dropped
@@ -369,7 +379,7 @@ def test_every_acknowledged_loss_is_one_exact_gap(sizes, lost, isn):
 
 
 def test_fin_with_data_beyond_hole():
-    tr = TcpReassembler()
+    tr = TcpReassembler(reorder_packets=0)
     ev = run(tr, handshake() + [seg(0, 1001, ACK, b"a"), seg(0, 1011, FIN | PSH | ACK, b"tail")])
     assert streams(ev)[(CONN, 0)] == [b"a", ("gap", 9), b"tail"]
     assert isinstance(ev[-1], StreamClosed)
@@ -791,15 +801,73 @@ def test_window_also_closes_on_capture_time():
     assert (gap.packet, gap.size) == (4, 10)  # no byte after it was captured: the declaring packet
 
 
-def test_fin_closes_the_window():
+def test_fin_captured_before_the_bytes_it_follows_waits_for_them():
+    """[close frame, FIN] captured as [FIN, close frame]: the FIN waits in the window, the bytes
+    come, then the FIN, each with its own packet."""
     tr = TcpReassembler()
     ev = run(tr, handshake() + [
-        seg(0, 1001, ACK, b"a" * 10, ack=5001),
-        seg(1, 5001, ACK, b"bye", ack=1021),  # window opens; "bye" queued
-        seg(1, 5004, FIN | ACK, ack=1021),  # FIN: the hole is declared, then the queue, then the FIN
+        seg(0, 1001, ACK, b"a" * 10, ack=5001),  # 4
+        seg(0, 1021, FIN | ACK, ack=5001),  # 5: FIN after 1011..1021, not captured yet
+        seg(0, 1011, ACK, b"b" * 10, ack=5001),  # 6
+        seg(1, 5001, FIN | ACK, ack=1022),  # 7
     ])
-    tail = [(type(e).__name__, e.direction) for e in ev[-3:]]
-    assert tail == [("StreamGap", 0), ("StreamData", 1), ("StreamClosed", 1)]
+    assert streams(ev) == {(CONN, 0): [b"a" * 10 + b"b" * 10]}
+    closes = [(e.direction, e.kind, e.packet) for e in ev if isinstance(e, StreamClosed)]
+    assert closes == [(0, "fin", 5), (1, "fin", 7)]
+    assert tr.open_connections == 0
+
+
+def test_fin_of_the_acknowledging_side_waits_behind_the_hole():
+    """The server's FIN acknowledges the client's last bytes before they are captured (a swap):
+    the client's bytes, then the server's FIN; no gap."""
+    tr = TcpReassembler()
+    ev = run(tr, handshake() + [
+        seg(0, 1001, ACK, b"a" * 10, ack=5001),  # 4
+        seg(1, 5001, FIN | ACK, ack=1021),  # 5: acknowledges 1011..1021
+        seg(0, 1011, ACK, b"b" * 10, ack=5001),  # 6
+        seg(0, 1021, FIN | ACK, ack=5002),  # 7
+    ])
+    assert not any(isinstance(e, StreamGap) for e in ev)
+    order = [(type(e).__name__, e.direction, e.packet) for e in ev if type(e) in (StreamData, StreamClosed)]
+    assert order == [("StreamData", 0, 4), ("StreamData", 0, 6), ("StreamClosed", 1, 5), ("StreamClosed", 0, 7)]
+    assert tr.open_connections == 0
+
+
+def test_a_fin_in_the_window_that_never_gets_its_bytes_declares_them_at_the_end():
+    tr = TcpReassembler(reorder_packets=2)
+    ev = run(tr, handshake() + [
+        seg(0, 1001, ACK, b"a" * 10, ack=5001),  # 4
+        seg(1, 5001, ACK, b"r", ack=1021),  # 5: acknowledges 1011..1021, lost
+        seg(1, 5002, FIN | ACK, ack=1021),  # 6: queued
+        seg(1, 5002, FIN | ACK, ack=1021),  # 7: (retransmitted) the window closes: declared
+    ])
+    assert streams(ev) == {(CONN, 0): [b"a" * 10, ("gap", 10)], (CONN, 1): [b"r"]}
+    order = [(type(e).__name__, e.direction, e.packet) for e in ev if type(e) in (StreamGap, StreamData, StreamClosed)]
+    assert order[-3:] == [("StreamGap", 0, 7), ("StreamData", 1, 5), ("StreamClosed", 1, 6)]
+
+
+def test_a_rst_in_the_window_comes_after_what_it_overtook():
+    """[FIN, RST] captured as [RST, FIN] (the RST acknowledges the FIN): the FIN, then the RST;
+    no gap.  A RST whose hole never fills closes the connection once the window ends."""
+    tr = TcpReassembler()
+    ev = run(tr, handshake() + [
+        seg(0, 1001, ACK, b"a" * 10, ack=5001),  # 4
+        seg(1, 5001, RST | ACK, ack=1012),  # 5: acknowledges the client's FIN, not captured yet
+        seg(0, 1011, FIN | ACK, ack=5001),  # 6
+    ])
+    assert not any(isinstance(e, StreamGap) for e in ev)
+    assert [(e.direction, e.kind, e.packet) for e in ev if isinstance(e, StreamClosed)] == [(0, "fin", 6), (1, "rst", 5)]
+    assert tr.open_connections == 0
+    tr = TcpReassembler(reorder_packets=2)
+    ev = run(tr, handshake() + [
+        seg(0, 1001, ACK, b"a" * 10, ack=5001),  # 4
+        seg(1, 5001, ACK, b"bye", ack=1021),  # 5: acknowledges 1011..1021, lost; "bye" queued
+        seg(1, 5004, RST | ACK, ack=1021),  # 6: waits in the window
+        seg(0, 1021, ACK, ack=5001),  # 7: the window closes
+    ])
+    tail = [(type(e).__name__, e.direction, e.packet) for e in ev if type(e) in (StreamGap, StreamData, StreamClosed)]
+    assert tail[-3:] == [("StreamGap", 0, 7), ("StreamData", 1, 5), ("StreamClosed", 1, 6)]
+    assert ev[-1].kind == "rst" and tr.open_connections == 0
 
 
 def _conversation(n, isn_c=1000, isn_s=5000):

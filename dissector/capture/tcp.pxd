@@ -19,8 +19,8 @@ cdef class _Conn:
     cdef public _Hold held
 
 cdef class _Hold:
-    cdef public list queue, hole
-    cdef public object left, end
+    cdef public list queue, hole, fin
+    cdef public object left, end, rst
 
 cdef class TcpReassembler:
     cdef public object server_ports, max_buffered, idle_timeout, max_connections, close_grace, sweep_interval

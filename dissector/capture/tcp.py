@@ -143,7 +143,7 @@ class _Conn:
 class _Hold:
     """An open reorder window of a connection (see the module docstring)."""
 
-    __slots__ = ("queue", "left", "end", "hole")
+    __slots__ = ("queue", "left", "end", "hole", "fin", "rst")
 
     def __init__(self, left: int, end: float) -> None:
         # the events of segments of a direction without such a hole, queued (they may answer the
@@ -155,6 +155,9 @@ class _Hold:
         # per direction, the unwrapped position up to which the peer acknowledged bytes not
         # delivered yet (the hole the window waits on), or -1
         self.hole = [-1, -1]
+        # per direction, a FIN captured in the window: (unwrapped position, time, packet), or None
+        self.fin = [None, None]
+        self.rst = None  # a RST captured in the window: (direction, time, packet)
 
 
 def _covered(D: _Dir) -> int:
@@ -364,10 +367,13 @@ class TcpReassembler:
             conn.last_ts = ts
             self._table.move_to_end(key)
             if conn.held is not None:
-                if not flags & 7:
+                if not flags & SYN:
                     self._held_feed(conn, d, seg, ts, packet, wire_len, out)
                     return out
-                self._declare(conn, ts, packet, out)  # a SYN, FIN or RST closes the reorder window
+                self._declare(conn, ts, packet, out)  # a SYN closes the reorder window
+                if conn.state != _OPEN:  # (its FINs were both in the window)
+                    out.extend(self.feed(seg, ts, packet, wire_len))
+                    return out
             if d:
                 D = conn.d1
                 O = conn.d0
@@ -381,7 +387,7 @@ class TcpReassembler:
                 if onxt is not None and onxt != ack and onxt != -1:
                     dist = ((ack - onxt + HALF) & MASK) - HALF
                     if dist > 0:
-                        if not flags & 7 and self.reorder_packets > 0:
+                        if not flags & SYN and self.reorder_packets > 0:
                             # (this packet counts too)
                             conn.held = _Hold(self.reorder_packets + 1, ts + self.reorder_seconds)
                             self._held_feed(conn, d, seg, ts, packet, wire_len, out)
@@ -400,6 +406,14 @@ class TcpReassembler:
             if flags & SYN and not flags & ACK and D.isn != sseq and D.nxt is not None:
                 self._reused(conn, seg, key, flip, ts, packet, wire_len, out)
                 return out
+            if (flags & 7) == FIN and self.reorder_packets > 0 and D.nxt is not None and D.nxt != -1:
+                start = D.pos + (((sseq - D.nxt + HALF) & MASK) - HALF)
+                if start > _covered(D):
+                    # a FIN captured before bytes it follows: they were sent; wait for them
+                    conn.held = _Hold(self.reorder_packets + 1, ts + self.reorder_seconds)
+                    conn.held.hole[d] = start
+                    self._held_feed(conn, d, seg, ts, packet, wire_len, out)
+                    return out
             self._segment(conn, d, D, seg, ts, packet, wire_len, out)
             return out
         # ignored
@@ -445,10 +459,11 @@ class TcpReassembler:
             ts = self._last_ts
         packet = self._last_packet if packet is None else max(packet, self._last_packet)
         out: list = []
-        for conn in self._by_id.values():  # (in order of opening)
+        for conn in list(self._by_id.values()):  # (in order of opening)
             if conn.state == _OPEN:
                 self._flush_all(conn, ts, packet, out)
-                out.append(StreamClosed(conn.id, -1, "end", ts, packet))
+                if conn.state == _OPEN:  # (not closed by FINs held in a reorder window)
+                    out.append(StreamClosed(conn.id, -1, "end", ts, packet))
         self._closed.clear()
         self._table.clear()
         self._by_id.clear()
@@ -502,6 +517,7 @@ class TcpReassembler:
         """A new SYN on a connection believed open: the 4-tuple was reused."""
         if conn.state == _OPEN:
             self._flush_all(conn, ts, packet, out)
+        if conn.state == _OPEN:
             out.append(
                 PacketNote(
                     packet,
@@ -544,7 +560,8 @@ class TcpReassembler:
         """Close an open (or ignored) connection without FIN/RST and forget it."""
         if conn.state == _OPEN:
             self._flush_all(conn, ts, packet, out)
-            out.append(StreamClosed(conn.id, -1, kind, ts, packet))
+            if conn.state == _OPEN:
+                out.append(StreamClosed(conn.id, -1, kind, ts, packet))
         self._by_id.pop(conn.id, None)
         self._unlink(conn)
 
@@ -631,19 +648,22 @@ class TcpReassembler:
             # the uncaptured rest is lost for good
             self._drain(conn, d, D, ts, packet, out, start + length)
         if flags & FIN:
-            fin = start + length
-            if fin > D.pos:
-                self._drain(conn, d, D, ts, packet, out, fin)
-            out.append(StreamClosed(conn.id, d, "fin", ts, packet))
-            D.starts = None
-            D.datas = None
-            D.stamps = None
-            D.buffered = 0
-            D.pos = fin + 1
-            D.nxt = -1
-            conn.fins |= 1 << d
-            if conn.fins == 3:
-                self._retire(conn, ts)
+            self._fin(conn, d, D, start + length, ts, packet, out)
+
+    def _fin(self, conn: _Conn, d: int, D: _Dir, fin: int, ts: float, packet: int, out: list) -> None:
+        """Direction ``d`` ends at unwrapped position ``fin`` (its FIN's): holes before it are lost."""
+        if fin > D.pos:
+            self._drain(conn, d, D, ts, packet, out, fin)
+        out.append(StreamClosed(conn.id, d, "fin", ts, packet))
+        D.starts = None
+        D.datas = None
+        D.stamps = None
+        D.buffered = 0
+        D.pos = fin + 1
+        D.nxt = -1
+        conn.fins |= 1 << d
+        if conn.fins == 3:
+            self._retire(conn, ts)
 
     @staticmethod
     def _insert(D: _Dir, a: int, data: bytes, ts: float, packet: int) -> None:
@@ -755,7 +775,28 @@ class TcpReassembler:
                 apos = O.pos + (((ack - onxt + HALF) & MASK) - HALF)
                 if apos > O.pos and apos > hole[1 - d]:
                     hole[1 - d] = apos
-        if hole[d] >= 0:
+        if seg[6] & RST:  # kept until the window ends (it may have overtaken what it answers)
+            if H.rst is None:
+                H.rst = (d, ts, packet)
+        elif seg[6] & FIN:
+            if D.nxt is None or D.nxt == -1:  # (a direction's first segment, or after its FIN)
+                self._release(conn, ts, packet, out, True)
+                if conn.state == _OPEN:
+                    self._segment(conn, d, D, seg, ts, packet, wire_len, out)
+                return
+            # the FIN is kept until the window ends (it may have overtaken bytes it follows)
+            plen = len(seg[7])
+            length = plen if wire_len is None or wire_len < plen else wire_len
+            start = D.pos + (((seg[4] - D.nxt + HALF) & MASK) - HALF)
+            fin = start + length
+            if H.fin[d] is None:
+                H.fin[d] = (fin, ts, packet)
+                if (hole[d] >= 0 or start > _covered(D)) and fin > hole[d]:
+                    hole[d] = fin  # (the bytes before a FIN were sent)
+            seg = seg._replace(flags=seg[6] & ~FIN)
+        if seg[6] & RST:
+            pass
+        elif hole[d] >= 0:
             self._segment(conn, d, D, seg, ts, packet, wire_len, out)
         else:
             evs: list = []
@@ -768,7 +809,11 @@ class TcpReassembler:
         for x in (0, 1):
             if hole[x] >= 0:
                 X = conn.d1 if x else conn.d0
-                if X.nxt == -1 or _covered(X) >= hole[x]:
+                if X.nxt == -1:
+                    continue
+                c = _covered(X)
+                f = H.fin[x]
+                if c >= hole[x] or (f is not None and c >= f[0] and hole[x] <= f[0] + 1):  # (+1: the FIN's)
                     continue
                 waiting = True
         if not waiting:
@@ -803,7 +848,20 @@ class TcpReassembler:
             h = hole[x]
             X = conn.d1 if x else conn.d0
             if h >= 0 and X is not None and X.nxt != -1:
+                f = H.fin[x]
+                if f is not None and h > f[0]:
+                    h = f[0]  # (the FIN's own sequence number is not a byte)
                 self._drain(conn, x, X, ts, packet, out, h if lost else None)
+        for x in (0, 1):
+            f = H.fin[x]
+            X = conn.d1 if x else conn.d0
+            if f is not None and X.nxt != -1 and conn.state == _OPEN:
+                self._fin(conn, x, X, f[0], f[1], f[2], out)
+        r = H.rst
+        if r is not None and conn.state == _OPEN:
+            self._flush_all(conn, ts, packet, out)
+            out.append(StreamClosed(conn.id, r[0], "rst", r[1], r[2]))
+            self._retire(conn, r[1])
 
     def _flush_all(self, conn: _Conn, ts: float, packet: int, out: list) -> None:
         """Give up every hole of both directions: gaps + buffered data."""
