@@ -16,6 +16,12 @@ default; ``--port`` adds more), or when either direction starts with an
 ``AMQP`` protocol header.  Connections on AMQP ports are decoded even when the
 capture joins them mid-stream (the decoder resynchronises on a frame header).
 
+Client and server: the TCP layer's (the SYN, else the ports: tcp.role_evidence).  A connection
+on other ports seen without its SYN is settled by its protocol headers before anything of it is
+routed (:meth:`Dissector._roles`; the TCP layer swaps the roles when they say the other way);
+with no evidence at all the connection gets a "roles" note and the analysis lists the roles as
+unknown.
+
 ``keylog`` (a :class:`~amqp_dissect.capture.keylog.KeyLog` or key log text; pcapng
 Decryption Secrets Blocks reach it through :meth:`Dissector.add_secrets`) turns on
 TLS decryption: connections are then kept behind a
