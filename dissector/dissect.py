@@ -16,6 +16,12 @@ default; ``--port`` adds more), or when either direction starts with an
 ``AMQP`` protocol header.  Connections on AMQP ports are decoded even when the
 capture joins them mid-stream (the decoder resynchronises on a frame header).
 
+Client and server: the TCP layer's (the SYN, else the ports: tcp.role_evidence).  A connection
+on other ports seen without its SYN is settled by its protocol headers before anything of it is
+routed (:meth:`Dissector._roles`; the TCP layer swaps the roles when they say the other way);
+with no evidence at all the connection gets a "roles" note and the analysis lists the roles as
+unknown.
+
 ``keylog`` (a :class:`~amqp_dissect.capture.keylog.KeyLog` or key log text; pcapng
 Decryption Secrets Blocks reach it through :meth:`Dissector.add_secrets`) turns on
 TLS decryption: connections are then kept behind a
@@ -26,18 +32,21 @@ ClientHello random is in the key log.
 
 from __future__ import annotations
 
-from .amqp.framing import DEFAULT_MAX_FRAME_BYTES, AmqpConnection
-from .errors import WARN, DissectError, ExpertNote, UnsupportedLinkType
+from .amqp.framing import DEFAULT_MAX_FRAME_BYTES, AmqpConnection, StreamNote
+from .errors import NOTE, WARN, DissectError, ExpertNote, UnsupportedLinkType
 from .events import PacketNote, StreamClosed, StreamData, StreamGap, StreamOpened
 from .capture.netparse import TruncatedPacket, parse_segment
 from .amqp.spec import AMQP_PORT, AMQPS_PORT
-from .capture.tcp import TcpReassembler
+from .capture.tcp import TcpReassembler, renamed, role_evidence
 from .capture.keylog import KeyLog
 from .capture.layers import Layered, LayeredConnection, Sniffing, client_layers, looks_like_tls, tls_client_random
 
 DEFAULT_PORTS = frozenset({AMQP_PORT, AMQPS_PORT})
 
 _PROBE_BYTES = 8  # bytes needed to decide whether a stream starts with a protocol header
+# a connection found to be AMQP by one side's protocol header, seen without its SYN, waits for this
+# many events at most for the other side's first bytes (which settle the roles: see _roles)
+_ROLE_PROBE_EVENTS = 16
 
 
 class _Pending:
@@ -95,6 +104,7 @@ class Dissector:
         # for -V (TlsRecord, WsFrame), each shown under the packet that completed it
         self.keylog = KeyLog(keylog) if isinstance(keylog, (str, bytes)) else keylog
         self.tls_records = tls_records
+        self._renamed: dict = {}  # old id -> new id of connections whose roles were swapped (see _roles)
 
     # -- input ------------------------------------------------------------------
 
@@ -278,6 +288,7 @@ class Dissector:
         if not events:
             return events
         out: list = []
+        later: list = []
         conns = self.connections
         for ev in events:
             cls = type(ev)
@@ -292,6 +303,8 @@ class Dissector:
                     out.extend(c.feed(ev.direction, ev.data, ev.ts, ev.packet))
                 elif ev.conn in self._probes:
                     self._probe_data(ev, out)
+                elif ev.conn in self._renamed:
+                    later.append(renamed(ev, self._renamed[ev.conn]))
             elif cls is StreamGap:
                 c = conns.get(ev.conn)
                 if c is not None:
@@ -300,11 +313,16 @@ class Dissector:
                     out.extend(c.gap(ev.direction, ev.size, ev.ts, ev.packet))
                 elif ev.conn in self._probes:
                     self._decide(ev.conn, out, final=True)
+                elif ev.conn in self._renamed:
+                    later.append(renamed(ev, self._renamed[ev.conn]))
             elif cls is StreamOpened:
                 self._opened_stream(ev, out)
             elif cls is StreamClosed:
                 if ev.conn in self._probes:
                     self._decide(ev.conn, out, final=True)
+                if ev.conn in self._renamed:
+                    later.append(renamed(ev, self._renamed[ev.conn]))
+                    continue
                 c = conns.get(ev.conn)
                 if c is not None:
                     out.append(ev)
@@ -323,6 +341,11 @@ class Dissector:
             elif cls is PacketNote:
                 if ev.conn is None or ev.conn in conns:
                     out.append(ev)
+                elif ev.conn in self._renamed:
+                    later.append(renamed(ev, self._renamed[ev.conn]))
+        if later:  # (events of a connection renamed while this list was routed)
+            self._renamed.clear()
+            out.extend(self._route(later))
         return out
 
     def _opened_stream(self, ev: StreamOpened, out: list) -> None:
@@ -333,6 +356,8 @@ class Dissector:
             self.connections[ev.conn] = _PENDING
             self.amqp_connections += 1
             out.append(ev)
+            if not ev.syn_seen and role_evidence(_port(ev.client), _port(ev.server), self.ports) == "unknown":
+                out.append(_roles_note(ev, "both ports are AMQP ports"))
         else:
             self._probes[ev.conn] = _Probe(ev)
 
@@ -410,14 +435,78 @@ class Dissector:
                 verdict = True
         if verdict is None and not final:
             return
+        note = None
+        if verdict and not tls and not layers and not probe.opened.syn_seen:
+            r = self._roles(probe, final)
+            if r is None:
+                return  # waiting for the other side's first bytes
+            if r == "swap":
+                conn = self._swap(probe)
+            elif r == "unknown":
+                note = _roles_note(probe.opened, "no protocol header settles them and the ports say nothing")
         del self._probes[conn]
         if verdict:
             c = self._start(probe.opened, out, verify=tls, layers=layers)
+            if note is not None:
+                out.append(note)
             for evs in probe.data:
                 for e in evs:
                     out.extend(c.feed(e.direction, e.data, e.ts, e.packet))
         else:
             self.tcp.ignore(conn)
+
+
+    def _roles(self, probe: _Probe, final: bool):
+        """Client and server of a connection on other ports, seen without its SYN and found to be
+        AMQP by a protocol header: the client sends its header first and the server answers, so
+        when both headers were captured the first one's sender is the client, and when only one
+        side's stream starts with a header while the other's starts with something else (its
+        header was before the capture), the header's sender is the server.  That evidence wins
+        over the ports' (an ephemeral port, see tcp.role_evidence).  Returns "keep", "swap",
+        "unknown" (nothing says), or None to wait for the other side's first bytes."""
+        opened = probe.opened
+        heads = [b"".join(e.data for e in evs)[:_PROBE_BYTES] for evs in probe.data]
+        hdr = [h.startswith(b"AMQP") for h in heads]
+        other = [bool(h) and not b"AMQP".startswith(h[:4]) for h in heads]
+        client = None
+        if hdr[0] and hdr[1]:
+            client = 0 if probe.data[0][0].packet <= probe.data[1][0].packet else 1
+        elif hdr[0] and other[1]:
+            client = 1
+        elif hdr[1] and other[0]:
+            client = 0
+        elif (hdr[0] or hdr[1]) and not final and sum(map(len, probe.data)) < _ROLE_PROBE_EVENTS:
+            return None
+        if client is not None:
+            return "swap" if client == 1 else "keep"
+        if role_evidence(_port(opened.client), _port(opened.server), self.ports) == "unknown":
+            return "unknown"
+        return "keep"
+
+    def _swap(self, probe: _Probe) -> str:
+        """Exchange client and server of a probed connection (nothing of it was routed yet):
+        returns its new id."""
+        old = probe.opened
+        cid = self.tcp.swap_roles(old.conn)
+        if cid is None:  # (closed already: rename here only)
+            client, server = _endpoints(old.conn)
+            cid = f"{server}-{client}"
+        probe.opened = StreamOpened(cid, old.server, old.client, old.ts, old.packet, old.syn_seen)
+        probe.data = tuple([renamed(e, cid) for e in evs] for evs in reversed(probe.data))
+        self._probes[cid] = probe
+        del self._probes[old.conn]
+        if len(self._renamed) > 1024:
+            self._renamed.clear()
+        self._renamed[old.conn] = cid
+        return cid
+
+
+def _roles_note(ev: StreamOpened, why: str) -> StreamNote:
+    """The expert note of a connection whose client and server the capture does not show."""
+    return StreamNote(ev.conn, 0, ev.client, ev.server, ev.packet, ev.ts,
+                      ExpertNote(NOTE, "roles", f"client and server unknown: no SYN captured, {why}; "
+                                                f"the sender of the first packet captured, {ev.client}, "
+                                                "is taken as the client"))
 
 
 def _port(endpoint: str) -> int:

@@ -5,18 +5,26 @@ import cython
 
 cdef class _Dir:
     cdef public object pos, nxt, isn
-    cdef public list starts, datas
-    cdef public object buffered, closed
+    cdef public list starts, datas, stamps
+    cdef public object buffered
+
+cdef class _Hold
 
 cdef class _Conn:
     cdef public object id
     cdef public tuple key
     cdef public _Dir d0, d1
-    cdef public object state, last_ts, closed_ts, fins
+    cdef public object state, last_ts, fins
     cdef public int cd
+    cdef public _Hold held
+
+cdef class _Hold:
+    cdef public list queue, hole, fin
+    cdef public object left, end, rst
 
 cdef class TcpReassembler:
     cdef public object server_ports, max_buffered, idle_timeout, max_connections, close_grace, sweep_interval
+    cdef public object reorder_packets, reorder_seconds
     cdef public dict _ids, _by_id, _endpoints
     cdef public object _table, _closed
     cdef public object _next_sweep, _last_ts, _last_packet

@@ -6,10 +6,15 @@ Connections
 -----------
 A connection is identified by its 4-tuple.  The *client* is the sender of a
 SYN without ACK (or the receiver of a SYN/ACK when the SYN was not captured).
-Without a handshake (capture joined mid-connection): the side whose port is in
-``server_ports`` is the server; otherwise the side with the lower port, when
-that port is below 1024; otherwise the sender of the first packet is the
-client.  ``conn`` ids are ``"<client>-<server>"`` with
+Without a handshake (capture joined mid-connection) roles come from evidence
+(:func:`role_evidence`), never from which packet happened to be captured first:
+the side whose port is in ``server_ports`` is the server; otherwise the side
+with the lower port, when that port is below 1024 (a well-known port), or when
+only the other port is in the ephemeral range (from EPHEMERAL_MIN, 32768:
+Linux's default range starts there, IANA's at 49152).  Without such evidence the
+sender of the first packet is taken as the client and the roles are
+``"unknown"``; the dissector may then settle them from the AMQP protocol
+headers and call :meth:`TcpReassembler.swap_roles`.  ``conn`` ids are ``"<client>-<server>"`` with
 :func:`amqp_dissect.events.endpoint` (``"127.0.0.1:40000-127.0.0.1:5672"``,
 ``"[::1]:40000-[::1]:5672"``); a later connection with the same id (4-tuple
 reused after a close, an idle timeout or an eviction) gets ``"#2"``, ``"#3"``...
@@ -23,19 +28,41 @@ Sequence space
 Each direction keeps ``pos``, an *unwrapped* (64-bit, never wrapping) position
 of the next expected byte; incoming 32-bit sequence numbers are mapped to it
 with a signed modular distance, so wraparound needs no special cases.
-Out-of-order data is kept in a sorted list of non-overlapping pieces (first
-copy of a byte wins).  Holes are reported as StreamGap with the exact
+Out-of-order data (Wireshark: "out-of-order", "previous segment not captured")
+is kept in a sorted list of non-overlapping pieces (first copy of a byte wins;
+a later copy is a retransmission), each with the time and number of the packet
+that carried it.  Holes are reported as StreamGap with the exact
 sequence-space size when they cannot be filled any more: the peer acknowledged
-bytes past the hole (they were sent, so the capture lost them: the gap is
-declared at once and the bytes buffered after it go on, so both directions are
-processed in capture order), the per-direction buffer exceeded ``max_buffered``
-bytes (or MAX_PIECES pieces), a FIN or RST was seen beyond the hole, the
-connection went idle, was evicted, or :meth:`TcpReassembler.finish` was called.
-Bytes acknowledged before any later byte was captured make a gap at once too:
-the next byte expected is then the one after the acknowledged ones.
+bytes past the hole and the reorder window closed without them (below), the
+per-direction buffer exceeded ``max_buffered`` bytes (or MAX_PIECES pieces), a
+FIN or RST was seen beyond the hole, the connection went idle, was evicted, or
+:meth:`TcpReassembler.finish` was called.  Bytes acknowledged before any later
+byte was captured are such a hole too (the next byte expected is then the one
+after the acknowledged ones).
 
-Events carry ``ts``/``packet`` of the packet whose arrival made them happen
-(for a timeout sweep, the packet being fed when the sweep ran).
+Reorder window
+--------------
+An ACK past a hole says the missing bytes were sent, not that the capture lost
+them: a multi-queue NIC captures adjacent packets swapped (the ACK first, the
+segment it acknowledges one packet later).  So the hole is declared lost only
+when ``reorder_packets`` (REORDER_PACKETS) further packets of the connection,
+or ``reorder_seconds`` (REORDER_SECONDS) of capture time, passed without the
+missing bytes; a late segment inside the window fills it.  While the window is
+open, the events of the direction that acknowledged the hole are queued behind
+it (they may answer the missing bytes: a disposition of a transfer) and follow
+the filled (or declared) bytes.  A segment with SYN, FIN or RST closes the
+window at once (holes still open become gaps).  A connection without such a
+hole pays one attribute test per packet.
+
+Stamps
+------
+StreamData carries the time and number of the packet that carried its bytes,
+however long they were held (so a frame is reported at the packet of its last
+byte, Wireshark's rule for reassembled PDUs); StreamGap those of the packet
+that carried the first byte after the hole, or of the packet that declared it
+when no later byte was captured.  Other events carry ``ts``/``packet`` of the
+packet whose arrival made them happen (for a timeout sweep, the packet being
+fed when the sweep ran).
 """
 
 from __future__ import annotations
@@ -60,10 +87,16 @@ from ..events import (
 
 MASK = 0xFFFFFFFF
 HALF = 0x80000000
+EPHEMERAL_MIN = 32768  # client ports from here (Linux: 32768-60999; IANA, Windows, macOS: 49152-65535)
 # Out-of-order pieces kept per direction, besides the byte bound: keeps the
 # per-insert list work (and per-piece overhead) bounded against floods of tiny
 # segments.  4 MiB of full-size segments is ~2900 pieces.
 MAX_PIECES = 8192
+# The reorder window (see the module docstring): a hole the peer acknowledged is declared lost
+# only when this many further packets of the connection, or this much capture time, passed
+# without the missing bytes.
+REORDER_PACKETS = 16
+REORDER_SECONDS = 0.5
 
 _OPEN = 0
 _IGNORED = 1
@@ -73,25 +106,27 @@ _CLOSED = 2  # both FINs or RST seen: kept for a grace period to absorb late pac
 class _Dir:
     """One direction of a connection."""
 
-    __slots__ = ("pos", "nxt", "isn", "starts", "datas", "buffered", "closed")
+    __slots__ = ("pos", "nxt", "isn", "starts", "datas", "stamps", "buffered")
 
     def __init__(self) -> None:
         self.pos = 0  # unwrapped position of the next expected byte
-        self.nxt = None  # pos & MASK (None: not initialised yet; -1: closed)
+        self.nxt = None  # pos & MASK (None: not initialised yet; -1: closed: FIN delivered, or the connection)
         self.isn: int | None = None  # sequence number of this direction's SYN, if seen
         # out-of-order pieces: unwrapped starts (sorted) and their bytes; None while there are none
         # (most directions never hold one: a connection that is only a SYN costs no lists)
         self.starts: list[int] | None = None
         self.datas: list[bytes] | None = None
+        # the time and packet number of the segment that carried each piece (its stamp when
+        # delivered), flat: [ts0, packet0, ts1, packet1, ...]
+        self.stamps: list | None = None
         self.buffered = 0
-        self.closed = False  # FIN delivered
 
 
 class _Conn:
     """One connection: a few words.  A SYN-only (half-open) connection is this object, its key and
     one direction; the other direction is made at its first segment."""
 
-    __slots__ = ("id", "key", "cd", "d0", "d1", "state", "last_ts", "closed_ts", "fins")
+    __slots__ = ("id", "key", "cd", "d0", "d1", "state", "last_ts", "fins", "held")
 
     def __init__(self, cid: str, key: tuple, cd: int, ts: float) -> None:
         self.id = cid
@@ -101,8 +136,86 @@ class _Conn:
         self.d1: _Dir | None = None  # server -> client
         self.state = _OPEN
         self.last_ts = ts
-        self.closed_ts = 0.0
         self.fins = 0  # bit per direction that sent a FIN (used while ignored)
+        self.held: _Hold | None = None  # the reorder window, while one is open
+
+
+class _Hold:
+    """An open reorder window of a connection (see the module docstring)."""
+
+    __slots__ = ("queue", "left", "end", "hole", "fin", "rst")
+
+    def __init__(self, left: int, end: float) -> None:
+        # the events of segments of a direction without such a hole, queued (they may answer the
+        # missing bytes): (direction, unwrapped position its ACK reached in the other direction or
+        # -1, packet, events)
+        self.queue: list = []
+        self.left = left  # packets of the connection left in the window
+        self.end = end  # capture time at which the window closes
+        # per direction, the unwrapped position up to which the peer acknowledged bytes not
+        # delivered yet (the hole the window waits on), or -1
+        self.hole = [-1, -1]
+        # per direction, a FIN captured in the window: (unwrapped position, time, packet), or None
+        self.fin = [None, None]
+        self.rst = None  # a RST captured in the window: (direction, time, packet)
+
+
+def _covered(D: _Dir) -> int:
+    """Where the bytes of ``D`` held contiguously from its next expected byte end."""
+    pos = D.pos
+    starts = D.starts
+    if starts:
+        datas = D.datas
+        for i in range(len(starts)):
+            s = starts[i]
+            if s > pos:
+                break
+            e = s + len(datas[i])
+            if e > pos:
+                pos = e
+    return pos
+
+
+def _server_is_dst(sport: int, dport: int, server_ports) -> int:
+    """Without a SYN: 1 if the receiver of a segment from ``sport`` to ``dport`` is the server, 0
+    if its sender is, -1 when the ports say nothing (see :func:`role_evidence`)."""
+    a = sport in server_ports
+    b = dport in server_ports
+    if a != b:
+        return 1 if b else 0
+    if sport != dport:
+        if (sport < 1024 or dport < 1024) or ((sport >= EPHEMERAL_MIN) != (dport >= EPHEMERAL_MIN)):
+            return 1 if dport < sport else 0
+    return -1
+
+
+def role_evidence(client_port: int, server_port: int, server_ports) -> str:
+    """What says which side of a connection seen without its SYN is the server: ``"port"`` (its
+    port is an AMQP port, or one given with --port, and the other's is not), ``"well-known port"``
+    (below 1024, the other's not), ``"ephemeral port"`` (only the client's is from
+    EPHEMERAL_MIN), or ``"unknown"`` (the first sender was taken as the client)."""
+    if _server_is_dst(client_port, server_port, server_ports) < 0:
+        return "unknown"
+    if (client_port in server_ports) != (server_port in server_ports):
+        return "port"
+    if client_port < 1024 or server_port < 1024:
+        return "well-known port"
+    return "ephemeral port"
+
+
+def renamed(ev, cid: str):
+    """The event ``ev`` of a connection whose roles were swapped (:meth:`TcpReassembler.swap_roles`):
+    connection id ``cid``, direction flipped."""
+    cls = type(ev)
+    if cls is StreamData:
+        return StreamData(cid, 1 - ev.direction, ev.data, ev.ts, ev.packet)
+    if cls is StreamGap:
+        return StreamGap(cid, 1 - ev.direction, ev.size, ev.ts, ev.packet)
+    if cls is StreamClosed:
+        return StreamClosed(cid, ev.direction if ev.direction < 0 else 1 - ev.direction, ev.kind, ev.ts, ev.packet)
+    if cls is PacketNote:
+        return PacketNote(ev.packet, ev.ts, ev.note, cid, ev.extra)
+    return ev
 
 
 def _get_dir(conn: _Conn, d: int) -> _Dir:
@@ -132,8 +245,12 @@ class TcpReassembler:
         max_connections: int = 100_000,
         close_grace: float = 60.0,
         sweep_interval: float = 1.0,
+        reorder_packets: int = REORDER_PACKETS,
+        reorder_seconds: float = REORDER_SECONDS,
     ) -> None:
         self.server_ports = frozenset(server_ports)
+        self.reorder_packets = reorder_packets
+        self.reorder_seconds = reorder_seconds
         self.max_buffered = max_buffered
         self.idle_timeout = idle_timeout
         self.max_connections = max_connections
@@ -175,7 +292,33 @@ class TcpReassembler:
                 if D is not None:
                     D.starts = None
                     D.datas = None
+                    D.stamps = None
                     D.buffered = 0
+            c.held = None
+
+    def swap_roles(self, conn: str) -> str | None:
+        """The client of open connection ``conn`` is its server and the other way round (evidence
+        found above TCP: see dissect.py): the connection gets the id of the swapped endpoints, its
+        directions are exchanged, and the events it still holds are renamed (:func:`renamed`).
+        Returns the new id (None if ``conn`` is not open)."""
+        c = self._by_id.get(conn)
+        if c is None or c.state != _OPEN:
+            return None
+        client, server = conn.split("#", 1)[0].split("-")
+        base = f"{server}-{client}"
+        n = self._ids.get(base, 0) + 1
+        self._ids[base] = n
+        cid = base if n == 1 else f"{base}#{n}"
+        del self._by_id[conn]
+        self._by_id[cid] = c
+        c.id = cid
+        c.cd ^= 1
+        c.d0, c.d1 = c.d1, c.d0
+        H = c.held
+        if H is not None:
+            H.hole.reverse()
+            H.queue = [(1 - d, apos, pk, [renamed(e, cid) for e in evs]) for d, apos, pk, evs in H.queue]
+        return cid
 
     def feed(self, seg: Segment, ts: float, packet: int, wire_len: int | None = None) -> list:
         """Process one segment; return the events it causes.
@@ -209,7 +352,7 @@ class TcpReassembler:
                 # closed, within the grace period: late packets are dropped; a new SYN opens a new connection
                 D = conn.d1 if conn.cd ^ flip else conn.d0
                 if ((flags & SYN and not flags & ACK and (D is None or D.isn != sseq))
-                        or ts - conn.closed_ts > self.close_grace):
+                        or ts - conn.last_ts > self.close_grace):
                     self._unlink(conn)
                     self._new_conn(seg, key, flip, ts, packet, wire_len, out)
                 return out
@@ -223,6 +366,14 @@ class TcpReassembler:
                 return out
             conn.last_ts = ts
             self._table.move_to_end(key)
+            if conn.held is not None:
+                if not flags & SYN:
+                    self._held_feed(conn, d, seg, ts, packet, wire_len, out)
+                    return out
+                self._declare(conn, ts, packet, out)  # a SYN closes the reorder window
+                if conn.state != _OPEN:  # (its FINs were both in the window)
+                    out.extend(self.feed(seg, ts, packet, wire_len))
+                    return out
             if d:
                 D = conn.d1
                 O = conn.d0
@@ -231,11 +382,16 @@ class TcpReassembler:
                 O = conn.d1
             if flags & ACK and O is not None:
                 # the peer's bytes this segment acknowledges were sent: any of them not captured
-                # are lost for good, and the bytes buffered after the hole can go on at once
+                # by the end of the reorder window are lost
                 onxt = O.nxt
-                if onxt is not None and onxt != ack and not O.closed:
+                if onxt is not None and onxt != ack and onxt != -1:
                     dist = ((ack - onxt + HALF) & MASK) - HALF
                     if dist > 0:
+                        if not flags & SYN and self.reorder_packets > 0:
+                            # (this packet counts too)
+                            conn.held = _Hold(self.reorder_packets + 1, ts + self.reorder_seconds)
+                            self._held_feed(conn, d, seg, ts, packet, wire_len, out)
+                            return out
                         self._drain(conn, 1 - d, O, ts, packet, out, O.pos + dist)
             if D is None:
                 D = _get_dir(conn, d)
@@ -250,6 +406,14 @@ class TcpReassembler:
             if flags & SYN and not flags & ACK and D.isn != sseq and D.nxt is not None:
                 self._reused(conn, seg, key, flip, ts, packet, wire_len, out)
                 return out
+            if (flags & 7) == FIN and self.reorder_packets > 0 and D.nxt is not None and D.nxt != -1:
+                start = D.pos + (((sseq - D.nxt + HALF) & MASK) - HALF)
+                if start > _covered(D):
+                    # a FIN captured before bytes it follows: they were sent; wait for them
+                    conn.held = _Hold(self.reorder_packets + 1, ts + self.reorder_seconds)
+                    conn.held.hole[d] = start
+                    self._held_feed(conn, d, seg, ts, packet, wire_len, out)
+                    return out
             self._segment(conn, d, D, seg, ts, packet, wire_len, out)
             return out
         # ignored
@@ -295,10 +459,11 @@ class TcpReassembler:
             ts = self._last_ts
         packet = self._last_packet if packet is None else max(packet, self._last_packet)
         out: list = []
-        for conn in self._by_id.values():  # (in order of opening)
+        for conn in list(self._by_id.values()):  # (in order of opening)
             if conn.state == _OPEN:
                 self._flush_all(conn, ts, packet, out)
-                out.append(StreamClosed(conn.id, -1, "end", ts, packet))
+                if conn.state == _OPEN:  # (not closed by FINs held in a reorder window)
+                    out.append(StreamClosed(conn.id, -1, "end", ts, packet))
         self._closed.clear()
         self._table.clear()
         self._by_id.clear()
@@ -328,15 +493,7 @@ class TcpReassembler:
             if flags & RST:
                 return
             syn = False
-            sp = self.server_ports
-            if dport in sp and sport not in sp:
-                client_is_src = True
-            elif sport in sp and dport not in sp:
-                client_is_src = False
-            elif min(sport, dport) < 1024 and sport != dport:
-                client_is_src = dport < sport
-            else:
-                client_is_src = True
+            client_is_src = _server_is_dst(sport, dport, self.server_ports) != 0  # (unknown: the sender)
         if len(self._table) >= self.max_connections:
             self._evict(ts, packet, out)
         if client_is_src:
@@ -360,6 +517,7 @@ class TcpReassembler:
         """A new SYN on a connection believed open: the 4-tuple was reused."""
         if conn.state == _OPEN:
             self._flush_all(conn, ts, packet, out)
+        if conn.state == _OPEN:
             out.append(
                 PacketNote(
                     packet,
@@ -389,10 +547,12 @@ class TcpReassembler:
             if D is not None:
                 D.starts = None
                 D.datas = None
+                D.stamps = None
                 D.buffered = 0
                 D.nxt = -1
+        conn.held = None
         conn.state = _CLOSED
-        conn.closed_ts = ts
+        conn.last_ts = ts  # (closed: the time it closed)
         if self.close_grace > 0 and len(self._closed) < self.max_connections:
             self._closed[conn.key] = conn
 
@@ -400,7 +560,8 @@ class TcpReassembler:
         """Close an open (or ignored) connection without FIN/RST and forget it."""
         if conn.state == _OPEN:
             self._flush_all(conn, ts, packet, out)
-            out.append(StreamClosed(conn.id, -1, kind, ts, packet))
+            if conn.state == _OPEN:
+                out.append(StreamClosed(conn.id, -1, kind, ts, packet))
         self._by_id.pop(conn.id, None)
         self._unlink(conn)
 
@@ -431,7 +592,7 @@ class TcpReassembler:
         closed = self._closed
         while closed:
             conn = next(iter(closed.values()))
-            if conn.closed_ts >= limit:
+            if conn.last_ts >= limit:
                 break
             self._unlink(conn)
 
@@ -446,7 +607,7 @@ class TcpReassembler:
             out.append(StreamClosed(conn.id, d, "rst", ts, packet))
             self._retire(conn, ts)
             return
-        if D.closed:
+        if D.nxt == -1:
             return  # after this direction's FIN: retransmissions only
         if flags & SYN:
             if D.nxt is None:
@@ -469,16 +630,16 @@ class TcpReassembler:
                         # the buffer (bytes already buffered win), then drain
                         first = D.starts[0]
                         out.append(StreamData(conn.id, d, payload[skip : first - start], ts, packet))
-                        self._insert(D, first, payload[first - start :])
+                        self._insert(D, first, payload[first - start :], ts, packet)
                         D.pos = first
                     else:
                         out.append(StreamData(conn.id, d, payload[skip:] if skip else payload, ts, packet))
                         D.pos = pos = start + plen
                     D.nxt = D.pos & MASK
-                if D.buffered:
+                if D.buffered and (conn.held is None or conn.held.hole[d] < 0):  # (else: see _release)
                     self._drain(conn, d, D, ts, packet, out, None)
             else:
-                self._insert(D, start, payload)
+                self._insert(D, start, payload, ts, packet)
                 if D.buffered > self.max_buffered or len(D.starts) > MAX_PIECES:
                     while D.buffered > self.max_buffered or len(D.starts) > MAX_PIECES:
                         self._drain(conn, d, D, ts, packet, out, D.starts[0])
@@ -487,28 +648,33 @@ class TcpReassembler:
             # the uncaptured rest is lost for good
             self._drain(conn, d, D, ts, packet, out, start + length)
         if flags & FIN:
-            fin = start + length
-            if fin > D.pos:
-                self._drain(conn, d, D, ts, packet, out, fin)
-            out.append(StreamClosed(conn.id, d, "fin", ts, packet))
-            D.closed = True
-            D.starts = None
-            D.datas = None
-            D.buffered = 0
-            D.pos = fin + 1
-            D.nxt = -1
-            conn.fins |= 1 << d
-            if conn.fins == 3:
-                self._retire(conn, ts)
+            self._fin(conn, d, D, start + length, ts, packet, out)
+
+    def _fin(self, conn: _Conn, d: int, D: _Dir, fin: int, ts: float, packet: int, out: list) -> None:
+        """Direction ``d`` ends at unwrapped position ``fin`` (its FIN's): holes before it are lost."""
+        if fin > D.pos:
+            self._drain(conn, d, D, ts, packet, out, fin)
+        out.append(StreamClosed(conn.id, d, "fin", ts, packet))
+        D.starts = None
+        D.datas = None
+        D.stamps = None
+        D.buffered = 0
+        D.pos = fin + 1
+        D.nxt = -1
+        conn.fins |= 1 << d
+        if conn.fins == 3:
+            self._retire(conn, ts)
 
     @staticmethod
-    def _insert(D: _Dir, a: int, data: bytes) -> None:
-        """Buffer out-of-order bytes [a, a+len); bytes already buffered win."""
+    def _insert(D: _Dir, a: int, data: bytes, ts: float, packet: int) -> None:
+        """Buffer out-of-order bytes [a, a+len), stamped ``ts``/``packet``; bytes already buffered win."""
         starts = D.starts
         datas = D.datas
+        stamps = D.stamps
         if starts is None:
             starts = D.starts = []
             datas = D.datas = []
+            stamps = D.stamps = []
         b = a + len(data)
         i = bisect_right(starts, a) - 1
         if i >= 0:
@@ -526,6 +692,7 @@ class TcpReassembler:
                 if ns > a:
                     starts.insert(i, a)
                     datas.insert(i, data[: ns - a])
+                    stamps[2 * i:2 * i] = (ts, packet)
                     D.buffered += ns - a
                     i += 1
                     n += 1
@@ -538,46 +705,169 @@ class TcpReassembler:
             else:
                 starts.insert(i, a)
                 datas.insert(i, data)
+                stamps[2 * i:2 * i] = (ts, packet)
                 D.buffered += b - a
                 return
 
-    def _drain(self, conn: _Conn, d: int, D: _Dir, ts: float, packet: int, out: list, force: int | None) -> None:
-        """Deliver buffered pieces that became contiguous; holes before ``force``
-        (an unwrapped position) are given up and reported as gaps."""
+    def _drain(self, conn: _Conn, d: int, D: _Dir, ts: float, packet: int, out: list, force: int | None,
+               stop: int | None = None, before: int = 0) -> None:
+        """Deliver buffered pieces that became contiguous, each stamped with the packet that carried
+        it; holes before ``force`` (an unwrapped position) are given up and reported as gaps, each
+        stamped with the packet that carried the first byte after it (where Wireshark says
+        "previous segment not captured"), or ``ts``/``packet`` when none was captured.  ``stop``:
+        only the pieces that start before it or were captured before packet ``before``."""
         starts = D.starts
         datas = D.datas
+        stamps = D.stamps
         pos = D.pos
         i = 0
         n = 0 if starts is None else len(starts)
         removed = 0
         cid = conn.id
         while True:
-            if i < n and starts[i] <= pos:
+            if i < n and starts[i] <= pos and (stop is None or starts[i] < stop
+                                                     or stamps[2 * i + 1] < before):
                 s = starts[i]
                 data = datas[i]
                 removed += len(data)
                 e = s + len(data)
-                i += 1
                 if e > pos:
-                    out.append(StreamData(cid, d, data[pos - s :] if s < pos else data, ts, packet))
+                    out.append(StreamData(cid, d, data[pos - s :] if s < pos else data,
+                                          stamps[2 * i], stamps[2 * i + 1]))
                     pos = e
+                i += 1
                 continue
             if force is not None and pos < force:
-                target = starts[i] if i < n and starts[i] < force else force
-                out.append(StreamGap(cid, d, target - pos, ts, packet))
+                if i < n and starts[i] < force:
+                    target = starts[i]
+                    out.append(StreamGap(cid, d, target - pos, stamps[2 * i], stamps[2 * i + 1]))
+                else:
+                    target = force
+                    out.append(StreamGap(cid, d, target - pos, ts, packet))
                 pos = target
                 continue
             break
         if i:
             del starts[:i]
             del datas[:i]
+            del stamps[: 2 * i]
             D.buffered -= removed
         D.pos = pos
         D.nxt = pos & MASK
 
+    def _held_feed(self, conn: _Conn, d: int, seg: Segment, ts: float, packet: int, wire_len: int | None,
+                   out: list) -> None:
+        """A segment without SYN/FIN/RST while the reorder window ``conn.held`` is open.  A
+        direction with a hole the peer acknowledged delivers the bytes that fill it and buffers the
+        rest; the other direction's events are queued, with the position its ACK reached, behind
+        the missing bytes (they may answer them).  The window ends when every such hole is
+        covered, or is declared lost after ``reorder_packets`` packets of the connection or
+        ``reorder_seconds`` of capture time."""
+        H = conn.held
+        hole = H.hole
+        D = _get_dir(conn, d)
+        O = conn.d0 if d else conn.d1
+        ack = seg[5]
+        apos = -1
+        if seg[6] & ACK and O is not None:
+            onxt = O.nxt
+            if onxt is not None and onxt != -1:
+                apos = O.pos + (((ack - onxt + HALF) & MASK) - HALF)
+                if apos > O.pos and apos > hole[1 - d]:
+                    hole[1 - d] = apos
+        if seg[6] & RST:  # kept until the window ends (it may have overtaken what it answers)
+            if H.rst is None:
+                H.rst = (d, ts, packet)
+        elif seg[6] & FIN:
+            if D.nxt is None or D.nxt == -1:  # (a direction's first segment, or after its FIN)
+                self._release(conn, ts, packet, out, True)
+                if conn.state == _OPEN:
+                    self._segment(conn, d, D, seg, ts, packet, wire_len, out)
+                return
+            # the FIN is kept until the window ends (it may have overtaken bytes it follows)
+            plen = len(seg[7])
+            length = plen if wire_len is None or wire_len < plen else wire_len
+            start = D.pos + (((seg[4] - D.nxt + HALF) & MASK) - HALF)
+            fin = start + length
+            if H.fin[d] is None:
+                H.fin[d] = (fin, ts, packet)
+                if (hole[d] >= 0 or start > _covered(D)) and fin > hole[d]:
+                    hole[d] = fin  # (the bytes before a FIN were sent)
+            seg = seg._replace(flags=seg[6] & ~FIN)
+        if seg[6] & RST:
+            pass
+        elif hole[d] >= 0:
+            self._segment(conn, d, D, seg, ts, packet, wire_len, out)
+        else:
+            evs: list = []
+            self._segment(conn, d, D, seg, ts, packet, wire_len, evs)
+            if evs:
+                H.queue.append((d, apos, packet, evs))
+        if conn.held is not H:
+            return  # (closed by the segment: see _flush_all)
+        waiting = False
+        for x in (0, 1):
+            if hole[x] >= 0:
+                X = conn.d1 if x else conn.d0
+                if X.nxt == -1:
+                    continue
+                c = _covered(X)
+                f = H.fin[x]
+                if c >= hole[x] or (f is not None and c >= f[0] and hole[x] <= f[0] + 1):  # (+1: the FIN's)
+                    continue
+                waiting = True
+        if not waiting:
+            self._release(conn, ts, packet, out, False)
+            return
+        H.left -= 1
+        if H.left <= 0 or ts >= H.end:
+            self._release(conn, ts, packet, out, True)
+
+    def _declare(self, conn: _Conn, ts: float, packet: int, out: list) -> None:
+        """Close the reorder window now: the holes still waited for are lost."""
+        self._release(conn, ts, packet, out, True)
+
+    def _release(self, conn: _Conn, ts: float, packet: int, out: list, lost: bool) -> None:
+        """End of the reorder window: the bytes buffered behind each hole (with gaps for the holes
+        when ``lost``) and the queued events, merged: before each queued segment's events, the
+        bytes its ACK covered and those captured before it."""
+        H = conn.held
+        conn.held = None
+        hole = H.hole
+        for e, apos, epk, evs in H.queue:
+            x = 1 - e
+            X = conn.d1 if x else conn.d0
+            h = hole[x]
+            if h >= 0 and X is not None and X.nxt != -1:
+                force = None
+                if lost:
+                    force = apos if apos < h else h
+                self._drain(conn, x, X, ts, packet, out, force, apos, epk)
+            out.extend(evs)
+        for x in (0, 1):
+            h = hole[x]
+            X = conn.d1 if x else conn.d0
+            if h >= 0 and X is not None and X.nxt != -1:
+                f = H.fin[x]
+                if f is not None and h > f[0]:
+                    h = f[0]  # (the FIN's own sequence number is not a byte)
+                self._drain(conn, x, X, ts, packet, out, h if lost else None)
+        for x in (0, 1):
+            f = H.fin[x]
+            X = conn.d1 if x else conn.d0
+            if f is not None and X.nxt != -1 and conn.state == _OPEN:
+                self._fin(conn, x, X, f[0], f[1], f[2], out)
+        r = H.rst
+        if r is not None and conn.state == _OPEN:
+            self._flush_all(conn, ts, packet, out)
+            out.append(StreamClosed(conn.id, r[0], "rst", r[1], r[2]))
+            self._retire(conn, r[1])
+
     def _flush_all(self, conn: _Conn, ts: float, packet: int, out: list) -> None:
         """Give up every hole of both directions: gaps + buffered data."""
+        if conn.held is not None:
+            self._declare(conn, ts, packet, out)
         for d in (0, 1):
             D = conn.d1 if d else conn.d0
-            if D is not None and D.buffered and not D.closed:
+            if D is not None and D.buffered and D.nxt != -1:
                 self._drain(conn, d, D, ts, packet, out, D.starts[-1] + len(D.datas[-1]))

@@ -2284,6 +2284,10 @@ class StateTracker:
             elif group == "sequence" and ev.direction is not None:  # the direction started mid-stream
                 c.note_loss(ev.direction, 0, 0, ev.ts, before=True)
                 self._lost_grants(c, ev.direction)
+        elif group == "roles":  # no SYN and no evidence of which side is the client (dissect.py)
+            if type(c) is not _Conn:
+                c = self._amqp(c)
+            c.note_unknown("client/server roles")
         if "TLS" in ev.note.message:
             c.tls = True
         if ev.note.group == "tls" and ev.skipped:  # encrypted bytes that could not be read
