@@ -798,7 +798,9 @@ def test_window_also_closes_on_capture_time():
         ev += tr.feed(s_, 100.0 + t, i + 1)
     assert streams(ev) == {(CONN, 0): [b"a" * 10, ("gap", 10)], (CONN, 1): [b"r1r2r3"]}
     gap = next(e for e in ev if isinstance(e, StreamGap))
-    assert (gap.packet, gap.size) == (4, 10)  # no byte after it was captured: the declaring packet
+    # no byte after it was captured, and packet 2's ACK proved it (Wireshark: "ACKed segment that
+    # wasn't captured" there): stamped at packet 2, before the events it precedes in time too
+    assert (gap.packet, gap.ts, gap.size) == (2, 100.1, 10)
 
 
 def test_fin_captured_before_the_bytes_it_follows_waits_for_them():
@@ -843,7 +845,8 @@ def test_a_fin_in_the_window_that_never_gets_its_bytes_declares_them_at_the_end(
     ])
     assert streams(ev) == {(CONN, 0): [b"a" * 10, ("gap", 10)], (CONN, 1): [b"r"]}
     order = [(type(e).__name__, e.direction, e.packet) for e in ev if type(e) in (StreamGap, StreamData, StreamClosed)]
-    assert order[-3:] == [("StreamGap", 0, 7), ("StreamData", 1, 5), ("StreamClosed", 1, 6)]
+    # the gap at packet 5, whose ACK proved it (the lost bytes were sent before it), not at 7
+    assert order[-3:] == [("StreamGap", 0, 5), ("StreamData", 1, 5), ("StreamClosed", 1, 6)]
 
 
 def test_a_rst_in_the_window_comes_after_what_it_overtook():
@@ -866,7 +869,7 @@ def test_a_rst_in_the_window_comes_after_what_it_overtook():
         seg(0, 1021, ACK, ack=5001),  # 7: the window closes
     ])
     tail = [(type(e).__name__, e.direction, e.packet) for e in ev if type(e) in (StreamGap, StreamData, StreamClosed)]
-    assert tail[-3:] == [("StreamGap", 0, 7), ("StreamData", 1, 5), ("StreamClosed", 1, 6)]
+    assert tail[-3:] == [("StreamGap", 0, 5), ("StreamData", 1, 5), ("StreamClosed", 1, 6)]
     assert ev[-1].kind == "rst" and tr.open_connections == 0
 
 

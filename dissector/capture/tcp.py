@@ -60,7 +60,10 @@ StreamData carries the time and number of the packet that carried its bytes,
 however long they were held (so a frame is reported at the packet of its last
 byte, Wireshark's rule for reassembled PDUs); StreamGap those of the packet
 that carried the first byte after the hole, or of the packet that declared it
-when no later byte was captured.  Other events carry ``ts``/``packet`` of the
+when no later byte was captured, or, when the peer's ACK proved the hole and
+that packet came first, those of the ACKing packet (Wireshark's "ACKed segment
+that wasn't captured"): the lost bytes were sent before it, so a later event is
+never put before the loss in time.  Other events carry ``ts``/``packet`` of the
 packet whose arrival made them happen (for a timeout sweep, the packet being
 fed when the sweep ran).
 """
@@ -842,7 +845,14 @@ class TcpReassembler:
                 force = None
                 if lost:
                     force = apos if apos < h else h
+                k = len(out)
                 self._drain(conn, x, X, ts, packet, out, force, apos, epk)
+                if lost:  # a gap the queued segment's ACK proves: its bytes were sent before it
+                    first = evs[0]
+                    for g in out[k:]:
+                        if type(g) is StreamGap and g.ts > first.ts:
+                            g.ts = first.ts
+                            g.packet = first.packet
             out.extend(evs)
         for x in (0, 1):
             h = hole[x]
