@@ -13,6 +13,12 @@ the failure text beside it (``.txt``): ``amqp-dissect <command> OUT/....pcap`` r
 ``i`` of seed ``s`` is the same on every run (``random.Random(f"{s}:{i}")``).  Prints the inputs
 tried, inputs/s, failures and the workers' CPU time per input; exits 1 when any input failed.
 
+The cost check (issue 29): each worker first measures the CPU per byte of an ordinary capture
+(``ordinary_capture``: small messages each settled by its own disposition) through the same
+checker; an input that takes more than ``--cost-bound`` (default 20) times that per byte, and more
+than COST_FLOOR CPU seconds in all, fails with a "cost:" line (a CPU measure: a shared machine may
+flag a borderline input; its .pcap reproduces it).
+
 ``--journal FILE`` makes a long run resumable: each finished work unit is appended to FILE (one
 JSON line: its inputs, failures, CPU seconds and the run's wall seconds so far), and a later run
 with the same FILE and settings tries only the units not in it.  Its figures are the totals of
@@ -35,8 +41,53 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 
+COST_FLOOR = 0.25  # CPU seconds below which an input's cost is not checked (fixed costs dominate)
+
+
+def ordinary_capture() -> bytes:
+    """The reference of the cost check: small messages, each settled by its own disposition (many
+    frames per byte: the costly end of ordinary traffic)."""
+    import bench_hostile as B
+
+    conv = B.unsettled_conversation(1000, close=False)
+    for i in range(0, 1000, 40):
+        conv.send(1, b"".join(B.disposition_frame(j, j, settled=True) for j in range(i, i + 40)))
+    conv.close()
+    return conv.pcap()
+
+
+_REFERENCE = {}  # (formats, batch) -> reference_cost, once per process
+
+
+def reference_cost(checker, path) -> float:
+    """CPU seconds per byte of :func:`ordinary_capture` through ``checker`` (the least of 2 runs)."""
+    key = (checker.formats, checker.batch)
+    if key in _REFERENCE:
+        return _REFERENCE[key]
+    data = ordinary_capture()
+    with open(path, "wb") as f:
+        f.write(data)
+    best = None
+    for _ in range(2):
+        t = time.process_time()
+        checker.check(path, None)
+        checker.flush()
+        spent = time.process_time() - t
+        best = spent if best is None else min(best, spent)
+    _REFERENCE[key] = best / len(data)
+    return _REFERENCE[key]
+
+
+def cost_problem(spent: float, size: int, ref: float, bound: float) -> str | None:
+    """The cost check: an input whose CPU per byte is over ``bound`` times the reference's."""
+    if bound <= 0 or spent < COST_FLOOR or not size or spent / size <= bound * ref:
+        return None
+    return (f"cost: {spent:.2f} s CPU for {size:,} bytes, {spent / size * 1e6:.2f} us per byte: over {bound:g} x "
+            f"the ordinary capture's {ref * 1e6:.3f} us per byte (tests/fuzz_run.py ordinary_capture)")
+
+
 def _worker(args):
-    seed, start, stop, step, out, formats, kinds, deadline, batch = args
+    seed, start, stop, step, out, formats, kinds, deadline, batch, cost_bound = args
     import fuzzgen
 
     tmp = tempfile.mkdtemp(prefix="amqp-fuzz-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
@@ -64,6 +115,7 @@ def _worker(args):
         inputs.clear()
         problems_of.clear()
 
+    ref = reference_cost(checker, path) if cost_bound > 0 else 0.0
     t0 = time.process_time()
     try:
         for i in range(start, stop, step):
@@ -74,7 +126,11 @@ def _worker(args):
             with open(path, "wb") as f:
                 f.write(data)
             inputs[i] = (kind, data)
+            c0 = time.process_time()
             problems = checker.check(path, i)
+            costly = cost_problem(time.process_time() - c0, len(data), ref, cost_bound)
+            if costly:
+                problems = problems + [costly]
             if problems:
                 problems_of[i] = problems
             tried += 1
@@ -139,6 +195,8 @@ def main(argv=None) -> int:
     ap.add_argument("--chunk", type=int, default=200, help="inputs per work unit")
     ap.add_argument("--batch", type=int, default=100, help="inputs whose tables are written together "
                     "(one write per table and format; 1: each input's at once)")
+    ap.add_argument("--cost-bound", type=float, default=20.0, help="flag an input whose CPU per byte (above "
+                    f"{COST_FLOOR} s) is over this many times that of an ordinary capture (default 20; 0: off)")
     ap.add_argument("--journal", default="", help="file of the finished work units: a run with the same file "
                     "and settings resumes where the last one stopped, and reports the totals of all runs")
     a = ap.parse_args(argv)
@@ -148,7 +206,7 @@ def main(argv=None) -> int:
     t0 = time.time()
     deadline = t0 + a.seconds if a.seconds else 0
     # work units: chunks of consecutive input numbers
-    units = [(a.seed, s, min(s + a.chunk, a.inputs), 1, a.out, formats, kinds, deadline, a.batch)
+    units = [(a.seed, s, min(s + a.chunk, a.inputs), 1, a.out, formats, kinds, deadline, a.batch, a.cost_bound)
              for s in range(0, a.inputs, a.chunk)]
     tried, failures, cpu = 0, [], 0.0
     last = t0
@@ -157,6 +215,8 @@ def main(argv=None) -> int:
     if a.journal:
         settings = {"seed": a.seed, "inputs": a.inputs, "chunk": a.chunk, "formats": list(formats),
                     "kinds": list(kinds), "batch": a.batch}
+        if a.cost_bound != 20.0:
+            settings["cost_bound"] = a.cost_bound
         done, runs = _read_journal(a.journal, settings)
         for unit in done.values():
             tried += unit["tried"]

@@ -847,3 +847,35 @@ def test_distinct_findings_are_not_added_up(tmp_path, capsys):
     cap = _write(tmp_path / "handles.pcap", B.unknown_handles_conversation(300))
     rows = _violations(capsys, cap)
     assert sum(r["kind"] == "unknown-handle" for r in rows) == 300
+
+
+def test_the_fuzzers_state_scale_inputs_pass_the_oracle():
+    """fuzzgen's "state-scale" kind (unknown handles and channels at scale, wide disposition ranges,
+    floods before open): a few inputs of each shape through every command's path, no failure."""
+    fuzzgen = _sibling("fuzzgen")
+
+    import tempfile
+
+    checked = 0
+    for i in range(40):
+        r = fuzzgen.RandomSource(f"29:{i}")
+        kind, data = fuzzgen.generate(r, "state-scale")
+        assert kind == "state-scale" and "state-scale" in fuzzgen.KINDS
+        if len(data) > 40_000:
+            continue  # (the large ones: fuzz_run.py's business)
+        checked += 1
+        with tempfile.TemporaryDirectory() as tmp:
+            cap = Path(tmp) / "in.pcap"
+            cap.write_bytes(data)
+            assert fuzzgen.check(str(cap), ("jsonl",)) == [], i
+    assert checked >= 10
+
+
+def test_the_cost_check_flags_cpu_per_byte_over_the_bound():
+    fuzz_run = _sibling("fuzz_run")
+
+    ref = 1e-6  # 1 us per byte
+    assert fuzz_run.cost_problem(0.5, 10_000, ref, 20.0).startswith("cost: 0.50 s CPU for 10,000 bytes, 50.00 us")
+    assert fuzz_run.cost_problem(0.5, 100_000, ref, 20.0) is None  # 5 us per byte: under 20 x
+    assert fuzz_run.cost_problem(0.1, 1_000, ref, 20.0) is None  # under the floor
+    assert fuzz_run.cost_problem(5.0, 1_000, ref, 0) is None  # off
