@@ -140,7 +140,11 @@ class FlowWorker:
                 self.seq += 1
         conns = an.connections
         if len(conns) > self._nconn:
-            for cid in islice(conns, self._nconn, None):
+            # the new ones, read from the end (the tracker only adds connections: a walk from the start
+            # would make a capture of many connections quadratic)
+            new = list(islice(reversed(conns), len(conns) - self._nconn))
+            new.reverse()
+            for cid in new:
                 self.k_conn[cid] = cur + (self.seq,)
                 # the connection's table order over the whole capture (deliveries order by it)
                 conns[cid].seq = conn_rank(cur, self.seq)
