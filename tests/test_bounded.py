@@ -919,3 +919,23 @@ def test_a_worker_of_j_keys_each_new_connection_once():
     assert list(w.k_conn) == [f"c{i}" for i in range(n)]
     assert [k[0] for k in w.k_conn.values()] == list(range(n))  # each keyed at the event that made it
     assert len({c.seq for c in an.connections.values()}) == n
+
+
+def test_past_the_listed_bound_differing_findings_are_added_up_per_kind(monkeypatch):
+    """Findings that all differ (300 unknown handles, each its own message) once VIOLATIONS_LISTED
+    distinct ones are listed: one row per connection, kind, side and origin adds up the rest, and
+    the tracker keeps no more per finding (counted: its table of findings and its rows)."""
+    from amqp_dissect.model import state
+
+    monkeypatch.setattr(state, "VIOLATIONS_LISTED", 40)
+    n = 300
+    an = _analyzer(B.unknown_handles_conversation(n))
+    rows = an.violation_rows()
+    assert len(rows) == 40 + 1
+    assert len(an._repeats) == 40 + 1
+    last = rows[-1]
+    assert last["kind"] == "unknown-handle" and last["side"] == "client"
+    assert last["message"].startswith(f"{n - 40:,} unknown-handle findings from this packet to packet ")
+    assert last["message"].endswith(f"the first of them: transfer from the client on handle 41: no attach from "
+                                    f"the client with that handle")
+    assert [r["handle"] for r in rows[:40]] == list(range(1, 41))

@@ -687,6 +687,10 @@ FOLD_LAG = 16384
 # listed one by one up to REPEAT_KEEP; past it one more row stands for the rest, its message saying
 # how many and the last packet (its packet and time are the first of them), so a flood costs a bounded amount
 REPEAT_KEEP = 100
+# distinct findings the tracker lists in all; past it, findings of a new message are added up in one
+# row per connection, kind, side and origin (a flood of findings that all differ: one per frame of a
+# few bytes would otherwise cost a row of about a kilobyte each)
+VIOLATIONS_LISTED = 50_000
 
 # placeholder sessions (a channel without begin) and links (a handle without attach) made per
 # connection, and per tracker; past a cap, frames on further unknown channels go to one overflow
@@ -2180,6 +2184,9 @@ class StateTracker:
         key = (c.id, kind, d, message, origin)
         rep = self._repeats.get(key)
         if rep is None:
+            if len(self._repeats) >= VIOLATIONS_LISTED:
+                self._violation_past_listed(c, d, f, kind, severity, message, channel, ts, packet, origin)
+                return
             self._repeats[key] = [1, None, None]
         elif rep[0] < REPEAT_KEEP:
             rep[0] += 1
@@ -2196,6 +2203,20 @@ class StateTracker:
                               f"(this packet to packet {last}), added up in this row]")
             return
         self._violation_row(c, d, f, kind, severity, message, channel, link, handle, delivery_id, ts, packet, origin)
+
+    def _violation_past_listed(self, c, d, f, kind, severity, message, channel, ts, packet, origin):
+        """A new finding once VIOLATIONS_LISTED are listed: added up in the row of its connection,
+        kind, side and origin (made by the first such finding, whose message it quotes)."""
+        key = (c.id, kind, d, origin)
+        rep = self._repeats.get(key)
+        last = packet if packet is not None else (f.packet if f is not None else None)
+        if rep is None:
+            self._violation_row(c, d, f, kind, severity, message, channel, None, None, None, ts, packet, origin)
+            rep = self._repeats[key] = [0, self.violations[-1], message]
+        rep[0] += 1
+        rep[1]["message"] = (f"{rep[0]:,} {kind} findings from this packet to packet {last}, not listed one by one: "
+                             f"the capture's first {VIOLATIONS_LISTED:,} distinct findings are; the first of them: "
+                             f"{rep[2]}")
 
     def _violation_row(self, c, d, f, kind, severity, message, channel, link, handle, delivery_id, ts, packet,
                        origin):
