@@ -939,3 +939,50 @@ def test_past_the_listed_bound_differing_findings_are_added_up_per_kind(monkeypa
     assert last["message"].endswith(f"the first of them: transfer from the client on handle 41: no attach from "
                                     f"the client with that handle")
     assert [r["handle"] for r in rows[:40]] == list(range(1, 41))
+
+
+class _CountingList(list):
+    steps = 0
+
+    def __iter__(self):
+        for x in list.__iter__(self):
+            _CountingList.steps += 1
+            yield x
+
+
+def test_unknown_handles_of_a_capture_joined_midway_do_not_walk_the_links_past_the_cap(monkeypatch):
+    """A connection whose start the capture missed (no SYN): a handle without attach may be the
+    answer to a peer's attach whose reply was lost, found by a walk of the session's links; past
+    the cap the frame goes to the overflow link without that walk.  Counted: links visited over
+    2,000 transfers on new handles, the cap 20."""
+    import io
+
+    from amqp_dissect.capture.pcap import open_capture
+    from amqp_dissect.dissect import Dissector
+    from amqp_dissect.model import state
+    from amqp_dissect.model.state import StateTracker
+
+    from pcapbuild import write_pcap
+
+    monkeypatch.setattr(state, "UNKNOWN_LINKS_MAX", 20)
+    conv = B.unknown_handles_conversation(2000)
+    records = conv.records[5:]  # (without the handshake and the protocol headers)
+    d, t = Dissector(), StateTracker()
+    events = []
+    for rec in open_capture(io.BytesIO(write_pcap(records))):
+        events.extend(d.feed(rec))
+    events.extend(d.finish())
+    swapped = False
+    _CountingList.steps = 0
+    for ev in events:
+        t.feed(ev)
+        if not swapped and t.connections:
+            c = next(iter(t.connections.values()))
+            if getattr(c, "sessions", None):
+                c.sessions[0].links = _CountingList(c.sessions[0].links)
+                swapped = True
+    t.finish()
+    (c,) = t.connections.values()
+    assert not c.known_start and len(c.links) == 20 + 1
+    assert sum(link.n_deliveries for link in c.links) == 2000
+    assert _CountingList.steps <= 20 * 21, _CountingList.steps

@@ -2829,7 +2829,12 @@ class StateTracker:
                 return link
             # d detached that link and lost bytes since: the handle is a new link's, whose attach was lost
         ph = c.placeholders
-        if self._strict(c, s) and (ph is None or ph[1] < UNKNOWN_LINKS_MAX) and self._placeholders < PLACEHOLDERS_MAX:
+        if ph is None:
+            ph = c.placeholders = [0, 0, None, {}]
+        if ph[1] >= UNKNOWN_LINKS_MAX or self._placeholders >= PLACEHOLDERS_MAX or s is ph[2]:
+            # past the cap (before the search for a lost attach below: a walk of the session's links)
+            return self._overflow_link(c, s, d, h, f, what, ph)
+        if self._strict(c, s):
             self._violation(c, d, f, "unknown-handle", "warn",
                             f"{what} from the {SIDES[d]} on handle {h}: no attach from the {SIDES[d]} with that handle",
                             handle=h)
@@ -2846,11 +2851,6 @@ class StateTracker:
                 s.handles[d][h] = link
                 link.note_unknown(f"attach ({SIDES[d]})")
                 return link  # the caller's step infers the lost attach, and says so
-        ph = c.placeholders
-        if ph is None:
-            ph = c.placeholders = [0, 0, None, {}]
-        if ph[1] >= UNKNOWN_LINKS_MAX or self._placeholders >= PLACEHOLDERS_MAX or s is ph[2]:
-            return self._overflow_link(c, s, d, h, f, what, ph)
         ph[1] += 1
         self._placeholders += 1
         link = self._new_link(c, s, None, False)
