@@ -2879,8 +2879,9 @@ class StateTracker:
                    else "a session standing for channels beyond the cap")
             s.note_unknown(f"links on handles without attach beyond the cap ({cap}): merged into link {link.index}")
             self._violation(c, d, f, "unknown-handle", "warn",
-                            f"{what} from the {SIDES[d]} on handle {h}: more handles without attach than the cap ({cap}); frames on such handles of this "
-                            f"session from now on go to link {link.index}, which stands for them all")
+                            f"{what} from the {SIDES[d]} on handle {h}: more handles without attach than the cap "
+                            f"({cap}); frames on such handles of this session from now on go to link {link.index}, "
+                            f"which stands for them all")
         elif self._strict(c, s):
             self._violation(c, d, f, "unknown-handle", "warn",
                             f"{what} from the {SIDES[d]} on a handle without attach, beyond the cap (counted in link "
