@@ -37,7 +37,10 @@ all workers' settlements (:func:`_resolve_lag`); the row is the same unless a di
 comes for a delivery more than ``FOLD_LAG`` settlements of the whole capture after it was
 settled (the single process counts it late; a worker still applies it).  Other limits of the
 identity: more than the reassembler's 100,000 open connections at once (a worker evicts by its
-own count).
+own count); more than the state model's caps over the whole capture, which a worker counts over
+its own connections: 16,384 placeholder sessions and links (``PLACEHOLDERS_MAX``; the caps per
+connection are the same in every worker) and 50,000 distinct violations listed
+(``VIOLATIONS_LISTED``; the rows repeated word for word are per connection: the same).
 
 Inputs that cannot be read twice (standard input, a live capture) are analysed by one process.
 """
