@@ -14,10 +14,11 @@ the failure text beside it (``.txt``): ``amqp-dissect <command> OUT/....pcap`` r
 tried, inputs/s, failures and the workers' CPU time per input; exits 1 when any input failed.
 
 The cost check (issue 29): each worker first measures the CPU per byte of an ordinary capture
-(``ordinary_capture``: small messages each settled by its own disposition) through the same
-checker; an input that takes more than ``--cost-bound`` (default 20) times that per byte, and more
-than COST_FLOOR CPU seconds in all, fails with a "cost:" line (a CPU measure: a shared machine may
-flag a borderline input; its .pcap reproduces it).
+(``ordinary_capture``: small messages each settled by its own disposition) through each path of
+the same checker (``Checker.cpu``: frames, the decode for -V and jsonl and each printer, report,
+deliveries); an input on which a path takes more than ``--cost-bound`` (default 20) times its
+reference per byte, and more than COST_FLOOR CPU seconds, fails with a "cost:" line naming the
+path (a CPU measure: a shared machine may flag a borderline input; its .pcap reproduces it).
 
 ``--journal FILE`` makes a long run resumable: each finished work unit is appended to FILE (one
 JSON line: its inputs, failures, CPU seconds and the run's wall seconds so far), and a later run
@@ -59,31 +60,38 @@ def ordinary_capture() -> bytes:
 _REFERENCE = {}  # (formats, batch) -> reference_cost, once per process
 
 
-def reference_cost(checker, path) -> float:
-    """CPU seconds per byte of :func:`ordinary_capture` through ``checker`` (the least of 2 runs)."""
+def reference_cost(checker, path) -> dict:
+    """CPU seconds per byte of :func:`ordinary_capture` through each path of ``checker``
+    (``Checker.cpu``: frames, the decode of frames -V / jsonl and each printer, report, deliveries;
+    the least of 2 runs)."""
     key = (checker.formats, checker.batch)
     if key in _REFERENCE:
         return _REFERENCE[key]
     data = ordinary_capture()
     with open(path, "wb") as f:
         f.write(data)
-    best = None
+    best = {}
     for _ in range(2):
-        t = time.process_time()
         checker.check(path, None)
         checker.flush()
-        spent = time.process_time() - t
-        best = spent if best is None else min(best, spent)
-    _REFERENCE[key] = best / len(data)
+        for name, spent in checker.cpu.items():
+            best[name] = min(best.get(name, spent), spent)
+    _REFERENCE[key] = {name: spent / len(data) for name, spent in best.items()}
     return _REFERENCE[key]
 
 
-def cost_problem(spent: float, size: int, ref: float, bound: float) -> str | None:
-    """The cost check: an input whose CPU per byte is over ``bound`` times the reference's."""
-    if bound <= 0 or spent < COST_FLOOR or not size or spent / size <= bound * ref:
+def cost_problem(cpu: dict, size: int, ref: dict, bound: float) -> str | None:
+    """The cost check: a path (a command) whose CPU per byte on this input is over ``bound`` times
+    what it spends per byte of the ordinary capture (paths under COST_FLOOR seconds: not checked)."""
+    if bound <= 0 or not size:
         return None
-    return (f"cost: {spent:.2f} s CPU for {size:,} bytes, {spent / size * 1e6:.2f} us per byte: over {bound:g} x "
-            f"the ordinary capture's {ref * 1e6:.3f} us per byte (tests/fuzz_run.py ordinary_capture)")
+    for name, spent in cpu.items():
+        per = ref.get(name)
+        if per and spent >= COST_FLOOR and spent / size > bound * per:
+            return (f"cost: {name}: {spent:.2f} s CPU for {size:,} bytes, {spent / size * 1e6:.2f} us per byte: "
+                    f"over {bound:g} x the ordinary capture's {per * 1e6:.3f} us per byte "
+                    f"(tests/fuzz_run.py ordinary_capture)")
+    return None
 
 
 def _worker(args):
@@ -115,7 +123,7 @@ def _worker(args):
         inputs.clear()
         problems_of.clear()
 
-    ref = reference_cost(checker, path) if cost_bound > 0 else 0.0
+    ref = reference_cost(checker, path) if cost_bound > 0 else {}
     t0 = time.process_time()
     try:
         for i in range(start, stop, step):
@@ -126,9 +134,8 @@ def _worker(args):
             with open(path, "wb") as f:
                 f.write(data)
             inputs[i] = (kind, data)
-            c0 = time.process_time()
             problems = checker.check(path, i)
-            costly = cost_problem(time.process_time() - c0, len(data), ref, cost_bound)
+            costly = cost_problem(checker.cpu, len(data), ref, cost_bound)
             if costly:
                 problems = problems + [costly]
             if problems:

@@ -31,6 +31,7 @@ import os
 import random
 import struct
 import sys
+import time
 import uuid
 from contextlib import redirect_stderr
 
@@ -1067,6 +1068,8 @@ def state_scale(r) -> bytes:
                 first = r.choice((0, r.int(0, n), r.int(0, 2**32 - 1)))
                 last = r.choice((2**31 - 1, first + r.int(0, 2 * n), r.int(0, 2**32 - 1))) & 0xFFFFFFFF
                 ranges.append(B.disposition_frame(first, last, settled=r.bool(0.2)))
+            if r.bool(0.3):  # the shape: one range over every delivery, again and again, not settling
+                ranges = [B.disposition_frame(0, 2**31 - 1)] * len(ranges)
             out.append((1, b"".join(ranges)))
     for d, data in out:
         conv.send(d, data)
@@ -1152,6 +1155,7 @@ class Checker:
         self.formats = tuple(formats)
         self.batch = batch
         self.pending: list = []  # (key, {table: rows}, [deliveries record batches])
+        self.cpu: dict = {}  # CPU seconds of each path of the last check (fuzz_run.py's cost check)
 
     @property
     def full(self) -> bool:
@@ -1178,7 +1182,10 @@ class Checker:
         tables: dict = {}
         deliveries: list = []
 
+        cpu = self.cpu = {}
+
         def step(name, fn):
+            t0 = time.process_time()
             try:
                 with redirect_stderr(err):
                     rc = fn()
@@ -1188,6 +1195,8 @@ class Checker:
                 pass  # exit 3 / 4: not a capture this tool reads (a user-facing line, not a bug)
             except Exception as e:  # the CLI would print "internal error" and exit 1
                 failures.append(_traceback(name, e))
+            finally:
+                cpu[name] = cpu.get(name, 0.0) + time.process_time() - t0
 
         def frames_summary():
             run = cli.CaptureRun(p, [], messages="summary")
@@ -1196,6 +1205,7 @@ class Checker:
 
         def frames_full():
             # one decode (messages in full) replayed through the -V printer and the jsonl printer
+            t0 = time.process_time()
             run = cli.CaptureRun(p, [], messages=True, tls_records=[])
             pairs, stop = [], None
             try:
@@ -1205,6 +1215,7 @@ class Checker:
             except Exception as e:  # raised in both commands, after the frames before it
                 stop = e
             replay = _Replay(pairs, run.tls_records)
+            cpu["frames decode"] = time.process_time() - t0
 
             def verbose():
                 detail = cli._print_verbose(replay, io.StringIO())

@@ -872,13 +872,25 @@ def test_the_fuzzers_state_scale_inputs_pass_the_oracle():
 
 
 def test_the_cost_check_flags_cpu_per_byte_over_the_bound():
+    """fuzz_run's cost check: a path over the bound times its reference per byte, above the floor."""
     fuzz_run = _sibling("fuzz_run")
 
-    ref = 1e-6  # 1 us per byte
-    assert fuzz_run.cost_problem(0.5, 10_000, ref, 20.0).startswith("cost: 0.50 s CPU for 10,000 bytes, 50.00 us")
-    assert fuzz_run.cost_problem(0.5, 100_000, ref, 20.0) is None  # 5 us per byte: under 20 x
-    assert fuzz_run.cost_problem(0.1, 1_000, ref, 20.0) is None  # under the floor
-    assert fuzz_run.cost_problem(5.0, 1_000, ref, 0) is None  # off
+    ref = {"report": 1e-6, "frames": 2e-6}  # us per byte
+    assert fuzz_run.cost_problem({"frames": 0.3, "report": 0.5}, 10_000, ref, 20.0).startswith(
+        "cost: report: 0.50 s CPU for 10,000 bytes, 50.00 us")
+    assert fuzz_run.cost_problem({"frames": 0.5, "report": 0.5}, 100_000, ref, 20.0) is None  # 5 us/B: under
+    assert fuzz_run.cost_problem({"report": 0.1}, 1_000, ref, 20.0) is None  # under the floor
+    assert fuzz_run.cost_problem({"report": 5.0}, 1_000, ref, 0) is None  # off
+
+
+def test_the_checker_times_each_path():
+    fuzzgen = _sibling("fuzzgen")
+
+    checker = fuzzgen.Checker(("jsonl",))
+    assert checker.check(str(HERE.parent / "samples" / "outcomes.pcap")) == []
+    assert set(checker.cpu) == {"frames", "frames decode", "frames -V", "frames --format jsonl", "report",
+                                "deliveries"}
+    assert all(x >= 0 for x in checker.cpu.values())
 
 
 class _CountingConns(dict):
