@@ -37,7 +37,10 @@ all workers' settlements (:func:`_resolve_lag`); the row is the same unless a di
 comes for a delivery more than ``FOLD_LAG`` settlements of the whole capture after it was
 settled (the single process counts it late; a worker still applies it).  Other limits of the
 identity: more than the reassembler's 100,000 open connections at once (a worker evicts by its
-own count).
+own count); more than the state model's caps over the whole capture, which a worker counts over
+its own connections: 16,384 placeholder sessions and links (``PLACEHOLDERS_MAX``; the caps per
+connection are the same in every worker) and 50,000 distinct violations listed
+(``VIOLATIONS_LISTED``; the rows repeated word for word are per connection: the same).
 
 Inputs that cannot be read twice (standard input, a live capture) are analysed by one process.
 """
@@ -140,7 +143,11 @@ class FlowWorker:
                 self.seq += 1
         conns = an.connections
         if len(conns) > self._nconn:
-            for cid in islice(conns, self._nconn, None):
+            # the new ones, read from the end (the tracker only adds connections: a walk from the start
+            # would make a capture of many connections quadratic)
+            new = list(islice(reversed(conns), len(conns) - self._nconn))
+            new.reverse()
+            for cid in new:
                 self.k_conn[cid] = cur + (self.seq,)
                 # the connection's table order over the whole capture (deliveries order by it)
                 conns[cid].seq = conn_rank(cur, self.seq)

@@ -15,6 +15,16 @@ Captures (built here, cached in ``--dir`` with their parameters in the name):
     ``--syns`` connections that send only a SYN (distinct client addresses and ports).
 ``unsettled``
     One connection, one link, ``--deliveries`` transfers never settled (no disposition).
+``unknown-handles`` / ``partial-handles`` (issue 29)
+    One connection, one session, ``--handles`` transfers each on its own handle never attached
+    (partial: each says more=true and the delivery never ends).
+``unknown-channels``
+    ``--channels`` transfers each on its own channel never begun.
+``wide-dispositions``
+    ``--wide`` unsettled transfers, then 19/18 as many receiver dispositions of delivery-ids
+    0 .. 2**31-1 that do not settle.
+``preopen-empty``
+    ``--empty`` empty frames after the headers, before any open.
 ``real``
     Proton traffic (tests/benchmark.py's builder): the per-byte CPU reference.
 
@@ -118,6 +128,24 @@ def transfer_frame(delivery_id: int) -> bytes:
                                    b"\x43", FALSE]) + _MSG)
 
 
+def transfer_on(handle: int, delivery_id: int, more: bool = False) -> bytes:
+    """A single-frame unsettled transfer on ``handle`` (a 1-byte tag), ``_MSG`` as its message;
+    ``more``: the delivery's first frame of several (the others never come)."""
+    return frame(_described(0x14, [_uint(handle), _uint(delivery_id), b"\xa0\x01x", b"\x43", FALSE,
+                                   TRUE if more else FALSE]) + _MSG)
+
+
+def disposition_frame(first: int, last: int, settled: bool = False) -> bytes:
+    """From the receiver: first..last accepted (settled or not)."""
+    return frame(_described(0x15, [TRUE, _uint(first), _uint(last), TRUE if settled else FALSE,
+                                   b"\x00\x53\x24\x45"]))
+
+
+def empty_frame(channel: int = 0) -> bytes:
+    """An empty frame (a heartbeat when the connection is open)."""
+    return struct.pack(">IBBH", 8, 2, 0, channel)
+
+
 def credit_flow(credit: int = 0x7FFFFFFF) -> bytes:
     """The receiver's flow on handle 0: delivery-count 0, ``credit``."""
     return frame(_described(0x13, [_uint(0), _uint(0x7FFFFFFF), _uint(0), _uint(0x7FFFFFFF), _uint(0), _uint(0),
@@ -148,13 +176,69 @@ def zero_width_conversation(frames: int, per_segment: int = 8, **kw) -> TcpConve
     return conv
 
 
-def unsettled_conversation(deliveries: int, per_segment: int = 40, **kw) -> TcpConversation:
+def unsettled_conversation(deliveries: int, per_segment: int = 40, close: bool = True, **kw) -> TcpConversation:
     conv = TcpConversation(**kw)
     conv.handshake()
     for d, data in setup_exchange():
         conv.send(d, data)
     for i in range(0, deliveries, per_segment):
         conv.send(0, b"".join(transfer_frame(j) for j in range(i, min(i + per_segment, deliveries))), mss=65000)
+    if close:
+        conv.close()
+    return conv
+
+
+def unknown_handles_conversation(handles: int, more: bool = False, per_segment: int = 60,
+                                 **kw) -> TcpConversation:
+    """Open and begin, then one transfer on each of ``handles`` handles (1, 2, ...) never attached
+    (``more``: each the first frame of a delivery that never ends)."""
+    conv = TcpConversation(**kw)
+    conv.handshake()
+    for d, data in setup_exchange()[:6]:
+        conv.send(d, data)
+    for i in range(0, handles, per_segment):
+        conv.send(0, b"".join(transfer_on(j + 1, j, more) for j in range(i, min(i + per_segment, handles))),
+                  mss=65000)
+    conv.close()
+    return conv
+
+
+def unknown_channels_conversation(channels: int, per_segment: int = 60, **kw) -> TcpConversation:
+    """Open and begin on channel 0, then one transfer on each of ``channels`` channels (1, 2, ...)
+    never begun."""
+    conv = TcpConversation(**kw)
+    conv.handshake()
+    for d, data in setup_exchange()[:6]:
+        conv.send(d, data)
+    for i in range(0, channels, per_segment):
+        conv.send(0, b"".join(frame(transfer_on(0, j)[8:], channel=(j % 65535) + 1)
+                              for j in range(i, min(i + per_segment, channels))), mss=65000)
+    conv.close()
+    return conv
+
+
+def wide_dispositions_conversation(deliveries: int, dispositions: int, per_segment: int = 60,
+                                   **kw) -> TcpConversation:
+    """``deliveries`` unsettled transfers, then ``dispositions`` receiver dispositions each covering
+    delivery-ids 0 .. 2**31-1 (accepted, not settling): the issue's disposition amplifier."""
+    conv = unsettled_conversation(deliveries, per_segment=per_segment, close=False, **kw)
+    wide = disposition_frame(0, 2**31 - 1)
+    for i in range(0, dispositions, per_segment):
+        conv.send(1, wide * min(per_segment, dispositions - i), mss=65000)
+    conv.close()
+    return conv
+
+
+def preopen_empty_conversation(frames: int, per_segment: int = 2000, **kw) -> TcpConversation:
+    """Both headers, then ``frames`` empty frames from the client before any open (each a state
+    violation)."""
+    conv = TcpConversation(**kw)
+    conv.handshake()
+    conv.send(0, HEADER)
+    conv.send(1, HEADER)
+    e = empty_frame()
+    for i in range(0, frames, per_segment):
+        conv.send(0, e * min(per_segment, frames - i), mss=65000)
     conv.close()
     return conv
 
@@ -188,6 +272,16 @@ def ensure(kind: str, n: int, folder: str, log) -> str:
         _write(path, unsettled_conversation(n).records)
     elif kind == "syn":
         _write(path, syn_records(n))
+    elif kind == "unknown-handles":
+        _write(path, unknown_handles_conversation(n).records)
+    elif kind == "partial-handles":
+        _write(path, unknown_handles_conversation(n, more=True).records)
+    elif kind == "unknown-channels":
+        _write(path, unknown_channels_conversation(n).records)
+    elif kind == "wide-dispositions":  # n unsettled deliveries, then n + n // 18 wide dispositions
+        _write(path, wide_dispositions_conversation(n, n + n // 18).records)
+    elif kind == "preopen-empty":
+        _write(path, preopen_empty_conversation(n).records)
     elif kind == "real":
         import benchmark
 
@@ -226,10 +320,20 @@ def run_measured(cmd: list[str], env: dict, timeout: float | None) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", action="append", default=None,
-                    help="captures to run (zero-width, syn, unsettled, real); repeatable; default all")
+                    help="captures to run (zero-width, syn, unsettled, unknown-handles, partial-handles, "
+                         "unknown-channels, wide-dispositions, preopen-empty, real); repeatable; default all")
     ap.add_argument("--frames", type=int, default=2000, help="zero-width flow frames (default 2000)")
     ap.add_argument("--syns", type=int, default=200_000, help="SYN-only connections (default 200000)")
     ap.add_argument("--deliveries", type=int, default=1_000_000, help="unsettled deliveries (default 1000000)")
+    ap.add_argument("--handles", type=int, default=36_000,
+                    help="transfers on never-attached handles, unknown-handles / partial-handles (default 36000)")
+    ap.add_argument("--channels", type=int, default=36_000,
+                    help="transfers on never-begun channels, unknown-channels (default 36000)")
+    ap.add_argument("--wide", type=int, default=18_000,
+                    help="wide-dispositions: unsettled deliveries, then 19/18 as many dispositions of 0..2^31-1 "
+                         "(default 18000)")
+    ap.add_argument("--empty", type=int, default=1_000_000, help="preopen-empty: empty frames before open "
+                                                                    "(default 1000000)")
     ap.add_argument("--messages", type=int, default=20_000, help="messages of the real capture (default 20000)")
     ap.add_argument("--commands", default=None, help=f"comma-separated, from {', '.join(COMMANDS)}")
     ap.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "amqp-hostile"))
@@ -237,10 +341,14 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--json", dest="json_path", default=None)
     args = ap.parse_args(argv)
-    kinds = args.only or ["real", "zero-width", "syn", "unsettled"]
-    size = {"zero-width": args.frames, "syn": args.syns, "unsettled": args.deliveries, "real": args.messages}
+    state_kinds = ["unknown-handles", "partial-handles", "unknown-channels", "wide-dispositions", "preopen-empty"]
+    kinds = args.only or ["real", "zero-width", "syn", "unsettled"] + state_kinds
+    size = {"zero-width": args.frames, "syn": args.syns, "unsettled": args.deliveries, "real": args.messages,
+            "unknown-handles": args.handles, "partial-handles": args.handles, "unknown-channels": args.channels,
+            "wide-dispositions": args.wide, "preopen-empty": args.empty}
     default_cmds = {"zero-width": ["report", "frames", "frames-V", "frames-jsonl"],
                     "syn": ["report", "deliveries-csv"], "unsettled": ["report", "deliveries-csv"],
+                    **{k: ["report"] for k in state_kinds},
                     "real": ["report", "frames", "frames-V", "frames-jsonl", "deliveries-csv"]}
 
     def log(msg):

@@ -15,6 +15,13 @@ the failure text beside it (``.txt``) and its key log (``.keys``, the keylog kin
 ``i`` of seed ``s`` is the same on every run (``random.Random(f"{s}:{i}")``).  Prints the inputs
 tried, inputs/s, failures and the workers' CPU time per input; exits 1 when any input failed.
 
+The cost check (issue 29): each worker first measures the CPU per byte of an ordinary capture
+(``ordinary_capture``: small messages each settled by its own disposition) through each path of
+the same checker (``Checker.cpu``: frames, the decode for -V and jsonl and each printer, report,
+deliveries); an input on which a path takes more than ``--cost-bound`` (default 20) times its
+reference per byte, and more than COST_FLOOR CPU seconds, fails with a "cost:" line naming the
+path (a CPU measure: a shared machine may flag a borderline input; its .pcap reproduces it).
+
 ``--journal FILE`` makes a long run resumable: each finished work unit is appended to FILE (one
 JSON line: its inputs, failures, CPU seconds and the run's wall seconds so far), and a later run
 with the same FILE and settings tries only the units not in it.  Its figures are the totals of
@@ -37,8 +44,60 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 
+COST_FLOOR = 0.25  # CPU seconds below which an input's cost is not checked (fixed costs dominate)
+
+
+def ordinary_capture() -> bytes:
+    """The reference of the cost check: small messages, each settled by its own disposition (many
+    frames per byte: the costly end of ordinary traffic)."""
+    import bench_hostile as B
+
+    conv = B.unsettled_conversation(1000, close=False)
+    for i in range(0, 1000, 40):
+        conv.send(1, b"".join(B.disposition_frame(j, j, settled=True) for j in range(i, i + 40)))
+    conv.close()
+    return conv.pcap()
+
+
+_REFERENCE = {}  # (formats, batch) -> reference_cost, once per process
+
+
+def reference_cost(checker, path) -> dict:
+    """CPU seconds per byte of :func:`ordinary_capture` through each path of ``checker``
+    (``Checker.cpu``: frames, the decode of frames -V / jsonl and each printer, report, deliveries;
+    the least of 2 runs)."""
+    key = (checker.formats, checker.batch)
+    if key in _REFERENCE:
+        return _REFERENCE[key]
+    data = ordinary_capture()
+    with open(path, "wb") as f:
+        f.write(data)
+    best = {}
+    for _ in range(2):
+        checker.check(path, None)
+        checker.flush()
+        for name, spent in checker.cpu.items():
+            best[name] = min(best.get(name, spent), spent)
+    _REFERENCE[key] = {name: spent / len(data) for name, spent in best.items()}
+    return _REFERENCE[key]
+
+
+def cost_problem(cpu: dict, size: int, ref: dict, bound: float) -> str | None:
+    """The cost check: a path (a command) whose CPU per byte on this input is over ``bound`` times
+    what it spends per byte of the ordinary capture (paths under COST_FLOOR seconds: not checked)."""
+    if bound <= 0 or not size:
+        return None
+    for name, spent in cpu.items():
+        per = ref.get(name)
+        if per and spent >= COST_FLOOR and spent / size > bound * per:
+            return (f"cost: {name}: {spent:.2f} s CPU for {size:,} bytes, {spent / size * 1e6:.2f} us per byte: "
+                    f"over {bound:g} x the ordinary capture's {per * 1e6:.3f} us per byte "
+                    f"(tests/fuzz_run.py ordinary_capture)")
+    return None
+
+
 def _worker(args):
-    seed, start, stop, step, out, formats, kinds, deadline, batch = args
+    seed, start, stop, step, out, formats, kinds, deadline, batch, cost_bound = args
     import fuzzgen
 
     tmp = tempfile.mkdtemp(prefix="amqp-fuzz-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
@@ -71,6 +130,7 @@ def _worker(args):
         inputs.clear()
         problems_of.clear()
 
+    ref = reference_cost(checker, path) if cost_bound > 0 else {}
     t0 = time.process_time()
     try:
         for i in range(start, stop, step):
@@ -97,6 +157,9 @@ def _worker(args):
             problems = checker.check(path, i)
             if kind == fuzzgen.SPLIT_KIND:
                 problems = problems + fuzzgen.check_split(path, os.path.join(tmp, "parts"))
+            costly = cost_problem(checker.cpu, len(data), ref, cost_bound)
+            if costly:
+                problems = problems + [costly]
             if problems:
                 problems_of[i] = problems
             tried += 1
@@ -179,6 +242,8 @@ def main(argv=None) -> int:
     ap.add_argument("--chunk", type=int, default=200, help="inputs per work unit")
     ap.add_argument("--batch", type=int, default=100, help="inputs whose tables are written together "
                     "(one write per table and format; 1: each input's at once)")
+    ap.add_argument("--cost-bound", type=float, default=20.0, help="flag an input whose CPU per byte (above "
+                    f"{COST_FLOOR} s) is over this many times that of an ordinary capture (default 20; 0: off)")
     ap.add_argument("--journal", default="", help="file of the finished work units: a run with the same file "
                     "and settings resumes where the last one stopped, and reports the totals of all runs")
     a = ap.parse_args(argv)
@@ -188,7 +253,7 @@ def main(argv=None) -> int:
     t0 = time.time()
     deadline = t0 + a.seconds if a.seconds else 0
     # work units: chunks of consecutive input numbers
-    units = [(a.seed, s, min(s + a.chunk, a.inputs), 1, a.out, formats, kinds, deadline, a.batch)
+    units = [(a.seed, s, min(s + a.chunk, a.inputs), 1, a.out, formats, kinds, deadline, a.batch, a.cost_bound)
              for s in range(0, a.inputs, a.chunk)]
     tried, failures, cpu = 0, [], 0.0
     last = t0
@@ -197,6 +262,8 @@ def main(argv=None) -> int:
     if a.journal:
         settings = {"seed": a.seed, "inputs": a.inputs, "chunk": a.chunk, "formats": list(formats),
                     "kinds": list(kinds), "batch": a.batch}
+        if a.cost_bound != 20.0:
+            settings["cost_bound"] = a.cost_bound
         done, runs = _read_journal(a.journal, settings)
         for unit in done.values():
             tried += unit["tried"]

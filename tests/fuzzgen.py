@@ -36,6 +36,7 @@ import os
 import random
 import struct
 import sys
+import time
 import uuid
 from contextlib import redirect_stderr
 
@@ -1013,6 +1014,8 @@ def generate(r, kind=None) -> tuple[str, bytes]:
         return kind, frame_capture(r)
     if kind == "mutation":
         return kind, mutation(r)
+    if kind == "state-scale":
+        return kind, state_scale(r)
     keep = []
     data = capture(r, keep=keep)
     return kind, mutate_bytes(r, data, data) if r.bool(0.3) else _mutated_capture(r, data, *keep)
@@ -1103,6 +1106,60 @@ def cut_capture(r, data: bytes) -> bytes:
     return data[: r.int(24, max(24, len(data) - 1))]
 
 
+# --------------------------------------------------------------------------- state at scale (issue 29)
+
+def _hostile():
+    if HERE not in sys.path:
+        sys.path.insert(0, HERE)
+    import bench_hostile
+
+    return bench_hostile
+
+
+def state_scale(r) -> bytes:
+    """One connection that makes the state model pay per object or per range: transfers on many
+    handles never attached or channels never begun (random numbers, some more=true), wide disposition
+    ranges over many unsettled deliveries (random bounds, settling or not, repeated), or a flood of
+    one frame before open.  Sizes up to a few thousand frames (tens of KB)."""
+    B = _hostile()
+    conv = B.TcpConversation(mss=r.choice((1460, 65000)))
+    conv.handshake()
+    shape = r.choice(("handles", "channels", "dispositions", "flood", "mixed"))
+    setup = B.setup_exchange()
+    n = r.int(1, 3000) if r.bool(0.7) else r.int(1, 30)
+    out = []
+    if shape == "flood":
+        out += setup[:2]
+        frame = r.choice((B.empty_frame(r.int(0, 3)), B.transfer_on(0, 0), B.disposition_frame(0, 5)))
+        out.append((r.int(0, 1), frame * n))
+    else:
+        out += setup[:6] if shape in ("handles", "channels") else setup
+        body = []
+        if shape in ("handles", "mixed"):
+            top = r.choice((n, 2**16, 2**32 - 1))
+            body += [B.transfer_on(r.int(0, top), r.int(0, 2 * n), more=r.bool(0.3)) for _ in range(n)]
+        if shape in ("channels", "mixed"):
+            body += [B.frame(B.transfer_on(r.int(0, 3), i)[8:], channel=r.int(1, 65535)) for i in range(n)]
+        if shape in ("dispositions", "mixed"):
+            body += [B.transfer_frame(i) for i in range(n)]
+        out.append((0, b"".join(body)))
+        if shape in ("dispositions", "mixed"):
+            ranges = []
+            for _ in range(r.int(1, 3000)):
+                first = r.choice((0, r.int(0, n), r.int(0, 2**32 - 1)))
+                last = r.choice((2**31 - 1, first + r.int(0, 2 * n), r.int(0, 2**32 - 1))) & 0xFFFFFFFF
+                ranges.append(B.disposition_frame(first, last, settled=r.bool(0.2)))
+            if r.bool(0.3):  # the issue's shape: one range over every delivery, again and again, not settling
+                ranges = [B.disposition_frame(0, 2**31 - 1)] * len(ranges)
+            out.append((1, b"".join(ranges)))
+    for d, data in out:
+        conv.send(d, data)
+    conv.close()
+    return conv.pcap()
+
+
+KINDS = KINDS + ("state-scale",)
+
 # --------------------------------------------------------------------------- hypothesis strategies
 
 def _strategy(fn):
@@ -1190,6 +1247,7 @@ class Checker:
         self.formats = tuple(formats)
         self.batch = batch
         self.pending: list = []  # (key, {table: rows}, [deliveries record batches])
+        self.cpu: dict = {}  # CPU seconds of each path of the last check (fuzz_run.py's cost check)
 
     @property
     def full(self) -> bool:
@@ -1216,7 +1274,10 @@ class Checker:
         tables: dict = {}
         deliveries: list = []
 
+        cpu = self.cpu = {}
+
         def step(name, fn):
+            t0 = time.process_time()
             try:
                 with redirect_stderr(err):
                     rc = fn()
@@ -1226,6 +1287,8 @@ class Checker:
                 pass  # exit 3 / 4: not a capture this tool reads (a user-facing line, not a bug)
             except Exception as e:  # the CLI would print "internal error" and exit 1
                 failures.append(_traceback(name, e))
+            finally:
+                cpu[name] = cpu.get(name, 0.0) + time.process_time() - t0
 
         def frames_summary():
             run = cli.CaptureRun(p, [], messages="summary", keylog=self.keylog)
@@ -1234,6 +1297,7 @@ class Checker:
 
         def frames_full():
             # one decode (messages in full) replayed through the -V printer and the jsonl printer
+            t0 = time.process_time()
             with redirect_stderr(err):  # (the key log's damaged lines are told on stderr)
                 run = cli.CaptureRun(p, [], messages=True, tls_records=[], keylog=self.keylog)
             pairs, stop = [], None
@@ -1244,6 +1308,7 @@ class Checker:
             except Exception as e:  # raised in both commands, after the frames before it
                 stop = e
             replay = _Replay(pairs, run.tls_records)
+            cpu["frames decode"] = time.process_time() - t0
 
             def verbose():
                 detail = cli._print_verbose(replay, io.StringIO())

@@ -681,3 +681,320 @@ def test_shared_defaults_of_a_connection_refuse_writes_and_pickle():
     assert state._EMPTY_MAP == {} and state._NONE_PAIR == (None, None)
     again = pickle.loads(pickle.dumps(a))
     assert len(again.connections) == 3
+
+
+# --------------------------------------------------------------------------- issue 29: unknown handles and channels,
+# wide dispositions, floods of one finding (the reproducers are tests/bench_hostile.py's builders, small)
+def _analyzer(conv):
+    from amqp_dissect.pipelines.local import CaptureSource, run_analysis
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cap = Path(tmp) / "c.pcap"
+        cap.write_bytes(conv.pcap())
+        return run_analysis(CaptureSource([str(cap)])).analyzer
+
+
+def _placeholder_counts(n_handles: int) -> tuple:
+    from amqp_dissect.model.state import UNKNOWN_LINKS_MAX
+
+    an = _analyzer(B.unknown_handles_conversation(n_handles))
+    (c,) = an.connections.values()
+    (s,) = c.sessions
+    rows = an.violation_rows()
+    kinds = {}
+    for r in rows:
+        kinds[r["kind"]] = kinds.get(r["kind"], 0) + 1
+    assert sum(link.n_deliveries for link in c.links) == n_handles  # every transfer still counted
+    over = c.links[-1]
+    assert over.handle == [None, None] and "handle" in over.unknown
+    assert over.n_deliveries == n_handles - UNKNOWN_LINKS_MAX
+    assert [link.handle[0] for link in c.links[:-1]] == list(range(1, UNKNOWN_LINKS_MAX + 1))
+    assert any("beyond the cap" in u for u in s.unknown)
+    return len(c.links), kinds.get("unknown-handle", 0), len(rows)
+
+
+def test_unknown_handles_make_at_most_the_cap_of_links_and_rows():
+    """Transfers on handles never attached: one placeholder link each up to UNKNOWN_LINKS_MAX per
+    connection, then one overflow link (no handle) for all the others, made with a note; the
+    "unknown-handle" rows past the cap are one finding, listed REPEAT_KEEP times and then added up in
+    one row.  The links and rows are the same for 300 and for 1,500 handles past the cap."""
+    from amqp_dissect.model.state import REPEAT_KEEP, UNKNOWN_LINKS_MAX
+
+    small = _placeholder_counts(UNKNOWN_LINKS_MAX + 300)
+    large = _placeholder_counts(UNKNOWN_LINKS_MAX + 1500)
+    assert small == large
+    links, unknown_handle, _rows = large
+    assert links == UNKNOWN_LINKS_MAX + 1
+    # one per placeholder, the cap's note, REPEAT_KEEP of the others, one adding up the rest
+    assert unknown_handle == UNKNOWN_LINKS_MAX + 1 + REPEAT_KEEP + 1
+
+
+def test_partial_deliveries_on_unknown_handles_keep_a_bounded_number_of_objects(monkeypatch):
+    """The issue's 100,000 transfers with more=true on 100,000 handles: each a delivery that never
+    ends, on its own placeholder link up to the cap, then all on the overflow link (a new delivery-id
+    ends the one before: compactable).  Counted: delivery objects retained (the links' live ones) stay
+    under the cap plus what the compaction keeps, whatever the number of handles."""
+    from amqp_dissect.model import state
+
+    monkeypatch.setattr(state, "UNKNOWN_LINKS_MAX", 64)
+    monkeypatch.setattr(state, "COMPACT_AT", 256)
+    monkeypatch.setattr(state, "COMPACT_KEEP", 64)
+    kept = []
+    for n in (2000, 6000):
+        an = _analyzer(B.unknown_handles_conversation(n, more=True))
+        (c,) = an.connections.values()
+        assert len(c.links) == 64 + 1
+        assert sum(link.n_deliveries for link in c.links) == n
+        live = sum(len(link.live) for link in c.links)
+        compacted = sum(link.compacted for link in c.links)
+        assert live + compacted == n
+        kept.append(live)
+    assert all(0 < k <= 64 + 2 * 256 for k in kept), kept
+
+
+def test_unknown_channels_make_at_most_the_cap_of_sessions():
+    """Transfers on channels never begun: a placeholder session (and link) each up to
+    UNKNOWN_SESSIONS_MAX per connection, then one overflow session, with one overflow link."""
+    from amqp_dissect.model.state import REPEAT_KEEP, UNKNOWN_SESSIONS_MAX
+
+    got = []
+    for extra in (300, 900):
+        n = UNKNOWN_SESSIONS_MAX + extra
+        an = _analyzer(B.unknown_channels_conversation(n))
+        (c,) = an.connections.values()
+        rows = an.violation_rows()
+        assert sum(link.n_deliveries for link in c.links) == n
+        over = c.sessions[-1]
+        assert over.channel == [None, None] and "channel" in over.unknown
+        assert sum(link.n_deliveries for link in over.links) == extra
+        assert any("beyond the cap" in u for u in c.unknown)
+        unknown_channel = sum(r["kind"] == "unknown-channel" for r in rows)
+        got.append((len(c.sessions), len(c.links), unknown_channel, len(rows)))
+    assert got[0] == got[1], got
+    sessions, links, unknown_channel, _rows = got[0]
+    assert sessions == 1 + UNKNOWN_SESSIONS_MAX + 1 and links == UNKNOWN_SESSIONS_MAX + 1
+    assert unknown_channel == UNKNOWN_SESSIONS_MAX + 1 + REPEAT_KEEP + 1
+
+
+def test_repeated_wide_dispositions_cost_at_most_the_sessions_budget():
+    """The issue's 18,000 unsettled deliveries and 19,000 dispositions of 0..2**31-1 (not settling),
+    small: 2,000 and 2,100.  Counted: the lookups and entries iterated of the session's delivery
+    tables over all dispositions stay within the budget (DISPOSITION_TOUCH_BASE +
+    DISPOSITION_TOUCHES_PER_DELIVERY per delivery, each touch a few operations) plus a few per frame;
+    the ranges past the budget are "budget" rows (one finding: added up past REPEAT_KEEP) and the
+    session says that dispositions were not applied.  The deliveries' outcomes are those of the first
+    ranges (applied)."""
+    from amqp_dissect.model.state import DISPOSITION_TOUCH_BASE, DISPOSITION_TOUCHES_PER_DELIVERY, REPEAT_KEEP
+
+    n, wide = 2000, 2100
+    conv = B.wide_dispositions_conversation(n, wide)
+    ops = []
+    tracker = None
+    for tracker, ev in _track(conv.records):
+        if getattr(ev, "pname", None) == "disposition":
+            ops.append(_CountingDict.ops)
+        _CountingDict.ops = 0
+    assert len(ops) == wide
+    budget = DISPOSITION_TOUCH_BASE + DISPOSITION_TOUCHES_PER_DELIVERY * n
+    applied = budget // n
+    assert sum(ops) <= 3 * budget + 8 * wide, sum(ops)
+    assert max(ops[applied + 1:]) <= 4, max(ops[applied + 1:])  # past the budget: bisections only
+    (c,) = tracker.connections.values()
+    (s,) = c.sessions
+    (link,) = s.links
+    assert any("budget" in u for u in s.unknown)
+    budget_rows = [v for v in tracker.violations if v["kind"] == "budget"]
+    assert len(budget_rows) == REPEAT_KEEP + 1
+    skipped = wide - applied
+    assert f"[{skipped - REPEAT_KEEP:,} more like it" in budget_rows[-1]["message"]
+    dl = list(link.live.values())
+    assert len(dl) + link.compacted == n and link.compacted == 0  # (a disposition makes them objects again)
+    assert all(x.outcome == "accepted" and x.dispositions[1] == applied for x in dl)
+
+
+def test_a_flood_of_one_violation_is_added_up_past_the_bound(tmp_path, capsys):
+    """The issue's empty frames before any open, 3,000: one "state" violation each, listed
+    REPEAT_KEEP times, then one row for the rest: its packet the first of them, its message the count
+    and the last packet.  The same with two processes (-j 2)."""
+    from amqp_dissect.model.state import REPEAT_KEEP
+
+    n = 3000
+    conv = B.preopen_empty_conversation(n, per_segment=500)
+    cap = _write(tmp_path / "empty.pcap", conv)
+    rows = _violations(capsys, cap)
+    assert len(rows) == REPEAT_KEEP + 1
+    assert all(r["kind"] == "state" and r["message"].startswith("empty frame from the client") for r in rows)
+    assert len({r["message"] for r in rows[:-1]}) == 1
+    first_pkt = rows[REPEAT_KEEP - 1]["packet"]
+    last = rows[-1]
+    assert last["packet"] >= first_pkt
+    last_packet = len(conv.records) - 3  # (the segment before the FIN exchange)
+    assert last["message"].endswith(f"[{n - REPEAT_KEEP:,} more like it after the first {REPEAT_KEEP} "
+                                    f"(this packet to packet {last_packet}), added up in this row]"), last["message"]
+    rc, out, err = _run(capsys, "violations", "--format", "jsonl", "-j", "2", str(cap))
+    assert (rc, err) == (EXIT_OK, "")
+    assert [json.loads(x) for x in out.splitlines()] == rows
+
+
+def test_distinct_findings_are_not_added_up(tmp_path, capsys):
+    """Up to REPEAT_KEEP of a finding, and distinct findings (another message), are rows each."""
+    from amqp_dissect.model.state import REPEAT_KEEP
+
+    cap = _write(tmp_path / "few.pcap", B.preopen_empty_conversation(REPEAT_KEEP))
+    rows = _violations(capsys, cap)
+    assert len(rows) == REPEAT_KEEP and "more like it" not in "".join(r["message"] for r in rows)
+    cap = _write(tmp_path / "handles.pcap", B.unknown_handles_conversation(300))
+    rows = _violations(capsys, cap)
+    assert sum(r["kind"] == "unknown-handle" for r in rows) == 300
+
+
+def test_the_fuzzers_state_scale_inputs_pass_the_oracle():
+    """fuzzgen's "state-scale" kind (unknown handles and channels at scale, wide disposition ranges,
+    floods before open): a few inputs of each shape through every command's path, no failure."""
+    fuzzgen = _sibling("fuzzgen")
+
+    import tempfile
+
+    checked = 0
+    for i in range(40):
+        r = fuzzgen.RandomSource(f"29:{i}")
+        kind, data = fuzzgen.generate(r, "state-scale")
+        assert kind == "state-scale" and "state-scale" in fuzzgen.KINDS
+        if len(data) > 40_000:
+            continue  # (the large ones: fuzz_run.py's business)
+        checked += 1
+        with tempfile.TemporaryDirectory() as tmp:
+            cap = Path(tmp) / "in.pcap"
+            cap.write_bytes(data)
+            assert fuzzgen.check(str(cap), ("jsonl",)) == [], i
+    assert checked >= 10
+
+
+def test_the_cost_check_flags_cpu_per_byte_over_the_bound():
+    """fuzz_run's cost check: a path over the bound times its reference per byte, above the floor."""
+    fuzz_run = _sibling("fuzz_run")
+
+    ref = {"report": 1e-6, "frames": 2e-6}  # us per byte
+    assert fuzz_run.cost_problem({"frames": 0.3, "report": 0.5}, 10_000, ref, 20.0).startswith(
+        "cost: report: 0.50 s CPU for 10,000 bytes, 50.00 us")
+    assert fuzz_run.cost_problem({"frames": 0.5, "report": 0.5}, 100_000, ref, 20.0) is None  # 5 us/B: under
+    assert fuzz_run.cost_problem({"report": 0.1}, 1_000, ref, 20.0) is None  # under the floor
+    assert fuzz_run.cost_problem({"report": 5.0}, 1_000, ref, 0) is None  # off
+
+
+def test_the_checker_times_each_path():
+    fuzzgen = _sibling("fuzzgen")
+
+    checker = fuzzgen.Checker(("jsonl",))
+    assert checker.check(str(HERE.parent / "samples" / "outcomes.pcap")) == []
+    assert set(checker.cpu) == {"frames", "frames decode", "frames -V", "frames --format jsonl", "report",
+                                "deliveries"}
+    assert all(x >= 0 for x in checker.cpu.values())
+
+
+class _CountingConns(dict):
+    """An Analyzer's connections that count the keys iterated (from either end)."""
+
+    steps = 0
+
+    def __iter__(self):
+        for k in dict.__iter__(self):
+            _CountingConns.steps += 1
+            yield k
+
+    def __reversed__(self):
+        for k in dict.__reversed__(self):
+            _CountingConns.steps += 1
+            yield k
+
+
+def test_a_worker_of_j_keys_each_new_connection_once():
+    """-j N on many SYN-only connections (the issue's 200,000: 17.4 s with -j 2 against 2.6 s in one
+    process): a worker keys the connections its Analyzer made since the last event by reading them
+    from the end of the table, not by walking it from the start at every event.  Counted: keys
+    iterated over 3,000 connections made one event at a time."""
+    from types import SimpleNamespace
+
+    from amqp_dissect.pipelines.parallel import FlowWorker
+
+    an = SimpleNamespace(stalls=[], violations=[], frame_errors=[], transactions=[], internal_errors=[],
+                         connections=_CountingConns(), fold_lag=0)
+    w = FlowWorker(0, 2, SimpleNamespace(dissector=None), an)
+    n = 3000
+    _CountingConns.steps = 0
+    for i in range(n):
+        w.cur = (i, 1, 0)
+        an.connections[f"c{i}"] = SimpleNamespace(seq=None)
+        w._tag()
+    assert _CountingConns.steps <= 2 * n, _CountingConns.steps
+    assert list(w.k_conn) == [f"c{i}" for i in range(n)]
+    assert [k[0] for k in w.k_conn.values()] == list(range(n))  # each keyed at the event that made it
+    assert len({c.seq for c in an.connections.values()}) == n
+
+
+def test_past_the_listed_bound_differing_findings_are_added_up_per_kind(monkeypatch):
+    """Findings that all differ (300 unknown handles, each its own message) once VIOLATIONS_LISTED
+    distinct ones are listed: one row per connection, kind, side and origin adds up the rest, and
+    the tracker keeps no more per finding (counted: its table of findings and its rows)."""
+    from amqp_dissect.model import state
+
+    monkeypatch.setattr(state, "VIOLATIONS_LISTED", 40)
+    n = 300
+    an = _analyzer(B.unknown_handles_conversation(n))
+    rows = an.violation_rows()
+    assert len(rows) == 40 + 1
+    assert len(an._repeats) == 40 + 1
+    last = rows[-1]
+    assert last["kind"] == "unknown-handle" and last["side"] == "client"
+    assert last["message"].startswith(f"{n - 40:,} unknown-handle findings from this packet to packet ")
+    assert last["message"].endswith(f"the first of them: transfer from the client on handle 41: no attach from "
+                                    f"the client with that handle")
+    assert [r["handle"] for r in rows[:40]] == list(range(1, 41))
+
+
+class _CountingList(list):
+    steps = 0
+
+    def __iter__(self):
+        for x in list.__iter__(self):
+            _CountingList.steps += 1
+            yield x
+
+
+def test_unknown_handles_of_a_capture_joined_midway_do_not_walk_the_links_past_the_cap(monkeypatch):
+    """A connection whose start the capture missed (no SYN): a handle without attach may be the
+    answer to a peer's attach whose reply was lost, found by a walk of the session's links; past
+    the cap the frame goes to the overflow link without that walk.  Counted: links visited over
+    2,000 transfers on new handles, the cap 20."""
+    import io
+
+    from amqp_dissect.capture.pcap import open_capture
+    from amqp_dissect.dissect import Dissector
+    from amqp_dissect.model import state
+    from amqp_dissect.model.state import StateTracker
+
+    from pcapbuild import write_pcap
+
+    monkeypatch.setattr(state, "UNKNOWN_LINKS_MAX", 20)
+    conv = B.unknown_handles_conversation(2000)
+    records = conv.records[5:]  # (without the handshake and the protocol headers)
+    d, t = Dissector(), StateTracker()
+    events = []
+    for rec in open_capture(io.BytesIO(write_pcap(records))):
+        events.extend(d.feed(rec))
+    events.extend(d.finish())
+    swapped = False
+    _CountingList.steps = 0
+    for ev in events:
+        t.feed(ev)
+        if not swapped and t.connections:
+            c = next(iter(t.connections.values()))
+            if getattr(c, "sessions", None):
+                c.sessions[0].links = _CountingList(c.sessions[0].links)
+                swapped = True
+    t.finish()
+    (c,) = t.connections.values()
+    assert not c.known_start and len(c.links) == 20 + 1
+    assert sum(link.n_deliveries for link in c.links) == 2000
+    assert _CountingList.steps <= 20 * 21, _CountingList.steps

@@ -190,6 +190,7 @@ cdef class _Session:
     cdef public list compact_at
     cdef public object late_dispositions
     cdef public object unseen_dispositions
+    cdef public long long touch_budget
     cdef public object terminated
     cdef public object last_iw
     cdef public object last_ow
@@ -248,6 +249,7 @@ cdef class _Conn(_ConnBase):
     cdef public object negotiation
     cdef public object stalls
     cdef public tuple frame_counts
+    cdef public object placeholders
 
 
 cdef class StateTracker:
@@ -257,6 +259,8 @@ cdef class StateTracker:
     cdef public object first_ts, last_ts, end_ts, finished, _settling, fold_lag
     cdef public long long _seq
     cdef public dict _held
+    cdef public dict _repeats
+    cdef public Py_ssize_t _placeholders
 
     cpdef feed(self, event)
 

@@ -704,6 +704,30 @@ FOLD_LAG = 16384
 #: (see StateTracker._hold); beyond this many they are reported at once
 HOLD_MAX = 4096
 
+# identical violations (same connection, kind, side, message and origin: a flood of one finding) are
+# listed one by one up to REPEAT_KEEP; past it one more row stands for the rest, its message saying
+# how many and the last packet (its packet and time are the first of them), so a flood costs a bounded amount
+REPEAT_KEEP = 100
+# distinct findings the tracker lists in all; past it, findings of a new message are added up in one
+# row per connection, kind, side and origin (a flood of findings that all differ: one per frame of a
+# few bytes would otherwise cost a row of about a kilobyte each)
+VIOLATIONS_LISTED = 50_000
+
+# placeholder sessions (a channel without begin) and links (a handle without attach) made per
+# connection, and per tracker; past a cap, frames on further unknown channels go to one overflow
+# session of the connection, on further unknown handles to one overflow link of the session (each
+# made once, with a note): an unknown channel or handle costs a bounded amount
+UNKNOWN_SESSIONS_MAX = 256
+UNKNOWN_LINKS_MAX = 1024
+PLACEHOLDERS_MAX = 16384
+
+# deliveries that the disposition ranges (of more than 16 ids) of a session may touch in all: a base,
+# and more per delivery transferred in the session.  A range that would touch more than what is left
+# is not applied (a "budget" violation; the session's unknown says so): a disposition's cost does not
+# grow with the deliveries it covers past that (issue 29: a range 0..2**31-1 sent again and again)
+DISPOSITION_TOUCH_BASE = 1 << 16
+DISPOSITION_TOUCHES_PER_DELIVERY = 16
+
 TERMINAL_OUTCOMES_ORDER = OUTCOMES  # accepted, rejected, released, modified, declared (from the spec)
 TERMINAL_OUTCOMES = frozenset(OUTCOMES)
 SIDES = ("client", "server")
@@ -889,6 +913,29 @@ def _in_range(s, sender, first, n) -> list:
     return hits
 
 
+def _range_count(s, sender, first, n) -> int:
+    """At most how many deliveries of ``s.deliveries[sender]`` and its compact store have ids
+    ``first .. first+n-1`` (bisections of the ordered ids: folded ones not dropped yet count too)."""
+    table = s.deliveries[sender]
+    st = s.compact[sender]
+    if not table and st is None:
+        return 0
+    if table and s.did_order[sender] is None:
+        _order_rebuild(s, sender)
+    base = s.first_did[sender]
+    a = serial_diff(first, base)
+    b = a + n - 1
+    pieces = [(a, _HALF - 1), (-_HALF, b - SERIAL_MOD)] if b >= _HALF else [(a, b)]
+    order = s.did_order[sender] if table else None
+    k = 0
+    for lo, hi in pieces:
+        if order is not None:
+            k += bisect_right(order, hi) - bisect_left(order, lo)
+        if st is not None:
+            k += bisect_right(st.offs, hi) - bisect_left(st.offs, lo)
+    return k
+
+
 def _in_range_compact(s, sender, first, n) -> list:
     """:func:`_in_range` of a session with compacted deliveries: those of the table and those of the
     store (made objects again), merged in id order."""
@@ -965,7 +1012,7 @@ class _Compact:
     first-transfer order (``seq``), times, packets, frames, bytes, flags, link, tag."""
 
     __slots__ = ("offs", "seq", "first_ts", "last_ts", "first_packet", "last_packet", "frames", "size",
-                 "flags", "link", "tag_end", "tags", "dead")
+                 "flags", "link", "tag_end", "tags", "dead", "by_link")
 
     def __init__(self):
         self.offs = array("q")
@@ -981,6 +1028,9 @@ class _Compact:
         self.tag_end = array("q")  # each tag is tags[tag_end[i-1]:tag_end[i]] (tags may be out of order)
         self.tags = bytearray()
         self.dead = 0
+        # link index -> rows of its live deliveries (made by compact_rows in one walk of the store for
+        # every link; None again when the store changes)
+        self.by_link = None
 
     def __len__(self) -> int:
         return len(self.offs)
@@ -1051,6 +1101,7 @@ def _compact(s, d) -> None:
 
 
 def _store_append(st, o, x) -> None:
+    st.by_link = None
     st.offs.append(o)
     st.seq.append(x.seq)
     st.first_ts.append(x.first_ts)
@@ -1122,6 +1173,7 @@ def _expand(s, d, i):
     x = _store_delivery(s, d, st, i)
     st.flags[i] |= _CF_DEAD
     st.dead += 1
+    st.by_link = None
     link = x.link
     link.compacted -= 1
     link.reordered = True
@@ -1178,13 +1230,24 @@ def compact_rows(link) -> list:
         st = s.compact[d]
         if st is None:
             continue
-        li = st.link
-        flags = st.flags
-        seq = st.seq
-        rows = array("l", [i for i in range(len(st.offs)) if li[i] == idx and not flags[i] & _CF_DEAD])
-        if any(seq[rows[k - 1]] > seq[rows[k]] for k in range(1, len(rows))):
-            rows = array("l", sorted(rows, key=seq.__getitem__))
+        by_link = st.by_link
+        if by_link is None:  # one walk of the store for all its links (a session may have many)
+            by_link = st.by_link = {}
+            li = st.link
+            flags = st.flags
+            for i in range(len(st.offs)):
+                if not flags[i] & _CF_DEAD:
+                    r = by_link.get(li[i])
+                    if r is None:
+                        r = by_link[li[i]] = array("l")
+                    r.append(i)
+        rows = by_link.get(idx)
         if rows:
+            seq = st.seq
+            if any(seq[rows[k - 1]] > seq[rows[k]] for k in range(1, len(rows))):
+                rows = array("l", sorted(rows, key=seq.__getitem__))
+            else:
+                rows = array("l", rows)  # (a copy: the caller's)
             out.append((d, st, rows))
     return out
 
@@ -1692,7 +1755,7 @@ class _Session:
         "flows",
         "handles", "links", "deliveries", "did_order", "did_dead", "next_did", "first_did", "compact", "compact_at",
         "late_dispositions",
-        "unseen_dispositions",
+        "unseen_dispositions", "touch_budget",
         "terminated", "last_iw",
         "last_ow",
     )
@@ -1733,6 +1796,7 @@ class _Session:
         self.compact = [None, None]
         self.compact_at = [COMPACT_AT, COMPACT_AT]
         self.late_dispositions = 0  # disposition entries for deliveries already folded (settled earlier)
+        self.touch_budget = DISPOSITION_TOUCH_BASE  # see DISPOSITION_TOUCH_BASE
         self.unseen_dispositions = 0
         self.terminated = None
         self.last_iw = [None, None]
@@ -1802,6 +1866,7 @@ class _ConnBase:
     negotiation = None
     stalls = ()
     frame_counts = _EMPTY_MAPS
+    placeholders = None
 
     def __init__(self, cid, client, server, syn_seen):
         self.id = cid
@@ -1864,7 +1929,7 @@ class _Conn(_ConnBase):
         "events", "unknown", "inferred", "headers", "header_keys", "sasl", "sasl_mechanisms",
         "sasl_mechanism", "sasl_hostname", "sasl_outcome", "sasl_time", "sasl_frames", "open", "close",
         "sessions", "links", "chan", "pending", "idle", "idle_ref", "last_frame", "frames", "heartbeats",
-        "txns", "negotiation", "stalls", "frame_counts",
+        "txns", "negotiation", "stalls", "frame_counts", "placeholders",
     )
 
     def __init__(self, b: _ConnBase):
@@ -1915,6 +1980,9 @@ class _Conn(_ConnBase):
         self.txns: dict = {}  # txn-id bytes/hex -> _Txn
         self.stalls: list[Stall] = []
         self.frame_counts = ({}, {})  # per peer: performative name ("empty" for heartbeats) -> frames
+        # None until the first placeholder: [sessions made, links made, the overflow session or None,
+        # {session index: its overflow link}] (see UNKNOWN_SESSIONS_MAX)
+        self.placeholders = None
 
     def note_unknown(self, what: str):
         if what not in self.unknown:
@@ -1982,6 +2050,10 @@ class StateTracker:
         # (connection id, granting peer) -> credit / window violations waiting for that peer's next
         # frame: a gap before it means the grant they rest on may have been lost (see _hold)
         self._held: dict = {}
+        # (connection, kind, side, message, origin) -> [rows like it, the row adding up those past
+        # REPEAT_KEEP or None, its last packet]
+        self._repeats: dict = {}
+        self._placeholders = 0  # placeholder sessions and links made (see PLACEHOLDERS_MAX)
 
     # -- input ----------------------------------------------------------------
 
@@ -2157,6 +2229,45 @@ class StateTracker:
 
     def _violation(self, c, d, f, kind, severity, message, channel=None, link=None, handle=None,
                    delivery_id=None, ts=None, packet=None, origin="state"):
+        key = (c.id, kind, d, message, origin)
+        rep = self._repeats.get(key)
+        if rep is None:
+            if len(self._repeats) >= VIOLATIONS_LISTED:
+                self._violation_past_listed(c, d, f, kind, severity, message, channel, ts, packet, origin)
+                return
+            self._repeats[key] = [1, None, None]
+        elif rep[0] < REPEAT_KEEP:
+            rep[0] += 1
+        else:  # a flood of this finding: one row adds up those past REPEAT_KEEP
+            rep[0] += 1
+            row = rep[1]
+            last = packet if packet is not None else (f.packet if f is not None else None)
+            rep[2] = last
+            if row is None:
+                self._violation_row(c, d, f, kind, severity, message, channel, link, handle, delivery_id, ts,
+                                    packet, origin)
+                row = rep[1] = self.violations[-1]
+            row["message"] = (f"{message} [{rep[0] - REPEAT_KEEP:,} more like it after the first {REPEAT_KEEP} "
+                              f"(this packet to packet {last}), added up in this row]")
+            return
+        self._violation_row(c, d, f, kind, severity, message, channel, link, handle, delivery_id, ts, packet, origin)
+
+    def _violation_past_listed(self, c, d, f, kind, severity, message, channel, ts, packet, origin):
+        """A new finding once VIOLATIONS_LISTED are listed: added up in the row of its connection,
+        kind, side and origin (made by the first such finding, whose message it quotes)."""
+        key = (c.id, kind, d, origin)
+        rep = self._repeats.get(key)
+        last = packet if packet is not None else (f.packet if f is not None else None)
+        if rep is None:
+            self._violation_row(c, d, f, kind, severity, message, channel, None, None, None, ts, packet, origin)
+            rep = self._repeats[key] = [0, self.violations[-1], message]
+        rep[0] += 1
+        rep[1]["message"] = (f"{rep[0]:,} {kind} findings from this packet to packet {last}, not listed one by one: "
+                             f"the capture's first {VIOLATIONS_LISTED:,} distinct findings are; the first of them: "
+                             f"{rep[2]}")
+
+    def _violation_row(self, c, d, f, kind, severity, message, channel, link, handle, delivery_id, ts, packet,
+                       origin):
         self.violations.append({
             "connection": c.id,
             "packet": packet if packet is not None else (f.packet if f is not None else None),
@@ -2615,6 +2726,11 @@ class StateTracker:
         s = chans.get(ch)
         if s is not None:
             return s
+        ph = c.placeholders
+        if ph is None:
+            ph = c.placeholders = [0, 0, None, {}]
+        if ph[0] >= UNKNOWN_SESSIONS_MAX or self._placeholders >= PLACEHOLDERS_MAX:
+            return self._overflow_session(c, d, f, what, ph)
         if self._strict(c):
             self._violation(c, d, f, "unknown-channel", "warn",
                             f"{what} from the {SIDES[d]} on channel {ch}: no begin from the {SIDES[d]} on that channel")
@@ -2635,6 +2751,8 @@ class StateTracker:
                 self._session_step(s, d, "BEGIN", f, what)
                 return s
         s = self._new_session(c, None, False)
+        ph[0] += 1
+        self._placeholders += 1
         s.note_unknown("begin")
         s.channel[d] = ch
         c.chan[d][ch] = s
@@ -2643,6 +2761,28 @@ class StateTracker:
             c.chan[1 - d][ch] = s
             s.guessed[1 - d] = True
             s.note_unknown("channel-mapping-guessed")
+        return s
+
+    def _overflow_session(self, c, d, f, what, ph) -> _Session:
+        """A frame on a channel without begin past the cap of placeholder sessions: the connection's
+        one overflow session (not mapped to any channel number), made with a note."""
+        s = ph[2]
+        if s is None:
+            s = ph[2] = self._new_session(c, None, False)
+            s.note_unknown("begin")
+            s.note_unknown("channel")
+            cap = (f"{UNKNOWN_SESSIONS_MAX} per connection" if ph[0] >= UNKNOWN_SESSIONS_MAX
+                   else f"{PLACEHOLDERS_MAX} sessions and links in all")
+            c.note_unknown(f"sessions on channels without begin beyond the cap ({cap}): merged into session "
+                           f"{s.index}")
+            self._violation(c, d, f, "unknown-channel", "warn",
+                            f"{what} from the {SIDES[d]} on channel {f.channel}: more channels without begin than "
+                            f"the cap ({cap}); frames on such channels from now on go to session {s.index}, "
+                            f"which stands for them all")
+        elif self._strict(c):
+            self._violation(c, d, f, "unknown-channel", "warn",
+                            f"{what} from the {SIDES[d]} on a channel without begin, beyond the cap (counted in "
+                            f"session {s.index})")
         return s
 
     def _check_channel_max(self, c, d, f):
@@ -2816,6 +2956,12 @@ class StateTracker:
             if g is None or link.detach[d] is None or not c.lost(d):
                 return link
             # d detached that link and lost bytes since: the handle is a new link's, whose attach was lost
+        ph = c.placeholders
+        if ph is None:
+            ph = c.placeholders = [0, 0, None, {}]
+        if ph[1] >= UNKNOWN_LINKS_MAX or self._placeholders >= PLACEHOLDERS_MAX or s is ph[2]:
+            # past the cap (before the search for a lost attach below: a walk of the session's links)
+            return self._overflow_link(c, s, d, h, f, what, ph)
         if self._strict(c, s):
             self._violation(c, d, f, "unknown-handle", "warn",
                             f"{what} from the {SIDES[d]} on handle {h}: no attach from the {SIDES[d]} with that handle",
@@ -2833,6 +2979,8 @@ class StateTracker:
                 s.handles[d][h] = link
                 link.note_unknown(f"attach ({SIDES[d]})")
                 return link  # the caller's step infers the lost attach, and says so
+        ph[1] += 1
+        self._placeholders += 1
         link = self._new_link(c, s, None, False)
         link.note_unknown("attach")
         link.note_unknown("name")
@@ -2844,6 +2992,28 @@ class StateTracker:
             s.handles[1 - d][h] = link
             link.guessed[1 - d] = True
             link.note_unknown("handle-mapping-guessed")
+        return link
+
+    def _overflow_link(self, c, s, d, h, f, what, ph) -> _Link:
+        """A frame on a handle without attach past the cap of placeholder links (or in the overflow
+        session): the session's one overflow link (not mapped to any handle), made with a note."""
+        link = ph[3].get(s.index)
+        if link is None:
+            link = ph[3][s.index] = self._new_link(c, s, None, False)
+            for what_not in ("attach", "name", "address", "handle"):
+                link.note_unknown(what_not)
+            cap = (f"{UNKNOWN_LINKS_MAX} per connection" if ph[1] >= UNKNOWN_LINKS_MAX
+                   else f"{PLACEHOLDERS_MAX} sessions and links in all" if self._placeholders >= PLACEHOLDERS_MAX
+                   else "a session standing for channels beyond the cap")
+            s.note_unknown(f"links on handles without attach beyond the cap ({cap}): merged into link {link.index}")
+            self._violation(c, d, f, "unknown-handle", "warn",
+                            f"{what} from the {SIDES[d]} on handle {h}: more handles without attach than the cap "
+                            f"({cap}); frames on such handles of this session from now on go to link {link.index}, "
+                            f"which stands for them all")
+        elif self._strict(c, s):
+            self._violation(c, d, f, "unknown-handle", "warn",
+                            f"{what} from the {SIDES[d]} on a handle without attach, beyond the cap (counted in link "
+                            f"{link.index})")
         return link
 
     def _attach(self, c, d, f, p):
@@ -3186,6 +3356,7 @@ class StateTracker:
                 table = s.deliveries[d]
                 known = did in table
                 table[did] = dlv
+                s.touch_budget += DISPOSITION_TOUCHES_PER_DELIVERY
                 s.next_did[d] = serial_add(did, 1)
                 if s.first_did[d] is None:
                     s.first_did[d] = did
@@ -3289,7 +3460,17 @@ class StateTracker:
                         hits.append(_expand(s, sender, j))
                         st = s.compact[sender]
         else:  # a wide range: the deliveries in it, found by bisection (cost: those it touches)
+            most = _range_count(s, sender, first, n)
+            if most > s.touch_budget:
+                self._violation(c, d, f, "budget", "warn",
+                                f"disposition ({by}) from the {SIDES[d]} not applied: the deliveries it covers are "
+                                f"more than the session's disposition budget has left ({DISPOSITION_TOUCH_BASE:,} "
+                                f"+ {DISPOSITION_TOUCHES_PER_DELIVERY} per delivery transferred, spent by earlier "
+                                f"ranges)", delivery_id=first)
+                s.note_unknown("dispositions past the session's budget (not applied)")
+                return
             hits = _in_range(s, sender, first, n)
+            s.touch_budget -= most
         missing = n - len(hits)
         if missing:
             late = self._folded_in_range(s, sender, first, last) - len(hits)
