@@ -889,7 +889,7 @@ def test_the_checker_times_each_path():
     checker = fuzzgen.Checker(("jsonl",))
     assert checker.check(str(HERE.parent / "samples" / "outcomes.pcap")) == []
     assert set(checker.cpu) == {"frames", "frames decode", "frames -V", "frames --format jsonl", "report",
-                                "deliveries"}
+                                "report --format html", "deliveries"}
     assert all(x >= 0 for x in checker.cpu.values())
 
 

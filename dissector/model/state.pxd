@@ -218,7 +218,6 @@ cdef class _ConnBase:
     cdef public object tls_undecrypted
     cdef public object tls_reason
     cdef public object gaps
-    cdef public object other
 
 
 cdef class _Conn(_ConnBase):
@@ -254,7 +253,7 @@ cdef class _Conn(_ConnBase):
 
 cdef class StateTracker:
     cdef public dict connections
-    cdef public dict others
+    cdef public dict others, other_info
     cdef public list stalls, violations, frame_errors, transactions, internal_errors
     cdef public object first_ts, last_ts, end_ts, finished, _settling, fold_lag
     cdef public long long _seq

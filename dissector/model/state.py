@@ -1835,7 +1835,7 @@ class _ConnBase:
     __slots__ = (
         "id", "client", "server", "syn_seen", "known_start", "lossy", "tls", "state",
         "transport_end", "transport_time", "fins", "first_ts", "first_packet", "last_ts", "last_packet",
-        "seq", "tls_undecrypted", "tls_reason", "gaps", "other",
+        "seq", "tls_undecrypted", "tls_reason", "gaps",
     )
 
     # the AMQP state of a connection that carried no AMQP byte (a _Conn has its own)
@@ -1891,9 +1891,6 @@ class _ConnBase:
         self.gaps = None
         self.seq = 0
         self.state = _START_ENDPOINTS if syn_seen else _UNKNOWN_ENDPOINTS
-        # another protocol's connection (not AMQP 1.0, StateTracker.others): {"protocol", "headers_client",
-        # "headers_server", "bytes_client", "bytes_server", "time", "packet"} (the first header's)
-        self.other = None
 
     def peer(self, d):
         return self.client if d == 0 else self.server
@@ -1951,7 +1948,6 @@ class _Conn(_ConnBase):
         self.last_packet = b.last_packet
         self.gaps = b.gaps
         self.seq = b.seq
-        self.other = b.other
         self.events = 0
         self.inferred = None  # what the frames after a loss showed that the lost ones had set up (texts)
         self.unknown = ()  # what could not be known (a list from the first)
@@ -2035,6 +2031,10 @@ class StateTracker:
         # connections of another protocol than AMQP 1.0 (an AMQP 0-9-1 / 0-10 ... protocol header in either
         # direction): taken out of ``connections`` (they are no AMQP 1.0 connection), counted and named
         self.others: dict = {}
+        # connection id -> what is known of another protocol's connection: {"protocol", "headers_client",
+        # "headers_server", "bytes_client", "bytes_server", "time", "packet"} (the first header's); kept
+        # here, not on every connection (a half-open connection stays small)
+        self.other_info: dict = {}
         self.stalls: list[Stall] = []
         self.violations: list[dict] = []
         self.frame_errors: list[dict] = []
@@ -2429,7 +2429,8 @@ class StateTracker:
         on such a connection: it is that protocol's connection, not decoded (the framing layer skips its
         bytes), no AMQP 1.0 connection: moved to ``others``."""
         c = self._conn(h)
-        if c.other is None:
+        other = self.other_info.get(c.id)
+        if other is None:
             if self._spoke_amqp10(c):
                 # after AMQP 1.0 frames: it stays an AMQP 1.0 connection, whose rest is not decoded
                 c.headers[h.direction].append(h.name)
@@ -2438,11 +2439,12 @@ class StateTracker:
                                 "is not decoded", ts=h.ts, packet=h.packet, origin="framing", channel=None)
                 return
             # (the AMQP 1.0 headers before it stay listed: a 1.0 header answered by another protocol's)
-            c.other = {"protocol": h.name, "headers_client": list(c.headers[0]), "headers_server": list(c.headers[1]),
-                       "bytes_client": None, "bytes_server": None, "time": h.ts, "packet": h.packet}
+            other = self.other_info[c.id] = {
+                "protocol": h.name, "headers_client": list(c.headers[0]), "headers_server": list(c.headers[1]),
+                "bytes_client": None, "bytes_server": None, "time": h.ts, "packet": h.packet}
             self.connections.pop(c.id, None)
             self.others[c.id] = c
-        c.other["headers_client" if h.direction == 0 else "headers_server"].append(h.name)
+        other["headers_client" if h.direction == 0 else "headers_server"].append(h.name)
 
     @staticmethod
     def _spoke_amqp10(c) -> bool:
@@ -2453,18 +2455,19 @@ class StateTracker:
 
     def _other_note(self, ev: OtherProtocolNote):
         c = self._conn(ev)
-        if c.other is None and self._spoke_amqp10(c):
+        other = self.other_info.get(c.id)
+        if other is None and self._spoke_amqp10(c):
             return  # an AMQP 1.0 connection with another protocol's header in it (a violation, _other_header)
-        if c.other is None:  # (the framing layer says a header first)
-            c.other = {"protocol": ev.protocol, "headers_client": [], "headers_server": [], "time": ev.ts,
-                       "packet": ev.packet}
+        if other is None:  # (the framing layer says a header first)
+            other = self.other_info[c.id] = {"protocol": ev.protocol, "headers_client": [], "headers_server": [],
+                                             "time": ev.ts, "packet": ev.packet}
             self.connections.pop(c.id, None)
             self.others[c.id] = c
-        c.other["bytes_client"], c.other["bytes_server"] = ev.bytes
+        other["bytes_client"], other["bytes_server"] = ev.bytes
 
     def _header(self, h: ProtocolHeader):
         c = self._conn(h)
-        if c.other is not None or not h.is_amqp10:
+        if not h.is_amqp10 or (self.other_info and c.id in self.other_info):
             self._other_header(h)
             return
         if type(c) is not _Conn:

@@ -688,7 +688,7 @@ class Analyzer(StateTracker):
         for c in self.others.values():
             if limit is not None and len(rows) >= limit:
                 break
-            o = c.other
+            o = self.other_info[c.id]
             rows.append({
                 "connection": c.id, "client": c.client, "server": c.server, "protocol": o["protocol"],
                 "decoded": False,
