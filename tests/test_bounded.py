@@ -998,3 +998,27 @@ def test_unknown_handles_of_a_capture_joined_midway_do_not_walk_the_links_past_t
     assert not c.known_start and len(c.links) == 20 + 1
     assert sum(link.n_deliveries for link in c.links) == 2000
     assert _CountingList.steps <= 20 * 21, _CountingList.steps
+
+
+def test_rows_that_add_up_findings_count_them_everywhere():
+    """A row that adds up a flood stands for its count: the violations table's ``count`` column,
+    the connection's and the report's violation counts all say how many findings there were, not
+    how many rows (1,500 transfers on handles never attached, each one finding, past the cap)."""
+    from amqp_dissect.model.state import UNKNOWN_LINKS_MAX
+    from amqp_dissect.results.report import build_report
+
+    n = UNKNOWN_LINKS_MAX + 1500
+    an = _analyzer(B.unknown_handles_conversation(n))
+    rows = an.violation_rows()
+    findings = [r for r in rows if r["kind"] == "unknown-handle"]
+    from amqp_dissect.model.state import REPEAT_KEEP
+
+    assert len(findings) == UNKNOWN_LINKS_MAX + 1 + REPEAT_KEEP + 1  # past the cap: listed, then added up
+    # one finding per transfer on a handle never attached (the first past the cap is the overflow
+    # link's note)
+    assert sum(r["count"] for r in findings) == n
+    total = sum(r["count"] for r in rows)
+    (row,) = list(an.connection_rows())
+    assert row["violations"] == total
+    rep = build_report(an)
+    assert rep["summary"]["violations"] == total

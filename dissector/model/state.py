@@ -2247,6 +2247,7 @@ class StateTracker:
                 self._violation_row(c, d, f, kind, severity, message, channel, link, handle, delivery_id, ts,
                                     packet, origin)
                 row = rep[1] = self.violations[-1]
+            row["count"] = rep[0] - REPEAT_KEEP
             row["message"] = (f"{message} [{rep[0] - REPEAT_KEEP:,} more like it after the first {REPEAT_KEEP} "
                               f"(this packet to packet {last}), added up in this row]")
             return
@@ -2262,6 +2263,7 @@ class StateTracker:
             self._violation_row(c, d, f, kind, severity, message, channel, None, None, None, ts, packet, origin)
             rep = self._repeats[key] = [0, self.violations[-1], message]
         rep[0] += 1
+        rep[1]["count"] = rep[0]
         rep[1]["message"] = (f"{rep[0]:,} {kind} findings from this packet to packet {last}, not listed one by one: "
                              f"the capture's first {VIOLATIONS_LISTED:,} distinct findings are; the first of them: "
                              f"{rep[2]}")
@@ -2281,6 +2283,7 @@ class StateTracker:
             "handle": handle,
             "delivery_id": delivery_id,
             "origin": origin,
+            "count": 1,
         })
 
     def _hold(self, c, g, d, f, kind, message, link=None, handle=None, delivery_id=None):

@@ -715,7 +715,7 @@ class Analyzer(StateTracker):
             counts: dict = {}
             for v in self.violations:
                 cid = v["connection"]
-                counts[cid] = counts.get(cid, 0) + 1
+                counts[cid] = counts.get(cid, 0) + (v.get("count") or 1)
             errors: dict = {}
             for e in self.frame_errors:
                 errors.setdefault(e["connection"], []).append(e)
@@ -1487,7 +1487,7 @@ class Analyzer(StateTracker):
             "deliveries": totals["deliveries"],
             "unsettled": totals["unsettled"],
             "stalls": sum(1 for st in self.stalls if not st.idle()),
-            "violations": len(self.violations),
+            "violations": sum(v.get("count") or 1 for v in self.violations),
             "errors": len(self.frame_errors),
         }
 

@@ -43,7 +43,7 @@ def _problem_rows(an) -> tuple:
     txns = an.transaction_rows()
     violations_of: dict = {}
     for v in violations:
-        violations_of[v["connection"]] = violations_of.get(v["connection"], 0) + 1
+        violations_of[v["connection"]] = violations_of.get(v["connection"], 0) + (v.get("count") or 1)
     errors_of = _by_connection(errors)
     problems = dict(violations_of)
     for cid, rows in errors_of.items():
@@ -178,7 +178,7 @@ def build_report(an, capture_errors=(), capture: dict | None = None) -> dict:
             "stalled_seconds": stalled,
             "idle_periods": len(an.stalls) - len(real),
             "idle_seconds": idle_total,
-            "violations": len(violations),
+            "violations": sum(v.get("count") or 1 for v in violations),
             "errors": len(errors),
             "transactions": len(txns),
             "capture_errors": list(capture_errors),
@@ -328,7 +328,7 @@ def merge_reports(parts: list, capture_errors=(), capture: dict | None = None) -
     out_conns = [entries[cid] for cid in listed]
     violations_of: dict = {}
     for v in violations:
-        violations_of[v["connection"]] = violations_of.get(v["connection"], 0) + 1
+        violations_of[v["connection"]] = violations_of.get(v["connection"], 0) + (v.get("count") or 1)
     errors_of = _by_connection(errors)
     more = None
     if len(listed) < len(conns):
@@ -377,7 +377,7 @@ def merge_reports(parts: list, capture_errors=(), capture: dict | None = None) -
             "stalled_seconds": stalled,
             "idle_periods": n_stalls - len(real),
             "idle_seconds": idle_total,
-            "violations": len(violations),
+            "violations": sum(v.get("count") or 1 for v in violations),
             "errors": len(errors),
             "transactions": len(txns),
             "capture_errors": list(capture_errors),

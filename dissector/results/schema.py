@@ -352,6 +352,8 @@ VIOLATIONS = _cols(
     ("delivery_id", INT, "delivery-id"),
     ("origin", STRING, "state (the state layer), framing (an expert note of the framing layer) or analyzer "
                        "(an internal error)"),
+    ("count", INT, "findings the row stands for: 1, or more in a row that adds up a flood of findings "
+                   "(after the first 100 alike, or past the capture's first 50,000 distinct ones)"),
 )
 
 ERRORS = _cols(
