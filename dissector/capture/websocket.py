@@ -76,14 +76,22 @@ MAX_INFLATE_CHUNK = 1 << 20  # most inflated bytes produced per zlib call (defla
 # message and, per direction, at most INFLATE_FLOOR + INFLATE_RATIO x the compressed payload bytes so
 # far (a frame's first FRAME_CREDIT bytes are counted at its header, so the cut falls at the same byte
 # however TCP splits the frame).  DEFLATE inflates up to about 1,030-fold: a few hundred KB would
-# otherwise become gigabytes of frames.  What a cap holds back is still inflated, in
+# otherwise become gigabytes of frames.  The ratio keeps the cost per captured byte within the
+# bound for any input: the costliest AMQP content (empty frames, frames on unknown handles) costs
+# up to about 4.4x an ordinary capture's CPU per byte, times 4 is under 20x.  What a cap holds back is still inflated, in
 # MAX_INFLATE_CHUNK pieces that are dropped (memory stays flat, and the shared compression window
-# stays whole for the next message), counted, and reported when the message ends: a note, and a
-# StreamGap of that size whose cause says the bytes were held back, not lost.
+# stays whole for the next message; but see DISCARD_RATIO), counted, and reported when the message
+# ends: a note, and a StreamGap of that size whose cause says the bytes were held back, not lost.
 MAX_INFLATED_MESSAGE = 64 << 20
-INFLATE_FLOOR = 1 << 20
-INFLATE_RATIO = 16
+INFLATE_FLOOR = 1 << 18
+INFLATE_RATIO = 4
 FRAME_CREDIT = 1 << 16
+# What a cap holds back is inflated and dropped only up to DISCARD_FLOOR + DISCARD_RATIO x the
+# message's compressed bytes (keeping the window costs the inflation: a bomb's 1,030-fold would cost
+# 1,030 bytes of zlib work per byte); past that the rest of the message is not inflated, its
+# compressed bytes are counted, and with context takeover the direction's window is lost.
+DISCARD_FLOOR = 1 << 20
+DISCARD_RATIO = 64
 AMQP_SUBPROTOCOLS = frozenset({"amqp", "amqpwsb10"})  # compared case-insensitively
 _GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 _DEFLATE_TAIL = b"\x00\x00\xff\xff"
@@ -204,7 +212,8 @@ class _Dir:
         "state", "buf", "client", "remaining", "key", "key_off", "payload", "opcode", "fin",
         "ctrl", "msg_op", "msg_len", "msg_frames", "msg_compressed", "msg_broken", "closed",
         "inflater", "inflate_lost", "skipped", "resync_packet", "warned", "error_gap", "after_resync",
-        "msg_inflated", "msg_cut", "zipped", "precredit", "unzipped", "cut_messages", "cut_bytes",
+        "msg_inflated", "msg_cut", "msg_zipped", "msg_skipped", "zipped", "precredit", "unzipped", "cut_messages",
+        "cut_bytes",
     )
 
     def __init__(self, client: bool):
@@ -233,6 +242,8 @@ class _Dir:
         self.warned: set = set()
         self.msg_inflated = 0  # inflated bytes of the current message passed on
         self.msg_cut = 0  # inflated bytes of the current message held back by a cap
+        self.msg_zipped = 0  # compressed bytes of the current message credited (as ``zipped``)
+        self.msg_skipped = -1  # compressed bytes of the message not inflated past DISCARD_RATIO (-1: none)
         self.zipped = 0  # compressed payload bytes of this direction credited to its inflation budget
         self.precredit = 0  # bytes of the current frame credited at its header and not yet arrived
         self.unzipped = 0  # inflated bytes of this direction passed on
@@ -614,6 +625,7 @@ class WebSocketLayer:
             # same however TCP cuts the frame), by the rest as it arrives
             d.precredit = min(ln, FRAME_CREDIT)
             d.zipped += d.precredit
+            d.msg_zipped += d.precredit
         return True
 
     def _message_start(self, direction, d, op, compressed):
@@ -624,6 +636,8 @@ class WebSocketLayer:
         d.msg_broken = False
         d.msg_inflated = 0
         d.msg_cut = 0
+        d.msg_zipped = 0
+        d.msg_skipped = -1
         if compressed and op == OP_BINARY and not d.inflate_lost:
             if d.inflater is None or self.no_context[direction]:
                 d.inflater = zlib.decompressobj(-15)
@@ -643,6 +657,7 @@ class WebSocketLayer:
                 early = min(len(data), d.precredit)
                 d.precredit -= early
                 d.zipped += len(data) - early
+                d.msg_zipped += len(data) - early
                 self._inflate(d, direction, data, ts, packet, out)
             else:
                 self._data(out, direction, data, ts, packet)
@@ -733,12 +748,20 @@ class WebSocketLayer:
             if data is not _DEFLATE_TAIL:
                 out.append(StreamGap(self.conn, direction, len(data), ts, packet))
             return
+        if d.msg_skipped >= 0:  # past the discard budget: not inflated, counted
+            if data is not _DEFLATE_TAIL:
+                d.msg_skipped += len(data)
+            return
         z = d.inflater
         try:
             while True:
                 room = min(MAX_INFLATED_MESSAGE - d.msg_inflated, INFLATE_FLOOR + INFLATE_RATIO * d.zipped - d.unzipped)
                 if d.msg_cut or room <= 0:  # held back by a cap: inflated (the window stays whole), dropped
-                    piece = z.decompress(data, MAX_INFLATE_CHUNK)
+                    left = DISCARD_FLOOR + DISCARD_RATIO * d.msg_zipped - d.msg_cut
+                    if left <= 0:  # ... up to the discard budget
+                        d.msg_skipped = 0 if data is _DEFLATE_TAIL else len(data)
+                        break
+                    piece = z.decompress(data, min(MAX_INFLATE_CHUNK, left))
                     if d.msg_cut == 0 and piece:
                         self._start_cut(d, direction, ts, packet, out)
                     d.msg_cut += len(piece)
@@ -776,17 +799,34 @@ class WebSocketLayer:
                                            "the rest of the message is not decoded (a permessage-deflate bomb?)")
 
     def _end_cut(self, d, direction, ts, packet, out):
-        """The message a cap cut has ended or broken off: the bytes held back are a gap of the inner stream."""
+        """The message a cap cut has ended or broken off: the bytes held back are a gap of the inner
+        stream (inflated ones, and the compressed ones past the discard budget)."""
         if not d.msg_cut:
             return
+        side = "client" if d.client else "server"
+        skipped = d.msg_skipped
         if d.cut_messages == 1:
-            side = "client" if d.client else "server"
-            self._note(out, packet, ts, WARN, f"WebSocket compressed message from the {side}: {d.msg_inflated:,} "
-                                               f"inflated bytes decoded, {d.msg_cut:,} held back by the cap")
+            msg = (f"WebSocket compressed message from the {side}: {d.msg_inflated:,} inflated bytes decoded, "
+                   f"{d.msg_cut:,} held back by the cap")
+            if skipped >= 0:
+                msg += f", then {skipped:,} compressed bytes not inflated (beyond {DISCARD_RATIO}x its compressed size)"
+            self._note(out, packet, ts, WARN, msg)
         else:
             d.cut_bytes += d.msg_cut
-        out.append(StreamGap(self.conn, direction, d.msg_cut, ts, packet, "held back by the WebSocket inflation cap"))
+        size, cause = d.msg_cut, "held back by the WebSocket inflation cap"
+        if skipped > 0:
+            size += skipped
+            cause += f"; the last {skipped:,} of them compressed, not inflated"
+        out.append(StreamGap(self.conn, direction, size, ts, packet, cause))
         d.msg_cut = 0
+        if skipped >= 0:
+            d.msg_skipped = -1
+            d.msg_broken = True
+            if not self.no_context[direction]:  # the window is not whole any more
+                self._warn(out, packet, ts, f"WebSocket compression window of the {side} lost after a message "
+                                            "not inflated to its end: later compressed messages cannot be inflated",
+                           "window-cap", d)
+                self._inflate_lost(d)
 
     def _break_inflate(self, d, direction, size, ts, packet, out):
         self._end_cut(d, direction, ts, packet, out)
