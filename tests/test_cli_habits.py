@@ -104,7 +104,8 @@ def test_stdin_gzip_and_pcapng(tmp_path):
 
 
 def test_read_option_and_several_files_as_one_capture(tmp_path, capsys):
-    """Two files read in the order given are the capture mergecap -a (concatenate) makes of them."""
+    """Two files that do not overlap in time (outcomes before credit_one) read as one capture, in time
+    order: the capture mergecap -a (concatenate) makes of them."""
     merged = tmp_path / "m.pcap"
     subprocess.run(["mergecap", "-a", "-F", "pcap", "-w", str(merged), OUTCOMES, CREDIT], check=True)
     want = jsonl(capsys, merged)

@@ -195,3 +195,33 @@ def test_plot_documents_with_times_out_of_range_draw_no_nan(tmp_path):
         page = render_html(rep, plots)
         _no_bad_numbers(page)
         assert page.endswith("</html>\n")
+
+
+@pytest.mark.parametrize("ticks, tsoffset", [(2**64 - 200, None), (0, -(2**63))], ids=["2^64 s", "-2^63 s"])
+def test_a_real_capture_at_the_ends_of_pcapng_time_draws(capsys, tmp_path, ticks, tsoffset):
+    """The outcomes sample in pcapng with second ticks near 2**64 s, or offset to -2**63 s: times a
+    float holds only to the nearest few thousand seconds (every axis would have no width: was a
+    ZeroDivisionError); the page is drawn and says the times are invalid."""
+    import os
+
+    import pcapbuild as pb
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "samples", "outcomes.pcap"), "rb") as f:
+        recs = list(open_capture(f))
+    blocks = [pb.pcapng_shb(), pb.pcapng_idb(1, 0, tsoffset=tsoffset)]
+    blocks += [pb.pcapng_epb(0, ticks + i, r.data) for i, r in enumerate(recs)]
+    path = tmp_path / "far.pcapng"
+    path.write_bytes(b"".join(blocks))
+    page = _html(capsys, str(path), tmp_path)
+    assert page.endswith("</html>\n")
+    _no_bad_numbers(page)
+    assert "invalid time (" in page
+
+
+def test_a_scale_over_an_interval_a_float_cannot_split_has_a_width():
+    from amqp_dissect.render.html import _Scale
+
+    for lo in (1.8e19, -9.2e18, 2.0**60):
+        sc = _Scale(lo, lo, 0, 100)
+        assert sc.hi > sc.lo and math.isfinite(sc(lo))

@@ -178,8 +178,11 @@ class _Scale:
             hi = math.log10(hi) if hi > 0 else lo + 1
         if not (math.isfinite(lo) and math.isfinite(hi)):  # (no axis from such numbers: a unit one)
             lo, hi = 0.0, 1.0
-        if hi == lo or not math.isfinite(hi - lo):
-            hi = lo + 1
+        if not hi - lo > 0 or not math.isfinite(hi - lo):
+            # (lo + 1 is lo itself past 2**53: the step has to be one the float can hold)
+            hi = lo + max(1.0, abs(lo) * 2.0 ** -50)
+            if not hi - lo > 0 or not math.isfinite(hi - lo):
+                lo, hi = 0.0, 1.0
         self.lo, self.hi, self.p0, self.p1 = lo, hi, p0, p1
 
     def __call__(self, v) -> float:

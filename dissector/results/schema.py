@@ -343,7 +343,8 @@ VIOLATIONS = _cols(
     ("channel", INT, "channel of the frame"),
     ("kind", STRING, "state, credit, session-window, unknown-channel, unknown-handle, unknown-delivery, "
                      "unknown-transaction, channel-in-use, handle-in-use, channel-max, handle-max, role, "
-                     "idle-timeout, frame-size, drain, protocol, malformed, protocol-header, internal-error"),
+                     "idle-timeout, frame-size, drain, protocol, malformed, protocol-header, budget (a frame body or a "
+                     "disposition range past its cost budget, not decoded or not applied), internal-error"),
     ("severity", STRING, "expert-note severity (warn, error, ...)"),
     ("message", STRING, "what is wrong"),
     ("side", STRING, "peer that sent the offending frame"),
