@@ -235,7 +235,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="fuzz-failures", help="folder for the failing inputs (.pcap repros)")
     ap.add_argument("--formats", default="jsonl", help="table formats written per input (csv,jsonl,table)")
     ap.add_argument("--kinds", default="", help="input kinds, comma-separated (default all: "
-                    "conversation,frame,mutation,mutated-conversation; split: whole-file mutations of "
+                    "conversation,frame,mutation,mutated-conversation,state-scale,websocket; split: whole-file mutations of "
                     "plain, pcapng and gzip captures, also fed to the split command; keylog: hostile key "
                     "logs on a real TLS capture, which needs tcpdump and root)")
     ap.add_argument("--seconds", type=float, default=0, help="stop after this many seconds (0: no limit)")

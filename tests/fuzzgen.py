@@ -1016,6 +1016,8 @@ def generate(r, kind=None) -> tuple[str, bytes]:
         return kind, mutation(r)
     if kind == "state-scale":
         return kind, state_scale(r)
+    if kind == "websocket":
+        return kind, websocket_capture(r)
     keep = []
     data = capture(r, keep=keep)
     return kind, mutate_bytes(r, data, data) if r.bool(0.3) else _mutated_capture(r, data, *keep)
@@ -1160,6 +1162,86 @@ def state_scale(r) -> bytes:
 
 KINDS = KINDS + ("state-scale",)
 
+
+# --------------------------------------------------------------------------- AMQP over WebSocket (issue 29)
+
+def _ws_frame(r, payload: bytes, opcode: int, fin: bool, rsv: int, client: bool) -> bytes:
+    """One WebSocket frame (RFC 6455's layout): masked from the client, now and then a header
+    that breaks a rule (the wrong mask bit, a long length form for a short payload)."""
+    n = len(payload)
+    b0 = (0x80 if fin else 0) | rsv | opcode
+    masked = client if r.bool(0.97) else not client
+    form = 0 if n < 126 else 1 if n < 65536 else 2
+    if r.bool(0.03):
+        form = min(2, form + 1)  # not the shortest length encoding
+    b1 = 0x80 if masked else 0
+    head = bytes([b0, b1 | n]) if form == 0 else bytes([b0, b1 | 126]) + n.to_bytes(2, "big") if form == 1 \
+        else bytes([b0, b1 | 127]) + n.to_bytes(8, "big")
+    if not masked:
+        return head + payload
+    key = r.bytes(4, 4)
+    mask = (key * (n // 4 + 1))[:n]
+    return head + key + (int.from_bytes(payload, "big") ^ int.from_bytes(mask, "big")).to_bytes(n, "big")
+
+
+def websocket_capture(r) -> bytes:
+    """A generated conversation carried over WebSocket (the upgrade, then binary messages cut into
+    frames at random, permessage-deflate or not, with or without context takeover), with now and then
+    pings, text and close frames, a broken frame header, a message that inflates far beyond what it
+    carries (a deflate bomb), or a compressed message the window cannot inflate."""
+    import base64
+    import hashlib
+    import zlib
+
+    deflate = r.bool(0.6)
+    no_context = deflate and r.bool(0.3)
+    key = base64.b64encode(r.bytes(16, 16))
+    ext = "Sec-WebSocket-Extensions: permessage-deflate" + ("; client_no_context_takeover" if no_context else "")
+    req = (f"GET /amqp HTTP/1.1\r\nHost: broker\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+           f"Sec-WebSocket-Key: {key.decode()}\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: amqp\r\n"
+           + (ext + "\r\n" if deflate else "") + "\r\n").encode()
+    accept = base64.b64encode(hashlib.sha1(key + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest()).decode()
+    resp = (f"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Accept: {accept}\r\nSec-WebSocket-Protocol: amqp\r\n"
+            + ("Sec-WebSocket-Extensions: permessage-deflate" + ("; client_no_context_takeover" if no_context else "")
+               + "\r\n" if deflate else "") + "\r\n").encode()
+    zs = [zlib.compressobj(6, zlib.DEFLATED, -15), zlib.compressobj(6, zlib.DEFLATED, -15)]
+    out = [(0, req), (1, resp)]
+    for d, data in (coherent(r) if r.bool(0.5) else conversation(r)):
+        client = d == 0
+        if deflate and r.bool(0.03):  # a bomb: zeros or empty AMQP frames at DEFLATE's best ratio
+            unit = r.choice((b"\x00", b"\x00\x00\x00\x08\x02\x00\x00\x00"))
+            bomb = zlib.compressobj(9, zlib.DEFLATED, -15)
+            body = bomb.compress(unit * (r.int(1, 4000) * 1024 // len(unit))) + bomb.flush(zlib.Z_SYNC_FLUSH)
+            out.append((d, _ws_frame(r, body[:-4], 2, True, 0x40, client)))
+            continue
+        if deflate and r.bool(0.8):
+            z = zs[d] if not (client and no_context) else zlib.compressobj(6, zlib.DEFLATED, -15)
+            payload = z.compress(data) + z.flush(zlib.Z_SYNC_FLUSH)
+            payload = payload[:-4] if r.bool(0.97) else r.bytes(1, 40)  # now and then not DEFLATE at all
+            rsv = 0x40
+        else:
+            payload, rsv = data, 0
+        cuts = sorted({0, len(payload)} | {r.int(0, len(payload)) for _ in range(r.int(0, 3))})
+        for i in range(len(cuts) - 1):
+            part = payload[cuts[i]:cuts[i + 1]]
+            out.append((d, _ws_frame(r, part, 2 if i == 0 else 0, i == len(cuts) - 2, rsv if i == 0 else 0, client)))
+        if r.bool(0.05):
+            out.append((d, _ws_frame(r, r.bytes(0, 125), r.choice((1, 8, 9, 10, 3, 11)), True, 0, client)))
+        if r.bool(0.01):
+            out.append((d, bytes([r.int(0, 255), r.int(0, 255)]) + r.bytes(0, 12)))  # a broken header
+    port = r.choice((80, 443, 5672, 9000))
+    c = _conversation_class()(client=("10.0.0.1", 40000), server=("10.0.0.2", port),
+                              mss=r.choice((1460, 1460, 300, 65000)))
+    c.handshake()
+    for d, b in out:
+        c.send(d, b)
+    c.close(r.int(0, 1))
+    return write_pcap(c.records)
+
+
+KINDS = KINDS + ("websocket",)
+
 # --------------------------------------------------------------------------- hypothesis strategies
 
 def _strategy(fn):
@@ -1182,6 +1264,10 @@ def conversations():
 
 def mutations():
     return _strategy(mutation)
+
+
+def websocket_captures():
+    return _strategy(websocket_capture)
 
 
 def coherent_captures():

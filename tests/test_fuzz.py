@@ -153,6 +153,15 @@ def test_structure_aware_conversations_through_every_command_and_html(tmp_path_f
     _check(tmp_path_factory.mktemp("coherent"), data)
 
 
+@budget(30)
+@given(fuzzgen.websocket_captures())
+def test_amqp_over_websocket_framed_and_compressed_at_random(tmp_path_factory, data):
+    """Conversations carried over WebSocket: frames cut at random, permessage-deflate with and
+    without context takeover, pings, text and close frames, broken headers, compressed messages that
+    are not DEFLATE, and deflate bombs (issue 29), through every command."""
+    _check(tmp_path_factory.mktemp("ws"), data)
+
+
 @pytest.fixture(scope="module")
 def tls_capture(tmp_path_factory):
     """(capture bytes, key log lines) of a real TLS 1.3 capture (tests/tlscap.py; as test_tls.py:
