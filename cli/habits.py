@@ -206,9 +206,11 @@ def pick_columns(table: str, spec: str | None) -> list[str]:
     return base + [c for c in wanted if c not in base]
 
 
-def text_table(df, table: str, cols: list[str]) -> str:
+def text_table(df, table: str, cols: list[str], raw: dict | None = None) -> str:
     """The human table of ``df`` (registry columns): the chosen columns, times as UTC date and
-    time, durations and latencies in seconds with microseconds."""
+    time, durations and latencies in seconds with microseconds; ``raw`` ({(row, column): seconds},
+    :func:`amqp_dissect.pipelines.write.raw_times`): times outside the years a datetime holds, null
+    in ``df``, written as their epoch seconds."""
     import pandas as pd
 
     from amqp_dissect.results.schema import FLOAT, TIME, columns
@@ -223,6 +225,9 @@ def text_table(df, table: str, cols: list[str]) -> str:
         elif types[c] == FLOAT:
             out[c] = out[c].map(lambda x: "" if pd.isna(x) else f"{x:.6f}")
     out = out.astype(object).where(out.notna(), "")
+    for (i, n), v in (raw or {}).items():  # times outside the years a datetime holds: null in the frame
+        if n in out.columns:
+            out.iloc[i, out.columns.get_loc(n)] = f"{v:.6f} (epoch s, beyond the years a datetime holds)"
     with pd.option_context("display.max_rows", None, "display.max_columns", None, "display.width", 10_000,
                            "display.max_colwidth", 48):
         return out.to_string(index=False) + "\n"

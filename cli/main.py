@@ -580,7 +580,10 @@ def _table_command(table: str, rows_method: str, help_text: str):
             else:
                 analyzer = run.analyze(rows=False).analyzer
                 rows = getattr(analyzer, rows_method)()
-            text = text_table(to_frame(rows, table), table, cols)
+            from amqp_dissect.pipelines.write import raw_times
+
+            rows = rows if isinstance(rows, list) else list(rows)
+            text = text_table(to_frame(rows, table), table, cols, raw_times(rows, table))
             _write_text_output(text, output)
             raise typer.Exit(_status(run, analyzer, failed, jobs))
         # csv / jsonl / parquet need no pandas: keep pyarrow from loading it (time and memory)
@@ -615,7 +618,10 @@ def _parallel_table(run: CaptureRun, jobs: int, table: str, fmt: TableFormat, ou
             raise
         except Exception as e:
             return e
-        _write_text_output(text_table(to_frame(rows, table), table, cols), output)
+        from amqp_dissect.pipelines.write import raw_times
+
+        rows = rows if isinstance(rows, list) else list(rows)
+        _write_text_output(text_table(to_frame(rows, table), table, cols, raw_times(rows, table)), output)
         raise typer.Exit(run.finish_status(bugs))
     with _write_errors(output), lean_arrow():
         try:

@@ -99,7 +99,8 @@ def write_table(rows: Iterable[dict], table: str, fmt: str, out=None, batch_rows
     if fmt == "table":
         sink = _Sink(out, binary=False)
         try:
-            return _write_text(to_frame(rows, table), table, sink.f)
+            rows = rows if isinstance(rows, list) else list(rows)
+            return _write_text(to_frame(rows, table), table, sink.f, raw_times(rows, table))
         finally:
             sink.close()
     json_cols = [c.name for c in columns(table) if c.type == JSON] if fmt == "jsonl" else []
@@ -273,8 +274,24 @@ def _time_text(col):
         return pd.Series(out, index=col.index)
 
 
-def _write_text(df, table, f) -> int:
-    """The human table: every column, times as UTC datetimes."""
+def raw_times(rows: list, table: str) -> dict:
+    """{(row, column): seconds} of the time cells outside the years 1 to 9999 (null in the typed
+    columns: the text table writes them as raw epoch seconds, as the report does)."""
+    from amqp_dissect.results.tables import TIME_END, TIME_MIN
+
+    names = [c.name for c in columns(table) if c.type == TIME]
+    out = {}
+    for i, r in enumerate(rows):
+        for n in names:
+            v = r.get(n)
+            if isinstance(v, float) and v == v and not TIME_MIN <= v < TIME_END:
+                out[(i, n)] = v
+    return out
+
+
+def _write_text(df, table, f, raw: dict | None = None) -> int:
+    """The human table: every column, times as UTC datetimes (``raw``: the cells outside the years
+    a datetime holds, as their epoch seconds)."""
     import pandas as pd
 
     if not len(df):
@@ -283,6 +300,11 @@ def _write_text(df, table, f) -> int:
     for c in columns(table):
         if c.type == TIME:
             df[c.name] = _time_text(df[c.name])
+    for (i, n), v in (raw or {}).items():
+        if n in df.columns:
+            col = df[n].astype(object)
+            col.iloc[i] = f"{v:.6f} (epoch s, beyond the years a datetime holds)"
+            df[n] = col
     with pd.option_context("display.max_rows", None, "display.max_columns", None, "display.width", 250,
                            "display.max_colwidth", 40):
         f.write(df.to_string(index=False) + "\n")

@@ -1004,6 +1004,9 @@ def mutation(r) -> bytes:
 # --------------------------------------------------------------------------- kinds of input
 
 KINDS = ("conversation", "frame", "mutation", "mutated-conversation")
+# the kinds a default run drew from before issue 29 added kinds (the journals and reproducers of
+# seeds 2027-2029): ``generate(r, r.choice(FIRST_KINDS))`` makes those inputs again
+FIRST_KINDS = KINDS
 
 
 def generate(r, kind=None) -> tuple[str, bytes]:

@@ -98,6 +98,13 @@ class ProtocolHeader:
         return self.version == (1, 0, 0) and self.protocol_id in PROTOCOL_NAMES
 
     @property
+    def is_other(self) -> bool:
+        """Another protocol's header (AMQP 0-9-1, 0-10, 0-9, 0-8: major version 0, or protocol id
+        1), not one of the AMQP 1.x family: an AMQP 1.1 header is version negotiation in AMQP 1.0's
+        own terms (its section 2.2), a 0-9-1 header another protocol."""
+        return not (self.protocol_id in PROTOCOL_NAMES and self.version[0] >= 1)
+
+    @property
     def name(self) -> str:
         if self.is_amqp10:
             return f"{PROTOCOL_NAMES[self.protocol_id]} {'.'.join(map(str, self.version))}"
@@ -663,9 +670,13 @@ class AmqpConnection:
         out.append(hdr)
         if pid != PROTO_TLS or not hdr.is_amqp10:
             d.opaque_bytes += 8  # (read only on a connection of another protocol: see _other_end)
-        if self.other is not None or not hdr.is_amqp10:
+        if self.other is not None or hdr.is_other:
             if self.other is None:
                 self._become_other(hdr.name)
+            d.mode = _M_OPAQUE
+            return
+        if not hdr.is_amqp10:  # an AMQP 1.x version this dissector does not decode (version negotiation)
+            hdr.notes.append(ExpertNote(WARN, "protocol", f"{hdr.name} is not AMQP 1.0: rest of the stream skipped"))
             d.mode = _M_OPAQUE
             return
         if pid == PROTO_TLS:

@@ -2470,7 +2470,7 @@ class StateTracker:
 
     def _header(self, h: ProtocolHeader):
         c = self._conn(h)
-        if not h.is_amqp10 or (self.other_info and c.id in self.other_info):
+        if h.is_other or (self.other_info and c.id in self.other_info):
             self._other_header(h)
             return
         if type(c) is not _Conn:
