@@ -4,6 +4,7 @@ pcap and pcapng), ``split -`` (standard input), ``frames -V``'s network layers d
 
 from __future__ import annotations
 
+import glob
 import gzip
 import os
 import shutil
@@ -295,7 +296,7 @@ def test_archive_progress_on_a_terminal_only(tmp_path, capsys, monkeypatch, spar
 
     monkeypatch.setenv("AMQP_DISSECT_PROGRESS_AFTER", "0")
     monkeypatch.setenv("COLUMNS", "200")  # (rich's width on a terminal that gives none)
-    args = ["archive", SAMPLES, "--partitions", "2", "--split-size", "20k"]
+    args = ["archive", *sorted(glob.glob(os.path.join(SAMPLES, "*.pcap"))), "--partitions", "2", "--split-size", "20k"]
     master, slave = pty.openpty()
     seen: list = []
 

@@ -41,6 +41,8 @@ from amqp_dissect.pipelines.split import split_capture  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLES = os.path.join(ROOT, "samples")
+# the complete AMQP 1.0 samples (samples/loss/ and samples/other-protocols/ hold a lossy capture and
+# an AMQP 0-9-1 one: an archive of the folder reads them too, so the tests name the files)
 SAMPLE_FILES = sorted(glob.glob(os.path.join(SAMPLES, "*.pcap")))
 TABLES = ("connections", "links", "deliveries", "stalls")
 KEYS = {
@@ -471,7 +473,7 @@ def test_tables_are_written_in_single_process_order(spark, tmp_path, monkeypatch
     if writer == "spark":
         monkeypatch.setattr(sj, "_direct_dir", lambda uri: None)
     out = tmp_path / "out"
-    res = _run(spark, [SAMPLES], out, frames=True, partitions=3, keep_work=True)
+    res = _run(spark, SAMPLE_FILES, out, frames=True, partitions=3, keep_work=True)
     a = analyze(capture_order(SAMPLE_FILES))
     for t in TABLES:
         sp = pd.read_parquet(out / t)
@@ -500,7 +502,7 @@ def test_tables_are_written_in_single_process_order(spark, tmp_path, monkeypatch
     # stage 2: the flows the summaries count sit in the task the plan gave them
     seg = pd.read_parquet(out / "_work" / "seg", columns=["kind", "meta"])
     summaries = [json.loads(m) for m in seg[seg.kind == ar.KIND_SUMMARY].meta]
-    lay = ar.layout(ar.expand_inputs([SAMPLES]), summaries)
+    lay = ar.layout(ar.expand_inputs(SAMPLE_FILES), summaries)
     plan = ar.balance_flows(summaries, lay.offsets, 3, lay.tcp_records)
     flow_dir = out / "_work" / "rows0" / "table=_flow"
     placed = {}
@@ -514,7 +516,7 @@ def test_tables_are_written_in_single_process_order(spark, tmp_path, monkeypatch
 
 
 def test_samples_together_agree(spark, tmp_path):
-    res = _run(spark, [SAMPLES], tmp_path / "out", frames=True)
+    res = _run(spark, SAMPLE_FILES, tmp_path / "out", frames=True)
     assert res["files"] == capture_order(SAMPLE_FILES)
     a = assert_same_tables(str(tmp_path / "out"), SAMPLE_FILES)
     assert_summaries(str(tmp_path / "out"), a)
@@ -670,7 +672,7 @@ def test_cli_archive_writes_parquet(tmp_path, capsys, spark):
     from amqp_dissect.cli import main as m
 
     out = tmp_path / "cli-out"
-    rc = m.main(["archive", SAMPLES, "--out", str(out), "--partitions", "2", "--split-size", "20k",
+    rc = m.main(["archive", *SAMPLE_FILES, "--out", str(out), "--partitions", "2", "--split-size", "20k",
                  "--window", "10"])
     o, e = capsys.readouterr()
     assert rc == 0, e
