@@ -96,6 +96,19 @@ def cost_problem(cpu: dict, size: int, ref: dict, bound: float) -> str | None:
     return None
 
 
+def worst_cost(cpu: dict, size: int, ref: dict):
+    """(ratio, path) of this input's costliest path against the ordinary capture per byte (paths
+    under COST_FLOOR seconds left out: fixed costs dominate them), or None."""
+    worst = None
+    for name, spent in cpu.items():
+        per = ref.get(name)
+        if per and size and spent >= COST_FLOOR:
+            r = spent / size / per
+            if worst is None or r > worst[0]:
+                worst = (round(r, 2), name)
+    return worst
+
+
 def _worker(args):
     seed, start, stop, step, out, formats, kinds, deadline, batch, cost_bound = args
     import fuzzgen
@@ -108,6 +121,8 @@ def _worker(args):
     tls = []  # (capture bytes, key log lines) of the real TLS capture of the keylog kind, made once
     inputs = {}  # input number -> (kind, bytes, key log bytes or None) until its tables are written
     problems_of = {}
+    kinds_tried: dict = {}  # kind -> inputs
+    worst = None  # [ratio, path, kind, input number, bytes]: the costliest input per byte (see worst_cost)
 
     def save(i, problems):
         kind, data, keys = inputs[i]
@@ -160,6 +175,10 @@ def _worker(args):
             costly = cost_problem(checker.cpu, len(data), ref, cost_bound)
             if costly:
                 problems = problems + [costly]
+            kinds_tried[kind] = kinds_tried.get(kind, 0) + 1
+            w = worst_cost(checker.cpu, len(data), ref)
+            if w is not None and (worst is None or w[0] > worst[0]):
+                worst = [w[0], w[1], kind, i, len(data)]
             if problems:
                 problems_of[i] = problems
             tried += 1
@@ -170,7 +189,7 @@ def _worker(args):
         import shutil
 
         shutil.rmtree(tmp, ignore_errors=True)
-    return tried, failed, time.process_time() - t0, start
+    return tried, failed, time.process_time() - t0, start, kinds_tried, worst
 
 
 def _tls_capture(tmp: str) -> tuple:
@@ -256,6 +275,8 @@ def main(argv=None) -> int:
     units = [(a.seed, s, min(s + a.chunk, a.inputs), 1, a.out, formats, kinds, deadline, a.batch, a.cost_bound)
              for s in range(0, a.inputs, a.chunk)]
     tried, failures, cpu = 0, [], 0.0
+    kinds_all: dict = {}  # kind -> inputs tried
+    worst_all = None  # the costliest input per byte (see worst_cost): [ratio, path, kind, input, bytes]
     last = t0
     before = 0.0  # wall seconds of the journal's earlier runs
     journal = None
@@ -269,6 +290,11 @@ def main(argv=None) -> int:
             tried += unit["tried"]
             cpu += unit["cpu"]
             failures += [tuple(f) for f in unit["failures"]]
+            for k, v in (unit.get("kinds") or {}).items():
+                kinds_all[k] = kinds_all.get(k, 0) + v
+            w = unit.get("worst_cost")
+            if w is not None and (worst_all is None or w[0] > worst_all[0]):
+                worst_all = w
         before = sum(runs.values())
         run_id = max(runs, default=-1) + 1
         units = [u for u in units if u[1] not in done]
@@ -286,6 +312,12 @@ def main(argv=None) -> int:
         per = f"{cpu / tried * 1000:.2f} ms CPU per input" if tried else "no input"
         print(f"{'done' if final else 'progress'}: inputs tried {tried:,}, {tried / dt:.1f} inputs/s, "
               f"failures {len(failures)}, {dt:.0f} s, {cpu:.0f} s CPU in the workers, {per}", flush=True)
+        if final and kinds_all:
+            print("kinds: " + ", ".join(f"{k} {v:,}" for k, v in sorted(kinds_all.items())), flush=True)
+        if final and worst_all is not None:
+            r, name, kind, i, size = worst_all
+            print(f"worst cost per byte: {r:g}x the ordinary capture's, {name} on {kind} input {i} ({size:,} bytes; "
+                  f"bound {a.cost_bound:g}x)", flush=True)
 
     if a.jobs > 1:
         pool = multiprocessing.get_context("fork").Pool(a.jobs)
@@ -293,12 +325,17 @@ def main(argv=None) -> int:
     else:
         pool, results = None, map(_worker, units)
     try:
-        for n, failed, secs, start in results:
+        for n, failed, secs, start, kinds_n, worst in results:
+            for k, v in kinds_n.items():
+                kinds_all[k] = kinds_all.get(k, 0) + v
+            if worst is not None and (worst_all is None or worst[0] > worst_all[0]):
+                worst_all = worst
             if journal is not None:
                 complete = n == min(start + a.chunk, a.inputs) - start  # (a unit cut by --seconds is tried again)
                 if complete:
                     journal.write(json.dumps({"run": run_id, "start": start, "tried": n, "cpu": round(secs, 3),
-                                              "failures": failed, "wall": round(time.time() - t0, 1)}) + "\n")
+                                              "failures": failed, "wall": round(time.time() - t0, 1),
+                                              "kinds": kinds_n, "worst_cost": worst}) + "\n")
                     journal.flush()
                     os.fsync(journal.fileno())
             tried += n
