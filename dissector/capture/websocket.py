@@ -77,14 +77,14 @@ MAX_INFLATE_CHUNK = 1 << 20  # most inflated bytes produced per zlib call (defla
 # far (a frame's first FRAME_CREDIT bytes are counted at its header, so the cut falls at the same byte
 # however TCP splits the frame).  DEFLATE inflates up to about 1,030-fold: a few hundred KB would
 # otherwise become gigabytes of frames.  The ratio keeps the cost per captured byte within the
-# bound for any input: the costliest AMQP content (empty frames, frames on unknown handles) costs
-# up to about 4.4x an ordinary capture's CPU per byte, times 4 is under 20x.  What a cap holds back is still inflated, in
+# bound for any input: the costliest AMQP content (empty frames: ``frames --format jsonl`` on them)
+# costs up to about 4.6x an ordinary capture's CPU per byte, times 3 is under 20x.  What a cap holds back is still inflated, in
 # MAX_INFLATE_CHUNK pieces that are dropped (memory stays flat, and the shared compression window
 # stays whole for the next message; but see DISCARD_RATIO), counted, and reported when the message
 # ends: a note, and a StreamGap of that size whose cause says the bytes were held back, not lost.
 MAX_INFLATED_MESSAGE = 64 << 20
-INFLATE_FLOOR = 1 << 18
-INFLATE_RATIO = 4
+INFLATE_FLOOR = 1 << 16
+INFLATE_RATIO = 3
 FRAME_CREDIT = 1 << 16
 # What a cap holds back is inflated and dropped only up to DISCARD_FLOOR + DISCARD_RATIO x the
 # message's compressed bytes (keeping the window costs the inflation: a bomb's 1,030-fold would cost
