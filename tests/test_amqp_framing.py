@@ -320,3 +320,37 @@ def test_absent_null_and_defaults_stay_distinct():
     # flow frames carry drain=false explicitly from proton: a value, not a default
     flow = next(f for f in ev if isinstance(f, Frame) and f.name == "flow")
     assert event_json(flow)["fields"]["drain"] is False
+
+
+def _open_with_max_frame(value_bytes: bytes) -> bytes:
+    """An open frame whose max-frame-size field holds ``value_bytes`` (an encoded value), from the
+    spec's layout: container-id, hostname, max-frame-size."""
+    body = b"\xa1\x01c" + b"\x40" + value_bytes
+    lst = b"\xc0" + bytes([len(body) + 1, 3]) + body
+    perf = b"\x00\x53\x10" + lst
+    return struct.pack(">IBBH", 8 + len(perf), 2, 0, 0) + perf
+
+
+@pytest.mark.parametrize("announced, flagged", [
+    (b"\x43", True),  # uint 0 (below the spec's 512): every frame past it
+    (b"\x81" + (-385588374577308196).to_bytes(8, "big", signed=True), False),  # a long: not a uint, no limit
+])
+def test_frames_past_the_peers_max_frame_size_each_resynchronise_once(announced, flagged):
+    """20,000 empty frames after the peer announced a max-frame-size of 0: each is reported and
+    skipped (a frame header only, nothing follows it), every one found by the resynchronisation in
+    order; a max-frame-size that is not a uint (a negative long, as a fuzzer made) is no limit."""
+    c = AmqpConnection("c", "a", "b")
+    hdr = b"AMQP\x00\x01\x00\x00"
+    out = c.feed(1, hdr + _open_with_max_frame(announced), 0.0, 1)
+    out += c.feed(0, hdr + b"\x00\x00\x00\x08\x02\x00\x00\x00" * 20_000, 1.0, 2)
+    out += c.finish(2.0, 3)
+    notes = [e.note.message for e in out if isinstance(e, StreamNote)]
+    frames = [e for e in out if isinstance(e, Frame) and e.direction == 0]
+    if flagged:
+        # the last one waits for what may follow its header (a performative would make it a
+        # frame): the end of the stream reports its 8 bytes
+        assert sum("exceeds the peer's max-frame-size 0" in m for m in notes) == 20_000 - 1
+        assert any(m.startswith("stream ends") and "8 bytes" in m for m in notes), notes[-3:]
+        assert frames == []
+    else:
+        assert len(frames) == 20_000 and not any("max-frame-size" in m for m in notes)

@@ -793,7 +793,7 @@ class AmqpConnection:
             frame.add_note(ExpertNote(WARN, "malformed", f"{end - r.pos} bytes after the {name} performative"))
         if name == "open":
             mfs = perf.effective("max-frame-size")
-            if isinstance(mfs, int):
+            if isinstance(mfs, int) and not isinstance(mfs, bool) and 0 <= mfs <= 0xFFFFFFFF:  # (a uint)
                 self.announced_max_frame[d.index] = mfs
         elif name == "attach" and not self.keep_payloads and not self.messages:
             target = perf.field("target")
@@ -947,8 +947,14 @@ def _find_frame(buf, start: int, cap: int):
     n = len(buf)
     best = None
     pending = None
+    # the first heartbeat bounds the search: a descriptor at j starts a frame at j - 16 at the
+    # earliest, so none after hb + 16 can come before it (without the bound, a run of frames each
+    # resynchronised on -- empty frames past a tiny max-frame-size -- scanned the rest of the buffer
+    # for each one: quadratic)
+    hb = buf.find(b"\x00\x00\x00\x08\x02\x00", start)
+    end = n if hb == -1 else min(n, hb + 18)
     for pat in (b"\x00\x53", b"\x00\x80", b"\x00\xa3"):
-        j = buf.find(pat, start + 8)
+        j = buf.find(pat, start + 8, end)
         while j != -1 and (best is None or j - 16 < best):
             for doff in (2, 3, 4):
                 i = j - 4 * doff
@@ -959,8 +965,7 @@ def _find_frame(buf, start: int, cap: int):
                     best = i
                 elif ok is None and (pending is None or i < pending):
                     pending = i
-            j = buf.find(pat, j + 1)
-    hb = buf.find(b"\x00\x00\x00\x08\x02\x00", start)
+            j = buf.find(pat, j + 1, end)
     if hb != -1 and (best is None or hb < best):
         best = hb
     if pending is not None and (best is None or pending < best):

@@ -35,7 +35,7 @@ cpdef tuple _state_plan(state)
 cdef class Machine:
     cdef public object name, states, inputs, transitions, initial, deferrable, steady
     cdef public tuple names, table, defer
-    cdef public dict codes, in_codes
+    cdef public dict codes, in_codes, explained
     cdef public Py_ssize_t steady_code, s_frame, r_frame
     cdef public tuple moves
 

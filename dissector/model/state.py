@@ -376,6 +376,9 @@ LINK_TRANSITIONS: dict[tuple[str, str], tuple[str | None, str]] = {
 }
 
 
+EXPLAIN_MEMO_MAX = 4096  # answers Machine.explain keeps
+
+
 class Machine:
     """A state machine given as data: ``(state, input) -> (action, next_state)``.
 
@@ -392,7 +395,8 @@ class Machine:
     """
 
     __slots__ = ("name", "states", "inputs", "transitions", "initial", "deferrable", "steady",
-                 "names", "codes", "in_codes", "table", "defer", "steady_code", "s_frame", "r_frame", "moves")
+                 "names", "codes", "in_codes", "table", "defer", "steady_code", "s_frame", "r_frame", "moves",
+                 "explained")
 
     def __init__(self, name: str, states: tuple, inputs: tuple, transitions: dict, initial: str):
         self.name = name
@@ -427,6 +431,7 @@ class Machine:
         self.r_frame = self.in_codes["R:FRAME"]
         # the frames a capture can lose that change states: (name, S: input code, R: input code),
         # derived from the inputs (an "S:x" whose receiving side is "R:x", "(error)" not told apart)
+        self.explained: dict = {}  # explain's answers (see there)
         self.moves = tuple(
             (inp[2:].lower(), self.in_codes[inp], self.in_codes["R:" + inp[2:].replace("(error)", "")])
             for inp in inputs
@@ -451,6 +456,19 @@ class Machine:
         return action, self.names[nxt], bad
 
     def explain(self, codes, d: int, s_ic: int, r_ic: int, senders, depth: int = 3):
+        """:meth:`_explain`, remembered: it depends on the endpoint states and the inputs only, and a
+        flood of one frame on a connection with a gap asks the same question at every frame."""
+        key = (codes[0], codes[1], d, s_ic, r_ic, tuple(senders), depth)
+        memo = self.explained
+        path = memo.get(key, memo)
+        if path is memo:
+            path = self._explain(codes, d, s_ic, r_ic, senders, depth)
+            if len(memo) >= EXPLAIN_MEMO_MAX:  # (bounded: the states and inputs are few anyway)
+                memo.clear()
+            memo[key] = path
+        return None if path is None else list(path)
+
+    def _explain(self, codes, d: int, s_ic: int, r_ic: int, senders, depth: int = 3):
         """The shortest sequence (at most ``depth``) of frames sent by the peers in ``senders`` and
         not captured that makes peer ``d`` sending ``s_ic`` (and peer ``1-d`` receiving ``r_ic``)
         legal from the endpoint states ``codes``: ``[(peer, frame name), ...]`` (empty when
