@@ -37,7 +37,9 @@ SAMPLES = sorted(glob.glob(os.path.join(ROOT, "samples", "*.pcap")))
 OUTCOMES = os.path.join(ROOT, "samples", "outcomes.pcap")
 TSHARK = shutil.which("tshark")
 MERGECAP = shutil.which("mergecap")
-pytestmark = pytest.mark.skipif(TSHARK is None or MERGECAP is None,
+# without tshark / mergecap (the oracle) these tests are skipped, with the reason printed (pytest
+# -ra); under CI they run and fail: tests/install-deps.sh installs the tools there
+pytestmark = pytest.mark.skipif((TSHARK is None or MERGECAP is None) and not os.environ.get("CI"),
                                 reason="tshark / mergecap are not installed (tests/install-deps.sh installs them)")
 SHOWN = (Frame, ProtocolHeader, StreamNote, PacketNote)  # the events a frames line shows
 A = "amqp.performative.arguments."
