@@ -225,9 +225,12 @@ def text_table(df, table: str, cols: list[str], raw: dict | None = None) -> str:
         elif types[c] == FLOAT:
             out[c] = out[c].map(lambda x: "" if pd.isna(x) else f"{x:.6f}")
     out = out.astype(object).where(out.notna(), "")
-    for (i, n), v in (raw or {}).items():  # times outside the years a datetime holds: null in the frame
-        if n in out.columns:
-            out.iloc[i, out.columns.get_loc(n)] = f"{v:.6f} (epoch s, beyond the years a datetime holds)"
+    if raw:  # times outside the years a datetime holds: null in the frame
+        from amqp_dissect.pipelines.write import epoch_text
+
+        for (i, n), v in raw.items():
+            if n in out.columns:
+                out.iloc[i, out.columns.get_loc(n)] = epoch_text(v)
     with pd.option_context("display.max_rows", None, "display.max_columns", None, "display.width", 10_000,
                            "display.max_colwidth", 48):
         return out.to_string(index=False) + "\n"

@@ -253,6 +253,11 @@ def _write_jsonl(pairs, table, emit) -> int:
 _TIME_TEXT = "%Y-%m-%d %H:%M:%S.%f"
 
 
+def epoch_text(seconds: float) -> str:
+    """A time no datetime holds (outside the years 1 to 9999), as the text tables write it."""
+    return f"{seconds:.6f} (epoch s, beyond the years a datetime holds)"
+
+
 def _time_text(col):
     """A time column as UTC date-time text; a time beyond the years 1-9999 (which strftime cannot
     write) as its raw epoch seconds, said so."""
@@ -270,7 +275,7 @@ def _time_text(col):
             try:
                 out.append(v.strftime(_TIME_TEXT))
             except (NotImplementedError, ValueError, OverflowError):
-                out.append(f"{s:.6f} (epoch s, beyond the years a datetime holds)")
+                out.append(epoch_text(s))
         return pd.Series(out, index=col.index)
 
 
@@ -303,7 +308,7 @@ def _write_text(df, table, f, raw: dict | None = None) -> int:
     for (i, n), v in (raw or {}).items():
         if n in df.columns:
             col = df[n].astype(object)
-            col.iloc[i] = f"{v:.6f} (epoch s, beyond the years a datetime holds)"
+            col.iloc[i] = epoch_text(v)
             df[n] = col
     with pd.option_context("display.max_rows", None, "display.max_columns", None, "display.width", 250,
                            "display.max_colwidth", 40):
