@@ -92,9 +92,8 @@ class TimeColumn:
 
     Times are whole nanoseconds, printed with the digits of the packet's time resolution (9
     for nanosecond pcap and pcapng interfaces with if_tsresol 10^-9, 6 for microsecond ones,
-    3 for milliseconds ...): the reader keeps each recent record's exact time
-    (CaptureSource.exact_times), which a float of epoch seconds cannot hold to the nanosecond.
-    A time it did not keep (or a microsecond capture) is the float to the microsecond."""
+    3 for milliseconds ...): the reader keeps each recent record's resolution
+    (CaptureSource.exact_times); every ``ts`` is integer nanoseconds already."""
 
     def __init__(self, mode: "TimeFormat", source):
         self.mode = mode
@@ -106,13 +105,13 @@ class TimeColumn:
         got = self.source.exact_time(packet)
         if got is not None:
             return got
-        return round(ts * 1_000_000) * 1000, 6
+        return ts, getattr(self.source, "digits", 6)
 
     def first(self) -> tuple[int, int]:
         src = self.source
         if src.first_exact is not None:
             return src.first_exact
-        return round((src.first_ts or 0.0) * 1_000_000) * 1000, 6
+        return (src.first_ts or 0), getattr(src, "digits", 6)
 
     def __call__(self, ts, packet=None) -> str:
         ns, digits = self.exact(ts, packet)
@@ -129,7 +128,7 @@ class TimeColumn:
                 delta = ns - prev[0]
             else:
                 pts = self.source.prev_ts
-                delta = ns - round(pts * 1_000_000) * 1000 if pts is not None else 0
+                delta = ns - pts if pts is not None else 0
         else:  # dd
             delta = ns - self.last if self.last is not None else 0
             self.last = ns

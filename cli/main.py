@@ -371,7 +371,7 @@ def _print_summary(run: CaptureRun, out, tt=None) -> None:
     try:
         for record, ev in run.events():
             if lines is None:  # times relative to the capture's first packet (tshark -t r)
-                lines = SummaryLines(run.source.first_ts or 0.0, resolve_time_text(tt, run.source))
+                lines = SummaryLines(run.source.first_ts or 0, resolve_time_text(tt, run.source))
             line = lines.line(ev)
             if line is not None:
                 chunk.append(line)
@@ -390,7 +390,7 @@ def _print_filtered(run: CaptureRun, out, flt, tt=None) -> None:
     try:
         for record, ev in run.events():
             if lines is None:
-                lines = SummaryLines(run.source.first_ts or 0.0, resolve_time_text(tt, run.source))
+                lines = SummaryLines(run.source.first_ts or 0, resolve_time_text(tt, run.source))
             if not match(ev):
                 continue
             line = lines.line(ev)

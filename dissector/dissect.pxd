@@ -19,6 +19,6 @@ cdef class Dissector:
     cpdef list _route(self, list events)
 
     @cython.locals(n=cython.Py_ssize_t, size=cython.Py_ssize_t, base=cython.Py_ssize_t, p="const unsigned char *",
-                   interval=cython.double, sure=cython.bint, evs=list, gate=FlowGate, dropped=cython.Py_ssize_t,
+                   interval=object, sure=cython.bint, evs=list, gate=FlowGate, dropped=cython.Py_ssize_t,
                    ent=list, o=cython.Py_ssize_t, fold_out=list)
     cpdef Py_ssize_t pump_flows(self, records, fw, Py_ssize_t offset, dict owner, list loads, Py_ssize_t w)

@@ -261,11 +261,11 @@ class Dissector:
             self.keylog = KeyLog()
         self.keylog.add_dsb(secrets_type, data)
 
-    def sweep_idle(self, ts: float, packet: int) -> list:
+    def sweep_idle(self, ts: int, packet: int) -> list:
         """Expire idle connections as of ``ts`` (see :meth:`TcpReassembler.sweep`), routed."""
         return self._route(self.tcp.sweep(ts, packet))
 
-    def finish(self, last_ts: float | None = None, last_packet: int | None = None) -> list:
+    def finish(self, last_ts: int | None = None, last_packet: int | None = None) -> list:
         """End of input: flush reassembly and report unfinished frames and deliveries.
 
         ``last_ts`` / ``last_packet``: the end of the whole capture, when this

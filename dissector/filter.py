@@ -169,22 +169,9 @@ def _type(ev, ctx):
     return _MISSING if k is None else k
 
 
-def _us_ns(ts: float) -> int:
-    """A float of epoch seconds as whole nanoseconds, to the microsecond (which the float holds)."""
-    return round(ts * 1_000_000) * 1000
-
-
 def _exact_ns(ev, ctx):
-    """The event's packet time in nanoseconds: the reader's exact time when the context can
-    give it (``exact_time``), else the float to the microsecond; None without a time."""
-    ts = getattr(ev, "ts", None)
-    if ts is None:
-        return None
-    if ctx is not None and ctx.exact_time is not None:
-        got = ctx.exact_time(ts, getattr(ev, "packet", None))
-        if got is not None:
-            return got[0]
-    return _us_ns(ts)
+    """The event's packet time in nanoseconds (every ``ts`` is), None without a time."""
+    return getattr(ev, "ts", None)
 
 
 _NS = Decimal(10) ** -9
@@ -200,17 +187,12 @@ def _time_relative(ev, ctx):
     ns = _exact_ns(ev, ctx)
     if ns is None or ctx is None:
         return _MISSING
-    first = None
-    if ctx.first_exact is not None:
-        got = ctx.first_exact()
-        first = got[0] if got is not None else None
-    if first is None:
-        t0 = ctx.t0
-        if t0 is None and ctx.first_time is not None:
-            t0 = ctx.first_time()
-        if t0 is None:
-            return _MISSING
-        first = _us_ns(t0)
+    t0 = ctx.t0
+    if t0 is None and ctx.first_time is not None:
+        t0 = ctx.first_time()
+    if t0 is None:
+        return _MISSING
+    first = t0
     return Decimal(ns - first) * _NS
 
 

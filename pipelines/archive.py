@@ -47,6 +47,7 @@ from amqp_dissect.capture.pcap import MAX_RECORD, ByteSource, open_capture, pcap
 from amqp_dissect.dissect import Dissector
 from amqp_dissect.errors import DissectError, UnsupportedLinkType
 from amqp_dissect.events import CaptureRecord, endpoint
+from amqp_dissect.times import ns
 from amqp_dissect.capture.netparse import TruncatedPacket, parse_segment
 from amqp_dissect.render.frames import event_json
 
@@ -497,19 +498,19 @@ class RecordReader:
             os.close(fd)
             raise CaptureChanged(f"{path}: changed while it was read (no longer a pcap file)")
         h = (fd, struct.Struct("<IIII" if hdr.little_endian else ">IIII").unpack_from,
-             1_000_000_000 if hdr.nanosecond else 1_000_000, hdr.record_header)
+             1 if hdr.nanosecond else 1000, hdr.record_header)
         self._open[file] = h
         while len(self._open) > self.max_open:
             os.close(self._open.popitem(last=False)[1][0])
         return h
 
-    def read(self, file: int, pos: int, caplen: int, ts: float, orig_len: int) -> bytes:
+    def read(self, file: int, pos: int, caplen: int, ts: int, orig_len: int) -> bytes:
         """The captured bytes of the record whose header is at ``pos`` in file ``file``."""
-        fd, unpack, divisor, hl = self._file(file)
+        fd, unpack, scale, hl = self._file(file)
         buf = os.pread(fd, hl + caplen, pos)
         if len(buf) == hl + caplen:
             sec, frac, cl, orig = unpack(buf, 0)
-            if cl == caplen and orig == orig_len and sec + frac / divisor == ts:
+            if cl == caplen and orig == orig_len and sec * 1_000_000_000 + frac * scale == ts:
                 return buf[hl:]
         raise CaptureChanged(f"{self.paths[file]}: changed while it was read (the record at byte {pos} differs)")
 
@@ -543,7 +544,7 @@ class Layout:
     errors: list[tuple[str, str]]  # (path, damage) in capture order, like CaptureSource.errors
     fatal: list[tuple[str, str]]  # (kind "open"/"format", message)
     records: int
-    last_ts: float | None  # time of the last record of the capture
+    last_ts: int | None  # time of the last record of the capture (nanoseconds)
     ranges_used: int
     rejected: int  # false boundary candidates seen
     tcp_records: int
@@ -891,7 +892,7 @@ class FlowRunner:
     def _feed(self, st: dict, row: tuple) -> None:
         _, packet, ts, lt, data, orig = row
         prev = st["prev"]
-        if prev is not None and ts - prev[1] > self.p.idle_timeout:
+        if prev is not None and ts - prev[1] > ns(self.p.idle_timeout):
             st["gap"] = True
             self._sweeps(st, prev[0], packet)
         st["prev"] = (packet, ts)
@@ -903,7 +904,7 @@ class FlowRunner:
         p = self.p
         d, an = st["d"], st["an"]
         prev = st["prev"]
-        if prev is not None and p.last_ts is not None and p.last_ts - prev[1] > p.idle_timeout:
+        if prev is not None and p.last_ts is not None and p.last_ts - prev[1] > ns(p.idle_timeout):
             st["gap"] = True
             self._sweeps(st, prev[0], None)
         # the end of the capture as the single-process run sees it
@@ -990,6 +991,7 @@ def table_columns(table: str) -> list[tuple[str, str]]:
 def frame_row(d: dict) -> dict:
     """A frames-table row: the leading fields of ``frames --format jsonl`` plus the whole line."""
     row = {k: d.get(k) for k, _ in table_columns("frames") if k != "json"}
+    row["time"] = d.get("time_ns")  # (the exact time: integer nanoseconds)
     row["json"] = json.dumps(d, ensure_ascii=False, allow_nan=False)
     return row
 

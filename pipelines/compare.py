@@ -940,8 +940,8 @@ def unwrapped_capture(taps: dict, path) -> dict:
         else:
             ip = struct.pack(">IHBB16s16s", 6 << 28, len(tcp), 6, 64, sa.packed, da.packed)
         pkt = ip + tcp
-        sec = int(ts)
-        out.append(struct.pack("<IIII", sec, int(round((ts - sec) * 1e6)) % 1000000, len(pkt), len(pkt)) + pkt)
+        sec, frac = divmod(ts // 1000, 1_000_000)  # (nanoseconds: a microsecond pcap record)
+        out.append(struct.pack("<IIII", sec, frac, len(pkt), len(pkt)) + pkt)
         where[n] = packet
     Path(path).write_bytes(b"".join(out))
     return where

@@ -22,6 +22,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Iterable, Iterator
 
 from amqp_dissect.results.analytics import Analyzer
+from amqp_dissect.times import NS, date
 from amqp_dissect.capture.pcap import open_capture
 from amqp_dissect.dissect import Dissector
 from amqp_dissect.errors import CaptureError
@@ -100,6 +101,7 @@ class _Part:
             raise
         if dissector is not None:
             reader.on_secrets = dissector.add_secrets
+        source.digits = max(source.digits, reader.digits())
         if source.exact_times and reader.digits() != 6:
             reader.exact = self.exact = collections.deque(maxlen=2)
             source.fine = True
@@ -180,6 +182,7 @@ class CaptureSource:
         self.exact_times = False
         self.first_exact = None  # (ns, digits) of the first record, with exact_times
         self.fine = False  # with exact_times: an input's timestamps (its leading interfaces) are not in us
+        self.digits = 6  # decimal digits of the finest time resolution of the inputs opened (6: µs, 9: ns)
         self._exact: list = []  # (packet-number offset, deque of (index, ns, digits)): the last two files
         # a capture set (several inputs): the file names in the order read (see _merged), and the
         # files being merged
@@ -217,6 +220,7 @@ class CaptureSource:
             try:
                 reader = open_capture(f)
                 reader.on_secrets = d.add_secrets
+                self.digits = max(self.digits, reader.digits())
                 if self.exact_times and reader.digits() != 6:  # (a microsecond time is exact as a float)
                     reader.exact = collections.deque(maxlen=_EXACT_KEPT)
                     self._exact = self._exact[-1:] + [(self.packets, reader.exact)]
@@ -437,7 +441,8 @@ class CaptureSource:
             "files": list(self.order if self.order is not None else self.paths),
             "start": start,
             "end": end,
-            "duration": round(end - start, 6) if start is not None and end is not None else None,
+            "duration": (end - start) / NS if start is not None and end is not None else None,
+            "digits": self.digits,
             "packets": self.packets,
             "bytes": self.bytes,
         }
@@ -565,7 +570,7 @@ class Analysis:
         where = (files[0] if len(files) == 1 else f"{len(files)} files") if files else "a capture"
         span = ""
         if cap.get("start") is not None:
-            span = f", {_utc(cap['start'])} to {_utc(cap['end'])} UTC ({cap['duration']:.3f} s)"
+            span = f", {date(cap['start'], cap['digits'])} to {date(cap['end'], cap['digits'])} ({cap['duration']:.3f} s)"
         lines = [
             f"<Analysis of {where}: {cap.get('packets', '?')} packets{span}>",
             f"  connections {len(an.connection_rows())}, sessions {len(an.session_rows())}, "
@@ -635,15 +640,6 @@ class Analysis:
         from amqp_dissect.results.report import build_report
 
         return build_report(self.analyzer, capture_errors=self.capture_errors)
-
-
-def _utc(ts) -> str:
-    import datetime as dt
-
-    try:
-        return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
-    except (OverflowError, ValueError, OSError):
-        return f"{ts:.6f} (epoch s)"
 
 
 def frame_rows(events) -> list[dict]:

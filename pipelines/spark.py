@@ -284,7 +284,7 @@ def stage1_schema():
     T = _types()
     return T.StructType([
         T.StructField("rid", T.IntegerType()), T.StructField("idx", T.LongType()),
-        T.StructField("ts", T.DoubleType()), T.StructField("linktype", T.IntegerType()),
+        T.StructField("ts", T.LongType()), T.StructField("linktype", T.IntegerType()),
         T.StructField("data", T.BinaryType()), T.StructField("orig_len", T.LongType()),
         T.StructField("flow", T.StringType()), T.StructField("kind", T.ByteType()),
         T.StructField("pos", T.LongType()), T.StructField("caplen", T.IntegerType()),
@@ -529,23 +529,24 @@ def _sensitive_fn(a, b):
     return fn
 
 
-def _ticks_fn(interval: float):
+def _ticks_fn(interval: int):
+    """``interval``: nanoseconds, as every capture time."""
     import numpy as np
     import pyarrow as pa
 
-    schema = pa.schema([pa.field("packet", pa.int64()), pa.field("ts", pa.float64())])
+    schema = pa.schema([pa.field("packet", pa.int64()), pa.field("ts", pa.int64())])
 
     def fn(batches):
         nxt = None
-        carry = -np.inf
+        carry = np.iinfo(np.int64).min
         for batch in batches:
             pk = batch.column("packet").to_numpy(zero_copy_only=False)
-            ts = batch.column("ts").to_numpy(zero_copy_only=False).astype(np.float64)
+            ts = batch.column("ts").to_numpy(zero_copy_only=False).astype(np.int64)
             if not len(ts):
                 continue
             i = 0
             if nxt is None:
-                nxt = ts[0] + interval
+                nxt = int(ts[0]) + interval
                 carry = ts[0]
                 i = 1
             # the sweep runs at the first record whose time reaches the armed time; every
@@ -559,12 +560,12 @@ def _ticks_fn(interval: float):
                 if j >= len(ts):
                     break
                 out_p.append(int(pk[j]))
-                out_t.append(float(ts[j]))
-                nxt = float(ts[j]) + interval
+                out_t.append(int(ts[j]))
+                nxt = int(ts[j]) + interval
                 i = j + 1
             carry = cm[-1]
             if out_p:
-                yield pa.RecordBatch.from_arrays([pa.array(out_p, pa.int64()), pa.array(out_t, pa.float64())],
+                yield pa.RecordBatch.from_arrays([pa.array(out_p, pa.int64()), pa.array(out_t, pa.int64())],
                                                  schema=schema)
     return fn
 
@@ -693,7 +694,7 @@ def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, ke
     if facts["needs_ticks"]:
         need = [r.flow for r in meta.where(F.col("needs_ticks")).select("flow").collect()]
         tk = tcp.select("packet", "ts").repartition(1).sortWithinPartitions("packet").mapInArrow(
-            _ticks_fn(1.0), "packet long, ts double")
+            _ticks_fn(1_000_000_000), "packet long, ts long")
         ticks = tuple((r.packet, r.ts) for r in tk.collect())
         rerun(need, FlowParams(**{**base.__dict__, "ticks": ticks}), work + "/rows_ticks")
         reruns["ticks"] = len(need)
@@ -876,7 +877,7 @@ def _meta(rows):
     T = _types()
     schema = T.StructType([
         T.StructField("flow", T.StringType()), T.StructField("last_packet", T.LongType()),
-        T.StructField("last_ts", T.DoubleType()), T.StructField("needs_ticks", T.BooleanType()),
+        T.StructField("last_ts", T.LongType()), T.StructField("needs_ticks", T.BooleanType()),
         T.StructField("open_stalls", T.LongType()), T.StructField("idle", T.StringType()),
         T.StructField("packets", T.LongType()), T.StructField("connections", T.LongType()),
         T.StructField("error", T.StringType()),
@@ -1346,7 +1347,9 @@ def summary_rows(name: str, read, window: float = DEFAULT_WINDOW) -> list[dict]:
     if name == "latency_by_window":
         d = t["deliveries"]
         wus = round(float(window) * 1_000_000)
-        us = pc.cast(d.column("first_time"), pa.int64())
+        tns = pc.cast(d.column("first_time"), pa.int64())  # (timestamp[ns]: Spark's are microseconds)
+        us = pa.array(np.floor_divide(pc.fill_null(tns, 0).to_numpy(zero_copy_only=False), 1000), pa.int64(),
+                      mask=~pc.is_valid(tns).to_numpy(zero_copy_only=False))
         # floor(micros / window) * window, in doubles then longs like Spark's expression
         f = np.floor(pc.cast(us, pa.float64()).to_numpy(zero_copy_only=False) / float(wus))
         valid = pc.is_valid(us).to_numpy(zero_copy_only=False)

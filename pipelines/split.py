@@ -112,7 +112,7 @@ def _raw_pcap(f, first4: bytes) -> tuple[bytes, Iterator[tuple[float, bytes, int
         raise CaptureError("not a pcap capture with a valid file header")
     hl = ph.record_header
     unpack = struct.Struct("<IIII" if ph.little_endian else ">IIII").unpack_from
-    div = 1e9 if ph.nanosecond else 1e6
+    scale = 1 if ph.nanosecond else 1000
     err: list = []
 
     def records():
@@ -139,7 +139,7 @@ def _raw_pcap(f, first4: bytes) -> tuple[bytes, Iterator[tuple[float, bytes, int
                 err.append(f"capture truncated: last record at byte offset {off} is incomplete")
                 return
             off += hl + caplen
-            yield sec + frac / div, h + data, ph.linktype
+            yield sec * 1_000_000_000 + frac * scale, h + data, ph.linktype
 
     return hdr, records(), err
 
@@ -264,7 +264,7 @@ def split_capture(path: str, out_dir: str, *, packets: int | None = None, bytes:
                     elif bytes is not None:
                         rotate = size + len(rec) > bytes and count > 0
                     else:
-                        rotate = ts >= start_ts + seconds
+                        rotate = ts >= start_ts + round(seconds * 1_000_000_000)
                 if rotate:
                     if out is not None:
                         out.close()

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import Iterable
 
 from amqp_dissect.results.schema import JSON, TIME, columns
+from amqp_dissect.times import decimal
 from amqp_dissect.results.tables import FORMATS, arrow_schema, csv_bytes, csv_header, jsonl_bytes, record_batch, to_frame
 
 # rows converted and written at a time (and the Parquet row group size): one batch (its cells,
@@ -253,34 +254,24 @@ def _write_jsonl(pairs, table, emit) -> int:
 _TIME_TEXT = "%Y-%m-%d %H:%M:%S.%f"
 
 
-def epoch_text(seconds: float) -> str:
-    """A time no datetime holds (outside the years 1 to 9999), as the text tables write it."""
-    return f"{seconds:.6f} (epoch s, beyond the years a datetime holds)"
+def epoch_text(ns: int) -> str:
+    """A time no typed column holds (outside the years 1677 to 2262 of a 64-bit count of
+    nanoseconds), as the text tables write it: its epoch seconds, exactly."""
+    return f"{decimal(ns, 9 if ns % 1000 else 6)} (epoch s, beyond the years a datetime holds)"
 
 
 def _time_text(col):
-    """A time column as UTC date-time text; a time beyond the years 1-9999 (which strftime cannot
-    write) as its raw epoch seconds, said so."""
-    try:
-        return col.dt.strftime(_TIME_TEXT)
-    except (NotImplementedError, ValueError, OverflowError):
-        import pandas as pd
-
-        secs = col.values.astype("datetime64[us]").view("i8") / 1e6
-        out = []
-        for v, s in zip(col, secs):
-            if pd.isna(v):
-                out.append(float("nan"))  # as strftime leaves a missing time
-                continue
-            try:
-                out.append(v.strftime(_TIME_TEXT))
-            except (NotImplementedError, ValueError, OverflowError):
-                out.append(epoch_text(s))
-        return pd.Series(out, index=col.index)
+    """A time column as UTC date-time text: microseconds, and the nanosecond digits of a time
+    that has them."""
+    text = col.dt.strftime(_TIME_TEXT)
+    nano = col.dt.nanosecond.fillna(0).astype("int64")
+    if nano.any():  # (a nanosecond capture's time: its nine digits)
+        text = text.where(nano == 0, text + nano.map("{:03d}".format))
+    return text
 
 
 def raw_times(rows: list, table: str) -> dict:
-    """{(row, column): seconds} of the time cells outside the years 1 to 9999 (null in the typed
+    """{(row, column): nanoseconds} of the time cells outside the 64-bit range (null in the typed
     columns: the text table writes them as raw epoch seconds, as the report does)."""
     from amqp_dissect.results.tables import TIME_END, TIME_MIN
 
@@ -289,7 +280,7 @@ def raw_times(rows: list, table: str) -> dict:
     for i, r in enumerate(rows):
         for n in names:
             v = r.get(n)
-            if isinstance(v, float) and v == v and not TIME_MIN <= v < TIME_END:
+            if type(v) is int and not TIME_MIN <= v < TIME_END:
                 out[(i, n)] = v
     return out
 

@@ -18,7 +18,7 @@ def frame_keys(events, direction=None) -> list[dict]:
             continue
         if isinstance(e, (Frame, ProtocolHeader)):
             j = event_json(e)
-            for k in ("packet", "time", "first_packet", "delivery_first_packet"):
+            for k in ("packet", "time", "time_ns", "first_packet", "delivery_first_packet"):
                 j.pop(k, None)
             keys.append(j)
     return keys

@@ -393,8 +393,23 @@ def _capinfos(path) -> dict:
     out = subprocess.run(["capinfos", "-M", "-T", "-a", "-e", "-c", "-s", "-r", "-u", "-S", path], capture_output=True,
                          text=True, check=True).stdout.split("\t")
     # -T: one tab-separated line: file, packets, size, duration, start, end (epoch seconds with -S)
-    return {"packets": int(out[1]), "bytes": int(out[2]), "duration": float(out[3]), "start": float(out[4]),
-            "end": float(out[5])}
+    return {"packets": int(out[1]), "bytes": int(out[2]), "duration": float(out[3]), "start": out[4].strip(),
+            "end": out[5].strip()}
+
+
+def _epoch_ns(text: str) -> int:
+    from decimal import Decimal
+
+    return int(Decimal(text) * 1_000_000_000)
+
+
+def _utc_text(text: str) -> str:
+    """capinfos' epoch seconds as the report writes a date: the digits as they are, no float."""
+    import datetime as dt
+
+    sec, _, frac = text.partition(".")
+    day = dt.datetime.fromtimestamp(int(sec), dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return f"{day}.{(frac + '000000')[:6]} UTC"
 
 
 @pytest.mark.skipif(shutil.which("capinfos") is None, reason="capinfos is not installed (comes with tshark)")
@@ -404,15 +419,15 @@ def test_report_header_agrees_with_capinfos(capsys, late_start):
     ci = _capinfos(late_start)
     rc, out, err = run(capsys, "report", late_start)
     head = "\n".join(out.splitlines()[:6])
-    start = dt.datetime.fromtimestamp(ci["start"], dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
-    end = dt.datetime.fromtimestamp(ci["end"], dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+    start = _utc_text(ci["start"])
+    end = _utc_text(ci["end"])
     assert f"file: {late_start}" in head
     assert f"capture: {start} to {end} ({ci['duration']:.6f} s)" in head
     assert f"packets {ci['packets']:,}, bytes {ci['bytes']:,}" in head
     rc, out, err = run(capsys, "report", "-f", "json", late_start)
     cap = json.loads(out)["capture"]
     assert cap["packets"] == ci["packets"] and cap["bytes"] == ci["bytes"] and cap["files"] == [late_start]
-    assert abs(cap["start"] - ci["start"]) < 1e-6 and abs(cap["end"] - ci["end"]) < 1e-6
+    assert cap["start"] == _epoch_ns(ci["start"]) and cap["end"] == _epoch_ns(ci["end"])  # (exact, integer ns)
 
 
 # --------------------------------------------------------------------------- pandas
@@ -428,7 +443,7 @@ def test_analysis_frames_is_a_typed_frame_table(capsys):
     a = analyze(OUTCOMES)
     df = a.frames
     assert list(df.columns) == names("frames")
-    assert str(df["time"].dtype) == "datetime64[us, UTC]"
+    assert str(df["time"].dtype) == "datetime64[ns, UTC]"
     assert str(df["packet"].dtype) == "Int64"
     # the performatives tshark decodes, packet by packet
     theirs = {}
@@ -442,10 +457,17 @@ def test_analysis_frames_is_a_typed_frame_table(capsys):
     # times are the capture's
     import dpkt
 
-    with open(OUTCOMES, "rb") as f:
-        ts = {i + 1: float(t) for i, (t, _) in enumerate(dpkt.pcap.Reader(f))}
+    import struct
+
+    with open(OUTCOMES, "rb") as f:  # (a little-endian microsecond pcap: its record headers, read here)
+        raw = f.read()
+    ts, pos = {}, 24
+    while pos < len(raw):
+        sec, usec, caplen, _orig = struct.unpack_from("<IIII", raw, pos)
+        ts[len(ts) + 1] = sec * 1_000_000_000 + usec * 1000
+        pos += 16 + caplen
     for pk, t in zip(df["packet"], df["time"]):
-        assert abs(t.timestamp() - ts[int(pk)]) < 1e-6
+        assert t.value == ts[int(pk)]  # (exact: integer nanoseconds)
     kept = analyze(open(OUTCOMES, "rb"), frames=True).frames
     pd.testing.assert_frame_equal(kept, df)
     with pytest.raises(ValueError):

@@ -85,7 +85,7 @@ def _stream(messages: int, credit: int = 200):
     from amqp_dissect.events import CaptureRecord
 
     for i, (ts, lt, data) in enumerate(conv.records, 1):
-        yield from d.feed(CaptureRecord(i, ts, lt, data, len(data)))
+        yield from d.feed(CaptureRecord(i, round(ts * 1_000_000_000), lt, data, len(data)))  # (integer ns)
     yield from d.finish()
 
 

@@ -293,7 +293,7 @@ class ModelMachine(RuleBasedStateMachine):
         while self.fed < len(recs):
             ts, lt, data = recs[self.fed]
             self.fed += 1
-            for ev in self.dissector.feed(self.Record(self.fed, ts, lt, data, len(data))):
+            for ev in self.dissector.feed(self.Record(self.fed, round(ts * 1_000_000_000), lt, data, len(data))):
                 self.analyzer.feed(ev)
 
     def _send(self, frames):

@@ -54,7 +54,7 @@ def test_series_is_exact_while_small():
     s = Series(cap=16)
     pts = [(0.0, 5), (1.0, 5), (2.0, 3), (3.0, 0), (4.0, 0), (5.0, 7)]
     for t, v in pts:
-        s.add(t, v)
+        s.add(round(t * 1_000_000_000), v)  # (capture times: integer nanoseconds; kept as seconds)
     # repeats are not change points
     assert s.exact and s.points == 4
     assert [(t, lo, hi, last) for t, lo, hi, last in s.buckets()] == [
@@ -66,12 +66,12 @@ def test_series_stays_bounded_and_keeps_extremes(cap):
     rng = random.Random(cap)
     s = Series(cap=cap)
     values = []
-    t = 0.0
+    t = 0
     for _ in range(20_000):
-        t += rng.random()
+        t += rng.randrange(1, 1_000_000_000)  # (nanoseconds)
         v = rng.choice([0, rng.randint(1, 1000)])
         if not values or v != values[-1][1]:
-            values.append((t, v))
+            values.append((t / 1_000_000_000, v))  # (the series keeps seconds)
         s.add(t, v)
     bk = s.buckets()
     assert len(bk) <= cap + 1 and s.points == len(values)

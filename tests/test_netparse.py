@@ -340,7 +340,7 @@ def test_address_cache_is_bounded(monkeypatch):
 
 
 # -------------------------------------------------------------------------- describe
-def _rec(linktype, data, index=12, ts=1_763_794_935.123456):
+def _rec(linktype, data, index=12, ts=1_763_794_935_123_456_000):
     return CaptureRecord(index, ts, linktype, data, len(data), 0)
 
 

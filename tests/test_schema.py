@@ -37,7 +37,7 @@ SAMPLES = sorted(glob.glob(os.path.join(ROOT, "samples", "*.pcap")))
 ROWS = {"connections": "connection_rows", "sessions": "session_rows", "links": "link_rows",
         "deliveries": "delivery_rows", "stalls": "stall_rows", "transactions": "transaction_rows",
         "violations": "violation_rows", "errors": "error_rows"}
-UTC_US = "datetime64[us, UTC]"
+UTC_US = "datetime64[ns, UTC]"  # (the tables keep the capture's integer nanoseconds)
 
 
 def assert_typed(df: pd.DataFrame, table: str) -> None:
@@ -128,7 +128,7 @@ def test_transaction_rows_fit_the_registry():
     check_rows(rows, "transactions")
     df = to_frame(rows, "transactions")
     assert_typed(df, "transactions")
-    assert df.loc[0, "declare_time"] == pd.Timestamp(round(decl.ts * 1e6), unit="us", tz="UTC")
+    assert df.loc[0, "declare_time"] == pd.Timestamp(decl.ts, unit="ns", tz="UTC")
     assert json.loads(df.loc[0, "enlisted"]) == []
 
 

@@ -14,13 +14,13 @@ from amqp_dissect.amqp.codec import UInt
 from amqp_dissect.model.state import AT_ONCE
 from amqp_dissect.results.report import build_report
 from amqp_dissect.render.report import render_text
-from test_state import Script
+from test_state import NS, Script
 
 
 def _flow(s, *args, dt=None, **kw):
     """Script.flow, ``dt`` after the previous frame (default: the script's 10 ms)."""
     if dt is not None:
-        s.t += dt - s.dt
+        s.t += round(dt * NS) - s.dt
     return s.flow(*args, **kw)
 
 
@@ -49,9 +49,9 @@ def test_multi_frame_delivery_at_credit_one_stalls_from_its_last_frame():
     assert st["credit_exhausted_packet"] == first.packet and st["credit_exhausted_at"] == first.ts
     assert st["start_packet"] == last.packet and st["start"] == last.ts
     assert st["end_packet"] == grant.packet
-    assert st["duration"] == pytest.approx(grant.ts - last.ts) == pytest.approx(0.003)
+    assert st["duration"] == (grant.ts - last.ts) / NS == pytest.approx(0.003)
     # the old measure, from the first frame, would have been 23 ms
-    assert grant.ts - first.ts == pytest.approx(0.023)
+    assert grant.ts - first.ts == 23_000_000  # (nanoseconds)
 
 
 def test_aborted_delivery_ends_the_busy_time():
@@ -133,7 +133,7 @@ def test_nothing_available_is_an_idle_period_even_when_credit_comes_back():
     assert link["stalled_seconds"] == pytest.approx(sum(r["duration"] for r in a.stall_rows() if not r["idle"]))
     rep = build_report(a)
     assert rep["summary"]["stalls"] == 1 and rep["summary"]["idle_periods"] == 1
-    assert rep["summary"]["idle_seconds"] == pytest.approx(grant.ts - st["start"])
+    assert rep["summary"]["idle_seconds"] == (grant.ts - st["start"]) / NS
     assert all(not r["idle"] for r in rep["longest_stalls"])
 
 
@@ -156,12 +156,12 @@ def test_a_transfer_at_once_after_the_flow_shows_waiting():
     _start(s)
     s.transfer(did=0)
     grant = _flow(s, 1, dc=1, credit=1, dt=0.2)
-    nxt = s.transfer(did=1, dt=AT_ONCE / 4)
+    nxt = s.transfer(did=1, dt=AT_ONCE / 4 / NS)
     _flow(s, 1, dc=2, credit=1, dt=0.2)
-    s.transfer(did=2, dt=AT_ONCE * 5)  # long after the flow: says nothing
+    s.transfer(did=2, dt=AT_ONCE * 5 / NS)  # long after the flow: says nothing
     a = s.done()
     first, second, third = _link_credit(a)
-    assert first["end_packet"] == grant.packet and nxt.ts - grant.ts < AT_ONCE
+    assert first["end_packet"] == grant.packet and nxt.ts - grant.ts < AT_ONCE  # (nanoseconds)
     assert (first["waiting"], first["waiting_evidence"], first["idle"]) == (True, "transfer", False)
     assert (second["waiting"], second["waiting_evidence"], second["idle"]) == (None, "none", False)
     # the third (open at the end of the capture, nothing after it) is an idle period

@@ -25,6 +25,8 @@ from amqp_dissect.events import (
     StreamOpened,
 )
 from amqp_dissect.capture.netparse import TruncatedPacket, parse_segment
+
+NS = 1_000_000_000  # capture times are integer nanoseconds
 from amqp_dissect.capture.tcp import TcpReassembler
 
 try:
@@ -590,36 +592,36 @@ def test_retransmitted_syn_is_not_a_new_connection():
 def test_idle_timeout_closes_and_frees():
     tr = TcpReassembler(idle_timeout=10.0)
     ends_b = (("10.0.0.3", 40001), S)
-    ev = tr.feed(seg(0, 1, ACK, b"a"), 0.0, 1)
-    ev += tr.feed(seg(0, 2, ACK, b"c"), 1.0, 2)  # leaves a... no hole: in order
-    ev += tr.feed(seg(0, 10, ACK, b"z"), 2.0, 3)  # hole of 7 bytes
+    ev = tr.feed(seg(0, 1, ACK, b"a"), 0, 1)
+    ev += tr.feed(seg(0, 2, ACK, b"c"), 1 * NS, 2)  # leaves a... no hole: in order
+    ev += tr.feed(seg(0, 10, ACK, b"z"), 2 * NS, 3)  # hole of 7 bytes
     assert tr.open_connections == 1
-    ev += tr.feed(seg(0, 1, ACK, b"other", ends=ends_b), 20.0, 4)
+    ev += tr.feed(seg(0, 1, ACK, b"other", ends=ends_b), 20 * NS, 4)
     idle = [e for e in ev if isinstance(e, StreamClosed)]
-    assert idle == [StreamClosed(CONN, -1, "idle", 20.0, 4)]
+    assert idle == [StreamClosed(CONN, -1, "idle", 20 * NS, 4)]
     assert streams(ev)[(CONN, 0)] == [b"ac", ("gap", 7), b"z"]
     assert tr.open_connections == 1  # only the new one
     # the old tuple comes back: a new connection
-    ev2 = tr.feed(seg(0, 11, ACK, b"back"), 21.0, 5)
+    ev2 = tr.feed(seg(0, 11, ACK, b"back"), 21 * NS, 5)
     assert isinstance(ev2[0], StreamOpened) and ev2[0].conn == CONN + "#2"
 
 
 def test_idle_connection_expires_on_its_own_next_packet():
     tr = TcpReassembler(idle_timeout=10.0, sweep_interval=1000.0)
-    tr.feed(seg(0, 1, ACK, b"a"), 0.0, 1)
-    ev = tr.feed(seg(0, 2, ACK, b"b"), 50.0, 2)
+    tr.feed(seg(0, 1, ACK, b"a"), 0, 1)
+    ev = tr.feed(seg(0, 2, ACK, b"b"), 50 * NS, 2)
     assert kinds(ev) == ["StreamClosed", "StreamOpened", "StreamData"]
     assert ev[1].conn == CONN + "#2"
 
 
 def test_many_short_connections_state_is_freed():
     tr = TcpReassembler(close_grace=5.0)
-    t = 0.0
+    t = 0
     for i in range(500):
         ends = (("10.0.0.1", 20000 + i), S)
         for s in handshake(ends=ends) + [seg(0, 1001, ACK, b"x", ends=ends), seg(1, 5001, RST, ends=ends)]:
             tr.feed(s, t, 1)
-            t += 0.1
+            t += NS // 10
     assert tr.open_connections == 0
     assert tr.tracked_tuples <= 2 * 60  # only those closed within the last 5 s remain
 
@@ -795,12 +797,12 @@ def test_window_also_closes_on_capture_time():
         (seg(1, 5003, ACK, b"r2", ack=1021), 0.3),  # inside the window: queued
         (seg(1, 5005, ACK, b"r3", ack=1021), 0.7),  # 0.6 s after the ACK: declared
     ]):
-        ev += tr.feed(s_, 100.0 + t, i + 1)
+        ev += tr.feed(s_, round((100.0 + t) * NS), i + 1)
     assert streams(ev) == {(CONN, 0): [b"a" * 10, ("gap", 10)], (CONN, 1): [b"r1r2r3"]}
     gap = next(e for e in ev if isinstance(e, StreamGap))
     # no byte after it was captured, and packet 2's ACK proved it (Wireshark: "ACKed segment that
     # wasn't captured" there): stamped at packet 2, before the events it precedes in time too
-    assert (gap.packet, gap.ts, gap.size) == (2, 100.1, 10)
+    assert (gap.packet, gap.ts, gap.size) == (2, round(100.1 * NS), 10)
 
 
 def test_fin_captured_before_the_bytes_it_follows_waits_for_them():

@@ -499,7 +499,7 @@ def _frames_by_conn(events):
     for e in events:
         if isinstance(e, (AmqpFrame, ProtocolHeader)):
             j = event_json(e)
-            for k in ("packet", "time", "first_packet", "delivery_first_packet", "src", "dst", "connection"):
+            for k in ("packet", "time", "time_ns", "first_packet", "delivery_first_packet", "src", "dst", "connection"):
                 j.pop(k, None)
             conns.setdefault(e.conn, []).append((e.direction, j))
     return list(conns.values())

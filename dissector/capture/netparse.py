@@ -29,6 +29,7 @@ import struct
 
 from ..errors import DissectError, UnsupportedLinkType
 from ..events import CaptureRecord, Segment
+from ..times import decimal
 
 LINKTYPE_NULL = 0
 LINKTYPE_ETHERNET = 1
@@ -422,21 +423,23 @@ _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 _SECONDS: dict[int, str] = {}  # whole second since the epoch -> its date and time text
 
 
-def _time_text(ts: float) -> str:
+def _time_text(ts: int, digits: int = 6) -> str:
+    """A capture time (nanoseconds) as UTC date and time text, to ``digits`` decimals (truncated)."""
     try:
-        sec, us = divmod(round(ts * 1_000_000), 1_000_000)
+        sec, frac = divmod(ts, 1_000_000_000)
         text = _SECONDS.get(sec)
         if text is None:
             if len(_SECONDS) >= 4096:
                 _SECONDS.clear()
             text = _SECONDS[sec] = (_EPOCH + _dt.timedelta(seconds=sec)).strftime("%Y-%m-%d %H:%M:%S")
-        return f"{text}.{us:06d} UTC"
+        return f"{text}.{frac // 10 ** (9 - digits):0{digits}d} UTC"
     except (OverflowError, ValueError):
         return f"(out of range: {ts!r})"
 
 
-def frame_layer(record: CaptureRecord) -> tuple[str, list[str]]:
-    """The Frame layer of ``-V`` (Wireshark's first layer): sizes, link type and times."""
+def frame_layer(record: CaptureRecord, digits: int = 6) -> tuple[str, list[str]]:
+    """The Frame layer of ``-V`` (Wireshark's first layer): sizes, link type and times (to the
+    capture's resolution, ``digits`` decimals)."""
     caplen = len(record.data)
     wire = record.orig_len
     lt = record.linktype
@@ -446,8 +449,8 @@ def frame_layer(record: CaptureRecord) -> tuple[str, list[str]]:
         [
             f"Interface id: {record.interface}",
             f"Encapsulation type: {LINKTYPE_NAMES.get(lt, 'Unknown')} ({lt})",
-            f"Arrival Time: {_time_text(record.ts)}",
-            f"Epoch Time: {record.ts:.6f} seconds",
+            f"Arrival Time: {_time_text(record.ts, digits)}",
+            f"Epoch Time: {decimal(record.ts, digits)} seconds",
             f"Frame Number: {record.index}",
             f"Frame Length: {wire} bytes ({wire * 8} bits)",
             f"Capture Length: {caplen} bytes ({caplen * 8} bits)",

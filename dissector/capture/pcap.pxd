@@ -15,8 +15,8 @@ cdef class FlowGate:
     cdef public list loads
     cdef public Py_ssize_t w
     cdef public bint armed
-    cdef public double nxt
-    cdef public double ts
+    cdef public object nxt
+    cdef public object ts
     cdef public bint seen
     cdef public Py_ssize_t skipped
     cdef unsigned long long ka[64]
@@ -26,21 +26,20 @@ cdef class FlowGate:
 cdef class PcapRecords:
     cdef object src, exact, status, linktype
     cdef bint le, done, started
-    cdef double divisor
     cdef Py_ssize_t scale, digits, hl, base, index, pos, sbase
     cdef bytes buf
     cdef public FlowGate gate
 
     @cython.locals(buf=bytes, pos=Py_ssize_t, end=Py_ssize_t, hl=Py_ssize_t, nxt=Py_ssize_t, index=Py_ssize_t,
                    sec="unsigned long long", frac="unsigned long long", caplen=Py_ssize_t,
-                   orig="unsigned long long", ts=cython.double, ok=cython.bint, rec=CaptureRecord, gate=FlowGate,
+                   orig="unsigned long long", ok=cython.bint, rec=CaptureRecord, gate=FlowGate,
                    p="const unsigned char *")
     cpdef CaptureRecord _next(self)
 
     @cython.locals(base=Py_ssize_t, q=Py_ssize_t, ent=list, o=Py_ssize_t, a="unsigned long long",
                    b="unsigned long long", h="unsigned long long", m32="unsigned long long",
                    bit32="unsigned long long", mul="unsigned long long")
-    cdef bint _dropped(self, FlowGate gate, const unsigned char *p, Py_ssize_t start, Py_ssize_t caplen, double ts)
+    cdef bint _dropped(self, FlowGate gate, const unsigned char *p, Py_ssize_t start, Py_ssize_t caplen, object ts)
 
     cdef bint _fill(self, Py_ssize_t pos, Py_ssize_t need) except -1
 

@@ -220,8 +220,8 @@ class FlowGate:
         self.loads = loads
         self.w = w
         self.armed = False
-        self.nxt = 0.0
-        self.ts = 0.0
+        self.nxt = 0
+        self.ts = 0
         self.seen = False
         self.skipped = 0
         # a cache of flows already placed, _GATE_SLOTS slots (a flow keeps its worker): each
@@ -243,7 +243,6 @@ class PcapRecords:
                  first_index: int = 1, record_header: int = 16, status=None):
         self.src = src
         self.le = bool(little_endian)
-        self.divisor = 1_000_000_000.0 if nanosecond else 1_000_000.0
         # exact times (tshark's -t at the capture's resolution): (index, nanoseconds, digits) of each
         # record, into ``status.exact`` when set (read at the first record: it may be set after this)
         self.exact = None
@@ -325,9 +324,9 @@ class PcapRecords:
                     return None
                 nxt = pos + hl + caplen
             index = self.index
+            ts = sec * 1_000_000_000 + frac * self.scale
             if self.exact is not None:
-                self.exact.append((index, sec * 1_000_000_000 + frac * self.scale, self.digits))
-            ts = sec + frac / self.divisor
+                self.exact.append((index, ts, self.digits))
             self.index = index + 1
             gate = self.gate
             if gate is not None and self._dropped(gate, buf, pos + hl, caplen, ts):
@@ -356,7 +355,7 @@ class PcapRecords:
         self.sbase = src.base
         return ok
 
-    def _dropped(self, gate: FlowGate, p: bytes, start: int, caplen: int, ts: float) -> bool:
+    def _dropped(self, gate: FlowGate, p: bytes, start: int, caplen: int, ts: int) -> bool:
         """Whether the record at ``p[start:start + caplen]`` is one the gate drops (see
         :class:`FlowGate`); if so it is accounted there."""
         base = self.base
@@ -641,7 +640,7 @@ class CaptureReader:
         rec = CaptureRecord
         hdr, epb, u32, pb = _pcapng_structs(bo)
         ifaces = self._section
-        last_ts = 0.0
+        last_ts = 0
         exact = self.exact
         last_exact = (0, 6)
         error = None
@@ -698,9 +697,9 @@ class CaptureReader:
                             f"interface {iface}"
                         )
                     itf = ifaces[iface]
-                    last_ts = ((hi << 32) | lo) / itf.divisor + itf.offset
+                    last_ts = itf.nanoseconds((hi << 32) | lo)
                     if exact is not None:
-                        last_exact = (itf.nanoseconds((hi << 32) | lo), itf.digits)
+                        last_exact = (last_ts, itf.digits)
                         exact.append((index,) + last_exact)
                     yield rec(index, last_ts, itf.linktype, buf[pos + 28 : pos + 28 + caplen], orig,
                               self._first_iface + iface)
@@ -736,9 +735,9 @@ class CaptureReader:
                     if caplen > blen - 32 or iface >= len(ifaces):
                         raise CaptureError(f"pcapng packet block at byte offset {src.base + pos} is malformed")
                     itf = ifaces[iface]
-                    last_ts = ((hi << 32) | lo) / itf.divisor + itf.offset
+                    last_ts = itf.nanoseconds((hi << 32) | lo)
                     if exact is not None:
-                        last_exact = (itf.nanoseconds((hi << 32) | lo), itf.digits)
+                        last_exact = (last_ts, itf.digits)
                         exact.append((index,) + last_exact)
                     yield rec(index, last_ts, itf.linktype, buf[pos + 28 : pos + 28 + caplen], orig,
                               self._first_iface + iface)

@@ -74,6 +74,7 @@ from bisect import bisect_right
 from collections import OrderedDict
 
 from ..errors import WARN, ExpertNote
+from ..times import ns
 from ..events import (
     ACK,
     FIN,
@@ -131,7 +132,7 @@ class _Conn:
 
     __slots__ = ("id", "key", "cd", "d0", "d1", "state", "last_ts", "fins", "held")
 
-    def __init__(self, cid: str, key: tuple, cd: int, ts: float) -> None:
+    def __init__(self, cid: str, key: tuple, cd: int, ts: int) -> None:
         self.id = cid
         self.key = key  # its key in the tables (see TcpReassembler.feed): one for both directions
         self.cd = cd  # the direction (0: client to server) of the key's first endpoint
@@ -148,7 +149,7 @@ class _Hold:
 
     __slots__ = ("queue", "left", "end", "hole", "fin", "rst")
 
-    def __init__(self, left: int, end: float) -> None:
+    def __init__(self, left: int, end: int) -> None:
         # the events of segments of a direction without such a hole, queued (they may answer the
         # missing bytes): (direction, unwrapped position its ACK reached in the other direction or
         # -1, packet, events)
@@ -251,14 +252,16 @@ class TcpReassembler:
         reorder_packets: int = REORDER_PACKETS,
         reorder_seconds: float = REORDER_SECONDS,
     ) -> None:
+        # the durations are given in seconds and kept in nanoseconds, the unit of every ``ts``
         self.server_ports = frozenset(server_ports)
         self.reorder_packets = reorder_packets
-        self.reorder_seconds = reorder_seconds
+        self.reorder_seconds = ns(reorder_seconds)  # (nanoseconds, despite the name: the option's)
         self.max_buffered = max_buffered
-        self.idle_timeout = idle_timeout
+        self.idle_timeout = ns(idle_timeout)
         self.max_connections = max_connections
-        self.close_grace = close_grace
-        self.sweep_interval = min(sweep_interval, idle_timeout, close_grace) if close_grace > 0 else sweep_interval
+        self.close_grace = ns(close_grace)
+        sweep = ns(sweep_interval)
+        self.sweep_interval = min(sweep, self.idle_timeout, self.close_grace) if close_grace > 0 else sweep
         # connection key (_key) -> connection: open and ignored ones, least recently active first (a
         # packet moves its connection to the end), and closed ones kept for late packets, in order of closing
         self._table: OrderedDict[tuple, _Conn] = OrderedDict()
@@ -266,8 +269,8 @@ class TcpReassembler:
         self._ids: dict[str, int] = {}  # base id -> number of connections that used it
         self._by_id: dict[str, _Conn] = {}  # open (and ignored) connections by id, in order of opening
         self._endpoints: dict[tuple, str] = {}  # (ip, port) -> endpoint text of recent servers (shared)
-        self._next_sweep: float | None = None
-        self._last_ts = 0.0
+        self._next_sweep: int | None = None
+        self._last_ts = 0
         self._last_packet = 0
 
     # ------------------------------------------------------------------ API
@@ -323,7 +326,7 @@ class TcpReassembler:
             H.queue = [(1 - d, apos, pk, [renamed(e, cid) for e in evs]) for d, apos, pk, evs in H.queue]
         return cid
 
-    def feed(self, seg: Segment, ts: float, packet: int, wire_len: int | None = None) -> list:
+    def feed(self, seg: Segment, ts: int, packet: int, wire_len: int | None = None) -> list:
         """Process one segment; return the events it causes.
 
         ``wire_len``: payload length on the wire when the capture truncated
@@ -437,7 +440,7 @@ class TcpReassembler:
                 self._retire(conn, ts)
         return out
 
-    def sweep(self, ts: float, packet: int) -> list:
+    def sweep(self, ts: int, packet: int) -> list:
         """Expire connections idle for longer than ``idle_timeout`` as of ``ts``.
 
         ``feed`` does this by itself; a caller replaying the sweeps that other
@@ -452,7 +455,7 @@ class TcpReassembler:
     def has_open_connections(self) -> bool:
         return bool(self._table)
 
-    def finish(self, ts: float | None = None, packet: int | None = None) -> list:
+    def finish(self, ts: int | None = None, packet: int | None = None) -> list:
         """End of capture: flush pending gaps and data, close every open connection
         with StreamClosed(kind "end", direction -1).  The reassembler is empty afterwards.
 
@@ -483,7 +486,7 @@ class TcpReassembler:
             e = self._endpoints[k] = endpoint(ip, port)
         return e
 
-    def _new_conn(self, seg: Segment, key: tuple, flip: int, ts: float, packet: int, wire_len: int | None,
+    def _new_conn(self, seg: Segment, key: tuple, flip: int, ts: int, packet: int, wire_len: int | None,
                   out: list) -> None:
         src, dst, sport, dport = seg[0], seg[1], seg[2], seg[3]
         flags = seg[6]
@@ -515,7 +518,7 @@ class TcpReassembler:
         out.append(StreamOpened(cid, client, server, ts, packet, syn))
         self._segment(conn, d, _get_dir(conn, d), seg, ts, packet, wire_len, out)
 
-    def _reused(self, conn: _Conn, seg: Segment, key: tuple, flip: int, ts: float, packet: int,
+    def _reused(self, conn: _Conn, seg: Segment, key: tuple, flip: int, ts: int, packet: int,
                 wire_len: int | None, out: list) -> None:
         """A new SYN on a connection believed open: the 4-tuple was reused."""
         if conn.state == _OPEN:
@@ -542,7 +545,7 @@ class TcpReassembler:
         if self._closed.get(k) is conn:
             del self._closed[k]
 
-    def _retire(self, conn: _Conn, ts: float) -> None:
+    def _retire(self, conn: _Conn, ts: int) -> None:
         """Connection closed: free its buffers, keep it a while for late packets."""
         self._by_id.pop(conn.id, None)
         self._unlink(conn)
@@ -559,7 +562,7 @@ class TcpReassembler:
         if self.close_grace > 0 and len(self._closed) < self.max_connections:
             self._closed[conn.key] = conn
 
-    def _expire(self, conn: _Conn, ts: float, packet: int, out: list, kind: str) -> None:
+    def _expire(self, conn: _Conn, ts: int, packet: int, out: list, kind: str) -> None:
         """Close an open (or ignored) connection without FIN/RST and forget it."""
         if conn.state == _OPEN:
             self._flush_all(conn, ts, packet, out)
@@ -568,7 +571,7 @@ class TcpReassembler:
         self._by_id.pop(conn.id, None)
         self._unlink(conn)
 
-    def _evict(self, ts: float, packet: int, out: list) -> None:
+    def _evict(self, ts: int, packet: int, out: list) -> None:
         conn = next(iter(self._table.values()))
         was_open = conn.state == _OPEN
         self._expire(conn, ts, packet, out, "idle")
@@ -583,7 +586,7 @@ class TcpReassembler:
                 )
             )
 
-    def _sweep(self, ts: float, packet: int, out: list) -> None:
+    def _sweep(self, ts: int, packet: int, out: list) -> None:
         limit = ts - self.idle_timeout
         opened = self._table
         while opened:
@@ -601,7 +604,7 @@ class TcpReassembler:
 
     # -------------------------------------------------------------- segments
     def _segment(
-        self, conn: _Conn, d: int, D: _Dir, seg: Segment, ts: float, packet: int, wire_len: int | None, out: list
+        self, conn: _Conn, d: int, D: _Dir, seg: Segment, ts: int, packet: int, wire_len: int | None, out: list
     ) -> None:
         flags = seg[6]
         seq = seg[4]
@@ -653,7 +656,7 @@ class TcpReassembler:
         if flags & FIN:
             self._fin(conn, d, D, start + length, ts, packet, out)
 
-    def _fin(self, conn: _Conn, d: int, D: _Dir, fin: int, ts: float, packet: int, out: list) -> None:
+    def _fin(self, conn: _Conn, d: int, D: _Dir, fin: int, ts: int, packet: int, out: list) -> None:
         """Direction ``d`` ends at unwrapped position ``fin`` (its FIN's): holes before it are lost."""
         if fin > D.pos:
             self._drain(conn, d, D, ts, packet, out, fin)
@@ -669,7 +672,7 @@ class TcpReassembler:
             self._retire(conn, ts)
 
     @staticmethod
-    def _insert(D: _Dir, a: int, data: bytes, ts: float, packet: int) -> None:
+    def _insert(D: _Dir, a: int, data: bytes, ts: int, packet: int) -> None:
         """Buffer out-of-order bytes [a, a+len), stamped ``ts``/``packet``; bytes already buffered win."""
         starts = D.starts
         datas = D.datas
@@ -712,7 +715,7 @@ class TcpReassembler:
                 D.buffered += b - a
                 return
 
-    def _drain(self, conn: _Conn, d: int, D: _Dir, ts: float, packet: int, out: list, force: int | None,
+    def _drain(self, conn: _Conn, d: int, D: _Dir, ts: int, packet: int, out: list, force: int | None,
                stop: int | None = None, before: int = 0) -> None:
         """Deliver buffered pieces that became contiguous, each stamped with the packet that carried
         it; holes before ``force`` (an unwrapped position) are given up and reported as gaps, each
@@ -758,7 +761,7 @@ class TcpReassembler:
         D.pos = pos
         D.nxt = pos & MASK
 
-    def _held_feed(self, conn: _Conn, d: int, seg: Segment, ts: float, packet: int, wire_len: int | None,
+    def _held_feed(self, conn: _Conn, d: int, seg: Segment, ts: int, packet: int, wire_len: int | None,
                    out: list) -> None:
         """A segment without SYN/FIN/RST while the reorder window ``conn.held`` is open.  A
         direction with a hole the peer acknowledged delivers the bytes that fill it and buffers the
@@ -826,11 +829,11 @@ class TcpReassembler:
         if H.left <= 0 or ts >= H.end:
             self._release(conn, ts, packet, out, True)
 
-    def _declare(self, conn: _Conn, ts: float, packet: int, out: list) -> None:
+    def _declare(self, conn: _Conn, ts: int, packet: int, out: list) -> None:
         """Close the reorder window now: the holes still waited for are lost."""
         self._release(conn, ts, packet, out, True)
 
-    def _release(self, conn: _Conn, ts: float, packet: int, out: list, lost: bool) -> None:
+    def _release(self, conn: _Conn, ts: int, packet: int, out: list, lost: bool) -> None:
         """End of the reorder window: the bytes buffered behind each hole (with gaps for the holes
         when ``lost``) and the queued events, merged: before each queued segment's events, the
         bytes its ACK covered and those captured before it."""
@@ -873,7 +876,7 @@ class TcpReassembler:
             out.append(StreamClosed(conn.id, r[0], "rst", r[1], r[2]))
             self._retire(conn, r[1])
 
-    def _flush_all(self, conn: _Conn, ts: float, packet: int, out: list) -> None:
+    def _flush_all(self, conn: _Conn, ts: int, packet: int, out: list) -> None:
         """Give up every hole of both directions: gaps + buffered data."""
         if conn.held is not None:
             self._declare(conn, ts, packet, out)

@@ -193,6 +193,7 @@ from ..amqp.framing import (FRAME_SASL, PROTO_AMQP, PROTO_SASL, PROTO_TLS, Frame
 from ..amqp.codec import ABSENT, ELEMENT_BUDGET_BASE, ELEMENTS_PER_BYTE, Composite, Described, decode_all
 from ..errors import DissectError
 from ..events import StreamClosed, StreamOpened
+from ..times import NS
 from ..amqp.values import json_value
 from ..amqp.spec import COMPOSITES, OUTCOMES, choice_name
 
@@ -1035,8 +1036,8 @@ class _Compact:
     def __init__(self):
         self.offs = array("q")
         self.seq = array("q")
-        self.first_ts = array("d")
-        self.last_ts = array("d")
+        self.first_ts = array("q")  # (nanoseconds: a time beyond the 64-bit range stays an object)
+        self.last_ts = array("q")
         self.first_packet = array("q")
         self.last_packet = array("q")
         self.frames = array("i")
@@ -1071,13 +1072,17 @@ class _Compact:
         return bytes(self.tags[a:self.tag_end[i]])
 
 
+_TS_CAP = 1 << 63  # the times a store's int64 columns hold (nanoseconds: the years 1677 to 2262)
+
+
 def _compactable(x, link) -> bool:
     return (x.settled is None and x.outcome is None and x.outcome_by is None and x.outcome_error is None
             and x.received_state is None and x.txn_id is None and x.sender_state is None and x.txn is None
             and x.enlisted_in is None and x.payload is None and not x.aborted and not x.folded
             and x.delivery_failed is None and x.undeliverable_here is None and x.dispositions[0] == 0
             and x.dispositions[1] == 0 and link.partial is not x and not link.coordinator
-            and x.rcv_settle_mode in _RSM_CODES and type(x.first_ts) is float and type(x.last_ts) is float
+            and x.rcv_settle_mode in _RSM_CODES and type(x.first_ts) is int and type(x.last_ts) is int
+            and -_TS_CAP <= x.first_ts < _TS_CAP and -_TS_CAP <= x.last_ts < _TS_CAP
             and type(x.first_packet) is int and type(x.last_packet) is int and 0 <= x.frames < 2**31
             and 0 <= x.size < 2**62 and link.index < 2**31 and (x.tag is None or len(x.tag) <= _TAG_MAX))
 
@@ -1369,9 +1374,9 @@ def _by_seq(x):
     return x.seq
 
 
-#: a transfer of the sender at most this long (seconds) after the frame that ended a stall shows
-#: that the sender was waiting to send (when no available says so)
-AT_ONCE = 0.010
+#: a transfer of the sender at most this long (nanoseconds: 10 ms) after the frame that ended a
+#: stall shows that the sender was waiting to send (when no available says so)
+AT_ONCE = 10_000_000
 #: how a stall ends that, with nothing else to go by, makes it an idle period
 IDLE_ENDS = ("detach", "end", "close", "transport")
 
@@ -1677,9 +1682,9 @@ class DeliveryStats:
         if d.settled is None:
             self.unsettled += 1
         else:
-            self.latency.append(d.settled[0] - d.first_ts)
+            self.latency.append((d.settled[0] - d.first_ts) / NS)  # (the integers' difference, then seconds)
         if d.outcome_ts is not None:
-            self.outcome_latency.append(d.outcome_ts - d.first_ts)
+            self.outcome_latency.append((d.outcome_ts - d.first_ts) / NS)
         if d.presettled:
             self.presettled += 1
         if d.aborted:
@@ -2130,9 +2135,9 @@ class StateTracker:
                 if end - ref > t:
                     self._violation(
                         c, d, None, "idle-timeout", "warn",
-                        f"no frame from the {SIDES[d]} for {end - ref:.3f} s up to the end of the "
+                        f"no frame from the {SIDES[d]} for {(end - ref) / NS:.3f} s up to the end of the "
                         f"{'connection' if c.transport_time is not None else 'capture'}; the {SIDES[1 - d]}'s "
-                        f"idle-time-out is {t * 1000:g} ms",
+                        f"idle-time-out is {t / 1_000_000:g} ms",
                         ts=end, packet=c.last_packet,
                     )
 
@@ -2650,8 +2655,8 @@ class StateTracker:
         if t and ref is not None and c.close[d] is None and f.ts - ref > t and (
                 c.gaps is None or c.gaps[6 + d] is None or c.gaps[6 + d] < ref):  # (a frame may have been lost)
             self._violation(c, d, f, "idle-timeout", "warn",
-                            f"no frame from the {SIDES[d]} for {f.ts - ref:.3f} s; the {SIDES[1 - d]}'s "
-                            f"idle-time-out is {t * 1000:g} ms")
+                            f"no frame from the {SIDES[d]} for {(f.ts - ref) / NS:.3f} s; the {SIDES[1 - d]}'s "
+                            f"idle-time-out is {t / 1_000_000:g} ms")
         c.idle_ref[d] = f.ts
         c.last_frame[d] = f.ts
         if heartbeat:
@@ -2720,7 +2725,7 @@ class StateTracker:
         c.open[d] = info
         # d announced idle-time-out: the other peer (1-d) must send at least that often from now on
         if idle:
-            c.idle[1 - d] = idle / 1000.0
+            c.idle[1 - d] = idle * 1_000_000  # (milliseconds: kept in nanoseconds, as every time)
             c.idle_ref[1 - d] = f.ts
 
     def _close(self, c, d, f, err):

@@ -22,6 +22,7 @@ import datetime as _dt
 from ..amqp.framing import FRAME_SASL, Frame, ProtocolHeader, StreamNote
 from .netdetail import packet_layers
 from ..events import PacketNote
+from ..times import delta
 from ..amqp.codec import (
     ABSENT,
     Array, Byte, Composite, Described, Int, Long, Map, Short, Symbol, Timestamp, UByte, UInt, ULong, UShort,
@@ -142,7 +143,8 @@ def event_json(ev) -> dict | None:
     if isinstance(ev, Frame):
         d = {
             "packet": ev.packet,
-            "time": ev.ts,
+            "time": None if ev.ts is None else ev.ts / 1_000_000_000,  # (epoch seconds, the nearest float)
+            "time_ns": ev.ts,  # (exact: integer nanoseconds since the epoch)
             "src": ev.src,
             "dst": ev.dst,
             "connection": ev.conn,
@@ -185,7 +187,8 @@ def event_json(ev) -> dict | None:
     if isinstance(ev, ProtocolHeader):
         d = {
             "packet": ev.packet,
-            "time": ev.ts,
+            "time": None if ev.ts is None else ev.ts / 1_000_000_000,  # (epoch seconds, the nearest float)
+            "time_ns": ev.ts,  # (exact: integer nanoseconds since the epoch)
             "src": ev.src,
             "dst": ev.dst,
             "connection": ev.conn,
@@ -200,7 +203,8 @@ def event_json(ev) -> dict | None:
     if isinstance(ev, StreamNote):
         return {
             "packet": ev.packet,
-            "time": ev.ts,
+            "time": None if ev.ts is None else ev.ts / 1_000_000_000,  # (epoch seconds, the nearest float)
+            "time_ns": ev.ts,  # (exact: integer nanoseconds since the epoch)
             "src": ev.src,
             "dst": ev.dst,
             "connection": ev.conn,
@@ -396,7 +400,7 @@ class SummaryLines:
 
     __slots__ = ("t0", "time_text", "_packet", "_ts", "_head", "_peers")
 
-    def __init__(self, t0: float, time_text=None):
+    def __init__(self, t0: int, time_text=None):
         self.t0 = t0
         # time_text(ts, packet) -> the time column's text (tshark's -t formats, at the capture's
         # resolution); None: seconds since t0, to the microsecond
@@ -418,7 +422,7 @@ class SummaryLines:
             self._packet = packet
             self._ts = ts
             if self.time_text is None:
-                self._head = "%6d %11.6f " % (packet, ts - self.t0)  # (as f"{packet:>6} {t:>11.6f} ", faster)
+                self._head = "%6d %s " % (packet, _rel(ts - self.t0))
             else:
                 self._head = "%6d %s " % (packet, self.time_text(ts, packet))
         key = (fr.src, fr.dst, fr.type, fr.channel)
@@ -439,12 +443,18 @@ class SummaryLines:
         return "".join(out).rstrip()
 
 
-def summary_line(ev, t0: float, time_text=None) -> str | None:
+def _rel(ns: int) -> str:
+    """Seconds since the first packet (nanoseconds in), six decimals, right-aligned in 11 columns;
+    exact: the digits of the integer, not of a float."""
+    return "%11s" % delta(ns, 6)
+
+
+def summary_line(ev, t0: int, time_text=None) -> str | None:
     """The ``frames`` line of an event (None for events that have none): packet, time since
     ``t0`` (or ``time_text(ts, packet)``), peers, layer, channel, the performative's summary and the
     notes worth showing."""
     if isinstance(ev, PacketNote):
-        t = f"{ev.ts - t0:>11.6f}" if time_text is None else time_text(ev.ts, ev.packet)
+        t = _rel(ev.ts - t0) if time_text is None else time_text(ev.ts, ev.packet)
         return f"{ev.packet:>6} {t} [{ev.note.severity}] {ev.note.message}"
     if not isinstance(ev, _SHOWN):
         return None
@@ -454,7 +464,7 @@ def summary_line(ev, t0: float, time_text=None) -> str | None:
     if time_text is not None and ev.ts is not None:
         ts = time_text(ev.ts, ev.packet)
     else:
-        ts = "%11.6f" % ((ev.ts - t0) if ev.ts is not None else 0.0)
+        ts = _rel(ev.ts - t0) if ev.ts is not None else _rel(0)
     line = f"{packet:>6} {ts} {ev.src} → {ev.dst} {_KIND_LAYER[ev.kind]} {ch} {frame_summary(ev)}"
     notes = getattr(ev, "notes", None)
     if notes:

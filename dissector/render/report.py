@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import datetime as _dt
+from ..times import clock, date
 
 
 # --------------------------------------------------------------------------- text
@@ -12,13 +12,9 @@ def _ms(x) -> str:
     return "-" if x is None else f"{x * 1000:.3f} ms"
 
 
-def _t(x) -> str:
-    if x is None:
-        return "-"
-    try:
-        return _dt.datetime.fromtimestamp(x, _dt.timezone.utc).strftime("%H:%M:%S.%f")
-    except (OverflowError, ValueError, OSError):  # beyond the years 1-9999: the raw epoch seconds
-        return f"{x:.6f} (epoch s, beyond the years a datetime holds)"
+def _t(x, digits: int = 6) -> str:
+    """A time (integer nanoseconds) as UTC time of day, to the capture's resolution."""
+    return "-" if x is None else clock(x, digits)
 
 
 def _one_line(text, limit: int = 160) -> str:
@@ -42,13 +38,8 @@ def _default(value, is_default) -> str:
     return f"{value} (default)" if is_default else f"{value}"
 
 
-def _date(x) -> str:
-    if x is None:
-        return "-"
-    try:
-        return _dt.datetime.fromtimestamp(x, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
-    except (OverflowError, ValueError, OSError):
-        return f"{x:.6f} (epoch s, beyond the years a datetime holds)"
+def _date(x, digits: int = 6) -> str:
+    return "-" if x is None else date(x, digits)
 
 
 def _capture_lines(cap: dict | None) -> list[str]:
@@ -57,14 +48,15 @@ def _capture_lines(cap: dict | None) -> list[str]:
         return []
     files = ["(standard input)" if f == "-" else f for f in cap.get("files") or ()]
     dur = cap.get("duration")
+    digits = cap.get("digits", 6)
     return [
         ("files: " if len(files) > 1 else "file: ") + (", ".join(files) or "-"),
         *((f"order: {cap['order']}",) if cap.get("order") else ()),
         *(f"gap in the set: {', '.join(g['missing'])} missing between {g['after']} and {g['before']} "
-          f"({_date(g['from'])} to {_date(g['to'])}): the TCP gaps of that time are this gap, not loss"
+          f"({_date(g['from'], digits)} to {_date(g['to'], digits)}): the TCP gaps of that time are this gap, not loss"
           for g in cap.get("gaps") or ()),
-        f"capture: {_date(cap.get('start'))} to {_date(cap.get('end'))}"
-        + (f" ({dur:.6f} s)" if dur is not None else ""),
+        f"capture: {_date(cap.get('start'), digits)} to {_date(cap.get('end'), digits)}"
+        + (f" ({dur:.{digits}f} s)" if dur is not None else ""),
         f"packets {cap.get('packets', 0):,}, bytes {cap.get('bytes', 0):,}",
     ]
 
@@ -82,6 +74,7 @@ def _waiting(st: dict) -> str:
 
 def render_text(rep: dict) -> str:
     s = rep["summary"]
+    digits = (rep.get("capture") or {}).get("digits", 6)
     lines = [
         "AMQP 1.0 capture report",
         "=======================",
@@ -139,7 +132,7 @@ def render_text(rep: dict) -> str:
         for what in c.get("inferred") or ():
             lines.append(f"  inferred: {what}")
         lines.append(
-            f"  opened {_t(c['open_time'])}, closed {_t(c['close_time'])} by {c['closed_by'] or '-'}"
+            f"  opened {_t(c['open_time'], digits)}, closed {_t(c['close_time'], digits)} by {c['closed_by'] or '-'}"
             f", transport end {c['transport_end'] or '-'}; deliveries {c['deliveries']}, stalls {c['stalls']} "
             f"({c['stalled_seconds']:.3f} s), violations {c['violations']}"
         )

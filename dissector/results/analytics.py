@@ -192,6 +192,7 @@ except ImportError:
 
 from ..amqp.spec import choice_name
 from ..amqp.spec import OUTCOMES
+from ..times import NS
 from ..model.state import (SIDES, STORE_COLUMNS, DeliveryStats, Latencies, StateTracker, add_link_stats,
                            compact_rows, link_deliveries, store_columns, store_delivery, store_values)
 
@@ -374,7 +375,8 @@ def _merged_runs(streams):
 
 
 def _sub(a, b):
-    return None if a is None or b is None else a - b
+    """The duration from time ``b`` to time ``a`` (nanoseconds) in float seconds, or None."""
+    return None if a is None or b is None else (a - b) / NS
 
 
 def _side(d):
@@ -1154,14 +1156,14 @@ class Analyzer(StateTracker):
             else:
                 settled_time.append(st[0])
                 settled_packet.append(st[1])
-                latency.append(None if st[0] is None or ft is None else st[0] - ft)
+                latency.append(None if st[0] is None or ft is None else (st[0] - ft) / NS)
                 unsettled_at.append(None)
             outcome.append(d.outcome or "")
             outcome_by.append(d.outcome_by or "")
             ot = d.outcome_ts
             outcome_time.append(ot)
             outcome_packet.append(d.outcome_packet)
-            outcome_latency.append(None if ot is None or ft is None else ot - ft)
+            outcome_latency.append(None if ot is None or ft is None else (ot - ft) / NS)
             e = d.outcome_error
             errs.append(e.get("condition") if e else None)
             descs.append(e.get("description") if e else None)

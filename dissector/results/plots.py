@@ -37,6 +37,8 @@ spaced ranks.
 
 from __future__ import annotations
 
+from ..times import seconds
+
 import math
 from itertools import accumulate
 
@@ -113,6 +115,9 @@ def plot_data(an, max_links: int = PLOT_LINKS) -> dict:
     end = an._end()
     if end is None:
         end = start
+    # the plots draw float seconds: the capture's integer nanoseconds divided once, here
+    start = seconds(start)
+    end = seconds(end)
     credit_of = getattr(an, "credit_series", None)
     window_of = getattr(an, "window_series", None)
 
@@ -131,14 +136,15 @@ def plot_data(an, max_links: int = PLOT_LINKS) -> dict:
         slices of the capture spent stalled (``fraction``), ``count`` the stalls starting in it."""
         stalls = sorted(stalls, key=lambda x: (x.start, x.start_packet or 0))
         if len(stalls) <= EXACT_SPANS or span <= 0:
-            return [{"kind": st.kind, "start": st.start, "end": st.end if st.end is not None else end,
+            return [{"kind": st.kind, "start": seconds(st.start), "end": seconds(st.end) if st.end is not None else end,
                      "duration": an.stall_duration(st) or 0.0, "count": 1, "fraction": 1.0, "open": st.end is None,
                      "start_packet": st.start_packet, "end_packet": st.end_packet} for st in stalls]
         width = span / SPAN_BINS
         bins: dict = {}  # (kind, bin) -> span dict
         for st in stalls:
-            e = st.end if st.end is not None else end
-            a = min(SPAN_BINS - 1, max(0, int((st.start - start) / width)))
+            e = seconds(st.end) if st.end is not None else end
+            s0 = seconds(st.start)
+            a = min(SPAN_BINS - 1, max(0, int((s0 - start) / width)))
             first = True
             while True:
                 b0 = start + a * width
@@ -148,7 +154,7 @@ def plot_data(an, max_links: int = PLOT_LINKS) -> dict:
                     d = bins[(st.kind, a)] = {"kind": st.kind, "start": b0, "end": b1, "duration": 0.0, "count": 0,
                                               "fraction": 0.0, "open": False, "start_packet": st.start_packet,
                                               "end_packet": st.end_packet}
-                d["duration"] += max(0.0, min(e, b1) - max(st.start, b0))
+                d["duration"] += max(0.0, min(e, b1) - max(s0, b0))
                 d["end_packet"] = st.end_packet
                 d["open"] = d["open"] or st.end is None
                 if first:

@@ -14,13 +14,17 @@ type                   pandas                  Parquet (Arrow)          Spark
 ``uint64``             ``UInt64``              ``uint64``               ``DecimalType(20,0)``
 ``bool``               ``boolean``             ``bool``                 ``BooleanType``
 ``float64``            ``float64``             ``double``               ``DoubleType``
-``timestamp[us, UTC]`` ``datetime64[us, UTC]`` ``timestamp[us, UTC]``   ``TimestampType``
+``timestamp[ns, UTC]`` ``datetime64[ns, UTC]`` ``timestamp[ns, UTC]``   ``TimestampType``
 ``json``               ``string`` (JSON text)  ``string`` (JSON text)   ``StringType``
 =====================  ======================  =======================  ==================
 
-Every type is nullable.  Durations and latencies are ``float64`` seconds.  The
-analyzer's rows (:mod:`amqp_dissect.results.analytics`) carry times as float epoch seconds;
-the typed layer turns them into UTC timestamps with microsecond resolution.
+Every type is nullable.  Durations and latencies are ``float64`` seconds, computed as the
+difference of two integer times, then divided once (so 796 µs is ``0.000796``).  The analyzer's
+rows (:mod:`amqp_dissect.results.analytics`) carry times as integer nanoseconds since the epoch,
+exactly as the capture holds them; the typed layer makes them UTC timestamps with nanosecond
+resolution (the years 1677 to 2262; a time outside them is null, and the text table writes its
+raw epoch seconds).  Spark's ``TimestampType`` holds microseconds: a nanosecond capture's times
+lose their last three digits there.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import sys
 from typing import NamedTuple
 
 STRING, INT, UINT64, BOOL, FLOAT, TIME, JSON = (
-    "string", "int64", "uint64", "bool", "float64", "timestamp[us, UTC]", "json")
+    "string", "int64", "uint64", "bool", "float64", "timestamp[ns, UTC]", "json")
 TYPES = (STRING, INT, UINT64, BOOL, FLOAT, TIME, JSON)
 
 

@@ -27,6 +27,7 @@ from array import array
 from ..amqp.codec import ABSENT, Composite, Described
 from ..amqp.framing import Frame, ProtocolHeader
 from ..model.state import SIDES, StateTracker
+from ..times import NS
 from ..render.frames import short_value
 from .analytics import Analyzer
 
@@ -64,12 +65,14 @@ class Series:
         self.last = None  # the last value added (a repeat is not a change point)
         self.points = 0  # change points added
 
-    def add(self, t: float, v) -> None:
+    def add(self, t: int, v) -> None:
+        """A value ``v`` at capture time ``t`` (nanoseconds; kept as float seconds, for drawing)."""
         if v == self.last:
             return
         self.last = v
         self.points += 1
         v = float(v)
+        t = t / NS
         if self._n == 0:
             self._t = t
             self._lo = self._hi = v
@@ -285,7 +288,7 @@ def _error_text(err):
 
 
 def _ladder_record(ev) -> dict:
-    rec = {"packet": ev.packet, "time": ev.ts, "side": SIDES[ev.direction] if ev.direction in (0, 1) else None,
+    rec = {"packet": ev.packet, "time": None if ev.ts is None else ev.ts / NS, "side": SIDES[ev.direction] if ev.direction in (0, 1) else None,
            "channel": None, "kind": "header", "performative": None, "fields": {}}
     if type(ev) is ProtocolHeader:
         rec["performative"] = ev.name

@@ -9,11 +9,12 @@ not turned into columns; :func:`check_rows` reports them (tests call it).
     record_batch(rows, "deliveries")                  # pyarrow RecordBatch, registry schema
     arrow_schema("links"), pandas_dtypes("links"), spark_schema("links")
 
-Conversions: times (float epoch seconds in the rows) become ``timestamp[us, UTC]``
-(rounded to the microsecond, half to even); ``json`` cells become JSON text
+Conversions: times (integer nanoseconds since the epoch in the rows, exactly as the capture
+holds them) become ``timestamp[ns, UTC]`` unchanged; ``json`` cells become JSON text
 (sorted keys); NaN floats become null.  In csv and jsonl output, times are ISO 8601
-UTC strings (``2024-05-01T12:00:00.123456Z``); jsonl keeps nested cells as JSON
-values rather than text.
+UTC strings, exact (``2024-05-01T12:00:00.123456Z``; nine digits for a time with a part finer
+than a microsecond, as a nanosecond capture's);
+jsonl keeps nested cells as JSON values rather than text.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ __all__ = [
 
 FORMATS = ("table", "csv", "jsonl", "parquet")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_TS = pa.timestamp("us", tz="UTC")
+_TS = pa.timestamp("ns", tz="UTC")
 
 _ARROW = {STRING: pa.string(), JSON: pa.string(), INT: pa.int64(), UINT64: pa.uint64(), BOOL: pa.bool_(),
           FLOAT: pa.float64(), TIME: _TS}
@@ -61,7 +62,7 @@ def pandas_dtypes(table: str) -> dict:
     import pandas as pd
 
     m = {STRING: pd.StringDtype(), JSON: pd.StringDtype(), INT: pd.Int64Dtype(), UINT64: pd.UInt64Dtype(),
-         BOOL: pd.BooleanDtype(), FLOAT: "float64", TIME: pd.DatetimeTZDtype("us", "UTC")}
+         BOOL: pd.BooleanDtype(), FLOAT: "float64", TIME: pd.DatetimeTZDtype("ns", "UTC")}
     return {c.name: pd.api.types.pandas_dtype(m[c.type]) for c in columns(table)}
 
 
@@ -85,7 +86,7 @@ def arrow_schema(table: str, spark: bool = False) -> pa.Schema:
 # registry type -> (pandas_type, numpy_type) in pyarrow's pandas metadata for the registry's pandas dtypes
 _PANDAS_META = {STRING: ("unicode", "string"), JSON: ("unicode", "string"), INT: ("int64", "Int64"),
                 UINT64: ("uint64", "UInt64"), BOOL: ("bool", "boolean"), FLOAT: ("float64", "float64"),
-                TIME: ("datetimetz", "datetime64[us]")}
+                TIME: ("datetimetz", "datetime64[ns]")}
 
 
 def _pandas_metadata(table: str) -> dict:
@@ -153,36 +154,33 @@ def _has_bool(vals: list) -> bool:
     return bool in set(map(type, vals))  # pyarrow would take True as 1.0
 
 
-# the times a table holds: the years 1 to 9999 (what a datetime holds, and ISO 8601 text without
-# a sign); a time outside them (a corrupt or hostile capture's) is written null in every format
-# (csv, jsonl, Parquet), as the text table and the report write it as its raw epoch seconds
-TIME_MIN = -62135596800.0  # 0001-01-01T00:00:00Z
-TIME_END = 253402300800.0  # 10000-01-01T00:00:00Z
+# the times a table holds: what a 64-bit count of nanoseconds holds (Arrow's timestamp[ns], pandas'
+# datetime64[ns]: the years 1677 to 2262, NaT's value excluded); a time outside them (a corrupt or
+# hostile capture's) is written null in every format (csv, jsonl, Parquet), as the text table and
+# the report write it as its raw epoch seconds
+TIME_MIN = -(1 << 63) + 1  # (nanoseconds since the epoch)
+TIME_END = 1 << 63
 
 
 def _time_array(vals: list, checked: bool = False) -> pa.Array:
     try:
         if not checked and _has_bool(vals):
             raise TypeError
-        secs = pa.array(vals, pa.float64(), from_pandas=True)
-        held = pc.and_(pc.greater_equal(secs, TIME_MIN), pc.less(secs, TIME_END))
-        if not pc.all(held).as_py():  # (null where a time is outside the years 1 to 9999)
-            secs = pc.if_else(held, secs, pa.scalar(None, pa.float64()))
-        us = pc.round(pc.multiply(secs, 1_000_000.0), ndigits=0, round_mode="half_to_even")
-        return us.cast(pa.int64()).cast(_TS)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
-        return pa.array([_to_us(v) for v in vals], pa.int64()).cast(_TS)
+        return pa.array(vals, pa.int64()).cast(_TS)  # (integer nanoseconds, as they are)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+        return pa.array([_to_ns(v) for v in vals], pa.int64()).cast(_TS)
 
 
-def _to_us(v) -> int | None:
-    """Microseconds since the epoch of a time cell (float seconds, or a datetime)."""
+def _to_ns(v) -> int | None:
+    """Nanoseconds since the epoch of a time cell (integer nanoseconds, or a datetime); None for
+    anything else and for a time outside the 64-bit range."""
     if isinstance(v, datetime):
         if v.tzinfo is None:
             v = v.replace(tzinfo=timezone.utc)
-        return (v - _EPOCH) // timedelta(microseconds=1)
-    if v is None or _is_nan(v) or not fits(v, TIME):
+        v = (v - _EPOCH) // timedelta(microseconds=1) * 1000
+    if not isinstance(v, int) or isinstance(v, bool):
         return None
-    return round(float(v) * 1_000_000) if TIME_MIN <= v < TIME_END else None
+    return v if TIME_MIN <= v < TIME_END else None
 
 
 _INT_RANGE = {INT: (-(1 << 63), (1 << 63) - 1), UINT64: (0, (1 << 64) - 1)}
@@ -197,8 +195,10 @@ def fits(v, typ: str) -> bool:
         return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
     if typ == BOOL:
         return isinstance(v, bool)
-    if typ in (FLOAT, TIME):
-        return isinstance(v, (int, float)) and not isinstance(v, bool) or (typ == TIME and isinstance(v, datetime))
+    if typ == FLOAT:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+    if typ == TIME:
+        return isinstance(v, int) and not isinstance(v, bool) or isinstance(v, datetime)
     if typ == STRING:
         return isinstance(v, str)
     return True  # json: anything JSON-able
@@ -313,10 +313,14 @@ def _digits() -> list:
     return _DIGITS
 
 
+_PER_SECOND = {"s": 1, "ms": 1000, "us": 1_000_000, "ns": 1_000_000_000}
+
+
 def iso_times(arr: pa.Array) -> pa.Array:
-    """A timestamp[us] array as ISO 8601 UTC text (``...T12:00:00.123456Z``), nulls kept: numpy's
-    ``datetime_as_string(..., unit="us")`` plus "Z".  The date and time of day are formatted once
-    per distinct second of the array (a capture has few), the microseconds by Arrow."""
+    """A timestamp array (of any unit; the tables' are ns) as ISO 8601 UTC text (``...T12:00:00.123456Z``), nulls kept: six
+    decimals, or nine for a time with a part finer than a microsecond (a nanosecond capture's):
+    exact, and the same text for a time whatever batch it is written in.  The date and time of day
+    are formatted once per distinct second of the array (a capture has few), the fraction by Arrow."""
     import numpy as np
 
     if arr.null_count == len(arr):
@@ -324,8 +328,10 @@ def iso_times(arr: pa.Array) -> pa.Array:
     ints = arr.cast(pa.int64())
     if arr.null_count:  # nulls: a time of the array in their place (dropped at the end)
         ints = pc.fill_null(ints, pc.min(ints))
-    us = ints.to_numpy(zero_copy_only=False)
-    secs, frac = np.divmod(us, 1_000_000)  # floor: 1969-12-31T23:59:59.999999 for -1 µs
+    t = ints.to_numpy(zero_copy_only=False)
+    per = _PER_SECOND[arr.type.unit] if pa.types.is_timestamp(arr.type) else 1_000_000_000
+    secs, frac = np.divmod(t, per)  # floor: 1969-12-31T23:59:59.999999 for -1 µs
+    frac = frac * (1_000_000_000 // per)  # (nanoseconds of the second)
     lo, hi = int(secs.min()), int(secs.max())
     if hi - lo < 4 * len(secs):  # a time span of the capture: every second of it, once
         day_time = np.datetime_as_string((np.arange(hi - lo + 1) + lo).astype("datetime64[s]"), unit="s")
@@ -334,10 +340,14 @@ def iso_times(arr: pa.Array) -> pa.Array:
         uniq, which = np.unique(secs, return_inverse=True)
         day_time = np.datetime_as_string(uniq.astype("datetime64[s]"), unit="s")
     day_time = pa.array(day_time.tolist(), pa.string()).take(pa.array(which.ravel()))
-    ms, us3 = np.divmod(frac, 1000)
+    ms, rest = np.divmod(frac, 1_000_000)
     dot_ms, digits = _digits()
-    text = pc.binary_join_element_wise(day_time, dot_ms.take(pa.array(ms)), digits.take(pa.array(us3)),
-                                       pa.scalar("Z"), "")
+    us3, ns3 = np.divmod(rest, 1000)
+    text = pc.binary_join_element_wise(day_time, dot_ms.take(pa.array(ms)), digits.take(pa.array(us3)), "")
+    fine = ns3 != 0
+    if fine.any():  # (a nanosecond capture's time: its nine digits; each time decides for itself)
+        text = pc.if_else(pa.array(fine), pc.binary_join_element_wise(text, digits.take(pa.array(ns3)), ""), text)
+    text = pc.binary_join_element_wise(text, pa.scalar("Z"), "")
     if arr.null_count == 0:
         return text
     return pc.if_else(pc.is_valid(arr), text, pa.scalar(None, pa.string()))
