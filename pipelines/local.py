@@ -557,9 +557,13 @@ class Analysis:
         self.capture = source.capture_info() if hasattr(source, "capture_info") else None
 
     def __repr__(self) -> str:
+        from amqp_dissect.results.report import lost_totals, summary_outcomes
+
         an = self.analyzer
         totals = an.delivery_totals()
-        outcomes = ", ".join(f"{k} {v}" for k, v in sorted(totals["outcomes"].items()) if v)
+        lost = lost_totals(an)  # (outcome unknown: not "none", not unsettled)
+        outcomes = ", ".join([f"{k} {v}" for k, v in sorted(summary_outcomes(totals["outcomes"], lost).items()) if v]
+                             + ([f"outcome unknown (lost in capture) {lost[0]}"] if lost[0] else []))
         cap = self.capture or {}
         files = cap.get("files") or []
         where = (files[0] if len(files) == 1 else f"{len(files)} files") if files else "a capture"
@@ -571,7 +575,7 @@ class Analysis:
             f"  connections {len(an.connection_rows())}, sessions {len(an.session_rows())}, "
             f"links {len(an.link_rows())}",
             f"  deliveries {totals['deliveries']}" + (f" ({outcomes})" if outcomes else "")
-            + f", unsettled {totals['unsettled']}",
+            + f", unsettled {totals['unsettled'] - lost[0]}",
             f"  stalls {len(an.stalls)}, violations {len(an.violation_rows())}, errors {len(an.error_rows())}"
             + (f", capture damaged ({len(self.source.errors)} file(s))" if self.source.errors else ""),
             "  tables: " + ", ".join(TABLES) + ", frames; latency(by=...), report()",

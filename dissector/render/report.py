@@ -80,6 +80,23 @@ def _waiting(st: dict) -> str:
     return f", messages waiting: {'yes' if st['waiting'] else 'no'}" + (f" ({ev})" if ev else "")
 
 
+LOST = "outcome unknown (lost in capture)"
+
+
+def _outcome_counts(s: dict) -> str:
+    """The summary's deliveries by outcome, those whose outcome is unknown (their settlement may
+    have been in bytes the capture lost) named apart: never "none", never unsettled."""
+    parts = [f"{k} {v}" for k, v in sorted(s["outcomes"].items())]
+    if s.get("lost_in_capture"):
+        parts.append(f"{LOST} {s['lost_in_capture']}")
+    return ", ".join(parts) or "none"
+
+
+def _lost(x: dict) -> str:
+    """", outcome unknown (lost in capture) N" of a connection, session or link entry; nothing for 0."""
+    return f", {LOST} {x['lost_in_capture']}" if x.get("lost_in_capture") else ""
+
+
 def render_text(rep: dict) -> str:
     s = rep["summary"]
     lines = [
@@ -87,8 +104,7 @@ def render_text(rep: dict) -> str:
         "=======================",
         *_capture_lines(rep.get("capture")),
         f"connections {s['connections']}, sessions {s['sessions']}, links {s['links']}, "
-        f"deliveries {s['deliveries']} ({', '.join(f'{k} {v}' for k, v in sorted(s['outcomes'].items())) or 'none'}), "
-        f"unsettled {s['unsettled']}",
+        f"deliveries {s['deliveries']} ({_outcome_counts(s)}), unsettled {s['unsettled']}",
         f"stalls {s['stalls']} ({s['stalled_seconds']:.3f} s stalled)"
         + (f", idle periods {s['idle_periods']} ({s['idle_seconds']:.3f} s)" if s.get("idle_periods") else "")
         + f", violations {s['violations']}, errors {s['errors']}, transactions {s['transactions']}",
@@ -140,13 +156,13 @@ def render_text(rep: dict) -> str:
             lines.append(f"  inferred: {what}")
         lines.append(
             f"  opened {_t(c['open_time'])}, closed {_t(c['close_time'])} by {c['closed_by'] or '-'}"
-            f", transport end {c['transport_end'] or '-'}; deliveries {c['deliveries']}, stalls {c['stalls']} "
+            f", transport end {c['transport_end'] or '-'}; deliveries {c['deliveries']}{_lost(c)}, stalls {c['stalls']} "
             f"({c['stalled_seconds']:.3f} s), violations {c['violations']}"
         )
         for sess in c["sessions"]:
             lines.append(
                 f"  Session {sess['session']}: channel client {sess['channel_client']} <-> server "
-                f"{sess['channel_server']}, deliveries {sess['deliveries']}, unsettled {sess['unsettled']}"
+                f"{sess['channel_server']}, deliveries {sess['deliveries']}, unsettled {sess['unsettled']}{_lost(sess)}"
                 + (f", ended with {sess['end_error']}: {_one_line(sess['end_description'])}" if sess.get("end_error") else "")
             )
             for lk in sess["links"]:
@@ -163,8 +179,8 @@ def render_text(rep: dict) -> str:
                 )
                 lines.append(
                     f"      deliveries {lk['deliveries']}: accepted {o['accepted']}, rejected {o['rejected']}, "
-                    f"released {o['released']}, modified {o['modified']}, none {o['no_outcome']}; presettled "
-                    f"{lk['presettled']}, unsettled {lk['unsettled']}, aborted {lk['aborted']}"
+                    f"released {o['released']}, modified {o['modified']}, none {o['no_outcome']}{_lost(lk)}; "
+                    f"presettled {lk['presettled']}, unsettled {lk['unsettled']}, aborted {lk['aborted']}"
                 )
                 la = lk["latency"]
                 if la["latency_max"] is not None:
@@ -221,7 +237,7 @@ def render_text(rep: dict) -> str:
         lines.append("Deliveries not accepted")
         for d in nd["not_accepted"]:
             ua = d.get("unsettled_at")
-            state = d["outcome"] or ("outcome unknown (lost in capture)" if ua == "lost-in-capture"
+            state = d["outcome"] or (LOST if ua == "lost-in-capture"
                                      else "unsettled at " + ua if ua else "no outcome")
             lines.append(
                 f"  delivery {d['delivery_id']} on {_q(d['link'])}: {state}"
