@@ -112,6 +112,10 @@ class Dissector:
         self.keylog = KeyLog(keylog) if isinstance(keylog, (str, bytes)) else keylog
         self.tls_records = tls_records
         self._renamed: dict = {}  # old id -> new id of connections whose roles were swapped (see _roles)
+        # files missing from a numbered capture set (see missing_files): one dict each, and the
+        # positions its connections' directions had reached when the merge crossed the last one
+        self.holes: list = []
+        self._hole_snap = None
 
     # -- input ------------------------------------------------------------------
 
@@ -289,6 +293,62 @@ class Dissector:
         self.connections.clear()
         return out
 
+    def missing_files(self, names: list, ts_from, ts_to, packet: int) -> None:
+        """The shell's word that the files ``names`` of a numbered capture set (``tcpdump -C``
+        names, say) are missing: the records between ``ts_from`` (the last of the file before) and
+        ``ts_to`` (``packet``, the first of the file after, fed next) are not in the input.  A TCP
+        gap of a direction that delivered nothing since then spans the missing files: its note
+        says so ("in the missing file ...") and it is counted in ``holes`` (per connection:
+        [gaps, bytes] from the client, then from the server); it is still a gap (never filled,
+        the state after it unknown as after loss)."""
+        hole = {"missing": list(names), "from": ts_from, "to": ts_to, "packet": packet, "connections": {}}
+        self.holes.append(hole)
+        snap = {}
+        for tc in self.tcp._by_id.values():
+            if tc.d0 is not None:
+                snap[(tc.id, 0)] = tc.d0.pos
+            if tc.d1 is not None:
+                snap[(tc.id, 1)] = tc.d1.pos
+        self._hole_snap = (hole, snap)
+
+    def _in_missing_file(self, ev: StreamGap, events: list, notes: list) -> list:
+        """``notes`` (of the gap ``ev``, routed from ``events``), said to be in the missing files
+        when the gap starts where its direction stood when the merge crossed them."""
+        hole, snap = self._hole_snap
+        key = (ev.conn, ev.direction)
+        at = snap.get(key)
+        if at is None or ev.packet is None or ev.packet < hole["packet"]:
+            return notes
+        del snap[key]  # (its first gap after the crossing, or none, spans the missing files)
+        tc = self.tcp._by_id.get(ev.conn)
+        D = None if tc is None else (tc.d1 if ev.direction else tc.d0)
+        if D is not None:
+            # where the gap starts: where the direction stands now, less the gap and what followed it
+            rest = 0
+            seen = False
+            for e in events:
+                if e is ev:
+                    seen = True
+                if seen and (type(e) is StreamData or type(e) is StreamGap) and e.conn == ev.conn \
+                        and e.direction == ev.direction:
+                    rest += len(e.data) if type(e) is StreamData else e.size
+            if D.pos - rest != at:
+                return notes  # bytes of this direction came after the crossing: not the missing files'
+        names = ", ".join(hole["missing"])
+        counts = hole["connections"].setdefault(ev.conn, [0, 0, 0, 0])
+        counts[2 * ev.direction] += 1
+        counts[2 * ev.direction + 1] += ev.size
+        out = []
+        for n in notes:
+            if type(n) is StreamNote and n.note.group == "reassembly" and n.skipped:
+                what = "file" if len(hole["missing"]) == 1 else "files"
+                msg = n.note.message.replace(
+                    "(TCP gap)", f"(TCP gap) in the missing {what} {names} of the set, not lost on the wire", 1)
+                n = StreamNote(n.conn, n.direction, n.src, n.dst, n.packet, n.ts,
+                               ExpertNote(n.note.severity, n.note.group, msg), n.skipped)
+            out.append(n)
+        return out
+
     # -- routing ----------------------------------------------------------------
 
     def _route(self, events: list) -> list:
@@ -317,7 +377,10 @@ class Dissector:
                 if c is not None:
                     if c is _PENDING:
                         c = self._materialize(ev.conn)
-                    out.extend(c.gap(ev.direction, ev.size, ev.ts, ev.packet))
+                    notes = c.gap(ev.direction, ev.size, ev.ts, ev.packet)
+                    if self._hole_snap is not None and ev.cause is None:  # (a capture set missing files)
+                        notes = self._in_missing_file(ev, events, notes)
+                    out.extend(notes)
                 elif ev.conn in self._probes:
                     amqp_port = self._probes[ev.conn].amqp_port
                     self._decide(ev.conn, out, final=True)

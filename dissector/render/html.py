@@ -21,7 +21,7 @@ import datetime as _dt
 import math
 from html import escape
 
-from .report import render_text
+from .report import missing_file_line, render_text
 
 COLOURS = {
     "histogram": "#4c72b0",
@@ -617,6 +617,8 @@ def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", 
     out.append(f'<p class="sub">outcomes: {_e(outcomes)}</p>')
     for ce in s["capture_errors"]:
         out.append(f'<p class="notes">capture damaged: {_e(ce)}</p>')
+    for g in (rep.get("capture") or {}).get("gaps") or ():  # files missing from a numbered capture set
+        out.append(f'<p class="notes">{_e(missing_file_line(g))}</p>')
 
     links = plots["links"]
     out.append('<h2 id="links">Links</h2>')

@@ -51,6 +51,27 @@ def _date(x) -> str:
         return f"{x:.6f} (epoch s, beyond the years a datetime holds)"
 
 
+def _files(names) -> str:
+    names = list(names)
+    return ("file " if len(names) == 1 else "files ") + ", ".join(names)
+
+
+def missing_file_line(g: dict) -> str:
+    """The header's line of files missing from a numbered capture set (``capture["gaps"]``): when,
+    and the TCP gaps that fall in them (gaps still, not loss on the wire)."""
+    conns = g.get("connections") or {}
+    n = sum(v[0] + v[2] for v in conns.values())
+    size = sum(v[1] + v[3] for v in conns.values())
+    if n:
+        falls = (f"{n} TCP gap{'s' if n != 1 else ''} ({size:,} bytes) of {len(conns)} "
+                 f"connection{'s' if len(conns) != 1 else ''} fall in it, not loss on the wire")
+    else:
+        falls = "no TCP gap falls in it"
+    return (f"{_files(g['missing'])} of the set {'is' if len(g['missing']) == 1 else 'are'} missing "
+            f"(between {_date(g['from'])} and {_date(g['to'])}, after {g['after']}, before {g['before']}): "
+            + falls)
+
+
 def _capture_lines(cap: dict | None) -> list[str]:
     """The header: what was read, from when to when."""
     if not cap:
@@ -60,9 +81,7 @@ def _capture_lines(cap: dict | None) -> list[str]:
     return [
         ("files: " if len(files) > 1 else "file: ") + (", ".join(files) or "-"),
         *((f"order: {cap['order']}",) if cap.get("order") else ()),
-        *(f"gap in the set: {', '.join(g['missing'])} missing between {g['after']} and {g['before']} "
-          f"({_date(g['from'])} to {_date(g['to'])}): the TCP gaps of that time are this gap, not loss"
-          for g in cap.get("gaps") or ()),
+        *(missing_file_line(g) for g in cap.get("gaps") or ()),
         f"capture: {_date(cap.get('start'))} to {_date(cap.get('end'))}"
         + (f" ({dur:.6f} s)" if dur is not None else ""),
         f"packets {cap.get('packets', 0):,}, bytes {cap.get('bytes', 0):,}",
@@ -144,8 +163,15 @@ def render_text(rep: dict) -> str:
             lines.append(f"  note: {', '.join(flags)}")
         if c.get("tls_undecrypted_bytes"):
             lines.append(f"  {c.get('tls_note') or 'TLS'} ({c['tls_undecrypted_bytes']} bytes not decrypted in all)")
-        lost = [(side, c.get(f"gaps_{side}") or 0, c.get(f"gap_bytes_{side}") or 0,
-                 c.get(f"undecoded_bytes_{side}") or 0) for side in ("client", "server")]
+        lost = [[side, c.get(f"gaps_{side}") or 0, c.get(f"gap_bytes_{side}") or 0,
+                 c.get(f"undecoded_bytes_{side}") or 0] for side in ("client", "server")]
+        for m in c.get("missing_files") or ():  # (gaps of files missing from the set: not loss)
+            for x in lost:
+                x[1] -= m[f"gaps_{x[0]}"]
+                x[2] -= m[f"gap_bytes_{x[0]}"]
+            lines.append(f"  in the missing {_files(m['missing'])} of the set: " + "; ".join(
+                f"from the {side} {m[f'gaps_{side}']} gap{'s' if m[f'gaps_{side}'] != 1 else ''} "
+                f"({m[f'gap_bytes_{side}']} bytes)" for side in ("client", "server")))
         if any(n or b or k for _, n, b, k in lost):
             lines.append("  lost in the capture: " + "; ".join(
                 f"from the {side} {n} gap{'s' if n != 1 else ''} ({b} bytes)"

@@ -97,6 +97,23 @@ def summary_outcomes(outcomes: dict, lost: tuple) -> dict:
     return out
 
 
+def _add_missing_files(entries: list, capture: dict | None) -> None:
+    """Give each connection entry the TCP gaps that fall in files missing from its capture set
+    (``capture["gaps"]``, from :meth:`CaptureSource.capture_info`): ``missing_files``, a list of
+    ``{"missing": [names], "gaps_client", "gap_bytes_client", "gaps_server", "gap_bytes_server"}``.
+    They are among its ``gaps_*`` / ``gap_bytes_*`` (still gaps), not loss on the wire."""
+    if not capture or not capture.get("gaps"):
+        return
+    by_id = {e["connection"]: e for e in entries}
+    for g in capture["gaps"]:
+        for cid, (n0, b0, n1, b1) in (g.get("connections") or {}).items():
+            e = by_id.get(cid)
+            if e is not None:
+                e.setdefault("missing_files", []).append({"missing": list(g["missing"]), "gaps_client": n0,
+                                                          "gap_bytes_client": b0, "gaps_server": n1,
+                                                          "gap_bytes_server": b1})
+
+
 def _pick(row: dict, *keys) -> dict:
     return {k: row.get(k) for k in keys}
 
@@ -217,6 +234,7 @@ def build_report(an, capture_errors=(), capture: dict | None = None) -> dict:
             if not (c.frames[0] or c.frames[1] or c.headers[0] or c.headers[1]):
                 more["without_amqp"] += 1
 
+    _add_missing_files(out_conns, capture)
     notable = an.notable_deliveries()
     longest = [an.stall_row(st)
                for st in heapq.nlargest(NOTABLE, real, key=lambda st: an.stall_duration(st) or 0.0)]
@@ -356,6 +374,9 @@ def partial_report(an, keys) -> dict:
         "not_accepted_count": notable["not_accepted_count"],
         "totals": totals,
         "lost": lost_totals(an),
+        # the TCP gaps of this worker's connections in files missing from the capture set
+        "holes": [{"missing": list(h["missing"]), "connections": {c: list(v) for c, v in h["connections"].items()}}
+                  for h in (getattr(getattr(keys, "d", None), "holes", None) or ())],
         "others": an.other_rows(limit=LISTED_CONNECTIONS),
         "others_count": len(an.others),
     }
@@ -386,6 +407,19 @@ def merge_reports(parts: list, capture_errors=(), capture: dict | None = None) -
         top = heapq.nsmallest(LISTED_CONNECTIONS, ((tuple(-x for x in c[1]), c[0], c[2]) for c in conns))
         listed = [cid for _, _, cid in sorted(top, key=lambda t: t[1])]
     out_conns = [entries[cid] for cid in listed]
+    if capture is not None and capture.get("gaps"):
+        # the workers' TCP gaps in the missing files, per connection (each worker has its flows')
+        capture = dict(capture)
+        gaps = []
+        for g in capture["gaps"]:
+            conns_of = dict(g.get("connections") or {})
+            for p in parts:
+                for h in p.get("holes", ()):
+                    if h["missing"] == g["missing"]:
+                        conns_of.update(h["connections"])
+            gaps.append({**g, "connections": conns_of} if conns_of else g)
+        capture["gaps"] = gaps
+    _add_missing_files(out_conns, capture)
     violations_of: dict = {}
     for v in violations:
         violations_of[v["connection"]] = violations_of.get(v["connection"], 0) + (v.get("count") or 1)
