@@ -20,7 +20,8 @@ Client and server: the TCP layer's (the SYN, else the ports: tcp.role_evidence).
 on other ports seen without its SYN is settled by its protocol headers before anything of it is
 routed (:meth:`Dissector._roles`; the TCP layer swaps the roles when they say the other way).
 So is a connection whose ports are both AMQP ports (5672 <-> 5671, or both given with --port),
-seen without its SYN: held until both sides' first bytes are seen (up to _ROLE_HOLD_BYTES), it
+seen without its SYN: held until both sides' first bytes are seen (up to _ROLE_HOLD_BYTES bytes
+in at most _ROLE_HOLD_EVENTS segments), it
 is settled by its protocol headers, else by its first open, and a "role-evidence" note says
 which; it is decoded whatever its bytes.  With no evidence at all the connection gets a "roles"
 note and the analysis lists the roles as unknown.
@@ -594,7 +595,7 @@ class Dissector:
             # start with an open: the earlier one's sender; one starts with an open and the other
             # with other frames: the other's open was before the capture, so it is the client
             heads = [_head(evs, _OPEN_PROBE_BYTES) for evs in probe.data]
-            if not final and not (_judged(heads[0]) and _judged(heads[1])) and probe.held < _ROLE_HOLD_BYTES:
+            if not final and not (_judged(heads[0]) and _judged(heads[1])) and _may_hold(probe):
                 return None
             opens = [_starts_with_open(h) for h in heads]
             frames = [_starts_with_frame(h) for h in heads]
@@ -608,7 +609,7 @@ class Dissector:
         if probe.amqp_port:
             if client is not None:
                 return ("swap" if client == 1 else "keep"), evidence
-            if not final and (hdr[0] or hdr[1]) and probe.held < _ROLE_HOLD_BYTES:
+            if not final and (hdr[0] or hdr[1]) and _may_hold(probe):
                 return None
             return "unknown", None
         if client is not None:
@@ -646,6 +647,12 @@ def _roles_note(ev: StreamOpened, why: str) -> StreamNote:
 # a connection on AMQP ports only, without its SYN, waits for the other side's first bytes (which
 # settle the roles: see Dissector._roles) while it holds fewer bytes than this
 _ROLE_HOLD_BYTES = 65536
+_ROLE_HOLD_EVENTS = 4096  # (and this many segments: tiny ones cost an object each)
+
+
+def _may_hold(probe: _Probe) -> bool:
+    """May an ``amqp_port`` probe hold more while it waits for the other side's first bytes?"""
+    return probe.held < _ROLE_HOLD_BYTES and len(probe.data[0]) + len(probe.data[1]) < _ROLE_HOLD_EVENTS
 
 
 def _head(evs: list, n: int) -> bytes:

@@ -223,3 +223,37 @@ def test_the_same_roles_byte_by_byte(tmp_path, original, cut):
     keys = ("link", "delivery_id", "outcome", "settled_by", "sender")
     assert [tuple(r[k] for k in keys) for r in a.analyzer.delivery_rows()] == \
         [tuple(r[k] for k in keys) for r in b.analyzer.delivery_rows()]
+
+
+def test_the_wait_for_the_other_side_is_bounded(tmp_path, original, monkeypatch):
+    """Only the server's segments captured, a byte per packet: the connection is not held past
+    the bound of segments (4096; 500 here, for a sample of 2,000 bytes), so memory stays bounded:
+    its roles are then unknown, and it is decoded."""
+    from amqp_dissect import dissect
+    from amqp_dissect.dissect import Dissector
+    from amqp_dissect.events import StreamOpened
+
+    monkeypatch.setattr(dissect, "_ROLE_HOLD_EVENTS", 500)
+
+    whole = _write(tmp_path / "w.pcap", original, 5672, 5671, original["cuts"]["server-open"])
+    recs = [r for r in _records(whole) if _ports(r[2])[0] == 5671]
+    path = tmp_path / "server-only.pcap"
+    with open(path, "wb") as f:
+        w = PcapWriter(f, recs[0][1])
+        for ts, _lt, data in recs:
+            for d in _bytewise(data):
+                w.write(ts, d)
+    d = Dissector()
+    with open(path, "rb") as f:
+        records = list(open_capture(f))
+    assert len(records) > 500 + 100
+    at = None
+    for i, r in enumerate(records):
+        if any(type(ev) is StreamOpened for ev in d.feed(r)):
+            at = i
+            break
+    assert at is not None and at <= 500 + 1
+    a = analyze(str(path))
+    (row,) = a.analyzer.connection_rows()
+    assert "client/server roles" in row["unknown"]
+    assert row["frames_client"] + row["frames_server"] > 0
