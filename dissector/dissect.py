@@ -18,9 +18,13 @@ capture joins them mid-stream (the decoder resynchronises on a frame header).
 
 Client and server: the TCP layer's (the SYN, else the ports: tcp.role_evidence).  A connection
 on other ports seen without its SYN is settled by its protocol headers before anything of it is
-routed (:meth:`Dissector._roles`; the TCP layer swaps the roles when they say the other way);
-with no evidence at all the connection gets a "roles" note and the analysis lists the roles as
-unknown.
+routed (:meth:`Dissector._roles`; the TCP layer swaps the roles when they say the other way).
+So is a connection whose ports are both AMQP ports (5672 <-> 5671, or both given with --port),
+seen without its SYN: held until both sides' first bytes are seen (up to _ROLE_HOLD_BYTES bytes
+in at most _ROLE_HOLD_EVENTS segments), it
+is settled by its protocol headers, else by its first open, and a "role-evidence" note says
+which; it is decoded whatever its bytes.  With no evidence at all the connection gets a "roles"
+note and the analysis lists the roles as unknown.
 
 ``keylog`` (a :class:`~amqp_dissect.capture.keylog.KeyLog` or key log text; pcapng
 Decryption Secrets Blocks reach it through :meth:`Dissector.add_secrets`) turns on
@@ -36,7 +40,7 @@ from .amqp.framing import DEFAULT_MAX_FRAME_BYTES, AmqpConnection, StreamNote
 from .errors import NOTE, WARN, DissectError, ExpertNote, UnsupportedLinkType
 from .events import PacketNote, StreamClosed, StreamData, StreamGap, StreamOpened
 from .capture.netparse import TruncatedPacket, parse_segment
-from .amqp.spec import AMQP_PORT, AMQPS_PORT
+from .amqp.spec import AMQP_PORT, AMQPS_PORT, COMPOSITES
 from .capture.tcp import TcpReassembler, renamed, role_evidence
 from .capture.keylog import KeyLog
 from .capture.layers import Layered, LayeredConnection, Sniffing, client_layers, looks_like_tls, tls_client_random
@@ -66,13 +70,17 @@ def _endpoints(conn: str) -> tuple:
 
 
 class _Probe:
-    """A connection on a non-AMQP port whose first bytes are not known yet."""
+    """A connection on a non-AMQP port whose first bytes are not known yet; or (``amqp_port``) one
+    on AMQP ports only (both its ports are AMQP or --port ports), seen without its SYN, whose
+    client and server its first bytes may settle (see :meth:`Dissector._roles`)."""
 
-    __slots__ = ("opened", "data")
+    __slots__ = ("opened", "data", "amqp_port", "held")
 
-    def __init__(self, opened: StreamOpened):
+    def __init__(self, opened: StreamOpened, amqp_port: bool = False):
         self.opened = opened
         self.data = ([], [])  # buffered StreamData per direction
+        self.amqp_port = amqp_port
+        self.held = 0  # bytes in data
 
 
 class Dissector:
@@ -105,6 +113,10 @@ class Dissector:
         self.keylog = KeyLog(keylog) if isinstance(keylog, (str, bytes)) else keylog
         self.tls_records = tls_records
         self._renamed: dict = {}  # old id -> new id of connections whose roles were swapped (see _roles)
+        # files missing from a numbered capture set (see missing_files): one dict each, and the
+        # positions its connections' directions had reached when the merge crossed the last one
+        self.holes: list = []
+        self._hole_snap = None
 
     # -- input ------------------------------------------------------------------
 
@@ -282,6 +294,62 @@ class Dissector:
         self.connections.clear()
         return out
 
+    def missing_files(self, names: list, ts_from, ts_to, packet: int) -> None:
+        """The shell's word that the files ``names`` of a numbered capture set (``tcpdump -C``
+        names, say) are missing: the records between ``ts_from`` (the last of the file before) and
+        ``ts_to`` (``packet``, the first of the file after, fed next) are not in the input.  A TCP
+        gap of a direction that delivered nothing since then spans the missing files: its note
+        says so ("in the missing file ...") and it is counted in ``holes`` (per connection:
+        [gaps, bytes] from the client, then from the server); it is still a gap (never filled,
+        the state after it unknown as after loss)."""
+        hole = {"missing": list(names), "from": ts_from, "to": ts_to, "packet": packet, "connections": {}}
+        self.holes.append(hole)
+        snap = {}
+        for tc in self.tcp._by_id.values():
+            if tc.d0 is not None:
+                snap[(tc.id, 0)] = tc.d0.pos
+            if tc.d1 is not None:
+                snap[(tc.id, 1)] = tc.d1.pos
+        self._hole_snap = (hole, snap)
+
+    def _in_missing_file(self, ev: StreamGap, events: list, notes: list) -> list:
+        """``notes`` (of the gap ``ev``, routed from ``events``), said to be in the missing files
+        when the gap starts where its direction stood when the merge crossed them."""
+        hole, snap = self._hole_snap
+        key = (ev.conn, ev.direction)
+        at = snap.get(key)
+        if at is None or ev.packet is None or ev.packet < hole["packet"]:
+            return notes
+        del snap[key]  # (its first gap after the crossing, or none, spans the missing files)
+        tc = self.tcp._by_id.get(ev.conn)
+        D = None if tc is None else (tc.d1 if ev.direction else tc.d0)
+        if D is not None:
+            # where the gap starts: where the direction stands now, less the gap and what followed it
+            rest = 0
+            seen = False
+            for e in events:
+                if e is ev:
+                    seen = True
+                if seen and (type(e) is StreamData or type(e) is StreamGap) and e.conn == ev.conn \
+                        and e.direction == ev.direction:
+                    rest += len(e.data) if type(e) is StreamData else e.size
+            if D.pos - rest != at:
+                return notes  # bytes of this direction came after the crossing: not the missing files'
+        names = ", ".join(hole["missing"])
+        counts = hole["connections"].setdefault(ev.conn, [0, 0, 0, 0])
+        counts[2 * ev.direction] += 1
+        counts[2 * ev.direction + 1] += ev.size
+        out = []
+        for n in notes:
+            if type(n) is StreamNote and n.note.group == "reassembly" and n.skipped:
+                what = "file" if len(hole["missing"]) == 1 else "files"
+                msg = n.note.message.replace(
+                    "(TCP gap)", f"(TCP gap) in the missing {what} {names} of the set, not lost on the wire", 1)
+                n = StreamNote(n.conn, n.direction, n.src, n.dst, n.packet, n.ts,
+                               ExpertNote(n.note.severity, n.note.group, msg), n.skipped)
+            out.append(n)
+        return out
+
     # -- routing ----------------------------------------------------------------
 
     def _route(self, events: list) -> list:
@@ -310,9 +378,15 @@ class Dissector:
                 if c is not None:
                     if c is _PENDING:
                         c = self._materialize(ev.conn)
-                    out.extend(c.gap(ev.direction, ev.size, ev.ts, ev.packet))
+                    notes = c.gap(ev.direction, ev.size, ev.ts, ev.packet)
+                    if self._hole_snap is not None and ev.cause is None:  # (a capture set missing files)
+                        notes = self._in_missing_file(ev, events, notes)
+                    out.extend(notes)
                 elif ev.conn in self._probes:
+                    amqp_port = self._probes[ev.conn].amqp_port
                     self._decide(ev.conn, out, final=True)
+                    if amqp_port:  # (decoded whatever its bytes: the gap follows what was held)
+                        later.append(renamed(ev, self._renamed[ev.conn]) if ev.conn in self._renamed else ev)
                 elif ev.conn in self._renamed:
                     later.append(renamed(ev, self._renamed[ev.conn]))
             elif cls is StreamOpened:
@@ -353,11 +427,13 @@ class Dissector:
             # the decoder (and its WebSocket sniffing) is made at the connection's first byte: a
             # connection that never carries one (a SYN alone, a scan) costs an entry, not a decoder
             # (nor its event: the decoder's endpoints are those in the connection id)
+            if not ev.syn_seen and role_evidence(_port(ev.client), _port(ev.server), self.ports) == "unknown":
+                # both ports are AMQP ports and no SYN: its first bytes may say who the client is
+                self._probes[ev.conn] = _Probe(ev, amqp_port=True)
+                return
             self.connections[ev.conn] = _PENDING
             self.amqp_connections += 1
             out.append(ev)
-            if not ev.syn_seen and role_evidence(_port(ev.client), _port(ev.server), self.ports) == "unknown":
-                out.append(_roles_note(ev, "both ports are AMQP ports"))
         else:
             self._probes[ev.conn] = _Probe(ev)
 
@@ -402,12 +478,20 @@ class Dissector:
     def _probe_data(self, ev: StreamData, out: list) -> None:
         probe = self._probes[ev.conn]
         probe.data[ev.direction].append(ev)
+        probe.held += len(ev.data)
+        if probe.amqp_port:  # (held bytes only: its bytes are decoded whatever they are)
+            if probe.held >= _PROBE_BYTES:
+                self._decide(ev.conn, out, final=False)
+            return
         got = sum(len(e.data) for e in probe.data[ev.direction])
         if got >= _PROBE_BYTES:
             self._decide(ev.conn, out, final=False)
 
     def _decide(self, conn: str, out: list, final: bool) -> None:
         probe = self._probes[conn]
+        if probe.amqp_port:
+            self._decide_amqp_port(probe, out, final)
+            return
         verdict = None
         tls = False
         for evs in probe.data:
@@ -456,6 +540,34 @@ class Dissector:
             self.tcp.ignore(conn)
 
 
+    def _decide_amqp_port(self, probe: _Probe, out: list, final: bool) -> None:
+        """A connection on AMQP ports only, without its SYN (an ``amqp_port`` probe): decoded
+        whatever its first bytes; they only settle client and server (:meth:`_roles`) before
+        anything of it is routed, and the evidence used is said in a note (or that none was)."""
+        r = self._roles(probe, final)
+        if r is None:
+            return  # waiting for the other side's first bytes
+        why, evidence = r
+        conn = probe.opened.conn
+        if why == "swap":
+            conn = self._swap(probe)
+        del self._probes[conn]
+        opened = probe.opened
+        self.connections[conn] = _PENDING
+        self.amqp_connections += 1
+        out.append(opened)
+        if why == "unknown":
+            out.append(_roles_note(opened, "both ports are AMQP ports and neither a protocol header nor an open "
+                                            "at the start of both streams settles them"))
+        else:
+            out.append(_evidence_note(opened, evidence))
+        held = sorted([e for evs in probe.data for e in evs], key=lambda e: e.packet)  # (in capture order)
+        for e in held:
+            c = self.connections[conn]
+            if c is _PENDING:
+                c = self._materialize(conn)
+            out.extend(c.feed(e.direction, e.data, e.ts, e.packet))
+
     def _roles(self, probe: _Probe, final: bool):
         """Client and server of a connection on other ports, seen without its SYN and found to be
         AMQP by a protocol header: the client sends its header first and the server answers, so
@@ -465,7 +577,7 @@ class Dissector:
         over the ports' (an ephemeral port, see tcp.role_evidence).  Returns "keep", "swap",
         "unknown" (nothing says), or None to wait for the other side's first bytes."""
         opened = probe.opened
-        heads = [b"".join(e.data for e in evs)[:_PROBE_BYTES] for evs in probe.data]
+        heads = [_head(evs, _PROBE_BYTES) for evs in probe.data]
         hdr = [h.startswith(b"AMQP") for h in heads]
         other = [bool(h) and not b"AMQP".startswith(h[:4]) for h in heads]
         client = None
@@ -475,8 +587,31 @@ class Dissector:
             client = 1
         elif hdr[1] and other[0]:
             client = 0
-        elif (hdr[0] or hdr[1]) and not final and sum(map(len, probe.data)) < _ROLE_PROBE_EVENTS:
+        elif (hdr[0] or hdr[1]) and not final and not probe.amqp_port and sum(map(len, probe.data)) < _ROLE_PROBE_EVENTS:
             return None
+        evidence = "protocol headers"
+        if client is None and probe.amqp_port and not (hdr[0] or hdr[1]):
+            # no protocol header: who sent the first open (the client opens first).  Both streams
+            # start with an open: the earlier one's sender; one starts with an open and the other
+            # with other frames: the other's open was before the capture, so it is the client
+            heads = [_head(evs, _OPEN_PROBE_BYTES) for evs in probe.data]
+            if not final and not (_judged(heads[0]) and _judged(heads[1])) and _may_hold(probe):
+                return None
+            opens = [_starts_with_open(h) for h in heads]
+            frames = [_starts_with_frame(h) for h in heads]
+            if opens[0] and opens[1]:
+                client = 0 if probe.data[0][0].packet <= probe.data[1][0].packet else 1
+            elif opens[0] and frames[1] and probe.data[1][0].packet > probe.data[0][0].packet:
+                client = 1
+            elif opens[1] and frames[0] and probe.data[0][0].packet > probe.data[1][0].packet:
+                client = 0
+            evidence = "first open"
+        if probe.amqp_port:
+            if client is not None:
+                return ("swap" if client == 1 else "keep"), evidence
+            if not final and (hdr[0] or hdr[1]) and _may_hold(probe):
+                return None
+            return "unknown", None
         if client is not None:
             return "swap" if client == 1 else "keep"
         if role_evidence(_port(opened.client), _port(opened.server), self.ports) == "unknown":
@@ -507,6 +642,81 @@ def _roles_note(ev: StreamOpened, why: str) -> StreamNote:
                       ExpertNote(NOTE, "roles", f"client and server unknown: no SYN captured, {why}; "
                                                 f"the sender of the first packet captured, {ev.client}, "
                                                 "is taken as the client"))
+
+
+# a connection on AMQP ports only, without its SYN, waits for the other side's first bytes (which
+# settle the roles: see Dissector._roles) while it holds fewer bytes than this
+_ROLE_HOLD_BYTES = 65536
+_ROLE_HOLD_EVENTS = 4096  # (and this many segments: tiny ones cost an object each)
+
+
+def _may_hold(probe: _Probe) -> bool:
+    """May an ``amqp_port`` probe hold more while it waits for the other side's first bytes?"""
+    return probe.held < _ROLE_HOLD_BYTES and len(probe.data[0]) + len(probe.data[1]) < _ROLE_HOLD_EVENTS
+
+
+def _head(evs: list, n: int) -> bytes:
+    """The first ``n`` bytes (or fewer) of the StreamData ``evs``."""
+    out = b""
+    for e in evs:
+        out += e.data
+        if len(out) >= n:
+            break
+    return out[:n]
+
+
+_OPEN_CODE = COMPOSITES["open"].descriptor_code
+_OPEN_PROBE_BYTES = 64  # bytes of a stream's start looked at for an open frame
+
+
+def _starts_with_frame(head: bytes) -> bool:
+    """Do these first bytes of a stream start with an AMQP frame header (size >= 8, doff >= 2, the
+    header inside the size, type 0)?"""
+    if len(head) < 8:
+        return False
+    size = int.from_bytes(head[0:4], "big")
+    doff = head[4]
+    return size >= 8 and doff >= 2 and doff * 4 <= size and head[5] == 0
+
+
+def _judged(head: bytes) -> bool:
+    """Are these first bytes of a stream enough to tell whether it starts with an open?"""
+    if len(head) >= _OPEN_PROBE_BYTES:
+        return True
+    if len(head) < 8:
+        return False
+    if not _starts_with_frame(head):
+        return True
+    return len(head) >= min(int.from_bytes(head[0:4], "big"), head[4] * 4 + 10)
+
+
+def _starts_with_open(head: bytes) -> bool:
+    """Do these first bytes of a stream start with an AMQP frame whose body is an open (its
+    descriptor code, as a smallulong or a ulong)?"""
+    if not _starts_with_frame(head):
+        return False
+    b = head[head[4] * 4:]
+    if len(b) >= 3 and b[0] == 0 and b[1] == 0x53:
+        return b[2] == _OPEN_CODE
+    if len(b) >= 10 and b[0] == 0 and b[1] == 0x80:
+        return int.from_bytes(b[2:10], "big") == _OPEN_CODE
+    return False
+
+
+_EVIDENCE = {
+    "protocol headers": "the client sends its protocol header first, and a header answered by other bytes is the "
+                       "server's",
+    "first open": "the client sends the first open, and an open answered by other frames (whose own open was before "
+            "the capture) is the server's",
+}
+
+
+def _evidence_note(ev: StreamOpened, evidence: str) -> StreamNote:
+    """The note of a connection on AMQP ports only, seen without its SYN, whose client and server its
+    first bytes settled: which evidence was used."""
+    return StreamNote(ev.conn, 0, ev.client, ev.server, ev.packet, ev.ts,
+                      ExpertNote(NOTE, "role-evidence", f"client and server from the {evidence} (no SYN captured, both "
+                                                        f"ports are AMQP ports): {_EVIDENCE[evidence]}"))
 
 
 def _port(endpoint: str) -> int:

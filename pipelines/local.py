@@ -189,6 +189,7 @@ class CaptureSource:
         self.order: list | None = None
         self._parts: list = []
         self._set: list = []
+        self._holes_before: dict = {}
 
     @property
     def end_ts(self):
@@ -286,6 +287,9 @@ class CaptureSource:
         self.order = [p.name for p in parts] + [n for n in self.paths if n not in {p.name for p in parts}]
         self._parts = parts
         self._set = list(parts)  # (kept after reading: the set's gaps)
+        # the files missing before a part (by the set's numbering): the dissector hears of them when
+        # the merge reaches that part's first record
+        self._holes_before = {id(after): (missing, before) for missing, before, after in set_holes(parts)}
         heap = [(p.first_ts, rank, p) for rank, p in enumerate(parts)]  # (already a heap: sorted)
         records = self._merge(heap)
         if self.limit is not None:
@@ -321,6 +325,10 @@ class CaptureSource:
                 rec = part.head
             index += 1
             rec.index = index
+            if part.count == 0 and self._holes_before:
+                hole = self._holes_before.get(id(part))
+                if hole is not None and d is not None:
+                    d.missing_files(hole[0], hole[1].last_ts, rec.ts, index)
             part.last_ts = rec.ts
             part.count += 1
             exact = part.exact
@@ -448,22 +456,21 @@ class CaptureSource:
         }
         if len(self.paths) > 1:  # a capture set: the order the files were read in
             info["order"] = "merged by time: files by their first packet's time, packets interleaved where they overlap"
-            gaps = set_gaps(self._set)
+            gaps = set_gaps(self._set, self.dissector.holes)
             if gaps:
                 info["gaps"] = gaps
         return info
 
 
-def set_gaps(parts) -> list[dict]:
+def set_holes(parts) -> list[tuple]:
     """The files missing from a numbered capture set (``tcpdump -C`` / ``-W``: ``cap.pcap``,
     ``cap.pcap1``, ...; ``editcap -c``: ``x_00000_<time>.pcap``, ...; ``split``: ``NAME_00000.pcap``):
     among the files of a folder whose names differ only in their numbers, the first number that
-    differs is the file's place in the set, and a number missing between two files that were
-    read is a gap: ``{"missing": [names], "after": file, "before": file, "from": last time of
-    the one, "to": first time of the other}``.  The packets of that time are not in the set: the
-    TCP gaps of the connections then are this gap, not loss on the wire.  ``parts``: the
-    :class:`_Part` of the files read, each with a record.  With a stream in the set (``-``) no gap
-    is told: the stream may hold what the names miss."""
+    differs is the file's place in the set, and a number missing between two files of the set
+    is a hole: ``(missing names, the file before, the file after)`` (:class:`_Part`), from the
+    names alone (known before reading).  ``tcpdump -G`` names (strftime times) have no numbering
+    to miss: a hole there is not told.  With a stream in the set (``-``) no hole is told: the
+    stream may hold what the names miss."""
     if any(part.stream for part in parts):
         return []
     groups: dict = {}
@@ -480,7 +487,7 @@ def set_gaps(parts) -> list[dict]:
             if numbered is not None:
                 del groups[(folder, skel)]
                 numbered += [([skel[0], "0", ""], part) for _, part in members]
-    gaps = []
+    holes = []
     for (folder, skel), members in groups.items():
         if len(members) < 2 or len(skel) < 2:
             continue
@@ -509,8 +516,25 @@ def set_gaps(parts) -> list[dict]:
             missing = [name(i) for i in range(a + 1, b)]
             if len(missing) > 3:
                 missing = [missing[0], f"... ({len(missing) - 2} more)", missing[-1]]
-            gaps.append({"missing": missing, "after": before.name, "before": after.name, "from": before.last_ts,
-                         "to": after.first_ts})
+            holes.append((missing, before, after))
+    return holes
+
+
+def set_gaps(parts, holes: list | None = None) -> list[dict]:
+    """The holes of a numbered capture set (:func:`set_holes`) once read: ``{"missing": [names],
+    "after": file, "before": file, "from": last time of the one, "to": first time of the
+    other}``.  The packets of that time are not in the set: the TCP gaps of the connections then
+    are this gap, not loss on the wire.  ``parts``: the :class:`_Part` of the files read, each
+    with a record.  ``holes``: the dissector's (``Dissector.holes``, whose ``connections`` are
+    added: connection id -> [gaps, bytes] from the client, then from the server)."""
+    gaps = []
+    for missing, before, after in set_holes(parts):
+        g = {"missing": missing, "after": before.name, "before": after.name, "from": before.last_ts,
+             "to": after.first_ts}
+        for h in holes or ():
+            if h["missing"] == missing:
+                g["connections"] = {cid: list(v) for cid, v in h["connections"].items()}
+        gaps.append(g)
     gaps.sort(key=lambda g: (g["from"] is None, g["from"] or 0.0, g["after"]))
     return gaps
 
@@ -562,9 +586,13 @@ class Analysis:
         self.capture = source.capture_info() if hasattr(source, "capture_info") else None
 
     def __repr__(self) -> str:
+        from amqp_dissect.results.report import lost_totals, summary_outcomes
+
         an = self.analyzer
         totals = an.delivery_totals()
-        outcomes = ", ".join(f"{k} {v}" for k, v in sorted(totals["outcomes"].items()) if v)
+        lost = lost_totals(an)  # (outcome unknown: not "none", not unsettled)
+        outcomes = ", ".join([f"{k} {v}" for k, v in sorted(summary_outcomes(totals["outcomes"], lost).items()) if v]
+                             + ([f"outcome unknown (lost in capture) {lost[0]}"] if lost[0] else []))
         cap = self.capture or {}
         files = cap.get("files") or []
         where = (files[0] if len(files) == 1 else f"{len(files)} files") if files else "a capture"
@@ -576,7 +604,7 @@ class Analysis:
             f"  connections {len(an.connection_rows())}, sessions {len(an.session_rows())}, "
             f"links {len(an.link_rows())}",
             f"  deliveries {totals['deliveries']}" + (f" ({outcomes})" if outcomes else "")
-            + f", unsettled {totals['unsettled']}",
+            + f", unsettled {totals['unsettled'] - lost[0]}",
             f"  stalls {len(an.stalls)}, violations {len(an.violation_rows())}, errors {len(an.error_rows())}"
             + (f", capture damaged ({len(self.source.errors)} file(s))" if self.source.errors else ""),
             "  tables: " + ", ".join(TABLES) + ", frames; latency(by=...), report()",

@@ -279,6 +279,8 @@ def test_files_missing_from_a_numbered_set_are_reported_as_gaps_in_the_set(tmp_p
     rc, out = _run(tmp_path, ["report", "-f", "json", *kept])
     assert rc == 0
     gaps = json.loads(out)["capture"]["gaps"]
+    for g in gaps:  # (the TCP gaps that fall in the missing files: tests/test_loose_missing_files.py)
+        g.pop("connections", None)
 
     def ends(path):
         ts = [r.ts for r in CaptureSource(path).records()]
@@ -291,6 +293,6 @@ def test_files_missing_from_a_numbered_set_are_reported_as_gaps_in_the_set(tmp_p
                      "before": names[before], "from": ends(names[after])[1], "to": ends(names[before])[0]})
     assert gaps == want
     rc, text = _run(tmp_path, ["report", *kept])
-    lines = [line for line in text.decode().splitlines() if line.startswith("gap in the set: ")]
-    assert len(lines) == 2 and lines[0].startswith(f"gap in the set: {want[0]['missing'][0]} missing between "
-                                                   f"{names[4]} and {names[6]} (")
+    lines = [line for line in text.decode().splitlines() if " of the set " in line and " missing (" in line]
+    assert len(lines) == 2 and lines[0].startswith(f"file {want[0]['missing'][0]} of the set is missing (between ")
+    assert f"after {names[4]}, before {names[6]})" in lines[0]

@@ -14,7 +14,7 @@ only the other port is in the ephemeral range (from EPHEMERAL_MIN, 32768:
 Linux's default range starts there, IANA's at 49152).  Without such evidence the
 sender of the first packet is taken as the client and the roles are
 ``"unknown"``; the dissector may then settle them from the AMQP protocol
-headers and call :meth:`TcpReassembler.swap_roles`.  ``conn`` ids are ``"<client>-<server>"`` with
+headers (or, on AMQP ports only, the first open) and call :meth:`TcpReassembler.swap_roles`.  ``conn`` ids are ``"<client>-<server>"`` with
 :func:`amqp_dissect.events.endpoint` (``"127.0.0.1:40000-127.0.0.1:5672"``,
 ``"[::1]:40000-[::1]:5672"``); a later connection with the same id (4-tuple
 reused after a close, an idle timeout or an eviction) gets ``"#2"``, ``"#3"``...

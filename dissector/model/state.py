@@ -2425,6 +2425,10 @@ class StateTracker:
             if type(c) is not _Conn:
                 c = self._amqp(c)
             c.note_unknown("client/server roles")
+        elif group == "role-evidence":  # no SYN: the first bytes said who the client is (dissect.py)
+            if type(c) is not _Conn:
+                c = self._amqp(c)
+            c.note_inferred(ev.note.message.split(":", 1)[0])
         if "TLS" in ev.note.message:
             c.tls = True
         if ev.note.group == "tls" and ev.skipped:  # encrypted bytes that could not be read

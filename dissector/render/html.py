@@ -21,7 +21,7 @@ import datetime as _dt
 import math
 from html import escape
 
-from .report import render_text
+from .report import missing_file_line, render_text
 
 COLOURS = {
     "histogram": "#4c72b0",
@@ -601,10 +601,15 @@ def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", 
     if version:
         sub.append(_e(version))
     out.append(f'<p class="sub">{" · ".join(sub)}</p>')
-    outcomes = ", ".join(f"{k} {v:,}" for k, v in sorted(s["outcomes"].items())) or "none"
+    outcomes = [f"{k} {v:,}" for k, v in sorted(s["outcomes"].items())]
+    lost = s.get("lost_in_capture") or 0  # (outcome unknown: never counted as unsettled or "none")
+    if lost:
+        outcomes.append(f"outcome unknown (lost in capture) {lost:,}")
+    outcomes = ", ".join(outcomes) or "none"
     out.append('<div class="cards" id="summary">')
     for label, v in (("connections", s["connections"]), ("sessions", s["sessions"]), ("links", s["links"]),
-                     ("deliveries", s["deliveries"]), ("unsettled", s["unsettled"]), ("stalls", s["stalls"]),
+                     ("deliveries", s["deliveries"]), ("unsettled", s["unsettled"]),
+                     *((("outcome unknown (lost in capture)", lost),) if lost else ()), ("stalls", s["stalls"]),
                      ("stalled", fmt_seconds(s["stalled_seconds"])), ("violations", s["violations"]),
                      ("errors", s["errors"])):
         out.append(f'<div class="stat"><b>{_e(_num(v))}</b><span>{_e(label)}</span></div>')
@@ -612,6 +617,8 @@ def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", 
     out.append(f'<p class="sub">outcomes: {_e(outcomes)}</p>')
     for ce in s["capture_errors"]:
         out.append(f'<p class="notes">capture damaged: {_e(ce)}</p>')
+    for g in (rep.get("capture") or {}).get("gaps") or ():  # files missing from a numbered capture set
+        out.append(f'<p class="notes">{_e(missing_file_line(g))}</p>')
 
     links = plots["links"]
     out.append('<h2 id="links">Links</h2>')

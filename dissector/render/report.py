@@ -42,6 +42,27 @@ def _date(x, digits: int = 6) -> str:
     return "-" if x is None else date(x, digits)
 
 
+def _files(names) -> str:
+    names = list(names)
+    return ("file " if len(names) == 1 else "files ") + ", ".join(names)
+
+
+def missing_file_line(g: dict, digits: int = 6) -> str:
+    """The header's line of files missing from a numbered capture set (``capture["gaps"]``): when,
+    and the TCP gaps that fall in them (gaps still, not loss on the wire)."""
+    conns = g.get("connections") or {}
+    n = sum(v[0] + v[2] for v in conns.values())
+    size = sum(v[1] + v[3] for v in conns.values())
+    if n:
+        falls = (f"{n} TCP gap{'s' if n != 1 else ''} ({size:,} bytes) of {len(conns)} "
+                 f"connection{'s' if len(conns) != 1 else ''} fall in it, not loss on the wire")
+    else:
+        falls = "no TCP gap falls in it"
+    return (f"{_files(g['missing'])} of the set {'is' if len(g['missing']) == 1 else 'are'} missing "
+            f"(between {_date(g['from'], digits)} and {_date(g['to'], digits)}, after {g['after']}, before {g['before']}): "
+            + falls)
+
+
 def _capture_lines(cap: dict | None) -> list[str]:
     """The header: what was read, from when to when."""
     if not cap:
@@ -52,9 +73,7 @@ def _capture_lines(cap: dict | None) -> list[str]:
     return [
         ("files: " if len(files) > 1 else "file: ") + (", ".join(files) or "-"),
         *((f"order: {cap['order']}",) if cap.get("order") else ()),
-        *(f"gap in the set: {', '.join(g['missing'])} missing between {g['after']} and {g['before']} "
-          f"({_date(g['from'], digits)} to {_date(g['to'], digits)}): the TCP gaps of that time are this gap, not loss"
-          for g in cap.get("gaps") or ()),
+        *(missing_file_line(g, digits) for g in cap.get("gaps") or ()),
         f"capture: {_date(cap.get('start'), digits)} to {_date(cap.get('end'), digits)}"
         + (f" ({dur:.{digits}f} s)" if dur is not None else ""),
         f"packets {cap.get('packets', 0):,}, bytes {cap.get('bytes', 0):,}",
@@ -72,6 +91,23 @@ def _waiting(st: dict) -> str:
     return f", messages waiting: {'yes' if st['waiting'] else 'no'}" + (f" ({ev})" if ev else "")
 
 
+LOST = "outcome unknown (lost in capture)"
+
+
+def _outcome_counts(s: dict) -> str:
+    """The summary's deliveries by outcome, those whose outcome is unknown (their settlement may
+    have been in bytes the capture lost) named apart: never "none", never unsettled."""
+    parts = [f"{k} {v}" for k, v in sorted(s["outcomes"].items())]
+    if s.get("lost_in_capture"):
+        parts.append(f"{LOST} {s['lost_in_capture']}")
+    return ", ".join(parts) or "none"
+
+
+def _lost(x: dict) -> str:
+    """", outcome unknown (lost in capture) N" of a connection, session or link entry; nothing for 0."""
+    return f", {LOST} {x['lost_in_capture']}" if x.get("lost_in_capture") else ""
+
+
 def render_text(rep: dict) -> str:
     s = rep["summary"]
     digits = (rep.get("capture") or {}).get("digits", 6)
@@ -80,8 +116,7 @@ def render_text(rep: dict) -> str:
         "=======================",
         *_capture_lines(rep.get("capture")),
         f"connections {s['connections']}, sessions {s['sessions']}, links {s['links']}, "
-        f"deliveries {s['deliveries']} ({', '.join(f'{k} {v}' for k, v in sorted(s['outcomes'].items())) or 'none'}), "
-        f"unsettled {s['unsettled']}",
+        f"deliveries {s['deliveries']} ({_outcome_counts(s)}), unsettled {s['unsettled']}",
         f"stalls {s['stalls']} ({s['stalled_seconds']:.3f} s stalled)"
         + (f", idle periods {s['idle_periods']} ({s['idle_seconds']:.3f} s)" if s.get("idle_periods") else "")
         + f", violations {s['violations']}, errors {s['errors']}, transactions {s['transactions']}",
@@ -121,8 +156,15 @@ def render_text(rep: dict) -> str:
             lines.append(f"  note: {', '.join(flags)}")
         if c.get("tls_undecrypted_bytes"):
             lines.append(f"  {c.get('tls_note') or 'TLS'} ({c['tls_undecrypted_bytes']} bytes not decrypted in all)")
-        lost = [(side, c.get(f"gaps_{side}") or 0, c.get(f"gap_bytes_{side}") or 0,
-                 c.get(f"undecoded_bytes_{side}") or 0) for side in ("client", "server")]
+        lost = [[side, c.get(f"gaps_{side}") or 0, c.get(f"gap_bytes_{side}") or 0,
+                 c.get(f"undecoded_bytes_{side}") or 0] for side in ("client", "server")]
+        for m in c.get("missing_files") or ():  # (gaps of files missing from the set: not loss)
+            for x in lost:
+                x[1] -= m[f"gaps_{x[0]}"]
+                x[2] -= m[f"gap_bytes_{x[0]}"]
+            lines.append(f"  in the missing {_files(m['missing'])} of the set: " + "; ".join(
+                f"from the {side} {m[f'gaps_{side}']} gap{'s' if m[f'gaps_{side}'] != 1 else ''} "
+                f"({m[f'gap_bytes_{side}']} bytes)" for side in ("client", "server")))
         if any(n or b or k for _, n, b, k in lost):
             lines.append("  lost in the capture: " + "; ".join(
                 f"from the {side} {n} gap{'s' if n != 1 else ''} ({b} bytes)"
@@ -133,13 +175,13 @@ def render_text(rep: dict) -> str:
             lines.append(f"  inferred: {what}")
         lines.append(
             f"  opened {_t(c['open_time'], digits)}, closed {_t(c['close_time'], digits)} by {c['closed_by'] or '-'}"
-            f", transport end {c['transport_end'] or '-'}; deliveries {c['deliveries']}, stalls {c['stalls']} "
+            f", transport end {c['transport_end'] or '-'}; deliveries {c['deliveries']}{_lost(c)}, stalls {c['stalls']} "
             f"({c['stalled_seconds']:.3f} s), violations {c['violations']}"
         )
         for sess in c["sessions"]:
             lines.append(
                 f"  Session {sess['session']}: channel client {sess['channel_client']} <-> server "
-                f"{sess['channel_server']}, deliveries {sess['deliveries']}, unsettled {sess['unsettled']}"
+                f"{sess['channel_server']}, deliveries {sess['deliveries']}, unsettled {sess['unsettled']}{_lost(sess)}"
                 + (f", ended with {sess['end_error']}: {_one_line(sess['end_description'])}" if sess.get("end_error") else "")
             )
             for lk in sess["links"]:
@@ -156,8 +198,8 @@ def render_text(rep: dict) -> str:
                 )
                 lines.append(
                     f"      deliveries {lk['deliveries']}: accepted {o['accepted']}, rejected {o['rejected']}, "
-                    f"released {o['released']}, modified {o['modified']}, none {o['no_outcome']}; presettled "
-                    f"{lk['presettled']}, unsettled {lk['unsettled']}, aborted {lk['aborted']}"
+                    f"released {o['released']}, modified {o['modified']}, none {o['no_outcome']}{_lost(lk)}; "
+                    f"presettled {lk['presettled']}, unsettled {lk['unsettled']}, aborted {lk['aborted']}"
                 )
                 la = lk["latency"]
                 if la["latency_max"] is not None:
@@ -214,7 +256,7 @@ def render_text(rep: dict) -> str:
         lines.append("Deliveries not accepted")
         for d in nd["not_accepted"]:
             ua = d.get("unsettled_at")
-            state = d["outcome"] or ("outcome unknown (lost in capture)" if ua == "lost-in-capture"
+            state = d["outcome"] or (LOST if ua == "lost-in-capture"
                                      else "unsettled at " + ua if ua else "no outcome")
             lines.append(
                 f"  delivery {d['delivery_id']} on {_q(d['link'])}: {state}"

@@ -20,6 +20,8 @@ from __future__ import annotations
 import heapq
 
 from ..amqp.spec import OUTCOMES
+from ..model.state import compact_rows
+from .analytics import _lost_after
 
 NOTABLE = 10  # rows per "notable" list
 LISTED_CONNECTIONS = 100  # connections the report describes one by one (the others are added up)
@@ -51,6 +53,67 @@ def _problem_rows(an) -> tuple:
     return violations, errors, txns, violations_of, errors_of, problems
 
 
+def _lost_counts(c, link) -> tuple:
+    """(deliveries, of which without an outcome) of ``link`` on connection ``c`` whose outcome is
+    unknown: left unsettled while bytes were lost after their first transfer (``unsettled_at``
+    ``lost-in-capture`` in the deliveries table; no error row).  The report counts them apart,
+    never as unsettled or "none"."""
+    if c.gaps is None:
+        return 0, 0
+    n = m = 0
+    for d in link.live.values():
+        if d.settled is None and _lost_after(c, d.first_ts):
+            n += 1
+            if d.outcome is None:
+                m += 1
+    for _sender, st, rows in compact_rows(link):  # (a compacted delivery: unsettled, no outcome)
+        ft = st.first_ts
+        k = sum([1 for i in rows if _lost_after(c, ft[i])])
+        n += k
+        m += k
+    return n, m
+
+
+def lost_totals(an) -> tuple:
+    """:func:`_lost_counts` over every connection of ``an``."""
+    n = m = 0
+    for c in an.connections.values():
+        if c.gaps is None:
+            continue
+        for link in c.links:
+            a, b = _lost_counts(c, link)
+            n += a
+            m += b
+    return n, m
+
+
+def summary_outcomes(outcomes: dict, lost: tuple) -> dict:
+    """The summary's outcome counts: "none" without the deliveries whose outcome is unknown."""
+    out = dict(outcomes)
+    if lost[1] and out.get("none"):
+        out["none"] -= lost[1]
+        if not out["none"]:
+            del out["none"]
+    return out
+
+
+def _add_missing_files(entries: list, capture: dict | None) -> None:
+    """Give each connection entry the TCP gaps that fall in files missing from its capture set
+    (``capture["gaps"]``, from :meth:`CaptureSource.capture_info`): ``missing_files``, a list of
+    ``{"missing": [names], "gaps_client", "gap_bytes_client", "gaps_server", "gap_bytes_server"}``.
+    They are among its ``gaps_*`` / ``gap_bytes_*`` (still gaps), not loss on the wire."""
+    if not capture or not capture.get("gaps"):
+        return
+    by_id = {e["connection"]: e for e in entries}
+    for g in capture["gaps"]:
+        for cid, (n0, b0, n1, b1) in (g.get("connections") or {}).items():
+            e = by_id.get(cid)
+            if e is not None:
+                e.setdefault("missing_files", []).append({"missing": list(g["missing"]), "gaps_client": n0,
+                                                          "gap_bytes_client": b0, "gaps_server": n1,
+                                                          "gap_bytes_server": b1})
+
+
 def _pick(row: dict, *keys) -> dict:
     return {k: row.get(k) for k in keys}
 
@@ -79,17 +142,24 @@ def _connection_entry(an, conn, stall_count: dict, stall_secs: dict, violations_
     c = an.connection_row(conn)
     cid = c["connection"]
     links = an.connection_link_rows(conn)
+    lost = [_lost_counts(conn, link) for link in conn.links]  # (links: in conn.links order)
     c_sessions = []
     for s in an.connection_session_rows(conn):
         s_links = []
-        for lk in (lk for lk in links if lk.get("session") == s.get("session")):
+        s_lost = 0
+        for lk, (n_lost, n_lost_none) in ((lk, lost[i]) for i, lk in enumerate(links)
+                                          if lk.get("session") == s.get("session")):
+            s_lost += n_lost
             s_links.append(
                 {
                     **_pick(lk, "name", "handle", "role", "sender", "receiver", "address", "source", "target",
                             "snd_settle_mode", "snd_settle_mode_default", "rcv_settle_mode",
                             "rcv_settle_mode_default", "coordinator", "refused", "deliveries", "presettled",
-                            "unsettled", "aborted", "detach_error", "detach_description", "unknown"),
-                    "outcomes": _pick(lk, *OUTCOMES, "no_outcome"),
+                            "aborted", "detach_error", "detach_description", "unknown"),
+                    # unsettled: without the deliveries whose outcome is unknown (lost_in_capture)
+                    "unsettled": lk["unsettled"] - n_lost,
+                    "lost_in_capture": n_lost,
+                    "outcomes": {**_pick(lk, *OUTCOMES), "no_outcome": lk["no_outcome"] - n_lost_none},
                     "latency": _pick(lk, "latency_p50", "latency_p90", "latency_p99", "latency_max"),
                     "outcome_latency": _pick(lk, "outcome_latency_p50", "outcome_latency_p90",
                                              "outcome_latency_p99", "outcome_latency_max"),
@@ -100,7 +170,9 @@ def _connection_entry(an, conn, stall_count: dict, stall_secs: dict, violations_
         c_sessions.append(
             {
                 **_pick(s, "session", "channel_client", "channel_server", "begin_time", "end_time", "ended_by",
-                        "end_error", "end_description", "deliveries", "unsettled", "unknown"),
+                        "end_error", "end_description", "deliveries", "unknown"),
+                "unsettled": s["unsettled"] - s_lost,
+                "lost_in_capture": s_lost,
                 "links": s_links,
             }
         )
@@ -114,6 +186,7 @@ def _connection_entry(an, conn, stall_count: dict, stall_secs: dict, violations_
                     "gaps_client", "gaps_server", "gap_bytes_client", "gap_bytes_server",
                     "undecoded_bytes_client", "undecoded_bytes_server", "inferred"),
             "deliveries": c.get("deliveries"),
+            "lost_in_capture": sum(n for n, _ in lost),
             "stalls": stall_count.get(cid, 0),
             "stalled_seconds": stall_secs.get(cid, 0),
             "violations": violations_of.get(cid, 0),
@@ -161,10 +234,12 @@ def build_report(an, capture_errors=(), capture: dict | None = None) -> dict:
             if not (c.frames[0] or c.frames[1] or c.headers[0] or c.headers[1]):
                 more["without_amqp"] += 1
 
+    _add_missing_files(out_conns, capture)
     notable = an.notable_deliveries()
     longest = [an.stall_row(st)
                for st in heapq.nlargest(NOTABLE, real, key=lambda st: an.stall_duration(st) or 0.0)]
     totals = an.delivery_totals()
+    lost = lost_totals(an)
     return {
         "capture": dict(capture) if capture is not None else None,
         "summary": {
@@ -172,8 +247,10 @@ def build_report(an, capture_errors=(), capture: dict | None = None) -> dict:
             "sessions": n_sessions,
             "links": n_links,
             "deliveries": totals["deliveries"],
-            "outcomes": totals["outcomes"],
-            "unsettled": totals["unsettled"],
+            # outcomes and unsettled: without the deliveries whose outcome is unknown (lost_in_capture)
+            "outcomes": summary_outcomes(totals["outcomes"], lost),
+            "unsettled": totals["unsettled"] - lost[0],
+            "lost_in_capture": lost[0],
             "stalls": len(real),
             "stalled_seconds": stalled,
             "idle_periods": len(an.stalls) - len(real),
@@ -296,6 +373,10 @@ def partial_report(an, keys) -> dict:
         "not_accepted": notable["not_accepted"][:NOT_ACCEPTED],
         "not_accepted_count": notable["not_accepted_count"],
         "totals": totals,
+        "lost": lost_totals(an),
+        # the TCP gaps of this worker's connections in files missing from the capture set
+        "holes": [{"missing": list(h["missing"]), "connections": {c: list(v) for c, v in h["connections"].items()}}
+                  for h in (getattr(getattr(keys, "d", None), "holes", None) or ())],
         "others": an.other_rows(limit=LISTED_CONNECTIONS),
         "others_count": len(an.others),
     }
@@ -326,6 +407,19 @@ def merge_reports(parts: list, capture_errors=(), capture: dict | None = None) -
         top = heapq.nsmallest(LISTED_CONNECTIONS, ((tuple(-x for x in c[1]), c[0], c[2]) for c in conns))
         listed = [cid for _, _, cid in sorted(top, key=lambda t: t[1])]
     out_conns = [entries[cid] for cid in listed]
+    if capture is not None and capture.get("gaps"):
+        # the workers' TCP gaps in the missing files, per connection (each worker has its flows')
+        capture = dict(capture)
+        gaps = []
+        for g in capture["gaps"]:
+            conns_of = dict(g.get("connections") or {})
+            for p in parts:
+                for h in p.get("holes", ()):
+                    if h["missing"] == g["missing"]:
+                        conns_of.update(h["connections"])
+            gaps.append({**g, "connections": conns_of} if conns_of else g)
+        capture["gaps"] = gaps
+    _add_missing_files(out_conns, capture)
     violations_of: dict = {}
     for v in violations:
         violations_of[v["connection"]] = violations_of.get(v["connection"], 0) + (v.get("count") or 1)
@@ -364,6 +458,7 @@ def merge_reports(parts: list, capture_errors=(), capture: dict | None = None) -
     outcomes = {k: counts[k] for k in TERMINAL_OUTCOMES_ORDER if counts.get(k)}
     if counts.get("none"):
         outcomes["none"] = counts["none"]
+    lost = (sum(p["lost"][0] for p in parts), sum(p["lost"][1] for p in parts))
     return {
         "capture": dict(capture) if capture is not None else None,
         "summary": {
@@ -371,8 +466,9 @@ def merge_reports(parts: list, capture_errors=(), capture: dict | None = None) -
             "sessions": sum(c[3] for c in conns),
             "links": sum(c[4] for c in conns),
             "deliveries": deliveries,
-            "outcomes": outcomes,
-            "unsettled": unsettled,
+            "outcomes": summary_outcomes(outcomes, lost),
+            "unsettled": unsettled - lost[0],
+            "lost_in_capture": lost[0],
             "stalls": len(real),
             "stalled_seconds": stalled,
             "idle_periods": n_stalls - len(real),
