@@ -57,12 +57,36 @@ KEYS = {
 
 
 def capture_order(paths):
-    """Files as one continuous capture: by first record time, then path (what the job promises)."""
-    def key(p):
+    """Files as one capture set: by first record time, then path, its numbers by value (what the
+    job promises; the single-process reader orders a set so too)."""
+    def key(ip):
+        i, p = ip
         with open(p, "rb") as f:
             r = next(iter(open_capture(f)), None)
-        return (r is None, r.ts if r is not None else 0.0, os.path.abspath(p))
-    return sorted(paths, key=key)
+        return ar.set_key(os.path.abspath(p), r.ts if r is not None else None, i)
+    return [p for _, p in sorted(enumerate(paths), key=key)]
+
+
+def _meta_of(rows) -> dict:
+    """The summary of a range (its last stage-1 row)."""
+    last = list(rows)[-1]
+    assert last[ar.STAGE1_COLUMNS.index("kind")] == ar.KIND_SUMMARY
+    return json.loads(last[ar.STAGE1_COLUMNS.index("meta")])
+
+
+def _layout(files, split):
+    """Stage 1 without Spark: the ranges' summaries, then the overlap groups read merged, as the
+    job does; returns (summaries, layout)."""
+    summaries = [_meta_of(ar.decode_range(r)) for r in ar.plan_ranges(files, split)]
+    lay = ar.layout(files, summaries)
+    if lay.groups:
+        grouped = {fi for g in lay.groups for fi, _ in g}
+        extra = [_meta_of(ar.decode_range(r))
+                 for r in ar.group_ranges(files, lay.groups, max(s["rid"] for s in summaries) + 1)]
+        summaries = [s for s in summaries if s["file"] not in grouped] + extra
+        lay = ar.layout(files, summaries)
+        assert lay.groups == []
+    return summaries, lay
 
 
 def _cells(s: pd.Series) -> list:
@@ -216,7 +240,7 @@ def test_byte_ranges_chain_and_count_every_record(split):
     files = SAMPLE_FILES
     ranges = ar.plan_ranges(files, split)
     assert len(ranges) > len(files)
-    summaries = [json.loads(list(ar.decode_range(r))[-1][-1]) for r in ranges]
+    summaries = [_meta_of(ar.decode_range(r)) for r in ranges]
     lay = ar.layout(files, summaries)
     assert lay.redo == [] and lay.errors == []
     assert lay.records == sum(len(_records(f)) for f in files)
@@ -236,7 +260,7 @@ def test_chained_headers_reject_a_lone_plausible_header(tmp_path):
     p = tmp_path / "fake.pcap"
     p.write_bytes(write_pcap(recs))
     ranges = ar.plan_ranges([str(p)], 1000)
-    summaries = [json.loads(list(ar.decode_range(r))[-1][-1]) for r in ranges]
+    summaries = [_meta_of(ar.decode_range(r)) for r in ranges]
     assert sum(s["rejected"] for s in summaries) > 0
     lay = ar.layout([str(p)], summaries)
     assert lay.redo == [] and lay.records == 40
@@ -261,30 +285,29 @@ def test_sweep_ticks_vectorised_equals_sequential():
 
 
 def _sequential_ends(paths):
-    """Oracle for capture_ends: the files read one after the other in capture order,
-    records numbered from 1, each classified by the packet parser."""
+    """Oracle for capture_ends: the files read as one capture by the single-process reader
+    (a set merged in time order), records numbered from 1, each classified by the packet parser."""
     from amqp_dissect.capture.netparse import TruncatedPacket, parse_segment
     from amqp_dissect.errors import DissectError, UnsupportedLinkType
 
     n = last_tcp = 0
     note = None
     unsupported = {}
-    for p in capture_order(paths):
-        with open(p, "rb") as f:
-            for rec in open_capture(f):
-                n += 1
-                try:
-                    seg = parse_segment(rec.linktype, rec.data)
-                except UnsupportedLinkType:
-                    unsupported.setdefault(rec.linktype, (n, rec.ts))
-                    continue
-                except TruncatedPacket as e:
-                    seg = e.segment
-                except DissectError:
-                    note = (n, rec.ts)
-                    continue
-                if seg is not None:
-                    last_tcp = n
+    for rec in CaptureSource(list(paths)).records():
+        n += 1
+        assert rec.index == n
+        try:
+            seg = parse_segment(rec.linktype, rec.data)
+        except UnsupportedLinkType:
+            unsupported.setdefault(rec.linktype, (n, rec.ts))
+            continue
+        except TruncatedPacket as e:
+            seg = e.segment
+        except DissectError:
+            note = (n, rec.ts)
+            continue
+        if seg is not None:
+            last_tcp = n
     for cand in unsupported.values():
         if note is None or cand[0] > note[0]:
             note = cand
@@ -293,7 +316,7 @@ def _sequential_ends(paths):
 
 def _odd_captures(tmp_path):
     """The global capture (a malformed packet, then non-AMQP TCP), and two files of a link
-    type the parser does not support, timed inside it."""
+    type the parser does not support, timed inside it (overlap groups, read merged)."""
     from pcapbuild import write_pcap
 
     g = tmp_path / "global.pcap"
@@ -320,12 +343,14 @@ def test_capture_ends_and_flow_sizes_from_the_range_summaries(tmp_path, split):
     summaries = []
     for r in ranges:
         rows = list(ar.decode_range(r))
-        meta = json.loads(rows[-1][-1])
+        meta = _meta_of(rows)
         summaries.append(meta)
         sizes = Counter(row[6] for row in rows if row[7] == ar.KIND_TCP)
         assert [tuple(x) for x in meta["flows"]] == sorted(sizes.items(), key=lambda kv: (-kv[1], kv[0]))[:ar.FLOW_TOP]
-    lay = ar.layout(files, summaries)
+    summaries, lay = _layout(files, split)
     assert lay.redo == []
+    # the odd ones overlap: the global capture spans samples' times too, the others lie inside it
+    assert len(lay.merged) == 1 and set(files[len(SAMPLE_FILES):]) <= {files[i] for i in lay.merged[0]}
     last_tcp, note = ar.capture_ends(summaries, lay.offsets)
     want_tcp, want_note = _sequential_ends(files)
     assert last_tcp == want_tcp and last_tcp > 0
@@ -361,16 +386,17 @@ def test_pcap_records_travel_as_offsets_and_read_back(tmp_path, split):
     for r in ranges:
         rows = list(ar.decode_range(r))
         base = before.get(r.file, 0)
-        for rid, idx, ts, lt, data, orig, flow, kind, pos, caplen, _ in rows[:-1]:
+        for rid, idx, ts, lt, data, orig, flow, kind, pos, caplen, _, file in rows[:-1]:
             if kind != ar.KIND_TCP:
                 continue
             plain = not files[r.file].endswith((".gz", ".pcapng"))
             assert (pos is not None) == plain and (data is None) == plain
+            assert file == r.file
             if plain:
                 data = reader.read(r.file, pos, caplen, ts, orig)
             assert (ts, lt, data) == want[r.file][base + idx]
             seen["pos" if plain else "data"] += 1
-        before[r.file] = base + json.loads(rows[-1][-1])["count"]
+        before[r.file] = base + _meta_of(rows)["count"]
     reader.close()
     assert seen["pos"] > 100 and seen["data"] > 20
     assert before == {i: len(w) for i, w in want.items()}
@@ -382,7 +408,7 @@ def test_record_reader_notices_a_changed_file(tmp_path):
     p = tmp_path / "c.pcap"
     sh.copy(os.path.join(SAMPLES, "credit_one.pcap"), p)
     rows = [row for row in ar.decode_range(ar.plan_ranges([str(p)], 0)[0]) if row[7] == ar.KIND_TCP]
-    _, _, ts, _, _, orig, _, _, pos, caplen, _ = rows[5]
+    _, _, ts, _, _, orig, _, _, pos, caplen, _, _ = rows[5]
     reader = ar.RecordReader([str(p)])
     assert reader.read(0, pos, caplen, ts, orig) == _records(str(p))[rows[5][1]][2]
     reader.close()
