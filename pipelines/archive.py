@@ -16,6 +16,9 @@ Stage 1 (:func:`decode_range`), one task per file or byte range
     travel as their offset in the file instead of their bytes: stage 2 reads
     them again (:class:`RecordReader`, which checks that the record there is
     still the one stage 1 read); gzip and pcapng records travel whole.
+    Files whose times overlap are read again as one range per overlap group
+    (:func:`layout`, :func:`group_ranges`): one task merges them record by
+    record (:class:`MergeScan`); each row names its file.
 
 Stage 2 (:class:`FlowRunner`), rows of one flow in global packet order
     A :class:`~amqp_dissect.dissect.Dissector` (TCP reassembly + AMQP framing
@@ -384,7 +387,8 @@ class RangeScan:
             "rid": r.rid, "file": r.file, "path": r.path, "part": r.part, "start": r.start, "end": r.end,
             "size": r.size,
             "format": self.format, "whole": self.whole, "count": self.count, "first_ts": self.first_ts,
-            "last_ts": self.last_ts, "max_ts": self.max_ts, "first_offset": self.first_offset, "end_offset": self.end_offset,
+            "last_ts": self.last_ts, "max_ts": self.max_ts, "first_offset": self.first_offset,
+            "end_offset": self.end_offset,
             "error": self.error, "rejected": self.rejected, "skipped": self.skipped,
             "keylog": self.keylog,
         }
@@ -509,7 +513,8 @@ def flow_key(seg) -> str:
 
 
 def decode_range(rng: Range) -> Iterator[tuple]:
-    """Stage-1 rows of one range (see :data:`STAGE1_COLUMNS`); the last is the summary.
+    """Stage-1 rows of one range, or of an overlap group merged (see :data:`STAGE1_COLUMNS`; ``file``:
+    the file the record is in); the last is the summary.
 
     Counts in the summary: ``tcp`` (records reaching TCP reassembly),
     ``packet_errors`` (records the link/IP/TCP parser rejected), ``unsupported``

@@ -14,9 +14,12 @@ Stages (details in :mod:`amqp_dissect.pipelines.archive`):
    row per TCP record (range id, index in range, time, raw record, flow key)
    and a summary per range; written to ``DIR/_work/seg`` (parquet).
 2. driver: from the summaries only, check that the ranges of split files
-   chain, order the files by first record time then path, and prefix-sum the
-   record counts into packet numbers (those of ``CaptureSource`` reading the
-   files in that order).
+   chain, order the files as ``CaptureSource`` orders a capture set (first
+   record time, then name with its numbers by value), and prefix-sum the
+   record counts into packet numbers.  Files whose times overlap form overlap
+   groups: each is read again by one stage-1 task that merges its files record
+   by record (``archive.MergeScan``) and numbers them in that order, as
+   ``CaptureSource`` merges a set; the other files stay parallel.
 3. rows of TCP records with their global packet number, ``repartition`` by
    flow key (unordered endpoint pair), ``sortWithinPartitions(flow, packet)``,
    ``mapInArrow``: a Dissector + Analyzer per flow, streaming over the sorted

@@ -358,6 +358,49 @@ def test_capture_ends_and_flow_sizes_from_the_range_summaries(tmp_path, split):
     assert lay.unsupported == {"9": 5, "105": 5}
 
 
+def test_overlap_groups_are_numbered_as_the_single_process_merges_a_set(tmp_path):
+    """Without Spark: the overlap groups' merged reads (MergeScan) give each record the packet
+    number the single-process reader gives it (CaptureSource on the set: the oracle, itself
+    checked against mergecap in test_capture_sets.py), with equal times going to the file first
+    in the set's order, a damaged file read up to its damage, a file without records last; the
+    order, the damage and the set's gaps are the single process's."""
+    from pcapbuild import LINKTYPE_ETHERNET, frame, tcp_packet, write_pcap
+
+    base = frame(LINKTYPE_ETHERNET, tcp_packet("10.0.0.1", "10.0.0.2", 1, 2, payload=b"x"))
+    t = 1_700_000_000.0
+
+    def write(name, times, tag):
+        (tmp_path / name).write_bytes(write_pcap([(ts, 1, base + tag + str(i).encode()) for i, ts in enumerate(times)]))
+        return str(tmp_path / name)
+
+    (tmp_path / "empty.pcap").write_bytes(write_pcap([], linktype=LINKTYPE_ETHERNET))
+    cut = write("cut.pcap", [t + i for i in range(0, 10, 2)], b"c")
+    (tmp_path / "cut.pcap").write_bytes((tmp_path / "cut.pcap").read_bytes()[:-5])
+    whole = write("whole.pcap", [t + i for i in range(1, 10, 2)], b"w")  # overlaps cut.pcap
+    a = write("cap.pcap9", [t + 20, t + 21, t + 22], b"a")  # the same first time as b: by name, 9 before 10
+    b = write("cap.pcap10", [t + 20, t + 22, t + 23], b"b")
+    c = write("cap.pcap2", [t + 22, t + 22], b"c")
+    files = [c, str(tmp_path / "empty.pcap"), b, whole, cut, a]
+    summaries, lay = _layout(files, 0)
+    src = CaptureSource(files)
+    want = [(r.index, r.data) for r in src.records()]
+    assert [[files[i] for i in g] for g in lay.merged] == [[cut, whole], [a, b, c]]
+    reader = ar.RecordReader(files)
+    got = []
+    for s in summaries:
+        if s.get("group"):
+            rng = ar.group_ranges(files, [[(fi, first) for fi, first, _, _ in s["members"]]], s["rid"])[0]
+            for row in list(ar.decode_range(rng))[:-1]:
+                packet = lay.offsets[s["rid"]] + row[1] + 1
+                got.append((packet, reader.read(row[11], row[8], row[9], row[2], row[5])))
+    reader.close()
+    assert sorted(got) == want and len(want) == 17
+    info = src.capture_info()
+    assert lay.order == info["files"] and lay.records == len(want)
+    assert lay.errors == [(p, str(e)) for p, e in src.errors] and lay.errors[0][0] == cut
+    assert ar.set_gaps_of(lay.spans) == info["gaps"] and len(info["gaps"]) == 1  # cap.pcap3 ... cap.pcap8
+
+
 def _mixed_formats(tmp_path):
     """Samples as plain pcap, gzip and pcapng (nanosecond pcap among them)."""
     from pcapbuild import gzip_bytes, write_pcap, write_pcapng
@@ -572,6 +615,89 @@ def test_rotated_and_gzipped_files_agree(spark, tmp_path):
     assert [(p, str(e)) for p, e in a.source.errors] == [(cut, res["errors"][0][1])] == res["errors"]
 
 
+EDITCAP = shutil.which("editcap")
+MERGECAP = shutil.which("mergecap")
+
+
+def _editcap_parts(whole, folder, per_file: int) -> list[str]:
+    """``whole`` cut by ``editcap -c per_file``: its parts in order (x_00000_<time>.pcap, ...)."""
+    import subprocess
+
+    os.makedirs(folder, exist_ok=True)
+    subprocess.run([EDITCAP, "-F", "pcap", "-c", str(per_file), str(whole), os.path.join(folder, "x.pcap")],
+                   check=True, capture_output=True)
+    return sorted(glob.glob(os.path.join(folder, "x_*.pcap")))
+
+
+def _mergecap(out, paths) -> str:
+    import subprocess
+
+    subprocess.run([MERGECAP, "-F", "pcap", "-w", str(out), *map(str, paths)], check=True, capture_output=True)
+    return str(out)
+
+
+@pytest.mark.skipif((EDITCAP is None or MERGECAP is None) and not os.environ.get("CI"),
+                    reason="editcap / mergecap are not installed (tests/install-deps.sh)")
+def test_capture_sets_read_as_one_capture_agree(spark, tmp_path):
+    """Issue 24 item 1.  (a) A rotated set: the samples as one capture (mergecap), cut with
+    ``editcap -c`` and named as ``tcpdump -C`` names its files (cap.pcap, cap.pcap1, ...): in glob,
+    reversed and shuffled order the same files and packet numbers, and the job on the shuffled
+    set gives the tables and frames of the whole capture.  (b) Captures whose times overlap: the
+    first 16 parts interleaved into two files (odd parts, even parts), the later parts kept as
+    rotated files; ``mergecap -w`` of the set is the oracle of the merge: the same tables and
+    frames (packet numbers), the overlapping pair read merged by one task."""
+    import random
+
+    whole = _mergecap(tmp_path / "whole.pcap", SAMPLE_FILES)
+    want_records = _records(whole)
+    # (a) the rotated set
+    parts = _editcap_parts(whole, tmp_path / "cut", 40)
+    assert len(parts) > 12
+    names = []
+    for i, part in enumerate(parts):
+        names.append(str(tmp_path / "set" / ("cap.pcap" + (str(i) if i else ""))))
+        os.renames(part, names[-1])
+    globbed = sorted(names)
+    shuffled = list(names)
+    random.Random(24).shuffle(shuffled)
+    assert globbed != names  # (cap.pcap10 before cap.pcap2)
+    plans = {how: _layout(ar.expand_inputs(order), 4096)[1] for how, order in
+             (("glob", globbed), ("reversed", globbed[::-1]), ("shuffled", shuffled))}
+    for how, lay in plans.items():
+        assert lay.order == names and lay.merged == [] and lay.records == len(want_records), how
+    out = tmp_path / "out-rotated"
+    res = _run(spark, shuffled, out, frames=True, split_size=4096)
+    assert res["files"] == names and res["stats"]["merged_groups"] == []
+    assert res["order"].startswith("merged by time") and res["gaps"] == []
+    a = assert_same_tables(str(out), [whole])
+    assert len(a.deliveries) > 100
+    fr = pd.read_parquet(out / "frames")
+    assert [json.loads(x) for x in fr.json] == expected_frames([whole])
+
+    # (b) overlapping captures: odd and even parts of the first 16, then rotated files
+    cut = _editcap_parts(whole, tmp_path / "cut2", 25)
+    assert len(cut) > 20
+    os.makedirs(tmp_path / "ovl")
+    odd = _mergecap(tmp_path / "ovl" / "if1.pcap", cut[0:16:2])
+    even = _mergecap(tmp_path / "ovl" / "if2.pcap", cut[1:16:2])
+    rest = []
+    for i, part in enumerate(cut[16:]):
+        rest.append(str(tmp_path / "ovl" / f"rest.pcap{i}"))
+        os.rename(part, rest[-1])
+    files = [even] + rest[::-1] + [odd]
+    merged = _mergecap(tmp_path / "merged.pcap", files)
+    assert _records(merged) == want_records  # (mergecap's merge is the whole capture again)
+    out = tmp_path / "out-overlap"
+    res = _run(spark, files, out, frames=True, split_size=4096)
+    fr = pd.read_parquet(out / "frames")
+    assert [json.loads(x) for x in fr.json] == expected_frames([merged])
+    a = assert_same_tables(str(out), [merged])
+    assert res["counts"]["deliveries"] == len(a.deliveries) > 100
+    assert res["stats"]["merged_groups"] == [[odd, even]]
+    assert res["files"] == [odd, even] + rest
+    assert "interleaved where they overlap" in res["order"] and "1 group" in res["order"]
+
+
 def _fake_header_capture(path, n_messages=60):
     """Real AMQP traffic whose message bodies are full of record-header look-alikes."""
     from proton import Message
@@ -704,6 +830,7 @@ def test_cli_archive_writes_parquet(tmp_path, capsys, spark):
     assert rc == 0, e
     local = analyze(SAMPLE_FILES)
     assert f"tables: connections {len(local.connections)}," in o and "highest settlement latency" in o
+    assert "\norder: merged by time: files by their first packet's time" in o  # (a set: the order used)
     for t in TABLES + ("latency_by_link", "latency_by_address", "latency_by_window", "outcomes",
                        "stalls_by_link", "stalls_by_address"):
         assert len(pd.read_parquet(out / t).columns) > 2
