@@ -1518,7 +1518,8 @@ def main(argv=None) -> int:
     finally:
         pass
     print(json.dumps({"counts": res["counts"], "tables": res["tables"], "stats": res["stats"],
-                      "errors": res["errors"]}, default=str))
+                      "errors": res["errors"], "files": res["files"], "order": res["order"],
+                      "gaps": res["gaps"]}, default=str))
     spark.stop()
     return 5 if res["errors"] else 0
 
