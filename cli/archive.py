@@ -110,6 +110,12 @@ def _print_summary(spark, res: dict, nfiles: int) -> None:
     w = sys.stdout.write
     w(f"files: {nfiles} ({st['ranges']} ranges read; {st['records']} records, {st['tcp_records']} TCP, "
       f"{st['flows']} flows) in {st['seconds']:.1f} s\n")
+    if res.get("order"):  # a set: the order read and the files missing from it, as the report's header says them
+        from amqp_dissect.render.report import _capture_lines
+
+        for line in _capture_lines({"files": res["files"], "order": res["order"], "gaps": res.get("gaps")}):
+            if line.startswith(("order: ", "gap in the set: ")):
+                w(line + "\n")
     if st.get("redo_files"):
         w(f"read whole after the byte ranges did not chain: {len(st['redo_files'])} file(s)\n")
     w("tables: " + ", ".join(f"{t} {n}" for t, n in c.items()) + f"  -> {res['out']}\n")

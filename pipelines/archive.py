@@ -16,6 +16,9 @@ Stage 1 (:func:`decode_range`), one task per file or byte range
     travel as their offset in the file instead of their bytes: stage 2 reads
     them again (:class:`RecordReader`, which checks that the record there is
     still the one stage 1 read); gzip and pcapng records travel whole.
+    Files whose times overlap are read again as one range per overlap group
+    (:func:`layout`, :func:`group_ranges`): one task merges them record by
+    record (:class:`MergeScan`); each row names its file.
 
 Stage 2 (:class:`FlowRunner`), rows of one flow in global packet order
     A :class:`~amqp_dissect.dissect.Dissector` (TCP reassembly + AMQP framing
@@ -50,6 +53,7 @@ from amqp_dissect.events import CaptureRecord, endpoint
 from amqp_dissect.times import ns
 from amqp_dissect.capture.netparse import TruncatedPacket, parse_segment
 from amqp_dissect.render.frames import event_json
+from amqp_dissect.pipelines.local import _natural, set_gaps
 
 from amqp_dissect.results.schema import columns as _registry_columns
 
@@ -64,7 +68,8 @@ KIND_TCP = 0  # a record that reaches TCP reassembly (a segment, or a snaplen-tr
 KIND_NOTE = 1  # a record outside any flow that produces an event (a packet note): only its time matters
 KIND_SUMMARY = 2  # one per range: counts, timestamps, offsets, damage (meta: JSON)
 
-STAGE1_COLUMNS = ("rid", "idx", "ts", "linktype", "data", "orig_len", "flow", "kind", "pos", "caplen", "meta")
+STAGE1_COLUMNS = ("rid", "idx", "ts", "linktype", "data", "orig_len", "flow", "kind", "pos", "caplen", "meta",
+                  "file")
 FLOW_TOP = 64  # flows per range whose record counts the range summary carries (stage-2 balancing)
 FLOW_TRACK = 1 << 16  # distinct flows a range counts (later new flows are not counted: bounded memory)
 
@@ -136,9 +141,12 @@ class Range:
     start: int
     end: int | None
     size: int
+    # an overlap group (see group_ranges): JSON [[file, path, first time], ...] of the files read
+    # merged, in the set's order ("" for a file or a byte range of one)
+    group: str = ""
 
     def as_tuple(self) -> tuple:
-        return (self.rid, self.file, self.path, self.part, self.start, self.end, self.size)
+        return (self.rid, self.file, self.path, self.part, self.start, self.end, self.size, self.group)
 
 
 def plan_ranges(files: list[str], split_size: int = DEFAULT_SPLIT_SIZE, first_rid: int = 0,
@@ -287,6 +295,9 @@ class RangeScan:
         self.count = 0
         self.first_ts = None
         self.last_ts = None
+        self.max_ts = None  # the latest time of its records (a file's times need not increase)
+        self.file = rng.file  # the file of the record last yielded
+        self.current = rng.path  # the file being read (what an opening error names)
         self.first_offset = None
         self.end_offset = None
         self.error = None
@@ -338,6 +349,8 @@ class RangeScan:
                     self.first_offset = off
                     self.first_ts = rec.ts
                 self.last_ts = rec.ts
+                if self.max_ts is None or rec.ts > self.max_ts:
+                    self.max_ts = rec.ts
                 self.count += 1
                 self.pos = off
                 yield rec
@@ -356,6 +369,8 @@ class RangeScan:
             if self.first_ts is None:
                 self.first_ts = rec.ts
             self.last_ts = rec.ts
+            if self.max_ts is None or rec.ts > self.max_ts:
+                self.max_ts = rec.ts
             self.count += 1
             rec.index -= 1
             if plain:
@@ -373,9 +388,110 @@ class RangeScan:
             "rid": r.rid, "file": r.file, "path": r.path, "part": r.part, "start": r.start, "end": r.end,
             "size": r.size,
             "format": self.format, "whole": self.whole, "count": self.count, "first_ts": self.first_ts,
-            "last_ts": self.last_ts, "first_offset": self.first_offset, "end_offset": self.end_offset,
+            "last_ts": self.last_ts, "max_ts": self.max_ts, "first_offset": self.first_offset,
+            "end_offset": self.end_offset,
             "error": self.error, "rejected": self.rejected, "skipped": self.skipped,
             "keylog": self.keylog,
+        }
+
+
+class MergeScan:
+    """Reads the files of an overlap group (a :class:`Range` with ``group``) as one capture, as
+    :meth:`amqp_dissect.pipelines.local.CaptureSource._merged` reads a set: record by record,
+    the earliest next record first, on equal times the file first in the set's order (the
+    group's list).  Records are numbered (``index``, from 0) in that merged order.  Each file
+    is read whole by a :class:`RangeScan`, opened when the merge reaches its first record
+    (the time stage 1 found) and closed at its end: files that follow one another inside the
+    group are read one at a time, overlapping ones hold one record each.
+
+    The same interface as :class:`RangeScan` (``records()``, ``pos``, ``file``, ``summary()``);
+    the summary covers the group: ``group`` (its file indices), ``members`` ([file, first
+    time, last time, records] of each file), ``errors`` ([file, damage] in the order the
+    merge finished the files, as the single-process reader reports them)."""
+
+    def __init__(self, rng: Range):
+        self.range = rng
+        self.members = [tuple(m) for m in json.loads(rng.group)]
+        self.count = 0
+        self.first_ts = self.last_ts = self.max_ts = None
+        self.pos = None
+        self.file = None
+        self.errors: list = []
+        self.keylogs: list = []
+        self.facts: dict = {}  # file -> [first time, last time, records]
+        self.current = rng.path
+
+    def records(self) -> Iterator[CaptureRecord]:
+        members = self.members
+        scans: list = [None] * len(members)
+        gens: list = [None] * len(members)
+        heads: list = [None] * len(members)
+        heap = [(first, rank) for rank, (_f, _p, first) in enumerate(members)]
+        heapq.heapify(heap)
+
+        def pull(rank):
+            rec = next(gens[rank], None)
+            if rec is None:
+                scan = scans[rank]
+                if scan.error is not None:
+                    self.errors.append([scan.range.file, scan.error])
+                if scan.keylog:
+                    self.keylogs.append(scan.keylog)
+                gens[rank] = scans[rank] = None
+                return None
+            heads[rank] = (rec, scans[rank].pos)
+            return rec
+
+        try:
+            while heap:
+                _, rank = heap[0]
+                if scans[rank] is None:  # its first record: open it for good
+                    file, path, _first = members[rank]
+                    self.current = path
+                    scans[rank] = RangeScan(Range(self.range.rid, file, path, 0, 0, None, 0))
+                    gens[rank] = scans[rank].records()
+                    if pull(rank) is None:
+                        heapq.heappop(heap)
+                        continue
+                rec, pos = heads[rank]
+                file = members[rank][0]
+                nxt = pull(rank)
+                if nxt is None:
+                    heapq.heappop(heap)
+                else:
+                    heapq.heapreplace(heap, (nxt.ts, rank))
+                rec.index = self.count
+                self.count += 1
+                self.pos = pos
+                self.file = file
+                ts = rec.ts
+                if self.first_ts is None:
+                    self.first_ts = ts
+                self.last_ts = ts
+                if self.max_ts is None or ts > self.max_ts:
+                    self.max_ts = ts
+                f = self.facts.get(file)
+                if f is None:
+                    self.facts[file] = [ts, ts, 1]
+                else:
+                    f[1] = ts
+                    f[2] += 1
+                yield rec
+        finally:
+            for g in gens:
+                if g is not None:
+                    g.close()
+
+    def summary(self) -> dict:
+        r = self.range
+        return {
+            "rid": r.rid, "file": r.file, "path": r.path, "part": 0, "start": 0, "end": None, "size": r.size,
+            "format": "merged", "whole": True, "count": self.count, "first_ts": self.first_ts,
+            "last_ts": self.last_ts, "max_ts": self.max_ts, "first_offset": 0, "end_offset": None,
+            "error": None, "rejected": 0, "skipped": False, "keylog": "".join(self.keylogs),
+            "group": [m[0] for m in self.members],
+            "members": [[m[0]] + self.facts.get(m[0], [None, None, 0]) for m in self.members],
+            "errors": self.errors,
         }
 
 
@@ -398,7 +514,8 @@ def flow_key(seg) -> str:
 
 
 def decode_range(rng: Range) -> Iterator[tuple]:
-    """Stage-1 rows of one range (see :data:`STAGE1_COLUMNS`); the last is the summary.
+    """Stage-1 rows of one range, or of an overlap group merged (see :data:`STAGE1_COLUMNS`; ``file``:
+    the file the record is in); the last is the summary.
 
     Counts in the summary: ``tcp`` (records reaching TCP reassembly),
     ``packet_errors`` (records the link/IP/TCP parser rejected), ``unsupported``
@@ -411,7 +528,7 @@ def decode_range(rng: Range) -> Iterator[tuple]:
     for balancing the flows over the stage-2 tasks).  A file that cannot be opened or is not a capture gives a summary
     with ``open_error`` / ``format_error`` and no records.
     """
-    scan = RangeScan(rng)
+    scan = MergeScan(rng) if rng.group else RangeScan(rng)
     rid = rng.rid
     tcp = 0
     errors = 0
@@ -431,7 +548,8 @@ def decode_range(rng: Range) -> Iterator[tuple]:
                 if lt not in unsupported:
                     unsupported[lt] = 0
                     first_unsupported[str(lt)] = [rec.index, rec.ts]
-                    yield (rid, rec.index, rec.ts, lt, None, rec.orig_len, None, KIND_NOTE, None, None, "unsupported")
+                    yield (rid, rec.index, rec.ts, lt, None, rec.orig_len, None, KIND_NOTE, None, None, "unsupported",
+                           scan.file)
                 unsupported[lt] += 1
                 continue
             except TruncatedPacket as e:
@@ -439,7 +557,8 @@ def decode_range(rng: Range) -> Iterator[tuple]:
             except DissectError:
                 errors += 1
                 last_error = [rec.index, rec.ts]
-                yield (rid, rec.index, rec.ts, lt, None, rec.orig_len, None, KIND_NOTE, None, None, "error")
+                yield (rid, rec.index, rec.ts, lt, None, rec.orig_len, None, KIND_NOTE, None, None, "error",
+                       scan.file)
                 continue
             if seg is None:
                 continue
@@ -453,20 +572,21 @@ def decode_range(rng: Range) -> Iterator[tuple]:
                 flows[key] = 1
             pos = scan.pos
             if pos is None:  # gzip, pcapng: the row carries the record
-                yield (rid, rec.index, rec.ts, lt, rec.data, rec.orig_len, key, KIND_TCP, None, None, None)
+                yield (rid, rec.index, rec.ts, lt, rec.data, rec.orig_len, key, KIND_TCP, None, None, None, scan.file)
             else:  # stage 2 reads it from the file (only offsets travel)
-                yield (rid, rec.index, rec.ts, lt, None, rec.orig_len, key, KIND_TCP, pos, len(rec.data), None)
+                yield (rid, rec.index, rec.ts, lt, None, rec.orig_len, key, KIND_TCP, pos, len(rec.data), None,
+                       scan.file)
     except FileNotFoundError:
-        meta_extra["open_error"] = f"{rng.path}: no such file"
+        meta_extra["open_error"] = f"{scan.current}: no such file"
     except DissectError as e:  # CaptureError while opening: not a capture
-        meta_extra["format_error"] = f"{rng.path}: {e}"
+        meta_extra["format_error"] = f"{scan.current}: {e}"
     except OSError as e:
-        meta_extra["open_error"] = f"{rng.path}: cannot open: {e.strerror or e}"
+        meta_extra["open_error"] = f"{scan.current}: cannot open: {e.strerror or e}"
     meta = scan.summary()
     meta.update(tcp=tcp, packet_errors=errors, unsupported={str(k): v for k, v in unsupported.items()},
                 last_tcp=last_tcp, last_error=last_error, first_unsupported=first_unsupported,
                 flows=sorted(flows.items(), key=lambda kv: (-kv[1], kv[0]))[:FLOW_TOP], **meta_extra)
-    yield (rid, -1, None, None, None, None, None, KIND_SUMMARY, None, None, json.dumps(meta))
+    yield (rid, -1, None, None, None, None, None, KIND_SUMMARY, None, None, json.dumps(meta), None)
 
 
 class CaptureChanged(Exception):
@@ -550,11 +670,32 @@ class Layout:
     tcp_records: int
     packet_errors: int
     unsupported: dict
+    # files whose times overlap, not read merged yet: [[(file, first time), ...], ...] in the set's
+    # order (group_ranges reads each group as one range); while any is left, offsets number them
+    # one after the other, which is not the capture's numbering
+    groups: list = None
+    merged: list = None  # [[file, ...], ...]: the overlap groups read merged (group summaries)
+    spans: list = None  # [(path, first time, last time), ...] of the files with records, in capture order
+
+
+def set_key(path: str, first, position: int) -> tuple:
+    """A file's place in a capture set, as the single-process reader orders one: files with
+    records by their first record's time, then by name (its numbers by value), then by
+    position; files without records last."""
+    return (first is None, first if first is not None else 0, _natural(path), position)
 
 
 def layout(files: list[str], summaries: list[dict]) -> Layout:
-    """Order the files as one continuous capture (first record's time, then path) and
-    number the records like :class:`amqp_dissect.pipelines.local.CaptureSource` does.
+    """Order the files as one capture and number the records like
+    :class:`amqp_dissect.pipelines.local.CaptureSource` reads a set: files by their first
+    record's time (:func:`set_key`), records merged where files overlap in time.
+
+    Files that follow one another (each file's latest time at or before the next one's first
+    time: a rotated set) are concatenated, their ranges numbered by prefix sums.  A run of
+    files whose times overlap (a file's first time before the latest time of the files
+    before it) is an overlap group: its packet numbers need a merged read, so it is listed in
+    ``groups`` until a group summary (:class:`MergeScan`, range made by
+    :func:`group_ranges`) stands for its files.
 
     The ranges of a split file must chain: the offset where range k stopped (the
     first header at or after its end, found by walking records from its own
@@ -564,16 +705,25 @@ def layout(files: list[str], summaries: list[dict]) -> Layout:
     reader stops there too).
     """
     by_file: dict[int, list[dict]] = {}
+    merged_sums: list[dict] = []
     for s in summaries:
-        by_file.setdefault(s["file"], []).append(s)
+        if s.get("group"):
+            merged_sums.append(s)
+        else:
+            by_file.setdefault(s["file"], []).append(s)
+    in_group = {f for g in merged_sums for f in g["group"]}
     valid: set[int] = set()
     redo: list[int] = []
     fatal: list[tuple[str, str]] = []
     file_err: dict[int, str] = {}
     file_first: dict[int, float | None] = {}
+    file_max: dict[int, float | None] = {}
+    file_last: dict[int, float | None] = {}
     file_ranges: dict[int, list[dict]] = {}
     rejected = 0
     for fi, ss in by_file.items():
+        if fi in in_group:
+            continue  # read merged: its group's summary stands for it
         ss.sort(key=lambda s: s["part"])
         rejected += sum(s.get("rejected", 0) for s in ss)
         first = ss[0]
@@ -618,18 +768,62 @@ def layout(files: list[str], summaries: list[dict]) -> Layout:
             valid.add(s["rid"])
             if s["error"] and fi not in file_err:
                 file_err[fi] = s["error"]
-        file_first[fi] = next((s["first_ts"] for s in used if s["first_ts"] is not None), None)
-    order_idx = sorted(file_ranges, key=lambda fi: (file_first[fi] is None,
-                                                    file_first[fi] if file_first[fi] is not None else 0.0,
-                                                    files[fi]))
+        counted = [s for s in used if s["count"]]
+        file_first[fi] = counted[0]["first_ts"] if counted else None
+        file_last[fi] = counted[-1]["last_ts"] if counted else None
+        maxes = [s["max_ts"] if s.get("max_ts") is not None else s["last_ts"] for s in counted]
+        file_max[fi] = max(maxes) if maxes else None
+    # the units of the order: a file (its ranges) or a group read merged (one summary)
+    units = [(set_key(files[fi], file_first[fi], fi), "file", fi) for fi in file_ranges]
+    for g in merged_sums:
+        if g.get("open_error") or g.get("format_error"):
+            fatal.append(("open" if g.get("open_error") else "format", g.get("open_error") or g.get("format_error")))
+            continue
+        valid.add(g["rid"])
+        head = g["group"][0]
+        units.append((set_key(files[head], g["first_ts"], head), "group", g))
+    units.sort(key=lambda u: u[0])
+    # overlap groups: runs of files each starting before the latest time of those before it
+    # (a record at that very time comes after theirs in the merge too: concatenation is exact)
+    groups: list = []
+    run: list = []
+    run_max = None
+    for key, kind, u in units:
+        if key[0]:
+            break  # files without records: last, in no group
+        first, top = (file_first[u], file_max[u]) if kind == "file" else (u["first_ts"], u["max_ts"])
+        if run and run_max is not None and first < run_max:
+            run.append((kind, u))
+        else:
+            if len(run) > 1:
+                groups.append(run)
+            run = [(kind, u)]
+            run_max = None
+        if top is not None and (run_max is None or top > run_max):
+            run_max = top
+    if len(run) > 1:
+        groups.append(run)
+    pending = []
+    for run in groups:
+        members = []
+        for kind, u in run:
+            if kind == "file":
+                members.append((u, file_first[u]))
+            else:  # (a group read merged overlapping another file: not expected; read it again with it)
+                members += [(fi, first) for fi, first, _last, _n in u["members"]]
+        pending.append(members)
     offsets: dict[int, int] = {}
     total = 0
     last_ts = None
     errors = []
     tcp = perr = 0
     unsupported: dict[str, int] = {}
-    for fi in order_idx:
-        for s in file_ranges[fi]:
+    order: list[str] = []
+    spans: list = []
+    merged: list = []
+    for _key, kind, u in units:
+        sums = file_ranges[u] if kind == "file" else [u]
+        for s in sums:
             offsets[s["rid"]] = total
             total += s["count"]
             if s["count"]:
@@ -638,10 +832,41 @@ def layout(files: list[str], summaries: list[dict]) -> Layout:
             perr += s.get("packet_errors", 0)
             for k, v in (s.get("unsupported") or {}).items():
                 unsupported[k] = unsupported.get(k, 0) + v
-        if fi in file_err:
-            errors.append((files[fi], file_err[fi]))
-    return Layout([files[fi] for fi in order_idx], offsets, valid, redo, errors, fatal, total, last_ts,
-                  len(valid), rejected, tcp, perr, unsupported)
+        if kind == "file":
+            order.append(files[u])
+            if file_first[u] is not None:
+                spans.append((files[u], file_first[u], file_last[u]))
+            if u in file_err:
+                errors.append((files[u], file_err[u]))
+        else:
+            merged.append(list(u["group"]))
+            for fi, first, last, n in u["members"]:
+                order.append(files[fi])
+                if n:
+                    spans.append((files[fi], first, last))
+            errors += [(files[fi], err) for fi, err in u.get("errors") or ()]
+    return Layout(order, offsets, valid, redo, errors, fatal, total, last_ts, len(valid), rejected, tcp, perr,
+                  unsupported, pending, merged, spans)
+
+
+def group_ranges(files: list[str], groups: list, first_rid: int) -> list[Range]:
+    """One :class:`Range` per overlap group of :attr:`Layout.groups`: its files read whole and
+    merged record by record by one task (:class:`MergeScan`)."""
+    out = []
+    for i, members in enumerate(groups):
+        head = members[0][0]
+        size = sum(os.path.getsize(files[fi]) for fi, _ in members)
+        out.append(Range(first_rid + i, head, files[head], 0, 0, None, size,
+                         json.dumps([[fi, files[fi], first] for fi, first in members])))
+    return out
+
+
+def set_gaps_of(spans: list) -> list[dict]:
+    """The files missing from a numbered capture set (:func:`amqp_dissect.pipelines.local.set_gaps`),
+    from :attr:`Layout.spans`."""
+    from types import SimpleNamespace
+
+    return set_gaps([SimpleNamespace(stream=False, name=p, first_ts=a, last_ts=b) for p, a, b in spans])
 
 
 def capture_ends(summaries: list[dict], offsets: dict[int, int]) -> tuple[int, tuple | None]:

@@ -14,9 +14,12 @@ Stages (details in :mod:`amqp_dissect.pipelines.archive`):
    row per TCP record (range id, index in range, time, raw record, flow key)
    and a summary per range; written to ``DIR/_work/seg`` (parquet).
 2. driver: from the summaries only, check that the ranges of split files
-   chain, order the files by first record time then path, and prefix-sum the
-   record counts into packet numbers (those of ``CaptureSource`` reading the
-   files in that order).
+   chain, order the files as ``CaptureSource`` orders a capture set (first
+   record time, then name with its numbers by value), and prefix-sum the
+   record counts into packet numbers.  Files whose times overlap form overlap
+   groups: each is read again by one stage-1 task that merges its files record
+   by record (``archive.MergeScan``) and numbers them in that order, as
+   ``CaptureSource`` merges a set; the other files stay parallel.
 3. rows of TCP records with their global packet number, ``repartition`` by
    flow key (unordered endpoint pair), ``sortWithinPartitions(flow, packet)``,
    ``mapInArrow``: a Dissector + Analyzer per flow, streaming over the sorted
@@ -77,7 +80,9 @@ from amqp_dissect.pipelines.archive import (  # noqa: E402
     end_sensitive,
     expand_inputs,
     fill_records,
+    group_ranges,
     layout,
+    set_gaps_of,
     plan_ranges,
     range_bounds,
     sorted_range,
@@ -288,7 +293,7 @@ def stage1_schema():
         T.StructField("data", T.BinaryType()), T.StructField("orig_len", T.LongType()),
         T.StructField("flow", T.StringType()), T.StructField("kind", T.ByteType()),
         T.StructField("pos", T.LongType()), T.StructField("caplen", T.IntegerType()),
-        T.StructField("meta", T.StringType()),
+        T.StructField("meta", T.StringType()), T.StructField("file", T.IntegerType()),
     ])
 
 
@@ -631,19 +636,31 @@ def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, ke
         redo = set(lay.redo)
         summaries = [s for s in summaries if s["file"] not in redo] + extra
         lay = layout(files, summaries)
+    for _ in range(3):  # (one pass; a group found again after it would be read again with its neighbours)
+        if lay.fatal or not lay.groups:
+            break
+        # files whose times overlap: each group read whole and merged record by record by one task
+        # (as the single-process reader merges a set), numbered in that order
+        grouped = {fi for g in lay.groups for fi, _ in g}
+        again = group_ranges(files, lay.groups, max(s["rid"] for s in summaries) + 1)
+        seg_paths.append(work + f"/seg_merged{len(seg_paths)}")
+        extra = _stage1(spark, again, seg_paths[-1])
+        summaries = [s for s in summaries
+                     if s["file"] not in grouped and not grouped.intersection(s.get("group") or ())] + extra
+        lay = layout(files, summaries)
     if lay.fatal:
         kind, msg = lay.fatal[0]
         raise InputError("missing" if kind == "open" else "format", msg)
     mark("stage1")
+    stats["merged_groups"] = [[files[fi] for fi in g] for g in lay.merged]
     stats.update(ranges=lay.ranges_used, rejected_boundaries=lay.rejected, records=lay.records,
                  tcp_records=lay.tcp_records, packet_errors=lay.packet_errors, unsupported=lay.unsupported)
 
     # ---- packet numbers: prefix sums of the per-range counts; the capture's ends from the
     # summaries (no pass over the rows)
     seg = spark.read.schema(stage1_schema()).parquet(*seg_paths)
-    file_of = {s["rid"]: s["file"] for s in summaries}
-    offs = spark.createDataFrame(sorted((rid, off, file_of[rid]) for rid, off in lay.offsets.items()),
-                                 "rid int, off long, file int")
+    # (each row names its file: the rows of a merged group come from several)
+    offs = spark.createDataFrame(sorted(lay.offsets.items()), "rid int, off long")
     numbered = seg.where(F.col("kind") != KIND_SUMMARY).join(F.broadcast(offs), "rid").withColumn(
         "packet", F.col("off") + F.col("idx") + F.lit(1))
     tcp = numbered.where(F.col("kind") == KIND_TCP).select(*STAGE2_COLUMNS)
@@ -773,7 +790,19 @@ def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, ke
             shutil.rmtree(local, ignore_errors=True)
     stats["seconds"] = round(time.time() - t0, 3)
     return {"counts": counts, "tables": written, "files": lay.order, "errors": lay.errors, "stats": stats,
-            "out": out_uri}
+            "out": out_uri, "order": set_order(lay, len(files)), "gaps": set_gaps_of(lay.spans)}
+
+
+def set_order(lay, nfiles: int) -> str | None:
+    """What the summary says of the order a set of files was read in (None for one file)."""
+    if nfiles < 2:
+        return None
+    text = "merged by time: files by their first packet's time, packets interleaved where they overlap"
+    if lay.merged:
+        n = sum(len(g) for g in lay.merged)
+        text += (f" ({n} files overlap in time, in {len(lay.merged)} group(s): each group read merged by one task;"
+                 " the other files read in parallel)")
+    return text
 
 
 def _stage1(spark, ranges: list[Range], path: str) -> list[dict]:
@@ -788,7 +817,7 @@ def _stage1(spark, ranges: list[Range], path: str) -> list[dict]:
         T.StructField("rid", T.IntegerType()), T.StructField("file", T.IntegerType()),
         T.StructField("path", T.StringType()), T.StructField("part", T.IntegerType()),
         T.StructField("start", T.LongType()), T.StructField("end", T.LongType()),
-        T.StructField("size", T.LongType()),
+        T.StructField("size", T.LongType()), T.StructField("group", T.StringType()),
     ])
     order = sorted(ranges, key=lambda r: -(((r.size or 0) if r.end is None else r.end) - r.start))
     rdd = spark.sparkContext.parallelize([r.as_tuple() for r in order], max(1, len(order)))
@@ -1492,7 +1521,8 @@ def main(argv=None) -> int:
     finally:
         pass
     print(json.dumps({"counts": res["counts"], "tables": res["tables"], "stats": res["stats"],
-                      "errors": res["errors"]}, default=str))
+                      "errors": res["errors"], "files": res["files"], "order": res["order"],
+                      "gaps": res["gaps"]}, default=str))
     spark.stop()
     return 5 if res["errors"] else 0
 

@@ -57,12 +57,36 @@ KEYS = {
 
 
 def capture_order(paths):
-    """Files as one continuous capture: by first record time, then path (what the job promises)."""
-    def key(p):
+    """Files as one capture set: by first record time, then path, its numbers by value (what the
+    job promises; the single-process reader orders a set so too)."""
+    def key(ip):
+        i, p = ip
         with open(p, "rb") as f:
             r = next(iter(open_capture(f)), None)
-        return (r is None, r.ts if r is not None else 0.0, os.path.abspath(p))
-    return sorted(paths, key=key)
+        return ar.set_key(os.path.abspath(p), r.ts if r is not None else None, i)
+    return [p for _, p in sorted(enumerate(paths), key=key)]
+
+
+def _meta_of(rows) -> dict:
+    """The summary of a range (its last stage-1 row)."""
+    last = list(rows)[-1]
+    assert last[ar.STAGE1_COLUMNS.index("kind")] == ar.KIND_SUMMARY
+    return json.loads(last[ar.STAGE1_COLUMNS.index("meta")])
+
+
+def _layout(files, split):
+    """Stage 1 without Spark: the ranges' summaries, then the overlap groups read merged, as the
+    job does; returns (summaries, layout)."""
+    summaries = [_meta_of(ar.decode_range(r)) for r in ar.plan_ranges(files, split)]
+    lay = ar.layout(files, summaries)
+    if lay.groups:
+        grouped = {fi for g in lay.groups for fi, _ in g}
+        extra = [_meta_of(ar.decode_range(r))
+                 for r in ar.group_ranges(files, lay.groups, max(s["rid"] for s in summaries) + 1)]
+        summaries = [s for s in summaries if s["file"] not in grouped] + extra
+        lay = ar.layout(files, summaries)
+        assert lay.groups == []
+    return summaries, lay
 
 
 def _cells(s: pd.Series) -> list:
@@ -216,7 +240,7 @@ def test_byte_ranges_chain_and_count_every_record(split):
     files = SAMPLE_FILES
     ranges = ar.plan_ranges(files, split)
     assert len(ranges) > len(files)
-    summaries = [json.loads(list(ar.decode_range(r))[-1][-1]) for r in ranges]
+    summaries = [_meta_of(ar.decode_range(r)) for r in ranges]
     lay = ar.layout(files, summaries)
     assert lay.redo == [] and lay.errors == []
     assert lay.records == sum(len(_records(f)) for f in files)
@@ -236,7 +260,7 @@ def test_chained_headers_reject_a_lone_plausible_header(tmp_path):
     p = tmp_path / "fake.pcap"
     p.write_bytes(write_pcap(recs))
     ranges = ar.plan_ranges([str(p)], 1000)
-    summaries = [json.loads(list(ar.decode_range(r))[-1][-1]) for r in ranges]
+    summaries = [_meta_of(ar.decode_range(r)) for r in ranges]
     assert sum(s["rejected"] for s in summaries) > 0
     lay = ar.layout([str(p)], summaries)
     assert lay.redo == [] and lay.records == 40
@@ -261,30 +285,29 @@ def test_sweep_ticks_vectorised_equals_sequential():
 
 
 def _sequential_ends(paths):
-    """Oracle for capture_ends: the files read one after the other in capture order,
-    records numbered from 1, each classified by the packet parser."""
+    """Oracle for capture_ends: the files read as one capture by the single-process reader
+    (a set merged in time order), records numbered from 1, each classified by the packet parser."""
     from amqp_dissect.capture.netparse import TruncatedPacket, parse_segment
     from amqp_dissect.errors import DissectError, UnsupportedLinkType
 
     n = last_tcp = 0
     note = None
     unsupported = {}
-    for p in capture_order(paths):
-        with open(p, "rb") as f:
-            for rec in open_capture(f):
-                n += 1
-                try:
-                    seg = parse_segment(rec.linktype, rec.data)
-                except UnsupportedLinkType:
-                    unsupported.setdefault(rec.linktype, (n, rec.ts))
-                    continue
-                except TruncatedPacket as e:
-                    seg = e.segment
-                except DissectError:
-                    note = (n, rec.ts)
-                    continue
-                if seg is not None:
-                    last_tcp = n
+    for rec in CaptureSource(list(paths)).records():
+        n += 1
+        assert rec.index == n
+        try:
+            seg = parse_segment(rec.linktype, rec.data)
+        except UnsupportedLinkType:
+            unsupported.setdefault(rec.linktype, (n, rec.ts))
+            continue
+        except TruncatedPacket as e:
+            seg = e.segment
+        except DissectError:
+            note = (n, rec.ts)
+            continue
+        if seg is not None:
+            last_tcp = n
     for cand in unsupported.values():
         if note is None or cand[0] > note[0]:
             note = cand
@@ -293,7 +316,7 @@ def _sequential_ends(paths):
 
 def _odd_captures(tmp_path):
     """The global capture (a malformed packet, then non-AMQP TCP), and two files of a link
-    type the parser does not support, timed inside it."""
+    type the parser does not support, timed inside it (overlap groups, read merged)."""
     from pcapbuild import write_pcap
 
     g = tmp_path / "global.pcap"
@@ -320,17 +343,62 @@ def test_capture_ends_and_flow_sizes_from_the_range_summaries(tmp_path, split):
     summaries = []
     for r in ranges:
         rows = list(ar.decode_range(r))
-        meta = json.loads(rows[-1][-1])
+        meta = _meta_of(rows)
         summaries.append(meta)
         sizes = Counter(row[6] for row in rows if row[7] == ar.KIND_TCP)
         assert [tuple(x) for x in meta["flows"]] == sorted(sizes.items(), key=lambda kv: (-kv[1], kv[0]))[:ar.FLOW_TOP]
-    lay = ar.layout(files, summaries)
+    summaries, lay = _layout(files, split)
     assert lay.redo == []
+    # the odd ones overlap: the global capture spans samples' times too, the others lie inside it
+    assert len(lay.merged) == 1 and set(files[len(SAMPLE_FILES):]) <= {files[i] for i in lay.merged[0]}
     last_tcp, note = ar.capture_ends(summaries, lay.offsets)
     want_tcp, want_note = _sequential_ends(files)
     assert last_tcp == want_tcp and last_tcp > 0
     assert note == want_note and note is not None
     assert lay.unsupported == {"9": 5, "105": 5}
+
+
+def test_overlap_groups_are_numbered_as_the_single_process_merges_a_set(tmp_path):
+    """Without Spark: the overlap groups' merged reads (MergeScan) give each record the packet
+    number the single-process reader gives it (CaptureSource on the set: the oracle, itself
+    checked against mergecap in test_capture_sets.py), with equal times going to the file first
+    in the set's order, a damaged file read up to its damage, a file without records last; the
+    order, the damage and the set's gaps are the single process's."""
+    from pcapbuild import LINKTYPE_ETHERNET, frame, tcp_packet, write_pcap
+
+    base = frame(LINKTYPE_ETHERNET, tcp_packet("10.0.0.1", "10.0.0.2", 1, 2, payload=b"x"))
+    t = 1_700_000_000.0
+
+    def write(name, times, tag):
+        (tmp_path / name).write_bytes(write_pcap([(ts, 1, base + tag + str(i).encode()) for i, ts in enumerate(times)]))
+        return str(tmp_path / name)
+
+    (tmp_path / "empty.pcap").write_bytes(write_pcap([], linktype=LINKTYPE_ETHERNET))
+    cut = write("cut.pcap", [t + i for i in range(0, 10, 2)], b"c")
+    (tmp_path / "cut.pcap").write_bytes((tmp_path / "cut.pcap").read_bytes()[:-5])
+    whole = write("whole.pcap", [t + i for i in range(1, 10, 2)], b"w")  # overlaps cut.pcap
+    a = write("cap.pcap9", [t + 20, t + 21, t + 22], b"a")  # the same first time as b: by name, 9 before 10
+    b = write("cap.pcap10", [t + 20, t + 22, t + 23], b"b")
+    c = write("cap.pcap2", [t + 22, t + 22], b"c")
+    files = [c, str(tmp_path / "empty.pcap"), b, whole, cut, a]
+    summaries, lay = _layout(files, 0)
+    src = CaptureSource(files)
+    want = [(r.index, r.data) for r in src.records()]
+    assert [[files[i] for i in g] for g in lay.merged] == [[cut, whole], [a, b, c]]
+    reader = ar.RecordReader(files)
+    got = []
+    for s in summaries:
+        if s.get("group"):
+            rng = ar.group_ranges(files, [[(fi, first) for fi, first, _, _ in s["members"]]], s["rid"])[0]
+            for row in list(ar.decode_range(rng))[:-1]:
+                packet = lay.offsets[s["rid"]] + row[1] + 1
+                got.append((packet, reader.read(row[11], row[8], row[9], row[2], row[5])))
+    reader.close()
+    assert sorted(got) == want and len(want) == 17
+    info = src.capture_info()
+    assert lay.order == info["files"] and lay.records == len(want)
+    assert lay.errors == [(p, str(e)) for p, e in src.errors] and lay.errors[0][0] == cut
+    assert ar.set_gaps_of(lay.spans) == info["gaps"] and len(info["gaps"]) == 1  # cap.pcap3 ... cap.pcap8
 
 
 def _mixed_formats(tmp_path):
@@ -361,16 +429,17 @@ def test_pcap_records_travel_as_offsets_and_read_back(tmp_path, split):
     for r in ranges:
         rows = list(ar.decode_range(r))
         base = before.get(r.file, 0)
-        for rid, idx, ts, lt, data, orig, flow, kind, pos, caplen, _ in rows[:-1]:
+        for rid, idx, ts, lt, data, orig, flow, kind, pos, caplen, _, file in rows[:-1]:
             if kind != ar.KIND_TCP:
                 continue
             plain = not files[r.file].endswith((".gz", ".pcapng"))
             assert (pos is not None) == plain and (data is None) == plain
+            assert file == r.file
             if plain:
                 data = reader.read(r.file, pos, caplen, ts, orig)
             assert (ts, lt, data) == want[r.file][base + idx]
             seen["pos" if plain else "data"] += 1
-        before[r.file] = base + json.loads(rows[-1][-1])["count"]
+        before[r.file] = base + _meta_of(rows)["count"]
     reader.close()
     assert seen["pos"] > 100 and seen["data"] > 20
     assert before == {i: len(w) for i, w in want.items()}
@@ -382,7 +451,7 @@ def test_record_reader_notices_a_changed_file(tmp_path):
     p = tmp_path / "c.pcap"
     sh.copy(os.path.join(SAMPLES, "credit_one.pcap"), p)
     rows = [row for row in ar.decode_range(ar.plan_ranges([str(p)], 0)[0]) if row[7] == ar.KIND_TCP]
-    _, _, ts, _, _, orig, _, _, pos, caplen, _ = rows[5]
+    _, _, ts, _, _, orig, _, _, pos, caplen, _, _ = rows[5]
     reader = ar.RecordReader([str(p)])
     assert reader.read(0, pos, caplen, ts, orig) == _records(str(p))[rows[5][1]][2]
     reader.close()
@@ -546,6 +615,89 @@ def test_rotated_and_gzipped_files_agree(spark, tmp_path):
     assert [(p, str(e)) for p, e in a.source.errors] == [(cut, res["errors"][0][1])] == res["errors"]
 
 
+EDITCAP = shutil.which("editcap")
+MERGECAP = shutil.which("mergecap")
+
+
+def _editcap_parts(whole, folder, per_file: int) -> list[str]:
+    """``whole`` cut by ``editcap -c per_file``: its parts in order (x_00000_<time>.pcap, ...)."""
+    import subprocess
+
+    os.makedirs(folder, exist_ok=True)
+    subprocess.run([EDITCAP, "-F", "pcap", "-c", str(per_file), str(whole), os.path.join(folder, "x.pcap")],
+                   check=True, capture_output=True)
+    return sorted(glob.glob(os.path.join(folder, "x_*.pcap")))
+
+
+def _mergecap(out, paths) -> str:
+    import subprocess
+
+    subprocess.run([MERGECAP, "-F", "pcap", "-w", str(out), *map(str, paths)], check=True, capture_output=True)
+    return str(out)
+
+
+@pytest.mark.skipif((EDITCAP is None or MERGECAP is None) and not os.environ.get("CI"),
+                    reason="editcap / mergecap are not installed (tests/install-deps.sh)")
+def test_capture_sets_read_as_one_capture_agree(spark, tmp_path):
+    """Issue 24 item 1.  (a) A rotated set: the samples as one capture (mergecap), cut with
+    ``editcap -c`` and named as ``tcpdump -C`` names its files (cap.pcap, cap.pcap1, ...): in glob,
+    reversed and shuffled order the same files and packet numbers, and the job on the shuffled
+    set gives the tables and frames of the whole capture.  (b) Captures whose times overlap: the
+    first 16 parts interleaved into two files (odd parts, even parts), the later parts kept as
+    rotated files; ``mergecap -w`` of the set is the oracle of the merge: the same tables and
+    frames (packet numbers), the overlapping pair read merged by one task."""
+    import random
+
+    whole = _mergecap(tmp_path / "whole.pcap", SAMPLE_FILES)
+    want_records = _records(whole)
+    # (a) the rotated set
+    parts = _editcap_parts(whole, tmp_path / "cut", 40)
+    assert len(parts) > 12
+    names = []
+    for i, part in enumerate(parts):
+        names.append(str(tmp_path / "set" / ("cap.pcap" + (str(i) if i else ""))))
+        os.renames(part, names[-1])
+    globbed = sorted(names)
+    shuffled = list(names)
+    random.Random(24).shuffle(shuffled)
+    assert globbed != names  # (cap.pcap10 before cap.pcap2)
+    plans = {how: _layout(ar.expand_inputs(order), 4096)[1] for how, order in
+             (("glob", globbed), ("reversed", globbed[::-1]), ("shuffled", shuffled))}
+    for how, lay in plans.items():
+        assert lay.order == names and lay.merged == [] and lay.records == len(want_records), how
+    out = tmp_path / "out-rotated"
+    res = _run(spark, shuffled, out, frames=True, split_size=4096)
+    assert res["files"] == names and res["stats"]["merged_groups"] == []
+    assert res["order"].startswith("merged by time") and res["gaps"] == []
+    a = assert_same_tables(str(out), [whole])
+    assert len(a.deliveries) > 100
+    fr = pd.read_parquet(out / "frames")
+    assert [json.loads(x) for x in fr.json] == expected_frames([whole])
+
+    # (b) overlapping captures: odd and even parts of the first 16, then rotated files
+    cut = _editcap_parts(whole, tmp_path / "cut2", 25)
+    assert len(cut) > 20
+    os.makedirs(tmp_path / "ovl")
+    odd = _mergecap(tmp_path / "ovl" / "if1.pcap", cut[0:16:2])
+    even = _mergecap(tmp_path / "ovl" / "if2.pcap", cut[1:16:2])
+    rest = []
+    for i, part in enumerate(cut[16:]):
+        rest.append(str(tmp_path / "ovl" / f"rest.pcap{i}"))
+        os.rename(part, rest[-1])
+    files = [even] + rest[::-1] + [odd]
+    merged = _mergecap(tmp_path / "merged.pcap", files)
+    assert _records(merged) == want_records  # (mergecap's merge is the whole capture again)
+    out = tmp_path / "out-overlap"
+    res = _run(spark, files, out, frames=True, split_size=4096)
+    fr = pd.read_parquet(out / "frames")
+    assert [json.loads(x) for x in fr.json] == expected_frames([merged])
+    a = assert_same_tables(str(out), [merged])
+    assert res["counts"]["deliveries"] == len(a.deliveries) > 100
+    assert res["stats"]["merged_groups"] == [[odd, even]]
+    assert res["files"] == [odd, even] + rest
+    assert "interleaved where they overlap" in res["order"] and "1 group" in res["order"]
+
+
 def _fake_header_capture(path, n_messages=60):
     """Real AMQP traffic whose message bodies are full of record-header look-alikes."""
     from proton import Message
@@ -678,6 +830,7 @@ def test_cli_archive_writes_parquet(tmp_path, capsys, spark):
     assert rc == 0, e
     local = analyze(SAMPLE_FILES)
     assert f"tables: connections {len(local.connections)}," in o and "highest settlement latency" in o
+    assert "\norder: merged by time: files by their first packet's time" in o  # (a set: the order used)
     for t in TABLES + ("latency_by_link", "latency_by_address", "latency_by_window", "outcomes",
                        "stalls_by_link", "stalls_by_address"):
         assert len(pd.read_parquet(out / t).columns) > 2
