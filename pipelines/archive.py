@@ -1188,8 +1188,9 @@ def end_sensitive(meta: dict, a: float | None, b: float | None) -> bool:
     return any((a - ref > t) != (b - ref > t) for ref, t in meta["idle"])
 
 
-def sweep_ticks(packets_ts: Iterable[tuple[int, float]], interval: float = 1.0, start=None):
-    """The records at which a TcpReassembler fed with these (packet, ts) pairs (every record
+def sweep_ticks(packets_ts: Iterable[tuple[int, int]], interval: int = 1_000_000_000, start=None):
+    """The records at which a TcpReassembler fed with these (packet, ts) pairs (times and ``interval`` in
+    nanoseconds; every record
     reaching TCP reassembly, in order) runs its idle sweep: the first record arms it for
     ts + interval, and each record at or past the armed time sweeps and re-arms.
     ``start`` continues from a previous call's returned state; returns (ticks, state)."""

@@ -1376,9 +1376,11 @@ def summary_rows(name: str, read, window: float = DEFAULT_WINDOW) -> list[dict]:
     if name == "latency_by_window":
         d = t["deliveries"]
         wus = round(float(window) * 1_000_000)
-        tns = pc.cast(d.column("first_time"), pa.int64())  # (timestamp[ns]: Spark's are microseconds)
-        us = pa.array(np.floor_divide(pc.fill_null(tns, 0).to_numpy(zero_copy_only=False), 1000), pa.int64(),
-                      mask=~pc.is_valid(tns).to_numpy(zero_copy_only=False))
+        ft = d.column("first_time")
+        us = pc.cast(ft, pa.int64())
+        if ft.type.unit == "ns":  # (the registry's nanoseconds; Spark's tables hold microseconds)
+            us = pa.array(np.floor_divide(pc.fill_null(us, 0).to_numpy(zero_copy_only=False), 1000), pa.int64(),
+                          mask=~pc.is_valid(us).to_numpy(zero_copy_only=False))
         # floor(micros / window) * window, in doubles then longs like Spark's expression
         f = np.floor(pc.cast(us, pa.float64()).to_numpy(zero_copy_only=False) / float(wus))
         valid = pc.is_valid(us).to_numpy(zero_copy_only=False)

@@ -44,6 +44,9 @@ _ARROW = {STRING: pa.string(), JSON: pa.string(), INT: pa.int64(), UINT64: pa.ui
           FLOAT: pa.float64(), TIME: _TS}
 # Spark has no unsigned integers: a ulong column is a decimal(20, 0) there
 _ARROW_SPARK = {**_ARROW, UINT64: pa.decimal128(20, 0)}
+# and no nanosecond timestamps (Spark's TimestampType holds microseconds; it cannot read Parquet's
+# TIMESTAMP(NANOS)): a time there is the capture's, its nanoseconds below the microsecond dropped
+_TS_SPARK = _ARROW_SPARK[TIME] = pa.timestamp("us", tz="UTC")
 
 
 class SchemaError(ValueError):
@@ -162,6 +165,16 @@ TIME_MIN = -(1 << 63) + 1  # (nanoseconds since the epoch)
 TIME_END = 1 << 63
 
 
+def _spark_time(arr: pa.Array) -> pa.Array:
+    """A timestamp[ns] array as Spark's microseconds (floor: the microsecond a time falls in)."""
+    import numpy as np
+
+    ns = arr.cast(pa.int64())
+    valid = pc.is_valid(ns).to_numpy(zero_copy_only=False)
+    us = np.floor_divide(pc.fill_null(ns, 0).to_numpy(zero_copy_only=False), 1000)
+    return pa.array(us, pa.int64(), mask=~valid).cast(_TS_SPARK)
+
+
 def _time_array(vals: list, checked: bool = False) -> pa.Array:
     try:
         if not checked and _has_bool(vals):
@@ -221,7 +234,8 @@ def column_array(vals: list, typ: str, spark: bool = False, checked: bool = Fals
     for 1.0 or 0.0, and the scan for one is skipped."""
     t = arrow_type(typ, spark)
     if typ == TIME:
-        return _time_array(vals, checked)
+        arr = _time_array(vals, checked)
+        return _spark_time(arr) if spark else arr
     if typ == JSON:
         return pa.array([_json_text(v) for v in vals], t)
     try:
