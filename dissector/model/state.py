@@ -243,7 +243,7 @@ def grant_left(limit: int, size: int, count: int):
     wrapped: a window of 2**31-1 or more stays positive; negative: ``count`` went beyond the grant).
     None when ``count`` is behind the grant's start: the receiver counted frames the capture lost,
     so what is left is unknown."""
-    used = serial_diff(count, (limit - size) & SERIAL_MASK)
+    used = serial_diff(count, (limit - size) & _M32)
     if used < 0:
         return None
     return size - used
@@ -886,12 +886,18 @@ def _order_add(s, d, did) -> None:
     if order is None:
         return
     off = serial_diff(did, s.first_did[d])
-    if not order or off > order[-1]:
+    if cython.compiled:  # (the array's buffer read and grown in C: no int objects, no method call)
+        k = len(order)
+        if k == 0 or off > order.data.as_longlongs[k - 1]:
+            _carray.resize_smart(order, k + 1)
+            order.data.as_longlongs[k] = off
+            return
+    elif not order or off > order[-1]:
         order.append(off)  # ids come in order: the usual case
-    else:
-        i = bisect_left(order, off)
-        if i == len(order) or order[i] != off:
-            order.insert(i, off)
+        return
+    i = bisect_left(order, off)
+    if i == len(order) or order[i] != off:
+        order.insert(i, off)
 
 
 def _order_rebuild(s, d) -> None:
@@ -995,7 +1001,10 @@ def _collect(order, table, base, a, b, hits) -> int:
     hi = bisect_right(order, b)
     dead = 0
     for i in range(lo, hi):
-        x = table.get((base + order[i]) & SERIAL_MASK)
+        if cython.compiled:  # (the offset read from the array's buffer: a C integer)
+            x = table.get((base + order.data.as_longlongs[i]) & _M32)
+        else:
+            x = table.get((base + order[i]) & SERIAL_MASK)
         if x is None:
             dead += 1
         else:
