@@ -1000,9 +1000,11 @@ def _collect(order, table, base, a, b, hits) -> int:
     lo = bisect_left(order, a)
     hi = bisect_right(order, b)
     dead = 0
+    tbl = table if cython.compiled and type(table) is dict else None  # (C look-ups; tests count a mapping's)
     for i in range(lo, hi):
         if cython.compiled:  # (the offset read from the array's buffer: a C integer)
-            x = table.get((base + order.data.as_longlongs[i]) & _M32)
+            k = (base + order.data.as_longlongs[i]) & _M32
+            x = tbl.get(k) if tbl is not None else table.get(k)
         else:
             x = table.get((base + order[i]) & SERIAL_MASK)
         if x is None:
@@ -1681,8 +1683,10 @@ class DeliveryStats:
         o = d.outcome
         if o is None:
             self.no_outcome += 1
-        elif o in self.outcomes:
-            self.outcomes[o] += 1
+        else:
+            n = self.outcomes.get(o)  # (one look-up, not two)
+            if n is not None:
+                self.outcomes[o] = n + 1
         if d.settled is None:
             self.unsettled += 1
         else:
@@ -2192,8 +2196,14 @@ class StateTracker:
         s = dlv.session
         sender = dlv.direction
         table = s.deliveries[sender]
-        if dlv.delivery_id is not None and table.get(dlv.delivery_id) is dlv:
-            del table[dlv.delivery_id]
+        did = dlv.delivery_id
+        if cython.compiled and type(table) is dict:  # (a C look-up; a test may put a counting mapping here)
+            tbl = table
+            mine = did is not None and tbl.get(did) is dlv
+        else:
+            mine = did is not None and table.get(did) is dlv
+        if mine:
+            del table[did]
             if not table:
                 table.clear()
                 s.did_order[sender] = None
