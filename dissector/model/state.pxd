@@ -266,7 +266,7 @@ cdef class StateTracker:
     @cython.locals(x=_Delivery, link=_Link)
     cpdef _settled(self, _Delivery dlv)
 
-    @cython.locals(link=_Link, live=dict, s=_Session)
+    @cython.locals(link=_Link, live=dict, s=_Session, sender=Py_ssize_t, tbl=dict, mine=bint)
     cpdef _fold(self, _Delivery dlv)
 
     @cython.locals(x=_Delivery, q=object)
@@ -307,3 +307,18 @@ cdef class StateTracker:
 
     @cython.locals(s=_Session, dlv=_Delivery)
     cpdef _disposition(self, _Conn c, Py_ssize_t d, Frame f, p)
+
+
+# the ordered delivery-ids of a session's table (a wide disposition range bisects them): C calls
+# with C integers (one _order_add per transfer once a session has sent a wide range); the tables
+# stay untyped (any mapping: tests count their look-ups)
+@cython.locals(off="long long", order=_carray.array, k=Py_ssize_t, i=Py_ssize_t)
+cpdef _order_add(_Session s, Py_ssize_t d, long long did)
+@cython.locals(offs=list, base="long long", k=object)
+cpdef _order_rebuild(_Session s, Py_ssize_t d)
+@cython.locals(hits=list, base="long long", a="long long", b="long long", dead=Py_ssize_t)
+cpdef list _in_range(_Session s, Py_ssize_t sender, long long first, long long n)
+@cython.locals(a="long long", b="long long", k=Py_ssize_t, lo="long long", hi="long long")
+cpdef Py_ssize_t _range_count(_Session s, Py_ssize_t sender, long long first, long long n) except -1
+@cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, dead=Py_ssize_t, i=Py_ssize_t, k="long long", tbl=dict)
+cpdef Py_ssize_t _collect(_carray.array order, table, long long base, long long a, long long b, list hits) except -1

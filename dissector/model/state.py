@@ -244,7 +244,7 @@ def grant_left(limit: int, size: int, count: int):
     wrapped: a window of 2**31-1 or more stays positive; negative: ``count`` went beyond the grant).
     None when ``count`` is behind the grant's start: the receiver counted frames the capture lost,
     so what is left is unknown."""
-    used = serial_diff(count, (limit - size) & SERIAL_MASK)
+    used = serial_diff(count, (limit - size) & _M32)
     if used < 0:
         return None
     return size - used
@@ -887,12 +887,18 @@ def _order_add(s, d, did) -> None:
     if order is None:
         return
     off = serial_diff(did, s.first_did[d])
-    if not order or off > order[-1]:
+    if cython.compiled:  # (the array's buffer read and grown in C: no int objects, no method call)
+        k = len(order)
+        if k == 0 or off > order.data.as_longlongs[k - 1]:
+            _carray.resize_smart(order, k + 1)
+            order.data.as_longlongs[k] = off
+            return
+    elif not order or off > order[-1]:
         order.append(off)  # ids come in order: the usual case
-    else:
-        i = bisect_left(order, off)
-        if i == len(order) or order[i] != off:
-            order.insert(i, off)
+        return
+    i = bisect_left(order, off)
+    if i == len(order) or order[i] != off:
+        order.insert(i, off)
 
 
 def _order_rebuild(s, d) -> None:
@@ -995,8 +1001,13 @@ def _collect(order, table, base, a, b, hits) -> int:
     lo = bisect_left(order, a)
     hi = bisect_right(order, b)
     dead = 0
+    tbl = table if cython.compiled and type(table) is dict else None  # (C look-ups; tests count a mapping's)
     for i in range(lo, hi):
-        x = table.get((base + order[i]) & SERIAL_MASK)
+        if cython.compiled:  # (the offset read from the array's buffer: a C integer)
+            k = (base + order.data.as_longlongs[i]) & _M32
+            x = tbl.get(k) if tbl is not None else table.get(k)
+        else:
+            x = table.get((base + order[i]) & SERIAL_MASK)
         if x is None:
             dead += 1
         else:
@@ -1677,8 +1688,10 @@ class DeliveryStats:
         o = d.outcome
         if o is None:
             self.no_outcome += 1
-        elif o in self.outcomes:
-            self.outcomes[o] += 1
+        else:
+            n = self.outcomes.get(o)  # (one look-up, not two)
+            if n is not None:
+                self.outcomes[o] = n + 1
         if d.settled is None:
             self.unsettled += 1
         else:
@@ -2188,8 +2201,14 @@ class StateTracker:
         s = dlv.session
         sender = dlv.direction
         table = s.deliveries[sender]
-        if dlv.delivery_id is not None and table.get(dlv.delivery_id) is dlv:
-            del table[dlv.delivery_id]
+        did = dlv.delivery_id
+        if cython.compiled and type(table) is dict:  # (a C look-up; a test may put a counting mapping here)
+            tbl = table
+            mine = did is not None and tbl.get(did) is dlv
+        else:
+            mine = did is not None and table.get(did) is dlv
+        if mine:
+            del table[did]
             if not table:
                 table.clear()
                 s.did_order[sender] = None
