@@ -166,3 +166,22 @@ def test_report_header_and_jsonl_carry_the_exact_times(captures):
         if o.get("packet") is not None and o.get("time_ns") is not None:
             assert o["time_ns"] == _ns(theirs[o["packet"]])
             assert o["time"] == float(Decimal(theirs[o["packet"]]))
+
+
+@needs_tshark
+@pytest.mark.parametrize("kind", ["us", "ns-pcapng"])
+def test_verbose_frame_layer_times_are_exact(captures, kind):
+    """``frames -V``: each packet's Epoch Time is tshark's, to its last non-zero digit group (six
+    decimals for a microsecond time, nine for one with nanoseconds)."""
+    theirs = _tshark_times(captures[kind])
+    packet = None
+    seen = 0
+    for line in cli("frames", "-V", captures[kind]).splitlines():
+        if line.startswith("Frame ") and ":" in line:
+            packet = int(line.split()[1].rstrip(":"))
+        elif line.strip().startswith("Epoch Time: "):
+            text = line.strip()[len("Epoch Time: "):].split()[0]
+            want = theirs[packet]
+            assert text == (want[:-3] if want.endswith("000") else want), (packet, text, want)
+            seen += 1
+    assert seen > 0

@@ -36,7 +36,7 @@ SAMPLE = os.path.join(ROOT, "samples", "outcomes.pcap")
 
 def _records(path):
     with open(path, "rb") as f:
-        return [(r.ts, r.linktype, bytes(r.data)) for r in open_capture(f)]
+        return [(r.ts / 1_000_000_000, r.linktype, bytes(r.data)) for r in open_capture(f)]  # (seconds, for the writer)
 
 
 def _tcp(data: bytes):

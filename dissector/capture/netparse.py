@@ -437,9 +437,11 @@ def _time_text(ts: int, digits: int = 6) -> str:
         return f"(out of range: {ts!r})"
 
 
-def frame_layer(record: CaptureRecord, digits: int = 6) -> tuple[str, list[str]]:
-    """The Frame layer of ``-V`` (Wireshark's first layer): sizes, link type and times (to the
-    capture's resolution, ``digits`` decimals)."""
+def frame_layer(record: CaptureRecord, digits: int | None = None) -> tuple[str, list[str]]:
+    """The Frame layer of ``-V`` (Wireshark's first layer): sizes, link type and times, exact
+    (``digits`` decimals; by default six, nine for a time with a part finer than a microsecond)."""
+    if digits is None:
+        digits = 9 if record.ts % 1000 else 6
     caplen = len(record.data)
     wire = record.orig_len
     lt = record.linktype

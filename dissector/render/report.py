@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..times import clock, date
+from ..times import clock, date, delta
 
 
 # --------------------------------------------------------------------------- text
@@ -63,6 +63,14 @@ def missing_file_line(g: dict, digits: int = 6) -> str:
             + falls)
 
 
+def _span(cap: dict, digits: int) -> str:
+    """The capture's duration, exactly: the difference of its integer times, to its digits."""
+    start, end = cap.get("start"), cap.get("end")
+    if isinstance(start, int) and isinstance(end, int):
+        return delta(end - start, digits)
+    return f"{cap['duration']:.{digits}f}"
+
+
 def _capture_lines(cap: dict | None) -> list[str]:
     """The header: what was read, from when to when."""
     if not cap:
@@ -75,7 +83,7 @@ def _capture_lines(cap: dict | None) -> list[str]:
         *((f"order: {cap['order']}",) if cap.get("order") else ()),
         *(missing_file_line(g, digits) for g in cap.get("gaps") or ()),
         f"capture: {_date(cap.get('start'), digits)} to {_date(cap.get('end'), digits)}"
-        + (f" ({dur:.{digits}f} s)" if dur is not None else ""),
+        + (f" ({_span(cap, digits)} s)" if dur is not None else ""),
         f"packets {cap.get('packets', 0):,}, bytes {cap.get('bytes', 0):,}",
     ]
 
