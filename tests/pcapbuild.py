@@ -338,6 +338,38 @@ def write_pcapng(records, *, interfaces=((LINKTYPE_ETHERNET, None),), little_end
     return out.getvalue()
 
 
+def nanosecond_copy(src: bytes, extra) -> bytes:
+    """A little-endian microsecond pcap ``src`` as a nanosecond pcap whose record ``i`` (from 0)
+    is ``extra(i)`` nanoseconds (0 to 999) later: times a float of epoch seconds cannot hold."""
+    (magic,) = struct.unpack_from("<I", src, 0)
+    assert magic == 0xA1B2C3D4  # (a little-endian microsecond pcap)
+    (_, _, _, _, snaplen, linktype) = struct.unpack_from("<HHiIII", src, 4)
+    parts = [struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, snaplen, linktype)]
+    pos, i = 24, 0
+    while pos < len(src):
+        sec, usec, caplen, orig = struct.unpack_from("<IIII", src, pos)
+        data = src[pos + 16: pos + 16 + caplen]
+        pos += 16 + caplen
+        parts.append(struct.pack("<IIII", sec, usec * 1000 + extra(i), caplen, orig) + data)
+        i += 1
+    return b"".join(parts)
+
+
+def nanosecond_captures(src_path: str, directory, extra, editcap: str = "editcap") -> tuple[str, str]:
+    """(pcap, pcapng) in ``directory``: :func:`nanosecond_copy` of the capture at ``src_path``, and
+    the same as pcapng (``editcap -F pcapng``: an interface with if_tsresol 10^-9)."""
+    import os
+    import subprocess
+
+    with open(src_path, "rb") as f:
+        src = f.read()
+    pcap, ng = os.path.join(directory, "ns.pcap"), os.path.join(directory, "ns.pcapng")
+    with open(pcap, "wb") as f:
+        f.write(nanosecond_copy(src, extra))
+    subprocess.run([editcap, "-F", "pcapng", pcap, ng], check=True, capture_output=True)
+    return pcap, ng
+
+
 def gzip_bytes(data: bytes) -> bytes:
     return gzip.compress(data)
 

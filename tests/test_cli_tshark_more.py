@@ -8,11 +8,11 @@ import glob
 import gzip
 import os
 import shutil
-import struct
 import subprocess
 import sys
 
 import pytest
+from pcapbuild import nanosecond_captures
 
 from amqp_dissect.cli.main import main
 
@@ -43,23 +43,7 @@ def ns_captures(tmp_path_factory):
     """outcomes.pcap as a nanosecond pcap whose times have nanoseconds a float of epoch seconds
     cannot hold (the microseconds plus 0..999 ns), and the same as pcapng (editcap: an
     interface with if_tsresol 10^-9)."""
-    d = tmp_path_factory.mktemp("ns")
-    with open(OUTCOMES, "rb") as f:
-        src = f.read()
-    magic, = struct.unpack_from("<I", src, 0)
-    assert magic == 0xA1B2C3D4  # (a little-endian microsecond pcap)
-    parts = [struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 262144, 1)]
-    pos, i = 24, 0
-    while pos < len(src):
-        sec, usec, caplen, orig = struct.unpack_from("<IIII", src, pos)
-        data = src[pos + 16: pos + 16 + caplen]
-        pos += 16 + caplen
-        parts.append(struct.pack("<IIII", sec, usec * 1000 + (i * 137 + 1) % 1000, caplen, orig) + data)
-        i += 1
-    pcap = d / "ns.pcap"
-    pcap.write_bytes(b"".join(parts))
-    pcapng = d / "ns.pcapng"
-    subprocess.run(["editcap", "-F", "pcapng", str(pcap), str(pcapng)], check=True, capture_output=True)
+    pcap, pcapng = nanosecond_captures(OUTCOMES, tmp_path_factory.mktemp("ns"), lambda i: (i * 137 + 1) % 1000)
     return {"pcap": str(pcap), "pcapng": str(pcapng)}
 
 

@@ -12,12 +12,12 @@ import io
 import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
 from decimal import Decimal
 
 import pytest
+from pcapbuild import nanosecond_captures
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUTCOMES = os.path.join(ROOT, "samples", "outcomes.pcap")
@@ -40,24 +40,8 @@ def cli(*args) -> str:
 def captures(tmp_path_factory):
     """outcomes.pcap as it is (microseconds), as a nanosecond pcap whose times carry 1..999 ns
     more, and that as pcapng (editcap: an interface with if_tsresol 10^-9)."""
-    d = tmp_path_factory.mktemp("exact")
-    with open(OUTCOMES, "rb") as f:
-        src = f.read()
-    (magic,) = struct.unpack_from("<I", src, 0)
-    assert magic == 0xA1B2C3D4
-    parts = [struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 262144, 1)]
-    pos, i = 24, 0
-    while pos < len(src):
-        sec, usec, caplen, orig = struct.unpack_from("<IIII", src, pos)
-        data = src[pos + 16: pos + 16 + caplen]
-        pos += 16 + caplen
-        parts.append(struct.pack("<IIII", sec, usec * 1000 + (i * 389 + 7) % 1000, caplen, orig) + data)
-        i += 1
-    ns_pcap = d / "ns.pcap"
-    ns_pcap.write_bytes(b"".join(parts))
-    ns_pcapng = d / "ns.pcapng"
-    subprocess.run([EDITCAP or "editcap", "-F", "pcapng", str(ns_pcap), str(ns_pcapng)], check=True,
-                   capture_output=True)
+    ns_pcap, ns_pcapng = nanosecond_captures(OUTCOMES, tmp_path_factory.mktemp("exact"),
+                                             lambda i: (i * 389 + 7) % 1000, EDITCAP or "editcap")
     return {"us": OUTCOMES, "ns-pcap": str(ns_pcap), "ns-pcapng": str(ns_pcapng)}
 
 

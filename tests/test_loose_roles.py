@@ -204,6 +204,15 @@ def _bytewise(data: bytes) -> list:
     return out
 
 
+def _write_bytewise(path, recs) -> None:
+    """``recs`` as a pcap whose every TCP segment is cut into one-byte segments (``_bytewise``)."""
+    with open(path, "wb") as f:
+        w = PcapWriter(f, recs[0][1])
+        for ts, _lt, data in recs:
+            for d in _bytewise(data):
+                w.write(ts, d)
+
+
 @pytest.mark.parametrize("cut", ["no-syn", "server-header", "server-open", "after-opens"])
 def test_the_same_roles_byte_by_byte(tmp_path, original, cut):
     """The bytes fed one per packet reach the same roles and the same evidence as whole segments
@@ -211,11 +220,7 @@ def test_the_same_roles_byte_by_byte(tmp_path, original, cut):
     whole = _write(tmp_path / "whole.pcap", original, 5672, 5671, original["cuts"][cut])
     recs = _records(whole)
     path = tmp_path / "bytewise.pcap"
-    with open(path, "wb") as f:
-        w = PcapWriter(f, recs[0][1])
-        for ts, _lt, data in recs:
-            for d in _bytewise(data):
-                w.write(ts, d)
+    _write_bytewise(path, recs)
     a, b = analyze(whole), analyze(str(path))
     ra, rb = a.analyzer.connection_rows()[0], b.analyzer.connection_rows()[0]
     for k in ("connection", "client", "server", "unknown", "inferred"):
@@ -238,11 +243,7 @@ def test_the_wait_for_the_other_side_is_bounded(tmp_path, original, monkeypatch)
     whole = _write(tmp_path / "w.pcap", original, 5672, 5671, original["cuts"]["server-open"])
     recs = [r for r in _records(whole) if _ports(r[2])[0] == 5671]
     path = tmp_path / "server-only.pcap"
-    with open(path, "wb") as f:
-        w = PcapWriter(f, recs[0][1])
-        for ts, _lt, data in recs:
-            for d in _bytewise(data):
-                w.write(ts, d)
+    _write_bytewise(path, recs)
     d = Dissector()
     with open(path, "rb") as f:
         records = list(open_capture(f))
