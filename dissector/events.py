@@ -46,7 +46,7 @@ class _Event:
 class CaptureRecord(_Event):
     """One packet record of a capture file.
 
-    index: 1-based position in the capture; ts: epoch seconds; linktype: LINKTYPE_* value
+    index: 1-based position in the capture; ts: integer nanoseconds since the epoch; linktype: LINKTYPE_* value
     (pcap numbering), per interface for pcapng; data: captured bytes (caplen); orig_len:
     length on the wire; interface: pcapng interface id."""
 

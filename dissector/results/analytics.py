@@ -9,7 +9,7 @@
 
 Every row is a plain dict of JSON-able values (str, int, float, bool, None, list,
 dict): picklable, ready for ``pandas.DataFrame(rows)`` or ``json.dumps``.  Times
-are capture timestamps (float epoch seconds), durations/latencies seconds,
+are capture timestamps (integer nanoseconds since the epoch), durations/latencies float seconds,
 packets 1-based capture record indices, ``side`` is "client" (TCP initiator) or
 "server", endpoints are "ip:port".  Rows can be read before :meth:`finish`
 (then "open" means "so far").
