@@ -110,6 +110,9 @@ cdef class Latencies:
                    cnt="long long[:]")
     cpdef bint _fold_hashed(self)
 
+@cython.locals(a="long long", b="long long", d="long long")
+cpdef double _seconds(t, t0) except? -1.0
+
 cdef class DeliveryStats:
     cdef public long long deliveries, bytes, no_outcome, unsettled, presettled, aborted, resumed
     cdef public dict outcomes

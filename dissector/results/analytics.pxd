@@ -32,3 +32,6 @@ cpdef void _heapsort(double[:] a)
 
 @cython.locals(link=_Link, conn=_ConnBase)
 cpdef tuple _table_order(_Delivery d)
+
+@cython.locals(link=_Link, a=object, b=object)
+cpdef bint _before(_Delivery d, tuple o)

@@ -407,6 +407,23 @@ def _table_order(d) -> tuple:
     return (conn.seq, link.index, d.seq)
 
 
+def _before(d, o) -> bool:
+    """``_table_order(d) < o`` without making the tuple (``o``: a table order, or ``()`` before
+    any): the notable-deliveries step asks it of most deliveries where latencies tie."""
+    if not o:
+        return False
+    link = d.link
+    a = link.conn.seq
+    b = o[0]
+    if a != b:
+        return a < b
+    a = link.index
+    b = o[1]
+    if a != b:
+        return a < b
+    return d.seq < o[2]
+
+
 def _slowest_ranked(cands: list, order) -> list:
     """The NOTABLE slowest of ``cands`` ((latency, delivery) pairs), slowest first; equal latencies
     in table order.  Only candidates at or above the NOTABLE-th latency get an order key."""
@@ -521,11 +538,15 @@ class Analyzer(StateTracker):
 
     def _notable(self, dlv, heaps=None) -> None:
         d = dlv
-        slowest, not_acc = heaps if heaps is not None else (self._slowest, self._not_accepted)
+        if heaps is None:  # (no tuple made per delivery)
+            slowest = self._slowest
+            not_acc = self._not_accepted
+        else:
+            slowest, not_acc = heaps
         if d.settled is not None:
             lat = d.settled[0] - d.first_ts
             cut = self._slow_min
-            if heaps is not None or lat > cut or (lat == cut and _table_order(d) < self._slow_cut_order):
+            if heaps is not None or lat > cut or (lat == cut and _before(d, self._slow_cut_order)):
                 # a candidate for the NOTABLE slowest: kept unranked, ranked a batch at a time
                 slowest.append((lat, d))
                 if heaps is None and len(slowest) >= _SLOW_BATCH:
