@@ -31,3 +31,20 @@ def run_pipeline(data: bytes) -> list:
     for r in open_capture(io.BytesIO(data)):
         ev += d.feed(r)
     return ev + d.finish()
+
+
+def analyze_file(path, analyzer=None, dissector=None):
+    """Every event of the capture at ``path`` fed to ``analyzer`` (a new Analyzer by default)
+    through ``dissector`` (a new Dissector by default), then finished; the analyzer."""
+    from amqp_dissect.results.analytics import Analyzer
+
+    an = Analyzer() if analyzer is None else analyzer
+    d = Dissector() if dissector is None else dissector
+    with open(path, "rb") as f:
+        for rec in open_capture(f):
+            for ev in d.feed(rec):
+                an.feed(ev)
+    for ev in d.finish():
+        an.feed(ev)
+    an.finish()
+    return an

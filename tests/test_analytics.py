@@ -22,6 +22,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from proton import Disposition, Message
 
+from eventkeys import analyze_file
 from amqp_dissect.amqp.framing import AmqpConnection, Frame
 from amqp_dissect.results.analytics import Analyzer, percentile
 from amqp_dissect.capture.pcap import open_capture
@@ -292,16 +293,7 @@ TRUTHS = sorted(glob.glob(os.path.join(SAMPLES, "*.truth.json")))
 
 
 def analyze_capture(path: str) -> Analyzer:
-    d = Dissector()
-    a = Analyzer()
-    with open(path, "rb") as fh:
-        for rec in open_capture(fh):
-            for ev in d.feed(rec):
-                a.feed(ev)
-    for ev in d.finish():
-        a.feed(ev)
-    a.finish()
-    return a
+    return analyze_file(path)
 
 
 def test_samples_are_present():

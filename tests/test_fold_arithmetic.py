@@ -4,8 +4,7 @@ AMQP_DISSECT_PURE_PYTHON=1, the Python ones)."""
 import itertools
 import os
 
-from amqp_dissect.capture.pcap import open_capture
-from amqp_dissect.dissect import Dissector
+from eventkeys import analyze_file
 
 from amqp_dissect.model.state import _seconds
 from amqp_dissect.results.analytics import Analyzer, _before, _table_order
@@ -35,15 +34,7 @@ def _folded(paths):
     """Every delivery object folded while analysing ``paths`` (several connections, links, ids)."""
     out = []
     for path in paths:
-        an = Analyzer(rows=False, fold_out=out)
-        d = Dissector()
-        with open(path, "rb") as f:
-            for rec in open_capture(f):
-                for ev in d.feed(rec):
-                    an.feed(ev)
-        for ev in d.finish():
-            an.feed(ev)
-        an.finish()
+        analyze_file(path, Analyzer(rows=False, fold_out=out))
     return out
 
 

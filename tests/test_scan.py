@@ -22,6 +22,7 @@ import struct
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from eventkeys import analyze_file
 from amqp_dissect.amqp import framing as amqp, codec
 from amqp_dissect.capture.pcap import open_capture
 from amqp_dissect.amqp.codec import ABSENT, Composite, Reader, amqp_type_of
@@ -627,14 +628,7 @@ def _rendered(path):
 def _tables(path):
     from amqp_dissect.results.analytics import Analyzer
 
-    d, an = Dissector(messages=False), Analyzer()
-    with open(path, "rb") as f:
-        for rec in open_capture(f):
-            for ev in d.feed(rec):
-                an.feed(ev)
-    for ev in d.finish():
-        an.feed(ev)
-    an.finish()
+    an = analyze_file(path, Analyzer(), Dissector(messages=False))
     return [getattr(an, m)() for m in ("connection_rows", "session_rows", "link_rows", "delivery_rows",
                                        "stall_rows", "violation_rows", "error_rows", "transaction_rows")]
 

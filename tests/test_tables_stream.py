@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 import pytest
 from proton import Message
 
+from eventkeys import analyze_file
 from amqp_dissect.capture.pcap import open_capture
 from amqp_dissect.dissect import Dissector
 from amqp_dissect.pipelines.local import CaptureSource, DeliveryStream
@@ -144,14 +145,7 @@ def test_delivery_columns_are_the_row_cells():
         folded: list = []
         an = Analyzer(rows=False, fold_out=folded)
         an.fold_lag = 1
-        d = Dissector()
-        with open(path, "rb") as f:
-            for rec in open_capture(f):
-                for ev in d.feed(rec):
-                    an.feed(ev)
-        for ev in d.finish():
-            an.feed(ev)
-        an.finish()
+        analyze_file(path, an)
         ds = folded + an.live()
         cols, idx, ctx = an.delivery_columns(ds)
         assert set(cols) | set(ctx) == set(schema.names("deliveries"))
@@ -227,16 +221,7 @@ def test_jsonl_text_is_what_json_dumps_writes():
 
 
 def _analyzed(path):
-    an = Analyzer()
-    d = Dissector()
-    with open(path, "rb") as f:
-        for rec in open_capture(f):
-            for ev in d.feed(rec):
-                an.feed(ev)
-    for ev in d.finish():
-        an.feed(ev)
-    an.finish()
-    return an
+    return analyze_file(path)
 
 
 def _transaction_analyzer():
