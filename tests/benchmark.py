@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark amqp-dissect against tshark on real proton traffic, timed in the same run.
 
-Reference run (the README's Performance table; issue 7's capture: 150,000 small
+Reference run (the reference table of docs/performance.md; issue 7's capture: 150,000 small
 messages over 2 connections)::
 
     python tests/benchmark.py --connections 2 --messages 75000 --repeat 3

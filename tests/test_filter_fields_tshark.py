@@ -1,7 +1,7 @@
 """Every documented display filter and ``-e`` field against tshark's own field (issue 24 item 9).
 
 The samples are joined into one capture (``mergecap -a``: their client ports differ, so every
-connection stays its own).  For each field of the README's "Display filter fields" table with a
+connection stays its own).  For each field of the "Display filter fields" table (docs/filters.md) with a
 tshark equivalent (tshark 4.0's ``amqp.*`` names, ``frame.*``, ``ip``/``tcp``): the packets our
 filter selects are the packets tshark's filter selects (the field alone, and compared with a value
 tshark shows for it), and our ``-T fields`` values, joined per packet, are tshark's ``-T fields``

@@ -145,9 +145,9 @@ def test_without_loss_nothing_is_lost_and_unsettled_stays_unsettled(tmp_path):
 def test_the_documented_columns_agree():
     """The deliveries table documents ``lost-in-capture``; the links table's ``unsettled`` and
     ``no_outcome`` and the sessions table's ``unsettled`` count every delivery the capture left
-    unsettled: the report's entries add ``lost_in_capture`` and count those apart (README)."""
+    unsettled: the report's entries add ``lost_in_capture`` and count those apart (docs/definitions.md)."""
     cols = {c.name: c for c in REGISTRY["deliveries"]}
     assert "lost-in-capture" in cols["unsettled_at"].meaning
-    with open(os.path.join(ROOT, "README.md")) as f:
-        readme = f.read()
-    assert "lost_in_capture" in readme
+    with open(os.path.join(ROOT, "docs", "definitions.md"), encoding="utf-8") as f:
+        definitions = f.read()
+    assert "lost_in_capture" in definitions

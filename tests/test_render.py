@@ -1,4 +1,4 @@
-"""JSON value conventions and choice names, as documented in the README."""
+"""JSON value conventions and choice names, as documented in docs/filters.md (JSON lines)."""
 
 from __future__ import annotations
 

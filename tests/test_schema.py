@@ -83,11 +83,11 @@ def test_registry_is_well_formed():
             assert (c.type == schema.TIME) == is_time, (table, c.name)
 
 
-def test_readme_tables_are_the_registry():
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+def test_documented_tables_are_the_registry():
+    with open(os.path.join(ROOT, "docs", "tables.md"), encoding="utf-8") as f:
         text = f.read()
     assert schema.readme_section(text) == schema.markdown(), (
-        "README column tables are out of date: run python -m amqp_dissect.results.schema --update-readme README.md")
+        "docs/tables.md column tables are out of date: run python -m amqp_dissect.results.schema --update docs/tables.md")
     for table in TABLES:
         assert f"**{table}**" in schema.readme_section(text)
 

@@ -2,7 +2,7 @@
 
 Plain data only (no pandas / pyarrow / pyspark here): :mod:`amqp_dissect.results.tables` turns it
 into the pandas dtypes, the Arrow/Parquet schema and the Spark schema, and
-``python -m amqp_dissect.results.schema --markdown`` renders the README's column tables.
+``python -m amqp_dissect.results.schema --markdown`` renders the column tables of docs/tables.md.
 
 Types (``Column.type``), with what they become in pandas / Parquet (Arrow) / Spark:
 
@@ -161,7 +161,7 @@ SESSIONS = _cols(
     ("deliveries", INT, "deliveries on the session"),
     ("unsettled", INT, "deliveries never settled"),
     ("unseen_dispositions", INT, "delivery-ids in dispositions whose transfer was before the capture"),
-    ("late_dispositions", INT, "delivery-ids in dispositions of deliveries already settled and folded (see README)"),
+    ("late_dispositions", INT, "delivery-ids in dispositions of deliveries already settled and folded (see the definitions: memory)"),
     ("unknown", JSON, "list of what the capture could not show"),
 )
 
@@ -439,7 +439,7 @@ def time_columns(table: str) -> list[str]:
 
 
 def markdown() -> str:
-    """The README's column tables (between the ``columns:begin`` / ``columns:end`` markers)."""
+    """The column tables of docs/tables.md (between the ``columns:begin`` / ``columns:end`` markers)."""
     out = []
     for table, cols in REGISTRY.items():
         out.append(f"**{table}** ({len(cols)} columns). {_INTRO[table]}")
@@ -457,7 +457,7 @@ BEGIN, END = "<!-- columns:begin -->", "<!-- columns:end -->"
 
 
 def readme_section(text: str) -> str:
-    """The part of a README between the markers (without them)."""
+    """The part of a page between the markers (without them)."""
     i, j = text.index(BEGIN), text.index(END)
     return text[i + len(BEGIN):j].strip("\n") + "\n"
 
@@ -484,9 +484,10 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m amqp_dissect.results.schema",
-                                 description="Render the column registry (README column tables).")
-    ap.add_argument("--markdown", action="store_true", help="print the README's column tables")
-    ap.add_argument("--update-readme", metavar="README", help="rewrite the tables between the markers in place")
+                                 description="Render the column registry (the column tables of docs/tables.md).")
+    ap.add_argument("--markdown", action="store_true", help="print the column tables of docs/tables.md")
+    ap.add_argument("--update", "--update-readme", dest="update_readme", metavar="PAGE",
+                    help="rewrite the tables between the markers of PAGE (docs/tables.md) in place")
     a = ap.parse_args(argv)
     if a.update_readme:
         with open(a.update_readme, encoding="utf-8") as f:
