@@ -92,6 +92,55 @@ def test_documented_tables_are_the_registry():
         assert f"**{table}**" in schema.readme_section(text)
 
 
+def _documented_types() -> dict:
+    """{type: (pandas, Parquet, Spark)} of the types table of docs/tables.md (section Types)."""
+    with open(os.path.join(ROOT, "docs", "tables.md"), encoding="utf-8") as f:
+        text = f.read()
+    section = text.split("\n## Types\n", 1)[1].split("\n## ", 1)[0]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in section.splitlines()
+            if line.startswith("|")]
+    assert rows[0] == ["type", "pandas", "Parquet", "Spark"]
+    return {r[0]: tuple(r[1:]) for r in rows[2:]}
+
+
+def test_documented_types_are_what_the_code_makes():
+    """The types table of docs/tables.md against what the code makes of each registry type: the
+    pandas dtype of the DataFrames, the Parquet type pyarrow writes (read back from a file), the
+    Spark type of the Spark schema."""
+    from amqp_dissect.results.tables import arrow_schema, arrow_type, spark_schema
+
+    documented = _documented_types()
+    assert list(documented) == list(schema.TYPES)
+    one = {}  # type -> (table, column) of a column of that type
+    for table in REGISTRY:
+        for c in REGISTRY[table]:
+            one.setdefault(c.type, (table, c.name))
+    assert set(one) == set(schema.TYPES)
+    units = {"nanoseconds": "NANOS", "microseconds": "MICROS", "milliseconds": "MILLIS"}
+    for typ, (pandas_doc, parquet_doc, spark_doc) in documented.items():
+        table, name = one[typ]
+        assert re.match(r"`([^`]+)`", pandas_doc).group(1) == str(pandas_dtypes(table)[name]), typ
+        buf = io.BytesIO()
+        pq.write_table(arrow_schema(table).empty_table(), buf)
+        buf.seek(0)
+        col = pq.ParquetFile(buf).schema.column(names(table).index(name))
+        logical = json.loads(col.logical_type.to_json())
+        if logical["Type"] == "String":
+            written = "string"
+        elif logical["Type"] == "Int":
+            written = ("int" if logical["isSigned"] else "uint") + str(logical["bitWidth"])
+        elif logical["Type"] == "Timestamp":
+            written = f"TIMESTAMP({units[logical['timeUnit']]}, {'UTC' if logical['isAdjustedToUTC'] else 'local'})"
+        else:
+            assert logical["Type"] == "None", logical
+            written = col.physical_type.lower()
+        assert parquet_doc.split(" (")[0] == written, typ
+        field = spark_schema(table)[name].dataType
+        assert spark_doc.split(" (")[0] == str(field).replace("()", ""), typ
+        if typ == schema.TIME:  # Spark keeps microseconds: the Spark schema's Arrow twin says so
+            assert spark_doc.endswith("(microseconds)") and arrow_type(typ, spark=True).unit == "us"
+
+
 # --------------------------------------------------------------------------- every sample
 
 
