@@ -38,6 +38,7 @@ import difflib
 import re
 from decimal import Decimal, InvalidOperation
 
+from .amqp._spec import ATTACH_HANDLE, ATTACH_NAME, DETACH_HANDLE, FLOW_HANDLE, TRANSFER_HANDLE
 from .amqp.codec import ABSENT, Composite, Described, Timestamp
 from .amqp.framing import PROTOCOL_NAMES, Frame, ProtocolHeader, StreamNote
 from .amqp.spec import CHOICES, COMPOSITES, PERFORMATIVES, SASL_FRAMES, choice_name
@@ -358,9 +359,8 @@ def lookup(name: str, text: str = "", column: int = 1) -> Field:
 # --------------------------------------------------------------------------- context
 
 
-_HANDLE_INDEX = {p: COMPOSITES[p].index["handle"] for p in ("flow", "transfer", "detach")}
-_ATTACH_NAME = COMPOSITES["attach"].index["name"]
-_ATTACH_HANDLE = COMPOSITES["attach"].index["handle"]
+# the performatives that name a link by its handle: the handle field's index
+_HANDLE_INDEX = {"flow": FLOW_HANDLE, "transfer": TRANSFER_HANDLE, "detach": DETACH_HANDLE}
 
 
 def _handle(v):
@@ -390,8 +390,8 @@ class FrameContext:
         if type(ev) is Frame and ev.pname == "attach":
             values = ev.fields
             n = len(values)
-            name = values[_ATTACH_NAME] if _ATTACH_NAME < n else None
-            handle = values[_ATTACH_HANDLE] if _ATTACH_HANDLE < n else None
+            name = values[ATTACH_NAME] if ATTACH_NAME < n else None
+            handle = values[ATTACH_HANDLE] if ATTACH_HANDLE < n else None
             handle = _handle(handle)
             if name is not None and name is not ABSENT and handle is not None:
                 key = (ev.conn, ev.src, ev.channel, handle)
@@ -403,7 +403,7 @@ class FrameContext:
 
     def link_name(self, fr) -> str | None:
         if fr.pname == "attach":
-            v = fr.fields[_ATTACH_NAME] if _ATTACH_NAME < len(fr.fields) else None
+            v = fr.fields[ATTACH_NAME] if ATTACH_NAME < len(fr.fields) else None
             return None if v is None or v is ABSENT else str(v)
         i = _HANDLE_INDEX.get(fr.pname)
         if i is None:

@@ -24,6 +24,8 @@ from hypothesis import strategies as st
 
 from eventkeys import analyze_file
 from amqp_dissect.amqp import framing as amqp, codec
+from amqp_dissect.amqp._spec import (DISPOSITION_STATE, FLOW_PROPERTIES, TRANSFER_DELIVERY_TAG, TRANSFER_HANDLE,
+                                     TRANSFER_MORE)
 from amqp_dissect.capture.pcap import open_capture
 from amqp_dissect.amqp.codec import ABSENT, Composite, Reader, amqp_type_of
 from amqp_dissect.dissect import Dissector
@@ -332,7 +334,8 @@ def test_every_width_and_form_of_a_transfer():
 
 
 def test_states_name_span_and_decline():
-    head = [("boolean", True), ("uint", 3), ("uint", 9), ("boolean", True)]
+    head = [("boolean", True), ("uint", 3), ("uint", 9), ("boolean", True)]  # role, first, last, settled
+    assert len(head) == DISPOSITION_STATE
 
     def disposition(state_node, mode="keep"):
         nodes = head + [state_node]
@@ -346,18 +349,18 @@ def test_states_name_span_and_decline():
                 _proton_agrees(data)
                 exp = check(data)
                 res = scan_performative(data, 0, len(data))
-                state = res[1][4]
+                state = res[1][DISPOSITION_STATE]
                 if _mandatory(name):  # an empty received/declared/...: handed over as a span
                     assert isinstance(state, Span)
                     assert state.decode(data).spec.name == name
                 else:
                     assert state == name
-                assert exp[1][4][0] == ("span" if _mandatory(name) else "name")
+                assert exp[1][DISPOSITION_STATE][0] == ("span" if _mandatory(name) else "name")
     rejected = ("described", (("ulong", XML_CODE_OF["rejected"]), ("list", [
         ("described", (("ulong", XML_CODE_OF["error"]), ("list", [("symbol", "amqp:precondition-failed")])))])))
     data = disposition(rejected)
     check(data)
-    state = scan_performative(data, 0, len(data))[1][4]
+    state = scan_performative(data, 0, len(data))[1][DISPOSITION_STATE]
     assert isinstance(state, Span)
     v = state.decode(data)
     assert v.spec.name == "rejected" and v.field("error").field("condition") == "amqp:precondition-failed"
@@ -379,8 +382,9 @@ def test_flow_properties_are_a_span():
     _proton_agrees(data)
     check(data)
     code, vals, end = scan_performative(data, 0, len(data))
-    assert vals[:10] == (1, 2047, 1, 2047, 0, 0, 5, None, False, False)
-    assert isinstance(vals[10], Span) and dict(vals[10].decode(data)) == {"k": "v", "n": -1}
+    assert vals[:FLOW_PROPERTIES] == (1, 2047, 1, 2047, 0, 0, 5, None, False, False)
+    props = vals[FLOW_PROPERTIES]
+    assert isinstance(props, Span) and dict(props.decode(data)) == {"k": "v", "n": -1}
 
 
 def test_absent_null_and_more_fields_than_the_spec():
@@ -582,9 +586,9 @@ def test_every_sample_frame_scans_as_the_generic_decoder_reads_it(monkeypatch):
             if fr.name == "transfer":
                 assert body[perf_end:] == fr.payload
                 # one delivery = transfers on a link up to one without more=true; its tag is the first's
-                key = (fr.conn, fr.direction, fr.channel, values[0])
-                started.setdefault(key, values[2])
-                if values[5] is not True:
+                key = (fr.conn, fr.direction, fr.channel, values[TRANSFER_HANDLE])
+                started.setdefault(key, values[TRANSFER_DELIVERY_TAG])
+                if values[TRANSFER_MORE] is not True:
                     tags[started.pop(key).hex()] += 1
             else:
                 assert perf_end == len(body)

@@ -485,3 +485,71 @@ def test_scan_layouts_are_the_xml_fields_of_the_scanned_performatives():
     assert [f[0] for f in transfer[3]][:3] == ["handle", "delivery-id", "delivery-tag"]
     assert transfer[3][7][:5] == ("state", 7, "*", "*", "delivery-state")
     assert _spec.SCAN_LAYOUTS["disposition"][3][0][2:4] == ("role", "boolean")
+
+
+# --------------------------------------------------------------------------- named field indices and descriptors
+
+
+def _upper(*parts: str) -> str:
+    return "_".join(parts).replace("-", "_").upper()
+
+
+def _generated_constants() -> dict[str, int]:
+    """The module-level upper-case ints of _spec (the named constants; the tables are dicts/tuples)."""
+    return {k: v for k, v in vars(_spec).items() if k.isupper() and type(v) is int}
+
+
+def test_field_constants_are_the_xml_field_order():
+    """Every field of every composite of the XML (read here with ElementTree) has a constant
+    <TYPE>_<FIELD> equal to its position in the XML, and there is no other field constant."""
+    want = {}
+    for name, t in _of_class("composite").items():
+        for i, f in enumerate(t.findall(f"{NS}field")):
+            cname = _upper(name, f.get("name"))
+            assert cname not in want, f"{cname} named twice"
+            want[cname] = i
+    descriptors = {}
+    for name, (_, t) in TYPES.items():
+        d = t.find(f"{NS}descriptor")
+        if d is not None:
+            descriptors[_upper("descriptor", name)] = _code(d.get("code"))
+    assert not set(want) & set(descriptors)
+    got = _generated_constants()
+    assert {k: v for k, v in got.items() if k in want} == want
+    assert {k: v for k, v in got.items() if k in descriptors} == descriptors
+    assert set(got) == set(want) | set(descriptors), "a constant the XML does not define (stale?)"
+    assert len(want) == sum(len(c.fields) for c in spec.COMPOSITES.values())
+
+
+def test_field_constants_spelled_out_from_the_spec_text():
+    """A few positions as the printed specification lists them (2.7.5, 2.7.4, 2.7.6, 2.7.3, 3.2.1)."""
+    assert (_spec.TRANSFER_HANDLE, _spec.TRANSFER_DELIVERY_ID, _spec.TRANSFER_DELIVERY_TAG, _spec.TRANSFER_MORE,
+            _spec.TRANSFER_STATE, _spec.TRANSFER_ABORTED, _spec.TRANSFER_BATCHABLE) == (0, 1, 2, 5, 7, 9, 10)
+    assert (_spec.FLOW_NEXT_INCOMING_ID, _spec.FLOW_HANDLE, _spec.FLOW_LINK_CREDIT, _spec.FLOW_ECHO,
+            _spec.FLOW_PROPERTIES) == (0, 4, 6, 9, 10)
+    assert (_spec.DISPOSITION_ROLE, _spec.DISPOSITION_FIRST, _spec.DISPOSITION_STATE) == (0, 1, 4)
+    assert (_spec.ATTACH_NAME, _spec.ATTACH_HANDLE, _spec.ATTACH_SOURCE, _spec.ATTACH_TARGET) == (0, 1, 5, 6)
+    assert (_spec.HEADER_DURABLE, _spec.HEADER_DELIVERY_COUNT) == (0, 4)
+    assert (_spec.DESCRIPTOR_TRANSFER, _spec.DESCRIPTOR_ACCEPTED, _spec.DESCRIPTOR_AMQP_VALUE) == (0x14, 0x24, 0x77)
+
+
+def test_field_constants_match_the_spec_text(text_types):
+    """The second source: the field order of every composite the specification's text prints."""
+    for name, (_, t) in text_types.items():
+        if t["attrs"]["class"] != "composite":
+            continue
+        for i, f in enumerate(t["fields"]):
+            assert getattr(_spec, _upper(name, f["name"])) == i, (name, f["name"])
+        assert getattr(_spec, _upper("descriptor", name)) == _text_code(t["descriptor"]["code"]), name
+
+
+def test_a_constant_made_twice_is_an_error():
+    """transfer-delivery.id would be TRANSFER_DELIVERY_ID too: the generator refuses, it does not shadow."""
+    tables = specgen.build_tables()
+    tables["COMPOSITES"] = dict(tables["COMPOSITES"])
+    tables["COMPOSITES"]["transfer-delivery"] = (
+        "transfer-delivery", "list", (), "x/y", "x:transfer-delivery:list", 0x7777,
+        (("id", "uint", "uint", None, False, False, False, None),))
+    with pytest.raises(ValueError, match="TRANSFER_DELIVERY_ID"):
+        specgen.build_constants(tables)
+    assert specgen.constant_name("sasl-outcome", "additional-data") == "SASL_OUTCOME_ADDITIONAL_DATA"

@@ -914,3 +914,229 @@ SCAN_LAYOUTS = {'transfer': (20,
                   ('settled', 3, 'boolean', 'boolean', None, False, False, False),
                   ('state', 4, '*', '*', 'delivery-state', False, False, None),
                   ('batchable', 5, 'boolean', 'boolean', None, False, False, False)))}
+
+# --------------------------------------------------------------------------- named constants
+# <TYPE>_<FIELD>: the index of a composite's field in its list (frame.fields, Composite.value),
+# every field of every composite in the XML's order; DESCRIPTOR_<TYPE>: the numeric descriptor
+# of every described type.  Read fields by these names, never by a number counted by hand.
+
+# open (amqp:open:list)
+OPEN_CONTAINER_ID = 0
+OPEN_HOSTNAME = 1
+OPEN_MAX_FRAME_SIZE = 2
+OPEN_CHANNEL_MAX = 3
+OPEN_IDLE_TIME_OUT = 4
+OPEN_OUTGOING_LOCALES = 5
+OPEN_INCOMING_LOCALES = 6
+OPEN_OFFERED_CAPABILITIES = 7
+OPEN_DESIRED_CAPABILITIES = 8
+OPEN_PROPERTIES = 9
+
+# begin (amqp:begin:list)
+BEGIN_REMOTE_CHANNEL = 0
+BEGIN_NEXT_OUTGOING_ID = 1
+BEGIN_INCOMING_WINDOW = 2
+BEGIN_OUTGOING_WINDOW = 3
+BEGIN_HANDLE_MAX = 4
+BEGIN_OFFERED_CAPABILITIES = 5
+BEGIN_DESIRED_CAPABILITIES = 6
+BEGIN_PROPERTIES = 7
+
+# attach (amqp:attach:list)
+ATTACH_NAME = 0
+ATTACH_HANDLE = 1
+ATTACH_ROLE = 2
+ATTACH_SND_SETTLE_MODE = 3
+ATTACH_RCV_SETTLE_MODE = 4
+ATTACH_SOURCE = 5
+ATTACH_TARGET = 6
+ATTACH_UNSETTLED = 7
+ATTACH_INCOMPLETE_UNSETTLED = 8
+ATTACH_INITIAL_DELIVERY_COUNT = 9
+ATTACH_MAX_MESSAGE_SIZE = 10
+ATTACH_OFFERED_CAPABILITIES = 11
+ATTACH_DESIRED_CAPABILITIES = 12
+ATTACH_PROPERTIES = 13
+
+# flow (amqp:flow:list)
+FLOW_NEXT_INCOMING_ID = 0
+FLOW_INCOMING_WINDOW = 1
+FLOW_NEXT_OUTGOING_ID = 2
+FLOW_OUTGOING_WINDOW = 3
+FLOW_HANDLE = 4
+FLOW_DELIVERY_COUNT = 5
+FLOW_LINK_CREDIT = 6
+FLOW_AVAILABLE = 7
+FLOW_DRAIN = 8
+FLOW_ECHO = 9
+FLOW_PROPERTIES = 10
+
+# transfer (amqp:transfer:list)
+TRANSFER_HANDLE = 0
+TRANSFER_DELIVERY_ID = 1
+TRANSFER_DELIVERY_TAG = 2
+TRANSFER_MESSAGE_FORMAT = 3
+TRANSFER_SETTLED = 4
+TRANSFER_MORE = 5
+TRANSFER_RCV_SETTLE_MODE = 6
+TRANSFER_STATE = 7
+TRANSFER_RESUME = 8
+TRANSFER_ABORTED = 9
+TRANSFER_BATCHABLE = 10
+
+# disposition (amqp:disposition:list)
+DISPOSITION_ROLE = 0
+DISPOSITION_FIRST = 1
+DISPOSITION_LAST = 2
+DISPOSITION_SETTLED = 3
+DISPOSITION_STATE = 4
+DISPOSITION_BATCHABLE = 5
+
+# detach (amqp:detach:list)
+DETACH_HANDLE = 0
+DETACH_CLOSED = 1
+DETACH_ERROR = 2
+
+# end (amqp:end:list)
+END_ERROR = 0
+
+# close (amqp:close:list)
+CLOSE_ERROR = 0
+
+# error (amqp:error:list)
+ERROR_CONDITION = 0
+ERROR_DESCRIPTION = 1
+ERROR_INFO = 2
+
+# header (amqp:header:list)
+HEADER_DURABLE = 0
+HEADER_PRIORITY = 1
+HEADER_TTL = 2
+HEADER_FIRST_ACQUIRER = 3
+HEADER_DELIVERY_COUNT = 4
+
+# properties (amqp:properties:list)
+PROPERTIES_MESSAGE_ID = 0
+PROPERTIES_USER_ID = 1
+PROPERTIES_TO = 2
+PROPERTIES_SUBJECT = 3
+PROPERTIES_REPLY_TO = 4
+PROPERTIES_CORRELATION_ID = 5
+PROPERTIES_CONTENT_TYPE = 6
+PROPERTIES_CONTENT_ENCODING = 7
+PROPERTIES_ABSOLUTE_EXPIRY_TIME = 8
+PROPERTIES_CREATION_TIME = 9
+PROPERTIES_GROUP_ID = 10
+PROPERTIES_GROUP_SEQUENCE = 11
+PROPERTIES_REPLY_TO_GROUP_ID = 12
+
+# received (amqp:received:list)
+RECEIVED_SECTION_NUMBER = 0
+RECEIVED_SECTION_OFFSET = 1
+
+# rejected (amqp:rejected:list)
+REJECTED_ERROR = 0
+
+# modified (amqp:modified:list)
+MODIFIED_DELIVERY_FAILED = 0
+MODIFIED_UNDELIVERABLE_HERE = 1
+MODIFIED_MESSAGE_ANNOTATIONS = 2
+
+# source (amqp:source:list)
+SOURCE_ADDRESS = 0
+SOURCE_DURABLE = 1
+SOURCE_EXPIRY_POLICY = 2
+SOURCE_TIMEOUT = 3
+SOURCE_DYNAMIC = 4
+SOURCE_DYNAMIC_NODE_PROPERTIES = 5
+SOURCE_DISTRIBUTION_MODE = 6
+SOURCE_FILTER = 7
+SOURCE_DEFAULT_OUTCOME = 8
+SOURCE_OUTCOMES = 9
+SOURCE_CAPABILITIES = 10
+
+# target (amqp:target:list)
+TARGET_ADDRESS = 0
+TARGET_DURABLE = 1
+TARGET_EXPIRY_POLICY = 2
+TARGET_TIMEOUT = 3
+TARGET_DYNAMIC = 4
+TARGET_DYNAMIC_NODE_PROPERTIES = 5
+TARGET_CAPABILITIES = 6
+
+# sasl-mechanisms (amqp:sasl-mechanisms:list)
+SASL_MECHANISMS_SASL_SERVER_MECHANISMS = 0
+
+# sasl-init (amqp:sasl-init:list)
+SASL_INIT_MECHANISM = 0
+SASL_INIT_INITIAL_RESPONSE = 1
+SASL_INIT_HOSTNAME = 2
+
+# sasl-challenge (amqp:sasl-challenge:list)
+SASL_CHALLENGE_CHALLENGE = 0
+
+# sasl-response (amqp:sasl-response:list)
+SASL_RESPONSE_RESPONSE = 0
+
+# sasl-outcome (amqp:sasl-outcome:list)
+SASL_OUTCOME_CODE = 0
+SASL_OUTCOME_ADDITIONAL_DATA = 1
+
+# coordinator (amqp:coordinator:list)
+COORDINATOR_CAPABILITIES = 0
+
+# declare (amqp:declare:list)
+DECLARE_GLOBAL_ID = 0
+
+# discharge (amqp:discharge:list)
+DISCHARGE_TXN_ID = 0
+DISCHARGE_FAIL = 1
+
+# declared (amqp:declared:list)
+DECLARED_TXN_ID = 0
+
+# transactional-state (amqp:transactional-state:list)
+TRANSACTIONAL_STATE_TXN_ID = 0
+TRANSACTIONAL_STATE_OUTCOME = 1
+
+# descriptor codes: (domain << 32) | id
+DESCRIPTOR_OPEN = 0x10  # amqp:open:list
+DESCRIPTOR_BEGIN = 0x11  # amqp:begin:list
+DESCRIPTOR_ATTACH = 0x12  # amqp:attach:list
+DESCRIPTOR_FLOW = 0x13  # amqp:flow:list
+DESCRIPTOR_TRANSFER = 0x14  # amqp:transfer:list
+DESCRIPTOR_DISPOSITION = 0x15  # amqp:disposition:list
+DESCRIPTOR_DETACH = 0x16  # amqp:detach:list
+DESCRIPTOR_END = 0x17  # amqp:end:list
+DESCRIPTOR_CLOSE = 0x18  # amqp:close:list
+DESCRIPTOR_ERROR = 0x1d  # amqp:error:list
+DESCRIPTOR_RECEIVED = 0x23  # amqp:received:list
+DESCRIPTOR_ACCEPTED = 0x24  # amqp:accepted:list
+DESCRIPTOR_REJECTED = 0x25  # amqp:rejected:list
+DESCRIPTOR_RELEASED = 0x26  # amqp:released:list
+DESCRIPTOR_MODIFIED = 0x27  # amqp:modified:list
+DESCRIPTOR_SOURCE = 0x28  # amqp:source:list
+DESCRIPTOR_TARGET = 0x29  # amqp:target:list
+DESCRIPTOR_DELETE_ON_CLOSE = 0x2b  # amqp:delete-on-close:list
+DESCRIPTOR_DELETE_ON_NO_LINKS = 0x2c  # amqp:delete-on-no-links:list
+DESCRIPTOR_DELETE_ON_NO_MESSAGES = 0x2d  # amqp:delete-on-no-messages:list
+DESCRIPTOR_DELETE_ON_NO_LINKS_OR_MESSAGES = 0x2e  # amqp:delete-on-no-links-or-messages:list
+DESCRIPTOR_COORDINATOR = 0x30  # amqp:coordinator:list
+DESCRIPTOR_DECLARE = 0x31  # amqp:declare:list
+DESCRIPTOR_DISCHARGE = 0x32  # amqp:discharge:list
+DESCRIPTOR_DECLARED = 0x33  # amqp:declared:list
+DESCRIPTOR_TRANSACTIONAL_STATE = 0x34  # amqp:transactional-state:list
+DESCRIPTOR_SASL_MECHANISMS = 0x40  # amqp:sasl-mechanisms:list
+DESCRIPTOR_SASL_INIT = 0x41  # amqp:sasl-init:list
+DESCRIPTOR_SASL_CHALLENGE = 0x42  # amqp:sasl-challenge:list
+DESCRIPTOR_SASL_RESPONSE = 0x43  # amqp:sasl-response:list
+DESCRIPTOR_SASL_OUTCOME = 0x44  # amqp:sasl-outcome:list
+DESCRIPTOR_HEADER = 0x70  # amqp:header:list
+DESCRIPTOR_DELIVERY_ANNOTATIONS = 0x71  # amqp:delivery-annotations:map
+DESCRIPTOR_MESSAGE_ANNOTATIONS = 0x72  # amqp:message-annotations:map
+DESCRIPTOR_PROPERTIES = 0x73  # amqp:properties:list
+DESCRIPTOR_APPLICATION_PROPERTIES = 0x74  # amqp:application-properties:map
+DESCRIPTOR_DATA = 0x75  # amqp:data:binary
+DESCRIPTOR_AMQP_SEQUENCE = 0x76  # amqp:amqp-sequence:list
+DESCRIPTOR_AMQP_VALUE = 0x77  # amqp:amqp-value:*
+DESCRIPTOR_FOOTER = 0x78  # amqp:footer:map

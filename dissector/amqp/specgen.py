@@ -11,6 +11,13 @@ table, descriptors, composite field lists with types and defaults, restricted
 types and their choices, definitions, the field layouts of the performatives
 that :mod:`amqp_dissect.amqp.scan` reads) comes from here.  Nothing in those tables
 is typed by hand.
+
+The module ends with named constants: ``<TYPE>_<FIELD>``, the position of every field of
+every composite in its list (``TRANSFER_DELIVERY_ID = 1``: ``frame.fields[TRANSFER_DELIVERY_ID]``),
+and ``DESCRIPTOR_<TYPE>``, the numeric descriptor of every described type
+(``DESCRIPTOR_TRANSFER = 0x14``).  Names are upper case with ``-`` as ``_``.  Code that
+reads a field by position uses these names, never a number counted by hand; a compiled
+module declares the ones it reads ``cdef Py_ssize_t`` in its ``.pxd`` (the import assigns them).
 """
 
 from __future__ import annotations
@@ -200,34 +207,31 @@ def build_tables(xml_dir: Path = DEFAULT_XML) -> dict:
 
     descriptors = {}
     symbolic = {}
-    for table in (out_composites, out_restricted):
-        for name, entry in table.items():
-            code = entry[5] if table is out_composites else entry[6]
-            sym = entry[4] if table is out_composites else entry[5]
-            if code is not None:
-                descriptors[code] = name
-                symbolic[sym] = name
-
     providers: dict[str, list[str]] = {}
-    for table in (out_composites, out_restricted):
+    for table in (composites, restricted):
         for name, entry in table.items():
-            provides = entry[2] if table is out_composites else entry[3]
-            for p in provides:
+            if entry["descriptor_code"] is not None:
+                descriptors[entry["descriptor_code"]] = name
+                symbolic[entry["descriptor_symbol"]] = name
+    for table in (composites, restricted):
+        for name, entry in table.items():
+            for p in entry["provides"]:
                 providers.setdefault(p, []).append(name)
 
     scan_layouts = {}
     for name in SCANNED_PERFORMATIVES:
-        _, _, provides, _, dsym, dcode, fields = out_composites[name]
-        if "frame" not in provides:
+        c = composites[name]
+        if "frame" not in c["provides"]:
             raise ValueError(f"{name} is not a performative")
         scan_layouts[name] = (
-            dcode,
-            dsym,
-            len(fields),
+            c["descriptor_code"],
+            c["descriptor_symbol"],
+            len(c["fields"]),
             tuple(
                 # (name, index, type, primitive, requires, mandatory, multiple, default)
-                (f[0], i, f[1], f[2], f[3], f[4], f[5], f[7])
-                for i, f in enumerate(fields)
+                (f["name"], i, f["type"], primitive_of(f["type"]) if f["type"] != "*" else "*",
+                 f["requires"], f["mandatory"], f["multiple"], resolve_default(f))
+                for i, f in enumerate(c["fields"])
             ),
         )
 
@@ -267,6 +271,45 @@ _DOC = {
 }
 
 
+def constant_name(*parts: str) -> str:
+    """``("transfer", "delivery-id")`` -> ``TRANSFER_DELIVERY_ID``."""
+    name = "_".join(parts).replace("-", "_").upper()
+    if not name.isidentifier():
+        raise ValueError(f"{parts!r} does not make a Python name")
+    return name
+
+
+def build_constants(tables: dict) -> list[tuple[str, list[tuple[str, int, str]]]]:
+    """The named constants, in groups: ``[(group comment, [(name, value, comment), ...]), ...]``.
+
+    One group per composite with fields (``<TYPE>_<FIELD>`` = the field's index, in the XML's
+    order), then one group of descriptor codes (``DESCRIPTOR_<TYPE>``, every described type in
+    the order of ``COMPOSITES`` then ``RESTRICTED``).  A name made twice is an error."""
+    groups = []
+    for name, (_, _, _, _, dsym, _, fields) in tables["COMPOSITES"].items():
+        if fields:
+            rows = [(constant_name(name, fname), i, "") for i, (fname, *_) in enumerate(fields)]
+            groups.append((f"{name} ({dsym})", rows))
+    symbol_of = {name: sym for sym, name in tables["SYMBOLIC_DESCRIPTORS"].items()}
+    rows = [(constant_name("descriptor", name), code, symbol_of[name]) for code, name in tables["DESCRIPTORS"].items()]
+    groups.append(("descriptor codes: (domain << 32) | id", rows))
+    seen: dict[str, str] = {}
+    for title, rows in groups:
+        for cname, _, _ in rows:
+            if cname in seen or cname in tables:
+                raise ValueError(f"constant {cname} made twice ({seen.get(cname, 'a table')} and {title})")
+            seen[cname] = title
+    return groups
+
+
+_CONSTANTS_DOC = """\
+# --------------------------------------------------------------------------- named constants
+# <TYPE>_<FIELD>: the index of a composite's field in its list (frame.fields, Composite.value),
+# every field of every composite in the XML's order; DESCRIPTOR_<TYPE>: the numeric descriptor
+# of every described type.  Read fields by these names, never by a number counted by hand.
+"""
+
+
 def render(xml_dir: Path = DEFAULT_XML) -> str:
     tables = build_tables(xml_dir)
     parts = [HEADER.format(sources=", ".join(f"{n}.xml" for n in XML_FILES))]
@@ -281,6 +324,14 @@ def render(xml_dir: Path = DEFAULT_XML) -> str:
             )
             continue
         parts.append(f"{key} = {pprint.pformat(value, width=100, sort_dicts=False)}\n\n")
+    parts.append(_CONSTANTS_DOC)
+    for title, rows in build_constants(tables):
+        parts.append(f"\n# {title}\n")
+        for cname, value, comment in rows:
+            if comment:
+                parts.append(f"{cname} = 0x{value:x}  # {comment}\n")
+            else:
+                parts.append(f"{cname} = {value}\n")
     return "".join(parts).rstrip() + "\n"
 
 
