@@ -46,14 +46,16 @@ from typing import Iterable, Iterator
 
 from amqp_dissect.results.analytics import Analyzer
 from amqp_dissect.capture.keylog import DSB_TLS_KEY_LOG, KeyLog
-from amqp_dissect.capture.pcap import MAX_RECORD, ByteSource, open_capture, pcap_records
+from amqp_dissect.capture.pcap import (MAX_RECORD, ByteSource, PcapHeader, open_capture, parse_pcap_header,
+                                       pcap_records)
 from amqp_dissect.dissect import Dissector
-from amqp_dissect.errors import DissectError, UnsupportedLinkType
+from amqp_dissect.errors import CaptureError, DissectError, UnsupportedLinkType
 from amqp_dissect.events import CaptureRecord, endpoint
 from amqp_dissect.times import ns
 from amqp_dissect.capture.netparse import TruncatedPacket, parse_segment
 from amqp_dissect.render.frames import event_json
 from amqp_dissect.pipelines.local import _natural, set_gaps
+from amqp_dissect.shard import flow_name, sweep_ticks  # noqa: F401 (sweep_ticks: the driver's)
 
 from amqp_dissect.results.schema import columns as _registry_columns
 
@@ -176,31 +178,15 @@ def plan_ranges(files: list[str], split_size: int = DEFAULT_SPLIT_SIZE, first_ri
 # --------------------------------------------------------------------------- pcap byte ranges
 
 
-@dataclass(frozen=True)
-class PcapHeader:
-    little_endian: bool
-    nanosecond: bool
-    record_header: int  # 16, or 24 for the "modified" format
-    linktype: int
-    snaplen: int
-
-
-_MAGICS = {0xA1B2C3D4: (False, 16), 0xA1B23C4D: (True, 16), 0xA1B2CD34: (False, 24)}
-
-
 def pcap_header(hdr: bytes) -> PcapHeader | None:
-    """The pcap file header in ``hdr`` (24 bytes), or None when it is not one."""
+    """The pcap file header in ``hdr`` (24 bytes), or None when it is not one
+    (:func:`~amqp_dissect.capture.pcap.parse_pcap_header`)."""
     if len(hdr) < 24:
         return None
-    for bo, le in (("<", True), (">", False)):
-        (m,) = struct.unpack_from(bo + "I", hdr, 0)
-        if m in _MAGICS:
-            ns, hl = _MAGICS[m]
-            _, vmaj, _vmin, _z, _s, snaplen, network = struct.unpack_from(bo + "IHHiIII", hdr, 0)
-            if vmaj != 2:
-                return None
-            return PcapHeader(le, ns, hl, network & 0xFFFF, snaplen)
-    return None
+    try:
+        return parse_pcap_header(hdr)
+    except CaptureError:
+        return None
 
 
 def find_boundary(read_at, start: int, end: int, hdr: PcapHeader, size: int, chain: int = CHAIN,
@@ -506,13 +492,6 @@ class _Status:
 # --------------------------------------------------------------------------- stage 1
 
 
-def flow_key(seg) -> str:
-    """Unordered endpoint pair of a segment: every connection of a 4-tuple shares it."""
-    a = endpoint(seg[0], seg[2])
-    b = endpoint(seg[1], seg[3])
-    return f"{a}|{b}" if a <= b else f"{b}|{a}"
-
-
 def decode_range(rng: Range) -> Iterator[tuple]:
     """Stage-1 rows of one range, or of an overlap group merged (see :data:`STAGE1_COLUMNS`; ``file``:
     the file the record is in); the last is the summary.
@@ -564,7 +543,7 @@ def decode_range(rng: Range) -> Iterator[tuple]:
                 continue
             tcp += 1
             last_tcp = rec.index
-            key = flow_key(seg)
+            key = flow_name(seg)
             n = flows.get(key)
             if n is not None:
                 flows[key] = n + 1
@@ -1186,23 +1165,6 @@ def end_sensitive(meta: dict, a: float | None, b: float | None) -> bool:
     if a is None or b is None:
         return bool(meta["idle"])
     return any((a - ref > t) != (b - ref > t) for ref, t in meta["idle"])
-
-
-def sweep_ticks(packets_ts: Iterable[tuple[int, int]], interval: int = 1_000_000_000, start=None):
-    """The records at which a TcpReassembler fed with these (packet, ts) pairs (times and ``interval`` in
-    nanoseconds; every record
-    reaching TCP reassembly, in order) runs its idle sweep: the first record arms it for
-    ts + interval, and each record at or past the armed time sweeps and re-arms.
-    ``start`` continues from a previous call's returned state; returns (ticks, state)."""
-    nxt = start
-    ticks = []
-    for pk, ts in packets_ts:
-        if nxt is None:
-            nxt = ts + interval
-        elif ts >= nxt:
-            ticks.append((pk, ts))
-            nxt = ts + interval
-    return ticks, nxt
 
 
 # --------------------------------------------------------------------------- output tables

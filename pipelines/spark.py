@@ -92,6 +92,7 @@ from amqp_dissect.pipelines.archive import (  # noqa: E402
 from amqp_dissect.pipelines.local import read_keylog  # noqa: E402
 from amqp_dissect.amqp.spec import OUTCOMES  # noqa: E402
 from amqp_dissect.results.tables import spark_schema  # noqa: E402
+from amqp_dissect.shard import sweep_ticks  # noqa: E402
 
 TABLES = ("connections", "links", "deliveries", "stalls")
 STAGE2_COLUMNS = ("flow", "packet", "ts", "linktype", "data", "orig_len", "file", "pos", "caplen")
@@ -535,43 +536,21 @@ def _sensitive_fn(a, b):
 
 
 def _ticks_fn(interval: int):
-    """``interval``: nanoseconds, as every capture time."""
-    import numpy as np
+    """The idle sweep's ticks over the (packet, ts) batches of every TCP record in packet order
+    (one task): the sharding contract's clock (:func:`~amqp_dissect.shard.sweep_ticks`).
+    ``interval``: nanoseconds, as every capture time."""
     import pyarrow as pa
 
     schema = pa.schema([pa.field("packet", pa.int64()), pa.field("ts", pa.int64())])
 
     def fn(batches):
-        nxt = None
-        carry = np.iinfo(np.int64).min
+        state = None
         for batch in batches:
-            pk = batch.column("packet").to_numpy(zero_copy_only=False)
-            ts = batch.column("ts").to_numpy(zero_copy_only=False).astype(np.int64)
-            if not len(ts):
-                continue
-            i = 0
-            if nxt is None:
-                nxt = int(ts[0]) + interval
-                carry = ts[0]
-                i = 1
-            # the sweep runs at the first record whose time reaches the armed time; every
-            # earlier record is below it, so a running maximum finds it by bisection
-            cm = np.maximum.accumulate(np.concatenate(([carry], ts)))[1:]
-            out_p, out_t = [], []
-            while True:
-                j = int(np.searchsorted(cm, nxt, side="left"))
-                if j < i:
-                    j = i
-                if j >= len(ts):
-                    break
-                out_p.append(int(pk[j]))
-                out_t.append(int(ts[j]))
-                nxt = int(ts[j]) + interval
-                i = j + 1
-            carry = cm[-1]
-            if out_p:
-                yield pa.RecordBatch.from_arrays([pa.array(out_p, pa.int64()), pa.array(out_t, pa.int64())],
-                                                 schema=schema)
+            ticks, state = sweep_ticks(zip(batch.column("packet").to_pylist(), batch.column("ts").to_pylist()),
+                                       interval, state)
+            if ticks:
+                yield pa.RecordBatch.from_arrays([pa.array([t[0] for t in ticks], pa.int64()),
+                                                  pa.array([t[1] for t in ticks], pa.int64())], schema=schema)
     return fn
 
 
@@ -665,14 +644,14 @@ def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, ke
         "packet", F.col("off") + F.col("idx") + F.lit(1))
     tcp = numbered.where(F.col("kind") == KIND_TCP).select(*STAGE2_COLUMNS)
     last_tcp, last_note = capture_ends(summaries, lay.offsets)
-    G = lay.last_ts
+    capture_end = lay.last_ts  # (the last record's time; the Analyzer's end may be earlier: analysis_end)
     # key logs embedded in pcapng files (Decryption Secrets Blocks) join the one given
     embedded = "".join(s.get("keylog") or "" for s in summaries)
     if embedded:
         keylog = (keylog + "\n" if keylog else "") + embedded
     mark("numbering")
-    base = FlowParams(ports=tuple(ports), last_ts=G, last_tcp_packet=last_tcp, end_ts=G, frames=frames,
-                      idle_timeout=idle_timeout, keylog=keylog, files=tuple(files))
+    base = FlowParams(ports=tuple(ports), last_ts=capture_end, last_tcp_packet=last_tcp, end_ts=capture_end,
+                      frames=frames, idle_timeout=idle_timeout, keylog=keylog, files=tuple(files))
 
     # ---- stage 2: per-flow runs, the largest flows spread evenly over the tasks
     rows_path = work + "/rows0"
@@ -722,18 +701,18 @@ def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, ke
     for cand in ((facts["last_packet"], facts["last_ts"]), last_note):
         if cand is not None and cand[0] is not None and (best is None or cand[0] > best[0]):
             best = cand
-    E = best[1] if best is not None else None
-    if E != G:
-        sens = [r.flow for r in meta.mapInArrow(_sensitive_fn(G, E), "flow string").collect()]
+    analysis_end = best[1] if best is not None else None
+    if analysis_end != capture_end:
+        sens = [r.flow for r in meta.mapInArrow(_sensitive_fn(capture_end, analysis_end), "flow string").collect()]
         if sens:
-            rerun(sens, FlowParams(**{**base.__dict__, "ticks": ticks, "end_ts": E}), work + "/rows_end")
+            rerun(sens, FlowParams(**{**base.__dict__, "ticks": ticks, "end_ts": analysis_end}), work + "/rows_end")
             reruns["end"] = len(sens)
             facts = _facts(_meta_rows(layers))
     for m in cached:
         m.unpersist()
     mark("reruns")
     stats["reruns"] = reruns
-    stats["end_ts"] = E
+    stats["end_ts"] = analysis_end
     stats["flows"] = facts["flows"]
     counts = {t: facts["rows"][t] for t in TABLES + (("frames",) if frames else ())}
 

@@ -274,7 +274,7 @@ def test_chained_headers_reject_a_lone_plausible_header(tmp_path):
     assert lay.redo == [] and lay.records == 40
 
 
-def test_sweep_ticks_vectorised_equals_sequential():
+def test_sweep_ticks_in_batches_equal_one_pass():
     import pyarrow as pa
 
     from amqp_dissect.pipelines.spark import _ticks_fn
