@@ -23,7 +23,7 @@ cdef void _hand_on(fw, list evs, list ent, packet) except *
 
 cdef class SweepClock:
     cdef public object interval
-    cdef public object next
+    cdef public object due
 
     @cython.locals(nxt=object)
     cpdef bint tick(self, ts)

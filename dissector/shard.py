@@ -105,20 +105,20 @@ def is_tcp(linktype, data) -> bool:
 
 class SweepClock:
     """The TCP idle sweep's ticks over every TCP record of the capture (see the module
-    docstring); ``next`` is None until the first TCP record arms it."""
+    docstring); ``due``: the time of the next tick, None until the first TCP record arms it."""
 
     def __init__(self, interval: int, start=None):
         self.interval = interval
-        self.next = start
+        self.due = start
 
     def tick(self, ts) -> bool:
         """A TCP record at ``ts``: whether the sweep runs at it (arms or re-arms the clock)."""
-        nxt = self.next
+        nxt = self.due
         if nxt is None:
-            self.next = ts + self.interval
+            self.due = ts + self.interval
             return False
         if ts >= nxt:
-            self.next = ts + self.interval
+            self.due = ts + self.interval
             return True
         return False
 
@@ -129,7 +129,7 @@ def sweep_ticks(packets_ts, interval: int = 1_000_000_000, start=None):
     continues from a previous call's returned state; returns (ticks, state)."""
     clock = SweepClock(interval, start)
     ticks = [(pk, ts) for pk, ts in packets_ts if clock.tick(ts)]
-    return ticks, clock.next
+    return ticks, clock.due
 
 
 # --------------------------------------------------------------------------- the output order
@@ -208,8 +208,9 @@ def pump_shard(d, records, fw, offset, owner: dict, loads: list, w):
 
 
 def _clock(gate, fw, tcp, ts, interval, sure, lt, data, packet) -> None:
-    """The sweep clock at a record due to arm or tick it (the clock lives in the gate, which the
-    reader reads): a record the quick look took for TCP arms or ticks it only if it is."""
+    """:meth:`SweepClock.tick` at a record due to arm or tick the clock, on the gate's state
+    (``armed``, ``nxt``: the reader reads them to know which records it may drop): a record the
+    quick look took for TCP arms or ticks it only if it is; at a tick this shard sweeps."""
     if sure or is_tcp(lt, data):
         gate.nxt = ts + interval
         if gate.armed:

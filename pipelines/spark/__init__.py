@@ -42,8 +42,9 @@ in :mod:`amqp_dissect.pipelines.archive`):
    ``stalls_by_address``.  With a local output directory Python tasks do both
    from the files (each range's task reads the stage-2 chunks it needs; one task
    per summary reads the written tables), one Spark job each; otherwise Spark
-   moves the chunks to the range tasks and computes the summaries
-   (:func:`summary_frame`) through its writers.
+   moves the chunks to the range tasks, and the columns each summary reads to
+   one task (:func:`summary_frame`), and writes them.  Either way a summary is
+   one function, :func:`summary_rows`.
 """
 
 from .job import run_archive, set_order, TABLES
@@ -51,13 +52,15 @@ from .session import executors_share_install, JVM_OPTIONS, ship_code, spark_sess
 from .stages import (pa_batch, partition_keys, ROWS_FILE, rows_schema, SEG_FILE, stage1_schema,
                      STAGE2_COLUMNS, table_schema)
 from .submit import main, parse_size
-from .summaries import (DEFAULT_WINDOW, PERCENTILES, SUMMARIES, summaries_frames, summary_frame, SUMMARY_READS,
-                        summary_rows, write_summaries_local, write_summary_file)
+from .summaries import (DEFAULT_WINDOW, PERCENTILES, SUMMARIES, summaries_frames, SUMMARY_COLUMNS, summary_frame,
+                        SUMMARY_READS, summary_rows, summary_schema, summary_spark_schema, write_summaries_local,
+                        write_summary_file)
 
 __all__ = [
     'DEFAULT_WINDOW', 'executors_share_install', 'JVM_OPTIONS', 'main', 'pa_batch', 'parse_size',
     'partition_keys', 'PERCENTILES', 'ROWS_FILE', 'rows_schema', 'run_archive', 'SEG_FILE', 'set_order',
     'ship_code', 'spark_session', 'stage1_schema', 'STAGE2_COLUMNS', 'SUMMARIES', 'summaries_frames',
-    'summary_frame', 'SUMMARY_READS', 'summary_rows', 'table_schema', 'TABLES', 'write_summaries_local',
+    'SUMMARY_COLUMNS', 'summary_frame', 'SUMMARY_READS', 'summary_rows', 'summary_schema',
+    'summary_spark_schema', 'table_schema', 'TABLES', 'write_summaries_local',
     'write_summary_file',
 ]

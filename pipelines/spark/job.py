@@ -225,7 +225,7 @@ def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, ke
 
     local_out = _direct_dir(out_base)
     if local_out is not None:  # Python tasks read the tables' files and write the summaries
-        write_summaries_local(spark, tables, local_out, window)
+        write_summaries_local(spark, local_out, window)
     else:
         def write_summary(name):
             summary_frame(name, tables, window).write.mode("overwrite").parquet(written[name])

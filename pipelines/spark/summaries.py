@@ -1,5 +1,10 @@
-"""The six archive summaries (:data:`SUMMARIES`), in Spark (:func:`summary_frame`, a remote
-output) or in Python tasks from the written tables (:func:`summary_rows`, a local one)."""
+"""The six archive summaries (:data:`SUMMARIES`), defined once: :func:`summary_rows` computes a
+summary's rows in Python (pyarrow + numpy) from the table columns it reads
+(:data:`SUMMARY_READS`), into the columns of :func:`summary_schema`.  With a local output
+directory Python tasks read the written tables and write the summaries
+(:func:`write_summaries_local`: one task per summary, one Spark job); otherwise Spark brings
+each summary's columns to one task that runs the same function and writes through Spark's
+writer (:func:`summary_frame`)."""
 
 from __future__ import annotations
 
@@ -8,134 +13,64 @@ import shutil
 
 from amqp_dissect.amqp.spec import OUTCOMES
 from amqp_dissect.results.analytics import percentile
-from amqp_dissect.results.tables import spark_schema
 
 
 SUMMARIES = ("latency_by_link", "latency_by_address", "latency_by_window", "outcomes", "stalls_by_link",
              "stalls_by_address")
 DEFAULT_WINDOW = 60.0
 PERCENTILES = (50, 90, 99)
+_STALL_KINDS = ("link-credit", "initial-credit", "drain", "session-window")
 
-
-# --------------------------------------------------------------------------- summaries
-
-
-def _lat_aggs(col: str = "settlement_latency"):
-    from pyspark.sql import functions as F
-
-    pct = F.expr(f"percentile({col}, array({', '.join(str(p / 100) for p in PERCENTILES)}))")
-    return [
-        F.count(col).alias("count"),
-        pct.alias("_pct"),
-        F.max(col).alias("max"),
-        F.min(col).alias("min"),
-        F.avg(col).alias("mean"),
-    ]
-
-
-def _unpack_pct(df):
-    from pyspark.sql import functions as F
-
-    for i, p in enumerate(PERCENTILES):
-        df = df.withColumn(f"p{p}", F.col("_pct").getItem(i))
-    return df.drop("_pct")
-
-
-def _sorted(df, *cols):
-    """``df`` sorted by ``cols`` in one partition (one output file): summaries are small (a
-    row per link, address, window...), and ``orderBy`` would cost a sampling job."""
-    return df.repartition(1).sortWithinPartitions(*cols)
-
-
-def summary_frame(name: str, tables: dict, window: float = DEFAULT_WINDOW):
-    """The summary DataFrame ``name`` (one of :data:`SUMMARIES`), computed in Spark from the
-    table DataFrames (percentiles: Spark's exact ``percentile``, linear interpolation like
-    numpy's default)."""
-    from pyspark.sql import functions as F
-
-    d = tables["deliveries"]
-    links = tables["links"]
-    stalls = tables["stalls"]
-    stat_cols = ["count"] + [f"p{p}" for p in PERCENTILES] + ["max", "min", "mean"]
-
-    if name == "latency_by_link":
-        lk = links.select("connection", "session", "channel", F.col("name").alias("link"), "link_index", "address")
-        per_link = _unpack_pct(d.groupBy("connection", "link_index").agg(*_lat_aggs()))
-        return _sorted(lk.join(per_link, ["connection", "link_index"], "left")
-                       .withColumn("count", F.coalesce(F.col("count"), F.lit(0)))
-                       .select("connection", "session", "channel", "link", "link_index", "address", *stat_cols),
-                       F.col("p99").desc_nulls_last(), "connection", "link_index")
-    if name == "latency_by_address":
-        addrs = links.select("address").distinct()
-        per_addr = _unpack_pct(d.groupBy(F.col("address").alias("_a")).agg(*_lat_aggs()))
-        return _sorted(addrs.join(per_addr, addrs["address"].eqNullSafe(per_addr["_a"]), "left")
-                       .withColumn("count", F.coalesce(F.col("count"), F.lit(0)))
-                       .select("address", *stat_cols),
-                       F.col("p99").desc_nulls_last(), "address")
-    if name == "latency_by_window":
-        wus = round(float(window) * 1_000_000)  # windows in whole microseconds since the epoch, exactly
-        win = d.withColumn("_wstart", F.floor(F.expr("unix_micros(first_time)") / F.lit(wus)) * F.lit(wus))
-        outcome_cols = [F.sum(F.when(F.col("outcome") == o, 1).otherwise(0)).alias(o) for o in OUTCOMES]
-        return _sorted(_unpack_pct(win.groupBy("_wstart").agg(
-            F.count(F.lit(1)).alias("deliveries"), *_lat_aggs(), *outcome_cols,
-            F.sum(F.when(F.col("settled_time").isNull(), 1).otherwise(0)).alias("unsettled")))
-            .withColumn("window_start", F.expr("timestamp_micros(CAST(_wstart AS BIGINT))"))
-            .withColumn("window_end", F.expr(f"timestamp_micros(CAST(_wstart AS BIGINT) + {wus})"))
-            .select("window_start", "window_end", "deliveries", *stat_cols, *OUTCOMES, "unsettled"),
-            "window_start")
-    if name == "outcomes":
-        return _sorted(d.groupBy("address", "outcome").agg(
-            F.count(F.lit(1)).alias("deliveries"),
-            F.sum(F.when(F.col("presettled"), 1).otherwise(0)).alias("presettled"),
-            F.sum(F.when(F.col("settled_time").isNull(), 1).otherwise(0)).alias("unsettled")),
-            "address", "outcome")
-    kinds = ("link-credit", "initial-credit", "drain", "session-window")
-    # idle periods (idle = true) are rows of the stalls table but not stalls: counted apart
-    real = ~F.col("idle")
-    stall_aggs = [F.sum(F.when(real, 1).otherwise(0)).alias("stalls"),
-                  F.coalesce(F.sum(F.when(real, F.col("duration"))), F.lit(0.0)).alias("stalled_seconds"),
-                  F.max(F.when(real, F.col("duration"))).alias("longest"),
-                  F.sum(F.when(real & F.col("open"), 1).otherwise(0)).alias("open")] + [
-        F.sum(F.when(real & (F.col("kind") == k), 1).otherwise(0)).alias(k.replace("-", "_")) for k in kinds] + [
-        F.sum(F.when(F.col("idle"), 1).otherwise(0)).alias("idle_periods"),
-        F.coalesce(F.sum(F.when(F.col("idle"), F.col("duration"))), F.lit(0.0)).alias("idle_seconds")]
-    if name == "stalls_by_link":
-        return _sorted(stalls.groupBy("connection", "channel", "link", "link_index").agg(*stall_aggs),
-                       F.col("stalled_seconds").desc_nulls_last(), "connection")
-    if name == "stalls_by_address":
-        la = links.select("connection", "link_index", "address")
-        return _sorted(stalls.join(la, ["connection", "link_index"], "left").groupBy("address").agg(*stall_aggs),
-                       F.col("stalled_seconds").desc_nulls_last())
-    raise ValueError(f"unknown summary {name!r}")
-
-
-def summaries_frames(tables: dict, window: float = DEFAULT_WINDOW) -> dict:
-    """All the summary DataFrames (see :func:`summary_frame`)."""
-    return {name: summary_frame(name, tables, window) for name in SUMMARIES}
-
-
-# --------------------------------------------------------------------------- summaries in Python tasks
+# --------------------------------------------------------------------------- the columns
 #
-# With a local output directory the summaries are computed by Python tasks straight from the
-# written tables (pyarrow + numpy, one task per summary, one Spark job): the same definitions
-# as :func:`summary_frame` (which a remote output still goes through), without 22 small JVM
-# jobs scanning the tables again.  Each task writes ``part-00000.parquet`` with the schema
-# Spark gives the summary (:func:`summary_frame`'s, nullability included).
+# Each summary's columns, in order: (name, type, nullable); the types "string", "long", "double",
+# "time" (UTC microseconds).  Group keys come first; "stats" stands for the latency statistics
+# (count, p50, p90, p99, max, min, mean), "stall" for the stall columns.
+
+_STATS = [("count", "long", False)] + [(f"p{p}", "double", True) for p in PERCENTILES] + [
+    ("max", "double", True), ("min", "double", True), ("mean", "double", True)]
+_STALL = [("stalls", "long", True), ("stalled_seconds", "double", False), ("longest", "double", True),
+          ("open", "long", True)] + [(k.replace("-", "_"), "long", True) for k in _STALL_KINDS] + [
+    ("idle_periods", "long", True), ("idle_seconds", "double", False)]
+SUMMARY_COLUMNS = {
+    "latency_by_link": [("connection", "string", True), ("session", "long", True), ("channel", "long", True),
+                        ("link", "string", True), ("link_index", "long", True), ("address", "string", True),
+                        *_STATS],
+    "latency_by_address": [("address", "string", True), *_STATS],
+    "latency_by_window": [("window_start", "time", True), ("window_end", "time", True),
+                          ("deliveries", "long", False), *_STATS, *[(o, "long", True) for o in OUTCOMES],
+                          ("unsettled", "long", True)],
+    "outcomes": [("address", "string", True), ("outcome", "string", True), ("deliveries", "long", False),
+                 ("presettled", "long", True), ("unsettled", "long", True)],
+    "stalls_by_link": [("connection", "string", True), ("channel", "long", True), ("link", "string", True),
+                       ("link_index", "long", True), *_STALL],
+    "stalls_by_address": [("address", "string", True), *_STALL],
+}
 
 
-def _spark_to_arrow(spark_schema):
-    """A pyarrow schema for a Spark StructType of summary columns (flat, nullability kept)."""
+def summary_schema(name: str):
+    """The Arrow schema of summary ``name`` (the Parquet files' own, nullability included)."""
     import pyarrow as pa
 
-    m = {"StringType": pa.string(), "LongType": pa.int64(), "DoubleType": pa.float64(),
-         "BooleanType": pa.bool_(), "IntegerType": pa.int32(), "TimestampType": pa.timestamp("us", tz="UTC")}
-    return pa.schema([pa.field(f.name, m[type(f.dataType).__name__], nullable=f.nullable)
-                      for f in spark_schema.fields])
+    types = {"string": pa.string(), "long": pa.int64(), "double": pa.float64(),
+             "time": pa.timestamp("us", tz="UTC")}
+    return pa.schema([pa.field(c, types[t], nullable=n) for c, t, n in SUMMARY_COLUMNS[name]])
+
+
+def summary_spark_schema(name: str):
+    """The Spark schema of summary ``name``."""
+    from pyspark.sql import types as T
+
+    types = {"string": T.StringType(), "long": T.LongType(), "double": T.DoubleType(), "time": T.TimestampType()}
+    return T.StructType([T.StructField(c, types[t], n) for c, t, n in SUMMARY_COLUMNS[name]])
+
+
+# --------------------------------------------------------------------------- the rows
 
 
 def _lat_stats(values) -> dict:
-    """count, percentiles (:func:`~amqp_dissect.results.analytics.percentile` rounded as Spark's
-    ``percentile``, which :func:`summary_frame` uses), max, min, mean of the non-null ``values``
+    """count, percentiles (:func:`~amqp_dissect.results.analytics.percentile` rounded as Spark SQL's
+    ``percentile``, as the summaries always were), max, min, mean of the non-null ``values``
     (a numpy array)."""
     import numpy as np
 
@@ -230,11 +165,9 @@ SUMMARY_READS = {  # the table columns each summary reads
     "stalls_by_address": {"stalls": ("connection", "link_index", "idle", "duration", "open", "kind"),
                           "links": ("connection", "link_index", "address")},
 }
-_STALL_KINDS = ("link-credit", "initial-credit", "drain", "session-window")
-
-
 def _stall_rows(s, keys) -> dict:
-    """key tuple -> the stall columns of :func:`summary_frame` (idle periods counted apart)."""
+    """key tuple -> the stall columns (idle periods counted apart: rows of the stalls table, not
+    stalls)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -260,8 +193,11 @@ def _stall_rows(s, keys) -> dict:
 
 
 def summary_rows(name: str, read, window: float = DEFAULT_WINDOW) -> list[dict]:
-    """The rows of summary ``name`` in output order, computed in Python from the tables
-    (``read(table, columns)`` -> Arrow table): what :func:`summary_frame` computes in Spark."""
+    """The rows of summary ``name`` in output order, computed from the tables (``read(table,
+    columns)`` -> Arrow table of those columns; see :data:`SUMMARY_READS`): dicts with the
+    columns of :data:`SUMMARY_COLUMNS` (and maybe more).  Latency statistics:
+    :func:`_lat_stats`; orders: Spark's (nulls first ascending, last descending, NaN above every
+    number)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -375,18 +311,74 @@ def write_summary_file(directory: str, rows: list[dict], schema) -> int:
     return t.num_rows
 
 
-def _summaries_task(tables_dir: str, window: float, schemas: dict):
+def _summaries_task(tables_dir: str, window: float):
     def fn(names):
         for name in names:
             rows = summary_rows(name, _read_local_table(tables_dir), window)
-            yield name, write_summary_file(os.path.join(tables_dir, name), rows, schemas[name])
+            yield name, write_summary_file(os.path.join(tables_dir, name), rows, summary_schema(name))
     return fn
 
 
-def write_summaries_local(spark, tables: dict, directory: str, window: float = DEFAULT_WINDOW) -> dict:
+def write_summaries_local(spark, directory: str, window: float = DEFAULT_WINDOW) -> dict:
     """The summaries of the tables under the local ``directory``, computed and written there by
     Python tasks (one per summary, one Spark job); returns name -> rows."""
-    schemas = {name: _spark_to_arrow(summary_frame(name, tables, window).schema) for name in SUMMARIES}
     order = list(SUMMARIES)  # those over the deliveries first: the job waits for its last task
     rdd = spark.sparkContext.parallelize(order, len(order))
-    return dict(rdd.mapPartitions(_summaries_task(directory, window, schemas)).collect())
+    return dict(rdd.mapPartitions(_summaries_task(directory, window)).collect())
+
+
+def _arrow_of(spark_schema):
+    """A pyarrow schema for a flat Spark StructType of table columns (nullability kept)."""
+    import pyarrow as pa
+
+    m = {"StringType": pa.string(), "LongType": pa.int64(), "DoubleType": pa.float64(),
+         "BooleanType": pa.bool_(), "IntegerType": pa.int32(), "TimestampType": pa.timestamp("us", tz="UTC")}
+    return pa.schema([pa.field(f.name, m[type(f.dataType).__name__], nullable=f.nullable)
+                      for f in spark_schema.fields])
+
+
+def _summary_fn(name: str, window: float, reads: dict):
+    """The task of :func:`summary_frame`: the tagged rows of every table the summary reads in,
+    :func:`summary_rows` out (``reads``: table -> the Arrow schema of its columns, for a table
+    without rows)."""
+
+    def fn(batches):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        got: dict = {t: [] for t in reads}
+        for b in batches:
+            tag = b.column("_table")
+            for t, schema in reads.items():
+                part = b.filter(pc.equal(tag, t))
+                if part.num_rows:
+                    got[t].append(pa.table([part.column(f"{t}__{f.name}") for f in schema],
+                                           names=[f.name for f in schema]))
+        tables = {t: pa.concat_tables(got[t]) if got[t] else reads[t].empty_table() for t in reads}
+        rows = summary_rows(name, lambda t, cols: tables[t].select(cols), window)
+        schema = summary_schema(name)
+        out = pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema=schema)
+        yield from out.to_batches(max_chunksize=4096)
+    return fn
+
+
+def summary_frame(name: str, tables: dict, window: float = DEFAULT_WINDOW):
+    """The summary DataFrame ``name`` (one of :data:`SUMMARIES`) of the table DataFrames
+    ``tables``: the columns it reads brought to one task (one partition, so one file in order),
+    which runs :func:`summary_rows`."""
+    from pyspark.sql import functions as F
+
+    reads, parts = {}, []
+    for t, cols in SUMMARY_READS[name].items():
+        df = tables[t].select(*[F.col(c).alias(f"{t}__{c}") for c in cols])
+        reads[t] = _arrow_of(tables[t].select(*cols).schema)
+        parts.append(df.withColumn("_table", F.lit(t)))
+    df = parts[0]
+    for more in parts[1:]:
+        df = df.unionByName(more, allowMissingColumns=True)
+    return df.repartition(1).mapInArrow(_summary_fn(name, window, reads), summary_spark_schema(name))
+
+
+def summaries_frames(tables: dict, window: float = DEFAULT_WINDOW) -> dict:
+    """All the summary DataFrames (see :func:`summary_frame`)."""
+    return {name: summary_frame(name, tables, window) for name in SUMMARIES}
