@@ -22,6 +22,7 @@ HOT_MODULES = (
     "amqp_dissect.amqp.scan",
     "amqp_dissect.amqp.framing",
     "amqp_dissect.dissect",
+    "amqp_dissect.shard",
     "amqp_dissect.model.state",
     "amqp_dissect.results.analytics",
     "amqp_dissect.render.frames",

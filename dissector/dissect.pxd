@@ -5,7 +5,6 @@ import cython
 from amqp_dissect.capture.tcp cimport TcpReassembler
 from amqp_dissect.amqp.framing cimport AmqpConnection
 from amqp_dissect.capture.netparse cimport parse_segment
-from amqp_dissect.capture.pcap cimport FlowGate
 
 cdef class Dissector:
     cdef dict __dict__
@@ -17,8 +16,3 @@ cdef class Dissector:
 
     @cython.locals(ac=AmqpConnection, out=list)
     cpdef list _route(self, list events)
-
-    @cython.locals(n=cython.Py_ssize_t, size=cython.Py_ssize_t, base=cython.Py_ssize_t, p="const unsigned char *",
-                   interval=object, sure=cython.bint, evs=list, gate=FlowGate, dropped=cython.Py_ssize_t,
-                   ent=list, o=cython.Py_ssize_t, fold_out=list)
-    cpdef Py_ssize_t pump_flows(self, records, fw, Py_ssize_t offset, dict owner, list loads, Py_ssize_t w)

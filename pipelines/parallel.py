@@ -1,34 +1,25 @@
 """``-j N``: one capture analysed by N processes, with the output of one.
 
-Every worker (the parent is worker 0; workers 1..N-1 are forked children) reads the whole
-capture (the OS caches it; a pcap reader drops the records of flows it already knows for other
-workers without making them: :class:`~amqp_dissect.capture.pcap.FlowGate`), computes each TCP record's flow
-(its 4-tuple, both directions one flow, as the Spark job's :func:`~amqp_dissect.pipelines.archive.flow_key`;
-read straight from the bytes of Ethernet / IPv4 records, else from the parser's segment)
-and gives each new flow, in order of first appearance, to the worker with the fewest captured
-bytes so far: every worker computes the same assignment, with no pre-pass.  A worker feeds only
-its own flows to its Dissector and Analyzer.  A connection id is endpoint based, so flows are
-independent; what ties them together in one process is the clock, kept here as the single
-process runs it:
-
-- the TCP idle sweep: its ticks (the first TCP record arms it, each TCP record at or past the
-  armed time sweeps) are computed by every worker over all TCP records; at a tick a worker sweeps
-  its own connections (the reassembler's own sweep is switched off);
-- the end of the capture: the last record's time and the last TCP record's number close the
-  reassembly, and the Analyzer is finished at the time of the last record that made an event in
-  any worker (one exchange with the parent).
+The sharding contract (the flow, the capture clock, the output order) is
+:mod:`amqp_dissect.shard`'s, the Spark job's too.  Every worker (the parent is worker 0;
+workers 1..N-1 are forked children) reads the whole capture (the OS caches it; a pcap reader
+drops the records of flows it already knows for other workers without making them:
+:class:`~amqp_dissect.capture.pcap.FlowGate`), computes each TCP record's flow and gives each
+new flow, in order of first appearance, to the worker with the fewest captured bytes so far:
+every worker computes the same assignment, with no pre-pass.  A worker feeds only its own
+flows to its Dissector and Analyzer (the loop: :func:`~amqp_dissect.shard.pump_shard`).  Every
+worker ticks the idle sweep over all TCP records and sweeps its own connections at a tick; the
+end of the capture (the last record's time and the last TCP record's number) closes the
+reassembly, and the Analyzer is finished at the time of the last record that made an event in
+any worker (one exchange with the parent).
 
 Records outside any flow (other link types, packets the parser rejects) and the capture-wide
 counts come from worker 0.
 
-Ordering.  Every item the single process lists in the order it met it (connections, stalls,
-violations, frame errors, transactions, internal errors, folded deliveries) gets a key from
-the event that made it: ``(packet, phase, block, n)``; phase 0 is an idle sweep at that packet
-(block: the position of the expired connection in the reassembler's least-recently-active order,
-its flow's last packet), phase 1 the packet itself, phases 2 and 3 the end of the capture
-(the reassembly's close in order of opening, then the Analyzer's checks in connection order);
-``n`` counts in the worker.  Items of one packet come from one flow, so the keys order the
-workers' items exactly as the single process does; the parent merges them.
+Ordering.  What a worker's Analyzer lists gets the contract's key ``(packet, phase, block, n)``
+(block: at a sweep, the expired connection's flow's last packet (the reassembler's
+least-recently-active order); at the close, the connection's first packet); ``n`` counts in the
+worker.  The parent merges the workers' items by key.
 
 Settled deliveries that wait for the other peer's disposition are folded ``FOLD_LAG``
 settlements later in one process, counting every connection: a worker counts its own, so it
@@ -48,23 +39,18 @@ Inputs that cannot be read twice (standard input, a live capture) are analysed b
 from __future__ import annotations
 
 import heapq
-import socket
-import struct
-from array import array
 import os
 import sys
 import traceback
+from array import array
 from itertools import islice
 
 from amqp_dissect.capture.netparse import TruncatedPacket, parse_segment
 from amqp_dissect.capture.pcap import FlowGate
 from amqp_dissect.errors import DissectError, UnsupportedLinkType
 from amqp_dissect.results.analytics import Analyzer
-
-END = 1 << 59  # the packet number of the end-of-capture phases (keys stay int64 with it)
-_INF = float("inf")
-
-PHASE_SWEEP, PHASE_PACKET, PHASE_CLOSE, PHASE_FINISH = 0, 1, 2, 3
+from amqp_dissect.shard import (END, LIVE, PHASE_CLOSE, PHASE_FINISH, PHASE_PACKET, PHASE_SWEEP, conn_rank,
+                                pump_shard, reverse_key, segment_key)
 
 
 def splittable(inputs) -> bool:
@@ -83,9 +69,9 @@ class FlowWorker:
     its flows to ``an`` and keys what the Analyzer lists (see the module docstring).
 
     ``fold_keys``: also key the folded deliveries (the deliveries table), each in ``an.fold_out``
-    order: ``fk`` gets the key of a fold made at an event of this worker, or ``(-1, 0, j)`` for
+    order: ``fold_order`` gets the key of a fold made at an event of this worker, or ``(-1, 0, j)`` for
     the fold of the delivery this worker's ``j``-th lag settlement queued
-    (placed by :func:`_resolve_lag`); ``sk`` gets the key of each lag settlement."""
+    (placed by :func:`_resolve_lag`); ``settle_order`` gets the key of each lag settlement."""
 
     def __init__(self, w: int, n: int, source, an, fold_keys: bool = False):
         self.w, self.n = w, n
@@ -100,7 +86,7 @@ class FlowWorker:
         self.k_bug: list = []
         self.k_conn: dict = {}  # connection id -> key
         self._nconn = 0
-        self._total = 0
+        self.items_keyed = 0
         self.conn_flow: dict = {}  # connection id -> its flow's [worker, last packet fed]
         self._popped = 0
         self.fold_out = None  # (deliveries) the Analyzer's fold_out, drained by drain() a batch at a time
@@ -116,11 +102,11 @@ class FlowWorker:
         # per folded delivery (in fold_out order) its key as (hi, mid, lo) int64s ((packet << 2 | phase, block, n << 1)), or
         # (-1, 0, j) for the fold of the delivery this worker's j-th lag settlement queued; and the
         # key of each lag settlement of this worker
-        self.fk = (array("q"), array("q"), array("q"))
-        self.sk = (array("q"), array("q"), array("q"))
-        self._nq = self._nf = 0
+        self.fold_order = (array("q"), array("q"), array("q"))
+        self.settle_order = (array("q"), array("q"), array("q"))
+        self.settling_keyed = self.folds_keyed = 0
         if fold_keys:
-            # the lag queue of settled deliveries is kept here (see _folds): the state layer only appends
+            # the lag queue of settled deliveries is kept here (see key_folds): the state layer only appends
             self.lag = an.fold_lag
             an.fold_lag = 1 << 62
             self._nfold = 0  # folds keyed so far (an.fold_out grows by the state layer's folds)
@@ -128,13 +114,13 @@ class FlowWorker:
 
     # -- keys ------------------------------------------------------------------------
 
-    def _tag(self) -> None:
+    def key_items(self) -> None:
         an = self.an
         stalls, viol, ferr, txn, bugs = an.stalls, an.violations, an.frame_errors, an.transactions, an.internal_errors
         total = len(stalls) + len(viol) + len(ferr) + len(txn) + len(bugs) + len(an.connections)
-        if total == self._total:
+        if total == self.items_keyed:
             return
-        self._total = total
+        self.items_keyed = total
         cur = self.cur
         for lst, keys in ((an.stalls, self.k_stall), (viol, self.k_viol), (ferr, self.k_ferr), (txn, self.k_txn),
                           (bugs, self.k_bug)):
@@ -167,15 +153,15 @@ class FlowWorker:
             ent = conn_flow.get(getattr(ev, "conn", None))
             self.cur = (packet, PHASE_SWEEP, ent[1] if ent is not None else 0)
             an.feed(ev)
-            self._tag()
+            self.key_items()
             if self.fold_out is not None:
-                self._folds()
+                self.key_folds()
 
     def read(self) -> None:
         """Read the whole capture, feeding this worker's flows (the loop is
-        :meth:`~amqp_dissect.dissect.Dissector.pump_flows`, which calls back the methods below)."""
+        :func:`~amqp_dissect.shard.pump_shard`, which calls back the methods below)."""
         src, d = self.source, self.d
-        d.tcp._next_sweep = _INF  # the sweeps are driven here, on every flow's records
+        d.tcp.drive_sweeps_externally()  # the sweeps are driven here, on every flow's records
         owner: dict = {}  # directed 4-tuple bytes (both directions) -> [worker, last packet fed]
         loads = [0] * self.n
         self.gate = FlowGate(owner, loads, self.w)  # (the pcap reader drops the other workers' records with it)
@@ -184,7 +170,7 @@ class FlowWorker:
         src.gate = self.gate
         try:
             for reader, offset in src._readers():
-                src.packets += d.pump_flows(reader, self, offset, owner, loads, self.w)
+                src.packets += pump_shard(d, reader, self, offset, owner, loads, self.w)
         finally:
             src.gate = None
         last_pk = self.last_pk
@@ -195,7 +181,7 @@ class FlowWorker:
             d.last_ts = self.gate.ts
         self.last_ts = d.last_ts
 
-    # (the callbacks of Dissector.pump_flows)
+    # (the callbacks of shard.pump_shard)
 
     def slow_key(self, rec):
         """The flow of a record the quick look could not read, from the parser: ``(key, True)``,
@@ -213,16 +199,13 @@ class FlowWorker:
                     afeed = self.an.feed
                     for ev in evs:
                         afeed(ev)
-                    self._tag()
+                    self.key_items()
             return None
         if seg is None:  # not TCP: no event
             if self.w == 0:
                 self.d.feed(rec)
             return None
-        return _seg_key(seg), True
-
-    def is_tcp(self, lt, data) -> bool:
-        return _is_tcp(parse_segment, lt, data)
+        return segment_key(seg), True
 
     def tick(self, ts, packet) -> None:
         self._sweep(self.d, ts, packet)
@@ -231,7 +214,7 @@ class FlowWorker:
         """A flow met for the first time: to the worker with the fewest bytes so far."""
         ent = [loads.index(min(loads)), 0]  # (worker, last packet fed: the LRU order of sweeps)
         self._owner[key] = ent
-        self._owner[_reverse(key)] = ent
+        self._owner[reverse_key(key)] = ent
         return ent
 
     def opened(self, ev, ent) -> None:
@@ -248,9 +231,9 @@ class FlowWorker:
         for ev in evs:
             self.cur = (END, PHASE_CLOSE, conn_open.get(getattr(ev, "conn", None), 0))
             an.feed(ev)
-            self._tag()
+            self.key_items()
             if self.fold_out is not None:
-                self._folds()
+                self.key_folds()
 
     def finish(self, end_ts, last_tcp=None) -> None:
         """The end of the capture: the reassembly's (:meth:`close`), then the Analyzer's at
@@ -264,10 +247,10 @@ class FlowWorker:
             n0 = len(self.fold_out)
             an.fold_lag = self.lag
             an.finish(end_ts)
-            self.fk[0].extend([-1] * len(waiting))
-            self.fk[1].extend([0] * len(waiting))
-            self.fk[2].extend(waiting)
-            if len(self.fk[0]) != len(self.fold_out):
+            self.fold_order[0].extend([-1] * len(waiting))
+            self.fold_order[1].extend([0] * len(waiting))
+            self.fold_order[2].extend(waiting)
+            if len(self.fold_order[0]) != len(self.fold_out):
                 raise RuntimeError(f"-j: {len(self.fold_out) - n0} deliveries folded at the end, {len(waiting)} expected")
         else:
             an.finish(end_ts)
@@ -277,17 +260,17 @@ class FlowWorker:
             v = viol[len(self.k_viol)]
             self.k_viol.append((END, PHASE_FINISH, k_conn.get(v.get("connection"), ()), self.seq))
             self.seq += 1
-        self._total = -1
-        self._tag()
+        self.items_keyed = -1
+        self.key_items()
 
-    def _folds(self) -> None:
+    def key_folds(self) -> None:
         """Key the folds and lag settlements of the event just fed (at ``cur``), then fold what
         the lag queue holds beyond ``lag`` (the single process folds a delivery ``lag`` settlements
         after its own, counting every connection: :func:`_resolve_lag` places it).  (An event
         that both folds deliveries settled by both peers and queues others is taken as doing the
         folds first.)"""
         fo = self.fold_out
-        f_hi, f_mid, f_lo = self.fk
+        f_hi, f_mid, f_lo = self.fold_order
         cur = self.cur
         hi = (cur[0] << 2) | cur[1]
         mid = cur[2] if type(cur[2]) is int else 0
@@ -300,7 +283,7 @@ class FlowWorker:
         q = self.an._settling
         n_new = len(q) - (self._nsettle - self._popped)
         if n_new > 0:
-            s_hi, s_mid, s_lo = self.sk
+            s_hi, s_mid, s_lo = self.settle_order
             s_hi.extend([hi] * n_new)
             s_mid.extend([mid] * n_new)
             s_lo.extend(range(self.seq << 1, (self.seq + n_new) << 1, 2))
@@ -309,53 +292,19 @@ class FlowWorker:
             lag = self.lag
             if lag is not None and len(q) > lag:
                 self._popped = self.an.fold_lagged(lag, self._popped, f_hi, f_mid, f_lo)
-        self._nq = len(q)
-        self._nf = len(fo)
+        self.settling_keyed = len(q)
+        self.folds_keyed = len(fo)
 
     def drain(self, rows: int) -> None:
         """Hand full batches of folded deliveries to ``on_batch`` (deliveries; see DeliveriesJob)."""
         fo = self.fold_out
-        fk = self.fk
+        fold_order = self.fold_order
         while len(fo) >= rows:
-            self.on_batch(fo[:rows], [x[:rows] for x in fk])
+            self.on_batch(fo[:rows], [x[:rows] for x in fold_order])
             del fo[:rows]
-            for x in fk:
+            for x in fold_order:
                 del x[:rows]
-        self._nf = len(fo)
-
-
-# (the 4-tuple as Dissector.pump_flows slices it from the bytes: source and destination addresses, then ports)
-_PORTS = struct.Struct("!HH").pack
-
-
-def _ip_bytes(text: str) -> bytes:
-    return socket.inet_pton(socket.AF_INET6 if ":" in text else socket.AF_INET, text)
-
-
-def _seg_key(seg) -> bytes:
-    """The directed 4-tuple of a parsed segment as the quick look slices it from the bytes."""
-    return _ip_bytes(seg[0]) + _ip_bytes(seg[1]) + _PORTS(seg[2], seg[3])
-
-
-def _reverse(key: bytes) -> bytes:
-    h = (len(key) - 4) // 2
-    return key[h:2 * h] + key[:h] + key[2 * h + 2:] + key[2 * h:2 * h + 2]
-
-
-def _is_tcp(parse, lt, data) -> bool:
-    """Whether the record reaches TCP reassembly (the parser gives a segment)."""
-    try:
-        return parse(lt, data) is not None
-    except TruncatedPacket:
-        return True
-    except DissectError:
-        return False
-
-
-def conn_rank(key3: tuple, seq: int) -> int:
-    """A connection's key as one integer (the state layer orders deliveries by ``(conn.seq, ...)``)."""
-    packet, phase, _ = key3
-    return (((packet << 2) | phase) << 40) | seq
+        self.folds_keyed = len(fo)
 
 
 def last_event(reports) -> float | None:
@@ -569,7 +518,6 @@ def parallel_rows(source, jobs: int, table: str):
 
 # --------------------------------------------------------------------------- the deliveries table
 
-LIVE = 4  # the phase of the deliveries still open at the end (after every fold, in table order)
 _KEY_COLUMNS = ("_khi", "_kmid", "_klo")
 
 
@@ -626,7 +574,7 @@ class DeliveriesJob:
         an = fw.an
         fw.drain(self.batch_rows)
         if fw.fold_out:
-            fw.on_batch(list(fw.fold_out), fw.fk)
+            fw.on_batch(list(fw.fold_out), fw.fold_order)
         # the deliveries still open, in table order (connection, link, first transfer)
         live_hi = (END << 2) | LIVE
         ds: list = []
@@ -646,13 +594,13 @@ class DeliveriesJob:
         for _, sink, writer in fw.ipc:
             writer.close()
             sink.close()
-        return {"paths": [p for p, _, _ in fw.ipc], "settled": fw.sk, "lag": fw.lag,
+        return {"paths": [p for p, _, _ in fw.ipc], "settled": fw.settle_order, "lag": fw.lag,
                 "bugs": _keyed_bugs(fw)}
 
 
 def _resolve_lag(settled: list, lag: int | None):
     """Per worker, (hi, mid, lo) numpy arrays of the fold key of the delivery its ``j``-th lag
-    settlement queued (see :meth:`FlowWorker._folds`)."""
+    settlement queued (see :meth:`FlowWorker.key_folds`)."""
     import numpy as np
 
     his = [np.frombuffer(s[0], dtype=np.int64) if len(s[0]) else np.zeros(0, np.int64) for s in settled]

@@ -926,7 +926,7 @@ def test_a_worker_of_j_keys_each_new_connection_once():
     for i in range(n):
         w.cur = (i, 1, 0)
         an.connections[f"c{i}"] = SimpleNamespace(seq=None)
-        w._tag()
+        w.key_items()
     assert _CountingConns.steps <= 2 * n, _CountingConns.steps
     assert list(w.k_conn) == [f"c{i}" for i in range(n)]
     assert [k[0] for k in w.k_conn.values()] == list(range(n))  # each keyed at the event that made it

@@ -191,12 +191,12 @@ def test_amqp091_compare_exit_0(capsys):
 
 
 def _node(showname: str):
-    from amqp_dissect.pipelines.compare import WsNode
+    from amqp_dissect.pipelines.wireshark import WsNode
     return WsNode("amqp.list", showname, "", "", 0, 1)
 
 
 def _item(showname: str):
-    from amqp_dissect.pipelines.compare import _parse_item
+    from amqp_dissect.pipelines.wireshark import _parse_item
     return _parse_item(_node(showname))
 
 

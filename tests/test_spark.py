@@ -274,10 +274,10 @@ def test_chained_headers_reject_a_lone_plausible_header(tmp_path):
     assert lay.redo == [] and lay.records == 40
 
 
-def test_sweep_ticks_vectorised_equals_sequential():
+def test_sweep_ticks_in_batches_equal_one_pass():
     import pyarrow as pa
 
-    from amqp_dissect.pipelines.spark import _ticks_fn
+    from amqp_dissect.pipelines.spark.stages import _ticks_fn
 
     rng = np.random.default_rng(7)
     ts = (np.cumsum(rng.exponential(0.3, 3000)) * 1e9).astype(np.int64) + 10**18  # (integer nanoseconds)
@@ -546,10 +546,12 @@ def test_tables_are_written_in_single_process_order(spark, tmp_path, monkeypatch
     writers: the tasks' own Parquet files (a local output directory) and Spark's writer
     (what a remote output gets)."""
     from amqp_dissect.pipelines import spark as sj
+    from amqp_dissect.pipelines.spark import job
+    from amqp_dissect.pipelines.spark import tables as table_writer
 
-    monkeypatch.setattr(sj, "TABLE_PART_ROWS", 40)
+    monkeypatch.setattr(table_writer, "TABLE_PART_ROWS", 40)
     if writer == "spark":
-        monkeypatch.setattr(sj, "_direct_dir", lambda uri: None)
+        monkeypatch.setattr(job, "_direct_dir", lambda uri: None)
     out = tmp_path / "out"
     res = _run(spark, SAMPLE_FILES, out, frames=True, partitions=3, keep_work=True)
     a = analyze(capture_order(SAMPLE_FILES))
@@ -570,9 +572,8 @@ def test_tables_are_written_in_single_process_order(spark, tmp_path, monkeypatch
         assert spark.read.parquet(str(out / t)).schema == sj.table_schema(t), t
     # the summaries: Spark's jobs (a remote output) or Python tasks (a local one), same rows and schema
     assert_summaries(str(out), a)
-    tables = {t: spark.read.schema(sj.table_schema(t)).parquet(str(out / t)) for t in TABLES}
     for name in sj.SUMMARIES:  # Spark reads Parquet columns as nullable: the files' own schema says which are not
-        want = sj.summary_frame(name, tables).schema
+        want = sj.summary_spark_schema(name)
         got = spark.read.parquet(str(out / name)).schema
         assert [(f.name, f.dataType) for f in got] == [(f.name, f.dataType) for f in want], name
         got = pq.read_schema(glob.glob(str(out / name / "*.parquet"))[0])
@@ -789,14 +790,14 @@ def test_a_file_changed_between_the_stages_is_an_input_error(spark, tmp_path, mo
     names it, not with wrong numbers."""
     import shutil as sh
 
-    from amqp_dissect.pipelines import spark as sj
+    from amqp_dissect.pipelines.spark import job
 
     arch = tmp_path / "arch"
     arch.mkdir()
     for name in ("credit_one.pcap", "heartbeat.pcap"):
         sh.copy(os.path.join(SAMPLES, name), arch / name)
     victim = arch / "heartbeat.pcap"
-    stage1 = sj._stage1
+    stage1 = job._stage1
 
     def stage1_then_rewrite(*a, **kw):
         summaries = stage1(*a, **kw)
@@ -805,7 +806,7 @@ def test_a_file_changed_between_the_stages_is_an_input_error(spark, tmp_path, mo
         victim.write_bytes(bytes(data))
         return summaries
 
-    monkeypatch.setattr(sj, "_stage1", stage1_then_rewrite)
+    monkeypatch.setattr(job, "_stage1", stage1_then_rewrite)
     with pytest.raises(ar.InputError, match="heartbeat.pcap: changed while it was read") as e:
         _run(spark, [str(arch)], tmp_path / "out")
     assert e.value.code == "format"

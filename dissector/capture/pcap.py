@@ -26,6 +26,7 @@ from __future__ import annotations
 import gzip
 import struct
 import zlib
+from collections import namedtuple
 from typing import Callable, Iterator
 
 try:
@@ -42,6 +43,25 @@ MAX_RECORD = 256 << 20  # refuse any record / block larger than this
 PCAP_MAGIC_US = 0xA1B2C3D4
 PCAP_MAGIC_NS = 0xA1B23C4D
 PCAP_MAGIC_MODIFIED = 0xA1B2CD34  # Alexey Kuznetzov's patched libpcap (24-byte records)
+
+# a pcap file header: byte order, time resolution, record header size (16, or 24 for the
+# "modified" format), link type (without the FCS bits), snaplen
+PcapHeader = namedtuple("PcapHeader", "little_endian nanosecond record_header linktype snaplen")
+
+
+def parse_pcap_header(hdr: bytes) -> PcapHeader:
+    """The pcap file header at the start of ``hdr`` (at least 24 bytes); CaptureError when it is
+    not one (another magic) or not version 2."""
+    for order, little in (("<", True), (">", False)):
+        (m,) = struct.unpack_from(order + "I", hdr, 0)
+        if m in (PCAP_MAGIC_US, PCAP_MAGIC_NS, PCAP_MAGIC_MODIFIED):
+            _, vmaj, vmin, _zone, _sigfigs, snaplen, network = struct.unpack_from(order + "IHHiIII", hdr, 0)
+            if vmaj != 2:
+                raise CaptureError(f"unsupported pcap version {vmaj}.{vmin}")
+            # (upper bits of the link type: FCS information)
+            return PcapHeader(little, m == PCAP_MAGIC_NS, 24 if m == PCAP_MAGIC_MODIFIED else 16,
+                              network & 0xFFFF, snaplen)
+    raise CaptureError(f"not a pcap or pcapng capture (magic {hdr[:4].hex()})")
 PCAPNG_SHB = 0x0A0D0D0A
 PCAPNG_BOM = 0x1A2B3C4D
 
@@ -202,7 +222,7 @@ def _u32be(p: bytes, i: int) -> int:
 class FlowGate:
     """What the reader of a ``-j N`` worker needs to drop the records of the other workers'
     flows unread (see :mod:`amqp_dissect.pipelines.parallel` and
-    :meth:`~amqp_dissect.dissect.Dissector.pump_flows`, which owns the rest of the loop).
+    :func:`~amqp_dissect.shard.pump_shard`, which owns the rest of the loop).
 
     ``owner``: both directions' 4-tuple bytes (IPv4 source and destination address, source and
     destination port) -> [worker, last packet fed]; ``loads``: captured bytes per worker;
@@ -522,29 +542,18 @@ class CaptureReader:
             if src.stream_error:
                 raise CaptureError(f"{_gzip_damage(src)}: in the pcap file header")
             raise CaptureError(f"pcap file header truncated ({src.available()} of 24 bytes)")
-        le = None
-        for order, little in (("<", True), (">", False)):
-            (m,) = struct.unpack_from(order + "I", hdr, 0)
-            if m in (PCAP_MAGIC_US, PCAP_MAGIC_NS, PCAP_MAGIC_MODIFIED):
-                le = little
-                break
-        if le is None:
-            raise CaptureError(f"not a pcap or pcapng capture (magic {hdr[:4].hex()})")
-        bo = "<" if le else ">"
-        _, vmaj, vmin, _zone, _sigfigs, snaplen, network = struct.unpack_from(bo + "IHHiIII", hdr, 0)
-        if vmaj != 2:
-            raise CaptureError(f"unsupported pcap version {vmaj}.{vmin}")
-        self.nanosecond = m == PCAP_MAGIC_NS
-        self.snaplen = snaplen
-        linktype = network & 0xFFFF  # upper bits: FCS information
+        ph = parse_pcap_header(hdr)
+        self.nanosecond = ph.nanosecond
+        self.snaplen = ph.snaplen
+        linktype = ph.linktype
         self.linktypes[0] = linktype
         self.bytes_read = 24
         return pcap_records(
             src,
-            le,
+            ph.little_endian,
             self.nanosecond,
             linktype,
-            record_header=24 if m == PCAP_MAGIC_MODIFIED else 16,
+            record_header=ph.record_header,
             status=self,
         )
 

@@ -451,6 +451,12 @@ class TcpReassembler:
         self._sweep(ts, packet, out)
         return out
 
+    def drive_sweeps_externally(self) -> None:
+        """Switch off the idle sweep :meth:`feed` runs by itself: the caller runs :meth:`sweep` at
+        the ticks of a clock over more records than this reassembler sees (a shard of a capture:
+        see :mod:`amqp_dissect.shard`)."""
+        self._next_sweep = float("inf")
+
     @property
     def has_open_connections(self) -> bool:
         return bool(self._table)

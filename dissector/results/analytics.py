@@ -199,9 +199,21 @@ from ..model.state import (SIDES, STORE_COLUMNS, DeliveryStats, Latencies, State
 __all__ = ["Analyzer", "percentile", "summarize"]
 
 
-def percentile(values, q: float) -> float | None:
-    """q-th percentile (0..100) with linear interpolation, as numpy.percentile's default."""
-    return _percentile_sorted(sorted(float(v) for v in values), q)
+def percentile(values, q: float, *, presorted: bool = False, spark_rounding: bool = False) -> float | None:
+    """q-th percentile (0..100) of ``values`` with linear interpolation between the closest ranks
+    (Hyndman & Fan type 7, numpy.percentile's default); None when there are none.  The one
+    percentile of the project: the tables, the report and the archive's summaries.
+
+    ``presorted``: ``values`` is a sorted sequence of numbers (a list, an array), read in place.
+    ``spark_rounding``: round the interpolation as Spark SQL's ``percentile`` does,
+    ``(hi - h) * x[lo] + (h - lo) * x[hi]``, instead of numpy's ``x[lo] + (x[hi] - x[lo]) * g``
+    (the same number but for the last bits): the archive's summaries, which Spark SQL computes
+    for a remote output, give Spark's numbers on either path."""
+    xs = values if presorted else sorted(float(v) for v in values)
+    n = len(xs)
+    if n == 0:
+        return None
+    return _percentile_at(xs.__getitem__, n, q, spark_rounding)
 
 
 def _percentile_sorted(xs, q: float) -> float | None:
@@ -211,7 +223,7 @@ def _percentile_sorted(xs, q: float) -> float | None:
     return _percentile_at(xs.__getitem__, n, q)
 
 
-def _percentile_at(at, n: int, q: float):
+def _percentile_at(at, n: int, q: float, spark_rounding: bool = False):
     """The q-th percentile of n sorted values, ``at(i)`` giving the i-th (from 0)."""
     h = (n - 1) * (q / 100)
     lo = math.floor(h)
@@ -221,6 +233,8 @@ def _percentile_at(at, n: int, q: float):
         return at(n - 1)
     g = h - lo
     a, b = at(lo), at(lo + 1)
+    if spark_rounding:
+        return a if g == 0 else (lo + 1 - h) * a + g * b
     diff = b - a
     if g >= 0.5:
         return b - diff * (1 - g)

@@ -1,0 +1,246 @@
+"""The sharding contract: how one capture is cut into flows that are analysed apart and put
+back in the order of one process.  Used by ``-j N`` (:mod:`amqp_dissect.pipelines.parallel`) and
+by the Spark archive job (:mod:`amqp_dissect.pipelines.spark`); sans-IO, like the rest of the core.
+
+The flow
+    The unordered pair of a TCP record's endpoints: both directions, and every connection that
+    ever used the 4-tuple (``#n`` reuse included), are one flow.  Connection ids are endpoint
+    based, so flows are independent but for the clock.  Two spellings of the same flow:
+    :func:`flow_name` (text, a column of the Spark job's rows) and :func:`segment_key` /
+    :func:`quick_key` (the directed 4-tuple's bytes, looked up with its :func:`reverse_key` as
+    the same flow: the ``-j`` read loop, :func:`pump_shard`).
+
+The capture clock
+    What ties the flows together is time, kept as one process keeps it: the TCP idle sweep
+    ticks over *all* TCP records (:class:`SweepClock`: the first TCP record arms it for
+    ``ts + interval``; each TCP record at or past the armed time is a tick and re-arms), and at
+    a tick each shard sweeps its own connections (its reassembler's own sweep switched off:
+    :meth:`~amqp_dissect.capture.tcp.TcpReassembler.drive_sweeps_externally`).  The end of the
+    capture (the last record's time, the last TCP record's number) closes every shard's
+    reassembly.  :func:`sweep_ticks` lists the ticks of a sequence of TCP records (the Spark
+    driver computes them; a flow replays those between two of its records).
+
+The output order
+    Every item one process lists in the order it met it gets a key from the event that made
+    it: ``(packet, phase, block, n)``; :data:`PHASE_SWEEP` is an idle sweep at that packet,
+    :data:`PHASE_PACKET` the packet itself, :data:`PHASE_CLOSE` and :data:`PHASE_FINISH` the end
+    of the capture (packet :data:`END`), :data:`LIVE` the deliveries still open at the end.
+    Items of one packet come from one flow, so merging the shards' items by key gives the
+    single process' order (:func:`conn_rank`: a connection's key as one integer).
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+from .capture.netparse import TruncatedPacket, parse_segment
+from .errors import DissectError
+from .events import StreamOpened, endpoint
+
+END = 1 << 59  # the packet number of the end-of-capture phases (keys stay int64 with it)
+PHASE_SWEEP, PHASE_PACKET, PHASE_CLOSE, PHASE_FINISH = 0, 1, 2, 3
+LIVE = 4  # the phase of the deliveries still open at the end (after every fold, in table order)
+
+
+# --------------------------------------------------------------------------- the flow
+
+
+def flow_name(seg) -> str:
+    """The flow of a parsed segment as text: its endpoints, the smaller first (``a|b``)."""
+    a = endpoint(seg[0], seg[2])
+    b = endpoint(seg[1], seg[3])
+    return f"{a}|{b}" if a <= b else f"{b}|{a}"
+
+
+_PORTS = struct.Struct("!HH").pack
+
+
+def _ip_bytes(text: str) -> bytes:
+    return socket.inet_pton(socket.AF_INET6 if ":" in text else socket.AF_INET, text)
+
+
+def segment_key(seg) -> bytes:
+    """The directed 4-tuple of a parsed segment as :func:`quick_key` slices it from the bytes:
+    source and destination address, then source and destination port."""
+    return _ip_bytes(seg[0]) + _ip_bytes(seg[1]) + _PORTS(seg[2], seg[3])
+
+
+def reverse_key(key: bytes) -> bytes:
+    """The other direction's :func:`segment_key`."""
+    h = (len(key) - 4) // 2
+    return key[h:2 * h] + key[:h] + key[2 * h + 2:] + key[2 * h:2 * h + 2]
+
+
+def quick_key(linktype, data):
+    """The directed 4-tuple bytes of an Ethernet / Linux cooked IPv4 TCP record without IP options
+    or fragmentation, read straight from its bytes; None for any other record (the parser
+    decides: :func:`is_tcp`, :func:`segment_key`)."""
+    base = 12 if linktype == 1 else (14 if linktype == 113 else -1)
+    if base < 0 or type(data) is not bytes or len(data) < base + 42:
+        return None
+    return _quick_key(data, base)
+
+
+def _quick_key(data: bytes, base):
+    p = data
+    if (p[base] == 8 and p[base + 1] == 0 and p[base + 2] == 0x45 and (p[base + 8] & 0xBF) == 0
+            and p[base + 9] == 0 and p[base + 11] == 6):
+        return data[base + 14:base + 26]
+    return None
+
+
+def is_tcp(linktype, data) -> bool:
+    """Whether the record reaches TCP reassembly (the parser gives a segment, maybe truncated)."""
+    try:
+        return parse_segment(linktype, data) is not None
+    except TruncatedPacket:
+        return True
+    except DissectError:
+        return False
+
+
+# --------------------------------------------------------------------------- the capture clock
+
+
+class SweepClock:
+    """The TCP idle sweep's ticks over every TCP record of the capture (see the module
+    docstring); ``due``: the time of the next tick, None until the first TCP record arms it."""
+
+    def __init__(self, interval: int, start=None):
+        self.interval = interval
+        self.due = start
+
+    def tick(self, ts) -> bool:
+        """A TCP record at ``ts``: whether the sweep runs at it (arms or re-arms the clock)."""
+        nxt = self.due
+        if nxt is None:
+            self.due = ts + self.interval
+            return False
+        if ts >= nxt:
+            self.due = ts + self.interval
+            return True
+        return False
+
+
+def sweep_ticks(packets_ts, interval: int = 1_000_000_000, start=None):
+    """The records at which the sweep ticks among these ``(packet, ts)`` pairs (every record
+    reaching TCP reassembly, in order; times and ``interval`` in nanoseconds).  ``start``
+    continues from a previous call's returned state; returns (ticks, state)."""
+    clock = SweepClock(interval, start)
+    ticks = [(pk, ts) for pk, ts in packets_ts if clock.tick(ts)]
+    return ticks, clock.due
+
+
+# --------------------------------------------------------------------------- the output order
+
+
+def conn_rank(key3: tuple, seq: int) -> int:
+    """A connection's key as one integer (the state layer orders deliveries by ``(conn.seq, ...)``)."""
+    packet, phase, _ = key3
+    return (((packet << 2) | phase) << 40) | seq
+
+
+# --------------------------------------------------------------------------- the -j read loop
+
+
+def pump_shard(d, records, fw, offset, owner: dict, loads: list, w):
+    """The read loop of shard ``w`` (a ``-j`` worker ``fw``: see
+    :class:`~amqp_dissect.pipelines.parallel.FlowWorker`) over ``records``, fed to the Dissector
+    ``d`` (packet numbers shifted by ``offset``).  Per record: its flow (:func:`quick_key`, else
+    ``fw.slow_key``, which handles the records of no flow itself); the clock
+    (:func:`_clock`: ``fw.tick`` sweeps); its shard (a new flow goes to ``fw.new_flow``;
+    ``owner``: both directions' keys -> [shard, last packet fed], ``loads``: bytes per shard);
+    this shard's records fed and their events handed on (:func:`_hand_on`).  The loop's state
+    lives in ``fw`` and its :class:`~amqp_dissect.capture.pcap.FlowGate` ``fw.gate`` between
+    calls (one per file); a pcap reader given that gate drops the other shards' records it can
+    place itself, accounted here.  Returns the number of records read, dropped ones included."""
+    n = 0
+    tcp = d.tcp
+    interval = tcp.sweep_interval
+    gate = fw.gate
+    dropped = gate.skipped
+    last_tcp, last_pk, last_ets = fw.own_last_tcp, fw.last_pk, fw.last_ets
+    for rec in records:
+        if offset:
+            rec.index += offset
+        n += 1
+        data = rec.data
+        lt = rec.linktype
+        ts = rec.ts
+        gate.ts = ts
+        gate.seen = True
+        key = quick_key(lt, data)
+        sure = False
+        if key is None:
+            found = fw.slow_key(rec)  # (key, sure), or None: not TCP (fed by shard 0 there)
+            if found is None:
+                continue
+            key, sure = found
+        if not gate.armed or ts >= gate.nxt:
+            _clock(gate, fw, tcp, ts, interval, sure, lt, data, rec.index)
+        ent = owner.get(key)
+        if ent is None:
+            ent = fw.new_flow(key, loads)
+        o = ent[0]
+        loads[o] += len(data)
+        if o != w:
+            if w == 0:  # (the counts finish_status reads: a quick-look record counts as TCP)
+                d.packets += 1
+                d.tcp_packets += 1
+            continue
+        packet = rec.index
+        n_tcp = d.tcp_packets
+        evs = d.feed(rec)
+        if d.tcp_packets != n_tcp:
+            ent[1] = packet
+            last_tcp = packet
+        if evs:
+            last_pk = packet
+            last_ets = ts
+            _hand_on(fw, evs, ent, packet)
+    fw.own_last_tcp, fw.last_pk, fw.last_ets = last_tcp, last_pk, last_ets
+    dropped = gate.skipped - dropped  # (the records the reader dropped: see FlowGate)
+    if w == 0:
+        d.packets += dropped
+        d.tcp_packets += dropped
+    return n + dropped
+
+
+def _clock(gate, fw, tcp, ts, interval, sure, lt, data, packet) -> None:
+    """:meth:`SweepClock.tick` at a record due to arm or tick the clock, on the gate's state
+    (``armed``, ``nxt``: the reader reads them to know which records it may drop): a record the
+    quick look took for TCP arms or ticks it only if it is; at a tick this shard sweeps."""
+    if sure or is_tcp(lt, data):
+        gate.nxt = ts + interval
+        if gate.armed:
+            if tcp.has_open_connections:
+                fw.tick(ts, packet)
+        gate.armed = True
+
+
+def _hand_on(fw, evs: list, ent: list, packet) -> None:
+    """This shard's events of one record to its Analyzer ``fw.an``, a new connection's flow noted
+    (``fw.opened``), what the Analyzer listed keyed (``fw.key_folds``, ``fw.key_items``)."""
+    an = fw.an
+    afeed = an.feed
+    fold_out = fw.fold_out
+    fw.cur = (packet, PHASE_PACKET, 0)
+    if fold_out is None:
+        for ev in evs:
+            if type(ev) is StreamOpened:
+                fw.opened(ev, ent)
+            afeed(ev)
+    else:  # (the folds and settlements of each event keyed in turn)
+        settling = an._settling
+        for ev in evs:
+            if type(ev) is StreamOpened:
+                fw.opened(ev, ent)
+            afeed(ev)
+            if len(fold_out) != fw.folds_keyed or len(settling) != fw.settling_keyed:
+                fw.key_folds()
+        if len(fold_out) >= fw.fold_batch:
+            fw.drain(fw.fold_batch)
+    if (len(an.stalls) + len(an.violations) + len(an.frame_errors) + len(an.transactions)
+            + len(an.internal_errors) + len(an.connections)) != fw.items_keyed:
+        fw.key_items()

@@ -1,0 +1,262 @@
+"""Archive stage 2: the flows of a partition, each through its own Dissector and Analyzer
+(:class:`FlowRunner`), with what a flow needs to know of the rest of the capture
+(:class:`FlowParams`: the capture's end, the sharding contract's sweep ticks)."""
+
+from __future__ import annotations
+
+import pickle
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+from amqp_dissect.capture.keylog import KeyLog
+from amqp_dissect.dissect import Dissector
+from amqp_dissect.events import CaptureRecord
+from amqp_dissect.render.frames import event_json
+from amqp_dissect.results.analytics import Analyzer
+from amqp_dissect.times import ns
+
+from .tables import batch_ipc, frame_row, rows_batch
+
+
+# --------------------------------------------------------------------------- stage 2: one flow
+
+
+@dataclass(frozen=True)
+class FlowParams:
+    """What a flow needs to know about the rest of the capture."""
+
+    ports: tuple = ()
+    last_ts: float | None = None  # time of the capture's last record (the Dissector's last_ts at finish)
+    last_tcp_packet: int = 0  # index of the capture's last record fed to TCP reassembly
+    end_ts: float | None = None  # end time the Analyzer is finished with (see amqp_dissect.pipelines.spark)
+    ticks: tuple | None = None  # ((packet, ts), ...) of the global idle sweeps, or None when not computed
+    frames: bool = False
+    idle_timeout: float = 900.0
+    keylog: str | None = None  # TLS key log text, shipped to the executors with the params
+    files: tuple = ()  # the input paths, by file index: where stage 2 reads records given by offset
+
+
+ROW_TABLES = ("connections", "links", "deliveries", "stalls", "frames")  # the tables stage 2 makes rows of
+_TABLE_METHODS = (  # deliveries stream out as they become final (FlowRunner._ready_deliveries)
+    ("connections", "connection_rows"),
+    ("links", "link_rows"),
+    ("stalls", "stall_rows"),
+)
+
+
+def _delivery_k2(key: tuple) -> int:
+    """A delivery's order within its connection (link, then first transfer) as one integer."""
+    _, link_index, seq = key
+    return (link_index << 40) | seq
+
+
+def _tick_packets(ticks):
+    return [t[0] for t in ticks] if ticks else []
+
+
+class FlowRunner:
+    """Runs the flows of a partition sorted by (flow, packet); see :meth:`run`."""
+
+    CHUNK_ROWS = 1024  # rows per Arrow chunk of a table in the output (an IPC blob of a few hundred KB)
+
+    def __init__(self, params: FlowParams):
+        self.p = params
+        self._keylog = KeyLog(params.keylog) if params.keylog else None  # parsed once per runner
+        self._tick_pk = _tick_packets(params.ticks)
+        self._buf: dict[str, tuple[list, list, list, list]] = {}
+
+    def run(self, rows: Iterable[tuple]) -> Iterator[tuple]:
+        """``rows``: ``(flow, packet, ts, linktype, data, orig_len)`` sorted by flow then
+        packet.  Yields ``(table, flow, k1, k2, n, hk1, hflow, hk2, blob)``: ``blob`` an Arrow
+        IPC chunk of ``n`` rows of ``table`` (columns of :func:`arrow_schema`: the rows with
+        their output-order keys ``_flow``, ``_k1``, ``_k2``), ``(k1, flow, k2)`` its smallest
+        key, ``(hk1, hflow, hk2)`` its largest;
+        table "_flow" carries one flow's facts, pickled (see :meth:`_flow_meta`).  Rows are
+        consumed one at a time: nothing of a flow is held but its protocol state."""
+        cur = None
+        state = None
+        frames = self.p.frames
+        for row in rows:
+            flow = row[0]
+            if flow != cur:
+                if state is not None:
+                    yield from self._finish(cur, state)
+                cur = flow
+                state = self._start()
+            self._feed(state, row)
+            if state["ready"]:
+                yield from self._ready_deliveries(cur, state)
+            if frames and state["frames"]:
+                yield from self._frame_rows(cur, state)
+        if state is not None:
+            yield from self._finish(cur, state)
+        for table in list(self._buf):
+            yield from self._flush(table)
+
+    def _add(self, table: str, flow: str, row: dict, k1: int, k2: int) -> Iterator[tuple]:
+        b = self._buf.get(table)
+        if b is None:
+            b = self._buf[table] = ([], [], [], [])
+        b[0].append(row)
+        b[1].append(flow)
+        b[2].append(k1)
+        b[3].append(k2)
+        if len(b[0]) >= self.CHUNK_ROWS:
+            yield from self._flush(table)
+
+    def _flush(self, table: str) -> Iterator[tuple]:
+        b = self._buf.pop(table, None)
+        if b and b[0]:
+            # the chunk's smallest and largest output-order keys and its size: the job places
+            # the range boundaries of the sorted tables from these (see range_bounds) and sends
+            # the chunk to the ranges it overlaps
+            keys = list(zip(b[2], b[1], b[3]))
+            k1, flow, k2 = min(keys)
+            hk1, hflow, hk2 = max(keys)
+            yield (table, flow, k1, k2, len(b[0]), hk1, hflow, hk2, batch_ipc(rows_batch(table, *b)))
+
+    def _ready_deliveries(self, flow: str, st: dict) -> Iterator[tuple]:
+        """Delivery rows folded so far (final), each with its single-process order."""
+        ready = st["ready"]
+        items = list(ready)
+        ready.clear()
+        conns = st["an"].connections
+        rows = st["rows"]
+        rows["deliveries"] += len(items)
+        for row, key in items:
+            yield from self._add("deliveries", flow, row, conns[row["connection"]].first_packet or 0, _delivery_k2(key))
+
+    def _frame_rows(self, flow: str, st: dict) -> Iterator[tuple]:
+        n = st["nframes"]
+        st["rows"]["frames"] += len(st["frames"])
+        for fj in st["frames"]:
+            yield from self._add("frames", flow, frame_row(fj), fj["packet"] if fj["packet"] is not None else (1 << 62),
+                                 n)
+            n += 1
+        st["nframes"] = n
+        st["frames"] = []
+
+    # -- one flow ---------------------------------------------------------------------
+
+    def _start(self) -> dict:
+        ready: list = []
+        return {
+            "d": Dissector(extra_ports=self.p.ports, idle_timeout=self.p.idle_timeout, messages=self.p.frames,
+                           keylog=self._keylog),
+            # delivery rows stream out as deliveries become final: a flow holds only open ones
+            "an": Analyzer(rows=False, delivery_sink=lambda row, key: ready.append((row, key))),
+            "ready": ready,
+            "last_ev": None,  # (packet, ts) of the last record that produced events
+            "prev": None,  # (packet, ts) of the previous record of the flow
+            "gap": False,  # an idle gap longer than idle_timeout: the global sweep may matter
+            "frames": [],  # frames-table rows not yet yielded
+            "nframes": 0,
+            "packets": 0,
+            "rows": dict.fromkeys(ROW_TABLES, 0),  # rows yielded per table
+        }
+
+    def _events(self, st: dict, events: list, packet, ts) -> None:
+        if not events:
+            return
+        if packet is not None:
+            st["last_ev"] = (packet, ts)
+        an = st["an"]
+        for ev in events:
+            an.feed(ev)
+        if self.p.frames:
+            fr = st["frames"]
+            for ev in events:
+                d = event_json(ev)
+                if d is not None:
+                    fr.append(d)
+
+    def _sweeps(self, st: dict, after: int, before: int | None) -> None:
+        """The global idle sweeps that ran at other flows' records between two of ours."""
+        pk = self._tick_pk
+        if not pk:
+            return
+        ticks = self.p.ticks
+        d = st["d"]
+        i = bisect_right(pk, after)
+        j = len(pk) if before is None else bisect_left(pk, before)
+        for t in range(i, j):
+            tp, tts = ticks[t]
+            evs = d.sweep_idle(tts, tp)
+            if evs:
+                self._events(st, evs, tp, tts)
+            if not d.tcp.has_open_connections:
+                break
+
+    def _feed(self, st: dict, row: tuple) -> None:
+        _, packet, ts, lt, data, orig = row
+        prev = st["prev"]
+        if prev is not None and ts - prev[1] > ns(self.p.idle_timeout):
+            st["gap"] = True
+            self._sweeps(st, prev[0], packet)
+        st["prev"] = (packet, ts)
+        st["packets"] += 1
+        evs = st["d"].feed(CaptureRecord(packet, ts, lt, data, orig))
+        self._events(st, evs, packet, ts)
+
+    def _finish(self, flow: str, st: dict) -> Iterator[tuple]:
+        p = self.p
+        d, an = st["d"], st["an"]
+        prev = st["prev"]
+        if prev is not None and p.last_ts is not None and p.last_ts - prev[1] > ns(p.idle_timeout):
+            st["gap"] = True
+            self._sweeps(st, prev[0], None)
+        # the end of the capture as the single-process run sees it
+        self._events(st, d.finish(p.last_ts, p.last_tcp_packet), None, None)
+        an.finish(p.end_ts)
+        firsts = {cid: c.first_packet for cid, c in an.connections.items()}
+        yield from self._ready_deliveries(flow, st)
+        counts = st["rows"]
+        for key, row in an.live_deliveries():
+            k1 = firsts.get(row["connection"])
+            counts["deliveries"] += 1
+            yield from self._add("deliveries", flow, row, k1 if k1 is not None else 0, _delivery_k2(key))
+        for table, method in _TABLE_METHODS:
+            for i, row in enumerate(getattr(an, method)()):
+                k1 = row["start_packet"] if table == "stalls" else firsts.get(row["connection"])
+                counts[table] += 1
+                yield from self._add(table, flow, row, k1 if k1 is not None else 0, i)
+        yield from self._frame_rows(flow, st)
+        yield ("_flow", flow, 0, 0, 1, 0, flow, 0, pickle.dumps(self._flow_meta(st), 5))
+
+    def _flow_meta(self, st: dict) -> dict:
+        """Facts the driver needs after the run: the last record that produced events
+        (the single-process run finishes its Analyzer at that record's time), whether
+        the result depends on the global idle sweep, and on the analyzer's end time
+        (open stalls; idle-time-out checks at the end: (reference, timeout) pairs), and
+        the rows it gave each table (the job's row counts)."""
+        an = st["an"]
+        idle = []
+        for c in an.connections.values():
+            if c.transport_time is not None:
+                continue
+            for e in (0, 1):
+                t, ref = c.idle[e], c.idle_ref[e]
+                if t and ref is not None and c.close[e] is None:
+                    idle.append((ref, t))
+        return {
+            "last_packet": st["last_ev"][0] if st["last_ev"] else None,
+            "last_ts": st["last_ev"][1] if st["last_ev"] else None,
+            "needs_ticks": st["gap"],
+            "open_stalls": sum(1 for s in an.stalls if s.end is None),
+            "idle": idle,
+            "packets": st["packets"],
+            "connections": len(an.connections),
+            "rows": dict(st["rows"]),
+        }
+
+
+def end_sensitive(meta: dict, a: float | None, b: float | None) -> bool:
+    """Would the flow's rows differ between Analyzer.finish(a) and finish(b)?"""
+    if a == b:
+        return False
+    if meta["open_stalls"]:
+        return True
+    if a is None or b is None:
+        return bool(meta["idle"])
+    return any((a - ref > t) != (b - ref > t) for ref, t in meta["idle"])

@@ -1,0 +1,311 @@
+"""The archive driver's plan, from the range summaries only: the files in capture-set order
+and their packet numbers (:func:`layout`), overlap groups read again merged
+(:func:`group_ranges`), the capture's ends (:func:`capture_ends`), the flows spread over the
+stage-2 tasks (:func:`balance_flows`) and the tables' output ranges (:func:`range_bounds`)."""
+
+from __future__ import annotations
+
+import heapq
+import json
+import os
+from dataclasses import dataclass
+from typing import Iterable
+
+from amqp_dissect.pipelines.local import _natural, set_gaps
+
+from .inputs import Range
+
+
+# --------------------------------------------------------------------------- driver-side planning
+
+
+@dataclass
+class Layout:
+    """File order and packet numbering decided from the range summaries."""
+
+    order: list[str]  # files in capture order
+    offsets: dict[int, int]  # rid -> packets before its first record (global index = offset + idx + 1)
+    valid: set[int]  # rids whose records are part of the capture
+    redo: list[int]  # file indices whose ranges disagree: to be read again as one range
+    errors: list[tuple[str, str]]  # (path, damage) in capture order, like CaptureSource.errors
+    fatal: list[tuple[str, str]]  # (kind "open"/"format", message)
+    records: int
+    last_ts: int | None  # time of the last record of the capture (nanoseconds)
+    ranges_used: int
+    rejected: int  # false boundary candidates seen
+    tcp_records: int
+    packet_errors: int
+    unsupported: dict
+    # files whose times overlap, not read merged yet: [[(file, first time), ...], ...] in the set's
+    # order (group_ranges reads each group as one range); while any is left, offsets number them
+    # one after the other, which is not the capture's numbering
+    groups: list = None
+    merged: list = None  # [[file, ...], ...]: the overlap groups read merged (group summaries)
+    spans: list = None  # [(path, first time, last time), ...] of the files with records, in capture order
+
+
+def set_key(path: str, first, position: int) -> tuple:
+    """A file's place in a capture set, as the single-process reader orders one: files with
+    records by their first record's time, then by name (its numbers by value), then by
+    position; files without records last."""
+    return (first is None, first if first is not None else 0, _natural(path), position)
+
+
+def layout(files: list[str], summaries: list[dict]) -> Layout:
+    """Order the files as one capture and number the records like
+    :class:`amqp_dissect.pipelines.local.CaptureSource` reads a set: files by their first
+    record's time (:func:`set_key`), records merged where files overlap in time.
+
+    Files that follow one another (each file's latest time at or before the next one's first
+    time: a rotated set) are concatenated, their ranges numbered by prefix sums.  A run of
+    files whose times overlap (a file's first time before the latest time of the files
+    before it) is an overlap group: its packet numbers need a merged read, so it is listed in
+    ``groups`` until a group summary (:class:`MergeScan`, range made by
+    :func:`group_ranges`) stands for its files.
+
+    The ranges of a split file must chain: the offset where range k stopped (the
+    first header at or after its end, found by walking records from its own
+    first record) must be the first record offset found by the next non-empty
+    range; otherwise the file is listed in ``redo``.  After a range reports
+    damage, later ranges of that file are not part of the capture (a sequential
+    reader stops there too).
+    """
+    by_file: dict[int, list[dict]] = {}
+    merged_sums: list[dict] = []
+    for s in summaries:
+        if s.get("group"):
+            merged_sums.append(s)
+        else:
+            by_file.setdefault(s["file"], []).append(s)
+    in_group = {f for g in merged_sums for f in g["group"]}
+    valid: set[int] = set()
+    redo: list[int] = []
+    fatal: list[tuple[str, str]] = []
+    file_err: dict[int, str] = {}
+    file_first: dict[int, float | None] = {}
+    file_max: dict[int, float | None] = {}
+    file_last: dict[int, float | None] = {}
+    file_ranges: dict[int, list[dict]] = {}
+    rejected = 0
+    for fi, ss in by_file.items():
+        if fi in in_group:
+            continue  # read merged: its group's summary stands for it
+        ss.sort(key=lambda s: s["part"])
+        rejected += sum(s.get("rejected", 0) for s in ss)
+        first = ss[0]
+        if "open_error" in first or "format_error" in first:
+            fatal.append(("open" if "open_error" in first else "format",
+                          first.get("open_error") or first.get("format_error")))
+            continue
+        used = []
+        ok = True
+        if first["whole"] or len(ss) == 1:
+            used = [first]
+        else:
+            expect = None  # offset the previous range stopped at
+            for s in ss:
+                if s.get("open_error") or s.get("format_error"):
+                    ok = False
+                    break
+                if s["first_offset"] is None and s["part"] == 0:
+                    expect = s["end_offset"]  # a file without any complete record
+                    if s["error"]:
+                        used.append(s)
+                        break
+                    continue
+                if s["first_offset"] is None:
+                    stop = s["end"] if s["end"] is not None else s["size"]
+                    if expect is None or expect < stop:
+                        ok = False  # the previous range stopped inside this one, which found no record
+                        break
+                    continue
+                if expect is not None and s["first_offset"] != expect:
+                    ok = False
+                    break
+                used.append(s)
+                if s["error"]:
+                    break
+                expect = s["end_offset"]
+        if not ok:
+            redo.append(fi)
+            continue
+        file_ranges[fi] = used
+        for s in used:
+            valid.add(s["rid"])
+            if s["error"] and fi not in file_err:
+                file_err[fi] = s["error"]
+        counted = [s for s in used if s["count"]]
+        file_first[fi] = counted[0]["first_ts"] if counted else None
+        file_last[fi] = counted[-1]["last_ts"] if counted else None
+        maxes = [s["max_ts"] if s.get("max_ts") is not None else s["last_ts"] for s in counted]
+        file_max[fi] = max(maxes) if maxes else None
+    # the units of the order: a file (its ranges) or a group read merged (one summary)
+    units = [(set_key(files[fi], file_first[fi], fi), "file", fi) for fi in file_ranges]
+    for g in merged_sums:
+        if g.get("open_error") or g.get("format_error"):
+            fatal.append(("open" if g.get("open_error") else "format", g.get("open_error") or g.get("format_error")))
+            continue
+        valid.add(g["rid"])
+        head = g["group"][0]
+        units.append((set_key(files[head], g["first_ts"], head), "group", g))
+    units.sort(key=lambda u: u[0])
+    # overlap groups: runs of files each starting before the latest time of those before it
+    # (a record at that very time comes after theirs in the merge too: concatenation is exact)
+    groups: list = []
+    run: list = []
+    run_max = None
+    for key, kind, u in units:
+        if key[0]:
+            break  # files without records: last, in no group
+        first, top = (file_first[u], file_max[u]) if kind == "file" else (u["first_ts"], u["max_ts"])
+        if run and run_max is not None and first < run_max:
+            run.append((kind, u))
+        else:
+            if len(run) > 1:
+                groups.append(run)
+            run = [(kind, u)]
+            run_max = None
+        if top is not None and (run_max is None or top > run_max):
+            run_max = top
+    if len(run) > 1:
+        groups.append(run)
+    pending = []
+    for run in groups:
+        members = []
+        for kind, u in run:
+            if kind == "file":
+                members.append((u, file_first[u]))
+            else:  # (a group read merged overlapping another file: not expected; read it again with it)
+                members += [(fi, first) for fi, first, _last, _n in u["members"]]
+        pending.append(members)
+    offsets: dict[int, int] = {}
+    total = 0
+    last_ts = None
+    errors = []
+    tcp = perr = 0
+    unsupported: dict[str, int] = {}
+    order: list[str] = []
+    spans: list = []
+    merged: list = []
+    for _key, kind, u in units:
+        sums = file_ranges[u] if kind == "file" else [u]
+        for s in sums:
+            offsets[s["rid"]] = total
+            total += s["count"]
+            if s["count"]:
+                last_ts = s["last_ts"]
+            tcp += s.get("tcp", 0)
+            perr += s.get("packet_errors", 0)
+            for k, v in (s.get("unsupported") or {}).items():
+                unsupported[k] = unsupported.get(k, 0) + v
+        if kind == "file":
+            order.append(files[u])
+            if file_first[u] is not None:
+                spans.append((files[u], file_first[u], file_last[u]))
+            if u in file_err:
+                errors.append((files[u], file_err[u]))
+        else:
+            merged.append(list(u["group"]))
+            for fi, first, last, n in u["members"]:
+                order.append(files[fi])
+                if n:
+                    spans.append((files[fi], first, last))
+            errors += [(files[fi], err) for fi, err in u.get("errors") or ()]
+    return Layout(order, offsets, valid, redo, errors, fatal, total, last_ts, len(valid), rejected, tcp, perr,
+                  unsupported, pending, merged, spans)
+
+
+def group_ranges(files: list[str], groups: list, first_rid: int) -> list[Range]:
+    """One :class:`Range` per overlap group of :attr:`Layout.groups`: its files read whole and
+    merged record by record by one task (:class:`MergeScan`)."""
+    out = []
+    for i, members in enumerate(groups):
+        head = members[0][0]
+        size = sum(os.path.getsize(files[fi]) for fi, _ in members)
+        out.append(Range(first_rid + i, head, files[head], 0, 0, None, size,
+                         json.dumps([[fi, files[fi], first] for fi, first in members])))
+    return out
+
+
+def set_gaps_of(spans: list) -> list[dict]:
+    """The files missing from a numbered capture set (:func:`amqp_dissect.pipelines.local.set_gaps`),
+    from :attr:`Layout.spans`."""
+    from types import SimpleNamespace
+
+    return set_gaps([SimpleNamespace(stream=False, name=p, first_ts=a, last_ts=b) for p, a, b in spans])
+
+
+def capture_ends(summaries: list[dict], offsets: dict[int, int]) -> tuple[int, tuple | None]:
+    """From the summaries of the ranges in the capture (``offsets``: :attr:`Layout.offsets`):
+    the packet number of the last TCP record (0 without any), and ``(packet, time)`` of
+    the last record outside the flows that produces an event (a record the parser
+    rejected, or the first record of each unsupported link type), or None."""
+    last_tcp = 0
+    note = None
+    unsupported: dict[str, tuple] = {}
+    for s in summaries:
+        off = offsets.get(s["rid"])
+        if off is None:
+            continue
+        if s.get("last_tcp") is not None:
+            last_tcp = max(last_tcp, off + s["last_tcp"] + 1)
+        if s.get("last_error"):
+            idx, ts = s["last_error"]
+            if note is None or off + idx + 1 > note[0]:
+                note = (off + idx + 1, ts)
+        for lt, (idx, ts) in (s.get("first_unsupported") or {}).items():
+            if lt not in unsupported or off + idx + 1 < unsupported[lt][0]:
+                unsupported[lt] = (off + idx + 1, ts)
+    for cand in unsupported.values():
+        if note is None or cand[0] > note[0]:
+            note = cand
+    return last_tcp, note
+
+
+def balance_flows(summaries: list[dict], offsets: dict[int, int], parts: int, total: int,
+                  top: int = 4096) -> dict[str, int]:
+    """Stage-2 task (0 .. parts-1) of the largest flows, so that the tasks get about the same
+    number of TCP records: the flows the range summaries count (``flows``; at most ``top``,
+    largest first) go one by one to the least loaded task (longest processing time
+    first); the ``total`` records minus theirs (flows no summary counts, hashed over
+    the tasks by Spark) are taken as spread evenly.  Hash partitioning alone can put
+    several large flows in one task, and the job waits for its slowest task."""
+    sizes: dict[str, int] = {}
+    for s in summaries:
+        if s["rid"] not in offsets:
+            continue
+        for flow, n in s.get("flows") or ():
+            sizes[flow] = sizes.get(flow, 0) + n
+    known = sorted(sizes.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    rest = max(0, total - sum(n for _, n in known))
+    loads = [(rest / parts, i) for i in range(parts)]
+    heapq.heapify(loads)
+    out = {}
+    for flow, n in known:
+        load, i = heapq.heappop(loads)
+        out[flow] = i
+        heapq.heappush(loads, (load + n, i))
+    return out
+
+
+def range_bounds(chunks: Iterable[tuple[tuple, int]], parts: int) -> list[tuple]:
+    """Boundaries that cut rows sorted by key into at most ``parts`` ranges of about the same
+    number of rows, from ``(smallest key, rows)`` of the chunks that hold them (each chunk's
+    rows counted at its smallest key).  A row goes to range ``bisect_right(bounds, key)``;
+    the result is sorted and without repeats (fewer ranges when keys repeat)."""
+    chunks = sorted(chunks)
+    total = sum(n for _, n in chunks)
+    if parts <= 1 or total == 0:
+        return []
+    bounds: list[tuple] = []
+    acc = 0
+    k = 1
+    for key, n in chunks:
+        if acc >= total * k / parts and key > (bounds[-1] if bounds else chunks[0][0]):
+            bounds.append(key)
+            while k < parts and acc >= total * k / parts:
+                k += 1
+            if len(bounds) >= parts - 1:
+                break
+        acc += n
+    return bounds

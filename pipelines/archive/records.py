@@ -1,0 +1,169 @@
+"""Archive stage 1, the rows of a range (:func:`decode_range`: one per TCP record with its flow,
+a note per record outside any flow, a summary), and stage 2's way back to the bytes of a pcap
+record given by its offset (:class:`RecordReader`, :func:`fill_records`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from collections import OrderedDict
+from typing import Iterable, Iterator
+
+from amqp_dissect.capture.netparse import TruncatedPacket, parse_segment
+from amqp_dissect.errors import DissectError, UnsupportedLinkType
+from amqp_dissect.shard import flow_name
+
+from .inputs import Range
+from .ranges import MergeScan, RangeScan, pcap_header
+
+
+# stage-1 row kinds
+KIND_TCP = 0  # a record that reaches TCP reassembly (a segment, or a snaplen-truncated one)
+KIND_NOTE = 1  # a record outside any flow that produces an event (a packet note): only its time matters
+KIND_SUMMARY = 2  # one per range: counts, timestamps, offsets, damage (meta: JSON)
+
+STAGE1_COLUMNS = ("rid", "idx", "ts", "linktype", "data", "orig_len", "flow", "kind", "pos", "caplen", "meta",
+                  "file")
+FLOW_TOP = 64  # flows per range whose record counts the range summary carries (stage-2 balancing)
+FLOW_TRACK = 1 << 16  # distinct flows a range counts (later new flows are not counted: bounded memory)
+
+
+# --------------------------------------------------------------------------- stage 1
+
+
+def decode_range(rng: Range) -> Iterator[tuple]:
+    """Stage-1 rows of one range, or of an overlap group merged (see :data:`STAGE1_COLUMNS`; ``file``:
+    the file the record is in); the last is the summary.
+
+    Counts in the summary: ``tcp`` (records reaching TCP reassembly),
+    ``packet_errors`` (records the link/IP/TCP parser rejected), ``unsupported``
+    ({linktype: records}).  Indexes in the range (packet number = the range's
+    offset + index + 1), so that the driver needs no pass over the rows:
+    ``last_tcp`` (the last TCP record), ``last_error`` ([index, time] of the last
+    record the parser rejected), ``first_unsupported`` ({linktype: [index, time]}).
+    ``flows``: [[flow key, TCP records], ...] of the range's :data:`FLOW_TOP`
+    largest flows, largest first (among the first :data:`FLOW_TRACK` flows seen;
+    for balancing the flows over the stage-2 tasks).  A file that cannot be opened or is not a capture gives a summary
+    with ``open_error`` / ``format_error`` and no records.
+    """
+    scan = MergeScan(rng) if rng.group else RangeScan(rng)
+    rid = rng.rid
+    tcp = 0
+    errors = 0
+    unsupported: dict[int, int] = {}
+    first_unsupported: dict[str, list] = {}
+    last_tcp = None
+    last_error = None
+    flows: dict[str, int] = {}
+    meta_extra: dict = {}
+    parse = parse_segment
+    try:
+        for rec in scan.records():
+            lt = rec.linktype
+            try:
+                seg = parse(lt, rec.data)
+            except UnsupportedLinkType:
+                if lt not in unsupported:
+                    unsupported[lt] = 0
+                    first_unsupported[str(lt)] = [rec.index, rec.ts]
+                    yield (rid, rec.index, rec.ts, lt, None, rec.orig_len, None, KIND_NOTE, None, None, "unsupported",
+                           scan.file)
+                unsupported[lt] += 1
+                continue
+            except TruncatedPacket as e:
+                seg = e.segment
+            except DissectError:
+                errors += 1
+                last_error = [rec.index, rec.ts]
+                yield (rid, rec.index, rec.ts, lt, None, rec.orig_len, None, KIND_NOTE, None, None, "error",
+                       scan.file)
+                continue
+            if seg is None:
+                continue
+            tcp += 1
+            last_tcp = rec.index
+            key = flow_name(seg)
+            n = flows.get(key)
+            if n is not None:
+                flows[key] = n + 1
+            elif len(flows) < FLOW_TRACK:
+                flows[key] = 1
+            pos = scan.pos
+            if pos is None:  # gzip, pcapng: the row carries the record
+                yield (rid, rec.index, rec.ts, lt, rec.data, rec.orig_len, key, KIND_TCP, None, None, None, scan.file)
+            else:  # stage 2 reads it from the file (only offsets travel)
+                yield (rid, rec.index, rec.ts, lt, None, rec.orig_len, key, KIND_TCP, pos, len(rec.data), None,
+                       scan.file)
+    except FileNotFoundError:
+        meta_extra["open_error"] = f"{scan.current}: no such file"
+    except DissectError as e:  # CaptureError while opening: not a capture
+        meta_extra["format_error"] = f"{scan.current}: {e}"
+    except OSError as e:
+        meta_extra["open_error"] = f"{scan.current}: cannot open: {e.strerror or e}"
+    meta = scan.summary()
+    meta.update(tcp=tcp, packet_errors=errors, unsupported={str(k): v for k, v in unsupported.items()},
+                last_tcp=last_tcp, last_error=last_error, first_unsupported=first_unsupported,
+                flows=sorted(flows.items(), key=lambda kv: (-kv[1], kv[0]))[:FLOW_TOP], **meta_extra)
+    yield (rid, -1, None, None, None, None, None, KIND_SUMMARY, None, None, json.dumps(meta), None)
+
+
+class CaptureChanged(Exception):
+    """A file read again in stage 2 no longer holds, at an offset, the record stage 1 read there."""
+
+
+class RecordReader:
+    """Reads records of uncompressed pcap files again by the offset of their header (stage 2).
+
+    Each read is one ``pread`` of header and data; the header must still give the time,
+    captured and original length that stage 1 saw, else :class:`CaptureChanged` (a ring
+    buffer of tcpdump files overwritten during the job, say).  At most ``max_open``
+    files are kept open (least recently used closed first)."""
+
+    def __init__(self, paths, max_open: int = 64):
+        self.paths = paths
+        self.max_open = max_open
+        self._open: OrderedDict = OrderedDict()  # file index -> (fd, header unpack, divisor, header length)
+
+    def _file(self, file: int):
+        h = self._open.get(file)
+        if h is not None:
+            self._open.move_to_end(file)
+            return h
+        path = self.paths[file]
+        fd = os.open(path, os.O_RDONLY)
+        hdr = pcap_header(os.pread(fd, 24, 0))
+        if hdr is None:
+            os.close(fd)
+            raise CaptureChanged(f"{path}: changed while it was read (no longer a pcap file)")
+        h = (fd, struct.Struct("<IIII" if hdr.little_endian else ">IIII").unpack_from,
+             1 if hdr.nanosecond else 1000, hdr.record_header)
+        self._open[file] = h
+        while len(self._open) > self.max_open:
+            os.close(self._open.popitem(last=False)[1][0])
+        return h
+
+    def read(self, file: int, pos: int, caplen: int, ts: int, orig_len: int) -> bytes:
+        """The captured bytes of the record whose header is at ``pos`` in file ``file``."""
+        fd, unpack, scale, hl = self._file(file)
+        buf = os.pread(fd, hl + caplen, pos)
+        if len(buf) == hl + caplen:
+            sec, frac, cl, orig = unpack(buf, 0)
+            if cl == caplen and orig == orig_len and sec * 1_000_000_000 + frac * scale == ts:
+                return buf[hl:]
+        raise CaptureChanged(f"{self.paths[file]}: changed while it was read (the record at byte {pos} differs)")
+
+    def close(self) -> None:
+        while self._open:
+            os.close(self._open.popitem()[1][0])
+
+
+def fill_records(rows: Iterable[tuple], reader: RecordReader) -> Iterator[tuple]:
+    """Stage-2 rows ``(flow, packet, ts, linktype, data, orig_len, file, pos, caplen)`` as
+    FlowRunner takes them, ``(flow, packet, ts, linktype, data, orig_len)``: a record given
+    by offset (``data`` None) is read from its file."""
+    read = reader.read
+    for flow, packet, ts, lt, data, orig, file, pos, caplen in rows:
+        if data is None and pos is not None:
+            data = read(file, pos, caplen, ts, orig)
+        yield (flow, packet, ts, lt, data, orig)

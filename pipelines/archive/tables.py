@@ -1,0 +1,149 @@
+"""Archive output tables: the rows' Arrow schemas with their output-order keys, the chunks that
+travel between the stages (Arrow IPC), a range of a table sorted (:func:`sorted_range`) and
+written (:func:`write_range`)."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Iterable
+
+from amqp_dissect.results.schema import columns as _registry_columns
+
+
+# --------------------------------------------------------------------------- output tables
+
+
+def table_columns(table: str) -> list[tuple[str, str]]:
+    """(column, type) of an output table, from the column registry (:mod:`amqp_dissect.results.schema`):
+    the columns and order of ``amqp_dissect.results.tables.to_frame``."""
+    return [(c.name, c.type) for c in _registry_columns(table)]
+
+
+def frame_row(d: dict) -> dict:
+    """A frames-table row: the leading fields of ``frames --format jsonl`` plus the whole line."""
+    row = {k: d.get(k) for k, _ in table_columns("frames") if k != "json"}
+    row["time"] = d.get("time_ns")  # (the exact time: integer nanoseconds)
+    row["json"] = json.dumps(d, ensure_ascii=False, allow_nan=False)
+    return row
+
+
+def arrow_schema(table: str):
+    """The Arrow schema of a result table's chunks: its registry columns (as Spark takes
+    them), then _flow, _k1, _k2."""
+    import pyarrow as pa
+
+    from amqp_dissect.results.tables import arrow_schema as registry_schema
+
+    fields = list(registry_schema(table, spark=True))
+    fields += [pa.field("_flow", pa.string()), pa.field("_k1", pa.int64()), pa.field("_k2", pa.int64())]
+    return pa.schema(fields)
+
+
+def rows_batch(table: str, rows: list[dict], flows: list, k1: list, k2: list):
+    """Row dicts as an Arrow record batch with the registry's types (times as UTC
+    timestamps, JSON columns as text, NaN as null; keys outside the table dropped)."""
+    import pyarrow as pa
+
+    from amqp_dissect.results.tables import record_batch
+
+    b = record_batch(rows, table, spark=True)
+    arrays = b.columns + [pa.array(flows, pa.string()), pa.array(k1, pa.int64()), pa.array(k2, pa.int64())]
+    return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(table))
+
+
+def batch_ipc(batch) -> bytes:
+    """An Arrow IPC stream of ``batch``, its buffers LZ4-compressed (a chunk of a stage-2
+    table shrinks about fivefold: less for the JVM to copy, write and shuffle)."""
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as w:
+        w.write_batch(batch)
+    return sink.getvalue().to_pybytes()
+
+
+def ipc_batches(blob: bytes):
+    import pyarrow as pa
+
+    return pa.ipc.open_stream(blob).read_all().to_batches()
+
+
+def _at_or_past(t, bound):
+    """Mask of the rows of Arrow table ``t`` whose key (_k1, _flow, _k2) is >= ``bound``."""
+    import pyarrow.compute as pc
+
+    b1, bf, b2 = bound
+    k1, fl, k2 = t["_k1"], t["_flow"], t["_k2"]
+    return pc.or_(pc.greater(k1, b1), pc.and_(pc.equal(k1, b1), pc.or_(
+        pc.greater(fl, bf), pc.and_(pc.equal(fl, bf), pc.greater_equal(k2, b2)))))
+
+
+def sorted_range_table(chunks: Iterable[tuple[int, int, bytes]], bounds: list, excluded: list):
+    """The rows of one output range of a table, sorted, as an Arrow table (None without
+    rows): ``chunks`` are ``(layer, range, blob)`` (stage-2 chunks, each sent to every
+    range its keys overlap); a chunk's rows outside its range of ``bounds``
+    (:func:`range_bounds`), or of a flow in ``excluded[layer]`` (flows a later layer ran
+    again), are dropped; the others are sorted by (_k1, _flow, _k2) and returned without
+    those keys.  Holds the range's rows (the job makes ranges of about
+    ``TABLE_PART_ROWS`` rows)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    parts = []
+    drop = {}
+    for layer, r, blob in chunks:
+        for b in ipc_batches(blob):
+            t = pa.Table.from_batches([b])
+            mask = None
+            if r > 0:
+                mask = _at_or_past(t, bounds[r - 1])
+            if r < len(bounds):
+                below = pc.invert(_at_or_past(t, bounds[r]))
+                mask = below if mask is None else pc.and_(mask, below)
+            ex = excluded[layer] if layer < len(excluded) else None
+            if ex:
+                if layer not in drop:
+                    drop[layer] = pa.array(sorted(ex), pa.string())
+                keep = pc.invert(pc.is_in(t["_flow"], value_set=drop[layer]))
+                mask = keep if mask is None else pc.and_(mask, keep)
+            if mask is not None:
+                t = t.filter(mask)
+            if t.num_rows:
+                parts.append(t)
+    if not parts:
+        return None
+    t = pa.concat_tables(parts).sort_by([("_k1", "ascending"), ("_flow", "ascending"), ("_k2", "ascending")])
+    return t.drop_columns(["_flow", "_k1", "_k2"])
+
+
+def sorted_range(chunks: Iterable[tuple[int, int, bytes]], bounds: list, excluded: list, batch_rows: int = 4096):
+    """:func:`sorted_range_table` as record batches of at most ``batch_rows`` rows."""
+    t = sorted_range_table(chunks, bounds, excluded)
+    if t is not None:
+        yield from t.to_batches(max_chunksize=batch_rows)
+
+
+RANGE_FILE = "part-{:05d}.parquet"  # file of range i of a table written by its task (name order = row order)
+ROW_GROUP_ROWS = 65536
+
+
+def write_range(directory: str, table: str, r: int, t) -> int:
+    """Write the sorted rows ``t`` (an Arrow table, or None) of range ``r`` of ``table`` to
+    ``directory/part-<r>.parquet`` with the table's Spark-compatible schema (snappy, UTC
+    microsecond timestamps, like Spark's own writer here); through a temporary name and a
+    rename, so that a task run again replaces its file.  Returns the rows written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from amqp_dissect.results.tables import arrow_schema as registry_schema
+
+    schema = registry_schema(table, spark=True)
+    if t is None:
+        t = schema.empty_table()
+    path = os.path.join(directory, RANGE_FILE.format(r))
+    tmp = os.path.join(directory, f".{RANGE_FILE.format(r)}.{os.getpid()}.tmp")
+    pq.write_table(pa.Table.from_batches(t.to_batches(), schema=schema), tmp, row_group_size=ROW_GROUP_ROWS,
+                   compression="snappy")
+    os.replace(tmp, path)
+    return t.num_rows

@@ -1,0 +1,66 @@
+"""Spark batch analysis of capture archives, on the same sans-IO core as ``amqp_dissect.pipelines.local``.
+
+    from amqp_dissect.pipelines.spark import spark_session, run_archive
+    spark = spark_session()                       # local[*] unless master= / spark-submit says otherwise
+    result = run_archive(spark, ["captures/"], "out/")   # parquet tables under out/
+    result["counts"]["deliveries"]
+
+or ``spark-submit pipelines/spark/__main__.py PATH... --out DIR`` (the project's code is
+shipped to the executors as a zip), or ``amqp-dissect archive PATH... --out DIR``.
+
+Modules: :mod:`.session` (the Spark session, the code shipped to executors), :mod:`.job` (the
+stages below, in order), :mod:`.stages` (what the tasks run), :mod:`.tables` and
+:mod:`.summaries` (the outputs), :mod:`.submit` (spark-submit's arguments).  Stages (details
+in :mod:`amqp_dissect.pipelines.archive`):
+
+1. one task per file or pcap byte range: executors open the files, emit one
+   row per TCP record (range id, index in range, time, raw record, flow key)
+   and a summary per range; written to ``DIR/_work/seg`` (parquet).
+2. driver: from the summaries only, check that the ranges of split files
+   chain, order the files as ``CaptureSource`` orders a capture set (first
+   record time, then name with its numbers by value), and prefix-sum the
+   record counts into packet numbers.  Files whose times overlap form overlap
+   groups: each is read again by one stage-1 task that merges its files record
+   by record (``archive.MergeScan``) and numbers them in that order, as
+   ``CaptureSource`` merges a set; the other files stay parallel.
+3. rows of TCP records with their global packet number, ``repartition`` by
+   flow key (unordered endpoint pair), ``sortWithinPartitions(flow, packet)``,
+   ``mapInArrow``: a Dissector + Analyzer per flow, streaming over the sorted
+   rows; rows of the result tables go to ``DIR/_work/rows`` (with a local
+   work directory each task writes its files there itself, pyarrow).
+4. the few flows whose result depends on the rest of the capture are run
+   again with the missing facts: flows idle longer than the idle timeout
+   (the single-process reassembler expires them at its once-a-second sweep,
+   which runs on any record: the sweep times are computed in one task from
+   the records' times), and flows whose rows depend on the analyzer's end
+   time (open stalls, idle-time-out checks) when that time (the last record
+   that produced an event) differs from the time they were run with.
+5. tables ``connections``, ``links``, ``deliveries``, ``stalls`` (and
+   ``frames`` with ``frames=True``), each cut into ranges of its output order,
+   and the summaries ``latency_by_link``, ``latency_by_address``,
+   ``latency_by_window``, ``outcomes``, ``stalls_by_link``,
+   ``stalls_by_address``.  With a local output directory Python tasks do both
+   from the files (each range's task reads the stage-2 chunks it needs; one task
+   per summary reads the written tables), one Spark job each; otherwise Spark
+   moves the chunks to the range tasks, and the columns each summary reads to
+   one task (:func:`summary_frame`), and writes them.  Either way a summary is
+   one function, :func:`summary_rows`.
+"""
+
+from .job import run_archive, set_order, TABLES
+from .session import executors_share_install, JVM_OPTIONS, ship_code, spark_session
+from .stages import (pa_batch, partition_keys, ROWS_FILE, rows_schema, SEG_FILE, stage1_schema,
+                     STAGE2_COLUMNS, table_schema)
+from .submit import main, parse_size
+from .summaries import (DEFAULT_WINDOW, PERCENTILES, SUMMARIES, summaries_frames, SUMMARY_COLUMNS, summary_frame,
+                        SUMMARY_READS, summary_rows, summary_schema, summary_spark_schema, write_summaries_local,
+                        write_summary_file)
+
+__all__ = [
+    'DEFAULT_WINDOW', 'executors_share_install', 'JVM_OPTIONS', 'main', 'pa_batch', 'parse_size',
+    'partition_keys', 'PERCENTILES', 'ROWS_FILE', 'rows_schema', 'run_archive', 'SEG_FILE', 'set_order',
+    'ship_code', 'spark_session', 'stage1_schema', 'STAGE2_COLUMNS', 'SUMMARIES', 'summaries_frames',
+    'SUMMARY_COLUMNS', 'summary_frame', 'SUMMARY_READS', 'summary_rows', 'summary_schema',
+    'summary_spark_schema', 'table_schema', 'TABLES', 'write_summaries_local',
+    'write_summary_file',
+]

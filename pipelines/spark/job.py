@@ -1,0 +1,350 @@
+"""The archive job (:func:`run_archive`): stage 1, the driver's layout, stage 2 and its reruns,
+then the tables and summaries (see the package docstring)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import urlparse
+
+from amqp_dissect.pipelines.archive import (DEFAULT_SPLIT_SIZE, KIND_SUMMARY, KIND_TCP, FlowParams, ROW_TABLES,
+                                            InputError, Range, balance_flows, capture_ends, expand_inputs,
+                                            group_ranges, layout, set_gaps_of, plan_ranges, write_range)
+
+from .session import _STAGE2_CONF, _TABLES_CONF, _TS_CONF, _sql_conf
+from .stages import (STAGE2_COLUMNS, _arrow_schema, _read_rows, _sensitive_fn, _stage1_fn, _stage2_fn, _ticks_fn,
+                     _types, partition_keys, rows_schema, stage1_schema, table_schema)
+from .summaries import DEFAULT_WINDOW, SUMMARIES, summary_frame, write_summaries_local
+from .tables import _meta_rows, _table, _table_bounds, _write_tables_local
+
+
+TABLES = ("connections", "links", "deliveries", "stalls")
+OUTPUT_THREADS = 4  # tables (then summaries) written at once, each by its own Spark jobs
+
+
+# --------------------------------------------------------------------------- the job
+
+
+def _uri(path: str) -> str:
+    if urlparse(path).scheme and not os.path.isabs(path):
+        return path
+    return "file://" + os.path.abspath(path)
+
+
+def _local(uri: str) -> str | None:
+    u = urlparse(uri)
+    return u.path if u.scheme in ("", "file") else None
+
+
+def run_archive(spark, paths, out: str, *, split_size: int = DEFAULT_SPLIT_SIZE, window: float = DEFAULT_WINDOW,
+                frames: bool = False, partitions: int | None = None, ports=(), keep_work: bool = False,
+                idle_timeout: float = 900.0, keylog: str | None = None) -> dict:
+    """Analyse the captures under ``paths`` as one continuous capture; write parquet tables
+    under ``out``.  Returns a dict: ``counts``, ``tables`` (name -> path), ``files`` (in
+    capture order), ``errors`` ((path, damage) pairs), ``stats`` (ranges, false
+    boundary candidates, reruns, seconds).  Raises :class:`InputError` for bad paths."""
+    t0 = time.time()
+    files = expand_inputs(paths)
+    nparts = partitions or max(2, spark.sparkContext.defaultParallelism * 2)
+    # files are read in at least as many tasks as stage 2 has (default: as many as cores),
+    # so that every stage keeps all the cores busy
+    with _sql_conf(spark, spark__sql__files__minPartitionNum=str(nparts)):
+        return _run(spark, files, out, t0=t0, nparts=nparts, split_size=split_size, window=window, frames=frames,
+                    ports=ports, keep_work=keep_work, idle_timeout=idle_timeout, keylog=keylog)
+
+
+def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, keep_work, idle_timeout,
+         keylog) -> dict:
+    from pyspark.sql import functions as F
+
+    out_uri = _uri(out)
+    work = out_uri.rstrip("/") + "/_work"
+    stats: dict = {"files": len(files)}
+    marks: dict = {}
+    tick = [time.time()]
+
+    def mark(name):
+        now = time.time()
+        marks[name] = round(now - tick[0], 3)
+        tick[0] = now
+
+    # ---- stage 1: decode files / byte ranges on the executors
+    ranges = plan_ranges(files, split_size)
+    seg_paths = [work + "/seg"]
+    summaries = _stage1(spark, ranges, seg_paths[0])
+    lay = layout(files, summaries)
+    stats["ranges_planned"] = len(ranges)
+    stats["redo_files"] = [files[i] for i in lay.redo]
+    if lay.redo:  # split ranges that did not chain (damage or a false boundary): read those files whole
+        again = [r for r in plan_ranges(files, split_size, first_rid=len(ranges), whole=lay.redo)
+                 if r.file in set(lay.redo)]
+        seg_paths.append(work + "/seg_redo")
+        extra = _stage1(spark, again, seg_paths[1])
+        redo = set(lay.redo)
+        summaries = [s for s in summaries if s["file"] not in redo] + extra
+        lay = layout(files, summaries)
+    for _ in range(3):  # (one pass; a group found again after it would be read again with its neighbours)
+        if lay.fatal or not lay.groups:
+            break
+        # files whose times overlap: each group read whole and merged record by record by one task
+        # (as the single-process reader merges a set), numbered in that order
+        grouped = {fi for g in lay.groups for fi, _ in g}
+        again = group_ranges(files, lay.groups, max(s["rid"] for s in summaries) + 1)
+        seg_paths.append(work + f"/seg_merged{len(seg_paths)}")
+        extra = _stage1(spark, again, seg_paths[-1])
+        summaries = [s for s in summaries
+                     if s["file"] not in grouped and not grouped.intersection(s.get("group") or ())] + extra
+        lay = layout(files, summaries)
+    if lay.fatal:
+        kind, msg = lay.fatal[0]
+        raise InputError("missing" if kind == "open" else "format", msg)
+    mark("stage1")
+    stats["merged_groups"] = [[files[fi] for fi in g] for g in lay.merged]
+    stats.update(ranges=lay.ranges_used, rejected_boundaries=lay.rejected, records=lay.records,
+                 tcp_records=lay.tcp_records, packet_errors=lay.packet_errors, unsupported=lay.unsupported)
+
+    # ---- packet numbers: prefix sums of the per-range counts; the capture's ends from the
+    # summaries (no pass over the rows)
+    seg = spark.read.schema(stage1_schema()).parquet(*seg_paths)
+    # (each row names its file: the rows of a merged group come from several)
+    offs = spark.createDataFrame(sorted(lay.offsets.items()), "rid int, off long")
+    numbered = seg.where(F.col("kind") != KIND_SUMMARY).join(F.broadcast(offs), "rid").withColumn(
+        "packet", F.col("off") + F.col("idx") + F.lit(1))
+    tcp = numbered.where(F.col("kind") == KIND_TCP).select(*STAGE2_COLUMNS)
+    last_tcp, last_note = capture_ends(summaries, lay.offsets)
+    capture_end = lay.last_ts  # (the last record's time; the Analyzer's end may be earlier: analysis_end)
+    # key logs embedded in pcapng files (Decryption Secrets Blocks) join the one given
+    embedded = "".join(s.get("keylog") or "" for s in summaries)
+    if embedded:
+        keylog = (keylog + "\n" if keylog else "") + embedded
+    mark("numbering")
+    base = FlowParams(ports=tuple(ports), last_ts=capture_end, last_tcp_packet=last_tcp, end_ts=capture_end,
+                      frames=frames, idle_timeout=idle_timeout, keylog=keylog, files=tuple(files))
+
+    # ---- stage 2: per-flow runs, the largest flows spread evenly over the tasks
+    rows_path = work + "/rows0"
+    plan = balance_flows(summaries, lay.offsets, nparts, lay.tcp_records)
+    _stage2(spark, tcp, base, nparts, rows_path, plan)
+    mark("stage2")
+    # layers of stage-2 results: (rows, [flow DataFrames a later layer ran again]); the same
+    # flows as Python sets for the tables step (reruns concern few flows)
+    layers = [(_read_rows(spark, rows_path), [])]
+    layer_paths = [rows_path]
+    excluded: list[set] = [set()]
+
+    def rerun(flows: list, params: FlowParams, path: str) -> None:
+        fdf = spark.createDataFrame([(f,) for f in flows], "flow string")
+        _stage2(spark, tcp.join(F.broadcast(fdf), "flow", "left_semi"), params, nparts, path)
+        for (_, ex), exs in zip(layers, excluded):
+            ex.append(fdf)
+            exs.update(flows)
+        layers.append((_read_rows(spark, path), []))
+        layer_paths.append(path)
+        excluded.append(set())
+
+    # the flows' facts: one pass over their "_flow" rows per layer state, kept (a row per
+    # flow) for the questions that follow, each then a pass over the cached rows only
+    cached: list = []
+
+    def current_meta():
+        m = _meta_rows(layers).persist()
+        cached.append(m)
+        return m
+
+    meta = current_meta()
+    facts = _facts(meta)
+    reruns = {"ticks": 0, "end": 0}
+    ticks = None
+    if facts["needs_ticks"]:
+        need = [r.flow for r in meta.where(F.col("needs_ticks")).select("flow").collect()]
+        tk = tcp.select("packet", "ts").repartition(1).sortWithinPartitions("packet").mapInArrow(
+            _ticks_fn(1_000_000_000), "packet long, ts long")
+        ticks = tuple((r.packet, r.ts) for r in tk.collect())
+        rerun(need, FlowParams(**{**base.__dict__, "ticks": ticks}), work + "/rows_ticks")
+        reruns["ticks"] = len(need)
+        meta = current_meta()
+        facts = _facts(meta)
+    # the single-process Analyzer is finished at the time of the last record that produced an event
+    best = None
+    for cand in ((facts["last_packet"], facts["last_ts"]), last_note):
+        if cand is not None and cand[0] is not None and (best is None or cand[0] > best[0]):
+            best = cand
+    analysis_end = best[1] if best is not None else None
+    if analysis_end != capture_end:
+        sens = [r.flow for r in meta.mapInArrow(_sensitive_fn(capture_end, analysis_end), "flow string").collect()]
+        if sens:
+            rerun(sens, FlowParams(**{**base.__dict__, "ticks": ticks, "end_ts": analysis_end}), work + "/rows_end")
+            reruns["end"] = len(sens)
+            facts = _facts(_meta_rows(layers))
+    for m in cached:
+        m.unpersist()
+    mark("reruns")
+    stats["reruns"] = reruns
+    stats["end_ts"] = analysis_end
+    stats["flows"] = facts["flows"]
+    counts = {t: facts["rows"][t] for t in TABLES + (("frames",) if frames else ())}
+
+    # ---- tables, then the summaries read back from them: each a few concurrent Spark jobs
+    # (one Python thread each), so that the small ones fill the cores the large ones leave idle
+    out_base = out_uri.rstrip("/")
+    written = {t: out_base + "/" + t for t in counts}
+    layer_dirs = [_direct_dir(p) for p in layer_paths]
+    if None not in layer_dirs and None not in [_direct_dir(u) for u in written.values()]:
+        # local files: tasks read their range's chunks straight from the stage-2 files (no
+        # shuffle), in one job for all the tables
+        _write_tables_local(spark, layer_dirs, excluded, counts, {t: _direct_dir(u) for t, u in written.items()},
+                            nparts)
+        bounds = None
+    else:
+        bounds = _table_bounds(layers, counts, nparts)
+
+    def write_table(t):
+        directory = _direct_dir(written[t])
+        if directory is None:  # not a local path: Spark's writer
+            _table(spark, layers, t, bounds[t], excluded).write.mode("overwrite").parquet(written[t])
+            return
+        # the tasks write the files themselves (pyarrow: a fraction of the JVM's cost)
+        shutil.rmtree(directory, ignore_errors=True)
+        os.makedirs(directory)
+        got = _table(spark, layers, t, bounds[t], excluded, directory).collect()
+        if sum(r.rows for r in got) != counts[t]:  # each row in exactly one range
+            raise RuntimeError(f"table {t}: {sum(r.rows for r in got)} rows written of {counts[t]}")
+        if not got:  # no rows at all: one file with the columns
+            write_range(directory, t, 0, None)
+        open(os.path.join(directory, "_SUCCESS"), "wb").close()
+
+    if bounds is not None:
+        with _sql_conf(spark, **_TABLES_CONF):
+            _concurrently(write_table, sorted(counts, key=lambda t: -counts[t]))  # the largest first
+    mark("tables")
+    tables = {t: spark.read.schema(table_schema(t)).parquet(written[t]) for t in TABLES}
+    written.update({name: out_base + "/" + name for name in SUMMARIES})
+
+    local_out = _direct_dir(out_base)
+    if local_out is not None:  # Python tasks read the tables' files and write the summaries
+        write_summaries_local(spark, local_out, window)
+    else:
+        def write_summary(name):
+            summary_frame(name, tables, window).write.mode("overwrite").parquet(written[name])
+
+        with _sql_conf(spark, **_TS_CONF):
+            _concurrently(write_summary, SUMMARIES)
+    mark("summaries")
+    stats["timings"] = marks
+    if not keep_work:
+        local = _local(work)
+        if local:
+            shutil.rmtree(local, ignore_errors=True)
+    stats["seconds"] = round(time.time() - t0, 3)
+    return {"counts": counts, "tables": written, "files": lay.order, "errors": lay.errors, "stats": stats,
+            "out": out_uri, "order": set_order(lay, len(files)), "gaps": set_gaps_of(lay.spans)}
+
+
+def set_order(lay, nfiles: int) -> str | None:
+    """What the summary says of the order a set of files was read in (None for one file)."""
+    if nfiles < 2:
+        return None
+    text = "merged by time: files by their first packet's time, packets interleaved where they overlap"
+    if lay.merged:
+        n = sum(len(g) for g in lay.merged)
+        text += (f" ({n} files overlap in time, in {len(lay.merged)} group(s): each group read merged by one task;"
+                 " the other files read in parallel)")
+    return text
+
+
+def _stage1(spark, ranges: list[Range], path: str) -> list[dict]:
+    """Stage 1 over ``ranges`` (the largest first: the job waits for its last task), rows to
+    ``path``; returns the ranges' summaries.  A local ``path`` (:func:`_direct_dir`): each task
+    writes its range's file there itself and only the summaries come back, in the same job;
+    otherwise Spark's writer, then a job reading the summaries back."""
+    from pyspark.sql import functions as F
+
+    T = _types()
+    rschema = T.StructType([
+        T.StructField("rid", T.IntegerType()), T.StructField("file", T.IntegerType()),
+        T.StructField("path", T.StringType()), T.StructField("part", T.IntegerType()),
+        T.StructField("start", T.LongType()), T.StructField("end", T.LongType()),
+        T.StructField("size", T.LongType()), T.StructField("group", T.StringType()),
+    ])
+    order = sorted(ranges, key=lambda r: -(((r.size or 0) if r.end is None else r.end) - r.start))
+    rdd = spark.sparkContext.parallelize([r.as_tuple() for r in order], max(1, len(order)))
+    schema = stage1_schema()
+    directory = _direct_dir(path)
+    df = spark.createDataFrame(rdd, rschema).mapInArrow(_stage1_fn(_arrow_schema(schema), directory), schema)
+    if directory is not None:
+        shutil.rmtree(directory, ignore_errors=True)
+        os.makedirs(directory)
+        metas = [json.loads(r.meta) for r in df.select("meta").collect()]
+        open(os.path.join(directory, "_SUCCESS"), "wb").close()
+        return metas
+    df.write.mode("overwrite").parquet(path)
+    seg = spark.read.schema(stage1_schema()).parquet(path)
+    return [json.loads(r.meta) for r in seg.where(F.col("kind") == KIND_SUMMARY).select("meta").collect()]
+
+
+def _stage2(spark, tcp, params: FlowParams, nparts: int, path: str, plan: dict | None = None) -> None:
+    """Rows of the flows in ``tcp`` through :class:`FlowRunner`, ``nparts`` tasks, written
+    to ``path`` by table.  ``plan`` (flow -> task, :func:`balance_flows`) places those
+    flows; the others go where hash partitioning by flow puts them."""
+    from pyspark.sql import functions as F
+
+    schema = rows_schema()
+    bc = spark.sparkContext.broadcast(params)
+    if plan:
+        keys = partition_keys(spark, nparts)
+        m = spark.createDataFrame(sorted((f, keys[i]) for f, i in plan.items()), "flow string, _pkey long")
+        hashed = F.element_at(F.array(*[F.lit(k).cast("long") for k in keys]),
+                              F.expr(f"pmod(hash(flow), {nparts})") + 1)
+        parted = (tcp.join(F.broadcast(m), "flow", "left")
+                  .withColumn("_pkey", F.coalesce(F.col("_pkey"), hashed)).repartition(nparts, "_pkey"))
+    else:
+        parted = tcp.repartition(nparts, "flow")
+    directory = _direct_dir(path)
+    df = parted.sortWithinPartitions("flow", "packet").select(*STAGE2_COLUMNS).mapInArrow(
+        _stage2_fn(bc, _arrow_schema(schema), directory), schema)
+    with _sql_conf(spark, **_STAGE2_CONF):  # the chunks are compressed already (batch_ipc)
+        if directory is not None:  # the tasks write their files themselves (pyarrow), no rows come back
+            shutil.rmtree(directory, ignore_errors=True)
+            os.makedirs(directory)
+            df.collect()
+            open(os.path.join(directory, "_SUCCESS"), "wb").close()
+            return
+        df.write.mode("overwrite").partitionBy("table").option("compression", "uncompressed").parquet(path)
+
+
+def _concurrently(fn, items, threads: int | None = None) -> None:
+    """``fn(item)`` for every item, in a pool of threads (each submits its own Spark jobs;
+    items start in the order given); the first exception is raised once all have ended."""
+    items = list(items)
+    with ThreadPoolExecutor(threads or OUTPUT_THREADS) as pool:
+        futures = [pool.submit(fn, it) for it in items]
+    for f in futures:
+        f.result()
+
+
+def _facts(meta) -> dict:
+    """What the driver needs of the flows' facts, in one Spark job: the number of flows,
+    of flows that need the global idle sweeps, the last record that produced an event
+    (packet, time) and the rows of each table.  A stage-2 task that found a file changed
+    under it (:class:`CaptureChanged`) left its message: :class:`InputError`."""
+    from pyspark.sql import functions as F
+
+    r = meta.agg(F.count(F.when(F.col("error").isNull(), 1)).alias("flows"),
+                 F.sum(F.col("needs_ticks").cast("long")).alias("needs_ticks"),
+                 F.max("last_packet").alias("last_packet"), F.max_by("last_ts", "last_packet").alias("last_ts"),
+                 F.min("error").alias("error"),
+                 *[F.sum("rows_" + t).alias("rows_" + t) for t in ROW_TABLES]).collect()[0]
+    if r.error is not None:
+        raise InputError("format", r.error)
+    return {"flows": r.flows, "needs_ticks": r.needs_ticks or 0, "last_packet": r.last_packet,
+            "last_ts": r.last_ts, "rows": {t: r["rows_" + t] or 0 for t in ROW_TABLES}}
+
+
+def _direct_dir(uri: str) -> str | None:
+    """The local directory the table tasks write ``uri`` to themselves, or None (Spark's
+    writer: a remote file system).  A local output directory, like the input paths, must be
+    the same path on every executor."""
+    return _local(uri)

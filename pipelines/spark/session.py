@@ -1,0 +1,184 @@
+"""The Spark session of the archive job (:func:`spark_session`: quiet logs, JVM options) and
+the package shipped to its executors (:func:`ship_code`)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+import zipfile
+
+
+_LOG4J = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+logger.repl.name = org.apache.spark.repl.Main
+logger.repl.level = error
+"""
+
+
+# --------------------------------------------------------------------------- session
+
+
+# JIT of the driver and executor JVMs: C1 only.  The job's own work is Python; its JVMs only move
+# bytes between Parquet files, shuffles and Arrow, and in a fresh JVM the C2 compiler spent about
+# 20 s of CPU per bench run (a quarter of the job's CPU, on the cores the tasks need) to speed up
+# that glue by about 4 s.  The parallel collector instead of G1: G1's concurrent marking and
+# refinement threads cost about 2.5 s of CPU per bench run next to the tasks (the parallel
+# collector about 0.6 s), which one task slot leaves on the idle core but two slots pay for.
+# A conf pair for spark.driver/executor.extraJavaOptions replaces this.
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC"
+
+
+def spark_session(master: str | None = None, conf=(), driver_memory: str | None = None,
+                  executor_memory: str | None = None, app_name: str = "amqp-dissect-archive",
+                  quiet: bool = True, ship: bool = True, jvm_options: str = JVM_OPTIONS):
+    """A SparkSession: ``master`` (default local[*], or what spark-submit set), extra
+    ``conf`` pairs, memory settings; logging at ERROR and no progress bars when
+    ``quiet``; the project's packages shipped to the executors when ``ship``;
+    ``jvm_options`` for the driver and executor JVMs (unless ``conf`` sets their
+    extraJavaOptions; a driver already running, under spark-submit, keeps its own)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    b = SparkSession.builder.appName(app_name)
+    if master:
+        b = b.master(master)
+    elif "PYSPARK_GATEWAY_PORT" not in os.environ and not _conf_has(conf, "spark.master"):
+        b = b.master("local[*]")
+    driver_opts = [jvm_options] if jvm_options else []
+    if quiet:
+        b = b.config("spark.ui.showConsoleProgress", "false")
+        log4j = os.path.join(tempfile.gettempdir(), "amqp-dissect-log4j2.properties")
+        with open(log4j, "w") as f:
+            f.write(_LOG4J)
+        driver_opts.append(f"-Dlog4j2.configurationFile=file:{log4j}")
+    if driver_opts and not _conf_has(conf, "spark.driver.extraJavaOptions"):
+        b = b.config("spark.driver.extraJavaOptions", " ".join(driver_opts))
+    if jvm_options and not _conf_has(conf, "spark.executor.extraJavaOptions"):
+        b = b.config("spark.executor.extraJavaOptions", jvm_options)
+    if driver_memory:
+        b = b.config("spark.driver.memory", driver_memory)
+    if executor_memory:
+        b = b.config("spark.executor.memory", executor_memory)
+    for k, v in conf:
+        b = b.config(k, v)
+    if quiet:
+        # the JVM inherits stderr when it starts: send what it prints (JVM notices, Spark
+        # errors) to a log file instead of the terminal; our own stderr is restored
+        global SPARK_LOG
+        SPARK_LOG = os.path.join(tempfile.gettempdir(), f"amqp-dissect-spark-{os.getpid()}.log")
+        sys.stderr.flush()
+        saved = os.dup(2)
+        fd = os.open(SPARK_LOG, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.dup2(fd, 2)
+            spark = b.getOrCreate()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            os.close(fd)
+    else:
+        spark = b.getOrCreate()
+    if quiet:
+        spark.sparkContext.setLogLevel("ERROR")
+    if ship:
+        ship_code(spark)
+    return spark
+
+
+def _conf_has(conf, key: str) -> bool:
+    return any(k == key for k, _ in conf)
+
+
+_SHIPPED: dict[str, str] = {}
+SPARK_LOG: str | None = None  # where the JVM's stderr goes when the session was started quiet
+
+
+def _probe_package(_rows):
+    """On an executor: where ``amqp_dissect`` is imported from, and which modules are compiled."""
+    try:
+        import amqp_dissect
+    except ImportError:
+        return [(None, ())]
+    return [(os.path.realpath(amqp_dissect.__path__[0]), tuple(amqp_dissect.compiled_modules()))]
+
+
+def executors_share_install(spark) -> bool:
+    """Do the executors import this very ``amqp_dissect`` (the same files, e.g. local mode with
+    the driver's interpreter, or a shared install)?  Then nothing is shipped and they run the
+    compiled modules too; a zip of sources would shadow them (addPyFile goes first on sys.path)."""
+    import amqp_dissect
+
+    sc = spark.sparkContext
+    try:
+        where, compiled = sc.parallelize([0], 1).mapPartitions(_probe_package).collect()[0]
+    except Exception:  # an executor that cannot even run the probe: ship the sources
+        return False
+    return where == os.path.realpath(amqp_dissect.__path__[0]) and set(compiled) == set(amqp_dissect.compiled_modules())
+
+
+def ship_code(spark) -> str | None:
+    """Make ``amqp_dissect`` importable on the executors, once per SparkContext: nothing to do
+    when they import the driver's own install (:func:`executors_share_install`: compiled modules
+    stay compiled); otherwise zip the package (the core and the pipelines, as Python sources: the
+    pure-Python twins run there) and ``addPyFile`` it.  Returns the zip's path, or None."""
+    import amqp_dissect
+    import amqp_dissect.pipelines
+
+    sc = spark.sparkContext
+    key = sc.applicationId
+    if key in _SHIPPED:
+        return _SHIPPED[key]
+    if executors_share_install(spark):
+        _SHIPPED[key] = None
+        return None
+    fd, path = tempfile.mkstemp(prefix="amqp_dissect_", suffix=".zip")
+    os.close(fd)
+    trees = [(amqp_dissect.__path__[0], "amqp_dissect"),
+             (amqp_dissect.pipelines.__path__[0], "amqp_dissect/pipelines")]
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for top, arc in trees:
+            for dirpath, dirs, files in os.walk(top):
+                dirs[:] = [d for d in dirs if d != "__pycache__"]
+                for name in files:
+                    if name.endswith((".py", ".xml")):
+                        full = os.path.join(dirpath, name)
+                        z.write(full, os.path.join(arc, os.path.relpath(full, top)))
+    sc.addPyFile(path)
+    _SHIPPED[key] = path
+    return path
+
+
+@contextlib.contextmanager
+def _sql_conf(spark, **settings: str):
+    """Set SQL confs (dots written as __) for the actions run inside the block only."""
+    old = {}
+    for k, v in settings.items():
+        key = k.replace("__", ".")
+        old[key] = spark.conf.get(key, None)
+        spark.conf.set(key, v)
+    try:
+        yield
+    finally:
+        for key, v in old.items():
+            if v is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, v)
+
+
+# rows of stage 1 carry whole packets and rows of stage 2 whole Arrow chunks: the stages
+# that read them use small batches (only there: small batches elsewhere slow Spark down)
+_STAGE2_CONF = {"spark__sql__execution__arrow__maxRecordsPerBatch": "1000",
+                "spark__sql__parquet__columnarReaderBatchSize": "1024"}
+# times are written as Parquet TIMESTAMP(MICROS, UTC) (not Spark's legacy INT96), like the local tables
+_TS_CONF = {"spark__sql__parquet__outputTimestampType": "TIMESTAMP_MICROS"}
+_TABLES_CONF = {"spark__sql__execution__arrow__maxRecordsPerBatch": "16",
+                "spark__sql__parquet__columnarReaderBatchSize": "64", **_TS_CONF}

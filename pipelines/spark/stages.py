@@ -1,0 +1,337 @@
+"""The archive job's Spark schemas and the functions its tasks run (``mapInArrow`` /
+``mapPartitions``): stage 1 per range, stage 2 per flow partition, the table ranges, the
+flows' facts, the sweep ticks (the sharding contract's clock)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+
+from amqp_dissect.pipelines.archive import (KIND_SUMMARY, FlowRunner, ROW_TABLES, CaptureChanged, Range,
+                                            RecordReader, decode_range, end_sensitive, fill_records, sorted_range,
+                                            sorted_range_table, write_range)
+from amqp_dissect.results.tables import spark_schema
+from amqp_dissect.shard import sweep_ticks
+
+
+STAGE2_COLUMNS = ("flow", "packet", "ts", "linktype", "data", "orig_len", "file", "pos", "caplen")
+
+
+# --------------------------------------------------------------------------- schemas
+
+
+def _types():
+    from pyspark.sql import types as T
+
+    return T
+
+
+def stage1_schema():
+    T = _types()
+    return T.StructType([
+        T.StructField("rid", T.IntegerType()), T.StructField("idx", T.LongType()),
+        T.StructField("ts", T.LongType()), T.StructField("linktype", T.IntegerType()),
+        T.StructField("data", T.BinaryType()), T.StructField("orig_len", T.LongType()),
+        T.StructField("flow", T.StringType()), T.StructField("kind", T.ByteType()),
+        T.StructField("pos", T.LongType()), T.StructField("caplen", T.IntegerType()),
+        T.StructField("meta", T.StringType()), T.StructField("file", T.IntegerType()),
+    ])
+
+
+def rows_schema():
+    T = _types()
+    return T.StructType([
+        T.StructField("table", T.StringType()), T.StructField("flow", T.StringType()),
+        T.StructField("k1", T.LongType()), T.StructField("k2", T.LongType()),
+        T.StructField("n", T.LongType()), T.StructField("hk1", T.LongType()),
+        T.StructField("hflow", T.StringType()), T.StructField("hk2", T.LongType()),
+        T.StructField("blob", T.BinaryType()),
+    ])
+
+
+def table_schema(table: str):
+    """The Spark schema of an output table, from the column registry (times as
+    TimestampType, JSON columns as strings, ulong as decimal(20, 0))."""
+    return spark_schema(table)
+
+
+def _arrow_schema(spark_schema):
+    import pyarrow as pa
+
+    m = {"StringType": pa.string(), "LongType": pa.int64(), "DoubleType": pa.float64(),
+         "BooleanType": pa.bool_(), "IntegerType": pa.int32(), "BinaryType": pa.binary(), "ByteType": pa.int8()}
+    return pa.schema([pa.field(f.name, m[type(f.dataType).__name__]) for f in spark_schema.fields])
+
+
+# --------------------------------------------------------------------------- executor functions
+
+
+def _batches(rows, arrow_schema, size: int = 2048, max_bytes: int = 32 << 20):
+    """Group tuples into Arrow record batches of at most ``size`` rows / ~``max_bytes``."""
+    import pyarrow as pa
+
+    names = arrow_schema.names
+    buf = []
+    nbytes = 0
+    for r in rows:
+        buf.append(r)
+        for v in r:
+            if isinstance(v, (bytes, str)):
+                nbytes += len(v)
+        if len(buf) >= size or nbytes >= max_bytes:
+            cols = list(zip(*buf))
+            yield pa.RecordBatch.from_arrays([pa.array(c, type=arrow_schema.field(n).type)
+                                              for c, n in zip(cols, names)], schema=arrow_schema)
+            buf = []
+            nbytes = 0
+    if buf:
+        cols = list(zip(*buf))
+        yield pa.RecordBatch.from_arrays([pa.array(c, type=arrow_schema.field(n).type)
+                                          for c, n in zip(cols, names)], schema=arrow_schema)
+
+
+def _stage1_fn(arrow_schema, directory: str | None = None):
+    """Stage-1 rows of each range; with ``directory``, each task writes its range's rows to
+    ``directory`` itself (:func:`_write_seg`) and gives the summary row only."""
+    def fn(batches):
+        for batch in batches:
+            for t in zip(*(batch.column(i).to_pylist() for i in range(batch.num_columns))):
+                rng = Range(*t)
+                if directory is None:
+                    yield from _batches(decode_range(rng), arrow_schema)
+                else:
+                    yield pa_batch([_write_seg(directory, rng, arrow_schema)], arrow_schema)
+    return fn
+
+
+SEG_FILE = "part-{:06d}.parquet"  # stage-1 rows of range (rid) i, written by its task
+
+
+def _write_seg(directory: str, rng: Range, arrow_schema) -> tuple:
+    """Write the stage-1 rows of ``rng`` (all but the summary) to ``directory/part-<rid>.parquet``
+    with pyarrow, streaming in batches (uncompressed: only offsets and flow keys, read once);
+    through a temporary name and a rename, so that a task run again replaces its file.
+    Returns the summary row.  The JVM never converts or encodes these rows."""
+    import pyarrow.parquet as pq
+
+    summary = []
+
+    def records():
+        for row in decode_range(rng):
+            if row[7] == KIND_SUMMARY:
+                summary.append(row)
+            else:
+                yield row
+    path = os.path.join(directory, SEG_FILE.format(rng.rid))
+    tmp = os.path.join(directory, f".{SEG_FILE.format(rng.rid)}.{os.getpid()}.tmp")
+    with pq.ParquetWriter(tmp, arrow_schema, compression="none") as w:
+        for b in _batches(records(), arrow_schema):
+            w.write_batch(b)
+    os.replace(tmp, path)
+    return summary[0]
+
+
+def _rows_of(batches, names):
+    for batch in batches:
+        cols = [batch.column(n).to_pylist() for n in names]
+        yield from zip(*cols)
+
+
+def _stage2_fn(params_bc, arrow_schema, directory: str | None = None):
+    """Stage-2 rows of the flows of a partition; with ``directory``, the task writes them there
+    itself (:func:`_write_rows`) and gives no rows."""
+    def fn(batches):
+        params = params_bc.value
+        runner = FlowRunner(params)
+        reader = RecordReader(params.files)
+
+        def rows():
+            try:
+                yield from runner.run(fill_records(_rows_of(batches, STAGE2_COLUMNS), reader))
+            except CaptureChanged as e:  # the driver reports it (see _facts)
+                yield ("_flow", "", 0, 0, 1, 0, "", 0, pickle.dumps({"error": str(e)}, 5))
+        try:
+            if directory is None:
+                yield from _batches(rows(), arrow_schema, size=1000)
+            else:
+                from pyspark import TaskContext
+
+                _write_rows(directory, TaskContext.get().partitionId(), rows(), arrow_schema)
+        finally:
+            reader.close()
+    return fn
+
+
+ROWS_FILE = "part-{:05d}-direct.parquet"  # stage-2 rows of a table by the task of partition i
+
+
+def _write_rows(directory: str, part: int, rows, arrow_schema, size: int = 1000, max_bytes: int = 1 << 20) -> None:
+    """Write stage-2 rows (table first) as Spark's ``partitionBy("table")`` lays them out:
+    ``directory/table=<name>/part-<partition>-direct.parquet`` without the table column,
+    uncompressed (the chunks are compressed already), in row groups of at most ``size`` rows
+    or about ``max_bytes`` (a table task reads only the row groups that hold its chunks),
+    through temporary names renamed at the end, so that a task run again replaces its files."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema(list(arrow_schema)[1:])
+    writers: dict = {}
+    bufs: dict = {}
+    sizes: dict = {}
+
+    def flush(t):
+        buf = bufs.pop(t, None)
+        sizes.pop(t, None)
+        if not buf:
+            return
+        if t not in writers:
+            d = os.path.join(directory, f"table={t}")
+            os.makedirs(d, exist_ok=True)
+            tmp = os.path.join(d, f".{ROWS_FILE.format(part)}.{os.getpid()}.tmp")
+            writers[t] = (pq.ParquetWriter(tmp, schema, compression="none"), tmp, os.path.join(d, ROWS_FILE.format(part)))
+        cols = list(zip(*buf))
+        writers[t][0].write_batch(pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, schema)],
+                                                             schema=schema))
+    try:
+        for r in rows:
+            t = r[0]
+            bufs.setdefault(t, []).append(r[1:])
+            sizes[t] = sizes.get(t, 0) + sum(len(v) for v in r[1:] if isinstance(v, (bytes, str)))
+            if len(bufs[t]) >= size or sizes[t] >= max_bytes:
+                flush(t)
+        for t in list(bufs):
+            flush(t)
+    finally:
+        for w, _, _ in writers.values():
+            w.close()
+    for _, tmp, path in writers.values():
+        os.replace(tmp, path)
+
+
+def pa_batch(rows, arrow_schema):
+    """One Arrow record batch of the tuples ``rows``."""
+    return next(_batches(rows, arrow_schema))
+
+
+def _range_fn(bounds, excluded, table: str | None = None, directory: str | None = None):
+    """Rows of ranges of a table, sorted (:func:`sorted_range`); with ``directory``, each
+    task writes its range's Parquet file itself (:func:`write_range`) and gives one row,
+    ``(range, rows written)``."""
+    def fn(batches):
+        first = []
+
+        def chunks():
+            for batch in batches:
+                cols = [batch.column(c).to_pylist() for c in ("layer", "r", "blob")]
+                if not first and cols[1]:
+                    first.append(cols[1][0])
+                yield from zip(*cols)
+        if directory is None:
+            yield from sorted_range(chunks(), bounds, excluded)
+            return
+        import pyarrow as pa
+
+        t = sorted_range_table(chunks(), bounds, excluded)
+        if first:  # a partition holds one range (range i is partition i); an empty one writes nothing
+            n = write_range(directory, table, first[0], t)
+            yield pa.RecordBatch.from_arrays([pa.array([first[0]], pa.int32()), pa.array([n], pa.int64())],
+                                             names=["r", "rows"])
+    return fn
+
+
+def _meta_fn(arrow_schema):
+    import pyarrow as pa
+
+    def fn(batches):
+        for batch in batches:
+            rows = []
+            for flow, blob in zip(batch.column("flow").to_pylist(), batch.column("blob").to_pylist()):
+                m = pickle.loads(blob)
+                if "error" in m:  # a stage-2 task that could not finish: no flow
+                    rows.append({"flow": flow, "error": m["error"]})
+                    continue
+                rows.append({"flow": flow, "last_packet": m["last_packet"], "last_ts": m["last_ts"],
+                             "needs_ticks": m["needs_ticks"], "open_stalls": m["open_stalls"],
+                             "idle": json.dumps(m["idle"]), "packets": m["packets"],
+                             "connections": m["connections"], "error": None,
+                             **{"rows_" + t: m["rows"][t] for t in ROW_TABLES}})
+            yield pa.RecordBatch.from_pylist(rows, schema=arrow_schema)
+    return fn
+
+
+def _sensitive_fn(a, b):
+    import pyarrow as pa
+
+    schema = pa.schema([pa.field("flow", pa.string())])
+
+    def fn(batches):
+        for batch in batches:
+            out = []
+            for flow, opened, idle in zip(batch.column("flow").to_pylist(), batch.column("open_stalls").to_pylist(),
+                                          batch.column("idle").to_pylist()):
+                if end_sensitive({"open_stalls": opened, "idle": json.loads(idle)}, a, b):
+                    out.append(flow)
+            yield pa.RecordBatch.from_arrays([pa.array(out, pa.string())], schema=schema)
+    return fn
+
+
+def _ticks_fn(interval: int):
+    """The idle sweep's ticks over the (packet, ts) batches of every TCP record in packet order
+    (one task): the sharding contract's clock (:func:`~amqp_dissect.shard.sweep_ticks`).
+    ``interval``: nanoseconds, as every capture time."""
+    import pyarrow as pa
+
+    schema = pa.schema([pa.field("packet", pa.int64()), pa.field("ts", pa.int64())])
+
+    def fn(batches):
+        state = None
+        for batch in batches:
+            ticks, state = sweep_ticks(zip(batch.column("packet").to_pylist(), batch.column("ts").to_pylist()),
+                                       interval, state)
+            if ticks:
+                yield pa.RecordBatch.from_arrays([pa.array([t[0] for t in ticks], pa.int64()),
+                                                  pa.array([t[1] for t in ticks], pa.int64())], schema=schema)
+    return fn
+
+
+_PARTITION_KEYS: dict = {}
+
+
+def partition_keys(spark, n: int) -> list[int]:
+    """For each i in 0..n-1 a long that hash partitioning into n partitions
+    (``repartition(n, col)``: ``pmod(hash(col), n)``) sends to partition i, found with
+    Spark's own ``hash``; once per Spark application and n."""
+    from pyspark.sql import functions as F
+
+    key = (spark.sparkContext.applicationId, n)
+    if key not in _PARTITION_KEYS:
+        found: dict[int, int] = {}
+        lo = 0
+        while len(found) < n:
+            hi = lo + 64 * n
+            rows = spark.range(lo, hi, 1, 1).select(F.expr(f"pmod(hash(id), {n})").alias("p"), "id").collect()
+            for r in rows:
+                found.setdefault(r.p, r.id)
+            lo = hi
+        _PARTITION_KEYS[key] = [found[i] for i in range(n)]
+    return _PARTITION_KEYS[key]
+
+
+def _read_rows(spark, path: str):
+    return spark.read.schema(rows_schema()).parquet(path)
+
+
+def _meta(rows):
+    T = _types()
+    schema = T.StructType([
+        T.StructField("flow", T.StringType()), T.StructField("last_packet", T.LongType()),
+        T.StructField("last_ts", T.LongType()), T.StructField("needs_ticks", T.BooleanType()),
+        T.StructField("open_stalls", T.LongType()), T.StructField("idle", T.StringType()),
+        T.StructField("packets", T.LongType()), T.StructField("connections", T.LongType()),
+        T.StructField("error", T.StringType()),
+    ] + [T.StructField("rows_" + t, T.LongType()) for t in ROW_TABLES])
+    from pyspark.sql import functions as F
+
+    return rows.where(F.col("table") == "_flow").select("flow", "blob").mapInArrow(
+        _meta_fn(_arrow_schema(schema)), schema)

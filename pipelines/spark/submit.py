@@ -1,0 +1,64 @@
+"""``spark-submit``'s entry of the archive job (``python -m amqp_dissect.pipelines.spark``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from amqp_dissect.pipelines.archive import DEFAULT_SPLIT_SIZE, InputError, expand_inputs
+from amqp_dissect.pipelines.local import read_keylog
+
+from .job import run_archive
+from .session import spark_session
+from .summaries import DEFAULT_WINDOW
+
+
+# --------------------------------------------------------------------------- spark-submit entry
+
+
+def parse_size(text: str) -> int:
+    """'64m', '1g', '4096', '512k' -> bytes."""
+    t = str(text).strip().lower().rstrip("b").rstrip("i")
+    mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+    if t and t[-1] in mult:
+        return int(float(t[:-1]) * mult[t[-1]])
+    return int(t)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="pipelines/spark/__main__.py",
+                                 description="Spark analysis of capture archives (see amqp_dissect.pipelines.spark)")
+    ap.add_argument("paths", nargs="+")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--master")
+    ap.add_argument("--conf", action="append", default=[])
+    ap.add_argument("--partitions", type=int)
+    ap.add_argument("--split-size", default=str(DEFAULT_SPLIT_SIZE))
+    ap.add_argument("--window", type=float, default=DEFAULT_WINDOW)
+    ap.add_argument("--frames", action="store_true")
+    ap.add_argument("--port", type=int, action="append", default=[])
+    ap.add_argument("--keylog", help="TLS key log file (default: $SSLKEYLOGFILE)")
+    a = ap.parse_args(argv)
+    conf = [tuple(c.split("=", 1)) for c in a.conf]
+    try:
+        files = expand_inputs(a.paths)
+    except InputError as e:
+        print(f"amqp-dissect: {e}", file=sys.stderr)
+        return 3 if e.code == "missing" else 4
+    del files
+    spark = spark_session(master=a.master, conf=conf)
+    try:
+        res = run_archive(spark, a.paths, a.out, split_size=parse_size(a.split_size), window=a.window,
+                          frames=a.frames, partitions=a.partitions, ports=a.port,
+                          keylog=read_keylog(a.keylog))
+    except InputError as e:
+        print(f"amqp-dissect: {e}", file=sys.stderr)
+        return 3 if e.code == "missing" else 4
+    finally:
+        pass
+    print(json.dumps({"counts": res["counts"], "tables": res["tables"], "stats": res["stats"],
+                      "errors": res["errors"], "files": res["files"], "order": res["order"],
+                      "gaps": res["gaps"]}, default=str))
+    spark.stop()
+    return 5 if res["errors"] else 0

@@ -1,0 +1,384 @@
+"""The six archive summaries (:data:`SUMMARIES`), defined once: :func:`summary_rows` computes a
+summary's rows in Python (pyarrow + numpy) from the table columns it reads
+(:data:`SUMMARY_READS`), into the columns of :func:`summary_schema`.  With a local output
+directory Python tasks read the written tables and write the summaries
+(:func:`write_summaries_local`: one task per summary, one Spark job); otherwise Spark brings
+each summary's columns to one task that runs the same function and writes through Spark's
+writer (:func:`summary_frame`)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from amqp_dissect.amqp.spec import OUTCOMES
+from amqp_dissect.results.analytics import percentile
+
+
+SUMMARIES = ("latency_by_link", "latency_by_address", "latency_by_window", "outcomes", "stalls_by_link",
+             "stalls_by_address")
+DEFAULT_WINDOW = 60.0
+PERCENTILES = (50, 90, 99)
+_STALL_KINDS = ("link-credit", "initial-credit", "drain", "session-window")
+
+# --------------------------------------------------------------------------- the columns
+#
+# Each summary's columns, in order: (name, type, nullable); the types "string", "long", "double",
+# "time" (UTC microseconds).  Group keys come first; "stats" stands for the latency statistics
+# (count, p50, p90, p99, max, min, mean), "stall" for the stall columns.
+
+_STATS = [("count", "long", False)] + [(f"p{p}", "double", True) for p in PERCENTILES] + [
+    ("max", "double", True), ("min", "double", True), ("mean", "double", True)]
+_STALL = [("stalls", "long", True), ("stalled_seconds", "double", False), ("longest", "double", True),
+          ("open", "long", True)] + [(k.replace("-", "_"), "long", True) for k in _STALL_KINDS] + [
+    ("idle_periods", "long", True), ("idle_seconds", "double", False)]
+SUMMARY_COLUMNS = {
+    "latency_by_link": [("connection", "string", True), ("session", "long", True), ("channel", "long", True),
+                        ("link", "string", True), ("link_index", "long", True), ("address", "string", True),
+                        *_STATS],
+    "latency_by_address": [("address", "string", True), *_STATS],
+    "latency_by_window": [("window_start", "time", True), ("window_end", "time", True),
+                          ("deliveries", "long", False), *_STATS, *[(o, "long", True) for o in OUTCOMES],
+                          ("unsettled", "long", True)],
+    "outcomes": [("address", "string", True), ("outcome", "string", True), ("deliveries", "long", False),
+                 ("presettled", "long", True), ("unsettled", "long", True)],
+    "stalls_by_link": [("connection", "string", True), ("channel", "long", True), ("link", "string", True),
+                       ("link_index", "long", True), *_STALL],
+    "stalls_by_address": [("address", "string", True), *_STALL],
+}
+
+
+def summary_schema(name: str):
+    """The Arrow schema of summary ``name`` (the Parquet files' own, nullability included)."""
+    import pyarrow as pa
+
+    types = {"string": pa.string(), "long": pa.int64(), "double": pa.float64(),
+             "time": pa.timestamp("us", tz="UTC")}
+    return pa.schema([pa.field(c, types[t], nullable=n) for c, t, n in SUMMARY_COLUMNS[name]])
+
+
+def summary_spark_schema(name: str):
+    """The Spark schema of summary ``name``."""
+    from pyspark.sql import types as T
+
+    types = {"string": T.StringType(), "long": T.LongType(), "double": T.DoubleType(), "time": T.TimestampType()}
+    return T.StructType([T.StructField(c, types[t], n) for c, t, n in SUMMARY_COLUMNS[name]])
+
+
+# --------------------------------------------------------------------------- the rows
+
+
+def _lat_stats(values) -> dict:
+    """count, percentiles (:func:`~amqp_dissect.results.analytics.percentile` rounded as Spark SQL's
+    ``percentile``, as the summaries always were), max, min, mean of the non-null ``values``
+    (a numpy array)."""
+    import numpy as np
+
+    n = len(values)
+    if not n:
+        return {"count": 0, **{f"p{p}": None for p in PERCENTILES}, "max": None, "min": None, "mean": None}
+    v = np.sort(values, kind="stable")
+    out = {"count": n}
+    for p in PERCENTILES:
+        out[f"p{p}"] = float(percentile(v, p, presorted=True, spark_rounding=True))
+    out["max"] = float(v[-1])
+    out["min"] = float(v[0])
+    out["mean"] = float(np.add.reduce(values)) / n
+    return out
+
+
+def _keys_of(t, cols) -> list:
+    """The rows of columns ``cols`` of Arrow table ``t`` as tuples."""
+    return list(zip(*(t.column(c).to_pylist() for c in cols))) if t.num_rows else []
+
+
+def _group_lat(t, keys) -> dict:
+    """key tuple -> :func:`_lat_stats` of the non-null settlement latencies of the group (groups
+    with none are absent)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    t = t.select([*keys, "settlement_latency"]).filter(pc.is_valid(t.column("settlement_latency")))
+    if not t.num_rows:
+        return {}
+    g = t.group_by(list(keys), use_threads=False).aggregate([("settlement_latency", "list")])
+    lists = g.column("settlement_latency_list").combine_chunks()
+    offs = lists.offsets.to_numpy()
+    vals = lists.values.to_numpy(zero_copy_only=False)
+    return {k: _lat_stats(vals[offs[i]:offs[i + 1]]) for i, k in enumerate(_keys_of(g, keys))}
+
+
+def _group_sums(t, keys, cols: dict, max_cols: dict | None = None) -> dict:
+    """key tuple -> {name: sum} (and {name: max}) over the groups of ``t`` by ``keys``; ``cols``
+    name -> Arrow array (sum of an empty or all-null group: None), plus ``_rows`` (rows)."""
+    import pyarrow as pa
+
+    if not t.num_rows:
+        return {}
+    tb = pa.table({**{k: t.column(k) for k in keys}, **{f"s_{n}": a for n, a in cols.items()},
+                   **{f"m_{n}": a for n, a in (max_cols or {}).items()}})
+    aggs = [(f"s_{n}", "sum") for n in cols] + [(f"m_{n}", "max") for n in (max_cols or {})] + [([], "count_all")]
+    g = tb.group_by(list(keys), use_threads=False).aggregate(aggs)
+    out = {}
+    names = [f"s_{n}_sum" for n in cols] + [f"m_{n}_max" for n in (max_cols or {})]
+    labels = list(cols) + list(max_cols or {})
+    vals = [g.column(c).to_pylist() for c in names]
+    rows = g.column("count_all").to_pylist()
+    for i, k in enumerate(_keys_of(g, keys)):
+        d = {lab: v[i] for lab, v in zip(labels, vals)}
+        d["_rows"] = rows[i]
+        out[k] = d
+    return out
+
+
+def _flag(a):
+    """``when(cond, 1).otherwise(0)`` of a boolean Arrow array (null counts as false)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return pc.cast(pc.fill_null(a, False), pa.int64())
+
+
+def _asc(v):  # Spark's ascending order: nulls first, NaN after every number
+    if v is None:
+        return (0, 0, 0)
+    if isinstance(v, float) and v != v:
+        return (1, 1, 0)
+    return (1, 0, v)
+
+
+def _desc_nulls_last(v):
+    if v is None:
+        return (1, 0, 0)
+    if isinstance(v, float) and v != v:
+        return (0, 0, 0)
+    return (0, 1, -v)
+
+
+SUMMARY_READS = {  # the table columns each summary reads
+    "latency_by_link": {"links": ("connection", "session", "channel", "name", "link_index", "address"),
+                        "deliveries": ("connection", "link_index", "settlement_latency")},
+    "latency_by_address": {"links": ("address",), "deliveries": ("address", "settlement_latency")},
+    "latency_by_window": {"deliveries": ("first_time", "settlement_latency", "outcome", "settled_time")},
+    "outcomes": {"deliveries": ("address", "outcome", "presettled", "settled_time")},
+    "stalls_by_link": {"stalls": ("connection", "channel", "link", "link_index", "idle", "duration", "open", "kind")},
+    "stalls_by_address": {"stalls": ("connection", "link_index", "idle", "duration", "open", "kind"),
+                          "links": ("connection", "link_index", "address")},
+}
+def _stall_rows(s, keys) -> dict:
+    """key tuple -> the stall columns (idle periods counted apart: rows of the stalls table, not
+    stalls)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    idle = s.column("idle")
+    real = pc.invert(idle)  # null stays null: neither a stall nor an idle period
+    real_f = pc.fill_null(real, False)
+    idle_f = pc.fill_null(idle, False)
+    dur = s.column("duration")
+    none = pa.scalar(None, pa.float64())
+    cols = {"stalls": _flag(real), "stalled_seconds": pc.if_else(real_f, dur, none),
+            "open": _flag(pc.and_kleene(real, s.column("open"))),
+            **{k.replace("-", "_"): _flag(pc.and_kleene(real, pc.equal(s.column("kind"), k))) for k in _STALL_KINDS},
+            "idle_periods": _flag(idle), "idle_seconds": pc.if_else(idle_f, dur, none)}
+    g = _group_sums(s, keys, cols, {"longest": pc.if_else(real_f, dur, none)})
+    out = {}
+    for k, d in g.items():
+        out[k] = {"stalls": d["stalls"], "stalled_seconds": d["stalled_seconds"] if d["stalled_seconds"] is not None
+                  else 0.0, "longest": d["longest"], "open": d["open"],
+                  **{c.replace("-", "_"): d[c.replace("-", "_")] for c in _STALL_KINDS},
+                  "idle_periods": d["idle_periods"],
+                  "idle_seconds": d["idle_seconds"] if d["idle_seconds"] is not None else 0.0}
+    return out
+
+
+def summary_rows(name: str, read, window: float = DEFAULT_WINDOW) -> list[dict]:
+    """The rows of summary ``name`` in output order, computed from the tables (``read(table,
+    columns)`` -> Arrow table of those columns; see :data:`SUMMARY_READS`): dicts with the
+    columns of :data:`SUMMARY_COLUMNS` (and maybe more).  Latency statistics:
+    :func:`_lat_stats`; orders: Spark's (nulls first ascending, last descending, NaN above every
+    number)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    stats = ["count"] + [f"p{p}" for p in PERCENTILES] + ["max", "min", "mean"]
+    empty = _lat_stats(np.empty(0))
+    cols = SUMMARY_READS[name]
+    t = {tb: read(tb, list(c)) for tb, c in cols.items()}
+    if name == "latency_by_link":
+        per = _group_lat(t["deliveries"], ("connection", "link_index"))
+        rows = []
+        for c, s, ch, n, li, a in _keys_of(t["links"], cols["links"]):
+            st = per.get((c, li), empty) if c is not None and li is not None else empty
+            rows.append({"connection": c, "session": s, "channel": ch, "link": n, "link_index": li, "address": a,
+                         **st})
+        rows.sort(key=lambda r: (_desc_nulls_last(r["p99"]), _asc(r["connection"]), _asc(r["link_index"]),
+                                 _asc(r["session"]), _asc(r["channel"]), _asc(r["link"]), _asc(r["address"])))
+        return rows
+    if name == "latency_by_address":
+        per = _group_lat(t["deliveries"], ("address",))
+        addrs = set(t["links"].column("address").to_pylist())
+        rows = [{"address": a, **per.get((a,), empty)} for a in addrs]
+        rows.sort(key=lambda r: (_desc_nulls_last(r["p99"]), _asc(r["address"])))
+        return rows
+    if name == "latency_by_window":
+        d = t["deliveries"]
+        wus = round(float(window) * 1_000_000)
+        ft = d.column("first_time")
+        us = pc.cast(ft, pa.int64())
+        if ft.type.unit == "ns":  # (the registry's nanoseconds; Spark's tables hold microseconds)
+            us = pa.array(np.floor_divide(pc.fill_null(us, 0).to_numpy(zero_copy_only=False), 1000), pa.int64(),
+                          mask=~pc.is_valid(us).to_numpy(zero_copy_only=False))
+        # floor(micros / window) * window, in doubles then longs like Spark's expression
+        f = np.floor(pc.cast(us, pa.float64()).to_numpy(zero_copy_only=False) / float(wus))
+        valid = pc.is_valid(us).to_numpy(zero_copy_only=False)
+        start = pa.array(np.where(valid, f, 0).astype(np.int64) * wus, pa.int64(), mask=~valid)
+        d = d.append_column("_wstart", start)
+        lat = _group_lat(d, ("_wstart",))
+        oc = d.column("outcome")
+        sums = _group_sums(d, ("_wstart",), {**{o: _flag(pc.equal(oc, o)) for o in OUTCOMES},
+                                             "unsettled": _flag(pc.is_null(d.column("settled_time")))})
+        rows = []
+        for (w,), sm in sums.items():
+            ts = None if w is None else _utc_micros(w)
+            te = None if w is None else _utc_micros(w + wus)
+            rows.append({"window_start": ts, "window_end": te, "deliveries": sm["_rows"],
+                         **lat.get((w,), empty), **{o: sm[o] for o in OUTCOMES}, "unsettled": sm["unsettled"],
+                         "_w": w})
+        rows.sort(key=lambda r: _asc(r["_w"]))
+        return rows
+    if name == "outcomes":
+        d = t["deliveries"]
+        sums = _group_sums(d, ("address", "outcome"), {"presettled": _flag(d.column("presettled")),
+                                                        "unsettled": _flag(pc.is_null(d.column("settled_time")))})
+        rows = [{"address": a, "outcome": o, "deliveries": sm["_rows"], "presettled": sm["presettled"],
+                 "unsettled": sm["unsettled"]} for (a, o), sm in sums.items()]
+        rows.sort(key=lambda r: (_asc(r["address"]), _asc(r["outcome"])))
+        return rows
+    if name == "stalls_by_link":
+        keys = ("connection", "channel", "link", "link_index")
+        rows = [dict(zip(keys, k), **v) for k, v in _stall_rows(t["stalls"], keys).items()]
+        rows.sort(key=lambda r: (_desc_nulls_last(r["stalled_seconds"]), _asc(r["connection"]), _asc(r["channel"]),
+                                 _asc(r["link_index"]), _asc(r["link"])))
+        return rows
+    if name == "stalls_by_address":
+        s = t["stalls"]
+        la: dict = {}  # (connection, link_index) -> addresses: the links table's key, so one each
+        for c, li, a in _keys_of(t["links"], ("connection", "link_index", "address")):
+            if c is not None and li is not None:
+                la.setdefault((c, li), []).append(a)
+        idx, addr = [], []
+        for i, (c, li) in enumerate(_keys_of(s, ("connection", "link_index"))):
+            for a in la.get((c, li), [None]):  # a left join: unmatched stalls under a null address
+                idx.append(i)
+                addr.append(a)
+        s = s.take(pa.array(idx, pa.int64())).append_column("address", pa.array(addr, pa.string()))
+        rows = [{"address": k[0], **v} for k, v in _stall_rows(s, ("address",)).items()]
+        rows.sort(key=lambda r: (_desc_nulls_last(r["stalled_seconds"]), _asc(r["address"])))
+        return rows
+    raise ValueError(f"unknown summary {name!r}")
+
+
+def _utc_micros(us: int):
+    import datetime as dt
+
+    return dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=us)
+
+
+def _read_local_table(directory: str):
+    def read(table: str, columns: list):
+        import pyarrow.parquet as pq
+
+        return pq.read_table(os.path.join(directory, table), columns=columns, use_threads=False)
+    return read
+
+
+def write_summary_file(directory: str, rows: list[dict], schema) -> int:
+    """Write the summary ``rows`` to ``directory/part-00000.parquet`` (schema ``schema``, snappy),
+    through a temporary name, and ``_SUCCESS``; returns the rows written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    shutil.rmtree(directory, ignore_errors=True)
+    os.makedirs(directory)
+    t = pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema=schema)
+    path = os.path.join(directory, "part-00000.parquet")
+    tmp = os.path.join(directory, f".part-00000.parquet.{os.getpid()}.tmp")
+    pq.write_table(t, tmp, compression="snappy")
+    os.replace(tmp, path)
+    open(os.path.join(directory, "_SUCCESS"), "wb").close()
+    return t.num_rows
+
+
+def _summaries_task(tables_dir: str, window: float):
+    def fn(names):
+        for name in names:
+            rows = summary_rows(name, _read_local_table(tables_dir), window)
+            yield name, write_summary_file(os.path.join(tables_dir, name), rows, summary_schema(name))
+    return fn
+
+
+def write_summaries_local(spark, directory: str, window: float = DEFAULT_WINDOW) -> dict:
+    """The summaries of the tables under the local ``directory``, computed and written there by
+    Python tasks (one per summary, one Spark job); returns name -> rows."""
+    order = list(SUMMARIES)  # those over the deliveries first: the job waits for its last task
+    rdd = spark.sparkContext.parallelize(order, len(order))
+    return dict(rdd.mapPartitions(_summaries_task(directory, window)).collect())
+
+
+def _arrow_of(spark_schema):
+    """A pyarrow schema for a flat Spark StructType of table columns (nullability kept)."""
+    import pyarrow as pa
+
+    m = {"StringType": pa.string(), "LongType": pa.int64(), "DoubleType": pa.float64(),
+         "BooleanType": pa.bool_(), "IntegerType": pa.int32(), "TimestampType": pa.timestamp("us", tz="UTC")}
+    return pa.schema([pa.field(f.name, m[type(f.dataType).__name__], nullable=f.nullable)
+                      for f in spark_schema.fields])
+
+
+def _summary_fn(name: str, window: float, reads: dict):
+    """The task of :func:`summary_frame`: the tagged rows of every table the summary reads in,
+    :func:`summary_rows` out (``reads``: table -> the Arrow schema of its columns, for a table
+    without rows)."""
+
+    def fn(batches):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        got: dict = {t: [] for t in reads}
+        for b in batches:
+            tag = b.column("_table")
+            for t, schema in reads.items():
+                part = b.filter(pc.equal(tag, t))
+                if part.num_rows:
+                    got[t].append(pa.table([part.column(f"{t}__{f.name}") for f in schema],
+                                           names=[f.name for f in schema]))
+        tables = {t: pa.concat_tables(got[t]) if got[t] else reads[t].empty_table() for t in reads}
+        rows = summary_rows(name, lambda t, cols: tables[t].select(cols), window)
+        schema = summary_schema(name)
+        out = pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema=schema)
+        yield from out.to_batches(max_chunksize=4096)
+    return fn
+
+
+def summary_frame(name: str, tables: dict, window: float = DEFAULT_WINDOW):
+    """The summary DataFrame ``name`` (one of :data:`SUMMARIES`) of the table DataFrames
+    ``tables``: the columns it reads brought to one task (one partition, so one file in order),
+    which runs :func:`summary_rows`."""
+    from pyspark.sql import functions as F
+
+    reads, parts = {}, []
+    for t, cols in SUMMARY_READS[name].items():
+        df = tables[t].select(*[F.col(c).alias(f"{t}__{c}") for c in cols])
+        reads[t] = _arrow_of(tables[t].select(*cols).schema)
+        parts.append(df.withColumn("_table", F.lit(t)))
+    df = parts[0]
+    for more in parts[1:]:
+        df = df.unionByName(more, allowMissingColumns=True)
+    return df.repartition(1).mapInArrow(_summary_fn(name, window, reads), summary_spark_schema(name))
+
+
+def summaries_frames(tables: dict, window: float = DEFAULT_WINDOW) -> dict:
+    """All the summary DataFrames (see :func:`summary_frame`)."""
+    return {name: summary_frame(name, tables, window) for name in SUMMARIES}

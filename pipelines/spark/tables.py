@@ -1,0 +1,175 @@
+"""The archive job's output tables, each cut into ranges of its output order: written by Python
+tasks from the stage-2 chunk files (a local work directory) or moved by Spark."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from amqp_dissect.pipelines.archive import range_bounds, sorted_range_table, write_range
+
+from .stages import _meta, _range_fn, partition_keys, table_schema
+
+
+TABLE_PART_ROWS = 100_000  # rows of a table one task sorts and writes, at most (about)
+
+
+def _table_bounds(layers, counts: dict, nparts: int) -> dict:
+    """table -> range boundaries (:func:`range_bounds`) of its rows in output order, from
+    the smallest key and size of each stage-2 chunk (one Spark job reading five columns).
+    A table of at most :data:`TABLE_PART_ROWS` rows is one range; a larger one is cut into
+    a multiple of ``nparts`` ranges of at most about that many rows (a task sorts one
+    range in memory)."""
+    from pyspark.sql import functions as F
+
+    parts = {t: 1 if n <= TABLE_PART_ROWS else nparts * -(-n // (TABLE_PART_ROWS * nparts))
+             for t, n in counts.items()}
+    big = sorted(t for t, p in parts.items() if p > 1)
+    out = {t: [] for t in counts}
+    if not big:
+        return out
+    df = None
+    for rows, _ in layers:  # chunks of flows a rerun replaced count too: the bounds only balance
+        d = rows.where(F.col("table").isin(big)).select("table", "k1", "flow", "k2", "n")
+        df = d if df is None else df.unionByName(d)
+    chunks: dict = {t: [] for t in big}
+    for r in df.collect():
+        chunks[r.table].append(((r.k1, r.flow, r.k2), r.n))
+    for t in big:
+        out[t] = range_bounds(chunks[t], parts[t])
+    return out
+
+
+def _table(spark, layers, table: str, bounds: list, excluded: list, directory: str | None = None):
+    """A result table from the stage-2 chunks, in single-process order (connection first
+    seen, then row): each chunk goes to the ranges of ``bounds`` its keys overlap (range
+    ``i`` to partition ``i``, by the keys of :func:`partition_keys`), where
+    :func:`sorted_range` keeps its rows of that range, minus the flows a later layer ran
+    again (``excluded[layer]``), and sorts them.  Spark names the files by partition (and
+    with ``directory`` each task writes ``part-<range>.parquet`` there itself, giving
+    ``(range, rows)``), so read in name order they hold the rows in order.  Only the chunks move between tasks:
+    no shuffle of rows, no sampling pass."""
+    from pyspark.sql import functions as F
+
+    chunks = None
+    for li, (rows, _) in enumerate(layers):
+        d = rows.where(F.col("table") == table).select(F.lit(li).alias("layer"), "k1", "flow", "k2", "hk1", "hflow",
+                                                       "hk2", "blob")
+        chunks = d if chunks is None else chunks.unionByName(d)
+    if bounds:
+        def rank(k1, flow, k2):  # the range of a key: the number of boundaries at or below it
+            r = F.lit(0)
+            for b1, bf, b2 in bounds:
+                past = (k1 > F.lit(b1)) | ((k1 == F.lit(b1)) & ((flow > F.lit(bf)) | ((flow == F.lit(bf)) & (k2 >= F.lit(b2)))))
+                r = r + past.cast("int")
+            return r
+
+        n = len(bounds) + 1
+        keys = F.array(*[F.lit(k).cast("long") for k in partition_keys(spark, n)])
+        chunks = chunks.withColumn("r", F.explode(F.sequence(rank(F.col("k1"), F.col("flow"), F.col("k2")),
+                                                            rank(F.col("hk1"), F.col("hflow"), F.col("hk2")))))
+        chunks = chunks.repartition(n, F.element_at(keys, F.col("r") + 1))
+    else:
+        chunks = chunks.withColumn("r", F.lit(0)).repartition(1)
+    chunks = chunks.select("layer", "r", "blob")
+    if directory is not None:
+        return chunks.mapInArrow(_range_fn(bounds, excluded, table, directory), "r int, rows long")
+    return chunks.mapInArrow(_range_fn(bounds, excluded), table_schema(table))
+
+
+def _meta_rows(layers):
+    """The "_flow" rows of the current result: each layer minus the flows rerun later."""
+    from pyspark.sql import functions as F
+
+    out = None
+    for rows, excluded in layers:
+        df = rows.where(F.col("table") == "_flow")
+        for ex in excluded:
+            df = df.join(ex, "flow", "left_anti")
+        out = df if out is None else out.unionByName(df)
+    return _meta(out)
+
+
+# --------------------------------------------------------------------------- tables from local files
+
+
+def _chunk_files(layer_dirs: list, table: str):
+    """(layer, path) of the stage-2 files holding chunks of ``table``, layer by layer, in name order."""
+    for li, d in enumerate(layer_dirs):
+        td = os.path.join(d, f"table={table}")
+        if os.path.isdir(td):
+            for f in sorted(os.listdir(td)):
+                if f.endswith(".parquet") and not f.startswith((".", "_")):
+                    yield li, os.path.join(td, f)
+
+
+def _local_table_bounds(layer_dirs: list, counts: dict, nparts: int) -> dict:
+    """:func:`_table_bounds` from the local stage-2 files (pyarrow, on the driver: a few
+    columns of one row per chunk)."""
+    import pyarrow.parquet as pq
+
+    parts = {t: 1 if n <= TABLE_PART_ROWS else nparts * -(-n // (TABLE_PART_ROWS * nparts))
+             for t, n in counts.items()}
+    out: dict = {t: [] for t in counts}
+    for t, p in parts.items():
+        if p > 1:
+            chunks = []
+            for _, path in _chunk_files(layer_dirs, t):
+                k = pq.read_table(path, columns=["k1", "flow", "k2", "n"], use_threads=False)
+                chunks += [((a, b, c), n) for a, b, c, n in zip(*(k.column(i).to_pylist() for i in range(4)))]
+            out[t] = range_bounds(chunks, p)
+    return out
+
+
+def _range_chunks(layer_dirs: list, table: str, bounds: list, r: int):
+    """``(layer, r, blob)`` of the stage-2 chunks of ``table`` whose keys overlap range ``r`` of
+    ``bounds`` (a key's range: the number of boundaries at or below it), read from the local
+    files: the keys of every chunk, then the blobs of the row groups that hold wanted ones."""
+    import bisect
+
+    import pyarrow.parquet as pq
+
+    for li, path in _chunk_files(layer_dirs, table):
+        pf = pq.ParquetFile(path)
+        k = pf.read(columns=["k1", "flow", "k2", "hk1", "hflow", "hk2"], use_threads=False)
+        want = [i for i, (a, b, c, d, e, f) in enumerate(zip(*(k.column(j).to_pylist() for j in range(6))))
+                if bisect.bisect_right(bounds, (a, b, c)) <= r <= bisect.bisect_right(bounds, (d, e, f))]
+        if not want:
+            continue
+        starts = [0]
+        for g in range(pf.metadata.num_row_groups):
+            starts.append(starts[-1] + pf.metadata.row_group(g).num_rows)
+        by_group: dict = {}
+        for i in want:
+            by_group.setdefault(bisect.bisect_right(starts, i) - 1, []).append(i)
+        for g, idx in sorted(by_group.items()):
+            blobs = pf.read_row_group(g, columns=["blob"], use_threads=False).column(0)
+            for i in idx:
+                yield li, r, blobs[i - starts[g]].as_py()
+
+
+def _tables_task(layer_dirs: list, bounds: dict, excluded: list, out_dirs: dict):
+    def fn(items):
+        for table, r in items:
+            t = sorted_range_table(_range_chunks(layer_dirs, table, bounds[table], r), bounds[table], excluded)
+            yield table, r, write_range(out_dirs[table], table, r, t)
+    return fn
+
+
+def _write_tables_local(spark, layer_dirs: list, excluded: list, counts: dict, out_dirs: dict, nparts: int) -> None:
+    """Every table's ranges written by one task each (:func:`_range_chunks`,
+    :func:`sorted_range_table`, :func:`write_range`), in one Spark job, the largest ranges
+    first; an empty table gets one file with its columns."""
+    bounds = _local_table_bounds(layer_dirs, counts, nparts)
+    items = sorted(((t, r) for t in counts for r in range(len(bounds[t]) + 1)),
+                   key=lambda it: (-counts[it[0]] / (len(bounds[it[0]]) + 1), it))
+    for t in counts:
+        shutil.rmtree(out_dirs[t], ignore_errors=True)
+        os.makedirs(out_dirs[t])
+    got = spark.sparkContext.parallelize(items, len(items)).mapPartitions(
+        _tables_task(layer_dirs, bounds, excluded, out_dirs)).collect()
+    for t in counts:
+        n = sum(rows for table, _, rows in got if table == t)
+        if n != counts[t]:  # each row in exactly one range
+            raise RuntimeError(f"table {t}: {n} rows written of {counts[t]}")
+        open(os.path.join(out_dirs[t], "_SUCCESS"), "wb").close()
