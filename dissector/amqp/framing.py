@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import struct
 
+from ._spec import TRANSFER_ABORTED, TRANSFER_DELIVERY_ID, TRANSFER_DELIVERY_TAG, TRANSFER_HANDLE, TRANSFER_MORE
 from .codec import (ABSENT, DEFAULT_MAX_ELEMENTS, ELEMENT_BUDGET_BASE, ELEMENTS_PER_BYTE,
                     Array, Composite, Described, Reader, amqp_type_of)
-from .scan import Span, buffer_bytes, scan_performative
+from .scan import SCAN_LAYOUTS, Span, buffer_bytes, scan_performative
 from ..errors import CHAT, ERROR, NOTE, WARN, DissectError, ExpertNote
 from .spec import COMPOSITES, PERFORMATIVES, SASL_FRAMES
 
@@ -47,15 +48,8 @@ FRAME_SASL = 1
 DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024  # hard cap on what is buffered for one frame
 DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024  # cap on a reassembled message kept in memory
 
-_TRANSFER = COMPOSITES["transfer"].index
-_T_HANDLE = _TRANSFER["handle"]
-_T_DELIVERY_ID = _TRANSFER["delivery-id"]
-_T_DELIVERY_TAG = _TRANSFER["delivery-tag"]
-_T_MORE = _TRANSFER["more"]
-_T_ABORTED = _TRANSFER["aborted"]
-
 # descriptor code -> name of the performatives the scanner reads
-_SCANNED = {COMPOSITES[n].descriptor_code: n for n in ("transfer", "flow", "disposition")}
+_SCANNED = {COMPOSITES[n].descriptor_code: n for n in SCAN_LAYOUTS}
 
 _PERF_CODES = frozenset(COMPOSITES[n].descriptor_code for n in PERFORMATIVES)
 _SASL_CODES = frozenset(COMPOSITES[n].descriptor_code for n in SASL_FRAMES)
@@ -802,16 +796,16 @@ class AmqpConnection:
 
     def _transfer(self, d: _Direction, frame: Frame, v) -> None:
         """Reassembly of a delivery's message; ``v``: the transfer's fields (ABSENT-padded)."""
-        handle = v[_T_HANDLE]
+        handle = v[TRANSFER_HANDLE]
         if not isinstance(handle, int):  # malformed (a list, a map ...): still a key, never unhashable
             handle = ABSENT if handle is ABSENT or handle is None else repr(handle)
         key = (frame.channel, handle)
         part = d.partials.get(key)
-        did = v[_T_DELIVERY_ID]
+        did = v[TRANSFER_DELIVERY_ID]
         if did is ABSENT:
             did = None
         if part is None:
-            tag = v[_T_DELIVERY_TAG]
+            tag = v[TRANSFER_DELIVERY_TAG]
             if tag is ABSENT:
                 tag = None
             part = Delivery(frame.channel, handle, did, tag or None, frame.first_packet, frame.ts)
@@ -841,8 +835,8 @@ class AmqpConnection:
                                               f"message larger than {self.max_message_bytes} bytes: not kept"))
             else:
                 part.payload.append(payload)
-        aborted = v[_T_ABORTED] is True
-        if aborted or v[_T_MORE] is not True:
+        aborted = v[TRANSFER_ABORTED] is True
+        if aborted or v[TRANSFER_MORE] is not True:
             del d.partials[key]
             part.aborted = aborted
             if part.payload is not None:

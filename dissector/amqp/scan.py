@@ -87,6 +87,7 @@ except ImportError:
 
 from . import _spec
 from .codec import ABSENT, DEFAULT_MAX_DEPTH, DEFAULT_MAX_ELEMENTS, MAX_ZERO_WIDTH_ELEMENTS, Reader
+from .spec import COMPOSITES
 
 __all__ = ["ABSENT", "SCAN_LAYOUTS", "Span", "field_names", "scan_performative"]
 
@@ -245,13 +246,12 @@ def _build_states():
     by_code = {}
     by_symbol = {}
     for name in _spec.PROVIDERS.get("delivery-state", ()):
-        entry = _spec.COMPOSITES.get(name)
-        if entry is None:
+        c = COMPOSITES.get(name)
+        if c is None:
             continue
-        _, _, _, _, dsym, dcode, fields = entry
-        no_mandatory = not any(f[4] for f in fields)
-        by_code[dcode] = (name, no_mandatory)
-        by_symbol[dsym.encode("ascii")] = (name, no_mandatory)
+        no_mandatory = not any(f.mandatory for f in c.fields)
+        by_code[c.descriptor_code] = (name, no_mandatory)
+        by_symbol[c.descriptor_symbol.encode("ascii")] = (name, no_mandatory)
     return by_code, by_symbol
 
 
@@ -317,9 +317,10 @@ _LAYOUT_BY_CODE, _LAYOUT_BY_SYMBOL, _LAYOUT_SMALL = _build_layouts()
 
 def field_names(code: int) -> tuple:
     """The field names of the scanned performative with descriptor ``code``."""
-    for dcode, _, _, fields in SCAN_LAYOUTS.values():
-        if dcode == code:
-            return tuple(f[0] for f in fields)
+    for name in SCAN_LAYOUTS:
+        c = COMPOSITES[name]
+        if c.descriptor_code == code:
+            return tuple(f.name for f in c.fields)
     raise KeyError(code)
 
 
