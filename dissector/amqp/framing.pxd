@@ -49,6 +49,8 @@ cdef class AmqpConnection:
                    fsize="long long")
     cpdef _frame(self, _Direction d, Frame frame, buf, body, end)
 
+    cpdef _decode(self, _Direction d, Frame frame, buf, body, end, left, cap)
+
     @cython.locals(part=Delivery)
     cpdef _transfer(self, _Direction d, Frame frame, v)
 
