@@ -18,7 +18,7 @@ cpdef Py_ssize_t pump_shard(Dissector d, records, fw, Py_ssize_t offset, dict ow
 
 cdef void _clock(FlowGate gate, fw, TcpReassembler tcp, ts, interval, bint sure, lt, data, packet) except *
 
-@cython.locals(fold_out=list, settling=list)
+@cython.locals(fold_out=list)
 cdef void _hand_on(fw, list evs, list ent, packet) except *
 
 cdef class SweepClock:

@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import struct
 
+from ._spec import TRANSFER_ABORTED, TRANSFER_DELIVERY_ID, TRANSFER_DELIVERY_TAG, TRANSFER_HANDLE, TRANSFER_MORE
 from .codec import (ABSENT, DEFAULT_MAX_ELEMENTS, ELEMENT_BUDGET_BASE, ELEMENTS_PER_BYTE,
                     Array, Composite, Described, Reader, amqp_type_of)
-from .scan import Span, buffer_bytes, scan_performative
+from .scan import SCAN_LAYOUTS, Span, buffer_bytes, scan_performative
 from ..errors import CHAT, ERROR, NOTE, WARN, DissectError, ExpertNote
 from .spec import COMPOSITES, PERFORMATIVES, SASL_FRAMES
 
@@ -47,15 +48,8 @@ FRAME_SASL = 1
 DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024  # hard cap on what is buffered for one frame
 DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024  # cap on a reassembled message kept in memory
 
-_TRANSFER = COMPOSITES["transfer"].index
-_T_HANDLE = _TRANSFER["handle"]
-_T_DELIVERY_ID = _TRANSFER["delivery-id"]
-_T_DELIVERY_TAG = _TRANSFER["delivery-tag"]
-_T_MORE = _TRANSFER["more"]
-_T_ABORTED = _TRANSFER["aborted"]
-
 # descriptor code -> name of the performatives the scanner reads
-_SCANNED = {COMPOSITES[n].descriptor_code: n for n in ("transfer", "flow", "disposition")}
+_SCANNED = {COMPOSITES[n].descriptor_code: n for n in SCAN_LAYOUTS}
 
 _PERF_CODES = frozenset(COMPOSITES[n].descriptor_code for n in PERFORMATIVES)
 _SASL_CODES = frozenset(COMPOSITES[n].descriptor_code for n in SASL_FRAMES)
@@ -560,29 +554,9 @@ class AmqpConnection:
                 pos = n
                 break
             if mode == _M_RESYNC:
-                found = _find_frame(buf, pos, self.max_frame_bytes)
-                if found is None:
-                    # keep a tail that could still hold the start of a header
-                    keep = min(n - pos, 64)
-                    d.skipped += n - pos - keep
-                    pos = n - keep
+                pos = self._resync(d, pos, ts, packet, out)
+                if d.mode == _M_RESYNC:  # no frame header found yet: wait for more bytes
                     break
-                if found < 0:  # need more bytes to decide about a candidate
-                    cand = -found - 1
-                    d.skipped += cand - pos
-                    pos = cand
-                    break
-                d.skipped += found - pos
-                pos = found
-                if d.skipped:  # (a frame header right after a gap: nothing skipped, nothing to say)
-                    out.append(
-                        self._note(d, packet, ts, NOTE, "framing",
-                                   f"resynchronised on a frame header after skipping {d.skipped} bytes", d.skipped)
-                    )
-                d.skipped = 0
-                d.mode = _M_FRAMES
-                if d.protocol is None:
-                    d.protocol = PROTO_AMQP
                 continue
             if mode == _M_START and n - pos < 8:
                 break
@@ -594,25 +568,7 @@ class AmqpConnection:
                 pos += 8
                 continue
             if mode == _M_START:
-                if self.other is not None:  # the peer spoke another protocol first: not decoded either
-                    d.mode = _M_OPAQUE
-                    continue
-                if buf[pos] == 0x16 and buf[pos + 1] == 0x03:
-                    d.mode = _M_OPAQUE
-                    self.tls = True
-                    out.append(
-                        self._note(d, packet, ts, NOTE, "protocol",
-                                   "TLS record without AMQP header (AMQPS): encrypted, skipped")
-                    )
-                    continue
-                # joined mid-connection: find the first frame
-                d.mode = _M_RESYNC
-                d.lost = True
-                d.skip_start_packet = packet
-                out.append(
-                    self._note(d, packet, ts, NOTE, "sequence", "stream does not start with a protocol header "
-                               "(capture joined mid-connection?): looking for a frame header")
-                )
+                self._no_header(d, pos, ts, packet, out)
                 continue
             # a frame
             if n - pos < 8:
@@ -663,6 +619,55 @@ class AmqpConnection:
             del buf[:pos]
             d.first_packet = packet if buf else None
 
+    def _resync(self, d: _Direction, pos: int, ts: float, packet: int, out: list) -> int:
+        """Look for the next plausible frame header at or after ``pos``; the position to go on from.
+        The direction stays in resync mode when none is found yet (more bytes are needed)."""
+        buf = d.buf
+        n = len(buf)
+        found = _find_frame(buf, pos, self.max_frame_bytes)
+        if found is None:
+            # keep a tail that could still hold the start of a header
+            keep = min(n - pos, 64)
+            d.skipped += n - pos - keep
+            return n - keep
+        if found < 0:  # need more bytes to decide about a candidate
+            cand = -found - 1
+            d.skipped += cand - pos
+            return cand
+        d.skipped += found - pos
+        if d.skipped:  # (a frame header right after a gap: nothing skipped, nothing to say)
+            out.append(
+                self._note(d, packet, ts, NOTE, "framing",
+                           f"resynchronised on a frame header after skipping {d.skipped} bytes", d.skipped)
+            )
+        d.skipped = 0
+        d.mode = _M_FRAMES
+        if d.protocol is None:
+            d.protocol = PROTO_AMQP
+        return found
+
+    def _no_header(self, d: _Direction, pos: int, ts: float, packet: int, out: list) -> None:
+        """A stream that does not start with a protocol header: the other protocol's, TLS without
+        one (AMQPS), or a capture that joined mid-connection (look for a frame header)."""
+        buf = d.buf
+        if self.other is not None:  # the peer spoke another protocol first: not decoded either
+            d.mode = _M_OPAQUE
+            return
+        if buf[pos] == 0x16 and buf[pos + 1] == 0x03:
+            d.mode = _M_OPAQUE
+            self.tls = True
+            out.append(self._note(d, packet, ts, NOTE, "protocol",
+                                  "TLS record without AMQP header (AMQPS): encrypted, skipped"))
+            return
+        # joined mid-connection: find the first frame
+        d.mode = _M_RESYNC
+        d.lost = True
+        d.skip_start_packet = packet
+        out.append(
+            self._note(d, packet, ts, NOTE, "sequence", "stream does not start with a protocol header "
+                       "(capture joined mid-connection?): looking for a frame header")
+        )
+
     def _header(self, d: _Direction, raw: bytes, ts: float, packet: int, out: list) -> None:
         pid = raw[4]
         version = (raw[5], raw[6], raw[7])
@@ -695,12 +700,7 @@ class AmqpConnection:
                 ExpertNote(WARN, "protocol", f"frame of {frame.size} bytes exceeds the peer's max-frame-size {peer_max}")
             )
         if d.protocol == PROTO_SASL and frame.type == FRAME_AMQP and body < end:
-            if d.lost:  # the AMQP protocol header that ends the SASL layer was lost in a gap
-                d.protocol = PROTO_AMQP
-                frame.add_note(ExpertNote(NOTE, "sequence", "AMQP frame after a gap in the SASL layer: "
-                                          "the AMQP protocol header was lost (inferred)"))
-            else:
-                frame.add_note(ExpertNote(WARN, "protocol", "AMQP frame in the SASL layer"))
+            self._amqp_in_sasl(d, frame)
         if body == end:
             if frame.type == FRAME_SASL:
                 frame.add_note(ExpertNote(WARN, "protocol", "empty SASL frame"))
@@ -753,11 +753,27 @@ class AmqpConnection:
                     frame.add_note(
                         ExpertNote(WARN, "malformed", f"{end - perf_end} bytes after the {name} performative"))
                 return
+        self._decode(d, frame, buf, body, end, left, cap)
+
+    def _amqp_in_sasl(self, d: _Direction, frame: Frame) -> None:
+        """An AMQP frame (with a body) while the direction is in the SASL layer."""
+        if d.lost:  # the AMQP protocol header that ends the SASL layer was lost in a gap
+            d.protocol = PROTO_AMQP
+            frame.add_note(ExpertNote(NOTE, "sequence", "AMQP frame after a gap in the SASL layer: "
+                                      "the AMQP protocol header was lost (inferred)"))
+        else:
+            frame.add_note(ExpertNote(WARN, "protocol", "AMQP frame in the SASL layer"))
+
+    def _decode(self, d: _Direction, frame: Frame, buf, body: int, end: int, left: int, cap: int) -> None:
+        """The generic path of a frame body (any performative the scanner did not read): decode it
+        with the Reader within ``cap`` elements (``left``: the connection's budget with this frame's
+        share), check it against the spec and note what the connection learns from it."""
+        budget = self.budget
         r = Reader(buf, body, end, max_elements=cap)
         try:
             perf = r.value()
         except DissectError as e:
-            if r.elements_left < 0 and cap < maxe:
+            if r.elements_left < 0 and cap < DEFAULT_MAX_ELEMENTS:
                 budget[0] = left - cap
                 frame.add_note(ExpertNote(ERROR, "budget", f"frame body not decoded: {_budget_text(budget, cap)}"))
             else:
@@ -791,6 +807,12 @@ class AmqpConnection:
                 self._transfer(d, frame, frame.fields)
         elif r.pos != end:
             frame.add_note(ExpertNote(WARN, "malformed", f"{end - r.pos} bytes after the {name} performative"))
+        if name == "open" or name == "attach":
+            self._learn(d, perf, name)
+
+    def _learn(self, d: _Direction, perf: Composite, name: str) -> None:
+        """What the framing layer takes from an open (the max-frame-size its sender accepts) or an
+        attach (a link to a transaction coordinator: payloads are kept, the model reads them)."""
         if name == "open":
             mfs = perf.effective("max-frame-size")
             if isinstance(mfs, int) and not isinstance(mfs, bool) and 0 <= mfs <= 0xFFFFFFFF:  # (a uint)
@@ -802,16 +824,16 @@ class AmqpConnection:
 
     def _transfer(self, d: _Direction, frame: Frame, v) -> None:
         """Reassembly of a delivery's message; ``v``: the transfer's fields (ABSENT-padded)."""
-        handle = v[_T_HANDLE]
+        handle = v[TRANSFER_HANDLE]
         if not isinstance(handle, int):  # malformed (a list, a map ...): still a key, never unhashable
             handle = ABSENT if handle is ABSENT or handle is None else repr(handle)
         key = (frame.channel, handle)
         part = d.partials.get(key)
-        did = v[_T_DELIVERY_ID]
+        did = v[TRANSFER_DELIVERY_ID]
         if did is ABSENT:
             did = None
         if part is None:
-            tag = v[_T_DELIVERY_TAG]
+            tag = v[TRANSFER_DELIVERY_TAG]
             if tag is ABSENT:
                 tag = None
             part = Delivery(frame.channel, handle, did, tag or None, frame.first_packet, frame.ts)
@@ -841,8 +863,8 @@ class AmqpConnection:
                                               f"message larger than {self.max_message_bytes} bytes: not kept"))
             else:
                 part.payload.append(payload)
-        aborted = v[_T_ABORTED] is True
-        if aborted or v[_T_MORE] is not True:
+        aborted = v[TRANSFER_ABORTED] is True
+        if aborted or v[TRANSFER_MORE] is not True:
             del d.partials[key]
             part.aborted = aborted
             if part.payload is not None:

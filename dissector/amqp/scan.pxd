@@ -10,5 +10,6 @@ cpdef scan_performative(buf, Py_ssize_t pos, Py_ssize_t end, budget=*)
 
 @cython.locals(n=Py_ssize_t, p=Py_ssize_t, q=Py_ssize_t, lend=Py_ssize_t, count=Py_ssize_t,
                nfields=Py_ssize_t, c=int, a=int, i=Py_ssize_t, size=Py_ssize_t, u="unsigned long long",
-               actions=tuple, row=tuple, values=list, absent=tuple, kinds=tuple, mandatory=tuple, charged=bint)
+               actions=tuple, row=tuple, values=list, absent=tuple, kinds=tuple, mandatory=tuple, charged=bint,
+               state=bint)
 cdef _scan(bytearray buf, Py_ssize_t pos, Py_ssize_t end, list budget)

@@ -87,6 +87,7 @@ except ImportError:
 
 from . import _spec
 from .codec import ABSENT, DEFAULT_MAX_DEPTH, DEFAULT_MAX_ELEMENTS, MAX_ZERO_WIDTH_ELEMENTS, Reader
+from .spec import COMPOSITES
 
 __all__ = ["ABSENT", "SCAN_LAYOUTS", "Span", "field_names", "scan_performative"]
 
@@ -245,13 +246,12 @@ def _build_states():
     by_code = {}
     by_symbol = {}
     for name in _spec.PROVIDERS.get("delivery-state", ()):
-        entry = _spec.COMPOSITES.get(name)
-        if entry is None:
+        c = COMPOSITES.get(name)
+        if c is None:
             continue
-        _, _, _, _, dsym, dcode, fields = entry
-        no_mandatory = not any(f[4] for f in fields)
-        by_code[dcode] = (name, no_mandatory)
-        by_symbol[dsym.encode("ascii")] = (name, no_mandatory)
+        no_mandatory = not any(f.mandatory for f in c.fields)
+        by_code[c.descriptor_code] = (name, no_mandatory)
+        by_symbol[c.descriptor_symbol.encode("ascii")] = (name, no_mandatory)
     return by_code, by_symbol
 
 
@@ -317,9 +317,10 @@ _LAYOUT_BY_CODE, _LAYOUT_BY_SYMBOL, _LAYOUT_SMALL = _build_layouts()
 
 def field_names(code: int) -> tuple:
     """The field names of the scanned performative with descriptor ``code``."""
-    for dcode, _, _, fields in SCAN_LAYOUTS.values():
-        if dcode == code:
-            return tuple(f[0] for f in fields)
+    for name in SCAN_LAYOUTS:
+        c = COMPOSITES[name]
+        if c.descriptor_code == code:
+            return tuple(f.name for f in c.fields)
     raise KeyError(code)
 
 
@@ -361,33 +362,43 @@ def _skip_body(buf, c: int, p: int, end: int, depth: int, budget: list) -> int:
             return -1
         return p + 4
     if k == B_BIN or k == B_STR or k == B_SYM:
-        if w == 1:
-            if p >= end:
-                return -1
-            n = buf[p]
-            p += 1
-        else:
-            if end - p < 4:
-                return -1
-            n = _U32.unpack_from(buf, p)[0]
-            p += 4
-        q = p + n
-        if q > end:
-            return -1
-        if k == B_STR:
-            try:
-                bytes(buf[p:q]).decode("utf-8")
-            except UnicodeDecodeError:
-                return -1
-        elif k == B_SYM:
-            try:
-                bytes(buf[p:q]).decode("ascii")
-            except UnicodeDecodeError:
-                return -1
-        return q
+        return _skip_variable(buf, k, w, p, end)
     if k == B_INVALID:
         return -1
-    # compound or array: size and count
+    return _skip_compound(buf, k, w, p, end, depth, budget)
+
+
+def _skip_variable(buf, k: int, w: int, p: int, end: int) -> int:
+    """Validate binary, string (UTF-8) or symbol (ASCII) bytes with a ``w``-byte length at ``p``."""
+    if w == 1:
+        if p >= end:
+            return -1
+        n = buf[p]
+        p += 1
+    else:
+        if end - p < 4:
+            return -1
+        n = _U32.unpack_from(buf, p)[0]
+        p += 4
+    q = p + n
+    if q > end:
+        return -1
+    if k == B_STR:
+        try:
+            bytes(buf[p:q]).decode("utf-8")
+        except UnicodeDecodeError:
+            return -1
+    elif k == B_SYM:
+        try:
+            bytes(buf[p:q]).decode("ascii")
+        except UnicodeDecodeError:
+            return -1
+    return q
+
+
+def _skip_compound(buf, k: int, w: int, p: int, end: int, depth: int, budget: list) -> int:
+    """Validate a list, map or array body (``w``-byte size and count) at ``p``: its elements are
+    charged to ``budget`` and read one level deeper than ``depth``."""
     if w == 1:
         if p >= end:
             return -1
@@ -422,13 +433,17 @@ def _skip_body(buf, c: int, p: int, end: int, depth: int, budget: list) -> int:
     depth += 1
     if depth > DEFAULT_MAX_DEPTH:
         return -1
-    if k != B_ARRAY:
-        for _ in range(count):
-            p = _skip(buf, p, cend, depth, budget)
-            if p < 0:
-                return -1
-        return p if p == cend else -1
-    # array: element constructor, then count bodies
+    if k == B_ARRAY:
+        return _skip_array(buf, count, p, cend, depth, budget)
+    for _ in range(count):
+        p = _skip(buf, p, cend, depth, budget)
+        if p < 0:
+            return -1
+    return p if p == cend else -1
+
+
+def _skip_array(buf, count: int, p: int, cend: int, depth: int, budget: list) -> int:
+    """Validate an array's element constructor at ``p``, then its ``count`` bodies up to ``cend``."""
     if p >= cend:
         return -1
     ec = buf[p]
@@ -538,6 +553,29 @@ def scan_performative(buf, pos, end, budget=None):
     return _scan(buf, pos, end, budget)
 
 
+def _layout_at(buf, p: int, end: int):
+    """The layout named by a descriptor written as a ulong or a symbol at ``p`` (the described
+    constructor 0x00): ``(layout or None, position after the descriptor)``, or None when malformed."""
+    c = buf[p + 1]
+    if c == 0x80:
+        if end - p < 10:
+            return None
+        return _LAYOUT_BY_CODE.get(_U64.unpack_from(buf, p + 2)[0]), p + 10
+    if c == 0xA3:
+        q = p + 3 + buf[p + 2]
+        if q > end:
+            return None
+        return _LAYOUT_BY_SYMBOL.get(bytes(buf[p + 3 : q])), q
+    if c == 0xB3:
+        if end - p < 6:
+            return None
+        q = p + 6 + _U32.unpack_from(buf, p + 2)[0]
+        if q > end:
+            return None
+        return _LAYOUT_BY_SYMBOL.get(bytes(buf[p + 6 : q])), q
+    return None
+
+
 def _scan(buf, pos, end, budget):
     # The reader kinds are written as literals in this loop (see R_* above): a module
     # constant is a dictionary lookup per use, in CPython and in Cython alike.
@@ -547,31 +585,14 @@ def _scan(buf, pos, end, budget):
     p = pos
     if end - p < 3 or buf[p] != 0:
         return None
-    c = buf[p + 1]
-    if c == 0x53:
+    if buf[p + 1] == 0x53:
         layout = _LAYOUT_SMALL[buf[p + 2]]
         p += 3
-    elif c == 0x80:
-        if end - p < 10:
+    else:  # a descriptor as a ulong or a symbol
+        found = _layout_at(buf, p, end)
+        if found is None:
             return None
-        layout = _LAYOUT_BY_CODE.get(_U64.unpack_from(buf, p + 2)[0])
-        p += 10
-    elif c == 0xA3:
-        q = p + 3 + buf[p + 2]
-        if q > end:
-            return None
-        layout = _LAYOUT_BY_SYMBOL.get(bytes(buf[p + 3 : q]))
-        p = q
-    elif c == 0xB3:
-        if end - p < 6:
-            return None
-        q = p + 6 + _U32.unpack_from(buf, p + 2)[0]
-        if q > end:
-            return None
-        layout = _LAYOUT_BY_SYMBOL.get(bytes(buf[p + 6 : q]))
-        p = q
-    else:
-        return None
+        layout, p = found
     if layout is None:
         return None
     code, nfields, kinds, actions, mandatory, absent = layout
@@ -667,37 +688,42 @@ def _scan(buf, pos, end, budget):
                 return None
         else:  # A_SLOW: a delivery state or a Span
             p -= 1
-            if kinds[i] == F_STATE:
-                # the usual case in one step: 00 53 XX 45, an empty accepted/released/...
-                if p + 3 < lend and buf[p + 1] == 0x53 and buf[p + 3] == 0x45:
-                    name = _EMPTY_STATE_SMALL[buf[p + 2]]
-                    if name is not None:
-                        values[i] = name
-                        p += 4
-                        continue
-                if not charged:
-                    budget[0] -= count
-                    charged = True
-                st = _state(buf, p, lend, budget)
-                if st is None:
-                    return None
-                values[i] = st[0]
-                p = st[1]
-            else:
-                if not charged:
-                    budget[0] -= count
-                    charged = True
-                q = _skip(buf, p, lend, 2, budget)
-                if q < 0:
-                    return None
-                values[i] = Span(p, q)
-                p = q
+            state = kinds[i] == F_STATE
+            # the usual case in one step: 00 53 XX 45, an empty accepted/released/...
+            if state and p + 3 < lend and buf[p + 1] == 0x53 and buf[p + 3] == 0x45:
+                name = _EMPTY_STATE_SMALL[buf[p + 2]]
+                if name is not None:
+                    values[i] = name
+                    p += 4
+                    continue
+            if not charged:
+                budget[0] -= count
+                charged = True
+            p = _walked(buf, p, lend, state, values, i, budget)
+            if p < 0:
+                return None
     if p != lend:
         return None
     for m in mandatory:
         if m >= count or values[m] is None:
             return None
     return code, tuple(values), lend
+
+
+def _walked(buf, p: int, end: int, state: bool, values: list, i: int, budget: list) -> int:
+    """A field read by walking it: a delivery state (``state``) or a Span; stored in ``values[i]``.
+    Its end, or -1."""
+    if state:
+        st = _state(buf, p, end, budget)
+        if st is None:
+            return -1
+        values[i] = st[0]
+        return st[1]
+    q = _skip(buf, p, end, 2, budget)
+    if q < 0:
+        return -1
+    values[i] = Span(p, q)
+    return q
 
 
 def _plain(buf, c: int, k: int, p: int, end: int, values: list, i: int) -> int:
