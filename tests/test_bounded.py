@@ -211,7 +211,8 @@ def _track(records):
         if not swapped and type(ev) is Frame and ev.pname == "transfer":
             (c,) = t.connections.values()
             (s,) = c.sessions
-            s.deliveries = (_CountingDict(), _CountingDict())
+            for table in s.deliveries:
+                table.by_id = _CountingDict()
             swapped = True
         t.feed(ev)
         yield t, ev
@@ -249,7 +250,7 @@ def test_a_wide_disposition_costs_what_it_touches_and_settled_deliveries_leave_t
     (s,) = c.sessions
     (link,) = s.links
     assert sum(len(x) for x in s.deliveries) == 0 and not link.live
-    assert s.did_order == [None, None]
+    assert [table.order for table in s.deliveries] == [None, None]
     assert link.stats.deliveries == n and link.stats.outcomes["accepted"] == n
     assert not tracker._settling  # (settled by the receiver only: folded at the latest at the end)
     assert tracker.violations == [] or all(v["kind"] == "unknown-delivery" for v in tracker.violations)
@@ -524,13 +525,13 @@ def test_compacted_deliveries_change_no_output(tmp_path, monkeypatch):
     many unsettled deliveries and dispositions of every shape are the same when deliveries are
     compacted after 8 (so that the samples compact too) as when they never are (a threshold no
     capture here reaches)."""
-    from amqp_dissect.model import state
+    from amqp_dissect.model import deliveries
 
     caps = sorted((HERE.parent / "samples").glob("*.pcap")) + [_mixed_capture(tmp_path / "mixed.pcap")]
-    monkeypatch.setattr(state, "COMPACT_AT", 10**9)
+    monkeypatch.setattr(deliveries, "COMPACT_AT", 10**9)
     whole = {cap: _analyse(cap) for cap in caps}
-    monkeypatch.setattr(state, "COMPACT_AT", 8)
-    monkeypatch.setattr(state, "COMPACT_KEEP", 2)
+    monkeypatch.setattr(deliveries, "COMPACT_AT", 8)
+    monkeypatch.setattr(deliveries, "COMPACT_KEEP", 2)
     compacted = 0
     for cap in caps:
         from amqp_dissect.pipelines.local import CaptureSource, run_analysis
@@ -558,20 +559,20 @@ def test_the_streamed_deliveries_csv_reads_compacted_deliveries_from_the_store(t
     for batches that cut across links, stores and objects, and holds the lines of the row dicts
     (_delivery_row; the stream writes folded deliveries first); and the compacted deliveries are read
     without a delivery object apiece."""
-    from amqp_dissect.model import state
+    from amqp_dissect.model import deliveries
     from amqp_dissect.pipelines.local import CaptureSource, DeliveryStream, run_analysis
     from amqp_dissect.pipelines.write import write_batches, write_table
     from amqp_dissect.results import analytics
 
     many = _write(tmp_path / "unsettled.pcap", B.unsettled_conversation(3000))
     caps = sorted((HERE.parent / "samples").glob("*.pcap")) + [_mixed_capture(tmp_path / "mixed.pcap"), many]
-    monkeypatch.setattr(state, "COMPACT_AT", 10**9)
+    monkeypatch.setattr(deliveries, "COMPACT_AT", 10**9)
     whole = {cap: _csv(write_batches, DeliveryStream(CaptureSource([str(cap)])).batches(2048)) for cap in caps}
     for cap in caps:
         rows = _csv(write_table, run_analysis(CaptureSource([str(cap)])).analyzer.delivery_rows())
         assert sorted(rows.splitlines()) == sorted(whole[cap].splitlines()), cap
-    monkeypatch.setattr(state, "COMPACT_AT", 8)
-    monkeypatch.setattr(state, "COMPACT_KEEP", 2)
+    monkeypatch.setattr(deliveries, "COMPACT_AT", 8)
+    monkeypatch.setattr(deliveries, "COMPACT_KEEP", 2)
     made = []
     real = analytics.store_delivery
     monkeypatch.setattr(analytics, "store_delivery", lambda *a: made.append(a) or real(*a))
@@ -642,7 +643,7 @@ def test_connections_csv_and_jsonl_stream_their_rows(tmp_path, monkeypatch, caps
 def test_a_transaction_holds_ids_of_its_deliveries_not_the_deliveries():
     """test_state's declare / enlist / discharge conversation: the transaction's rows name the
     enlisted deliveries, and the transaction holds (link, delivery-id, how), never a delivery."""
-    from amqp_dissect.model.state import _Delivery
+    from amqp_dissect.model.delivery import _Delivery
 
     T = _sibling("test_state")
     T.test_transactions_declare_enlist_discharge()  # (its own checks of the transaction rows)
@@ -735,11 +736,11 @@ def test_partial_deliveries_on_unknown_handles_keep_a_bounded_number_of_objects(
     ends, on its own placeholder link up to the cap, then all on the overflow link (a new delivery-id
     ends the one before: compactable).  Counted: delivery objects retained (the links' live ones) stay
     under the cap plus what the compaction keeps, whatever the number of handles."""
-    from amqp_dissect.model import state
+    from amqp_dissect.model import deliveries, state
 
     monkeypatch.setattr(state, "UNKNOWN_LINKS_MAX", 64)
-    monkeypatch.setattr(state, "COMPACT_AT", 256)
-    monkeypatch.setattr(state, "COMPACT_KEEP", 64)
+    monkeypatch.setattr(deliveries, "COMPACT_AT", 256)
+    monkeypatch.setattr(deliveries, "COMPACT_KEEP", 64)
     kept = []
     for n in (2000, 6000):
         an = _analyzer(B.unknown_handles_conversation(n, more=True))

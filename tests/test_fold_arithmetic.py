@@ -6,7 +6,7 @@ import os
 
 from eventkeys import analyze_file
 
-from amqp_dissect.model.state import _seconds
+from amqp_dissect.model.stats import seconds_between
 from amqp_dissect.results.analytics import Analyzer, _before, _table_order
 from amqp_dissect.times import NS
 
@@ -24,7 +24,7 @@ def test_seconds_is_pythons_true_division():
     pairs = list(itertools.product(EDGES, repeat=2))
     pairs += [(base + d, base) for d in (0, 1, 796_079, 123_456_789_012, 2**53 - 1, 2**53, 2**53 + 3, -5)]
     for t, t0 in pairs:
-        got = _seconds(t, t0)
+        got = seconds_between(t, t0)
         want = (t - t0) / NS
         assert type(got) is float
         assert got == want and str(got) == str(want), (t, t0, got, want)

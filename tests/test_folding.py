@@ -133,7 +133,7 @@ def _oracle(values):
 def test_latencies_fold_repeated_values_and_percentiles_stay_exact(distinct):
     import random
 
-    from amqp_dissect.model.state import Latencies
+    from amqp_dissect.model.stats import Latencies
     from amqp_dissect.results.analytics import summarize
 
     rnd = random.Random(distinct)
@@ -170,7 +170,7 @@ def test_latencies_hashed_fold_counts_as_a_dict_does(seed):
     import random
     from array import array
 
-    from amqp_dissect.model.state import Latencies
+    from amqp_dissect.model.stats import Latencies
 
     rnd = random.Random(seed)
     pool = [0.0, -0.0, 5e-324, -1e-6, 1e-6, 2.5e-5, 1e300] + [rnd.random() for _ in range(rnd.choice([3, 40, 900]))]

@@ -21,19 +21,9 @@ from amqp_dissect.results.analytics import Analyzer
 from amqp_dissect.amqp.codec import Composite, Symbol, UInt
 from amqp_dissect.events import StreamClosed, StreamOpened
 from amqp_dissect.amqp.spec import COMPOSITES
-from amqp_dissect.model.state import (
-    CONNECTION_MACHINE,
-    LINK_MACHINE,
-    MACHINES,
-    SESSION_MACHINE,
-    UNKNOWN,
-    Endpoints,
-    serial_add,
-    serial_diff,
-    serial_in_range,
-    serial_lt,
-    serial_range_len,
-)
+from amqp_dissect.model.machine import CONNECTION_MACHINE, LINK_MACHINE, MACHINES, SESSION_MACHINE, Endpoints
+from amqp_dissect.model.serial import serial_add, serial_diff, serial_in_range, serial_lt, serial_range_len
+from amqp_dissect.model.transitions import UNKNOWN
 
 TOP = 2**32
 

@@ -3,6 +3,11 @@
 
 Used by the model (terminus addresses, error info, ...) and by the renderers, so
 it lives with the codec, below both.
+
+The value readers (``read_*``, :func:`error_info`, :func:`terminus_info`, the delivery-state
+readers) take a decoded field value and give it back if it is of the expected type (and range),
+else None: what a frame carries is checked where the model reads it, never trusted.  Compiled
+with the model (``values.pxd``), the hot ones are C functions the tracker calls through cimport.
 """
 
 from __future__ import annotations
@@ -11,9 +16,8 @@ import json
 import math
 import uuid as _uuid
 
-from .codec import Composite, Described
-from .spec import FieldSpec, choice_name
-
+from .codec import ABSENT, Composite, Described
+from .spec import COMPOSITES, OUTCOMES, FieldSpec, choice_name
 
 
 def json_value(v):
@@ -79,3 +83,167 @@ def composite_defaults(c: Composite) -> dict:
         for i, f in enumerate(c.spec.fields)
         if f.has_default and (i >= n or c.value[i] is None)
     }
+
+
+# --------------------------------------------------------------------------- value readers
+
+UINT_MAX = 0xFFFFFFFF
+_TERMINAL_OUTCOMES = frozenset(OUTCOMES)
+
+
+def read_uint(v, top: int = UINT_MAX):
+    """An unsigned integer of at most ``top`` (a uint by default), else None."""
+    if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= top:
+        return int(v)
+    return None
+
+
+def read_ushort(v):
+    return read_uint(v, 0xFFFF)
+
+
+def read_ulong(v):
+    return read_uint(v, (1 << 64) - 1)
+
+
+def read_bool(v):
+    return v if v is True or v is False else None
+
+
+def read_str(v):
+    return str(v) if isinstance(v, str) else None
+
+
+def read_binary(v):
+    if type(v) is bytes:
+        return v
+    return bytes(v) if isinstance(v, (bytes, bytearray, memoryview)) else None
+
+
+def read_hex(v):
+    if v is None or v is ABSENT:
+        return None
+    b = read_binary(v)
+    if b is not None:
+        return b.hex()
+    return str(json_value(v))
+
+
+def read_symbols(v) -> list | None:
+    if v is None or v is ABSENT:
+        return None
+    if isinstance(v, (list, tuple)):
+        return [str(x) if isinstance(x, str) else json_value(x) for x in v]
+    if isinstance(v, str):
+        return [str(v)]
+    return [json_value(v)]
+
+
+def read_plain(v):
+    """A JSON-able value (None for absent)."""
+    if v is ABSENT:
+        return None
+    return json_value(v)
+
+
+def read_composite(v, *names):
+    return v if isinstance(v, Composite) and (not names or v.spec.name in names) else None
+
+
+def read_choice(c: Composite, field: str, type_name: str):
+    v = c.effective(field)
+    name = choice_name(type_name, v)
+    if name is not None:
+        return name
+    return read_plain(v)
+
+
+def error_info(v) -> dict | None:
+    """``{"condition", "description", "info"}`` of an ``error`` composite (None if absent/null)."""
+    if v is None or v is ABSENT:
+        return None
+    c = read_composite(v, "error")
+    if c is None:
+        return {"condition": "(malformed error)", "description": None, "info": read_plain(v)}
+    cond = c.field("condition")
+    return {
+        "condition": str(cond) if isinstance(cond, str) else read_plain(cond),
+        "description": read_str(c.field("description")),
+        "info": read_plain(c.field("info")),
+    }
+
+
+def terminus_info(v) -> dict | None:
+    """A source / target / coordinator as a plain dict (None when null / absent)."""
+    if v is None or v is ABSENT:
+        return None
+    c = read_composite(v)
+    if c is None:
+        return {"type": getattr(v, "name", None) or "unknown", "address": None, "value": read_plain(v)}
+    name = c.spec.name
+    d: dict = {"type": name}
+    if name == "coordinator":
+        d["address"] = None
+        d["capabilities"] = read_symbols(c.field("capabilities"))
+        return d
+    if name not in ("source", "target"):
+        d["address"] = None
+        d["value"] = read_plain(v)
+        return d
+    addr = c.field("address")
+    if addr is None or addr is ABSENT:
+        d["address"] = None
+    elif isinstance(addr, str):
+        d["address"] = str(addr)
+    else:  # not a string (a list, a map, binary ...): its text, as the tables show it, so it stays a key
+        v = read_plain(addr)
+        d["address"] = json.dumps(v, default=str) if isinstance(v, (list, dict)) else str(v)
+    d["durable"] = read_choice(c, "durable", "terminus-durability")
+    d["durable_default"] = c.is_default("durable")
+    d["expiry_policy"] = read_choice(c, "expiry-policy", "terminus-expiry-policy")
+    d["expiry_policy_default"] = c.is_default("expiry-policy")
+    d["timeout"] = read_plain(c.effective("timeout"))
+    d["dynamic"] = c.effective("dynamic") is True
+    d["capabilities"] = read_symbols(c.field("capabilities"))
+    if name == "source":
+        f = c.field("filter")
+        d["filter"] = None if f is None or f is ABSENT else read_plain(f)
+        dm = c.field("distribution-mode")
+        d["distribution_mode"] = None if dm is None or dm is ABSENT else read_plain(dm)
+        d["default_outcome"] = read_plain(c.field("default-outcome"))
+        d["outcomes"] = read_symbols(c.field("outcomes"))
+    return d
+
+
+# --------------------------------------------------------------------------- delivery states
+
+# delivery states the scanner reports by name (an empty list): the composite they stand for
+_EMPTY_STATES = {n: Composite(COMPOSITES[n], []) for n in COMPOSITES if "delivery-state" in COMPOSITES[n].provides}
+
+
+def read_delivery_state(v):
+    """A transfer's / disposition's state field as a Composite (None when absent, null or not a state)."""
+    if type(v) is str:
+        return _EMPTY_STATES.get(v)
+    return v if isinstance(v, Composite) else None
+
+
+def delivery_state_plan(state: Composite) -> tuple:
+    """What a delivery state says, read once: (outcome or state name (None for a transactional
+    state without an outcome), transactional?, txn-id, the state (the inner outcome of a
+    transactional one), terminal outcome?, what more to read of it: one of the STATE_* codes)."""
+    name = state.spec.name
+    transactional = name == "transactional-state"
+    txn = None
+    if transactional:
+        txn = state.field("txn-id")
+        inner = state.field("outcome")
+        state = inner if isinstance(inner, Composite) else None
+        name = state.spec.name if state is not None else None
+    return (name, transactional, txn, state, name in _TERMINAL_OUTCOMES, _STATE_KIND.get(name, STATE_PLAIN))
+
+
+# what the model reads beyond a delivery state's name (a code, not a string compare per delivery)
+STATE_PLAIN, STATE_RECEIVED, STATE_REJECTED, STATE_MODIFIED, STATE_DECLARED = 0, 1, 2, 3, 4
+_STATE_KIND = {"received": STATE_RECEIVED, "rejected": STATE_REJECTED, "modified": STATE_MODIFIED,
+               "declared": STATE_DECLARED}

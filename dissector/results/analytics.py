@@ -193,8 +193,10 @@ except ImportError:
 from ..amqp.spec import choice_name
 from ..amqp.spec import OUTCOMES
 from ..times import NS
-from ..model.state import (SIDES, STORE_COLUMNS, DeliveryStats, Latencies, StateTracker, add_link_stats,
-                           compact_rows, link_deliveries, store_columns, store_delivery, store_values)
+from ..model.deliveries import STORE_COLUMNS, compact_rows, link_deliveries, store_columns, store_delivery, store_values
+from ..model.state import StateTracker
+from ..model.stats import DeliveryStats, Latencies, add_link_stats
+from ..model.transitions import SIDES
 
 __all__ = ["Analyzer", "percentile", "summarize"]
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import heapq
 
 from ..amqp.spec import OUTCOMES
-from ..model.state import compact_rows
+from ..model.deliveries import compact_rows
 from .analytics import _lost_after
 
 NOTABLE = 10  # rows per "notable" list
@@ -384,7 +384,7 @@ def partial_report(an, keys) -> dict:
 
 def merge_reports(parts: list, capture_errors=(), capture: dict | None = None) -> dict:
     """:func:`build_report`'s document from the workers' :func:`partial_report` parts."""
-    from ..model.state import TERMINAL_OUTCOMES_ORDER, Latencies
+    from ..model.stats import TERMINAL_OUTCOMES_ORDER, Latencies
     from .analytics import NOT_ACCEPTED, summarize
 
     def merged(name):

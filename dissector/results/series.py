@@ -26,7 +26,8 @@ from array import array
 
 from ..amqp.codec import ABSENT, Composite, Described
 from ..amqp.framing import Frame, ProtocolHeader
-from ..model.state import SIDES, StateTracker
+from ..model.state import StateTracker
+from ..model.transitions import SIDES
 from ..times import NS
 from ..render.frames import short_value
 from .analytics import Analyzer

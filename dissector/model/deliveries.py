@@ -1,0 +1,619 @@
+"""Delivery storage: one :class:`DeliveryTable` per session and sending peer.
+
+A table holds the deliveries of one session sent by one peer that are not folded yet, by
+delivery-id (the latest delivery of an id), and what finding them needs:
+
+* the ids in order (``order``, offsets from the first id the peer used), kept only once a wide
+  disposition range asked for them: a range finds its deliveries by bisection, at a cost in
+  proportion to those it touches (folded ids are dropped lazily, ``stale`` counts them);
+* the first id and the next id the peer uses (ids between were seen; a disposition of one that
+  is not in the table any more names a delivery settled earlier);
+* a :class:`CompactStore` of the plain deliveries beyond :data:`COMPACT_AT` (single state: complete
+  or still one frame, unsettled, no disposition, no outcome, no transaction): struct-of-arrays,
+  60-odd bytes each instead of 500; a delivery comes back as an object when a disposition names
+  it, or as a short-lived copy for reading (:func:`link_deliveries`, :func:`compact_rows`).
+"""
+
+from __future__ import annotations
+
+import heapq
+from array import array
+from bisect import bisect_left, bisect_right
+
+try:
+    import cython
+except ImportError:
+    from .. import _cython_shim as cython
+
+from .delivery import _Delivery
+from .serial import SERIAL_HALF, SERIAL_MASK, SERIAL_MOD, serial_add, serial_diff, serial_range_len
+
+_M32 = SERIAL_MASK  # (a C constant when compiled: see deliveries.pxd)
+
+# A table holds objects up to COMPACT_AT deliveries; beyond, the plain ones but the newest
+# COMPACT_KEEP move to its CompactStore (read at run time: tests set them on this module)
+COMPACT_AT = 4096
+COMPACT_KEEP = 1024  # the newest deliveries of the table stay objects (the ones a disposition names next)
+_RSM_CODES = {None: 0, "first": 1, "second": 2}
+_RSM_NAMES = (None, "first", "second")
+# a compacted delivery's flags
+FLAG_COMPLETE = 1
+FLAG_RESUMED = 2
+FLAG_NO_TAG = 4
+FLAG_DEAD = 8  # expanded (an object again) or superseded: not a delivery of the store any more
+FLAG_HIDDEN = 16  # a later delivery took its delivery-id: still a row, no longer found by id
+FLAG_RSM_SHIFT = 5  # bits 5-6: receiver-settle-mode code
+TAG_MAX = 64  # the longest delivery-tag a compacted delivery keeps
+_TS_CAP = 1 << 63  # the times a store's int64 columns hold (nanoseconds: the years 1677 to 2262)
+
+
+class CompactStore:
+    """Struct-of-arrays of one session's compacted deliveries of one sending peer, in id order:
+    offsets of their delivery-ids from the table's first id (``DeliveryTable.first_id``),
+    first-transfer order (``seq``), times, packets, frames, bytes, flags, link, tag."""
+
+    __slots__ = ("offs", "seq", "first_ts", "last_ts", "first_packet", "last_packet", "frames", "size",
+                 "flags", "link", "tag_end", "tags", "dead", "by_link")
+
+    def __init__(self):
+        self.offs = array("q")
+        self.seq = array("q")
+        self.first_ts = array("q")  # (nanoseconds: a time beyond the 64-bit range stays an object)
+        self.last_ts = array("q")
+        self.first_packet = array("q")
+        self.last_packet = array("q")
+        self.frames = array("i")
+        self.size = array("q")
+        self.flags = array("B")
+        self.link = array("i")  # the link's index in its connection (_Conn.links)
+        self.tag_end = array("q")  # each tag is tags[tag_end[i-1]:tag_end[i]] (tags may be out of order)
+        self.tags = bytearray()
+        self.dead = 0
+        # link index -> rows of its live deliveries (made by compact_rows in one walk of the store for
+        # every link; None again when the store changes)
+        self.by_link = None
+
+    def __len__(self) -> int:
+        return len(self.offs)
+
+    def find(self, off) -> int:
+        """Position of the live, findable delivery at id offset ``off``, or -1."""
+        offs = self.offs
+        n = len(offs)
+        i = bisect_left(offs, off)
+        while i < n and offs[i] == off:
+            if not self.flags[i] & (FLAG_DEAD | FLAG_HIDDEN):
+                return i
+            i += 1
+        return -1
+
+    def tag(self, i):
+        if self.flags[i] & FLAG_NO_TAG:
+            return None
+        a = self.tag_end[i - 1] if i else 0
+        return bytes(self.tags[a:self.tag_end[i]])
+
+    def append(self, o, x) -> None:
+        """Delivery ``x`` (at id offset ``o``, beyond the store's last) as a row."""
+        self.by_link = None
+        self.offs.append(o)
+        self.seq.append(x.seq)
+        self.first_ts.append(x.first_ts)
+        self.last_ts.append(x.last_ts)
+        self.first_packet.append(x.first_packet)
+        self.last_packet.append(x.last_packet)
+        self.frames.append(x.frames)
+        self.size.append(x.size)
+        fl = _RSM_CODES[x.rcv_settle_mode] << FLAG_RSM_SHIFT
+        if x.complete:
+            fl |= FLAG_COMPLETE
+        if x.resumed:
+            fl |= FLAG_RESUMED
+        if x.tag is None:
+            fl |= FLAG_NO_TAG
+        else:
+            self.tags += x.tag
+        self.flags.append(fl)
+        self.link.append(x.link.index)
+        self.tag_end.append(len(self.tags))
+
+    def copy_row(self, old, r) -> None:
+        """Row ``r`` of the store ``old`` as a row of this one (a rebuild)."""
+        self.offs.append(old.offs[r])
+        for name in ("seq", "first_ts", "last_ts", "first_packet", "last_packet", "frames", "size", "flags", "link"):
+            getattr(self, name).append(getattr(old, name)[r])
+        if not old.flags[r] & FLAG_NO_TAG:
+            self.tags += old.tag(r)
+        self.tag_end.append(len(self.tags))
+
+
+# --------------------------------------------------------------------------- which deliveries compact
+
+def _unsettled_plain(x) -> bool:
+    """No settlement, outcome, state, transaction, disposition, payload or abort: nothing but counts."""
+    return (x.settled is None and x.outcome is None and x.outcome_by is None and x.outcome_error is None
+            and x.received_state is None and x.txn_id is None and x.sender_state is None and x.txn is None
+            and x.enlisted_in is None and x.payload is None and not x.aborted and not x.folded
+            and x.delivery_failed is None and x.undeliverable_here is None and x.dispositions[0] == 0
+            and x.dispositions[1] == 0)
+
+
+def _fits_columns(x, link) -> bool:
+    """Every value the store keeps fits its column (int64 times and packets, int32 frames, ...)."""
+    return (x.rcv_settle_mode in _RSM_CODES and type(x.first_ts) is int and type(x.last_ts) is int
+            and -_TS_CAP <= x.first_ts < _TS_CAP and -_TS_CAP <= x.last_ts < _TS_CAP
+            and type(x.first_packet) is int and type(x.last_packet) is int and 0 <= x.frames < 2**31
+            and 0 <= x.size < 2**62 and link.index < 2**31 and (x.tag is None or len(x.tag) <= TAG_MAX))
+
+
+def _compactable(x, link) -> bool:
+    """Delivery ``x`` of ``link`` may move to the store: plain, not the link's partial one, not on a
+    transaction coordinator link, and its values fit the columns."""
+    return (_unsettled_plain(x) and link.partial is not x and not link.coordinator and _fits_columns(x, link))
+
+
+# --------------------------------------------------------------------------- the table
+
+
+def _offset(row):
+    """Sort key of (id offset, ...) rows."""
+    return row[0]
+
+
+
+class DeliveryTable:
+    """The deliveries of one session sent by one peer that are not folded yet (see the module)."""
+
+    __slots__ = ("session", "direction", "by_id", "order", "stale", "first_id", "next_id", "store", "compact_at")
+
+    def __init__(self, session, direction: int):
+        self.session = session
+        self.direction = direction  # the sending peer
+        self.by_id = {}  # delivery-id -> _Delivery (the latest of that id)
+        # the ids of by_id in order, as offsets from first_id (array "q"; None until a wide disposition
+        # range needs it and again once the table is empty); stale: ids folded since, not removed yet
+        self.order = None
+        self.stale = 0
+        self.first_id = None  # first delivery-id seen (ids from it to below next_id were seen)
+        self.next_id = None
+        self.store = None  # CompactStore of the deliveries compacted out of by_id (None while none)
+        self.compact_at = COMPACT_AT  # the size of by_id at which the next compaction runs
+
+    def __len__(self) -> int:
+        return len(self.by_id)
+
+    def get(self, did):
+        """The delivery of id ``did`` held as an object, or None."""
+        return self.by_id.get(did)
+
+    def add(self, did, dlv) -> None:
+        """``dlv`` is a new delivery with id ``did``: from now on the delivery of that id."""
+        by_id = self.by_id
+        known = did in by_id
+        by_id[did] = dlv
+        self.next_id = serial_add(did, 1)
+        if self.first_id is None:
+            self.first_id = did
+        if not known:
+            if self.order is not None:
+                self._order_add(did)
+            if self.store is not None:
+                self._store_hide(did)
+
+    def forget(self, dlv) -> None:
+        """``dlv`` was folded: out of the table if it is still the delivery of its id."""
+        table = self.by_id
+        did = dlv.delivery_id
+        if cython.compiled and type(table) is dict:  # (a C look-up; a test may put a counting mapping here)
+            tbl = table
+            mine = did is not None and tbl.get(did) is dlv
+        else:
+            mine = did is not None and table.get(did) is dlv
+        if mine:
+            del table[did]
+            if not table:
+                table.clear()
+                self.order = None
+                self.stale = 0
+            elif self.order is not None:
+                self.stale += 1
+                if self.stale > len(table) + 32:
+                    self._order_rebuild()
+
+    def find_each(self, first, n) -> list:
+        """The deliveries with ids ``first .. first+n-1`` (a few), looked up one by one; a compacted
+        one becomes an object again."""
+        table = self.by_id
+        hits = []
+        st = self.store
+        for i in range(n):
+            x = table.get((first + i) & SERIAL_MASK)
+            if x is not None:
+                hits.append(x)
+            elif st is not None:  # compacted?  An object again
+                j = st.find(serial_diff((first + i) & SERIAL_MASK, self.first_id))
+                if j >= 0:
+                    hits.append(self._expand(j))
+                    st = self.store
+        return hits
+
+    def folded_in_range(self, first, last) -> int:
+        """How many ids of ``first..last`` were delivery-ids the sender used (first_id..next_id-1)."""
+        lo, nxt = self.first_id, self.next_id
+        if lo is None or nxt is None:
+            return 0
+        hi = serial_diff(nxt, lo)  # ids lo .. lo+hi-1 were seen
+        a = serial_diff(first, lo)
+        b = a + serial_range_len(first, last) - 1
+        return max(0, min(b, hi - 1) - max(a, 0) + 1)
+
+    def due(self) -> bool:
+        """Holds more objects than the compaction threshold."""
+        return len(self.by_id) > self.compact_at
+
+    # -- the ordered ids (a wide disposition range) ----------------------------------------
+
+    def _order_add(self, did) -> None:
+        """``did`` is new in the table: add it to the ordered ids (kept only once a wide range asked)."""
+        order = self.order
+        if order is None:
+            return
+        off = serial_diff(did, self.first_id)
+        if cython.compiled:  # (the array's buffer read and grown in C: no int objects, no method call)
+            k = len(order)
+            if k == 0 or off > order.data.as_longlongs[k - 1]:
+                _carray.resize_smart(order, k + 1)
+                order.data.as_longlongs[k] = off
+                return
+        elif not order or off > order[-1]:
+            order.append(off)  # ids come in order: the usual case
+            return
+        i = bisect_left(order, off)
+        if i == len(order) or order[i] != off:
+            order.insert(i, off)
+
+    def _order_rebuild(self) -> None:
+        """Drop the folded ids from the ordered ids (they outnumber the live ones)."""
+        base = self.first_id
+        offs = [serial_diff(k, base) for k in self.by_id]
+        offs.sort()
+        self.order = array("q", offs)
+        self.stale = 0
+
+    def _pieces(self, first, n) -> list:
+        """The offset ranges of ids ``first .. first+n-1``: two when they wrap past the serial
+        half-range from the first id."""
+        a = serial_diff(first, self.first_id)
+        b = a + n - 1
+        return [(a, SERIAL_HALF - 1), (-SERIAL_HALF, b - SERIAL_MOD)] if b >= SERIAL_HALF else [(a, b)]
+
+    def in_range(self, first, n) -> list:
+        """The deliveries whose ids are ``first .. first+n-1``, in id order (compacted ones made
+        objects again).  Bisects the ordered ids and drops the folded ones it meets: the cost is in
+        proportion to the deliveries touched (each folded id is met once)."""
+        if self.store is not None:
+            return self._in_range_compact(first, n)
+        table = self.by_id
+        hits = []
+        if not table:
+            return hits
+        if self.order is None:  # the first wide range since the table was last empty: order its ids now
+            self._order_rebuild()
+        order = self.order
+        base = self.first_id
+        dead = 0
+        for lo, hi in self._pieces(first, n):
+            dead += _collect(order, table, base, lo, hi, hits)
+        if dead:
+            self.stale = max(0, self.stale - dead)
+        return hits
+
+    def range_count(self, first, n) -> int:
+        """At most how many deliveries of the table and its store have ids ``first .. first+n-1``
+        (bisections of the ordered ids: folded ones not dropped yet count too)."""
+        table = self.by_id
+        st = self.store
+        if not table and st is None:
+            return 0
+        if table and self.order is None:
+            self._order_rebuild()
+        order = self.order if table else None
+        k = 0
+        for lo, hi in self._pieces(first, n):
+            if order is not None:
+                k += bisect_right(order, hi) - bisect_left(order, lo)
+            if st is not None:
+                k += bisect_right(st.offs, hi) - bisect_left(st.offs, lo)
+        return k
+
+    def _in_range_compact(self, first, n) -> list:
+        """:meth:`in_range` of a table with compacted deliveries: those of the table and those of the
+        store (made objects again), merged in id order."""
+        base = self.first_id
+        hits = []
+        if self.order is None and self.by_id:
+            self._order_rebuild()  # (ordered on the first wide range, as in in_range)
+        for lo, hi in self._pieces(first, n):
+            got = []
+            order = self.order
+            table = self.by_id
+            if order is not None and table:
+                dead = _collect(order, table, base, lo, hi, got)
+                if dead:
+                    self.stale = max(0, self.stale - dead)
+            rows = self._store_range(lo, hi)
+            if not rows:
+                hits.extend(got)
+                continue
+            merged = [(serial_diff(x.delivery_id, base), x.seq, x) for x in got]
+            for off, _i in rows:
+                j = self.store.find(off)  # (positions move when an expansion rebuilds the store)
+                if j >= 0:
+                    x = self._expand(j)
+                    merged.append((off, x.seq, x))
+            merged.sort(key=lambda t: (t[0], t[1]))
+            hits.extend(t[2] for t in merged)
+        return hits
+
+    # -- the compact store -----------------------------------------------------------------
+
+    def compact(self) -> None:
+        """Move the plain deliveries of the table but the newest COMPACT_KEEP to the store."""
+        table = self.by_id
+        base = self.first_id
+        keep = len(table) - COMPACT_KEEP
+        moving = []
+        for did, x in table.items():
+            if keep <= 0:
+                break
+            keep -= 1
+            if _compactable(x, x.link):
+                moving.append((serial_diff(did, base), x))
+        self.compact_at = max(COMPACT_AT, 2 * (len(table) - len(moving)))
+        if not moving:  # (deliveries with dispositions or outcomes, waiting for settlement: no store)
+            return
+        st = self.store
+        if st is None:
+            st = self.store = CompactStore()
+        moving.sort(key=_offset)
+        # rows in id order: appended when beyond the store's last id (the usual case), else rebuilt
+        if moving and len(st.offs) and moving[0][0] <= st.offs[-1]:
+            self._store_rebuild([(st.offs[i], i) for i in range(len(st.offs))] + [(o, x) for o, x in moving])
+        else:
+            for o, x in moving:
+                st.append(o, x)
+        for _o, x in moving:
+            del table[x.delivery_id]
+            link = x.link
+            del link.live[x.seq]
+            link.compacted += 1
+            link.reordered = True
+        self.order = None  # (ordered again by the next wide range)
+        self.stale = 0
+
+    def _store_rebuild(self, rows) -> None:
+        """The store made again from ``rows``: (offset, position in the old store or a delivery), in
+        id order; dead rows dropped."""
+        old = self.store
+        st = self.store = CompactStore()
+        rows.sort(key=_offset)
+        for o, r in rows:
+            if type(r) is int:
+                if not old.flags[r] & FLAG_DEAD:
+                    st.copy_row(old, r)
+            else:
+                st.append(o, r)
+        if not len(st.offs):
+            self.store = None
+
+    def delivery_at(self, st, i):
+        """The delivery at row ``i`` of the store ``st`` as a fresh object (not in any table)."""
+        link = self.session.conn.links[st.link[i]]
+        fl = st.flags[i]
+        x = _Delivery.__new__(_Delivery)
+        x._init(link, self.session, self.direction, (self.first_id + st.offs[i]) & SERIAL_MASK, st.tag(i),
+                st.first_ts[i], st.first_packet[i])
+        x.last_ts = st.last_ts[i]
+        x.last_packet = st.last_packet[i]
+        x.frames = st.frames[i]
+        x.size = st.size[i]
+        x.complete = bool(fl & FLAG_COMPLETE)
+        x.resumed = bool(fl & FLAG_RESUMED)
+        x.rcv_settle_mode = _RSM_NAMES[(fl >> FLAG_RSM_SHIFT) & 3]
+        x.seq = st.seq[i]
+        return x
+
+    def row_values(self, st, i) -> tuple:
+        """What row ``i`` of the store ``st`` holds, without an object: (delivery-id, tag, first_ts,
+        last_ts, first_packet, last_packet, frames, size, complete, resumed, rcv_settle_mode)."""
+        fl = st.flags[i]
+        return ((self.first_id + st.offs[i]) & SERIAL_MASK, st.tag(i), st.first_ts[i], st.last_ts[i],
+                st.first_packet[i], st.last_packet[i], st.frames[i], st.size[i], bool(fl & FLAG_COMPLETE),
+                bool(fl & FLAG_RESUMED), _RSM_NAMES[(fl >> FLAG_RSM_SHIFT) & 3])
+
+    def _expand(self, i):
+        """Row ``i`` of the store becomes an object again, back in the table and its link's live
+        deliveries (a disposition names it)."""
+        st = self.store
+        x = self.delivery_at(st, i)
+        st.flags[i] |= FLAG_DEAD
+        st.dead += 1
+        st.by_link = None
+        link = x.link
+        link.compacted -= 1
+        link.reordered = True
+        link.live[x.seq] = x  # (out of seq order: readers sort a link that was compacted)
+        self.by_id[x.delivery_id] = x
+        self._order_add(x.delivery_id)
+        if st.dead * 2 > len(st.offs):
+            self._store_rebuild([(st.offs[k], k) for k in range(len(st.offs))])
+        return x
+
+    def _store_hide(self, did) -> None:
+        """A new delivery took ``did``: the compacted one with that id is no longer found by it."""
+        st = self.store
+        i = st.find(serial_diff(did, self.first_id))
+        if i >= 0:
+            st.flags[i] |= FLAG_HIDDEN
+
+    def _store_range(self, a, b) -> list:
+        """Rows (offset, i) of the findable compacted deliveries at offsets a..b whose ids are not in
+        the table (the table holds the latest delivery of an id)."""
+        st = self.store
+        offs = st.offs
+        flags = st.flags
+        table = self.by_id
+        base = self.first_id
+        out = []
+        for i in range(bisect_left(offs, a), bisect_right(offs, b)):
+            if not flags[i] & (FLAG_DEAD | FLAG_HIDDEN) and (base + offs[i]) & SERIAL_MASK not in table:
+                out.append((offs[i], i))
+        return out
+
+
+def _collect(order, table, base, a, b, hits) -> int:
+    """Append the deliveries at offsets ``a .. b`` of ``order`` to ``hits``; drop (and count) the
+    offsets whose delivery was folded."""
+    lo = bisect_left(order, a)
+    hi = bisect_right(order, b)
+    dead = 0
+    tbl = table if cython.compiled and type(table) is dict else None  # (C look-ups; tests count a mapping's)
+    for i in range(lo, hi):
+        if cython.compiled:  # (the offset read from the array's buffer: a C integer)
+            k = (base + order.data.as_longlongs[i]) & _M32
+            x = tbl.get(k) if tbl is not None else table.get(k)
+        else:
+            x = table.get((base + order[i]) & SERIAL_MASK)
+        if x is None:
+            dead += 1
+        else:
+            hits.append(x)
+    if dead:
+        order[lo:hi] = array("q", [order[i] for i in range(lo, hi) if (base + order[i]) & SERIAL_MASK in table])
+    return dead
+
+
+# --------------------------------------------------------------------------- reading a link's deliveries
+
+
+def by_seq(x):
+    """Sort key: first-transfer order."""
+    return x.seq
+
+
+def link_deliveries(link):
+    """The link's deliveries not folded yet, in first-transfer order (an iterator): its objects, and
+    copies of those compacted (made one at a time, for reading: changing them changes nothing)."""
+    if not link.compacted and not link.reordered:
+        return iter(list(link.live.values()))
+    streams = [sorted(link.live.values(), key=by_seq)]
+    for d, st, rows in compact_rows(link):
+        streams.append(_store_rows(link.session.deliveries[d], st, rows))
+    return heapq.merge(*streams, key=by_seq)
+
+
+def _store_rows(table, st, rows):
+    for i in rows:
+        yield table.delivery_at(st, i)
+
+
+def _rows_by_link(st) -> dict:
+    """Link index -> rows of its live deliveries in the store ``st`` (one walk for all its links)."""
+    by_link = {}
+    li = st.link
+    flags = st.flags
+    for i in range(len(st.offs)):
+        if not flags[i] & FLAG_DEAD:
+            r = by_link.get(li[i])
+            if r is None:
+                r = by_link[li[i]] = array("l")
+            r.append(i)
+    return by_link
+
+
+def compact_rows(link) -> list:
+    """The link's compacted deliveries, read from the columns: ``[(d, store, rows)]`` per sending
+    peer ``d`` with any, ``rows`` their positions in ``store`` (the :class:`CompactStore` of the
+    session's table of ``d``) in first-transfer order.  The one walk of the stores: readers take
+    what they need from the columns, and make a delivery object (:func:`store_delivery`) only for
+    one they keep."""
+    out = []
+    if not link.compacted:
+        return out
+    idx = link.index
+    for d, table in enumerate(link.session.deliveries):
+        st = table.store
+        if st is None:
+            continue
+        if st.by_link is None:  # one walk of the store for all its links (a session may have many)
+            st.by_link = _rows_by_link(st)
+        rows = st.by_link.get(idx)
+        if rows:
+            seq = st.seq
+            if any(seq[rows[k - 1]] > seq[rows[k]] for k in range(1, len(rows))):
+                rows = array("l", sorted(rows, key=seq.__getitem__))
+            else:
+                rows = array("l", rows)  # (a copy: the caller's)
+            out.append((d, st, rows))
+    return out
+
+
+def store_delivery(link, d, st, i):
+    """Row ``i`` of the store ``st`` of ``link``'s session and peer ``d`` as a fresh delivery object."""
+    return link.session.deliveries[d].delivery_at(st, i)
+
+
+def store_values(link, d, st, i) -> tuple:
+    """What row ``i`` of the store ``st`` (``link``'s session, peer ``d``) holds, without an object:
+    (delivery-id, tag, first_ts, last_ts, first_packet, last_packet, frames, size, complete, resumed,
+    rcv_settle_mode); the rest of a compacted delivery is as :meth:`_Delivery._init` leaves it."""
+    return link.session.deliveries[d].row_values(st, i)
+
+
+#: the columns :func:`store_columns` gives (what a compacted delivery holds of its own; the rest of
+#: it is as :meth:`_Delivery._init` leaves it, the same for every compacted delivery of a link)
+STORE_COLUMNS = ("delivery_id", "delivery_tag", "first_time", "last_time", "first_packet", "last_packet", "frames",
+                 "message_size", "complete", "resumed", "rcv_settle_mode")
+
+
+def store_columns(link, d, st, rows) -> list:
+    """The cells of the compacted deliveries at ``rows`` of the store ``st`` (``link``'s session, peer
+    ``d``) by column, in the order of :data:`STORE_COLUMNS`, read from the store's arrays (no object
+    per delivery): the values :func:`store_values` gives row by row, the tag as hex text."""
+    n = len(rows)
+    if n and rows[n - 1] - rows[0] == n - 1 and rows == array("l", range(rows[0], rows[0] + n)):
+        a, b = rows[0], rows[0] + n  # a run of the store (the usual case): slices
+        offs = st.offs[a:b]
+        first_ts = st.first_ts[a:b].tolist()
+        last_ts = st.last_ts[a:b].tolist()
+        first_packet = st.first_packet[a:b].tolist()
+        last_packet = st.last_packet[a:b].tolist()
+        frames = st.frames[a:b].tolist()
+        size = st.size[a:b].tolist()
+        flags = st.flags[a:b]
+    else:
+        o, ft, lt, fp, lp, fr, sz, fl = (st.offs, st.first_ts, st.last_ts, st.first_packet, st.last_packet, st.frames,
+                                         st.size, st.flags)
+        offs = [o[i] for i in rows]
+        first_ts = [ft[i] for i in rows]
+        last_ts = [lt[i] for i in rows]
+        first_packet = [fp[i] for i in rows]
+        last_packet = [lp[i] for i in rows]
+        frames = [fr[i] for i in rows]
+        size = [sz[i] for i in rows]
+        flags = [fl[i] for i in rows]
+    base = link.session.deliveries[d].first_id
+    ids = [(base + off) & SERIAL_MASK for off in offs]
+    tag_end = st.tag_end
+    tags = st.tags
+    tag_col = []
+    for k in range(n):
+        if flags[k] & FLAG_NO_TAG:
+            tag_col.append(None)
+        else:
+            i = rows[k]
+            tag_col.append(tags[tag_end[i - 1] if i else 0:tag_end[i]].hex())
+    complete = [(f & FLAG_COMPLETE) != 0 for f in flags]
+    resumed = [(f & FLAG_RESUMED) != 0 for f in flags]
+    rsm = [_RSM_NAMES[(f >> FLAG_RSM_SHIFT) & 3] for f in flags]
+    return [ids, tag_col, first_ts, last_ts, first_packet, last_packet, frames, size, complete, resumed, rsm]

@@ -1,0 +1,70 @@
+"""One delivery as the model follows it: :class:`_Delivery` (its frames, settlement and outcome).
+
+The deliveries not folded yet are held by their link (``_Link.live``) and, by delivery-id, by the
+:class:`~amqp_dissect.model.deliveries.DeliveryTable` of their session and sending peer.
+Settlement (spec 2.6.12) is described in :mod:`amqp_dissect.model.state`.
+"""
+
+from __future__ import annotations
+
+
+class _Delivery:
+    __slots__ = (
+        "link", "session", "direction", "delivery_id", "tag", "first_ts", "first_packet", "last_ts",
+        "last_packet", "frames", "size", "complete", "presettled", "aborted", "resumed",
+        "snd_settled", "rcv_settled", "outcome", "outcome_by", "outcome_ts", "outcome_packet",
+        "outcome_error", "delivery_failed", "undeliverable_here", "received_state", "txn_id",
+        "dispositions", "rcv_settle_mode", "payload", "sender_state", "settled", "txn", "enlisted_in",
+        "seq", "folded",
+    )
+
+    def __init__(self, link, session, direction, delivery_id, tag, ts, packet):
+        self._init(link, session, direction, delivery_id, tag, ts, packet)
+
+    def _init(self, link, session, direction, delivery_id, tag, ts, packet):
+        # (the transfer path makes deliveries with _Delivery.__new__ and this: a C call when compiled)
+        self.link = link
+        self.session = session
+        self.direction = direction  # the sending peer
+        self.delivery_id = delivery_id
+        self.tag = tag
+        self.first_ts = ts
+        self.first_packet = packet
+        self.last_ts = ts
+        self.last_packet = packet
+        self.frames = 0
+        self.size = 0
+        self.complete = False
+        self.presettled = False
+        self.aborted = False
+        self.resumed = False
+        self.snd_settled = None  # (ts, packet)
+        self.rcv_settled = None
+        self.outcome = None
+        self.outcome_by = None
+        self.outcome_ts = None
+        self.outcome_packet = None
+        self.outcome_error = None  # error dict of a rejected outcome
+        self.delivery_failed = None
+        self.undeliverable_here = None
+        self.received_state = None
+        self.txn_id = None
+        self.dispositions = [0, 0]  # dispositions covering it, per sending peer
+        self.rcv_settle_mode = None
+        self.payload = None  # list of bytes, kept for coordinator links only
+        self.sender_state = None
+        self.settled = None  # (ts, packet) of the first settling frame of either peer
+        self.txn = None  # _Txn of a declare / discharge on a coordinator link
+        self.enlisted_in = None  # _Txn whose work this delivery is part of
+        self.seq = 0  # order of first transfers over the whole capture
+        self.folded = False  # counted into its link's DeliveryStats and forgotten
+
+    def settle(self, by: str, ts, packet):
+        """``by`` ("sender"/"receiver") announced settlement in the frame at ts/packet."""
+        if by == "sender":
+            if self.snd_settled is None:
+                self.snd_settled = (ts, packet)
+        elif self.rcv_settled is None:
+            self.rcv_settled = (ts, packet)
+        if self.settled is None:
+            self.settled = (ts, packet)
