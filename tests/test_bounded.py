@@ -524,12 +524,14 @@ def test_compacted_deliveries_change_no_output(tmp_path, monkeypatch):
     many unsettled deliveries and dispositions of every shape are the same when deliveries are
     compacted after 8 (so that the samples compact too) as when they never are (a threshold no
     capture here reaches)."""
-    from amqp_dissect.model import state
+    from amqp_dissect.model import entities, state
 
     caps = sorted((HERE.parent / "samples").glob("*.pcap")) + [_mixed_capture(tmp_path / "mixed.pcap")]
     monkeypatch.setattr(state, "COMPACT_AT", 10**9)
+    monkeypatch.setattr(entities, "COMPACT_AT", 10**9)  # (read where sessions are made)
     whole = {cap: _analyse(cap) for cap in caps}
     monkeypatch.setattr(state, "COMPACT_AT", 8)
+    monkeypatch.setattr(entities, "COMPACT_AT", 8)  # (read where sessions are made)
     monkeypatch.setattr(state, "COMPACT_KEEP", 2)
     compacted = 0
     for cap in caps:
@@ -558,7 +560,7 @@ def test_the_streamed_deliveries_csv_reads_compacted_deliveries_from_the_store(t
     for batches that cut across links, stores and objects, and holds the lines of the row dicts
     (_delivery_row; the stream writes folded deliveries first); and the compacted deliveries are read
     without a delivery object apiece."""
-    from amqp_dissect.model import state
+    from amqp_dissect.model import entities, state
     from amqp_dissect.pipelines.local import CaptureSource, DeliveryStream, run_analysis
     from amqp_dissect.pipelines.write import write_batches, write_table
     from amqp_dissect.results import analytics
@@ -566,11 +568,13 @@ def test_the_streamed_deliveries_csv_reads_compacted_deliveries_from_the_store(t
     many = _write(tmp_path / "unsettled.pcap", B.unsettled_conversation(3000))
     caps = sorted((HERE.parent / "samples").glob("*.pcap")) + [_mixed_capture(tmp_path / "mixed.pcap"), many]
     monkeypatch.setattr(state, "COMPACT_AT", 10**9)
+    monkeypatch.setattr(entities, "COMPACT_AT", 10**9)  # (read where sessions are made)
     whole = {cap: _csv(write_batches, DeliveryStream(CaptureSource([str(cap)])).batches(2048)) for cap in caps}
     for cap in caps:
         rows = _csv(write_table, run_analysis(CaptureSource([str(cap)])).analyzer.delivery_rows())
         assert sorted(rows.splitlines()) == sorted(whole[cap].splitlines()), cap
     monkeypatch.setattr(state, "COMPACT_AT", 8)
+    monkeypatch.setattr(entities, "COMPACT_AT", 8)  # (read where sessions are made)
     monkeypatch.setattr(state, "COMPACT_KEEP", 2)
     made = []
     real = analytics.store_delivery
@@ -735,10 +739,11 @@ def test_partial_deliveries_on_unknown_handles_keep_a_bounded_number_of_objects(
     ends, on its own placeholder link up to the cap, then all on the overflow link (a new delivery-id
     ends the one before: compactable).  Counted: delivery objects retained (the links' live ones) stay
     under the cap plus what the compaction keeps, whatever the number of handles."""
-    from amqp_dissect.model import state
+    from amqp_dissect.model import entities, links, state
 
-    monkeypatch.setattr(state, "UNKNOWN_LINKS_MAX", 64)
+    monkeypatch.setattr(links, "UNKNOWN_LINKS_MAX", 64)  # (read by the room that uses it)
     monkeypatch.setattr(state, "COMPACT_AT", 256)
+    monkeypatch.setattr(entities, "COMPACT_AT", 256)  # (read where sessions are made)
     monkeypatch.setattr(state, "COMPACT_KEEP", 64)
     kept = []
     for n in (2000, 6000):
@@ -937,9 +942,9 @@ def test_past_the_listed_bound_differing_findings_are_added_up_per_kind(monkeypa
     """Findings that all differ (300 unknown handles, each its own message) once VIOLATIONS_LISTED
     distinct ones are listed: one row per connection, kind, side and origin adds up the rest, and
     the tracker keeps no more per finding (counted: its table of findings and its rows)."""
-    from amqp_dissect.model import state
+    from amqp_dissect.model import findings
 
-    monkeypatch.setattr(state, "VIOLATIONS_LISTED", 40)
+    monkeypatch.setattr(findings, "VIOLATIONS_LISTED", 40)  # (read by the room that uses it)
     n = 300
     an = _analyzer(B.unknown_handles_conversation(n))
     rows = an.violation_rows()
@@ -971,12 +976,12 @@ def test_unknown_handles_of_a_capture_joined_midway_do_not_walk_the_links_past_t
 
     from amqp_dissect.capture.pcap import open_capture
     from amqp_dissect.dissect import Dissector
-    from amqp_dissect.model import state
+    from amqp_dissect.model import links
     from amqp_dissect.model.state import StateTracker
 
     from pcapbuild import write_pcap
 
-    monkeypatch.setattr(state, "UNKNOWN_LINKS_MAX", 20)
+    monkeypatch.setattr(links, "UNKNOWN_LINKS_MAX", 20)  # (read by the room that uses it)
     conv = B.unknown_handles_conversation(2000)
     records = conv.records[5:]  # (without the handshake and the protocol headers)
     d, t = Dissector(), StateTracker()

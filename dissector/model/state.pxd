@@ -14,7 +14,7 @@ cdef long long _M32, _MOD32, _HALF32
 # frame.fields[i] is a C-indexed look-up
 cdef Py_ssize_t T_HANDLE, T_DELIVERY_ID, T_DELIVERY_TAG, T_SETTLED, T_MORE, T_RCV_SETTLE_MODE, T_STATE, T_RESUME, T_ABORTED
 cdef Py_ssize_t F_NII, F_IW, F_NOID, F_OW, F_HANDLE, F_DC, F_LC, F_AVAILABLE, F_DRAIN, F_ECHO
-cdef dict _CONN_LEVEL, _STATE_KIND
+cdef dict _STATE_KIND
 cdef Py_ssize_t _K_PLAIN, _K_RECEIVED, _K_REJECTED, _K_MODIFIED, _K_DECLARED
 cdef Py_ssize_t D_ROLE, D_FIRST, D_LAST, D_SETTLED, D_STATE
 cpdef long long serial_add(long long s, long long n=*)
@@ -120,208 +120,17 @@ cdef class DeliveryStats:
 
     cpdef add(self, _Delivery d)
 
-cdef class _Link:
-    cdef public object conn
-    cdef public object session
-    cdef public object index
-    cdef public object name
-    cdef public object handle
-    cdef public Endpoints state
-    cdef public object attach
-    cdef public object detach
-    cdef public object sender_dir
-    cdef public object known
-    cdef public object guessed
-    cdef public object unknown
-    cdef public object initial_dc
-    cdef public object dc
-    cdef public object limit
-    cdef public object limit_prev
-    cdef public object pending_credit
-    cdef public object got_credit
-    cdef public object available
-    cdef public object avail_base
-    cdef public object drain
-    cdef public object echo
-    cdef public object last_flow
-    cdef public object flows
-    cdef public object stall
-    cdef public object drain_stall
-    cdef public object after_stall
-    cdef public object partial
-    cdef public dict live
-    cdef public DeliveryStats stats
-    cdef public long long n_deliveries
-    cdef public object coordinator
-    cdef public long long transfers
-    cdef public object terminated
-    cdef public bint credit_lost
-    cdef public Py_ssize_t compacted
-    cdef public bint reordered
-
-    cpdef credit(self)
-    cpdef beyond_credit(self)
-
-cdef class _Session:
-    cdef public object conn
-    cdef public object index
-    cdef public object channel
-    cdef public object initiator
-    cdef public Endpoints state
-    cdef public object begin
-    cdef public object end
-    cdef public object known
-    cdef public object guessed
-    cdef public object unknown
-    cdef public object init_noid
-    cdef public list noid
-    cdef public list win_limit
-    cdef public list win_prev
-    cdef public object pending_iw
-    cdef public list win_stall
-    cdef public list after_win
-    cdef public list transfers
-    cdef public list flows
-    cdef public object handles
-    cdef public object links
-    cdef public tuple deliveries
-    cdef public list did_order
-    cdef public list did_dead
-    cdef public list next_did
-    cdef public list first_did
-    cdef public list compact
-    cdef public list compact_at
-    cdef public object late_dispositions
-    cdef public object unseen_dispositions
-    cdef public long long touch_budget
-    cdef public object terminated
-    cdef public object last_iw
-    cdef public object last_ow
-
-    cpdef riw(self, d)
-    cpdef beyond_window(self, d)
-
-cdef class _ConnBase:
-    cdef public object id
-    cdef public object client
-    cdef public object server
-    cdef public object syn_seen
-    cdef public object known_start
-    cdef public object lossy
-    cdef public object tls
-    cdef public Endpoints state
-    cdef public object transport_end
-    cdef public object transport_time
-    cdef public object fins
-    cdef public object first_ts
-    cdef public object first_packet
-    cdef public object last_ts
-    cdef public object last_packet
-    cdef public object seq  # (an int: -j N workers store a key of more than 64 bits, see pipelines.parallel.conn_rank)
-    cdef public object tls_undecrypted
-    cdef public object tls_reason
-    cdef public object gaps
-
-
-cdef class _Conn(_ConnBase):
-    cdef public long long events
-    cdef public object unknown
-    cdef public object inferred
-    cdef public object headers
-    cdef public object header_keys
-    cdef public object sasl
-    cdef public object sasl_mechanisms
-    cdef public object sasl_mechanism
-    cdef public object sasl_hostname
-    cdef public object sasl_outcome
-    cdef public object sasl_time
-    cdef public object sasl_frames
-    cdef public object open
-    cdef public object close
-    cdef public object sessions
-    cdef public object links
-    cdef public tuple chan
-    cdef public tuple pending
-    cdef public object idle
-    cdef public object idle_ref
-    cdef public object last_frame
-    cdef public object frames
-    cdef public object heartbeats
-    cdef public object txns
-    cdef public object negotiation
-    cdef public object stalls
-    cdef public tuple frame_counts
-    cdef public object placeholders
-
-
-cdef class StateTracker:
-    cdef public dict connections
-    cdef public dict others, other_info
-    cdef public list stalls, violations, frame_errors, transactions, internal_errors
-    cdef public object first_ts, last_ts, end_ts, finished, _settling, fold_lag
-    cdef public long long _seq
-    cdef public dict _held
-    cdef public dict _repeats
-    cdef public Py_ssize_t _placeholders
-
-    cpdef feed(self, event)
-
-    @cython.locals(x=_Delivery, link=_Link)
-    cpdef _settled(self, _Delivery dlv)
-
-    @cython.locals(link=_Link, live=dict, s=_Session, sender=Py_ssize_t, tbl=dict, mine=bint)
-    cpdef _fold(self, _Delivery dlv)
-
-    @cython.locals(x=_Delivery, q=object)
-    cpdef Py_ssize_t fold_lagged(self, Py_ssize_t lag, Py_ssize_t popped, k_hi, k_mid, k_lo) except -1
-
-    cpdef _on_fold(self, dlv)
-
-    cpdef _delivery_state(self, _Delivery dlv, by, state, Frame f)
-
-    @cython.locals(name=str, transactional=bint, terminal=bint, link=_Link, kind=Py_ssize_t, rcv=bint)
-    cpdef _apply_state(self, _Delivery dlv, str by, tuple plan, Frame f)
-
-    @cython.locals(c=_ConnBase)
-    cpdef _conn(self, ev, client=*, server=*, syn_seen=*)
-
-    @cython.locals(c=_Conn)
-    cpdef _session_step(self, _Session s, d, x, f, what)
-
-    @cython.locals(c=_Conn)
-    cpdef _link_step(self, _Link link, d, x, f, what)
-
-    @cython.locals(c=_Conn, c0=_ConnBase, d=Py_ssize_t, fc=dict, handlers=dict, level=Py_ssize_t)
-    cpdef _frame(self, Frame f)
-
-    @cython.locals(s=_Session, chans=dict)
-    cpdef _session_for(self, _Conn c, Py_ssize_t d, Frame f, what)
-
-    @cython.locals(hs=dict)
-    cpdef _link_for(self, _Conn c, _Session s, Py_ssize_t d, h, f, what)
-
-    cpdef _credit_check(self, _Link link, Frame f)
-
-    @cython.locals(s=_Session)
-    cpdef _flow(self, _Conn c, Py_ssize_t d, Frame f, p)
-
-    @cython.locals(s=_Session, link=_Link, dlv=_Delivery)
-    cpdef _transfer(self, _Conn c, Py_ssize_t d, Frame f, p)
-
-    @cython.locals(s=_Session, dlv=_Delivery)
-    cpdef _disposition(self, _Conn c, Py_ssize_t d, Frame f, p)
-
-
+# (the session ``s`` is untyped here: its class is declared in entities.pxd, which cimports this file)
 # the ordered delivery-ids of a session's table (a wide disposition range bisects them): C calls
 # with C integers (one _order_add per transfer once a session has sent a wide range); the tables
 # stay untyped (any mapping: tests count their look-ups)
 @cython.locals(off="long long", order=_carray.array, k=Py_ssize_t, i=Py_ssize_t)
-cpdef _order_add(_Session s, Py_ssize_t d, long long did)
+cpdef _order_add(s, Py_ssize_t d, long long did)
 @cython.locals(offs=list, base="long long", k=object)
-cpdef _order_rebuild(_Session s, Py_ssize_t d)
+cpdef _order_rebuild(s, Py_ssize_t d)
 @cython.locals(hits=list, base="long long", a="long long", b="long long", dead=Py_ssize_t)
-cpdef list _in_range(_Session s, Py_ssize_t sender, long long first, long long n)
+cpdef list _in_range(s, Py_ssize_t sender, long long first, long long n)
 @cython.locals(a="long long", b="long long", k=Py_ssize_t, lo="long long", hi="long long")
-cpdef Py_ssize_t _range_count(_Session s, Py_ssize_t sender, long long first, long long n) except -1
+cpdef Py_ssize_t _range_count(s, Py_ssize_t sender, long long first, long long n) except -1
 @cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, dead=Py_ssize_t, i=Py_ssize_t, k="long long", tbl=dict)
 cpdef Py_ssize_t _collect(_carray.array order, table, long long base, long long a, long long b, list hits) except -1
