@@ -736,9 +736,9 @@ def test_partial_deliveries_on_unknown_handles_keep_a_bounded_number_of_objects(
     ends, on its own placeholder link up to the cap, then all on the overflow link (a new delivery-id
     ends the one before: compactable).  Counted: delivery objects retained (the links' live ones) stay
     under the cap plus what the compaction keeps, whatever the number of handles."""
-    from amqp_dissect.model import deliveries, state
+    from amqp_dissect.model import deliveries, links
 
-    monkeypatch.setattr(state, "UNKNOWN_LINKS_MAX", 64)
+    monkeypatch.setattr(links, "UNKNOWN_LINKS_MAX", 64)  # (read by the room that uses it)
     monkeypatch.setattr(deliveries, "COMPACT_AT", 256)
     monkeypatch.setattr(deliveries, "COMPACT_KEEP", 64)
     kept = []
@@ -938,9 +938,9 @@ def test_past_the_listed_bound_differing_findings_are_added_up_per_kind(monkeypa
     """Findings that all differ (300 unknown handles, each its own message) once VIOLATIONS_LISTED
     distinct ones are listed: one row per connection, kind, side and origin adds up the rest, and
     the tracker keeps no more per finding (counted: its table of findings and its rows)."""
-    from amqp_dissect.model import state
+    from amqp_dissect.model import findings
 
-    monkeypatch.setattr(state, "VIOLATIONS_LISTED", 40)
+    monkeypatch.setattr(findings, "VIOLATIONS_LISTED", 40)  # (read by the room that uses it)
     n = 300
     an = _analyzer(B.unknown_handles_conversation(n))
     rows = an.violation_rows()
@@ -972,12 +972,12 @@ def test_unknown_handles_of_a_capture_joined_midway_do_not_walk_the_links_past_t
 
     from amqp_dissect.capture.pcap import open_capture
     from amqp_dissect.dissect import Dissector
-    from amqp_dissect.model import state
+    from amqp_dissect.model import links
     from amqp_dissect.model.state import StateTracker
 
     from pcapbuild import write_pcap
 
-    monkeypatch.setattr(state, "UNKNOWN_LINKS_MAX", 20)
+    monkeypatch.setattr(links, "UNKNOWN_LINKS_MAX", 20)  # (read by the room that uses it)
     conv = B.unknown_handles_conversation(2000)
     records = conv.records[5:]  # (without the handshake and the protocol headers)
     d, t = Dissector(), StateTracker()

@@ -2,7 +2,9 @@
 # it makes the Analyzer an extension type over StateTracker, so the per-delivery hook (_on_fold)
 # is a C call.  Attributes not declared here live in the instance __dict__.
 import cython
-from amqp_dissect.model.state cimport StateTracker, _Delivery, _Link, _ConnBase
+from amqp_dissect.model.state cimport _Delivery
+from amqp_dissect.model.entities cimport _Link, _ConnBase
+from amqp_dissect.model.tracker cimport StateTracker
 
 cdef class Analyzer(StateTracker):
     cdef dict __dict__

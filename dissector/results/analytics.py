@@ -194,7 +194,7 @@ from ..amqp.spec import choice_name
 from ..amqp.spec import OUTCOMES
 from ..times import NS
 from ..model.deliveries import STORE_COLUMNS, compact_rows, link_deliveries, store_columns, store_delivery, store_values
-from ..model.state import StateTracker
+from ..model.tracker import StateTracker
 from ..model.stats import DeliveryStats, Latencies, add_link_stats
 from ..model.transitions import SIDES
 
@@ -459,21 +459,15 @@ def _lost_after(c, ts) -> bool:
     """Did either peer of connection ``c`` lose bytes (a TCP gap, bytes skipped to resynchronise)
     noticed after time ``ts``?  Then a frame sent after ``ts`` (a settling disposition, an end, a
     detach) may be among them."""
-    g = c.gaps
-    if g is None or ts is None:
+    loss = c.loss
+    if loss is None or ts is None:
         return False
-    for e in (0, 1):
-        if (g[e] or g[4 + e]) and g[6 + e] is not None and g[6 + e] > ts:
-            return True
-    return False
+    return loss.lost_after(0, ts) or loss.lost_after(1, ts)
 
 
 def _side_lost_after(c, e, ts) -> bool:
     """Did peer ``e`` of ``c`` lose bytes noticed after ``ts`` (None: at any time)?"""
-    g = c.gaps
-    if g is None or not (g[e] or g[4 + e]) or g[6 + e] is None:
-        return False
-    return ts is None or g[6 + e] > ts
+    return c.loss is not None and c.loss.lost_after(e, ts)
 
 
 def _count_lost(c, link) -> int:
@@ -694,7 +688,7 @@ class Analyzer(StateTracker):
         if dlv.settled is not None:
             return None
         link, s, c = dlv.link, dlv.session, dlv.link.conn
-        if c.gaps is not None and _lost_after(c, dlv.first_ts):
+        if c.loss is not None and _lost_after(c, dlv.first_ts):
             return LOST_IN_CAPTURE
         return self._unsettled_place(link)
 
@@ -845,11 +839,11 @@ class Analyzer(StateTracker):
             "stalls": sum(1 for st in c.stalls if not st.idle()),
             "unknown": unknown,
         })
-        g = c.gaps or (0, 0, 0, 0, 0, 0)
+        loss = c.loss
         for e in (0, 1):
-            row[f"gaps_{SIDES[e]}"] = g[e]
-            row[f"gap_bytes_{SIDES[e]}"] = g[2 + e]
-            row[f"undecoded_bytes_{SIDES[e]}"] = g[4 + e]
+            row[f"gaps_{SIDES[e]}"] = loss.gaps[e] if loss is not None else 0
+            row[f"gap_bytes_{SIDES[e]}"] = loss.missing[e] if loss is not None else 0
+            row[f"undecoded_bytes_{SIDES[e]}"] = loss.skipped[e] if loss is not None else 0
         row["inferred"] = list(c.inferred or ())
         return row
 
@@ -1063,7 +1057,7 @@ class Analyzer(StateTracker):
         gives for them, made from the columns."""
         template = self._delivery_row(c, link, self._link_address(link), store_delivery(link, sender, st, rows[0]))
         seqs = st.seq
-        lossy = c.gaps is not None  # (unsettled_at differs by row only after a loss)
+        lossy = c.loss is not None  # (unsettled_at differs by row only after a loss)
         plain = self._unsettled_place(link)
         for i in rows:
             (did, tag, ft, lt, fp, lp, frames, size, complete, resumed, rsm) = store_values(link, sender, st, i)
@@ -1324,7 +1318,7 @@ class Analyzer(StateTracker):
             if name not in cols:
                 cols[name] = one[name] * n
         c = link.conn
-        if c.gaps is not None:  # (unsettled_at differs by row only after a loss)
+        if c.loss is not None:  # (unsettled_at differs by row only after a loss)
             plain = self._unsettled_place(link)
             cols["unsettled_at"] = [LOST_IN_CAPTURE if _lost_after(c, ft) else plain for ft in cols["first_time"]]
         return cols, [0] * n, cc
@@ -1435,7 +1429,7 @@ class Analyzer(StateTracker):
                 for d in link.live.values():
                     if d.settled is None:
                         unsettled += 1
-                if unsettled and c.gaps is not None:
+                if unsettled and c.loss is not None:
                     # a delivery whose settlement may have been in lost bytes has an unknown outcome
                     # ("lost-in-capture" in the deliveries table): not an error
                     unsettled -= _count_lost(c, link)
@@ -1460,7 +1454,7 @@ class Analyzer(StateTracker):
                     per_conn[link.terminated] = per_conn.get(link.terminated, 0) + unsettled
                 else:
                     for d in link_deliveries(link):
-                        if d.settled is not None or (c.gaps is not None and _lost_after(c, d.first_ts)):
+                        if d.settled is not None or (c.loss is not None and _lost_after(c, d.first_ts)):
                             continue
                         rows.append({**base, "delivery_id": d.delivery_id, "scope": "delivery",
                                      "condition": "unsettled-at-capture-end",

@@ -58,7 +58,7 @@ def _lost_counts(c, link) -> tuple:
     unknown: left unsettled while bytes were lost after their first transfer (``unsettled_at``
     ``lost-in-capture`` in the deliveries table; no error row).  The report counts them apart,
     never as unsettled or "none"."""
-    if c.gaps is None:
+    if c.loss is None:
         return 0, 0
     n = m = 0
     for d in link.live.values():
@@ -78,7 +78,7 @@ def lost_totals(an) -> tuple:
     """:func:`_lost_counts` over every connection of ``an``."""
     n = m = 0
     for c in an.connections.values():
-        if c.gaps is None:
+        if c.loss is None:
             continue
         for link in c.links:
             a, b = _lost_counts(c, link)

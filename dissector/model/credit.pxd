@@ -1,0 +1,16 @@
+# Augmenting declarations for Cython (see state.pxd): link credit is an extension type.
+from amqp_dissect.model.serial cimport grant_left, serial_add, serial_diff
+
+cdef class LinkCredit:
+    cdef public object initial, count, limit, prev, pending
+    cdef public bint granted, lost
+    cdef public list grants
+
+    cpdef left(self, Py_ssize_t r)
+    cpdef bint beyond(self, Py_ssize_t r)
+    cpdef sender_attach(self, idc)
+    cpdef bint sender_flow(self, dc, lc)
+    cpdef bint receiver_flow(self, dc, lc, known)
+    cpdef bint resync_count(self, dc)
+    cpdef bint resync_from_grant(self, Py_ssize_t r, Py_ssize_t g)
+    cpdef bint replay(self, rdc, rlc, sdc)

@@ -1,0 +1,124 @@
+# Augmenting declarations for Cython (see state.pxd): the entities are extension types (attributes
+# in a C struct, every one public).
+import cython
+from amqp_dissect.model.machine cimport Endpoints
+from amqp_dissect.model.stats cimport DeliveryStats
+from amqp_dissect.model.deliveries cimport DeliveryTable
+from amqp_dissect.model.credit cimport LinkCredit
+from amqp_dissect.model.window cimport SessionWindow
+from amqp_dissect.model.loss cimport LossRecord
+
+cdef class _Link:
+    cdef public object conn
+    cdef public object session
+    cdef public object index
+    cdef public object name
+    cdef public object handle
+    cdef public Endpoints state
+    cdef public object attach
+    cdef public object detach
+    cdef public object sender_dir
+    cdef public object known
+    cdef public object guessed
+    cdef public object unknown
+    cdef public LinkCredit link_credit
+    cdef public object available
+    cdef public object avail_base
+    cdef public object drain
+    cdef public object echo
+    cdef public object last_flow
+    cdef public object flows
+    cdef public object stall
+    cdef public object drain_stall
+    cdef public object after_stall
+    cdef public object partial
+    cdef public dict live
+    cdef public DeliveryStats stats
+    cdef public long long n_deliveries
+    cdef public object coordinator
+    cdef public long long transfers
+    cdef public object terminated
+    cdef public Py_ssize_t compacted
+    cdef public bint reordered
+
+    cpdef credit(self)
+    cpdef beyond_credit(self)
+
+cdef class _Session:
+    cdef public object conn
+    cdef public object index
+    cdef public object channel
+    cdef public object initiator
+    cdef public Endpoints state
+    cdef public object begin
+    cdef public object end
+    cdef public object known
+    cdef public object guessed
+    cdef public object unknown
+    cdef public SessionWindow window
+    cdef public list win_stall
+    cdef public list after_win
+    cdef public list transfers
+    cdef public list flows
+    cdef public object handles
+    cdef public object links
+    cdef public tuple deliveries
+    cdef public object late_dispositions
+    cdef public object unseen_dispositions
+    cdef public long long touch_budget
+    cdef public object terminated
+
+    cpdef riw(self, d)
+    cpdef beyond_window(self, d)
+
+cdef class _ConnBase:
+    cdef public object id
+    cdef public object client
+    cdef public object server
+    cdef public object syn_seen
+    cdef public object known_start
+    cdef public object lossy
+    cdef public object tls
+    cdef public Endpoints state
+    cdef public object transport_end
+    cdef public object transport_time
+    cdef public object fins
+    cdef public object first_ts
+    cdef public object first_packet
+    cdef public object last_ts
+    cdef public object last_packet
+    cdef public object seq  # (an int: -j N workers store a key of more than 64 bits, see pipelines.parallel.conn_rank)
+    cdef public object tls_undecrypted
+    cdef public object tls_reason
+    cdef public LossRecord loss
+
+
+cdef class _Conn(_ConnBase):
+    cdef public long long events
+    cdef public object unknown
+    cdef public object inferred
+    cdef public object headers
+    cdef public object header_keys
+    cdef public object sasl
+    cdef public object sasl_mechanisms
+    cdef public object sasl_mechanism
+    cdef public object sasl_hostname
+    cdef public object sasl_outcome
+    cdef public object sasl_time
+    cdef public object sasl_frames
+    cdef public object open
+    cdef public object close
+    cdef public object sessions
+    cdef public object links
+    cdef public tuple chan
+    cdef public tuple pending
+    cdef public object idle
+    cdef public object idle_ref
+    cdef public object last_frame
+    cdef public object frames
+    cdef public object heartbeats
+    cdef public object txns
+    cdef public object negotiation
+    cdef public object stalls
+    cdef public tuple frame_counts
+    cdef public object placeholders

@@ -1,0 +1,308 @@
+"""The entities of the model: a link, a session, a connection (as TCP shows it, then with its AMQP
+state).  They hold data and the small rules of their own fields; the rules of link credit, the
+session window and loss are objects of their own (:mod:`.credit`, :mod:`.window`, :mod:`.loss`)
+each entity holds one of.
+"""
+
+from __future__ import annotations
+
+from .credit import LinkCredit
+from .loss import LossRecord
+from .deliveries import DeliveryTable
+from .machine import CONNECTION_MACHINE, LINK_MACHINE, SESSION_MACHINE, Endpoints
+from .state import (DISPOSITION_TOUCH_BASE, _EMPTY_MAP, _EMPTY_MAPS, _EMPTY_PAIR, _NONE_PAIR, _START_ENDPOINTS,
+                    _UNKNOWN_ENDPOINTS, _ZERO_PAIR)
+from .stats import DeliveryStats
+from .transitions import UNKNOWN
+from .window import SessionWindow
+
+
+class _Link:
+    __slots__ = (
+        "conn", "session", "index", "name", "handle", "state", "attach", "detach", "sender_dir",
+        "known", "guessed", "unknown", "link_credit",
+        "available", "avail_base", "drain", "echo", "last_flow", "flows", "stall", "drain_stall", "after_stall",
+        "partial", "live", "stats", "n_deliveries", "coordinator", "transfers", "terminated",
+        "compacted", "reordered",
+    )
+
+    def __init__(self, conn, session, index, name, known):
+        self.conn = conn
+        self.session = session
+        self.index = index
+        self.name = name
+        self.handle = [None, None]
+        self.state = Endpoints(LINK_MACHINE, "DETACHED" if known else UNKNOWN)
+        self.attach = [None, None]
+        self.detach = [None, None]
+        self.sender_dir = None
+        self.known = known
+        self.guessed = [False, False]
+        self.unknown: list[str] = []
+        self.link_credit = LinkCredit()  # the link's credit: its rules (credit.py)
+        self.available = None
+        self.avail_base = 0
+        self.drain = False
+        self.echo = False
+        self.last_flow = [None, None]
+        self.flows = [0, 0]
+        self.stall = None
+        self.drain_stall = None
+        self.after_stall = None  # the last stall that ended, until the sender's next transfer
+        self.partial = None
+        self.live: dict = {}  # seq -> delivery not folded yet (unsettled or settling)
+        self.stats = DeliveryStats()  # the folded deliveries
+        self.n_deliveries = 0
+        self.coordinator = False
+        self.transfers = 0
+        self.terminated = None
+        self.compacted = 0  # deliveries of this link in its session's _Compact stores
+        self.reordered = False  # live is not in first-transfer order any more (see link_deliveries)
+
+    def credit(self):
+        """link-credit (:meth:`LinkCredit.left` from the receiver's last grant; None when unknown)."""
+        return self.link_credit.left(1 - self.sender_dir if self.sender_dir is not None else -1)
+
+    def beyond_credit(self) -> bool:
+        """No credit under the receiver's latest *and* previous limit (the latest may be in flight)."""
+        return self.link_credit.beyond(1 - self.sender_dir if self.sender_dir is not None else -1)
+
+    @property
+    def dc(self):
+        """The sender's delivery-count (None: not known)."""
+        return self.link_credit.count
+
+    @property
+    def initial_dc(self):
+        """The sender's initial-delivery-count (None: not known)."""
+        return self.link_credit.initial
+
+    @property
+    def credit_lost(self) -> bool:
+        """Bytes of the receiver were lost since its last flow: the credit is unknown."""
+        return self.link_credit.lost
+
+    def note_unknown(self, what: str):
+        if what not in self.unknown:
+            self.unknown.append(what)
+
+
+class _Session:
+    __slots__ = (
+        "conn", "index", "channel", "initiator", "state", "begin", "end", "known", "guessed",
+        "unknown", "window", "win_stall", "after_win", "transfers",
+        "flows",
+        "handles", "links", "deliveries",
+        "late_dispositions",
+        "unseen_dispositions", "touch_budget",
+        "terminated",
+    )
+
+    def __init__(self, conn, index, initiator, known):
+        self.conn = conn
+        self.index = index
+        self.channel = [None, None]
+        self.initiator = initiator
+        self.state = Endpoints(SESSION_MACHINE, "UNMAPPED" if known else UNKNOWN)
+        self.begin = [None, None]
+        self.end = [None, None]
+        self.known = known
+        self.guessed = [False, False]
+        self.unknown: list[str] = []
+        self.window = SessionWindow()  # the session window: its rules (window.py)
+        self.win_stall = [None, None]
+        self.after_win = [None, None]  # per sender: the window stall that ended last, until its next transfer
+        self.transfers = [0, 0]
+        self.flows = [0, 0]
+        self.handles = ({}, {})  # per peer: output handle -> _Link
+        self.links: list[_Link] = []
+        self.deliveries = (DeliveryTable(self, 0), DeliveryTable(self, 1))  # per sending peer, not folded yet
+        self.late_dispositions = 0  # disposition entries for deliveries already folded (settled earlier)
+        self.touch_budget = DISPOSITION_TOUCH_BASE  # see DISPOSITION_TOUCH_BASE
+        self.unseen_dispositions = 0
+        self.terminated = None
+
+    def riw(self, d):
+        """remote-incoming-window of sending peer d (:meth:`SessionWindow.riw`; None if unknown)."""
+        return self.window.riw(d)
+
+    def beyond_window(self, d) -> bool:
+        """No window under the peer's latest *and* previous announcement (the latest may be in flight)."""
+        return self.window.beyond(d)
+
+    @property
+    def noid(self) -> list:
+        """next-outgoing-id per sending peer (None: not known)."""
+        return self.window.noid
+
+    @property
+    def last_iw(self) -> list:
+        """incoming-window of each peer's last begin / flow."""
+        return self.window.last_iw
+
+    @property
+    def last_ow(self) -> list:
+        """outgoing-window of each peer's last begin / flow."""
+        return self.window.last_ow
+
+    def note_unknown(self, what: str):
+        if what not in self.unknown:
+            self.unknown.append(what)
+
+
+class _ConnBase:
+    """A connection as the TCP layer shows it, until its first AMQP byte (see _Conn).
+
+    A connection that never carries one (a SYN alone, a scan, a TLS stream that is not read)
+    stays this object for the rest of the run: its AMQP state is the class's shared, empty,
+    immutable defaults below (a write to one raises, and the tracker reports it as an internal
+    error: never a silent change to all)."""
+
+    __slots__ = (
+        "id", "client", "server", "syn_seen", "known_start", "lossy", "tls", "state",
+        "transport_end", "transport_time", "fins", "first_ts", "first_packet", "last_ts", "last_packet",
+        "seq", "tls_undecrypted", "tls_reason", "loss",
+    )
+
+    # the AMQP state of a connection that carried no AMQP byte (a _Conn has its own)
+    events = 0  # protocol headers and frames
+    unknown = ()  # what could not be known
+    inferred = None  # what the frames after a loss showed that the lost ones had set up
+    headers = _EMPTY_PAIR
+    header_keys = _EMPTY_PAIR
+    sasl = False
+    sasl_mechanisms = None
+    sasl_mechanism = None
+    sasl_hostname = None
+    sasl_outcome = None
+    sasl_time = None
+    sasl_frames = _ZERO_PAIR
+    open = _NONE_PAIR
+    close = _NONE_PAIR
+    sessions = ()
+    links = ()
+    chan = _EMPTY_MAPS
+    pending = _EMPTY_MAPS
+    idle = _NONE_PAIR
+    idle_ref = _NONE_PAIR
+    last_frame = _NONE_PAIR
+    frames = _ZERO_PAIR
+    heartbeats = _ZERO_PAIR
+    txns = _EMPTY_MAP
+    negotiation = None
+    stalls = ()
+    frame_counts = _EMPTY_MAPS
+    placeholders = None
+
+    def __init__(self, cid, client, server, syn_seen):
+        self.id = cid
+        self.client = client
+        self.server = server
+        self.syn_seen = syn_seen
+        self.known_start = syn_seen
+        self.lossy = False
+        self.tls = False
+        self.tls_undecrypted = None  # TLS bytes not decrypted (no key log, or records that failed)
+        self.tls_reason = None  # the note that says why
+        self.transport_end = None
+        self.transport_time = None
+        self.fins = None  # directions that sent a FIN (a set, from the first)
+        self.first_ts = None
+        self.first_packet = None
+        self.last_ts = None
+        self.last_packet = None
+        self.loss = None  # a LossRecord from the first loss (loss.py)
+        self.seq = 0
+        self.state = _START_ENDPOINTS if syn_seen else _UNKNOWN_ENDPOINTS
+
+    def peer(self, d):
+        return self.client if d == 0 else self.server
+
+    def note_loss(self, d: int, missing: int, skipped: int, ts, before: bool = False) -> None:
+        """Bytes peer d sent were lost: ``missing`` in a gap, ``skipped`` to resynchronise, or
+        (``before``) sent before the capture started."""
+        if self.loss is None:
+            self.loss = LossRecord()
+        self.loss.note(d, missing, skipped, ts, before)
+
+    def lost(self, d: int) -> bool:
+        """Frames peer d sent may be missing from the capture (a gap, or a capture that did not
+        see the connection start)."""
+        if not self.known_start:
+            return True
+        return self.loss is not None and self.loss.lost(d)
+
+
+class _Conn(_ConnBase):
+    """A connection that carried an AMQP byte (a protocol header or a frame): its AMQP state
+    proper, made from the _ConnBase the connection was until then (StateTracker._amqp)."""
+
+    __slots__ = (
+        "events", "unknown", "inferred", "headers", "header_keys", "sasl", "sasl_mechanisms",
+        "sasl_mechanism", "sasl_hostname", "sasl_outcome", "sasl_time", "sasl_frames", "open", "close",
+        "sessions", "links", "chan", "pending", "idle", "idle_ref", "last_frame", "frames", "heartbeats",
+        "txns", "negotiation", "stalls", "frame_counts", "placeholders",
+    )
+
+    def __init__(self, b: _ConnBase):
+        self.id = b.id
+        self.client = b.client
+        self.server = b.server
+        self.syn_seen = b.syn_seen
+        self.known_start = b.known_start
+        self.lossy = b.lossy
+        self.tls = b.tls
+        self.tls_undecrypted = b.tls_undecrypted
+        self.tls_reason = b.tls_reason
+        self.transport_end = b.transport_end
+        self.transport_time = b.transport_time
+        self.fins = b.fins
+        self.first_ts = b.first_ts
+        self.first_packet = b.first_packet
+        self.last_ts = b.last_ts
+        self.last_packet = b.last_packet
+        self.loss = b.loss
+        self.seq = b.seq
+        self.events = 0
+        self.inferred = None  # what the frames after a loss showed that the lost ones had set up (texts)
+        self.unknown = ()  # what could not be known (a list from the first)
+        self.state = Endpoints(CONNECTION_MACHINE, "START" if b.syn_seen else UNKNOWN)
+        self.sasl = False
+        self.sasl_mechanisms = None
+        self.sasl_mechanism = None
+        self.sasl_hostname = None
+        self.sasl_outcome = None
+        self.sasl_time = None
+        self.negotiation = None
+        self.headers = ([], [])
+        self.header_keys = ([], [])
+        self.sasl_frames = [0, 0]
+        self.open = [None, None]
+        self.close = [None, None]
+        self.sessions: list[_Session] = []
+        self.links: list[_Link] = []
+        self.chan = ({}, {})  # per peer: outgoing channel -> _Session
+        self.pending = ({}, {})  # per peer: channel of its begin awaiting the reply -> _Session
+        self.idle = [None, None]  # idle-time-out (seconds) peer d must respect (announced by 1-d)
+        self.idle_ref = [None, None]
+        self.last_frame = [None, None]
+        self.frames = [0, 0]
+        self.heartbeats = [0, 0]
+        self.txns: dict = {}  # txn-id bytes/hex -> _Txn
+        self.stalls: list = []  # Stall
+        self.frame_counts = ({}, {})  # per peer: performative name ("empty" for heartbeats) -> frames
+        # None until the first placeholder: [sessions made, links made, the overflow session or None,
+        # {session index: its overflow link}] (see UNKNOWN_SESSIONS_MAX)
+        self.placeholders = None
+
+    def note_unknown(self, what: str):
+        if what not in self.unknown:
+            if not self.unknown:
+                self.unknown = []
+            self.unknown.append(what)
+
+    def note_inferred(self, what: str):
+        if self.inferred is None:
+            self.inferred = []
+        if what not in self.inferred:
+            self.inferred.append(what)

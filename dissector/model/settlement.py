@@ -1,0 +1,184 @@
+"""Settlement and outcomes (spec 2.6.12, 3.4): dispositions, delivery states, and folding settled
+deliveries into their link's statistics."""
+
+from __future__ import annotations
+
+try:
+    import cython
+except ImportError:
+    from .. import _cython_shim as cython
+
+from collections import deque
+
+from ..amqp.values import error_info, read_hex as _hex, read_ulong as _ulong
+from .serial import SERIAL_HALF as _HALF, SERIAL_MASK
+from .state import DISPOSITION_TOUCH_BASE, DISPOSITION_TOUCHES_PER_DELIVERY, FOLD_LAG
+from .transitions import SIDES
+from .sessions import Sessions
+
+if not cython.compiled:  # (compiled: C functions and constants, cimported in the .pxd)
+    from ..amqp.values import (delivery_state_plan as _state_plan, read_bool as _bool,
+                               read_delivery_state as _delivery_state_value, read_uint as _uint)
+    from .serial import serial_diff, serial_range_len
+    from .state import D_FIRST, D_LAST, D_ROLE, D_SETTLED, D_STATE, _K_DECLARED, _K_MODIFIED, _K_RECEIVED, _K_REJECTED
+
+
+class Settlement(Sessions):
+    def __init__(self):
+        super().__init__()
+        self._seq = 0  # deliveries seen
+        self._settling: deque = deque()  # deliveries settled by one peer, folded FOLD_LAG settlements later
+        self.fold_lag = FOLD_LAG
+
+    def _settled(self, dlv) -> None:
+        """``dlv`` was settled by a peer.  Once complete and settled by both peers it is folded at
+        once; settled by one, it is folded ``fold_lag`` settlements later, so a disposition of the
+        other peer that crossed on the wire still finds it (memory stays bounded either way)."""
+        link = dlv.link
+        if dlv.folded or link.partial is dlv or self.fold_lag is None:  # None: never fold (tests' oracle)
+            return
+        if dlv.snd_settled is not None and dlv.rcv_settled is not None:
+            self._fold(dlv)
+            return
+        q = self._settling
+        q.append(dlv)
+        while len(q) > self.fold_lag:
+            x = q.popleft()
+            if not x.folded:
+                self._fold(x)
+
+    def fold_lagged(self, lag: int, popped: int, k_hi, k_mid, k_lo) -> int:
+        """(``-j``: see :meth:`~amqp_dissect.pipelines.parallel.FlowWorker._folds`) Take what the
+        lag queue holds beyond ``lag`` settlements, oldest first, folding each delivery not
+        folded yet; each fold gets the key ``(-1, 0, its settlement's position)`` appended to
+        ``k_hi``, ``k_mid``, ``k_lo``, the position counting from ``popped`` (settlements taken
+        before).  Returns ``popped`` plus the settlements taken."""
+        q = self._settling
+        while len(q) > lag:
+            x = q.popleft()
+            if not x.folded:
+                self._fold(x)
+                k_hi.append(-1)
+                k_mid.append(0)
+                k_lo.append(popped)
+            popped += 1
+        return popped
+
+    def _fold(self, dlv) -> None:
+        """Count ``dlv`` into its link's :class:`DeliveryStats` and forget it."""
+        dlv.folded = True
+        link = dlv.link
+        live = link.live
+        live.pop(dlv.seq, None)
+        if not live:  # a dict keeps the room it once needed: give it back (a long capture has many links)
+            live.clear()
+        s = dlv.session
+        sender = dlv.direction
+        table = s.deliveries[sender]
+        table.forget(dlv)
+        self._on_fold(dlv)
+        link.stats.add(dlv)
+        dlv.payload = None
+
+    def _on_fold(self, dlv) -> None:
+        """Hook: ``dlv`` is final and about to be forgotten (the Analyzer makes its table row)."""
+
+    def _disposition(self, c, d, f, p):
+        s = self._session_for(c, d, f, "disposition")
+        self._session_step(s, d, "FRAME", f, "disposition")
+        v = f.fields
+        role = _bool(v[D_ROLE])
+        first = _uint(v[D_FIRST])
+        if role is None or first is None:
+            return
+        last = _uint(v[D_LAST])
+        if last is None:
+            last = first
+        by = "receiver" if role else "sender"
+        sender = 1 - d if role else d
+        table = s.deliveries[sender]
+        n = serial_range_len(first, last)
+        if n > _HALF:
+            self._violation(c, d, f, "protocol", "warn",
+                            f"disposition from the {SIDES[d]}: last {last} precedes first {first}")
+            n, last = 1, first
+        if n <= 16:
+            hits = table.find_each(first, n)
+        else:  # a wide range: the deliveries in it, found by bisection (cost: those it touches)
+            most = table.range_count(first, n)
+            if most > s.touch_budget:
+                self._violation(c, d, f, "budget", "warn",
+                                f"disposition ({by}) from the {SIDES[d]} not applied: the deliveries it covers are "
+                                f"more than the session's disposition budget has left ({DISPOSITION_TOUCH_BASE:,} "
+                                f"+ {DISPOSITION_TOUCHES_PER_DELIVERY} per delivery transferred, spent by earlier "
+                                f"ranges)", delivery_id=first)
+                s.note_unknown("dispositions past the session's budget (not applied)")
+                return
+            hits = table.in_range(first, n)
+            s.touch_budget -= most
+        missing = n - len(hits)
+        if missing:
+            late = table.folded_in_range(first, last) - len(hits)
+            if late > 0:
+                s.late_dispositions += late
+                missing -= late
+        settled = v[D_SETTLED] is True
+        state = _delivery_state_value(v[D_STATE])
+        plan = None if state is None else _state_plan(state)  # (once for the range)
+        for dlv in hits:
+            dlv.dispositions[d] += 1
+            if plan is not None:
+                self._apply_state(dlv, by, plan, f)
+            if settled:
+                dlv.settle(by, f.ts, f.packet)
+                self._settled(dlv)
+        if missing:
+            rng = f"{first}" if first == last else f"{first}..{last}"
+            if self._strict(c, s):
+                self._violation(c, d, f, "unknown-delivery", "warn",
+                                f"disposition ({by}) from the {SIDES[d]} for delivery-id {rng}: "
+                                f"{missing} of {n} never transferred by the {SIDES[sender]}",
+                                delivery_id=first)
+            else:
+                s.unseen_dispositions += missing
+                s.note_unknown("deliveries before the capture")
+
+    def _delivery_state(self, dlv, by, state: Composite, f):
+        """``state`` (a delivery-state Composite) sent by ``by`` ("sender" / "receiver") in frame ``f``,
+        applied to ``dlv``."""
+        self._apply_state(dlv, by, _state_plan(state), f)
+
+    def _apply_state(self, dlv, by, plan: tuple, f):
+        """A delivery state's :func:`_state_plan` applied to ``dlv`` (a disposition's range shares one plan)."""
+        name, transactional, txn, state, terminal, kind = plan
+        if transactional:
+            self._enlist(dlv, txn, by, f)
+        if not terminal:
+            if kind == _K_RECEIVED:
+                sn = _uint(state.field("section-number"))
+                so = _ulong(state.field("section-offset"))
+                dlv.received_state = f"section {sn} offset {so}"
+            return
+        rcv = by == "receiver"  # (by: "sender" or "receiver")
+        if not rcv:
+            dlv.sender_state = name
+            if dlv.outcome is not None:
+                return
+        elif dlv.outcome is not None and dlv.outcome_by == "receiver":
+            return
+        dlv.outcome = name
+        dlv.outcome_by = by
+        if rcv:
+            dlv.outcome_ts = f.ts
+            dlv.outcome_packet = f.packet
+        if kind == _K_REJECTED:
+            dlv.outcome_error = error_info(state.field("error"))
+        elif kind == _K_MODIFIED:
+            dlv.delivery_failed = _bool(state.effective("delivery-failed"))
+            dlv.undeliverable_here = _bool(state.effective("undeliverable-here"))
+        elif kind == _K_DECLARED:
+            tid = state.field("txn-id")
+            dlv.txn_id = _hex(tid)
+        link = dlv.link
+        if link.coordinator and rcv:
+            self._coordinator_outcome(dlv, name, state, f)

@@ -1,0 +1,16 @@
+# Augmenting declarations for Cython (see state.pxd): the session window is an extension type.
+cdef Py_ssize_t RESYNCED, BEYOND
+from amqp_dissect.model.serial cimport grant_left, serial_add, serial_diff
+
+cdef class SessionWindow:
+    cdef public list init_noid, noid, limit, prev, pending, last_iw, last_ow
+    cdef public Py_ssize_t found
+
+    cpdef riw(self, Py_ssize_t d)
+    cpdef bint beyond(self, Py_ssize_t d)
+    cpdef begin(self, Py_ssize_t d, noid, iw, ow)
+    cpdef bint grant(self, Py_ssize_t sender, nii, iw)
+    cpdef bint forget(self, Py_ssize_t sender)
+    cpdef Py_ssize_t own_count(self, Py_ssize_t d, noid, bint lost) except -1
+    cpdef bint peer_count(self, Py_ssize_t sender, nii)
+    cpdef send(self, Py_ssize_t d, bint lossy)
