@@ -23,6 +23,7 @@ import argparse
 import glob
 import hashlib
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -55,11 +56,22 @@ def commands(cap: str, quick: bool) -> list[list[str]]:
 
 
 def label(cmd: list[str]) -> str:
-    return " ".join(os.path.relpath(a, ROOT) if os.path.isabs(a) else a for a in cmd)
+    return " ".join(_rel(a) for a in cmd)
+
+
+def _rel(a: str) -> str:
+    """A path inside the checkout relative to it (the report prints the path it was given: the
+    digests of two checkouts in other folders stay comparable)."""
+    return os.path.relpath(a, ROOT) if os.path.isabs(a) and a.startswith(ROOT + os.sep) else a
+
+
+# the build line of the HTML page ("compiled (N modules)" / "pure Python") says how the program ran,
+# not what it found: the same in both modes and whatever the number of compiled modules
+_BUILD = re.compile(rb"compiled \(\d+ modules\)|pure Python")
 
 
 def run_one(cmd: list[str], tmp: str) -> tuple[str, str]:
-    args = list(cmd)
+    args = [_rel(a) for a in cmd]
     path = None
     if "parquet" in args:
         path = os.path.join(tmp, hashlib.md5(label(cmd).encode()).hexdigest() + ".parquet")
@@ -75,7 +87,10 @@ def run_one(cmd: list[str], tmp: str) -> tuple[str, str]:
     h.update(p.stderr)
     if path is not None and os.path.exists(path):
         with open(path, "rb") as fh:
-            h.update(b"\0file\0" + fh.read())
+            data = fh.read()
+        if path.endswith(".html"):
+            data = _BUILD.sub(b"BUILD", data)
+        h.update(b"\0file\0" + data)
         os.unlink(path)
     return h.hexdigest(), label(cmd)
 
