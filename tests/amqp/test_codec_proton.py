@@ -43,7 +43,7 @@ from amqp_dissect.amqp.codec import (
     decode_all,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 XML_DIR = REPO / "dissector" / "amqp" / "spec"
 NS = "{http://www.amqp.org/schema/amqp.xsd}"
 

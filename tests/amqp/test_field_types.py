@@ -1,6 +1,6 @@
 """Any value of any type in any performative field is a violation naming the field (issue 8, goal 1).
 
-For every field of every performative in the generated spec tables, tests/fuzz_field_types.py
+For every field of every performative in the generated spec tables, tests/fuzz/fuzz_field_types.py
 builds a capture whose frame holds a value of another type in that field (encoded by proton's
 codec where it can), and lists the fields for which no violation or expert note names it.
 """

@@ -17,7 +17,7 @@ from amqp_dissect.amqp.framing import Frame, ProtocolHeader, StreamNote
 from amqp_dissect.capture.pcap import open_capture
 from amqp_dissect.dissect import Dissector
 
-SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples")
+SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "samples")
 TRUTHS = sorted(glob.glob(os.path.join(SAMPLES, "*.truth.json")))
 
 

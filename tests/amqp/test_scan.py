@@ -50,7 +50,7 @@ from test_codec_proton import (
     xml_primitive,
 )
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLES = os.path.join(REPO, "samples")
 SCANNED = ("transfer", "flow", "disposition")
 PLAIN = INT_TYPES | {"boolean", "binary", "string", "symbol", "timestamp"}

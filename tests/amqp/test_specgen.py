@@ -19,7 +19,7 @@ import pytest
 
 from amqp_dissect.amqp import _spec, spec, specgen
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 XML_DIR = REPO / "dissector" / "amqp" / "spec"
 SHARED_XML = REPO.parent / "shared" / "amqp-spec" / "xml"
 NS = "{http://www.amqp.org/schema/amqp.xsd}"

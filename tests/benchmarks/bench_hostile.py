@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Hostile-scale captures (issue 8, goal 3): time, CPU and peak memory of our commands on them.
 
-    python tests/bench_hostile.py                     # every capture, every command, default sizes
-    python tests/bench_hostile.py --only zero-width --frames 2000
-    python tests/bench_hostile.py --only syn --syns 200000 --only unsettled --deliveries 1000000
+    python tests/benchmarks/bench_hostile.py                     # every capture, every command, default sizes
+    python tests/benchmarks/bench_hostile.py --only zero-width --frames 2000
+    python tests/benchmarks/bench_hostile.py --only syn --syns 200000 --only unsettled --deliveries 1000000
 
 Captures (built here, cached in ``--dir`` with their parameters in the name):
 
@@ -26,7 +26,7 @@ Captures (built here, cached in ``--dir`` with their parameters in the name):
 ``preopen-empty``
     ``--empty`` empty frames after the headers, before any open.
 ``real``
-    Proton traffic (tests/benchmark.py's builder): the per-byte CPU reference.
+    Proton traffic (tests/benchmarks/benchmark.py's builder): the per-byte CPU reference.
 
 For each capture and command: wall seconds, CPU seconds (user + system of the child), peak RSS
 (MB), exit status, and CPU microseconds per capture byte; with ``real`` in the run, also the
@@ -49,8 +49,9 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path[:0] = [HERE]
+ROOT = os.path.dirname(os.path.dirname(HERE))
+SUPPORT = os.path.join(os.path.dirname(HERE), "support")  # the helpers (pcapbuild, protonpump, ...)
+sys.path[:0] = [HERE, SUPPORT]
 
 from pcapbuild import SYN, PcapWriter, TcpConversation, ethernet_frame, tcp_packet  # noqa: E402
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark of the performative scanner (a script, not a test).
 
-    python tests/bench_scan.py [--number 20000] [--repeat 5]
+    python tests/benchmarks/bench_scan.py [--number 20000] [--repeat 5]
 
 Takes the first transfer, flow and disposition body (and a transfer carrying a
 delivery state, when there is one) of the sample captures and times, per call:
@@ -27,7 +27,7 @@ import time
 import timeit
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path[:0] = [HERE, ROOT]
 
 from amqp_dissect.amqp import framing as amqp, codec, scan  # noqa: E402

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Benchmark of the Spark archive job (a script, not a test).
 
-    python tests/bench_spark.py [--connections 24] [--messages 3000] [--copies 12] [--parts 16]
+    python tests/benchmarks/bench_spark.py [--connections 24] [--messages 3000] [--copies 12] [--parts 16]
                                 [--split-size 8m] [--work /tmp/amqp-bench-spark] [--keep]
                                 [--repeat N] [--only single,rotated,whole,ranges] [--reuse]
 
-Builds one capture of real proton-encoded AMQP traffic (tests/benchmark.py's
+Builds one capture of real proton-encoded AMQP traffic (tests/benchmarks/benchmark.py's
 ``build_capture``: interleaved connections, acks on) and a rotated copy of it
 (``amqp_dissect.pipelines.split``, ``--parts`` files, connections spanning them), then times:
 
@@ -37,8 +37,9 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path[:0] = [HERE, ROOT]
+ROOT = os.path.dirname(os.path.dirname(HERE))
+SUPPORT = os.path.join(os.path.dirname(HERE), "support")  # the helpers (pcapbuild, protonpump, ...)
+sys.path[:0] = [HERE, SUPPORT, ROOT]
 
 
 def repeat(src: str, dst: str, copies: int) -> None:

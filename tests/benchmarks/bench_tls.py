@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Benchmark: the cost of TLS decryption (a script, not a test).
 
-    python tests/bench_tls.py [--sample samples/large_message.pcap] [--repeat 5] [--tls 1.2|1.3]
+    python tests/benchmarks/bench_tls.py [--sample samples/large_message.pcap] [--repeat 5] [--tls 1.2|1.3]
                               [--suite TLS_AES_128_GCM_SHA256 | --cipher ECDHE-RSA-AES128-GCM-SHA256]
 
-Makes a TLS capture of the sample's AMQP stream on the loopback (tests/tlscap.py:
+Makes a TLS capture of the sample's AMQP stream on the loopback (tests/support/tlscap.py:
 needs root and tcpdump), then times the Dissector over
 
 * the plain sample,
@@ -26,8 +26,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "support"))  # tlscap
 
 
 def main(argv=None) -> None:

@@ -1,6 +1,6 @@
 """Benchmark: AMQP over WebSocket against the same AMQP over plain TCP (not a test).
 
-    python tests/bench_websocket.py [--copies N] [--sample NAME]
+    python tests/benchmarks/bench_websocket.py [--copies N] [--sample NAME]
 
 Builds two captures in memory from the TCP streams of a sample (default large_message),
 repeated on N connections: the plain streams, and the same chunks as WebSocket binary
@@ -18,7 +18,7 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support"))
 
 
 import amqp_dissect  # noqa: E402
@@ -28,7 +28,7 @@ from amqp_dissect.dissect import Dissector  # noqa: E402
 from pcapbuild import TcpConversation, write_pcap  # noqa: E402
 from wsreplay import tcp_streams, wrap  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def capture(exchanges) -> bytes:

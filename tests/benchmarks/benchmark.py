@@ -4,17 +4,17 @@
 Reference run (the README's Performance table; issue 7's capture: 150,000 small
 messages over 2 connections)::
 
-    python tests/benchmark.py --connections 2 --messages 75000 --repeat 3
+    python tests/benchmarks/benchmark.py --connections 2 --messages 75000 --repeat 3
 
 Quick smoke run (small capture, seconds)::
 
-    python tests/benchmark.py --quick
+    python tests/benchmarks/benchmark.py --quick
 
 What it does
 ------------
-1. Builds a capture of real proton-encoded AMQP 1.0 traffic: ``tests/protonpump.py``
+1. Builds a capture of real proton-encoded AMQP 1.0 traffic: ``tests/support/protonpump.py``
    engines (SASL, open, attach, transfers, flows, dispositions, close) carried over
-   TCP by ``tests/pcapbuild.py``, in two shapes (``--shapes``): ``acked``, rounds of 10
+   TCP by ``tests/support/pcapbuild.py``, in two shapes (``--shapes``): ``acked``, rounds of 10
    transfers in 1,460-byte segments each ACKed (about 4 frames per data segment), and
    ``batched``, rounds of 40 in segments of up to 32,000 bytes with no pure ACKs (about 20
    frames per segment, as proton on the loopback sends them).  Each capture is cached
@@ -61,7 +61,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+ROOT = os.path.dirname(os.path.dirname(HERE))
+SUPPORT = os.path.join(os.path.dirname(HERE), "support")  # the helpers (pcapbuild, protonpump, ...)
 
 BUILDER_VERSION = 1  # bump when build_capture's traffic changes (invalidates cached captures)
 REPEAT_VERSION = 1  # bump when repeat_pcap's output changes
@@ -127,7 +128,7 @@ def build_capture(path: str, connections: int, messages: int, shape: str = "acke
     """Proton traffic: ``connections`` connections, each sending ``messages`` small messages,
     batched and segmented as ``shape`` says (see SHAPES)."""
     batch, mss, acks = SHAPES[shape]
-    sys.path[:0] = [HERE]
+    sys.path[:0] = [SUPPORT]
     from proton import Message
 
     from pcapbuild import PcapWriter, TcpConversation
@@ -206,7 +207,7 @@ def ensure_scaled(base: dict, k: int, log) -> dict:
     """``base`` replayed ``k`` times on new client ports (cached like the base capture)."""
     if k == 1:
         return base
-    sys.path[:0] = [HERE]
+    sys.path[:0] = [SUPPORT]
     from pcapbuild import repeat_pcap
 
     path = scaled_path(base["path"], k)
@@ -696,7 +697,7 @@ def main(argv=None) -> int:
     if not args.tshark:
         log("tshark not found: our commands are timed alone")
     result = {
-        "argv": ["tests/benchmark.py"] + (sys.argv[1:] if argv is None else list(argv)),
+        "argv": ["tests/benchmarks/benchmark.py"] + (sys.argv[1:] if argv is None else list(argv)),
         "host": {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
                  "tshark": tshark_version(args.tshark)},
         "ours": ours if args.cmd else ["python", "-m", "amqp_dissect.cli"],

@@ -1,4 +1,4 @@
-"""Smoke test of tests/benchmark.py: it runs end to end on a tiny capture and its JSON has the promised shape.
+"""Smoke test of tests/benchmarks/benchmark.py: it runs end to end on a tiny capture and its JSON has the promised shape.
 
 Behaviour only (the benchmark's own numbers are never asserted on): the capture it
 builds and its K-times replay are checked with dpkt and tshark as oracles (packet
@@ -20,8 +20,8 @@ from collections import defaultdict
 import dpkt
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPT = os.path.join(ROOT, "tests", "benchmark.py")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(ROOT, "tests", "benchmarks", "benchmark.py")
 TSHARK = shutil.which("tshark")
 
 
@@ -74,7 +74,7 @@ def test_quick_run_json_structure_and_scaled_capture(tmp_path):
         assert json.load(f) == res
     assert res["errors"] == []
     assert res["modes"] == ["default"] and res["repeat"] == 2
-    assert "| command |" in stdout and "reproduce: python tests/benchmark.py --quick" in stdout
+    assert "| command |" in stdout and "reproduce: python tests/benchmarks/benchmark.py --quick" in stdout
 
     # the capture: what the sidecar and JSON say is what is in the file
     base = res["capture"]

@@ -17,7 +17,7 @@ from amqp_dissect.capture.netparse import parse_segment
 from amqp_dissect.capture.tcp import TcpReassembler
 from eventkeys import frame_keys, run_pipeline
 
-SAMPLES = sorted(glob.glob(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples", "*.pcap")))
+SAMPLES = sorted(glob.glob(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "samples", "*.pcap")))
 IDS = [os.path.basename(s)[:-5] for s in SAMPLES]
 
 

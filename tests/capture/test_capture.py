@@ -1,6 +1,6 @@
 """Capture reader: formats, byte orders, resolutions, gzip, truncation, hostile input.
 
-Captures are written with dpkt's pcap/pcapng classes (tests/pcapbuild.py) and
+Captures are written with dpkt's pcap/pcapng classes (tests/support/pcapbuild.py) and
 the records read back are compared with what was written.
 """
 
@@ -22,10 +22,7 @@ from amqp_dissect.capture.pcap import MAX_RECORD, CaptureReader, open_capture
 from amqp_dissect.errors import CaptureError, DissectError
 from amqp_dissect.events import CaptureRecord
 
-try:
-    from tests import pcapbuild as pb
-except ImportError:  # tests/ is not a package: pytest put it on sys.path
-    import pcapbuild as pb
+import pcapbuild as pb  # tests/support (conftest.py puts it on sys.path)
 
 NS = 1_000_000_000  # capture times are integer nanoseconds
 T0 = 1_763_794_935

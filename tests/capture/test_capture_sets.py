@@ -20,7 +20,7 @@ import sys
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "support"))
 
 import pcapbuild as pb  # noqa: E402
 from protonpump import Pump  # noqa: E402
@@ -279,7 +279,7 @@ def test_files_missing_from_a_numbered_set_are_reported_as_gaps_in_the_set(tmp_p
     rc, out = _run(tmp_path, ["report", "-f", "json", *kept])
     assert rc == 0
     gaps = json.loads(out)["capture"]["gaps"]
-    for g in gaps:  # (the TCP gaps that fall in the missing files: tests/test_loose_missing_files.py)
+    for g in gaps:  # (the TCP gaps that fall in the missing files: tests/capture/test_loose_missing_files.py)
         g.pop("connections", None)
 
     def ends(path):

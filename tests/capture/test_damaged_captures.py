@@ -28,7 +28,7 @@ from amqp_dissect.pipelines.local import analyze
 from amqp_dissect.render.report import render_text
 from amqp_dissect.results.report import build_report
 
-SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples")
+SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "samples")
 NAMES = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(SAMPLES, "*.pcap")))
 
 

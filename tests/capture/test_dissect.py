@@ -15,7 +15,7 @@ from amqp_dissect.dissect import Dissector
 from amqp_dissect.events import PacketNote
 from eventkeys import run_pipeline
 
-SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples", "plain_send_receive.pcap")
+SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "samples", "plain_send_receive.pcap")
 
 
 def _records():
@@ -95,7 +95,7 @@ def test_connection_state_is_freed_when_connections_close():
     """Many short connections closed by FIN/FIN: nothing stays behind in the pipeline."""
     import sys
 
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support"))
     from pcapbuild import TcpConversation, write_pcap
 
     records = []

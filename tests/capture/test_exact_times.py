@@ -19,7 +19,7 @@ from decimal import Decimal
 import pytest
 from pcapbuild import nanosecond_captures
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUTCOMES = os.path.join(ROOT, "samples", "outcomes.pcap")
 TSHARK = shutil.which("tshark")
 EDITCAP = shutil.which("editcap")

@@ -4,7 +4,7 @@ Oracles: the secrets a key log holds are those of its valid lines (the same text
 in chunks of every size, and byte by byte); a file read as a stream keeps only the randoms looked
 up (counted), finds every random wherever it is in the file (no false negative of the region
 filters, even merged), and stops on ``/dev/zero`` with bounded memory (tracemalloc's peak, a
-generous bound the issue asks for); on real TLS captures (tests/tlscap.py, as tests/test_tls.py),
+generous bound the issue asks for); on real TLS captures (tests/support/tlscap.py, as tests/capture/test_tls.py),
 wrong or damaged secrets are a TLS note and an undecrypted connection in every command, never an
 internal error.
 """

@@ -1,6 +1,6 @@
 """Files missing from a numbered capture set (issue 24, "missing files of a numbered set").
 
-A whole capture (proton conversations, tests/pcapbuild.py; and the real kernel-loss capture) is
+A whole capture (proton conversations, tests/support/pcapbuild.py; and the real kernel-loss capture) is
 cut with ``editcap -c`` into files named as ``tcpdump -C`` names them, and files are left out.
 The oracles are the capture itself: the TCP payload bytes each direction of each connection sent
 in the left-out file (read from that file's raw packets, not through our decoder), the whole
@@ -23,14 +23,14 @@ import sys
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "support"))
 
 import test_capture_sets as sets  # noqa: E402  (the set builders: proton conversations, editcap -c)
 
 from amqp_dissect.capture.pcap import open_capture  # noqa: E402
 from amqp_dissect.cli.main import main  # noqa: E402
 
-ROOT = os.path.dirname(HERE)
+ROOT = os.path.dirname(os.path.dirname(HERE))
 EDITCAP = shutil.which("editcap")
 needs_editcap = pytest.mark.skipif(EDITCAP is None and not os.environ.get("CI"),
                                    reason="editcap is not installed (tests/install-deps.sh)")

@@ -30,7 +30,7 @@ from amqp_dissect.render.report import render_text
 from amqp_dissect.results.report import build_report
 from pcapbuild import PcapWriter
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLE = os.path.join(ROOT, "samples", "outcomes.pcap")
 
 

@@ -22,10 +22,7 @@ from amqp_dissect.capture.netparse import (
     tcp_flags_text,
 )
 
-try:
-    from tests import pcapbuild as pb
-except ImportError:  # tests/ is not a package: pytest put it on sys.path
-    import pcapbuild as pb
+import pcapbuild as pb  # tests/support (conftest.py puts it on sys.path)
 
 LINKTYPES = [
     pb.LINKTYPE_ETHERNET,

@@ -5,7 +5,7 @@ Here each sample gets its adjacent pairs swapped (dpkt; each packet keeps its ti
 pair on its own, and ten pairs at once.  The oracle is the unswapped sample: the same
 deliveries with the same outcomes and settlement times, no TCP gap, no violation it lacks, and
 the report the same.  tests/data/plain_send_receive_10swaps.pcap is one such capture, made by
-``python tests/test_reorder.py samples/plain_send_receive.pcap
+``python tests/capture/test_reorder.py samples/plain_send_receive.pcap
 tests/data/plain_send_receive_10swaps.pcap`` (seed 24).
 """
 
@@ -25,7 +25,7 @@ from amqp_dissect.render.report import render_text
 from amqp_dissect.results.report import build_report
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SAMPLES = os.path.join(os.path.dirname(HERE), "samples")
+SAMPLES = os.path.join(os.path.dirname(os.path.dirname(HERE)), "samples")
 NAMES = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(SAMPLES, "*.pcap")))
 
 
@@ -126,7 +126,7 @@ def test_ten_adjacent_swaps_give_the_same_report(name, seed, base, tmp_path):
 
 def test_the_kept_capture_is_the_sample_with_ten_swaps():
     packets, lt = _read(os.path.join(SAMPLES, "plain_send_receive.pcap"))
-    kept, _ = _read(os.path.join(HERE, "data", "plain_send_receive_10swaps.pcap"))
+    kept, _ = _read(os.path.join(os.path.dirname(HERE), "data", "plain_send_receive_10swaps.pcap"))
     want = swapped(packets, ten_pairs(len(packets), 24))
     assert [(ts, bytes(b)) for ts, b in kept] == [(ts, bytes(b)) for ts, b in want]
     assert kept != packets

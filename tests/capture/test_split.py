@@ -12,7 +12,7 @@ from amqp_dissect.capture.pcap import open_capture
 from amqp_dissect.pipelines.local import analyze
 from amqp_dissect.pipelines.split import split_capture
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLES = sorted(glob.glob(os.path.join(ROOT, "samples", "*.pcap")))
 LARGE = os.path.join(ROOT, "samples", "large_message.pcap")
 

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "support"))
 
 import fuzzgen  # noqa: E402
 import pcapbuild as pb  # noqa: E402
@@ -29,7 +29,7 @@ from amqp_dissect.cli.main import main  # noqa: E402
 from amqp_dissect.errors import CaptureError  # noqa: E402
 from amqp_dissect.pipelines.split import SplitExists, pcap_time, split_capture, split_parts  # noqa: E402
 
-ROOT = os.path.dirname(HERE)
+ROOT = os.path.dirname(os.path.dirname(HERE))
 OUTCOMES = os.path.join(ROOT, "samples", "outcomes.pcap")
 T0 = 1_700_000_000
 

@@ -29,10 +29,7 @@ from amqp_dissect.capture.netparse import TruncatedPacket, parse_segment
 NS = 1_000_000_000  # capture times are integer nanoseconds
 from amqp_dissect.capture.tcp import TcpReassembler
 
-try:
-    from tests import pcapbuild as pb
-except ImportError:  # tests/ is not a package: pytest put it on sys.path
-    import pcapbuild as pb
+import pcapbuild as pb  # tests/support (conftest.py puts it on sys.path)
 
 MASK = 0xFFFFFFFF
 C = ("10.0.0.1", 40000)

@@ -2,8 +2,8 @@
 
 The captures in tests/data are real TCP traffic: a sample's streams replayed through real
 sockets on the loopback, the server listening on port 6000, recorded by tcpdump
-(``python tests/tcpreplay.py samples/outcomes.pcap tests/data/outcomes_port6000.pcap --port
-6000``; ``python tests/tcpreplay.py samples/multi_session.pcap
+(``python tests/support/tcpreplay.py samples/outcomes.pcap tests/data/outcomes_port6000.pcap --port
+6000``; ``python tests/support/tcpreplay.py samples/multi_session.pcap
 tests/data/multi_session_port6000_client20000.pcap --port 6000 --client-port 20000``), and cut
 with ``editcap -F pcap -r FULL.pcap FULL_midstream.pcap 5-N`` (N: the last packet) so the capture
 joins after the client's protocol header: its first packets are the server's ACK and the
@@ -31,7 +31,7 @@ from amqp_dissect.capture.tcp import TcpReassembler, role_evidence
 from amqp_dissect.events import ACK, PSH, Segment, StreamData, StreamOpened
 from amqp_dissect.pipelines.local import analyze
 
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
 
 
 def _path(name):
@@ -98,7 +98,7 @@ def _cut(src, dst, first):
 def test_without_evidence_the_roles_are_unknown_and_said(tmp_path):
     """Joined after both protocol headers and both opens, with both ports given as AMQP ports (20000
     and 6000: no ephemeral port either): nothing says which side is the client (the headers and
-    opens would: tests/test_loose_roles.py).  The first sender is kept as the client, and the
+    opens would: tests/capture/test_loose_roles.py).  The first sender is kept as the client, and the
     connection lists the roles as unknown (the report's "not visible in the capture"), with a
     note in the frames."""
     name = "multi_session_port6000_client20000"

@@ -29,7 +29,7 @@ from amqp_dissect.capture.pcap import open_capture
 from amqp_dissect.dissect import Dissector
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SAMPLES = os.path.join(os.path.dirname(HERE), "samples")
+SAMPLES = os.path.join(os.path.dirname(os.path.dirname(HERE)), "samples")
 NAMES = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(SAMPLES, "*.pcap")))
 
 
@@ -99,7 +99,7 @@ def test_frames_after_holes_are_where_tshark_reports_them(name, tmp_path):
 
 
 def test_the_kept_capture_agrees_on_every_packet():
-    p = os.path.join(HERE, "data", "plain_send_receive_deleted_8_10_28.pcap")
+    p = os.path.join(os.path.dirname(HERE), "data", "plain_send_receive_deleted_8_10_28.pcap")
     a, b = ours(p), tshark(p)
     assert a == b
     # the transfers the server sent behind the hole (packet 28 of the sample deleted): at their own

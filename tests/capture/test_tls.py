@@ -1,4 +1,4 @@
-"""TLS decryption with a key log, on real TLS captures made here (tests/tlscap.py).
+"""TLS decryption with a key log, on real TLS captures made here (tests/support/tlscap.py).
 
 Each capture is a plain sample's AMQP connection replayed over TLS on the
 loopback by Python's ``ssl`` (OpenSSL), captured by tcpdump, with the session
@@ -30,7 +30,7 @@ from amqp_dissect.dissect import Dissector
 from amqp_dissect.events import PacketNote
 import tlscap
 
-SAMPLES = Path(__file__).resolve().parent.parent / "samples"
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
 # performative descriptor codes as tshark's amqp.performative / amqp.sasl.method show them
 CODES = {0x10: "open", 0x11: "begin", 0x12: "attach", 0x13: "flow", 0x14: "transfer", 0x15: "disposition",

@@ -4,7 +4,7 @@ Oracles: the handshakes and frames of the unit tests are made by the ``websocket
 package's sans-IO protocol objects (their own encoder, masking and permessage-deflate);
 only the protocol violations it refuses to produce are built by hand from RFC 6455's
 layout.  The capture tests replay the TCP streams of the real samples through a real
-``websockets`` client and server on the loopback, captured by tcpdump (tests/wsreplay.py),
+``websockets`` client and server on the loopback, captured by tcpdump (tests/support/wsreplay.py),
 and compare what we decode with what we decode from the plain sample: the same frames
 (performative, channel, every field) in each direction and the same delivery counts.
 """
@@ -41,7 +41,7 @@ import wsreplay
 from eventkeys import run_pipeline
 from pcapbuild import TcpConversation
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLES = os.path.join(ROOT, "samples")
 CONN = "10.0.0.1:40000-10.0.0.2:443"
 
@@ -303,7 +303,7 @@ def test_bad_accept_key():
 
 def test_permessage_deflate(monkeypatch):
     # 100,000 zero bytes inflate from about 100: past the inflation budget of a direction (64 KiB +
-    # 3x the compressed bytes), which tests/test_ws_bomb.py tests; here every byte is decoded
+    # 3x the compressed bytes), which tests/capture/test_ws_bomb.py tests; here every byte is decoded
     monkeypatch.setattr(websocket_module, "INFLATE_FLOOR", 1 << 20)
     p = Peers(deflate=True)
     assert b"permessage-deflate" in p.response

@@ -32,7 +32,7 @@ from amqp_dissect.events import PacketNote, StreamData, StreamGap
 import wsbomb
 
 CONN = "10.0.0.1:40000-10.0.0.2:443"
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _bomb_stream(compressed: int, frame_bytes: int = 16384):

@@ -12,7 +12,7 @@ import sys
 
 from amqp_dissect.cli.main import EXIT_DAMAGED, EXIT_FORMAT, EXIT_OK, EXIT_OPEN, EXIT_USAGE, main
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLE = os.path.join(ROOT, "samples", "plain_send_receive.pcap")
 PERFORMATIVES = {
     "open", "begin", "attach", "flow", "transfer", "disposition", "detach", "end", "close",

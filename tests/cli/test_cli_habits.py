@@ -16,7 +16,7 @@ import pytest
 
 from amqp_dissect.cli.main import EXIT_OK, EXIT_OPEN, EXIT_USAGE, main
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLES = os.path.join(ROOT, "samples")
 OUTCOMES = os.path.join(SAMPLES, "outcomes.pcap")
 CREDIT = os.path.join(SAMPLES, "credit_one.pcap")
@@ -498,13 +498,13 @@ def _free_port() -> int:
 
 
 def _replay_over_loopback(port: int, messages: int = 20) -> int:
-    """Real proton traffic (tests/protonpump.py: a client sends ``messages`` messages, the server
+    """Real proton traffic (tests/support/protonpump.py: a client sends ``messages`` messages, the server
     settles them) replayed chunk by chunk over a real TCP connection on the loopback."""
     import socket
     import threading
     import time
 
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support"))
     from protonpump import Pump
     from proton import Message
 

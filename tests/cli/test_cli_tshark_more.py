@@ -16,7 +16,7 @@ from pcapbuild import nanosecond_captures
 
 from amqp_dissect.cli.main import main
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLES = os.path.join(ROOT, "samples")
 OUTCOMES = os.path.join(SAMPLES, "outcomes.pcap")
 TSHARK = shutil.which("tshark")

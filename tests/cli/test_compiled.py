@@ -22,7 +22,7 @@ import pytest
 import amqp_dissect as dissector
 from amqp_dissect._hot import HOT_MODULES
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLES = sorted(glob.glob(os.path.join(ROOT, "samples", "*.pcap")))
 IN_CI = os.environ.get("CI", "").lower() not in ("", "0", "false")
 EXT = tuple(importlib.machinery.EXTENSION_SUFFIXES)

@@ -32,7 +32,7 @@ from amqp_dissect.events import PacketNote
 from amqp_dissect.filter import FIELDS, FieldPrinter, FrameContext, compile_filter
 from amqp_dissect.pipelines.local import CaptureSource
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLES = sorted(glob.glob(os.path.join(ROOT, "samples", "*.pcap")))
 OUTCOMES = os.path.join(ROOT, "samples", "outcomes.pcap")
 TSHARK = shutil.which("tshark")

@@ -8,10 +8,10 @@ its one-line error and exit 2, and no parsed filter raises on any frame.
   any length, strings holding regular expressions, stray punctuation): each one parses or is a
   :class:`FilterError` whose error line is one line, never another exception;
 * a fuzzer of well-formed filters (a field, an operator, a value of any kind) evaluated on every
-  event of the samples and of damaged / wrong-typed captures made by tests/fuzzgen.py: evaluation
+  event of the samples and of damaged / wrong-typed captures made by tests/support/fuzzgen.py: evaluation
   never raises, ``not F`` selects exactly the events ``F`` leaves, and ``-e`` prints every field.
 
-``AMQP_DISSECT_FUZZ_SCALE`` multiplies the example counts, as in tests/test_fuzz.py.
+``AMQP_DISSECT_FUZZ_SCALE`` multiplies the example counts, as in tests/fuzz/test_fuzz.py.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from amqp_dissect.filter import (FIELDS, MAX_DEPTH, DisplayFilter, FieldPrinter,
                                  compile_filter)
 from amqp_dissect.pipelines.local import CaptureSource
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUTCOMES = os.path.join(ROOT, "samples", "outcomes.pcap")
 SCALE = float(os.environ.get("AMQP_DISSECT_FUZZ_SCALE", "1"))
 
@@ -192,7 +192,7 @@ def test_fuzzed_filter_text_parses_or_is_one_line(text):
 
 
 def test_random_filter_texts_from_a_plain_generator():
-    """The same soup from random.Random, 20,000 texts (tests/fuzz_run.py style): seconds, not minutes."""
+    """The same soup from random.Random, 20,000 texts (tests/fuzz/fuzz_run.py style): seconds, not minutes."""
     rnd = random.Random(29)
     pool = _NAMES + _PIECES + _CHOICE_WORDS + ["1", "-1", "0x1f", "1.5", '"x"', '"a{4294967295}"', '"("',
                                                "9" * 5000, "(" * 200, "not " * 100]

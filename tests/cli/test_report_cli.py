@@ -13,7 +13,7 @@ from amqp_dissect.cli.main import EXIT_OK, EXIT_OPEN, EXIT_USAGE, main
 from amqp_dissect.pipelines.local import analyze
 from amqp_dissect.results.schema import names, time_columns
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLES = os.path.join(ROOT, "samples")
 
 

@@ -1,10 +1,10 @@
 """Which fields of which performatives take a value of the wrong type silently (issue 8, goal 1:
 "any value of any type in any field is a violation or an expert note").
 
-    python tests/fuzz_field_types.py
+    python tests/fuzz/fuzz_field_types.py
 
 For every field of every performative in the generated spec tables, a capture (built with
-tests/pcapbuild.py, frames encoded by proton's codec) carries headers, opens, begin and attach both
+tests/support/pcapbuild.py, frames encoded by proton's codec) carries headers, opens, begin and attach both
 ways, then that performative with that field holding a value of another type (a list; a string
 for list fields).  Prints the (performative, field) pairs for which neither a violation nor an
 expert note of the frame names the field, and their count.  Exit 1 when there are any.
@@ -16,7 +16,7 @@ import os
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support"))
 
 import fuzzgen as f  # noqa: E402
 import pcapbuild  # noqa: E402

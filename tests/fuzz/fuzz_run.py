@@ -1,7 +1,7 @@
-"""Run the fuzz generators of tests/fuzzgen.py for N inputs, in-process, optionally on several processes.
+"""Run the fuzz generators of tests/support/fuzzgen.py for N inputs, in-process, optionally on several processes.
 
-    python tests/fuzz_run.py                       # 1,000,000 inputs, one process
-    python tests/fuzz_run.py -n 20000 -j 2 --seed 8 --out fuzz-failures --seconds 3600
+    python tests/fuzz/fuzz_run.py                       # 1,000,000 inputs, one process
+    python tests/fuzz/fuzz_run.py -n 20000 -j 2 --seed 8 --out fuzz-failures --seconds 3600
 
 Every input (a generated AMQP conversation, a capture of frames of any performative with fields of
 any type, a mutated sample, a mutated generated conversation; with ``--kinds keylog``, a hostile key
@@ -41,7 +41,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path[:0] = [os.path.join(os.path.dirname(HERE), f) for f in ("support", "benchmarks")]  # fuzzgen, tlscap; bench_hostile
 
 
 COST_FLOOR = 0.25  # CPU seconds below which an input's cost is not checked (fixed costs dominate)
@@ -92,7 +92,7 @@ def cost_problem(cpu: dict, size: int, ref: dict, bound: float) -> str | None:
         if per and spent >= COST_FLOOR and spent / size > bound * per:
             return (f"cost: {name}: {spent:.2f} s CPU for {size:,} bytes, {spent / size * 1e6:.2f} us per byte: "
                     f"over {bound:g} x the ordinary capture's {per * 1e6:.3f} us per byte "
-                    f"(tests/fuzz_run.py ordinary_capture)")
+                    f"(tests/fuzz/fuzz_run.py ordinary_capture)")
     return None
 
 
@@ -193,12 +193,12 @@ def _worker(args):
 
 
 def _tls_capture(tmp: str) -> tuple:
-    """(capture bytes, key log lines) of a TLS 1.3 replay of a sample (tests/tlscap.py: needs
+    """(capture bytes, key log lines) of a TLS 1.3 replay of a sample (tests/support/tlscap.py: needs
     tcpdump and root)."""
     import tlscap
 
     pcap, keys = os.path.join(tmp, "tls.pcap"), os.path.join(tmp, "tls.keys")
-    tlscap.make_capture(os.path.join(os.path.dirname(HERE), "samples", "outcomes.pcap"), pcap, keys, tls="1.3")
+    tlscap.make_capture(os.path.join(os.path.dirname(os.path.dirname(HERE)), "samples", "outcomes.pcap"), pcap, keys, tls="1.3")
     with open(pcap, "rb") as f:
         data = f.read()
     with open(keys, "rb") as f:

@@ -1,6 +1,6 @@
 """The fuzz suite (issue 8): no input makes the product fail.
 
-Inputs come from tests/fuzzgen.py: AMQP values of every type (encoded by proton's codec, invalid
+Inputs come from tests/support/fuzzgen.py: AMQP values of every type (encoded by proton's codec, invalid
 ones by a minimal encoder), captures of frames of every performative of the generated spec with
 fields of any type, whole AMQP conversations in random orders, and damaged samples.  Each capture
 goes through the paths of ``frames``, ``frames -V``, ``frames --format jsonl``, ``report`` and every
@@ -11,7 +11,7 @@ violations and notes may come out.
 
 Budget: about 2 minutes per mode (compiled / pure Python) on the CI machine, spread by the
 ``max_examples`` below.  ``AMQP_DISSECT_FUZZ_SCALE`` multiplies every count (e.g. 10 for a longer
-local run; tests/fuzz_run.py is the long run).  Hypothesis is derandomized and keeps no example
+local run; tests/fuzz/fuzz_run.py is the long run).  Hypothesis is derandomized and keeps no example
 database, so every CI run tries the same inputs.
 """
 
@@ -164,7 +164,7 @@ def test_amqp_over_websocket_framed_and_compressed_at_random(tmp_path_factory, d
 
 @pytest.fixture(scope="module")
 def tls_capture(tmp_path_factory):
-    """(capture bytes, key log lines) of a real TLS 1.3 capture (tests/tlscap.py; as test_tls.py:
+    """(capture bytes, key log lines) of a real TLS 1.3 capture (tests/support/tlscap.py; as test_tls.py:
     skipped without tcpdump / root, a failure on CI)."""
     import fuzz_run
     from test_tls import _need_tools
@@ -272,7 +272,7 @@ def test_the_generators_cover_every_performative_and_type():
 
 class ModelMachine(RuleBasedStateMachine):
     """Frames, valid and invalid, in any order, through the Dissector (one TCP connection built by
-    tests/pcapbuild.py, fed packet by packet) and the state model (an Analyzer: StateTracker plus
+    tests/support/pcapbuild.py, fed packet by packet) and the state model (an Analyzer: StateTracker plus
     the tables).  After every step: no internal error; at the end, every table and the report."""
 
     def __init__(self):

@@ -1,8 +1,8 @@
 """Issue 8, goal 2: internal errors are never hidden.  A bug met on some packets or frames does not
 stop the run: everything is written, then one line on stderr and exit 1.
 
-The captures are built here with tests/pcapbuild.py (dpkt) and frames encoded by proton's codec
-(tests/fuzzgen.py); the bug is injected, since no input is known to cause one (the fuzz suite
+The captures are built here with tests/support/pcapbuild.py (dpkt) and frames encoded by proton's codec
+(tests/support/fuzzgen.py); the bug is injected, since no input is known to cause one (the fuzz suite
 looks for them).
 """
 

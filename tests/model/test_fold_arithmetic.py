@@ -10,7 +10,7 @@ from amqp_dissect.model.state import _seconds
 from amqp_dissect.results.analytics import Analyzer, _before, _table_order
 from amqp_dissect.times import NS
 
-SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples")
+SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "samples")
 
 # integer-nanosecond times around every boundary of the C path: 2**53 (a double's exact integers),
 # 2**62 (the subtraction's range), 2**63 and 2**64 (beyond a C integer), negatives, a real capture time

@@ -20,7 +20,7 @@ from amqp_dissect.results.report import build_report
 from pcapbuild import TcpConversation
 from protonpump import Pump
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLES = sorted(glob.glob(os.path.join(ROOT, "samples", "*.pcap")))
 TABLES = ("connection_rows", "session_rows", "link_rows", "delivery_rows", "stall_rows", "error_rows",
           "violation_rows", "transaction_rows")

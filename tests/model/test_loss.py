@@ -4,7 +4,7 @@
   flood of small messages; ``samples/generate.py --only kernel_loss`` makes it).  Oracles: the
   proton client's own record (the truth file: every delivery got an outcome, no error anywhere)
   and tshark's decode of the same capture (which dispositions are visible in it).
-* Synthetic gaps (tests/pcapbuild.py): a segment is left out of the capture and the peer's ACKs
+* Synthetic gaps (tests/support/pcapbuild.py): a segment is left out of the capture and the peer's ACKs
   do not reveal it (``late``), so the gap is only noticed at that side's next segment, as with
   a kernel drop where the ACKs went missing too; or they do (``ack``).  Each rule has a clean
   twin (the same conversation, nothing dropped) whose answer is the known one.
@@ -30,7 +30,7 @@ from amqp_dissect.results.report import build_report
 from fuzzgen import encode, frame_bytes, performative
 from pcapbuild import ACK, PSH, TcpConversation, write_pcap
 
-SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples", "loss")
+SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "samples", "loss")
 TOP = 2**32
 BIG = 2**31 - 1  # an incoming-window / link-credit of 2**31-1 (RabbitMQ, proton)
 HEADER = b"AMQP\x00\x01\x00\x00"

@@ -1,6 +1,6 @@
 """When a stall begins, whether the sender was waiting, and idle periods, on hand-built frame streams.
 
-Oracle: each stream is written here frame by frame (tests/test_state.py's ``Script``: one packet per
+Oracle: each stream is written here frame by frame (tests/model/test_state.py's ``Script``: one packet per
 frame, 10 ms apart unless told), so the frame that used up the credit, the last frame of that
 delivery, the flows and the transfers that follow are known from the construction, not from our
 output.

@@ -39,7 +39,7 @@ TOP = 2**32
 
 # --------------------------------------------------------------------------- spec text oracle
 
-SPEC = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "amqp-spec", "seeds",
+SPEC = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "amqp-spec", "seeds",
                     "amqp-core-transport-v1.0.txt")
 
 
@@ -83,7 +83,7 @@ def test_tables_use_only_declared_states_and_inputs():
         assert set(m.states) <= seen, (m.name, set(m.states) - seen)
 
 
-# Every (state, input) pair against the spec's figures and text: tests/test_state_spec.py
+# Every (state, input) pair against the spec's figures and text: tests/model/test_state_spec.py
 
 
 @pytest.mark.parametrize("machine", MACHINES, ids=lambda m: m.name)

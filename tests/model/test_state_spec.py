@@ -39,7 +39,7 @@ from test_state import CLIENT, SERVER, Script, comp, err
 
 MACHINE = {m.name: m for m in MACHINES}
 
-SPEC = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "amqp-spec", "seeds",
+SPEC = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "amqp-spec", "seeds",
                     "amqp-core-transport-v1.0.txt")
 
 

@@ -1,6 +1,6 @@
 """Bounded cost under hostile input (issue 8, goal 3), asserted at small scale.
 
-The captures are the ones tests/bench_hostile.py builds at hostile scale (frames encoded by hand
+The captures are the ones tests/benchmarks/bench_hostile.py builds at hostile scale (frames encoded by hand
 from the spec's encoding rules there, TCP/IP and the capture file by dpkt): the same traffic,
 fewer frames.  Costs are counted as operations (decoded elements, deliveries a disposition
 touches, bytes allocated per connection or delivery), never timed.
@@ -26,7 +26,7 @@ HERE = Path(__file__).parent
 def _sibling(name: str):
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, next(HERE.parent.glob(f"*/{name}.py")))  # any tests/ folder
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
     spec.loader.exec_module(mod)
@@ -153,7 +153,7 @@ def test_decoded_elements_stay_within_the_budget_of_the_connections_bytes(tmp_pa
 
 def test_real_traffic_never_meets_the_budget(capsys):
     """Every sample capture: no budget note anywhere (they decode as before)."""
-    for cap in sorted((HERE.parent / "samples").glob("*.pcap")):
+    for cap in sorted((HERE.parent.parent / "samples").glob("*.pcap")):
         rc, out, err = _run(capsys, "frames", "--format", "jsonl", str(cap))
         assert rc == EXIT_OK, cap
         assert "decoding budget" not in out, cap
@@ -526,7 +526,7 @@ def test_compacted_deliveries_change_no_output(tmp_path, monkeypatch):
     capture here reaches)."""
     from amqp_dissect.model import state
 
-    caps = sorted((HERE.parent / "samples").glob("*.pcap")) + [_mixed_capture(tmp_path / "mixed.pcap")]
+    caps = sorted((HERE.parent.parent / "samples").glob("*.pcap")) + [_mixed_capture(tmp_path / "mixed.pcap")]
     monkeypatch.setattr(state, "COMPACT_AT", 10**9)
     whole = {cap: _analyse(cap) for cap in caps}
     monkeypatch.setattr(state, "COMPACT_AT", 8)
@@ -564,7 +564,7 @@ def test_the_streamed_deliveries_csv_reads_compacted_deliveries_from_the_store(t
     from amqp_dissect.results import analytics
 
     many = _write(tmp_path / "unsettled.pcap", B.unsettled_conversation(3000))
-    caps = sorted((HERE.parent / "samples").glob("*.pcap")) + [_mixed_capture(tmp_path / "mixed.pcap"), many]
+    caps = sorted((HERE.parent.parent / "samples").glob("*.pcap")) + [_mixed_capture(tmp_path / "mixed.pcap"), many]
     monkeypatch.setattr(state, "COMPACT_AT", 10**9)
     whole = {cap: _csv(write_batches, DeliveryStream(CaptureSource([str(cap)])).batches(2048)) for cap in caps}
     for cap in caps:
@@ -684,7 +684,7 @@ def test_shared_defaults_of_a_connection_refuse_writes_and_pickle():
 
 
 # --------------------------------------------------------------------------- issue 29: unknown handles and channels,
-# wide dispositions, floods of one finding (the reproducers are tests/bench_hostile.py's builders, small)
+# wide dispositions, floods of one finding (the reproducers are tests/benchmarks/bench_hostile.py's builders, small)
 def _analyzer(conv):
     from amqp_dissect.pipelines.local import CaptureSource, run_analysis
     import tempfile
@@ -887,7 +887,7 @@ def test_the_checker_times_each_path():
     fuzzgen = _sibling("fuzzgen")
 
     checker = fuzzgen.Checker(("jsonl",))
-    assert checker.check(str(HERE.parent / "samples" / "outcomes.pcap")) == []
+    assert checker.check(str(HERE.parent.parent / "samples" / "outcomes.pcap")) == []
     assert set(checker.cpu) == {"frames", "frames decode", "frames -V", "frames --format jsonl", "report",
                                 "report --format html", "deliveries"}
     assert all(x >= 0 for x in checker.cpu.values())

@@ -1,9 +1,9 @@
 """``amqp-dissect compare``: the command on the samples, on captures with performatives Wireshark
 mis-decodes (a known defect) and on a capture with a deliberate disagreement (exit 1).
 
-Oracles: tshark run here on its own (the frame counts), the bytes tests/comparecaps.py wrote
+Oracles: tshark run here on its own (the frame counts), the bytes tests/support/comparecaps.py wrote
 (which frames have which descriptor form, the wrong-typed field), and the samples' ground truth.
-The comparison on every sample is tests/test_wireshark.py."""
+The comparison on every sample is tests/pipelines/test_wireshark.py."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from amqp_dissect.capture.pcap import open_capture
 from amqp_dissect.dissect import Dissector
 from test_wireshark import require_tshark
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def sample(name: str) -> Path:
@@ -238,7 +238,7 @@ def test_value_spellings_do_not_hide_differences():
 
 
 def test_compare_types_capture_exit_0(capsys, made):
-    """A value of every type (tests/comparecaps.py): the spellings agree; what Wireshark 4.0 cannot show
+    """A value of every type (tests/support/comparecaps.py): the spellings agree; what Wireshark 4.0 cannot show
     (decimals; a zero-length binary, after which it stops decoding the packet) are known defects."""
     require_tshark()
     rc, out, err = run(capsys, "compare", made["types"])
@@ -256,7 +256,7 @@ def test_compare_types_capture_exit_0(capsys, made):
 
 
 def test_compare_websocket_exit_0(capsys, tmp_path):
-    """outcomes.pcap replayed over a real WebSocket (tests/wsreplay.py, tcpdump on the loopback): tshark
+    """outcomes.pcap replayed over a real WebSocket (tests/support/wsreplay.py, tcpdump on the loopback): tshark
     4.0 shows WebSocket frames and no AMQP inside them, so compare gives tshark the AMQP stream we
     unwrapped, as plain TCP, and compares its frames with ours: every frame of the sample's ground
     truth, all agreeing (exit 0)."""

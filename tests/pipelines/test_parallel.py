@@ -15,8 +15,8 @@ import sys
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-SAMPLES = os.path.join(os.path.dirname(HERE), "samples")
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "support"))
+SAMPLES = os.path.join(os.path.dirname(os.path.dirname(HERE)), "samples")
 
 from amqp_dissect.cli.main import main  # noqa: E402
 from amqp_dissect.pipelines import parallel  # noqa: E402

@@ -25,7 +25,7 @@ nearest earlier field whose range contains it).
 The comparison itself is the product's (``amqp-dissect compare``:
 :mod:`amqp_dissect.pipelines.compare`).  Every disagreement must be one of its known Wireshark
 defects (``KNOWN``, each with the reason) or the test fails; every entry there must actually
-occur, on the samples or on the captures of ``tests/comparecaps.py`` (hand-made frames that
+occur, on the samples or on the captures of ``tests/support/comparecaps.py`` (hand-made frames that
 Wireshark mis-decodes and the samples do not contain).
 """
 
@@ -41,7 +41,7 @@ import pytest
 import comparecaps
 from amqp_dissect.pipelines.compare import FRAME_CONDITIONS, KNOWN, Report, compare_capture
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = sorted((ROOT / "samples").glob("*.pcap"))
 
 
@@ -127,7 +127,7 @@ def test_sample_agrees_with_wireshark(pcap, reports):
 
 @pytest.fixture(scope="module")
 def made_captures(tmp_path_factory):
-    """The captures of tests/comparecaps.py (Wireshark defects the samples do not show)."""
+    """The captures of tests/support/comparecaps.py (Wireshark defects the samples do not show)."""
     return comparecaps.build_all(tmp_path_factory.mktemp("comparecaps"))
 
 

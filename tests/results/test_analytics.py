@@ -1,7 +1,7 @@
 """Analytics on real AMQP traffic whose truth the test knows.
 
 Oracles:
-* proton pump traffic (tests/protonpump.py): the pump's server decides the
+* proton pump traffic (tests/support/protonpump.py): the pump's server decides the
   outcome, the credit and whether it settles; proton's client engine reports
   the outcome it received (``Pump.client_outcomes``) and the server what it
   received (``Pump.received``); proton encodes the messages (``Message.encode``).
@@ -29,7 +29,7 @@ from amqp_dissect.capture.pcap import open_capture
 from amqp_dissect.dissect import Dissector
 from protonpump import Pump
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLES = os.path.join(ROOT, "samples")
 
 OUTCOME_NAMES = {

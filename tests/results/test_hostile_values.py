@@ -2,7 +2,7 @@
 is not a string.  Shown as they are (raw, said so), never an internal error.
 
 The captures are built here: AMQP frames encoded by python-qpid-proton's codec, TCP/IP and the
-capture file by dpkt (tests/pcapbuild.py).  The oracle is what was encoded: the raw values the
+capture file by dpkt (tests/support/pcapbuild.py).  The oracle is what was encoded: the raw values the
 output must show.
 """
 
@@ -176,7 +176,7 @@ def test_a_capture_joined_after_an_earlier_link_on_the_same_handle_starts_a_new_
     import os
     import subprocess
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     truth = json.load(open(os.path.join(root, "samples", "large_message.truth.json")))
     cut = tmp_path / "cut.pcap"
     subprocess.run(["editcap", "-r", os.path.join(root, "samples", "large_message.pcap"), str(cut), "20-9999"],

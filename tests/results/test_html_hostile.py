@@ -206,7 +206,7 @@ def test_a_real_capture_at_the_ends_of_pcapng_time_draws(capsys, tmp_path, ticks
 
     import pcapbuild as pb
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     with open(os.path.join(root, "samples", "outcomes.pcap"), "rb") as f:
         recs = list(open_capture(f))
     blocks = [pb.pcapng_shb(), pb.pcapng_idb(1, 0, tsoffset=tsoffset)]

@@ -24,7 +24,7 @@ from amqp_dissect.results.plots import cdf, histogram, plot_data
 from amqp_dissect.results.report import build_report
 from amqp_dissect.results.series import Series, SeriesAnalyzer
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = sorted((ROOT / "samples").glob("*.pcap"))
 
 

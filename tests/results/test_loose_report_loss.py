@@ -21,7 +21,7 @@ from amqp_dissect.render.report import render_text
 from amqp_dissect.results.report import build_report
 from amqp_dissect.results.schema import REGISTRY
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LOSS = os.path.join(ROOT, "samples", "loss", "kernel_loss.pcap")
 LOST = "outcome unknown (lost in capture)"
 

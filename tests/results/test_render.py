@@ -14,7 +14,7 @@ from amqp_dissect.amqp.codec import decode
 from amqp_dissect.amqp.values import json_value
 from amqp_dissect.amqp.spec import choice_name
 
-XML = Path(__file__).resolve().parent.parent / "dissector" / "amqp" / "spec"
+XML = Path(__file__).resolve().parents[2] / "dissector" / "amqp" / "spec"
 NS = "{http://www.amqp.org/schema/amqp.xsd}"
 
 
@@ -96,7 +96,7 @@ def test_summaries_without_bodies_are_the_full_decode_summaries():
     from amqp_dissect.dissect import Dissector
     from amqp_dissect.render.frames import SummaryLines
 
-    paths = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "samples", "*.pcap*")))
+    paths = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "..", "samples", "*.pcap*")))
     assert paths
     reassembled = 0
     for path in paths:

@@ -32,7 +32,7 @@ from amqp_dissect.pipelines.write import write_table
 from amqp_dissect.results.tables import SchemaError, check_rows, fits, pandas_dtypes, record_batch, to_frame
 from test_state import Script, _coordinator_payload, _frames, comp  # hand-built frame streams
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLES = sorted(glob.glob(os.path.join(ROOT, "samples", "*.pcap")))
 ROWS = {"connections": "connection_rows", "sessions": "session_rows", "links": "link_rows",
         "deliveries": "delivery_rows", "stalls": "stall_rows", "transactions": "transaction_rows",

@@ -39,7 +39,7 @@ from amqp_dissect.results.tables import (
 from pcapbuild import TcpConversation, write_pcap
 from protonpump import Pump
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLES = sorted(glob.glob(os.path.join(ROOT, "samples", "*.pcap")))
 ROWS = {"connections": "connection_rows", "sessions": "session_rows", "links": "link_rows",
         "deliveries": "delivery_rows", "stalls": "stall_rows", "transactions": "transaction_rows",

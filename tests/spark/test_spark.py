@@ -39,7 +39,7 @@ from amqp_dissect.pipelines.local import CaptureSource, analyze  # noqa: E402
 from amqp_dissect.pipelines.split import split_capture  # noqa: E402
 
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLES = os.path.join(ROOT, "samples")
 # the complete AMQP 1.0 samples (samples/loss/ and samples/other-protocols/ hold a lossy capture and
 # an AMQP 0-9-1 one: an archive of the folder reads them too, so the tests name the files)
@@ -225,7 +225,7 @@ def _run(spark, paths, out, **kw):
 
 def _seconds(recs):
     """(ts, linktype, data) records with their integer-nanosecond times as float seconds, for the
-    capture writers of tests/pcapbuild.py (microsecond captures: exact to the microsecond)."""
+    capture writers of tests/support/pcapbuild.py (microsecond captures: exact to the microsecond)."""
     return [(ts / 1_000_000_000, lt, data) for ts, lt, data in recs]
 
 

@@ -1,5 +1,5 @@
 """Captures for ``amqp-dissect compare`` that the samples do not provide: real proton traffic
-(tests/protonpump.py) with frames re-encoded by hand, written as pcap by tests/pcapbuild.py.
+(tests/support/protonpump.py) with frames re-encoded by hand, written as pcap by tests/support/pcapbuild.py.
 
 * ``descriptor_ulong``: every attach's descriptor as a full ulong (``00 80`` + 8 bytes) instead
   of a small ulong (``00 53 12``); the spec allows both.

@@ -2,9 +2,9 @@
 
 One set of generators serves two drivers:
 
-* hypothesis (tests/test_fuzz.py): ``values()``, ``frames()``, ``conversations()``,
+* hypothesis (tests/fuzz/test_fuzz.py): ``values()``, ``frames()``, ``conversations()``,
   ``mutations()`` are strategies; shrinking works because every choice is a hypothesis draw;
-* tests/fuzz_run.py: the same generator functions driven by ``random.Random`` (millions of inputs).
+* tests/fuzz/fuzz_run.py: the same generator functions driven by ``random.Random`` (millions of inputs).
 
 A generator takes a *source* ``r`` with ``int(lo, hi)``, ``bool(p)``, ``choice(seq)``,
 ``bytes(lo, hi)``, ``text(lo, hi, ascii)``, ``float()``.
@@ -16,7 +16,7 @@ Unicode).  Valid trees are encoded by python-qpid-proton's codec (``proton.Data`
 cannot encode, by the minimal encoder here.  Frames are the performatives of the generated spec
 tables (``amqp_dissect.amqp._spec``) with fields filled with values of any type; conversations are
 sequences of header/open/begin/attach/flow/transfer/disposition/detach/end/close with random
-orders, channels, handles and ids; captures are built with tests/pcapbuild.py (dpkt).
+orders, channels, handles and ids; captures are built with tests/support/pcapbuild.py (dpkt).
 
 Key logs (issue 29): ``keylog(r, lines)`` makes a hostile key log from a capture's real lines
 (damaged lines of every kind, wrong secrets, over-long lines, huge, ``/dev/zero``-like);
@@ -45,7 +45,7 @@ from proton import Data
 from amqp_dissect.amqp import _spec
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SAMPLES = os.path.join(os.path.dirname(HERE), "samples")
+SAMPLES = os.path.join(os.path.dirname(os.path.dirname(HERE)), "samples")
 
 # --------------------------------------------------------------------------- sources
 
@@ -778,7 +778,7 @@ _PKT = struct.Struct("!BBHHHBBH4s4sHHIIHHHH")  # IPv4 header (20 bytes), then TC
 def tcp_ipv4_ethernet(src: bytes, dst: bytes, sport: int, dport: int, seq: int, ack: int, flags: int,
                       payload: bytes) -> bytes:
     """The Ethernet frame of an IPv4 packet carrying a TCP segment, byte for byte what
-    tests/pcapbuild.py builds with dpkt (``frame(1, tcp_packet(...))``; tests/test_fuzz.py compares
+    tests/support/pcapbuild.py builds with dpkt (``frame(1, tcp_packet(...))``; tests/fuzz/test_fuzz.py compares
     them), without dpkt's per-packet objects: fuzz_run.py builds millions of these."""
     n = 40 + len(payload)
     ip_sum = _csum(_PKT.pack(0x45, 0, n, 1, 0, 64, 6, 0, src, dst, 0, 0, 0, 0, 0, 0, 0, 0)[:20])
@@ -827,7 +827,7 @@ _FastConversation = None
 
 def write_pcap(records, nano=False, linktype=None) -> bytes:
     """``pcapbuild.write_pcap(records, nano=nano, linktype=linktype)`` (little-endian, snap length
-    65535), byte for byte (tests/test_fuzz.py compares them), the record headers packed here
+    65535), byte for byte (tests/fuzz/test_fuzz.py compares them), the record headers packed here
     instead of by one dpkt object each."""
     pb = _pcapbuild()
     recs = [r if len(r) == 3 else (r[0], linktype, r[1]) for r in records]
@@ -1114,8 +1114,9 @@ def cut_capture(r, data: bytes) -> bytes:
 # --------------------------------------------------------------------------- state at scale (issue 29)
 
 def _hostile():
-    if HERE not in sys.path:
-        sys.path.insert(0, HERE)
+    benchmarks = os.path.join(os.path.dirname(HERE), "benchmarks")
+    if benchmarks not in sys.path:
+        sys.path.insert(0, benchmarks)
     import bench_hostile
 
     return bench_hostile
@@ -1299,7 +1300,7 @@ class _Replay:
     """The part of a CaptureRun that the frames printers read (``events``, ``live``,
     ``tls_records``), replaying the (record, event) pairs of one decode: ``frames -V`` and
     ``frames --format jsonl`` decode with the same options (messages in full; -V's TLS record list
-    only collects the records it shows), so one decode feeds both printers (tests/test_fuzz.py
+    only collects the records it shows), so one decode feeds both printers (tests/fuzz/test_fuzz.py
     compares the outputs with two separate runs)."""
 
     live = None
@@ -1533,7 +1534,7 @@ def check(path: str, formats=("csv", "jsonl")) -> list[str]:
 # ``split`` reads pcap records raw (copied byte for byte) and pcapng through the capture reader,
 # gzip through its own decompressor: its inputs are whole files mutated as they are stored, the
 # compressed bytes of a gzip one (corrupt and truncated deflate streams, bad trailers).  The kind
-# is not in KINDS (inputs of the other kinds stay what they were for a seed): tests/fuzz_run.py
+# is not in KINDS (inputs of the other kinds stay what they were for a seed): tests/fuzz/fuzz_run.py
 # ``--kinds split`` runs it, and test_fuzz.py's split tests.
 
 SPLIT_KIND = "split"

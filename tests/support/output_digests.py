@@ -13,9 +13,9 @@ Parquet files are compared by their bytes (the writer is deterministic: same row
 schema, same metadata).  The expected digests are never committed: they are the program's
 own output, recorded on the revision one compares against.
 
-    python tests/output_digests.py --save /somewhere/before.txt
+    python tests/support/output_digests.py --save /somewhere/before.txt
     ... change the code ...
-    python tests/output_digests.py --check /somewhere/before.txt
+    python tests/support/output_digests.py --check /somewhere/before.txt
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+ROOT = os.path.dirname(os.path.dirname(HERE))
 
 TABLES = ("deliveries", "links", "stalls", "connections", "sessions", "transactions", "violations", "errors")
 TABLE_FORMATS = ("table", "csv", "jsonl", "parquet")

@@ -1,7 +1,7 @@
 """Replay the TCP streams of a capture over plain TCP on the loopback, on a port of your choice,
 captured by tcpdump.
 
-    python tests/tcpreplay.py SAMPLE.pcap OUT.pcap [--port 6000] [--client-port N]
+    python tests/support/tcpreplay.py SAMPLE.pcap OUT.pcap [--port 6000] [--client-port N]
 
 Every TCP connection of SAMPLE (split into streams by wsreplay.tcp_streams, with dpkt) is
 replayed, one after the other, through a real client socket (an ephemeral port the kernel picks)
@@ -11,7 +11,7 @@ original payload (one segment) is sent by the side that sent it, in the original
 both directions, and the replay waits until the other side has received it before sending the
 next one, so the order on the wire is the original one.  ``tcpdump -i lo -U -w OUT port PORT``
 records it all.  Used to make captures of AMQP on a port that is not 5672/5671 (cut with
-``editcap`` to join a connection mid-stream: see tests/test_tcp_roles.py).
+``editcap`` to join a connection mid-stream: see tests/capture/test_tcp_roles.py).
 """
 
 from __future__ import annotations

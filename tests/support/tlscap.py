@@ -1,6 +1,6 @@
 """Make a real TLS capture on the loopback: the AMQP streams of a plain sample replayed over TLS.
 
-    python tests/tlscap.py SAMPLE.pcap OUT.pcap KEYS.txt [--tls 1.2|1.3] [--cipher OPENSSL-NAME]
+    python tests/support/tlscap.py SAMPLE.pcap OUT.pcap KEYS.txt [--tls 1.2|1.3] [--cipher OPENSSL-NAME]
                            [--suite TLS13-SUITE] [--amqp-tls-header] [--no-etm] [--port P]
 
 tcpdump captures port P on ``lo`` while a Python ``ssl`` (OpenSSL) server and

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A permessage-deflate bomb: AMQP over WebSocket whose compressed messages inflate without limit.
 
-    python tests/wsbomb.py OUT.pcap [--kb 322] [--messages 1] [--zeros]
+    python tests/support/wsbomb.py OUT.pcap [--kb 322] [--messages 1] [--zeros]
 
 The client upgrades to WebSocket with ``permessage-deflate`` (handshake written here from
 RFC 6455 and RFC 7692: the accept key is SHA-1 of the key and the GUID), then sends binary

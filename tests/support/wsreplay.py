@@ -1,6 +1,6 @@
 """Replay the TCP streams of a capture as AMQP over WebSocket on the loopback, captured by tcpdump.
 
-    python tests/wsreplay.py SAMPLE.pcap OUT.pcap [--deflate]
+    python tests/support/wsreplay.py SAMPLE.pcap OUT.pcap [--deflate]
 
 Every TCP connection of SAMPLE (split into streams with dpkt, not with amqp-dissect) is
 replayed, one after the other, through a real WebSocket client and server (the
