@@ -210,7 +210,7 @@ def descriptor_form(frame) -> str | None:
     """How a frame's performative descriptor was encoded: "smallulong" (00 53 XX), "ulong" (any
     other ulong encoding), "symbol", or None (no performative).  The codec hands out one cached
     ULong object per small-ulong code (00 53 XX) and a new one for any other encoding
-    (tests/test_compare.py checks that this still tells the three forms apart)."""
+    (tests/pipelines/test_compare.py checks that this still tells the three forms apart)."""
     if frame.kind == "heartbeat":
         return None
     p = frame.performative

@@ -1,9 +1,18 @@
+"""The suite's folders mirror the package: capture, amqp, model, results, cli, spark, pipelines;
+the fuzzers and benchmarks have their own (fuzz, benchmarks), the helpers they share are in
+support.  The folders are not packages: pytest imports every test module by its file name (so
+file names stay unique across the folders), and this file puts support/ and every test folder on
+sys.path, so that ``import pcapbuild`` or ``from test_state import Script`` works in a file run on
+its own as in the whole suite.  Scripts run directly (tests/benchmarks/benchmark.py,
+tests/fuzz/fuzz_run.py, ...) put the folders they need on sys.path themselves."""
+
 import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-for p in (HERE, ROOT):
+FOLDERS = ("support", "capture", "amqp", "model", "results", "cli", "spark", "pipelines", "fuzz", "benchmarks")
+for p in (ROOT, *(os.path.join(HERE, f) for f in reversed(FOLDERS))):
     if p not in sys.path:
         sys.path.insert(0, p)
 

@@ -11,7 +11,7 @@ if ! command -v tshark >/dev/null 2>&1; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq tshark >/dev/null
 fi
-# tcpdump and editcap: tests/test_tls.py and tests/test_websocket.py capture real TLS and
+# tcpdump and editcap: tests/capture/test_tls.py and tests/capture/test_websocket.py capture real TLS and
 # WebSocket traffic on the loopback (as root, or with CAP_NET_RAW), and test_tls.py injects
 # key logs into pcapng files
 if ! command -v tcpdump >/dev/null 2>&1 || ! command -v editcap >/dev/null 2>&1; then
@@ -20,7 +20,7 @@ if ! command -v tcpdump >/dev/null 2>&1 || ! command -v editcap >/dev/null 2>&1;
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq tcpdump wireshark-common >/dev/null
 fi
-# chromium: tests/test_html_report.py renders the HTML report in headless Chromium and checks
+# chromium: tests/results/test_html_report.py renders the HTML report in headless Chromium and checks
 # the screenshot and the DOM
 if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
   echo "installing chromium (apt-get)"
@@ -30,7 +30,7 @@ if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/
 fi
 # A C compiler and Python's headers let the editable install compile the hot modules
 # with Cython (a build requirement pip fetches); without them it still installs, as
-# pure Python, and tests/test_compiled.py fails under CI.
+# pure Python, and tests/cli/test_compiled.py fails under CI.
 if ! command -v cc >/dev/null 2>&1 || ! python3 -c 'import os, sys, sysconfig
 sys.exit(not os.path.isfile(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
   echo "installing a C compiler and Python headers (apt-get)"
