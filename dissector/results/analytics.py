@@ -207,10 +207,11 @@ def percentile(values, q: float, *, presorted: bool = False, spark_rounding: boo
     percentile of the project: the tables, the report and the archive's summaries.
 
     ``presorted``: ``values`` is a sorted sequence of numbers (a list, an array), read in place.
-    ``spark_rounding``: round the interpolation as Spark SQL's ``percentile`` does,
-    ``(hi - h) * x[lo] + (h - lo) * x[hi]``, instead of numpy's ``x[lo] + (x[hi] - x[lo]) * g``
-    (the same number but for the last bits): the archive's summaries, which Spark SQL computes
-    for a remote output, give Spark's numbers on either path."""
+    ``spark_rounding``: round the interpolation as ``(hi - h) * x[lo] + (h - lo) * x[hi]`` (the
+    formula of Spark SQL's ``percentile``) instead of numpy's ``x[lo] + (x[hi] - x[lo]) * g``:
+    the same number but for the last bits.  The archive's summaries always rounded so (their
+    numbers stay as they were); Spark SQL's own ``percentile`` gave other last bits on the
+    samples, which is why the summaries no longer use it."""
     xs = values if presorted else sorted(float(v) for v in values)
     n = len(xs)
     if n == 0:

@@ -69,9 +69,8 @@ def summary_spark_schema(name: str):
 
 
 def _lat_stats(values) -> dict:
-    """count, percentiles (:func:`~amqp_dissect.results.analytics.percentile` rounded as Spark SQL's
-    ``percentile``, as the summaries always were), max, min, mean of the non-null ``values``
-    (a numpy array)."""
+    """count, percentiles (:func:`~amqp_dissect.results.analytics.percentile`, ``spark_rounding``:
+    as the summaries always were), max, min, mean of the non-null ``values`` (a numpy array)."""
     import numpy as np
 
     n = len(values)
