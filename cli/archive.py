@@ -9,12 +9,16 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Annotated, List, Optional
 
 import typer
 
 from . import common
 from .common import EXIT_DAMAGED, EXIT_OK, Fail
+from .options import Ports, keylog_option
+
+ArchiveKeyLog = Annotated[Optional[Path], keylog_option("TLS key log (NSS format) to decrypt TLS streams, shipped "
+                                                        "to the executors; default: the file $SSLKEYLOGFILE names")]
 
 
 def _fail(code_name: str, message: str) -> Fail:
@@ -35,11 +39,8 @@ def archive(
                                         "(bytes, or with k/m/g; 0: never split)"),
     window: float = typer.Option(60.0, "--window", min=0.001, help="seconds per row of latency_by_window"),
     frames: bool = typer.Option(False, "--frames", help="also write the frames table (one row per frame)"),
-    port: Optional[List[int]] = typer.Option(None, "--port", "-p", min=1, max=65535,
-                                             help="also decode this TCP port as AMQP (repeatable)"),
-    keylog: Optional[Path] = typer.Option(None, "--keylog",
-                                          help="TLS key log (NSS format) to decrypt TLS streams, shipped to the "
-                                               "executors; default: the file $SSLKEYLOGFILE names"),
+    port: Ports = None,
+    keylog: ArchiveKeyLog = None,
 ):
     """Analyse an archive of captures (rotated, daily folders, gzip) with Spark: parquet tables
     connections, links, deliveries, stalls (+ frames) and latency / outcome / stall summaries."""

@@ -10,13 +10,19 @@ import textwrap
 import subprocess
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Annotated, List, Optional
 
 import typer
 
 from amqp_dissect.errors import CaptureError
 
 from .common import EXIT_FORMAT, EXIT_INTERNAL, EXIT_OK, EXIT_OPEN, EXIT_USAGE, Fail
+from .options import keylog_option, port_option
+
+# (--port and --keylog of compare also go to tshark)
+ComparePorts = Annotated[Optional[List[int]], port_option("also decode this TCP port as AMQP, here and in tshark "
+                                                          "(repeatable)")]
+CompareKeyLog = Annotated[Optional[Path], keylog_option("TLS key log (NSS format), given to tshark too")]
 
 EXIT_DISAGREE = 1  # a disagreement no known Wireshark defect explains
 
@@ -112,10 +118,8 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def compare(
         capture: Path = typer.Argument(..., help="pcap or pcapng file, optionally gzip-compressed"),
-        port: Optional[List[int]] = typer.Option(None, "--port", "-p", min=1, max=65535,
-                                                 help="also decode this TCP port as AMQP, here and in tshark (repeatable)"),
-        keylog: Optional[Path] = typer.Option(None, "--keylog",
-                                              help="TLS key log (NSS format), given to tshark too"),
+        port: ComparePorts = None,
+        keylog: CompareKeyLog = None,
         quiet: bool = typer.Option(False, "--quiet", "-q", help="list only the disagreements not explained"),
     ):
         """Cross-check every AMQP frame against Wireshark (tshark through pyshark): kind, channel,

@@ -20,9 +20,8 @@ import json
 import os
 import sys
 from contextlib import contextmanager
-from enum import Enum
 from pathlib import Path
-from typing import Iterator, List, Optional
+from typing import Iterator
 
 import typer
 
@@ -34,13 +33,16 @@ from amqp_dissect.render.report import render_text
 from amqp_dissect.results.report import build_report
 
 from .archive import register as _register_archive
+from .options import (  # noqa: F401  (the formats are re-exported)
+    Autostop, CaptureFilter, Captures, Columns, Count, DisplayFilter, Fields, FrameFormat, FrameFormatOption,
+    FramesCaptureFilter, Interface, Jobs, KeyLogPath, Ports, ReadFiles, ReportFormat, ReportFormatOption,
+    ReportOutput, TableFormat, TableFormatOption, TableOutput, TimeFormatOption, Verbose, WriteRaw,
+)
 from .habits import (TimeFormat, capture_inputs, check_output, pick_columns, resolve_time_text, text_table, time_text,
                      write_failure)
 from .common import (  # noqa: F401  (re-exported: the exit codes are part of this module's API)
     EXIT_CODES_HELP, EXIT_DAMAGED, EXIT_FORMAT, EXIT_INTERNAL, EXIT_OK, EXIT_OPEN, EXIT_USAGE, Fail,
 )
-
-_KEYLOG_HELP = "TLS key log (NSS format) to decrypt TLS streams; default: the file $SSLKEYLOGFILE names"
 
 class _BrokenPipe(Exception):
     """The reader of our output went away (``| head``): not an error."""
@@ -71,26 +73,6 @@ app = _App(
     help=f"AMQP 1.0 packet-capture analyzer and protocol dissector.\n\n{EXIT_CODES_HELP}",
     pretty_exceptions_enable=False,
 )
-
-
-class FrameFormat(str, Enum):
-    text = "text"
-    jsonl = "jsonl"
-    fields = "fields"
-
-
-_INPUTS_HELP = "capture files (pcap / pcapng, optionally gzip), read as one capture in the order given; - for standard input"
-_CAPTURES = typer.Argument(None, help=_INPUTS_HELP, show_default=False)
-_READ = typer.Option(None, "-r", "--read-file", help="read this capture (repeatable; before the arguments)",
-                     show_default=False)
-_COUNT = typer.Option(None, "-c", "--count", min=1, help="stop after reading this many packets (as tshark -c)")
-_IFACE = typer.Option(None, "-i", "--interface", help="capture live on this interface (through dumpcap)",
-                      show_default=False)
-_BPF = typer.Option(None, "--capture-filter", help="live capture: BPF capture filter, e.g. 'tcp port 5672'",
-                    show_default=False)
-_AUTOSTOP = typer.Option(None, "-a", "--autostop", help="live capture: duration:SECONDS", show_default=False)
-_WRITE = typer.Option(None, "-w", "--write", help="live capture: also write the raw packets to this pcap file",
-                      show_default=False)
 
 
 def _inputs(captures, read, iface, bpf, count, autostop, write):
@@ -265,28 +247,20 @@ def _root(
 
 @app.command()
 def frames(
-    captures: Optional[List[str]] = _CAPTURES,
-    read: Optional[List[str]] = _READ,
-    verbose: bool = typer.Option(False, "-V", "--verbose", help="Wireshark-style detail tree per frame"),
-    fmt: FrameFormat = typer.Option(FrameFormat.text, "--format", "-T",
-                                    help="text, jsonl, or fields (with -e, as tshark -T fields)"),
-    display_filter: Optional[str] = typer.Option(None, "-Y", "--display-filter",
-                                                 help="show only the frames this filter matches, e.g. "
-                                                      "'performative == \"transfer\" and delivery-id >= 10'"),
-    field: Optional[List[str]] = typer.Option(None, "-e", "--field", help="a field -T fields prints (repeatable)"),
-    count: Optional[int] = _COUNT,
-    iface: Optional[str] = _IFACE,
-    bpf: Optional[str] = typer.Option(None, "-f", "--capture-filter", show_default=False,
-                                      help="live capture: BPF capture filter, e.g. 'tcp port 5672'"),
-    autostop: Optional[List[str]] = _AUTOSTOP,
-    write: Optional[str] = _WRITE,
-    time_format: TimeFormat = typer.Option(TimeFormat.r, "-t", "--time-format", help="time column: r relative to the first packet, "
-                                           "a / ad local time (and date), u / ud UTC, e epoch, d delta from the "
-                                           "previous packet, dd from the previous line; to the capture's "
-                                           "resolution (9 digits for nanosecond captures)", case_sensitive=False),
-    port: Optional[List[int]] = typer.Option(None, "--port", "-p", min=1, max=65535,
-                                             help="also decode this TCP port as AMQP (repeatable)"),
-    keylog: Optional[Path] = typer.Option(None, "--keylog", help=_KEYLOG_HELP),
+    captures: Captures = None,
+    read: ReadFiles = None,
+    verbose: Verbose = False,
+    fmt: FrameFormatOption = FrameFormat.text,
+    display_filter: DisplayFilter = None,
+    field: Fields = None,
+    count: Count = None,
+    iface: Interface = None,
+    bpf: FramesCaptureFilter = None,
+    autostop: Autostop = None,
+    write: WriteRaw = None,
+    time_format: TimeFormatOption = TimeFormat.r,
+    port: Ports = None,
+    keylog: KeyLogPath = None,
 ):
     """One line per AMQP frame (or a detail tree with -V, JSON lines, or -T fields -e NAME ...)."""
     inputs = _inputs(captures, read, iface, bpf, count, autostop, write)
@@ -448,41 +422,20 @@ def _print_verbose(run: CaptureRun, out, flt=None) -> DetailLines:
     return detail
 
 
-class ReportFormat(str, Enum):
-    text = "text"
-    json = "json"
-    html = "html"
-
-
-class TableFormat(str, Enum):
-    table = "table"
-    csv = "csv"
-    jsonl = "jsonl"
-    parquet = "parquet"
-
-
-_PORT = typer.Option(None, "--port", "-p", min=1, max=65535, help="also decode this TCP port as AMQP (repeatable)")
-_JOBS = typer.Option(1, "-j", "--jobs", min=1, max=64,
-                     help="analyse with this many processes (flows split between them; the output is the same "
-                          "as with one); standard input and live captures use one")
-_KEYLOG = typer.Option(None, "--keylog", help=_KEYLOG_HELP)
-
-
 @app.command()
 def report(
-    captures: Optional[List[str]] = _CAPTURES,
-    read: Optional[List[str]] = _READ,
-    fmt: ReportFormat = typer.Option(ReportFormat.text, "--format", "-f",
-                                     help="text, json, or html (one self-contained page with plots)"),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="write to this file (default: stdout)"),
-    count: Optional[int] = _COUNT,
-    port: Optional[List[int]] = _PORT,
-    keylog: Optional[Path] = _KEYLOG,
-    iface: Optional[str] = _IFACE,
-    bpf: Optional[str] = _BPF,
-    autostop: Optional[List[str]] = _AUTOSTOP,
-    write: Optional[str] = _WRITE,
-    jobs: int = _JOBS,
+    captures: Captures = None,
+    read: ReadFiles = None,
+    fmt: ReportFormatOption = ReportFormat.text,
+    output: ReportOutput = None,
+    count: Count = None,
+    port: Ports = None,
+    keylog: KeyLogPath = None,
+    iface: Interface = None,
+    bpf: CaptureFilter = None,
+    autostop: Autostop = None,
+    write: WriteRaw = None,
+    jobs: Jobs = 1,
 ):
     """Connections, sessions, links, delivery outcomes, settlement latency, stalls, errors.
     With -j N the HTML page is made by one process."""
@@ -537,21 +490,19 @@ def _parallel_ok(run: CaptureRun) -> bool:
 
 def _table_command(table: str, rows_method: str, help_text: str):
     def command(
-        captures: Optional[List[str]] = _CAPTURES,
-        read: Optional[List[str]] = _READ,
-        fmt: TableFormat = typer.Option(TableFormat.table, "--format", "-f", help="table, csv, jsonl or parquet"),
-        output: Optional[Path] = typer.Option(None, "--output", "-o", help="write to this file (required for parquet)"),
-        columns: Optional[str] = typer.Option(None, "--columns",
-                                              help="table format: these columns (a,b,c; +a,b adds to the default "
-                                                   "ones; all)"),
-        count: Optional[int] = _COUNT,
-        port: Optional[List[int]] = _PORT,
-        keylog: Optional[Path] = _KEYLOG,
-        iface: Optional[str] = _IFACE,
-        bpf: Optional[str] = _BPF,
-        autostop: Optional[List[str]] = _AUTOSTOP,
-        write: Optional[str] = _WRITE,
-        jobs: int = _JOBS,
+        captures: Captures = None,
+        read: ReadFiles = None,
+        fmt: TableFormatOption = TableFormat.table,
+        output: TableOutput = None,
+        columns: Columns = None,
+        count: Count = None,
+        port: Ports = None,
+        keylog: KeyLogPath = None,
+        iface: Interface = None,
+        bpf: CaptureFilter = None,
+        autostop: Autostop = None,
+        write: WriteRaw = None,
+        jobs: Jobs = 1,
     ):
         if fmt is TableFormat.parquet and output is None:
             raise Fail(EXIT_USAGE, "--format parquet needs --output FILE")
