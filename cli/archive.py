@@ -14,7 +14,7 @@ from typing import Annotated, List, Optional
 import typer
 
 from . import common
-from .common import EXIT_DAMAGED, EXIT_OK, Fail
+from .common import EXIT_DAMAGED, EXIT_OK, Fail, load_keylog
 from .options import Ports, keylog_option
 
 ArchiveKeyLog = Annotated[Optional[Path], keylog_option("TLS key log (NSS format) to decrypt TLS streams, shipped "
@@ -61,12 +61,7 @@ def archive(
         files = expand_inputs(paths)
     except InputError as e:
         raise _fail("EXIT_OPEN" if e.code == "missing" else "EXIT_FORMAT", str(e)) from None
-    from amqp_dissect.pipelines.local import read_keylog
-
-    try:
-        keylog_text = read_keylog(keylog)
-    except OSError as e:
-        raise _fail("EXIT_OPEN", f"{keylog}: cannot read the key log: {e.strerror or e}") from None
+    keylog = load_keylog(keylog, notes=False)  # (its secrets are shipped to the executors as text)
     if out.exists() and not out.is_dir():
         raise _fail("EXIT_USAGE", f"--out {out}: exists and is not a directory")
 
@@ -82,7 +77,7 @@ def archive(
     try:
         with SparkProgress(spark.sparkContext, sum(_file_size(f) for f in files)):
             res = sj.run_archive(spark, paths, str(out), split_size=size, window=window, frames=frames,
-                                 partitions=partitions, ports=port or [], keylog=keylog_text)
+                                 partitions=partitions, ports=port or [], keylog=keylog)
     except InputError as e:
         code = {"missing": "EXIT_OPEN"}.get(e.code, "EXIT_FORMAT")
         raise _fail(code, str(e)) from None

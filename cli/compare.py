@@ -16,7 +16,7 @@ import typer
 
 from amqp_dissect.errors import CaptureError
 
-from .common import EXIT_FORMAT, EXIT_INTERNAL, EXIT_OK, EXIT_OPEN, EXIT_USAGE, Fail
+from .common import EXIT_FORMAT, EXIT_INTERNAL, EXIT_OK, EXIT_OPEN, EXIT_USAGE, Fail, load_keylog
 from .options import keylog_option, port_option
 
 # (--port and --keylog of compare also go to tshark)
@@ -135,8 +135,9 @@ def register(app: typer.Typer) -> None:
             raise Fail(EXIT_OPEN, f"{keylog}: cannot read the key log: no such file")
         if shutil.which("tshark") is None:
             raise Fail(EXIT_USAGE, "compare needs tshark (Wireshark's command line; apt-get install tshark)")
+        secrets = load_keylog(keylog, notes=False) if keylog is not None else None  # (no $SSLKEYLOGFILE here)
         try:
-            report = compare_capture(capture, ports=port or (), keylog_file=keylog)
+            report = compare_capture(capture, ports=port or (), keylog_file=keylog, keylog=secrets)
         except CaptureError as e:
             raise Fail(EXIT_FORMAT, f"{capture}: {e}") from None
         except Exception as e:  # tshark failed (pyshark's TSharkCrashException): its last words
