@@ -185,21 +185,29 @@ def _flush(out, chunk: list, live: bool = False) -> None:
 
 def _write_frames(run: CaptureRun, out, lines, flt=None) -> None:
     """The one output loop of ``frames``: each event of ``run`` (each one ``flt`` matches) goes to
-    ``add(chunk, record, event)``, which appends the event's lines (none, one, or a detail tree)
-    to ``chunk``; ``add`` is what ``lines.start()`` returns once reading started (the capture's
-    first time is known then).  The lines are written 8192 at a time, a live capture's as they
-    come; those rendered before a failure are written too."""
+    the renderer ``lines.start()`` returns once reading started (the capture's first time is known
+    then): ``render(event)``, the event's line or None, or with ``lines.many``
+    ``render(chunk, record, event)``, which appends the event's lines (a detail tree).  The lines
+    are written 8192 at a time, a live capture's as they come; those rendered before a failure are
+    written too."""
     chunk: list[str] = []
     limit, live = (1, True) if run.live is not None else (_CHUNK, False)  # live: each line as it comes
     match = flt.match if flt is not None else None
-    add = None
+    many = lines.many
+    render = None
     try:
         for record, ev in run.events():
-            if add is None:
-                add = lines.start()
+            if render is None:
+                render = lines.start()
             if match is not None and not match(ev):
                 continue
-            add(chunk, record, ev)
+            if many:
+                render(chunk, record, ev)
+            else:  # (the common case, one call per event)
+                text = render(ev)
+                if text is None:
+                    continue
+                chunk.append(text)
             if len(chunk) >= limit:
                 _flush(out, chunk, live)
     finally:
@@ -209,36 +217,35 @@ def _write_frames(run: CaptureRun, out, lines, flt=None) -> None:
 class _SummaryLines:
     """One line per frame (tshark's summary line), times as ``-t`` says."""
 
+    many = False
+
     def __init__(self, run: CaptureRun, tt=None):
         self.run, self.tt = run, tt
 
     def start(self):
         source = self.run.source  # times relative to the capture's first packet (tshark -t r)
-        line = SummaryLines(source.first_ts or 0, resolve_time_text(self.tt, source)).line
-
-        def add(chunk, record, ev):
-            text = line(ev)
-            if text is not None:
-                chunk.append(text)
-        return add
+        return SummaryLines(source.first_ts or 0, resolve_time_text(self.tt, source)).line
 
 
 class _JsonLines:
     """One JSON object per event that has a JSON form."""
 
+    many = False
+
     def start(self):
         encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode  # json.dumps(d, **the same options)
         as_json = event_json
 
-        def add(chunk, record, ev):
+        def render(ev):
             d = as_json(ev)
-            if d is not None:
-                chunk.append(encode(d))
-        return add
+            return encode(d) if d is not None else None
+        return render
 
 
 class _FieldLines:
     """-T fields: one line per frame line the text output would show, the -e fields tab-separated."""
+
+    many = False
 
     def __init__(self, run: CaptureRun, printer, context, tt, observe: bool):
         self.run, self.printer, self.context = run, printer, context
@@ -254,16 +261,17 @@ class _FieldLines:
         line = self.printer.line
         observe = self.context.observe if self.observe and self.context.needs_links else None
 
-        def add(chunk, record, ev):
+        def render(ev):
             if observe is not None:
                 observe(ev)
-            if isinstance(ev, shown) and ev.ts is not None:
-                chunk.append(line(ev))
-        return add
+            return line(ev) if isinstance(ev, shown) and ev.ts is not None else None
+        return render
 
 
 class _DetailLines:
     """-V: the detail tree of each frame under its packet's layers (a :class:`DetailLines`)."""
+
+    many = True
 
     def __init__(self, run: CaptureRun):
         self.detail = DetailLines(layer_records=run.tls_records)  # TLS records shown under their packet

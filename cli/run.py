@@ -101,30 +101,40 @@ class CaptureRun:
         return self.source.last_ts
 
     def finish_status(self, analyzer=None) -> int:
-        """The exit code once everything is written: internal errors (bugs) first, then damage."""
-        if self.live is not None:
-            self.live.close()
-            why = self.live.failure()
-            if why is not None:
-                print(f"amqp-dissect: -i: {why}", file=sys.stderr)
-                return EXIT_OPEN
-        bugs = analyzer.internal_errors if analyzer is not None else ()
-        if bugs:
-            more = f" (and {len(bugs) - 1} more: see the internal-error violations)" if len(bugs) > 1 else ""
-            print(f"amqp-dissect: internal error: {bugs[0]}{more} (a bug; the output above is complete otherwise)",
-                  file=sys.stderr)
-            return EXIT_INTERNAL
-        d = self.dissector
-        if self.source.errors:
-            path, err = self.source.errors[0]
-            print(f"amqp-dissect: {path}: {err}", file=sys.stderr)
-            return EXIT_DAMAGED
-        if d.packets and d.unsupported_linktypes and d.tcp_packets == 0 and sum(d.unsupported_linktypes.values()) == d.packets:
-            lts = ", ".join(str(x) for x in sorted(d.unsupported_linktypes))
-            print(f"amqp-dissect: {', '.join(map(str, self.source.paths))}: unsupported link type {lts}: no packet could be decoded",
-                  file=sys.stderr)
-            return EXIT_FORMAT
+        """The exit code once everything is written (the reason on stderr): a live capture that
+        failed, then internal errors (bugs), then damage, then no packet of a supported link type."""
+        for check in (self._live_failure, lambda: _bugs(analyzer), self._damage, self._no_linktype):
+            status = check()
+            if status is not None:
+                return status
         return EXIT_OK
+
+    def _live_failure(self) -> int | None:
+        if self.live is None:
+            return None
+        self.live.close()
+        why = self.live.failure()
+        if why is None:
+            return None
+        print(f"amqp-dissect: -i: {why}", file=sys.stderr)
+        return EXIT_OPEN
+
+    def _damage(self) -> int | None:
+        if not self.source.errors:
+            return None
+        path, err = self.source.errors[0]
+        print(f"amqp-dissect: {path}: {err}", file=sys.stderr)
+        return EXIT_DAMAGED
+
+    def _no_linktype(self) -> int | None:
+        d = self.dissector
+        if not (d.packets and d.unsupported_linktypes and d.tcp_packets == 0
+                and sum(d.unsupported_linktypes.values()) == d.packets):
+            return None
+        lts = ", ".join(str(x) for x in sorted(d.unsupported_linktypes))
+        print(f"amqp-dissect: {', '.join(map(str, self.source.paths))}: unsupported link type {lts}: no packet could "
+              "be decoded", file=sys.stderr)
+        return EXIT_FORMAT
 
     def analyze(self, **options):
         """Run the capture through the state/analytics layer (options: see ``run_analysis``)."""
@@ -150,6 +160,17 @@ class _Checked:
     @property
     def last_ts(self):
         return self.run.last_ts
+
+
+def _bugs(analyzer) -> int | None:
+    """Exit 1 when the analysis met internal errors (bugs), the first one said."""
+    bugs = analyzer.internal_errors if analyzer is not None else ()
+    if not bugs:
+        return None
+    more = f" (and {len(bugs) - 1} more: see the internal-error violations)" if len(bugs) > 1 else ""
+    print(f"amqp-dissect: internal error: {bugs[0]}{more} (a bug; the output above is complete otherwise)",
+          file=sys.stderr)
+    return EXIT_INTERNAL
 
 
 def parallel_ok(run: CaptureRun) -> bool:
