@@ -213,3 +213,7 @@ def _plain_keylog(secrets, notes, ignored) -> KeyLog:
     kl.notes = notes
     kl.lines_ignored = ignored
     return kl
+
+
+# (the name the README's Python API section gives it)
+open_keylog = KeyLogFile.from_path
