@@ -8,13 +8,18 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import List, Optional
+from typing import Annotated, List, Optional
 
 import typer
 
 from . import common
-from .common import EXIT_DAMAGED, EXIT_OK, Fail
+from .common import EXIT_DAMAGED, EXIT_OK, Fail, load_keylog
+from .options import Ports, keylog_option
+
+ArchiveKeyLog = Annotated[Optional[Path], keylog_option("TLS key log (NSS format) to decrypt TLS streams, shipped "
+                                                        "to the executors; default: the file $SSLKEYLOGFILE names")]
 
 
 def _fail(code_name: str, message: str) -> Fail:
@@ -35,23 +40,15 @@ def archive(
                                         "(bytes, or with k/m/g; 0: never split)"),
     window: float = typer.Option(60.0, "--window", min=0.001, help="seconds per row of latency_by_window"),
     frames: bool = typer.Option(False, "--frames", help="also write the frames table (one row per frame)"),
-    port: Optional[List[int]] = typer.Option(None, "--port", "-p", min=1, max=65535,
-                                             help="also decode this TCP port as AMQP (repeatable)"),
-    keylog: Optional[Path] = typer.Option(None, "--keylog",
-                                          help="TLS key log (NSS format) to decrypt TLS streams, shipped to the "
-                                               "executors; default: the file $SSLKEYLOGFILE names"),
+    port: Ports = None,
+    keylog: ArchiveKeyLog = None,
 ):
     """Analyse an archive of captures (rotated, daily folders, gzip) with Spark: parquet tables
     connections, links, deliveries, stalls (+ frames) and latency / outcome / stall summaries."""
     from amqp_dissect.pipelines.archive import InputError, expand_inputs
     from amqp_dissect.pipelines.spark import parse_size
 
-    pairs = []
-    for c in conf or []:
-        if "=" not in c:
-            raise _fail("EXIT_USAGE", f"--conf {c!r}: expected KEY=VALUE")
-        k, v = c.split("=", 1)
-        pairs.append((k.strip(), v))
+    pairs = _spark_settings(conf)
     try:
         size = parse_size(split_size)
     except ValueError:
@@ -60,12 +57,7 @@ def archive(
         files = expand_inputs(paths)
     except InputError as e:
         raise _fail("EXIT_OPEN" if e.code == "missing" else "EXIT_FORMAT", str(e)) from None
-    from amqp_dissect.pipelines.local import read_keylog
-
-    try:
-        keylog_text = read_keylog(keylog)
-    except OSError as e:
-        raise _fail("EXIT_OPEN", f"{keylog}: cannot read the key log: {e.strerror or e}") from None
+    keylog = load_keylog(keylog, notes=False)  # (its secrets are shipped to the executors as text)
     if out.exists() and not out.is_dir():
         raise _fail("EXIT_USAGE", f"--out {out}: exists and is not a directory")
 
@@ -81,21 +73,29 @@ def archive(
     try:
         with SparkProgress(spark.sparkContext, sum(_file_size(f) for f in files)):
             res = sj.run_archive(spark, paths, str(out), split_size=size, window=window, frames=frames,
-                                 partitions=partitions, ports=port or [], keylog=keylog_text)
+                                 partitions=partitions, ports=port or [], keylog=keylog)
     except InputError as e:
         code = {"missing": "EXIT_OPEN"}.get(e.code, "EXIT_FORMAT")
         raise _fail(code, str(e)) from None
-    finally:
-        if existing is None:
-            pass  # stopped below, after the summary is read back
     try:
         _print_summary(spark, res, len(files))
     finally:
-        if existing is None:
+        if existing is None:  # (stopped once the summary is read back)
             spark.stop()
     for path, err in res["errors"]:
         print(f"amqp-dissect: {path}: {err}", file=sys.stderr)
     raise typer.Exit(EXIT_DAMAGED if res["errors"] else EXIT_OK)
+
+
+def _spark_settings(conf: list[str] | None) -> list[tuple[str, str]]:
+    """``--conf KEY=VALUE`` options as (key, value) pairs."""
+    pairs = []
+    for c in conf or []:
+        if "=" not in c:
+            raise _fail("EXIT_USAGE", f"--conf {c!r}: expected KEY=VALUE")
+        k, v = c.split("=", 1)
+        pairs.append((k.strip(), v))
+    return pairs
 
 
 def _file_size(path: str) -> int:
@@ -159,31 +159,62 @@ def split(
                                                       "in --out first (without it, the split refuses)"),
 ):
     """Write a capture as rotated pcap files NAME_00000.pcap, NAME_00001.pcap, ... (in order)."""
-    from amqp_dissect.errors import CaptureError
-    from amqp_dissect.pipelines.spark import parse_size
-    from amqp_dissect.pipelines.split import SplitExists, split_capture
+    from amqp_dissect.pipelines.split import split_capture
 
     if sum(x is not None for x in (packets, size, seconds)) != 1:
         raise _fail("EXIT_USAGE", "give exactly one of --packets, --bytes, --seconds")
-    nbytes = None
-    if size is not None:
-        try:
-            nbytes = parse_size(size)
-        except ValueError:
-            nbytes = -1
-        if nbytes <= 0:
-            raise _fail("EXIT_USAGE", f"--bytes {size!r}: expected a positive size like 100m")
+    nbytes = _part_bytes(size)
     if capture != "-" and os.path.isdir(capture):
         raise _fail("EXIT_OPEN", f"{capture}: is a directory, not a capture file")
+    _parts_folder(out)
+    with _split_failures(capture, out):
+        res = split_capture(capture, str(out), packets=packets, bytes=nbytes, seconds=seconds,
+                            gzip_output=gzip_output, name=name, force=force)
+    print(f"{res.records} records -> {len(res)} files in {out}" + (f" ({os.path.basename(res[0])} ... "
+                                                                  f"{os.path.basename(res[-1])})" if res else ""))
+    if res.clamped:
+        print(f"amqp-dissect: {capture}: {res.clamped} record(s) have a time a pcap file cannot hold "
+              "(before 1970 or after 2106): written clamped to that range", file=sys.stderr)
+    if res.error:
+        print(f"amqp-dissect: {capture}: {res.error}", file=sys.stderr)
+        raise typer.Exit(EXIT_DAMAGED)
+    raise typer.Exit(0)
+
+
+def _part_bytes(size: str | None) -> int | None:
+    """``--bytes``: a positive size (bytes, or with k/m/g), or None without the option."""
+    if size is None:
+        return None
+    from amqp_dissect.pipelines.spark import parse_size
+
+    try:
+        nbytes = parse_size(size)
+    except ValueError:
+        nbytes = -1
+    if nbytes <= 0:
+        raise _fail("EXIT_USAGE", f"--bytes {size!r}: expected a positive size like 100m")
+    return nbytes
+
+
+def _parts_folder(out: Path) -> None:
+    """``--out``: made if missing; it must be writable."""
     try:
         os.makedirs(out, exist_ok=True)
     except OSError as e:
         raise _fail("EXIT_OPEN", f"--out {out}: cannot create the directory: {e.strerror or e}") from None
     if not os.access(out, os.W_OK | os.X_OK):
         raise _fail("EXIT_OPEN", f"--out {out}: cannot write in the directory: permission denied")
+
+
+@contextmanager
+def _split_failures(capture: str, out: Path):
+    """The failures of a split as one line and an exit code: parts of an earlier split in the way,
+    the capture missing, unreadable or not a capture, a part that cannot be written."""
+    from amqp_dissect.errors import CaptureError
+    from amqp_dissect.pipelines.split import SplitExists
+
     try:
-        res = split_capture(capture, str(out), packets=packets, bytes=nbytes, seconds=seconds,
-                            gzip_output=gzip_output, name=name, force=force)
+        yield
     except SplitExists as e:
         raise _fail("EXIT_USAGE", f"--out {out}: holds {len(e.parts)} part(s) of an earlier split "
                                   f"({os.path.basename(e.parts[0])} ...): give --force to remove them, "
@@ -196,15 +227,6 @@ def split(
         if e.filename is not None and os.fspath(e.filename) != str(capture):  # an output part
             raise _fail("EXIT_OPEN", f"{e.filename}: cannot write: {e.strerror or e}") from None
         raise _fail("EXIT_OPEN", f"{capture}: cannot open: {e.strerror or e}") from None
-    print(f"{res.records} records -> {len(res)} files in {out}" + (f" ({os.path.basename(res[0])} ... "
-                                                                  f"{os.path.basename(res[-1])})" if res else ""))
-    if res.clamped:
-        print(f"amqp-dissect: {capture}: {res.clamped} record(s) have a time a pcap file cannot hold "
-              "(before 1970 or after 2106): written clamped to that range", file=sys.stderr)
-    if res.error:
-        print(f"amqp-dissect: {capture}: {res.error}", file=sys.stderr)
-        raise typer.Exit(EXIT_DAMAGED)
-    raise typer.Exit(0)
 
 
 def register(app: typer.Typer) -> None:

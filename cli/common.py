@@ -1,6 +1,8 @@
-"""What every command of the CLI shares: exit codes and the user-facing failure."""
+"""What every command of the CLI shares: exit codes, the user-facing failure, the key log of ``--keylog``."""
 
 from __future__ import annotations
+
+import sys
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -20,3 +22,21 @@ class Fail(Exception):
     def __init__(self, code: int, message: str):
         super().__init__(message)
         self.code = code
+
+
+def load_keylog(path, notes: bool = True):
+    """The KeyLog of ``--keylog FILE`` (default: the file ``$SSLKEYLOGFILE`` names; None without
+    one), made here once and handed to the pipelines: a
+    :class:`~amqp_dissect.pipelines.keylogfile.KeyLogFile`, read as a stream (only the secrets of
+    the capture's ClientHello randoms are kept).  A file that cannot be read is an open failure
+    (exit 3).  ``notes``: its damaged lines are warnings on stderr (line numbers), not failures."""
+    from amqp_dissect.pipelines.keylogfile import KeyLogFile
+
+    try:
+        kl = KeyLogFile.from_path(path)
+    except OSError as e:
+        raise Fail(EXIT_OPEN, f"{path}: cannot read the key log: {e.strerror or e}") from None
+    if kl is not None and notes:
+        for note in kl.notes:
+            print(f"amqp-dissect: {kl.path}: key log {note}", file=sys.stderr)
+    return kl

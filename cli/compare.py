@@ -10,13 +10,19 @@ import textwrap
 import subprocess
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Annotated, List, Optional
 
 import typer
 
 from amqp_dissect.errors import CaptureError
 
-from .common import EXIT_FORMAT, EXIT_INTERNAL, EXIT_OK, EXIT_OPEN, EXIT_USAGE, Fail
+from .common import EXIT_FORMAT, EXIT_INTERNAL, EXIT_OK, EXIT_OPEN, EXIT_USAGE, Fail, load_keylog
+from .options import keylog_option, port_option
+
+# (--port and --keylog of compare also go to tshark)
+ComparePorts = Annotated[Optional[List[int]], port_option("also decode this TCP port as AMQP, here and in tshark "
+                                                          "(repeatable)")]
+CompareKeyLog = Annotated[Optional[Path], keylog_option("TLS key log (NSS format), given to tshark too")]
 
 EXIT_DISAGREE = 1  # a disagreement no known Wireshark defect explains
 
@@ -37,13 +43,36 @@ def tshark_version() -> str:
 
 def render_compare(report, known: list, capture: str, tshark: str, quiet: bool = False) -> tuple[str, int]:
     """The text of ``compare`` for a :class:`~amqp_dissect.pipelines.compare.Report`, and its exit code."""
-    why = {e["id"]: e["why"] for e in known}
     dis = report.disagreements
-    unknown = report.unknown
+    lines = _counts(report, capture, tshark) + _not_compared(report)
+    shown = report.unknown if quiet else dis
+    if shown:
+        lines.append("")
+    for d in shown:
+        lines += _disagreement(d)
+    met: dict = {}  # known Wireshark defect -> disagreements it explains
+    for d in dis:
+        for k in d.known:
+            met[k] = met.get(k, 0) + 1
+    if met:
+        lines += [""] + _defects(met, {e["id"]: e["why"] for e in known})
+    lines.append("")
+    result, rc = _result(report, met)
+    lines.append(result)
+    return "\n".join(lines) + "\n", rc
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{word}{'s' if n != 1 else ''}"
+
+
+def _counts(report, capture: str, tshark: str) -> list[str]:
+    """The head: what was compared, what agrees, the disagreements known and not explained."""
+    dis, unknown = report.disagreements, report.unknown
     frames_with = {(d.packet, d.index) for d in dis if d.path != "@frames"}
     frames_unknown = {(d.packet, d.index) for d in unknown if d.path != "@frames"}
     count_packets = [d for d in dis if d.path == "@frames"]
-    lines = [
+    return [
         f"compare {capture} against Wireshark ({tshark}, through pyshark)",
         f"frames: ours {report.ours_count}, Wireshark {report.ws_count}; {report.frames_compared} compared, "
         f"{report.frames_agreeing} agree in every value"
@@ -52,70 +81,72 @@ def render_compare(report, known: list, capture: str, tshark: str, quiet: bool =
         f"disagreements: {len(dis)} in {len(frames_with)} frames: {len(dis) - len(unknown)} known Wireshark defects, "
         f"{len(unknown)} not explained ({len(frames_unknown)} frames)",
     ]
+
+
+def _not_compared(report) -> list[str]:
+    """The connections of other protocols and the AMQP over WebSocket, said as what was (not) compared."""
+    lines = []
     others = getattr(report, "other_protocols", None)
     if others:
         n = sum(others.values())
-        lines.append(f"not compared: {n} connection{'s' if n != 1 else ''} of another protocol ("
+        lines.append(f"not compared: {n} {_plural(n, 'connection')} of another protocol ("
                      + ", ".join(f"{k} {v}" for k, v in others.items())
                      + f"; amqp-dissect names them and does not decode them), "
                      f"{report.other_layers} AMQP layers Wireshark shows on them")
     unwrapped = getattr(report, "websocket_unwrapped", (0, 0))
     if unwrapped[0]:
         n = unwrapped[0]
-        lines.append(f"AMQP over WebSocket: the AMQP stream of {n} WebSocket connection{'s' if n != 1 else ''}, as we "
+        lines.append(f"AMQP over WebSocket: the AMQP stream of {n} WebSocket {_plural(n, 'connection')}, as we "
                      f"unwrapped it, given to tshark as plain TCP ({unwrapped[1]} AMQP layers; Wireshark 4.0 does "
                      "not decode AMQP inside WebSocket)")
     if getattr(report, "websocket_connections", 0):
         n = report.websocket_connections
-        lines.append(f"not compared: {report.websocket_frames} AMQP frames on {n} WebSocket connection"
-                     f"{'s' if n != 1 else ''} (Wireshark 4.0 does not decode AMQP inside WebSocket: it shows "
-                     "the WebSocket frames only)")
-    shown = unknown if quiet else dis
-    if shown:
-        lines.append("")
-    for d in shown:
-        where = f"packet {d.packet} #{d.index} {d.performative or ''}".rstrip()
-        lines.append(f"{where}: {d.path}: ours={_short(d.ours)} wireshark={_short(d.ws)}")
-        if d.known:
-            lines.append(f"    known Wireshark defect: {', '.join(d.known)}")
-        else:
-            lines.append("    NOT EXPLAINED: a bug of amqp-dissect, or a Wireshark defect not known yet"
-                         + (f" (Wireshark: {'; '.join(d.ws_errors)})" if d.ws_errors and d.path == "@errors" else ""))
-    met: dict = {}
-    for d in dis:
-        for k in d.known:
-            met[k] = met.get(k, 0) + 1
-    if met:
-        lines.append("")
-        lines.append("Known Wireshark defects met:")
-        for k, n in met.items():
-            lines.append(f"  {k} ({n} disagreement{'s' if n != 1 else ''}):")
-            lines.extend(textwrap.wrap(why.get(k, ""), 100, initial_indent="    ", subsequent_indent="    "))
-    lines.append("")
-    if unknown:
-        lines.append(f"result: {len(unknown)} disagreement{'s' if len(unknown) != 1 else ''} not explained by a known "
-                     f"Wireshark defect (exit {EXIT_DISAGREE})")
-        return "\n".join(lines) + "\n", EXIT_DISAGREE
-    if dis:
-        lines.append(f"result: agrees with Wireshark apart from {len(met)} known Wireshark defect"
-                     f"{'s' if len(met) != 1 else ''} (exit 0)")
-    elif report.frames_compared:
-        lines.append("result: agrees with Wireshark on every frame (exit 0)")
-    elif getattr(report, "websocket_frames", 0):
-        lines.append("result: no AMQP frame Wireshark decodes to compare (exit 0)")
+        lines.append(f"not compared: {report.websocket_frames} AMQP frames on {n} WebSocket {_plural(n, 'connection')}"
+                     " (Wireshark 4.0 does not decode AMQP inside WebSocket: it shows the WebSocket frames only)")
+    return lines
+
+
+def _disagreement(d) -> list[str]:
+    where = f"packet {d.packet} #{d.index} {d.performative or ''}".rstrip()
+    lines = [f"{where}: {d.path}: ours={_short(d.ours)} wireshark={_short(d.ws)}"]
+    if d.known:
+        lines.append(f"    known Wireshark defect: {', '.join(d.known)}")
     else:
-        lines.append("result: no AMQP 1.0 frame to compare (exit 0)")
-    return "\n".join(lines) + "\n", EXIT_OK
+        lines.append("    NOT EXPLAINED: a bug of amqp-dissect, or a Wireshark defect not known yet"
+                     + (f" (Wireshark: {'; '.join(d.ws_errors)})" if d.ws_errors and d.path == "@errors" else ""))
+    return lines
+
+
+def _defects(met: dict, why: dict) -> list[str]:
+    lines = ["Known Wireshark defects met:"]
+    for k, n in met.items():
+        lines.append(f"  {k} ({n} {_plural(n, 'disagreement')}):")
+        lines.extend(textwrap.wrap(why.get(k, ""), 100, initial_indent="    ", subsequent_indent="    "))
+    return lines
+
+
+def _result(report, met: dict) -> tuple[str, int]:
+    """The last line, and the exit code."""
+    unknown = report.unknown
+    if unknown:
+        return (f"result: {len(unknown)} {_plural(len(unknown), 'disagreement')} not explained by a known "
+                f"Wireshark defect (exit {EXIT_DISAGREE})"), EXIT_DISAGREE
+    if report.disagreements:
+        return (f"result: agrees with Wireshark apart from {len(met)} known Wireshark "
+                f"{_plural(len(met), 'defect')} (exit 0)"), EXIT_OK
+    if report.frames_compared:
+        return "result: agrees with Wireshark on every frame (exit 0)", EXIT_OK
+    if getattr(report, "websocket_frames", 0):
+        return "result: no AMQP frame Wireshark decodes to compare (exit 0)", EXIT_OK
+    return "result: no AMQP 1.0 frame to compare (exit 0)", EXIT_OK
 
 
 def register(app: typer.Typer) -> None:
     @app.command()
     def compare(
         capture: Path = typer.Argument(..., help="pcap or pcapng file, optionally gzip-compressed"),
-        port: Optional[List[int]] = typer.Option(None, "--port", "-p", min=1, max=65535,
-                                                 help="also decode this TCP port as AMQP, here and in tshark (repeatable)"),
-        keylog: Optional[Path] = typer.Option(None, "--keylog",
-                                              help="TLS key log (NSS format), given to tshark too"),
+        port: ComparePorts = None,
+        keylog: CompareKeyLog = None,
         quiet: bool = typer.Option(False, "--quiet", "-q", help="list only the disagreements not explained"),
     ):
         """Cross-check every AMQP frame against Wireshark (tshark through pyshark): kind, channel,
@@ -131,8 +162,9 @@ def register(app: typer.Typer) -> None:
             raise Fail(EXIT_OPEN, f"{keylog}: cannot read the key log: no such file")
         if shutil.which("tshark") is None:
             raise Fail(EXIT_USAGE, "compare needs tshark (Wireshark's command line; apt-get install tshark)")
+        secrets = load_keylog(keylog, notes=False) if keylog is not None else None  # (no $SSLKEYLOGFILE here)
         try:
-            report = compare_capture(capture, ports=port or (), keylog_file=keylog)
+            report = compare_capture(capture, ports=port or (), keylog_file=keylog, keylog=secrets)
         except CaptureError as e:
             raise Fail(EXIT_FORMAT, f"{capture}: {e}") from None
         except Exception as e:  # tshark failed (pyshark's TSharkCrashException): its last words

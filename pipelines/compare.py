@@ -554,15 +554,16 @@ def compare_frame(sample: str, ours: OurFrame, ws: WsFrame, report: Report) -> N
         disagree("@errors", ours.errors or None, ws.errors or None)
 
 
-def compare_capture(pcap, ports=(), keylog_file=None, name: str | None = None, ws=None, ours=None) -> Report:
+def compare_capture(pcap, ports=(), keylog_file=None, name: str | None = None, ws=None, ours=None,
+                    keylog=None) -> Report:
     """Our frames against Wireshark's (through pyshark), frame by frame; every disagreement
     classified against :data:`KNOWN`.  ``name``: the capture's name in the report (default: the
     file's stem, which :data:`KNOWN` entries match).  ``ws`` / ``ours``: the two sides, when
-    already read (:func:`wireshark_frames`, :func:`our_frames`)."""
+    already read (:func:`wireshark_frames`, :func:`our_frames`).  ``keylog``: the KeyLog of
+    ``keylog_file`` (the file tshark reads), when the caller made it already."""
     sample = name if name is not None else Path(pcap).stem
     if ours is None:  # first: a file that is no capture fails here, with our message
-        keylog = None
-        if keylog_file:  # read as a stream: only the capture's ClientHello randoms kept
+        if keylog is None and keylog_file:  # read as a stream: only the capture's ClientHello randoms kept
             from amqp_dissect.pipelines.keylogfile import KeyLogFile
 
             keylog = KeyLogFile(keylog_file)

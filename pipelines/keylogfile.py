@@ -165,8 +165,9 @@ class KeyLogFile(KeyLog):
         except Exception:
             pass
 
-    def __reduce__(self):
-        # (a Dissector pickled midway, the Spark job): a plain KeyLog of the secrets of every valid line
+    def plain(self) -> KeyLog:
+        """A plain :class:`~amqp_dissect.capture.keylog.KeyLog` of the secrets of every valid line
+        (and of the ones added since: pcapng Decryption Secrets Blocks), read again from the file."""
         kl = KeyLog()
         kl.secrets = {r: dict(s) for r, s in self.secrets.items()}
         if self._fd is not None:
@@ -183,7 +184,27 @@ class KeyLogFile(KeyLog):
                 kl.secrets.setdefault(r, {})[label] = secret
         kl.notes = list(self.notes)
         kl.lines_ignored = self.lines_ignored
+        return kl
+
+    def text(self) -> str:
+        """Every secret of the file as key log text (what the Spark job ships to its executors)."""
+        return self.plain().text()
+
+    def __reduce__(self):
+        # (a Dissector pickled midway, the Spark job): a plain KeyLog of the secrets of every valid line
+        kl = self.plain()
         return (_plain_keylog, (kl.secrets, kl.notes, kl.lines_ignored))
+
+    @classmethod
+    def from_path(cls, path=None) -> "KeyLogFile | None":
+        """The key log ``path`` (a ``--keylog`` option: the shell's one place where a key log path
+        becomes a KeyLog); without one, the file ``$SSLKEYLOGFILE`` names (when set and present).
+        None when there is no key log.  Opening problems raise ``OSError``."""
+        if path is None:
+            path = os.environ.get("SSLKEYLOGFILE") or None
+            if path is None or not os.path.isfile(path):
+                return None
+        return cls(path)
 
 
 def _plain_keylog(secrets, notes, ignored) -> KeyLog:
@@ -194,11 +215,5 @@ def _plain_keylog(secrets, notes, ignored) -> KeyLog:
     return kl
 
 
-def open_keylog(path=None) -> KeyLogFile | None:
-    """The key log ``path``; without one, the file ``$SSLKEYLOGFILE`` names (when set and
-    present).  None when there is no key log."""
-    if path is None:
-        path = os.environ.get("SSLKEYLOGFILE") or None
-        if path is None or not os.path.isfile(path):
-            return None
-    return KeyLogFile(path)
+# (the name the README's Python API section gives it)
+open_keylog = KeyLogFile.from_path

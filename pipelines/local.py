@@ -158,7 +158,7 @@ class CaptureSource:
         self.inputs = [paths] if single else list(paths)
         self.paths = [input_name(p) for p in self.inputs]
         # messages: reassemble message bodies of multi-frame deliveries (only frame output shows them)
-        # keylog: TLS key log text or KeyLog (see read_keylog); pcapng Decryption Secrets Blocks add to it
+        # keylog: a KeyLog (KeyLogFile.from_path) or key log text; pcapng Decryption Secrets Blocks add to it
         self.dissector = dissector or Dissector(extra_ports=ports, messages=messages, keylog=keylog,
                                                 tls_records=tls_records)
         self.ports = tuple(ports)
@@ -540,28 +540,13 @@ def set_gaps(parts, holes: list | None = None) -> list[dict]:
 
 
 def read_keylog(path=None) -> str | None:
-    """The valid lines of TLS key log ``path`` as text (for the Spark job, which ships it to its
-    executors; the local commands read the file as a stream instead:
-    :func:`amqp_dissect.pipelines.keylogfile.open_keylog`); without ``path``, of the file
-    ``$SSLKEYLOGFILE`` names (when set and present).  None when there is no key log.  Read in
-    chunks: damaged lines are dropped, a line of more than ``MAX_LINE`` bytes is not held, and
-    ``/dev/zero`` ends after ``MAX_RUN`` bytes (see :class:`~amqp_dissect.capture.keylog.LineScanner`)."""
-    from amqp_dissect.capture.keylog import LineScanner
+    """The secrets of TLS key log ``path`` (default: the file ``$SSLKEYLOGFILE`` names, when set and
+    present) as key log text, None when there is no key log: what the Spark job ships to its
+    executors (:meth:`~amqp_dissect.pipelines.keylogfile.KeyLogFile.from_path`, then ``text()``)."""
+    from amqp_dissect.pipelines.keylogfile import KeyLogFile
 
-    if path is None:
-        path = os.environ.get("SSLKEYLOGFILE") or None
-        if path is None or not os.path.isfile(path):
-            return None
-    sc = LineScanner()
-    out = []
-    with open(path, "rb") as f:
-        while not sc.stopped:
-            data = f.read(1 << 20)
-            if not data:
-                break
-            out += [f"{label} {random.hex()} {secret.hex()}\n" for _, label, random, secret in sc.feed(data)]
-    out += [f"{label} {random.hex()} {secret.hex()}\n" for _, label, random, secret in sc.end()]
-    return "".join(out)
+    kl = KeyLogFile.from_path(path)
+    return None if kl is None else kl.text()
 
 
 def to_frame(rows, table: str) -> "pd.DataFrame":
@@ -759,8 +744,8 @@ def analyze(paths, ports: Iterable[int] = (), keylog=None, frames: bool = False,
     """Analyse one capture, or several read in order as one continuous capture.
 
     ``paths``: a path, an open binary file object (``sys.stdin.buffer``, ``io.BytesIO``, a pipe:
-    nothing seeks), ``"-"`` for standard input, or a list of these.  ``keylog``: TLS key log
-    text (``read_keylog(path)``) to decrypt TLS streams.  ``frames``: keep a row per frame for
+    nothing seeks), ``"-"`` for standard input, or a list of these.  ``keylog``: a KeyLog
+    (``KeyLogFile.from_path(path)``) or key log text, to decrypt TLS streams.  ``frames``: keep a row per frame for
     :attr:`Analysis.frames` while reading (without it, ``frames`` reads the files again).
     ``limit``: read only that many packets."""
     source = CaptureSource(paths, ports=ports, keylog=keylog, messages=True if frames else False, limit=limit)

@@ -41,12 +41,14 @@ def _local(uri: str) -> str | None:
 
 def run_archive(spark, paths, out: str, *, split_size: int = DEFAULT_SPLIT_SIZE, window: float = DEFAULT_WINDOW,
                 frames: bool = False, partitions: int | None = None, ports=(), keep_work: bool = False,
-                idle_timeout: float = 900.0, keylog: str | None = None) -> dict:
+                idle_timeout: float = 900.0, keylog=None) -> dict:
     """Analyse the captures under ``paths`` as one continuous capture; write parquet tables
     under ``out``.  Returns a dict: ``counts``, ``tables`` (name -> path), ``files`` (in
     capture order), ``errors`` ((path, damage) pairs), ``stats`` (ranges, false
     boundary candidates, reruns, seconds).  Raises :class:`InputError` for bad paths."""
     t0 = time.time()
+    if keylog is not None and not isinstance(keylog, str):  # a KeyLog (the CLI's --keylog): shipped as text
+        keylog = keylog.text()
     files = expand_inputs(paths)
     nparts = partitions or max(2, spark.sparkContext.defaultParallelism * 2)
     # files are read in at least as many tasks as stage 2 has (default: as many as cores),

@@ -19,7 +19,7 @@ import pytest
 
 from amqp_dissect.capture import keylog as K
 from amqp_dissect.capture.keylog import KeyLog, LineScanner, RegionIndex
-from amqp_dissect.pipelines.keylogfile import KeyLogFile, open_keylog
+from amqp_dissect.pipelines.keylogfile import KeyLogFile
 from test_tls import captures, run  # noqa: F401  (the fixture making TLS captures)
 
 
@@ -158,7 +158,7 @@ def test_a_key_log_that_cannot_be_read_twice_is_copied_valid_lines_only(tmp_path
 def test_a_key_log_that_grows_is_read_further(tmp_path):
     path = tmp_path / "keys"
     path.write_text(_line("CLIENT_RANDOM", _rand(1), b"\x11" * 48))
-    kl = open_keylog(path)
+    kl = KeyLogFile.from_path(path)
     assert kl.get(_rand(2)) is None
     with open(path, "a") as f:
         f.write(_line("CLIENT_RANDOM", _rand(2), b"\x22" * 48)[:-1])  # still being written
@@ -198,6 +198,30 @@ def test_a_pickled_key_log_file_is_a_plain_key_log_of_its_valid_lines(tmp_path):
     path.write_text(SAMPLE)
     back = pickle.loads(pickle.dumps(KeyLogFile(path)))
     assert type(back) is KeyLog and back.secrets == KeyLog(SAMPLE).secrets
+
+
+def test_a_key_log_file_as_text_holds_every_secret_of_the_file(tmp_path):
+    """What the Spark job ships to its executors (``KeyLogFile.text``): the secrets of every valid
+    line, not only of the randoms looked up (the plain parser of the whole text is the oracle)."""
+    path = tmp_path / "keys"
+    path.write_text(SAMPLE)
+    kl = KeyLogFile(path)
+    assert kl.get(_rand(1)) is not None and len(kl.secrets) == 1  # (one random looked up)
+    assert KeyLog(kl.text()).secrets == KeyLog(SAMPLE).secrets and len(KeyLog(SAMPLE)) > 1
+
+
+def test_from_path_defaults_to_the_file_sslkeylogfile_names(tmp_path, monkeypatch):
+    path = tmp_path / "keys"
+    path.write_text(SAMPLE)
+    monkeypatch.delenv("SSLKEYLOGFILE", raising=False)
+    assert KeyLogFile.from_path() is None
+    monkeypatch.setenv("SSLKEYLOGFILE", str(tmp_path / "absent"))
+    assert KeyLogFile.from_path() is None  # (a variable left set in the shell: no key log, no failure)
+    monkeypatch.setenv("SSLKEYLOGFILE", str(path))
+    kl = KeyLogFile.from_path()
+    assert kl.path == str(path) and kl.get(_rand(2)) == KeyLog(SAMPLE).get(_rand(2))
+    with pytest.raises(OSError):  # a path given and missing: the caller says so
+        KeyLogFile.from_path(tmp_path / "absent")
 
 
 # --------------------------------------------------------------------------- real TLS captures

@@ -221,3 +221,72 @@ def test_a_bug_in_the_analysis_is_reported_after_the_output_with_exit_1(monkeypa
     assert rc == EXIT_INTERNAL
     assert "AMQP 1.0 capture report" in out and "deliveries 10" in out
     assert err.count("\n") == 1 and "internal error" in err and "boom" in err
+
+
+# --------------------------------------------------------------------------- options declared once
+
+
+def _click_params():
+    """{command: {option name: click parameter}} of the amqp-dissect app."""
+    import typer
+
+    from amqp_dissect.cli.main import app
+
+    group = typer.main.get_command(app)
+    return {name: {p.name: p for p in cmd.params} for name, cmd in group.commands.items()}
+
+
+def test_a_shared_option_means_the_same_in_every_command():
+    """The capture options (cli/options.py) are declared once: in every command that takes one,
+    its names, limits, default and help agree with the same option of ``report`` (compare's and
+    archive's --port / --keylog say more in their help: what tshark and the executors get)."""
+    params = _click_params()
+    shared = ("captures", "read", "count", "port", "keylog", "iface", "autostop", "write", "jobs")
+    checked = 0
+    for name, ps in params.items():
+        for opt in shared:
+            if opt not in ps or name == "report":
+                continue
+            mine, ref = ps[opt], params["report"][opt]
+            assert (sorted(mine.opts), mine.multiple, mine.default, getattr(mine.type, "min", None),
+                    getattr(mine.type, "max", None)) == (sorted(ref.opts), ref.multiple, ref.default,
+                                                         getattr(ref.type, "min", None), getattr(ref.type, "max", None)), (name, opt)
+            if name not in ("compare", "archive"):
+                assert getattr(mine, "help", None) == getattr(ref, "help", None), (name, opt)
+            checked += 1
+    # frames (all but -j), the eight tables, archive (--port, --keylog), compare (--port, --keylog)
+    assert checked == 8 + 8 * 9 + 2 + 2
+    assert params["frames"]["bpf"].opts == ["-f", "--capture-filter"]  # (-f is --format elsewhere)
+    assert params["links"]["bpf"].opts == ["--capture-filter"] and params["links"]["fmt"].opts == ["--format", "-f"]
+
+
+# --------------------------------------------------------------------------- the key log, made once
+
+
+def test_a_failing_j_run_is_made_again_with_its_key_log(tmp_path, monkeypatch, capsys):
+    """-j 2 whose worker fails: the one-process run that replaces it opens the key log again and
+    decrypts as a run without -j does (the oracle), its damaged lines told once per opening."""
+    import tlscap
+    from amqp_dissect.pipelines import parallel
+    from test_tls import _need_tools
+
+    _need_tools()  # (tcpdump as root: skipped without, a failure under CI)
+    pcap, keys = tmp_path / "tls.pcap", tmp_path / "keys"
+    tlscap.make_capture(os.path.join(ROOT, "samples", "outcomes.pcap"), str(pcap), str(keys), tls="1.3")
+    damaged = tmp_path / "damaged-keys"
+    damaged.write_text(keys.read_text() + "not a key log line\n")
+    args = ["deliveries", "-f", "csv", "--keylog", str(damaged), str(pcap)]
+    rc1, one, err1 = run(capsys, *args)
+    assert rc1 == EXIT_OK and one.count("\n") > 10  # (decrypted: the deliveries are there)
+    assert err1.count("key log line") == 1 and f"line {keys.read_text().count(chr(10)) + 1}:" in err1
+    real = parallel.FlowWorker.read
+
+    def fail(self):
+        if self.w == 0:
+            raise ZeroDivisionError("boom")
+        return real(self)
+
+    monkeypatch.setattr(parallel.FlowWorker, "read", fail)
+    rc, out, err = run(capsys, *args, "-j", "2")
+    assert rc == 1 and out == one
+    assert err.count("key log line") == 2 and "internal error: -j 2" in err and "boom" in err

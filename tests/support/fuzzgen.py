@@ -1381,7 +1381,7 @@ class Checker:
                 cpu[name] = cpu.get(name, 0.0) + time.process_time() - t0
 
         def frames_summary():
-            run = cli.CaptureRun(p, [], messages="summary", keylog=self.keylog)
+            run = cli.CaptureRun(p, [], messages="summary", keylog=cli.load_keylog(self.keylog))
             cli._print_summary(run, io.StringIO())
             return run.finish_status()
 
@@ -1389,7 +1389,7 @@ class Checker:
             # one decode (messages in full) replayed through the -V printer and the jsonl printer
             t0 = time.process_time()
             with redirect_stderr(err):  # (the key log's damaged lines are told on stderr)
-                run = cli.CaptureRun(p, [], messages=True, tls_records=[], keylog=self.keylog)
+                run = cli.CaptureRun(p, [], messages=True, tls_records=[], keylog=cli.load_keylog(self.keylog))
             pairs, stop = [], None
             try:
                 with redirect_stderr(err):
@@ -1416,7 +1416,7 @@ class Checker:
             step("frames --format jsonl", jsonl)
 
         def analysis():
-            run = cli.CaptureRun(p, [], keylog=self.keylog)
+            run = cli.CaptureRun(p, [], keylog=cli.load_keylog(self.keylog))
             a = run.analyze(rows=False)
             an = a.analyzer
             rep = build_report(an, capture_errors=a.capture_errors)
@@ -1435,7 +1435,7 @@ class Checker:
             # report --format html: the SeriesAnalyzer's decode, the plot document and the page
             from amqp_dissect.cli.report_html import analyze_for_report
 
-            run = cli.CaptureRun(p, [], keylog=self.keylog)
+            run = cli.CaptureRun(p, [], keylog=cli.load_keylog(self.keylog))
             analysis, _, page = analyze_for_report(run, html=True, version="fuzz")
             if not page.endswith("</html>\n"):
                 failures.append("report --format html: the page is cut short")
@@ -1443,7 +1443,7 @@ class Checker:
 
         def delivery_stream():
             # the deliveries command's stream; its batches do not depend on the format written
-            run = cli.CaptureRun(p, [], keylog=self.keylog)
+            run = cli.CaptureRun(p, [], keylog=cli.load_keylog(self.keylog))
             stream = DeliveryStream(cli._Checked(run))
             for b in stream.batches(2048):
                 deliveries.append(b)

@@ -1,0 +1,112 @@
+"""The options and arguments of the commands, each declared once (typer ``Annotated`` aliases).
+
+A command names a parameter's type by its alias (``port: Ports = None``); the names, limits and
+help text live here only.  Where two commands say different things about the same option (the
+``--port`` of ``compare`` also goes to tshark, the ``--keylog`` of ``archive`` is shipped to the
+executors), the option is made by one function whose help text is the only argument.
+"""
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, List, Optional
+
+import typer
+
+from .habits import TimeFormat
+
+
+class FrameFormat(str, Enum):
+    text = "text"
+    jsonl = "jsonl"
+    fields = "fields"
+
+
+class ReportFormat(str, Enum):
+    text = "text"
+    json = "json"
+    html = "html"
+
+
+class TableFormat(str, Enum):
+    table = "table"
+    csv = "csv"
+    jsonl = "jsonl"
+    parquet = "parquet"
+
+
+# --------------------------------------------------------------------------- what every capture command reads
+
+_INPUTS_HELP = ("capture files (pcap / pcapng, optionally gzip), read as one capture in the order given; "
+                "- for standard input")
+Captures = Annotated[Optional[List[str]], typer.Argument(help=_INPUTS_HELP, show_default=False)]
+ReadFiles = Annotated[Optional[List[str]], typer.Option("-r", "--read-file", show_default=False,
+                                                        help="read this capture (repeatable; before the arguments)")]
+Count = Annotated[Optional[int], typer.Option("-c", "--count", min=1,
+                                              help="stop after reading this many packets (as tshark -c)")]
+
+PORT_HELP = "also decode this TCP port as AMQP (repeatable)"
+
+
+def port_option(help: str = PORT_HELP):
+    """``--port`` / ``-p``: a TCP port decoded as AMQP besides the standard ones."""
+    return typer.Option("--port", "-p", min=1, max=65535, help=help)
+
+
+Ports = Annotated[Optional[List[int]], port_option()]
+
+KEYLOG_HELP = "TLS key log (NSS format) to decrypt TLS streams; default: the file $SSLKEYLOGFILE names"
+
+
+def keylog_option(help: str = KEYLOG_HELP):
+    """``--keylog FILE``: a TLS key log in the NSS format."""
+    return typer.Option("--keylog", help=help)
+
+
+KeyLogPath = Annotated[Optional[Path], keylog_option()]
+
+# --------------------------------------------------------------------------- live capture (-i)
+
+Interface = Annotated[Optional[str], typer.Option("-i", "--interface", show_default=False,
+                                                  help="capture live on this interface (through dumpcap)")]
+_BPF_HELP = "live capture: BPF capture filter, e.g. 'tcp port 5672'"
+# (-f is --format in report and the table commands; frames takes -f for the filter, as tshark does)
+CaptureFilter = Annotated[Optional[str], typer.Option("--capture-filter", help=_BPF_HELP, show_default=False)]
+FramesCaptureFilter = Annotated[Optional[str], typer.Option("-f", "--capture-filter", show_default=False,
+                                                            help=_BPF_HELP)]
+Autostop = Annotated[Optional[List[str]], typer.Option("-a", "--autostop", show_default=False,
+                                                       help="live capture: duration:SECONDS")]
+WriteRaw = Annotated[Optional[str], typer.Option("-w", "--write", show_default=False,
+                                                 help="live capture: also write the raw packets to this pcap file")]
+
+# --------------------------------------------------------------------------- report and tables
+
+Jobs = Annotated[int, typer.Option("-j", "--jobs", min=1, max=64,
+                                   help="analyse with this many processes (flows split between them; the output "
+                                        "is the same as with one); standard input and live captures use one")]
+ReportFormatOption = Annotated[ReportFormat, typer.Option("--format", "-f",
+                                                          help="text, json, or html (one self-contained page "
+                                                               "with plots)")]
+ReportOutput = Annotated[Optional[Path], typer.Option("--output", "-o",
+                                                      help="write to this file (default: stdout)")]
+TableFormatOption = Annotated[TableFormat, typer.Option("--format", "-f", help="table, csv, jsonl or parquet")]
+TableOutput = Annotated[Optional[Path], typer.Option("--output", "-o",
+                                                     help="write to this file (required for parquet)")]
+Columns = Annotated[Optional[str], typer.Option("--columns", help="table format: these columns (a,b,c; +a,b adds "
+                                                                  "to the default ones; all)")]
+
+# --------------------------------------------------------------------------- frames
+
+Verbose = Annotated[bool, typer.Option("-V", "--verbose", help="Wireshark-style detail tree per frame")]
+FrameFormatOption = Annotated[FrameFormat, typer.Option("--format", "-T",
+                                                        help="text, jsonl, or fields (with -e, as tshark -T "
+                                                             "fields)")]
+DisplayFilter = Annotated[Optional[str], typer.Option("-Y", "--display-filter",
+                                                      help="show only the frames this filter matches, e.g. "
+                                                           "'performative == \"transfer\" and delivery-id >= 10'")]
+Fields = Annotated[Optional[List[str]], typer.Option("-e", "--field", help="a field -T fields prints (repeatable)")]
+TimeFormatOption = Annotated[TimeFormat, typer.Option("-t", "--time-format", case_sensitive=False,
+                                                      help="time column: r relative to the first packet, a / ad "
+                                                           "local time (and date), u / ud UTC, e epoch, d delta "
+                                                           "from the previous packet, dd from the previous line; "
+                                                           "to the capture's resolution (9 digits for nanosecond "
+                                                           "captures)")]

@@ -1,0 +1,197 @@
+"""The table commands (``deliveries``, ``links``, ``stalls``, ``connections``, ``sessions``,
+``transactions``, ``violations``, ``errors``) and their one output writer, :class:`TableWriter`.
+
+Registered on the typer app by ``register(app)`` (called by cli/main.py).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+from contextlib import contextmanager
+
+import typer
+
+from amqp_dissect.pipelines.local import DeliveryStream
+
+from .common import EXIT_USAGE, Fail, load_keylog
+from .habits import check_output, pick_columns, text_table, write_failure
+from .options import (Autostop, CaptureFilter, Captures, Columns, Count, Interface, Jobs, KeyLogPath, Ports,
+                      ReadFiles, TableFormat, TableFormatOption, TableOutput, WriteRaw)
+from .run import CaptureRun, _Checked, capture_or_live, parallel_ok, run_status
+
+#: the table commands: (table, the Analyzer's method giving its rows, the command's help)
+TABLES = (
+    ("deliveries", "delivery_rows", "One row per delivery: outcome, settlement, latency."),
+    ("links", "link_rows", "One row per link: peers, addresses, settle modes, outcomes, latency, stalls."),
+    ("stalls", "stall_rows", "One row per credit / session-window / drain stall, idle periods included (idle)."),
+    ("connections", "connection_rows", "One row per connection: negotiation, open/close, counts."),
+    ("sessions", "session_rows", "One row per session: channel mapping, windows, end."),
+    ("transactions", "transaction_rows", "One row per transaction: declare, discharge, enlisted deliveries."),
+    ("violations", "violation_rows", "Protocol violations found by the state layer."),
+    ("errors", "error_rows", "Errors: close/end/detach errors and unsettled deliveries."),
+)
+
+
+class TableWriter:
+    """The output of a table command: ``--format``, ``--columns`` and ``-o`` checked before any
+    work (one line and exit 2 or 3), then the rows written in that format: the text table (the
+    chosen columns), or csv / jsonl / parquet (every column) streamed."""
+
+    def __init__(self, table: str, fmt: TableFormat, output, columns: str | None):
+        if fmt is TableFormat.parquet and output is None:
+            raise Fail(EXIT_USAGE, "--format parquet needs --output FILE")
+        if columns is not None and fmt is not TableFormat.table:
+            raise Fail(EXIT_USAGE, "--columns applies to --format table (csv, jsonl and parquet have every column)")
+        self.table = table
+        self.fmt = fmt
+        self.text = fmt is TableFormat.table
+        self.cols = pick_columns(table, columns) if self.text else None
+        check_output(output)
+        self.output = output
+
+    @contextmanager
+    def writing(self):
+        """Around the work whose rows are written (csv / jsonl / parquet are written as the rows
+        come): pyarrow kept from loading pandas, which these formats do not need (time and
+        memory), and a failure to write ``-o`` told as one (exit 3)."""
+        if self.text:
+            yield
+            return
+        from amqp_dissect.pipelines.write import lean_arrow
+
+        with _write_errors(self.output), lean_arrow():
+            yield
+
+    def rows(self, rows) -> None:
+        """Row dicts: a list, or an iterator (csv / jsonl / parquet: rows made as they are written)."""
+        if not self.text:
+            from amqp_dissect.pipelines.write import write_table
+
+            write_table(rows, self.table, self.fmt.value, self.output)
+            return
+        from amqp_dissect.pipelines.write import raw_times
+        from amqp_dissect.results.tables import to_frame
+
+        rows = rows if isinstance(rows, list) else list(rows)
+        text = text_table(to_frame(rows, self.table), self.table, self.cols, raw_times(rows, self.table))
+        _write_text(text, self.output)
+
+    def batches(self, batches) -> None:
+        """Arrow record batches of the table (the deliveries: csv / jsonl / parquet)."""
+        from amqp_dissect.pipelines.write import write_batches
+
+        write_batches(batches, self.table, self.fmt.value, self.output)
+
+
+@contextmanager
+def _write_errors(output):
+    """An OSError about ``output`` (or about no file) while writing a table there is a write
+    failure (its user-facing message and exit status); a broken pipe is left to the caller."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        if output is not None and getattr(e, "filename", None) in (None, str(output), os.fspath(output)):
+            raise write_failure(output, e) from None
+        raise
+
+
+def _write_text(text: str, output) -> None:
+    if output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        with open(output, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise write_failure(output, e) from None
+
+
+def _in_one_process(run: CaptureRun, out: TableWriter, rows_method: str):
+    """The table of ``run`` made by this process and written by ``out``; returns the Analyzer (its
+    internal errors make the exit status)."""
+    with out.writing():
+        if out.table == "deliveries":  # row by row as each delivery becomes final
+            from amqp_dissect.pipelines.write import STREAM_ROWS
+
+            stream = DeliveryStream(_Checked(run))
+            if out.text:
+                out.rows(list(stream))
+            else:  # batches written once their deliveries are final
+                out.batches(stream.batches(STREAM_ROWS))
+            return stream.analyzer
+        analyzer = run.analyze(rows=False).analyzer
+        lazy = None if out.text else getattr(analyzer, "iter_" + rows_method, None)
+        out.rows((lazy or getattr(analyzer, rows_method))())
+        return analyzer
+
+
+def _in_parallel(run: CaptureRun, jobs: int, out: TableWriter):
+    """The table of ``run`` made by ``jobs`` processes (see amqp_dissect.pipelines.parallel) and
+    written by ``out``: exits, or returns the exception -j met (a bug) before writing anything, for
+    the command to run in one process."""
+    from amqp_dissect.pipelines import parallel
+
+    with out.writing():
+        try:
+            with run._reading():
+                if out.table == "deliveries":  # (not as a text table: that is made by one process)
+                    made, bugs = parallel.parallel_deliveries(run.source, jobs)
+                else:
+                    made, bugs = parallel.parallel_rows(run.source, jobs, out.table)
+        except (Fail, OSError):
+            raise
+        except Exception as e:
+            return e
+        if out.table == "deliveries":
+            out.batches(made)
+        else:
+            out.rows(made)
+    raise typer.Exit(run.finish_status(bugs))
+
+
+def table_command(table: str, rows_method: str):
+    """The command writing ``table`` (the Analyzer's ``rows_method`` gives its rows)."""
+
+    def command(
+        captures: Captures = None,
+        read: ReadFiles = None,
+        fmt: TableFormatOption = TableFormat.table,
+        output: TableOutput = None,
+        columns: Columns = None,
+        count: Count = None,
+        port: Ports = None,
+        keylog: KeyLogPath = None,
+        iface: Interface = None,
+        bpf: CaptureFilter = None,
+        autostop: Autostop = None,
+        write: WriteRaw = None,
+        jobs: Jobs = 1,
+    ):
+        out = TableWriter(table, fmt, output, columns)
+        inputs = capture_or_live(captures, read, iface, bpf, count, autostop, write)
+        import amqp_dissect.pipelines.write  # noqa: F401  (pyarrow: loaded before the freeze below)
+
+        # the objects of the modules imported so far (pyarrow's are many) live as long as the
+        # process: full collections, which the streamed deliveries make more frequent, skip them
+        gc.freeze()
+        run = CaptureRun(inputs, port or [], keylog=load_keylog(keylog), limit=count)
+        failed = None
+        if jobs > 1 and parallel_ok(run) and not (table == "deliveries" and out.text):
+            failed = _in_parallel(run, jobs, out)  # (exits unless -j failed)
+            run = run.again()
+        analyzer = _in_one_process(run, out, rows_method)
+        raise typer.Exit(run_status(run, analyzer, failed, jobs))
+
+    return command
+
+
+def register(app: typer.Typer) -> None:
+    """Add the table commands to the amqp-dissect typer app."""
+    for table, rows_method, help_text in TABLES:
+        command = table_command(table, rows_method)
+        command.__doc__ = help_text
+        app.command(name=table)(command)
