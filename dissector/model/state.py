@@ -200,7 +200,6 @@ from ..amqp.codec import ABSENT, ELEMENT_BUDGET_BASE, ELEMENTS_PER_BYTE, Composi
 from ..errors import DissectError
 from ..events import StreamClosed, StreamOpened
 from ..times import NS
-from ..amqp.spec import COMPOSITES, choice_name
 # the value readers, under the names the tracker calls them by
 from ..amqp.values import (STATE_DECLARED, STATE_MODIFIED, STATE_PLAIN, STATE_RECEIVED, STATE_REJECTED,
                            error_info, terminus_info)
@@ -269,19 +268,18 @@ _K_PLAIN, _K_RECEIVED, _K_REJECTED, _K_MODIFIED, _K_DECLARED = (STATE_PLAIN, STA
                                                                  STATE_MODIFIED, STATE_DECLARED)
 
 
-# field indices of the hot performatives, from the generated spec tables (frame.fields is the
+# field indices of the hot performatives, generated from the spec XML (frame.fields is the
 # performative's field values in spec order, ABSENT beyond the encoded list)
-_TI = COMPOSITES["transfer"].index
-T_HANDLE, T_DELIVERY_ID, T_DELIVERY_TAG, T_SETTLED, T_MORE, T_RCV_SETTLE_MODE, T_STATE, T_RESUME, T_ABORTED = (
-    _TI["handle"], _TI["delivery-id"], _TI["delivery-tag"], _TI["settled"], _TI["more"], _TI["rcv-settle-mode"],
-    _TI["state"], _TI["resume"], _TI["aborted"])
-_FI = COMPOSITES["flow"].index
-F_NII, F_IW, F_NOID, F_OW, F_HANDLE, F_DC, F_LC, F_AVAILABLE, F_DRAIN, F_ECHO = (
-    _FI["next-incoming-id"], _FI["incoming-window"], _FI["next-outgoing-id"], _FI["outgoing-window"], _FI["handle"],
-    _FI["delivery-count"], _FI["link-credit"], _FI["available"], _FI["drain"], _FI["echo"])
-_DI = COMPOSITES["disposition"].index
-D_ROLE, D_FIRST, D_LAST, D_SETTLED, D_STATE = (
-    _DI["role"], _DI["first"], _DI["last"], _DI["settled"], _DI["state"])
+from ..amqp._spec import (TRANSFER_HANDLE as T_HANDLE, TRANSFER_DELIVERY_ID as T_DELIVERY_ID,  # noqa: E402
+                          TRANSFER_DELIVERY_TAG as T_DELIVERY_TAG, TRANSFER_SETTLED as T_SETTLED,
+                          TRANSFER_MORE as T_MORE, TRANSFER_RCV_SETTLE_MODE as T_RCV_SETTLE_MODE,
+                          TRANSFER_STATE as T_STATE, TRANSFER_RESUME as T_RESUME, TRANSFER_ABORTED as T_ABORTED)
+from ..amqp._spec import (FLOW_NEXT_INCOMING_ID as F_NII, FLOW_INCOMING_WINDOW as F_IW,  # noqa: E402
+                          FLOW_NEXT_OUTGOING_ID as F_NOID, FLOW_OUTGOING_WINDOW as F_OW, FLOW_HANDLE as F_HANDLE,
+                          FLOW_DELIVERY_COUNT as F_DC, FLOW_LINK_CREDIT as F_LC, FLOW_AVAILABLE as F_AVAILABLE,
+                          FLOW_DRAIN as F_DRAIN, FLOW_ECHO as F_ECHO)
+from ..amqp._spec import (DISPOSITION_ROLE as D_ROLE, DISPOSITION_FIRST as D_FIRST,  # noqa: E402
+                          DISPOSITION_LAST as D_LAST, DISPOSITION_SETTLED as D_SETTLED, DISPOSITION_STATE as D_STATE)
 
 # what a connection holds before its first AMQP byte (_ConnBase): shared, immutable (a write to
 # one raises, and the tracker reports it as an internal error: never a silent change to all)
