@@ -1,5 +1,5 @@
 """Decoded AMQP values as plain JSON-able Python values (the conventions are in
-:mod:`amqp_dissect.render.frames` and the README).
+:mod:`amqp_dissect.render.frames` and docs/filters.md).
 
 Used by the model (terminus addresses, error info, ...) and by the renderers, so
 it lives with the codec, below both.

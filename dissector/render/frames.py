@@ -1,6 +1,6 @@
 """Turn decoded events into JSON-able dicts, one-line summaries and detail trees.
 
-JSON value conventions (documented in the README):
+JSON value conventions (documented in docs/filters.md):
 
 * binary -> lowercase hex string; decimal32/64/128 -> hex of their raw bits;
 * symbol, string, char -> string; uuid -> its canonical text;
