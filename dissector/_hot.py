@@ -33,6 +33,7 @@ HOT_MODULES = (
     "amqp_dissect.model.stalls",
     "amqp_dissect.model.state",
     "amqp_dissect.results.analytics",
+    "amqp_dissect.results.rows",
     "amqp_dissect.render.frames",
     "amqp_dissect.model.loss",
     "amqp_dissect.model.credit",
