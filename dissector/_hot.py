@@ -32,6 +32,7 @@ HOT_MODULES = (
     "amqp_dissect.model.stats",
     "amqp_dissect.model.stalls",
     "amqp_dissect.model.state",
+    "amqp_dissect.results.percentiles",
     "amqp_dissect.results.analytics",
     "amqp_dissect.results.rows",
     "amqp_dissect.render.frames",

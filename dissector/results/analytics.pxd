@@ -29,9 +29,6 @@ cdef class Analyzer(StateTracker):
                    unsettled_at=list, disp=list)
     cpdef tuple delivery_columns(self, ds)
 
-@cython.locals(n=Py_ssize_t, start=Py_ssize_t, end=Py_ssize_t, root=Py_ssize_t, child=Py_ssize_t, t=double)
-cpdef void _heapsort(double[:] a)
-
 @cython.locals(link=_Link, conn=_ConnBase)
 cpdef tuple _table_order(_Delivery d)
 

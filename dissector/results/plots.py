@@ -98,7 +98,7 @@ def cdf(keys, counts, points: int = CDF_POINTS) -> list:
 
 
 def _latency(stats) -> dict:
-    from .analytics import summarize
+    from .percentiles import summarize
 
     lat = stats.latency
     keys, counts = lat.distinct()

@@ -21,7 +21,7 @@ import heapq
 
 from ..amqp.spec import OUTCOMES
 from ..model.deliveries import compact_rows
-from .analytics import _lost_after
+from .rows import _lost_after
 
 NOTABLE = 10  # rows per "notable" list
 LISTED_CONNECTIONS = 100  # connections the report describes one by one (the others are added up)

@@ -14,7 +14,7 @@ import math
 from ..amqp.spec import OUTCOMES, choice_name
 from ..model.deliveries import compact_rows, link_deliveries
 from ..model.transitions import SIDES
-from .analytics import _lost_after, _p, _t, summarize
+from .percentiles import summarize
 
 __all__ = [
     "connection_rows", "other_rows", "iter_connection_rows", "connection_row", "session_rows",
@@ -24,6 +24,24 @@ __all__ = [
 
 
 # -- connections --------------------------------------------------------------------------------
+
+def _t(x):
+    return None if x is None else x[0]
+
+
+def _p(x):
+    return None if x is None else x[1]
+
+
+def _lost_after(c, ts) -> bool:
+    """Did either peer of connection ``c`` lose bytes (a TCP gap, bytes skipped to resynchronise)
+    noticed after time ``ts``?  Then a frame sent after ``ts`` (a settling disposition, an end, a
+    detach) may be among them."""
+    loss = c.loss
+    if loss is None or ts is None:
+        return False
+    return loss.lost_after(0, ts) or loss.lost_after(1, ts)
+
 
 def connection_rows(an) -> list[dict]:
     return [an.connection_row(c) for c in an.connections.values()]

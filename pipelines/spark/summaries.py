@@ -12,7 +12,7 @@ import os
 import shutil
 
 from amqp_dissect.amqp.spec import OUTCOMES
-from amqp_dissect.results.analytics import percentile
+from amqp_dissect.results.percentiles import percentile
 
 
 SUMMARIES = ("latency_by_link", "latency_by_address", "latency_by_window", "outcomes", "stalls_by_link",
@@ -69,7 +69,7 @@ def summary_spark_schema(name: str):
 
 
 def _lat_stats(values) -> dict:
-    """count, percentiles (:func:`~amqp_dissect.results.analytics.percentile`, ``spark_rounding``:
+    """count, percentiles (:func:`~amqp_dissect.results.percentiles.percentile`, ``spark_rounding``:
     as the summaries always were), max, min, mean of the non-null ``values`` (a numpy array)."""
     import numpy as np
 
