@@ -171,14 +171,7 @@ class StateTracker(Transfers):
             c.transport_end = "fin" if ev.kind == "fin" else ev.kind
             c.transport_time = ev.ts
             if ev.kind in ("fin", "rst"):
-                for st in c.stalls:
-                    st.close(ev.ts, ev.packet, "transport")
-                for s in c.sessions:
-                    if s.terminated is None:
-                        s.terminated = "transport"
-                for link in c.links:
-                    if link.terminated is None:
-                        link.terminated = "transport"
+                _end_everything(c, ev.ts, ev.packet, "transport")
 
     def _stream_note(self, ev: StreamNote):
         c = self._conn(ev)
@@ -474,14 +467,7 @@ class StateTracker(Transfers):
             c.close[d] = {"time": f.ts, "packet": f.packet, "error": err}
         if err:
             self._error(c, d, f, "connection", err)
-        for st in c.stalls:
-            st.close(f.ts, f.packet, "close")
-        for s in c.sessions:
-            if s.terminated is None:
-                s.terminated = "close"
-        for link in c.links:
-            if link.terminated is None:
-                link.terminated = "close"
+        _end_everything(c, f.ts, f.packet, "close")
 
 
 _FIELD_HANDLERS = frozenset({"transfer", "flow", "disposition"})  # handlers that read f.fields only
@@ -499,3 +485,16 @@ _HANDLERS = {
 _H_TRANSFER = _HANDLERS["transfer"]
 _H_DISPOSITION = _HANDLERS["disposition"]
 _H_FLOW = _HANDLERS["flow"]
+
+
+def _end_everything(c, ts, packet, why) -> None:
+    """The connection ended (``why``: "close", "transport"): its open stalls close, and its sessions
+    and links not terminated yet are terminated by it."""
+    for st in c.stalls:
+        st.close(ts, packet, why)
+    for s in c.sessions:
+        if s.terminated is None:
+            s.terminated = why
+    for link in c.links:
+        if link.terminated is None:
+            link.terminated = why
