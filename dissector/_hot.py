@@ -48,4 +48,7 @@ HOT_MODULES = (
     "amqp_dissect.model.links",
     "amqp_dissect.model.transfers",
     "amqp_dissect.model.tracker",
+    "amqp_dissect.model.hooks",
+    "amqp_dissect.model.steps",
+    "amqp_dissect.model.connection",
 )

@@ -1,6 +1,5 @@
-# Augmenting declarations for Cython (see state.pxd): the rooms of the tracker are extension types,
-# each the base of the next (findings <- stall_rules <- transactions <- sessions <- settlement <-
-# links <- transfers <- tracker); a room's hot methods are C calls of the rooms above it.
+# Augmenting declarations for Cython (see state.pxd): the ledger of findings is an extension type,
+# one object the tracker owns and hands to each rule room (each holds it as a typed reference).
 cdef class Recorder:
     cdef public list violations, frame_errors, internal_errors
     cdef public dict _held

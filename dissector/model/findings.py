@@ -1,8 +1,10 @@
 """Findings: the violations, frame errors and internal errors a run records (the tracker's ledger).
 
-:class:`Recorder` is the root of the tracker's rooms: every room records what it finds through it
-(a violation row, repeated ones added up, credit / window violations held until the granting peer's
-next frame shows no gap before it, frame errors).  It imports no room and no tracker.
+:class:`Recorder` is the ledger: one object, owned by the tracker, which hands it to each rule room
+when it makes them.  A room writes what it finds into it (a violation row, repeated ones added up,
+credit / window violations held until the granting peer's next frame shows no gap before it, frame
+errors); the tracker tells it when a peer's frame, a gap, a FIN or the capture's end decides the
+held ones.  It imports no room and no tracker.
 """
 
 from __future__ import annotations
@@ -11,18 +13,20 @@ from .state import HOLD_MAX, REPEAT_KEEP, SIDES, VIOLATIONS_LISTED
 
 
 class Recorder:
+    """The ledger of findings (see the module docstring)."""
+
     def __init__(self):
         self.violations: list[dict] = []
         self.frame_errors: list[dict] = []
         self.internal_errors: list[str] = []  # bugs met while analysing (each also a violation row)
         # (connection id, granting peer) -> credit / window violations waiting for that peer's next
-        # frame: a gap before it means the grant they rest on may have been lost (see _hold)
+        # frame: a gap before it means the grant they rest on may have been lost (see hold)
         self._held: dict = {}
         # (connection, kind, side, message, origin) -> [rows like it, the row adding up those past
         # REPEAT_KEEP or None, its last packet]
         self._repeats: dict = {}
 
-    def _violation(self, c, d, f, kind, severity, message, channel=None, link=None, handle=None,
+    def violation(self, c, d, f, kind, severity, message, channel=None, link=None, handle=None,
                    delivery_id=None, ts=None, packet=None, origin="state"):
         key = (c.id, kind, d, message, origin)
         rep = self._repeats.get(key)
@@ -81,13 +85,13 @@ class Recorder:
             "count": 1,
         })
 
-    def _hold(self, c, g, d, f, kind, message, link=None, handle=None, delivery_id=None):
+    def hold(self, c, g, d, f, kind, message, link=None, handle=None, delivery_id=None):
         """A credit / window violation of sender ``d``: it rests on the latest grant of peer ``g``,
         so it waits for ``g``'s next frame (or FIN, or the capture's end).  A TCP gap of ``g``
         noticed before that (the gap is only seen at the next segment) may have held a flow granting
-        more: then the violation came from state the gap made unknown and is dropped (:meth:`_drop`)."""
+        more: then the violation came from state the gap made unknown and is dropped (:meth:`drop`)."""
         n = len(self.violations)
-        self._violation(c, d, f, kind, "warn", message, link=link, handle=handle, delivery_id=delivery_id)
+        self.violation(c, d, f, kind, "warn", message, link=link, handle=handle, delivery_id=delivery_id)
         if len(self.violations) != n + 1:  # (not a new row of its own: nothing to hold)
             return
         key = (c.id, g)
@@ -97,17 +101,17 @@ class Recorder:
         if len(held) < HOLD_MAX:
             held.append(self.violations.pop())
 
-    def _release(self, c, g) -> None:
+    def release(self, c, g) -> None:
         held = self._held.pop((c.id, g), None)
         if held:
             self.violations.extend(held)
 
-    def _drop(self, c, g) -> None:
+    def drop(self, c, g) -> None:
         held = self._held.pop((c.id, g), None)
         if held:
             c.note_unknown(f"credit / window checks before a gap of the {SIDES[g]}")
 
-    def _error(self, c, d, f, scope, err, s=None, link=None):
+    def error(self, c, d, f, scope, err, s=None, link=None):
         row = {
             "connection": c.id,
             "session": s.index if s is not None else None,
@@ -127,8 +131,9 @@ class Recorder:
         }
         self.frame_errors.append(row)
 
-    def _strict(self, c, s=None) -> bool:
-        """May an unknown channel / handle / delivery be called a violation here?"""
-        if c.lossy or not c.known_start:
-            return False
-        return s is None or s.known
+
+def strict(c, s=None) -> bool:
+    """May an unknown channel / handle / delivery be called a violation here?"""
+    if c.lossy or not c.known_start:
+        return False
+    return s is None or s.known

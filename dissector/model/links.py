@@ -1,5 +1,11 @@
 """Links (spec 2.6): attach / detach, the link a frame belongs to, placeholders for handles seen
-without attach, and flow (link credit, drain, available)."""
+without attach, and flow (link credit, drain, available).
+
+:class:`LinkRules` is a room of its own: it writes what it finds into the ledger the tracker gave
+it, finds a frame's session through the session room (and counts its placeholders in that room's
+count, the cap being shared), opens and closes credit stalls through the stall room, hands a
+detached link's last delivery to the settlement room, and tells the tracker's hooks of each credit
+check.  The transfer room finds a transfer's link here."""
 
 from __future__ import annotations
 
@@ -12,32 +18,47 @@ from ..amqp.codec import ABSENT
 from .entities import _Link
 from .state import (PLACEHOLDERS_MAX, SIDES, UNKNOWN_LINKS_MAX, _LINK_HANDLE_ASSIGNED, _choice, _composite, _plain, _str,
                     _symbols, _ulong, error_info, terminus_info)
-from .settlement import Settlement
+from .findings import Recorder, strict
+from .hooks import Hooks
+from .sessions import SessionRules
+from .settlement import SettlementRules
+from .stall_rules import StallRules, sender_active
+from .steps import lossy_step
 
 if not cython.compiled:  # (compiled: C functions and constants, cimported in the .pxd)
     from .state import (F_AVAILABLE, F_DC, F_DRAIN, F_ECHO, F_HANDLE, F_IW, F_LC, F_NII, F_NOID, F_OW, _bool, _uint)
 
 
-class Links(Settlement):
-    def _link_step(self, link, d, x, f, what):
+class LinkRules:
+    """Attach, detach, flow, the link of a frame, link credit (see the module docstring)."""
+
+    def __init__(self, ledger: Recorder, session_rules: SessionRules, settlement_rules: SettlementRules,
+                 stall_rules: StallRules, hooks: Hooks):
+        self.ledger = ledger
+        self.session_rules = session_rules
+        self.settlement_rules = settlement_rules
+        self.stall_rules = stall_rules
+        self.hooks = hooks
+
+    def link_step(self, link, d, x, f, what):
         c = link.conn
         if c.loss is not None:
-            msgs = self._lossy_step(c, link.state, d, "S:" + x, "R:" + x, what,
+            msgs = lossy_step(c, link.state, d, "S:" + x, "R:" + x, what,
                                     f"link {link.name!r}" if link.name is not None else f"link {link.index}")
         else:
             msgs = link.state.frame(d) if x == "FRAME" else link.state.advance(d, "S:" + x, "R:" + x)
         if msgs:
-            self._violation(c, d, f, "state", "warn",
+            self.ledger.violation(c, d, f, "state", "warn",
                             f"{what} from the {SIDES[d]} on link {link.name!r}: " + "; ".join(msgs),
                             link=link.name, handle=link.handle[d])
 
-    def _new_link(self, c, s, name, known) -> _Link:
+    def new_link(self, c, s, name, known) -> _Link:
         link = _Link(c, s, len(c.links), name, known)
         s.links.append(link)
         c.links.append(link)
         return link
 
-    def _link_for(self, c, s, d, h, f, what) -> _Link:
+    def link_for(self, c, s, d, h, f, what) -> _Link:
         hs = s.handles[d]  # (a typed dict when compiled: a C look-up)
         link = hs.get(h)
         if link is not None:
@@ -47,20 +68,20 @@ class Links(Settlement):
         ph = c.placeholders
         if ph is None:
             ph = c.placeholders = [0, 0, None, {}]
-        if ph[1] >= UNKNOWN_LINKS_MAX or self._placeholders >= PLACEHOLDERS_MAX or s is ph[2]:
+        if ph[1] >= UNKNOWN_LINKS_MAX or self.session_rules.placeholders >= PLACEHOLDERS_MAX or s is ph[2]:
             # past the cap (before the search for a lost attach below: a walk of the session's links)
-            return self._overflow_link(c, s, d, h, f, what, ph)
-        if self._strict(c, s):
-            self._violation(c, d, f, "unknown-handle", "warn",
+            return self.overflow_link(c, s, d, h, f, what, ph)
+        if strict(c, s):
+            self.ledger.violation(c, d, f, "unknown-handle", "warn",
                             f"{what} from the {SIDES[d]} on handle {h}: no attach from the {SIDES[d]} with that handle",
                             handle=h)
         if c.lost(d):
-            link = self._lost_attach(s, d, h, what)
+            link = self.lost_attach(s, d, h, what)
             if link is not None:
                 return link  # the caller's step infers the lost attach, and says so
         ph[1] += 1
-        self._placeholders += 1
-        link = self._new_link(c, s, None, False)
+        self.session_rules.placeholders += 1
+        link = self.new_link(c, s, None, False)
         link.note_unknown("attach")
         link.note_unknown("name")
         link.note_unknown("address")
@@ -74,7 +95,7 @@ class Links(Settlement):
         return link
 
     @staticmethod
-    def _lost_attach(s, d, h, what):
+    def lost_attach(s, d, h, what):
         """d's attach was lost: the link whose peer attach was still waiting for it (the one on the
         same handle number, else the only one waiting), now on handle ``h``; None if none or many."""
         cands = [x for x in s.links if x.attach[1 - d] is not None and x.attach[d] is None
@@ -89,39 +110,39 @@ class Links(Settlement):
         link.note_unknown(f"attach ({SIDES[d]})")
         return link
 
-    def _overflow_link(self, c, s, d, h, f, what, ph) -> _Link:
+    def overflow_link(self, c, s, d, h, f, what, ph) -> _Link:
         """A frame on a handle without attach past the cap of placeholder links (or in the overflow
         session): the session's one overflow link (not mapped to any handle), made with a note."""
         link = ph[3].get(s.index)
         if link is None:
-            link = ph[3][s.index] = self._new_link(c, s, None, False)
+            link = ph[3][s.index] = self.new_link(c, s, None, False)
             for what_not in ("attach", "name", "address", "handle"):
                 link.note_unknown(what_not)
             cap = (f"{UNKNOWN_LINKS_MAX} per connection" if ph[1] >= UNKNOWN_LINKS_MAX
-                   else f"{PLACEHOLDERS_MAX} sessions and links in all" if self._placeholders >= PLACEHOLDERS_MAX
+                   else f"{PLACEHOLDERS_MAX} sessions and links in all" if self.session_rules.placeholders >= PLACEHOLDERS_MAX
                    else "a session standing for channels beyond the cap")
             s.note_unknown(f"links on handles without attach beyond the cap ({cap}): merged into link {link.index}")
-            self._violation(c, d, f, "unknown-handle", "warn",
+            self.ledger.violation(c, d, f, "unknown-handle", "warn",
                             f"{what} from the {SIDES[d]} on handle {h}: more handles without attach than the cap "
                             f"({cap}); frames on such handles of this session from now on go to link {link.index}, "
                             f"which stands for them all")
-        elif self._strict(c, s):
-            self._violation(c, d, f, "unknown-handle", "warn",
+        elif strict(c, s):
+            self.ledger.violation(c, d, f, "unknown-handle", "warn",
                             f"{what} from the {SIDES[d]} on a handle without attach, beyond the cap (counted in link "
                             f"{link.index})")
         return link
 
-    def _attach(self, c, d, f, p):
-        s = self._session_for(c, d, f, "attach")
-        self._session_step(s, d, "FRAME", f, "attach")
+    def attach(self, c, d, f, p):
+        s = self.session_rules.session_for(c, d, f, "attach")
+        self.session_rules.session_step(s, d, "FRAME", f, "attach")
         name = _str(p.field("name"))
         h = _uint(p.field("handle"))
         role = _bool(p.field("role"))
-        link = self._attach_link(c, s, d, name, h, role)
-        self._handle_reused(c, s, d, f, link, name, h)
+        link = self.attach_link(c, s, d, name, h, role)
+        self.handle_reused(c, s, d, f, link, name, h)
         hb = s.begin[1 - d]
         if hb is not None and h is not None and isinstance(hb["handle_max"], int) and h > hb["handle_max"]:
-            self._violation(c, d, f, "handle-max", "warn",
+            self.ledger.violation(c, d, f, "handle-max", "warn",
                             f"handle {h} beyond the {SIDES[1 - d]}'s handle-max {hb['handle_max']}", link=name,
                             handle=h)
         s.handles[d][h] = link
@@ -129,7 +150,7 @@ class Links(Settlement):
         link.guessed[d] = False
         info = _attach_info(p, f, role)
         if link.attach[d] is not None:
-            self._violation(c, d, f, "state", "warn", f"second attach of link {name!r} from the {SIDES[d]}",
+            self.ledger.violation(c, d, f, "state", "warn", f"second attach of link {name!r} from the {SIDES[d]}",
                             link=name, handle=h)
         link.attach[d] = info
         if _composite(p.field("target"), "coordinator") is not None:
@@ -138,14 +159,14 @@ class Links(Settlement):
         if link.sender_dir is None:
             link.sender_dir = sdir
         elif sdir is not None and sdir != link.sender_dir:
-            self._violation(c, d, f, "role", "warn",
+            self.ledger.violation(c, d, f, "role", "warn",
                             f"attach {name!r} from the {SIDES[d]}: role {'receiver' if role else 'sender'} "
                             f"conflicts with the peer's attach", link=name, handle=h)
-        self._link_step(link, d, "ATTACH", f, "attach")
+        self.link_step(link, d, "ATTACH", f, "attach")
         if sdir == d:
-            self._sender_attach(c, d, f, link, info["initial_delivery_count"])
+            self.sender_attach(c, d, f, link, info["initial_delivery_count"])
 
-    def _attach_link(self, c, s, d, name, h, role) -> _Link:
+    def attach_link(self, c, s, d, name, h, role) -> _Link:
         """The link d's attach belongs to: the one whose peer attach it answers, a placeholder made
         from frames seen before it on its handle, or a new link."""
         for cand in reversed(s.links):
@@ -164,9 +185,9 @@ class Links(Settlement):
             # attach starts a new link
             old.name = name
             return old
-        return self._new_link(c, s, name, True)
+        return self.new_link(c, s, name, True)
 
-    def _handle_reused(self, c, s, d, f, link, name, h):
+    def handle_reused(self, c, s, d, f, link, name, h):
         """d's attach of ``link`` on handle ``h``: the link that had that handle (if any) must have
         been detached."""
         old = s.handles[d].get(h)
@@ -182,16 +203,16 @@ class Links(Settlement):
                 if old.terminated is None:
                     old.terminated = "detach (lost)"
         if old.state[d] in _LINK_HANDLE_ASSIGNED and not old.guessed[d]:
-            self._violation(c, d, f, "handle-in-use", "warn",
+            self.ledger.violation(c, d, f, "handle-in-use", "warn",
                             f"attach {name!r} from the {SIDES[d]} uses handle {h}, still attached to "
                             f"link {old.name!r}", link=name, handle=h)
         if old.guessed[d]:
             old.handle[d] = None
 
-    def _sender_attach(self, c, d, f, link, idc):
+    def sender_attach(self, c, d, f, link, idc):
         """The sender's attach: its initial-delivery-count starts the link credit."""
         if idc is None:
-            self._violation(c, d, f, "protocol", "warn",
+            self.ledger.violation(c, d, f, "protocol", "warn",
                             f"attach {link.name!r} from the sender without initial-delivery-count", link=link.name,
                             handle=link.handle[d])
         else:
@@ -200,20 +221,20 @@ class Links(Settlement):
                 # the receiver's attach, and perhaps its flow, were lost: its credit is not known
                 link.link_credit.lost = True
                 link.note_unknown("link-credit after a gap")
-        self._credit_check(link, f)
+        self.credit_check(link, f)
 
-    def _detach(self, c, d, f, p):
-        s = self._session_for(c, d, f, "detach")
-        self._session_step(s, d, "FRAME", f, "detach")
+    def detach(self, c, d, f, p):
+        s = self.session_rules.session_for(c, d, f, "detach")
+        self.session_rules.session_step(s, d, "FRAME", f, "detach")
         h = _uint(p.field("handle"))
-        link = self._link_for(c, s, d, h, f, "detach")
+        link = self.link_for(c, s, d, h, f, "detach")
         err = error_info(p.field("error"))
         first = link.detach[0] is None and link.detach[1] is None
         if link.detach[d] is None:
             link.detach[d] = {"time": f.ts, "packet": f.packet, "closed": p.effective("closed") is True, "error": err}
-        self._link_step(link, d, "DETACH", f, "detach")
+        self.link_step(link, d, "DETACH", f, "detach")
         if err:
-            self._error(c, d, f, "link", err, s=s, link=link)
+            self.ledger.error(c, d, f, "link", err, s=s, link=link)
         if first:
             for st in (link.stall, link.drain_stall):
                 if st is not None:
@@ -224,9 +245,14 @@ class Links(Settlement):
             dlv = link.partial
             link.partial = None
             if dlv is not None and dlv.settled is not None:
-                self._settled(dlv)
+                self.settlement_rules.settled(dlv)
 
-    def _credit_check(self, link, f):
+    def credit_check(self, link, f):
+        """A frame that may have changed the link's credit: the stall rule, then the tracker's hook."""
+        self.credit_stalls(link, f)
+        self.hooks._on_credit(link, f)
+
+    def credit_stalls(self, link, f):
         """The link-credit stalls after a frame that changed the credit: one ends when credit
         came, one opens when it ran out."""
         cr = link.credit()
@@ -241,11 +267,11 @@ class Links(Settlement):
         if link.drain_stall is not None and f.pname == "transfer":
             link.drain_stall.close(f.ts, f.packet, "transfer")
             link.drain_stall = None
-        if link.stall is None and self._sender_active(link) and link.sender_dir is not None:
+        if link.stall is None and sender_active(link) and link.sender_dir is not None:
             kind = "initial-credit" if not link.link_credit.granted and link.n_deliveries == 0 else "link-credit"
-            self._open_stall(link.conn, link.session, link, link.sender_dir, kind, f)
+            self.stall_rules.open_stall(link.conn, link.session, link, link.sender_dir, kind, f)
 
-    def _replay_flows(self, link):
+    def replay_flows(self, link):
         """A link whose sender became known late (mid-connection): use the receiver's last flow."""
         rf = link.last_flow[1 - link.sender_dir]
         sf = link.last_flow[link.sender_dir]
@@ -256,21 +282,21 @@ class Links(Settlement):
             link.available = sf[2]
             link.avail_base = link.n_deliveries
 
-    def _flow(self, c, d, f, p):
-        s = self._session_for(c, d, f, "flow")
-        self._session_step(s, d, "FRAME", f, "flow")
+    def flow(self, c, d, f, p):
+        s = self.session_rules.session_for(c, d, f, "flow")
+        self.session_rules.session_step(s, d, "FRAME", f, "flow")
         s.flows[d] += 1
         v = f.fields
         nii = _uint(v[F_NII])
         iw = _uint(v[F_IW])
-        self._flow_window(c, s, d, nii, iw, _uint(v[F_NOID]), _uint(v[F_OW]))
+        self.flow_window(c, s, d, nii, iw, _uint(v[F_NOID]), _uint(v[F_OW]))
         if iw is not None:
-            self._window(s, 1 - d, nii, iw, f)
+            self.session_rules.window(s, 1 - d, nii, iw, f)
         h = _uint(v[F_HANDLE])
         if h is None:
             return
-        link = self._link_for(c, s, d, h, f, "flow")
-        self._link_step(link, d, "FRAME", f, "flow")
+        link = self.link_for(c, s, d, h, f, "flow")
+        self.link_step(link, d, "FRAME", f, "flow")
         dc = _uint(v[F_DC])
         lc = _uint(v[F_LC])
         av = _uint(v[F_AVAILABLE])
@@ -282,12 +308,12 @@ class Links(Settlement):
         if link.sender_dir is None:
             return
         if d == link.sender_dir:
-            self._sender_flow(c, d, f, link, h, dc, lc, av)
+            self.sender_flow(c, d, f, link, h, dc, lc, av)
         else:
-            self._receiver_flow(c, s, d, f, link, dc, lc, drain)
-        self._credit_check(link, f)
+            self.receiver_flow(c, s, d, f, link, dc, lc, drain)
+        self.credit_check(link, f)
 
-    def _flow_window(self, c, s, d, nii, iw, noid, ow):
+    def flow_window(self, c, s, d, nii, iw, noid, ow):
         """d's flow: its next-outgoing-id (and, after a loss, the peer's from d's next-incoming-id)."""
         w = s.window
         w.last_iw[d] = iw
@@ -303,7 +329,7 @@ class Links(Settlement):
             c.note_inferred(f"the {SIDES[1 - d]}'s next-outgoing-id re-synchronised from the {SIDES[d]}'s "
                             f"next-incoming-id after a gap")
 
-    def _sender_flow(self, c, d, f, link, h, dc, lc, av):
+    def sender_flow(self, c, d, f, link, h, dc, lc, av):
         """A flow of the link's sender: its delivery-count, available, its answer to a drain."""
         if link.link_credit.sender_flow(dc, lc):
             link.note_unknown("delivery-count")
@@ -318,12 +344,12 @@ class Links(Settlement):
             link.drain_stall = None
             cr = link.credit()
             if av == 0 and cr is not None and cr > 0:
-                self._violation(c, d, f, "drain", "warn",
+                self.ledger.violation(c, d, f, "drain", "warn",
                                 f"drain answer from the {SIDES[d]} on link {link.name!r} with available 0 leaves "
                                 f"link-credit {cr}: delivery-count not advanced to consume the credit",
                                 link=link.name, handle=h)
 
-    def _receiver_flow(self, c, s, d, f, link, dc, lc, drain):
+    def receiver_flow(self, c, s, d, f, link, dc, lc, drain):
         """A flow of the link's receiver: the credit it grants, drain."""
         lcr = link.link_credit
         if c.loss is not None and c.lost(link.sender_dir) and lcr.resync_count(dc):
@@ -334,8 +360,8 @@ class Links(Settlement):
             # joined mid-link: the sender is assumed to be where the receiver thinks it is
             link.note_unknown("delivery-count")
         link.drain = drain
-        if drain and link.drain_stall is None and self._sender_active(link):
-            self._open_stall(c, s, link, link.sender_dir, "drain", f)
+        if drain and link.drain_stall is None and sender_active(link):
+            self.stall_rules.open_stall(c, s, link, link.sender_dir, "drain", f)
         elif not drain and link.drain_stall is not None:
             link.drain_stall.close(f.ts, f.packet, "cancelled")
             link.drain_stall = None

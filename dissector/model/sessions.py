@@ -1,5 +1,9 @@
 """Sessions (spec 2.5): begin / end, the channel a frame belongs to, placeholders for channels seen
-without begin, the session window's announcements, and the state steps of the endpoint machines."""
+without begin, the session window's announcements, and the session machine's steps.
+
+:class:`SessionRules` is a room of its own: it writes what it finds into the ledger the tracker gave
+it, opens session-window stalls through the stall room it was given, and tells the tracker's hooks
+of each window announcement.  The link, transfer and settlement rooms find a frame's session here."""
 
 from __future__ import annotations
 
@@ -9,66 +13,46 @@ except ImportError:
     from .. import _cython_shim as cython
 
 from .entities import _Session
+from .findings import Recorder, strict
+from .hooks import Hooks
+from .stall_rules import StallRules
+from .steps import lossy_step
 from .state import (PLACEHOLDERS_MAX, SIDES, UNKNOWN_SESSIONS_MAX, _SESSION_CHANNEL_ASSIGNED, _plain, _symbols, _ushort,
                     error_info)
-from .transactions import Transactions
 
 if not cython.compiled:  # (compiled: C functions and constants, cimported in the .pxd)
     from .state import (_uint)
 
 
-class Sessions(Transactions):
-    def __init__(self):
-        super().__init__()
-        self._placeholders = 0  # placeholder sessions and links made (see PLACEHOLDERS_MAX)
+class SessionRules:
+    """Begin, end, the channel of a frame, the session window (see the module docstring)."""
 
-    def _lossy_step(self, c, ep, d, s_in, r_in, what, where):
-        """``ep.advance(d, s_in, r_in)`` on a connection that lost bytes: a step the table refuses is
-        first explained by frames the capture lost (from a direction with a gap), which are taken
-        and said ("inferred"); only what no lost frame explains is a violation."""
-        saved = (list(ep.codes), list(ep.queue[0]), list(ep.queue[1]))
-        msgs = ep.advance(d, s_in, r_in)
-        if not msgs:
-            return msgs
-        senders = [p for p in (0, 1) if c.lost(p)]
-        ep.codes[0], ep.codes[1] = saved[0]
-        ep.queue[0][:] = saved[1]
-        ep.queue[1][:] = saved[2]
-        path = ep.recover(d, s_in, r_in, senders) if senders else None
-        if path:
-            for p, name in path:
-                c.note_inferred(f"the {SIDES[p]}'s {name} of {where} was lost (from the {SIDES[d]}'s {what})")
-        return ep.advance(d, s_in, r_in)
+    def __init__(self, ledger: Recorder, stall_rules: StallRules, hooks: Hooks):
+        self.ledger = ledger
+        self.stall_rules = stall_rules
+        self.hooks = hooks
+        # placeholder sessions and links made (see PLACEHOLDERS_MAX; the link room counts its own here)
+        self.placeholders = 0
 
-    def _conn_step(self, c, d, s_in, r_in, f, ts=None, packet=None, what=None):
-        if c.loss is not None:
-            msgs = self._lossy_step(c, c.state, d, s_in, r_in, what or s_in[2:].lower(), "the connection")
-        else:
-            msgs = c.state.advance(d, s_in, r_in)
-        if msgs:
-            self._violation(c, d, f, "state", "warn",
-                            f"{what or s_in[2:].lower()} from the {SIDES[d]}: " + "; ".join(msgs),
-                            ts=ts, packet=packet)
-
-    def _session_step(self, s, d, x, f, what):
+    def session_step(self, s, d, x, f, what):
         c = s.conn
         if c.loss is not None:
-            msgs = self._lossy_step(c, s.state, d, "S:" + x, "R:" + ("END" if x == "END(error)" else x), what,
+            msgs = lossy_step(c, s.state, d, "S:" + x, "R:" + ("END" if x == "END(error)" else x), what,
                                     f"session {s.index}")
         elif x == "FRAME":
             msgs = s.state.frame(d)
         else:
             msgs = s.state.advance(d, "S:" + x, "R:" + ("END" if x == "END(error)" else x))
         if msgs:
-            self._violation(c, d, f, "state", "warn", f"{what} from the {SIDES[d]} on session {s.index}: "
+            self.ledger.violation(c, d, f, "state", "warn", f"{what} from the {SIDES[d]} on session {s.index}: "
                             + "; ".join(msgs))
 
-    def _new_session(self, c, initiator, known) -> _Session:
+    def new_session(self, c, initiator, known) -> _Session:
         s = _Session(c, len(c.sessions), initiator, known)
         c.sessions.append(s)
         return s
 
-    def _session_for(self, c, d, f, what) -> _Session:
+    def session_for(self, c, d, f, what) -> _Session:
         ch = f.channel
         chans = c.chan[d]  # (a typed dict when compiled: a C look-up)
         s = chans.get(ch)
@@ -77,10 +61,10 @@ class Sessions(Transactions):
         ph = c.placeholders
         if ph is None:
             ph = c.placeholders = [0, 0, None, {}]
-        if ph[0] >= UNKNOWN_SESSIONS_MAX or self._placeholders >= PLACEHOLDERS_MAX:
-            return self._overflow_session(c, d, f, what, ph)
-        if self._strict(c):
-            self._violation(c, d, f, "unknown-channel", "warn",
+        if ph[0] >= UNKNOWN_SESSIONS_MAX or self.placeholders >= PLACEHOLDERS_MAX:
+            return self.overflow_session(c, d, f, what, ph)
+        if strict(c):
+            self.ledger.violation(c, d, f, "unknown-channel", "warn",
                             f"{what} from the {SIDES[d]} on channel {ch}: no begin from the {SIDES[d]} on that channel")
         pend = c.pending[1 - d]
         if pend:
@@ -96,11 +80,11 @@ class Sessions(Transactions):
                 s.note_unknown(f"begin ({SIDES[d]})")
                 c.note_inferred(f"session {s.index}: the {SIDES[d]}'s begin on channel {ch} (from its {what}), "
                                 f"answering the {SIDES[1 - d]}'s begin on channel {s.channel[1 - d]}")
-                self._session_step(s, d, "BEGIN", f, what)
+                self.session_step(s, d, "BEGIN", f, what)
                 return s
-        s = self._new_session(c, None, False)
+        s = self.new_session(c, None, False)
         ph[0] += 1
-        self._placeholders += 1
+        self.placeholders += 1
         s.note_unknown("begin")
         s.channel[d] = ch
         c.chan[d][ch] = s
@@ -111,45 +95,45 @@ class Sessions(Transactions):
             s.note_unknown("channel-mapping-guessed")
         return s
 
-    def _overflow_session(self, c, d, f, what, ph) -> _Session:
+    def overflow_session(self, c, d, f, what, ph) -> _Session:
         """A frame on a channel without begin past the cap of placeholder sessions: the connection's
         one overflow session (not mapped to any channel number), made with a note."""
         s = ph[2]
         if s is None:
-            s = ph[2] = self._new_session(c, None, False)
+            s = ph[2] = self.new_session(c, None, False)
             s.note_unknown("begin")
             s.note_unknown("channel")
             cap = (f"{UNKNOWN_SESSIONS_MAX} per connection" if ph[0] >= UNKNOWN_SESSIONS_MAX
                    else f"{PLACEHOLDERS_MAX} sessions and links in all")
             c.note_unknown(f"sessions on channels without begin beyond the cap ({cap}): merged into session "
                            f"{s.index}")
-            self._violation(c, d, f, "unknown-channel", "warn",
+            self.ledger.violation(c, d, f, "unknown-channel", "warn",
                             f"{what} from the {SIDES[d]} on channel {f.channel}: more channels without begin than "
                             f"the cap ({cap}); frames on such channels from now on go to session {s.index}, "
                             f"which stands for them all")
-        elif self._strict(c):
-            self._violation(c, d, f, "unknown-channel", "warn",
+        elif strict(c):
+            self.ledger.violation(c, d, f, "unknown-channel", "warn",
                             f"{what} from the {SIDES[d]} on a channel without begin, beyond the cap (counted in "
                             f"session {s.index})")
         return s
 
-    def _check_channel_max(self, c, d, f):
+    def check_channel_max(self, c, d, f):
         peer = c.open[1 - d]
         if peer is not None and isinstance(peer["channel_max"], int) and f.channel > peer["channel_max"]:
-            self._violation(c, d, f, "channel-max", "warn",
+            self.ledger.violation(c, d, f, "channel-max", "warn",
                             f"channel {f.channel} beyond the {SIDES[1 - d]}'s channel-max {peer['channel_max']}")
 
-    def _begin(self, c, d, f, p):
+    def begin(self, c, d, f, p):
         ch = f.channel
         rc = p.field("remote-channel")
         rc = _ushort(rc)
-        self._check_channel_max(c, d, f)
-        self._channel_reused(c, d, f, ch)
+        self.check_channel_max(c, d, f)
+        self.channel_reused(c, d, f, ch)
         if rc is None:
-            s = self._new_session(c, d, True)
+            s = self.new_session(c, d, True)
             c.pending[d][ch] = s
         else:
-            s = self._begin_answered(c, d, f, ch, rc)
+            s = self.begin_answered(c, d, f, ch, rc)
         s.channel[d] = ch
         c.chan[d][ch] = s
         noid = _uint(p.field("next-outgoing-id"))
@@ -170,10 +154,10 @@ class Sessions(Transactions):
         }
         s.window.begin(d, noid, iw, ow)
         if iw is not None:
-            self._window(s, 1 - d, None, iw, f, from_begin=True)
-        self._session_step(s, d, "BEGIN", f, "begin")
+            self.window(s, 1 - d, None, iw, f, True)
+        self.session_step(s, d, "BEGIN", f, "begin")
 
-    def _channel_reused(self, c, d, f, ch):
+    def channel_reused(self, c, d, f, ch):
         """d's begin on channel ``ch``: the session that had that channel (if any) must have ended."""
         old = c.chan[d].get(ch)
         if old is None:
@@ -189,12 +173,12 @@ class Sessions(Transactions):
                 if old.terminated is None:
                     old.terminated = "end (lost)"
         if old.state[d] in _SESSION_CHANNEL_ASSIGNED and not (old.guessed[d] and old.begin[d] is None):
-            self._violation(c, d, f, "channel-in-use", "warn",
+            self.ledger.violation(c, d, f, "channel-in-use", "warn",
                             f"begin from the {SIDES[d]} on channel {ch}, which is still in use by session {old.index}")
         if old.guessed[d]:
             old.channel[d] = None
 
-    def _begin_answered(self, c, d, f, ch, rc) -> _Session:
+    def begin_answered(self, c, d, f, ch, rc) -> _Session:
         """d's begin on ``ch`` answers the peer's begin on remote-channel ``rc``: that session (waiting,
         or a placeholder), else a new one whose peer begin the capture did not show."""
         s = c.pending[1 - d].pop(rc, None)
@@ -206,11 +190,11 @@ class Sessions(Transactions):
                 if s.channel[d] is not None and c.chan[d].get(s.channel[d]) is s and s.channel[d] != ch:
                     del c.chan[d][s.channel[d]]
             else:
-                if self._strict(c):
-                    self._violation(c, d, f, "unknown-channel", "warn",
+                if strict(c):
+                    self.ledger.violation(c, d, f, "unknown-channel", "warn",
                                     f"begin from the {SIDES[d]} answers remote-channel {rc}: "
                                     f"no begin from the {SIDES[1 - d]} on that channel is waiting")
-                s = self._new_session(c, 1 - d, False)
+                s = self.new_session(c, 1 - d, False)
                 s.channel[1 - d] = rc
                 c.chan[1 - d][rc] = s
                 s.note_unknown(f"begin ({SIDES[1 - d]})")
@@ -219,15 +203,15 @@ class Sessions(Transactions):
             s.initiator = 1 - d
         return s
 
-    def _end(self, c, d, f, p):
-        s = self._session_for(c, d, f, "end")
+    def end(self, c, d, f, p):
+        s = self.session_for(c, d, f, "end")
         err = error_info(p.field("error"))
         first = s.end[0] is None and s.end[1] is None
         if s.end[d] is None:
             s.end[d] = {"time": f.ts, "packet": f.packet, "error": err}
-        self._session_step(s, d, "END(error)" if err else "END", f, "end")
+        self.session_step(s, d, "END(error)" if err else "END", f, "end")
         if err:
-            self._error(c, d, f, "session", err, s=s)
+            self.ledger.error(c, d, f, "session", err, s=s)
         if first:
             for st in c.stalls:
                 if st.session is s:
@@ -241,9 +225,14 @@ class Sessions(Transactions):
             if c.pending[e].get(s.channel[e]) is s:
                 del c.pending[e][s.channel[e]]  # ended before the begin was answered
 
-    def _window(self, s, sender, nii, iw, f, from_begin=False):
+    def window(self, s, sender, nii, iw, f, from_begin=False):
         """The receiving peer (1-sender) announced next-incoming-id / incoming-window: the window
-        (:meth:`SessionWindow.grant`) and the session-window stall of ``sender``."""
+        rule, then the tracker's hook."""
+        self.window_grant(s, sender, nii, iw, f, from_begin)
+        self.hooks._on_window(s, sender, f)
+
+    def window_grant(self, s, sender, nii, iw, f, from_begin):
+        """The window (:meth:`SessionWindow.grant`) and the session-window stall of ``sender``."""
         w = s.window
         if not w.grant(sender, nii, iw):
             return
@@ -255,4 +244,4 @@ class Sessions(Transactions):
             st.close(f.ts, f.packet, "flow")
             s.win_stall[sender] = None
         elif st is None and riw <= 0 and not from_begin and s.transfers[sender] > 0:
-            self._open_stall(s.conn, s, None, sender, "session-window", f)
+            self.stall_rules.open_stall(s.conn, s, None, sender, "session-window", f)

@@ -1,33 +1,37 @@
-# Augmenting declarations for Cython (see findings.pxd).
+# Augmenting declarations for Cython (see findings.pxd): a room of its own (no base class).
 import cython
 from amqp_dissect.amqp.framing cimport Frame
 from amqp_dissect.model.delivery cimport _Delivery
 from amqp_dissect.model.deliveries cimport DeliveryTable
 from amqp_dissect.model.entities cimport _Conn, _Link, _Session
-from amqp_dissect.model.sessions cimport Sessions
+from amqp_dissect.model.findings cimport Recorder
+from amqp_dissect.model.hooks cimport Hooks
+from amqp_dissect.model.sessions cimport SessionRules
+from amqp_dissect.model.transactions cimport TransactionRules
 from amqp_dissect.model.state cimport D_FIRST, D_LAST, D_ROLE, D_SETTLED, D_STATE, _K_DECLARED, _K_MODIFIED, _K_RECEIVED, _K_REJECTED
 from amqp_dissect.amqp.values cimport read_bool as _bool, read_delivery_state as _delivery_state_value, delivery_state_plan as _state_plan, read_uint as _uint
 from amqp_dissect.model.serial cimport serial_diff, serial_range_len
 
-cdef class Settlement(Sessions):
-    cdef public object _settling, fold_lag
-    cdef public long long _seq
+cdef class SettlementRules:
+    cdef public Recorder ledger
+    cdef public SessionRules session_rules
+    cdef public TransactionRules transaction_rules
+    cdef public Hooks hooks
+    cdef public object settling, fold_lag
 
     @cython.locals(x=_Delivery, link=_Link)
-    cpdef _settled(self, _Delivery dlv)
+    cpdef settled(self, _Delivery dlv)
 
     @cython.locals(link=_Link, live=dict, s=_Session, sender=Py_ssize_t, table=DeliveryTable)
-    cpdef _fold(self, _Delivery dlv)
+    cpdef fold(self, _Delivery dlv)
 
     @cython.locals(x=_Delivery, q=object)
     cpdef Py_ssize_t fold_lagged(self, Py_ssize_t lag, Py_ssize_t popped, k_hi, k_mid, k_lo) except -1
 
-    cpdef _on_fold(self, dlv)
-
-    cpdef _delivery_state(self, _Delivery dlv, by, state, Frame f)
+    cpdef delivery_state(self, _Delivery dlv, by, state, Frame f)
 
     @cython.locals(name=str, transactional=bint, terminal=bint, link=_Link, kind=Py_ssize_t, rcv=bint)
-    cpdef _apply_state(self, _Delivery dlv, str by, tuple plan, Frame f)
+    cpdef apply_state(self, _Delivery dlv, str by, tuple plan, Frame f)
 
     @cython.locals(s=_Session, dlv=_Delivery, table=DeliveryTable)
-    cpdef _disposition(self, _Conn c, Py_ssize_t d, Frame f, p)
+    cpdef disposition(self, _Conn c, Py_ssize_t d, Frame f, p)

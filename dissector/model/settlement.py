@@ -1,5 +1,9 @@
 """Settlement and outcomes (spec 2.6.12, 3.4): dispositions, delivery states, and folding settled
-deliveries into their link's statistics."""
+deliveries into their link's statistics.
+
+:class:`SettlementRules` is a room of its own: it writes what it finds into the ledger the tracker
+gave it, finds a disposition's session through the session room, hands transactional states to the
+transaction room, and tells the tracker's hooks of each delivery it folds."""
 
 from __future__ import annotations
 
@@ -14,7 +18,10 @@ from ..amqp.values import error_info, read_hex as _hex, read_ulong as _ulong
 from .serial import SERIAL_HALF as _HALF, SERIAL_MASK
 from .state import DISPOSITION_TOUCH_BASE, DISPOSITION_TOUCHES_PER_DELIVERY, FOLD_LAG
 from .transitions import SIDES
-from .sessions import Sessions
+from .findings import Recorder, strict
+from .hooks import Hooks
+from .sessions import SessionRules
+from .transactions import TransactionRules
 
 if not cython.compiled:  # (compiled: C functions and constants, cimported in the .pxd)
     from ..amqp.values import (delivery_state_plan as _state_plan, read_bool as _bool,
@@ -23,14 +30,19 @@ if not cython.compiled:  # (compiled: C functions and constants, cimported in th
     from .state import D_FIRST, D_LAST, D_ROLE, D_SETTLED, D_STATE, _K_DECLARED, _K_MODIFIED, _K_RECEIVED, _K_REJECTED
 
 
-class Settlement(Sessions):
-    def __init__(self):
-        super().__init__()
-        self._seq = 0  # deliveries seen
-        self._settling: deque = deque()  # deliveries settled by one peer, folded FOLD_LAG settlements later
+class SettlementRules:
+    """Dispositions, outcomes, folding (see the module docstring)."""
+
+    def __init__(self, ledger: Recorder, session_rules: SessionRules, transaction_rules: TransactionRules,
+                 hooks: Hooks):
+        self.ledger = ledger
+        self.session_rules = session_rules
+        self.transaction_rules = transaction_rules
+        self.hooks = hooks
+        self.settling: deque = deque()  # deliveries settled by one peer, folded FOLD_LAG settlements later
         self.fold_lag = FOLD_LAG
 
-    def _settled(self, dlv) -> None:
+    def settled(self, dlv) -> None:
         """``dlv`` was settled by a peer.  Once complete and settled by both peers it is folded at
         once; settled by one, it is folded ``fold_lag`` settlements later, so a disposition of the
         other peer that crossed on the wire still finds it (memory stays bounded either way)."""
@@ -38,14 +50,14 @@ class Settlement(Sessions):
         if dlv.folded or link.partial is dlv or self.fold_lag is None:  # None: never fold (tests' oracle)
             return
         if dlv.snd_settled is not None and dlv.rcv_settled is not None:
-            self._fold(dlv)
+            self.fold(dlv)
             return
-        q = self._settling
+        q = self.settling
         q.append(dlv)
         while len(q) > self.fold_lag:
             x = q.popleft()
             if not x.folded:
-                self._fold(x)
+                self.fold(x)
 
     def fold_lagged(self, lag: int, popped: int, k_hi, k_mid, k_lo) -> int:
         """(``-j``: see :meth:`~amqp_dissect.pipelines.parallel.FlowWorker._folds`) Take what the
@@ -53,19 +65,19 @@ class Settlement(Sessions):
         folded yet; each fold gets the key ``(-1, 0, its settlement's position)`` appended to
         ``k_hi``, ``k_mid``, ``k_lo``, the position counting from ``popped`` (settlements taken
         before).  Returns ``popped`` plus the settlements taken."""
-        q = self._settling
+        q = self.settling
         while len(q) > lag:
             x = q.popleft()
             if not x.folded:
-                self._fold(x)
+                self.fold(x)
                 k_hi.append(-1)
                 k_mid.append(0)
                 k_lo.append(popped)
             popped += 1
         return popped
 
-    def _fold(self, dlv) -> None:
-        """Count ``dlv`` into its link's :class:`DeliveryStats` and forget it."""
+    def fold(self, dlv) -> None:
+        """Count ``dlv`` into its link's :class:`DeliveryStats` and forget it (the hooks hear of it first)."""
         dlv.folded = True
         link = dlv.link
         live = link.live
@@ -76,16 +88,13 @@ class Settlement(Sessions):
         sender = dlv.direction
         table = s.deliveries[sender]
         table.forget(dlv)
-        self._on_fold(dlv)
+        self.hooks._on_fold(dlv)
         link.stats.add(dlv)
         dlv.payload = None
 
-    def _on_fold(self, dlv) -> None:
-        """Hook: ``dlv`` is final and about to be forgotten (the Analyzer makes its table row)."""
-
-    def _disposition(self, c, d, f, p):
-        s = self._session_for(c, d, f, "disposition")
-        self._session_step(s, d, "FRAME", f, "disposition")
+    def disposition(self, c, d, f, p):
+        s = self.session_rules.session_for(c, d, f, "disposition")
+        self.session_rules.session_step(s, d, "FRAME", f, "disposition")
         v = f.fields
         role = _bool(v[D_ROLE])
         first = _uint(v[D_FIRST])
@@ -99,7 +108,7 @@ class Settlement(Sessions):
         table = s.deliveries[sender]
         n = serial_range_len(first, last)
         if n > _HALF:
-            self._violation(c, d, f, "protocol", "warn",
+            self.ledger.violation(c, d, f, "protocol", "warn",
                             f"disposition from the {SIDES[d]}: last {last} precedes first {first}")
             n, last = 1, first
         if n <= 16:
@@ -107,7 +116,7 @@ class Settlement(Sessions):
         else:  # a wide range: the deliveries in it, found by bisection (cost: those it touches)
             most = table.range_count(first, n)
             if most > s.touch_budget:
-                self._violation(c, d, f, "budget", "warn",
+                self.ledger.violation(c, d, f, "budget", "warn",
                                 f"disposition ({by}) from the {SIDES[d]} not applied: the deliveries it covers are "
                                 f"more than the session's disposition budget has left ({DISPOSITION_TOUCH_BASE:,} "
                                 f"+ {DISPOSITION_TOUCHES_PER_DELIVERY} per delivery transferred, spent by earlier "
@@ -128,14 +137,14 @@ class Settlement(Sessions):
         for dlv in hits:
             dlv.dispositions[d] += 1
             if plan is not None:
-                self._apply_state(dlv, by, plan, f)
+                self.apply_state(dlv, by, plan, f)
             if settled:
                 dlv.settle(by, f.ts, f.packet)
-                self._settled(dlv)
+                self.settled(dlv)
         if missing:
             rng = f"{first}" if first == last else f"{first}..{last}"
-            if self._strict(c, s):
-                self._violation(c, d, f, "unknown-delivery", "warn",
+            if strict(c, s):
+                self.ledger.violation(c, d, f, "unknown-delivery", "warn",
                                 f"disposition ({by}) from the {SIDES[d]} for delivery-id {rng}: "
                                 f"{missing} of {n} never transferred by the {SIDES[sender]}",
                                 delivery_id=first)
@@ -143,16 +152,16 @@ class Settlement(Sessions):
                 s.unseen_dispositions += missing
                 s.note_unknown("deliveries before the capture")
 
-    def _delivery_state(self, dlv, by, state: Composite, f):
+    def delivery_state(self, dlv, by, state: Composite, f):
         """``state`` (a delivery-state Composite) sent by ``by`` ("sender" / "receiver") in frame ``f``,
         applied to ``dlv``."""
-        self._apply_state(dlv, by, _state_plan(state), f)
+        self.apply_state(dlv, by, _state_plan(state), f)
 
-    def _apply_state(self, dlv, by, plan: tuple, f):
+    def apply_state(self, dlv, by, plan: tuple, f):
         """A delivery state's :func:`_state_plan` applied to ``dlv`` (a disposition's range shares one plan)."""
         name, transactional, txn, state, terminal, kind = plan
         if transactional:
-            self._enlist(dlv, txn, by, f)
+            self.transaction_rules.enlist(dlv, txn, by, f)
         if not terminal:
             if kind == _K_RECEIVED:
                 sn = _uint(state.field("section-number"))
@@ -181,4 +190,4 @@ class Settlement(Sessions):
             dlv.txn_id = _hex(tid)
         link = dlv.link
         if link.coordinator and rcv:
-            self._coordinator_outcome(dlv, name, state, f)
+            self.transaction_rules.coordinator_outcome(dlv, name, state, f)

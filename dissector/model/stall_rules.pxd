@@ -1,5 +1,3 @@
-# Augmenting declarations for Cython (see findings.pxd).
-from amqp_dissect.model.findings cimport Recorder
-
-cdef class StallRules(Recorder):
+# Augmenting declarations for Cython (see findings.pxd): a room of its own (no base class).
+cdef class StallRules:
     cdef public list stalls

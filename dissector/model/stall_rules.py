@@ -1,17 +1,22 @@
-"""When a stall (a sender waiting for its peer) opens and begins: the rules over :class:`Stall`."""
+"""When a stall (a sender waiting for its peer) opens and begins: the rules over :class:`Stall`.
+
+:class:`StallRules` is a room of its own: it keeps the run's stalls; the session, link and transfer
+rooms that see a stall open or begin call it through the reference the tracker gave them.  Stalls
+are no findings (they are measurements), so this room records nothing in the ledger.
+"""
 
 from __future__ import annotations
 
 from .state import Stall
-from .findings import Recorder
 
 
-class StallRules(Recorder):
+class StallRules:
+    """The stalls of the run, opened and begun here (see the module docstring)."""
+
     def __init__(self):
-        super().__init__()
         self.stalls: list = []  # Stall
 
-    def _open_stall(self, c, s, link, d, kind, f) -> Stall:
+    def open_stall(self, c, s, link, d, kind, f) -> Stall:
         # a delivery still being sent when the link-credit ran out (it used the last credit, or the
         # receiver lowered it meanwhile): the sender is busy, the stall begins at its last frame
         busy = link.partial if kind == "link-credit" else None
@@ -32,10 +37,10 @@ class StallRules(Recorder):
                 st.saw_available(left, f.ts, f.packet)
         return st
 
-    def _stall_begins(self, link, st, f):
+    def stall_begins(self, link, st, f):
         """The delivery that used up the credit is complete (or aborted): the stall begins."""
         st.busy = None
-        if st.end is None and self._sender_active(link):
+        if st.end is None and sender_active(link):
             st.start = f.ts
             st.start_packet = f.packet
             self.stalls.append(st)
@@ -43,8 +48,10 @@ class StallRules(Recorder):
         else:
             link.stall = None
 
-    def _sender_active(self, link) -> bool:
-        s = link.session
-        c = link.conn
-        return (link.detach[0] is None and link.detach[1] is None and s.end[0] is None and s.end[1] is None
-                and c.close[0] is None and c.close[1] is None and link.terminated is None)
+
+def sender_active(link) -> bool:
+    """Neither the link, its session nor its connection has begun to end: its sender may send."""
+    s = link.session
+    c = link.conn
+    return (link.detach[0] is None and link.detach[1] is None and s.end[0] is None and s.end[1] is None
+            and c.close[0] is None and c.close[1] is None and link.terminated is None)

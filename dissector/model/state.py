@@ -161,7 +161,7 @@ incoming-window (both only when the transfer is beyond the receiver's latest
 *and* its previous limit: the latest flow may still have been in flight towards
 the sender when it sent; and only once the granting peer's next frame, FIN or the
 end shows no gap of its bytes before it, since a lost flow may have granted more:
-``StateTracker._hold``); channel / handle / delivery-id / txn-id never introduced;
+``Recorder.hold``); channel / handle / delivery-id / txn-id never introduced;
 channel or handle still in use; channel-max / handle-max exceeded; conflicting
 roles; a drain answer (sender flow after a drain request) that reports
 available 0 but leaves link-credit > 0 (2.6.7: the sender MUST advance
@@ -238,10 +238,10 @@ _HALF = SERIAL_HALF
 
 
 # names that moved to the rooms below the entities (entities.py, credit.py, window.py, loss.py,
-# transactions.py, and the tracker's rooms down to StateTracker in tracker.py): they import from
+# transactions.py, the tracker in tracker.py and its rule rooms, connection.py ...): they import from
 # this module, so they are loaded on first use (PEP 562), no import cycle
 _MOVED = {
-    "StateTracker": "tracker", "_HANDLERS": "tracker", "_FIELD_HANDLERS": "tracker", "_CONN_LEVEL": "tracker",
+    "StateTracker": "tracker", "_HANDLERS": "tracker", "_FIELD_HANDLERS": "tracker", "_CONN_LEVEL": "connection",
     "_Link": "entities", "_Session": "entities", "_ConnBase": "entities", "_Conn": "entities",
     "_Txn": "transactions", "LinkCredit": "credit", "SessionWindow": "window", "LossRecord": "loss",
 }
@@ -309,7 +309,7 @@ _UNKNOWN_ENDPOINTS = Endpoints(CONNECTION_MACHINE, UNKNOWN)
 # that crossed the settling frame on the wire still finds its delivery within this many settlements
 FOLD_LAG = 16384
 #: credit / window violations held per connection and granting peer until that peer's next frame
-#: (see StateTracker._hold); beyond this many they are reported at once
+#: (see Recorder.hold); beyond this many they are reported at once
 HOLD_MAX = 4096
 
 # identical violations (same connection, kind, side, message and origin: a flood of one finding) are

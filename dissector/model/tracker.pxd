@@ -1,29 +1,44 @@
-# Augmenting declarations for Cython (see findings.pxd): the tracker, the last of the rooms.
+# Augmenting declarations for Cython (see findings.pxd): the tracker owns the ledger and the rule
+# rooms (typed references: their hot methods are C calls) and is their Hooks.
 import cython
 from amqp_dissect.amqp.framing cimport Frame
 from amqp_dissect.model.entities cimport _Conn, _ConnBase
-from amqp_dissect.model.transfers cimport Transfers
+from amqp_dissect.model.connection cimport ConnectionRules
+from amqp_dissect.model.findings cimport Recorder
+from amqp_dissect.model.hooks cimport Hooks
+from amqp_dissect.model.links cimport LinkRules
+from amqp_dissect.model.sessions cimport SessionRules
+from amqp_dissect.model.settlement cimport SettlementRules
+from amqp_dissect.model.stall_rules cimport StallRules
+from amqp_dissect.model.transactions cimport TransactionRules
+from amqp_dissect.model.transfers cimport TransferRules
 
-cdef dict _CONN_LEVEL
-from amqp_dissect.amqp.values cimport read_uint as _uint
-
-cdef class StateTracker(Transfers):
+cdef class StateTracker(Hooks):
     cdef public dict connections
     cdef public dict others, other_info
     cdef public object first_ts, last_ts, end_ts, finished
+    cdef public Recorder ledger
+    cdef public StallRules stall_rules
+    cdef public TransactionRules transaction_rules
+    cdef public ConnectionRules connection_rules
+    cdef public SessionRules session_rules
+    cdef public SettlementRules settlement_rules
+    cdef public LinkRules link_rules
+    cdef public TransferRules transfer_rules
+    cdef public list violations, frame_errors, internal_errors, stalls, transactions
+    cdef public dict _repeats
+    cdef public object _settling
 
     cpdef feed(self, event)
 
     @cython.locals(c=_ConnBase)
     cpdef _conn(self, ev, client=*, server=*, syn_seen=*)
 
-    @cython.locals(c=_Conn, d=Py_ssize_t, fc=dict, level=Py_ssize_t)
+    @cython.locals(c=_Conn, d=Py_ssize_t)
     cpdef _frame(self, Frame f)
 
     @cython.locals(c=_Conn, c0=_ConnBase)
     cdef _Conn _frame_conn(self, Frame f)
-
-    cdef _idle_check(self, _Conn c, Py_ssize_t d, Frame f)
 
     @cython.locals(handlers=dict)
     cdef _dispatch(self, _Conn c, Py_ssize_t d, Frame f, p, name)

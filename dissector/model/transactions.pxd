@@ -1,6 +1,7 @@
-# Augmenting declarations for Cython (see findings.pxd).
-from amqp_dissect.model.stall_rules cimport StallRules
+# Augmenting declarations for Cython (see findings.pxd): a room of its own (no base class).
+from amqp_dissect.model.findings cimport Recorder
 from amqp_dissect.amqp.values cimport read_bool as _bool
 
-cdef class Transactions(StallRules):
+cdef class TransactionRules:
+    cdef public Recorder ledger
     cdef public list transactions

@@ -1,4 +1,7 @@
-"""Transactions (spec 4): the coordinator link's declare / discharge and the deliveries enlisted."""
+"""Transactions (spec 4): the coordinator link's declare / discharge and the deliveries enlisted.
+
+:class:`TransactionRules` is a room of its own: it keeps the run's transactions and writes what it
+finds into the ledger the tracker gave it; the settlement and transfer rooms call it."""
 
 from __future__ import annotations
 
@@ -9,8 +12,8 @@ except ImportError:
 
 from ..amqp.codec import ELEMENT_BUDGET_BASE, ELEMENTS_PER_BYTE, Described, decode_all
 from ..errors import DissectError
+from .findings import Recorder, strict
 from .state import _composite, _hex, _plain
-from .stall_rules import StallRules
 
 if not cython.compiled:  # (compiled: C functions and constants, cimported in the .pxd)
     from .state import (_bool)
@@ -40,15 +43,17 @@ class _Txn:
         # (link, delivery-id, how) of each delivery enlisted: ids, not the deliveries (they are folded
         # and forgotten when settled, whatever their transaction)
         self.enlisted: list = []
-        self.merged_into = None  # the _Txn this one's enlisted deliveries went to (see _coordinator_outcome)
+        self.merged_into = None  # the _Txn this one's enlisted deliveries went to (see coordinator_outcome)
 
 
-class Transactions(StallRules):
-    def __init__(self):
-        super().__init__()
+class TransactionRules:
+    """Declare, discharge, enlisting (see the module docstring)."""
+
+    def __init__(self, ledger: Recorder):
+        self.ledger = ledger
         self.transactions: list = []  # _Txn
 
-    def _enlist(self, dlv, txn_id, by, f):
+    def enlist(self, dlv, txn_id, by, f):
         key = _hex(txn_id)
         if key is None:
             return
@@ -67,7 +72,7 @@ class Transactions(StallRules):
             dlv.enlisted_in = t
             t.enlisted.append((dlv.link, dlv.delivery_id, "transfer" if by == "sender" else "disposition"))
 
-    def _coordinator_message(self, c, link, dlv, f):
+    def coordinator_message(self, c, link, dlv, f):
         if dlv.payload is None:  # no bytes kept (the delivery was already complete): nothing to decode
             return
         try:
@@ -75,7 +80,7 @@ class Transactions(StallRules):
             # (elements in proportion to the message's bytes, as the framing layer budgets a connection)
             sections = decode_all(data, max_elements=ELEMENT_BUDGET_BASE + ELEMENTS_PER_BYTE * len(data))
         except DissectError as e:
-            self._violation(c, dlv.direction, f, "malformed", "warn",
+            self.ledger.violation(c, dlv.direction, f, "malformed", "warn",
                             f"coordinator message on link {link.name!r} does not decode: {e}", link=link.name)
             return
         body = None
@@ -84,7 +89,7 @@ class Transactions(StallRules):
                 body = sec.value
         body = _composite(body, "declare", "discharge")
         if body is None:
-            self._violation(c, dlv.direction, f, "protocol", "warn",
+            self.ledger.violation(c, dlv.direction, f, "protocol", "warn",
                             f"message on coordinator link {link.name!r} is neither declare nor discharge",
                             link=link.name, delivery_id=dlv.delivery_id)
             return
@@ -103,8 +108,8 @@ class Transactions(StallRules):
                 t.txn_id = key
                 c.txns[key] = t
                 self.transactions.append(t)
-                if self._strict(c, link.session):
-                    self._violation(c, dlv.direction, f, "unknown-transaction", "warn",
+                if strict(c, link.session):
+                    self.ledger.violation(c, dlv.direction, f, "unknown-transaction", "warn",
                                     f"discharge of txn-id {key}, which was never declared", link=link.name,
                                     delivery_id=dlv.delivery_id)
             t.link = t.link or link
@@ -114,7 +119,7 @@ class Transactions(StallRules):
             dlv.txn = t
             dlv.sender_state = "discharge"
 
-    def _coordinator_outcome(self, dlv, name, state, f):
+    def coordinator_outcome(self, dlv, name, state, f):
         c = dlv.link.conn
         t = dlv.txn
         if t is None:

@@ -1,4 +1,4 @@
-# Augmenting declarations for Cython (see findings.pxd).
+# Augmenting declarations for Cython (see findings.pxd): a room of its own (no base class).
 import cython
 from amqp_dissect.amqp.framing cimport Frame
 from amqp_dissect.model.delivery cimport _Delivery
@@ -6,25 +6,38 @@ from amqp_dissect.model.deliveries cimport DeliveryTable
 from amqp_dissect.model.entities cimport _Conn, _Link, _Session
 from amqp_dissect.model.credit cimport LinkCredit
 from amqp_dissect.model.window cimport SessionWindow, RESYNCED, BEYOND
-from amqp_dissect.model.links cimport Links
+from amqp_dissect.model.findings cimport Recorder
+from amqp_dissect.model.links cimport LinkRules
+from amqp_dissect.model.sessions cimport SessionRules
+from amqp_dissect.model.settlement cimport SettlementRules
+from amqp_dissect.model.stall_rules cimport StallRules
+from amqp_dissect.model.transactions cimport TransactionRules
 from amqp_dissect.model.state cimport T_ABORTED, T_DELIVERY_ID, T_DELIVERY_TAG, T_HANDLE, T_MORE, T_RCV_SETTLE_MODE, T_RESUME, T_SETTLED, T_STATE
 from amqp_dissect.amqp.values cimport read_binary as _bin, read_delivery_state as _delivery_state_value, read_uint as _uint
 from amqp_dissect.model.serial cimport serial_add
 
-cdef class Transfers(Links):
+cdef class TransferRules:
+    cdef public Recorder ledger
+    cdef public SessionRules session_rules
+    cdef public LinkRules link_rules
+    cdef public SettlementRules settlement_rules
+    cdef public StallRules stall_rules
+    cdef public TransactionRules transaction_rules
+    cdef public long long seq
+
     @cython.locals(s=_Session, link=_Link, dlv=_Delivery, aborted=bint, table=DeliveryTable)
-    cpdef _transfer(self, _Conn c, Py_ssize_t d, Frame f, p)
+    cpdef transfer(self, _Conn c, Py_ssize_t d, Frame f, p)
 
     @cython.locals(link=_Link)
-    cdef _Link _transfer_link(self, _Conn c, _Session s, Py_ssize_t d, Frame f, h)
+    cdef _Link transfer_link(self, _Conn c, _Session s, Py_ssize_t d, Frame f, h)
 
     @cython.locals(w=SessionWindow)
-    cdef _transfer_window(self, _Conn c, _Session s, Py_ssize_t d, Frame f, _Link link, h)
+    cdef transfer_window(self, _Conn c, _Session s, Py_ssize_t d, Frame f, _Link link, h)
 
     @cython.locals(dlv=_Delivery, table=DeliveryTable)
-    cdef _Delivery _new_delivery(self, _Conn c, _Session s, Py_ssize_t d, Frame f, _Link link, h, did)
+    cdef _Delivery new_delivery(self, _Conn c, _Session s, Py_ssize_t d, Frame f, _Link link, h, did)
 
     @cython.locals(lcr=LinkCredit)
-    cdef _use_credit(self, _Conn c, Py_ssize_t d, Frame f, _Link link, h, did)
+    cdef use_credit(self, _Conn c, Py_ssize_t d, Frame f, _Link link, h, did)
 
-    cdef _delivery_sent(self, _Conn c, Frame f, _Link link, _Delivery dlv, bint aborted)
+    cdef delivery_sent(self, _Conn c, Frame f, _Link link, _Delivery dlv, bint aborted)

@@ -1,4 +1,9 @@
-"""Transfers (spec 2.6.12, 2.7.5): the frames of a delivery, the credit and window they use."""
+"""Transfers (spec 2.6.12, 2.7.5): the frames of a delivery, the credit and window they use.
+
+:class:`TransferRules` is a room of its own: it writes what it finds into the ledger the tracker gave
+it; it finds a transfer's session and link through the session and link rooms, hands a settled
+delivery to the settlement room, a coordinator's message to the transaction room, and a stall that
+opens or begins to the stall room (the references it was given)."""
 
 from __future__ import annotations
 
@@ -13,7 +18,12 @@ from .delivery import _Delivery
 from .serial import SERIAL_MASK
 from .state import DISPOSITION_TOUCHES_PER_DELIVERY
 from .transitions import SIDES
-from .links import Links
+from .findings import Recorder, strict
+from .links import LinkRules
+from .sessions import SessionRules
+from .settlement import SettlementRules
+from .stall_rules import StallRules
+from .transactions import TransactionRules
 
 if not cython.compiled:  # (compiled: C functions and constants, cimported in the .pxd)
     from .window import BEYOND, RESYNCED
@@ -23,16 +33,28 @@ if not cython.compiled:  # (compiled: C functions and constants, cimported in th
                         T_STATE)
 
 
-class Transfers(Links):
-    def _transfer(self, c, d, f, p):
-        s = self._session_for(c, d, f, "transfer")
-        self._session_step(s, d, "FRAME", f, "transfer")
+class TransferRules:
+    """A transfer frame's rules (see the module docstring)."""
+
+    def __init__(self, ledger: Recorder, session_rules: SessionRules, link_rules: LinkRules,
+                 settlement_rules: SettlementRules, stall_rules: StallRules, transaction_rules: TransactionRules):
+        self.ledger = ledger
+        self.session_rules = session_rules
+        self.link_rules = link_rules
+        self.settlement_rules = settlement_rules
+        self.stall_rules = stall_rules
+        self.transaction_rules = transaction_rules
+        self.seq = 0  # deliveries seen (each delivery's place in the table order)
+
+    def transfer(self, c, d, f, p):
+        s = self.session_rules.session_for(c, d, f, "transfer")
+        self.session_rules.session_step(s, d, "FRAME", f, "transfer")
         v = f.fields
         h = v[T_HANDLE]
         if type(h) is not int or not 0 <= h <= SERIAL_MASK:
             h = _uint(h)
-        link = self._transfer_link(c, s, d, f, h)
-        riw = self._transfer_window(c, s, d, f, link, h)
+        link = self.transfer_link(c, s, d, f, h)
+        riw = self.transfer_window(c, s, d, f, link, h)
         s.transfers[d] += 1
         link.transfers += 1
         if link.after_stall is not None:  # the first transfer after a stall of this link ended
@@ -48,7 +70,7 @@ class Transfers(Links):
         if dlv is not None and did is not None and dlv.delivery_id is not None and did != dlv.delivery_id:
             dlv = None  # a new delivery although the previous one said more=true (noted by the framing layer)
         if dlv is None:
-            dlv = self._new_delivery(c, s, d, f, link, h, did)
+            dlv = self.new_delivery(c, s, d, f, link, h, did)
         dlv.frames += 1
         dlv.size += f.payload_size
         dlv.last_ts = f.ts
@@ -64,41 +86,41 @@ class Transfers(Links):
         if state is not None and state is not ABSENT:
             state = _delivery_state_value(state)
             if state is not None:
-                self._delivery_state(dlv, "sender", state, f)
+                self.settlement_rules.delivery_state(dlv, "sender", state, f)
         aborted = v[T_ABORTED] is True
         if aborted or v[T_MORE] is not True:
-            self._delivery_sent(c, f, link, dlv, aborted)
+            self.delivery_sent(c, f, link, dlv, aborted)
         else:
             link.partial = dlv
         # session window exhausted by this transfer?
         if riw is not None and riw <= 0 and s.win_stall[d] is None:
-            self._open_stall(c, s, link, d, "session-window", f)
-        self._credit_check(link, f)
+            self.stall_rules.open_stall(c, s, link, d, "session-window", f)
+        self.link_rules.credit_check(link, f)
         table = s.deliveries[d]
         if table.due():  # many unsettled: the plain ones to the compact store
             table.compact()
 
-    def _transfer_link(self, c, s, d, f, h):
+    def transfer_link(self, c, s, d, f, h):
         """The link a transfer of d on handle ``h`` belongs to; d is its sender."""
-        link = self._link_for(c, s, d, h, f, "transfer")
-        self._link_step(link, d, "FRAME", f, "transfer")
+        link = self.link_rules.link_for(c, s, d, h, f, "transfer")
+        self.link_rules.link_step(link, d, "FRAME", f, "transfer")
         if link.sender_dir is not None and link.sender_dir != d and link.guessed[d] and h is not None:
             # d's handle was guessed to be this link (it was the peer's with the same number): it is
             # another link, whose attach the capture did not show
             link.guessed[d] = False
             link.handle[d] = None
             del s.handles[d][h]
-            link = self._link_for(c, s, d, h, f, "transfer")
+            link = self.link_rules.link_for(c, s, d, h, f, "transfer")
         if link.sender_dir is None:
             link.sender_dir = d
-            self._replay_flows(link)
+            self.link_rules.replay_flows(link)
         elif link.sender_dir != d:
-            self._violation(c, d, f, "role", "warn",
+            self.ledger.violation(c, d, f, "role", "warn",
                             f"transfer from the {SIDES[d]} on link {link.name!r}, whose sender is the "
                             f"{SIDES[link.sender_dir]}", link=link.name, handle=h)
         return link
 
-    def _transfer_window(self, c, s, d, f, link, h):
+    def transfer_window(self, c, s, d, f, link, h):
         """A transfer frame uses the session window (:meth:`SessionWindow.send`): what it found is
         recorded; returns the window left (None: unknown)."""
         w = s.window
@@ -108,23 +130,23 @@ class Transfers(Links):
                 c.note_inferred(f"the {SIDES[d]}'s next-outgoing-id re-synchronised from the "
                                 f"{SIDES[1 - d]}'s next-incoming-id after a gap")
             if w.found & BEYOND:
-                self._hold(c, 1 - d, d, f, "session-window",
+                self.ledger.hold(c, 1 - d, d, f, "session-window",
                            f"transfer from the {SIDES[d]} beyond the {SIDES[1 - d]}'s incoming-window "
                            f"(remote-incoming-window {riw + 1})", link=link.name, handle=h)
         return riw
 
-    def _new_delivery(self, c, s, d, f, link, h, did):
+    def new_delivery(self, c, s, d, f, link, h, did):
         """The first transfer of a delivery: the delivery, in its session's table; it uses a link credit."""
         v = f.fields
         if did is None:
             did = s.deliveries[d].next_id
-            if self._strict(c, s) and link.known:
-                self._violation(c, d, f, "protocol", "warn",
+            if strict(c, s) and link.known:
+                self.ledger.violation(c, d, f, "protocol", "warn",
                                 "first transfer of a delivery without delivery-id", link=link.name, handle=h)
         dlv = _Delivery.__new__(_Delivery)
         dlv._init(link, s, d, did, _bin(v[T_DELIVERY_TAG]), f.ts, f.first_packet)
-        self._seq += 1
-        dlv.seq = self._seq
+        self.seq += 1
+        dlv.seq = self.seq
         link.live[dlv.seq] = dlv
         if did is not None:
             table = s.deliveries[d]
@@ -135,11 +157,11 @@ class Transfers(Links):
             dlv.rcv_settle_mode = choice_name("receiver-settle-mode", rsm)
         if link.coordinator:
             dlv.payload = []
-        self._use_credit(c, d, f, link, h, did)
+        self.use_credit(c, d, f, link, h, did)
         link.n_deliveries += 1
         return dlv
 
-    def _use_credit(self, c, d, f, link, h, did):
+    def use_credit(self, c, d, f, link, h, did):
         """A delivery's first transfer uses a link credit (:class:`LinkCredit`): what it found is recorded."""
         lcr = link.link_credit
         if lcr.count is None:
@@ -149,13 +171,13 @@ class Transfers(Links):
             c.note_inferred(f"the {SIDES[d]}'s delivery-count re-synchronised from the {SIDES[1 - d]}'s "
                             f"flow after a gap")
         if not lcr.lost and lcr.beyond(1 - link.sender_dir):
-            self._hold(c, 1 - d, d, f, "credit",
+            self.ledger.hold(c, 1 - d, d, f, "credit",
                        f"transfer from the {SIDES[d]} on link {link.name!r} beyond its link-credit "
                        f"(delivery-count {lcr.count}, credit {link.credit()})", link=link.name, handle=h,
                        delivery_id=did)
         lcr.count = serial_add(lcr.count, 1)
 
-    def _delivery_sent(self, c, f, link, dlv, aborted):
+    def delivery_sent(self, c, f, link, dlv, aborted):
         """The last frame of a delivery (more=false) or its abort: complete, its stall may begin, a
         coordinator message is read, a settled one may be folded."""
         if aborted:
@@ -163,9 +185,9 @@ class Transfers(Links):
         link.partial = None
         dlv.complete = not aborted
         if link.stall is not None and link.stall.busy is dlv:
-            self._stall_begins(link, link.stall, f)
+            self.stall_rules.stall_begins(link, link.stall, f)
         if link.coordinator and not aborted:
-            self._coordinator_message(c, link, dlv, f)
+            self.transaction_rules.coordinator_message(c, link, dlv, f)
         dlv.payload = None
         if dlv.settled is not None:
-            self._settled(dlv)
+            self.settlement_rules.settled(dlv)

@@ -26,7 +26,6 @@ from array import array
 
 from ..amqp.codec import ABSENT, Composite, Described
 from ..amqp.framing import Frame, ProtocolHeader
-from ..model.state import StateTracker
 from ..model.transitions import SIDES
 from ..times import NS
 from ..render.frames import short_value
@@ -163,8 +162,7 @@ class SeriesAnalyzer(Analyzer):
                     self._ladder[cid].append(_ladder_record(event))
         Analyzer.feed(self, event)
 
-    def _credit_check(self, link, f):
-        StateTracker._credit_check(self, link, f)
+    def _on_credit(self, link, f):
         ts = f.ts
         pair = self._pairs.get(link)
         if pair is None:
@@ -197,8 +195,7 @@ class SeriesAnalyzer(Analyzer):
         pair = self._pairs[link] = (cs, ws, s, sd)
         return pair
 
-    def _window(self, s, sender, nii, iw, f, from_begin=False):
-        StateTracker._window(self, s, sender, nii, iw, f, from_begin)
+    def _on_window(self, s, sender, f):
         if f is not None and f.ts is not None:
             self._record_window(s, sender, f.ts)
 

@@ -1,0 +1,369 @@
+"""The connection's own rules (spec 2.2 - 2.4): protocol headers, SASL, open / close, the idle
+time-out, the connection machine's steps, and what a TCP gap, a mid-stream start or the transport's
+end does to the connection's state.
+
+:class:`ConnectionRules` is a room of its own: it writes what it finds into the ledger the tracker
+gave it, and moves a connection of another protocol out of the tracker's ``connections`` into its
+``others`` (the two dicts it was given).  The tracker finds the connection of an event and hands both
+here; a frame of a session goes on to the session, link, transfer and settlement rooms.
+"""
+
+from __future__ import annotations
+
+try:
+    import cython
+except ImportError:
+    from .. import _cython_shim as cython
+
+from ..amqp.framing import FRAME_SASL, PROTO_AMQP, PROTO_SASL, PROTO_TLS
+from ..times import NS
+from .entities import _Conn
+from .findings import Recorder
+from .state import CONNECTION_MACHINE, SIDES, UNKNOWN, Endpoints, _plain, _str, _symbols, error_info
+from .steps import lossy_step
+
+if not cython.compiled:  # (compiled: C functions and constants, cimported in the .pxd)
+    from .state import (_uint)
+
+_CONN_LEVEL = {"open": 1, "close": 2}  # the connection's own performatives, which frame() handles first
+
+
+class ConnectionRules:
+    """Headers, SASL, open / close, idle time-out, gaps (see the module docstring)."""
+
+    def __init__(self, ledger: Recorder, connections: dict, others: dict, other_info: dict):
+        self.ledger = ledger
+        self.connections = connections  # (the tracker's: connection id -> _ConnBase / _Conn)
+        self.others = others  # (the tracker's: connections of another protocol)
+        self.other_info = other_info  # (the tracker's: connection id -> what is known of that protocol)
+
+    def amqp(self, b) -> _Conn:
+        """The connection's first protocol header or frame: it becomes a _Conn, with AMQP state."""
+        c = _Conn(b)
+        self.connections[c.id] = c
+        return c
+
+    # -- frames --------------------------------------------------------------------------
+
+    def frame(self, c, d, f, p, name, heartbeat) -> bool:
+        """Frame ``f`` of ``d``: its notes, counts, the idle time-out, SASL, open / close and the
+        connection machine's step.  True: a frame of a session, for the session's rooms."""
+        if f.notes:
+            for n in f.notes:
+                if n.severity in ("warn", "error") and n.group in ("protocol", "malformed", "budget"):
+                    kind = "frame-size" if "max-frame-size" in n.message else n.group
+                    self.ledger.violation(c, d, f, kind, n.severity, n.message, origin="framing")
+        key = name or ("empty" if heartbeat else "(undecoded)")
+        fc = c.frame_counts[d]
+        fc[key] = fc.get(key, 0) + 1
+        if f.type == FRAME_SASL:
+            c.sasl_frames[d] += 1
+            if name is not None:
+                self.sasl(c, d, f, p, name)
+            return False
+        c.frames[d] += 1
+        self.idle_check(c, d, f)
+        c.idle_ref[d] = f.ts
+        c.last_frame[d] = f.ts
+        if heartbeat:
+            c.heartbeats[d] += 1
+        level = _CONN_LEVEL.get(name, 0)  # (one look-up, not two string compares per frame)
+        if level == 1:
+            self.conn_step(c, d, "S:OPEN", "R:OPEN", f)
+            self.open(c, d, f, p)
+        elif level == 2:
+            err = error_info(p.field("error"))
+            self.conn_step(c, d, "S:CLOSE(error)" if err else "S:CLOSE", "R:CLOSE", f, what="close")
+            self.close(c, d, f, err)
+        else:
+            self.session_frame(c, d, f, name)
+            return True
+        return False
+
+    def session_frame(self, c, d, f, name):
+        """A frame of a session (not the connection's own): its step on the connection's machine."""
+        if c.loss is not None:
+            msgs = lossy_step(c, c.state, d, "S:FRAME", "R:FRAME", name or "frame", "the connection")
+        else:
+            msgs = c.state.frame(d)
+        if msgs:
+            self.ledger.violation(c, d, f, "state", "warn",
+                                  f"{name or ('empty frame' if f.kind == 'heartbeat' else 'frame')} from the "
+                                  f"{SIDES[d]}: " + "; ".join(msgs))
+
+    def conn_step(self, c, d, s_in, r_in, f, ts=None, packet=None, what=None):
+        if c.loss is not None:
+            msgs = lossy_step(c, c.state, d, s_in, r_in, what or s_in[2:].lower(), "the connection")
+        else:
+            msgs = c.state.advance(d, s_in, r_in)
+        if msgs:
+            self.ledger.violation(c, d, f, "state", "warn",
+                                  f"{what or s_in[2:].lower()} from the {SIDES[d]}: " + "; ".join(msgs),
+                                  ts=ts, packet=packet)
+
+    def idle_check(self, c, d, f):
+        """Frames sent by d must come within the idle-time-out the peer announced."""
+        t = c.idle[d]
+        ref = c.idle_ref[d]
+        if t and ref is not None and c.close[d] is None and f.ts - ref > t and (
+                c.loss is None or c.loss.last[d] is None or c.loss.last[d] < ref):  # (a frame may have been lost)
+            self.ledger.violation(c, d, f, "idle-timeout", "warn",
+                                  f"no frame from the {SIDES[d]} for {(f.ts - ref) / NS:.3f} s; the "
+                                  f"{SIDES[1 - d]}'s idle-time-out is {t / 1_000_000:g} ms")
+
+    def idle_at_end(self, c, end_ts) -> None:
+        """The capture's end (or the connection's, when its transport ended): trailing idle gaps."""
+        end = c.transport_time if c.transport_time is not None else end_ts
+        if end is None:
+            return
+        for d in (0, 1):
+            t = c.idle[d]
+            ref = c.idle_ref[d]
+            if not t or ref is None or c.close[d] is not None:
+                continue
+            if end - ref > t:
+                self.ledger.violation(
+                    c, d, None, "idle-timeout", "warn",
+                    f"no frame from the {SIDES[d]} for {(end - ref) / NS:.3f} s up to the end of the "
+                    f"{'connection' if c.transport_time is not None else 'capture'}; the {SIDES[1 - d]}'s "
+                    f"idle-time-out is {t / 1_000_000:g} ms",
+                    ts=end, packet=c.last_packet,
+                )
+
+    def sasl(self, c, d, f, p, name):
+        c.sasl = True
+        if name == "sasl-mechanisms":
+            c.sasl_mechanisms = _symbols(p.field("sasl-server-mechanisms"))
+        elif name == "sasl-init":
+            m = p.field("mechanism")
+            c.sasl_mechanism = str(m) if isinstance(m, str) else _plain(m)
+            c.sasl_hostname = _str(p.field("hostname"))
+        elif name == "sasl-outcome":
+            c.sasl_outcome = _uint(p.field("code"), 0xFF)
+            c.sasl_time = f.ts
+
+    def open(self, c, d, f, p):
+        idle = _uint(p.field("idle-time-out"))
+        info = {
+            "time": f.ts,
+            "packet": f.packet,
+            "container_id": _str(p.field("container-id")),
+            "hostname": _str(p.field("hostname")),
+            "max_frame_size": _plain(p.effective("max-frame-size")),
+            "max_frame_size_default": p.is_default("max-frame-size"),
+            "channel_max": _plain(p.effective("channel-max")),
+            "channel_max_default": p.is_default("channel-max"),
+            "idle_time_out": idle,
+            "offered_capabilities": _symbols(p.field("offered-capabilities")),
+            "desired_capabilities": _symbols(p.field("desired-capabilities")),
+            "properties": _plain(p.field("properties")),
+        }
+        if c.open[d] is not None:
+            self.ledger.violation(c, d, f, "state", "warn", f"second open from the {SIDES[d]}")
+        c.open[d] = info
+        # d announced idle-time-out: the other peer (1-d) must send at least that often from now on
+        if idle:
+            c.idle[1 - d] = idle * 1_000_000  # (milliseconds: kept in nanoseconds, as every time)
+            c.idle_ref[1 - d] = f.ts
+
+    def close(self, c, d, f, err):
+        if c.close[d] is None:
+            c.close[d] = {"time": f.ts, "packet": f.packet, "error": err}
+        if err:
+            self.ledger.error(c, d, f, "connection", err)
+        end_everything(c, f.ts, f.packet, "close")
+
+    # -- protocol headers ----------------------------------------------------------------
+
+    def header(self, c, h):
+        """Protocol header ``h`` on connection ``c``."""
+        if h.is_other or (self.other_info and c.id in self.other_info):
+            self.other_header(c, h)
+            return
+        if type(c) is not _Conn:
+            c = self.amqp(c)
+        if c.events == 0 and not c.lossy and h.direction == 0:
+            # the client's header first: nothing came before it (the server answers it); a server's
+            # header first leaves the client's start unseen
+            c.known_start = True
+            if c.state == [UNKNOWN, UNKNOWN]:
+                c.state = Endpoints(CONNECTION_MACHINE, "START")
+        c.events += 1
+        d = h.direction
+        for n in h.notes:
+            if n.severity in ("warn", "error"):
+                self.ledger.violation(c, d, None, "protocol-header", n.severity, n.message, ts=h.ts,
+                                      packet=h.packet, origin="framing", channel=None)
+        key = (h.protocol_id, tuple(h.version), h.name)  # (the name: for the notes; it follows from the rest)
+        c.headers[d].append(h.name)
+        c.header_keys[d].append(key)
+        k = len(c.header_keys[d]) - 1
+        other = c.header_keys[1 - d][k] if k < len(c.header_keys[1 - d]) else None
+        mismatch = other is not None and other != key
+        if mismatch and c.loss is not None and (c.lost(d) or c.lost(1 - d)) and headers_lost(c, d, h, key, k):
+            mismatch = False
+            other = key
+        if mismatch:
+            c.negotiation = (f"{SIDES[1 - d]} sent {other[2]}, {SIDES[d]} answered {h.name}")
+            self.ledger.violation(c, d, None, "protocol-header", "warn",
+                                  f"protocol header mismatch: {c.negotiation}", ts=h.ts, packet=h.packet)
+        self.header_step(c, d, h, mismatch, other)
+
+    def header_step(self, c, d, h, mismatch, other):
+        """The layer a protocol header starts, and its step on the connection's machine (AMQP headers)."""
+        if h.protocol_id == PROTO_TLS:
+            c.tls = True
+        if h.protocol_id == PROTO_SASL:
+            c.sasl = True
+        if mismatch and PROTO_AMQP in (h.protocol_id, other[0]):
+            # a header refused by the peer's own (Figure 2.8: protocol id rejected): both endpoints end
+            self.conn_step(c, d, "S:HDR!=R:HDR", "R:HDR!=S:HDR", None, ts=h.ts, packet=h.packet)
+        elif h.protocol_id == PROTO_AMQP and (other is None or other[0] == PROTO_AMQP):
+            s_in = "S:HDR!=R:HDR" if mismatch else "S:HDR"
+            r_in = "R:HDR!=S:HDR" if mismatch else "R:HDR"
+            self.conn_step(c, d, s_in, r_in, None, ts=h.ts, packet=h.packet)
+
+    def other_header(self, c, h):
+        """A protocol header of another protocol than AMQP 1.0 (AMQP 0-9-1, 0-10, ...), or any header
+        on such a connection: it is that protocol's connection, not decoded (the framing layer skips its
+        bytes), no AMQP 1.0 connection: moved to ``others``."""
+        other = self.other_info.get(c.id)
+        if other is None:
+            if spoke_amqp10(c):
+                # after AMQP 1.0 frames: it stays an AMQP 1.0 connection, whose rest is not decoded
+                c.headers[h.direction].append(h.name)
+                self.ledger.violation(c, h.direction, None, "protocol-header", "warn",
+                                      f"{h.name} protocol header after AMQP 1.0 frames: the rest of the "
+                                      "connection is not decoded", ts=h.ts, packet=h.packet, origin="framing",
+                                      channel=None)
+                return
+            # (the AMQP 1.0 headers before it stay listed: a 1.0 header answered by another protocol's)
+            other = self.other_info[c.id] = {
+                "protocol": h.name, "headers_client": list(c.headers[0]), "headers_server": list(c.headers[1]),
+                "bytes_client": None, "bytes_server": None, "time": h.ts, "packet": h.packet}
+            self.connections.pop(c.id, None)
+            self.others[c.id] = c
+        other["headers_client" if h.direction == 0 else "headers_server"].append(h.name)
+
+    def other_note(self, c, ev):
+        """The framing layer's count of another protocol's bytes on connection ``c``."""
+        other = self.other_info.get(c.id)
+        if other is None and spoke_amqp10(c):
+            return  # an AMQP 1.0 connection with another protocol's header in it (a violation, other_header)
+        if other is None:  # (the framing layer says a header first)
+            other = self.other_info[c.id] = {"protocol": ev.protocol, "headers_client": [], "headers_server": [],
+                                             "time": ev.ts, "packet": ev.packet}
+            self.connections.pop(c.id, None)
+            self.others[c.id] = c
+        other["bytes_client"], other["bytes_server"] = ev.bytes
+
+    # -- the transport -------------------------------------------------------------------
+
+    def stream_note(self, c, ev):
+        """A note of the byte stream (a gap, a resynchronisation, a mid-stream start, roles, TLS)."""
+        group = ev.note.group
+        if group in ("reassembly", "framing", "sequence"):
+            c.lossy = True  # a gap, a resynchronisation or a mid-stream start: frames may be missing
+            if group == "reassembly" and ev.skipped:  # a TCP gap: ev.skipped bytes never captured
+                c.note_loss(ev.direction, ev.skipped, 0, ev.ts)
+                lost_grants(c, ev.direction)
+                self.ledger.drop(c, ev.direction)
+            elif group == "framing" and ev.skipped:  # bytes skipped to find the next frame header,
+                c.note_loss(ev.direction, 0, ev.skipped, ev.ts)  # or held by a frame never completed
+                self.ledger.drop(c, ev.direction)
+            if group == "framing" and ev.note.severity == "error":  # a frame header that cannot be
+                msg = ev.note.message
+                self.ledger.violation(c, ev.direction, None, "frame-size" if "frame size" in msg else "framing",
+                                      "error", msg, ts=ev.ts, packet=ev.packet, channel=None, origin="framing")
+            elif group == "sequence" and ev.direction is not None:  # the direction started mid-stream
+                c.note_loss(ev.direction, 0, 0, ev.ts, before=True)
+                lost_grants(c, ev.direction)
+        elif group == "roles":  # no SYN and no evidence of which side is the client (dissect.py)
+            if type(c) is not _Conn:
+                c = self.amqp(c)
+            c.note_unknown("client/server roles")
+        elif group == "role-evidence":  # no SYN: the first bytes said who the client is (dissect.py)
+            if type(c) is not _Conn:
+                c = self.amqp(c)
+            c.note_inferred(ev.note.message.split(":", 1)[0])
+        if "TLS" in ev.note.message:
+            c.tls = True
+        if ev.note.group == "tls" and ev.skipped:  # encrypted bytes that could not be read
+            c.tls_undecrypted = (c.tls_undecrypted or 0) + ev.skipped
+            c.tls_reason = ev.note.message
+
+    def closed(self, c, ev):
+        """A FIN or RST of the transport (or the capture's end) on connection ``c``."""
+        if self.ledger._held:  # a FIN (or the end) of that side with no gap before it: its grants were all seen
+            for g in ((ev.direction,) if ev.kind == "fin" and ev.direction in (0, 1) else (0, 1)):
+                self.ledger.release(c, g)
+        if ev.kind == "fin":
+            if c.fins is None:
+                c.fins = set()
+            c.fins.add(ev.direction)
+            if len(c.fins) < 2:
+                return
+        elif ev.kind == "end":
+            return  # end of the capture, not of the connection
+        if c.transport_end is None:
+            c.transport_end = "fin" if ev.kind == "fin" else ev.kind
+            c.transport_time = ev.ts
+            if ev.kind in ("fin", "rst"):
+                end_everything(c, ev.ts, ev.packet, "transport")
+
+
+def lost_grants(c, g):
+    """Bytes peer ``g`` sent were lost: a flow among them may have granted link credit or
+    session window to the other peer, so those limits are unknown (no credit or window
+    violation, no stall) until ``g``'s next flow says them again.  (Lost transfers of ``g``
+    only make its counts lag, which can hide a violation but never invent one.)"""
+    for link in c.links:
+        if link.sender_dir != g and link.detach[0] is None and link.detach[1] is None:
+            # g is the receiver, or the roles are not known yet
+            link.link_credit.lost = True
+            link.note_unknown("link-credit after a gap")
+    for s in c.sessions:
+        if s.window.forget(1 - g):
+            s.note_unknown("incoming-window after a gap")
+
+
+def spoke_amqp10(c) -> bool:
+    """The connection carried AMQP 1.0 or SASL frames (a protocol header alone is not enough: a
+    peer that answers it with another protocol's header refuses it)."""
+    return type(c) is _Conn and bool(c.frames[0] or c.frames[1] or c.sasl_frames[0] or c.sasl_frames[1]
+                                     or c.sessions or c.links)
+
+
+def headers_lost(c, d, h, key, k) -> bool:
+    """d's k-th protocol header ``key`` differs from the peer's k-th after a loss: headers were
+    lost.  Align with a later header of the peer that this one answers (d's lost headers), or take
+    the peer's matching header as lost (the peer's answer missing).  True when they were."""
+    theirs = c.header_keys[1 - d]
+    j = next((i for i in range(k + 1, len(theirs)) if theirs[i] == key), None)
+    if j is None and c.lost(d):
+        j = k + 1  # d's header that answered the peer's k-th is the one lost
+    if j is not None and c.lost(d):
+        for i in range(k, j):
+            c.header_keys[d].insert(i, theirs[i])
+            c.note_inferred(f"the {SIDES[d]}'s protocol header {theirs[i][2]} was lost "
+                            f"(from its {h.name} answering the {SIDES[1 - d]}'s)")
+        return True
+    if c.lost(1 - d):
+        theirs.insert(k, key)
+        c.note_inferred(f"the {SIDES[1 - d]}'s protocol header {h.name} was lost "
+                        f"(the {SIDES[d]}'s {h.name} is answered by what follows)")
+        return True
+    return False
+
+
+def end_everything(c, ts, packet, why) -> None:
+    """The connection ended (``why``: "close", "transport"): its open stalls close, and its sessions
+    and links not terminated yet are terminated by it."""
+    for st in c.stalls:
+        st.close(ts, packet, why)
+    for s in c.sessions:
+        if s.terminated is None:
+            s.terminated = why
+    for link in c.links:
+        if link.terminated is None:
+            link.terminated = why

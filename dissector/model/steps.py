@@ -1,0 +1,25 @@
+"""A step of an endpoint machine on a connection that lost bytes (shared by the connection,
+session and link rooms): a step the table refuses is first explained by frames the capture lost."""
+
+from __future__ import annotations
+
+from .transitions import SIDES
+
+
+def lossy_step(c, ep, d, s_in, r_in, what, where):
+    """``ep.advance(d, s_in, r_in)`` on a connection that lost bytes: a step the table refuses is
+    first explained by frames the capture lost (from a direction with a gap), which are taken
+    and said ("inferred"); only what no lost frame explains is a violation (the messages returned)."""
+    saved = (list(ep.codes), list(ep.queue[0]), list(ep.queue[1]))
+    msgs = ep.advance(d, s_in, r_in)
+    if not msgs:
+        return msgs
+    senders = [p for p in (0, 1) if c.lost(p)]
+    ep.codes[0], ep.codes[1] = saved[0]
+    ep.queue[0][:] = saved[1]
+    ep.queue[1][:] = saved[2]
+    path = ep.recover(d, s_in, r_in, senders) if senders else None
+    if path:
+        for p, name in path:
+            c.note_inferred(f"the {SIDES[p]}'s {name} of {where} was lost (from the {SIDES[d]}'s {what})")
+    return ep.advance(d, s_in, r_in)
