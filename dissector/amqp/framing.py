@@ -30,7 +30,7 @@ import struct
 from ._spec import TRANSFER_ABORTED, TRANSFER_DELIVERY_ID, TRANSFER_DELIVERY_TAG, TRANSFER_HANDLE, TRANSFER_MORE
 from .codec import (ABSENT, DEFAULT_MAX_ELEMENTS, ELEMENT_BUDGET_BASE, ELEMENTS_PER_BYTE,
                     Array, Composite, Described, Reader, amqp_type_of)
-from .scan import SCAN_LAYOUTS, Span, buffer_bytes, scan_performative
+from .scan import SCAN_LAYOUTS, ScanResult, Span, buffer_bytes, scan_into
 from ..errors import CHAT, ERROR, NOTE, WARN, DissectError, ExpertNote
 from .spec import COMPOSITES, PERFORMATIVES, SASL_FRAMES
 
@@ -48,8 +48,6 @@ FRAME_SASL = 1
 DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024  # hard cap on what is buffered for one frame
 DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024  # cap on a reassembled message kept in memory
 
-# descriptor code -> name of the performatives the scanner reads
-_SCANNED = {COMPOSITES[n].descriptor_code: n for n in SCAN_LAYOUTS}
 
 _PERF_CODES = frozenset(COMPOSITES[n].descriptor_code for n in PERFORMATIVES)
 _SASL_CODES = frozenset(COMPOSITES[n].descriptor_code for n in SASL_FRAMES)
@@ -432,6 +430,7 @@ class AmqpConnection:
         # deliveries whose messages are decoded later (Delivery.sections) and lent to the scanner
         self.budget = [ELEMENT_BUDGET_BASE]
         self.scan_budget = [DEFAULT_MAX_ELEMENTS]  # the scanner's while the budget exceeds that (_frame)
+        self.scan_res = ScanResult()  # what the scanner found besides the fields (one object, reused)
 
     # -- public ---------------------------------------------------------------
 
@@ -713,33 +712,32 @@ class AmqpConnection:
         left += per * fsize
         cap = left if left < maxe else maxe
         if frame.type == FRAME_AMQP:
-            sc = None
+            values = None
             if SCAN_HOT:
+                res = self.scan_res
                 if cap == maxe:
                     # budget to spare (the usual case): the scanner charges a list that holds the cap
                     # until a scan spends from it (most do not), so no int is made per frame
                     sb = self.scan_budget
-                    sc = scan_performative(buf, body, end, sb)
+                    values = scan_into(buf, body, end, sb, res)
                     spent = sb[0]
                     spent = maxe - spent
                     if spent:
                         sb[0] = maxe
                 else:
                     budget[0] = cap
-                    sc = scan_performative(buf, body, end, budget)
+                    values = scan_into(buf, body, end, budget, res)
                     spent = budget[0]
                     spent = cap - spent
                 if spent:
                     left -= spent if spent < cap else cap
                     cap = left if left < maxe else maxe
-            if sc is not None:  # a well-formed transfer, flow or disposition: no Composite tree
+            if values is not None:  # a well-formed transfer, flow or disposition: no Composite tree
                 budget[0] = left
-                code, values, perf_end = sc
-                for v in values:
-                    if type(v) is Span:  # decode now: the buffer is trimmed after this pass
-                        values = tuple([x.decode(buf) if type(x) is Span else x for x in values])
-                        break
-                name = frame.pname = _SCANNED[code]
+                perf_end = res.perf_end
+                if res.spans:  # decode now: the buffer is trimmed after this pass
+                    values = tuple([x.decode(buf) if type(x) is Span else x for x in values])
+                name = frame.pname = res.name
                 frame.fields = values
                 if self.bodies:  # frames are shown: keep the encoding for a full decode (-V, jsonl)
                     frame._perf_body = buffer_bytes(buf, body, perf_end)
