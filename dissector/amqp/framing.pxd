@@ -26,13 +26,15 @@ cdef class _Direction:
     cdef public object index, src, dst
     cdef public bytearray buf
     cdef public int mode
+    cdef public long long peer_max
     cdef public object protocol, first_packet, skipped, skip_start_packet
     cdef public dict partials
     cdef public object opaque_bytes, pending_notes, lost
 
 cdef class AmqpConnection:
     cdef public object conn, client, server, dirs, max_frame_bytes, max_message_bytes
-    cdef public object messages, bodies, announced_max_frame, frames, tls, keep_payloads
+    cdef public object messages, bodies, announced_max_frame, tls, keep_payloads
+    cdef public long long frames
     cdef public object other, _other_said
     cdef public list budget, scan_budget
     cdef public ScanResult scan_res
@@ -42,12 +44,12 @@ cdef class AmqpConnection:
 
     @cython.locals(buf=bytearray, pos=Py_ssize_t, n=Py_ssize_t, size=Py_ssize_t, doff=Py_ssize_t,
                    ftype=Py_ssize_t, channel=Py_ssize_t, frame=Frame, first=object, cap=Py_ssize_t,
-                   mode=int)
+                   mode=int, maxf="long long")
     cpdef _process(self, _Direction d, ts, packet, list out)
 
     @cython.locals(body=Py_ssize_t, end=Py_ssize_t, perf_end=Py_ssize_t, left="long long", cap="long long",
                    spent="long long", budget=list, sb=list, maxe="long long", per="long long",
-                   fsize="long long", res=ScanResult)
+                   fsize="long long", res=ScanResult, peer_max="long long")
     cpdef _frame(self, _Direction d, Frame frame, buf, body, end)
 
     cpdef _decode(self, _Direction d, Frame frame, buf, body, end, left, cap)

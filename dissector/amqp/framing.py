@@ -357,6 +357,7 @@ class _Direction:
         "index",
         "src",
         "dst",
+        "peer_max",
         "buf",
         "mode",
         "protocol",
@@ -375,6 +376,7 @@ class _Direction:
         self.dst = dst
         self.buf = bytearray()
         self.mode = _M_START
+        self.peer_max = -1  # the max-frame-size the peer announced (its open), -1 while none
         self.protocol = None  # PROTO_AMQP / PROTO_SASL after a header
         self.first_packet = None  # packet that brought the first byte of the buffered frame
         self.skipped = 0
@@ -544,6 +546,7 @@ class AmqpConnection:
 
     def _process(self, d: _Direction, ts: float, packet: int, out: list) -> None:
         buf = d.buf
+        maxf = self.max_frame_bytes  # (a C integer when compiled: no int compared per frame)
         pos = 0
         n = len(buf)
         while pos < n:
@@ -584,11 +587,11 @@ class AmqpConnection:
                 bad = f"data offset {doff} is smaller than 2"
             elif doff * 4 > size:
                 bad = f"data offset {doff} ({doff * 4} bytes) beyond the frame size {size}"
-            elif size > self.max_frame_bytes:
+            elif size > maxf:
                 bad = f"frame size {size} beyond the {self.max_frame_bytes}-byte cap"
             elif ftype not in (FRAME_AMQP, FRAME_SASL):
                 bad = f"unknown frame type {ftype}"
-            elif self.announced_max_frame[1 - d.index] is not None and size > self.announced_max_frame[1 - d.index]:
+            elif d.peer_max >= 0 and size > d.peer_max:
                 # beyond what the peer accepts: a frame only if a performative follows (it is decoded,
                 # with a frame-size note); else not waited for, as it would swallow the frames
                 # behind it as its body
@@ -693,8 +696,9 @@ class AmqpConnection:
 
     def _frame(self, d: _Direction, frame: Frame, buf, body: int, end: int) -> None:
         self.frames += 1
-        peer_max = self.announced_max_frame[1 - d.index]
-        if peer_max is not None and frame.size > peer_max:
+        peer_max = d.peer_max
+        fsize = frame.size
+        if peer_max >= 0 and fsize > peer_max:
             frame.add_note(
                 ExpertNote(WARN, "protocol", f"frame of {frame.size} bytes exceeds the peer's max-frame-size {peer_max}")
             )
@@ -707,7 +711,6 @@ class AmqpConnection:
         budget = self.budget
         maxe = DEFAULT_MAX_ELEMENTS  # (typed locals when compiled: the arithmetic below makes no ints)
         per = ELEMENTS_PER_BYTE
-        fsize = frame.size
         left = budget[0]
         left += per * fsize
         cap = left if left < maxe else maxe
@@ -815,6 +818,7 @@ class AmqpConnection:
             mfs = perf.effective("max-frame-size")
             if isinstance(mfs, int) and not isinstance(mfs, bool) and 0 <= mfs <= 0xFFFFFFFF:  # (a uint)
                 self.announced_max_frame[d.index] = mfs
+                self.dirs[1 - d.index].peer_max = mfs  # (what the other direction's frames must fit)
         elif name == "attach" and not self.keep_payloads and not self.messages:
             target = perf.field("target")
             if isinstance(target, Composite) and target.spec.name == "coordinator":

@@ -20,6 +20,7 @@ cdef class DeliveryTable:
     cdef public object store
     cdef public Py_ssize_t compact_at
 
+    @cython.locals(tbl=dict, known=bint)
     cpdef add(self, did, dlv)
     @cython.locals(tbl=dict, mine=bint)
     cpdef forget(self, _Delivery dlv)
@@ -29,7 +30,8 @@ cdef class DeliveryTable:
     cpdef bint due(self)
     @cython.locals(off="long long", order=_carray.array, k=Py_ssize_t, i=Py_ssize_t)
     cpdef _order_add(self, long long did)
-    @cython.locals(offs=list, base="long long", k=object)
+    @cython.locals(offs=list, base="long long", k=object, tbl=dict, n=Py_ssize_t, i=Py_ssize_t, off="long long",
+                   order=_carray.array, sorted_=bint)
     cpdef _order_rebuild(self)
     @cython.locals(a="long long", b="long long")
     cpdef list _pieces(self, long long first, long long n)

@@ -189,8 +189,13 @@ class DeliveryTable:
     def add(self, did, dlv) -> None:
         """``dlv`` is a new delivery with id ``did``: from now on the delivery of that id."""
         by_id = self.by_id
-        known = did in by_id
-        by_id[did] = dlv
+        if cython.compiled and type(by_id) is dict:  # (C dict calls; a test may put a counting mapping here)
+            tbl = by_id
+            known = did in tbl
+            tbl[did] = dlv
+        else:
+            known = did in by_id
+            by_id[did] = dlv
         self.next_id = serial_add(did, 1)
         if self.first_id is None:
             self.first_id = did
@@ -275,6 +280,26 @@ class DeliveryTable:
     def _order_rebuild(self) -> None:
         """Drop the folded ids from the ordered ids (they outnumber the live ones)."""
         base = self.first_id
+        if cython.compiled and type(self.by_id) is dict:
+            # the offsets written straight into the array's buffer; the table's ids come in order
+            # (the usual case: no sort) unless a delivery-id was used again or ids wrapped
+            tbl = self.by_id
+            n = len(tbl)
+            order = array("q")
+            _carray.resize(order, n)
+            sorted_ = True
+            i = 0
+            for k in tbl:
+                off = serial_diff(k, base)
+                if i and off <= order.data.as_longlongs[i - 1]:
+                    sorted_ = False
+                order.data.as_longlongs[i] = off
+                i += 1
+            if not sorted_:
+                order = array("q", sorted(order))
+            self.order = order
+            self.stale = 0
+            return
         offs = [serial_diff(k, base) for k in self.by_id]
         offs.sort()
         self.order = array("q", offs)
