@@ -42,5 +42,10 @@ cdef class DeliveryTable:
     cpdef compact(self)
 
 
+@cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t)
+cdef Py_ssize_t _bisect_left_q(_carray.array order, long long x)
+@cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t)
+cdef Py_ssize_t _bisect_right_q(_carray.array order, long long x)
+
 @cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, dead=Py_ssize_t, i=Py_ssize_t, k="long long", tbl=dict)
 cpdef Py_ssize_t _collect(_carray.array order, table, long long base, long long a, long long b, list hits) except -1
