@@ -30,7 +30,7 @@ import struct
 from ._spec import TRANSFER_ABORTED, TRANSFER_DELIVERY_ID, TRANSFER_DELIVERY_TAG, TRANSFER_HANDLE, TRANSFER_MORE
 from .codec import (ABSENT, DEFAULT_MAX_ELEMENTS, ELEMENT_BUDGET_BASE, ELEMENTS_PER_BYTE,
                     Array, Composite, Described, Reader, amqp_type_of)
-from .scan import SCAN_LAYOUTS, Span, buffer_bytes, scan_performative
+from .scan import SCAN_LAYOUTS, ScanResult, Span, buffer_bytes, scan_into
 from ..errors import CHAT, ERROR, NOTE, WARN, DissectError, ExpertNote
 from .spec import COMPOSITES, PERFORMATIVES, SASL_FRAMES
 
@@ -48,8 +48,6 @@ FRAME_SASL = 1
 DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024  # hard cap on what is buffered for one frame
 DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024  # cap on a reassembled message kept in memory
 
-# descriptor code -> name of the performatives the scanner reads
-_SCANNED = {COMPOSITES[n].descriptor_code: n for n in SCAN_LAYOUTS}
 
 _PERF_CODES = frozenset(COMPOSITES[n].descriptor_code for n in PERFORMATIVES)
 _SASL_CODES = frozenset(COMPOSITES[n].descriptor_code for n in SASL_FRAMES)
@@ -359,6 +357,7 @@ class _Direction:
         "index",
         "src",
         "dst",
+        "peer_max",
         "buf",
         "mode",
         "protocol",
@@ -377,6 +376,7 @@ class _Direction:
         self.dst = dst
         self.buf = bytearray()
         self.mode = _M_START
+        self.peer_max = -1  # the max-frame-size the peer announced (its open), -1 while none
         self.protocol = None  # PROTO_AMQP / PROTO_SASL after a header
         self.first_packet = None  # packet that brought the first byte of the buffered frame
         self.skipped = 0
@@ -432,6 +432,7 @@ class AmqpConnection:
         # deliveries whose messages are decoded later (Delivery.sections) and lent to the scanner
         self.budget = [ELEMENT_BUDGET_BASE]
         self.scan_budget = [DEFAULT_MAX_ELEMENTS]  # the scanner's while the budget exceeds that (_frame)
+        self.scan_res = ScanResult()  # what the scanner found besides the fields (one object, reused)
 
     # -- public ---------------------------------------------------------------
 
@@ -545,6 +546,7 @@ class AmqpConnection:
 
     def _process(self, d: _Direction, ts: float, packet: int, out: list) -> None:
         buf = d.buf
+        maxf = self.max_frame_bytes  # (a C integer when compiled: no int compared per frame)
         pos = 0
         n = len(buf)
         while pos < n:
@@ -585,11 +587,11 @@ class AmqpConnection:
                 bad = f"data offset {doff} is smaller than 2"
             elif doff * 4 > size:
                 bad = f"data offset {doff} ({doff * 4} bytes) beyond the frame size {size}"
-            elif size > self.max_frame_bytes:
+            elif size > maxf:
                 bad = f"frame size {size} beyond the {self.max_frame_bytes}-byte cap"
             elif ftype not in (FRAME_AMQP, FRAME_SASL):
                 bad = f"unknown frame type {ftype}"
-            elif self.announced_max_frame[1 - d.index] is not None and size > self.announced_max_frame[1 - d.index]:
+            elif d.peer_max >= 0 and size > d.peer_max:
                 # beyond what the peer accepts: a frame only if a performative follows (it is decoded,
                 # with a frame-size note); else not waited for, as it would swallow the frames
                 # behind it as its body
@@ -694,8 +696,9 @@ class AmqpConnection:
 
     def _frame(self, d: _Direction, frame: Frame, buf, body: int, end: int) -> None:
         self.frames += 1
-        peer_max = self.announced_max_frame[1 - d.index]
-        if peer_max is not None and frame.size > peer_max:
+        peer_max = d.peer_max
+        fsize = frame.size
+        if peer_max >= 0 and fsize > peer_max:
             frame.add_note(
                 ExpertNote(WARN, "protocol", f"frame of {frame.size} bytes exceeds the peer's max-frame-size {peer_max}")
             )
@@ -708,38 +711,36 @@ class AmqpConnection:
         budget = self.budget
         maxe = DEFAULT_MAX_ELEMENTS  # (typed locals when compiled: the arithmetic below makes no ints)
         per = ELEMENTS_PER_BYTE
-        fsize = frame.size
         left = budget[0]
         left += per * fsize
         cap = left if left < maxe else maxe
         if frame.type == FRAME_AMQP:
-            sc = None
+            values = None
             if SCAN_HOT:
+                res = self.scan_res
                 if cap == maxe:
                     # budget to spare (the usual case): the scanner charges a list that holds the cap
                     # until a scan spends from it (most do not), so no int is made per frame
                     sb = self.scan_budget
-                    sc = scan_performative(buf, body, end, sb)
+                    values = scan_into(buf, body, end, sb, res)
                     spent = sb[0]
                     spent = maxe - spent
                     if spent:
                         sb[0] = maxe
                 else:
                     budget[0] = cap
-                    sc = scan_performative(buf, body, end, budget)
+                    values = scan_into(buf, body, end, budget, res)
                     spent = budget[0]
                     spent = cap - spent
                 if spent:
                     left -= spent if spent < cap else cap
                     cap = left if left < maxe else maxe
-            if sc is not None:  # a well-formed transfer, flow or disposition: no Composite tree
+            if values is not None:  # a well-formed transfer, flow or disposition: no Composite tree
                 budget[0] = left
-                code, values, perf_end = sc
-                for v in values:
-                    if type(v) is Span:  # decode now: the buffer is trimmed after this pass
-                        values = tuple([x.decode(buf) if type(x) is Span else x for x in values])
-                        break
-                name = frame.pname = _SCANNED[code]
+                perf_end = res.perf_end
+                if res.spans:  # decode now: the buffer is trimmed after this pass
+                    values = tuple([x.decode(buf) if type(x) is Span else x for x in values])
+                name = frame.pname = res.name
                 frame.fields = values
                 if self.bodies:  # frames are shown: keep the encoding for a full decode (-V, jsonl)
                     frame._perf_body = buffer_bytes(buf, body, perf_end)
@@ -817,6 +818,7 @@ class AmqpConnection:
             mfs = perf.effective("max-frame-size")
             if isinstance(mfs, int) and not isinstance(mfs, bool) and 0 <= mfs <= 0xFFFFFFFF:  # (a uint)
                 self.announced_max_frame[d.index] = mfs
+                self.dirs[1 - d.index].peer_max = mfs  # (what the other direction's frames must fit)
         elif name == "attach" and not self.keep_payloads and not self.messages:
             target = perf.field("target")
             if isinstance(target, Composite) and target.spec.name == "coordinator":

@@ -4,12 +4,23 @@
 import cython
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.bytearray cimport PyByteArray_AS_STRING
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+
+cdef class ScanResult:
+    cdef public Py_ssize_t code
+    cdef public object name
+    cdef public Py_ssize_t perf_end
+    cdef public bint spans
 
 cpdef bytes buffer_bytes(bytearray buf, Py_ssize_t a, Py_ssize_t b)
 cpdef scan_performative(buf, Py_ssize_t pos, Py_ssize_t end, budget=*)
+cpdef scan_into(bytearray buf, Py_ssize_t pos, Py_ssize_t end, list budget, ScanResult res)
+
+cdef inline void _put(values, Py_ssize_t i, v)
 
 @cython.locals(n=Py_ssize_t, p=Py_ssize_t, q=Py_ssize_t, lend=Py_ssize_t, count=Py_ssize_t,
                nfields=Py_ssize_t, c=int, a=int, i=Py_ssize_t, size=Py_ssize_t, u="unsigned long long",
-               actions=tuple, row=tuple, values=list, absent=tuple, kinds=tuple, mandatory=tuple, charged=bint,
-               state=bint)
-cdef _scan(bytearray buf, Py_ssize_t pos, Py_ssize_t end, list budget)
+               actions=tuple, row=tuple, absent=tuple, kinds=tuple, mandatory=tuple, charged=bint,
+               state=bint, spans=bint)
+cdef _scan(bytearray buf, Py_ssize_t pos, Py_ssize_t end, list budget, ScanResult res)

@@ -89,7 +89,7 @@ from . import _spec
 from .codec import ABSENT, DEFAULT_MAX_DEPTH, DEFAULT_MAX_ELEMENTS, MAX_ZERO_WIDTH_ELEMENTS, Reader
 from .spec import COMPOSITES
 
-__all__ = ["ABSENT", "SCAN_LAYOUTS", "Span", "field_names", "scan_performative"]
+__all__ = ["ABSENT", "SCAN_LAYOUTS", "ScanResult", "Span", "field_names", "scan_into", "scan_performative"]
 
 SCAN_LAYOUTS = _spec.SCAN_LAYOUTS
 
@@ -305,7 +305,7 @@ def _build_layouts():
             actions.append(cache[key])
             if mand:
                 mandatory.append(index)
-        layout = (dcode, nfields, tuple(kinds), tuple(actions), tuple(mandatory), (ABSENT,) * nfields)
+        layout = (dcode, nfields, tuple(kinds), tuple(actions), tuple(mandatory), (ABSENT,) * nfields, name)
         by_code[dcode] = layout
         by_symbol[dsym.encode("ascii")] = layout
     small = tuple(by_code.get(i) for i in range(256))
@@ -539,6 +539,21 @@ def buffer_bytes(buf: bytearray, a: int, b: int) -> bytes:
     return PyBytes_FromStringAndSize(PyByteArray_AS_STRING(buf) + a, b - a)
 
 
+class ScanResult:
+    """What a scan found besides the fields (:func:`scan_into` fills it): the performative's
+    descriptor ``code`` and ``name``, ``perf_end`` (the offset after the performative) and
+    ``spans`` (a field was read as a :class:`Span`: decode it before the buffer changes).  One
+    object reused frame after frame: no result tuple per frame."""
+
+    __slots__ = ("code", "name", "perf_end", "spans")
+
+    def __init__(self):
+        self.code = 0
+        self.name = None
+        self.perf_end = 0
+        self.spans = False
+
+
 def scan_performative(buf, pos, end, budget=None):
     """Scan a transfer/flow/disposition at ``buf[pos:end]``: ``(code, values, perf_end)`` or None.
 
@@ -550,7 +565,27 @@ def scan_performative(buf, pos, end, budget=None):
         buf = bytearray(buf)
     if budget is None:
         budget = [DEFAULT_MAX_ELEMENTS]
-    return _scan(buf, pos, end, budget)
+    res = ScanResult()
+    values = _scan(buf, pos, end, budget, res)
+    if values is None:
+        return None
+    return res.code, values, res.perf_end
+
+
+def scan_into(buf, pos, end, budget, res):
+    """:func:`scan_performative` for the framing layer: the values tuple (or None), the rest in
+    ``res`` (a :class:`ScanResult`); ``buf`` a bytearray, ``budget`` a one-element list."""
+    return _scan(buf, pos, end, budget, res)
+
+
+def _put(values, i, v) -> None:
+    """``values[i] = v``.  Compiled, ``values`` is the result tuple itself, made with empty slots
+    and filled once per slot in field order (nobody else holds it yet); plain Python, a list."""
+    if cython.compiled:
+        Py_INCREF(v)
+        PyTuple_SET_ITEM(values, i, v)
+    else:
+        values[i] = v
 
 
 def _layout_at(buf, p: int, end: int):
@@ -576,7 +611,7 @@ def _layout_at(buf, p: int, end: int):
     return None
 
 
-def _scan(buf, pos, end, budget):
+def _scan(buf, pos, end, budget, res):
     # The reader kinds are written as literals in this loop (see R_* above): a module
     # constant is a dictionary lookup per use, in CPython and in Cython alike.
     n = len(buf)
@@ -595,7 +630,7 @@ def _scan(buf, pos, end, budget):
         layout, p = found
     if layout is None:
         return None
-    code, nfields, kinds, actions, mandatory, absent = layout
+    code, nfields, kinds, actions, mandatory, absent, pname = layout
 
     # the list
     if p >= end:
@@ -628,7 +663,11 @@ def _scan(buf, pos, end, budget):
     if count > nfields or count > lend - p:
         return None
 
-    values = list(absent)
+    if cython.compiled:  # the tuple itself, its slots set in field order (absent ones at the end)
+        values = PyTuple_New(nfields)
+    else:
+        values = list(absent)
+    spans = False
     charged = False  # the list's count taken from the budget (only when a Span or state is walked)
     for i in range(count):
         if p >= lend:
@@ -640,16 +679,16 @@ def _scan(buf, pos, end, budget):
         if a == 5:  # R_U8
             if p >= lend:
                 return None
-            values[i] = buf[p]
+            _put(values, i, buf[p])
             p += 1
         elif a == 1:  # R_NULL
-            values[i] = None
+            _put(values, i, None)
         elif a == 4:  # R_ZERO
-            values[i] = 0
+            _put(values, i, 0)
         elif a == 2:  # R_TRUE
-            values[i] = True
+            _put(values, i, True)
         elif a == 3:  # R_FALSE
-            values[i] = False
+            _put(values, i, False)
         elif a == 14:  # R_BIN
             if c == 0xA0:
                 if p >= lend:
@@ -663,14 +702,14 @@ def _scan(buf, pos, end, budget):
                 p += 4
             if q > lend:
                 return None
-            values[i] = buffer_bytes(buf, p, q)
+            _put(values, i, buffer_bytes(buf, p, q))
             p = q
         elif a == 10:  # R_U32
             if lend - p < 4:
                 return None
             u = buf[p]
             u = (u << 24) | (buf[p + 1] << 16) | (buf[p + 2] << 8) | buf[p + 3]
-            values[i] = u
+            _put(values, i, u)
             p += 4
         elif a == 7:  # R_BOOL8
             if p >= lend:
@@ -678,7 +717,7 @@ def _scan(buf, pos, end, budget):
             c = buf[p]
             if c > 1:
                 return None
-            values[i] = c == 1
+            _put(values, i, c == 1)
             p += 1
         elif a == 0:  # A_DECLINE
             return None
@@ -693,7 +732,7 @@ def _scan(buf, pos, end, budget):
             if state and p + 3 < lend and buf[p + 1] == 0x53 and buf[p + 3] == 0x45:
                 name = _EMPTY_STATE_SMALL[buf[p + 2]]
                 if name is not None:
-                    values[i] = name
+                    _put(values, i, name)
                     p += 4
                     continue
             if not charged:
@@ -702,62 +741,71 @@ def _scan(buf, pos, end, budget):
             p = _walked(buf, p, lend, state, values, i, budget)
             if p < 0:
                 return None
+            if not state or type(values[i]) is Span:
+                spans = True
     if p != lend:
         return None
+    if cython.compiled:
+        for i in range(count, nfields):
+            _put(values, i, ABSENT)
     for m in mandatory:
         if m >= count or values[m] is None:
             return None
-    return code, tuple(values), lend
+    res.code = code
+    res.name = pname
+    res.perf_end = lend
+    res.spans = spans
+    return values if cython.compiled else tuple(values)
 
 
-def _walked(buf, p: int, end: int, state: bool, values: list, i: int, budget: list) -> int:
+def _walked(buf, p: int, end: int, state: bool, values, i: int, budget: list) -> int:
     """A field read by walking it: a delivery state (``state``) or a Span; stored in ``values[i]``.
     Its end, or -1."""
     if state:
         st = _state(buf, p, end, budget)
         if st is None:
             return -1
-        values[i] = st[0]
+        _put(values, i, st[0])
         return st[1]
     q = _skip(buf, p, end, 2, budget)
     if q < 0:
         return -1
-    values[i] = Span(p, q)
+    _put(values, i, Span(p, q))
     return q
 
 
-def _plain(buf, c: int, k: int, p: int, end: int, values: list, i: int) -> int:
+def _plain(buf, c: int, k: int, p: int, end: int, values, i: int) -> int:
     """The rarer plain kinds: store the value at ``p`` in ``values[i]``; its end, or -1."""
     if k == R_U64:
         if end - p < 8:
             return -1
-        values[i] = _U64.unpack_from(buf, p)[0]
+        _put(values, i, _U64.unpack_from(buf, p)[0])
         return p + 8
     if k == R_S8:
         if p >= end:
             return -1
         b = buf[p]
-        values[i] = b - 256 if b > 127 else b
+        _put(values, i, b - 256 if b > 127 else b)
         return p + 1
     if k == R_U16:
         if end - p < 2:
             return -1
-        values[i] = _U16.unpack_from(buf, p)[0]
+        _put(values, i, _U16.unpack_from(buf, p)[0])
         return p + 2
     if k == R_S16:
         if end - p < 2:
             return -1
-        values[i] = _I16.unpack_from(buf, p)[0]
+        _put(values, i, _I16.unpack_from(buf, p)[0])
         return p + 2
     if k == R_S32:
         if end - p < 4:
             return -1
-        values[i] = _I32.unpack_from(buf, p)[0]
+        _put(values, i, _I32.unpack_from(buf, p)[0])
         return p + 4
     if k == R_S64:
         if end - p < 8:
             return -1
-        values[i] = _I64.unpack_from(buf, p)[0]
+        _put(values, i, _I64.unpack_from(buf, p)[0])
         return p + 8
     if k == R_STR or k == R_SYM:
         if _WIDTH[c] == 1:
@@ -773,7 +821,7 @@ def _plain(buf, c: int, k: int, p: int, end: int, values: list, i: int) -> int:
         if q > end:
             return -1
         try:
-            values[i] = bytes(buf[p:q]).decode("utf-8" if k == R_STR else "ascii")
+            _put(values, i, bytes(buf[p:q]).decode("utf-8" if k == R_STR else "ascii"))
         except UnicodeDecodeError:
             return -1
         return q

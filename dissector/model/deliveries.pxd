@@ -20,6 +20,7 @@ cdef class DeliveryTable:
     cdef public object store
     cdef public Py_ssize_t compact_at
 
+    @cython.locals(tbl=dict, known=bint)
     cpdef add(self, did, dlv)
     @cython.locals(tbl=dict, mine=bint)
     cpdef forget(self, _Delivery dlv)
@@ -29,7 +30,8 @@ cdef class DeliveryTable:
     cpdef bint due(self)
     @cython.locals(off="long long", order=_carray.array, k=Py_ssize_t, i=Py_ssize_t)
     cpdef _order_add(self, long long did)
-    @cython.locals(offs=list, base="long long", k=object)
+    @cython.locals(offs=list, base="long long", k=object, tbl=dict, n=Py_ssize_t, i=Py_ssize_t, off="long long",
+                   order=_carray.array, sorted_=bint)
     cpdef _order_rebuild(self)
     @cython.locals(a="long long", b="long long")
     cpdef list _pieces(self, long long first, long long n)
@@ -39,6 +41,11 @@ cdef class DeliveryTable:
     cpdef Py_ssize_t range_count(self, long long first, long long n) except -1
     cpdef compact(self)
 
+
+@cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t)
+cdef Py_ssize_t _bisect_left_q(_carray.array order, long long x)
+@cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t)
+cdef Py_ssize_t _bisect_right_q(_carray.array order, long long x)
 
 @cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, dead=Py_ssize_t, i=Py_ssize_t, k="long long", tbl=dict)
 cpdef Py_ssize_t _collect(_carray.array order, table, long long base, long long a, long long b, list hits) except -1

@@ -189,8 +189,13 @@ class DeliveryTable:
     def add(self, did, dlv) -> None:
         """``dlv`` is a new delivery with id ``did``: from now on the delivery of that id."""
         by_id = self.by_id
-        known = did in by_id
-        by_id[did] = dlv
+        if cython.compiled and type(by_id) is dict:  # (C dict calls; a test may put a counting mapping here)
+            tbl = by_id
+            known = did in tbl
+            tbl[did] = dlv
+        else:
+            known = did in by_id
+            by_id[did] = dlv
         self.next_id = serial_add(did, 1)
         if self.first_id is None:
             self.first_id = did
@@ -204,11 +209,21 @@ class DeliveryTable:
         """``dlv`` was folded: out of the table if it is still the delivery of its id."""
         table = self.by_id
         did = dlv.delivery_id
-        if cython.compiled and type(table) is dict:  # (a C look-up; a test may put a counting mapping here)
+        if cython.compiled and type(table) is dict:  # (C dict calls; a test may put a counting mapping here)
             tbl = table
             mine = did is not None and tbl.get(did) is dlv
-        else:
-            mine = did is not None and table.get(did) is dlv
+            if mine:
+                del tbl[did]
+                if not tbl:
+                    tbl.clear()
+                    self.order = None
+                    self.stale = 0
+                elif self.order is not None:
+                    self.stale += 1
+                    if self.stale > len(tbl) + 32:
+                        self._order_rebuild()
+            return
+        mine = did is not None and table.get(did) is dlv
         if mine:
             del table[did]
             if not table:
@@ -275,6 +290,26 @@ class DeliveryTable:
     def _order_rebuild(self) -> None:
         """Drop the folded ids from the ordered ids (they outnumber the live ones)."""
         base = self.first_id
+        if cython.compiled and type(self.by_id) is dict:
+            # the offsets written straight into the array's buffer; the table's ids come in order
+            # (the usual case: no sort) unless a delivery-id was used again or ids wrapped
+            tbl = self.by_id
+            n = len(tbl)
+            order = array("q")
+            _carray.resize(order, n)
+            sorted_ = True
+            i = 0
+            for k in tbl:
+                off = serial_diff(k, base)
+                if i and off <= order.data.as_longlongs[i - 1]:
+                    sorted_ = False
+                order.data.as_longlongs[i] = off
+                i += 1
+            if not sorted_:
+                order = array("q", sorted(order))
+            self.order = order
+            self.stale = 0
+            return
         offs = [serial_diff(k, base) for k in self.by_id]
         offs.sort()
         self.order = array("q", offs)
@@ -321,9 +356,9 @@ class DeliveryTable:
         k = 0
         for lo, hi in self._pieces(first, n):
             if order is not None:
-                k += bisect_right(order, hi) - bisect_left(order, lo)
+                k += _bisect_right_q(order, hi) - _bisect_left_q(order, lo)
             if st is not None:
-                k += bisect_right(st.offs, hi) - bisect_left(st.offs, lo)
+                k += _bisect_right_q(st.offs, hi) - _bisect_left_q(st.offs, lo)
         return k
 
     def _in_range_compact(self, first, n) -> list:
@@ -471,11 +506,41 @@ class DeliveryTable:
         return out
 
 
+def _bisect_left_q(order, x) -> int:
+    """``bisect_left(order, x)`` on an array "q" (compiled: on its buffer, no int objects)."""
+    if not cython.compiled:
+        return bisect_left(order, x)
+    lo = 0
+    hi = len(order)
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if order.data.as_longlongs[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _bisect_right_q(order, x) -> int:
+    """``bisect_right(order, x)`` on an array "q" (compiled: on its buffer, no int objects)."""
+    if not cython.compiled:
+        return bisect_right(order, x)
+    lo = 0
+    hi = len(order)
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if x < order.data.as_longlongs[mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 def _collect(order, table, base, a, b, hits) -> int:
     """Append the deliveries at offsets ``a .. b`` of ``order`` to ``hits``; drop (and count) the
     offsets whose delivery was folded."""
-    lo = bisect_left(order, a)
-    hi = bisect_right(order, b)
+    lo = _bisect_left_q(order, a)
+    hi = _bisect_right_q(order, b)
     dead = 0
     tbl = table if cython.compiled and type(table) is dict else None  # (C look-ups; tests count a mapping's)
     for i in range(lo, hi):

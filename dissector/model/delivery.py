@@ -61,10 +61,11 @@ class _Delivery:
 
     def settle(self, by: str, ts, packet):
         """``by`` ("sender"/"receiver") announced settlement in the frame at ts/packet."""
+        at = (ts, packet)  # (one tuple for every field it sets)
         if by == "sender":
             if self.snd_settled is None:
-                self.snd_settled = (ts, packet)
+                self.snd_settled = at
         elif self.rcv_settled is None:
-            self.rcv_settled = (ts, packet)
+            self.rcv_settled = at
         if self.settled is None:
-            self.settled = (ts, packet)
+            self.settled = at

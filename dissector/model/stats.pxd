@@ -23,7 +23,11 @@ cpdef double seconds_between(t, t0) except? -1.0
 
 cdef class DeliveryStats:
     cdef public long long deliveries, bytes, no_outcome, unsettled, presettled, aborted, resumed
-    cdef public dict outcomes
+    cdef public dict _outcomes
+    cdef public object _run_outcome
+    cdef public long long _run
     cdef public Latencies latency, outcome_latency
 
+    cpdef _end_run(self)
+    @cython.locals(st=tuple, lat=double)
     cpdef add(self, _Delivery d)

@@ -170,15 +170,21 @@ class DeliveryStats:
 
     Settled deliveries are folded in here and forgotten (see :meth:`StateTracker._fold`); the
     deliveries still open are added on top when a table is read (:meth:`copy` then :meth:`add`).
+
+    ``outcomes`` (outcome name -> count) is read through a property: the deliveries of a run with
+    the same outcome (most are "accepted") are counted in a C integer and written into the dict
+    when it is read, not one dict update per delivery.
     """
 
-    __slots__ = ("deliveries", "bytes", "outcomes", "no_outcome", "unsettled", "presettled", "aborted",
-                 "resumed", "latency", "outcome_latency")
+    __slots__ = ("deliveries", "bytes", "_outcomes", "_run_outcome", "_run", "no_outcome", "unsettled", "presettled",
+                 "aborted", "resumed", "latency", "outcome_latency")
 
     def __init__(self):
         self.deliveries = 0
         self.bytes = 0
-        self.outcomes = dict.fromkeys(TERMINAL_OUTCOMES_ORDER, 0)
+        self._outcomes = dict.fromkeys(TERMINAL_OUTCOMES_ORDER, 0)
+        self._run_outcome = None  # the outcome of the run not written into _outcomes yet
+        self._run = 0  # its deliveries
         self.no_outcome = 0
         self.unsettled = 0
         self.presettled = 0
@@ -187,22 +193,45 @@ class DeliveryStats:
         self.latency = Latencies()  # settled time - first transfer time, seconds
         self.outcome_latency = Latencies()  # receiver's terminal outcome time - first transfer time
 
+    @property
+    def outcomes(self) -> dict:
+        """Outcome name -> deliveries (the terminal outcomes of the spec, in its order)."""
+        if self._run:
+            self._end_run()
+        return self._outcomes
+
+    def _end_run(self) -> None:
+        """Write the pending run of one outcome into the dict."""
+        o = self._run_outcome
+        self._outcomes[o] += self._run
+        self._run = 0
+        self._run_outcome = None
+
     def add(self, d: "_Delivery") -> None:
         self.deliveries += 1
         self.bytes += d.size
         o = d.outcome
         if o is None:
             self.no_outcome += 1
-        else:
-            n = self.outcomes.get(o)  # (one look-up, not two)
-            if n is not None:
-                self.outcomes[o] = n + 1
-        if d.settled is None:
+        elif o is self._run_outcome:  # (the same object as the run's: the usual case)
+            self._run += 1
+        elif o in self._outcomes:  # (a terminal outcome: the others are not counted here)
+            if self._run:
+                self._end_run()
+            self._run_outcome = o
+            self._run = 1
+        st = d.settled
+        t = d.outcome_ts
+        if st is None:
             self.unsettled += 1
         else:
-            self.latency.append(seconds_between(d.settled[0], d.first_ts))  # (the integers' difference, then seconds)
-        if d.outcome_ts is not None:
-            self.outcome_latency.append(seconds_between(d.outcome_ts, d.first_ts))
+            lat = seconds_between(st[0], d.first_ts)  # (the integers' difference, then seconds)
+            self.latency.append(lat)
+            if t is st[0]:  # settled by the frame that gave the outcome (the same time object): the same latency
+                self.outcome_latency.append(lat)
+                t = None
+        if t is not None:
+            self.outcome_latency.append(seconds_between(t, d.first_ts))
         if d.presettled:
             self.presettled += 1
         if d.aborted:
@@ -212,9 +241,16 @@ class DeliveryStats:
 
     def copy(self) -> "DeliveryStats":
         c = DeliveryStats()
-        for k in self.__slots__:
-            v = getattr(self, k)
-            setattr(c, k, dict(v) if isinstance(v, dict) else v.copy() if isinstance(v, Latencies) else v)
+        c.deliveries = self.deliveries
+        c.bytes = self.bytes
+        c._outcomes = dict(self.outcomes)
+        c.no_outcome = self.no_outcome
+        c.unsettled = self.unsettled
+        c.presettled = self.presettled
+        c.aborted = self.aborted
+        c.resumed = self.resumed
+        c.latency = self.latency.copy()
+        c.outcome_latency = self.outcome_latency.copy()
         return c
 
 

@@ -32,5 +32,5 @@ cdef class Analyzer(StateTracker):
 @cython.locals(link=_Link, conn=_ConnBase)
 cpdef tuple _table_order(_Delivery d)
 
-@cython.locals(link=_Link, a=object, b=object)
+@cython.locals(link=_Link, conn=_ConnBase, a=object, b=object)
 cpdef bint _before(_Delivery d, tuple o)

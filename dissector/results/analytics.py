@@ -277,7 +277,8 @@ def _before(d, o) -> bool:
     if not o:
         return False
     link = d.link
-    a = link.conn.seq
+    conn = link.conn
+    a = conn.seq
     b = o[0]
     if a != b:
         return a < b

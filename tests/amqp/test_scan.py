@@ -30,7 +30,7 @@ from amqp_dissect.capture.pcap import open_capture
 from amqp_dissect.amqp.codec import ABSENT, Composite, Reader, amqp_type_of
 from amqp_dissect.dissect import Dissector
 from amqp_dissect.errors import DissectError
-from amqp_dissect.amqp.scan import Span, field_names, scan_performative
+from amqp_dissect.amqp.scan import ScanResult, Span, field_names, scan_into, scan_performative
 
 from test_codec_proton import (
     INT_TYPES,
@@ -163,12 +163,26 @@ def normalize(buf, res):
     return code, tuple(out), perf_end
 
 
+_RES = ScanResult()  # one result object for every scan_into below, as the framing layer reuses its own
+
+
 def check(buf, pos: int = 0, end: int | None = None):
-    """Scanner result == oracle; returns the oracle's expectation."""
+    """Scanner result == oracle; returns the oracle's expectation.  The framing layer's entry
+    (scan_into, the rest of the result in a reused ScanResult) gives the same."""
     if end is None:
         end = len(buf)
     exp = expected_scan(buf, pos, end)
-    assert normalize(buf, scan_performative(buf, pos, end)) == exp
+    res = scan_performative(buf, pos, end)
+    assert normalize(buf, res) == exp
+    values = scan_into(bytearray(buf), pos, end, [codec.DEFAULT_MAX_ELEMENTS], _RES)
+    if res is None:
+        assert values is None
+    else:
+        code, want, perf_end = res
+        assert type(values) is tuple and values == want
+        assert (_RES.code, _RES.perf_end) == (code, perf_end)
+        assert _RES.name == next(n for n in SCANNED if XML_CODE_OF[n] == code)
+        assert _RES.spans == any(type(x) is Span for x in values)
     return exp
 
 

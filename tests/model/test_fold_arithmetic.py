@@ -50,3 +50,53 @@ def test_before_is_tuple_order():
         assert not _before(d, ())  # (() before any cut is set: nothing ranks before it)
         for o in probes:
             assert bool(_before(d, o)) == (mine < o), (mine, o)
+
+
+def test_outcome_counts_and_latencies_are_the_plain_counts():
+    """DeliveryStats counts a run of one outcome in a C integer and writes it into ``outcomes`` when
+    read, and reuses the settlement latency for an outcome given by the settling frame: read at
+    any point and copied, it holds what counting every delivery and dividing every time gives."""
+    import random
+
+    from amqp_dissect.model.delivery import _Delivery
+    from amqp_dissect.model.stats import TERMINAL_OUTCOMES_ORDER, DeliveryStats
+
+    rng = random.Random(7)
+    names = list(TERMINAL_OUTCOMES_ORDER) + ["received", None]  # (a non-terminal name is not counted)
+    st = DeliveryStats()
+    want = dict.fromkeys(TERMINAL_OUTCOMES_ORDER, 0)
+    lat, olat = [], []
+    nones = 0
+    t0 = 1_795_332_659_930_830_002
+    for i in range(3000):
+        o = rng.choice(names[:2] * 6 + names)  # long runs of accepted and rejected, the rest mixed in
+        if o is not None and rng.random() < 0.2:
+            o = "".join(list(o))  # an equal name that is another object
+        d = _Delivery(None, None, 0, i, b"t", t0 + i, i)
+        d.outcome = o
+        settle = t0 + i + rng.randrange(1, 10**6)
+        if rng.random() < 0.9:
+            d.settle("receiver", settle, i + 1)
+            lat.append((settle - (t0 + i)) / NS)
+        if o is not None:
+            r = rng.random()
+            if r < 0.5 and d.settled is not None:
+                d.outcome_ts = d.settled[0]  # the settling frame's own time object
+            elif r < 0.8:
+                d.outcome_ts = int(str(settle + rng.randrange(0, 3)))  # an equal or later time, another object
+            if d.outcome_ts is not None:
+                olat.append((d.outcome_ts - (t0 + i)) / NS)
+        if o in want:
+            want[o] += 1
+        nones += o is None
+        st.add(d)
+        if rng.random() < 0.01:
+            assert st.outcomes == want  # read in the middle of a run
+            assert st.copy().outcomes == want
+    assert st.outcomes == want and list(st.outcomes) == list(TERMINAL_OUTCOMES_ORDER)
+    c = st.copy()
+    c.outcomes["accepted"] += 5  # a copy's dict is its own, and the dict read is the one counted into
+    assert st.outcomes == want and c.outcomes["accepted"] == want["accepted"] + 5
+    assert st.deliveries == 3000 and st.no_outcome == nones
+    assert sorted(st.latency.values) == sorted(lat) and len(st.latency) == len(lat)
+    assert sorted(st.outcome_latency.values) == sorted(olat) and len(st.outcome_latency) == len(olat)
