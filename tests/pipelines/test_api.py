@@ -1,0 +1,158 @@
+"""The Python API (``amqp_dissect.analyze``, ``amqp_dissect.iter_batches``; pipelines/api.py).
+
+Oracles: the CLI's Parquet files read back by ``pandas.read_parquet`` (the API's DataFrames have
+the same values and the same dtypes, table by table); the plain sample a TLS capture replays
+(decrypted with a key log given as a path, the same deliveries); Python's import system (the core
+package imports no pipeline until the API is asked for)."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+import amqp_dissect
+from amqp_dissect.cli.main import main
+from amqp_dissect.results.schema import TABLES, names
+
+from test_tls import captures  # noqa: F401  (the fixture making TLS captures)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SAMPLES = os.path.join(ROOT, "samples")
+# a few shapes: outcomes of every kind and a stall, several sessions, multi-frame deliveries,
+# a capture with kernel loss (deliveries whose outcome is unknown), another protocol
+CAPTURES = ["outcomes.pcap", "multi_session.pcap", "large_message.pcap", "loss/kernel_loss.pcap",
+            "attach_errors.pcap"]
+
+
+def _cli_parquet(capture: str, table: str, out) -> pd.DataFrame:
+    rc = main([table, capture, "-f", "parquet", "-o", str(out)])
+    assert rc == 0, (table, capture, rc)
+    return pd.read_parquet(out)
+
+
+@pytest.mark.parametrize("name", CAPTURES)
+def test_every_table_equals_the_clis_parquet_values_and_dtypes(name, tmp_path):
+    capture = os.path.join(SAMPLES, name)
+    got = amqp_dissect.analyze(capture)
+    assert list(got) == list(TABLES)
+    rows = 0
+    for table in TABLES:
+        want = _cli_parquet(capture, table, tmp_path / f"{table}.parquet")
+        df = got[table]
+        assert dict(df.dtypes) == dict(want.dtypes), table
+        pd.testing.assert_frame_equal(df, want, check_exact=True)
+        rows += len(df)
+    assert rows > 0  # (rows were compared)
+
+
+def test_the_dtypes_are_arrow_strings_nullable_ints_and_utc_times():
+    df = amqp_dissect.analyze(os.path.join(SAMPLES, "outcomes.pcap"), tables="deliveries").deliveries
+    assert df["link"].dtype == pd.StringDtype("pyarrow")
+    assert df["delivery_id"].dtype == pd.UInt64Dtype() or df["delivery_id"].dtype == pd.Int64Dtype()
+    assert df["first_time"].dtype == pd.DatetimeTZDtype("ns", "UTC")
+    assert str(df["first_time"].dt.tz) == "UTC"
+    assert not any(d == object for d in df.dtypes)  # no column of Python objects
+
+
+def test_tables_and_columns_select_what_is_made(tmp_path):
+    capture = os.path.join(SAMPLES, "outcomes.pcap")
+    full = amqp_dissect.analyze(capture)
+    some = amqp_dissect.analyze(capture, tables=["links", "deliveries"],
+                                columns=["link", "outcome", "settlement_latency", "name"])
+    assert list(some) == ["links", "deliveries"]
+    assert list(some.deliveries.columns) == ["link", "outcome", "settlement_latency"]  # the registry's order
+    assert list(some.links.columns) == ["name"]
+    pd.testing.assert_frame_equal(some.deliveries, full.deliveries[["link", "outcome", "settlement_latency"]])
+    pd.testing.assert_frame_equal(some.links, full.links[["name"]])
+    per = amqp_dissect.analyze(capture, tables=["links", "stalls"], columns={"links": ["name", "address"]})
+    assert list(per.links.columns) == ["name", "address"] and list(per.stalls.columns) == names("stalls")
+    with pytest.raises(AttributeError, match="not asked for"):
+        some.stalls
+    with pytest.raises(ValueError, match="no table 'delivery'"):
+        amqp_dissect.analyze(capture, tables="delivery")
+    with pytest.raises(ValueError, match="no column 'latency'"):
+        amqp_dissect.analyze(capture, tables="deliveries", columns=["latency"])
+    with pytest.raises(ValueError, match="not asked for"):
+        amqp_dissect.analyze(capture, tables="links", columns={"stalls": ["kind"]})
+
+
+@pytest.mark.parametrize("table", ["deliveries", "links", "stalls"])
+def test_iter_batches_gives_the_table_in_batches_of_at_most_batch_rows(table):
+    capture = os.path.join(SAMPLES, "multi_session.pcap")
+    whole = amqp_dissect.analyze(capture, tables=table)[table]
+    assert len(whole) > 3
+    batches = list(amqp_dissect.iter_batches(capture, table, batch_rows=3))
+    assert all(isinstance(b, pa.RecordBatch) for b in batches)
+    assert [len(b) for b in batches[:-1]] == [3] * (len(batches) - 1) and 0 < len(batches[-1]) <= 3
+    back = pa.Table.from_batches(batches).to_pandas(types_mapper=pd.ArrowDtype)
+    assert len(back) == len(whole)
+    chunks = list(amqp_dissect.iter_batches(capture, table, batch_rows=3, pandas=True))
+    glued = pd.concat(chunks, ignore_index=True)
+    pd.testing.assert_frame_equal(glued, whole, check_exact=True)
+    cols = names(table)[:2]
+    picked = list(amqp_dissect.iter_batches(capture, table, columns=cols))
+    assert [b.schema.names for b in picked] == [cols] * len(picked)
+
+
+def test_a_stream_is_read_once():
+    with open(os.path.join(SAMPLES, "outcomes.pcap"), "rb") as f:
+        data = f.read()
+    got = amqp_dissect.analyze(io.BytesIO(data), tables="deliveries")
+    want = amqp_dissect.analyze(os.path.join(SAMPLES, "outcomes.pcap"), tables="deliveries")
+    pd.testing.assert_frame_equal(got.deliveries, want.deliveries)
+
+
+def test_the_core_package_imports_the_api_only_when_asked():
+    code = ("import sys, amqp_dissect\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('amqp_dissect.pipelines', 'pandas', 'pyarrow'))))\n"
+            "f = amqp_dissect.analyze\n"
+            "print('amqp_dissect.pipelines.api' in sys.modules, f.__module__)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    first, second = out.stdout.splitlines()
+    assert first == "[]"
+    assert second == "True amqp_dissect.pipelines.api"
+    with pytest.raises(AttributeError):
+        amqp_dissect.no_such_name  # noqa: B018
+
+
+# --------------------------------------------------------------------------- key logs
+
+
+def test_a_key_log_path_decrypts_as_the_plain_sample_reads(captures, tmp_path):  # noqa: F811
+    """A key log given as a path string (once taken as key log text, which found nothing)."""
+    from amqp_dissect.pipelines.local import analyze as local_analyze
+
+    cap = captures("tls13-aes256gcm")
+    plain = amqp_dissect.analyze(str(cap.sample), tables="deliveries", columns=["delivery_id", "outcome", "message_size"])
+    assert len(plain.deliveries) > 0
+    for keylog in (str(cap.keys), cap.keys, amqp_dissect.KeyLog.from_text(cap.keys.read_text())):
+        got = amqp_dissect.analyze(str(cap.pcap), keylog=keylog, tables="deliveries",
+                                   columns=["delivery_id", "outcome", "message_size"])
+        pd.testing.assert_frame_equal(got.deliveries, plain.deliveries)
+        # the older entry point takes the same key logs
+        assert len(local_analyze(str(cap.pcap), keylog=keylog).deliveries) == len(plain.deliveries)
+    without = amqp_dissect.analyze(str(cap.pcap), tables="deliveries")
+    assert len(without.deliveries) == 0
+
+
+def test_key_log_text_is_taken_only_through_from_text(tmp_path):
+    capture = os.path.join(SAMPLES, "outcomes.pcap")
+    line = "CLIENT_RANDOM " + "00" * 32 + " " + "11" * 48
+    with pytest.raises(TypeError, match="KeyLog.from_text"):
+        amqp_dissect.analyze(capture, keylog=line + "\n")
+    with pytest.raises(TypeError, match="KeyLog.from_text"):
+        amqp_dissect.analyze(capture, keylog=line)
+    with pytest.raises(TypeError, match="KeyLog.from_text"):
+        amqp_dissect.analyze(capture, keylog=line.encode())
+    with pytest.raises(FileNotFoundError):
+        amqp_dissect.analyze(capture, keylog=str(tmp_path / "no-such-keys.txt"))
+    kl = amqp_dissect.KeyLog.from_text(line)
+    assert bytes(32) in kl
+    assert len(amqp_dissect.analyze(capture, keylog=kl, tables="deliveries").deliveries) > 0
