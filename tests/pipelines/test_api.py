@@ -156,3 +156,19 @@ def test_key_log_text_is_taken_only_through_from_text(tmp_path):
     kl = amqp_dissect.KeyLog.from_text(line)
     assert bytes(32) in kl
     assert len(amqp_dissect.analyze(capture, keylog=kl, tables="deliveries").deliveries) > 0
+
+
+def test_damage_is_told_as_the_cli_tells_it_and_the_readable_part_is_analysed(tmp_path, capsys):
+    whole = os.path.join(SAMPLES, "outcomes.pcap")
+    cut = tmp_path / "cut.pcap"
+    with open(whole, "rb") as f:
+        cut.write_bytes(f.read(5000))
+    got = amqp_dissect.analyze(str(cut))
+    assert len(got.capture_errors) == 1
+    rc = main(["deliveries", str(cut), "-f", "parquet", "-o", str(tmp_path / "d.parquet")])
+    assert rc == 5  # the CLI's "capture damaged partway"
+    assert got.capture_errors[0] in capsys.readouterr().err
+    pd.testing.assert_frame_equal(got.deliveries, pd.read_parquet(tmp_path / "d.parquet"))
+    assert 0 < len(got.deliveries) < len(amqp_dissect.analyze(whole, tables="deliveries").deliveries)
+    with pytest.raises(FileNotFoundError):
+        amqp_dissect.analyze(str(tmp_path / "missing.pcap"))
