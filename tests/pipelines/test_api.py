@@ -172,3 +172,45 @@ def test_damage_is_told_as_the_cli_tells_it_and_the_readable_part_is_analysed(tm
     assert 0 < len(got.deliveries) < len(amqp_dissect.analyze(whole, tables="deliveries").deliveries)
     with pytest.raises(FileNotFoundError):
         amqp_dissect.analyze(str(tmp_path / "missing.pcap"))
+
+
+def test_iter_batches_holds_a_batch_not_the_table(tmp_path, monkeypatch):
+    """Memory of a streamed table does not grow with its rows: Python's (tracemalloc) grows by the
+    folded latencies only (as the CLI's stream, tests/results/test_tables_stream.py), Arrow's (its
+    pool's bytes, read at each batch) stays that of a batch or two."""
+    import tracemalloc
+
+    from amqp_dissect.pipelines import api
+    from test_tables_stream import _proton_capture
+
+    from amqp_dissect.pipelines import local
+    from amqp_dissect.results.analytics import Analyzer
+
+    class Lagged(Analyzer):  # (deliveries folded 100 behind, not some thousands: seen at this size)
+        def __init__(self, *a, **k):
+            Analyzer.__init__(self, *a, **k)
+            self.fold_lag = 100
+
+    monkeypatch.setattr(local, "Analyzer", Lagged)
+    monkeypatch.setattr(api, "_STREAM_ROWS", 50)
+    small, big = _proton_capture(tmp_path, 600), _proton_capture(tmp_path, 3000)
+
+    def peaks(path):
+        arrow = 0
+        n = 0
+        tracemalloc.start()
+        try:
+            for b in amqp_dissect.iter_batches(path, batch_rows=100):
+                n += len(b)
+                del b
+                arrow = max(arrow, pa.total_allocated_bytes())
+            _, top = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        return top, arrow, n
+
+    p1, a1, n1 = peaks(small)
+    p2, a2, n2 = peaks(big)
+    assert (n1, n2) == (600, 3000)
+    assert p2 - p1 < 100 * (n2 - n1), (p1, p2)
+    assert a2 - a1 < 20 * (n2 - n1), (a1, a2)  # (the whole table: some 300 bytes a row)
