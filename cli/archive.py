@@ -45,6 +45,7 @@ def archive(
 ):
     """Analyse an archive of captures (rotated, daily folders, gzip) with Spark: parquet tables
     connections, links, deliveries, stalls (+ frames) and latency / outcome / stall summaries."""
+    common.need_extra("archive", "spark")  # (pyspark: the spark extra; one line and exit 6 without it)
     from amqp_dissect.pipelines.archive import InputError, expand_inputs
     from amqp_dissect.pipelines.spark import parse_size
 

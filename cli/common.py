@@ -10,10 +10,15 @@ EXIT_USAGE = 2
 EXIT_OPEN = 3
 EXIT_FORMAT = 4
 EXIT_DAMAGED = 5
+EXIT_EXTRA = 6  # the command needs an optional part of the install (an extra) that is not installed
 
 EXIT_CODES_HELP = """Exit codes: 0 success; 1 internal error (a bug); 2 usage error;
 3 capture cannot be opened; 4 not a readable capture / no supported link type;
-5 capture damaged partway (what was readable is reported)."""
+5 capture damaged partway (what was readable is reported); 6 the command needs an extra
+that is not installed (archive: spark, compare: wireshark)."""
+
+#: the extras of the install (pyproject.toml) a command may need: extra -> the modules it brings
+EXTRAS = {"spark": ("pyspark",), "wireshark": ("pyshark",)}
 
 
 class Fail(Exception):
@@ -22,6 +27,24 @@ class Fail(Exception):
     def __init__(self, code: int, message: str):
         super().__init__(message)
         self.code = code
+
+
+def need_extra(command: str, extra: str) -> None:
+    """Before ``command`` does any work: the packages of ``extra`` import, or one line on stderr
+    (``amqp-dissect archive: needs the spark extra: pip install 'amqp-dissect[spark]'``) and exit
+    :data:`EXIT_EXTRA`.  They are imported here for real (a package present but broken is as
+    missing); a light install has neither pyspark nor pyshark and no other command imports them."""
+    import importlib
+
+    for module in EXTRAS[extra]:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            import typer
+
+            print(f"amqp-dissect {command}: needs the {extra} extra: pip install 'amqp-dissect[{extra}]'",
+                  file=sys.stderr)
+            raise typer.Exit(EXIT_EXTRA) from None
 
 
 def load_keylog(path, notes: bool = True):

@@ -16,7 +16,7 @@ import typer
 
 from amqp_dissect.errors import CaptureError
 
-from .common import EXIT_FORMAT, EXIT_INTERNAL, EXIT_OK, EXIT_OPEN, EXIT_USAGE, Fail, load_keylog
+from .common import EXIT_FORMAT, EXIT_INTERNAL, EXIT_OK, EXIT_OPEN, EXIT_USAGE, Fail, load_keylog, need_extra
 from .options import keylog_option, port_option
 
 # (--port and --keylog of compare also go to tshark)
@@ -152,6 +152,7 @@ def register(app: typer.Typer) -> None:
         """Cross-check every AMQP frame against Wireshark (tshark through pyshark): kind, channel,
         performative, fields, message sections.  Exit 0 when only known Wireshark defects remain,
         1 when a disagreement is not explained."""
+        need_extra("compare", "wireshark")  # (pyshark: the wireshark extra; one line and exit 6 without it)
         from amqp_dissect.pipelines.compare import KNOWN, compare_capture
 
         if os.path.isdir(capture):

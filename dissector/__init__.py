@@ -11,6 +11,10 @@ package is built with a C compiler; the ``.py`` files are their pure-Python twin
 files even when compiled modules sit beside them (read when a hot module is first
 imported); :func:`compiled_modules` tells which hot modules run compiled in this
 process.
+
+The Python API (:func:`analyze`, :func:`iter_batches`: the tables as DataFrames or Arrow batches)
+is reached from here, ``amqp_dissect.analyze(...)``, and lives in the pipelines, imported when
+first asked for.
 """
 
 import importlib
@@ -124,6 +128,25 @@ class _HotModuleFinder:
 
 if not any(isinstance(f, _HotModuleFinder) for f in sys.meta_path):
     sys.meta_path.insert(0, _HotModuleFinder(HOT_MODULES))
+
+
+# The Python API, the package's one façade for notebooks and scripts (PEP 562): the core never
+# imports the pipelines; asking for one of these names imports amqp_dissect.pipelines.api then.
+_API = {"analyze": "amqp_dissect.pipelines.api", "iter_batches": "amqp_dissect.pipelines.api",
+        "Tables": "amqp_dissect.pipelines.api", "KeyLog": "amqp_dissect.capture.keylog"}
+
+
+def __getattr__(name: str):
+    module = _API.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_API))
 
 
 def is_compiled(module) -> bool:

@@ -207,6 +207,33 @@ class KeyLogFile(KeyLog):
         return cls(path)
 
 
+# the first word of a key log line (NSS format): a "path" holding one is key log text given by mistake
+_LABELS = ("CLIENT_RANDOM", "CLIENT_HANDSHAKE_TRAFFIC_SECRET", "SERVER_HANDSHAKE_TRAFFIC_SECRET",
+           "CLIENT_TRAFFIC_SECRET_0", "SERVER_TRAFFIC_SECRET_0", "EXPORTER_SECRET", "EARLY_EXPORTER_SECRET",
+           "CLIENT_EARLY_TRAFFIC_SECRET", "RSA")
+
+
+def as_keylog(keylog) -> KeyLog | None:
+    """The ``keylog=`` of the Python API (:func:`amqp_dissect.analyze`): None; a
+    :class:`~amqp_dissect.capture.keylog.KeyLog` (or a :class:`KeyLogFile`), kept; a path (``str``
+    or ``os.PathLike``), read as ``--keylog`` reads it (:meth:`KeyLogFile.from_path`; a file that
+    cannot be opened raises ``OSError``).  Key log text is taken only as ``KeyLog.from_text(text)``:
+    a string that reads as key log lines, or ``bytes``, raises ``TypeError`` saying so (a path
+    string was once taken as key log text, and found nothing)."""
+    if keylog is None or isinstance(keylog, KeyLog):
+        return keylog
+    if isinstance(keylog, (bytes, bytearray, memoryview)):
+        raise TypeError("keylog: key log text goes through KeyLog.from_text(text); a path is a str or os.PathLike")
+    if isinstance(keylog, (str, os.PathLike)):
+        path = os.fspath(keylog)
+        if isinstance(path, bytes):
+            path = os.fsdecode(path)
+        if "\n" in path or path.lstrip().startswith(_LABELS):
+            raise TypeError("keylog: this looks like key log text, not a path: give KeyLog.from_text(text)")
+        return KeyLogFile.from_path(path)
+    raise TypeError(f"keylog: a path or a KeyLog, not {type(keylog).__name__}")
+
+
 def _plain_keylog(secrets, notes, ignored) -> KeyLog:
     kl = KeyLog()
     kl.secrets = secrets

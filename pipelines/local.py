@@ -744,11 +744,18 @@ def analyze(paths, ports: Iterable[int] = (), keylog=None, frames: bool = False,
     """Analyse one capture, or several read in order as one continuous capture.
 
     ``paths``: a path, an open binary file object (``sys.stdin.buffer``, ``io.BytesIO``, a pipe:
-    nothing seeks), ``"-"`` for standard input, or a list of these.  ``keylog``: a KeyLog
-    (``KeyLogFile.from_path(path)``) or key log text, to decrypt TLS streams.  ``frames``: keep a row per frame for
+    nothing seeks), ``"-"`` for standard input, or a list of these.  ``keylog``: a key log path
+    or a KeyLog (``KeyLog.from_text(text)`` for text), to decrypt TLS streams (see
+    :func:`~amqp_dissect.pipelines.keylogfile.as_keylog`).  ``frames``: keep a row per frame for
     :attr:`Analysis.frames` while reading (without it, ``frames`` reads the files again).
-    ``limit``: read only that many packets."""
-    source = CaptureSource(paths, ports=ports, keylog=keylog, messages=True if frames else False, limit=limit)
+    ``limit``: read only that many packets.
+
+    The faster DataFrames (built from Arrow batches, Arrow-backed strings, ``columns=``) are
+    :func:`amqp_dissect.analyze`'s; this one stays for its callers (``frames``, ``latency``)."""
+    from amqp_dissect.pipelines.keylogfile import as_keylog
+
+    source = CaptureSource(paths, ports=ports, keylog=as_keylog(keylog), messages=True if frames else False,
+                           limit=limit)
     if not frames:
         return run_analysis(source)
     kept: list = []

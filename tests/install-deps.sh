@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the test suite needs on a fresh Debian machine:
 # tshark (Wireshark's dissector, used through pyshark as an oracle) and the
-# project with its test extras.  Safe to run again: it skips what is present.
+# project with its test extra in the venv .venv (install.sh).  Safe to run again: it skips
+# what is present.  Then: .venv/bin/python -m pytest -q
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
@@ -28,6 +29,13 @@ if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq chromium >/dev/null
 fi
+# a Java runtime: pyspark runs Spark in a JVM (tests/spark, the archive command's tests)
+if ! command -v java >/dev/null 2>&1; then
+  echo "installing a Java runtime (apt-get)"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq default-jre-headless >/dev/null
+fi
 # A C compiler and Python's headers let the editable install compile the hot modules
 # with Cython (a build requirement pip fetches); without them it still installs, as
 # pure Python, and tests/cli/test_compiled.py fails under CI.
@@ -38,5 +46,5 @@ sys.exit(not os.path.isfile(os.path.join(sysconfig.get_paths()["include"], "Pyth
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq gcc python3-dev >/dev/null
 fi
-python3 -m pip install -q --disable-pip-version-check -e ".[test]"
-python3 -m amqp_dissect.cli --version
+# the project with everything the tests import, in its own venv (.venv: see install.sh)
+bash install.sh test

@@ -200,6 +200,12 @@ class KeyLog:
         if text:
             self.add_text(text)
 
+    @classmethod
+    def from_text(cls, text: str | bytes) -> "KeyLog":
+        """The key log of key log ``text`` (NSS format lines); the Python API takes a ``str`` as a
+        path, so text at hand is given as ``KeyLog.from_text(text)``."""
+        return cls(text)
+
     def add_text(self, text: str | bytes) -> int:
         """Add the secrets of key log ``text``; returns how many secrets were added."""
         if isinstance(text, str):

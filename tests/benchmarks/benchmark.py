@@ -33,7 +33,11 @@ What it does
    ports with later timestamps (``--scales``, default 1,4,16; see
    ``pcapbuild.repeat_pcap``), and the peak memory of ``report`` and the delivery
    tables on each.
-5. Optionally (``--stages``) the in-process stage timings: capture reading,
+5. The Python API (``--api``, on by default; ``--api none`` skips it): the deliveries DataFrame of
+   ``amqp_dissect.analyze(CAPTURE, tables="deliveries")`` in a child process, alternated with the
+   CLI's ``deliveries -f parquet`` on each shape's capture; wall time and peak RSS of each, and
+   the ratio API / CLI (issue 27's goal: at most 3x the time, at most 400 MB peak).
+6. Optionally (``--stages``) the in-process stage timings: capture reading,
    reading + link/IP/TCP parsing, the sans-IO pipeline.
 
 Prints markdown tables and, last, one JSON line with every number.  This is a
@@ -474,6 +478,59 @@ def memory_verdicts(rows: list[dict]) -> list[dict]:
 
 
 # --------------------------------------------------------------------------- in-process stages
+# --------------------------------------------------------------------------- the Python API
+
+# the child that makes the deliveries DataFrame (argv[1]: the capture); it prints the rows made
+API_CODE = ("import sys, amqp_dissect\n"
+            "df = amqp_dissect.analyze(sys.argv[1], tables='deliveries').deliveries\n"
+            "print(len(df))\n")
+API_GOALS = {"ratio": 3.0, "peak_mb": 400.0}  # issue 27: the DataFrame in <= 3x the CLI's Parquet time, <= 400 MB
+
+
+def run_api(runner: Runner, caps: dict, repeat: int, python: str = sys.executable) -> list[dict]:
+    """Per shape's capture: the API's deliveries DataFrame (a child ``python -c API_CODE``) and the
+    CLI's ``deliveries -f parquet``, alternated ``repeat`` times in each mode; wall seconds and
+    peak RSS of each child, the median of the per-pair ratios API / CLI."""
+    rows = []
+    cli_args = MEMORY_CMDS["deliveries-parquet"]
+    for shape, c in caps.items():
+        for m in runner.modes:
+            api, cli = [], []
+            for i in range(repeat):
+                cli.append(runner.run_ours(cli_args, c["path"], m))
+                cmd = [python, "-c", API_CODE, c["path"]]
+                r = run_child(cmd, cwd=runner.cwd or ROOT, env=runner.env(m), timeout=runner.timeout)
+                runner._check(cmd, r)
+                api.append(r)
+                runner.log(f"api deliveries ({shape}, {m}) #{i + 1}: api {r['s']:.2f} s {r['mb']:.0f} MB, "
+                           f"cli parquet {cli[-1]['s']:.2f} s {cli[-1]['mb']:.0f} MB")
+            ratios = [a["s"] / b["s"] for a, b in zip(api, cli)]
+            peak = max(r["mb"] for r in api)
+            ratio = _med(ratios)
+            rows.append({
+                "shape": shape, "mode": m, "packets": c["packets"],
+                "api_cmd": f"python -c {API_CODE!r} CAPTURE",
+                "api_s": [_r(r["s"]) for r in api], "cli_s": [_r(r["s"]) for r in cli],
+                "api_median_s": _r(_med([r["s"] for r in api])), "cli_median_s": _r(_med([r["s"] for r in cli])),
+                "ratio": _r(ratio), "api_peak_mb": _r(peak, 1), "cli_peak_mb": _r(max(r["mb"] for r in cli), 1),
+                "pass": bool(ratio is not None and ratio <= API_GOALS["ratio"] and peak <= API_GOALS["peak_mb"]
+                             and all(r["rc"] == 0 for r in api + cli)),
+            })
+    return rows
+
+
+def api_table(rows: list[dict], show_mode: bool) -> str:
+    head = ("| capture | " + ("mode | " if show_mode else "")
+            + "API DataFrame s | CLI parquet s | ratio | API peak MB | CLI peak MB | goal (<= 3x, <= 400 MB) |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        lines.append(f"| {r['shape']} | " + (f"{r['mode']} | " if show_mode else "")
+                     + f"{_fmt(r['api_median_s'])} | {_fmt(r['cli_median_s'])} | {_fmt(r['ratio'])} | "
+                     f"{_fmt(r['api_peak_mb'], '{:.0f}')} | {_fmt(r['cli_peak_mb'], '{:.0f}')} | "
+                     f"{'pass' if r['pass'] else 'FAIL'} |")
+    return "\n".join(lines)
+
+
 def run_stages(path: str, repeat: int) -> dict:
     sys.path[:0] = [HERE, ROOT]
     from amqp_dissect.capture.pcap import open_capture
@@ -604,6 +661,9 @@ def parse_args(argv=None):
     ap.add_argument("--memory", default="report,deliveries-csv,deliveries-parquet",
                     help="commands measured on the scaled captures, from: " + ", ".join(MEMORY_CMDS))
     ap.add_argument("--scale-tshark", action="store_true", help="also measure tshark -Y amqp on each scaled capture")
+    ap.add_argument("--api", default="deliveries",
+                    help="the Python API's deliveries DataFrame against the CLI's parquet, on each shape's capture "
+                         "(default; 'none' skips it)")
     ap.add_argument("--stages", action="store_true", help="also time the in-process stages (read, parse, pipeline)")
     ap.add_argument("--cmd", default=None,
                     help="our command (shell words), e.g. 'amqp-dissect'; default: '<python> -m amqp_dissect.cli' from the repo root")
@@ -619,6 +679,8 @@ def parse_args(argv=None):
                     help=f"smoke run: {QUICK['connections']} connections x {QUICK['messages']} messages, "
                          f"scales {QUICK['scales']}, repeat {QUICK['repeat']} (explicit options still win)")
     args = ap.parse_args(argv)
+    if args.api not in ("deliveries", "none"):
+        ap.error("--api: deliveries or none")
     if args.quick:
         given = set(a.split("=", 1)[0] for a in (argv if argv is not None else sys.argv[1:]) if a.startswith("--"))
         for k, v in QUICK.items():
@@ -719,10 +781,12 @@ def main(argv=None) -> int:
                 cap = base if k == 1 else ensure_scaled(base, k, log)
                 jobs += run_jobs(runner, args.pairs, cap["path"], args.repeat, args.jobs_n, k)
         mem_rows = run_memory(runner, args.memory_list, scaled, args.scale_tshark) if scaled else []
+        api_rows = run_api(runner, shaped, args.repeat) if args.api != "none" else []
     verdicts = memory_verdicts(mem_rows) if mem_rows else []
     result["pairs"] = pairs
     result["jobs"] = jobs
     result["memory"] = {"rows": mem_rows, "verdicts": verdicts, "flat_tolerance": FLAT_TOLERANCE}
+    result["api"] = {"rows": api_rows, "goals": API_GOALS}
     if args.stages:
         result["stages"] = run_stages(base["path"], args.repeat)
     result["errors"] = runner.errors
@@ -742,6 +806,9 @@ def main(argv=None) -> int:
     if mem_rows:
         print()
         print(memory_table(mem_rows, verdicts, show_mode))
+    if api_rows:
+        print()
+        print(api_table(api_rows, show_mode))
     if args.stages:
         st = result["stages"]
         print()

@@ -553,7 +553,7 @@ def test_spark_job_ships_the_keylog(captures, tmp_path, spark):
 
     cap = captures("tls13-aes256gcm")
     keys = cap.keys.read_text()
-    local = analyze(str(cap.pcap), keylog=keys)
+    local = analyze(str(cap.pcap), keylog=KeyLog.from_text(keys))  # (a str is a path)
     ng = tmp_path / "with-secrets.pcapng"
     subprocess.run(["editcap", "--inject-secrets", f"tls,{cap.keys}", str(cap.pcap), str(ng)], check=True,
                    capture_output=True, timeout=60)

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs amqp-dissect from this checkout into a venv of its own, .venv (Debian's own Python
+# refuses `pip install` outside a venv: externally-managed-environment), then says its version.
+#
+#   bash install.sh            the CLI and the Python API (no pyspark, no pyshark)
+#   bash install.sh all        also `archive` (the spark extra) and `compare` (the wireshark extra)
+#   bash install.sh test       everything the tests import (tests/install-deps.sh uses this)
+#
+# Then run it as .venv/bin/amqp-dissect (or activate the venv: . .venv/bin/activate).
+# Safe to run again.  On a stock Debian, python3's venv module comes in a package of its own
+# (python3-venv), installed here with apt when it is missing.
+set -euo pipefail
+cd "$(dirname "$0")"
+EXTRAS="${1:-}"
+PY="${PYTHON:-python3}"
+if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  echo "amqp-dissect needs Python 3.11 or newer ($PY is $("$PY" -V 2>&1))" >&2
+  exit 1
+fi
+if [ ! -x .venv/bin/python ]; then
+  if ! "$PY" -c 'import ensurepip, venv' >/dev/null 2>&1; then
+    echo "installing python3-venv (apt-get)"
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq python3-venv >/dev/null
+  fi
+  "$PY" -m venv .venv
+fi
+TARGET="."
+[ -n "$EXTRAS" ] && TARGET=".[$EXTRAS]"
+.venv/bin/python -m pip install -q --disable-pip-version-check -e "$TARGET"
+.venv/bin/amqp-dissect --version

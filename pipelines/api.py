@@ -1,0 +1,318 @@
+"""The Python API: the tables of a capture as pandas DataFrames or Arrow batches.
+
+The one façade of the package for notebooks and scripts, reached as ``amqp_dissect.analyze`` and
+``amqp_dissect.iter_batches`` (the core package imports this module only when one is asked for)::
+
+    import amqp_dissect
+
+    t = amqp_dissect.analyze("capture.pcap")                   # every table
+    t.deliveries, t.links, t["stalls"]                         # pandas DataFrames
+    t = amqp_dissect.analyze(paths, tables=["deliveries"], columns=["link", "outcome", "latency"])
+    for batch in amqp_dissect.iter_batches("big.pcap"):        # pyarrow RecordBatches, memory flat
+        ...
+
+The DataFrames are made from the Arrow batches the CLI writes as Parquet (the same cells, the
+same schema), converted once with the registry's dtypes: Arrow-backed strings
+(``string[pyarrow]``), nullable integers (``Int64``, ``UInt64``), ``boolean``, ``float64`` and
+``datetime64[ns, UTC]``: exactly what ``pandas.read_parquet`` gives of the CLI's Parquet file.
+
+The deliveries are made as the CLI's ``deliveries -f parquet`` makes them: column by column from
+the folded deliveries, a small batch at a time as they become final, so the capture is read once
+and what is held is the Arrow table being built.  The other tables are the analyzer's rows once
+the capture is read (all eight tables come from one reading).
+"""
+
+from __future__ import annotations
+
+import gc
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, Sequence
+
+from amqp_dissect.results.schema import TABLES, names
+
+from .keylogfile import as_keylog
+from .local import CaptureSource, DeliveryStream
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+
+__all__ = ["analyze", "iter_batches", "Tables"]
+
+# table -> the Analyzer's method giving its rows (the deliveries: DeliveryStream's batches)
+_ROWS = {"connections": "connection_rows", "sessions": "session_rows", "links": "link_rows",
+         "stalls": "stall_rows", "transactions": "transaction_rows", "violations": "violation_rows",
+         "errors": "error_rows"}
+
+# rows of the batches iter_batches gives (a few MB of Arrow for the deliveries table)
+BATCH_ROWS = 65_536
+# rows of the other tables converted at a time (as the CLI's write_table: the same batches)
+ROW_CHUNK = 8192
+# deliveries folded into Arrow at a time (as the CLI's stream: each waits as an object for its batch)
+_STREAM_ROWS = 2048
+
+
+class Tables(Mapping):
+    """The tables of one analysis: ``t.deliveries`` or ``t["deliveries"]`` (a DataFrame), for the
+    tables asked for (``list(t)``).  ``capture``: the inputs, first and last packet times,
+    packets, bytes and duration; ``capture_errors``: the damage met reading them (a truncated
+    tail ...), as ``"file: what"`` lines; :meth:`report`: the document of ``report --format
+    json``; ``internal_errors``: failures of the analysis itself (bugs; the CLI exits 1 on
+    them), each also a row of the violations table."""
+
+    def __init__(self, frames: dict, source: CaptureSource, analyzer):
+        self._frames = frames
+        self._source = source
+        self._analyzer = analyzer
+        self.capture = source.capture_info()
+        self.capture_errors = [f"{p}: {e}" for p, e in source.errors]
+        # errors of the analysis itself (bugs: each is also an internal-error violation row)
+        self.internal_errors = list(getattr(analyzer, "internal_errors", ()) or ())
+
+    def __getitem__(self, table: str) -> "pd.DataFrame":
+        return self._frames[table]
+
+    def __iter__(self):
+        return iter(self._frames)
+
+    def __len__(self) -> int:
+        return len(self._frames)
+
+    def __getattr__(self, table: str) -> "pd.DataFrame":
+        frames = self.__dict__.get("_frames")
+        if frames is not None and table in frames:
+            return frames[table]
+        if table in TABLES:
+            raise AttributeError(f"the {table} table was not asked for (analyze(..., tables=[...]))")
+        raise AttributeError(table)
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self._frames))
+
+    def __repr__(self) -> str:
+        cap = self.capture
+        files = cap.get("files") or []
+        where = (files[0] if len(files) == 1 else f"{len(files)} files") if files else "a capture"
+        shape = ", ".join(f"{t} {len(df)}x{len(df.columns)}" for t, df in self._frames.items())
+        return f"<Tables of {where}: {cap.get('packets')} packets; {shape}>"
+
+    def report(self) -> dict:
+        """The document of ``amqp-dissect report --format json`` for the same capture."""
+        from amqp_dissect.results.report import build_report
+
+        return build_report(self._analyzer, capture_errors=self.capture_errors)
+
+
+def _tables(tables) -> list[str]:
+    if tables is None:
+        return list(TABLES)
+    asked = [tables] if isinstance(tables, str) else list(tables)
+    unknown = [t for t in asked if t not in TABLES]
+    if unknown:
+        raise ValueError(f"no table {', '.join(map(repr, unknown))}: the tables are {', '.join(TABLES)}")
+    return list(dict.fromkeys(asked))
+
+
+def _columns(columns, tables: list[str]) -> dict:
+    """table -> the column names to keep, in the registry's order (None: every column).
+    ``columns``: names (each table keeps those it has; a name no table asked for has is an
+    error), or a mapping table -> names."""
+    if columns is None:
+        return {t: None for t in tables}
+    if isinstance(columns, str):
+        columns = [columns]
+    if isinstance(columns, Mapping):
+        extra = [t for t in columns if t not in tables]
+        if extra:
+            raise ValueError(f"columns= names tables not asked for: {', '.join(map(repr, extra))}")
+        out = {}
+        for t in tables:
+            want = columns.get(t)
+            if want is None:
+                out[t] = None
+                continue
+            want = [want] if isinstance(want, str) else list(want)
+            unknown = [c for c in want if c not in names(t)]
+            if unknown:
+                raise ValueError(f"the {t} table has no column {', '.join(map(repr, unknown))}")
+            out[t] = [c for c in names(t) if c in set(want)]
+        return out
+    want = list(columns)
+    known = set().union(*(names(t) for t in tables))
+    unknown = [c for c in want if c not in known]
+    if unknown:
+        raise ValueError(f"no column {', '.join(map(repr, unknown))} in the table(s) {', '.join(tables)}")
+    return {t: [c for c in names(t) if c in set(want)] for t in tables}
+
+
+@contextmanager
+def _few_collections():
+    """While a capture is read: the collector's thresholds the CLI runs with (an analysis makes
+    millions of short-lived objects and keeps the open deliveries; collecting them every 700
+    allocations costs about a tenth of the time), the caller's put back after."""
+    before = gc.get_threshold()
+    gc.set_threshold(20_000, 20, 20)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
+def _source(paths, ports, keylog) -> CaptureSource:
+    return CaptureSource(paths, ports=tuple(ports or ()), keylog=as_keylog(keylog))
+
+
+def _delivery_batches(source: CaptureSource, keep, stream: DeliveryStream | None = None):
+    """The deliveries table of ``source`` as the CLI's stream makes it, small batches, the columns
+    ``keep`` (None: all)."""
+    stream = stream or DeliveryStream(source)
+    for b in stream.batches(_STREAM_ROWS):
+        yield b if keep is None else b.select(keep)
+
+
+def _row_batches(rows, table: str, keep, batch_rows: int):
+    """Rows of a table as record batches of ``batch_rows`` rows (the CLI's conversion)."""
+    import itertools
+
+    from amqp_dissect.results.tables import record_batch
+
+    it = iter(rows)
+    while True:
+        chunk = list(itertools.islice(it, batch_rows))
+        if not chunk:
+            return
+        b = record_batch(chunk, table)
+        yield b if keep is None else b.select(keep)
+
+
+def _schema(table: str, keep):
+    from amqp_dissect.results.tables import arrow_schema
+
+    import pyarrow as pa
+
+    s = arrow_schema(table)
+    if keep is None:
+        return s
+    return pa.schema([s.field(c) for c in keep], metadata=_kept_metadata(s, keep))
+
+
+def _kept_metadata(schema, keep) -> dict:
+    """The pandas metadata of ``schema`` for the columns ``keep`` (their dtypes in to_pandas)."""
+    import json
+
+    meta = json.loads(schema.metadata[b"pandas"])
+    meta["columns"] = [c for c in meta["columns"] if c["name"] in set(keep)]
+    return {b"pandas": json.dumps(meta).encode("utf-8")}
+
+
+def _rebatch(batches, schema, batch_rows: int):
+    """Small record batches gathered into batches of ``batch_rows`` rows (the last one shorter)."""
+    import pyarrow as pa
+
+    pending, n = [], 0
+    for b in batches:
+        if not len(b):
+            continue
+        pending.append(b)
+        n += len(b)
+        while n >= batch_rows:
+            t = pa.Table.from_batches(pending, schema=schema)
+            head = t.slice(0, batch_rows).combine_chunks().to_batches()
+            yield head[0] if head else pa.RecordBatch.from_pylist([], schema=schema)
+            rest = t.slice(batch_rows)
+            pending, n = (rest.combine_chunks().to_batches() if len(rest) else []), len(rest)
+    if n:
+        yield pa.Table.from_batches(pending, schema=schema).combine_chunks().to_batches()[0]
+
+
+def _frame(table_or_batch) -> "pd.DataFrame":
+    """Arrow to pandas with the registry's dtypes (results.tables.batch_frame's mapping), the Arrow
+    buffers released as the columns are converted."""
+    import pyarrow as pa
+
+    from amqp_dissect.results.tables import _types_mapper
+
+    t = table_or_batch if isinstance(table_or_batch, pa.Table) else pa.Table.from_batches([table_or_batch])
+    return t.to_pandas(types_mapper=_types_mapper(), split_blocks=True, self_destruct=True)
+
+
+def iter_batches(paths, table: str = "deliveries", *, ports: Iterable[int] = (), keylog=None,
+                 columns: Sequence[str] | None = None, batch_rows: int = BATCH_ROWS,
+                 pandas: bool = False) -> Iterator["pa.RecordBatch | pd.DataFrame"]:
+    """One table of a capture as a stream of pyarrow RecordBatches of ``batch_rows`` rows (the last
+    one shorter; none for an empty table), or, with ``pandas=True``, DataFrame chunks of the
+    same rows and the dtypes of :func:`analyze`.
+
+    The deliveries come as they become final (the open ones at the end), so memory stays flat
+    however long the capture: a batch in Arrow and the deliveries still open.  The other tables
+    are known once the capture is read, then given in batches.  ``paths``, ``ports``,
+    ``keylog``: as :func:`analyze`; ``columns``: the column names to keep."""
+    if table not in TABLES:
+        raise ValueError(f"no table {table!r}: the tables are {', '.join(TABLES)}")
+    if batch_rows < 1:
+        raise ValueError("batch_rows must be at least 1")
+    keep = _columns(columns, [table])[table]
+    source = _source(paths, ports, keylog)
+    return _iter(source, table, keep, batch_rows, pandas)
+
+
+def _iter(source, table, keep, batch_rows, pandas):
+    schema = _schema(table, keep)
+    if table == "deliveries":
+        small = _delivery_batches(source, keep)
+    else:
+        from amqp_dissect.pipelines.local import run_analysis
+
+        with _few_collections():
+            an = run_analysis(source, rows=False).analyzer
+        method = _ROWS[table]
+        rows = (getattr(an, "iter_" + method, None) or getattr(an, method))()
+        small = _row_batches(rows, table, keep, batch_rows)
+    for b in _rebatch(small, schema, batch_rows):
+        yield _frame(b) if pandas else b
+
+
+def analyze(paths, *, ports: Iterable[int] = (), keylog=None, tables: str | Sequence[str] | None = None,
+            columns: Sequence[str] | Mapping[str, Sequence[str]] | None = None) -> Tables:
+    """The tables of a capture as pandas DataFrames, from one reading of it.
+
+    ``paths``: a path, an open binary file object (``io.BytesIO``, a pipe: nothing seeks),
+    ``"-"`` for standard input, or a list of these (several files are one capture, merged in time
+    order, as the CLI reads them).  ``ports``: more TCP ports to decode as AMQP (``--port``).
+    ``keylog``: a TLS key log, as a path (``str`` or ``os.PathLike``, read as the CLI's
+    ``--keylog`` reads it) or a :class:`~amqp_dissect.capture.keylog.KeyLog`
+    (``KeyLog.from_text(text)`` for key log text at hand).  ``tables``: a table name or names
+    (default: all eight, :data:`amqp_dissect.results.schema.TABLES`).  ``columns``: the column
+    names to keep (each table keeps those it has), or a mapping table -> names.
+
+    Returns :class:`Tables`.  A capture that cannot be opened or read raises ``OSError`` or
+    :class:`~amqp_dissect.errors.CaptureError`; damage found partway is in ``capture_errors``."""
+    import pyarrow as pa
+
+    from amqp_dissect.pipelines.local import run_analysis
+
+    want = _tables(tables)
+    keep = _columns(columns, want)
+    source = _source(paths, ports, keylog)
+    frames: dict = {}
+    if "deliveries" in want:
+        stream = DeliveryStream(source)
+        # the small batches gathered as one table (chunked: no copy), converted once
+        with _few_collections():
+            small = list(_delivery_batches(source, keep["deliveries"], stream))
+        whole = pa.Table.from_batches(small, schema=_schema("deliveries", keep["deliveries"]))
+        del small
+        frames["deliveries"] = _frame(whole)
+        del whole
+        an = stream.analyzer
+    else:
+        with _few_collections():
+            an = run_analysis(source, rows=False).analyzer
+    for t in want:
+        if t == "deliveries":
+            continue
+        rows = getattr(an, _ROWS[t])()
+        batches = list(_row_batches(rows, t, keep[t], ROW_CHUNK))
+        frames[t] = _frame(pa.Table.from_batches(batches, schema=_schema(t, keep[t])))
+    frames = {t: frames[t] for t in want}
+    return Tables(frames, source, an)
