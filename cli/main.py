@@ -30,7 +30,7 @@ from .tables import register as _register_tables
 from .options import (  # noqa: F401  (TableFormat: re-exported)
     Autostop, CaptureFilter, Captures, Count, DisplayFilter, Fields, FrameFormat, FrameFormatOption,
     FramesCaptureFilter, Interface, Jobs, KeyLogPath, Ports, ReadFiles, ReportFormat, ReportFormatOption,
-    ReportOutput, TableFormat, TimeFormatOption, Verbose, WriteRaw,
+    ReportOutput, TableFormat, TimeFormatOption, Verbose, WriteRaw, check_format_letter,
 )
 from .habits import TimeFormat, resolve_time_text, time_text
 from .common import (  # noqa: F401  (re-exported: the exit codes are part of this module's API)
@@ -113,6 +113,7 @@ def frames(
     keylog: KeyLogPath = None,
 ):
     """One line per AMQP frame (or a detail tree with -V, JSON lines, or -T fields -e NAME ...)."""
+    check_format_letter(bpf, FrameFormat)
     inputs = capture_or_live(captures, read, iface, bpf, count, autostop, write)
     _check_frame_options(fmt, field, verbose)
     context, flt, printer = _filters(display_filter, field)
@@ -315,6 +316,7 @@ def report(
     With -j N the HTML page is made by one process."""
     from .report_html import analyze_for_report
 
+    check_format_letter(bpf, ReportFormat)
     inputs = capture_or_live(captures, read, iface, bpf, count, autostop, write)
     run = CaptureRun(inputs, port or [], keylog=load_keylog(keylog), limit=count)
     failed = None

@@ -18,7 +18,7 @@ from amqp_dissect.pipelines.local import DeliveryStream
 from .common import EXIT_USAGE, Fail, load_keylog
 from .habits import check_output, pick_columns, text_table, write_failure
 from .options import (Autostop, CaptureFilter, Captures, Columns, Count, Interface, Jobs, KeyLogPath, Ports,
-                      ReadFiles, TableFormat, TableFormatOption, TableOutput, WriteRaw)
+                      ReadFiles, TableFormat, TableFormatOption, TableOutput, WriteRaw, check_format_letter)
 from .run import CaptureRun, _Checked, capture_or_live, parallel_ok, run_status
 
 #: the table commands: (table, the Analyzer's method giving its rows, the command's help)
@@ -171,6 +171,7 @@ def table_command(table: str, rows_method: str):
         write: WriteRaw = None,
         jobs: Jobs = 1,
     ):
+        check_format_letter(bpf, TableFormat)
         out = TableWriter(table, fmt, output, columns)
         inputs = capture_or_live(captures, read, iface, bpf, count, autostop, write)
         import amqp_dissect.pipelines.write  # noqa: F401  (pyarrow: loaded before the freeze below)
