@@ -29,7 +29,7 @@ from .archive import register as _register_archive
 from .tables import register as _register_tables
 from .options import (  # noqa: F401  (TableFormat: re-exported)
     Autostop, CaptureFilter, Captures, Count, DisplayFilter, Fields, FrameFormat, FrameFormatOption,
-    FramesCaptureFilter, Interface, Jobs, KeyLogPath, Ports, ReadFiles, ReportFormat, ReportFormatOption,
+    FramesCaptureFilter, Glossary, Interface, Jobs, KeyLogPath, Ports, ReadFiles, ReportFormat, ReportFormatOption,
     ReportOutput, TableFormat, TimeFormatOption, Verbose, WriteRaw, check_format_letter,
 )
 from .habits import TimeFormat, resolve_time_text, time_text
@@ -111,8 +111,11 @@ def frames(
     time_format: TimeFormatOption = TimeFormat.r,
     port: Ports = None,
     keylog: KeyLogPath = None,
+    glossary: Glossary = None,
 ):
     """One line per AMQP frame (or a detail tree with -V, JSON lines, or -T fields -e NAME ...)."""
+    if glossary is not None:
+        _print_glossary(glossary)
     check_format_letter(bpf, FrameFormat)
     inputs = capture_or_live(captures, read, iface, bpf, count, autostop, write)
     _check_frame_options(fmt, field, verbose)
@@ -137,6 +140,16 @@ def frames(
     else:
         _print_summary(run, out, tt, flt)
     raise typer.Exit(run.finish_status(bugs))
+
+
+def _print_glossary(what: str) -> None:
+    """-G fields: our fields and their Wireshark names (tab-separated, as tshark -G fields), then exit."""
+    if what != "fields":
+        raise Fail(EXIT_USAGE, f"-G {what}: the glossary here is -G fields")
+    from amqp_dissect.filter import field_list
+
+    sys.stdout.write("\n".join(field_list()) + "\n")
+    raise typer.Exit(EXIT_OK)
 
 
 def _check_frame_options(fmt: FrameFormat, field, verbose: bool) -> None:

@@ -102,6 +102,9 @@ FrameFormatOption = Annotated[FrameFormat, typer.Option("--format", "-T",
 DisplayFilter = Annotated[Optional[str], typer.Option("-Y", "--display-filter",
                                                       help="show only the frames this filter matches, e.g. "
                                                            "'performative == \"transfer\" and delivery-id >= 10'")]
+Glossary = Annotated[Optional[str], typer.Option("-G", show_default=False,
+                                                help="fields: list the fields -Y and -e know, with their "
+                                                     "Wireshark names, then exit (as tshark -G fields)")]
 Fields = Annotated[Optional[List[str]], typer.Option("-e", "--field", help="a field -T fields prints (repeatable)")]
 TimeFormatOption = Annotated[TimeFormat, typer.Option("-t", "--time-format", case_sensitive=False,
                                                       help="time column: r relative to the first packet, a / ad "
