@@ -29,7 +29,7 @@ from .archive import register as _register_archive
 from .tables import register as _register_tables
 from .options import (  # noqa: F401  (TableFormat: re-exported)
     Autostop, CaptureFilter, Captures, Count, DisplayFilter, Fields, FrameFormat, FrameFormatOption,
-    FramesCaptureFilter, Glossary, Interface, Jobs, KeyLogPath, Ports, ReadFiles, ReportFormat, ReportFormatOption,
+    FieldOptionsOption, FramesCaptureFilter, Glossary, Interface, Jobs, KeyLogPath, Ports, ReadFiles, ReportFormat, ReportFormatOption,
     ReportOutput, TableFormat, TimeFormatOption, Verbose, WriteRaw, check_format_letter,
 )
 from .habits import TimeFormat, resolve_time_text, time_text
@@ -112,14 +112,15 @@ def frames(
     port: Ports = None,
     keylog: KeyLogPath = None,
     glossary: Glossary = None,
+    field_opts: FieldOptionsOption = None,
 ):
     """One line per AMQP frame (or a detail tree with -V, JSON lines, or -T fields -e NAME ...)."""
     if glossary is not None:
         _print_glossary(glossary)
     check_format_letter(bpf, FrameFormat)
     inputs = capture_or_live(captures, read, iface, bpf, count, autostop, write)
-    _check_frame_options(fmt, field, verbose)
-    context, flt, printer = _filters(display_filter, field)
+    _check_frame_options(fmt, field, verbose, field_opts)
+    context, flt, printer = _filters(display_filter, field, field_opts)
     records = [] if verbose and fmt is FrameFormat.text else None  # TLS records for -V
     # -V and jsonl decode every frame and message in full; summaries need a delivery's frames and size only
     full = verbose or fmt is FrameFormat.jsonl
@@ -134,6 +135,9 @@ def frames(
     if fmt is FrameFormat.jsonl:
         _print_jsonl(run, out, flt)
     elif fmt is FrameFormat.fields:
+        head = printer.header()
+        if head:
+            out.write(head)
         _write_frames(run, out, _FieldLines(run, printer, context, tt, flt is None), flt)
     elif verbose:
         bugs = _print_verbose(run, out, flt)
@@ -152,30 +156,36 @@ def _print_glossary(what: str) -> None:
     raise typer.Exit(EXIT_OK)
 
 
-def _check_frame_options(fmt: FrameFormat, field, verbose: bool) -> None:
-    """-T fields, -e and -V: the combinations that make sense."""
+def _check_frame_options(fmt: FrameFormat, field, verbose: bool, field_opts=None) -> None:
+    """-T fields, -e, -E and -V: the combinations that make sense."""
     if fmt is FrameFormat.fields and not field:
         raise Fail(EXIT_USAGE, "-T fields needs at least one -e FIELD")
     if field and fmt is not FrameFormat.fields:
         raise Fail(EXIT_USAGE, "-e FIELD needs -T fields")
+    if field_opts and fmt is not FrameFormat.fields:
+        raise Fail(EXIT_USAGE, "-E needs -T fields")
     if fmt is FrameFormat.fields and verbose:
         raise Fail(EXIT_USAGE, "-V and -T fields exclude each other")
 
 
-def _filters(display_filter: str | None, fields):
-    """(FrameContext, compiled ``-Y`` filter, ``-e`` FieldPrinter), each None when not asked for (the
-    filter module is loaded only for them); a filter or field that does not compile is a usage
-    failure."""
+def _filters(display_filter: str | None, fields, field_opts=None):
+    """(FrameContext, compiled ``-Y`` filter, ``-e`` FieldPrinter with the ``-E`` options), each None
+    when not asked for (the filter module is loaded only for them); a filter, field or ``-E`` that
+    does not compile is a usage failure."""
     if display_filter is None and not fields:
         return None, None, None
-    from amqp_dissect.filter import FilterError, FieldPrinter, FrameContext, compile_filter
+    from amqp_dissect.filter import FilterError, FieldPrinter, FrameContext, compile_filter, field_options
 
+    try:
+        opts = field_options(field_opts)
+    except ValueError as e:
+        raise Fail(EXIT_USAGE, str(e)) from None
     context = FrameContext()
     flt = None
     try:
         if display_filter is not None:
             flt = compile_filter(display_filter, context)
-        return context, flt, FieldPrinter(fields, context) if fields else None
+        return context, flt, FieldPrinter(fields, context, **opts) if fields else None
     except FilterError as e:
         if display_filter is not None and flt is None:
             raise Fail(EXIT_USAGE, e.one_line()) from None

@@ -105,6 +105,9 @@ DisplayFilter = Annotated[Optional[str], typer.Option("-Y", "--display-filter",
 Glossary = Annotated[Optional[str], typer.Option("-G", show_default=False,
                                                 help="fields: list the fields -Y and -e know, with their "
                                                      "Wireshark names, then exit (as tshark -G fields)")]
+FieldOptionsOption = Annotated[Optional[List[str]], typer.Option(
+    "-E", show_default=False, help="-T fields: header=y|n, separator=/t|/s|C, occurrence=f|l|a, aggregator=,|/s|C, "
+                                   "quote=d|s|n, bom=y|n (repeatable; as tshark -E)")]
 Fields = Annotated[Optional[List[str]], typer.Option("-e", "--field", help="a field -T fields prints (repeatable)")]
 TimeFormatOption = Annotated[TimeFormat, typer.Option("-t", "--time-format", case_sensitive=False,
                                                       help="time column: r relative to the first packet, a / ad "

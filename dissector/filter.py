@@ -1075,33 +1075,96 @@ def field_text(v) -> str:
     return v.translate(_ESCAPES) if ("\n" in v or "\r" in v or "\t" in v) else v
 
 
+#: tshark's ``-E`` options of ``-T fields`` and the values each takes (None: any one character)
+FIELD_OPTIONS = {"header": ("y", "n"), "separator": None, "occurrence": ("f", "l", "a"), "aggregator": None,
+                 "quote": ("d", "s", "n"), "bom": ("y", "n")}
+
+
+def field_options(specs) -> dict:
+    """``-E key=value`` texts as keyword arguments of :class:`FieldPrinter` (tshark's meanings:
+    ``separator=/t|/s|C`` and ``aggregator=,|/s|C`` take their first character, ``/t`` a tab and
+    ``/s`` a space); :class:`ValueError` names the one that is wrong."""
+    out: dict = {}
+    for spec in specs or ():
+        key, eq, value = spec.partition("=")
+        if not eq or key not in FIELD_OPTIONS:
+            raise ValueError(f"-E {spec}: not a field output option (key=value; the keys: "
+                             f"{', '.join(FIELD_OPTIONS)})")
+        allowed = FIELD_OPTIONS[key]
+        if allowed is not None and value not in allowed:
+            raise ValueError(f"-E {spec}: {key} is {' or '.join(allowed)}")
+        if allowed is None:
+            if not value:
+                raise ValueError(f"-E {spec}: {key} needs a character (/t a tab, /s a space)")
+            value = {"/t": "\t", "/s": " "}.get(value[:2], value[0])
+        out[key] = value
+    return out
+
+
 class FieldPrinter:
     """``-T fields -e NAME ...``: one line per frame event, the fields' values separated by a tab
     (tshark's default ``-E separator=/t``, no quoting, no header).  Choice-typed fields show
-    their names (role: sender / receiver)."""
+    their names (role: sender / receiver).  ``-E`` (:func:`field_options`): ``separator``,
+    ``occurrence`` (f, l or a: the first, last or every value of a field with several),
+    ``aggregator`` (between them; ``,``), ``quote`` (d, s or n: each non-empty value in double
+    or single quotes, or none), ``header`` (y: :meth:`header` is the names' line) and ``bom``."""
 
     def __init__(self, names: list[str], context: FrameContext | None = None, separator: str = "\t",
-                 time_text=None):
+                 time_text=None, occurrence: str = "a", aggregator: str = ",", quote: str = "n",
+                 header: str = "n", bom: str = "n"):
         # (an unknown name's error quotes it printable and cut short: one line)
+        self.names = list(names)
         self.fields = [lookup(n, _printable(n if len(n) <= _QUOTE_CHARS else n[:_QUOTE_CHARS] + "..."), 1)
                        for n in names]
         self.context = context if context is not None else FrameContext()
         self.separator = separator
         self.time_text = time_text  # (event) -> the time column's text, for -e time under -t
+        self.occurrence = occurrence
+        self.aggregator = aggregator
+        self.quote = {"d": '"', "s": "'"}.get(quote, "")
+        self.with_header = header == "y"
+        self.bom = bom == "y"
+        self.plain = occurrence == "a" and aggregator == "," and not self.quote
         if any(f.get is _link for f in self.fields):
             self.context.needs_links = True
+
+    def header(self) -> str:
+        """What is written before the lines: ``bom=y`` a UTF-8 byte-order mark, ``header=y`` the
+        names' line (tshark's way: the names as given, never quoted); else nothing."""
+        bom = "\ufeff" if self.bom else ""
+        return bom + (self.separator.join(self.names) + "\n" if self.with_header else "")
+
+    def _values(self, v) -> str:
+        """A value with several (a list) by ``occurrence`` and ``aggregator``; quoted if asked."""
+        if v is not _MISSING and v is not None:
+            v = _norm(v)
+            if type(v) is list:
+                if v and self.occurrence != "a":
+                    v = [v[0] if self.occurrence == "f" else v[-1]]
+                text = self.aggregator.join(field_text(x) for x in v)
+            else:
+                text = field_text(v)
+        else:
+            text = ""
+        q = self.quote
+        return f"{q}{text}{q}" if q and text else text
 
     def line(self, ev) -> str:
         ctx = self.context
         out = []
+        plain = self.plain
         for f in self.fields:
             if f.name == "time" and self.time_text is not None and getattr(ev, "ts", None) is not None:
-                out.append(self.time_text(ev))
+                text = self.time_text(ev)
+                out.append(text if plain or not self.quote else f"{self.quote}{text}{self.quote}")
                 continue
             v = f.get(ev, ctx)
             if f.kind == CHOICE and v is not _MISSING and v is not None:
                 name = choice_name(f.choices, v)
-                out.append(name if name is not None else field_text(v))
-            else:
+                text = name if name is not None else field_text(v)
+                out.append(text if plain or not self.quote or not text else f"{self.quote}{text}{self.quote}")
+            elif plain:
                 out.append(field_text(v))
+            else:
+                out.append(self._values(v))
         return self.separator.join(out)
