@@ -16,7 +16,7 @@ import typer
 from amqp_dissect.pipelines.local import DeliveryStream
 
 from .common import EXIT_USAGE, Fail, load_keylog
-from .habits import check_output, pick_columns, text_table, write_failure
+from .habits import check_output, pick_columns, text_table_chunks, write_failure
 from .options import (Autostop, CaptureFilter, Captures, Columns, Count, Interface, Jobs, KeyLogPath, Ports,
                       ReadFiles, TableFormat, TableFormatOption, TableOutput, WriteRaw, check_format_letter)
 from .run import CaptureRun, _Checked, capture_or_live, parallel_ok, run_status
@@ -71,12 +71,7 @@ class TableWriter:
 
             write_table(rows, self.table, self.fmt.value, self.output)
             return
-        from amqp_dissect.pipelines.write import raw_times
-        from amqp_dissect.results.tables import to_frame
-
-        rows = rows if isinstance(rows, list) else list(rows)
-        text = text_table(to_frame(rows, self.table), self.table, self.cols, raw_times(rows, self.table))
-        _write_text(text, self.output)
+        _write_text(text_table_chunks(rows, self.table, self.cols), self.output)
 
     def batches(self, batches) -> None:
         """Arrow record batches of the table (the deliveries: csv / jsonl / parquet)."""
@@ -99,15 +94,23 @@ def _write_errors(output):
         raise
 
 
-def _write_text(text: str, output) -> None:
+def _write_text(texts, output) -> None:
+    """The texts (the text table's chunks, made as they are written) to stdout or ``-o``."""
     if output is None:
-        sys.stdout.write(text)
+        for text in texts:
+            sys.stdout.write(text)
+            sys.stdout.flush()  # (the first rows at once: | head shows them while the rest is made)
         return
     try:
-        with open(output, "w", encoding="utf-8") as f:
-            f.write(text)
+        f = open(output, "w", encoding="utf-8")
     except OSError as e:
         raise write_failure(output, e) from None
+    with f:  # (an OSError of the work making the rows is not a write failure)
+        for text in texts:
+            try:
+                f.write(text)
+            except OSError as e:
+                raise write_failure(output, e) from None
 
 
 def _in_one_process(run: CaptureRun, out: TableWriter, rows_method: str):
@@ -119,7 +122,7 @@ def _in_one_process(run: CaptureRun, out: TableWriter, rows_method: str):
 
             stream = DeliveryStream(_Checked(run))
             if out.text:
-                out.rows(list(stream))
+                out.rows(iter(stream))  # (streamed: the text table is written as the rows come)
             else:  # batches written once their deliveries are final
                 out.batches(stream.batches(STREAM_ROWS))
             return stream.analyzer
