@@ -42,12 +42,12 @@ class TableWriter:
     def __init__(self, table: str, fmt: TableFormat, output, columns: str | None):
         if fmt is TableFormat.parquet and output is None:
             raise Fail(EXIT_USAGE, "--format parquet needs --output FILE")
-        if columns is not None and fmt is not TableFormat.table:
-            raise Fail(EXIT_USAGE, "--columns applies to --format table (csv, jsonl and parquet have every column)")
         self.table = table
         self.fmt = fmt
         self.text = fmt is TableFormat.table
-        self.cols = pick_columns(table, columns) if self.text else None
+        # the text table: the default columns or --columns; csv / jsonl / parquet: every column, or
+        # --columns (then written by _Projected)
+        self.cols = pick_columns(table, columns) if self.text or columns is not None else None
         check_output(output)
         self.output = output
 
@@ -66,6 +66,9 @@ class TableWriter:
 
     def rows(self, rows) -> None:
         """Row dicts: a list, or an iterator (csv / jsonl / parquet: rows made as they are written)."""
+        if not self.text and self.cols is not None:
+            _Projected(self).rows(rows)
+            return
         if not self.text:
             from amqp_dissect.pipelines.write import write_table
 
@@ -75,9 +78,101 @@ class TableWriter:
 
     def batches(self, batches) -> None:
         """Arrow record batches of the table (the deliveries: csv / jsonl / parquet)."""
+        if self.cols is not None:
+            _Projected(self).batches(batches)
+            return
         from amqp_dissect.pipelines.write import write_batches
 
         write_batches(batches, self.table, self.fmt.value, self.output)
+
+
+class _Projected:
+    """``--columns`` with csv, jsonl or parquet: the chosen columns of the registry's, in the order
+    given, each written as the whole table writes it (:func:`amqp_dissect.results.tables.csv_cells`,
+    ``json_cells``, the registry's Arrow types); the rows are converted and written 8192 at a time."""
+
+    def __init__(self, out: TableWriter):
+        from amqp_dissect.results.schema import columns
+
+        self.table, self.fmt, self.output, self.cols = out.table, out.fmt, out.output, out.cols
+        self.types = {c.name: c.type for c in columns(out.table)}
+
+    def rows(self, rows) -> None:
+        import itertools
+
+        from amqp_dissect.pipelines.write import BATCH_ROWS
+        from amqp_dissect.results.tables import record_batch
+
+        def batches():
+            it = iter(rows)
+            while True:
+                chunk = list(itertools.islice(it, BATCH_ROWS))
+                if not chunk:
+                    return
+                yield record_batch(chunk, self.table)
+        self.batches(batches())
+
+    def batches(self, batches) -> None:
+        import pyarrow as pa
+
+        from amqp_dissect.pipelines.write import BATCH_ROWS
+        from amqp_dissect.results.tables import arrow_schema
+
+        full = arrow_schema(self.table)
+        schema = pa.schema([full.field(c) for c in self.cols])  # (no pandas metadata: it lists every column)
+        picked = (pa.RecordBatch.from_arrays([b.column(full.get_field_index(c)) for c in self.cols], schema=schema)
+                  for b in batches)
+        if self.fmt is TableFormat.parquet:
+            import pyarrow.parquet as pq
+
+            with pq.ParquetWriter(os.fspath(self.output), schema) as w:
+                pending, n = [], 0
+                for b in picked:
+                    pending.append(b)
+                    n += len(b)
+                    if n >= BATCH_ROWS:
+                        w.write_table(pa.Table.from_batches(pending, schema=schema))
+                        pending, n = [], 0
+                if n or not pending:
+                    w.write_table(pa.Table.from_batches(pending, schema=schema))
+            return
+        sys.stdout.flush()
+        f = open(self.output, "wb") if self.output is not None else sys.stdout.buffer
+        try:
+            if self.fmt is TableFormat.csv:
+                f.write((",".join(self.cols) + "\n").encode())
+            for b in picked:
+                if len(b):
+                    f.write(self._lines(b).encode("utf-8"))
+        finally:
+            if self.output is not None:
+                f.close()
+            else:
+                f.flush()
+
+    def _lines(self, b) -> str:
+        import json
+
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from amqp_dissect.results.tables import csv_cells, json_cells
+
+        def lit(text):
+            return pa.scalar(text, pa.large_string())
+        if self.fmt is TableFormat.csv:
+            memo: list = []
+            parts = []
+            for i, c in enumerate(self.cols):
+                parts += [lit(",") if i else lit(""), csv_cells(b.column(i), self.types[c], memo)]
+        else:
+            enc = json.JSONEncoder(ensure_ascii=False).encode
+            parts = []
+            for i, c in enumerate(self.cols):
+                parts += [lit(("{" if i == 0 else ", ") + enc(c) + ": "), json_cells(b.column(i), self.types[c])]
+            parts.append(lit("}"))
+        parts.append(lit("\n"))
+        return "".join(pc.binary_join_element_wise(*parts, lit("")).to_pylist())
 
 
 @contextmanager

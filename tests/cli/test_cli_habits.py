@@ -349,7 +349,7 @@ def test_bad_output_paths_are_one_line_and_exit_3(capsys, tmp_path):
     ["frames", "-c", "0", OUTCOMES],
     ["frames", "-t", "x", OUTCOMES],
     ["links", "--columns", "nosuch", OUTCOMES],
-    ["links", "-T", "csv", "--columns", "name", OUTCOMES],
+    ["links", "-T", "csv", "--columns", "nosuch", OUTCOMES],  # (--columns: every format)
 ])
 def test_usage_errors_are_one_line(capsys, args):
     rc, out, err = run(capsys, *args)
