@@ -29,7 +29,7 @@ from .archive import register as _register_archive
 from .tables import register as _register_tables
 from .options import (  # noqa: F401  (TableFormat: re-exported)
     Autostop, CaptureFilter, Captures, Count, DisplayFilter, Fields, FrameFormat, FrameFormatOption,
-    FieldOptionsOption, FramesCaptureFilter, Glossary, Interface, Jobs, KeyLogPath, Ports, ReadFiles, ReportFormat, ReportFormatOption,
+    FieldOptionsOption, FramesCaptureFilter, Glossary, HexDump, OnlyProtocol, Interface, Jobs, KeyLogPath, Ports, ReadFiles, ReportFormat, ReportFormatOption,
     ReportOutput, TableFormat, TimeFormatOption, Verbose, WriteRaw, check_format_letter,
 )
 from .habits import TimeFormat, resolve_time_text, time_text
@@ -113,6 +113,8 @@ def frames(
     keylog: KeyLogPath = None,
     glossary: Glossary = None,
     field_opts: FieldOptionsOption = None,
+    hex_dump: HexDump = False,
+    only: OnlyProtocol = None,
 ):
     """One line per AMQP frame (or a detail tree with -V, JSON lines, or -T fields -e NAME ...)."""
     if glossary is not None:
@@ -120,11 +122,14 @@ def frames(
     check_format_letter(bpf, FrameFormat)
     inputs = capture_or_live(captures, read, iface, bpf, count, autostop, write)
     _check_frame_options(fmt, field, verbose, field_opts)
+    _check_layout_options(fmt, verbose, hex_dump, only)
     context, flt, printer = _filters(display_filter, field, field_opts)
     records = [] if verbose and fmt is FrameFormat.text else None  # TLS records for -V
-    # -V and jsonl decode every frame and message in full; summaries need a delivery's frames and size only
+    # -V and jsonl decode every frame and message in full; summaries need a delivery's frames and size
+    # only; -x keeps each frame's bytes
     full = verbose or fmt is FrameFormat.jsonl
-    run = CaptureRun(inputs, port or [], messages=True if full else "summary", keylog=load_keylog(keylog),
+    messages = "raw" if hex_dump else True if full else "summary"
+    run = CaptureRun(inputs, port or [], messages=messages, keylog=load_keylog(keylog),
                      tls_records=records, limit=count)
     tt = time_text(time_format, run.source)
     if context is not None:  # frame.time_*: the reader's exact times, from the capture's first packet (tshark's)
@@ -140,7 +145,9 @@ def frames(
             out.write(head)
         _write_frames(run, out, _FieldLines(run, printer, context, tt, flt is None), flt)
     elif verbose:
-        bugs = _print_verbose(run, out, flt)
+        bugs = _print_verbose(run, out, flt, hex_dump, only is not None)
+    elif hex_dump:
+        _write_frames(run, out, _WithHex(_SummaryLines(run, tt)), flt)
     else:
         _print_summary(run, out, tt, flt)
     raise typer.Exit(run.finish_status(bugs))
@@ -166,6 +173,17 @@ def _check_frame_options(fmt: FrameFormat, field, verbose: bool, field_opts=None
         raise Fail(EXIT_USAGE, "-E needs -T fields")
     if fmt is FrameFormat.fields and verbose:
         raise Fail(EXIT_USAGE, "-V and -T fields exclude each other")
+
+
+def _check_layout_options(fmt: FrameFormat, verbose: bool, hex_dump: bool, only: str | None) -> None:
+    """-x and -O: with the text output (-O with -V), -O amqp only."""
+    if hex_dump and fmt is not FrameFormat.text:
+        raise Fail(EXIT_USAGE, f"-x goes with the text output (the lines or -V), not -T {fmt.value}")
+    if only is not None:
+        if only.lower() != "amqp":
+            raise Fail(EXIT_USAGE, f"-O {only}: the protocol shown in detail here is amqp")
+        if not verbose or fmt is not FrameFormat.text:
+            raise Fail(EXIT_USAGE, "-O amqp goes with -V")
 
 
 def _filters(display_filter: str | None, fields, field_opts=None):
@@ -293,15 +311,47 @@ class _FieldLines:
 
 
 class _DetailLines:
-    """-V: the detail tree of each frame under its packet's layers (a :class:`DetailLines`)."""
+    """-V: the detail tree of each frame under its packet's layers (a :class:`DetailLines`); -O amqp:
+    the layers' titles only."""
 
     many = True
 
-    def __init__(self, run: CaptureRun):
+    def __init__(self, run: CaptureRun, only_amqp: bool = False):
         self.detail = DetailLines(layer_records=run.tls_records)  # TLS records shown under their packet
+        self.detail.only_amqp = only_amqp
 
     def start(self):
         return self.detail.add
+
+
+class _WithHex:
+    """-x: what ``lines`` renders for an event, then the event's bytes in hex and ASCII (tshark's
+    -x layout) and an empty line."""
+
+    many = True
+
+    def __init__(self, lines):
+        self.lines = lines
+
+    def start(self):
+        from amqp_dissect.render.hexdump import event_bytes, hex_lines
+
+        inner = self.lines.start()
+        many = self.lines.many
+
+        def render(chunk, record, ev):
+            if many:
+                inner(chunk, record, ev)
+            else:
+                text = inner(ev)
+                if text is None:
+                    return
+                chunk.append(text)
+            data = event_bytes(ev)
+            if data:
+                chunk.extend(hex_lines(data))
+                chunk.append("")
+        return render
 
 
 def _print_summary(run: CaptureRun, out, tt=None, flt=None) -> None:
@@ -313,10 +363,11 @@ def _print_jsonl(run: CaptureRun, out, flt=None) -> None:
     _write_frames(run, out, _JsonLines(), flt)
 
 
-def _print_verbose(run: CaptureRun, out, flt=None) -> DetailLines:
-    """The -V text; returns the DetailLines (its ``internal_errors``: bugs met, each shown in place)."""
-    lines = _DetailLines(run)
-    _write_frames(run, out, lines, flt)
+def _print_verbose(run: CaptureRun, out, flt=None, hex_dump: bool = False, only_amqp: bool = False) -> DetailLines:
+    """The -V text (-x: each frame's bytes after its tree; -O amqp: the other layers one line each);
+    returns the DetailLines (its ``internal_errors``: bugs met, each shown in place)."""
+    lines = _DetailLines(run, only_amqp)
+    _write_frames(run, out, _WithHex(lines) if hex_dump else lines, flt)
     return lines.detail
 
 

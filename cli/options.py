@@ -102,6 +102,11 @@ FrameFormatOption = Annotated[FrameFormat, typer.Option("--format", "-T",
 DisplayFilter = Annotated[Optional[str], typer.Option("-Y", "--display-filter",
                                                       help="show only the frames this filter matches, e.g. "
                                                            "'performative == \"transfer\" and delivery-id >= 10'")]
+HexDump = Annotated[bool, typer.Option("-x", help="after each frame, its bytes in hex and ASCII (tshark's -x "
+                                                  "layout; the AMQP frame's bytes, not the whole packet's)")]
+OnlyProtocol = Annotated[Optional[str], typer.Option("-O", show_default=False,
+                                                     help="amqp: with -V, the other layers as one line each "
+                                                          "(as tshark -O amqp)")]
 Glossary = Annotated[Optional[str], typer.Option("-G", show_default=False,
                                                 help="fields: list the fields -Y and -e know, with their "
                                                      "Wireshark names, then exit (as tshark -G fields)")]
