@@ -91,9 +91,9 @@ _MISSING = ABSENT  # what an extractor returns for a field the event does not ha
 class Field:
     """A field the filter and ``-e`` know: its kind, the values it may take (or None), how to get it."""
 
-    __slots__ = ("name", "kind", "get", "choices", "values", "doc", "alias_of")
+    __slots__ = ("name", "kind", "get", "choices", "values", "doc", "alias_of", "names")
 
-    def __init__(self, name, kind, get, doc, choices=None, values=None, alias_of=None):
+    def __init__(self, name, kind, get, doc, choices=None, values=None, alias_of=None, names=None):
         self.name = name
         self.kind = kind
         self.get = get  # (event, FrameContext) -> value, None (null) or _MISSING
@@ -101,6 +101,7 @@ class Field:
         self.choices = choices  # spec type with choices (CHOICE kind)
         self.values = values  # the only values an equality may name (performative, type, outcome)
         self.alias_of = alias_of  # a Wireshark name: the field of ours it stands for
+        self.names = names  # a number field's value names, as Wireshark spells them ({"transfer": 20})
 
 
 def _kind_name(ev) -> str | None:
@@ -386,18 +387,20 @@ def _build_aliases() -> dict:
     """Wireshark's field name -> the Field answering for it (its ``alias_of``: ours)."""
     out = {}
 
-    def alias(tname, ours, kind=None, get=None, doc=None):
+    def alias(tname, ours, kind=None, get=None, doc=None, names=None):
         f = FIELDS[ours] if ours in FIELDS else None
         out[tname] = Field(tname, kind or f.kind, get or f.get, doc or f"Wireshark's name for {ours}",
                            choices=f.choices if f is not None and kind is None else None,
-                           values=f.values if f is not None and kind is None else None, alias_of=ours)
+                           values=f.values if f is not None and kind is None else None, alias_of=ours,
+                           names=names)
 
     for name, f in FIELDS.items():
         if not f.doc.startswith(f"the {name} field (") or name in WS_NOT_THE_SAME:
             continue
         tname = _WS_RENAMED.get(name) or _WS_ARGS + _camel(name)
-        if f.kind == CHOICE:  # tshark compares and prints the encoded value (role: a boolean)
-            alias(tname, name, BOOL if CHOICE_PRIMITIVES.get(f.choices) == "boolean" else NUM, f.get)
+        if f.kind == CHOICE:  # tshark compares and prints the encoded value (role: a boolean), or its name
+            alias(tname, name, BOOL if CHOICE_PRIMITIVES.get(f.choices) == "boolean" else NUM, f.get,
+                  names={n: code for code, n in CHOICES[f.choices].items()})
         else:
             alias(tname, name)
     alias("frame.number", "packet")
@@ -406,9 +409,11 @@ def _build_aliases() -> dict:
     alias("amqp.length", "size")
     alias("amqp.doff", "doff")
     alias("amqp.performative", "performative", NUM, _performative_code(False),
-          "the performative's descriptor code (16 open ... 24 close)")
+          "the performative's descriptor code (16 open ... 24 close)",
+          names={n: COMPOSITES[n].descriptor_code & 0xFF for n in PERFORMATIVES})
     alias("amqp.sasl.method", "performative", NUM, _performative_code(True),
-          "the SASL frame's descriptor code (64 sasl-mechanisms ... 68 sasl-outcome)")
+          "the SASL frame's descriptor code (64 sasl-mechanisms ... 68 sasl-outcome)",
+          names={n.replace("sasl-", "sasl.", 1): COMPOSITES[n].descriptor_code & 0xFF for n in SASL_FRAMES})
     alias("amqp.type", "type", NUM, _frame_type, "the frame type: 0 AMQP (heartbeats too), 1 SASL")
     alias("amqp.init.protocol", "protocol", STR, _header_part("protocol"), "AMQP, in every protocol header")
     alias("amqp.init.id", "protocol", NUM, _header_part("id"), "the protocol id of a header: 0 AMQP, 2 TLS, 3 SASL")
@@ -894,6 +899,11 @@ def _compare(p: _Parser, field: Field, op: _Tok, vt: _Tok):
             except ValueError:
                 return False
         return addr_test
+    if field.names is not None and is_str and kind in (NUM, BOOL):  # a value by Wireshark's name
+        if lit not in field.names:
+            p.fail(vt, f"{field.name!r} is a number or one of {', '.join(field.names)}, not {vt.text}")
+        lit = field.names[lit]
+        is_str = False
     # ordered comparisons and equality
     if kind == NUM:
         if is_str or type(lit) is bool:

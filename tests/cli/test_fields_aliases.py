@@ -134,6 +134,18 @@ def test_performative_by_tsharks_number_or_our_name(merged, ours, perf, code):
     assert want and our_packets(ours, f"{t} == {code}") == want == our_packets(ours, f"performative == {perf}")
 
 
+@pytest.mark.parametrize("text", [
+    "amqp.performative == transfer", 'amqp.performative == "disposition"', "amqp.performative in {16, 24}",
+    "amqp.sasl.method == sasl.mechanisms", "amqp.sasl.method == sasl.outcome",
+    "amqp.performative.arguments.role == receiver", "amqp.performative.arguments.role == sender",
+    "amqp.performative.arguments.sndSettleMode == mixed", "amqp.performative.arguments.sndSettleMode == unsettled",
+    "amqp.performative.arguments.rcvSettleMode == first", "amqp.sasl.saslCode == ok",
+])
+def test_values_by_wiresharks_names(merged, ours, text):
+    want = their_packets(merged, text)
+    assert want and our_packets(ours, text) == want
+
+
 def test_aliases_through_the_cli(capsys):
     # (packets of one protocol header each: a line per packet in both)
     text = "amqp.init.id == 3 || (ip.src == 127.0.0.1 && amqp.init.version_major == 1 && tcp.srcport == 5672)"
