@@ -253,7 +253,7 @@ def text_table(df, table: str, cols: list[str], raw: dict | None = None) -> str:
 #: as wide as its widest cell); a longer one takes its column widths from these first rows and
 #: streams the rest, STREAM_CHUNK rows at a time, widening a column from the chunk where a wider cell
 #: first comes (the rows before it are already written)
-LOOKAHEAD_ROWS = 1000
+LOOKAHEAD_ROWS = 10_000
 STREAM_CHUNK = 8192
 
 
