@@ -205,17 +205,12 @@ def pick_columns(table: str, spec: str | None) -> list[str]:
     return base + [c for c in wanted if c not in base]
 
 
-def text_table(df, table: str, cols: list[str], raw: dict | None = None) -> str:
-    """The human table of ``df`` (registry columns): the chosen columns, times as UTC date and
-    time, durations and latencies in seconds with microseconds; ``raw`` ({(row, column): seconds},
-    :func:`amqp_dissect.pipelines.write.raw_times`): times outside the years a datetime holds, null
-    in ``df``, written as their epoch seconds."""
+def _text_frame(df, table: str, cols: list[str], raw: dict | None = None):
+    """The chosen columns of ``df`` as the text table shows them (object cells, "" for null)."""
     import pandas as pd
 
     from amqp_dissect.results.schema import FLOAT, TIME, columns
 
-    if not len(df):
-        return "(no rows)\n"
     types = {c.name: c.type for c in columns(table)}
     out = df[cols].copy()
     for c in cols:
@@ -230,9 +225,77 @@ def text_table(df, table: str, cols: list[str], raw: dict | None = None) -> str:
         for (i, n), v in raw.items():
             if n in out.columns:
                 out.iloc[i, out.columns.get_loc(n)] = epoch_text(v)
+    return out
+
+
+_MAX_COLWIDTH = 48  # a longer cell is cut to this many characters, "..." at its end (pandas' display)
+
+
+def _to_string(out, header: bool = True, col_space: dict | None = None) -> str:
+    import pandas as pd
+
     with pd.option_context("display.max_rows", None, "display.max_columns", None, "display.width", 10_000,
-                           "display.max_colwidth", 48):
-        return out.to_string(index=False) + "\n"
+                           "display.max_colwidth", _MAX_COLWIDTH):
+        return out.to_string(index=False, header=header, col_space=col_space) + "\n"
+
+
+def text_table(df, table: str, cols: list[str], raw: dict | None = None) -> str:
+    """The human table of ``df`` (registry columns): the chosen columns, times as UTC date and
+    time, durations and latencies in seconds with microseconds; ``raw`` ({(row, column): seconds},
+    :func:`amqp_dissect.pipelines.write.raw_times`): times outside the years a datetime holds, null
+    in ``df``, written as their epoch seconds."""
+    if not len(df):
+        return "(no rows)\n"
+    return _to_string(_text_frame(df, table, cols, raw))
+
+
+#: the text table's look-ahead: a table of at most this many rows is laid out whole (every column
+#: as wide as its widest cell); a longer one takes its column widths from these first rows and
+#: streams the rest, STREAM_CHUNK rows at a time, widening a column from the chunk where a wider cell
+#: first comes (the rows before it are already written)
+LOOKAHEAD_ROWS = 10_000
+STREAM_CHUNK = 8192
+
+
+def _widths(out, cols: list[str], header: bool) -> dict:
+    """Each column's width as pandas lays it out (the header's too; cells cut at 48 characters)."""
+    w = {}
+    for c in cols:
+        longest = max((len(str(v)) for v in out[c]), default=0)
+        w[c] = max(min(longest, _MAX_COLWIDTH), len(c) if header else 0)
+    return w
+
+
+def text_table_chunks(rows, table: str, cols: list[str]):
+    """The text table of the row dicts ``rows`` (an iterator: consumed as the text is made), as
+    texts to write one after the other: one text when the table has at most LOOKAHEAD_ROWS rows
+    (the same text as :func:`text_table` of them all), else the first rows laid out as a table
+    and the rest in chunks aligned on their widths.  Memory: one chunk of rows."""
+    import itertools
+
+    from amqp_dissect.pipelines.write import raw_times
+    from amqp_dissect.results.tables import to_frame
+
+    it = iter(rows)
+    first = list(itertools.islice(it, LOOKAHEAD_ROWS + 1))
+    if len(first) <= LOOKAHEAD_ROWS:
+        yield text_table(to_frame(first, table), table, cols, raw_times(first, table))
+        return
+    rest = first[LOOKAHEAD_ROWS:]
+    first = first[:LOOKAHEAD_ROWS]
+    out = _text_frame(to_frame(first, table), table, cols, raw_times(first, table))
+    widths = _widths(out, cols, header=True)
+    yield _to_string(out)
+    del first, out
+    while True:
+        chunk = rest + list(itertools.islice(it, STREAM_CHUNK - len(rest)))
+        rest = []
+        if not chunk:
+            return
+        out = _text_frame(to_frame(chunk, table), table, cols, raw_times(chunk, table))
+        got = _widths(out, cols, header=False)
+        widths = {c: max(widths[c], got[c]) for c in cols}
+        yield _to_string(out, header=False, col_space=widths)
 
 
 def _times(col):

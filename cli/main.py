@@ -29,8 +29,8 @@ from .archive import register as _register_archive
 from .tables import register as _register_tables
 from .options import (  # noqa: F401  (TableFormat: re-exported)
     Autostop, CaptureFilter, Captures, Count, DisplayFilter, Fields, FrameFormat, FrameFormatOption,
-    FramesCaptureFilter, Interface, Jobs, KeyLogPath, Ports, ReadFiles, ReportFormat, ReportFormatOption,
-    ReportOutput, TableFormat, TimeFormatOption, Verbose, WriteRaw,
+    FieldOptionsOption, FramesCaptureFilter, Glossary, HexDump, OnlyProtocol, Interface, Jobs, KeyLogPath, Ports, ReadFiles, ReportFormat, ReportFormatOption,
+    ReportOutput, TableFormat, TimeFormatOption, Verbose, WriteRaw, check_format_letter,
 )
 from .habits import TimeFormat, resolve_time_text, time_text
 from .common import (  # noqa: F401  (re-exported: the exit codes are part of this module's API)
@@ -111,15 +111,25 @@ def frames(
     time_format: TimeFormatOption = TimeFormat.r,
     port: Ports = None,
     keylog: KeyLogPath = None,
+    glossary: Glossary = None,
+    field_opts: FieldOptionsOption = None,
+    hex_dump: HexDump = False,
+    only: OnlyProtocol = None,
 ):
     """One line per AMQP frame (or a detail tree with -V, JSON lines, or -T fields -e NAME ...)."""
+    if glossary is not None:
+        _print_glossary(glossary)
+    check_format_letter(bpf, FrameFormat)
     inputs = capture_or_live(captures, read, iface, bpf, count, autostop, write)
-    _check_frame_options(fmt, field, verbose)
-    context, flt, printer = _filters(display_filter, field)
+    _check_frame_options(fmt, field, verbose, field_opts)
+    _check_layout_options(fmt, verbose, hex_dump, only)
+    context, flt, printer = _filters(display_filter, field, field_opts)
     records = [] if verbose and fmt is FrameFormat.text else None  # TLS records for -V
-    # -V and jsonl decode every frame and message in full; summaries need a delivery's frames and size only
+    # -V and jsonl decode every frame and message in full; summaries need a delivery's frames and size
+    # only; -x keeps each frame's bytes
     full = verbose or fmt is FrameFormat.jsonl
-    run = CaptureRun(inputs, port or [], messages=True if full else "summary", keylog=load_keylog(keylog),
+    messages = "raw" if hex_dump else True if full else "summary"
+    run = CaptureRun(inputs, port or [], messages=messages, keylog=load_keylog(keylog),
                      tls_records=records, limit=count)
     tt = time_text(time_format, run.source)
     if context is not None:  # frame.time_*: the reader's exact times, from the capture's first packet (tshark's)
@@ -130,38 +140,70 @@ def frames(
     if fmt is FrameFormat.jsonl:
         _print_jsonl(run, out, flt)
     elif fmt is FrameFormat.fields:
+        head = printer.header()
+        if head:
+            out.write(head)
         _write_frames(run, out, _FieldLines(run, printer, context, tt, flt is None), flt)
     elif verbose:
-        bugs = _print_verbose(run, out, flt)
+        bugs = _print_verbose(run, out, flt, hex_dump, only is not None)
+    elif hex_dump:
+        _write_frames(run, out, _WithHex(_SummaryLines(run, tt)), flt)
     else:
         _print_summary(run, out, tt, flt)
     raise typer.Exit(run.finish_status(bugs))
 
 
-def _check_frame_options(fmt: FrameFormat, field, verbose: bool) -> None:
-    """-T fields, -e and -V: the combinations that make sense."""
+def _print_glossary(what: str) -> None:
+    """-G fields: our fields and their Wireshark names (tab-separated, as tshark -G fields), then exit."""
+    if what != "fields":
+        raise Fail(EXIT_USAGE, f"-G {what}: the glossary here is -G fields")
+    from amqp_dissect.filter import field_list
+
+    sys.stdout.write("\n".join(field_list()) + "\n")
+    raise typer.Exit(EXIT_OK)
+
+
+def _check_frame_options(fmt: FrameFormat, field, verbose: bool, field_opts=None) -> None:
+    """-T fields, -e, -E and -V: the combinations that make sense."""
     if fmt is FrameFormat.fields and not field:
         raise Fail(EXIT_USAGE, "-T fields needs at least one -e FIELD")
     if field and fmt is not FrameFormat.fields:
         raise Fail(EXIT_USAGE, "-e FIELD needs -T fields")
+    if field_opts and fmt is not FrameFormat.fields:
+        raise Fail(EXIT_USAGE, "-E needs -T fields")
     if fmt is FrameFormat.fields and verbose:
         raise Fail(EXIT_USAGE, "-V and -T fields exclude each other")
 
 
-def _filters(display_filter: str | None, fields):
-    """(FrameContext, compiled ``-Y`` filter, ``-e`` FieldPrinter), each None when not asked for (the
-    filter module is loaded only for them); a filter or field that does not compile is a usage
-    failure."""
+def _check_layout_options(fmt: FrameFormat, verbose: bool, hex_dump: bool, only: str | None) -> None:
+    """-x and -O: with the text output (-O with -V), -O amqp only."""
+    if hex_dump and fmt is not FrameFormat.text:
+        raise Fail(EXIT_USAGE, f"-x goes with the text output (the lines or -V), not -T {fmt.value}")
+    if only is not None:
+        if only.lower() != "amqp":
+            raise Fail(EXIT_USAGE, f"-O {only}: the protocol shown in detail here is amqp")
+        if not verbose or fmt is not FrameFormat.text:
+            raise Fail(EXIT_USAGE, "-O amqp goes with -V")
+
+
+def _filters(display_filter: str | None, fields, field_opts=None):
+    """(FrameContext, compiled ``-Y`` filter, ``-e`` FieldPrinter with the ``-E`` options), each None
+    when not asked for (the filter module is loaded only for them); a filter, field or ``-E`` that
+    does not compile is a usage failure."""
     if display_filter is None and not fields:
         return None, None, None
-    from amqp_dissect.filter import FilterError, FieldPrinter, FrameContext, compile_filter
+    from amqp_dissect.filter import FilterError, FieldPrinter, FrameContext, compile_filter, field_options
 
+    try:
+        opts = field_options(field_opts)
+    except ValueError as e:
+        raise Fail(EXIT_USAGE, str(e)) from None
     context = FrameContext()
     flt = None
     try:
         if display_filter is not None:
             flt = compile_filter(display_filter, context)
-        return context, flt, FieldPrinter(fields, context) if fields else None
+        return context, flt, FieldPrinter(fields, context, **opts) if fields else None
     except FilterError as e:
         if display_filter is not None and flt is None:
             raise Fail(EXIT_USAGE, e.one_line()) from None
@@ -269,15 +311,47 @@ class _FieldLines:
 
 
 class _DetailLines:
-    """-V: the detail tree of each frame under its packet's layers (a :class:`DetailLines`)."""
+    """-V: the detail tree of each frame under its packet's layers (a :class:`DetailLines`); -O amqp:
+    the layers' titles only."""
 
     many = True
 
-    def __init__(self, run: CaptureRun):
+    def __init__(self, run: CaptureRun, only_amqp: bool = False):
         self.detail = DetailLines(layer_records=run.tls_records)  # TLS records shown under their packet
+        self.detail.only_amqp = only_amqp
 
     def start(self):
         return self.detail.add
+
+
+class _WithHex:
+    """-x: what ``lines`` renders for an event, then the event's bytes in hex and ASCII (tshark's
+    -x layout) and an empty line."""
+
+    many = True
+
+    def __init__(self, lines):
+        self.lines = lines
+
+    def start(self):
+        from amqp_dissect.render.hexdump import event_bytes, hex_lines
+
+        inner = self.lines.start()
+        many = self.lines.many
+
+        def render(chunk, record, ev):
+            if many:
+                inner(chunk, record, ev)
+            else:
+                text = inner(ev)
+                if text is None:
+                    return
+                chunk.append(text)
+            data = event_bytes(ev)
+            if data:
+                chunk.extend(hex_lines(data))
+                chunk.append("")
+        return render
 
 
 def _print_summary(run: CaptureRun, out, tt=None, flt=None) -> None:
@@ -289,10 +363,11 @@ def _print_jsonl(run: CaptureRun, out, flt=None) -> None:
     _write_frames(run, out, _JsonLines(), flt)
 
 
-def _print_verbose(run: CaptureRun, out, flt=None) -> DetailLines:
-    """The -V text; returns the DetailLines (its ``internal_errors``: bugs met, each shown in place)."""
-    lines = _DetailLines(run)
-    _write_frames(run, out, lines, flt)
+def _print_verbose(run: CaptureRun, out, flt=None, hex_dump: bool = False, only_amqp: bool = False) -> DetailLines:
+    """The -V text (-x: each frame's bytes after its tree; -O amqp: the other layers one line each);
+    returns the DetailLines (its ``internal_errors``: bugs met, each shown in place)."""
+    lines = _DetailLines(run, only_amqp)
+    _write_frames(run, out, _WithHex(lines) if hex_dump else lines, flt)
     return lines.detail
 
 
@@ -315,6 +390,7 @@ def report(
     With -j N the HTML page is made by one process."""
     from .report_html import analyze_for_report
 
+    check_format_letter(bpf, ReportFormat)
     inputs = capture_or_live(captures, read, iface, bpf, count, autostop, write)
     run = CaptureRun(inputs, port or [], keylog=load_keylog(keylog), limit=count)
     failed = None

@@ -69,10 +69,9 @@ KeyLogPath = Annotated[Optional[Path], keylog_option()]
 Interface = Annotated[Optional[str], typer.Option("-i", "--interface", show_default=False,
                                                   help="capture live on this interface (through dumpcap)")]
 _BPF_HELP = "live capture: BPF capture filter, e.g. 'tcp port 5672'"
-# (-f is --format in report and the table commands; frames takes -f for the filter, as tshark does)
-CaptureFilter = Annotated[Optional[str], typer.Option("--capture-filter", help=_BPF_HELP, show_default=False)]
-FramesCaptureFilter = Annotated[Optional[str], typer.Option("-f", "--capture-filter", show_default=False,
-                                                            help=_BPF_HELP)]
+# one letter, one meaning, in every command (tshark's): -f the capture filter, -T the output format
+CaptureFilter = Annotated[Optional[str], typer.Option("-f", "--capture-filter", show_default=False, help=_BPF_HELP)]
+FramesCaptureFilter = CaptureFilter  # (the name frames used when -f meant --format elsewhere)
 Autostop = Annotated[Optional[List[str]], typer.Option("-a", "--autostop", show_default=False,
                                                        help="live capture: duration:SECONDS")]
 WriteRaw = Annotated[Optional[str], typer.Option("-w", "--write", show_default=False,
@@ -83,16 +82,16 @@ WriteRaw = Annotated[Optional[str], typer.Option("-w", "--write", show_default=F
 Jobs = Annotated[int, typer.Option("-j", "--jobs", min=1, max=64,
                                    help="analyse with this many processes (flows split between them; the output "
                                         "is the same as with one); standard input and live captures use one")]
-ReportFormatOption = Annotated[ReportFormat, typer.Option("--format", "-f",
+ReportFormatOption = Annotated[ReportFormat, typer.Option("--format", "-T",
                                                           help="text, json, or html (one self-contained page "
                                                                "with plots)")]
 ReportOutput = Annotated[Optional[Path], typer.Option("--output", "-o",
                                                       help="write to this file (default: stdout)")]
-TableFormatOption = Annotated[TableFormat, typer.Option("--format", "-f", help="table, csv, jsonl or parquet")]
+TableFormatOption = Annotated[TableFormat, typer.Option("--format", "-T", help="table, csv, jsonl or parquet")]
 TableOutput = Annotated[Optional[Path], typer.Option("--output", "-o",
                                                      help="write to this file (required for parquet)")]
-Columns = Annotated[Optional[str], typer.Option("--columns", help="table format: these columns (a,b,c; +a,b adds "
-                                                                  "to the default ones; all)")]
+Columns = Annotated[Optional[str], typer.Option("--columns", help="these columns, in every format (a,b,c; +a,b "
+                                                                  "adds to the default ones; all)")]
 
 # --------------------------------------------------------------------------- frames
 
@@ -103,6 +102,17 @@ FrameFormatOption = Annotated[FrameFormat, typer.Option("--format", "-T",
 DisplayFilter = Annotated[Optional[str], typer.Option("-Y", "--display-filter",
                                                       help="show only the frames this filter matches, e.g. "
                                                            "'performative == \"transfer\" and delivery-id >= 10'")]
+HexDump = Annotated[bool, typer.Option("-x", help="after each frame, its bytes in hex and ASCII (tshark's -x "
+                                                  "layout; the AMQP frame's bytes, not the whole packet's)")]
+OnlyProtocol = Annotated[Optional[str], typer.Option("-O", show_default=False,
+                                                     help="amqp: with -V, the other layers as one line each "
+                                                          "(as tshark -O amqp)")]
+Glossary = Annotated[Optional[str], typer.Option("-G", show_default=False,
+                                                help="fields: list the fields -Y and -e know, with their "
+                                                     "Wireshark names, then exit (as tshark -G fields)")]
+FieldOptionsOption = Annotated[Optional[List[str]], typer.Option(
+    "-E", show_default=False, help="-T fields: header=y|n, separator=/t|/s|C, occurrence=f|l|a, aggregator=,|/s|C, "
+                                   "quote=d|s|n, bom=y|n (repeatable; as tshark -E)")]
 Fields = Annotated[Optional[List[str]], typer.Option("-e", "--field", help="a field -T fields prints (repeatable)")]
 TimeFormatOption = Annotated[TimeFormat, typer.Option("-t", "--time-format", case_sensitive=False,
                                                       help="time column: r relative to the first packet, a / ad "
@@ -110,3 +120,13 @@ TimeFormatOption = Annotated[TimeFormat, typer.Option("-t", "--time-format", cas
                                                            "from the previous packet, dd from the previous line; "
                                                            "to the capture's resolution (9 digits for nanosecond "
                                                            "captures)")]
+
+
+def check_format_letter(bpf: str | None, formats: type[Enum]) -> None:
+    """``-f FORMAT``: the letter the report and table commands once used for the output format,
+    which is now the capture filter (as tshark's): one line saying to use ``-T`` (exit 2)."""
+    if bpf is not None and bpf in {m.value for m in formats}:
+        from .common import EXIT_USAGE, Fail
+
+        raise Fail(EXIT_USAGE, f"-f is the capture filter (as in tshark); the output format is -T {bpf} "
+                               f"(or --format {bpf})")

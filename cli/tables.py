@@ -16,9 +16,9 @@ import typer
 from amqp_dissect.pipelines.local import DeliveryStream
 
 from .common import EXIT_USAGE, Fail, load_keylog
-from .habits import check_output, pick_columns, text_table, write_failure
+from .habits import check_output, pick_columns, text_table_chunks, write_failure
 from .options import (Autostop, CaptureFilter, Captures, Columns, Count, Interface, Jobs, KeyLogPath, Ports,
-                      ReadFiles, TableFormat, TableFormatOption, TableOutput, WriteRaw)
+                      ReadFiles, TableFormat, TableFormatOption, TableOutput, WriteRaw, check_format_letter)
 from .run import CaptureRun, _Checked, capture_or_live, parallel_ok, run_status
 
 #: the table commands: (table, the Analyzer's method giving its rows, the command's help)
@@ -42,12 +42,12 @@ class TableWriter:
     def __init__(self, table: str, fmt: TableFormat, output, columns: str | None):
         if fmt is TableFormat.parquet and output is None:
             raise Fail(EXIT_USAGE, "--format parquet needs --output FILE")
-        if columns is not None and fmt is not TableFormat.table:
-            raise Fail(EXIT_USAGE, "--columns applies to --format table (csv, jsonl and parquet have every column)")
         self.table = table
         self.fmt = fmt
         self.text = fmt is TableFormat.table
-        self.cols = pick_columns(table, columns) if self.text else None
+        # the text table: the default columns or --columns; csv / jsonl / parquet: every column, or
+        # --columns (then written by _Projected)
+        self.cols = pick_columns(table, columns) if self.text or columns is not None else None
         check_output(output)
         self.output = output
 
@@ -66,23 +66,113 @@ class TableWriter:
 
     def rows(self, rows) -> None:
         """Row dicts: a list, or an iterator (csv / jsonl / parquet: rows made as they are written)."""
+        if not self.text and self.cols is not None:
+            _Projected(self).rows(rows)
+            return
         if not self.text:
             from amqp_dissect.pipelines.write import write_table
 
             write_table(rows, self.table, self.fmt.value, self.output)
             return
-        from amqp_dissect.pipelines.write import raw_times
-        from amqp_dissect.results.tables import to_frame
-
-        rows = rows if isinstance(rows, list) else list(rows)
-        text = text_table(to_frame(rows, self.table), self.table, self.cols, raw_times(rows, self.table))
-        _write_text(text, self.output)
+        _write_text(text_table_chunks(rows, self.table, self.cols), self.output)
 
     def batches(self, batches) -> None:
         """Arrow record batches of the table (the deliveries: csv / jsonl / parquet)."""
+        if self.cols is not None:
+            _Projected(self).batches(batches)
+            return
         from amqp_dissect.pipelines.write import write_batches
 
         write_batches(batches, self.table, self.fmt.value, self.output)
+
+
+class _Projected:
+    """``--columns`` with csv, jsonl or parquet: the chosen columns of the registry's, in the order
+    given, each written as the whole table writes it (:func:`amqp_dissect.results.tables.csv_cells`,
+    ``json_cells``, the registry's Arrow types); the rows are converted and written 8192 at a time."""
+
+    def __init__(self, out: TableWriter):
+        from amqp_dissect.results.schema import columns
+
+        self.table, self.fmt, self.output, self.cols = out.table, out.fmt, out.output, out.cols
+        self.types = {c.name: c.type for c in columns(out.table)}
+
+    def rows(self, rows) -> None:
+        import itertools
+
+        from amqp_dissect.pipelines.write import BATCH_ROWS
+        from amqp_dissect.results.tables import record_batch
+
+        def batches():
+            it = iter(rows)
+            while True:
+                chunk = list(itertools.islice(it, BATCH_ROWS))
+                if not chunk:
+                    return
+                yield record_batch(chunk, self.table)
+        self.batches(batches())
+
+    def batches(self, batches) -> None:
+        import pyarrow as pa
+
+        from amqp_dissect.pipelines.write import BATCH_ROWS
+        from amqp_dissect.results.tables import arrow_schema
+
+        full = arrow_schema(self.table)
+        schema = pa.schema([full.field(c) for c in self.cols])  # (no pandas metadata: it lists every column)
+        picked = (pa.RecordBatch.from_arrays([b.column(full.get_field_index(c)) for c in self.cols], schema=schema)
+                  for b in batches)
+        if self.fmt is TableFormat.parquet:
+            import pyarrow.parquet as pq
+
+            with pq.ParquetWriter(os.fspath(self.output), schema) as w:
+                pending, n = [], 0
+                for b in picked:
+                    pending.append(b)
+                    n += len(b)
+                    if n >= BATCH_ROWS:
+                        w.write_table(pa.Table.from_batches(pending, schema=schema))
+                        pending, n = [], 0
+                if n or not pending:
+                    w.write_table(pa.Table.from_batches(pending, schema=schema))
+            return
+        sys.stdout.flush()
+        f = open(self.output, "wb") if self.output is not None else sys.stdout.buffer
+        try:
+            if self.fmt is TableFormat.csv:
+                f.write((",".join(self.cols) + "\n").encode())
+            for b in picked:
+                if len(b):
+                    f.write(self._lines(b).encode("utf-8"))
+        finally:
+            if self.output is not None:
+                f.close()
+            else:
+                f.flush()
+
+    def _lines(self, b) -> str:
+        import json
+
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from amqp_dissect.results.tables import csv_cells, json_cells
+
+        def lit(text):
+            return pa.scalar(text, pa.large_string())
+        if self.fmt is TableFormat.csv:
+            memo: list = []
+            parts = []
+            for i, c in enumerate(self.cols):
+                parts += [lit(",") if i else lit(""), csv_cells(b.column(i), self.types[c], memo)]
+        else:
+            enc = json.JSONEncoder(ensure_ascii=False).encode
+            parts = []
+            for i, c in enumerate(self.cols):
+                parts += [lit(("{" if i == 0 else ", ") + enc(c) + ": "), json_cells(b.column(i), self.types[c])]
+            parts.append(lit("}"))
+        parts.append(lit("\n"))
+        return "".join(pc.binary_join_element_wise(*parts, lit("")).to_pylist())
 
 
 @contextmanager
@@ -99,15 +189,23 @@ def _write_errors(output):
         raise
 
 
-def _write_text(text: str, output) -> None:
+def _write_text(texts, output) -> None:
+    """The texts (the text table's chunks, made as they are written) to stdout or ``-o``."""
     if output is None:
-        sys.stdout.write(text)
+        for text in texts:
+            sys.stdout.write(text)
+            sys.stdout.flush()  # (the first rows at once: | head shows them while the rest is made)
         return
     try:
-        with open(output, "w", encoding="utf-8") as f:
-            f.write(text)
+        f = open(output, "w", encoding="utf-8")
     except OSError as e:
         raise write_failure(output, e) from None
+    with f:  # (an OSError of the work making the rows is not a write failure)
+        for text in texts:
+            try:
+                f.write(text)
+            except OSError as e:
+                raise write_failure(output, e) from None
 
 
 def _in_one_process(run: CaptureRun, out: TableWriter, rows_method: str):
@@ -119,7 +217,7 @@ def _in_one_process(run: CaptureRun, out: TableWriter, rows_method: str):
 
             stream = DeliveryStream(_Checked(run))
             if out.text:
-                out.rows(list(stream))
+                out.rows(iter(stream))  # (streamed: the text table is written as the rows come)
             else:  # batches written once their deliveries are final
                 out.batches(stream.batches(STREAM_ROWS))
             return stream.analyzer
@@ -171,6 +269,7 @@ def table_command(table: str, rows_method: str):
         write: WriteRaw = None,
         jobs: Jobs = 1,
     ):
+        check_format_letter(bpf, TableFormat)
         out = TableWriter(table, fmt, output, columns)
         inputs = capture_or_live(captures, read, iface, bpf, count, autostop, write)
         import amqp_dissect.pipelines.write  # noqa: F401  (pyarrow: loaded before the freeze below)

@@ -35,6 +35,7 @@ recursion along ``and`` / ``or`` chains and never raises on any frame, whatever 
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import re
 from decimal import Decimal, InvalidOperation
 
@@ -80,7 +81,7 @@ class FilterError(ValueError):
 
 # --------------------------------------------------------------------------- value kinds
 
-NUM, BOOL, STR, BYTES, CHOICE, ANY = "number", "boolean", "string", "bytes", "choice", "any"
+NUM, BOOL, STR, BYTES, CHOICE, ANY, ADDR = "number", "boolean", "string", "bytes", "choice", "any", "address"
 _NUM_PRIMITIVES = {"ubyte", "ushort", "uint", "ulong", "byte", "short", "int", "long", "float", "double",
                    "timestamp"}
 
@@ -90,15 +91,17 @@ _MISSING = ABSENT  # what an extractor returns for a field the event does not ha
 class Field:
     """A field the filter and ``-e`` know: its kind, the values it may take (or None), how to get it."""
 
-    __slots__ = ("name", "kind", "get", "choices", "values", "doc")
+    __slots__ = ("name", "kind", "get", "choices", "values", "doc", "alias_of", "names")
 
-    def __init__(self, name, kind, get, doc, choices=None, values=None):
+    def __init__(self, name, kind, get, doc, choices=None, values=None, alias_of=None, names=None):
         self.name = name
         self.kind = kind
         self.get = get  # (event, FrameContext) -> value, None (null) or _MISSING
         self.doc = doc
         self.choices = choices  # spec type with choices (CHOICE kind)
         self.values = values  # the only values an equality may name (performative, type, outcome)
+        self.alias_of = alias_of  # a Wireshark name: the field of ours it stands for
+        self.names = names  # a number field's value names, as Wireshark spells them ({"transfer": 20})
 
 
 def _kind_name(ev) -> str | None:
@@ -253,6 +256,7 @@ def _build_fields() -> dict:
     add("performative", STR, _performative, "performative or SASL frame name",
         values=PERFORMATIVES + SASL_FRAMES)
     add("size", NUM, _frame_attr("size"), "frame size, bytes")
+    add("doff", NUM, _frame_attr("doff"), "data offset of the frame, in 4-byte words")
     add("payload-size", NUM, _payload_size, "payload bytes of a transfer")
     add("link", STR, _link, "link name (attach, flow, transfer and detach frames: by handle)")
     add("outcome", STR, _outcome, "delivery state of a transfer or disposition",
@@ -261,8 +265,8 @@ def _build_fields() -> dict:
     add("severity", STR, _severity, "expert note severity")
     add("protocol", STR, _protocol, "protocol of a protocol header (AMQP, SASL, TLS)")
     # tshark's names for the frame's number and times
-    add("frame.number", NUM, _attr("packet"), "the same as packet")
-    add("frame.time_epoch", NUM, _time_epoch, "the same as time")
+    add("frame.number", NUM, _attr("packet"), "the same as packet", alias_of="packet")
+    add("frame.time_epoch", NUM, _time_epoch, "the same as time", alias_of="time")
     add("frame.time_relative", NUM, _time_relative, "seconds since the first packet of the capture")
     specs = {}
     for p in PERFORMATIVES + SASL_FRAMES:
@@ -290,6 +294,152 @@ def _build_fields() -> dict:
 
 FIELDS: dict = _build_fields()
 _SUB_FIELDS = frozenset(f.name for c in COMPOSITES.values() for f in c.fields)
+
+
+# --------------------------------------------------------------------------- Wireshark's names
+
+# Wireshark 4.0's AMQP 1.0 dissector names a performative's field ``amqp.performative.arguments.``
+# + its spec name in camel case (``delivery-id``: ``deliveryId``), but for the names below; a SASL
+# frame's ``amqp.sasl.`` + its own.  (Wireshark's names are Wireshark's: typed here, the spec's
+# names come from the XML.)
+_WS_ARGS = "amqp.performative.arguments."
+_WS_RENAMED = {"idle-time-out": _WS_ARGS + "idleTimeout", "initial-delivery-count": _WS_ARGS + "initDeliveryCount",
+               "offered-capabilities": "amqp.arguments.offeredCapabilities",
+               "sasl-server-mechanisms": "amqp.sasl.mechanisms", "mechanism": "amqp.sasl.mechanism",
+               "initial-response": "amqp.sasl.initResponse", "challenge": "amqp.sasl.challenge",
+               "response": "amqp.sasl.response", "code": "amqp.sasl.saslCode",
+               "additional-data": "amqp.sasl.addData"}
+# (not aliased: Wireshark's ``..._sym`` names, e.g. amqp.sasl.mechanisms_sym, are a multiple
+# field encoded as one symbol, not an array: an encoding, not a field)
+# spec fields whose Wireshark field means something else: no alias (docs/filters.md says why)
+WS_NOT_THE_SAME = {
+    "state": "tshark 4.0 shows a delivery state as amqp.delivery-state.<name>, not always under "
+             "arguments.state",
+    "target": "tshark 4.0's arguments.target is absent for a coordinator target (amqp.tx.coordinator)",
+    "error": "tshark 4.0's arguments.error is also the error of a rejected delivery state",
+}
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("-")
+    return head + "".join(w.capitalize() for w in rest)
+
+
+def _performative_code(sasl: bool):
+    """tshark's ``amqp.performative`` (AMQP frames) or ``amqp.sasl.method`` (SASL frames): the low
+    byte of the descriptor code (0x10 open ... 0x18 close, 0x40 sasl-mechanisms ...)."""
+    codes = {n: COMPOSITES[n].descriptor_code & 0xFF for n in (SASL_FRAMES if sasl else PERFORMATIVES)}
+
+    def get(ev, ctx):
+        if type(ev) is not Frame:
+            return _MISSING
+        c = codes.get(ev.pname)
+        return _MISSING if c is None else c
+    return get
+
+
+def _frame_type(ev, ctx):
+    return ev.type if type(ev) is Frame else _MISSING
+
+
+def _header_part(what: str):
+    def get(ev, ctx):
+        if not isinstance(ev, ProtocolHeader):
+            return _MISSING
+        if what == "protocol":
+            return "AMQP"  # (tshark: the header's first four bytes)
+        if what == "id":
+            return ev.protocol_id
+        return ev.version[("major", "minor", "revision").index(what)]
+    return get
+
+
+def _endpoint(end: str, part: str, family: int):
+    """ip.src / ipv6.dst / tcp.srcport ... of an event's ``ip:port`` (``[ip6]:port``)."""
+
+    def get(ev, ctx):
+        v = getattr(ev, end, None)
+        if type(v) is not str:
+            return _MISSING
+        host, _, port = v.rpartition(":")
+        six = host.startswith("[")
+        if part == "port":
+            return int(port) if port.isdigit() else _MISSING
+        if six != (family == 6):
+            return _MISSING
+        return host[1:-1] if six else host
+    return get
+
+
+def _both_addresses(ev, ctx):
+    """tshark's arguments.address.string: the source's and the target's address of an attach."""
+    out = []
+    for name in ("source", "target"):
+        v = FIELDS[name].get(ev, ctx)
+        if isinstance(v, Composite):
+            i = v.spec.index.get("address")
+            if i is not None and i < len(v.value) and v.value[i] is not None and v.value[i] is not ABSENT:
+                out.append(v.value[i])
+    return out if out else _MISSING
+
+
+def _build_aliases() -> dict:
+    """Wireshark's field name -> the Field answering for it (its ``alias_of``: ours)."""
+    out = {}
+
+    def alias(tname, ours, kind=None, get=None, doc=None, names=None):
+        f = FIELDS[ours] if ours in FIELDS else None
+        out[tname] = Field(tname, kind or f.kind, get or f.get, doc or f"Wireshark's name for {ours}",
+                           choices=f.choices if f is not None and kind is None else None,
+                           values=f.values if f is not None and kind is None else None, alias_of=ours,
+                           names=names)
+
+    for name, f in FIELDS.items():
+        if not f.doc.startswith(f"the {name} field (") or name in WS_NOT_THE_SAME:
+            continue
+        tname = _WS_RENAMED.get(name) or _WS_ARGS + _camel(name)
+        if f.kind == CHOICE:  # tshark compares and prints the encoded value (role: a boolean), or its name
+            alias(tname, name, BOOL if CHOICE_PRIMITIVES.get(f.choices) == "boolean" else NUM, f.get,
+                  names={n: code for code, n in CHOICES[f.choices].items()})
+        else:
+            alias(tname, name)
+    alias("frame.number", "packet")
+    alias("frame.time_epoch", "time")
+    alias("amqp.channel", "channel")
+    alias("amqp.length", "size")
+    alias("amqp.doff", "doff")
+    alias("amqp.performative", "performative", NUM, _performative_code(False),
+          "the performative's descriptor code (16 open ... 24 close)",
+          names={n: COMPOSITES[n].descriptor_code & 0xFF for n in PERFORMATIVES})
+    alias("amqp.sasl.method", "performative", NUM, _performative_code(True),
+          "the SASL frame's descriptor code (64 sasl-mechanisms ... 68 sasl-outcome)",
+          names={n.replace("sasl-", "sasl.", 1): COMPOSITES[n].descriptor_code & 0xFF for n in SASL_FRAMES})
+    alias("amqp.type", "type", NUM, _frame_type, "the frame type: 0 AMQP (heartbeats too), 1 SASL")
+    alias("amqp.init.protocol", "protocol", STR, _header_part("protocol"), "AMQP, in every protocol header")
+    alias("amqp.init.id", "protocol", NUM, _header_part("id"), "the protocol id of a header: 0 AMQP, 2 TLS, 3 SASL")
+    for part in ("major", "minor", "revision"):
+        alias(f"amqp.init.version_{part}", "protocol", NUM, _header_part(part), f"the header's {part} version")
+    alias(_WS_ARGS + "address.string", "source.address", ANY, _both_addresses,
+          "source.address and target.address, both")
+    for end in ("src", "dst"):
+        alias(f"ip.{end}", end, ADDR, _endpoint(end, "ip", 4), f"the IPv4 address of {end}")
+        alias(f"ipv6.{end}", end, ADDR, _endpoint(end, "ip", 6), f"the IPv6 address of {end}")
+        alias(f"tcp.{end}port", end, NUM, _endpoint(end, "port", 0), f"the TCP port of {end}")
+    return out
+
+
+CHOICE_PRIMITIVES = {}  # a choice type's primitive type (role: boolean), filled below
+
+
+def _choice_primitives() -> dict:
+    from .amqp.spec import RESTRICTED
+
+    return {n: r.primitive for n, r in RESTRICTED.items() if n in CHOICES}
+
+
+CHOICE_PRIMITIVES.update(_choice_primitives())
+ALIASES: dict = _build_aliases()
+FIELDS.update({n: f for n, f in ALIASES.items() if n not in FIELDS})  # (frame.number: in FIELDS already)
 
 
 def _norm(v):
@@ -354,6 +504,20 @@ def lookup(name: str, text: str = "", column: int = 1) -> Field:
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     shown = name if len(name) <= _QUOTE_CHARS else name[:_QUOTE_CHARS] + "..."
     raise FilterError(text or name, column, f"unknown field {shown!r}{hint}")
+
+
+def field_list() -> list[str]:
+    """``-G fields``: one line per field of ours, tab-separated as tshark's ``-G fields`` is:
+    ``F``, our name, its kind, what it is, and its Wireshark names (comma-separated, or empty)."""
+    names: dict = {}
+    for tname, f in ALIASES.items():
+        for ours in (("source", "target") if f.alias_of == "source.address" else (f.alias_of,)):
+            names.setdefault(ours, []).append(tname)
+    out = []
+    for n, f in FIELDS.items():
+        if f.alias_of is None:
+            out.append("\t".join(("F", n, f.kind, f.doc, ",".join(sorted(set(names.get(n, ())))))))
+    return out
 
 
 # --------------------------------------------------------------------------- context
@@ -421,8 +585,8 @@ _TOKEN = re.compile(r"""
   | (?P<str>"(?:[^"\\]|\\[\s\S])*")
   | (?P<badstr>")
   | (?P<op>==|!=|<=|>=|&&|\|\||[<>!~(){},])
-  | (?P<num>[-+]?(?:0[xX][0-9a-fA-F]+|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)(?![\w.:-]))
-  | (?P<word>[A-Za-z_0-9][\w.:-]*)
+  | (?P<num>[-+]?(?:0[xX][0-9a-fA-F]+|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)(?![\w.:/-]))
+  | (?P<word>[A-Za-z_0-9:][\w.:/-]*)
 """, re.VERBOSE)
 
 _WORD_OPS = {"eq": "==", "ne": "!=", "lt": "<", "gt": ">", "le": "<=", "ge": ">=", "contains": "contains",
@@ -717,6 +881,29 @@ def _compare(p: _Parser, field: Field, op: _Tok, vt: _Tok):
                 return any(type(n) is bytes and n in v for n in needles)
             return False
         return _any(get, one)
+    if kind == ADDR:  # an address, or a network (10.0.0.0/8), as tshark compares ip.src
+        if opv not in ("==", "!="):
+            p.fail(op, f"{field.name!r} is an address: only ==, !=, contains and matches apply")
+        try:
+            net = ipaddress.ip_network(str(vt.text if not isinstance(lit, str) else lit), strict=False)
+        except ValueError:
+            p.fail(vt, f"{field.name!r} is an address, not {vt.text}")
+        eq = opv == "=="
+
+        def addr_test(ev, ctx):
+            v = get(ev, ctx)
+            if type(v) is not str:
+                return False
+            try:
+                return (ipaddress.ip_address(v) in net) == eq
+            except ValueError:
+                return False
+        return addr_test
+    if field.names is not None and is_str and kind in (NUM, BOOL):  # a value by Wireshark's name
+        if lit not in field.names:
+            p.fail(vt, f"{field.name!r} is a number or one of {', '.join(field.names)}, not {vt.text}")
+        lit = field.names[lit]
+        is_str = False
     # ordered comparisons and equality
     if kind == NUM:
         if is_str or type(lit) is bool:
@@ -898,33 +1085,96 @@ def field_text(v) -> str:
     return v.translate(_ESCAPES) if ("\n" in v or "\r" in v or "\t" in v) else v
 
 
+#: tshark's ``-E`` options of ``-T fields`` and the values each takes (None: any one character)
+FIELD_OPTIONS = {"header": ("y", "n"), "separator": None, "occurrence": ("f", "l", "a"), "aggregator": None,
+                 "quote": ("d", "s", "n"), "bom": ("y", "n")}
+
+
+def field_options(specs) -> dict:
+    """``-E key=value`` texts as keyword arguments of :class:`FieldPrinter` (tshark's meanings:
+    ``separator=/t|/s|C`` and ``aggregator=,|/s|C`` take their first character, ``/t`` a tab and
+    ``/s`` a space); :class:`ValueError` names the one that is wrong."""
+    out: dict = {}
+    for spec in specs or ():
+        key, eq, value = spec.partition("=")
+        if not eq or key not in FIELD_OPTIONS:
+            raise ValueError(f"-E {spec}: not a field output option (key=value; the keys: "
+                             f"{', '.join(FIELD_OPTIONS)})")
+        allowed = FIELD_OPTIONS[key]
+        if allowed is not None and value not in allowed:
+            raise ValueError(f"-E {spec}: {key} is {' or '.join(allowed)}")
+        if allowed is None:
+            if not value:
+                raise ValueError(f"-E {spec}: {key} needs a character (/t a tab, /s a space)")
+            value = {"/t": "\t", "/s": " "}.get(value[:2], value[0])
+        out[key] = value
+    return out
+
+
 class FieldPrinter:
     """``-T fields -e NAME ...``: one line per frame event, the fields' values separated by a tab
     (tshark's default ``-E separator=/t``, no quoting, no header).  Choice-typed fields show
-    their names (role: sender / receiver)."""
+    their names (role: sender / receiver).  ``-E`` (:func:`field_options`): ``separator``,
+    ``occurrence`` (f, l or a: the first, last or every value of a field with several),
+    ``aggregator`` (between them; ``,``), ``quote`` (d, s or n: each non-empty value in double
+    or single quotes, or none), ``header`` (y: :meth:`header` is the names' line) and ``bom``."""
 
     def __init__(self, names: list[str], context: FrameContext | None = None, separator: str = "\t",
-                 time_text=None):
+                 time_text=None, occurrence: str = "a", aggregator: str = ",", quote: str = "n",
+                 header: str = "n", bom: str = "n"):
         # (an unknown name's error quotes it printable and cut short: one line)
+        self.names = list(names)
         self.fields = [lookup(n, _printable(n if len(n) <= _QUOTE_CHARS else n[:_QUOTE_CHARS] + "..."), 1)
                        for n in names]
         self.context = context if context is not None else FrameContext()
         self.separator = separator
         self.time_text = time_text  # (event) -> the time column's text, for -e time under -t
+        self.occurrence = occurrence
+        self.aggregator = aggregator
+        self.quote = {"d": '"', "s": "'"}.get(quote, "")
+        self.with_header = header == "y"
+        self.bom = bom == "y"
+        self.plain = occurrence == "a" and aggregator == "," and not self.quote
         if any(f.get is _link for f in self.fields):
             self.context.needs_links = True
+
+    def header(self) -> str:
+        """What is written before the lines: ``bom=y`` a UTF-8 byte-order mark, ``header=y`` the
+        names' line (tshark's way: the names as given, never quoted); else nothing."""
+        bom = "\ufeff" if self.bom else ""
+        return bom + (self.separator.join(self.names) + "\n" if self.with_header else "")
+
+    def _values(self, v) -> str:
+        """A value with several (a list) by ``occurrence`` and ``aggregator``; quoted if asked."""
+        if v is not _MISSING and v is not None:
+            v = _norm(v)
+            if type(v) is list:
+                if v and self.occurrence != "a":
+                    v = [v[0] if self.occurrence == "f" else v[-1]]
+                text = self.aggregator.join(field_text(x) for x in v)
+            else:
+                text = field_text(v)
+        else:
+            text = ""
+        q = self.quote
+        return f"{q}{text}{q}" if q and text else text
 
     def line(self, ev) -> str:
         ctx = self.context
         out = []
+        plain = self.plain
         for f in self.fields:
             if f.name == "time" and self.time_text is not None and getattr(ev, "ts", None) is not None:
-                out.append(self.time_text(ev))
+                text = self.time_text(ev)
+                out.append(text if plain or not self.quote else f"{self.quote}{text}{self.quote}")
                 continue
             v = f.get(ev, ctx)
             if f.kind == CHOICE and v is not _MISSING and v is not None:
                 name = choice_name(f.choices, v)
-                out.append(name if name is not None else field_text(v))
-            else:
+                text = name if name is not None else field_text(v)
+                out.append(text if plain or not self.quote or not text else f"{self.quote}{text}{self.quote}")
+            elif plain:
                 out.append(field_text(v))
+            else:
+                out.append(self._values(v))
         return self.separator.join(out)

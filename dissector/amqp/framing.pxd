@@ -17,7 +17,7 @@ cdef class Frame:
     cdef public object conn, direction, src, dst, packet, ts, first_packet
     cdef public object size, doff, type, channel
     cdef public object ext, pname, _performative, _perf_body, payload, payload_size
-    cdef public object fields, notes, delivery
+    cdef public object fields, notes, delivery, raw
 
     cpdef _init(self, conn, direction, src, dst, packet, ts, first_packet, size, doff, ftype, channel)
     cpdef add_note(self, note)
@@ -33,7 +33,7 @@ cdef class _Direction:
 
 cdef class AmqpConnection:
     cdef public object conn, client, server, dirs, max_frame_bytes, max_message_bytes
-    cdef public object messages, bodies, announced_max_frame, tls, keep_payloads
+    cdef public object messages, bodies, announced_max_frame, tls, keep_payloads, keep_raw
     cdef public long long frames
     cdef public object other, _other_said
     cdef public list budget, scan_budget

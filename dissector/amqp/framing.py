@@ -224,6 +224,7 @@ class Frame:
         "fields",
         "notes",
         "delivery",
+        "raw",
     )
 
     def __init__(self, conn, direction, src, dst, packet, ts, first_packet, size, doff, ftype, channel):
@@ -418,6 +419,8 @@ class AmqpConnection:
         # need a delivery's frame count and size but no encoded bodies (no payload kept).
         self.messages = messages
         self.bodies = bool(messages) and messages != "summary"
+        # messages="raw" (frames -x): as True, and each frame keeps its bytes (frame.raw)
+        self.keep_raw = messages == "raw"
         # max-frame-size each side announced in its open (limits frames sent *to* it)
         self.announced_max_frame = [None, None]
         self.frames = 0
@@ -614,6 +617,8 @@ class AmqpConnection:
             frame._init(self.conn, d.index, d.src, d.dst, packet, ts, first, size, doff, ftype, channel)
             if doff > 2:
                 frame.ext = bytes(buf[pos + 8 : pos + doff * 4])
+            if self.keep_raw:
+                frame.raw = bytes(buf[pos : pos + size])
             self._frame(d, frame, buf, pos + doff * 4, pos + size)
             out.append(frame)
             pos += size

@@ -66,5 +66,6 @@ cdef class DetailLines:
     cdef object _last_packet
     cdef public object layer_records
     cdef public list internal_errors
+    cdef public bint only_amqp
 
     cpdef add(self, list out, record, ev)

@@ -717,10 +717,11 @@ class DetailLines:
     dpkt's Ethernet II / IP / TCP detail as tshark shows it), then the
     AMQP tree of each header, frame and note."""
 
-    __slots__ = ("_last_packet", "layer_records", "internal_errors")
+    __slots__ = ("_last_packet", "layer_records", "internal_errors", "only_amqp")
 
     def __init__(self, layer_records: list | None = None):
         self._last_packet = None
+        self.only_amqp = False  # -O amqp: each layer of the packet as its title line only (tshark's -O)
         self.internal_errors: list = []  # bugs met describing packets (the CLI then exits 1)
         # records of the stream layers (TLS records, WebSocket frames) as the layers make them:
         # each shows under the packet that completed it, after the packet's own layers
@@ -739,10 +740,11 @@ class DetailLines:
                 # the frames go on and the run ends with exit 1
                 self.internal_errors.append(f"describing packet {record.index}: {type(e).__name__}: {e}")
                 layers = [(f"Frame {record.index}: (could not describe: {type(e).__name__}: {e})", [])]
+            only = self.only_amqp
             for title, lines in layers:  # the title, then its lines indented: one string per layer
-                out.append(title + "\n    " + "\n    ".join(lines) if lines else title)
+                out.append(title + "\n    " + "\n    ".join(lines) if lines and not only else title)
             if self.layer_records:
-                self._layer_records(out, record.index)
+                self._layer_records(out, record.index, only)
         elif record is None and self._last_packet != "end":
             self._last_packet = "end"
             out.append("")
@@ -752,7 +754,7 @@ class DetailLines:
             return
         frame_detail_into(out, ev)
 
-    def _layer_records(self, out: list, packet: int) -> None:
+    def _layer_records(self, out: list, packet: int, only: bool = False) -> None:
         """The stream-layer records packet ``packet`` completed, under their layer's title
         ("Transport Layer Security", "WebSocket"), as Wireshark's tree shows them."""
         records = self.layer_records
@@ -764,4 +766,5 @@ class DetailLines:
             if t != title:
                 out.append(t)
                 title = t
-            out.append("    " + r.describe())
+            if not only:
+                out.append("    " + r.describe())

@@ -100,7 +100,7 @@ def _frames(capsysbinary, paths) -> bytes:
 
 
 def _report(tmp_path, paths, *opts) -> dict:
-    rc, out = _run(tmp_path, ["report", "-f", "json", *opts, *paths])
+    rc, out = _run(tmp_path, ["report", "-T", "json", *opts, *paths])
     assert rc == 0
     rep = json.loads(out)
     cap = rep["capture"]
@@ -262,21 +262,21 @@ def test_a_set_of_pcapng_files_with_two_interfaces_is_the_same_with_two_processe
     assert want["summary"]["deliveries"] == CONNECTIONS * MESSAGES
     for jobs in ("1", "2"):
         assert _report(tmp_path, shuffled, "-j", jobs) == want, jobs
-    one = _run(tmp_path, ["deliveries", "-f", "csv", "-j", "1", *shuffled])
-    two = _run(tmp_path, ["deliveries", "-f", "csv", "-j", "2", *shuffled])
+    one = _run(tmp_path, ["deliveries", "-T", "csv", "-j", "1", *shuffled])
+    two = _run(tmp_path, ["deliveries", "-T", "csv", "-j", "2", *shuffled])
     assert one == two and one[0] == 0
-    assert one == _run(tmp_path, ["deliveries", "-f", "csv", whole])
+    assert one == _run(tmp_path, ["deliveries", "-T", "csv", whole])
     assert runs
 
 
 @needs_wireshark_tools
 def test_files_missing_from_a_numbered_set_are_reported_as_gaps_in_the_set(tmp_path, whole_capture):
     names = _rotated(whole_capture, tmp_path / "set", 14, "pcap")
-    full = _run(tmp_path, ["report", "-f", "json", *names])[1]
+    full = _run(tmp_path, ["report", "-T", "json", *names])[1]
     assert "gaps" not in json.loads(full)["capture"]  # (a whole set has none)
     kept = [n for n in names if not n.endswith(("cap.pcap5", "cap.pcap9", "cap.pcap10"))]
     random.Random(5).shuffle(kept)
-    rc, out = _run(tmp_path, ["report", "-f", "json", *kept])
+    rc, out = _run(tmp_path, ["report", "-T", "json", *kept])
     assert rc == 0
     gaps = json.loads(out)["capture"]["gaps"]
     for g in gaps:  # (the TCP gaps that fall in the missing files: tests/capture/test_loose_missing_files.py)

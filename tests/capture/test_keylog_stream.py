@@ -245,8 +245,8 @@ def _wrong(text: str, how: str) -> str:
 def _all_commands(cap, keys, capsys):
     from amqp_dissect.cli.main import EXIT_INTERNAL, main
 
-    runs = [["frames"], ["frames", "-V"], ["frames", "--format", "jsonl"], ["report"], ["report", "-f", "json"],
-            ["report", "-f", "html"], ["deliveries", "-f", "csv"], ["connections", "-f", "jsonl"]]
+    runs = [["frames"], ["frames", "-V"], ["frames", "--format", "jsonl"], ["report"], ["report", "-T", "json"],
+            ["report", "-T", "html"], ["deliveries", "-T", "csv"], ["connections", "-T", "jsonl"]]
     errs = []
     for args in runs:
         rc = main(args + ["--keylog", str(keys), str(cap)])

@@ -63,7 +63,7 @@ def _payload_by_direction(path) -> dict:
 
 def _json(tmp_path, args) -> dict:
     out = tmp_path / f"r{len(os.listdir(tmp_path))}.json"
-    assert main(["report", "-f", "json", "-o", str(out), *args]) == 0
+    assert main(["report", "-T", "json", "-o", str(out), *args]) == 0
     return json.loads(out.read_text())
 
 
@@ -140,7 +140,7 @@ def test_the_same_with_two_processes_and_in_html(tmp_path, rotated):
     assert [g["missing"][-1].rsplit("/", 1)[-1] for g in one["capture"]["gaps"]] == ["cap.pcap5", "cap.pcap10"]
     assert all(g["connections"] for g in one["capture"]["gaps"])
     out = tmp_path / "r.html"
-    assert main(["report", "-f", "html", "-o", str(out), *kept]) == 0
+    assert main(["report", "-T", "html", "-o", str(out), *kept]) == 0
     page = out.read_text()
     assert page.count("of the set is missing (between") >= 2  # (the header; the text report inside repeats it)
     assert "files " in page and "of the set are missing" in page

@@ -237,7 +237,7 @@ def test_table_writers_write_a_time_outside_the_years_a_typed_column_holds_as_nu
     """The tables' times are integer nanoseconds (timestamp[ns, UTC]: the years 1677 to 2262)."""
     path = _far_amqp(tmp_path, seconds)
     inside = seconds * 1_000_000_000 < 2**63
-    rc, out, _ = _cli(capsys, "deliveries", "-f", "jsonl", path)
+    rc, out, _ = _cli(capsys, "deliveries", "-T", "jsonl", path)
     assert rc == 0
     rows = [json.loads(line) for line in out.splitlines()]
     assert len(rows) == 20
@@ -246,13 +246,13 @@ def test_table_writers_write_a_time_outside_the_years_a_typed_column_holds_as_nu
         return
     assert all(r["first_time"] is None and r["settled_time"] is None for r in rows)
     assert all(r["settlement_latency"] is not None for r in rows)  # (a difference of times is still known)
-    rc, out, _ = _cli(capsys, "deliveries", "-f", "csv", path)
+    rc, out, _ = _cli(capsys, "deliveries", "-T", "csv", path)
     assert rc == 0
     head, first = out.splitlines()[:2]
     cells = dict(zip(head.split(","), first.split(",")))
     assert cells["first_time"] == "" and cells["settled_time"] == ""
     pq_path = tmp_path / "d.parquet"
-    assert main(["deliveries", "-f", "parquet", "-o", str(pq_path), path]) == 0
+    assert main(["deliveries", "-T", "parquet", "-o", str(pq_path), path]) == 0
     table = pq.read_table(pq_path)
     assert table.column("first_time").null_count == table.num_rows == 20
     table.to_pandas()  # (a value out of a datetime's range would raise here)

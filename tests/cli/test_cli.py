@@ -256,8 +256,10 @@ def test_a_shared_option_means_the_same_in_every_command():
             checked += 1
     # frames (all but -j), the eight tables, archive (--port, --keylog), compare (--port, --keylog)
     assert checked == 8 + 8 * 9 + 2 + 2
-    assert params["frames"]["bpf"].opts == ["-f", "--capture-filter"]  # (-f is --format elsewhere)
-    assert params["links"]["bpf"].opts == ["--capture-filter"] and params["links"]["fmt"].opts == ["--format", "-f"]
+    # one letter, one meaning: -f the capture filter, -T the output format, in every command (tshark's)
+    for name in ("frames", "report", "links", "deliveries"):
+        assert params[name]["bpf"].opts == ["-f", "--capture-filter"], name
+        assert sorted(params[name]["fmt"].opts) == ["--format", "-T"], name
 
 
 # --------------------------------------------------------------------------- the key log, made once
@@ -275,7 +277,7 @@ def test_a_failing_j_run_is_made_again_with_its_key_log(tmp_path, monkeypatch, c
     tlscap.make_capture(os.path.join(ROOT, "samples", "outcomes.pcap"), str(pcap), str(keys), tls="1.3")
     damaged = tmp_path / "damaged-keys"
     damaged.write_text(keys.read_text() + "not a key log line\n")
-    args = ["deliveries", "-f", "csv", "--keylog", str(damaged), str(pcap)]
+    args = ["deliveries", "-T", "csv", "--keylog", str(damaged), str(pcap)]
     rc1, one, err1 = run(capsys, *args)
     assert rc1 == EXIT_OK and one.count("\n") > 10  # (decrypted: the deliveries are there)
     assert err1.count("key log line") == 1 and f"line {keys.read_text().count(chr(10)) + 1}:" in err1

@@ -321,7 +321,7 @@ def test_version_and_completion():
 @pytest.mark.parametrize("args", [
     ["frames", "-V", LARGE],
     ["frames", OUTCOMES, CREDIT, LARGE, OUTCOMES, CREDIT, LARGE],
-    ["deliveries", "-f", "csv", OUTCOMES, CREDIT, LARGE, OUTCOMES],
+    ["deliveries", "-T", "csv", OUTCOMES, CREDIT, LARGE, OUTCOMES],
 ])
 def test_broken_pipe_exits_0_quietly(args):
     p = subprocess.Popen(CLI + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
@@ -333,7 +333,7 @@ def test_broken_pipe_exits_0_quietly(args):
 
 def test_bad_output_paths_are_one_line_and_exit_3(capsys, tmp_path):
     for fmt in ("csv", "parquet", "table"):
-        rc, out, err = run(capsys, "deliveries", OUTCOMES, "-f", fmt, "-o", "/nonexistent/dir/x.out")
+        rc, out, err = run(capsys, "deliveries", OUTCOMES, "-T", fmt, "-o", "/nonexistent/dir/x.out")
         assert rc == EXIT_OPEN and err.count("\n") == 1 and "/nonexistent/dir/x.out" in err
         assert "internal" not in err
     rc, out, err = run(capsys, "links", OUTCOMES, "-o", str(tmp_path))
@@ -349,7 +349,7 @@ def test_bad_output_paths_are_one_line_and_exit_3(capsys, tmp_path):
     ["frames", "-c", "0", OUTCOMES],
     ["frames", "-t", "x", OUTCOMES],
     ["links", "--columns", "nosuch", OUTCOMES],
-    ["links", "-f", "csv", "--columns", "name", OUTCOMES],
+    ["links", "-T", "csv", "--columns", "nosuch", OUTCOMES],  # (--columns: every format)
 ])
 def test_usage_errors_are_one_line(capsys, args):
     rc, out, err = run(capsys, *args)
@@ -424,7 +424,7 @@ def test_report_header_agrees_with_capinfos(capsys, late_start):
     assert f"file: {late_start}" in head
     assert f"capture: {start} to {end} ({ci['duration']:.6f} s)" in head
     assert f"packets {ci['packets']:,}, bytes {ci['bytes']:,}" in head
-    rc, out, err = run(capsys, "report", "-f", "json", late_start)
+    rc, out, err = run(capsys, "report", "-T", "json", late_start)
     cap = json.loads(out)["capture"]
     assert cap["packets"] == ci["packets"] and cap["bytes"] == ci["bytes"] and cap["files"] == [late_start]
     assert cap["start"] == _epoch_ns(ci["start"]) and cap["end"] == _epoch_ns(ci["end"])  # (exact, integer ns)
@@ -589,7 +589,7 @@ def test_live_capture_on_the_loopback_with_real_amqp_traffic(tmp_path, capsys):
 def test_live_report_ends_with_the_duration(tmp_path):
     port = _free_port()
     proc = _start_live(["report", "-i", "lo", "--capture-filter", f"tcp port {port}", "-a", "duration:3",
-                        "-f", "json"])
+                        "-T", "json"])
     sent = _replay_over_loopback(port, messages=7)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err

@@ -145,7 +145,7 @@ def test_amqp091_report_has_no_amqp10_connection(capsys):
     violation or gap; each connection named by the header its client sent (the generator's truth), with
     the bytes each side sent (tshark's TCP payload lengths)."""
     truth = json.loads(OTHER.with_suffix(".truth.json").read_text())
-    rc, out, err = run(capsys, "report", "-f", "json", OTHER)
+    rc, out, err = run(capsys, "report", "-T", "json", OTHER)
     assert rc == EXIT_OK, err
     rep = json.loads(out)
     s = rep["summary"]
@@ -169,7 +169,7 @@ def test_amqp091_report_has_no_amqp10_connection(capsys):
     rc, text, _ = run(capsys, "report", OTHER)
     assert "not AMQP 1.0 (not decoded): 2 connections (AMQP 0-9-1 1, AMQP 0-10 1)" in text
     assert "AMQP 0-9-1 (not decoded)" in text and "lost in the capture" not in text
-    rc, table, _ = run(capsys, "connections", "-f", "jsonl", OTHER)
+    rc, table, _ = run(capsys, "connections", "-T", "jsonl", OTHER)
     assert rc == EXIT_OK and table.strip() == ""
     rc, frames, _ = run(capsys, "frames", OTHER)
     notes = [line for line in frames.splitlines() if "[note]" in line or "[warn" in line]
@@ -295,7 +295,7 @@ def test_amqp10_header_refused_by_another_protocol(capsys, tmp_path):
     """An AMQP 1.0 client on a port that speaks 0-9-1 only: the server answers with its own header
     (the spec's version negotiation) and the connection is that protocol's, both headers listed."""
     pcap = _exchange_pcap(tmp_path / "refused.pcap", [(0, b"AMQP\x00\x01\x00\x00"), (1, b"AMQP\x00\x00\x09\x01")])
-    rc, out, _ = run(capsys, "report", "-f", "json", pcap)
+    rc, out, _ = run(capsys, "report", "-T", "json", pcap)
     rep = json.loads(out)
     assert rep["summary"]["connections"] == 0 and rep["violations"] == []
     (row,) = rep["other_protocols"]
@@ -312,7 +312,7 @@ def test_other_protocol_header_after_amqp10_frames_is_a_violation(capsys, tmp_pa
     streams += [(d, f.frame_bytes(f.encode(f.performative("open", [("string", f"c{d}", 0)])))) for d in (0, 1)]
     streams.append((0, b"AMQP\x00\x00\x09\x01" + b"\x01\x00\x00\x00\x00\x00\x05hello\xce"))
     pcap = _exchange_pcap(tmp_path / "mid.pcap", streams)
-    rc, out, _ = run(capsys, "report", "-f", "json", pcap)
+    rc, out, _ = run(capsys, "report", "-T", "json", pcap)
     rep = json.loads(out)
     assert rep["summary"]["connections"] == 1 and rep["summary"]["other_connections"] == 0
     assert rep["connections"][0]["container_id_client"] == "c0"

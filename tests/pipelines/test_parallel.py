@@ -56,7 +56,7 @@ def _out(tmp_path, args, jobs, suffix):
 
 def _same(tmp_path, paths, command, fmt, jobs=(2,)):
     suffix = {"text": "txt", "table": "txt"}.get(fmt, fmt)
-    args = [command, "-f", fmt, *paths]
+    args = [command, "-T", fmt, *paths]
     rc1, one = _out(tmp_path, args, 1, suffix)
     for j in jobs:
         rcj, many = _out(tmp_path, args, j, suffix)
@@ -156,15 +156,15 @@ def test_the_captures_exercise_what_ties_flows_together(tmp_path, captures):
     4-tuples, idle expiry, open stalls and unsettled deliveries at the end."""
     import json
 
-    rc, rep = _out(tmp_path, ["report", "-f", "json", captures["together"]], 1, "json")
+    rc, rep = _out(tmp_path, ["report", "-T", "json", captures["together"]], 1, "json")
     doc = json.loads(rep)
     assert doc["summary"]["connections"] >= 10 and doc["summary"]["deliveries"] > 50
     assert any("#" in c["connection"] for c in doc["connections"])  # a 4-tuple reused
-    rc, rep = _out(tmp_path, ["report", "-f", "json", captures["idle"]], 1, "json")
+    rc, rep = _out(tmp_path, ["report", "-T", "json", captures["idle"]], 1, "json")
     doc = json.loads(rep)
     ends = [c["transport_end"] for c in doc["connections"]]
     assert ends.count("idle") >= 2
-    rc, rep = _out(tmp_path, ["report", "-f", "json", captures["cut"]], 1, "json")
+    rc, rep = _out(tmp_path, ["report", "-T", "json", captures["cut"]], 1, "json")
     assert json.loads(rep)["summary"]["unsettled"] > 0
 
 
@@ -218,8 +218,8 @@ def test_standard_input_falls_back_to_one_process(tmp_path, monkeypatch, capsysb
     assert runs == []
 
 
-@pytest.mark.parametrize("args", [["report"], ["report", "-f", "json"], ["stalls", "-f", "csv"],
-                                  ["deliveries", "-f", "jsonl"], ["links", "-f", "table"]])
+@pytest.mark.parametrize("args", [["report"], ["report", "-T", "json"], ["stalls", "-T", "csv"],
+                                  ["deliveries", "-T", "jsonl"], ["links", "-T", "table"]])
 @pytest.mark.parametrize("where", [0, 1])
 def test_a_failing_worker_is_an_internal_error_with_the_output_finished(tmp_path, monkeypatch, capsys, args, where):
     """A bug in a worker (the parent's own share or a child's): exit 1 and one line on stderr,
@@ -290,8 +290,8 @@ def test_records_the_quick_look_cannot_read_join_their_flow(tmp_path, captures, 
         for table in ("deliveries", "connections", "errors"):
             _same(tmp_path, [p], table, "jsonl", jobs=(2, 3))
         # (the records still carry the same connections: the deliveries are the original capture's)
-        assert (_out(tmp_path, ["deliveries", "-f", "jsonl", p], 1, "jsonl")
-                == _out(tmp_path, ["deliveries", "-f", "jsonl", captures["together"]], 1, "jsonl"))
+        assert (_out(tmp_path, ["deliveries", "-T", "jsonl", p], 1, "jsonl")
+                == _out(tmp_path, ["deliveries", "-T", "jsonl", captures["together"]], 1, "jsonl"))
     assert runs
 
 

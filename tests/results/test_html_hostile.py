@@ -74,7 +74,7 @@ def _opened():
 
 def _html(capsys, path, tmp_path) -> str:
     out = tmp_path / "page.html"
-    rc = main(["report", "-f", "html", "-o", str(out), str(path)])
+    rc = main(["report", "-T", "html", "-o", str(out), str(path)])
     err = capsys.readouterr().err
     assert rc != EXIT_INTERNAL and "internal error" not in err, err
     page = out.read_text()

@@ -252,7 +252,7 @@ def test_cli_html_to_file_and_stdout(capsys, tmp_path):
     assert rc == EXIT_OK, err
     assert out == ""
     page = out_file.read_text()
-    rc, out2, err = run(capsys, "report", sample("outcomes"), "-f", "html")
+    rc, out2, err = run(capsys, "report", sample("outcomes"), "-T", "html")
     assert rc == EXIT_OK and out2.startswith("<!DOCTYPE html>")
     # self-contained: nothing fetched (no script, stylesheet, image or font from elsewhere)
     for p in (page, out2):
@@ -261,15 +261,15 @@ def test_cli_html_to_file_and_stdout(capsys, tmp_path):
 
 
 def test_cli_bad_output_path(capsys, tmp_path):
-    rc, out, err = run(capsys, "report", sample("outcomes"), "-f", "html", "-o", tmp_path / "no" / "such" / "r.html")
+    rc, out, err = run(capsys, "report", sample("outcomes"), "-T", "html", "-o", tmp_path / "no" / "such" / "r.html")
     assert rc == EXIT_OPEN
     assert len(err.strip().splitlines()) == 1 and "cannot write" in err
 
 
 def test_cli_text_and_json_to_file(capsys, tmp_path):
-    rc, out, err = run(capsys, "report", sample("outcomes"), "-f", "json", "-o", tmp_path / "r.json")
+    rc, out, err = run(capsys, "report", sample("outcomes"), "-T", "json", "-o", tmp_path / "r.json")
     assert rc == EXIT_OK and out == ""
-    rc, text, err = run(capsys, "report", sample("outcomes"), "-f", "json")
+    rc, text, err = run(capsys, "report", sample("outcomes"), "-T", "json")
     assert json.loads((tmp_path / "r.json").read_text()) == json.loads(text)
 
 
@@ -351,7 +351,7 @@ def rendered(tmp_path_factory):
     out = {}
     for name in ("outcomes", "credit_one"):
         page = tmp / f"{name}.html"
-        assert main(["report", str(sample(name)), "-f", "html", "-o", str(page)]) == EXIT_OK
+        assert main(["report", str(sample(name)), "-T", "html", "-o", str(page)]) == EXIT_OK
         png = tmp / f"{name}.png"
         r = _chromium([f"--screenshot={png}", "--window-size=1300,4200", page.as_uri()], tmp)
         assert png.exists(), r.stderr[-2000:]

@@ -98,7 +98,7 @@ def test_text_and_html_headers_name_the_lost(report):
 
 def test_html_summary_cards(tmp_path, report):
     out = tmp_path / "r.html"
-    assert main(["report", "-f", "html", "-o", str(out), LOSS]) == 0
+    assert main(["report", "-T", "html", "-o", str(out), LOSS]) == 0
     page = out.read_text()
     n = report["summary"]["lost_in_capture"]
     assert f"<b>{n:,}</b><span>{LOST}</span>" in page
@@ -108,8 +108,8 @@ def test_html_summary_cards(tmp_path, report):
 
 def test_the_same_counts_with_two_processes(tmp_path, report):
     one, two = tmp_path / "one.json", tmp_path / "two.json"
-    assert main(["report", "-f", "json", "-o", str(one), LOSS]) == 0
-    assert main(["report", "-f", "json", "-j", "2", "-o", str(two), LOSS]) == 0
+    assert main(["report", "-T", "json", "-o", str(one), LOSS]) == 0
+    assert main(["report", "-T", "json", "-j", "2", "-o", str(two), LOSS]) == 0
     a, b = json.loads(one.read_text()), json.loads(two.read_text())
     assert a["summary"] == b["summary"]
     assert a["summary"]["lost_in_capture"] == report["summary"]["lost_in_capture"]

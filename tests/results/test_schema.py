@@ -263,10 +263,10 @@ def test_parquet_folder_of_several_captures_keeps_the_types(capsys, tmp_path, an
             break
     assert len(picked) == 2, "samples with and without sender_settled_time"
     for name in picked:
-        rc, _, err = run(capsys, "deliveries", os.path.join(ROOT, "samples", name + ".pcap"), "-f", "parquet",
+        rc, _, err = run(capsys, "deliveries", os.path.join(ROOT, "samples", name + ".pcap"), "-T", "parquet",
                          "-o", folder / f"{name}.parquet")
         assert rc == EXIT_OK, err
-    rc, _, err = run(capsys, "deliveries", empty_pcap, "-f", "parquet", "-o", folder / "empty.parquet")
+    rc, _, err = run(capsys, "deliveries", empty_pcap, "-T", "parquet", "-o", folder / "empty.parquet")
     assert rc == EXIT_OK, err
     for t in ("links", "stalls", "connections"):
         (tmp_path / t).mkdir()

@@ -359,7 +359,7 @@ def test_table_commands_load_no_pandas(tmp_path):
         "from amqp_dissect.cli.main import main\n"
         "for table in ('deliveries', 'links', 'stalls', 'connections'):\n"
         "    for fmt in ('csv', 'jsonl', 'parquet'):\n"
-        f"        rc = main([table, {sample!r}, '-f', fmt, '-o', {str(tmp_path)!r} + '/' + table + '.' + fmt])\n"
+        f"        rc = main([table, {sample!r}, '-T', fmt, '-o', {str(tmp_path)!r} + '/' + table + '.' + fmt])\n"
         "        assert rc == 0, (table, fmt, rc)\n"
         "print('pandas' in sys.modules)\n"
     )

@@ -43,20 +43,26 @@ def captures(extra: list[str]) -> list[str]:
 
 
 def commands(cap: str, quick: bool) -> list[list[str]]:
-    out = [["report", cap], ["report", "-f", "json", cap], ["report", "-f", "html", cap],
-           ["frames", cap], ["frames", "-f", "jsonl", cap],
+    out = [["report", cap], ["report", "-T", "json", cap], ["report", "-T", "html", cap],
+           ["frames", cap], ["frames", "-T", "jsonl", cap],
            ["frames", "-T", "fields", "-e", "frame.number", "-e", "frame.time_epoch", "-e", "amqp.performative",
             "-e", "delivery-id", cap]]
     if not quick:
         out.append(["frames", "-V", cap])
     for t in TABLES:
         for fmt in TABLE_FORMATS:
-            out.append([t, "-f", fmt, cap])
+            out.append([t, "-T", fmt, cap])
     return out
 
 
 def label(cmd: list[str]) -> str:
-    return " ".join(_rel(a) for a in cmd)
+    """The output's name.  The names are the ones recorded when ``-f`` was the output format of
+    report and the tables (it is the capture filter now, ``-T`` the format everywhere): a digest
+    saved then still names the same output (``frames -f jsonl`` named a usage error then)."""
+    words = [_rel(a) for a in cmd]
+    if len(words) > 2 and words[1] == "-T" and words[2] != "fields":
+        words[1] = "-f"
+    return " ".join(words)
 
 
 def _rel(a: str) -> str:
