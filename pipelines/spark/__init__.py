@@ -1,5 +1,9 @@
 """Spark batch analysis of capture archives, on the same sans-IO core as ``amqp_dissect.pipelines.local``.
 
+    from amqp_dissect.spark import read_captures    # (the short name of this package's API)
+    tables = read_captures(spark, ["hdfs:///captures/"])   # name -> Spark DataFrame
+    tables["deliveries"].where("outcome = 'rejected'").show()
+
     from amqp_dissect.pipelines.spark import spark_session, run_archive
     spark = spark_session()                       # local[*] unless master= / spark-submit says otherwise
     result = run_archive(spark, ["captures/"], "out/")   # parquet tables under out/
@@ -47,7 +51,9 @@ in :mod:`amqp_dissect.pipelines.archive`):
    one function, :func:`summary_rows`.
 """
 
-from .job import run_archive, set_order, TABLES
+from .api import CaptureTables, read_captures
+from .fs import check_output, check_uri, CONNECTORS, resolve_inputs
+from .job import run_archive, set_order, table_frames, TABLES
 from .session import executors_share_install, JVM_OPTIONS, ship_code, spark_session
 from .stages import (pa_batch, partition_keys, ROWS_FILE, rows_schema, SEG_FILE, stage1_schema,
                      STAGE2_COLUMNS, table_schema)
@@ -57,6 +63,7 @@ from .summaries import (DEFAULT_WINDOW, PERCENTILES, SUMMARIES, summaries_frames
                         write_summary_file)
 
 __all__ = [
+    'CaptureTables', 'check_output', 'check_uri', 'CONNECTORS', 'read_captures', 'resolve_inputs', 'table_frames',
     'DEFAULT_WINDOW', 'executors_share_install', 'JVM_OPTIONS', 'main', 'pa_batch', 'parse_size',
     'partition_keys', 'PERCENTILES', 'ROWS_FILE', 'rows_schema', 'run_archive', 'SEG_FILE', 'set_order',
     'ship_code', 'spark_session', 'stage1_schema', 'STAGE2_COLUMNS', 'SUMMARIES', 'summaries_frames',

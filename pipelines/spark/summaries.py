@@ -49,12 +49,17 @@ SUMMARY_COLUMNS = {
 
 
 def summary_schema(name: str):
-    """The Arrow schema of summary ``name`` (the Parquet files' own, nullability included)."""
+    """The Arrow schema of summary ``name`` (the Parquet files' own, nullability included), with
+    pandas metadata (:func:`~amqp_dissect.pipelines.archive.pandas_metadata`: ``pandas.read_parquet``
+    gives string, nullable Int64, float64 and ``datetime64[ns, UTC]`` columns)."""
     import pyarrow as pa
+
+    from amqp_dissect.pipelines.archive import pandas_metadata
 
     types = {"string": pa.string(), "long": pa.int64(), "double": pa.float64(),
              "time": pa.timestamp("us", tz="UTC")}
-    return pa.schema([pa.field(c, types[t], nullable=n) for c, t, n in SUMMARY_COLUMNS[name]])
+    schema = pa.schema([pa.field(c, types[t], nullable=n) for c, t, n in SUMMARY_COLUMNS[name]])
+    return schema.with_metadata(pandas_metadata(schema))
 
 
 def summary_spark_schema(name: str):
