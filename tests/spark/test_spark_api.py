@@ -167,3 +167,19 @@ def test_a_scheme_without_its_connector_is_one_line_before_any_work(spark, tmp_p
     assert ("hadoop-aws" if scheme == "s3a" else "gcs-connector") in lines[0]
     assert "Traceback" not in e and "\tat " not in e
     assert not out.exists()  # nothing written
+
+
+def test_the_summary_columns_page_is_the_registry():
+    """docs/archives-spark.md's summary tables are SUMMARY_COLUMNS rendered (``python -m
+    amqp_dissect.pipelines.spark.summaries``), and the Arrow and Spark schemas have those columns."""
+    from amqp_dissect.pipelines.spark import summaries as S
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(root, "docs", "archives-spark.md"), encoding="utf-8") as f:
+        page = f.read()
+    part = page.split("<!-- summaries:begin -->")[1].split("<!-- summaries:end -->")[0]
+    assert part.strip() == S.markdown().strip()
+    for name in S.SUMMARIES:
+        cols = [c for c, *_ in S.SUMMARY_COLUMNS[name]]
+        assert f"**{name}** ({len(cols)} columns)" in part
+        assert S.summary_schema(name).names == cols == [f.name for f in S.summary_spark_schema(name)]
