@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlparse
 
 from amqp_dissect.pipelines.archive import (DEFAULT_SPLIT_SIZE, KIND_SUMMARY, KIND_TCP, FlowParams, ROW_TABLES,
+                                            end_sensitive,
                                             InputError, Range, balance_flows, capture_ends, expand_inputs,
                                             group_ranges, layout, set_gaps_of, plan_ranges, write_range)
 
@@ -183,27 +185,38 @@ def _run(spark, files, work, *, t0, nparts, split_size, frames, ports, idle_time
         excluded.append(set())
 
     # the flows' facts: one pass over their "_flow" rows per layer state, kept (a row per
-    # flow) for the questions that follow, each then a pass over the cached rows only
+    # flow) for the questions that follow.  A local work directory: read by the driver from
+    # the stage-2 files (one small row per flow; no Spark job); otherwise cached in Spark, each
+    # question then a pass over the cached rows only
     cached: list = []
+    local_meta = all(_direct_dir(p) is not None for p in [rows_path])
 
     def current_meta():
+        if local_meta:
+            return _local_metas([_direct_dir(p) for p in layer_paths], excluded)
         m = _meta_rows(layers).persist()
         cached.append(m)
         return m
 
+    def facts_of(meta):
+        return _local_facts(meta) if local_meta else _facts(meta)
+
     meta = current_meta()
-    facts = _facts(meta)
+    facts = facts_of(meta)
     reruns = {"ticks": 0, "end": 0}
     ticks = None
     if facts["needs_ticks"]:
-        need = [r.flow for r in meta.where(F.col("needs_ticks")).select("flow").collect()]
+        if local_meta:
+            need = [f for f, m in meta if "error" not in m and m["needs_ticks"]]
+        else:
+            need = [r.flow for r in meta.where(F.col("needs_ticks")).select("flow").collect()]
         tk = tcp.select("packet", "ts").repartition(1).sortWithinPartitions("packet").mapInArrow(
             _ticks_fn(1_000_000_000), "packet long, ts long")
         ticks = tuple((r.packet, r.ts) for r in tk.collect())
         rerun(need, FlowParams(**{**base.__dict__, "ticks": ticks}), work + "/rows_ticks")
         reruns["ticks"] = len(need)
         meta = current_meta()
-        facts = _facts(meta)
+        facts = facts_of(meta)
     # the single-process Analyzer is finished at the time of the last record that produced an event
     best = None
     for cand in ((facts["last_packet"], facts["last_ts"]), last_note):
@@ -211,11 +224,15 @@ def _run(spark, files, work, *, t0, nparts, split_size, frames, ports, idle_time
             best = cand
     analysis_end = best[1] if best is not None else None
     if analysis_end != capture_end:
-        sens = [r.flow for r in meta.mapInArrow(_sensitive_fn(capture_end, analysis_end), "flow string").collect()]
+        if local_meta:
+            sens = [f for f, m in meta if "error" not in m and end_sensitive(m, capture_end, analysis_end)]
+        else:
+            sens = [r.flow for r in meta.mapInArrow(_sensitive_fn(capture_end, analysis_end),
+                                                    "flow string").collect()]
         if sens:
             rerun(sens, FlowParams(**{**base.__dict__, "ticks": ticks, "end_ts": analysis_end}), work + "/rows_end")
             reruns["end"] = len(sens)
-            facts = _facts(_meta_rows(layers))
+            facts = facts_of(current_meta())
     for m in cached:
         m.unpersist()
     mark("reruns")
@@ -393,6 +410,38 @@ def _facts(meta) -> dict:
         raise InputError("format", r.error)
     return {"flows": r.flows, "needs_ticks": r.needs_ticks or 0, "last_packet": r.last_packet,
             "last_ts": r.last_ts, "rows": {t: r["rows_" + t] or 0 for t in ROW_TABLES}}
+
+
+def _local_metas(layer_dirs: list, excluded: list) -> list:
+    """(flow, facts) of every flow of the current result, read by the driver from the local
+    stage-2 files (the "_flow" rows of each layer minus the flows a later layer ran again)."""
+    import pyarrow.parquet as pq
+
+    out = []
+    for li, d in enumerate(layer_dirs):
+        td = os.path.join(d, "table=_flow")
+        if not os.path.isdir(td):
+            continue
+        ex = excluded[li]
+        for name in sorted(os.listdir(td)):
+            if name.endswith(".parquet") and not name.startswith((".", "_")):
+                t = pq.read_table(os.path.join(td, name), columns=["flow", "blob"], use_threads=False)
+                for flow, blob in zip(t.column("flow").to_pylist(), t.column("blob").to_pylist()):
+                    if flow not in ex:
+                        out.append((flow, pickle.loads(blob)))
+    return out
+
+
+def _local_facts(metas: list) -> dict:
+    """:func:`_facts` of the flows' facts read by :func:`_local_metas`."""
+    errors = [m["error"] for _, m in metas if "error" in m]
+    if errors:
+        raise InputError("format", min(errors))
+    ok = [m for _, m in metas]
+    last = max(((m["last_packet"], m["last_ts"]) for m in ok if m["last_packet"] is not None),
+               key=lambda x: x[0], default=(None, None))
+    return {"flows": len(ok), "needs_ticks": sum(1 for m in ok if m["needs_ticks"]), "last_packet": last[0],
+            "last_ts": last[1], "rows": {t: sum(m["rows"][t] for m in ok) for t in ROW_TABLES}}
 
 
 def _direct_dir(uri: str) -> str | None:
