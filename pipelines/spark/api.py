@@ -12,7 +12,6 @@ DataFrames over the rows that left in the work directory, computed when an actio
 from __future__ import annotations
 
 import atexit
-import os
 import shutil
 import tempfile
 import time
@@ -82,8 +81,13 @@ def read_captures(spark, paths, *, ports=(), keylog=None, tables=None, frames: b
     if unknown:
         raise ValueError(f"unknown table(s) {unknown}: the tables are {', '.join(TABLES)}, frames")
     frames = frames or "frames" in wanted
-    done = _analyse(spark, paths, work, t0=t0, split_size=split_size, frames=frames, partitions=partitions,
-                    ports=ports, idle_timeout=idle_timeout, keylog=keylog)
+    try:
+        done = _analyse(spark, paths, work, t0=t0, split_size=split_size, frames=frames, partitions=partitions,
+                        ports=ports, idle_timeout=idle_timeout, keylog=keylog)
+    except BaseException:
+        if temporary:
+            shutil.rmtree(work[len("file://"):-len("/_work")], ignore_errors=True)
+        raise
     need = set(wanted)
     if summaries:
         need.update(t for reads in SUMMARY_READS.values() for t in reads)

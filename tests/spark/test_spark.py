@@ -155,7 +155,10 @@ def assert_summaries(out: str, a, window: float = 60.0) -> None:
         check_stats(row, sel.settlement_latency.tolist())
 
     lbw = rd("latency_by_window")
-    assert str(lbw.window_start.dtype) == str(lbw.window_end.dtype) == "datetime64[ns, UTC]"  # (pandas metadata)
+    # the tasks' files carry pandas metadata (nanosecond dtype); Spark's writer's (a remote output) not
+    meta = pq.read_schema(glob.glob(os.path.join(out, "latency_by_window", "*.parquet"))[0]).metadata or {}
+    unit = "ns" if b"pandas" in meta else "us"
+    assert str(lbw.window_start.dtype) == str(lbw.window_end.dtype) == f"datetime64[{unit}, UTC]"
     wus = round(window * 1_000_000)
     us = (d.first_time - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(microseconds=1)
     w = pd.to_datetime((us // wus) * wus, unit="us", utc=True)
