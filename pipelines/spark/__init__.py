@@ -32,15 +32,17 @@ in :mod:`amqp_dissect.pipelines.archive`):
    ``mapInArrow``: a Dissector + Analyzer per flow, streaming over the sorted
    rows; rows of the result tables go to ``DIR/_work/rows`` (with a local
    work directory each task writes its files there itself, pyarrow).
-4. the few flows whose result depends on the rest of the capture are run
+4. the few flows whose result depends on the rest of the capture (asked of the flows' facts:
+   read by the driver from a local work directory, else by Spark jobs) are run
    again with the missing facts: flows idle longer than the idle timeout
    (the single-process reassembler expires them at its once-a-second sweep,
    which runs on any record: the sweep times are computed in one task from
    the records' times), and flows whose rows depend on the analyzer's end
    time (open stalls, idle-time-out checks) when that time (the last record
    that produced an event) differs from the time they were run with.
-5. tables ``connections``, ``links``, ``deliveries``, ``stalls`` (and
-   ``frames`` with ``frames=True``), each cut into ranges of its output order,
+5. tables ``connections``, ``sessions``, ``links``, ``deliveries``, ``stalls``,
+   ``transactions``, ``violations``, ``errors`` (and ``frames`` with ``frames=True``), each cut
+   into ranges of its output order,
    and the summaries ``latency_by_link``, ``latency_by_address``,
    ``latency_by_window``, ``outcomes``, ``stalls_by_link``,
    ``stalls_by_address``.  With a local output directory Python tasks do both
