@@ -27,10 +27,15 @@ def _fail(code_name: str, message: str) -> Fail:
 
 
 def archive(
-    paths: List[str] = typer.Argument(..., help="capture files, directories (searched recursively) or globs"),
-    out: Path = typer.Option(..., "--out", "-o", help="output directory for the parquet tables"),
+    paths: List[str] = typer.Argument(..., help="capture files, directories (searched recursively) or globs: "
+                                                "local paths or Hadoop URIs (file://, hdfs://, s3a://, abfss://, gs://)"),
+    out: str = typer.Option(..., "--out", "-o", help="output directory for the parquet tables (a path or a "
+                                                     "Hadoop URI)"),
     master: Optional[str] = typer.Option(None, "--master", help="Spark master URL (default local[*])"),
     conf: Optional[List[str]] = typer.Option(None, "--conf", help="Spark setting KEY=VALUE (repeatable)"),
+    packages: Optional[str] = typer.Option(None, "--packages",
+                                           help="Maven coordinates of jars to add (comma-separated), e.g. a file "
+                                                "system connector: org.apache.hadoop:hadoop-aws:3.4.1"),
     executor_memory: Optional[str] = typer.Option(None, "--executor-memory", help="e.g. 4g"),
     driver_memory: Optional[str] = typer.Option(None, "--driver-memory", help="e.g. 2g"),
     partitions: Optional[int] = typer.Option(None, "--partitions", min=1,
@@ -44,22 +49,27 @@ def archive(
     keylog: ArchiveKeyLog = None,
 ):
     """Analyse an archive of captures (rotated, daily folders, gzip) with Spark: parquet tables
-    connections, links, deliveries, stalls (+ frames) and latency / outcome / stall summaries."""
+    connections, sessions, links, deliveries, stalls, transactions, violations, errors (+ frames)
+    and latency / outcome / stall summaries."""
     common.need_extra("archive", "spark")  # (pyspark: the spark extra; one line and exit 6 without it)
     from amqp_dissect.pipelines.archive import InputError, expand_inputs
     from amqp_dissect.pipelines.spark import parse_size
+    from amqp_dissect.pipelines.spark.fs import is_local, local_path
 
     pairs = _spark_settings(conf)
+    if packages:
+        pairs.append(("spark.jars.packages", packages))
     try:
         size = parse_size(split_size)
     except ValueError:
         raise _fail("EXIT_USAGE", f"--split-size {split_size!r}: expected a size like 64m") from None
+    local = [local_path(p) for p in paths if is_local(p)]  # (URIs are checked once Spark runs, before any work)
     try:
-        files = expand_inputs(paths)
+        files = expand_inputs(local) if local else []
     except InputError as e:
         raise _fail("EXIT_OPEN" if e.code == "missing" else "EXIT_FORMAT", str(e)) from None
     keylog = load_keylog(keylog, notes=False)  # (its secrets are shipped to the executors as text)
-    if out.exists() and not out.is_dir():
+    if is_local(out) and os.path.exists(local_path(out)) and not os.path.isdir(local_path(out)):
         raise _fail("EXIT_USAGE", f"--out {out}: exists and is not a directory")
 
     from pyspark.sql import SparkSession
@@ -76,7 +86,10 @@ def archive(
             res = sj.run_archive(spark, paths, str(out), split_size=size, window=window, frames=frames,
                                  partitions=partitions, ports=port or [], keylog=keylog)
     except InputError as e:
-        code = {"missing": "EXIT_OPEN"}.get(e.code, "EXIT_FORMAT")
+        if existing is None:
+            spark.stop()
+        # a path that does not exist, a scheme without its connector: EXIT_OPEN; not a capture: EXIT_FORMAT
+        code = {"missing": "EXIT_OPEN", "connector": "EXIT_OPEN"}.get(e.code, "EXIT_FORMAT")
         raise _fail(code, str(e)) from None
     try:
         _print_summary(spark, res, len(files))

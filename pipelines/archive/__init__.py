@@ -41,12 +41,12 @@ from .layout import balance_flows, capture_ends, group_ranges, Layout, layout, r
 from .ranges import CHAIN, find_boundary, MergeScan, pcap_header, RangeScan
 from .records import (CaptureChanged, decode_range, fill_records, FLOW_TOP, FLOW_TRACK, KIND_NOTE, KIND_SUMMARY,
                       KIND_TCP, RecordReader, STAGE1_COLUMNS)
-from .tables import (arrow_schema, batch_ipc, frame_row, ipc_batches, RANGE_FILE, ROW_GROUP_ROWS, rows_batch,
+from .tables import (archive_schema, arrow_schema, pandas_metadata, to_archive, batch_ipc, frame_row, ipc_batches, RANGE_FILE, ROW_GROUP_ROWS, rows_batch,
                      sorted_range, sorted_range_table, table_columns, write_range)
 from amqp_dissect.shard import flow_name, sweep_ticks
 
 __all__ = [
-    'arrow_schema', 'balance_flows', 'batch_ipc', 'capture_ends', 'CAPTURE_NAME', 'CaptureChanged', 'CHAIN',
+    'archive_schema', 'arrow_schema', 'balance_flows', 'pandas_metadata', 'to_archive', 'batch_ipc', 'capture_ends', 'CAPTURE_NAME', 'CaptureChanged', 'CHAIN',
     'decode_range', 'DEFAULT_SPLIT_SIZE', 'end_sensitive', 'expand_inputs', 'fill_records', 'find_boundary',
     'flow_name', 'FLOW_TOP', 'FLOW_TRACK', 'FlowParams', 'FlowRunner', 'frame_row', 'group_ranges',
     'InputError', 'ipc_batches', 'KIND_NOTE', 'KIND_SUMMARY', 'KIND_TCP', 'Layout', 'layout', 'MergeScan',

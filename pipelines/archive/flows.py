@@ -37,12 +37,22 @@ class FlowParams:
     files: tuple = ()  # the input paths, by file index: where stage 2 reads records given by offset
 
 
-ROW_TABLES = ("connections", "links", "deliveries", "stalls", "frames")  # the tables stage 2 makes rows of
-_TABLE_METHODS = (  # deliveries stream out as they become final (FlowRunner._ready_deliveries)
+# the tables stage 2 makes rows of: the registry's eight and frames
+ROW_TABLES = ("connections", "sessions", "links", "deliveries", "stalls", "transactions", "violations", "errors",
+              "frames")
+_TABLE_METHODS = (  # by connection (deliveries stream out as they become final: FlowRunner._ready_deliveries)
     ("connections", "connection_rows"),
+    ("sessions", "session_rows"),
     ("links", "link_rows"),
-    ("stalls", "stall_rows"),
 )
+# Rows of the tables the single process lists in the order they were made (violations, frame
+# errors, transactions: appended to the Analyzer's lists as events come) get as first key the
+# packet number being analysed when they appeared (:meth:`FlowRunner._stamp`); those made at the
+# capture's end (no packet) FINISH_K1; the errors the analysis derives per connection after
+# every frame error (error_rows) DERIVED_K1 plus their connection's first packet.
+FINISH_K1 = 1 << 60
+DERIVED_K1 = 1 << 61
+_STAMPED = (("violations", "violations"), ("errors", "frame_errors"), ("transactions", "transactions"))
 
 
 def _delivery_k2(key: tuple) -> int:
@@ -154,6 +164,7 @@ class FlowRunner:
             "nframes": 0,
             "packets": 0,
             "rows": dict.fromkeys(ROW_TABLES, 0),  # rows yielded per table
+            "stamps": {t: [0, {}] for t, _ in _STAMPED},  # (list length seen, id -> (k1, object))
         }
 
     def _events(self, st: dict, events: list, packet, ts) -> None:
@@ -164,12 +175,32 @@ class FlowRunner:
         an = st["an"]
         for ev in events:
             an.feed(ev)
+        self._stamp(st, FINISH_K1 if packet is None else packet)
         if self.p.frames:
             fr = st["frames"]
             for ev in events:
                 d = event_json(ev)
                 if d is not None:
                     fr.append(d)
+
+    @staticmethod
+    def _stamp(st: dict, k1: int) -> None:
+        """Give the rows new in the Analyzer's violations, frame_errors and transactions lists the
+        order key ``k1`` (by identity: a held violation is appended when it is released; a
+        transaction may be removed)."""
+        an = st["an"]
+        stamps = st["stamps"]
+        for table, attr in _STAMPED:
+            lst = getattr(an, attr)
+            seen = stamps[table]
+            n = len(lst)
+            if n == seen[0] and (not n or id(lst[-1]) in seen[1]):
+                continue
+            keys = seen[1]
+            for x in (lst if n < seen[0] or table == "transactions" else lst[max(0, seen[0] - 1):]):
+                if id(x) not in keys:
+                    keys[id(x)] = (k1, x)  # (the object kept: its id stays its own)
+            seen[0] = n
 
     def _sweeps(self, st: dict, after: int, before: int | None) -> None:
         """The global idle sweeps that ran at other flows' records between two of ours."""
@@ -218,9 +249,26 @@ class FlowRunner:
             yield from self._add("deliveries", flow, row, k1 if k1 is not None else 0, _delivery_k2(key))
         for table, method in _TABLE_METHODS:
             for i, row in enumerate(getattr(an, method)()):
-                k1 = row["start_packet"] if table == "stalls" else firsts.get(row["connection"])
+                k1 = firsts.get(row["connection"])
                 counts[table] += 1
                 yield from self._add(table, flow, row, k1 if k1 is not None else 0, i)
+        for i, row in enumerate(an.stall_rows()):
+            k1 = row["start_packet"]
+            counts["stalls"] += 1
+            yield from self._add("stalls", flow, row, k1 if k1 is not None else 0, i)
+        stamps = st["stamps"]
+        for table, attr in _STAMPED:
+            keys = stamps[table][1]
+            objs = getattr(an, attr)
+            rows = getattr(an, {"errors": "error_rows", "violations": "violation_rows",
+                                "transactions": "transaction_rows"}[table])()
+            for i, row in enumerate(rows):
+                if i < len(objs):
+                    k1 = keys.get(id(objs[i]), (FINISH_K1,))[0]
+                else:  # (errors: the rows derived per connection, after every frame error)
+                    k1 = DERIVED_K1 + (firsts.get(row["connection"]) or 0)
+                counts[table] += 1
+                yield from self._add(table, flow, row, k1, i)
         yield from self._frame_rows(flow, st)
         yield ("_flow", flow, 0, 0, 1, 0, flow, 0, pickle.dumps(self._flow_meta(st), 5))
 

@@ -124,26 +124,95 @@ def sorted_range(chunks: Iterable[tuple[int, int, bytes]], bounds: list, exclude
         yield from t.to_batches(max_chunksize=batch_rows)
 
 
+_ARCHIVE_SCHEMAS: dict = {}
+
+
+def archive_schema(table: str):
+    """The Parquet schema of an archive table: the CLI's own (``--format parquet``: the registry's
+    Arrow schema, ulong as uint64, which Spark reads as decimal(20, 0)) but for the times, in UTC
+    microseconds (Spark's TimestampType cannot read nanoseconds), with the CLI's pandas metadata,
+    whose time columns name the pandas dtype ``datetime64[ns, UTC]``: ``pandas.read_parquet`` gives
+    exactly the dtypes of the CLI's Parquet (nullable Int64, boolean, string, nanosecond times)."""
+    s = _ARCHIVE_SCHEMAS.get(table)
+    if s is None:
+        import pyarrow as pa
+
+        from amqp_dissect.results.tables import arrow_schema as registry_schema
+
+        cli = registry_schema(table)
+        fields = [pa.field(f.name, pa.timestamp("us", tz="UTC")) if pa.types.is_timestamp(f.type) else f
+                  for f in cli]
+        s = _ARCHIVE_SCHEMAS[table] = pa.schema(fields, metadata=_pandas_meta_ns(cli.metadata))
+    return s
+
+
+def _pandas_meta_ns(metadata: dict) -> dict:
+    """pyarrow's pandas metadata with the pandas dtype of every time column spelled
+    ``datetime64[ns, UTC]`` (an extension dtype: pyarrow converts the microseconds to it)."""
+    meta = json.loads(metadata[b"pandas"])
+    for c in meta["columns"]:
+        if c.get("pandas_type") == "datetimetz":
+            c["numpy_type"] = "datetime64[ns, UTC]"
+    return {b"pandas": json.dumps(meta).encode("utf-8")}
+
+
+def pandas_metadata(schema, nullable_ints: bool = True) -> dict:
+    """pandas metadata for an Arrow ``schema`` of plain columns (the summaries): strings as
+    pandas ``string``, longs as nullable ``Int64``, times as ``datetime64[ns, UTC]``."""
+    import pyarrow as pa
+
+    cols = []
+    for f in schema:
+        if pa.types.is_timestamp(f.type):
+            pt, nt, md = "datetimetz", "datetime64[ns, UTC]", {"timezone": "UTC"}
+        elif pa.types.is_string(f.type):
+            pt, nt, md = "unicode", "string", None
+        elif pa.types.is_integer(f.type):
+            pt, nt, md = "int64", "Int64" if nullable_ints else "int64", None
+        elif pa.types.is_boolean(f.type):
+            pt, nt, md = "bool", "boolean", None
+        else:
+            pt, nt, md = "float64", "float64", None
+        cols.append({"name": f.name, "field_name": f.name, "pandas_type": pt, "numpy_type": nt, "metadata": md})
+    meta = {"index_columns": [], "column_indexes": [], "columns": cols, "attributes": {},
+            "creator": {"library": "pyarrow", "version": pa.__version__}, "pandas_version": _pandas_version()}
+    return {b"pandas": json.dumps(meta).encode("utf-8")}
+
+
+def _pandas_version():
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pandas")
+    except PackageNotFoundError:
+        return None
+
+
+def to_archive(t, table: str):
+    """Arrow table ``t`` of chunk columns (Spark types) in the archive's schema (:func:`archive_schema`)."""
+    import pyarrow as pa
+
+    schema = archive_schema(table)
+    if t.schema.equals(schema, check_metadata=False):
+        return pa.Table.from_batches(t.to_batches(), schema=schema)
+    return t.cast(schema)
+
+
 RANGE_FILE = "part-{:05d}.parquet"  # file of range i of a table written by its task (name order = row order)
 ROW_GROUP_ROWS = 65536
 
 
 def write_range(directory: str, table: str, r: int, t) -> int:
     """Write the sorted rows ``t`` (an Arrow table, or None) of range ``r`` of ``table`` to
-    ``directory/part-<r>.parquet`` with the table's Spark-compatible schema (snappy, UTC
-    microsecond timestamps, like Spark's own writer here); through a temporary name and a
-    rename, so that a task run again replaces its file.  Returns the rows written."""
-    import pyarrow as pa
+    ``directory/part-<r>.parquet`` in the archive's schema (:func:`archive_schema`: snappy, UTC
+    microsecond timestamps, pandas metadata); through a temporary name and a rename, so that a
+    task run again replaces its file.  Returns the rows written."""
     import pyarrow.parquet as pq
 
-    from amqp_dissect.results.tables import arrow_schema as registry_schema
-
-    schema = registry_schema(table, spark=True)
-    if t is None:
-        t = schema.empty_table()
+    schema = archive_schema(table)
+    t = schema.empty_table() if t is None else to_archive(t, table)
     path = os.path.join(directory, RANGE_FILE.format(r))
     tmp = os.path.join(directory, f".{RANGE_FILE.format(r)}.{os.getpid()}.tmp")
-    pq.write_table(pa.Table.from_batches(t.to_batches(), schema=schema), tmp, row_group_size=ROW_GROUP_ROWS,
-                   compression="snappy")
+    pq.write_table(t, tmp, row_group_size=ROW_GROUP_ROWS, compression="snappy")
     os.replace(tmp, path)
     return t.num_rows

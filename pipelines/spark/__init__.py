@@ -1,5 +1,9 @@
 """Spark batch analysis of capture archives, on the same sans-IO core as ``amqp_dissect.pipelines.local``.
 
+    from amqp_dissect.spark import read_captures    # (the short name of this package's API)
+    tables = read_captures(spark, ["hdfs:///captures/"])   # name -> Spark DataFrame
+    tables["deliveries"].where("outcome = 'rejected'").show()
+
     from amqp_dissect.pipelines.spark import spark_session, run_archive
     spark = spark_session()                       # local[*] unless master= / spark-submit says otherwise
     result = run_archive(spark, ["captures/"], "out/")   # parquet tables under out/
@@ -28,15 +32,17 @@ in :mod:`amqp_dissect.pipelines.archive`):
    ``mapInArrow``: a Dissector + Analyzer per flow, streaming over the sorted
    rows; rows of the result tables go to ``DIR/_work/rows`` (with a local
    work directory each task writes its files there itself, pyarrow).
-4. the few flows whose result depends on the rest of the capture are run
+4. the few flows whose result depends on the rest of the capture (asked of the flows' facts:
+   read by the driver from a local work directory, else by Spark jobs) are run
    again with the missing facts: flows idle longer than the idle timeout
    (the single-process reassembler expires them at its once-a-second sweep,
    which runs on any record: the sweep times are computed in one task from
    the records' times), and flows whose rows depend on the analyzer's end
    time (open stalls, idle-time-out checks) when that time (the last record
    that produced an event) differs from the time they were run with.
-5. tables ``connections``, ``links``, ``deliveries``, ``stalls`` (and
-   ``frames`` with ``frames=True``), each cut into ranges of its output order,
+5. tables ``connections``, ``sessions``, ``links``, ``deliveries``, ``stalls``,
+   ``transactions``, ``violations``, ``errors`` (and ``frames`` with ``frames=True``), each cut
+   into ranges of its output order,
    and the summaries ``latency_by_link``, ``latency_by_address``,
    ``latency_by_window``, ``outcomes``, ``stalls_by_link``,
    ``stalls_by_address``.  With a local output directory Python tasks do both
@@ -47,7 +53,9 @@ in :mod:`amqp_dissect.pipelines.archive`):
    one function, :func:`summary_rows`.
 """
 
-from .job import run_archive, set_order, TABLES
+from .api import CaptureTables, read_captures
+from .fs import check_output, check_uri, CONNECTORS, resolve_inputs
+from .job import run_archive, set_order, table_frames, TABLES
 from .session import executors_share_install, JVM_OPTIONS, ship_code, spark_session
 from .stages import (pa_batch, partition_keys, ROWS_FILE, rows_schema, SEG_FILE, stage1_schema,
                      STAGE2_COLUMNS, table_schema)
@@ -57,6 +65,7 @@ from .summaries import (DEFAULT_WINDOW, PERCENTILES, SUMMARIES, summaries_frames
                         write_summary_file)
 
 __all__ = [
+    'CaptureTables', 'check_output', 'check_uri', 'CONNECTORS', 'read_captures', 'resolve_inputs', 'table_frames',
     'DEFAULT_WINDOW', 'executors_share_install', 'JVM_OPTIONS', 'main', 'pa_batch', 'parse_size',
     'partition_keys', 'PERCENTILES', 'ROWS_FILE', 'rows_schema', 'run_archive', 'SEG_FILE', 'set_order',
     'ship_code', 'spark_session', 'stage1_schema', 'STAGE2_COLUMNS', 'SUMMARIES', 'summaries_frames',

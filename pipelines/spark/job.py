@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlparse
 
 from amqp_dissect.pipelines.archive import (DEFAULT_SPLIT_SIZE, KIND_SUMMARY, KIND_TCP, FlowParams, ROW_TABLES,
+                                            end_sensitive,
                                             InputError, Range, balance_flows, capture_ends, expand_inputs,
                                             group_ranges, layout, set_gaps_of, plan_ranges, write_range)
+
+from amqp_dissect.results.schema import TABLES as REGISTRY_TABLES
 
 from .session import _STAGE2_CONF, _TABLES_CONF, _TS_CONF, _sql_conf
 from .stages import (STAGE2_COLUMNS, _arrow_schema, _read_rows, _sensitive_fn, _stage1_fn, _stage2_fn, _ticks_fn,
@@ -21,7 +25,8 @@ from .summaries import DEFAULT_WINDOW, SUMMARIES, summary_frame, write_summaries
 from .tables import _meta_rows, _table, _table_bounds, _write_tables_local
 
 
-TABLES = ("connections", "links", "deliveries", "stalls")
+TABLES = REGISTRY_TABLES  # the registry's eight: connections, sessions, links, deliveries, stalls, transactions,
+#                          violations, errors (and frames on request)
 OUTPUT_THREADS = 4  # tables (then summaries) written at once, each by its own Spark jobs
 
 
@@ -43,36 +48,68 @@ def run_archive(spark, paths, out: str, *, split_size: int = DEFAULT_SPLIT_SIZE,
                 frames: bool = False, partitions: int | None = None, ports=(), keep_work: bool = False,
                 idle_timeout: float = 900.0, keylog=None) -> dict:
     """Analyse the captures under ``paths`` as one continuous capture; write parquet tables
-    under ``out``.  Returns a dict: ``counts``, ``tables`` (name -> path), ``files`` (in
-    capture order), ``errors`` ((path, damage) pairs), ``stats`` (ranges, false
-    boundary candidates, reruns, seconds).  Raises :class:`InputError` for bad paths."""
+    under ``out`` (a path or any Hadoop URI).  Returns a dict: ``counts``, ``tables`` (name
+    -> URI), ``files`` (in capture order), ``errors`` ((path, damage) pairs), ``stats``
+    (ranges, false boundary candidates, reruns, seconds).  Raises :class:`InputError` for
+    bad paths (a scheme without its connector, code "connector": :mod:`.fs`), before any work."""
+    from .fs import check_output
+
     t0 = time.time()
+    out_uri = check_output(spark, out)
+    work = out_uri.rstrip("/") + "/_work"
+    done = _analyse(spark, paths, work, t0=t0, split_size=split_size, frames=frames, partitions=partitions,
+                    ports=ports, idle_timeout=idle_timeout, keylog=keylog)
+    try:
+        _write_outputs(spark, done, out_uri, window)
+    finally:
+        done["cleanup"](keep_work)
+    done["stats"]["seconds"] = round(time.time() - t0, 3)
+    return {"counts": done["counts"], "tables": done["written"], "files": done["files"], "errors": done["errors"],
+            "stats": done["stats"], "out": out_uri, "order": done["order"], "gaps": done["gaps"]}
+
+
+def _analyse(spark, paths, work: str, *, t0, split_size, frames, partitions, ports, idle_timeout, keylog) -> dict:
+    """Stages 1 and 2 and their reruns, the rows under ``work``: what the tables and summaries
+    are made of (see :func:`_run`)."""
+    from .fs import resolve_inputs
+
     if keylog is not None and not isinstance(keylog, str):  # a KeyLog (the CLI's --keylog): shipped as text
         keylog = keylog.text()
-    files = expand_inputs(paths)
+    files, names, staged = resolve_inputs(spark, paths, work)
     nparts = partitions or max(2, spark.sparkContext.defaultParallelism * 2)
     # files are read in at least as many tasks as stage 2 has (default: as many as cores),
     # so that every stage keeps all the cores busy
-    with _sql_conf(spark, spark__sql__files__minPartitionNum=str(nparts)):
-        return _run(spark, files, out, t0=t0, nparts=nparts, split_size=split_size, window=window, frames=frames,
-                    ports=ports, keep_work=keep_work, idle_timeout=idle_timeout, keylog=keylog)
+    try:
+        with _sql_conf(spark, spark__sql__files__minPartitionNum=str(nparts)):
+            done = _run(spark, files, work, t0=t0, nparts=nparts, split_size=split_size, frames=frames,
+                        ports=ports, idle_timeout=idle_timeout, keylog=keylog)
+    except BaseException:
+        _remove_work(work, staged)
+        raise
+    if names:  # inputs copied from a remote file system: the results name them by their URIs
+        done["files"] = [names.get(f, f) for f in done["files"]]
+        done["errors"] = [(names.get(f, f), e) for f, e in done["errors"]]
+    done["cleanup"] = lambda keep=False: None if keep else _remove_work(work, staged)
+    return done
 
 
-def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, keep_work, idle_timeout,
-         keylog) -> dict:
+def _remove_work(work: str, staged: str | None) -> None:
+    for d in (_local(work), staged):
+        if d:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def _run(spark, files, work, *, t0, nparts, split_size, frames, ports, idle_timeout, keylog) -> dict:
     from pyspark.sql import functions as F
 
-    out_uri = _uri(out)
-    work = out_uri.rstrip("/") + "/_work"
     stats: dict = {"files": len(files)}
     marks: dict = {}
-    tick = [time.time()]
+    tick = [t0]
 
     def mark(name):
         now = time.time()
         marks[name] = round(now - tick[0], 3)
         tick[0] = now
-
     # ---- stage 1: decode files / byte ranges on the executors
     ranges = plan_ranges(files, split_size)
     seg_paths = [work + "/seg"]
@@ -148,27 +185,38 @@ def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, ke
         excluded.append(set())
 
     # the flows' facts: one pass over their "_flow" rows per layer state, kept (a row per
-    # flow) for the questions that follow, each then a pass over the cached rows only
+    # flow) for the questions that follow.  A local work directory: read by the driver from
+    # the stage-2 files (one small row per flow; no Spark job); otherwise cached in Spark, each
+    # question then a pass over the cached rows only
     cached: list = []
+    local_meta = all(_direct_dir(p) is not None for p in [rows_path])
 
     def current_meta():
+        if local_meta:
+            return _local_metas([_direct_dir(p) for p in layer_paths], excluded)
         m = _meta_rows(layers).persist()
         cached.append(m)
         return m
 
+    def facts_of(meta):
+        return _local_facts(meta) if local_meta else _facts(meta)
+
     meta = current_meta()
-    facts = _facts(meta)
+    facts = facts_of(meta)
     reruns = {"ticks": 0, "end": 0}
     ticks = None
     if facts["needs_ticks"]:
-        need = [r.flow for r in meta.where(F.col("needs_ticks")).select("flow").collect()]
+        if local_meta:
+            need = [f for f, m in meta if "error" not in m and m["needs_ticks"]]
+        else:
+            need = [r.flow for r in meta.where(F.col("needs_ticks")).select("flow").collect()]
         tk = tcp.select("packet", "ts").repartition(1).sortWithinPartitions("packet").mapInArrow(
             _ticks_fn(1_000_000_000), "packet long, ts long")
         ticks = tuple((r.packet, r.ts) for r in tk.collect())
         rerun(need, FlowParams(**{**base.__dict__, "ticks": ticks}), work + "/rows_ticks")
         reruns["ticks"] = len(need)
         meta = current_meta()
-        facts = _facts(meta)
+        facts = facts_of(meta)
     # the single-process Analyzer is finished at the time of the last record that produced an event
     best = None
     for cand in ((facts["last_packet"], facts["last_ts"]), last_note):
@@ -176,11 +224,15 @@ def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, ke
             best = cand
     analysis_end = best[1] if best is not None else None
     if analysis_end != capture_end:
-        sens = [r.flow for r in meta.mapInArrow(_sensitive_fn(capture_end, analysis_end), "flow string").collect()]
+        if local_meta:
+            sens = [f for f, m in meta if "error" not in m and end_sensitive(m, capture_end, analysis_end)]
+        else:
+            sens = [r.flow for r in meta.mapInArrow(_sensitive_fn(capture_end, analysis_end),
+                                                    "flow string").collect()]
         if sens:
             rerun(sens, FlowParams(**{**base.__dict__, "ticks": ticks, "end_ts": analysis_end}), work + "/rows_end")
             reruns["end"] = len(sens)
-            facts = _facts(_meta_rows(layers))
+            facts = facts_of(current_meta())
     for m in cached:
         m.unpersist()
     mark("reruns")
@@ -188,6 +240,27 @@ def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, ke
     stats["end_ts"] = analysis_end
     stats["flows"] = facts["flows"]
     counts = {t: facts["rows"][t] for t in TABLES + (("frames",) if frames else ())}
+    return {"layers": layers, "layer_paths": layer_paths, "excluded": excluded, "counts": counts, "stats": stats,
+            "marks": marks, "mark": mark, "nparts": nparts, "files": lay.order, "errors": lay.errors,
+            "order": set_order(lay, len(files)), "gaps": set_gaps_of(lay.spans)}
+
+
+def table_frames(spark, done: dict, tables=None, bounds: dict | None = None) -> dict:
+    """name -> the DataFrame of each result table (``tables``: which; default every one the run
+    counted), in single-process order, read lazily from the stage-2 rows of ``done``
+    (:func:`_analyse`): the registry's columns and Spark types."""
+    counts = done["counts"]
+    names = [t for t in (tables or counts) if t in counts]
+    if bounds is None:
+        bounds = _table_bounds(done["layers"], {t: counts[t] for t in names}, done["nparts"])
+    return {t: _table(spark, done["layers"], t, bounds[t], done["excluded"]) for t in names}
+
+
+def _write_outputs(spark, done: dict, out_uri: str, window: float) -> None:
+    """The tables and the summaries of ``done`` written under ``out_uri`` (``done["written"]``:
+    name -> URI)."""
+    layers, layer_paths, excluded = done["layers"], done["layer_paths"], done["excluded"]
+    counts, nparts, mark = done["counts"], done["nparts"], done["mark"]
 
     # ---- tables, then the summaries read back from them: each a few concurrent Spark jobs
     # (one Python thread each), so that the small ones fill the cores the large ones leave idle
@@ -222,7 +295,7 @@ def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, ke
         with _sql_conf(spark, **_TABLES_CONF):
             _concurrently(write_table, sorted(counts, key=lambda t: -counts[t]))  # the largest first
     mark("tables")
-    tables = {t: spark.read.schema(table_schema(t)).parquet(written[t]) for t in TABLES}
+    tables = {t: spark.read.schema(table_schema(t)).parquet(written[t]) for t in ("links", "deliveries", "stalls")}
     written.update({name: out_base + "/" + name for name in SUMMARIES})
 
     local_out = _direct_dir(out_base)
@@ -235,14 +308,8 @@ def _run(spark, files, out, *, t0, nparts, split_size, window, frames, ports, ke
         with _sql_conf(spark, **_TS_CONF):
             _concurrently(write_summary, SUMMARIES)
     mark("summaries")
-    stats["timings"] = marks
-    if not keep_work:
-        local = _local(work)
-        if local:
-            shutil.rmtree(local, ignore_errors=True)
-    stats["seconds"] = round(time.time() - t0, 3)
-    return {"counts": counts, "tables": written, "files": lay.order, "errors": lay.errors, "stats": stats,
-            "out": out_uri, "order": set_order(lay, len(files)), "gaps": set_gaps_of(lay.spans)}
+    done["stats"]["timings"] = done["marks"]
+    done["written"] = written
 
 
 def set_order(lay, nfiles: int) -> str | None:
@@ -343,6 +410,38 @@ def _facts(meta) -> dict:
         raise InputError("format", r.error)
     return {"flows": r.flows, "needs_ticks": r.needs_ticks or 0, "last_packet": r.last_packet,
             "last_ts": r.last_ts, "rows": {t: r["rows_" + t] or 0 for t in ROW_TABLES}}
+
+
+def _local_metas(layer_dirs: list, excluded: list) -> list:
+    """(flow, facts) of every flow of the current result, read by the driver from the local
+    stage-2 files (the "_flow" rows of each layer minus the flows a later layer ran again)."""
+    import pyarrow.parquet as pq
+
+    out = []
+    for li, d in enumerate(layer_dirs):
+        td = os.path.join(d, "table=_flow")
+        if not os.path.isdir(td):
+            continue
+        ex = excluded[li]
+        for name in sorted(os.listdir(td)):
+            if name.endswith(".parquet") and not name.startswith((".", "_")):
+                t = pq.read_table(os.path.join(td, name), columns=["flow", "blob"], use_threads=False)
+                for flow, blob in zip(t.column("flow").to_pylist(), t.column("blob").to_pylist()):
+                    if flow not in ex:
+                        out.append((flow, pickle.loads(blob)))
+    return out
+
+
+def _local_facts(metas: list) -> dict:
+    """:func:`_facts` of the flows' facts read by :func:`_local_metas`."""
+    errors = [m["error"] for _, m in metas if "error" in m]
+    if errors:
+        raise InputError("format", min(errors))
+    ok = [m for _, m in metas]
+    last = max(((m["last_packet"], m["last_ts"]) for m in ok if m["last_packet"] is not None),
+               key=lambda x: x[0], default=(None, None))
+    return {"flows": len(ok), "needs_ticks": sum(1 for m in ok if m["needs_ticks"]), "last_packet": last[0],
+            "last_ts": last[1], "rows": {t: sum(m["rows"][t] for m in ok) for t in ROW_TABLES}}
 
 
 def _direct_dir(uri: str) -> str | None:

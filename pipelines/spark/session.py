@@ -48,10 +48,17 @@ def spark_session(master: str | None = None, conf=(), driver_memory: str | None 
     from pyspark.sql import SparkSession
 
     b = SparkSession.builder.appName(app_name)
+    local = False
     if master:
         b = b.master(master)
+        local = master.startswith("local")
     elif "PYSPARK_GATEWAY_PORT" not in os.environ and not _conf_has(conf, "spark.master"):
         b = b.master("local[*]")
+        local = True
+    if local and not _conf_has(conf, "spark.python.daemon.module"):
+        # local executors run this interpreter: their Python workers are forked from a daemon that
+        # imported the tasks' modules once (.daemon)
+        b = b.config("spark.python.daemon.module", "amqp_dissect.pipelines.spark.daemon")
     driver_opts = [jvm_options] if jvm_options else []
     if quiet:
         b = b.config("spark.ui.showConsoleProgress", "false")

@@ -9,6 +9,7 @@ import sys
 from amqp_dissect.pipelines.archive import DEFAULT_SPLIT_SIZE, InputError, expand_inputs
 from amqp_dissect.pipelines.local import read_keylog
 
+from .fs import is_local, local_path
 from .job import run_archive
 from .session import spark_session
 from .summaries import DEFAULT_WINDOW
@@ -41,22 +42,22 @@ def main(argv=None) -> int:
     ap.add_argument("--keylog", help="TLS key log file (default: $SSLKEYLOGFILE)")
     a = ap.parse_args(argv)
     conf = [tuple(c.split("=", 1)) for c in a.conf]
+    local = [local_path(p) for p in a.paths if is_local(p)]  # (URIs: checked once Spark runs, before any work)
     try:
-        files = expand_inputs(a.paths)
+        if local:
+            expand_inputs(local)
     except InputError as e:
         print(f"amqp-dissect: {e}", file=sys.stderr)
         return 3 if e.code == "missing" else 4
-    del files
     spark = spark_session(master=a.master, conf=conf)
     try:
         res = run_archive(spark, a.paths, a.out, split_size=parse_size(a.split_size), window=a.window,
                           frames=a.frames, partitions=a.partitions, ports=a.port,
                           keylog=read_keylog(a.keylog))
-    except InputError as e:
+    except InputError as e:  # (exit codes as amqp-dissect archive's)
         print(f"amqp-dissect: {e}", file=sys.stderr)
-        return 3 if e.code == "missing" else 4
-    finally:
-        pass
+        spark.stop()
+        return 3 if e.code in ("missing", "connector") else 4
     print(json.dumps({"counts": res["counts"], "tables": res["tables"], "stats": res["stats"],
                       "errors": res["errors"], "files": res["files"], "order": res["order"],
                       "gaps": res["gaps"]}, default=str))

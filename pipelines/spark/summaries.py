@@ -23,38 +23,90 @@ _STALL_KINDS = ("link-credit", "initial-credit", "drain", "session-window")
 
 # --------------------------------------------------------------------------- the columns
 #
-# Each summary's columns, in order: (name, type, nullable); the types "string", "long", "double",
-# "time" (UTC microseconds).  Group keys come first; "stats" stands for the latency statistics
-# (count, p50, p90, p99, max, min, mean), "stall" for the stall columns.
+# Each summary's columns, in order: (name, type, nullable, meaning); the types "string", "long",
+# "double", "time" (UTC microseconds).  Group keys come first; _STATS are the latency statistics,
+# _STALL the stall columns.  docs/archives-spark.md's summary tables are made from these
+# (:func:`markdown`; a test compares).
 
-_STATS = [("count", "long", False)] + [(f"p{p}", "double", True) for p in PERCENTILES] + [
-    ("max", "double", True), ("min", "double", True), ("mean", "double", True)]
-_STALL = [("stalls", "long", True), ("stalled_seconds", "double", False), ("longest", "double", True),
-          ("open", "long", True)] + [(k.replace("-", "_"), "long", True) for k in _STALL_KINDS] + [
-    ("idle_periods", "long", True), ("idle_seconds", "double", False)]
+_LAT = "settlement latency (first transfer to settlement) of those deliveries, {q}, seconds"
+_STATS = [("count", "long", False, "deliveries with a settlement latency (settled and seen from their first transfer)")] + [
+    (f"p{p}", "double", True, _LAT.format(q=f"{p}th percentile (linear interpolation)")) for p in PERCENTILES] + [
+    ("max", "double", True, _LAT.format(q="largest")), ("min", "double", True, _LAT.format(q="smallest")),
+    ("mean", "double", True, _LAT.format(q="mean"))]
+_STALL = [("stalls", "long", True, "stalls (stalls-table rows with idle false)"),
+          ("stalled_seconds", "double", False, "sum of the stalls' durations (an open stall: to the capture's end), "
+                                                "seconds"),
+          ("longest", "double", True, "longest stall, seconds"),
+          ("open", "long", True, "stalls still open at the capture's end")] + [
+    (k.replace("-", "_"), "long", True, f"stalls of kind {k}") for k in _STALL_KINDS] + [
+    ("idle_periods", "long", True, "idle periods (stalls-table rows with idle true)"),
+    ("idle_seconds", "double", False, "sum of the idle periods' durations, seconds")]
+_CONN = ("connection", "string", True, "connection id (as the tables)")
+_LINK = [("link", "string", True, "link name"), ("link_index", "long", True, "index of the link in its connection")]
 SUMMARY_COLUMNS = {
-    "latency_by_link": [("connection", "string", True), ("session", "long", True), ("channel", "long", True),
-                        ("link", "string", True), ("link_index", "long", True), ("address", "string", True),
+    "latency_by_link": [_CONN, ("session", "long", True, "index of the session in its connection"),
+                        ("channel", "long", True, "the session's channel"), *_LINK,
+                        ("address", "string", True, "the link's address (see the links table)"),
                         *_STATS],
-    "latency_by_address": [("address", "string", True), *_STATS],
-    "latency_by_window": [("window_start", "time", True), ("window_end", "time", True),
-                          ("deliveries", "long", False), *_STATS, *[(o, "long", True) for o in OUTCOMES],
-                          ("unsettled", "long", True)],
-    "outcomes": [("address", "string", True), ("outcome", "string", True), ("deliveries", "long", False),
-                 ("presettled", "long", True), ("unsettled", "long", True)],
-    "stalls_by_link": [("connection", "string", True), ("channel", "long", True), ("link", "string", True),
-                       ("link_index", "long", True), *_STALL],
-    "stalls_by_address": [("address", "string", True), *_STALL],
+    "latency_by_address": [("address", "string", True, "a links-table address (every one, null included)"),
+                           *_STATS],
+    "latency_by_window": [("window_start", "time", True, "start of the window (first transfer times floored to "
+                                                          "--window seconds since the epoch), UTC"),
+                          ("window_end", "time", True, "end of the window (start + --window), UTC"),
+                          ("deliveries", "long", False, "deliveries whose first transfer is in the window"),
+                          *_STATS, *[(o, "long", True, f"deliveries of the window with outcome {o}") for o in OUTCOMES],
+                          ("unsettled", "long", True, "deliveries of the window never settled in the capture")],
+    "outcomes": [("address", "string", True, "the delivery's link address"),
+                 ("outcome", "string", True, "the deliveries-table outcome"),
+                 ("deliveries", "long", False, "deliveries of that address and outcome"),
+                 ("presettled", "long", True, "of them sent settled"),
+                 ("unsettled", "long", True, "of them never settled in the capture")],
+    "stalls_by_link": [_CONN, ("channel", "long", True, "the session's channel"), *_LINK, *_STALL],
+    "stalls_by_address": [("address", "string", True, "the stalled link's address (null: no link, or unknown)"),
+                          *_STALL],
+}
+SUMMARY_INTRO = {
+    "latency_by_link": "One row per link of the links table, its deliveries' settlement latency; by p99 "
+                       "descending (nulls last), then connection, link_index.",
+    "latency_by_address": "One row per link address, the settlement latency of the deliveries on links of that "
+                          "address; by p99 descending (nulls last), then address.",
+    "latency_by_window": "One row per window of first-transfer time (`--window` seconds, default 60) with "
+                         "deliveries; in time order.",
+    "outcomes": "One row per address and outcome; by address, outcome.",
+    "stalls_by_link": "One row per link (or session, for session-window stalls) with stall-table rows; by "
+                      "stalled_seconds descending, then connection, channel, link_index.",
+    "stalls_by_address": "One row per link address with stall-table rows; by stalled_seconds descending, then "
+                         "address.",
 }
 
 
+def markdown() -> str:
+    """The summaries' column tables of docs/archives-spark.md (between the ``summaries:begin`` /
+    ``summaries:end`` markers)."""
+    names = {"string": "string", "long": "int64", "double": "float64", "time": "timestamp[us, UTC]"}
+    out = []
+    for name in SUMMARIES:
+        cols = SUMMARY_COLUMNS[name]
+        out.append(f"**{name}** ({len(cols)} columns). {SUMMARY_INTRO[name]}\n")
+        out.append("| column | type | meaning |\n| --- | --- | --- |")
+        for c, t, n, meaning in cols:
+            out.append(f"| {c} | {names[t]}{'' if n else ' (never null)'} | {meaning} |")
+        out.append("")
+    return "\n".join(out)
+
+
 def summary_schema(name: str):
-    """The Arrow schema of summary ``name`` (the Parquet files' own, nullability included)."""
+    """The Arrow schema of summary ``name`` (the Parquet files' own, nullability included), with
+    pandas metadata (:func:`~amqp_dissect.pipelines.archive.pandas_metadata`: ``pandas.read_parquet``
+    gives string, nullable Int64, float64 and ``datetime64[ns, UTC]`` columns)."""
     import pyarrow as pa
+
+    from amqp_dissect.pipelines.archive import pandas_metadata
 
     types = {"string": pa.string(), "long": pa.int64(), "double": pa.float64(),
              "time": pa.timestamp("us", tz="UTC")}
-    return pa.schema([pa.field(c, types[t], nullable=n) for c, t, n in SUMMARY_COLUMNS[name]])
+    schema = pa.schema([pa.field(c, types[t], nullable=n) for c, t, n, _ in SUMMARY_COLUMNS[name]])
+    return schema.with_metadata(pandas_metadata(schema))
 
 
 def summary_spark_schema(name: str):
@@ -62,7 +114,7 @@ def summary_spark_schema(name: str):
     from pyspark.sql import types as T
 
     types = {"string": T.StringType(), "long": T.LongType(), "double": T.DoubleType(), "time": T.TimestampType()}
-    return T.StructType([T.StructField(c, types[t], n) for c, t, n in SUMMARY_COLUMNS[name]])
+    return T.StructType([T.StructField(c, types[t], n) for c, t, n, _ in SUMMARY_COLUMNS[name]])
 
 
 # --------------------------------------------------------------------------- the rows
@@ -381,3 +433,7 @@ def summary_frame(name: str, tables: dict, window: float = DEFAULT_WINDOW):
 def summaries_frames(tables: dict, window: float = DEFAULT_WINDOW) -> dict:
     """All the summary DataFrames (see :func:`summary_frame`)."""
     return {name: summary_frame(name, tables, window) for name in SUMMARIES}
+
+
+if __name__ == "__main__":  # python -m amqp_dissect.pipelines.spark.summaries: the docs' summary tables
+    print(markdown())

@@ -15,6 +15,13 @@ Builds one capture of real proton-encoded AMQP traffic (tests/benchmarks/benchma
 * the Spark job on the single capture read whole (one stage-1 task) and split
   into ``--split-size`` byte ranges, with local[2].
 
+``--archive PCAP --rotate N`` instead: the issue-26 comparison on a given capture cut into ``N``
+rotated files with ``editcap -c`` (named as ``tcpdump -C`` names them: NAME, NAME1, NAME2, ...):
+the wall time of ``amqp-dissect deliveries -j 2 --format parquet`` and of ``amqp-dissect archive
+--master local[2]`` on the files (each a fresh process: JVM start included), then the job in-process
+on local[1] and local[2] with its per-stage times (stage1, numbering, stage2, reruns, tables,
+summaries) and the local[1]/local[2] ratio per stage.
+
 Times exclude the Spark session start (the JVM and its Python workers, reported
 apart, cold) and follow one warm-up run on the samples per session.  With
 ``--repeat N`` the local[1] and local[2] sessions alternate N times (each round
@@ -149,6 +156,71 @@ def median(xs):
     return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
 
 
+def _rotated(src: str, folder: str, n: int) -> list[str]:
+    """``src`` cut into ``n`` files by ``editcap -c`` (records per file), renamed as ``tcpdump -C``
+    names its files: NAME, NAME1, NAME2, ..."""
+    import glob
+    import subprocess
+
+    from amqp_dissect.capture.pcap import open_capture
+
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    with open(src, "rb") as f:
+        records = sum(1 for _ in open_capture(f))
+    tmp = os.path.join(folder, "part.pcap")
+    subprocess.run(["editcap", "-F", "pcap", "-c", str(-(-records // n)), src, tmp], check=True)
+    parts = sorted(glob.glob(os.path.join(folder, "part_*.pcap")))
+    name = os.path.join(folder, "trace.pcap")
+    out = []
+    for i, p in enumerate(parts):
+        dest = name + (str(i) if i else "")
+        os.rename(p, dest)
+        out.append(dest)
+    return out
+
+
+def archive_comparison(a) -> int:
+    """``--archive``: see the module docstring."""
+    import subprocess
+
+    from amqp_dissect.pipelines.spark import run_archive, spark_session
+
+    files = _rotated(a.archive, os.path.join(a.work, "rotated"), a.rotate)
+    size = sum(os.path.getsize(f) for f in files)
+    print(f"archive: {len(files)} files, {size / 1e6:.1f} MB; load average {os.getloadavg()}", flush=True)
+    cli = [sys.executable, "-m", "amqp_dissect.cli"]
+    out = os.path.join(a.work, "out")
+    res: dict = {"files": len(files), "bytes": size, "load_before": os.getloadavg()}
+    t, _ = timed(lambda: subprocess.run(cli + ["deliveries", "-j", "2", "--format", "parquet", "--output",
+                                               os.path.join(a.work, "deliveries.parquet"), *files],
+                                              check=True, stdout=subprocess.DEVNULL))
+    res["deliveries_j2_s"] = round(t, 2)
+    print(f"  deliveries -j 2 --format parquet      {t:8.2f} s", flush=True)
+    t, _ = timed(lambda: subprocess.run(cli + ["archive", "--master", "local[2]", "--out", out, *files],
+                                              check=True, stdout=subprocess.DEVNULL))
+    res["archive_local2_s"] = round(t, 2)
+    print(f"  archive --master local[2]             {t:8.2f} s  ({t / res['deliveries_j2_s']:.2f}x)", flush=True)
+    stages = {}
+    for master in ("local[1]", "local[2]"):
+        t_start, spark = timed(lambda: spark_session(master=master))
+        secs, r = timed(lambda: run_archive(spark, files, out))
+        spark.stop()
+        stages[master] = r["stats"]["timings"]
+        res[f"job_{master}_s"] = round(secs, 2)
+        res[f"session_{master}_s"] = round(t_start, 2)
+        print(f"  job {master} (session {t_start:.1f} s)      {secs:8.2f} s  {r['stats']['timings']}", flush=True)
+    res["stages"] = stages
+    res["stage_ratio"] = {k: round(stages["local[1]"][k] / max(1e-9, stages["local[2]"][k]), 2)
+                          for k in stages["local[1]"]}
+    res["load_after"] = os.getloadavg()
+    print(f"  local[1] / local[2] per stage: {res['stage_ratio']}; load average {res['load_after']}", flush=True)
+    print(json.dumps(res))
+    if not a.keep:
+        shutil.rmtree(a.work, ignore_errors=True)
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--connections", type=int, default=24)
@@ -168,7 +240,11 @@ def main(argv=None) -> int:
                     help="the JVMs' options (default: the job's, amqp_dissect.pipelines.spark.JVM_OPTIONS)")
     ap.add_argument("--only", default=",".join(RUNS),
                     help="comma-separated runs among " + ", ".join(RUNS) + " (default: all)")
+    ap.add_argument("--archive", help="a capture to cut into --rotate files (the issue-26 comparison)")
+    ap.add_argument("--rotate", type=int, default=8)
     a = ap.parse_args(argv)
+    if a.archive:
+        return archive_comparison(a)
     only = set(a.only.split(","))
     if only - set(RUNS):
         ap.error(f"--only: unknown runs {sorted(only - set(RUNS))}")

@@ -1,0 +1,115 @@
+"""The DataFrame API: :func:`read_captures` (also ``amqp_dissect.spark.read_captures``).
+
+    from amqp_dissect.spark import read_captures
+    t = read_captures(spark, ["hdfs:///captures/2026-11-*/"], ports=[5673])
+    t["deliveries"].join(t["links"], ["connection", "link_index"]).groupBy("address").count().show()
+
+The captures are decoded when it is called (stage 1, stage 2 and their reruns, as ``archive``
+does: the driver needs the files' order and the flows' facts); the tables and summaries are
+DataFrames over the rows that left in the work directory, computed when an action asks.
+"""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import tempfile
+import time
+
+from amqp_dissect.pipelines.archive import DEFAULT_SPLIT_SIZE
+
+from .summaries import DEFAULT_WINDOW, SUMMARIES, SUMMARY_READS, summary_frame
+
+
+class CaptureTables(dict):
+    """name -> Spark DataFrame: the tables (the registry's columns and Spark types: times as
+    ``timestamp``, integers as ``bigint``, ulong as ``decimal(20,0)``, nested cells as JSON text)
+    and the summaries.  Also: ``counts`` (rows per table), ``files`` (in capture order),
+    ``errors`` ((path, damage) pairs: the files damaged), ``order``, ``gaps``, ``stats``, and
+    ``work`` (the directory the DataFrames read; :meth:`close` removes it)."""
+
+    counts: dict
+    files: list
+    errors: list
+    order: str | None
+    gaps: list
+    stats: dict
+    work: str
+
+    def close(self) -> None:
+        """Remove the work directory (the DataFrames cannot be computed afterwards)."""
+        cleanup = getattr(self, "_cleanup", None)
+        if cleanup is not None:
+            cleanup(False)
+            self._cleanup = None
+
+
+def _default_work(spark) -> tuple[str, bool]:
+    master = spark.sparkContext.master
+    if master.startswith("local"):
+        d = tempfile.mkdtemp(prefix="amqp-dissect-work-")
+        return "file://" + d, True
+    raise ValueError("read_captures on a cluster: give work=, a directory every executor reaches "
+                     "(hdfs://..., s3a://..., or a shared path), for the decoded rows the DataFrames read")
+
+
+def read_captures(spark, paths, *, ports=(), keylog=None, tables=None, frames: bool = False,
+                  summaries: bool = True, window: float = DEFAULT_WINDOW, split_size: int = DEFAULT_SPLIT_SIZE,
+                  partitions: int | None = None, idle_timeout: float = 900.0, work: str | None = None
+                  ) -> CaptureTables:
+    """The tables of the captures under ``paths`` (files, folders, globs; local paths or any
+    Hadoop URI the session can read), read as one continuous capture, as Spark DataFrames.
+
+    ``tables``: the table names wanted (default: connections, sessions, links, deliveries,
+    stalls, transactions, violations, errors; plus frames with ``frames=True``); ``summaries``:
+    also the summaries (latency_by_link, latency_by_address, latency_by_window (``window``
+    seconds), outcomes, stalls_by_link, stalls_by_address).  ``ports``, ``keylog`` (a KeyLog or
+    key log text), ``idle_timeout``: as the single-process commands.  ``work``: where the decoded
+    rows go (default: a temporary local directory in local mode, removed at exit or by
+    :meth:`CaptureTables.close`; required on a cluster).  Rows of each table come in the
+    single-process order.  Raises :class:`~amqp_dissect.pipelines.archive.InputError` for paths
+    that cannot be read (before any work)."""
+    from .job import TABLES, _analyse, table_frames
+
+    t0 = time.time()
+    temporary = False
+    if work is None:
+        work, temporary = _default_work(spark)
+    work = work.rstrip("/") + "/_work"
+    wanted = list(tables) if tables is not None else list(TABLES) + (["frames"] if frames else [])
+    unknown = [t for t in wanted if t not in TABLES + ("frames",)]
+    if unknown:
+        raise ValueError(f"unknown table(s) {unknown}: the tables are {', '.join(TABLES)}, frames")
+    frames = frames or "frames" in wanted
+    try:
+        done = _analyse(spark, paths, work, t0=t0, split_size=split_size, frames=frames, partitions=partitions,
+                        ports=ports, idle_timeout=idle_timeout, keylog=keylog)
+    except BaseException:
+        if temporary:
+            shutil.rmtree(work[len("file://"):-len("/_work")], ignore_errors=True)
+        raise
+    need = set(wanted)
+    if summaries:
+        need.update(t for reads in SUMMARY_READS.values() for t in reads)
+    frames_of = table_frames(spark, done, [t for t in done["counts"] if t in need])
+    out = CaptureTables({t: frames_of[t] for t in wanted})
+    if summaries:
+        for name in SUMMARIES:
+            out[name] = summary_frame(name, frames_of, window)
+    out.counts = {t: done["counts"][t] for t in wanted}
+    out.files, out.errors, out.order, out.gaps = done["files"], done["errors"], done["order"], done["gaps"]
+    done["stats"]["timings"] = done["marks"]
+    done["stats"]["seconds"] = round(time.time() - t0, 3)
+    out.stats = done["stats"]
+    out.work = work
+    cleanup = done["cleanup"]
+    if temporary:
+        base = work[:-len("/_work")]
+
+        def cleanup(keep=False, _inner=done["cleanup"], _base=base):
+            _inner(keep)
+            if not keep:
+                shutil.rmtree(_base[len("file://"):], ignore_errors=True)
+        atexit.register(cleanup)
+    out._cleanup = cleanup
+    return out
