@@ -27,7 +27,8 @@ NOTABLE = 10  # rows per "notable" list
 LISTED_CONNECTIONS = 100  # connections the report describes one by one (the others are added up)
 DELIVERY_KEYS = ("connection", "channel", "link", "delivery_id", "delivery_tag", "sender", "first_time",
                  "first_packet", "frames", "message_size", "presettled", "aborted", "settled_by",
-                 "settled_time", "outcome", "outcome_error", "settlement_latency", "unsettled_at")
+                 "settled_time", "settled_packet", "outcome", "outcome_error", "outcome_packet", "settlement_latency",
+                 "unsettled_at")
 
 
 def _by_connection(rows: list) -> dict:
@@ -182,7 +183,8 @@ def _connection_entry(an, conn, stall_count: dict, stall_secs: dict, violations_
                     "hostname", "sasl_mechanism", "sasl_outcome", "max_frame_size_client",
                     "max_frame_size_server", "idle_time_out_client", "idle_time_out_server", "open_time",
                     "close_time", "closed_by", "close_error", "close_description", "transport_end",
-                    "mid_connection", "lossy", "tls", "tls_undecrypted_bytes", "tls_note", "unknown",
+                    "mid_connection", "lossy", "tls", "tls_undecrypted_bytes", "tls_note", "tls_version",
+                    "tls_cipher", "websocket", "ws_path", "unknown",
                     "gaps_client", "gaps_server", "gap_bytes_client", "gap_bytes_server",
                     "undecoded_bytes_client", "undecoded_bytes_server", "inferred"),
             "deliveries": c.get("deliveries"),
