@@ -141,3 +141,24 @@ def test_plain_connections_say_nothing_of_layers(capsys):
                                              "-f", "jsonl").splitlines()]
     assert (row["tls"], row["tls_version"], row["tls_cipher"], row["websocket"], row["ws_path"]) == (
         False, None, None, False, None)
+
+
+def test_tls_not_decrypted_counted_by_every_worker(caps, capsys, tmp_path):
+    """Two TLS streams (two replays, on two ephemeral ports) and a plain sample in one capture:
+    the report names as many streams as tshark finds ClientHellos, with -j 2 as without (each
+    worker's dissector sees its own flows only; the parts are added up)."""
+    import tlscap
+
+    second, keys2 = tmp_path / "tls2.pcap", tmp_path / "keys2.txt"
+    tlscap.make_capture(str(SAMPLES / "outcomes.pcap"), str(second), str(keys2), tls="1.2",
+                        cipher="ECDHE-RSA-AES128-GCM-SHA256")
+    both = tmp_path / "both.pcap"
+    subprocess.run(["mergecap", "-F", "pcap", "-w", str(both), str(caps["tls"]), str(second),
+                    str(SAMPLES / "outcomes.pcap")], check=True)
+    hellos = subprocess.run(["tshark", "-r", str(both), "-Y", "tls.handshake.type == 1", "-T", "fields",
+                             "-e", "frame.number"], capture_output=True, text=True, check=True).stdout.split()
+    assert len(hellos) == 2
+    one = json.loads(_report(capsys, "report", both, "-f", "json"))["capture"]["tls_not_decrypted"]
+    two = json.loads(_report(capsys, "report", both, "-f", "json", "-j", "2"))["capture"]["tls_not_decrypted"]
+    assert one == two
+    assert one["streams"] == 2 and [x["packet"] for x in one["first"]] == [int(n) for n in hellos]
