@@ -22,16 +22,42 @@ def wanted() -> bool:
         return False
 
 
+def _clock(seconds: float) -> str:
+    """``h:mm:ss`` of a non-negative number of seconds."""
+    s = int(seconds)
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+def figures(packets: int, position: int, total: int | None, elapsed: float) -> dict:
+    """What the progress line shows, from the reader's own counters: ``packets`` the dissector
+    has read and ``position`` the bytes of the input read, ``elapsed`` seconds since the reading
+    started (not since the display appeared: a display that shows up after 2 s of a 2.3 s run
+    would otherwise divide the run's packets by 0.3 s).  ``rate`` packets/s, ``elapsed`` and
+    ``left`` as ``h:mm:ss``; ``left`` is ``unknown`` for a stream (no total) or before a byte
+    was read."""
+    rate = f"{packets / elapsed:,.0f}" if elapsed > 0 else "unknown"
+    if total and position > 0 and elapsed > 0:
+        left = _clock(max(0, total - position) * elapsed / position)
+    else:
+        left = "unknown"
+    return {"rate": rate, "elapsed": _clock(max(0.0, elapsed)), "left": left}
+
+
 class Progress:
     """``with Progress(source): ...`` around the reading of a CaptureSource."""
 
-    def __init__(self, source, label: str = "reading"):
+    def __init__(self, source, label: str = "reading", clock=None):
+        import time
+
         self.source = source
         self.label = label
+        self._clock = clock or time.monotonic
+        self._t0 = None
         self._stop = threading.Event()
         self._thread = None
 
     def __enter__(self):
+        self._t0 = self._clock()  # the reading starts now: the rates count from here
         if wanted():
             self._thread = threading.Thread(target=self._run, name="amqp-dissect-progress", daemon=True)
             self._thread.start()
@@ -43,6 +69,17 @@ class Progress:
             self._thread.join(timeout=2)
         return False
 
+    def sample(self) -> dict:
+        """The progress line's values now: ``description``, ``completed`` (bytes read),
+        ``total`` (bytes, None for a stream) and the :func:`figures`."""
+        src = self.source
+        total = src.total_bytes()
+        position = src.position()
+        name = src.current if src.current is not None else (src.paths[0] if getattr(src, "paths", None) else "")
+        out = {"description": f"{self.label} {name}".rstrip(), "completed": position, "total": total}
+        out.update(figures(src.dissector.packets, position, total, self._clock() - self._t0))
+        return out
+
     def _run(self) -> None:
         try:
             after = float(os.environ.get("AMQP_DISSECT_PROGRESS_AFTER", _AFTER))
@@ -51,25 +88,19 @@ class Progress:
         if self._stop.wait(after):
             return
         from rich.console import Console
-        from rich.progress import (BarColumn, DownloadColumn, Progress as Bar, TextColumn, TimeElapsedColumn,
-                                   TimeRemainingColumn)
+        from rich.progress import BarColumn, DownloadColumn, Progress as Bar, TextColumn
 
-        src = self.source
-        total = src.total_bytes()
         bar = Bar(TextColumn("[bold]{task.description}"), BarColumn(), DownloadColumn(),
-                  TextColumn("{task.fields[rate]} packets/s"), TimeElapsedColumn(), TimeRemainingColumn(),
-                  console=Console(file=sys.stderr), transient=True)
-        import time
-
-        t0 = time.monotonic()
+                  TextColumn("{task.fields[rate]} packets/s"), TextColumn("{task.fields[elapsed]}"),
+                  TextColumn("left {task.fields[left]}"), console=Console(file=sys.stderr), transient=True)
+        # the first frame shows a sample taken now: no placeholder values
+        now = self.sample()
         with bar:
-            task = bar.add_task(self.label, total=total, rate="-")
+            task = bar.add_task(now.pop("description"), total=now.pop("total"), completed=now.pop("completed"), **now)
             while True:
                 done = self._stop.wait(_EVERY)
-                packets = src.dissector.packets
-                dt = time.monotonic() - t0
-                rate = f"{packets / dt:,.0f}" if dt > 0 else "-"
-                bar.update(task, completed=src.position(), rate=rate, description=f"{self.label} {src.current or ''}")
+                now = self.sample()
+                bar.update(task, **now)
                 if done:
                     bar.refresh()
                     return

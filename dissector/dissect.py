@@ -47,6 +47,7 @@ from .capture.layers import Layered, LayeredConnection, Sniffing, client_layers,
 
 DEFAULT_PORTS = frozenset({AMQP_PORT, AMQPS_PORT})
 
+_TLS_UNSEEN_KEPT = 20  # TLS streams not decrypted on other ports: the first ones kept by name
 _PROBE_BYTES = 8  # bytes needed to decide whether a stream starts with a protocol header
 # a connection found to be AMQP by one side's protocol header, seen without its SYN, waits for this
 # many events at most for the other side's first bytes (which settle the roles: see _roles)
@@ -117,6 +118,10 @@ class Dissector:
         # positions its connections' directions had reached when the merge crossed the last one
         self.holes: list = []
         self._hole_snap = None
+        # TLS streams on ports that are not AMQP's, not decrypted (no key log, or their ClientHello
+        # random not in it): whether they carry AMQP is unknown; counted, the first few kept
+        self.tls_unseen_count = 0
+        self.tls_unseen: list = []
 
     # -- input ------------------------------------------------------------------
 
@@ -439,7 +444,18 @@ class Dissector:
                     out.extend(c.feed(e.direction, e.data, e.ts, e.packet))
         else:
             self.tcp.ignore(conn)
+            if probe.data[0] and looks_like_tls(b"".join(e.data for e in probe.data[0])[:_PROBE_BYTES]):
+                self._tls_unseen(probe)
 
+    def _tls_unseen(self, probe) -> None:
+        """A TLS stream on a port that is not AMQP's that cannot be decrypted: say it was there."""
+        self.tls_unseen_count += 1
+        if len(self.tls_unseen) < _TLS_UNSEEN_KEPT:
+            ev = probe.data[0][0]
+            self.tls_unseen.append({
+                "connection": probe.opened.conn, "client": probe.opened.client, "server": probe.opened.server,
+                "packet": ev.packet, "time": ev.ts,
+                "why": "no key log" if self.keylog is None else "its ClientHello random is not in the key log"})
 
     def _decide_amqp_port(self, probe: _Probe, out: list, final: bool) -> None:
         """A connection on AMQP ports only, without its SYN (an ``amqp_port`` probe): decoded

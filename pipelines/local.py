@@ -459,6 +459,9 @@ class CaptureSource:
             gaps = set_gaps(self._set, self.dissector.holes)
             if gaps:
                 info["gaps"] = gaps
+        d = self.dissector
+        if getattr(d, "tls_unseen_count", 0):  # TLS on other ports, not decrypted: AMQP or not is unknown
+            info["tls_not_decrypted"] = {"streams": d.tls_unseen_count, "first": [dict(x) for x in d.tls_unseen]}
         return info
 
 

@@ -21,7 +21,7 @@ import datetime as _dt
 import math
 from html import escape
 
-from .report import missing_file_line, render_text
+from .report import _layers, missing_file_line, render_text, tls_not_decrypted_line
 
 COLOURS = {
     "histogram": "#4c72b0",
@@ -42,6 +42,10 @@ COLOURS = {
     "session-window": "#bcbd22",
     "to-server": "#3465a4",
     "to-client": "#75507b",
+    "throughput": "#4e79a7",
+    "latency-mean": "#59a14f",
+    "latency-max": "#e15759",
+    "idle": "#c7c7c7",
     "grid": "#e6e6e6",
     "axis": "#555555",
 }
@@ -103,6 +107,22 @@ def fmt_seconds(x) -> str:
     if a < 100:
         return f"{x:.3g} s"
     return f"{x:.0f} s"
+
+
+def time_unit(span) -> tuple:
+    """(factor, unit) for an axis of seconds whose ticks go up to ``span``: the ticks are written
+    as plain numbers of that unit and the axis title names it (µs ticks under "µs", not "seconds")."""
+    a = abs(span) if isinstance(span, (int, float)) and math.isfinite(span) else 1.0
+    if a < 1e-3:
+        return 1e6, "µs"
+    if a < 1:
+        return 1e3, "ms"
+    return 1.0, "s"
+
+
+def unit_fmt(factor: float):
+    """A tick formatter for a time axis in the unit of ``factor`` (see :func:`time_unit`)."""
+    return lambda v: f"{v * factor:.4g}"
 
 
 # the times a date can be written for (years 1 to 9999); a capture's clock can say anything
@@ -193,7 +213,25 @@ class _Scale:
     def ticks(self, n=5) -> list:
         if not self.log:
             return nice_ticks(self.lo, self.hi, n)
-        return [10 ** k for k in range(math.ceil(self.lo - 1e-9), math.floor(self.hi + 1e-9) + 1)]
+        return log_ticks(10 ** self.lo, 10 ** self.hi, n)
+
+
+def log_ticks(lo: float, hi: float, n: int = 5) -> list:
+    """Ticks of a log axis from ``lo`` to ``hi`` (> 0): the powers of ten in it when there are two
+    or more; else 1, 2 and 5 times them; else (a span of less than a factor 2 or so) round values
+    as on a linear axis."""
+    if not (lo > 0 and hi > lo and math.isfinite(lo) and math.isfinite(hi)):
+        return [lo] if lo > 0 else [1.0]
+    a, b = math.log10(lo), math.log10(hi)
+    decades = [10.0 ** k for k in range(math.ceil(a - 1e-9), math.floor(b + 1e-9) + 1)]
+    if len(decades) >= 2:
+        step = max(1, math.ceil(len(decades) / max(1, n)))
+        return decades[::step]
+    ones = [m * 10.0 ** k for k in range(math.floor(a) - 1, math.ceil(b) + 1) for m in (1, 2, 5)
+            if lo * (1 - 1e-9) <= m * 10.0 ** k <= hi * (1 + 1e-9)]
+    if len(ones) >= 2:
+        return ones
+    return [v for v in nice_ticks(lo, hi, n) if v > 0] or [lo]
 
 
 def _f(x: float) -> str:
@@ -282,7 +320,9 @@ def latency_histogram(lat: dict, plot_id: str, width=392, height=230) -> str:
     ymax = max(max(counts), zeros) or 1
     ticks = nice_ticks(0, max(ymax, 4), 4)
     y = _Scale(0, max(ticks[-1], ymax), bottom, top)
-    _frame_axes(svg, x, y, left, top, right, bottom, fmt_seconds, si, xlabel="seconds" + (" (log)" if h["log"] else ""),
+    factor, unit = time_unit(max(x.ticks(5) or [edges[-1]]))
+    _frame_axes(svg, x, y, left, top, right, bottom, unit_fmt(factor), si,
+                xlabel=f"settlement latency, {unit}" + (" (log scale)" if h["log"] else ""),
                 ylabel="deliveries", yticks=ticks)
     if zeros:
         svg.rect(left + 3, y(zeros), zero_w - 6, bottom - y(zeros), COLOURS["histogram"],
@@ -313,8 +353,10 @@ def latency_cdf(lat: dict, plot_id: str, width=392, height=230) -> str:
         hi = lo + (abs(lo) or 1e-3)
     x = _Scale(lo, hi, left, right, log=log)
     y = _Scale(0, 1, bottom, top)
-    _frame_axes(svg, x, y, left, top, right, bottom, fmt_seconds, lambda v: f"{v:.0%}",
-                xlabel="seconds" + (" (log)" if log else ""), ylabel="fraction settled", yticks=[0, 0.25, 0.5, 0.75, 1])
+    factor, unit = time_unit(max(x.ticks(5) or [hi]))
+    _frame_axes(svg, x, y, left, top, right, bottom, unit_fmt(factor), lambda v: f"{v:.0%}",
+                xlabel=f"settlement latency, {unit}" + (" (log scale)" if log else ""), ylabel="fraction settled",
+                yticks=[0, 0.25, 0.5, 0.75, 1])
     for q, key in ((0.5, "p50"), (0.9, "p90"), (0.99, "p99")):
         v = lat.get(key)
         if v is not None and (v > 0 or not log):
@@ -380,6 +422,17 @@ def _series_path(series: dict, x: _Scale, y: _Scale, right) -> str:
     return "".join(d)
 
 
+def _band_path(series: dict, x: _Scale, y: _Scale) -> str:
+    """The area between each bucket's min and max, from its time to the next bucket's."""
+    bk = series["buckets"]
+    up, down = [], []
+    for j, (t, lo, hi, _last) in enumerate(bk):
+        t_next = bk[j + 1][0] if j + 1 < len(bk) else t
+        up.append(f"{_f(x(t))},{_f(y(hi))} {_f(x(t_next))},{_f(y(hi))}")
+        down.append(f"{_f(x(t_next))},{_f(y(lo))} {_f(x(t))},{_f(y(lo))}")
+    return "M" + " L".join(up + down[::-1]) + "Z" if bk else ""
+
+
 def _stall_tip(st: dict) -> str:
     if st["fraction"] < 1.0 or st["count"] != 1:
         width = st["end"] - st["start"] if st["end"] is not None and st["start"] is not None else None
@@ -397,13 +450,46 @@ def _binned_tip(spans: list) -> str:
             f"as high as the share of the slice spent stalled")
 
 
-def series_plot(series: dict | None, stalls: list, start, end, which: str, plot_id: str, width=1190, height=170) -> str:
+def _strip(svg: _Svg, xt: _Scale, spans: list, y0: float, h: float, colour: str, cls: str, tip: str) -> None:
+    """One row of bars under a plot's title: a bar per span (a stall or idle period, or a slice of
+    the capture), as high as the share of its width spent so (``fraction``)."""
+    d = []
+    for st in spans:
+        sx0 = xt(st["start"])
+        w = max(1.0, xt(st["end"]) - sx0)
+        bh = max(1.5, h * min(1.0, st["fraction"]))
+        d.append(f"M{_f(sx0)},{_f(y0 + h - bh)}h{_f(w)}v{_f(bh)}h{_f(-w)}z")
+    svg.add(f'<path d="{"".join(d)}" fill="{colour}" shape-rendering="crispEdges" class="{cls}">'
+            f'<title>{_e(tip)}</title></path>')
+
+
+def _idle_tip(spans: list) -> str:
+    n = sum(s["count"] for s in spans)
+    secs = sum(s["duration"] for s in spans)
+    return (f"{n:,} idle period{'s' if n != 1 else ''} (credit gone with nothing waiting: not stalls), "
+            f"{fmt_seconds(secs)} in all")
+
+
+def series_plot(series: dict | None, stalls: list, start, end, which: str, plot_id: str, width=1190, height=170,
+                idle: list | None = None) -> str:
+    """Link credit or session window over time.  Stalls drawn one by one shade the plot; a link
+    with more stalls than that (``fraction`` < 1: slices of the capture) gets a row of bars above
+    the plot instead, as high as the share of each slice spent stalled, and idle periods (not
+    stalls) a grey row of their own."""
     title = {"credit": "Link credit of the sender", "window": "Session window (remote-incoming-window of the sender)"}[which]
+    shown = [st for st in _drawable(stalls) if (st["kind"] == "session-window") == (which == "window")]
+    exact = [st for st in shown if st["fraction"] >= 1.0 and st["count"] == 1]
+    binned = [st for st in shown if not (st["fraction"] >= 1.0 and st["count"] == 1)]
+    idle = [st for st in _drawable(idle or ()) if which == "credit"]
+    rows = (1 if binned else 0) + (1 if idle else 0)
+    strip_h = 12
+    height += rows * (strip_h + 4)
     svg = _Svg(width, height, plot_id, title)
     svg.text(10, 16, title, cls="title")
     if series is None or not series["buckets"]:
         return _empty(svg, "not known from the capture" if series is None or not series["buckets"] else "")
-    left, top, right, bottom = 64, 26, width - 16, height - 36
+    left, right, bottom = 64, width - 16, height - 36
+    top = 26 + rows * (strip_h + 4)
     t0 = start if start is not None else series["buckets"][0][0]
     t1 = end if end is not None and end > t0 else series["buckets"][-1][0] + 1e-3
     x = _Scale(0, t1 - t0, left, right)
@@ -412,38 +498,104 @@ def series_plot(series: dict | None, stalls: list, start, end, which: str, plot_
     vmin = min(0.0, min(b[1] for b in series["buckets"]))
     ticks = nice_ticks(vmin, vmax * 1.08 if vmax > vmin else vmin + 1, 4)
     y = _Scale(ticks[0], max(ticks[-1], vmax * 1.08), bottom, top)
-    # stalls under the line: a light span and a dark mark along the top
-    shown = [st for st in _drawable(stalls) if (st["kind"] == "session-window") == (which == "window")]
-    exact = [st for st in shown if st["fraction"] >= 1.0 and st["count"] == 1]
-    binned = [st for st in shown if not (st["fraction"] >= 1.0 and st["count"] == 1)]
+    # stalls one by one: a light span under the line and a dark mark along the top
     for st in exact:
         sx0 = xt(st["start"])
         sx1 = max(sx0 + 2, xt(st["end"]))
         svg.rect(sx0, top, sx1 - sx0, bottom - top, COLOURS["stall-span"], title=_stall_tip(st), cls="stall")
-    if binned:  # one shape: a span per slice, as high as the share of it spent stalled
-        d_span, d_mark = [], []
-        for st in binned:
-            sx0 = xt(st["start"])
-            w = max(1.0, xt(st["end"]) - sx0)
-            h = max(2.0, (bottom - top) * st["fraction"])
-            d_span.append(f"M{_f(sx0)},{_f(top)}h{_f(w)}v{_f(h)}h{_f(-w)}z")
-            d_mark.append(f"M{_f(sx0)},{_f(top - 5)}h{_f(w)}v5h{_f(-w)}z")
-        tip = _binned_tip(binned)
-        svg.add(f'<path d="{"".join(d_span)}" fill="{COLOURS["stall-span"]}" shape-rendering="crispEdges" '
-                f'class="stall"><title>{_e(tip)}</title></path>')
-        svg.add(f'<path d="{"".join(d_mark)}" fill="{COLOURS["stall-mark"]}" shape-rendering="crispEdges" '
-                f'class="stall-mark"/>')
+    row_y = 24
+    if binned:  # many stalls: the share of each slice of the capture spent stalled, above the plot
+        svg.text(left - 5, row_y + strip_h - 2, "stalled", anchor="end", cls="muted", size=10)
+        svg.rect(left, row_y, right - left, strip_h, "#f7f7f9")
+        _strip(svg, xt, binned, row_y, strip_h, COLOURS["stall-mark"], "stall-share",
+               _binned_tip(binned))
+        row_y += strip_h + 4
+    if idle:  # idle periods: not stalls, drawn apart
+        svg.text(left - 5, row_y + strip_h - 2, "idle", anchor="end", cls="muted", size=10)
+        svg.rect(left, row_y, right - left, strip_h, "#f7f7f9")
+        _strip(svg, xt, idle, row_y, strip_h, COLOURS["idle"], "idle", _idle_tip(idle))
     for st in exact:
         sx0 = xt(st["start"])
         svg.rect(sx0, top - 5, max(2.0, xt(st["end"]) - sx0), 5, COLOURS["stall-mark"], cls="stall-mark")
-    _frame_axes(svg, x, y, left, top, right, bottom, lambda v: f"{v:g} s", si, xlabel="seconds since the capture start",
-                yticks=ticks)
-    svg.path(_series_path(series, xt, y, right), COLOURS[which], 2, cls=which)
+    factor, unit = time_unit(max(x.ticks(5) or [t1 - t0]))
+    _frame_axes(svg, x, y, left, top, right, bottom, unit_fmt(factor), si,
+                xlabel=f"time since the capture start, {unit}", yticks=ticks)
+    if not series["exact"]:  # merged buckets: the range each covered, as a band (no barcode of strokes)
+        svg.add(f'<path d="{_band_path(series, xt, y)}" fill="{COLOURS[which]}" fill-opacity="0.45" '
+                f'stroke="{COLOURS[which]}" stroke-width="1" class="{which}-band"/>')
+    else:
+        svg.path(_series_path(series, xt, y, right), COLOURS[which], 2, cls=which)
     note = f"{series['points']:,} changes"
     if not series["exact"]:
-        note += f", {series['per_bucket']} per bucket (min, max, last drawn)"
+        note += f", {series['per_bucket']:,} per bucket (the band: min to max of each)"
     svg.text(right, 16, note, anchor="end", cls="muted")
     return svg.close()
+
+
+def rate_plots(rate: dict | None, start, end, plot_id: str, width=1190, height=170) -> str:
+    """Throughput (deliveries settled per second) and settlement latency (mean and max) over time,
+    per bucket of the link's :class:`~amqp_dissect.results.series.RateSeries`, side by side."""
+    half = (width - 30) // 2  # (two side by side in a card)
+    out = []
+    for which in ("throughput", "latency"):
+        title = {"throughput": "Throughput: deliveries settled per second",
+                 "latency": "Settlement latency over time (mean, max per bucket)"}[which]
+        svg = _Svg(half, height, f"{which}-{plot_id}", title)
+        svg.text(10, 16, title, cls="title")
+        if not rate or not rate["count"] or not rate["total"]:
+            out.append(_empty(svg, "no settled deliveries"))
+            continue
+        left, top, right, bottom = 64, 28, half - 14, height - 36
+        w = rate["width"]
+        t0 = start if start is not None else rate["t0"]
+        t1 = end if end is not None and end > t0 else rate["t0"] + w * len(rate["count"])
+        t1 = max(t1, t0 + w)
+        x = _Scale(0, t1 - t0, left, right)
+        xt = _Scale(t0, t1, left, right)
+        factor, unit = time_unit(max(x.ticks(4) or [t1 - t0]))
+        if which == "throughput":
+            per_s = [c / w if w > 0 else 0.0 for c in rate["count"]]
+            top_v = max(per_s) or 1.0
+            ticks = nice_ticks(0, top_v * 1.05, 4)
+            y = _Scale(0, max(ticks[-1], top_v), bottom, top)
+            _frame_axes(svg, x, y, left, top, right, bottom, unit_fmt(factor), si,
+                        xlabel=f"time since the capture start, {unit}", ylabel="deliveries/s", yticks=ticks)
+            d = []
+            for i, v in enumerate(per_s):
+                if v <= 0:
+                    continue
+                bx0 = xt(rate["t0"] + i * w)
+                bw = max(1.0, xt(rate["t0"] + (i + 1) * w) - bx0)
+                d.append(f"M{_f(bx0)},{_f(bottom)}h{_f(bw)}V{_f(y(v))}h{_f(-bw)}z")
+            tip = f"{rate['total']:,} deliveries settled, in buckets of {fmt_seconds(w)}"
+            svg.add(f'<path d="{"".join(d)}" fill="{COLOURS["throughput"]}" shape-rendering="crispEdges" '
+                    f'class="throughput"><title>{_e(tip)}</title></path>')
+        else:
+            pts = [(i, m, mx) for i, (m, mx) in enumerate(zip(rate["mean"], rate["max"])) if m is not None]
+            top_v = max(mx for _, _, mx in pts) or 1e-6
+            lat_factor, lat_unit = time_unit(top_v)
+            ticks = nice_ticks(0, top_v * 1.05, 4)
+            y = _Scale(0, max(ticks[-1], top_v), bottom, top)
+            _frame_axes(svg, x, y, left, top, right, bottom, unit_fmt(factor), unit_fmt(lat_factor),
+                        xlabel=f"time since the capture start, {unit}", ylabel=f"latency, {lat_unit}", yticks=ticks)
+            for key, colour in (("max", "latency-max"), ("mean", "latency-mean")):
+                # a step across each bucket that settled something; nothing drawn across empty ones
+                d = []
+                prev = None
+                for i, m, mx in pts:
+                    v = y(mx if key == "max" else m)
+                    bx0 = xt(rate["t0"] + i * w)
+                    bw = max(2.0, xt(rate["t0"] + (i + 1) * w) - bx0)
+                    d.append(f"{'L' if prev == i - 1 else 'M'}{_f(bx0)},{_f(v)}h{_f(bw)}")
+                    prev = i
+                svg.path("".join(d), COLOURS[colour], 1.5, cls=f"latency-{key}")
+                if len(pts) <= 100:  # few buckets: a mark on each, so a lone one shows
+                    for i, m, mx in pts:
+                        v = y(mx if key == "max" else m)
+                        px = xt(rate["t0"] + (i + 0.5) * w)
+                        svg.rect(px - 2.5, v - 2.5, 5, 5, COLOURS[colour], cls=f"latency-{key}-mark")
+        out.append(svg.close())
+    return '<div class="row">' + "".join(out) + "</div>"
 
 
 # --------------------------------------------------------------------------- stall timeline
@@ -477,12 +629,13 @@ def stall_timeline(plots: dict, plot_id="stall-timeline", width=1190) -> str:
             svg.rect(left, yy, right - left, lane_h, "#f7f7f9")
         short = label if len(label) <= 46 else label[:45] + "…"
         svg.text(left - 8, yy + lane_h / 2 + 4, short, anchor="end")
+    factor, unit = time_unit(max(x.ticks(8) or [t1 - t0]))
     for v in x.ticks(8):
         px = x(v)
         svg.line(px, top, px, bottom, COLOURS["grid"])
-        svg.text(px, bottom + 15, f"{v:g} s", anchor="middle", cls="muted")
+        svg.text(px, bottom + 15, unit_fmt(factor)(v), anchor="middle", cls="muted")
     svg.line(left, bottom, right, bottom, COLOURS["axis"])
-    svg.text((left + right) / 2, bottom + 30, "seconds since the capture start", anchor="middle", cls="muted")
+    svg.text((left + right) / 2, bottom + 30, f"time since the capture start, {unit}", anchor="middle", cls="muted")
     groups: dict = {}
     for s in stalls:
         groups.setdefault((s["lane"], s["kind"]), []).append(s)
@@ -586,6 +739,17 @@ def _legend(items) -> str:
         f'<span><i style="background:{COLOURS[k]}"></i>{_e(label)}</span>' for k, label in items) + "</div>"
 
 
+def _handle(lk: dict) -> str:
+    """The link's handle as the peers numbered it: ``handle 0`` (both the same, or one known),
+    ``handle client 0, server 1`` when they differ; never the link's index in its connection."""
+    hc, hs = lk.get("handle_client"), lk.get("handle_server")
+    if hc is None and hs is None:
+        return "handle unknown"
+    if hc is None or hs is None or hc == hs:
+        return f"handle {hc if hc is not None else hs}"
+    return f"handle client {hc}, server {hs}"
+
+
 def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", source: str | None = None,
                 version: str | None = None) -> str:
     s = rep["summary"]
@@ -619,6 +783,14 @@ def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", 
         out.append(f'<p class="notes">capture damaged: {_e(ce)}</p>')
     for g in (rep.get("capture") or {}).get("gaps") or ():  # files missing from a numbered capture set
         out.append(f'<p class="notes">{_e(missing_file_line(g))}</p>')
+    unseen = (rep.get("capture") or {}).get("tls_not_decrypted")
+    if unseen:  # TLS on other ports without keys: what cannot be seen, said
+        out.append(f'<p class="notes" id="tls-not-decrypted"><b>{_e(tls_not_decrypted_line(unseen))}</b></p>')
+    wrapped = {c["connection"]: _layers(c) for c in rep.get("connections") or () if _layers(c)}
+    for c in rep.get("connections") or ():
+        if c.get("tls_undecrypted_bytes"):
+            out.append(f'<p class="notes">{_e(c["connection"])}: {_e(c.get("tls_note") or "TLS")} '
+                       f'({c["tls_undecrypted_bytes"]:,} bytes not decrypted in all)</p>')
 
     links = plots["links"]
     out.append('<h2 id="links">Links</h2>')
@@ -641,20 +813,27 @@ def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", 
         out.append(f'<section class="card link" id="link-{i}">')
         out.append(f"<h3>Link {_e(repr(lk['link']) if lk['link'] is not None else '(name unknown)')} "
                    f"<span class=\"meta\">{_e(lk['connection'])}, session {_e(lk['session'])} "
-                   f"(channel {_e(lk['channel'])}), handle index {_e(lk['link_index'])}</span></h3>")
+                   f"(channel {_e(lk['channel'])}), {_e(_handle(lk))}</span></h3>")
+        if wrapped.get(lk["connection"]):
+            out.append(f'<div class="meta">over {_e("; ".join(wrapped[lk["connection"]]))}</div>')
         la = lk["latency"]
         out.append(f'<div class="meta">address {_e(lk["address"] or "?")} · {_e(lk["sender"] or "?")} → '
                    f'{_e(lk["receiver"] or "?")} · {lk["deliveries"]:,} deliveries · settlement latency p50 '
                    f'{fmt_seconds(la["p50"])}, p90 {fmt_seconds(la["p90"])}, p99 {fmt_seconds(la["p99"])}, max '
-                   f'{fmt_seconds(la["max"])} · {lk["stalls_total"]} stalls</div>')
+                   f'{fmt_seconds(la["max"])} · {lk["stalls_total"]:,} stalls'
+                   + (f' · {lk["idle_total"]:,} idle periods' if lk.get("idle_total") else "") + '</div>')
         out.append('<div class="row">')
         out.append(latency_histogram(la, f"histogram-{i}"))
         out.append(latency_cdf(la, f"cdf-{i}"))
         out.append(outcomes_plot(lk["outcomes"], f"outcomes-{i}"))
         out.append("</div>")
-        out.append(_legend([("credit", "link credit"), ("window", "session window"), ("stall-span", "stall"),
-                            ("stall-mark", "stall (mark)")]))
-        out.append(series_plot(lk["credit"], lk["stalls"], plots["start"], plots["end"], "credit", f"credit-{i}"))
+        out.append(rate_plots(lk.get("rate"), plots["start"], plots["end"], str(i)))
+        out.append(_legend([("throughput", "deliveries settled/s"), ("latency-mean", "latency, mean"),
+                            ("latency-max", "latency, max"), ("credit", "link credit"), ("window", "session window"),
+                            ("stall-span", "stall"), ("stall-mark", "stall (mark; share of time stalled)"),
+                            ("idle", "idle period (not a stall)")]))
+        out.append(series_plot(lk["credit"], lk["stalls"], plots["start"], plots["end"], "credit", f"credit-{i}",
+                               idle=lk.get("idle")))
         out.append(series_plot(lk["window"], lk["stalls"], plots["start"], plots["end"], "window", f"window-{i}"))
         out.append("</section>")
 

@@ -29,6 +29,80 @@ def _v(x) -> str:
     return "-" if x is None else str(x)
 
 
+def _n(x) -> str:
+    """A count, with thousands separators (``300,000``): the one format of counts in the report."""
+    return "-" if x is None else f"{x:,}" if isinstance(x, int) else str(x)
+
+
+def _plural(n, word: str, words: str | None = None) -> str:
+    """``1 frame``, ``2 frames``, ``1,500 frames``."""
+    return f"{_n(n)} {word if n == 1 else (words or word + 's')}"
+
+
+def _ids(ids: list) -> str:
+    """Delivery ids of folded lines: ``0 to 9`` when they follow one another, else listed (the
+    first five)."""
+    if len(ids) > 2 and all(isinstance(i, int) for i in ids) and ids == list(range(ids[0], ids[0] + len(ids))):
+        return f"{ids[0]} to {ids[-1]}"
+    shown = ", ".join(_v(i) for i in ids[:5])
+    return shown + (", …" if len(ids) > 5 else "")
+
+
+def _fold(items: list, key, line) -> list[str]:
+    """Lines of ``items`` with those that would say the same thing but for their delivery id
+    folded into one: ``key(item)`` is what must be equal (consecutive items only, the order
+    kept), ``line(item, ids)`` the text of a group (``ids``: the delivery ids of the group)."""
+    out: list[str] = []
+    group: list = []
+    for it in items:
+        if group and key(group[-1]) != key(it):
+            out.append(line(group[0], [g.get("delivery_id") for g in group]))
+            group = []
+        group.append(it)
+    if group:
+        out.append(line(group[0], [g.get("delivery_id") for g in group]))
+    return out
+
+
+def _deliveries(ids: list) -> str:
+    """``delivery 3`` or, folded, ``10 deliveries 0 to 9``."""
+    return f"delivery {_v(ids[0])}" if len(ids) == 1 else f"{len(ids):,} deliveries {_ids(ids)}"
+
+
+def _packets(d: dict, done: str, done_packet) -> str:
+    """``[packet 29]`` when the transfer and what settled it are in one packet, else
+    ``[transfer packet 29, rejected at packet 31]``."""
+    first = d.get("first_packet")
+    if done_packet is None or done_packet == first:
+        return f"[packet {_v(first)}]"
+    return f"[transfer packet {_v(first)}, {done} at packet {done_packet}]"
+
+
+def tls_not_decrypted_line(t: dict) -> str:
+    """The header's line for TLS streams on ports that are not AMQP's that could not be decrypted
+    (``capture["tls_not_decrypted"]``): they may carry AMQP; whether they do is unknown."""
+    n = t["streams"]
+    first = (t.get("first") or [{}])[0]
+    why = first.get("why") or "no key log"
+    return (f"TLS not decrypted: {_plural(n, 'stream')} on ports that are not AMQP ports ({why}; first "
+            f"{first.get('connection', '?')} at packet {_v(first.get('packet'))}): whether "
+            f"{'it carries' if n == 1 else 'they carry'} AMQP is unknown; give the TLS key log with --keylog FILE "
+            f"(or SSLKEYLOGFILE), and --port PORT for AMQP on another port")
+
+
+def _layers(c: dict) -> list[str]:
+    """What wraps the connection's AMQP: TLS (version, cipher) and WebSocket (path)."""
+    out = []
+    if c.get("tls"):
+        if c.get("tls_version"):
+            out.append(f"TLS {c['tls_version'].replace('TLS ', '')}, {c.get('tls_cipher') or 'cipher unknown'}")
+        else:
+            out.append("TLS (version and cipher unknown: give --keylog to parse the handshake)")
+    if c.get("websocket"):
+        out.append(f"WebSocket GET {c.get('ws_path') or '/'}")
+    return out
+
+
 def _q(x) -> str:
     """A name, quoted; '(unknown)' when the capture did not show it."""
     return "(unknown)" if x is None else repr(x)
@@ -85,6 +159,7 @@ def _capture_lines(cap: dict | None) -> list[str]:
         f"capture: {_date(cap.get('start'), digits)} to {_date(cap.get('end'), digits)}"
         + (f" ({_span(cap, digits)} s)" if dur is not None else ""),
         f"packets {cap.get('packets', 0):,}, bytes {cap.get('bytes', 0):,}",
+        *((tls_not_decrypted_line(cap["tls_not_decrypted"]),) if cap.get("tls_not_decrypted") else ()),
     ]
 
 
@@ -105,15 +180,15 @@ LOST = "outcome unknown (lost in capture)"
 def _outcome_counts(s: dict) -> str:
     """The summary's deliveries by outcome, those whose outcome is unknown (their settlement may
     have been in bytes the capture lost) named apart: never "none", never unsettled."""
-    parts = [f"{k} {v}" for k, v in sorted(s["outcomes"].items())]
+    parts = [f"{k} {_n(v)}" for k, v in sorted(s["outcomes"].items())]
     if s.get("lost_in_capture"):
-        parts.append(f"{LOST} {s['lost_in_capture']}")
+        parts.append(f"{LOST} {_n(s['lost_in_capture'])}")
     return ", ".join(parts) or "none"
 
 
 def _lost(x: dict) -> str:
     """", outcome unknown (lost in capture) N" of a connection, session or link entry; nothing for 0."""
-    return f", {LOST} {x['lost_in_capture']}" if x.get("lost_in_capture") else ""
+    return f", {LOST} {_n(x['lost_in_capture'])}" if x.get("lost_in_capture") else ""
 
 
 def render_text(rep: dict) -> str:
@@ -123,19 +198,19 @@ def render_text(rep: dict) -> str:
         "AMQP 1.0 capture report",
         "=======================",
         *_capture_lines(rep.get("capture")),
-        f"connections {s['connections']}, sessions {s['sessions']}, links {s['links']}, "
-        f"deliveries {s['deliveries']} ({_outcome_counts(s)}), unsettled {s['unsettled']}",
-        f"stalls {s['stalls']} ({s['stalled_seconds']:.3f} s stalled)"
-        + (f", idle periods {s['idle_periods']} ({s['idle_seconds']:.3f} s)" if s.get("idle_periods") else "")
-        + f", violations {s['violations']}, errors {s['errors']}, transactions {s['transactions']}",
+        f"connections {_n(s['connections'])}, sessions {_n(s['sessions'])}, links {_n(s['links'])}, "
+        f"deliveries {_n(s['deliveries'])} ({_outcome_counts(s)}), unsettled {_n(s['unsettled'])}",
+        f"stalls {_n(s['stalls'])} ({s['stalled_seconds']:.3f} s stalled)"
+        + (f", idle periods {_n(s['idle_periods'])} ({s['idle_seconds']:.3f} s)" if s.get("idle_periods") else "")
+        + f", violations {_n(s['violations'])}, errors {_n(s['errors'])}, transactions {_n(s['transactions'])}",
     ]
     if s.get("other_connections"):
         by: dict = {}
         for o in rep.get("other_protocols") or ():
             by[o["protocol"]] = by.get(o["protocol"], 0) + 1
         n = s["other_connections"]
-        lines.append(f"not AMQP 1.0 (not decoded): {n} connection{'s' if n != 1 else ''} ("
-                     + ", ".join(f"{k} {v}" for k, v in by.items())
+        lines.append(f"not AMQP 1.0 (not decoded): {_plural(n, 'connection')} ("
+                     + ", ".join(f"{k} {_n(v)}" for k, v in by.items())
                      + (", ..." if sum(by.values()) < n else "") + ")")
     for ce in s["capture_errors"]:
         lines.append(f"capture damaged: {ce}")
@@ -144,7 +219,7 @@ def render_text(rep: dict) -> str:
         lines.append(f"Connection {o['connection']}: {o['protocol']} (not decoded)")
         lines.append(f"  protocol headers: client {', '.join(o['protocol_headers_client']) or '-'}, "
                      f"server {', '.join(o['protocol_headers_server']) or '-'}")
-        lines.append(f"  bytes from the client {_v(o['bytes_client'])}, from the server {_v(o['bytes_server'])} "
+        lines.append(f"  bytes from the client {_n(o['bytes_client'])}, from the server {_n(o['bytes_server'])} "
                      f"(protocol headers included); packets {o['first_packet']} to {o['last_packet']}, "
                      f"transport end {o['transport_end'] or '-'}")
     for c in rep["connections"]:
@@ -159,11 +234,14 @@ def render_text(rep: dict) -> str:
             f"  max-frame-size client {_v(c['max_frame_size_client'])} / server {_v(c['max_frame_size_server'])}, "
             f"idle-time-out client {_v(c['idle_time_out_client'])} / server {_v(c['idle_time_out_server'])} ms"
         )
-        flags = [k for k in ("mid_connection", "lossy", "tls") if c.get(k)]
+        flags = [k for k in ("mid_connection", "lossy") if c.get(k)]
         if flags:
             lines.append(f"  note: {', '.join(flags)}")
+        layers = _layers(c)
+        if layers:
+            lines.append(f"  over {'; '.join(layers)}")
         if c.get("tls_undecrypted_bytes"):
-            lines.append(f"  {c.get('tls_note') or 'TLS'} ({c['tls_undecrypted_bytes']} bytes not decrypted in all)")
+            lines.append(f"  {c.get('tls_note') or 'TLS'} ({_n(c['tls_undecrypted_bytes'])} bytes not decrypted in all)")
         lost = [[side, c.get(f"gaps_{side}") or 0, c.get(f"gap_bytes_{side}") or 0,
                  c.get(f"undecoded_bytes_{side}") or 0] for side in ("client", "server")]
         for m in c.get("missing_files") or ():  # (gaps of files missing from the set: not loss)
@@ -171,25 +249,25 @@ def render_text(rep: dict) -> str:
                 x[1] -= m[f"gaps_{x[0]}"]
                 x[2] -= m[f"gap_bytes_{x[0]}"]
             lines.append(f"  in the missing {_files(m['missing'])} of the set: " + "; ".join(
-                f"from the {side} {m[f'gaps_{side}']} gap{'s' if m[f'gaps_{side}'] != 1 else ''} "
-                f"({m[f'gap_bytes_{side}']} bytes)" for side in ("client", "server")))
+                f"from the {side} {_plural(m[f'gaps_{side}'], 'gap')} "
+                f"({_n(m[f'gap_bytes_{side}'])} bytes)" for side in ("client", "server")))
         if any(n or b or k for _, n, b, k in lost):
             lines.append("  lost in the capture: " + "; ".join(
-                f"from the {side} {n} gap{'s' if n != 1 else ''} ({b} bytes)"
-                + (f", {k} bytes not decoded" if k else "") for side, n, b, k in lost))
+                f"from the {side} {_plural(n, 'gap')} ({_n(b)} bytes)"
+                + (f", {_n(k)} bytes not decoded" if k else "") for side, n, b, k in lost))
         if c.get("unknown"):
             lines.append(f"  not visible in the capture: {', '.join(map(str, c['unknown']))}")
         for what in c.get("inferred") or ():
             lines.append(f"  inferred: {what}")
         lines.append(
             f"  opened {_t(c['open_time'], digits)}, closed {_t(c['close_time'], digits)} by {c['closed_by'] or '-'}"
-            f", transport end {c['transport_end'] or '-'}; deliveries {c['deliveries']}{_lost(c)}, stalls {c['stalls']} "
-            f"({c['stalled_seconds']:.3f} s), violations {c['violations']}"
+            f", transport end {c['transport_end'] or '-'}; deliveries {_n(c['deliveries'])}{_lost(c)}, "
+            f"stalls {_n(c['stalls'])} ({c['stalled_seconds']:.3f} s), violations {_n(c['violations'])}"
         )
         for sess in c["sessions"]:
             lines.append(
                 f"  Session {sess['session']}: channel client {sess['channel_client']} <-> server "
-                f"{sess['channel_server']}, deliveries {sess['deliveries']}, unsettled {sess['unsettled']}{_lost(sess)}"
+                f"{sess['channel_server']}, deliveries {_n(sess['deliveries'])}, unsettled {_n(sess['unsettled'])}{_lost(sess)}"
                 + (f", ended with {sess['end_error']}: {_one_line(sess['end_description'])}" if sess.get("end_error") else "")
             )
             for lk in sess["links"]:
@@ -205,9 +283,9 @@ def render_text(rep: dict) -> str:
                     + (", refused by the peer" if lk.get("refused") else "")
                 )
                 lines.append(
-                    f"      deliveries {lk['deliveries']}: accepted {o['accepted']}, rejected {o['rejected']}, "
-                    f"released {o['released']}, modified {o['modified']}, none {o['no_outcome']}{_lost(lk)}; "
-                    f"presettled {lk['presettled']}, unsettled {lk['unsettled']}, aborted {lk['aborted']}"
+                    f"      deliveries {_n(lk['deliveries'])}: accepted {_n(o['accepted'])}, rejected {_n(o['rejected'])}, "
+                    f"released {_n(o['released'])}, modified {_n(o['modified'])}, none {_n(o['no_outcome'])}{_lost(lk)}; "
+                    f"presettled {_n(lk['presettled'])}, unsettled {_n(lk['unsettled'])}, aborted {_n(lk['aborted'])}"
                 )
                 la = lk["latency"]
                 if la["latency_max"] is not None:
@@ -216,7 +294,7 @@ def render_text(rep: dict) -> str:
                         f"p99 {_ms(la['latency_p99'])}, max {_ms(la['latency_max'])}"
                     )
                 if lk["stalls"]:
-                    lines.append(f"      stalls {lk['stalls']} ({lk['stalled_seconds']:.3f} s)")
+                    lines.append(f"      stalls {_n(lk['stalls'])} ({lk['stalled_seconds']:.3f} s)")
                 if lk.get("detach_error"):
                     lines.append(f"      detached with {lk['detach_error']}: {_one_line(lk['detach_description'])}")
                 if lk.get("unknown"):
@@ -228,7 +306,7 @@ def render_text(rep: dict) -> str:
                 lines.append(
                     f"    {where}: {e['condition']}"
                     + (f": {_one_line(e['description'])}" if e.get("description") else "")
-                    + (f" (x{e['count']})" if (e.get("count") or 1) > 1 else "")
+                    + (f" (x{_n(e['count'])})" if (e.get("count") or 1) > 1 else "")
                     + (f" [packet {e['packet']}]" if e.get("packet") else "")
                 )
     more = rep.get("connections_more")
@@ -246,39 +324,47 @@ def render_text(rep: dict) -> str:
         for v in rep["violations"][:50]:
             lines.append(f"  packet {v['packet']} {v['connection']} ch {_v(v['channel'])}: [{v['kind']}] {_one_line(v['message'])}")
         if len(rep["violations"]) > 50:
-            lines.append(f"  ... {len(rep['violations']) - 50} more (--format json lists all)")
+            lines.append(f"  ... {_n(len(rep['violations']) - 50)} more (--format json lists all)")
     nd = rep["notable_deliveries"]
     if nd["slowest_settlement"]:
         lines.append("")
         lines.append("Slowest settlements")
-        for d in nd["slowest_settlement"]:
-            lines.append(
-                f"  {_ms(d['settlement_latency']):>12}  delivery {d['delivery_id']} on {_q(d['link'])} "
-                f"({d['frames']} frames, {d['message_size']} bytes) outcome {d['outcome'] or '-'}, "
-                f"settled by {d['settled_by'] or '-'}  [packet {d['first_packet']}]"
-            )
+        def slow_key(d):
+            return tuple(v for k, v in d.items() if k not in ("delivery_id", "delivery_tag"))
+
+        def slow_line(d, ids):
+            return (f"  {_ms(d['settlement_latency']):>12}  {_deliveries(ids)} on {_q(d['link'])} "
+                    f"({_plural(d['frames'], 'frame')}, {_n(d['message_size'])} bytes"
+                    f"{' each' if len(ids) > 1 else ''}) outcome {d['outcome'] or '-'}, "
+                    f"settled by {d['settled_by'] or '-'}  {_packets(d, 'settled', d.get('settled_packet'))}")
+
+        lines.extend(_fold(nd["slowest_settlement"], slow_key, slow_line))
     presettled = nd.get("presettled") or 0
     if nd["not_accepted"] or presettled:
         # only deliveries that expected an outcome; presettled (at-most-once) ones have none by design
         lines.append("")
         lines.append("Deliveries not accepted")
-        for d in nd["not_accepted"]:
+        def na_key(d):
+            return tuple(v for k, v in d.items() if k not in ("delivery_id", "delivery_tag"))
+
+        def na_line(d, ids):
             ua = d.get("unsettled_at")
             state = d["outcome"] or (LOST if ua == "lost-in-capture"
                                      else "unsettled at " + ua if ua else "no outcome")
-            lines.append(
-                f"  delivery {d['delivery_id']} on {_q(d['link'])}: {state}"
-                + (f" ({d['outcome_error']})" if d.get("outcome_error") else "")
-                + (" aborted" if d.get("aborted") else "")
-                + f"  [packet {d['first_packet']}]"
-            )
+            return (f"  {_deliveries(ids)} on {_q(d['link'])}: {state}"
+                    + (f" ({d['outcome_error']})" if d.get("outcome_error") else "")
+                    + (" aborted" if d.get("aborted") else "")
+                    + "  " + _packets(d, d["outcome"] or "settled", d.get("outcome_packet") if d["outcome"]
+                                      else d.get("settled_packet")))
+
+        lines.extend(_fold(nd["not_accepted"], na_key, na_line))
         more = (nd.get("not_accepted_count") or 0) - len(nd["not_accepted"])
         if more > 0:
-            lines.append(f"  … and {more} more (see `deliveries`)")
+            lines.append(f"  … and {_n(more)} more (see `deliveries`)")
         if not nd["not_accepted"]:
             lines.append("  none")
         if presettled:
-            lines.append(f"  presettled (at-most-once): {presettled}")
+            lines.append(f"  presettled (at-most-once): {_n(presettled)}")
     if rep["longest_stalls"]:
         lines.append("")
         lines.append("Longest stalls")
@@ -291,5 +377,5 @@ def render_text(rep: dict) -> str:
                    if st.get("credit_exhausted_packet") not in (None, st["start_packet"]) else "")
             )
         if rep.get("more_stalls"):
-            lines.append(f"  … and {rep['more_stalls']} more (see `stalls`)")
+            lines.append(f"  … and {_n(rep['more_stalls'])} more (see `stalls`)")
     return "\n".join(lines) + "\n"

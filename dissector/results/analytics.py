@@ -190,6 +190,8 @@ except ImportError:
     from .. import _cython_shim as cython
 
 from ..times import NS
+from ..amqp.framing import StreamNote
+from ..events import PacketNote
 from ..model.deliveries import STORE_COLUMNS, compact_rows, link_deliveries, store_columns, store_delivery, store_values
 from ..model.tracker import StateTracker
 from ..model.stats import DeliveryStats, Latencies, add_link_stats
@@ -332,10 +334,15 @@ class Analyzer(StateTracker):
         self._not_accepted: list = []  # max-heap (negated order key, delivery): the first NOT_ACCEPTED in order
         self.not_accepted_count = 0
         self._stats_cache: dict = {}  # link -> DeliveryStats with the live deliveries added (valid until fed)
+        self.layer_facts: dict = {}  # connection id -> what its TLS / WebSocket layers said (rows.layer_fact)
 
     def feed(self, event) -> None:
         if self._stats_cache:
             self._stats_cache = {}
+        cls = type(event)
+        if cls is PacketNote or cls is StreamNote:  # (a few per connection: the layers' notes)
+            if event.conn is not None and event.note.group in _rows.LAYER_GROUPS:
+                _rows.layer_fact(self.layer_facts, event.conn, event.note.message)
         StateTracker.feed(self, event)
 
     # -- folded deliveries ----------------------------------------------------------

@@ -26,11 +26,15 @@
   client and server;
 * ``notes``: what was cut or approximated, in words.
 
-Idle periods (``Stall.idle()``) are not stalls: no plot draws them and no ``stalls_total`` counts them.
+Idle periods (``Stall.idle()``) are not stalls: no ``stalls_total`` counts them; a link's ``idle``
+(spans as its ``stalls``, kind ``idle``) and ``idle_total`` draw them apart.  A link's ``rate``
+(SeriesAnalyzer.rate_series: t0, width, total, per bucket count, mean and max latency) gives the
+throughput and latency over time; ``handle`` is the sender's handle (``handle_client``,
+``handle_server``: as each peer numbered the link).
 
-Histogram bins are logarithmic when the latencies span more than two decades (a zero latency,
-a pre-settled single-frame delivery, is counted apart in ``zeros``, a negative one, from timestamps
-out of order in the capture, in ``negative``), linear otherwise; the CDF is
+Histogram bins are logarithmic (a zero latency, a pre-settled single-frame delivery, is counted
+apart in ``zeros``, a negative one, from timestamps out of order in the capture, in
+``negative``); linear only for a single value; the CDF is
 exact (a point per distinct latency) up to :data:`CDF_POINTS` points, then those at evenly
 spaced ranks.
 """
@@ -62,7 +66,7 @@ def histogram(keys, counts, bins: int = HIST_BINS) -> dict | None:
     if not pos:
         return {"edges": [0.0, 1e-6], "counts": [0], "zeros": zeros, "negative": negative, "log": False}
     lo, hi = pos[0][0], pos[-1][0]
-    log = hi / lo > 100
+    log = hi > lo  # logarithmic bins by default (latencies spread over decades); one value: linear
     if hi == lo:  # one value: in the middle of a few bins around it
         edges = [lo * (0.8 + 0.04 * i) for i in range(11)]
     elif log:
@@ -120,15 +124,28 @@ def plot_data(an, max_links: int = PLOT_LINKS) -> dict:
     end = seconds(end)
     credit_of = getattr(an, "credit_series", None)
     window_of = getattr(an, "window_series", None)
+    rate_of = getattr(an, "rate_series", None)
 
-    # idle periods (the sender had nothing waiting) are not stalls: not drawn
+    # idle periods (the sender had nothing waiting) are not stalls: drawn apart, in grey
     stalls = [st for st in an.stalls if not st.idle()]
     idle_periods = len(an.stalls) - len(stalls)
     stalls_of: dict = {}
     for st in stalls:
         stalls_of.setdefault(id(st.link) if st.link is not None else ("s", id(st.session), st.direction), []).append(st)
+    idle_of: dict = {}
+    for st in an.stalls:
+        if st.idle():
+            idle_of.setdefault(id(st.link) if st.link is not None else ("s", id(st.session), st.direction),
+                               []).append(st)
 
     span = (end - start) if start is not None and end is not None else 0.0
+
+    def idle_spans(periods) -> list:
+        """Idle periods of one link or session, drawn as stalls are (see ``spans``), kind ``idle``."""
+        out = spans(periods)
+        for d in out:
+            d["kind"] = "idle"
+        return out
 
     def spans(stalls) -> list:
         """Stalls of one link (or session) to draw: each stall (``fraction`` 1) while there are at most
@@ -189,12 +206,20 @@ def plot_data(an, max_links: int = PLOT_LINKS) -> dict:
         if sd is not None:
             own += stalls_of.get(("s", id(s), sd), ())
         own.sort(key=lambda x: x.start)
+        idle = list(idle_of.get(id(link), ()))
+        if sd is not None:
+            idle += idle_of.get(("s", id(s), sd), ())
+        rate = rate_of(link) if rate_of is not None else None
         links.append({
             "connection": c.id,
             "session": s.index,
             "channel": an._session_channel(s),
             "link": link.name,
             "link_index": link.index,
+            # the handle as each peer numbered it (the sender's is the link's handle)
+            "handle": link.handle[sd] if sd is not None else None,
+            "handle_client": link.handle[0],
+            "handle_server": link.handle[1],
             "address": an._link_address(link),
             "sender": c.peer(sd) if sd is not None else None,
             "receiver": c.peer(1 - sd) if sd is not None else None,
@@ -205,6 +230,9 @@ def plot_data(an, max_links: int = PLOT_LINKS) -> dict:
             "window": window.to_dict() if window is not None else None,
             "stalls": spans(own),
             "stalls_total": len(own),
+            "idle": idle_spans(idle),
+            "idle_total": len(idle),
+            "rate": rate.to_dict() if rate is not None else None,
         })
     not_shown = len(all_links) - len(links)
     if not_shown:
@@ -257,8 +285,9 @@ def plot_data(an, max_links: int = PLOT_LINKS) -> dict:
                      f"each 1/{SPAN_BINS} of the capture spent stalled (the height of the span)")
 
     if idle_periods:
-        notes.append(f"{idle_periods} idle period{'s' if idle_periods != 1 else ''} (credit gone with nothing "
-                     f"waiting) not drawn: they are not stalls (stalls table, idle = true)")
+        notes.append(f"{idle_periods:,} idle period{'s' if idle_periods != 1 else ''} (credit gone with nothing "
+                     f"waiting) are drawn in grey under the credit and window plots, apart from the stalls: "
+                     f"they are not stalls (stalls table, idle = true)")
 
     ladder = []
     for lad in (an.ladder() if hasattr(an, "ladder") else ()):

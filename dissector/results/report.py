@@ -27,7 +27,8 @@ NOTABLE = 10  # rows per "notable" list
 LISTED_CONNECTIONS = 100  # connections the report describes one by one (the others are added up)
 DELIVERY_KEYS = ("connection", "channel", "link", "delivery_id", "delivery_tag", "sender", "first_time",
                  "first_packet", "frames", "message_size", "presettled", "aborted", "settled_by",
-                 "settled_time", "outcome", "outcome_error", "settlement_latency", "unsettled_at")
+                 "settled_time", "settled_packet", "outcome", "outcome_error", "outcome_packet", "settlement_latency",
+                 "unsettled_at")
 
 
 def _by_connection(rows: list) -> dict:
@@ -182,7 +183,8 @@ def _connection_entry(an, conn, stall_count: dict, stall_secs: dict, violations_
                     "hostname", "sasl_mechanism", "sasl_outcome", "max_frame_size_client",
                     "max_frame_size_server", "idle_time_out_client", "idle_time_out_server", "open_time",
                     "close_time", "closed_by", "close_error", "close_description", "transport_end",
-                    "mid_connection", "lossy", "tls", "tls_undecrypted_bytes", "tls_note", "unknown",
+                    "mid_connection", "lossy", "tls", "tls_undecrypted_bytes", "tls_note", "tls_version",
+                    "tls_cipher", "websocket", "ws_path", "unknown",
                     "gaps_client", "gaps_server", "gap_bytes_client", "gap_bytes_server",
                     "undecoded_bytes_client", "undecoded_bytes_server", "inferred"),
             "deliveries": c.get("deliveries"),
@@ -379,6 +381,9 @@ def partial_report(an, keys) -> dict:
                   for h in (getattr(getattr(keys, "d", None), "holes", None) or ())],
         "others": an.other_rows(limit=LISTED_CONNECTIONS),
         "others_count": len(an.others),
+        # TLS streams on other ports this worker's dissector could not decrypt (capture_info's)
+        "tls_unseen": [getattr(getattr(keys, "d", None), "tls_unseen_count", 0),
+                       [dict(x) for x in getattr(getattr(keys, "d", None), "tls_unseen", None) or ()]],
     }
 
 
@@ -420,6 +425,15 @@ def merge_reports(parts: list, capture_errors=(), capture: dict | None = None) -
             gaps.append({**g, "connections": conns_of} if conns_of else g)
         capture["gaps"] = gaps
     _add_missing_files(out_conns, capture)
+    if capture is not None and any("tls_unseen" in p for p in parts):
+        # the workers' TLS streams not decrypted, in place of the reading process's own count
+        capture = dict(capture)
+        capture.pop("tls_not_decrypted", None)
+        n = sum(p["tls_unseen"][0] for p in parts if "tls_unseen" in p)
+        if n:
+            first = sorted((x for p in parts if "tls_unseen" in p for x in p["tls_unseen"][1]),
+                           key=lambda x: (x["packet"], x["connection"]))
+            capture["tls_not_decrypted"] = {"streams": n, "first": first[:20]}  # (as many as a dissector keeps)
     violations_of: dict = {}
     for v in violations:
         violations_of[v["connection"]] = violations_of.get(v["connection"], 0) + (v.get("count") or 1)

@@ -93,6 +93,30 @@ def _by_connection(an) -> tuple:
     return idx
 
 
+#: expert-note groups of the stream layers whose notes say what a connection is wrapped in
+LAYER_GROUPS = ("tls", "websocket")
+_NO_LAYERS = {"tls_version": None, "tls_cipher": None, "websocket": False, "ws_path": None}
+
+
+def layer_fact(facts: dict, conn: str, message: str) -> None:
+    """Keep in ``facts[conn]`` what a TLS or WebSocket layer's note says about the connection:
+    the TLS version and cipher suite of its handshake (``TLS handshake: TLS 1.3,
+    TLS_AES_256_GCM_SHA384; ...``, dissector/capture/tls.py) and the path of an AMQP WebSocket
+    upgrade (``WebSocket upgrade GET /amqp, subprotocol amqp``, dissector/capture/websocket.py;
+    not one it ignores as not AMQP).  The first of each is kept."""
+    if message.startswith("TLS handshake: "):
+        parts = message[len("TLS handshake: "):].split(";")[0].split(", ")
+        f = facts.setdefault(conn, dict(_NO_LAYERS))
+        if f["tls_version"] is None and len(parts) >= 2:
+            f["tls_version"] = parts[0]
+            f["tls_cipher"] = parts[1]
+    elif message.startswith("WebSocket upgrade GET ") and "not an AMQP WebSocket" not in message:
+        f = facts.setdefault(conn, dict(_NO_LAYERS))
+        if not f["websocket"]:
+            f["websocket"] = True
+            f["ws_path"] = message[len("WebSocket upgrade GET "):].rsplit(", subprotocol ", 1)[0]
+
+
 def connection_row(an, c) -> dict:
     """The connections-table row of one connection (a ``an.connections`` value)."""
     o, cl = c.open, c.close
@@ -123,6 +147,7 @@ def connection_row(an, c) -> dict:
         "tls": c.tls,
         "tls_undecrypted_bytes": c.tls_undecrypted,
         "tls_note": c.tls_reason,
+        **getattr(an, "layer_facts", {}).get(c.id, _NO_LAYERS),
         "protocol_headers_client": list(c.headers[0]),
         "protocol_headers_server": list(c.headers[1]),
         "negotiation": c.negotiation,

@@ -69,6 +69,11 @@ CONNECTIONS = _cols(
     ("tls_undecrypted_bytes", INT, "TLS bytes not decrypted (no key for the connection, no key log, or records "
      "that failed authentication); null when none"),
     ("tls_note", STRING, "why TLS bytes were not decrypted, e.g. \"TLS, no keys for client random …\""),
+    ("tls_version", STRING, "TLS version of the handshake, e.g. \"TLS 1.3\"; null when not known (no TLS, or no "
+     "key log given: the handshake is then not parsed)"),
+    ("tls_cipher", STRING, "cipher suite the server chose, e.g. \"TLS_AES_256_GCM_SHA384\"; null when not known"),
+    ("websocket", BOOL, "the AMQP stream is carried over a WebSocket (an HTTP upgrade with subprotocol amqp)"),
+    ("ws_path", STRING, "path of the WebSocket upgrade request, e.g. \"/amqp\"; null without a WebSocket"),
     *_pair("protocol_headers", JSON, "list of the protocol headers the {side} sent, e.g. [\"SASL 1.0.0\", \"AMQP 1.0.0\"]"),
     ("negotiation", STRING, "text when the two sides' protocol headers differed, else null"),
     ("sasl", BOOL, "a SASL layer was used"),

@@ -32,6 +32,7 @@ from ..render.frames import short_value
 from .analytics import Analyzer
 
 SERIES_POINTS = 512  # buckets kept per series (merged two by two when full)
+RATE_WIDTH = 100_000  # nanoseconds: the first width of a RateSeries' buckets (doubled as needed)
 SERIES_LINKS = 64  # links with a credit series
 SERIES_SESSIONS = 64  # (session, sending peer) pairs with a window series
 LADDER_FRAMES = 60  # frames kept per connection for the ladder diagram
@@ -121,6 +122,55 @@ class Series:
                 "per_bucket": self.width}
 
 
+class RateSeries:
+    """Deliveries settled per time bucket, and their settlement latency (sum and max), in bounded
+    room: buckets of ``width`` nanoseconds from ``t0`` (the first settlement seen); when a
+    settlement falls beyond ``cap`` buckets, neighbouring buckets are merged two by two and the
+    width doubles.  A settlement before ``t0`` (capture times out of order) counts in the first."""
+
+    __slots__ = ("cap", "t0", "width", "count", "lat_sum", "lat_max", "total")
+
+    def __init__(self, t0: int, cap: int = SERIES_POINTS, width: int = RATE_WIDTH):
+        self.cap = max(2, cap - cap % 2)
+        self.t0 = t0
+        self.width = width
+        self.count = array("q")
+        self.lat_sum = array("d")
+        self.lat_max = array("d")
+        self.total = 0
+
+    def add(self, t: int, latency: float) -> None:
+        i = max(0, (t - self.t0) // self.width)
+        while i >= self.cap:
+            self._halve()
+            i = max(0, (t - self.t0) // self.width)
+        n = len(self.count)
+        if i >= n:
+            grow = i + 1 - n
+            self.count.extend([0] * grow)
+            self.lat_sum.extend([0.0] * grow)
+            self.lat_max.extend([0.0] * grow)
+        self.count[i] += 1
+        self.lat_sum[i] += latency
+        if latency > self.lat_max[i]:
+            self.lat_max[i] = latency
+        self.total += 1
+
+    def _halve(self) -> None:
+        n = len(self.count)
+        self.count = array("q", [sum(self.count[j:j + 2]) for j in range(0, n, 2)])
+        self.lat_sum = array("d", [sum(self.lat_sum[j:j + 2]) for j in range(0, n, 2)])
+        self.lat_max = array("d", [max(self.lat_max[j:j + 2]) for j in range(0, n, 2)])
+        self.width *= 2
+
+    def to_dict(self) -> dict:
+        """``t0`` (epoch seconds), ``width`` (seconds), ``total``, and per bucket ``count``,
+        ``mean`` and ``max`` latency (seconds; null for a bucket without settlements)."""
+        return {"t0": self.t0 / NS, "width": self.width / NS, "total": self.total, "count": list(self.count),
+                "mean": [s / c if c else None for s, c in zip(self.lat_sum, self.count)],
+                "max": [m if c else None for m, c in zip(self.lat_max, self.count)]}
+
+
 class SeriesAnalyzer(Analyzer):
     """An :class:`Analyzer` that also keeps the bounded series of this module (see the module
     docstring).  Read them with :meth:`credit_series`, :meth:`window_series` and
@@ -143,6 +193,7 @@ class SeriesAnalyzer(Analyzer):
         self._untracked: set = set()  # links / sessions refused a series (counted once)
         self._ladder: dict = {}  # connection id -> [frame records]
         self._ladder_total: dict = {}  # connection id -> frames and headers seen in all
+        self._rates: dict = {}  # _Link -> RateSeries (settlements over time), the first series_links links
 
     # -- hooks into the state layer ------------------------------------------------------
 
@@ -161,6 +212,19 @@ class SeriesAnalyzer(Analyzer):
                 if total < self.ladder_frames:
                     self._ladder[cid].append(_ladder_record(event))
         Analyzer.feed(self, event)
+
+    def _on_fold(self, d) -> None:
+        Analyzer._on_fold(self, d)
+        st = d.settled
+        if st is None or st[0] is None or d.first_ts is None:
+            return
+        link = d.link
+        rs = self._rates.get(link)
+        if rs is None:
+            if len(self._rates) >= self.series_links:
+                return
+            rs = self._rates[link] = RateSeries(st[0], self.series_points)
+        rs.add(st[0], (st[0] - d.first_ts) / NS)
 
     def _on_credit(self, link, f):
         ts = f.ts
@@ -231,6 +295,10 @@ class SeriesAnalyzer(Analyzer):
     def window_series(self, session, sender) -> Series | None:
         """The remote-incoming-window series of ``sender``'s transfers on a session."""
         return self._window_s.get((session, sender))
+
+    def rate_series(self, link) -> RateSeries | None:
+        """Settlements over time of a link (a state-layer ``_Link``), None when none was kept."""
+        return self._rates.get(link)
 
     def ladder(self) -> list:
         """[{connection, frames: [records], total}] of the connections whose frames were kept."""

@@ -266,7 +266,7 @@ def test_missing_keys_note_counts_bytes(captures):
     (row,) = a.connections.to_dict("records")
     assert row["tls"] and row["tls_undecrypted_bytes"] == encrypted
     assert row["tls_note"].startswith(f"TLS, no keys for client random {random}")
-    assert f"({encrypted} bytes not decrypted in all)" in render_text(build_report(a.analyzer))
+    assert f"({encrypted:,} bytes not decrypted in all)" in render_text(build_report(a.analyzer))
     # without any key log every TLS byte after the first is counted: each record's 5-byte header and body
     whole = sum(5 * len(lens) + sum(lens) for lens in
                 ([int(n) for n in r[2].split(",") if n] for r in rows))

@@ -206,12 +206,17 @@ def test_histogram_counts_negative_latencies_apart():
     assert h["negative"] == 1 and h["zeros"] == 2 and sum(h["counts"]) == 7
 
 
-def test_histogram_linear_when_narrow():
+def test_histogram_logarithmic_by_default():
+    """Log bins even when the latencies span less than a decade (the bins' edges are then evenly
+    spaced in log10, checked against numpy's); a single value gets linear bins around it."""
     keys, counts = [0.0004, 0.0005, 0.0009], [3, 1, 2]
     h = histogram(keys, counts, bins=10)
-    assert not h["log"] and sum(h["counts"]) == 6
+    assert h["log"] and sum(h["counts"]) == 6
+    assert np.allclose(np.diff(np.log10(h["edges"])), np.log10(0.0009 / 0.0004) / 10)
     expected, _ = np.histogram(np.repeat(keys, counts), bins=np.array(h["edges"]))
     assert list(expected) == h["counts"]
+    one = histogram([0.002], [5], bins=10)
+    assert not one["log"] and sum(one["counts"]) == 5
 
 
 @pytest.mark.parametrize("name", ["outcomes", "credit_one", "multi_session", "presettled"])
@@ -415,3 +420,120 @@ def test_render_html_of_an_empty_capture(tmp_path):
     an.finish()
     page = render_html(build_report(an), plot_data(an))
     assert "no link carried a delivery" in page and "no stalls" in page
+
+
+# --------------------------------------------------------------------------- issue 27: readable plots
+
+
+def _svg(page: str, plot_id: str) -> str:
+    return re.search(rf'<svg [^>]*id="{plot_id}".*?</svg>', page, re.S).group(0)
+
+
+def _texts(svg: str) -> list[str]:
+    return [re.sub(r"<[^>]+>", "", t) for t in re.findall(r"<text [^>]*>(.*?)</text>", svg, re.S)]
+
+
+UNITS = {"µs": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+@pytest.mark.parametrize("name", ["outcomes", "credit_one"])
+def test_axes_are_in_the_unit_of_their_ticks(name):
+    """Every latency and time axis names one unit and its ticks are plain numbers of it: the
+    ticks, read in that unit, fall inside the data's range (the histogram's edges, the capture's
+    span), so "99" under "µs" is 99 µs, never 99 seconds."""
+    an = series_analysis(name)
+    doc = plot_data(an)
+    page = render_html(build_report(an), doc)
+    span = doc["end"] - doc["start"]
+    for i, lk in enumerate(doc["links"]):
+        h = lk["latency"]["histogram"]
+        for plot_id, lo, hi in ((f"histogram-{i}", h["edges"][0], h["edges"][-1]),
+                                (f"credit-{i}", 0.0, span), (f"throughput-{i}", 0.0, span)):
+            texts = _texts(_svg(page, plot_id))
+            (label,) = [t for t in texts if t.startswith(("settlement latency, ", "time since the capture start, "))]
+            unit = UNITS[label.split(", ")[1].split(" ")[0]]
+            assert "seconds" not in " ".join(texts)
+            ticks = [float(t) for t in texts if re.fullmatch(r"-?[\d.]+(e-?\d+)?", t)]
+            xticks = [t * unit for t in ticks if lo * 0.999 <= t * unit <= hi * 1.001 + 1e-12]
+            assert xticks, (plot_id, label, texts)
+            # the tick values are of the size of the data: in another unit they would be off by 10^3
+            assert max(xticks) >= (hi - lo) / 50 or hi == lo
+
+
+def test_the_handle_as_the_peer_numbered_it():
+    """outcomes-receiver is the connection's second link (link_index 1) and both peers attached it
+    with handle 0 (tshark's attach frames): the page says handle 0, never the index."""
+    rows = subprocess.run(["tshark", "-r", str(sample("outcomes")), "-Y", "amqp.performative == 18",
+                           "-T", "fields", "-e", "amqp.performative.arguments.name",
+                           "-e", "amqp.performative.arguments.handle"], capture_output=True, text=True,
+                          check=True).stdout
+    handles = {tuple(line.split("\t")) for line in rows.splitlines()}
+    # (a packet holding the attach and a flow lists both frames' handles: all of them are the link's here)
+    (h,) = {x for name, handle in handles if name == "outcomes-receiver" for x in handle.split(",")}
+    an = series_analysis("outcomes")
+    doc = plot_data(an)
+    page = render_html(build_report(an), doc)
+    i = [lk["link"] for lk in doc["links"]].index("outcomes-receiver")
+    assert doc["links"][i]["link_index"] != int(h)
+    head = re.search(rf'<section class="card link" id="link-{i}"><h3>(.*?)</h3>', page).group(1)
+    assert f"), handle {h}</span>" in head and "index" not in head
+
+
+def test_dense_stalls_are_a_share_of_time_not_shading(monkeypatch):
+    """A link with more stalls than are drawn one by one: no full-height shading in its credit
+    plot, but one row of bars above it, each as high as the share of its slice spent stalled
+    (the plot data's fraction, checked bar by bar)."""
+    import amqp_dissect.results.plots as plots
+
+    monkeypatch.setattr(plots, "EXACT_SPANS", 0)
+    an = series_analysis("credit_one")
+    doc = plots.plot_data(an)
+    page = render_html(build_report(an), doc)
+    i, lk = next((i, lk) for i, lk in enumerate(doc["links"]) if lk["stalls"])
+    svg = _svg(page, f"credit-{i}")
+    assert 'class="stall"' not in svg
+    d = re.search(r'<path d="([^"]*)" fill="[^"]*" shape-rendering="crispEdges" class="stall-share"', svg).group(1)
+    heights = [float(v) for v in re.findall(r"v([\d.]+)h", d)]
+    spans = [s for s in lk["stalls"] if s["kind"] != "session-window"]
+    assert len(heights) == len(spans)
+    for hgt, s in zip(heights, spans):
+        assert hgt == pytest.approx(max(1.5, 12 * s["fraction"]), abs=0.06)
+
+
+def test_idle_periods_drawn_apart_from_stalls():
+    """outcomes-receiver's two intervals at credit 0 are idle periods (the stalls table says
+    idle): drawn in their own grey row of the credit plot, not shaded as stalls."""
+    an = series_analysis("outcomes")
+    idle = [st for st in an.stalls if st.idle() and st.link is not None and st.link.name == "outcomes-receiver"]
+    assert len(idle) == 2
+    doc = plot_data(an)
+    page = render_html(build_report(an), doc)
+    i = [lk["link"] for lk in doc["links"]].index("outcomes-receiver")
+    lk = doc["links"][i]
+    assert lk["idle_total"] == 2 and len(lk["idle"]) == 2
+    svg = _svg(page, f"credit-{i}")
+    d = re.search(r'<path d="([^"]*)" fill="#c7c7c7" shape-rendering="crispEdges" class="idle"', svg).group(1)
+    assert d.count("M") == 2
+    assert 'class="stall"' not in svg
+
+
+@pytest.mark.parametrize("name", ["outcomes", "credit_one", "multi_session"])
+def test_throughput_and_latency_over_time_per_link(name):
+    """Each link with deliveries gets a throughput and a latency-over-time plot; the settlements
+    counted over time are the link's settled deliveries (the truth's count for a link whose
+    deliveries all settled), and the latency per bucket stays within the link's min and max."""
+    an = series_analysis(name)
+    doc = plot_data(an)
+    page = render_html(build_report(an), doc)
+    t = {lk["name"]: lk for lk in truth(name)["links"]}
+    for i, lk in enumerate(doc["links"]):
+        assert f'id="throughput-{i}"' in page and f'id="latency-{i}"' in page
+        rate, lat = lk["rate"], lk["latency"]
+        assert rate["total"] == lat["count"] == sum(rate["count"])
+        tl = t.get(lk["link"])
+        if tl is not None and not tl.get("unsettled_at_end"):
+            assert rate["total"] == (tl["messages_sent"] or tl["deliveries_received"]) - (tl.get("presettled") or 0)
+        for m, mx in zip(rate["mean"], rate["max"]):
+            if m is not None:
+                assert 0 <= m <= mx <= lat["max"] + 1e-12
+        assert rate["width"] > 0 and len(rate["count"]) <= 512

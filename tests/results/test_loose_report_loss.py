@@ -89,7 +89,7 @@ def test_text_and_html_headers_name_the_lost(report):
     text = render_text(report)
     s = report["summary"]
     head = [line for line in text.splitlines() if line.startswith("connections ")][0]
-    assert f"{LOST} {s['lost_in_capture']}" in head
+    assert f"{LOST} {s['lost_in_capture']:,}" in head  # (counts with thousands separators)
     assert head.endswith("unsettled 0")
     assert " none " not in head
     link_lines = [line.strip() for line in text.splitlines() if line.strip().startswith("deliveries ")]
