@@ -16,7 +16,7 @@ same schema), converted once with the registry's dtypes: Arrow-backed strings
 (``string[pyarrow]``), nullable integers (``Int64``, ``UInt64``), ``boolean``, ``float64`` and
 ``datetime64[ns, UTC]``: exactly what ``pandas.read_parquet`` gives of the CLI's Parquet file.
 
-The deliveries are made as the CLI's ``deliveries -f parquet`` makes them: column by column from
+The deliveries are made as the CLI's ``deliveries -T parquet`` makes them: column by column from
 the folded deliveries, a small batch at a time as they become final, so the capture is read once
 and what is held is the Arrow table being built.  The other tables are the analyzer's rows once
 the capture is read (all eight tables come from one reading).

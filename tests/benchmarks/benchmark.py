@@ -35,7 +35,7 @@ What it does
    tables on each.
 5. The Python API (``--api``, on by default; ``--api none`` skips it): the deliveries DataFrame of
    ``amqp_dissect.analyze(CAPTURE, tables="deliveries")`` in a child process, alternated with the
-   CLI's ``deliveries -f parquet`` on each shape's capture; wall time and peak RSS of each, and
+   CLI's ``deliveries -T parquet`` on each shape's capture; wall time and peak RSS of each, and
    the ratio API / CLI (issue 27's goal: at most 3x the time, at most 400 MB peak).
 6. Optionally (``--stages``) the in-process stage timings: capture reading,
    reading + link/IP/TCP parsing, the sans-IO pipeline.
@@ -489,7 +489,7 @@ API_GOALS = {"ratio": 3.0, "peak_mb": 400.0}  # issue 27: the DataFrame in <= 3x
 
 def run_api(runner: Runner, caps: dict, repeat: int, python: str = sys.executable) -> list[dict]:
     """Per shape's capture: the API's deliveries DataFrame (a child ``python -c API_CODE``) and the
-    CLI's ``deliveries -f parquet``, alternated ``repeat`` times in each mode; wall seconds and
+    CLI's ``deliveries -T parquet``, alternated ``repeat`` times in each mode; wall seconds and
     peak RSS of each child, the median of the per-pair ratios API / CLI."""
     rows = []
     cli_args = MEMORY_CMDS["deliveries-parquet"]

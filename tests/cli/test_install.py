@@ -121,10 +121,10 @@ def test_a_light_install_runs_report_and_the_tables_without_the_extras(light, tm
     log = tmp_path / "extra-imports.txt"
     commands = [
         ["report", SAMPLE],
-        ["report", SAMPLE, "-f", "json"],
+        ["report", SAMPLE, "-T", "json"],
         ["deliveries", SAMPLE],
-        ["links", SAMPLE, "-f", "csv"],
-        ["stalls", SAMPLE, "-f", "jsonl"],
+        ["links", SAMPLE, "-T", "csv"],
+        ["stalls", SAMPLE, "-T", "jsonl"],
         ["frames", SAMPLE, "-c", "5"],
     ]
     for args in commands:
@@ -133,7 +133,7 @@ def test_a_light_install_runs_report_and_the_tables_without_the_extras(light, tm
         assert got.returncode == 0, (args, got.stderr)
         assert got.stdout == want.stdout and got.stdout, args
     out = tmp_path / "d.parquet"
-    got = _run(light, ["deliveries", SAMPLE, "-f", "parquet", "-o", str(out)], env=env, cwd=str(tmp_path))
+    got = _run(light, ["deliveries", SAMPLE, "-T", "parquet", "-o", str(out)], env=env, cwd=str(tmp_path))
     assert got.returncode == 0 and out.stat().st_size > 0, got.stderr
     # the Python API too
     api = subprocess.run([py, "-c", f"import amqp_dissect; print(len(amqp_dissect.analyze({SAMPLE!r}).deliveries))"],

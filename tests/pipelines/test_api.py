@@ -31,7 +31,7 @@ CAPTURES = ["outcomes.pcap", "multi_session.pcap", "large_message.pcap", "loss/k
 
 
 def _cli_parquet(capture: str, table: str, out) -> pd.DataFrame:
-    rc = main([table, capture, "-f", "parquet", "-o", str(out)])
+    rc = main([table, capture, "-T", "parquet", "-o", str(out)])
     assert rc == 0, (table, capture, rc)
     return pd.read_parquet(out)
 
@@ -165,7 +165,7 @@ def test_damage_is_told_as_the_cli_tells_it_and_the_readable_part_is_analysed(tm
         cut.write_bytes(f.read(5000))
     got = amqp_dissect.analyze(str(cut))
     assert len(got.capture_errors) == 1
-    rc = main(["deliveries", str(cut), "-f", "parquet", "-o", str(tmp_path / "d.parquet")])
+    rc = main(["deliveries", str(cut), "-T", "parquet", "-o", str(tmp_path / "d.parquet")])
     assert rc == 5  # the CLI's "capture damaged partway"
     assert got.capture_errors[0] in capsys.readouterr().err
     pd.testing.assert_frame_equal(got.deliveries, pd.read_parquet(tmp_path / "d.parquet"))

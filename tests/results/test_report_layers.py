@@ -83,14 +83,14 @@ def test_tls_without_keys_on_another_port_is_named(caps, capsys):
     assert line.startswith("TLS not decrypted: 1 stream on ports that are not AMQP ports (no key log;")
     assert f"127.0.0.1:{sport}-127.0.0.1:{dport} at packet {frame})" in line
     assert "whether it carries AMQP is unknown" in line and "--keylog FILE" in line
-    doc = json.loads(_report(capsys, "report", caps["tls"], "-f", "json"))
+    doc = json.loads(_report(capsys, "report", caps["tls"], "-T", "json"))
     t = doc["capture"]["tls_not_decrypted"]
     assert t["streams"] == 1
     (first,) = t["first"]
     assert (first["packet"], first["client"], first["server"], first["why"]) == (
         frame, f"127.0.0.1:{sport}", f"127.0.0.1:{dport}", "no key log")
     page = caps["tmp"] / "tls.html"
-    _report(capsys, "report", caps["tls"], "-f", "html", "-o", page)
+    _report(capsys, "report", caps["tls"], "-T", "html", "-o", page)
     html = page.read_text()
     assert 'id="tls-not-decrypted"' in html and "--keylog FILE" in html
     # a key log without this stream's keys: the same, saying why
@@ -111,7 +111,7 @@ def test_tls_version_and_cipher_with_the_key_log(caps, capsys):
     assert "TLS not decrypted" not in text and "connections 1," in text
     assert f"  over TLS {version.split()[1]}, {cipher}\n" in text
     rows = [json.loads(x) for x in _report(capsys, "connections", caps["tls"], "--keylog", caps["keys"],
-                                           "-f", "jsonl").splitlines()]
+                                           "-T", "jsonl").splitlines()]
     (row,) = rows
     assert (row["tls"], row["tls_version"], row["tls_cipher"], row["websocket"], row["ws_path"]) == (
         True, version, cipher, False, None)
@@ -123,13 +123,13 @@ def test_websocket_named_with_its_path(caps, capsys):
     r = subprocess.run(["tshark", "-r", str(caps["ws"]), "-Y", "http.request", "-T", "fields",
                         "-e", "http.request.uri"], capture_output=True, text=True, check=True)
     (uri,) = r.stdout.split()
-    rows = [json.loads(x) for x in _report(capsys, "connections", caps["ws"], "-f", "jsonl").splitlines()]
+    rows = [json.loads(x) for x in _report(capsys, "connections", caps["ws"], "-T", "jsonl").splitlines()]
     (row,) = rows
     assert (row["websocket"], row["ws_path"], row["tls"], row["tls_version"]) == (True, uri, False, None)
     text = _report(capsys, "report", caps["ws"])
     assert f"  over WebSocket GET {uri}\n" in text
     page = caps["tmp"] / "ws.html"
-    _report(capsys, "report", caps["ws"], "-f", "html", "-o", page)
+    _report(capsys, "report", caps["ws"], "-T", "html", "-o", page)
     assert f"over WebSocket GET {uri}" in page.read_text()
 
 
@@ -138,7 +138,7 @@ def test_plain_connections_say_nothing_of_layers(capsys):
     text = _report(capsys, "report", SAMPLES / "outcomes.pcap")
     assert "  over " not in text and "TLS not decrypted" not in text
     (row,) = [json.loads(x) for x in _report(capsys, "connections", SAMPLES / "outcomes.pcap",
-                                             "-f", "jsonl").splitlines()]
+                                             "-T", "jsonl").splitlines()]
     assert (row["tls"], row["tls_version"], row["tls_cipher"], row["websocket"], row["ws_path"]) == (
         False, None, None, False, None)
 
@@ -158,7 +158,7 @@ def test_tls_not_decrypted_counted_by_every_worker(caps, capsys, tmp_path):
     hellos = subprocess.run(["tshark", "-r", str(both), "-Y", "tls.handshake.type == 1", "-T", "fields",
                              "-e", "frame.number"], capture_output=True, text=True, check=True).stdout.split()
     assert len(hellos) == 2
-    one = json.loads(_report(capsys, "report", both, "-f", "json"))["capture"]["tls_not_decrypted"]
-    two = json.loads(_report(capsys, "report", both, "-f", "json", "-j", "2"))["capture"]["tls_not_decrypted"]
+    one = json.loads(_report(capsys, "report", both, "-T", "json"))["capture"]["tls_not_decrypted"]
+    two = json.loads(_report(capsys, "report", both, "-T", "json", "-j", "2"))["capture"]["tls_not_decrypted"]
     assert one == two
     assert one["streams"] == 2 and [x["packet"] for x in one["first"]] == [int(n) for n in hellos]

@@ -76,7 +76,7 @@ def test_slowest_settlements_folded_and_named(capsys):
     """No two lines of a notable list say the same thing but for the delivery id; the folded counts
     add up to the rows listed; '1 frame', never '1 frames'; each line names the settling packet."""
     text = _report(capsys, "report", OUTCOMES)
-    doc = json.loads(_report(capsys, "report", OUTCOMES, "-f", "json"))
+    doc = json.loads(_report(capsys, "report", OUTCOMES, "-T", "json"))
     rows = doc["notable_deliveries"]["slowest_settlement"]
     assert len(rows) == NOTABLE
     lines = _section(text, "Slowest settlements")
