@@ -89,8 +89,11 @@ class Progress:
             return
         from rich.console import Console
         from rich.progress import BarColumn, DownloadColumn, Progress as Bar, TextColumn
+        from rich.table import Column
 
-        bar = Bar(TextColumn("[bold]{task.description}"), BarColumn(), DownloadColumn(),
+        # a long file name is cut, never the figures after it (on an 80-column terminal too)
+        name = Column(max_width=24, no_wrap=True, overflow="ellipsis")
+        bar = Bar(TextColumn("[bold]{task.description}", table_column=name), BarColumn(bar_width=12), DownloadColumn(),
                   TextColumn("{task.fields[rate]} packets/s"), TextColumn("{task.fields[elapsed]}"),
                   TextColumn("left {task.fields[left]}"), console=Console(file=sys.stderr), transient=True)
         # the first frame shows a sample taken now: no placeholder values

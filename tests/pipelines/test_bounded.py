@@ -398,7 +398,7 @@ def test_the_report_lists_at_most_100_connections_and_adds_up_the_others(tmp_pat
     assert listed == [cid for cid in all_ids if cid in set(listed)]  # capture order
     assert (f"... and {n - 100:,} more connections (see `amqp-dissect connections`): sessions 0, links 0, "
             f"deliveries 0, violations 0, errors 0; {n - 100:,} carried no AMQP frame") in text
-    assert f"connections {n}, sessions 5, links 5, deliveries {sum(k + 2 for k in range(5))}" in text
+    assert f"connections {n:,}, sessions 5, links 5, deliveries {sum(k + 2 for k in range(5))}" in text
     # the CLI says the same, and its JSON document holds the listed connections and the sums
     rc, out, err = _run(capsys, "report", "--format", "json", str(cap))
     assert (rc, err) == (EXIT_OK, "")

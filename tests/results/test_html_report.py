@@ -11,6 +11,7 @@ import re
 import shutil
 import struct
 import subprocess
+import sys
 import zlib
 from pathlib import Path
 
@@ -146,7 +147,7 @@ def test_window_series_starts_at_the_announced_window():
 
 
 def _jsonl(name):
-    out = subprocess.run(["amqp-dissect", "frames", "--format", "jsonl", str(sample(name))], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "amqp_dissect.cli", "frames", "--format", "jsonl", str(sample(name))], capture_output=True,
                          text=True, check=True).stdout
     return out.splitlines()
 
