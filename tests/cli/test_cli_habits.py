@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from amqp_dissect.cli.main import EXIT_OK, EXIT_OPEN, EXIT_USAGE, main
+from ptyrun import run_with_stderr_on_a_terminal
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLES = os.path.join(ROOT, "samples")
@@ -613,24 +614,7 @@ def test_live_options_need_an_interface(capsys):
 
 def _with_stderr_on_a_terminal(args, env):
     """Run the CLI with stderr on a pseudo-terminal (stdout piped); what the terminal got."""
-    import pty
-
-    master, slave = pty.openpty()
-    p = subprocess.Popen(CLI + args, stdout=subprocess.PIPE, stderr=slave, cwd=ROOT, env={**os.environ, **env})
-    os.close(slave)
-    seen = b""
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:
-            break
-        if not data:
-            break
-        seen += data
-    out = p.stdout.read()
-    p.wait()
-    os.close(master)
-    return p.returncode, out, seen.decode("utf-8", "replace")
+    return run_with_stderr_on_a_terminal(CLI + args, ROOT, env)
 
 
 def test_progress_shows_on_a_terminal_only(tmp_path):

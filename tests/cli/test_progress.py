@@ -9,6 +9,7 @@ import types
 from pathlib import Path
 
 from amqp_dissect.cli.progress import Progress, figures
+from ptyrun import run_with_stderr_on_a_terminal
 
 ROOT = Path(__file__).resolve().parents[2]
 LARGE = ROOT / "samples" / "large_message.pcap"
@@ -75,25 +76,8 @@ def test_no_placeholders_before_anything_is_known():
 
 
 def _terminal_run(args, env):
-    import pty
-
-    master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "amqp_dissect.cli"] + args, stdout=subprocess.PIPE,
-                            stderr=slave, cwd=ROOT, env={**os.environ, **env})
-    os.close(slave)
-    seen = b""
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:
-            break
-        if not data:
-            break
-        seen += data
-    proc.stdout.read()
-    proc.wait()
-    os.close(master)
-    return proc.returncode, seen.decode("utf-8", "replace")
+    rc, _, tty = run_with_stderr_on_a_terminal([sys.executable, "-m", "amqp_dissect.cli"] + args, ROOT, env)
+    return rc, tty
 
 
 def test_first_frames_have_real_values(tmp_path):
