@@ -11,7 +11,7 @@ from collections import defaultdict
 
 import pytest
 from test_filter_fields_tshark import (  # noqa: F401  (fixtures)
-    OUTCOMES, TSHARK, merged, our_packets, our_values, ours, tshark,
+    OUTCOMES, TSHARK, _isnum, _pick, merged, our_packets, our_values, ours, tshark,
 )
 
 from amqp_dissect.cli.main import EXIT_OK, main
@@ -69,19 +69,6 @@ def test_every_alias_is_a_tshark_field_and_names_one_of_ours(ws_types):
         assert f.alias_of in FIELDS or f.alias_of == "source.address", name
     # the three spec fields whose Wireshark field means more, or less, than ours have none
     assert not {f.alias_of for f in ALIASES.values()} & set(WS_NOT_THE_SAME)
-
-
-def _pick(values: list):
-    vs = sorted(set(values), key=lambda v: (float(v) if _isnum(v) else 0, v))
-    return vs[len(vs) // 2]
-
-
-def _isnum(v: str) -> bool:
-    try:
-        float(v)
-        return True
-    except ValueError:
-        return False
 
 
 @pytest.mark.parametrize("name", NAMES)
