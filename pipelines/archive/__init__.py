@@ -41,7 +41,7 @@ from .layout import balance_flows, capture_ends, group_ranges, Layout, layout, r
 from .ranges import CHAIN, find_boundary, MergeScan, pcap_header, RangeScan
 from .records import (CaptureChanged, decode_range, fill_records, FLOW_TOP, FLOW_TRACK, KIND_NOTE, KIND_SUMMARY,
                       KIND_TCP, RecordReader, STAGE1_COLUMNS)
-from .tables import (archive_schema, arrow_schema, pandas_metadata, to_archive, batch_ipc, frame_row, ipc_batches, RANGE_FILE, ROW_GROUP_ROWS, rows_batch,
+from .tables import (archive_schema, arrow_schema, pandas_metadata, to_archive, batch_ipc, frame_row, ipc_batches, parquet_bytes, range_file, RANGE_FILE, ROW_GROUP_ROWS, rows_batch,
                      sorted_range, sorted_range_table, table_columns, write_range)
 from amqp_dissect.shard import flow_name, sweep_ticks
 
@@ -51,6 +51,6 @@ __all__ = [
     'flow_name', 'FLOW_TOP', 'FLOW_TRACK', 'FlowParams', 'FlowRunner', 'frame_row', 'group_ranges',
     'InputError', 'ipc_batches', 'KIND_NOTE', 'KIND_SUMMARY', 'KIND_TCP', 'Layout', 'layout', 'MergeScan',
     'pcap_header', 'plan_ranges', 'Range', 'range_bounds', 'RANGE_FILE', 'RangeScan', 'RecordReader',
-    'ROW_GROUP_ROWS', 'ROW_TABLES', 'rows_batch', 'set_gaps_of', 'set_key', 'sorted_range',
+    'parquet_bytes', 'range_file', 'ROW_GROUP_ROWS', 'ROW_TABLES', 'rows_batch', 'set_gaps_of', 'set_key', 'sorted_range',
     'sorted_range_table', 'STAGE1_COLUMNS', 'sweep_ticks', 'table_columns', 'write_range',
 ]

@@ -40,7 +40,7 @@ class FlowParams:
 # the tables stage 2 makes rows of: the registry's eight and frames
 ROW_TABLES = ("connections", "sessions", "links", "deliveries", "stalls", "transactions", "violations", "errors",
               "frames")
-_TABLE_METHODS = (  # by connection (deliveries stream out as they become final: FlowRunner._ready_deliveries)
+_TABLE_METHODS = (  # by connection (deliveries stream out as they become final: FlowRunner._folded_deliveries)
     ("connections", "connection_rows"),
     ("sessions", "session_rows"),
     ("links", "link_rows"),
@@ -61,6 +61,18 @@ def _delivery_k2(key: tuple) -> int:
     return (link_index << 40) | seq
 
 
+_CHUNK_SCHEMAS: dict = {}
+
+
+def _chunk_schema(table: str):
+    s = _CHUNK_SCHEMAS.get(table)
+    if s is None:
+        from .tables import arrow_schema
+
+        s = _CHUNK_SCHEMAS[table] = arrow_schema(table)
+    return s
+
+
 def _tick_packets(ticks):
     return [t[0] for t in ticks] if ticks else []
 
@@ -74,7 +86,8 @@ class FlowRunner:
         self.p = params
         self._keylog = KeyLog(params.keylog) if params.keylog else None  # parsed once per runner
         self._tick_pk = _tick_packets(params.ticks)
-        self._buf: dict[str, tuple[list, list, list, list]] = {}
+        # table -> (row dicts, their flows, k1s, k2s, [Arrow batches of rows made by column], their keys)
+        self._buf: dict[str, tuple[list, list, list, list, list, list]] = {}
 
     def run(self, rows: Iterable[tuple]) -> Iterator[tuple]:
         """``rows``: ``(flow, packet, ts, linktype, data, orig_len)`` sorted by flow then
@@ -95,8 +108,8 @@ class FlowRunner:
                 cur = flow
                 state = self._start()
             self._feed(state, row)
-            if state["ready"]:
-                yield from self._ready_deliveries(cur, state)
+            if len(state["folded"]) >= self.CHUNK_ROWS:
+                yield from self._folded_deliveries(cur, state)
             if frames and state["frames"]:
                 yield from self._frame_rows(cur, state)
         if state is not None:
@@ -107,35 +120,62 @@ class FlowRunner:
     def _add(self, table: str, flow: str, row: dict, k1: int, k2: int) -> Iterator[tuple]:
         b = self._buf.get(table)
         if b is None:
-            b = self._buf[table] = ([], [], [], [])
+            b = self._buf[table] = ([], [], [], [], [], [])
         b[0].append(row)
         b[1].append(flow)
         b[2].append(k1)
         b[3].append(k2)
-        if len(b[0]) >= self.CHUNK_ROWS:
+        if len(b[0]) + len(b[5]) >= self.CHUNK_ROWS:
+            yield from self._flush(table)
+
+    def _add_batch(self, table: str, flow: str, batch, k1: list, k2: list) -> Iterator[tuple]:
+        """Rows already made by column (``batch``: the table's registry columns, Spark types), with
+        their order keys."""
+        import pyarrow as pa
+
+        b = self._buf.get(table)
+        if b is None:
+            b = self._buf[table] = ([], [], [], [], [], [])
+        n = batch.num_rows
+        b[4].append(pa.RecordBatch.from_arrays(
+            batch.columns + [pa.array([flow] * n, pa.string()), pa.array(k1, pa.int64()), pa.array(k2, pa.int64())],
+            schema=_chunk_schema(table)))
+        b[5].extend(zip(k1, [flow] * n, k2))
+        if len(b[0]) + len(b[5]) >= self.CHUNK_ROWS:
             yield from self._flush(table)
 
     def _flush(self, table: str) -> Iterator[tuple]:
         b = self._buf.pop(table, None)
-        if b and b[0]:
+        if b and (b[0] or b[4]):
             # the chunk's smallest and largest output-order keys and its size: the job places
             # the range boundaries of the sorted tables from these (see range_bounds) and sends
             # the chunk to the ranges it overlaps
-            keys = list(zip(b[2], b[1], b[3]))
+            keys = list(zip(b[2], b[1], b[3])) + b[5]
             k1, flow, k2 = min(keys)
             hk1, hflow, hk2 = max(keys)
-            yield (table, flow, k1, k2, len(b[0]), hk1, hflow, hk2, batch_ipc(rows_batch(table, *b)))
+            batches = ([rows_batch(table, *b[:4])] if b[0] else []) + b[4]
+            yield (table, flow, k1, k2, len(keys), hk1, hflow, hk2, batch_ipc(batches))
 
-    def _ready_deliveries(self, flow: str, st: dict) -> Iterator[tuple]:
-        """Delivery rows folded so far (final), each with its single-process order."""
-        ready = st["ready"]
-        items = list(ready)
-        ready.clear()
-        conns = st["an"].connections
-        rows = st["rows"]
-        rows["deliveries"] += len(items)
-        for row, key in items:
-            yield from self._add("deliveries", flow, row, conns[row["connection"]].first_packet or 0, _delivery_k2(key))
+    def _folded_deliveries(self, flow: str, st: dict) -> Iterator[tuple]:
+        """The deliveries folded so far (final), made into rows by column (as the CLI's
+        ``deliveries --format parquet`` makes them: no row dict), each with its single-process
+        order key."""
+        ds = st["folded"]
+        if not ds:
+            return
+        ds = list(ds)
+        st["folded"].clear()
+        from amqp_dissect.results.tables import columns_batch
+
+        batch = columns_batch("deliveries", *st["an"].delivery_columns(ds), spark=True, checked=True)
+        k1 = []
+        k2 = []
+        for d in ds:
+            link = d.link
+            k1.append(link.conn.first_packet or 0)
+            k2.append((link.index << 40) | d.seq)
+        st["rows"]["deliveries"] += len(ds)
+        yield from self._add_batch("deliveries", flow, batch, k1, k2)
 
     def _frame_rows(self, flow: str, st: dict) -> Iterator[tuple]:
         n = st["nframes"]
@@ -150,13 +190,13 @@ class FlowRunner:
     # -- one flow ---------------------------------------------------------------------
 
     def _start(self) -> dict:
-        ready: list = []
+        folded: list = []
         return {
             "d": Dissector(extra_ports=self.p.ports, idle_timeout=self.p.idle_timeout, messages=self.p.frames,
                            keylog=self._keylog),
-            # delivery rows stream out as deliveries become final: a flow holds only open ones
-            "an": Analyzer(rows=False, delivery_sink=lambda row, key: ready.append((row, key))),
-            "ready": ready,
+            # deliveries stream out as they become final: a flow holds only open ones
+            "an": Analyzer(rows=False, fold_out=folded),
+            "folded": folded,
             "last_ev": None,  # (packet, ts) of the last record that produced events
             "prev": None,  # (packet, ts) of the previous record of the flow
             "gap": False,  # an idle gap longer than idle_timeout: the global sweep may matter
@@ -241,7 +281,7 @@ class FlowRunner:
         self._events(st, d.finish(p.last_ts, p.last_tcp_packet), None, None)
         an.finish(p.end_ts)
         firsts = {cid: c.first_packet for cid, c in an.connections.items()}
-        yield from self._ready_deliveries(flow, st)
+        yield from self._folded_deliveries(flow, st)
         counts = st["rows"]
         for key, row in an.live_deliveries():
             k1 = firsts.get(row["connection"])

@@ -53,13 +53,16 @@ def rows_batch(table: str, rows: list[dict], flows: list, k1: list, k2: list):
 
 
 def batch_ipc(batch) -> bytes:
-    """An Arrow IPC stream of ``batch``, its buffers LZ4-compressed (a chunk of a stage-2
-    table shrinks about fivefold: less for the JVM to copy, write and shuffle)."""
+    """An Arrow IPC stream of ``batch`` (or of a list of batches of one schema), its buffers
+    LZ4-compressed (a chunk of a stage-2 table shrinks about fivefold: less for the JVM to copy,
+    write and shuffle)."""
     import pyarrow as pa
 
+    batches = batch if isinstance(batch, list) else [batch]
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, batch.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as w:
-        w.write_batch(batch)
+    with pa.ipc.new_stream(sink, batches[0].schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as w:
+        for b in batches:
+            w.write_batch(b)
     return sink.getvalue().to_pybytes()
 
 
@@ -200,6 +203,25 @@ def to_archive(t, table: str):
 
 RANGE_FILE = "part-{:05d}.parquet"  # file of range i of a table written by its task (name order = row order)
 ROW_GROUP_ROWS = 65536
+
+
+def parquet_bytes(t, **options) -> bytes:
+    """The Parquet file of Arrow table ``t`` (``pq.write_table`` options), in memory."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sink = pa.BufferOutputStream()
+    pq.write_table(t, sink, **options)
+    return sink.getvalue().to_pybytes()
+
+
+def range_file(table: str, t) -> tuple[int, bytes]:
+    """(rows, the Parquet file's bytes) of the sorted rows ``t`` (an Arrow table, or None) of a
+    range of ``table``: the file :func:`write_range` writes, for a file system the task cannot
+    write itself (the driver copies it there through Hadoop's FileSystem)."""
+    schema = archive_schema(table)
+    t = schema.empty_table() if t is None else to_archive(t, table)
+    return t.num_rows, parquet_bytes(t, row_group_size=ROW_GROUP_ROWS, compression="snappy")
 
 
 def write_range(directory: str, table: str, r: int, t) -> int:
