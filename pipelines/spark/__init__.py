@@ -31,7 +31,12 @@ in :mod:`amqp_dissect.pipelines.archive`):
    flow key (unordered endpoint pair), ``sortWithinPartitions(flow, packet)``,
    ``mapInArrow``: a Dissector + Analyzer per flow, streaming over the sorted
    rows; rows of the result tables go to ``DIR/_work/rows`` (with a local
-   work directory each task writes its files there itself, pyarrow).
+   work directory each task writes its files there itself, pyarrow).  With a
+   local work directory and record rows small enough (pcap records travel as
+   offsets) the stage-2 tasks read their flows' records from the stage-1
+   files themselves and sort them (``stages.task_records``): one Spark job of
+   plain Python tasks, no shuffle, no JVM between the stages; stage 1, the
+   sweep ticks, the tables and the summaries are such jobs too.
 4. the few flows whose result depends on the rest of the capture (asked of the flows' facts:
    read by the driver from a local work directory, else by Spark jobs) are run
    again with the missing facts: flows idle longer than the idle timeout
@@ -49,8 +54,13 @@ in :mod:`amqp_dissect.pipelines.archive`):
    from the files (each range's task reads the stage-2 chunks it needs; one task
    per summary reads the written tables), one Spark job each; otherwise Spark
    moves the chunks to the range tasks, and the columns each summary reads to
-   one task (:func:`summary_frame`), and writes them.  Either way a summary is
-   one function, :func:`summary_rows`.
+   one task (:func:`summary_frame`); either way the tasks make the Parquet files
+   (the CLI's schema and pandas metadata), and for a remote output the driver
+   copies each through Hadoop's FileSystem (:func:`.fs.write_files`).  A summary
+   is one function, :func:`summary_rows`.
+
+Each step's Python tasks count their CPU seconds (``stats["cpu"]``, :class:`.stages.Meter`);
+with ``AMQP_DISSECT_SPARK_PROFILE=DIR`` each task writes a cProfile file to DIR.
 """
 
 from .api import CaptureTables, read_captures

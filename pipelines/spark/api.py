@@ -99,6 +99,7 @@ def read_captures(spark, paths, *, ports=(), keylog=None, tables=None, frames: b
     out.counts = {t: done["counts"][t] for t in wanted}
     out.files, out.errors, out.order, out.gaps = done["files"], done["errors"], done["order"], done["gaps"]
     done["stats"]["timings"] = done["marks"]
+    done["stats"]["cpu"] = done["meter"].seconds()  # the Python tasks' CPU seconds by step (decoding)
     done["stats"]["seconds"] = round(time.time() - t0, 3)
     out.stats = done["stats"]
     out.work = work

@@ -193,3 +193,27 @@ def _copy_remote(spark, uris: list[str], folder: str) -> dict:
     df = df.repartition(len(wanted))
     got = df.mapInArrow(_copy_fn(folder), "local string, uri string").collect()
     return {r.local: r.uri for r in got}
+
+
+def write_files(spark, directory_uri: str, files) -> int:
+    """Replace the folder ``directory_uri`` (any Hadoop URI) by the ``files``, ``(name, bytes)``
+    pairs (consumed one at a time), and ``_SUCCESS``, through the session's Hadoop FileSystem
+    (the driver writes: the tasks made the bytes, e.g. Parquet files with the CLI's schema and
+    pandas metadata, which Spark's own writer cannot carry).  Returns the files written."""
+    jvm = spark._jvm
+    conf = spark._jsc.hadoopConfiguration()
+    folder = jvm.org.apache.hadoop.fs.Path(directory_uri)
+    fs = folder.getFileSystem(conf)
+    if fs.exists(folder):
+        fs.delete(folder, True)
+    fs.mkdirs(folder)
+    n = 0
+    for name, data in files:
+        out = fs.create(jvm.org.apache.hadoop.fs.Path(folder, name), True)
+        try:
+            out.write(bytearray(data))
+        finally:
+            out.close()
+        n += 1
+    fs.create(jvm.org.apache.hadoop.fs.Path(folder, "_SUCCESS"), True).close()
+    return n

@@ -13,13 +13,15 @@ from urllib.parse import urlparse
 
 from amqp_dissect.pipelines.archive import (DEFAULT_SPLIT_SIZE, KIND_SUMMARY, KIND_TCP, FlowParams, ROW_TABLES,
                                             end_sensitive,
-                                            InputError, Range, balance_flows, capture_ends, expand_inputs,
+                                            InputError, Range, RANGE_FILE, balance_flows, capture_ends, expand_inputs,
+                                            range_file,
                                             group_ranges, layout, set_gaps_of, plan_ranges, write_range)
 
 from amqp_dissect.results.schema import TABLES as REGISTRY_TABLES
 
 from .session import _STAGE2_CONF, _TABLES_CONF, _TS_CONF, _sql_conf
-from .stages import (STAGE2_COLUMNS, _arrow_schema, _read_rows, _sensitive_fn, _stage1_fn, _stage2_fn, _ticks_fn,
+from .stages import (STAGE2_COLUMNS, Meter, metered, _arrow_schema, _read_rows, _sensitive_fn, _stage1_direct_fn,
+                     _stage1_fn, _stage2_direct_fn, _stage2_fn, _ticks_direct_fn, _ticks_fn,
                      _types, partition_keys, rows_schema, stage1_schema, table_schema)
 from .summaries import DEFAULT_WINDOW, SUMMARIES, summary_frame, write_summaries_local
 from .tables import _meta_rows, _table, _table_bounds, _write_tables_local
@@ -28,6 +30,7 @@ from .tables import _meta_rows, _table, _table_bounds, _write_tables_local
 TABLES = REGISTRY_TABLES  # the registry's eight: connections, sessions, links, deliveries, stalls, transactions,
 #                          violations, errors (and frames on request)
 OUTPUT_THREADS = 4  # tables (then summaries) written at once, each by its own Spark jobs
+MARK_HOOKS: list = []  # callables(step name) run as each step ends (the benchmark samples CPU time there)
 
 
 # --------------------------------------------------------------------------- the job
@@ -106,14 +109,18 @@ def _run(spark, files, work, *, t0, nparts, split_size, frames, ports, idle_time
     marks: dict = {}
     tick = [t0]
 
+    meter = Meter(spark)
+
     def mark(name):
         now = time.time()
         marks[name] = round(now - tick[0], 3)
         tick[0] = now
+        for hook in MARK_HOOKS:
+            hook(name)
     # ---- stage 1: decode files / byte ranges on the executors
     ranges = plan_ranges(files, split_size)
     seg_paths = [work + "/seg"]
-    summaries = _stage1(spark, ranges, seg_paths[0])
+    summaries = _stage1(spark, ranges, seg_paths[0], meter)
     lay = layout(files, summaries)
     stats["ranges_planned"] = len(ranges)
     stats["redo_files"] = [files[i] for i in lay.redo]
@@ -121,7 +128,7 @@ def _run(spark, files, work, *, t0, nparts, split_size, frames, ports, idle_time
         again = [r for r in plan_ranges(files, split_size, first_rid=len(ranges), whole=lay.redo)
                  if r.file in set(lay.redo)]
         seg_paths.append(work + "/seg_redo")
-        extra = _stage1(spark, again, seg_paths[1])
+        extra = _stage1(spark, again, seg_paths[1], meter)
         redo = set(lay.redo)
         summaries = [s for s in summaries if s["file"] not in redo] + extra
         lay = layout(files, summaries)
@@ -133,7 +140,7 @@ def _run(spark, files, work, *, t0, nparts, split_size, frames, ports, idle_time
         grouped = {fi for g in lay.groups for fi, _ in g}
         again = group_ranges(files, lay.groups, max(s["rid"] for s in summaries) + 1)
         seg_paths.append(work + f"/seg_merged{len(seg_paths)}")
-        extra = _stage1(spark, again, seg_paths[-1])
+        extra = _stage1(spark, again, seg_paths[-1], meter)
         summaries = [s for s in summaries
                      if s["file"] not in grouped and not grouped.intersection(s.get("group") or ())] + extra
         lay = layout(files, summaries)
@@ -147,12 +154,21 @@ def _run(spark, files, work, *, t0, nparts, split_size, frames, ports, idle_time
 
     # ---- packet numbers: prefix sums of the per-range counts; the capture's ends from the
     # summaries (no pass over the rows)
-    seg = spark.read.schema(stage1_schema()).parquet(*seg_paths)
-    # (each row names its file: the rows of a merged group come from several)
-    offs = spark.createDataFrame(sorted(lay.offsets.items()), "rid int, off long")
-    numbered = seg.where(F.col("kind") != KIND_SUMMARY).join(F.broadcast(offs), "rid").withColumn(
-        "packet", F.col("off") + F.col("idx") + F.lit(1))
-    tcp = numbered.where(F.col("kind") == KIND_TCP).select(*STAGE2_COLUMNS)
+    tcp_df: list = []
+
+    def tcp():
+        """The numbered TCP record rows as a DataFrame (built when a Spark step needs them)."""
+        if not tcp_df:
+            seg = spark.read.schema(stage1_schema()).parquet(*seg_paths)
+            # (each row names its file: the rows of a merged group come from several)
+            offs = spark.createDataFrame(sorted(lay.offsets.items()), "rid int, off long")
+            numbered = seg.where(F.col("kind") != KIND_SUMMARY).join(F.broadcast(offs), "rid").withColumn(
+                "packet", F.col("off") + F.col("idx") + F.lit(1))
+            tcp_df.append(numbered.where(F.col("kind") == KIND_TCP).select(*STAGE2_COLUMNS))
+        return tcp_df[0]
+
+    # stage 2 reads the local stage-1 files itself while a task's record index stays small
+    seg_files = _seg_files(seg_paths, nparts)
     last_tcp, last_note = capture_ends(summaries, lay.offsets)
     capture_end = lay.last_ts  # (the last record's time; the Analyzer's end may be earlier: analysis_end)
     # key logs embedded in pcapng files (Decryption Secrets Blocks) join the one given
@@ -166,7 +182,11 @@ def _run(spark, files, work, *, t0, nparts, split_size, frames, ports, idle_time
     # ---- stage 2: per-flow runs, the largest flows spread evenly over the tasks
     rows_path = work + "/rows0"
     plan = balance_flows(summaries, lay.offsets, nparts, lay.tcp_records)
-    _stage2(spark, tcp, base, nparts, rows_path, plan)
+    if seg_files is not None:
+        _stage2_direct(spark, seg_files, lay.offsets, base, nparts, rows_path, plan, None, meter, "stage2")
+    else:
+        _stage2(spark, tcp(), base, nparts, rows_path, plan, meter=meter)
+    stats["stage2_direct"] = seg_files is not None
     mark("stage2")
     # layers of stage-2 results: (rows, [flow DataFrames a later layer ran again]); the same
     # flows as Python sets for the tables step (reruns concern few flows)
@@ -175,10 +195,16 @@ def _run(spark, files, work, *, t0, nparts, split_size, frames, ports, idle_time
     excluded: list[set] = [set()]
 
     def rerun(flows: list, params: FlowParams, path: str) -> None:
-        fdf = spark.createDataFrame([(f,) for f in flows], "flow string")
-        _stage2(spark, tcp.join(F.broadcast(fdf), "flow", "left_semi"), params, nparts, path)
+        fdf = None if local_meta else spark.createDataFrame([(f,) for f in flows], "flow string")
+        if seg_files is not None:
+            _stage2_direct(spark, seg_files, lay.offsets, params, nparts, path, plan, set(flows), meter, "reruns")
+        else:
+            fdf = fdf if fdf is not None else spark.createDataFrame([(f,) for f in flows], "flow string")
+            _stage2(spark, tcp().join(F.broadcast(fdf), "flow", "left_semi"), params, nparts, path, meter=meter,
+                    step="reruns")
         for (_, ex), exs in zip(layers, excluded):
-            ex.append(fdf)
+            if fdf is not None:  # (for the facts read by Spark jobs: _meta_rows)
+                ex.append(fdf)
             exs.update(flows)
         layers.append((_read_rows(spark, path), []))
         layer_paths.append(path)
@@ -210,9 +236,13 @@ def _run(spark, files, work, *, t0, nparts, split_size, frames, ports, idle_time
             need = [f for f, m in meta if "error" not in m and m["needs_ticks"]]
         else:
             need = [r.flow for r in meta.where(F.col("needs_ticks")).select("flow").collect()]
-        tk = tcp.select("packet", "ts").repartition(1).sortWithinPartitions("packet").mapInArrow(
-            _ticks_fn(1_000_000_000), "packet long, ts long")
-        ticks = tuple((r.packet, r.ts) for r in tk.collect())
+        if seg_files is not None:  # one Python task reads the stage-1 files
+            fn = metered(meter, "reruns", _ticks_direct_fn(seg_files, dict(lay.offsets), 1_000_000_000))
+            ticks = tuple(spark.sparkContext.parallelize([0], 1).mapPartitions(fn).collect())
+        else:
+            tk = tcp().select("packet", "ts").repartition(1).sortWithinPartitions("packet").mapInArrow(
+                metered(meter, "reruns", _ticks_fn(1_000_000_000)), "packet long, ts long")
+            ticks = tuple((r.packet, r.ts) for r in tk.collect())
         rerun(need, FlowParams(**{**base.__dict__, "ticks": ticks}), work + "/rows_ticks")
         reruns["ticks"] = len(need)
         meta = current_meta()
@@ -241,7 +271,7 @@ def _run(spark, files, work, *, t0, nparts, split_size, frames, ports, idle_time
     stats["flows"] = facts["flows"]
     counts = {t: facts["rows"][t] for t in TABLES + (("frames",) if frames else ())}
     return {"layers": layers, "layer_paths": layer_paths, "excluded": excluded, "counts": counts, "stats": stats,
-            "marks": marks, "mark": mark, "nparts": nparts, "files": lay.order, "errors": lay.errors,
+            "marks": marks, "mark": mark, "meter": meter, "nparts": nparts, "files": lay.order, "errors": lay.errors,
             "order": set_order(lay, len(files)), "gaps": set_gaps_of(lay.spans)}
 
 
@@ -271,20 +301,33 @@ def _write_outputs(spark, done: dict, out_uri: str, window: float) -> None:
         # local files: tasks read their range's chunks straight from the stage-2 files (no
         # shuffle), in one job for all the tables
         _write_tables_local(spark, layer_dirs, excluded, counts, {t: _direct_dir(u) for t, u in written.items()},
-                            nparts)
+                            nparts, meter=done["meter"])
         bounds = None
     else:
         bounds = _table_bounds(layers, counts, nparts)
 
     def write_table(t):
         directory = _direct_dir(written[t])
-        if directory is None:  # not a local path: Spark's writer
-            _table(spark, layers, t, bounds[t], excluded).write.mode("overwrite").parquet(written[t])
+        if directory is None:  # not a local path: the tasks make the files, the driver copies them there
+            from .fs import write_files
+
+            df = _table(spark, layers, t, bounds[t], excluded, meter=done["meter"], as_file=True)
+            rows = [0]
+
+            def files():
+                for r in _in_waves(spark, df):
+                    rows[0] += r.rows
+                    yield RANGE_FILE.format(r.r), r.data
+                if not rows[0]:  # no rows at all: one file with the columns
+                    yield RANGE_FILE.format(0), range_file(t, None)[1]
+            write_files(spark, written[t], files())
+            if rows[0] != counts[t]:
+                raise RuntimeError(f"table {t}: {rows[0]} rows written of {counts[t]}")
             return
         # the tasks write the files themselves (pyarrow: a fraction of the JVM's cost)
         shutil.rmtree(directory, ignore_errors=True)
         os.makedirs(directory)
-        got = _table(spark, layers, t, bounds[t], excluded, directory).collect()
+        got = _table(spark, layers, t, bounds[t], excluded, directory, meter=done["meter"]).collect()
         if sum(r.rows for r in got) != counts[t]:  # each row in exactly one range
             raise RuntimeError(f"table {t}: {sum(r.rows for r in got)} rows written of {counts[t]}")
         if not got:  # no rows at all: one file with the columns
@@ -300,15 +343,19 @@ def _write_outputs(spark, done: dict, out_uri: str, window: float) -> None:
 
     local_out = _direct_dir(out_base)
     if local_out is not None:  # Python tasks read the tables' files and write the summaries
-        write_summaries_local(spark, local_out, window)
+        write_summaries_local(spark, local_out, window, meter=done["meter"])
     else:
         def write_summary(name):
-            summary_frame(name, tables, window).write.mode("overwrite").parquet(written[name])
+            from .fs import write_files
+
+            blob = summary_frame(name, tables, window, meter=done["meter"], as_file=True).collect()[0].data
+            write_files(spark, written[name], [("part-00000.parquet", blob)])
 
         with _sql_conf(spark, **_TS_CONF):
             _concurrently(write_summary, SUMMARIES)
     mark("summaries")
     done["stats"]["timings"] = done["marks"]
+    done["stats"]["cpu"] = done["meter"].seconds()
     done["written"] = written
 
 
@@ -324,7 +371,7 @@ def set_order(lay, nfiles: int) -> str | None:
     return text
 
 
-def _stage1(spark, ranges: list[Range], path: str) -> list[dict]:
+def _stage1(spark, ranges: list[Range], path: str, meter=None) -> list[dict]:
     """Stage 1 over ``ranges`` (the largest first: the job waits for its last task), rows to
     ``path``; returns the ranges' summaries.  A local ``path`` (:func:`_direct_dir`): each task
     writes its range's file there itself and only the summaries come back, in the same job;
@@ -342,7 +389,15 @@ def _stage1(spark, ranges: list[Range], path: str) -> list[dict]:
     rdd = spark.sparkContext.parallelize([r.as_tuple() for r in order], max(1, len(order)))
     schema = stage1_schema()
     directory = _direct_dir(path)
-    df = spark.createDataFrame(rdd, rschema).mapInArrow(_stage1_fn(_arrow_schema(schema), directory), schema)
+    if directory is not None:  # plain Python tasks write the rows and give the summaries
+        shutil.rmtree(directory, ignore_errors=True)
+        os.makedirs(directory)
+        fn = metered(meter, "stage1", _stage1_direct_fn(_arrow_schema(schema), directory))
+        metas = [json.loads(m) for m in rdd.mapPartitions(fn).collect()]
+        open(os.path.join(directory, "_SUCCESS"), "wb").close()
+        return metas
+    df = spark.createDataFrame(rdd, rschema).mapInArrow(metered(meter, "stage1", _stage1_fn(_arrow_schema(schema), directory)),
+                                                         schema)
     if directory is not None:
         shutil.rmtree(directory, ignore_errors=True)
         os.makedirs(directory)
@@ -354,7 +409,8 @@ def _stage1(spark, ranges: list[Range], path: str) -> list[dict]:
     return [json.loads(r.meta) for r in seg.where(F.col("kind") == KIND_SUMMARY).select("meta").collect()]
 
 
-def _stage2(spark, tcp, params: FlowParams, nparts: int, path: str, plan: dict | None = None) -> None:
+def _stage2(spark, tcp, params: FlowParams, nparts: int, path: str, plan: dict | None = None, meter=None,
+            step: str = "stage2") -> None:
     """Rows of the flows in ``tcp`` through :class:`FlowRunner`, ``nparts`` tasks, written
     to ``path`` by table.  ``plan`` (flow -> task, :func:`balance_flows`) places those
     flows; the others go where hash partitioning by flow puts them."""
@@ -373,7 +429,7 @@ def _stage2(spark, tcp, params: FlowParams, nparts: int, path: str, plan: dict |
         parted = tcp.repartition(nparts, "flow")
     directory = _direct_dir(path)
     df = parted.sortWithinPartitions("flow", "packet").select(*STAGE2_COLUMNS).mapInArrow(
-        _stage2_fn(bc, _arrow_schema(schema), directory), schema)
+        metered(meter, step, _stage2_fn(bc, _arrow_schema(schema), directory)), schema)
     with _sql_conf(spark, **_STAGE2_CONF):  # the chunks are compressed already (batch_ipc)
         if directory is not None:  # the tasks write their files themselves (pyarrow), no rows come back
             shutil.rmtree(directory, ignore_errors=True)
@@ -382,6 +438,52 @@ def _stage2(spark, tcp, params: FlowParams, nparts: int, path: str, plan: dict |
             open(os.path.join(directory, "_SUCCESS"), "wb").close()
             return
         df.write.mode("overwrite").partitionBy("table").option("compression", "uncompressed").parquet(path)
+
+
+DIRECT_STAGE2_BYTES = 512 << 20  # a stage-2 task that reads the stage-1 files itself holds about
+#                                 its share of them (sorted, in Arrow form): above this, Spark's shuffle
+
+
+def _seg_files(seg_paths: list, nparts: int) -> list | None:
+    """The local stage-1 files stage 2 reads itself (:func:`_stage2_direct`), or None: a work
+    directory on a remote file system, or files whose share per task (twice the even share,
+    for the skew of large flows) exceeds :data:`DIRECT_STAGE2_BYTES` (records that travel whole:
+    gzip, pcapng), which go through Spark's shuffle and sort, spilling to disk as it needs."""
+    out = []
+    for p in seg_paths:
+        d = _direct_dir(p)
+        if d is None:
+            return None
+        out += [os.path.join(d, n) for n in sorted(os.listdir(d)) if n.endswith(".parquet") and not n.startswith(".")]
+    size = sum(os.path.getsize(f) for f in out)
+    return out if 2 * size / nparts <= DIRECT_STAGE2_BYTES else None
+
+
+def _stage2_direct(spark, seg_files: list, offsets: dict, params: FlowParams, nparts: int, path: str, plan: dict,
+                   only, meter, step: str) -> None:
+    """Stage 2 (or a rerun of the flows ``only``) in ``nparts`` plain Python tasks that read their
+    flows' records from the local stage-1 files (:func:`~.stages.task_records`) and write their
+    rows to the local directory ``path``: one Spark job without a shuffle; the same rows as
+    :func:`_stage2`."""
+    directory = _direct_dir(path)
+    bc = spark.sparkContext.broadcast(params)
+    shutil.rmtree(directory, ignore_errors=True)
+    os.makedirs(directory)
+    fn = _stage2_direct_fn(bc, seg_files, dict(offsets), nparts, dict(plan or {}), only,
+                           _arrow_schema(rows_schema()), directory)
+    spark.sparkContext.parallelize(range(nparts), nparts).mapPartitions(metered(meter, step, fn)).collect()
+    open(os.path.join(directory, "_SUCCESS"), "wb").close()
+
+
+def _in_waves(spark, df):
+    """The rows of ``df``, its partitions computed a wave of as many as the cluster runs at once
+    per Spark job (the driver holds one wave's rows: a few Parquet files)."""
+    sc = spark.sparkContext
+    rdd = df.rdd
+    n = rdd.getNumPartitions()
+    wave = max(2, sc.defaultParallelism)
+    for lo in range(0, n, wave):
+        yield from sc.runJob(rdd, lambda it: list(it), list(range(lo, min(n, lo + wave))))
 
 
 def _concurrently(fn, items, threads: int | None = None) -> None:

@@ -8,8 +8,8 @@ import json
 import os
 import pickle
 
-from amqp_dissect.pipelines.archive import (KIND_SUMMARY, FlowRunner, ROW_TABLES, CaptureChanged, Range,
-                                            RecordReader, decode_range, end_sensitive, fill_records, sorted_range,
+from amqp_dissect.pipelines.archive import (KIND_SUMMARY, KIND_TCP, FlowRunner, ROW_TABLES, CaptureChanged, Range,
+                                            RecordReader, decode_range, end_sensitive, fill_records, range_file, sorted_range,
                                             sorted_range_table, write_range)
 from amqp_dissect.results.tables import spark_schema
 from amqp_dissect.shard import sweep_ticks
@@ -64,6 +64,67 @@ def _arrow_schema(spark_schema):
     return pa.schema([pa.field(f.name, m[type(f.dataType).__name__]) for f in spark_schema.fields])
 
 
+# --------------------------------------------------------------------------- task CPU, profiles
+
+PROFILE_ENV = "AMQP_DISSECT_SPARK_PROFILE"  # a directory: each task writes its cProfile there
+
+
+class Meter:
+    """The CPU seconds the Python tasks of each step spend (``time.process_time()`` of the
+    worker, from the task's first call to its last row: decoding, row conversion, Arrow and
+    pickle serialization of what it reads and gives), summed by a Spark accumulator per step;
+    and, when :data:`PROFILE_ENV` names a directory (read on the driver), one cProfile file per
+    task there, ``<step>-<partition>-<pid>.prof``."""
+
+    def __init__(self, spark):
+        self._sc = spark.sparkContext
+        self._acc: dict = {}
+        self.profile_dir = os.environ.get(PROFILE_ENV) or None
+        if self.profile_dir:
+            os.makedirs(self.profile_dir, exist_ok=True)
+
+    def wrap(self, step: str, fn):
+        """``fn`` (an iterator of batches or rows to an iterator) measured as part of ``step``."""
+        acc = self._acc.get(step)
+        if acc is None:
+            acc = self._acc[step] = self._sc.accumulator(0.0)
+        return _metered(fn, acc, step, self.profile_dir)
+
+    def seconds(self) -> dict:
+        """step -> CPU seconds of its Python tasks so far (on the driver, after the actions)."""
+        return {k: round(a.value, 3) for k, a in self._acc.items()}
+
+
+def _metered(fn, acc, step: str, profile_dir):
+    import time
+
+    def run(it):
+        prof = None
+        if profile_dir:
+            import cProfile
+
+            prof = cProfile.Profile()
+            prof.enable()
+        t = time.process_time()
+        try:
+            yield from fn(it)
+        finally:
+            acc.add(time.process_time() - t)
+            if prof is not None:
+                prof.disable()
+                from pyspark import TaskContext
+
+                ctx = TaskContext.get()
+                part = ctx.partitionId() if ctx is not None else 0
+                prof.dump_stats(os.path.join(profile_dir, f"{step}-{part:05d}-{os.getpid()}.prof"))
+    return run
+
+
+def metered(meter, step: str, fn):
+    """``meter.wrap(step, fn)``, or ``fn`` itself without a meter."""
+    return fn if meter is None else meter.wrap(step, fn)
+
+
 # --------------------------------------------------------------------------- executor functions
 
 
@@ -106,6 +167,16 @@ def _stage1_fn(arrow_schema, directory: str | None = None):
 
 
 SEG_FILE = "part-{:06d}.parquet"  # stage-1 rows of range (rid) i, written by its task
+
+
+def _stage1_direct_fn(arrow_schema, directory: str):
+    """Stage 1 as a plain Python task (``mapPartitions`` over range tuples): each range's rows
+    written to ``directory`` (:func:`_write_seg`), its summary (JSON text) given back.  No
+    DataFrame: no query planning, no Arrow conversion in the JVM."""
+    def fn(items):
+        for t in items:
+            yield _write_seg(directory, Range(*t), arrow_schema)[10]
+    return fn
 
 
 def _write_seg(directory: str, rng: Range, arrow_schema) -> tuple:
@@ -163,6 +234,94 @@ def _stage2_fn(params_bc, arrow_schema, directory: str | None = None):
     return fn
 
 
+def flow_task(flow: str, nparts: int) -> int:
+    """The stage-2 task of a flow the plan does not place, when the tasks read the stage-1
+    files themselves (:func:`_stage2_direct_fn`): a stable hash of its name."""
+    import zlib
+
+    return zlib.crc32(flow.encode("utf-8")) % nparts
+
+
+_SEG_READ = ("rid", "idx", "ts", "linktype", "data", "orig_len", "flow", "kind", "pos", "caplen", "file")
+
+
+def task_records(seg_files: list, offsets: dict, part: int, nparts: int, plan: dict, only=None):
+    """The stage-2 rows ``(flow, packet, ts, linktype, data, orig_len, file, pos, caplen)`` of task
+    ``part`` of ``nparts``, read from the local stage-1 files ``seg_files``, sorted by flow then
+    packet (what Spark's shuffle and sort give the task otherwise): the TCP records of the ranges
+    in ``offsets`` (range id -> packets before it) whose flow the ``plan`` (flow -> task) puts
+    in this task, the others by :func:`flow_task`; with ``only``, of those flows alone.  Holds the
+    task's record index in Arrow form (about 60 bytes a record: pcap records travel as offsets;
+    the job takes this path only while that stays small, see ``DIRECT_STAGE2_BYTES``)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    off = np.zeros(max(offsets, default=0) + 1, dtype=np.int64)
+    valid = np.zeros(len(off), dtype=bool)
+    for rid, o in offsets.items():
+        off[rid], valid[rid] = o, True
+    mine: dict = {}
+    pieces = []
+    for path in seg_files:
+        t = pq.read_table(path, columns=list(_SEG_READ), use_threads=False)
+        if not t.num_rows:
+            continue
+        t = t.filter(pc.equal(t["kind"], KIND_TCP))
+        rid = t["rid"].to_numpy()
+        t = t.filter(pa.array(valid[rid]))
+        if not t.num_rows:
+            continue
+        flows = pc.dictionary_encode(t["flow"]).combine_chunks()
+        names = flows.dictionary.to_pylist()
+        for f in names:
+            if f not in mine:
+                task = plan.get(f)
+                if task is None:
+                    task = flow_task(f, nparts)
+                mine[f] = task == part and (only is None or f in only)
+        keep = np.array([mine[f] for f in names], dtype=bool)
+        t = t.filter(pa.array(keep[flows.indices.to_numpy(zero_copy_only=False)]))
+        if not t.num_rows:
+            continue
+        packet = off[t["rid"].to_numpy()] + t["idx"].to_numpy() + 1
+        pieces.append(pa.table({"flow": t["flow"], "packet": packet, "ts": t["ts"], "linktype": t["linktype"],
+                                "data": t["data"], "orig_len": t["orig_len"], "file": t["file"], "pos": t["pos"],
+                                "caplen": t["caplen"]}))
+    if not pieces:
+        return
+    t = pa.concat_tables(pieces).sort_by([("flow", "ascending"), ("packet", "ascending")])
+    del pieces
+    for b in t.to_batches(max_chunksize=4096):
+        yield from zip(*(b.column(i).to_pylist() for i in range(b.num_columns)))
+
+
+def _stage2_direct_fn(params_bc, seg_files: list, offsets: dict, nparts: int, plan: dict, only, arrow_schema,
+                      directory: str):
+    """Stage 2 as a plain Python task per partition number (``mapPartitions``): its records read
+    from the stage-1 files (:func:`task_records`: no shuffle, no JVM in between), run
+    (:class:`FlowRunner`), the rows written to ``directory`` (:func:`_write_rows`)."""
+    def fn(parts):
+        params = params_bc.value
+        for part in parts:
+            runner = FlowRunner(params)
+            reader = RecordReader(params.files)
+
+            def rows():
+                try:
+                    recs = task_records(seg_files, offsets, part, nparts, plan, only)
+                    yield from runner.run(fill_records(recs, reader))
+                except CaptureChanged as e:  # the driver reports it (see _facts)
+                    yield ("_flow", "", 0, 0, 1, 0, "", 0, pickle.dumps({"error": str(e)}, 5))
+            try:
+                _write_rows(directory, part, rows(), arrow_schema)
+            finally:
+                reader.close()
+            yield part
+    return fn
+
+
 ROWS_FILE = "part-{:05d}-direct.parquet"  # stage-2 rows of a table by the task of partition i
 
 
@@ -214,10 +373,11 @@ def pa_batch(rows, arrow_schema):
     return next(_batches(rows, arrow_schema))
 
 
-def _range_fn(bounds, excluded, table: str | None = None, directory: str | None = None):
+def _range_fn(bounds, excluded, table: str | None = None, directory: str | None = None, as_file: bool = False):
     """Rows of ranges of a table, sorted (:func:`sorted_range`); with ``directory``, each
     task writes its range's Parquet file itself (:func:`write_range`) and gives one row,
-    ``(range, rows written)``."""
+    ``(range, rows written)``; with ``as_file``, each task gives ``(range, rows, Parquet file bytes)``
+    (:func:`range_file`: the archive's schema and pandas metadata) for the driver to write."""
     def fn(batches):
         first = []
 
@@ -227,12 +387,18 @@ def _range_fn(bounds, excluded, table: str | None = None, directory: str | None 
                 if not first and cols[1]:
                     first.append(cols[1][0])
                 yield from zip(*cols)
-        if directory is None:
+        if directory is None and not as_file:
             yield from sorted_range(chunks(), bounds, excluded)
             return
         import pyarrow as pa
 
         t = sorted_range_table(chunks(), bounds, excluded)
+        if as_file:
+            if first:
+                n, blob = range_file(table, t)
+                yield pa.RecordBatch.from_arrays([pa.array([first[0]], pa.int32()), pa.array([n], pa.int64()),
+                                                  pa.array([blob], pa.binary())], names=["r", "rows", "data"])
+            return
         if first:  # a partition holds one range (range i is partition i); an empty one writes nothing
             n = write_range(directory, table, first[0], t)
             yield pa.RecordBatch.from_arrays([pa.array([first[0]], pa.int32()), pa.array([n], pa.int64())],
@@ -292,6 +458,34 @@ def _ticks_fn(interval: int):
             if ticks:
                 yield pa.RecordBatch.from_arrays([pa.array([t[0] for t in ticks], pa.int64()),
                                                   pa.array([t[1] for t in ticks], pa.int64())], schema=schema)
+    return fn
+
+
+def _ticks_direct_fn(seg_files: list, offsets: dict, interval: int):
+    """:func:`_ticks_fn` in one plain Python task over the local stage-1 files: the (packet, ts)
+    of every TCP record of the ranges in ``offsets``, in packet order (16 bytes a record)."""
+    def fn(_items):
+        import numpy as np
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        packets, times = [], []
+        for path in seg_files:
+            t = pq.read_table(path, columns=["rid", "idx", "ts", "kind"], use_threads=False)
+            t = t.filter(pc.equal(t["kind"], KIND_TCP))
+            rid = t["rid"].to_numpy()
+            use = np.array([r in offsets for r in range(int(rid.max()) + 1)], dtype=bool)[rid] if len(rid) else rid
+            if not len(rid) or not use.any():
+                continue
+            off = np.array([offsets.get(r, 0) for r in range(int(rid.max()) + 1)], dtype=np.int64)
+            packets.append((off[rid] + t["idx"].to_numpy() + 1)[use])
+            times.append(t["ts"].to_numpy()[use])
+        if not packets:
+            return
+        pk, ts = np.concatenate(packets), np.concatenate(times)
+        order = np.argsort(pk, kind="stable")
+        ticks, _ = sweep_ticks(zip(pk[order].tolist(), ts[order].tolist()), interval)
+        yield from ticks
     return fn
 
 

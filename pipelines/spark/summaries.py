@@ -370,12 +370,14 @@ def _summaries_task(tables_dir: str, window: float):
     return fn
 
 
-def write_summaries_local(spark, directory: str, window: float = DEFAULT_WINDOW) -> dict:
+def write_summaries_local(spark, directory: str, window: float = DEFAULT_WINDOW, meter=None) -> dict:
     """The summaries of the tables under the local ``directory``, computed and written there by
     Python tasks (one per summary, one Spark job); returns name -> rows."""
     order = list(SUMMARIES)  # those over the deliveries first: the job waits for its last task
     rdd = spark.sparkContext.parallelize(order, len(order))
-    return dict(rdd.mapPartitions(_summaries_task(directory, window)).collect())
+    from .stages import metered
+
+    return dict(rdd.mapPartitions(metered(meter, "summaries", _summaries_task(directory, window))).collect())
 
 
 def _arrow_of(spark_schema):
@@ -388,7 +390,7 @@ def _arrow_of(spark_schema):
                       for f in spark_schema.fields])
 
 
-def _summary_fn(name: str, window: float, reads: dict):
+def _summary_fn(name: str, window: float, reads: dict, as_file: bool = False):
     """The task of :func:`summary_frame`: the tagged rows of every table the summary reads in,
     :func:`summary_rows` out (``reads``: table -> the Arrow schema of its columns, for a table
     without rows)."""
@@ -409,11 +411,18 @@ def _summary_fn(name: str, window: float, reads: dict):
         rows = summary_rows(name, lambda t, cols: tables[t].select(cols), window)
         schema = summary_schema(name)
         out = pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema=schema)
+        if as_file:  # the Parquet file itself (the schema's nullability and pandas metadata kept)
+            from amqp_dissect.pipelines.archive import parquet_bytes
+
+            yield pa.RecordBatch.from_arrays([pa.array([out.num_rows], pa.int64()),
+                                              pa.array([parquet_bytes(out, compression="snappy")], pa.binary())],
+                                             names=["rows", "data"])
+            return
         yield from out.to_batches(max_chunksize=4096)
     return fn
 
 
-def summary_frame(name: str, tables: dict, window: float = DEFAULT_WINDOW):
+def summary_frame(name: str, tables: dict, window: float = DEFAULT_WINDOW, meter=None, as_file: bool = False):
     """The summary DataFrame ``name`` (one of :data:`SUMMARIES`) of the table DataFrames
     ``tables``: the columns it reads brought to one task (one partition, so one file in order),
     which runs :func:`summary_rows`."""
@@ -427,7 +436,13 @@ def summary_frame(name: str, tables: dict, window: float = DEFAULT_WINDOW):
     df = parts[0]
     for more in parts[1:]:
         df = df.unionByName(more, allowMissingColumns=True)
-    return df.repartition(1).mapInArrow(_summary_fn(name, window, reads), summary_spark_schema(name))
+    from .stages import metered
+
+    if as_file:  # one row: (rows, the Parquet file's bytes), for a driver to write (run_archive, remote output)
+        return df.repartition(1).mapInArrow(metered(meter, "summaries", _summary_fn(name, window, reads, True)),
+                                            "rows long, data binary")
+    return df.repartition(1).mapInArrow(metered(meter, "summaries", _summary_fn(name, window, reads)),
+                                        summary_spark_schema(name))
 
 
 def summaries_frames(tables: dict, window: float = DEFAULT_WINDOW) -> dict:

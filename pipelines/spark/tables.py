@@ -8,7 +8,7 @@ import shutil
 
 from amqp_dissect.pipelines.archive import range_bounds, sorted_range_table, write_range
 
-from .stages import _meta, _range_fn, partition_keys, table_schema
+from .stages import _meta, _range_fn, metered, partition_keys, table_schema
 
 
 TABLE_PART_ROWS = 100_000  # rows of a table one task sorts and writes, at most (about)
@@ -40,7 +40,8 @@ def _table_bounds(layers, counts: dict, nparts: int) -> dict:
     return out
 
 
-def _table(spark, layers, table: str, bounds: list, excluded: list, directory: str | None = None):
+def _table(spark, layers, table: str, bounds: list, excluded: list, directory: str | None = None, meter=None,
+           as_file: bool = False):
     """A result table from the stage-2 chunks, in single-process order (connection first
     seen, then row): each chunk goes to the ranges of ``bounds`` its keys overlap (range
     ``i`` to partition ``i``, by the keys of :func:`partition_keys`), where
@@ -72,9 +73,13 @@ def _table(spark, layers, table: str, bounds: list, excluded: list, directory: s
     else:
         chunks = chunks.withColumn("r", F.lit(0)).repartition(1)
     chunks = chunks.select("layer", "r", "blob")
+    if as_file:  # each range's Parquet file, made by its task (see _range_fn)
+        return chunks.mapInArrow(metered(meter, "tables", _range_fn(bounds, excluded, table, None, True)),
+                                 "r int, rows long, data binary")
     if directory is not None:
-        return chunks.mapInArrow(_range_fn(bounds, excluded, table, directory), "r int, rows long")
-    return chunks.mapInArrow(_range_fn(bounds, excluded), table_schema(table))
+        return chunks.mapInArrow(metered(meter, "tables", _range_fn(bounds, excluded, table, directory)),
+                                 "r int, rows long")
+    return chunks.mapInArrow(metered(meter, "tables", _range_fn(bounds, excluded)), table_schema(table))
 
 
 def _meta_rows(layers):
@@ -156,7 +161,8 @@ def _tables_task(layer_dirs: list, bounds: dict, excluded: list, out_dirs: dict)
     return fn
 
 
-def _write_tables_local(spark, layer_dirs: list, excluded: list, counts: dict, out_dirs: dict, nparts: int) -> None:
+def _write_tables_local(spark, layer_dirs: list, excluded: list, counts: dict, out_dirs: dict, nparts: int,
+                        meter=None) -> None:
     """Every table's ranges written by one task each (:func:`_range_chunks`,
     :func:`sorted_range_table`, :func:`write_range`), in one Spark job, the largest ranges
     first; an empty table gets one file with its columns."""
@@ -167,7 +173,7 @@ def _write_tables_local(spark, layer_dirs: list, excluded: list, counts: dict, o
         shutil.rmtree(out_dirs[t], ignore_errors=True)
         os.makedirs(out_dirs[t])
     got = spark.sparkContext.parallelize(items, len(items)).mapPartitions(
-        _tables_task(layer_dirs, bounds, excluded, out_dirs)).collect()
+        metered(meter, "tables", _tables_task(layer_dirs, bounds, excluded, out_dirs))).collect()
     for t in counts:
         n = sum(rows for table, _, rows in got if table == t)
         if n != counts[t]:  # each row in exactly one range

@@ -17,10 +17,13 @@ Builds one capture of real proton-encoded AMQP traffic (tests/benchmarks/benchma
 
 ``--archive PCAP --rotate N`` instead: the issue-26 comparison on a given capture cut into ``N``
 rotated files with ``editcap -c`` (named as ``tcpdump -C`` names them: NAME, NAME1, NAME2, ...):
-the wall time of ``amqp-dissect deliveries -j 2 --format parquet`` and of ``amqp-dissect archive
---master local[2]`` on the files (each a fresh process: JVM start included), then the job in-process
-on local[1] and local[2] with its per-stage times (stage1, numbering, stage2, reruns, tables,
-summaries) and the local[1]/local[2] ratio per stage.
+the wall and CPU time of ``amqp-dissect deliveries --format parquet`` (one process, then ``-j 2``) and
+of ``amqp-dissect archive --master local[2]`` on the files (each a fresh process: JVM start
+included), then the job in-process on local[1] and local[2] with, per step (stage1, numbering,
+stage2, reruns, tables, summaries), its wall time, the CPU seconds of the whole process tree (JVM,
+Python workers, driver) and those of the Python tasks alone (``stats["cpu"]``: what the workers'
+``time.process_time()`` counted), and the local[1]/local[2] ratio per step.  With
+``AMQP_DISSECT_SPARK_PROFILE=DIR`` each task also writes its cProfile to DIR.
 
 Times exclude the Spark session start (the JVM and its Python workers, reported
 apart, cold) and follow one warm-up run on the samples per session.  With
@@ -180,11 +183,18 @@ def _rotated(src: str, folder: str, n: int) -> list[str]:
     return out
 
 
+def _child_cpu() -> float:
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def archive_comparison(a) -> int:
     """``--archive``: see the module docstring."""
     import subprocess
 
-    from amqp_dissect.pipelines.spark import run_archive, spark_session
+    from amqp_dissect.pipelines.spark import job, run_archive, spark_session
 
     files = _rotated(a.archive, os.path.join(a.work, "rotated"), a.rotate)
     size = sum(os.path.getsize(f) for f in files)
@@ -192,25 +202,44 @@ def archive_comparison(a) -> int:
     cli = [sys.executable, "-m", "amqp_dissect.cli"]
     out = os.path.join(a.work, "out")
     res: dict = {"files": len(files), "bytes": size, "load_before": os.getloadavg()}
-    t, _ = timed(lambda: subprocess.run(cli + ["deliveries", "-j", "2", "--format", "parquet", "--output",
-                                               os.path.join(a.work, "deliveries.parquet"), *files],
-                                              check=True, stdout=subprocess.DEVNULL))
-    res["deliveries_j2_s"] = round(t, 2)
-    print(f"  deliveries -j 2 --format parquet      {t:8.2f} s", flush=True)
-    t, _ = timed(lambda: subprocess.run(cli + ["archive", "--master", "local[2]", "--out", out, *files],
-                                              check=True, stdout=subprocess.DEVNULL))
-    res["archive_local2_s"] = round(t, 2)
-    print(f"  archive --master local[2]             {t:8.2f} s  ({t / res['deliveries_j2_s']:.2f}x)", flush=True)
-    stages = {}
+
+    def run_cli(key, label, args):
+        c0 = _child_cpu()
+        t, _ = timed(lambda: subprocess.run(cli + args, check=True, stdout=subprocess.DEVNULL))
+        cpu = _child_cpu() - c0
+        res[key + "_s"], res[key + "_cpu_s"] = round(t, 2), round(cpu, 2)
+        ratio = f"  ({t / res['deliveries_j2_s']:.2f}x)" if "deliveries_j2_s" in res else ""
+        print(f"  {label:<40} {t:8.2f} s  CPU {cpu:7.2f} s{ratio}", flush=True)
+
+    parquet = os.path.join(a.work, "deliveries.parquet")
+    run_cli("deliveries_j1", "deliveries --format parquet (one process)",
+            ["deliveries", "--format", "parquet", "--output", parquet, *files])
+    run_cli("deliveries_j2", "deliveries -j 2 --format parquet", ["deliveries", "-j", "2", "--format", "parquet",
+                                                                  "--output", parquet, *files])
+    run_cli("archive_local2", "archive --master local[2]", ["archive", "--master", "local[2]", "--out", out, *files])
+    stages, cpus, tree = {}, {}, {}
     for master in ("local[1]", "local[2]"):
         t_start, spark = timed(lambda: spark_session(master=master))
-        secs, r = timed(lambda: run_archive(spark, files, out))
+        samples = [spark_cpu(spark)]
+        hook = lambda name, _s=samples, _sp=spark: _s.append(spark_cpu(_sp))  # noqa: E731
+        job.MARK_HOOKS.append(hook)
+        try:
+            secs, r = timed(lambda: run_archive(spark, files, out))
+        finally:
+            job.MARK_HOOKS.remove(hook)
         spark.stop()
-        stages[master] = r["stats"]["timings"]
+        timings = r["stats"]["timings"]
+        stages[master], cpus[master] = timings, r["stats"]["cpu"]
+        tree[master] = {k: round(b - a_, 2) for k, a_, b in zip(timings, samples, samples[1:])}
         res[f"job_{master}_s"] = round(secs, 2)
+        res[f"job_{master}_cpu_s"] = round(samples[-1] - samples[0], 2)
         res[f"session_{master}_s"] = round(t_start, 2)
-        print(f"  job {master} (session {t_start:.1f} s)      {secs:8.2f} s  {r['stats']['timings']}", flush=True)
-    res["stages"] = stages
+        print(f"  job {master} (session {t_start:.1f} s)      {secs:8.2f} s  CPU {samples[-1] - samples[0]:.2f} s",
+              flush=True)
+        print(f"    {'step':<10} {'wall s':>8} {'CPU s':>8} {'tasks CPU s':>12}", flush=True)
+        for k in timings:
+            print(f"    {k:<10} {timings[k]:8.2f} {tree[master][k]:8.2f} {cpus[master].get(k, 0.0):12.2f}", flush=True)
+    res["stages"], res["tasks_cpu"], res["tree_cpu"] = stages, cpus, tree
     res["stage_ratio"] = {k: round(stages["local[1]"][k] / max(1e-9, stages["local[2]"][k]), 2)
                           for k in stages["local[1]"]}
     res["load_after"] = os.getloadavg()

@@ -124,9 +124,20 @@ def test_remote_inputs_are_read_through_hadoop(spark, archive_set, monkeypatch):
         t.close()
 
 
-def test_archive_file_uris_and_the_clis_parquet_dtypes(spark, archive_set, tmp_path, capsys):
+@pytest.mark.parametrize("writer", ["tasks", "hadoop"])
+def test_archive_file_uris_and_the_clis_parquet_dtypes(spark, archive_set, tmp_path, capsys, monkeypatch, writer):
+    """Both ways the files reach the output: the tasks write a local directory themselves;
+    "hadoop" takes file:// as any other Hadoop URI (hdfs://, s3a://, ...: the job's work directory
+    and the tables go through Hadoop's FileSystem, the driver writing the files the tasks made)."""
     from amqp_dissect.cli import main as m
+    from amqp_dissect.pipelines.spark import job
 
+    if writer == "hadoop":
+        from amqp_dissect.pipelines.spark import fs
+
+        real = fs.is_local
+        monkeypatch.setattr(fs, "is_local", lambda u: not str(u).startswith("file://") and real(u))
+        monkeypatch.setattr(job, "_direct_dir", lambda uri: None)
     whole, parts, a = archive_set
     out = tmp_path / "out"
     rc = m.main(["archive", *("file://" + p for p in parts), "--out", "file://" + str(out), "--partitions", "2"])
@@ -146,6 +157,13 @@ def test_archive_file_uris_and_the_clis_parquet_dtypes(spark, archive_set, tmp_p
             want = pa.timestamp("us", tz="UTC") if pa.types.is_timestamp(f.type) else f.type
             assert s_mine.field(f.name).type == want, (name, f.name)
         assert pq.read_table(out / name).to_pandas().dtypes.to_dict() == theirs.dtypes.to_dict(), name
+        assert s_mine.metadata[b"pandas"] and pq.read_schema(cli).metadata[b"pandas"]
+    from amqp_dissect.pipelines.spark import summaries as S
+
+    for name in S.SUMMARIES:  # the summaries: their own schema and pandas metadata, whoever wrote them
+        got = pq.read_schema(next((out / name).glob("*.parquet")))
+        assert got.equals(S.summary_schema(name), check_metadata=False) and got.metadata[b"pandas"], name
+        assert pq.read_schema(next((out / name).glob("*.parquet"))).metadata == S.summary_schema(name).metadata
     capsys.readouterr()
 
 
