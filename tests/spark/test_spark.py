@@ -548,7 +548,12 @@ def test_tables_are_written_in_single_process_order(spark, tmp_path, monkeypatch
         monkeypatch.setattr(job, "_direct_dir", lambda uri: None)
     out = tmp_path / "out"
     res = _run(spark, SAMPLE_FILES, out, frames=True, partitions=3, keep_work=True)
-    a = analyze(capture_order(SAMPLE_FILES))
+    # a local work directory: stage 2's tasks read the stage-1 files themselves; else Spark's shuffle
+    assert res["stats"]["stage2_direct"] is (writer == "tasks")
+    # every step's Python tasks counted their CPU seconds (accumulators)
+    assert {"stage1", "stage2", "tables", "summaries"} <= set(res["stats"]["cpu"]) <= {
+        "stage1", "stage2", "reruns", "tables", "summaries"}
+    assert res["stats"]["cpu"]["stage2"] > 0 and res["stats"]["cpu"]["stage1"] > 0
     for t in TABLES:
         sp = pd.read_parquet(out / t)
         lp = getattr(a, t)
