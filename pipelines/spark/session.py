@@ -124,6 +124,21 @@ def executors_share_install(spark) -> bool:
     import amqp_dissect
 
     sc = spark.sparkContext
+    if sc.master.startswith("local") and os.environ.get("PYSPARK_PYTHON") == sys.executable:
+        # local mode with this very interpreter (what spark_session sets up): a worker is this
+        # interpreter started with this environment, so ask one such process instead of a Spark job
+        import json
+        import subprocess
+
+        probe = ("import json, os, amqp_dissect; print(json.dumps([os.path.realpath(amqp_dissect.__path__[0]), "
+                 "sorted(amqp_dissect.compiled_modules())]))")
+        try:
+            r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+            where, compiled = json.loads(r.stdout.strip().splitlines()[-1])
+            return (where == os.path.realpath(amqp_dissect.__path__[0])
+                    and set(compiled) == set(amqp_dissect.compiled_modules()))
+        except Exception:  # (no answer: ask the executors)
+            pass
     try:
         where, compiled = sc.parallelize([0], 1).mapPartitions(_probe_package).collect()[0]
     except Exception:  # an executor that cannot even run the probe: ship the sources
