@@ -476,12 +476,13 @@ def _stage2_direct(spark, seg_files: list, offsets: dict, params: FlowParams, np
 
 
 def _in_waves(spark, df):
-    """The rows of ``df``, its partitions computed a wave of as many as the cluster runs at once
-    per Spark job (the driver holds one wave's rows: a few Parquet files)."""
+    """The rows of ``df``, its partitions computed a wave at a time, four per task slot the
+    cluster has, per Spark job (the driver holds one wave's rows: a few Parquet files of about
+    ``TABLE_PART_ROWS`` rows each; fewer, larger waves would make fewer jobs)."""
     sc = spark.sparkContext
     rdd = df.rdd
     n = rdd.getNumPartitions()
-    wave = max(2, sc.defaultParallelism)
+    wave = max(4, 4 * sc.defaultParallelism)
     for lo in range(0, n, wave):
         yield from sc.runJob(rdd, lambda it: list(it), list(range(lo, min(n, lo + wave))))
 

@@ -554,6 +554,7 @@ def test_tables_are_written_in_single_process_order(spark, tmp_path, monkeypatch
     assert {"stage1", "stage2", "tables", "summaries"} <= set(res["stats"]["cpu"]) <= {
         "stage1", "stage2", "reruns", "tables", "summaries"}
     assert res["stats"]["cpu"]["stage2"] > 0 and res["stats"]["cpu"]["stage1"] > 0
+    a = analyze(capture_order(SAMPLE_FILES))
     for t in TABLES:
         sp = pd.read_parquet(out / t)
         lp = getattr(a, t)
