@@ -197,6 +197,7 @@ from ..model.tracker import StateTracker
 from ..model.stats import DeliveryStats, Latencies, add_link_stats
 from ..model.transitions import SIDES
 from . import rows as _rows
+from .diagnoses import FoldWatch
 from .percentiles import percentile, summarize  # (the one percentile: re-exported, others import it from here)
 from .rows import _lost_after, _p, _t
 
@@ -335,6 +336,7 @@ class Analyzer(StateTracker):
         self.not_accepted_count = 0
         self._stats_cache: dict = {}  # link -> DeliveryStats with the live deliveries added (valid until fed)
         self.layer_facts: dict = {}  # connection id -> what its TLS / WebSocket layers said (rows.layer_fact)
+        self.watch = FoldWatch()  # what the report's diagnoses keep of folded deliveries (results.diagnoses)
 
     def feed(self, event) -> None:
         if self._stats_cache:
@@ -354,6 +356,7 @@ class Analyzer(StateTracker):
 
     def _on_fold(self, d) -> None:
         self._notable(d)
+        self.watch.fold(d)
         if self.fold_out is not None:
             self.fold_out.append(d)
         if self.keep_rows or self.delivery_sink is not None:
