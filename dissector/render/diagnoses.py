@@ -62,7 +62,8 @@ def _before(b: dict | None) -> str:
         x = b.get(side)
         if x is None:
             continue
-        parts.append(f"the {side}'s {x['frame']} {_dur(x['before'])} before [packet {x['packet']}]"
+        frame = "heartbeat" if x["frame"] == "empty" else x["frame"]
+        parts.append(f"the {side}'s {frame} {_dur(x['before'])} before [packet {x['packet']}]"
                      + (" (then bytes of the " + side + " were lost: later frames unknown)" if x.get("lost_since") else ""))
     return "; after " + ", ".join(parts) if parts else ""
 
@@ -127,7 +128,8 @@ def idle_lines(x: dict) -> list[str]:
         else:
             line += f"; the {other} asked for no idle time-out"
         if s.get("unknown_silences"):
-            line += f"; {s['unknown_silences']:,} longer silence(s) unknown (bytes of the {side} lost in them)"
+            line += (f"; {s['unknown_silences']:,} silence{'s' if s['unknown_silences'] != 1 else ''} longer than that unknown "
+                     f"(bytes of the {side} were lost in {'them' if s['unknown_silences'] != 1 else 'it'})")
         out.append(line)
     ex = x.get("expired")
     if ex:
@@ -150,6 +152,9 @@ def starved_line(x: dict, digits: int) -> str:
     for v in x.get("evidence") or ():
         if v["kind"] == "available":
             ev.append(f"the sender's flow said available {v['available']:,} [packet {v['packet']}]")
+        elif v["kind"] == "available-left":
+            ev.append(f"{v['available']:,} left of the available its last flow said, when the credit ran out "
+                      f"[packet {v['packet']}]")
         elif v["kind"] == "arriving":
             ev.append(f"transfers arrived at the address on link {v['link']!r} of {v['connection']} "
                       f"at {_t(v['time'], digits)}")

@@ -102,6 +102,8 @@ class FoldWatch:
             self._message(d, m)
 
     def _message(self, d, m) -> None:
+        if d.outcome not in ("released", "modified") and getattr(m, "header", 0) is None:
+            return  # (no header: delivery-count 0, the default)
         cells = _cells(d)
         if cells is None:
             return
@@ -223,8 +225,8 @@ def _end_entry(an, c, scope, pair, name, channel_of, terminated, first_seen) -> 
         if other is not None and other.get("error"):
             e["answer_error"] = _error(other)
         if other is None:
-            lost = _lost_end(c, (1 - d,), rec["time"])
-            e["answer"] = "unknown (lost in a capture gap)" if lost else "not seen"
+            lost = _lost_end(c, (1 - d,), first_seen)
+            e["answer"] = ("unknown: lost in a capture gap (it may have come first)" if lost else "not seen")
         e["before"] = _before(c, d, name, rec, channel_of(d))
         return e
     why = terminated
@@ -364,7 +366,8 @@ def starved(an, conns, watch) -> list:
         ev = []
         seen = st.avail_seen
         if seen is not None:
-            ev.append({"kind": "available", "available": seen[0], "time": seen[1], "packet": seen[2]})
+            ev.append({"kind": "available" if not seen[3] else "available-left", "available": seen[0],
+                       "time": seen[1], "packet": seen[2]})
         if e["address"] is not None and e["duration"] is not None and e["duration"] > MERGE:
             for other in by_addr.get(e["address"], ()):
                 if other is link:
@@ -376,7 +379,7 @@ def starved(an, conns, watch) -> list:
                                "connection": other.conn.id, "link": other.name, "time": hit})
                     if len(ev) >= 4:
                         break
-        if not ev or (st.avail is False and all(x["kind"] != "available" for x in ev)
+        if not ev or (st.avail is False and all(not x["kind"].startswith("available") for x in ev)
                       and not any(x["kind"] == "arriving" for x in ev)):
             continue
         e["evidence"] = ev
