@@ -99,7 +99,8 @@ def end_line(e: dict) -> str:
         return (f"{_what(e)}: no {'close' if e['scope'] == 'connection' else 'end frame'}: the {how}"
                 + (f"  [packet {e['packet']}]" if e.get("packet") else "")
                 + (f"; the {' and '.join(e['lost_sides'])} lost bytes before: an end frame may be among them"
-                   if e.get("lost_sides") else ""))
+                   if e.get("lost_sides") else "")
+                + _before(e.get("before")))
     return f"{_what(e)}: {_HOW.get(how, how)}"
 
 
@@ -147,9 +148,9 @@ def idle_lines(x: dict) -> list[str]:
     return out
 
 
-def starved_line(x: dict, digits: int) -> str:
+def _evidence(iv: dict, digits: int) -> str:
     ev = []
-    for v in x.get("evidence") or ():
+    for v in iv.get("evidence") or ():
         if v["kind"] == "available":
             ev.append(f"the sender's flow said available {v['available']:,} [packet {v['packet']}]")
         elif v["kind"] == "available-left":
@@ -161,12 +162,28 @@ def starved_line(x: dict, digits: int) -> str:
         else:
             ev.append(f"link {v['link']!r} of {v['connection']} got transfers from the address "
                       f"at {_t(v['time'], digits)}")
-    return (f"link {x['link']!r} of {x['connection']} (receiver the {x['receiver_side']} {x['receiver']}"
-            + (f", address {x['address']}" if x.get("address") else "") + f"): credit 0 from {_t(x['since'], digits)} "
-            + (f"for {_dur(x['duration'])}" if x.get("until") is not None else f"to the capture's end ({_dur(x['duration'])})")
-            + f" while messages waited: {'; '.join(ev)}  "
-            + (f"[since packet {x['since_packet']}, credit again at packet {x['until_packet']}]"
-               if x.get("until_packet") is not None else f"[since packet {x['since_packet']}]"))
+    return "; ".join(ev)
+
+
+def _interval(iv: dict, digits: int) -> str:
+    until = iv.get("until_packet")
+    if until is None:
+        end = "to the capture's end"
+    elif iv.get("ended_by") == "flow":
+        end = f"credit again at packet {until}"
+    else:
+        end = f"ended by {iv.get('ended_by') or 'end'} at packet {until}"
+    return (f"{_dur(iv['duration'])} from {_t(iv['since'], digits)}: {_evidence(iv, digits)}  "
+            f"[since packet {iv['since_packet']}, {end}]")
+
+
+def starved_line(x: dict, digits: int) -> str:
+    head = (f"link {x['link']!r} of {x['connection']} (receiver the {x['receiver_side']} {x['receiver']}"
+            + (f", address {x['address']}" if x.get("address") else "") + "): credit 0 while messages waited ")
+    if x["times"] == 1:
+        return head + _interval(x["longest"], digits)
+    return head + (f"{x['times']:,} times, {_dur(x['total'])} in all; the longest "
+                   + _interval(x["longest"], digits))
 
 
 def redelivery_line(x: dict) -> str:
@@ -188,6 +205,8 @@ def _clean(scope: str, how: str) -> str:
         return "with their connection"
     if how == "end":
         return "with their session"
+    if how == "transport":
+        return "with their connection's transport end (no end frame)"
     return how
 
 

@@ -195,6 +195,20 @@ def _before(c, d, name, rec, channel) -> dict | None:
     return out
 
 
+def _last_before(c, last_act, ts) -> dict:
+    """Each side's last frame (that ended nothing) before time ``ts``, as :func:`_before` gives it."""
+    out = {}
+    for side in (0, 1):
+        last = last_act[side]
+        if last is None:
+            out[SIDES[side]] = None
+            continue
+        lost = c.loss is not None and c.loss.lost_after(side, last[0])
+        out[SIDES[side]] = {"frame": last[2], "packet": last[1], "time": last[0], "before": ts - last[0],
+                            "lost_since": bool(lost)}
+    return out
+
+
 def _error(rec) -> dict:
     err = (rec or {}).get("error")
     if not err:
@@ -239,6 +253,8 @@ def _end_entry(an, c, scope, pair, name, channel_of, terminated, first_seen) -> 
     elif why == "transport" or c.transport_end is not None:
         e.update({"how": f"transport {c.transport_end or 'end'}", "time": c.transport_time,
                   "packet": c.last_packet})
+        if scope == "connection" and c.transport_time is not None:
+            e["before"] = _last_before(c, c.last_act, c.transport_time)
     elif lost:
         e.update({"how": "unknown", "why": f"the {' and '.join(lost)} lost bytes in a capture gap: its end "
                                            "may have been there"})
@@ -384,7 +400,32 @@ def starved(an, conns, watch) -> list:
             continue
         e["evidence"] = ev
         out.append(e)
-    return out
+    return _per_link(out)
+
+
+#: intervals of one link listed in its starvation entry (the others are counted)
+INTERVALS_LISTED = 20
+
+
+def _per_link(items: list) -> list:
+    """Starvation intervals grouped per link (in the order of their first): how often, how long in
+    all, the longest, and the first INTERVALS_LISTED intervals."""
+    links: dict = {}
+    for e in items:
+        k = (e["connection"], e["session"], e["link"])
+        g = links.get(k)
+        iv = {x: e[x] for x in ("since", "since_packet", "until", "until_packet", "ended_by", "duration",
+                                "credit_exhausted_packet", "evidence", "kind")}
+        if g is None:
+            g = links[k] = {x: e[x] for x in ("connection", "session", "link", "address", "receiver", "receiver_side")}
+            g.update({"times": 0, "total": 0, "longest": iv, "intervals": []})
+        g["times"] += 1
+        g["total"] += e["duration"] or 0
+        if (e["duration"] or 0) > (g["longest"]["duration"] or 0):
+            g["longest"] = iv
+        if len(g["intervals"]) < INTERVALS_LISTED:
+            g["intervals"].append(iv)
+    return list(links.values())
 
 
 def _active(link, start, end, watch, live_times):
@@ -456,7 +497,10 @@ def _assemble(per_conn, redeliv: dict) -> dict:
     troubled = []
     clean: dict = {}
     for e in lists["ends"]:
-        if (e.get("condition") or e.get("how") == "unknown" or e.get("answer") or e.get("answer_error")
+        if e["scope"] != "connection" and str(e.get("how", "")).startswith("transport") and not e.get("lost_sides"):
+            k = (e["scope"], "transport")  # (said once, on its connection's line)
+            clean[k] = clean.get(k, 0) + 1
+        elif (e.get("condition") or e.get("how") == "unknown" or e.get("answer") or e.get("answer_error")
                 or str(e.get("how", "")).startswith("transport")):
             troubled.append(e)
         else:

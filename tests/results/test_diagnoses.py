@@ -156,9 +156,10 @@ def test_a_receiver_starved_while_the_sender_said_messages_waited(tmp_path, caps
         assert st == []
         return
     assert len(st) == 1
-    x = st[0]
-    assert (x["link"], x["receiver_side"], x["address"]) == ("rcv", "client", "q1")
-    assert x["since_packet"] == used and x["until_packet"] == again
+    assert (st[0]["link"], st[0]["receiver_side"], st[0]["address"], st[0]["times"]) == ("rcv", "client", "q1", 1)
+    x = st[0]["longest"]
+    assert st[0]["intervals"] == [x] and st[0]["total"] == x["duration"]
+    assert x["since_packet"] == used and x["until_packet"] == again and x["ended_by"] == "flow"
     assert x["duration"] == 510_000_000  # from the transfer that used the credit (0.21 s) to the flow (0.72 s)
     assert x["evidence"] == [{"kind": "available", "available": available, "time": int((cv.T0 + 0.22) * NS),
                               "packet": said}]
@@ -186,8 +187,8 @@ def test_starved_by_transfers_arriving_on_another_link_to_the_address(tmp_path, 
     cv.send(1, 0.81, _frame(CLOSE, []))
     rep = _json(capsys, cv.pcap(tmp_path))
     st = rep["diagnoses"]["starved"]
-    assert [(x["link"], x["since_packet"]) for x in st] == [("rcv", used)]
-    ev = st[0]["evidence"]
+    assert [(x["link"], x["longest"]["since_packet"]) for x in st] == [("rcv", used)]
+    ev = st[0]["longest"]["evidence"]
     assert ev == [{"kind": "arriving", "connection": rep["connections"][0]["connection"], "link": "snd",
                    "time": int((cv.T0 + 0.4) * NS)}], arrived
 
@@ -205,8 +206,10 @@ def test_credit_idle_sample_starved_as_its_truth_says(capsys):
     st = rep["diagnoses"]["starved"]
     assert [x["link"] for x in st] == [rcv["name"]]
     # (RabbitMQ's flow said available 4 in the packet of the two transfers: 2 were left)
-    assert [e["kind"] for e in st[0]["evidence"]] in (["available"], ["available-left"])
-    assert st[0]["evidence"][0]["available"] == queued - rcv["credit_grants"][0]
+    assert st[0]["times"] == 1
+    ev = st[0]["longest"]["evidence"]
+    assert [e["kind"] for e in ev] in (["available"], ["available-left"])
+    assert ev[0]["available"] == queued - rcv["credit_grants"][0]
     assert st[0]["address"] == rcv["address"]
 
 
@@ -420,3 +423,100 @@ def test_the_parallel_report_has_the_same_diagnoses(capsys):
     two = _json(capsys, *pcaps, "-j", "2")
     assert two["diagnoses"] == one["diagnoses"]
     assert one["diagnoses"]["starved"] and one["diagnoses"]["ends"]
+
+
+# --------------------------------------------------------------------------- samples/messages (issue 28's captures)
+
+MESSAGES = SAMPLES / "messages"
+
+
+def _messages_truth(name: str) -> dict:
+    return json.loads((MESSAGES / f"{name}.truth.json").read_text())
+
+
+def test_forced_endings_named_and_sided_as_the_clients_saw_them(capsys):
+    """forced: three connections ended from the broker's side.  The clients' records: a session
+    error (unauthorized-access) on connection 1; connections 0 and 2 lost their socket without a
+    close frame (a transport error, no connection error)."""
+    truth = _messages_truth("forced")
+    rep = _json(capsys, MESSAGES / "forced.pcap")
+    ends = rep["diagnoses"]["ends"]
+    ids = [c["connection"] for c in rep["connections"]]
+    assert len(ids) == truth["connection_count"]
+    for i, tc in enumerate(truth["connections"]):
+        mine = [e for e in ends if e["connection"] == ids[i]]
+        conn = [e for e in mine if e["scope"] == "connection"]
+        if tc["transport_error"] is not None and tc["connection_error"] is None:
+            assert [e["how"] for e in conn] in (["transport rst"], ["transport fin"])  # no close frame
+        else:
+            assert conn == []  # closed without error
+        sess = [(e["session"], e["side"], e["condition"], e["description"]) for e in mine if e["scope"] == "session"
+                and e.get("condition")]
+        assert sess == [(x["session"], "server", x["condition"], x["description"]) for x in tc["session_errors"]]
+    # the links the clients saw end with a socket closed under them: no detach frame, no error made up
+    aborted = {i for i, tc in enumerate(truth["connections"]) if tc["transport_error"] is not None}
+    n = sum(1 for lk in truth["links"] if lk["detached_by"] == "connection-close" and lk["connection"] in aborted)
+    clean = {(e["scope"], e["how"]): e["count"] for e in rep["diagnoses"]["ends_clean"]}
+    assert clean[("link", "transport")] == n
+    assert [e for e in ends if e["scope"] == "link"] == []
+
+
+def test_idle_timeout_expiry_bracketed_by_the_clients_record(capsys):
+    """idle_timeout: the client asked 1000 ms; the broker was paused (no frame after the pause);
+    the client's idle timer fired and it closed with resource-limit-exceeded."""
+    truth = _messages_truth("idle_timeout")
+    tc = truth["connections"][0]
+    when = {x["what"].split(" (")[0]: x for x in truth["timeline"]}
+    paused = round(when["broker paused"]["t"] * NS)
+    fired = round(when["transport error"]["t"] * NS)
+    rep = _json(capsys, MESSAGES / "idle_timeout.pcap")
+    (x,) = rep["diagnoses"]["idle"]
+    assert x["idle_time_out_client"] == tc["idle_timeout_requested_ms"]
+    ex = x["expired"]
+    assert (ex["closed_by"], ex["silent"], ex["condition"], ex["description"]) == (
+        "client", "server", tc["transport_error"]["condition"], tc["transport_error"]["description"])
+    assert ex["names_idle"] and ex["demand"] == tc["idle_timeout_requested_ms"] * 1_000_000
+    last = ex["close_time"] - ex["silence"]  # the server's last frame
+    # the paused broker sent nothing after the pause, and had kept within the demand before it
+    assert paused - ex["demand"] <= last <= paused
+    # the close went out no sooner than the client's timer fired
+    assert ex["close_time"] >= fired
+    assert ex["silence"] > ex["demand"] and x["server"]["beyond_demand"]
+
+
+def test_redelivery_loops_counted_as_the_client_settled_them():
+    """redeliveries: the receivers' own records of each delivery's outcome, by message-id; a
+    message released or modified twice or more is a loop (read with the message fields on)."""
+    from amqp_dissect.pipelines.local import CaptureSource, run_analysis
+    from amqp_dissect.results.report import build_report
+
+    truth = _messages_truth("redeliveries")
+    n: dict = {}
+    order: dict = {}
+    for lk in truth["links"]:
+        if lk["role"] != "receiver":
+            continue
+        for d in lk["deliveries"]:
+            if d["outcome"] in ("released", "modified"):
+                mid = d["message_id"]["value"]
+                n[mid] = n.get(mid, 0) + 1
+                order.setdefault(mid, []).append((lk["name"], d["outcome"]))
+    want = {k: v for k, v in n.items() if v >= 2}
+    assert want  # (the capture has loops: A released 3 times, B modified twice)
+    rep = build_report(run_analysis(CaptureSource([str(MESSAGES / "redeliveries.pcap")]), rows=False,
+                                    messages=True).analyzer)
+    red = rep["diagnoses"]["redeliveries"]
+    assert red["checked"]
+    got = {x["id"]: x for x in red["loops"]}
+    assert {k: x["released_or_modified"] for k, x in got.items()} == want
+    for k, x in got.items():
+        assert x["identity"] == "message-id" and x["id_type"] == "string"
+        assert [(r["link"], r["outcome"]) for r in x["first"]] == order[k]
+        assert all(r["outcome_packet"] > r["first_packet"] for r in x["first"])
+
+
+def test_redelivery_loops_not_checked_without_the_messages(capsys):
+    rep = _json(capsys, MESSAGES / "redeliveries.pcap")
+    assert rep["diagnoses"]["redeliveries"] == {"checked": False, "loops": [], "messages_over": 0}
+    assert "Redelivery loops: not checked (the messages were not read)" in _run(
+        capsys, "report", MESSAGES / "redeliveries.pcap")
