@@ -29,6 +29,8 @@ connections of one analyzer (with ``-j N``, those of one worker).
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
+
 from ..amqp import _spec
 from ..model.deliveries import compact_rows, link_deliveries
 from ..model.transitions import SIDES
@@ -364,7 +366,7 @@ def starved(an, conns, watch) -> list:
             if a is not None:
                 by_addr.setdefault(a, []).append(link)
     shown = {id(c) for c in conns}
-    live_times: dict = {}
+    cache: dict = {}
     out = []
     for st in an.stalls:
         link = st.link
@@ -388,7 +390,7 @@ def starved(an, conns, watch) -> list:
             for other in by_addr.get(e["address"], ()):
                 if other is link:
                     continue
-                hit = _active(other, st.start, end, watch, live_times)
+                hit = _active(other, st.start, end, watch, cache)
                 if hit:
                     towards_node = other.sender_dir is not None and other.sender_dir != st.direction
                     ev.append({"kind": "arriving" if towards_node else "other-consumer",
@@ -428,26 +430,36 @@ def _per_link(items: list) -> list:
     return list(links.values())
 
 
-def _active(link, start, end, watch, live_times):
+def _active(link, start, end, watch, cache):
     """A first-transfer time of ``link`` strictly between ``start`` and ``end`` (the watch's
-    intervals of folded deliveries, and the deliveries not folded), or None."""
-    if watch is not None and link not in watch.full:
-        for a, b in watch.activity.get(link, ()):
-            if start < a < end:
-                return a
-            if start < b < end:
-                return b
-            if a <= start and b >= end:  # (transfers at most MERGE apart across a longer stall)
-                return start
-    ts = live_times.get(link)
-    if ts is None:
-        ts = live_times[link] = [d.first_ts for d in link_deliveries(link) if d.first_ts is not None]
+    intervals of folded deliveries, and the deliveries not folded), or None.  ``cache``: link ->
+    (interval starts, running max of their ends, times of the deliveries not folded), sorted once."""
+    got = cache.get(link)
+    if got is None:
+        ivs = sorted(watch.activity.get(link, ())) if watch is not None and link not in watch.full else []
+        starts = [a for a, _ in ivs]
+        ends = []
+        top = None
+        for _, b in ivs:
+            top = b if top is None or b > top else top
+            ends.append(top)
+        ts = [d.first_ts for d in link_deliveries(link) if d.first_ts is not None]
         for _sender, st, rows in compact_rows(link):
             ft = st.first_ts
             ts.extend(ft[i] for i in rows)
-    for t in ts:
-        if start < t < end:
-            return t
+        ts.sort()
+        got = cache[link] = (starts, ends, ts)
+    starts, ends, ts = got
+    i = bisect_left(starts, end) - 1  # the last interval that began before the end
+    if i >= 0 and ends[i] > start:
+        if starts[i] > start:
+            return starts[i]
+        # (an interval began before the stall and went on into it: a transfer at its end, or, when it
+        # spans the stall, transfers at most MERGE apart across a stall longer than that)
+        return ends[i] if ends[i] < end else start
+    k = bisect_right(ts, start)
+    if k < len(ts) and ts[k] < end:
+        return ts[k]
     return None
 
 
