@@ -375,6 +375,9 @@ def starved(an, conns, watch) -> list:
         if st.start is None:
             continue
         end = st.end if st.end is not None else an._end()
+        loss = st.conn.loss
+        if loss is not None and any(loss.lost_after(d, st.start) for d in (0, 1)):
+            continue  # (bytes lost since it began: a flow granting credit may have been among them)
         e = {"connection": st.conn.id, "session": st.session.index, "link": link.name,
              "address": an._link_address(link), "receiver": st.conn.peer(1 - st.direction),
              "receiver_side": SIDES[1 - st.direction], "kind": st.kind, "since": st.start,

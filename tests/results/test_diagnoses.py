@@ -168,6 +168,23 @@ def test_a_receiver_starved_while_the_sender_said_messages_waited(tmp_path, caps
     assert f"[since packet {used}, credit again at packet {again}]" in text
 
 
+def test_no_starvation_claimed_across_a_gap_of_the_receiver(tmp_path, capsys):
+    """The receiver's bytes in the interval were lost: a flow granting credit may have been there."""
+    cv = _Conv()
+    cv.open()
+    _receiver_link(cv, 0.1)
+    cv.send(0, 0.2, _flow(0, 0, 1))
+    cv.send(1, 0.21, _transfer(0, 0))
+    cv.send(1, 0.22, _flow(0, 1, 0, available=5, nii=1, noid=1))
+    cv.lose(0, _flow(0, 1, 1, nii=1))  # (a grant the capture lost)
+    cv.send(0, 0.72, _flow(0, 1, 1, nii=1))
+    cv.send(0, 0.8, _frame(CLOSE, []))
+    cv.send(1, 0.81, _frame(CLOSE, []))
+    rep = _json(capsys, cv.pcap(tmp_path))
+    assert rep["connections"][0]["gaps_client"] == 1
+    assert rep["diagnoses"]["starved"] == []
+
+
 def test_starved_by_transfers_arriving_on_another_link_to_the_address(tmp_path, capsys):
     """No available said; a producer's transfers reach the address while the receiver has credit 0."""
     cv = _Conv()
