@@ -343,7 +343,7 @@ class Analyzer(StateTracker):
         self.not_accepted_count = 0
         self._stats_cache: dict = {}  # link -> DeliveryStats with the live deliveries added (valid until fed)
         self.layer_facts: dict = {}  # connection id -> what its TLS / WebSocket layers said (rows.layer_fact)
-        self.watch = FoldWatch()  # what the report's diagnoses keep of folded deliveries (results.diagnoses)
+        self.watch = FoldWatch(messages)  # what the report's diagnoses keep of folded deliveries (results.diagnoses)
 
     def feed(self, event) -> None:
         if self._stats_cache:

@@ -67,43 +67,64 @@ class FoldWatch:
     """Fed each folded delivery (:meth:`fold`): per link, intervals of transfer activity (bounded),
     and the deliveries of messages released, modified or redelivered (bounded)."""
 
-    __slots__ = ("activity", "full", "links_over", "messages", "messages_over", "read")
+    __slots__ = ("activity", "full", "links_over", "messages", "messages_over", "read", "reading", "_link", "_last")
 
-    def __init__(self):
+    def __init__(self, reading: bool = True):
         self.activity: dict = {}  # link -> [[first, last], ...] of its first-transfer times
         self.full: set = set()  # links whose intervals overflowed: activity unknown
         self.links_over = 0
-        self.messages: dict = {}  # identity -> [deliveries (dicts)], first DELIVERIES_PER_MESSAGE
+        self.messages: dict = {}  # identity -> [released or modified, deliveries, first rows]
         self.messages_over = 0
         self.read = False  # a delivery with its message read was seen
+        self.reading = reading  # messages may be read (else no delivery has one: not looked at)
+        self._link = None  # the link of the last fold, and its last interval (folds come in runs)
+        self._last = None
 
     def fold(self, d) -> None:
-        link = d.link
         t = d.first_ts
         if t is not None:
-            iv = self.activity.get(link)
-            if iv is None:
-                if len(self.activity) >= LINKS_MAX:
-                    self.links_over += 1
-                else:
-                    self.activity[link] = [[t, t]]
+            last = self._last
+            if d.link is self._link and last is not None and last[0] - MERGE <= t <= last[1] + MERGE:
+                if t > last[1]:
+                    last[1] = t
+                elif t < last[0]:
+                    last[0] = t
             else:
-                last = iv[-1]
-                if last[0] - MERGE <= t <= last[1] + MERGE:
-                    if t > last[1]:
-                        last[1] = t
-                    elif t < last[0]:
-                        last[0] = t
-                elif len(iv) < INTERVALS_MAX:
-                    iv.append([t, t])
-                else:
-                    self.full.add(link)
-        m = getattr(d, "message", None)
-        if m is not None:
-            self.read = True
-            self._message(d, m)
+                self._interval(d.link, t)
+        if self.reading:
+            m = d.message
+            if m is not None:
+                self.read = True
+                self._message(d, m)
 
-    def _message(self, d, m) -> None:
+    def _interval(self, link, t) -> None:
+        iv = self.activity.get(link)
+        self._link = link
+        if iv is None:
+            if len(self.activity) >= LINKS_MAX:
+                self.links_over += 1
+                self._last = None
+            else:
+                self._last = [t, t]
+                self.activity[link] = [self._last]
+            return
+        last = iv[-1]
+        if last[0] - MERGE <= t <= last[1] + MERGE:
+            if t > last[1]:
+                last[1] = t
+            elif t < last[0]:
+                last[0] = t
+            self._last = last
+        elif len(iv) < INTERVALS_MAX:
+            self._last = [t, t]
+            iv.append(self._last)
+        else:
+            self.full.add(link)
+            self._last = None
+
+    def _message(self, d, m, messages=None) -> None:
+        if messages is None:
+            messages = self.messages
         if d.outcome not in ("released", "modified") and getattr(m, "header", 0) is None:
             return  # (no header: delivery-count 0, the default)
         cells = _cells(d)
@@ -118,12 +139,12 @@ class FoldWatch:
             key = ("bare-digest", None, cells.get("bare_digest"))
         else:
             return
-        got = self.messages.get(key)
+        got = messages.get(key)
         if got is None:
-            if len(self.messages) >= MESSAGES_MAX:
+            if len(messages) >= MESSAGES_MAX:
                 self.messages_over += 1
                 return
-            got = self.messages[key] = [0, 0, []]  # released or modified, deliveries in all, rows
+            got = messages[key] = [0, 0, []]  # released or modified, deliveries in all, rows
         if d.outcome in ("released", "modified"):
             got[0] += 1
         got[1] += 1
@@ -472,19 +493,22 @@ def _active(link, start, end, watch, cache):
 def redeliveries(an, watch) -> dict:
     if watch is None:
         return {"checked": False, "loops": []}
+    # the deliveries not folded (the watch saw them not), added to a copy: diagnose() may be called again
+    messages = {k: [v[0], v[1], list(v[2])] for k, v in watch.messages.items()}
+    read = watch.read
     for link in (lk for c in an.connections.values() for lk in c.links):
-        for d in link_deliveries(link):  # (not folded: the watch saw them not)
+        for d in link_deliveries(link):
             if getattr(d, "message", None) is not None:
-                watch.read = True
-                watch._message(d, d.message)
+                read = True
+                watch._message(d, d.message, messages)
     loops = []
-    for (kind, typ, ident), (n, total, rows) in watch.messages.items():
+    for (kind, typ, ident), (n, total, rows) in messages.items():
         hdc = max((r["header_delivery_count"] or 0 for r in rows), default=0)
         if n >= LOOP_MIN or hdc >= LOOP_MIN:
             loops.append({"identity": kind, "id_type": typ, "id": ident, "released_or_modified": n,
                           "deliveries": total, "max_header_delivery_count": hdc, "first": rows})
     loops.sort(key=lambda x: (-x["released_or_modified"], x["first"][0]["first_time"] or 0))
-    return {"checked": watch.read, "loops": loops, "messages_over": watch.messages_over}
+    return {"checked": read, "loops": loops, "messages_over": watch.messages_over}
 
 
 # --------------------------------------------------------------------------- the document
