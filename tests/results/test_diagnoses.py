@@ -537,3 +537,18 @@ def test_redelivery_loops_not_checked_without_the_messages(capsys):
     assert rep["diagnoses"]["redeliveries"] == {"checked": False, "loops": [], "messages_over": 0}
     assert "Redelivery loops: not checked (the messages were not read)" in _run(
         capsys, "report", MESSAGES / "redeliveries.pcap")
+
+
+def test_the_html_page_has_the_diagnoses_of_the_text(tmp_path, capsys):
+    from html import escape
+
+    pcap = MESSAGES / "forced.pcap"
+    text = _run(capsys, "report", pcap)
+    page = tmp_path / "r.html"
+    _run(capsys, "report", pcap, "-T", "html", "-o", page)
+    html = page.read_text()
+    head, rest = html.split('<h2 id="diagnoses">Diagnoses</h2>', 1)
+    card = rest.split("</section>", 1)[0]
+    lines = text.split("\nDiagnoses\n", 1)[1].splitlines()
+    items = [x.strip() for x in lines if x.startswith("    ")]
+    assert items and all(f"<li>{escape(x)}</li>" in card for x in items)
