@@ -243,10 +243,9 @@ def _error(rec) -> dict:
 def _lost_end(c, sides, after) -> list:
     """Sides among ``sides`` that lost bytes after time ``after`` (None: at any time): their end
     frame may have been among them."""
-    if c.loss is None and c.known_start:
+    if c.loss is None:  # (bytes sent before the capture began hold no end of what began in it)
         return []
-    return [SIDES[d] for d in sides if c.lost(d) and (c.loss is None or c.loss.lost_after(d, after)
-                                                       or c.loss.before[d])]
+    return [SIDES[d] for d in sides if c.loss.lost_after(d, after)]
 
 
 def _end_entry(an, c, scope, pair, name, channel_of, terminated, first_seen) -> dict:
