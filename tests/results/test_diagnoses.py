@@ -552,3 +552,13 @@ def test_the_html_page_has_the_diagnoses_of_the_text(tmp_path, capsys):
     lines = text.split("\nDiagnoses\n", 1)[1].splitlines()
     items = [x.strip() for x in lines if x.startswith("    ")]
     assert items and all(f"<li>{escape(x)}</li>" in card for x in items)
+
+
+def test_the_docs_example_is_what_the_report_says(capsys):
+    """docs/report.md's Diagnoses example: every line is a line of the two samples' reports."""
+    doc = (SAMPLES.parent / "docs" / "report.md").read_text()
+    block = doc.split("## Diagnoses", 1)[1].split("```", 2)[1].strip().splitlines()
+    out = (_run(capsys, "report", MESSAGES / "forced.pcap")
+           + _run(capsys, "report", MESSAGES / "idle_timeout.pcap")).splitlines()
+    assert block[0] == "Diagnoses" and len(block) > 10
+    assert [x for x in block if x not in out] == []
