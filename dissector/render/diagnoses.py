@@ -210,6 +210,24 @@ def _clean(scope: str, how: str) -> str:
     return how
 
 
+#: connections whose idle time-out lines the text shows in full (beyond: only those with something to say)
+IDLE_SHOWN = 10
+
+
+def _notable(x: dict) -> bool:
+    """A connection's idle time-out worth its lines: an expiry, a silence beyond what was asked, or
+    silences unknown."""
+    if x.get("expired"):
+        return True
+    for side in ("client", "server"):
+        s = x[side]
+        tr = s.get("trailing") or {}
+        if s.get("beyond_demand") or s.get("unknown_silences") or (
+                s.get("demand") and tr.get("length") is not None and tr["length"] > s["demand"]):
+            return True
+    return False
+
+
 def diagnosis_lines(dg: dict | None, digits: int = 6) -> list[str]:
     """The report's "Diagnoses" section as text."""
     if not dg:
@@ -228,8 +246,14 @@ def diagnosis_lines(dg: dict | None, digits: int = 6) -> list[str]:
             f"{c['scope'] + 's' if c['count'] != 1 else c['scope']} {c['count']:,} {_clean(c['scope'], c['how'])}"
             for c in dg["ends_clean"]))
     out.append("  Idle time-out" + ("" if dg["idle"] else ": none asked"))
-    for x in dg["idle"]:
+    shown = dg["idle"] if len(dg["idle"]) <= IDLE_SHOWN else [x for x in dg["idle"] if _notable(x)][:IDLE_SHOWN]
+    for x in shown:
         out.extend("    " + line for line in idle_lines(x))
+    rest = len(dg["idle"]) - len(shown) + (dg.get("idle_more") or 0)
+    if rest:
+        out.append(f"    … and {rest:,} more connection{'s' if rest != 1 else ''} "
+                   + ("(--format json)" if dg.get("idle_more") or sum(map(_notable, dg["idle"])) > sum(map(_notable, shown))
+                      else "whose silences all stayed within what was asked (--format json)"))
     red = dg.get("redeliveries") or {}
     if not red.get("checked"):
         out.append("  Redelivery loops: not checked (the messages were not read)")

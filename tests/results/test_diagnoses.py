@@ -562,3 +562,30 @@ def test_the_docs_example_is_what_the_report_says(capsys):
            + _run(capsys, "report", MESSAGES / "idle_timeout.pcap")).splitlines()
     assert block[0] == "Diagnoses" and len(block) > 10
     assert [x for x in block if x not in out] == []
+
+
+def test_the_text_shows_the_idle_lines_of_many_connections_only_where_there_is_something_to_say(tmp_path, capsys):
+    """12 connections asked for an idle time-out; one went silent beyond it: the text gives that
+    one in full and counts the 11 others (JSON lists all 12)."""
+    from amqp_dissect.render.diagnoses import IDLE_SHOWN
+
+    records = []
+    for i in range(12):
+        cv = _Conv(port=41000 + i)
+        cv.open(idle_client=1000)
+        for at in ((0.5, 1.0, 1.5, 2.0, 2.5) if i != 7 else (0.5, 2.5)):  # (the 8th: 2 s of silence)
+            cv.send(1, at, HEARTBEAT)
+        cv.send(0, 3.0, _frame(CLOSE, []))
+        cv.send(1, 3.01, _frame(CLOSE, []))
+        records += cv.c.records
+    p = tmp_path / "many.pcap"
+    p.write_bytes(write_pcap(sorted(records, key=lambda r: r[0])))
+    rep = _json(capsys, p)
+    assert len(rep["diagnoses"]["idle"]) == 12 > IDLE_SHOWN
+    beyond = [x["connection"] for x in rep["diagnoses"]["idle"] if x["server"]["beyond_demand"]]
+    assert beyond == ["10.0.0.1:41007-10.0.0.2:5672"]
+    text = _run(capsys, "report", p)
+    idle = text.split("  Idle time-out\n", 1)[1].split("\n  Redelivery", 1)[0].splitlines()
+    assert [x for x in idle if x.startswith("    10.0.0.1")] == [
+        "    10.0.0.1:41007-10.0.0.2:5672: idle-time-out asked by the client 1,000 ms, by the server none"]
+    assert idle[-1] == "    … and 11 more connections whose silences all stayed within what was asked (--format json)"
