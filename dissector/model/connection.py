@@ -25,7 +25,11 @@ from .steps import lossy_step
 if not cython.compiled:  # (compiled: C functions and constants, cimported in the .pxd)
     from .state import (_uint)
 
-_CONN_LEVEL = {"open": 1, "close": 2}  # the connection's own performatives, which frame() handles first
+# the connection's own performatives, which frame() handles first (3: detach and end, frames of a
+# session whose last frames before them frame() notes)
+_CONN_LEVEL = {"open": 1, "close": 2, "detach": 3, "end": 3}
+#: detach / end / close frames per connection whose preceding frames are noted (the rest are counted)
+END_NOTES_MAX = 256
 
 
 class ConnectionRules:
@@ -63,11 +67,28 @@ class ConnectionRules:
             return False
         c.frames[d] += 1
         self.idle_check(c, d, f)
+        level = _CONN_LEVEL.get(name, 0)  # (one look-up, not two string compares per frame)
+        ref = c.last_frame[d]
+        if ref is not None:  # the longest silence of d (no frame of any kind): the diagnoses' idle time-out
+            sil = c.silence[d]
+            if f.ts - ref > sil[0]:
+                if c.loss is not None and c.loss.last[d] is not None and c.loss.last[d] >= ref:
+                    sil[4] += 1  # (bytes of d were lost in it: a frame may have been there)
+                else:
+                    sil[0] = f.ts - ref
+                    sil[1] = ref
+                    sil[2] = f.ts
+                    sil[3] = f.packet
+                    la = c.last_act[d]
+                    sil[5] = la[1] if la is not None and la[0] == ref else None
+        if level >= 2:  # detach, end, close: what each side sent last before it (the diagnoses' ends)
+            self.note_end(c, d, f, name)
+        else:
+            c.last_act[d] = (f.ts, f.packet, key)
         c.idle_ref[d] = f.ts
         c.last_frame[d] = f.ts
         if heartbeat:
             c.heartbeats[d] += 1
-        level = _CONN_LEVEL.get(name, 0)  # (one look-up, not two string compares per frame)
         if level == 1:
             self.conn_step(c, d, "S:OPEN", "R:OPEN", f)
             self.open(c, d, f, p)
@@ -79,6 +100,16 @@ class ConnectionRules:
             self.session_frame(c, d, f, name)
             return True
         return False
+
+    def note_end(self, c, d, f, name):
+        """A detach, end or close of ``d``: the last frame of each side that ended nothing before it."""
+        notes = c.end_notes
+        if notes is None:
+            notes = c.end_notes = {}
+        if len(notes) < END_NOTES_MAX:
+            notes[(d, name, f.packet, f.channel)] = (c.last_act[d], c.last_act[1 - d])
+        else:
+            notes[None] = notes.get(None, 0) + 1
 
     def session_frame(self, c, d, f, name):
         """A frame of a session (not the connection's own): its step on the connection's machine."""

@@ -122,3 +122,6 @@ cdef class _Conn(_ConnBase):
     cdef public object stalls
     cdef public tuple frame_counts
     cdef public object placeholders
+    cdef public object silence
+    cdef public object last_act
+    cdef public object end_notes

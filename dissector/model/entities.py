@@ -193,6 +193,9 @@ class _ConnBase:
     stalls = ()
     frame_counts = _EMPTY_MAPS
     placeholders = None
+    silence = _NONE_PAIR
+    last_act = _NONE_PAIR
+    end_notes = None
 
     def __init__(self, cid, client, server, syn_seen):
         self.id = cid
@@ -241,7 +244,7 @@ class _Conn(_ConnBase):
         "events", "unknown", "inferred", "headers", "header_keys", "sasl", "sasl_mechanisms",
         "sasl_mechanism", "sasl_hostname", "sasl_outcome", "sasl_time", "sasl_frames", "open", "close",
         "sessions", "links", "chan", "pending", "idle", "idle_ref", "last_frame", "frames", "heartbeats",
-        "txns", "negotiation", "stalls", "frame_counts", "placeholders",
+        "txns", "negotiation", "stalls", "frame_counts", "placeholders", "silence", "last_act", "end_notes",
     )
 
     def __init__(self, b: _ConnBase):
@@ -294,6 +297,12 @@ class _Conn(_ConnBase):
         # None until the first placeholder: [sessions made, links made, the overflow session or None,
         # {session index: its overflow link}] (see UNKNOWN_SESSIONS_MAX)
         self.placeholders = None
+        # per peer: [longest silence (ns, no frame of any kind), its start, its end, packet of the frame
+        # that ended it, silences a loss of that peer's bytes made unknown, packet of the frame that began
+        # it (None: an ending frame)] (ConnectionRules.frame)
+        self.silence = ([0, None, None, None, 0, None], [0, None, None, None, 0, None])
+        self.last_act = [None, None]  # per peer: (time, packet, name) of its last frame that ended nothing
+        self.end_notes = None  # {(peer, name, packet, channel): (own last_act, peer's last_act)} of detach/end/close
 
     def note_unknown(self, what: str):
         if what not in self.unknown:

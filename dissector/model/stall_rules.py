@@ -34,7 +34,7 @@ class StallRules:
             # what is left of the sender's last available; less than 0: that report is out of date
             left = link.available - (link.n_deliveries - link.avail_base)
             if left >= 0:
-                st.saw_available(left, f.ts, f.packet)
+                st.saw_available(left, f.ts, f.packet, True)
         return st
 
     def stall_begins(self, link, st, f):

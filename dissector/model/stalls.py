@@ -22,10 +22,13 @@ class Stall:
     sender's flow that first showed a message waiting after it had shown none.
     ``avail``: True / False when the sender's available showed messages waiting / none (None: it
     never said), ``next_ts``: time of the sender's first transfer after the end (link, or
-    session for a session-window stall)."""
+    session for a session-window stall); ``avail_seen``: (available, time, packet, left) of the first
+    report of messages waiting during the stall (the diagnoses' evidence; ``left``: what was left of
+    the sender's last report when the stall began, at the frame that began it)."""
     __slots__ = (
         "conn", "session", "link", "direction", "kind", "start", "start_packet",
         "end", "end_packet", "ended_by", "exhausted", "exhausted_packet", "busy", "avail", "next_ts",
+        "avail_seen",
     )
 
     def __init__(self, conn, session, link, direction, kind, ts, packet, busy=None):
@@ -44,6 +47,7 @@ class Stall:
         self.ended_by = None
         self.avail = None
         self.next_ts = None
+        self.avail_seen = None  # (available, time, packet, left) of the first report of messages waiting
 
     def close(self, ts, packet, ended_by):
         if self.end is None:
@@ -56,11 +60,14 @@ class Stall:
                 elif self.link is not None:
                     self.link.after_stall = self
 
-    def saw_available(self, av, ts, packet):
-        """The sender's available (reported in a flow, or left of it at the start) during the stall."""
+    def saw_available(self, av, ts, packet, left=False):
+        """The sender's available (reported in a flow, or ``left`` of its last report at the start)
+        during the stall."""
         if self.end is not None:
             return
         if av > 0:
+            if self.avail_seen is None:
+                self.avail_seen = (av, ts, packet, left)
             if self.avail is False and self.start is not None and ts > self.start:
                 # it had shown nothing waiting: the stall begins when a message is known to wait
                 self.start = ts

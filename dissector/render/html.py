@@ -21,6 +21,7 @@ import datetime as _dt
 import math
 from html import escape
 
+from .diagnoses import diagnoses_html
 from .report import _layers, missing_file_line, render_text, tls_not_decrypted_line
 
 COLOURS = {
@@ -792,6 +793,7 @@ def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", 
             out.append(f'<p class="notes">{_e(c["connection"])}: {_e(c.get("tls_note") or "TLS")} '
                        f'({c["tls_undecrypted_bytes"]:,} bytes not decrypted in all)</p>')
 
+    out.append(diagnoses_html(rep.get("diagnoses"), (rep.get("capture") or {}).get("digits", 6)))
     links = plots["links"]
     out.append('<h2 id="links">Links</h2>')
     if links:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..times import clock, date, delta
+from .diagnoses import diagnosis_lines
 
 
 # --------------------------------------------------------------------------- text
@@ -76,6 +77,30 @@ def _packets(d: dict, done: str, done_packet) -> str:
     if done_packet is None or done_packet == first:
         return f"[packet {_v(first)}]"
     return f"[transfer packet {_v(first)}, {done} at packet {done_packet}]"
+
+
+def _pair(p: dict | None, what: str) -> str:
+    """`` [open packet 6, answered at packet 7]`` of an open / begin / attach / close / end / detach
+    pair (:func:`amqp_dissect.results.diagnoses.pair_packets`): the first frame and its answer;
+    nothing when neither was seen."""
+    if not p:
+        return ""
+    if p.get("answer_packet") is None:
+        return f" [{what} packet {p['packet']}, no answer seen]"
+    if p["answer_packet"] == p["packet"]:
+        return f" [{what} packets {p['packet']}]"
+    return f" [{what} packet {p['packet']}, answered at packet {p['answer_packet']}]"
+
+
+def _lifeline(x: dict, k_open: str, opened: str, w_open: str, k_close: str, closed: str, w_close: str) -> str:
+    """``, begun by the client [begin packet 8, answered at packet 9], ended by the server [...]``."""
+    out = ""
+    o, c = x.get(k_open), x.get(k_close)
+    if o:
+        out += f", {opened} by the {o['side']}{_pair(o, w_open)}"
+    if c:
+        out += f", {closed} by the {c['side']}{_pair(c, w_close)}"
+    return out
 
 
 def tls_not_decrypted_line(t: dict) -> str:
@@ -260,14 +285,16 @@ def render_text(rep: dict) -> str:
         for what in c.get("inferred") or ():
             lines.append(f"  inferred: {what}")
         lines.append(
-            f"  opened {_t(c['open_time'], digits)}, closed {_t(c['close_time'], digits)} by {c['closed_by'] or '-'}"
+            f"  opened {_t(c['open_time'], digits)}{_pair(c.get('open_packets'), 'open')}, "
+            f"closed {_t(c['close_time'], digits)} by {c['closed_by'] or '-'}{_pair(c.get('close_packets'), 'close')}"
             f", transport end {c['transport_end'] or '-'}; deliveries {_n(c['deliveries'])}{_lost(c)}, "
             f"stalls {_n(c['stalls'])} ({c['stalled_seconds']:.3f} s), violations {_n(c['violations'])}"
         )
         for sess in c["sessions"]:
             lines.append(
                 f"  Session {sess['session']}: channel client {sess['channel_client']} <-> server "
-                f"{sess['channel_server']}, deliveries {_n(sess['deliveries'])}, unsettled {_n(sess['unsettled'])}{_lost(sess)}"
+                f"{sess['channel_server']}{_lifeline(sess, 'begin_packets', 'begun', 'begin', 'end_packets', 'ended', 'end')}"
+                f", deliveries {_n(sess['deliveries'])}, unsettled {_n(sess['unsettled'])}{_lost(sess)}"
                 + (f", ended with {sess['end_error']}: {_one_line(sess['end_description'])}" if sess.get("end_error") else "")
             )
             for lk in sess["links"]:
@@ -282,6 +309,9 @@ def render_text(rep: dict) -> str:
                     + (", coordinator" if lk.get("coordinator") else "")
                     + (", refused by the peer" if lk.get("refused") else "")
                 )
+                life = _lifeline(lk, "attach_packets", "attached", "attach", "detach_packets", "detached", "detach")
+                if life:
+                    lines.append("     " + life[1:])
                 lines.append(
                     f"      deliveries {_n(lk['deliveries'])}: accepted {_n(o['accepted'])}, rejected {_n(o['rejected'])}, "
                     f"released {_n(o['released'])}, modified {_n(o['modified'])}, none {_n(o['no_outcome'])}{_lost(lk)}; "
@@ -378,4 +408,5 @@ def render_text(rep: dict) -> str:
             )
         if rep.get("more_stalls"):
             lines.append(f"  … and {_n(rep['more_stalls'])} more (see `stalls`)")
+    lines.extend(diagnosis_lines(rep.get("diagnoses"), digits))
     return "\n".join(lines) + "\n"

@@ -12,6 +12,7 @@ cdef class Analyzer(StateTracker):
     cdef public list _rows, _slowest, _not_accepted
     cdef public object _slow_min, _slow_cut_order
     cdef public dict _stats_cache
+    cdef public object watch
 
     cpdef feed(self, event)
     cpdef _on_fold(self, dlv)

@@ -21,6 +21,7 @@ import heapq
 
 from ..amqp.spec import OUTCOMES
 from ..model.deliveries import compact_rows
+from . import diagnoses as _diagnoses
 from .rows import _lost_after
 
 NOTABLE = 10  # rows per "notable" list
@@ -177,7 +178,7 @@ def _connection_entry(an, conn, stall_count: dict, stall_secs: dict, violations_
                 "links": s_links,
             }
         )
-    return (
+    entry = (
         {
             **_pick(c, "connection", "client", "server", "container_id_client", "container_id_server",
                     "hostname", "sasl_mechanism", "sasl_outcome", "max_frame_size_client",
@@ -196,6 +197,8 @@ def _connection_entry(an, conn, stall_count: dict, stall_secs: dict, violations_
             "sessions": c_sessions,
         }
     )
+    _diagnoses.lifecycle(conn, entry)  # (the packets of each open / close, begin / end, attach / detach)
+    return entry
 
 
 def build_report(an, capture_errors=(), capture: dict | None = None) -> dict:
@@ -278,6 +281,7 @@ def build_report(an, capture_errors=(), capture: dict | None = None) -> dict:
         },
         "longest_stalls": longest,
         "more_stalls": len(real) - len(longest),
+        "diagnoses": _diagnoses.diagnose(an),
     }
 
 
@@ -382,6 +386,7 @@ def partial_report(an, keys) -> dict:
         "others": an.other_rows(limit=LISTED_CONNECTIONS),
         "others_count": len(an.others),
         # TLS streams on other ports this worker's dissector could not decrypt (capture_info's)
+        "diagnoses": _diagnoses.diagnose_part(an, k_conn),
         "tls_unseen": [getattr(getattr(keys, "d", None), "tls_unseen_count", 0),
                        [dict(x) for x in getattr(getattr(keys, "d", None), "tls_unseen", None) or ()]],
     }
@@ -508,4 +513,5 @@ def merge_reports(parts: list, capture_errors=(), capture: dict | None = None) -
         },
         "longest_stalls": [row for _, _, row in longest],
         "more_stalls": len(real) - len(longest),
+        "diagnoses": _diagnoses.merge_parts([p["diagnoses"] for p in parts if p.get("diagnoses")]),
     }

@@ -1,0 +1,596 @@
+"""Diagnoses of the report (issue 28): answers to the questions users bring to a capture, each
+with its evidence and the packets that show it.
+
+* **starved**: a receiver at link credit 0 (its credit used up, or none granted yet) while the
+  sender showed messages waiting: its flow said available > 0, or another link to the same
+  address carried transfers during the interval (messages arriving at the node, or given to
+  another consumer) while this one had none.
+* **ends**: why each link, session and connection ended: the frame that ended it first (detach,
+  end, close) with its side and error condition (the condition's type from the spec's tables:
+  amqp-error, connection-error, session-error, link-error; another name is said to be none of
+  them), the answer, or the transport's end, the end of the capture, or "unknown" when the end
+  may have been in bytes the capture lost; and what came just before it: each side's last frame
+  (that ended nothing) and how long before.
+* **idle**: the idle-time-out each side asked for, the longest silence of each side (no frame of
+  any kind, heartbeats included) against the other side's demand, and a close (or the transport's
+  end) that followed a silence beyond it.  A silence in which the side lost bytes is unknown (a
+  frame may have been there); one that runs into the capture's end is "unknown beyond".
+* **redeliveries**: the same message (message-id with its type, else the digest of the bare
+  message) released or modified twice or more, or delivered with a header delivery-count of 2 or
+  more, with its deliveries and packets.  Only when the messages were read (the deliveries'
+  message fields); else the report says it was not checked.
+
+:class:`FoldWatch` is what the Analyzer calls for each delivery it folds (one call per delivery):
+it keeps, bounded, the transfer activity of each link (for the starvation's second evidence) and
+the deliveries of messages released, modified or redelivered.  :func:`diagnose` reads it and the
+model at the end.  Everything is per connection except the two cross-link checks, which see the
+connections of one analyzer (with ``-j N``, those of one worker).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+
+from ..amqp import _spec
+from ..model.deliveries import compact_rows, link_deliveries
+from ..model.transitions import SIDES
+
+#: transfers of a link closer than this (ns) are one interval of activity
+MERGE = 10_000_000
+#: activity intervals kept per link; beyond, the link's activity is unknown (not coarsened)
+INTERVALS_MAX = 512
+#: links whose activity is kept
+LINKS_MAX = 4096
+#: messages released / modified / redelivered that are followed; deliveries kept per message
+MESSAGES_MAX = 10_000
+DELIVERIES_PER_MESSAGE = 8
+#: entries per list of the document (the rest are counted)
+LISTED = 200
+#: a message released or modified this many times (or with this header delivery-count) is a loop
+LOOP_MIN = 2
+
+# the error conditions the spec names: condition symbol -> (its restricted type, the choice name)
+CONDITIONS = {
+    value: (name, choice)
+    for name, r in _spec.RESTRICTED.items() if "error-condition" in (r[3] or ())
+    for value, choice in (r[7] or ())
+}
+
+
+def condition_type(cond) -> str | None:
+    """The spec's type of an error condition (``link-error`` ...), None when the spec names it not."""
+    got = CONDITIONS.get(cond) if isinstance(cond, str) else None
+    return got[0] if got else None
+
+
+class FoldWatch:
+    """Fed each folded delivery (:meth:`fold`): per link, intervals of transfer activity (bounded),
+    and the deliveries of messages released, modified or redelivered (bounded)."""
+
+    __slots__ = ("activity", "full", "links_over", "messages", "messages_over", "read", "reading", "_link", "_last")
+
+    def __init__(self, reading: bool = True):
+        self.activity: dict = {}  # link -> [[first, last], ...] of its first-transfer times
+        self.full: set = set()  # links whose intervals overflowed: activity unknown
+        self.links_over = 0
+        self.messages: dict = {}  # identity -> [released or modified, deliveries, first rows]
+        self.messages_over = 0
+        self.read = False  # a delivery with its message read was seen
+        self.reading = reading  # messages may be read (else no delivery has one: not looked at)
+        self._link = None  # the link of the last fold, and its last interval (folds come in runs)
+        self._last = None
+
+    def fold(self, d) -> None:
+        t = d.first_ts
+        if t is not None:
+            last = self._last
+            if d.link is self._link and last is not None and last[0] - MERGE <= t <= last[1] + MERGE:
+                if t > last[1]:
+                    last[1] = t
+                elif t < last[0]:
+                    last[0] = t
+            else:
+                self._interval(d.link, t)
+        if self.reading:
+            m = d.message
+            if m is not None:
+                self.read = True
+                self._message(d, m)
+
+    def _interval(self, link, t) -> None:
+        iv = self.activity.get(link)
+        self._link = link
+        if iv is None:
+            if len(self.activity) >= LINKS_MAX:
+                self.links_over += 1
+                self._last = None
+            else:
+                self._last = [t, t]
+                self.activity[link] = [self._last]
+            return
+        last = iv[-1]
+        if last[0] - MERGE <= t <= last[1] + MERGE:
+            if t > last[1]:
+                last[1] = t
+            elif t < last[0]:
+                last[0] = t
+            self._last = last
+        elif len(iv) < INTERVALS_MAX:
+            self._last = [t, t]
+            iv.append(self._last)
+        else:
+            self.full.add(link)
+            self._last = None
+
+    def _message(self, d, m, messages=None) -> None:
+        if messages is None:
+            messages = self.messages
+        if d.outcome not in ("released", "modified") and getattr(m, "header", 0) is None:
+            return  # (no header: delivery-count 0, the default)
+        cells = _cells(d)
+        if cells is None:
+            return
+        hdc = cells.get("header_delivery_count")
+        if d.outcome not in ("released", "modified") and not (isinstance(hdc, int) and hdc > 0):
+            return
+        if cells.get("message_id") is not None:
+            key = ("message-id", cells.get("message_id_type"), cells.get("message_id"))
+        elif cells.get("bare_digest") is not None:
+            key = ("bare-digest", None, cells.get("bare_digest"))
+        else:
+            return
+        got = messages.get(key)
+        if got is None:
+            if len(messages) >= MESSAGES_MAX:
+                self.messages_over += 1
+                return
+            got = messages[key] = [0, 0, []]  # released or modified, deliveries in all, rows
+        if d.outcome in ("released", "modified"):
+            got[0] += 1
+        got[1] += 1
+        if len(got[2]) < DELIVERIES_PER_MESSAGE:
+            link = d.link
+            got[2].append({
+                "connection": link.conn.id, "link": link.name, "delivery_id": d.delivery_id,
+                "first_time": d.first_ts, "first_packet": d.first_packet, "outcome": d.outcome or None,
+                "outcome_packet": d.outcome_packet, "header_delivery_count": hdc,
+            })
+
+
+def _cells(d) -> dict | None:
+    """The message fields of a delivery (h-msgfields' columns), None when not read."""
+    try:
+        from ..amqp.message import MESSAGE_COLUMNS, delivery_cells
+    except ImportError:  # (a build without the message fields)
+        return None
+    return dict(zip(MESSAGE_COLUMNS, delivery_cells(d)))
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _first_of(pair) -> int | None:
+    """The side whose record (a dict with "time" and "packet") came first; None when neither."""
+    a, b = pair
+    if a is None and b is None:
+        return None
+    if b is None:
+        return 0
+    if a is None:
+        return 1
+    return 0 if (a["packet"], a["time"]) <= (b["packet"], b["time"]) else 1
+
+
+def pair_packets(pair) -> dict | None:
+    """``{"side", "time", "packet", "answer_packet", "answer_time"}`` of an open / begin / attach /
+    detach / end / close pair of records: the first, and the other side's (None: not seen)."""
+    d = _first_of(pair)
+    if d is None:
+        return None
+    first, other = pair[d], pair[1 - d]
+    return {"side": SIDES[d], "time": first["time"], "packet": first["packet"],
+            "answer_time": other["time"] if other else None, "answer_packet": other["packet"] if other else None}
+
+
+def _before(c, d, name, rec, channel) -> dict | None:
+    """What each side sent last before ``d``'s ``name`` frame (record ``rec``), from the notes
+    ConnectionRules keeps: ``{"client": {...} | None, "server": ...}``."""
+    notes = c.end_notes
+    if not notes or rec is None:
+        return None
+    got = notes.get((d, name, rec["packet"], channel))
+    if got is None:
+        for k, v in notes.items():
+            if k is not None and k[0] == d and k[1] == name and k[2] == rec["packet"]:
+                got = v
+                break
+    if got is None:
+        return None
+    out = {}
+    for side, last in ((d, got[0]), (1 - d, got[1])):
+        if last is None:
+            out[SIDES[side]] = None
+            continue
+        ts, packet, frame = last
+        lost = c.loss is not None and c.loss.lost_after(side, ts) and (c.loss.last[side] or 0) <= rec["time"]
+        out[SIDES[side]] = {"frame": frame, "packet": packet, "time": ts, "before": rec["time"] - ts,
+                            "lost_since": bool(lost)}
+    return out
+
+
+def _last_before(c, last_act, ts) -> dict:
+    """Each side's last frame (that ended nothing) before time ``ts``, as :func:`_before` gives it."""
+    out = {}
+    for side in (0, 1):
+        last = last_act[side]
+        if last is None:
+            out[SIDES[side]] = None
+            continue
+        lost = c.loss is not None and c.loss.lost_after(side, last[0])
+        out[SIDES[side]] = {"frame": last[2], "packet": last[1], "time": last[0], "before": ts - last[0],
+                            "lost_since": bool(lost)}
+    return out
+
+
+def _error(rec) -> dict:
+    err = (rec or {}).get("error")
+    if not err:
+        return {"condition": None, "condition_type": None, "description": None}
+    cond = err.get("condition")
+    return {"condition": cond, "condition_type": condition_type(cond), "description": err.get("description")}
+
+
+def _lost_end(c, sides, after) -> list:
+    """Sides among ``sides`` that lost bytes after time ``after`` (None: at any time): their end
+    frame may have been among them."""
+    if c.loss is None:  # (bytes sent before the capture began hold no end of what began in it)
+        return []
+    return [SIDES[d] for d in sides if c.loss.lost_after(d, after)]
+
+
+def _end_entry(an, c, scope, pair, name, channel_of, terminated, first_seen) -> dict:
+    """How one connection / session / link ended (see the module docstring)."""
+    d = _first_of(pair)
+    e: dict = {"scope": scope}
+    if d is not None:
+        rec = pair[d]
+        e.update({"how": name, "side": SIDES[d], "time": rec["time"], "packet": rec["packet"], **_error(rec)})
+        other = pair[1 - d]
+        e["answer_packet"] = other["packet"] if other else None
+        e["answer_time"] = other["time"] if other else None
+        if other is not None and other.get("error"):
+            e["answer_error"] = _error(other)
+        if other is None:
+            lost = _lost_end(c, (1 - d,), first_seen)
+            e["answer"] = ("unknown: lost in a capture gap (it may have come first)" if lost else "not seen")
+        e["before"] = _before(c, d, name, rec, channel_of(d))
+        return e
+    why = terminated
+    if why is not None and why.endswith("(lost)"):
+        e.update({"how": "unknown", "why": f"its {why.split()[0]} was lost in a capture gap"})
+        return e
+    lost = _lost_end(c, (0, 1), first_seen)
+    if why in ("end", "close", "detach"):
+        e.update({"how": why, "why": f"with its {'session' if why == 'end' else 'connection'}"})
+    elif why == "transport" or c.transport_end is not None:
+        e.update({"how": f"transport {c.transport_end or 'end'}", "time": c.transport_time,
+                  "packet": c.last_packet})
+        if scope == "connection" and c.transport_time is not None:
+            e["before"] = _last_before(c, c.last_act, c.transport_time)
+    elif lost:
+        e.update({"how": "unknown", "why": f"the {' and '.join(lost)} lost bytes in a capture gap: its end "
+                                           "may have been there"})
+    else:
+        e.update({"how": "open at the capture's end"})
+    if lost and e["how"] != "unknown":
+        e["lost_sides"] = lost
+    return e
+
+
+def ends(an, conns) -> list:
+    out = []
+    for c in conns:
+        if not (c.frames[0] or c.frames[1]):
+            continue
+        ce = _end_entry(an, c, "connection", c.close, "close", lambda d: None, None, c.first_ts)
+        ce["connection"] = c.id
+        out.append(ce)
+        for s in c.sessions:
+            se = _end_entry(an, c, "session", s.end, "end", lambda d, s=s: s.channel[d], s.terminated,
+                            (s.begin[0] or s.begin[1] or {}).get("time"))
+            se.update({"connection": c.id, "session": s.index, "channel": s.channel[0] if s.channel[0] is not None
+                       else s.channel[1]})
+            out.append(se)
+            for link in s.links:
+                le = _end_entry(an, c, "link", link.detach, "detach",
+                                lambda d, s=s: s.channel[d], link.terminated,
+                                (link.attach[0] or link.attach[1] or {}).get("time"))
+                closed = [x.get("closed") for x in link.detach if x is not None]
+                le.update({"connection": c.id, "session": s.index, "link": link.name,
+                           "address": an._link_address(link), "closed": any(closed) if closed else None})
+                out.append(le)
+    return out
+
+
+# --------------------------------------------------------------------------- idle time-out
+
+
+def idle(an, conns) -> list:
+    out = []
+    end_ts = an._end()
+    for c in conns:
+        if c.open[0] is None and c.open[1] is None:
+            continue
+        asked = [(c.open[d] or {}).get("idle_time_out") if c.open[d] is not None else None for d in (0, 1)]
+        e: dict = {"connection": c.id, "idle_time_out_client": asked[0], "idle_time_out_server": asked[1]}
+        for d in (0, 1):
+            sil = c.silence[d]
+            demand = c.idle[d]  # (ns: what d must respect, asked by the other side)
+            item = {"demand": demand, "longest": sil[0] if sil[2] is not None else None,
+                    "from_time": sil[1], "from_packet": sil[5], "to_time": sil[2], "to_packet": sil[3],
+                    "unknown_silences": sil[4]}
+            # the trailing silence: from d's last frame to its close, the transport's end, or the capture's end
+            last = c.last_frame[d]
+            if last is not None and c.close[d] is None:
+                if c.transport_time is not None:
+                    tail, beyond = c.transport_time - last, None
+                else:
+                    tail, beyond = end_ts - last if end_ts is not None else None, "capture end"
+                if c.loss is not None and c.loss.lost_after(d, last):
+                    beyond = "capture gap"
+                if tail is not None and (item["longest"] is None or tail > item["longest"]):
+                    item["trailing"] = {"length": tail, "from_time": last, "unknown_beyond": beyond}
+            item["beyond_demand"] = bool(demand and item["longest"] is not None and item["longest"] > demand)
+            e[SIDES[d]] = item
+        # a close (or the transport's end) after a silence beyond the demand of its sender
+        d = _first_of(c.close)
+        if d is not None:
+            rec = c.close[d]
+            bef = _before(c, d, "close", rec, None)
+            peer = (bef or {}).get(SIDES[1 - d])
+            demand = c.idle[1 - d]
+            if peer is not None and demand and peer["before"] > demand:
+                err = _error(rec)
+                e["expired"] = {
+                    "closed_by": SIDES[d], "silent": SIDES[1 - d], "silence": peer["before"], "demand": demand,
+                    "last_frame_packet": peer["packet"], "close_packet": rec["packet"], "close_time": rec["time"],
+                    **err, "names_idle": bool(err["description"] and "idle" in str(err["description"]).lower()),
+                    "lost_since": peer["lost_since"],
+                }
+        elif c.transport_time is not None:
+            for d2 in (0, 1):
+                last, demand = c.last_frame[d2], c.idle[d2]
+                if last is not None and demand and c.transport_time - last > demand and "expired" not in e:
+                    e["expired"] = {"closed_by": None, "transport_end": c.transport_end, "silent": SIDES[d2],
+                                    "silence": c.transport_time - last, "demand": demand, "close_packet": None,
+                                    "transport_time": c.transport_time, "transport_packet": c.last_packet,
+                                    "lost_since": bool(c.loss is not None and c.loss.lost_after(d2, last))}
+        if any(e[SIDES[x]]["demand"] for x in (0, 1)) or "expired" in e:
+            out.append(e)
+    return out
+
+
+# --------------------------------------------------------------------------- starvation
+
+
+def _sends_from(link):
+    return link.sender_dir
+
+
+def starved(an, conns, watch) -> list:
+    """Receivers at credit 0 while the sender showed messages waiting (see the module docstring)."""
+    by_addr: dict = {}
+    for c in an.connections.values():
+        for link in c.links:
+            a = an._link_address(link)
+            if a is not None:
+                by_addr.setdefault(a, []).append(link)
+    shown = {id(c) for c in conns}
+    cache: dict = {}
+    out = []
+    for st in an.stalls:
+        link = st.link
+        if link is None or st.kind not in ("link-credit", "initial-credit") or id(st.conn) not in shown:
+            continue
+        if st.start is None:
+            continue
+        end = st.end if st.end is not None else an._end()
+        loss = st.conn.loss
+        if loss is not None and any(loss.lost_after(d, st.start) for d in (0, 1)):
+            continue  # (bytes lost since it began: a flow granting credit may have been among them)
+        e = {"connection": st.conn.id, "session": st.session.index, "link": link.name,
+             "address": an._link_address(link), "receiver": st.conn.peer(1 - st.direction),
+             "receiver_side": SIDES[1 - st.direction], "kind": st.kind, "since": st.start,
+             "since_packet": st.start_packet, "until": st.end, "until_packet": st.end_packet,
+             "ended_by": st.ended_by, "duration": (end - st.start) if end is not None else None,
+             "credit_exhausted_packet": st.exhausted_packet}
+        ev = []
+        seen = st.avail_seen
+        if seen is not None:
+            ev.append({"kind": "available" if not seen[3] else "available-left", "available": seen[0],
+                       "time": seen[1], "packet": seen[2]})
+        if e["address"] is not None and e["duration"] is not None and e["duration"] > MERGE:
+            for other in by_addr.get(e["address"], ()):
+                if other is link:
+                    continue
+                hit = _active(other, st.start, end, watch, cache)
+                if hit:
+                    towards_node = other.sender_dir is not None and other.sender_dir != st.direction
+                    ev.append({"kind": "arriving" if towards_node else "other-consumer",
+                               "connection": other.conn.id, "link": other.name, "time": hit})
+                    if len(ev) >= 4:
+                        break
+        if not ev or (st.avail is False and all(not x["kind"].startswith("available") for x in ev)
+                      and not any(x["kind"] == "arriving" for x in ev)):
+            continue
+        e["evidence"] = ev
+        out.append(e)
+    return _per_link(out)
+
+
+#: intervals of one link listed in its starvation entry (the others are counted)
+INTERVALS_LISTED = 20
+
+
+def _per_link(items: list) -> list:
+    """Starvation intervals grouped per link (in the order of their first): how often, how long in
+    all, the longest, and the first INTERVALS_LISTED intervals."""
+    links: dict = {}
+    for e in items:
+        k = (e["connection"], e["session"], e["link"])
+        g = links.get(k)
+        iv = {x: e[x] for x in ("since", "since_packet", "until", "until_packet", "ended_by", "duration",
+                                "credit_exhausted_packet", "evidence", "kind")}
+        if g is None:
+            g = links[k] = {x: e[x] for x in ("connection", "session", "link", "address", "receiver", "receiver_side")}
+            g.update({"times": 0, "total": 0, "longest": iv, "intervals": []})
+        g["times"] += 1
+        g["total"] += e["duration"] or 0
+        if (e["duration"] or 0) > (g["longest"]["duration"] or 0):
+            g["longest"] = iv
+        if len(g["intervals"]) < INTERVALS_LISTED:
+            g["intervals"].append(iv)
+    return list(links.values())
+
+
+def _active(link, start, end, watch, cache):
+    """A first-transfer time of ``link`` strictly between ``start`` and ``end`` (the watch's
+    intervals of folded deliveries, and the deliveries not folded), or None.  ``cache``: link ->
+    (interval starts, running max of their ends, times of the deliveries not folded), sorted once."""
+    got = cache.get(link)
+    if got is None:
+        ivs = sorted(watch.activity.get(link, ())) if watch is not None and link not in watch.full else []
+        starts = [a for a, _ in ivs]
+        ends = []
+        top = None
+        for _, b in ivs:
+            top = b if top is None or b > top else top
+            ends.append(top)
+        ts = [d.first_ts for d in link_deliveries(link) if d.first_ts is not None]
+        for _sender, st, rows in compact_rows(link):
+            ft = st.first_ts
+            ts.extend(ft[i] for i in rows)
+        ts.sort()
+        got = cache[link] = (starts, ends, ts)
+    starts, ends, ts = got
+    i = bisect_left(starts, end) - 1  # the last interval that began before the end
+    if i >= 0 and ends[i] > start:
+        if starts[i] > start:
+            return starts[i]
+        # (an interval began before the stall and went on into it: a transfer at its end, or, when it
+        # spans the stall, transfers at most MERGE apart across a stall longer than that)
+        return ends[i] if ends[i] < end else start
+    k = bisect_right(ts, start)
+    if k < len(ts) and ts[k] < end:
+        return ts[k]
+    return None
+
+
+# --------------------------------------------------------------------------- redeliveries
+
+
+def redeliveries(an, watch) -> dict:
+    if watch is None:
+        return {"checked": False, "loops": []}
+    # the deliveries not folded (the watch saw them not), added to a copy: diagnose() may be called again
+    messages = {k: [v[0], v[1], list(v[2])] for k, v in watch.messages.items()}
+    read = watch.read
+    for link in (lk for c in an.connections.values() for lk in c.links):
+        for d in link_deliveries(link):
+            if getattr(d, "message", None) is not None:
+                read = True
+                watch._message(d, d.message, messages)
+    loops = []
+    for (kind, typ, ident), (n, total, rows) in messages.items():
+        hdc = max((r["header_delivery_count"] or 0 for r in rows), default=0)
+        if n >= LOOP_MIN or hdc >= LOOP_MIN:
+            loops.append({"identity": kind, "id_type": typ, "id": ident, "released_or_modified": n,
+                          "deliveries": total, "max_header_delivery_count": hdc, "first": rows})
+    loops.sort(key=lambda x: (-x["released_or_modified"], x["first"][0]["first_time"] or 0))
+    return {"checked": read, "loops": loops, "messages_over": watch.messages_over}
+
+
+# --------------------------------------------------------------------------- the document
+
+
+KINDS = ("starved", "ends", "idle")
+
+
+def _by_connection(an, conns) -> dict:
+    """connection id -> {"starved", "ends", "idle"}: the diagnoses of each of ``conns``."""
+    watch = getattr(an, "watch", None)
+    out = {c.id: {k: [] for k in KINDS} for c in conns}
+    for e in starved(an, conns, watch):
+        out[e["connection"]]["starved"].append(e)
+    for e in ends(an, conns):
+        out[e["connection"]]["ends"].append(e)
+    for e in idle(an, conns):
+        out[e["connection"]]["idle"].append(e)
+    return out
+
+
+def _assemble(per_conn, redeliv: dict) -> dict:
+    """The document from the per-connection lists, in connection order."""
+    lists = {k: [e for part in per_conn for e in part[k]] for k in KINDS}
+    troubled = []
+    clean: dict = {}
+    for e in lists["ends"]:
+        if e["scope"] != "connection" and str(e.get("how", "")).startswith("transport") and not e.get("lost_sides"):
+            k = (e["scope"], "transport")  # (said once, on its connection's line)
+            clean[k] = clean.get(k, 0) + 1
+        elif (e.get("condition") or e.get("how") == "unknown" or e.get("answer") or e.get("answer_error")
+                or str(e.get("how", "")).startswith("transport")):
+            troubled.append(e)
+        else:
+            k = (e["scope"], e["how"])
+            clean[k] = clean.get(k, 0) + 1
+    out: dict = {}
+    for k, items in (("starved", lists["starved"]), ("ends", troubled), ("idle", lists["idle"])):
+        out[k] = items[:LISTED]
+        out[k + "_more"] = max(0, len(items) - LISTED)
+    out["ends_clean"] = [{"scope": s, "how": h, "count": n} for (s, h), n in clean.items()]
+    out["redeliveries"] = redeliv
+    return out
+
+
+def diagnose(an, conns=None) -> dict:
+    """The report's ``diagnoses`` (see the module docstring) for ``conns`` (default: every connection)."""
+    if conns is None:
+        conns = list(an.connections.values())
+    per = _by_connection(an, conns)
+    return _assemble([per[c.id] for c in conns], redeliveries(an, getattr(an, "watch", None)))
+
+
+def diagnose_part(an, k_conn) -> dict:
+    """What one ``-j N`` worker adds: each of its connections' diagnoses with its key (``k_conn``),
+    and its redeliveries (a message seen by two workers is counted in each: said in the docs)."""
+    per = _by_connection(an, list(an.connections.values()))
+    return {"connections": [(k_conn[cid], part) for cid, part in per.items()],
+            "redeliveries": redeliveries(an, getattr(an, "watch", None))}
+
+
+def merge_parts(parts: list) -> dict:
+    """:func:`diagnose`'s document from the workers' :func:`diagnose_part` parts."""
+    per = [part for _, part in sorted((x for p in parts for x in p["connections"]), key=lambda x: x[0])]
+    loops = sorted((x for p in parts for x in p["redeliveries"]["loops"]),
+                   key=lambda x: (-x["released_or_modified"], x["first"][0]["first_time"] or 0))
+    red = {"checked": any(p["redeliveries"]["checked"] for p in parts), "loops": loops,
+           "messages_over": sum(p["redeliveries"].get("messages_over", 0) for p in parts)}
+    return _assemble(per, red)
+
+
+def lifecycle(conn, entry: dict) -> None:
+    """Give a report's connection entry (and its sessions and links, in the model's order) the
+    packets of their open / begin / attach and close / end / detach (issue 27)."""
+    entry["open_packets"] = pair_packets(conn.open)
+    entry["close_packets"] = pair_packets(conn.close)
+    for s, se in zip(conn.sessions, entry.get("sessions") or ()):
+        se["begin_packets"] = pair_packets(s.begin)
+        se["end_packets"] = pair_packets(s.end)
+        les = se.get("links") or ()
+        for i, link in enumerate(s.links):
+            le = les[i] if i < len(les) and les[i].get("name") == link.name else next(
+                (x for x in les if x.get("name") == link.name and "attach_packets" not in x), None)
+            if le is not None:
+                le["attach_packets"] = pair_packets(link.attach)
+                le["detach_packets"] = pair_packets(link.detach)
