@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import logging
 import os
@@ -83,6 +84,16 @@ def run_rhea(sc, broker: base.Broker, out: Path, workdir: Path, tools: dict) -> 
 # --------------------------------------------------------------------------
 
 _FRAME_LOG = re.compile(r"^(->|<-) (\w+?)Frame\(")
+# an error in a frame the SDK read: <- EndFrame(error=[b'amqp:...', b'description', ...])
+_ERROR_LOG = re.compile(r"^<- (End|Close|Detach)Frame\((?:handle=(\d+), closed=\w+, )?error=\[b'((?:[^'\\]|\\.)*)'"
+                        r"(?:, b'((?:[^'\\]|\\.)*)')?")
+
+
+def _unbytes(text: str) -> str:
+    """The text of a bytes repr the SDK logged (b'...' with escapes)."""
+    return ast.literal_eval("b'" + text + "'").decode("utf-8", "replace")
+
+
 _ATTACH_LOG = re.compile(r"^-> AttachFrame\(name='([^']*)', handle=(\d+), role=(True|False),.*?"
                          r"source=Source\(address=(?:'([^']*)'|None).*?target=Target\(address=(?:'([^']*)'|None)")
 
@@ -97,9 +108,19 @@ class _FrameLog(logging.Handler):
     def emit(self, record) -> None:
         self.lines.append((record.created, record.getMessage()))
 
-    def take(self) -> tuple[list[str], list[str], list[dict], list[dict]]:
+    def take(self) -> tuple[list[str], list[str], list[dict], list[dict], dict]:
         sent, received, cbs, links = [], [], [], []
+        errors: dict = {"session_errors": [], "connection_error": None, "detach_errors": []}
         for t, line in self.lines:
+            e = _ERROR_LOG.match(line)
+            if e:
+                err = {"condition": _unbytes(e.group(3)), "description": _unbytes(e.group(4)) if e.group(4) else None}
+                if e.group(1) == "End":
+                    errors["session_errors"].append(err)
+                elif e.group(1) == "Close":
+                    errors["connection_error"] = err
+                else:
+                    errors["detach_errors"].append({"handle": int(e.group(2)), **err})
             m = _FRAME_LOG.match(line)
             a = _ATTACH_LOG.match(line)
             if a:
@@ -112,7 +133,7 @@ class _FrameLog(logging.Handler):
             elif line.startswith("CBS"):
                 cbs.append({"t": round(t, 6), "log": line[:300]})
         self.lines = []
-        return sent, received, cbs, links
+        return sent, received, cbs, links, errors
 
 
 def _counts(names: list[str]) -> dict:
@@ -199,8 +220,9 @@ def run_azure(sc, broker: base.Broker, out: Path, workdir: Path, tools: dict) ->
                 except Exception as exc:  # noqa: BLE001
                     rec["notes"].append(f"close raised {type(exc).__name__}: {exc}")
                 rec["t_closed"] = round(time.time(), 6)
-            sent, received, cbs, links = flog.take()
+            sent, received, cbs, links, errors = flog.take()
             rec["links"] = links
+            rec.update(errors)
             rec["frames_sent"], rec["frames_received"] = sent, received
             rec["frame_counts_sent"], rec["frame_counts_received"] = _counts(sent), _counts(received)
             rec["cbs_log"] = cbs
