@@ -27,7 +27,7 @@ from amqp_dissect.dissect import Dissector
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MESSAGES = os.path.join(ROOT, "samples", "messages")
-NAMES = ["azure_cbs", "forced", "idle_timeout", "redeliveries", "request_reply", "rhea_request_reply", "topic_fanout"]
+NAMES = ["azure_cbs", "azure_cbs_expiry", "forced", "idle_timeout", "redeliveries", "request_reply", "rhea_request_reply", "topic_fanout"]
 OUTCOMES = ("accepted", "rejected", "released", "modified")
 
 
@@ -227,7 +227,7 @@ def test_links_addresses_and_deliveries_per_link_equal_the_clients(name):
     assert checked == sum(1 for _ in _links_of(truth)) > 0
 
 
-@pytest.mark.parametrize("name", [n for n in NAMES if n != "azure_cbs"])
+@pytest.mark.parametrize("name", [n for n in NAMES if not n.startswith("azure_cbs")])
 def test_every_delivery_tag_outcome_and_client_time(name):
     """Per link, the deliveries in order: tag, outcome (and modified's flags), and the time the client
     sent or received it against the capture's time of its transfer (the same clock)."""
@@ -293,6 +293,10 @@ def test_end_and_close_errors_by_name_equal_what_the_clients_saw(name):
         assert list(zip(sess["condition"], sess["description"])) == want, tc["container_id"]
         if tc.get("connection_error"):
             assert row["closed_by"] == "server" and row["close_error"] == tc["connection_error"]["condition"]
+        for e in tc.get("detach_errors", []):  # the Azure SDK's log of detach frames it read, by handle
+            lk = t["links"][(t["links"]["connection"] == row["connection"]) & (t["links"]["handle_server"] == e["handle"])]
+            assert list(lk["detach_error"]) == [e["condition"]] and list(lk["detach_description"]) == [e["description"]]
+            assert list(lk["detached_by"]) == ["server"]
         transport = tc.get("transport_error") or {}
         if transport.get("description") == "connection aborted":
             # the broker dropped the socket without a close frame (RabbitMQ 3.10: queue or vhost deleted)
@@ -325,3 +329,24 @@ def test_azure_cbs_put_tokens_two_answered_one_refused_rabbitmq_ended_the_sessio
     rabbit = _conn_of(t, "amqp-dissect-azure-cbs-rabbitmq")
     sess = t["errors"][(t["errors"]["connection"] == rabbit["connection"]) & (t["errors"]["scope"] == "session")]
     assert list(sess["condition"]) == ["amqp:internal-error"] and list(sess["side"]) == ["server"]
+
+
+def test_azure_cbs_expiry_the_link_that_outlived_its_token_was_force_detached_at_the_expiry():
+    truth, t = _truth("azure_cbs_expiry"), _tables("azure_cbs_expiry")
+    (tc,) = truth["connections"]
+    assert tc["put_token"]["status_code"] == 202
+    assert tc["exception"]["type"] == "TokenExpired"
+    (pt,) = truth["responder"]["put_tokens"]
+    assert pt["expiration"] == tc["token"]["expires_on"] * 1000  # the SDK sends the expiry in ms
+    (forced,) = truth["responder"]["forced_detaches"]
+    assert forced["condition"] == "amqp:link:detach-forced"
+    row = _conn_of(t, tc["container_id"])
+    links = t["links"][t["links"]["connection"] == row["connection"]]
+    entity = links[links["address"] == "amqpdissect-entity"].iloc[0]
+    assert entity["name"] == forced["link"]
+    assert entity["detach_error"] == "amqp:link:detach-forced" and entity["detached_by"] == "server"
+    # the detach came at the token's expiry (the responder's clock and the capture's are the same)
+    detach_t = entity["detach_time"].timestamp()
+    assert abs(detach_t - forced["t"]) < 0.25
+    assert tc["token"]["expires_on"] - 0.25 <= detach_t < tc["token"]["expires_on"] + 1.0
+    assert entity["deliveries"] == len(tc["messages_sent"]) == 1
