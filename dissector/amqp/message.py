@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import uuid as _uuid
 
 from . import _spec
 from ..errors import DissectError
@@ -74,7 +73,6 @@ MESSAGE_COLUMNS = (
 )
 _N = len(MESSAGE_COLUMNS)
 _EMPTY = (None,) * _N
-_COL = {name: i for i, name in enumerate(MESSAGE_COLUMNS)}
 
 # the properties fields' indices (the generated constants)
 _NPROPS = len(_spec.COMPOSITES["properties"][6])
@@ -350,7 +348,8 @@ class MessageScan:
         if order is None:
             raise DissectError(f"unknown section descriptor {code!r}")
         if order < self.last or (order == self.last and code not in _BODY):
-            raise DissectError(f"{SECTION_NAMES[code]} section after the {_spec.MESSAGE_SECTIONS[self.last][0]} section")
+            before = _spec.MESSAGE_SECTIONS[self.last][0]
+            raise DissectError(f"{SECTION_NAMES[code]} section after the {before} section")
         if code in _BODY and self.body_kind is not None and _ORDER[code] != self.last:
             raise DissectError(f"{SECTION_NAMES[code]} section after a {self.body_kind} body")
         if code == _spec.DESCRIPTOR_AMQP_VALUE and self.body_kind is not None:

@@ -15,7 +15,6 @@ import hashlib
 import uuid
 
 import proton
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from proton import Data, Message
@@ -184,7 +183,8 @@ def messages(draw):
     m.properties = draw(_maps)
     kind = draw(st.sampled_from(["value", "data", "sequence", "none"]))
     if kind == "value":
-        m.body = draw(st.one_of(_text, st.integers(-100, 100), st.binary(max_size=50), st.lists(st.integers(), max_size=5)))
+        m.body = draw(st.one_of(_text, st.integers(-100, 100), st.binary(max_size=50),
+                                st.lists(st.integers(), max_size=5)))
     elif kind == "data":
         m.body = draw(st.binary(max_size=300))
         m.inferred = True
@@ -258,7 +258,8 @@ def test_absent_null_and_value_stay_distinct():
     bare = dict(zip(MESSAGE_COLUMNS, _scan_cells(value)))
     c = dict(zip(MESSAGE_COLUMNS, _scan_cells(said)))
     assert bare["message_sections"] == ["amqp-value"]
-    assert (bare["durable"], bare["priority"], bare["first_acquirer"], bare["header_delivery_count"]) == (False, 4, False, 0)
+    assert (bare["durable"], bare["priority"], bare["first_acquirer"], bare["header_delivery_count"]) == \
+        (False, 4, False, 0)
     assert bare["header_defaults"] == ["durable", "priority", "first-acquirer", "delivery-count"]
     assert bare["ttl"] is None
     assert c["message_sections"] == ["header", "amqp-value"]

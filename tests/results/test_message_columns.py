@@ -31,7 +31,8 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 def _messages():
     return [
         Message(id=proton.ulong(7), correlation_id="c-1", subject="first", address="q", reply_to="replies",
-                durable=True, priority=9, ttl=2.5, properties={"k": 1, "s": "v"}, annotations={proton.symbol("x-opt-a"): "b"},
+                durable=True, priority=9, ttl=2.5, properties={"k": 1, "s": "v"},
+                annotations={proton.symbol("x-opt-a"): "b"},
                 body="short"),
         Message(id="big", user_id=b"guest", content_type="application/octet-stream", body=b"B" * 5000, inferred=True,
                 properties={"n": "x" * 200, "m": "y" * 200, "o": "z" * 200}),
