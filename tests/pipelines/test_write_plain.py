@@ -36,17 +36,36 @@ def _cli(args, path, plain: bool, monkeypatch) -> bytes:
     return path.read_bytes()
 
 
+def _rows(capture: str) -> dict:
+    """table -> the analyzer's rows of ``capture`` (the deliveries as the CLI's stream folds them)."""
+    from amqp_dissect.pipelines.api import _ROWS
+    from amqp_dissect.pipelines.local import CaptureSource, DeliveryStream
+
+    stream = DeliveryStream(CaptureSource(capture))
+    out = {"deliveries": list(stream)}
+    for table, method in _ROWS.items():
+        out[table] = list(getattr(stream.analyzer, method)())
+    return out
+
+
 @pytest.mark.parametrize("capture", SAMPLES, ids=lambda p: os.path.relpath(p, ROOT))
-def test_the_plain_csv_and_jsonl_are_the_arrow_ones(capture, tmp_path, monkeypatch):
+def test_the_plain_csv_and_jsonl_are_the_arrow_ones(capture):
     made = 0
+    for table, rows in _rows(capture).items():
+        for fmt in ("csv", "jsonl"):
+            arrow = io.BytesIO()
+            write.write_table(rows, table, fmt, arrow)  # (pyarrow and numpy are here: the Arrow writers)
+            assert _plain_bytes(rows, table, fmt) == arrow.getvalue(), (table, fmt)
+            made += len(rows)
+    assert made > 0 or "other-protocols" in capture  # (rows were compared)
+
+
+@pytest.mark.parametrize("capture", SOME[:2], ids=os.path.basename)
+def test_the_cli_writes_the_same_csv_and_jsonl_without_arrow(capture, tmp_path, monkeypatch):
     for table in TABLES:
         for fmt in ("csv", "jsonl"):
             args = [table, capture, "-T", fmt]
-            arrow = _cli(args, tmp_path / "a", False, monkeypatch)
-            plain = _cli(args, tmp_path / "p", True, monkeypatch)
-            assert plain == arrow, (table, fmt)
-            made += arrow.count(b"\n")
-    assert made >= len(TABLES)  # (lines were compared: the csv headers at least)
+            assert _cli(args, tmp_path / "p", True, monkeypatch) == _cli(args, tmp_path / "a", False, monkeypatch)
 
 
 @pytest.mark.parametrize("capture", SOME, ids=os.path.basename)
