@@ -32,7 +32,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SAMPLE = os.path.join(ROOT, "samples", "outcomes.pcap")
 # Issue 27: a CLI-only venv of at most 200 MB (a cost bound the issue demands).  pyarrow alone
 # installs 170 MB (26.0) and a venv's pip and setuptools 26 MB, so pyarrow is the parquet extra;
-# measured: 63 MB (du) for the light venv (Python 3.11, pip 23.2), 230 MB with pyarrow, 388 MB with
+# measured: 60 MB (du) for the light venv (Python 3.11, pip 23.2), 230 MB with pyarrow, 388 MB with
 # pandas and numpy too.
 LIMIT_MB = 200
 
