@@ -259,22 +259,32 @@ def _rebatch(batches, schema, batch_rows: int):
         yield pa.Table.from_batches(pending, schema=schema).combine_chunks().to_batches()[0]
 
 
-def _frame(table_or_batch, table: str) -> "pd.DataFrame":
-    """Arrow to pandas with the registry's dtypes (results.tables.batch_frame's mapping; the
-    categorical columns dictionary-encoded first), the Arrow buffers released as the columns are
-    converted."""
+def _encoded(t, table: str):
+    """The table or batch ``t`` with the categorical columns of ``table`` as Arrow dictionaries (the
+    others as they are), without pandas metadata (it names string[pyarrow] for every text column;
+    the types_mapper gives the other dtypes)."""
     import pyarrow as pa
     import pyarrow.compute as pc
+
+    cats = set(categorical_columns(table))
+    names = t.schema.names
+    cols = [pc.dictionary_encode(t.column(i)) if n in cats and not pa.types.is_dictionary(t.schema.field(i).type)
+            else t.column(i) for i, n in enumerate(names)]
+    if isinstance(t, pa.RecordBatch):
+        return pa.RecordBatch.from_arrays(cols, names=names)
+    return pa.Table.from_arrays(cols, names=names)
+
+
+def _frame(table_or_batch, table: str) -> "pd.DataFrame":
+    """Arrow to pandas with the registry's dtypes (results.tables.batch_frame's mapping; the
+    categorical columns dictionary-encoded first, unless they are already), the Arrow buffers
+    released as the columns are converted."""
+    import pyarrow as pa
 
     from amqp_dissect.results.tables import _types_mapper
 
     t = table_or_batch if isinstance(table_or_batch, pa.Table) else pa.Table.from_batches([table_or_batch])
-    cats = set(categorical_columns(table))
-    if cats & set(t.column_names):
-        # (the pandas metadata names string[pyarrow] for every text column: dropped, the types_mapper
-        # gives the same dtypes for the others)
-        cols = [pc.dictionary_encode(t.column(i)) if n in cats else t.column(i) for i, n in enumerate(t.column_names)]
-        t = pa.Table.from_arrays(cols, names=t.column_names).unify_dictionaries()
+    t = _encoded(t, table).unify_dictionaries()
     return t.to_pandas(types_mapper=_types_mapper(), split_blocks=True, self_destruct=True)
 
 
@@ -345,10 +355,14 @@ def analyze(paths, *, ports: Iterable[int] = (), keylog=None, tables: str | Sequ
     frames: dict = {}
     if "deliveries" in want:
         stream = DeliveryStream(source)
-        # the small batches gathered as one table (chunked: no copy), converted once
+        # the small batches gathered as one table (chunked: no copy), converted once; each one's
+        # categorical columns dictionary-encoded as it comes (the text of those columns is never
+        # held whole: the table's peak memory is that of the DataFrame's columns)
         with _few_collections():
-            small = list(_delivery_batches(source, keep["deliveries"], stream))
-        whole = pa.Table.from_batches(small, schema=_schema("deliveries", keep["deliveries"]))
+            small = [_encoded(b, "deliveries") for b in _delivery_batches(source, keep["deliveries"], stream)]
+        schema = small[0].schema if small else _encoded(_schema("deliveries", keep["deliveries"]).empty_table(),
+                                                        "deliveries").schema
+        whole = pa.Table.from_batches(small, schema=schema)
         del small
         frames["deliveries"] = _frame(whole, "deliveries")
         del whole
