@@ -2,7 +2,9 @@
 # Installs amqp-dissect from this checkout into a venv of its own, .venv (Debian's own Python
 # refuses `pip install` outside a venv: externally-managed-environment), then says its version.
 #
-#   bash install.sh            the CLI and the Python API (no pyspark, no pyshark)
+#   bash install.sh            the CLI: report, frames, split, the tables as text, csv, jsonl (a 60 MB venv)
+#   bash install.sh parquet    also -T parquet (pyarrow)
+#   bash install.sh pandas     also the Python API, amqp_dissect.analyze (pandas and pyarrow)
 #   bash install.sh all        also `archive` (the spark extra) and `compare` (the wireshark extra)
 #   bash install.sh test       everything the tests import (tests/install-deps.sh uses this)
 #

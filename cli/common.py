@@ -18,7 +18,8 @@ EXIT_CODES_HELP = """Exit codes: 0 success; 1 internal error (a bug); 2 usage er
 that is not installed (archive: spark, compare: wireshark)."""
 
 #: the extras of the install (pyproject.toml) a command may need: extra -> the modules it brings
-EXTRAS = {"spark": ("pyspark",), "wireshark": ("pyshark",)}
+EXTRAS = {"spark": ("pyspark", "pyarrow", "pandas"), "wireshark": ("pyshark",), "parquet": ("pyarrow",),
+          "pandas": ("pandas", "pyarrow")}
 
 
 class Fail(Exception):

@@ -205,12 +205,18 @@ def pick_columns(table: str, spec: str | None) -> list[str]:
     return base + [c for c in wanted if c not in base]
 
 
-def _text_frame(df, table: str, cols: list[str], raw: dict | None = None):
-    """The chosen columns of ``df`` as the text table shows them (object cells, "" for null)."""
+def text_table(df, table: str, cols: list[str], raw: dict | None = None) -> str:
+    """The text table of the DataFrame ``df`` (registry columns, :func:`amqp_dissect.results.tables.to_frame`)
+    laid out by pandas (``DataFrame.to_string``): the layout :func:`text_table_chunks` reproduces
+    without pandas, kept as its reference (the tests' oracle; needs the pandas extra).  ``raw``
+    ({(row, column): nanoseconds}, :func:`amqp_dissect.pipelines.write.raw_times`): times outside
+    the years a datetime holds, null in ``df``, written as their epoch seconds."""
     import pandas as pd
 
     from amqp_dissect.results.schema import FLOAT, TIME, columns
 
+    if not len(df):
+        return "(no rows)\n"
     types = {c.name: c.type for c in columns(table)}
     out = df[cols].copy()
     for c in cols:
@@ -225,28 +231,60 @@ def _text_frame(df, table: str, cols: list[str], raw: dict | None = None):
         for (i, n), v in raw.items():
             if n in out.columns:
                 out.iloc[i, out.columns.get_loc(n)] = epoch_text(v)
+    with pd.option_context("display.max_rows", None, "display.max_columns", None, "display.width", 10_000,
+                           "display.max_colwidth", _MAX_COLWIDTH):
+        return out.to_string(index=False) + "\n"
+
+
+# The CLI's text table is laid out here, without pandas, as pandas' ``DataFrame.to_string(index=False)``
+# lays out a frame of text cells (the layout of :func:`text_table`, byte for byte): every cell right
+# aligned in its column, as wide as the column's widest cell or its name, one space between columns,
+# tabs, carriage returns and newlines in a cell written as \t, \r, \n.  (``to_string`` does not cut
+# long cells: it sets ``display.max_colwidth`` to None while it runs; the streamed table's widths
+# carried from chunk to chunk count at most _MAX_COLWIDTH characters of a cell, as before.)
+
+_MAX_COLWIDTH = 48  # a streamed chunk's carried column width counts at most this many characters of a cell
+
+_ESCAPES = str.maketrans({"\t": "\\t", "\r": "\\r", "\n": "\\n"})
+
+
+def _cells(rows: list, table: str, cols: list[str]) -> list[list[str]]:
+    """The text of each cell of ``rows`` (row dicts of ``table``), column by column."""
+    from amqp_dissect.pipelines.write import text_cell
+    from amqp_dissect.results.schema import columns
+
+    types = {c.name: c.type for c in columns(table)}
+    out = []
+    for c in cols:
+        f = text_cell(types[c])
+        out.append([f(r.get(c)) for r in rows])
     return out
 
 
-_MAX_COLWIDTH = 48  # a longer cell is cut to this many characters, "..." at its end (pandas' display)
+def _layout(cols: list[str], cells: list[list[str]], header: bool = True, col_space: dict | None = None) -> str:
+    """The lines of a table of text cells (column by column) as ``to_string(index=False)`` lays them
+    out (``col_space``: each column's least width)."""
+    shown = [[v.translate(_ESCAPES) if "\t" in v or "\r" in v or "\n" in v else v for v in col] for col in cells]
+    widths = []
+    for c, col in zip(cols, shown):
+        w = max(map(len, col), default=0)
+        if header:
+            w = max(w, len(c))
+        if col_space:
+            w = max(w, col_space.get(c, 0))
+        widths.append(w)
+    lines = [" ".join(c.rjust(w) for c, w in zip(cols, widths))] if header else []
+    lines.extend(" ".join(v.rjust(w) for v, w in zip(row, widths)) for row in zip(*shown))
+    return "\n".join(lines) + "\n"
 
 
-def _to_string(out, header: bool = True, col_space: dict | None = None) -> str:
-    import pandas as pd
-
-    with pd.option_context("display.max_rows", None, "display.max_columns", None, "display.width", 10_000,
-                           "display.max_colwidth", _MAX_COLWIDTH):
-        return out.to_string(index=False, header=header, col_space=col_space) + "\n"
-
-
-def text_table(df, table: str, cols: list[str], raw: dict | None = None) -> str:
-    """The human table of ``df`` (registry columns): the chosen columns, times as UTC date and
-    time, durations and latencies in seconds with microseconds; ``raw`` ({(row, column): seconds},
-    :func:`amqp_dissect.pipelines.write.raw_times`): times outside the years a datetime holds, null
-    in ``df``, written as their epoch seconds."""
-    if not len(df):
+def text_table_rows(rows: list, table: str, cols: list[str]) -> str:
+    """The text table of the row dicts ``rows`` (the chosen columns, times as UTC date and time,
+    durations and latencies in seconds with microseconds, times outside the years a datetime holds
+    as their epoch seconds): the text :func:`text_table` makes of them with pandas."""
+    if not rows:
         return "(no rows)\n"
-    return _to_string(_text_frame(df, table, cols, raw))
+    return _layout(cols, _cells(rows, table, cols))
 
 
 #: the text table's look-ahead: a table of at most this many rows is laid out whole (every column
@@ -257,11 +295,11 @@ LOOKAHEAD_ROWS = 10_000
 STREAM_CHUNK = 8192
 
 
-def _widths(out, cols: list[str], header: bool) -> dict:
-    """Each column's width as pandas lays it out (the header's too; cells cut at 48 characters)."""
+def _widths(cols: list[str], cells: list[list[str]], header: bool) -> dict:
+    """The column widths a chunk carries to the next (a cell counts at most _MAX_COLWIDTH)."""
     w = {}
-    for c in cols:
-        longest = max((len(str(v)) for v in out[c]), default=0)
+    for c, col in zip(cols, cells):
+        longest = max(map(len, col), default=0)
         w[c] = max(min(longest, _MAX_COLWIDTH), len(c) if header else 0)
     return w
 
@@ -270,32 +308,29 @@ def text_table_chunks(rows, table: str, cols: list[str]):
     """The text table of the row dicts ``rows`` (an iterator: consumed as the text is made), as
     texts to write one after the other: one text when the table has at most LOOKAHEAD_ROWS rows
     (the same text as :func:`text_table` of them all), else the first rows laid out as a table
-    and the rest in chunks aligned on their widths.  Memory: one chunk of rows."""
+    and the rest in chunks aligned on their widths.  Memory: one chunk of rows.  No pandas."""
     import itertools
-
-    from amqp_dissect.pipelines.write import raw_times
-    from amqp_dissect.results.tables import to_frame
 
     it = iter(rows)
     first = list(itertools.islice(it, LOOKAHEAD_ROWS + 1))
     if len(first) <= LOOKAHEAD_ROWS:
-        yield text_table(to_frame(first, table), table, cols, raw_times(first, table))
+        yield text_table_rows(first, table, cols)
         return
     rest = first[LOOKAHEAD_ROWS:]
     first = first[:LOOKAHEAD_ROWS]
-    out = _text_frame(to_frame(first, table), table, cols, raw_times(first, table))
-    widths = _widths(out, cols, header=True)
-    yield _to_string(out)
-    del first, out
+    cells = _cells(first, table, cols)
+    widths = _widths(cols, cells, header=True)
+    yield _layout(cols, cells)
+    del first, cells
     while True:
         chunk = rest + list(itertools.islice(it, STREAM_CHUNK - len(rest)))
         rest = []
         if not chunk:
             return
-        out = _text_frame(to_frame(chunk, table), table, cols, raw_times(chunk, table))
-        got = _widths(out, cols, header=False)
+        cells = _cells(chunk, table, cols)
+        got = _widths(cols, cells, header=False)
         widths = {c: max(widths[c], got[c]) for c in cols}
-        yield _to_string(out, header=False, col_space=widths)
+        yield _layout(cols, cells, header=False, col_space=widths)
 
 
 def _times(col):

@@ -15,7 +15,9 @@ import typer
 
 from amqp_dissect.pipelines.local import DeliveryStream
 
-from .common import EXIT_USAGE, Fail, load_keylog
+from amqp_dissect.pipelines.write import arrow_ready
+
+from .common import EXIT_USAGE, Fail, load_keylog, need_extra
 from .habits import check_output, pick_columns, text_table_chunks, write_failure
 from .options import (Autostop, CaptureFilter, Captures, Columns, Count, Interface, Jobs, KeyLogPath, Ports,
                       ReadFiles, TableFormat, TableFormatOption, TableOutput, WriteRaw, check_format_letter)
@@ -48,6 +50,8 @@ class TableWriter:
         # the text table: the default columns or --columns; csv / jsonl / parquet: every column, or
         # --columns (then written by _Projected)
         self.cols = pick_columns(table, columns) if self.text or columns is not None else None
+        if fmt is TableFormat.parquet:  # (pyarrow: the parquet extra; one line and exit 6 without it)
+            need_extra(f"{table} --format parquet", "parquet")
         check_output(output)
         self.output = output
         # the message columns are read when the output has any of them (every column, or --columns
@@ -55,14 +59,18 @@ class TableWriter:
         from amqp_dissect.amqp.message import MESSAGE_COLUMNS
 
         self.messages = table == "deliveries" and (self.cols is None or any(c in MESSAGE_COLUMNS for c in self.cols))
+        # csv / jsonl made by Arrow from record batches, when pyarrow and numpy are installed; else
+        # (the light install) by the standard library from the rows; the text table: no Arrow
+        self.arrow = not self.text and (fmt is TableFormat.parquet or arrow_ready())
 
     @contextmanager
     def writing(self):
         """Around the work whose rows are written (csv / jsonl / parquet are written as the rows
         come): pyarrow kept from loading pandas, which these formats do not need (time and
         memory), and a failure to write ``-o`` told as one (exit 3)."""
-        if self.text:
-            yield
+        if not self.arrow:
+            with _write_errors(self.output) if not self.text else _nothing():
+                yield
             return
         from amqp_dissect.pipelines.write import lean_arrow
 
@@ -71,6 +79,11 @@ class TableWriter:
 
     def rows(self, rows) -> None:
         """Row dicts: a list, or an iterator (csv / jsonl / parquet: rows made as they are written)."""
+        if not self.text and not self.arrow:
+            from amqp_dissect.pipelines.write import write_rows
+
+            write_rows(rows, self.table, self.fmt.value, self.output, self.cols)
+            return
         if not self.text and self.cols is not None:
             _Projected(self).rows(rows)
             return
@@ -181,6 +194,11 @@ class _Projected:
 
 
 @contextmanager
+def _nothing():
+    yield
+
+
+@contextmanager
 def _write_errors(output):
     """An OSError about ``output`` (or about no file) while writing a table there is a write
     failure (its user-facing message and exit status); a broken pipe is left to the caller."""
@@ -221,7 +239,7 @@ def _in_one_process(run: CaptureRun, out: TableWriter, rows_method: str):
             from amqp_dissect.pipelines.write import STREAM_ROWS
 
             stream = DeliveryStream(_Checked(run), messages=out.messages)
-            if out.text:
+            if out.text or not out.arrow:
                 out.rows(iter(stream))  # (streamed: the text table is written as the rows come)
             else:  # batches written once their deliveries are final
                 out.batches(stream.batches(STREAM_ROWS))
@@ -277,14 +295,16 @@ def table_command(table: str, rows_method: str):
         check_format_letter(bpf, TableFormat)
         out = TableWriter(table, fmt, output, columns)
         inputs = capture_or_live(captures, read, iface, bpf, count, autostop, write)
-        import amqp_dissect.pipelines.write  # noqa: F401  (pyarrow: loaded before the freeze below)
+        if out.arrow:
+            import amqp_dissect.results.tables  # noqa: F401  (pyarrow: loaded before the freeze below)
 
         # the objects of the modules imported so far (pyarrow's are many) live as long as the
         # process: full collections, which the streamed deliveries make more frequent, skip them
         gc.freeze()
         run = CaptureRun(inputs, port or [], keylog=load_keylog(keylog), limit=count)
         failed = None
-        if jobs > 1 and parallel_ok(run) and not (table == "deliveries" and out.text):
+        # (-j needs Arrow and numpy: without them, and for the deliveries as a text table, one process)
+        if jobs > 1 and parallel_ok(run) and arrow_ready() and not (table == "deliveries" and out.text):
             failed = _in_parallel(run, jobs, out)  # (exits unless -j failed)
             run = run.again()
         analyzer = _in_one_process(run, out, rows_method)

@@ -12,9 +12,18 @@ The one façade of the package for notebooks and scripts, reached as ``amqp_diss
         ...
 
 The DataFrames are made from the Arrow batches the CLI writes as Parquet (the same cells, the
-same schema), converted once with the registry's dtypes: Arrow-backed strings
-(``string[pyarrow]``), nullable integers (``Int64``, ``UInt64``), ``boolean``, ``float64`` and
-``datetime64[ns, UTC]``: exactly what ``pandas.read_parquet`` gives of the CLI's Parquet file.
+same schema), converted once with the registry's dtypes: pandas categoricals for the text columns
+whose values repeat (the registry's ``categorical`` columns: connection, link, peers, address,
+outcome ...; Arrow dictionaries, ``pd.CategoricalDtype``), Arrow-backed strings (``string[pyarrow]``)
+for the other text columns, nullable integers (``Int64``, ``UInt64``), ``boolean``, ``float64`` and
+``datetime64[ns, UTC]``: what ``pandas.read_parquet`` gives of the CLI's Parquet file when it is
+asked for those columns as dictionaries (``read_dictionary=categorical_columns(table)``; the file
+itself keeps plain string columns, which Parquet dictionary-encodes anyway, so that Spark and other
+readers see text).
+
+The API needs the ``pandas`` extra (pandas and pyarrow; ``iter_batches`` without ``pandas=True``
+only pyarrow, the ``parquet`` extra): without it, :func:`analyze` and :func:`iter_batches` raise
+:class:`MissingExtra` (an ``ImportError``) whose message names the extra, in one line.
 
 The deliveries are made as the CLI's ``deliveries -T parquet`` makes them: column by column from
 the folded deliveries, a small batch at a time as they become final, so the capture is read once
@@ -37,7 +46,32 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
-__all__ = ["analyze", "iter_batches", "Tables"]
+__all__ = ["analyze", "iter_batches", "Tables", "categorical_columns", "MissingExtra"]
+
+
+class MissingExtra(ImportError):
+    """The API was called in an install without the extra it needs (the light install: the CLI
+    alone).  The message names the extra: ``amqp_dissect.analyze needs the pandas extra (pandas is
+    not installed): pip install 'amqp-dissect[pandas]'``."""
+
+
+def _need(what: str, extra: str, modules: tuple[str, ...]) -> None:
+    from importlib.util import find_spec
+
+    missing = [m for m in modules if find_spec(m) is None]
+    if missing:
+        raise MissingExtra(f"amqp_dissect.{what} needs the {extra} extra ({' and '.join(missing)} "
+                           f"{'is' if len(missing) == 1 else 'are'} not installed): "
+                           f"pip install 'amqp-dissect[{extra}]'", name=missing[0])
+
+
+def categorical_columns(table: str) -> list[str]:
+    """The columns of ``table`` the DataFrames hold as pandas categoricals (the registry's
+    ``categorical`` text columns), in the registry's order: also what to ask ``pandas.read_parquet``
+    of the CLI's Parquet (``read_dictionary=``) for the same dtypes."""
+    from amqp_dissect.results.schema import columns
+
+    return [c.name for c in columns(table) if c.categorical]
 
 # table -> the Analyzer's method giving its rows (the deliveries: DeliveryStream's batches)
 _ROWS = {"connections": "connection_rows", "sessions": "session_rows", "links": "link_rows",
@@ -232,14 +266,32 @@ def _rebatch(batches, schema, batch_rows: int):
         yield pa.Table.from_batches(pending, schema=schema).combine_chunks().to_batches()[0]
 
 
-def _frame(table_or_batch) -> "pd.DataFrame":
-    """Arrow to pandas with the registry's dtypes (results.tables.batch_frame's mapping), the Arrow
-    buffers released as the columns are converted."""
+def _encoded(t, table: str):
+    """The table or batch ``t`` with the categorical columns of ``table`` as Arrow dictionaries (the
+    others as they are), without pandas metadata (it names string[pyarrow] for every text column;
+    the types_mapper gives the other dtypes)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    cats = set(categorical_columns(table))
+    names = t.schema.names
+    cols = [pc.dictionary_encode(t.column(i)) if n in cats and not pa.types.is_dictionary(t.schema.field(i).type)
+            else t.column(i) for i, n in enumerate(names)]
+    if isinstance(t, pa.RecordBatch):
+        return pa.RecordBatch.from_arrays(cols, names=names)
+    return pa.Table.from_arrays(cols, names=names)
+
+
+def _frame(table_or_batch, table: str) -> "pd.DataFrame":
+    """Arrow to pandas with the registry's dtypes (results.tables.batch_frame's mapping; the
+    categorical columns dictionary-encoded first, unless they are already), the Arrow buffers
+    released as the columns are converted."""
     import pyarrow as pa
 
     from amqp_dissect.results.tables import _types_mapper
 
     t = table_or_batch if isinstance(table_or_batch, pa.Table) else pa.Table.from_batches([table_or_batch])
+    t = _encoded(t, table).unify_dictionaries()
     return t.to_pandas(types_mapper=_types_mapper(), split_blocks=True, self_destruct=True)
 
 
@@ -254,6 +306,10 @@ def iter_batches(paths, table: str = "deliveries", *, ports: Iterable[int] = (),
     however long the capture: a batch in Arrow and the deliveries still open.  The other tables
     are known once the capture is read, then given in batches.  ``paths``, ``ports``,
     ``keylog``: as :func:`analyze`; ``columns``: the column names to keep."""
+    if pandas:
+        _need("iter_batches", "pandas", ("pandas", "pyarrow"))
+    else:
+        _need("iter_batches", "parquet", ("pyarrow",))
     if table not in TABLES:
         raise ValueError(f"no table {table!r}: the tables are {', '.join(TABLES)}")
     if batch_rows < 1:
@@ -276,7 +332,7 @@ def _iter(source, table, keep, batch_rows, pandas):
         rows = (getattr(an, "iter_" + method, None) or getattr(an, method))()
         small = _row_batches(rows, table, keep, batch_rows)
     for b in _rebatch(small, schema, batch_rows):
-        yield _frame(b) if pandas else b
+        yield _frame(b, table) if pandas else b
 
 
 def analyze(paths, *, ports: Iterable[int] = (), keylog=None, tables: str | Sequence[str] | None = None,
@@ -293,7 +349,9 @@ def analyze(paths, *, ports: Iterable[int] = (), keylog=None, tables: str | Sequ
     names to keep (each table keeps those it has), or a mapping table -> names.
 
     Returns :class:`Tables`.  A capture that cannot be opened or read raises ``OSError`` or
-    :class:`~amqp_dissect.errors.CaptureError`; damage found partway is in ``capture_errors``."""
+    :class:`~amqp_dissect.errors.CaptureError`; damage found partway is in ``capture_errors``.
+    Without pandas or pyarrow installed: :class:`MissingExtra` (the pandas extra)."""
+    _need("analyze", "pandas", ("pandas", "pyarrow"))
     import pyarrow as pa
 
     from amqp_dissect.pipelines.local import run_analysis
@@ -304,12 +362,16 @@ def analyze(paths, *, ports: Iterable[int] = (), keylog=None, tables: str | Sequ
     frames: dict = {}
     if "deliveries" in want:
         stream = DeliveryStream(source, messages=_wants_messages(keep["deliveries"]))
-        # the small batches gathered as one table (chunked: no copy), converted once
+        # the small batches gathered as one table (chunked: no copy), converted once; each one's
+        # categorical columns dictionary-encoded as it comes (the text of those columns is never
+        # held whole: the table's peak memory is that of the DataFrame's columns)
         with _few_collections():
-            small = list(_delivery_batches(source, keep["deliveries"], stream))
-        whole = pa.Table.from_batches(small, schema=_schema("deliveries", keep["deliveries"]))
+            small = [_encoded(b, "deliveries") for b in _delivery_batches(source, keep["deliveries"], stream)]
+        schema = small[0].schema if small else _encoded(_schema("deliveries", keep["deliveries"]).empty_table(),
+                                                        "deliveries").schema
+        whole = pa.Table.from_batches(small, schema=schema)
         del small
-        frames["deliveries"] = _frame(whole)
+        frames["deliveries"] = _frame(whole, "deliveries")
         del whole
         an = stream.analyzer
     else:
@@ -320,6 +382,6 @@ def analyze(paths, *, ports: Iterable[int] = (), keylog=None, tables: str | Sequ
             continue
         rows = getattr(an, _ROWS[t])()
         batches = list(_row_batches(rows, t, keep[t], ROW_CHUNK))
-        frames[t] = _frame(pa.Table.from_batches(batches, schema=_schema(t, keep[t])))
+        frames[t] = _frame(pa.Table.from_batches(batches, schema=_schema(t, keep[t])), t)
     frames = {t: frames[t] for t in want}
     return Tables(frames, source, an)

@@ -1,23 +1,38 @@
 """Writing tables to files: csv, jsonl and parquet streamed in batches, or the text table.
 
-The conversions (registry types, UTC times, csv / jsonl text) are :mod:`amqp_dissect.results.tables`';
-this module only opens files and writes batches, so memory stays flat whatever the number of
-rows.  Neither pandas nor a dict per row is on the csv / jsonl / parquet path of
-:func:`write_batches`; :func:`write_table` takes row dicts (the small tables).
+With pyarrow (the ``parquet`` extra) and numpy, csv and jsonl are made column by column by Arrow
+compute (:mod:`amqp_dissect.results.tables`' conversions: registry types, UTC times, csv / jsonl
+text) from Arrow batches; without them (the light install: the CLI alone), by the standard
+library from the row dicts (:func:`write_rows`), the same bytes.  Parquet needs pyarrow.  This
+module only opens files and writes batches, so memory stays flat whatever the number of rows.
+Neither pandas nor a dict per row is on the csv / jsonl / parquet path of :func:`write_batches`;
+:func:`write_table` takes row dicts (the small tables).
 """
 
 from __future__ import annotations
 
 import io
 import itertools
+import json
 import os
 import sys
 from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
 from typing import Iterable
 
-from amqp_dissect.results.schema import JSON, TIME, columns
+from amqp_dissect.results.schema import BOOL, FLOAT, INT, JSON, STRING, TIME, UINT64, columns
 from amqp_dissect.times import decimal
-from amqp_dissect.results.tables import FORMATS, arrow_schema, csv_bytes, csv_header, jsonl_bytes, record_batch, to_frame
+
+FORMATS = ("table", "csv", "jsonl", "parquet")  # (results.tables.FORMATS, without importing pyarrow)
+
+
+def arrow_ready() -> bool:
+    """Whether the Arrow writers can run: pyarrow (the parquet extra) and numpy installed (found,
+    not imported).  Without them csv and jsonl are written by the standard library."""
+    from importlib.util import find_spec
+
+    return find_spec("pyarrow") is not None and find_spec("numpy") is not None
+
 
 # rows converted and written at a time (and the Parquet row group size): one batch (its cells,
 # Arrow arrays and text) is the writer's whole memory, a few MB for the deliveries table
@@ -98,12 +113,18 @@ def write_table(rows: Iterable[dict], table: str, fmt: str, out=None, batch_rows
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
     if fmt == "table":
+        from amqp_dissect.results.tables import to_frame
+
         sink = _Sink(out, binary=False)
         try:
             rows = rows if isinstance(rows, list) else list(rows)
             return _write_text(to_frame(rows, table), table, sink.f, raw_times(rows, table))
         finally:
             sink.close()
+    if fmt != "parquet" and not arrow_ready():
+        return write_rows(rows, table, fmt, out)
+    from amqp_dissect.results.tables import record_batch
+
     json_cols = [c.name for c in columns(table) if c.type == JSON] if fmt == "jsonl" else []
 
     def batches():
@@ -124,7 +145,7 @@ def write_batches(batches: Iterable, table: str, fmt: str, out=None, group_rows:
     if fmt == "table":
         import pyarrow as pa
 
-        from amqp_dissect.results.tables import batch_frame
+        from amqp_dissect.results.tables import arrow_schema, batch_frame
 
         sink = _Sink(out, binary=False)
         try:
@@ -167,6 +188,8 @@ def _write_parquet(pairs, table, out, group_rows) -> int:
 
     if out is None:
         raise ValueError("parquet needs an output file")
+    from amqp_dissect.results.tables import arrow_schema
+
     n = 0
     target = os.fspath(out) if isinstance(out, (str, os.PathLike)) else out
     schema = arrow_schema(table)
@@ -235,6 +258,8 @@ class _GroupWriter:
 
 
 def _write_csv(pairs, table, emit) -> int:
+    from amqp_dissect.results.tables import csv_bytes, csv_header
+
     n = 0
     emit(memoryview(csv_header(table).encode("utf-8")))
     for batch, _ in pairs:
@@ -244,6 +269,8 @@ def _write_csv(pairs, table, emit) -> int:
 
 
 def _write_jsonl(pairs, table, emit) -> int:
+    from amqp_dissect.results.tables import jsonl_bytes
+
     n = 0
     for batch, raw in pairs:
         emit(jsonl_bytes(batch, table, raw))
@@ -273,8 +300,6 @@ def _time_text(col):
 def raw_times(rows: list, table: str) -> dict:
     """{(row, column): nanoseconds} of the time cells outside the 64-bit range (null in the typed
     columns: the text table writes them as raw epoch seconds, as the report does)."""
-    from amqp_dissect.results.tables import TIME_END, TIME_MIN
-
     names = [c.name for c in columns(table) if c.type == TIME]
     out = {}
     for i, r in enumerate(rows):
@@ -305,3 +330,219 @@ def _write_text(df, table, f, raw: dict | None = None) -> int:
                            "display.max_colwidth", 40):
         f.write(df.to_string(index=False) + "\n")
     return len(df)
+
+
+# --------------------------------------------------------------------------- without Arrow
+#
+# The cells of the row dicts as the typed conversion holds them (results.tables: record_batch, then
+# csv_cells / json_cells, or the text table's), one cell at a time by the standard library: what the
+# light install (no pyarrow, no numpy, no pandas) writes.  tests/pipelines/test_write_plain.py checks
+# them against the Arrow writers, byte for byte.
+
+# the times a table holds (results.tables.TIME_MIN, TIME_END: a 64-bit count of nanoseconds)
+TIME_MIN = -(1 << 63) + 1
+TIME_END = 1 << 63
+_NS = 1_000_000_000
+_EPOCH = datetime(1970, 1, 1)
+_EPOCH_UTC = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_INT_RANGE = {INT: (-(1 << 63), (1 << 63) - 1), UINT64: (0, (1 << 64) - 1)}
+
+
+def _int_cell(v, typ):
+    """The integer a cell of an integer column holds, or None (results.tables.fits)."""
+    if type(v) is int or isinstance(v, int) and not isinstance(v, bool):
+        lo, hi = _INT_RANGE[typ]
+        return v if lo <= v <= hi else None
+    return None
+
+
+def _float_cell(v):
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        v = float(v)
+        return None if v != v else v  # (NaN is null)
+    return None
+
+
+def _time_ns(v):
+    """Nanoseconds since the epoch of a time cell in the years a table holds, else None."""
+    if isinstance(v, datetime):
+        if v.tzinfo is None:
+            v = v.replace(tzinfo=timezone.utc)
+        v = (v - _EPOCH_UTC) // timedelta(microseconds=1) * 1000
+    if not isinstance(v, int) or isinstance(v, bool):
+        return None
+    return v if TIME_MIN <= v < TIME_END else None
+
+
+def _string_cell(v):
+    """A string column's cell: text, or a cell of another type as text (a malformed field)."""
+    if v is None or isinstance(v, str):
+        return v
+    return json.dumps(v, default=str) if isinstance(v, (list, dict)) else str(v)
+
+
+def _json_text(v):
+    return None if v is None else json.dumps(v, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _clock(ns: int, sep: str) -> str:
+    """UTC date and time of ``ns`` with microseconds, and nanoseconds when it has them."""
+    sec, frac = divmod(ns, _NS)
+    t = _EPOCH + timedelta(seconds=sec)
+    text = (f"{t.year:04d}-{t.month:02d}-{t.day:02d}{sep}{t.hour:02d}:{t.minute:02d}:{t.second:02d}"
+            f".{frac // 1000:06d}")
+    return text + f"{frac % 1000:03d}" if frac % 1000 else text
+
+
+def iso_time(ns: int) -> str:
+    """A time as csv and jsonl write it (results.tables.iso_times): ``2024-05-01T12:00:00.123456Z``."""
+    return _clock(ns, "T") + "Z"
+
+
+def text_time(ns: int) -> str:
+    """A time as the text table writes it: ``2024-05-01 12:00:00.123456``."""
+    return _clock(ns, " ")
+
+
+def text_cell(typ: str):
+    """cell -> its text in the text table, for a column of registry type ``typ`` ("" for null;
+    a time outside the years a datetime holds as its epoch seconds)."""
+    if typ == STRING:
+        return lambda v: _string_cell(v) or ""
+    if typ == JSON:
+        return lambda v: _json_text(v) or ""
+    if typ in (INT, UINT64):
+        def cell(v):
+            i = _int_cell(v, typ)
+            return "" if i is None else str(i)
+    elif typ == BOOL:
+        def cell(v):
+            return ("True" if v else "False") if isinstance(v, bool) else ""
+    elif typ == FLOAT:
+        def cell(v):
+            f = _float_cell(v)
+            return "" if f is None else f"{f:.6f}"
+    elif typ == TIME:
+        def cell(v):
+            if type(v) is int and not TIME_MIN <= v < TIME_END:
+                return epoch_text(v)
+            ns = _time_ns(v)
+            return "" if ns is None else text_time(ns)
+    else:
+        raise ValueError(f"no column type {typ!r}")
+    return cell
+
+
+def _csv_quoted(s):
+    if s is None:
+        return ""
+    if "," in s or '"' in s or "\n" in s:
+        return '"' + s.replace('"', '""') + '"'
+    return s
+
+
+def csv_cell(typ: str):
+    """cell -> its CSV field (results.tables.csv_cells of the typed cell)."""
+    if typ == STRING:
+        return lambda v: _csv_quoted(_string_cell(v))
+    if typ == JSON:
+        return lambda v: _csv_quoted(_json_text(v))
+    if typ in (INT, UINT64):
+        def cell(v):
+            i = _int_cell(v, typ)
+            return "" if i is None else str(i)
+    elif typ == BOOL:
+        def cell(v):
+            return ("True" if v else "False") if isinstance(v, bool) else ""
+    elif typ == FLOAT:
+        def cell(v):
+            f = _float_cell(v)
+            return "" if f is None else repr(f)
+    elif typ == TIME:
+        def cell(v):
+            ns = _time_ns(v)
+            return "" if ns is None else iso_time(ns)
+    else:
+        raise ValueError(f"no column type {typ!r}")
+    return cell
+
+
+_JSON_STR = json.encoder.encode_basestring  # (a JSON string as json.dumps writes it with ensure_ascii=False)
+
+
+def json_cell(typ: str, raw: bool = False):
+    """cell -> its JSON value (results.tables.json_cells of the typed cell); ``raw``: a ``json``
+    column's cell written as the JSON value it is (key order kept), as write_table writes it,
+    rather than its text (sorted keys)."""
+    if typ == STRING:
+        def cell(v):
+            s = _string_cell(v)
+            return "null" if s is None else _JSON_STR(s)
+    elif typ == JSON:
+        if raw:
+            return json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=str).encode
+
+        def cell(v):
+            s = _json_text(v)
+            return "null" if s is None else s
+    elif typ in (INT, UINT64):
+        def cell(v):
+            i = _int_cell(v, typ)
+            return "null" if i is None else str(i)
+    elif typ == BOOL:
+        def cell(v):
+            return ("true" if v else "false") if isinstance(v, bool) else "null"
+    elif typ == FLOAT:
+        def cell(v):
+            f = _float_cell(v)
+            return "null" if f is None or f in (float("inf"), float("-inf")) else repr(f)
+    elif typ == TIME:
+        def cell(v):
+            ns = _time_ns(v)
+            return "null" if ns is None else '"' + iso_time(ns) + '"'
+    else:
+        raise ValueError(f"no column type {typ!r}")
+    return cell
+
+
+def write_rows(rows: Iterable[dict], table: str, fmt: str, out=None, cols: list[str] | None = None,
+               json_raw: bool = True, batch_rows: int = BATCH_ROWS) -> int:
+    """Write a table's row dicts as ``csv`` or ``jsonl`` with the standard library (no pyarrow):
+    the bytes the Arrow writers make of the same rows (:func:`write_table`; ``cols``: the chosen
+    columns, in their order, as ``--columns`` writes them, whose ``json`` cells are their text,
+    not raw values).  ``batch_rows`` rows are written at a time.  Returns the number of rows."""
+    if fmt not in ("csv", "jsonl"):
+        raise ValueError(f"format must be csv or jsonl here, not {fmt!r}")
+    types = {c.name: c.type for c in columns(table)}
+    names = list(cols) if cols is not None else list(types)
+    raw = json_raw and cols is None
+    if fmt == "csv":
+        funcs = [(n, csv_cell(types[n])) for n in names]
+    else:
+        enc = json.JSONEncoder(ensure_ascii=False).encode
+        funcs = [(n, json_cell(types[n], raw)) for n in names]
+        keys = ["{" + enc(names[0]) + ": "] + [", " + enc(n) + ": " for n in names[1:]] if names else []
+    if out is None:
+        sys.stdout.flush()
+    sink = _Sink(out, binary=False) if out is None or isinstance(out, (str, os.PathLike)) \
+        or isinstance(out, io.TextIOBase) else None
+    if sink is not None:
+        write = sink.f.write
+    else:  # a binary file object
+        def write(text, f=out):
+            f.write(text.encode("utf-8"))
+    n = 0
+    try:
+        if fmt == "csv":
+            write(",".join(names) + "\n")
+        for chunk in _chunks(rows, batch_rows):
+            if fmt == "csv":
+                lines = [",".join([f(r.get(c)) for c, f in funcs]) + "\n" for r in chunk]
+            else:
+                lines = ["".join([k + f(r.get(c)) for k, (c, f) in zip(keys, funcs)]) + "}\n" for r in chunk]
+            write("".join(lines))
+            n += len(chunk)
+    finally:
+        if sink is not None:
+            sink.close()
+    return n

@@ -42,6 +42,25 @@ class Column(NamedTuple):
     type: str
     meaning: str
 
+    @property
+    def categorical(self) -> bool:
+        """A text column whose values repeat over the rows (a closed set of words, or one value per
+        connection, link or peer): a pandas categorical in the Python API (amqp_dissect.analyze),
+        other text columns are Arrow-backed strings.  Decided by the name, in CATEGORICAL."""
+        return self.type == STRING and self.name in CATEGORICAL
+
+
+#: the text columns that are categoricals in the Python API (by name, in every table that has them)
+CATEGORICAL = frozenset({
+    "connection", "link", "sender", "receiver", "address", "source", "target", "client", "server",  # per link / peer
+    "sender_side", "side", "initiator", "role", "settled_by", "outcome", "outcome_by", "outcome_error",
+    "snd_settle_mode", "rcv_settle_mode", "unsettled_at", "kind", "waiting_evidence", "ended_by", "detached_by",
+    "closed_by", "terminated", "state_client", "state_server", "transport_end", "negotiation", "sasl_mechanism",
+    "sasl_outcome", "tls_version", "tls_cipher", "severity", "origin", "scope", "condition", "coordinator",
+    "declare_outcome", "discharge_outcome", "state", "close_error", "end_error", "detach_error", "declare_error",
+    "discharge_error",
+})
+
 
 def _cols(*specs: tuple[str, str, str]) -> tuple[Column, ...]:
     return tuple(Column(*s) for s in specs)

@@ -1,7 +1,8 @@
 """The Python API (``amqp_dissect.analyze``, ``amqp_dissect.iter_batches``; pipelines/api.py).
 
 Oracles: the CLI's Parquet files read back by ``pandas.read_parquet`` (the API's DataFrames have
-the same values and the same dtypes, table by table); the plain sample a TLS capture replays
+the same values and the same dtypes, table by table, when read_parquet is asked for the categorical
+columns as dictionaries; plain, it gives them as strings of the same values); the plain sample a TLS capture replays
 (decrypted with a key log given as a path, the same deliveries); Python's import system (the core
 package imports no pipeline until the API is asked for)."""
 
@@ -18,7 +19,8 @@ import pytest
 
 import amqp_dissect
 from amqp_dissect.cli.main import main
-from amqp_dissect.results.schema import TABLES, names
+from amqp_dissect.pipelines.api import categorical_columns
+from amqp_dissect.results.schema import TABLES, columns, names
 
 from test_tls import captures  # noqa: F401  (the fixture making TLS captures)
 
@@ -33,7 +35,7 @@ CAPTURES = ["outcomes.pcap", "multi_session.pcap", "large_message.pcap", "loss/k
 def _cli_parquet(capture: str, table: str, out) -> pd.DataFrame:
     rc = main([table, capture, "-T", "parquet", "-o", str(out)])
     assert rc == 0, (table, capture, rc)
-    return pd.read_parquet(out)
+    return pd.read_parquet(out, read_dictionary=categorical_columns(table))
 
 
 @pytest.mark.parametrize("name", CAPTURES)
@@ -47,13 +49,40 @@ def test_every_table_equals_the_clis_parquet_values_and_dtypes(name, tmp_path):
         df = got[table]
         assert dict(df.dtypes) == dict(want.dtypes), table
         pd.testing.assert_frame_equal(df, want, check_exact=True)
+        # the file read plainly: the same values, the categorical columns as Arrow strings
+        plain = pd.read_parquet(tmp_path / f"{table}.parquet")
+        cats = categorical_columns(table)
+        assert all(plain[c].dtype == pd.StringDtype("pyarrow") for c in cats), table
+        assert {c for c in df if df[c].dtype != plain[c].dtype} == set(cats), table
+        pd.testing.assert_frame_equal(df.astype({c: pd.StringDtype("pyarrow") for c in cats}), plain,
+                                      check_exact=True)
         rows += len(df)
     assert rows > 0  # (rows were compared)
 
 
+def test_the_categorical_columns_are_the_registrys_repeated_text_columns():
+    got = amqp_dissect.analyze(os.path.join(SAMPLES, "multi_session.pcap"))
+    for table in TABLES:
+        df = got[table]
+        for c in columns(table):
+            if c.categorical:
+                assert isinstance(df[c.name].dtype, pd.CategoricalDtype), (table, c.name)
+                assert not df[c.name].cat.ordered
+            elif c.type in ("string", "json"):
+                assert df[c.name].dtype == pd.StringDtype("pyarrow"), (table, c.name)
+    d = got.deliveries
+    assert {"connection", "link", "address", "sender", "outcome", "settled_by"} <= set(categorical_columns("deliveries"))
+    assert "delivery_tag" not in categorical_columns("deliveries")  # (one per delivery: no repeats)
+    # a categorical holds each value once: as many categories as distinct values, codes per row
+    for c in ("connection", "link", "outcome"):
+        assert len(d[c].cat.categories) == d[c].nunique(dropna=True) < len(d)
+        assert d[c].isna().sum() == (d[c].cat.codes == -1).sum()
+
+
 def test_the_dtypes_are_arrow_strings_nullable_ints_and_utc_times():
     df = amqp_dissect.analyze(os.path.join(SAMPLES, "outcomes.pcap"), tables="deliveries").deliveries
-    assert df["link"].dtype == pd.StringDtype("pyarrow")
+    assert df["delivery_tag"].dtype == pd.StringDtype("pyarrow")
+    assert isinstance(df["link"].dtype, pd.CategoricalDtype)
     assert df["delivery_id"].dtype == pd.UInt64Dtype() or df["delivery_id"].dtype == pd.Int64Dtype()
     assert df["first_time"].dtype == pd.DatetimeTZDtype("ns", "UTC")
     assert str(df["first_time"].dt.tz) == "UTC"
@@ -93,7 +122,9 @@ def test_iter_batches_gives_the_table_in_batches_of_at_most_batch_rows(table):
     back = pa.Table.from_batches(batches).to_pandas(types_mapper=pd.ArrowDtype)
     assert len(back) == len(whole)
     chunks = list(amqp_dissect.iter_batches(capture, table, batch_rows=3, pandas=True))
+    # (each chunk's categoricals have the categories of its rows: glued, they are cast back)
     glued = pd.concat(chunks, ignore_index=True)
+    glued = glued.astype({c: whole[c].dtype for c in categorical_columns(table)})
     pd.testing.assert_frame_equal(glued, whole, check_exact=True)
     cols = names(table)[:2]
     picked = list(amqp_dissect.iter_batches(capture, table, columns=cols))
@@ -120,6 +151,27 @@ def test_the_core_package_imports_the_api_only_when_asked():
     assert second == "True amqp_dissect.pipelines.api"
     with pytest.raises(AttributeError):
         amqp_dissect.no_such_name  # noqa: B018
+
+
+@pytest.mark.parametrize("hidden, call, extra", [
+    ("pandas", "analyze(CAPTURE)", "pandas"),
+    ("pyarrow", "analyze(CAPTURE)", "pandas"),
+    ("pandas", "iter_batches(CAPTURE, pandas=True)", "pandas"),
+    ("pyarrow", "iter_batches(CAPTURE)", "parquet"),
+])
+def test_without_its_extra_the_api_names_it_in_one_line(hidden, call, extra):
+    """An install without pandas (or pyarrow), as the light install (tests/cli/test_install.py
+    installs one for real): the call raises MissingExtra, an ImportError naming the extra."""
+    code = (f"import sys\nsys.modules[{hidden!r}] = None  # (as if not installed)\n"
+            "import amqp_dissect\n"
+            f"CAPTURE = {os.path.join(SAMPLES, 'outcomes.pcap')!r}\n"
+            f"try:\n    amqp_dissect.{call}\n"
+            "except ImportError as e:\n    print(type(e).__name__, e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        f"MissingExtra amqp_dissect.{call.split('(')[0]} needs the {extra} extra ({hidden} is not installed): "
+        f"pip install 'amqp-dissect[{extra}]'"]
 
 
 # --------------------------------------------------------------------------- key logs
@@ -168,7 +220,8 @@ def test_damage_is_told_as_the_cli_tells_it_and_the_readable_part_is_analysed(tm
     rc = main(["deliveries", str(cut), "-T", "parquet", "-o", str(tmp_path / "d.parquet")])
     assert rc == 5  # the CLI's "capture damaged partway"
     assert got.capture_errors[0] in capsys.readouterr().err
-    pd.testing.assert_frame_equal(got.deliveries, pd.read_parquet(tmp_path / "d.parquet"))
+    pd.testing.assert_frame_equal(got.deliveries, pd.read_parquet(tmp_path / "d.parquet",
+                                                                  read_dictionary=categorical_columns("deliveries")))
     assert 0 < len(got.deliveries) < len(amqp_dissect.analyze(whole, tables="deliveries").deliveries)
     with pytest.raises(FileNotFoundError):
         amqp_dissect.analyze(str(tmp_path / "missing.pcap"))
