@@ -401,6 +401,48 @@ FRAMES = _cols(
     ("json", STRING, "the whole `frames --format jsonl` line"),
 )
 
+MESSAGES = _cols(
+    ("message_id", STRING, "message-id of the message, as text (binary as hex); null when matched by digest"),
+    ("message_id_type", STRING, "AMQP type of the message-id: ulong, uuid, binary or string (a ulong 5 and a "
+                                "string \"5\" are two messages)"),
+    ("bare_digest", STRING, "digest of the bare message: the key of a message without message-id"),
+    ("matched_by", STRING, "message-id or digest: how the deliveries of the message were matched"),
+    ("state", STRING, "delivered, delivered twice, \"published, never delivered in the capture\", \"delivered, "
+                      "publish not in the capture\", \"dead-lettered / expired\" or unknown (see definitions)"),
+    ("state_evidence", STRING, "why: the broker annotation or property of a dead-lettered / expired message, what "
+                               "made it delivered twice, or the roles not known"),
+    ("address", STRING, "the producer's link address (else the first consumer's)"),
+    ("first_time", TIME, "time of the message's first transfer frame in the capture"),
+    ("first_packet", INT, "capture record number of that frame"),
+    ("producer_connection", STRING, "connection id of the producer's delivery (the earliest publish)"),
+    ("producer_link", STRING, "link name of the producer's delivery"),
+    ("producer_link_index", INT, "0-based index of that link in its connection"),
+    ("producer_address", STRING, "address of the producer's link"),
+    ("producer_time", TIME, "time of the producer's first transfer frame"),
+    ("producer_packet", INT, "capture record number of that frame"),
+    ("producer_outcome", STRING, "outcome of the producer's delivery (the broker's)"),
+    ("producer_outcome_time", TIME, "time of that outcome"),
+    ("publishes", INT, "deliveries of the message from producers (above 1: published again)"),
+    ("consumers", INT, "consumer links that received the message (fan-out)"),
+    ("deliveries", INT, "deliveries of the message to consumers, redeliveries included"),
+    ("consumer_deliveries", JSON, "list of {connection, link, link_index, address, first_time, first_packet, "
+                                  "outcome, outcome_packet, deliveries} per consumer link (at most 16, then "
+                                  "{more: n})"),
+    ("first_consumer_time", TIME, "time of the first consumer's first transfer frame"),
+    ("residence", FLOAT, "broker residence: first consumer's first transfer - producer's first transfer, seconds"),
+    ("residence_max", FLOAT, "the largest residence over the consumers, seconds"),
+    ("end_to_end", FLOAT, "first consumer's outcome (of its last delivery) - producer's first transfer, seconds"),
+    ("end_to_end_max", FLOAT, "the largest end to end over the consumers, seconds"),
+    ("redeliveries_by_count", INT, "largest header delivery-count of a consumer delivery (null when none carried one)"),
+    ("redeliveries_by_repeat", INT, "deliveries to a consumer link that already had the message"),
+    ("released_or_modified", INT, "consumer deliveries with outcome released or modified"),
+    ("unknown_role", INT, "deliveries of the message whose role (producer or consumer) is unknown"),
+    ("role_evidence", STRING, "why their role is unknown (broker to broker, sending side not known)"),
+    ("untracked", INT, "deliveries of the message past the 64 kept per message (counted only)"),
+    ("packets", JSON, "list of the capture record numbers of the first transfer of each delivery (at most 32)"),
+    ("note", STRING, "what else was seen: published several times, a consumer before the publish, ..."),
+)
+
 #: table -> its columns, in output order.  ``frames``: ``Analysis.frames`` and ``archive --frames``.
 REGISTRY: dict[str, tuple[Column, ...]] = {
     "connections": CONNECTIONS,
@@ -411,11 +453,15 @@ REGISTRY: dict[str, tuple[Column, ...]] = {
     "transactions": TRANSACTIONS,
     "violations": VIOLATIONS,
     "errors": ERRORS,
+    "messages": MESSAGES,
     "frames": FRAMES,
 }
 
 #: the analysis tables (one CLI command and one ``amqp_dissect.pipelines.local.Analysis`` attribute each)
 TABLES = ("connections", "sessions", "links", "deliveries", "stalls", "transactions", "violations", "errors")
+#: the tables made from the deliveries' message fields across connections (one CLI command each, and
+#: ``amqp_dissect.analyze(..., tables=...)``; they read the messages, so only when asked for)
+MESSAGE_TABLES = ("messages",)
 
 _INTRO = {
     "connections": "One row per connection: negotiation, open/close, counts.",
@@ -426,6 +472,8 @@ _INTRO = {
     "transactions": "One row per transaction: declare, discharge, enlisted deliveries.",
     "violations": "Protocol violations found by the state layer.",
     "errors": "Errors: close / end / detach errors and unsettled deliveries.",
+    "messages": "One row per message, matched across connections: producer, consumers (fan-out), residence, "
+                "end to end, state.",
     "frames": "One row per AMQP frame: `Analysis.frames`, and `archive --frames` writes it.",
 }
 
