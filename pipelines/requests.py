@@ -21,11 +21,21 @@ def capture_end(analyzer):
     return end if end is not None else getattr(analyzer, "last_ts", None)
 
 
-def request_table(source, matcher: RequestMatcher | None = None):
-    """(the requests table's rows, the Analyzer that read ``source``)."""
+def requests_of_stream(stream: DeliveryStream, keep_deliveries: bool = False, matcher: RequestMatcher | None = None):
+    """(the requests table's rows, the deliveries rows when ``keep_deliveries`` else None) of a
+    message stream, read once (``stream.analyzer`` is then the Analyzer that read it)."""
     matcher = matcher or RequestMatcher()
-    stream = message_stream(source)
+    kept = [] if keep_deliveries else None
     for row in stream:
         matcher.add(row)
+        if kept is not None:
+            kept.append(row)
     an = stream.analyzer
-    return matcher.rows(an.link_rows(), capture_end(an)), an
+    return matcher.rows(an.link_rows(), capture_end(an)), kept
+
+
+def request_table(source, matcher: RequestMatcher | None = None):
+    """(the requests table's rows, the Analyzer that read ``source``)."""
+    stream = message_stream(source)
+    rows, _ = requests_of_stream(stream, matcher=matcher)
+    return rows, stream.analyzer

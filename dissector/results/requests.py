@@ -37,7 +37,7 @@ from datetime import datetime, timezone
 
 from amqp_dissect.times import NS, seconds
 
-__all__ = ["RequestMatcher", "request_rows", "SERVICE_NODES", "STATUSES", "MAX_CANDIDATES"]
+__all__ = ["RequestMatcher", "request_rows", "requests_summary", "SERVICE_NODES", "STATUSES", "MAX_CANDIDATES"]
 
 #: the last part of a well-known service node's address -> the service's name in the table
 SERVICE_NODES = {"$management": "$management", "$cbs": "$cbs"}
@@ -505,3 +505,61 @@ class RequestMatcher:
 def request_rows(delivery_rows, link_rows=(), capture_end: int | None = None) -> list[dict]:
     """The requests table of ``delivery_rows`` (with their message fields) and the links table."""
     return RequestMatcher().add_all(delivery_rows).rows(link_rows, capture_end)
+
+
+# --------------------------------------------------------------------------- the report's section
+
+#: addresses, unanswered requests and token lines listed in the report (the rest counted)
+LISTED = 20
+
+
+def requests_summary(rows: list[dict], dropped: int = 0) -> dict:
+    """The report's ``requests`` section of the requests table's rows: per address (the node a
+    request went to) the requests, answered ones and round-trip percentiles; the requests without
+    reply (named, with their packets); the replies without request; the token lines."""
+    from .percentiles import percentile
+
+    by: dict = {}
+    counts = {s: 0 for s in STATUSES}
+    unanswered, tokens = [], []
+    for r in rows:
+        counts[r["status"]] += 1
+        if r["status"] == ORPHAN:
+            continue
+        a = by.setdefault(r["request_address"], {"address": r["request_address"], "service": r["service"],
+                                                 "requests": 0, "answered": 0, "trips": []})
+        a["requests"] += 1
+        if r["status"] in (ANSWERED, TWICE):
+            a["answered"] += 1
+            if r["round_trip"] is not None:
+                a["trips"].append(r["round_trip"])
+        if r["status"] == NO_REPLY:
+            unanswered.append({k: r[k] for k in ("request_id", "request_id_type", "request_address",
+                                                 "request_connection", "request_link", "request_time",
+                                                 "request_packet", "operation")})
+        if r["token_note"]:
+            tokens.append({"kind": "refused" if r["token_refused"] else "outlived",
+                           **{k: r[k] for k in ("token_type", "token_audience", "token_expiry_time", "token_size",
+                                                "status_code", "status_description", "request_connection",
+                                                "request_time", "request_packet", "token_links", "token_note")}})
+    addresses = []
+    for a in sorted(by.values(), key=lambda a: (-a["requests"], str(a["address"]))):
+        trips = sorted(a.pop("trips"))
+        a["round_trip_p50"] = percentile(trips, 50, presorted=True)
+        a["round_trip_p90"] = percentile(trips, 90, presorted=True)
+        a["round_trip_max"] = trips[-1] if trips else None
+        addresses.append(a)
+    return {
+        "requests": sum(n for s, n in counts.items() if s != ORPHAN),
+        "answered": counts[ANSWERED] + counts[TWICE],
+        "no_reply": counts[NO_REPLY],
+        "answered_twice": counts[TWICE],
+        "replies_without_request": counts[ORPHAN],
+        "by_address": addresses[:LISTED],
+        "more_addresses": max(0, len(addresses) - LISTED),
+        "unanswered": unanswered[:LISTED],
+        "more_unanswered": max(0, len(unanswered) - LISTED),
+        "tokens": tokens[:LISTED],
+        "more_tokens": max(0, len(tokens) - LISTED),
+        "not_matched": dropped,
+    }
