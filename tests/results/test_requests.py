@@ -272,3 +272,44 @@ def test_odd_application_properties_are_no_failure(props):
     row["application_properties"] = props
     out = request_rows([row])
     assert out[0]["operation"] is None and out[0]["request_properties"] is None
+
+
+# --------------------------------------------------------------------------- the report's section
+
+
+def test_report_section_per_address_unanswered_and_tokens():
+    import numpy as np
+
+    from amqp_dissect.render.requests import request_html, request_lines
+    from amqp_dissect.results.requests import requests_summary
+
+    links = [link(C1, 0, "req", target="svc"), link(C1, 1, "rep", source="r")] + [
+        link(C2, 0, "cbs-s", target="$cbs"), link(C2, 1, "cbs-r", source="$cbs", target="cbs-reply")]
+    trips_ns = [1_000_000, 3_000_000, 2_000_000, 10_000_000]
+    rows = []
+    for i, trip in enumerate(trips_ns):
+        t = T0 + i * NS
+        rows += [d(C1, 0, "client", t, 10 * i + 1, address="svc", mid=f"m{i}", reply_to="r"),
+                 d(C1, 1, "server", t + trip, 10 * i + 2, address="r", cid=f"m{i}")]
+    rows.append(d(C1, 0, "client", T0 + 9 * NS, 99, address="svc", mid="lost", reply_to="r"))
+    rows.append(_cbs(C2, T0, 5, 1, "sb://ns.example/q", 1_790_000_600))
+    rows.append(d(C2, 1, "server", T0 + 7, 6, address="$cbs", cid=1, cid_type="ulong",
+                  props={"statusCode": 401, "statusDescription": "expired"}))
+    sec = requests_summary(request_rows(rows, links, T0 + 20 * NS))
+    assert (sec["requests"], sec["answered"], sec["no_reply"]) == (6, 5, 1)
+    svc = next(a for a in sec["by_address"] if a["address"] == "svc")
+    assert (svc["requests"], svc["answered"]) == (5, 4)
+    secs = [x / NS for x in trips_ns]
+    assert svc["round_trip_p50"] == pytest.approx(float(np.percentile(secs, 50)), abs=1e-12)
+    assert svc["round_trip_p90"] == pytest.approx(float(np.percentile(secs, 90)), abs=1e-12)
+    assert svc["round_trip_max"] == 0.01
+    assert [(u["request_id"], u["request_packet"]) for u in sec["unanswered"]] == [("lost", 99)]
+    assert [t["kind"] for t in sec["tokens"]] == ["refused"]
+    text = "\n".join(request_lines(sec))
+    assert "no reply in the capture: 'lost' to svc" in text and "[packet 99]" in text
+    assert "svc: 5 requests, 4 answered; round trip p50 2.500 ms" in text
+    assert "put-token for sb://ns.example/q (jwt, 412 bytes, expires 2026-09-21" in text
+    assert "refused: status 401 expired" in text
+    page = request_html(sec)
+    assert page.startswith('<h2 id="requests">') and "sb://ns.example/q" in page
+    assert request_lines(requests_summary([])) == [] and request_html(None) == ""
