@@ -147,6 +147,7 @@ class _Checked:
     def __init__(self, run: CaptureRun):
         self.run = run
         self.errors = run.source.errors
+        self.dissector = run.dissector
 
     def events(self):
         return self.run.events()

@@ -51,6 +51,11 @@ class TableWriter:
         self.cols = pick_columns(table, columns) if self.text or columns is not None else None
         check_output(output)
         self.output = output
+        # the message columns are read when the output has any of them (every column, or --columns
+        # naming one)
+        from amqp_dissect.amqp.message import MESSAGE_COLUMNS
+
+        self.messages = table == "deliveries" and (self.cols is None or any(c in MESSAGE_COLUMNS for c in self.cols))
 
     @contextmanager
     def writing(self):
@@ -222,7 +227,7 @@ def _in_one_process(run: CaptureRun, out: TableWriter, rows_method: str):
         if out.table == "deliveries":  # row by row as each delivery becomes final
             from amqp_dissect.pipelines.write import STREAM_ROWS
 
-            stream = DeliveryStream(_Checked(run))
+            stream = DeliveryStream(_Checked(run), messages=out.messages)
             if out.text:
                 out.rows(iter(stream))  # (streamed: the text table is written as the rows come)
             else:  # batches written once their deliveries are final
@@ -244,7 +249,7 @@ def _in_parallel(run: CaptureRun, jobs: int, out: TableWriter):
         try:
             with run._reading():
                 if out.table == "deliveries":  # (not as a text table: that is made by one process)
-                    made, bugs = parallel.parallel_deliveries(run.source, jobs)
+                    made, bugs = parallel.parallel_deliveries(run.source, jobs, messages=out.messages)
                 else:
                     made, bugs = parallel.parallel_rows(run.source, jobs, out.table)
         except (Fail, OSError):

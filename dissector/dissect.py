@@ -94,10 +94,12 @@ class Dissector:
         messages: bool = True,
         keylog=None,
         tls_records: list | None = None,
+        payloads: bool = False,
     ):
         self.ports = frozenset(ports) | frozenset(extra_ports)
         self.max_frame_bytes = max_frame_bytes
         self.messages = messages  # reassemble messages of multi-frame deliveries (see AmqpConnection)
+        self.payloads = payloads  # every transfer frame keeps its payload (the model reads the messages)
         self.tcp = TcpReassembler(server_ports=self.ports, idle_timeout=idle_timeout)
         self.connections: dict[str, AmqpConnection] = {}
         self._probes: dict[str, _Probe] = {}
@@ -356,6 +358,8 @@ class Dissector:
     def _decoder(self, ev: StreamOpened, verify: bool = False, layers=None):
         c = AmqpConnection(ev.conn, ev.client, ev.server, max_frame_bytes=self.max_frame_bytes,
                            messages=self.messages)
+        if self.payloads:
+            c.keep_payloads = True
         if layers:  # a WebSocket found by the probe of a connection on another port
             c = Layered(layers, c)
         elif self.keylog is not None:  # TLS may be decrypted: look at the first bytes of each direction

@@ -163,10 +163,17 @@ def _source(paths, ports, keylog) -> CaptureSource:
     return CaptureSource(paths, ports=tuple(ports or ()), keylog=as_keylog(keylog))
 
 
+def _wants_messages(keep) -> bool:
+    """The deliveries' columns ``keep`` (None: all) hold a message column: the messages are read."""
+    from amqp_dissect.amqp.message import MESSAGE_COLUMNS
+
+    return keep is None or any(c in MESSAGE_COLUMNS for c in keep)
+
+
 def _delivery_batches(source: CaptureSource, keep, stream: DeliveryStream | None = None):
     """The deliveries table of ``source`` as the CLI's stream makes it, small batches, the columns
     ``keep`` (None: all)."""
-    stream = stream or DeliveryStream(source)
+    stream = stream or DeliveryStream(source, messages=_wants_messages(keep))
     for b in stream.batches(_STREAM_ROWS):
         yield b if keep is None else b.select(keep)
 
@@ -316,7 +323,7 @@ def analyze(paths, *, ports: Iterable[int] = (), keylog=None, tables: str | Sequ
             frames["deliveries"] = _frame(pa.Table.from_batches(batches, schema=_schema("deliveries",
                                                                                        keep["deliveries"])))
     elif "deliveries" in want:
-        stream = DeliveryStream(source)
+        stream = DeliveryStream(source, messages=_wants_messages(keep["deliveries"]))
         # the small batches gathered as one table (chunked: no copy), converted once
         with _few_collections():
             small = list(_delivery_batches(source, keep["deliveries"], stream))

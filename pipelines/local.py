@@ -671,14 +671,25 @@ def frame_rows(events) -> list[dict]:
     return out
 
 
+def read_messages(source) -> None:
+    """The switch of the message fields, on the reading side: ``source``'s transfer frames keep
+    their payloads (call it before reading), for an ``Analyzer(messages=True)`` to read the
+    message of every delivery (the deliveries table's message columns, ``_Delivery.message``)."""
+    source.dissector.payloads = True
+
+
 def run_analysis(source: CaptureSource, on_event=None, rows: bool = True, delivery_sink=None,
-                 analyzer_class=Analyzer) -> Analysis:
+                 analyzer_class=Analyzer, messages: bool = False) -> Analysis:
     """Feed every event of ``source`` to an Analyzer (and to ``on_event`` if given).
 
     ``rows``/``delivery_sink``: see :class:`~amqp_dissect.results.analytics.Analyzer` (``rows=False``
     keeps memory flat: the report needs only aggregates).  ``analyzer_class``: an Analyzer
     subclass to use (the HTML report's :class:`~amqp_dissect.results.series.SeriesAnalyzer`)."""
-    an = analyzer_class(rows=rows, delivery_sink=delivery_sink)
+    if messages:
+        read_messages(source)
+        an = analyzer_class(rows=rows, delivery_sink=delivery_sink, messages=True)
+    else:
+        an = analyzer_class(rows=rows, delivery_sink=delivery_sink)
     last_ts = None
     if on_event is None and hasattr(source, "drive"):
         last_ts = source.drive(an.feed)
@@ -698,13 +709,18 @@ class DeliveryStream:
     then the deliveries still open at the end: memory stays flat however long the capture.
     ``analyzer`` is the Analyzer that made the rows (once iteration has started)."""
 
-    def __init__(self, source: CaptureSource):
+    def __init__(self, source: CaptureSource, messages: bool = False):
         self.source = source
         self.analyzer: Analyzer | None = None
+        # messages: the message columns are read (see read_messages)
+        self.messages = messages
+        if messages:
+            read_messages(source)
 
     def __iter__(self) -> Iterator[dict]:
         ready: list = []
-        an = self.analyzer = Analyzer(rows=False, delivery_sink=lambda row, key: ready.append(row))
+        an = self.analyzer = Analyzer(rows=False, delivery_sink=lambda row, key: ready.append(row),
+                                      messages=self.messages)
         last_ts = None
         for record, ev in self.source.events():
             an.feed(ev)
@@ -725,7 +741,7 @@ class DeliveryStream:
         from amqp_dissect.results.tables import columns_batch
 
         folded: list = []
-        an = self.analyzer = Analyzer(rows=False, fold_out=folded)
+        an = self.analyzer = Analyzer(rows=False, fold_out=folded, messages=self.messages)
 
         def batch(ds):  # the times and latencies are the capture's float timestamps: checked
             return columns_batch("deliveries", *an.delivery_columns(ds), checked=True)
@@ -760,7 +776,7 @@ def analyze(paths, ports: Iterable[int] = (), keylog=None, frames: bool = False,
     source = CaptureSource(paths, ports=ports, keylog=as_keylog(keylog), messages=True if frames else False,
                            limit=limit)
     if not frames:
-        return run_analysis(source)
+        return run_analysis(source, messages=True)
     kept: list = []
     from amqp_dissect.render.frames import event_json
     from amqp_dissect.pipelines.archive import frame_row
@@ -769,6 +785,6 @@ def analyze(paths, ports: Iterable[int] = (), keylog=None, frames: bool = False,
         d = event_json(ev)
         if d is not None:
             kept.append(frame_row(d))
-    a = run_analysis(source, on_event=keep)
+    a = run_analysis(source, on_event=keep, messages=True)
     a._frame_rows = kept
     return a

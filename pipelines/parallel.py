@@ -526,9 +526,10 @@ class DeliveriesJob:
     sorted by key: the folds made at this worker's events (then the deliveries still open), and
     the folds of the lag queue (keys resolved by the parent, in the order of the settlements)."""
 
-    def __init__(self, directory: str, batch_rows: int):
+    def __init__(self, directory: str, batch_rows: int, messages: bool = False):
         self.directory = directory
         self.batch_rows = batch_rows
+        self.messages = messages  # the message columns are read (pipelines.local.read_messages)
 
     def read(self, w: int, n: int, source):
         import numpy as np
@@ -537,7 +538,9 @@ class DeliveriesJob:
         from amqp_dissect.results.tables import arrow_schema, columns_batch
 
         folded: list = []
-        an = Analyzer(rows=False, fold_out=folded)
+        if self.messages:
+            source.dissector.payloads = True
+        an = Analyzer(rows=False, fold_out=folded, messages=self.messages)
         fw = FlowWorker(w, n, source, an, fold_keys=True)
         fw.fold_out = folded
         fw.fold_batch = self.batch_rows
@@ -728,7 +731,7 @@ def merge_sorted(streams: list, batch_rows: int):
         yield from whole.to_batches(max_chunksize=batch_rows)
 
 
-def parallel_deliveries(source, jobs: int, batch_rows: int | None = None):
+def parallel_deliveries(source, jobs: int, batch_rows: int | None = None, messages: bool = False):
     """(Arrow record batches of the deliveries table in the single process' order, analyzer-like
     object with the internal errors) of ``source`` analysed by ``jobs`` processes.  The batches
     are a streamed merge of the workers' sorted files (memory: a batch per file, and three
@@ -741,7 +744,7 @@ def parallel_deliveries(source, jobs: int, batch_rows: int | None = None):
     batch_rows = batch_rows or STREAM_ROWS
     directory = tempfile.mkdtemp(prefix="amqp-dissect-j")
     try:
-        fw, results = run_workers(jobs, lambda: source, DeliveriesJob(directory, batch_rows))
+        fw, results = run_workers(jobs, lambda: source, DeliveriesJob(directory, batch_rows, messages))
     except BaseException:
         shutil.rmtree(directory, ignore_errors=True)
         raise

@@ -915,6 +915,18 @@ SCAN_LAYOUTS = {'transfer': (20,
                   ('state', 4, '*', '*', 'delivery-state', False, False, None),
                   ('batchable', 5, 'boolean', 'boolean', None, False, False, False)))}
 
+# the sections of a message in their order (spec 3.2), by descriptor code:
+# (name, descriptor_code, descriptor_symbol, source type).
+MESSAGE_SECTIONS = (('header', 112, 'amqp:header:list', 'list'),
+ ('delivery-annotations', 113, 'amqp:delivery-annotations:map', 'annotations'),
+ ('message-annotations', 114, 'amqp:message-annotations:map', 'annotations'),
+ ('properties', 115, 'amqp:properties:list', 'list'),
+ ('application-properties', 116, 'amqp:application-properties:map', 'map'),
+ ('data', 117, 'amqp:data:binary', 'binary'),
+ ('amqp-sequence', 118, 'amqp:amqp-sequence:list', 'list'),
+ ('amqp-value', 119, 'amqp:amqp-value:*', '*'),
+ ('footer', 120, 'amqp:footer:map', 'annotations'))
+
 # --------------------------------------------------------------------------- named constants
 # <TYPE>_<FIELD>: the index of a composite's field in its list (frame.fields, Composite.value),
 # every field of every composite in the XML's order; DESCRIPTOR_<TYPE>: the numeric descriptor

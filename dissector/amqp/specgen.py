@@ -235,6 +235,15 @@ def build_tables(xml_dir: Path = DEFAULT_XML) -> dict:
             ),
         )
 
+    # the sections of a message (spec 3.2: header, delivery-annotations, message-annotations,
+    # properties, application-properties, the body, footer): the types that provide "section", in
+    # the order of their descriptor codes, which is that order (a test checks it against the XML's
+    # descriptions); each (name, descriptor code, descriptor symbol, encoded type)
+    message_sections = tuple(sorted(
+        ((n, e["descriptor_code"], e["descriptor_symbol"], e.get("source") or "list")
+         for table in (composites, restricted) for n, e in table.items() if "section" in e["provides"]),
+        key=lambda x: x[1]))
+
     return {
         "ENCODINGS": dict(sorted(encodings.items())),
         "PRIMITIVE_CODES": primitive_codes,
@@ -245,6 +254,7 @@ def build_tables(xml_dir: Path = DEFAULT_XML) -> dict:
         "PROVIDERS": {k: tuple(v) for k, v in sorted(providers.items())},
         "DEFINITIONS": definitions,
         "SCAN_LAYOUTS": scan_layouts,
+        "MESSAGE_SECTIONS": message_sections,
     }
 
 
@@ -267,6 +277,10 @@ _DOC = {
         "performative -> (descriptor_code, descriptor_symbol, field count, fields), for the\n"
         "# performatives dissector/amqp/scan.py reads without building Composite objects;\n"
         "# field = (name, index, type, primitive, requires, mandatory, multiple, default)."
+    ),
+    "MESSAGE_SECTIONS": (
+        "the sections of a message in their order (spec 3.2), by descriptor code:\n"
+        "# (name, descriptor_code, descriptor_symbol, source type)."
     ),
 }
 

@@ -135,7 +135,7 @@ def _unsettled_plain(x) -> bool:
             and x.received_state is None and x.txn_id is None and x.sender_state is None and x.txn is None
             and x.enlisted_in is None and x.payload is None and not x.aborted and not x.folded
             and x.delivery_failed is None and x.undeliverable_here is None and x.dispositions[0] == 0
-            and x.dispositions[1] == 0)
+            and x.dispositions[1] == 0 and x.message is None)
 
 
 def _fits_columns(x, link) -> bool:

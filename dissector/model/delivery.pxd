@@ -38,6 +38,7 @@ cdef class _Delivery:
     cdef public object enlisted_in
     cdef public Py_ssize_t seq
     cdef public object folded
+    cdef public object message
 
     cpdef settle(self, by, ts, packet)
     cpdef _init(self, link, session, direction, delivery_id, tag, ts, packet)

@@ -15,7 +15,7 @@ class _Delivery:
         "snd_settled", "rcv_settled", "outcome", "outcome_by", "outcome_ts", "outcome_packet",
         "outcome_error", "delivery_failed", "undeliverable_here", "received_state", "txn_id",
         "dispositions", "rcv_settle_mode", "payload", "sender_state", "settled", "txn", "enlisted_in",
-        "seq", "folded",
+        "seq", "folded", "message",
     )
 
     def __init__(self, link, session, direction, delivery_id, tag, ts, packet):
@@ -58,6 +58,7 @@ class _Delivery:
         self.enlisted_in = None  # _Txn whose work this delivery is part of
         self.seq = 0  # order of first transfers over the whole capture
         self.folded = False  # counted into its link's DeliveryStats and forgotten
+        self.message = None  # the scan of its message (amqp.message.MessageScan) when messages are read
 
     def settle(self, by: str, ts, packet):
         """``by`` ("sender"/"receiver") announced settlement in the frame at ts/packet."""

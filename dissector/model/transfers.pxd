@@ -24,6 +24,7 @@ cdef class TransferRules:
     cdef public StallRules stall_rules
     cdef public TransactionRules transaction_rules
     cdef public long long seq
+    cdef public object messages
 
     @cython.locals(s=_Session, link=_Link, dlv=_Delivery, aborted=bint, table=DeliveryTable)
     cpdef transfer(self, _Conn c, Py_ssize_t d, Frame f, p)

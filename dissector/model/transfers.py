@@ -45,6 +45,7 @@ class TransferRules:
         self.stall_rules = stall_rules
         self.transaction_rules = transaction_rules
         self.seq = 0  # deliveries seen (each delivery's place in the table order)
+        self.messages = None  # an amqp.message.MessageReader when the message fields are asked for
 
     def transfer(self, c, d, f, p):
         s = self.session_rules.session_for(c, d, f, "transfer")
@@ -77,6 +78,8 @@ class TransferRules:
         dlv.last_packet = f.packet
         if dlv.payload is not None:
             dlv.payload.append(f.payload)
+        if self.messages is not None:
+            self.messages.transfer(c, d, f, dlv)
         if v[T_SETTLED] is True and dlv.snd_settled is None:
             dlv.settle("sender", f.ts, f.packet)
             dlv.presettled = True

@@ -192,6 +192,7 @@ except ImportError:
 from ..times import NS
 from ..amqp.framing import StreamNote
 from ..events import PacketNote
+from ..amqp.message import MESSAGE_COLUMNS, MessageReader, delivery_cells
 from ..model.deliveries import STORE_COLUMNS, compact_rows, link_deliveries, store_columns, store_delivery, store_values
 from ..model.tracker import StateTracker
 from ..model.stats import DeliveryStats, Latencies, add_link_stats
@@ -258,7 +259,7 @@ _DELIVERY_OWN = (
     "sender_settled_time", "receiver_settled_time", "outcome", "outcome_by", "outcome_time", "outcome_packet",
     "outcome_error", "outcome_description", "delivery_failed", "undeliverable_here", "received_state", "txn_id",
     "rcv_settle_mode", "dispositions_sender", "dispositions_receiver", "settlement_latency", "outcome_latency",
-    "unsettled_at")
+    "unsettled_at") + MESSAGE_COLUMNS
 
 NOTABLE = 10  # slowest settlements kept for the report
 NOT_ACCEPTED = 50  # first deliveries (in table order) that expected an outcome and got no accepted one, for the report
@@ -322,8 +323,14 @@ class Analyzer(StateTracker):
     converts them; a folded delivery is final (the state layer never touches it again).
     """
 
-    def __init__(self, rows: bool = True, delivery_sink=None, fold_out: list | None = None):
+    def __init__(self, rows: bool = True, delivery_sink=None, fold_out: list | None = None,
+                 messages: bool = False):
         StateTracker.__init__(self)
+        # messages=True: the message of every delivery is read (the deliveries table's message
+        # columns; the frames need their payloads: Dissector(payloads=True))
+        self.messages = messages
+        if messages:
+            self.transfer_rules.messages = MessageReader()
         self.keep_rows = rows
         self.delivery_sink = delivery_sink
         self.fold_out = fold_out
@@ -671,6 +678,7 @@ class Analyzer(StateTracker):
             "settlement_latency": _sub(_t(d.settled), d.first_ts),
             "outcome_latency": _sub(d.outcome_ts, d.first_ts),
             "unsettled_at": self._unsettled_at(d),
+            **dict(zip(MESSAGE_COLUMNS, delivery_cells(d))),
         }
 
     def delivery_columns(self, ds) -> tuple:
@@ -752,6 +760,10 @@ class Analyzer(StateTracker):
             disp_snd.append(disp[d.direction])
             disp_rcv.append(disp[1 - d.direction])
         ctx_cols = dict(zip(_DELIVERY_CTX, [list(c) for c in zip(*ctx_rows)]))
+        if self.messages:
+            msg = [list(c) for c in zip(*[delivery_cells(x) for x in ds])]
+        else:
+            msg = [[None] * len(ds) for _ in MESSAGE_COLUMNS]
         cols = {
             "delivery_id": delivery_id,
             "delivery_tag": tag,
@@ -787,6 +799,7 @@ class Analyzer(StateTracker):
             "outcome_latency": outcome_latency,
             "unsettled_at": unsettled_at,
         }
+        cols.update(zip(MESSAGE_COLUMNS, msg))
         return cols, ctx_index, ctx_cols
 
     def live_columns(self, batch_rows: int = 8192, head=None):

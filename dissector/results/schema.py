@@ -289,6 +289,42 @@ DELIVERIES = _cols(
     ("unsettled_at", STRING, "null when settled, else detach, end, close, transport, capture-end, or "
                              "lost-in-capture (outcome unknown: bytes lost after its first transfer may have "
                              "settled it; no error row)"),
+    # the message (read only when asked: null when not; see the definitions: message fields)
+    ("message_id", STRING, "message-id of the properties section: a ulong in decimal, a uuid in its canonical "
+                           "form, binary in hex, a string as it is"),
+    ("message_id_type", STRING, "type of message_id: ulong, uuid, binary, string (another AMQP type: its name)"),
+    ("correlation_id", STRING, "correlation-id of the properties section, written as message_id"),
+    ("correlation_id_type", STRING, "type of correlation_id: ulong, uuid, binary, string"),
+    ("user_id", STRING, "user-id of the properties section, hex"),
+    ("to", STRING, "to (address) of the properties section"),
+    ("subject", STRING, "subject of the properties section"),
+    ("reply_to", STRING, "reply-to (address) of the properties section"),
+    ("content_type", STRING, "content-type of the properties section"),
+    ("content_encoding", STRING, "content-encoding of the properties section"),
+    ("absolute_expiry_time", TIME, "absolute-expiry-time of the properties section"),
+    ("creation_time", TIME, "creation-time of the properties section"),
+    ("group_id", STRING, "group-id of the properties section"),
+    ("group_sequence", INT, "group-sequence of the properties section"),
+    ("reply_to_group_id", STRING, "reply-to-group-id of the properties section"),
+    ("durable", BOOL, "durable of the header (spec default applied when absent: see header_defaults)"),
+    ("priority", INT, "priority of the header (spec default applied when absent)"),
+    ("ttl", INT, "ttl of the header, milliseconds (null when absent: no default)"),
+    ("first_acquirer", BOOL, "first-acquirer of the header (spec default applied when absent)"),
+    ("header_delivery_count", INT, "delivery-count of the header: earlier unsuccessful deliveries (spec default "
+                                   "applied when absent)"),
+    ("header_defaults", JSON, "list of the header fields absent or null (or no header section) whose spec "
+                              "default was applied, e.g. [\"first-acquirer\", \"delivery-count\"]"),
+    ("delivery_annotations", JSON, "the delivery-annotations section as an object (bounded: see \"@cut\")"),
+    ("message_annotations", JSON, "the message-annotations section as an object (bounded: see \"@cut\")"),
+    ("application_properties", JSON, "the application-properties section as an object (bounded: see \"@cut\")"),
+    ("body_kind", STRING, "data, amqp-sequence, amqp-value, or none (no body section)"),
+    ("body_size", INT, "bytes of the body sections (encoded, descriptors included)"),
+    ("message_sections", JSON, "list of the section names present, in order"),
+    ("bare_digest", STRING, "BLAKE2b-128 of the bare message's bytes (properties, application-properties, body), "
+                            "hex: matches a message across a broker"),
+    ("message_read", STRING, "read, truncated (a section beyond the first 64 KiB not read), lost (bytes lost in a "
+                             "capture gap), aborted, incomplete (its last frame not in the capture), "
+                             "malformed: <why>; null when the message fields were not asked for"),
 )
 
 STALLS = _cols(

@@ -32,6 +32,7 @@ class FlowParams:
     end_ts: float | None = None  # end time the Analyzer is finished with (see amqp_dissect.pipelines.spark)
     ticks: tuple | None = None  # ((packet, ts), ...) of the global idle sweeps, or None when not computed
     frames: bool = False
+    messages: bool = True  # the deliveries table's message columns are read
     idle_timeout: float = 900.0
     keylog: str | None = None  # TLS key log text, shipped to the executors with the params
     files: tuple = ()  # the input paths, by file index: where stage 2 reads records given by offset
@@ -153,9 +154,10 @@ class FlowRunner:
         ready: list = []
         return {
             "d": Dissector(extra_ports=self.p.ports, idle_timeout=self.p.idle_timeout, messages=self.p.frames,
-                           keylog=self._keylog),
+                           keylog=self._keylog, payloads=self.p.messages),
             # delivery rows stream out as deliveries become final: a flow holds only open ones
-            "an": Analyzer(rows=False, delivery_sink=lambda row, key: ready.append((row, key))),
+            "an": Analyzer(rows=False, delivery_sink=lambda row, key: ready.append((row, key)),
+                           messages=self.p.messages),
             "ready": ready,
             "last_ev": None,  # (packet, ts) of the last record that produced events
             "prev": None,  # (packet, ts) of the previous record of the flow
