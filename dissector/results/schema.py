@@ -479,6 +479,58 @@ MESSAGES = _cols(
     ("note", STRING, "what else was seen: published several times, a consumer before the publish, ..."),
 )
 
+REQUESTS = _cols(
+    ("request_id", STRING, "message-id of the request, as text (binary as hex); its AMQP type in request_id_type"),
+    ("request_id_type", STRING, "AMQP type of the request's message-id: ulong, uuid, binary or string"),
+    ("request_correlation_id", STRING, "correlation-id the request itself carried, as text"),
+    ("request_correlation_id_type", STRING, "its AMQP type"),
+    ("correlation_id", STRING, "correlation-id of the reply, as text"),
+    ("correlation_id_type", STRING, "its AMQP type"),
+    ("matched_by", STRING, "how the reply was matched: message-id (the reply's correlation-id is the request's "
+                           "message-id) or correlation-id (it is the request's correlation-id); null without reply"),
+    ("status", STRING, "answered, no reply in the capture, reply without request, or answered twice"),
+    ("replies", INT, "replies seen for the request (as they reached the requester)"),
+    ("service", STRING, "$management or $cbs when the request went to that service node, else null"),
+    ("operation", STRING, "application property operation of the request (e.g. READ, put-token)"),
+    ("operation_type", STRING, "application property type of the request (a $cbs put-token: the token type)"),
+    ("operation_name", STRING, "application property name of the request (a $cbs put-token: the audience)"),
+    ("locales", STRING, "application property locales of the request"),
+    ("status_code", INT, "status code of the reply (application property statusCode or status-code)"),
+    ("status_description", STRING, "status description of the reply (statusDescription or status-description)"),
+    ("request_address", STRING, "the node the request was sent to: its link's address, else its to"),
+    ("reply_to", STRING, "reply-to of the request"),
+    ("reply_address", STRING, "the address the reply came on: the request's reply-to when its link's source, "
+                              "target or to is it, else the reply's link address"),
+    ("request_connection", STRING, "connection id of the request's first transfer (its publisher's when seen)"),
+    ("request_link", STRING, "link name of that transfer"),
+    ("request_link_index", INT, "0-based index of that link in its connection"),
+    ("responder_connection", STRING, "connection id where a broker passed the request on to its responder"),
+    ("reply_connection", STRING, "connection id of the reply's transfer counted (to the requester when seen)"),
+    ("reply_link", STRING, "link name of that transfer"),
+    ("reply_link_index", INT, "0-based index of that link in its connection"),
+    ("request_time", TIME, "time of the request's first transfer frame (its publisher's)"),
+    ("reply_time", TIME, "time of the reply's last transfer frame (the one reaching the requester)"),
+    ("round_trip", FLOAT, "reply_time - request_time, seconds"),
+    ("request_packet", INT, "capture record number of the request's first transfer frame"),
+    ("reply_packet", INT, "capture record number of the reply's last transfer frame"),
+    ("reply_packets", JSON, "list of the capture record numbers of every reply counted in replies"),
+    ("request_outcome", STRING, "outcome of the request's delivery"),
+    ("request_properties", JSON, "application properties of the request (never its body)"),
+    ("reply_properties", JSON, "application properties of the reply"),
+    ("token_type", STRING, "$cbs put-token: token type (e.g. jwt, servicebus.windows.net:sastoken); the token "
+                           "itself is never read nor stored"),
+    ("token_audience", STRING, "$cbs put-token: audience (application property name)"),
+    ("token_expiry_time", TIME, "$cbs put-token: expiration (see definitions: seconds or milliseconds)"),
+    ("token_size", INT, "$cbs put-token: bytes of the body holding the token"),
+    ("token_refused", BOOL, "$cbs put-token: refused (status 400 or more, its $cbs link refused, or no reply); "
+                            "null when nothing shows it"),
+    ("token_outlived", BOOL, "$cbs put-token: a link to the audience's node was still attached, or transferring, "
+                             "after the expiry, and no newer put-token for the audience came before it"),
+    ("token_links", JSON, "list of {link, link_index, address, evidence} of the links that outlived the token"),
+    ("token_note", STRING, "the put-token's line: refused and why, or outlived by which links"),
+    ("note", STRING, "what was inferred (a publisher's transfer not in the capture ...) and the token's line"),
+)
+
 #: table -> its columns, in output order.  ``frames``: ``Analysis.frames`` and ``archive --frames``.
 REGISTRY: dict[str, tuple[Column, ...]] = {
     "connections": CONNECTIONS,
@@ -490,6 +542,7 @@ REGISTRY: dict[str, tuple[Column, ...]] = {
     "violations": VIOLATIONS,
     "errors": ERRORS,
     "messages": MESSAGES,
+    "requests": REQUESTS,
     "frames": FRAMES,
 }
 
@@ -497,7 +550,7 @@ REGISTRY: dict[str, tuple[Column, ...]] = {
 TABLES = ("connections", "sessions", "links", "deliveries", "stalls", "transactions", "violations", "errors")
 #: the tables made from the deliveries' message fields across connections (one CLI command each, and
 #: ``amqp_dissect.analyze(..., tables=...)``; they read the messages, so only when asked for)
-MESSAGE_TABLES = ("messages",)
+MESSAGE_TABLES = ("messages", "requests")
 
 _INTRO = {
     "connections": "One row per connection: negotiation, open/close, counts.",
@@ -510,6 +563,7 @@ _INTRO = {
     "errors": "Errors: close / end / detach errors and unsettled deliveries.",
     "messages": "One row per message, matched across connections: producer, consumers (fan-out), residence, "
                 "end to end, state.",
+    "requests": "One row per request: its reply, round trip, $management and $cbs operations.",
     "frames": "One row per AMQP frame: `Analysis.frames`, and `archive --frames` writes it.",
 }
 
