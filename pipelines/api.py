@@ -272,6 +272,12 @@ def _iter(source, table, keep, batch_rows, pandas):
         with _few_collections():
             rows, _ = request_table(source)
         small = _row_batches(rows, table, keep, batch_rows)
+    elif table == "messages":
+        from amqp_dissect.pipelines.messages import message_table
+
+        with _few_collections():
+            rows = message_table(source)[0]
+        small = _row_batches(rows, table, keep, batch_rows)
     elif table == "deliveries":
         small = _delivery_batches(source, keep)
     else:
@@ -296,8 +302,8 @@ def analyze(paths, *, ports: Iterable[int] = (), keylog=None, tables: str | Sequ
     ``keylog``: a TLS key log, as a path (``str`` or ``os.PathLike``, read as the CLI's
     ``--keylog`` reads it) or a :class:`~amqp_dissect.capture.keylog.KeyLog`
     (``KeyLog.from_text(text)`` for key log text at hand).  ``tables``: a table name or names
-    (default: all eight, :data:`amqp_dissect.results.schema.TABLES`; ``"requests"`` is made only
-    when asked for: it reads the messages).  ``columns``: the column
+    (default: all eight, :data:`amqp_dissect.results.schema.TABLES`; ``"messages"`` and
+    ``"requests"`` are made only when asked for: they read the messages).  ``columns``: the column
     names to keep (each table keeps those it has), or a mapping table -> names.
 
     Returns :class:`Tables`.  A capture that cannot be opened or read raises ``OSError`` or
@@ -311,12 +317,13 @@ def analyze(paths, *, ports: Iterable[int] = (), keylog=None, tables: str | Sequ
     source = _source(paths, ports, keylog)
     frames: dict = {}
     extra: dict = {}  # the message tables' rows
-    if "requests" in want:  # (one reading: the deliveries with their message fields, then matched)
-        from amqp_dissect.pipelines.requests import message_stream, requests_of_stream
+    if any(t in want for t in MESSAGE_TABLES):  # (one reading: the deliveries with their message fields, then matched)
+        from amqp_dissect.pipelines.messages import message_tables_of_stream
+        from amqp_dissect.pipelines.requests import message_stream
 
         stream = message_stream(source)
         with _few_collections():
-            extra["requests"], rows_of = requests_of_stream(stream, keep_deliveries="deliveries" in want)
+            extra, rows_of = message_tables_of_stream(stream, want, keep_deliveries="deliveries" in want)
         an = stream.analyzer
         if "deliveries" in want:
             batches = list(_row_batches(rows_of, "deliveries", keep["deliveries"], ROW_CHUNK))
