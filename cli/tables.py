@@ -32,7 +32,6 @@ TABLES = (
     ("violations", "violation_rows", "Protocol violations found by the state layer."),
     ("errors", "error_rows", "Errors: close/end/detach errors and unsettled deliveries."),
     ("requests", None, "One row per request: its reply, round trip, $management and $cbs operations."),
-    ("messages", None, "One row per message across connections: producer, consumers, residence, end to end, state."),
 )
 
 
@@ -219,12 +218,6 @@ def _in_one_process(run: CaptureRun, out: TableWriter, rows_method: str):
     """The table of ``run`` made by this process and written by ``out``; returns the Analyzer (its
     internal errors make the exit status)."""
     with out.writing():
-        if out.table == "messages":  # (the deliveries' message fields, matched once the capture is read)
-            from amqp_dissect.pipelines.messages import message_table
-
-            rows, analyzer, _ = message_table(_Checked(run))
-            out.rows(rows)
-            return analyzer
         if out.table == "requests":  # (the deliveries' message fields, matched once the capture is read)
             from amqp_dissect.pipelines.requests import request_table
 
@@ -299,7 +292,7 @@ def table_command(table: str, rows_method: str):
         run = CaptureRun(inputs, port or [], keylog=load_keylog(keylog), limit=count)
         failed = None
         if (jobs > 1 and parallel_ok(run) and not (table == "deliveries" and out.text)
-                and table not in ("requests", "messages")):  # (requests pair messages across connections: one process)
+                and table != "requests"):  # (requests pair messages across connections: one process)
             failed = _in_parallel(run, jobs, out)  # (exits unless -j failed)
             run = run.again()
         analyzer = _in_one_process(run, out, rows_method)
@@ -314,3 +307,6 @@ def register(app: typer.Typer) -> None:
         command = table_command(table, rows_method)
         command.__doc__ = help_text
         app.command(name=table)(command)
+    from .messages import messages  # (its own command: -Y on the table's columns)
+
+    app.command(name="messages")(messages)
