@@ -218,13 +218,14 @@ class MessageMatcher:
 
     def rows(self, link_rows=(), connection_rows=()) -> list[dict]:
         sides, brokers = self._roles(link_rows, connection_rows)
-        order = sorted(self.messages.items(), key=lambda kv: (kv[1].first is None, kv[1].first or 0))
+        order = sorted(self.messages.items(), key=_message_order)
         return [self._row(key, m, sides, brokers) for key, m in order]
 
     def _row(self, key, m: _Message, sides: dict, brokers: dict) -> dict:
         how, typ, ident = key
         producers, consumers, unknown = [], [], []
         why_unknown: list = []
+        m.deliveries.sort(key=_time_key)
         for d in m.deliveries:
             conn = d[_CONN]
             if conn in brokers:
@@ -360,6 +361,13 @@ class MessageMatcher:
             "packets": packets[:MAX_PACKETS] + (["..."] if len(packets) > MAX_PACKETS else []),
             "note": "; ".join(notes) or None,
         }
+
+
+def _message_order(kv):
+    """Rows in time order: the message's first transfer, its packet, then the key."""
+    (how, typ, ident), m = kv
+    packets = [d[_FPKT] for d in m.deliveries if d[_FPKT] is not None]
+    return (m.first is None, m.first or 0, min(packets) if packets else 0, how, typ or "", str(ident))
 
 
 def _time_key(d):
