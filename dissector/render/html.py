@@ -842,6 +842,9 @@ def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", 
     out.append(stall_timeline(plots))
     out.append("</section>")
 
+    from .messages import html_section as _messages_section  # (the messages section: render/messages.py)
+
+    out.append(_messages_section(rep))
     out.append('<h2 id="ladder">Frames</h2>')
     if not plots["ladder"]:
         out.append('<p class="empty">no AMQP frame in the capture</p>')

@@ -378,4 +378,7 @@ def render_text(rep: dict) -> str:
             )
         if rep.get("more_stalls"):
             lines.append(f"  … and {_n(rep['more_stalls'])} more (see `stalls`)")
+    from .messages import text_lines as _message_lines  # (the messages section: render/messages.py)
+
+    lines.extend(_message_lines(rep))
     return "\n".join(lines) + "\n"

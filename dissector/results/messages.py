@@ -183,6 +183,29 @@ class MessageMatcher:
                              dc if isinstance(dc, int) and not isinstance(dc, bool) else None,
                              deadletter_evidence(row)))
 
+    def part(self) -> dict:
+        """What this matcher holds, picklable (a ``-j`` worker's share): see :meth:`merge`."""
+        return {"messages": [(k, m.first, m.deliveries, m.untracked) for k, m in self.messages.items()],
+                "unkeyed": self.unkeyed, "dropped": self.dropped}
+
+    def merge(self, part: dict) -> None:
+        """Add another matcher's :meth:`part` (the bounds kept: keys past ``max_messages`` count
+        their deliveries in ``dropped``, deliveries past ``max_deliveries`` in ``untracked``)."""
+        self.unkeyed += part["unkeyed"]
+        self.dropped += part["dropped"]
+        for key, first, deliveries, untracked in part["messages"]:
+            m = self.messages.get(key)
+            if m is None:
+                if len(self.messages) >= self.max_messages:
+                    self.dropped += len(deliveries) + untracked
+                    continue
+                m = self.messages[key] = _Message()
+            if first is not None and (m.first is None or first < m.first):
+                m.first = first
+            room = max(0, self.max_deliveries - len(m.deliveries))
+            m.deliveries.extend(deliveries[:room])
+            m.untracked += untracked + max(0, len(deliveries) - room)
+
     def add_all(self, rows) -> "MessageMatcher":
         for r in rows:
             self.add(r)
