@@ -448,13 +448,22 @@ class _AnalysisJob:
 
 
 class ReportJob(_AnalysisJob):
-    """The report's part of one worker (:func:`~amqp_dissect.results.report.partial_report`)."""
+    """The report's part of one worker (:func:`~amqp_dissect.results.report.partial_report`), and
+    its share of the requests section (pipelines/requests.py: the messages read)."""
+
+    def read(self, w: int, n: int, source):
+        from .requests import watched_analyzer
+
+        an, self.watch = watched_analyzer(source)
+        fw = FlowWorker(w, n, source, an)
+        fw.read()
+        return fw
 
     def finish(self, fw, end):
         from amqp_dissect.results.report import partial_report
 
         fw.finish(*end)
-        return {"report": partial_report(fw.an, fw), "bugs": _keyed_bugs(fw)}
+        return {"report": partial_report(fw.an, fw), "bugs": _keyed_bugs(fw), "requests": self.watch.part()}
 
 
 def parallel_report(source, jobs: int, capture_errors=None):
@@ -465,6 +474,9 @@ def parallel_report(source, jobs: int, capture_errors=None):
     fw, results = run_workers(jobs, lambda: source, ReportJob())
     errors = [f"{p}: {e}" for p, e in source.errors] if capture_errors is None else capture_errors
     rep = merge_reports([r["report"] for r in results], capture_errors=errors, capture=source.capture_info())
+    from .requests import merged_section
+
+    rep["requests"] = merged_section([r["requests"] for r in results])
     return rep, _merged_bugs(results)
 
 

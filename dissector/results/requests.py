@@ -56,9 +56,10 @@ MAX_CANDIDATES = 1_000_000
 # the delivery row's fields a candidate keeps, in this order (a tuple each)
 _FIELDS = ("connection", "link", "link_index", "sender_side", "address", "first_time", "last_time",
            "first_packet", "last_packet", "outcome", "message_id", "message_id_type", "correlation_id",
-           "correlation_id_type", "reply_to", "to", "application_properties", "body_size", "body_kind")
+           "correlation_id_type", "reply_to", "to", "application_properties", "body_size", "body_kind",
+           "delivery_id")
 (_CONN, _LINK, _LIDX, _SIDE, _ADDR, _FIRST, _LAST, _FPKT, _LPKT, _OUTCOME, _MID, _MIDT, _CID, _CIDT,
- _REPLY_TO, _TO, _PROPS, _BODY_SIZE, _BODY_KIND) = range(len(_FIELDS))
+ _REPLY_TO, _TO, _PROPS, _BODY_SIZE, _BODY_KIND, _DID) = range(len(_FIELDS))
 
 
 def service_of(address) -> str | None:
@@ -175,6 +176,13 @@ def covers(audience, address) -> bool:
     return node == aud or node.startswith(aud + "/")
 
 
+def _time_order(c) -> tuple:
+    """Candidates in capture order (then connection, link and delivery-id: one order whatever the
+    order they were fed in, by one process or several)."""
+    return (c[_FIRST] if c[_FIRST] is not None else -1, c[_FPKT] if c[_FPKT] is not None else -1,
+            str(c[_CONN]), c[_LIDX] if c[_LIDX] is not None else -1, c[_DID] if c[_DID] is not None else -1)
+
+
 class _Request:
     """One row being made: the request's sightings (the publisher's transfer, the broker's to the
     responder) and its reply's."""
@@ -203,14 +211,18 @@ class RequestMatcher:
         self._last_transfer: dict = {}  # (connection, link_index) -> last transfer time
         self.dropped = 0
 
+    def transfer(self, connection, link_index, t) -> None:
+        """A transfer at ``t`` on a link (its last one is evidence that the link outlived a token)."""
+        key = (connection, link_index)
+        old = self._last_transfer.get(key)
+        if old is None or t > old:
+            self._last_transfer[key] = t
+
     def add(self, row: dict) -> None:
         """One delivery row: kept when it can be a request or a reply."""
-        key = (row.get("connection"), row.get("link_index"))
         t = row.get("last_time")
         if t is not None:
-            old = self._last_transfer.get(key)
-            if old is None or t > old:
-                self._last_transfer[key] = t
+            self.transfer(row.get("connection"), row.get("link_index"), t)
         if row.get("reply_to") is None and row.get("correlation_id") is None:
             props = _props(row.get("application_properties"))
             if "operation" not in props or not (service_of(row.get("address")) or service_of(row.get("to"))):
@@ -219,6 +231,21 @@ class RequestMatcher:
             self.dropped += 1
             return
         self._cands.append(tuple(row.get(f) for f in _FIELDS))
+
+    def part(self) -> dict:
+        """What this matcher holds, to be merged with other processes' (:meth:`merge`): plain data."""
+        return {"cands": list(self._cands), "last": dict(self._last_transfer), "dropped": self.dropped}
+
+    def merge(self, part: dict) -> None:
+        """Add another matcher's :meth:`part` (the ``-j`` workers': each read other connections)."""
+        for c in part["cands"]:
+            if len(self._cands) >= self.max_candidates:
+                self.dropped += 1
+            else:
+                self._cands.append(tuple(c))
+        for (conn, idx), t in part["last"].items():
+            self.transfer(conn, idx, t)
+        self.dropped += part["dropped"]
 
     def add_all(self, rows) -> "RequestMatcher":
         for r in rows:
@@ -233,8 +260,7 @@ class RequestMatcher:
         detach times); ``capture_end``: the time of the capture's last packet (whether a link
         was still attached at a token's expiry)."""
         links = {(r.get("connection"), r.get("link_index")): r for r in link_rows}
-        cands = sorted(self._cands, key=lambda c: (c[_FIRST] if c[_FIRST] is not None else -1,
-                                                    c[_FPKT] if c[_FPKT] is not None else -1))
+        cands = sorted(self._cands, key=_time_order)
         by_mid: dict = {}   # (type, message-id) -> requests, latest last
         by_cid: dict = {}   # (type, correlation-id) -> requests, latest last
         reply_addrs = set()  # every reply-to seen on a request

@@ -70,8 +70,8 @@ def requests_frame(spark, deliveries, links, capture_end_ns: int | None = None):
     # (the links' last transfer times: from every delivery, one row per link)
     last = deliveries.groupBy("connection", "link_index").agg(F.max("last_time").alias("last_time"))
     for r in last.toLocalIterator():
-        key = (r["connection"], r["link_index"])
-        matcher._last_transfer[key] = _ns(r["last_time"])
+        if r["last_time"] is not None:
+            matcher.transfer(r["connection"], r["link_index"], _ns(r["last_time"]))
     link_rows = [_plain(r, ("attach_time", "detach_time"))
                  for r in links.select(*[c for c in _LINK_FIELDS if c in links.columns]).toLocalIterator()]
     if capture_end_ns is None:
