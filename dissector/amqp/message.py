@@ -406,8 +406,6 @@ class MessageScan:
                                if left else "malformed: the message ends inside a section head")
             elif not self.sections:
                 self.status = "malformed: no section"
-            elif self.body_kind is None:
-                self.status = "malformed: no body section"
             else:
                 self.status = "truncated" if self.truncated else "read"
         self.held = None
