@@ -82,7 +82,8 @@ class ReportRequests:
         """The report's requests section."""
         from amqp_dissect.results.requests import requests_summary
 
-        return requests_summary(self.rows(), self.matcher.dropped)
+        rows = self.rows()
+        return requests_summary(rows, self.matcher.dropped, self.matcher.cbs_links)
 
     def part(self) -> dict:
         """A ``-j`` worker's share, after its reading (plain data, merged by :func:`merged_section`):
@@ -95,8 +96,8 @@ class ReportRequests:
 
 
 #: the links table's columns the matcher reads
-_LINK_KEYS = ("connection", "link_index", "name", "source", "target", "address", "attach_time", "detach_time",
-              "refused")
+_LINK_KEYS = ("connection", "link_index", "name", "source", "target", "address", "attach_time", "attached_time",
+              "detach_time", "refused", "terminated")
 
 
 def merged_section(parts: list) -> dict:
@@ -110,7 +111,8 @@ def merged_section(parts: list) -> dict:
         links += p["links"]
         if p["end"] is not None:
             ends.append(p["end"])
-    return requests_summary(m.rows(links, max(ends) if ends else None), m.dropped)
+    rows = m.rows(links, max(ends) if ends else None)
+    return requests_summary(rows, m.dropped, m.cbs_links)
 
 
 def watched_analyzer(source, analyzer_class=None):

@@ -202,10 +202,30 @@ class _Request:
         return self.sent or self.delivered
 
 
+def _cbs_links_unused(links: dict, used: set) -> list[dict]:
+    """Per connection, its links to ``$cbs`` that carried no request and were refused, or never
+    attached by the peer: no put-token went through them (a token line of the report)."""
+    out: dict = {}
+    for (conn, idx), lr in sorted(links.items(), key=lambda kv: (str(kv[0][0]), kv[0][1] if kv[0][1] is not None else -1)):
+        if (conn, idx) in used or not any(service_of(lr.get(k)) == "$cbs" for k in ("address", "source", "target")):
+            continue
+        if lr.get("refused"):
+            why = "refused by the peer"
+        elif lr.get("attach_time") is not None and lr.get("attached_time", 0) is None:
+            why = "never attached by the peer" + (f" (ended by {lr['terminated']})" if lr.get("terminated") else "")
+        else:
+            continue
+        e = out.setdefault((conn, why), {"connection": conn, "why": why, "links": [], "time": lr.get("attach_time")})
+        e["links"].append(lr.get("name"))
+    return list(out.values())
+
+
 class RequestMatcher:
-    """Feed delivery rows (:meth:`add`), then :meth:`rows` the requests table."""
+    """Feed delivery rows (:meth:`add`), then :meth:`rows` the requests table (and ``cbs_links``:
+    the ``$cbs`` links no put-token went through, refused or never attached)."""
 
     def __init__(self, max_candidates: int = MAX_CANDIDATES):
+        self.cbs_links: list = []
         self.max_candidates = max_candidates
         self._cands: list = []
         self._last_transfer: dict = {}  # (connection, link_index) -> last transfer time
@@ -330,6 +350,8 @@ class RequestMatcher:
         by_conn: dict = {}
         for key, lr in links.items():
             by_conn.setdefault(key[0], []).append((key[1], lr))
+        used = {(r.first[_CONN], r.first[_LIDX]) for r in out if r.first is not None}
+        self.cbs_links = _cbs_links_unused(links, used)
         return [self._row(r, links, capture_end, (tokens, by_conn)) for r in out]
 
     @staticmethod
@@ -539,10 +561,11 @@ def request_rows(delivery_rows, link_rows=(), capture_end: int | None = None) ->
 LISTED = 20
 
 
-def requests_summary(rows: list[dict], dropped: int = 0) -> dict:
+def requests_summary(rows: list[dict], dropped: int = 0, cbs_links=()) -> dict:
     """The report's ``requests`` section of the requests table's rows: per address (the node a
     request went to) the requests, answered ones and round-trip percentiles; the requests without
-    reply (named, with their packets); the replies without request; the token lines."""
+    reply (named, with their packets); the replies without request; the token lines, and the
+    ``$cbs`` links without put-token (``cbs_links``: :attr:`RequestMatcher.cbs_links`)."""
     from .percentiles import percentile
 
     by: dict = {}
@@ -586,6 +609,8 @@ def requests_summary(rows: list[dict], dropped: int = 0) -> dict:
         "unanswered": unanswered[:LISTED],
         "more_unanswered": max(0, len(unanswered) - LISTED),
         "tokens": tokens[:LISTED],
+        # the $cbs links no put-token went through: refused, or never attached by the peer
+        "cbs_links": list(cbs_links)[:LISTED],
         "more_tokens": max(0, len(tokens) - LISTED),
         "not_matched": dropped,
     }

@@ -77,3 +77,69 @@ def test_every_request_its_reply_and_the_unanswered(request_reply):
     assert ours[("ulong", "7007")]["status"] == "no reply in the capture"
     answered = sum(1 for r in rows if r["status"] == "answered")
     assert answered == sum(1 for d in sent if replies.get(_key(d["message_id"])))
+
+
+@pytest.fixture(scope="module")
+def azure_cbs():
+    path = os.path.join(MESSAGES, "azure_cbs.pcap")
+    if not os.path.exists(path):
+        pytest.fail("samples/messages/azure_cbs.pcap is missing (python samples/generate.py --messages)")
+    from amqp_dissect.pipelines.requests import analyze_with_requests
+
+    analysis, watch = analyze_with_requests(CaptureSource([path]))
+    rows = watch.rows()
+    return path, rows, watch.matcher.cbs_links, _truth("azure_cbs")
+
+
+def test_the_azure_sdks_put_tokens_as_its_responder_recorded_them(azure_cbs):
+    _, rows, _, truth = azure_cbs
+    check_rows(rows, "requests")
+    put = truth["responder"]["put_tokens"]
+    assert [(r["request_id_type"], r["request_id"]) for r in rows] == [
+        (p["message_id_type"].lower(), p["message_id"]) for p in put]
+    tokens = {c["index"]: c["token"] for c in truth["connections"]}
+    for r, p in zip(rows, put):
+        assert (r["service"], r["operation"], r["token_type"], r["token_audience"]) == (
+            "$cbs", p["operation"], p["type"], p["name"])
+        # the expiration the SDK sent: an AMQP timestamp (ms); the client's own token says seconds
+        assert r["token_expiry_time"] == p["expiration"] * 1_000_000
+        assert any(t["expires_on"] * 1_000_000_000 == r["token_expiry_time"] for t in tokens.values())
+        # the body: an amqp-value section (descriptor 0x00 0x53 0x77) of a str8 (0xa1, length): 5 bytes more
+        assert r["token_size"] == p["token_length"] + 5
+        assert (r["status_code"], r["status_description"], r["status"]) == (
+            p["status_code"], p["status_description"], "answered")
+        assert r["token_refused"] is (p["status_code"] >= 400)
+        # the responder received the request after the capture saw it, and answered before the reply was seen
+        assert r["request_time"] <= _ns(p["t_request"]) + US
+        assert r["reply_time"] >= _ns(p["t_response"]) - US
+        assert 0 < r["round_trip"]
+
+
+def test_the_put_token_rabbitmq_never_answered(azure_cbs):
+    _, _, cbs_links, truth = azure_cbs
+    c0 = truth["connections"][0]
+    assert c0["put_token"] is None and "attach" not in c0["frames_received"]  # (the truth: no attach came back)
+    assert len(cbs_links) == 1
+    line = cbs_links[0]
+    assert line["connection"].endswith("-" + c0["server"]) and line["why"].startswith("never attached by the peer")
+    assert sorted(line["links"]) == sorted(lk["name"] for lk in c0["links"])
+
+
+def test_no_token_in_any_output(azure_cbs, tmp_path, capsys):
+    from amqp_dissect.cli.main import main
+
+    path, _, _, truth = azure_cbs
+    secrets = [c["token"]["token"] for c in truth["connections"]]
+    with open(path, "rb") as f:
+        data = f.read()
+    assert sum(s.encode() in data for s in secrets) == 2  # (the two put-tokens' bodies are in the capture)
+    html = tmp_path / "r.html"
+    outs = []
+    for args in (["requests", path, "-T", "jsonl"], ["requests", path, "-T", "csv"], ["report", path],
+                 ["report", path, "-T", "json"], ["report", path, "-T", "html", "-o", html]):
+        assert main([str(a) for a in args]) == 0
+        outs.append(capsys.readouterr().out)
+    outs.append(html.read_text())
+    for text in outs:
+        assert not any(s in text for s in secrets)
+    assert "no put-token on" in outs[2] and "refused: status 401" in outs[2]
