@@ -16,23 +16,25 @@ from .common import EXIT_OPEN, Fail
 def analyze_for_report(run, html: bool = False, version: str = ""):
     """(analysis, report document, HTML page or None) of a CaptureRun.  The HTML page needs the
     time series only a SeriesAnalyzer keeps; text and JSON use the plain Analyzer (no cost)."""
-    from amqp_dissect.pipelines.messages import add_messages_section, report_options
+    from amqp_dissect.pipelines.messages import add_messages_section, analyze_for_sections
+
+    from .run import _Checked
 
     if not html:
-        opts, matcher = report_options()
-        analysis = run.analyze(rows=False, **opts)
+        analysis, requests, matcher = analyze_for_sections(_Checked(run))  # (the messages read)
         rep = build_report(analysis.analyzer, capture_errors=analysis.capture_errors,
                            capture=run.source.capture_info())
+        rep["requests"] = requests.section()
         add_messages_section(rep, analysis.analyzer, matcher)
         return analysis, rep, None
     from amqp_dissect.render.html import render_html
     from amqp_dissect.results.plots import plot_data
     from amqp_dissect.results.series import SeriesAnalyzer
 
-    opts, matcher = report_options(SeriesAnalyzer)
-    analysis = run.analyze(rows=False, **opts)
+    analysis, requests, matcher = analyze_for_sections(_Checked(run), SeriesAnalyzer)
     info = run.source.capture_info()
     rep = build_report(analysis.analyzer, capture_errors=analysis.capture_errors, capture=info)
+    rep["requests"] = requests.section()
     add_messages_section(rep, analysis.analyzer, matcher)
     names = [str(x) for x in info["files"]] or [str(run.path)]
     page = render_html(rep, plot_data(analysis.analyzer),

@@ -53,32 +53,27 @@ def message_tables_of_stream(stream: DeliveryStream, want, keep_deliveries: bool
 # --------------------------------------------------------------------------- the report's section
 
 
-def report_options(analyzer_class=None) -> tuple[dict, MessageMatcher]:
-    """(the ``run_analysis`` options that read the messages and feed a bounded matcher, the matcher)
-    for a report: ``analyzer_class`` (the HTML page's SeriesAnalyzer) gets the message reading too."""
+def watch_messages(analyzer) -> MessageMatcher:
+    """A bounded matcher fed every folded delivery of ``analyzer`` (an Analyzer reading the
+    messages: :func:`amqp_dissect.pipelines.requests.watched_analyzer`), for the report."""
     from amqp_dissect.results.messages_report import report_matcher
 
     matcher = report_matcher()
-    opts = {"messages": True, "delivery_sink": lambda row, key: matcher.add(row)}
-    if analyzer_class is not None:
-        opts["analyzer_class"] = _reading_messages(analyzer_class)
-    return opts, matcher
+    analyzer.delivery_sink = lambda row, key: matcher.add(row)
+    return matcher
 
 
-def _reading_messages(cls):
-    """``cls`` (an Analyzer subclass whose ``__init__`` does not take ``messages``) reading them."""
-    from amqp_dissect.results.analytics import Analyzer
+def analyze_for_sections(source, analyzer_class=None):
+    """The report's reading: the messages read, the requests watched and the message matcher fed;
+    (the Analysis, the ReportRequests, the MessageMatcher)."""
+    from .local import Analysis
+    from .requests import watched_analyzer
 
-    class Reading(cls):
-        def __init__(self, *args, messages: bool = False, **kwargs):
-            cls.__init__(self, *args, **kwargs)
-            if messages:  # (what Analyzer(messages=True) sets up)
-                probe = Analyzer(rows=False, messages=True)
-                self.messages = True
-                self.transfer_rules.messages = probe.transfer_rules.messages
-
-    Reading.__name__ = cls.__name__
-    return Reading
+    an, watch = watched_analyzer(source, analyzer_class)
+    matcher = watch_messages(an)
+    last_ts = source.drive(an.feed)
+    an.finish(last_ts)
+    return Analysis(an, source), watch, matcher
 
 
 def add_messages_section(rep: dict, analyzer, matcher: MessageMatcher) -> dict:
@@ -94,16 +89,6 @@ def add_messages_section(rep: dict, analyzer, matcher: MessageMatcher) -> dict:
 
 
 # --------------------------------------------------------------------------- the report with -j
-
-
-def worker_analyzer(source, analyzer_class=None):
-    """(an Analyzer of a ``-j`` report worker reading the messages, the matcher it feeds)."""
-    from amqp_dissect.pipelines.local import read_messages
-    from amqp_dissect.results.analytics import Analyzer
-
-    opts, matcher = report_options()
-    read_messages(source)
-    return (analyzer_class or Analyzer)(rows=False, messages=True, delivery_sink=opts["delivery_sink"]), matcher
 
 
 _LINK_KEEP = ("connection", "link_index", "sender_side", "role")

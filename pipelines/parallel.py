@@ -449,12 +449,15 @@ class _AnalysisJob:
 
 class ReportJob(_AnalysisJob):
     """The report's part of one worker (:func:`~amqp_dissect.results.report.partial_report`), and
-    its share of the messages section (:func:`amqp_dissect.pipelines.messages.worker_part`)."""
+    its share of the requests section (pipelines/requests.py: the messages read) and of the
+    messages section (:func:`amqp_dissect.pipelines.messages.worker_part`)."""
 
     def read(self, w: int, n: int, source):
-        from .messages import worker_analyzer
+        from .messages import watch_messages
+        from .requests import watched_analyzer
 
-        an, self.matcher = worker_analyzer(source)
+        an, self.watch = watched_analyzer(source)
+        self.matcher = watch_messages(an)
         fw = FlowWorker(w, n, source, an)
         fw.read()
         return fw
@@ -465,7 +468,7 @@ class ReportJob(_AnalysisJob):
         from .messages import worker_part
 
         fw.finish(*end)
-        return {"report": partial_report(fw.an, fw), "bugs": _keyed_bugs(fw),
+        return {"report": partial_report(fw.an, fw), "bugs": _keyed_bugs(fw), "requests": self.watch.part(),
                 "messages": worker_part(fw.an, self.matcher)}
 
 
@@ -478,7 +481,9 @@ def parallel_report(source, jobs: int, capture_errors=None):
     errors = [f"{p}: {e}" for p, e in source.errors] if capture_errors is None else capture_errors
     rep = merge_reports([r["report"] for r in results], capture_errors=errors, capture=source.capture_info())
     from .messages import add_merged_messages_section
+    from .requests import merged_section
 
+    rep["requests"] = merged_section([r["requests"] for r in results])
     add_merged_messages_section(rep, [r["messages"] for r in results])
     return rep, _merged_bugs(results)
 

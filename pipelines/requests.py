@@ -39,3 +39,98 @@ def request_table(source, matcher: RequestMatcher | None = None):
     stream = message_stream(source)
     rows, _ = requests_of_stream(stream, matcher=matcher)
     return rows, stream.analyzer
+
+
+def _candidate(cells, idx) -> bool:
+    """The message cells of a delivery make it a possible request or reply (see RequestMatcher.add)."""
+    if cells[idx[0]] is not None or cells[idx[1]] is not None:
+        return True
+    props = cells[idx[2]]
+    return isinstance(props, dict) and "operation" in props
+
+
+class ReportRequests:
+    """The requests of a report's reading, at little cost: the Analyzer's ``fold_out`` (each folded
+    delivery handed over, no list kept): the last transfer time of its link noted, and a row made
+    only for a delivery whose message can be a request or a reply."""
+
+    def __init__(self, matcher: RequestMatcher | None = None):
+        from amqp_dissect.amqp.message import MESSAGE_COLUMNS, delivery_cells
+
+        self.matcher = matcher or RequestMatcher()
+        self.analyzer = None
+        self._cells = delivery_cells
+        self._idx = tuple(MESSAGE_COLUMNS.index(c) for c in ("reply_to", "correlation_id", "application_properties"))
+
+    def append(self, d) -> None:
+        link = d.link
+        if link is None:
+            return
+        if d.last_ts is not None:
+            self.matcher.transfer(link.conn.id, link.index, d.last_ts)
+        if d.message is not None and _candidate(self._cells(d), self._idx):
+            self.matcher.add(self.analyzer._row(d))
+
+    def rows(self) -> list[dict]:
+        """After the reading: the deliveries still open added, then the requests table."""
+        an = self.analyzer
+        for _, row in an.live_deliveries():
+            self.matcher.add(row)
+        return self.matcher.rows(an.link_rows(), capture_end(an))
+
+    def section(self) -> dict:
+        """The report's requests section."""
+        from amqp_dissect.results.requests import requests_summary
+
+        rows = self.rows()
+        return requests_summary(rows, self.matcher.dropped, self.matcher.cbs_links)
+
+    def part(self) -> dict:
+        """A ``-j`` worker's share, after its reading (plain data, merged by :func:`merged_section`):
+        its candidates, its links' last transfers, its links and the end it saw."""
+        an = self.analyzer
+        for _, row in an.live_deliveries():
+            self.matcher.add(row)
+        links = [{k: r.get(k) for k in _LINK_KEYS} for r in an.link_rows()]
+        return {**self.matcher.part(), "links": links, "end": capture_end(an)}
+
+
+#: the links table's columns the matcher reads
+_LINK_KEYS = ("connection", "link_index", "name", "source", "target", "address", "attach_time", "attached_time",
+              "detach_time", "refused", "terminated")
+
+
+def merged_section(parts: list) -> dict:
+    """The report's requests section of the ``-j`` workers' :meth:`ReportRequests.part`."""
+    from amqp_dissect.results.requests import requests_summary
+
+    m = RequestMatcher()
+    links, ends = [], []
+    for p in parts:
+        m.merge(p)
+        links += p["links"]
+        if p["end"] is not None:
+            ends.append(p["end"])
+    rows = m.rows(links, max(ends) if ends else None)
+    return requests_summary(rows, m.dropped, m.cbs_links)
+
+
+def watched_analyzer(source, analyzer_class=None):
+    """(an Analyzer reading the messages of ``source``, its ReportRequests)."""
+    from .local import Analyzer, read_messages
+
+    read_messages(source)
+    watch = ReportRequests()
+    watch.analyzer = (analyzer_class or Analyzer)(rows=False, fold_out=watch, messages=True)
+    return watch.analyzer, watch
+
+
+def analyze_with_requests(source, analyzer_class=None):
+    """``run_analysis(source, rows=False, messages=True)`` with a :class:`ReportRequests` watching
+    the folded deliveries: (the Analysis, the ReportRequests)."""
+    from .local import Analysis
+
+    an, watch = watched_analyzer(source, analyzer_class)
+    last_ts = source.drive(an.feed)
+    an.finish(last_ts)
+    return Analysis(an, source), watch

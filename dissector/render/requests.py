@@ -40,9 +40,15 @@ def token_line(t: dict, digits: int = 6) -> str:
             + f" on {t['request_connection']}: {t['token_note']} [packet {t['request_packet']}]")
 
 
+def cbs_link_line(c: dict) -> str:
+    """The line of a connection's $cbs links no put-token went through."""
+    names = ", ".join(repr(n) for n in c["links"][:4]) + (", ..." if len(c["links"]) > 4 else "")
+    return f"no put-token on {c['connection']}: its $cbs link(s) {names} {c['why']}"
+
+
 def request_lines(sec: dict | None, digits: int = 6) -> list[str]:
     """The text report's Requests section (none without requests)."""
-    if not sec or not (sec["requests"] or sec["replies_without_request"]):
+    if not sec or not (sec["requests"] or sec["replies_without_request"] or sec.get("cbs_links")):
         return []
     head = [f"{sec['answered']:,} answered"]
     if sec["no_reply"]:
@@ -69,6 +75,8 @@ def request_lines(sec: dict | None, digits: int = 6) -> list[str]:
         lines.append(f"  ... {sec['more_unanswered']:,} more without reply (amqp-dissect requests lists all)")
     for t in sec["tokens"]:
         lines.append("  token: " + token_line(t, digits))
+    for c in sec.get("cbs_links") or ():
+        lines.append("  token: " + cbs_link_line(c))
     if sec["more_tokens"]:
         lines.append(f"  ... {sec['more_tokens']:,} more token lines (amqp-dissect requests lists all)")
     if sec.get("not_matched"):
@@ -78,7 +86,7 @@ def request_lines(sec: dict | None, digits: int = 6) -> list[str]:
 
 def request_html(sec: dict | None) -> str:
     """The HTML page's Requests section (empty text without requests)."""
-    if not sec or not (sec["requests"] or sec["replies_without_request"]):
+    if not sec or not (sec["requests"] or sec["replies_without_request"] or sec.get("cbs_links")):
         return ""
 
     def e(x) -> str:
@@ -102,6 +110,7 @@ def request_html(sec: dict | None) -> str:
     items = [f"no reply in the capture: {_id(u)} to {u['request_address'] or '?'} on {u['request_connection']} "
              f"[packet {u['request_packet']}]" for u in sec["unanswered"]]
     items += ["token: " + token_line(t) for t in sec["tokens"]]
+    items += ["token: " + cbs_link_line(c) for c in sec.get("cbs_links") or ()]
     if items:
         out.append('<ul class="notes">' + "".join(f"<li>{e(x)}</li>" for x in items) + "</ul>")
     out.append("</section>")

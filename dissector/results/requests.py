@@ -56,9 +56,10 @@ MAX_CANDIDATES = 1_000_000
 # the delivery row's fields a candidate keeps, in this order (a tuple each)
 _FIELDS = ("connection", "link", "link_index", "sender_side", "address", "first_time", "last_time",
            "first_packet", "last_packet", "outcome", "message_id", "message_id_type", "correlation_id",
-           "correlation_id_type", "reply_to", "to", "application_properties", "body_size", "body_kind")
+           "correlation_id_type", "reply_to", "to", "application_properties", "body_size", "body_kind",
+           "delivery_id")
 (_CONN, _LINK, _LIDX, _SIDE, _ADDR, _FIRST, _LAST, _FPKT, _LPKT, _OUTCOME, _MID, _MIDT, _CID, _CIDT,
- _REPLY_TO, _TO, _PROPS, _BODY_SIZE, _BODY_KIND) = range(len(_FIELDS))
+ _REPLY_TO, _TO, _PROPS, _BODY_SIZE, _BODY_KIND, _DID) = range(len(_FIELDS))
 
 
 def service_of(address) -> str | None:
@@ -175,6 +176,13 @@ def covers(audience, address) -> bool:
     return node == aud or node.startswith(aud + "/")
 
 
+def _time_order(c) -> tuple:
+    """Candidates in capture order (then connection, link and delivery-id: one order whatever the
+    order they were fed in, by one process or several)."""
+    return (c[_FIRST] if c[_FIRST] is not None else -1, c[_FPKT] if c[_FPKT] is not None else -1,
+            str(c[_CONN]), c[_LIDX] if c[_LIDX] is not None else -1, c[_DID] if c[_DID] is not None else -1)
+
+
 class _Request:
     """One row being made: the request's sightings (the publisher's transfer, the broker's to the
     responder) and its reply's."""
@@ -194,23 +202,47 @@ class _Request:
         return self.sent or self.delivered
 
 
+def _cbs_links_unused(links: dict, used: set) -> list[dict]:
+    """Per connection, its links to ``$cbs`` that carried no request and were refused, or never
+    attached by the peer: no put-token went through them (a token line of the report)."""
+    out: dict = {}
+    for (conn, idx), lr in sorted(links.items(), key=lambda kv: (str(kv[0][0]), kv[0][1] if kv[0][1] is not None else -1)):
+        if (conn, idx) in used or not any(service_of(lr.get(k)) == "$cbs" for k in ("address", "source", "target")):
+            continue
+        if lr.get("refused"):
+            why = "refused by the peer"
+        elif lr.get("attach_time") is not None and lr.get("attached_time", 0) is None:
+            why = "never attached by the peer" + (f" (ended by {lr['terminated']})" if lr.get("terminated") else "")
+        else:
+            continue
+        e = out.setdefault((conn, why), {"connection": conn, "why": why, "links": [], "time": lr.get("attach_time")})
+        e["links"].append(lr.get("name"))
+    return list(out.values())
+
+
 class RequestMatcher:
-    """Feed delivery rows (:meth:`add`), then :meth:`rows` the requests table."""
+    """Feed delivery rows (:meth:`add`), then :meth:`rows` the requests table (and ``cbs_links``:
+    the ``$cbs`` links no put-token went through, refused or never attached)."""
 
     def __init__(self, max_candidates: int = MAX_CANDIDATES):
+        self.cbs_links: list = []
         self.max_candidates = max_candidates
         self._cands: list = []
         self._last_transfer: dict = {}  # (connection, link_index) -> last transfer time
         self.dropped = 0
 
+    def transfer(self, connection, link_index, t) -> None:
+        """A transfer at ``t`` on a link (its last one is evidence that the link outlived a token)."""
+        key = (connection, link_index)
+        old = self._last_transfer.get(key)
+        if old is None or t > old:
+            self._last_transfer[key] = t
+
     def add(self, row: dict) -> None:
         """One delivery row: kept when it can be a request or a reply."""
-        key = (row.get("connection"), row.get("link_index"))
         t = row.get("last_time")
         if t is not None:
-            old = self._last_transfer.get(key)
-            if old is None or t > old:
-                self._last_transfer[key] = t
+            self.transfer(row.get("connection"), row.get("link_index"), t)
         if row.get("reply_to") is None and row.get("correlation_id") is None:
             props = _props(row.get("application_properties"))
             if "operation" not in props or not (service_of(row.get("address")) or service_of(row.get("to"))):
@@ -219,6 +251,21 @@ class RequestMatcher:
             self.dropped += 1
             return
         self._cands.append(tuple(row.get(f) for f in _FIELDS))
+
+    def part(self) -> dict:
+        """What this matcher holds, to be merged with other processes' (:meth:`merge`): plain data."""
+        return {"cands": list(self._cands), "last": dict(self._last_transfer), "dropped": self.dropped}
+
+    def merge(self, part: dict) -> None:
+        """Add another matcher's :meth:`part` (the ``-j`` workers': each read other connections)."""
+        for c in part["cands"]:
+            if len(self._cands) >= self.max_candidates:
+                self.dropped += 1
+            else:
+                self._cands.append(tuple(c))
+        for (conn, idx), t in part["last"].items():
+            self.transfer(conn, idx, t)
+        self.dropped += part["dropped"]
 
     def add_all(self, rows) -> "RequestMatcher":
         for r in rows:
@@ -233,8 +280,7 @@ class RequestMatcher:
         detach times); ``capture_end``: the time of the capture's last packet (whether a link
         was still attached at a token's expiry)."""
         links = {(r.get("connection"), r.get("link_index")): r for r in link_rows}
-        cands = sorted(self._cands, key=lambda c: (c[_FIRST] if c[_FIRST] is not None else -1,
-                                                    c[_FPKT] if c[_FPKT] is not None else -1))
+        cands = sorted(self._cands, key=_time_order)
         by_mid: dict = {}   # (type, message-id) -> requests, latest last
         by_cid: dict = {}   # (type, correlation-id) -> requests, latest last
         reply_addrs = set()  # every reply-to seen on a request
@@ -304,6 +350,8 @@ class RequestMatcher:
         by_conn: dict = {}
         for key, lr in links.items():
             by_conn.setdefault(key[0], []).append((key[1], lr))
+        used = {(r.first[_CONN], r.first[_LIDX]) for r in out if r.first is not None}
+        self.cbs_links = _cbs_links_unused(links, used)
         return [self._row(r, links, capture_end, (tokens, by_conn)) for r in out]
 
     @staticmethod
@@ -513,10 +561,11 @@ def request_rows(delivery_rows, link_rows=(), capture_end: int | None = None) ->
 LISTED = 20
 
 
-def requests_summary(rows: list[dict], dropped: int = 0) -> dict:
+def requests_summary(rows: list[dict], dropped: int = 0, cbs_links=()) -> dict:
     """The report's ``requests`` section of the requests table's rows: per address (the node a
     request went to) the requests, answered ones and round-trip percentiles; the requests without
-    reply (named, with their packets); the replies without request; the token lines."""
+    reply (named, with their packets); the replies without request; the token lines, and the
+    ``$cbs`` links without put-token (``cbs_links``: :attr:`RequestMatcher.cbs_links`)."""
     from .percentiles import percentile
 
     by: dict = {}
@@ -560,6 +609,8 @@ def requests_summary(rows: list[dict], dropped: int = 0) -> dict:
         "unanswered": unanswered[:LISTED],
         "more_unanswered": max(0, len(unanswered) - LISTED),
         "tokens": tokens[:LISTED],
+        # the $cbs links no put-token went through: refused, or never attached by the peer
+        "cbs_links": list(cbs_links)[:LISTED],
         "more_tokens": max(0, len(tokens) - LISTED),
         "not_matched": dropped,
     }

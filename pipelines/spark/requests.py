@@ -15,9 +15,8 @@ from datetime import datetime, timezone
 from amqp_dissect.results.requests import _FIELDS, RequestMatcher
 from amqp_dissect.results.schema import TIME, columns
 
-#: the links table's columns the matcher reads
-_LINK_FIELDS = ("connection", "link_index", "name", "source", "target", "address", "attach_time", "detach_time",
-                "refused")
+from amqp_dissect.pipelines.requests import _LINK_KEYS as _LINK_FIELDS  # (the links' columns the matcher reads)
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
@@ -70,9 +69,9 @@ def requests_frame(spark, deliveries, links, capture_end_ns: int | None = None):
     # (the links' last transfer times: from every delivery, one row per link)
     last = deliveries.groupBy("connection", "link_index").agg(F.max("last_time").alias("last_time"))
     for r in last.toLocalIterator():
-        key = (r["connection"], r["link_index"])
-        matcher._last_transfer[key] = _ns(r["last_time"])
-    link_rows = [_plain(r, ("attach_time", "detach_time"))
+        if r["last_time"] is not None:
+            matcher.transfer(r["connection"], r["link_index"], _ns(r["last_time"]))
+    link_rows = [_plain(r, ("attach_time", "attached_time", "detach_time"))
                  for r in links.select(*[c for c in _LINK_FIELDS if c in links.columns]).toLocalIterator()]
     if capture_end_ns is None:
         ends = [x for x in ((_ns(r[0]) if r[0] is not None else None)
