@@ -53,14 +53,87 @@ def message_tables_of_stream(stream: DeliveryStream, want, keep_deliveries: bool
 # --------------------------------------------------------------------------- the report's section
 
 
+class MessageWatch:
+    """The messages of a report's reading, at little cost: on the Analyzer's ``fold_out`` (each
+    folded delivery object handed over), a small row of the dozen columns the matcher reads, made
+    only for a delivery whose message has a key (a message-id or a digest)."""
+
+    def __init__(self, analyzer, matcher: MessageMatcher):
+        from amqp_dissect.amqp.message import MESSAGE_COLUMNS, delivery_cells
+
+        self.analyzer = analyzer
+        self.matcher = matcher
+        self._cells = delivery_cells
+        self._at = tuple((c, MESSAGE_COLUMNS.index(c)) for c in _MESSAGE_KEEP)
+        self._mid, self._digest = MESSAGE_COLUMNS.index("message_id"), MESSAGE_COLUMNS.index("bare_digest")
+        self._addr: dict = {}  # link -> its address (once known)
+
+    def append(self, d) -> None:
+        link = d.link
+        if link is None:
+            return
+        cells = self._cells(d)
+        if cells[self._mid] is None and cells[self._digest] is None:
+            self.matcher.unkeyed += 1
+            return
+        addr = self._addr.get(link)
+        if addr is None:
+            addr = self.analyzer._link_address(link)
+            if addr is not None:
+                self._addr[link] = addr
+        row = {"connection": link.conn.id, "link": link.name, "link_index": link.index, "address": addr,
+               "sender_side": _SIDES[d.direction], "first_time": d.first_ts, "first_packet": d.first_packet,
+               "outcome": d.outcome or "", "outcome_time": d.outcome_ts, "outcome_packet": d.outcome_packet}
+        for name, i in self._at:
+            row[name] = cells[i]
+        self.matcher.add(row)
+
+
+class _Both:
+    """Two ``fold_out`` watchers as one."""
+
+    __slots__ = ("a", "b")
+
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+    def append(self, d) -> None:
+        self.a.append(d)
+        self.b.append(d)
+
+
+_MESSAGE_KEEP = ("message_id", "message_id_type", "bare_digest", "header_delivery_count", "message_annotations",
+                 "application_properties")
+_SIDES = ("client", "server")
+
+
 def watch_messages(analyzer) -> MessageMatcher:
     """A bounded matcher fed every folded delivery of ``analyzer`` (an Analyzer reading the
-    messages: :func:`amqp_dissect.pipelines.requests.watched_analyzer`), for the report."""
+    messages: :func:`amqp_dissect.pipelines.requests.watched_analyzer`; its ``fold_out`` watcher
+    kept), for the report."""
     from amqp_dissect.results.messages_report import report_matcher
 
     matcher = report_matcher()
-    analyzer.delivery_sink = lambda row, key: matcher.add(row)
+    watch = MessageWatch(analyzer, matcher)
+    other = analyzer.fold_out
+    if other is None:
+        analyzer.fold_out = watch
+        return matcher
+    if callable(getattr(other, "_cells", None)):  # (the requests' watcher: the message cells made once)
+        other._cells = watch._cells = _last_cells(watch._cells)
+    analyzer.fold_out = _Both(other, watch)
     return matcher
+
+
+def _last_cells(cells):
+    """``cells(d)`` remembering its last delivery: two watchers of one fold share the tuple."""
+    memo = [None, None]
+
+    def last(d):
+        if memo[0] is not d:
+            memo[0], memo[1] = d, cells(d)
+        return memo[1]
+    return last
 
 
 def analyze_for_sections(source, analyzer_class=None):
