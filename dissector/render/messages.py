@@ -103,7 +103,7 @@ def journey_plot(j: dict, plot_id: str, width=1190) -> str:
     events = []  # (time, packet, from_x, to_x, label, colour)
     consumers = [h for h in j["hops"] if h["role"] == "consumer"]
     lanes = {"producer": 330, "broker": 640}
-    cx0, cx1 = 880, width - 110
+    cx0, cx1 = 820, width - 90
     ckeys = list(dict.fromkeys((h["connection"], h["link_index"]) for h in consumers))
     step = (cx1 - cx0) / max(1, len(ckeys) - 1) if len(ckeys) > 1 else 0
     cx = {k: (cx0 + cx1) / 2 if len(ckeys) == 1 else cx0 + i * step for i, k in enumerate(ckeys)}
@@ -125,14 +125,24 @@ def journey_plot(j: dict, plot_id: str, width=1190) -> str:
     height = top + max(1, len(events)) * row + 20
     svg = H._Svg(width, height, plot_id, f"journey of {_ident(j)}")
     svg.text(10, 16, f"Journey of {_ident(j)}: {j['why']}", cls="title")
-    svg.text(10, 34, f"{j['address'] or ''} — state {j['state']}; residence {_ms(j['residence'])}, end to end "
-                     f"{_ms(j['end_to_end'])}, {j['consumers']} consumer(s)", cls="muted")
+    svg.text(10, 34, f"{j['address'] or ''} — state {j['state']}; residence {_ms(j.get('residence_first'))} "
+                     f"(largest {_ms(j['residence'])}), end to end {_ms(j.get('end_to_end_first'))} (largest "
+                     f"{_ms(j['end_to_end'])}), {j['consumers']} consumer link(s)", cls="muted")
     svg.text(10, 56, "packet", cls="muted")
     svg.text(62, 56, "time", cls="muted")
     prod = next((h for h in j["hops"] if h["role"] == "producer"), None)
     heads = [(lanes["producer"], "producer" + (f" {prod['connection']}" if prod else " (not in the capture)")),
              (lanes["broker"], "broker")]
-    heads += [(cx[k], f"consumer {k[0]}") for k in ckeys]
+    names = {(h["connection"], h["link_index"]): h["link"] for h in consumers}
+    room = int((step or (cx1 - cx0)) / 6.5) if len(ckeys) > 1 else 48
+    for i, k in enumerate(ckeys):  # (the link's name; its connection on a second line when one consumer)
+        name = str(names.get(k) or k[1])
+        label = f"consumer {name}" if len(ckeys) == 1 else name  # (names share their start: the end shown)
+        heads.append((cx[k], label if len(label) <= room else "…" + label[-max(4, room - 1):]))
+    if len(ckeys) == 1:
+        svg.text(cx[ckeys[0]], 44, str(ckeys[0][0])[:48], anchor="middle", cls="muted")
+    elif ckeys:
+        svg.text((cx0 + cx1) / 2, 44, "consumers (links)", anchor="middle", cls="muted")
     bottom = top + len(events) * row
     for x, label in heads:
         svg.text(x, 56, label[:48], anchor="middle")

@@ -79,7 +79,8 @@ def _journey(r: dict, why: str, matcher: MessageMatcher) -> dict | None:
                 seen += 1
     hops.sort(key=lambda h: (h["time"] is None, h["time"] or 0, h["packet"] or 0))
     return {"why": why, **_name(r), "state": r["state"], "address": r["address"], "end_to_end": r["end_to_end_max"],
-            "residence": r["residence_max"], "hops": hops, "consumers": r["consumers"]}
+            "residence": r["residence_max"], "residence_first": r["residence"], "end_to_end_first": r["end_to_end"],
+            "hops": hops, "consumers": r["consumers"]}
 
 
 def messages_section(rows: list, matcher: MessageMatcher) -> dict:
