@@ -101,3 +101,7 @@ def test_pandas_api(truth):
     assert dict(per_id) == dict(zip(m["message_id"], m["deliveries"]))
     only = amqp_dissect.analyze(OUTCOMES, tables="messages", columns=["message_id", "state"]).messages
     assert list(only.columns) == ["message_id", "state"] and len(only) == 9
+    batches = list(amqp_dissect.iter_batches(OUTCOMES, "messages", batch_rows=4))
+    assert [len(b) for b in batches] == [4, 4, 1] and batches[0].schema == arrow_schema("messages")
+    both = amqp_dissect.analyze(OUTCOMES, tables=["requests", "messages"])  # (one reading gives both)
+    assert list(both) == ["requests", "messages"] and both.messages.equals(m)
