@@ -15,7 +15,6 @@ import hashlib
 import uuid
 
 import proton
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from proton import Data, Message
@@ -184,7 +183,8 @@ def messages(draw):
     m.properties = draw(_maps)
     kind = draw(st.sampled_from(["value", "data", "sequence", "none"]))
     if kind == "value":
-        m.body = draw(st.one_of(_text, st.integers(-100, 100), st.binary(max_size=50), st.lists(st.integers(), max_size=5)))
+        m.body = draw(st.one_of(_text, st.integers(-100, 100), st.binary(max_size=50),
+                                st.lists(st.integers(), max_size=5)))
     elif kind == "data":
         m.body = draw(st.binary(max_size=300))
         m.inferred = True
@@ -258,7 +258,8 @@ def test_absent_null_and_value_stay_distinct():
     bare = dict(zip(MESSAGE_COLUMNS, _scan_cells(value)))
     c = dict(zip(MESSAGE_COLUMNS, _scan_cells(said)))
     assert bare["message_sections"] == ["amqp-value"]
-    assert (bare["durable"], bare["priority"], bare["first_acquirer"], bare["header_delivery_count"]) == (False, 4, False, 0)
+    assert (bare["durable"], bare["priority"], bare["first_acquirer"], bare["header_delivery_count"]) == \
+        (False, 4, False, 0)
     assert bare["header_defaults"] == ["durable", "priority", "first-acquirer", "delivery-count"]
     assert bare["ttl"] is None
     assert c["message_sections"] == ["header", "amqp-value"]
@@ -331,3 +332,24 @@ def test_a_hostile_section_head_is_bounded():
     s.end()
     assert dict(zip(MESSAGE_COLUMNS, s.cells()))["message_read"].startswith("malformed")
     assert s.held is None
+
+
+def test_memory_per_delivery_is_bounded():
+    """A 60 KB application-properties section fed in 1 KB frames is held while it is read (never
+    beyond PREFIX_CAP), a 1 MB body is only passed over (nothing held), and the end frees all."""
+    m = Message(id="mem", properties={"big": "p" * 60000}, body=b"d" * 1_000_000, inferred=True)
+    encoded = m.encode()
+    s = MessageScan()
+    held = []
+    for i in range(0, len(encoded), 1024):
+        s.feed(encoded[i:i + 1024])
+        held.append(0 if s.held is None else len(s.held))
+    s.end()
+    body_start = len(encoded) - 1_000_000
+    assert 0 < max(held) <= PREFIX_CAP
+    assert all(h <= 1024 for i, h in enumerate(held) if i * 1024 > body_start)  # (a section head at most)
+    assert s.held is None and type(s.digest) is str
+    got, want = dict(zip(MESSAGE_COLUMNS, s.cells())), expected(encoded)
+    assert got.pop("application_properties") == {"big": "p" * MAX_VALUE_CHARS, "@cut": {"keys": 0, "values": ["big"]}}
+    want.pop("application_properties")
+    assert got == want
