@@ -449,9 +449,15 @@ class _AnalysisJob:
 
 class ReportJob(_AnalysisJob):
     """The report's part of one worker (:func:`~amqp_dissect.results.report.partial_report`), and
-    its share of the requests section (pipelines/requests.py: the messages read)."""
+    with ``messages`` its share of the requests section (pipelines/requests.py: the messages read)."""
+
+    def __init__(self, messages: bool = False):
+        self.messages = messages
+        self.watch = None
 
     def read(self, w: int, n: int, source):
+        if not self.messages:
+            return _AnalysisJob.read(self, w, n, source)
         from .requests import watched_analyzer
 
         an, self.watch = watched_analyzer(source)
@@ -463,20 +469,23 @@ class ReportJob(_AnalysisJob):
         from amqp_dissect.results.report import partial_report
 
         fw.finish(*end)
-        return {"report": partial_report(fw.an, fw), "bugs": _keyed_bugs(fw), "requests": self.watch.part()}
+        return {"report": partial_report(fw.an, fw), "bugs": _keyed_bugs(fw),
+                "requests": self.watch.part() if self.watch is not None else None}
 
 
-def parallel_report(source, jobs: int, capture_errors=None):
+def parallel_report(source, jobs: int, capture_errors=None, messages: bool = False):
     """(report document, analyzer-like object with the merged ``internal_errors``) of ``source``
-    (a CaptureSource over files) analysed by ``jobs`` processes."""
+    (a CaptureSource over files) analysed by ``jobs`` processes (``messages``: the requests
+    section too)."""
     from amqp_dissect.results.report import merge_reports
 
-    fw, results = run_workers(jobs, lambda: source, ReportJob())
+    fw, results = run_workers(jobs, lambda: source, ReportJob(messages))
     errors = [f"{p}: {e}" for p, e in source.errors] if capture_errors is None else capture_errors
     rep = merge_reports([r["report"] for r in results], capture_errors=errors, capture=source.capture_info())
-    from .requests import merged_section
+    if messages:
+        from .requests import merged_section
 
-    rep["requests"] = merged_section([r["requests"] for r in results])
+        rep["requests"] = merged_section([r["requests"] for r in results])
     return rep, _merged_bugs(results)
 
 

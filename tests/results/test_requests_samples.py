@@ -149,8 +149,8 @@ def test_no_token_in_any_output(azure_cbs, tmp_path, capsys):
     assert sum(s.encode() in data for s in secrets) == 2  # (the two put-tokens' bodies are in the capture)
     html = tmp_path / "r.html"
     outs = []
-    for args in (["requests", path, "-T", "jsonl"], ["requests", path, "-T", "csv"], ["report", path],
-                 ["report", path, "-T", "json"], ["report", path, "-T", "html", "-o", html]):
+    for args in (["requests", path, "-T", "jsonl"], ["requests", path, "-T", "csv"], ["report", path, "--messages"],
+                 ["report", path, "--messages", "-T", "json"], ["report", path, "--messages", "-T", "html", "-o", html]):
         assert main([str(a) for a in args]) == 0
         outs.append(capsys.readouterr().out)
     outs.append(html.read_text())
