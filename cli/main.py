@@ -128,7 +128,7 @@ def frames(
     # -V and jsonl decode every frame and message in full; summaries need a delivery's frames and size
     # only; -x keeps each frame's bytes
     full = verbose or fmt is FrameFormat.jsonl
-    messages = "raw" if hex_dump else True if full else "summary"
+    messages = "raw" if hex_dump else True if full or _message_fields(display_filter, field) else "summary"
     run = CaptureRun(inputs, port or [], messages=messages, keylog=load_keylog(keylog),
                      tls_records=records, limit=count)
     tt = time_text(time_format, run.source)
@@ -184,6 +184,15 @@ def _check_layout_options(fmt: FrameFormat, verbose: bool, hex_dump: bool, only:
             raise Fail(EXIT_USAGE, f"-O {only}: the protocol shown in detail here is amqp")
         if not verbose or fmt is not FrameFormat.text:
             raise Fail(EXIT_USAGE, "-O amqp goes with -V")
+
+
+def _message_fields(display_filter: str | None, fields) -> bool:
+    """-Y or -e names a field of the message: the summaries decode messages too."""
+    if display_filter is None and not fields:
+        return False
+    from amqp_dissect.filter import names_message_field
+
+    return names_message_field(display_filter, fields)
 
 
 def _filters(display_filter: str | None, fields, field_opts=None):

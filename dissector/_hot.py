@@ -22,6 +22,7 @@ HOT_MODULES = (
     "amqp_dissect.amqp.values",
     "amqp_dissect.amqp.scan",
     "amqp_dissect.amqp.framing",
+    "amqp_dissect.amqp.message",
     "amqp_dissect.dissect",
     "amqp_dissect.shard",
     "amqp_dissect.model.serial",

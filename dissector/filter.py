@@ -296,6 +296,152 @@ FIELDS: dict = _build_fields()
 _SUB_FIELDS = frozenset(f.name for c in COMPOSITES.values() for f in c.fields)
 
 
+# --------------------------------------------------------------------------- the message's fields
+#
+# On the transfer frame that completes a delivery (the one ``frames --format jsonl`` gives its
+# ``message``): the decoded sections of the reassembled message.  The sections and the header's and
+# properties' fields are the spec's (the generated tables); a map section's keys are any text
+# (``application-properties.KEY``, or ``application-properties."KEY"`` for a key with characters a
+# field name does not have).
+
+#: the map sections a KEY may follow
+MAP_SECTIONS = ("application-properties", "message-annotations", "delivery-annotations", "footer")
+MESSAGE_FIELDS: set = set()  # the names of the fields read from a message (frames must decode messages)
+
+
+def _sections(ev):
+    """The decoded sections of the message a frame completes (None: no message, or not decodable)."""
+    if type(ev) is not Frame:
+        return None
+    dl = ev.delivery
+    if dl is None or dl.aborted:
+        return None
+    return dl.sections()
+
+
+def _section(name: str):
+    def get(ev, ctx):
+        secs = _sections(ev)
+        if secs is None:
+            return _MISSING
+        for x in secs:
+            if isinstance(x, Described) and (x.spec.name if isinstance(x, Composite) else x.name) == name:
+                return x
+        return _MISSING
+    return get
+
+
+def _section_field(section: str, fname: str):
+    """A field of the header or properties section (its encoded value: absent is absent, a default
+    is not applied, as with a performative's fields)."""
+    sec = _section(section)
+    i = COMPOSITES[section].index[fname]
+
+    def get(ev, ctx):
+        x = sec(ev, ctx)
+        if x is _MISSING or not isinstance(x, Composite):
+            return _MISSING
+        v = x.value
+        if i >= len(v) or v[i] is ABSENT:
+            return _MISSING
+        return v[i]
+    return get
+
+
+def _map_key(section: str, key: str):
+    sec = _section(section)
+
+    def get(ev, ctx):
+        x = sec(ev, ctx)
+        if x is _MISSING or not isinstance(x.value, dict):
+            return _MISSING
+        for k, v in x.value.items():
+            if isinstance(k, str) and str(k) == key:
+                return v
+        return _MISSING
+    return get
+
+
+def _id_type(fname: str):
+    get = _section_field("properties", fname)
+
+    def type_of(ev, ctx):
+        v = get(ev, ctx)
+        if v is _MISSING or v is None:
+            return v
+        from .amqp.codec import amqp_type_of
+
+        return amqp_type_of(v)
+    return type_of
+
+
+def _typed_id(fname: str, want: str):
+    """Wireshark's ``amqp.message.messageId.string`` ...: the id when it has that type."""
+    get = _section_field("properties", fname)
+    kind = _id_type(fname)
+
+    def typed(ev, ctx):
+        v = get(ev, ctx)
+        if v is _MISSING or v is None or kind(ev, ctx) != want:
+            return _MISSING
+        return v
+    return typed
+
+
+def _body_kind(ev, ctx):
+    secs = _sections(ev)
+    if secs is None:
+        return _MISSING
+    for x in secs:
+        if isinstance(x, Described) and x.name in ("data", "amqp-sequence", "amqp-value"):
+            return x.name
+    return "none"
+
+
+def _section_names(ev, ctx):
+    secs = _sections(ev)
+    if secs is None:
+        return _MISSING
+    return [(x.spec.name if isinstance(x, Composite) else x.name) or "unknown" for x in secs
+            if isinstance(x, Described)]
+
+
+def _field_kind(f) -> str:
+    if f.primitive in ("*", "map", "list") or f.multiple:
+        return ANY
+    if f.primitive == "boolean":
+        return BOOL
+    if f.primitive in _NUM_PRIMITIVES:
+        return NUM
+    if f.primitive == "binary":
+        return BYTES
+    return STR
+
+
+def _add_message_fields() -> None:
+    def add(name, kind, get, doc):
+        FIELDS[name] = Field(name, kind, get, doc)
+        MESSAGE_FIELDS.add(name)
+
+    add("message-id", ANY, _section_field("properties", "message-id"),
+        "message-id of the message a transfer completes (ulong, uuid, binary or string)")
+    add("message-id-type", STR, _id_type("message-id"), "type of message-id: ulong, uuid, binary, string")
+    add("correlation-id", ANY, _section_field("properties", "correlation-id"),
+        "correlation-id of the message a transfer completes")
+    add("correlation-id-type", STR, _id_type("correlation-id"), "type of correlation-id")
+    for section in ("header", "properties"):
+        for f in COMPOSITES[section].fields:
+            add(f"{section}.{f.name}", _field_kind(f), _section_field(section, f.name),
+                f"the {f.name} field of the message's {section} section ({f.type})")
+    for section in MAP_SECTIONS:
+        add(section, ANY, _section(section), f"the message's {section} section (its keys)")
+    add("body-kind", STR, _body_kind, "the message's body: data, amqp-sequence, amqp-value or none")
+    add("message-sections", STR, _section_names, "the names of the message's sections, in order")
+
+
+_add_message_fields()
+
+
 # --------------------------------------------------------------------------- Wireshark's names
 
 # Wireshark 4.0's AMQP 1.0 dissector names a performative's field ``amqp.performative.arguments.``
@@ -425,6 +571,22 @@ def _build_aliases() -> dict:
         alias(f"ip.{end}", end, ADDR, _endpoint(end, "ip", 4), f"the IPv4 address of {end}")
         alias(f"ipv6.{end}", end, ADDR, _endpoint(end, "ip", 6), f"the IPv6 address of {end}")
         alias(f"tcp.{end}port", end, NUM, _endpoint(end, "port", 0), f"the TCP port of {end}")
+    # the message's fields (Wireshark 4.0: amqp.message.*; its header fields there too)
+    msg = "amqp.message."
+    for ws, ours in (("messageId", "message-id"), ("correlationId", "correlation-id")):
+        for suffix, amqp_type, kind in (("string", "string", STR), ("uint", "ulong", NUM), ("bytes", "binary", BYTES),
+                                        ("guid", "uuid", STR)):
+            alias(f"{msg}{ws}.{suffix}", ours, kind, _typed_id(ours, amqp_type), f"{ours} when it is a {amqp_type}")
+    # (not aliased: tshark 4.0's amqp.message.messageId, correlationId, to and replyTo themselves, FT_NONE
+    # fields it never fills; its expiryTime and creationTime, FT_ABSOLUTE_TIME written as a date)
+    for ws, ours in (("userId", "user-id"), ("to.string", "to"), ("subject", "subject"),
+                     ("replyTo.string", "reply-to"), ("contentType", "content-type"),
+                     ("contentEncoding", "content-encoding"), ("groupId", "group-id"),
+                     ("groupSequence", "group-sequence"), ("replyToGroupId", "reply-to-group-id")):
+        alias(msg + ws, "properties." + ours)
+    for ws, ours in (("durable", "durable"), ("priority", "priority"), ("ttl", "ttl"),
+                     ("firstAcquirer", "first-acquirer")):
+        alias(msg + ws, "header." + ours)
     return out
 
 
@@ -494,6 +656,14 @@ def lookup(name: str, text: str = "", column: int = 1) -> Field:
     f = FIELDS.get(name) or FIELDS.get(name.replace("_", "-"))
     if f is not None:
         return f
+    head, dot, key = name.partition(".")
+    section = head.replace("_", "-")
+    if dot and section in MAP_SECTIONS and key:
+        if len(key) >= 2 and key[0] == '"' and key[-1] == '"':  # (the quoted form, as -e may give it)
+            key = _unescape(key[1:-1])
+        f = Field(f"{section}.{key}", ANY, _map_key(section, key), f"the key {key!r} of the message's {section}")
+        MESSAGE_FIELDS.add(f.name)
+        return f
     if "." in name:
         head, _, sub = name.partition(".")
         parent = FIELDS.get(head) or FIELDS.get(head.replace("_", "-"))
@@ -504,6 +674,25 @@ def lookup(name: str, text: str = "", column: int = 1) -> Field:
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     shown = name if len(name) <= _QUOTE_CHARS else name[:_QUOTE_CHARS] + "..."
     raise FilterError(text or name, column, f"unknown field {shown!r}{hint}")
+
+
+def names_message_field(display_filter: str | None, names) -> bool:
+    """Does the filter text or one of the ``-e`` names name a field of the message (then the frames
+    must decode their messages)?  Names that are not fields are left to the filter's own errors."""
+    words = list(names or ())
+    if display_filter:
+        try:
+            words += [t.text for t in _tokens(display_filter) if t.kind == "word"]
+        except FilterError:
+            return False
+    for w in words:
+        try:
+            f = lookup(w)
+        except FilterError:
+            continue
+        if f.name in MESSAGE_FIELDS or f.alias_of in MESSAGE_FIELDS:
+            return True
+    return False
 
 
 def field_list() -> list[str]:
@@ -586,6 +775,8 @@ _TOKEN = re.compile(r"""
   | (?P<badstr>")
   | (?P<op>==|!=|<=|>=|&&|\|\||[<>!~(){},])
   | (?P<num>[-+]?(?:0[xX][0-9a-fA-F]+|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)(?![\w.:/-]))
+  | (?P<keyed>(?:application|message|delivery)[-_](?:properties|annotations)\."(?:[^"\\]|\\[\s\S])*"
+              |footer\."(?:[^"\\]|\\[\s\S])*")
   | (?P<word>[A-Za-z_0-9:][\w.:/-]*)
 """, re.VERBOSE)
 
@@ -644,6 +835,8 @@ def _tokens(text: str) -> list:
             raise FilterError(text, col, "string not closed (a missing '\"')")
         if kind == "str":
             out.append(_Tok("value", s, _unescape(s[1:-1]), col))
+        elif kind == "keyed":  # a map section's key, quoted: the field name with the key as it is
+            out.append(_Tok("word", s, s, col))
         elif kind == "num":
             out.append(_Tok("value", s, _number(text, s, col), col))
         elif kind == "op":

@@ -46,6 +46,7 @@ _DEPTH = 16  # nesting of described descriptors a section head may have
 SECTION_NAMES = {code: name for name, code, _sym, _src in _spec.MESSAGE_SECTIONS}
 _SYMBOLIC = {sym: code for _name, code, sym, _src in _spec.MESSAGE_SECTIONS}
 _ORDER = {code: i for i, (_n, code, _s, _t) in enumerate(_spec.MESSAGE_SECTIONS)}
+_HEADER_ORDER = _ORDER[_spec.DESCRIPTOR_HEADER]
 _HEADER = _spec.DESCRIPTOR_HEADER
 _DA = _spec.DESCRIPTOR_DELIVERY_ANNOTATIONS
 _MA = _spec.DESCRIPTOR_MESSAGE_ANNOTATIONS
@@ -55,6 +56,7 @@ _FOOTER = _spec.DESCRIPTOR_FOOTER
 _BODY = (_spec.DESCRIPTOR_DATA, _spec.DESCRIPTOR_AMQP_SEQUENCE, _spec.DESCRIPTOR_AMQP_VALUE)
 _READ = (_HEADER, _DA, _MA, _PROPERTIES, _AP)  # decoded
 _BARE = (_PROPERTIES, _AP) + _BODY  # digested
+_BARE_ORDERS = frozenset(_ORDER[c] for c in _BARE)
 
 # header fields: (column, index, the spec's default (None: none))
 _HEADER_FIELDS = tuple(
@@ -74,8 +76,23 @@ _N = len(MESSAGE_COLUMNS)
 _EMPTY = (None,) * _N
 _COL = {name: i for i, name in enumerate(MESSAGE_COLUMNS)}
 
-_P = _spec  # properties field indices
-_ID_TYPES = {"ulong": "ulong", "uuid": "uuid", "binary": "binary", "string": "string"}
+# the properties fields' indices (the generated constants)
+_NPROPS = len(_spec.COMPOSITES["properties"][6])
+_MESSAGE_ID = _spec.PROPERTIES_MESSAGE_ID
+_USER_ID = _spec.PROPERTIES_USER_ID
+_TO = _spec.PROPERTIES_TO
+_SUBJECT = _spec.PROPERTIES_SUBJECT
+_REPLY_TO = _spec.PROPERTIES_REPLY_TO
+_CORRELATION_ID = _spec.PROPERTIES_CORRELATION_ID
+_CONTENT_TYPE = _spec.PROPERTIES_CONTENT_TYPE
+_CONTENT_ENCODING = _spec.PROPERTIES_CONTENT_ENCODING
+_EXPIRY = _spec.PROPERTIES_ABSOLUTE_EXPIRY_TIME
+_CREATION = _spec.PROPERTIES_CREATION_TIME
+_GROUP_ID = _spec.PROPERTIES_GROUP_ID
+_GROUP_SEQUENCE = _spec.PROPERTIES_GROUP_SEQUENCE
+_REPLY_TO_GROUP_ID = _spec.PROPERTIES_REPLY_TO_GROUP_ID
+_NO_PROPS = (None,) * 15
+_NO_HEADER = (None,) * 6
 
 
 def empty_cells() -> tuple:
@@ -324,7 +341,7 @@ class MessageScan:
             i += self._section(code, length, data, i, n)
 
     def _bare(self) -> bool:
-        return self.last >= 0 and _spec.MESSAGE_SECTIONS[self.last][1] in _BARE
+        return self.last in _BARE_ORDERS
 
     def _section(self, code, length: int, buf, p: int, end: int) -> int:
         """A section of ``length`` bytes starts at ``buf[p]`` (``end``: the bytes in hand); returns
@@ -415,43 +432,35 @@ class MessageScan:
             self.digest = None
 
     def cells(self, pending=None) -> tuple:
-        """The message columns (see :data:`MESSAGE_COLUMNS`).  ``pending``: what to say of a scan
-        that never ended (the delivery's last frame was not seen): "incomplete" or "lost"."""
-        out = [None] * _N
+        """The message columns (see :data:`MESSAGE_COLUMNS`, in its order).  ``pending``: what to
+        say of a scan that never ended (the delivery's last frame was not seen): "incomplete" or
+        "lost"."""
         status = self.status
-        if not self.done:
+        done = self.done
+        if not done:
             status = pending or "incomplete"
-        out[_COL["message_read"]] = status
-        out[_COL["message_sections"]] = list(self.sections)
-        out[_COL["body_kind"]] = self.body_kind if self.body_kind is not None else (
-            "none" if self.done and status in ("read", "truncated") else None)
-        out[_COL["body_size"]] = self.body_size
-        out[_COL["bare_digest"]] = self.digest if self.done and type(self.digest) is str else None
+        whole = done and (status == "read" or status == "truncated")
+        kind = self.body_kind
+        if kind is None and whole:
+            kind = "none"
+        digest = self.digest if done and type(self.digest) is str else None
         p = self.props
-        if p is not None:
-            n = len(p)
-
-            def g(i):
-                return p[i] if i < n else None
-            out[_COL["message_id"]], out[_COL["message_id_type"]] = _id(g(_P.PROPERTIES_MESSAGE_ID))
-            out[_COL["correlation_id"]], out[_COL["correlation_id_type"]] = _id(g(_P.PROPERTIES_CORRELATION_ID))
-            uid = g(_P.PROPERTIES_USER_ID)
-            out[_COL["user_id"]] = _text(uid)
-            out[_COL["to"]] = _text(g(_P.PROPERTIES_TO))
-            out[_COL["subject"]] = _text(g(_P.PROPERTIES_SUBJECT))
-            out[_COL["reply_to"]] = _text(g(_P.PROPERTIES_REPLY_TO))
-            out[_COL["content_type"]] = _text(g(_P.PROPERTIES_CONTENT_TYPE))
-            out[_COL["content_encoding"]] = _text(g(_P.PROPERTIES_CONTENT_ENCODING))
-            out[_COL["absolute_expiry_time"]] = _ms_ns(g(_P.PROPERTIES_ABSOLUTE_EXPIRY_TIME))
-            out[_COL["creation_time"]] = _ms_ns(g(_P.PROPERTIES_CREATION_TIME))
-            out[_COL["group_id"]] = _text(g(_P.PROPERTIES_GROUP_ID))
-            out[_COL["group_sequence"]] = _int(g(_P.PROPERTIES_GROUP_SEQUENCE))
-            out[_COL["reply_to_group_id"]] = _text(g(_P.PROPERTIES_REPLY_TO_GROUP_ID))
+        if p is None:
+            props = _NO_PROPS
+        else:
+            if len(p) < _NPROPS:
+                p = p + [None] * (_NPROPS - len(p))
+            mid, mtype = _id(p[_MESSAGE_ID])
+            cid, ctype = _id(p[_CORRELATION_ID])
+            props = (mid, mtype, cid, ctype, _text(p[_USER_ID]), _text(p[_TO]), _text(p[_SUBJECT]),
+                     _text(p[_REPLY_TO]), _text(p[_CONTENT_TYPE]), _text(p[_CONTENT_ENCODING]),
+                     _ms_ns(p[_EXPIRY]), _ms_ns(p[_CREATION]), _text(p[_GROUP_ID]), _int(p[_GROUP_SEQUENCE]),
+                     _text(p[_REPLY_TO_GROUP_ID]))
         h = self.header
         # the header's fields: the value; absent or null in a present header, or no header section
         # in a message read past where it would be: the spec's default, named in header_defaults
-        known = h is not None or (self.last > _ORDER[_HEADER]) or (self.done and status in ("read", "truncated"))
-        if known:
+        if h is not None or self.last > _HEADER_ORDER or whole:
+            vals = []
             defaults = []
             n = len(h) if h is not None else 0
             for col, i, default, fname in _HEADER_FIELDS:
@@ -460,12 +469,12 @@ class MessageScan:
                     if default is not None:
                         defaults.append(fname)
                     v = default
-                out[_COL[col]] = _bool(v) if col in ("durable", "first_acquirer") else _int(v)
-            out[_COL["header_defaults"]] = defaults
-        out[_COL["delivery_annotations"]] = self.da
-        out[_COL["message_annotations"]] = self.ma
-        out[_COL["application_properties"]] = self.ap
-        return tuple(out)
+                vals.append(_bool(v) if col == "durable" or col == "first_acquirer" else _int(v))
+            header = (vals[0], vals[1], vals[2], vals[3], vals[4], defaults)
+        else:
+            header = _NO_HEADER
+        return props + header + (self.da, self.ma, self.ap, kind, self.body_size, list(self.sections), digest,
+                                 status)
 
 
 def message_cells(scan, pending=None) -> tuple:

@@ -331,3 +331,24 @@ def test_a_hostile_section_head_is_bounded():
     s.end()
     assert dict(zip(MESSAGE_COLUMNS, s.cells()))["message_read"].startswith("malformed")
     assert s.held is None
+
+
+def test_memory_per_delivery_is_bounded():
+    """A 60 KB application-properties section fed in 1 KB frames is held while it is read (never
+    beyond PREFIX_CAP), a 1 MB body is only passed over (nothing held), and the end frees all."""
+    m = Message(id="mem", properties={"big": "p" * 60000}, body=b"d" * 1_000_000, inferred=True)
+    encoded = m.encode()
+    s = MessageScan()
+    held = []
+    for i in range(0, len(encoded), 1024):
+        s.feed(encoded[i:i + 1024])
+        held.append(0 if s.held is None else len(s.held))
+    s.end()
+    body_start = len(encoded) - 1_000_000
+    assert 0 < max(held) <= PREFIX_CAP
+    assert all(h <= 1024 for i, h in enumerate(held) if i * 1024 > body_start)  # (a section head at most)
+    assert s.held is None and type(s.digest) is str
+    got, want = dict(zip(MESSAGE_COLUMNS, s.cells())), expected(encoded)
+    assert got.pop("application_properties") == {"big": "p" * MAX_VALUE_CHARS, "@cut": {"keys": 0, "values": ["big"]}}
+    want.pop("application_properties")
+    assert got == want

@@ -13,6 +13,8 @@ import pytest
 from test_filter_fields_tshark import (  # noqa: F401  (fixtures)
     OUTCOMES, TSHARK, merged, our_packets, our_values, ours, tshark,
 )
+from test_filter_fields_tshark import our_packets as _our_packets
+
 
 from amqp_dissect.cli.main import EXIT_OK, main
 from amqp_dissect.filter import ALIASES, FIELDS, WS_NOT_THE_SAME
@@ -62,6 +64,9 @@ def their_packets(merged, text) -> list[int]:
                                    "frame.number").split()]
 
 
+_their_packets = their_packets
+
+
 def test_every_alias_is_a_tshark_field_and_names_one_of_ours(ws_types):
     assert len(ALIASES) > 60
     for name, f in ALIASES.items():
@@ -84,15 +89,38 @@ def _isnum(v: str) -> bool:
         return False
 
 
+@pytest.fixture(scope="module")
+def multi_frame(ours):
+    """Packets carrying a transfer of a delivery of several frames: tshark 4.0 shows a message's
+    fields on its first transfer frame (what it decodes of the sections there), ours are on the
+    frame that completes it (test_message_fields_where_tshark_shows_them compares those)."""
+    events, _t0 = ours
+    out = set()
+    for ev in events:
+        if getattr(ev, "pname", None) == "transfer":
+            dl = ev.delivery
+            if dl is None or dl.frames > 1:
+                out.add(ev.packet)
+    return out
+
+
 @pytest.mark.parametrize("name", NAMES)
-def test_alias_selects_and_prints_what_tshark_does(merged, ours, ws_types, ws_values, name):
+def test_alias_selects_and_prints_what_tshark_does(merged, ours, ws_types, ws_values, multi_frame, name):
     f = ALIASES[name]
+    skip = multi_frame if name.startswith("amqp.message.") else set()
+
+    def our_packets(ours, text):  # (a message's fields: the messages of one frame)
+        return [p for p in _our_packets(ours, text) if p not in skip]
+
+    def their_packets(merged, text):
+        return [p for p in _their_packets(merged, text) if p not in skip]
+
     want = their_packets(merged, name)
     assert our_packets(ours, name) == want, name
     if ws_types[name] == "FT_NONE":
         return  # (presence only: tshark has no value to compare or print)
-    theirs = {pk: row[name] for pk, row in ws_values.items() if row[name]}
-    mine = our_values(ours, name)
+    theirs = {pk: row[name] for pk, row in ws_values.items() if row[name] and pk not in skip}
+    mine = {pk: v for pk, v in our_values(ours, name).items() if pk not in skip}
     if name in FRAME_LEVEL:
         mine = {pk: vs[:1] for pk, vs in mine.items()}
     if f.kind == "any":  # (a multiple field: ours joins a frame's values with ',')
@@ -174,3 +202,15 @@ def test_G_fields_lists_ours_with_their_wireshark_names(capsys):
     assert by_name["delivery-id"][4] == "amqp.performative.arguments.deliveryId"
     assert set(by_name["performative"][4].split(",")) == {"amqp.performative", "amqp.sasl.method"}
     assert "frame.number" in by_name["packet"][4].split(",")
+
+
+def test_message_fields_where_tshark_shows_them(merged, ours, multi_frame):
+    """A message of several transfer frames: tshark 4.0 shows its message-id on the first frame,
+    ours is on the last; the ids, in order, are the same; on messages of one frame, the same
+    packets (test_alias_selects_and_prints_what_tshark_does)."""
+    name = "amqp.message.messageId.string"
+    theirs = tshark("-r", merged, "-Y", f"amqp && {name}", "-T", "fields", "-E", "occurrence=a",
+                    "-e", "frame.number", "-e", name).splitlines()
+    theirs = [v for line in theirs for v in line.split("\t")[1].split(",") if int(line.split("\t")[0]) in multi_frame]
+    mine = [v for pk, vs in sorted(our_values(ours, "message-id").items()) if pk in multi_frame for v in vs]
+    assert theirs and [v for line in mine for v in line.split(",")] == theirs

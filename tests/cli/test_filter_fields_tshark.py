@@ -60,7 +60,7 @@ def merged(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def ours(merged):
-    src = CaptureSource(merged, messages="summary")
+    src = CaptureSource(merged, messages=True)
     events = [ev for _, ev in src.events() if isinstance(ev, SHOWN) and ev.ts is not None]
     return events, src.first_ts
 

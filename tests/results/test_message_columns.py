@@ -165,3 +165,31 @@ def test_samples_message_ids_and_digests(name, truth):
         if r["message_id"] is not None:
             digests.setdefault(r["message_id"], set()).add(r["bare_digest"])
     assert digests and all(len(v) == 1 and None not in v for v in digests.values())
+
+
+def test_parallel_gives_the_same_message_columns(tmp_path, capsys):
+    """deliveries -j 2 reads the messages as one process does (the workers' dissectors keep the
+    payloads too)."""
+    from amqp_dissect.cli.main import EXIT_OK, main
+
+    path = _capture(tmp_path)
+    outs = []
+    for j in ("1", "2"):
+        out = tmp_path / f"j{j}.jsonl"
+        rc = main(["deliveries", str(path), "-T", "jsonl", "-j", j, "-o", str(out)])
+        capsys.readouterr()
+        assert rc == EXIT_OK
+        outs.append(out.read_text())
+    assert outs[0] == outs[1]
+    assert [json.loads(line)["message_read"] for line in outs[0].splitlines()] == ["read"] * 3
+
+
+def test_the_deliveries_command_reads_only_when_a_message_column_is_asked():
+    from amqp_dissect.cli.options import TableFormat
+    from amqp_dissect.cli.tables import TableWriter
+
+    assert TableWriter("deliveries", TableFormat.csv, None, None).messages
+    assert TableWriter("deliveries", TableFormat.csv, None, "delivery_id,subject").messages
+    assert not TableWriter("deliveries", TableFormat.csv, None, "delivery_id,outcome").messages
+    assert not TableWriter("deliveries", TableFormat.table, None, None).messages  # (the text table's defaults)
+    assert not TableWriter("links", TableFormat.csv, None, None).messages
