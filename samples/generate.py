@@ -1914,7 +1914,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="list the scenarios and exit")
     ap.add_argument("--amqp091", action="store_true",
                     help="only the AMQP 0-9-1 capture (other-protocols/amqp091.pcap; needs pika)")
+    ap.add_argument("--messages", action="store_true",
+                    help="only the message-layer captures (messages/*.pcap, made by messages/scenarios.py; "
+                         "--only then names its scenarios; rhea needs node/npm, azure_cbs pip install azure-servicebus)")
     args = ap.parse_args(argv)
+    if args.messages:
+        sys.path.insert(0, str(Path(__file__).resolve().parent / "messages"))
+        import scenarios as message_scenarios  # samples/messages/scenarios.py
+        margs = ["--out", str(Path(args.out) / "messages")] + (["--only", *args.only] if args.only else [])
+        return message_scenarios.main(margs + (["--list"] if args.list else []))
     if args.list:
         for sc in SCENARIOS:
             print(f"{sc.name}: {sc.description}")

@@ -6,7 +6,9 @@ This process listens on HOST:5672 (a loopback address other than the broker's, e
 accepts every attach (answering with the node address the client asked for), grants credit, and
 answers each put-token on ``$cbs`` with a response carrying ``correlation-id`` = the request's
 ``message-id`` and ``status-code`` 202 (``"Accepted"``), or 401 when the token contains the word
-``refuse``.  Messages sent to any other node are accepted.  On SIGTERM (or after ``--seconds``)
+``refuse``.  Messages sent to any other node are accepted.  With ``--enforce-expiry``, when a token
+it accepted expires, it detaches every other link of that connection with
+``amqp:link:detach-forced`` (as a token-checking service does when a link outlives its token).  On SIGTERM (or after ``--seconds``)
 it writes what it received and answered, with its own clock, to ``--out`` and exits.
 
     python samples/messages/cbs_responder.py --host 127.0.0.2 --out responder.json --seconds 30
@@ -40,11 +42,20 @@ def _plain(v):
     return repr(v)
 
 
+class _Call:
+    def __init__(self, fn) -> None:
+        self.fn = fn
+
+    def on_timer_task(self, event) -> None:
+        self.fn()
+
+
 class Responder(MessagingHandler):
-    def __init__(self, url: str, seconds: float) -> None:
+    def __init__(self, url: str, seconds: float, enforce_expiry: bool = False) -> None:
         super().__init__(prefetch=10, auto_accept=False)
-        self.url, self.seconds = url, seconds
-        self.records = {"listen": url, "connections": [], "attaches": [], "put_tokens": [], "other_messages": []}
+        self.url, self.seconds, self.enforce_expiry = url, seconds, enforce_expiry
+        self.records = {"listen": url, "connections": [], "attaches": [], "put_tokens": [], "other_messages": [],
+                        "forced_detaches": []}
         self.senders: dict = {}  # connection -> sender link attached to $cbs (the client's response link)
 
     def on_start(self, event) -> None:
@@ -55,6 +66,24 @@ class Responder(MessagingHandler):
 
     def on_timer_task(self, event) -> None:
         self.stop()
+
+    def _expire(self, conn, audience: str) -> None:
+        from proton import Condition
+        for link in list(self._links(conn)):
+            if link.state & link.LOCAL_ACTIVE and link.remote_target.address != "$cbs" \
+                    and link.remote_source.address != "$cbs":
+                link.condition = Condition("amqp:link:detach-forced", f"the token for {audience} expired")
+                link.close()
+                self.records["forced_detaches"].append({"t": now(), "link": link.name,
+                                                        "condition": "amqp:link:detach-forced",
+                                                        "description": f"the token for {audience} expired"})
+
+    @staticmethod
+    def _links(conn):
+        link = conn.link_head(0)
+        while link:
+            yield link
+            link = link.next(0)
 
     def stop(self) -> None:
         self.acceptor.close()
@@ -103,6 +132,12 @@ class Responder(MessagingHandler):
                "token_length": len(token) if isinstance(token, str) else None,
                "status_code": code, "status_description": desc, "t_response": None}
         self.accept(dlv)
+        exp = props.get("expiration")
+        if self.enforce_expiry and code == 202 and isinstance(exp, int):
+            delay = max(0.0, exp / 1000.0 - time.time())
+            rec["expiry_enforced_in_s"] = round(delay, 3)
+            conn, audience = dlv.link.connection, _plain(props.get("name"))
+            self.container.schedule(delay, _Call(lambda: self._expire(conn, audience)))
         snd = self.senders.get(dlv.link.connection)
         if snd is not None:
             reply = Message(correlation_id=msg.id, address=msg.reply_to, body=None,
@@ -118,8 +153,9 @@ def main() -> int:
     ap.add_argument("--port", type=int, default=5672)
     ap.add_argument("--out", required=True)
     ap.add_argument("--seconds", type=float, default=30.0)
+    ap.add_argument("--enforce-expiry", action="store_true")
     args = ap.parse_args()
-    h = Responder(f"{args.host}:{args.port}", args.seconds)
+    h = Responder(f"{args.host}:{args.port}", args.seconds, args.enforce_expiry)
     cont = Container(h)
     cont.sasl_enabled = False  # the SDK's plain-AMQP connection sends the AMQP header, no SASL layer
 

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import logging
 import os
@@ -83,6 +84,16 @@ def run_rhea(sc, broker: base.Broker, out: Path, workdir: Path, tools: dict) -> 
 # --------------------------------------------------------------------------
 
 _FRAME_LOG = re.compile(r"^(->|<-) (\w+?)Frame\(")
+# an error in a frame the SDK read: <- EndFrame(error=[b'amqp:...', b'description', ...])
+_ERROR_LOG = re.compile(r"^<- (End|Close|Detach)Frame\((?:handle=(\d+), closed=\w+, )?error=\[b'((?:[^'\\]|\\.)*)'"
+                        r"(?:, b'((?:[^'\\]|\\.)*)')?")
+
+
+def _unbytes(text: str) -> str:
+    """The text of a bytes repr the SDK logged (b'...' with escapes)."""
+    return ast.literal_eval("b'" + text + "'").decode("utf-8", "replace")
+
+
 _ATTACH_LOG = re.compile(r"^-> AttachFrame\(name='([^']*)', handle=(\d+), role=(True|False),.*?"
                          r"source=Source\(address=(?:'([^']*)'|None).*?target=Target\(address=(?:'([^']*)'|None)")
 
@@ -97,9 +108,19 @@ class _FrameLog(logging.Handler):
     def emit(self, record) -> None:
         self.lines.append((record.created, record.getMessage()))
 
-    def take(self) -> tuple[list[str], list[str], list[dict], list[dict]]:
+    def take(self) -> tuple[list[str], list[str], list[dict], list[dict], dict]:
         sent, received, cbs, links = [], [], [], []
+        errors: dict = {"session_errors": [], "connection_error": None, "detach_errors": []}
         for t, line in self.lines:
+            e = _ERROR_LOG.match(line)
+            if e:
+                err = {"condition": _unbytes(e.group(3)), "description": _unbytes(e.group(4)) if e.group(4) else None}
+                if e.group(1) == "End":
+                    errors["session_errors"].append(err)
+                elif e.group(1) == "Close":
+                    errors["connection_error"] = err
+                else:
+                    errors["detach_errors"].append({"handle": int(e.group(2)), **err})
             m = _FRAME_LOG.match(line)
             a = _ATTACH_LOG.match(line)
             if a:
@@ -112,7 +133,7 @@ class _FrameLog(logging.Handler):
             elif line.startswith("CBS"):
                 cbs.append({"t": round(t, 6), "log": line[:300]})
         self.lines = []
-        return sent, received, cbs, links
+        return sent, received, cbs, links, errors
 
 
 def _counts(names: list[str]) -> dict:
@@ -136,8 +157,9 @@ def run_azure(sc, broker: base.Broker, out: Path, workdir: Path, tools: dict) ->
     responder_host = "127.0.0.2"
     cap = base.Capture(workdir, sc.name)
     cap.start()
+    enforce = ["--enforce-expiry"] if any(p[5] for p in AZURE_PLANS[sc.name]) else []
     resp = subprocess.Popen([sys.executable, str(HERE / "cbs_responder.py"), "--host", responder_host,
-                             "--out", str(responder_out), "--seconds", "60"],
+                             "--out", str(responder_out), "--seconds", "60", *enforce],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     base.log(f"  started cbs_responder.py (pid {resp.pid}) on {responder_host}:{base.AMQP_PORT}")
     line = resp.stdout.readline()
@@ -150,18 +172,15 @@ def run_azure(sc, broker: base.Broker, out: Path, workdir: Path, tools: dict) ->
     lg.addHandler(flog)
     lg.propagate = False
     clients = []
-    plans = [
-        # (container-id, host, token, messages to send after the put-token)
-        ("amqp-dissect-azure-cbs-rabbitmq", "127.0.0.1", "made-up-token-for-rabbitmq", 0),
-        ("amqp-dissect-azure-cbs-accepted", responder_host, "made-up-token-accepted", 2),
-        ("amqp-dissect-azure-cbs-refused", responder_host, "made-up-token-refuse-me", 0),
-    ]
+    plans = AZURE_PLANS[sc.name]
     try:
-        for i, (cid, host, token, n_msgs) in enumerate(plans):
+        for i, (cid, host, token, n_msgs, lifetime, outlive) in enumerate(plans):
+            host = responder_host if host == "responder" else host
             server = f"{host}:{base.AMQP_PORT}"
             audience = f"amqp://{server}/amqpdissect-entity"
-            expires_on = int(time.time()) + 600
+            expires_on = int(time.time()) + lifetime
             rec = {"index": i, "container_id": cid, "server": server, "sasl_mechanism": None,
+                   "frames_logged": "AMQP frames only (the SDK's network trace does not log SASL frames)",
                    "token": {"token": token, "token_type": "jwt", "audience": audience, "expires_on": expires_on},
                    "t_open": round(time.time(), 6), "t_closed": None, "put_token": None, "exception": None,
                    "messages_sent": [], "notes": []}
@@ -169,6 +188,8 @@ def run_azure(sc, broker: base.Broker, out: Path, workdir: Path, tools: dict) ->
                                 token_type=b"jwt")
             kw = dict(auth=auth, use_tls=False, network_trace=True, auth_timeout=3, client_name=cid)
             client = SendClient(server, "amqpdissect-entity", **kw) if n_msgs else AMQPClient(server, **kw)
+            mech = getattr(auth.sasl, "mechanism", None)
+            rec["sasl_mechanism"] = mech.decode() if isinstance(mech, bytes) else mech
             t0 = time.time()
             try:
                 client.open()
@@ -188,6 +209,19 @@ def run_azure(sc, broker: base.Broker, out: Path, workdir: Path, tools: dict) ->
                     rec["messages_sent"].append({"message_id": {"type": "string", "value": mid}, "t_sent": t,
                                                  "outcome": "accepted", "t_outcome": round(time.time(), 6),
                                                  "address": "amqpdissect-entity"})
+                if outlive and ready:
+                    # keep the link past the token's expiry, then read what arrived and send once more
+                    time.sleep(max(0.0, expires_on + 1.0 - time.time()))
+                    rec["t_read_after_expiry"] = round(time.time(), 6)
+                    try:
+                        for _ in range(3):
+                            client._connection.listen(wait=0.2)  # the SDK reads its socket
+                    except Exception as exc:  # noqa: BLE001
+                        rec["read_exception"] = {"type": type(exc).__name__, "message": str(exc)[:500]}
+                    mid = "azure-msg-after-expiry"
+                    rec["late_send"] = {"message_id": {"type": "string", "value": mid}, "t": round(time.time(), 6)}
+                    client.send_message(Message(value="after expiry", properties=Properties(message_id=mid)))
+                    rec["late_send"]["outcome"] = "accepted"
             except Exception as exc:  # noqa: BLE001 - what the SDK raised is part of the record
                 rec["exception"] = {"type": type(exc).__name__, "message": str(exc)[:500]}
             finally:
@@ -196,8 +230,9 @@ def run_azure(sc, broker: base.Broker, out: Path, workdir: Path, tools: dict) ->
                 except Exception as exc:  # noqa: BLE001
                     rec["notes"].append(f"close raised {type(exc).__name__}: {exc}")
                 rec["t_closed"] = round(time.time(), 6)
-            sent, received, cbs, links = flog.take()
+            sent, received, cbs, links, errors = flog.take()
             rec["links"] = links
+            rec.update(errors)
             rec["frames_sent"], rec["frames_received"] = sent, received
             rec["frame_counts_sent"], rec["frame_counts_received"] = _counts(sent), _counts(received)
             rec["cbs_log"] = cbs
@@ -227,6 +262,19 @@ def run_azure(sc, broker: base.Broker, out: Path, workdir: Path, tools: dict) ->
     return sc_mod.write(out, sc.name, cap, truth)
 
 
+# per scenario: (container-id, host or "responder", token, messages after the put-token,
+#                token lifetime in s, keep the link past the token's expiry)
+AZURE_PLANS = {
+    "azure_cbs": [
+        ("amqp-dissect-azure-cbs-rabbitmq", "127.0.0.1", "made-up-token-for-rabbitmq", 0, 600, False),
+        ("amqp-dissect-azure-cbs-accepted", "responder", "made-up-token-accepted", 2, 600, False),
+        ("amqp-dissect-azure-cbs-refused", "responder", "made-up-token-refuse-me", 0, 600, False),
+    ],
+    "azure_cbs_expiry": [
+        ("amqp-dissect-azure-cbs-expiry", "responder", "made-up-token-short-lived", 1, 3, True),
+    ],
+}
+
 OTHER_SCENARIOS = [
     sc_mod.MScenario(
         "rhea_request_reply",
@@ -245,6 +293,16 @@ OTHER_SCENARIOS = [
         "connections 1 and 2 go to cbs_responder.py, a small proton server on 127.0.0.2:5672 that answers "
         "put-tokens: connection 1's token is accepted (status-code 202), and it then attaches a sender to "
         "amqpdissect-entity and sends 2 messages; connection 2's token is refused (401) and the SDK raises "
-        "TokenAuthFailure. The SDK sends no SASL layer on a plain connection.",
+        "TokenAuthFailure. The SDK authenticates each connection with SASL ANONYMOUS (its CBS credential); its "
+        "network trace logs AMQP frames but not SASL frames, so the truth's frame lists start at open.",
+        lambda: None, [], runner=run_azure),
+    sc_mod.MScenario(
+        "azure_cbs_expiry",
+        "The Azure SDK's _pyamqp against cbs_responder.py started with --enforce-expiry: one connection puts a "
+        "made-up token that expires 3 s later (202), attaches a sender to amqpdissect-entity and sends 1 message, "
+        "then keeps the link past the token's expiry. At the expiry the responder detaches the link with "
+        "amqp:link:detach-forced ('the token for ... expired'), as a token-checking service does. 1 s after the "
+        "expiry the client reads its socket, tries one more send (the SDK raises TokenExpired by itself) and "
+        "closes.",
         lambda: None, [], runner=run_azure),
 ]

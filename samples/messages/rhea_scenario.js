@@ -68,7 +68,7 @@ const byRequest = {};  // wire id kind by request number, to answer with the sam
 let replies = 0, expectedReplies = 0, closing = false;
 
 function connRec(conn, cid, role) {
-  const r = {index: truth.connections.length, container_id: cid, role, rhea_name: conn.options.id || null,
+  const r = {index: truth.connections.length, container_id: cid, role, server: '127.0.0.1:5672', sasl_mechanism: 'PLAIN',
              t_connect: now(), t_remote_open: null, t_closed: null, closed_by: null, connection_error: null,
              remote_container_id: null, session_errors: []};
   truth.connections.push(r);
