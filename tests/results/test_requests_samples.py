@@ -157,3 +157,26 @@ def test_no_token_in_any_output(azure_cbs, tmp_path, capsys):
     for text in outs:
         assert not any(s in text for s in secrets)
     assert "no put-token on" in outs[2] and "refused: status 401" in outs[2]
+
+
+def test_a_link_that_outlives_its_token():
+    from amqp_dissect.pipelines.local import analyze
+
+    path = os.path.join(MESSAGES, "azure_cbs_expiry.pcap")
+    if not os.path.exists(path):
+        pytest.fail("samples/messages/azure_cbs_expiry.pcap is missing (python samples/generate.py --messages)")
+    rows, an = request_table(CaptureSource([path]))
+    truth = _truth("azure_cbs_expiry")
+    (put,) = truth["responder"]["put_tokens"]
+    (forced,) = truth["responder"]["forced_detaches"]
+    (r,) = rows
+    assert (r["request_id"], r["token_audience"], r["status_code"]) == (put["message_id"], put["name"], 202)
+    assert r["token_expiry_time"] == put["expiration"] * 1_000_000
+    assert r["token_refused"] is False and r["token_outlived"] is True
+    assert [x["link"] for x in r["token_links"]] == [forced["link"]]
+    assert r["token_links"][0]["evidence"].startswith("detached ")
+    # the links table: that link's detach came after the expiry, and before the client read its
+    # socket again (1 s after the expiry, by its own clock)
+    (lk,) = [x for x in an.link_rows() if x["name"] == forced["link"]]
+    assert r["token_expiry_time"] < lk["detach_time"] <= _ns(truth["connections"][0]["t_read_after_expiry"]) + US
+    assert lk["detach_error"] == forced["condition"]
