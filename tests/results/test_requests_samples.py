@@ -160,8 +160,6 @@ def test_no_token_in_any_output(azure_cbs, tmp_path, capsys):
 
 
 def test_a_link_that_outlives_its_token():
-    from amqp_dissect.pipelines.local import analyze
-
     path = os.path.join(MESSAGES, "azure_cbs_expiry.pcap")
     if not os.path.exists(path):
         pytest.fail("samples/messages/azure_cbs_expiry.pcap is missing (python samples/generate.py --messages)")
