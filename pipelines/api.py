@@ -82,7 +82,7 @@ class Tables(Mapping):
         frames = self.__dict__.get("_frames")
         if frames is not None and table in frames:
             return frames[table]
-        if table in TABLES:
+        if table in TABLES + MESSAGE_TABLES:
             raise AttributeError(f"the {table} table was not asked for (analyze(..., tables=[...]))")
         raise AttributeError(table)
 

@@ -41,12 +41,18 @@ def request_table(source, matcher: RequestMatcher | None = None):
     return rows, stream.analyzer
 
 
-def _candidate(cells, idx) -> bool:
-    """The message cells of a delivery make it a possible request or reply (see RequestMatcher.add)."""
-    if cells[idx[0]] is not None or cells[idx[1]] is not None:
-        return True
-    props = cells[idx[2]]
-    return isinstance(props, dict) and "operation" in props
+def _can_be_request_or_reply(scan, reply_to: int, correlation_id: int) -> bool:
+    """The scan of a delivery's message (amqp.message's) shows a reply-to, a correlation-id or an
+    application property ``operation``: read from the sections it kept, no cell made."""
+    if scan is None:
+        return False
+    p = scan.props
+    if p is not None:
+        n = len(p)
+        if (reply_to < n and p[reply_to] is not None) or (correlation_id < n and p[correlation_id] is not None):
+            return True
+    ap = scan.ap
+    return type(ap) is dict and "operation" in ap
 
 
 class ReportRequests:
@@ -55,12 +61,12 @@ class ReportRequests:
     only for a delivery whose message can be a request or a reply."""
 
     def __init__(self, matcher: RequestMatcher | None = None):
-        from amqp_dissect.amqp.message import MESSAGE_COLUMNS, delivery_cells
+        from amqp_dissect.amqp import _spec
 
         self.matcher = matcher or RequestMatcher()
         self.analyzer = None
-        self._cells = delivery_cells
-        self._idx = tuple(MESSAGE_COLUMNS.index(c) for c in ("reply_to", "correlation_id", "application_properties"))
+        # (the properties' field indices, generated from the spec)
+        self._fields = (_spec.PROPERTIES_REPLY_TO, _spec.PROPERTIES_CORRELATION_ID)
 
     def append(self, d) -> None:
         link = d.link
@@ -68,7 +74,7 @@ class ReportRequests:
             return
         if d.last_ts is not None:
             self.matcher.transfer(link.conn.id, link.index, d.last_ts)
-        if d.message is not None and _candidate(self._cells(d), self._idx):
+        if _can_be_request_or_reply(d.message, *self._fields):
             self.matcher.add(self.analyzer._row(d))
 
     def rows(self) -> list[dict]:

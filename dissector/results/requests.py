@@ -508,7 +508,7 @@ class RequestMatcher:
         row["token_refused"] = refused
         if why and raw is not None:
             notes.append(why)
-        if expiry is not None and refused is False:
+        if expiry is not None and refused is False and audience is not None:
             outlived = self._outlived(req, audience, expiry, capture_end, index)
             row["token_outlived"] = bool(outlived)
             if outlived:

@@ -151,7 +151,7 @@ def test_rhea_request_reply_another_stack():
 
 def test_report_section_on_a_capture_set(capsys):
     paths = [capture(n) for n in ("topic_fanout", "redeliveries", "forced")]
-    rc = main(["report", "-T", "json", *paths])
+    rc = main(["report", "--messages", "-T", "json", *paths])
     out, err = capsys.readouterr()
     assert rc == EXIT_OK, err
     sec = json.loads(out)["messages"]
@@ -166,6 +166,8 @@ def test_report_section_on_a_capture_set(capsys):
     assert sub["residence"].min() <= fan["residence"]["p50"] <= fan["residence"]["p90"] <= fan["residence"]["max"]
     never = sec["unmatched"]["published, never delivered in the capture"]
     assert {u["message_id"] for u in never} == {"forced-2", "forced-3"} and all(u["packets"] for u in never)
-    rc = main(["report", *paths])
+    rc = main(["report", "--messages", *paths])
     text, _ = capsys.readouterr()
     assert "Messages (matched across connections" in text and "forced-2" in text
+    rc = main(["report", "-T", "json", *paths])  # (without --messages: no message read, no section)
+    assert "messages" not in json.loads(capsys.readouterr()[0])

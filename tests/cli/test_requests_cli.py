@@ -124,12 +124,12 @@ def test_the_token_is_in_no_output(capture, capsys, tmp_path):
         assert TOKEN.encode() in f.read()  # (it is in the capture)
     outs = []
     for args in (["requests", path], ["requests", path, "--columns", "all"], ["requests", path, "-T", "csv"],
-                 ["requests", path, "-T", "jsonl"], ["report", path], ["report", path, "-T", "json"]):
+                 ["requests", path, "-T", "jsonl"], ["report", path, "--messages"], ["report", path, "--messages", "-T", "json"]):
         rc, out, err = _cli(capsys, *args)
         assert rc == 0, (args, err)
         outs.append(out)
     html = tmp_path / "r.html"
-    assert _cli(capsys, "report", path, "-T", "html", "-o", html)[0] == 0
+    assert _cli(capsys, "report", path, "--messages", "-T", "html", "-o", html)[0] == 0
     outs.append(html.read_text())
     pq_path = tmp_path / "r.parquet"
     assert _cli(capsys, "requests", path, "-T", "parquet", "-o", pq_path)[0] == 0
@@ -160,14 +160,14 @@ def test_text_table_columns_and_parquet_types(capture, capsys, tmp_path):
 
 def test_report_requests_section(capture, capsys):
     path, where = capture
-    rc, out, err = _cli(capsys, "report", path)
+    rc, out, err = _cli(capsys, "report", path, "--messages")
     assert rc == 0, err
     sec = out.split("\nRequests (", 1)[1]
     # (the put-token's reply, a 401, is an answer: the refusal is the token's line)
     assert sec.startswith("3: 2 answered, 1 with no reply in the capture)")
     assert f"no reply in the capture: 2 (ulong) to svc" in sec and f"[packet {where['m-2'][0]}]" in sec
     assert f"token: put-token for {AUDIENCE} (servicebus.windows.net:sastoken" in sec
-    rc, out, _ = _cli(capsys, "report", path, "-T", "json")
+    rc, out, _ = _cli(capsys, "report", path, "--messages", "-T", "json")
     rep = json.loads(out)["requests"]
     assert (rep["requests"], rep["answered"], rep["no_reply"]) == (3, 2, 1)
     assert [u["request_packet"] for u in rep["unanswered"]] == [where["m-2"][0]]
@@ -262,8 +262,16 @@ def test_a_request_through_a_broker(brokered, capsys):
 
 def test_report_with_jobs_has_the_same_requests(brokered, capture, capsys):
     for path in (brokered[0], capture[0]):
-        rc, one, _ = _cli(capsys, "report", path, "-T", "json")
-        rc2, two, _ = _cli(capsys, "report", path, "-T", "json", "-j", "2")
+        rc, one, _ = _cli(capsys, "report", path, "-T", "json", "--messages")
+        rc2, two, _ = _cli(capsys, "report", path, "-T", "json", "-j", "2", "--messages")
         assert rc == rc2 == 0
         assert json.loads(one)["requests"] == json.loads(two)["requests"]
         assert json.loads(one)["requests"]["requests"] >= 1
+
+
+def test_the_report_reads_no_message_unless_asked(capture, capsys):
+    path, _ = capture
+    rc, out, _ = _cli(capsys, "report", path, "-T", "json")
+    assert rc == 0 and "requests" not in json.loads(out)
+    rc, out, _ = _cli(capsys, "report", path)
+    assert rc == 0 and "\nRequests (" not in out

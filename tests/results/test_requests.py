@@ -313,3 +313,56 @@ def test_report_section_per_address_unanswered_and_tokens():
     page = request_html(sec)
     assert page.startswith('<h2 id="requests">') and "sb://ns.example/q" in page
     assert request_lines(requests_summary([])) == [] and request_html(None) == ""
+
+
+# --------------------------------------------------------------------------- any rows
+
+
+def _any_rows():
+    from hypothesis import strategies as st
+
+    ids = st.one_of(st.none(), st.sampled_from(["a", "b", "1", "$x"]))
+    types = st.sampled_from(["string", "ulong", "uuid", "binary"])
+    addr = st.one_of(st.none(), st.sampled_from(["svc", "r", "$cbs", "$management", "q1", "x/$management"]))
+    props = st.one_of(st.none(), st.dictionaries(
+        st.sampled_from(["operation", "type", "name", "expiration", "statusCode", "status-code", "locales"]),
+        st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True),
+                  st.text(max_size=8), st.lists(st.integers(), max_size=2)), max_size=5))
+    row = st.builds(
+        lambda conn, idx, side, t, dur, pkt, a, mid, mt, cid, ct, rt, to, pr, size: {
+            **d(conn, idx, side, t, pkt, address=a, mid=mid, mid_type=mt, cid=cid, cid_type=ct, reply_to=rt, to=to,
+                props=pr, body_size=size), "last_time": t + dur},
+        st.sampled_from([C1, C2]), st.integers(0, 3), st.sampled_from(["client", "server"]),
+        st.integers(T0, T0 + 10 * NS), st.integers(0, NS), st.integers(1, 50), addr, ids, types, ids, types,
+        addr, addr, props, st.one_of(st.none(), st.integers(0, 100)))
+    lnk = st.builds(lambda conn, idx, src, tgt, att, det, ref: link(conn, idx, f"l{idx}", source=src, target=tgt,
+                                                                     attach=att, detach=det, refused=ref),
+                    st.sampled_from([C1, C2]), st.integers(0, 3), addr, addr, st.integers(T0 - NS, T0 + 5 * NS),
+                    st.one_of(st.none(), st.integers(T0, T0 + 20 * NS)), st.booleans())
+    return st.lists(row, max_size=25), st.lists(lnk, max_size=8), st.one_of(st.none(), st.integers(T0, T0 + 30 * NS))
+
+
+def test_any_rows_make_a_table_that_fits():
+    from hypothesis import HealthCheck, given, settings
+
+    rows_s, links_s, end_s = _any_rows()
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(rows_s, links_s, end_s)
+    def check(rows, links, end):
+        out = request_rows(rows, links, end)
+        typed(out)
+        for r in out:
+            assert r["status"] in ("answered", "no reply in the capture", "reply without request", "answered twice")
+            assert r["replies"] == len(r["reply_packets"])
+            assert (r["status"] == "answered") == (r["replies"] == 1 and r["request_time"] is not None)
+            if r["round_trip"] is not None:
+                assert r["round_trip"] >= 0  # (a reply is matched only to a request sent before it)
+        # a request's row comes from a message that is a request (copies fold into it, never add one)
+        def is_request(x):
+            p = json.loads(x["application_properties"]) if x["application_properties"] else None
+            return x["reply_to"] is not None or (
+                isinstance(p, dict) and "operation" in p and bool(service_of(x["address"]) or service_of(x["to"])))
+        assert len([r for r in out if r["status"] != "reply without request"]) <= sum(map(is_request, rows))
+
+    check()

@@ -149,11 +149,32 @@ def test_no_token_in_any_output(azure_cbs, tmp_path, capsys):
     assert sum(s.encode() in data for s in secrets) == 2  # (the two put-tokens' bodies are in the capture)
     html = tmp_path / "r.html"
     outs = []
-    for args in (["requests", path, "-T", "jsonl"], ["requests", path, "-T", "csv"], ["report", path],
-                 ["report", path, "-T", "json"], ["report", path, "-T", "html", "-o", html]):
+    for args in (["requests", path, "-T", "jsonl"], ["requests", path, "-T", "csv"], ["report", path, "--messages"],
+                 ["report", path, "--messages", "-T", "json"], ["report", path, "--messages", "-T", "html", "-o", html]):
         assert main([str(a) for a in args]) == 0
         outs.append(capsys.readouterr().out)
     outs.append(html.read_text())
     for text in outs:
         assert not any(s in text for s in secrets)
     assert "no put-token on" in outs[2] and "refused: status 401" in outs[2]
+
+
+def test_a_link_that_outlives_its_token():
+    path = os.path.join(MESSAGES, "azure_cbs_expiry.pcap")
+    if not os.path.exists(path):
+        pytest.fail("samples/messages/azure_cbs_expiry.pcap is missing (python samples/generate.py --messages)")
+    rows, an = request_table(CaptureSource([path]))
+    truth = _truth("azure_cbs_expiry")
+    (put,) = truth["responder"]["put_tokens"]
+    (forced,) = truth["responder"]["forced_detaches"]
+    (r,) = rows
+    assert (r["request_id"], r["token_audience"], r["status_code"]) == (put["message_id"], put["name"], 202)
+    assert r["token_expiry_time"] == put["expiration"] * 1_000_000
+    assert r["token_refused"] is False and r["token_outlived"] is True
+    assert [x["link"] for x in r["token_links"]] == [forced["link"]]
+    assert r["token_links"][0]["evidence"].startswith("detached ")
+    # the links table: that link's detach came after the expiry, and before the client read its
+    # socket again (1 s after the expiry, by its own clock)
+    (lk,) = [x for x in an.link_rows() if x["name"] == forced["link"]]
+    assert r["token_expiry_time"] < lk["detach_time"] <= _ns(truth["connections"][0]["t_read_after_expiry"]) + US
+    assert lk["detach_error"] == forced["condition"]
