@@ -119,21 +119,8 @@ def watch_messages(analyzer) -> MessageMatcher:
     if other is None:
         analyzer.fold_out = watch
         return matcher
-    if callable(getattr(other, "_cells", None)):  # (the requests' watcher: the message cells made once)
-        other._cells = watch._cells = _last_cells(watch._cells)
     analyzer.fold_out = _Both(other, watch)
     return matcher
-
-
-def _last_cells(cells):
-    """``cells(d)`` remembering its last delivery: two watchers of one fold share the tuple."""
-    memo = [None, None]
-
-    def last(d):
-        if memo[0] is not d:
-            memo[0], memo[1] = d, cells(d)
-        return memo[1]
-    return last
 
 
 def analyze_for_sections(source, analyzer_class=None):
