@@ -171,6 +171,10 @@ DEFAULT_COLUMNS = {
     "transactions": ("connection", "txn_id", "state", "declare_time", "discharge_time", "deliveries"),
     "violations": ("packet", "time", "connection", "channel", "kind", "message"),
     "errors": ("time", "connection", "scope", "link", "condition", "description"),
+    "messages": ("first_time", "address", "message_id", "state", "publishes", "consumers", "deliveries",
+                 "residence", "end_to_end"),
+    "requests": ("request_time", "request_address", "request_id", "status", "round_trip", "service", "operation",
+                 "status_code", "token_note"),
 }
 
 

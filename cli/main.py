@@ -30,7 +30,7 @@ from .tables import register as _register_tables
 from .options import (  # noqa: F401  (TableFormat: re-exported)
     Autostop, CaptureFilter, Captures, Count, DisplayFilter, Fields, FrameFormat, FrameFormatOption,
     FieldOptionsOption, FramesCaptureFilter, Glossary, HexDump, OnlyProtocol, Interface, Jobs, KeyLogPath, Ports, ReadFiles, ReportFormat, ReportFormatOption,
-    ReportOutput, TableFormat, TimeFormatOption, Verbose, WriteRaw, check_format_letter,
+    ReportMessages, ReportOutput, TableFormat, TimeFormatOption, Verbose, WriteRaw, check_format_letter,
 )
 from .habits import TimeFormat, resolve_time_text, time_text
 from .common import (  # noqa: F401  (re-exported: the exit codes are part of this module's API)
@@ -394,9 +394,10 @@ def report(
     autostop: Autostop = None,
     write: WriteRaw = None,
     jobs: Jobs = 1,
+    messages: ReportMessages = False,
 ):
     """Connections, sessions, links, delivery outcomes, settlement latency, stalls, errors.
-    With -j N the HTML page is made by one process."""
+    With -j N the HTML page is made by one process.  --messages: the requests and messages sections too."""
     from .report_html import analyze_for_report
 
     check_format_letter(bpf, ReportFormat)
@@ -404,14 +405,15 @@ def report(
     run = CaptureRun(inputs, port or [], keylog=load_keylog(keylog), limit=count)
     failed = None
     if jobs > 1 and fmt is not ReportFormat.html and parallel_ok(run):
-        failed = _report_in_parallel(run, jobs, fmt, output)  # (exits unless -j failed)
+        failed = _report_in_parallel(run, jobs, fmt, output, messages)  # (exits unless -j failed)
         run = run.again()
-    analysis, rep, page = analyze_for_report(run, html=fmt is ReportFormat.html, version=version_line())
+    analysis, rep, page = analyze_for_report(run, html=fmt is ReportFormat.html, version=version_line(),
+                                             messages=messages)
     _write_report(output, fmt, rep, page)
     raise typer.Exit(run_status(run, analysis.analyzer, failed, jobs))
 
 
-def _report_in_parallel(run: CaptureRun, jobs: int, fmt: ReportFormat, output):
+def _report_in_parallel(run: CaptureRun, jobs: int, fmt: ReportFormat, output, messages: bool = False):
     """The text or JSON report made by ``jobs`` processes (amqp_dissect.pipelines.parallel) and
     written: exits, or returns the exception -j met (a bug), for the report to be made again by
     one process."""
@@ -419,7 +421,7 @@ def _report_in_parallel(run: CaptureRun, jobs: int, fmt: ReportFormat, output):
 
     try:
         with run._reading():
-            rep, bugs = parallel_report(run.source, jobs)
+            rep, bugs = parallel_report(run.source, jobs, messages=messages)
     except Fail:
         raise
     except Exception as e:

@@ -87,6 +87,10 @@ ReportFormatOption = Annotated[ReportFormat, typer.Option("--format", "-T",
                                                                "with plots)")]
 ReportOutput = Annotated[Optional[Path], typer.Option("--output", "-o",
                                                       help="write to this file (default: stdout)")]
+ReportMessages = Annotated[bool, typer.Option("--messages", help="also read every delivery's message: the "
+                                                                 "report's requests section (request/reply, "
+                                                                 "$management, $cbs put-tokens) and messages "
+                                                                 "section (messages across connections); slower")]
 TableFormatOption = Annotated[TableFormat, typer.Option("--format", "-T", help="table, csv, jsonl or parquet")]
 TableOutput = Annotated[Optional[Path], typer.Option("--output", "-o",
                                                      help="write to this file (required for parquet)")]

@@ -13,21 +13,40 @@ from amqp_dissect.results.report import build_report
 from .common import EXIT_OPEN, Fail
 
 
-def analyze_for_report(run, html: bool = False, version: str = ""):
+def analyze_for_report(run, html: bool = False, version: str = "", messages: bool = False):
     """(analysis, report document, HTML page or None) of a CaptureRun.  The HTML page needs the
-    time series only a SeriesAnalyzer keeps; text and JSON use the plain Analyzer (no cost)."""
+    time series only a SeriesAnalyzer keeps; text and JSON use the plain Analyzer (no cost).
+    ``messages``: the messages are read too, for the requests and messages sections
+    (``rep["requests"]``, ``rep["messages"]``)."""
+    from amqp_dissect.pipelines.messages import add_messages_section
+
+    def analyzed(analyzer_class=None):
+        if not messages:
+            return run.analyze(rows=False, **({"analyzer_class": analyzer_class} if analyzer_class else {})), None, None
+        from amqp_dissect.pipelines.messages import analyze_for_sections
+
+        from .run import _Checked
+
+        return analyze_for_sections(_Checked(run), analyzer_class)
+
     if not html:
-        analysis = run.analyze(rows=False)
+        analysis, requests, matcher = analyzed()
         rep = build_report(analysis.analyzer, capture_errors=analysis.capture_errors,
                            capture=run.source.capture_info())
+        if requests is not None:
+            rep["requests"] = requests.section()
+            add_messages_section(rep, analysis.analyzer, matcher)
         return analysis, rep, None
     from amqp_dissect.render.html import render_html
     from amqp_dissect.results.plots import plot_data
     from amqp_dissect.results.series import SeriesAnalyzer
 
-    analysis = run.analyze(rows=False, analyzer_class=SeriesAnalyzer)
+    analysis, requests, matcher = analyzed(SeriesAnalyzer)
     info = run.source.capture_info()
     rep = build_report(analysis.analyzer, capture_errors=analysis.capture_errors, capture=info)
+    if requests is not None:
+        rep["requests"] = requests.section()
+        add_messages_section(rep, analysis.analyzer, matcher)
     names = [str(x) for x in info["files"]] or [str(run.path)]
     page = render_html(rep, plot_data(analysis.analyzer),
                        title=f"AMQP 1.0 report: {', '.join(os.path.basename(x) for x in names)}",

@@ -1,5 +1,5 @@
 """The table commands (``deliveries``, ``links``, ``stalls``, ``connections``, ``sessions``,
-``transactions``, ``violations``, ``errors``) and their one output writer, :class:`TableWriter`.
+``transactions``, ``violations``, ``errors``, ``requests``, ``messages``) and their one output writer, :class:`TableWriter`.
 
 Registered on the typer app by ``register(app)`` (called by cli/main.py).
 """
@@ -33,6 +33,7 @@ TABLES = (
     ("transactions", "transaction_rows", "One row per transaction: declare, discharge, enlisted deliveries."),
     ("violations", "violation_rows", "Protocol violations found by the state layer."),
     ("errors", "error_rows", "Errors: close/end/detach errors and unsettled deliveries."),
+    ("requests", None, "One row per request: its reply, round trip, $management and $cbs operations."),
 )
 
 
@@ -235,6 +236,12 @@ def _in_one_process(run: CaptureRun, out: TableWriter, rows_method: str):
     """The table of ``run`` made by this process and written by ``out``; returns the Analyzer (its
     internal errors make the exit status)."""
     with out.writing():
+        if out.table == "requests":  # (the deliveries' message fields, matched once the capture is read)
+            from amqp_dissect.pipelines.requests import request_table
+
+            rows, analyzer = request_table(_Checked(run))
+            out.rows(rows)
+            return analyzer
         if out.table == "deliveries":  # row by row as each delivery becomes final
             from amqp_dissect.pipelines.write import STREAM_ROWS
 
@@ -304,7 +311,8 @@ def table_command(table: str, rows_method: str):
         run = CaptureRun(inputs, port or [], keylog=load_keylog(keylog), limit=count)
         failed = None
         # (-j needs Arrow and numpy: without them, and for the deliveries as a text table, one process)
-        if jobs > 1 and parallel_ok(run) and arrow_ready() and not (table == "deliveries" and out.text):
+        if (jobs > 1 and parallel_ok(run) and arrow_ready() and not (table == "deliveries" and out.text)
+                and table != "requests"):  # (requests pair messages across connections: one process)
             failed = _in_parallel(run, jobs, out)  # (exits unless -j failed)
             run = run.again()
         analyzer = _in_one_process(run, out, rows_method)
@@ -319,3 +327,6 @@ def register(app: typer.Typer) -> None:
         command = table_command(table, rows_method)
         command.__doc__ = help_text
         app.command(name=table)(command)
+    from .messages import messages  # (its own command: -Y on the table's columns)
+
+    app.command(name="messages")(messages)

@@ -37,7 +37,7 @@ import gc
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, Sequence
 
-from amqp_dissect.results.schema import TABLES, names
+from amqp_dissect.results.schema import MESSAGE_TABLES, TABLES, names
 
 from .keylogfile import as_keylog
 from .local import CaptureSource, DeliveryStream
@@ -116,7 +116,7 @@ class Tables(Mapping):
         frames = self.__dict__.get("_frames")
         if frames is not None and table in frames:
             return frames[table]
-        if table in TABLES:
+        if table in TABLES + MESSAGE_TABLES:
             raise AttributeError(f"the {table} table was not asked for (analyze(..., tables=[...]))")
         raise AttributeError(table)
 
@@ -141,9 +141,10 @@ def _tables(tables) -> list[str]:
     if tables is None:
         return list(TABLES)
     asked = [tables] if isinstance(tables, str) else list(tables)
-    unknown = [t for t in asked if t not in TABLES]
+    unknown = [t for t in asked if t not in TABLES + MESSAGE_TABLES]
     if unknown:
-        raise ValueError(f"no table {', '.join(map(repr, unknown))}: the tables are {', '.join(TABLES)}")
+        raise ValueError(f"no table {', '.join(map(repr, unknown))}: the tables are "
+                         f"{', '.join(TABLES + MESSAGE_TABLES)}")
     return list(dict.fromkeys(asked))
 
 
@@ -310,8 +311,8 @@ def iter_batches(paths, table: str = "deliveries", *, ports: Iterable[int] = (),
         _need("iter_batches", "pandas", ("pandas", "pyarrow"))
     else:
         _need("iter_batches", "parquet", ("pyarrow",))
-    if table not in TABLES:
-        raise ValueError(f"no table {table!r}: the tables are {', '.join(TABLES)}")
+    if table not in TABLES + MESSAGE_TABLES:
+        raise ValueError(f"no table {table!r}: the tables are {', '.join(TABLES + MESSAGE_TABLES)}")
     if batch_rows < 1:
         raise ValueError("batch_rows must be at least 1")
     keep = _columns(columns, [table])[table]
@@ -321,7 +322,19 @@ def iter_batches(paths, table: str = "deliveries", *, ports: Iterable[int] = (),
 
 def _iter(source, table, keep, batch_rows, pandas):
     schema = _schema(table, keep)
-    if table == "deliveries":
+    if table == "requests":  # (the message fields read: only when asked for)
+        from amqp_dissect.pipelines.requests import request_table
+
+        with _few_collections():
+            rows, _ = request_table(source)
+        small = _row_batches(rows, table, keep, batch_rows)
+    elif table == "messages":
+        from amqp_dissect.pipelines.messages import message_table
+
+        with _few_collections():
+            rows = message_table(source)[0]
+        small = _row_batches(rows, table, keep, batch_rows)
+    elif table == "deliveries":
         small = _delivery_batches(source, keep)
     else:
         from amqp_dissect.pipelines.local import run_analysis
@@ -345,7 +358,8 @@ def analyze(paths, *, ports: Iterable[int] = (), keylog=None, tables: str | Sequ
     ``keylog``: a TLS key log, as a path (``str`` or ``os.PathLike``, read as the CLI's
     ``--keylog`` reads it) or a :class:`~amqp_dissect.capture.keylog.KeyLog`
     (``KeyLog.from_text(text)`` for key log text at hand).  ``tables``: a table name or names
-    (default: all eight, :data:`amqp_dissect.results.schema.TABLES`).  ``columns``: the column
+    (default: all eight, :data:`amqp_dissect.results.schema.TABLES`; ``"messages"`` and
+    ``"requests"`` are made only when asked for: they read the messages).  ``columns``: the column
     names to keep (each table keeps those it has), or a mapping table -> names.
 
     Returns :class:`Tables`.  A capture that cannot be opened or read raises ``OSError`` or
@@ -360,7 +374,21 @@ def analyze(paths, *, ports: Iterable[int] = (), keylog=None, tables: str | Sequ
     keep = _columns(columns, want)
     source = _source(paths, ports, keylog)
     frames: dict = {}
-    if "deliveries" in want:
+    extra: dict = {}  # the message tables' rows
+    if any(t in want for t in MESSAGE_TABLES):  # (one reading: the deliveries with their message fields, then matched)
+        from amqp_dissect.pipelines.messages import message_tables_of_stream
+        from amqp_dissect.pipelines.requests import message_stream
+
+        stream = message_stream(source)
+        with _few_collections():
+            extra, rows_of = message_tables_of_stream(stream, want, keep_deliveries="deliveries" in want)
+        an = stream.analyzer
+        if "deliveries" in want:
+            batches = list(_row_batches(rows_of, "deliveries", keep["deliveries"], ROW_CHUNK))
+            frames["deliveries"] = _frame(pa.Table.from_batches(batches, schema=_schema("deliveries",
+                                                                                       keep["deliveries"])),
+                                          "deliveries")
+    elif "deliveries" in want:
         stream = DeliveryStream(source, messages=_wants_messages(keep["deliveries"]))
         # the small batches gathered as one table (chunked: no copy), converted once; each one's
         # categorical columns dictionary-encoded as it comes (the text of those columns is never
@@ -380,7 +408,7 @@ def analyze(paths, *, ports: Iterable[int] = (), keylog=None, tables: str | Sequ
     for t in want:
         if t == "deliveries":
             continue
-        rows = getattr(an, _ROWS[t])()
+        rows = extra[t] if t in extra else getattr(an, _ROWS[t])()
         batches = list(_row_batches(rows, t, keep[t], ROW_CHUNK))
         frames[t] = _frame(pa.Table.from_batches(batches, schema=_schema(t, keep[t])), t)
     frames = {t: frames[t] for t in want}

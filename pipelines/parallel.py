@@ -448,23 +448,53 @@ class _AnalysisJob:
 
 
 class ReportJob(_AnalysisJob):
-    """The report's part of one worker (:func:`~amqp_dissect.results.report.partial_report`)."""
+    """The report's part of one worker (:func:`~amqp_dissect.results.report.partial_report`), and
+    with ``messages`` its share of the requests section (pipelines/requests.py: the messages read)
+    and of the messages section (:func:`amqp_dissect.pipelines.messages.worker_part`)."""
+
+    def __init__(self, messages: bool = False):
+        self.messages = messages
+        self.watch = None
+
+    def read(self, w: int, n: int, source):
+        if not self.messages:
+            return _AnalysisJob.read(self, w, n, source)
+        from .messages import watch_messages
+        from .requests import watched_analyzer
+
+        an, self.watch = watched_analyzer(source)
+        self.matcher = watch_messages(an)
+        fw = FlowWorker(w, n, source, an)
+        fw.read()
+        return fw
 
     def finish(self, fw, end):
         from amqp_dissect.results.report import partial_report
 
         fw.finish(*end)
-        return {"report": partial_report(fw.an, fw), "bugs": _keyed_bugs(fw)}
+        from .messages import worker_part
+
+        return {"report": partial_report(fw.an, fw), "bugs": _keyed_bugs(fw),
+                "requests": self.watch.part() if self.watch is not None else None,
+                "messages": worker_part(fw.an, self.matcher) if self.watch is not None else None}
 
 
-def parallel_report(source, jobs: int, capture_errors=None):
+def parallel_report(source, jobs: int, capture_errors=None, messages: bool = False):
     """(report document, analyzer-like object with the merged ``internal_errors``) of ``source``
-    (a CaptureSource over files) analysed by ``jobs`` processes."""
+    (a CaptureSource over files) analysed by ``jobs`` processes (``messages``: the requests
+    and messages sections too)."""
     from amqp_dissect.results.report import merge_reports
 
-    fw, results = run_workers(jobs, lambda: source, ReportJob())
+    fw, results = run_workers(jobs, lambda: source, ReportJob(messages))
     errors = [f"{p}: {e}" for p, e in source.errors] if capture_errors is None else capture_errors
     rep = merge_reports([r["report"] for r in results], capture_errors=errors, capture=source.capture_info())
+    if messages:
+        from .requests import merged_section
+
+        rep["requests"] = merged_section([r["requests"] for r in results])
+        from .messages import add_merged_messages_section
+
+        add_merged_messages_section(rep, [r["messages"] for r in results])
     return rep, _merged_bugs(results)
 
 

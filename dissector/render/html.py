@@ -839,11 +839,17 @@ def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", 
         out.append(series_plot(lk["window"], lk["stalls"], plots["start"], plots["end"], "window", f"window-{i}"))
         out.append("</section>")
 
+    from .requests import request_html  # (the requests section: its own module)
+
+    out.append(request_html(rep.get("requests")))
     out.append('<h2 id="stalls">Stalls</h2><section class="card">')
     out.append(_legend([(k, k) for k in STALL_KINDS]))
     out.append(stall_timeline(plots))
     out.append("</section>")
 
+    from .messages import html_section as _messages_section  # (the messages section: render/messages.py)
+
+    out.append(_messages_section(rep))
     out.append('<h2 id="ladder">Frames</h2>')
     if not plots["ladder"]:
         out.append('<p class="empty">no AMQP frame in the capture</p>')

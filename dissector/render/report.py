@@ -409,4 +409,10 @@ def render_text(rep: dict) -> str:
         if rep.get("more_stalls"):
             lines.append(f"  … and {_n(rep['more_stalls'])} more (see `stalls`)")
     lines.extend(diagnosis_lines(rep.get("diagnoses"), digits))
+    from .requests import request_lines  # (the requests section: its own module)
+
+    lines.extend(request_lines(rep.get("requests"), (rep.get("capture") or {}).get("digits", 6)))
+    from .messages import text_lines as _message_lines  # (the messages section: render/messages.py)
+
+    lines.extend(_message_lines(rep))
     return "\n".join(lines) + "\n"

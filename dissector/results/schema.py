@@ -456,6 +456,100 @@ FRAMES = _cols(
     ("json", STRING, "the whole `frames --format jsonl` line"),
 )
 
+MESSAGES = _cols(
+    ("message_id", STRING, "message-id of the message, as text (binary as hex); null when matched by digest"),
+    ("message_id_type", STRING, "AMQP type of the message-id: ulong, uuid, binary or string (a ulong 5 and a "
+                                "string \"5\" are two messages)"),
+    ("bare_digest", STRING, "digest of the bare message: the key of a message without message-id"),
+    ("matched_by", STRING, "message-id or digest: how the deliveries of the message were matched"),
+    ("state", STRING, "delivered, delivered twice, \"published, never delivered in the capture\", \"delivered, "
+                      "publish not in the capture\", \"dead-lettered / expired\" or unknown (see definitions)"),
+    ("state_evidence", STRING, "why: the broker annotation or property of a dead-lettered / expired message, what "
+                               "made it delivered twice, or the roles not known"),
+    ("address", STRING, "the producer's link address (else the first consumer's)"),
+    ("first_time", TIME, "time of the message's first transfer frame in the capture"),
+    ("first_packet", INT, "capture record number of that frame"),
+    ("producer_connection", STRING, "connection id of the producer's delivery (the earliest publish)"),
+    ("producer_link", STRING, "link name of the producer's delivery"),
+    ("producer_link_index", INT, "0-based index of that link in its connection"),
+    ("producer_address", STRING, "address of the producer's link"),
+    ("producer_time", TIME, "time of the producer's first transfer frame"),
+    ("producer_packet", INT, "capture record number of that frame"),
+    ("producer_outcome", STRING, "outcome of the producer's delivery (the broker's)"),
+    ("producer_outcome_time", TIME, "time of that outcome"),
+    ("publishes", INT, "deliveries of the message from producers (above 1: published again)"),
+    ("consumers", INT, "consumer links that received the message (fan-out)"),
+    ("deliveries", INT, "deliveries of the message to consumers, redeliveries included"),
+    ("consumer_deliveries", JSON, "list of {connection, link, link_index, address, first_time, first_packet, "
+                                  "outcome, outcome_packet, deliveries} per consumer link (at most 16, then "
+                                  "{more: n})"),
+    ("first_consumer_time", TIME, "time of the first consumer's first transfer frame"),
+    ("residence", FLOAT, "broker residence: first consumer's first transfer - producer's first transfer, seconds"),
+    ("residence_max", FLOAT, "the largest residence over the consumers, seconds"),
+    ("end_to_end", FLOAT, "first consumer's outcome (of its last delivery) - producer's first transfer, seconds"),
+    ("end_to_end_max", FLOAT, "the largest end to end over the consumers, seconds"),
+    ("redeliveries_by_count", INT, "largest header delivery-count of a consumer delivery (null when none carried one)"),
+    ("redeliveries_by_repeat", INT, "deliveries to a consumer link that already had the message"),
+    ("released_or_modified", INT, "consumer deliveries with outcome released or modified"),
+    ("unknown_role", INT, "deliveries of the message whose role (producer or consumer) is unknown"),
+    ("role_evidence", STRING, "why their role is unknown (broker to broker, sending side not known)"),
+    ("untracked", INT, "deliveries of the message past the 64 kept per message (counted only)"),
+    ("packets", JSON, "list of the capture record numbers of the first transfer of each delivery (at most 32)"),
+    ("note", STRING, "what else was seen: published several times, a consumer before the publish, ..."),
+)
+
+REQUESTS = _cols(
+    ("request_id", STRING, "message-id of the request, as text (binary as hex); its AMQP type in request_id_type"),
+    ("request_id_type", STRING, "AMQP type of the request's message-id: ulong, uuid, binary or string"),
+    ("request_correlation_id", STRING, "correlation-id the request itself carried, as text"),
+    ("request_correlation_id_type", STRING, "its AMQP type"),
+    ("correlation_id", STRING, "correlation-id of the reply, as text"),
+    ("correlation_id_type", STRING, "its AMQP type"),
+    ("matched_by", STRING, "how the reply was matched: message-id (the reply's correlation-id is the request's "
+                           "message-id) or correlation-id (it is the request's correlation-id); null without reply"),
+    ("status", STRING, "answered, no reply in the capture, reply without request, or answered twice"),
+    ("replies", INT, "replies seen for the request (as they reached the requester)"),
+    ("service", STRING, "$management or $cbs when the request went to that service node, else null"),
+    ("operation", STRING, "application property operation of the request (e.g. READ, put-token)"),
+    ("operation_type", STRING, "application property type of the request (a $cbs put-token: the token type)"),
+    ("operation_name", STRING, "application property name of the request (a $cbs put-token: the audience)"),
+    ("locales", STRING, "application property locales of the request"),
+    ("status_code", INT, "status code of the reply (application property statusCode or status-code)"),
+    ("status_description", STRING, "status description of the reply (statusDescription or status-description)"),
+    ("request_address", STRING, "the node the request was sent to: its link's address, else its to"),
+    ("reply_to", STRING, "reply-to of the request"),
+    ("reply_address", STRING, "the address the reply came on: the request's reply-to when its link's source, "
+                              "target or to is it, else the reply's link address"),
+    ("request_connection", STRING, "connection id of the request's first transfer (its publisher's when seen)"),
+    ("request_link", STRING, "link name of that transfer"),
+    ("request_link_index", INT, "0-based index of that link in its connection"),
+    ("responder_connection", STRING, "connection id where a broker passed the request on to its responder"),
+    ("reply_connection", STRING, "connection id of the reply's transfer counted (to the requester when seen)"),
+    ("reply_link", STRING, "link name of that transfer"),
+    ("reply_link_index", INT, "0-based index of that link in its connection"),
+    ("request_time", TIME, "time of the request's first transfer frame (its publisher's)"),
+    ("reply_time", TIME, "time of the reply's last transfer frame (the one reaching the requester)"),
+    ("round_trip", FLOAT, "reply_time - request_time, seconds"),
+    ("request_packet", INT, "capture record number of the request's first transfer frame"),
+    ("reply_packet", INT, "capture record number of the reply's last transfer frame"),
+    ("reply_packets", JSON, "list of the capture record numbers of every reply counted in replies"),
+    ("request_outcome", STRING, "outcome of the request's delivery"),
+    ("request_properties", JSON, "application properties of the request (never its body)"),
+    ("reply_properties", JSON, "application properties of the reply"),
+    ("token_type", STRING, "$cbs put-token: token type (e.g. jwt, servicebus.windows.net:sastoken); the token "
+                           "itself is never read nor stored"),
+    ("token_audience", STRING, "$cbs put-token: audience (application property name)"),
+    ("token_expiry_time", TIME, "$cbs put-token: expiration (see definitions: seconds or milliseconds)"),
+    ("token_size", INT, "$cbs put-token: bytes of the body holding the token"),
+    ("token_refused", BOOL, "$cbs put-token: refused (status 400 or more, its $cbs link refused, or no reply); "
+                            "null when nothing shows it"),
+    ("token_outlived", BOOL, "$cbs put-token: a link to the audience's node was still attached, or transferring, "
+                             "after the expiry, and no newer put-token for the audience came before it"),
+    ("token_links", JSON, "list of {link, link_index, address, evidence} of the links that outlived the token"),
+    ("token_note", STRING, "the put-token's line: refused and why, or outlived by which links"),
+    ("note", STRING, "what was inferred (a publisher's transfer not in the capture ...) and the token's line"),
+)
+
 #: table -> its columns, in output order.  ``frames``: ``Analysis.frames`` and ``archive --frames``.
 REGISTRY: dict[str, tuple[Column, ...]] = {
     "connections": CONNECTIONS,
@@ -466,11 +560,16 @@ REGISTRY: dict[str, tuple[Column, ...]] = {
     "transactions": TRANSACTIONS,
     "violations": VIOLATIONS,
     "errors": ERRORS,
+    "messages": MESSAGES,
+    "requests": REQUESTS,
     "frames": FRAMES,
 }
 
 #: the analysis tables (one CLI command and one ``amqp_dissect.pipelines.local.Analysis`` attribute each)
 TABLES = ("connections", "sessions", "links", "deliveries", "stalls", "transactions", "violations", "errors")
+#: the tables made from the deliveries' message fields across connections (one CLI command each, and
+#: ``amqp_dissect.analyze(..., tables=...)``; they read the messages, so only when asked for)
+MESSAGE_TABLES = ("messages", "requests")
 
 _INTRO = {
     "connections": "One row per connection: negotiation, open/close, counts.",
@@ -481,6 +580,9 @@ _INTRO = {
     "transactions": "One row per transaction: declare, discharge, enlisted deliveries.",
     "violations": "Protocol violations found by the state layer.",
     "errors": "Errors: close / end / detach errors and unsettled deliveries.",
+    "messages": "One row per message, matched across connections: producer, consumers (fan-out), residence, "
+                "end to end, state.",
+    "requests": "One row per request: its reply, round trip, $management and $cbs operations.",
     "frames": "One row per AMQP frame: `Analysis.frames`, and `archive --frames` writes it.",
 }
 

@@ -178,8 +178,9 @@ class SeriesAnalyzer(Analyzer):
 
     def __init__(self, rows: bool = False, delivery_sink=None, fold_out=None, series_points: int = SERIES_POINTS,
                  series_links: int = SERIES_LINKS, series_sessions: int = SERIES_SESSIONS,
-                 ladder_frames: int = LADDER_FRAMES, ladder_connections: int = LADDER_CONNECTIONS):
-        Analyzer.__init__(self, rows=rows, delivery_sink=delivery_sink, fold_out=fold_out)
+                 ladder_frames: int = LADDER_FRAMES, ladder_connections: int = LADDER_CONNECTIONS,
+                 messages: bool = False):
+        Analyzer.__init__(self, rows=rows, delivery_sink=delivery_sink, fold_out=fold_out, messages=messages)
         self.series_points = series_points
         self.series_links = series_links
         self.series_sessions = series_sessions

@@ -77,7 +77,7 @@ def read_captures(spark, paths, *, ports=(), keylog=None, tables=None, frames: b
         work, temporary = _default_work(spark)
     work = work.rstrip("/") + "/_work"
     wanted = list(tables) if tables is not None else list(TABLES) + (["frames"] if frames else [])
-    unknown = [t for t in wanted if t not in TABLES + ("frames",)]
+    unknown = [t for t in wanted if t not in TABLES + ("frames", "requests", "messages")]
     if unknown:
         raise ValueError(f"unknown table(s) {unknown}: the tables are {', '.join(TABLES)}, frames")
     frames = frames or "frames" in wanted
@@ -88,15 +88,24 @@ def read_captures(spark, paths, *, ports=(), keylog=None, tables=None, frames: b
         if temporary:
             shutil.rmtree(work[len("file://"):-len("/_work")], ignore_errors=True)
         raise
-    need = set(wanted)
+    need = set(wanted) - {"requests"} | ({"deliveries", "links"} if "requests" in wanted else set())
+    need = need - {"messages"} | ({"deliveries", "links", "connections"} if "messages" in wanted else set())
     if summaries:
         need.update(t for reads in SUMMARY_READS.values() for t in reads)
     frames_of = table_frames(spark, done, [t for t in done["counts"] if t in need])
+    if "requests" in wanted:  # (matched across the flows, on the driver: pipelines/spark/requests.py)
+        from .requests import requests_frame
+        frames_of["requests"] = requests_frame(spark, frames_of["deliveries"], frames_of["links"],
+                                               done["stats"].get("end_ts"))
+    if "messages" in wanted:  # (DataFrame operations across the flows: pipelines/spark/messages.py)
+        from .messages import messages_frame
+        frames_of["messages"] = messages_frame(spark, frames_of["deliveries"], frames_of["links"],
+                                               frames_of["connections"])
     out = CaptureTables({t: frames_of[t] for t in wanted})
     if summaries:
         for name in SUMMARIES:
             out[name] = summary_frame(name, frames_of, window)
-    out.counts = {t: done["counts"][t] for t in wanted}
+    out.counts = {t: done["counts"][t] if t in done["counts"] else frames_of[t].count() for t in wanted}
     out.files, out.errors, out.order, out.gaps = done["files"], done["errors"], done["order"], done["gaps"]
     done["stats"]["timings"] = done["marks"]
     done["stats"]["cpu"] = done["meter"].seconds()  # the Python tasks' CPU seconds by step (decoding)

@@ -71,12 +71,12 @@ def empty_pcap(tmp_path):
 
 
 def test_registry_is_well_formed():
-    assert set(TABLES) | {"frames"} == set(REGISTRY)
+    assert set(TABLES) | set(schema.MESSAGE_TABLES) | {"frames"} == set(REGISTRY)
     for table, cols in REGISTRY.items():
         assert len({c.name for c in cols}) == len(cols), table
         assert all(c.type in schema.TYPES and c.meaning for c in cols), table
     # the columns that are times by their name are typed as times, and only those
-    for table in TABLES:
+    for table in TABLES + schema.MESSAGE_TABLES:
         for c in REGISTRY[table]:
             is_time = (c.name in ("time", "start", "end", "credit_exhausted_at")
                        or re.search(r"_time(_client|_server)?$", c.name) is not None)

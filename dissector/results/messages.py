@@ -1,0 +1,411 @@
+"""The messages table: one row per message, matched across connections.
+
+Sans-IO: :class:`MessageMatcher` is fed delivery rows (dicts with the deliveries table's columns,
+the message fields among them: ``message_id``, ``message_id_type``, ``bare_digest``,
+``header_delivery_count``, ``message_annotations``, ``application_properties``) in any order,
+keeps a small tuple per delivery (ids, times, packet numbers: never a payload), then
+:meth:`MessageMatcher.rows` takes the links and connections tables' rows and gives one row per
+message (the registry's ``messages`` columns).
+
+The rules (docs/definitions.md, "Messages"):
+
+* a message's **key** is its message-id with its AMQP type (a ulong 5 and a string "5" are two
+  messages), or, without a message-id, the digest of its bare message (``matched_by``
+  "digest"); a delivery with neither (its message not read: aborted, incomplete, not decoded)
+  is not in the table (counted in :attr:`MessageMatcher.unkeyed`);
+* **who is producer, who is consumer** comes from the side sending the transfers: a client
+  sending to the server (the broker) publishes, the server sending to a client delivers to a
+  consumer.  A delivery on a connection whose client is itself a broker (its container-id is the
+  server's container-id of another connection of the capture) or on a link whose sending side is
+  not known is neither: it is counted in ``unknown_role`` with the evidence in ``role_evidence``;
+* the **producer's delivery** is the earliest publish of the key; **consumers** are the distinct
+  consumer links (connection, link index) that received it;
+* **residence** (broker residence time): a consumer's first transfer of the message minus the
+  producer's first transfer (the first consumer's, and the largest); **end to end**: a consumer's
+  outcome (the terminal outcome of its last delivery of the message) minus the producer's first
+  transfer; durations are differences of integer nanoseconds, divided once;
+* **redeliveries**: by the header's delivery-count (the largest a consumer delivery carried) and
+  by repeats (deliveries of the message to a consumer link that already had it; a key matched by
+  digest allows as many as it was published);
+* the **state**: "dead-lettered / expired" when a broker annotation or property says so (which one
+  in ``state_evidence``), else "delivered, publish not in the capture" (consumers, no publish),
+  "published, never delivered in the capture" (a publish, no consumer), "delivered twice"
+  (a repeat, a delivery-count above 0, or a delivery after a consumer released or modified it),
+  "delivered", or "unknown" (only deliveries of unknown role).
+
+Bounded: at most :data:`MAX_MESSAGES` keys (more are counted in ``dropped``), at most
+:data:`MAX_DELIVERIES` deliveries kept per key (more are counted in the row's ``untracked``), and
+the ``consumer_deliveries`` JSON lists at most :data:`MAX_LISTED` consumers.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+from amqp_dissect.times import NS, seconds
+
+__all__ = ["MessageMatcher", "message_rows", "STATES", "MAX_MESSAGES", "MAX_DELIVERIES", "MAX_LISTED",
+           "deadletter_evidence"]
+
+PUBLISHED, PUBLISH_MISSING, TWICE, DEAD, DELIVERED, UNKNOWN = (
+    "published, never delivered in the capture", "delivered, publish not in the capture", "delivered twice",
+    "dead-lettered / expired", "delivered", "unknown")
+STATES = (DELIVERED, TWICE, PUBLISHED, PUBLISH_MISSING, DEAD, UNKNOWN)
+
+#: message keys kept; more are counted in ``dropped``
+MAX_MESSAGES = 1_000_000
+#: deliveries kept per key (a hostile capture repeating one id); more are counted in ``untracked``
+MAX_DELIVERIES = 64
+#: consumers listed in ``consumer_deliveries`` (the count is in ``consumers``)
+MAX_LISTED = 16
+#: packet numbers listed in ``packets``
+MAX_PACKETS = 32
+
+# the broker annotations / properties that say a message was dead-lettered or expired:
+# key (lower case) -> (what it says, where it is); the value is quoted in the evidence
+_DEAD_KEYS = {
+    # Azure Service Bus
+    "x-opt-deadletter-reason": "dead-lettered",
+    "x-opt-deadletter-source": "dead-lettered",
+    "deadletterreason": "dead-lettered",
+    # RabbitMQ (its AMQP 1.0 annotations of dead-lettering; the reason may say expired)
+    "x-first-death-reason": "dead-lettered",
+    "x-last-death-reason": "dead-lettered",
+    "x-opt-deaths": "dead-lettered",
+    "x-death": "dead-lettered",
+    # ActiveMQ Artemis (expiry moves a message to the expiry address with these)
+    "_amq_actual_expiry": "expired",
+    "_amq_orig_reason": "expired",
+}
+# delivery tuple fields (kept per delivery)
+(_CONN, _LINK, _LIDX, _ADDR, _SIDE, _FIRST, _FPKT, _OUTCOME, _OTIME, _OPKT, _DC, _DEAD) = range(12)
+
+
+def _map(value) -> dict:
+    """A JSON cell (a dict, or JSON text) as a dict; {} when absent or not a map."""
+    if value is None:
+        return {}
+    if isinstance(value, (str, bytes)):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _short(value, limit: int = 60) -> str:
+    if isinstance(value, dict) and "value" in value:
+        value = value["value"]
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def deadletter_evidence(row: dict) -> str | None:
+    """The first broker annotation / property of a delivery saying its message was dead-lettered or
+    expired, as ``"message annotation x-first-death-reason = expired: expired"``; None when none."""
+    for where, cell in (("message annotation", row.get("message_annotations")),
+                        ("application property", row.get("application_properties"))):
+        m = _map(cell)
+        if not m:
+            continue
+        for key, value in m.items():
+            what = _DEAD_KEYS.get(str(key).lower())
+            if what is None:
+                continue
+            text = _short(value)
+            if what == "dead-lettered" and "expire" in text.lower():
+                what = "expired"
+            return f"{what}: {where} {key} = {text}"
+    return None
+
+
+def _iso(ns) -> str | None:
+    if ns is None:
+        return None
+    secs, frac = divmod(ns, NS)
+    try:
+        day = datetime.fromtimestamp(secs, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    except (OverflowError, OSError, ValueError):
+        return str(ns)
+    return f"{day}.{frac:09d}Z" if frac % 1000 else f"{day}.{frac // 1000:06d}Z"
+
+
+def _diff(a, b):
+    return None if a is None or b is None else seconds(a - b)
+
+
+class _Message:
+    __slots__ = ("first", "deliveries", "untracked")
+
+    def __init__(self):
+        self.first = None  # earliest first_time of its deliveries
+        self.deliveries: list = []
+        self.untracked = 0
+
+
+class MessageMatcher:
+    """Delivery rows in (:meth:`add`, any order), message rows out (:meth:`rows`)."""
+
+    def __init__(self, max_messages: int = MAX_MESSAGES, max_deliveries: int = MAX_DELIVERIES):
+        self.max_messages = max_messages
+        self.max_deliveries = max_deliveries
+        self.messages: dict = {}
+        self.unkeyed = 0  # deliveries without message-id nor digest (message not read)
+        self.dropped = 0  # deliveries of keys past max_messages
+
+    def add(self, row: dict) -> None:
+        mid = row.get("message_id")
+        if mid is not None:
+            key = ("message-id", row.get("message_id_type"), mid)
+        else:
+            digest = row.get("bare_digest")
+            if digest is None:
+                self.unkeyed += 1
+                return
+            key = ("digest", None, digest)
+        m = self.messages.get(key)
+        if m is None:
+            if len(self.messages) >= self.max_messages:
+                self.dropped += 1
+                return
+            m = self.messages[key] = _Message()
+        first = row.get("first_time")
+        if first is not None and (m.first is None or first < m.first):
+            m.first = first
+        if len(m.deliveries) >= self.max_deliveries:
+            m.untracked += 1
+            return
+        dc = row.get("header_delivery_count")
+        m.deliveries.append((row.get("connection"), row.get("link"), row.get("link_index"), row.get("address"),
+                             row.get("sender_side"), first, row.get("first_packet"), row.get("outcome") or None,
+                             row.get("outcome_time"), row.get("outcome_packet"),
+                             dc if isinstance(dc, int) and not isinstance(dc, bool) else None,
+                             deadletter_evidence(row)))
+
+    def part(self) -> dict:
+        """What this matcher holds, picklable (a ``-j`` worker's share): see :meth:`merge`."""
+        return {"messages": [(k, m.first, m.deliveries, m.untracked) for k, m in self.messages.items()],
+                "unkeyed": self.unkeyed, "dropped": self.dropped}
+
+    def merge(self, part: dict) -> None:
+        """Add another matcher's :meth:`part` (the bounds kept: keys past ``max_messages`` count
+        their deliveries in ``dropped``, deliveries past ``max_deliveries`` in ``untracked``)."""
+        self.unkeyed += part["unkeyed"]
+        self.dropped += part["dropped"]
+        for key, first, deliveries, untracked in part["messages"]:
+            m = self.messages.get(key)
+            if m is None:
+                if len(self.messages) >= self.max_messages:
+                    self.dropped += len(deliveries) + untracked
+                    continue
+                m = self.messages[key] = _Message()
+            if first is not None and (m.first is None or first < m.first):
+                m.first = first
+            room = max(0, self.max_deliveries - len(m.deliveries))
+            m.deliveries.extend(deliveries[:room])
+            m.untracked += untracked + max(0, len(deliveries) - room)
+
+    def add_all(self, rows) -> "MessageMatcher":
+        for r in rows:
+            self.add(r)
+        return self
+
+    # ------------------------------------------------------------------ roles
+
+    @staticmethod
+    def _roles(link_rows, connection_rows) -> tuple[dict, dict]:
+        """((connection, link_index) -> sender side from the links table, connection -> evidence
+        that its client is a broker)."""
+        sides = {}
+        for lk in link_rows or ():
+            side = lk.get("sender_side")
+            if side is None and lk.get("role") in ("sender", "receiver"):
+                side = "client" if lk["role"] == "sender" else "server"
+            sides[(lk.get("connection"), lk.get("link_index"))] = side
+        servers: dict = {}
+        for c in connection_rows or ():
+            cid = c.get("container_id_server")
+            if cid:
+                servers.setdefault(cid, c.get("connection"))
+        brokers = {}
+        for c in connection_rows or ():
+            cid = c.get("container_id_client")
+            other = servers.get(cid) if cid else None
+            if other is not None and other != c.get("connection"):
+                brokers[c.get("connection")] = (f"connection {c.get('connection')}: its client (container-id "
+                                                f"{cid!r}) is the server of connection {other}: broker to broker")
+        return sides, brokers
+
+    # ------------------------------------------------------------------ rows
+
+    def rows(self, link_rows=(), connection_rows=()) -> list[dict]:
+        sides, brokers = self._roles(link_rows, connection_rows)
+        order = sorted(self.messages.items(), key=_message_order)
+        return [self._row(key, m, sides, brokers) for key, m in order]
+
+    def _row(self, key, m: _Message, sides: dict, brokers: dict) -> dict:
+        how, typ, ident = key
+        producers, consumers, unknown = [], [], []
+        why_unknown: list = []
+        m.deliveries.sort(key=_time_key)
+        for d in m.deliveries:
+            conn = d[_CONN]
+            if conn in brokers:
+                unknown.append(d)
+                why_unknown.append(brokers[conn])
+                continue
+            side = sides.get((conn, d[_LIDX]), d[_SIDE]) or d[_SIDE]
+            if side == "client":
+                producers.append(d)
+            elif side == "server":
+                consumers.append(d)
+            else:
+                unknown.append(d)
+                why_unknown.append(f"link {d[_LINK]!r} of {conn}: the sending side is not known (its attach "
+                                   "was not seen)")
+        tkey = _time_key
+        producers.sort(key=tkey)
+        consumers.sort(key=tkey)
+        prod = producers[0] if producers else None
+        p_time = prod[_FIRST] if prod else None
+        # consumer links: (connection, link_index) -> [deliveries, first, first_packet, last delivery]
+        groups: dict = {}
+        for d in consumers:
+            g = groups.get((d[_CONN], d[_LIDX]))
+            if g is None:
+                groups[(d[_CONN], d[_LIDX])] = [1, d, d]
+            else:
+                g[0] += 1
+                g[2] = d
+        allowed = max(1, len(producers)) if how == "digest" else 1
+        repeats = sum(max(0, g[0] - allowed) for g in groups.values())
+        dcs = [d[_DC] for d in consumers if d[_DC] is not None]
+        max_dc = max(dcs) if dcs else None
+        # a consumer delivery after one that a consumer released or modified
+        after_release = 0
+        seen_release = None
+        for d in consumers:
+            if seen_release is not None and (d[_FIRST] or 0) >= seen_release:
+                after_release += 1
+            if d[_OUTCOME] in ("released", "modified") and d[_OTIME] is not None:
+                seen_release = d[_OTIME] if seen_release is None else min(seen_release, d[_OTIME])
+        rel_mod = sum(1 for d in consumers if d[_OUTCOME] in ("released", "modified"))
+
+        # times
+        firsts = [g[1][_FIRST] for g in groups.values() if g[1][_FIRST] is not None]
+        outs = [_final_outcome(consumers, k) for k in groups]
+        res_first = res_max = e2e_first = e2e_max = None
+        first_consumer = min(firsts) if firsts else None
+        notes = []
+        if p_time is not None and firsts:
+            res_first = _diff(first_consumer, p_time)
+            res_max = _diff(max(firsts), p_time)
+            if first_consumer < p_time:
+                notes.append("a consumer's transfer came before the publish (the id was used again?)")
+            first_key = min(groups, key=lambda k: (groups[k][1][_FIRST] is None, groups[k][1][_FIRST] or 0))
+            fo = _final_outcome(consumers, first_key)
+            e2e_first = _diff(fo, p_time)
+            outs_t = [t for t in outs if t is not None]
+            e2e_max = _diff(max(outs_t), p_time) if outs_t else None
+        if len(producers) > 1:
+            notes.append(f"published {len(producers)} times"
+                         + (" (identical bare messages without message-id are one row)" if how == "digest" else ""))
+        if m.untracked:
+            notes.append(f"{m.untracked} more deliveries of this key not kept (past {self.max_deliveries})")
+
+        # state
+        dead = next((d[_DEAD] for d in consumers + producers + unknown if d[_DEAD]), None)
+        twice_why = []
+        if repeats:
+            twice_why.append(f"{repeats} repeat(s) to the same consumer")
+        if max_dc:
+            twice_why.append(f"header delivery-count {max_dc}")
+        if after_release:
+            twice_why.append(f"{after_release} delivery(ies) after a released / modified outcome")
+        if dead:
+            state, evidence = DEAD, dead
+        elif not producers and not consumers:
+            state, evidence = UNKNOWN, "; ".join(dict.fromkeys(why_unknown)) or None
+        elif not producers:
+            state, evidence = PUBLISH_MISSING, None
+        elif not consumers:
+            state, evidence = PUBLISHED, None
+        elif twice_why:
+            state, evidence = TWICE, "; ".join(twice_why)
+        else:
+            state, evidence = DELIVERED, None
+
+        listed = []
+        for k, (n, first_d, last_d) in list(groups.items())[:MAX_LISTED]:
+            listed.append({"connection": k[0], "link": first_d[_LINK], "link_index": k[1],
+                           "address": first_d[_ADDR], "first_time": _iso(first_d[_FIRST]),
+                           "first_packet": first_d[_FPKT], "outcome": last_d[_OUTCOME],
+                           "outcome_packet": last_d[_OPKT], "deliveries": n})
+        if len(groups) > MAX_LISTED:
+            listed.append({"more": len(groups) - MAX_LISTED})
+        everything = sorted(m.deliveries, key=tkey)
+        packets = [d[_FPKT] for d in everything if d[_FPKT] is not None]
+        first_d = everything[0] if everything else None
+        return {
+            "message_id": ident if how == "message-id" else None,
+            "message_id_type": typ if how == "message-id" else None,
+            "bare_digest": ident if how == "digest" else None,
+            "matched_by": how,
+            "state": state,
+            "state_evidence": evidence,
+            "address": prod[_ADDR] if prod else (consumers[0][_ADDR] if consumers else
+                                                   (first_d[_ADDR] if first_d else None)),
+            "first_time": m.first,
+            "first_packet": min(packets) if packets else None,
+            "producer_connection": prod[_CONN] if prod else None,
+            "producer_link": prod[_LINK] if prod else None,
+            "producer_link_index": prod[_LIDX] if prod else None,
+            "producer_address": prod[_ADDR] if prod else None,
+            "producer_time": p_time,
+            "producer_packet": prod[_FPKT] if prod else None,
+            "producer_outcome": prod[_OUTCOME] if prod else None,
+            "producer_outcome_time": prod[_OTIME] if prod else None,
+            "publishes": len(producers),
+            "consumers": len(groups),
+            "deliveries": len(consumers),
+            "consumer_deliveries": listed,
+            "first_consumer_time": first_consumer,
+            "residence": res_first,
+            "residence_max": res_max,
+            "end_to_end": e2e_first,
+            "end_to_end_max": e2e_max,
+            "redeliveries_by_count": max_dc,
+            "redeliveries_by_repeat": repeats,
+            "released_or_modified": rel_mod,
+            "unknown_role": len(unknown),
+            "role_evidence": "; ".join(dict.fromkeys(why_unknown)) or None,
+            "untracked": m.untracked,
+            "packets": packets[:MAX_PACKETS] + (["..."] if len(packets) > MAX_PACKETS else []),
+            "note": "; ".join(notes) or None,
+        }
+
+
+def _message_order(kv):
+    """Rows in time order: the message's first transfer, its packet, then the key."""
+    (how, typ, ident), m = kv
+    packets = [d[_FPKT] for d in m.deliveries if d[_FPKT] is not None]
+    return (m.first is None, m.first or 0, min(packets) if packets else 0, how, typ or "", str(ident))
+
+
+def _time_key(d):
+    return (d[_FIRST] is None, d[_FIRST] or 0, d[_FPKT] or 0)
+
+
+def _final_outcome(consumers: list, key) -> int | None:
+    """Time of the terminal outcome of the last delivery to the consumer link ``key`` that has one."""
+    t = None
+    for d in consumers:
+        if (d[_CONN], d[_LIDX]) == key and d[_OTIME] is not None:
+            t = d[_OTIME]
+    return t
+
+
+def message_rows(delivery_rows, link_rows=(), connection_rows=()) -> list[dict]:
+    """The messages table of the deliveries, links and connections tables' rows."""
+    return MessageMatcher().add_all(delivery_rows).rows(link_rows, connection_rows)

@@ -1,0 +1,143 @@
+"""The report's messages section (``rep["messages"]``): counts per state, per address the messages,
+fan-out, residence and end-to-end p50 / p90 / max with their histograms (logarithmic bins, as the
+other latency plots), the unmatched messages named with their packets, and a few journeys
+(producer -> broker -> consumers) for the HTML page.
+
+Sans-IO: made from the messages table's rows and the :class:`~amqp_dissect.results.messages.MessageMatcher`
+that made them (its deliveries give the journeys' times).  Bounded: at most :data:`ADDRESSES`
+addresses, :data:`UNMATCHED` messages named per state and :data:`JOURNEYS` journeys; the report's
+matcher keeps at most :data:`REPORT_MESSAGES` message keys (the messages command matches all).
+"""
+
+from __future__ import annotations
+
+from .messages import (_ADDR, _CONN, _FIRST, _FPKT, _LIDX, _LINK, _OPKT, _OTIME, _OUTCOME, DEAD, DELIVERED,
+                       PUBLISH_MISSING, PUBLISHED, STATES, TWICE, UNKNOWN, MessageMatcher)
+from .percentiles import percentile
+from .plots import histogram
+
+__all__ = ["REPORT_MESSAGES", "messages_section", "report_matcher"]
+
+REPORT_MESSAGES = 200_000  # message keys the report's matcher keeps (memory stays bounded)
+ADDRESSES = 20
+UNMATCHED = 20
+JOURNEYS = 6
+JOURNEY_CONSUMERS = 8
+
+
+def report_matcher() -> MessageMatcher:
+    return MessageMatcher(max_messages=REPORT_MESSAGES)
+
+
+def _stats(values: list) -> dict:
+    xs = sorted(values)
+    if not xs:
+        return {"count": 0, "p50": None, "p90": None, "max": None, "histogram": None}
+    keys, counts = [], []
+    for v in xs:
+        if keys and keys[-1] == v:
+            counts[-1] += 1
+        else:
+            keys.append(v)
+            counts.append(1)
+    return {"count": len(xs), "p50": percentile(xs, 50, presorted=True), "p90": percentile(xs, 90, presorted=True),
+            "max": xs[-1], "histogram": histogram(keys, counts)}
+
+
+def _name(r: dict) -> dict:
+    return {"message_id": r["message_id"], "message_id_type": r["message_id_type"], "bare_digest": r["bare_digest"]}
+
+
+def _key(r: dict):
+    if r["matched_by"] == "message-id":
+        return ("message-id", r["message_id_type"], r["message_id"])
+    return ("digest", None, r["bare_digest"])
+
+
+def _hop(d, role: str) -> dict:
+    return {"role": role, "connection": d[_CONN], "link": d[_LINK], "link_index": d[_LIDX], "address": d[_ADDR],
+            "time": d[_FIRST], "packet": d[_FPKT], "outcome": d[_OUTCOME], "outcome_time": d[_OTIME],
+            "outcome_packet": d[_OPKT]}
+
+
+def _journey(r: dict, why: str, matcher: MessageMatcher) -> dict | None:
+    m = matcher.messages.get(_key(r))
+    if m is None:
+        return None
+    prod_key = (r["producer_connection"], r["producer_link_index"], r["producer_packet"])
+    hops = []
+    for d in sorted(m.deliveries, key=lambda d: (d[_FIRST] is None, d[_FIRST] or 0, d[_FPKT] or 0)):
+        if (d[_CONN], d[_LIDX], d[_FPKT]) == prod_key:
+            hops.append(_hop(d, "producer"))
+    seen = 0
+    for c in r["consumer_deliveries"]:
+        if "more" in c:
+            continue
+        for d in m.deliveries:
+            if (d[_CONN], d[_LIDX]) == (c["connection"], c["link_index"]) and seen < JOURNEY_CONSUMERS:
+                hops.append(_hop(d, "consumer"))
+                seen += 1
+    hops.sort(key=lambda h: (h["time"] is None, h["time"] or 0, h["packet"] or 0))
+    return {"why": why, **_name(r), "state": r["state"], "address": r["address"], "end_to_end": r["end_to_end_max"],
+            "residence": r["residence_max"], "residence_first": r["residence"], "end_to_end_first": r["end_to_end"],
+            "hops": hops, "consumers": r["consumers"]}
+
+
+def messages_section(rows: list, matcher: MessageMatcher) -> dict:
+    """The section of the messages table's ``rows`` (made by ``matcher``)."""
+    states = {s: 0 for s in STATES}
+    by_addr: dict = {}
+    unmatched: dict = {s: [] for s in (PUBLISHED, PUBLISH_MISSING, TWICE, DEAD, UNKNOWN)}
+    for r in rows:
+        states[r["state"]] = states.get(r["state"], 0) + 1
+        a = by_addr.get(r["address"])
+        if a is None:
+            a = by_addr[r["address"]] = {"address": r["address"], "messages": 0, "consumers": 0, "fan_out_max": 0,
+                                         "residence": [], "end_to_end": []}
+        a["messages"] += 1
+        a["consumers"] += r["consumers"]
+        a["fan_out_max"] = max(a["fan_out_max"], r["consumers"])
+        if r["residence"] is not None:
+            a["residence"].append(r["residence"])
+        if r["end_to_end"] is not None:
+            a["end_to_end"].append(r["end_to_end"])
+        lst = unmatched.get(r["state"])
+        if lst is not None and len(lst) < UNMATCHED:
+            lst.append({**_name(r), "address": r["address"], "packets": r["packets"], "evidence": r["state_evidence"],
+                        "first_time": r["first_time"]})
+    addresses = sorted(by_addr.values(), key=lambda a: (-a["messages"], a["address"] or ""))
+    out_addr = []
+    for a in addresses[:ADDRESSES]:
+        out_addr.append({"address": a["address"], "messages": a["messages"],
+                         "fan_out_mean": a["consumers"] / a["messages"], "fan_out_max": a["fan_out_max"],
+                         "residence": _stats(a["residence"]), "end_to_end": _stats(a["end_to_end"])})
+    # journeys: the slowest end to end, the never delivered, the delivered twice
+    journeys = []
+    slow = sorted((r for r in rows if r["end_to_end_max"] is not None), key=lambda r: -r["end_to_end_max"])
+    for r in slow[:JOURNEYS // 2]:
+        journeys.append(_journey(r, "slowest end to end", matcher))
+    for state, why in ((PUBLISHED, "never delivered"), (TWICE, "delivered twice"), (DEAD, "dead-lettered / expired")):
+        for r in rows:
+            if len(journeys) >= JOURNEYS:
+                break
+            if r["state"] == state and all(j is None or (j["message_id"], j["bare_digest"]) !=
+                                           (r["message_id"], r["bare_digest"]) for j in journeys):
+                journeys.append(_journey(r, why, matcher))
+                break
+    seen, unique = set(), []
+    for j in journeys:  # (a message drawn once: the first reason it was picked for)
+        if j is not None and (j["message_id"], j["message_id_type"], j["bare_digest"]) not in seen:
+            seen.add((j["message_id"], j["message_id_type"], j["bare_digest"]))
+            unique.append(j)
+    return {
+        "messages": len(rows),
+        "states": {k: v for k, v in states.items() if v or k in (DELIVERED,)},
+        "unkeyed_deliveries": matcher.unkeyed,
+        "dropped_deliveries": matcher.dropped,
+        "key_limit": matcher.max_messages,
+        "addresses": out_addr,
+        "more_addresses": max(0, len(addresses) - ADDRESSES),
+        "unmatched": {k: v for k, v in unmatched.items() if v},
+        "unmatched_counts": {k: states.get(k, 0) for k, v in unmatched.items() if v},
+        "journeys": unique,
+    }

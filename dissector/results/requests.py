@@ -1,0 +1,616 @@
+"""The requests table: request/reply pairs, AMQP management (``$management``) and claims-based
+security (``$cbs`` put-token) operations, matched from the deliveries table's message fields.
+
+Sans-IO: :class:`RequestMatcher` is fed delivery rows (dicts with the deliveries table's columns,
+the message fields among them: ``message_id``, ``correlation_id``, ``reply_to``, ``to``,
+``application_properties``, ``body_size``, ...) in any order, keeps only the few that can be a
+request or a reply (as small tuples), and the last transfer time of every link; then
+:meth:`RequestMatcher.rows` takes the links table's rows and the capture's end and gives one row
+per request (the registry's ``requests`` columns).
+
+The rules (docs/definitions.md, "Requests and replies"):
+
+* a **request** is a message with a reply-to, or a message carrying an application property
+  ``operation`` sent to a well-known service node (an address whose last part is ``$management``
+  or ``$cbs``);
+* its **reply** is a later message whose correlation-id equals the request's message-id
+  (``matched_by`` "message-id"), or else the request's own correlation-id ("correlation-id"), of
+  the same AMQP type, delivered on a link whose source or target address is the request's
+  reply-to (or whose ``to`` is): a dynamic reply node's address is the one the broker gave in its
+  attach, which is the link's source in the links table;
+* a message passes a broker twice (the publisher's transfer, then the broker's to a consumer):
+  the request's time is its publisher's transfer (the client sending it), its reply's time the
+  transfer that brought the reply to the requester's connection (else the first seen);
+  ``round_trip`` is the difference of the integer times, divided once;
+* a put-token's token (the message body) is never read, printed nor stored: only its size.
+
+Bounded: at most :data:`MAX_CANDIDATES` candidate messages are kept (the rest are counted in
+``dropped``), one integer per link, and the application properties already bounded by the
+deliveries table.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timezone
+
+from amqp_dissect.times import NS, seconds
+
+__all__ = ["RequestMatcher", "request_rows", "requests_summary", "SERVICE_NODES", "STATUSES", "MAX_CANDIDATES"]
+
+#: the last part of a well-known service node's address -> the service's name in the table
+SERVICE_NODES = {"$management": "$management", "$cbs": "$cbs"}
+
+ANSWERED, NO_REPLY, ORPHAN, TWICE = ("answered", "no reply in the capture", "reply without request",
+                                     "answered twice")
+STATUSES = (ANSWERED, NO_REPLY, ORPHAN, TWICE)
+
+#: requests with one id looked at to match a copy or a reply (the latest; ids reused more are
+#: matched among their latest uses only)
+_SCAN = 64
+
+#: candidate messages kept (a request or a reply each); more are counted in ``dropped``
+MAX_CANDIDATES = 1_000_000
+
+# the delivery row's fields a candidate keeps, in this order (a tuple each)
+_FIELDS = ("connection", "link", "link_index", "sender_side", "address", "first_time", "last_time",
+           "first_packet", "last_packet", "outcome", "message_id", "message_id_type", "correlation_id",
+           "correlation_id_type", "reply_to", "to", "application_properties", "body_size", "body_kind",
+           "delivery_id")
+(_CONN, _LINK, _LIDX, _SIDE, _ADDR, _FIRST, _LAST, _FPKT, _LPKT, _OUTCOME, _MID, _MIDT, _CID, _CIDT,
+ _REPLY_TO, _TO, _PROPS, _BODY_SIZE, _BODY_KIND, _DID) = range(len(_FIELDS))
+
+
+def service_of(address) -> str | None:
+    """``$management`` or ``$cbs`` when ``address``'s last part (after the last ``/``) names one."""
+    if not address or not isinstance(address, str):
+        return None
+    return SERVICE_NODES.get(address.rstrip("/").rsplit("/", 1)[-1])
+
+
+def _props(value) -> dict:
+    """Application properties as a dict (the row may hold JSON text); {} when absent or not a map."""
+    if value is None:
+        return {}
+    if isinstance(value, (str, bytes)):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _plain(value):
+    """A property value without a type wrapper ({"type": ..., "value": ...} as some JSON writers give)."""
+    if isinstance(value, dict) and "value" in value:
+        return value["value"]
+    return value
+
+
+def _first(props: dict, *keys):
+    for k in keys:
+        if k in props:
+            return _plain(props[k])
+    return None
+
+
+def _text(value) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return str(value)
+
+
+def _int(value) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
+        return int(value)
+    return None
+
+
+#: an integer expiration below this is seconds since the epoch (the Azure SDK's put-token), at or
+#: above it milliseconds (an AMQP timestamp: 10^11 ms is 1973, 10^11 s the year 5138)
+_SECONDS_BELOW = 10**11
+
+
+def expiry_ns(value, typ: str | None = None) -> tuple[int | None, str | None]:
+    """(nanoseconds since the epoch, None) of a put-token's ``expiration``, or (None, why).
+
+    An AMQP timestamp is milliseconds since the epoch; an integer or a number below 10^11 is
+    seconds since the epoch (what the Azure SDK sends), 10^11 and above milliseconds; ISO 8601
+    text is read as such (UTC when it names no zone)."""
+    typ = (value.get("type") if isinstance(value, dict) else typ) or None
+    value = _plain(value)
+    if value is None:
+        return None, "no expiration"
+    if isinstance(value, bool):
+        return None, f"expiration not understood: {value!r}"
+    if typ == "timestamp" and isinstance(value, int):
+        return value * 1_000_000, None
+    if isinstance(value, int):
+        return (value * NS if abs(value) < _SECONDS_BELOW else value * 1_000_000), None
+    if isinstance(value, float):
+        return (round(value * NS) if abs(value) < _SECONDS_BELOW else round(value * 1_000_000)), None
+    if isinstance(value, str):
+        n = _int(value)
+        if n is not None:
+            return expiry_ns(n)
+        try:
+            t = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            return None, f"expiration not understood: {value[:60]!r}"
+        if t.tzinfo is None:
+            t = t.replace(tzinfo=timezone.utc)
+        delta = t - datetime(1970, 1, 1, tzinfo=timezone.utc)
+        return (delta.days * 86400 + delta.seconds) * NS + delta.microseconds * 1000, None
+    return None, f"expiration not understood: {_text(value)[:60]!r}"
+
+
+def _node(address) -> str:
+    """An address or an audience as a node path: without scheme and host, without the slashes
+    around it (``sb://ns.example/queue/`` and ``/queue`` are both ``queue``)."""
+    a = address or ""
+    if "://" in a:
+        a = a.split("://", 1)[1]
+        a = a.split("/", 1)[1] if "/" in a else ""
+    return a.strip("/")
+
+
+def covers(audience, address) -> bool:
+    """True when a token for ``audience`` covers a link to ``address``: the same node, a node
+    below it (``queue/Subscriptions/s``), or any node for an audience naming only the host."""
+    aud, node = _node(audience), _node(address)
+    if service_of(address):
+        return False
+    if not aud:
+        return bool(address)
+    return node == aud or node.startswith(aud + "/")
+
+
+def _time_order(c) -> tuple:
+    """Candidates in capture order (then connection, link and delivery-id: one order whatever the
+    order they were fed in, by one process or several)."""
+    return (c[_FIRST] if c[_FIRST] is not None else -1, c[_FPKT] if c[_FPKT] is not None else -1,
+            str(c[_CONN]), c[_LIDX] if c[_LIDX] is not None else -1, c[_DID] if c[_DID] is not None else -1)
+
+
+class _Request:
+    """One row being made: the request's sightings (the publisher's transfer, the broker's to the
+    responder) and its reply's."""
+
+    __slots__ = ("sent", "delivered", "replies", "matched_by", "orphan", "notes")
+
+    def __init__(self, sent=None, delivered=None, orphan=False):
+        self.sent = sent            # the publisher's transfer (a candidate tuple), or None
+        self.delivered = delivered  # the transfer to the responder (broker to client), or None
+        self.replies: list = []     # (candidate, address matched) of the reply
+        self.matched_by = None
+        self.orphan = orphan
+        self.notes: list = []
+
+    @property
+    def first(self):
+        return self.sent or self.delivered
+
+
+def _cbs_links_unused(links: dict, used: set) -> list[dict]:
+    """Per connection, its links to ``$cbs`` that carried no request and were refused, or never
+    attached by the peer: no put-token went through them (a token line of the report)."""
+    out: dict = {}
+    for (conn, idx), lr in sorted(links.items(), key=lambda kv: (str(kv[0][0]), kv[0][1] if kv[0][1] is not None else -1)):
+        if (conn, idx) in used or not any(service_of(lr.get(k)) == "$cbs" for k in ("address", "source", "target")):
+            continue
+        if lr.get("refused"):
+            why = "refused by the peer"
+        elif lr.get("attach_time") is not None and lr.get("attached_time", 0) is None:
+            why = "never attached by the peer" + (f" (ended by {lr['terminated']})" if lr.get("terminated") else "")
+        else:
+            continue
+        e = out.setdefault((conn, why), {"connection": conn, "why": why, "links": [], "time": lr.get("attach_time")})
+        e["links"].append(lr.get("name"))
+    return list(out.values())
+
+
+class RequestMatcher:
+    """Feed delivery rows (:meth:`add`), then :meth:`rows` the requests table (and ``cbs_links``:
+    the ``$cbs`` links no put-token went through, refused or never attached)."""
+
+    def __init__(self, max_candidates: int = MAX_CANDIDATES):
+        self.cbs_links: list = []
+        self.max_candidates = max_candidates
+        self._cands: list = []
+        self._last_transfer: dict = {}  # (connection, link_index) -> last transfer time
+        self.dropped = 0
+
+    def transfer(self, connection, link_index, t) -> None:
+        """A transfer at ``t`` on a link (its last one is evidence that the link outlived a token)."""
+        key = (connection, link_index)
+        old = self._last_transfer.get(key)
+        if old is None or t > old:
+            self._last_transfer[key] = t
+
+    def add(self, row: dict) -> None:
+        """One delivery row: kept when it can be a request or a reply."""
+        t = row.get("last_time")
+        if t is not None:
+            self.transfer(row.get("connection"), row.get("link_index"), t)
+        if row.get("reply_to") is None and row.get("correlation_id") is None:
+            props = _props(row.get("application_properties"))
+            if "operation" not in props or not (service_of(row.get("address")) or service_of(row.get("to"))):
+                return
+        if len(self._cands) >= self.max_candidates:
+            self.dropped += 1
+            return
+        self._cands.append(tuple(row.get(f) for f in _FIELDS))
+
+    def part(self) -> dict:
+        """What this matcher holds, to be merged with other processes' (:meth:`merge`): plain data."""
+        return {"cands": list(self._cands), "last": dict(self._last_transfer), "dropped": self.dropped}
+
+    def merge(self, part: dict) -> None:
+        """Add another matcher's :meth:`part` (the ``-j`` workers': each read other connections)."""
+        for c in part["cands"]:
+            if len(self._cands) >= self.max_candidates:
+                self.dropped += 1
+            else:
+                self._cands.append(tuple(c))
+        for (conn, idx), t in part["last"].items():
+            self.transfer(conn, idx, t)
+        self.dropped += part["dropped"]
+
+    def add_all(self, rows) -> "RequestMatcher":
+        for r in rows:
+            self.add(r)
+        return self
+
+    # ------------------------------------------------------------------ matching
+
+    def rows(self, link_rows=(), capture_end: int | None = None) -> list[dict]:
+        """The requests table's rows, in the order of the request's time (a reply without request:
+        its reply's).  ``link_rows``: the links table (source, target, refused, attach and
+        detach times); ``capture_end``: the time of the capture's last packet (whether a link
+        was still attached at a token's expiry)."""
+        links = {(r.get("connection"), r.get("link_index")): r for r in link_rows}
+        cands = sorted(self._cands, key=_time_order)
+        by_mid: dict = {}   # (type, message-id) -> requests, latest last
+        by_cid: dict = {}   # (type, correlation-id) -> requests, latest last
+        reply_addrs = set()  # every reply-to seen on a request
+        out: list[_Request] = []
+        orphans: dict = {}  # (correlation key, reply address) -> the row of a reply without request
+
+        def link_addrs(c):
+            lr = links.get((c[_CONN], c[_LIDX])) or {}
+            return {a for a in (lr.get("source"), lr.get("target"), c[_ADDR], c[_TO]) if a}
+
+        for c in cands:
+            mkey = (c[_MIDT], c[_MID]) if c[_MID] is not None else None
+            ckey = (c[_CIDT], c[_CID]) if c[_CID] is not None else None
+            is_request = c[_REPLY_TO] is not None or (
+                "operation" in _props(c[_PROPS]) and bool(service_of(c[_ADDR]) or service_of(c[_TO])))
+            # 1. the same request seen again on another connection (a broker passing it on)
+            if is_request and mkey is not None:
+                hop = self._copy_of(by_mid.get(mkey), c)
+                if hop is not None:
+                    hop.delivered = c
+                    continue
+            # 2. a reply to a request seen before
+            if ckey is not None:
+                hit = self._reply_of(by_mid.get(ckey), c, link_addrs, "message-id")
+                if hit is None:
+                    hit = self._reply_of(by_cid.get(ckey), c, link_addrs, "correlation-id")
+                if hit is not None:
+                    continue
+            # 3. a new request
+            if is_request:
+                req = _Request(sent=c) if c[_SIDE] != "server" else _Request(delivered=c)
+                if c[_SIDE] == "server":
+                    req.notes.append("its publisher's transfer is not in the capture: the time is the "
+                                     "transfer to the responder")
+                out.append(req)
+                if mkey is not None:
+                    by_mid.setdefault(mkey, []).append(req)
+                if ckey is not None:
+                    by_cid.setdefault(ckey, []).append(req)
+                if c[_REPLY_TO] is not None:
+                    reply_addrs.add(c[_REPLY_TO])
+                continue
+            # 4. a reply without request: a correlation-id on a reply address, a service node's
+            # link or with a status code
+            if ckey is None:
+                continue
+            props = _props(c[_PROPS])
+            addrs = link_addrs(c)
+            if not (addrs & reply_addrs or any(service_of(a) for a in addrs)
+                    or _first(props, "statusCode", "status-code") is not None):
+                continue
+            where = sorted(addrs & reply_addrs) or sorted(a for a in addrs if service_of(a)) or sorted(addrs)
+            okey = (ckey, where[0] if where else None)
+            row = orphans.get(okey)
+            if row is None:
+                row = orphans[okey] = _Request(orphan=True)
+                out.append(row)
+            row.replies.append((c, True))
+        tokens: dict = {}  # (connection, audience) -> put-token times (what renews a token)
+        for r in out:
+            f = r.first
+            if f is None or f[_FIRST] is None:
+                continue
+            p = _props(f[_PROPS])
+            if (_text(_first(p, "operation")) or "").lower() == "put-token":
+                tokens.setdefault((f[_CONN], _text(_first(p, "name"))), []).append(f[_FIRST])
+        by_conn: dict = {}
+        for key, lr in links.items():
+            by_conn.setdefault(key[0], []).append((key[1], lr))
+        used = {(r.first[_CONN], r.first[_LIDX]) for r in out if r.first is not None}
+        self.cbs_links = _cbs_links_unused(links, used)
+        return [self._row(r, links, capture_end, (tokens, by_conn)) for r in out]
+
+    @staticmethod
+    def _copy_of(reqs, c):
+        """The request ``c`` copies (the same message-id and reply-to, first seen on another
+        connection, not yet passed on), or None."""
+        if not reqs:
+            return None
+        for r in reversed(reqs[-_SCAN:]):
+            f = r.first
+            if (r.delivered is None and f[_REPLY_TO] == c[_REPLY_TO] and f[_CONN] != c[_CONN]
+                    and (f[_CID], f[_CIDT]) == (c[_CID], c[_CIDT]) and not r.replies):
+                return r
+        return None
+
+    @staticmethod
+    def _reply_of(reqs, c, link_addrs, how):
+        """Match ``c`` as a reply to the latest of ``reqs`` sent before it whose reply-to it
+        reaches (or, for a request without reply-to, on its connection); the request or None."""
+        if not reqs:
+            return None
+        for r in reversed(reqs[-_SCAN:]):
+            f = r.first
+            if f is c:
+                continue
+            if f[_REPLY_TO] is not None:
+                ok = f[_REPLY_TO] in link_addrs(c)
+            else:
+                ok = c[_CONN] == f[_CONN]
+            if not ok:
+                continue
+            if r.matched_by is None:
+                r.matched_by = how
+            r.replies.append((c, True))
+            return r
+        return None
+
+    # ------------------------------------------------------------------ the row
+
+    def _final_replies(self, r: _Request) -> list:
+        """The reply's sightings that count: those brought to the requester's connection, else
+        those a broker delivered (its side server), else all."""
+        reps = [c for c, _ in r.replies]
+        if r.orphan or not reps:
+            return reps
+        conn = r.first[_CONN]
+        mine = [c for c in reps if c[_CONN] == conn and c[_SIDE] == "server"] or [c for c in reps if c[_CONN] == conn]
+        if mine:
+            return mine
+        return [c for c in reps if c[_SIDE] == "server"] or reps
+
+    def _row(self, r: _Request, links: dict, capture_end, index) -> dict:
+        req = r.first
+        finals = self._final_replies(r)
+        reply = finals[0] if finals else None
+        if r.orphan:
+            status = ORPHAN
+        elif not finals:
+            status = NO_REPLY
+        elif len(finals) > 1:
+            status = TWICE
+        else:
+            status = ANSWERED
+        rprops = _props(req[_PROPS]) if req is not None else {}
+        aprops = _props(reply[_PROPS]) if reply is not None else {}
+        address = None
+        if req is not None:
+            address = req[_ADDR] or req[_TO]
+        service = service_of(address) or (service_of(req[_TO]) if req is not None else None)
+        if req is None and reply is not None:
+            lr = links.get((reply[_CONN], reply[_LIDX])) or {}
+            service = next((service_of(a) for a in (lr.get("source"), lr.get("target"), reply[_ADDR])
+                            if service_of(a)), None)
+        operation = _text(_first(rprops, "operation"))
+        code = _int(_first(aprops, "statusCode", "status-code"))
+        row = {
+            "request_id": _text(req[_MID]) if req else None,
+            "request_id_type": req[_MIDT] if req and req[_MID] is not None else None,
+            "request_correlation_id": _text(req[_CID]) if req else None,
+            "request_correlation_id_type": req[_CIDT] if req and req[_CID] is not None else None,
+            "correlation_id": _text(reply[_CID]) if reply else None,
+            "correlation_id_type": reply[_CIDT] if reply else None,
+            "matched_by": r.matched_by,
+            "status": status,
+            "replies": len(finals),
+            "service": service,
+            "operation": operation,
+            "operation_type": _text(_first(rprops, "type")),
+            "operation_name": _text(_first(rprops, "name")),
+            "locales": _text(_first(rprops, "locales")),
+            "status_code": code,
+            "status_description": _text(_first(aprops, "statusDescription", "status-description")),
+            "request_address": address,
+            "reply_to": req[_REPLY_TO] if req else None,
+            "reply_address": None,
+            "request_connection": req[_CONN] if req else None,
+            "request_link": req[_LINK] if req else None,
+            "request_link_index": req[_LIDX] if req else None,
+            "responder_connection": r.delivered[_CONN] if (r.delivered is not None and r.sent is not None) else None,
+            "reply_connection": reply[_CONN] if reply else None,
+            "reply_link": reply[_LINK] if reply else None,
+            "reply_link_index": reply[_LIDX] if reply else None,
+            "request_time": req[_FIRST] if req else None,
+            "reply_time": reply[_LAST] if reply else None,
+            "round_trip": None,
+            "request_packet": req[_FPKT] if req else None,
+            "reply_packet": reply[_LPKT] if reply else None,
+            "reply_packets": [c[_LPKT] for c in finals],
+            "request_outcome": req[_OUTCOME] if req else None,
+            "request_properties": rprops or None,
+            "reply_properties": aprops or None,
+            "token_type": None, "token_audience": None, "token_expiry_time": None, "token_size": None,
+            "token_refused": None, "token_outlived": None, "token_links": None, "token_note": None,
+            "note": None,
+        }
+        if reply is not None:
+            lr = links.get((reply[_CONN], reply[_LIDX])) or {}
+            row["reply_address"] = (req[_REPLY_TO] if req is not None and req[_REPLY_TO] is not None
+                                    and req[_REPLY_TO] in {lr.get("source"), lr.get("target"), reply[_ADDR],
+                                                           reply[_TO]}
+                                    else (reply[_ADDR] or lr.get("target") or reply[_TO]))
+        if req is not None and reply is not None and req[_FIRST] is not None and reply[_LAST] is not None:
+            row["round_trip"] = seconds(reply[_LAST] - req[_FIRST])
+        if service == "$cbs" and req is not None and (operation or "").lower() == "put-token":
+            self._token(row, r, req, rprops, code, links, capture_end, index)
+        notes = list(r.notes)
+        if row["token_note"]:
+            notes.append(row["token_note"])
+        row["note"] = "; ".join(notes) or None
+        return row
+
+    # ------------------------------------------------------------------ put-token
+
+    def _token(self, row, r, req, props, code, links, capture_end, index) -> None:
+        audience = _text(_first(props, "name"))
+        raw = props.get("expiration")
+        expiry, why = expiry_ns(raw)
+        row["token_type"] = _text(_first(props, "type"))
+        row["token_audience"] = audience
+        row["token_expiry_time"] = expiry
+        row["token_size"] = req[_BODY_SIZE]
+        lr = links.get((req[_CONN], req[_LIDX])) or {}
+        notes = []
+        refused = None
+        if lr.get("refused"):
+            refused, _ = True, notes.append("refused: the $cbs link was refused")
+        elif row["status"] == NO_REPLY:
+            refused, _ = True, notes.append("refused: no reply in the capture")
+        elif code is not None and code >= 400:
+            desc = row["status_description"]
+            refused, _ = True, notes.append(f"refused: status {code}" + (f" {desc}" if desc else ""))
+        elif code is not None:
+            refused = False
+        row["token_refused"] = refused
+        if why and raw is not None:
+            notes.append(why)
+        if expiry is not None and refused is False and audience is not None:
+            outlived = self._outlived(req, audience, expiry, capture_end, index)
+            row["token_outlived"] = bool(outlived)
+            if outlived:
+                row["token_links"] = outlived
+                names = ", ".join(f"{o['link']} ({o['evidence']})" for o in outlived[:5])
+                more = f" and {len(outlived) - 5} more" if len(outlived) > 5 else ""
+                notes.append(f"outlived by {len(outlived)} link(s): {names}{more}")
+        row["token_note"] = "; ".join(notes) or None
+
+    def _outlived(self, req, audience, expiry, capture_end, index) -> list:
+        """The links of the put-token's connection to the audience's node still attached, or
+        transferring, after ``expiry``, when no newer put-token for the audience was sent on the
+        connection by then."""
+        tokens, by_conn = index
+        conn = req[_CONN]
+        if req[_FIRST] is None:
+            return []
+        if any(req[_FIRST] < t <= expiry for t in tokens.get((conn, audience), ())):
+            return []  # renewed before it expired
+        out = []
+        for idx, lr in by_conn.get(conn, ()):
+            c = conn
+            if not covers(audience, lr.get("address")):
+                continue
+            attach, detach = lr.get("attach_time"), lr.get("detach_time")
+            if attach is None or attach > expiry:
+                continue  # (attached after the expiry: under a newer token, or none)
+            last = self._last_transfer.get((c, idx))
+            if last is not None and last > expiry:
+                evidence = f"transfer {seconds(last - expiry):.6f} s after the expiry"
+            elif detach is not None and detach > expiry:
+                evidence = f"detached {seconds(detach - expiry):.6f} s after the expiry"
+            elif detach is None and capture_end is not None and capture_end > expiry:
+                evidence = "still attached at the end of the capture"
+            else:
+                continue
+            out.append({"link": lr.get("name"), "link_index": idx, "address": lr.get("address"),
+                        "evidence": evidence})
+        return out
+
+
+def request_rows(delivery_rows, link_rows=(), capture_end: int | None = None) -> list[dict]:
+    """The requests table of ``delivery_rows`` (with their message fields) and the links table."""
+    return RequestMatcher().add_all(delivery_rows).rows(link_rows, capture_end)
+
+
+# --------------------------------------------------------------------------- the report's section
+
+#: addresses, unanswered requests and token lines listed in the report (the rest counted)
+LISTED = 20
+
+
+def requests_summary(rows: list[dict], dropped: int = 0, cbs_links=()) -> dict:
+    """The report's ``requests`` section of the requests table's rows: per address (the node a
+    request went to) the requests, answered ones and round-trip percentiles; the requests without
+    reply (named, with their packets); the replies without request; the token lines, and the
+    ``$cbs`` links without put-token (``cbs_links``: :attr:`RequestMatcher.cbs_links`)."""
+    from .percentiles import percentile
+
+    by: dict = {}
+    counts = {s: 0 for s in STATUSES}
+    unanswered, tokens = [], []
+    for r in rows:
+        counts[r["status"]] += 1
+        if r["status"] == ORPHAN:
+            continue
+        a = by.setdefault(r["request_address"], {"address": r["request_address"], "service": r["service"],
+                                                 "requests": 0, "answered": 0, "trips": []})
+        a["requests"] += 1
+        if r["status"] in (ANSWERED, TWICE):
+            a["answered"] += 1
+            if r["round_trip"] is not None:
+                a["trips"].append(r["round_trip"])
+        if r["status"] == NO_REPLY:
+            unanswered.append({k: r[k] for k in ("request_id", "request_id_type", "request_address",
+                                                 "request_connection", "request_link", "request_time",
+                                                 "request_packet", "operation")})
+        if r["token_note"]:
+            tokens.append({"kind": "refused" if r["token_refused"] else "outlived",
+                           **{k: r[k] for k in ("token_type", "token_audience", "token_expiry_time", "token_size",
+                                                "status_code", "status_description", "request_connection",
+                                                "request_time", "request_packet", "token_links", "token_note")}})
+    addresses = []
+    for a in sorted(by.values(), key=lambda a: (-a["requests"], str(a["address"]))):
+        trips = sorted(a.pop("trips"))
+        a["round_trip_p50"] = percentile(trips, 50, presorted=True)
+        a["round_trip_p90"] = percentile(trips, 90, presorted=True)
+        a["round_trip_max"] = trips[-1] if trips else None
+        addresses.append(a)
+    return {
+        "requests": sum(n for s, n in counts.items() if s != ORPHAN),
+        "answered": counts[ANSWERED] + counts[TWICE],
+        "no_reply": counts[NO_REPLY],
+        "answered_twice": counts[TWICE],
+        "replies_without_request": counts[ORPHAN],
+        "by_address": addresses[:LISTED],
+        "more_addresses": max(0, len(addresses) - LISTED),
+        "unanswered": unanswered[:LISTED],
+        "more_unanswered": max(0, len(unanswered) - LISTED),
+        "tokens": tokens[:LISTED],
+        # the $cbs links no put-token went through: refused, or never attached by the peer
+        "cbs_links": list(cbs_links)[:LISTED],
+        "more_tokens": max(0, len(tokens) - LISTED),
+        "not_matched": dropped,
+    }
