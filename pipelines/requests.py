@@ -65,21 +65,43 @@ class ReportRequests:
 
         self.matcher = matcher or RequestMatcher()
         self.analyzer = None
+        self._last: dict = {}  # link object -> the last transfer time of its folded deliveries
         # (the properties' field indices, generated from the spec)
         self._fields = (_spec.PROPERTIES_REPLY_TO, _spec.PROPERTIES_CORRELATION_ID)
 
     def append(self, d) -> None:
         link = d.link
-        if link is None:
+        t = d.last_ts
+        if t is not None:
+            last = self._last
+            old = last.get(link)
+            if old is None or t > old:
+                last[link] = t
+        scan = d.message
+        if scan is None or link is None:
             return
-        if d.last_ts is not None:
-            self.matcher.transfer(link.conn.id, link.index, d.last_ts)
-        if _can_be_request_or_reply(d.message, *self._fields):
+        p = scan.props  # (_can_be_request_or_reply, inline: once per delivery)
+        if p is not None:
+            reply_to, correlation_id = self._fields
+            n = len(p)
+            if (reply_to < n and p[reply_to] is not None) or (correlation_id < n and p[correlation_id] is not None):
+                self.matcher.add(self.analyzer._row(d))
+                return
+        ap = scan.ap
+        if type(ap) is dict and "operation" in ap:
             self.matcher.add(self.analyzer._row(d))
+
+    def _links_seen(self) -> None:
+        """The links' last transfers handed to the matcher (by connection id and link index)."""
+        for link, t in self._last.items():
+            if link is not None:
+                self.matcher.transfer(link.conn.id, link.index, t)
+        self._last = {}
 
     def rows(self) -> list[dict]:
         """After the reading: the deliveries still open added, then the requests table."""
         an = self.analyzer
+        self._links_seen()
         for _, row in an.live_deliveries():
             self.matcher.add(row)
         return self.matcher.rows(an.link_rows(), capture_end(an))
@@ -95,6 +117,7 @@ class ReportRequests:
         """A ``-j`` worker's share, after its reading (plain data, merged by :func:`merged_section`):
         its candidates, its links' last transfers, its links and the end it saw."""
         an = self.analyzer
+        self._links_seen()
         for _, row in an.live_deliveries():
             self.matcher.add(row)
         links = [{k: r.get(k) for k in _LINK_KEYS} for r in an.link_rows()]
