@@ -175,7 +175,10 @@ class SettlementRules:
         state = _delivery_state_value(v[D_STATE])
         plan = None if state is None else _state_plan(state)  # (once for the range)
         for dlv in hits:
-            dlv.dispositions[d] += 1
+            if d:
+                dlv.disp1 += 1
+            else:
+                dlv.disp0 += 1
             if plan is not None:
                 self.apply_state(dlv, by, plan, f)
             if settled:
