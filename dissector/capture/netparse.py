@@ -24,7 +24,6 @@ output; it is not on the hot path and never raises.
 from __future__ import annotations
 
 import datetime as _dt
-import socket
 import struct
 
 from ..errors import DissectError, UnsupportedLinkType
@@ -118,7 +117,11 @@ _ADDR_MAX = 4096
 def _addr_text(raw: bytes) -> str:
     if len(_ADDR) >= _ADDR_MAX:
         _ADDR.clear()
-    s = socket.inet_ntop(socket.AF_INET if len(raw) == 4 else socket.AF_INET6, raw)
+    if len(raw) == 4:  # (what inet_ntop writes; socket is imported only for IPv6: start-up)
+        s = f"{raw[0]}.{raw[1]}.{raw[2]}.{raw[3]}"
+    else:
+        import socket
+        s = socket.inet_ntop(socket.AF_INET6, raw)
     _ADDR[raw] = s
     return s
 

@@ -60,7 +60,6 @@ cannot be inflated (the shared window was lost): each becomes a StreamGap.
 from __future__ import annotations
 
 import base64
-import hashlib
 import re
 import zlib
 
@@ -465,6 +464,8 @@ class WebSocketLayer:
             problems.append("no 'Upgrade: websocket'")
         accept = headers.get("sec-websocket-accept")
         if self.key is not None and accept is not None:
+            import hashlib  # (here: its OpenSSL load is start-up cost every run would pay)
+
             want = base64.b64encode(hashlib.sha1(self.key.encode("latin-1") + _GUID).digest()).decode()
             if accept != want:
                 problems.append(f"Sec-WebSocket-Accept {accept!r} does not match the key (expected {want!r})")

@@ -134,8 +134,8 @@ def _unsettled_plain(x) -> bool:
     return (x.settled is None and x.outcome is None and x.outcome_by is None and x.outcome_error is None
             and x.received_state is None and x.txn_id is None and x.sender_state is None and x.txn is None
             and x.enlisted_in is None and x.payload is None and not x.aborted and not x.folded
-            and x.delivery_failed is None and x.undeliverable_here is None and x.dispositions[0] == 0
-            and x.dispositions[1] == 0 and x.message is None)
+            and x.delivery_failed is None and x.undeliverable_here is None and x.disp0 == 0
+            and x.disp1 == 0 and x.message is None)
 
 
 def _fits_columns(x, link) -> bool:

@@ -29,7 +29,7 @@ cdef class _Delivery:
     cdef public object undeliverable_here
     cdef public object received_state
     cdef public object txn_id
-    cdef public list dispositions
+    cdef public long long disp0, disp1
     cdef public object rcv_settle_mode
     cdef public object payload
     cdef public object sender_state

@@ -14,7 +14,7 @@ class _Delivery:
         "last_packet", "frames", "size", "complete", "presettled", "aborted", "resumed",
         "snd_settled", "rcv_settled", "outcome", "outcome_by", "outcome_ts", "outcome_packet",
         "outcome_error", "delivery_failed", "undeliverable_here", "received_state", "txn_id",
-        "dispositions", "rcv_settle_mode", "payload", "sender_state", "settled", "txn", "enlisted_in",
+        "disp0", "disp1", "rcv_settle_mode", "payload", "sender_state", "settled", "txn", "enlisted_in",
         "seq", "folded", "message",
     )
 
@@ -49,7 +49,8 @@ class _Delivery:
         self.undeliverable_here = None
         self.received_state = None
         self.txn_id = None
-        self.dispositions = [0, 0]  # dispositions covering it, per sending peer
+        self.disp0 = 0  # dispositions covering it sent by peer 0 (the client) and by peer 1
+        self.disp1 = 0  # (two integers, not a list per delivery: see ``dispositions``)
         self.rcv_settle_mode = None
         self.payload = None  # list of bytes, kept for coordinator links only
         self.sender_state = None
@@ -59,6 +60,11 @@ class _Delivery:
         self.seq = 0  # order of first transfers over the whole capture
         self.folded = False  # counted into its link's DeliveryStats and forgotten
         self.message = None  # the scan of its message (amqp.message.MessageScan) when messages are read
+
+    @property
+    def dispositions(self) -> list:
+        """The dispositions covering it, per sending peer: ``[disp0, disp1]`` (a new list: read only)."""
+        return [self.disp0, self.disp1]
 
     def settle(self, by: str, ts, packet):
         """``by`` ("sender"/"receiver") announced settlement in the frame at ts/packet."""

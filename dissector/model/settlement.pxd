@@ -12,20 +12,29 @@ from amqp_dissect.model.state cimport D_FIRST, D_LAST, D_ROLE, D_SETTLED, D_STAT
 from amqp_dissect.amqp.values cimport read_bool as _bool, read_delivery_state as _delivery_state_value, delivery_state_plan as _state_plan, read_uint as _uint
 from amqp_dissect.model.serial cimport serial_diff, serial_range_len
 
+cdef class SettleQueue:
+    cdef public list items
+    cdef public Py_ssize_t head
+    cpdef append(self, x)
+    @cython.locals(items=list, head=Py_ssize_t)
+    cpdef popleft(self)
+    cpdef Py_ssize_t size(self)
+
 cdef class SettlementRules:
     cdef public Recorder ledger
     cdef public SessionRules session_rules
     cdef public TransactionRules transaction_rules
     cdef public Hooks hooks
-    cdef public object settling, fold_lag
+    cdef public SettleQueue settling
+    cdef public object fold_lag
 
-    @cython.locals(x=_Delivery, link=_Link)
+    @cython.locals(x=_Delivery, link=_Link, q=SettleQueue, lag=Py_ssize_t)
     cpdef settled(self, _Delivery dlv)
 
     @cython.locals(link=_Link, live=dict, s=_Session, sender=Py_ssize_t, table=DeliveryTable)
     cpdef fold(self, _Delivery dlv)
 
-    @cython.locals(x=_Delivery, q=object)
+    @cython.locals(x=_Delivery, q=SettleQueue)
     cpdef Py_ssize_t fold_lagged(self, Py_ssize_t lag, Py_ssize_t popped, k_hi, k_mid, k_lo) except -1
 
     cpdef delivery_state(self, _Delivery dlv, by, state, Frame f)

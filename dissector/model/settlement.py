@@ -12,8 +12,6 @@ try:
 except ImportError:
     from .. import _cython_shim as cython
 
-from collections import deque
-
 from ..amqp.values import error_info, read_hex as _hex, read_ulong as _ulong
 from .serial import SERIAL_HALF as _HALF, SERIAL_MASK
 from .state import DISPOSITION_TOUCH_BASE, DISPOSITION_TOUCHES_PER_DELIVERY, FOLD_LAG
@@ -30,6 +28,47 @@ if not cython.compiled:  # (compiled: C functions and constants, cimported in th
     from .state import D_FIRST, D_LAST, D_ROLE, D_SETTLED, D_STATE, _K_DECLARED, _K_MODIFIED, _K_RECEIVED, _K_REJECTED
 
 
+class SettleQueue:
+    """The lag queue of :class:`SettlementRules` (first in, first out): what a ``deque`` offers its
+    readers (``append``, ``popleft``, ``len``, iteration, truth), as C calls when compiled (a
+    ``deque``'s methods are Python calls, with an int object for every length compared).  A list
+    and the index of its head; the taken slots are dropped once they are half the list."""
+
+    def __init__(self):
+        self.items = []
+        self.head = 0
+
+    def __len__(self):
+        return len(self.items) - self.head
+
+    def size(self):
+        """``len(self)`` (a C call when compiled)."""
+        return len(self.items) - self.head
+
+    def __iter__(self):
+        return iter(self.items[self.head:])
+
+    def append(self, x) -> None:
+        self.items.append(x)
+
+    def popleft(self):
+        items = self.items
+        head = self.head
+        if head >= len(items):
+            raise IndexError("pop from an empty queue")
+        x = items[head]
+        items[head] = None
+        head += 1
+        if head >= 1024 and head * 2 >= len(items):
+            del items[:head]
+            head = 0
+        elif head == len(items):
+            items.clear()
+            head = 0
+        self.head = head
+        return x
+
+
 class SettlementRules:
     """Dispositions, outcomes, folding (see the module docstring)."""
 
@@ -39,7 +78,7 @@ class SettlementRules:
         self.session_rules = session_rules
         self.transaction_rules = transaction_rules
         self.hooks = hooks
-        self.settling: deque = deque()  # deliveries settled by one peer, folded FOLD_LAG settlements later
+        self.settling = SettleQueue()  # deliveries settled by one peer, folded FOLD_LAG settlements later
         self.fold_lag = FOLD_LAG
 
     def settled(self, dlv) -> None:
@@ -54,7 +93,8 @@ class SettlementRules:
             return
         q = self.settling
         q.append(dlv)
-        while len(q) > self.fold_lag:
+        lag = self.fold_lag
+        while q.size() > lag:
             x = q.popleft()
             if not x.folded:
                 self.fold(x)
@@ -66,7 +106,7 @@ class SettlementRules:
         ``k_hi``, ``k_mid``, ``k_lo``, the position counting from ``popped`` (settlements taken
         before).  Returns ``popped`` plus the settlements taken."""
         q = self.settling
-        while len(q) > lag:
+        while q.size() > lag:
             x = q.popleft()
             if not x.folded:
                 self.fold(x)
@@ -135,7 +175,10 @@ class SettlementRules:
         state = _delivery_state_value(v[D_STATE])
         plan = None if state is None else _state_plan(state)  # (once for the range)
         for dlv in hits:
-            dlv.dispositions[d] += 1
+            if d:
+                dlv.disp1 += 1
+            else:
+                dlv.disp0 += 1
             if plan is not None:
                 self.apply_state(dlv, by, plan, f)
             if settled:

@@ -1,5 +1,7 @@
 # Augmenting declarations for Cython (see state.pxd): the session window is an extension type.
+import cython
 cdef Py_ssize_t RESYNCED, BEYOND
+cdef long long _MASK
 from amqp_dissect.model.serial cimport grant_left, serial_add, serial_diff
 
 cdef class SessionWindow:
@@ -13,4 +15,5 @@ cdef class SessionWindow:
     cpdef bint forget(self, Py_ssize_t sender)
     cpdef Py_ssize_t own_count(self, Py_ssize_t d, noid, bint lost) except -1
     cpdef bint peer_count(self, Py_ssize_t sender, nii)
+    @cython.locals(n="long long", lim="long long", size="long long", used="long long", left="long long", known=bint)
     cpdef send(self, Py_ssize_t d, bint lossy)

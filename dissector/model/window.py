@@ -21,6 +21,7 @@ from .serial import SERIAL_MASK
 # what :meth:`SessionWindow.send` found (bits of ``SessionWindow.found``)
 RESYNCED = 1  # the sender's count was behind the receiver's: re-synchronised
 BEYOND = 2  # the frame went beyond the window (under the latest and the previous grant)
+_MASK = SERIAL_MASK  # (a C constant when compiled: see window.pxd)
 
 if not cython.compiled:  # (compiled: C functions and constants, cimported in the .pxd)
     from .serial import grant_left, serial_add, serial_diff
@@ -120,18 +121,34 @@ class SessionWindow:
         if noid is None:
             return None
         wl = self.limit[d]
-        riw = None  # (unsigned: a window of 2**31-1 or more never wraps negative)
-        if wl is not None:
-            iw = self.last_iw[1 - d]
-            riw = serial_diff(wl, noid) if iw is None else grant_left(wl, iw, noid)
-            if riw is None and lossy:
-                # d's count is behind the receiver's: its transfers were lost; re-synchronised
-                noid = (wl - iw) & SERIAL_MASK
-                riw = iw
-                self.found = RESYNCED
-            if riw is not None:
-                if riw <= 0 and (self.prev[d] is None or serial_diff(self.prev[d], noid) <= 0):
-                    self.found |= BEYOND
-                riw -= 1
-        self.noid[d] = serial_add(noid, 1)
-        return riw
+        n = noid  # (C integers when compiled: one int object made per frame, the count's)
+        if wl is None:
+            self.noid[d] = serial_add(n, 1)
+            return None
+        iw = self.last_iw[1 - d]
+        lim = wl
+        size = 0
+        left = 0
+        known = True
+        if iw is None:
+            left = serial_diff(lim, n)
+        else:  # (grant_left, inline: what is left of the grant iw ending at lim)
+            size = iw
+            used = serial_diff(n, (lim - size) & _MASK)
+            if used < 0:
+                known = False
+            else:
+                left = size - used
+        if not known:
+            if not lossy:
+                self.noid[d] = serial_add(n, 1)
+                return None
+            # d's count is behind the receiver's: its transfers were lost; re-synchronised
+            n = (lim - size) & _MASK
+            left = size
+            self.found = RESYNCED
+        # (unsigned: a window of 2**31-1 or more never wraps negative)
+        if left <= 0 and (self.prev[d] is None or serial_diff(self.prev[d], n) <= 0):
+            self.found |= BEYOND
+        self.noid[d] = serial_add(n, 1)
+        return left - 1

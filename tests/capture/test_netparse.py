@@ -408,3 +408,15 @@ def test_tcp_flags_text():
     assert tcp_flags_text(0x011) == "0x011 (FIN, ACK)"
     assert tcp_flags_text(0x012) == "0x012 (SYN, ACK)"
     assert tcp_flags_text(0) == "0x000 (<None>)"
+
+
+@given(st.binary(min_size=4, max_size=4) | st.binary(min_size=16, max_size=16))
+@settings(max_examples=300)
+def test_address_text_is_inet_ntop(raw):
+    # the oracle: the C library's inet_ntop (the IPv4 text is written without it: start-up)
+    from amqp_dissect.capture.netparse import _ADDR, addr_text
+
+    _ADDR.clear()
+    want = socket.inet_ntop(socket.AF_INET if len(raw) == 4 else socket.AF_INET6, raw)
+    assert addr_text(raw) == want
+    assert addr_text(raw) == want  # (cached)

@@ -201,3 +201,33 @@ def test_latencies_hashed_fold_counts_as_a_dict_does(seed):
     before = list(with_nan.values)
     assert with_nan._fold_hashed() is False
     assert with_nan.counts == {} and [repr(v) for v in with_nan.values] == [repr(v) for v in before]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_settle_queue_behaves_as_a_deque(seed):
+    # the lag queue (a list and a head index, compiled) against collections.deque, the oracle: the
+    # same appends and pops in a random mix, across the compactions of its list
+    import collections
+    import random
+
+    from amqp_dissect.model.settlement import SettleQueue
+
+    rnd = random.Random(seed)
+    q, oracle = SettleQueue(), collections.deque()
+    n = 0
+    for _ in range(20_000):
+        if rnd.random() < 0.55 or not oracle:
+            q.append(n)
+            oracle.append(n)
+            n += 1
+        else:
+            assert q.popleft() == oracle.popleft()
+        assert len(q) == len(oracle) == q.size()
+        assert bool(q) == bool(oracle)
+    assert list(q) == list(oracle)
+    while oracle:
+        assert q.popleft() == oracle.popleft()
+    assert not q and list(q) == []
+    with pytest.raises(IndexError):
+        q.popleft()
+    assert len(q.items) == 0  # (emptied: its list keeps no slots)
