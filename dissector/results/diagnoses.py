@@ -517,15 +517,16 @@ KINDS = ("starved", "ends", "idle")
 
 
 def _by_connection(an, conns) -> dict:
-    """connection id -> {"starved", "ends", "idle"}: the diagnoses of each of ``conns``."""
+    """connection id -> {"starved", "ends", "idle"}: the diagnoses of each of ``conns`` that has one."""
     watch = getattr(an, "watch", None)
-    out = {c.id: {k: [] for k in KINDS} for c in conns}
-    for e in starved(an, conns, watch):
-        out[e["connection"]]["starved"].append(e)
-    for e in ends(an, conns):
-        out[e["connection"]]["ends"].append(e)
-    for e in idle(an, conns):
-        out[e["connection"]]["idle"].append(e)
+    out: dict = {}  # (only the connections with a diagnosis: no dict per connection of a capture of many)
+    for kind, entries in (("starved", starved(an, conns, watch)), ("ends", ends(an, conns)), ("idle", idle(an, conns))):
+        for e in entries:
+            cid = e["connection"]
+            part = out.get(cid)
+            if part is None:
+                part = out[cid] = {k: [] for k in KINDS}
+            part[kind].append(e)
     return out
 
 
@@ -558,7 +559,7 @@ def diagnose(an, conns=None) -> dict:
     if conns is None:
         conns = list(an.connections.values())
     per = _by_connection(an, conns)
-    return _assemble([per[c.id] for c in conns], redeliveries(an, getattr(an, "watch", None)))
+    return _assemble([per[c.id] for c in conns if c.id in per], redeliveries(an, getattr(an, "watch", None)))
 
 
 def diagnose_part(an, k_conn) -> dict:
