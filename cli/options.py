@@ -91,6 +91,10 @@ ReportMessages = Annotated[bool, typer.Option("--messages", help="also read ever
                                                                  "report's requests section (request/reply, "
                                                                  "$management, $cbs put-tokens) and messages "
                                                                  "section (messages across connections); slower")]
+TableMessages = Annotated[bool, typer.Option("--messages", help="deliveries: also read every delivery's message "
+                                                                "(the message columns: message_id, subject, "
+                                                                "application_properties, ...; null without it "
+                                                                "unless --columns names one); slower")]
 TableFormatOption = Annotated[TableFormat, typer.Option("--format", "-T", help="table, csv, jsonl or parquet")]
 TableOutput = Annotated[Optional[Path], typer.Option("--output", "-o",
                                                      help="write to this file (required for parquet)")]

@@ -20,7 +20,8 @@ from amqp_dissect.pipelines.write import arrow_ready
 from .common import EXIT_USAGE, Fail, load_keylog, need_extra
 from .habits import check_output, pick_columns, text_table_chunks, write_failure
 from .options import (Autostop, CaptureFilter, Captures, Columns, Count, Interface, Jobs, KeyLogPath, Ports,
-                      ReadFiles, TableFormat, TableFormatOption, TableOutput, WriteRaw, check_format_letter)
+                      ReadFiles, TableFormat, TableFormatOption, TableMessages, TableOutput, WriteRaw,
+                      check_format_letter)
 from .run import CaptureRun, _Checked, capture_or_live, parallel_ok, run_status
 
 #: the table commands: (table, the Analyzer's method giving its rows, the command's help)
@@ -42,9 +43,11 @@ class TableWriter:
     work (one line and exit 2 or 3), then the rows written in that format: the text table (the
     chosen columns), or csv / jsonl / parquet (every column) streamed."""
 
-    def __init__(self, table: str, fmt: TableFormat, output, columns: str | None):
+    def __init__(self, table: str, fmt: TableFormat, output, columns: str | None, messages: bool = False):
         if fmt is TableFormat.parquet and output is None:
             raise Fail(EXIT_USAGE, "--format parquet needs --output FILE")
+        if messages and table != "deliveries":
+            raise Fail(EXIT_USAGE, f"--messages: the {table} table has no message columns (deliveries has)")
         self.table = table
         self.fmt = fmt
         self.text = fmt is TableFormat.table
@@ -55,11 +58,12 @@ class TableWriter:
             need_extra(f"{table} --format parquet", "parquet")
         check_output(output)
         self.output = output
-        # the message columns are read when the output has any of them (every column, or --columns
-        # naming one)
+        # the message columns are read when asked (--messages) or when --columns names one of them
+        # (else they are null: reading them costs several times the analysis)
         from amqp_dissect.amqp.message import MESSAGE_COLUMNS
 
-        self.messages = table == "deliveries" and (self.cols is None or any(c in MESSAGE_COLUMNS for c in self.cols))
+        self.messages = table == "deliveries" and (messages or (columns is not None and any(
+            c in MESSAGE_COLUMNS for c in self.cols)))
         # csv / jsonl made by Arrow from record batches, when pyarrow and numpy are installed; else
         # (the light install) by the standard library from the rows; the text table: no Arrow
         self.arrow = not self.text and (fmt is TableFormat.parquet or arrow_ready())
@@ -298,9 +302,10 @@ def table_command(table: str, rows_method: str):
         autostop: Autostop = None,
         write: WriteRaw = None,
         jobs: Jobs = 1,
+        messages: TableMessages = False,
     ):
         check_format_letter(bpf, TableFormat)
-        out = TableWriter(table, fmt, output, columns)
+        out = TableWriter(table, fmt, output, columns, messages)
         inputs = capture_or_live(captures, read, iface, bpf, count, autostop, write)
         if out.arrow:
             import amqp_dissect.results.tables  # noqa: F401  (pyarrow: loaded before the freeze below)

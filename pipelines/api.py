@@ -197,17 +197,18 @@ def _source(paths, ports, keylog) -> CaptureSource:
     return CaptureSource(paths, ports=tuple(ports or ()), keylog=as_keylog(keylog))
 
 
-def _wants_messages(keep) -> bool:
-    """The deliveries' columns ``keep`` (None: all) hold a message column: the messages are read."""
+def _wants_messages(keep, messages: bool = False) -> bool:
+    """The messages are read (the deliveries' message columns; else they are null): asked with
+    ``messages=True``, or ``columns=`` names one of them (``keep`` None: every column, not asked)."""
     from amqp_dissect.amqp.message import MESSAGE_COLUMNS
 
-    return keep is None or any(c in MESSAGE_COLUMNS for c in keep)
+    return bool(messages) or (keep is not None and any(c in MESSAGE_COLUMNS for c in keep))
 
 
-def _delivery_batches(source: CaptureSource, keep, stream: DeliveryStream | None = None):
+def _delivery_batches(source: CaptureSource, keep, stream: DeliveryStream | None = None, messages: bool = False):
     """The deliveries table of ``source`` as the CLI's stream makes it, small batches, the columns
     ``keep`` (None: all)."""
-    stream = stream or DeliveryStream(source, messages=_wants_messages(keep))
+    stream = stream or DeliveryStream(source, messages=_wants_messages(keep, messages))
     for b in stream.batches(_STREAM_ROWS):
         yield b if keep is None else b.select(keep)
 
@@ -298,7 +299,7 @@ def _frame(table_or_batch, table: str) -> "pd.DataFrame":
 
 def iter_batches(paths, table: str = "deliveries", *, ports: Iterable[int] = (), keylog=None,
                  columns: Sequence[str] | None = None, batch_rows: int = BATCH_ROWS,
-                 pandas: bool = False) -> Iterator["pa.RecordBatch | pd.DataFrame"]:
+                 pandas: bool = False, messages: bool = False) -> Iterator["pa.RecordBatch | pd.DataFrame"]:
     """One table of a capture as a stream of pyarrow RecordBatches of ``batch_rows`` rows (the last
     one shorter; none for an empty table), or, with ``pandas=True``, DataFrame chunks of the
     same rows and the dtypes of :func:`analyze`.
@@ -306,7 +307,7 @@ def iter_batches(paths, table: str = "deliveries", *, ports: Iterable[int] = (),
     The deliveries come as they become final (the open ones at the end), so memory stays flat
     however long the capture: a batch in Arrow and the deliveries still open.  The other tables
     are known once the capture is read, then given in batches.  ``paths``, ``ports``,
-    ``keylog``: as :func:`analyze`; ``columns``: the column names to keep."""
+    ``keylog``, ``messages``: as :func:`analyze`; ``columns``: the column names to keep."""
     if pandas:
         _need("iter_batches", "pandas", ("pandas", "pyarrow"))
     else:
@@ -317,10 +318,10 @@ def iter_batches(paths, table: str = "deliveries", *, ports: Iterable[int] = (),
         raise ValueError("batch_rows must be at least 1")
     keep = _columns(columns, [table])[table]
     source = _source(paths, ports, keylog)
-    return _iter(source, table, keep, batch_rows, pandas)
+    return _iter(source, table, keep, batch_rows, pandas, messages)
 
 
-def _iter(source, table, keep, batch_rows, pandas):
+def _iter(source, table, keep, batch_rows, pandas, messages=False):
     schema = _schema(table, keep)
     if table == "requests":  # (the message fields read: only when asked for)
         from amqp_dissect.pipelines.requests import request_table
@@ -335,7 +336,7 @@ def _iter(source, table, keep, batch_rows, pandas):
             rows = message_table(source)[0]
         small = _row_batches(rows, table, keep, batch_rows)
     elif table == "deliveries":
-        small = _delivery_batches(source, keep)
+        small = _delivery_batches(source, keep, messages=messages)
     else:
         from amqp_dissect.pipelines.local import run_analysis
 
@@ -349,7 +350,7 @@ def _iter(source, table, keep, batch_rows, pandas):
 
 
 def analyze(paths, *, ports: Iterable[int] = (), keylog=None, tables: str | Sequence[str] | None = None,
-            columns: Sequence[str] | Mapping[str, Sequence[str]] | None = None) -> Tables:
+            columns: Sequence[str] | Mapping[str, Sequence[str]] | None = None, messages: bool = False) -> Tables:
     """The tables of a capture as pandas DataFrames, from one reading of it.
 
     ``paths``: a path, an open binary file object (``io.BytesIO``, a pipe: nothing seeks),
@@ -360,7 +361,10 @@ def analyze(paths, *, ports: Iterable[int] = (), keylog=None, tables: str | Sequ
     (``KeyLog.from_text(text)`` for key log text at hand).  ``tables``: a table name or names
     (default: all eight, :data:`amqp_dissect.results.schema.TABLES`; ``"messages"`` and
     ``"requests"`` are made only when asked for: they read the messages).  ``columns``: the column
-    names to keep (each table keeps those it has), or a mapping table -> names.
+    names to keep (each table keeps those it has), or a mapping table -> names.  ``messages``:
+    read every delivery's message, for the deliveries' message columns (message_id, subject,
+    application_properties, ...: null without it, unless ``columns`` names one of them; reading
+    them costs several times the analysis).
 
     Returns :class:`Tables`.  A capture that cannot be opened or read raises ``OSError`` or
     :class:`~amqp_dissect.errors.CaptureError`; damage found partway is in ``capture_errors``.
@@ -389,7 +393,7 @@ def analyze(paths, *, ports: Iterable[int] = (), keylog=None, tables: str | Sequ
                                                                                        keep["deliveries"])),
                                           "deliveries")
     elif "deliveries" in want:
-        stream = DeliveryStream(source, messages=_wants_messages(keep["deliveries"]))
+        stream = DeliveryStream(source, messages=_wants_messages(keep["deliveries"], messages))
         # the small batches gathered as one table (chunked: no copy), converted once; each one's
         # categorical columns dictionary-encoded as it comes (the text of those columns is never
         # held whole: the table's peak memory is that of the DataFrame's columns)

@@ -741,7 +741,7 @@ class DeliveryStream:
         from amqp_dissect.results.tables import columns_batch
 
         folded: list = []
-        an = self.analyzer = Analyzer(rows=False, fold_out=folded, messages=self.messages)
+        an = self.analyzer = Analyzer(rows=False, fold_out=folded, messages=self.messages, redeliveries=False)
 
         def batch(ds):  # the times and latencies are the capture's float timestamps: checked
             return columns_batch("deliveries", *an.delivery_columns(ds), checked=True)

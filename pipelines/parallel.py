@@ -570,7 +570,7 @@ class DeliveriesJob:
         folded: list = []
         if self.messages:
             source.dissector.payloads = True
-        an = Analyzer(rows=False, fold_out=folded, messages=self.messages)
+        an = Analyzer(rows=False, fold_out=folded, messages=self.messages, redeliveries=False)
         fw = FlowWorker(w, n, source, an, fold_keys=True)
         fw.fold_out = folded
         fw.fold_batch = self.batch_rows

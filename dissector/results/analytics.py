@@ -325,7 +325,7 @@ class Analyzer(StateTracker):
     """
 
     def __init__(self, rows: bool = True, delivery_sink=None, fold_out: list | None = None,
-                 messages: bool = False):
+                 messages: bool = False, redeliveries: bool | None = None):
         StateTracker.__init__(self)
         # messages=True: the message of every delivery is read (the deliveries table's message
         # columns; the frames need their payloads: Dissector(payloads=True))
@@ -343,7 +343,9 @@ class Analyzer(StateTracker):
         self.not_accepted_count = 0
         self._stats_cache: dict = {}  # link -> DeliveryStats with the live deliveries added (valid until fed)
         self.layer_facts: dict = {}  # connection id -> what its TLS / WebSocket layers said (rows.layer_fact)
-        self.watch = FoldWatch(messages)  # what the report's diagnoses keep of folded deliveries (results.diagnoses)
+        # what the report's diagnoses keep of folded deliveries (results.diagnoses); the redelivery
+        # loops (messages read) unless the owner makes a table only (redeliveries=False)
+        self.watch = FoldWatch(messages if redeliveries is None else redeliveries)
 
     def feed(self, event) -> None:
         if self._stats_cache:

@@ -32,7 +32,7 @@ class FlowParams:
     end_ts: float | None = None  # end time the Analyzer is finished with (see amqp_dissect.pipelines.spark)
     ticks: tuple | None = None  # ((packet, ts), ...) of the global idle sweeps, or None when not computed
     frames: bool = False
-    messages: bool = True  # the deliveries table's message columns are read
+    messages: bool = False  # the deliveries table's message columns are read (else null)
     idle_timeout: float = 900.0
     keylog: str | None = None  # TLS key log text, shipped to the executors with the params
     files: tuple = ()  # the input paths, by file index: where stage 2 reads records given by offset
@@ -196,7 +196,7 @@ class FlowRunner:
             "d": Dissector(extra_ports=self.p.ports, idle_timeout=self.p.idle_timeout, messages=self.p.frames,
                            keylog=self._keylog, payloads=self.p.messages),
             # deliveries stream out as they become final: a flow holds only open ones
-            "an": Analyzer(rows=False, fold_out=folded, messages=self.p.messages),
+            "an": Analyzer(rows=False, fold_out=folded, messages=self.p.messages, redeliveries=False),
             "folded": folded,
             "last_ev": None,  # (packet, ts) of the last record that produced events
             "prev": None,  # (packet, ts) of the previous record of the flow

@@ -55,15 +55,17 @@ def _default_work(spark) -> tuple[str, bool]:
 
 def read_captures(spark, paths, *, ports=(), keylog=None, tables=None, frames: bool = False,
                   summaries: bool = True, window: float = DEFAULT_WINDOW, split_size: int = DEFAULT_SPLIT_SIZE,
-                  partitions: int | None = None, idle_timeout: float = 900.0, work: str | None = None
-                  ) -> CaptureTables:
+                  partitions: int | None = None, idle_timeout: float = 900.0, work: str | None = None,
+                  messages: bool = False) -> CaptureTables:
     """The tables of the captures under ``paths`` (files, folders, globs; local paths or any
     Hadoop URI the session can read), read as one continuous capture, as Spark DataFrames.
 
     ``tables``: the table names wanted (default: connections, sessions, links, deliveries,
     stalls, transactions, violations, errors; plus frames with ``frames=True``); ``summaries``:
     also the summaries (latency_by_link, latency_by_address, latency_by_window (``window``
-    seconds), outcomes, stalls_by_link, stalls_by_address).  ``ports``, ``keylog`` (a KeyLog or
+    seconds), outcomes, stalls_by_link, stalls_by_address).  ``messages``: read every delivery's
+    message (the deliveries' message columns; without it they are null; the messages and
+    requests tables read them anyway).  ``ports``, ``keylog`` (a KeyLog or
     key log text), ``idle_timeout``: as the single-process commands.  ``work``: where the decoded
     rows go (default: a temporary local directory in local mode, removed at exit or by
     :meth:`CaptureTables.close`; required on a cluster).  Rows of each table come in the
@@ -82,8 +84,11 @@ def read_captures(spark, paths, *, ports=(), keylog=None, tables=None, frames: b
         raise ValueError(f"unknown table(s) {unknown}: the tables are {', '.join(TABLES)}, frames")
     frames = frames or "frames" in wanted
     try:
+        # the messages are read (the deliveries' message columns; else null) when asked, and for
+        # the tables made of them
+        messages = bool(messages) or "messages" in wanted or "requests" in wanted
         done = _analyse(spark, paths, work, t0=t0, split_size=split_size, frames=frames, partitions=partitions,
-                        ports=ports, idle_timeout=idle_timeout, keylog=keylog)
+                        ports=ports, idle_timeout=idle_timeout, keylog=keylog, messages=messages)
     except BaseException:
         if temporary:
             shutil.rmtree(work[len("file://"):-len("/_work")], ignore_errors=True)

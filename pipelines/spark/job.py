@@ -71,7 +71,8 @@ def run_archive(spark, paths, out: str, *, split_size: int = DEFAULT_SPLIT_SIZE,
             "stats": done["stats"], "out": out_uri, "order": done["order"], "gaps": done["gaps"]}
 
 
-def _analyse(spark, paths, work: str, *, t0, split_size, frames, partitions, ports, idle_timeout, keylog) -> dict:
+def _analyse(spark, paths, work: str, *, t0, split_size, frames, partitions, ports, idle_timeout, keylog,
+             messages: bool = False) -> dict:
     """Stages 1 and 2 and their reruns, the rows under ``work``: what the tables and summaries
     are made of (see :func:`_run`)."""
     from .fs import resolve_inputs
@@ -85,7 +86,7 @@ def _analyse(spark, paths, work: str, *, t0, split_size, frames, partitions, por
     try:
         with _sql_conf(spark, spark__sql__files__minPartitionNum=str(nparts)):
             done = _run(spark, files, work, t0=t0, nparts=nparts, split_size=split_size, frames=frames,
-                        ports=ports, idle_timeout=idle_timeout, keylog=keylog)
+                        ports=ports, idle_timeout=idle_timeout, keylog=keylog, messages=messages)
     except BaseException:
         _remove_work(work, staged)
         raise
@@ -102,7 +103,8 @@ def _remove_work(work: str, staged: str | None) -> None:
             shutil.rmtree(d, ignore_errors=True)
 
 
-def _run(spark, files, work, *, t0, nparts, split_size, frames, ports, idle_timeout, keylog) -> dict:
+def _run(spark, files, work, *, t0, nparts, split_size, frames, ports, idle_timeout, keylog,
+         messages: bool = False) -> dict:
     from pyspark.sql import functions as F
 
     stats: dict = {"files": len(files)}
@@ -177,7 +179,8 @@ def _run(spark, files, work, *, t0, nparts, split_size, frames, ports, idle_time
         keylog = (keylog + "\n" if keylog else "") + embedded
     mark("numbering")
     base = FlowParams(ports=tuple(ports), last_ts=capture_end, last_tcp_packet=last_tcp, end_ts=capture_end,
-                      frames=frames, idle_timeout=idle_timeout, keylog=keylog, files=tuple(files))
+                      frames=frames, idle_timeout=idle_timeout, keylog=keylog, files=tuple(files),
+                      messages=messages)
 
     # ---- stage 2: per-flow runs, the largest flows spread evenly over the tasks
     rows_path = work + "/rows0"

@@ -144,7 +144,7 @@ def test_wireshark_names_agree_with_tshark(capsys, capture, name):
 def test_columns_agree_with_the_frames_fields(capsys, capture, tmp_path):
     """The deliveries table and the frames' fields say the same of each message."""
     out = tmp_path / "d.jsonl"
-    rc = main(["deliveries", capture, "-T", "jsonl", "-o", str(out)])
+    rc = main(["deliveries", capture, "--messages", "-T", "jsonl", "-o", str(out)])
     capsys.readouterr()
     assert rc == EXIT_OK
     rows = sorted((json.loads(line) for line in out.read_text().splitlines()), key=lambda r: r["delivery_id"])

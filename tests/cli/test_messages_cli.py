@@ -92,9 +92,17 @@ def test_formats(capsys, tmp_path, fmt):
 def test_pandas_api(truth):
     import amqp_dissect
 
-    t = amqp_dissect.analyze(OUTCOMES, tables=["messages", "deliveries"])
+    t = amqp_dissect.analyze(OUTCOMES, tables=["messages", "deliveries"], messages=True)
     m = t.messages
-    assert list(m.columns) == names("messages") and dict(m.dtypes) == pandas_dtypes("messages")
+    import pandas as pd
+
+    from amqp_dissect.pipelines.api import categorical_columns
+
+    cats = set(categorical_columns("messages"))  # (the API's categoricals; the rest as the Parquet's)
+    assert list(m.columns) == names("messages") and cats
+    assert {c: t for c, t in m.dtypes.items() if c not in cats} == \
+        {c: t for c, t in pandas_dtypes("messages").items() if c not in cats}
+    assert all(isinstance(m[c].dtype, pd.CategoricalDtype) for c in cats)
     # the per-consumer detail is the deliveries table joined on message_id
     d = t.deliveries
     per_id = d[d["sender_side"] == "server"].groupby("message_id").size()

@@ -177,7 +177,7 @@ def test_parallel_gives_the_same_message_columns(tmp_path, capsys):
     outs = []
     for j in ("1", "2"):
         out = tmp_path / f"j{j}.jsonl"
-        rc = main(["deliveries", str(path), "-T", "jsonl", "-j", j, "-o", str(out)])
+        rc = main(["deliveries", str(path), "--messages", "-T", "jsonl", "-j", j, "-o", str(out)])
         capsys.readouterr()
         assert rc == EXIT_OK
         outs.append(out.read_text())
@@ -186,11 +186,50 @@ def test_parallel_gives_the_same_message_columns(tmp_path, capsys):
 
 
 def test_the_deliveries_command_reads_only_when_a_message_column_is_asked():
+    from amqp_dissect.cli.main import EXIT_USAGE
     from amqp_dissect.cli.options import TableFormat
-    from amqp_dissect.cli.tables import TableWriter
+    from amqp_dissect.cli.tables import Fail, TableWriter
 
-    assert TableWriter("deliveries", TableFormat.csv, None, None).messages
+    assert not TableWriter("deliveries", TableFormat.csv, None, None).messages  # (every column: not asked)
+    assert TableWriter("deliveries", TableFormat.csv, None, None, messages=True).messages
+    assert TableWriter("deliveries", TableFormat.table, None, None, messages=True).messages
     assert TableWriter("deliveries", TableFormat.csv, None, "delivery_id,subject").messages
     assert not TableWriter("deliveries", TableFormat.csv, None, "delivery_id,outcome").messages
     assert not TableWriter("deliveries", TableFormat.table, None, None).messages  # (the text table's defaults)
     assert not TableWriter("links", TableFormat.csv, None, None).messages
+
+
+def test_messages_is_refused_on_a_table_without_message_columns():
+    import pytest as _pytest
+
+    from amqp_dissect.cli.common import EXIT_USAGE, Fail
+    from amqp_dissect.cli.options import TableFormat
+    from amqp_dissect.cli.tables import TableWriter
+
+    with _pytest.raises(Fail) as e:
+        TableWriter("links", TableFormat.csv, None, None, messages=True)
+    assert e.value.code == EXIT_USAGE
+
+
+def test_every_column_without_messages_leaves_the_message_cells_null(tmp_path):
+    """Not asked, the message columns are there (one schema) and null, message_read too; asked,
+    the same rows carry them (the other columns unchanged)."""
+    import json
+
+    from amqp_dissect.cli.main import EXIT_OK, main
+
+    cap = os.path.join(ROOT, "samples", "messages", "topic_fanout.pcap")
+    rows = {}
+    for flag in ((), ("--messages",)):
+        out = tmp_path / f"d{len(flag)}.jsonl"
+        assert main(["deliveries", cap, *flag, "-T", "jsonl", "-o", str(out)]) == EXIT_OK
+        rows[flag] = [json.loads(x) for x in out.read_text().splitlines()]
+    plain, read = rows[()], rows[("--messages",)]
+    with open(os.path.join(ROOT, "samples", "messages", "topic_fanout.truth.json")) as f:
+        totals = json.load(f)["totals"]
+    assert len(plain) == len(read) == totals["messages_sent"] + totals["deliveries_received"]
+    assert all(r["message_read"] is None and r["message_id"] is None for r in plain)
+    assert all(r["message_read"] == "read" for r in read)
+    msg = set(MESSAGE_COLUMNS)
+    assert [{k: v for k, v in r.items() if k not in msg} for r in plain] == \
+        [{k: v for k, v in r.items() if k not in msg} for r in read]
