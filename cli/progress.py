@@ -115,6 +115,7 @@ class Progress:
 _SPARK_STEPS = (
     ("_stage1", "stage 1: reading the captures"),
     ("_stage2", "stage 2: per-flow analysis"),
+    ("_stage2_direct", "stage 2: per-flow analysis"),  # (local work: its tasks read the stage-1 files)
     ("write_table", "tables"),
     ("_concurrently", "tables and summaries"),
     ("write_summary", "summaries"),

@@ -52,4 +52,5 @@ HOT_MODULES = (
     "amqp_dissect.model.hooks",
     "amqp_dissect.model.steps",
     "amqp_dissect.model.connection",
+    "amqp_dissect.results.diagnoses",
 )

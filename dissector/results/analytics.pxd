@@ -5,6 +5,7 @@ import cython
 from amqp_dissect.model.state cimport _Delivery
 from amqp_dissect.model.entities cimport _Link, _ConnBase
 from amqp_dissect.model.tracker cimport StateTracker
+from amqp_dissect.results.diagnoses cimport FoldWatch
 
 cdef class Analyzer(StateTracker):
     cdef dict __dict__
@@ -12,7 +13,7 @@ cdef class Analyzer(StateTracker):
     cdef public list _rows, _slowest, _not_accepted
     cdef public object _slow_min, _slow_cut_order
     cdef public dict _stats_cache
-    cdef public object watch
+    cdef public FoldWatch watch
 
     cpdef feed(self, event)
     cpdef _on_fold(self, dlv)

@@ -170,7 +170,7 @@ def _cells(d) -> dict | None:
 
 
 def _first_of(pair) -> int | None:
-    """The side whose record (a dict with "time" and "packet") came first; None when neither."""
+    """The side whose record (a dict with "time" and "packet") came first in time; None when neither."""
     a, b = pair
     if a is None and b is None:
         return None
@@ -178,7 +178,10 @@ def _first_of(pair) -> int | None:
         return 0
     if a is None:
         return 1
-    return 0 if (a["packet"], a["time"]) <= (b["packet"], b["time"]) else 1
+    # (first in time: the capture's order of the two directions may be swapped; packets break ties)
+    ka = (a["time"] is None, a["time"] or 0, a["packet"] or 0)
+    kb = (b["time"] is None, b["time"] or 0, b["packet"] or 0)
+    return 0 if ka <= kb else 1
 
 
 def pair_packets(pair) -> dict | None:

@@ -83,7 +83,8 @@ def _report(a, perm=None):
     if perm is not None:
         def orig(m):
             return str(perm[int(m.group(0)) - 1] + 1)
-        text = re.sub(r"(?<=packet )\d+( to \d+)?", lambda m: re.sub(r"\d+", orig, m.group(0)), text)
+        text = re.sub(r"(?:(?<=packet )|(?<=packets ))\d+( to \d+)?", lambda m: re.sub(r"\d+", orig, m.group(0)),
+                      text)
     return text
 
 

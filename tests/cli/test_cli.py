@@ -254,8 +254,9 @@ def test_a_shared_option_means_the_same_in_every_command():
             if name not in ("compare", "archive"):
                 assert getattr(mine, "help", None) == getattr(ref, "help", None), (name, opt)
             checked += 1
-    # frames (all but -j), the eight tables, archive (--port, --keylog), compare (--port, --keylog)
-    assert checked == 8 + 8 * 9 + 2 + 2
+    # frames (all but -j), the eight tables and requests, messages (all but -j), archive (--port,
+    # --keylog), compare (--port, --keylog)
+    assert checked == 8 + 9 * 9 + 8 + 2 + 2
     # one letter, one meaning: -f the capture filter, -T the output format, in every command (tshark's)
     for name in ("frames", "report", "links", "deliveries"):
         assert params[name]["bpf"].opts == ["-f", "--capture-filter"], name

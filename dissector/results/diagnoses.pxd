@@ -1,0 +1,13 @@
+# Augmenting declarations for Cython: compiling dissector/results/diagnoses.py with this file beside
+# it makes FoldWatch an extension type, so the per-delivery fold (Analyzer._on_fold) is a C call
+# reading the delivery's C struct.
+from amqp_dissect.model.delivery cimport _Delivery
+
+cdef class FoldWatch:
+    cdef public dict activity, messages
+    cdef public set full
+    cdef public object links_over, messages_over, read, reading
+    cdef public object _link, _last
+
+    cpdef fold(self, _Delivery d)
+    cpdef _interval(self, link, t)
