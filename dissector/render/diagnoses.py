@@ -256,7 +256,7 @@ def diagnosis_lines(dg: dict | None, digits: int = 6) -> list[str]:
                       else "whose silences all stayed within what was asked (--format json)"))
     red = dg.get("redeliveries") or {}
     if not red.get("checked"):
-        out.append("  Redelivery loops: not checked (the messages were not read)")
+        out.append("  Redelivery loops: not checked (the messages were not read: report --messages reads them)")
     else:
         out.append("  Redelivery loops (a message released or modified twice or more)" + ("" if red["loops"] else ": none"))
         out.extend("    " + redelivery_line(x) for x in red["loops"][:50])

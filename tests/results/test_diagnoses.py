@@ -535,7 +535,7 @@ def test_redelivery_loops_counted_as_the_client_settled_them():
 def test_redelivery_loops_not_checked_without_the_messages(capsys):
     rep = _json(capsys, MESSAGES / "redeliveries.pcap")
     assert rep["diagnoses"]["redeliveries"] == {"checked": False, "loops": [], "messages_over": 0}
-    assert "Redelivery loops: not checked (the messages were not read)" in _run(
+    assert "Redelivery loops: not checked (the messages were not read: report --messages reads them)" in _run(
         capsys, "report", MESSAGES / "redeliveries.pcap")
 
 
