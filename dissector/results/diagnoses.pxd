@@ -1,6 +1,7 @@
 # Augmenting declarations for Cython: compiling dissector/results/diagnoses.py with this file beside
 # it makes FoldWatch an extension type, so the per-delivery fold (Analyzer._on_fold) is a C call
 # reading the delivery's C struct.
+import cython
 from amqp_dissect.model.delivery cimport _Delivery
 
 cdef class FoldWatch:
@@ -9,5 +10,6 @@ cdef class FoldWatch:
     cdef public object links_over, messages_over, read, reading
     cdef public object _link, _last
 
+    @cython.locals(t=cython.longlong, lo=cython.longlong, hi=cython.longlong, merge=cython.longlong, last=list)
     cpdef fold(self, _Delivery d)
     cpdef _interval(self, link, t)

@@ -81,16 +81,29 @@ class FoldWatch:
         self._last = None
 
     def fold(self, d) -> None:
-        t = d.first_ts
-        if t is not None:
+        ft = d.first_ts
+        if ft is not None:
             last = self._last
-            if d.link is self._link and last is not None and last[0] - MERGE <= t <= last[1] + MERGE:
-                if t > last[1]:
-                    last[1] = t
-                elif t < last[0]:
-                    last[0] = t
+            if d.link is self._link and last is not None and type(ft) is int and type(last[0]) is int:
+                # (integer nanoseconds: C integers when compiled, see diagnoses.pxd)
+                t = ft
+                lo = last[0]
+                hi = last[1]
+                merge = MERGE
+                if lo - merge <= t <= hi + merge:
+                    if t > hi:
+                        last[1] = ft
+                    elif t < lo:
+                        last[0] = ft
+                else:
+                    self._interval(d.link, ft)
+            elif d.link is self._link and last is not None and last[0] - MERGE <= ft <= last[1] + MERGE:
+                if ft > last[1]:
+                    last[1] = ft
+                elif ft < last[0]:
+                    last[0] = ft
             else:
-                self._interval(d.link, t)
+                self._interval(d.link, ft)
         if self.reading:
             m = d.message
             if m is not None:
