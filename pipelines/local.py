@@ -759,7 +759,8 @@ class DeliveryStream:
             yield columns_batch("deliveries", *cols, checked=True)
 
 
-def analyze(paths, ports: Iterable[int] = (), keylog=None, frames: bool = False, limit: int | None = None) -> Analysis:
+def analyze(paths, ports: Iterable[int] = (), keylog=None, frames: bool = False, limit: int | None = None,
+            messages: bool = False) -> Analysis:
     """Analyse one capture, or several read in order as one continuous capture.
 
     ``paths``: a path, an open binary file object (``sys.stdin.buffer``, ``io.BytesIO``, a pipe:
@@ -767,7 +768,8 @@ def analyze(paths, ports: Iterable[int] = (), keylog=None, frames: bool = False,
     or a KeyLog (``KeyLog.from_text(text)`` for text), to decrypt TLS streams (see
     :func:`~amqp_dissect.pipelines.keylogfile.as_keylog`).  ``frames``: keep a row per frame for
     :attr:`Analysis.frames` while reading (without it, ``frames`` reads the files again).
-    ``limit``: read only that many packets.
+    ``limit``: read only that many packets.  ``messages``: read every delivery's message (the
+    deliveries' message columns; null without it).
 
     The faster DataFrames (built from Arrow batches, Arrow-backed strings, ``columns=``) are
     :func:`amqp_dissect.analyze`'s; this one stays for its callers (``frames``, ``latency``)."""
@@ -776,7 +778,7 @@ def analyze(paths, ports: Iterable[int] = (), keylog=None, frames: bool = False,
     source = CaptureSource(paths, ports=ports, keylog=as_keylog(keylog), messages=True if frames else False,
                            limit=limit)
     if not frames:
-        return run_analysis(source, messages=True)
+        return run_analysis(source, messages=messages)
     kept: list = []
     from amqp_dissect.render.frames import event_json
     from amqp_dissect.pipelines.archive import frame_row
@@ -785,6 +787,6 @@ def analyze(paths, ports: Iterable[int] = (), keylog=None, frames: bool = False,
         d = event_json(ev)
         if d is not None:
             kept.append(frame_row(d))
-    a = run_analysis(source, on_event=keep, messages=True)
+    a = run_analysis(source, on_event=keep, messages=messages)
     a._frame_rows = kept
     return a
