@@ -82,8 +82,9 @@ _DEAD_KEYS = {
 (_CONN, _LINK, _LIDX, _ADDR, _SIDE, _FIRST, _FPKT, _OUTCOME, _OTIME, _OPKT, _DC, _DEAD) = range(12)
 
 
-def _map(value) -> dict:
-    """A JSON cell (a dict, or JSON text) as a dict; {} when absent or not a map."""
+def json_map(value) -> dict:
+    """A JSON cell (a dict, or JSON text) as a dict; {} when absent or not a map (the messages and
+    requests tables read the annotations and application properties with it)."""
     if value is None:
         return {}
     if isinstance(value, (str, bytes)):
@@ -106,7 +107,7 @@ def deadletter_evidence(row: dict) -> str | None:
     expired, as ``"message annotation x-first-death-reason = expired: expired"``; None when none."""
     for where, cell in (("message annotation", row.get("message_annotations")),
                         ("application property", row.get("application_properties"))):
-        m = _map(cell)
+        m = json_map(cell)
         if not m:
             continue
         for key, value in m.items():

@@ -37,6 +37,8 @@ from datetime import datetime, timezone
 
 from amqp_dissect.times import NS, seconds
 
+from .messages import json_map
+
 __all__ = ["RequestMatcher", "request_rows", "requests_summary", "SERVICE_NODES", "STATUSES", "MAX_CANDIDATES"]
 
 #: the last part of a well-known service node's address -> the service's name in the table
@@ -69,16 +71,8 @@ def service_of(address) -> str | None:
     return SERVICE_NODES.get(address.rstrip("/").rsplit("/", 1)[-1])
 
 
-def _props(value) -> dict:
-    """Application properties as a dict (the row may hold JSON text); {} when absent or not a map."""
-    if value is None:
-        return {}
-    if isinstance(value, (str, bytes)):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return {}
-    return value if isinstance(value, dict) else {}
+# application properties as a dict (the row may hold JSON text); {} when absent or not a map
+_props = json_map
 
 
 def _plain(value):
