@@ -442,6 +442,9 @@ def _write_report(output, fmt: ReportFormat, rep: dict, page: str | None = None)
 
 
 _register_tables(app)
+from .messages import messages as _messages_command  # noqa: E402  (its own command: -Y on the table's columns)
+
+app.command(name="messages")(_messages_command)
 _register_archive(app)
 from .compare import register as _register_compare; _register_compare(app)  # noqa: E402,E702
 

@@ -332,6 +332,3 @@ def register(app: typer.Typer) -> None:
         command = table_command(table, rows_method)
         command.__doc__ = help_text
         app.command(name=table)(command)
-    from .messages import messages  # (its own command: -Y on the table's columns)
-
-    app.command(name="messages")(messages)

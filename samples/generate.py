@@ -1921,8 +1921,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.messages:
         sys.path.insert(0, str(Path(__file__).resolve().parent / "messages"))
         import scenarios as message_scenarios  # samples/messages/scenarios.py
+        from other_stacks import OTHER_SCENARIOS  # rhea (node) and the Azure SDK's AMQP stack
         margs = ["--out", str(Path(args.out) / "messages")] + (["--only", *args.only] if args.only else [])
-        return message_scenarios.main(margs + (["--list"] if args.list else []))
+        return message_scenarios.main(margs + (["--list"] if args.list else []), more=OTHER_SCENARIOS)
     if args.list:
         for sc in SCENARIOS:
             print(f"{sc.name}: {sc.description}")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+import sys
 from html import escape
 
 from .diagnoses import diagnoses_html
@@ -849,7 +850,7 @@ def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", 
 
     from .messages import html_section as _messages_section  # (the messages section: render/messages.py)
 
-    out.append(_messages_section(rep))
+    out.append(_messages_section(rep, sys.modules[__name__]))  # (its helpers: this module)
     out.append('<h2 id="ladder">Frames</h2>')
     if not plots["ladder"]:
         out.append('<p class="empty">no AMQP frame in the capture</p>')

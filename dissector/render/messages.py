@@ -6,7 +6,6 @@ the residence / end-to-end histograms per address (logarithmic bins)."""
 
 from __future__ import annotations
 
-from . import html as H
 
 _PLOT_ADDRESSES = 4  # addresses with histograms
 
@@ -66,7 +65,7 @@ def text_lines(rep: dict) -> list[str]:
 # --------------------------------------------------------------------------- HTML
 
 
-def _histogram(stats: dict, what: str, plot_id: str, width=392, height=210) -> str:
+def _histogram(H, stats: dict, what: str, plot_id: str, width=392, height=210) -> str:
     svg = H._Svg(width, height, plot_id, f"{what} histogram")
     svg.text(10, 16, f"{what.capitalize()}: histogram", cls="title")
     h = stats.get("histogram")
@@ -97,7 +96,7 @@ def _histogram(stats: dict, what: str, plot_id: str, width=392, height=210) -> s
     return svg.close()
 
 
-def journey_plot(j: dict, plot_id: str, width=1190) -> str:
+def journey_plot(H, j: dict, plot_id: str, width=1190) -> str:
     """One message's journey as a ladder: lanes producer, broker, consumers; each hop's transfer
     (producer -> broker, broker -> consumer) and its outcome back, in time order."""
     events = []  # (time, packet, from_x, to_x, label, colour)
@@ -162,8 +161,10 @@ def journey_plot(j: dict, plot_id: str, width=1190) -> str:
     return svg.close()
 
 
-def html_section(rep: dict) -> str:
-    """The section's HTML ("" when the report has no messages section)."""
+def html_section(rep: dict, H=None) -> str:
+    """The section's HTML ("" when the report has no messages section).  ``H``: the HTML page's
+    module (dissector/render/html.py, its escaping and SVG helpers), given by the page that calls
+    this, so that this module does not import the page's."""
     sec = rep.get("messages")
     if not sec:
         return ""
@@ -201,11 +202,11 @@ def html_section(rep: dict) -> str:
         out.append("</ul>")
     for i, a in enumerate(sec["addresses"][:_PLOT_ADDRESSES]):
         out.append(f'<h3>{e(a["address"] or "(no address)")}</h3><div class="row">')
-        out.append(_histogram(a["residence"], "broker residence", f"msg-residence-{i}"))
-        out.append(_histogram(a["end_to_end"], "end to end", f"msg-e2e-{i}"))
+        out.append(_histogram(H, a["residence"], "broker residence", f"msg-residence-{i}"))
+        out.append(_histogram(H, a["end_to_end"], "end to end", f"msg-e2e-{i}"))
         out.append("</div>")
     for i, j in enumerate(sec.get("journeys") or ()):
-        svg = journey_plot(j, f"journey-{i}")
+        svg = journey_plot(H, j, f"journey-{i}")
         out.append(svg if i == 0 else f"<details><summary>Journey of {e(_ident(j))}: {e(j['why'])}</summary>{svg}"
                                       "</details>")
     out.append("</section>")

@@ -904,14 +904,15 @@ SCENARIOS: list[MScenario] = [
 ]
 
 
-def main(argv: list[str] | None = None, broker: base.Broker | None = None) -> int:
+def main(argv: list[str] | None = None, broker: base.Broker | None = None, more: list | None = None) -> int:
+    """Make the captures; ``more``: the other stacks' scenarios (other_stacks.OTHER_SCENARIOS:
+    samples/generate.py --messages gives them; this file run alone makes the proton ones)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=str(HERE), help="output directory (default: samples/messages/)")
     ap.add_argument("--only", nargs="+", metavar="NAME")
     ap.add_argument("--list", action="store_true")
     args = ap.parse_args(argv)
-    from other_stacks import OTHER_SCENARIOS  # rhea (node) and the Azure SDK's AMQP stack
-    every = SCENARIOS + OTHER_SCENARIOS
+    every = SCENARIOS + list(more or ())
     if args.list:
         for sc in every:
             print(f"{sc.name}: {sc.description}")

@@ -9,6 +9,7 @@ import re
 import numpy as np
 from test_messages import delivery, links_of
 
+from amqp_dissect.render import html as H
 from amqp_dissect.render.messages import html_section, text_lines
 from amqp_dissect.results.messages import MessageMatcher
 from amqp_dissect.results.messages_report import UNMATCHED, messages_section
@@ -51,7 +52,7 @@ def test_counts_percentiles_and_unmatched():
     assert [u["message_id"] for u in sec["unmatched"]["delivered, publish not in the capture"]] == ["orphan"]
     text = "\n".join(text_lines({"messages": sec}))
     assert "12 messages" in text and "'lost'" in text and f"packet {never[0]['packets'][0]}" in text
-    assert text_lines({}) == [] and html_section({}) == ""
+    assert text_lines({}) == [] and html_section({}, H) == ""
 
 
 def test_journeys_draw_every_hop():
@@ -61,7 +62,7 @@ def test_journeys_draw_every_hop():
     assert [h["role"] for h in slow["hops"]] == ["producer", "consumer", "consumer"]
     assert any(j["why"] == "never delivered" and j["message_id"] == "lost" for j in sec["journeys"])
     assert len({(j["message_id"], j["bare_digest"]) for j in sec["journeys"]}) == len(sec["journeys"])
-    page = html_section({"messages": sec})
+    page = html_section({"messages": sec}, H)
     svg = re.search(r'<svg [^>]*id="journey-0".*?</svg>', page, re.S).group(0)
     # a transfer per hop and an outcome per hop that has one (the synthetic producer has none)
     assert svg.count('class="arrow"') == len(slow["hops"]) + sum(h["outcome_time"] is not None for h in slow["hops"]) == 5
