@@ -85,10 +85,15 @@ class FoldWatch:
         if ft is not None:
             last = self._last
             if d.link is self._link and last is not None and type(ft) is int and type(last[0]) is int:
-                # (integer nanoseconds: C integers when compiled, see diagnoses.pxd)
-                t = ft
-                lo = last[0]
-                hi = last[1]
+                # (integer nanoseconds: C integers when compiled, see diagnoses.pxd; a time beyond
+                # them, years past 2262, takes the Python integers below)
+                try:
+                    t = ft
+                    lo = last[0]
+                    hi = last[1]
+                except OverflowError:
+                    self._fold_big(d, ft, last)
+                    return self._fold_message(d)
                 merge = MERGE
                 if lo - merge <= t <= hi + merge:
                     if t > hi:
@@ -97,13 +102,23 @@ class FoldWatch:
                         last[0] = ft
                 else:
                     self._interval(d.link, ft)
-            elif d.link is self._link and last is not None and last[0] - MERGE <= ft <= last[1] + MERGE:
-                if ft > last[1]:
-                    last[1] = ft
-                elif ft < last[0]:
-                    last[0] = ft
+            elif d.link is self._link and last is not None:
+                self._fold_big(d, ft, last)
             else:
                 self._interval(d.link, ft)
+        return self._fold_message(d)
+
+    def _fold_big(self, d, ft, last) -> None:
+        """:meth:`fold`'s interval step in Python numbers (times not integers, or beyond C's)."""
+        if last[0] - MERGE <= ft <= last[1] + MERGE:
+            if ft > last[1]:
+                last[1] = ft
+            elif ft < last[0]:
+                last[0] = ft
+        else:
+            self._interval(d.link, ft)
+
+    def _fold_message(self, d) -> None:
         if self.reading:
             m = d.message
             if m is not None:
