@@ -577,8 +577,10 @@ def test_a_table_that_fails_in_a_batch_names_its_inputs(tmp_path, monkeypatch):
     assert all("connections --format jsonl: RuntimeError: a bug met writing a 5671" in p[0] for p in late.values())
 
     out = tmp_path / "fail"
+    # (the cost check off: this is about blame, and a CPU figure taken late in a long test process,
+    # where a full collection of its heap can land in one small input's time, is not what it tests)
     rc = fuzz_run.main(["-n", "10", "--seed", "1", "--kinds", "conversation", "--batch", "4", "--chunk", "10",
-                        "--out", str(out)])
+                        "--cost-bound", "0", "--out", str(out)])
     saved = sorted(n for n in os.listdir(out) if n.endswith(".pcap"))
     assert rc == (1 if saved else 0)
     for n in saved:
