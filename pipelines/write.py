@@ -404,6 +404,19 @@ def text_time(ns: int) -> str:
     return _clock(ns, " ")
 
 
+def _int_text(typ: str):
+    """cell -> the text of an integer column's cell ("" for null), in the text table and in csv."""
+    def cell(v):
+        i = _int_cell(v, typ)
+        return "" if i is None else str(i)
+    return cell
+
+
+def _bool_text(v) -> str:
+    """A boolean cell's text ("" for null), in the text table and in csv."""
+    return ("True" if v else "False") if isinstance(v, bool) else ""
+
+
 def text_cell(typ: str):
     """cell -> its text in the text table, for a column of registry type ``typ`` ("" for null;
     a time outside the years a datetime holds as its epoch seconds)."""
@@ -412,12 +425,9 @@ def text_cell(typ: str):
     if typ == JSON:
         return lambda v: _json_text(v) or ""
     if typ in (INT, UINT64):
-        def cell(v):
-            i = _int_cell(v, typ)
-            return "" if i is None else str(i)
+        cell = _int_text(typ)
     elif typ == BOOL:
-        def cell(v):
-            return ("True" if v else "False") if isinstance(v, bool) else ""
+        cell = _bool_text
     elif typ == FLOAT:
         def cell(v):
             f = _float_cell(v)
@@ -448,12 +458,9 @@ def csv_cell(typ: str):
     if typ == JSON:
         return lambda v: _csv_quoted(_json_text(v))
     if typ in (INT, UINT64):
-        def cell(v):
-            i = _int_cell(v, typ)
-            return "" if i is None else str(i)
+        cell = _int_text(typ)
     elif typ == BOOL:
-        def cell(v):
-            return ("True" if v else "False") if isinstance(v, bool) else ""
+        cell = _bool_text
     elif typ == FLOAT:
         def cell(v):
             f = _float_cell(v)
