@@ -165,6 +165,13 @@ def tshark_fields(pcap: Path, fields: list, keys: Path | None = None, port: int 
     return [line.split("\t") for line in res.stdout.splitlines()]
 
 
+def tshark_summary(cap: Capture, count: int = 12) -> str:
+    """tshark's one-line view of the capture's first packets (said when a check of tshark's view fails)."""
+    res = subprocess.run(["tshark", "-r", str(cap.pcap), "-c", str(count), "-d", f"tcp.port=={cap.port},tls"],
+                         capture_output=True, text=True, timeout=120)
+    return f"server port {cap.port}; tshark:\n{res.stdout}{res.stderr}"
+
+
 def tshark_per_packet(cap: Capture, pcap: Path | None = None, malformed: set | None = None) -> dict:
     """Performatives per packet as tshark decodes them; ``malformed`` collects the packets tshark
     flags as malformed (tshark 4.0 fails on some large multi-frame transfers, in plain captures too)."""
@@ -204,9 +211,12 @@ def tshark_order(names_by_packet: dict) -> list:
 def test_decrypted_frames_match_plain_sample_and_tshark(captures, name):
     cap = captures(name)
     # the capture really negotiated the suite under test (tshark reads the ServerHello)
-    rows = tshark_fields(cap.pcap, ["tls.handshake.ciphersuite"], filt="tls.handshake.type == 2")
+    # (told the server's port is TLS: tshark's own guess by port and heuristics can go elsewhere when
+    # an ephemeral port of the capture is one another dissector claims)
+    rows = tshark_fields(cap.pcap, ["tls.handshake.ciphersuite"], filt="tls.handshake.type == 2", port=cap.port)
     # (a HelloRetryRequest is a ServerHello too: two of them)
-    assert [int(r[0], 0) for r in rows] == [SUITE_IDS[name]] * (2 if name == "tls13-hello-retry" else 1)
+    assert [int(r[0], 0) for r in rows] == [SUITE_IDS[name]] * (2 if name == "tls13-hello-retry" else 1), \
+        tshark_summary(cap)
     keylog = KeyLog(cap.keys.read_text())
     ours = run(cap.pcap, keylog)  # any port: found by its ClientHello random
     plain = run(cap.sample)
