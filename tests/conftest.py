@@ -20,6 +20,15 @@ for p in (ROOT, *(os.path.join(HERE, f) for f in reversed(FOLDERS))):
 import pytest  # noqa: E402
 
 
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (``-n``, with ``--dist loadgroup``, as pyproject.toml sets it) each file's
+    tests run in one worker, so a module fixture (a TLS capture, a browser, a generated capture) is
+    made once; every test of the Spark session fixture runs in one worker, so one JVM starts."""
+    for item in items:
+        group = "spark" if "spark" in getattr(item, "fixturenames", ()) else item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture(scope="session")
 def spark():
     """The one Spark session of the test run (local[2]), for every test that needs Spark."""
