@@ -24,7 +24,8 @@ from .summaries import DEFAULT_WINDOW, SUMMARIES, SUMMARY_READS, summary_frame
 class CaptureTables(dict):
     """name -> Spark DataFrame: the tables (the registry's columns and Spark types: times as
     ``timestamp``, integers as ``bigint``, ulong as ``decimal(20,0)``, nested cells as JSON text)
-    and the summaries.  Also: ``counts`` (rows per table), ``files`` (in capture order),
+    and the summaries.  Also: ``counts`` (rows per table; those of messages and requests counted
+    by a Spark job when first read), ``files`` (in capture order),
     ``errors`` ((path, damage) pairs: the files damaged), ``order``, ``gaps``, ``stats``, and
     ``work`` (the directory the DataFrames read; :meth:`close` removes it)."""
 
@@ -42,6 +43,62 @@ class CaptureTables(dict):
         if cleanup is not None:
             cleanup(False)
             self._cleanup = None
+
+
+class _Counts(dict):
+    """Rows per table: those the job counted as it decoded, and those of the tables made across
+    the flows (messages, requests) counted by a Spark job when first asked (``counts[name]``,
+    ``get``, ``items``, ...), not by read_captures itself."""
+
+    def __init__(self, known: dict, frames: dict):
+        super().__init__(known)
+        self._frames = frames
+
+    def _fill(self):
+        for t, df in list(self._frames.items()):
+            self[t] = df.count()
+            del self._frames[t]
+
+    def __missing__(self, key):
+        if key in self._frames:
+            n = self[key] = self._frames.pop(key).count()
+            return n
+        raise KeyError(key)
+
+    def __contains__(self, key):
+        return dict.__contains__(self, key) or key in self._frames
+
+    def __iter__(self):
+        self._fill()
+        return dict.__iter__(self)
+
+    def __len__(self):
+        return dict.__len__(self) + len(self._frames)
+
+    def __eq__(self, other):
+        self._fill()
+        return dict.__eq__(self, other)
+
+    __hash__ = None
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def keys(self):
+        self._fill()
+        return dict.keys(self)
+
+    def values(self):
+        self._fill()
+        return dict.values(self)
+
+    def items(self):
+        self._fill()
+        return dict.items(self)
+
+    def __repr__(self):
+        self._fill()
+        return dict.__repr__(self)
 
 
 def _default_work(spark) -> tuple[str, bool]:
@@ -110,7 +167,9 @@ def read_captures(spark, paths, *, ports=(), keylog=None, tables=None, frames: b
     if summaries:
         for name in SUMMARIES:
             out[name] = summary_frame(name, frames_of, window)
-    out.counts = {t: done["counts"][t] if t in done["counts"] else frames_of[t].count() for t in wanted}
+    # (the tables made across the flows are counted when asked: a Spark job each)
+    out.counts = _Counts({t: done["counts"][t] for t in wanted if t in done["counts"]},
+                         {t: frames_of[t] for t in wanted if t not in done["counts"]})
     out.files, out.errors, out.order, out.gaps = done["files"], done["errors"], done["order"], done["gaps"]
     done["stats"]["timings"] = done["marks"]
     done["stats"]["cpu"] = done["meter"].seconds()  # the Python tasks' CPU seconds by step (decoding)

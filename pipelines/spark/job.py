@@ -3,6 +3,7 @@ then the tables and summaries (see the package docstring)."""
 
 from __future__ import annotations
 
+import heapq
 import json
 import os
 import pickle
@@ -388,17 +389,20 @@ def _stage1(spark, ranges: list[Range], path: str, meter=None) -> list[dict]:
         T.StructField("start", T.LongType()), T.StructField("end", T.LongType()),
         T.StructField("size", T.LongType()), T.StructField("group", T.StringType()),
     ])
-    order = sorted(ranges, key=lambda r: -(((r.size or 0) if r.end is None else r.end) - r.start))
-    rdd = spark.sparkContext.parallelize([r.as_tuple() for r in order], max(1, len(order)))
+    order = sorted(ranges, key=_range_bytes, reverse=True)
     schema = stage1_schema()
     directory = _direct_dir(path)
     if directory is not None:  # plain Python tasks write the rows and give the summaries
         shutil.rmtree(directory, ignore_errors=True)
         os.makedirs(directory)
         fn = metered(meter, "stage1", _stage1_direct_fn(_arrow_schema(schema), directory))
+        bins = stage1_tasks(order, spark.sparkContext.defaultParallelism)
+        rdd = spark.sparkContext.parallelize(bins, len(bins))
         metas = [json.loads(m) for m in rdd.mapPartitions(fn).collect()]
         open(os.path.join(directory, "_SUCCESS"), "wb").close()
         return metas
+    bins = stage1_tasks(order, spark.sparkContext.defaultParallelism)
+    rdd = spark.sparkContext.parallelize(bins, len(bins)).flatMap(lambda task: task)
     df = spark.createDataFrame(rdd, rschema).mapInArrow(metered(meter, "stage1", _stage1_fn(_arrow_schema(schema), directory)),
                                                          schema)
     if directory is not None:
@@ -410,6 +414,29 @@ def _stage1(spark, ranges: list[Range], path: str, meter=None) -> list[dict]:
     df.write.mode("overwrite").parquet(path)
     seg = spark.read.schema(stage1_schema()).parquet(path)
     return [json.loads(r.meta) for r in seg.where(F.col("kind") == KIND_SUMMARY).select("meta").collect()]
+
+
+STAGE1_TASKS_PER_SLOT = 4  # stage-1 tasks per task slot, at most (many small files or ranges: fewer tasks)
+
+
+def _range_bytes(r: Range) -> int:
+    return ((r.size or 0) if r.end is None else r.end) - r.start
+
+
+def stage1_tasks(ranges: list[Range], slots: int) -> list[list[tuple]]:
+    """The ranges of stage 1 (largest first) as the tasks that read them: one task per range up
+    to :data:`STAGE1_TASKS_PER_SLOT` tasks per task slot, beyond that the ranges packed into that
+    many tasks of about the same bytes (largest first, each to the lightest task), so that a set
+    of many small files does not pay a task's fixed cost per file, and the last task to finish is
+    a small one."""
+    n = max(1, min(len(ranges), STAGE1_TASKS_PER_SLOT * max(1, slots)))
+    loads = [(0, i) for i in range(n)]
+    bins: list[list[tuple]] = [[] for _ in range(n)]
+    for r in sorted(ranges, key=_range_bytes, reverse=True):
+        load, i = heapq.heappop(loads)
+        bins[i].append(r.as_tuple())
+        heapq.heappush(loads, (load + max(1, _range_bytes(r)), i))
+    return [b for b in bins if b]
 
 
 def _stage2(spark, tcp, params: FlowParams, nparts: int, path: str, plan: dict | None = None, meter=None,

@@ -47,6 +47,16 @@ def spark_session(master: str | None = None, conf=(), driver_memory: str | None 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    if "SPARK_HOME" not in os.environ and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        # spark-submit's scripts otherwise start a Python process (find_spark_home.py) to find it
+        with contextlib.suppress(Exception):
+            from pyspark.find_spark_home import _find_spark_home
+
+            os.environ["SPARK_HOME"] = _find_spark_home()
+    if "SPARK_LAUNCHER_OPTS" not in os.environ:
+        # the small JVM spark-submit starts first to build the real command line: C1 only, one GC thread
+        os.environ["SPARK_LAUNCHER_OPTS"] = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
     b = SparkSession.builder.appName(app_name)
     local = False
     if master:
@@ -59,7 +69,12 @@ def spark_session(master: str | None = None, conf=(), driver_memory: str | None 
         # local executors run this interpreter: their Python workers are forked from a daemon that
         # imported the tasks' modules once (.daemon)
         b = b.config("spark.python.daemon.module", "amqp_dissect.pipelines.spark.daemon")
+    for key, value in SESSION_CONF:  # (each replaced by a conf pair of the same key)
+        if not _conf_has(conf, key):
+            b = b.config(key, value)
     driver_opts = [jvm_options] if jvm_options else []
+    if "PYSPARK_GATEWAY_PORT" not in os.environ and not _conf_has(conf, "spark.driver.extraJavaOptions"):
+        driver_opts += class_archive_options(jvm_options)
     if quiet:
         b = b.config("spark.ui.showConsoleProgress", "false")
         log4j = os.path.join(tempfile.gettempdir(), "amqp-dissect-log4j2.properties")
@@ -76,6 +91,10 @@ def spark_session(master: str | None = None, conf=(), driver_memory: str | None 
         b = b.config("spark.executor.memory", executor_memory)
     for k, v in conf:
         b = b.config(k, v)
+    if ship and local and os.environ.get("PYSPARK_PYTHON") == sys.executable:
+        # the question ship_code asks (do the workers import this very install?) is asked of one
+        # Python process started now, while the JVM starts (see executors_share_install)
+        _start_probe()
     if quiet:
         # the JVM inherits stderr when it starts: send what it prints (JVM notices, Spark
         # errors) to a log file instead of the terminal; our own stderr is restored
@@ -98,6 +117,126 @@ def spark_session(master: str | None = None, conf=(), driver_memory: str | None 
     if ship:
         ship_code(spark)
     return spark
+
+
+# Spark settings of the job's session that cut its fixed cost (each replaced by a conf pair of the
+# same key): no web UI (its Jetty server and the listeners that feed it start with every session and
+# cost CPU on every task event, for a batch job nobody watches; a user who wants it passes
+# --conf spark.ui.enabled=true).
+SESSION_CONF = (("spark.ui.enabled", "false"),)
+
+_PROBE = ("import json, os, amqp_dissect; print(json.dumps([os.path.realpath(amqp_dissect.__path__[0]), "
+          "sorted(amqp_dissect.compiled_modules())]))")
+_PENDING_PROBE: list = []  # the probe process spark_session started beside the JVM, not yet asked
+
+
+def _start_probe() -> None:
+    import subprocess
+
+    try:
+        _PENDING_PROBE[:] = [subprocess.Popen([sys.executable, "-c", _PROBE], stdout=subprocess.PIPE,
+                                              stderr=subprocess.DEVNULL, text=True)]
+    except OSError:  # (no probe: executors_share_install asks again)
+        _PENDING_PROBE[:] = []
+
+
+def _probe_answer():
+    """(where, compiled) from a worker-like process of this interpreter: the one spark_session
+    started, else a new one; raises when there is no answer."""
+    import json
+    import subprocess
+
+    if _PENDING_PROBE:
+        p = _PENDING_PROBE.pop()
+        try:
+            out, _ = p.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            raise
+    else:
+        out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=120).stdout
+    where, compiled = json.loads(out.strip().splitlines()[-1])
+    return where, compiled
+
+
+# --------------------------------------------------------------------------- the driver JVM's class archive
+
+CDS_ENV = "AMQP_DISSECT_SPARK_CDS"  # "0": no class archive (see class_archive_options)
+CDS_SETTLE_SECONDS = 60  # an archive file left by a run that ended this long ago is complete
+
+
+def _cds_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "amqp-dissect")
+
+
+def _cds_key(jvm_options: str) -> str | None:
+    """What a class archive depends on: the java binary, Spark's jars, the JVM options."""
+    import hashlib
+    import shutil
+
+    java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else shutil.which("java")
+    home = os.environ.get("SPARK_HOME")
+    if not java or not home or not os.path.isdir(os.path.join(home, "jars")):
+        return None
+    java = os.path.realpath(java)
+    jars = os.path.join(home, "jars")
+    parts = [java, str(os.stat(java).st_mtime_ns), os.path.realpath(jars), str(os.stat(jars).st_mtime_ns),
+             str(len(os.listdir(jars))), jvm_options or "", sys.executable]
+    return hashlib.sha1("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def class_archive_options(jvm_options: str = JVM_OPTIONS) -> list[str]:
+    """Options of the driver JVM for a dynamic class-data-sharing archive of the classes Spark
+    loads (JDK 13+): the first session writes it when its JVM exits
+    (``-XX:ArchiveClassesAtExit``, about 150 MB under ``$XDG_CACHE_HOME/amqp-dissect``, default
+    ``~/.cache``), the next ones map it (``-XX:SharedArchiveFile``) and start in about half the
+    time (the JVM reads its classes already parsed and verified instead of from Spark's jars).
+    The archive's name holds what it depends on (the java binary, Spark's jars, the JVM options),
+    so an update writes a new one; a file the JVM cannot use is ignored by it (its warning goes
+    to the JVM's log, with the JVM's other warnings: ``-Xlog`` to stderr).  ``[]`` when
+    ``AMQP_DISSECT_SPARK_CDS=0``, or without a writable cache directory or a java binary."""
+    if os.environ.get(CDS_ENV, "1") == "0":
+        return []
+    import glob
+    import time
+
+    try:
+        key = _cds_key(jvm_options)
+        if key is None:
+            return []
+        d = _cds_dir()
+        os.makedirs(d, exist_ok=True)
+        final = os.path.join(d, f"spark-{key}.jsa")
+        # an archive an earlier run wrote (its process gone, the file settled) becomes the archive,
+        # or is removed when there is one already
+        for tmp in sorted(glob.glob(final + ".*.tmp")):
+            pid = int(tmp.rsplit(".", 2)[-2])
+            if _alive(pid) or time.time() - os.path.getmtime(tmp) < CDS_SETTLE_SECONDS:
+                continue
+            if os.path.getsize(tmp) and not os.path.exists(final):
+                os.replace(tmp, final)
+            else:
+                os.remove(tmp)
+        log = ["-Xlog:disable", "-Xlog:all=warning:stderr"]  # (JVM warnings never on our stdout)
+        if os.path.exists(final):
+            return log + [f"-XX:SharedArchiveFile={final}"]
+        if glob.glob(final + ".*.tmp"):  # another run is writing it
+            return log
+        return log + [f"-XX:ArchiveClassesAtExit={final}.{os.getpid()}.tmp"]
+    except (OSError, ValueError):
+        return []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def _conf_has(conf, key: str) -> bool:
@@ -127,14 +266,8 @@ def executors_share_install(spark) -> bool:
     if sc.master.startswith("local") and os.environ.get("PYSPARK_PYTHON") == sys.executable:
         # local mode with this very interpreter (what spark_session sets up): a worker is this
         # interpreter started with this environment, so ask one such process instead of a Spark job
-        import json
-        import subprocess
-
-        probe = ("import json, os, amqp_dissect; print(json.dumps([os.path.realpath(amqp_dissect.__path__[0]), "
-                 "sorted(amqp_dissect.compiled_modules())]))")
         try:
-            r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
-            where, compiled = json.loads(r.stdout.strip().splitlines()[-1])
+            where, compiled = _probe_answer()
             return (where == os.path.realpath(amqp_dissect.__path__[0])
                     and set(compiled) == set(amqp_dissect.compiled_modules()))
         except Exception:  # (no answer: ask the executors)

@@ -170,12 +170,14 @@ SEG_FILE = "part-{:06d}.parquet"  # stage-1 rows of range (rid) i, written by it
 
 
 def _stage1_direct_fn(arrow_schema, directory: str):
-    """Stage 1 as a plain Python task (``mapPartitions`` over range tuples): each range's rows
-    written to ``directory`` (:func:`_write_seg`), its summary (JSON text) given back.  No
-    DataFrame: no query planning, no Arrow conversion in the JVM."""
+    """Stage 1 as a plain Python task (``mapPartitions`` over lists of range tuples, a task's
+    ranges: ``job.stage1_tasks``): each range's rows written to ``directory``
+    (:func:`_write_seg`), its summary (JSON text) given back.  No DataFrame: no query planning,
+    no Arrow conversion in the JVM."""
     def fn(items):
-        for t in items:
-            yield _write_seg(directory, Range(*t), arrow_schema)[10]
+        for task in items:
+            for t in task:
+                yield _write_seg(directory, Range(*t), arrow_schema)[10]
     return fn
 
 

@@ -471,6 +471,27 @@ def test_record_reader_notices_a_changed_file(tmp_path):
         ar.RecordReader([str(p)]).read(0, pos, caplen, ts, orig)
 
 
+def test_stage1_packs_many_small_ranges_into_a_few_tasks_of_even_bytes():
+    """Up to STAGE1_TASKS_PER_SLOT tasks per slot, one range each; beyond that the ranges are
+    packed, every range in exactly one task, the tasks' bytes within the largest range of each
+    other (longest first)."""
+    from amqp_dissect.pipelines.spark import job
+
+    def rng(i, size):
+        return ar.Range(i, i, f"f{i}", 0, 0, None, size)
+
+    few = [rng(i, 1000 * (i + 1)) for i in range(5)]
+    assert sorted(len(t) for t in job.stage1_tasks(few, 2)) == [1] * 5
+    sizes = [(37 * i) % 1000 + 1 for i in range(300)]
+    many = [rng(i, n) for i, n in enumerate(sizes)]
+    tasks = job.stage1_tasks(many, 2)
+    assert len(tasks) == 2 * job.STAGE1_TASKS_PER_SLOT
+    assert sorted(t[0] for task in tasks for t in task) == list(range(300))
+    loads = [sum(ar.Range(*t).size for t in task) for task in tasks]
+    assert max(loads) - min(loads) <= max(sizes)
+    assert job.stage1_tasks(many[:1], 8) == [[many[0].as_tuple()]]
+
+
 def test_balance_flows_evens_out_the_tasks():
     from collections import Counter
 
@@ -548,6 +569,7 @@ def test_tables_are_written_in_single_process_order(spark, tmp_path, monkeypatch
         monkeypatch.setattr(job, "_direct_dir", lambda uri: None)
     out = tmp_path / "out"
     res = _run(spark, SAMPLE_FILES, out, frames=True, partitions=3, keep_work=True)
+    assert res["files"] == capture_order(SAMPLE_FILES)
     # a local work directory: stage 2's tasks read the stage-1 files themselves; else Spark's shuffle
     assert res["stats"]["stage2_direct"] is (writer == "tasks")
     # every step's Python tasks counted their CPU seconds (accumulators)
@@ -561,8 +583,10 @@ def test_tables_are_written_in_single_process_order(spark, tmp_path, monkeypatch
         assert len(sp) == len(lp) == res["counts"][t], t
         for c in lp.columns:
             assert _cells(sp[c]) == _cells(lp[c]), (t, c)
+    assert res["counts"]["deliveries"] == len(a.deliveries) > 100
     fr = pd.read_parquet(out / "frames")
     assert [json.loads(x) for x in fr.json] == expected_frames(SAMPLE_FILES)
+    assert fr.packet.tolist() == [f["packet"] for f in expected_frames(SAMPLE_FILES)]
     for t in ("deliveries", "frames"):  # cut into ranges at chunk (1024 rows) boundaries
         files = [f for f in os.listdir(out / t) if f.endswith(".parquet")]
         assert sum(1 for f in files if len(pd.read_parquet(out / t / f))) > 1, t
@@ -592,18 +616,6 @@ def test_tables_are_written_in_single_process_order(spark, tmp_path, monkeypatch
     assert placed and {f: placed[f] for f in plan} == plan
 
 
-
-
-def test_samples_together_agree(spark, tmp_path):
-    res = _run(spark, SAMPLE_FILES, tmp_path / "out", frames=True)
-    assert res["files"] == capture_order(SAMPLE_FILES)
-    a = assert_same_tables(str(tmp_path / "out"), SAMPLE_FILES)
-    assert_summaries(str(tmp_path / "out"), a)
-    assert res["counts"]["deliveries"] == len(a.deliveries) > 100
-    fr = pd.read_parquet(tmp_path / "out" / "frames")
-    assert [json.loads(x) for x in fr.json] == expected_frames(SAMPLE_FILES)
-    assert fr.packet.tolist() == [f["packet"] for f in expected_frames(SAMPLE_FILES)]
-    assert not os.path.exists(tmp_path / "out" / "_work")
 
 
 def test_rotated_and_gzipped_files_agree(spark, tmp_path):
@@ -845,6 +857,7 @@ def test_cli_archive_writes_parquet(tmp_path, capsys, spark):
                        "stalls_by_link", "stalls_by_address"):
         assert len(pd.read_parquet(out / t).columns) > 2
     assert len(pd.read_parquet(out / "deliveries")) == len(local.deliveries)
+    assert not os.path.exists(out / "_work")  # (the job's work directory is removed)
     assert m.main(["archive", str(tmp_path / "missing"), "--out", str(out)]) == m.EXIT_OPEN
     (tmp_path / "empty").mkdir()
     assert m.main(["archive", str(tmp_path / "empty"), "--out", str(out)]) == m.EXIT_FORMAT

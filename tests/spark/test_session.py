@@ -1,0 +1,76 @@
+"""The Spark session's fixed cost (issue 26): the driver JVM's class archive
+(``class_archive_options``): written by the first session, mapped by the next ones, one per
+java binary, Spark jars and JVM options; never two writers' files left behind.  No Spark needed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from amqp_dissect.pipelines.spark import session as S
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    home = tmp_path / "spark"
+    (home / "jars").mkdir(parents=True)
+    (home / "jars" / "spark-core.jar").write_bytes(b"")
+    monkeypatch.setenv("SPARK_HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv(S.CDS_ENV, raising=False)
+    if S._cds_key(S.JVM_OPTIONS) is None:
+        pytest.skip("no java binary on this machine")
+    return tmp_path / "cache" / "amqp-dissect"
+
+
+def _dead_pid() -> int:
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def _value(opts, flag):
+    hits = [o.split("=", 1)[1] for o in opts if o.startswith(flag + "=")]
+    return hits[0] if hits else None
+
+
+def test_the_first_session_writes_the_class_archive_and_the_next_map_it(cache):
+    opts = S.class_archive_options()
+    assert "-Xlog:disable" in opts and "-Xlog:all=warning:stderr" in opts  # (JVM warnings off our stdout)
+    tmp = _value(opts, "-XX:ArchiveClassesAtExit")
+    assert tmp and tmp.endswith(f".{os.getpid()}.tmp") and os.path.dirname(tmp) == str(cache)
+    # while its writer runs (or the file is fresh), nobody else writes or maps one
+    with open(tmp, "wb") as f:
+        f.write(b"archive")
+    again = S.class_archive_options()
+    assert _value(again, "-XX:ArchiveClassesAtExit") is None and _value(again, "-XX:SharedArchiveFile") is None
+    # its writer gone and the file settled: it becomes the archive every later session maps
+    done = tmp.replace(f".{os.getpid()}.tmp", f".{_dead_pid()}.tmp")
+    os.rename(tmp, done)
+    old = time.time() - S.CDS_SETTLE_SECONDS - 5
+    os.utime(done, (old, old))
+    final = _value(S.class_archive_options(), "-XX:SharedArchiveFile")
+    assert final and final == done.rsplit(".", 2)[0] and open(final, "rb").read() == b"archive"
+    assert os.listdir(cache) == [os.path.basename(final)]
+    # a second writer's settled file, once there is an archive: removed
+    extra = final + f".{_dead_pid()}.tmp"
+    with open(extra, "wb") as f:
+        f.write(b"other")
+    os.utime(extra, (old, old))
+    assert _value(S.class_archive_options(), "-XX:SharedArchiveFile") == final
+    assert os.listdir(cache) == [os.path.basename(final)]
+    # other JVM options (or another java, other jars): another archive
+    assert _value(S.class_archive_options("-XX:+UseSerialGC"), "-XX:ArchiveClassesAtExit")
+
+
+def test_no_class_archive_when_turned_off_or_without_a_cache(cache, monkeypatch, tmp_path):
+    monkeypatch.setenv(S.CDS_ENV, "0")
+    assert S.class_archive_options() == []
+    monkeypatch.delenv(S.CDS_ENV)
+    (tmp_path / "file").write_bytes(b"")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))  # (not a directory: no cache)
+    assert S.class_archive_options() == []
