@@ -151,11 +151,15 @@ def _top_latency(spark, uri: str, n: int = 5) -> list[dict]:
 
     u = urlparse(uri)
     if u.scheme in ("", "file") and os.path.isdir(u.path):
-        import pandas as pd
+        # (pyarrow, not pandas: a few rows, and pandas' import alone cost the driver about a second)
+        import pyarrow.parquet as pq
 
-        df = pd.read_parquet(u.path, columns=["connection", "link", "count", "p50", "p90", "p99", "max"])
-        df = df[df["count"] > 0].sort_values(["p99", "connection"], ascending=[False, True]).head(n)
-        return df.to_dict("records")
+        rows = pq.read_table(u.path, columns=["connection", "link", "count", "p50", "p90", "p99", "max"]).to_pylist()
+        rows = [r for r in rows if r["count"] is not None and r["count"] > 0]
+        # p99 descending then connection ascending, nulls last in each (as pandas sorts them), stable
+        rows.sort(key=lambda r: (r["connection"] is None, r["connection"] or ""))
+        rows.sort(key=lambda r: (0, -r["p99"]) if r["p99"] is not None and r["p99"] == r["p99"] else (1, 0.0))
+        return rows[:n]
     rows = spark.read.parquet(uri).where("count > 0").limit(n).collect()
     return [r.asDict() for r in rows]
 

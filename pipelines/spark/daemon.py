@@ -7,8 +7,7 @@ two-core machine) instead of importing them itself."""
 
 import importlib
 
-for _name in ("pyspark.worker", "pyspark.sql.pandas.serializers", "pyarrow", "pyarrow.parquet", "pandas",
-              "amqp_dissect.dissect", "amqp_dissect.results.analytics", "amqp_dissect.pipelines.archive",
+for _name in ("pyspark.worker", "pyarrow", "pyarrow.parquet", "amqp_dissect.dissect", "amqp_dissect.results.analytics", "amqp_dissect.pipelines.archive",
               "amqp_dissect.pipelines.spark.stages", "amqp_dissect.pipelines.spark.summaries"):
     try:
         importlib.import_module(_name)

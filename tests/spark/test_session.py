@@ -74,3 +74,38 @@ def test_no_class_archive_when_turned_off_or_without_a_cache(cache, monkeypatch,
     (tmp_path / "file").write_bytes(b"")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))  # (not a directory: no cache)
     assert S.class_archive_options() == []
+
+
+def test_the_worker_daemon_preloads_the_tasks_modules_without_pandas():
+    # the local path's tasks (plain Python tasks, pyarrow) never import pandas: its import was
+    # about 0.3 CPU s of the daemon's start, paid before stage 1's first task could run
+    code = ("import sys, amqp_dissect.pipelines.spark.daemon; "
+            "print(int('pandas' in sys.modules), int('amqp_dissect.pipelines.spark.stages' in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout.split()
+    assert out == ["0", "1"]
+
+
+def test_the_archive_summary_ranks_links_as_pandas_does(tmp_path):
+    # the CLI's "highest settlement latency" lines read latency_by_link with pyarrow (pandas'
+    # import cost the driver about a second); pandas' sort is the oracle: p99 descending, then
+    # connection ascending, NaN / null last, rows without a count dropped
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    pd = pytest.importorskip("pandas")
+    from amqp_dissect.cli.archive import _top_latency
+
+    nan = float("nan")
+    rows = {"connection": ["c", "a", "b", "a", None, "d", "e", "b", "f"],
+            "link": ["l1", "l2", "l3", "l4", "l5", "l6", "l7", "l8", "l9"],
+            "count": [3, 5, 0, 2, 4, 1, 7, 6, None],
+            "p50": [0.1] * 9, "p90": [0.2] * 9,
+            "p99": [0.5, 0.5, 9.0, None, 0.7, nan, 0.1, 0.5, 3.0],
+            "max": [1.0] * 9}
+    d = tmp_path / "latency_by_link"
+    d.mkdir()
+    pq.write_table(pa.table(rows), str(d / "part-00000.parquet"))
+    df = pd.read_parquet(d)
+    want = df[df["count"] > 0].sort_values(["p99", "connection"], ascending=[False, True]).head(5)
+    got = _top_latency(None, str(d))
+    assert [r["link"] for r in got] == list(want["link"])
+    assert len(got) == 5 and got[0]["link"] == "l5"
