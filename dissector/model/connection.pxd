@@ -11,7 +11,7 @@ cdef class ConnectionRules:
     cdef public Recorder ledger
     cdef public dict connections, others, other_info
 
-    @cython.locals(fc=dict, level=Py_ssize_t, sil=list)
+    @cython.locals(level=Py_ssize_t, sil=list)
     cpdef bint frame(self, _Conn c, Py_ssize_t d, Frame f, p, name, bint heartbeat)
 
     cdef session_frame(self, _Conn c, Py_ssize_t d, Frame f, name)

@@ -58,8 +58,7 @@ class ConnectionRules:
                     kind = "frame-size" if "max-frame-size" in n.message else n.group
                     self.ledger.violation(c, d, f, kind, n.severity, n.message, origin="framing")
         key = name or ("empty" if heartbeat else "(undecoded)")
-        fc = c.frame_counts[d]
-        fc[key] = fc.get(key, 0) + 1
+        c.count_frame(d, key)
         if f.type == FRAME_SASL:
             c.sasl_frames[d] += 1
             if name is not None:

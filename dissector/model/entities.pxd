@@ -120,8 +120,15 @@ cdef class _Conn(_ConnBase):
     cdef public object txns
     cdef public object negotiation
     cdef public object stalls
-    cdef public tuple frame_counts
+    cdef public tuple _frame_counts
+    cdef public object _fc_key0, _fc_key1
+    cdef public long long _fc_run0, _fc_run1
     cdef public object placeholders
     cdef public object silence
     cdef public object last_act
     cdef public object end_notes
+
+    @cython.locals(fc=dict)
+    cpdef count_frame(self, Py_ssize_t d, key)
+    @cython.locals(fc=dict, run="long long")
+    cdef _fc_flush(self, Py_ssize_t d)

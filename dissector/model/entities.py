@@ -244,7 +244,8 @@ class _Conn(_ConnBase):
         "events", "unknown", "inferred", "headers", "header_keys", "sasl", "sasl_mechanisms",
         "sasl_mechanism", "sasl_hostname", "sasl_outcome", "sasl_time", "sasl_frames", "open", "close",
         "sessions", "links", "chan", "pending", "idle", "idle_ref", "last_frame", "frames", "heartbeats",
-        "txns", "negotiation", "stalls", "frame_counts", "placeholders", "silence", "last_act", "end_notes",
+        "txns", "negotiation", "stalls", "_frame_counts", "_fc_key0", "_fc_key1", "_fc_run0", "_fc_run1",
+        "placeholders", "silence", "last_act", "end_notes",
     )
 
     def __init__(self, b: _ConnBase):
@@ -293,7 +294,13 @@ class _Conn(_ConnBase):
         self.heartbeats = [0, 0]
         self.txns: dict = {}  # txn-id bytes/hex -> _Txn
         self.stalls: list = []  # Stall
-        self.frame_counts = ({}, {})  # per peer: performative name ("empty" for heartbeats) -> frames
+        self._frame_counts = ({}, {})  # per peer: performative name ("empty" for heartbeats) -> frames
+        # per peer: the name of its last frame and the frames of that name counted since, not yet in
+        # the dict (frames of one name come in runs: a C count per frame, see count_frame)
+        self._fc_key0 = None
+        self._fc_key1 = None
+        self._fc_run0 = 0
+        self._fc_run1 = 0
         # None until the first placeholder: [sessions made, links made, the overflow session or None,
         # {session index: its overflow link}] (see UNKNOWN_SESSIONS_MAX)
         self.placeholders = None
@@ -303,6 +310,47 @@ class _Conn(_ConnBase):
         self.silence = ([0, None, None, None, 0, None], [0, None, None, None, 0, None])
         self.last_act = [None, None]  # per peer: (time, packet, name) of its last frame that ended nothing
         self.end_notes = None  # {(peer, name, packet, channel): (own last_act, peer's last_act)} of detach/end/close
+
+    @property
+    def frame_counts(self) -> tuple:
+        """Per peer: performative name ("empty" for heartbeats) -> frames (the runs counted so far
+        added first)."""
+        self._fc_flush(0)
+        self._fc_flush(1)
+        return self._frame_counts
+
+    def count_frame(self, d, key) -> None:
+        """One more frame named ``key`` from peer ``d``: a C count while the name repeats; a new name
+        goes into the dict at once (its order is that of first frames, as before the runs)."""
+        if d == 0:
+            if key is self._fc_key0:
+                self._fc_run0 += 1
+                return
+        elif key is self._fc_key1:
+            self._fc_run1 += 1
+            return
+        self._fc_flush(d)
+        fc = self._frame_counts[d]
+        fc[key] = fc.get(key, 0) + 1
+        if d == 0:
+            self._fc_key0 = key
+        else:
+            self._fc_key1 = key
+
+    def _fc_flush(self, d) -> None:
+        """The run of peer ``d`` added to its dict."""
+        if d == 0:
+            run = self._fc_run0
+            if run:
+                fc = self._frame_counts[0]
+                fc[self._fc_key0] += run
+                self._fc_run0 = 0
+        else:
+            run = self._fc_run1
+            if run:
+                fc = self._frame_counts[1]
+                fc[self._fc_key1] += run
+                self._fc_run1 = 0
 
     def note_unknown(self, what: str):
         if what not in self.unknown:

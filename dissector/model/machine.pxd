@@ -21,4 +21,5 @@ cdef class Endpoints:
     @cython.locals(m=Machine, codes=list, q=list, e=Py_ssize_t)
     cpdef list advance_codes(self, Py_ssize_t d, Py_ssize_t s_ic, Py_ssize_t r_ic, s_in=*, r_in=*)
     @cython.locals(m=Machine, codes=list)
+    @cython.locals(codes=list, m=Machine, steady=Py_ssize_t, c0=Py_ssize_t, c1=Py_ssize_t, q=tuple, q0=list, q1=list)
     cpdef list frame(self, Py_ssize_t d)

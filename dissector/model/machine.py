@@ -234,8 +234,14 @@ class Endpoints:
         codes = self.codes
         m = self.machine
         steady = m.steady_code
-        if codes[0] == steady and codes[1] == steady and not self.queue[0] and not self.queue[1]:
-            return _NO_MSGS
+        c0 = codes[0]  # (C integers when compiled, see machine.pxd: no int object per frame)
+        c1 = codes[1]
+        if c0 == steady and c1 == steady:
+            q = self.queue
+            q0 = q[0]
+            q1 = q[1]
+            if not q0 and not q1:
+                return _NO_MSGS
         return self.advance_codes(d, m.s_frame, m.r_frame)
 
     def _drain(self, e: int, msgs: list) -> None:

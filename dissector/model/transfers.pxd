@@ -35,7 +35,7 @@ cdef class TransferRules:
     @cython.locals(w=SessionWindow)
     cdef transfer_window(self, _Conn c, _Session s, Py_ssize_t d, Frame f, _Link link, h)
 
-    @cython.locals(dlv=_Delivery, table=DeliveryTable)
+    @cython.locals(dlv=_Delivery, table=DeliveryTable, touches="long long")
     cdef _Delivery new_delivery(self, _Conn c, _Session s, Py_ssize_t d, Frame f, _Link link, h, did)
 
     @cython.locals(lcr=LinkCredit)

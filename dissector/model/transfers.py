@@ -154,7 +154,8 @@ class TransferRules:
         if did is not None:
             table = s.deliveries[d]
             table.add(did, dlv)
-            s.touch_budget += DISPOSITION_TOUCHES_PER_DELIVERY
+            touches = DISPOSITION_TOUCHES_PER_DELIVERY  # (a C integer when compiled: no int object per delivery)
+            s.touch_budget += touches
         rsm = v[T_RCV_SETTLE_MODE]
         if rsm is not None and rsm is not ABSENT:
             dlv.rcv_settle_mode = choice_name("receiver-settle-mode", rsm)

@@ -13,3 +13,5 @@ cdef class FoldWatch:
     @cython.locals(t=cython.longlong, lo=cython.longlong, hi=cython.longlong, merge=cython.longlong, last=list)
     cpdef fold(self, _Delivery d)
     cpdef _interval(self, link, t)
+    cdef _fold_big(self, _Delivery d, ft, list last)
+    cdef _fold_message(self, _Delivery d)
