@@ -91,9 +91,9 @@ def test_the_archive_summary_ranks_links_as_pandas_does(tmp_path):
     # the CLI's "highest settlement latency" lines read latency_by_link with pyarrow (pandas'
     # import cost the driver about a second); pandas' sort is the oracle: p99 descending, then
     # connection ascending, NaN / null last, rows without a count dropped
-    pa = pytest.importorskip("pyarrow")
-    pq = pytest.importorskip("pyarrow.parquet")
-    pd = pytest.importorskip("pandas")
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
     from amqp_dissect.cli.archive import _top_latency
 
     nan = float("nan")

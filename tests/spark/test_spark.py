@@ -22,15 +22,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-# pyspark is a dependency and CI has Java 17: there, a missing one is a failure, not a skip.
-if os.environ.get("CI"):
-    import pyspark  # noqa: F401
+from sparkneeds import require_spark  # noqa: E402
 
-    assert shutil.which("java") is not None, "Spark needs java, and CI must have it"
-else:
-    pytest.importorskip("pyspark")
-    if shutil.which("java") is None:
-        pytest.skip("Spark needs java (not on this machine)", allow_module_level=True)
+require_spark()  # (a failure on CI without pyspark or java; elsewhere a skip with the reason)
 
 from amqp_dissect.capture.pcap import open_capture  # noqa: E402
 from amqp_dissect.render.frames import event_json  # noqa: E402

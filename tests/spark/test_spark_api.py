@@ -9,19 +9,15 @@ time, cut into rotated files."""
 from __future__ import annotations
 
 import os
-import shutil
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-if os.environ.get("CI"):
-    import pyspark  # noqa: F401
-else:
-    pytest.importorskip("pyspark")
-    if shutil.which("java") is None:
-        pytest.skip("Spark needs java (not on this machine)", allow_module_level=True)
+from sparkneeds import require_spark  # noqa: E402
+
+require_spark()  # (a failure on CI without pyspark or java; elsewhere a skip with the reason)
 
 import fuzzgen  # noqa: E402
 
