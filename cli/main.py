@@ -62,12 +62,29 @@ class _App(typer.Typer):
         return lambda fn: register(_guarded(fn))
 
 
-app = _App(
+_APP_SETTINGS = dict(
     add_completion=True,
     no_args_is_help=True,
     help=f"AMQP 1.0 packet-capture analyzer and protocol dissector.\n\n{EXIT_CODES_HELP}",
     pretty_exceptions_enable=False,
 )
+app = _App(**_APP_SETTINGS)
+
+
+def _app_for(argv: list[str]) -> typer.Typer:
+    """The app that runs ``argv``: for ``amqp-dissect COMMAND ...``, one holding the root options and
+    COMMAND alone (typer turns every registered command into a click command on each run, reading
+    every signature and type hint: a fixed cost a run of one command need not pay); otherwise the
+    whole app (top-level help, ``--version``, an unknown command's error, shell completion)."""
+    if not argv or any(k.startswith("_") and k.endswith("_COMPLETE") for k in os.environ):
+        return app
+    for info in app.registered_commands:
+        if argv[0] == (info.name or typer.main.get_command_name(info.callback.__name__)):
+            one = typer.Typer(**_APP_SETTINGS)
+            one.registered_callback = app.registered_callback
+            one.registered_commands = [info]
+            return one
+    return app
 
 
 # --------------------------------------------------------------------------- commands
@@ -462,7 +479,8 @@ def main(argv: list[str] | None = None) -> int:
     # does linear algebra
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
-        rc = app(args=argv, standalone_mode=False, prog_name="amqp-dissect")
+        args = sys.argv[1:] if argv is None else argv
+        rc = _app_for(args)(args=args, standalone_mode=False, prog_name="amqp-dissect")
         return rc if isinstance(rc, int) else EXIT_OK
     except typer.Exit as e:
         return e.exit_code
