@@ -37,7 +37,7 @@ from .common import (  # noqa: F401  (re-exported: the exit codes are part of th
     EXIT_CODES_HELP, EXIT_DAMAGED, EXIT_FORMAT, EXIT_INTERNAL, EXIT_OK, EXIT_OPEN, EXIT_USAGE, Fail, load_keylog,
 )
 # (CaptureRun and _Checked: also the tests' way into a run)
-from .run import CaptureRun, _Checked, capture_or_live, parallel_ok, run_status  # noqa: F401
+from .run import CaptureRun, _Checked, capture_or_live, jobs_for, parallel_ok, run_status  # noqa: F401
 
 class _BrokenPipe(Exception):
     """The reader of our output went away (``| head``): not an error."""
@@ -410,7 +410,7 @@ def report(
     bpf: CaptureFilter = None,
     autostop: Autostop = None,
     write: WriteRaw = None,
-    jobs: Jobs = 1,
+    jobs: Jobs = 0,
     messages: ReportMessages = False,
 ):
     """Connections, sessions, links, delivery outcomes, settlement latency, stalls, errors.
@@ -421,7 +421,8 @@ def report(
     inputs = capture_or_live(captures, read, iface, bpf, count, autostop, write)
     run = CaptureRun(inputs, port or [], keylog=load_keylog(keylog), limit=count)
     failed = None
-    if jobs > 1 and fmt is not ReportFormat.html and parallel_ok(run):
+    jobs = 1 if fmt is ReportFormat.html else jobs_for(run, jobs)
+    if jobs > 1 and parallel_ok(run):
         failed = _report_in_parallel(run, jobs, fmt, output, messages)  # (exits unless -j failed)
         run = run.again()
     analysis, rep, page = analyze_for_report(run, html=fmt is ReportFormat.html, version=version_line(),

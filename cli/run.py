@@ -181,6 +181,26 @@ def parallel_ok(run: CaptureRun) -> bool:
     return run.live is None and splittable(run.inputs)
 
 
+AUTO_JOBS_MAX = 4  # every process reads the whole capture: beyond a few, the reading outweighs the gain
+AUTO_JOBS_MIN_BYTES = 8 << 20  # below this a run takes a fraction of a second: a fork is not worth it
+
+
+def jobs_for(run: CaptureRun, jobs: int) -> int:
+    """The processes ``-j JOBS`` asks for; ``0`` (the default) asks for one per CPU this process may
+    use, at most :data:`AUTO_JOBS_MAX`, when the run's files hold :data:`AUTO_JOBS_MIN_BYTES` or more
+    (one otherwise, and for standard input and live captures)."""
+    if jobs:
+        return jobs
+    if not parallel_ok(run):
+        return 1
+    try:
+        size = sum(os.path.getsize(os.fspath(p)) for p in run.inputs)
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    except OSError:
+        return 1
+    return max(1, min(cpus, AUTO_JOBS_MAX)) if size >= AUTO_JOBS_MIN_BYTES else 1
+
+
 def run_status(run: CaptureRun, analyzer, failed, jobs: int) -> int:
     """``run.finish_status``; after a failure of ``-j`` (``failed``: its exception; the output was
     then made by one process) an internal error, exit 1."""

@@ -22,7 +22,7 @@ from .habits import check_output, pick_columns, text_table_chunks, write_failure
 from .options import (Autostop, CaptureFilter, Captures, Columns, Count, Interface, Jobs, KeyLogPath, Ports,
                       ReadFiles, TableFormat, TableFormatOption, TableMessages, TableOutput, WriteRaw,
                       check_format_letter)
-from .run import CaptureRun, _Checked, capture_or_live, parallel_ok, run_status
+from .run import CaptureRun, _Checked, capture_or_live, jobs_for, parallel_ok, run_status
 
 #: the table commands: (table, the Analyzer's method giving its rows, the command's help)
 TABLES = (
@@ -301,7 +301,7 @@ def table_command(table: str, rows_method: str):
         bpf: CaptureFilter = None,
         autostop: Autostop = None,
         write: WriteRaw = None,
-        jobs: Jobs = 1,
+        jobs: Jobs = 0,
         messages: TableMessages = False,
     ):
         check_format_letter(bpf, TableFormat)
@@ -315,6 +315,7 @@ def table_command(table: str, rows_method: str):
         gc.freeze()
         run = CaptureRun(inputs, port or [], keylog=load_keylog(keylog), limit=count)
         failed = None
+        jobs = jobs_for(run, jobs)
         # (-j needs Arrow and numpy: without them, and for the deliveries as a text table, one process)
         if (jobs > 1 and parallel_ok(run) and arrow_ready() and not (table == "deliveries" and out.text)
                 and table != "requests"):  # (requests pair messages across connections: one process)

@@ -1,0 +1,80 @@
+"""``-j 0``, the default of ``report`` and the tables: a process per CPU (at most 4) for capture
+files of 8 MiB or more, one otherwise; the output is the single process's (the oracle: ``-j 1``)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from amqp_dissect.cli import run as cli_run
+from amqp_dissect.cli.main import main
+from amqp_dissect.pipelines import parallel
+
+SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "samples")
+MULTI = os.path.join(SAMPLES, "multi_session.pcap")
+
+
+def _cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _file(tmp_path, name, size):
+    p = tmp_path / name
+    with open(p, "wb") as f:
+        f.truncate(size)  # (sparse: only the size is read)
+    return str(p)
+
+
+def test_the_rule(tmp_path):
+    big = _file(tmp_path, "big.pcap", cli_run.AUTO_JOBS_MIN_BYTES)
+    small = _file(tmp_path, "small.pcap", cli_run.AUTO_JOBS_MIN_BYTES - 1)
+    half = _file(tmp_path, "half.pcap", cli_run.AUTO_JOBS_MIN_BYTES // 2)
+
+    class Run:  # (what jobs_for reads of a CaptureRun)
+        def __init__(self, inputs, live=None):
+            self.inputs, self.live = inputs, live
+
+    want = max(1, min(_cpus(), cli_run.AUTO_JOBS_MAX))
+    assert cli_run.jobs_for(Run([big]), 0) == want
+    assert cli_run.jobs_for(Run([small]), 0) == 1
+    assert cli_run.jobs_for(Run([half, half]), 0) == want  # (a capture set: its files together)
+    assert cli_run.jobs_for(Run(["-"]), 0) == 1
+    assert cli_run.jobs_for(Run([big], live=object()), 0) == 1
+    assert cli_run.jobs_for(Run([small]), 3) == 3  # (asked: as asked)
+
+
+@pytest.fixture
+def workers(monkeypatch):
+    calls = []
+    real = parallel.run_workers
+
+    def counted(n, *a, **kw):
+        calls.append(n)
+        return real(n, *a, **kw)
+
+    monkeypatch.setattr(parallel, "run_workers", counted)
+    monkeypatch.setattr(cli_run, "AUTO_JOBS_MAX", 2)
+    monkeypatch.setattr(cli_run.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    return calls
+
+
+@pytest.mark.parametrize("args", [["report"], ["report", "-T", "json"], ["links", "-T", "csv"],
+                                  ["deliveries", "-T", "jsonl"]])
+def test_the_default_splits_a_large_file_and_gives_the_same_output(tmp_path, monkeypatch, workers, args):
+    suffix = "txt"
+    one = tmp_path / f"one.{suffix}"
+    assert main(args + ["-j", "1", "-o", str(one), MULTI]) == 0
+    assert workers == []
+    monkeypatch.setattr(cli_run, "AUTO_JOBS_MIN_BYTES", os.path.getsize(MULTI))
+    auto = tmp_path / f"auto.{suffix}"
+    assert main(args + ["-o", str(auto), MULTI]) == 0
+    assert workers == [2]
+    assert auto.read_bytes() == one.read_bytes()
+
+
+def test_a_small_file_and_html_use_one_process(tmp_path, monkeypatch, workers):
+    assert main(["report", "-o", str(tmp_path / "r.txt"), MULTI]) == 0
+    monkeypatch.setattr(cli_run, "AUTO_JOBS_MIN_BYTES", 0)
+    assert main(["report", "-T", "html", "-o", str(tmp_path / "r.html"), MULTI]) == 0
+    assert workers == []
