@@ -420,7 +420,7 @@ class DeliveryTable:
         for _o, x in moving:
             del table[x.delivery_id]
             link = x.link
-            del link.live[x.seq]
+            del link.live[x]
             link.compacted += 1
             link.reordered = True
         self.order = None  # (ordered again by the next wide range)
@@ -477,7 +477,7 @@ class DeliveryTable:
         link = x.link
         link.compacted -= 1
         link.reordered = True
-        link.live[x.seq] = x  # (out of seq order: readers sort a link that was compacted)
+        link.live[x] = x  # (out of seq order: readers sort a link that was compacted)
         self.by_id[x.delivery_id] = x
         self._order_add(x.delivery_id)
         if st.dead * 2 > len(st.offs):

@@ -50,7 +50,7 @@ class _Link:
         self.drain_stall = None
         self.after_stall = None  # the last stall that ended, until the sender's next transfer
         self.partial = None
-        self.live: dict = {}  # seq -> delivery not folded yet (unsettled or settling)
+        self.live: dict = {}  # delivery -> itself: the deliveries not folded yet (unsettled or settling)
         self.stats = DeliveryStats()  # the folded deliveries
         self.n_deliveries = 0
         self.coordinator = False

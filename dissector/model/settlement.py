@@ -121,7 +121,7 @@ class SettlementRules:
         dlv.folded = True
         link = dlv.link
         live = link.live
-        live.pop(dlv.seq, None)
+        live.pop(dlv, None)
         if not live:  # a dict keeps the room it once needed: give it back (a long capture has many links)
             live.clear()
         s = dlv.session
