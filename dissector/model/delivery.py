@@ -7,6 +7,8 @@ Settlement (spec 2.6.12) is described in :mod:`amqp_dissect.model.state`.
 
 from __future__ import annotations
 
+import cython
+
 
 class _Delivery:
     __slots__ = (
@@ -22,7 +24,8 @@ class _Delivery:
         self._init(link, session, direction, delivery_id, tag, ts, packet)
 
     def _init(self, link, session, direction, delivery_id, tag, ts, packet):
-        # (the transfer path makes deliveries with _Delivery.__new__ and this: a C call when compiled)
+        # (the transfer path makes deliveries with _Delivery.__new__ and this: a C call when compiled;
+        # only ever on a new object)
         self.link = link
         self.session = session
         self.direction = direction  # the sending peer
@@ -32,12 +35,15 @@ class _Delivery:
         self.first_packet = packet
         self.last_ts = ts
         self.last_packet = packet
-        self.frames = 0
         self.size = 0
         self.complete = False
         self.presettled = False
         self.aborted = False
         self.resumed = False
+        self.folded = False  # counted into its link's DeliveryStats and forgotten
+        if cython.compiled:  # (a new extension object holds None in every object field, 0 in the C ones)
+            return
+        self.frames = 0
         self.snd_settled = None  # (ts, packet)
         self.rcv_settled = None
         self.outcome = None
@@ -58,7 +64,6 @@ class _Delivery:
         self.txn = None  # _Txn of a declare / discharge on a coordinator link
         self.enlisted_in = None  # _Txn whose work this delivery is part of
         self.seq = 0  # order of first transfers over the whole capture
-        self.folded = False  # counted into its link's DeliveryStats and forgotten
         self.message = None  # the scan of its message (amqp.message.MessageScan) when messages are read
 
     @property
