@@ -19,7 +19,10 @@ header's defaults come from the generated tables (:mod:`amqp_dissect.amqp._spec`
 
 from __future__ import annotations
 
-import hashlib
+try:  # (hashlib's own blake2b, without hashlib's import of OpenSSL's digests: a few ms of every start)
+    from _blake2 import blake2b as _blake2b
+except ImportError:  # (a Python built without it)
+    from hashlib import blake2b as _blake2b
 import json
 
 from . import _spec
@@ -269,7 +272,7 @@ class MessageScan:
         self.held = None  # bytearray: the start of a section head or of a section being read
         self.want = 0  # bytes of the section being read (0: a head is being read)
         self.skip = 0  # bytes of the current section still to pass over (not read)
-        self.digest = None  # hashlib object over the bare message's bytes
+        self.digest = None  # BLAKE2b-128 (hashlib's) over the bare message's bytes
         self.last = -1  # order of the last section seen
         self.sections = []
         self.body_kind = None
@@ -361,7 +364,7 @@ class MessageScan:
                 self.body_kind = SECTION_NAMES[code]
             self.body_size += length
         if code in _BARE and self.digest is None and self.status is None:
-            self.digest = hashlib.blake2b(digest_size=16)
+            self.digest = _blake2b(digest_size=16)
         if code in _READ:
             if self.pos + length > PREFIX_CAP:
                 self.truncated = True  # beyond the prefix: named and sized, not read

@@ -5,8 +5,7 @@ the first and the answer (``[end packet 17, answered at packet 19]``)."""
 
 from __future__ import annotations
 
-from html import escape as _e
-
+from . import escape as _e
 from ..times import clock
 
 NS = 1_000_000_000

@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-from html import escape
-
+from . import escape
 from ..times import date
 
 
