@@ -55,3 +55,20 @@ def _signal_state_of_the_test_stays_its_own():
     if signal.getsignal(signal.SIGCHLD) is not handler:
         signal.signal(signal.SIGCHLD, handler if handler is not None else signal.SIG_DFL)
     signal.set_wakeup_fd(fd)
+
+
+@pytest.fixture
+def parallel_runs(monkeypatch):
+    """The process counts of the runs that went through ``-j``'s workers (so a test knows -j was
+    not a fallback to one process)."""
+    from amqp_dissect.pipelines import parallel
+
+    calls = []
+    real = parallel.run_workers
+
+    def counted(n, *a, **kw):
+        calls.append(n)
+        return real(n, *a, **kw)
+
+    monkeypatch.setattr(parallel, "run_workers", counted)
+    return calls

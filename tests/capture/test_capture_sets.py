@@ -26,7 +26,6 @@ import pcapbuild as pb  # noqa: E402
 from protonpump import Pump  # noqa: E402
 
 from amqp_dissect.cli.main import main  # noqa: E402
-from amqp_dissect.pipelines import parallel  # noqa: E402
 from amqp_dissect.pipelines.local import CaptureSource  # noqa: E402
 
 EDITCAP = shutil.which("editcap")
@@ -234,17 +233,9 @@ def test_a_file_without_records_and_a_damaged_file_in_a_set(tmp_path):
 
 
 @pytest.fixture
-def runs(monkeypatch):
-    """Counts the runs that went through the workers (so a test knows -j was not a fallback)."""
-    calls = []
-    real = parallel.run_workers
-
-    def counted(n, *a, **kw):
-        calls.append(n)
-        return real(n, *a, **kw)
-
-    monkeypatch.setattr(parallel, "run_workers", counted)
-    return calls
+def runs(parallel_runs):
+    """Counts the runs that went through the workers (tests/conftest.py)."""
+    return parallel_runs
 
 
 @needs_wireshark_tools

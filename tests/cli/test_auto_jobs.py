@@ -9,7 +9,6 @@ import pytest
 
 from amqp_dissect.cli import run as cli_run
 from amqp_dissect.cli.main import main
-from amqp_dissect.pipelines import parallel
 
 SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "samples")
 MULTI = os.path.join(SAMPLES, "multi_session.pcap")
@@ -45,18 +44,11 @@ def test_the_rule(tmp_path):
 
 
 @pytest.fixture
-def workers(monkeypatch):
-    calls = []
-    real = parallel.run_workers
-
-    def counted(n, *a, **kw):
-        calls.append(n)
-        return real(n, *a, **kw)
-
-    monkeypatch.setattr(parallel, "run_workers", counted)
+def workers(monkeypatch, parallel_runs):
+    """Two CPUs, two processes at most; the runs through -j's workers (tests/conftest.py)."""
     monkeypatch.setattr(cli_run, "AUTO_JOBS_MAX", 2)
     monkeypatch.setattr(cli_run.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
-    return calls
+    return parallel_runs
 
 
 @pytest.mark.parametrize("args", [["report"], ["report", "-T", "json"], ["links", "-T", "csv"],

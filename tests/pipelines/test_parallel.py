@@ -35,17 +35,9 @@ def _records(path):
 
 
 @pytest.fixture
-def runs(monkeypatch):
-    """Counts the runs that went through the workers (so a test knows -j was not a fallback)."""
-    calls = []
-    real = parallel.run_workers
-
-    def counted(n, *a, **kw):
-        calls.append(n)
-        return real(n, *a, **kw)
-
-    monkeypatch.setattr(parallel, "run_workers", counted)
-    return calls
+def runs(parallel_runs):
+    """Counts the runs that went through the workers (tests/conftest.py)."""
+    return parallel_runs
 
 
 def _out(tmp_path, args, jobs, suffix):
