@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -186,9 +187,11 @@ AUTO_JOBS_MIN_BYTES = 8 << 20  # below this a run takes a fraction of a second: 
 
 
 def jobs_for(run: CaptureRun, jobs: int) -> int:
-    """The processes ``-j JOBS`` asks for; ``0`` (the default) asks for one per CPU this process may
-    use, at most :data:`AUTO_JOBS_MAX`, when the run's files hold :data:`AUTO_JOBS_MIN_BYTES` or more
-    (one otherwise, and for standard input and live captures)."""
+    """The processes ``-j JOBS`` asks for; ``0`` (the default) asks for one per idle CPU (those this
+    process may use, less the other tasks running at the moment: :func:`_busy`), at most
+    :data:`AUTO_JOBS_MAX`, when the run's files hold :data:`AUTO_JOBS_MIN_BYTES` or more (one
+    otherwise, and for standard input and live captures).  Processes on busy CPUs would only take
+    turns with what runs there: slower than one."""
     if jobs:
         return jobs
     if not parallel_ok(run):
@@ -198,7 +201,26 @@ def jobs_for(run: CaptureRun, jobs: int) -> int:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     except OSError:
         return 1
-    return max(1, min(cpus, AUTO_JOBS_MAX)) if size >= AUTO_JOBS_MIN_BYTES else 1
+    if size < AUTO_JOBS_MIN_BYTES:
+        return 1
+    return max(1, min(cpus - _busy(), AUTO_JOBS_MAX))
+
+
+def _busy(reads: int = 3) -> int:
+    """Tasks running or runnable besides this process: the least of a few looks at Linux's
+    /proc/loadavg a millisecond apart (one look may catch a task that runs for an instant);
+    0 where unknown."""
+    least = None
+    for i in range(reads):
+        if i:
+            time.sleep(0.001)
+        try:
+            with open("/proc/loadavg") as f:
+                running = int(f.read().split()[3].split("/")[0])
+        except (OSError, ValueError, IndexError):
+            return 0
+        least = running if least is None else min(least, running)
+    return max(0, least - 1)
 
 
 def run_status(run: CaptureRun, analyzer, failed, jobs: int) -> int:

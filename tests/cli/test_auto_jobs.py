@@ -1,4 +1,4 @@
-"""``-j 0``, the default of ``report`` and the tables: a process per CPU (at most 4) for capture
+"""``-j 0``, the default of ``report`` and the tables: a process per idle CPU (at most 4) for capture
 files of 8 MiB or more, one otherwise; the output is the single process's (the oracle: ``-j 1``)."""
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ def _file(tmp_path, name, size):
     return str(p)
 
 
-def test_the_rule(tmp_path):
+def test_the_rule(tmp_path, monkeypatch):
+    monkeypatch.setattr(cli_run, "_busy", lambda: 0)
     big = _file(tmp_path, "big.pcap", cli_run.AUTO_JOBS_MIN_BYTES)
     small = _file(tmp_path, "small.pcap", cli_run.AUTO_JOBS_MIN_BYTES - 1)
     half = _file(tmp_path, "half.pcap", cli_run.AUTO_JOBS_MIN_BYTES // 2)
@@ -41,6 +42,28 @@ def test_the_rule(tmp_path):
     assert cli_run.jobs_for(Run(["-"]), 0) == 1
     assert cli_run.jobs_for(Run([big], live=object()), 0) == 1
     assert cli_run.jobs_for(Run([small]), 3) == 3  # (asked: as asked)
+    # CPUs that other tasks keep busy are not counted; never fewer than one process
+    monkeypatch.setattr(cli_run, "_busy", lambda: 1)
+    assert cli_run.jobs_for(Run([big]), 0) == max(1, min(_cpus() - 1, cli_run.AUTO_JOBS_MAX))
+    monkeypatch.setattr(cli_run, "_busy", lambda: 64)
+    assert cli_run.jobs_for(Run([big]), 0) == 1
+    assert cli_run.jobs_for(Run([big]), 2) == 2
+
+
+def test_busy_reads_the_running_tasks(monkeypatch):
+    import builtins
+    import io
+
+    looks = iter(["0.50 0.40 0.30 3/200 999\n", "0.50 0.40 0.30 2/200 999\n", "0.50 0.40 0.30 5/200 999\n"])
+    real_open = builtins.open
+
+    def fake_open(path, *a, **kw):
+        return io.StringIO(next(looks)) if path == "/proc/loadavg" else real_open(path, *a, **kw)
+
+    monkeypatch.setattr(builtins, "open", fake_open)
+    assert cli_run._busy() == 1  # (the least of three looks, less this process)
+    monkeypatch.setattr(builtins, "open", lambda *a, **kw: (_ for _ in ()).throw(OSError("no /proc")))
+    assert cli_run._busy() == 0
 
 
 @pytest.fixture
@@ -48,6 +71,7 @@ def workers(monkeypatch, parallel_runs):
     """Two CPUs, two processes at most; the runs through -j's workers (tests/conftest.py)."""
     monkeypatch.setattr(cli_run, "AUTO_JOBS_MAX", 2)
     monkeypatch.setattr(cli_run.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(cli_run, "_busy", lambda: 0)
     return parallel_runs
 
 
