@@ -66,7 +66,7 @@ with ``AMQP_DISSECT_SPARK_PROFILE=DIR`` each task writes a cProfile file to DIR.
 from .api import CaptureTables, read_captures
 from .fs import check_output, check_uri, CONNECTORS, resolve_inputs
 from .job import run_archive, set_order, table_frames, TABLES
-from .session import executors_share_install, JVM_OPTIONS, ship_code, spark_session
+from .session import executors_share_install, JVM_OPTIONS, ship_code, spark_session, stop_session
 from .stages import (pa_batch, partition_keys, ROWS_FILE, rows_schema, SEG_FILE, stage1_schema,
                      STAGE2_COLUMNS, table_schema)
 from .submit import main, parse_size
@@ -78,7 +78,7 @@ __all__ = [
     'CaptureTables', 'check_output', 'check_uri', 'CONNECTORS', 'read_captures', 'resolve_inputs', 'table_frames',
     'DEFAULT_WINDOW', 'executors_share_install', 'JVM_OPTIONS', 'main', 'pa_batch', 'parse_size',
     'partition_keys', 'PERCENTILES', 'ROWS_FILE', 'rows_schema', 'run_archive', 'SEG_FILE', 'set_order',
-    'ship_code', 'spark_session', 'stage1_schema', 'STAGE2_COLUMNS', 'SUMMARIES', 'summaries_frames',
+    'ship_code', 'spark_session', 'stage1_schema', 'stop_session', 'STAGE2_COLUMNS', 'SUMMARIES', 'summaries_frames',
     'SUMMARY_COLUMNS', 'summary_frame', 'SUMMARY_READS', 'summary_rows', 'summary_schema',
     'summary_spark_schema', 'table_schema', 'TABLES', 'write_summaries_local',
     'write_summary_file',

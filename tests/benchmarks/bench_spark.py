@@ -300,7 +300,7 @@ def job_only(master: str, files: list, work: str) -> int:
     """``--job-only MASTER FILE...``: one session on ``MASTER`` and one job on the files, in this
     (fresh) process; prints one JSON line: the session start, the job's wall time, its steps' wall
     times, the process tree's CPU seconds per step and the Python tasks' (``stats["cpu"]``)."""
-    from amqp_dissect.pipelines.spark import job, run_archive, spark_session
+    from amqp_dissect.pipelines.spark import job, run_archive, spark_session, stop_session
 
     t_start, spark = timed(lambda: spark_session(master=master))
     samples = [spark_cpu(spark)]
@@ -316,7 +316,7 @@ def job_only(master: str, files: list, work: str) -> int:
                       "cpu_s": round(samples[-1] - samples[0], 2), "timings": timings,
                       "tasks_cpu": r["stats"].get("cpu", {}),
                       "tree_cpu": {k: round(b - a_, 2) for k, a_, b in zip(timings, samples, samples[1:-1])}}))
-    spark.stop()
+    stop_session(spark)
     return 0
 
 
