@@ -3,7 +3,6 @@ then the tables and summaries (see the package docstring)."""
 
 from __future__ import annotations
 
-import heapq
 import json
 import os
 import pickle
@@ -21,7 +20,7 @@ from amqp_dissect.pipelines.archive import (DEFAULT_SPLIT_SIZE, KIND_SUMMARY, KI
 from amqp_dissect.results.schema import TABLES as REGISTRY_TABLES
 
 from .session import _STAGE2_CONF, _TABLES_CONF, _TS_CONF, _sql_conf
-from .stages import (STAGE2_COLUMNS, Meter, metered, _arrow_schema, _read_rows, _sensitive_fn, _stage1_direct_fn,
+from .stages import (STAGE2_COLUMNS, Meter, metered, pack_tasks, _arrow_schema, _read_rows, _sensitive_fn, _stage1_direct_fn,
                      _stage1_fn, _stage2_direct_fn, _stage2_fn, _ticks_direct_fn, _ticks_fn,
                      _types, partition_keys, rows_schema, stage1_schema, table_schema)
 from .summaries import DEFAULT_WINDOW, SUMMARIES, summary_frame, write_summaries_local
@@ -429,14 +428,8 @@ def stage1_tasks(ranges: list[Range], slots: int) -> list[list[tuple]]:
     many tasks of about the same bytes (largest first, each to the lightest task), so that a set
     of many small files does not pay a task's fixed cost per file, and the last task to finish is
     a small one."""
-    n = max(1, min(len(ranges), STAGE1_TASKS_PER_SLOT * max(1, slots)))
-    loads = [(0, i) for i in range(n)]
-    bins: list[list[tuple]] = [[] for _ in range(n)]
-    for r in sorted(ranges, key=_range_bytes, reverse=True):
-        load, i = heapq.heappop(loads)
-        bins[i].append(r.as_tuple())
-        heapq.heappush(loads, (load + max(1, _range_bytes(r)), i))
-    return [b for b in bins if b]
+    bins = pack_tasks(list(ranges), _range_bytes, STAGE1_TASKS_PER_SLOT * max(1, slots))
+    return [[r.as_tuple() for r in b] for b in bins]
 
 
 def _stage2(spark, tcp, params: FlowParams, nparts: int, path: str, plan: dict | None = None, meter=None,

@@ -125,6 +125,23 @@ def metered(meter, step: str, fn):
     return fn if meter is None else meter.wrap(step, fn)
 
 
+def pack_tasks(items, weight, n: int) -> list[list]:
+    """``items`` packed into at most ``n`` tasks of about the same weight (``weight(item)``):
+    the heaviest first, each to the lightest task so far (the last task to finish is a light
+    one); a task's items in that order, empty tasks left out.  A Python task costs Spark a
+    fixed time (its launch, the worker's round trips: tens of ms), so small items share one."""
+    import heapq
+
+    n = max(1, min(len(items), n))
+    loads = [(0, i) for i in range(n)]
+    bins: list[list] = [[] for _ in range(n)]
+    for it in sorted(items, key=weight, reverse=True):
+        load, i = heapq.heappop(loads)
+        bins[i].append(it)
+        heapq.heappush(loads, (load + max(1, weight(it)), i))
+    return [b for b in bins if b]
+
+
 # --------------------------------------------------------------------------- executor functions
 
 

@@ -509,6 +509,26 @@ def test_stage1_packs_many_small_ranges_into_a_few_tasks_of_even_bytes():
     assert job.stage1_tasks(many[:1], 8) == [[many[0].as_tuple()]]
 
 
+def test_the_tables_and_summaries_steps_pack_their_small_items_into_a_task_per_slot_or_two():
+    """The tables step's ranges (by rows) and the summaries (those over the deliveries heavier)
+    share tasks: every item in exactly one task, at most TABLE_TASKS_PER_SLOT tasks per slot
+    (summaries: one per slot), each large range of the deliveries in a task of its own."""
+    from amqp_dissect.pipelines.spark import stages, summaries, tables
+
+    counts = {"deliveries": 300_000, "links": 16, "connections": 8, "stalls": 40, "errors": 0}
+    ranges = {"deliveries": 4, "links": 1, "connections": 1, "stalls": 1, "errors": 1}
+    items = [(t, r) for t in counts for r in range(ranges[t])]
+    tasks = stages.pack_tasks(items, lambda it: counts[it[0]] // ranges[it[0]], tables.TABLE_TASKS_PER_SLOT * 2)
+    assert len(tasks) == 4 and sorted(it for task in tasks for it in task) == sorted(items)
+    assert sorted(sum(t == "deliveries" for t, _ in task) for task in tasks) == [1, 1, 1, 1]
+    assert len(stages.pack_tasks(items, lambda it: 1, 100)) == len(items)  # (never more tasks than items)
+    for slots in (1, 2, 3, 8):
+        got = stages.pack_tasks(list(summaries.SUMMARIES), lambda n: 4 if "deliveries" in summaries.SUMMARY_READS[n]
+                                else 1, slots)
+        assert len(got) == min(slots, len(summaries.SUMMARIES))
+        assert sorted(n for task in got for n in task) == sorted(summaries.SUMMARIES)
+
+
 def test_balance_flows_evens_out_the_tasks():
     from collections import Counter
 
