@@ -51,8 +51,9 @@ in :mod:`amqp_dissect.pipelines.archive`):
    and the summaries ``latency_by_link``, ``latency_by_address``,
    ``latency_by_window``, ``outcomes``, ``stalls_by_link``,
    ``stalls_by_address``.  With a local output directory Python tasks do both
-   from the files (each range's task reads the stage-2 chunks it needs; one task
-   per summary reads the written tables), one Spark job each; otherwise Spark
+   from the files (each range's task reads the stage-2 chunks it needs, small ranges
+   share a task; the summaries' tasks, one per slot, read the written tables), one
+   Spark job each; otherwise Spark
    moves the chunks to the range tasks, and the columns each summary reads to
    one task (:func:`summary_frame`); either way the tasks make the Parquet files
    (the CLI's schema and pandas metadata), and for a remote output the driver

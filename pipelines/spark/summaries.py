@@ -2,7 +2,7 @@
 summary's rows in Python (pyarrow + numpy) from the table columns it reads
 (:data:`SUMMARY_READS`), into the columns of :func:`summary_schema`.  With a local output
 directory Python tasks read the written tables and write the summaries
-(:func:`write_summaries_local`: one task per summary, one Spark job); otherwise Spark brings
+(:func:`write_summaries_local`: one Spark job of a task per slot); otherwise Spark brings
 each summary's columns to one task that runs the same function and writes through Spark's
 writer (:func:`summary_frame`)."""
 
