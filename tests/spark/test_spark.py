@@ -901,3 +901,41 @@ def test_cli_archive_writes_parquet(tmp_path, capsys, spark):
     assert m.main(["archive", SAMPLES, "--out", str(out), "--conf", "nokeyvalue"]) == m.EXIT_USAGE
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 3 and all(line.startswith("amqp-dissect: ") for line in err)
+
+
+def test_a_range_is_sorted_whether_its_chunks_come_in_order_or_not():
+    """sorted_range_table sorts a range's rows by (_k1, _flow, _k2), keeps the rows of ties in
+    chunk order (a stable sort) and skips the copy when they already are in order: the same
+    table either way as pyarrow's sort_by (the oracle), with chunks in order, reversed and
+    shuffled, and the bounds cutting the range."""
+    import random
+
+    import pyarrow as pa
+
+    from amqp_dissect.pipelines.archive import tables as at
+
+    rng = random.Random(3)
+    keys = sorted((k1, f"f{rng.randrange(3)}", rng.randrange(4)) for k1 in range(40) for _ in range(3))
+    schema = pa.schema([("v", pa.int64()), ("_flow", pa.string()), ("_k1", pa.int64()), ("_k2", pa.int64())])
+    batches = []
+    for lo in range(0, len(keys), 7):  # chunks of 7 rows, in key order
+        part = keys[lo:lo + 7]
+        batches.append(pa.RecordBatch.from_arrays([pa.array(range(lo, lo + len(part))),
+                                                   pa.array([k[1] for k in part]), pa.array([k[0] for k in part]),
+                                                   pa.array([k[2] for k in part])], schema=schema))
+    bounds = [keys[30], keys[90]]
+    for order in ("in order", "reversed", "shuffled"):
+        bs = batches[::-1] if order == "reversed" else rng.sample(batches, len(batches)) if order == "shuffled" \
+            else batches
+        for r in range(len(bounds) + 1):
+            chunks = [(0, r, at.batch_ipc(b)) for b in bs]
+            got = at.sorted_range_table(iter(chunks), bounds, [set()])
+            whole = pa.Table.from_batches(bs).sort_by([("_k1", "ascending"), ("_flow", "ascending"),
+                                                       ("_k2", "ascending")])
+            lo = 0 if r == 0 else [tuple(k) for k in zip(whole["_k1"].to_pylist(), whole["_flow"].to_pylist(),
+                                                         whole["_k2"].to_pylist())].index(bounds[r - 1])
+            hi = whole.num_rows if r == len(bounds) else [
+                tuple(k) for k in zip(whole["_k1"].to_pylist(), whole["_flow"].to_pylist(),
+                                      whole["_k2"].to_pylist())].index(bounds[r])
+            assert got.equals(whole.slice(lo, hi - lo).drop_columns(["_flow", "_k1", "_k2"])), (order, r)
+    assert at._in_place(pa.array([0, 1, 2], pa.uint64())) and not at._in_place(pa.array([1, 0, 2], pa.uint64()))
