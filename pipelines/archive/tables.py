@@ -110,7 +110,7 @@ def sorted_range_table(chunks: Iterable[tuple[int, int, bytes]], bounds: list, e
                     drop[layer] = pa.array(sorted(ex), pa.string())
                 keep = pc.invert(pc.is_in(t["_flow"], value_set=drop[layer]))
                 mask = keep if mask is None else pc.and_(mask, keep)
-            if mask is not None:
+            if mask is not None and not pc.all(mask, skip_nulls=False).as_py():  # (every row kept: no copy)
                 t = t.filter(mask)
             if t.num_rows:
                 parts.append(t)
