@@ -87,7 +87,7 @@ def archive(
                                  partitions=partitions, ports=port or [], keylog=keylog)
     except InputError as e:
         if existing is None:
-            spark.stop()
+            sj.stop_session(spark)
         # a path that does not exist, a scheme without its connector: EXIT_OPEN; not a capture: EXIT_FORMAT
         code = {"missing": "EXIT_OPEN", "connector": "EXIT_OPEN"}.get(e.code, "EXIT_FORMAT")
         raise _fail(code, str(e)) from None
@@ -95,7 +95,7 @@ def archive(
         _print_summary(spark, res, len(files))
     finally:
         if existing is None:  # (stopped once the summary is read back)
-            spark.stop()
+            sj.stop_session(spark)
     for path, err in res["errors"]:
         print(f"amqp-dissect: {path}: {err}", file=sys.stderr)
     raise typer.Exit(EXIT_DAMAGED if res["errors"] else EXIT_OK)

@@ -115,15 +115,23 @@ class CaptureChanged(Exception):
 class RecordReader:
     """Reads records of uncompressed pcap files again by the offset of their header (stage 2).
 
-    Each read is one ``pread`` of header and data; the header must still give the time,
+    A flow's records in a file come in increasing offsets, so the reader keeps a window of
+    each open file (:data:`WINDOW` bytes read at once, from the record asked for on) and
+    serves the records that fall in it from memory: one ``pread`` per window, not per record
+    (a record larger than the window is read alone).  The header must still give the time,
     captured and original length that stage 1 saw, else :class:`CaptureChanged` (a ring
-    buffer of tcpdump files overwritten during the job, say).  At most ``max_open``
-    files are kept open (least recently used closed first)."""
+    buffer of tcpdump files overwritten during the job, say).  At most ``max_open`` files are
+    kept open (least recently used closed first), so the reader holds at most ``max_open``
+    windows."""
 
-    def __init__(self, paths, max_open: int = 64):
+    WINDOW = 256 << 10
+
+    def __init__(self, paths, max_open: int = 64, window: int | None = None):
         self.paths = paths
         self.max_open = max_open
-        self._open: OrderedDict = OrderedDict()  # file index -> (fd, header unpack, divisor, header length)
+        self.window = window or self.WINDOW
+        # file index -> [fd, header unpack, divisor, header length, window bytes, window offset]
+        self._open: OrderedDict = OrderedDict()
 
     def _file(self, file: int):
         h = self._open.get(file)
@@ -136,8 +144,8 @@ class RecordReader:
         if hdr is None:
             os.close(fd)
             raise CaptureChanged(f"{path}: changed while it was read (no longer a pcap file)")
-        h = (fd, struct.Struct("<IIII" if hdr.little_endian else ">IIII").unpack_from,
-             1 if hdr.nanosecond else 1000, hdr.record_header)
+        h = [fd, struct.Struct("<IIII" if hdr.little_endian else ">IIII").unpack_from,
+             1 if hdr.nanosecond else 1000, hdr.record_header, b"", 0]
         self._open[file] = h
         while len(self._open) > self.max_open:
             os.close(self._open.popitem(last=False)[1][0])
@@ -145,12 +153,19 @@ class RecordReader:
 
     def read(self, file: int, pos: int, caplen: int, ts: int, orig_len: int) -> bytes:
         """The captured bytes of the record whose header is at ``pos`` in file ``file``."""
-        fd, unpack, scale, hl = self._file(file)
-        buf = os.pread(fd, hl + caplen, pos)
-        if len(buf) == hl + caplen:
-            sec, frac, cl, orig = unpack(buf, 0)
-            if cl == caplen and orig == orig_len and sec * 1_000_000_000 + frac * scale == ts:
-                return buf[hl:]
+        h = self._file(file)
+        hl = h[3]
+        end = hl + caplen
+        buf = h[4]
+        rel = pos - h[5]
+        if rel < 0 or rel + end > len(buf):  # not in the window: the next window starts here
+            buf = os.pread(h[0], max(self.window, end), pos)
+            h[4], h[5] = buf, pos
+            rel = 0
+        if rel + end <= len(buf):
+            sec, frac, cl, orig = h[1](buf, rel)
+            if cl == caplen and orig == orig_len and sec * 1_000_000_000 + frac * h[2] == ts:
+                return buf[rel + hl:rel + end]
         raise CaptureChanged(f"{self.paths[file]}: changed while it was read (the record at byte {pos} differs)")
 
     def close(self) -> None:

@@ -110,14 +110,25 @@ def sorted_range_table(chunks: Iterable[tuple[int, int, bytes]], bounds: list, e
                     drop[layer] = pa.array(sorted(ex), pa.string())
                 keep = pc.invert(pc.is_in(t["_flow"], value_set=drop[layer]))
                 mask = keep if mask is None else pc.and_(mask, keep)
-            if mask is not None:
+            if mask is not None and not pc.all(mask, skip_nulls=False).as_py():  # (every row kept: no copy)
                 t = t.filter(mask)
             if t.num_rows:
                 parts.append(t)
     if not parts:
         return None
-    t = pa.concat_tables(parts).sort_by([("_k1", "ascending"), ("_flow", "ascending"), ("_k2", "ascending")])
+    t = pa.concat_tables(parts)
+    order = pc.sort_indices(t, sort_keys=[("_k1", "ascending"), ("_flow", "ascending"), ("_k2", "ascending")])
+    if not _in_place(order):  # (rows already in order, the usual case of a range: no copy of every column)
+        t = t.take(order)
     return t.drop_columns(["_flow", "_k1", "_k2"])
+
+
+def _in_place(order) -> bool:
+    """Is the Arrow array of sort indices ``order`` 0, 1, 2, ... (a stable sort of rows already in order)?"""
+    import numpy as np
+
+    a = order.to_numpy()
+    return bool(np.array_equal(a, np.arange(len(a), dtype=a.dtype)))
 
 
 def sorted_range(chunks: Iterable[tuple[int, int, bytes]], bounds: list, excluded: list, batch_rows: int = 4096):

@@ -51,8 +51,9 @@ in :mod:`amqp_dissect.pipelines.archive`):
    and the summaries ``latency_by_link``, ``latency_by_address``,
    ``latency_by_window``, ``outcomes``, ``stalls_by_link``,
    ``stalls_by_address``.  With a local output directory Python tasks do both
-   from the files (each range's task reads the stage-2 chunks it needs; one task
-   per summary reads the written tables), one Spark job each; otherwise Spark
+   from the files (each range's task reads the stage-2 chunks it needs, small ranges
+   share a task; the summaries' tasks, one per slot, read the written tables), one
+   Spark job each; otherwise Spark
    moves the chunks to the range tasks, and the columns each summary reads to
    one task (:func:`summary_frame`); either way the tasks make the Parquet files
    (the CLI's schema and pandas metadata), and for a remote output the driver
@@ -66,7 +67,7 @@ with ``AMQP_DISSECT_SPARK_PROFILE=DIR`` each task writes a cProfile file to DIR.
 from .api import CaptureTables, read_captures
 from .fs import check_output, check_uri, CONNECTORS, resolve_inputs
 from .job import run_archive, set_order, table_frames, TABLES
-from .session import executors_share_install, JVM_OPTIONS, ship_code, spark_session
+from .session import executors_share_install, JVM_OPTIONS, ship_code, spark_session, stop_session
 from .stages import (pa_batch, partition_keys, ROWS_FILE, rows_schema, SEG_FILE, stage1_schema,
                      STAGE2_COLUMNS, table_schema)
 from .submit import main, parse_size
@@ -78,7 +79,7 @@ __all__ = [
     'CaptureTables', 'check_output', 'check_uri', 'CONNECTORS', 'read_captures', 'resolve_inputs', 'table_frames',
     'DEFAULT_WINDOW', 'executors_share_install', 'JVM_OPTIONS', 'main', 'pa_batch', 'parse_size',
     'partition_keys', 'PERCENTILES', 'ROWS_FILE', 'rows_schema', 'run_archive', 'SEG_FILE', 'set_order',
-    'ship_code', 'spark_session', 'stage1_schema', 'STAGE2_COLUMNS', 'SUMMARIES', 'summaries_frames',
+    'ship_code', 'spark_session', 'stage1_schema', 'stop_session', 'STAGE2_COLUMNS', 'SUMMARIES', 'summaries_frames',
     'SUMMARY_COLUMNS', 'summary_frame', 'SUMMARY_READS', 'summary_rows', 'summary_schema',
     'summary_spark_schema', 'table_schema', 'TABLES', 'write_summaries_local',
     'write_summary_file',

@@ -3,7 +3,6 @@ then the tables and summaries (see the package docstring)."""
 
 from __future__ import annotations
 
-import heapq
 import json
 import os
 import pickle
@@ -21,7 +20,7 @@ from amqp_dissect.pipelines.archive import (DEFAULT_SPLIT_SIZE, KIND_SUMMARY, KI
 from amqp_dissect.results.schema import TABLES as REGISTRY_TABLES
 
 from .session import _STAGE2_CONF, _TABLES_CONF, _TS_CONF, _sql_conf
-from .stages import (STAGE2_COLUMNS, Meter, metered, _arrow_schema, _read_rows, _sensitive_fn, _stage1_direct_fn,
+from .stages import (STAGE2_COLUMNS, Meter, metered, pack_tasks, _arrow_schema, _read_rows, _sensitive_fn, _stage1_direct_fn,
                      _stage1_fn, _stage2_direct_fn, _stage2_fn, _ticks_direct_fn, _ticks_fn,
                      _types, partition_keys, rows_schema, stage1_schema, table_schema)
 from .summaries import DEFAULT_WINDOW, SUMMARIES, summary_frame, write_summaries_local
@@ -193,8 +192,10 @@ def _run(spark, files, work, *, t0, nparts, split_size, frames, ports, idle_time
     stats["stage2_direct"] = seg_files is not None
     mark("stage2")
     # layers of stage-2 results: (rows, [flow DataFrames a later layer ran again]); the same
-    # flows as Python sets for the tables step (reruns concern few flows)
-    layers = [(_read_rows(spark, rows_path), [])]
+    # flows as Python sets for the tables step (reruns concern few flows).  The rows' DataFrame
+    # is made when a Spark step first needs it (_layer_frames): the local path never does (the
+    # first DataFrame of a session costs the JVM a fifth of a second of planning set-up)
+    layers = [(None, [])]
     layer_paths = [rows_path]
     excluded: list[set] = [set()]
 
@@ -210,7 +211,7 @@ def _run(spark, files, work, *, t0, nparts, split_size, frames, ports, idle_time
             if fdf is not None:  # (for the facts read by Spark jobs: _meta_rows)
                 ex.append(fdf)
             exs.update(flows)
-        layers.append((_read_rows(spark, path), []))
+        layers.append((None, []))
         layer_paths.append(path)
         excluded.append(set())
 
@@ -224,7 +225,7 @@ def _run(spark, files, work, *, t0, nparts, split_size, frames, ports, idle_time
     def current_meta():
         if local_meta:
             return _local_metas([_direct_dir(p) for p in layer_paths], excluded)
-        m = _meta_rows(layers).persist()
+        m = _meta_rows(_layer_frames(spark, layers, layer_paths)).persist()
         cached.append(m)
         return m
 
@@ -285,9 +286,19 @@ def table_frames(spark, done: dict, tables=None, bounds: dict | None = None) -> 
     (:func:`_analyse`): the registry's columns and Spark types."""
     counts = done["counts"]
     names = [t for t in (tables or counts) if t in counts]
+    layers = _layer_frames(spark, done["layers"], done["layer_paths"])
     if bounds is None:
-        bounds = _table_bounds(done["layers"], {t: counts[t] for t in names}, done["nparts"])
-    return {t: _table(spark, done["layers"], t, bounds[t], done["excluded"]) for t in names}
+        bounds = _table_bounds(layers, {t: counts[t] for t in names}, done["nparts"])
+    return {t: _table(spark, layers, t, bounds[t], done["excluded"]) for t in names}
+
+
+def _layer_frames(spark, layers: list, layer_paths: list) -> list:
+    """``layers`` with the DataFrame of every layer's stage-2 rows made (in place), for the steps
+    that run Spark over them."""
+    for i, (rows, ex) in enumerate(layers):
+        if rows is None:
+            layers[i] = (_read_rows(spark, layer_paths[i]), ex)
+    return layers
 
 
 def _write_outputs(spark, done: dict, out_uri: str, window: float) -> None:
@@ -308,6 +319,7 @@ def _write_outputs(spark, done: dict, out_uri: str, window: float) -> None:
                             nparts, meter=done["meter"])
         bounds = None
     else:
+        layers = _layer_frames(spark, layers, layer_paths)
         bounds = _table_bounds(layers, counts, nparts)
 
     def write_table(t):
@@ -342,13 +354,14 @@ def _write_outputs(spark, done: dict, out_uri: str, window: float) -> None:
         with _sql_conf(spark, **_TABLES_CONF):
             _concurrently(write_table, sorted(counts, key=lambda t: -counts[t]))  # the largest first
     mark("tables")
-    tables = {t: spark.read.schema(table_schema(t)).parquet(written[t]) for t in ("links", "deliveries", "stalls")}
     written.update({name: out_base + "/" + name for name in SUMMARIES})
 
     local_out = _direct_dir(out_base)
     if local_out is not None:  # Python tasks read the tables' files and write the summaries
         write_summaries_local(spark, local_out, window, meter=done["meter"])
-    else:
+    else:  # (the DataFrames of the written tables only here: each is a listing and a plan in the JVM)
+        tables = {t: spark.read.schema(table_schema(t)).parquet(written[t]) for t in ("links", "deliveries", "stalls")}
+
         def write_summary(name):
             from .fs import write_files
 
@@ -429,14 +442,8 @@ def stage1_tasks(ranges: list[Range], slots: int) -> list[list[tuple]]:
     many tasks of about the same bytes (largest first, each to the lightest task), so that a set
     of many small files does not pay a task's fixed cost per file, and the last task to finish is
     a small one."""
-    n = max(1, min(len(ranges), STAGE1_TASKS_PER_SLOT * max(1, slots)))
-    loads = [(0, i) for i in range(n)]
-    bins: list[list[tuple]] = [[] for _ in range(n)]
-    for r in sorted(ranges, key=_range_bytes, reverse=True):
-        load, i = heapq.heappop(loads)
-        bins[i].append(r.as_tuple())
-        heapq.heappush(loads, (load + max(1, _range_bytes(r)), i))
-    return [b for b in bins if b]
+    bins = pack_tasks(list(ranges), _range_bytes, STAGE1_TASKS_PER_SLOT * max(1, slots))
+    return [[r.as_tuple() for r in b] for b in bins]
 
 
 def _stage2(spark, tcp, params: FlowParams, nparts: int, path: str, plan: dict | None = None, meter=None,

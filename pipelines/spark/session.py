@@ -119,6 +119,26 @@ def spark_session(master: str | None = None, conf=(), driver_memory: str | None 
     return spark
 
 
+def stop_session(spark) -> None:
+    """``spark.stop()`` without its wait for the accumulator server: pyspark's server thread
+    serves the JVM's one connection in a loop that looks at its shutdown flag once a second,
+    and ``SparkContext.stop`` waits for that loop (measured: 0.92 of the 0.95 s a stop took, at
+    the end of every ``archive`` run).  The JVM side stops as usual (no task runs any more, so
+    no update is lost); the server is shut down by a daemon thread that ends within that second
+    (or with the process), with the same calls pyspark makes."""
+    import threading
+
+    sc = spark.sparkContext
+    server = getattr(sc, "_accumulatorServer", None)
+    if server is not None:
+        sc._accumulatorServer = None  # (SparkContext.stop then skips its waiting shutdown)
+    try:
+        spark.stop()
+    finally:
+        if server is not None:
+            threading.Thread(target=server.shutdown, name="amqp-dissect-accumulator-stop", daemon=True).start()
+
+
 # Spark settings of the job's session that cut its fixed cost (each replaced by a conf pair of the
 # same key): no web UI (its Jetty server and the listeners that feed it start with every session and
 # cost CPU on every task event, for a batch job nobody watches; a user who wants it passes

@@ -9,7 +9,7 @@ import os
 import pickle
 
 from amqp_dissect.pipelines.archive import (KIND_SUMMARY, KIND_TCP, FlowRunner, ROW_TABLES, CaptureChanged, Range,
-                                            RecordReader, decode_range, end_sensitive, fill_records, range_file, sorted_range,
+                                            RecordReader, STAGE1_COLUMNS, decode_range, end_sensitive, fill_records, range_file, sorted_range,
                                             sorted_range_table, write_range)
 from amqp_dissect.results.tables import spark_schema
 from amqp_dissect.shard import sweep_ticks
@@ -125,31 +125,57 @@ def metered(meter, step: str, fn):
     return fn if meter is None else meter.wrap(step, fn)
 
 
+def pack_tasks(items, weight, n: int) -> list[list]:
+    """``items`` packed into at most ``n`` tasks of about the same weight (``weight(item)``):
+    the heaviest first, each to the lightest task so far (the last task to finish is a light
+    one); a task's items in that order, empty tasks left out.  A Python task costs Spark a
+    fixed time (its launch, the worker's round trips: tens of ms), so small items share one."""
+    import heapq
+
+    n = max(1, min(len(items), n))
+    loads = [(0, i) for i in range(n)]
+    bins: list[list] = [[] for _ in range(n)]
+    for it in sorted(items, key=weight, reverse=True):
+        load, i = heapq.heappop(loads)
+        bins[i].append(it)
+        heapq.heappush(loads, (load + max(1, weight(it)), i))
+    return [b for b in bins if b]
+
+
 # --------------------------------------------------------------------------- executor functions
 
 
-def _batches(rows, arrow_schema, size: int = 2048, max_bytes: int = 32 << 20):
-    """Group tuples into Arrow record batches of at most ``size`` rows / ~``max_bytes``."""
+def _batches(rows, arrow_schema, size: int = 2048, max_bytes: int = 32 << 20, sized: tuple | None = None):
+    """Group tuples into Arrow record batches of at most ``size`` rows / ~``max_bytes``: the
+    bytes of every bytes or str value, or with ``sized`` of the values at those positions only
+    (the columns that can be large: no test of every value of every row)."""
     import pyarrow as pa
 
     names = arrow_schema.names
+    types = [arrow_schema.field(n).type for n in names]
+
+    def batch(buf):
+        return pa.RecordBatch.from_arrays([pa.array(c, type=t) for c, t in zip(zip(*buf), types)],
+                                          schema=arrow_schema)
     buf = []
     nbytes = 0
     for r in rows:
         buf.append(r)
-        for v in r:
-            if isinstance(v, (bytes, str)):
-                nbytes += len(v)
+        if sized is None:
+            for v in r:
+                if isinstance(v, (bytes, str)):
+                    nbytes += len(v)
+        else:
+            for i in sized:
+                v = r[i]
+                if v is not None:
+                    nbytes += len(v)
         if len(buf) >= size or nbytes >= max_bytes:
-            cols = list(zip(*buf))
-            yield pa.RecordBatch.from_arrays([pa.array(c, type=arrow_schema.field(n).type)
-                                              for c, n in zip(cols, names)], schema=arrow_schema)
+            yield batch(buf)
             buf = []
             nbytes = 0
     if buf:
-        cols = list(zip(*buf))
-        yield pa.RecordBatch.from_arrays([pa.array(c, type=arrow_schema.field(n).type)
-                                          for c, n in zip(cols, names)], schema=arrow_schema)
+        yield batch(buf)
 
 
 def _stage1_fn(arrow_schema, directory: str | None = None):
@@ -167,6 +193,8 @@ def _stage1_fn(arrow_schema, directory: str | None = None):
 
 
 SEG_FILE = "part-{:06d}.parquet"  # stage-1 rows of range (rid) i, written by its task
+SEG_BATCH_ROWS = 8192  # stage-1 rows per Arrow batch (and Parquet row group) of a range's file
+_SEG_DATA = STAGE1_COLUMNS.index("data")  # the stage-1 rows' column of a record's bytes (when they travel whole)
 
 
 def _stage1_direct_fn(arrow_schema, directory: str):
@@ -199,7 +227,9 @@ def _write_seg(directory: str, rng: Range, arrow_schema) -> tuple:
     path = os.path.join(directory, SEG_FILE.format(rng.rid))
     tmp = os.path.join(directory, f".{SEG_FILE.format(rng.rid)}.{os.getpid()}.tmp")
     with pq.ParquetWriter(tmp, arrow_schema, compression="none") as w:
-        for b in _batches(records(), arrow_schema):
+        # (the rows' only large values are records that travel whole; the others are small or
+        # None: only those are counted, in batches of SEG_BATCH_ROWS)
+        for b in _batches(records(), arrow_schema, size=SEG_BATCH_ROWS, sized=(_SEG_DATA,)):
             w.write_batch(b)
     os.replace(tmp, path)
     return summary[0]

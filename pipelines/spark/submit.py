@@ -11,7 +11,7 @@ from amqp_dissect.pipelines.local import read_keylog
 
 from .fs import is_local, local_path
 from .job import run_archive
-from .session import spark_session
+from .session import spark_session, stop_session
 from .summaries import DEFAULT_WINDOW
 
 
@@ -56,10 +56,10 @@ def main(argv=None) -> int:
                           keylog=read_keylog(a.keylog))
     except InputError as e:  # (exit codes as amqp-dissect archive's)
         print(f"amqp-dissect: {e}", file=sys.stderr)
-        spark.stop()
+        stop_session(spark)
         return 3 if e.code in ("missing", "connector") else 4
     print(json.dumps({"counts": res["counts"], "tables": res["tables"], "stats": res["stats"],
                       "errors": res["errors"], "files": res["files"], "order": res["order"],
                       "gaps": res["gaps"]}, default=str))
-    spark.stop()
+    stop_session(spark)
     return 5 if res["errors"] else 0

@@ -2,7 +2,7 @@
 summary's rows in Python (pyarrow + numpy) from the table columns it reads
 (:data:`SUMMARY_READS`), into the columns of :func:`summary_schema`.  With a local output
 directory Python tasks read the written tables and write the summaries
-(:func:`write_summaries_local`: one task per summary, one Spark job); otherwise Spark brings
+(:func:`write_summaries_local`: one Spark job of a task per slot); otherwise Spark brings
 each summary's columns to one task that runs the same function and writes through Spark's
 writer (:func:`summary_frame`)."""
 
@@ -363,19 +363,23 @@ def write_summary_file(directory: str, rows: list[dict], schema) -> int:
 
 
 def _summaries_task(tables_dir: str, window: float):
-    def fn(names):
-        for name in names:
-            rows = summary_rows(name, _read_local_table(tables_dir), window)
-            yield name, write_summary_file(os.path.join(tables_dir, name), rows, summary_schema(name))
+    def fn(tasks):
+        for names in tasks:  # (a task's summaries: pack_tasks)
+            for name in names:
+                rows = summary_rows(name, _read_local_table(tables_dir), window)
+                yield name, write_summary_file(os.path.join(tables_dir, name), rows, summary_schema(name))
     return fn
 
 
 def write_summaries_local(spark, directory: str, window: float = DEFAULT_WINDOW, meter=None) -> dict:
     """The summaries of the tables under the local ``directory``, computed and written there by
-    Python tasks (one per summary, one Spark job); returns name -> rows."""
-    order = list(SUMMARIES)  # those over the deliveries first: the job waits for its last task
-    rdd = spark.sparkContext.parallelize(order, len(order))
-    from .stages import metered
+    Python tasks (one Spark job, a task per task slot: those that read the deliveries weigh more,
+    the others share their tasks); returns name -> rows."""
+    from .stages import metered, pack_tasks
+
+    tasks = pack_tasks(list(SUMMARIES), lambda name: 4 if "deliveries" in SUMMARY_READS[name] else 1,
+                       spark.sparkContext.defaultParallelism)
+    rdd = spark.sparkContext.parallelize(tasks, len(tasks))
 
     return dict(rdd.mapPartitions(metered(meter, "summaries", _summaries_task(directory, window))).collect())
 

@@ -8,7 +8,7 @@ import shutil
 
 from amqp_dissect.pipelines.archive import range_bounds, sorted_range_table, write_range
 
-from .stages import _meta, _range_fn, metered, partition_keys, table_schema
+from .stages import _meta, _range_fn, metered, pack_tasks, partition_keys, table_schema
 
 
 TABLE_PART_ROWS = 100_000  # rows of a table one task sorts and writes, at most (about)
@@ -153,26 +153,33 @@ def _range_chunks(layer_dirs: list, table: str, bounds: list, r: int):
                 yield li, r, blobs[i - starts[g]].as_py()
 
 
+TABLE_TASKS_PER_SLOT = 2  # tasks of the tables step per task slot, at most (its small ranges share tasks)
+
+
 def _tables_task(layer_dirs: list, bounds: dict, excluded: list, out_dirs: dict):
-    def fn(items):
-        for table, r in items:
-            t = sorted_range_table(_range_chunks(layer_dirs, table, bounds[table], r), bounds[table], excluded)
-            yield table, r, write_range(out_dirs[table], table, r, t)
+    def fn(tasks):
+        for task in tasks:  # (a task's ranges: pack_tasks)
+            for table, r in task:
+                t = sorted_range_table(_range_chunks(layer_dirs, table, bounds[table], r), bounds[table], excluded)
+                yield table, r, write_range(out_dirs[table], table, r, t)
     return fn
 
 
 def _write_tables_local(spark, layer_dirs: list, excluded: list, counts: dict, out_dirs: dict, nparts: int,
                         meter=None) -> None:
-    """Every table's ranges written by one task each (:func:`_range_chunks`,
-    :func:`sorted_range_table`, :func:`write_range`), in one Spark job, the largest ranges
-    first; an empty table gets one file with its columns."""
+    """Every table's ranges written (:func:`_range_chunks`, :func:`sorted_range_table`,
+    :func:`write_range`) in one Spark job of at most :data:`TABLE_TASKS_PER_SLOT` tasks per task
+    slot, the ranges packed into them by rows (:func:`~.stages.pack_tasks`: the large ranges
+    each in a task of its own, the small tables' ranges together instead of a task each); an
+    empty table gets one file with its columns."""
     bounds = _local_table_bounds(layer_dirs, counts, nparts)
-    items = sorted(((t, r) for t in counts for r in range(len(bounds[t]) + 1)),
-                   key=lambda it: (-counts[it[0]] / (len(bounds[it[0]]) + 1), it))
+    items = sorted((t, r) for t in counts for r in range(len(bounds[t]) + 1))
+    tasks = pack_tasks(items, lambda it: counts[it[0]] // (len(bounds[it[0]]) + 1),
+                       TABLE_TASKS_PER_SLOT * spark.sparkContext.defaultParallelism)
     for t in counts:
         shutil.rmtree(out_dirs[t], ignore_errors=True)
         os.makedirs(out_dirs[t])
-    got = spark.sparkContext.parallelize(items, len(items)).mapPartitions(
+    got = spark.sparkContext.parallelize(tasks, len(tasks)).mapPartitions(
         metered(meter, "tables", _tables_task(layer_dirs, bounds, excluded, out_dirs))).collect()
     for t in counts:
         n = sum(rows for table, _, rows in got if table == t)

@@ -272,7 +272,9 @@ def archive_comparison(a) -> int:
         timings, secs, cpu, t_start = one["timings"], one["seconds"], one["cpu_s"], one["session_s"]
         stages[master], cpus[master], tree[master] = timings, one["tasks_cpu"], one["tree_cpu"]
         res[f"job_{master}_s"], res[f"job_{master}_cpu_s"], res[f"session_{master}_s"] = secs, cpu, t_start
-        print(f"  job {master} (fresh process; session {t_start:.1f} s)  {secs:8.2f} s  CPU {cpu:.2f} s", flush=True)
+        res[f"spark_jobs_{master}"] = one.get("spark_jobs")
+        print(f"  job {master} (fresh process; session {t_start:.1f} s)  {secs:8.2f} s  CPU {cpu:.2f} s; "
+              f"{one.get('spark_jobs')} Spark jobs", flush=True)
         print(f"    {'step':<10} {'wall s':>8} {'CPU s':>8} {'tasks CPU s':>12}", flush=True)
         for k in timings:
             print(f"    {k:<10} {timings[k]:8.2f} {tree[master].get(k, float('nan')):8.2f} "
@@ -300,7 +302,7 @@ def job_only(master: str, files: list, work: str) -> int:
     """``--job-only MASTER FILE...``: one session on ``MASTER`` and one job on the files, in this
     (fresh) process; prints one JSON line: the session start, the job's wall time, its steps' wall
     times, the process tree's CPU seconds per step and the Python tasks' (``stats["cpu"]``)."""
-    from amqp_dissect.pipelines.spark import job, run_archive, spark_session
+    from amqp_dissect.pipelines.spark import job, run_archive, spark_session, stop_session
 
     t_start, spark = timed(lambda: spark_session(master=master))
     samples = [spark_cpu(spark)]
@@ -315,8 +317,10 @@ def job_only(master: str, files: list, work: str) -> int:
     print(json.dumps({"session_s": round(t_start, 2), "seconds": round(secs, 2),
                       "cpu_s": round(samples[-1] - samples[0], 2), "timings": timings,
                       "tasks_cpu": r["stats"].get("cpu", {}),
+                      # (Spark jobs of the session: the job's own, a fresh process has run no other)
+                      "spark_jobs": len(spark.sparkContext.statusTracker().getJobIdsForGroup()),
                       "tree_cpu": {k: round(b - a_, 2) for k, a_, b in zip(timings, samples, samples[1:-1])}}))
-    spark.stop()
+    stop_session(spark)
     return 0
 
 

@@ -111,3 +111,33 @@ def test_the_archive_summary_ranks_links_as_pandas_does(tmp_path):
     got = _top_latency(None, str(d))
     assert [r["link"] for r in got] == list(want["link"])
     assert len(got) == 5 and got[0]["link"] == "l5"
+
+
+def test_stop_session_stops_spark_and_shuts_the_accumulator_server_without_waiting_for_it():
+    # pyspark's SparkContext.stop waits for its accumulator server's loop, which looks at its
+    # shutdown flag once a second: stop_session stops Spark with the server detached and shuts
+    # the server down in a thread of its own (the same call), so the stop does not wait for it
+    import threading
+
+    release, shut = threading.Event(), threading.Event()
+    seen = {}
+
+    class Server:
+        def shutdown(self):  # (blocks like pyspark's, until its loop comes round)
+            release.wait(60)
+            shut.set()
+
+    class Context:
+        _accumulatorServer = Server()
+
+    class Session:
+        sparkContext = Context()
+
+        def stop(self):
+            seen["server at stop"] = self.sparkContext._accumulatorServer
+
+    S.stop_session(Session())
+    assert seen == {"server at stop": None}  # Spark stopped, its context no longer waits for the server
+    assert not shut.is_set()  # the shutdown is under way apart, not waited for
+    release.set()
+    assert shut.wait(60)  # and it does finish

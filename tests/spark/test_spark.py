@@ -442,6 +442,29 @@ def test_pcap_records_travel_as_offsets_and_read_back(tmp_path, split):
     assert before == {i: len(w) for i, w in want.items()}
 
 
+@pytest.mark.parametrize("window", [1, 700, 4096, None])
+def test_record_reader_windows_give_each_record_in_any_order(tmp_path, window):
+    """The reader serves records from a window of the file read at once (one pread per window):
+    forward, backward, shuffled and with two files interleaved, every record is the capture
+    reader's (the oracle), whatever the window's size (1 byte: a pread per record)."""
+    import random
+
+    files = [f for f in _mixed_formats(tmp_path) if not f.endswith((".gz", ".pcapng"))]
+    asks = []
+    for r in ar.plan_ranges(files, 0):
+        recs = _records(files[r.file])
+        for row in ar.decode_range(r):
+            if row[7] == ar.KIND_TCP:
+                asks.append(((row[11], row[8], row[9], row[2], row[5]), recs[row[1]][2]))
+    assert len({a[0][0] for a in asks}) == len(files) >= 3 and len(asks) > 100
+    shuffled = asks[:]
+    random.Random(7).shuffle(shuffled)
+    for order in (asks, asks[::-1], shuffled):
+        reader = ar.RecordReader(files, max_open=2, window=window)  # (fewer open files than files)
+        assert [reader.read(*a) for a, _ in order] == [want for _, want in order]
+        reader.close()
+
+
 def test_record_reader_notices_a_changed_file(tmp_path):
     import shutil as sh
 
@@ -484,6 +507,26 @@ def test_stage1_packs_many_small_ranges_into_a_few_tasks_of_even_bytes():
     loads = [sum(ar.Range(*t).size for t in task) for task in tasks]
     assert max(loads) - min(loads) <= max(sizes)
     assert job.stage1_tasks(many[:1], 8) == [[many[0].as_tuple()]]
+
+
+def test_the_tables_and_summaries_steps_pack_their_small_items_into_a_task_per_slot_or_two():
+    """The tables step's ranges (by rows) and the summaries (those over the deliveries heavier)
+    share tasks: every item in exactly one task, at most TABLE_TASKS_PER_SLOT tasks per slot
+    (summaries: one per slot), each large range of the deliveries in a task of its own."""
+    from amqp_dissect.pipelines.spark import stages, summaries, tables
+
+    counts = {"deliveries": 300_000, "links": 16, "connections": 8, "stalls": 40, "errors": 0}
+    ranges = {"deliveries": 4, "links": 1, "connections": 1, "stalls": 1, "errors": 1}
+    items = [(t, r) for t in counts for r in range(ranges[t])]
+    tasks = stages.pack_tasks(items, lambda it: counts[it[0]] // ranges[it[0]], tables.TABLE_TASKS_PER_SLOT * 2)
+    assert len(tasks) == 4 and sorted(it for task in tasks for it in task) == sorted(items)
+    assert sorted(sum(t == "deliveries" for t, _ in task) for task in tasks) == [1, 1, 1, 1]
+    assert len(stages.pack_tasks(items, lambda it: 1, 100)) == len(items)  # (never more tasks than items)
+    for slots in (1, 2, 3, 8):
+        got = stages.pack_tasks(list(summaries.SUMMARIES), lambda n: 4 if "deliveries" in summaries.SUMMARY_READS[n]
+                                else 1, slots)
+        assert len(got) == min(slots, len(summaries.SUMMARIES))
+        assert sorted(n for task in got for n in task) == sorted(summaries.SUMMARIES)
 
 
 def test_balance_flows_evens_out_the_tasks():
@@ -858,3 +901,41 @@ def test_cli_archive_writes_parquet(tmp_path, capsys, spark):
     assert m.main(["archive", SAMPLES, "--out", str(out), "--conf", "nokeyvalue"]) == m.EXIT_USAGE
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 3 and all(line.startswith("amqp-dissect: ") for line in err)
+
+
+def test_a_range_is_sorted_whether_its_chunks_come_in_order_or_not():
+    """sorted_range_table sorts a range's rows by (_k1, _flow, _k2), keeps the rows of ties in
+    chunk order (a stable sort) and skips the copy when they already are in order: the same
+    table either way as pyarrow's sort_by (the oracle), with chunks in order, reversed and
+    shuffled, and the bounds cutting the range."""
+    import random
+
+    import pyarrow as pa
+
+    from amqp_dissect.pipelines.archive import tables as at
+
+    rng = random.Random(3)
+    keys = sorted((k1, f"f{rng.randrange(3)}", rng.randrange(4)) for k1 in range(40) for _ in range(3))
+    schema = pa.schema([("v", pa.int64()), ("_flow", pa.string()), ("_k1", pa.int64()), ("_k2", pa.int64())])
+    batches = []
+    for lo in range(0, len(keys), 7):  # chunks of 7 rows, in key order
+        part = keys[lo:lo + 7]
+        batches.append(pa.RecordBatch.from_arrays([pa.array(range(lo, lo + len(part))),
+                                                   pa.array([k[1] for k in part]), pa.array([k[0] for k in part]),
+                                                   pa.array([k[2] for k in part])], schema=schema))
+    bounds = [keys[30], keys[90]]
+    for order in ("in order", "reversed", "shuffled"):
+        bs = batches[::-1] if order == "reversed" else rng.sample(batches, len(batches)) if order == "shuffled" \
+            else batches
+        for r in range(len(bounds) + 1):
+            chunks = [(0, r, at.batch_ipc(b)) for b in bs]
+            got = at.sorted_range_table(iter(chunks), bounds, [set()])
+            whole = pa.Table.from_batches(bs).sort_by([("_k1", "ascending"), ("_flow", "ascending"),
+                                                       ("_k2", "ascending")])
+            lo = 0 if r == 0 else [tuple(k) for k in zip(whole["_k1"].to_pylist(), whole["_flow"].to_pylist(),
+                                                         whole["_k2"].to_pylist())].index(bounds[r - 1])
+            hi = whole.num_rows if r == len(bounds) else [
+                tuple(k) for k in zip(whole["_k1"].to_pylist(), whole["_flow"].to_pylist(),
+                                      whole["_k2"].to_pylist())].index(bounds[r])
+            assert got.equals(whole.slice(lo, hi - lo).drop_columns(["_flow", "_k1", "_k2"])), (order, r)
+    assert at._in_place(pa.array([0, 1, 2], pa.uint64())) and not at._in_place(pa.array([1, 0, 2], pa.uint64()))
