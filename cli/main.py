@@ -410,7 +410,7 @@ def report(
     bpf: CaptureFilter = None,
     autostop: Autostop = None,
     write: WriteRaw = None,
-    jobs: Jobs = 0,
+    jobs: Jobs = 1,
     messages: ReportMessages = False,
 ):
     """Connections, sessions, links, delivery outcomes, settlement latency, stalls, errors.

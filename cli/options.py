@@ -81,9 +81,9 @@ WriteRaw = Annotated[Optional[str], typer.Option("-w", "--write", show_default=F
 
 Jobs = Annotated[int, typer.Option("-j", "--jobs", min=0, max=64,
                                    help="analyse with this many processes (flows split between them; the output "
-                                        "is the same as with one); 0, the default: one per idle CPU (at "
-                                        "most 4) for capture files of 8 MiB or more, else one; standard input "
-                                        "and live captures use one")]
+                                        "is the same as with one, but for the limits the manual lists); 0: one "
+                                        "per idle CPU (at most 4) for capture files of 8 MiB or more, else one; "
+                                        "standard input and live captures use one")]
 ReportFormatOption = Annotated[ReportFormat, typer.Option("--format", "-T",
                                                           help="text, json, or html (one self-contained page "
                                                                "with plots)")]

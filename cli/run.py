@@ -187,7 +187,7 @@ AUTO_JOBS_MIN_BYTES = 8 << 20  # below this a run takes a fraction of a second: 
 
 
 def jobs_for(run: CaptureRun, jobs: int) -> int:
-    """The processes ``-j JOBS`` asks for; ``0`` (the default) asks for one per idle CPU (those this
+    """The processes ``-j JOBS`` asks for; ``0`` asks for one per idle CPU (those this
     process may use, less the other tasks running at the moment: :func:`_busy`), at most
     :data:`AUTO_JOBS_MAX`, when the run's files hold :data:`AUTO_JOBS_MIN_BYTES` or more (one
     otherwise, and for standard input and live captures).  Processes on busy CPUs would only take

@@ -301,7 +301,7 @@ def table_command(table: str, rows_method: str):
         bpf: CaptureFilter = None,
         autostop: Autostop = None,
         write: WriteRaw = None,
-        jobs: Jobs = 0,
+        jobs: Jobs = 1,
         messages: TableMessages = False,
     ):
         check_format_letter(bpf, TableFormat)

@@ -74,8 +74,8 @@ REPEAT_VERSION = 1  # bump when repeat_pcap's output changes
 # name -> (our arguments, tshark arguments, speed goal (max ratio) or None); "{cap}" / "{out}" are filled in
 PAIRS = {
     "report": (["report", "{cap}"], ["-r", "{cap}", "-Y", "amqp"], 1.0),
-    # the same in one process (report's default -j 0 uses a process per CPU, at most 4, on a file of 8 MiB or more)
-    "report-j1": (["report", "-j", "1", "{cap}"], ["-r", "{cap}", "-Y", "amqp"], None),
+    # -j 0: a process per idle CPU (at most 4) on a file of 8 MiB or more
+    "report-j0": (["report", "-j", "0", "{cap}"], ["-r", "{cap}", "-Y", "amqp"], None),
     "frames": (["frames", "{cap}"], ["-r", "{cap}", "-Y", "amqp"], 1.0),
     "frames-V": (["frames", "-V", "{cap}"], ["-r", "{cap}", "-Y", "amqp", "-V"], 1.0),
     "frames-jsonl": (["frames", "--format", "jsonl", "{cap}"], ["-r", "{cap}", "-Y", "amqp", "-T", "json"], 1.0),
@@ -84,7 +84,7 @@ PAIRS = {
     "deliveries-csv": (["deliveries", "--format", "csv", "-o", "{out}.csv", "{cap}"],
                        ["-r", "{cap}", "-Y", "amqp"], None),
 }
-DEFAULT_PAIRS = ["report", "report-j1", "frames", "frames-V", "frames-jsonl", "deliveries-parquet"]
+DEFAULT_PAIRS = ["report", "report-j0", "frames", "frames-V", "frames-jsonl", "deliveries-parquet"]
 
 # memory scaling: name -> our arguments
 MEMORY_CMDS = {
