@@ -425,7 +425,8 @@ def report(
     if jobs > 1 and parallel_ok(run):
         failed = _report_in_parallel(run, jobs, fmt, output, messages)  # (exits unless -j failed)
         run = run.again()
-    analysis, rep, page = analyze_for_report(run, html=fmt is ReportFormat.html, version=version_line(),
+    html = fmt is ReportFormat.html  # (the page names the version; its line imports every compiled module)
+    analysis, rep, page = analyze_for_report(run, html=html, version=version_line() if html else "",
                                              messages=messages)
     _write_report(output, fmt, rep, page)
     raise typer.Exit(run_status(run, analysis.analyzer, failed, jobs))

@@ -18,8 +18,6 @@ def analyze_for_report(run, html: bool = False, version: str = "", messages: boo
     time series only a SeriesAnalyzer keeps; text and JSON use the plain Analyzer (no cost).
     ``messages``: the messages are read too, for the requests and messages sections
     (``rep["requests"]``, ``rep["messages"]``)."""
-    from amqp_dissect.pipelines.messages import add_messages_section
-
     def analyzed(analyzer_class=None):
         if not messages:
             return run.analyze(rows=False, **({"analyzer_class": analyzer_class} if analyzer_class else {})), None, None
@@ -34,6 +32,8 @@ def analyze_for_report(run, html: bool = False, version: str = "", messages: boo
         rep = build_report(analysis.analyzer, capture_errors=analysis.capture_errors,
                            capture=run.source.capture_info())
         if requests is not None:
+            from amqp_dissect.pipelines.messages import add_messages_section
+
             rep["requests"] = requests.section()
             add_messages_section(rep, analysis.analyzer, matcher)
         return analysis, rep, None
@@ -45,6 +45,8 @@ def analyze_for_report(run, html: bool = False, version: str = "", messages: boo
     info = run.source.capture_info()
     rep = build_report(analysis.analyzer, capture_errors=analysis.capture_errors, capture=info)
     if requests is not None:
+        from amqp_dissect.pipelines.messages import add_messages_section
+
         rep["requests"] = requests.section()
         add_messages_section(rep, analysis.analyzer, matcher)
     names = [str(x) for x in info["files"]] or [str(run.path)]

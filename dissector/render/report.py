@@ -409,10 +409,12 @@ def render_text(rep: dict) -> str:
         if rep.get("more_stalls"):
             lines.append(f"  … and {_n(rep['more_stalls'])} more (see `stalls`)")
     lines.extend(diagnosis_lines(rep.get("diagnoses"), digits))
-    from .requests import request_lines  # (the requests section: its own module)
+    if rep.get("requests"):  # (report --messages: the requests section, its own module)
+        from .requests import request_lines
 
-    lines.extend(request_lines(rep.get("requests"), (rep.get("capture") or {}).get("digits", 6)))
-    from .messages import text_lines as _message_lines  # (the messages section: render/messages.py)
+        lines.extend(request_lines(rep["requests"], (rep.get("capture") or {}).get("digits", 6)))
+    if rep.get("messages"):  # (and the messages section: render/messages.py)
+        from .messages import text_lines as _message_lines
 
-    lines.extend(_message_lines(rep))
+        lines.extend(_message_lines(rep))
     return "\n".join(lines) + "\n"
