@@ -22,7 +22,6 @@ import sys
 
 import typer
 
-from amqp_dissect.render.frames import DetailLines, SummaryLines, event_json
 from amqp_dissect.render.report import render_text
 
 from .archive import register as _register_archive
@@ -291,6 +290,8 @@ class _SummaryLines:
         self.run, self.tt = run, tt
 
     def start(self):
+        from amqp_dissect.render.frames import SummaryLines
+
         source = self.run.source  # times relative to the capture's first packet (tshark -t r)
         return SummaryLines(source.first_ts or 0, resolve_time_text(self.tt, source)).line
 
@@ -301,8 +302,9 @@ class _JsonLines:
     many = False
 
     def start(self):
+        from amqp_dissect.render.frames import event_json as as_json
+
         encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode  # json.dumps(d, **the same options)
-        as_json = event_json
 
         def render(ev):
             d = as_json(ev)
@@ -343,6 +345,8 @@ class _DetailLines:
     many = True
 
     def __init__(self, run: CaptureRun, only_amqp: bool = False):
+        from amqp_dissect.render.frames import DetailLines  # (the frames command's: a report need not load it)
+
         self.detail = DetailLines(layer_records=run.tls_records)  # TLS records shown under their packet
         self.detail.only_amqp = only_amqp
 
