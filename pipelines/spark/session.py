@@ -69,6 +69,11 @@ def spark_session(master: str | None = None, conf=(), driver_memory: str | None 
         # local executors run this interpreter: their Python workers are forked from a daemon that
         # imported the tasks' modules once (.daemon)
         b = b.config("spark.python.daemon.module", "amqp_dissect.pipelines.spark.daemon")
+        if "PYSPARK_GATEWAY_PORT" not in os.environ and os.environ.get("PYSPARK_PYTHON") == sys.executable:
+            # and the daemon's imports are made by a zygote while the JVM starts (.zygote)
+            from .zygote import start
+
+            start()
     for key, value in SESSION_CONF:  # (each replaced by a conf pair of the same key)
         if not _conf_has(conf, key):
             b = b.config(key, value)
