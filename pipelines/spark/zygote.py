@@ -56,13 +56,22 @@ def start() -> str | None:
         # the hash seed Spark gives its Python workers (SparkContext's environment)
         env.setdefault("PYTHONHASHSEED", "0")
         p = subprocess.Popen([sys.executable, "-c", "from amqp_dissect.pipelines.spark.zygote import serve; serve()",
-                              path], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                              env=env, start_new_session=True)
     except OSError:
         return None
     _STARTED.append((path, p))
     os.environ[ENV] = path
     return path
+
+
+def take_probe():
+    """The zygote's stdout, once per driver process (its first line answers the install probe of
+    :func:`.session.executors_share_install`), or None."""
+    if not _STARTED or _STARTED[0][1].stdout is None:
+        return None
+    out, _STARTED[0][1].stdout = _STARTED[0][1].stdout, None
+    return out
 
 
 def zygote_pid() -> int | None:
@@ -79,6 +88,18 @@ def serve() -> None:
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)  # before importing: a launcher that comes early waits instead of falling back
     listener.listen(8)
+    # first, the session's question to a worker-like process (where amqp_dissect is imported from,
+    # what is compiled: .session.executors_share_install), on stdout, in one line
+    try:
+        import amqp_dissect
+
+        line = json.dumps([os.path.realpath(amqp_dissect.__path__[0]), sorted(amqp_dissect.compiled_modules())])
+    except Exception:
+        line = "null"
+    try:
+        os.write(1, (line + "\n").encode())
+    except OSError:
+        pass
     from .daemon import preload
 
     preload()

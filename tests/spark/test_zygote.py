@@ -7,6 +7,7 @@ an environment the zygote was not started with, the launcher runs the daemon its
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import struct
@@ -131,3 +132,16 @@ def test_the_spark_package_imports_its_modules_when_first_used():
             "print(len(a), int(all(getattr(A, n) is getattr(S, n) for n in S.__all__)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["0", "1"], out.stderr
+
+
+def test_the_zygote_answers_the_sessions_install_probe():
+    # spark_session asks a worker-like process where amqp_dissect is imported from and what is
+    # compiled (executors_share_install); the zygote answers first instead of a process of its own
+    code = ("import json, os, amqp_dissect; from amqp_dissect.pipelines.spark import zygote as Z, session as S; "
+            "Z.start(); S._start_probe(); asked = S._PENDING_PROBE[0]; answer = S._probe_answer(); "
+            "print(json.dumps([asked is not None and not hasattr(asked, 'communicate'), list(answer), "
+            "[os.path.realpath(amqp_dissect.__path__[0]), sorted(amqp_dissect.compiled_modules())]]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={k: v for k, v in os.environ.items() if k != Z.ENV})
+    from_zygote, answer, own = json.loads(out.stdout.strip().splitlines()[-1])
+    assert from_zygote and answer == own, out.stderr
