@@ -145,3 +145,21 @@ def test_the_zygote_answers_the_sessions_install_probe():
                          env={k: v for k, v in os.environ.items() if k != Z.ENV})
     from_zygote, answer, own = json.loads(out.stdout.strip().splitlines()[-1])
     assert from_zygote and answer == own, out.stderr
+
+
+def test_the_sessions_workers_come_from_its_zygote(spark):
+    # the test run's session (spark_session, local[2]) started a zygote before its JVM: the
+    # workers' daemon is the zygote's child, and the JVM named the zygote's socket to it
+    assert Z.zygote_pid() is not None
+    env = Z.ENV
+
+    def _daemon_of_this_worker(_rows):  # (a local function: pickled by value for the workers)
+        import os
+
+        yield os.getppid(), os.environ.get(env)
+
+    found = spark.sparkContext.parallelize(range(4), 4).mapPartitions(_daemon_of_this_worker).collect()
+    assert {path for _, path in found} == {Z._STARTED[0][0]}
+    for daemon, _ in found:
+        with open(f"/proc/{daemon}/stat") as f:
+            assert int(f.read().rsplit(")", 1)[1].split()[1]) == Z.zygote_pid()
