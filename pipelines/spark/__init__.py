@@ -14,7 +14,9 @@ shipped to the executors as a zip), or ``amqp-dissect archive PATH... --out DIR`
 
 Modules: :mod:`.session` (the Spark session, the code shipped to executors), :mod:`.job` (the
 stages below, in order), :mod:`.stages` (what the tasks run), :mod:`.tables` and
-:mod:`.summaries` (the outputs), :mod:`.submit` (spark-submit's arguments).  Stages (details
+:mod:`.summaries` (the outputs), :mod:`.submit` (spark-submit's arguments), :mod:`.daemon` and
+:mod:`.zygote` (local executors' Python workers, their modules imported while the JVM starts).
+Stages (details
 in :mod:`amqp_dissect.pipelines.archive`):
 
 1. one task per file or pcap byte range: executors open the files, emit one
