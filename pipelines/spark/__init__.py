@@ -14,7 +14,9 @@ shipped to the executors as a zip), or ``amqp-dissect archive PATH... --out DIR`
 
 Modules: :mod:`.session` (the Spark session, the code shipped to executors), :mod:`.job` (the
 stages below, in order), :mod:`.stages` (what the tasks run), :mod:`.tables` and
-:mod:`.summaries` (the outputs), :mod:`.submit` (spark-submit's arguments).  Stages (details
+:mod:`.summaries` (the outputs), :mod:`.submit` (spark-submit's arguments), :mod:`.daemon` and
+:mod:`.zygote` (local executors' Python workers, their modules imported while the JVM starts).
+Stages (details
 in :mod:`amqp_dissect.pipelines.archive`):
 
 1. one task per file or pcap byte range: executors open the files, emit one
@@ -64,16 +66,63 @@ Each step's Python tasks count their CPU seconds (``stats["cpu"]``, :class:`.sta
 with ``AMQP_DISSECT_SPARK_PROFILE=DIR`` each task writes a cProfile file to DIR.
 """
 
-from .api import CaptureTables, read_captures
-from .fs import check_output, check_uri, CONNECTORS, resolve_inputs
-from .job import run_archive, set_order, table_frames, TABLES
-from .session import executors_share_install, JVM_OPTIONS, ship_code, spark_session, stop_session
-from .stages import (pa_batch, partition_keys, ROWS_FILE, rows_schema, SEG_FILE, stage1_schema,
-                     STAGE2_COLUMNS, table_schema)
-from .submit import main, parse_size
-from .summaries import (DEFAULT_WINDOW, PERCENTILES, SUMMARIES, summaries_frames, SUMMARY_COLUMNS, summary_frame,
-                        SUMMARY_READS, summary_rows, summary_schema, summary_spark_schema, write_summaries_local,
-                        write_summary_file)
+# the names below are imported when first used (PEP 562): the workers' daemon (.daemon) and the
+# zygote (.zygote) are modules of this package and import only what their tasks need
+_LAZY = {
+    'CaptureTables': 'api',
+    'read_captures': 'api',
+    'check_output': 'fs',
+    'check_uri': 'fs',
+    'CONNECTORS': 'fs',
+    'resolve_inputs': 'fs',
+    'run_archive': 'job',
+    'set_order': 'job',
+    'table_frames': 'job',
+    'TABLES': 'job',
+    'executors_share_install': 'session',
+    'JVM_OPTIONS': 'session',
+    'ship_code': 'session',
+    'spark_session': 'session',
+    'stop_session': 'session',
+    'pa_batch': 'stages',
+    'partition_keys': 'stages',
+    'ROWS_FILE': 'stages',
+    'rows_schema': 'stages',
+    'SEG_FILE': 'stages',
+    'stage1_schema': 'stages',
+    'STAGE2_COLUMNS': 'stages',
+    'table_schema': 'stages',
+    'main': 'submit',
+    'parse_size': 'submit',
+    'DEFAULT_WINDOW': 'summaries',
+    'PERCENTILES': 'summaries',
+    'SUMMARIES': 'summaries',
+    'summaries_frames': 'summaries',
+    'SUMMARY_COLUMNS': 'summaries',
+    'summary_frame': 'summaries',
+    'SUMMARY_READS': 'summaries',
+    'summary_rows': 'summaries',
+    'summary_schema': 'summaries',
+    'summary_spark_schema': 'summaries',
+    'write_summaries_local': 'summaries',
+    'write_summary_file': 'summaries',
+}
+
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     'CaptureTables', 'check_output', 'check_uri', 'CONNECTORS', 'read_captures', 'resolve_inputs', 'table_frames',

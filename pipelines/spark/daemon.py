@@ -1,20 +1,50 @@
 """The Python daemon of the job's local executors (``spark.python.daemon.module``, set by
-:func:`~amqp_dissect.pipelines.spark.spark_session` for a ``local`` master): it imports, once,
-what every task imports (pyspark's worker and Arrow serializers, pyarrow, pandas, the dissector,
-the analyzer, the archive stages), then runs pyspark's own daemon, which forks each Python
-worker from it: a worker starts with those modules loaded (about 2.5 s of imports each on a busy
-two-core machine) instead of importing them itself."""
+:func:`~amqp_dissect.pipelines.spark.spark_session` for a ``local`` master).
+
+pyspark's daemon forks every Python worker from itself, so what it imported before forking,
+each worker has without importing it.  The modules every task imports (:data:`PRELOAD`: pyspark's
+worker, pyarrow, the dissector, the analyzer, the archive stages; about 0.9 s on a two-core
+machine) are imported once, by one of two processes:
+
+* the session's zygote (:mod:`.zygote`): a process :func:`spark_session` starts beside the JVM,
+  which imports them while the JVM starts.  When the JVM runs this module (at the first Python
+  task), it hands its stdin, stdout and stderr and its environment to the zygote, which forks
+  the real daemon with everything imported already; this process stays as the JVM's handle on
+  it (a SIGTERM is passed on; it exits with the daemon);
+* this process itself, when there is no zygote (another master, or the zygote is gone): it
+  imports them, then runs pyspark's daemon, as before.
+"""
 
 import importlib
+import os
+import sys
 
-for _name in ("pyspark.worker", "pyarrow", "pyarrow.parquet", "amqp_dissect.dissect", "amqp_dissect.results.analytics", "amqp_dissect.pipelines.archive",
-              "amqp_dissect.pipelines.spark.stages", "amqp_dissect.pipelines.spark.summaries"):
-    try:
-        importlib.import_module(_name)
-    except Exception:  # (a worker imports what it needs itself: nothing lost but the head start)
-        pass
+PRELOAD = ("pyspark.worker", "pyarrow", "pyarrow.parquet", "amqp_dissect.dissect", "amqp_dissect.results.analytics",
+           "amqp_dissect.pipelines.archive", "amqp_dissect.pipelines.spark.stages",
+           "amqp_dissect.pipelines.spark.summaries")
 
-from pyspark import daemon  # noqa: E402
+
+def preload() -> None:
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception:  # (a worker imports what it needs itself: nothing lost but the head start)
+            pass
+
+
+def main() -> None:
+    from .zygote import ENV, hand_over
+
+    path = os.environ.get(ENV)
+    if path:
+        code = hand_over(path)
+        if code is not None:
+            sys.exit(code)
+    preload()
+    from pyspark import daemon
+
+    daemon.manager()
+
 
 if __name__ == "__main__":
-    daemon.manager()
+    main()

@@ -69,6 +69,11 @@ def spark_session(master: str | None = None, conf=(), driver_memory: str | None 
         # local executors run this interpreter: their Python workers are forked from a daemon that
         # imported the tasks' modules once (.daemon)
         b = b.config("spark.python.daemon.module", "amqp_dissect.pipelines.spark.daemon")
+        if "PYSPARK_GATEWAY_PORT" not in os.environ and os.environ.get("PYSPARK_PYTHON") == sys.executable:
+            # and the daemon's imports are made by a zygote while the JVM starts (.zygote)
+            from .zygote import start
+
+            start()
     for key, value in SESSION_CONF:  # (each replaced by a conf pair of the same key)
         if not _conf_has(conf, key):
             b = b.config(key, value)
@@ -153,6 +158,12 @@ _PENDING_PROBE: list = []  # the probe process spark_session started beside the 
 def _start_probe() -> None:
     import subprocess
 
+    from .zygote import take_probe
+
+    out = take_probe()
+    if out is not None:  # the zygote started for this session answers the question first (.zygote)
+        _PENDING_PROBE[:] = [out]
+        return
     try:
         _PENDING_PROBE[:] = [subprocess.Popen([sys.executable, "-c", _PROBE], stdout=subprocess.PIPE,
                                               stderr=subprocess.DEVNULL, text=True)]
@@ -166,7 +177,17 @@ def _probe_answer():
     import json
     import subprocess
 
-    if _PENDING_PROBE:
+    if _PENDING_PROBE and not hasattr(_PENDING_PROBE[0], "communicate"):  # the zygote's stdout
+        import select
+
+        f = _PENDING_PROBE.pop()
+        try:
+            if not select.select([f], [], [], 120)[0]:
+                raise TimeoutError("no answer from the zygote")
+            out = f.readline()
+        finally:
+            f.close()
+    elif _PENDING_PROBE:
         p = _PENDING_PROBE.pop()
         try:
             out, _ = p.communicate(timeout=120)

@@ -139,10 +139,13 @@ def tree_cpus(root: int) -> dict:
 
 
 def spark_cpu(spark) -> float:
-    """CPU seconds so far of the Spark JVM (local mode: driver and executor), its Python workers
-    and this driver process."""
+    """CPU seconds so far of the Spark JVM (local mode: driver and executor), its Python workers,
+    the zygote they are forked from and this driver process."""
+    from amqp_dissect.pipelines.spark.zygote import zygote_pid
+
     t = os.times()
-    return tree_cpu(spark.sparkContext._gateway.proc.pid) + t.user + t.system
+    zygote = zygote_pid()  # (the workers' daemon is the zygote's child, not the JVM's)
+    return tree_cpu(spark.sparkContext._gateway.proc.pid) + (tree_cpu(zygote) if zygote else 0.0) + t.user + t.system
 
 
 def makespan(durations, slots: int) -> float:

@@ -81,7 +81,7 @@ def test_no_class_archive_when_turned_off_or_without_a_cache(cache, monkeypatch,
 def test_the_worker_daemon_preloads_the_tasks_modules_without_pandas():
     # the local path's tasks (plain Python tasks, pyarrow) never import pandas: its import was
     # about 0.3 CPU s of the daemon's start, paid before stage 1's first task could run
-    code = ("import sys, amqp_dissect.pipelines.spark.daemon; "
+    code = ("import sys, amqp_dissect.pipelines.spark.daemon as D; D.preload(); "
             "print(int('pandas' in sys.modules), int('amqp_dissect.pipelines.spark.stages' in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout.split()
     assert out == ["0", "1"]
