@@ -7,7 +7,10 @@ Settlement (spec 2.6.12) is described in :mod:`amqp_dissect.model.state`.
 
 from __future__ import annotations
 
-import cython
+try:
+    import cython
+except ImportError:
+    from .. import _cython_shim as cython
 
 
 class _Delivery:

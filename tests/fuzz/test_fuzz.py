@@ -590,7 +590,7 @@ def test_a_table_that_fails_in_a_batch_names_its_inputs(tmp_path, monkeypatch):
 def test_the_oracle_sees_a_bug_in_each_printer_of_the_shared_decode(tmp_path, monkeypatch):
     """A printer that raises is a failure of its own command; the other printer of the same decode
     still runs."""
-    from amqp_dissect.cli import main as cli
+    from amqp_dissect.render import frames as printers  # (cli.main imports them when a run needs them)
 
     _, data = fuzzgen.generate(fuzzgen.RandomSource("printers"), "frame")
     cap = tmp_path / "in.pcap"
@@ -600,16 +600,16 @@ def test_the_oracle_sees_a_bug_in_each_printer_of_the_shared_decode(tmp_path, mo
     def broken(ev):
         raise KeyError("a bug in the jsonl printer")
 
-    monkeypatch.setattr(cli, "event_json", broken)
+    monkeypatch.setattr(printers, "event_json", broken)
     problems = fuzzgen.check(str(cap), ("jsonl",))
     assert [p.split(":")[0] for p in problems] == ["frames --format jsonl"]
     assert "KeyError: 'a bug in the jsonl printer'" in problems[0]
     monkeypatch.undo()
 
-    class Broken(cli.DetailLines):
+    class Broken(printers.DetailLines):
         def add(self, chunk, record, ev):
             raise ValueError("a bug in the -V printer")
 
-    monkeypatch.setattr(cli, "DetailLines", Broken)
+    monkeypatch.setattr(printers, "DetailLines", Broken)
     problems = fuzzgen.check(str(cap), ("jsonl",))
     assert [p.split(":")[0] for p in problems] == ["frames -V"]

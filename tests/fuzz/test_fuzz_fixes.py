@@ -12,8 +12,8 @@ import json
 
 import fuzzgen
 import pcapbuild
-from amqp_dissect.cli import main as cli
 from amqp_dissect.cli.main import EXIT_INTERNAL, main
+from amqp_dissect.render import frames as printers  # (cli.main imports the printers when a run needs them)
 
 
 def _capture(tmp_path, transfers: int = 3):
@@ -56,13 +56,13 @@ def test_a_packet_frames_v_cannot_describe_is_shown_the_rest_written_and_the_run
 
     path, packets = _capture(tmp_path)
 
-    class Broken(cli.DetailLines):
+    class Broken(printers.DetailLines):
         def add(self, out, record, ev):
             if record is not None and record.index == 4:  # the client's protocol header packet
                 record = CaptureRecord(record.index, record.ts, record.linktype, None, record.orig_len)
             return super().add(out, record, ev)
 
-    monkeypatch.setattr(cli, "DetailLines", Broken)
+    monkeypatch.setattr(printers, "DetailLines", Broken)
     rc = main(["frames", "-V", str(path)])
     out, err = capsys.readouterr()
     assert rc == EXIT_INTERNAL
