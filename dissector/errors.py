@@ -8,8 +8,6 @@ or packet, then carry on.  Any other exception escaping the dissector is a bug.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 
 class DissectError(Exception):
     """Base class: bad input, reported as an expert note, never a traceback."""
@@ -48,13 +46,29 @@ WARN = "warn"
 ERROR = "error"
 
 
-@dataclass(slots=True)
 class ExpertNote:
-    """Something noteworthy about a frame, packet or stream (Wireshark: expert info)."""
+    """Something noteworthy about a frame, packet or stream (Wireshark: expert info).
 
-    severity: str  # chat | note | warn | error
-    group: str  # malformed | framing | sequence | protocol | capture | reassembly ...
-    message: str
+    A plain class with the behaviour of a ``@dataclass(slots=True)`` (keyword or positional
+    arguments, equality by value, unhashable, the same repr): making a dataclass runs generated
+    code through ``exec`` at import, a cost every run paid before reading a packet."""
+
+    __slots__ = ("severity", "group", "message")
+    __match_args__ = ("severity", "group", "message")
+    __hash__ = None  # (mutable and compared by value, as a dataclass with eq and not frozen)
+
+    def __init__(self, severity: str, group: str, message: str) -> None:
+        self.severity = severity  # chat | note | warn | error
+        self.group = group  # malformed | framing | sequence | protocol | capture | reassembly ...
+        self.message = message
+
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return (self.severity, self.group, self.message) == (other.severity, other.group, other.message)
+
+    def __repr__(self) -> str:
+        return f"ExpertNote(severity={self.severity!r}, group={self.group!r}, message={self.message!r})"
 
     def as_dict(self) -> dict:
         return {"severity": self.severity, "group": self.group, "message": self.message}

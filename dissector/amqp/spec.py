@@ -6,49 +6,82 @@ classes with name lookups.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from . import _spec
 
 
-@dataclass(frozen=True, slots=True)
-class FieldSpec:
-    name: str
-    type: str  # declared type ("handle", "*", "symbol" ...)
-    primitive: str  # the primitive it is encoded as ("*" = any)
-    requires: str | None
-    mandatory: bool
-    multiple: bool
-    has_default: bool
-    default: object  # wire value of the default (e.g. 2 for snd-settle-mode "mixed")
+class _Frozen:
+    """A read-only record with the behaviour of a ``@dataclass(frozen=True, slots=True)``: fields in
+    ``__slots__`` order, positional or keyword arguments, equality and hash over the fields but
+    ``_uncompared``, the same repr.  (A dataclass runs generated code through ``exec`` when its class
+    is made: a cost at every start, before any packet.)"""
+
+    __slots__ = ()
+    _uncompared: tuple = ()
+
+    def __init__(self, *args, **kwargs):
+        names = self.__slots__
+        if len(args) > len(names):
+            raise TypeError(f"{type(self).__name__}() takes {len(names)} arguments, {len(args)} given")
+        values = dict(zip(names, args))
+        for k, v in kwargs.items():
+            if k not in names or k in values:
+                raise TypeError(f"{type(self).__name__}() got an unexpected or repeated argument {k!r}")
+            values[k] = v
+        missing = [n for n in names if n not in values]
+        if missing:
+            raise TypeError(f"{type(self).__name__}() missing arguments: {', '.join(missing)}")
+        for n in names:
+            object.__setattr__(self, n, values[n])
+
+    def _key(self) -> tuple:
+        return tuple(getattr(self, n) for n in self.__slots__ if n not in self._uncompared)
+
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"cannot delete field {name!r}")
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__ if n not in self._uncompared)
+        return f"{type(self).__name__}({shown})"
 
 
-@dataclass(frozen=True, slots=True)
-class CompositeSpec:
-    name: str
-    source: str
-    provides: tuple[str, ...]
-    section: str
-    descriptor_symbol: str
-    descriptor_code: int
-    fields: tuple[FieldSpec, ...]
-    index: dict = field(compare=False, repr=False)
+class FieldSpec(_Frozen):
+    """One field of a composite type: name, declared type ("handle", "*", "symbol" ...), the primitive
+    it is encoded as ("*" = any), requires, mandatory, multiple, whether it has a default and the
+    default's wire value (e.g. 2 for snd-settle-mode "mixed")."""
+
+    __slots__ = ("name", "type", "primitive", "requires", "mandatory", "multiple", "has_default", "default")
+
+
+class CompositeSpec(_Frozen):
+    """A composite type: name, source, provides, section, descriptor symbol and code, its fields and
+    ``index`` (field name -> position; not compared, not shown)."""
+
+    __slots__ = ("name", "source", "provides", "section", "descriptor_symbol", "descriptor_code", "fields",
+                 "index")
+    _uncompared = ("index",)
 
     @property
     def descriptor_text(self) -> str:
         return f"0x{self.descriptor_code >> 32:08x}:0x{self.descriptor_code & 0xFFFFFFFF:08x}"
 
 
-@dataclass(frozen=True, slots=True)
-class RestrictedSpec:
-    name: str
-    source: str
-    primitive: str
-    provides: tuple[str, ...]
-    section: str
-    descriptor_symbol: str | None
-    descriptor_code: int | None
-    choices: dict  # wire value -> choice name
+class RestrictedSpec(_Frozen):
+    """A restricted type: name, source, primitive, provides, section, descriptor symbol and code (None
+    when it has none) and ``choices`` (wire value -> choice name)."""
+
+    __slots__ = ("name", "source", "primitive", "provides", "section", "descriptor_symbol", "descriptor_code",
+                 "choices")
 
 
 def _composite(entry) -> CompositeSpec:
