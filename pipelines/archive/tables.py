@@ -194,12 +194,9 @@ def pandas_metadata(schema, nullable_ints: bool = True) -> dict:
 
 
 def _pandas_version():
-    from importlib.metadata import PackageNotFoundError, version
+    from amqp_dissect.results.tables import _pandas_version as version
 
-    try:
-        return version("pandas")
-    except PackageNotFoundError:
-        return None
+    return version()
 
 
 def to_archive(t, table: str):

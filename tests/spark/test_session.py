@@ -78,13 +78,33 @@ def test_no_class_archive_when_turned_off_or_without_a_cache(cache, monkeypatch,
     assert S.class_archive_options() == []
 
 
-def test_the_worker_daemon_preloads_the_tasks_modules_without_pandas():
-    # the local path's tasks (plain Python tasks, pyarrow) never import pandas: its import was
-    # about 0.3 CPU s of the daemon's start, paid before stage 1's first task could run
-    code = ("import sys, amqp_dissect.pipelines.spark.daemon as D; D.preload(); "
-            "print(int('pandas' in sys.modules), int('amqp_dissect.pipelines.spark.stages' in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout.split()
-    assert out == ["0", "1"]
+def test_the_worker_daemon_preloads_what_the_tasks_import():
+    # the workers are forked from the daemon: a module the preload misses is imported by each
+    # worker in its first task, on the job's critical path.  pyarrow imports pandas (and its
+    # pandas shim) at the first pa.array of a Python list, which every stage-1 task makes: about
+    # 0.4 CPU s per worker; pq.read_table imports pyarrow.dataset; the table writers ask for
+    # pandas' version (importlib.metadata, 0.1 s more when it is imported for that)
+    code = ("import sys, amqp_dissect.pipelines.spark.daemon as D; D.preload(); before = set(sys.modules); "
+            "import pyarrow as pa, pyarrow.parquet as pq, os, tempfile; "
+            "from amqp_dissect.pipelines.archive import write_range; "
+            "from amqp_dissect.pipelines.spark.summaries import summary_schema; "
+            "d = tempfile.mkdtemp(); pa.array([1, None]); pa.array(['a']); write_range(d, 'deliveries', 0, None); "
+            "summary_schema('outcomes'); pq.read_table(os.path.join(d, 'part-00000.parquet')); "
+            "print(sorted(m for m in set(sys.modules) - before if not m.startswith('encodings')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_the_pandas_version_is_looked_up_once_per_process():
+    # (the lookup searches every sys.path entry: about 20 ms a call in a Spark worker)
+    code = ("import sys, importlib.metadata as M; from amqp_dissect.results import tables as T; "
+            "n = [0]; real = M.version\n"
+            "def counted(name):\n n[0] += 1; return real(name)\n"
+            "M.version = counted; a = T._pandas_version(); b = T._pandas_version(); "
+            "from amqp_dissect.pipelines.archive.tables import _pandas_version as A; c = A(); "
+            "import pandas; print(n[0], a == b == c == pandas.__version__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["1", "True"], out.stdout + out.stderr
 
 
 def test_the_archive_summary_ranks_links_as_pandas_does(tmp_path):
