@@ -15,7 +15,8 @@ shipped to the executors as a zip), or ``amqp-dissect archive PATH... --out DIR`
 Modules: :mod:`.session` (the Spark session, the code shipped to executors), :mod:`.job` (the
 stages below, in order), :mod:`.stages` (what the tasks run), :mod:`.tables` and
 :mod:`.summaries` (the outputs), :mod:`.submit` (spark-submit's arguments), :mod:`.daemon` and
-:mod:`.zygote` (local executors' Python workers, their modules imported while the JVM starts).
+:mod:`.zygote` (local executors' Python workers, their modules imported while the JVM starts) and
+:mod:`.preload` (those modules).
 Stages (details
 in :mod:`amqp_dissect.pipelines.archive`):
 

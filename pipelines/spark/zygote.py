@@ -3,7 +3,7 @@
 Spark starts its Python worker daemon (:mod:`.daemon`) when the first Python task of the session
 is submitted, and every task waits for that daemon's imports (about 0.9 s on a two-core machine,
 on one core while the other waits: stage 1's first tasks).  :func:`start` runs, before the JVM
-starts, a process that imports the same modules (:data:`.daemon.PRELOAD`) while the JVM boots,
+starts, a process that imports the same modules (:data:`.preload.PRELOAD`) while the JVM boots,
 then listens on a Unix socket (in a private temporary folder, named to the JVM and so to the
 daemon's launcher by ``AMQP_DISSECT_SPARK_ZYGOTE``).  The launcher (:func:`hand_over`) sends it
 its stdin, stdout and stderr (the JVM's pipes), its environment and its working folder; the
@@ -100,7 +100,7 @@ def serve() -> None:
         os.write(1, (line + "\n").encode())
     except OSError:
         pass
-    from .daemon import preload
+    from .preload import preload
 
     preload()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # (the daemons are reaped by the kernel)

@@ -1,0 +1,36 @@
+"""What the local executors' Python worker daemon imports before it forks its workers
+(:data:`PRELOAD`, :func:`preload`): run by the session's zygote (:mod:`.zygote`) while the JVM
+starts, or by the daemon's launcher (:mod:`.daemon`) when there is no zygote.  A module of its own
+so that neither of those two imports the other's module for it.
+"""
+
+import importlib
+
+# pandas too: no task uses it, but pyarrow imports it at a worker's first ``pa.array`` of a Python
+# list (to ask whether the list is a pandas object), which every stage-1 task makes: without it in
+# the preload, each Python worker paid pandas' import (about 0.3 to 0.45 CPU s) inside its first
+# stage-1 task, on the job's critical path; imported once here, the workers are forked with it
+# (and pyarrow.dataset, which pq.read_table uses: the stage-2 and tables tasks read Parquet files)
+PRELOAD = ("pyspark.worker", "pyarrow", "pyarrow.parquet", "pyarrow.dataset", "pandas", "amqp_dissect.dissect",
+           "amqp_dissect.results.analytics", "amqp_dissect.pipelines.archive", "amqp_dissect.pipelines.spark.stages",
+           "amqp_dissect.pipelines.spark.summaries")
+
+
+def preload() -> None:
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception:  # (a worker imports what it needs itself: nothing lost but the head start)
+            pass
+    try:
+        # pyarrow's first pa.array of a Python list sets up its pandas shim (pyarrow.pandas_compat,
+        # pandas' extension types), and the writers ask for pandas' version (their metadata):
+        # done once here rather than in each worker's first task
+        import pyarrow as pa
+
+        pa.array([0])
+        from amqp_dissect.results.tables import _pandas_version
+
+        _pandas_version()
+    except Exception:
+        pass
