@@ -19,6 +19,7 @@ jsonl keeps nested cells as JSON values rather than text.
 
 from __future__ import annotations
 
+import functools
 import json
 import json.encoder
 import math
@@ -113,30 +114,23 @@ def _pandas_metadata(table: str) -> dict:
     return {b"pandas": json.dumps(meta).encode("utf-8")}
 
 
-_PANDAS_VERSION: list = []  # the answer of _pandas_version, once per process
-
-
+@functools.cache
 def _pandas_version() -> str | None:
     """The installed pandas' version (None without pandas), without importing it; asked once per
-    process: the lookup of a distribution's metadata searches every ``sys.path`` entry (in Spark's
-    Python workers, pyspark's zip files too: about 20 ms a call), and the archive's table and
-    summary writers ask for it per schema."""
-    if _PANDAS_VERSION:
-        return _PANDAS_VERSION[0]
+    process (cached): the lookup of a distribution's metadata searches every ``sys.path`` entry (in
+    Spark's Python workers, pyspark's zip files too: about 20 ms a call), and the archive's table
+    and summary writers ask for it per schema."""
     import sys
 
     pd = sys.modules.get("pandas")
     if pd is not None:
-        v = pd.__version__
-    else:
-        from importlib.metadata import PackageNotFoundError, version  # (itself an import of 0.1 s and more)
+        return pd.__version__
+    from importlib.metadata import PackageNotFoundError, version  # (itself an import of 0.1 s and more)
 
-        try:
-            v = version("pandas")
-        except PackageNotFoundError:
-            v = None
-    _PANDAS_VERSION.append(v)
-    return v
+    try:
+        return version("pandas")
+    except PackageNotFoundError:
+        return None
 
 
 def spark_schema(table: str):
