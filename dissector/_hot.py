@@ -30,6 +30,7 @@ HOT_MODULES = (
     "amqp_dissect.model.machine",
     "amqp_dissect.model.delivery",
     "amqp_dissect.model.deliveries",
+    "amqp_dissect.model.store",
     "amqp_dissect.model.stats",
     "amqp_dissect.model.stalls",
     "amqp_dissect.model.state",

@@ -3,7 +3,11 @@
 A table holds the deliveries of one session sent by one peer that are not folded yet, by
 delivery-id (the latest delivery of an id), and what finding them needs:
 
-* the ids in order (``order``, offsets from the first id the peer used), kept only once a wide
+* the run: a list of the deliveries at consecutive ids, as a peer numbers them, one slot an id
+  (empty once folded; the folded head is given back): adding, finding, forgetting and a range of
+  ids are list operations; the deliveries of an id outside it (out of order, far ahead, wrapped)
+  are held by id in ``by_id``;
+* the ids of ``by_id`` in order (``order``, offsets from the first id the peer used), kept only once a wide
   disposition range asked for them: a range finds its deliveries by bisection, at a cost in
   proportion to those it touches (folded ids are dropped lazily, ``stale`` counts them);
 * the first id and the next id the peer uses (ids between were seen; a disposition of one that
@@ -27,6 +31,8 @@ except ImportError:
 
 from .delivery import _Delivery
 from .serial import SERIAL_HALF, SERIAL_MASK, SERIAL_MOD, serial_add, serial_diff, serial_range_len
+from .store import (FLAG_COMPLETE, FLAG_DEAD, FLAG_HIDDEN, FLAG_NO_TAG, FLAG_RESUMED, FLAG_RSM_SHIFT, _RSM_NAMES,
+                    CompactStore, _compactable)
 
 _M32 = SERIAL_MASK  # (a C constant when compiled: see deliveries.pxd)
 
@@ -34,122 +40,12 @@ _M32 = SERIAL_MASK  # (a C constant when compiled: see deliveries.pxd)
 # COMPACT_KEEP move to its CompactStore (read at run time: tests set them on this module)
 COMPACT_AT = 4096
 COMPACT_KEEP = 1024  # the newest deliveries of the table stay objects (the ones a disposition names next)
-_RSM_CODES = {None: 0, "first": 1, "second": 2}
-_RSM_NAMES = (None, "first", "second")
-# a compacted delivery's flags
-FLAG_COMPLETE = 1
-FLAG_RESUMED = 2
-FLAG_NO_TAG = 4
-FLAG_DEAD = 8  # expanded (an object again) or superseded: not a delivery of the store any more
-FLAG_HIDDEN = 16  # a later delivery took its delivery-id: still a row, no longer found by id
-FLAG_RSM_SHIFT = 5  # bits 5-6: receiver-settle-mode code
-TAG_MAX = 64  # the longest delivery-tag a compacted delivery keeps
-_TS_CAP = 1 << 63  # the times a store's int64 columns hold (nanoseconds: the years 1677 to 2262)
-
-
-class CompactStore:
-    """Struct-of-arrays of one session's compacted deliveries of one sending peer, in id order:
-    offsets of their delivery-ids from the table's first id (``DeliveryTable.first_id``),
-    first-transfer order (``seq``), times, packets, frames, bytes, flags, link, tag."""
-
-    __slots__ = ("offs", "seq", "first_ts", "last_ts", "first_packet", "last_packet", "frames", "size",
-                 "flags", "link", "tag_end", "tags", "dead", "by_link")
-
-    def __init__(self):
-        self.offs = array("q")
-        self.seq = array("q")
-        self.first_ts = array("q")  # (nanoseconds: a time beyond the 64-bit range stays an object)
-        self.last_ts = array("q")
-        self.first_packet = array("q")
-        self.last_packet = array("q")
-        self.frames = array("i")
-        self.size = array("q")
-        self.flags = array("B")
-        self.link = array("i")  # the link's index in its connection (_Conn.links)
-        self.tag_end = array("q")  # each tag is tags[tag_end[i-1]:tag_end[i]] (tags may be out of order)
-        self.tags = bytearray()
-        self.dead = 0
-        # link index -> rows of its live deliveries (made by compact_rows in one walk of the store for
-        # every link; None again when the store changes)
-        self.by_link = None
-
-    def __len__(self) -> int:
-        return len(self.offs)
-
-    def find(self, off) -> int:
-        """Position of the live, findable delivery at id offset ``off``, or -1."""
-        offs = self.offs
-        n = len(offs)
-        i = bisect_left(offs, off)
-        while i < n and offs[i] == off:
-            if not self.flags[i] & (FLAG_DEAD | FLAG_HIDDEN):
-                return i
-            i += 1
-        return -1
-
-    def tag(self, i):
-        if self.flags[i] & FLAG_NO_TAG:
-            return None
-        a = self.tag_end[i - 1] if i else 0
-        return bytes(self.tags[a:self.tag_end[i]])
-
-    def append(self, o, x) -> None:
-        """Delivery ``x`` (at id offset ``o``, beyond the store's last) as a row."""
-        self.by_link = None
-        self.offs.append(o)
-        self.seq.append(x.seq)
-        self.first_ts.append(x.first_ts)
-        self.last_ts.append(x.last_ts)
-        self.first_packet.append(x.first_packet)
-        self.last_packet.append(x.last_packet)
-        self.frames.append(x.frames)
-        self.size.append(x.size)
-        fl = _RSM_CODES[x.rcv_settle_mode] << FLAG_RSM_SHIFT
-        if x.complete:
-            fl |= FLAG_COMPLETE
-        if x.resumed:
-            fl |= FLAG_RESUMED
-        if x.tag is None:
-            fl |= FLAG_NO_TAG
-        else:
-            self.tags += x.tag
-        self.flags.append(fl)
-        self.link.append(x.link.index)
-        self.tag_end.append(len(self.tags))
-
-    def copy_row(self, old, r) -> None:
-        """Row ``r`` of the store ``old`` as a row of this one (a rebuild)."""
-        self.offs.append(old.offs[r])
-        for name in ("seq", "first_ts", "last_ts", "first_packet", "last_packet", "frames", "size", "flags", "link"):
-            getattr(self, name).append(getattr(old, name)[r])
-        if not old.flags[r] & FLAG_NO_TAG:
-            self.tags += old.tag(r)
-        self.tag_end.append(len(self.tags))
-
-
-# --------------------------------------------------------------------------- which deliveries compact
-
-def _unsettled_plain(x) -> bool:
-    """No settlement, outcome, state, transaction, disposition, payload or abort: nothing but counts."""
-    return (x.settled is None and x.outcome is None and x.outcome_by is None and x.outcome_error is None
-            and x.received_state is None and x.txn_id is None and x.sender_state is None and x.txn is None
-            and x.enlisted_in is None and x.payload is None and not x.aborted and not x.folded
-            and x.delivery_failed is None and x.undeliverable_here is None and x.disp0 == 0
-            and x.disp1 == 0 and x.message is None)
-
-
-def _fits_columns(x, link) -> bool:
-    """Every value the store keeps fits its column (int64 times and packets, int32 frames, ...)."""
-    return (x.rcv_settle_mode in _RSM_CODES and type(x.first_ts) is int and type(x.last_ts) is int
-            and -_TS_CAP <= x.first_ts < _TS_CAP and -_TS_CAP <= x.last_ts < _TS_CAP
-            and type(x.first_packet) is int and type(x.last_packet) is int and 0 <= x.frames < 2**31
-            and 0 <= x.size < 2**62 and link.index < 2**31 and (x.tag is None or len(x.tag) <= TAG_MAX))
-
-
-def _compactable(x, link) -> bool:
-    """Delivery ``x`` of ``link`` may move to the store: plain, not the link's partial one, not on a
-    transaction coordinator link, and its values fit the columns."""
-    return (_unsettled_plain(x) and link.partial is not x and not link.coordinator and _fits_columns(x, link))
+# the run of consecutive ids (DeliveryTable.run): an id at most RUN_GAP beyond its end extends it; its
+# folded head is given back once RUN_TRIM slots long; its deliveries move to by_id when its empty slots
+# outnumber them by more than RUN_SPILL + 4 per delivery (memory stays in proportion to deliveries)
+RUN_GAP = 64
+RUN_TRIM = 256
+RUN_SPILL = 4096
 
 
 # --------------------------------------------------------------------------- the table
@@ -164,30 +60,95 @@ def _offset(row):
 class DeliveryTable:
     """The deliveries of one session sent by one peer that are not folded yet (see the module)."""
 
-    __slots__ = ("session", "direction", "by_id", "order", "stale", "first_id", "next_id", "store", "compact_at")
+    __slots__ = ("session", "direction", "run", "run_off", "run_head", "run_n", "by_id", "order", "stale", "first_id",
+                 "last_id", "store", "compact_at")
 
     def __init__(self, session, direction: int):
         self.session = session
         self.direction = direction  # the sending peer
-        self.by_id = {}  # delivery-id -> _Delivery (the latest of that id)
+        # the run: deliveries at consecutive ids (a peer numbers its deliveries one by one): run[i] is
+        # the delivery of id offset run_off + i (offsets from first_id), or None (folded, or never
+        # sent); slots before run_head are None; run_n deliveries in it
+        self.run = []
+        self.run_off = 0
+        self.run_head = 0
+        self.run_n = 0
+        # delivery-id -> _Delivery (the latest of that id) of the deliveries not in the run (an id
+        # outside it when it came: out of order, far ahead, wrapped); an id is in one of the two
+        self.by_id = {}
         # the ids of by_id in order, as offsets from first_id (array "q"; None until a wide disposition
-        # range needs it and again once the table is empty); stale: ids folded since, not removed yet
+        # range needs it and again once by_id is empty); stale: ids folded since, not removed yet
         self.order = None
         self.stale = 0
         self.first_id = None  # first delivery-id seen (ids from it to below next_id were seen)
-        self.next_id = None
-        self.store = None  # CompactStore of the deliveries compacted out of by_id (None while none)
-        self.compact_at = COMPACT_AT  # the size of by_id at which the next compaction runs
+        self.last_id = None  # the latest delivery-id added (next_id follows it)
+        self.store = None  # CompactStore of the deliveries compacted out of the table (None while none)
+        self.compact_at = COMPACT_AT  # the deliveries held at which the next compaction runs
 
     def __len__(self) -> int:
-        return len(self.by_id)
+        return self.run_n + len(self.by_id)
+
+    @property
+    def next_id(self):
+        """The id after the latest added (None before any)."""
+        return None if self.last_id is None else serial_add(self.last_id, 1)
+
+    def _run_slot(self, did) -> int:
+        """The run's slot of id ``did`` (-1: outside the run)."""
+        if self.first_id is None:
+            return -1
+        i = serial_diff(did, self.first_id) - self.run_off
+        return i if 0 <= i < len(self.run) else -1
 
     def get(self, did):
         """The delivery of id ``did`` held as an object, or None."""
-        return self.by_id.get(did)
+        i = self._run_slot(did)
+        if i >= 0:
+            x = self.run[i]
+            if x is not None:
+                return x
+        return self.by_id.get(did) if self.by_id else None
 
     def add(self, did, dlv) -> None:
         """``dlv`` is a new delivery with id ``did``: from now on the delivery of that id."""
+        if self.first_id is None:
+            self.first_id = did
+        self.last_id = did  # (next_id is made when asked: no int object per delivery)
+        run = self.run
+        k = len(run)
+        if self.run_n == 0:  # an empty run starts again at this id
+            if k:
+                run.clear()
+                k = 0
+            self.run_off = serial_diff(did, self.first_id)
+            self.run_head = 0
+        i = serial_diff(did, self.first_id) - self.run_off
+        if i == k:  # the next id: the usual case
+            run.append(dlv)
+            known = False
+        elif 0 <= i < k:
+            known = run[i] is not None
+            run[i] = dlv
+            if i < self.run_head:
+                self.run_head = i
+        elif k < i <= k + RUN_GAP:  # a few ids ahead: the ids between stay empty
+            run.extend([None] * (i - k))
+            run.append(dlv)
+            known = False
+        else:  # outside the run
+            self._add_other(did, dlv)
+            return
+        if not known:
+            self.run_n += 1
+            if self.by_id and self._pop_other(did):  # (the id's previous delivery was held outside the run)
+                known = True
+        if not known and self.store is not None:
+            self._store_hide(did)
+        if k - self.run_head > 4 * self.run_n + 64 and k - self.run_head > RUN_SPILL + 4 * self.run_n:
+            self._spill()  # (mostly empty slots behind an old delivery)
+
+    def _add_other(self, did, dlv) -> None:
+        """:meth:`add` of an id outside the run: into ``by_id``."""
         by_id = self.by_id
         if cython.compiled and type(by_id) is dict:  # (C dict calls; a test may put a counting mapping here)
             tbl = by_id
@@ -196,53 +157,96 @@ class DeliveryTable:
         else:
             known = did in by_id
             by_id[did] = dlv
-        self.next_id = serial_add(did, 1)
-        if self.first_id is None:
-            self.first_id = did
         if not known:
             if self.order is not None:
                 self._order_add(did)
             if self.store is not None:
                 self._store_hide(did)
 
+    def _pop_other(self, did) -> bool:
+        """Drop the delivery of ``did`` from ``by_id`` (the run holds that id now): True if there was one."""
+        if self.by_id.pop(did, None) is None:
+            return False
+        self._other_dropped()
+        return True
+
+    def _other_dropped(self) -> None:
+        """A delivery left ``by_id``: the ordered ids forget it (now, or lazily)."""
+        if not self.by_id:
+            self.by_id.clear()
+            self.order = None
+            self.stale = 0
+        elif self.order is not None:
+            self.stale += 1
+            if self.stale > len(self.by_id) + 32:
+                self._order_rebuild()
+
+    def _spill(self) -> None:
+        """The run's deliveries move to ``by_id`` (empty slots outnumber them: an old delivery holds
+        the run's head while later ones are folded); the next delivery starts a run again."""
+        run = self.run
+        by_id = self.by_id
+        for i in range(self.run_head, len(run)):
+            x = run[i]
+            if x is not None:
+                by_id[x.delivery_id] = x
+                if self.order is not None:
+                    self._order_add(x.delivery_id)
+        run.clear()
+        self.run_n = 0
+        self.run_head = 0
+
+    def _run_drop(self, i) -> None:
+        """Slot ``i`` of the run is emptied (its delivery folded or compacted)."""
+        run = self.run
+        run[i] = None
+        self.run_n -= 1
+        if self.run_n == 0:
+            run.clear()
+            self.run_head = 0
+            return
+        h = self.run_head
+        if i == h:
+            k = len(run)
+            while h < k and run[h] is None:
+                h += 1
+            if 2 * h >= k and h >= RUN_TRIM:  # the folded head given back
+                del run[:h]
+                self.run_off += h
+                h = 0
+            self.run_head = h
+
     def forget(self, dlv) -> None:
         """``dlv`` was folded: out of the table if it is still the delivery of its id."""
-        table = self.by_id
         did = dlv.delivery_id
+        if did is None:
+            return
+        if self.run_n:
+            i = self._run_slot(did)
+            if i >= 0 and self.run[i] is dlv:
+                self._run_drop(i)
+                return
+        table = self.by_id
+        if not table:
+            return
         if cython.compiled and type(table) is dict:  # (C dict calls; a test may put a counting mapping here)
             tbl = table
-            mine = did is not None and tbl.get(did) is dlv
+            mine = tbl.get(did) is dlv
             if mine:
                 del tbl[did]
-                if not tbl:
-                    tbl.clear()
-                    self.order = None
-                    self.stale = 0
-                elif self.order is not None:
-                    self.stale += 1
-                    if self.stale > len(tbl) + 32:
-                        self._order_rebuild()
+                self._other_dropped()
             return
-        mine = did is not None and table.get(did) is dlv
-        if mine:
+        if table.get(did) is dlv:
             del table[did]
-            if not table:
-                table.clear()
-                self.order = None
-                self.stale = 0
-            elif self.order is not None:
-                self.stale += 1
-                if self.stale > len(table) + 32:
-                    self._order_rebuild()
+            self._other_dropped()
 
     def find_each(self, first, n) -> list:
         """The deliveries with ids ``first .. first+n-1`` (a few), looked up one by one; a compacted
         one becomes an object again."""
-        table = self.by_id
         hits = []
         st = self.store
         for i in range(n):
-            x = table.get((first + i) & SERIAL_MASK)
+            x = self.get((first + i) & SERIAL_MASK)
             if x is not None:
                 hits.append(x)
             elif st is not None:  # compacted?  An object again
@@ -264,7 +268,7 @@ class DeliveryTable:
 
     def due(self) -> bool:
         """Holds more objects than the compaction threshold."""
-        return len(self.by_id) > self.compact_at
+        return self.run_n + len(self.by_id) > self.compact_at
 
     # -- the ordered ids (a wide disposition range) ----------------------------------------
 
@@ -324,31 +328,58 @@ class DeliveryTable:
 
     def in_range(self, first, n) -> list:
         """The deliveries whose ids are ``first .. first+n-1``, in id order (compacted ones made
-        objects again).  Bisects the ordered ids and drops the folded ones it meets: the cost is in
-        proportion to the deliveries touched (each folded id is met once)."""
+        objects again).  Slices the run; bisects the ordered ids of ``by_id`` and drops the folded
+        ones it meets: the cost is in proportion to the deliveries touched (each folded id is met
+        once)."""
         if self.store is not None:
             return self._in_range_compact(first, n)
-        table = self.by_id
         hits = []
-        if not table:
+        if not self.run_n and not self.by_id:
             return hits
-        if self.order is None:  # the first wide range since the table was last empty: order its ids now
-            self._order_rebuild()
-        order = self.order
-        base = self.first_id
-        dead = 0
         for lo, hi in self._pieces(first, n):
-            dead += _collect(order, table, base, lo, hi, hits)
-        if dead:
-            self.stale = max(0, self.stale - dead)
+            self._objects_in(lo, hi, hits)
         return hits
+
+    def _objects_in(self, lo, hi, hits) -> None:
+        """Append the table's deliveries at id offsets ``lo .. hi`` to ``hits``, in id order."""
+        other = None
+        if self.by_id:
+            if self.order is None:  # the first wide range since by_id was last empty: order its ids now
+                self._order_rebuild()
+            other = []
+            dead = _collect(self.order, self.by_id, self.first_id, lo, hi, other)
+            if dead:
+                self.stale = max(0, self.stale - dead)
+        if not self.run_n:
+            if other:
+                hits.extend(other)
+            return
+        run = self.run
+        a = max(lo - self.run_off, self.run_head)
+        b = min(hi - self.run_off, len(run) - 1)
+        if not other:
+            for i in range(a, b + 1):
+                x = run[i]
+                if x is not None:
+                    hits.append(x)
+            return
+        for i in range(a, b + 1):
+            x = run[i]
+            if x is not None:
+                other.append(x)
+        base = self.first_id
+        both = [(serial_diff(y.delivery_id, base), y) for y in other]  # (an id is in the run or in by_id)
+        both.sort(key=_offset)
+        for t in both:
+            hits.append(t[1])
 
     def range_count(self, first, n) -> int:
         """At most how many deliveries of the table and its store have ids ``first .. first+n-1``
-        (bisections of the ordered ids: folded ones not dropped yet count too)."""
+        (the run's slots, empty ones too, and bisections of the ordered ids: folded ones not dropped
+        yet count too)."""
         table = self.by_id
         st = self.store
-        if not table and st is None:
+        if not table and not self.run_n and st is None:
             return 0
         if table and self.order is None:
             self._order_rebuild()
@@ -357,6 +388,11 @@ class DeliveryTable:
         for lo, hi in self._pieces(first, n):
             if order is not None:
                 k += _bisect_right_q(order, hi) - _bisect_left_q(order, lo)
+            if self.run_n:
+                a = max(lo - self.run_off, self.run_head)
+                b = min(hi - self.run_off, len(self.run) - 1)
+                if b >= a:
+                    k += b - a + 1
             if st is not None:
                 k += _bisect_right_q(st.offs, hi) - _bisect_left_q(st.offs, lo)
         return k
@@ -366,16 +402,9 @@ class DeliveryTable:
         store (made objects again), merged in id order."""
         base = self.first_id
         hits = []
-        if self.order is None and self.by_id:
-            self._order_rebuild()  # (ordered on the first wide range, as in in_range)
         for lo, hi in self._pieces(first, n):
             got = []
-            order = self.order
-            table = self.by_id
-            if order is not None and table:
-                dead = _collect(order, table, base, lo, hi, got)
-                if dead:
-                    self.stale = max(0, self.stale - dead)
+            self._objects_in(lo, hi, got)
             rows = self._store_range(lo, hi)
             if not rows:
                 hits.extend(got)
@@ -396,7 +425,8 @@ class DeliveryTable:
         """Move the plain deliveries of the table but the newest COMPACT_KEEP to the store."""
         table = self.by_id
         base = self.first_id
-        keep = len(table) - COMPACT_KEEP
+        total = len(self)
+        keep = total - COMPACT_KEEP  # (the oldest first: by_id's, then the run's in id order)
         moving = []
         for did, x in table.items():
             if keep <= 0:
@@ -404,7 +434,18 @@ class DeliveryTable:
             keep -= 1
             if _compactable(x, x.link):
                 moving.append((serial_diff(did, base), x))
-        self.compact_at = max(COMPACT_AT, 2 * (len(table) - len(moving)))
+        run = self.run
+        if keep > 0 and self.run_n:
+            for i in range(self.run_head, len(run)):
+                x = run[i]
+                if x is None:
+                    continue
+                if keep <= 0:
+                    break
+                keep -= 1
+                if _compactable(x, x.link):
+                    moving.append((serial_diff(x.delivery_id, base), x))
+        self.compact_at = max(COMPACT_AT, 2 * (total - len(moving)))
         if not moving:  # (deliveries with dispositions or outcomes, waiting for settlement: no store)
             return
         st = self.store
@@ -418,11 +459,17 @@ class DeliveryTable:
             for o, x in moving:
                 st.append(o, x)
         for _o, x in moving:
-            del table[x.delivery_id]
+            i = self._run_slot(x.delivery_id) if self.run_n else -1
+            if i >= 0 and run[i] is x:
+                self._run_drop(i)
+            else:
+                del table[x.delivery_id]
             link = x.link
             del link.live[x]
             link.compacted += 1
             link.reordered = True
+        if not table:
+            table.clear()
         self.order = None  # (ordered again by the next wide range)
         self.stale = 0
 
@@ -478,8 +525,16 @@ class DeliveryTable:
         link.compacted -= 1
         link.reordered = True
         link.live[x] = x  # (out of seq order: readers sort a link that was compacted)
-        self.by_id[x.delivery_id] = x
-        self._order_add(x.delivery_id)
+        did = x.delivery_id
+        j = self._run_slot(did) if self.run_n else -1
+        if j >= 0 and self.run[j] is None:  # (back in its slot of the run)
+            self.run[j] = x
+            self.run_n += 1
+            if j < self.run_head:
+                self.run_head = j
+        else:
+            self.by_id[did] = x
+            self._order_add(did)
         if st.dead * 2 > len(st.offs):
             self._store_rebuild([(st.offs[k], k) for k in range(len(st.offs))])
         return x
@@ -497,11 +552,10 @@ class DeliveryTable:
         st = self.store
         offs = st.offs
         flags = st.flags
-        table = self.by_id
         base = self.first_id
         out = []
         for i in range(bisect_left(offs, a), bisect_right(offs, b)):
-            if not flags[i] & (FLAG_DEAD | FLAG_HIDDEN) and (base + offs[i]) & SERIAL_MASK not in table:
+            if not flags[i] & (FLAG_DEAD | FLAG_HIDDEN) and self.get((base + offs[i]) & SERIAL_MASK) is None:
                 out.append((offs[i], i))
         return out
 

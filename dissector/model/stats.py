@@ -13,7 +13,8 @@ except ImportError:
 
 from ..amqp.spec import OUTCOMES
 from ..times import NS
-from .deliveries import FLAG_RESUMED, by_seq, compact_rows
+from .deliveries import by_seq, compact_rows
+from .store import FLAG_RESUMED
 
 TERMINAL_OUTCOMES_ORDER = OUTCOMES  # accepted, rejected, released, modified, declared (from the spec)
 TERMINAL_OUTCOMES = frozenset(OUTCOMES)

@@ -12,13 +12,16 @@ cdef class Analyzer(StateTracker):
     cdef public object keep_rows, delivery_sink, not_accepted_count, fold_out
     cdef public list _rows, _slowest, _not_accepted
     cdef public object _slow_min, _slow_cut_order
+    cdef public bint _slow_min_c
+    cdef public long long _slow_min_ns
     cdef public dict _stats_cache
     cdef public FoldWatch watch
 
     cpdef feed(self, event)
     cpdef _on_fold(self, dlv)
 
-    @cython.locals(d=_Delivery, cut=object)
+    @cython.locals(d=_Delivery, cut=object, a="long long", b="long long", lat_c="long long",
+                   cut_c="long long", below=bint, fits=bint)
     cpdef _notable(self, dlv, heaps=*)
 
     @cython.locals(d=_Delivery, ctx_index=list, ctx_rows=list, ctx_pos=dict,

@@ -339,6 +339,8 @@ class Analyzer(StateTracker):
         self._slowest: list = []  # (latency, delivery): candidates for the NOTABLE slowest settlements
         self._slow_min = float("-inf")  # latency of the NOTABLE-th slowest ranked so far ...
         self._slow_cut_order = ()  # ... and its table order (equal latencies rank in table order)
+        self._slow_min_c = False  # _slow_min is an integer within 62 bits, also held in _slow_min_ns
+        self._slow_min_ns = 0
         self._not_accepted: list = []  # max-heap (negated order key, delivery): the first NOT_ACCEPTED in order
         self.not_accepted_count = 0
         self._stats_cache: dict = {}  # link -> DeliveryStats with the live deliveries added (valid until fed)
@@ -382,17 +384,35 @@ class Analyzer(StateTracker):
             not_acc = self._not_accepted
         else:
             slowest, not_acc = heaps
-        if d.settled is not None:
-            lat = d.settled[0] - d.first_ts
-            cut = self._slow_min
-            if heaps is not None or lat > cut or (lat == cut and _before(d, self._slow_cut_order)):
-                # a candidate for the NOTABLE slowest: kept unranked, ranked a batch at a time
-                slowest.append((lat, d))
-                if heaps is None and len(slowest) >= _SLOW_BATCH:
-                    self._slowest = slowest = _slowest_ranked(slowest, self._order)
-                    if len(slowest) >= NOTABLE:  # what a later delivery must beat
-                        self._slow_min = slowest[-1][0]
-                        self._slow_cut_order = self._order(slowest[-1][1])
+        st = d.settled
+        if st is not None:
+            t1 = st[0]
+            t0 = d.first_ts
+            below = False  # (compiled: the usual delivery, below the cut, is ruled out on C integers)
+            if heaps is None and self._slow_min_c and type(t1) is int and type(t0) is int:
+                fits = True
+                try:
+                    a = t1
+                    b = t0
+                except OverflowError:  # (beyond 64 bits)
+                    fits = False
+                if fits and ((a >> 62) == 0 or (a >> 62) == -1) and ((b >> 62) == 0 or (b >> 62) == -1):
+                    lat_c = a - b  # (no overflow: both within +-2**62)
+                    cut_c = self._slow_min_ns
+                    below = lat_c < cut_c or (lat_c == cut_c and not _before(d, self._slow_cut_order))
+            if not below:
+                lat = t1 - t0
+                cut = self._slow_min
+                if heaps is not None or lat > cut or (lat == cut and _before(d, self._slow_cut_order)):
+                    # a candidate for the NOTABLE slowest: kept unranked, ranked a batch at a time
+                    slowest.append((lat, d))
+                    if heaps is None and len(slowest) >= _SLOW_BATCH:
+                        self._slowest = slowest = _slowest_ranked(slowest, self._order)
+                        if len(slowest) >= NOTABLE:  # what a later delivery must beat
+                            self._slow_min = cut = slowest[-1][0]
+                            self._slow_cut_order = self._order(slowest[-1][1])
+                            self._slow_min_c = type(cut) is int and -(1 << 62) <= cut < (1 << 62)
+                            self._slow_min_ns = cut if self._slow_min_c else 0
         if d.outcome not in ("accepted", "declared") and not d.presettled:
             # (a presettled delivery expects no outcome: at-most-once)
             if heaps is None:
