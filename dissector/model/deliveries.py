@@ -465,7 +465,7 @@ class DeliveryTable:
             else:
                 del table[x.delivery_id]
             link = x.link
-            del link.live[x]
+            link.live.drop(x)
             link.compacted += 1
             link.reordered = True
         if not table:
@@ -524,7 +524,7 @@ class DeliveryTable:
         link = x.link
         link.compacted -= 1
         link.reordered = True
-        link.live[x] = x  # (out of seq order: readers sort a link that was compacted)
+        link.live.add(x)  # (out of seq order: readers sort a link that was compacted)
         did = x.delivery_id
         j = self._run_slot(did) if self.run_n else -1
         if j >= 0 and self.run[j] is None:  # (back in its slot of the run)

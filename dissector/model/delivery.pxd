@@ -1,6 +1,7 @@
 # Augmenting declarations for Cython (dissector/model/delivery.py): a delivery is an extension type
 # (attributes in a C struct, every one public, so reading and setting them from Python behaves as
 # with __slots__); the other rooms cimport it.
+import cython
 
 cdef class _Delivery:
     cdef public object link
@@ -39,6 +40,19 @@ cdef class _Delivery:
     cdef public Py_ssize_t seq
     cdef public object folded
     cdef public object message
+    cdef public Py_ssize_t live_at
 
     cpdef settle(self, by, ts, packet)
     cpdef _init(self, link, session, direction, delivery_id, tag, ts, packet)
+
+
+cdef class LiveDeliveries:
+    cdef public list slots
+    cdef public Py_ssize_t off, head, n
+
+    cpdef add(self, _Delivery x)
+    @cython.locals(slots=list, i=Py_ssize_t, h=Py_ssize_t, k=Py_ssize_t)
+    cpdef bint drop(self, _Delivery x) except -1
+    @cython.locals(off=Py_ssize_t, kept=list, j=Py_ssize_t)
+    cpdef _pack(self)
+    cpdef list values(self)

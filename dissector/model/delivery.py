@@ -20,7 +20,7 @@ class _Delivery:
         "snd_settled", "rcv_settled", "outcome", "outcome_by", "outcome_ts", "outcome_packet",
         "outcome_error", "delivery_failed", "undeliverable_here", "received_state", "txn_id",
         "disp0", "disp1", "rcv_settle_mode", "payload", "sender_state", "settled", "txn", "enlisted_in",
-        "seq", "folded", "message",
+        "seq", "folded", "message", "live_at",
     )
 
     def __init__(self, link, session, direction, delivery_id, tag, ts, packet):
@@ -68,6 +68,7 @@ class _Delivery:
         self.enlisted_in = None  # _Txn whose work this delivery is part of
         self.seq = 0  # order of first transfers over the whole capture
         self.message = None  # the scan of its message (amqp.message.MessageScan) when messages are read
+        self.live_at = 0  # its place in its link's LiveDeliveries
 
     @property
     def dispositions(self) -> list:
@@ -84,3 +85,77 @@ class _Delivery:
             self.rcv_settled = at
         if self.settled is None:
             self.settled = at
+
+
+# a link's live deliveries give back their folded head once LIVE_TRIM slots long and half the list;
+# they are packed again when empty slots outnumber them by more than LIVE_PACK + 4 per delivery
+LIVE_TRIM = 256
+LIVE_PACK = 4096
+
+
+class LiveDeliveries:
+    """The deliveries of a link not folded yet (``_Link.live``), in the order they were added (first
+    transfers; one made an object again by a disposition comes last): a list with a slot each, the
+    slot of a folded one emptied.  Each delivery knows its slot (``_Delivery.live_at``, counted from
+    the first slot ever), so adding and dropping one are list operations, not a dict's."""
+
+    __slots__ = ("slots", "off", "head", "n")
+
+    def __init__(self):
+        self.slots = []
+        self.off = 0  # slots given back before slots[0]
+        self.head = 0  # slots before it are empty
+        self.n = 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def add(self, x) -> None:
+        x.live_at = self.off + len(self.slots)
+        self.slots.append(x)
+        self.n += 1
+
+    def drop(self, x) -> bool:
+        """``x`` leaves (folded or compacted); False if it was not here."""
+        slots = self.slots
+        i = x.live_at - self.off
+        if i < 0 or i >= len(slots) or slots[i] is not x:
+            return False
+        slots[i] = None
+        self.n -= 1
+        if self.n == 0:
+            self.off += len(slots)
+            slots.clear()
+            self.head = 0
+            return True
+        h = self.head
+        k = len(slots)
+        if i == h:
+            while h < k and slots[h] is None:
+                h += 1
+            if 2 * h >= k and h >= LIVE_TRIM:
+                del slots[:h]
+                self.off += h
+                h = 0
+            self.head = h
+        elif k - h > 4 * self.n + 64 and k - h > LIVE_PACK + 4 * self.n:
+            self._pack()
+        return True
+
+    def _pack(self) -> None:
+        """Only the deliveries, in their order, in new slots (an old one held the head)."""
+        off = self.off + len(self.slots)
+        kept = [x for x in self.slots if x is not None]
+        for j in range(len(kept)):
+            kept[j].live_at = off + j
+        self.slots = kept
+        self.off = off
+        self.head = 0
+
+    def values(self) -> list:
+        """The deliveries, in their order (a new list)."""
+        return [x for x in self.slots if x is not None]
+
+    def __iter__(self):
+        return iter(self.values())
+

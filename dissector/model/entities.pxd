@@ -4,6 +4,7 @@ import cython
 from amqp_dissect.model.machine cimport Endpoints
 from amqp_dissect.model.stats cimport DeliveryStats
 from amqp_dissect.model.deliveries cimport DeliveryTable
+from amqp_dissect.model.delivery cimport LiveDeliveries
 from amqp_dissect.model.credit cimport LinkCredit
 from amqp_dissect.model.window cimport SessionWindow
 from amqp_dissect.model.loss cimport LossRecord
@@ -32,7 +33,7 @@ cdef class _Link:
     cdef public object drain_stall
     cdef public object after_stall
     cdef public object partial
-    cdef public dict live
+    cdef public LiveDeliveries live
     cdef public DeliveryStats stats
     cdef public long long n_deliveries
     cdef public object coordinator

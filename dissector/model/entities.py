@@ -9,6 +9,7 @@ from __future__ import annotations
 from .credit import LinkCredit
 from .loss import LossRecord
 from .deliveries import DeliveryTable
+from .delivery import LiveDeliveries
 from .machine import CONNECTION_MACHINE, LINK_MACHINE, SESSION_MACHINE, Endpoints
 from .state import (DISPOSITION_TOUCH_BASE, _EMPTY_MAP, _EMPTY_MAPS, _EMPTY_PAIR, _NONE_PAIR, _START_ENDPOINTS,
                     _UNKNOWN_ENDPOINTS, _ZERO_PAIR)
@@ -50,7 +51,7 @@ class _Link:
         self.drain_stall = None
         self.after_stall = None  # the last stall that ended, until the sender's next transfer
         self.partial = None
-        self.live: dict = {}  # delivery -> itself: the deliveries not folded yet (unsettled or settling)
+        self.live = LiveDeliveries()  # the deliveries not folded yet (unsettled or settling)
         self.stats = DeliveryStats()  # the folded deliveries
         self.n_deliveries = 0
         self.coordinator = False

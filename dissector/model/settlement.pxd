@@ -31,7 +31,7 @@ cdef class SettlementRules:
     @cython.locals(x=_Delivery, link=_Link, q=SettleQueue, lag=Py_ssize_t)
     cpdef settled(self, _Delivery dlv)
 
-    @cython.locals(link=_Link, live=dict, s=_Session, sender=Py_ssize_t, table=DeliveryTable)
+    @cython.locals(link=_Link, s=_Session, sender=Py_ssize_t, table=DeliveryTable)
     cpdef fold(self, _Delivery dlv)
 
     @cython.locals(x=_Delivery, q=SettleQueue)

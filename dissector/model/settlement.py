@@ -120,10 +120,7 @@ class SettlementRules:
         """Count ``dlv`` into its link's :class:`DeliveryStats` and forget it (the hooks hear of it first)."""
         dlv.folded = True
         link = dlv.link
-        live = link.live
-        live.pop(dlv, None)
-        if not live:  # a dict keeps the room it once needed: give it back (a long capture has many links)
-            live.clear()
+        link.live.drop(dlv)
         s = dlv.session
         sender = dlv.direction
         table = s.deliveries[sender]

@@ -150,7 +150,7 @@ class TransferRules:
         dlv._init(link, s, d, did, _bin(v[T_DELIVERY_TAG]), f.ts, f.first_packet)
         self.seq += 1
         dlv.seq = self.seq
-        link.live[dlv] = dlv  # (keyed by the object: no int per delivery; values in first-transfer order)
+        link.live.add(dlv)  # (in first-transfer order)
         if did is not None:
             table = s.deliveries[d]
             table.add(did, dlv)

@@ -6,7 +6,7 @@ from amqp_dissect.model.delivery import _Delivery
 EXPECTED = {
     "link": "L", "session": "S", "direction": 1, "delivery_id": 7, "tag": b"t", "first_ts": 5_000, "first_packet": 3,
     "last_ts": 5_000, "last_packet": 3, "frames": 0, "size": 0, "complete": False, "presettled": False,
-    "aborted": False, "resumed": False, "folded": False, "seq": 0, "disp0": 0, "disp1": 0,
+    "aborted": False, "resumed": False, "folded": False, "seq": 0, "disp0": 0, "disp1": 0, "live_at": 0,
 }
 
 

@@ -7,7 +7,8 @@ from hypothesis import given, settings, strategies as st
 
 from amqp_dissect.model import deliveries
 from amqp_dissect.model.deliveries import DeliveryTable
-from amqp_dissect.model.delivery import _Delivery
+from amqp_dissect.model import delivery
+from amqp_dissect.model.delivery import LiveDeliveries, _Delivery
 from amqp_dissect.model.serial import SERIAL_MASK, serial_add
 
 
@@ -154,3 +155,56 @@ def test_an_id_held_outside_the_run_moves_into_it_when_the_run_starts_there():
     assert len(table) == 1
     table.forget(again)
     assert len(table) == 0
+
+
+# --------------------------------------------------------------------------- a link's live deliveries
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops=st.lists(st.one_of(st.just(("add",)), st.tuples(st.just("drop"), st.integers(0, 10**6)),
+                              st.tuples(st.just("again"), st.integers(0, 10**6))), max_size=300),
+       trim=st.sampled_from([256, 1]), pack=st.sampled_from([4096, 0]))
+def test_a_links_live_deliveries_are_those_added_and_not_dropped_in_their_order(ops, trim, pack):
+    old = delivery.LIVE_TRIM, delivery.LIVE_PACK
+    delivery.LIVE_TRIM, delivery.LIVE_PACK = trim, pack
+    try:
+        live, want, gone = LiveDeliveries(), [], []
+        seq = 0
+        for op in ops:
+            if op[0] == "add":
+                seq += 1
+                x = _dlv(seq, seq)
+                live.add(x)
+                want.append(x)
+            elif op[0] == "drop" and want:
+                x = want.pop(op[1] % len(want))
+                assert live.drop(x)
+                gone.append(x)
+            elif op[0] == "again" and gone:  # (dropped already, or never added: not there)
+                assert not live.drop(gone[op[1] % len(gone)])
+            assert live.values() == want and list(live) == want and len(live) == len(want)
+            assert bool(live) == bool(want)
+    finally:
+        delivery.LIVE_TRIM, delivery.LIVE_PACK = old
+
+
+def test_a_links_live_deliveries_stay_as_small_as_what_they_hold():
+    # one delivery never folded holds the head; the 200,000 after it are folded one by one (slots of
+    # their own: without packing the list would keep every one)
+    live = LiveDeliveries()
+    stuck = _dlv(0, 0)
+    live.add(stuck)
+    longest = 0
+    for i in range(1, 200_000):
+        x = _dlv(i, i)
+        live.add(x)
+        assert live.drop(x)
+        longest = max(longest, len(live.slots))
+    assert longest <= delivery.LIVE_PACK + 4 * 2 + 64 + 2
+    assert live.values() == [stuck] and live.drop(stuck) and not live and live.slots == []
+    # folded in order: the folded head is given back
+    for i in range(100_000):
+        live.add(_dlv(i, i))
+        if i >= 10:
+            assert live.drop(live.values()[0])
+        assert len(live.slots) <= 2 * delivery.LIVE_TRIM + 12
