@@ -30,22 +30,30 @@ class Fail(Exception):
         self.code = code
 
 
-def need_extra(command: str, extra: str) -> None:
-    """Before ``command`` does any work: the packages of ``extra`` import, or one line on stderr
+def need_extra(command: str, extra: str, modules=None) -> None:
+    """Before ``command`` does any work: the packages of ``extra`` (or only ``modules`` of them)
+    import, or one line on stderr
     (``amqp-dissect archive: needs the spark extra: pip install 'amqp-dissect[spark]'``) and exit
     :data:`EXIT_EXTRA`.  They are imported here for real (a package present but broken is as
     missing); a light install has neither pyspark nor pyshark and no other command imports them."""
+    if missing_extra(extra, modules):
+        import typer
+
+        print(f"amqp-dissect {command}: needs the {extra} extra: pip install 'amqp-dissect[{extra}]'",
+              file=sys.stderr)
+        raise typer.Exit(EXIT_EXTRA) from None
+
+
+def missing_extra(extra: str, modules=None) -> bool:
+    """Does one of the packages of ``extra`` (or of ``modules``) fail to import?  (Imports them.)"""
     import importlib
 
-    for module in EXTRAS[extra]:
+    for module in modules or EXTRAS[extra]:
         try:
             importlib.import_module(module)
         except ImportError:
-            import typer
-
-            print(f"amqp-dissect {command}: needs the {extra} extra: pip install 'amqp-dissect[{extra}]'",
-                  file=sys.stderr)
-            raise typer.Exit(EXIT_EXTRA) from None
+            return True
+    return False
 
 
 def load_keylog(path, notes: bool = True):
