@@ -124,24 +124,62 @@ def spark_session(master: str | None = None, conf=(), driver_memory: str | None 
     return spark
 
 
-def stop_session(spark) -> None:
+def stop_session(spark, end_jvm: bool = False) -> None:
     """``spark.stop()`` without its wait for the accumulator server: pyspark's server thread
     serves the JVM's one connection in a loop that looks at its shutdown flag once a second,
     and ``SparkContext.stop`` waits for that loop (measured: 0.92 of the 0.95 s a stop took, at
     the end of every ``archive`` run).  The JVM side stops as usual (no task runs any more, so
     no update is lost); the server is shut down by a daemon thread that ends within that second
-    (or with the process), with the same calls pyspark makes."""
+    (or with the process), with the same calls pyspark makes.
+
+    ``end_jvm``: also end the driver JVM this process started (the CLI's last step), and wait for
+    it.  Without it pyspark keeps the JVM for a next session and it exits only once this process
+    has (when its stdin pipe closes), after the interpreter's own teardown; closing that pipe
+    here lets the JVM's exit (its shutdown hooks) overlap what this process does after the stop.
+    The next session of this process, if any, starts a new JVM."""
     import threading
 
     sc = spark.sparkContext
     server = getattr(sc, "_accumulatorServer", None)
     if server is not None:
         sc._accumulatorServer = None  # (SparkContext.stop then skips its waiting shutdown)
+        # the JVM may go before the server's loop sees its flag: its end of file is no error then
+        server.handle_error = lambda *_: None
     try:
         spark.stop()
     finally:
         if server is not None:
             threading.Thread(target=server.shutdown, name="amqp-dissect-accumulator-stop", daemon=True).start()
+        if end_jvm:
+            end_driver_jvm()
+
+
+JVM_EXIT_TIMEOUT = 120.0  # end_driver_jvm's wait for the JVM (the first session writes its class archive then)
+
+
+def end_driver_jvm(wait: bool = True) -> None:
+    """End the driver JVM pyspark started for this process, once no SparkContext runs on it:
+    Py4J's connections closed and the JVM's stdin pipe (pyspark's gateway ends at its end of
+    file), then, with ``wait``, its exit waited for, at most :data:`JVM_EXIT_TIMEOUT` seconds (the
+    JVM of a session that writes the class archive, :func:`class_archive_options`, writes it as it
+    exits: it is never killed, a cut archive file would be taken for a whole one)."""
+    from pyspark import SparkContext
+
+    gw = SparkContext._gateway
+    proc = getattr(gw, "proc", None)
+    if gw is None or proc is None or SparkContext._active_spark_context is not None:
+        return  # (no JVM of ours, e.g. under spark-submit; or a context still runs on it)
+    SparkContext._gateway = None  # (a next session launches its own)
+    SparkContext._jvm = None
+    with contextlib.suppress(Exception):
+        gw.shutdown()
+    with contextlib.suppress(OSError, ValueError):
+        proc.stdin.close()
+    if wait:
+        import subprocess
+
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(JVM_EXIT_TIMEOUT)
 
 
 # Spark settings of the job's session that cut its fixed cost (each replaced by a conf pair of the
