@@ -105,6 +105,7 @@ def archive(
     finally:
         if existing is None:  # (stopped once the summary is read back; the JVM too: this process ends)
             sj.stop_session(spark, end_jvm=True)
+            common.exit_quickly()
     for path, err in res["errors"]:
         print(f"amqp-dissect: {path}: {err}", file=sys.stderr)
     raise typer.Exit(EXIT_DAMAGED if res["errors"] else EXIT_OK)

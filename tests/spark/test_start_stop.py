@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -56,24 +57,21 @@ def test_the_session_starts_before_the_drivers_imports_and_its_failure_is_raised
     assert not (tmp_path / "out").exists()
 
 
-def test_archive_ends_its_jvm_before_it_exits(tmp_path):
+def test_archive_ends_its_jvm_before_it_exits_and_runs_the_atexit_handlers(tmp_path):
     # before, the JVM exited only once the command had (its stdin pipe closed), still holding the
     # command's stdout: a reader of the output waited for it.  Now nothing holds it at the exit,
     # and the stop prints no stack trace (the accumulator server's end of file)
-    p = subprocess.Popen([sys.executable, "-m", "amqp_dissect.cli", "archive", "--master", "local[2]", SAMPLE,
+    # (the console entry, with an atexit handler of its caller's: the command's quick exit runs it)
+    entry = ("import atexit, sys; atexit.register(print, 'atexit ran', file=sys.stderr); "
+             "from amqp_dissect.cli.main import entry; entry()")
+    p = subprocess.Popen([sys.executable, "-c", entry, "archive", "--master", "local[2]", SAMPLE,
                           "--out", str(tmp_path / "out")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
     fd = p.stdout.fileno()
-    out = b""
-    while True:  # (read as it comes: a full pipe would block the command)
-        chunk = os.read(fd, 1 << 16)
-        if not chunk:
-            break
-        out += chunk
-        if p.poll() is not None:
-            break
-    rc = p.wait(600)
-    err = p.stderr.read().decode()
     os.set_blocking(fd, False)
+    out = b""
+    while p.poll() is None:  # (the output is a few lines: the pipe never fills)
+        time.sleep(0.05)
+    rc = p.returncode
     try:
         while True:
             chunk = os.read(fd, 1 << 16)
@@ -82,9 +80,11 @@ def test_archive_ends_its_jvm_before_it_exits(tmp_path):
             out += chunk
     except BlockingIOError:
         pytest.fail("a process of the command (its JVM) still holds its stdout after it exited")
+    err = p.stderr.read().decode()
     assert rc == 0, err
     assert b"tables: connections" in out
     assert "Traceback" not in err and "Exception" not in err, err
+    assert err.splitlines()[-1:] == ["atexit ran"], err
 
 
 def test_a_session_after_one_stopped_with_its_jvm_starts_a_new_jvm():
