@@ -115,30 +115,57 @@ class _Starting:
     """The Spark session, started in a thread of its own when ``background`` (the JVM's start takes
     seconds in which this process only waits for it: the driver's imports are made meanwhile),
     else here and now (a session of this process exists already: getOrCreate returns it).
-    ``session()`` returns it, or raises what its start raised."""
+    ``session()`` returns it as soon as its SparkContext runs (a :class:`PendingSession`, the
+    SparkSession still being made by the thread: the job's local steps need only the context),
+    or raises what the start raised."""
 
     def __init__(self, settings: dict, background: bool):
-        from amqp_dissect.pipelines.spark.session import spark_session
+        from amqp_dissect.pipelines.spark.session import PendingSession, spark_session
 
         self._result: list = []
+        self._pending: list = []
         if not background:
             self._result.append((spark_session(**settings), None))
             self._thread = None
             return
+        ready = threading.Event()
+        made = threading.Event()
+
+        def wait():
+            made.wait()
+            spark, error = self._result[0]
+            if error is not None:
+                raise error
+            return spark
+
+        def on_context(sc):
+            self._pending.append(PendingSession(sc, wait))
+            ready.set()
 
         def run():
             try:
-                self._result.append((spark_session(**settings), None))
+                spark = spark_session(**settings, on_context=on_context)
+                for p in self._pending:
+                    p.made(spark)
+                self._result.append((spark, None))
             except BaseException as e:  # (raised again in the caller's thread)
                 self._result.append((None, e))
+            finally:
+                made.set()
+                ready.set()
 
+        self._ready = ready
         # (a daemon thread: a Ctrl-C in the main thread ends the process, and with it the JVM's pipe)
         self._thread = threading.Thread(target=run, name="amqp-dissect-session-start", daemon=True)
         self._thread.start()
 
     def session(self):
-        if self._thread is not None:
-            self._thread.join()
+        if self._thread is None:
+            return self._result[0][0]
+        self._ready.wait()
+        if self._pending:
+            return self._pending[0]
+        self._thread.join()
         spark, error = self._result[0]
         if error is not None:
             raise error

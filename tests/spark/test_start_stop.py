@@ -106,3 +106,53 @@ def test_a_session_after_one_stopped_with_its_jvm_starts_a_new_jvm():
     assert got.returncode == 0, got.stderr
     assert got.stdout.strip() == "ok"
     assert "Traceback" not in got.stderr, got.stderr
+
+
+def test_the_command_in_a_fresh_process_writes_what_the_job_writes_on_a_made_session(spark, tmp_path, capsys):
+    # a fresh process runs its job's first steps while the JVM still makes the SparkSession
+    # (PendingSession): the same tables and summaries, row for row, as a run on a session made first
+    import pandas as pd
+
+    from amqp_dissect.cli import main as m
+    from amqp_dissect.pipelines.spark import SUMMARIES, TABLES
+
+    files = [os.path.join(ROOT, "samples", n) for n in ("outcomes.pcap", "drain.pcap")]
+    got = subprocess.run([sys.executable, "-m", "amqp_dissect.cli", "archive", "--master", "local[2]", *files,
+                          "--out", str(tmp_path / "fresh")], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert got.returncode == 0, got.stderr
+    assert m.main(["archive", *files, "--out", str(tmp_path / "made")]) == 0
+    capsys.readouterr()
+    for name in TABLES + SUMMARIES:
+        a, b = pd.read_parquet(tmp_path / "fresh" / name), pd.read_parquet(tmp_path / "made" / name)
+        pd.testing.assert_frame_equal(a, b, obj=name)
+
+
+def test_a_pending_session_takes_settings_until_it_is_made_then_hands_everything_to_it():
+    from amqp_dissect.pipelines.spark.session import PendingSession
+
+    class Conf(dict):
+        def set(self, k, v):
+            self[k] = v
+
+        def unset(self, k):
+            self.pop(k, None)
+
+    class Context:
+        def getConf(self):
+            return Conf({"spark.sql.x": "from the builder"})
+
+    class Session:
+        conf = Conf({"spark.sql.x": "from the builder", "spark.sql.gone": "1"})
+        read = "the reader"
+
+    made = Session()
+    p = PendingSession(Context(), lambda: made)
+    assert p.conf.get("spark.sql.x") == "from the builder" and p.conf.get("spark.sql.y", "d") == "d"
+    p.conf.set("spark.sql.y", 7)
+    p.conf.unset("spark.sql.gone")
+    assert p.conf.get("spark.sql.y") == "7" and p.conf.get("spark.sql.gone") is None
+    assert made.conf == {"spark.sql.x": "from the builder", "spark.sql.gone": "1"}  # (not made yet: nothing sent)
+    p.made(made)
+    assert made.conf == {"spark.sql.x": "from the builder", "spark.sql.y": "7"}
+    p.conf.set("spark.sql.z", "1")
+    assert made.conf["spark.sql.z"] == "1" and p.read == "the reader" and p.sparkContext is not None
