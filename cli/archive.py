@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, List, Optional
@@ -51,10 +52,11 @@ def archive(
     """Analyse an archive of captures (rotated, daily folders, gzip) with Spark: parquet tables
     connections, sessions, links, deliveries, stalls, transactions, violations, errors (+ frames)
     and latency / outcome / stall summaries."""
-    common.need_extra("archive", "spark")  # (pyspark: the spark extra; one line and exit 6 without it)
+    # pyspark first (it starts the JVM); pyarrow and pandas, the rest of the extra, are imported
+    # while the JVM starts (_Starting)
+    common.need_extra("archive", "spark", ("pyspark",))
     from amqp_dissect.pipelines.archive import InputError, expand_inputs
-    from amqp_dissect.pipelines.spark import parse_size
-    from amqp_dissect.pipelines.spark.fs import is_local, local_path
+    from amqp_dissect.pipelines.spark.fs import is_local, local_path, parse_size
 
     pairs = _spark_settings(conf)
     if packages:
@@ -77,8 +79,15 @@ def archive(
     from amqp_dissect.pipelines import spark as sj
 
     existing = SparkSession.getActiveSession()
-    spark = sj.spark_session(master=master, conf=pairs, driver_memory=driver_memory,
-                             executor_memory=executor_memory)
+    starting = _Starting(dict(master=master, conf=pairs, driver_memory=driver_memory,
+                              executor_memory=executor_memory), background=existing is None)
+    missing = common.missing_extra("spark")  # (imported now, while the JVM starts)
+    _job_imports()
+    spark = starting.session()
+    if missing:
+        if existing is None:
+            sj.stop_session(spark, end_jvm=True)
+        common.need_extra("archive", "spark")  # (its one line and exit code)
     from .progress import SparkProgress
 
     try:
@@ -87,18 +96,95 @@ def archive(
                                  partitions=partitions, ports=port or [], keylog=keylog)
     except InputError as e:
         if existing is None:
-            sj.stop_session(spark)
+            sj.stop_session(spark, end_jvm=True)
         # a path that does not exist, a scheme without its connector: EXIT_OPEN; not a capture: EXIT_FORMAT
         code = {"missing": "EXIT_OPEN", "connector": "EXIT_OPEN"}.get(e.code, "EXIT_FORMAT")
         raise _fail(code, str(e)) from None
     try:
         _print_summary(spark, res, len(files))
     finally:
-        if existing is None:  # (stopped once the summary is read back)
-            sj.stop_session(spark)
+        if existing is None:  # (stopped once the summary is read back; the JVM too: this process ends)
+            sj.stop_session(spark, end_jvm=True)
+            common.exit_quickly()
     for path, err in res["errors"]:
         print(f"amqp-dissect: {path}: {err}", file=sys.stderr)
     raise typer.Exit(EXIT_DAMAGED if res["errors"] else EXIT_OK)
+
+
+class _Starting:
+    """The Spark session, started in a thread of its own when ``background`` (the JVM's start takes
+    seconds in which this process only waits for it: the driver's imports are made meanwhile),
+    else here and now (a session of this process exists already: getOrCreate returns it).
+    ``session()`` returns it as soon as its SparkContext runs (a :class:`PendingSession`, the
+    SparkSession still being made by the thread: the job's local steps need only the context),
+    or raises what the start raised."""
+
+    def __init__(self, settings: dict, background: bool):
+        from amqp_dissect.pipelines.spark.session import PendingSession, spark_session
+
+        self._result: list = []
+        self._pending: list = []
+        if not background:
+            self._result.append((spark_session(**settings), None))
+            self._thread = None
+            return
+        ready = threading.Event()
+        made = threading.Event()
+
+        def wait():
+            made.wait()
+            spark, error = self._result[0]
+            if error is not None:
+                raise error
+            return spark
+
+        def on_context(sc):
+            self._pending.append(PendingSession(sc, wait))
+            ready.set()
+
+        def run():
+            try:
+                spark = spark_session(**settings, on_context=on_context)
+                for p in self._pending:
+                    p.made(spark)
+                self._result.append((spark, None))
+            except BaseException as e:  # (raised again in the caller's thread)
+                self._result.append((None, e))
+            finally:
+                made.set()
+                ready.set()
+
+        self._ready = ready
+        # (a daemon thread: a Ctrl-C in the main thread ends the process, and with it the JVM's pipe)
+        self._thread = threading.Thread(target=run, name="amqp-dissect-session-start", daemon=True)
+        self._thread.start()
+
+    def session(self):
+        if self._thread is None:
+            return self._result[0][0]
+        self._ready.wait()
+        if self._pending:
+            return self._pending[0]
+        self._thread.join()
+        spark, error = self._result[0]
+        if error is not None:
+            raise error
+        return spark
+
+
+def _job_imports() -> None:
+    """What the driver imports after the session is up (the job, its steps, the summary lines'
+    readers), imported while the JVM starts: pyspark's own imports at the session's start
+    (``pyspark.testing.utils``, which a Py4J argument converter imports, and with it pandas) first,
+    so that the session's thread finds them done rather than both threads importing at once."""
+    import importlib
+
+    for name in ("pyspark.testing.utils", "amqp_dissect.pipelines.spark.job", "amqp_dissect.pipelines.spark.fs",
+                 "pyarrow.parquet", "amqp_dissect.cli.progress"):
+        try:
+            importlib.import_module(name)
+        except ImportError:  # (imported again where it is used: the error shows there)
+            pass
 
 
 def _spark_settings(conf: list[str] | None) -> list[tuple[str, str]]:

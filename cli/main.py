@@ -533,7 +533,11 @@ def _quiet_stdout() -> None:
 
 
 def entry() -> None:
-    sys.exit(main())
+    code = main()
+    from .common import quick_exit
+
+    quick_exit(code)  # (only for a command that asked: archive)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

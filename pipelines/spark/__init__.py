@@ -94,7 +94,7 @@ _LAZY = {
     'STAGE2_COLUMNS': 'stages',
     'table_schema': 'stages',
     'main': 'submit',
-    'parse_size': 'submit',
+    'parse_size': 'fs',
     'DEFAULT_WINDOW': 'summaries',
     'PERCENTILES': 'summaries',
     'SUMMARIES': 'summaries',

@@ -33,6 +33,16 @@ CONNECTORS = {
 }
 
 
+def parse_size(text: str) -> int:
+    """'64m', '1g', '4096', '512k' -> bytes.  (Here, a light module: the CLI parses its sizes before
+    the JVM starts, without importing the job.)"""
+    t = str(text).strip().lower().rstrip("b").rstrip("i")
+    mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+    if t and t[-1] in mult:
+        return int(float(t[:-1]) * mult[t[-1]])
+    return int(t)
+
+
 def is_local(uri: str) -> bool:
     """A path without a scheme (a Windows drive letter is not one) or a ``file:`` URI."""
     u = urlparse(str(uri))

@@ -38,12 +38,17 @@ JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC"
 
 def spark_session(master: str | None = None, conf=(), driver_memory: str | None = None,
                   executor_memory: str | None = None, app_name: str = "amqp-dissect-archive",
-                  quiet: bool = True, ship: bool = True, jvm_options: str = JVM_OPTIONS):
+                  quiet: bool = True, ship: bool = True, jvm_options: str = JVM_OPTIONS, on_context=None):
     """A SparkSession: ``master`` (default local[*], or what spark-submit set), extra
     ``conf`` pairs, memory settings; logging at ERROR and no progress bars when
     ``quiet``; the project's packages shipped to the executors when ``ship``;
     ``jvm_options`` for the driver and executor JVMs (unless ``conf`` sets their
-    extraJavaOptions; a driver already running, under spark-submit, keeps its own)."""
+    extraJavaOptions; a driver already running, under spark-submit, keeps its own).
+
+    ``on_context``: called with the SparkContext as soon as it runs (its code shipped, its log
+    level set), before the SparkSession is made: the JVM's SparkSession takes about a second
+    more to make (Spark SQL's classes and settings), which a caller on another thread can spend
+    on work that needs only the SparkContext (:class:`PendingSession`)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
@@ -100,6 +105,19 @@ def spark_session(master: str | None = None, conf=(), driver_memory: str | None 
         # the question ship_code asks (do the workers import this very install?) is asked of one
         # Python process started now, while the JVM starts (see executors_share_install)
         _start_probe()
+    early = on_context is not None and _classic(b)
+
+    def start():
+        if early:  # (what builder.getOrCreate does first, in its classic mode: the SparkContext)
+            from pyspark import SparkConf, SparkContext
+
+            sconf = SparkConf()
+            for k, v in b._options.items():
+                sconf.set(k, v)
+            return SparkContext.getOrCreate(sconf), None
+        spark = b.getOrCreate()
+        return spark.sparkContext, spark
+
     if quiet:
         # the JVM inherits stderr when it starts: send what it prints (JVM notices, Spark
         # errors) to a log file instead of the terminal; our own stderr is restored
@@ -110,38 +128,171 @@ def spark_session(master: str | None = None, conf=(), driver_memory: str | None 
         fd = os.open(SPARK_LOG, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             os.dup2(fd, 2)
-            spark = b.getOrCreate()
+            sc, spark = start()
         finally:
             os.dup2(saved, 2)
             os.close(saved)
             os.close(fd)
     else:
-        spark = b.getOrCreate()
+        sc, spark = start()
     if quiet:
-        spark.sparkContext.setLogLevel("ERROR")
+        sc.setLogLevel("ERROR")
     if ship:
-        ship_code(spark)
-    return spark
+        ship_code(_ContextOnly(sc))
+    if on_context is not None:
+        on_context(sc)
+    return spark if spark is not None else b.getOrCreate()
 
 
-def stop_session(spark) -> None:
+class _ContextOnly:
+    """What :func:`ship_code` reads of a session: its SparkContext."""
+
+    def __init__(self, sc):
+        self.sparkContext = sc
+
+
+def _classic(builder) -> bool:
+    """Would ``builder.getOrCreate()`` make a classic session on a new SparkContext (no Spark
+    Connect, no session yet)?  Then :func:`spark_session` may make the context first."""
+    from pyspark.sql import SparkSession
+
+    opts = builder._options
+    mode = str(opts.get("spark.api.mode", os.environ.get("SPARK_API_MODE", ""))).lower()
+    return (SparkSession._instantiatedSession is None and mode in ("", "classic")
+            and not any(k in os.environ for k in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE"))
+            and "spark.remote" not in opts)
+
+
+_UNSET = object()
+
+
+class PendingSession:
+    """A SparkSession that another thread is still making (:func:`spark_session` with
+    ``on_context``): ``sparkContext`` now; ``conf`` takes settings now (applied to the session
+    when it is made; read from the context's settings meanwhile); any other attribute waits
+    for the session.  The archive job's local path uses only these, so its first steps run
+    while the JVM makes the session."""
+
+    def __init__(self, sc, wait):
+        import threading
+
+        self.sparkContext = sc
+        self._wait = wait  # () -> the SparkSession (blocks until it is made; raises its failure)
+        self._lock = threading.Lock()
+        self._session = None
+        self._overrides: dict = {}
+        self.conf = _PendingConf(self)
+
+    def made(self, spark) -> None:
+        """The session is made (called by the thread that made it): the settings given meanwhile
+        are applied to it, and from now on everything goes to it."""
+        with self._lock:
+            for k, v in self._overrides.items():
+                if v is _UNSET:
+                    spark.conf.unset(k)
+                else:
+                    spark.conf.set(k, v)
+            self._overrides.clear()
+            self._session = spark
+            self.conf = spark.conf
+
+    def session(self):
+        spark = self._wait()
+        if self._session is None:  # (made() runs before the waiter is released; this is a safety net)
+            self.made(spark)
+        return self._session
+
+    def __getattr__(self, name):
+        return getattr(self.session(), name)
+
+
+class _PendingConf:
+    def __init__(self, pending: PendingSession):
+        self._p = pending
+
+    def set(self, key: str, value) -> None:
+        with self._p._lock:
+            if self._p._session is None:
+                self._p._overrides[key] = str(value)
+                return
+        self._p._session.conf.set(key, value)
+
+    def unset(self, key: str) -> None:
+        with self._p._lock:
+            if self._p._session is None:
+                self._p._overrides[key] = _UNSET
+                return
+        self._p._session.conf.unset(key)
+
+    def get(self, key: str, default=None):
+        with self._p._lock:
+            if self._p._session is None:
+                v = self._p._overrides.get(key)
+                if v is _UNSET:
+                    return default
+                if v is not None:
+                    return v
+                # (a session's settings start as its context's: the builder's options)
+                return self._p.sparkContext.getConf().get(key, default)
+        return self._p._session.conf.get(key, default)
+
+
+def stop_session(spark, end_jvm: bool = False) -> None:
     """``spark.stop()`` without its wait for the accumulator server: pyspark's server thread
     serves the JVM's one connection in a loop that looks at its shutdown flag once a second,
     and ``SparkContext.stop`` waits for that loop (measured: 0.92 of the 0.95 s a stop took, at
     the end of every ``archive`` run).  The JVM side stops as usual (no task runs any more, so
     no update is lost); the server is shut down by a daemon thread that ends within that second
-    (or with the process), with the same calls pyspark makes."""
+    (or with the process), with the same calls pyspark makes.
+
+    ``end_jvm``: also end the driver JVM this process started (the CLI's last step), and wait for
+    it.  Without it pyspark keeps the JVM for a next session and it exits only once this process
+    has (when its stdin pipe closes), after the interpreter's own teardown; closing that pipe
+    here lets the JVM's exit (its shutdown hooks) overlap what this process does after the stop.
+    The next session of this process, if any, starts a new JVM."""
     import threading
 
     sc = spark.sparkContext
     server = getattr(sc, "_accumulatorServer", None)
     if server is not None:
         sc._accumulatorServer = None  # (SparkContext.stop then skips its waiting shutdown)
+        # the JVM may go before the server's loop sees its flag: its end of file is no error then
+        server.handle_error = lambda *_: None
     try:
         spark.stop()
     finally:
         if server is not None:
             threading.Thread(target=server.shutdown, name="amqp-dissect-accumulator-stop", daemon=True).start()
+        if end_jvm:
+            end_driver_jvm()
+
+
+JVM_EXIT_TIMEOUT = 120.0  # end_driver_jvm's wait for the JVM (the first session writes its class archive then)
+
+
+def end_driver_jvm(wait: bool = True) -> None:
+    """End the driver JVM pyspark started for this process, once no SparkContext runs on it:
+    Py4J's connections closed and the JVM's stdin pipe (pyspark's gateway ends at its end of
+    file), then, with ``wait``, its exit waited for, at most :data:`JVM_EXIT_TIMEOUT` seconds (the
+    JVM of a session that writes the class archive, :func:`class_archive_options`, writes it as it
+    exits: it is never killed, a cut archive file would be taken for a whole one)."""
+    from pyspark import SparkContext
+
+    gw = SparkContext._gateway
+    proc = getattr(gw, "proc", None)
+    if gw is None or proc is None or SparkContext._active_spark_context is not None:
+        return  # (no JVM of ours, e.g. under spark-submit; or a context still runs on it)
+    SparkContext._gateway = None  # (a next session launches its own)
+    SparkContext._jvm = None
+    with contextlib.suppress(Exception):
+        gw.shutdown()
+    with contextlib.suppress(OSError, ValueError):
+        proc.stdin.close()
+    if wait:
+        import subprocess
+
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(JVM_EXIT_TIMEOUT)
 
 
 # Spark settings of the job's session that cut its fixed cost (each replaced by a conf pair of the

@@ -9,22 +9,13 @@ import sys
 from amqp_dissect.pipelines.archive import DEFAULT_SPLIT_SIZE, InputError, expand_inputs
 from amqp_dissect.pipelines.local import read_keylog
 
-from .fs import is_local, local_path
+from .fs import is_local, local_path, parse_size  # noqa: F401  (parse_size: also this module's name)
 from .job import run_archive
 from .session import spark_session, stop_session
 from .summaries import DEFAULT_WINDOW
 
 
 # --------------------------------------------------------------------------- spark-submit entry
-
-
-def parse_size(text: str) -> int:
-    """'64m', '1g', '4096', '512k' -> bytes."""
-    t = str(text).strip().lower().rstrip("b").rstrip("i")
-    mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-    if t and t[-1] in mult:
-        return int(float(t[:-1]) * mult[t[-1]])
-    return int(t)
 
 
 def main(argv=None) -> int:
