@@ -87,6 +87,7 @@ class FlowRunner:
         self.p = params
         self._keylog = KeyLog(params.keylog) if params.keylog else None  # parsed once per runner
         self._tick_pk = _tick_packets(params.ticks)
+        self._idle_ns = ns(params.idle_timeout)  # (once: compared at every record)
         # table -> (row dicts, their flows, k1s, k2s, [Arrow batches of rows made by column], their keys)
         self._buf: dict[str, tuple[list, list, list, list, list, list]] = {}
 
@@ -263,7 +264,7 @@ class FlowRunner:
     def _feed(self, st: dict, row: tuple) -> None:
         _, packet, ts, lt, data, orig = row
         prev = st["prev"]
-        if prev is not None and ts - prev[1] > ns(self.p.idle_timeout):
+        if prev is not None and ts - prev[1] > self._idle_ns:
             st["gap"] = True
             self._sweeps(st, prev[0], packet)
         st["prev"] = (packet, ts)
@@ -275,7 +276,7 @@ class FlowRunner:
         p = self.p
         d, an = st["d"], st["an"]
         prev = st["prev"]
-        if prev is not None and p.last_ts is not None and p.last_ts - prev[1] > ns(p.idle_timeout):
+        if prev is not None and p.last_ts is not None and p.last_ts - prev[1] > self._idle_ns:
             st["gap"] = True
             self._sweeps(st, prev[0], None)
         # the end of the capture as the single-process run sees it
