@@ -115,9 +115,10 @@ class _Starting:
     """The Spark session, started in a thread of its own when ``background`` (the JVM's start takes
     seconds in which this process only waits for it: the driver's imports are made meanwhile),
     else here and now (a session of this process exists already: getOrCreate returns it).
-    ``session()`` returns it as soon as its SparkContext runs (a :class:`PendingSession`, the
-    SparkSession still being made by the thread: the job's local steps need only the context),
-    or raises what the start raised."""
+    ``session()`` returns it as soon as its SparkContext runs (a :class:`PendingSession`: the
+    thread makes the SparkSession only once something asks for it, since the job's local steps
+    need only the context; stopping it unasked stops the context and ends the thread), or
+    raises what the start raised."""
 
     def __init__(self, settings: dict, background: bool):
         from amqp_dissect.pipelines.spark.session import PendingSession, spark_session
@@ -130,6 +131,8 @@ class _Starting:
             return
         ready = threading.Event()
         made = threading.Event()
+        wanted = threading.Event()  # the session is asked for (or, with self._unwanted, never will be)
+        self._unwanted = False
 
         def wait():
             made.wait()
@@ -138,9 +141,17 @@ class _Starting:
                 raise error
             return spark
 
+        def release():
+            self._unwanted = True
+            wanted.set()
+
         def on_context(sc):
-            self._pending.append(PendingSession(sc, wait))
+            # the job's local steps need only the context: the session is made when asked for
+            self._pending.append(PendingSession(sc, wait, need=wanted.set, release=release))
             ready.set()
+            wanted.wait()
+            if self._unwanted:
+                raise _Unwanted
 
         def run():
             try:
@@ -170,6 +181,10 @@ class _Starting:
         if error is not None:
             raise error
         return spark
+
+
+class _Unwanted(Exception):
+    """Ends the session's thread when the job stopped without asking for the session."""
 
 
 def _job_imports() -> None:

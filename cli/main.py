@@ -15,7 +15,6 @@ Exit codes (also in ``amqp-dissect --help`` and the README):
 from __future__ import annotations
 
 import functools
-import gc
 import json
 import os
 import sys
@@ -479,8 +478,9 @@ def main(argv: list[str] | None = None) -> int:
     """Console-script entry: run typer, turn failures into one line and an exit code."""
     # a capture's analysis allocates millions of short-lived objects and keeps the open deliveries:
     # collect cycles less often, and never walk the modules loaded so far
-    gc.freeze()
-    gc.set_threshold(20_000, 20, 20)
+    from amqp_dissect.pipelines import analysis_gc
+
+    analysis_gc()
     # numpy (under pyarrow) starts OpenBLAS threads that spin on the other cores; nothing here
     # does linear algebra
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")

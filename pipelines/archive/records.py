@@ -56,6 +56,7 @@ def decode_range(rng: Range) -> Iterator[tuple]:
     last_tcp = None
     last_error = None
     flows: dict[str, int] = {}
+    names: dict[tuple, str] = {}  # a segment's endpoints -> its flow name (making one costs as much as parsing)
     meta_extra: dict = {}
     parse = parse_segment
     try:
@@ -83,7 +84,12 @@ def decode_range(rng: Range) -> Iterator[tuple]:
                 continue
             tcp += 1
             last_tcp = rec.index
-            key = flow_name(seg)
+            ends = (seg[0], seg[1], seg[2], seg[3])
+            key = names.get(ends)
+            if key is None:
+                if len(names) >= FLOW_TRACK:
+                    names.clear()
+                key = names[ends] = flow_name(seg)
             n = flows.get(key)
             if n is not None:
                 flows[key] = n + 1

@@ -55,12 +55,14 @@ def rows_batch(table: str, rows: list[dict], flows: list, k1: list, k2: list):
 def batch_ipc(batch) -> bytes:
     """An Arrow IPC stream of ``batch`` (or of a list of batches of one schema), its buffers
     LZ4-compressed (a chunk of a stage-2 table shrinks about fivefold: less for the JVM to copy,
-    write and shuffle)."""
+    write and shuffle), in the calling thread (a chunk's buffers are small: Arrow's thread pool
+    cost more than it gave, and the task's core is its own)."""
     import pyarrow as pa
 
     batches = batch if isinstance(batch, list) else [batch]
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, batches[0].schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as w:
+    options = pa.ipc.IpcWriteOptions(compression="lz4", use_threads=False)
+    with pa.ipc.new_stream(sink, batches[0].schema, options=options) as w:
         for b in batches:
             w.write_batch(b)
     return sink.getvalue().to_pybytes()

@@ -167,17 +167,21 @@ _UNSET = object()
 
 
 class PendingSession:
-    """A SparkSession that another thread is still making (:func:`spark_session` with
-    ``on_context``): ``sparkContext`` now; ``conf`` takes settings now (applied to the session
-    when it is made; read from the context's settings meanwhile); any other attribute waits
-    for the session.  The archive job's local path uses only these, so its first steps run
-    while the JVM makes the session."""
+    """A SparkSession that another thread makes (:func:`spark_session` with ``on_context``):
+    ``sparkContext`` now; ``conf`` takes settings now (applied to the session when it is made;
+    read from the context's settings meanwhile); any other attribute asks for the session
+    (``need``) and waits for it.  The archive job's local path uses only these, so its steps
+    run without it: with ``need``, the thread makes the session only when asked (the JVM's
+    SparkSession costs a core about a second and a half, in the job's first step), and
+    :meth:`stop` stops the context alone when nothing asked (``release`` tells the thread)."""
 
-    def __init__(self, sc, wait):
+    def __init__(self, sc, wait, need=None, release=None):
         import threading
 
         self.sparkContext = sc
         self._wait = wait  # () -> the SparkSession (blocks until it is made; raises its failure)
+        self._need = need  # () -> None: the session is wanted (the thread may wait for this)
+        self._release = release  # () -> None: the session will never be wanted
         self._lock = threading.Lock()
         self._session = None
         self._overrides: dict = {}
@@ -197,10 +201,23 @@ class PendingSession:
             self.conf = spark.conf
 
     def session(self):
+        if self._need is not None:
+            self._need()
         spark = self._wait()
         if self._session is None:  # (made() runs before the waiter is released; this is a safety net)
             self.made(spark)
         return self._session
+
+    def stop(self) -> None:
+        """The session stopped; when none was asked for (and it is made only when asked), the
+        SparkContext alone, the thread that would have made the session told not to."""
+        with self._lock:
+            made = self._session is not None
+        if made or self._release is None:
+            self.session().stop()
+            return
+        self._release()
+        self.sparkContext.stop()
 
     def __getattr__(self, name):
         return getattr(self.session(), name)

@@ -95,10 +95,18 @@ class Meter:
         return {k: round(a.value, 3) for k, a in self._acc.items()}
 
 
+_GC_SET: list = []  # this worker process has set its garbage collector for the analysis
+
+
 def _metered(fn, acc, step: str, profile_dir):
     import time
 
     def run(it):
+        if not _GC_SET:  # (once per worker: a Python worker runs many tasks)
+            from amqp_dissect.pipelines import analysis_gc
+
+            analysis_gc()
+            _GC_SET.append(True)
         prof = None
         if profile_dir:
             import cProfile
@@ -209,11 +217,21 @@ def _stage1_direct_fn(arrow_schema, directory: str):
     return fn
 
 
+SEG_SORT_ROWS = 1 << 20  # stage-1 rows of records given by offset a task sorts by flow at once (about 60 MB)
+
+
 def _write_seg(directory: str, rng: Range, arrow_schema) -> tuple:
     """Write the stage-1 rows of ``rng`` (all but the summary) to ``directory/part-<rid>.parquet``
-    with pyarrow, streaming in batches (uncompressed: only offsets and flow keys, read once);
-    through a temporary name and a rename, so that a task run again replaces its file.
-    Returns the summary row.  The JVM never converts or encodes these rows."""
+    with pyarrow (uncompressed: only offsets and flow keys, read once); through a temporary name
+    and a rename, so that a task run again replaces its file.  Returns the summary row.  The JVM
+    never converts or encodes these rows.
+
+    Rows of records given by offset (about 60 bytes each) are written sorted by flow, up to
+    :data:`SEG_SORT_ROWS` at a time, in row groups of :data:`SEG_BATCH_ROWS`: a row group then
+    mostly holds one flow, and a stage-2 task skips those of flows it does not run
+    (:func:`task_records`, by the row group's statistics).  Rows that carry their record (gzip,
+    pcapng) stream out in the order read."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     summary = []
@@ -226,13 +244,46 @@ def _write_seg(directory: str, rng: Range, arrow_schema) -> tuple:
                 yield row
     path = os.path.join(directory, SEG_FILE.format(rng.rid))
     tmp = os.path.join(directory, f".{SEG_FILE.format(rng.rid)}.{os.getpid()}.tmp")
+    held: list | None = []  # rows of records given by offset, not yet written (None: the range's carry theirs)
+    n = 0
+
+    def write_held():
+        if held:
+            w.write_table(_by_flow(pa.Table.from_batches(held, schema=arrow_schema)), row_group_size=SEG_BATCH_ROWS)
+            held.clear()
     with pq.ParquetWriter(tmp, arrow_schema, compression="none") as w:
         # (the rows' only large values are records that travel whole; the others are small or
         # None: only those are counted, in batches of SEG_BATCH_ROWS)
         for b in _batches(records(), arrow_schema, size=SEG_BATCH_ROWS, sized=(_SEG_DATA,)):
+            if held is not None and b.column(_SEG_DATA).null_count == b.num_rows:
+                held.append(b)
+                n += b.num_rows
+                if n >= SEG_SORT_ROWS:
+                    write_held()
+                    n = 0
+                continue
+            write_held()
+            held = None
             w.write_batch(b)
+        write_held()
     os.replace(tmp, path)
     return summary[0]
+
+
+def _by_flow(t):
+    """Stage-1 rows (in the order read) sorted by flow, each flow's rows in their order (a stable
+    sort on the rank of each row's flow among the flow names: integers, not strings), the rows
+    without a flow last."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    enc = pc.dictionary_encode(t.column("flow")).combine_chunks()
+    names = enc.dictionary.to_pylist()
+    rank = np.empty(len(names) + 1, dtype=np.int64)
+    rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
+    rank[len(names)] = len(names)
+    codes = pc.fill_null(enc.indices, len(names)).to_numpy(zero_copy_only=False)
+    return t.take(np.argsort(rank[codes], kind="stable"))
 
 
 def _rows_of(batches, names):
@@ -296,8 +347,21 @@ def task_records(seg_files: list, offsets: dict, part: int, nparts: int, plan: d
         off[rid], valid[rid] = o, True
     mine: dict = {}
     pieces = []
+
+    def is_mine(f):
+        m = mine.get(f)
+        if m is None:
+            task = plan.get(f)
+            if task is None:
+                task = flow_task(f, nparts)
+            m = mine[f] = task == part and (only is None or f in only)
+        return m
     for path in seg_files:
-        t = pq.read_table(path, columns=list(_SEG_READ), use_threads=False)
+        pf = pq.ParquetFile(path)
+        groups = _groups_of(pf.metadata, is_mine)
+        if not groups:
+            continue
+        t = pf.read_row_groups(groups, columns=list(_SEG_READ), use_threads=False)
         if not t.num_rows:
             continue
         t = t.filter(pc.equal(t["kind"], KIND_TCP))
@@ -306,14 +370,7 @@ def task_records(seg_files: list, offsets: dict, part: int, nparts: int, plan: d
         if not t.num_rows:
             continue
         flows = pc.dictionary_encode(t["flow"]).combine_chunks()
-        names = flows.dictionary.to_pylist()
-        for f in names:
-            if f not in mine:
-                task = plan.get(f)
-                if task is None:
-                    task = flow_task(f, nparts)
-                mine[f] = task == part and (only is None or f in only)
-        keep = np.array([mine[f] for f in names], dtype=bool)
+        keep = np.array([is_mine(f) for f in flows.dictionary.to_pylist()], dtype=bool)
         t = t.filter(pa.array(keep[flows.indices.to_numpy(zero_copy_only=False)]))
         if not t.num_rows:
             continue
@@ -327,6 +384,22 @@ def task_records(seg_files: list, offsets: dict, part: int, nparts: int, plan: d
     del pieces
     for b in t.to_batches(max_chunksize=4096):
         yield from zip(*(b.column(i).to_pylist() for i in range(b.num_columns)))
+
+
+_SEG_FLOW = STAGE1_COLUMNS.index("flow")
+
+
+def _groups_of(meta, is_mine) -> list[int]:
+    """The row groups of a stage-1 file (``meta``: its Parquet metadata) that may hold records of a
+    flow ``is_mine``: all but those whose statistics show one flow only (its rows sorted by flow,
+    :func:`_write_seg`), not mine (rows without a flow: not TCP records)."""
+    out = []
+    for i in range(meta.num_row_groups):
+        st = meta.row_group(i).column(_SEG_FLOW).statistics
+        if st is not None and st.has_min_max and st.min == st.max and not is_mine(st.min):
+            continue
+        out.append(i)
+    return out
 
 
 def _stage2_direct_fn(params_bc, seg_files: list, offsets: dict, nparts: int, plan: dict, only, arrow_schema,

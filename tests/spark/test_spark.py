@@ -442,6 +442,68 @@ def test_pcap_records_travel_as_offsets_and_read_back(tmp_path, split):
     assert before == {i: len(w) for i, w in want.items()}
 
 
+def _interleaved(path, names):
+    """One pcap of the records of several samples taken in turn (one flow each), times increasing."""
+    from pcapbuild import write_pcap
+
+    recs = [_records(os.path.join(SAMPLES, n)) for n in names]
+    out = []
+    for i in range(max(map(len, recs))):
+        for r in recs:
+            if i < len(r):
+                out.append((1_700_000_000 + len(out) / 1000, r[i][1], r[i][2]))
+    path.write_bytes(write_pcap(out))
+    return str(path)
+
+
+@pytest.mark.parametrize("nparts,sort_rows", [(2, None), (3, None), (3, 40)])
+def test_stage1_files_hold_one_flow_per_row_group_and_stage2_tasks_read_only_their_own(tmp_path, monkeypatch,
+                                                                                        nparts, sort_rows):
+    """Stage 1 writes the rows of records given by offset sorted by flow, so that a row group
+    mostly holds one flow; a stage-2 task skips the row groups of flows it does not run, and
+    still gets all of its own records, sorted by flow then packet (oracle: every row of the
+    stage-1 files, assigned to tasks by flow_task and sorted).  ``sort_rows``: the rows a task
+    sorts at once, made small (then each run of that many rows is sorted, not the file)."""
+    from amqp_dissect.pipelines.spark import stages
+
+    monkeypatch.setattr(stages, "SEG_BATCH_ROWS", 16)
+    if sort_rows:
+        monkeypatch.setattr(stages, "SEG_SORT_ROWS", sort_rows)
+    files = [_interleaved(tmp_path / "three.pcap", ("outcomes.pcap", "drain.pcap", "credit_one.pcap")),
+             os.path.join(SAMPLES, "heartbeat.pcap")]
+    seg = tmp_path / "seg"
+    seg.mkdir()
+    schema = stages._arrow_schema(stages.stage1_schema())
+    metas = [json.loads(stages._write_seg(str(seg), r, schema)[10]) for r in ar.plan_ranges(files, 0)]
+    offsets = ar.layout(files, metas).offsets
+    seg_files = sorted(str(p) for p in seg.glob("*.parquet"))
+    rows = []
+    for f in seg_files:
+        t = pq.read_table(f).to_pylist()
+        flows = [r["flow"] for r in t if r["flow"] is not None]
+        # (rows without a flow, not TCP, last; the three flows of the first file interleaved)
+        assert flows == sorted(flows) or (sort_rows and f == seg_files[0])
+        for r in t:
+            if r["kind"] == ar.KIND_TCP:
+                rows.append((r["flow"], offsets[r["rid"]] + r["idx"] + 1, r["ts"], r["linktype"], r["data"],
+                             r["orig_len"], r["file"], r["pos"], r["caplen"]))
+    assert len({r[0] for r in rows}) == 4 and all(r[7] is not None and r[4] is None for r in rows)
+    groups = {f: pq.ParquetFile(f).metadata.num_row_groups for f in seg_files}
+    read = []
+    real = stages._groups_of
+    monkeypatch.setattr(stages, "_groups_of", lambda meta, is_mine: read.append(real(meta, is_mine)) or read[-1])
+    total = 0
+    for part in range(nparts):
+        want = sorted(r for r in rows if stages.flow_task(r[0], nparts) == part)
+        got = list(stages.task_records(seg_files, offsets, part, nparts, {}))
+        assert got == want
+        total += len(got)
+    assert total == len(rows)
+    # each task read fewer row groups than the files hold (the three-flow file's groups hold one flow)
+    per_task = [sum(len(g) for g in read[i * len(seg_files):(i + 1) * len(seg_files)]) for i in range(nparts)]
+    assert all(n < sum(groups.values()) for n in per_task), (per_task, groups)
+
+
 @pytest.mark.parametrize("window", [1, 700, 4096, None])
 def test_record_reader_windows_give_each_record_in_any_order(tmp_path, window):
     """The reader serves records from a window of the file read at once (one pread per window):
@@ -939,3 +1001,17 @@ def test_a_range_is_sorted_whether_its_chunks_come_in_order_or_not():
                                       whole["_k2"].to_pylist())].index(bounds[r])
             assert got.equals(whole.slice(lo, hi - lo).drop_columns(["_flow", "_k1", "_k2"])), (order, r)
     assert at._in_place(pa.array([0, 1, 2], pa.uint64())) and not at._in_place(pa.array([1, 0, 2], pa.uint64()))
+
+
+def test_the_python_tasks_collect_garbage_as_the_cli_does(spark):
+    # the job's tasks set the worker's garbage collector as the CLI's processes do (stage 2 spent
+    # about a twentieth of its CPU walking the objects a default collector walks)
+    from amqp_dissect.pipelines import ANALYSIS_GC
+    from amqp_dissect.pipelines.spark.stages import Meter, metered
+
+    def fn(_items):
+        import gc
+
+        yield gc.get_threshold()
+    got = spark.sparkContext.parallelize([0, 1], 2).mapPartitions(metered(Meter(spark), "test", fn)).collect()
+    assert got == [ANALYSIS_GC, ANALYSIS_GC]

@@ -156,3 +156,64 @@ def test_a_pending_session_takes_settings_until_it_is_made_then_hands_everything
     assert made.conf == {"spark.sql.x": "from the builder", "spark.sql.y": "7"}
     p.conf.set("spark.sql.z", "1")
     assert made.conf["spark.sql.z"] == "1" and p.read == "the reader" and p.sparkContext is not None
+
+
+def test_a_pending_session_is_asked_for_before_it_is_awaited_and_stops_its_context_alone_when_never_asked():
+    from amqp_dissect.pipelines.spark.session import PendingSession
+
+    calls = []
+
+    class Context:
+        def stop(self):
+            calls.append("context stopped")
+
+    class Session:
+        read = "the reader"
+        conf = None
+
+        def stop(self):
+            calls.append("session stopped")
+
+    made = Session()
+    # never asked for: the thread is released, the context alone is stopped, no session awaited
+    p = PendingSession(Context(), lambda: calls.append("awaited") or made, need=lambda: calls.append("asked"),
+                       release=lambda: calls.append("released"))
+    assert p.sparkContext is not None and calls == []
+    p.stop()
+    assert calls == ["released", "context stopped"]
+    # asked for (any attribute but the context and conf): asked, then awaited; its stop is the session's
+    calls.clear()
+    p = PendingSession(Context(), lambda: calls.append("awaited") or made, need=lambda: calls.append("asked"),
+                       release=lambda: calls.append("released"))
+    assert p.read == "the reader"
+    p.stop()
+    assert calls == ["asked", "awaited", "asked", "awaited", "session stopped"]
+
+
+def test_the_command_on_local_files_never_makes_a_spark_session_and_ends_the_thread_that_would(tmp_path):
+    # the job's local path needs the SparkContext only: the SparkSession (about 1.5 core-seconds
+    # of the JVM's, in the job's first step) is never made, and the stop ends the waiting thread
+    got = _python(f"""
+        import sys, threading
+        from pyspark.sql import SparkSession
+
+        made = []
+        real = SparkSession.__init__
+        def init(self, *a, **k):
+            made.append(1)
+            real(self, *a, **k)
+        SparkSession.__init__ = init
+        from amqp_dissect.cli import common, main as m
+        common.exit_quickly = lambda: None  # (this process goes on after the command)
+        rc = m.main(["archive", "--master", "local[1]", {SAMPLE!r}, "--out", {str(tmp_path / "out")!r}])
+        threads = [t.name for t in threading.enumerate() if t.name == "amqp-dissect-session-start"]
+        for t in threading.enumerate():
+            if t.name == "amqp-dissect-session-start":
+                t.join(timeout=30)
+        print("exit", rc, "sessions made", len(made), "thread alive",
+              any(t.is_alive() for t in threading.enumerate() if t.name == "amqp-dissect-session-start"))
+    """)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.splitlines()[-1] == "exit 0 sessions made 0 thread alive False", got.stdout + got.stderr
+    assert (tmp_path / "out" / "deliveries").is_dir() and (tmp_path / "out" / "latency_by_link").is_dir()
+    assert "Traceback" not in got.stderr, got.stderr
