@@ -95,18 +95,39 @@ class Meter:
         return {k: round(a.value, 3) for k, a in self._acc.items()}
 
 
-_GC_SET: list = []  # this worker process has set its garbage collector for the analysis
+_WORKER_SET: list = []  # this worker process is set up for the job's tasks (_worker_setup)
+
+
+def _worker_setup() -> None:
+    """Once per Python worker (it runs many tasks): its garbage collector set as the CLI's
+    processes set theirs (:func:`~amqp_dissect.pipelines.analysis_gc`), and Arrow's thread pool
+    the size of the cores Spark gives a task (``spark.task.cpus``, 1 by default): the other
+    cores run other tasks, and Arrow's hand-offs for a task's small buffers cost more than
+    they gave (reading a stage-2 chunk: four times the CPU)."""
+    if _WORKER_SET:
+        return
+    import pyarrow as pa
+
+    from amqp_dissect.pipelines import analysis_gc
+
+    analysis_gc()
+    cpus = 1
+    try:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        cpus = int(ctx.cpus()) if ctx is not None else 1
+    except Exception:  # (an older pyspark without TaskContext.cpus: one core a task)
+        pass
+    pa.set_cpu_count(max(1, cpus))
+    _WORKER_SET.append(True)
 
 
 def _metered(fn, acc, step: str, profile_dir):
     import time
 
     def run(it):
-        if not _GC_SET:  # (once per worker: a Python worker runs many tasks)
-            from amqp_dissect.pipelines import analysis_gc
-
-            analysis_gc()
-            _GC_SET.append(True)
+        _worker_setup()
         prof = None
         if profile_dir:
             import cProfile

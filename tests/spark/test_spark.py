@@ -1003,7 +1003,7 @@ def test_a_range_is_sorted_whether_its_chunks_come_in_order_or_not():
     assert at._in_place(pa.array([0, 1, 2], pa.uint64())) and not at._in_place(pa.array([1, 0, 2], pa.uint64()))
 
 
-def test_the_python_tasks_collect_garbage_as_the_cli_does(spark):
+def test_the_python_tasks_collect_garbage_as_the_cli_does_and_use_arrow_threads_for_their_cores_only(spark):
     # the job's tasks set the worker's garbage collector as the CLI's processes do (stage 2 spent
     # about a twentieth of its CPU walking the objects a default collector walks)
     from amqp_dissect.pipelines import ANALYSIS_GC
@@ -1012,6 +1012,9 @@ def test_the_python_tasks_collect_garbage_as_the_cli_does(spark):
     def fn(_items):
         import gc
 
-        yield gc.get_threshold()
+        import pyarrow as pa
+
+        yield gc.get_threshold(), pa.cpu_count()
     got = spark.sparkContext.parallelize([0, 1], 2).mapPartitions(metered(Meter(spark), "test", fn)).collect()
-    assert got == [ANALYSIS_GC, ANALYSIS_GC]
+    # (and Arrow's thread pool the cores of a task: one, spark.task.cpus's default)
+    assert got == [(ANALYSIS_GC, 1), (ANALYSIS_GC, 1)]
