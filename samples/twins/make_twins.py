@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Make the twin captures: two tcpdumps at once on the loopback on the same traffic.
+
+Usage::
+
+    python samples/twins/make_twins.py [--out samples/twins] [--only NAME ...] [--lossy-buffer KIB]
+
+For every pair, ``<name>.pcap.gz`` is taken with a large kernel buffer (``tcpdump -B 65536``: it drops
+nothing) and ``<name>.lossy.pcap.gz`` at the same time with a tiny one (``-B 1``): the kernel drops
+packets of the lossy twin only.  ``<name>.truth.json`` holds what the client itself sent, received and
+settled (never anything read from a capture) and, in ``capture_stats``, tcpdump's own counts of both twins
+("packets captured", "received by filter", "dropped by kernel").  The clients (``proton_twin.py`` and
+``rhea_twin.js``) run the same scenario (``twin_plan.py``).  Broker, tcpdump and clean-up are those of
+``samples/generate.py`` (its private RabbitMQ node, or an AMQP 1.0 broker already on 127.0.0.1:5672).
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parent / "messages"))
+import generate as base  # noqa: E402  (samples/generate.py: Broker, Capture, log, tool_versions)
+
+LOSSLESS_ARGS = ["-B", "65536", "-s", "0"]
+
+
+@dataclass
+class TwinPair:
+    name: str
+    client: str  # "proton" or "rhea"
+    description: str
+
+
+PAIRS = [
+    TwinPair("proton_rabbitmq", "proton", "python-qpid-proton against RabbitMQ 3.10"),
+    TwinPair("rhea_rabbitmq", "rhea", "rhea 3 (node) against RabbitMQ 3.10"),
+]
+
+
+def client_command(pair: TwinPair, queue: str, truth_out: Path) -> tuple[list[str], dict]:
+    args = ["127.0.0.1", str(base.AMQP_PORT), f"/queue/{queue}", str(truth_out)]
+    if pair.client == "proton":
+        return [sys.executable, str(HERE / "proton_twin.py"), *args], dict(os.environ)
+    from other_stacks import _node_path  # npm install rhea into the work folder when NODE_PATH has none
+    return ["node", str(HERE / "rhea_twin.js"), *args], dict(os.environ, NODE_PATH=_node_path(truth_out.parent))
+
+
+def gzip_to(src: Path, dest: Path) -> None:
+    with open(src, "rb") as f, gzip.GzipFile(dest, "wb", mtime=0) as g:
+        shutil.copyfileobj(f, g)
+
+
+def run_pair(pair: TwinPair, broker: base.Broker, out: Path, workdir: Path, tools: dict, lossy_kib: int) -> dict:
+    base.log(f"== twin pair {pair.name}")
+    queue = f"amqpdissect.twins.{pair.name}"
+    broker.delete_queues([queue])
+    lossless = base.Capture(workdir, pair.name, LOSSLESS_ARGS)
+    lossy = base.Capture(workdir, pair.name + ".lossy", ["-B", str(lossy_kib), "-s", "0"])
+    lossless.start()
+    lossy.start()
+    raw = workdir / f"{pair.name}.client.json"
+    cmd, env = client_command(pair, queue, raw)
+    try:
+        r = subprocess.run(cmd, env=env, timeout=120, capture_output=True, text=True)
+    finally:
+        time.sleep(base.SETTLE_DELAY + 2.0)  # tcpdump -w hands packets over in blocks: wait for the last ones
+        lossy.stop()
+        lossless.stop()
+    if r.returncode != 0:
+        raise RuntimeError(f"{pair.name}: client failed: {r.stdout}{r.stderr}")
+    truth = json.loads(raw.read_text())
+    truth.update({
+        "schema": "twins/1", "name": pair.name, "description": pair.description,
+        "capture": f"{pair.name}.pcap.gz", "lossy_capture": f"{pair.name}.lossy.pcap.gz",
+        "capture_stats": {
+            "lossless": {"tcpdump_args": LOSSLESS_ARGS, **lossless.stats},
+            "lossy": {"tcpdump_args": lossy.extra_args, **lossy.stats},
+        },
+        "tools": tools,
+    })
+    out.mkdir(parents=True, exist_ok=True)
+    gzip_to(lossless.pcap, out / truth["capture"])
+    gzip_to(lossy.pcap, out / truth["lossy_capture"])
+    (out / f"{pair.name}.truth.json").write_text(json.dumps(truth, separators=(",", ":")) + "\n")
+    st = truth["capture_stats"]
+    base.log(f"  wrote {pair.name}: lossless {st['lossless']}, lossy {st['lossy']}")
+    return truth
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=str(HERE), help="output directory (default: samples/twins/)")
+    ap.add_argument("--only", nargs="+", metavar="NAME", choices=[p.name for p in PAIRS])
+    ap.add_argument("--lossy-buffer", type=int, default=1, metavar="KIB", help="tcpdump -B of the lossy twin")
+    args = ap.parse_args(argv)
+    base.check_requirements()
+    tools = base.tool_versions()
+    workdir = Path(tempfile.mkdtemp(prefix="amqpdissect-twins-"))
+    workdir.chmod(0o777)  # tcpdump drops root privileges to user tcpdump before writing
+    broker = base.Broker()
+    try:
+        broker.start()
+        for pair in PAIRS:
+            if not args.only or pair.name in args.only:
+                run_pair(pair, broker, Path(args.out), workdir, tools, args.lossy_buffer)
+    finally:
+        broker.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
