@@ -30,7 +30,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE.parent / "messages"))
+sys.path.insert(0, str(HERE))
 import generate as base  # noqa: E402  (samples/generate.py: Broker, Capture, log, tool_versions)
+import twin_plan as plan  # noqa: E402
 
 LOSSLESS_ARGS = ["-B", "65536", "-s", "0"]
 
@@ -80,6 +82,8 @@ def run_pair(pair: TwinPair, broker: base.Broker, out: Path, workdir: Path, tool
     if r.returncode != 0:
         raise RuntimeError(f"{pair.name}: client failed: {r.stdout}{r.stderr}")
     truth = json.loads(raw.read_text())
+    if "totals" not in truth:  # (rhea_twin.js writes the per-link records only: sum them as proton_twin.py does)
+        plan.finish_truth(truth)
     truth.update({
         "schema": "twins/1", "name": pair.name, "description": pair.description,
         "capture": f"{pair.name}.pcap.gz", "lossy_capture": f"{pair.name}.lossy.pcap.gz",
