@@ -118,6 +118,17 @@ def test_lossless_twin_every_delivery_in_order_has_the_clients_outcome_and_size(
     assert dl["frames"].max() == 7  # the 3000-byte bodies took 7 frames at max-frame-size 512
 
 
+@pytest.mark.parametrize("name", PAIRS)
+def test_lossless_twin_the_receivers_flows_are_the_clients_credit_grants_in_order(name, capsys):
+    truth = _truth(name)
+    (rcv,) = [lk for lk in truth["links"] if lk["role"] == "receiver"]
+    flt = f'performative == flow && link == "{rcv["name"]}" && dst == "{truth["server"]}"'
+    capsys.readouterr()
+    assert main(["frames", "-r", _pcap(name, "lossless"), "-Y", flt, "-T", "fields", "-e", "link-credit"]) == 0
+    assert [int(v) for v in capsys.readouterr().out.split()] == rcv["credit_grants"]
+    assert set(rcv["credit_grants"]) == {500, 10, 1}
+
+
 PERFORMATIVES = {16: "open", 17: "begin", 18: "attach", 19: "flow", 20: "transfer", 21: "disposition",
                  22: "detach", 23: "end", 24: "close"}
 SASL = {64: "sasl-mechanisms", 65: "sasl-init", 66: "sasl-challenge", 67: "sasl-response", 68: "sasl-outcome"}
