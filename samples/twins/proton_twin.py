@@ -14,6 +14,7 @@ this client sent, received and settled, never anything read from a capture.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -21,7 +22,7 @@ from proton import Message, Delivery
 from proton.handlers import MessagingHandler
 from proton.reactor import Container
 
-sys.path.insert(0, __import__("os").path.dirname(__file__))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import twin_plan as plan  # noqa: E402
 
 
