@@ -111,7 +111,15 @@ def build_all(folder: Path) -> dict[str, Path]:
         "descriptor_ulong": _build(folder / "descriptor_ulong.pcap", _descriptor_as("ulong")),
         "descriptor_symbol": _build(folder / "descriptor_symbol.pcap", _descriptor_as("symbol")),
         "types": build_types(folder),
+        **public_like(),
     }
+
+
+def public_like() -> dict[str, Path]:
+    """The committed captures like those other projects publish (tests/data/compare/README.md): a type test
+    (zero-length binary with frames after it in its packet, described bodies) and described filter values."""
+    data = Path(__file__).resolve().parents[1] / "data" / "compare"
+    return {"qpid_types": data / "qpid_types.pcap", "qpid_selector": data / "qpid_selector.pcap"}
 
 
 def build_wrong_type(folder: Path) -> Path:
