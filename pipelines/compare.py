@@ -54,6 +54,8 @@ Keys of an entry:
       dissector assertion on an earlier frame of the same packet (see
       :func:`stopped_by_assertion`);
     * ``"described-body"``: a frame whose message's amqp-value body is a described value.
+    * ``"none-shown-after-gap"``: (``@frames`` only) a packet of which Wireshark shows no AMQP frame,
+      all of whose frames (ours) come after bytes lost in their direction.
 ``paths``
     fnmatch patterns on the disagreeing path of the normalised frame record
     (``fields.<spec field name>...``, ``message.<section>...``, ``@errors`` =
@@ -92,14 +94,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from amqp_dissect.amqp import codec
-from amqp_dissect.amqp.framing import AmqpConnection, Frame, OtherProtocolNote, ProtocolHeader
+from amqp_dissect.amqp.framing import AmqpConnection, Frame, OtherProtocolNote, ProtocolHeader, StreamNote
 from amqp_dissect.amqp.spec import COMPOSITES, descriptor_name
 from amqp_dissect.capture.pcap import open_capture
 from amqp_dissect.dissect import Dissector
-from amqp_dissect.events import PacketNote
+from amqp_dissect.events import PacketNote, StreamGap
 from amqp_dissect.render.frames import event_json
 
-from .wireshark import WsFrame, _Cut, _Truncatable, wireshark_frames
+from .wireshark import Misshown, WsFrame, _Cut, _Truncatable, wireshark_frames
 
 
 # --------------------------------------------------------------------------- the known defects
@@ -234,6 +236,37 @@ KNOWN = [
         ),
     },
     {
+        "id": "ws-ulong-id-high-32-bits",
+        "samples": "*",
+        "packets": None,
+        "frames": "not-continuation",
+        "paths": ["message.properties.message-id", "message.properties.correlation-id"],
+        "ws_values": ["<shown as the high 32 bits *, on the wire *>"],
+        "every_frame": False,
+        "why": (
+            "A message-id or correlation-id of type ulong written in its 8-byte form (0x80): Wireshark 4.0 "
+            "shows only the upper 32 bits of the number ('Message-Id: 0' for 7005, 256 for 2^40+3), though "
+            "the 8 bytes of its own field (PDML value) hold the whole number. Explained only when our value "
+            "is the number those bytes hold; the smallulong form (0x53) is shown right and compared as usual."
+        ),
+    },
+    {
+        "id": "ws-reassembly-stuck-after-gap",
+        "samples": "*",
+        "packets": None,
+        "frames": "none-shown-after-gap",
+        "paths": ["@frames"],
+        "every_frame": False,
+        "why": (
+            "Packets after bytes lost from the capture in one direction (segments the capture lacks; we report "
+            "the gap and its size): when the gap cut an AMQP frame, Wireshark 4.0's TCP reassembly keeps "
+            "waiting for the rest of that frame, and takes every later segment of that direction as more of it ('TCP segment of "
+            "a reassembled PDU'), so it shows no AMQP frame in them. We find the frame boundaries again after "
+            "the gap and decode the frames that follow. Each such packet is one disagreement (its frames are "
+            "not compared); a packet where Wireshark shows some frames is not covered."
+        ),
+    },
+    {
         "id": "ws-decimal-not-supported",
         "samples": "*",
         "packets": None,
@@ -359,6 +392,8 @@ def our_frames(pcap, ports=(), keylog=None) -> dict[int, list[OurFrame]]:
         for f in frames_left[1:]:
             tags[id(f)].add("continuation-fragment")
 
+    for e in _after_gap(events):
+        tags[id(e)].add("after-gap")
     for e in frames:
         if isinstance(e, Frame) and descriptor_form(e) not in (None, "smallulong"):
             tags[id(e)].add("long-descriptor")
@@ -477,6 +512,19 @@ def _zero_length_binary(frame) -> bool:
     if dl is not None:
         values.append(dl.sections())
     return any(_has_empty_bytes(v, 0) for v in values)
+
+
+def _after_gap(events: list) -> list:
+    """Our frames that come after bytes lost in their direction of their connection: a StreamGap, or the TCP
+    layer's note of bytes missing from the capture (a reassembly StreamNote that skipped bytes), before them."""
+    lost: set = set()
+    out = []
+    for e in events:
+        if type(e) is StreamGap or (type(e) is StreamNote and e.note.group == "reassembly" and e.skipped):
+            lost.add((e.conn, e.direction))
+        elif isinstance(e, Frame) and (e.conn, e.direction) in lost:
+            out.append(e)
+    return out
 
 
 def _described_body(frame) -> bool:
@@ -608,6 +656,17 @@ def _generalise(path: str) -> str:
     return re.sub(r"\[\d+\]", "[]", path)
 
 
+def _misshown(ours, ws: Misshown):
+    """Wireshark's value where it shows a number its field's bytes do not hold: its text naming both when
+    ours is the number on the wire (the shown one the upper 32 bits of it: ws-ulong-id-high-32-bits),
+    else the number it shows (a disagreement nothing explains)."""
+    if not _same(ours, ws.wire):
+        return ws.shown
+    if ws.shown == ws.wire >> 32:
+        return f"<shown as the high 32 bits {ws.shown}, on the wire {ws.wire}>"
+    return f"<shown as {ws.shown}, on the wire {ws.wire}>"
+
+
 def compare_frame(sample: str, ours: OurFrame, ws: WsFrame, report: Report) -> None:
     a, b = flatten(ours.record), flatten(ws.record)
     align_described(a, b)
@@ -619,6 +678,8 @@ def compare_frame(sample: str, ours: OurFrame, ws: WsFrame, report: Report) -> N
 
     for path in sorted(set(a) | set(b)):
         o, w = a.get(path, "<absent>"), b.get(path, "<not shown>")
+        if isinstance(w, Misshown):  # Wireshark shows a number its bytes do not hold: ours against the bytes
+            w = _misshown(o, w)
         if path in a and path in b and _same(o, w):
             report.values_compared += 1
             report.paths.add(_generalise(path))
@@ -706,10 +767,11 @@ def compare_capture(pcap, ports=(), keylog_file=None, name: str | None = None, w
         o, w = ours.get(packet, []), ws.get(packet, [])
         if len(o) != len(w) and not stopped_by_assertion(o, w):
             names = lambda fs: [f.record.get("performative") or f.record["kind"] for f in fs]  # noqa: E731
+            tags = set().union(*(f.tags for f in o)) if o else set()
+            if o and not w and all("after-gap" in f.tags for f in o):
+                tags.add("none-shown-after-gap")
             report.disagreements.append(Disagreement(
-                sample, packet, 0, None, "@frames", names(o), names(w),
-                set().union(*(f.tags for f in o)) if o else set(),
-                [m for f in w for m in f.errors]))
+                sample, packet, 0, None, "@frames", names(o), names(w), tags, [m for f in w for m in f.errors]))
             continue
         for of, wf in zip(o, w):
             report.frames_compared += 1
@@ -786,6 +848,7 @@ FRAME_CONDITIONS = {
     "not-continuation": lambda tags: "continuation-fragment" not in tags,
     "after-ws-assertion": lambda tags: "after-ws-assertion" in tags,
     "described-body": lambda tags: "described-body" in tags,
+    "none-shown-after-gap": lambda tags: "none-shown-after-gap" in tags,
 }
 
 

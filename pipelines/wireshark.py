@@ -305,9 +305,36 @@ def _choice_value(n: WsNode) -> str:
     return re.sub(r" \(\d+\)$", "", n.label)
 
 
+class Misshown:
+    """A number Wireshark shows other than its own field's bytes say (``show`` against PDML's ``value``, the
+    bytes of the number: a 2-, 4- or 8-byte field).  compare holds ours against both (see ws-ulong-id-high-32-bits)."""
+
+    __slots__ = ("shown", "wire")
+
+    def __init__(self, shown: int, wire: int):
+        self.shown, self.wire = shown, wire
+
+    def __repr__(self):
+        return f"<shown {self.shown}, on the wire {self.wire}>"
+
+
+def _uint(n: WsNode):
+    if not n.show.isdigit():
+        return f"<uint {n.show!r}>"
+    shown = int(n.show)
+    if n.size in (2, 4, 8) and len(n.value) == 2 * n.size:  # (1 byte: may be the uint0 constructor itself)
+        try:
+            wire = int(n.value, 16)
+        except ValueError:
+            return shown
+        if wire != shown:
+            return Misshown(shown, wire)
+    return shown
+
+
 def _scalar(n: WsNode, kind: str):
     if kind == "uint":
-        return int(n.show) if n.show.isdigit() else f"<uint {n.show!r}>"
+        return _uint(n)
     if kind == "bool":
         return n.show in ("1", "True", "true")
     if kind == "str":

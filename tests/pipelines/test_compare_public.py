@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+import comparecaps
+
 from amqp_dissect.cli.main import EXIT_OK, main
 from amqp_dissect.pipelines.compare import (KNOWN, Report, align_described, compare_capture, our_frames,
                                             stopped_by_assertion)
@@ -281,3 +283,56 @@ def test_wrong_values_caught_in_the_filter_set():
 def test_new_entries_listed():
     ids = {e["id"] for e in KNOWN}
     assert {"ws-assertion-stops-packet", "ws-described-value-bare", "ws-described-body-unknown-type"} <= ids
+
+
+# --------------------------------------------------------------------------- 8-byte ulong message ids (samples/messages)
+
+@pytest.fixture(scope="module")
+def ulong_ids(tmp_path_factory):
+    """Real proton bytes: message-id and correlation-id as ulong 5, 7005 and 2^40+3 (comparecaps)."""
+    return comparecaps.build_ulong_ids(tmp_path_factory.mktemp("ids"))
+
+
+def test_ulong_ids_high_half(capsys, ulong_ids):
+    """tshark shows the upper 32 bits of an 8-byte ulong id (its own field output says so); ours is the number
+    proton sent, and a wrong one is still NOT EXPLAINED."""
+    require_tshark()
+    shown = [int(c[0][0]) for c in tshark_per_packet(ulong_ids, "amqp.message.messageId.uint").values() if c[0]]
+    assert shown == [5, 7005 >> 32, (2**40 + 3) >> 32] == [5, 0, 256]
+    rc, out, err = run(capsys, "compare", ulong_ids)
+    assert rc == EXIT_OK, out + err
+    assert "NOT EXPLAINED" not in out and "  ws-ulong-id-high-32-bits (4 disagreements)" in out
+    ours = our_frames(ulong_ids)
+    ids = [f.record["message"]["properties"]["message-id"] for fs in ours.values() for f in fs
+           if f.record.get("performative") == "transfer"]
+    assert ids == list(comparecaps.ULONG_IDS)
+    where = _frame_with(ours, lambda r: r.get("message", {}).get("properties", {}).get("message-id") == 7005)
+    edit = lambda r: r["message"]["properties"].__setitem__("message-id", 7006)  # noqa: E731
+    assert _unknown_paths(ulong_ids, _wrong(ours, *where, edit)) == ["message.properties.message-id"]
+
+
+# --------------------------------------------------------------------------- after a gap (samples/loss)
+
+KERNEL_LOSS = Path(__file__).resolve().parents[2] / "samples" / "loss" / "kernel_loss.pcap"
+
+
+def _tshark_numbers(pcap: Path, flt: str) -> list[int]:
+    out = subprocess.run(["tshark", "-r", str(pcap), "-Y", flt, "-T", "fields", "-e", "frame.number"],
+                         capture_output=True, text=True, check=True).stdout
+    return [int(x) for x in out.split()]
+
+
+def test_reassembly_stuck_after_gap(capsys, reports):
+    """The packets the rule explains are exactly those tshark itself leaves without an AMQP layer after its
+    last 'previous segment not captured' in the server's direction; every other frame is compared."""
+    require_tshark()
+    rc, out, err = run(capsys, "compare", KERNEL_LOSS)
+    assert rc == EXIT_OK, out + err
+    assert "NOT EXPLAINED" not in out and "  ws-reassembly-stuck-after-gap (" in out
+    last_lost = max(_tshark_numbers(KERNEL_LOSS, "tcp.analysis.lost_segment && tcp.srcport==5672"))
+    silent = [n for n in _tshark_numbers(KERNEL_LOSS, "tcp.srcport==5672 && tcp.len>0 && !amqp") if n > last_lost]
+    rep = reports(KERNEL_LOSS)
+    excused = sorted(d.packet for d in rep.disagreements if d.known == ["ws-reassembly-stuck-after-gap"])
+    assert excused == silent and silent
+    assert all(d.path == "@frames" and d.ws == [] for d in rep.disagreements)
+    assert rep.frames_compared == rep.ws_count  # every frame Wireshark shows is compared
