@@ -336,3 +336,19 @@ def test_reassembly_stuck_after_gap(capsys, reports):
     assert excused == silent and silent
     assert all(d.path == "@frames" and d.ws == [] for d in rep.disagreements)
     assert rep.frames_compared == rep.ws_count  # every frame Wireshark shows is compared
+
+
+# --------------------------------------------------------------------------- the samples outside samples/*.pcap
+
+ROOT = Path(__file__).resolve().parents[2]
+OTHER_SAMPLES = sorted([*ROOT.glob("samples/messages/*.pcap"), *ROOT.glob("samples/loss/*.pcap"),
+                        *ROOT.glob("samples/other-protocols/*.pcap")])
+
+
+@pytest.mark.parametrize("pcap", OTHER_SAMPLES, ids=[p.stem for p in OTHER_SAMPLES])
+def test_other_samples_explained(pcap, reports):
+    """samples/*.pcap are compared by test_wireshark.py; these too: every disagreement a named defect."""
+    require_tshark()
+    rep = reports(pcap)
+    assert not rep.unknown, "\n".join(str(d) for d in rep.unknown[:20])
+    assert rep.frames_compared > 0 or rep.other_protocols

@@ -139,9 +139,12 @@ def build_ulong_ids(folder: Path) -> Path:
 
 def public_like() -> dict[str, Path]:
     """The committed captures like those other projects publish (tests/data/compare/README.md): a type test
-    (zero-length binary with frames after it in its packet, described bodies) and described filter values."""
+    (zero-length binary with frames after it in its packet, described bodies) and described filter values;
+    and the sample outside samples/*.pcap whose defect no other capture shows (a gap that cut a frame)."""
     data = Path(__file__).resolve().parents[1] / "data" / "compare"
-    return {"qpid_types": data / "qpid_types.pcap", "qpid_selector": data / "qpid_selector.pcap"}
+    samples = Path(__file__).resolve().parents[2] / "samples"
+    return {"qpid_types": data / "qpid_types.pcap", "qpid_selector": data / "qpid_selector.pcap",
+            "kernel_loss": samples / "loss" / "kernel_loss.pcap"}
 
 
 def build_wrong_type(folder: Path) -> Path:
