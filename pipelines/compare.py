@@ -50,11 +50,18 @@ Keys of an entry:
       value of zero bytes;
     * ``"not-continuation"``: every frame but a continuation fragment (whose values are
       garbage to Wireshark, see ws-continuation-fragment-as-message).
+    * ``"after-ws-assertion"``: a frame Wireshark did not decode because it failed a
+      dissector assertion on an earlier frame of the same packet (see
+      :func:`stopped_by_assertion`);
+    * ``"described-body"``: a frame whose message's amqp-value body is a described value.
+    * ``"none-shown-after-gap"``: (``@frames`` only) a packet of which Wireshark shows no AMQP frame,
+      all of whose frames (ours) come after bytes lost in their direction.
 ``paths``
     fnmatch patterns on the disagreeing path of the normalised frame record
     (``fields.<spec field name>...``, ``message.<section>...``, ``@errors`` =
     Wireshark/ours reported a malformed frame or an error-level expert item,
-    ``@frames`` = not the same number of AMQP frames in a packet).
+    ``@frames`` = not the same number of AMQP frames in a packet, ``@not-decoded`` = one of
+    our frames after the frame Wireshark stopped the packet at).
 ``ws_errors``
     optional list of fnmatch patterns: Wireshark's error messages on the frame
     that the rule explains; an ``@errors`` disagreement is covered only if every
@@ -64,7 +71,8 @@ Keys of an entry:
     (Wireshark stopped decoding the frame: what it does not show is explained by its error
     and nothing else).
 ``ws_values``
-    optional list of fnmatch patterns: Wireshark's value (its text) must match one of them.
+    optional list of fnmatch patterns: Wireshark's value (its text) must match one of them
+    (on every path but ``@errors``; ``"<not shown>"``: Wireshark shows nothing there).
 ``every_frame``
     if true, every frame the ``frames`` condition selects (in the samples the
     entry applies to) must actually show a disagreement covered by the entry;
@@ -86,14 +94,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from amqp_dissect.amqp import codec
-from amqp_dissect.amqp.framing import AmqpConnection, Frame, OtherProtocolNote, ProtocolHeader
-from amqp_dissect.amqp.spec import COMPOSITES
+from amqp_dissect.amqp.framing import AmqpConnection, Frame, OtherProtocolNote, ProtocolHeader, StreamNote
+from amqp_dissect.amqp.spec import COMPOSITES, descriptor_name
 from amqp_dissect.capture.pcap import open_capture
 from amqp_dissect.dissect import Dissector
-from amqp_dissect.events import PacketNote
+from amqp_dissect.events import PacketNote, StreamGap
 from amqp_dissect.render.frames import event_json
 
-from .wireshark import WsFrame, _Cut, _Truncatable, wireshark_frames
+from .wireshark import Misshown, WsFrame, _Cut, _Truncatable, wireshark_frames
 
 
 # --------------------------------------------------------------------------- the known defects
@@ -165,12 +173,97 @@ KNOWN = [
         "paths": ["@errors", "message", "message.*", "fields.*"],
         "ws_errors": ['*tvbuff.c:* failed assertion "len > 0"*'],
         "ws_errors_all_paths": True,
+        "ws_values": ["<not shown>", "{}", "[]"],
         "every_frame": False,
         "why": (
             "A binary value of zero bytes (vbin8 0x00, allowed by the spec) in a message section: Wireshark "
             "4.0 asks its tvbuff for a zero-length subset, fails the dissector assertion 'tvbuff.c failed "
             "assertion \"len > 0\"' and stops decoding the packet, so the value and the sections after it "
-            "are not shown. We decode the empty binary and the rest of the message."
+            "are not shown (the frames after it in the packet neither: ws-assertion-stops-packet). We decode "
+            "the empty binary and the rest of the message; what Wireshark did show before it is compared."
+        ),
+    },
+    {
+        "id": "ws-assertion-stops-packet",
+        "samples": "*",
+        "packets": None,
+        "frames": "after-ws-assertion",
+        "paths": ["@not-decoded"],
+        "ws_errors": ["*failed assertion*"],
+        "ws_errors_all_paths": True,
+        "every_frame": True,
+        "why": (
+            "The AMQP frames that follow, in the same packet, a frame on which Wireshark failed a dissector "
+            "assertion (tvbuff.c 'failed assertion \"len > 0\"', on a zero-length binary: "
+            "ws-zero-length-binary-assertion): the assertion is an exception that ends the dissection of the "
+            "whole packet, so Wireshark shows no AMQP layer for the rest of the TCP segment (fewer frames in "
+            "that packet than there are). Each frame it left out is one disagreement here; the frames before "
+            "it in the packet are compared value by value, and the frames of the next packets as usual."
+        ),
+    },
+    {
+        "id": "ws-described-value-bare",
+        "samples": "*",
+        "packets": None,
+        "frames": "not-continuation",
+        "paths": ["fields.*.@descriptor", "message.*.*.@descriptor", "message.*]*.@descriptor"],
+        "ws_values": ["<not shown>"],
+        "every_frame": False,
+        "why": (
+            "A described value inside a map or a list (a source's filter-set: each filter is a described "
+            "value, e.g. the selector filters apache.org:selector-filter:string or the JMS selector "
+            "0x0000468C00000004): Wireshark 4.0 shows the bare value under the key and writes the "
+            "descriptor only into the key's label when it is a symbol ('selector : "
+            "apache.org:selector-filter:string'), not at all when it is a ulong (a list item's symbol "
+            "descriptor takes the place of its label 'list-item'). compare reads a symbol descriptor from a "
+            "map key's label and compares the value under the bare key; a descriptor it cannot read from "
+            "Wireshark's text is this disagreement (the value beside it is still compared)."
+        ),
+    },
+    {
+        "id": "ws-described-body-unknown-type",
+        "samples": "*",
+        "packets": None,
+        "frames": "described-body",
+        "paths": ["@errors", "message.amqp-value", "message.amqp-value.*"],
+        "ws_errors": ['Unknown AMQP type 0 (0x0) of field "AMQP-Value"'],
+        "every_frame": True,
+        "why": (
+            "An amqp-value body section whose value is itself a described value (constructor 0x00, allowed "
+            "by the spec: any AMQP value): Wireshark 4.0 reads the 0x00 constructor as a type code, reports "
+            "'Unknown AMQP type 0 (0x0) of field \"AMQP-Value\"' and shows neither the descriptor nor the "
+            "value. The sections before the body are compared as usual."
+        ),
+    },
+    {
+        "id": "ws-ulong-id-high-32-bits",
+        "samples": "*",
+        "packets": None,
+        "frames": "not-continuation",
+        "paths": ["message.properties.message-id", "message.properties.correlation-id"],
+        "ws_values": ["<shown as the high 32 bits *, on the wire *>"],
+        "every_frame": False,
+        "why": (
+            "A message-id or correlation-id of type ulong written in its 8-byte form (0x80): Wireshark 4.0 "
+            "shows only the upper 32 bits of the number ('Message-Id: 0' for 7005, 256 for 2^40+3), though "
+            "the 8 bytes of its own field (PDML value) hold the whole number. Explained only when our value "
+            "is the number those bytes hold; the smallulong form (0x53) is shown right and compared as usual."
+        ),
+    },
+    {
+        "id": "ws-reassembly-stuck-after-gap",
+        "samples": "*",
+        "packets": None,
+        "frames": "none-shown-after-gap",
+        "paths": ["@frames"],
+        "every_frame": False,
+        "why": (
+            "Packets after bytes lost from the capture in one direction (segments the capture lacks; we report "
+            "the gap and its size): when the gap cut an AMQP frame, Wireshark 4.0's TCP reassembly keeps "
+            "waiting for the rest of that frame, and takes every later segment of that direction as more of it ('TCP segment of "
+            "a reassembled PDU'), so it shows no AMQP frame in them. We find the frame boundaries again after "
+            "the gap and decode the frames that follow. Each such packet is one disagreement (its frames are "
+            "not compared); a packet where Wireshark shows some frames is not covered."
         ),
     },
     {
@@ -299,11 +392,15 @@ def our_frames(pcap, ports=(), keylog=None) -> dict[int, list[OurFrame]]:
         for f in frames_left[1:]:
             tags[id(f)].add("continuation-fragment")
 
+    for e in _after_gap(events):
+        tags[id(e)].add("after-gap")
     for e in frames:
         if isinstance(e, Frame) and descriptor_form(e) not in (None, "smallulong"):
             tags[id(e)].add("long-descriptor")
         if isinstance(e, Frame) and e.kind != "heartbeat" and _zero_length_binary(e):
             tags[id(e)].add("zero-length-binary")
+        if isinstance(e, Frame) and e.kind != "heartbeat" and _described_body(e):
+            tags[id(e)].add("described-body")
 
     out: dict[int, list[OurFrame]] = {}
     for e in frames:
@@ -415,6 +512,30 @@ def _zero_length_binary(frame) -> bool:
     if dl is not None:
         values.append(dl.sections())
     return any(_has_empty_bytes(v, 0) for v in values)
+
+
+def _after_gap(events: list) -> list:
+    """Our frames that come after bytes lost in their direction of their connection: a StreamGap, or the TCP
+    layer's note of bytes missing from the capture (a reassembly StreamNote that skipped bytes), before them."""
+    lost: set = set()
+    out = []
+    for e in events:
+        if type(e) is StreamGap or (type(e) is StreamNote and e.note.group == "reassembly" and e.skipped):
+            lost.add((e.conn, e.direction))
+        elif isinstance(e, Frame) and (e.conn, e.direction) in lost:
+            out.append(e)
+    return out
+
+
+def _described_body(frame) -> bool:
+    """Whether the message the frame completes has an amqp-value body that is a described value."""
+    dl = getattr(frame, "delivery", None)
+    sections = dl.sections() if dl is not None else None
+    for section in sections or ():
+        if (isinstance(section, codec.Described) and descriptor_name(section.descriptor) == "amqp-value"
+                and isinstance(section.value, codec.Described)):
+            return True
+    return False
 
 
 def _has_empty_bytes(v, depth: int) -> bool:
@@ -535,8 +656,20 @@ def _generalise(path: str) -> str:
     return re.sub(r"\[\d+\]", "[]", path)
 
 
+def _misshown(ours, ws: Misshown):
+    """Wireshark's value where it shows a number its field's bytes do not hold: its text naming both when
+    ours is the number on the wire (the shown one the upper 32 bits of it: ws-ulong-id-high-32-bits),
+    else the number it shows (a disagreement nothing explains)."""
+    if not _same(ours, ws.wire):
+        return ws.shown
+    if ws.shown == ws.wire >> 32:
+        return f"<shown as the high 32 bits {ws.shown}, on the wire {ws.wire}>"
+    return f"<shown as {ws.shown}, on the wire {ws.wire}>"
+
+
 def compare_frame(sample: str, ours: OurFrame, ws: WsFrame, report: Report) -> None:
     a, b = flatten(ours.record), flatten(ws.record)
+    align_described(a, b)
     perf = ours.record.get("performative") or ours.record.get("kind")
 
     def disagree(path, o, w):
@@ -545,6 +678,8 @@ def compare_frame(sample: str, ours: OurFrame, ws: WsFrame, report: Report) -> N
 
     for path in sorted(set(a) | set(b)):
         o, w = a.get(path, "<absent>"), b.get(path, "<not shown>")
+        if isinstance(w, Misshown):  # Wireshark shows a number its bytes do not hold: ours against the bytes
+            w = _misshown(o, w)
         if path in a and path in b and _same(o, w):
             report.values_compared += 1
             report.paths.add(_generalise(path))
@@ -630,12 +765,13 @@ def compare_capture(pcap, ports=(), keylog_file=None, name: str | None = None, w
     report.other_layers = other_layers
     for packet in sorted(set(ws) | set(ours)):
         o, w = ours.get(packet, []), ws.get(packet, [])
-        if len(o) != len(w):
+        if len(o) != len(w) and not stopped_by_assertion(o, w):
             names = lambda fs: [f.record.get("performative") or f.record["kind"] for f in fs]  # noqa: E731
+            tags = set().union(*(f.tags for f in o)) if o else set()
+            if o and not w and all("after-gap" in f.tags for f in o):
+                tags.add("none-shown-after-gap")
             report.disagreements.append(Disagreement(
-                sample, packet, 0, None, "@frames", names(o), names(w),
-                set().union(*(f.tags for f in o)) if o else set(),
-                [m for f in w for m in f.errors]))
+                sample, packet, 0, None, "@frames", names(o), names(w), tags, [m for f in w for m in f.errors]))
             continue
         for of, wf in zip(o, w):
             report.frames_compared += 1
@@ -644,8 +780,55 @@ def compare_capture(pcap, ports=(), keylog_file=None, name: str | None = None, w
             compare_frame(sample, of, wf, report)
             if len(report.disagreements) == n:
                 report.frames_agreeing += 1
+        for of in o[len(w):]:  # (stopped_by_assertion) the frames Wireshark did not decode
+            report.disagreements.append(Disagreement(
+                sample, packet, of.index, of.record.get("performative") or of.record.get("kind"), "@not-decoded",
+                of.record.get("performative") or of.record.get("kind"), "<not decoded>",
+                set(of.tags) | {"after-ws-assertion"}, list(w[-1].errors)))
     classify(report)
     return report
+
+
+def stopped_by_assertion(ours: list, ws: list) -> bool:
+    """Whether Wireshark shows fewer AMQP frames in a packet than we find because it stopped
+    decoding the packet: its frames are the first of ours, and the last of them carries a
+    failed dissector assertion (an exception: the rest of the packet is not dissected)."""
+    if not 0 < len(ws) < len(ours):
+        return False
+    return any("failed assertion" in m for m in ws[-1].errors)
+
+
+def _move_subtree(flat: dict, src: str, dst: str) -> bool:
+    """Rename the paths ``src`` and those below it (``src.x``, ``src[i]``) to start with ``dst``."""
+    keys = [k for k in flat if k == src or k.startswith((src + ".", src + "["))]
+    for k in keys:
+        flat[dst + k[len(src):]] = flat.pop(k)
+    return bool(keys)
+
+
+def align_described(ours: dict, ws: dict) -> None:
+    """Put Wireshark's form of a described value inside a map or list where ours is (flattened records,
+    changed in place).  Ours: ``X.@descriptor`` and ``X.@value...``; Wireshark 4.0 (see
+    ws-described-value-bare): the bare value at ``X : descriptor`` (a symbol descriptor, in the key's
+    label) or at ``X`` (a ulong descriptor, or a list item).  The value is moved under ``X.@value``, and
+    a descriptor read from the label to ``X.@descriptor``, so both are compared; the value is moved only
+    when Wireshark shows nothing at ``X.@value`` already."""
+    suffix = ".@descriptor"
+    roots = sorted((p[: -len(suffix)] for p in ours if p.endswith(suffix)), key=len, reverse=True)
+    for root in roots:
+        value = root + ".@value"
+        if root + suffix in ws or any(k == value or k.startswith((value + ".", value + "[")) for k in ws):
+            continue
+        descriptor = ours[root + suffix]
+        labelled = f"{root} : {descriptor}"
+        if isinstance(descriptor, str) and _move_subtree(ws, labelled, value):
+            ws[root + suffix] = descriptor  # (the label's text is the descriptor: matched in full above)
+            continue
+        other = next((k for k in ws if k.startswith(root + " : ")), None)
+        if other is not None:  # Wireshark's label names another descriptor: a disagreement, not explained
+            ws[root + suffix] = f"<in the label: {other[len(root) + 3:]}>"
+        else:
+            _move_subtree(ws, root, value)
 
 
 def _ends_of(conn: str) -> tuple:
@@ -663,6 +846,9 @@ FRAME_CONDITIONS = {
     "long-descriptor": lambda tags: "long-descriptor" in tags,
     "zero-length-binary": lambda tags: "zero-length-binary" in tags,
     "not-continuation": lambda tags: "continuation-fragment" not in tags,
+    "after-ws-assertion": lambda tags: "after-ws-assertion" in tags,
+    "described-body": lambda tags: "described-body" in tags,
+    "none-shown-after-gap": lambda tags: "none-shown-after-gap" in tags,
 }
 
 
@@ -676,7 +862,7 @@ def entry_covers(entry: dict, d: Disagreement) -> bool:
         return False
     if not any(fnmatch.fnmatchcase(d.path, p) for p in entry["paths"]):
         return False
-    if entry.get("ws_values") is not None:
+    if entry.get("ws_values") is not None and d.path != "@errors":
         if not isinstance(d.ws, str) or not any(fnmatch.fnmatchcase(d.ws, p) for p in entry["ws_values"]):
             return False
     if (d.path == "@errors" or entry.get("ws_errors_all_paths")) and entry.get("ws_errors") is not None:

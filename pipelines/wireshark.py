@@ -230,13 +230,28 @@ def _layer_fields(layer) -> list:
     return out
 
 
+def _int_attr(text) -> int | None:
+    """A PDML attribute that holds a number (pos, size, severity), or None when the field has none."""
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return None
+
+
 def _build_tree(fields: list) -> list[WsNode]:
     """Rebuild the layer's field tree from byte ranges: a field belongs to the closest
-    preceding field whose [pos, pos+size) contains it."""
+    preceding field whose [pos, pos+size) contains it.  A field PDML writes without a position
+    is left out: Wireshark's "data" dissector, called by its AMQP 0-9-1 dissector for a content
+    body of a media type it has no dissector for, is written as ``<field name="data" value=...>``
+    with no pos and no size (its bytes are in its children ``data.data`` / ``data.len``, which
+    have them)."""
     nodes = []
     for i, f in enumerate(fields):
-        nodes.append((int(f.pos), -int(f.size), i,
-                      WsNode(f.name, f.showname or "", f.show or "", f.raw_value or "", int(f.pos), int(f.size))))
+        pos, size = _int_attr(f.pos), _int_attr(f.size)
+        if pos is None:
+            continue
+        size = size or 0
+        nodes.append((pos, -size, i, WsNode(f.name, f.showname or "", f.show or "", f.raw_value or "", pos, size)))
     nodes.sort(key=lambda t: t[:3])
     roots: list[WsNode] = []
     stack: list[WsNode] = []
@@ -257,10 +272,10 @@ def _split_layer(layer):
     sevs = [f for f in fields if f.name == "_ws.expert.severity"]
     for m, s in zip(msgs, sevs):
         expert_text.add(m.show)
-        if int(s.show) >= SEVERITY_ERROR:
+        if (_int_attr(s.show) or 0) >= SEVERITY_ERROR:
             errors.append(m.show)
     amqp_fields = [f for f in fields
-                   if not f.name.startswith("_ws.") and not (f.showname in expert_text and int(f.size) == 0)]
+                   if not f.name.startswith("_ws.") and not (f.showname in expert_text and _int_attr(f.size) == 0)]
     return _build_tree(amqp_fields), errors
 
 
@@ -290,9 +305,36 @@ def _choice_value(n: WsNode) -> str:
     return re.sub(r" \(\d+\)$", "", n.label)
 
 
+class Misshown:
+    """A number Wireshark shows other than its own field's bytes say (``show`` against PDML's ``value``, the
+    bytes of the number: a 2-, 4- or 8-byte field).  compare holds ours against both (see ws-ulong-id-high-32-bits)."""
+
+    __slots__ = ("shown", "wire")
+
+    def __init__(self, shown: int, wire: int):
+        self.shown, self.wire = shown, wire
+
+    def __repr__(self):
+        return f"<shown {self.shown}, on the wire {self.wire}>"
+
+
+def _uint(n: WsNode):
+    if not n.show.isdigit():
+        return f"<uint {n.show!r}>"
+    shown = int(n.show)
+    if n.size in (2, 4, 8) and len(n.value) == 2 * n.size:  # (1 byte: may be the uint0 constructor itself)
+        try:
+            wire = int(n.value, 16)
+        except ValueError:
+            return shown
+        if wire != shown:
+            return Misshown(shown, wire)
+    return shown
+
+
 def _scalar(n: WsNode, kind: str):
     if kind == "uint":
-        return int(n.show) if n.show.isdigit() else f"<uint {n.show!r}>"
+        return _uint(n)
     if kind == "bool":
         return n.show in ("1", "True", "true")
     if kind == "str":

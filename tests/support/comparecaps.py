@@ -111,7 +111,40 @@ def build_all(folder: Path) -> dict[str, Path]:
         "descriptor_ulong": _build(folder / "descriptor_ulong.pcap", _descriptor_as("ulong")),
         "descriptor_symbol": _build(folder / "descriptor_symbol.pcap", _descriptor_as("symbol")),
         "types": build_types(folder),
+        "ulong_ids": build_ulong_ids(folder),
+        **public_like(),
     }
+
+
+ULONG_IDS = (5, 7005, 2**40 + 3)
+
+
+def build_ulong_ids(folder: Path) -> Path:
+    """``ulong_ids.pcap``: message-id and correlation-id as ulong 5 (smallulong), 7005 and 2^40+3 (8-byte
+    ulong, as samples/messages/request_reply.pcap holds them; Wireshark 4.0 shows their upper 32 bits)."""
+    from proton import ulong
+
+    p = Pump()
+    snd = p.sender("ids")
+    p.run()
+    for v in ULONG_IDS:
+        p.send(snd, Message(body="x", id=ulong(v), correlation_id=ulong(v)))
+        p.run()
+    p.close()
+    conv = TcpConversation.from_exchange(list(p.chunks), client=("10.0.0.1", 40002), server=("10.0.0.2", 5672))
+    path = Path(folder) / "ulong_ids.pcap"
+    path.write_bytes(write_pcap(conv.records))
+    return path
+
+
+def public_like() -> dict[str, Path]:
+    """The committed captures like those other projects publish (tests/data/compare/README.md): a type test
+    (zero-length binary with frames after it in its packet, described bodies) and described filter values;
+    and the sample outside samples/*.pcap whose defect no other capture shows (a gap that cut a frame)."""
+    data = Path(__file__).resolve().parents[1] / "data" / "compare"
+    samples = Path(__file__).resolve().parents[2] / "samples"
+    return {"qpid_types": data / "qpid_types.pcap", "qpid_selector": data / "qpid_selector.pcap",
+            "kernel_loss": samples / "loss" / "kernel_loss.pcap"}
 
 
 def build_wrong_type(folder: Path) -> Path:
