@@ -23,7 +23,7 @@ if not cython.compiled:  # (compiled: C functions and constants, cimported in th
 
 
 class LinkCredit:
-    __slots__ = ("initial", "count", "limit", "prev", "pending", "granted", "lost", "grants", "count_low")
+    __slots__ = ("initial", "count", "limit", "prev", "pending", "granted", "lost", "grants", "count_low", "last_count", "guessed")
 
     def __init__(self):
         self.initial = None  # the sender's initial-delivery-count (its attach)
@@ -38,6 +38,10 @@ class LinkCredit:
         # lost whole in a gap may have been this link's (the delivery-ids did not say which link);
         # exact again at the sender's next flow
         self.count_low = False
+        # the delivery-count right after the link's latest delivery in the capture (None: not known
+        # from the sender's own numbers); guessed: the delivery-count was last set from the receiver's
+        self.last_count = None
+        self.guessed = False
 
     def left(self, r):
         """link-credit ``limit - count``: unsigned 32-bit, measured from receiver ``r``'s last grant
@@ -63,6 +67,7 @@ class LinkCredit:
         self.initial = idc
         if self.count is None:
             self.count = idc
+            self.guessed = False
         if self.pending is not None:
             self.limit = serial_add(idc, self.pending)
             self.pending = None
@@ -76,6 +81,7 @@ class LinkCredit:
         if dc is not None:
             first = self.count is None
             self.count = dc
+            self.guessed = False
             self.count_low = False
         if self.limit is None and lc is not None and self.count is not None:
             self.limit = serial_add(self.count, lc)
@@ -96,6 +102,7 @@ class LinkCredit:
         self.lost = False
         if self.count is None and dc is not None and not known:
             self.count = dc
+            self.guessed = True
             return True
         return False
 
@@ -104,6 +111,7 @@ class LinkCredit:
         (it counted deliveries the capture lost): taken.  True when it was."""
         if dc is not None and self.count is not None and serial_diff(self.count, dc) < 0:
             self.count = dc
+            self.guessed = True
             return True
         return False
 
@@ -117,18 +125,28 @@ class LinkCredit:
         if lc is None:
             return False
         self.count = (self.limit - lc) & SERIAL_MASK
+        self.guessed = True
         return True
 
     def lost_whole(self, n, known) -> None:
-        """``n`` deliveries were lost whole in a gap of the sender (their delivery-ids were skipped);
-        ``known``: they were this link's (its delivery-count advanced by ``n``), else they may have
-        been (its delivery-count is only a lower bound from now on)."""
+        """``n`` deliveries were lost whole in a gap of the sender (their delivery-ids were skipped)
+        since the link's latest delivery; ``known``: they were this link's (its delivery-count is
+        ``n`` past what it was after that delivery, unless a flow since put it further), else they
+        may have been (its delivery-count is only a lower bound from now on)."""
         if self.count is None:
             return
-        if known:
-            self.count = serial_add(self.count, n)
-        else:
+        if not known:
             self.count_low = True
+        elif self.last_count is not None:
+            inferred = serial_add(self.last_count, n)
+            if serial_diff(inferred, self.count) >= 0:  # (a guess from the receiver's flow may be behind it)
+                self.count = inferred
+                self.guessed = False
+
+    def delivered(self) -> None:
+        """A delivery of the link's sender: its delivery-count advances by one."""
+        self.count = serial_add(self.count, 1)
+        self.last_count = None if self.guessed else self.count
 
     def replay(self, rdc, rlc, sdc) -> bool:
         """The sender became known late: use the receiver's last flow (``rdc``, ``rlc``) and the
@@ -138,7 +156,9 @@ class LinkCredit:
             self.limit = serial_add(rdc, rlc)
             if self.count is None:
                 self.count = rdc
+                self.guessed = True
                 assumed = True
         if sdc is not None and self.count is None:
             self.count = sdc
+            self.guessed = False
         return assumed

@@ -14,7 +14,7 @@ from amqp_dissect.model.stall_rules cimport StallRules
 from amqp_dissect.model.transactions cimport TransactionRules
 from amqp_dissect.model.state cimport T_ABORTED, T_DELIVERY_ID, T_DELIVERY_TAG, T_HANDLE, T_MORE, T_RCV_SETTLE_MODE, T_RESUME, T_SETTLED, T_STATE
 from amqp_dissect.amqp.values cimport read_binary as _bin, read_delivery_state as _delivery_state_value, read_uint as _uint
-from amqp_dissect.model.serial cimport serial_add, serial_diff
+from amqp_dissect.model.serial cimport serial_diff
 
 cdef class TransferRules:
     cdef public Recorder ledger

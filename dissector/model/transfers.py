@@ -28,7 +28,7 @@ from .transactions import TransactionRules
 if not cython.compiled:  # (compiled: C functions and constants, cimported in the .pxd)
     from .window import BEYOND, RESYNCED
     from ..amqp.values import read_binary as _bin, read_delivery_state as _delivery_state_value, read_uint as _uint
-    from .serial import serial_add, serial_diff
+    from .serial import serial_diff
     from .state import (T_ABORTED, T_DELIVERY_ID, T_DELIVERY_TAG, T_HANDLE, T_MORE, T_RCV_SETTLE_MODE, T_RESUME, T_SETTLED,
                         T_STATE)
 
@@ -221,7 +221,7 @@ class TransferRules:
             self.ledger.hold(c, 1 - d, d, f, "credit",
                        f"transfer from the {SIDES[d]} on link {link.name!r} beyond its link-credit ({numbers})",
                        link=link.name, handle=h, delivery_id=did)
-        lcr.count = serial_add(lcr.count, 1)
+        lcr.delivered()
 
     def delivery_sent(self, c, f, link, dlv, aborted):
         """The last frame of a delivery (more=false) or its abort: complete, its stall may begin, a
