@@ -222,3 +222,25 @@ def test_deletion_twins_of_the_samples(tmp_path):
             assert t_viol <= viol, (path, num, t_viol - viol)
             checked += 1
     assert checked >= 8  # (the samples have that many: a test that checks nothing fails)
+
+
+def test_two_processes_count_the_same(tmp_path, parallel_runs):
+    """-j 2 (a worker per connection, the report merged from their parts) counts as one process."""
+    from amqp_dissect.cli.main import main
+
+    conv = tmp_path / "conv.pcap"
+    conv.write_bytes(_beyond_credit_conv().pcap())
+    paths = [os.path.join(SAMPLES, "loss", "kernel_loss.pcap"), str(conv)]
+    outs = {}
+    for jobs in (1, 2):
+        for command, fmt in (("report", "json"), ("report", "text"), ("links", "jsonl"), ("sessions", "jsonl")):
+            out = tmp_path / f"{command}-{jobs}.{fmt}"
+            assert main([command, "-T", fmt, *paths, "-j", str(jobs), "-o", str(out)]) == 0
+            outs[jobs, command, fmt] = out.read_bytes()
+    assert parallel_runs and set(parallel_runs) == {2}
+    for (jobs, command, fmt), data in outs.items():
+        assert data == outs[1, command, fmt], (command, fmt)
+    rep = json.loads(outs[1, "report", "json"])
+    assert rep["summary"]["deliveries_lost_whole"] == 1001 + 2
+    sessions = [json.loads(x) for x in outs[1, "sessions", "jsonl"].splitlines()]
+    assert sorted(s["deliveries_lost_whole"] for s in sessions) == [2, 1001]
