@@ -20,7 +20,9 @@ import subprocess
 import pytest
 
 from amqp_dissect.pipelines.local import analyze
+from amqp_dissect.render.html import render_html
 from amqp_dissect.render.report import render_text
+from amqp_dissect.results.plots import plot_data
 from amqp_dissect.results.report import build_report
 from test_loss import BIG, Conv, attach, disposition, flow, transfer
 
@@ -92,6 +94,8 @@ def test_report_says_deliveries_lost_whole():
     text = render_text(rep)
     assert "deliveries 7 (5 seen: accepted 5; 2 in lost bytes)" in text
     assert "deliveries 7 (5 seen, 2 in lost bytes): accepted 5" in text
+    page = render_html(rep, plot_data(res.analyzer))
+    assert "deliveries in lost bytes" in page and "5 (+2 in lost bytes)" in page
 
 
 def test_two_links_sending_lost_whole_only_on_the_session():
