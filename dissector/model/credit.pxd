@@ -3,8 +3,9 @@ from amqp_dissect.model.serial cimport grant_left, serial_add, serial_diff
 
 cdef class LinkCredit:
     cdef public object initial, count, limit, prev, pending
-    cdef public bint granted, lost
+    cdef public bint granted, lost, count_low, guessed
     cdef public list grants
+    cdef public object last_count
 
     cpdef left(self, Py_ssize_t r)
     cpdef bint beyond(self, Py_ssize_t r)
@@ -14,3 +15,5 @@ cdef class LinkCredit:
     cpdef bint resync_count(self, dc)
     cpdef bint resync_from_grant(self, Py_ssize_t r, Py_ssize_t g)
     cpdef bint replay(self, rdc, rlc, sdc)
+    cpdef lost_whole(self, n, bint known)
+    cpdef delivered(self)

@@ -23,7 +23,7 @@ if not cython.compiled:  # (compiled: C functions and constants, cimported in th
 
 
 class LinkCredit:
-    __slots__ = ("initial", "count", "limit", "prev", "pending", "granted", "lost", "grants")
+    __slots__ = ("initial", "count", "limit", "prev", "pending", "granted", "lost", "grants", "count_low", "last_count", "guessed")
 
     def __init__(self):
         self.initial = None  # the sender's initial-delivery-count (its attach)
@@ -34,11 +34,20 @@ class LinkCredit:
         self.granted = False  # the sender had credit once
         self.lost = False  # bytes of the receiver were lost since its last flow: credit unknown
         self.grants = [None, None]  # per peer: the link-credit of its last flow
+        # the sender's delivery-count is only a lower bound (and left() an upper bound): deliveries
+        # lost whole in a gap may have been this link's (the delivery-ids did not say which link);
+        # exact again at the sender's next flow
+        self.count_low = False
+        # the delivery-count right after the link's latest delivery in the capture (None: not known
+        # from the sender's own numbers); guessed: the delivery-count was last set from the receiver's
+        self.last_count = None
+        self.guessed = False
 
     def left(self, r):
         """link-credit ``limit - count``: unsigned 32-bit, measured from receiver ``r``'s last grant
         (``r`` -1: not known); negative when the sender went beyond it; None when unknown (the
-        sender's delivery-count is behind the receiver's: transfers the capture lost)."""
+        sender's delivery-count is behind the receiver's: transfers the capture lost).  With
+        :attr:`count_low` the delivery-count is a lower bound, so this is an upper bound."""
         if self.count is None or self.limit is None:
             return None
         lc = self.grants[r] if r >= 0 else None
@@ -58,6 +67,7 @@ class LinkCredit:
         self.initial = idc
         if self.count is None:
             self.count = idc
+            self.guessed = False
         if self.pending is not None:
             self.limit = serial_add(idc, self.pending)
             self.pending = None
@@ -71,6 +81,8 @@ class LinkCredit:
         if dc is not None:
             first = self.count is None
             self.count = dc
+            self.guessed = False
+            self.count_low = False
         if self.limit is None and lc is not None and self.count is not None:
             self.limit = serial_add(self.count, lc)
         return first
@@ -90,6 +102,7 @@ class LinkCredit:
         self.lost = False
         if self.count is None and dc is not None and not known:
             self.count = dc
+            self.guessed = True
             return True
         return False
 
@@ -98,6 +111,7 @@ class LinkCredit:
         (it counted deliveries the capture lost): taken.  True when it was."""
         if dc is not None and self.count is not None and serial_diff(self.count, dc) < 0:
             self.count = dc
+            self.guessed = True
             return True
         return False
 
@@ -105,13 +119,34 @@ class LinkCredit:
         """After a gap: the sender's delivery-count is behind the start of the grant of receiver
         ``r`` (:meth:`left` unknown); it is re-synchronised to the start of peer ``g``'s last grant
         (``g`` is ``r`` unless the link's roles conflict).  True when it was."""
-        if self.limit is None or self.left(r) is not None:
+        if self.limit is None or self.count_low or self.left(r) is not None:
             return False
         lc = self.grants[g]
         if lc is None:
             return False
         self.count = (self.limit - lc) & SERIAL_MASK
+        self.guessed = True
         return True
+
+    def lost_whole(self, n, known) -> None:
+        """``n`` deliveries were lost whole in a gap of the sender (their delivery-ids were skipped)
+        since the link's latest delivery; ``known``: they were this link's (its delivery-count is
+        ``n`` past what it was after that delivery, unless a flow since put it further), else they
+        may have been (its delivery-count is only a lower bound from now on)."""
+        if self.count is None:
+            return
+        if not known:
+            self.count_low = True
+        elif self.last_count is not None:
+            inferred = serial_add(self.last_count, n)
+            if serial_diff(inferred, self.count) >= 0:  # (a guess from the receiver's flow may be behind it)
+                self.count = inferred
+                self.guessed = False
+
+    def delivered(self) -> None:
+        """A delivery of the link's sender: its delivery-count advances by one."""
+        self.count = serial_add(self.count, 1)
+        self.last_count = None if self.guessed else self.count
 
     def replay(self, rdc, rlc, sdc) -> bool:
         """The sender became known late: use the receiver's last flow (``rdc``, ``rlc``) and the
@@ -121,7 +156,9 @@ class LinkCredit:
             self.limit = serial_add(rdc, rlc)
             if self.count is None:
                 self.count = rdc
+                self.guessed = True
                 assumed = True
         if sdc is not None and self.count is None:
             self.count = sdc
+            self.guessed = False
         return assumed

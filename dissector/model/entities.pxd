@@ -41,6 +41,7 @@ cdef class _Link:
     cdef public object terminated
     cdef public Py_ssize_t compacted
     cdef public bint reordered
+    cdef public long long lost_whole
 
     cpdef credit(self)
     cpdef beyond_credit(self)
@@ -68,6 +69,9 @@ cdef class _Session:
     cdef public object unseen_dispositions
     cdef public long long touch_budget
     cdef public object terminated
+    cdef public long long lost_whole
+    cdef public list last_sender
+    cdef public list loss_mark
 
     cpdef riw(self, d)
     cpdef beyond_window(self, d)

@@ -24,7 +24,7 @@ class _Link:
         "known", "guessed", "unknown", "link_credit",
         "available", "avail_base", "drain", "echo", "last_flow", "flows", "stall", "drain_stall", "after_stall",
         "partial", "live", "stats", "n_deliveries", "coordinator", "transfers", "terminated",
-        "compacted", "reordered",
+        "compacted", "reordered", "lost_whole",
     )
 
     def __init__(self, conn, session, index, name, known):
@@ -59,6 +59,7 @@ class _Link:
         self.terminated = None
         self.compacted = 0  # deliveries of this link in its session's _Compact stores
         self.reordered = False  # live is not in first-transfer order any more (see link_deliveries)
+        self.lost_whole = 0  # deliveries of this link lost whole in gaps (from the delivery-ids around them)
 
     def credit(self):
         """link-credit (:meth:`LinkCredit.left` from the receiver's last grant; None when unknown)."""
@@ -70,8 +71,9 @@ class _Link:
 
     @property
     def dc(self):
-        """The sender's delivery-count (None: not known)."""
-        return self.link_credit.count
+        """The sender's delivery-count (None: not known, or only a lower bound after a gap)."""
+        lcr = self.link_credit
+        return None if lcr.count_low else lcr.count
 
     @property
     def initial_dc(self):
@@ -96,7 +98,7 @@ class _Session:
         "handles", "links", "deliveries",
         "late_dispositions",
         "unseen_dispositions", "touch_budget",
-        "terminated",
+        "terminated", "lost_whole", "last_sender", "loss_mark",
     )
 
     def __init__(self, conn, index, initiator, known):
@@ -122,6 +124,11 @@ class _Session:
         self.touch_budget = DISPOSITION_TOUCH_BASE  # see DISPOSITION_TOUCH_BASE
         self.unseen_dispositions = 0
         self.terminated = None
+        # deliveries lost whole in gaps (their delivery-ids skipped), of either sender; and per
+        # sender, the link of its latest delivery and the loss mark (LossRecord.mark) then
+        self.lost_whole = 0
+        self.last_sender = [None, None]
+        self.loss_mark = [0, 0]
 
     def riw(self, d):
         """remote-incoming-window of sending peer d (:meth:`SessionWindow.riw`; None if unknown)."""

@@ -5,3 +5,4 @@ cdef class LossRecord:
     cpdef note(self, Py_ssize_t d, missing, skipped, ts, before)
     cpdef bint lost(self, Py_ssize_t d)
     cpdef bint lost_after(self, Py_ssize_t d, ts)
+    cpdef long long mark(self, Py_ssize_t d)

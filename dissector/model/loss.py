@@ -34,6 +34,11 @@ class LossRecord:
         """Frames peer d sent may be missing (a gap, bytes skipped, or bytes before the capture)."""
         return bool(self.gaps[d] or self.skipped[d] or self.before[d])
 
+    def mark(self, d) -> int:
+        """A number that grows with every loss of peer d's bytes (a gap, bytes skipped): two marks
+        differ when bytes of d were lost between them."""
+        return self.gaps[d] + self.skipped[d]
+
     def lost_after(self, d, ts) -> bool:
         """Peer d lost bytes (a gap or a resynchronisation) noticed after ``ts`` (None: at any time)."""
         if not (self.gaps[d] or self.skipped[d]) or self.last[d] is None:

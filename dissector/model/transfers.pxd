@@ -14,7 +14,7 @@ from amqp_dissect.model.stall_rules cimport StallRules
 from amqp_dissect.model.transactions cimport TransactionRules
 from amqp_dissect.model.state cimport T_ABORTED, T_DELIVERY_ID, T_DELIVERY_TAG, T_HANDLE, T_MORE, T_RCV_SETTLE_MODE, T_RESUME, T_SETTLED, T_STATE
 from amqp_dissect.amqp.values cimport read_binary as _bin, read_delivery_state as _delivery_state_value, read_uint as _uint
-from amqp_dissect.model.serial cimport serial_add
+from amqp_dissect.model.serial cimport serial_diff
 
 cdef class TransferRules:
     cdef public Recorder ledger
@@ -37,6 +37,12 @@ cdef class TransferRules:
 
     @cython.locals(dlv=_Delivery, table=DeliveryTable, touches="long long")
     cdef _Delivery new_delivery(self, _Conn c, _Session s, Py_ssize_t d, Frame f, _Link link, h, did)
+
+    @cython.locals(mark="long long", n="long long", x=_Link)
+    cdef count_lost_whole(self, _Conn c, _Session s, Py_ssize_t d, _Link link, did)
+
+    @cython.locals(x=_Link)
+    cdef bint other_senders(self, _Session s, Py_ssize_t d, _Link link)
 
     @cython.locals(lcr=LinkCredit)
     cdef use_credit(self, _Conn c, Py_ssize_t d, Frame f, _Link link, h, did)

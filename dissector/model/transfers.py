@@ -28,7 +28,7 @@ from .transactions import TransactionRules
 if not cython.compiled:  # (compiled: C functions and constants, cimported in the .pxd)
     from .window import BEYOND, RESYNCED
     from ..amqp.values import read_binary as _bin, read_delivery_state as _delivery_state_value, read_uint as _uint
-    from .serial import serial_add
+    from .serial import serial_diff
     from .state import (T_ABORTED, T_DELIVERY_ID, T_DELIVERY_TAG, T_HANDLE, T_MORE, T_RCV_SETTLE_MODE, T_RESUME, T_SETTLED,
                         T_STATE)
 
@@ -146,6 +146,10 @@ class TransferRules:
             if strict(c, s) and link.known:
                 self.ledger.violation(c, d, f, "protocol", "warn",
                                 "first transfer of a delivery without delivery-id", link=link.name, handle=h)
+        if c.loss is not None and did is not None:
+            self.count_lost_whole(c, s, d, link, did)
+        else:
+            s.last_sender[d] = link
         dlv = _Delivery.__new__(_Delivery)
         dlv._init(link, s, d, did, _bin(v[T_DELIVERY_TAG]), f.ts, f.first_packet)
         self.seq += 1
@@ -165,6 +169,42 @@ class TransferRules:
         link.n_deliveries += 1
         return dlv
 
+    def count_lost_whole(self, c, s, d, link, did):
+        """A new delivery of d, id ``did``, on a connection that lost bytes: the delivery-ids its
+        session's previous delivery skipped, when bytes of d were lost between the two, are
+        deliveries lost whole.  They are the link's when the previous delivery was the link's and no
+        other link of the session sends the same way (its delivery-count advances by them); else
+        only the session's (the delivery-count of each link that may have sent them is unknown)."""
+        mark = c.loss.mark(d)
+        prev_link = s.last_sender[d]
+        prev_mark = s.loss_mark[d]
+        s.last_sender[d] = link
+        s.loss_mark[d] = mark
+        last = s.deliveries[d].last_id
+        if mark == prev_mark or last is None:
+            return
+        n = serial_diff(did, last) - 1
+        if n <= 0:
+            return
+        s.lost_whole += n
+        c.note_inferred(f"deliveries of the {SIDES[d]} lost whole in a gap, counted from the delivery-ids "
+                        f"around it")
+        if prev_link is link and not self.other_senders(s, d, link):
+            link.lost_whole += n
+            link.link_credit.lost_whole(n, True)
+            return
+        for x in s.links:
+            if x.sender_dir == d and x.detach[d] is None:
+                x.link_credit.lost_whole(n, False)
+                x.note_unknown("delivery-count after a gap")
+
+    def other_senders(self, s, d, link) -> bool:
+        """Another link of session ``s`` whose sender is d and that d has not detached."""
+        for x in s.links:
+            if x is not link and x.sender_dir == d and x.detach[d] is None:
+                return True
+        return False
+
     def use_credit(self, c, d, f, link, h, did):
         """A delivery's first transfer uses a link credit (:class:`LinkCredit`): what it found is recorded."""
         lcr = link.link_credit
@@ -175,11 +215,13 @@ class TransferRules:
             c.note_inferred(f"the {SIDES[d]}'s delivery-count re-synchronised from the {SIDES[1 - d]}'s "
                             f"flow after a gap")
         if not lcr.lost and lcr.beyond(1 - link.sender_dir):
+            numbers = (f"delivery-count at least {lcr.count}, credit at most {link.credit()}: deliveries lost "
+                       f"whole in a gap may have been this link's" if lcr.count_low
+                       else f"delivery-count {lcr.count}, credit {link.credit()}")
             self.ledger.hold(c, 1 - d, d, f, "credit",
-                       f"transfer from the {SIDES[d]} on link {link.name!r} beyond its link-credit "
-                       f"(delivery-count {lcr.count}, credit {link.credit()})", link=link.name, handle=h,
-                       delivery_id=did)
-        lcr.count = serial_add(lcr.count, 1)
+                       f"transfer from the {SIDES[d]} on link {link.name!r} beyond its link-credit ({numbers})",
+                       link=link.name, handle=h, delivery_id=did)
+        lcr.delivered()
 
     def delivery_sent(self, c, f, link, dlv, aborted):
         """The last frame of a delivery (more=false) or its abort: complete, its stall may begin, a

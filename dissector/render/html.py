@@ -741,6 +741,12 @@ def _legend(items) -> str:
         f'<span><i style="background:{COLOURS[k]}"></i>{_e(label)}</span>' for k, label in items) + "</div>"
 
 
+def _link_deliveries(lk: dict) -> str:
+    """A link's deliveries seen, and those the delivery-ids say were lost whole in the capture's gaps."""
+    lw = lk.get("deliveries_lost_whole")
+    return f'{lk["deliveries"]:,}' + (f" (+{lw:,} in lost bytes)" if lw else "")
+
+
 def _handle(lk: dict) -> str:
     """The link's handle as the peers numbered it: ``handle 0`` (both the same, or one known),
     ``handle client 0, server 1`` when they differ; never the link's index in its connection."""
@@ -774,7 +780,10 @@ def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", 
     outcomes = ", ".join(outcomes) or "none"
     out.append('<div class="cards" id="summary">')
     for label, v in (("connections", s["connections"]), ("sessions", s["sessions"]), ("links", s["links"]),
-                     ("deliveries", s["deliveries"]), ("unsettled", s["unsettled"]),
+                     ("deliveries", s["deliveries"]),
+                     *((("deliveries in lost bytes", s["deliveries_lost_whole"]),)
+                       if s.get("deliveries_lost_whole") else ()),
+                     ("unsettled", s["unsettled"]),
                      *((("outcome unknown (lost in capture)", lost),) if lost else ()), ("stalls", s["stalls"]),
                      ("stalled", fmt_seconds(s["stalled_seconds"])), ("violations", s["violations"]),
                      ("errors", s["errors"])):
@@ -806,7 +815,7 @@ def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", 
             out.append(
                 f'<tr><td>{_e(lk["connection"])}</td><td><a href="#link-{i}">{_e(lk["link"])}</a></td>'
                 f'<td>{_e(lk["address"] or "?")}</td><td>{_e(lk["sender"] or "?")} → {_e(lk["receiver"] or "?")}</td>'
-                f'<td class="num">{lk["deliveries"]:,}</td><td class="num">{fmt_seconds(la["p50"])}</td>'
+                f'<td class="num">{_link_deliveries(lk)}</td><td class="num">{fmt_seconds(la["p50"])}</td>'
                 f'<td class="num">{fmt_seconds(la["p99"])}</td><td class="num">{fmt_seconds(la["max"])}</td>'
                 f'<td class="num">{lk["stalls_total"]:,}</td></tr>')
         out.append("</table>")
@@ -821,7 +830,7 @@ def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", 
             out.append(f'<div class="meta">over {_e("; ".join(wrapped[lk["connection"]]))}</div>')
         la = lk["latency"]
         out.append(f'<div class="meta">address {_e(lk["address"] or "?")} · {_e(lk["sender"] or "?")} → '
-                   f'{_e(lk["receiver"] or "?")} · {lk["deliveries"]:,} deliveries · settlement latency p50 '
+                   f'{_e(lk["receiver"] or "?")} · {_link_deliveries(lk)} deliveries · settlement latency p50 '
                    f'{fmt_seconds(la["p50"])}, p90 {fmt_seconds(la["p90"])}, p99 {fmt_seconds(la["p99"])}, max '
                    f'{fmt_seconds(la["max"])} · {lk["stalls_total"]:,} stalls'
                    + (f' · {lk["idle_total"]:,} idle periods' if lk.get("idle_total") else "") + '</div>')

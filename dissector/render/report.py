@@ -211,6 +211,21 @@ def _outcome_counts(s: dict) -> str:
     return ", ".join(parts) or "none"
 
 
+def _seen_and_lost(x: dict) -> str:
+    """"N" deliveries of a summary, connection, session or link entry; "N (S seen, L in lost bytes)"
+    when the delivery-ids say L more were lost whole in the capture's gaps."""
+    n, lw = x.get("deliveries") or 0, x.get("deliveries_lost_whole")
+    return f"{_n(n + lw)} ({_n(n)} seen, {_n(lw)} in lost bytes)" if lw else _n(n)
+
+
+def _summary_deliveries(s: dict) -> str:
+    """The summary's "N (outcomes)", or "N (S seen: outcomes; L in lost bytes)" with deliveries lost whole."""
+    lw = s.get("deliveries_lost_whole")
+    if not lw:
+        return f"{_n(s['deliveries'])} ({_outcome_counts(s)})"
+    return f"{_n(s['deliveries'] + lw)} ({_n(s['deliveries'])} seen: {_outcome_counts(s)}; {_n(lw)} in lost bytes)"
+
+
 def _lost(x: dict) -> str:
     """", outcome unknown (lost in capture) N" of a connection, session or link entry; nothing for 0."""
     return f", {LOST} {_n(x['lost_in_capture'])}" if x.get("lost_in_capture") else ""
@@ -224,7 +239,7 @@ def render_text(rep: dict) -> str:
         "=======================",
         *_capture_lines(rep.get("capture")),
         f"connections {_n(s['connections'])}, sessions {_n(s['sessions'])}, links {_n(s['links'])}, "
-        f"deliveries {_n(s['deliveries'])} ({_outcome_counts(s)}), unsettled {_n(s['unsettled'])}",
+        f"deliveries {_summary_deliveries(s)}, unsettled {_n(s['unsettled'])}",
         f"stalls {_n(s['stalls'])} ({s['stalled_seconds']:.3f} s stalled)"
         + (f", idle periods {_n(s['idle_periods'])} ({s['idle_seconds']:.3f} s)" if s.get("idle_periods") else "")
         + f", violations {_n(s['violations'])}, errors {_n(s['errors'])}, transactions {_n(s['transactions'])}",
@@ -287,14 +302,14 @@ def render_text(rep: dict) -> str:
         lines.append(
             f"  opened {_t(c['open_time'], digits)}{_pair(c.get('open_packets'), 'open')}, "
             f"closed {_t(c['close_time'], digits)} by {c['closed_by'] or '-'}{_pair(c.get('close_packets'), 'close')}"
-            f", transport end {c['transport_end'] or '-'}; deliveries {_n(c['deliveries'])}{_lost(c)}, "
+            f", transport end {c['transport_end'] or '-'}; deliveries {_seen_and_lost(c)}{_lost(c)}, "
             f"stalls {_n(c['stalls'])} ({c['stalled_seconds']:.3f} s), violations {_n(c['violations'])}"
         )
         for sess in c["sessions"]:
             lines.append(
                 f"  Session {sess['session']}: channel client {sess['channel_client']} <-> server "
                 f"{sess['channel_server']}{_lifeline(sess, 'begin_packets', 'begun', 'begin', 'end_packets', 'ended', 'end')}"
-                f", deliveries {_n(sess['deliveries'])}, unsettled {_n(sess['unsettled'])}{_lost(sess)}"
+                f", deliveries {_seen_and_lost(sess)}, unsettled {_n(sess['unsettled'])}{_lost(sess)}"
                 + (f", ended with {sess['end_error']}: {_one_line(sess['end_description'])}" if sess.get("end_error") else "")
             )
             for lk in sess["links"]:
@@ -313,7 +328,7 @@ def render_text(rep: dict) -> str:
                 if life:
                     lines.append("     " + life[1:])
                 lines.append(
-                    f"      deliveries {_n(lk['deliveries'])}: accepted {_n(o['accepted'])}, rejected {_n(o['rejected'])}, "
+                    f"      deliveries {_seen_and_lost(lk)}: accepted {_n(o['accepted'])}, rejected {_n(o['rejected'])}, "
                     f"released {_n(o['released'])}, modified {_n(o['modified'])}, none {_n(o['no_outcome'])}{_lost(lk)}; "
                     f"presettled {_n(lk['presettled'])}, unsettled {_n(lk['unsettled'])}, aborted {_n(lk['aborted'])}"
                 )

@@ -224,6 +224,7 @@ def plot_data(an, max_links: int = PLOT_LINKS) -> dict:
             "sender": c.peer(sd) if sd is not None else None,
             "receiver": c.peer(1 - sd) if sd is not None else None,
             "deliveries": st.deliveries,
+            "deliveries_lost_whole": link.lost_whole,  # (lost whole in the capture's gaps: not in deliveries)
             "outcomes": outcomes,
             "latency": _latency(st),
             "credit": credit.to_dict() if credit is not None else None,

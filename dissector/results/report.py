@@ -89,6 +89,11 @@ def lost_totals(an) -> tuple:
     return n, m
 
 
+def lost_whole_total(an) -> int:
+    """Deliveries lost whole in gaps (their delivery-ids skipped) over every session of ``an``."""
+    return sum(s.lost_whole for c in an.connections.values() if c.loss is not None for s in c.sessions)
+
+
 def summary_outcomes(outcomes: dict, lost: tuple) -> dict:
     """The summary's outcome counts: "none" without the deliveries whose outcome is unknown."""
     out = dict(outcomes)
@@ -157,7 +162,7 @@ def _connection_entry(an, conn, stall_count: dict, stall_secs: dict, violations_
                     **_pick(lk, "name", "handle", "role", "sender", "receiver", "address", "source", "target",
                             "snd_settle_mode", "snd_settle_mode_default", "rcv_settle_mode",
                             "rcv_settle_mode_default", "coordinator", "refused", "deliveries", "presettled",
-                            "aborted", "detach_error", "detach_description", "unknown"),
+                            "aborted", "detach_error", "detach_description", "unknown", "deliveries_lost_whole"),
                     # unsettled: without the deliveries whose outcome is unknown (lost_in_capture)
                     "unsettled": lk["unsettled"] - n_lost,
                     "lost_in_capture": n_lost,
@@ -172,7 +177,7 @@ def _connection_entry(an, conn, stall_count: dict, stall_secs: dict, violations_
         c_sessions.append(
             {
                 **_pick(s, "session", "channel_client", "channel_server", "begin_time", "end_time", "ended_by",
-                        "end_error", "end_description", "deliveries", "unknown"),
+                        "end_error", "end_description", "deliveries", "unknown", "deliveries_lost_whole"),
                 "unsettled": s["unsettled"] - s_lost,
                 "lost_in_capture": s_lost,
                 "links": s_links,
@@ -189,6 +194,7 @@ def _connection_entry(an, conn, stall_count: dict, stall_secs: dict, violations_
                     "gaps_client", "gaps_server", "gap_bytes_client", "gap_bytes_server",
                     "undecoded_bytes_client", "undecoded_bytes_server", "inferred"),
             "deliveries": c.get("deliveries"),
+            "deliveries_lost_whole": sum(x["deliveries_lost_whole"] or 0 for x in c_sessions),
             "lost_in_capture": sum(n for n, _ in lost),
             "stalls": stall_count.get(cid, 0),
             "stalled_seconds": stall_secs.get(cid, 0),
@@ -252,6 +258,7 @@ def build_report(an, capture_errors=(), capture: dict | None = None) -> dict:
             "sessions": n_sessions,
             "links": n_links,
             "deliveries": totals["deliveries"],
+            "deliveries_lost_whole": lost_whole_total(an),
             # outcomes and unsettled: without the deliveries whose outcome is unknown (lost_in_capture)
             "outcomes": summary_outcomes(totals["outcomes"], lost),
             "unsettled": totals["unsettled"] - lost[0],
@@ -380,6 +387,7 @@ def partial_report(an, keys) -> dict:
         "not_accepted_count": notable["not_accepted_count"],
         "totals": totals,
         "lost": lost_totals(an),
+        "lost_whole": lost_whole_total(an),
         # the TCP gaps of this worker's connections in files missing from the capture set
         "holes": [{"missing": list(h["missing"]), "connections": {c: list(v) for c, v in h["connections"].items()}}
                   for h in (getattr(getattr(keys, "d", None), "holes", None) or ())],
@@ -485,6 +493,7 @@ def merge_reports(parts: list, capture_errors=(), capture: dict | None = None) -
             "sessions": sum(c[3] for c in conns),
             "links": sum(c[4] for c in conns),
             "deliveries": deliveries,
+            "deliveries_lost_whole": sum(p.get("lost_whole", 0) for p in parts),
             "outcomes": summary_outcomes(outcomes, lost),
             "unsettled": unsettled - lost[0],
             "lost_in_capture": lost[0],

@@ -269,6 +269,7 @@ def connection_session_rows(an, c) -> list[dict]:
             "unsettled": sum(x.unsettled for x in lstats),
             "unseen_dispositions": s.unseen_dispositions,
             "late_dispositions": s.late_dispositions,
+            "deliveries_lost_whole": s.lost_whole,
             "unknown": list(s.unknown),
         })
         rows.append(row)
@@ -345,7 +346,7 @@ def link_row(an, c, link) -> dict:
         "rcv_settle_mode_default": rm_att["rcv_settle_mode_default"] if rm_att else None,
         "initial_delivery_count": link.initial_dc,
         "delivery_count": link.dc,
-        "link_credit": link.credit(),
+        "link_credit": link.credit() if not link.link_credit.count_low else None,  # (a bound only: unknown)
         "available": link.available,
         "drain": link.drain,
         "echo": link.echo,
@@ -370,6 +371,7 @@ def link_row(an, c, link) -> dict:
         "presettled": st.presettled,
         "aborted": st.aborted,
         "resumed": st.resumed,
+        "deliveries_lost_whole": link.lost_whole,
         "latency_p50": ls["p50"],
         "latency_p90": ls["p90"],
         "latency_p99": ls["p99"],

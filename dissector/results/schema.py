@@ -186,6 +186,8 @@ SESSIONS = _cols(
     ("unsettled", INT, "deliveries never settled"),
     ("unseen_dispositions", INT, "delivery-ids in dispositions whose transfer was before the capture"),
     ("late_dispositions", INT, "delivery-ids in dispositions of deliveries already settled and folded (see the definitions: memory)"),
+    ("deliveries_lost_whole", INT, "deliveries (of either sender) whose every transfer the capture lost, counted from the "
+                                   "delivery-ids around the gaps; not in deliveries (see the definitions: lost packets)"),
     ("unknown", JSON, "list of what the capture could not show"),
 )
 
@@ -255,6 +257,9 @@ LINKS = _cols(
     ("presettled", INT, "deliveries settled by a transfer frame"),
     ("aborted", INT, "aborted deliveries"),
     ("resumed", INT, "resumed deliveries"),
+    ("deliveries_lost_whole", INT, "deliveries of the link whose every transfer the capture lost, counted from the "
+                                   "delivery-ids around the gaps when they say it was this link; not in deliveries "
+                                   "(the session's deliveries_lost_whole counts those of no known link too)"),
     ("outcome_latency_p50", FLOAT, _OLAT.format(q="p50")),
     ("outcome_latency_p90", FLOAT, _OLAT.format(q="p90")),
     ("outcome_latency_p99", FLOAT, _OLAT.format(q="p99")),

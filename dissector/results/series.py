@@ -237,7 +237,7 @@ class SeriesAnalyzer(Analyzer):
         cs, ws, s, sd = pair
         if sd != link.sender_dir or ts is None:  # (the sender changed: a role violation)
             return
-        if cs is not None and not link.credit_lost:
+        if cs is not None and not link.credit_lost and not link.link_credit.count_low:  # (count_low: a bound)
             cr = link.credit()
             if cr is not None and cr != cs.last:
                 cs.add(ts, cr)
