@@ -56,6 +56,8 @@ PAIRS = [
     TwinPair("proton_protonc", "proton", "python-qpid-proton against the Qpid Proton C 0.37 example broker",
              "proton-c"),
     TwinPair("rhea_protonc", "rhea", "rhea 3 (node) against the Qpid Proton C 0.37 example broker", "proton-c"),
+    TwinPair("uamqp_protonc", "uamqp", "uamqp 1.6 (Azure's C uAMQP) against the Qpid Proton C 0.37 example broker",
+             "proton-c"),
 ]
 
 

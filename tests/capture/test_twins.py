@@ -26,7 +26,7 @@ from amqp_dissect.cli.main import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TWINS = os.path.join(ROOT, "samples", "twins")
-PAIRS = ["proton_rabbitmq", "rhea_rabbitmq", "proton_protonc", "rhea_protonc"]
+PAIRS = ["proton_rabbitmq", "rhea_rabbitmq", "proton_protonc", "rhea_protonc", "uamqp_protonc"]
 OUTCOMES = ("accepted", "rejected", "released", "modified")
 LOST = "lost-in-capture"  # a delivery's unsettled_at when its settlement may be in lost bytes: outcome unknown
 # The pairs whose lossy twin lost settlements of deliveries it kept (RabbitMQ settles the receiver's
@@ -121,7 +121,8 @@ def test_lossless_twin_every_delivery_in_order_has_the_clients_outcome_and_size(
             # broker; the Proton C example broker announces none, so the clients send it whole frames)
             if lk["role"] == "receiver" and d["body_size"] and d["body_size"] > max_frame:
                 assert row["frames"] >= -(-d["body_size"] // max_frame), (lk["name"], d["message_id"])
-    assert dl["frames"].max() == 7  # the 3000-byte bodies took 7 frames at max-frame-size 512
+    if any(d["body_size"] > max_frame for lk in truth["links"] for d in lk["deliveries"]):
+        assert dl["frames"].max() == 7  # the 3000-byte bodies took 7 frames at max-frame-size 512
 
 
 @pytest.mark.parametrize("name", PAIRS)
@@ -132,7 +133,7 @@ def test_lossless_twin_the_receivers_flows_are_the_clients_credit_grants_in_orde
     capsys.readouterr()
     assert main(["frames", "-r", _pcap(name, "lossless"), "-Y", flt, "-T", "fields", "-e", "link-credit"]) == 0
     assert [int(v) for v in capsys.readouterr().out.split()] == rcv["credit_grants"]
-    assert set(rcv["credit_grants"]) == {500, 10, 1}
+    assert set(rcv["credit_grants"]) == ({500, 10} if truth["client_stack"].startswith("uamqp") else {500, 10, 1})
 
 
 PERFORMATIVES = {16: "open", 17: "begin", 18: "attach", 19: "flow", 20: "transfer", 21: "disposition",
@@ -242,14 +243,30 @@ def test_lossy_twin_errors_are_among_the_lossless_twins(name):
     assert lossy - lossless == Counter()
 
 
+# The Proton C example broker sends every delivery settled; uAMQP still answers each with a settled
+# disposition, accepted (its own trace shows them; the lossless twin reports them accepted).  In the lossy
+# twin of uamqp_protonc the dispositions of receiver deliveries 616 and 843-851 are in lost bytes, and the
+# dissector states no outcome for them (not unknown): a delivery its sender settled counts as settled with
+# no outcome, though a gap after it may hide the receiver's disposition.
+KNOWN_WRONG_OUTCOMES = {"uamqp_protonc"}
+WRONG_OUTCOMES_WHY = ("issue 39: a delivery the sender sent settled, whose receiver's disposition is in lost bytes, "
+                      "gets no outcome instead of an unknown one")
+
+
+def _outcome_marks(name):
+    if name in KNOWN_WRONG_ERRORS:
+        return [pytest.mark.xfail(strict=True, reason=WRONG_ERRORS_WHY)]
+    if name in KNOWN_WRONG_OUTCOMES:
+        return [pytest.mark.xfail(strict=True, reason=WRONG_OUTCOMES_WHY)]
+    return []
+
+
 def _by_delivery(name, twin):
     dl = _tables(name, twin)["deliveries"]
     return {(r["connection"], r["link"], r["delivery_id"]): r for _, r in dl.iterrows()}
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
-    strict=True, reason=WRONG_ERRORS_WHY))
-    if n in KNOWN_WRONG_ERRORS else n for n in PAIRS])
+@pytest.mark.parametrize("name", [pytest.param(n, marks=_outcome_marks(n)) for n in PAIRS])
 def test_lossy_twin_every_delivery_has_the_lossless_twins_outcome_or_unknown(name):
     lossy, lossless = _by_delivery(name, "lossy"), _by_delivery(name, "lossless")
     assert set(lossy) <= set(lossless)
