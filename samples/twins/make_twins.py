@@ -48,11 +48,14 @@ class TwinPair:
     client: str  # "proton", "rhea" or "uamqp"
     description: str
     broker: str = "rabbitmq"  # or "proton-c": the Proton C example broker (SASL ANONYMOUS, settles all it sends)
+    client_args: tuple = ()  # more arguments for the client (a burst: --small N)
 
 
 PAIRS = [
     TwinPair("proton_rabbitmq", "proton", "python-qpid-proton against RabbitMQ 3.10"),
     TwinPair("rhea_rabbitmq", "rhea", "rhea 3 (node) against RabbitMQ 3.10"),
+    TwinPair("proton_rabbitmq_burst", "proton", "python-qpid-proton against RabbitMQ 3.10, a burst of 6,000 small "
+             "messages (RabbitMQ lets a sender send 65,535 at once)", client_args=("--small", "6000")),
     TwinPair("proton_protonc", "proton", "python-qpid-proton against the Qpid Proton C 0.37 example broker",
              "proton-c"),
     TwinPair("rhea_protonc", "rhea", "rhea 3 (node) against the Qpid Proton C 0.37 example broker", "proton-c"),
@@ -99,6 +102,7 @@ def client_command(pair: TwinPair, queue: str, truth_out: Path) -> tuple[list[st
         args = ["127.0.0.1", str(base.AMQP_PORT), f"/queue/{queue}", str(truth_out)]
     else:
         args = ["127.0.0.1", str(PROTON_BROKER_PORT), queue, str(truth_out), "--anonymous"]
+    args += pair.client_args
     if pair.client == "proton":
         return [sys.executable, str(HERE / "proton_twin.py"), *args], dict(os.environ)
     if pair.client == "uamqp":

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The twin scenario's client written with python-qpid-proton (run by make_twins.py).
 
-Usage: ``proton_twin.py HOST PORT QUEUE_ADDRESS TRUTH_OUT [--modified] [--anonymous]``
+Usage: ``proton_twin.py HOST PORT QUEUE_ADDRESS TRUTH_OUT [--modified] [--anonymous] [--small N]``
 
 One connection (max-frame-size 512, SASL PLAIN guest/guest), one session, three links attached at once:
 ``twin-sender`` (small messages), ``twin-big-sender`` (bodies of BIG_SIZE bytes, 7 transfer frames each at
@@ -137,6 +137,8 @@ class TwinClient(MessagingHandler):
 
 def main() -> int:
     host, port, address, out = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    if "--small" in sys.argv[5:]:  # a burst: this many small messages (the rest of the plan unchanged)
+        plan.N_SMALL = int(sys.argv[sys.argv.index("--small") + 1])
     client = TwinClient(host, port, address, "--modified" in sys.argv[5:], "--anonymous" in sys.argv[5:])
     Container(client).run()
     plan.finish_truth(client.truth)

@@ -26,13 +26,13 @@ from amqp_dissect.cli.main import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TWINS = os.path.join(ROOT, "samples", "twins")
-PAIRS = ["proton_rabbitmq", "rhea_rabbitmq", "proton_protonc", "rhea_protonc", "uamqp_protonc"]
+PAIRS = ["proton_rabbitmq", "rhea_rabbitmq", "proton_rabbitmq_burst", "proton_protonc", "rhea_protonc", "uamqp_protonc"]
 OUTCOMES = ("accepted", "rejected", "released", "modified")
 LOST = "lost-in-capture"  # a delivery's unsettled_at when its settlement may be in lost bytes: outcome unknown
 # The pairs whose lossy twin lost settlements of deliveries it kept (RabbitMQ settles the receiver's
 # deliveries by the client's dispositions).  The Proton C example broker sends every delivery settled: its
 # pairs' losses took whole deliveries with their dispositions, and may hide no settlement at all.
-HIDES_SETTLEMENTS = {"proton_rabbitmq", "rhea_rabbitmq"}
+HIDES_SETTLEMENTS = {"proton_rabbitmq", "rhea_rabbitmq", "proton_rabbitmq_burst"}
 
 
 def _truth(name):
