@@ -9,9 +9,13 @@ For every pair, ``<name>.pcap.gz`` is taken with a large kernel buffer (``tcpdum
 nothing) and ``<name>.lossy.pcap.gz`` at the same time with a tiny one (``-B 1``): the kernel drops
 packets of the lossy twin only.  ``<name>.truth.json`` holds what the client itself sent, received and
 settled (never anything read from a capture) and, in ``capture_stats``, tcpdump's own counts of both twins
-("packets captured", "received by filter", "dropped by kernel").  The clients (``proton_twin.py`` and
-``rhea_twin.js``) run the same scenario (``twin_plan.py``).  Broker, tcpdump and clean-up are those of
-``samples/generate.py`` (its private RabbitMQ node, or an AMQP 1.0 broker already on 127.0.0.1:5672).
+("packets captured", "received by filter", "dropped by kernel").  The clients (``proton_twin.py``,
+``rhea_twin.js`` and ``uamqp_twin.py``) run the same scenario (``twin_plan.py``) as far as the library and
+the broker allow (samples/README.md says where they differ).  Brokers: RabbitMQ as ``samples/generate.py``
+handles it (its private node, or an AMQP 1.0 broker already on 127.0.0.1:5672), and for the ``_protonc``
+pairs the broker example of Qpid Proton C (``apt-get install libqpid-proton11-dev-examples
+libqpid-proton11-dev``), built here with gcc and run on 127.0.0.1:5673.  tcpdump and clean-up are those of
+``generate.py``.
 """
 from __future__ import annotations
 

@@ -7,27 +7,28 @@ Usage: ``uamqp_twin.py HOST PORT QUEUE_ADDRESS TRUTH_OUT [--anonymous]``
 The same plan as ``proton_twin.py`` (``twin_plan.py``), with what this library allows:
 
 - uamqp's Python binding opens TLS only.  The C library has a plain socket transport (``socketio``) with the
-  same leading configuration fields as the TLS one: ``plain_socket_sasl`` puts the socket transport in the
-  place of the TLS one, so the library itself speaks plain AMQP on the socket (no relay in between).
+  same leading configuration fields as the TLS one: ``PlainSocket`` puts the socket transport in the place
+  of the TLS one, so the library itself speaks plain AMQP on the socket (no relay in between).
 - Windows 500 and 10 but never 1, and no big messages: see ``window`` and ``N_BIG`` below.
-- The receiver's credit is the library's: uAMQP grants its ``max_link_credit`` at attach and again each time
-  the credit it counts reaches 0, and it counts one credit per *transfer frame*, not per delivery (a 7-frame
-  message uses 7).  The client sets ``max_link_credit`` to the plan's window before the grant it feeds; the
-  grants themselves (``credit_grants``) are read from the library's own frame trace (its ``-> [FLOW]``
-  lines, which come to the ``uamqp.c_uamqp`` logger), not modelled.
+- The receiver's credit is the library's: uAMQP grants its ``max_link_credit`` at attach and again each
+  time the credit it counts reaches 0 (its link code counts one per transfer frame, not per delivery).
+  The client sets ``max_link_credit`` to the plan's window before the grant it feeds; the grants
+  themselves (``credit_grants``) are read from the library's own frame trace (its ``-> [FLOW]`` lines,
+  which come to the ``uamqp.c_uamqp`` logger), not modelled.
+- Against RabbitMQ 3.10 it cannot run (samples/README.md): the pair uses the Proton C example broker.
 """
 from __future__ import annotations
 
 import ctypes
-import logging
 import json
+import logging
 import os
 import re
 import sys
 import time
 
 import uamqp
-from uamqp import authentication, c_uamqp, errors
+from uamqp import authentication, c_uamqp
 from uamqp.address import Source, Target
 from uamqp.message import Message, MessageProperties
 from uamqp.receiver import MessageReceiver
