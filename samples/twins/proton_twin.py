@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The twin scenario's client written with python-qpid-proton (run by make_twins.py).
 
-Usage: ``proton_twin.py HOST PORT QUEUE_ADDRESS TRUTH_OUT [--modified]``
+Usage: ``proton_twin.py HOST PORT QUEUE_ADDRESS TRUTH_OUT [--modified] [--anonymous] [--small N]``
 
 One connection (max-frame-size 512, SASL PLAIN guest/guest), one session, three links attached at once:
 ``twin-sender`` (small messages), ``twin-big-sender`` (bodies of BIG_SIZE bytes, 7 transfer frames each at
@@ -9,7 +9,10 @@ max-frame-size 512) and ``twin-receiver``, all on the same queue.  The receiver 
 (WINDOWS: 500, then 10, then 1; a new window only when the credit is used up), at window 1 releases every RELEASE_EVERY-th
 first-time delivery (the broker redelivers it and the client then accepts it); with ``--modified`` every
 MODIFY_EVERY-th first-time delivery is settled modified(delivery-failed) instead.  The truth file lists what
-this client sent, received and settled, never anything read from a capture.
+this client sent, received and settled, never anything read from a capture.  With ``--anonymous`` it
+logs in with SASL ANONYMOUS (the Proton C example broker offers no other).  A delivery the broker sent
+settled (the Proton C example broker settles all it sends) has no outcome (``null``): the client only
+settles it locally, and it is never released nor redelivered.
 """
 from __future__ import annotations
 
@@ -27,12 +30,13 @@ import twin_plan as plan  # noqa: E402
 
 
 class TwinClient(MessagingHandler):
-    def __init__(self, host: str, port: int, address: str, use_modified: bool) -> None:
+    def __init__(self, host: str, port: int, address: str, use_modified: bool, anonymous: bool = False) -> None:
         super().__init__(prefetch=0, auto_accept=False, auto_settle=True)
-        self.url = f"amqp://guest:guest@{host}:{port}"
+        self.url = f"amqp://{host}:{port}" if anonymous else f"amqp://guest:guest@{host}:{port}"
+        self.mechs = "ANONYMOUS" if anonymous else "PLAIN"
         self.address = address
         self.use_modified = use_modified
-        self.truth = plan.new_truth("python-qpid-proton", host, port, address)
+        self.truth = plan.new_truth("python-qpid-proton", host, port, address, self.mechs)
         self.seen: set[str] = set()
         self.accepted_ids: set[str] = set()
         self.sent = {"twin-sender": 0, "twin-big-sender": 0}
@@ -40,7 +44,7 @@ class TwinClient(MessagingHandler):
 
     def on_start(self, event) -> None:
         self.truth["connections"][0]["t_connect"] = time.time()
-        conn = event.container.connect(self.url, allowed_mechs="PLAIN", max_frame_size=plan.MAX_FRAME_SIZE,
+        conn = event.container.connect(self.url, allowed_mechs=self.mechs, max_frame_size=plan.MAX_FRAME_SIZE,
                                        container_id="amqp-dissect-twins-proton")
         self.ssn = conn.session()
         self.ssn.open()
@@ -89,12 +93,18 @@ class TwinClient(MessagingHandler):
         redelivered = mid in self.seen
         self.seen.add(mid)
         outcome = plan.receiver_outcome(mid, redelivered, self.use_modified, rec["deliveries_received"])
+        if dlv.settled:  # the broker sent it settled: there is no outcome to give, nor a redelivery to ask for
+            outcome = None
         rec["deliveries_received"] += 1
         body = msg.body if isinstance(msg.body, (bytes, str)) else b""
         rec["deliveries"].append({"message_id": mid, "delivery_tag": plan.tag_hex(dlv), "body_size": len(body),
                                   "redelivered": redelivered, "outcome": outcome})
-        rec["outcomes"][outcome] += 1
-        if outcome == "accepted":
+        if outcome:
+            rec["outcomes"][outcome] += 1
+        if outcome is None:
+            dlv.settle()
+            self.accepted_ids.add(mid)
+        elif outcome == "accepted":
             self.accept(dlv)
             self.accepted_ids.add(mid)
         elif outcome == "released":
@@ -127,7 +137,9 @@ class TwinClient(MessagingHandler):
 
 def main() -> int:
     host, port, address, out = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-    client = TwinClient(host, port, address, "--modified" in sys.argv[5:])
+    if "--small" in sys.argv[5:]:  # a burst: this many small messages (the rest of the plan unchanged)
+        plan.N_SMALL = int(sys.argv[sys.argv.index("--small") + 1])
+    client = TwinClient(host, port, address, "--modified" in sys.argv[5:], "--anonymous" in sys.argv[5:])
     Container(client).run()
     plan.finish_truth(client.truth)
     with open(out, "w") as f:

@@ -1,17 +1,20 @@
 // The twin scenario's client written with rhea (run by make_twins.py); the numbers mirror twin_plan.py.
-// Usage: node rhea_twin.js HOST PORT QUEUE_ADDRESS TRUTH_OUT [--modified]
+// Usage: node rhea_twin.js HOST PORT QUEUE_ADDRESS TRUTH_OUT [--modified] [--anonymous]
 // One connection (max-frame-size 512, SASL PLAIN guest/guest), one session, three links attached at once:
 // twin-sender (small messages), twin-big-sender (3000-byte bodies) and twin-receiver, all on one queue.
 // The receiver grants credit in windows (500, then 10, then 1; a new window only when the credit is used
 // up), at window 1 releases every 25th first-time small message and big messages 3 and 9 (then accepts the
 // redelivery); with --modified every 70th first-time small message is settled modified(delivery-failed).
 // The truth file lists what this client sent, received and settled, never anything read from a capture.
+// --anonymous logs in with SASL ANONYMOUS; a delivery the broker sent settled has no outcome (null): it
+// is settled locally only, never released nor redelivered (the Proton C example broker settles all it sends).
 'use strict';
 const fs = require('fs');
 const rhea = require('rhea');
 
 const [host, port, address, out] = process.argv.slice(2, 6);
 const useModified = process.argv.slice(6).includes('--modified');
+const anonymous = process.argv.slice(6).includes('--anonymous');
 const N_SMALL = 1500, N_BIG = 12, BIG_SIZE = 3000, MAX_FRAME_SIZE = 512;
 const WINDOWS = [[800, 500], [1100, 10]], ONE_BY_ONE_FROM = 1100;
 const RELEASE_EVERY = 25, MODIFY_EVERY = 70, BIG_RELEASED = [3, 9];
@@ -38,7 +41,7 @@ function receiverOutcome(mid, redelivered, receivedBefore) {
 const outcomesZero = () => ({accepted: 0, rejected: 0, released: 0, modified: 0});
 const truth = {
   client_stack: `rhea ${require('rhea/package.json').version} on node ${process.version}`,
-  server: `${host}:${port}`, address, sasl_mechanism: 'PLAIN', max_frame_size_requested: MAX_FRAME_SIZE,
+  server: `${host}:${port}`, address, sasl_mechanism: anonymous ? 'ANONYMOUS' : 'PLAIN', max_frame_size_requested: MAX_FRAME_SIZE,
   connections: [{index: 0, t_connect: Date.now() / 1000, t_closed: null}],
   links: ['twin-sender', 'twin-big-sender', 'twin-receiver'].map((name) => ({
     name, role: name === 'twin-receiver' ? 'receiver' : 'sender', session: 0, messages_sent: 0,
@@ -47,8 +50,8 @@ const truth = {
 };
 const rec = Object.fromEntries(truth.links.map((l) => [l.name, l]));
 const container = rhea.create_container({id: 'amqp-dissect-twins-rhea'});
-const conn = container.connect({host, port: Number(port), username: 'guest', password: 'guest',
-  max_frame_size: MAX_FRAME_SIZE, reconnect: false});
+const login = anonymous ? {} : {username: 'guest', password: 'guest'};
+const conn = container.connect({host, port: Number(port), ...login, max_frame_size: MAX_FRAME_SIZE, reconnect: false});
 const ssn = conn.create_session();
 ssn.begin();
 const senders = {
@@ -91,13 +94,14 @@ container.on('message', (ctx) => {
   const r = rec['twin-receiver'], d = ctx.delivery, mid = String(ctx.message.message_id);
   const redelivered = seen.has(mid);
   seen.add(mid);
-  const outcome = receiverOutcome(mid, redelivered, r.deliveries_received);
+  const outcome = d.remote_settled ? null : receiverOutcome(mid, redelivered, r.deliveries_received);
   r.deliveries_received += 1;
   const body = ctx.message.body && ctx.message.body.content ? ctx.message.body.content : ctx.message.body;
   r.deliveries.push({message_id: mid, delivery_tag: Buffer.from(d.tag).toString('hex'),
     body_size: body ? body.length : null, redelivered, outcome});
-  r.outcomes[outcome] += 1;
-  if (outcome === 'accepted') { d.accept(); accepted.add(mid); }
+  if (outcome) r.outcomes[outcome] += 1;
+  if (outcome === null) accepted.add(mid);
+  else if (outcome === 'accepted') { d.accept(); accepted.add(mid); }
   else if (outcome === 'released') d.release();
   else d.modified({delivery_failed: true});
   if (accepted.size === N_SMALL + N_BIG) finish();

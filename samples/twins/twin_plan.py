@@ -41,9 +41,9 @@ def receiver_outcome(message_id: str, redelivered: bool, use_modified: bool, rec
     return "released" if n % RELEASE_EVERY == 0 else "accepted"
 
 
-def new_truth(stack: str, host: str, port: int, address: str) -> dict:
+def new_truth(stack: str, host: str, port: int, address: str, sasl_mechanism: str = "PLAIN") -> dict:
     return {
-        "client_stack": stack, "server": f"{host}:{port}", "address": address, "sasl_mechanism": "PLAIN",
+        "client_stack": stack, "server": f"{host}:{port}", "address": address, "sasl_mechanism": sasl_mechanism,
         "max_frame_size_requested": MAX_FRAME_SIZE,
         "connections": [{"index": 0, "t_connect": None, "t_closed": None}],
         "links": [{"name": n, "role": r, "session": 0, "messages_sent": 0, "deliveries_received": 0,

@@ -26,9 +26,13 @@ from amqp_dissect.cli.main import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TWINS = os.path.join(ROOT, "samples", "twins")
-PAIRS = ["proton_rabbitmq", "rhea_rabbitmq"]
+PAIRS = ["proton_rabbitmq", "rhea_rabbitmq", "proton_rabbitmq_burst", "proton_protonc", "rhea_protonc", "uamqp_protonc"]
 OUTCOMES = ("accepted", "rejected", "released", "modified")
 LOST = "lost-in-capture"  # a delivery's unsettled_at when its settlement may be in lost bytes: outcome unknown
+# The pairs whose lossy twin lost settlements of deliveries it kept (RabbitMQ settles the receiver's
+# deliveries by the client's dispositions).  The Proton C example broker sends every delivery settled: its
+# pairs' losses took whole deliveries with their dispositions, and may hide no settlement at all.
+HIDES_SETTLEMENTS = {"proton_rabbitmq", "rhea_rabbitmq", "proton_rabbitmq_burst"}
 
 
 def _truth(name):
@@ -101,7 +105,8 @@ def test_lossless_twin_deliveries_and_outcomes_per_link_equal_the_clients(name):
 @pytest.mark.parametrize("name", PAIRS)
 def test_lossless_twin_every_delivery_in_order_has_the_clients_outcome_and_size(name):
     """Per link, in delivery-id order: the outcome the client applied (receiver) or was told (senders),
-    the delivery tag where the client could read it, and the frames a big message took."""
+    the delivery tag where the client could read it, and the frames a big message took.  A delivery the
+    broker sent settled has no outcome on either side (``null``)."""
     truth, t = _truth(name), _tables(name, "lossless")
     dl = t["deliveries"]
     max_frame = truth["max_frame_size_requested"]
@@ -109,12 +114,15 @@ def test_lossless_twin_every_delivery_in_order_has_the_clients_outcome_and_size(
         rows = dl[dl["link"] == lk["name"]].sort_values("delivery_id")
         assert len(rows) == len(lk["deliveries"]), lk["name"]
         for d, (_, row) in zip(lk["deliveries"], rows.iterrows()):
-            assert row["outcome"] == d["outcome"], (lk["name"], d["message_id"])
+            assert (_value(row["outcome"]) or None) == d["outcome"], (lk["name"], d["message_id"])
             if d.get("delivery_tag"):
                 assert row["delivery_tag"] == d["delivery_tag"], (lk["name"], d["message_id"])
-            if d["body_size"] and d["body_size"] > max_frame:  # a big message: several transfer frames
+            # a big message the broker sent: several transfer frames (the client's max-frame-size binds the
+            # broker; the Proton C example broker announces none, so the clients send it whole frames)
+            if lk["role"] == "receiver" and d["body_size"] and d["body_size"] > max_frame:
                 assert row["frames"] >= -(-d["body_size"] // max_frame), (lk["name"], d["message_id"])
-    assert dl["frames"].max() == 7  # the 3000-byte bodies took 7 frames at max-frame-size 512
+    if any(d["body_size"] > max_frame for lk in truth["links"] for d in lk["deliveries"]):
+        assert dl["frames"].max() == 7  # the 3000-byte bodies took 7 frames at max-frame-size 512
 
 
 @pytest.mark.parametrize("name", PAIRS)
@@ -125,7 +133,7 @@ def test_lossless_twin_the_receivers_flows_are_the_clients_credit_grants_in_orde
     capsys.readouterr()
     assert main(["frames", "-r", _pcap(name, "lossless"), "-Y", flt, "-T", "fields", "-e", "link-credit"]) == 0
     assert [int(v) for v in capsys.readouterr().out.split()] == rcv["credit_grants"]
-    assert set(rcv["credit_grants"]) == {500, 10, 1}
+    assert set(rcv["credit_grants"]) == ({500, 10} if truth["client_stack"].startswith("uamqp") else {500, 10, 1})
 
 
 PERFORMATIVES = {16: "open", 17: "begin", 18: "attach", 19: "flow", 20: "transfer", 21: "disposition",
@@ -133,9 +141,11 @@ PERFORMATIVES = {16: "open", 17: "begin", 18: "attach", 19: "flow", 20: "transfe
 SASL = {64: "sasl-mechanisms", 65: "sasl-init", 66: "sasl-challenge", 67: "sasl-response", 68: "sasl-outcome"}
 
 
-def _tshark_packets(pcap):
-    """{packet number: (malformed, [frame name, ...])} from tshark's AMQP 1.0 dissector."""
-    out = subprocess.run(["tshark", "-r", pcap, "-Y", "amqp", "-T", "fields", "-E", "occurrence=a",
+def _tshark_packets(pcap, port):
+    """{packet number: (malformed, [frame name, ...])} from tshark's AMQP 1.0 dissector (told that the
+    broker's port carries AMQP: it knows 5672 only)."""
+    out = subprocess.run(["tshark", "-r", pcap, "-d", f"tcp.port=={port},amqp", "-Y", "amqp",
+                          "-T", "fields", "-E", "occurrence=a",
                           "-e", "frame.number", "-e", "amqp.performative", "-e", "amqp.sasl.method",
                           "-e", "_ws.malformed"], capture_output=True, text=True, check=True).stdout
     packets = {}
@@ -171,7 +181,7 @@ def test_lossless_twin_every_packets_frames_equal_tsharks(name):
     a multi-frame message as if they began a message and marks their packet malformed, losing the frames
     behind them: in those packets ours are the frames tshark found plus transfers only."""
     pcap = _pcap(name, "lossless")
-    theirs, ours = _tshark_packets(pcap), _our_packets(pcap)
+    theirs, ours = _tshark_packets(pcap, _truth(name)["server"].rsplit(":", 1)[1]), _our_packets(pcap)
     assert set(ours) == set(theirs)
     assert len(ours) > 1000
     malformed = 0
@@ -195,7 +205,21 @@ VIOLATION_KEY = ["connection", "channel", "kind", "severity", "message", "side",
 ERROR_KEY = ["connection", "session", "channel", "link", "handle", "delivery_id", "scope", "condition", "side"]
 
 
-@pytest.mark.parametrize("name", PAIRS)
+# The lossy twins of the Proton C broker's pairs have 330 (proton) and 433 (rhea) `credit` violations
+# "transfer from the server on link 'twin-receiver' beyond its link-credit (delivery-count 1189, credit 0)",
+# then credit -1, -2, ... to the end, that the lossless twins have not.  Both sides' bytes have a hole at
+# once (proton: client packet 1903, 15,660 bytes; server packet 1904, 190 bytes, the transfer of delivery
+# 1179): the dissector reads the client's later flows (packets 1903, 1905, 1907, ...) ahead of the server's
+# transfers (1904, 1906, ...) they answer, and counts the transfers against credit the flows did not give yet.
+# (rhea: holes at client packet 2221 and server packet 2222, first violation at packet 2242.)
+KNOWN_WRONG_VIOLATIONS = {"proton_protonc", "rhea_protonc"}
+WRONG_VIOLATIONS_WHY = ("issue 39: after holes in both sides' bytes, a receiver's later flows are read before "
+                        "the server's transfers they answer, which then count as beyond the link-credit")
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
+    strict=True, reason=WRONG_VIOLATIONS_WHY))
+    if n in KNOWN_WRONG_VIOLATIONS else n for n in PAIRS])
 def test_lossy_twin_violations_are_among_the_lossless_twins(name):
     lossy = Counter(_rows(_tables(name, "lossy")["violations"], VIOLATION_KEY))
     lossless = Counter(_rows(_tables(name, "lossless")["violations"], VIOLATION_KEY))
@@ -221,14 +245,30 @@ def test_lossy_twin_errors_are_among_the_lossless_twins(name):
     assert lossy - lossless == Counter()
 
 
+# The Proton C example broker sends every delivery settled; uAMQP still answers each with a settled
+# disposition, accepted (its own trace shows them; the lossless twin reports them accepted).  In the lossy
+# twin of uamqp_protonc the dispositions of receiver deliveries 616 and 843-851 are in lost bytes, and the
+# dissector states no outcome for them (not unknown): a delivery its sender settled counts as settled with
+# no outcome, though a gap after it may hide the receiver's disposition.
+KNOWN_WRONG_OUTCOMES = {"uamqp_protonc"}
+WRONG_OUTCOMES_WHY = ("issue 39: a delivery the sender sent settled, whose receiver's disposition is in lost bytes, "
+                      "gets no outcome instead of an unknown one")
+
+
+def _outcome_marks(name):
+    if name in KNOWN_WRONG_ERRORS:
+        return [pytest.mark.xfail(strict=True, reason=WRONG_ERRORS_WHY)]
+    if name in KNOWN_WRONG_OUTCOMES:
+        return [pytest.mark.xfail(strict=True, reason=WRONG_OUTCOMES_WHY)]
+    return []
+
+
 def _by_delivery(name, twin):
     dl = _tables(name, twin)["deliveries"]
     return {(r["connection"], r["link"], r["delivery_id"]): r for _, r in dl.iterrows()}
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
-    strict=True, reason=WRONG_ERRORS_WHY))
-    if n in KNOWN_WRONG_ERRORS else n for n in PAIRS])
+@pytest.mark.parametrize("name", [pytest.param(n, marks=_outcome_marks(n)) for n in PAIRS])
 def test_lossy_twin_every_delivery_has_the_lossless_twins_outcome_or_unknown(name):
     lossy, lossless = _by_delivery(name, "lossy"), _by_delivery(name, "lossless")
     assert set(lossy) <= set(lossless)
@@ -241,7 +281,8 @@ def test_lossy_twin_every_delivery_has_the_lossless_twins_outcome_or_unknown(nam
         if _value(row["outcome"]) != _value(lossless[key]["outcome"]):
             wrong.append((key, _value(row["outcome"]), _value(row["unsettled_at"]), lossless[key]["outcome"]))
     assert wrong == []
-    assert unknown > 0  # the loss did hide settlements
+    if name in HIDES_SETTLEMENTS:
+        assert unknown > 0  # the loss did hide settlements
 
 
 @pytest.mark.parametrize("name", PAIRS)
@@ -297,4 +338,5 @@ def test_lossy_twin_report_the_same_with_two_jobs(name, tmp_path):
     for key in ("deliveries", "outcomes", "unsettled", "lost_in_capture", "violations", "errors",
                 "deliveries_lost_whole"):
         assert one["summary"].get(key) == two["summary"].get(key), key
-    assert one["summary"]["lost_in_capture"] > 0
+    if name in HIDES_SETTLEMENTS:
+        assert one["summary"]["lost_in_capture"] > 0
