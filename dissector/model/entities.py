@@ -24,7 +24,7 @@ class _Link:
         "known", "guessed", "unknown", "link_credit",
         "available", "avail_base", "drain", "echo", "last_flow", "flows", "stall", "drain_stall", "after_stall",
         "partial", "live", "stats", "n_deliveries", "coordinator", "transfers", "terminated",
-        "compacted", "reordered",
+        "compacted", "reordered", "tags", "tag_repeats",
     )
 
     def __init__(self, conn, session, index, name, known):
@@ -59,6 +59,10 @@ class _Link:
         self.terminated = None
         self.compacted = 0  # deliveries of this link in its session's _Compact stores
         self.reordered = False  # live is not in first-transfer order any more (see link_deliveries)
+        # delivery-tag -> the delivery-id (or a list of them) of its unsettled deliveries (TAGS_MAX
+        # tags at most; None until the first), and tag -> [violation row, ids, count] of a repeated one
+        self.tags = None
+        self.tag_repeats = None
 
     def credit(self):
         """link-credit (:meth:`LinkCredit.left` from the receiver's last grant; None when unknown)."""
@@ -86,6 +90,20 @@ class _Link:
     def note_unknown(self, what: str):
         if what not in self.unknown:
             self.unknown.append(what)
+
+    def untag(self, tag, did) -> None:
+        """Delivery ``did`` with delivery-tag ``tag`` is settled (or aborted): its tag is free again."""
+        tags = self.tags
+        held = tags.get(tag)
+        if held is None:
+            return
+        if type(held) is list:
+            if did in held:
+                held.remove(did)
+                if not held:
+                    del tags[tag]
+        elif held == did:
+            del tags[tag]
 
 
 class _Session:

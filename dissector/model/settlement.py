@@ -86,6 +86,8 @@ class SettlementRules:
         once; settled by one, it is folded ``fold_lag`` settlements later, so a disposition of the
         other peer that crossed on the wire still finds it (memory stays bounded either way)."""
         link = dlv.link
+        if link.tags is not None:  # (its delivery-tag is free again: see TransferRules.tag_check)
+            link.untag(dlv.tag, dlv.delivery_id)
         if dlv.folded or link.partial is dlv or self.fold_lag is None:  # None: never fold (tests' oracle)
             return
         if dlv.snd_settled is not None and dlv.rcv_settled is not None:
