@@ -5,6 +5,7 @@ cdef class LinkCredit:
     cdef public object initial, count, limit, prev, pending
     cdef public bint granted, lost
     cdef public list grants
+    cdef public long long lowered
 
     cpdef left(self, Py_ssize_t r)
     cpdef bint beyond(self, Py_ssize_t r)

@@ -23,7 +23,7 @@ if not cython.compiled:  # (compiled: C functions and constants, cimported in th
 
 
 class LinkCredit:
-    __slots__ = ("initial", "count", "limit", "prev", "pending", "granted", "lost", "grants")
+    __slots__ = ("initial", "count", "limit", "prev", "pending", "granted", "lost", "grants", "lowered")
 
     def __init__(self):
         self.initial = None  # the sender's initial-delivery-count (its attach)
@@ -34,6 +34,7 @@ class LinkCredit:
         self.granted = False  # the sender had credit once
         self.lost = False  # bytes of the receiver were lost since its last flow: credit unknown
         self.grants = [None, None]  # per peer: the link-credit of its last flow
+        self.lowered = 0  # flows of the receiver that set a lower delivery-limit than the one before
 
     def left(self, r):
         """link-credit ``limit - count``: unsigned 32-bit, measured from receiver ``r``'s last grant
@@ -87,6 +88,8 @@ class LinkCredit:
             return False
         self.prev = self.limit
         self.limit = serial_add(base, lc)
+        if self.prev is not None and serial_diff(self.limit, self.prev) < 0:
+            self.lowered += 1  # (a sender that had not seen this flow yet may use the higher limit)
         self.lost = False
         if self.count is None and dc is not None and not known:
             self.count = dc
