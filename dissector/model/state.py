@@ -314,8 +314,9 @@ HOLD_MAX = 4096
 
 #: unsettled deliveries whose delivery-tag a link keeps to find a tag repeated among them (part 2,
 #: 2.6.12), and delivery-ids kept per tag; past either the check is not made for the ones beyond (said
-#: in the link's unknown list): a link costs a bounded amount
-TAGS_MAX = 1024
+#: in the link's unknown list): a link costs a bounded amount (a dict entry a tag, as the compact
+#: store holds a row with its tag for each unsettled delivery anyway)
+TAGS_MAX = 16384
 TAG_IDS_MAX = 64
 
 # identical violations (same connection, kind, side, message and origin: a flood of one finding) are

@@ -33,6 +33,10 @@ if not cython.compiled:  # (compiled: C functions and constants, cimported in th
                         T_STATE)
 
 
+#: said in a link's unknown list once its unsettled deliveries' tags are past TAGS_MAX
+_TAGS_PAST = f"delivery-tag uniqueness past {TAGS_MAX:,} unsettled deliveries"
+
+
 class TransferRules:
     """A transfer frame's rules (see the module docstring)."""
 
@@ -179,7 +183,7 @@ class TransferRules:
             if len(tags) < TAGS_MAX:
                 tags[tag] = did
             else:
-                link.note_unknown(f"delivery-tag uniqueness past {TAGS_MAX:,} unsettled deliveries")
+                link.note_unknown(_TAGS_PAST)
             return
         if type(held) is list:
             earlier = held
