@@ -102,3 +102,15 @@ def test_the_drain_sample_cut_on_6000_has_the_one_violation_of_5672(tmp_path):
     for port in (5672, 6000):
         v = analyze(_cut_at_server_header("drain.pcap", tmp_path, port)).violations
         assert len(v) == 1 and v["message"].iloc[0].startswith("drain answer from the server"), list(v["message"])
+
+
+def test_the_same_with_two_workers(tmp_path, capsys):
+    from amqp_dissect.cli.main import main
+    import json
+
+    path = _cut_at_server_header("drain.pcap", tmp_path, 6000)
+    got = []
+    for extra in ([], ["-j", "2"]):
+        assert main(["report", "-T", "json", *extra, path]) == 0
+        got.append(json.loads(capsys.readouterr().out)["violations"])
+    assert got[0] == got[1] and len(got[0]) == 1 and got[0][0]["kind"] == "drain"
