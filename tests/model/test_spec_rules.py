@@ -162,3 +162,27 @@ def test_no_violation_when_a_gap_may_have_hidden_the_earlier_settlement():
         assert _tag_rows(conv().analyze(mode=mode, drop=False)) == []  # clean: settled before the repeat
         (row,) = _tag_rows(conv(with_disposition=False).analyze(mode=mode))  # never settled: a repeat
         assert row["delivery_id"] == 1 and row["count"] == 1
+
+
+def test_the_repeated_tag_is_the_same_with_two_workers(tmp_path, capsys):
+    """A capture of real TCP segments (a transfer repeating an unsettled one's tag, nothing lost)
+    read with one process and with -j 2: the same violation row."""
+    import json as _json
+
+    from test_loss import B, Conv, F, U, flow
+
+    from amqp_dissect.cli.main import main
+
+    c = Conv().start()
+    c.add(1, flow(None, 100, 0, handle=0, dc=0, lc=100))
+    for i in range(3):
+        c.add(0, F("transfer", [U(0), U(i), ("binary", b"", 0), U(0), B(False)], payload=b"\x00\x53\x75\xa0\x01x"))
+    path = tmp_path / "tags.pcap"
+    path.write_bytes(c.pcap())
+    got = []
+    for extra in ([], ["-j", "2"]):
+        assert main(["report", "-T", "json", *extra, str(path)]) == 0
+        got.append(_json.loads(capsys.readouterr().out)["violations"])
+    assert got[0] == got[1]
+    (row,) = got[0]
+    assert row["kind"] == "delivery-tag" and row["count"] == 2 and "delivery-ids 0, 1, 2;" in row["message"]
