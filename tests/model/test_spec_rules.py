@@ -52,6 +52,11 @@ def test_a_range_gives_no_outcome_to_presettled_deliveries():
     assert link["accepted"] == 2 and link["presettled"] == 1 and link["no_outcome"] == 1
     rep = build_report(a)
     assert notes[0] in render_text(rep) and notes[0] in json.dumps(rep)
+    from amqp_dissect.render import escape
+    from amqp_dissect.render.html import render_html
+    from amqp_dissect.results.plots import plot_data
+
+    assert f"c1: inferred: {escape(notes[0])}</p>" in render_html(rep, plot_data(a))
 
 
 def test_the_note_is_said_once_and_a_single_id_disposition_is_a_range_too():
