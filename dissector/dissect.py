@@ -75,13 +75,25 @@ class _Probe:
     on AMQP ports only (both its ports are AMQP or --port ports), seen without its SYN, whose
     client and server its first bytes may settle (see :meth:`Dissector._roles`)."""
 
-    __slots__ = ("opened", "data", "amqp_port", "held")
+    __slots__ = ("opened", "data", "amqp_port", "held", "order")
 
     def __init__(self, opened: StreamOpened, amqp_port: bool = False):
         self.opened = opened
         self.data = ([], [])  # buffered StreamData per direction
         self.amqp_port = amqp_port
         self.held = 0  # bytes in data
+        self.order = bytearray()  # the direction of each buffered StreamData, in the order they came
+
+    def in_order(self) -> list:
+        """The buffered StreamData in the order the reassembler released them (both directions
+        interleaved as they came: a server's protocol header and open seen after a join must reach
+        the decoder before the client's later frames, as on an AMQP port)."""
+        nxt = [0, 0]
+        out = []
+        for d in self.order:
+            out.append(self.data[d][nxt[d]])
+            nxt[d] += 1
+        return out
 
 
 class Dissector:
@@ -388,6 +400,7 @@ class Dissector:
     def _probe_data(self, ev: StreamData, out: list) -> None:
         probe = self._probes[ev.conn]
         probe.data[ev.direction].append(ev)
+        probe.order.append(ev.direction)
         probe.held += len(ev.data)
         if probe.amqp_port:  # (held bytes only: its bytes are decoded whatever they are)
             if probe.held >= _PROBE_BYTES:
@@ -443,9 +456,8 @@ class Dissector:
             c = self._start(probe.opened, out, verify=tls, layers=layers)
             if note is not None:
                 out.append(note)
-            for evs in probe.data:
-                for e in evs:
-                    out.extend(c.feed(e.direction, e.data, e.ts, e.packet))
+            for e in probe.in_order():
+                out.extend(c.feed(e.direction, e.data, e.ts, e.packet))
         else:
             self.tcp.ignore(conn)
             if probe.data[0] and looks_like_tls(b"".join(e.data for e in probe.data[0])[:_PROBE_BYTES]):
@@ -549,6 +561,7 @@ class Dissector:
             cid = f"{server}-{client}"
         probe.opened = StreamOpened(cid, old.server, old.client, old.ts, old.packet, old.syn_seen)
         probe.data = tuple([renamed(e, cid) for e in evs] for evs in reversed(probe.data))
+        probe.order = bytearray(1 - d for d in probe.order)
         self._probes[cid] = probe
         del self._probes[old.conn]
         if len(self._renamed) > 1024:

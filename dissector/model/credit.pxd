@@ -6,6 +6,7 @@ cdef class LinkCredit:
     cdef public bint granted, lost, count_low, guessed
     cdef public list grants
     cdef public object last_count
+    cdef public long long lowered
 
     cpdef left(self, Py_ssize_t r)
     cpdef bint beyond(self, Py_ssize_t r)

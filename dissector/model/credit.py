@@ -23,7 +23,7 @@ if not cython.compiled:  # (compiled: C functions and constants, cimported in th
 
 
 class LinkCredit:
-    __slots__ = ("initial", "count", "limit", "prev", "pending", "granted", "lost", "grants", "count_low", "last_count", "guessed")
+    __slots__ = ("initial", "count", "limit", "prev", "pending", "granted", "lost", "grants", "count_low", "last_count", "guessed", "lowered")
 
     def __init__(self):
         self.initial = None  # the sender's initial-delivery-count (its attach)
@@ -42,6 +42,7 @@ class LinkCredit:
         # from the sender's own numbers); guessed: the delivery-count was last set from the receiver's
         self.last_count = None
         self.guessed = False
+        self.lowered = 0  # flows of the receiver that set a lower delivery-limit than the one before
 
     def left(self, r):
         """link-credit ``limit - count``: unsigned 32-bit, measured from receiver ``r``'s last grant
@@ -99,6 +100,8 @@ class LinkCredit:
             return False
         self.prev = self.limit
         self.limit = serial_add(base, lc)
+        if self.prev is not None and serial_diff(self.limit, self.prev) < 0:
+            self.lowered += 1  # (a sender that had not seen this flow yet may use the higher limit)
         self.lost = False
         if self.count is None and dc is not None and not known:
             self.count = dc

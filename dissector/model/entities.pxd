@@ -42,8 +42,12 @@ cdef class _Link:
     cdef public Py_ssize_t compacted
     cdef public bint reordered
     cdef public long long lost_whole
+    cdef public dict tags
+    cdef public dict tag_repeats
 
     cpdef credit(self)
+    @cython.locals(tags=dict)
+    cpdef untag(self, tag, did)
     cpdef beyond_credit(self)
 
 cdef class _Session:

@@ -24,7 +24,7 @@ class _Link:
         "known", "guessed", "unknown", "link_credit",
         "available", "avail_base", "drain", "echo", "last_flow", "flows", "stall", "drain_stall", "after_stall",
         "partial", "live", "stats", "n_deliveries", "coordinator", "transfers", "terminated",
-        "compacted", "reordered", "lost_whole",
+        "compacted", "reordered", "lost_whole", "tags", "tag_repeats",
     )
 
     def __init__(self, conn, session, index, name, known):
@@ -60,6 +60,10 @@ class _Link:
         self.compacted = 0  # deliveries of this link in its session's _Compact stores
         self.reordered = False  # live is not in first-transfer order any more (see link_deliveries)
         self.lost_whole = 0  # deliveries of this link lost whole in gaps (from the delivery-ids around them)
+        # delivery-tag -> the delivery-id (or a list of them) of its unsettled deliveries (TAGS_MAX
+        # tags at most; None until the first), and tag -> [violation row, ids, count] of a repeated one
+        self.tags = None
+        self.tag_repeats = None
 
     def credit(self):
         """link-credit (:meth:`LinkCredit.left` from the receiver's last grant; None when unknown)."""
@@ -88,6 +92,20 @@ class _Link:
     def note_unknown(self, what: str):
         if what not in self.unknown:
             self.unknown.append(what)
+
+    def untag(self, tag, did) -> None:
+        """Delivery ``did`` with delivery-tag ``tag`` is settled (or aborted): its tag is free again."""
+        tags = self.tags
+        held = tags.get(tag)
+        if held is None:
+            return
+        if type(held) is list:
+            if did in held:
+                held.remove(did)
+                if not held:
+                    del tags[tag]
+        elif held == did:
+            del tags[tag]
 
 
 class _Session:

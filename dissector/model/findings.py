@@ -101,6 +101,18 @@ class Recorder:
         if len(held) < HOLD_MAX:
             held.append(self.violations.pop())
 
+    def held_row(self, c, g, d, f, kind, message, link=None, handle=None, delivery_id=None):
+        """:meth:`hold`, giving back the row (held, or listed when HOLD_MAX are held) for its
+        finder to add later repeats into; None when the finding was added up in another row."""
+        n = len(self.violations)
+        self.hold(c, g, d, f, kind, message, link=link, handle=handle, delivery_id=delivery_id)
+        if len(self.violations) == n + 1:
+            return self.violations[-1]
+        held = self._held.get((c.id, g))
+        if held and held[-1]["kind"] == kind and held[-1]["message"] == message:
+            return held[-1]
+        return None
+
     def release(self, c, g) -> None:
         held = self._held.pop((c.id, g), None)
         if held:

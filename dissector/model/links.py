@@ -242,6 +242,7 @@ class LinkRules:
             link.stall = link.drain_stall = None
             if link.terminated is None:
                 link.terminated = "detach"
+            link.tags = None  # (its unsettled deliveries' tags: a resumed one says resume=true)
             dlv = link.partial
             link.partial = None
             if dlv is not None and dlv.settled is not None:

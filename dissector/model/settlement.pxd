@@ -42,5 +42,8 @@ cdef class SettlementRules:
     @cython.locals(name=str, transactional=bint, terminal=bint, link=_Link, kind=Py_ssize_t, rcv=bint)
     cpdef apply_state(self, _Delivery dlv, str by, tuple plan, Frame f)
 
-    @cython.locals(s=_Session, dlv=_Delivery, table=DeliveryTable)
+    @cython.locals(x=str)
+    cpdef presettled_named(self, _Conn c, Py_ssize_t d, Frame f, first, last, Py_ssize_t named)
+
+    @cython.locals(s=_Session, dlv=_Delivery, table=DeliveryTable, named=Py_ssize_t)
     cpdef disposition(self, _Conn c, Py_ssize_t d, Frame f, p)

@@ -86,6 +86,8 @@ class SettlementRules:
         once; settled by one, it is folded ``fold_lag`` settlements later, so a disposition of the
         other peer that crossed on the wire still finds it (memory stays bounded either way)."""
         link = dlv.link
+        if link.tags is not None:  # (its delivery-tag is free again: see TransferRules.tag_check)
+            link.untag(dlv.tag, dlv.delivery_id)
         if dlv.folded or link.partial is dlv or self.fold_lag is None:  # None: never fold (tests' oracle)
             return
         if dlv.snd_settled is not None and dlv.rcv_settled is not None:
@@ -171,16 +173,22 @@ class SettlementRules:
         settled = v[D_SETTLED] is True
         state = _delivery_state_value(v[D_STATE])
         plan = None if state is None else _state_plan(state)  # (once for the range)
+        named = 0  # presettled deliveries in a receiver's range: the sender forgot them (2.6.12)
         for dlv in hits:
             if d:
                 dlv.disp1 += 1
             else:
                 dlv.disp0 += 1
+            if role and dlv.presettled:
+                named += 1
+                continue
             if plan is not None:
                 self.apply_state(dlv, by, plan, f)
             if settled:
                 dlv.settle(by, f.ts, f.packet)
                 self.settled(dlv)
+        if named:
+            self.presettled_named(c, d, f, first, last, named)
         if missing:
             rng = f"{first}" if first == last else f"{first}..{last}"
             if strict(c, s):
@@ -191,6 +199,20 @@ class SettlementRules:
             else:
                 s.unseen_dispositions += missing
                 s.note_unknown("deliveries before the capture")
+
+    def presettled_named(self, c, d, f, first, last, named) -> None:
+        """A receiver's disposition (of peer ``d``, frame ``f``) whose range ``first``..``last``
+        also named ``named`` deliveries the sender settled at send time: the sender had forgotten
+        them (spec part 2, 2.6.12), so the range says nothing about them and they keep no outcome
+        from it.  Said once per connection and sender (the first range, its packet), in the
+        connection's notes; each such delivery counts the disposition in dispositions_receiver."""
+        said = f"the {SIDES[d]}'s disposition ranges named deliveries the {SIDES[1 - d]} settled at send time"
+        for x in c.inferred or ():
+            if x.startswith(said):
+                return
+        rng = f"{first}" if first == last else f"{first}..{last}"
+        c.note_inferred(f"{said} (first: delivery-ids {rng} at packet {f.packet}, {named} presettled): they keep "
+                        f"no outcome from a range (the sender forgot them when it settled them, part 2, 2.6.12)")
 
     def delivery_state(self, dlv, by, state: Composite, f):
         """``state`` (a delivery-state Composite) sent by ``by`` ("sender" / "receiver") in frame ``f``,

@@ -312,6 +312,13 @@ FOLD_LAG = 16384
 #: (see Recorder.hold); beyond this many they are reported at once
 HOLD_MAX = 4096
 
+#: unsettled deliveries whose delivery-tag a link keeps to find a tag repeated among them (part 2,
+#: 2.6.12), and delivery-ids kept per tag; past either the check is not made for the ones beyond (said
+#: in the link's unknown list): a link costs a bounded amount (a dict entry a tag, as the compact
+#: store holds a row with its tag for each unsettled delivery anyway)
+TAGS_MAX = 16384
+TAG_IDS_MAX = 64
+
 # identical violations (same connection, kind, side, message and origin: a flood of one finding) are
 # listed one by one up to REPEAT_KEEP; past it one more row stands for the rest, its message saying
 # how many and the last packet (its packet and time are the first of them), so a flood costs a bounded amount

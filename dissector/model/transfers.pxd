@@ -5,6 +5,7 @@ from amqp_dissect.model.delivery cimport _Delivery
 from amqp_dissect.model.deliveries cimport DeliveryTable
 from amqp_dissect.model.entities cimport _Conn, _Link, _Session
 from amqp_dissect.model.credit cimport LinkCredit
+from amqp_dissect.model.loss cimport LossRecord
 from amqp_dissect.model.window cimport SessionWindow, RESYNCED, BEYOND
 from amqp_dissect.model.findings cimport Recorder
 from amqp_dissect.model.links cimport LinkRules
@@ -43,6 +44,12 @@ cdef class TransferRules:
 
     @cython.locals(x=_Link)
     cdef bint other_senders(self, _Session s, Py_ssize_t d, _Link link)
+
+    @cython.locals(tags=dict, earlier=list)
+    cdef tag_check(self, _Conn c, Py_ssize_t d, Frame f, _Link link, h, tag, did)
+
+    @cython.locals(reps=dict, rec=list, ids=list, loss=LossRecord)
+    cdef tag_repeated(self, _Conn c, Py_ssize_t d, Frame f, _Link link, h, tag, earlier, did)
 
     @cython.locals(lcr=LinkCredit)
     cdef use_credit(self, _Conn c, Py_ssize_t d, Frame f, _Link link, h, did)

@@ -16,7 +16,7 @@ from ..amqp.codec import ABSENT
 from ..amqp.spec import choice_name
 from .delivery import _Delivery
 from .serial import SERIAL_MASK
-from .state import DISPOSITION_TOUCHES_PER_DELIVERY
+from .state import DISPOSITION_TOUCHES_PER_DELIVERY, TAGS_MAX, TAG_IDS_MAX
 from .transitions import SIDES
 from .findings import Recorder, strict
 from .links import LinkRules
@@ -31,6 +31,10 @@ if not cython.compiled:  # (compiled: C functions and constants, cimported in th
     from .serial import serial_diff
     from .state import (T_ABORTED, T_DELIVERY_ID, T_DELIVERY_TAG, T_HANDLE, T_MORE, T_RCV_SETTLE_MODE, T_RESUME, T_SETTLED,
                         T_STATE)
+
+
+#: said in a link's unknown list once its unsettled deliveries' tags are past TAGS_MAX
+_TAGS_PAST = f"delivery-tag uniqueness past {TAGS_MAX:,} unsettled deliveries"
 
 
 class TransferRules:
@@ -160,6 +164,8 @@ class TransferRules:
             table.add(did, dlv)
             touches = DISPOSITION_TOUCHES_PER_DELIVERY  # (a C integer when compiled: no int object per delivery)
             s.touch_budget += touches
+        if did is not None and dlv.tag is not None and v[T_RESUME] is not True:
+            self.tag_check(c, d, f, link, h, dlv.tag, did)
         rsm = v[T_RCV_SETTLE_MODE]
         if rsm is not None and rsm is not ABSENT:
             dlv.rcv_settle_mode = choice_name("receiver-settle-mode", rsm)
@@ -205,6 +211,57 @@ class TransferRules:
                 return True
         return False
 
+    def tag_check(self, c, d, f, link, h, tag, did):
+        """A new delivery ``did`` with delivery-tag ``tag``: the tag must be unique among the link's
+        deliveries either end could consider unsettled (part 2, 2.6.12).  The link keeps the tags of
+        its unsettled deliveries (bounded: TAGS_MAX tags, TAG_IDS_MAX ids a tag)."""
+        tags = link.tags
+        if tags is None:
+            tags = link.tags = {}
+        held = tags.get(tag)
+        if held is None:
+            if len(tags) < TAGS_MAX:
+                tags[tag] = did
+            else:
+                link.note_unknown(_TAGS_PAST)
+            return
+        if type(held) is list:
+            earlier = held
+            if len(held) < TAG_IDS_MAX:
+                held.append(did)
+        else:
+            earlier = [held]
+            tags[tag] = [held, did]
+        self.tag_repeated(c, d, f, link, h, tag, earlier[0], did)
+
+    def tag_repeated(self, c, d, f, link, h, tag, earlier, did):
+        """Delivery ``did`` repeats the delivery-tag of the unsettled delivery ``earlier``: a
+        violation, one row per link and tag (later repeats added up in it), unless loss may have
+        hidden the earlier one's settlement (a gap of either peer: the receiver's is held until its
+        next frame, see :meth:`Recorder.hold`)."""
+        loss = c.loss
+        if loss is not None and (loss.lost_after(0, None) or loss.lost_after(1, None)):
+            link.note_unknown("delivery-tag uniqueness after a gap")
+            return
+        reps = link.tag_repeats
+        if reps is None:
+            reps = link.tag_repeats = {}
+        rec = reps.get(tag)
+        if rec is None:
+            ids = [earlier, did]
+            rec = reps[tag] = [None, ids, 1]
+            rec[0] = self.ledger.held_row(c, 1 - d, d, f, "delivery-tag", _tag_message(d, link, tag, ids, 1),
+                                          link=link.name, handle=h, delivery_id=did)
+            return
+        rec[2] += 1
+        ids = rec[1]
+        if len(ids) < 6:
+            ids.append(did)
+        row = rec[0]
+        if row is not None:
+            row["count"] = rec[2]
+            row["message"] = _tag_message(d, link, tag, ids, rec[2])
+
     def use_credit(self, c, d, f, link, h, did):
         """A delivery's first transfer uses a link credit (:class:`LinkCredit`): what it found is recorded."""
         lcr = link.link_credit
@@ -228,6 +285,8 @@ class TransferRules:
         coordinator message is read, a settled one may be folded."""
         if aborted:
             dlv.aborted = True
+            if link.tags is not None:  # (an aborted delivery is settled: 2.7.5)
+                link.untag(dlv.tag, dlv.delivery_id)
         link.partial = None
         dlv.complete = not aborted
         if link.stall is not None and link.stall.busy is dlv:
@@ -237,3 +296,14 @@ class TransferRules:
         dlv.payload = None
         if dlv.settled is not None:
             self.settlement_rules.settled(dlv)
+
+
+def _tag_message(d, link, tag, ids, count) -> str:
+    """The violation of a delivery-tag repeated among a link's unsettled deliveries (``ids``: the
+    first few deliveries with it; ``count``: the deliveries that repeated it)."""
+    text = "empty" if not tag else tag[:32].hex() + ("…" if len(tag) > 32 else "")
+    listed = ", ".join(str(x) for x in ids[:5]) + (", …" if count + 1 > 5 else "")
+    return (f"delivery-tag {text} of the {SIDES[d]} on link {link.name!r} repeated among its unsettled deliveries "
+            f"(part 2, 2.6.12: unique among the deliveries either end could consider unsettled): delivery-ids "
+            f"{listed}; {count:,} {'delivery' if count == 1 else 'deliveries'} gave it while an earlier one "
+            f"with it was unsettled")

@@ -227,6 +227,35 @@ def _notable(x: dict) -> bool:
     return False
 
 
+def _who(x: dict) -> str:
+    """A peer in plain words: ``the server 127.0.0.1:5672 (container-id 'rabbit@vm', RabbitMQ 3.10.8 on Erlang/OTP 25)``."""
+    said = [f"container-id {x['container_id']!r}" if x.get("container_id") is not None else "container-id unknown"]
+    product = " ".join(v for v in (x.get("product"), x.get("version")) if v)
+    if product:
+        said.append(product + (f" on {x['platform']}" if x.get("platform") else ""))
+    return f"the {x['side']} {x['peer']} ({', '.join(said)})"
+
+
+def peer_line(x: dict) -> str:
+    """One peer that broke one rule: who, what, the spec's section, how often, where, the first packets."""
+    n = x["count"]
+    links = x.get("links") or []
+    where = ""
+    if links:
+        where = (f" on link{'s' if len(links) + (x.get('links_more') or 0) > 1 else ''} "
+                 + ", ".join(repr(k) for k in links) + (f" and {x['links_more']:,} more" if x.get("links_more") else ""))
+    pk = x.get("packets") or []
+    line = (f"{_who(x)} {x['rule']} ({x['section']} {x['section_title']}): {n:,} time{'s' if n != 1 else ''}{where}"
+            f" of {x['connection']}")
+    if x.get("evidence"):
+        line += f"; {x['evidence']}"
+    if x.get("doubt"):
+        line += f"; not proven: {x['doubt']}"
+    if pk:
+        line += f"  [packet{'s' if len(pk) > 1 else ''} {', '.join(str(p) for p in pk)}{', …' if x.get('packets_more') else ''}]"
+    return line
+
+
 def diagnosis_lines(dg: dict | None, digits: int = 6) -> list[str]:
     """The report's "Diagnoses" section as text."""
     if not dg:
@@ -244,6 +273,11 @@ def diagnosis_lines(dg: dict | None, digits: int = 6) -> list[str]:
         out.append("    without error: " + ", ".join(
             f"{c['scope'] + 's' if c['count'] != 1 else c['scope']} {c['count']:,} {_clean(c['scope'], c['how'])}"
             for c in dg["ends_clean"]))
+    if "peers" in dg:  # (a document of before this diagnosis has none)
+        out.append("  Peers breaking the protocol" + ("" if dg["peers"] else ": none found"))
+        out.extend("    " + peer_line(x) for x in dg["peers"])
+        if dg.get("peers_more"):
+            out.append(f"    … and {dg['peers_more']:,} more (--format json)")
     out.append("  Idle time-out" + ("" if dg["idle"] else ": none asked"))
     shown = dg["idle"] if len(dg["idle"]) <= IDLE_SHOWN else [x for x in dg["idle"] if _notable(x)][:IDLE_SHOWN]
     for x in shown:

@@ -802,6 +802,8 @@ def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", 
         if c.get("tls_undecrypted_bytes"):
             out.append(f'<p class="notes">{_e(c["connection"])}: {_e(c.get("tls_note") or "TLS")} '
                        f'({c["tls_undecrypted_bytes"]:,} bytes not decrypted in all)</p>')
+        for what in c.get("inferred") or ():  # (as the text's "inferred:" lines of the connection)
+            out.append(f'<p class="notes">{_e(c["connection"])}: inferred: {_e(what)}</p>')
 
     out.append(diagnoses_html(rep.get("diagnoses"), (rep.get("capture") or {}).get("digits", 6)))
     links = plots["links"]

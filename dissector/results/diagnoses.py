@@ -15,6 +15,14 @@ with its evidence and the packets that show it.
   any kind, heartbeats included) against the other side's demand, and a close (or the transport's
   end) that followed a silence beyond it.  A silence in which the side lost bytes is unknown (a
   frame may have been there); one that runs into the capture's end is "unknown beyond".
+* **peers**: a peer that breaks the protocol, in plain words: who (its address, container-id,
+  and the product, version and platform its open's properties name), which rule (the spec's
+  section), how often (repeats added up as the violations table adds them), on which links, and the
+  first packets.  Made from the violations (each already waited for what loss or a frame in flight
+  could change: a credit finding waits for the granting peer's next frame); a credit finding
+  convicts its sender only on a link whose receiver never lowered its limit (delivery-count +
+  link-credit): a lower grant the sender had not seen yet may explain it, and then it is said so.
+  The analyzer's own findings (budget, internal errors) are not a peer's.
 * **redeliveries**: the same message (message-id with its type, else the digest of the bare
   message) released or modified twice or more, or delivered with a header delivery-count of 2 or
   more, with its deliveries and packets.  Only when the messages were read (the deliveries'
@@ -541,17 +549,119 @@ def redeliveries(an, watch) -> dict:
     return {"checked": read, "loops": loops, "messages_over": watch.messages_over}
 
 
+# --------------------------------------------------------------------------- peers breaking the protocol
+
+#: violation kind -> (the spec's section, its title, what the peer did, in plain words)
+RULES = {
+    "credit": ("part 2, 2.6.7", "Flow Control", "sent transfers beyond the link-credit its receiver granted"),
+    "session-window": ("part 2, 2.5.6", "Session Flow Control",
+                       "sent transfers beyond the incoming-window of the other side's session"),
+    "drain": ("part 2, 2.6.7", "Flow Control", "answered a drain without using up the credit"),
+    "delivery-tag": ("part 2, 2.6.12", "Transferring A Message",
+                     "repeated a delivery-tag among the unsettled deliveries of a link"),
+    "state": ("part 2, 2.4.6, 2.5.5 and 2.6", "Connection States, Session States, Links",
+              "sent a frame its connection, session or link state does not allow"),
+    "idle-timeout": ("part 2, 2.4.5", "Idle Timeout Of A Connection",
+                     "stayed silent longer than the idle-time-out the other side asked for"),
+    "frame-size": ("part 2, 2.7.1", "Open", "sent frames larger than the other side's max-frame-size"),
+    "channel-max": ("part 2, 2.7.1", "Open", "used a channel above the other side's channel-max"),
+    "channel-in-use": ("part 2, 2.5.1", "Establishing A Session", "began a session on a channel in use"),
+    "handle-max": ("part 2, 2.7.2", "Begin", "used a handle above the other side's handle-max"),
+    "handle-in-use": ("part 2, 2.6.2", "Link Handles", "attached a link on a handle in use"),
+    "role": ("part 2, 2.7.3", "Attach", "sent frames that contradict its role on a link"),
+    "unknown-channel": ("part 2, 2.5.1", "Establishing A Session", "sent frames on a channel no session uses"),
+    "unknown-handle": ("part 2, 2.6.2", "Link Handles", "sent frames on a handle no link uses"),
+    "unknown-delivery": ("part 2, 2.7.6", "Disposition", "settled or gave outcomes to deliveries never sent"),
+    "protocol": ("part 2, 2.7", "Performatives", "sent a performative with fields the spec does not allow"),
+    "malformed": ("part 1", "Types", "sent bytes that do not decode as AMQP types"),
+    "protocol-header": ("part 2, 2.2", "Version Negotiation", "sent a protocol header the spec does not allow"),
+}
+#: links named and first packets given per peer and rule
+PEER_LINKS = 8
+PEER_PACKETS = 5
+
+
+def _peer(c, side: str) -> dict:
+    """Who a side of connection ``c`` is: address, container-id, and what its open's properties say."""
+    d = 0 if side == "client" else 1
+    o = c.open[d] if c.open is not None else None
+    props = (o or {}).get("properties") or {}
+    props = props if isinstance(props, dict) else {}
+    return {"peer": c.peer(d), "container_id": (o or {}).get("container_id"),
+            **{k: (str(props[k]) if props.get(k) is not None else None) for k in ("product", "version", "platform")}}
+
+
+def _lowered(c) -> dict:
+    """link name -> times its receiver lowered its delivery-limit (links of ``c`` that did)."""
+    out: dict = {}
+    for link in c.links:
+        n = link.link_credit.lowered
+        if n:
+            out[link.name] = out.get(link.name, 0) + n
+    return out
+
+
+def _peer_entry(c, side: str, kind: str, rows: list, lowered: dict) -> dict:
+    section, title, what = RULES[kind]
+    links = list(dict.fromkeys(r["link"] for r in rows if r.get("link") is not None))
+    e = {"connection": c.id, "side": side, **_peer(c, side), "kind": kind, "rule": what, "section": section,
+         "section_title": title, "count": sum(r.get("count") or 1 for r in rows), "rows": len(rows),
+         "links": links[:PEER_LINKS], "links_more": max(0, len(links) - PEER_LINKS),
+         "packets": sorted({r["packet"] for r in rows if r.get("packet") is not None})[:PEER_PACKETS],
+         "packets_more": max(0, len({r["packet"] for r in rows if r.get("packet") is not None}) - PEER_PACKETS),
+         "first_time": min((r["time"] for r in rows if r.get("time") is not None), default=None),
+         "convicted": True, "doubt": None}
+    if kind == "credit":
+        doubt = [name for name in links if lowered.get(name)]
+        if doubt:
+            e["convicted"] = False
+            e["doubt"] = (f"the receiver lowered its limit (delivery-count + link-credit) on link"
+                          f"{'s' if len(doubt) > 1 else ''} {', '.join(repr(x) for x in doubt[:PEER_LINKS])}: "
+                          f"a lower grant the sender had not seen yet may explain it")
+        else:
+            e["doubt"] = None
+            e["evidence"] = ("the receiver's limit (delivery-count + link-credit) never went down on "
+                             + ("this link" if len(links) == 1 else "these links")
+                             + ": no grant in flight explains it")
+    return e
+
+
+def peers(an, conns) -> list:
+    """The peers of ``conns`` that broke a rule of the protocol: one entry per connection, side and
+    rule (see the module docstring)."""
+    want = {c.id: c for c in conns}
+    groups: dict = {}  # (connection id, side, kind) -> rows, in capture order
+    for v in an.violations:
+        c = want.get(v["connection"])
+        if c is None or v.get("kind") not in RULES or v.get("origin") == "analyzer" or v.get("side") is None:
+            continue
+        key = (v["connection"], v["side"], v["kind"])
+        rows = groups.get(key)
+        if rows is None:
+            rows = groups[key] = []
+        rows.append(v)
+    out = []
+    lowered: dict = {}
+    for (cid, side, kind), rows in groups.items():
+        c = want[cid]
+        if kind == "credit" and cid not in lowered:
+            lowered[cid] = _lowered(c)
+        out.append(_peer_entry(c, side, kind, rows, lowered.get(cid) or {}))
+    return out
+
+
 # --------------------------------------------------------------------------- the document
 
 
-KINDS = ("starved", "ends", "idle")
+KINDS = ("starved", "ends", "idle", "peers")
 
 
 def _by_connection(an, conns) -> dict:
     """connection id -> {"starved", "ends", "idle"}: the diagnoses of each of ``conns`` that has one."""
     watch = getattr(an, "watch", None)
     out: dict = {}  # (only the connections with a diagnosis: no dict per connection of a capture of many)
-    for kind, entries in (("starved", starved(an, conns, watch)), ("ends", ends(an, conns)), ("idle", idle(an, conns))):
+    for kind, entries in (("starved", starved(an, conns, watch)), ("ends", ends(an, conns)), ("idle", idle(an, conns)),
+                          ("peers", peers(an, conns))):
         for e in entries:
             cid = e["connection"]
             part = out.get(cid)
@@ -577,7 +687,8 @@ def _assemble(per_conn, redeliv: dict) -> dict:
             k = (e["scope"], e["how"])
             clean[k] = clean.get(k, 0) + 1
     out: dict = {}
-    for k, items in (("starved", lists["starved"]), ("ends", troubled), ("idle", lists["idle"])):
+    for k, items in (("starved", lists["starved"]), ("ends", troubled), ("idle", lists["idle"]),
+                     ("peers", lists["peers"])):
         out[k] = items[:LISTED]
         out[k + "_more"] = max(0, len(items) - LISTED)
     out["ends_clean"] = [{"scope": s, "how": h, "count": n} for (s, h), n in clean.items()]

@@ -413,7 +413,9 @@ VIOLATIONS = _cols(
     ("kind", STRING, "state, credit, session-window, unknown-channel, unknown-handle, unknown-delivery, "
                      "unknown-transaction, channel-in-use, handle-in-use, channel-max, handle-max, role, "
                      "idle-timeout, frame-size, drain, protocol, malformed, protocol-header, budget (a frame body or a "
-                     "disposition range past its cost budget, not decoded or not applied), internal-error"),
+                     "disposition range past its cost budget, not decoded or not applied), internal-error, delivery-tag (a "
+                     "delivery-tag repeated among a link's unsettled deliveries: one row per link and tag, count the "
+                     "repeats)"),
     ("severity", STRING, "expert-note severity (warn, error, ...)"),
     ("message", STRING, "what is wrong"),
     ("side", STRING, "peer that sent the offending frame"),
