@@ -200,20 +200,37 @@ def _waiting(st: dict) -> str:
 
 
 LOST = "outcome unknown (lost in capture)"
+ONE_WAY = "outcome unknown (one direction captured)"
+
+
+def one_direction_line(od: dict) -> str:
+    """The header's line for the connections of which one direction only was captured
+    (``summary["one_direction"]``); empty when there are none."""
+    if not od or not od.get("connections"):
+        return ""
+    sides = [f"the {side}'s packets missing in {_n(od[f'{side}_missing'])}" for side in ("client", "server")
+             if od.get(f"{side}_missing")]
+    return (f"one direction captured: {_plural(od['connections'], 'connection')} ({', '.join(sides)}); what needs "
+            f"the other side (outcomes, settlement, latency, credit, its answers) is unknown, never a violation; "
+            f"{_n(od['unknown_outcomes'])} deliveries with their outcome unknown")
 
 
 def _outcome_counts(s: dict) -> str:
     """The summary's deliveries by outcome, those whose outcome is unknown (their settlement may
     have been in bytes the capture lost) named apart: never "none", never unsettled."""
     parts = [f"{k} {_n(v)}" for k, v in sorted(s["outcomes"].items())]
-    if s.get("lost_in_capture"):
-        parts.append(f"{LOST} {_n(s['lost_in_capture'])}")
+    one_way = (s.get("one_direction") or {}).get("unknown_outcomes") or 0
+    if (s.get("lost_in_capture") or 0) > one_way:
+        parts.append(f"{LOST} {_n(s['lost_in_capture'] - one_way)}")
+    if one_way:
+        parts.append(f"{ONE_WAY} {_n(one_way)}")
     return ", ".join(parts) or "none"
 
 
-def _lost(x: dict) -> str:
-    """", outcome unknown (lost in capture) N" of a connection, session or link entry; nothing for 0."""
-    return f", {LOST} {_n(x['lost_in_capture'])}" if x.get("lost_in_capture") else ""
+def _lost(x: dict, one_way: bool = False) -> str:
+    """", outcome unknown (lost in capture) N" of a connection, session or link entry (``one_way``: of
+    a connection of which one direction only was captured); nothing for 0."""
+    return f", {ONE_WAY if one_way else LOST} {_n(x['lost_in_capture'])}" if x.get("lost_in_capture") else ""
 
 
 def render_text(rep: dict) -> str:
@@ -229,6 +246,8 @@ def render_text(rep: dict) -> str:
         + (f", idle periods {_n(s['idle_periods'])} ({s['idle_seconds']:.3f} s)" if s.get("idle_periods") else "")
         + f", violations {_n(s['violations'])}, errors {_n(s['errors'])}, transactions {_n(s['transactions'])}",
     ]
+    if one_direction_line(s.get("one_direction")):
+        lines.append(one_direction_line(s["one_direction"]))
     if s.get("other_connections"):
         by: dict = {}
         for o in rep.get("other_protocols") or ():
@@ -262,6 +281,10 @@ def render_text(rep: dict) -> str:
         flags = [k for k in ("mid_connection", "lossy") if c.get(k)]
         if flags:
             lines.append(f"  note: {', '.join(flags)}")
+        one_way = bool(c.get("missing_direction"))
+        if one_way:
+            lines.append(f"  one direction captured: none of the {c['missing_direction']}'s packets is in the capture; "
+                         f"what needs its frames (outcomes, settlement, credit, its answers) is unknown")
         layers = _layers(c)
         if layers:
             lines.append(f"  over {'; '.join(layers)}")
@@ -287,14 +310,14 @@ def render_text(rep: dict) -> str:
         lines.append(
             f"  opened {_t(c['open_time'], digits)}{_pair(c.get('open_packets'), 'open')}, "
             f"closed {_t(c['close_time'], digits)} by {c['closed_by'] or '-'}{_pair(c.get('close_packets'), 'close')}"
-            f", transport end {c['transport_end'] or '-'}; deliveries {_n(c['deliveries'])}{_lost(c)}, "
+            f", transport end {c['transport_end'] or '-'}; deliveries {_n(c['deliveries'])}{_lost(c, one_way)}, "
             f"stalls {_n(c['stalls'])} ({c['stalled_seconds']:.3f} s), violations {_n(c['violations'])}"
         )
         for sess in c["sessions"]:
             lines.append(
                 f"  Session {sess['session']}: channel client {sess['channel_client']} <-> server "
                 f"{sess['channel_server']}{_lifeline(sess, 'begin_packets', 'begun', 'begin', 'end_packets', 'ended', 'end')}"
-                f", deliveries {_n(sess['deliveries'])}, unsettled {_n(sess['unsettled'])}{_lost(sess)}"
+                f", deliveries {_n(sess['deliveries'])}, unsettled {_n(sess['unsettled'])}{_lost(sess, one_way)}"
                 + (f", ended with {sess['end_error']}: {_one_line(sess['end_description'])}" if sess.get("end_error") else "")
             )
             for lk in sess["links"]:
@@ -314,7 +337,7 @@ def render_text(rep: dict) -> str:
                     lines.append("     " + life[1:])
                 lines.append(
                     f"      deliveries {_n(lk['deliveries'])}: accepted {_n(o['accepted'])}, rejected {_n(o['rejected'])}, "
-                    f"released {_n(o['released'])}, modified {_n(o['modified'])}, none {_n(o['no_outcome'])}{_lost(lk)}; "
+                    f"released {_n(o['released'])}, modified {_n(o['modified'])}, none {_n(o['no_outcome'])}{_lost(lk, one_way)}; "
                     f"presettled {_n(lk['presettled'])}, unsettled {_n(lk['unsettled'])}, aborted {_n(lk['aborted'])}"
                 )
                 la = lk["latency"]
@@ -379,7 +402,7 @@ def render_text(rep: dict) -> str:
 
         def na_line(d, ids):
             ua = d.get("unsettled_at")
-            state = d["outcome"] or (LOST if ua == "lost-in-capture"
+            state = d["outcome"] or (LOST if ua == "lost-in-capture" else ONE_WAY if ua == "one-direction-captured"
                                      else "unsettled at " + ua if ua else "no outcome")
             return (f"  {_deliveries(ids)} on {_q(d['link'])}: {state}"
                     + (f" ({d['outcome_error']})" if d.get("outcome_error") else "")
