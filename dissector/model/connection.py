@@ -332,6 +332,8 @@ class ConnectionRules:
         m = ev.extra["missing"]
         if c.one_way >= 0:
             return
+        if type(c) is not _Conn:  # (before its first AMQP byte)
+            c = self.amqp(c)
         c.one_way = m
         c.lossy = True
         if c.loss is None:

@@ -85,6 +85,8 @@ def _pair(p: dict | None, what: str) -> str:
     nothing when neither was seen."""
     if not p:
         return ""
+    if p.get("not_captured"):  # one direction captured
+        return f" [{what} packet {p['packet']}, the {p['not_captured']}'s not captured]"
     if p.get("answer_packet") is None:
         return f" [{what} packet {p['packet']}, no answer seen]"
     if p["answer_packet"] == p["packet"]:
@@ -97,9 +99,18 @@ def _lifeline(x: dict, k_open: str, opened: str, w_open: str, k_close: str, clos
     out = ""
     o, c = x.get(k_open), x.get(k_close)
     if o:
-        out += f", {opened} by the {o['side']}{_pair(o, w_open)}"
+        if o.get("answer_of"):  # one direction captured: the begin seen answers the peer's
+            out += (f", {opened} by the {o['answer_of']} (inferred: its {w_open} not captured, the {o['side']}'s "
+                    f"{w_open} [packet {o['packet']}] answers it)")
+        elif o.get("not_captured"):
+            out += f", {opened}: by the {o['side']} or the {o['not_captured']} (unknown){_pair(o, w_open)}"
+        else:
+            out += f", {opened} by the {o['side']}{_pair(o, w_open)}"
     if c:
-        out += f", {closed} by the {c['side']}{_pair(c, w_close)}"
+        if c.get("not_captured"):
+            out += f", {closed}: by the {c['side']} or the {c['not_captured']} (unknown){_pair(c, w_close)}"
+        else:
+            out += f", {closed} by the {c['side']}{_pair(c, w_close)}"
     return out
 
 
