@@ -102,7 +102,7 @@ def _lifeline(x: dict, k_open: str, opened: str, w_open: str, k_close: str, clos
         if o.get("answer_of"):  # one direction captured: the begin seen answers the peer's
             out += (f", {opened} by the {o['answer_of']} (inferred: its {w_open} not captured, the {o['side']}'s "
                     f"{w_open} [packet {o['packet']}] answers it)")
-        elif o.get("not_captured"):
+        elif o.get("not_captured") and not o.get("initiates"):
             out += f", {opened}: by the {o['side']} or the {o['not_captured']} (unknown){_pair(o, w_open)}"
         else:
             out += f", {opened} by the {o['side']}{_pair(o, w_open)}"

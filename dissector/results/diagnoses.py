@@ -623,10 +623,13 @@ def lifecycle(conn, entry: dict) -> None:
         se["begin_packets"] = pair_packets(s.begin)
         se["end_packets"] = pair_packets(s.end)
         bp = se["begin_packets"]
-        if conn.one_way >= 0 and bp is not None and bp["answer_packet"] is None and \
-                s.begin[1 - conn.one_way]["remote_channel"] is not None:
-            # one direction captured: the begin seen answers one of the peer's, which began the session
-            bp["answer_of"] = SIDES[conn.one_way]
+        if conn.one_way >= 0 and bp is not None and bp["answer_packet"] is None:
+            # one direction captured: a begin with a remote-channel answers one of the peer's, which
+            # began the session; one without began it
+            if s.begin[1 - conn.one_way]["remote_channel"] is not None:
+                bp["answer_of"] = SIDES[conn.one_way]
+            else:
+                bp["initiates"] = True
         les = se.get("links") or ()
         for i, link in enumerate(s.links):
             le = les[i] if i < len(les) and les[i].get("name") == link.name else next(

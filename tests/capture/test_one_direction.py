@@ -148,6 +148,12 @@ def test_the_session_begun_by_the_missing_side_is_inferred(tmp_path_factory):
     text = render_text(build_report(an))
     assert "begun by the client (inferred: its begin not captured, the server's begin" in text
     assert "begun by the server" not in text
+    # the client's packets only: its begin has no remote-channel, so it began the session; who
+    # attached first is not known
+    an = analyze(_variant(tmp_path_factory, path, 5672, "dst")).analyzer
+    text = render_text(build_report(an))
+    assert "begun by the client [begin packet 7, the server's not captured]" in text
+    assert "attached: by the client or the server (unknown)" in text
 
 
 @pytest.mark.parametrize("kept", ["dst", "src"])
