@@ -75,13 +75,14 @@ class _Probe:
     on AMQP ports only (both its ports are AMQP or --port ports), seen without its SYN, whose
     client and server its first bytes may settle (see :meth:`Dissector._roles`)."""
 
-    __slots__ = ("opened", "data", "amqp_port", "held", "order")
+    __slots__ = ("opened", "data", "amqp_port", "held", "order", "notes")
 
     def __init__(self, opened: StreamOpened, amqp_port: bool = False):
         self.opened = opened
         self.data = ([], [])  # buffered StreamData per direction
         self.amqp_port = amqp_port
         self.held = 0  # bytes in data
+        self.notes = []  # the TCP layer's notes on it (one direction captured), routed with its bytes
         self.order = bytearray()  # the direction of each buffered StreamData, in the order they came
 
     def in_order(self) -> list:
@@ -335,6 +336,8 @@ class Dissector:
             elif cls is PacketNote:
                 if ev.conn is None or ev.conn in conns:
                     out.append(ev)
+                elif ev.conn in self._probes:
+                    self._probes[ev.conn].notes.append(ev)
                 elif ev.conn in self._renamed:
                     later.append(renamed(ev, self._renamed[ev.conn]))
         if later:  # (events of a connection renamed while this list was routed)
@@ -456,6 +459,7 @@ class Dissector:
             c = self._start(probe.opened, out, verify=tls, layers=layers)
             if note is not None:
                 out.append(note)
+            _probe_notes(probe, conn, out)
             for e in probe.in_order():
                 out.extend(c.feed(e.direction, e.data, e.ts, e.packet))
         else:
@@ -494,6 +498,7 @@ class Dissector:
                                             "at the start of both streams settles them"))
         else:
             out.append(_evidence_note(opened, evidence))
+        _probe_notes(probe, conn, out)
         held = sorted([e for evs in probe.data for e in evs], key=lambda e: e.packet)  # (in capture order)
         for e in held:
             c = self.connections[conn]
@@ -520,6 +525,11 @@ class Dissector:
             client = 1
         elif hdr[1] and other[0]:
             client = 0
+        elif hdr[0] != hdr[1] and not (heads[0] and heads[1]) and _sasl_sender(_head(probe.data[hdr[1]], 24)) >= 0:
+            # one stream only (one direction captured, or the other's first bytes not come yet): the
+            # SASL frame after its header says whose it is (sasl-mechanisms comes from the server)
+            k = 1 if hdr[1] else 0
+            client = k if _sasl_sender(_head(probe.data[k], 24)) == 0 else 1 - k
         elif (hdr[0] or hdr[1]) and not final and not probe.amqp_port and sum(map(len, probe.data)) < _ROLE_PROBE_EVENTS:
             return None
         evidence = "protocol headers"
@@ -570,6 +580,13 @@ class Dissector:
         return cid
 
 
+def _probe_notes(probe: _Probe, conn: str, out: list) -> None:
+    """The TCP layer's notes on a probed connection, routed once it is found AMQP (under its id
+    ``conn``, the roles swapped when they were)."""
+    for n in probe.notes:
+        out.append(n if n.conn == conn else renamed(n, conn))
+
+
 def _roles_note(ev: StreamOpened, why: str) -> StreamNote:
     """The expert note of a connection whose client and server the capture does not show."""
     return StreamNote(ev.conn, 0, ev.client, ev.server, ev.packet, ev.ts,
@@ -587,6 +604,23 @@ _ROLE_HOLD_EVENTS = 4096  # (and this many segments: tiny ones cost an object ea
 def _may_hold(probe: _Probe) -> bool:
     """May an ``amqp_port`` probe hold more while it waits for the other side's first bytes?"""
     return probe.held < _ROLE_HOLD_BYTES and len(probe.data[0]) + len(probe.data[1]) < _ROLE_HOLD_EVENTS
+
+
+# SASL performatives by descriptor code (spec 5.3.3), and who sends each: 0 the client, 1 the server
+_SASL_SENDER = {0x40: 1, 0x41: 0, 0x42: 1, 0x43: 0, 0x44: 1}
+
+
+def _sasl_sender(head: bytes) -> int:
+    """Who sends the SASL frame that follows the 8-byte SASL protocol header at the start of
+    ``head`` (0 the client, 1 the server), or -1 when the bytes do not say (no SASL header, the
+    frame not there yet, not a SASL frame)."""
+    if len(head) < 16 or head[4] != 3:  # (protocol id 3: SASL)
+        return -1
+    doff = head[12]
+    at = 8 + doff * 4
+    if head[13] != 1 or doff < 2 or len(head) < at + 3 or head[at] != 0 or head[at + 1] != 0x53:
+        return -1
+    return _SASL_SENDER.get(head[at + 2], -1)
 
 
 def _head(evs: list, n: int) -> bytes:

@@ -17,6 +17,8 @@ cdef class _Conn:
     cdef public object state, last_ts, fins
     cdef public int cd
     cdef public _Hold held
+    cdef public object ack_first, ack_mark
+    cdef public int acks, missing
 
 cdef class _Hold:
     cdef public list queue, hole, fin

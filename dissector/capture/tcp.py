@@ -101,6 +101,13 @@ MAX_PIECES = 8192
 # without the missing bytes.
 REORDER_PACKETS = 16
 REORDER_SECONDS = 0.5
+# One direction captured: a direction none of whose packets is in the capture while the other's ACKs
+# moved on this many times (each a segment or SYN / FIN of the unseen side acknowledged) is declared
+# missing at once; a direction still without a packet when the connection ends is declared then.
+ONE_WAY_ACKS = 3
+#: the group of the PacketNote that says one direction of a connection is not in the capture
+#: (``extra["missing"]``: the direction, 0 the client's, 1 the server's)
+ONE_DIRECTION = "one-direction"
 
 _OPEN = 0
 _IGNORED = 1
@@ -130,7 +137,8 @@ class _Conn:
     """One connection: a few words.  A SYN-only (half-open) connection is this object, its key and
     one direction; the other direction is made at its first segment."""
 
-    __slots__ = ("id", "key", "cd", "d0", "d1", "state", "last_ts", "fins", "held")
+    __slots__ = ("id", "key", "cd", "d0", "d1", "state", "last_ts", "fins", "held", "ack_first", "ack_mark",
+                 "acks", "missing")
 
     def __init__(self, cid: str, key: tuple, cd: int, ts: int) -> None:
         self.id = cid
@@ -142,6 +150,12 @@ class _Conn:
         self.last_ts = ts
         self.fins = 0  # bit per direction that sent a FIN (used while ignored)
         self.held: _Hold | None = None  # the reorder window, while one is open
+        # while only one direction has packets: the first and the latest ACK number it sent (None: no
+        # ACK yet) and how often that number moved on (see ONE_WAY_ACKS)
+        self.ack_first = None
+        self.ack_mark = None
+        self.acks = 0
+        self.missing = -1  # the direction declared not captured (see ONE_DIRECTION), or -1
 
 
 class _Hold:
@@ -218,7 +232,10 @@ def renamed(ev, cid: str):
     if cls is StreamClosed:
         return StreamClosed(cid, ev.direction if ev.direction < 0 else 1 - ev.direction, ev.kind, ev.ts, ev.packet)
     if cls is PacketNote:
-        return PacketNote(ev.packet, ev.ts, ev.note, cid, ev.extra)
+        extra = ev.extra
+        if ev.note.group == ONE_DIRECTION:
+            extra = {**extra, "missing": 1 - extra["missing"]}
+        return PacketNote(ev.packet, ev.ts, ev.note, cid, extra)
     return ev
 
 
@@ -320,6 +337,8 @@ class TcpReassembler:
         c.id = cid
         c.cd ^= 1
         c.d0, c.d1 = c.d1, c.d0
+        if c.missing >= 0:
+            c.missing = 1 - c.missing
         H = c.held
         if H is not None:
             H.hole.reverse()
@@ -399,6 +418,8 @@ class TcpReassembler:
                             self._held_feed(conn, d, seg, ts, packet, wire_len, out)
                             return out
                         self._drain(conn, 1 - d, O, ts, packet, out, O.pos + dist)
+            elif O is None and flags & ACK and conn.missing < 0:
+                self._unseen_acked(conn, d, seg[5], ts, packet, out)
             if D is None:
                 D = _get_dir(conn, d)
             # fast path: in-order data, nothing buffered, no SYN/FIN/RST
@@ -519,6 +540,8 @@ class TcpReassembler:
         self._ids[base] = n
         cid = base if n == 1 else f"{base}#{n}"
         conn = _Conn(cid, key, d ^ flip, ts)
+        if flags & ACK:
+            conn.ack_first = conn.ack_mark = seg[5]
         self._table[key] = conn
         self._by_id[cid] = conn
         out.append(StreamOpened(cid, client, server, ts, packet, syn))
@@ -882,8 +905,40 @@ class TcpReassembler:
             out.append(StreamClosed(conn.id, r[0], "rst", r[1], r[2]))
             self._retire(conn, r[1])
 
+    def _unseen_acked(self, conn: _Conn, d: int, ack: int, ts: int, packet: int, out: list) -> None:
+        """A segment of direction ``d`` with an ACK while the other direction has no packet in the
+        capture: ONE_WAY_ACKS moves of the ACK number declare that direction missing."""
+        mark = conn.ack_mark
+        if mark is None:
+            conn.ack_first = conn.ack_mark = ack
+            return
+        if ((ack - mark + HALF) & MASK) - HALF <= 0:
+            return
+        conn.ack_mark = ack
+        conn.acks += 1
+        if conn.acks >= ONE_WAY_ACKS:
+            self._one_way(conn, 1 - d, ts, packet, out)
+
+    def _one_way(self, conn: _Conn, m: int, ts: int, packet: int, out: list) -> None:
+        """Declare direction ``m`` of ``conn`` not captured: a PacketNote (group ONE_DIRECTION)
+        saying why."""
+        conn.missing = m
+        who, other = ("client", "server") if m == 0 else ("server", "client")
+        if conn.acks:
+            acked = ((conn.ack_mark - conn.ack_first + HALF) & MASK) - HALF
+            why = (f"the {other}'s ACKs acknowledge {acked:,} bytes of the {who} ({conn.acks} times moved on) "
+                   f"and none of its packets was captured")
+        else:
+            why = f"no packet of the {who} in the capture, only the {other}'s"
+        out.append(PacketNote(packet, ts, ExpertNote(WARN, ONE_DIRECTION, f"one direction captured: {why}"),
+                              conn.id, {"missing": m}))
+
     def _flush_all(self, conn: _Conn, ts: int, packet: int, out: list) -> None:
-        """Give up every hole of both directions: gaps + buffered data."""
+        """Give up every hole of both directions: gaps + buffered data.  (Called when the
+        connection ends: a direction without any packet by then is declared missing.)"""
+        if conn.missing < 0 and (conn.d0 is None) != (conn.d1 is None) and conn.ack_mark is not None:
+            # (an ACK number says the unseen side sent something: a SYN alone, never answered, is no such case)
+            self._one_way(conn, 0 if conn.d0 is None else 1, ts, packet, out)
         if conn.held is not None:
             self._declare(conn, ts, packet, out)
         for d in (0, 1):

@@ -135,7 +135,7 @@ class ConnectionRules:
         """Frames sent by d must come within the idle-time-out the peer announced."""
         t = c.idle[d]
         ref = c.idle_ref[d]
-        if t and ref is not None and c.close[d] is None and f.ts - ref > t and (
+        if t and ref is not None and c.close[d] is None and c.one_way != d and f.ts - ref > t and (
                 c.loss is None or c.loss.last[d] is None or c.loss.last[d] < ref):  # (a frame may have been lost)
             self.ledger.violation(c, d, f, "idle-timeout", "warn",
                                   f"no frame from the {SIDES[d]} for {(f.ts - ref) / NS:.3f} s; the "
@@ -149,7 +149,7 @@ class ConnectionRules:
         for d in (0, 1):
             t = c.idle[d]
             ref = c.idle_ref[d]
-            if not t or ref is None or c.close[d] is not None:
+            if not t or ref is None or c.close[d] is not None or c.one_way == d:
                 continue
             if end - ref > t:
                 self.ledger.violation(
@@ -321,6 +321,27 @@ class ConnectionRules:
         if ev.note.group == "tls" and ev.skipped:  # encrypted bytes that could not be read
             c.tls_undecrypted = (c.tls_undecrypted or 0) + ev.skipped
             c.tls_reason = ev.note.message
+
+    def one_way(self, c, ev):
+        """One direction of ``c`` is not in the capture (the TCP layer's note: the other's ACKs
+        acknowledge bytes never captured, or no packet of it by the connection's end).  Everything
+        that needs that peer's frames becomes unknown: its frames count as lost from the start
+        (machines infer its steps, and say so), the credit and window it grants are unknown, the
+        outcomes and settlements it would send are unknown, and what was found for want of its
+        frames before the note is taken back."""
+        m = ev.extra["missing"]
+        if c.one_way >= 0:
+            return
+        if type(c) is not _Conn:  # (before its first AMQP byte)
+            c = self.amqp(c)
+        c.one_way = m
+        c.lossy = True
+        if c.loss is None:
+            c.note_loss(m, 0, 0, ev.ts)
+        c.loss.absent[m] = True
+        lost_grants(c, m)
+        self.ledger.forget(c)
+        c.note_unknown(f"the {SIDES[m]}'s frames (one direction captured)")
 
     def closed(self, c, ev):
         """A FIN or RST of the transport (or the capture's end) on connection ``c``."""

@@ -100,6 +100,7 @@ cdef class _ConnBase:
     cdef public object tls_undecrypted
     cdef public object tls_reason
     cdef public LossRecord loss
+    cdef public object one_way
 
 
 cdef class _Conn(_ConnBase):

@@ -187,7 +187,7 @@ class _ConnBase:
     __slots__ = (
         "id", "client", "server", "syn_seen", "known_start", "lossy", "tls", "state",
         "transport_end", "transport_time", "fins", "first_ts", "first_packet", "last_ts", "last_packet",
-        "seq", "tls_undecrypted", "tls_reason", "loss",
+        "seq", "tls_undecrypted", "tls_reason", "loss", "one_way",
     )
 
     # the AMQP state of a connection that carried no AMQP byte (a _Conn has its own)
@@ -241,6 +241,7 @@ class _ConnBase:
         self.last_ts = None
         self.last_packet = None
         self.loss = None  # a LossRecord from the first loss (loss.py)
+        self.one_way = -1  # the peer none of whose packets the capture holds (one direction captured), or -1
         self.seq = 0
         self.state = _START_ENDPOINTS if syn_seen else _UNKNOWN_ENDPOINTS
 
@@ -292,6 +293,7 @@ class _Conn(_ConnBase):
         self.last_ts = b.last_ts
         self.last_packet = b.last_packet
         self.loss = b.loss
+        self.one_way = b.one_way
         self.seq = b.seq
         self.events = 0
         self.inferred = None  # what the frames after a loss showed that the lost ones had set up (texts)

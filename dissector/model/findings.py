@@ -89,7 +89,10 @@ class Recorder:
         """A credit / window violation of sender ``d``: it rests on the latest grant of peer ``g``,
         so it waits for ``g``'s next frame (or FIN, or the capture's end).  A TCP gap of ``g``
         noticed before that (the gap is only seen at the next segment) may have held a flow granting
-        more: then the violation came from state the gap made unknown and is dropped (:meth:`drop`)."""
+        more: then the violation came from state the gap made unknown and is dropped (:meth:`drop`).
+        With one direction captured (``c.one_way``) the grants are unknown: nothing is held."""
+        if c.one_way >= 0:
+            return
         n = len(self.violations)
         self.violation(c, d, f, kind, "warn", message, link=link, handle=handle, delivery_id=delivery_id)
         if len(self.violations) != n + 1:  # (not a new row of its own: nothing to hold)
@@ -112,6 +115,18 @@ class Recorder:
         if held and held[-1]["kind"] == kind and held[-1]["message"] == message:
             return held[-1]
         return None
+
+    def forget(self, c) -> None:
+        """Connection ``c`` was found to have one direction only in the capture: the state findings
+        it had are taken back (they rested on the other peer's frames, which were not captured),
+        with the held ones and its repeat counts.  Framing findings stay (they are about bytes
+        that were captured)."""
+        cid = c.id
+        self.violations[:] = [v for v in self.violations if v["connection"] != cid or v["origin"] != "state"]
+        for g in (0, 1):
+            self._held.pop((cid, g), None)
+        for key in [k for k in self._repeats if k[0] == cid]:
+            del self._repeats[key]
 
     def release(self, c, g) -> None:
         held = self._held.pop((c.id, g), None)

@@ -54,6 +54,9 @@ class LinkRules:
 
     def new_link(self, c, s, name, known) -> _Link:
         link = _Link(c, s, len(c.links), name, known)
+        if c.one_way >= 0:  # one direction captured: the grants of the peer not captured are unknown
+            link.link_credit.lost = True
+            link.note_unknown("link-credit (one direction captured)")
         s.links.append(link)
         c.links.append(link)
         return link

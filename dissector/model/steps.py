@@ -21,5 +21,6 @@ def lossy_step(c, ep, d, s_in, r_in, what, where):
     path = ep.recover(d, s_in, r_in, senders) if senders else None
     if path:
         for p, name in path:
-            c.note_inferred(f"the {SIDES[p]}'s {name} of {where} was lost (from the {SIDES[d]}'s {what})")
+            how = "not captured (one direction captured)" if c.one_way == p else "lost"
+            c.note_inferred(f"the {SIDES[p]}'s {name} of {where} was {how} (from the {SIDES[d]}'s {what})")
     return ep.advance(d, s_in, r_in)

@@ -18,7 +18,8 @@ Link credit, the session window and loss records are objects of their own (:mod:
 from __future__ import annotations
 
 from ..amqp.framing import FRAME_SASL, Frame, OtherProtocolNote, ProtocolHeader, StreamNote
-from ..events import StreamClosed, StreamOpened
+from ..capture.tcp import ONE_DIRECTION
+from ..events import PacketNote, StreamClosed, StreamOpened
 from .connection import ConnectionRules
 from .entities import _Conn, _ConnBase
 from .findings import Recorder
@@ -95,6 +96,9 @@ class StateTracker(Hooks):
                 self.connection_rules.stream_note(self._conn(event), event)
             elif cls is OtherProtocolNote:
                 self.connection_rules.other_note(self._conn(event), event)
+            elif cls is PacketNote:
+                if event.note.group == ONE_DIRECTION and event.conn in self.connections:
+                    self.connection_rules.one_way(self._conn(event), event)
         except Exception as e:  # a bug: reported (and the run ends with exit 1), never fatal for the rest
             self.internal_errors.append(f"{type(event).__name__} at packet {getattr(event, 'packet', None)}: "
                                         f"{type(e).__name__}: {e}")

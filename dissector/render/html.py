@@ -23,7 +23,7 @@ import sys
 from html import escape
 
 from .diagnoses import diagnoses_html
-from .report import _layers, missing_file_line, render_text, tls_not_decrypted_line
+from .report import _layers, missing_file_line, one_direction_line, render_text, tls_not_decrypted_line
 
 COLOURS = {
     "histogram": "#4c72b0",
@@ -797,8 +797,13 @@ def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", 
     unseen = (rep.get("capture") or {}).get("tls_not_decrypted")
     if unseen:  # TLS on other ports without keys: what cannot be seen, said
         out.append(f'<p class="notes" id="tls-not-decrypted"><b>{_e(tls_not_decrypted_line(unseen))}</b></p>')
+    if one_direction_line(s.get("one_direction")):  # one direction captured: what cannot be seen, said
+        out.append(f'<p class="notes" id="one-direction"><b>{_e(one_direction_line(s["one_direction"]))}</b></p>')
     wrapped = {c["connection"]: _layers(c) for c in rep.get("connections") or () if _layers(c)}
     for c in rep.get("connections") or ():
+        if c.get("missing_direction"):
+            out.append(f'<p class="notes">{_e(c["connection"])}: one direction captured: none of the '
+                       f'{_e(c["missing_direction"])}\'s packets is in the capture</p>')
         if c.get("tls_undecrypted_bytes"):
             out.append(f'<p class="notes">{_e(c["connection"])}: {_e(c.get("tls_note") or "TLS")} '
                        f'({c["tls_undecrypted_bytes"]:,} bytes not decrypted in all)</p>')

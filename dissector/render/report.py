@@ -85,6 +85,8 @@ def _pair(p: dict | None, what: str) -> str:
     nothing when neither was seen."""
     if not p:
         return ""
+    if p.get("not_captured"):  # one direction captured
+        return f" [{what} packet {p['packet']}, the {p['not_captured']}'s not captured]"
     if p.get("answer_packet") is None:
         return f" [{what} packet {p['packet']}, no answer seen]"
     if p["answer_packet"] == p["packet"]:
@@ -97,9 +99,18 @@ def _lifeline(x: dict, k_open: str, opened: str, w_open: str, k_close: str, clos
     out = ""
     o, c = x.get(k_open), x.get(k_close)
     if o:
-        out += f", {opened} by the {o['side']}{_pair(o, w_open)}"
+        if o.get("answer_of"):  # one direction captured: the begin seen answers the peer's
+            out += (f", {opened} by the {o['answer_of']} (inferred: its {w_open} not captured, the {o['side']}'s "
+                    f"{w_open} [packet {o['packet']}] answers it)")
+        elif o.get("not_captured") and not o.get("initiates"):
+            out += f", {opened}: by the {o['side']} or the {o['not_captured']} (unknown){_pair(o, w_open)}"
+        else:
+            out += f", {opened} by the {o['side']}{_pair(o, w_open)}"
     if c:
-        out += f", {closed} by the {c['side']}{_pair(c, w_close)}"
+        if c.get("not_captured"):
+            out += f", {closed}: by the {c['side']} or the {c['not_captured']} (unknown){_pair(c, w_close)}"
+        else:
+            out += f", {closed} by the {c['side']}{_pair(c, w_close)}"
     return out
 
 
@@ -200,14 +211,30 @@ def _waiting(st: dict) -> str:
 
 
 LOST = "outcome unknown (lost in capture)"
+ONE_WAY = "outcome unknown (one direction captured)"
+
+
+def one_direction_line(od: dict) -> str:
+    """The header's line for the connections of which one direction only was captured
+    (``summary["one_direction"]``); empty when there are none."""
+    if not od or not od.get("connections"):
+        return ""
+    sides = [f"the {side}'s packets missing in {_n(od[f'{side}_missing'])}" for side in ("client", "server")
+             if od.get(f"{side}_missing")]
+    return (f"one direction captured: {_plural(od['connections'], 'connection')} ({', '.join(sides)}); what needs "
+            f"the other side (outcomes, settlement, latency, credit, its answers) is unknown, never a violation; "
+            f"{_n(od['unknown_outcomes'])} deliveries with their outcome unknown")
 
 
 def _outcome_counts(s: dict) -> str:
     """The summary's deliveries by outcome, those whose outcome is unknown (their settlement may
     have been in bytes the capture lost) named apart: never "none", never unsettled."""
     parts = [f"{k} {_n(v)}" for k, v in sorted(s["outcomes"].items())]
-    if s.get("lost_in_capture"):
-        parts.append(f"{LOST} {_n(s['lost_in_capture'])}")
+    one_way = (s.get("one_direction") or {}).get("unknown_outcomes") or 0
+    if (s.get("lost_in_capture") or 0) > one_way:
+        parts.append(f"{LOST} {_n(s['lost_in_capture'] - one_way)}")
+    if one_way:
+        parts.append(f"{ONE_WAY} {_n(one_way)}")
     return ", ".join(parts) or "none"
 
 
@@ -226,9 +253,10 @@ def _summary_deliveries(s: dict) -> str:
     return f"{_n(s['deliveries'] + lw)} ({_n(s['deliveries'])} seen: {_outcome_counts(s)}; {_n(lw)} in lost bytes)"
 
 
-def _lost(x: dict) -> str:
-    """", outcome unknown (lost in capture) N" of a connection, session or link entry; nothing for 0."""
-    return f", {LOST} {_n(x['lost_in_capture'])}" if x.get("lost_in_capture") else ""
+def _lost(x: dict, one_way: bool = False) -> str:
+    """", outcome unknown (lost in capture) N" of a connection, session or link entry (``one_way``: of
+    a connection of which one direction only was captured); nothing for 0."""
+    return f", {ONE_WAY if one_way else LOST} {_n(x['lost_in_capture'])}" if x.get("lost_in_capture") else ""
 
 
 def render_text(rep: dict) -> str:
@@ -244,6 +272,8 @@ def render_text(rep: dict) -> str:
         + (f", idle periods {_n(s['idle_periods'])} ({s['idle_seconds']:.3f} s)" if s.get("idle_periods") else "")
         + f", violations {_n(s['violations'])}, errors {_n(s['errors'])}, transactions {_n(s['transactions'])}",
     ]
+    if one_direction_line(s.get("one_direction")):
+        lines.append(one_direction_line(s["one_direction"]))
     if s.get("other_connections"):
         by: dict = {}
         for o in rep.get("other_protocols") or ():
@@ -277,6 +307,10 @@ def render_text(rep: dict) -> str:
         flags = [k for k in ("mid_connection", "lossy") if c.get(k)]
         if flags:
             lines.append(f"  note: {', '.join(flags)}")
+        one_way = bool(c.get("missing_direction"))
+        if one_way:
+            lines.append(f"  one direction captured: none of the {c['missing_direction']}'s packets is in the capture; "
+                         f"what needs its frames (outcomes, settlement, credit, its answers) is unknown")
         layers = _layers(c)
         if layers:
             lines.append(f"  over {'; '.join(layers)}")
@@ -302,14 +336,14 @@ def render_text(rep: dict) -> str:
         lines.append(
             f"  opened {_t(c['open_time'], digits)}{_pair(c.get('open_packets'), 'open')}, "
             f"closed {_t(c['close_time'], digits)} by {c['closed_by'] or '-'}{_pair(c.get('close_packets'), 'close')}"
-            f", transport end {c['transport_end'] or '-'}; deliveries {_seen_and_lost(c)}{_lost(c)}, "
+            f", transport end {c['transport_end'] or '-'}; deliveries {_seen_and_lost(c)}{_lost(c, one_way)}, "
             f"stalls {_n(c['stalls'])} ({c['stalled_seconds']:.3f} s), violations {_n(c['violations'])}"
         )
         for sess in c["sessions"]:
             lines.append(
                 f"  Session {sess['session']}: channel client {sess['channel_client']} <-> server "
                 f"{sess['channel_server']}{_lifeline(sess, 'begin_packets', 'begun', 'begin', 'end_packets', 'ended', 'end')}"
-                f", deliveries {_seen_and_lost(sess)}, unsettled {_n(sess['unsettled'])}{_lost(sess)}"
+                f", deliveries {_seen_and_lost(sess)}, unsettled {_n(sess['unsettled'])}{_lost(sess, one_way)}"
                 + (f", ended with {sess['end_error']}: {_one_line(sess['end_description'])}" if sess.get("end_error") else "")
             )
             for lk in sess["links"]:
@@ -329,7 +363,7 @@ def render_text(rep: dict) -> str:
                     lines.append("     " + life[1:])
                 lines.append(
                     f"      deliveries {_seen_and_lost(lk)}: accepted {_n(o['accepted'])}, rejected {_n(o['rejected'])}, "
-                    f"released {_n(o['released'])}, modified {_n(o['modified'])}, none {_n(o['no_outcome'])}{_lost(lk)}; "
+                    f"released {_n(o['released'])}, modified {_n(o['modified'])}, none {_n(o['no_outcome'])}{_lost(lk, one_way)}; "
                     f"presettled {_n(lk['presettled'])}, unsettled {_n(lk['unsettled'])}, aborted {_n(lk['aborted'])}"
                 )
                 la = lk["latency"]
@@ -394,7 +428,7 @@ def render_text(rep: dict) -> str:
 
         def na_line(d, ids):
             ua = d.get("unsettled_at")
-            state = d["outcome"] or (LOST if ua == "lost-in-capture"
+            state = d["outcome"] or (LOST if ua == "lost-in-capture" else ONE_WAY if ua == "one-direction-captured"
                                      else "unsettled at " + ua if ua else "no outcome")
             return (f"  {_deliveries(ids)} on {_q(d['link'])}: {state}"
                     + (f" ({d['outcome_error']})" if d.get("outcome_error") else "")

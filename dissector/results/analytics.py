@@ -306,6 +306,14 @@ def _slowest_ranked(cands: list, order) -> list:
 #: ``unsettled_at`` of a delivery whose settlement may have been in bytes the capture lost: its
 #: outcome is unknown, not missing (no error row counts it)
 LOST_IN_CAPTURE = "lost-in-capture"
+#: ``unsettled_at`` of a delivery on a connection of which one direction only was captured: its
+#: outcome is unknown (the peer that would settle it is not in the capture), not missing
+ONE_DIRECTION_CAPTURED = "one-direction-captured"
+
+
+def unknown_at(c) -> str:
+    """``unsettled_at`` of a delivery of ``c`` whose outcome is unknown: why."""
+    return ONE_DIRECTION_CAPTURED if c.one_way >= 0 else LOST_IN_CAPTURE
 
 
 
@@ -538,7 +546,7 @@ class Analyzer(StateTracker):
             return None
         link, s, c = dlv.link, dlv.session, dlv.link.conn
         if c.loss is not None and _lost_after(c, dlv.first_ts):
-            return LOST_IN_CAPTURE
+            return unknown_at(c)
         return self._unsettled_place(link)
 
     def _unsettled_place(self, link):
@@ -651,7 +659,7 @@ class Analyzer(StateTracker):
             row["resumed"] = resumed
             row["rcv_settle_mode"] = rsm
             if lossy:
-                row["unsettled_at"] = LOST_IN_CAPTURE if _lost_after(c, ft) else plain
+                row["unsettled_at"] = unknown_at(c) if _lost_after(c, ft) else plain
             yield seqs[i], row
 
     def _delivery_row(self, c, link, addr, d) -> dict:
@@ -903,7 +911,8 @@ class Analyzer(StateTracker):
         c = link.conn
         if c.loss is not None:  # (unsettled_at differs by row only after a loss)
             plain = self._unsettled_place(link)
-            cols["unsettled_at"] = [LOST_IN_CAPTURE if _lost_after(c, ft) else plain for ft in cols["first_time"]]
+            why = unknown_at(c)
+            cols["unsettled_at"] = [why if _lost_after(c, ft) else plain for ft in cols["first_time"]]
         return cols, [0] * n, cc
 
     def _delivery_context(self, link, direction) -> tuple:

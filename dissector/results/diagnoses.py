@@ -301,7 +301,10 @@ def _end_entry(an, c, scope, pair, name, channel_of, terminated, first_seen) -> 
             e["answer_error"] = _error(other)
         if other is None:
             lost = _lost_end(c, (1 - d,), first_seen)
-            e["answer"] = ("unknown: lost in a capture gap (it may have come first)" if lost else "not seen")
+            if c.one_way == 1 - d:
+                e["answer"] = "unknown: one direction captured (it may have come first)"
+            else:
+                e["answer"] = ("unknown: lost in a capture gap (it may have come first)" if lost else "not seen")
         e["before"] = _before(c, d, name, rec, channel_of(d))
         return e
     why = terminated
@@ -730,6 +733,14 @@ def lifecycle(conn, entry: dict) -> None:
     for s, se in zip(conn.sessions, entry.get("sessions") or ()):
         se["begin_packets"] = pair_packets(s.begin)
         se["end_packets"] = pair_packets(s.end)
+        bp = se["begin_packets"]
+        if conn.one_way >= 0 and bp is not None and bp["answer_packet"] is None:
+            # one direction captured: a begin with a remote-channel answers one of the peer's, which
+            # began the session; one without began it
+            if s.begin[1 - conn.one_way]["remote_channel"] is not None:
+                bp["answer_of"] = SIDES[conn.one_way]
+            else:
+                bp["initiates"] = True
         les = se.get("links") or ()
         for i, link in enumerate(s.links):
             le = les[i] if i < len(les) and les[i].get("name") == link.name else next(
@@ -737,3 +748,16 @@ def lifecycle(conn, entry: dict) -> None:
             if le is not None:
                 le["attach_packets"] = pair_packets(link.attach)
                 le["detach_packets"] = pair_packets(link.detach)
+    if conn.one_way >= 0:  # which side came first is unknown: the other side's frames were not captured
+        for p in _pairs_of(entry):
+            p["not_captured"] = SIDES[conn.one_way]
+
+
+def _pairs_of(entry: dict) -> list:
+    """The open / close, begin / end and attach / detach pairs of a connection entry (those seen)."""
+    out = [entry.get("open_packets"), entry.get("close_packets")]
+    for se in entry.get("sessions") or ():
+        out += [se.get("begin_packets"), se.get("end_packets")]
+        for le in se.get("links") or ():
+            out += [le.get("attach_packets"), le.get("detach_packets")]
+    return [p for p in out if p]

@@ -94,6 +94,23 @@ def lost_whole_total(an) -> int:
     return sum(s.lost_whole for c in an.connections.values() if c.loss is not None for s in c.sessions)
 
 
+#: the summary's ``one_direction`` counts (:func:`one_direction_totals`)
+ONE_DIRECTION_KEYS = ("connections", "client_missing", "server_missing", "unknown_outcomes")
+
+
+def one_direction_totals(an) -> dict:
+    """The connections of ``an`` of which one direction only was captured, by the side missing, and
+    their deliveries whose outcome is therefore unknown (among ``lost_in_capture``)."""
+    out = dict.fromkeys(ONE_DIRECTION_KEYS, 0)
+    for c in an.connections.values():
+        if c.one_way < 0:
+            continue
+        out["connections"] += 1
+        out["client_missing" if c.one_way == 0 else "server_missing"] += 1
+        out["unknown_outcomes"] += sum(_lost_counts(c, link)[0] for link in c.links)
+    return out
+
+
 def summary_outcomes(outcomes: dict, lost: tuple) -> dict:
     """The summary's outcome counts: "none" without the deliveries whose outcome is unknown."""
     out = dict(outcomes)
@@ -189,7 +206,7 @@ def _connection_entry(an, conn, stall_count: dict, stall_secs: dict, violations_
                     "hostname", "sasl_mechanism", "sasl_outcome", "max_frame_size_client",
                     "max_frame_size_server", "idle_time_out_client", "idle_time_out_server", "open_time",
                     "close_time", "closed_by", "close_error", "close_description", "transport_end",
-                    "mid_connection", "lossy", "tls", "tls_undecrypted_bytes", "tls_note", "tls_version",
+                    "mid_connection", "lossy", "missing_direction", "tls", "tls_undecrypted_bytes", "tls_note", "tls_version",
                     "tls_cipher", "websocket", "ws_path", "unknown",
                     "gaps_client", "gaps_server", "gap_bytes_client", "gap_bytes_server",
                     "undecoded_bytes_client", "undecoded_bytes_server", "inferred"),
@@ -263,6 +280,7 @@ def build_report(an, capture_errors=(), capture: dict | None = None) -> dict:
             "outcomes": summary_outcomes(totals["outcomes"], lost),
             "unsettled": totals["unsettled"] - lost[0],
             "lost_in_capture": lost[0],
+            "one_direction": one_direction_totals(an),
             "stalls": len(real),
             "stalled_seconds": stalled,
             "idle_periods": len(an.stalls) - len(real),
@@ -388,6 +406,7 @@ def partial_report(an, keys) -> dict:
         "totals": totals,
         "lost": lost_totals(an),
         "lost_whole": lost_whole_total(an),
+        "one_direction": one_direction_totals(an),
         # the TCP gaps of this worker's connections in files missing from the capture set
         "holes": [{"missing": list(h["missing"]), "connections": {c: list(v) for c, v in h["connections"].items()}}
                   for h in (getattr(getattr(keys, "d", None), "holes", None) or ())],
@@ -497,6 +516,7 @@ def merge_reports(parts: list, capture_errors=(), capture: dict | None = None) -
             "outcomes": summary_outcomes(outcomes, lost),
             "unsettled": unsettled - lost[0],
             "lost_in_capture": lost[0],
+            "one_direction": {k: sum(p["one_direction"][k] for p in parts) for k in ONE_DIRECTION_KEYS},
             "stalls": len(real),
             "stalled_seconds": stalled,
             "idle_periods": n_stalls - len(real),

@@ -144,6 +144,7 @@ def connection_row(an, c) -> dict:
         "syn_seen": c.syn_seen,
         "mid_connection": not c.known_start,
         "lossy": c.lossy,
+        "missing_direction": SIDES[c.one_way] if c.one_way >= 0 else None,
         "tls": c.tls,
         "tls_undecrypted_bytes": c.tls_undecrypted,
         "tls_note": c.tls_reason,

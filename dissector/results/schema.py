@@ -84,6 +84,9 @@ CONNECTIONS = _cols(
     ("syn_seen", BOOL, "the TCP handshake was captured"),
     ("mid_connection", BOOL, "the capture did not see the connection start"),
     ("lossy", BOOL, "a TCP gap or resynchronisation lost bytes"),
+    ("missing_direction", STRING, "one direction captured: the side none of whose packets the capture holds "
+     "(client or server: the other side's ACKs acknowledge its bytes, or it sent none by the end); null when "
+     "both were captured"),
     ("tls", BOOL, "the connection carries TLS"),
     ("tls_undecrypted_bytes", INT, "TLS bytes not decrypted (no key for the connection, no key log, or records "
      "that failed authentication); null when none"),
@@ -312,7 +315,8 @@ DELIVERIES = _cols(
     ("outcome_latency", FLOAT, "outcome_time - first_time, seconds"),
     ("unsettled_at", STRING, "null when settled, else detach, end, close, transport, capture-end, or "
                              "lost-in-capture (outcome unknown: bytes lost after its first transfer may have "
-                             "settled it; no error row)"),
+                             "settled it; no error row), or one-direction-captured (outcome unknown: the "
+                             "connection's other direction is not in the capture; no error row)"),
     # the message (read only when asked: null when not; see the definitions: message fields)
     ("message_id", STRING, "message-id of the properties section: a ulong in decimal, a uuid in its canonical "
                            "form, binary in hex, a string as it is"),
