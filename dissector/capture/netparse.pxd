@@ -6,6 +6,6 @@ import cython
                total=Py_ssize_t, end=Py_ssize_t, ps=Py_ssize_t, sport=Py_ssize_t, dport=Py_ssize_t,
                seq="unsigned long long", ack="unsigned long long", ihl=Py_ssize_t, pairs=dict,
                key=bytes, ab=tuple)
-cpdef _ipv4(bytes data, Py_ssize_t off)
+cpdef _ipv4(bytes data, Py_ssize_t off, Py_ssize_t depth=*)
 
 cpdef parse_segment(linktype, data)

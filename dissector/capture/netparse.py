@@ -73,6 +73,21 @@ ETH_IPV4 = 0x0800
 ETH_IPV6 = 0x86DD
 VLAN_TPIDS = frozenset({0x8100, 0x88A8, 0x9100, 0x9200})
 
+# tunnels (decoded as tshark decodes them by default; see :func:`_tunnel`)
+ETH_TEB = 0x6558  # transparent Ethernet bridging: an Ethernet frame follows (GRE, Geneve)
+ETH_MPLS = 0x8847
+ETH_MPLS_MULTICAST = 0x8848
+ETH_ERSPAN_II = 0x88BE  # ERSPAN type I (no GRE sequence number) or II
+ETH_ERSPAN_III = 0x22EB
+UDP_VXLAN = 4789
+UDP_GENEVE = 6081
+IP_IN_IP = 4  # IPv4 in IP
+IP_IPV6 = 41  # IPv6 in IP
+IP_GRE = 47
+IP_UDP = 17
+_TUNNEL_PROTOS = frozenset({IP_IN_IP, IP_IPV6, IP_GRE, IP_UDP})
+MAX_TUNNEL_DEPTH = 8  # tunnels in tunnels: deeper than this, the packet is a note, not decoded
+
 # address families seen in NULL / LOOP headers
 _AF_INET = frozenset({2})
 _AF_INET6 = frozenset({10, 24, 28, 30})  # Linux, BSD, FreeBSD, Darwin
@@ -227,8 +242,8 @@ def parse_segment(linktype: int, data: bytes) -> Segment | None:
     raise UnsupportedLinkType(f"unsupported link-layer type {linktype}")  # not reached
 
 
-def _ether_payload(data: bytes, off: int, et: int) -> Segment | None:
-    """Dispatch on an EtherType, skipping any number of VLAN tags."""
+def _ether_payload(data: bytes, off: int, et: int, depth: int = 0) -> Segment | None:
+    """Dispatch on an EtherType, skipping any number of VLAN tags (``depth``: the tunnels around)."""
     n = len(data)
     while et in VLAN_TPIDS:
         if n - off < 4:
@@ -236,13 +251,15 @@ def _ether_payload(data: bytes, off: int, et: int) -> Segment | None:
         et = (data[off + 2] << 8) | data[off + 3]
         off += 4
     if et == ETH_IPV4:
-        return _ipv4(data, off)
+        return _ipv4(data, off, depth)
     if et == ETH_IPV6:
-        return _ipv6(data, off)
+        return _ipv6(data, off, depth)
+    if et == ETH_MPLS or et == ETH_MPLS_MULTICAST:
+        return _mpls(data, off, _deeper(depth))
     return None
 
 
-def _ipv4(data: bytes, off: int) -> Segment | None:
+def _ipv4(data: bytes, off: int, depth: int = 0) -> Segment | None:
     n = len(data)
     if n - off >= 40:
         # common case, read byte by byte (typed when compiled): 20-byte IPv4 header, unfragmented
@@ -290,6 +307,8 @@ def _ipv4(data: bytes, off: int) -> Segment | None:
     if ihl < 20:
         raise MalformedPacket(f"IPv4 header length {ihl} is less than 20")
     if proto != 6:
+        if proto in _TUNNEL_PROTOS:  # (not TCP: the fast path above never comes here)
+            return _tunnel4(data, off, ihl, total, frag, proto, depth)
         return None
     if frag & 0x3FFF:
         raise IPFragment(
@@ -312,7 +331,7 @@ def _ipv4(data: bytes, off: int) -> Segment | None:
     )
 
 
-def _ipv6(data: bytes, off: int) -> Segment | None:
+def _ipv6(data: bytes, off: int, depth: int = 0) -> Segment | None:
     n = len(data)
     if n - off < 40:
         raise MalformedPacket(f"IPv6 header truncated ({n - off} of 40 bytes)")
@@ -344,6 +363,10 @@ def _ipv6(data: bytes, off: int) -> Segment | None:
         nxt = data[p]
         p += hl
     if nxt != 6:
+        if nxt in _TUNNEL_PROTOS:
+            if fragment is not None:
+                return _fragment_of_tunnel(data, p, end, nxt, depth, f"IPv6 fragment (id 0x{fragment[2]:08x})")
+            return _tunnel(data, p, end, nxt, depth)
         return None
     if fragment is not None:
         offset, more, ident = fragment
@@ -352,6 +375,140 @@ def _ipv6(data: bytes, off: int) -> Segment | None:
             f"more fragments: {'yes' if more else 'no'}): IP reassembly is not supported"
         )
     return _tcp(data, p, end, _ADDR.get(src) or _addr_text(src), _ADDR.get(dst) or _addr_text(dst), 6)
+
+
+# ---------------------------------------------------------------------------
+# tunnels (off the fast path: an IP packet that is not TCP comes here only when its protocol is one
+# of _TUNNEL_PROTOS)
+
+
+def _deeper(depth: int) -> int:
+    """``depth`` + 1: one more tunnel around the packet; a MalformedPacket beyond MAX_TUNNEL_DEPTH."""
+    if depth >= MAX_TUNNEL_DEPTH:
+        raise MalformedPacket(f"tunnels nested more than {MAX_TUNNEL_DEPTH} deep: the packet is not decoded")
+    return depth + 1
+
+
+def _tunnel4(data: bytes, off: int, ihl: int, total: int, frag: int, proto: int, depth: int) -> Segment | None:
+    """The TCP segment inside the tunnel an IPv4 packet carries (IP in IP, GRE, VXLAN, Geneve), or None."""
+    if total and total < ihl:
+        raise MalformedPacket(f"IPv4 total length {total} is less than its header length {ihl}")
+    end = off + total if total else len(data)
+    if frag & 0x1FFF:  # not the first fragment: no tunnel header here
+        return None
+    if frag & 0x2000:
+        return _fragment_of_tunnel(data, off + ihl, end, proto, depth, f"IPv4 fragment (id 0x{_IP4(data, off)[2]:04x})")
+    return _tunnel(data, off + ihl, end, proto, depth)
+
+
+def _fragment_of_tunnel(data: bytes, p: int, end: int, proto: int, depth: int, what: str) -> None:
+    """The first fragment of a tunnel packet: an IPFragment when the tunnel carries TCP, else None."""
+    try:
+        seg = _tunnel(data, p, end, proto, depth)
+    except TruncatedPacket:
+        seg = True
+    if seg is None:
+        return None
+    raise IPFragment(f"{what} of a tunnel packet carrying TCP: IP reassembly is not supported")
+
+
+def _tunnel(data: bytes, p: int, end: int, proto: int, depth: int) -> Segment | None:
+    """The TCP segment inside the IP payload ``data[p:end]`` of protocol ``proto`` (4, 41, 47, 17)."""
+    depth = _deeper(depth)
+    if proto == IP_IN_IP:
+        return _ipv4(data, p, depth)
+    if proto == IP_IPV6:
+        return _ipv6(data, p, depth)
+    lim = end if end < len(data) else len(data)
+    if proto == IP_GRE:
+        return _gre(data, p, lim, depth)
+    return _udp_tunnel(data, p, lim, depth)
+
+
+def _udp_tunnel(data: bytes, p: int, lim: int, depth: int) -> Segment | None:
+    """VXLAN (UDP port 4789) or Geneve (6081), by either port, the lower first as tshark tries them."""
+    if lim - p < 16:
+        return None
+    sport = (data[p] << 8) | data[p + 1]
+    dport = (data[p + 2] << 8) | data[p + 3]
+    for port in ((sport, dport) if sport < dport else (dport, sport)):
+        if port == UDP_VXLAN:  # 8-byte header, then an Ethernet frame
+            return _ethernet(data, p + 16, depth)
+        if port == UDP_GENEVE:
+            q = p + 8
+            if data[q] >> 6:  # a version tshark does not read either
+                return None
+            et = (data[q + 2] << 8) | data[q + 3]
+            q += 8 + ((data[q] & 0x3F) << 2)
+            if q > lim:
+                raise MalformedPacket(f"Geneve options exceed the packet ({lim - p - 16} bytes after the header)")
+            if et == ETH_TEB:
+                return _ethernet(data, q, depth)
+            return _ether_payload(data, q, et, depth)
+    return None
+
+
+def _ethernet(data: bytes, off: int, depth: int) -> Segment | None:
+    """An Ethernet frame inside a tunnel."""
+    if len(data) - off < 14:
+        raise MalformedPacket(f"tunnelled Ethernet header truncated ({max(len(data) - off, 0)} of 14 bytes)")
+    return _ether_payload(data, off + 14, (data[off + 12] << 8) | data[off + 13], depth)
+
+
+def _gre(data: bytes, p: int, lim: int, depth: int) -> Segment | None:
+    """GRE (version 0; checksum, key and sequence number options) and what it carries: IPv4, IPv6,
+    MPLS, Ethernet (transparent Ethernet bridging), ERSPAN types I, II and III."""
+    if lim - p < 4:
+        raise MalformedPacket(f"GRE header truncated ({lim - p} of 4 bytes)")
+    flags = (data[p] << 8) | data[p + 1]
+    et = (data[p + 2] << 8) | data[p + 3]
+    if flags & 0x4007:  # version 1 (PPTP) or source routing: not read
+        return None
+    q = p + 4 + (4 if flags & 0x8000 else 0) + (4 if flags & 0x2000 else 0) + (4 if flags & 0x1000 else 0)
+    if q > lim:
+        raise MalformedPacket(f"GRE header truncated ({lim - p} of {q - p} bytes)")
+    if et == ETH_TEB:
+        return _ethernet(data, q, depth)
+    if et == ETH_ERSPAN_II or et == ETH_ERSPAN_III:
+        if et == ETH_ERSPAN_II and not flags & 0x1000:  # type I: no ERSPAN header
+            return _ethernet(data, q, depth)
+        return _erspan(data, q, lim, depth)
+    return _ether_payload(data, q, et, depth)
+
+
+def _erspan(data: bytes, q: int, lim: int, depth: int) -> Segment | None:
+    """ERSPAN type II (8-byte header) or III (12 bytes, and 8 more with the O bit), by its version
+    field; then the mirrored Ethernet frame."""
+    if lim - q < 12:
+        raise MalformedPacket(f"ERSPAN header truncated ({lim - q} bytes)")
+    version = data[q] >> 4
+    if version == 1:
+        return _ethernet(data, q + 8, depth)
+    if version == 2:
+        if data[q + 10] & 0x7C:  # frame type other than Ethernet (FT, 5 bits)
+            return None
+        return _ethernet(data, q + (20 if data[q + 11] & 1 else 12), depth)
+    return None
+
+
+def _mpls(data: bytes, off: int, depth: int) -> Segment | None:
+    """An MPLS label stack down to its bottom-of-stack bit, then IPv4 / IPv6 by the first nibble."""
+    n = len(data)
+    while True:
+        if n - off < 4:
+            raise MalformedPacket(f"MPLS label stack truncated ({max(n - off, 0)} of 4 bytes)")
+        bottom = data[off + 2] & 1
+        off += 4
+        if bottom:
+            break
+    if n <= off:
+        return None
+    v = data[off] >> 4
+    if v == 4:
+        return _ipv4(data, off, depth)
+    if v == 6:
+        return _ipv6(data, off, depth)
+    return None
 
 
 def _tcp(data: bytes, t: int, end: int, src: str, dst: str, version: int) -> Segment:
