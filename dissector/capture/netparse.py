@@ -546,10 +546,15 @@ _ETHERTYPE_NAMES = {
     0x9100: "802.1QinQ (0x9100)",
     0x9200: "802.1QinQ (0x9200)",
     0x8847: "MPLS label switched packet",
+    0x8848: "MPLS multicast label switched packet",
+    0x6558: "Transparent Ethernet bridging",
+    0x88BE: "ERSPAN",
+    0x22EB: "ERSPAN III",
     0x88CC: "802.1 Link Layer Discovery Protocol (LLDP)",
 }
-_IP_PROTO_NAMES = {1: "ICMP", 2: "IGMP", 6: "TCP", 17: "UDP", 41: "IPv6", 47: "GRE", 50: "ESP", 51: "AH", 58: "ICMPv6",
-                   132: "SCTP"}
+_IP_PROTO_NAMES = {1: "ICMP", 2: "IGMP", 4: "IPIP", 6: "TCP", 17: "UDP", 41: "IPv6", 47: "Generic Routing Encapsulation",
+                   50: "ESP", 51: "AH", 58: "ICMPv6", 132: "SCTP"}
+_GRE_PROTOCOL_NAMES = {0x0800: "IP"}  # (GRE names IPv4 so; other protocol types by their EtherType name)
 _IPV6_EXT_NAMES = {0: "IPv6 Hop-by-Hop Option", 43: "Routing Header for IPv6", 44: "Fragment Header for IPv6",
                    51: "Authentication Header", 60: "Destination Options for IPv6"}
 _TCP_FLAG_NAMES = ((0x001, "FIN"), (0x002, "SYN"), (0x004, "RST"), (0x008, "PSH"), (0x010, "ACK"), (0x020, "URG"),
@@ -643,16 +648,7 @@ def _need(data: bytes, off: int, n: int, what: str) -> None:
 
 def _describe_link(lt: int, data: bytes, layers: list) -> None:
     if lt == LINKTYPE_ETHERNET:
-        _need(data, 0, 14, "Ethernet header")
-        dst, src, et = data[0:6], data[6:12], (data[12] << 8) | data[13]
-        if et < 0x0600:
-            layers.append((f"IEEE 802.3 Ethernet, Src: {_mac(src)}, Dst: {_mac(dst)}",
-                           [f"Destination: {_mac(dst)}", f"Source: {_mac(src)}", f"Length: {et}"]))
-            _describe_data(data, 14, layers)
-            return
-        layers.append((f"Ethernet II, Src: {_mac(src)}, Dst: {_mac(dst)}",
-                       [f"Destination: {_mac(dst)}", f"Source: {_mac(src)}", f"Type: {_ethertype(et)}"]))
-        _describe_ethertype(data, 14, et, layers)
+        _describe_ethernet(data, 0, layers, 0)
     elif lt == LINKTYPE_LINUX_SLL:
         _need(data, 0, 16, "Linux cooked capture header")
         ptype, hatype, halen = struct.unpack_from("!HHH", data, 0)
@@ -710,7 +706,20 @@ def _describe_link(lt: int, data: bytes, layers: list) -> None:
         _describe_data(data, 0, layers)
 
 
-def _describe_ethertype(data: bytes, off: int, et: int, layers: list) -> None:
+def _describe_ethernet(data: bytes, off: int, layers: list, depth: int) -> None:
+    _need(data, off, 14, "Ethernet header")
+    dst, src, et = data[off : off + 6], data[off + 6 : off + 12], (data[off + 12] << 8) | data[off + 13]
+    if et < 0x0600:
+        layers.append((f"IEEE 802.3 Ethernet, Src: {_mac(src)}, Dst: {_mac(dst)}",
+                       [f"Destination: {_mac(dst)}", f"Source: {_mac(src)}", f"Length: {et}"]))
+        _describe_data(data, off + 14, layers)
+        return
+    layers.append((f"Ethernet II, Src: {_mac(src)}, Dst: {_mac(dst)}",
+                   [f"Destination: {_mac(dst)}", f"Source: {_mac(src)}", f"Type: {_ethertype(et)}"]))
+    _describe_ethertype(data, off + 14, et, layers, depth)
+
+
+def _describe_ethertype(data: bytes, off: int, et: int, layers: list, depth: int = 0) -> None:
     while et in VLAN_TPIDS:
         _need(data, off, 4, "VLAN tag")
         tci, inner = struct.unpack_from("!HH", data, off)
@@ -724,14 +733,16 @@ def _describe_ethertype(data: bytes, off: int, et: int, layers: list) -> None:
         et = inner
         off += 4
     if et == ETH_IPV4:
-        _describe_ipv4(data, off, layers)
+        _describe_ipv4(data, off, layers, depth)
     elif et == ETH_IPV6:
-        _describe_ipv6(data, off, layers)
+        _describe_ipv6(data, off, layers, depth)
+    elif et == ETH_MPLS or et == ETH_MPLS_MULTICAST:
+        _describe_mpls(data, off, layers, _deeper(depth))
     else:
         _describe_data(data, off, layers)
 
 
-def _describe_ipv4(data: bytes, off: int, layers: list) -> None:
+def _describe_ipv4(data: bytes, off: int, layers: list, depth: int = 0) -> None:
     _need(data, off, 20, "IPv4 header")
     vihl, tos, total, ident, frag, ttl, proto, csum = struct.unpack_from("!BBHHHBBH", data, off)
     src = addr_text(data[off + 12 : off + 16])
@@ -760,10 +771,10 @@ def _describe_ipv4(data: bytes, off: int, layers: list) -> None:
     if frag & 0x1FFF:
         layers.append((f"Data ({max(min(end, len(data)) - off - ihl, 0)} bytes, IPv4 fragment)", []))
         return
-    _describe_transport(data, off + ihl, end, proto, layers)
+    _describe_transport(data, off + ihl, end, proto, layers, depth)
 
 
-def _describe_ipv6(data: bytes, off: int, layers: list) -> None:
+def _describe_ipv6(data: bytes, off: int, layers: list, depth: int = 0) -> None:
     _need(data, off, 40, "IPv6 header")
     vtcfl, plen, nxt, hlim = struct.unpack_from("!IHBB", data, off)
     src = addr_text(data[off + 8 : off + 24])
@@ -801,10 +812,10 @@ def _describe_ipv6(data: bytes, off: int, layers: list) -> None:
             details.append(f"{name}: {hl} bytes")
         nxt = data[p]
         p += hl
-    _describe_transport(data, p, end, nxt, layers)
+    _describe_transport(data, p, end, nxt, layers, depth)
 
 
-def _describe_transport(data: bytes, t: int, end: int, proto: int, layers: list) -> None:
+def _describe_transport(data: bytes, t: int, end: int, proto: int, layers: list, depth: int = 0) -> None:
     cap_end = min(end, len(data))
     if proto == 6:
         _need(data, t, 20, "TCP header")
@@ -842,9 +853,140 @@ def _describe_transport(data: bytes, t: int, end: int, proto: int, layers: list)
         layers.append((f"User Datagram Protocol, Src Port: {sport}, Dst Port: {dport}", [
             f"Source Port: {sport}", f"Destination Port: {dport}", f"Length: {ulen}",
             f"Checksum: 0x{csum:04x} [unverified]"]))
+        for port in ((sport, dport) if sport < dport else (dport, sport)):
+            if port == UDP_VXLAN or port == UDP_GENEVE:
+                _describe_udp_tunnel(data[:cap_end], t + 8, port, layers, _deeper(depth))
+                return
         _describe_data(data[:cap_end], t + 8, layers)
+    elif proto == IP_IN_IP:
+        _describe_ipv4(data, t, layers, _deeper(depth))
+    elif proto == IP_IPV6:
+        _describe_ipv6(data, t, layers, _deeper(depth))
+    elif proto == IP_GRE:
+        _describe_gre(data[:cap_end], t, layers, _deeper(depth))
     else:
         _describe_data(data[:cap_end], t, layers)
+
+
+def _describe_udp_tunnel(data: bytes, p: int, port: int, layers: list, depth: int) -> None:
+    """The VXLAN or Geneve header at ``data[p:]`` and the frame it carries."""
+    _need(data, p, 8, "VXLAN header" if port == UDP_VXLAN else "Geneve header")
+    if port == UDP_VXLAN:
+        flags, policy, word = struct.unpack_from("!HHI", data, p)
+        layers.append(("Virtual eXtensible Local Area Network", [
+            f"Flags: 0x{flags:04x}" + (", VXLAN Network ID (VNI)" if flags & 0x0800 else ""),
+            f"Group Policy ID: {policy}",
+            f"VXLAN Network Identifier (VNI): {word >> 8}",
+            f"Reserved: {word & 0xFF}",
+        ]))
+        _describe_ethernet(data, p + 8, layers, depth)
+        return
+    verlen, flags, et, word = struct.unpack_from("!BBHI", data, p)
+    optlen = (verlen & 0x3F) * 4
+    details = [
+        f"Version: {verlen >> 6}",
+        f"Length: {optlen + 8} bytes",
+        f"Flags: 0x{flags:02x}",
+        f"Protocol Type: {_ethertype(et)}",
+        f"Virtual Network Identifier (VNI): 0x{word >> 8:06x} ({word >> 8})",
+        f"Reserved: 0x{word & 0xFF:02x}",
+    ]
+    if optlen:
+        details.append(f"Options: ({optlen} bytes)")
+    layers.append((f"Generic Network Virtualization Encapsulation, VNI: 0x{word >> 8:06x}", details))
+    _need(data, p, 8 + optlen, "Geneve options")
+    if et == ETH_TEB:
+        _describe_ethernet(data, p + 8 + optlen, layers, depth)
+    else:
+        _describe_ethertype(data, p + 8 + optlen, et, layers, depth)
+
+
+def _describe_gre(data: bytes, p: int, layers: list, depth: int) -> None:
+    """The GRE header at ``data[p:]`` (its options), then what it carries."""
+    _need(data, p, 4, "GRE header")
+    flags, et = struct.unpack_from("!HH", data, p)
+    name = _GRE_PROTOCOL_NAMES.get(et) or _ETHERTYPE_NAMES.get(et, "Unknown")
+    details = [f"Flags and Version: 0x{flags:04x}", f"Protocol Type: {name} (0x{et:04x})"]
+    q = p + 4
+    if flags & 0xC000:
+        _need(data, q, 4, "GRE checksum")
+        csum, offset = struct.unpack_from("!HH", data, q)
+        details += [f"Checksum: 0x{csum:04x} [unverified]", f"Offset: {offset}"]
+        q += 4
+    for bit, what in ((0x2000, "Key"), (0x1000, "Sequence Number")):
+        if flags & bit:
+            _need(data, q, 4, f"GRE {what.lower()}")
+            value = int.from_bytes(data[q : q + 4], "big")
+            details.append(f"Key: 0x{value:08x}" if bit == 0x2000 else f"Sequence Number: {value}")
+            q += 4
+    layers.append((f"Generic Routing Encapsulation ({name})", details))
+    if flags & 0x4007:  # source routing or version 1 (PPTP): not read
+        _describe_data(data, q, layers)
+    elif et == ETH_TEB:
+        _describe_ethernet(data, q, layers, depth)
+    elif et == ETH_ERSPAN_II or et == ETH_ERSPAN_III:
+        _describe_erspan(data, q, et == ETH_ERSPAN_II and not flags & 0x1000, layers, depth)
+    else:
+        _describe_ethertype(data, q, et, layers, depth)
+
+
+_ERSPAN_TITLE = "Encapsulated Remote Switch Packet ANalysis"
+
+
+def _describe_erspan(data: bytes, q: int, type_one: bool, layers: list, depth: int) -> None:
+    """An ERSPAN header (type I: none; II; III) and the mirrored frame."""
+    if type_one:
+        layers.append((f"{_ERSPAN_TITLE} Type I", []))
+        _describe_ethernet(data, q, layers, depth)
+        return
+    _need(data, q, 8, "ERSPAN header")
+    w0, w1 = struct.unpack_from("!II", data, q)
+    version = w0 >> 28
+    common = [f"Vlan: {(w0 >> 16) & 0xFFF}", f"COS: {(w0 >> 13) & 7}", f"Truncated: {(w0 >> 10) & 1}",
+              f"SpanID: {w0 & 0x3FF}"]
+    if version == 1:
+        layers.append((f"{_ERSPAN_TITLE} Type II", ["Version: Type II (1)", *common, f"Index: {w1 & 0xFFFFF}"]))
+        _describe_ethernet(data, q + 8, layers, depth)
+        return
+    if version != 2:
+        layers.append((f"{_ERSPAN_TITLE}", [f"Version: Unknown ({version})"]))
+        _describe_data(data, q, layers)
+        return
+    _need(data, q, 12, "ERSPAN type III header")
+    sgt, w2 = struct.unpack_from("!HH", data, q + 8)
+    frame_type = (w2 >> 10) & 0x1F
+    layers.append((f"{_ERSPAN_TITLE} Type III", [
+        "Version: Type III (2)", *common, f"Timestamp: {w1}", f"Security Group Tag: {sgt}",
+        f"Frame Type: {'Ethernet' if frame_type == 0 else 'Unknown'} ({frame_type})",
+        f"Hardware ID: {(w2 >> 4) & 0x3F}", f"Direction: {'Egress' if w2 & 8 else 'Ingress'}",
+        f"Optional Sub headers: {w2 & 1}",
+    ]))
+    if frame_type:
+        _describe_data(data, q + 12, layers)
+    else:
+        _describe_ethernet(data, q + (20 if w2 & 1 else 12), layers, depth)
+
+
+def _describe_mpls(data: bytes, off: int, layers: list, depth: int) -> None:
+    """Each MPLS label of the stack, then IPv4 / IPv6 by the first nibble (as tshark guesses)."""
+    while True:
+        _need(data, off, 4, "MPLS label")
+        (word,) = struct.unpack_from("!I", data, off)
+        label, exp, bottom, ttl = word >> 12, (word >> 9) & 7, (word >> 8) & 1, word & 0xFF
+        layers.append((f"MultiProtocol Label Switching Header, Label: {label}, Exp: {exp}, S: {bottom}, TTL: {ttl}", [
+            f"MPLS Label: {label} (0x{label:05x})", f"MPLS Experimental Bits: {exp}",
+            f"MPLS Bottom Of Label Stack: {bottom}", f"MPLS TTL: {ttl}",
+        ]))
+        off += 4
+        if bottom:
+            break
+    v = data[off] >> 4 if off < len(data) else 0
+    if v == 4:
+        _describe_ipv4(data, off, layers, depth)
+    elif v == 6:
+        _describe_ipv6(data, off, layers, depth)
+    else:
+        _describe_data(data, off, layers)
 
 
 def _describe_data(data: bytes, off: int, layers: list) -> None:
