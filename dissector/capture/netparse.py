@@ -87,6 +87,17 @@ IP_GRE = 47
 IP_UDP = 17
 _TUNNEL_PROTOS = frozenset({IP_IN_IP, IP_IPV6, IP_GRE, IP_UDP})
 MAX_TUNNEL_DEPTH = 8  # tunnels in tunnels: deeper than this, the packet is a note, not decoded
+# UDP ports of tunnels tshark does not decode without being asked (nor this parser): named, so that a
+# capture of them says why nothing in it is decoded
+UNREAD_UDP_TUNNELS = {
+    1701: "L2TP (UDP 1701)",
+    2152: "GTP-U (UDP 2152)",
+    4790: "VXLAN-GPE (UDP 4790)",
+    6635: "MPLS in UDP (UDP 6635)",
+    8472: "VXLAN on UDP 8472 (the Linux kernel's and flannel's port; tshark decodes it with -d udp.port==8472,vxlan)",
+}
+_GRE_READ = frozenset({ETH_IPV4, ETH_IPV6, ETH_TEB, ETH_ERSPAN_II, ETH_ERSPAN_III, ETH_MPLS, ETH_MPLS_MULTICAST}
+                      | VLAN_TPIDS)
 
 # address families seen in NULL / LOOP headers
 _AF_INET = frozenset({2})
@@ -112,6 +123,17 @@ class TruncatedPacket(MalformedPacket):
         super().__init__(message)
         self.segment = segment
         self.wire_len = wire_len
+
+
+class UnreadTunnel(DissectError):
+    """A packet in a tunnel this parser does not read (``tunnel``: its name, e.g. "GRE protocol
+    0x880b" or "L2TP (UDP 1701)"): what it carries, TCP or not, is not seen."""
+
+    group = "capture"
+
+    def __init__(self, tunnel: str):
+        super().__init__(f"a packet in a tunnel that is not read ({tunnel}): what it carries is not decoded")
+        self.tunnel = tunnel
 
 
 class IPFragment(DissectError):
@@ -407,6 +429,8 @@ def _fragment_of_tunnel(data: bytes, p: int, end: int, proto: int, depth: int, w
         seg = _tunnel(data, p, end, proto, depth)
     except TruncatedPacket:
         seg = True
+    except UnreadTunnel:
+        seg = None
     if seg is None:
         return None
     raise IPFragment(f"{what} of a tunnel packet carrying TCP: IP reassembly is not supported")
@@ -437,7 +461,7 @@ def _udp_tunnel(data: bytes, p: int, lim: int, depth: int) -> Segment | None:
         if port == UDP_GENEVE:
             q = p + 8
             if data[q] >> 6:  # a version tshark does not read either
-                return None
+                raise UnreadTunnel(f"Geneve version {data[q] >> 6}")
             et = (data[q + 2] << 8) | data[q + 3]
             q += 8 + ((data[q] & 0x3F) << 2)
             if q > lim:
@@ -445,6 +469,9 @@ def _udp_tunnel(data: bytes, p: int, lim: int, depth: int) -> Segment | None:
             if et == ETH_TEB:
                 return _ethernet(data, q, depth)
             return _ether_payload(data, q, et, depth)
+        name = UNREAD_UDP_TUNNELS.get(port)
+        if name is not None:
+            raise UnreadTunnel(name)
     return None
 
 
@@ -463,7 +490,7 @@ def _gre(data: bytes, p: int, lim: int, depth: int) -> Segment | None:
     flags = (data[p] << 8) | data[p + 1]
     et = (data[p + 2] << 8) | data[p + 3]
     if flags & 0x4007:  # version 1 (PPTP) or source routing: not read
-        return None
+        raise UnreadTunnel(f"GRE version {flags & 7}" + (" with source routing" if flags & 0x4000 else ""))
     q = p + 4 + (4 if flags & 0x8000 else 0) + (4 if flags & 0x2000 else 0) + (4 if flags & 0x1000 else 0)
     if q > lim:
         raise MalformedPacket(f"GRE header truncated ({lim - p} of {q - p} bytes)")
@@ -473,6 +500,8 @@ def _gre(data: bytes, p: int, lim: int, depth: int) -> Segment | None:
         if et == ETH_ERSPAN_II and not flags & 0x1000:  # type I: no ERSPAN header
             return _ethernet(data, q, depth)
         return _erspan(data, q, lim, depth)
+    if et not in _GRE_READ:
+        raise UnreadTunnel(f"GRE protocol 0x{et:04x}")
     return _ether_payload(data, q, et, depth)
 
 
@@ -486,9 +515,9 @@ def _erspan(data: bytes, q: int, lim: int, depth: int) -> Segment | None:
         return _ethernet(data, q + 8, depth)
     if version == 2:
         if data[q + 10] & 0x7C:  # frame type other than Ethernet (FT, 5 bits)
-            return None
+            raise UnreadTunnel(f"ERSPAN type III frame type {(data[q + 10] >> 2) & 0x1F}")
         return _ethernet(data, q + (20 if data[q + 11] & 1 else 12), depth)
-    return None
+    raise UnreadTunnel(f"ERSPAN version {version}")
 
 
 def _mpls(data: bytes, off: int, depth: int) -> Segment | None:

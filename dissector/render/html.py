@@ -23,7 +23,8 @@ import sys
 from html import escape
 
 from .diagnoses import diagnoses_html
-from .report import _layers, missing_file_line, render_text, tls_not_decrypted_line
+from .report import (_layers, missing_file_line, render_text, tls_not_decrypted_line, tls_without_keys_line,
+                     tunnel_not_read_line)
 
 COLOURS = {
     "histogram": "#4c72b0",
@@ -788,6 +789,10 @@ def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", 
     unseen = (rep.get("capture") or {}).get("tls_not_decrypted")
     if unseen:  # TLS on other ports without keys: what cannot be seen, said
         out.append(f'<p class="notes" id="tls-not-decrypted"><b>{_e(tls_not_decrypted_line(unseen))}</b></p>')
+    if tls_without_keys_line(rep):  # TLS on AMQP ports without keys: why nothing of it is decoded
+        out.append(f'<p class="notes tls-without-keys"><b>{_e(tls_without_keys_line(rep))}</b></p>')
+    for t in (rep.get("capture") or {}).get("tunnels_not_read") or ():  # tunnels not read: said
+        out.append(f'<p class="notes tunnel-not-read"><b>{_e(tunnel_not_read_line(t))}</b></p>')
     wrapped = {c["connection"]: _layers(c) for c in rep.get("connections") or () if _layers(c)}
     for c in rep.get("connections") or ():
         if c.get("tls_undecrypted_bytes"):
