@@ -96,6 +96,7 @@ UNREAD_UDP_TUNNELS = {
     6635: "MPLS in UDP (UDP 6635)",
     8472: "VXLAN on UDP 8472 (the Linux kernel's and flannel's port; tshark decodes it with -d udp.port==8472,vxlan)",
 }
+_UDP_TUNNEL_PORTS = frozenset({UDP_VXLAN, UDP_GENEVE, *UNREAD_UDP_TUNNELS})
 _GRE_READ = frozenset({ETH_IPV4, ETH_IPV6, ETH_TEB, ETH_ERSPAN_II, ETH_ERSPAN_III, ETH_MPLS, ETH_MPLS_MULTICAST}
                       | VLAN_TPIDS)
 
@@ -329,9 +330,14 @@ def _ipv4(data: bytes, off: int, depth: int = 0) -> Segment | None:
     if ihl < 20:
         raise MalformedPacket(f"IPv4 header length {ihl} is less than 20")
     if proto != 6:
-        if proto in _TUNNEL_PROTOS:  # (not TCP: the fast path above never comes here)
-            return _tunnel4(data, off, ihl, total, frag, proto, depth)
-        return None
+        if proto == IP_UDP:  # (a UDP packet on no tunnel's port ends here, at the cost of two look-ups)
+            u = off + ihl
+            if n - u < 4 or (((data[u] << 8) | data[u + 1]) not in _UDP_TUNNEL_PORTS
+                             and ((data[u + 2] << 8) | data[u + 3]) not in _UDP_TUNNEL_PORTS):
+                return None
+        elif proto not in _TUNNEL_PROTOS:
+            return None
+        return _tunnel4(data, off, ihl, total, frag, proto, depth)
     if frag & 0x3FFF:
         raise IPFragment(
             f"IPv4 fragment of a TCP packet (id 0x{ident:04x}, offset {(frag & 0x1FFF) * 8}, "
@@ -387,6 +393,8 @@ def _ipv6(data: bytes, off: int, depth: int = 0) -> Segment | None:
     if nxt != 6:
         if nxt in _TUNNEL_PROTOS:
             if fragment is not None:
+                if fragment[0]:  # not the first fragment: no tunnel header here
+                    return None
                 return _fragment_of_tunnel(data, p, end, nxt, depth, f"IPv6 fragment (id 0x{fragment[2]:08x})")
             return _tunnel(data, p, end, nxt, depth)
         return None
@@ -424,16 +432,18 @@ def _tunnel4(data: bytes, off: int, ihl: int, total: int, frag: int, proto: int,
 
 
 def _fragment_of_tunnel(data: bytes, p: int, end: int, proto: int, depth: int, what: str) -> None:
-    """The first fragment of a tunnel packet: an IPFragment when the tunnel carries TCP, else None."""
+    """The first fragment of a tunnel packet: an IPFragment when the tunnel carries TCP (or what it
+    carries is cut short), else None."""
     try:
         seg = _tunnel(data, p, end, proto, depth)
-    except TruncatedPacket:
+    except MalformedPacket:  # (cut by the fragmentation, most likely: what it carries is not whole)
         seg = True
     except UnreadTunnel:
         seg = None
     if seg is None:
         return None
-    raise IPFragment(f"{what} of a tunnel packet carrying TCP: IP reassembly is not supported")
+    raise IPFragment(f"{what} of a tunnel packet that carries TCP or is cut by the fragmentation: what it "
+                     "carries is not decoded (IP reassembly is not supported)")
 
 
 def _tunnel(data: bytes, p: int, end: int, proto: int, depth: int) -> Segment | None:

@@ -312,3 +312,18 @@ def test_tls_without_keys_on_the_amqp_port_says_why_nothing_is_decoded(tmp_path)
             f"first 10.0.0.1:40000-10.0.0.2:5671): give the TLS key log with --keylog FILE (or SSLKEYLOGFILE)")
     assert c["tls_undecrypted_bytes"] == len(hello) + len(server) + 37
     assert line in text.splitlines() and line in html
+
+
+def test_fragments_of_a_tunnel_over_ipv6():
+    from amqp_dissect.capture.netparse import IPFragment
+
+    gre = pb._gre(0x0800, pb.tcp_packet("10.1.0.1", "10.1.0.2", 40000, 5672, payload=b"z" * 40))
+    for offset_field, more in ((0x0001, True), (0x0010, False)):  # (offset in 8-byte units << 3) | M
+        frag_header = bytes([47, 0]) + offset_field.to_bytes(2, "big") + b"\x00\x00\x00\x07"
+        packet = pb._ip_wrap(pb.OUTER_V6[0], pb.OUTER_V6[1], 44, gre, ext_headers=frag_header, ext_first=44)
+        frame = pb.ethernet_frame(packet)
+        if more:  # the first fragment: a note, not a silent drop
+            with pytest.raises(IPFragment, match="tunnel"):
+                parse_segment(1, frame)
+        else:  # a later fragment: no tunnel header in it
+            assert parse_segment(1, frame) is None
