@@ -17,6 +17,13 @@ not TCP (ARP, UDP, ICMP, 802.3/LLC, ...) and raises a
 * :class:`~amqp_dissect.errors.UnsupportedLinkType` - a link type not listed in
   :data:`SUPPORTED_LINKTYPES` (:func:`check_linktype` checks one up front).
 
+Tunnels are read as tshark reads them by default (VXLAN on UDP 4789, Geneve on 6081, GRE
+with its options: IPv4, IPv6, MPLS, transparent Ethernet bridging, ERSPAN I/II/III; IPv4 and
+IPv6 in IP; MPLS label stacks), off the fast path: only an IP packet that is not TCP and whose
+protocol (or UDP port) is a tunnel's goes there, nested at most :data:`MAX_TUNNEL_DEPTH` deep
+(deeper: MalformedPacket).  A tunnel not read (L2TP, GTP-U, an unknown GRE protocol, ...)
+raises :class:`UnreadTunnel` (a DissectError), which the Dissector counts per tunnel.
+
 :func:`describe_packet` renders Wireshark-style layer summaries for ``-V``
 output; it is not on the hot path and never raises.
 """
