@@ -39,7 +39,7 @@ from __future__ import annotations
 from .amqp.framing import DEFAULT_MAX_FRAME_BYTES, AmqpConnection, StreamNote
 from .errors import NOTE, WARN, DissectError, ExpertNote, UnsupportedLinkType
 from .events import PacketNote, StreamClosed, StreamData, StreamGap, StreamOpened
-from .capture.netparse import TruncatedPacket, parse_segment
+from .capture.netparse import TruncatedPacket, UnreadTunnel, parse_segment
 from .amqp.spec import AMQP_PORT, AMQPS_PORT, COMPOSITES
 from .capture.tcp import TcpReassembler, renamed, role_evidence
 from .capture.keylog import KeyLog
@@ -137,6 +137,8 @@ class Dissector:
         # random not in it): whether they carry AMQP is unknown; counted, the first few kept
         self.tls_unseen_count = 0
         self.tls_unseen: list = []
+        # packets in tunnels the parser does not read (netparse.UnreadTunnel): tunnel -> [packets, first packet]
+        self.unread_tunnels: dict = {}
 
     # -- input ------------------------------------------------------------------
 
@@ -154,6 +156,8 @@ class Dissector:
                 return [PacketNote(record.index, record.ts,
                                    ExpertNote(WARN, "capture", f"unsupported link type {lt}: packets skipped"))]
             return []
+        except UnreadTunnel as e:
+            return self._unread_tunnel(record, e)
         except TruncatedPacket as e:
             # snaplen cut the payload: reassemble what was captured, the rest becomes a gap
             self.tcp_packets += 1
@@ -166,6 +170,16 @@ class Dissector:
             return []
         self.tcp_packets += 1
         return self._route(self.tcp.feed(seg, record.ts, record.index))
+
+    def _unread_tunnel(self, record, e) -> list:
+        """A packet in a tunnel not read: counted per tunnel (``unread_tunnels``: name -> [packets,
+        first packet]), a note at its first packet only."""
+        seen = self.unread_tunnels.get(e.tunnel)
+        if seen is not None:
+            seen[0] += 1
+            return []
+        self.unread_tunnels[e.tunnel] = [1, record.index]
+        return [PacketNote(record.index, record.ts, ExpertNote(WARN, e.group, str(e)))]
 
     def pump(self, records, sink, offset: int = 0, limit: int = 0) -> tuple:
         """Every record of ``records`` through :meth:`feed`, each event handed to ``sink(event)``

@@ -462,6 +462,10 @@ class CaptureSource:
         d = self.dissector
         if getattr(d, "tls_unseen_count", 0):  # TLS on other ports, not decrypted: AMQP or not is unknown
             info["tls_not_decrypted"] = {"streams": d.tls_unseen_count, "first": [dict(x) for x in d.tls_unseen]}
+        if getattr(d, "unread_tunnels", None):  # packets in tunnels the parser does not read
+            from amqp_dissect.results.report import tunnels_not_read
+
+            info["tunnels_not_read"] = tunnels_not_read([d.unread_tunnels])
         return info
 
 

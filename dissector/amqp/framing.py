@@ -345,6 +345,8 @@ class OtherProtocolNote(StreamNote):
 # --------------------------------------------------------------------------- stream decoder
 
 # Direction modes
+# the first 4 bytes of an HTTP/1.x request (the methods) or response: a stream that starts so is HTTP
+_HTTP_STARTS = (b"GET ", b"POST", b"PUT ", b"HEAD", b"DELE", b"OPTI", b"PATC", b"CONN", b"TRAC", b"HTTP")
 _M_START = 0  # nothing seen yet: expect a protocol header
 _M_FRAMES = 1  # frames (and possibly a further protocol header)
 _M_RESYNC = 2  # looking for the next plausible frame header
@@ -658,6 +660,10 @@ class AmqpConnection:
         one (AMQPS), or a capture that joined mid-connection (look for a frame header)."""
         buf = d.buf
         if self.other is not None:  # the peer spoke another protocol first: not decoded either
+            d.mode = _M_OPAQUE
+            return
+        if buf[pos:pos + 4] in _HTTP_STARTS:  # HTTP on an AMQP port (a request, or a response)
+            self._become_other("HTTP")
             d.mode = _M_OPAQUE
             return
         if buf[pos] == 0x16 and buf[pos + 1] == 0x03:

@@ -17,6 +17,13 @@ not TCP (ARP, UDP, ICMP, 802.3/LLC, ...) and raises a
 * :class:`~amqp_dissect.errors.UnsupportedLinkType` - a link type not listed in
   :data:`SUPPORTED_LINKTYPES` (:func:`check_linktype` checks one up front).
 
+Tunnels are read as tshark reads them by default (VXLAN on UDP 4789, Geneve on 6081, GRE
+with its options: IPv4, IPv6, MPLS, transparent Ethernet bridging, ERSPAN I/II/III; IPv4 and
+IPv6 in IP; MPLS label stacks), off the fast path: only an IP packet that is not TCP and whose
+protocol (or UDP port) is a tunnel's goes there, nested at most :data:`MAX_TUNNEL_DEPTH` deep
+(deeper: MalformedPacket).  A tunnel not read (L2TP, GTP-U, an unknown GRE protocol, ...)
+raises :class:`UnreadTunnel` (a DissectError), which the Dissector counts per tunnel.
+
 :func:`describe_packet` renders Wireshark-style layer summaries for ``-V``
 output; it is not on the hot path and never raises.
 """
@@ -73,6 +80,33 @@ ETH_IPV4 = 0x0800
 ETH_IPV6 = 0x86DD
 VLAN_TPIDS = frozenset({0x8100, 0x88A8, 0x9100, 0x9200})
 
+# tunnels (decoded as tshark decodes them by default; see :func:`_tunnel`)
+ETH_TEB = 0x6558  # transparent Ethernet bridging: an Ethernet frame follows (GRE, Geneve)
+ETH_MPLS = 0x8847
+ETH_MPLS_MULTICAST = 0x8848
+ETH_ERSPAN_II = 0x88BE  # ERSPAN type I (no GRE sequence number) or II
+ETH_ERSPAN_III = 0x22EB
+UDP_VXLAN = 4789
+UDP_GENEVE = 6081
+IP_IN_IP = 4  # IPv4 in IP
+IP_IPV6 = 41  # IPv6 in IP
+IP_GRE = 47
+IP_UDP = 17
+_TUNNEL_PROTOS = frozenset({IP_IN_IP, IP_IPV6, IP_GRE, IP_UDP})
+MAX_TUNNEL_DEPTH = 8  # tunnels in tunnels: deeper than this, the packet is a note, not decoded
+# UDP ports of tunnels tshark does not decode without being asked (nor this parser): named, so that a
+# capture of them says why nothing in it is decoded
+UNREAD_UDP_TUNNELS = {
+    1701: "L2TP (UDP 1701)",
+    2152: "GTP-U (UDP 2152)",
+    4790: "VXLAN-GPE (UDP 4790)",
+    6635: "MPLS in UDP (UDP 6635)",
+    8472: "VXLAN on UDP 8472 (the Linux kernel's and flannel's port; tshark decodes it with -d udp.port==8472,vxlan)",
+}
+_UDP_TUNNEL_PORTS = frozenset({UDP_VXLAN, UDP_GENEVE, *UNREAD_UDP_TUNNELS})
+_GRE_READ = frozenset({ETH_IPV4, ETH_IPV6, ETH_TEB, ETH_ERSPAN_II, ETH_ERSPAN_III, ETH_MPLS, ETH_MPLS_MULTICAST}
+                      | VLAN_TPIDS)
+
 # address families seen in NULL / LOOP headers
 _AF_INET = frozenset({2})
 _AF_INET6 = frozenset({10, 24, 28, 30})  # Linux, BSD, FreeBSD, Darwin
@@ -97,6 +131,17 @@ class TruncatedPacket(MalformedPacket):
         super().__init__(message)
         self.segment = segment
         self.wire_len = wire_len
+
+
+class UnreadTunnel(DissectError):
+    """A packet in a tunnel this parser does not read (``tunnel``: its name, e.g. "GRE protocol
+    0x880b" or "L2TP (UDP 1701)"): what it carries, TCP or not, is not seen."""
+
+    group = "capture"
+
+    def __init__(self, tunnel: str):
+        super().__init__(f"a packet in a tunnel that is not read ({tunnel}): what it carries is not decoded")
+        self.tunnel = tunnel
 
 
 class IPFragment(DissectError):
@@ -227,8 +272,8 @@ def parse_segment(linktype: int, data: bytes) -> Segment | None:
     raise UnsupportedLinkType(f"unsupported link-layer type {linktype}")  # not reached
 
 
-def _ether_payload(data: bytes, off: int, et: int) -> Segment | None:
-    """Dispatch on an EtherType, skipping any number of VLAN tags."""
+def _ether_payload(data: bytes, off: int, et: int, depth: int = 0) -> Segment | None:
+    """Dispatch on an EtherType, skipping any number of VLAN tags (``depth``: the tunnels around)."""
     n = len(data)
     while et in VLAN_TPIDS:
         if n - off < 4:
@@ -236,13 +281,15 @@ def _ether_payload(data: bytes, off: int, et: int) -> Segment | None:
         et = (data[off + 2] << 8) | data[off + 3]
         off += 4
     if et == ETH_IPV4:
-        return _ipv4(data, off)
+        return _ipv4(data, off, depth)
     if et == ETH_IPV6:
-        return _ipv6(data, off)
+        return _ipv6(data, off, depth)
+    if et == ETH_MPLS or et == ETH_MPLS_MULTICAST:
+        return _mpls(data, off, _deeper(depth))
     return None
 
 
-def _ipv4(data: bytes, off: int) -> Segment | None:
+def _ipv4(data: bytes, off: int, depth: int = 0) -> Segment | None:
     n = len(data)
     if n - off >= 40:
         # common case, read byte by byte (typed when compiled): 20-byte IPv4 header, unfragmented
@@ -290,7 +337,14 @@ def _ipv4(data: bytes, off: int) -> Segment | None:
     if ihl < 20:
         raise MalformedPacket(f"IPv4 header length {ihl} is less than 20")
     if proto != 6:
-        return None
+        if proto == IP_UDP:  # (a UDP packet on no tunnel's port ends here, at the cost of two look-ups)
+            u = off + ihl
+            if n - u < 4 or (((data[u] << 8) | data[u + 1]) not in _UDP_TUNNEL_PORTS
+                             and ((data[u + 2] << 8) | data[u + 3]) not in _UDP_TUNNEL_PORTS):
+                return None
+        elif proto not in _TUNNEL_PROTOS:
+            return None
+        return _tunnel4(data, off, ihl, total, frag, proto, depth)
     if frag & 0x3FFF:
         raise IPFragment(
             f"IPv4 fragment of a TCP packet (id 0x{ident:04x}, offset {(frag & 0x1FFF) * 8}, "
@@ -312,7 +366,7 @@ def _ipv4(data: bytes, off: int) -> Segment | None:
     )
 
 
-def _ipv6(data: bytes, off: int) -> Segment | None:
+def _ipv6(data: bytes, off: int, depth: int = 0) -> Segment | None:
     n = len(data)
     if n - off < 40:
         raise MalformedPacket(f"IPv6 header truncated ({n - off} of 40 bytes)")
@@ -344,6 +398,12 @@ def _ipv6(data: bytes, off: int) -> Segment | None:
         nxt = data[p]
         p += hl
     if nxt != 6:
+        if nxt in _TUNNEL_PROTOS:
+            if fragment is not None:
+                if fragment[0]:  # not the first fragment: no tunnel header here
+                    return None
+                return _fragment_of_tunnel(data, p, end, nxt, depth, f"IPv6 fragment (id 0x{fragment[2]:08x})")
+            return _tunnel(data, p, end, nxt, depth)
         return None
     if fragment is not None:
         offset, more, ident = fragment
@@ -352,6 +412,149 @@ def _ipv6(data: bytes, off: int) -> Segment | None:
             f"more fragments: {'yes' if more else 'no'}): IP reassembly is not supported"
         )
     return _tcp(data, p, end, _ADDR.get(src) or _addr_text(src), _ADDR.get(dst) or _addr_text(dst), 6)
+
+
+# ---------------------------------------------------------------------------
+# tunnels (off the fast path: an IP packet that is not TCP comes here only when its protocol is one
+# of _TUNNEL_PROTOS)
+
+
+def _deeper(depth: int) -> int:
+    """``depth`` + 1: one more tunnel around the packet; a MalformedPacket beyond MAX_TUNNEL_DEPTH."""
+    if depth >= MAX_TUNNEL_DEPTH:
+        raise MalformedPacket(f"tunnels nested more than {MAX_TUNNEL_DEPTH} deep: the packet is not decoded")
+    return depth + 1
+
+
+def _tunnel4(data: bytes, off: int, ihl: int, total: int, frag: int, proto: int, depth: int) -> Segment | None:
+    """The TCP segment inside the tunnel an IPv4 packet carries (IP in IP, GRE, VXLAN, Geneve), or None."""
+    if total and total < ihl:
+        raise MalformedPacket(f"IPv4 total length {total} is less than its header length {ihl}")
+    end = off + total if total else len(data)
+    if frag & 0x1FFF:  # not the first fragment: no tunnel header here
+        return None
+    if frag & 0x2000:
+        return _fragment_of_tunnel(data, off + ihl, end, proto, depth, f"IPv4 fragment (id 0x{_IP4(data, off)[2]:04x})")
+    return _tunnel(data, off + ihl, end, proto, depth)
+
+
+def _fragment_of_tunnel(data: bytes, p: int, end: int, proto: int, depth: int, what: str) -> None:
+    """The first fragment of a tunnel packet: an IPFragment when the tunnel carries TCP (or what it
+    carries is cut short), else None."""
+    try:
+        seg = _tunnel(data, p, end, proto, depth)
+    except MalformedPacket:  # (cut by the fragmentation, most likely: what it carries is not whole)
+        seg = True
+    except UnreadTunnel:
+        seg = None
+    if seg is None:
+        return None
+    raise IPFragment(f"{what} of a tunnel packet that carries TCP or is cut by the fragmentation: what it "
+                     "carries is not decoded (IP reassembly is not supported)")
+
+
+def _tunnel(data: bytes, p: int, end: int, proto: int, depth: int) -> Segment | None:
+    """The TCP segment inside the IP payload ``data[p:end]`` of protocol ``proto`` (4, 41, 47, 17)."""
+    depth = _deeper(depth)
+    if proto == IP_IN_IP:
+        return _ipv4(data, p, depth)
+    if proto == IP_IPV6:
+        return _ipv6(data, p, depth)
+    lim = end if end < len(data) else len(data)
+    if proto == IP_GRE:
+        return _gre(data, p, lim, depth)
+    return _udp_tunnel(data, p, lim, depth)
+
+
+def _udp_tunnel(data: bytes, p: int, lim: int, depth: int) -> Segment | None:
+    """VXLAN (UDP port 4789) or Geneve (6081), by either port, the lower first as tshark tries them."""
+    if lim - p < 16:
+        return None
+    sport = (data[p] << 8) | data[p + 1]
+    dport = (data[p + 2] << 8) | data[p + 3]
+    for port in ((sport, dport) if sport < dport else (dport, sport)):
+        if port == UDP_VXLAN:  # 8-byte header, then an Ethernet frame
+            return _ethernet(data, p + 16, depth)
+        if port == UDP_GENEVE:
+            q = p + 8
+            if data[q] >> 6:  # a version tshark does not read either
+                raise UnreadTunnel(f"Geneve version {data[q] >> 6}")
+            et = (data[q + 2] << 8) | data[q + 3]
+            q += 8 + ((data[q] & 0x3F) << 2)
+            if q > lim:
+                raise MalformedPacket(f"Geneve options exceed the packet ({lim - p - 16} bytes after the header)")
+            if et == ETH_TEB:
+                return _ethernet(data, q, depth)
+            return _ether_payload(data, q, et, depth)
+        name = UNREAD_UDP_TUNNELS.get(port)
+        if name is not None:
+            raise UnreadTunnel(name)
+    return None
+
+
+def _ethernet(data: bytes, off: int, depth: int) -> Segment | None:
+    """An Ethernet frame inside a tunnel."""
+    if len(data) - off < 14:
+        raise MalformedPacket(f"tunnelled Ethernet header truncated ({max(len(data) - off, 0)} of 14 bytes)")
+    return _ether_payload(data, off + 14, (data[off + 12] << 8) | data[off + 13], depth)
+
+
+def _gre(data: bytes, p: int, lim: int, depth: int) -> Segment | None:
+    """GRE (version 0; checksum, key and sequence number options) and what it carries: IPv4, IPv6,
+    MPLS, Ethernet (transparent Ethernet bridging), ERSPAN types I, II and III."""
+    if lim - p < 4:
+        raise MalformedPacket(f"GRE header truncated ({lim - p} of 4 bytes)")
+    flags = (data[p] << 8) | data[p + 1]
+    et = (data[p + 2] << 8) | data[p + 3]
+    if flags & 0x4007:  # version 1 (PPTP) or source routing: not read
+        raise UnreadTunnel(f"GRE version {flags & 7}" + (" with source routing" if flags & 0x4000 else ""))
+    q = p + 4 + (4 if flags & 0x8000 else 0) + (4 if flags & 0x2000 else 0) + (4 if flags & 0x1000 else 0)
+    if q > lim:
+        raise MalformedPacket(f"GRE header truncated ({lim - p} of {q - p} bytes)")
+    if et == ETH_TEB:
+        return _ethernet(data, q, depth)
+    if et == ETH_ERSPAN_II or et == ETH_ERSPAN_III:
+        if et == ETH_ERSPAN_II and not flags & 0x1000:  # type I: no ERSPAN header
+            return _ethernet(data, q, depth)
+        return _erspan(data, q, lim, depth)
+    if et not in _GRE_READ:
+        raise UnreadTunnel(f"GRE protocol 0x{et:04x}")
+    return _ether_payload(data, q, et, depth)
+
+
+def _erspan(data: bytes, q: int, lim: int, depth: int) -> Segment | None:
+    """ERSPAN type II (8-byte header) or III (12 bytes, and 8 more with the O bit), by its version
+    field; then the mirrored Ethernet frame."""
+    if lim - q < 12:
+        raise MalformedPacket(f"ERSPAN header truncated ({lim - q} bytes)")
+    version = data[q] >> 4
+    if version == 1:
+        return _ethernet(data, q + 8, depth)
+    if version == 2:
+        if data[q + 10] & 0x7C:  # frame type other than Ethernet (FT, 5 bits)
+            raise UnreadTunnel(f"ERSPAN type III frame type {(data[q + 10] >> 2) & 0x1F}")
+        return _ethernet(data, q + (20 if data[q + 11] & 1 else 12), depth)
+    raise UnreadTunnel(f"ERSPAN version {version}")
+
+
+def _mpls(data: bytes, off: int, depth: int) -> Segment | None:
+    """An MPLS label stack down to its bottom-of-stack bit, then IPv4 / IPv6 by the first nibble."""
+    n = len(data)
+    while True:
+        if n - off < 4:
+            raise MalformedPacket(f"MPLS label stack truncated ({max(n - off, 0)} of 4 bytes)")
+        bottom = data[off + 2] & 1
+        off += 4
+        if bottom:
+            break
+    if n <= off:
+        return None
+    v = data[off] >> 4
+    if v == 4:
+        return _ipv4(data, off, depth)
+    if v == 6:
+        return _ipv6(data, off, depth)
+    return None
 
 
 def _tcp(data: bytes, t: int, end: int, src: str, dst: str, version: int) -> Segment:
@@ -389,10 +592,15 @@ _ETHERTYPE_NAMES = {
     0x9100: "802.1QinQ (0x9100)",
     0x9200: "802.1QinQ (0x9200)",
     0x8847: "MPLS label switched packet",
+    0x8848: "MPLS multicast label switched packet",
+    0x6558: "Transparent Ethernet bridging",
+    0x88BE: "ERSPAN",
+    0x22EB: "ERSPAN III",
     0x88CC: "802.1 Link Layer Discovery Protocol (LLDP)",
 }
-_IP_PROTO_NAMES = {1: "ICMP", 2: "IGMP", 6: "TCP", 17: "UDP", 41: "IPv6", 47: "GRE", 50: "ESP", 51: "AH", 58: "ICMPv6",
-                   132: "SCTP"}
+_IP_PROTO_NAMES = {1: "ICMP", 2: "IGMP", 4: "IPIP", 6: "TCP", 17: "UDP", 41: "IPv6", 47: "Generic Routing Encapsulation",
+                   50: "ESP", 51: "AH", 58: "ICMPv6", 132: "SCTP"}
+_GRE_PROTOCOL_NAMES = {0x0800: "IP"}  # (GRE names IPv4 so; other protocol types by their EtherType name)
 _IPV6_EXT_NAMES = {0: "IPv6 Hop-by-Hop Option", 43: "Routing Header for IPv6", 44: "Fragment Header for IPv6",
                    51: "Authentication Header", 60: "Destination Options for IPv6"}
 _TCP_FLAG_NAMES = ((0x001, "FIN"), (0x002, "SYN"), (0x004, "RST"), (0x008, "PSH"), (0x010, "ACK"), (0x020, "URG"),
@@ -486,16 +694,7 @@ def _need(data: bytes, off: int, n: int, what: str) -> None:
 
 def _describe_link(lt: int, data: bytes, layers: list) -> None:
     if lt == LINKTYPE_ETHERNET:
-        _need(data, 0, 14, "Ethernet header")
-        dst, src, et = data[0:6], data[6:12], (data[12] << 8) | data[13]
-        if et < 0x0600:
-            layers.append((f"IEEE 802.3 Ethernet, Src: {_mac(src)}, Dst: {_mac(dst)}",
-                           [f"Destination: {_mac(dst)}", f"Source: {_mac(src)}", f"Length: {et}"]))
-            _describe_data(data, 14, layers)
-            return
-        layers.append((f"Ethernet II, Src: {_mac(src)}, Dst: {_mac(dst)}",
-                       [f"Destination: {_mac(dst)}", f"Source: {_mac(src)}", f"Type: {_ethertype(et)}"]))
-        _describe_ethertype(data, 14, et, layers)
+        _describe_ethernet(data, 0, layers, 0)
     elif lt == LINKTYPE_LINUX_SLL:
         _need(data, 0, 16, "Linux cooked capture header")
         ptype, hatype, halen = struct.unpack_from("!HHH", data, 0)
@@ -553,7 +752,20 @@ def _describe_link(lt: int, data: bytes, layers: list) -> None:
         _describe_data(data, 0, layers)
 
 
-def _describe_ethertype(data: bytes, off: int, et: int, layers: list) -> None:
+def _describe_ethernet(data: bytes, off: int, layers: list, depth: int) -> None:
+    _need(data, off, 14, "Ethernet header")
+    dst, src, et = data[off : off + 6], data[off + 6 : off + 12], (data[off + 12] << 8) | data[off + 13]
+    if et < 0x0600:
+        layers.append((f"IEEE 802.3 Ethernet, Src: {_mac(src)}, Dst: {_mac(dst)}",
+                       [f"Destination: {_mac(dst)}", f"Source: {_mac(src)}", f"Length: {et}"]))
+        _describe_data(data, off + 14, layers)
+        return
+    layers.append((f"Ethernet II, Src: {_mac(src)}, Dst: {_mac(dst)}",
+                   [f"Destination: {_mac(dst)}", f"Source: {_mac(src)}", f"Type: {_ethertype(et)}"]))
+    _describe_ethertype(data, off + 14, et, layers, depth)
+
+
+def _describe_ethertype(data: bytes, off: int, et: int, layers: list, depth: int = 0) -> None:
     while et in VLAN_TPIDS:
         _need(data, off, 4, "VLAN tag")
         tci, inner = struct.unpack_from("!HH", data, off)
@@ -567,14 +779,16 @@ def _describe_ethertype(data: bytes, off: int, et: int, layers: list) -> None:
         et = inner
         off += 4
     if et == ETH_IPV4:
-        _describe_ipv4(data, off, layers)
+        _describe_ipv4(data, off, layers, depth)
     elif et == ETH_IPV6:
-        _describe_ipv6(data, off, layers)
+        _describe_ipv6(data, off, layers, depth)
+    elif et == ETH_MPLS or et == ETH_MPLS_MULTICAST:
+        _describe_mpls(data, off, layers, _deeper(depth))
     else:
         _describe_data(data, off, layers)
 
 
-def _describe_ipv4(data: bytes, off: int, layers: list) -> None:
+def _describe_ipv4(data: bytes, off: int, layers: list, depth: int = 0) -> None:
     _need(data, off, 20, "IPv4 header")
     vihl, tos, total, ident, frag, ttl, proto, csum = struct.unpack_from("!BBHHHBBH", data, off)
     src = addr_text(data[off + 12 : off + 16])
@@ -603,10 +817,10 @@ def _describe_ipv4(data: bytes, off: int, layers: list) -> None:
     if frag & 0x1FFF:
         layers.append((f"Data ({max(min(end, len(data)) - off - ihl, 0)} bytes, IPv4 fragment)", []))
         return
-    _describe_transport(data, off + ihl, end, proto, layers)
+    _describe_transport(data, off + ihl, end, proto, layers, depth)
 
 
-def _describe_ipv6(data: bytes, off: int, layers: list) -> None:
+def _describe_ipv6(data: bytes, off: int, layers: list, depth: int = 0) -> None:
     _need(data, off, 40, "IPv6 header")
     vtcfl, plen, nxt, hlim = struct.unpack_from("!IHBB", data, off)
     src = addr_text(data[off + 8 : off + 24])
@@ -644,10 +858,10 @@ def _describe_ipv6(data: bytes, off: int, layers: list) -> None:
             details.append(f"{name}: {hl} bytes")
         nxt = data[p]
         p += hl
-    _describe_transport(data, p, end, nxt, layers)
+    _describe_transport(data, p, end, nxt, layers, depth)
 
 
-def _describe_transport(data: bytes, t: int, end: int, proto: int, layers: list) -> None:
+def _describe_transport(data: bytes, t: int, end: int, proto: int, layers: list, depth: int = 0) -> None:
     cap_end = min(end, len(data))
     if proto == 6:
         _need(data, t, 20, "TCP header")
@@ -685,9 +899,140 @@ def _describe_transport(data: bytes, t: int, end: int, proto: int, layers: list)
         layers.append((f"User Datagram Protocol, Src Port: {sport}, Dst Port: {dport}", [
             f"Source Port: {sport}", f"Destination Port: {dport}", f"Length: {ulen}",
             f"Checksum: 0x{csum:04x} [unverified]"]))
+        for port in ((sport, dport) if sport < dport else (dport, sport)):
+            if port == UDP_VXLAN or port == UDP_GENEVE:
+                _describe_udp_tunnel(data[:cap_end], t + 8, port, layers, _deeper(depth))
+                return
         _describe_data(data[:cap_end], t + 8, layers)
+    elif proto == IP_IN_IP:
+        _describe_ipv4(data, t, layers, _deeper(depth))
+    elif proto == IP_IPV6:
+        _describe_ipv6(data, t, layers, _deeper(depth))
+    elif proto == IP_GRE:
+        _describe_gre(data[:cap_end], t, layers, _deeper(depth))
     else:
         _describe_data(data[:cap_end], t, layers)
+
+
+def _describe_udp_tunnel(data: bytes, p: int, port: int, layers: list, depth: int) -> None:
+    """The VXLAN or Geneve header at ``data[p:]`` and the frame it carries."""
+    _need(data, p, 8, "VXLAN header" if port == UDP_VXLAN else "Geneve header")
+    if port == UDP_VXLAN:
+        flags, policy, word = struct.unpack_from("!HHI", data, p)
+        layers.append(("Virtual eXtensible Local Area Network", [
+            f"Flags: 0x{flags:04x}" + (", VXLAN Network ID (VNI)" if flags & 0x0800 else ""),
+            f"Group Policy ID: {policy}",
+            f"VXLAN Network Identifier (VNI): {word >> 8}",
+            f"Reserved: {word & 0xFF}",
+        ]))
+        _describe_ethernet(data, p + 8, layers, depth)
+        return
+    verlen, flags, et, word = struct.unpack_from("!BBHI", data, p)
+    optlen = (verlen & 0x3F) * 4
+    details = [
+        f"Version: {verlen >> 6}",
+        f"Length: {optlen + 8} bytes",
+        f"Flags: 0x{flags:02x}",
+        f"Protocol Type: {_ethertype(et)}",
+        f"Virtual Network Identifier (VNI): 0x{word >> 8:06x} ({word >> 8})",
+        f"Reserved: 0x{word & 0xFF:02x}",
+    ]
+    if optlen:
+        details.append(f"Options: ({optlen} bytes)")
+    layers.append((f"Generic Network Virtualization Encapsulation, VNI: 0x{word >> 8:06x}", details))
+    _need(data, p, 8 + optlen, "Geneve options")
+    if et == ETH_TEB:
+        _describe_ethernet(data, p + 8 + optlen, layers, depth)
+    else:
+        _describe_ethertype(data, p + 8 + optlen, et, layers, depth)
+
+
+def _describe_gre(data: bytes, p: int, layers: list, depth: int) -> None:
+    """The GRE header at ``data[p:]`` (its options), then what it carries."""
+    _need(data, p, 4, "GRE header")
+    flags, et = struct.unpack_from("!HH", data, p)
+    name = _GRE_PROTOCOL_NAMES.get(et) or _ETHERTYPE_NAMES.get(et, "Unknown")
+    details = [f"Flags and Version: 0x{flags:04x}", f"Protocol Type: {name} (0x{et:04x})"]
+    q = p + 4
+    if flags & 0xC000:
+        _need(data, q, 4, "GRE checksum")
+        csum, offset = struct.unpack_from("!HH", data, q)
+        details += [f"Checksum: 0x{csum:04x} [unverified]", f"Offset: {offset}"]
+        q += 4
+    for bit, what in ((0x2000, "Key"), (0x1000, "Sequence Number")):
+        if flags & bit:
+            _need(data, q, 4, f"GRE {what.lower()}")
+            value = int.from_bytes(data[q : q + 4], "big")
+            details.append(f"Key: 0x{value:08x}" if bit == 0x2000 else f"Sequence Number: {value}")
+            q += 4
+    layers.append((f"Generic Routing Encapsulation ({name})", details))
+    if flags & 0x4007:  # source routing or version 1 (PPTP): not read
+        _describe_data(data, q, layers)
+    elif et == ETH_TEB:
+        _describe_ethernet(data, q, layers, depth)
+    elif et == ETH_ERSPAN_II or et == ETH_ERSPAN_III:
+        _describe_erspan(data, q, et == ETH_ERSPAN_II and not flags & 0x1000, layers, depth)
+    else:
+        _describe_ethertype(data, q, et, layers, depth)
+
+
+_ERSPAN_TITLE = "Encapsulated Remote Switch Packet ANalysis"
+
+
+def _describe_erspan(data: bytes, q: int, type_one: bool, layers: list, depth: int) -> None:
+    """An ERSPAN header (type I: none; II; III) and the mirrored frame."""
+    if type_one:
+        layers.append((f"{_ERSPAN_TITLE} Type I", []))
+        _describe_ethernet(data, q, layers, depth)
+        return
+    _need(data, q, 8, "ERSPAN header")
+    w0, w1 = struct.unpack_from("!II", data, q)
+    version = w0 >> 28
+    common = [f"Vlan: {(w0 >> 16) & 0xFFF}", f"COS: {(w0 >> 13) & 7}", f"Truncated: {(w0 >> 10) & 1}",
+              f"SpanID: {w0 & 0x3FF}"]
+    if version == 1:
+        layers.append((f"{_ERSPAN_TITLE} Type II", ["Version: Type II (1)", *common, f"Index: {w1 & 0xFFFFF}"]))
+        _describe_ethernet(data, q + 8, layers, depth)
+        return
+    if version != 2:
+        layers.append((f"{_ERSPAN_TITLE}", [f"Version: Unknown ({version})"]))
+        _describe_data(data, q, layers)
+        return
+    _need(data, q, 12, "ERSPAN type III header")
+    sgt, w2 = struct.unpack_from("!HH", data, q + 8)
+    frame_type = (w2 >> 10) & 0x1F
+    layers.append((f"{_ERSPAN_TITLE} Type III", [
+        "Version: Type III (2)", *common, f"Timestamp: {w1}", f"Security Group Tag: {sgt}",
+        f"Frame Type: {'Ethernet' if frame_type == 0 else 'Unknown'} ({frame_type})",
+        f"Hardware ID: {(w2 >> 4) & 0x3F}", f"Direction: {'Egress' if w2 & 8 else 'Ingress'}",
+        f"Optional Sub headers: {w2 & 1}",
+    ]))
+    if frame_type:
+        _describe_data(data, q + 12, layers)
+    else:
+        _describe_ethernet(data, q + (20 if w2 & 1 else 12), layers, depth)
+
+
+def _describe_mpls(data: bytes, off: int, layers: list, depth: int) -> None:
+    """Each MPLS label of the stack, then IPv4 / IPv6 by the first nibble (as tshark guesses)."""
+    while True:
+        _need(data, off, 4, "MPLS label")
+        (word,) = struct.unpack_from("!I", data, off)
+        label, exp, bottom, ttl = word >> 12, (word >> 9) & 7, (word >> 8) & 1, word & 0xFF
+        layers.append((f"MultiProtocol Label Switching Header, Label: {label}, Exp: {exp}, S: {bottom}, TTL: {ttl}", [
+            f"MPLS Label: {label} (0x{label:05x})", f"MPLS Experimental Bits: {exp}",
+            f"MPLS Bottom Of Label Stack: {bottom}", f"MPLS TTL: {ttl}",
+        ]))
+        off += 4
+        if bottom:
+            break
+    v = data[off] >> 4 if off < len(data) else 0
+    if v == 4:
+        _describe_ipv4(data, off, layers, depth)
+    elif v == 6:
+        _describe_ipv6(data, off, layers, depth)
+    else:
+        _describe_data(data, off, layers)
 
 
 def _describe_data(data: bytes, off: int, layers: list) -> None:

@@ -23,7 +23,8 @@ import sys
 from html import escape
 
 from .diagnoses import diagnoses_html
-from .report import _layers, missing_file_line, one_direction_line, render_text, tls_not_decrypted_line
+from .report import (_layers, missing_file_line, one_direction_line, render_text, tls_not_decrypted_line,
+                     tls_without_keys_line, tunnel_not_read_line)
 
 COLOURS = {
     "histogram": "#4c72b0",
@@ -799,6 +800,10 @@ def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", 
         out.append(f'<p class="notes" id="tls-not-decrypted"><b>{_e(tls_not_decrypted_line(unseen))}</b></p>')
     if one_direction_line(s.get("one_direction")):  # one direction captured: what cannot be seen, said
         out.append(f'<p class="notes" id="one-direction"><b>{_e(one_direction_line(s["one_direction"]))}</b></p>')
+    if tls_without_keys_line(rep):  # TLS on AMQP ports without keys: why nothing of it is decoded
+        out.append(f'<p class="notes tls-without-keys"><b>{_e(tls_without_keys_line(rep))}</b></p>')
+    for t in (rep.get("capture") or {}).get("tunnels_not_read") or ():  # tunnels not read: said
+        out.append(f'<p class="notes tunnel-not-read"><b>{_e(tunnel_not_read_line(t))}</b></p>')
     wrapped = {c["connection"]: _layers(c) for c in rep.get("connections") or () if _layers(c)}
     for c in rep.get("connections") or ():
         if c.get("missing_direction"):

@@ -126,6 +126,24 @@ def tls_not_decrypted_line(t: dict) -> str:
             f"(or SSLKEYLOGFILE), and --port PORT for AMQP on another port")
 
 
+def tunnel_not_read_line(t: dict) -> str:
+    """The header's line for packets in a tunnel the parser does not read
+    (``capture["tunnels_not_read"]``): what they carry, AMQP or not, is not seen."""
+    return (f"not decoded: {_plural(t['packets'], 'packet')} in a tunnel that is not read ({t['tunnel']}; "
+            f"first at packet {_v(t['first_packet'])}): any TCP inside, AMQP or not, is not seen")
+
+
+def tls_without_keys_line(rep: dict) -> str | None:
+    """The summary's line for connections whose TLS could not be decrypted (the listed
+    connections' ``tls_undecrypted_bytes``): why what they carry is not decoded; None if none."""
+    conns = [c for c in rep.get("connections") or () if c.get("tls_undecrypted_bytes")]
+    if not conns:
+        return None
+    n = sum(c["tls_undecrypted_bytes"] for c in conns)
+    return (f"not decoded: {_plural(len(conns), 'connection')} in TLS that could not be decrypted ({_n(n)} bytes; "
+            f"first {conns[0]['connection']}): give the TLS key log with --keylog FILE (or SSLKEYLOGFILE)")
+
+
 def _layers(c: dict) -> list[str]:
     """What wraps the connection's AMQP: TLS (version, cipher) and WebSocket (path)."""
     out = []
@@ -196,6 +214,7 @@ def _capture_lines(cap: dict | None) -> list[str]:
         + (f" ({_span(cap, digits)} s)" if dur is not None else ""),
         f"packets {cap.get('packets', 0):,}, bytes {cap.get('bytes', 0):,}",
         *((tls_not_decrypted_line(cap["tls_not_decrypted"]),) if cap.get("tls_not_decrypted") else ()),
+        *(tunnel_not_read_line(t) for t in cap.get("tunnels_not_read") or ()),
     ]
 
 
@@ -282,6 +301,8 @@ def render_text(rep: dict) -> str:
         lines.append(f"not AMQP 1.0 (not decoded): {_plural(n, 'connection')} ("
                      + ", ".join(f"{k} {_n(v)}" for k, v in by.items())
                      + (", ..." if sum(by.values()) < n else "") + ")")
+    if tls_without_keys_line(rep):
+        lines.append(tls_without_keys_line(rep))
     for ce in s["capture_errors"]:
         lines.append(f"capture damaged: {ce}")
     for o in rep.get("other_protocols") or ():

@@ -416,7 +416,23 @@ def partial_report(an, keys) -> dict:
         "diagnoses": _diagnoses.diagnose_part(an, k_conn),
         "tls_unseen": [getattr(getattr(keys, "d", None), "tls_unseen_count", 0),
                        [dict(x) for x in getattr(getattr(keys, "d", None), "tls_unseen", None) or ()]],
+        # packets in tunnels the parser does not read (this worker's dissector's: shard 0 feeds them)
+        "unread_tunnels": {k: list(v) for k, v in (getattr(getattr(keys, "d", None), "unread_tunnels", None)
+                                                    or {}).items()},
     }
+
+
+def tunnels_not_read(counts) -> list:
+    """The report's ``capture["tunnels_not_read"]``: one {"tunnel", "packets", "first_packet"} per
+    tunnel, in the order of their first packets, from Dissectors' ``unread_tunnels`` (one or more)."""
+    merged: dict = {}
+    for c in counts:
+        for name, (n, first) in c.items():
+            m = merged.setdefault(name, [0, first])
+            m[0] += n
+            m[1] = min(m[1], first)
+    return [{"tunnel": name, "packets": n, "first_packet": first}
+            for name, (n, first) in sorted(merged.items(), key=lambda kv: (kv[1][1], kv[0]))]
 
 
 def merge_reports(parts: list, capture_errors=(), capture: dict | None = None) -> dict:
@@ -466,6 +482,13 @@ def merge_reports(parts: list, capture_errors=(), capture: dict | None = None) -
             first = sorted((x for p in parts if "tls_unseen" in p for x in p["tls_unseen"][1]),
                            key=lambda x: (x["packet"], x["connection"]))
             capture["tls_not_decrypted"] = {"streams": n, "first": first[:20]}  # (as many as a dissector keeps)
+    if capture is not None and any("unread_tunnels" in p for p in parts):
+        # the workers' packets in tunnels not read, in place of the reading process's own count
+        capture = dict(capture)
+        capture.pop("tunnels_not_read", None)
+        unread = tunnels_not_read([p["unread_tunnels"] for p in parts if p.get("unread_tunnels")])
+        if unread:
+            capture["tunnels_not_read"] = unread
     violations_of: dict = {}
     for v in violations:
         violations_of[v["connection"]] = violations_of.get(v["connection"], 0) + (v.get("count") or 1)

@@ -434,13 +434,14 @@ def test_dissector_refused_upgrade(port):
 
 @pytest.mark.parametrize("port", [8080, 5672])
 def test_dissector_plain_http_is_not_websocket(port):
-    """A plain HTTP GET: ignored on another port, decoded as (bad) AMQP on an AMQP port, as before."""
+    """A plain HTTP GET: ignored on another port, named HTTP (another protocol, not decoded) on an AMQP port."""
     conv = TcpConversation.from_exchange(
         [(0, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"), (1, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")],
         client=("10.0.0.1", 40000), server=("10.0.0.2", port))
     ev = run_pipeline(conv.pcap())
     assert not any("WebSocket" in m for m in notes(ev))
     assert bool([e for e in ev if isinstance(e, StreamNote)]) is (port == 5672)
+    assert [e.protocol for e in ev if type(e).__name__ == "OtherProtocolNote"] == (["HTTP"] if port == 5672 else [])
 
 
 # --------------------------------------------------------------------------- nesting (WebSocket inside another layer)

@@ -572,3 +572,109 @@ def repeat_pcap(src: str, dst: str, copies: int, *, server_ports=(5672,), port_s
                     t = sec * units + frac + i * step
                     w.write((t // units, t % units), retarget_tcp(data, lt, port_map) if i else data)
     return {"packets": w.count, "copies": copies, "port_step": port_step, "time_step": step / units}
+
+
+# --------------------------------------------------------------------------- tunnels
+# Every frame of a capture wrapped in a tunnel, as a capture on a tunnel endpoint or a mirror port
+# holds it: an outer Ethernet and IP header (plausible addresses), then the tunnel's own header
+# (laid out from its RFC: VXLAN 7348, Geneve 8926, GRE 2784/2890, MPLS 3032, ERSPAN as in the
+# Linux kernel's erspan headers) and the original frame or IP packet.
+
+TUNNEL_KINDS = ("vxlan", "geneve", "gre", "gre_eth", "erspan2", "erspan3", "ipip", "ip6tnl", "mpls", "gre_vxlan")
+OUTER_V4 = ("198.51.100.11", "198.51.100.12")
+OUTER_V6 = ("2001:db8:100::11", "2001:db8:100::12")
+TUNNEL_MAC_A = b"\x02\x00\x5e\x00\x01\x01"
+TUNNEL_MAC_B = b"\x02\x00\x5e\x00\x01\x02"
+
+
+def inner_ethernet(data: bytes, linktype: int) -> bytes:
+    """The frame as an Ethernet frame (an IP packet gets an Ethernet header)."""
+    return data if linktype == LINKTYPE_ETHERNET else ethernet_frame(inner_ip(data, linktype))
+
+
+def inner_ip(data: bytes, linktype: int) -> bytes:
+    """The IP packet of a frame (Ethernet without VLAN tags, or raw IP)."""
+    if linktype == LINKTYPE_ETHERNET:
+        if data[12:14] not in (b"\x08\x00", b"\x86\xdd"):
+            raise ValueError("inner_ip: an Ethernet frame without IP")
+        return data[14:]
+    if linktype in (LINKTYPE_RAW, 12, 14, LINKTYPE_IPV4, LINKTYPE_IPV6):
+        return data
+    raise ValueError(f"inner_ip: linktype {linktype} not supported")
+
+
+def _outer_eth(payload: bytes, ethertype: int) -> bytes:
+    return TUNNEL_MAC_B + TUNNEL_MAC_A + struct.pack("!H", ethertype) + payload
+
+
+def _outer_ip(proto: int, payload: bytes, v6: bool = False, seq: int = 0) -> bytes:
+    src, dst = OUTER_V6 if v6 else OUTER_V4
+    return _outer_eth(_ip_wrap(src, dst, proto, payload, ident=seq & 0xFFFF),
+                      ethernet.ETH_TYPE_IP6 if v6 else ethernet.ETH_TYPE_IP)
+
+
+def _outer_udp(dport: int, payload: bytes, seq: int) -> bytes:
+    # the source port from the inner flow, as VXLAN/Geneve endpoints pick it (RFC 7348 section 5)
+    u = udp.UDP(sport=49152 + (sum(payload[26:38]) & 0x3FFF), dport=dport, data=payload)
+    u.ulen = len(u)
+    return _outer_ip(17, bytes(u), seq=seq)
+
+
+def _gre(protocol: int, payload: bytes, *, key=None, seq=None, checksum=False) -> bytes:
+    flags = (0x8000 if checksum else 0) | (0x2000 if key is not None else 0) | (0x1000 if seq is not None else 0)
+    out = struct.pack("!HH", flags, protocol)
+    if checksum:
+        out += b"\x00\x00\x00\x00"  # (checksum 0 and reserved: tshark does not check it by default)
+    if key is not None:
+        out += struct.pack("!I", key)
+    if seq is not None:
+        out += struct.pack("!I", seq & 0xFFFFFFFF)
+    return out + payload
+
+
+def tunnel_frame(kind: str, data: bytes, linktype: int = LINKTYPE_ETHERNET, seq: int = 0) -> bytes:
+    """One frame wrapped in the tunnel ``kind`` (one of TUNNEL_KINDS) as an outer Ethernet frame;
+    ``seq``: the packet's number (GRE sequence numbers, outer IP ids)."""
+    if kind == "vxlan":  # flags I, VNI 100
+        return _outer_udp(4789, struct.pack("!II", 0x08000000, 100 << 8) + inner_ethernet(data, linktype), seq)
+    if kind == "geneve":  # one 8-byte option (class 0x0102, type 0x80), VNI 200, Ethernet
+        option = struct.pack("!HBB", 0x0102, 0x80, 1) + b"\x00\x00\x00\x2a"
+        head = struct.pack("!BBHI", len(option) // 4, 0, 0x6558, 200 << 8)
+        return _outer_udp(6081, head + option + inner_ethernet(data, linktype), seq)
+    if kind == "gre":  # key and sequence number, the IP packet
+        ip_bytes = inner_ip(data, linktype)
+        return _outer_ip(47, _gre(_ethertype_of(ip_bytes), ip_bytes, key=0x1234, seq=seq), seq=seq)
+    if kind == "gre_eth":  # transparent Ethernet bridging, checksum present and key
+        return _outer_ip(47, _gre(0x6558, inner_ethernet(data, linktype), key=7, checksum=True), seq=seq)
+    if kind == "erspan2":  # version 1, VLAN 0, session 5, index 0
+        head = struct.pack("!II", (1 << 28) | 5, 0)
+        return _outer_ip(47, _gre(0x88BE, head + inner_ethernet(data, linktype), seq=seq), seq=seq)
+    if kind == "erspan3":  # version 2, session 6, timestamp, hardware id 1, Ethernet frames
+        head = struct.pack("!IIHH", (2 << 28) | 6, seq * 100, 0, 1 << 4)
+        return _outer_ip(47, _gre(0x22EB, head + inner_ethernet(data, linktype), seq=seq), seq=seq)
+    if kind == "ipip":  # IPv4 in IPv4 (4) or IPv6 in IPv4 (41)
+        ip_bytes = inner_ip(data, linktype)
+        return _outer_ip(41 if ip_bytes[0] >> 4 == 6 else 4, ip_bytes, seq=seq)
+    if kind == "ip6tnl":  # IPv4 or IPv6 in IPv6
+        ip_bytes = inner_ip(data, linktype)
+        return _outer_ip(41 if ip_bytes[0] >> 4 == 6 else 4, ip_bytes, v6=True)
+    if kind == "mpls":  # two labels (16, then 1000 with the bottom-of-stack bit), TTL 64
+        labels = struct.pack("!II", (16 << 12) | 64, (1000 << 12) | 0x100 | 64)
+        return _outer_eth(labels + inner_ip(data, linktype), 0x8847)
+    if kind == "gre_vxlan":  # VXLAN inside GRE: two tunnels deep
+        inner = tunnel_frame("vxlan", data, linktype, seq)
+        return _outer_ip(47, _gre(0x6558, inner, key=9), seq=seq)
+    raise ValueError(f"unknown tunnel kind {kind!r}")
+
+
+def tunnel_pcap(src: str, dst: str, kind: str) -> int:
+    """Pcap ``src`` with every frame wrapped in the tunnel ``kind`` (:func:`tunnel_frame`), written
+    to ``dst`` (Ethernet link type, the source's timestamps and resolution); returns the count."""
+    with open(src, "rb") as f:
+        r = pcap.Reader(f)
+        nano = r._divisor == 1e9
+    with open(src, "rb") as f, open(dst, "wb") as out:
+        w = PcapWriter(out, LINKTYPE_ETHERNET, nano=nano, snaplen=262144)
+        for i, (ts, lt, data) in enumerate(read_pcap_records(f)):
+            w.write(ts, tunnel_frame(kind, data, lt, seq=i + 1))
+    return w.count
