@@ -207,6 +207,17 @@ def test_lossy_twin_violations_are_among_the_lossless_twins(name):
 # transfer it settles, is dropped, and the transfer counts as unsettled-at-detach (an error the lossless
 # twin has not).
 @pytest.mark.parametrize("name", PAIRS)
+def test_lossy_twin_frames_come_in_capture_order(name, capsys):
+    """Nothing is retransmitted on the loopback, so every frame of the lossy twin is read in the order
+    of the packets that carried it, also behind holes in both directions at once."""
+    capsys.readouterr()
+    assert main(["frames", "-r", _pcap(name, "lossy"), "-T", "fields", "-e", "frame.number"]) == 0
+    packets = [int(v) for v in capsys.readouterr().out.split()]
+    assert len(packets) > 1000
+    assert packets == sorted(packets)
+
+
+@pytest.mark.parametrize("name", PAIRS)
 def test_lossy_twin_errors_are_among_the_lossless_twins(name):
     lossy = Counter(_rows(_tables(name, "lossy")["errors"], ERROR_KEY))
     lossless = Counter(_rows(_tables(name, "lossless")["errors"], ERROR_KEY))
