@@ -53,8 +53,8 @@ it (they may answer the missing bytes: a disposition of a transfer) and follow
 the filled (or declared) bytes.  When both directions have such a hole, both
 buffer behind it, and their bytes are released merged by packet number (each
 direction in its own order), as the capture saw them.  A segment with SYN, FIN
-or RST closes the window at once (holes still open become gaps).  A connection without such a
-hole pays one attribute test per packet.
+or RST closes the window at once (holes still open become gaps).  A connection
+without such a hole pays one attribute test per packet.
 
 Stamps
 ------
