@@ -50,9 +50,11 @@ or ``reorder_seconds`` (REORDER_SECONDS) of capture time, passed without the
 missing bytes; a late segment inside the window fills it.  While the window is
 open, the events of the direction that acknowledged the hole are queued behind
 it (they may answer the missing bytes: a disposition of a transfer) and follow
-the filled (or declared) bytes.  A segment with SYN, FIN or RST closes the
-window at once (holes still open become gaps).  A connection without such a
-hole pays one attribute test per packet.
+the filled (or declared) bytes.  When both directions have such a hole, both
+buffer behind it, and their bytes are released merged by packet number (each
+direction in its own order), as the capture saw them.  A segment with SYN, FIN
+or RST closes the window at once (holes still open become gaps).  A connection
+without such a hole pays one attribute test per packet.
 
 Stamps
 ------
@@ -249,6 +251,30 @@ def _get_dir(conn: _Conn, d: int) -> _Dir:
         else:
             conn.d0 = D
     return D
+
+
+def _merge_in_capture_order(a: list | None, b: list | None, out: list) -> None:
+    """Append the events of two directions to ``out``, each list in its own order, interleaved
+    by the number of the packet that carried them (the earlier packet first)."""
+    if not a or not b:
+        if a:
+            out.extend(a)
+        elif b:
+            out.extend(b)
+        return
+    i = 0
+    j = 0
+    na = len(a)
+    nb = len(b)
+    while i < na and j < nb:
+        if b[j].packet < a[i].packet:
+            out.append(b[j])
+            j += 1
+        else:
+            out.append(a[i])
+            i += 1
+    out.extend(a[i:])
+    out.extend(b[j:])
 
 
 class TcpReassembler:
@@ -886,6 +912,9 @@ class TcpReassembler:
                             g.ts = first.ts
                             g.packet = first.packet
             out.extend(evs)
+        # both directions may hold bytes behind a hole: drained apart, delivered merged in capture
+        # order, so a reply never reaches the model before what it answers
+        behind: list = [None, None]
         for x in (0, 1):
             h = hole[x]
             X = conn.d1 if x else conn.d0
@@ -893,7 +922,10 @@ class TcpReassembler:
                 f = H.fin[x]
                 if f is not None and h > f[0]:
                     h = f[0]  # (the FIN's own sequence number is not a byte)
-                self._drain(conn, x, X, ts, packet, out, h if lost else None)
+                evs = []
+                self._drain(conn, x, X, ts, packet, evs, h if lost else None)
+                behind[x] = evs
+        _merge_in_capture_order(behind[0], behind[1], out)
         for x in (0, 1):
             f = H.fin[x]
             X = conn.d1 if x else conn.d0
@@ -941,7 +973,11 @@ class TcpReassembler:
             self._one_way(conn, 0 if conn.d0 is None else 1, ts, packet, out)
         if conn.held is not None:
             self._declare(conn, ts, packet, out)
+        behind: list = [None, None]
         for d in (0, 1):
             D = conn.d1 if d else conn.d0
             if D is not None and D.buffered and D.nxt != -1:
-                self._drain(conn, d, D, ts, packet, out, D.starts[-1] + len(D.datas[-1]))
+                evs = []
+                self._drain(conn, d, D, ts, packet, evs, D.starts[-1] + len(D.datas[-1]))
+                behind[d] = evs
+        _merge_in_capture_order(behind[0], behind[1], out)

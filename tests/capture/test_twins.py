@@ -226,19 +226,22 @@ def test_lossy_twin_violations_are_among_the_lossless_twins(name):
     assert lossy - lossless == Counter()
 
 
-# The lossy twins of both pairs have an `unsettled-at-detach` error the lossless twin has not (proton: receiver
-# deliveries 1454-1456).  Their dispositions are in the lossy capture, but the server's bytes have a hole just
-# before their transfers: the dissector holds that side back and reads the client's frames behind the hole
-# first (the frames command prints client packets 1646-1674 before server packets 1647-1660), so each
-# disposition comes before the transfer it settles, is dropped, and the transfer stays unsettled.
-KNOWN_WRONG_ERRORS = {"proton_rabbitmq", "rhea_rabbitmq"}
-WRONG_ERRORS_WHY = ("issue 39: after a hole in one side's bytes, dispositions are read before the transfers they "
-                    "settle, which then count as unsettled-at-detach")
+# Both lossy twins have holes in both directions at once (proton: around packets 1645-1647): the bytes
+# behind the two holes must reach the model merged in capture order, or a disposition comes before the
+# transfer it settles, is dropped, and the transfer counts as unsettled-at-detach (an error the lossless
+# twin has not).
+@pytest.mark.parametrize("name", PAIRS)
+def test_lossy_twin_frames_come_in_capture_order(name, capsys):
+    """Nothing is retransmitted on the loopback, so every frame of the lossy twin is read in the order
+    of the packets that carried it, also behind holes in both directions at once."""
+    capsys.readouterr()
+    assert main(["frames", "-r", _pcap(name, "lossy"), "-T", "fields", "-e", "frame.number"]) == 0
+    packets = [int(v) for v in capsys.readouterr().out.split()]
+    assert len(packets) > 1000
+    assert packets == sorted(packets)
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
-    strict=True, reason=WRONG_ERRORS_WHY))
-    if n in KNOWN_WRONG_ERRORS else n for n in PAIRS])
+@pytest.mark.parametrize("name", PAIRS)
 def test_lossy_twin_errors_are_among_the_lossless_twins(name):
     lossy = Counter(_rows(_tables(name, "lossy")["errors"], ERROR_KEY))
     lossless = Counter(_rows(_tables(name, "lossless")["errors"], ERROR_KEY))
@@ -256,8 +259,6 @@ WRONG_OUTCOMES_WHY = ("issue 39: a delivery the sender sent settled, whose recei
 
 
 def _outcome_marks(name):
-    if name in KNOWN_WRONG_ERRORS:
-        return [pytest.mark.xfail(strict=True, reason=WRONG_ERRORS_WHY)]
     if name in KNOWN_WRONG_OUTCOMES:
         return [pytest.mark.xfail(strict=True, reason=WRONG_OUTCOMES_WHY)]
     return []
