@@ -161,6 +161,10 @@ class FlowWorker:
         """Read the whole capture, feeding this worker's flows (the loop is
         :func:`~amqp_dissect.shard.pump_shard`, which calls back the methods below)."""
         src, d = self.source, self.d
+        self.clock = d.clock  # (watched here over every worker's records, not by the Dissector: see shard._watch)
+        d.clock = None
+        self.an.clock = self.clock
+        src.clock_watch = self.clock  # (the capture's steps, for capture_info)
         d.tcp.drive_sweeps_externally()  # the sweeps are driven here, on every flow's records
         owner: dict = {}  # directed 4-tuple bytes (both directions) -> [worker, last packet fed]
         loads = [0] * self.n

@@ -146,11 +146,12 @@ def merged_section(parts: list) -> dict:
 
 def watched_analyzer(source, analyzer_class=None):
     """(an Analyzer reading the messages of ``source``, its ReportRequests)."""
-    from .local import Analyzer, read_messages
+    from .local import Analyzer, read_messages, watch_clock
 
     read_messages(source)
     watch = ReportRequests()
     watch.analyzer = (analyzer_class or Analyzer)(rows=False, fold_out=watch, messages=True)
+    watch_clock(watch.analyzer, source)
     return watch.analyzer, watch
 
 

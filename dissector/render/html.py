@@ -23,7 +23,7 @@ import sys
 from html import escape
 
 from .diagnoses import diagnoses_html
-from .report import _layers, missing_file_line, render_text, tls_not_decrypted_line
+from .report import _layers, clock_step_line, missing_file_line, render_text, tls_not_decrypted_line
 
 COLOURS = {
     "histogram": "#4c72b0",
@@ -762,8 +762,11 @@ def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", 
     sub = []
     if source:
         sub.append(_e(source))
+    cap = rep.get("capture") or {}
     if plots.get("start") is not None:
-        sub.append(f"{_utc(plots['start'])} – {_utc(plots['end'])} ({fmt_seconds((plots['end'] or 0) - plots['start'])})")
+        span = (cap["duration_unknown"] if cap.get("duration_unknown")  # (the clock stepped back: unknown)
+                else fmt_seconds((plots['end'] or 0) - plots['start']))
+        sub.append(f"{_utc(plots['start'])} – {_utc(plots['end'])} ({_e(span)})")
     if version:
         sub.append(_e(version))
     out.append(f'<p class="sub">{" · ".join(sub)}</p>')
@@ -785,11 +788,16 @@ def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", 
         out.append(f'<p class="notes">capture damaged: {_e(ce)}</p>')
     for g in (rep.get("capture") or {}).get("gaps") or ():  # files missing from a numbered capture set
         out.append(f'<p class="notes">{_e(missing_file_line(g))}</p>')
+    for st in cap.get("clock_steps") or ():  # steps back of the capture clock
+        out.append(f'<p class="notes clock-step"><b>{_e(clock_step_line(st, cap.get("digits", 6)))}</b></p>')
     unseen = (rep.get("capture") or {}).get("tls_not_decrypted")
     if unseen:  # TLS on other ports without keys: what cannot be seen, said
         out.append(f'<p class="notes" id="tls-not-decrypted"><b>{_e(tls_not_decrypted_line(unseen))}</b></p>')
     wrapped = {c["connection"]: _layers(c) for c in rep.get("connections") or () if _layers(c)}
     for c in rep.get("connections") or ():
+        for st in c.get("clock_steps") or ():
+            out.append(f'<p class="notes clock-step">{_e(c["connection"])}: '
+                       f'{_e(clock_step_line(st, cap.get("digits", 6)))}</p>')
         if c.get("tls_undecrypted_bytes"):
             out.append(f'<p class="notes">{_e(c["connection"])}: {_e(c.get("tls_note") or "TLS")} '
                        f'({c["tls_undecrypted_bytes"]:,} bytes not decrypted in all)</p>')
