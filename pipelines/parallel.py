@@ -495,7 +495,7 @@ def parallel_report(source, jobs: int, capture_errors=None, messages: bool = Fal
     if messages:
         from .requests import merged_section
 
-        rep["requests"] = merged_section([r["requests"] for r in results])
+        rep["requests"] = merged_section([r["requests"] for r in results], getattr(source, "clock_watch", None))
         from .messages import add_merged_messages_section
 
         add_merged_messages_section(rep, [r["messages"] for r in results])

@@ -224,6 +224,7 @@ class RequestMatcher:
         self._cands: list = []
         self._last_transfer: dict = {}  # (connection, link_index) -> last transfer time
         self.dropped = 0
+        self.clock = None  # the capture's clock steps (amqp_dissect.clock.ClockWatch), or None
 
     def transfer(self, connection, link_index, t) -> None:
         """A transfer at ``t`` on a link (its last one is evidence that the link outlived a token)."""
@@ -468,7 +469,10 @@ class RequestMatcher:
                                                            reply[_TO]}
                                     else (reply[_ADDR] or lr.get("target") or reply[_TO]))
         if req is not None and reply is not None and req[_FIRST] is not None and reply[_LAST] is not None:
-            row["round_trip"] = seconds(reply[_LAST] - req[_FIRST])
+            # (unknown across a step of the capture clock, or out of order: never negative)
+            stepped = self.clock is not None and self.clock.spans(req[_FPKT], reply[_LPKT])
+            if not stepped and reply[_LAST] >= req[_FIRST]:
+                row["round_trip"] = seconds(reply[_LAST] - req[_FIRST])
         if service == "$cbs" and req is not None and (operation or "").lower() == "put-token":
             self._token(row, r, req, rprops, code, links, capture_end, index)
         notes = list(r.notes)
