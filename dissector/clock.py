@@ -80,6 +80,11 @@ class ClockWatch:
         i = bisect_right(ps, start_packet)
         return i < len(ps) and ps[i] <= end_packet
 
+    def epoch(self, packet) -> int:
+        """How many steps came at or before ``packet`` (0 for None): times compare within an epoch;
+        a later epoch is later, whatever its times say."""
+        return bisect_right(self._packets, packet) if packet is not None else 0
+
     def steps_within(self, start_packet, end_packet) -> list[ClockStep]:
         """The steps between two packets (as :meth:`spans` counts them)."""
         if start_packet is None or end_packet is None:

@@ -466,8 +466,7 @@ class Analyzer(StateTracker):
         clock = self.clock
         if clock is None or not clock.steps:
             return rec["time"]
-        p = rec.get("packet")
-        return (bisect_right(clock._packets, p) if p is not None else 0), rec["time"]
+        return clock.epoch(rec.get("packet")), rec["time"]
 
     def conn_spans_step(self, c) -> bool:
         """Whether the capture clock stepped during connection ``c`` (its first to its last packet)."""

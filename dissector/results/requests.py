@@ -275,7 +275,11 @@ class RequestMatcher:
         detach times); ``capture_end``: the time of the capture's last packet (whether a link
         was still attached at a token's expiry)."""
         links = {(r.get("connection"), r.get("link_index")): r for r in link_rows}
-        cands = sorted(self._cands, key=_time_order)
+        clock = self.clock
+        if clock is not None and clock.steps:  # (after a step back of the capture clock: its epochs first)
+            cands = sorted(self._cands, key=lambda c: (clock.epoch(c[_FPKT]),) + _time_order(c))
+        else:
+            cands = sorted(self._cands, key=_time_order)
         by_mid: dict = {}   # (type, message-id) -> requests, latest last
         by_cid: dict = {}   # (type, correlation-id) -> requests, latest last
         reply_addrs = set()  # every reply-to seen on a request

@@ -314,3 +314,29 @@ def test_the_rule_of_a_step():
     w.see(3, 6 * s, 11 * s)
     w.see(4, 7 * s, 6 * s)
     assert w.spans(2, 3) and w.spans(1, 4) and not w.spans(3, 4) and not w.spans(1, 2) and not w.spans(None, 4)
+
+
+MESSAGE_SAMPLES = [n for n in NAMES if n.startswith("messages/")]
+
+
+@needs_tools
+@pytest.mark.parametrize("name", MESSAGE_SAMPLES)
+def test_round_trips_are_the_plain_ones_or_unknown(name, variant, tmp_path):
+    """The requests table of a stepped capture: the plain rows, each round trip the plain one or
+    null (its request and reply on either side of the step), never negative."""
+    out, mid, _ = variant(name, "-5")
+    tables = []
+    for path in (os.path.join(ROOT, "samples", name + ".pcap"), out):
+        dest = tmp_path / f"r{len(tables)}.csv"
+        assert main(["requests", "-T", "csv", path, "-o", str(dest)]) == 0
+        tables.append(pd.read_csv(dest))
+    want, got = tables
+    assert len(got) == len(want)
+    for w, g in zip(_rows(want), _rows(got)):
+        assert g["request_packet"] == w["request_packet"] and g["reply_packet"] == w["reply_packet"]
+        across = (g["request_packet"] is not None and g["reply_packet"] is not None
+                  and g["request_packet"] < mid <= g["reply_packet"])
+        if across:
+            assert g["round_trip"] is None
+        else:
+            assert g["round_trip"] == w["round_trip"]
