@@ -779,7 +779,8 @@ def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", 
     for label, v in (("connections", s["connections"]), ("sessions", s["sessions"]), ("links", s["links"]),
                      ("deliveries", s["deliveries"]), ("unsettled", s["unsettled"]),
                      *((("outcome unknown (lost in capture)", lost),) if lost else ()), ("stalls", s["stalls"]),
-                     ("stalled", fmt_seconds(s["stalled_seconds"])), ("violations", s["violations"]),
+                     ("stalled", fmt_seconds(s["stalled_seconds"]) if s["stalled_seconds"] is not None
+                                  else "unknown (clock step)"), ("violations", s["violations"]),
                      ("errors", s["errors"])):
         out.append(f'<div class="stat"><b>{_e(_num(v))}</b><span>{_e(label)}</span></div>')
     out.append("</div>")
@@ -794,6 +795,7 @@ def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", 
     if unseen:  # TLS on other ports without keys: what cannot be seen, said
         out.append(f'<p class="notes" id="tls-not-decrypted"><b>{_e(tls_not_decrypted_line(unseen))}</b></p>')
     wrapped = {c["connection"]: _layers(c) for c in rep.get("connections") or () if _layers(c)}
+    stepped = {c["connection"] for c in rep.get("connections") or () if c.get("clock_steps")}
     for c in rep.get("connections") or ():
         for st in c.get("clock_steps") or ():
             out.append(f'<p class="notes clock-step">{_e(c["connection"])}: '
@@ -828,10 +830,13 @@ def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", 
         if wrapped.get(lk["connection"]):
             out.append(f'<div class="meta">over {_e("; ".join(wrapped[lk["connection"]]))}</div>')
         la = lk["latency"]
+        lat = (f'p50 {fmt_seconds(la["p50"])}, p90 {fmt_seconds(la["p90"])}, p99 {fmt_seconds(la["p99"])}, max '
+               f'{fmt_seconds(la["max"])}')
+        if la["max"] is None and lk["connection"] in stepped:  # (the capture clock stepped on its connection)
+            lat = "unknown (clock step)"
         out.append(f'<div class="meta">address {_e(lk["address"] or "?")} · {_e(lk["sender"] or "?")} → '
-                   f'{_e(lk["receiver"] or "?")} · {lk["deliveries"]:,} deliveries · settlement latency p50 '
-                   f'{fmt_seconds(la["p50"])}, p90 {fmt_seconds(la["p90"])}, p99 {fmt_seconds(la["p99"])}, max '
-                   f'{fmt_seconds(la["max"])} · {lk["stalls_total"]:,} stalls'
+                   f'{_e(lk["receiver"] or "?")} · {lk["deliveries"]:,} deliveries · settlement latency '
+                   f'{lat} · {lk["stalls_total"]:,} stalls'
                    + (f' · {lk["idle_total"]:,} idle periods' if lk.get("idle_total") else "") + '</div>')
         out.append('<div class="row">')
         out.append(latency_histogram(la, f"histogram-{i}"))

@@ -14,9 +14,14 @@ def _ms(x) -> str:
     return "-" if x is None else f"{x * 1000:.3f} ms"
 
 
+def _stalled(x) -> str:
+    """The header's stalled time; None: unknown (a clock step within a stall)."""
+    return "stalled time " + CLOCK_STEP if x is None else f"{x:.3f} s stalled"
+
+
 def _secs(x) -> str:
     """Seconds of a sum of durations; None: unknown (a clock step within one of them)."""
-    return CLOCK_STEP if x is None else f"{x:.3f} s"
+    return "time " + CLOCK_STEP if x is None else f"{x:.3f} s"
 
 
 def _t(x, digits: int = 6) -> str:
@@ -240,7 +245,7 @@ def render_text(rep: dict) -> str:
         *_capture_lines(rep.get("capture")),
         f"connections {_n(s['connections'])}, sessions {_n(s['sessions'])}, links {_n(s['links'])}, "
         f"deliveries {_n(s['deliveries'])} ({_outcome_counts(s)}), unsettled {_n(s['unsettled'])}",
-        f"stalls {_n(s['stalls'])} ({_secs(s['stalled_seconds'])} stalled)"
+        f"stalls {_n(s['stalls'])} ({_stalled(s['stalled_seconds'])})"
         + (f", idle periods {_n(s['idle_periods'])} ({_secs(s['idle_seconds'])})" if s.get("idle_periods") else "")
         + f", violations {_n(s['violations'])}, errors {_n(s['errors'])}, transactions {_n(s['transactions'])}",
     ]

@@ -260,8 +260,9 @@ def test_the_html_report_names_the_step(variant, tmp_path):
     dest = tmp_path / "r.html"
     assert main(["report", "-T", "html", out, "-o", str(dest)]) == 0
     page = dest.read_text()
-    assert f"clock stepped back 4.999908 s at packet {mid}" in page
-    assert "unknown (clock step)" in page
+    assert f'<p class="notes clock-step"><b>clock stepped back 4.999908 s at packet {mid}' in page
+    assert "<b>unknown (clock step)</b><span>stalled" in page
+    assert "settlement latency unknown (clock step) ·" in page
 
 
 @needs_tools
