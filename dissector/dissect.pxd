@@ -11,6 +11,7 @@ cdef class Dissector:
     cdef public TcpReassembler tcp
     cdef public dict connections
     cdef public object packets, tcp_packets, last_ts
+    cdef public object clock
 
     cpdef list feed(self, record)
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from .amqp.framing import DEFAULT_MAX_FRAME_BYTES, AmqpConnection, StreamNote
 from .errors import NOTE, WARN, DissectError, ExpertNote, UnsupportedLinkType
+from .clock import ClockWatch
 from .events import PacketNote, StreamClosed, StreamData, StreamGap, StreamOpened
 from .capture.netparse import TruncatedPacket, UnreadTunnel, parse_segment
 from .amqp.spec import AMQP_PORT, AMQPS_PORT, COMPOSITES
@@ -121,6 +122,7 @@ class Dissector:
         self.packets = 0
         self.tcp_packets = 0
         self.last_ts = None
+        self.clock = ClockWatch()  # steps back of the capture clock (None: the caller watches it, as -j does)
         self.unsupported_linktypes: dict[int, int] = {}  # linktype -> packets
         self.packet_errors = 0
         self.amqp_connections = 0
@@ -145,7 +147,12 @@ class Dissector:
     def feed(self, record) -> list:
         """Process one capture record (anything with index, ts, linktype, data)."""
         self.packets += 1
-        self.last_ts = record.ts
+        ts = record.ts
+        last = self.last_ts
+        self.last_ts = ts
+        clock = self.clock
+        if clock is not None and last is not None and (ts < last or clock.pending):
+            clock.see(record.index, ts, last)  # (rare: a record behind the one before, and the next)
         try:
             seg = parse_segment(record.linktype, record.data)
         except UnsupportedLinkType:

@@ -168,6 +168,8 @@ def pump_shard(d, records, fw, offset, owner: dict, loads: list, w):
         data = rec.data
         lt = rec.linktype
         ts = rec.ts
+        if gate.seen and (ts < gate.ts or gate.hold):  # (rare: the clock watch's records)
+            _watch(fw, gate, rec.index, ts)
         gate.ts = ts
         gate.seen = True
         key = quick_key(lt, data)
@@ -205,6 +207,15 @@ def pump_shard(d, records, fw, offset, owner: dict, loads: list, w):
         d.packets += dropped
         d.tcp_packets += dropped
     return n + dropped
+
+
+def _watch(fw, gate, packet, ts) -> None:
+    """A record behind the one before it, or the one after such, to the capture's clock watch
+    (:class:`~amqp_dissect.clock.ClockWatch`: every worker reads the same records, so finds the
+    same steps); ``gate.hold`` makes the reader hand on the next record when the watch waits."""
+    clock = fw.clock
+    clock.see(packet, ts, gate.ts)
+    gate.hold = clock.pending
 
 
 def _clock(gate, fw, tcp, ts, interval, sure, lt, data, packet) -> None:

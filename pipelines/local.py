@@ -21,6 +21,7 @@ import re
 from functools import cached_property
 from typing import TYPE_CHECKING, Iterable, Iterator
 
+from amqp_dissect.clock import CLOCK_STEP
 from amqp_dissect.results.analytics import Analyzer
 from amqp_dissect.times import NS, date
 from amqp_dissect.capture.pcap import open_capture
@@ -454,6 +455,11 @@ class CaptureSource:
             "packets": self.packets,
             "bytes": self.bytes,
         }
+        clock = getattr(self, "clock_watch", None) or getattr(self.dissector, "clock", None)
+        if clock is not None and clock.steps:  # the capture clock stepped back: its duration is unknown
+            info["duration"] = None
+            info["duration_unknown"] = CLOCK_STEP
+            info["clock_steps"] = [s.as_dict() for s in clock.steps]
         if len(self.paths) > 1:  # a capture set: the order the files were read in
             info["order"] = "merged by time: files by their first packet's time, packets interleaved where they overlap"
             gaps = set_gaps(self._set, self.dissector.holes)
@@ -682,6 +688,13 @@ def read_messages(source) -> None:
     source.dissector.payloads = True
 
 
+def watch_clock(an, source):
+    """``an`` (an Analyzer) told of ``source``'s capture clock steps (its Dissector's watch), so a
+    duration across a step is unknown; returns ``an``."""
+    an.clock = getattr(getattr(source, "dissector", None), "clock", None)
+    return an
+
+
 def run_analysis(source: CaptureSource, on_event=None, rows: bool = True, delivery_sink=None,
                  analyzer_class=Analyzer, messages: bool = False) -> Analysis:
     """Feed every event of ``source`` to an Analyzer (and to ``on_event`` if given).
@@ -694,6 +707,7 @@ def run_analysis(source: CaptureSource, on_event=None, rows: bool = True, delive
         an = analyzer_class(rows=rows, delivery_sink=delivery_sink, messages=True)
     else:
         an = analyzer_class(rows=rows, delivery_sink=delivery_sink)
+    watch_clock(an, source)
     last_ts = None
     if on_event is None and hasattr(source, "drive"):
         last_ts = source.drive(an.feed)
@@ -725,6 +739,7 @@ class DeliveryStream:
         ready: list = []
         an = self.analyzer = Analyzer(rows=False, delivery_sink=lambda row, key: ready.append(row),
                                       messages=self.messages)
+        watch_clock(an, self.source)
         last_ts = None
         for record, ev in self.source.events():
             an.feed(ev)
@@ -746,6 +761,7 @@ class DeliveryStream:
 
         folded: list = []
         an = self.analyzer = Analyzer(rows=False, fold_out=folded, messages=self.messages, redeliveries=False)
+        watch_clock(an, self.source)
 
         def batch(ds):  # the times and latencies are the capture's float timestamps: checked
             return columns_batch("deliveries", *an.delivery_columns(ds), checked=True)

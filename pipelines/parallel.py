@@ -161,6 +161,10 @@ class FlowWorker:
         """Read the whole capture, feeding this worker's flows (the loop is
         :func:`~amqp_dissect.shard.pump_shard`, which calls back the methods below)."""
         src, d = self.source, self.d
+        self.clock = d.clock  # (watched here over every worker's records, not by the Dissector: see shard._watch)
+        d.clock = None
+        self.an.clock = self.clock
+        src.clock_watch = self.clock  # (the capture's steps, for capture_info)
         d.tcp.drive_sweeps_externally()  # the sweeps are driven here, on every flow's records
         owner: dict = {}  # directed 4-tuple bytes (both directions) -> [worker, last packet fed]
         loads = [0] * self.n
@@ -491,7 +495,7 @@ def parallel_report(source, jobs: int, capture_errors=None, messages: bool = Fal
     if messages:
         from .requests import merged_section
 
-        rep["requests"] = merged_section([r["requests"] for r in results])
+        rep["requests"] = merged_section([r["requests"] for r in results], getattr(source, "clock_watch", None))
         from .messages import add_merged_messages_section
 
         add_merged_messages_section(rep, [r["messages"] for r in results])

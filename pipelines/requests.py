@@ -37,6 +37,8 @@ def requests_of_stream(stream: DeliveryStream, keep_deliveries: bool = False, ma
 def request_table(source, matcher: RequestMatcher | None = None):
     """(the requests table's rows, the Analyzer that read ``source``)."""
     stream = message_stream(source)
+    matcher = matcher or RequestMatcher()
+    matcher.clock = getattr(getattr(source, "dissector", None), "clock", None)
     rows, _ = requests_of_stream(stream, matcher=matcher)
     return rows, stream.analyzer
 
@@ -129,11 +131,12 @@ _LINK_KEYS = ("connection", "link_index", "name", "source", "target", "address",
               "detach_time", "refused", "terminated")
 
 
-def merged_section(parts: list) -> dict:
+def merged_section(parts: list, clock=None) -> dict:
     """The report's requests section of the ``-j`` workers' :meth:`ReportRequests.part`."""
     from amqp_dissect.results.requests import requests_summary
 
     m = RequestMatcher()
+    m.clock = clock
     links, ends = [], []
     for p in parts:
         m.merge(p)
@@ -146,11 +149,13 @@ def merged_section(parts: list) -> dict:
 
 def watched_analyzer(source, analyzer_class=None):
     """(an Analyzer reading the messages of ``source``, its ReportRequests)."""
-    from .local import Analyzer, read_messages
+    from .local import Analyzer, read_messages, watch_clock
 
     read_messages(source)
     watch = ReportRequests()
     watch.analyzer = (analyzer_class or Analyzer)(rows=False, fold_out=watch, messages=True)
+    watch_clock(watch.analyzer, source)
+    watch.matcher.clock = watch.analyzer.clock
     return watch.analyzer, watch
 
 

@@ -19,6 +19,7 @@ cdef class FlowGate:
     cdef public object ts
     cdef public bint seen
     cdef public Py_ssize_t skipped
+    cdef public bint hold
     cdef unsigned long long ka[64]
     cdef unsigned long long kb[64]
     cdef Py_ssize_t kw[64]

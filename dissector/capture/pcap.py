@@ -230,10 +230,11 @@ class FlowGate:
     ``nxt`` may tick it, so the reader hands it on).  The reader drops a record only when all of
     this holds: its quick look reads an Ethernet / Linux cooked IPv4 TCP record without IP
     options or fragmentation, its flow is known and another worker's, and the sweep is armed
-    and not due; it then adds its size to ``loads`` and counts it in ``skipped``.  ``ts``
+    and not due, and the record is not behind the one before nor ``hold`` set (the clock watch
+    reads those: :mod:`amqp_dissect.clock`); it then adds its size to ``loads`` and counts it in ``skipped``.  ``ts``
     (``seen``: any) is the time of the last record read, dropped or handed on."""
 
-    __slots__ = ("owner", "loads", "w", "armed", "nxt", "ts", "seen", "skipped", "ka", "kb", "kw")
+    __slots__ = ("owner", "loads", "w", "armed", "nxt", "ts", "seen", "skipped", "hold", "ka", "kb", "kw")
 
     def __init__(self, owner: dict, loads: list, w: int):
         self.owner = owner
@@ -244,6 +245,7 @@ class FlowGate:
         self.ts = 0
         self.seen = False
         self.skipped = 0
+        self.hold = False  # the clock watch waits for the next record (see amqp_dissect.clock): hand it on
         # a cache of flows already placed, _GATE_SLOTS slots (a flow keeps its worker): each
         # slot's 4-tuple as two integers (bytes 0-7, and bytes 8-11 with bit 32 set: 0 is empty)
         # and its worker
@@ -380,6 +382,8 @@ class PcapRecords:
         :class:`FlowGate`); if so it is accounted there."""
         base = self.base
         if base < 0 or caplen < base + 42 or not gate.armed or ts >= gate.nxt:
+            return False
+        if ts < gate.ts or gate.hold:  # (behind the record before, or the one after such: the clock watch reads it)
             return False
         q = start + base
         if not (p[q] == 8 and p[q + 1] == 0 and p[q + 2] == 0x45 and (p[q + 8] & 0xBF) == 0 and p[q + 9] == 0

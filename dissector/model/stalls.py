@@ -78,10 +78,12 @@ class Stall:
 
     def waiting(self):
         """(waiting, evidence): True / False from the sender's available ("available"); True when
-        its first transfer after the end came within AT_ONCE ("transfer"); else (None, "none")."""
+        its first transfer after the end came within AT_ONCE ("transfer"; AT_ONCE is below the clock
+        steps' minimum, amqp_dissect.clock); else (None, "none")."""
         if self.avail is not None:
             return self.avail, "available"
-        if self.next_ts is not None and self.end is not None and self.next_ts - self.end <= AT_ONCE:
+        # (a transfer "before" the end is a step back of the capture clock between them: no evidence)
+        if self.next_ts is not None and self.end is not None and 0 <= self.next_ts - self.end <= AT_ONCE:
             return True, "transfer"
         return None, "none"
 

@@ -13,8 +13,8 @@ NS = 1_000_000_000
 
 def _dur(ns) -> str:
     """A duration (ns) in the unit that reads best: ``100.738 ms``, ``3.502 s``."""
-    if ns is None:
-        return "-"
+    if ns is None:  # (a duration across a step of the capture clock)
+        return "unknown (clock step)"
     s = ns / NS
     return f"{s * 1000:.3f} ms" if s < 1 else f"{s:.3f} s"
 
@@ -109,6 +109,9 @@ def idle_lines(x: dict) -> list[str]:
     for side, other in (("client", "server"), ("server", "client")):
         s = x[side]
         demand = s.get("demand")
+        if s.get("clock_step"):
+            out.append(f"  longest silence of the {side}: unknown (clock step)")
+            continue
         if s.get("longest") is None and not s.get("trailing"):
             out.append(f"  {side}: no silence measured (fewer than two frames)")
             continue

@@ -23,8 +23,8 @@ import sys
 from html import escape
 
 from .diagnoses import diagnoses_html
-from .report import (_layers, missing_file_line, one_direction_line, render_text, tls_not_decrypted_line,
-                     tls_without_keys_line, tunnel_not_read_line)
+from .report import (_layers, clock_step_line, missing_file_line, one_direction_line, render_text,
+                     tls_not_decrypted_line, tls_without_keys_line, tunnel_not_read_line)
 
 COLOURS = {
     "histogram": "#4c72b0",
@@ -769,8 +769,11 @@ def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", 
     sub = []
     if source:
         sub.append(_e(source))
+    cap = rep.get("capture") or {}
     if plots.get("start") is not None:
-        sub.append(f"{_utc(plots['start'])} – {_utc(plots['end'])} ({fmt_seconds((plots['end'] or 0) - plots['start'])})")
+        span = (cap["duration_unknown"] if cap.get("duration_unknown")  # (the clock stepped back: unknown)
+                else fmt_seconds((plots['end'] or 0) - plots['start']))
+        sub.append(f"{_utc(plots['start'])} – {_utc(plots['end'])} ({_e(span)})")
     if version:
         sub.append(_e(version))
     out.append(f'<p class="sub">{" · ".join(sub)}</p>')
@@ -786,7 +789,8 @@ def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", 
                        if s.get("deliveries_lost_whole") else ()),
                      ("unsettled", s["unsettled"]),
                      *((("outcome unknown (lost in capture)", lost),) if lost else ()), ("stalls", s["stalls"]),
-                     ("stalled", fmt_seconds(s["stalled_seconds"])), ("violations", s["violations"]),
+                     ("stalled", fmt_seconds(s["stalled_seconds"]) if s["stalled_seconds"] is not None
+                                  else "unknown (clock step)"), ("violations", s["violations"]),
                      ("errors", s["errors"])):
         out.append(f'<div class="stat"><b>{_e(_num(v))}</b><span>{_e(label)}</span></div>')
     out.append("</div>")
@@ -795,6 +799,8 @@ def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", 
         out.append(f'<p class="notes">capture damaged: {_e(ce)}</p>')
     for g in (rep.get("capture") or {}).get("gaps") or ():  # files missing from a numbered capture set
         out.append(f'<p class="notes">{_e(missing_file_line(g))}</p>')
+    for st in cap.get("clock_steps") or ():  # steps back of the capture clock
+        out.append(f'<p class="notes clock-step"><b>{_e(clock_step_line(st, cap.get("digits", 6)))}</b></p>')
     unseen = (rep.get("capture") or {}).get("tls_not_decrypted")
     if unseen:  # TLS on other ports without keys: what cannot be seen, said
         out.append(f'<p class="notes" id="tls-not-decrypted"><b>{_e(tls_not_decrypted_line(unseen))}</b></p>')
@@ -805,10 +811,14 @@ def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", 
     for t in (rep.get("capture") or {}).get("tunnels_not_read") or ():  # tunnels not read: said
         out.append(f'<p class="notes tunnel-not-read"><b>{_e(tunnel_not_read_line(t))}</b></p>')
     wrapped = {c["connection"]: _layers(c) for c in rep.get("connections") or () if _layers(c)}
+    stepped = {c["connection"] for c in rep.get("connections") or () if c.get("clock_steps")}
     for c in rep.get("connections") or ():
         if c.get("missing_direction"):
             out.append(f'<p class="notes">{_e(c["connection"])}: one direction captured: none of the '
                        f'{_e(c["missing_direction"])}\'s packets is in the capture</p>')
+        for st in c.get("clock_steps") or ():
+            out.append(f'<p class="notes clock-step">{_e(c["connection"])}: '
+                       f'{_e(clock_step_line(st, cap.get("digits", 6)))}</p>')
         if c.get("tls_undecrypted_bytes"):
             out.append(f'<p class="notes">{_e(c["connection"])}: {_e(c.get("tls_note") or "TLS")} '
                        f'({c["tls_undecrypted_bytes"]:,} bytes not decrypted in all)</p>')
@@ -841,10 +851,13 @@ def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", 
         if wrapped.get(lk["connection"]):
             out.append(f'<div class="meta">over {_e("; ".join(wrapped[lk["connection"]]))}</div>')
         la = lk["latency"]
+        lat = (f'p50 {fmt_seconds(la["p50"])}, p90 {fmt_seconds(la["p90"])}, p99 {fmt_seconds(la["p99"])}, max '
+               f'{fmt_seconds(la["max"])}')
+        if la["max"] is None and lk["connection"] in stepped:  # (the capture clock stepped on its connection)
+            lat = "unknown (clock step)"
         out.append(f'<div class="meta">address {_e(lk["address"] or "?")} · {_e(lk["sender"] or "?")} → '
-                   f'{_e(lk["receiver"] or "?")} · {_link_deliveries(lk)} deliveries · settlement latency p50 '
-                   f'{fmt_seconds(la["p50"])}, p90 {fmt_seconds(la["p90"])}, p99 {fmt_seconds(la["p99"])}, max '
-                   f'{fmt_seconds(la["max"])} · {lk["stalls_total"]:,} stalls'
+                   f'{_e(lk["receiver"] or "?")} · {_link_deliveries(lk)} deliveries · settlement latency '
+                   f'{lat} · {lk["stalls_total"]:,} stalls'
                    + (f' · {lk["idle_total"]:,} idle periods' if lk.get("idle_total") else "") + '</div>')
         out.append('<div class="row">')
         out.append(latency_histogram(la, f"histogram-{i}"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..times import clock, date, delta
+from ..clock import CLOCK_STEP
 from .diagnoses import diagnosis_lines
 
 
@@ -11,6 +12,16 @@ from .diagnoses import diagnosis_lines
 
 def _ms(x) -> str:
     return "-" if x is None else f"{x * 1000:.3f} ms"
+
+
+def _stalled(x) -> str:
+    """The header's stalled time; None: unknown (a clock step within a stall)."""
+    return "stalled time " + CLOCK_STEP if x is None else f"{x:.3f} s stalled"
+
+
+def _secs(x) -> str:
+    """Seconds of a sum of durations; None: unknown (a clock step within one of them)."""
+    return "time " + CLOCK_STEP if x is None else f"{x:.3f} s"
 
 
 def _t(x, digits: int = 6) -> str:
@@ -199,6 +210,13 @@ def _span(cap: dict, digits: int) -> str:
     return f"{cap['duration']:.{digits}f}"
 
 
+def clock_step_line(st: dict, digits: int = 6) -> str:
+    """A step back of the capture clock (``capture["clock_steps"]``, see amqp_dissect.clock)."""
+    return (f"clock stepped back {delta(st['before'] - st['time'], digits)} s at packet {st['packet']:,} "
+            f"(from {_date(st['before'], digits)} to {_date(st['time'], digits)}): "
+            "durations across it are unknown (clock step)")
+
+
 def _capture_lines(cap: dict | None) -> list[str]:
     """The header: what was read, from when to when."""
     if not cap:
@@ -211,7 +229,9 @@ def _capture_lines(cap: dict | None) -> list[str]:
         *((f"order: {cap['order']}",) if cap.get("order") else ()),
         *(missing_file_line(g, digits) for g in cap.get("gaps") or ()),
         f"capture: {_date(cap.get('start'), digits)} to {_date(cap.get('end'), digits)}"
-        + (f" ({_span(cap, digits)} s)" if dur is not None else ""),
+        + (f" ({_span(cap, digits)} s)" if dur is not None else "")
+        + (f", duration {cap['duration_unknown']}" if cap.get("duration_unknown") else ""),
+        *(clock_step_line(st, digits) for st in cap.get("clock_steps") or ()),
         f"packets {cap.get('packets', 0):,}, bytes {cap.get('bytes', 0):,}",
         *((tls_not_decrypted_line(cap["tls_not_decrypted"]),) if cap.get("tls_not_decrypted") else ()),
         *(tunnel_not_read_line(t) for t in cap.get("tunnels_not_read") or ()),
@@ -287,8 +307,8 @@ def render_text(rep: dict) -> str:
         *_capture_lines(rep.get("capture")),
         f"connections {_n(s['connections'])}, sessions {_n(s['sessions'])}, links {_n(s['links'])}, "
         f"deliveries {_summary_deliveries(s)}, unsettled {_n(s['unsettled'])}",
-        f"stalls {_n(s['stalls'])} ({s['stalled_seconds']:.3f} s stalled)"
-        + (f", idle periods {_n(s['idle_periods'])} ({s['idle_seconds']:.3f} s)" if s.get("idle_periods") else "")
+        f"stalls {_n(s['stalls'])} ({_stalled(s['stalled_seconds'])})"
+        + (f", idle periods {_n(s['idle_periods'])} ({_secs(s['idle_seconds'])})" if s.get("idle_periods") else "")
         + f", violations {_n(s['violations'])}, errors {_n(s['errors'])}, transactions {_n(s['transactions'])}",
     ]
     if one_direction_line(s.get("one_direction")):
@@ -332,6 +352,8 @@ def render_text(rep: dict) -> str:
         if one_way:
             lines.append(f"  one direction captured: none of the {c['missing_direction']}'s packets is in the capture; "
                          f"what needs its frames (outcomes, settlement, credit, its answers) is unknown")
+        for st in c.get("clock_steps") or ():
+            lines.append("  " + clock_step_line(st, digits))
         layers = _layers(c)
         if layers:
             lines.append(f"  over {'; '.join(layers)}")
@@ -358,7 +380,7 @@ def render_text(rep: dict) -> str:
             f"  opened {_t(c['open_time'], digits)}{_pair(c.get('open_packets'), 'open')}, "
             f"closed {_t(c['close_time'], digits)} by {c['closed_by'] or '-'}{_pair(c.get('close_packets'), 'close')}"
             f", transport end {c['transport_end'] or '-'}; deliveries {_seen_and_lost(c)}{_lost(c, one_way)}, "
-            f"stalls {_n(c['stalls'])} ({c['stalled_seconds']:.3f} s), violations {_n(c['violations'])}"
+            f"stalls {_n(c['stalls'])} ({_secs(c['stalled_seconds'])}), violations {_n(c['violations'])}"
         )
         for sess in c["sessions"]:
             lines.append(
@@ -393,8 +415,10 @@ def render_text(rep: dict) -> str:
                         f"      settlement latency p50 {_ms(la['latency_p50'])}, p90 {_ms(la['latency_p90'])}, "
                         f"p99 {_ms(la['latency_p99'])}, max {_ms(la['latency_max'])}"
                     )
+                elif c.get("clock_steps") and (lk.get("deliveries") or 0) > (lk.get("unsettled") or 0):
+                    lines.append(f"      settlement latency {CLOCK_STEP}")
                 if lk["stalls"]:
-                    lines.append(f"      stalls {_n(lk['stalls'])} ({lk['stalled_seconds']:.3f} s)")
+                    lines.append(f"      stalls {_n(lk['stalls'])} ({_secs(lk['stalled_seconds'])})")
                 if lk.get("detach_error"):
                     lines.append(f"      detached with {lk['detach_error']}: {_one_line(lk['detach_description'])}")
                 if lk.get("unknown"):
@@ -470,7 +494,7 @@ def render_text(rep: dict) -> str:
         lines.append("Longest stalls")
         for st in rep["longest_stalls"]:
             lines.append(
-                f"  {_ms(st['duration']):>12}  {st['kind']:<15} link {_q(st['link'])} ch {_v(st['channel'])} "
+                f"  {_ms(st['duration']) if st['duration'] is not None else CLOCK_STEP:>12}  {st['kind']:<15} link {_q(st['link'])} ch {_v(st['channel'])} "
                 f"from packet {st['start_packet']} to {st['end_packet'] if st['end_packet'] else 'end (open)'}"
                 + _waiting(st)
                 + (f" (credit ran out at packet {st['credit_exhausted_packet']})"

@@ -16,6 +16,7 @@ cdef class Analyzer(StateTracker):
     cdef public long long _slow_min_ns
     cdef public dict _stats_cache
     cdef public FoldWatch watch
+    cdef public object clock
 
     cpdef feed(self, event)
     cpdef _on_fold(self, dlv)

@@ -356,6 +356,9 @@ class Analyzer(StateTracker):
         # what the report's diagnoses keep of folded deliveries (results.diagnoses); the redelivery
         # loops (messages read) unless the owner makes a table only (redeliveries=False)
         self.watch = FoldWatch(messages if redeliveries is None else redeliveries)
+        # the capture's clock steps (a ClockWatch, set by whoever feeds the Analyzer; None: none known):
+        # a duration across a step is unknown (see amqp_dissect.clock)
+        self.clock = None
 
     def feed(self, event) -> None:
         if self._stats_cache:
@@ -444,15 +447,50 @@ class Analyzer(StateTracker):
                 yield from link_deliveries(link)
 
     def link_stats(self, link) -> DeliveryStats:
-        """The link's deliveries, folded and live, added up."""
-        if not link.live and not link.compacted:
+        """The link's deliveries, folded and live, added up (latencies left out, unknown, when the
+        capture clock stepped during the link's connection: :meth:`spans_step`)."""
+        stepped = self.clock is not None and self.clock.steps and self.conn_spans_step(link.conn)
+        if not link.live and not link.compacted and not stepped:
             return link.stats
         st = self._stats_cache.get(link)
         if st is None:
             st = link.stats.copy()
             add_link_stats(st, link)
+            if stepped:
+                st.latency = Latencies()
+                st.outcome_latency = Latencies()
             self._stats_cache[link] = st
         return st
+
+    def spans_step(self, start_packet, end_packet) -> bool:
+        """Whether the capture clock stepped between two packets (see amqp_dissect.clock)."""
+        clock = self.clock
+        return clock is not None and bool(clock.steps) and clock.spans(start_packet, end_packet)
+
+    def time_key(self, rec):
+        """The order key of a record (a dict with "time" and "packet": an open, a begin, an end...)
+        in time: its time; after a step back of the capture clock, the clock's epoch first (the
+        steps at or before its packet), so records on either side of a step keep the capture's order."""
+        clock = self.clock
+        if clock is None or not clock.steps:
+            return rec["time"]
+        return clock.epoch(rec.get("packet")), rec["time"]
+
+    def conn_spans_step(self, c) -> bool:
+        """Whether the capture clock stepped during connection ``c`` (its first to its last packet)."""
+        return self.spans_step(getattr(c, "first_packet", None), getattr(c, "last_packet", None))
+
+    def _span(self, a, pa, b, pb):
+        """The duration from time ``b`` (packet ``pb``) to time ``a`` (packet ``pa``) in float
+        seconds; None when either is absent, when the capture clock stepped between them, or when
+        it would be negative (times out of order): never a made-up number."""
+        if a is None or b is None:
+            return None
+        if self.clock is not None and self.clock.steps and self.clock.spans(pb, pa):
+            return None
+        if a < b:
+            return None
+        return (a - b) / NS
 
     def notable_deliveries(self) -> dict:
         """Rows of the slowest settlements and of the first deliveries not accepted (presettled ones are
@@ -481,8 +519,12 @@ class Analyzer(StateTracker):
                             break
 
         row = self._row
+        known = self._span
         return {
-            "slowest_settlement": [row(x[1]) for x in _slowest_ranked(slowest, self._order)],
+            # (a latency across a clock step or negative is unknown: not ranked)
+            "slowest_settlement": [row(x[1]) for x in _slowest_ranked(slowest, self._order)
+                                   if known(x[1].settled[0], x[1].settled[1], x[1].first_ts, x[1].first_packet)
+                                   is not None],
             "not_accepted": [row(x[1]) for x in sorted(not_acc, key=lambda x: x[0], reverse=True)],
             "not_accepted_count": count,
         }
@@ -561,8 +603,10 @@ class Analyzer(StateTracker):
         return "capture-end"
 
     def _stall_duration(self, st):
-        end = st.end if st.end is not None else self._end()
-        return _sub(end, st.start)
+        if st.end is not None:
+            return self._span(st.end, st.end_packet, st.start, st.start_packet)
+        # (open: to the end of the capture, across any step after its start)
+        return self._span(self._end(), float("inf"), st.start, st.start_packet)
 
     # -- connections (the table rows other than the deliveries' are built in rows.py) ------------
 
@@ -708,8 +752,8 @@ class Analyzer(StateTracker):
             "rcv_settle_mode": d.rcv_settle_mode,
             "dispositions_sender": d.dispositions[d.direction],
             "dispositions_receiver": d.dispositions[1 - d.direction],
-            "settlement_latency": _sub(_t(d.settled), d.first_ts),
-            "outcome_latency": _sub(d.outcome_ts, d.first_ts),
+            "settlement_latency": self._span(_t(d.settled), _p(d.settled), d.first_ts, d.first_packet),
+            "outcome_latency": self._span(d.outcome_ts, d.outcome_packet, d.first_ts, d.first_packet),
             "unsettled_at": self._unsettled_at(d),
             **dict(zip(MESSAGE_COLUMNS, delivery_cells(d))),
         }
@@ -726,6 +770,7 @@ class Analyzer(StateTracker):
         ds = ds if isinstance(ds, list) else list(ds)
         if not ds:
             return {name: [] for name in _DELIVERY_OWN}, [], {name: [] for name in _DELIVERY_CTX}
+        span = self._span
         ctx_pos: dict = {}
         ctx_rows: list = []
         ctx_index = []
@@ -773,14 +818,14 @@ class Analyzer(StateTracker):
             else:
                 settled_time.append(st[0])
                 settled_packet.append(st[1])
-                latency.append(None if st[0] is None or ft is None else (st[0] - ft) / NS)
+                latency.append(span(st[0], st[1], ft, d.first_packet))
                 unsettled_at.append(None)
             outcome.append(d.outcome or "")
             outcome_by.append(d.outcome_by or "")
             ot = d.outcome_ts
             outcome_time.append(ot)
             outcome_packet.append(d.outcome_packet)
-            outcome_latency.append(None if ot is None or ft is None else (ot - ft) / NS)
+            outcome_latency.append(span(ot, d.outcome_packet, ft, d.first_packet))
             e = d.outcome_error
             errs.append(e.get("condition") if e else None)
             descs.append(e.get("description") if e else None)
@@ -929,6 +974,13 @@ class Analyzer(StateTracker):
 
     def stall_duration(self, st) -> float | None:
         """A stall's duration (an open one: to the end of the capture), seconds."""
+        return self._stall_duration(st)
+
+    def stall_seconds(self, st) -> float | None:
+        """A stall's duration for the sums: 0.0 for a stall without a start, None when unknown (the
+        capture clock stepped during it)."""
+        if st.start is None:
+            return 0.0
         return self._stall_duration(st)
 
     def stall_row(self, st) -> dict:

@@ -205,7 +205,7 @@ def _cells(d) -> dict | None:
 # --------------------------------------------------------------------------- helpers
 
 
-def _first_of(pair) -> int | None:
+def _first_of(pair, an=None) -> int | None:
     """The side whose record (a dict with "time" and "packet") came first in time; None when neither."""
     a, b = pair
     if a is None and b is None:
@@ -215,15 +215,17 @@ def _first_of(pair) -> int | None:
     if a is None:
         return 1
     # (first in time: the capture's order of the two directions may be swapped; packets break ties)
+    if an is not None and a["time"] is not None and b["time"] is not None and an.spans_step(a["packet"], b["packet"]):
+        return 0 if (a["packet"] or 0) <= (b["packet"] or 0) else 1  # (across a clock step: the capture's order)
     ka = (a["time"] is None, a["time"] or 0, a["packet"] or 0)
     kb = (b["time"] is None, b["time"] or 0, b["packet"] or 0)
     return 0 if ka <= kb else 1
 
 
-def pair_packets(pair) -> dict | None:
+def pair_packets(pair, an=None) -> dict | None:
     """``{"side", "time", "packet", "answer_packet", "answer_time"}`` of an open / begin / attach /
     detach / end / close pair of records: the first, and the other side's (None: not seen)."""
-    d = _first_of(pair)
+    d = _first_of(pair, an)
     if d is None:
         return None
     first, other = pair[d], pair[1 - d]
@@ -231,9 +233,20 @@ def pair_packets(pair) -> dict | None:
             "answer_time": other["time"] if other else None, "answer_packet": other["packet"] if other else None}
 
 
-def _before(c, d, name, rec, channel) -> dict | None:
+def _known(an, since, since_packet, until, until_packet):
+    """``until - since`` (ns), or None when unknown: the capture clock stepped between the two packets
+    (``an``'s clock, see amqp_dissect.clock) or the times are out of order."""
+    if since is None or until is None or until < since:
+        return None
+    if an is not None and an.spans_step(since_packet, until_packet):
+        return None
+    return until - since
+
+
+def _before(c, d, name, rec, channel, an=None) -> dict | None:
     """What each side sent last before ``d``'s ``name`` frame (record ``rec``), from the notes
-    ConnectionRules keeps: ``{"client": {...} | None, "server": ...}``."""
+    ConnectionRules keeps: ``{"client": {...} | None, "server": ...}`` (``before`` None: unknown,
+    a clock step)."""
     notes = c.end_notes
     if not notes or rec is None:
         return None
@@ -252,12 +265,12 @@ def _before(c, d, name, rec, channel) -> dict | None:
             continue
         ts, packet, frame = last
         lost = c.loss is not None and c.loss.lost_after(side, ts) and (c.loss.last[side] or 0) <= rec["time"]
-        out[SIDES[side]] = {"frame": frame, "packet": packet, "time": ts, "before": rec["time"] - ts,
-                            "lost_since": bool(lost)}
+        out[SIDES[side]] = {"frame": frame, "packet": packet, "time": ts,
+                            "before": _known(an, ts, packet, rec["time"], rec["packet"]), "lost_since": bool(lost)}
     return out
 
 
-def _last_before(c, last_act, ts) -> dict:
+def _last_before(c, last_act, ts, an=None) -> dict:
     """Each side's last frame (that ended nothing) before time ``ts``, as :func:`_before` gives it."""
     out = {}
     for side in (0, 1):
@@ -266,8 +279,8 @@ def _last_before(c, last_act, ts) -> dict:
             out[SIDES[side]] = None
             continue
         lost = c.loss is not None and c.loss.lost_after(side, last[0])
-        out[SIDES[side]] = {"frame": last[2], "packet": last[1], "time": last[0], "before": ts - last[0],
-                            "lost_since": bool(lost)}
+        out[SIDES[side]] = {"frame": last[2], "packet": last[1], "time": last[0],
+                            "before": _known(an, last[0], last[1], ts, c.last_packet), "lost_since": bool(lost)}
     return out
 
 
@@ -289,7 +302,7 @@ def _lost_end(c, sides, after) -> list:
 
 def _end_entry(an, c, scope, pair, name, channel_of, terminated, first_seen) -> dict:
     """How one connection / session / link ended (see the module docstring)."""
-    d = _first_of(pair)
+    d = _first_of(pair, an)
     e: dict = {"scope": scope}
     if d is not None:
         rec = pair[d]
@@ -305,7 +318,7 @@ def _end_entry(an, c, scope, pair, name, channel_of, terminated, first_seen) -> 
                 e["answer"] = "unknown: one direction captured (it may have come first)"
             else:
                 e["answer"] = ("unknown: lost in a capture gap (it may have come first)" if lost else "not seen")
-        e["before"] = _before(c, d, name, rec, channel_of(d))
+        e["before"] = _before(c, d, name, rec, channel_of(d), an)
         return e
     why = terminated
     if why is not None and why.endswith("(lost)"):
@@ -318,7 +331,7 @@ def _end_entry(an, c, scope, pair, name, channel_of, terminated, first_seen) -> 
         e.update({"how": f"transport {c.transport_end or 'end'}", "time": c.transport_time,
                   "packet": c.last_packet})
         if scope == "connection" and c.transport_time is not None:
-            e["before"] = _last_before(c, c.last_act, c.transport_time)
+            e["before"] = _last_before(c, c.last_act, c.transport_time, an)
     elif lost:
         e.update({"how": "unknown", "why": f"the {' and '.join(lost)} lost bytes in a capture gap: its end "
                                            "may have been there"})
@@ -365,6 +378,7 @@ def idle(an, conns) -> list:
             continue
         asked = [(c.open[d] or {}).get("idle_time_out") if c.open[d] is not None else None for d in (0, 1)]
         e: dict = {"connection": c.id, "idle_time_out_client": asked[0], "idle_time_out_server": asked[1]}
+        stepped = an.conn_spans_step(c)  # silences across the clock step are unknown: the longest too
         for d in (0, 1):
             sil = c.silence[d]
             demand = c.idle[d]  # (ns: what d must respect, asked by the other side)
@@ -382,16 +396,18 @@ def idle(an, conns) -> list:
                     beyond = "capture gap"
                 if tail is not None and (item["longest"] is None or tail > item["longest"]):
                     item["trailing"] = {"length": tail, "from_time": last, "unknown_beyond": beyond}
+            if stepped:
+                item = {"demand": demand, "longest": None, "clock_step": True, "unknown_silences": sil[4]}
             item["beyond_demand"] = bool(demand and item["longest"] is not None and item["longest"] > demand)
             e[SIDES[d]] = item
         # a close (or the transport's end) after a silence beyond the demand of its sender
-        d = _first_of(c.close)
+        d = _first_of(c.close, an)
         if d is not None:
             rec = c.close[d]
-            bef = _before(c, d, "close", rec, None)
+            bef = _before(c, d, "close", rec, None, an)
             peer = (bef or {}).get(SIDES[1 - d])
             demand = c.idle[1 - d]
-            if peer is not None and demand and peer["before"] > demand:
+            if peer is not None and demand and peer["before"] is not None and peer["before"] > demand:
                 err = _error(rec)
                 e["expired"] = {
                     "closed_by": SIDES[d], "silent": SIDES[1 - d], "silence": peer["before"], "demand": demand,
@@ -402,6 +418,8 @@ def idle(an, conns) -> list:
         elif c.transport_time is not None:
             for d2 in (0, 1):
                 last, demand = c.last_frame[d2], c.idle[d2]
+                if stepped:  # (the silence to the transport's end may span the step: unknown)
+                    continue
                 if last is not None and demand and c.transport_time - last > demand and "expired" not in e:
                     e["expired"] = {"closed_by": None, "transport_end": c.transport_end, "silent": SIDES[d2],
                                     "silence": c.transport_time - last, "demand": demand, "close_packet": None,
@@ -444,7 +462,8 @@ def starved(an, conns, watch) -> list:
              "address": an._link_address(link), "receiver": st.conn.peer(1 - st.direction),
              "receiver_side": SIDES[1 - st.direction], "kind": st.kind, "since": st.start,
              "since_packet": st.start_packet, "until": st.end, "until_packet": st.end_packet,
-             "ended_by": st.ended_by, "duration": (end - st.start) if end is not None else None,
+             "ended_by": st.ended_by,
+             "duration": _known(an, st.start, st.start_packet, end, st.end_packet if st.end is not None else float("inf")),
              "credit_exhausted_packet": st.exhausted_packet}
         ev = []
         seen = st.avail_seen
@@ -725,14 +744,14 @@ def merge_parts(parts: list) -> dict:
     return _assemble(per, red)
 
 
-def lifecycle(conn, entry: dict) -> None:
+def lifecycle(conn, entry: dict, an=None) -> None:
     """Give a report's connection entry (and its sessions and links, in the model's order) the
     packets of their open / begin / attach and close / end / detach (issue 27)."""
-    entry["open_packets"] = pair_packets(conn.open)
-    entry["close_packets"] = pair_packets(conn.close)
+    entry["open_packets"] = pair_packets(conn.open, an)
+    entry["close_packets"] = pair_packets(conn.close, an)
     for s, se in zip(conn.sessions, entry.get("sessions") or ()):
-        se["begin_packets"] = pair_packets(s.begin)
-        se["end_packets"] = pair_packets(s.end)
+        se["begin_packets"] = pair_packets(s.begin, an)
+        se["end_packets"] = pair_packets(s.end, an)
         bp = se["begin_packets"]
         if conn.one_way >= 0 and bp is not None and bp["answer_packet"] is None:
             # one direction captured: a begin with a remote-channel answers one of the peer's, which
@@ -746,8 +765,8 @@ def lifecycle(conn, entry: dict) -> None:
             le = les[i] if i < len(les) and les[i].get("name") == link.name else next(
                 (x for x in les if x.get("name") == link.name and "attach_packets" not in x), None)
             if le is not None:
-                le["attach_packets"] = pair_packets(link.attach)
-                le["detach_packets"] = pair_packets(link.detach)
+                le["attach_packets"] = pair_packets(link.attach, an)
+                le["detach_packets"] = pair_packets(link.detach, an)
     if conn.one_way >= 0:  # which side came first is unknown: the other side's frames were not captured
         for p in _pairs_of(entry):
             p["not_captured"] = SIDES[conn.one_way]

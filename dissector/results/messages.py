@@ -133,7 +133,8 @@ def _iso(ns) -> str | None:
 
 
 def _diff(a, b):
-    return None if a is None or b is None else seconds(a - b)
+    # (negative: times out of order, a step back of the capture clock between them: unknown)
+    return None if a is None or b is None or a < b else seconds(a - b)
 
 
 class _Message:

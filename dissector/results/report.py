@@ -220,7 +220,12 @@ def _connection_entry(an, conn, stall_count: dict, stall_secs: dict, violations_
             "sessions": c_sessions,
         }
     )
-    _diagnoses.lifecycle(conn, entry)  # (the packets of each open / close, begin / end, attach / detach)
+    clock = getattr(an, "clock", None)
+    if clock is not None and clock.steps:  # the capture clock stepped back during this connection
+        steps = clock.steps_within(getattr(conn, "first_packet", None), getattr(conn, "last_packet", None))
+        if steps:
+            entry["clock_steps"] = [st.as_dict() for st in steps]
+    _diagnoses.lifecycle(conn, entry, an)  # (the packets of each open / close, begin / end, attach / detach)
     return entry
 
 
@@ -233,7 +238,7 @@ def build_report(an, capture_errors=(), capture: dict | None = None) -> dict:
     # stalls: counted and summed from the Stall objects, rows made only for the longest (a long
     # capture has many, and the report shows a few)
     stall_count, stall_secs, stalled, idle_total, real = _stall_sums(  # (real: the stalls that are not idle)
-        (st.conn.id, an.stall_duration(st) or 0.0, st.idle(), st) for st in an.stalls)
+        (st.conn.id, an.stall_seconds(st), st.idle(), st) for st in an.stalls)
     violations, errors, txns, violations_of, errors_of, problems = _problem_rows(an)
     listed = listed_connections(an, problems)
     out_conns = []
@@ -313,6 +318,11 @@ def build_report(an, capture_errors=(), capture: dict | None = None) -> dict:
 # --------------------------------------------------------------------------- -j N: partial reports
 
 
+def _plus(a, b):
+    """a + b, None (unknown) when either is."""
+    return None if a is None or b is None else a + b
+
+
 def _stall_sums(stalls):
     """Per connection counts and seconds, totals and the real stalls of ``(cid, duration, idle, x)``
     items in capture order, as :func:`build_report` adds them up."""
@@ -321,14 +331,14 @@ def _stall_sums(stalls):
     stalled = 0
     idle_total = 0
     real = []
-    for cid, d, idle, x in stalls:
+    for cid, d, idle, x in stalls:  # (d None: unknown, a clock step: the sums it enters are unknown)
         if idle:
-            idle_total += d
+            idle_total = _plus(idle_total, d)
             continue
         real.append(x)
         stall_count[cid] = stall_count.get(cid, 0) + 1
-        stall_secs[cid] = stall_secs.get(cid, 0) + d
-        stalled += d
+        stall_secs[cid] = _plus(stall_secs.get(cid, 0), d)
+        stalled = _plus(stalled, d)
     return stall_count, stall_secs, stalled, idle_total, real
 
 
@@ -342,10 +352,10 @@ def partial_report(an, keys) -> dict:
     k_conn = keys.k_conn
     stalls = []  # (key, cid, duration, idle)
     for st, k in zip(an.stalls, keys.k_stall):
-        stalls.append((k, st.conn.id, an.stall_duration(st) or 0.0, st.idle()))
+        stalls.append((k, st.conn.id, an.stall_seconds(st), st.idle()))
     stall_count, stall_secs, _, _, real_keys = _stall_sums((cid, d, idle, (k, d)) for k, cid, d, idle in stalls)
     real_st = [st for st, (k, cid, d, idle) in zip(an.stalls, stalls) if not idle]
-    top = sorted(zip(real_keys, real_st), key=lambda x: (-x[0][1], x[0][0]))[:NOTABLE]
+    top = sorted(zip(real_keys, real_st), key=lambda x: (-(x[0][1] or 0.0), x[0][0]))[:NOTABLE]
     longest = [(d, k, an.stall_row(st)) for (k, d), st in top]
     violations, errors, txns, violations_of, errors_of, problems = _problem_rows(an)
     nfe = len(an.frame_errors)
@@ -446,7 +456,7 @@ def merge_reports(parts: list, capture_errors=(), capture: dict | None = None) -
     stalls = heapq.merge(*[p["stalls"] for p in parts], key=lambda x: x[0])
     stall_count, stall_secs, stalled, idle_total, real = _stall_sums((cid, d, idle, 1) for _, cid, d, idle in stalls)
     n_stalls = sum(len(p["stalls"]) for p in parts)
-    longest = sorted((x for p in parts for x in p["longest"]), key=lambda x: (-x[0], x[1]))[:NOTABLE]
+    longest = sorted((x for p in parts for x in p["longest"]), key=lambda x: (-(x[0] or 0.0), x[1]))[:NOTABLE]
     violations = merged("violations")
     errors = merged("frame_errors") + merged("analysis_errors")
     txns = merged("transactions")

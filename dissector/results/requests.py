@@ -224,6 +224,7 @@ class RequestMatcher:
         self._cands: list = []
         self._last_transfer: dict = {}  # (connection, link_index) -> last transfer time
         self.dropped = 0
+        self.clock = None  # the capture's clock steps (amqp_dissect.clock.ClockWatch), or None
 
     def transfer(self, connection, link_index, t) -> None:
         """A transfer at ``t`` on a link (its last one is evidence that the link outlived a token)."""
@@ -274,7 +275,11 @@ class RequestMatcher:
         detach times); ``capture_end``: the time of the capture's last packet (whether a link
         was still attached at a token's expiry)."""
         links = {(r.get("connection"), r.get("link_index")): r for r in link_rows}
-        cands = sorted(self._cands, key=_time_order)
+        clock = self.clock
+        if clock is not None and clock.steps:  # (after a step back of the capture clock: its epochs first)
+            cands = sorted(self._cands, key=lambda c: (clock.epoch(c[_FPKT]),) + _time_order(c))
+        else:
+            cands = sorted(self._cands, key=_time_order)
         by_mid: dict = {}   # (type, message-id) -> requests, latest last
         by_cid: dict = {}   # (type, correlation-id) -> requests, latest last
         reply_addrs = set()  # every reply-to seen on a request
@@ -468,7 +473,10 @@ class RequestMatcher:
                                                            reply[_TO]}
                                     else (reply[_ADDR] or lr.get("target") or reply[_TO]))
         if req is not None and reply is not None and req[_FIRST] is not None and reply[_LAST] is not None:
-            row["round_trip"] = seconds(reply[_LAST] - req[_FIRST])
+            # (unknown across a step of the capture clock, or out of order: never negative)
+            stepped = self.clock is not None and self.clock.spans(req[_FPKT], reply[_LPKT])
+            if not stepped and reply[_LAST] >= req[_FIRST]:
+                row["round_trip"] = seconds(reply[_LAST] - req[_FIRST])
         if service == "$cbs" and req is not None and (operation or "").lower() == "put-token":
             self._token(row, r, req, rprops, code, links, capture_end, index)
         notes = list(r.notes)

@@ -120,10 +120,10 @@ def layer_fact(facts: dict, conn: str, message: str) -> None:
 def connection_row(an, c) -> dict:
     """The connections-table row of one connection (a ``an.connections`` value)."""
     o, cl = c.open, c.close
-    first_open = min((x for x in o if x is not None), key=lambda x: x["time"], default=None)
+    first_open = min((x for x in o if x is not None), key=lambda x: an.time_key(x), default=None)
     closes = [(e, x) for e, x in enumerate(cl) if x is not None]
-    first_close = min(closes, key=lambda ex: ex[1]["time"], default=None)
-    err_close = next((x for _, x in sorted(closes, key=lambda ex: ex[1]["time"]) if x["error"]), None)
+    first_close = min(closes, key=lambda ex: an.time_key(ex[1]), default=None)
+    err_close = next((x for _, x in sorted(closes, key=lambda ex: an.time_key(ex[1])) if x["error"]), None)
     _key, violations_of, errors_of = _by_connection(an)
     errors = [
         {"condition": e["condition"], "description": e["description"], "scope": e["scope"],
@@ -223,10 +223,10 @@ def connection_session_rows(an, c) -> list[dict]:
     rows = []
     for s in c.sessions:
         b, en = s.begin, s.end
-        firstb = min((x for x in b if x is not None), key=lambda x: x["time"], default=None)
+        firstb = min((x for x in b if x is not None), key=lambda x: an.time_key(x), default=None)
         ends = [(e, x) for e, x in enumerate(en) if x is not None]
-        first_end = min(ends, key=lambda ex: ex[1]["time"], default=None)
-        err_end = next((x for _, x in sorted(ends, key=lambda ex: ex[1]["time"]) if x["error"]), None)
+        first_end = min(ends, key=lambda ex: an.time_key(ex[1]), default=None)
+        err_end = next((x for _, x in sorted(ends, key=lambda ex: an.time_key(ex[1])) if x["error"]), None)
         lstats = [an.link_stats(link) for link in s.links]
         row = {
             "connection": c.id,
@@ -300,11 +300,11 @@ def link_row(an, c, link) -> dict:
     rm_att = rcv_att or snd_att or any_att
     attaches = [x for x in a if x is not None]
     detaches = [(e, x) for e, x in enumerate(link.detach) if x is not None]
-    first_det = min(detaches, key=lambda ex: ex[1]["time"], default=None)
-    err_det = next((x for _, x in sorted(detaches, key=lambda ex: ex[1]["time"]) if x["error"]), None)
+    first_det = min(detaches, key=lambda ex: an.time_key(ex[1]), default=None)
+    err_det = next((x for _, x in sorted(detaches, key=lambda ex: an.time_key(ex[1])) if x["error"]), None)
     refused = False
     if len(attaches) == 2:
-        second = max((0, 1), key=lambda e: (a[e]["time"], e))
+        second = max((0, 1), key=lambda e: (an.time_key(a[e]), e))
         if sd is not None:
             # the answering attach: the sender answers with a null source, the receiver with a null target
             refused = a[second]["source_null"] if second == sd else a[second]["target_null"]
@@ -352,8 +352,8 @@ def link_row(an, c, link) -> dict:
         "drain": link.drain,
         "echo": link.echo,
         "max_message_size": (rcv_att or snd_att or {}).get("max_message_size"),
-        "attach_time": min((x["time"] for x in attaches), default=None),
-        "attached_time": max((x["time"] for x in attaches), default=None) if len(attaches) == 2 else None,
+        "attach_time": _time_of(min(attaches, key=an.time_key, default=None)),
+        "attached_time": _time_of(max(attaches, key=an.time_key, default=None)) if len(attaches) == 2 else None,
         "detach_time": first_det[1]["time"] if first_det else None,
         "detached_by": _first_by(c, link.detach, first_det,
                                  [x["time"] if x else None for x in link.attach]),
@@ -382,12 +382,21 @@ def link_row(an, c, link) -> dict:
         "outcome_latency_p99": os_["p99"],
         "outcome_latency_max": os_["max"],
         "stalls": len(stalls),
-        "stalled_seconds": math.fsum(an._stall_duration(st) or 0.0 for st in stalls),
+        "stalled_seconds": _stalled_sum([an.stall_seconds(st) for st in stalls]),
         "unknown": unknown,
     }
 
 
 # -- stalls --------------------------------------------------------------------------------------
+
+def _time_of(rec):
+    return rec["time"] if rec is not None else None
+
+
+def _stalled_sum(secs: list):
+    """The sum of stall durations, None (unknown: a clock step) when one is."""
+    return None if None in secs else math.fsum(secs)
+
 
 def stall_rows(an) -> list[dict]:
     return [an.stall_row(st) for st in an.stalls]
@@ -497,13 +506,13 @@ def error_rows(an) -> list[dict]:
                     "link": link.name, "handle": link.handle[link.sender_dir] if link.sender_dir is not None
                     else None, "info": None, "source": "analysis"}
             if link.terminated == "detach":
-                det = min((x for x in link.detach if x is not None), key=lambda x: x["time"])
+                det = min((x for x in link.detach if x is not None), key=lambda x: an.time_key(x))
                 rows.append({**base, "delivery_id": None, "scope": "link", "condition": "unsettled-at-detach",
                              "description": f"{unsettled} deliveries unsettled when the link was detached",
                              "packet": det["packet"], "time": det["time"],
                              "side": _side(link.detach.index(det)), "count": unsettled})
             elif link.terminated == "end":
-                en = min((x for x in s.end if x is not None), key=lambda x: x["time"])
+                en = min((x for x in s.end if x is not None), key=lambda x: an.time_key(x))
                 rows.append({**base, "delivery_id": None, "scope": "session", "condition": "unsettled-at-end",
                              "description": f"{unsettled} deliveries unsettled when the session ended",
                              "packet": en["packet"], "time": en["time"], "side": _side(s.end.index(en)),
@@ -521,7 +530,7 @@ def error_rows(an) -> list[dict]:
                                  "count": 1})
         for how, n in per_conn.items():
             if how == "close":
-                cl = min((x for x in c.close if x is not None), key=lambda x: x["time"])
+                cl = min((x for x in c.close if x is not None), key=lambda x: an.time_key(x))
                 packet, ts, side = cl["packet"], cl["time"], _side(c.close.index(cl))
             else:
                 packet, ts, side = None, c.transport_time, None

@@ -225,7 +225,10 @@ class SeriesAnalyzer(Analyzer):
             if len(self._rates) >= self.series_links:
                 return
             rs = self._rates[link] = RateSeries(st[0], self.series_points)
-        rs.add(st[0], (st[0] - d.first_ts) / NS)
+        lat = self._span(st[0], st[1], d.first_ts, d.first_packet)
+        if lat is None:  # (across a clock step, or times out of order: unknown, not drawn)
+            return
+        rs.add(st[0], lat)
 
     def _on_credit(self, link, f):
         ts = f.ts
