@@ -86,6 +86,14 @@ def test_tcpdump_dropped_packets_of_the_lossy_twin_only(name):
 # ------------------------------------------------
 
 
+def _expected_outcome(d: dict):
+    """The outcome the capture can give a delivery the client recorded: none for one the broker sent settled
+    (``settled_by_broker``), even where the client still sent a disposition for it: the sender had
+    forgotten it, and a receiver's disposition says nothing of it (part 2, 2.6.12: uAMQP answers the
+    Proton C broker's settled deliveries with accepted dispositions)."""
+    return None if d.get("settled_by_broker") else d["outcome"]
+
+
 @pytest.mark.parametrize("name", PAIRS)
 def test_lossless_twin_deliveries_and_outcomes_per_link_equal_the_clients(name):
     truth, t = _truth(name), _tables(name, "lossless")
@@ -98,7 +106,7 @@ def test_lossless_twin_deliveries_and_outcomes_per_link_equal_the_clients(name):
         n = lk["messages_sent"] if lk["role"] == "sender" else lk["deliveries_received"]
         assert row["deliveries"] == n == len(lk["deliveries"]), lk["name"]
         for k in OUTCOMES:
-            assert row[k] == lk["outcomes"][k], (lk["name"], k)
+            assert row[k] == sum(_expected_outcome(d) == k for d in lk["deliveries"]), (lk["name"], k)
         assert row["unsettled"] == 0, lk["name"]
 
 
@@ -114,7 +122,7 @@ def test_lossless_twin_every_delivery_in_order_has_the_clients_outcome_and_size(
         rows = dl[dl["link"] == lk["name"]].sort_values("delivery_id")
         assert len(rows) == len(lk["deliveries"]), lk["name"]
         for d, (_, row) in zip(lk["deliveries"], rows.iterrows()):
-            assert (_value(row["outcome"]) or None) == d["outcome"], (lk["name"], d["message_id"])
+            assert (_value(row["outcome"]) or None) == _expected_outcome(d), (lk["name"], d["message_id"])
             if d.get("delivery_tag"):
                 assert row["delivery_tag"] == d["delivery_tag"], (lk["name"], d["message_id"])
             # a big message the broker sent: several transfer frames (the client's max-frame-size binds the
@@ -205,21 +213,7 @@ VIOLATION_KEY = ["connection", "channel", "kind", "severity", "message", "side",
 ERROR_KEY = ["connection", "session", "channel", "link", "handle", "delivery_id", "scope", "condition", "side"]
 
 
-# The lossy twins of the Proton C broker's pairs have 330 (proton) and 433 (rhea) `credit` violations
-# "transfer from the server on link 'twin-receiver' beyond its link-credit (delivery-count 1189, credit 0)",
-# then credit -1, -2, ... to the end, that the lossless twins have not.  Both sides' bytes have a hole at
-# once (proton: client packet 1903, 15,660 bytes; server packet 1904, 190 bytes, the transfer of delivery
-# 1179): the dissector reads the client's later flows (packets 1903, 1905, 1907, ...) ahead of the server's
-# transfers (1904, 1906, ...) they answer, and counts the transfers against credit the flows did not give yet.
-# (rhea: holes at client packet 2221 and server packet 2222, first violation at packet 2242.)
-KNOWN_WRONG_VIOLATIONS = {"proton_protonc", "rhea_protonc"}
-WRONG_VIOLATIONS_WHY = ("issue 39: after holes in both sides' bytes, a receiver's later flows are read before "
-                        "the server's transfers they answer, which then count as beyond the link-credit")
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
-    strict=True, reason=WRONG_VIOLATIONS_WHY))
-    if n in KNOWN_WRONG_VIOLATIONS else n for n in PAIRS])
+@pytest.mark.parametrize("name", PAIRS)
 def test_lossy_twin_violations_are_among_the_lossless_twins(name):
     lossy = Counter(_rows(_tables(name, "lossy")["violations"], VIOLATION_KEY))
     lossless = Counter(_rows(_tables(name, "lossless")["violations"], VIOLATION_KEY))
@@ -248,28 +242,12 @@ def test_lossy_twin_errors_are_among_the_lossless_twins(name):
     assert lossy - lossless == Counter()
 
 
-# The Proton C example broker sends every delivery settled; uAMQP still answers each with a settled
-# disposition, accepted (its own trace shows them; the lossless twin reports them accepted).  In the lossy
-# twin of uamqp_protonc the dispositions of receiver deliveries 616 and 843-851 are in lost bytes, and the
-# dissector states no outcome for them (not unknown): a delivery its sender settled counts as settled with
-# no outcome, though a gap after it may hide the receiver's disposition.
-KNOWN_WRONG_OUTCOMES = {"uamqp_protonc"}
-WRONG_OUTCOMES_WHY = ("issue 39: a delivery the sender sent settled, whose receiver's disposition is in lost bytes, "
-                      "gets no outcome instead of an unknown one")
-
-
-def _outcome_marks(name):
-    if name in KNOWN_WRONG_OUTCOMES:
-        return [pytest.mark.xfail(strict=True, reason=WRONG_OUTCOMES_WHY)]
-    return []
-
-
 def _by_delivery(name, twin):
     dl = _tables(name, twin)["deliveries"]
     return {(r["connection"], r["link"], r["delivery_id"]): r for _, r in dl.iterrows()}
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=_outcome_marks(n)) for n in PAIRS])
+@pytest.mark.parametrize("name", PAIRS)
 def test_lossy_twin_every_delivery_has_the_lossless_twins_outcome_or_unknown(name):
     lossy, lossless = _by_delivery(name, "lossy"), _by_delivery(name, "lossless")
     assert set(lossy) <= set(lossless)
@@ -315,8 +293,7 @@ def test_lossy_twin_deliveries_seen_plus_lost_whole_are_the_lossless_twins(name)
     assert total == sum(l["messages_sent"] + l["deliveries_received"] for l in _truth(name)["links"])
     assert seen < total  # the kernel's drops took whole deliveries with them
     lost_whole = _lost_whole(lossy["sessions"])
-    if lost_whole is None:
-        pytest.xfail("this build has no deliveries_lost_whole column (issue 39: the loss part adds it)")
+    assert lost_whole is not None
     assert seen + lost_whole == total
     report = _report(name)
     if "deliveries_lost_whole" in report["summary"]:
