@@ -79,6 +79,7 @@ from ..events import (
     ACK,
     FIN,
     RST,
+    SNAP_CUT,
     SYN,
     PacketNote,
     Segment,
@@ -656,11 +657,24 @@ class TcpReassembler:
                     while D.buffered > self.max_buffered or len(D.starts) > MAX_PIECES:
                         self._drain(conn, d, D, ts, packet, out, D.starts[0])
         if length > plen and start <= D.pos < start + length:
-            # payload cut by the capture and its captured part is delivered:
-            # the uncaptured rest is lost for good
-            self._drain(conn, d, D, ts, packet, out, start + length)
+            # payload cut by the capture (snap length) and its captured part is delivered: the rest
+            # was on the wire (not lost) and is not captured
+            self._cut(conn, d, D, start + plen, start + length, ts, packet, out)
         if flags & FIN:
             self._fin(conn, d, D, start + length, ts, packet, out)
+
+    def _cut(self, conn: _Conn, d: int, D: _Dir, cut: int, end: int, ts: int, packet: int, out: list) -> None:
+        """The bytes [``cut``, ``end``) of a segment were on the wire and the capture cut them off:
+        one StreamGap with cause SNAP_CUT (not loss) for those the stream has not passed, when its
+        captured part is delivered and nothing is buffered in the cut; else (bytes buffered in it) a
+        gap as any other (the stream's holes and the cut cannot be told apart)."""
+        pos = D.pos
+        if pos < cut or (D.buffered and D.starts[0] < end):
+            self._drain(conn, d, D, ts, packet, out, end)
+            return
+        out.append(StreamGap(conn.id, d, end - pos, ts, packet, SNAP_CUT))
+        D.pos = end
+        D.nxt = end & MASK
 
     def _fin(self, conn: _Conn, d: int, D: _Dir, fin: int, ts: int, packet: int, out: list) -> None:
         """Direction ``d`` ends at unwrapped position ``fin`` (its FIN's): holes before it are lost."""

@@ -17,7 +17,7 @@ Link credit, the session window and loss records are objects of their own (:mod:
 
 from __future__ import annotations
 
-from ..amqp.framing import FRAME_SASL, Frame, OtherProtocolNote, ProtocolHeader, StreamNote
+from ..amqp.framing import FRAME_SASL, Frame, NotCapturedNote, OtherProtocolNote, ProtocolHeader, StreamNote
 from ..events import StreamClosed, StreamOpened
 from .connection import ConnectionRules
 from .entities import _Conn, _ConnBase
@@ -93,6 +93,8 @@ class StateTracker(Hooks):
                 self._closed(event)
             elif cls is StreamNote:
                 self.connection_rules.stream_note(self._conn(event), event)
+            elif cls is NotCapturedNote:
+                self.connection_rules.not_captured(self._conn(event), event)
             elif cls is OtherProtocolNote:
                 self.connection_rules.other_note(self._conn(event), event)
         except Exception as e:  # a bug: reported (and the run ends with exit 1), never fatal for the rest
