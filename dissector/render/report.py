@@ -141,6 +141,14 @@ def _date(x, digits: int = 6) -> str:
     return "-" if x is None else date(x, digits)
 
 
+def _not_captured(c: dict) -> str:
+    """The bytes of a connection the capture's snap length cut off (not loss)."""
+    n = c.get("snap_length")
+    return (f"not captured (snap length {'unknown' if n is None else n}): "
+            f"from the client {_n(c.get('not_captured_bytes_client') or 0)} bytes; "
+            f"from the server {_n(c.get('not_captured_bytes_server') or 0)} bytes (not loss)")
+
+
 def _files(names) -> str:
     names = list(names)
     return ("file " if len(names) == 1 else "files ") + ", ".join(names)
@@ -280,6 +288,8 @@ def render_text(rep: dict) -> str:
             lines.append("  lost in the capture: " + "; ".join(
                 f"from the {side} {_plural(n, 'gap')} ({_n(b)} bytes)"
                 + (f", {_n(k)} bytes not decoded" if k else "") for side, n, b, k in lost))
+        if c.get("not_captured_bytes_client") or c.get("not_captured_bytes_server"):
+            lines.append(f"  {_not_captured(c)}")
         if c.get("unknown"):
             lines.append(f"  not visible in the capture: {', '.join(map(str, c['unknown']))}")
         for what in c.get("inferred") or ():

@@ -149,6 +149,9 @@ CONNECTIONS = _cols(
                                    "the capture never completed"),
     ("inferred", JSON, "list of what the frames after a loss or a mid-stream start showed that lost frames had set "
                        "up, e.g. \"session 0: the server's begin on channel 0 (from its attach), answering ...\""),
+    *_pair("not_captured_bytes", INT, "bytes the {side} sent that the capture's snap length cut off (on the wire, "
+                                      "not captured: not loss, never a gap)"),
+    ("snap_length", INT, "the capture length of the packets the snap length cut (null: none was cut)"),
 )
 
 SESSIONS = _cols(
