@@ -149,6 +149,13 @@ def _not_captured(c: dict) -> str:
             f"from the server {_n(c.get('not_captured_bytes_server') or 0)} bytes (not loss)")
 
 
+def _cut_outcomes(sess: dict) -> str:
+    """The outcomes of a session's deliveries whose transfers the snap length cut off whole."""
+    oc = sess["not_captured_outcomes"]
+    return ("deliveries whose transfers were not captured (snap length), outcomes from the dispositions: "
+            + ", ".join(f"{k} {_n(v)}" for k, v in sorted(oc.items())))
+
+
 def _files(names) -> str:
     names = list(names)
     return ("file " if len(names) == 1 else "files ") + ", ".join(names)
@@ -307,6 +314,8 @@ def render_text(rep: dict) -> str:
                 f", deliveries {_n(sess['deliveries'])}, unsettled {_n(sess['unsettled'])}{_lost(sess)}"
                 + (f", ended with {sess['end_error']}: {_one_line(sess['end_description'])}" if sess.get("end_error") else "")
             )
+            if sess.get("not_captured_outcomes"):
+                lines.append(f"    {_cut_outcomes(sess)}")
             for lk in sess["links"]:
                 o = lk["outcomes"]
                 lines.append(

@@ -172,7 +172,7 @@ def _connection_entry(an, conn, stall_count: dict, stall_secs: dict, violations_
         c_sessions.append(
             {
                 **_pick(s, "session", "channel_client", "channel_server", "begin_time", "end_time", "ended_by",
-                        "end_error", "end_description", "deliveries", "unknown"),
+                        "end_error", "end_description", "deliveries", "unknown", "not_captured_outcomes"),
                 "unsettled": s["unsettled"] - s_lost,
                 "lost_in_capture": s_lost,
                 "links": s_links,

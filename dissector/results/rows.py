@@ -273,6 +273,7 @@ def connection_session_rows(an, c) -> list[dict]:
             "unseen_dispositions": s.unseen_dispositions,
             "late_dispositions": s.late_dispositions,
             "unknown": list(s.unknown),
+            "not_captured_outcomes": dict(s.cut_outcomes) if s.cut_outcomes else None,
         })
         rows.append(row)
     return rows

@@ -190,6 +190,8 @@ SESSIONS = _cols(
     ("unseen_dispositions", INT, "delivery-ids in dispositions whose transfer was before the capture"),
     ("late_dispositions", INT, "delivery-ids in dispositions of deliveries already settled and folded (see the definitions: memory)"),
     ("unknown", JSON, "list of what the capture could not show"),
+    ("not_captured_outcomes", JSON, "outcomes the receiver's settling dispositions gave delivery-ids whose transfers "
+                                    "the snap length cut off whole, by outcome name (null: none)"),
 )
 
 _LAT = "settlement latency (first transfer to settlement), {q}, seconds; percentiles by linear interpolation"

@@ -152,3 +152,35 @@ def test_html_says_not_captured(variants, tmp_path):
     out = tmp_path / "r.html"
     assert main(["report", "-T", "html", "-o", str(out), variants[("outcomes", 200)]]) == 0
     assert "not captured (snap length 200)" in out.read_text()
+
+
+@pytest.mark.parametrize("name,snap", CASES, ids=[f"{a}-s{b}" for a, b in CASES])
+def test_outcomes_are_the_plain_captures_or_unknown(variants, name, snap):
+    """Each outcome, counted over the deliveries found and those whose transfers the snap length cut
+    off whole (their outcomes from the receiver's dispositions), is never more than the plain
+    capture has: an outcome found is one the plain capture has, the rest are unknown."""
+    plain = _report(next(p for p in SAMPLES if _name(p) == name))
+    rep = _report(variants[(name, snap)])
+    counts = dict(rep["summary"]["outcomes"])
+    for c in rep["connections"]:
+        for s in c["sessions"]:
+            for k, v in (s.get("not_captured_outcomes") or {}).items():
+                counts[k] = counts.get(k, 0) + v
+    for k, v in counts.items():
+        if k != "none":
+            assert v <= plain["summary"]["outcomes"].get(k, 0), k
+
+
+def test_the_outcomes_of_transfers_cut_off_whole_come_from_the_dispositions(variants):
+    """outcomes.pcap, packet 19: the transfers of deliveries 2 to 8 of the sender link are cut off
+    whole; the server's disposition (first 1, last 8, accepted, packet 21) was captured: with the
+    two deliveries found, the link's nine accepted of the plain capture."""
+    plain = _report(os.path.join(ROOT, "samples", "outcomes.pcap"))
+    rep = _report(variants[("outcomes", 200)])
+    sender = [lk for c in plain["connections"] for s in c["sessions"] for lk in s["links"]
+              if lk["name"] == "outcomes-sender"][0]
+    found = [lk for c in rep["connections"] for s in c["sessions"] for lk in s["links"]
+             if lk["name"] == "outcomes-sender"][0]
+    cut = rep["connections"][0]["sessions"][0]["not_captured_outcomes"]
+    assert found["outcomes"]["accepted"] + cut["accepted"] == sender["outcomes"]["accepted"] == 9
+    assert "outcomes from the dispositions: accepted 7" in render_text(rep)
