@@ -184,3 +184,19 @@ def test_the_outcomes_of_transfers_cut_off_whole_come_from_the_dispositions(vari
     cut = rep["connections"][0]["sessions"][0]["not_captured_outcomes"]
     assert found["outcomes"]["accepted"] + cut["accepted"] == sender["outcomes"]["accepted"] == 9
     assert "outcomes from the dispositions: accepted 7" in render_text(rep)
+
+
+@pytest.mark.parametrize("snap", SNAPS)
+def test_real_loss_stays_loss_with_a_snap_length(tmp_path, snap):
+    """samples/loss/kernel_loss.pcap (kernel drops) cut with a snap length: its gaps are the plain
+    capture's, byte for byte (a cut next to a real hole, or on a segment held behind it, is
+    neither hidden in the loss nor added to it)."""
+    sample = os.path.join(ROOT, "samples", "loss", "kernel_loss.pcap")
+    cut = str(tmp_path / f"kernel_loss.s{snap}.pcap")
+    subprocess.run([EDITCAP, "-s", str(snap), sample, cut], check=True)
+    plain, rep = _report(sample), _report(cut)
+    keys = ("gaps_client", "gaps_server", "gap_bytes_client", "gap_bytes_server")
+    assert [[c[k] for k in keys] for c in rep["connections"]] == [[c[k] for k in keys] for c in plain["connections"]]
+    assert sum(c["gaps_server"] for c in plain["connections"]) > 0
+    assert all(_cut(c) for c in rep["connections"])
+    assert _kinds(rep) <= _kinds(plain) and _errors(rep) <= _errors(plain)
