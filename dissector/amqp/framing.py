@@ -546,6 +546,12 @@ class AmqpConnection:
                 out.append(self._note(d, packet, ts, WARN if group == "framing" else CHAT, group, msg, held))
                 d.buf.clear()
             for part in d.partials.values():
+                if part.cut is not None:  # (its last frames may be among those the snap length cut off)
+                    out.append(self._note(d, packet, ts, CHAT, "snaplen",
+                                          f"delivery {part.delivery_id} on channel {part.channel} handle "
+                                          f"{part.handle}: {part.frames} transfer frames seen, its last frames "
+                                          f"{part.cut}"))
+                    continue
                 out.append(
                     self._note(
                         d, packet, ts, WARN, "sequence",
@@ -589,6 +595,10 @@ class AmqpConnection:
                 hidden = True
         elif d.mode == _M_FRAMES or d.mode == _M_RESYNC or d.mode == _M_START:
             hidden = True
+        if hidden or unseen:
+            for part in d.partials.values():  # (their frames may be among the cut ones)
+                part.incomplete = True
+                part.cut = cause
         if hidden:
             buf.clear()
             d.first_packet = None
@@ -970,6 +980,9 @@ class AmqpConnection:
         did = v[TRANSFER_DELIVERY_ID]
         if did is ABSENT:
             did = None
+        if part is not None and part.cut is not None and did is not None and did != part.delivery_id:
+            del d.partials[key]  # (its last frames were cut off by the snap length: this is the next delivery)
+            part = None
         if part is None:
             tag = v[TRANSFER_DELIVERY_TAG]
             if tag is ABSENT:
