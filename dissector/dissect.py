@@ -143,7 +143,7 @@ class Dissector:
                                    ExpertNote(WARN, "capture", f"unsupported link type {lt}: packets skipped"))]
             return []
         except TruncatedPacket as e:
-            # snaplen cut the payload: reassemble what was captured, the rest becomes a gap
+            # snaplen cut the payload: reassemble what was captured; the rest is not captured (not a gap)
             self.tcp_packets += 1
             note = PacketNote(record.index, record.ts, ExpertNote(WARN, e.group, str(e)))
             snap = len(record.data)  # (a cut packet's capture length is the snap length)
