@@ -187,6 +187,31 @@ def _covered(D: _Dir) -> int:
     return pos
 
 
+def _note_cut(D: _Dir, cut: int, end: int, ts: int, packet: int) -> None:
+    """Bytes [``cut``, ``end``) the snap length cut off a segment the stream has not reached:
+    kept (bounded, as the pieces) until :meth:`TcpReassembler._drain` reaches them."""
+    cuts = D.cuts
+    if cuts is None:
+        cuts = D.cuts = {}
+    elif len(cuts) >= MAX_PIECES:
+        return  # (then a gap as any other)
+    old = cuts.get(cut)
+    if old is None or old[0] < end:
+        cuts[cut] = (end, ts, packet)
+
+
+def _passed_cuts(D: _Dir, pos: int) -> None:
+    """Forget the cuts the stream passed (their rest, when it stands inside one, stays)."""
+    cuts = D.cuts
+    for c in [c for c in cuts if c < pos]:
+        e, cts, cpk = cuts.pop(c)
+        if e > pos and pos not in cuts:
+            cuts[pos] = (e, cts, cpk)
+    if not cuts:
+        D.cuts = None
+
+
+
 def _server_is_dst(sport: int, dport: int, server_ports) -> int:
     """Without a SYN: 1 if the receiver of a segment from ``sport`` to ``dport`` is the server, 0
     if its sender is, -1 when the ports say nothing (see :func:`role_evidence`)."""
@@ -670,7 +695,7 @@ class TcpReassembler:
                 # rest was on the wire (not lost) and is not captured
                 self._cut(conn, d, D, start + plen, start + length, ts, packet, out)
             elif start > D.pos:  # (buffered: not captured when the stream reaches it)
-                self._note_cut(D, start + plen, start + length, ts, packet)
+                _note_cut(D, start + plen, start + length, ts, packet)
         if flags & FIN:
             self._fin(conn, d, D, start + length, ts, packet, out)
 
@@ -681,7 +706,7 @@ class TcpReassembler:
         gap as any other (the stream's holes and the cut cannot be told apart)."""
         pos = D.pos
         if pos < cut or (D.buffered and D.starts[0] < end):
-            self._note_cut(D, cut if cut > pos else pos, end, ts, packet)
+            _note_cut(D, cut if cut > pos else pos, end, ts, packet)
             self._drain(conn, d, D, ts, packet, out, None)
             return
         out.append(StreamGap(conn.id, d, end - pos, ts, packet, SNAP_CUT))
@@ -689,19 +714,6 @@ class TcpReassembler:
         D.nxt = end & MASK
         if D.buffered:  # (pieces the cut made contiguous)
             self._drain(conn, d, D, ts, packet, out, None)
-
-    @staticmethod
-    def _note_cut(D: _Dir, cut: int, end: int, ts: int, packet: int) -> None:
-        """Bytes [``cut``, ``end``) the snap length cut off a segment the stream has not reached:
-        kept (bounded, as the pieces) until :meth:`_drain` reaches them."""
-        cuts = D.cuts
-        if cuts is None:
-            cuts = D.cuts = {}
-        elif len(cuts) >= MAX_PIECES:
-            return  # (then a gap as any other)
-        old = cuts.get(cut)
-        if old is None or old[0] < end:
-            cuts[cut] = (end, ts, packet)
 
     def _fin(self, conn: _Conn, d: int, D: _Dir, fin: int, ts: int, packet: int, out: list) -> None:
         """Direction ``d`` ends at unwrapped position ``fin`` (its FIN's): holes before it are lost."""
@@ -818,18 +830,7 @@ class TcpReassembler:
         D.pos = pos
         D.nxt = pos & MASK
         if D.cuts is not None:
-            self._passed_cuts(D, pos)
-
-    @staticmethod
-    def _passed_cuts(D: _Dir, pos: int) -> None:
-        """Forget the cuts the stream passed (their rest, when it stands inside one, stays)."""
-        cuts = D.cuts
-        for c in [c for c in cuts if c < pos]:
-            e, cts, cpk = cuts.pop(c)
-            if e > pos and pos not in cuts:
-                cuts[pos] = (e, cts, cpk)
-        if not cuts:
-            D.cuts = None
+            _passed_cuts(D, pos)
 
     def _held_feed(self, conn: _Conn, d: int, seg: Segment, ts: int, packet: int, wire_len: int | None,
                    out: list) -> None:
