@@ -211,7 +211,6 @@ def _passed_cuts(D: _Dir, pos: int) -> None:
         D.cuts = None
 
 
-
 def _server_is_dst(sport: int, dport: int, server_ports) -> int:
     """Without a SYN: 1 if the receiver of a segment from ``sport`` to ``dport`` is the server, 0
     if its sender is, -1 when the ports say nothing (see :func:`role_evidence`)."""
