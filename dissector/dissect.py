@@ -39,7 +39,7 @@ from __future__ import annotations
 from .amqp.framing import DEFAULT_MAX_FRAME_BYTES, AmqpConnection, StreamNote
 from .errors import NOTE, WARN, DissectError, ExpertNote, UnsupportedLinkType
 from .clock import ClockWatch
-from .events import PacketNote, StreamClosed, StreamData, StreamGap, StreamOpened
+from .events import SNAP_CUT, NotCaptured, PacketNote, StreamClosed, StreamData, StreamGap, StreamOpened
 from .capture.netparse import TruncatedPacket, UnreadTunnel, parse_segment
 from .amqp.spec import AMQP_PORT, AMQPS_PORT, COMPOSITES
 from .capture.tcp import TcpReassembler, renamed, role_evidence
@@ -135,6 +135,7 @@ class Dissector:
         # positions its connections' directions had reached when the merge crossed the last one
         self.holes: list = []
         self._hole_snap = None
+        self._snap_cut = None  # the cause of the gaps of bytes the snap length cut off (NotCaptured)
         # TLS streams on ports that are not AMQP's, not decrypted (no key log, or their ClientHello
         # random not in it): whether they carry AMQP is unknown; counted, the first few kept
         self.tls_unseen_count = 0
@@ -166,9 +167,12 @@ class Dissector:
         except UnreadTunnel as e:
             return self._unread_tunnel(record, e)
         except TruncatedPacket as e:
-            # snaplen cut the payload: reassemble what was captured, the rest becomes a gap
+            # snaplen cut the payload: reassemble what was captured; the rest is not captured (not a gap)
             self.tcp_packets += 1
             note = PacketNote(record.index, record.ts, ExpertNote(WARN, e.group, str(e)))
+            snap = len(record.data)  # (a cut packet's capture length is the snap length)
+            if self._snap_cut is None or self._snap_cut.snap_length != snap:
+                self._snap_cut = NotCaptured(snap)
             return [note] + self._route(self.tcp.feed(e.segment, record.ts, record.index, wire_len=e.wire_len))
         except DissectError as e:
             self.packet_errors += 1
@@ -320,7 +324,11 @@ class Dissector:
                 if c is not None:
                     if c is _PENDING:
                         c = self._materialize(ev.conn)
-                    notes = c.gap(ev.direction, ev.size, ev.ts, ev.packet)
+                    if ev.cause is SNAP_CUT:  # (bytes the snap length cut off: not lost)
+                        ev.cause = self._snap_cut if self._snap_cut is not None else ev.cause
+                        notes = c.gap(ev.direction, ev.size, ev.ts, ev.packet, ev.cause)
+                    else:
+                        notes = c.gap(ev.direction, ev.size, ev.ts, ev.packet)
                     if self._hole_snap is not None and ev.cause is None:  # (a capture set missing files)
                         notes = self._in_missing_file(ev, events, notes)
                     out.extend(notes)

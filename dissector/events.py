@@ -132,6 +132,29 @@ class StreamGap(_Event):
         self.cause = cause
 
 
+class NotCaptured:
+    """The cause of a StreamGap of bytes that were on the wire but that the capture's snap length
+    cut off (``tcpdump -s N``): not lost, not captured.  ``snap_length``: the capture length of
+    the cut packets (None until the dissector, which sees the capture records, says it)."""
+
+    __slots__ = ("snap_length",)
+
+    def __init__(self, snap_length=None):
+        self.snap_length = snap_length
+
+    def __str__(self):
+        n = self.snap_length
+        return "not captured (snap length " + ("unknown" if n is None else str(n)) + ")"
+
+    def __repr__(self):
+        return f"NotCaptured({self.snap_length!r})"
+
+
+# the cause of the StreamGaps the TCP reassembler makes of cut payloads (the dissector replaces it
+# with one that holds the snap length)
+SNAP_CUT = NotCaptured()
+
+
 class StreamClosed(_Event):
     """A direction (fin) or the whole connection (rst, idle, end) ended.
 

@@ -11,13 +11,13 @@ cdef Py_ssize_t TRANSFER_HANDLE, TRANSFER_DELIVERY_ID, TRANSFER_DELIVERY_TAG, TR
 
 cdef class Delivery:
     cdef public object channel, handle, delivery_id, delivery_tag, first_packet, first_ts, last_packet, last_ts
-    cdef public object frames, message_size, payload, aborted, incomplete, _sections, _error, budget
+    cdef public object frames, message_size, payload, aborted, incomplete, _sections, _error, budget, cut
 
 cdef class Frame:
     cdef public object conn, direction, src, dst, packet, ts, first_packet
     cdef public object size, doff, type, channel
     cdef public object ext, pname, _performative, _perf_body, payload, payload_size
-    cdef public object fields, notes, delivery, raw
+    cdef public object fields, notes, delivery, raw, cut
 
     cpdef _init(self, conn, direction, src, dst, packet, ts, first_packet, size, doff, ftype, channel)
     cpdef add_note(self, note)
@@ -30,6 +30,8 @@ cdef class _Direction:
     cdef public object protocol, first_packet, skipped, skip_start_packet
     cdef public dict partials
     cdef public object opaque_bytes, pending_notes, lost
+    cdef public long long cut_skip
+    cdef public bint cut_resync
 
 cdef class AmqpConnection:
     cdef public object conn, client, server, dirs, max_frame_bytes, max_message_bytes

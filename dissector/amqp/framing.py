@@ -32,6 +32,7 @@ from .codec import (ABSENT, DEFAULT_MAX_ELEMENTS, ELEMENT_BUDGET_BASE, ELEMENTS_
                     Array, Composite, Described, Reader, amqp_type_of)
 from .scan import SCAN_LAYOUTS, ScanResult, Span, buffer_bytes, scan_into
 from ..errors import CHAT, ERROR, NOTE, WARN, DissectError, ExpertNote
+from ..events import NotCaptured
 from .spec import COMPOSITES, PERFORMATIVES, SASL_FRAMES
 
 _HDR = struct.Struct(">IBBH")
@@ -139,6 +140,7 @@ class Delivery:
         "_sections",
         "_error",
         "budget",
+        "cut",
     )
 
     def __init__(self, channel, handle, delivery_id, delivery_tag, packet, ts):
@@ -158,6 +160,7 @@ class Delivery:
         self._sections = None
         self._error = None
         self.budget = None  # the connection's element budget (AmqpConnection.budget), None: no budget
+        self.cut = None  # a NotCaptured when the snap length cut bytes of its message off
 
     def sections(self):
         """The decoded message sections (list), or None if not decodable (see ``error``).
@@ -165,6 +168,8 @@ class Delivery:
         if self._sections is None and self._error is None:
             if self.aborted:
                 self._error = "delivery aborted: no message"
+            elif self.cut is not None:
+                self._error = f"message {self.cut}"
             elif self.incomplete or self.payload is None:
                 self._error = "message incomplete (capture gap or size cap): not decoded"
             else:
@@ -225,6 +230,7 @@ class Frame:
         "notes",
         "delivery",
         "raw",
+        "cut",
     )
 
     def __init__(self, conn, direction, src, dst, packet, ts, first_packet, size, doff, ftype, channel):
@@ -253,6 +259,7 @@ class Frame:
         self.fields = ()  # the performative's field values in spec order, ABSENT beyond the encoded list
         self.notes = _NO_NOTES  # a list once the first note is added (add_note): most frames have none
         self.delivery: Delivery | None = None
+        self.cut = None  # a transfer whose payload the snap length cut off: its NotCaptured
 
     def add_note(self, note: ExpertNote) -> None:
         """Add an expert note (``notes`` is an empty tuple until the first)."""
@@ -342,6 +349,23 @@ class OtherProtocolNote(StreamNote):
         return f"OtherProtocolNote({self.protocol}, bytes={self.bytes}, packet={self.packet})"
 
 
+class NotCapturedNote(StreamNote):
+    """Bytes of a direction that were on the wire and that the capture's snap length cut off
+    (``skipped``: how many; ``snap_length``: the capture length of the cut packets, None if not
+    known); ``hidden``: True when the cut may hold whole frames (their headers were cut too, so
+    frames of the peer may be missing: "unknown", never loss)."""
+
+    __slots__ = ("snap_length", "hidden")
+
+    def __init__(self, conn, direction, src, dst, packet, ts, note, skipped, snap_length, hidden):
+        StreamNote.__init__(self, conn, direction, src, dst, packet, ts, note, skipped)
+        self.snap_length = snap_length
+        self.hidden = hidden
+
+    def __repr__(self):
+        return f"NotCapturedNote({self.skipped} bytes, hidden={self.hidden}, packet={self.packet})"
+
+
 # --------------------------------------------------------------------------- stream decoder
 
 # Direction modes
@@ -371,6 +395,8 @@ class _Direction:
         "opaque_bytes",
         "pending_notes",
         "lost",
+        "cut_skip",
+        "cut_resync",
     )
 
     def __init__(self, index, src, dst):
@@ -388,6 +414,8 @@ class _Direction:
         self.opaque_bytes = 0
         self.pending_notes: list[ExpertNote] = []
         self.lost = False  # a gap lost bytes of this direction
+        self.cut_skip = 0  # bytes still to come of a frame the snap length cut (skipped, not decoded)
+        self.cut_resync = False  # resynchronising because of such a cut (not a gap): what it skips is not loss
 
 
 class AmqpConnection:
@@ -446,6 +474,13 @@ class AmqpConnection:
         if d.mode == _M_OPAQUE:
             d.opaque_bytes += len(data)
             return []
+        if d.cut_skip:  # the captured bytes of a frame the snap length cut: decoded at the cut
+            n = len(data)
+            if n <= d.cut_skip:
+                d.cut_skip -= n
+                return []
+            data = data[d.cut_skip:]
+            d.cut_skip = 0
         if not d.buf:
             d.first_packet = packet
         d.buf += data
@@ -467,6 +502,10 @@ class AmqpConnection:
         d = self.dirs[direction]
         if d.mode == _M_OPAQUE:
             return []
+        if type(cause) is NotCaptured:
+            return self._cut(d, size, ts, packet, cause)
+        d.cut_skip = 0
+        d.cut_resync = False
         out: list = []
         lost = len(d.buf)
         d.buf.clear()
@@ -498,13 +537,23 @@ class AmqpConnection:
             if d.buf:
                 msg = f"stream ends inside a frame: {len(d.buf)} bytes of an unfinished frame"
                 held = len(d.buf)
+                group = "framing"
                 if d.mode == _M_RESYNC:
                     d.skipped += len(d.buf)
                     msg = f"stream ends while resynchronising: {d.skipped} bytes skipped"
                     held = d.skipped
-                out.append(self._note(d, packet, ts, WARN, "framing", msg, held))
+                    if d.cut_resync:  # (behind a cut of the snap length: not loss)
+                        group = "snaplen"
+                        msg += " (behind bytes the snap length cut off)"
+                out.append(self._note(d, packet, ts, WARN if group == "framing" else CHAT, group, msg, held))
                 d.buf.clear()
             for part in d.partials.values():
+                if part.cut is not None:  # (its last frames may be among those the snap length cut off)
+                    out.append(self._note(d, packet, ts, CHAT, "snaplen",
+                                          f"delivery {part.delivery_id} on channel {part.channel} handle "
+                                          f"{part.handle}: {part.frames} transfer frames seen, its last frames "
+                                          f"{part.cut}"))
+                    continue
                 out.append(
                     self._note(
                         d, packet, ts, WARN, "sequence",
@@ -516,6 +565,96 @@ class AmqpConnection:
         return out
 
     # -- internals --------------------------------------------------------------
+
+    def _cut(self, d: _Direction, size: int, ts: float, packet: int, cause) -> list:
+        """``size`` bytes of this direction were on the wire and the snap length cut them off.  The
+        frame they cut is found by its size (its header was captured): its performative is decoded
+        when it was captured whole (a transfer: a delivery whose message was not captured), and the
+        bytes of the frame that follow are skipped.  Bytes past the frame's end (frames whose headers
+        were cut too), or a cut frame header, end in a resynchronisation on the next captured frame
+        header.  Nothing of it is loss."""
+        out: list = []
+        hidden = False  # frame headers were cut: resynchronise
+        unseen = False  # a frame whose performative was cut
+        skip = d.cut_skip
+        buf = d.buf
+        if skip:  # (inside a frame cut before)
+            if size <= skip:
+                d.cut_skip = skip - size
+            else:
+                d.cut_skip = 0
+                hidden = True
+        elif d.mode == _M_FRAMES and len(buf) >= 8:
+            have = len(buf)
+            fsize = (buf[0] << 24) | (buf[1] << 16) | (buf[2] << 8) | buf[3]
+            first = d.first_packet if d.first_packet is not None else packet
+            unseen = not self._cut_frame(d, fsize, have, ts, packet, first, cause, out)
+            buf.clear()
+            d.first_packet = None
+            if have + size < fsize:
+                d.cut_skip = fsize - have - size
+            elif have + size > fsize:
+                hidden = True
+        elif d.mode == _M_FRAMES or d.mode == _M_RESYNC or d.mode == _M_START:
+            hidden = True
+        if hidden or unseen:
+            for part in d.partials.values():  # (their frames may be among the cut ones)
+                part.incomplete = True
+                part.cut = cause
+        if hidden:
+            buf.clear()
+            d.first_packet = None
+            if d.mode == _M_FRAMES:
+                d.mode = _M_RESYNC
+                d.skipped = 0
+                d.skip_start_packet = packet
+                d.cut_resync = True
+        msg = f"{size} bytes {cause}"
+        if hidden:
+            msg += ": frames in them not seen"
+        elif unseen:
+            msg += ": a frame's performative among them"
+        note = ExpertNote(CHAT, "snaplen", msg)
+        out.append(NotCapturedNote(self.conn, d.index, d.src, d.dst, packet, ts, note, size,
+                                   cause.snap_length, hidden or unseen))
+        return out
+
+    def _cut_frame(self, d: _Direction, fsize: int, have: int, ts: float, packet: int, first, cause,
+                   out: list) -> bool:
+        """The frame at the start of ``d.buf`` (``have`` of its ``fsize`` bytes captured, its header
+        checked by :meth:`_process`): a transfer whose performative was captured whole becomes a
+        Frame whose payload (``payload_size`` its size on the wire) was not captured; any other
+        frame is not decoded (its performative is its whole body, and the cut took part of it).  True
+        when the frame was decoded."""
+        buf = d.buf
+        doff = buf[4]
+        ftype = buf[5]
+        channel = (buf[6] << 8) | buf[7]
+        body = doff * 4
+        if ftype != FRAME_AMQP or body >= have:
+            return False
+        r = Reader(bytes(buf[body:have]), max_elements=DEFAULT_MAX_ELEMENTS)
+        try:
+            perf = r.value()
+        except DissectError:
+            return False
+        if not isinstance(perf, Composite) or perf.spec.name != "transfer":
+            return False
+        frame = Frame(self.conn, d.index, d.src, d.dst, packet, ts, first, fsize, doff, ftype, channel)
+        if doff > 2:
+            frame.ext = bytes(buf[8:body])
+        frame.performative = perf
+        v = perf.value
+        pad = len(perf.spec.fields) - len(v)
+        frame.fields = v + [ABSENT] * pad if pad > 0 else v
+        frame.payload_size = fsize - body - r.pos
+        frame.cut = cause
+        frame.add_note(ExpertNote(CHAT, "snaplen", f"payload of {frame.payload_size} bytes {cause}"))
+        self.frames += 1
+        if self.messages:
+            self._transfer(d, frame, frame.fields)
+        out.append(frame)
+        return True
 
     def _other_end(self, ts, packet, out: list) -> list:
         """finish() of a connection of another protocol: its one note, with each direction's bytes
@@ -646,10 +785,12 @@ class AmqpConnection:
         d.skipped += found - pos
         if d.skipped:  # (a frame header right after a gap: nothing skipped, nothing to say)
             out.append(
-                self._note(d, packet, ts, NOTE, "framing",
-                           f"resynchronised on a frame header after skipping {d.skipped} bytes", d.skipped)
+                self._note(d, packet, ts, NOTE, "snaplen" if d.cut_resync else "framing",
+                           f"resynchronised on a frame header after skipping {d.skipped} bytes"
+                           + (" (behind bytes the snap length cut off)" if d.cut_resync else ""), d.skipped)
             )
         d.skipped = 0
+        d.cut_resync = False
         d.mode = _M_FRAMES
         if d.protocol is None:
             d.protocol = PROTO_AMQP
@@ -845,6 +986,9 @@ class AmqpConnection:
         did = v[TRANSFER_DELIVERY_ID]
         if did is ABSENT:
             did = None
+        if part is not None and part.cut is not None and did is not None and did != part.delivery_id:
+            del d.partials[key]  # (its last frames were cut off by the snap length: this is the next delivery)
+            part = None
         if part is None:
             tag = v[TRANSFER_DELIVERY_TAG]
             if tag is ABSENT:
@@ -866,6 +1010,8 @@ class AmqpConnection:
             )
         part.frames += 1
         payload = frame.payload
+        if frame.cut is not None:
+            part.cut = frame.cut
         part.message_size += frame.payload_size
         part.last_packet = frame.packet
         part.last_ts = frame.ts

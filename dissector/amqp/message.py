@@ -527,6 +527,9 @@ class MessageReader:
         elif c.loss is not None and scan.lost_mark != _loss_mark(c, d):
             scan.end("lost")  # frames of it were lost in between: what was read before stays
             return
+        if f.cut is not None:  # its payload cut off by the snap length: "not captured (snap length N)"
+            scan.end(str(f.cut))
+            return
         scan.feed(f.payload)
         if v[_T_ABORTED] is True:
             scan.end("aborted")

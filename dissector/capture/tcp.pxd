@@ -7,6 +7,7 @@ cdef class _Dir:
     cdef public object pos, nxt, isn
     cdef public list starts, datas, stamps
     cdef public object buffered
+    cdef public dict cuts
 
 cdef class _Hold
 

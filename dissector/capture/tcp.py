@@ -81,6 +81,7 @@ from ..events import (
     ACK,
     FIN,
     RST,
+    SNAP_CUT,
     SYN,
     PacketNote,
     Segment,
@@ -119,7 +120,7 @@ _CLOSED = 2  # both FINs or RST seen: kept for a grace period to absorb late pac
 class _Dir:
     """One direction of a connection."""
 
-    __slots__ = ("pos", "nxt", "isn", "starts", "datas", "stamps", "buffered")
+    __slots__ = ("pos", "nxt", "isn", "starts", "datas", "stamps", "buffered", "cuts")
 
     def __init__(self) -> None:
         self.pos = 0  # unwrapped position of the next expected byte
@@ -133,6 +134,9 @@ class _Dir:
         # delivered), flat: [ts0, packet0, ts1, packet1, ...]
         self.stamps: list | None = None
         self.buffered = 0
+        # bytes the snap length cut off the end of buffered (out-of-order) segments: unwrapped start
+        # -> (end, time, packet), given as not captured when the stream reaches them; None while none
+        self.cuts: dict | None = None
 
 
 class _Conn:
@@ -186,6 +190,7 @@ def _covered(D: _Dir) -> int:
     starts = D.starts
     if starts:
         datas = D.datas
+        cuts = D.cuts
         for i in range(len(starts)):
             s = starts[i]
             if s > pos:
@@ -193,7 +198,33 @@ def _covered(D: _Dir) -> int:
             e = s + len(datas[i])
             if e > pos:
                 pos = e
+            if cuts is not None and pos in cuts:  # (bytes the snap length cut off: not a hole)
+                pos = cuts[pos][0]
     return pos
+
+
+def _note_cut(D: _Dir, cut: int, end: int, ts: int, packet: int) -> None:
+    """Bytes [``cut``, ``end``) the snap length cut off a segment the stream has not reached:
+    kept (bounded, as the pieces) until :meth:`TcpReassembler._drain` reaches them."""
+    cuts = D.cuts
+    if cuts is None:
+        cuts = D.cuts = {}
+    elif len(cuts) >= MAX_PIECES:
+        return  # (then a gap as any other)
+    old = cuts.get(cut)
+    if old is None or old[0] < end:
+        cuts[cut] = (end, ts, packet)
+
+
+def _passed_cuts(D: _Dir, pos: int) -> None:
+    """Forget the cuts the stream passed (their rest, when it stands inside one, stays)."""
+    cuts = D.cuts
+    for c in [c for c in cuts if c < pos]:
+        e, cts, cpk = cuts.pop(c)
+        if e > pos and pos not in cuts:
+            cuts[pos] = (e, cts, cpk)
+    if not cuts:
+        D.cuts = None
 
 
 def _server_is_dst(sport: int, dport: int, server_ports) -> int:
@@ -343,6 +374,7 @@ class TcpReassembler:
                     D.datas = None
                     D.stamps = None
                     D.buffered = 0
+                    D.cuts = None
             c.held = None
 
     def swap_roles(self, conn: str) -> str | None:
@@ -610,6 +642,7 @@ class TcpReassembler:
                 D.datas = None
                 D.stamps = None
                 D.buffered = 0
+                D.cuts = None
                 D.nxt = -1
         conn.held = None
         conn.state = _CLOSED
@@ -704,12 +737,31 @@ class TcpReassembler:
                 if D.buffered > self.max_buffered or len(D.starts) > MAX_PIECES:
                     while D.buffered > self.max_buffered or len(D.starts) > MAX_PIECES:
                         self._drain(conn, d, D, ts, packet, out, D.starts[0])
-        if length > plen and start <= D.pos < start + length:
-            # payload cut by the capture and its captured part is delivered:
-            # the uncaptured rest is lost for good
-            self._drain(conn, d, D, ts, packet, out, start + length)
+        if length > plen:
+            if start <= D.pos < start + length:
+                # payload cut by the capture (snap length) and its captured part is delivered: the
+                # rest was on the wire (not lost) and is not captured
+                self._cut(conn, d, D, start + plen, start + length, ts, packet, out)
+            elif start > D.pos:  # (buffered: not captured when the stream reaches it)
+                _note_cut(D, start + plen, start + length, ts, packet)
         if flags & FIN:
             self._fin(conn, d, D, start + length, ts, packet, out)
+
+    def _cut(self, conn: _Conn, d: int, D: _Dir, cut: int, end: int, ts: int, packet: int, out: list) -> None:
+        """The bytes [``cut``, ``end``) of a segment were on the wire and the capture cut them off:
+        one StreamGap with cause SNAP_CUT (not loss) for those the stream has not passed, when its
+        captured part is delivered and nothing is buffered in the cut; else (bytes buffered in it) a
+        gap as any other (the stream's holes and the cut cannot be told apart)."""
+        pos = D.pos
+        if pos < cut or (D.buffered and D.starts[0] < end):
+            _note_cut(D, cut if cut > pos else pos, end, ts, packet)
+            self._drain(conn, d, D, ts, packet, out, None)
+            return
+        out.append(StreamGap(conn.id, d, end - pos, ts, packet, SNAP_CUT))
+        D.pos = end
+        D.nxt = end & MASK
+        if D.buffered:  # (pieces the cut made contiguous)
+            self._drain(conn, d, D, ts, packet, out, None)
 
     def _fin(self, conn: _Conn, d: int, D: _Dir, fin: int, ts: int, packet: int, out: list) -> None:
         """Direction ``d`` ends at unwrapped position ``fin`` (its FIN's): holes before it are lost."""
@@ -720,6 +772,7 @@ class TcpReassembler:
         D.datas = None
         D.stamps = None
         D.buffered = 0
+        D.cuts = None
         D.pos = fin + 1
         D.nxt = -1
         conn.fins |= 1 << d
@@ -798,6 +851,15 @@ class TcpReassembler:
                     pos = e
                 i += 1
                 continue
+            cuts = D.cuts
+            if cuts is not None and pos in cuts:  # bytes the snap length cut off: not captured, not lost
+                e, cts, cpk = cuts.pop(pos)
+                target = starts[i] if i < n and starts[i] < e else e
+                if e > target:
+                    cuts[target] = (e, cts, cpk)
+                out.append(StreamGap(cid, d, target - pos, cts, cpk, SNAP_CUT))
+                pos = target
+                continue
             if force is not None and pos < force:
                 if i < n and starts[i] < force:
                     target = starts[i]
@@ -815,6 +877,8 @@ class TcpReassembler:
             D.buffered -= removed
         D.pos = pos
         D.nxt = pos & MASK
+        if D.cuts is not None:
+            _passed_cuts(D, pos)
 
     def _held_feed(self, conn: _Conn, d: int, seg: Segment, ts: int, packet: int, wire_len: int | None,
                    out: list) -> None:

@@ -15,7 +15,7 @@ try:
 except ImportError:
     from .. import _cython_shim as cython
 
-from ..amqp.framing import FRAME_SASL, PROTO_AMQP, PROTO_SASL, PROTO_TLS
+from ..amqp.framing import FRAME_SASL, PROTO_AMQP, PROTO_SASL, PROTO_TLS, NotCapturedNote
 from ..times import NS
 from .entities import _Conn
 from .findings import Recorder
@@ -308,6 +308,8 @@ class ConnectionRules:
             elif group == "sequence" and ev.direction is not None:  # the direction started mid-stream
                 c.note_loss(ev.direction, 0, 0, ev.ts, before=True)
                 lost_grants(c, ev.direction)
+        elif group == "snaplen":  # bytes the snap length cut off (not loss), or skipped behind such a cut
+            self.not_captured(c, ev)
         elif group == "roles":  # no SYN and no evidence of which side is the client (dissect.py)
             if type(c) is not _Conn:
                 c = self.amqp(c)
@@ -342,6 +344,22 @@ class ConnectionRules:
         lost_grants(c, m)
         self.ledger.forget(c)
         c.note_unknown(f"the {SIDES[m]}'s frames (one direction captured)")
+
+    def not_captured(self, c, ev):
+        """Bytes of peer ``ev.direction`` the snap length cut off (a NotCapturedNote: counted, apart
+        from loss), or captured bytes skipped to find a frame header behind such a cut.  When frames
+        may be among them, what they would have said is unknown, as after a gap: no finding needs
+        them (principle 7), and nothing of it is loss."""
+        d = ev.direction
+        if c.loss is None:
+            c.note_loss(d, 0, 0, ev.ts)  # (makes the record; nothing lost)
+            c.loss.last[d] = None
+        hidden = ev.hidden if type(ev) is NotCapturedNote else True
+        c.loss.note_cut(d, ev.skipped if type(ev) is NotCapturedNote else 0, hidden,
+                        ev.snap_length if type(ev) is NotCapturedNote else None, ev.ts)
+        if hidden:
+            lost_grants(c, d)
+            self.ledger.drop(c, d)
 
     def closed(self, c, ev):
         """A FIN or RST of the transport (or the capture's end) on connection ``c``."""

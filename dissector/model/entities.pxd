@@ -70,7 +70,7 @@ cdef class _Session:
     cdef public object links
     cdef public tuple deliveries
     cdef public object late_dispositions
-    cdef public object unseen_dispositions
+    cdef public object unseen_dispositions, cut_outcomes
     cdef public long long touch_budget
     cdef public object terminated
     cdef public long long lost_whole

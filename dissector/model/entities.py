@@ -115,7 +115,7 @@ class _Session:
         "flows",
         "handles", "links", "deliveries",
         "late_dispositions",
-        "unseen_dispositions", "touch_budget",
+        "unseen_dispositions", "touch_budget", "cut_outcomes",
         "terminated", "lost_whole", "last_sender", "loss_mark",
     )
 
@@ -141,6 +141,9 @@ class _Session:
         self.late_dispositions = 0  # disposition entries for deliveries already folded (settled earlier)
         self.touch_budget = DISPOSITION_TOUCH_BASE  # see DISPOSITION_TOUCH_BASE
         self.unseen_dispositions = 0
+        # outcomes the receiver's settling dispositions gave delivery-ids whose transfers the snap
+        # length cut off whole: outcome name -> delivery-ids (None until the first)
+        self.cut_outcomes = None
         self.terminated = None
         # deliveries lost whole in gaps (their delivery-ids skipped), of either sender; and per
         # sender, the link of its latest delivery and the loss mark (LossRecord.mark) then

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 
 class LossRecord:
-    __slots__ = ("gaps", "missing", "skipped", "last", "before", "absent")
+    __slots__ = ("gaps", "missing", "skipped", "last", "before", "absent", "cut", "hidden", "snap_length")
 
     def __init__(self):
         self.gaps = [0, 0]  # TCP gaps in the bytes peer d sent
@@ -19,6 +19,11 @@ class LossRecord:
         self.last = [None, None]  # time of the latest loss
         self.before = [False, False]  # peer d sent bytes before the capture started
         self.absent = [False, False]  # none of peer d's packets is in the capture (one direction captured)
+        # bytes of peer d the capture's snap length cut off (on the wire, not captured: not loss), and
+        # how many of those cuts may hold whole frames (frames of d may be missing: "unknown")
+        self.cut = [0, 0]
+        self.hidden = [0, 0]
+        self.snap_length = None  # the capture length of the cut packets
 
     def note(self, d, missing, skipped, ts, before) -> None:
         """Bytes peer d sent were lost: ``missing`` in a gap, ``skipped`` to resynchronise, or
@@ -31,9 +36,24 @@ class LossRecord:
         if before:
             self.before[d] = True
 
+    def note_cut(self, d, nbytes, hidden, snap_length, ts) -> None:
+        """``nbytes`` bytes peer d sent were cut off by the snap length; ``hidden``: frames may be
+        among them (their headers were cut too)."""
+        self.cut[d] += nbytes
+        if snap_length is not None:
+            self.snap_length = snap_length
+        if hidden:
+            self.hidden[d] += 1
+            self.last[d] = ts
+
+    def hides(self) -> bool:
+        """Cuts of the snap length may hide frames of either peer."""
+        return bool(self.hidden[0] or self.hidden[1])
+
     def lost(self, d) -> bool:
-        """Frames peer d sent may be missing (a gap, bytes skipped, or bytes before the capture)."""
-        return bool(self.gaps[d] or self.skipped[d] or self.before[d] or self.absent[d])
+        """Frames peer d sent may be missing (a gap, bytes skipped, bytes before the capture, none of
+        its packets captured, or a cut of the snap length that may hold frames)."""
+        return bool(self.gaps[d] or self.skipped[d] or self.before[d] or self.absent[d] or self.hidden[d])
 
     def mark(self, d) -> int:
         """A number that grows with every loss of peer d's bytes (a gap, bytes skipped): two marks
@@ -41,10 +61,10 @@ class LossRecord:
         return self.gaps[d] + self.skipped[d]
 
     def lost_after(self, d, ts) -> bool:
-        """Peer d lost bytes (a gap or a resynchronisation) noticed after ``ts`` (None: at any time);
-        always, when none of d's packets was captured."""
+        """Peer d lost bytes (a gap, a resynchronisation, or a cut that may hold frames) noticed after
+        ``ts`` (None: at any time); always, when none of d's packets was captured."""
         if self.absent[d]:
             return True
-        if not (self.gaps[d] or self.skipped[d]) or self.last[d] is None:
+        if not (self.gaps[d] or self.skipped[d] or self.hidden[d]) or self.last[d] is None:
             return False
         return ts is None or self.last[d] > ts

@@ -198,7 +198,24 @@ class SettlementRules:
                                 delivery_id=first)
             else:
                 s.unseen_dispositions += missing
-                s.note_unknown("deliveries before the capture")
+                if c.loss is not None and c.loss.hidden[sender]:  # (transfers the snap length may have cut off)
+                    self.cut_outcome(s, by, settled, plan, missing)
+                else:
+                    s.note_unknown("deliveries before the capture")
+
+    @staticmethod
+    def cut_outcome(s, by, settled, plan, missing):
+        """A disposition of session ``s`` names ``missing`` delivery-ids never transferred in the
+        capture, whose sender's bytes the snap length cut (frames hidden in the cuts): deliveries
+        whose transfers were not captured.  The receiver's settling disposition with a terminal
+        outcome gives theirs (counted once: a receiver settles a delivery once)."""
+        s.note_unknown("deliveries whose transfers the snap length cut off (their outcomes from the dispositions)")
+        if by != "receiver" or not settled or plan is None or not plan[4]:
+            return
+        oc = s.cut_outcomes
+        if oc is None:
+            oc = s.cut_outcomes = {}
+        oc[plan[0]] = oc.get(plan[0], 0) + missing
 
     def presettled_named(self, c, d, f, first, last, named) -> None:
         """A receiver's disposition (of peer ``d``, frame ``f``) whose range ``first``..``last``

@@ -17,7 +17,7 @@ Link credit, the session window and loss records are objects of their own (:mod:
 
 from __future__ import annotations
 
-from ..amqp.framing import FRAME_SASL, Frame, OtherProtocolNote, ProtocolHeader, StreamNote
+from ..amqp.framing import FRAME_SASL, Frame, NotCapturedNote, OtherProtocolNote, ProtocolHeader, StreamNote
 from ..capture.tcp import ONE_DIRECTION
 from ..events import PacketNote, StreamClosed, StreamOpened
 from .connection import ConnectionRules
@@ -94,6 +94,8 @@ class StateTracker(Hooks):
                 self._closed(event)
             elif cls is StreamNote:
                 self.connection_rules.stream_note(self._conn(event), event)
+            elif cls is NotCapturedNote:
+                self.connection_rules.not_captured(self._conn(event), event)
             elif cls is OtherProtocolNote:
                 self.connection_rules.other_note(self._conn(event), event)
             elif cls is PacketNote:

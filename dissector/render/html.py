@@ -23,8 +23,9 @@ import sys
 from html import escape
 
 from .diagnoses import diagnoses_html
-from .report import (_layers, clock_step_line, missing_file_line, one_direction_line, render_text,
-                     tls_not_decrypted_line, tls_without_keys_line, tunnel_not_read_line)
+from .report import (_cut_outcomes, _layers, _not_captured, clock_step_line, missing_file_line,
+                     one_direction_line, render_text, tls_not_decrypted_line, tls_without_keys_line,
+                     tunnel_not_read_line)
 
 COLOURS = {
     "histogram": "#4c72b0",
@@ -824,6 +825,12 @@ def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", 
                        f'({c["tls_undecrypted_bytes"]:,} bytes not decrypted in all)</p>')
         for what in c.get("inferred") or ():  # (as the text's "inferred:" lines of the connection)
             out.append(f'<p class="notes">{_e(c["connection"])}: inferred: {_e(what)}</p>')
+        if c.get("not_captured_bytes_client") or c.get("not_captured_bytes_server"):  # (the snap length)
+            out.append(f'<p class="notes">{_e(c["connection"])}: {_e(_not_captured(c))}</p>')
+        for sess in c.get("sessions") or ():
+            if sess.get("not_captured_outcomes"):
+                out.append(f'<p class="notes">{_e(c["connection"])} session {_e(str(sess["session"]))}: '
+                           f'{_e(_cut_outcomes(sess))}</p>')
 
     out.append(diagnoses_html(rep.get("diagnoses"), (rep.get("capture") or {}).get("digits", 6)))
     links = plots["links"]

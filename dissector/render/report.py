@@ -181,6 +181,21 @@ def _date(x, digits: int = 6) -> str:
     return "-" if x is None else date(x, digits)
 
 
+def _not_captured(c: dict) -> str:
+    """The bytes of a connection the capture's snap length cut off (not loss)."""
+    n = c.get("snap_length")
+    return (f"not captured (snap length {'unknown' if n is None else n}): "
+            f"from the client {_n(c.get('not_captured_bytes_client') or 0)} bytes; "
+            f"from the server {_n(c.get('not_captured_bytes_server') or 0)} bytes (not loss)")
+
+
+def _cut_outcomes(sess: dict) -> str:
+    """The outcomes of a session's deliveries whose transfers the snap length cut off whole."""
+    oc = sess["not_captured_outcomes"]
+    return ("deliveries whose transfers were not captured (snap length), outcomes from the dispositions: "
+            + ", ".join(f"{k} {_n(v)}" for k, v in sorted(oc.items())))
+
+
 def _files(names) -> str:
     names = list(names)
     return ("file " if len(names) == 1 else "files ") + ", ".join(names)
@@ -372,6 +387,8 @@ def render_text(rep: dict) -> str:
             lines.append("  lost in the capture: " + "; ".join(
                 f"from the {side} {_plural(n, 'gap')} ({_n(b)} bytes)"
                 + (f", {_n(k)} bytes not decoded" if k else "") for side, n, b, k in lost))
+        if c.get("not_captured_bytes_client") or c.get("not_captured_bytes_server"):
+            lines.append(f"  {_not_captured(c)}")
         if c.get("unknown"):
             lines.append(f"  not visible in the capture: {', '.join(map(str, c['unknown']))}")
         for what in c.get("inferred") or ():
@@ -389,6 +406,8 @@ def render_text(rep: dict) -> str:
                 f", deliveries {_seen_and_lost(sess)}, unsettled {_n(sess['unsettled'])}{_lost(sess, one_way)}"
                 + (f", ended with {sess['end_error']}: {_one_line(sess['end_description'])}" if sess.get("end_error") else "")
             )
+            if sess.get("not_captured_outcomes"):
+                lines.append(f"    {_cut_outcomes(sess)}")
             for lk in sess["links"]:
                 o = lk["outcomes"]
                 lines.append(

@@ -194,7 +194,8 @@ def _connection_entry(an, conn, stall_count: dict, stall_secs: dict, violations_
         c_sessions.append(
             {
                 **_pick(s, "session", "channel_client", "channel_server", "begin_time", "end_time", "ended_by",
-                        "end_error", "end_description", "deliveries", "unknown", "deliveries_lost_whole"),
+                        "end_error", "end_description", "deliveries", "unknown", "deliveries_lost_whole",
+                        "not_captured_outcomes"),
                 "unsettled": s["unsettled"] - s_lost,
                 "lost_in_capture": s_lost,
                 "links": s_links,
@@ -209,7 +210,8 @@ def _connection_entry(an, conn, stall_count: dict, stall_secs: dict, violations_
                     "mid_connection", "lossy", "missing_direction", "tls", "tls_undecrypted_bytes", "tls_note", "tls_version",
                     "tls_cipher", "websocket", "ws_path", "unknown",
                     "gaps_client", "gaps_server", "gap_bytes_client", "gap_bytes_server",
-                    "undecoded_bytes_client", "undecoded_bytes_server", "inferred"),
+                    "undecoded_bytes_client", "undecoded_bytes_server", "inferred",
+                    "not_captured_bytes_client", "not_captured_bytes_server", "snap_length"),
             "deliveries": c.get("deliveries"),
             "deliveries_lost_whole": sum(x["deliveries_lost_whole"] or 0 for x in c_sessions),
             "lost_in_capture": sum(n for n, _ in lost),

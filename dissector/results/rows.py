@@ -209,6 +209,9 @@ def connection_row(an, c) -> dict:
         row[f"gap_bytes_{SIDES[e]}"] = loss.missing[e] if loss is not None else 0
         row[f"undecoded_bytes_{SIDES[e]}"] = loss.skipped[e] if loss is not None else 0
     row["inferred"] = list(c.inferred or ())
+    for e in (0, 1):
+        row[f"not_captured_bytes_{SIDES[e]}"] = loss.cut[e] if loss is not None else 0
+    row["snap_length"] = loss.snap_length if loss is not None else None
     return row
 
 
@@ -272,6 +275,7 @@ def connection_session_rows(an, c) -> list[dict]:
             "late_dispositions": s.late_dispositions,
             "deliveries_lost_whole": s.lost_whole,
             "unknown": list(s.unknown),
+            "not_captured_outcomes": dict(s.cut_outcomes) if s.cut_outcomes else None,
         })
         rows.append(row)
     return rows

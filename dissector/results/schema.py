@@ -152,6 +152,9 @@ CONNECTIONS = _cols(
                                    "the capture never completed"),
     ("inferred", JSON, "list of what the frames after a loss or a mid-stream start showed that lost frames had set "
                        "up, e.g. \"session 0: the server's begin on channel 0 (from its attach), answering ...\""),
+    *_pair("not_captured_bytes", INT, "bytes the {side} sent that the capture's snap length cut off (on the wire, "
+                                      "not captured: not loss, never a gap)"),
+    ("snap_length", INT, "the capture length of the packets the snap length cut (null: none was cut)"),
 )
 
 SESSIONS = _cols(
@@ -192,6 +195,8 @@ SESSIONS = _cols(
     ("deliveries_lost_whole", INT, "deliveries (of either sender) whose every transfer the capture lost, counted from the "
                                    "delivery-ids around the gaps; not in deliveries (see the definitions: lost packets)"),
     ("unknown", JSON, "list of what the capture could not show"),
+    ("not_captured_outcomes", JSON, "outcomes the receiver's settling dispositions gave delivery-ids whose transfers "
+                                    "the snap length cut off whole, by outcome name (null: none)"),
 )
 
 _LAT = "settlement latency (first transfer to settlement), {q}, seconds; percentiles by linear interpolation"

@@ -39,7 +39,7 @@ def _payload_packets(recs):
     return [i for i, (ts, buf) in enumerate(recs) if len(dpkt.ethernet.Ethernet(buf).data.data.data) > 100]
 
 
-def test_snaplen_truncated_packet_becomes_a_gap_and_decoding_goes_on():
+def test_snaplen_truncated_packet_is_not_captured_not_a_gap_and_decoding_goes_on():
     recs = _records()
     victim = _payload_packets(recs)[2]
     rows = []
@@ -51,9 +51,11 @@ def test_snaplen_truncated_packet_becomes_a_gap_and_decoding_goes_on():
     assert len(notes) == 1
     msg = notes[0].note.message.lower()
     assert "snaplen" in msg or "truncat" in msg
-    lost = len(recs[victim][1]) - 120
-    gaps = [e for e in ev if isinstance(e, StreamNote) and "bytes missing" in e.note.message]
-    assert len(gaps) == 1 and f"{lost} bytes missing" in gaps[0].note.message
+    cut = len(recs[victim][1]) - 120
+    # the bytes the snap length cut off were on the wire: "not captured", never a gap (issue 39)
+    assert not any(isinstance(e, StreamNote) and "bytes missing" in e.note.message for e in ev)
+    said = [e for e in ev if isinstance(e, StreamNote) and "not captured (snap length 120)" in e.note.message]
+    assert len(said) == 1 and said[0].note.message.startswith(f"{cut} bytes not captured") and said[0].skipped == cut
     frames = [e for e in ev if isinstance(e, Frame)]
     # frames completed after the damaged packet still decode; the last is the close
     assert frames[-1].name == full[-1].name == "close"
