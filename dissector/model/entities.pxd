@@ -77,7 +77,7 @@ cdef class _Session:
     cpdef riw(self, d)
     cpdef beyond_window(self, d)
     @cython.locals(x=_Link)
-    cpdef count_lost_whole(self, Py_ssize_t d, prev, long long n)
+    cpdef count_lost_whole(self, Py_ssize_t d, prev, long long n, long long since)
     @cython.locals(x=_Link)
     cpdef bint other_senders(self, Py_ssize_t d, link)
 

@@ -141,17 +141,18 @@ class _Session:
         """No window under the peer's latest *and* previous announcement (the latest may be in flight)."""
         return self.window.beyond(d)
 
-    def count_lost_whole(self, d, prev, n) -> None:
-        """``n`` deliveries of sender d were lost whole in a gap after its delivery on link ``prev``
-        (None: not known).  They are that link's when no other link of the session sends the same
-        way (its delivery-count advances by them); else only the session's (the delivery-count of
-        each link that may have sent them is a lower bound)."""
+    def count_lost_whole(self, d, prev, n, since) -> None:
+        """``n`` more deliveries of sender d were lost whole in a gap after its latest delivery, on
+        link ``prev`` (None: not known), ``since`` of them in all since that delivery.  They are that
+        link's when no other link of the session sends the same way (its delivery-count is ``since``
+        past that delivery's); else only the session's (the delivery-count of each link that may
+        have sent them is a lower bound)."""
         self.lost_whole += n
         self.conn.note_inferred(f"deliveries of the {SIDES[d]} lost whole in a gap, counted from the "
                                 f"delivery-ids around it")
         if prev is not None and not self.other_senders(d, prev):
             prev.lost_whole += n
-            prev.link_credit.lost_whole(n, True)
+            prev.link_credit.lost_whole(since, True)
             return
         for x in self.links:
             if x.sender_dir == d and x.detach[d] is None:

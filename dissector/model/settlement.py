@@ -210,7 +210,7 @@ class SettlementRules:
             if beyond <= 0:
                 return 0
             s.lost_upto[sender] = last
-            s.count_lost_whole(sender, s.last_sender[sender], beyond)
+            s.count_lost_whole(sender, s.last_sender[sender], beyond, serial_diff(last, seen))
         k = serial_diff(last, seen)
         return 0 if k <= 0 else min(k, n)
 

@@ -182,15 +182,14 @@ class TransferRules:
         s.last_sender[d] = link
         s.loss_mark[d] = mark
         s.lost_upto[d] = None
-        last = s.deliveries[d].last_id
-        if mark == prev_mark or last is None:
+        seen = s.deliveries[d].last_id
+        if mark == prev_mark or seen is None:
             return
-        if upto is not None and serial_diff(upto, last) > 0:
-            last = upto
+        last = upto if upto is not None and serial_diff(upto, seen) > 0 else seen
         n = serial_diff(did, last) - 1
         if n <= 0:
             return
-        s.count_lost_whole(d, prev_link if prev_link is link else None, n)
+        s.count_lost_whole(d, prev_link if prev_link is link else None, n, serial_diff(did, seen) - 1)
 
     def use_credit(self, c, d, f, link, h, did):
         """A delivery's first transfer uses a link credit (:class:`LinkCredit`): what it found is recorded."""

@@ -270,6 +270,7 @@ def test_deliveries_lost_after_the_last_seen_counted_from_the_receivers_disposit
     link = _link(lossy, "l")
     assert link["deliveries"] == 2 and link["deliveries_lost_whole"] == 2
     assert link["deliveries"] + link["deliveries_lost_whole"] == _link(clean, "l")["deliveries"]
+    assert link["delivery_count"] == _link(clean, "l")["delivery_count"] == 4
     (s,) = lossy.session_rows()
     assert s["deliveries"] + s["deliveries_lost_whole"] == clean.session_rows()[0]["deliveries"]
     assert s["unseen_dispositions"] == 0  # they were sent in the gap, not before the capture
@@ -300,6 +301,7 @@ def test_a_disposition_naming_the_lost_ids_twice_counts_them_once():
 def test_a_delivery_after_the_counted_ones_counts_only_the_ids_between():
     """Ids counted lost from a disposition are not counted again when a later delivery skips them."""
     c = _lost_at_the_end_conv(2)  # 2, 3 lost, named by the disposition
+    c.add(1, disposition(0, 3))  # named twice: counted once, and the link's delivery-count not behind
     c.add(0, transfer(4), drop=True)
     c.add(0, transfer(5))  # skips 2..4: only 4 is new
     c.add(1, disposition(4, 5))
@@ -307,6 +309,8 @@ def test_a_delivery_after_the_counted_ones_counts_only_the_ids_between():
     lossy = c.analyze(mode="ack")
     assert _link(lossy, "l")["deliveries_lost_whole"] == 3
     assert _link(lossy, "l")["deliveries"] + 3 == _link(clean, "l")["deliveries"]
+    # the delivery-count counts every one lost since the latest seen, not only the newly counted
+    assert _link(lossy, "l")["delivery_count"] == _link(clean, "l")["delivery_count"] == 6
 
 
 def test_a_hostile_disposition_range_is_counted_not_enumerated():
