@@ -76,9 +76,14 @@ cdef class _Session:
     cdef public long long lost_whole
     cdef public list last_sender
     cdef public list loss_mark
+    cdef public list lost_upto
 
     cpdef riw(self, d)
     cpdef beyond_window(self, d)
+    @cython.locals(x=_Link)
+    cpdef count_lost_whole(self, Py_ssize_t d, prev, long long n, long long since)
+    @cython.locals(x=_Link)
+    cpdef bint other_senders(self, Py_ssize_t d, link)
 
 cdef class _ConnBase:
     cdef public object id

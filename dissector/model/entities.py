@@ -14,7 +14,7 @@ from .machine import CONNECTION_MACHINE, LINK_MACHINE, SESSION_MACHINE, Endpoint
 from .state import (DISPOSITION_TOUCH_BASE, _EMPTY_MAP, _EMPTY_MAPS, _EMPTY_PAIR, _NONE_PAIR, _START_ENDPOINTS,
                     _UNKNOWN_ENDPOINTS, _ZERO_PAIR)
 from .stats import DeliveryStats
-from .transitions import UNKNOWN
+from .transitions import SIDES, UNKNOWN
 from .window import SessionWindow
 
 
@@ -116,7 +116,7 @@ class _Session:
         "handles", "links", "deliveries",
         "late_dispositions",
         "unseen_dispositions", "touch_budget", "cut_outcomes",
-        "terminated", "lost_whole", "last_sender", "loss_mark",
+        "terminated", "lost_whole", "last_sender", "loss_mark", "lost_upto",
     )
 
     def __init__(self, conn, index, initiator, known):
@@ -150,6 +150,9 @@ class _Session:
         self.lost_whole = 0
         self.last_sender = [None, None]
         self.loss_mark = [0, 0]
+        # per sender: the highest delivery-id counted lost whole beyond its latest delivery seen
+        # (named by a disposition after a gap), None when none was
+        self.lost_upto = [None, None]
 
     def riw(self, d):
         """remote-incoming-window of sending peer d (:meth:`SessionWindow.riw`; None if unknown)."""
@@ -158,6 +161,31 @@ class _Session:
     def beyond_window(self, d) -> bool:
         """No window under the peer's latest *and* previous announcement (the latest may be in flight)."""
         return self.window.beyond(d)
+
+    def count_lost_whole(self, d, prev, n, since) -> None:
+        """``n`` more deliveries of sender d were lost whole in a gap after its latest delivery, on
+        link ``prev`` (None: not known), ``since`` of them in all since that delivery.  They are that
+        link's when no other link of the session sends the same way (its delivery-count is ``since``
+        past that delivery's); else only the session's (the delivery-count of each link that may
+        have sent them is a lower bound)."""
+        self.lost_whole += n
+        self.conn.note_inferred(f"deliveries of the {SIDES[d]} lost whole in a gap, counted from the "
+                                f"delivery-ids around it")
+        if prev is not None and not self.other_senders(d, prev):
+            prev.lost_whole += n
+            prev.link_credit.lost_whole(since, True)
+            return
+        for x in self.links:
+            if x.sender_dir == d and x.detach[d] is None:
+                x.link_credit.lost_whole(n, False)
+                x.note_unknown("delivery-count after a gap")
+
+    def other_senders(self, d, link) -> bool:
+        """Another link of this session whose sender is d and that d has not detached."""
+        for x in self.links:
+            if x is not link and x.sender_dir == d and x.detach[d] is None:
+                return True
+        return False
 
     @property
     def noid(self) -> list:

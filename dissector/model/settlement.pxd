@@ -47,3 +47,6 @@ cdef class SettlementRules:
 
     @cython.locals(s=_Session, dlv=_Delivery, table=DeliveryTable, named=Py_ssize_t)
     cpdef disposition(self, _Conn c, Py_ssize_t d, Frame f, p)
+
+    @cython.locals(beyond="long long", k="long long")
+    cpdef long long count_lost_beyond(self, _Conn c, _Session s, Py_ssize_t sender, first, last, n) except -1

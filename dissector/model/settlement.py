@@ -170,6 +170,8 @@ class SettlementRules:
             if late > 0:
                 s.late_dispositions += late
                 missing -= late
+        if missing and c.loss is not None:
+            missing -= self.count_lost_beyond(c, s, sender, first, last, n)
         settled = v[D_SETTLED] is True
         state = _delivery_state_value(v[D_STATE])
         plan = None if state is None else _state_plan(state)  # (once for the range)
@@ -230,6 +232,26 @@ class SettlementRules:
         rng = f"{first}" if first == last else f"{first}..{last}"
         c.note_inferred(f"{said} (first: delivery-ids {rng} at packet {f.packet}, {named} presettled): they keep "
                         f"no outcome from a range (the sender forgot them when it settled them, part 2, 2.6.12)")
+
+    def count_lost_beyond(self, c, s, sender, first, last, n) -> int:
+        """A disposition names delivery-ids ``first..last`` (``n`` of them) of ``sender``, on a
+        connection that lost bytes: the ids beyond the sender's latest delivery seen were sent, so
+        when bytes of the sender were lost since that delivery they are deliveries lost whole
+        (:meth:`_Session.count_lost_whole`), the ids between included, each counted once
+        (``_Session.lost_upto``); a count, never an object per id.  Returns how many of the range
+        were counted lost (not deliveries before the capture)."""
+        seen = s.deliveries[sender].last_id
+        if seen is None or c.loss.mark(sender) == s.loss_mark[sender]:
+            return 0  # nothing says how many came before; no gap: an unknown delivery
+        upto = s.lost_upto[sender]  # (None, or beyond seen: reset at each delivery)
+        if upto is None or serial_diff(last, upto) > 0:
+            beyond = serial_diff(last, seen if upto is None else upto)
+            if beyond <= 0:
+                return 0
+            s.lost_upto[sender] = last
+            s.count_lost_whole(sender, s.last_sender[sender], beyond, serial_diff(last, seen))
+        k = serial_diff(last, seen)
+        return 0 if k <= 0 else min(k, n)
 
     def delivery_state(self, dlv, by, state: Composite, f):
         """``state`` (a delivery-state Composite) sent by ``by`` ("sender" / "receiver") in frame ``f``,

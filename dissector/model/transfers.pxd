@@ -39,11 +39,8 @@ cdef class TransferRules:
     @cython.locals(dlv=_Delivery, table=DeliveryTable, touches="long long")
     cdef _Delivery new_delivery(self, _Conn c, _Session s, Py_ssize_t d, Frame f, _Link link, h, did)
 
-    @cython.locals(mark="long long", n="long long", x=_Link)
+    @cython.locals(mark="long long", n="long long", last=object, seen=object)
     cdef count_lost_whole(self, _Conn c, _Session s, Py_ssize_t d, _Link link, did)
-
-    @cython.locals(x=_Link)
-    cdef bint other_senders(self, _Session s, Py_ssize_t d, _Link link)
 
     @cython.locals(tags=dict, earlier=list)
     cdef tag_check(self, _Conn c, Py_ssize_t d, Frame f, _Link link, h, tag, did)

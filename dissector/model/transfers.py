@@ -177,39 +177,25 @@ class TransferRules:
 
     def count_lost_whole(self, c, s, d, link, did):
         """A new delivery of d, id ``did``, on a connection that lost bytes: the delivery-ids its
-        session's previous delivery skipped, when bytes of d were lost between the two, are
-        deliveries lost whole.  They are the link's when the previous delivery was the link's and no
-        other link of the session sends the same way (its delivery-count advances by them); else
-        only the session's (the delivery-count of each link that may have sent them is unknown)."""
+        session's previous delivery skipped (or the last id a disposition already counted lost
+        beyond it: :meth:`SettlementRules.count_lost_beyond`), when bytes of d were lost between
+        the two, are deliveries lost whole (:meth:`_Session.count_lost_whole`: the link's when the
+        previous delivery was the link's too)."""
         mark = c.loss.mark(d)
         prev_link = s.last_sender[d]
         prev_mark = s.loss_mark[d]
+        upto = s.lost_upto[d]
         s.last_sender[d] = link
         s.loss_mark[d] = mark
-        last = s.deliveries[d].last_id
-        if mark == prev_mark or last is None:
+        s.lost_upto[d] = None
+        seen = s.deliveries[d].last_id
+        if mark == prev_mark or seen is None:
             return
+        last = upto if upto is not None and serial_diff(upto, seen) > 0 else seen
         n = serial_diff(did, last) - 1
         if n <= 0:
             return
-        s.lost_whole += n
-        c.note_inferred(f"deliveries of the {SIDES[d]} lost whole in a gap, counted from the delivery-ids "
-                        f"around it")
-        if prev_link is link and not self.other_senders(s, d, link):
-            link.lost_whole += n
-            link.link_credit.lost_whole(n, True)
-            return
-        for x in s.links:
-            if x.sender_dir == d and x.detach[d] is None:
-                x.link_credit.lost_whole(n, False)
-                x.note_unknown("delivery-count after a gap")
-
-    def other_senders(self, s, d, link) -> bool:
-        """Another link of session ``s`` whose sender is d and that d has not detached."""
-        for x in s.links:
-            if x is not link and x.sender_dir == d and x.detach[d] is None:
-                return True
-        return False
+        s.count_lost_whole(d, prev_link if prev_link is link else None, n, serial_diff(did, seen) - 1)
 
     def tag_check(self, c, d, f, link, h, tag, did):
         """A new delivery ``did`` with delivery-tag ``tag``: the tag must be unique among the link's
