@@ -308,6 +308,50 @@ def _merge_in_capture_order(a: list | None, b: list | None, out: list) -> None:
     out.extend(b[j:])
 
 
+def buffer_piece(D: _Dir, a: int, data: bytes, ts: int, packet: int) -> None:
+    """Buffer out-of-order bytes [a, a+len), stamped ``ts``/``packet``; bytes already buffered win."""
+    starts = D.starts
+    datas = D.datas
+    stamps = D.stamps
+    if starts is None:
+        starts = D.starts = []
+        datas = D.datas = []
+        stamps = D.stamps = []
+    b = a + len(data)
+    i = bisect_right(starts, a) - 1
+    if i >= 0:
+        pe = starts[i] + len(datas[i])
+        if pe > a:
+            if pe >= b:
+                return
+            data = data[pe - a :]
+            a = pe
+    i += 1
+    n = len(starts)
+    while a < b:
+        if i < n and starts[i] < b:
+            ns = starts[i]
+            if ns > a:
+                starts.insert(i, a)
+                datas.insert(i, data[: ns - a])
+                stamps[2 * i:2 * i] = (ts, packet)
+                D.buffered += ns - a
+                i += 1
+                n += 1
+            ne = ns + len(datas[i])
+            if ne >= b:
+                return
+            data = data[ne - a :]
+            a = ne
+            i += 1
+        else:
+            starts.insert(i, a)
+            datas.insert(i, data)
+            stamps[2 * i:2 * i] = (ts, packet)
+            D.buffered += b - a
+            return
+
+
 class TcpReassembler:
     """Per-direction in-order delivery of TCP payload, with gaps as events.
 
@@ -724,7 +768,7 @@ class TcpReassembler:
                         # the buffer (bytes already buffered win), then drain
                         first = D.starts[0]
                         out.append(StreamData(conn.id, d, payload[skip : first - start], ts, packet))
-                        self._insert(D, first, payload[first - start :], ts, packet)
+                        buffer_piece(D, first, payload[first - start :], ts, packet)
                         D.pos = first
                     else:
                         out.append(StreamData(conn.id, d, payload[skip:] if skip else payload, ts, packet))
@@ -733,7 +777,7 @@ class TcpReassembler:
                 if D.buffered and (conn.held is None or conn.held.hole[d] < 0):  # (else: see _release)
                     self._drain(conn, d, D, ts, packet, out, None)
             else:
-                self._insert(D, start, payload, ts, packet)
+                buffer_piece(D, start, payload, ts, packet)
                 if D.buffered > self.max_buffered or len(D.starts) > MAX_PIECES:
                     while D.buffered > self.max_buffered or len(D.starts) > MAX_PIECES:
                         self._drain(conn, d, D, ts, packet, out, D.starts[0])
@@ -778,50 +822,6 @@ class TcpReassembler:
         conn.fins |= 1 << d
         if conn.fins == 3:
             self._retire(conn, ts)
-
-    @staticmethod
-    def _insert(D: _Dir, a: int, data: bytes, ts: int, packet: int) -> None:
-        """Buffer out-of-order bytes [a, a+len), stamped ``ts``/``packet``; bytes already buffered win."""
-        starts = D.starts
-        datas = D.datas
-        stamps = D.stamps
-        if starts is None:
-            starts = D.starts = []
-            datas = D.datas = []
-            stamps = D.stamps = []
-        b = a + len(data)
-        i = bisect_right(starts, a) - 1
-        if i >= 0:
-            pe = starts[i] + len(datas[i])
-            if pe > a:
-                if pe >= b:
-                    return
-                data = data[pe - a :]
-                a = pe
-        i += 1
-        n = len(starts)
-        while a < b:
-            if i < n and starts[i] < b:
-                ns = starts[i]
-                if ns > a:
-                    starts.insert(i, a)
-                    datas.insert(i, data[: ns - a])
-                    stamps[2 * i:2 * i] = (ts, packet)
-                    D.buffered += ns - a
-                    i += 1
-                    n += 1
-                ne = ns + len(datas[i])
-                if ne >= b:
-                    return
-                data = data[ne - a :]
-                a = ne
-                i += 1
-            else:
-                starts.insert(i, a)
-                datas.insert(i, data)
-                stamps[2 * i:2 * i] = (ts, packet)
-                D.buffered += b - a
-                return
 
     def _drain(self, conn: _Conn, d: int, D: _Dir, ts: int, packet: int, out: list, force: int | None,
                stop: int | None = None, before: int = 0) -> None:

@@ -318,6 +318,61 @@ def unknown_at(c) -> str:
 
 
 
+def delivery_row(an, c, link, addr, d) -> dict:
+    """The deliveries-table row (a dict) of delivery ``d`` of ``link`` (sender's address ``addr``) of
+    connection ``c``, as Analyzer ``an`` gives it."""
+    s = link.session
+    sb = [d.snd_settled is not None, d.rcv_settled is not None]
+    settled_by = "both" if all(sb) else "sender" if sb[0] else "receiver" if sb[1] else ""
+    err = d.outcome_error or {}
+    return {
+        "connection": c.id,
+        "session": s.index,
+        "channel": an._session_channel(s),
+        "link": link.name,
+        "link_index": link.index,
+        "handle": link.handle[d.direction],
+        "delivery_id": d.delivery_id,
+        "delivery_tag": d.tag.hex() if d.tag is not None else None,
+        "sender": c.peer(d.direction),
+        "receiver": c.peer(1 - d.direction),
+        "sender_side": SIDES[d.direction],
+        "address": addr,
+        "first_time": d.first_ts,
+        "last_time": d.last_ts,
+        "first_packet": d.first_packet,
+        "last_packet": d.last_packet,
+        "frames": d.frames,
+        "message_size": d.size,
+        "complete": d.complete,
+        "presettled": d.presettled,
+        "aborted": d.aborted,
+        "resumed": d.resumed,
+        "settled_by": settled_by,
+        "settled_time": _t(d.settled),
+        "settled_packet": _p(d.settled),
+        "sender_settled_time": _t(d.snd_settled),
+        "receiver_settled_time": _t(d.rcv_settled),
+        "outcome": d.outcome or "",
+        "outcome_by": d.outcome_by or "",
+        "outcome_time": d.outcome_ts,
+        "outcome_packet": d.outcome_packet,
+        "outcome_error": err.get("condition"),
+        "outcome_description": err.get("description"),
+        "delivery_failed": d.delivery_failed,
+        "undeliverable_here": d.undeliverable_here,
+        "received_state": d.received_state,
+        "txn_id": d.txn_id,
+        "rcv_settle_mode": d.rcv_settle_mode,
+        "dispositions_sender": d.dispositions[d.direction],
+        "dispositions_receiver": d.dispositions[1 - d.direction],
+        "settlement_latency": an._span(_t(d.settled), _p(d.settled), d.first_ts, d.first_packet),
+        "outcome_latency": an._span(d.outcome_ts, d.outcome_packet, d.first_ts, d.first_packet),
+        "unsettled_at": an._unsettled_at(d),
+        **dict(zip(MESSAGE_COLUMNS, delivery_cells(d))),
+    }
+
+
 class Analyzer(StateTracker):
     """Feed Dissector events, then read tables (see the module docstring for every column).
 
@@ -438,7 +493,7 @@ class Analyzer(StateTracker):
     def _row(self, d) -> dict:
         """The deliveries-table row of ``d``."""
         link = d.link
-        return self._delivery_row(link.conn, link, self._link_address(link), d)
+        return delivery_row(self, link.conn, link, self._link_address(link), d)
 
     def _live(self):
         """Deliveries not folded yet (unsettled, or settled within the fold lag), in table order."""
@@ -682,9 +737,9 @@ class Analyzer(StateTracker):
                     yield (c.seq, link.index, seq), (x if type(x) is dict else self._row(x))
 
     def _compact_rows(self, c, link, sender, st, rows):
-        """(seq, row) of the compacted deliveries at ``rows`` of ``st``: the rows :meth:`_delivery_row`
+        """(seq, row) of the compacted deliveries at ``rows`` of ``st``: the rows :func:`delivery_row`
         gives for them, made from the columns."""
-        template = self._delivery_row(c, link, self._link_address(link), store_delivery(link, sender, st, rows[0]))
+        template = delivery_row(self, c, link, self._link_address(link), store_delivery(link, sender, st, rows[0]))
         seqs = st.seq
         lossy = c.loss is not None  # (unsettled_at differs by row only after a loss)
         plain = self._unsettled_place(link)
@@ -706,61 +761,9 @@ class Analyzer(StateTracker):
                 row["unsettled_at"] = unknown_at(c) if _lost_after(c, ft) else plain
             yield seqs[i], row
 
-    def _delivery_row(self, c, link, addr, d) -> dict:
-        s = link.session
-        sb = [d.snd_settled is not None, d.rcv_settled is not None]
-        settled_by = "both" if all(sb) else "sender" if sb[0] else "receiver" if sb[1] else ""
-        err = d.outcome_error or {}
-        return {
-            "connection": c.id,
-            "session": s.index,
-            "channel": self._session_channel(s),
-            "link": link.name,
-            "link_index": link.index,
-            "handle": link.handle[d.direction],
-            "delivery_id": d.delivery_id,
-            "delivery_tag": d.tag.hex() if d.tag is not None else None,
-            "sender": c.peer(d.direction),
-            "receiver": c.peer(1 - d.direction),
-            "sender_side": SIDES[d.direction],
-            "address": addr,
-            "first_time": d.first_ts,
-            "last_time": d.last_ts,
-            "first_packet": d.first_packet,
-            "last_packet": d.last_packet,
-            "frames": d.frames,
-            "message_size": d.size,
-            "complete": d.complete,
-            "presettled": d.presettled,
-            "aborted": d.aborted,
-            "resumed": d.resumed,
-            "settled_by": settled_by,
-            "settled_time": _t(d.settled),
-            "settled_packet": _p(d.settled),
-            "sender_settled_time": _t(d.snd_settled),
-            "receiver_settled_time": _t(d.rcv_settled),
-            "outcome": d.outcome or "",
-            "outcome_by": d.outcome_by or "",
-            "outcome_time": d.outcome_ts,
-            "outcome_packet": d.outcome_packet,
-            "outcome_error": err.get("condition"),
-            "outcome_description": err.get("description"),
-            "delivery_failed": d.delivery_failed,
-            "undeliverable_here": d.undeliverable_here,
-            "received_state": d.received_state,
-            "txn_id": d.txn_id,
-            "rcv_settle_mode": d.rcv_settle_mode,
-            "dispositions_sender": d.dispositions[d.direction],
-            "dispositions_receiver": d.dispositions[1 - d.direction],
-            "settlement_latency": self._span(_t(d.settled), _p(d.settled), d.first_ts, d.first_packet),
-            "outcome_latency": self._span(d.outcome_ts, d.outcome_packet, d.first_ts, d.first_packet),
-            "unsettled_at": self._unsettled_at(d),
-            **dict(zip(MESSAGE_COLUMNS, delivery_cells(d))),
-        }
-
     def delivery_columns(self, ds) -> tuple:
         """The deliveries-table cells of the delivery objects ``ds`` by column, not by row: the
-        values :meth:`_delivery_row` gives, without a dict per delivery.
+        values :func:`delivery_row` gives, without a dict per delivery.
 
         Returns ``(cols, ctx_index, ctx_cols)``: ``cols`` maps a column name to its list of cells
         (one per delivery); the columns that depend only on the delivery's link and sender

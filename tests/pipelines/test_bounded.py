@@ -557,7 +557,7 @@ def test_the_streamed_deliveries_csv_reads_compacted_deliveries_from_the_store(t
     the end read by column, compacted ones straight from their store's arrays) is byte for byte the
     one of the same capture never compacted (every delivery an object, read attribute by attribute),
     for batches that cut across links, stores and objects, and holds the lines of the row dicts
-    (_delivery_row; the stream writes folded deliveries first); and the compacted deliveries are read
+    (delivery_row; the stream writes folded deliveries first); and the compacted deliveries are read
     without a delivery object apiece."""
     from amqp_dissect.model import deliveries
     from amqp_dissect.pipelines.local import CaptureSource, DeliveryStream, run_analysis

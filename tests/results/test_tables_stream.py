@@ -2,7 +2,7 @@
 csv / jsonl text made a column at a time.
 
 Oracles:
-- the row path (``Analyzer._delivery_row``, one dict per delivery, itself checked against the
+- the row path (``analytics.delivery_row``, one dict per delivery, itself checked against the
   unfolded analysis in test_folding.py) for the batches built from delivery objects;
 - pandas' ``DataFrame.to_csv`` (the csv module underneath) for the csv text;
 - Python's ``json.dumps`` for the jsonl text;
