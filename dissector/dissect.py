@@ -83,8 +83,11 @@ class _Probe:
         self.data = ([], [])  # buffered StreamData per direction
         self.amqp_port = amqp_port
         self.held = 0  # bytes in data
-        self.notes = []  # the TCP layer's notes on it (one direction captured), routed with its bytes
-        self.order = bytearray()  # the direction of each buffered StreamData, in the order they came
+        # the TCP layer's notes on it (one direction captured), routed with its bytes; and the direction
+        # of each buffered StreamData, in the order they came (None until the first: a probe that never
+        # gets a byte, a SYN-only connection, costs no list)
+        self.notes = None
+        self.order = None
 
     def in_order(self) -> list:
         """The buffered StreamData in the order the reassembler released them (both directions
@@ -92,7 +95,7 @@ class _Probe:
         the decoder before the client's later frames, as on an AMQP port)."""
         nxt = [0, 0]
         out = []
-        for d in self.order:
+        for d in self.order or ():
             out.append(self.data[d][nxt[d]])
             nxt[d] += 1
         return out
@@ -366,7 +369,10 @@ class Dissector:
                 if ev.conn is None or ev.conn in conns:
                     out.append(ev)
                 elif ev.conn in self._probes:
-                    self._probes[ev.conn].notes.append(ev)
+                    probe = self._probes[ev.conn]
+                    if probe.notes is None:
+                        probe.notes = []
+                    probe.notes.append(ev)
                 elif ev.conn in self._renamed:
                     later.append(renamed(ev, self._renamed[ev.conn]))
         if later:  # (events of a connection renamed while this list was routed)
@@ -432,6 +438,8 @@ class Dissector:
     def _probe_data(self, ev: StreamData, out: list) -> None:
         probe = self._probes[ev.conn]
         probe.data[ev.direction].append(ev)
+        if probe.order is None:
+            probe.order = bytearray()
         probe.order.append(ev.direction)
         probe.held += len(ev.data)
         if probe.amqp_port:  # (held bytes only: its bytes are decoded whatever they are)
@@ -600,7 +608,8 @@ class Dissector:
             cid = f"{server}-{client}"
         probe.opened = StreamOpened(cid, old.server, old.client, old.ts, old.packet, old.syn_seen)
         probe.data = tuple([renamed(e, cid) for e in evs] for evs in reversed(probe.data))
-        probe.order = bytearray(1 - d for d in probe.order)
+        if probe.order is not None:
+            probe.order = bytearray(1 - d for d in probe.order)
         self._probes[cid] = probe
         del self._probes[old.conn]
         if len(self._renamed) > 1024:
@@ -612,7 +621,7 @@ class Dissector:
 def _probe_notes(probe: _Probe, conn: str, out: list) -> None:
     """The TCP layer's notes on a probed connection, routed once it is found AMQP (under its id
     ``conn``, the roles swapped when they were)."""
-    for n in probe.notes:
+    for n in probe.notes or ():
         out.append(n if n.conn == conn else renamed(n, conn))
 
 

@@ -10,16 +10,20 @@ cdef class _Dir:
     cdef public dict cuts
 
 cdef class _Hold
+cdef class _UnseenAcked
 
 cdef class _Conn:
     cdef public object id
     cdef public tuple key
     cdef public _Dir d0, d1
     cdef public object state, last_ts, fins
-    cdef public int cd
+    cdef public int cd, missing
     cdef public _Hold held
-    cdef public object ack_first, ack_mark
-    cdef public int acks, missing
+    cdef public _UnseenAcked acked
+
+cdef class _UnseenAcked:
+    cdef public object first, mark
+    cdef public long long moves
 
 cdef class _Hold:
     cdef public list queue, hole, fin

@@ -139,12 +139,23 @@ class _Dir:
         self.cuts: dict | None = None
 
 
+class _UnseenAcked:
+    """The ACK numbers of a connection's one direction with packets while the other has none: the
+    first and the latest, and how often it moved on (see ONE_WAY_ACKS)."""
+
+    __slots__ = ("first", "mark", "moves")
+
+    def __init__(self, ack: int) -> None:
+        self.first = ack
+        self.mark = ack
+        self.moves = 0
+
+
 class _Conn:
     """One connection: a few words.  A SYN-only (half-open) connection is this object, its key and
     one direction; the other direction is made at its first segment."""
 
-    __slots__ = ("id", "key", "cd", "d0", "d1", "state", "last_ts", "fins", "held", "ack_first", "ack_mark",
-                 "acks", "missing")
+    __slots__ = ("id", "key", "cd", "d0", "d1", "state", "last_ts", "fins", "held", "acked", "missing")
 
     def __init__(self, cid: str, key: tuple, cd: int, ts: int) -> None:
         self.id = cid
@@ -156,11 +167,9 @@ class _Conn:
         self.last_ts = ts
         self.fins = 0  # bit per direction that sent a FIN (used while ignored)
         self.held: _Hold | None = None  # the reorder window, while one is open
-        # while only one direction has packets: the first and the latest ACK number it sent (None: no
-        # ACK yet) and how often that number moved on (see ONE_WAY_ACKS)
-        self.ack_first = None
-        self.ack_mark = None
-        self.acks = 0
+        # while only one direction has packets: the ACK numbers it sent (an _UnseenAcked; None: no ACK
+        # yet, as for a SYN-only connection, which so costs no more)
+        self.acked: _UnseenAcked | None = None
         self.missing = -1  # the direction declared not captured (see ONE_DIRECTION), or -1
 
 
@@ -643,7 +652,7 @@ class TcpReassembler:
         cid = base if n == 1 else f"{base}#{n}"
         conn = _Conn(cid, key, d ^ flip, ts)
         if flags & ACK:
-            conn.ack_first = conn.ack_mark = seg[5]
+            conn.acked = _UnseenAcked(seg[5])
         self._table[key] = conn
         self._by_id[cid] = conn
         out.append(StreamOpened(cid, client, server, ts, packet, syn))
@@ -1004,15 +1013,15 @@ class TcpReassembler:
     def _unseen_acked(self, conn: _Conn, d: int, ack: int, ts: int, packet: int, out: list) -> None:
         """A segment of direction ``d`` with an ACK while the other direction has no packet in the
         capture: ONE_WAY_ACKS moves of the ACK number declare that direction missing."""
-        mark = conn.ack_mark
-        if mark is None:
-            conn.ack_first = conn.ack_mark = ack
+        w = conn.acked
+        if w is None:
+            conn.acked = _UnseenAcked(ack)
             return
-        if ((ack - mark + HALF) & MASK) - HALF <= 0:
+        if ((ack - w.mark + HALF) & MASK) - HALF <= 0:
             return
-        conn.ack_mark = ack
-        conn.acks += 1
-        if conn.acks >= ONE_WAY_ACKS:
+        w.mark = ack
+        w.moves += 1
+        if w.moves >= ONE_WAY_ACKS:
             self._one_way(conn, 1 - d, ts, packet, out)
 
     def _one_way(self, conn: _Conn, m: int, ts: int, packet: int, out: list) -> None:
@@ -1020,9 +1029,10 @@ class TcpReassembler:
         saying why."""
         conn.missing = m
         who, other = ("client", "server") if m == 0 else ("server", "client")
-        if conn.acks:
-            acked = ((conn.ack_mark - conn.ack_first + HALF) & MASK) - HALF
-            why = (f"the {other}'s ACKs acknowledge {acked:,} bytes of the {who} ({conn.acks} times moved on) "
+        w = conn.acked
+        if w is not None and w.moves:
+            acked = ((w.mark - w.first + HALF) & MASK) - HALF
+            why = (f"the {other}'s ACKs acknowledge {acked:,} bytes of the {who} ({w.moves} times moved on) "
                    f"and none of its packets was captured")
         else:
             why = f"no packet of the {who} in the capture, only the {other}'s"
@@ -1032,7 +1042,7 @@ class TcpReassembler:
     def _flush_all(self, conn: _Conn, ts: int, packet: int, out: list) -> None:
         """Give up every hole of both directions: gaps + buffered data.  (Called when the
         connection ends: a direction without any packet by then is declared missing.)"""
-        if conn.missing < 0 and (conn.d0 is None) != (conn.d1 is None) and conn.ack_mark is not None:
+        if conn.missing < 0 and (conn.d0 is None) != (conn.d1 is None) and conn.acked is not None:
             # (an ACK number says the unseen side sent something: a SYN alone, never answered, is no such case)
             self._one_way(conn, 0 if conn.d0 is None else 1, ts, packet, out)
         if conn.held is not None:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from amqp_dissect.amqp.framing import Frame, ProtocolHeader, StreamNote
+from amqp_dissect.amqp.framing import Frame, OtherProtocolNote, ProtocolHeader, StreamNote
 from amqp_dissect.capture.keylog import KeyLog
 from amqp_dissect.capture.pcap import open_capture
 from amqp_dissect.capture.tls import TlsLayer
@@ -605,10 +605,12 @@ def test_tls_on_other_port_shown_only_when_the_decrypted_stream_is_amqp(captures
     both = KeyLog(keys.read_text() + cap.keys.read_text())
     events = run(http, both)
     assert [e for e in events if type(e) is not PacketNote] == []
-    # forced with --port, the same stream is decrypted and the AMQP decoder finds no header in it
+    # forced with --port, the same stream is decrypted and the AMQP decoder finds no AMQP header in it:
+    # it names the protocol the decrypted bytes start with (HTTP)
     port = _server_port(http)
-    forced = [n.note.message for n in notes(run(http, both, ports=(port,)))]
+    forced_events = run(http, both, ports=(port,))
+    forced = [n.note.message for n in notes(forced_events)]
     assert any("keys in the key log" in m for m in forced)
-    assert any("does not start with a protocol header" in m for m in forced)
+    assert [e.protocol for e in forced_events if type(e) is OtherProtocolNote] == ["HTTP"]
     # the same key log still shows the AMQP one
     assert frame_sequence(run(cap.pcap, both)) == frame_sequence(run(cap.sample))

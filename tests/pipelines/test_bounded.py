@@ -260,7 +260,10 @@ def test_a_wide_disposition_costs_what_it_touches_and_settled_deliveries_leave_t
 # Measured with tracemalloc (every allocation of the interpreter, the compiled modules' included) over
 # many objects, after a warm-up, in whatever mode the suite runs (compiled, or AMQP_DISSECT_PURE_PYTHON=1).
 CONN_BUDGET = 512  # bytes an idle connection (the TCP layer has let it go) keeps for the rest of the run
-HALF_OPEN_BUDGET = 1024  # bytes a half-open connection costs in all while the TCP layer still tracks it
+# bytes a half-open connection costs in all while the TCP layer still tracks it: 1,016 B before issue 39,
+# 1,040 B (compiled) / 1,052 B (pure) with the state for one-direction detection (the ACK watch of a
+# connection, its missing side) and snap-length cuts (a direction's cuts): issue 40 is to win it back
+HALF_OPEN_BUDGET = 1088
 TCP_FLOW_BUDGET = 700  # bytes the TCP layer holds for one half-open connection (its entry, key, id, direction)
 REPORT_CONN_BUDGET = 512  # bytes the report document adds per connection it does not list
 DELIVERY_BUDGET = 100  # bytes an unsettled delivery costs in compact form
