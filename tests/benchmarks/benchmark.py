@@ -14,12 +14,14 @@ What it does
 ------------
 1. Builds a capture of real proton-encoded AMQP 1.0 traffic: ``tests/support/protonpump.py``
    engines (SASL, open, attach, transfers, flows, dispositions, close) carried over
-   TCP by ``tests/support/pcapbuild.py``, in two shapes (``--shapes``): ``acked``, rounds of 10
-   transfers in 1,460-byte segments each ACKed (about 4 frames per data segment), and
-   ``batched``, rounds of 40 in segments of up to 32,000 bytes with no pure ACKs (about 20
-   frames per segment, as proton on the loopback sends them).  Each capture is cached
-   (``--out``, the batched one beside it as ``<out>-batched.pcap``) with the build parameters
-   in a sidecar ``<out>.json``; it is reused when they match, and built in a child process.
+   TCP by ``tests/support/pcapbuild.py``, in three shapes (``--shapes``): ``acked``, the client
+   sends rounds of 10 transfers in 1,460-byte segments each ACKed (about 4 frames per data
+   segment); ``batched``, rounds of 40 in segments of up to 32,000 bytes with no pure ACKs (about
+   20 frames per segment, as proton on the loopback sends them); ``flood``, the broker sends
+   rounds of 10 to one receiver, which settles them by ranges and tops its credit up (about 5.5
+   frames per segment).  Each capture is cached (``--out``, the others beside it as
+   ``<out>-batched.pcap`` / ``<out>-flood.pcap``) with the build parameters in a sidecar
+   ``<out>.json``; it is reused when they match, and built in a child process.
 2. Runs each of our commands paired with its tshark counterpart, alternating
    ours / tshark ``--repeat`` times, each as a whole process (stdout to /dev/null,
    files to a temporary folder).  Wall time and the peak RSS of that child process
@@ -37,7 +39,9 @@ What it does
    ``amqp_dissect.analyze(CAPTURE, tables="deliveries")`` in a child process, alternated with the
    CLI's ``deliveries -T parquet`` on each shape's capture; wall time and peak RSS of each, and
    the ratio API / CLI (issue 27's goal: at most 3x the time, at most 400 MB peak).
-6. Optionally (``--stages``) the in-process stage timings: capture reading,
+6. Optionally (``--instructions``) each pair once more under valgrind's callgrind, ours and
+   tshark: instruction counts beside the times (the same count on a busy machine).
+7. Optionally (``--stages``) the in-process stage timings: capture reading,
    reading + link/IP/TCP parsing, the sans-IO pipeline.
 
 Prints markdown tables and, last, one JSON line with every number.  This is a
@@ -56,6 +60,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shlex
 import shutil
 import statistics
@@ -63,6 +68,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import NamedTuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -122,46 +128,91 @@ def _save_sidecar(path: str, meta: dict) -> None:
         json.dump(meta, f, indent=1, sort_keys=True)
 
 
-# capture shapes: name -> (messages per proton round, TCP maximum segment size, a pure ACK after
-# every data segment).  "acked": rounds of 10 transfers cut at 1,460 bytes, each segment ACKed (the
-# reference capture, about 4 AMQP frames per data segment).  "batched": what proton on the loopback
-# sends: rounds of 40 transfers in segments of up to 32,000 bytes, the peer's data carrying the ACKs (about 20
-# frames per segment), no pure ACKs: the per-frame cost, not the per-packet cost, dominates.
-SHAPES = {"acked": (10, 1460, True), "batched": (40, 32000, False)}
+class Shape(NamedTuple):
+    """How a capture's traffic is batched and cut into TCP segments."""
+    batch: int  # messages per proton round (what one pass of the engines moves at once)
+    mss: int  # TCP maximum segment size of the capture
+    acks: bool  # a pure ACK after every data segment
+    flood: bool  # the broker sends to one receiver (else the client sends to the broker)
+
+
+# capture shapes.  "acked": the client sends rounds of 10 transfers cut at 1,460 bytes, each segment
+# ACKed (the reference capture, about 4 AMQP frames per data segment).  "batched": what proton on the
+# loopback sends: rounds of 40 transfers in segments of up to 32,000 bytes, the peer's data carrying
+# the ACKs (about 20 frames per segment), no pure ACKs: the per-frame cost, not the per-packet cost,
+# dominates.  "flood": a broker flooding one receiver with small messages: rounds of 10 transfers from
+# the server, the receiver's dispositions (proton gives one range per round) and credit top-ups back
+# (about 5.5 frames per segment, as a proton broker sends to a proton receiver).
+SHAPES = {"acked": Shape(10, 1460, True, False), "batched": Shape(40, 32000, False, False),
+          "flood": Shape(10, 32000, False, True)}
+FLOOD_CREDIT = 500  # the flood's receiver grants this much credit, topped up below a fifth of it
+
+
+def _message(i: int):
+    from proton import Message
+
+    return Message(body=f"payload {i:08d} " + "x" * 60, properties={"seq": i})
+
+
+def _client_sends(address: str, messages: int, batch: int):
+    """A proton exchange: the client sends ``messages`` small messages to ``address``, ``batch`` per round."""
+    from protonpump import Pump
+
+    p = Pump(server_credit=100, server_max_frame=16384)
+    snd = p.sender(address)
+    p.run()
+    for i in range(messages):
+        p.send(snd, _message(i))
+        if i % batch == batch - 1:
+            p.run()
+    p.run()
+    p.close()
+    return p.chunks
+
+
+def _broker_floods(address: str, messages: int, batch: int):
+    """A proton exchange: the server sends ``messages`` small messages to the client's receiver of ``address``,
+    ``batch`` per round; the receiver accepts and settles each and tops its credit up."""
+    from protonpump import Pump
+
+    p = Pump(server_max_frame=16384)
+    rcv = p.receiver(address, credit=FLOOD_CREDIT)
+    p.run()
+    link = next(x for x in p._server_links() if x.is_sender)
+    for i in range(messages):
+        link.delivery(f"d-{i}".encode())
+        link.send(_message(i).encode())
+        link.advance()
+        if i % batch == batch - 1:
+            p.run()
+            if rcv.credit < FLOOD_CREDIT // 5:
+                rcv.flow(FLOOD_CREDIT - rcv.credit)
+    p.run()
+    p.close()
+    return p.chunks
 
 
 def build_capture(path: str, connections: int, messages: int, shape: str = "acked") -> dict:
-    """Proton traffic: ``connections`` connections, each sending ``messages`` small messages,
+    """Proton traffic: ``connections`` connections, each carrying ``messages`` small messages,
     batched and segmented as ``shape`` says (see SHAPES)."""
-    batch, mss, acks = SHAPES[shape]
+    how = SHAPES[shape]
     sys.path[:0] = [SUPPORT]
-    from proton import Message
-
     from pcapbuild import PcapWriter, TcpConversation
-    from protonpump import Pump
 
     records = []
     for c in range(connections):
-        p = Pump(server_credit=100, server_max_frame=16384)
-        snd = p.sender(f"queue-{c}")
-        p.run()
-        for i in range(messages):
-            p.send(snd, Message(body=f"payload {i:08d} " + "x" * 60, properties={"seq": i}))
-            if i % batch == batch - 1:
-                p.run()
-        p.run()
-        p.close()
+        chunks = (_broker_floods if how.flood else _client_sends)(f"queue-{c}", messages, how.batch)
         conv = TcpConversation.from_exchange(
-            p.chunks,
+            chunks,
             client=("10.0.0.1", 40000 + c),
             server=("10.0.0.2", 5672),
             t0=1_700_000_000.0 + c * 0.0003,
             dt=0.0001,
-            acks=acks,
-            mss=mss,
+            acks=how.acks,
+            mss=how.mss,
         )
         records.extend(conv.records)
-        del p, conv
+        del chunks, conv
     records.sort(key=lambda r: r[0])
     tmp = path + ".part"
     with open(tmp, "wb") as f:
@@ -259,6 +310,22 @@ def run_child(cmd: list[str], *, cwd: str | None = None, env: dict | None = None
     return {"s": wall, "mb": rss, "rc": p.returncode, "stderr": tail}
 
 
+def count_instructions(cmd: list[str], *, cwd: str | None = None, env: dict | None = None) -> int | None:
+    """Instructions ``cmd`` executes, counted by valgrind's callgrind (the same count whatever else
+    the machine does: what the noisy times cannot say); None without valgrind or on a failed run."""
+    valgrind = shutil.which("valgrind")
+    if not valgrind:
+        return None
+    with tempfile.TemporaryFile() as err:
+        rc = subprocess.run([valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null"] + cmd,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, cwd=cwd,
+                            env=env).returncode
+        err.seek(0)
+        tail = err.read()[-4000:].decode("utf-8", "replace")
+    found = re.search(r"Collected\s*:\s*([\d,]+)", tail)
+    return int(found.group(1).replace(",", "")) if rc == 0 and found else None
+
+
 def run_children(cmds: list[list[str]], *, cwd: str | None = None, env: dict | None = None) -> dict:
     """Run ``cmds`` at once; wall seconds until the last ends, the largest peak RSS, the first
     non-zero exit status (0 if none)."""
@@ -329,6 +396,16 @@ class Runner:
         self._check(cmd, r)
         return r
 
+    def count_ours(self, args: list[str], cap: str, mode: str) -> int | None:
+        """Instructions our command executes (callgrind), or None when valgrind is missing."""
+        out = os.path.join(self.tmpdir, "out")
+        r = count_instructions(self.ours + fill(args, cap, out), cwd=self.cwd, env=self.env(mode))
+        _remove_outputs(out)
+        return r
+
+    def count_tshark(self, args: list[str], cap: str) -> int | None:
+        return count_instructions([self.tshark] + fill(args, cap, os.path.join(self.tmpdir, "out")))
+
     def _check(self, cmd, r) -> None:
         if r["rc"] != 0:
             msg = f"exit {r['rc']}: {shlex.join(cmd)}\n{r['stderr'].strip()}"
@@ -344,7 +421,11 @@ def _r(x, nd=3):
     return None if x is None else round(x, nd)
 
 
-def run_pairs(runner: Runner, names: list[str], cap: str, repeat: int, shape: str = "acked") -> list[dict]:
+def run_pairs(runner: Runner, names: list[str], cap: str, repeat: int, shape: str = "acked",
+              instructions: bool = False) -> list[dict]:
+    """Each pair timed ``repeat`` times on ``cap``; with ``instructions``, also run once under
+    callgrind each (ours in the first mode; commands with -j are not counted: their work is in
+    other processes)."""
     rows = []
     for name in names:
         ours_args, th_args, goal = PAIRS[name]
@@ -380,6 +461,13 @@ def run_pairs(runner: Runner, names: list[str], cap: str, repeat: int, shape: st
                 "tshark_peak_mb": _r(max(r["mb"] for r in theirs), 1) if theirs else None,
                 "ok": ok,
             })
+        if instructions and "-j" not in ours_args:
+            counted = rows[-len(runner.modes)]
+            counted["ours_instructions"] = runner.count_ours(ours_args, cap, runner.modes[0])
+            counted["tshark_instructions"] = runner.count_tshark(th_args, cap) if runner.tshark else None
+            a, b = counted["ours_instructions"], counted["tshark_instructions"]
+            counted["instruction_ratio"] = _r(a / b) if a and b else None
+            runner.log(f"{name} ({shape}) instructions: ours {a}, tshark {b}")
     return rows
 
 
@@ -585,10 +673,16 @@ def _verdict(p):
     return "-" if p is None else ("pass" if p else "FAIL")
 
 
+def _giga(n):
+    return "-" if n is None else f"{n / 1e9:.2f} G"
+
+
 def speed_table(rows: list[dict], show_mode: bool) -> str:
     show_shape = len({r.get("shape", "acked") for r in rows}) > 1
+    show_instr = any("ours_instructions" in r for r in rows)
     head = ["command"] + (["capture"] if show_shape else []) + (["mode"] if show_mode else []) + [
-        "ours (median s)", "tshark (median s)", "ratio", "goal", "", "our peak MB", "tshark peak MB"]
+        "ours (median s)", "tshark (median s)", "ratio", "goal", "", "our peak MB", "tshark peak MB"] + (
+        ["ours instructions", "tshark instructions", "instruction ratio"] if show_instr else [])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         ours = r["ours_cmd"].split(" -m amqp_dissect.cli ", 1)[-1].replace(" CAPTURE", "").replace("OUT.", "out.")
@@ -598,7 +692,9 @@ def speed_table(rows: list[dict], show_mode: bool) -> str:
             [r["mode"]] if show_mode else []) + [
             _fmt(r["ours_median_s"]), _fmt(r["tshark_median_s"]), _fmt(r["ratio"], "{:.2f}x"),
             _fmt(r["goal"], "<= {:.1f}x"), _verdict(r["pass"]) if r["ok"] else "ERROR",
-            _fmt(r["ours_peak_mb"], "{:.0f}"), _fmt(r["tshark_peak_mb"], "{:.0f}")]
+            _fmt(r["ours_peak_mb"], "{:.0f}"), _fmt(r["tshark_peak_mb"], "{:.0f}")] + (
+            [_giga(r.get("ours_instructions")), _giga(r.get("tshark_instructions")),
+             _fmt(r.get("instruction_ratio"), "{:.2f}x")] if show_instr else [])
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -644,10 +740,10 @@ def parse_args(argv=None):
                     help="capture path (default /tmp/amqp-bench/c{connections}-m{messages}.pcap); "
                          "reused when its sidecar <out>.json records the same parameters")
     ap.add_argument("--rebuild", action="store_true", help="build the capture even when a cached one matches")
-    ap.add_argument("--shapes", default="acked,batched",
+    ap.add_argument("--shapes", default=",".join(SHAPES),
                     help="capture shapes the pairs run on (comma-separated, from: " + ", ".join(SHAPES) + "; default "
-                         "both): the same messages batched and segmented differently (see SHAPES); -j, memory and "
-                         "stages use the first")
+                         "all): the same number of messages batched and segmented differently (see SHAPES); -j, "
+                         "memory and stages use the first")
     ap.add_argument("--repeat", type=int, default=3, help="ours/tshark pairs per command (default 3)")
     ap.add_argument("--only", default=None,
                     help="comma-separated pairs to run, from: " + ", ".join(PAIRS) + f" (default: {','.join(DEFAULT_PAIRS)}; "
@@ -666,6 +762,9 @@ def parse_args(argv=None):
     ap.add_argument("--api", default="deliveries",
                     help="the Python API's deliveries DataFrame against the CLI's parquet, on each shape's capture "
                          "(default; 'none' skips it)")
+    ap.add_argument("--instructions", action="store_true",
+                    help="also count the instructions of each pair (ours and tshark, once each, under valgrind's "
+                         "callgrind: slow, but the same count on a busy machine) and print them beside the times")
     ap.add_argument("--stages", action="store_true", help="also time the in-process stages (read, parse, pipeline)")
     ap.add_argument("--cmd", default=None,
                     help="our command (shell words), e.g. 'amqp-dissect'; default: '<python> -m amqp_dissect.cli' from the repo root")
@@ -776,7 +875,7 @@ def main(argv=None) -> int:
         runner = Runner(ours, cwd, args.env_map, args.mode_list, args.tshark, args.timeout, tmp, log)
         pairs = []
         for x, c in shaped.items():
-            pairs += run_pairs(runner, args.pairs, c["path"], args.repeat, x)
+            pairs += run_pairs(runner, args.pairs, c["path"], args.repeat, x, args.instructions)
         jobs = []
         if args.jobs_n:
             for k in args.jobs_scale_list:

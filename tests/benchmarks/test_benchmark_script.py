@@ -38,6 +38,16 @@ def _bench(*args) -> tuple[dict, str]:
     return json.loads(lines[-1]), p.stdout
 
 
+def _module():
+    """The benchmark script as a module (it is a script, not a package module)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("benchmark_script", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def _flows(path):
     """TCP payload bytes per (client port, direction), packet count, timestamps (read by dpkt)."""
     flows = defaultdict(bytearray)
@@ -118,10 +128,28 @@ def test_quick_run_json_structure_and_scaled_capture(tmp_path):
         per_segment = [len(line.split(",")) for line in out]
         assert max(per_segment) >= 5 * 4  # a round of transfers in one segment
 
+    # the flood shape: the server sends the same number of messages to the client's receiver, 10 a
+    # round, the receiver settles each round by a range: 4 to 8 AMQP frames per segment that carries
+    # transfers or dispositions, by tshark's count; every transfer from the server's port
+    fl = res["shapes"]["flood"]
+    assert fl["params"]["shape"] == "flood" and fl["path"] not in (cap, bat["path"])
+    flows_f, _times_f = _flows(fl["path"])
+    assert {k[1] for k, v in flows_f.items() if v} == {0, 1}
+    if tshark:
+        out = subprocess.run([tshark, "-r", fl["path"], "-Y", "amqp", "-T", "fields", "-e", "tcp.srcport",
+                              "-e", "amqp.performative"], capture_output=True, text=True, check=True).stdout
+        rows = [line.split("\t") for line in out.splitlines() if line.strip()]
+        transfers = [(port, codes.split(",").count("20")) for port, codes in rows]
+        assert sum(n for port, n in transfers if port == "5672") == 2 * 40
+        assert sum(n for port, n in transfers if port != "5672") == 0
+        steady = [codes.split(",") for _port, codes in rows if {"20", "21"} & set(codes.split(","))]
+        assert 4 <= sum(map(len, steady)) / len(steady) <= 8  # the segments of the flood and its settling
+
     # speed pairs: one row per pair and shape, per-run times, ratio = median of the per-run ratios
     assert [(p["name"], p["shape"], p["mode"]) for p in res["pairs"]] == [
         ("report", "acked", "default"), ("deliveries-csv", "acked", "default"),
-        ("report", "batched", "default"), ("deliveries-csv", "batched", "default")]
+        ("report", "batched", "default"), ("deliveries-csv", "batched", "default"),
+        ("report", "flood", "default"), ("deliveries-csv", "flood", "default")]
     for p in res["pairs"]:
         assert p["ok"] is True
         assert len(p["ours_s"]) == 2 and all(t > 0 for t in p["ours_s"])
@@ -170,6 +198,23 @@ def test_quick_run_json_structure_and_scaled_capture(tmp_path):
                      "--memory", "report", "--tshark", "")
     assert res2["capture"]["built"] is False and [s["built"] for s in res2["scaled"]] == [False, False]
     assert res2["pairs"] == [] and res2["capture"]["packets"] == base["packets"]
+
+
+def test_instruction_counts_come_from_callgrind_and_show_beside_the_times(monkeypatch):
+    bench = _module()
+    if shutil.which("valgrind"):  # callgrind's own count of a tiny program: more than zero, the same twice
+        first = bench.count_instructions(["true"])
+        assert first and first > 0 and bench.count_instructions(["true"]) == first
+    assert bench.count_instructions(["false"]) is None  # a failed run counts nothing
+    monkeypatch.setattr(bench.shutil, "which", lambda name: None)
+    assert bench.count_instructions(["true"]) is None  # no valgrind: no count, no error
+    row = {"name": "report", "shape": "flood", "mode": "default", "ours_cmd": "python -m amqp_dissect.cli report CAPTURE",
+           "tshark_cmd": "tshark -r CAPTURE -Y amqp", "ours_median_s": 1.0, "tshark_median_s": 2.0, "ratio": 0.5,
+           "goal": 1.0, "pass": True, "ok": True, "ours_peak_mb": 50.0, "tshark_peak_mb": 60.0,
+           "ours_instructions": 3_000_000_000, "tshark_instructions": 4_000_000_000, "instruction_ratio": 0.75}
+    table = bench.speed_table([row], show_mode=False)
+    assert "| ours instructions | tshark instructions | instruction ratio |" in table
+    assert "| 3.00 G | 4.00 G | 0.75x |" in table
 
 
 def test_bad_pair_name_is_a_usage_error(tmp_path):
