@@ -48,6 +48,7 @@ def message_tables_of_stream(stream: DeliveryStream, want, keep_deliveries: bool
         messages.clock = an.clock
         out["messages"] = messages.rows(an.link_rows(), an.connection_rows())
     if requests is not None:
+        requests.clock = an.clock  # (requests meet their replies in the capture's order across a step)
         out["requests"] = requests.rows(an.link_rows(), capture_end(an))
     return out, kept
 

@@ -352,7 +352,7 @@ class MessageMatcher:
             across: list = []
             res_first = self._span((first_consumer, firsts[0][_FPKT]), p, across)
             res_max = self._span((firsts[-1][_FIRST], firsts[-1][_FPKT]), p, across)
-            if tkey(firsts[0]) < tkey(prod):
+            if (self._epoch(firsts[0][_FPKT]), first_consumer) < (self._epoch(prod[_FPKT]), p_time):
                 notes.append("a consumer's transfer came before the publish (the id was used again?)")
             first_key = min(groups, key=lambda k: tkey(groups[k][1]))
             fo = _final_outcome(consumers, first_key)

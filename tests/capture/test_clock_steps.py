@@ -341,3 +341,116 @@ def test_round_trips_are_the_plain_ones_or_unknown(name, variant, tmp_path):
             assert g["round_trip"] is None
         else:
             assert g["round_trip"] == w["round_trip"]
+
+
+def _archive_steps(files: list, split_size: int) -> list:
+    """The steps the archive's driver finds (pipelines/archive: the ranges' kept records replayed
+    in the capture's order), its stage 1 run here range by range (no Spark)."""
+    from amqp_dissect.pipelines.archive import clock_steps, decode_range, group_ranges, layout, plan_ranges
+
+    def summaries(ranges):
+        return [json.loads(list(decode_range(r))[-1][10]) for r in ranges]
+
+    sums = summaries(plan_ranges(files, split_size))
+    lay = layout(files, sums)
+    if lay.groups:  # (files whose times overlap: read merged, as the archive reads them)
+        grouped = {fi for g in lay.groups for fi, _ in g}
+        sums = [s for s in sums if s["file"] not in grouped] + summaries(
+            group_ranges(files, lay.groups, max(s["rid"] for s in sums) + 1))
+        lay = layout(files, sums)
+    return [s.as_dict() for s in clock_steps(sums, lay.offsets)]
+
+
+@needs_tools
+@pytest.mark.parametrize("shift", BACK)
+@pytest.mark.parametrize("name", NAMES)
+def test_the_archive_finds_the_steps_of_the_single_process(name, shift, variant):
+    """Read whole or in byte ranges of 2 KB (the step and the record confirming it in two ranges'
+    tasks), the archive's driver names the single process's steps."""
+    out, mid, got = variant(name, shift)
+    for split in (1 << 30, 2048):
+        assert _archive_steps([out], split) == got.capture["clock_steps"], split
+
+
+@needs_tools
+def test_the_archive_finds_the_steps_of_a_set_of_two_hosts(variant, tmp_path):
+    """Host A's file stepped back 5 s, host B's capture starting inside it (its clock another):
+    merged by time, the single process's steps."""
+    from amqp_dissect.pipelines.local import CaptureSource, run_analysis
+
+    host_a, _, _ = variant("outcomes", "-5")
+    found = []
+    for other in ("drain", "messages/rhea_request_reply"):
+        src = os.path.join(ROOT, "samples", other + ".pcap")
+        host_b = str(tmp_path / (other.replace("/", "_") + ".pcap"))
+        shift = Decimal(_epochs(host_a)[0] + NS // 5 - _epochs(src)[0]) / NS
+        subprocess.run(["editcap", "-F", "pcap", "-t", str(shift), src, host_b], check=True)
+        want = run_analysis(CaptureSource([host_a, host_b])).capture
+        assert want["order"].startswith("merged by time")
+        found += want["clock_steps"]
+        for split in (1 << 30, 2048):
+            assert _archive_steps([host_b, host_a], split) == want["clock_steps"], (other, split)
+    assert found
+
+
+def _packets_of(row: dict) -> list:
+    """The packets of a messages row's consumers (first transfer, outcome)."""
+    out = []
+    for c in row["consumer_deliveries"] or ():
+        out += [c.get("first_packet"), c.get("outcome_packet")]
+    return [p for p in out if p is not None]
+
+
+@needs_tools
+@pytest.mark.parametrize("shift", BACK)
+@pytest.mark.parametrize("name", MESSAGE_SAMPLES)
+def test_residence_and_end_to_end_are_the_plain_ones_or_unknown(name, shift, variant):
+    """The messages table of a stepped capture: the plain rows; each residence / end to end the
+    plain one, or null when the producer's transfer and a consumer's packet lie on either side of
+    the step (the row's note then says so); never another number."""
+    from amqp_dissect.pipelines.local import CaptureSource
+    from amqp_dissect.pipelines.messages import message_table
+    from amqp_dissect.results.messages import CLOCK_STEP_NOTE
+
+    out, mid, _ = variant(name, shift)
+    want = message_table(CaptureSource([os.path.join(ROOT, "samples", name + ".pcap")]))[0]
+    got = message_table(CaptureSource([out]))[0]
+    assert len(got) == len(want)
+    key = ("message_id", "message_id_type", "bare_digest")
+    want = {tuple(r[k] for k in key): r for r in want}
+    for g in got:
+        w = want[tuple(g[k] for k in key)]
+        assert g["producer_packet"] == w["producer_packet"] and g["consumers"] == w["consumers"]
+        p = w["producer_packet"]
+        sides = {pk >= mid for pk in _packets_of(w) + ([p] if p is not None else [])}
+        unknown = 0
+        for col in ("residence", "residence_max", "end_to_end", "end_to_end_max"):
+            if g[col] == w[col]:
+                continue
+            assert g[col] is None and len(sides) == 2, (col, w[col], g[col], p, mid)
+            unknown += 1
+        noted = CLOCK_STEP_NOTE in (g["note"] or "")
+        assert noted or not unknown, g["note"]
+        assert not noted or any(g[c] is None for c in ("residence", "residence_max", "end_to_end", "end_to_end_max"))
+        assert (g["note"] or "").replace("; " + CLOCK_STEP_NOTE, "").replace(CLOCK_STEP_NOTE, "") == (w["note"] or "")
+    assert sum(CLOCK_STEP_NOTE in (g["note"] or "") for g in got) == sum(
+        1 for g in got if any(g[c] is None and want[tuple(g[k] for k in key)][c] is not None
+                              for c in ("residence", "residence_max", "end_to_end", "end_to_end_max")))
+
+
+@needs_tools
+@pytest.mark.parametrize("name", MESSAGE_SAMPLES)
+def test_the_api_matches_requests_as_the_requests_command(name, variant, tmp_path):
+    """``amqp_dissect.analyze(..., tables=["messages", "requests"])`` of a stepped capture: the
+    requests command's rows (requests meet their replies in the capture's order across the step)."""
+    import amqp_dissect
+
+    out, _, _ = variant(name, "-5")
+    dest = tmp_path / "r.csv"
+    assert main(["requests", "-T", "csv", out, "-o", str(dest)]) == 0
+    want = pd.read_csv(dest)
+    got = amqp_dissect.analyze([out], tables=["messages", "requests"]).requests
+    assert len(got) == len(want)
+    for col in ("request_packet", "reply_packet", "round_trip"):
+        assert [None if _null(v) else float(v) for v in got[col]] == [
+            None if _null(v) else float(v) for v in want[col]], col
