@@ -454,3 +454,35 @@ def test_the_api_matches_requests_as_the_requests_command(name, variant, tmp_pat
     for col in ("request_packet", "reply_packet", "round_trip"):
         assert [None if _null(v) else float(v) for v in got[col]] == [
             None if _null(v) else float(v) for v in want[col]], col
+
+
+@needs_tools
+def test_the_report_says_which_messages_the_step_made_unknown(variant, tmp_path, parallel_runs):
+    """The report's messages section (text, JSON, HTML; one process and two): per address, the
+    messages whose residence or end to end the step made unknown (the messages table's notes)."""
+    from amqp_dissect.pipelines.local import CaptureSource
+    from amqp_dissect.pipelines.messages import message_table
+    from amqp_dissect.results.messages import CLOCK_STEP_NOTE
+
+    out, _, _ = variant("messages/rhea_request_reply", "-5")
+    rows = message_table(CaptureSource([out]))[0]
+    want: dict = {}
+    for r in rows:
+        if CLOCK_STEP_NOTE in (r["note"] or ""):
+            want[r["address"]] = want.get(r["address"], 0) + 1
+    assert want
+    docs = []
+    for jobs in ("1", "2"):
+        dest = tmp_path / f"r{jobs}.json"
+        assert main(["report", "--messages", "-T", "json", "-j", jobs, out, "-o", str(dest)]) == 0
+        docs.append(dest.read_bytes())
+    assert docs[0] == docs[1] and parallel_runs
+    addrs = json.loads(docs[0])["messages"]["addresses"]
+    assert {a["address"]: a["clock_step"] for a in addrs if a.get("clock_step")} == want
+    for fmt in ("text", "html"):
+        dest = tmp_path / f"r.{fmt}"
+        assert main(["report", "--messages", "-T", fmt, out, "-o", str(dest)]) == 0
+        page = dest.read_text()
+        for address, n in want.items():
+            said = f"{n} message{'s' if n != 1 else ''} unknown (clock step)"
+            assert said in page, (fmt, said)
