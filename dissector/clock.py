@@ -127,25 +127,42 @@ class ClockWatch:
 class ClockPoints:
     """The records of one part of a capture a :class:`ClockWatch` may need, kept while the part is
     read in record order (:meth:`add` at every record, cheap): its first record (its predecessor is
-    in another part), every record more than :data:`STEP_MIN_NS` behind its predecessor (a
-    candidate step) and the record after each of those (what confirms it).  ``points``:
+    in another part) and the one after it, every record more than :data:`STEP_MIN_NS` behind its
+    predecessor (a candidate step) with the record after it, but a candidate the record after it
+    shows is no step is let go (with that record, unless it is a candidate itself): what is kept
+    grows with the steps, as the watch's list does, not with the records.  ``points``:
     ``(index, ts, prev)``, ``prev`` None for the first record; ``last``: the last record's time.
-    :meth:`ClockWatch.replay` feeds them to a watch in the capture's order, which then finds what
-    a watch fed every record finds."""
+    :meth:`ClockWatch.replay` feeds them to a watch in the capture's order (each part's first
+    record after the last record of the part before), which then finds what a watch fed every
+    record finds: a record left out would have changed nothing in it."""
 
-    __slots__ = ("points", "last", "_keep")
+    __slots__ = ("points", "last", "_next", "_pinned")
 
     def __init__(self):
         self.points: list = []
         self.last = None
-        self._keep = True  # the next record is kept (the first one; one after a candidate)
+        self._next = False  # the last point waits for the next record (the first record, a candidate)
+        self._pinned = False  # the last point is kept whatever comes next (it decides the one before it)
 
     def add(self, index: int, ts: int) -> None:
         prev = self.last
         self.last = ts
+        pts = self.points
         if prev is None:
-            self.points.append((index, ts, None))
-            self._keep = True
-        elif self._keep or prev - ts > STEP_MIN_NS:
-            self.points.append((index, ts, prev))
-            self._keep = prev - ts > STEP_MIN_NS
+            pts.append((index, ts, None))
+            self._next = True
+            self._pinned = True
+            return
+        cand = prev - ts > STEP_MIN_NS
+        if self._next:
+            before = pts[-1][2]
+            if self._pinned or before is None or ts < before:  # (a step there, or it must stay: this decides)
+                pts.append((index, ts, prev))
+                self._pinned = True
+                self._next = cand
+                return
+            pts.pop()  # a candidate the clock did not stay behind: no step, nothing the watch needs
+        if cand:
+            pts.append((index, ts, prev))
+            self._pinned = False
+        self._next = cand

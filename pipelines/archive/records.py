@@ -47,7 +47,7 @@ def decode_range(rng: Range) -> Iterator[tuple]:
     largest flows, largest first (among the first :data:`FLOW_TRACK` flows seen;
     for balancing the flows over the stage-2 tasks).  ``clock``: the records of the range the
     capture's clock watch needs, [index, time, time before or None] (:class:`~amqp_dissect.clock.ClockPoints`:
-    the first, those more than 0.1 s behind the one before and the one after each).  A file that cannot be opened or is not a capture gives a summary
+    the first two, each step back and the one after it: as many as the steps).  A file that cannot be opened or is not a capture gives a summary
     with ``open_error`` / ``format_error`` and no records.
     """
     scan = MergeScan(rng) if rng.group else RangeScan(rng)
