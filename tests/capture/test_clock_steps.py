@@ -530,3 +530,25 @@ def test_the_kept_records_of_parts_find_the_steps_of_every_record():
     times = [k * NS + (0 if k % 2 else -NS // 5 - NS) for k in range(10_000)]
     steps, kept = by_parts(times, [5_000])
     assert steps == every(times) == [] and kept <= 8
+
+
+def test_the_archive_command_names_the_steps(tmp_path, capsys):
+    """The archive command's summary lines name each step as the report's header does."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from amqp_dissect.cli.archive import _print_summary
+    from amqp_dissect.render.report import clock_step_line
+
+    lat = tmp_path / "latency_by_link"
+    lat.mkdir()
+    pq.write_table(pa.table({c: pa.array([], pa.float64() if c[0] in "pm" else pa.string()) for c in
+                             ("connection", "link", "count", "p50", "p90", "p99", "max")}), lat / "part-0.parquet")
+    step = {"packet": 25, "time": 1_700_000_000 * NS, "before": 1_700_000_005 * NS, "size": -5.0}
+    res = {"stats": {"ranges": 3, "records": 50, "tcp_records": 50, "flows": 1, "seconds": 1.0},
+           "counts": {"deliveries": 3}, "tables": {"deliveries": "x", "latency_by_link": str(lat)}, "out": "o",
+           "files": ["a.pcap"], "order": None, "gaps": [], "clock_steps": [step]}
+    _print_summary(None, res, 1)
+    out = capsys.readouterr().out
+    assert clock_step_line(step) + "\n" in out
+    assert "clock stepped back 5.000000 s at packet 25" in out
