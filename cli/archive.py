@@ -231,6 +231,11 @@ def _print_summary(spark, res: dict, nfiles: int) -> None:
         for line in _capture_lines({"files": res["files"], "order": res["order"], "gaps": res.get("gaps")}):
             if line.startswith(("order: ", "gap in the set: ")):
                 w(line + "\n")
+    if res.get("clock_steps"):  # steps back of the capture clock, as the report's header says them
+        from amqp_dissect.render.report import clock_step_line
+
+        for step in res["clock_steps"]:
+            w(clock_step_line(step) + "\n")
     if st.get("redo_files"):
         w(f"read whole after the byte ranges did not chain: {len(st['redo_files'])} file(s)\n")
     w("tables: " + ", ".join(f"{t} {n}" for t, n in c.items()) + f"  -> {res['out']}\n")

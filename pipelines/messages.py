@@ -20,6 +20,7 @@ def message_table(source, matcher: MessageMatcher | None = None):
     for row in stream:
         matcher.add(row)
     an = stream.analyzer
+    matcher.clock = an.clock  # (the capture's clock steps: a residence across one is unknown)
     return matcher.rows(an.link_rows(), an.connection_rows()), an, matcher
 
 
@@ -44,8 +45,10 @@ def message_tables_of_stream(stream: DeliveryStream, want, keep_deliveries: bool
     an = stream.analyzer
     out = {}
     if messages is not None:
+        messages.clock = an.clock
         out["messages"] = messages.rows(an.link_rows(), an.connection_rows())
     if requests is not None:
+        requests.clock = an.clock  # (requests meet their replies in the capture's order across a step)
         out["requests"] = requests.rows(an.link_rows(), capture_end(an))
     return out, kept
 
@@ -143,6 +146,7 @@ def add_messages_section(rep: dict, analyzer, matcher: MessageMatcher) -> dict:
 
     for _, row in analyzer.live_deliveries():
         matcher.add(row)
+    matcher.clock = analyzer.clock
     rows = matcher.rows(analyzer.link_rows(), analyzer.connection_rows())
     rep["messages"] = messages_section(rows, matcher)
     return rep
@@ -171,6 +175,11 @@ def add_merged_messages_section(rep: dict, parts: list) -> dict:
     from amqp_dissect.results.messages_report import messages_section, report_matcher
 
     matcher = report_matcher()
+    steps = (rep.get("capture") or {}).get("clock_steps")
+    if steps:  # (the capture's clock steps, as the workers found them)
+        from amqp_dissect.clock import ClockWatch
+
+        matcher.clock = ClockWatch.of(steps)
     links, conns = [], []
     for p in parts:
         matcher.merge(p)

@@ -30,6 +30,13 @@ def _packets(ps) -> str:
     return ("packet " if len(ps) == 1 else "packets ") + ", ".join(ps) if ps else "no packet"
 
 
+def _clock_step(a: dict) -> str:
+    """An address's messages whose residence or end to end is unknown (a clock step between the
+    packets): not in its percentiles."""
+    n = a.get("clock_step")
+    return f"; {_n(n)} message{'s' if n != 1 else ''} unknown (clock step)" if n else ""
+
+
 def text_lines(rep: dict) -> list[str]:
     """The section's lines (none when the report has no messages section)."""
     sec = rep.get("messages")
@@ -48,7 +55,7 @@ def text_lines(rep: dict) -> list[str]:
         lines.append(f"  {a['address'] or '(no address)'}: {_n(a['messages'])} messages, fan-out "
                      f"{a['fan_out_mean']:.2f} (max {a['fan_out_max']}); residence p50 {_ms(r['p50'])} p90 "
                      f"{_ms(r['p90'])} max {_ms(r['max'])}; end to end p50 {_ms(e['p50'])} p90 {_ms(e['p90'])} "
-                     f"max {_ms(e['max'])}")
+                     f"max {_ms(e['max'])}" + _clock_step(a))
     if sec.get("more_addresses"):
         lines.append(f"  … and {_n(sec['more_addresses'])} more addresses")
     for state, items in sec.get("unmatched", {}).items():
@@ -187,7 +194,7 @@ def html_section(rep: dict, H=None) -> str:
             out.append(f'<tr><td>{e(a["address"] or "(no address)")}</td><td class="num">{_n(a["messages"])}</td>'
                        f'<td class="num">{a["fan_out_mean"]:.2f} / {a["fan_out_max"]}</td>'
                        f'<td class="num">{f(r["p50"])} / {f(r["p90"])} / {f(r["max"])}</td>'
-                       f'<td class="num">{f(x["p50"])} / {f(x["p90"])} / {f(x["max"])}</td></tr>')
+                       f'<td class="num">{f(x["p50"])} / {f(x["p90"])} / {f(x["max"])}{e(_clock_step(a))}</td></tr>')
         out.append("</table>")
         if sec.get("more_addresses"):
             out.append(f'<p class="sub">… and {_n(sec["more_addresses"])} more addresses</p>')

@@ -23,7 +23,10 @@ The rules (docs/definitions.md, "Messages"):
 * **residence** (broker residence time): a consumer's first transfer of the message minus the
   producer's first transfer (the first consumer's, and the largest); **end to end**: a consumer's
   outcome (the terminal outcome of its last delivery of the message) minus the producer's first
-  transfer; durations are differences of integer nanoseconds, divided once;
+  transfer; durations are differences of integer nanoseconds, divided once; a duration whose two
+  packets lie on either side of a step back of the capture clock (:mod:`amqp_dissect.clock`:
+  the matcher's ``clock``) is unknown (null, the row's ``note`` says so), and "earliest" and
+  "latest" go by the capture's order across a step (its epoch first, then the time);
 * **redeliveries**: by the header's delivery-count (the largest a consumer delivery carried) and
   by repeats (deliveries of the message to a consumer link that already had it; a key matched by
   digest allows as many as it was published);
@@ -43,10 +46,11 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 
+from amqp_dissect.clock import CLOCK_STEP
 from amqp_dissect.times import NS, seconds
 
 __all__ = ["MessageMatcher", "message_rows", "STATES", "MAX_MESSAGES", "MAX_DELIVERIES", "MAX_LISTED",
-           "deadletter_evidence"]
+           "deadletter_evidence", "CLOCK_STEP_NOTE"]
 
 PUBLISHED, PUBLISH_MISSING, TWICE, DEAD, DELIVERED, UNKNOWN = (
     "published, never delivered in the capture", "delivered, publish not in the capture", "delivered twice",
@@ -64,6 +68,9 @@ MAX_PACKETS = 32
 
 # the broker annotations / properties that say a message was dead-lettered or expired:
 # key (lower case) -> (what it says, where it is); the value is quoted in the evidence
+#: the row's note when a residence or end-to-end time spans a step of the capture clock
+CLOCK_STEP_NOTE = "residence / end to end " + CLOCK_STEP
+
 _DEAD_KEYS = {
     # Azure Service Bus
     "x-opt-deadletter-reason": "dead-lettered",
@@ -132,9 +139,13 @@ def _iso(ns) -> str | None:
     return f"{day}.{frac:09d}Z" if frac % 1000 else f"{day}.{frac // 1000:06d}Z"
 
 
-def _diff(a, b):
-    # (negative: times out of order, a step back of the capture clock between them: unknown)
-    return None if a is None or b is None or a < b else seconds(a - b)
+def _diff(a, b, stepped: bool = False):
+    # (negative: times out of order; ``stepped``: a step back of the capture clock between them: unknown)
+    return None if a is None or b is None or stepped or a < b else seconds(a - b)
+
+
+def _no_epoch(packet) -> int:
+    return 0
 
 
 class _Message:
@@ -155,6 +166,7 @@ class MessageMatcher:
         self.messages: dict = {}
         self.unkeyed = 0  # deliveries without message-id nor digest (message not read)
         self.dropped = 0  # deliveries of keys past max_messages
+        self.clock = None  # the capture's clock steps (amqp_dissect.clock.ClockWatch), or None
 
     def add(self, row: dict) -> None:
         mid = row.get("message_id")
@@ -243,14 +255,47 @@ class MessageMatcher:
 
     def rows(self, link_rows=(), connection_rows=()) -> list[dict]:
         sides, brokers = self._roles(link_rows, connection_rows)
-        order = sorted(self.messages.items(), key=_message_order)
+        clock = self.clock
+        if clock is not None and clock.steps:  # (times compare within an epoch of the capture clock)
+            self._epoch, self._stepped = clock.epoch, clock.spans
+            for m in self.messages.values():
+                m.deliveries.sort(key=self._time_key)
+                first = next((d for d in m.deliveries if d[_FIRST] is not None), None)
+                m.first = first[_FIRST] if first is not None else m.first
+        else:
+            self._epoch, self._stepped = _no_epoch, None
+        order = sorted(self.messages.items(), key=self._message_order)
         return [self._row(key, m, sides, brokers) for key, m in order]
+
+    def _time_key(self, d):
+        return (d[_FIRST] is None, self._epoch(d[_FPKT]), d[_FIRST] or 0, d[_FPKT] or 0)
+
+    def _outcome_key(self, d):
+        return self._epoch(d[_OPKT]), d[_OTIME]
+
+    def _message_order(self, kv):
+        """Rows in time order: the message's first transfer (its epoch, its time), its packet, then the key."""
+        (how, typ, ident), m = kv
+        packets = [d[_FPKT] for d in m.deliveries if d[_FPKT] is not None]
+        first = min(packets) if packets else 0
+        return (m.first is None, self._epoch(first) if packets else 0, m.first or 0, first, how, typ or "",
+                str(ident))
+
+    def _span(self, a: tuple | None, b: tuple | None, across: list):
+        """``a`` minus ``b`` (each a (time, packet) pair or None) in seconds; None when unknown
+        (a step of the capture clock between their packets: one more entry in ``across``)."""
+        if a is None or b is None:
+            return None
+        stepped = self._stepped is not None and self._stepped(b[1], a[1])
+        if stepped:
+            across.append(a)
+        return _diff(a[0], b[0], stepped)
 
     def _row(self, key, m: _Message, sides: dict, brokers: dict) -> dict:
         how, typ, ident = key
         producers, consumers, unknown = [], [], []
         why_unknown: list = []
-        m.deliveries.sort(key=_time_key)
+        m.deliveries.sort(key=self._time_key)
         for d in m.deliveries:
             conn = d[_CONN]
             if conn in brokers:
@@ -266,7 +311,7 @@ class MessageMatcher:
                 unknown.append(d)
                 why_unknown.append(f"link {d[_LINK]!r} of {conn}: the sending side is not known (its attach "
                                    "was not seen)")
-        tkey = _time_key
+        tkey = self._time_key
         producers.sort(key=tkey)
         consumers.sort(key=tkey)
         prod = producers[0] if producers else None
@@ -286,30 +331,37 @@ class MessageMatcher:
         max_dc = max(dcs) if dcs else None
         # a consumer delivery after one that a consumer released or modified
         after_release = 0
-        seen_release = None
+        seen_release = None  # (epoch, time) of the earliest released / modified outcome
+        epoch = self._epoch
         for d in consumers:
-            if seen_release is not None and (d[_FIRST] or 0) >= seen_release:
+            if seen_release is not None and (epoch(d[_FPKT]), d[_FIRST] or 0) >= seen_release:
                 after_release += 1
             if d[_OUTCOME] in ("released", "modified") and d[_OTIME] is not None:
-                seen_release = d[_OTIME] if seen_release is None else min(seen_release, d[_OTIME])
+                k = self._outcome_key(d)
+                seen_release = k if seen_release is None else min(seen_release, k)
         rel_mod = sum(1 for d in consumers if d[_OUTCOME] in ("released", "modified"))
 
         # times
-        firsts = [g[1][_FIRST] for g in groups.values() if g[1][_FIRST] is not None]
+        firsts = sorted((g[1] for g in groups.values() if g[1][_FIRST] is not None), key=tkey)
         outs = [_final_outcome(consumers, k) for k in groups]
         res_first = res_max = e2e_first = e2e_max = None
-        first_consumer = min(firsts) if firsts else None
+        first_consumer = firsts[0][_FIRST] if firsts else None
         notes = []
         if p_time is not None and firsts:
-            res_first = _diff(first_consumer, p_time)
-            res_max = _diff(max(firsts), p_time)
-            if first_consumer < p_time:
+            p = (p_time, prod[_FPKT])
+            across: list = []
+            res_first = self._span((first_consumer, firsts[0][_FPKT]), p, across)
+            res_max = self._span((firsts[-1][_FIRST], firsts[-1][_FPKT]), p, across)
+            if (self._epoch(firsts[0][_FPKT]), first_consumer) < (self._epoch(prod[_FPKT]), p_time):
                 notes.append("a consumer's transfer came before the publish (the id was used again?)")
-            first_key = min(groups, key=lambda k: (groups[k][1][_FIRST] is None, groups[k][1][_FIRST] or 0))
+            first_key = min(groups, key=lambda k: tkey(groups[k][1]))
             fo = _final_outcome(consumers, first_key)
-            e2e_first = _diff(fo, p_time)
-            outs_t = [t for t in outs if t is not None]
-            e2e_max = _diff(max(outs_t), p_time) if outs_t else None
+            e2e_first = self._span((fo[_OTIME], fo[_OPKT]) if fo else None, p, across)
+            outs_d = [d for d in outs if d is not None]
+            last = max(outs_d, key=self._outcome_key) if outs_d else None
+            e2e_max = self._span((last[_OTIME], last[_OPKT]) if last else None, p, across)
+            if across:
+                notes.append(CLOCK_STEP_NOTE)
         if len(producers) > 1:
             notes.append(f"published {len(producers)} times"
                          + (" (identical bare messages without message-id are one row)" if how == "digest" else ""))
@@ -388,23 +440,12 @@ class MessageMatcher:
         }
 
 
-def _message_order(kv):
-    """Rows in time order: the message's first transfer, its packet, then the key."""
-    (how, typ, ident), m = kv
-    packets = [d[_FPKT] for d in m.deliveries if d[_FPKT] is not None]
-    return (m.first is None, m.first or 0, min(packets) if packets else 0, how, typ or "", str(ident))
-
-
-def _time_key(d):
-    return (d[_FIRST] is None, d[_FIRST] or 0, d[_FPKT] or 0)
-
-
-def _final_outcome(consumers: list, key) -> int | None:
-    """Time of the terminal outcome of the last delivery to the consumer link ``key`` that has one."""
+def _final_outcome(consumers: list, key):
+    """The last delivery to the consumer link ``key`` with a terminal outcome time (None: none)."""
     t = None
     for d in consumers:
         if (d[_CONN], d[_LIDX]) == key and d[_OTIME] is not None:
-            t = d[_OTIME]
+            t = d
     return t
 
 

@@ -11,7 +11,8 @@ matcher keeps at most :data:`REPORT_MESSAGES` message keys (the messages command
 
 from __future__ import annotations
 
-from .messages import (_ADDR, _CONN, _FIRST, _FPKT, _LIDX, _LINK, _OPKT, _OTIME, _OUTCOME, DEAD, DELIVERED,
+from .messages import (_ADDR, _CONN, _FIRST, _FPKT, _LIDX, _LINK, _OPKT, _OTIME, _OUTCOME, CLOCK_STEP_NOTE, DEAD,
+                       DELIVERED,
                        PUBLISH_MISSING, PUBLISHED, STATES, TWICE, UNKNOWN, MessageMatcher)
 from .percentiles import percentile
 from .plots import histogram
@@ -93,7 +94,7 @@ def messages_section(rows: list, matcher: MessageMatcher) -> dict:
         a = by_addr.get(r["address"])
         if a is None:
             a = by_addr[r["address"]] = {"address": r["address"], "messages": 0, "consumers": 0, "fan_out_max": 0,
-                                         "residence": [], "end_to_end": []}
+                                         "residence": [], "end_to_end": [], "clock_step": 0}
         a["messages"] += 1
         a["consumers"] += r["consumers"]
         a["fan_out_max"] = max(a["fan_out_max"], r["consumers"])
@@ -101,6 +102,8 @@ def messages_section(rows: list, matcher: MessageMatcher) -> dict:
             a["residence"].append(r["residence"])
         if r["end_to_end"] is not None:
             a["end_to_end"].append(r["end_to_end"])
+        if CLOCK_STEP_NOTE in (r["note"] or ""):  # (its residence / end to end across a clock step: unknown)
+            a["clock_step"] += 1
         lst = unmatched.get(r["state"])
         if lst is not None and len(lst) < UNMATCHED:
             lst.append({**_name(r), "address": r["address"], "packets": r["packets"], "evidence": r["state_evidence"],
@@ -111,6 +114,8 @@ def messages_section(rows: list, matcher: MessageMatcher) -> dict:
         out_addr.append({"address": a["address"], "messages": a["messages"],
                          "fan_out_mean": a["consumers"] / a["messages"], "fan_out_max": a["fan_out_max"],
                          "residence": _stats(a["residence"]), "end_to_end": _stats(a["end_to_end"])})
+        if a["clock_step"]:  # messages whose residence or end to end is unknown (a clock step): not in the stats
+            out_addr[-1]["clock_step"] = a["clock_step"]
     # journeys: the slowest end to end, the never delivered, the delivered twice
     journeys = []
     slow = sorted((r for r in rows if r["end_to_end_max"] is not None), key=lambda r: -r["end_to_end_max"])

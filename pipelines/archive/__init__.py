@@ -30,14 +30,15 @@ Stage 2 (:class:`.flows.FlowRunner`), rows of one flow in global packet order
     routing) and an :class:`~amqp_dissect.results.analytics.Analyzer` for that flow
     alone, fed record by record; the few values that come from the rest of
     the capture (time and number of the last record, the end time the
-    analyzer is finished with, the idle-sweep clock) are passed in.
+    analyzer is finished with, the idle-sweep clock, the steps back of the capture's clock
+    found from the ranges' summaries: :func:`clock_steps`) are passed in.
 
 Only paths and byte offsets travel through the driver.
 """
 
 from .flows import end_sensitive, FlowParams, FlowRunner, ROW_TABLES
 from .inputs import CAPTURE_NAME, DEFAULT_SPLIT_SIZE, expand_inputs, InputError, plan_ranges, Range
-from .layout import balance_flows, capture_ends, group_ranges, Layout, layout, range_bounds, set_gaps_of, set_key
+from .layout import balance_flows, capture_ends, clock_steps, group_ranges, Layout, layout, range_bounds, set_gaps_of, set_key
 from .ranges import CHAIN, find_boundary, MergeScan, pcap_header, RangeScan
 from .records import (CaptureChanged, decode_range, fill_records, FLOW_TOP, FLOW_TRACK, KIND_NOTE, KIND_SUMMARY,
                       KIND_TCP, RecordReader, STAGE1_COLUMNS)
@@ -46,7 +47,7 @@ from .tables import (archive_schema, arrow_schema, pandas_metadata, to_archive, 
 from amqp_dissect.shard import flow_name, sweep_ticks
 
 __all__ = [
-    'archive_schema', 'arrow_schema', 'balance_flows', 'pandas_metadata', 'to_archive', 'batch_ipc', 'capture_ends', 'CAPTURE_NAME', 'CaptureChanged', 'CHAIN',
+    'archive_schema', 'arrow_schema', 'balance_flows', 'pandas_metadata', 'to_archive', 'batch_ipc', 'capture_ends', 'CAPTURE_NAME', 'clock_steps', 'CaptureChanged', 'CHAIN',
     'decode_range', 'DEFAULT_SPLIT_SIZE', 'end_sensitive', 'expand_inputs', 'fill_records', 'find_boundary',
     'flow_name', 'FLOW_TOP', 'FLOW_TRACK', 'FlowParams', 'FlowRunner', 'frame_row', 'group_ranges',
     'InputError', 'ipc_batches', 'KIND_NOTE', 'KIND_SUMMARY', 'KIND_TCP', 'Layout', 'layout', 'MergeScan',

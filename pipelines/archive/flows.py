@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 from amqp_dissect.capture.keylog import KeyLog
+from amqp_dissect.clock import ClockWatch
 from amqp_dissect.dissect import Dissector
 from amqp_dissect.events import CaptureRecord
 from amqp_dissect.render.frames import event_json
@@ -36,6 +37,9 @@ class FlowParams:
     idle_timeout: float = 900.0
     keylog: str | None = None  # TLS key log text, shipped to the executors with the params
     files: tuple = ()  # the input paths, by file index: where stage 2 reads records given by offset
+    # the steps back of the capture's clock (ClockStep tuples: archive.clock_steps): a duration
+    # across one is unknown, as in the single process (a flow's own records cannot tell)
+    clock_steps: tuple = ()
 
 
 # the tables stage 2 makes rows of: the registry's eight and frames
@@ -92,6 +96,7 @@ class FlowRunner:
         self._keylog = KeyLog(params.keylog) if params.keylog else None  # parsed once per runner
         self._tick_pk = _tick_packets(params.ticks)
         self._idle_ns = ns(params.idle_timeout)  # (once: compared at every record)
+        self._clock = ClockWatch.of(params.clock_steps)  # (the capture's steps, shared by the flows: read only)
         # table -> (row dicts, their flows, k1s, k2s, [Arrow batches of rows made by column], their keys)
         self._buf: dict[str, tuple[list, list, list, list, list, list]] = {}
 
@@ -199,11 +204,15 @@ class FlowRunner:
 
     def _start(self) -> dict:
         folded: list = []
+        d = Dissector(extra_ports=self.p.ports, idle_timeout=self.p.idle_timeout, messages=self.p.frames,
+                      keylog=self._keylog, payloads=self.p.messages)
+        d.clock = None  # (the capture's steps are known: FlowParams.clock_steps)
+        # deliveries stream out as they become final: a flow holds only open ones
+        an = Analyzer(rows=False, fold_out=folded, messages=self.p.messages, redeliveries=False)
+        an.clock = self._clock
         return {
-            "d": Dissector(extra_ports=self.p.ports, idle_timeout=self.p.idle_timeout, messages=self.p.frames,
-                           keylog=self._keylog, payloads=self.p.messages),
-            # deliveries stream out as they become final: a flow holds only open ones
-            "an": Analyzer(rows=False, fold_out=folded, messages=self.p.messages, redeliveries=False),
+            "d": d,
+            "an": an,
             "folded": folded,
             "last_ev": None,  # (packet, ts) of the last record that produced events
             "prev": None,  # (packet, ts) of the previous record of the flow

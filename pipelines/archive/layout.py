@@ -1,6 +1,7 @@
 """The archive driver's plan, from the range summaries only: the files in capture-set order
 and their packet numbers (:func:`layout`), overlap groups read again merged
-(:func:`group_ranges`), the capture's ends (:func:`capture_ends`), the flows spread over the
+(:func:`group_ranges`), the capture's ends (:func:`capture_ends`), the steps of its clock
+(:func:`clock_steps`), the flows spread over the
 stage-2 tasks (:func:`balance_flows`) and the tables' output ranges (:func:`range_bounds`)."""
 
 from __future__ import annotations
@@ -225,6 +226,23 @@ def group_ranges(files: list[str], groups: list, first_rid: int) -> list[Range]:
         out.append(Range(first_rid + i, head, files[head], 0, 0, None, size,
                          json.dumps([[fi, files[fi], first] for fi, first in members])))
     return out
+
+
+def clock_steps(summaries: list[dict], offsets: dict[int, int]) -> list:
+    """The steps back of the capture's clock (:class:`~amqp_dissect.clock.ClockStep` each), as the
+    single-process reader's watch finds them over every record: the ranges' kept records
+    (their summaries' ``clock``) replayed to one :class:`~amqp_dissect.clock.ClockWatch` in the
+    capture's order (``offsets``: :attr:`Layout.offsets`, the ranges in the capture only)."""
+    from amqp_dissect.clock import ClockWatch
+
+    watch = ClockWatch()
+    prev = None
+    for s in sorted((s for s in summaries if s["rid"] in offsets and s.get("count")),
+                    key=lambda s: offsets[s["rid"]]):
+        off = offsets[s["rid"]] + 1
+        watch.replay([(off + idx, ts, before) for idx, ts, before in s.get("clock") or ()], prev)
+        prev = s["last_ts"]
+    return watch.steps
 
 
 def set_gaps_of(spans: list) -> list[dict]:

@@ -11,6 +11,7 @@ from collections import OrderedDict
 from typing import Iterable, Iterator
 
 from amqp_dissect.capture.netparse import TruncatedPacket, parse_segment
+from amqp_dissect.clock import ClockPoints
 from amqp_dissect.errors import DissectError, UnsupportedLinkType
 from amqp_dissect.shard import flow_name
 
@@ -44,7 +45,9 @@ def decode_range(rng: Range) -> Iterator[tuple]:
     record the parser rejected), ``first_unsupported`` ({linktype: [index, time]}).
     ``flows``: [[flow key, TCP records], ...] of the range's :data:`FLOW_TOP`
     largest flows, largest first (among the first :data:`FLOW_TRACK` flows seen;
-    for balancing the flows over the stage-2 tasks).  A file that cannot be opened or is not a capture gives a summary
+    for balancing the flows over the stage-2 tasks).  ``clock``: the records of the range the
+    capture's clock watch needs, [index, time, time before or None] (:class:`~amqp_dissect.clock.ClockPoints`:
+    the first two, each step back and the one after it: as many as the steps).  A file that cannot be opened or is not a capture gives a summary
     with ``open_error`` / ``format_error`` and no records.
     """
     scan = MergeScan(rng) if rng.group else RangeScan(rng)
@@ -59,8 +62,11 @@ def decode_range(rng: Range) -> Iterator[tuple]:
     names: dict[tuple, str] = {}  # a segment's endpoints -> its flow name (making one costs as much as parsing)
     meta_extra: dict = {}
     parse = parse_segment
+    clock = ClockPoints()  # the records the capture's clock watch needs (the driver replays them)
+    keep = clock.add
     try:
         for rec in scan.records():
+            keep(rec.index, rec.ts)
             lt = rec.linktype
             try:
                 seg = parse(lt, rec.data)
@@ -110,7 +116,8 @@ def decode_range(rng: Range) -> Iterator[tuple]:
     meta = scan.summary()
     meta.update(tcp=tcp, packet_errors=errors, unsupported={str(k): v for k, v in unsupported.items()},
                 last_tcp=last_tcp, last_error=last_error, first_unsupported=first_unsupported,
-                flows=sorted(flows.items(), key=lambda kv: (-kv[1], kv[0]))[:FLOW_TOP], **meta_extra)
+                flows=sorted(flows.items(), key=lambda kv: (-kv[1], kv[0]))[:FLOW_TOP], clock=clock.points,
+                **meta_extra)
     yield (rid, -1, None, None, None, None, None, KIND_SUMMARY, None, None, json.dumps(meta), None)
 
 

@@ -26,7 +26,8 @@ class CaptureTables(dict):
     ``timestamp``, integers as ``bigint``, ulong as ``decimal(20,0)``, nested cells as JSON text)
     and the summaries.  Also: ``counts`` (rows per table; those of messages and requests counted
     by a Spark job when first read), ``files`` (in capture order),
-    ``errors`` ((path, damage) pairs: the files damaged), ``order``, ``gaps``, ``stats``, and
+    ``errors`` ((path, damage) pairs: the files damaged), ``order``, ``gaps``, ``clock_steps`` (the
+    steps back of the capture's clock, as the report's ``capture["clock_steps"]``), ``stats``, and
     ``work`` (the directory the DataFrames read; :meth:`close` removes it)."""
 
     counts: dict
@@ -34,6 +35,7 @@ class CaptureTables(dict):
     errors: list
     order: str | None
     gaps: list
+    clock_steps: list
     stats: dict
     work: str
 
@@ -158,11 +160,11 @@ def read_captures(spark, paths, *, ports=(), keylog=None, tables=None, frames: b
     if "requests" in wanted:  # (matched across the flows, on the driver: pipelines/spark/requests.py)
         from .requests import requests_frame
         frames_of["requests"] = requests_frame(spark, frames_of["deliveries"], frames_of["links"],
-                                               done["stats"].get("end_ts"))
+                                               done["stats"].get("end_ts"), done["clock_steps"])
     if "messages" in wanted:  # (DataFrame operations across the flows: pipelines/spark/messages.py)
         from .messages import messages_frame
         frames_of["messages"] = messages_frame(spark, frames_of["deliveries"], frames_of["links"],
-                                               frames_of["connections"])
+                                               frames_of["connections"], done["clock_steps"])
     out = CaptureTables({t: frames_of[t] for t in wanted})
     if summaries:
         for name in SUMMARIES:
@@ -171,6 +173,7 @@ def read_captures(spark, paths, *, ports=(), keylog=None, tables=None, frames: b
     out.counts = _Counts({t: done["counts"][t] for t in wanted if t in done["counts"]},
                          {t: frames_of[t] for t in wanted if t not in done["counts"]})
     out.files, out.errors, out.order, out.gaps = done["files"], done["errors"], done["order"], done["gaps"]
+    out.clock_steps = done["clock_steps"]
     done["stats"]["timings"] = done["marks"]
     done["stats"]["cpu"] = done["meter"].seconds()  # the Python tasks' CPU seconds by step (decoding)
     done["stats"]["seconds"] = round(time.time() - t0, 3)

@@ -13,7 +13,8 @@ from urllib.parse import urlparse
 
 from amqp_dissect.pipelines.archive import (DEFAULT_SPLIT_SIZE, KIND_SUMMARY, KIND_TCP, FlowParams, ROW_TABLES,
                                             end_sensitive,
-                                            InputError, Range, RANGE_FILE, balance_flows, capture_ends, expand_inputs,
+                                            InputError, Range, RANGE_FILE, balance_flows, capture_ends, clock_steps,
+                                            expand_inputs,
                                             range_file,
                                             group_ranges, layout, set_gaps_of, plan_ranges, write_range)
 
@@ -53,7 +54,8 @@ def run_archive(spark, paths, out: str, *, split_size: int = DEFAULT_SPLIT_SIZE,
     """Analyse the captures under ``paths`` as one continuous capture; write parquet tables
     under ``out`` (a path or any Hadoop URI).  Returns a dict: ``counts``, ``tables`` (name
     -> URI), ``files`` (in capture order), ``errors`` ((path, damage) pairs), ``stats``
-    (ranges, false boundary candidates, reruns, seconds).  Raises :class:`InputError` for
+    (ranges, false boundary candidates, reruns, seconds), ``clock_steps`` (the steps back of the
+    capture's clock, as the report's ``capture["clock_steps"]``).  Raises :class:`InputError` for
     bad paths (a scheme without its connector, code "connector": :mod:`.fs`), before any work."""
     from .fs import check_output
 
@@ -68,7 +70,8 @@ def run_archive(spark, paths, out: str, *, split_size: int = DEFAULT_SPLIT_SIZE,
         done["cleanup"](keep_work)
     done["stats"]["seconds"] = round(time.time() - t0, 3)
     return {"counts": done["counts"], "tables": done["written"], "files": done["files"], "errors": done["errors"],
-            "stats": done["stats"], "out": out_uri, "order": done["order"], "gaps": done["gaps"]}
+            "stats": done["stats"], "out": out_uri, "order": done["order"], "gaps": done["gaps"],
+            "clock_steps": done["clock_steps"]}
 
 
 def _analyse(spark, paths, work: str, *, t0, split_size, frames, partitions, ports, idle_timeout, keylog,
@@ -172,6 +175,7 @@ def _run(spark, files, work, *, t0, nparts, split_size, frames, ports, idle_time
     # stage 2 reads the local stage-1 files itself while a task's record index stays small
     seg_files = _seg_files(seg_paths, nparts)
     last_tcp, last_note = capture_ends(summaries, lay.offsets)
+    steps = clock_steps(summaries, lay.offsets)  # (the single process's watch, over the ranges' kept records)
     capture_end = lay.last_ts  # (the last record's time; the Analyzer's end may be earlier: analysis_end)
     # key logs embedded in pcapng files (Decryption Secrets Blocks) join the one given
     embedded = "".join(s.get("keylog") or "" for s in summaries)
@@ -180,7 +184,7 @@ def _run(spark, files, work, *, t0, nparts, split_size, frames, ports, idle_time
     mark("numbering")
     base = FlowParams(ports=tuple(ports), last_ts=capture_end, last_tcp_packet=last_tcp, end_ts=capture_end,
                       frames=frames, idle_timeout=idle_timeout, keylog=keylog, files=tuple(files),
-                      messages=messages)
+                      messages=messages, clock_steps=tuple(steps))
 
     # ---- stage 2: per-flow runs, the largest flows spread evenly over the tasks
     rows_path = work + "/rows0"
@@ -277,7 +281,8 @@ def _run(spark, files, work, *, t0, nparts, split_size, frames, ports, idle_time
     counts = {t: facts["rows"][t] for t in TABLES + (("frames",) if frames else ())}
     return {"layers": layers, "layer_paths": layer_paths, "excluded": excluded, "counts": counts, "stats": stats,
             "marks": marks, "mark": mark, "meter": meter, "nparts": nparts, "files": lay.order, "errors": lay.errors,
-            "order": set_order(lay, len(files)), "gaps": set_gaps_of(lay.spans)}
+            "order": set_order(lay, len(files)), "gaps": set_gaps_of(lay.spans),
+            "clock_steps": [st.as_dict() for st in steps]}
 
 
 def table_frames(spark, done: dict, tables=None, bounds: dict | None = None) -> dict:

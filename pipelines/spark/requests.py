@@ -46,8 +46,9 @@ def _plain(row, times) -> dict:
     return d
 
 
-def requests_frame(spark, deliveries, links, capture_end_ns: int | None = None):
-    """The requests DataFrame of the deliveries and links DataFrames (those of ``read_captures``)."""
+def requests_frame(spark, deliveries, links, capture_end_ns: int | None = None, clock_steps=()):
+    """The requests DataFrame of the deliveries and links DataFrames (those of ``read_captures``);
+    ``clock_steps``: the capture's (``CaptureTables.clock_steps``), a round trip across one unknown."""
     import json
 
     from pyspark.sql import functions as F
@@ -63,6 +64,10 @@ def requests_frame(spark, deliveries, links, capture_end_ns: int | None = None):
     if "application_properties" in have:
         cond = cond | F.col("application_properties").contains('"operation"')
     matcher = RequestMatcher()
+    if clock_steps:
+        from amqp_dissect.clock import ClockWatch
+
+        matcher.clock = ClockWatch.of(clock_steps)
     d_times = ("first_time", "last_time")
     for r in deliveries.where(cond).select(*wanted).toLocalIterator():
         matcher.add(_plain(r, d_times))

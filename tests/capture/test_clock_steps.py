@@ -341,3 +341,214 @@ def test_round_trips_are_the_plain_ones_or_unknown(name, variant, tmp_path):
             assert g["round_trip"] is None
         else:
             assert g["round_trip"] == w["round_trip"]
+
+
+def _archive_steps(files: list, split_size: int) -> list:
+    """The steps the archive's driver finds (pipelines/archive: the ranges' kept records replayed
+    in the capture's order), its stage 1 run here range by range (no Spark)."""
+    from amqp_dissect.pipelines.archive import clock_steps, decode_range, group_ranges, layout, plan_ranges
+
+    def summaries(ranges):
+        return [json.loads(list(decode_range(r))[-1][10]) for r in ranges]
+
+    sums = summaries(plan_ranges(files, split_size))
+    lay = layout(files, sums)
+    if lay.groups:  # (files whose times overlap: read merged, as the archive reads them)
+        grouped = {fi for g in lay.groups for fi, _ in g}
+        sums = [s for s in sums if s["file"] not in grouped] + summaries(
+            group_ranges(files, lay.groups, max(s["rid"] for s in sums) + 1))
+        lay = layout(files, sums)
+    return [s.as_dict() for s in clock_steps(sums, lay.offsets)]
+
+
+@needs_tools
+@pytest.mark.parametrize("shift", BACK)
+@pytest.mark.parametrize("name", NAMES)
+def test_the_archive_finds_the_steps_of_the_single_process(name, shift, variant):
+    """Read whole or in byte ranges of 2 KB (the step and the record confirming it in two ranges'
+    tasks), the archive's driver names the single process's steps."""
+    out, mid, got = variant(name, shift)
+    for split in (1 << 30, 2048):
+        assert _archive_steps([out], split) == got.capture["clock_steps"], split
+
+
+@needs_tools
+def test_the_archive_finds_the_steps_of_a_set_of_two_hosts(variant, tmp_path):
+    """Host A's file stepped back 5 s, host B's capture starting inside it (its clock another):
+    merged by time, the single process's steps."""
+    from amqp_dissect.pipelines.local import CaptureSource, run_analysis
+
+    host_a, _, _ = variant("outcomes", "-5")
+    found = []
+    for other in ("drain", "messages/rhea_request_reply"):
+        src = os.path.join(ROOT, "samples", other + ".pcap")
+        host_b = str(tmp_path / (other.replace("/", "_") + ".pcap"))
+        shift = Decimal(_epochs(host_a)[0] + NS // 5 - _epochs(src)[0]) / NS
+        subprocess.run(["editcap", "-F", "pcap", "-t", str(shift), src, host_b], check=True)
+        want = run_analysis(CaptureSource([host_a, host_b])).capture
+        assert want["order"].startswith("merged by time")
+        found += want["clock_steps"]
+        for split in (1 << 30, 2048):
+            assert _archive_steps([host_b, host_a], split) == want["clock_steps"], (other, split)
+    assert found
+
+
+def _packets_of(row: dict) -> list:
+    """The packets of a messages row's consumers (first transfer, outcome)."""
+    out = []
+    for c in row["consumer_deliveries"] or ():
+        out += [c.get("first_packet"), c.get("outcome_packet")]
+    return [p for p in out if p is not None]
+
+
+@needs_tools
+@pytest.mark.parametrize("shift", BACK)
+@pytest.mark.parametrize("name", MESSAGE_SAMPLES)
+def test_residence_and_end_to_end_are_the_plain_ones_or_unknown(name, shift, variant):
+    """The messages table of a stepped capture: the plain rows; each residence / end to end the
+    plain one, or null when the producer's transfer and a consumer's packet lie on either side of
+    the step (the row's note then says so); never another number."""
+    from amqp_dissect.pipelines.local import CaptureSource
+    from amqp_dissect.pipelines.messages import message_table
+    from amqp_dissect.results.messages import CLOCK_STEP_NOTE
+
+    out, mid, _ = variant(name, shift)
+    want = message_table(CaptureSource([os.path.join(ROOT, "samples", name + ".pcap")]))[0]
+    got = message_table(CaptureSource([out]))[0]
+    assert len(got) == len(want)
+    key = ("message_id", "message_id_type", "bare_digest")
+    want = {tuple(r[k] for k in key): r for r in want}
+    for g in got:
+        w = want[tuple(g[k] for k in key)]
+        assert g["producer_packet"] == w["producer_packet"] and g["consumers"] == w["consumers"]
+        p = w["producer_packet"]
+        sides = {pk >= mid for pk in _packets_of(w) + ([p] if p is not None else [])}
+        unknown = 0
+        for col in ("residence", "residence_max", "end_to_end", "end_to_end_max"):
+            if g[col] == w[col]:
+                continue
+            assert g[col] is None and len(sides) == 2, (col, w[col], g[col], p, mid)
+            unknown += 1
+        noted = CLOCK_STEP_NOTE in (g["note"] or "")
+        assert noted or not unknown, g["note"]
+        assert not noted or any(g[c] is None for c in ("residence", "residence_max", "end_to_end", "end_to_end_max"))
+        assert (g["note"] or "").replace("; " + CLOCK_STEP_NOTE, "").replace(CLOCK_STEP_NOTE, "") == (w["note"] or "")
+    assert sum(CLOCK_STEP_NOTE in (g["note"] or "") for g in got) == sum(
+        1 for g in got if any(g[c] is None and want[tuple(g[k] for k in key)][c] is not None
+                              for c in ("residence", "residence_max", "end_to_end", "end_to_end_max")))
+
+
+@needs_tools
+@pytest.mark.parametrize("name", MESSAGE_SAMPLES)
+def test_the_api_matches_requests_as_the_requests_command(name, variant, tmp_path):
+    """``amqp_dissect.analyze(..., tables=["messages", "requests"])`` of a stepped capture: the
+    requests command's rows (requests meet their replies in the capture's order across the step)."""
+    import amqp_dissect
+
+    out, _, _ = variant(name, "-5")
+    dest = tmp_path / "r.csv"
+    assert main(["requests", "-T", "csv", out, "-o", str(dest)]) == 0
+    want = pd.read_csv(dest)
+    got = amqp_dissect.analyze([out], tables=["messages", "requests"]).requests
+    assert len(got) == len(want)
+    for col in ("request_packet", "reply_packet", "round_trip"):
+        assert [None if _null(v) else float(v) for v in got[col]] == [
+            None if _null(v) else float(v) for v in want[col]], col
+
+
+@needs_tools
+def test_the_report_says_which_messages_the_step_made_unknown(variant, tmp_path, parallel_runs):
+    """The report's messages section (text, JSON, HTML; one process and two): per address, the
+    messages whose residence or end to end the step made unknown (the messages table's notes)."""
+    from amqp_dissect.pipelines.local import CaptureSource
+    from amqp_dissect.pipelines.messages import message_table
+    from amqp_dissect.results.messages import CLOCK_STEP_NOTE
+
+    out, _, _ = variant("messages/rhea_request_reply", "-5")
+    rows = message_table(CaptureSource([out]))[0]
+    want: dict = {}
+    for r in rows:
+        if CLOCK_STEP_NOTE in (r["note"] or ""):
+            want[r["address"]] = want.get(r["address"], 0) + 1
+    assert want
+    docs = []
+    for jobs in ("1", "2"):
+        dest = tmp_path / f"r{jobs}.json"
+        assert main(["report", "--messages", "-T", "json", "-j", jobs, out, "-o", str(dest)]) == 0
+        docs.append(dest.read_bytes())
+    assert docs[0] == docs[1] and parallel_runs
+    addrs = json.loads(docs[0])["messages"]["addresses"]
+    assert {a["address"]: a["clock_step"] for a in addrs if a.get("clock_step")} == want
+    for fmt in ("text", "html"):
+        dest = tmp_path / f"r.{fmt}"
+        assert main(["report", "--messages", "-T", fmt, out, "-o", str(dest)]) == 0
+        page = dest.read_text()
+        for address, n in want.items():
+            said = f"{n} message{'s' if n != 1 else ''} unknown (clock step)"
+            assert said in page, (fmt, said)
+
+
+def test_the_kept_records_of_parts_find_the_steps_of_every_record():
+    """A capture cut into parts (the archive's byte ranges, files): each part's kept records
+    (ClockPoints), replayed part after part, give the steps of a watch fed every record; what is
+    kept grows with the steps, not with the records (backward jitter of more than 0.1 s, however
+    often, keeps nothing past each part's first two records)."""
+    import random
+
+    from amqp_dissect.clock import ClockPoints, ClockWatch
+
+    def every(times):
+        w = ClockWatch()
+        for i in range(1, len(times)):
+            if times[i] < times[i - 1] or w.pending:
+                w.see(i + 1, times[i], times[i - 1])
+        return w.steps
+
+    def by_parts(times, cuts):
+        w = ClockWatch()
+        prev = None
+        kept = 0
+        for a, b in zip([0] + cuts, cuts + [len(times)]):
+            pts = ClockPoints()
+            for i in range(a, b):
+                pts.add(i - a, times[i])
+            kept += len(pts.points)
+            w.replay([(a + 1 + idx, ts, before) for idx, ts, before in pts.points], prev)
+            prev = pts.last if b > a else prev
+        return w.steps, kept
+
+    rng = random.Random(39)
+    for _ in range(400):
+        n = rng.randrange(1, 60)
+        t, times = 100 * NS, []
+        for _ in range(n):
+            t += rng.choice((NS // 100, NS // 3, -NS // 20, -NS // 5, -2 * NS, 3 * NS))
+            times.append(t)
+        cuts = sorted(rng.sample(range(1, n), min(n - 1, rng.randrange(0, 6)))) if n > 1 else []
+        assert by_parts(times, cuts)[0] == every(times), (times, cuts)
+    # late records every other one (each 0.2 s behind its predecessor, the next one back in order): no step, little kept
+    times = [k * NS + (0 if k % 2 else -NS // 5 - NS) for k in range(10_000)]
+    steps, kept = by_parts(times, [5_000])
+    assert steps == every(times) == [] and kept <= 8
+
+
+def test_the_archive_command_names_the_steps(tmp_path, capsys):
+    """The archive command's summary lines name each step as the report's header does."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from amqp_dissect.cli.archive import _print_summary
+    from amqp_dissect.render.report import clock_step_line
+
+    lat = tmp_path / "latency_by_link"
+    lat.mkdir()
+    pq.write_table(pa.table({c: pa.array([], pa.float64() if c[0] in "pm" else pa.string()) for c in
+                             ("connection", "link", "count", "p50", "p90", "p99", "max")}), lat / "part-0.parquet")
+    step = {"packet": 25, "time": 1_700_000_000 * NS, "before": 1_700_000_005 * NS, "size": -5.0}
+    res = {"stats": {"ranges": 3, "records": 50, "tcp_records": 50, "flows": 1, "seconds": 1.0},
+           "counts": {"deliveries": 3}, "tables": {"deliveries": "x", "latency_by_link": str(lat)}, "out": "o",
+           "files": ["a.pcap"], "order": None, "gaps": [], "clock_steps": [step]}
+    _print_summary(None, res, 1)
+    out = capsys.readouterr().out
+    assert clock_step_line(step) + "\n" in out
+    assert "clock stepped back 5.000000 s at packet 25" in out
