@@ -477,7 +477,7 @@ class Dissector:
             run = _frame_runs(probe, final, self.max_frame_bytes)
             if run is None:
                 return
-            verdict = run or None
+            verdict = run
         layers = None
         if not verdict and not tls:  # an upgrade to a WebSocket carrying AMQP? (layers.py)
             layers = client_layers(conn, b"".join(e.data for e in probe.data[0]), bool(probe.data[1]), final,
@@ -739,6 +739,7 @@ _PERFORMATIVES = frozenset(c.descriptor_code for c in COMPOSITES.values() if "fr
 _RUN_FRAMES = 3  # performatives a run needs
 _RUN_STARTS = 8  # segment starts tried as the start of a run (a join may fall inside a frame)
 _RUN_HOLD_BYTES = 262144  # bytes of one direction held at most while a run is looked for
+_RUN_HOLD_EVENTS = 1024  # (and segments: tiny ones cost an object each)
 
 _BROKEN, _MORE, _FOUND = 0, 1, 2
 
@@ -762,7 +763,16 @@ def _frame_run(evs: list, max_frame: int) -> int:
     """_FOUND when the StreamData ``evs`` of one direction, from one of its first segments' starts,
     hold a run of _RUN_FRAMES performatives whose sizes chain into a later segment; _MORE when one
     may still (more bytes needed, within the bounds); else _BROKEN."""
-    buf = b"".join(e.data for e in evs)[:_RUN_HOLD_BYTES]
+    if len(evs) >= _RUN_HOLD_EVENTS:
+        return _BROKEN
+    parts = []
+    held = 0
+    for e in evs:
+        parts.append(e.data)
+        held += len(e.data)
+        if held >= _RUN_HOLD_BYTES:
+            break
+    buf = b"".join(parts)
     more = False
     start = 0
     for e in evs[:_RUN_STARTS]:

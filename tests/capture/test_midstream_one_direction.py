@@ -207,3 +207,18 @@ def test_a_run_of_client_frames_one_way_is_amqp(tmp_path):
     chunks = [b"x" * 10, _frame(_performative(flow)), _frame(_performative(disposition)), _frame(_performative(flow))]
     a = analyze(_one_way(tmp_path, "run", chunks, skip=0))
     assert [r["connection"] for r in a.analyzer.connection_rows()] == ["10.0.0.1:40000-10.0.0.2:8080"]
+
+
+@pytest.mark.parametrize("case", ["http", "tls", "random", "amqp091"])
+def test_other_protocols_are_let_go_before_their_end(tmp_path, case):
+    """A stream found not AMQP is not held by the probe until the capture ends: decided within the
+    first segments (the bytes of a mid-stream join on another port are held only while they may
+    still be a run of frames)."""
+    from amqp_dissect.capture.pcap import open_capture
+    from amqp_dissect.dissect import Dissector
+
+    d = Dissector()
+    with open(_one_way(tmp_path, case, [b"x" * 10] + _not_amqp_cases()[case]), "rb") as f:
+        for record in open_capture(f):
+            d.feed(record)
+    assert not d._probes and not d.connections
