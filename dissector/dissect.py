@@ -13,7 +13,8 @@ for connections found to carry AMQP.
 
 A TCP connection is AMQP when either port is one of ``ports`` (5672 and 5671 by
 default; ``--port`` adds more), or when either direction starts with an
-``AMQP`` protocol header.  Connections on AMQP ports are decoded even when the
+``AMQP`` protocol header, or (joined mid-stream: no SYN) when either direction
+holds a run of AMQP frames whose sizes chain across segments (:func:`_frame_runs`).  Connections on AMQP ports are decoded even when the
 capture joins them mid-stream (the decoder resynchronises on a frame header).
 
 Client and server: the TCP layer's (the SYN, else the ports: tcp.role_evidence).  A connection
