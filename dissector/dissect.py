@@ -13,7 +13,8 @@ for connections found to carry AMQP.
 
 A TCP connection is AMQP when either port is one of ``ports`` (5672 and 5671 by
 default; ``--port`` adds more), or when either direction starts with an
-``AMQP`` protocol header.  Connections on AMQP ports are decoded even when the
+``AMQP`` protocol header, or (joined mid-stream: no SYN) when either direction
+holds a run of AMQP frames whose sizes chain across segments (:func:`_frame_runs`).  Connections on AMQP ports are decoded even when the
 capture joins them mid-stream (the decoder resynchronises on a frame header).
 
 Client and server: the TCP layer's (the SYN, else the ports: tcp.role_evidence).  A connection
@@ -472,6 +473,12 @@ class Dissector:
                 break
             if len(head) >= 4 or (head and not b"AMQP".startswith(head)):
                 verdict = False if verdict is None else verdict
+        if verdict is False and not tls and not probe.opened.syn_seen:
+            # joined mid-stream: no protocol header to see; a run of AMQP frames may say it (one direction is enough)
+            run = _frame_runs(probe, final, self.max_frame_bytes)
+            if run is None:
+                return
+            verdict = run
         layers = None
         if not verdict and not tls:  # an upgrade to a WebSocket carrying AMQP? (layers.py)
             layers = client_layers(conn, b"".join(e.data for e in probe.data[0]), bool(probe.data[1]), final,
@@ -496,9 +503,12 @@ class Dissector:
             c = self._start(probe.opened, out, verify=tls, layers=layers)
             if note is not None:
                 out.append(note)
-            _probe_notes(probe, conn, out)
+            notes = _probe_notes(probe, conn)
             for e in probe.in_order():
+                if notes:
+                    _notes_before(notes, e.packet, out)
                 out.extend(c.feed(e.direction, e.data, e.ts, e.packet))
+            out.extend(notes)
         else:
             self.tcp.ignore(conn)
             if probe.data[0] and looks_like_tls(b"".join(e.data for e in probe.data[0])[:_PROBE_BYTES]):
@@ -535,13 +545,16 @@ class Dissector:
                                             "at the start of both streams settles them"))
         else:
             out.append(_evidence_note(opened, evidence))
-        _probe_notes(probe, conn, out)
+        notes = _probe_notes(probe, conn)
         held = sorted([e for evs in probe.data for e in evs], key=lambda e: e.packet)  # (in capture order)
         for e in held:
+            if notes:
+                _notes_before(notes, e.packet, out)
             c = self.connections[conn]
             if c is _PENDING:
                 c = self._materialize(conn)
             out.extend(c.feed(e.direction, e.data, e.ts, e.packet))
+        out.extend(notes)
 
     def _roles(self, probe: _Probe, final: bool):
         """Client and server of a connection on other ports, seen without its SYN and found to be
@@ -618,11 +631,22 @@ class Dissector:
         return cid
 
 
-def _probe_notes(probe: _Probe, conn: str, out: list) -> None:
-    """The TCP layer's notes on a probed connection, routed once it is found AMQP (under its id
-    ``conn``, the roles swapped when they were)."""
-    for n in probe.notes or ():
-        out.append(n if n.conn == conn else renamed(n, conn))
+def _probe_notes(probe: _Probe, conn: str) -> list:
+    """The TCP layer's notes on a probed connection, to be routed once it is found AMQP (under its
+    id ``conn``, the roles swapped when they were), in the order they came."""
+    return [n if n.conn == conn else renamed(n, conn) for n in probe.notes or ()]
+
+
+def _notes_before(notes: list, packet: int, out: list) -> None:
+    """Move to ``out`` the first ``notes`` made at or before ``packet``: a note of the TCP layer
+    (one direction captured) reaches the decoder between the bytes it came between, as on an AMQP
+    port (it came before the bytes of its own packet)."""
+    n = 0
+    while n < len(notes) and notes[n].packet is not None and notes[n].packet <= packet:
+        n += 1
+    if n:
+        out.extend(notes[:n])
+        del notes[:n]
 
 
 def _roles_note(ev: StreamOpened, why: str) -> StreamNote:
@@ -707,6 +731,98 @@ def _starts_with_open(head: bytes) -> bool:
     if len(b) >= 10 and b[0] == 0 and b[1] == 0x80:
         return int.from_bytes(b[2:10], "big") == _OPEN_CODE
     return False
+
+
+# A connection on other ports joined mid-stream (no SYN, no protocol header) is AMQP when one
+# direction holds a run of AMQP frames: each frame header well-formed (size, doff >= 2, type 0),
+# each body a performative, the sizes chaining from one frame to the next across segments
+_PERFORMATIVES = frozenset(c.descriptor_code for c in COMPOSITES.values() if "frame" in c.provides)
+_RUN_FRAMES = 3  # performatives a run needs
+_RUN_STARTS = 8  # segment starts tried as the start of a run (a join may fall inside a frame)
+_RUN_HOLD_BYTES = 262144  # bytes of one direction held at most while a run is looked for
+_RUN_HOLD_EVENTS = 1024  # (and segments: tiny ones cost an object each)
+
+_BROKEN, _MORE, _FOUND = 0, 1, 2
+
+
+def _frame_runs(probe: _Probe, final: bool, max_frame: int):
+    """Does a direction of a probed connection (joined mid-stream) hold a run of AMQP frames?
+    True (one does), False (neither does nor may), or None (not known yet: wait for more bytes)."""
+    waiting = False
+    for evs in probe.data:
+        if not evs:
+            continue
+        found = _frame_run(evs, max_frame)
+        if found == _FOUND:
+            return True
+        if found == _MORE:
+            waiting = True
+    return None if waiting and not final else False
+
+
+def _frame_run(evs: list, max_frame: int) -> int:
+    """_FOUND when the StreamData ``evs`` of one direction, from one of its first segments' starts,
+    hold a run of _RUN_FRAMES performatives whose sizes chain into a later segment; _MORE when one
+    may still (more bytes needed, within the bounds); else _BROKEN."""
+    if len(evs) >= _RUN_HOLD_EVENTS:
+        return _BROKEN
+    parts = []
+    held = 0
+    for e in evs:
+        parts.append(e.data)
+        held += len(e.data)
+        if held >= _RUN_HOLD_BYTES:
+            break
+    buf = b"".join(parts)
+    more = False
+    start = 0
+    for e in evs[:_RUN_STARTS]:
+        end = start + len(e.data)
+        found = _run_from(buf, start, end, max_frame)
+        if found == _FOUND:
+            return _FOUND
+        more = more or found == _MORE
+        start = end
+        if start >= len(buf):
+            break
+    if len(buf) >= _RUN_HOLD_BYTES:
+        return _BROKEN
+    return _MORE if more or len(evs) < _RUN_STARTS else _BROKEN
+
+
+def _run_from(buf: bytes, at: int, segment_end: int, max_frame: int) -> int:
+    """Frames from offset ``at`` of ``buf`` (a segment's start; the segment ends at ``segment_end``):
+    _FOUND (a run of _RUN_FRAMES performatives, a frame header in a later segment among them),
+    _MORE (well-formed as far as the bytes go) or _BROKEN."""
+    n = 0
+    while at + 8 <= len(buf):
+        size = int.from_bytes(buf[at:at + 4], "big")
+        doff = buf[at + 4]
+        if size < 8 or size > max_frame or doff < 2 or doff * 4 > size or buf[at + 5] != 0:
+            return _BROKEN
+        if size > doff * 4:  # (an empty frame, a heartbeat, has no body)
+            code = _descriptor(buf[at + doff * 4:min(at + size, at + doff * 4 + 10)])
+            if code < 0:
+                return _MORE if at + size > len(buf) else _BROKEN
+            if code not in _PERFORMATIVES:
+                return _BROKEN
+            n += 1
+        if n >= _RUN_FRAMES and at >= segment_end:
+            return _FOUND
+        at += size
+    return _MORE
+
+
+def _descriptor(body: bytes) -> int:
+    """The descriptor code at the start of a frame body (a smallulong or a ulong), -1 when the
+    bytes do not hold it all, -2 when they start with something else."""
+    if len(body) < 3:
+        return -1 if not body or body[0] == 0 else -2
+    if body[0] != 0 or body[1] not in (0x53, 0x80):
+        return -2
+    if body[1] == 0x53:
+        return body[2]
+    return int.from_bytes(body[2:10], "big") if len(body) >= 10 else -1
 
 
 _EVIDENCE = {
