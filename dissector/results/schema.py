@@ -195,6 +195,9 @@ SESSIONS = _cols(
     ("deliveries_lost_whole", INT, "deliveries (of either sender) whose every transfer the capture lost, counted from the "
                                    "delivery-ids around the gaps; not in deliveries (see the definitions: lost packets)"),
     ("unknown", JSON, "list of what the capture could not show"),
+    ("deliveries_not_captured", INT, "deliveries (of either sender) whose every transfer the capture's snap length cut off "
+                                     "(not loss), counted from the delivery-ids around the cuts and from dispositions "
+                                     "naming them; not in deliveries"),
     ("not_captured_outcomes", JSON, "outcomes the receiver's settling dispositions gave delivery-ids whose transfers "
                                     "the snap length cut off whole, by outcome name (null: none)"),
 )
@@ -268,6 +271,8 @@ LINKS = _cols(
     ("deliveries_lost_whole", INT, "deliveries of the link whose every transfer the capture lost, counted from the "
                                    "delivery-ids around the gaps when they say it was this link; not in deliveries "
                                    "(the session's deliveries_lost_whole counts those of no known link too)"),
+    ("deliveries_not_captured", INT, "deliveries of the link whose every transfer the capture's snap length cut off "
+                                     "(not loss), counted like deliveries_lost_whole; not in deliveries"),
     ("outcome_latency_p50", FLOAT, _OLAT.format(q="p50")),
     ("outcome_latency_p90", FLOAT, _OLAT.format(q="p90")),
     ("outcome_latency_p99", FLOAT, _OLAT.format(q="p99")),
