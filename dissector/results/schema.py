@@ -326,7 +326,9 @@ DELIVERIES = _cols(
     ("unsettled_at", STRING, "null when settled, else detach, end, close, transport, capture-end, or "
                              "lost-in-capture (outcome unknown: bytes lost after its first transfer may have "
                              "settled it; no error row), or one-direction-captured (outcome unknown: the "
-                             "connection's other direction is not in the capture; no error row)"),
+                             "connection's other direction is not in the capture; no error row), or not-captured "
+                             "(outcome unknown: the snap length cut off bytes after its first transfer that may "
+                             "have settled it, no gap did: not loss; no error row)"),
     # the message (read only when asked: null when not; see the definitions: message fields)
     ("message_id", STRING, "message-id of the properties section: a ulong in decimal, a uuid in its canonical "
                            "form, binary in hex, a string as it is"),
