@@ -20,7 +20,7 @@ from ..times import NS
 from .entities import _Conn
 from .findings import Recorder
 from .state import CONNECTION_MACHINE, SIDES, UNKNOWN, Endpoints, _plain, _str, _symbols, error_info
-from .steps import lossy_step
+from .steps import lossy_step, missing_how
 
 if not cython.compiled:  # (compiled: C functions and constants, cimported in the .pxd)
     from .state import (_uint)
@@ -414,12 +414,12 @@ def headers_lost(c, d, h, key, k) -> bool:
     if j is not None and c.lost(d):
         for i in range(k, j):
             c.header_keys[d].insert(i, theirs[i])
-            c.note_inferred(f"the {SIDES[d]}'s protocol header {theirs[i][2]} was lost "
+            c.note_inferred(f"the {SIDES[d]}'s protocol header {theirs[i][2]} was {missing_how(c, d)} "
                             f"(from its {h.name} answering the {SIDES[1 - d]}'s)")
         return True
     if c.lost(1 - d):
         theirs.insert(k, key)
-        c.note_inferred(f"the {SIDES[1 - d]}'s protocol header {h.name} was lost "
+        c.note_inferred(f"the {SIDES[1 - d]}'s protocol header {h.name} was {missing_how(c, 1 - d)} "
                         f"(the {SIDES[d]}'s {h.name} is answered by what follows)")
         return True
     return False

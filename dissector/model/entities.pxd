@@ -42,6 +42,7 @@ cdef class _Link:
     cdef public Py_ssize_t compacted
     cdef public bint reordered
     cdef public long long lost_whole
+    cdef public long long not_captured
     cdef public dict tags
     cdef public dict tag_repeats
 
@@ -77,11 +78,16 @@ cdef class _Session:
     cdef public list last_sender
     cdef public list loss_mark
     cdef public list lost_upto
+    cdef public long long not_captured
+    cdef public list cut_mark
 
     cpdef riw(self, d)
     cpdef beyond_window(self, d)
     @cython.locals(x=_Link)
     cpdef count_lost_whole(self, Py_ssize_t d, prev, long long n, long long since)
+    cpdef count_not_captured(self, Py_ssize_t d, prev, long long n, long long since)
+    @cython.locals(x=_Link)
+    cpdef count_unknown_link(self, Py_ssize_t d, long long n)
     @cython.locals(x=_Link)
     cpdef bint other_senders(self, Py_ssize_t d, link)
 

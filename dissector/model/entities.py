@@ -24,7 +24,7 @@ class _Link:
         "known", "guessed", "unknown", "link_credit",
         "available", "avail_base", "drain", "echo", "last_flow", "flows", "stall", "drain_stall", "after_stall",
         "partial", "live", "stats", "n_deliveries", "coordinator", "transfers", "terminated",
-        "compacted", "reordered", "lost_whole", "tags", "tag_repeats",
+        "compacted", "reordered", "lost_whole", "not_captured", "tags", "tag_repeats",
     )
 
     def __init__(self, conn, session, index, name, known):
@@ -60,6 +60,7 @@ class _Link:
         self.compacted = 0  # deliveries of this link in its session's _Compact stores
         self.reordered = False  # live is not in first-transfer order any more (see link_deliveries)
         self.lost_whole = 0  # deliveries of this link lost whole in gaps (from the delivery-ids around them)
+        self.not_captured = 0  # deliveries of this link whose transfers the snap length cut off whole (the same way)
         # delivery-tag -> the delivery-id (or a list of them) of its unsettled deliveries (TAGS_MAX
         # tags at most; None until the first), and tag -> [violation row, ids, count] of a repeated one
         self.tags = None
@@ -116,7 +117,7 @@ class _Session:
         "handles", "links", "deliveries",
         "late_dispositions",
         "unseen_dispositions", "touch_budget", "cut_outcomes",
-        "terminated", "lost_whole", "last_sender", "loss_mark", "lost_upto",
+        "terminated", "lost_whole", "last_sender", "loss_mark", "lost_upto", "not_captured", "cut_mark",
     )
 
     def __init__(self, conn, index, initiator, known):
@@ -153,6 +154,10 @@ class _Session:
         # per sender: the highest delivery-id counted lost whole beyond its latest delivery seen
         # (named by a disposition after a gap), None when none was
         self.lost_upto = [None, None]
+        # deliveries whose transfers the snap length cut off whole (counted like lost_whole, not
+        # loss), and per sender the cut mark (LossRecord.cut_mark) at its latest delivery
+        self.not_captured = 0
+        self.cut_mark = [0, 0]
 
     def riw(self, d):
         """remote-incoming-window of sending peer d (:meth:`SessionWindow.riw`; None if unknown)."""
@@ -175,6 +180,24 @@ class _Session:
             prev.lost_whole += n
             prev.link_credit.lost_whole(since, True)
             return
+        self.count_unknown_link(d, n)
+
+    def count_not_captured(self, d, prev, n, since) -> None:
+        """``n`` more deliveries of sender d whose transfers the snap length cut off whole (not loss),
+        after its latest delivery, on link ``prev`` (None: not known), ``since`` of them in all since
+        that delivery: counted as :meth:`count_lost_whole` counts those lost in a gap."""
+        self.not_captured += n
+        self.conn.note_inferred(f"deliveries of the {SIDES[d]} whose transfers were not captured (snap length), "
+                                f"counted from the delivery-ids around them")
+        if prev is not None and not self.other_senders(d, prev):
+            prev.not_captured += n
+            prev.link_credit.lost_whole(since, True)
+            return
+        self.count_unknown_link(d, n)
+
+    def count_unknown_link(self, d, n) -> None:
+        """``n`` deliveries of sender d not in the capture, of no known link: each link of the session
+        that may have sent them has a delivery-count that is a lower bound from now on."""
         for x in self.links:
             if x.sender_dir == d and x.detach[d] is None:
                 x.link_credit.lost_whole(n, False)

@@ -23,7 +23,7 @@ from .hooks import Hooks
 from .sessions import SessionRules
 from .settlement import SettlementRules
 from .stall_rules import StallRules, sender_active
-from .steps import lossy_step
+from .steps import lossy_step, missing_how
 
 if not cython.compiled:  # (compiled: C functions and constants, cimported in the .pxd)
     from .state import (F_AVAILABLE, F_DC, F_DRAIN, F_ECHO, F_HANDLE, F_IW, F_LC, F_NII, F_NOID, F_OW, _bool, _uint)
@@ -201,7 +201,7 @@ class LinkRules:
             before = old.state[d]
             old.state.advance(d, "S:DETACH", "R:DETACH")
             if old.state[d] != before:
-                c.note_inferred(f"the {SIDES[d]}'s detach of link {old.name!r} was lost "
+                c.note_inferred(f"the {SIDES[d]}'s detach of link {old.name!r} was {missing_how(c, d)} "
                                 f"(from its attach {name!r} on the same handle {h})")
                 if old.terminated is None:
                     old.terminated = "detach (lost)"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 
 class LossRecord:
-    __slots__ = ("gaps", "missing", "skipped", "last", "before", "absent", "cut", "hidden", "snap_length")
+    __slots__ = ("gaps", "missing", "skipped", "last", "before", "absent", "cut", "hidden", "snap_length", "gap_last")
 
     def __init__(self):
         self.gaps = [0, 0]  # TCP gaps in the bytes peer d sent
@@ -24,6 +24,7 @@ class LossRecord:
         self.cut = [0, 0]
         self.hidden = [0, 0]
         self.snap_length = None  # the capture length of the cut packets
+        self.gap_last = [None, None]  # time of the latest loss of peer d's bytes (not a cut)
 
     def note(self, d, missing, skipped, ts, before) -> None:
         """Bytes peer d sent were lost: ``missing`` in a gap, ``skipped`` to resynchronise, or
@@ -33,6 +34,7 @@ class LossRecord:
             self.missing[d] += missing
         self.skipped[d] += skipped
         self.last[d] = ts
+        self.gap_last[d] = ts
         if before:
             self.before[d] = True
 
@@ -59,6 +61,30 @@ class LossRecord:
         """A number that grows with every loss of peer d's bytes (a gap, bytes skipped): two marks
         differ when bytes of d were lost between them."""
         return self.gaps[d] + self.skipped[d]
+
+    def cut_mark(self, d) -> int:
+        """A number that grows with every cut of the snap length that may hide frames of peer d
+        (not loss): two marks differ when such a cut came between them."""
+        return self.hidden[d]
+
+    def missing_how(self, d) -> str:
+        """How frames of peer d may have gone missing, for an inferred line: "lost" (gaps, bytes
+        skipped or sent before the capture), "not captured (snap length N)" (cuts of the snap
+        length only), or both named when both occurred."""
+        lost = self.gaps[d] or self.skipped[d] or self.before[d]
+        if not self.hidden[d]:
+            return "lost"
+        cut = "not captured (snap length " + (str(self.snap_length) if self.snap_length is not None else "?") + ")"
+        return "lost or " + cut if lost else cut
+
+    def lost_in_gap_after(self, d, ts) -> bool:
+        """Peer d lost bytes (a gap, a resynchronisation: not a cut of the snap length) noticed after
+        ``ts`` (None: at any time); always, when none of d's packets was captured."""
+        if self.absent[d]:
+            return True
+        if not (self.gaps[d] or self.skipped[d]) or self.gap_last[d] is None:
+            return False
+        return ts is None or self.gap_last[d] > ts
 
     def lost_after(self, d, ts) -> bool:
         """Peer d lost bytes (a gap, a resynchronisation, or a cut that may hold frames) noticed after

@@ -104,23 +104,27 @@ class Machine:
         """The shortest sequence (at most ``depth``) of frames sent by the peers in ``senders`` and
         not captured that makes peer ``d`` sending ``s_ic`` (and peer ``1-d`` receiving ``r_ic``)
         legal from the endpoint states ``codes``: ``[(peer, frame name), ...]`` (empty when
-        already legal), or None.  A lost frame is one the table allows at both endpoints."""
+        already legal), or None.  A lost frame is one the table allows at its sender, and at its
+        receiver too, or that the receiver would keep waiting (a frame it cannot take before it sends
+        something, ``Machine.deferrable``: a client's open pipelined before the server's header);
+        once an endpoint keeps a frame waiting, what it receives next waits behind it."""
         ni = len(self.inputs)
         table = self.table
+        defer = self.defer
 
-        def ok(cs) -> bool:
-            if s_ic < 0 or table[cs[d] * ni + s_ic] is None:
+        def ok(cs, waits) -> bool:
+            if s_ic < 0 or waits[d] or table[cs[d] * ni + s_ic] is None:
                 return False
-            if r_ic < 0:
+            if r_ic < 0 or waits[1 - d]:
                 return True
             t = table[cs[d] * ni + s_ic]
             mine = list(cs)
             mine[d] = t[1]
             k = mine[1 - d] * ni + r_ic
-            return table[k] is not None or self.defer[k]
+            return table[k] is not None or defer[k]
 
-        start = (codes[0], codes[1])
-        if ok(start):
+        start = (codes[0], codes[1], False, False)
+        if ok(start, start[2:]):
             return []
         seen = {start}
         level = [(start, [])]
@@ -129,23 +133,39 @@ class Machine:
             for cs, path in level:
                 for p in senders:
                     for name, si, ri in self.moves:
-                        a = table[cs[p] * ni + si]
-                        b = table[cs[1 - p] * ni + ri]
-                        if a is None or b is None:
-                            continue
-                        n = [0, 0]
-                        n[p] = a[1]
-                        n[1 - p] = b[1]
-                        t = (n[0], n[1])
-                        if t in seen:
+                        t = self._lost_move(cs, p, si, ri)
+                        if t is None or t in seen:
                             continue
                         seen.add(t)
                         way = path + [(p, name)]
-                        if ok(t):
+                        if ok(t, t[2:]):
                             return way
                         nxt_level.append((t, way))
             level = nxt_level
         return None
+
+    def _lost_move(self, cs, p: int, si: int, ri: int):
+        """The search state ``(code 0, code 1, waits 0, waits 1)`` after peer ``p`` sent a frame
+        (inputs ``si`` / ``ri``) the capture did not keep; None when the table refuses it."""
+        ni = len(self.inputs)
+        table = self.table
+        if cs[2 + p]:  # (an endpoint with frames waiting: not followed further)
+            return None
+        a = table[cs[p] * ni + si]
+        if a is None:
+            return None
+        n = [cs[0], cs[1], cs[2], cs[3]]
+        n[p] = a[1]
+        if not cs[3 - p]:  # (the receiver 1 - p: cs[2 + 1 - p])
+            k = cs[1 - p] * ni + ri
+            b = table[k]
+            if b is not None:
+                n[1 - p] = b[1]
+            elif self.defer[k]:
+                n[3 - p] = True
+            else:
+                return None
+        return (n[0], n[1], n[2], n[3])
 
     def step_code(self, sc: int, ic: int, inp=None) -> tuple:
         """:meth:`step` on codes: ``(action, next state code, violation text or None)``; ``ic`` -1

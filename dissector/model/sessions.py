@@ -16,7 +16,7 @@ from .entities import _Session
 from .findings import Recorder, strict
 from .hooks import Hooks
 from .stall_rules import StallRules
-from .steps import lossy_step
+from .steps import lossy_step, missing_how
 from .state import (PLACEHOLDERS_MAX, SIDES, UNKNOWN_SESSIONS_MAX, _SESSION_CHANNEL_ASSIGNED, _plain, _symbols, _ushort,
                     error_info)
 
@@ -168,7 +168,7 @@ class SessionRules:
             before = old.state[d]
             old.state.advance(d, "S:END", "R:END")
             if old.state[d] != before:
-                c.note_inferred(f"the {SIDES[d]}'s end of session {old.index} was lost "
+                c.note_inferred(f"the {SIDES[d]}'s end of session {old.index} was {missing_how(c, d)} "
                                 f"(from its begin on the same channel {ch})")
                 if old.terminated is None:
                     old.terminated = "end (lost)"

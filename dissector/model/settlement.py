@@ -239,19 +239,28 @@ class SettlementRules:
         when bytes of the sender were lost since that delivery they are deliveries lost whole
         (:meth:`_Session.count_lost_whole`), the ids between included, each counted once
         (``_Session.lost_upto``); a count, never an object per id.  Returns how many of the range
-        were counted lost (not deliveries before the capture)."""
+        were counted lost (not deliveries before the capture).  When only a cut of the snap length
+        that may hide frames came since that delivery, the ids beyond it are deliveries not captured
+        (:meth:`_Session.count_not_captured`), counted the same way; they stay in the range's
+        missing ids (returns 0), whose outcomes the disposition gives (:meth:`cut_outcome`)."""
         seen = s.deliveries[sender].last_id
-        if seen is None or c.loss.mark(sender) == s.loss_mark[sender]:
-            return 0  # nothing says how many came before; no gap: an unknown delivery
+        if seen is None:
+            return 0  # nothing says how many came before
+        lost = c.loss.mark(sender) != s.loss_mark[sender]
+        if not lost and c.loss.cut_mark(sender) == s.cut_mark[sender]:
+            return 0  # no gap, no cut: an unknown delivery
         upto = s.lost_upto[sender]  # (None, or beyond seen: reset at each delivery)
         if upto is None or serial_diff(last, upto) > 0:
             beyond = serial_diff(last, seen if upto is None else upto)
             if beyond <= 0:
                 return 0
             s.lost_upto[sender] = last
-            s.count_lost_whole(sender, s.last_sender[sender], beyond, serial_diff(last, seen))
+            if lost:
+                s.count_lost_whole(sender, s.last_sender[sender], beyond, serial_diff(last, seen))
+            else:
+                s.count_not_captured(sender, s.last_sender[sender], beyond, serial_diff(last, seen))
         k = serial_diff(last, seen)
-        return 0 if k <= 0 else min(k, n)
+        return 0 if k <= 0 or not lost else min(k, n)
 
     def delivery_state(self, dlv, by, state: Composite, f):
         """``state`` (a delivery-state Composite) sent by ``by`` ("sender" / "receiver") in frame ``f``,

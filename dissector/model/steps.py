@@ -6,6 +6,16 @@ from __future__ import annotations
 from .transitions import SIDES
 
 
+def missing_how(c, p) -> str:
+    """How frames of peer ``p`` of connection ``c`` may have gone missing, for an inferred line:
+    "not captured (one direction captured)", "not captured (snap length N)" (a cut, not loss),
+    "lost" (a gap), or both (:meth:`LossRecord.missing_how`)."""
+    if c.one_way == p:
+        return "not captured (one direction captured)"
+    loss = c.loss
+    return "lost" if loss is None else loss.missing_how(p)
+
+
 def lossy_step(c, ep, d, s_in, r_in, what, where):
     """``ep.advance(d, s_in, r_in)`` on a connection that lost bytes: a step the table refuses is
     first explained by frames the capture lost (from a direction with a gap), which are taken
@@ -21,6 +31,6 @@ def lossy_step(c, ep, d, s_in, r_in, what, where):
     path = ep.recover(d, s_in, r_in, senders) if senders else None
     if path:
         for p, name in path:
-            how = "not captured (one direction captured)" if c.one_way == p else "lost"
-            c.note_inferred(f"the {SIDES[p]}'s {name} of {where} was {how} (from the {SIDES[d]}'s {what})")
+            c.note_inferred(f"the {SIDES[p]}'s {name} of {where} was {missing_how(c, p)} "
+                            f"(from the {SIDES[d]}'s {what})")
     return ep.advance(d, s_in, r_in)

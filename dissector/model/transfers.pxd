@@ -39,7 +39,7 @@ cdef class TransferRules:
     @cython.locals(dlv=_Delivery, table=DeliveryTable, touches="long long")
     cdef _Delivery new_delivery(self, _Conn c, _Session s, Py_ssize_t d, Frame f, _Link link, h, did)
 
-    @cython.locals(mark="long long", n="long long", last=object, seen=object)
+    @cython.locals(mark="long long", cmark="long long", lost=bint, cut=bint, n="long long", last=object, seen=object)
     cdef count_lost_whole(self, _Conn c, _Session s, Py_ssize_t d, _Link link, did)
 
     @cython.locals(tags=dict, earlier=list)

@@ -180,22 +180,31 @@ class TransferRules:
         session's previous delivery skipped (or the last id a disposition already counted lost
         beyond it: :meth:`SettlementRules.count_lost_beyond`), when bytes of d were lost between
         the two, are deliveries lost whole (:meth:`_Session.count_lost_whole`: the link's when the
-        previous delivery was the link's too)."""
+        previous delivery was the link's too).  When no bytes of d were lost between the two but a
+        cut of the snap length that may hide frames came between, they are deliveries not captured
+        (:meth:`_Session.count_not_captured`): a cut is not loss."""
         mark = c.loss.mark(d)
+        cmark = c.loss.cut_mark(d)
         prev_link = s.last_sender[d]
-        prev_mark = s.loss_mark[d]
+        lost = mark != s.loss_mark[d]
+        cut = cmark != s.cut_mark[d]
         upto = s.lost_upto[d]
         s.last_sender[d] = link
         s.loss_mark[d] = mark
+        s.cut_mark[d] = cmark
         s.lost_upto[d] = None
         seen = s.deliveries[d].last_id
-        if mark == prev_mark or seen is None:
+        if not (lost or cut) or seen is None:
             return
         last = upto if upto is not None and serial_diff(upto, seen) > 0 else seen
         n = serial_diff(did, last) - 1
         if n <= 0:
             return
-        s.count_lost_whole(d, prev_link if prev_link is link else None, n, serial_diff(did, seen) - 1)
+        prev = prev_link if prev_link is link else None
+        if lost:
+            s.count_lost_whole(d, prev, n, serial_diff(did, seen) - 1)
+        else:
+            s.count_not_captured(d, prev, n, serial_diff(did, seen) - 1)
 
     def tag_check(self, c, d, f, link, h, tag, did):
         """A new delivery ``did`` with delivery-tag ``tag``: the tag must be unique among the link's
@@ -257,7 +266,7 @@ class TransferRules:
             # d's delivery-count is behind the receiver's: deliveries the capture lost
             c.note_inferred(f"the {SIDES[d]}'s delivery-count re-synchronised from the {SIDES[1 - d]}'s "
                             f"flow after a gap")
-        if not lcr.lost and lcr.beyond(1 - link.sender_dir):
+        if not lcr.lost and lcr.beyond(1 - link.sender_dir) and not self.grants_missing(c, link):
             numbers = (f"delivery-count at least {lcr.count}, credit at most {link.credit()}: deliveries lost "
                        f"whole in a gap may have been this link's" if lcr.count_low
                        else f"delivery-count {lcr.count}, credit {link.credit()}")
@@ -265,6 +274,18 @@ class TransferRules:
                        f"transfer from the {SIDES[d]} on link {link.name!r} beyond its link-credit ({numbers})",
                        link=link.name, handle=h, delivery_id=did)
         lcr.delivered()
+
+    @staticmethod
+    def grants_missing(c, link) -> bool:
+        """The receiver of ``link`` granted nothing on it in the capture and frames of the receiver
+        may be missing (a gap, a cut of the snap length that may hold frames): its grants (perhaps
+        on this link's attach and flows, not captured) are unknown, so no credit finding can be
+        made; said in the link's unknowns."""
+        r = 1 - link.sender_dir
+        if c.loss is None or link.link_credit.grants[r] is not None or not c.loss.lost(r):
+            return False
+        link.note_unknown(f"link-credit (no grant of the {SIDES[r]} captured)")
+        return True
 
     def delivery_sent(self, c, f, link, dlv, aborted):
         """The last frame of a delivery (more=false) or its abort: complete, its stall may begin, a

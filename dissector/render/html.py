@@ -25,7 +25,7 @@ from html import escape
 from .diagnoses import diagnoses_html
 from .report import (_cut_outcomes, _layers, _not_captured, clock_step_line, missing_file_line,
                      one_direction_line, render_text, tls_not_decrypted_line, tls_without_keys_line,
-                     tunnel_not_read_line)
+                     tunnel_not_read_line, unknown_outcome_parts)
 
 COLOURS = {
     "histogram": "#4c72b0",
@@ -744,9 +744,11 @@ def _legend(items) -> str:
 
 
 def _link_deliveries(lk: dict) -> str:
-    """A link's deliveries seen, and those the delivery-ids say were lost whole in the capture's gaps."""
-    lw = lk.get("deliveries_lost_whole")
-    return f'{lk["deliveries"]:,}' + (f" (+{lw:,} in lost bytes)" if lw else "")
+    """A link's deliveries seen, and those the delivery-ids say the snap length cut off whole or were
+    lost whole in the capture's gaps."""
+    nc, lw = lk.get("deliveries_not_captured"), lk.get("deliveries_lost_whole")
+    more = ([f"+{nc:,} not captured"] if nc else []) + ([f"+{lw:,} in lost bytes"] if lw else [])
+    return f'{lk["deliveries"]:,}' + (f" ({', '.join(more)})" if more else "")
 
 
 def _handle(lk: dict) -> str:
@@ -779,17 +781,19 @@ def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", 
         sub.append(_e(version))
     out.append(f'<p class="sub">{" · ".join(sub)}</p>')
     outcomes = [f"{k} {v:,}" for k, v in sorted(s["outcomes"].items())]
-    lost = s.get("lost_in_capture") or 0  # (outcome unknown: never counted as unsettled or "none")
-    if lost:
-        outcomes.append(f"outcome unknown (lost in capture) {lost:,}")
+    # (outcome unknown, by cause: never counted as unsettled or "none")
+    unknown = unknown_outcome_parts(s, (s.get("one_direction") or {}).get("unknown_outcomes") or 0)
+    outcomes += [f"{k} {n:,}" for k, n in unknown]
     outcomes = ", ".join(outcomes) or "none"
     out.append('<div class="cards" id="summary">')
     for label, v in (("connections", s["connections"]), ("sessions", s["sessions"]), ("links", s["links"]),
                      ("deliveries", s["deliveries"]),
+                     *((("deliveries not captured", s["deliveries_not_captured"]),)
+                       if s.get("deliveries_not_captured") else ()),
                      *((("deliveries in lost bytes", s["deliveries_lost_whole"]),)
                        if s.get("deliveries_lost_whole") else ()),
                      ("unsettled", s["unsettled"]),
-                     *((("outcome unknown (lost in capture)", lost),) if lost else ()), ("stalls", s["stalls"]),
+                     *((k, n) for k, n in unknown), ("stalls", s["stalls"]),
                      ("stalled", fmt_seconds(s["stalled_seconds"]) if s["stalled_seconds"] is not None
                                   else "unknown (clock step)"), ("violations", s["violations"]),
                      ("errors", s["errors"])):

@@ -266,6 +266,16 @@ def _waiting(st: dict) -> str:
 
 LOST = "outcome unknown (lost in capture)"
 ONE_WAY = "outcome unknown (one direction captured)"
+NOT_CAPTURED = "outcome unknown (not captured)"
+
+
+def unknown_outcome_parts(x: dict, one_way: int = 0) -> list:
+    """(label, count) of the deliveries of a summary, connection, session or link entry whose outcome
+    is unknown, by cause: bytes lost in a gap (LOST), bytes the snap length cut off (NOT_CAPTURED),
+    one direction captured (``one_way`` of them); none for 0."""
+    unknown = (x.get("lost_in_capture") or 0) - one_way
+    cut = min(x.get("outcome_not_captured") or 0, max(unknown, 0))
+    return [(k, n) for k, n in ((LOST, unknown - cut), (NOT_CAPTURED, cut), (ONE_WAY, one_way)) if n > 0]
 
 
 def one_direction_line(od: dict) -> str:
@@ -285,32 +295,45 @@ def _outcome_counts(s: dict) -> str:
     have been in bytes the capture lost) named apart: never "none", never unsettled."""
     parts = [f"{k} {_n(v)}" for k, v in sorted(s["outcomes"].items())]
     one_way = (s.get("one_direction") or {}).get("unknown_outcomes") or 0
-    if (s.get("lost_in_capture") or 0) > one_way:
-        parts.append(f"{LOST} {_n(s['lost_in_capture'] - one_way)}")
-    if one_way:
-        parts.append(f"{ONE_WAY} {_n(one_way)}")
+    parts += [f"{k} {_n(n)}" for k, n in unknown_outcome_parts(s, one_way)]
     return ", ".join(parts) or "none"
 
 
+def unseen_parts(x: dict) -> list:
+    """The deliveries of an entry that are not in the capture, as ["C not captured", "L in lost bytes"]
+    (those the snap length cut off whole, those lost whole in gaps; none for 0)."""
+    nc, lw = x.get("deliveries_not_captured"), x.get("deliveries_lost_whole")
+    return ([f"{_n(nc)} not captured"] if nc else []) + ([f"{_n(lw)} in lost bytes"] if lw else [])
+
+
+def unseen_count(x: dict) -> int:
+    """Deliveries of an entry not in the capture (not captured + lost whole)."""
+    return (x.get("deliveries_not_captured") or 0) + (x.get("deliveries_lost_whole") or 0)
+
+
 def _seen_and_lost(x: dict) -> str:
-    """"N" deliveries of a summary, connection, session or link entry; "N (S seen, L in lost bytes)"
-    when the delivery-ids say L more were lost whole in the capture's gaps."""
-    n, lw = x.get("deliveries") or 0, x.get("deliveries_lost_whole")
-    return f"{_n(n + lw)} ({_n(n)} seen, {_n(lw)} in lost bytes)" if lw else _n(n)
+    """"N" deliveries of a summary, connection, session or link entry; "N (S seen, C not captured,
+    L in lost bytes)" when the delivery-ids say C more were cut off whole by the snap length and L
+    more were lost whole in the capture's gaps."""
+    n, more = x.get("deliveries") or 0, unseen_parts(x)
+    return f"{_n(n + unseen_count(x))} ({', '.join([f'{_n(n)} seen', *more])})" if more else _n(n)
 
 
 def _summary_deliveries(s: dict) -> str:
-    """The summary's "N (outcomes)", or "N (S seen: outcomes; L in lost bytes)" with deliveries lost whole."""
-    lw = s.get("deliveries_lost_whole")
-    if not lw:
+    """The summary's "N (outcomes)", or "N (S seen: outcomes; C not captured, L in lost bytes)" with
+    deliveries not in the capture."""
+    more = unseen_parts(s)
+    if not more:
         return f"{_n(s['deliveries'])} ({_outcome_counts(s)})"
-    return f"{_n(s['deliveries'] + lw)} ({_n(s['deliveries'])} seen: {_outcome_counts(s)}; {_n(lw)} in lost bytes)"
+    return (f"{_n(s['deliveries'] + unseen_count(s))} ({_n(s['deliveries'])} seen: {_outcome_counts(s)}; "
+            f"{', '.join(more)})")
 
 
 def _lost(x: dict, one_way: bool = False) -> str:
     """", outcome unknown (lost in capture) N" of a connection, session or link entry (``one_way``: of
     a connection of which one direction only was captured); nothing for 0."""
-    return f", {ONE_WAY if one_way else LOST} {_n(x['lost_in_capture'])}" if x.get("lost_in_capture") else ""
+    n = x.get("lost_in_capture") or 0
+    return "".join(f", {k} {_n(m)}" for k, m in unknown_outcome_parts(x, n if one_way else 0))
 
 
 def render_text(rep: dict) -> str:
@@ -493,6 +516,7 @@ def render_text(rep: dict) -> str:
         def na_line(d, ids):
             ua = d.get("unsettled_at")
             state = d["outcome"] or (LOST if ua == "lost-in-capture" else ONE_WAY if ua == "one-direction-captured"
+                                     else NOT_CAPTURED if ua == "not-captured"
                                      else "unsettled at " + ua if ua else "no outcome")
             return (f"  {_deliveries(ids)} on {_q(d['link'])}: {state}"
                     + (f" ({d['outcome_error']})" if d.get("outcome_error") else "")

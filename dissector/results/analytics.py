@@ -200,7 +200,7 @@ from ..model.transitions import SIDES
 from . import rows as _rows
 from .diagnoses import FoldWatch
 from .percentiles import percentile, summarize  # (the one percentile: re-exported, others import it from here)
-from .rows import _lost_after, _p, _t
+from .rows import _lost_after, _p, _t, _unknown_by_cut
 
 __all__ = ["Analyzer", "percentile", "summarize"]
 
@@ -309,11 +309,17 @@ LOST_IN_CAPTURE = "lost-in-capture"
 #: ``unsettled_at`` of a delivery on a connection of which one direction only was captured: its
 #: outcome is unknown (the peer that would settle it is not in the capture), not missing
 ONE_DIRECTION_CAPTURED = "one-direction-captured"
+#: ``unsettled_at`` of a delivery whose outcome is unknown because the capture's snap length cut off
+#: bytes after its first transfer that may have held frames (no gap after it): not loss
+NOT_CAPTURED = "not-captured"
 
 
-def unknown_at(c) -> str:
-    """``unsettled_at`` of a delivery of ``c`` whose outcome is unknown: why."""
-    return ONE_DIRECTION_CAPTURED if c.one_way >= 0 else LOST_IN_CAPTURE
+def unknown_at(c, ts=None) -> str:
+    """``unsettled_at`` of a delivery of ``c`` (first transfer at ``ts``) whose outcome is unknown: why
+    (one direction captured; bytes lost in a gap after ``ts``; else a cut of the snap length)."""
+    if c.one_way >= 0:
+        return ONE_DIRECTION_CAPTURED
+    return NOT_CAPTURED if _unknown_by_cut(c, ts) else LOST_IN_CAPTURE
 
 
 
@@ -643,7 +649,7 @@ class Analyzer(StateTracker):
             return None
         link, s, c = dlv.link, dlv.session, dlv.link.conn
         if c.loss is not None and _lost_after(c, dlv.first_ts):
-            return unknown_at(c)
+            return unknown_at(c, dlv.first_ts)
         return self._unsettled_place(link)
 
     def _unsettled_place(self, link):
@@ -758,7 +764,7 @@ class Analyzer(StateTracker):
             row["resumed"] = resumed
             row["rcv_settle_mode"] = rsm
             if lossy:
-                row["unsettled_at"] = unknown_at(c) if _lost_after(c, ft) else plain
+                row["unsettled_at"] = unknown_at(c, ft) if _lost_after(c, ft) else plain
             yield seqs[i], row
 
     def delivery_columns(self, ds) -> tuple:
@@ -959,8 +965,7 @@ class Analyzer(StateTracker):
         c = link.conn
         if c.loss is not None:  # (unsettled_at differs by row only after a loss)
             plain = self._unsettled_place(link)
-            why = unknown_at(c)
-            cols["unsettled_at"] = [why if _lost_after(c, ft) else plain for ft in cols["first_time"]]
+            cols["unsettled_at"] = [unknown_at(c, ft) if _lost_after(c, ft) else plain for ft in cols["first_time"]]
         return cols, [0] * n, cc
 
     def _delivery_context(self, link, direction) -> tuple:

@@ -22,7 +22,7 @@ import heapq
 from ..amqp.spec import OUTCOMES
 from ..model.deliveries import compact_rows
 from . import diagnoses as _diagnoses
-from .rows import _lost_after
+from .rows import _lost_after, _unknown_by_cut
 
 NOTABLE = 10  # rows per "notable" list
 LISTED_CONNECTIONS = 100  # connections the report describes one by one (the others are added up)
@@ -56,42 +56,52 @@ def _problem_rows(an) -> tuple:
 
 
 def _lost_counts(c, link) -> tuple:
-    """(deliveries, of which without an outcome) of ``link`` on connection ``c`` whose outcome is
-    unknown: left unsettled while bytes were lost after their first transfer (``unsettled_at``
-    ``lost-in-capture`` in the deliveries table; no error row).  The report counts them apart,
-    never as unsettled or "none"."""
+    """(deliveries, of which without an outcome, of which unknown for a cut of the snap length only)
+    of ``link`` on connection ``c`` whose outcome is unknown: left unsettled while bytes were lost or
+    cut off after their first transfer (``unsettled_at`` ``lost-in-capture`` or ``not-captured`` in
+    the deliveries table; no error row).  The report counts them apart, never as unsettled or "none"."""
     if c.loss is None:
-        return 0, 0
-    n = m = 0
+        return 0, 0, 0
+    n = m = cut = 0
     for d in link.live.values():
         if d.settled is None and _lost_after(c, d.first_ts):
             n += 1
             if d.outcome is None:
                 m += 1
+            if _unknown_by_cut(c, d.first_ts):
+                cut += 1
     for _sender, st, rows in compact_rows(link):  # (a compacted delivery: unsettled, no outcome)
         ft = st.first_ts
         k = sum([1 for i in rows if _lost_after(c, ft[i])])
         n += k
         m += k
-    return n, m
+        cut += sum([1 for i in rows if _lost_after(c, ft[i]) and _unknown_by_cut(c, ft[i])])
+    return n, m, cut
 
 
 def lost_totals(an) -> tuple:
     """:func:`_lost_counts` over every connection of ``an``."""
-    n = m = 0
+    n = m = cut = 0
     for c in an.connections.values():
         if c.loss is None:
             continue
         for link in c.links:
-            a, b = _lost_counts(c, link)
+            a, b, k = _lost_counts(c, link)
             n += a
             m += b
-    return n, m
+            cut += k
+    return n, m, cut
 
 
 def lost_whole_total(an) -> int:
     """Deliveries lost whole in gaps (their delivery-ids skipped) over every session of ``an``."""
     return sum(s.lost_whole for c in an.connections.values() if c.loss is not None for s in c.sessions)
+
+
+def not_captured_total(an) -> int:
+    """Deliveries whose transfers the snap length cut off whole (their delivery-ids skipped, or named
+    by a disposition) over every session of ``an``."""
+    return sum(s.not_captured for c in an.connections.values() if c.loss is not None for s in c.sessions)
 
 
 #: the summary's ``one_direction`` counts (:func:`one_direction_totals`)
@@ -170,19 +180,22 @@ def _connection_entry(an, conn, stall_count: dict, stall_secs: dict, violations_
     c_sessions = []
     for s in an.connection_session_rows(conn):
         s_links = []
-        s_lost = 0
-        for lk, (n_lost, n_lost_none) in ((lk, lost[i]) for i, lk in enumerate(links)
-                                          if lk.get("session") == s.get("session")):
+        s_lost = s_cut = 0
+        for lk, (n_lost, n_lost_none, n_cut) in ((lk, lost[i]) for i, lk in enumerate(links)
+                                                 if lk.get("session") == s.get("session")):
             s_lost += n_lost
+            s_cut += n_cut
             s_links.append(
                 {
                     **_pick(lk, "name", "handle", "role", "sender", "receiver", "address", "source", "target",
                             "snd_settle_mode", "snd_settle_mode_default", "rcv_settle_mode",
                             "rcv_settle_mode_default", "coordinator", "refused", "deliveries", "presettled",
-                            "aborted", "detach_error", "detach_description", "unknown", "deliveries_lost_whole"),
+                            "aborted", "detach_error", "detach_description", "unknown", "deliveries_lost_whole",
+                            "deliveries_not_captured"),
                     # unsettled: without the deliveries whose outcome is unknown (lost_in_capture)
                     "unsettled": lk["unsettled"] - n_lost,
                     "lost_in_capture": n_lost,
+                    "outcome_not_captured": n_cut,  # (of lost_in_capture: unknown for a cut, not loss)
                     "outcomes": {**_pick(lk, *OUTCOMES), "no_outcome": lk["no_outcome"] - n_lost_none},
                     "latency": _pick(lk, "latency_p50", "latency_p90", "latency_p99", "latency_max"),
                     "outcome_latency": _pick(lk, "outcome_latency_p50", "outcome_latency_p90",
@@ -195,9 +208,10 @@ def _connection_entry(an, conn, stall_count: dict, stall_secs: dict, violations_
             {
                 **_pick(s, "session", "channel_client", "channel_server", "begin_time", "end_time", "ended_by",
                         "end_error", "end_description", "deliveries", "unknown", "deliveries_lost_whole",
-                        "not_captured_outcomes"),
+                        "not_captured_outcomes", "deliveries_not_captured"),
                 "unsettled": s["unsettled"] - s_lost,
                 "lost_in_capture": s_lost,
+                "outcome_not_captured": s_cut,
                 "links": s_links,
             }
         )
@@ -214,7 +228,9 @@ def _connection_entry(an, conn, stall_count: dict, stall_secs: dict, violations_
                     "not_captured_bytes_client", "not_captured_bytes_server", "snap_length"),
             "deliveries": c.get("deliveries"),
             "deliveries_lost_whole": sum(x["deliveries_lost_whole"] or 0 for x in c_sessions),
-            "lost_in_capture": sum(n for n, _ in lost),
+            "deliveries_not_captured": sum(x["deliveries_not_captured"] or 0 for x in c_sessions),
+            "lost_in_capture": sum(x[0] for x in lost),
+            "outcome_not_captured": sum(x[2] for x in lost),
             "stalls": stall_count.get(cid, 0),
             "stalled_seconds": stall_secs.get(cid, 0),
             "violations": violations_of.get(cid, 0),
@@ -283,10 +299,12 @@ def build_report(an, capture_errors=(), capture: dict | None = None) -> dict:
             "links": n_links,
             "deliveries": totals["deliveries"],
             "deliveries_lost_whole": lost_whole_total(an),
+            "deliveries_not_captured": not_captured_total(an),
             # outcomes and unsettled: without the deliveries whose outcome is unknown (lost_in_capture)
             "outcomes": summary_outcomes(totals["outcomes"], lost),
             "unsettled": totals["unsettled"] - lost[0],
             "lost_in_capture": lost[0],
+            "outcome_not_captured": lost[2],
             "one_direction": one_direction_totals(an),
             "stalls": len(real),
             "stalled_seconds": stalled,
@@ -418,6 +436,7 @@ def partial_report(an, keys) -> dict:
         "totals": totals,
         "lost": lost_totals(an),
         "lost_whole": lost_whole_total(an),
+        "not_captured": not_captured_total(an),
         "one_direction": one_direction_totals(an),
         # the TCP gaps of this worker's connections in files missing from the capture set
         "holes": [{"missing": list(h["missing"]), "connections": {c: list(v) for c, v in h["connections"].items()}}
@@ -539,7 +558,7 @@ def merge_reports(parts: list, capture_errors=(), capture: dict | None = None) -
     outcomes = {k: counts[k] for k in TERMINAL_OUTCOMES_ORDER if counts.get(k)}
     if counts.get("none"):
         outcomes["none"] = counts["none"]
-    lost = (sum(p["lost"][0] for p in parts), sum(p["lost"][1] for p in parts))
+    lost = tuple(sum(p["lost"][i] for p in parts) for i in range(3))
     return {
         "capture": dict(capture) if capture is not None else None,
         "summary": {
@@ -548,9 +567,11 @@ def merge_reports(parts: list, capture_errors=(), capture: dict | None = None) -
             "links": sum(c[4] for c in conns),
             "deliveries": deliveries,
             "deliveries_lost_whole": sum(p.get("lost_whole", 0) for p in parts),
+            "deliveries_not_captured": sum(p.get("not_captured", 0) for p in parts),
             "outcomes": summary_outcomes(outcomes, lost),
             "unsettled": unsettled - lost[0],
             "lost_in_capture": lost[0],
+            "outcome_not_captured": lost[2],
             "one_direction": {k: sum(p["one_direction"][k] for p in parts) for k in ONE_DIRECTION_KEYS},
             "stalls": len(real),
             "stalled_seconds": stalled,

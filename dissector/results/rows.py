@@ -43,6 +43,14 @@ def _lost_after(c, ts) -> bool:
     return loss.lost_after(0, ts) or loss.lost_after(1, ts)
 
 
+def _unknown_by_cut(c, ts) -> bool:
+    """Is a delivery of ``c`` first transferred at ``ts``, whose outcome is unknown (:func:`_lost_after`),
+    unknown for a cut of the snap length only (no gap after ``ts``, both directions captured)?"""
+    loss = c.loss
+    return (loss is not None and c.one_way < 0
+            and not (loss.lost_in_gap_after(0, ts) or loss.lost_in_gap_after(1, ts)))
+
+
 def connection_rows(an) -> list[dict]:
     return [an.connection_row(c) for c in an.connections.values()]
 
@@ -274,6 +282,7 @@ def connection_session_rows(an, c) -> list[dict]:
             "unseen_dispositions": s.unseen_dispositions,
             "late_dispositions": s.late_dispositions,
             "deliveries_lost_whole": s.lost_whole,
+            "deliveries_not_captured": s.not_captured,
             "unknown": list(s.unknown),
             "not_captured_outcomes": dict(s.cut_outcomes) if s.cut_outcomes else None,
         })
@@ -377,6 +386,7 @@ def link_row(an, c, link) -> dict:
         "aborted": st.aborted,
         "resumed": st.resumed,
         "deliveries_lost_whole": link.lost_whole,
+        "deliveries_not_captured": link.not_captured,
         "latency_p50": ls["p50"],
         "latency_p90": ls["p90"],
         "latency_p99": ls["p99"],

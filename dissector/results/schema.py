@@ -195,6 +195,9 @@ SESSIONS = _cols(
     ("deliveries_lost_whole", INT, "deliveries (of either sender) whose every transfer the capture lost, counted from the "
                                    "delivery-ids around the gaps; not in deliveries (see the definitions: lost packets)"),
     ("unknown", JSON, "list of what the capture could not show"),
+    ("deliveries_not_captured", INT, "deliveries (of either sender) whose every transfer the capture's snap length cut off "
+                                     "(not loss), counted from the delivery-ids around the cuts and from dispositions "
+                                     "naming them; not in deliveries"),
     ("not_captured_outcomes", JSON, "outcomes the receiver's settling dispositions gave delivery-ids whose transfers "
                                     "the snap length cut off whole, by outcome name (null: none)"),
 )
@@ -268,6 +271,8 @@ LINKS = _cols(
     ("deliveries_lost_whole", INT, "deliveries of the link whose every transfer the capture lost, counted from the "
                                    "delivery-ids around the gaps when they say it was this link; not in deliveries "
                                    "(the session's deliveries_lost_whole counts those of no known link too)"),
+    ("deliveries_not_captured", INT, "deliveries of the link whose every transfer the capture's snap length cut off "
+                                     "(not loss), counted like deliveries_lost_whole; not in deliveries"),
     ("outcome_latency_p50", FLOAT, _OLAT.format(q="p50")),
     ("outcome_latency_p90", FLOAT, _OLAT.format(q="p90")),
     ("outcome_latency_p99", FLOAT, _OLAT.format(q="p99")),
@@ -321,7 +326,9 @@ DELIVERIES = _cols(
     ("unsettled_at", STRING, "null when settled, else detach, end, close, transport, capture-end, or "
                              "lost-in-capture (outcome unknown: bytes lost after its first transfer may have "
                              "settled it; no error row), or one-direction-captured (outcome unknown: the "
-                             "connection's other direction is not in the capture; no error row)"),
+                             "connection's other direction is not in the capture; no error row), or not-captured "
+                             "(outcome unknown: the snap length cut off bytes after its first transfer that may "
+                             "have settled it, no gap did: not loss; no error row)"),
     # the message (read only when asked: null when not; see the definitions: message fields)
     ("message_id", STRING, "message-id of the properties section: a ulong in decimal, a uuid in its canonical "
                            "form, binary in hex, a string as it is"),
