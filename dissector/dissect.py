@@ -69,7 +69,17 @@ def _endpoints(conn: str) -> tuple:
     """The client and server endpoint texts in a connection id of the TCP layer ('client-server',
     '#n' added for a reused 4-tuple; endpoint texts hold no '-' nor '#')."""
     client, server = conn.split("#", 1)[0].split("-")
+    shared = _SERVER_TEXTS.get(server)  # (the few servers of a capture: one text each, not one per connection)
+    if shared is not None:
+        return client, shared
+    if len(_SERVER_TEXTS) < SERVER_TEXTS_SHARED:
+        _SERVER_TEXTS[server] = server
     return client, server
+
+
+# server endpoint text -> itself: the decoders' server texts, shared (at most SERVER_TEXTS_SHARED of them)
+_SERVER_TEXTS: dict = {}
+SERVER_TEXTS_SHARED = 4096
 
 
 class _Probe:

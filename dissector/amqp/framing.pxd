@@ -29,7 +29,7 @@ cdef class _Direction:
     cdef public long long peer_max
     cdef public object protocol, first_packet, skipped, skip_start_packet
     cdef public dict partials
-    cdef public object opaque_bytes, pending_notes, lost
+    cdef public object opaque_bytes, lost
     cdef public long long cut_skip
     cdef public bint cut_resync
 
@@ -40,6 +40,9 @@ cdef class AmqpConnection:
     cdef public object other, _other_said
     cdef public list budget, scan_budget
     cdef public ScanResult scan_res
+
+    cpdef _Direction direction_state(self, Py_ssize_t direction)
+    cpdef tuple both_directions(self)
 
     @cython.locals(d=_Direction)
     cpdef list feed(self, direction, data, ts, packet)

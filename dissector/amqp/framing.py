@@ -377,6 +377,9 @@ _M_RESYNC = 2  # looking for the next plausible frame header
 _M_OPAQUE = 3  # encrypted or not AMQP 1.0: skip everything
 
 
+_NO_PARTIALS: dict = {}  # (read, never written: a direction without deliveries being reassembled)
+
+
 class _Direction:
     """Framing state of one direction of a connection."""
 
@@ -393,7 +396,6 @@ class _Direction:
         "skip_start_packet",
         "partials",
         "opaque_bytes",
-        "pending_notes",
         "lost",
         "cut_skip",
         "cut_resync",
@@ -410,9 +412,8 @@ class _Direction:
         self.first_packet = None  # packet that brought the first byte of the buffered frame
         self.skipped = 0
         self.skip_start_packet = None
-        self.partials: dict = {}  # (channel, handle) -> Delivery being reassembled
+        self.partials = None  # (channel, handle) -> Delivery being reassembled (a dict from the first)
         self.opaque_bytes = 0
-        self.pending_notes: list[ExpertNote] = []
         self.lost = False  # a gap lost bytes of this direction
         self.cut_skip = 0  # bytes still to come of a frame the snap length cut (skipped, not decoded)
         self.cut_resync = False  # resynchronising because of such a cut (not a gap): what it skips is not loss
@@ -439,7 +440,9 @@ class AmqpConnection:
         self.conn = conn
         self.client = client
         self.server = server
-        self.dirs = (_Direction(0, client, server), _Direction(1, server, client))
+        # the framing state of each direction, made at its first byte (direction_state): a connection
+        # whose server never sent a byte keeps one
+        self.dirs = [None, None]
         self.max_frame_bytes = max_frame_bytes
         self.max_message_bytes = max_message_bytes
         # frames are shown (frames, -V, jsonl)?  Then multi-frame deliveries are reassembled into
@@ -452,7 +455,7 @@ class AmqpConnection:
         # messages="raw" (frames -x): as True, and each frame keeps its bytes (frame.raw)
         self.keep_raw = messages == "raw"
         # max-frame-size each side announced in its open (limits frames sent *to* it)
-        self.announced_max_frame = [None, None]
+        self.announced_max_frame = None  # [client's, server's] from the first open (None until then)
         self.frames = 0
         self.tls = False
         self.other = None  # the name of the other protocol (not AMQP 1.0) the connection speaks
@@ -463,14 +466,29 @@ class AmqpConnection:
         # decoded elements this connection may still spend: ELEMENT_BUDGET_BASE, plus ELEMENTS_PER_BYTE
         # per byte of each frame when it arrives (codec.py); a one-element list, shared with the
         # deliveries whose messages are decoded later (Delivery.sections) and lent to the scanner
-        self.budget = [ELEMENT_BUDGET_BASE]
-        self.scan_budget = [DEFAULT_MAX_ELEMENTS]  # the scanner's while the budget exceeds that (_frame)
-        self.scan_res = ScanResult()  # what the scanner found besides the fields (one object, reused)
+        # (both made at the first frame with a body: a connection without one keeps neither)
+        self.budget = None
+        self.scan_budget = None  # the scanner's while the budget exceeds that (_frame)
+        self.scan_res = None  # what the scanner found besides the fields (one object, made at the first frame, reused)
+
+    def direction_state(self, direction: int) -> _Direction:
+        """The framing state of ``direction`` (made at its first use)."""
+        d = self.dirs[direction]
+        if d is None:
+            d = self.dirs[direction] = (_Direction(0, self.client, self.server) if direction == 0
+                                        else _Direction(1, self.server, self.client))
+        return d
+
+    def both_directions(self) -> tuple:
+        """The framing state of both directions (made now if a direction had none)."""
+        return self.direction_state(0), self.direction_state(1)
 
     # -- public ---------------------------------------------------------------
 
     def feed(self, direction: int, data: bytes, ts: float, packet: int) -> list:
         d = self.dirs[direction]
+        if d is None:
+            d = self.direction_state(direction)
         if d.mode == _M_OPAQUE:
             d.opaque_bytes += len(data)
             return []
@@ -491,7 +509,7 @@ class AmqpConnection:
     def restart(self, direction: int) -> None:
         """The stream of ``direction`` starts again with a protocol header (the decrypted
         stream after the AMQP TLS header, see amqp_dissect.capture.layers)."""
-        d = self.dirs[direction]
+        d = self.direction_state(direction)
         d.mode = _M_START
         d.protocol = None
         d.buf.clear()
@@ -499,7 +517,7 @@ class AmqpConnection:
     def gap(self, direction: int, size: int, ts: float, packet: int, cause=None) -> list:
         """``size`` bytes of this direction are missing from the capture (``cause`` None), or
         were held back by an outer layer (``cause`` says why: they count as not decoded)."""
-        d = self.dirs[direction]
+        d = self.direction_state(direction)
         if d.mode == _M_OPAQUE:
             return []
         if type(cause) is NotCaptured:
@@ -509,7 +527,7 @@ class AmqpConnection:
         out: list = []
         lost = len(d.buf)
         d.buf.clear()
-        for part in d.partials.values():
+        for part in (d.partials or _NO_PARTIALS).values():
             part.incomplete = True
         d.lost = True
         msg = f"{size} bytes missing from the capture (TCP gap)" if cause is None else f"{size} bytes not decoded ({cause})"
@@ -527,7 +545,7 @@ class AmqpConnection:
         out: list = []
         if self.other is not None:
             return self._other_end(ts, packet, out)
-        for d in self.dirs:
+        for d in self.both_directions():
             if d.mode == _M_OPAQUE:
                 if self.tls and d.opaque_bytes:
                     out.append(self._note(d, packet, ts, NOTE, "tls",
@@ -547,7 +565,7 @@ class AmqpConnection:
                         msg += " (behind bytes the snap length cut off)"
                 out.append(self._note(d, packet, ts, WARN if group == "framing" else CHAT, group, msg, held))
                 d.buf.clear()
-            for part in d.partials.values():
+            for part in (d.partials or _NO_PARTIALS).values():
                 if part.cut is not None:  # (its last frames may be among those the snap length cut off)
                     out.append(self._note(d, packet, ts, CHAT, "snaplen",
                                           f"delivery {part.delivery_id} on channel {part.channel} handle "
@@ -561,7 +579,7 @@ class AmqpConnection:
                         f"unfinished: {part.frames} transfer frames, more=true on the last",
                     )
                 )
-            d.partials.clear()
+            d.partials = None
         return out
 
     # -- internals --------------------------------------------------------------
@@ -598,7 +616,7 @@ class AmqpConnection:
         elif d.mode == _M_FRAMES or d.mode == _M_RESYNC or d.mode == _M_START:
             hidden = True
         if hidden or unseen:
-            for part in d.partials.values():  # (their frames may be among the cut ones)
+            for part in (d.partials or _NO_PARTIALS).values():  # (their frames may be among the cut ones)
                 part.incomplete = True
                 part.cut = cause
         if hidden:
@@ -660,10 +678,10 @@ class AmqpConnection:
         """finish() of a connection of another protocol: its one note, with each direction's bytes
         (once: the bytes that follow are counted again and said at the next finish only if any)."""
         nbytes = []
-        for d in self.dirs:
+        for d in self.both_directions():
             nbytes.append(d.opaque_bytes + len(d.buf))
             d.buf.clear()
-            d.partials.clear()
+            d.partials = None
         if nbytes == self._other_said:
             return out
         self._other_said = nbytes
@@ -678,11 +696,11 @@ class AmqpConnection:
         (a direction that has not started yet may still show its own protocol header)."""
         self.other = name
         self._other_said = None
-        for d in self.dirs:
+        for d in self.both_directions():
             if d.mode != _M_START:
                 d.opaque_bytes += len(d.buf)
                 d.buf.clear()
-                d.partials.clear()
+                d.partials = None
                 d.mode = _M_OPAQUE
 
     def _note(self, d: _Direction, packet, ts, severity: str, group: str, message: str, skipped: int = 0) -> StreamNote:
@@ -861,6 +879,8 @@ class AmqpConnection:
                 frame.add_note(ExpertNote(WARN, "protocol", "empty SASL frame"))
             return  # heartbeat
         budget = self.budget
+        if budget is None:
+            budget = self.budget = [ELEMENT_BUDGET_BASE]
         maxe = DEFAULT_MAX_ELEMENTS  # (typed locals when compiled: the arithmetic below makes no ints)
         per = ELEMENTS_PER_BYTE
         left = budget[0]
@@ -870,10 +890,14 @@ class AmqpConnection:
             values = None
             if SCAN_HOT:
                 res = self.scan_res
+                if res is None:
+                    res = self.scan_res = ScanResult()
                 if cap == maxe:
                     # budget to spare (the usual case): the scanner charges a list that holds the cap
                     # until a scan spends from it (most do not), so no int is made per frame
                     sb = self.scan_budget
+                    if sb is None:
+                        sb = self.scan_budget = [DEFAULT_MAX_ELEMENTS]
                     values = scan_into(buf, body, end, sb, res)
                     spent = sb[0]
                     spent = maxe - spent
@@ -969,8 +993,10 @@ class AmqpConnection:
         if name == "open":
             mfs = perf.effective("max-frame-size")
             if isinstance(mfs, int) and not isinstance(mfs, bool) and 0 <= mfs <= 0xFFFFFFFF:  # (a uint)
+                if self.announced_max_frame is None:
+                    self.announced_max_frame = [None, None]
                 self.announced_max_frame[d.index] = mfs
-                self.dirs[1 - d.index].peer_max = mfs  # (what the other direction's frames must fit)
+                self.direction_state(1 - d.index).peer_max = mfs  # (what the other direction's frames must fit)
         elif name == "attach" and not self.keep_payloads and not self.messages:
             target = perf.field("target")
             if isinstance(target, Composite) and target.spec.name == "coordinator":
@@ -982,7 +1008,7 @@ class AmqpConnection:
         if not isinstance(handle, int):  # malformed (a list, a map ...): still a key, never unhashable
             handle = ABSENT if handle is ABSENT or handle is None else repr(handle)
         key = (frame.channel, handle)
-        part = d.partials.get(key)
+        part = d.partials.get(key) if d.partials is not None else None
         did = v[TRANSFER_DELIVERY_ID]
         if did is ABSENT:
             did = None
@@ -1003,6 +1029,8 @@ class AmqpConnection:
                                "(continuation of a delivery that started before the capture?)")
                 )
                 part.incomplete = True
+            if d.partials is None:
+                d.partials = {}
             d.partials[key] = part
         elif did is not None and part.delivery_id is not None and did != part.delivery_id:
             frame.add_note(

@@ -420,7 +420,7 @@ class LayeredConnection:
                     continue
                 out.extend(amqp.gap(ev.direction, ev.size, ev.ts, ev.packet, ev.cause))
             elif cls is PacketNote:
-                d = amqp.dirs[direction]
+                d = amqp.direction_state(direction)
                 skipped = ev.extra.get("undecrypted", 0) if ev.extra else 0  # TLS bytes not decrypted
                 out.append(StreamNote(self.conn, direction, d.src, d.dst, ev.packet, ev.ts, ev.note, skipped))
             else:

@@ -15,6 +15,8 @@ try:
 except ImportError:
     from .. import _cython_shim as cython
 
+from sys import intern as _intern
+
 from ..amqp.framing import FRAME_SASL, PROTO_AMQP, PROTO_SASL, PROTO_TLS, NotCapturedNote
 from ..times import NS
 from .entities import _Conn
@@ -224,9 +226,9 @@ class ConnectionRules:
             if n.severity in ("warn", "error"):
                 self.ledger.violation(c, d, None, "protocol-header", n.severity, n.message, ts=h.ts,
                                       packet=h.packet, origin="framing", channel=None)
-        key = (h.protocol_id, tuple(h.version), h.name)  # (the name: for the notes; it follows from the rest)
-        c.headers[d].append(h.name)
-        c.header_keys[d].append(key)
+        key = header_key(h)
+        c.headers = appended(c.headers, d, key[2])
+        c.header_keys = appended(c.header_keys, d, key)
         k = len(c.header_keys[d]) - 1
         other = c.header_keys[1 - d][k] if k < len(c.header_keys[1 - d]) else None
         mismatch = other is not None and other != key
@@ -261,7 +263,7 @@ class ConnectionRules:
         if other is None:
             if spoke_amqp10(c):
                 # after AMQP 1.0 frames: it stays an AMQP 1.0 connection, whose rest is not decoded
-                c.headers[h.direction].append(h.name)
+                c.headers = appended(c.headers, h.direction, h.name)
                 self.ledger.violation(c, h.direction, None, "protocol-header", "warn",
                                       f"{h.name} protocol header after AMQP 1.0 frames: the rest of the "
                                       "connection is not decoded", ts=h.ts, packet=h.packet, origin="framing",
@@ -401,6 +403,34 @@ def spoke_amqp10(c) -> bool:
     peer that answers it with another protocol's header refuses it)."""
     return type(c) is _Conn and bool(c.frames[0] or c.frames[1] or c.sasl_frames[0] or c.sasl_frames[1]
                                      or c.sessions or c.links)
+
+
+# (protocol id, version) -> the key of that protocol header (header_key): one object for every connection
+# that sent it, for the first HEADER_KEYS_SHARED kinds of header of the run (a hostile capture may send more)
+_HEADER_KEYS: dict = {}
+HEADER_KEYS_SHARED = 64
+
+
+def appended(pair: tuple, d: int, item) -> tuple:
+    """``pair`` (per direction: a list, or the shared empty tuple until its first item) with ``item``
+    appended to direction ``d``'s list."""
+    own = pair[d]
+    if type(own) is list:
+        own.append(item)
+        return pair
+    return ([item], pair[1]) if d == 0 else (pair[0], [item])
+
+
+def header_key(h) -> tuple:
+    """(protocol id, version, name) of protocol header ``h`` (the name: for the notes; it follows from
+    the rest), shared by the connections that sent the same header."""
+    version = tuple(h.version)
+    key = _HEADER_KEYS.get((h.protocol_id, version))
+    if key is None:
+        key = (h.protocol_id, version, _intern(h.name))
+        if len(_HEADER_KEYS) < HEADER_KEYS_SHARED:
+            _HEADER_KEYS[(h.protocol_id, version)] = key
+    return key
 
 
 def headers_lost(c, d, h, key, k) -> bool:

@@ -360,8 +360,42 @@ class _Conn(_ConnBase):
         self.sasl_outcome = None
         self.sasl_time = None
         self.negotiation = None
-        self.headers = ([], [])
-        self.header_keys = ([], [])
+        # per peer: its protocol headers (names) and their keys (ConnectionRules.header): a list from its first
+        self.headers = _EMPTY_PAIR
+        self.header_keys = _EMPTY_PAIR
+        # the state of the frames: the shared, immutable defaults of a _ConnBase until the first
+        # frame (a connection that sent protocol headers only keeps none of its own: see framed())
+        self.sasl_frames = _ZERO_PAIR
+        self.open = _NONE_PAIR
+        self.close = _NONE_PAIR
+        self.sessions = ()
+        self.links = ()
+        self.chan = _EMPTY_MAPS
+        self.pending = _EMPTY_MAPS
+        self.idle = _NONE_PAIR
+        self.idle_ref = _NONE_PAIR
+        self.last_frame = _NONE_PAIR
+        self.frames = _ZERO_PAIR
+        self.heartbeats = _ZERO_PAIR
+        self.txns = _EMPTY_MAP
+        self.stalls = ()
+        self._frame_counts = _EMPTY_MAPS
+        # per peer: the name of its last frame and the frames of that name counted since, not yet in
+        # the dict (frames of one name come in runs: a C count per frame, see count_frame)
+        self._fc_key0 = None
+        self._fc_key1 = None
+        self._fc_run0 = 0
+        self._fc_run1 = 0
+        # None until the first placeholder: [sessions made, links made, the overflow session or None,
+        # {session index: its overflow link}] (see UNKNOWN_SESSIONS_MAX)
+        self.placeholders = None
+        self.silence = _NONE_PAIR
+        self.last_act = _NONE_PAIR
+        self.end_notes = None  # {(peer, name, packet, channel): (own last_act, peer's last_act)} of detach/end/close
+
+    def framed(self) -> None:
+        """The connection's first frame (the tracker calls this once, before the frame): its own
+        state of the frames, made now."""
         self.sasl_frames = [0, 0]
         self.open = [None, None]
         self.close = [None, None]
@@ -377,21 +411,11 @@ class _Conn(_ConnBase):
         self.txns: dict = {}  # txn-id bytes/hex -> _Txn
         self.stalls: list = []  # Stall
         self._frame_counts = ({}, {})  # per peer: performative name ("empty" for heartbeats) -> frames
-        # per peer: the name of its last frame and the frames of that name counted since, not yet in
-        # the dict (frames of one name come in runs: a C count per frame, see count_frame)
-        self._fc_key0 = None
-        self._fc_key1 = None
-        self._fc_run0 = 0
-        self._fc_run1 = 0
-        # None until the first placeholder: [sessions made, links made, the overflow session or None,
-        # {session index: its overflow link}] (see UNKNOWN_SESSIONS_MAX)
-        self.placeholders = None
         # per peer: [longest silence (ns, no frame of any kind), its start, its end, packet of the frame
         # that ended it, silences a loss of that peer's bytes made unknown, packet of the frame that began
         # it (None: an ending frame)] (ConnectionRules.frame)
         self.silence = ([0, None, None, None, 0, None], [0, None, None, None, 0, None])
         self.last_act = [None, None]  # per peer: (time, packet, name) of its last frame that ended nothing
-        self.end_notes = None  # {(peer, name, packet, channel): (own last_act, peer's last_act)} of detach/end/close
 
     @property
     def frame_counts(self) -> tuple:

@@ -182,6 +182,11 @@ _NO_MSGS: list = []  # (what a frame between steady endpoints returns: no messag
 # performative's field values in spec order, ABSENT beyond the encoded list)
 
 
+# the queues of endpoints where no input waits (shared, always empty: only a pair of an endpoint's own is
+# written, see Endpoints.advance_codes)
+_NO_QUEUE = ([], [])
+
+
 class Endpoints:
     """The two endpoint states of one connection / session / link, with receive buffers.
 
@@ -203,7 +208,9 @@ class Endpoints:
         self.machine = machine
         c = machine.codes[state]
         self.codes = [c, c]
-        self.queue = ([], [])  # input codes received and not processable yet, per endpoint
+        # input codes received and not processable yet, per endpoint: the shared empty pair until the
+        # first (an endpoint's own pair from then on: see advance_codes)
+        self.queue = _NO_QUEUE
 
     @property
     def state(self) -> list[str]:
@@ -244,6 +251,9 @@ class Endpoints:
         if not bad:
             codes[e] = nxt
         elif r_ic >= 0 and m.defer[codes[e] * len(m.inputs) + r_ic]:
+            if self.queue is _NO_QUEUE:  # the first input that waits: the endpoints' own pair
+                self.queue = ([], [])
+                q = self.queue[e]
             q.append(r_ic)
         else:
             msgs.append(f"{SIDES[e]} endpoint: {bad}")

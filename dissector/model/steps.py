@@ -26,8 +26,9 @@ def lossy_step(c, ep, d, s_in, r_in, what, where):
         return msgs
     senders = [p for p in (0, 1) if c.lost(p)]
     ep.codes[0], ep.codes[1] = saved[0]
-    ep.queue[0][:] = saved[1]
-    ep.queue[1][:] = saved[2]
+    if saved[1] or saved[2] or ep.queue[0] or ep.queue[1]:  # (else nothing waits: the queue may be the shared one)
+        ep.queue[0][:] = saved[1]
+        ep.queue[1][:] = saved[2]
     path = ep.recover(d, s_in, r_in, senders) if senders else None
     if path:
         for p, name in path:

@@ -179,6 +179,8 @@ class StateTracker(Hooks):
 
     def _frame(self, f: Frame):
         c = self._frame_conn(f)
+        if type(c.last_frame) is tuple:  # its first frame (it kept the shared defaults until now)
+            c.framed()
         c.events += 1
         d = f.direction
         if self.ledger._held:  # d's frame came with no gap before it: the grants of d were all seen

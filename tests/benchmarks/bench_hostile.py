@@ -13,6 +13,8 @@ Captures (built here, cached in ``--dir`` with their parameters in the name):
     when nothing budgets them).  The issue's reproducer: 2,000 frames, 362 KB.
 ``syn``
     ``--syns`` connections that send only a SYN (distinct client addresses and ports).
+``header`` (issue 40)
+    ``--syns`` connections that send a SYN and then only the 8-byte AMQP protocol header.
 ``unsettled``
     One connection, one link, ``--deliveries`` transfers never settled (no disposition).
 ``unknown-handles`` / ``partial-handles`` (issue 29)
@@ -53,7 +55,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 SUPPORT = os.path.join(os.path.dirname(HERE), "support")  # the helpers (pcapbuild, protonpump, ...)
 sys.path[:0] = [HERE, SUPPORT]
 
-from pcapbuild import SYN, PcapWriter, TcpConversation, ethernet_frame, tcp_packet  # noqa: E402
+from pcapbuild import ACK, PSH, SYN, PcapWriter, TcpConversation, ethernet_frame, tcp_packet  # noqa: E402
 
 HEADER = b"AMQP\x00\x01\x00\x00"
 BUILD_VERSION = 2  # in the cached captures' names: bump when a builder's traffic changes
@@ -64,6 +66,11 @@ COMMANDS = {
     "frames-jsonl": ["frames", "--format", "jsonl", "{cap}"],
     "deliveries-csv": ["deliveries", "--format", "csv", "-o", "{out}.csv", "{cap}"],
     "connections-csv": ["connections", "--format", "csv", "-o", "{out}.csv", "{cap}"],
+    "deliveries-parquet": ["deliveries", "-T", "parquet", "-o", "{out}.parquet", "{cap}"],
+    "links": ["links", "{cap}"],
+    "report-j2": ["report", "-j", "2", "{cap}"],
+    "deliveries-parquet-j2": ["deliveries", "-T", "parquet", "-j", "2", "-o", "{out}.parquet", "{cap}"],
+    "links-j2": ["links", "-j", "2", "{cap}"],
 }
 
 
@@ -252,6 +259,16 @@ def syn_records(n: int, t0: float = 1_700_000_000.0):
         yield t0 + i * 1e-5, 1, ethernet_frame(pkt)
 
 
+def header_records(n: int, t0: float = 1_700_000_000.0):
+    """``n`` connections that send a SYN, then only the AMQP protocol header: (ts, linktype, frame bytes)."""
+    for i in range(n):
+        src = f"10.{1 + (i >> 16) % 200}.{(i >> 8) & 255}.{i & 255}"
+        sport, ts = 20000 + i % 40000, t0 + i * 1e-5
+        yield ts, 1, ethernet_frame(tcp_packet(src, "10.0.0.2", sport, 5672, seq=i * 7919, flags=SYN))
+        yield ts + 5e-6, 1, ethernet_frame(tcp_packet(src, "10.0.0.2", sport, 5672, seq=i * 7919 + 1, ack=0,
+                                                      flags=ACK | PSH, payload=HEADER))
+
+
 def _write(path: str, records) -> None:
     tmp = path + ".part"
     with open(tmp, "wb") as f:
@@ -273,6 +290,8 @@ def ensure(kind: str, n: int, folder: str, log) -> str:
         _write(path, unsettled_conversation(n).records)
     elif kind == "syn":
         _write(path, syn_records(n))
+    elif kind == "header":
+        _write(path, header_records(n))
     elif kind == "unknown-handles":
         _write(path, unknown_handles_conversation(n).records)
     elif kind == "partial-handles":
@@ -321,7 +340,7 @@ def run_measured(cmd: list[str], env: dict, timeout: float | None) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", action="append", default=None,
-                    help="captures to run (zero-width, syn, unsettled, unknown-handles, partial-handles, "
+                    help="captures to run (zero-width, syn, header, unsettled, unknown-handles, partial-handles, "
                          "unknown-channels, wide-dispositions, preopen-empty, real); repeatable; default all")
     ap.add_argument("--frames", type=int, default=2000, help="zero-width flow frames (default 2000)")
     ap.add_argument("--syns", type=int, default=200_000, help="SYN-only connections (default 200000)")
@@ -344,11 +363,12 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     state_kinds = ["unknown-handles", "partial-handles", "unknown-channels", "wide-dispositions", "preopen-empty"]
     kinds = args.only or ["real", "zero-width", "syn", "unsettled"] + state_kinds
-    size = {"zero-width": args.frames, "syn": args.syns, "unsettled": args.deliveries, "real": args.messages,
+    size = {"zero-width": args.frames, "syn": args.syns, "header": args.syns, "unsettled": args.deliveries, "real": args.messages,
             "unknown-handles": args.handles, "partial-handles": args.handles, "unknown-channels": args.channels,
             "wide-dispositions": args.wide, "preopen-empty": args.empty}
     default_cmds = {"zero-width": ["report", "frames", "frames-V", "frames-jsonl"],
-                    "syn": ["report", "deliveries-csv"], "unsettled": ["report", "deliveries-csv"],
+                    "syn": ["report", "deliveries-csv"], "header": ["report", "deliveries-parquet", "links"],
+                    "unsettled": ["report", "deliveries-csv"],
                     **{k: ["report"] for k in state_kinds},
                     "real": ["report", "frames", "frames-V", "frames-jsonl", "deliveries-csv"]}
 
@@ -369,9 +389,10 @@ def main(argv=None) -> int:
             cmd = [sys.executable, "-m", "amqp_dissect.cli"] + [
                 a.replace("{cap}", cap).replace("{out}", os.path.join(tmp, "out")) for a in COMMANDS[name]]
             r = run_measured(cmd, env, args.timeout)
-            out = os.path.join(tmp, "out.csv")
-            if os.path.exists(out):
-                os.remove(out)
+            for ext in ("csv", "parquet"):
+                out = os.path.join(tmp, f"out.{ext}")
+                if os.path.exists(out):
+                    os.remove(out)
             row = {"capture": kind, "n": size[kind], "bytes": nbytes, "command": name, **r,
                    "cpu_us_per_byte": round(r["cpu"] * 1e6 / nbytes, 3)}
             if r["rc"] != 0:

@@ -22,7 +22,9 @@ SAMPLES = os.path.join(ROOT, "samples")
 
 
 def _conn():
-    return _Conn(_ConnBase(("a", 1, "b", 2), "a:1", "b:2", True))
+    c = _Conn(_ConnBase(("a", 1, "b", 2), "a:1", "b:2", True))
+    c.framed()  # (what the tracker does at a connection's first frame)
+    return c
 
 
 def _first_order(names):
