@@ -23,7 +23,6 @@ the loop unchanged.
 
 from __future__ import annotations
 
-import gzip
 import struct
 import zlib
 from collections import namedtuple
@@ -36,6 +35,7 @@ except ImportError:
 
 from ..errors import CaptureError
 from ..events import CaptureRecord
+from .gunzip import GunzipStream
 
 CHUNK = 1 << 20  # bytes per read() call
 MAX_RECORD = 256 << 20  # refuse any record / block larger than this
@@ -790,7 +790,7 @@ class CaptureReader:
 def open_capture(fileobj) -> CaptureReader:
     """Sniff the format of an open binary file object and return a reader.
 
-    gzip (1f 8b) is unwrapped with :class:`gzip.GzipFile` and sniffed again.
+    gzip (1f 8b) is unwrapped with :class:`~.gunzip.GunzipStream` and sniffed again.
     Raises CaptureError when the stream is neither pcap nor pcapng, or when
     its file / first section header is bad.
     """
@@ -800,10 +800,8 @@ def open_capture(fileobj) -> CaptureReader:
     catch: tuple[type[BaseException], ...] = ()
     if head[:2] == b"\x1f\x8b":
         compressed = True
-        gz = gzip.GzipFile(fileobj=_Prefixed(head, read), mode="rb")
-        # read1: one decompression step per call, so a corrupted tail loses
-        # as little already-decompressed data as possible
-        read = gz.read1
+        # small steps: a corrupt block loses little of what came before it, and says where it is
+        read = GunzipStream(_Prefixed(head, read).read).read
         catch = _GZIP_ERRORS
         try:
             head = _read_upto(read, 4)
