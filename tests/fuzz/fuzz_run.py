@@ -177,8 +177,7 @@ def _worker(args):
             inputs[i] = (kind, data, keys)
             parts = os.path.join(tmp, "parts")
             if kind == fuzzgen.OPTION_KIND:  # (the command's own run is the check)
-                problems = fuzzgen.check_option_value(r, path, parts)
-                inputs[i] = (f"{kind}-{problems[0].split(':')[0] if problems else ''}", data, keys)
+                problems = fuzzgen.check_option_value(r, path, parts)  # (its .txt names the command)
             else:
                 problems = checker.check(path, i)
             if kind in (fuzzgen.SPLIT_KIND, fuzzgen.GZIP_KIND):
