@@ -801,14 +801,15 @@ def open_capture(fileobj) -> CaptureReader:
     if head[:2] == b"\x1f\x8b":
         compressed = True
         # small steps: a corrupt block loses little of what came before it, and says where it is
-        read = GunzipStream(_Prefixed(head, read).read).read
+        gz = GunzipStream(_Prefixed(head, read).read)
+        read = gz.read
         catch = _GZIP_ERRORS
         try:
             head = _read_upto(read, 4)
         except _GZIP_ERRORS as exc:
             what = "truncated" if isinstance(exc, EOFError) else "corrupt"
-            raise CaptureError(f"gzip data {what} at byte 0 of the decompressed stream "
-                               f"({type(exc).__name__}: {exc}): nothing could be decompressed") from None
+            raise CaptureError(f"gzip data {what} at byte {gz.offset} of the decompressed stream "
+                               f"({type(exc).__name__}: {exc}): {too_little_decompressed(gz.offset)}") from None
     if len(head) < 4:
         raise CaptureError(f"not a pcap or pcapng capture (only {len(head)} bytes)")
     if head not in (
@@ -823,6 +824,11 @@ def open_capture(fileobj) -> CaptureReader:
         raise CaptureError(f"not a pcap or pcapng capture (magic {head.hex()})")
     src = ByteSource(read, head, catch=catch)
     return CaptureReader(src, compressed)
+
+
+def too_little_decompressed(n: int) -> str:
+    """What a gzip stream that broke before a capture's first 4 bytes gave (every reader says it so)."""
+    return "nothing could be decompressed" if n == 0 else f"only {n} byte(s) could be decompressed"
 
 
 def _read_upto(read, n: int) -> bytes:

@@ -1825,6 +1825,11 @@ def check_option_value(r, capture: str, out_dir: str) -> list[str]:
 
     saved = archive_cli._Starting, compare_cli.need_extra
     archive_cli._Starting = compare_cli.need_extra = stop
+    import multiprocessing
+
+    # (fuzz_run -j: a worker is a daemon process, which may not start -j's processes as the CLI does)
+    config = multiprocessing.current_process()._config
+    daemon = config.pop("daemon", None)
     out, err = io.StringIO(), io.StringIO()
     from contextlib import redirect_stdout
 
@@ -1835,6 +1840,8 @@ def check_option_value(r, capture: str, out_dir: str) -> list[str]:
         return [_traceback(what, e)]
     finally:
         archive_cli._Starting, compare_cli.need_extra = saved
+        if daemon is not None:
+            config["daemon"] = daemon
     text = err.getvalue()
     if rc not in (0, 2) or "internal error" in text or "Traceback" in text:
         return [f"{what}: exit {rc}: {text.strip()[:500]}"]
