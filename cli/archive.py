@@ -17,7 +17,7 @@ import typer
 
 from . import common
 from .common import EXIT_DAMAGED, EXIT_OK, Fail, load_keylog
-from .options import Ports, keylog_option
+from .options import MAX_COUNT, MAX_PARTITIONS, Ports, keylog_option, parse_size_option, seconds_option
 
 ArchiveKeyLog = Annotated[Optional[Path], keylog_option("TLS key log (NSS format) to decrypt TLS streams, shipped "
                                                         "to the executors; default: the file $SSLKEYLOGFILE names")]
@@ -39,12 +39,12 @@ def archive(
                                                 "system connector: org.apache.hadoop:hadoop-aws:3.4.1"),
     executor_memory: Optional[str] = typer.Option(None, "--executor-memory", help="e.g. 4g"),
     driver_memory: Optional[str] = typer.Option(None, "--driver-memory", help="e.g. 2g"),
-    partitions: Optional[int] = typer.Option(None, "--partitions", min=1,
+    partitions: Optional[int] = typer.Option(None, "--partitions", min=1, max=MAX_PARTITIONS,
                                              help="flow partitions of the decoding stage (default 2 x cores)"),
     split_size: str = typer.Option("64m", "--split-size",
                                    help="split uncompressed pcap files larger than this into byte ranges "
                                         "(bytes, or with k/m/g; 0: never split)"),
-    window: float = typer.Option(60.0, "--window", min=0.001, help="seconds per row of latency_by_window"),
+    window: float = seconds_option(60.0, "--window", least=0.001, help="seconds per row of latency_by_window"),
     frames: bool = typer.Option(False, "--frames", help="also write the frames table (one row per frame)"),
     port: Ports = None,
     keylog: ArchiveKeyLog = None,
@@ -54,17 +54,14 @@ def archive(
     and latency / outcome / stall summaries."""
     # pyspark first (it starts the JVM); pyarrow and pandas, the rest of the extra, are imported
     # while the JVM starts (_Starting)
+    size = parse_size_option("--split-size", split_size, least=0)  # (a usage error before the JVM starts)
     common.need_extra("archive", "spark", ("pyspark",))
     from amqp_dissect.pipelines.archive import InputError, expand_inputs
-    from amqp_dissect.pipelines.spark.fs import is_local, local_path, parse_size
+    from amqp_dissect.pipelines.spark.fs import is_local, local_path
 
     pairs = _spark_settings(conf)
     if packages:
         pairs.append(("spark.jars.packages", packages))
-    try:
-        size = parse_size(split_size)
-    except ValueError:
-        raise _fail("EXIT_USAGE", f"--split-size {split_size!r}: expected a size like 64m") from None
     local = [local_path(p) for p in paths if is_local(p)]  # (URIs are checked once Spark runs, before any work)
     try:
         files = expand_inputs(local) if local else []
@@ -273,10 +270,10 @@ def _top_latency(spark, uri: str, n: int = 5) -> list[dict]:
 def split(
     capture: str = typer.Argument(..., help="pcap or pcapng file, optionally gzip-compressed; - for standard input"),
     out: Path = typer.Option(..., "--out", "-o", help="directory for the parts"),
-    packets: Optional[int] = typer.Option(None, "--packets", min=1, help="records per file"),
+    packets: Optional[int] = typer.Option(None, "--packets", min=1, max=MAX_COUNT, help="records per file"),
     size: Optional[str] = typer.Option(None, "--bytes", help="file size limit (bytes, or with k/m/g), like tcpdump -C"),
-    seconds: Optional[float] = typer.Option(None, "--seconds", min=0.000001,
-                                            help="a new file every N seconds of capture time, like tcpdump -G"),
+    seconds: Optional[float] = seconds_option(None, "--seconds", least=0.000001,
+                                              help="a new file every N seconds of capture time, like tcpdump -G"),
     gzip_output: bool = typer.Option(False, "--gzip", help="gzip-compress the parts (.pcap.gz)"),
     name: Optional[str] = typer.Option(None, "--name", help="file name prefix (default: the capture's name)"),
     force: bool = typer.Option(False, "--force", help="remove the parts of an earlier split of the same name "
@@ -309,15 +306,7 @@ def _part_bytes(size: str | None) -> int | None:
     """``--bytes``: a positive size (bytes, or with k/m/g), or None without the option."""
     if size is None:
         return None
-    from amqp_dissect.pipelines.spark import parse_size
-
-    try:
-        nbytes = parse_size(size)
-    except ValueError:
-        nbytes = -1
-    if nbytes <= 0:
-        raise _fail("EXIT_USAGE", f"--bytes {size!r}: expected a positive size like 100m")
-    return nbytes
+    return parse_size_option("--bytes", size)
 
 
 def _parts_folder(out: Path) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
+from contextlib import contextmanager
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -106,3 +108,32 @@ def load_keylog(path, notes: bool = True):
         for note in kl.notes:
             print(f"amqp-dissect: {kl.path}: key log {note}", file=sys.stderr)
     return kl
+
+
+def filter_notes(option: str, notes) -> None:
+    """The notes of a compiled filter (a regular expression a future Python reads otherwise): one
+    line each on stderr, each said once."""
+    for note in dict.fromkeys(notes):
+        print(f"amqp-dissect: {option}: note: {note}", file=sys.stderr)
+
+
+def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:
+    """A Python warning no part of the tool turned into a note: one line on stderr that says what it
+    is, never Python's two-line warning with its source line."""
+    text = " ".join(str(message).split())
+    if len(text) > 300:
+        text = text[:300] + "..."
+    where = f"{os.path.basename(str(filename))}:{lineno}"
+    try:
+        print(f"amqp-dissect: note: Python said ({category.__name__} at {where}): {text}", file=sys.stderr)
+    except (OSError, ValueError):
+        pass
+
+
+@contextmanager
+def warnings_as_notes():
+    """While a command runs: every warning Python shows is one line (:func:`_warning_line`).  The
+    filters stay as they are (``-W error`` still makes a warning an error)."""
+    with warnings.catch_warnings():
+        warnings.showwarning = _warning_line
+        yield

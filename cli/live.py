@@ -12,6 +12,7 @@ import sys
 import threading
 
 from .common import EXIT_OPEN, EXIT_USAGE, Fail
+from .options import MAX_SECONDS
 
 
 def parse_autostop(values: list[str] | None) -> float | None:
@@ -25,8 +26,9 @@ def parse_autostop(values: list[str] | None) -> float | None:
             duration = float(val)
         except ValueError:
             raise Fail(EXIT_USAGE, f"-a {v}: expected duration:SECONDS") from None
-        if duration <= 0:
-            raise Fail(EXIT_USAGE, f"-a {v}: the duration must be positive")
+        if not 0 < duration <= MAX_SECONDS:  # (NaN too)
+            raise Fail(EXIT_USAGE, f"-a {v}: the duration must be a positive number of seconds, at most "
+                                   f"{MAX_SECONDS:.0f}")
     return duration
 
 

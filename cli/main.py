@@ -32,7 +32,8 @@ from .options import (  # noqa: F401  (TableFormat: re-exported)
 )
 from .habits import TimeFormat, resolve_time_text, time_text
 from .common import (  # noqa: F401  (re-exported: the exit codes are part of this module's API)
-    EXIT_CODES_HELP, EXIT_DAMAGED, EXIT_FORMAT, EXIT_INTERNAL, EXIT_OK, EXIT_OPEN, EXIT_USAGE, Fail, load_keylog,
+    EXIT_CODES_HELP, EXIT_DAMAGED, EXIT_FORMAT, EXIT_INTERNAL, EXIT_OK, EXIT_OPEN, EXIT_USAGE, Fail, filter_notes,
+    load_keylog, warnings_as_notes,
 )
 # (CaptureRun and _Checked: also the tests' way into a run)
 from .run import CaptureRun, _Checked, capture_or_live, jobs_for, parallel_ok, run_status  # noqa: F401
@@ -227,6 +228,7 @@ def _filters(display_filter: str | None, fields, field_opts=None):
     try:
         if display_filter is not None:
             flt = compile_filter(display_filter, context)
+            filter_notes("-Y", flt.notes)
         return context, flt, FieldPrinter(fields, context, **opts) if fields else None
     except FilterError as e:
         if display_filter is not None and flt is None:
@@ -486,7 +488,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         args = sys.argv[1:] if argv is None else argv
-        rc = _app_for(args)(args=args, standalone_mode=False, prog_name="amqp-dissect")
+        with warnings_as_notes():
+            rc = _app_for(args)(args=args, standalone_mode=False, prog_name="amqp-dissect")
         return rc if isinstance(rc, int) else EXIT_OK
     except typer.Exit as e:
         return e.exit_code

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .common import EXIT_USAGE, Fail, load_keylog
+from .common import EXIT_USAGE, Fail, filter_notes, load_keylog
 from .options import (Autostop, CaptureFilter, Captures, Columns, Count, Interface, KeyLogPath, Ports, ReadFiles,
                       TableFormat, TableFormatOption, TableOutput, WriteRaw, check_format_letter)
 from .run import CaptureRun, _Checked, capture_or_live, run_status
@@ -48,6 +48,7 @@ def messages(
             keep = compile_row_filter(display_filter, "messages")
         except FilterError as e:
             raise Fail(EXIT_USAGE, e.one_line()) from None
+        filter_notes("-Y", keep.notes)
     inputs = capture_or_live(captures, read, iface, bpf, count, autostop, write)
     import amqp_dissect.pipelines.write  # noqa: F401  (pyarrow: loaded before the freeze below)
 

@@ -34,6 +34,50 @@ class TableFormat(str, Enum):
     parquet = "parquet"
 
 
+# --------------------------------------------------------------------------- the ranges of the numbers a user types
+
+#: the most a count may say (``-c``, ``split --packets``): what the reader's 64-bit counters and
+#: ``itertools.islice`` hold; more packets than any capture has
+MAX_COUNT = 2 ** 63 - 1
+#: the most seconds a duration may say (``split --seconds``, ``archive --window``, ``-a duration:``):
+#: about 31 years, past any capture's span, and still a 64-bit integer in nanoseconds
+MAX_SECONDS = 1e9
+#: the most Spark partitions ``archive --partitions`` asks for (Spark counts them in 32 bits; far
+#: more tasks than any cluster runs)
+MAX_PARTITIONS = 1_000_000
+#: the most bytes a size may say (``split --bytes``, ``archive --split-size``): a 64-bit file offset
+MAX_SIZE = 2 ** 63 - 1
+
+
+def a_number(value):
+    """The callback of a float option: NaN is refused (a range lets it through: no comparison with
+    it is true), one line and exit 2 as any value out of the range."""
+    if value is not None and value != value:
+        raise typer.BadParameter("not a number")
+    return value
+
+
+def seconds_option(default, *names: str, least: float, help: str):
+    """A duration in seconds: at least ``least``, at most :data:`MAX_SECONDS`, a number."""
+    return typer.Option(default, *names, min=least, max=MAX_SECONDS, callback=a_number, help=help)
+
+
+def parse_size_option(option: str, text: str, least: int = 1) -> int:
+    """A size typed as text (bytes, or with k/m/g/t) of ``option``: from ``least`` to :data:`MAX_SIZE`
+    bytes, or one line and exit 2."""
+    from amqp_dissect.pipelines.spark.fs import parse_size
+
+    from .common import EXIT_USAGE, Fail
+
+    try:
+        nbytes = parse_size(text)
+    except (ValueError, OverflowError):  # (not a number; inf)
+        nbytes = None
+    if nbytes is None or not least <= nbytes <= MAX_SIZE:
+        raise Fail(EXIT_USAGE, f"{option} {text!r}: expected a size from {least} byte(s) to 8 EiB, like 100m")
+    return nbytes
+
+
 # --------------------------------------------------------------------------- what every capture command reads
 
 _INPUTS_HELP = ("capture files (pcap / pcapng, optionally gzip), read as one capture in the order given; "
@@ -41,7 +85,7 @@ _INPUTS_HELP = ("capture files (pcap / pcapng, optionally gzip), read as one cap
 Captures = Annotated[Optional[List[str]], typer.Argument(help=_INPUTS_HELP, show_default=False)]
 ReadFiles = Annotated[Optional[List[str]], typer.Option("-r", "--read-file", show_default=False,
                                                         help="read this capture (repeatable; before the arguments)")]
-Count = Annotated[Optional[int], typer.Option("-c", "--count", min=1,
+Count = Annotated[Optional[int], typer.Option("-c", "--count", min=1, max=MAX_COUNT,
                                               help="stop after reading this many packets (as tshark -c)")]
 
 PORT_HELP = "also decode this TCP port as AMQP (repeatable)"

@@ -37,6 +37,7 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import re
+import warnings
 from decimal import Decimal, InvalidOperation
 
 from .amqp._spec import ATTACH_HANDLE, ATTACH_NAME, DETACH_HANDLE, FLOW_HANDLE, TRANSFER_HANDLE
@@ -871,6 +872,7 @@ class _Parser:
         self.i = 0
         self.depth = 0  # parentheses and ``not`` open around the current position
         self.fields: list = []
+        self.notes: list = []  # what the user should know about the filter (a regex a future Python reads otherwise)
 
     def peek(self):
         return self.toks[self.i]
@@ -1023,6 +1025,26 @@ def _hex_bytes(s: str) -> bytes | None:
         return None
 
 
+def _regex(p: _Parser, vt: _Tok, lit: str):
+    """The compiled regular expression of ``matches``; what ``re`` warns about it (a set a future
+    Python reads differently) becomes one note of the filter, never Python's warning text."""
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        re.purge()  # (a pattern compiled before, from the cache, would say nothing)
+        try:
+            rx = re.compile(lit, re.IGNORECASE)
+        except re.error as e:
+            p.fail(vt, f"bad regular expression: {e}")
+        except (OverflowError, RecursionError, ValueError) as e:  # a repeat count beyond re's limit, too deep
+            p.fail(vt, f"regular expression beyond the limits of Python's re: {e}")
+    for w in said[:1]:
+        shown = lit if len(lit) <= 60 else lit[:60] + "..."
+        why = " ".join(str(w.message).split())
+        p.notes.append(f"the regular expression {shown!r} may be read differently by a future Python ({why}): "
+                       "escape a literal [ - & ~ | inside [...] with a backslash")
+    return rx
+
+
 def _compare(p: _Parser, field: Field, op: _Tok, vt: _Tok):
     """The predicate of ``field OP value``, with the value checked against the field's kind."""
     opv = op.value
@@ -1044,12 +1066,7 @@ def _compare(p: _Parser, field: Field, op: _Tok, vt: _Tok):
     if opv == "matches":
         if not is_str:
             p.fail(vt, "'matches' needs a string (a regular expression)")
-        try:
-            rx = re.compile(lit, re.IGNORECASE)
-        except re.error as e:
-            p.fail(vt, f"bad regular expression: {e}")
-        except (OverflowError, RecursionError, ValueError) as e:  # a repeat count beyond re's limit, too deep
-            p.fail(vt, f"regular expression beyond the limits of Python's re: {e}")
+        rx = _regex(p, vt, lit)
 
         def one(v):
             if type(v) is bytes:
@@ -1229,10 +1246,12 @@ class DisplayFilter:
     filter feeds it every event it is asked about, so call :meth:`match` on every event in order.
     """
 
-    def __init__(self, text: str, predicate, fields: list, context: FrameContext | None = None):
+    def __init__(self, text: str, predicate, fields: list, context: FrameContext | None = None,
+                 notes: list | None = None):
         self.text = text
         self._pred = predicate
         self.fields = fields
+        self.notes = notes or []  # one line each: what the user should know about the filter
         self.context = context if context is not None else FrameContext()
         if any(f.get is _link for f in fields):
             self.context.needs_links = True
@@ -1248,7 +1267,7 @@ def compile_filter(text: str, context: FrameContext | None = None) -> DisplayFil
     """Parse ``text``; :class:`FilterError` says where it is wrong."""
     p = _Parser(text)
     pred = p.parse()
-    return DisplayFilter(text, pred, p.fields, context)
+    return DisplayFilter(text, pred, p.fields, context, p.notes)
 
 
 # --------------------------------------------------------------------------- -T fields

@@ -29,7 +29,8 @@ import sys
 import zlib
 from typing import Iterator
 
-from amqp_dissect.capture.pcap import MAX_RECORD, _Prefixed, _read_upto, open_capture
+from amqp_dissect.capture.gunzip import GunzipStream
+from amqp_dissect.capture.pcap import MAX_RECORD, _Prefixed, _read_upto, open_capture, too_little_decompressed
 from amqp_dissect.errors import CaptureError
 
 from .archive import pcap_header
@@ -236,8 +237,10 @@ def split_capture(path: str, out_dir: str, *, packets: int | None = None, bytes:
         seen = _Kept(raw.read)  # the bytes read to find the format, given again to the pcapng reader
         head = _read_upto(seen.read, 4)  # (a pipe may give fewer bytes than asked)
         if head[:2] == _GZ:
-            f = _SafeRead(gzip.GzipFile(fileobj=_Prefixed(head, seen.read), mode="rb").read1)
+            f = _SafeRead(GunzipStream(_Prefixed(head, seen.read).read).read)  # (as the capture reader reads it)
             first4 = f.read(4)
+            if f.error is not None and len(first4) < 4:  # (said as the capture reader says it)
+                raise CaptureError(f"{f.error}: {too_little_decompressed(len(first4))}")
         else:
             f, first4 = _SafeRead(seen.read, ()), head
         consumed = seen.kept()  # (and keep no more)

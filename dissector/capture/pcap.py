@@ -23,7 +23,6 @@ the loop unchanged.
 
 from __future__ import annotations
 
-import gzip
 import struct
 import zlib
 from collections import namedtuple
@@ -36,6 +35,7 @@ except ImportError:
 
 from ..errors import CaptureError
 from ..events import CaptureRecord
+from .gunzip import GunzipStream
 
 CHUNK = 1 << 20  # bytes per read() call
 MAX_RECORD = 256 << 20  # refuse any record / block larger than this
@@ -790,7 +790,7 @@ class CaptureReader:
 def open_capture(fileobj) -> CaptureReader:
     """Sniff the format of an open binary file object and return a reader.
 
-    gzip (1f 8b) is unwrapped with :class:`gzip.GzipFile` and sniffed again.
+    gzip (1f 8b) is unwrapped with :class:`~.gunzip.GunzipStream` and sniffed again.
     Raises CaptureError when the stream is neither pcap nor pcapng, or when
     its file / first section header is bad.
     """
@@ -800,17 +800,16 @@ def open_capture(fileobj) -> CaptureReader:
     catch: tuple[type[BaseException], ...] = ()
     if head[:2] == b"\x1f\x8b":
         compressed = True
-        gz = gzip.GzipFile(fileobj=_Prefixed(head, read), mode="rb")
-        # read1: one decompression step per call, so a corrupted tail loses
-        # as little already-decompressed data as possible
-        read = gz.read1
+        # small steps: a corrupt block loses little of what came before it, and says where it is
+        gz = GunzipStream(_Prefixed(head, read).read)
+        read = gz.read
         catch = _GZIP_ERRORS
         try:
             head = _read_upto(read, 4)
         except _GZIP_ERRORS as exc:
             what = "truncated" if isinstance(exc, EOFError) else "corrupt"
-            raise CaptureError(f"gzip data {what} at byte 0 of the decompressed stream "
-                               f"({type(exc).__name__}: {exc}): nothing could be decompressed") from None
+            raise CaptureError(f"gzip data {what} at byte {gz.offset} of the decompressed stream "
+                               f"({type(exc).__name__}: {exc}): {too_little_decompressed(gz.offset)}") from None
     if len(head) < 4:
         raise CaptureError(f"not a pcap or pcapng capture (only {len(head)} bytes)")
     if head not in (
@@ -825,6 +824,11 @@ def open_capture(fileobj) -> CaptureReader:
         raise CaptureError(f"not a pcap or pcapng capture (magic {head.hex()})")
     src = ByteSource(read, head, catch=catch)
     return CaptureReader(src, compressed)
+
+
+def too_little_decompressed(n: int) -> str:
+    """What a gzip stream that broke before a capture's first 4 bytes gave (every reader says it so)."""
+    return "nothing could be decompressed" if n == 0 else f"only {n} byte(s) could be decompressed"
 
 
 def _read_upto(read, n: int) -> bytes:

@@ -68,7 +68,8 @@ def compile_row_filter(text: str, table: str):
         saved = _flt.lookup
         _flt.lookup = lookup
         try:
-            pred = _flt._Parser(text).parse()
+            parser = _flt._Parser(text)
+            pred = parser.parse()
         finally:
             _flt.lookup = saved
 
@@ -77,4 +78,5 @@ def compile_row_filter(text: str, table: str):
             return bool(pred(row, None))
         except (TypeError, ValueError, ArithmeticError):  # (a cell of another type than its column's)
             return False
+    keep.notes = parser.notes  # (what the user should know about the filter: one line each)
     return keep

@@ -156,6 +156,12 @@ def _worker(args):
             keys = None
             if kind == fuzzgen.SPLIT_KIND:
                 data = fuzzgen.split_input(r)
+            elif kind == fuzzgen.IDLE_KIND:
+                data = fuzzgen.idle_connections(r)
+            elif kind == fuzzgen.GZIP_KIND:
+                data = fuzzgen.gzip_damage(r)
+            elif kind == fuzzgen.OPTION_KIND:  # a small sample; the input is the option's value
+                data = fuzzgen.option_capture()
             elif kind == "keylog":  # a hostile key log on a real TLS capture, cut short or not
                 if not tls:
                     tls.append(_tls_capture(tmp))
@@ -169,10 +175,16 @@ def _worker(args):
             with open(path, "wb") as f:
                 f.write(data)
             inputs[i] = (kind, data, keys)
-            problems = checker.check(path, i)
-            if kind == fuzzgen.SPLIT_KIND:
-                problems = problems + fuzzgen.check_split(path, os.path.join(tmp, "parts"))
-            costly = cost_problem(checker.cpu, len(data), ref, cost_bound)
+            parts = os.path.join(tmp, "parts")
+            if kind == fuzzgen.OPTION_KIND:  # (the command's own run is the check)
+                problems = fuzzgen.check_option_value(r, path, parts)  # (its .txt names the command)
+            else:
+                problems = checker.check(path, i)
+            if kind in (fuzzgen.SPLIT_KIND, fuzzgen.GZIP_KIND):
+                problems = problems + fuzzgen.check_split(path, parts)
+            if kind == fuzzgen.GZIP_KIND:
+                problems = problems + fuzzgen.check_gzip_agreement(path, parts)
+            costly = None if kind == fuzzgen.OPTION_KIND else cost_problem(checker.cpu, len(data), ref, cost_bound)
             if costly:
                 problems = problems + [costly]
             kinds_tried[kind] = kinds_tried.get(kind, 0) + 1
@@ -256,7 +268,10 @@ def main(argv=None) -> int:
     ap.add_argument("--kinds", default="", help="input kinds, comma-separated (default all: "
                     "conversation,frame,mutation,mutated-conversation,state-scale,websocket; split: whole-file mutations of "
                     "plain, pcapng and gzip captures, also fed to the split command; keylog: hostile key "
-                    "logs on a real TLS capture, which needs tcpdump and root)")
+                    "logs on a real TLS capture, which needs tcpdump and root; idle-connections: thousands "
+                    "of connections without an AMQP frame; gzip-damage: a damaged gzip sample, also split, the "
+                    "readers checked to agree on the damage; option-values: a hostile value of a numeric "
+                    "option of a command, run on a sample)")
     ap.add_argument("--seconds", type=float, default=0, help="stop after this many seconds (0: no limit)")
     ap.add_argument("--chunk", type=int, default=200, help="inputs per work unit")
     ap.add_argument("--batch", type=int, default=100, help="inputs whose tables are written together "

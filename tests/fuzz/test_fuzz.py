@@ -613,3 +613,27 @@ def test_the_oracle_sees_a_bug_in_each_printer_of_the_shared_decode(tmp_path, mo
     monkeypatch.setattr(printers, "DetailLines", Broken)
     problems = fuzzgen.check(str(cap), ("jsonl",))
     assert [p.split(":")[0] for p in problems] == ["frames -V"]
+
+
+# --------------------------------------------------------------------------- issue 40's shapes
+
+
+@pytest.mark.parametrize("seed", range(max(1, int(12 * SCALE))))
+def test_issue40_shapes(tmp_path, seed):
+    """Idle connections through every path, damaged gzip read the same by every reader (and split),
+    a hostile value of a numeric option used or refused in one line: no failure."""
+    r = fuzzgen.RandomSource(f"issue40:{seed}")
+    checker = fuzzgen.Checker(("jsonl",), 1)
+    parts = str(tmp_path / "parts")
+    for kind in (fuzzgen.IDLE_KIND, fuzzgen.GZIP_KIND):
+        _, data = fuzzgen.generate(r, kind)
+        cap = tmp_path / f"{kind}.pcap"
+        cap.write_bytes(data)
+        problems = checker.check(str(cap), 0) + list(checker.flush().get(0, []))
+        if kind == fuzzgen.GZIP_KIND:
+            problems += fuzzgen.check_split(str(cap), parts) + fuzzgen.check_gzip_agreement(str(cap), parts)
+        assert not problems, (kind, problems)
+    cap = tmp_path / "sample.pcap"
+    cap.write_bytes(fuzzgen.option_capture())
+    for _ in range(5):
+        assert not fuzzgen.check_option_value(r, str(cap), parts)

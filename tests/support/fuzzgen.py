@@ -1021,6 +1021,10 @@ def generate(r, kind=None) -> tuple[str, bytes]:
         return kind, state_scale(r)
     if kind == "websocket":
         return kind, websocket_capture(r)
+    if kind == IDLE_KIND:
+        return kind, idle_connections(r)
+    if kind == GZIP_KIND:
+        return kind, gzip_damage(r)
     keep = []
     data = capture(r, keep=keep)
     return kind, mutate_bytes(r, data, data) if r.bool(0.3) else _mutated_capture(r, data, *keep)
@@ -1630,3 +1634,221 @@ def check_split(path: str, out_dir: str) -> list[str]:
         if not said.isdigit() or int(said) != total:
             failures.append(f"{what}: printed {out.getvalue().strip()!r}, the parts hold {total} records")
     return failures
+
+
+# --------------------------------------------------------------------------- issue 40: idle connections, damaged gzip, option values
+
+IDLE_KIND = "idle-connections"
+GZIP_KIND = "gzip-damage"
+OPTION_KIND = "option-values"
+_SYN, _ACK, _PSH, _FIN, _RST = 0x02, 0x10, 0x08, 0x01, 0x04
+_HEADERS = (b"AMQP\x00\x01\x00\x00", b"AMQP\x03\x01\x00\x00", b"AMQP\x02\x01\x00\x00", b"AMQP\x00\x00\x09\x01")
+
+
+def _idle_packets(r, client: bytes, server: bytes, sport: int, dport: int, shape: str) -> list:
+    """The packets of one connection that carries no AMQP frame, in ``shape``."""
+    seq, peer = r.int(0, 2**32 - 1), r.int(0, 2**32 - 1)
+    pkts = [(client, server, sport, dport, seq, 0, _SYN, b"")]
+    if shape == "syn":
+        return pkts
+    pkts += [(server, client, dport, sport, peer, seq + 1, _SYN | _ACK, b""),
+             (client, server, sport, dport, seq + 1, peer + 1, _ACK, b"")]
+    if shape in ("header", "headers"):
+        head = r.choice(_HEADERS)
+        pkts.append((client, server, sport, dport, seq + 1, peer + 1, _PSH | _ACK, head))
+        if shape == "headers":
+            pkts.append((server, client, dport, sport, peer + 1, seq + 9, _PSH | _ACK, head))
+    if r.bool(0.2):
+        pkts.append((client, server, sport, dport, seq + 9, peer + 1, r.choice((_FIN | _ACK, _RST)), b""))
+    return pkts
+
+
+def idle_connections(r) -> bytes:
+    """Many connections that carry no AMQP frame (issue 40: the memory an open connection costs):
+    each only a SYN, a handshake, the 8-byte protocol header from the client, or the header both
+    ways; some closed, most left open; the shapes mixed or all one; client ports from a few
+    addresses, sometimes reused; packets in order or interleaved.  Up to a few thousand connections."""
+    n = r.int(1, 3000) if r.bool(0.3) else r.int(1, 200)
+    shapes = ("syn", "handshake", "header", "headers")
+    one = r.choice(shapes) if r.bool(0.5) else None
+    port = r.choice((5672, 5671, r.int(1, 65535)))
+    clients = [bytes([10, 0, r.int(0, 255), r.int(1, 254)]) for _ in range(r.int(1, 8))]
+    server = bytes([10, 1, 0, 1])
+    conns = []
+    for i in range(n):
+        sport = 1024 + (i % 64000) if r.bool(0.9) else r.int(1, 65535)
+        conns.append(_idle_packets(r, r.choice(clients), server, sport, port, one or r.choice(shapes)))
+    if r.bool(0.5):  # interleaved: every connection's first packet, then every second one ...
+        order = [c[k] for k in range(max(len(c) for c in conns)) for c in conns if k < len(c)]
+    else:
+        order = [p for c in conns for p in c]
+    t = 1_700_000_000.0 + r.int(0, 10**6)
+    step = r.choice((0.0, 1e-6, 0.001, 1.0))
+    return write_pcap([(t + i * step, 1, tcp_ipv4_ethernet(*p)) for i, p in enumerate(order)])
+
+
+def gzip_damage(r) -> bytes:
+    """A sample gzip-compressed (any level, sometimes two members), then damaged once: a byte of a
+    deflate block flipped, the header's flags, method or magic changed, the trailer's CRC or size
+    changed, cut at any byte, or garbage after the member."""
+    import gzip
+
+    plain = _sample(r.choice(samples()))
+    if plain[:2] == b"\x1f\x8b":
+        plain = gzip.decompress(plain)
+    gz = gzip.compress(plain, compresslevel=r.int(1, 9), mtime=0)
+    if r.bool(0.2):
+        gz += gzip.compress(plain[: r.int(0, len(plain))], compresslevel=r.int(1, 9), mtime=0)
+    damage = r.choice(("block", "header", "crc", "size", "cut", "garbage", "none"))
+    b = bytearray(gz)
+    if damage == "block":
+        b[r.int(10, len(b) - 9)] ^= r.int(1, 255)
+    elif damage == "header":
+        b[r.int(0, 9)] ^= r.int(1, 255)
+    elif damage in ("crc", "size"):
+        b[len(b) - (8 if damage == "crc" else 4) + r.int(0, 3)] ^= r.int(1, 255)
+    elif damage == "cut":
+        b = b[: r.int(1, len(b) - 1)]
+    elif damage == "garbage":
+        b += r.bytes(1, 64)
+    return bytes(b)
+
+
+_DAMAGE_AT = None
+
+
+def check_gzip_agreement(path: str, out_dir: str) -> list[str]:
+    """The readers of a (damaged) gzip capture agree on where the damage is: the capture reader
+    (report, frames, the tables, -j, the archive's file reader) and split's own pcap reader say the
+    same decompressed byte and compressed bytes, or neither says any."""
+    import re
+    import shutil
+
+    global _DAMAGE_AT
+    if _DAMAGE_AT is None:
+        _DAMAGE_AT = re.compile(r"gzip data \w+ at byte \d+ of the decompressed stream \(.*\)\)")
+    from amqp_dissect.capture.pcap import open_capture
+    from amqp_dissect.errors import CaptureError
+    from amqp_dissect.pipelines.split import split_capture
+
+    said = []
+    try:
+        with open(path, "rb") as f:
+            reader = open_capture(f)
+            for _ in reader:
+                pass
+            said.append(str(reader.error or ""))
+    except CaptureError as e:
+        said.append(str(e))
+    shutil.rmtree(out_dir, ignore_errors=True)
+    try:
+        res = split_capture(path, out_dir, packets=1000, name="part")
+        said.append(str(res.error or ""))
+    except CaptureError as e:
+        said.append(str(e))
+    places = [m.group(0) if m else None for m in map(_DAMAGE_AT.search, said)]
+    if places[0] != places[1]:
+        return [f"gzip damage: the capture reader says {said[0]!r}, split says {said[1]!r}"]
+    return []
+
+
+_NUMERIC_OPTIONS: list = []
+
+
+def numeric_options() -> list:
+    """(command, option) of every option of every command whose value is a number (from the click
+    commands the typer app builds), and the sizes typed as text."""
+    if not _NUMERIC_OPTIONS:
+        import typer
+
+        from amqp_dissect.cli.main import app
+
+        for name, command in sorted(typer.main.get_command(app).commands.items()):
+            for p in command.params:
+                kinds = {c.__name__ for c in type(p.type).__mro__}
+                if getattr(p, "param_type_name", "") == "option" and kinds & {"IntParamType", "FloatParamType"}:
+                    _NUMERIC_OPTIONS.append((name, max(p.opts, key=len)))
+        _NUMERIC_OPTIONS.extend([("split", "--bytes"), ("archive", "--split-size")])
+    return _NUMERIC_OPTIONS
+
+
+def hostile_number(r) -> str:
+    """A number as a user may type it: non-finite, huge, tiny, negative, zero, past 64 bits, with a
+    size letter, in other notations, or not quite a number."""
+    shape = r.choice(("special", "int", "float", "digits", "odd"))
+    if shape == "special":
+        text = r.choice(("inf", "-inf", "+inf", "nan", "-nan", "NaN", "Infinity", "0", "-0", "1", "-1"))
+    elif shape == "int":
+        text = str(r.choice((1, -1)) * r.int(0, 2 ** r.choice((8, 16, 31, 32, 63, 64, 65, 128, 1000))))
+    elif shape == "float":
+        text = f"{r.choice((1, -1)) * r.float()!r}" if r.bool(0.5) else f"{r.int(-9, 9)}e{r.int(-400, 400)}"
+    elif shape == "digits":
+        text = "9" * r.int(1, 5000)
+    else:
+        text = r.choice(("0x10", "1_000", " 5", "5 ", "1e", "--1", "", "0.0.1", "٣", "1" * 20 + ".5"))
+    return text + (r.choice(("k", "m", "g", "t", "K", "b", "x")) if r.bool(0.15) else "")
+
+
+def option_value_run(r, capture: str, out_dir: str):
+    """(command, option, value, argv): one numeric option of one command with a hostile value."""
+    command, option = r.choice(numeric_options())
+    value = hostile_number(r)
+    given = [f"{option}={value}"]
+    if command == "split":
+        rotate = [] if option in ("--packets", "--seconds", "--bytes") else ["--packets", "5"]
+        argv = ["split", capture, "--out", out_dir, "--force", *rotate, *given]
+    else:
+        argv = [command, capture, *given]
+    return command, option, value, argv
+
+
+def option_capture() -> bytes:
+    """The capture the option-values kind runs its commands on (small: the options are the input)."""
+    return _sample(os.path.join(SAMPLES, "credit_one.pcap"))
+
+
+def check_option_value(r, capture: str, out_dir: str) -> list[str]:
+    """A command run in-process with a hostile value of one numeric option: exit 0 (used) or 2 with
+    one line on stderr (refused), never exit 1, a traceback or an internal error.  ``archive`` and
+    ``compare`` stop before Spark and tshark start (where the options have all been taken)."""
+    import typer
+
+    from amqp_dissect.cli import archive as archive_cli
+    from amqp_dissect.cli import compare as compare_cli
+    from amqp_dissect.cli.main import main
+
+    command, option, value, argv = option_value_run(r, capture, out_dir)
+    what = f"{command} {option}={value[:40]!r}"
+
+    def stop(*_a, **_kw):
+        raise typer.Exit(0)
+
+    saved = archive_cli._Starting, compare_cli.need_extra
+    archive_cli._Starting = compare_cli.need_extra = stop
+    import multiprocessing
+
+    # (fuzz_run -j: a worker is a daemon process, which may not start -j's processes as the CLI does)
+    config = multiprocessing.current_process()._config
+    daemon = config.pop("daemon", None)
+    out, err = io.StringIO(), io.StringIO()
+    from contextlib import redirect_stdout
+
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            rc = main(argv)
+    except BaseException as e:  # noqa: BLE001  (anything that escapes main is a failure)
+        return [_traceback(what, e)]
+    finally:
+        archive_cli._Starting, compare_cli.need_extra = saved
+        if daemon is not None:
+            config["daemon"] = daemon
+    text = err.getvalue()
+    if rc not in (0, 2) or "internal error" in text or "Traceback" in text:
+        return [f"{what}: exit {rc}: {text.strip()[:500]}"]
+    if rc == 2 and text.count("\n") != 1:
+        return [f"{what}: exit 2 with {text.count(chr(10))} lines on stderr: {text.strip()[:500]}"]
+    return []
+
+
+KINDS = KINDS + (IDLE_KIND, GZIP_KIND)  # (option-values and split: named with --kinds)
+
