@@ -459,7 +459,8 @@ def _tap(d, conn: str):
     inner = getattr(stack, "amqp", None)
     if inner is None or not hasattr(stack, "layers") or not isinstance(inner, AmqpConnection):
         return None
-    if inner.frames or any(x.buf or x.mode != 0 for x in inner.dirs):
+    # (a direction's state is made at its first byte: None, none came yet)
+    if inner.frames or any(x is not None and (x.buf or x.mode != 0) for x in inner.dirs):
         return None
     tap = _Tap(inner, inner.client, inner.server)
     stack.amqp = tap

@@ -175,19 +175,12 @@ def test_console_script_never_prints_a_traceback(tmp_path):
     assert "Traceback" not in r.stderr and r.stderr.count("\n") == 1
 
 
-def test_port_option_decodes_a_non_standard_port(capsys, tmp_path):
-    """AMQP on port 15672 mid-stream (no protocol header seen) is decoded only with --port."""
+def _moved_to_port_15672(pkts, path) -> None:
     import dpkt
 
-    with open(SAMPLE, "rb") as f:
-        pkts = list(dpkt.pcap.Reader(f))
-    out = tmp_path / "p.pcap"
-    last_header = max(
-        i for i, (ts, buf) in enumerate(pkts) if b"AMQP\x00\x01\x00\x00" in dpkt.ethernet.Ethernet(buf).data.data.data
-    )
-    with open(out, "wb") as f:
+    with open(path, "wb") as f:
         w = dpkt.pcap.Writer(f)
-        for ts, buf in pkts[last_header + 1 :]:  # join after the protocol headers
+        for ts, buf in pkts:
             eth = dpkt.ethernet.Ethernet(buf)
             tcp = eth.data.data
             if tcp.sport == 5672:
@@ -196,11 +189,35 @@ def test_port_option_decodes_a_non_standard_port(capsys, tmp_path):
                 tcp.dport = 15672
             tcp.sum = 0
             w.writepkt(bytes(eth), ts)
-    rc, objs, _ = jsonl(capsys, out)
-    assert rc == EXIT_OK and objs == []
-    rc, objs, _ = jsonl(capsys, out, "--port", "15672")
+
+
+def test_port_option_decodes_a_non_standard_port(capsys, tmp_path):
+    """AMQP on port 15672 mid-stream (no protocol header seen): a run of performatives whose sizes
+    chain is found to be AMQP without --port (issue 39), the same frames --port gives; a stream too
+    short to tell (the close of each side alone) is decoded only with --port."""
+    import dpkt
+
+    with open(SAMPLE, "rb") as f:
+        pkts = list(dpkt.pcap.Reader(f))
+    last_header = max(
+        i for i, (ts, buf) in enumerate(pkts) if b"AMQP\x00\x01\x00\x00" in dpkt.ethernet.Ethernet(buf).data.data.data
+    )
+    joined = tmp_path / "p.pcap"
+    _moved_to_port_15672(pkts[last_header + 1 :], joined)  # join after the protocol headers
+    rc, given, _ = jsonl(capsys, joined, "--port", "15672")
     assert rc == EXIT_OK
-    assert [o["performative"] for o in objs if o["type"] == "amqp"][-1] == "close"
+    assert [o["performative"] for o in given if o["type"] == "amqp"][-1] == "close"
+    rc, found, _ = jsonl(capsys, joined)
+    assert rc == EXIT_OK and found == given
+
+    closes = [i for i, (ts, buf) in enumerate(pkts) if b"\x00\x53\x18" in dpkt.ethernet.Ethernet(buf).data.data.data]
+    assert len(closes) == 2  # the client's close and the server's
+    short = tmp_path / "close.pcap"
+    _moved_to_port_15672(pkts[closes[0]:], short)
+    rc, objs, _ = jsonl(capsys, short)
+    assert rc == EXIT_OK and [o for o in objs if o["type"] == "amqp"] == []
+    rc, objs, _ = jsonl(capsys, short, "--port", "15672")
+    assert rc == EXIT_OK and [o["performative"] for o in objs if o["type"] == "amqp"] == ["close", "close"]
 
 
 def test_a_bug_in_the_analysis_is_reported_after_the_output_with_exit_1(monkeypatch, capsys):
