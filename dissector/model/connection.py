@@ -22,7 +22,7 @@ from ..times import NS
 from .entities import _Conn
 from .findings import Recorder
 from .state import CONNECTION_MACHINE, SIDES, UNKNOWN, Endpoints, _plain, _str, _symbols, error_info
-from .steps import lossy_step, missing_how
+from .steps import after_missing, lossy_step, missing_how
 
 if not cython.compiled:  # (compiled: C functions and constants, cimported in the .pxd)
     from .state import (_uint)
@@ -392,10 +392,10 @@ def lost_grants(c, g):
         if link.sender_dir != g and link.detach[0] is None and link.detach[1] is None:
             # g is the receiver, or the roles are not known yet
             link.link_credit.lost = True
-            link.note_unknown("link-credit after a gap")
+            link.note_unknown("link-credit after " + after_missing(c, g))
     for s in c.sessions:
         if s.window.forget(1 - g):
-            s.note_unknown("incoming-window after a gap")
+            s.note_unknown("incoming-window after " + after_missing(c, g))
 
 
 def spoke_amqp10(c) -> bool:

@@ -87,7 +87,7 @@ cdef class _Session:
     cpdef count_lost_whole(self, Py_ssize_t d, prev, long long n, long long since)
     cpdef count_not_captured(self, Py_ssize_t d, prev, long long n, long long since)
     @cython.locals(x=_Link)
-    cpdef count_unknown_link(self, Py_ssize_t d, long long n)
+    cpdef count_unknown_link(self, Py_ssize_t d, long long n, str why)
     @cython.locals(x=_Link)
     cpdef bint other_senders(self, Py_ssize_t d, link)
 

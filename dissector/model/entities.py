@@ -14,6 +14,7 @@ from .machine import CONNECTION_MACHINE, LINK_MACHINE, SESSION_MACHINE, Endpoint
 from .state import (DISPOSITION_TOUCH_BASE, _EMPTY_MAP, _EMPTY_MAPS, _EMPTY_PAIR, _NONE_PAIR, _START_ENDPOINTS,
                     _UNKNOWN_ENDPOINTS, _ZERO_PAIR)
 from .stats import DeliveryStats
+from .steps import after_missing
 from .transitions import SIDES, UNKNOWN
 from .window import SessionWindow
 
@@ -180,7 +181,7 @@ class _Session:
             prev.lost_whole += n
             prev.link_credit.lost_whole(since, True)
             return
-        self.count_unknown_link(d, n)
+        self.count_unknown_link(d, n, "a gap")
 
     def count_not_captured(self, d, prev, n, since) -> None:
         """``n`` more deliveries of sender d whose transfers the snap length cut off whole (not loss),
@@ -193,15 +194,16 @@ class _Session:
             prev.not_captured += n
             prev.link_credit.lost_whole(since, True)
             return
-        self.count_unknown_link(d, n)
+        self.count_unknown_link(d, n, after_missing(self.conn, d))
 
-    def count_unknown_link(self, d, n) -> None:
+    def count_unknown_link(self, d, n, why) -> None:
         """``n`` deliveries of sender d not in the capture, of no known link: each link of the session
-        that may have sent them has a delivery-count that is a lower bound from now on."""
+        that may have sent them has a delivery-count that is a lower bound from now on (after ``why``:
+        "a gap", or bytes not captured, :func:`after_missing`)."""
         for x in self.links:
             if x.sender_dir == d and x.detach[d] is None:
                 x.link_credit.lost_whole(n, False)
-                x.note_unknown("delivery-count after a gap")
+                x.note_unknown("delivery-count after " + why)
 
     def other_senders(self, d, link) -> bool:
         """Another link of this session whose sender is d and that d has not detached."""

@@ -23,7 +23,7 @@ from .hooks import Hooks
 from .sessions import SessionRules
 from .settlement import SettlementRules
 from .stall_rules import StallRules, sender_active
-from .steps import lossy_step, missing_how
+from .steps import after_missing, lossy_step, missing_how
 
 if not cython.compiled:  # (compiled: C functions and constants, cimported in the .pxd)
     from .state import (F_AVAILABLE, F_DC, F_DRAIN, F_ECHO, F_HANDLE, F_IW, F_LC, F_NII, F_NOID, F_OW, _bool, _uint)
@@ -223,7 +223,7 @@ class LinkRules:
             if link.attach[1 - d] is None and c.lost(1 - d):
                 # the receiver's attach, and perhaps its flow, were lost: its credit is not known
                 link.link_credit.lost = True
-                link.note_unknown("link-credit after a gap")
+                link.note_unknown("link-credit after " + after_missing(c, 1 - d))
         self.credit_check(link, f)
 
     def detach(self, c, d, f, p):
@@ -327,11 +327,12 @@ class LinkRules:
         if found == 1 and s.begin[d] is None:
             s.note_unknown("next-outgoing-id")
         elif found == 2:  # d's transfers lost in a gap: its own count says where it is
-            c.note_inferred(f"the {SIDES[d]}'s next-outgoing-id re-synchronised from its flow after a gap")
+            c.note_inferred(f"the {SIDES[d]}'s next-outgoing-id re-synchronised from its flow after "
+                            f"{after_missing(c, d)}")
         if lossy and nii is not None and c.lost(1 - d) and w.peer_count(1 - d, nii):
             # the receiver counted transfers the capture lost
             c.note_inferred(f"the {SIDES[1 - d]}'s next-outgoing-id re-synchronised from the {SIDES[d]}'s "
-                            f"next-incoming-id after a gap")
+                            f"next-incoming-id after {after_missing(c, 1 - d)}")
 
     def sender_flow(self, c, d, f, link, h, dc, lc, av):
         """A flow of the link's sender: its delivery-count, available, its answer to a drain."""
@@ -359,7 +360,7 @@ class LinkRules:
         if c.loss is not None and c.lost(link.sender_dir) and lcr.resync_count(dc):
             # the receiver counted deliveries whose transfers the capture lost
             c.note_inferred(f"the {SIDES[link.sender_dir]}'s delivery-count re-synchronised from the "
-                            f"{SIDES[d]}'s flow after a gap")
+                            f"{SIDES[d]}'s flow after {after_missing(c, link.sender_dir)}")
         if lcr.receiver_flow(dc, lc, link.known):
             # joined mid-link: the sender is assumed to be where the receiver thinks it is
             link.note_unknown("delivery-count")

@@ -16,6 +16,14 @@ def missing_how(c, p) -> str:
     return "lost" if loss is None else loss.missing_how(p)
 
 
+def after_missing(c, p) -> str:
+    """What a count of peer ``p`` was re-synchronised after, for an inferred line: "a gap" (loss),
+    or the bytes as :func:`missing_how` names them ("bytes not captured (snap length N)", "bytes
+    lost or not captured (snap length N)"): a cut of the snap length is not a gap."""
+    how = missing_how(c, p)
+    return "a gap" if how == "lost" else "bytes " + how
+
+
 def lossy_step(c, ep, d, s_in, r_in, what, where):
     """``ep.advance(d, s_in, r_in)`` on a connection that lost bytes: a step the table refuses is
     first explained by frames the capture lost (from a direction with a gap), which are taken

@@ -23,6 +23,7 @@ from .links import LinkRules
 from .sessions import SessionRules
 from .settlement import SettlementRules
 from .stall_rules import StallRules
+from .steps import after_missing
 from .transactions import TransactionRules
 
 if not cython.compiled:  # (compiled: C functions and constants, cimported in the .pxd)
@@ -135,7 +136,7 @@ class TransferRules:
         if w.found:
             if w.found & RESYNCED:
                 c.note_inferred(f"the {SIDES[d]}'s next-outgoing-id re-synchronised from the "
-                                f"{SIDES[1 - d]}'s next-incoming-id after a gap")
+                                f"{SIDES[1 - d]}'s next-incoming-id after {after_missing(c, d)}")
             if w.found & BEYOND:
                 self.ledger.hold(c, 1 - d, d, f, "session-window",
                            f"transfer from the {SIDES[d]} beyond the {SIDES[1 - d]}'s incoming-window "
@@ -236,7 +237,7 @@ class TransferRules:
         next frame, see :meth:`Recorder.hold`)."""
         loss = c.loss
         if loss is not None and (loss.lost_after(0, None) or loss.lost_after(1, None)):
-            link.note_unknown("delivery-tag uniqueness after a gap")
+            link.note_unknown("delivery-tag uniqueness after " + after_missing(c, 0 if loss.lost_after(0, None) else 1))
             return
         reps = link.tag_repeats
         if reps is None:
@@ -265,7 +266,7 @@ class TransferRules:
         if c.loss is not None and lcr.resync_from_grant(1 - link.sender_dir, 1 - d):
             # d's delivery-count is behind the receiver's: deliveries the capture lost
             c.note_inferred(f"the {SIDES[d]}'s delivery-count re-synchronised from the {SIDES[1 - d]}'s "
-                            f"flow after a gap")
+                            f"flow after {after_missing(c, d)}")
         if not lcr.lost and lcr.beyond(1 - link.sender_dir) and not self.grants_missing(c, link):
             numbers = (f"delivery-count at least {lcr.count}, credit at most {link.credit()}: deliveries lost "
                        f"whole in a gap may have been this link's" if lcr.count_low

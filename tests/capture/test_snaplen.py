@@ -291,6 +291,8 @@ def test_a_cut_reads_not_captured_never_lost(variants):
     assert "lost in capture" not in text
     assert " was lost " not in text
     assert "was not captured (snap length 200)" in text
+    assert "after a gap" not in text  # counts re-synchronised after bytes the snap length cut, not a gap
+    assert "re-synchronised from its flow after bytes not captured (snap length 200)" in text
     rows = _reports[variants[("outcomes", 200)]][0].analyzer.delivery_rows()
     assert {r["unsettled_at"] for r in rows if not r["outcome"]} == {"not-captured"}
 
