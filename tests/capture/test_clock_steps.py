@@ -32,6 +32,7 @@ import subprocess
 from decimal import Decimal
 
 import pandas as pd
+import pcapbuild
 import pytest
 
 from amqp_dissect.cli.main import main
@@ -51,11 +52,6 @@ NS = 1_000_000_000
 BACK = ("-5", "-0.5")
 
 
-def _packets(path) -> int:
-    out = subprocess.run(["capinfos", "-c", "-M", path], check=True, capture_output=True, text=True).stdout
-    return int(out.strip().splitlines()[-1].split()[-1])
-
-
 def _epochs(path) -> list[int]:
     """tshark's frame.time_epoch of every packet, as integer nanoseconds."""
     out = subprocess.run(["tshark", "-r", path, "-T", "fields", "-e", "frame.time_epoch"], check=True,
@@ -64,18 +60,8 @@ def _epochs(path) -> list[int]:
 
 
 def stepped(src: str, shift: str, out: str) -> int:
-    """``src`` split at its middle packet, the second half shifted by ``shift`` seconds, written to
-    ``out`` (pcap); returns the middle packet's number (1-based: the first of the shifted half)."""
-    n = _packets(src)
-    mid = (n + 1) // 2
-    a, b, b2 = out + ".a", out + ".b", out + ".b2"
-    subprocess.run(["editcap", "-F", "pcap", "-r", src, a, f"1-{mid - 1}"], check=True)
-    subprocess.run(["editcap", "-F", "pcap", "-r", src, b, f"{mid}-{n}"], check=True)
-    subprocess.run(["editcap", "-F", "pcap", "-t", shift, b, b2], check=True)
-    subprocess.run(["mergecap", "-F", "pcap", "-a", "-w", out, a, b2], check=True)
-    for f in (a, b, b2):
-        os.remove(f)
-    return mid
+    """``src`` with its second half shifted by ``shift`` seconds (pcapbuild.stepped_capture)."""
+    return pcapbuild.stepped_capture(src, shift, out)
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,7 @@ from decimal import Decimal
 import pandas as pd
 import pytest
 
+import pcapbuild  # noqa: E402
 from sparkneeds import require_spark  # noqa: E402
 
 require_spark()  # (a failure on CI without pyspark or java; elsewhere a skip with the reason)
@@ -47,21 +48,6 @@ def _epochs(path) -> list[int]:
     out = subprocess.run(["tshark", "-r", path, "-T", "fields", "-e", "frame.time_epoch"], check=True,
                          capture_output=True, text=True).stdout
     return [int(Decimal(x) * NS) for x in out.split()]
-
-
-def _stepped(src: str, shift: str, out: str) -> int:
-    """``src`` with the packets from the middle one on shifted by ``shift`` seconds; the middle
-    packet's number."""
-    n = len(_epochs(src))
-    mid = (n + 1) // 2
-    a, b, b2 = out + ".a", out + ".b", out + ".b2"
-    subprocess.run(["editcap", "-F", "pcap", "-r", src, a, f"1-{mid - 1}"], check=True)
-    subprocess.run(["editcap", "-F", "pcap", "-r", src, b, f"{mid}-{n}"], check=True)
-    subprocess.run(["editcap", "-F", "pcap", "-t", shift, b, b2], check=True)
-    subprocess.run(["mergecap", "-F", "pcap", "-a", "-w", out, a, b2], check=True)
-    for f in (a, b, b2):
-        os.remove(f)
-    return mid
 
 
 def _cells(s: pd.Series) -> list:
@@ -103,7 +89,7 @@ def test_the_archive_finds_the_steps_and_nulls_what_the_single_process_nulls(spa
 
     # one file, a 5 s step back half way, read in byte ranges of 1 KB
     one = str(tmp_path / "credit_idle_stepped.pcap")
-    mid = _stepped(_sample("credit_idle"), "-5", one)
+    mid = pcapbuild.stepped_capture(_sample("credit_idle"), "-5", one)
     local = run_analysis(CaptureSource([one]))
     steps = local.capture["clock_steps"]
     assert [s["packet"] for s in steps] == [mid]
@@ -114,7 +100,7 @@ def test_the_archive_finds_the_steps_and_nulls_what_the_single_process_nulls(spa
 
     # two hosts' files whose clocks differ: host A's stepped back 5 s, host B's starting inside it
     host_a = str(tmp_path / "host_a.pcap")
-    _stepped(_sample("outcomes"), "-5", host_a)
+    pcapbuild.stepped_capture(_sample("outcomes"), "-5", host_a)
     host_b = str(tmp_path / "host_b.pcap")
     src = _sample("drain")
     shift = Decimal(_epochs(host_a)[0] + NS // 5 - _epochs(src)[0]) / NS
@@ -132,7 +118,7 @@ def test_the_archive_finds_the_steps_and_nulls_what_the_single_process_nulls(spa
     from amqp_dissect.spark import read_captures
 
     msg = str(tmp_path / "rhea_stepped.pcap")
-    mid = _stepped(_sample("messages/rhea_request_reply"), "-5", msg)
+    mid = pcapbuild.stepped_capture(_sample("messages/rhea_request_reply"), "-5", msg)
     want = amqp_dissect.analyze([msg], tables=["messages", "requests"])
     t = read_captures(spark, [msg], tables=["messages", "requests"], summaries=False)
     try:

@@ -678,3 +678,24 @@ def tunnel_pcap(src: str, dst: str, kind: str) -> int:
         for i, (ts, lt, data) in enumerate(read_pcap_records(f)):
             w.write(ts, tunnel_frame(kind, data, lt, seq=i + 1))
     return w.count
+
+
+# --------------------------------------------------------------------------- clock steps
+def stepped_capture(src: str, shift: str, out: str) -> int:
+    """``src`` split at its middle packet, the second half shifted by ``shift`` seconds (editcap's
+    ``-t``: a clock step when negative), written to ``out`` (pcap) by Wireshark's own editcap and
+    mergecap; returns the middle packet's number (1-based: the first of the shifted half)."""
+    import os
+    import subprocess
+
+    with open(src, "rb") as f:
+        n = sum(1 for _ in pcap.Reader(f))
+    mid = (n + 1) // 2
+    a, b, b2 = out + ".a", out + ".b", out + ".b2"
+    subprocess.run(["editcap", "-F", "pcap", "-r", src, a, f"1-{mid - 1}"], check=True)
+    subprocess.run(["editcap", "-F", "pcap", "-r", src, b, f"{mid}-{n}"], check=True)
+    subprocess.run(["editcap", "-F", "pcap", "-t", shift, b, b2], check=True)
+    subprocess.run(["mergecap", "-F", "pcap", "-a", "-w", out, a, b2], check=True)
+    for f in (a, b, b2):
+        os.remove(f)
+    return mid
