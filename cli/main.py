@@ -21,22 +21,27 @@ import sys
 
 import typer
 
-from amqp_dissect.render.report import render_text
-
-from .archive import register as _register_archive
-from .tables import register as _register_tables
-from .options import (  # noqa: F401  (TableFormat: re-exported)
-    Autostop, CaptureFilter, Captures, Count, DisplayFilter, Fields, FrameFormat, FrameFormatOption,
-    FieldOptionsOption, FramesCaptureFilter, Glossary, HexDump, OnlyProtocol, Interface, Jobs, KeyLogPath, Ports, ReadFiles, ReportFormat, ReportFormatOption,
-    ReportMessages, ReportOutput, TableFormat, TimeFormatOption, Verbose, WriteRaw, check_format_letter,
-)
-from .habits import TimeFormat, resolve_time_text, time_text
 from .common import (  # noqa: F401  (re-exported: the exit codes are part of this module's API)
     EXIT_CODES_HELP, EXIT_DAMAGED, EXIT_FORMAT, EXIT_INTERNAL, EXIT_OK, EXIT_OPEN, EXIT_USAGE, Fail, filter_notes,
     load_keylog, warnings_as_notes,
 )
-# (CaptureRun and _Checked: also the tests' way into a run)
-from .run import CaptureRun, _Checked, capture_or_live, jobs_for, parallel_ok, run_status  # noqa: F401
+
+# a warning while the analysis modules load (a compiled module older than its edited source, in a
+# checkout) is one line too, as while a command runs
+with warnings_as_notes():
+    from amqp_dissect.render.report import render_text
+
+    from .archive import register as _register_archive
+    from .tables import register as _register_tables
+    from .options import (  # noqa: F401  (TableFormat: re-exported)
+        Autostop, CaptureFilter, Captures, Count, DisplayFilter, Fields, FrameFormat, FrameFormatOption,
+        FieldOptionsOption, FramesCaptureFilter, Glossary, HexDump, OnlyProtocol, Interface, Jobs, KeyLogPath, Ports,
+        ReadFiles, ReportFormat, ReportFormatOption, ReportMessages, ReportOutput, TableFormat, TimeFormatOption, Verbose,
+        WriteRaw, check_format_letter,
+    )
+    from .habits import TimeFormat, resolve_time_text, time_text
+    # (CaptureRun and _Checked: also the tests' way into a run)
+    from .run import CaptureRun, _Checked, capture_or_live, jobs_for, parallel_ok, run_status  # noqa: F401
 
 class _BrokenPipe(Exception):
     """The reader of our output went away (``| head``): not an error."""

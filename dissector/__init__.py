@@ -92,10 +92,10 @@ class _HotModuleFinder:
                     import warnings
 
                     warnings.warn(
-                        f"{', '.join(self._stale)} older than {'its' if len(self._stale) == 1 else 'their'} "
-                        "source: every hot module runs its Python source (a compiled module must not meet "
-                        "an edited one it is built against); rebuild with `pip install -e .` or "
-                        "`python setup.py build_ext --inplace`",
+                        f"{len(self._stale)} compiled module{'s' if len(self._stale) > 1 else ''} older than "
+                        "the source: every hot module runs its Python source (a compiled module must not meet "
+                        "an edited one it is built against); rebuild with `python setup.py build_ext "
+                        f"--inplace` or `pip install -e .` ({', '.join(self._stale)})",
                         StaleCompiledModuleWarning,
                         stacklevel=2,
                     )
