@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 
 import pcapbuild  # noqa: E402
-from sparkneeds import require_spark  # noqa: E402
+from sparkneeds import assert_archive_tables_are, cells, require_spark  # noqa: E402
 
 require_spark()  # (a failure on CI without pyspark or java; elsewhere a skip with the reason)
 
@@ -36,7 +36,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 TABLES = ("connections", "sessions", "links", "deliveries", "stalls", "transactions", "violations", "errors")
 NS = 1_000_000_000
 
-pytestmark = pytest.mark.skipif(not all(shutil.which(t) for t in ("editcap", "mergecap", "capinfos", "tshark")),
+pytestmark = pytest.mark.skipif(not os.environ.get("CI") and not all(shutil.which(t) for t in (
+    "editcap", "mergecap", "capinfos", "tshark")),
                                 reason="editcap / mergecap / capinfos / tshark are not installed")
 
 
@@ -50,20 +51,10 @@ def _epochs(path) -> list[int]:
     return [int(Decimal(x) * NS) for x in out.split()]
 
 
-def _cells(s: pd.Series) -> list:
-    return s.astype(object).where(s.notna(), None).tolist()
-
-
 def _same_tables(out: str, local) -> int:
     """The archive's tables under ``out`` against the single process's; the durations it nulled."""
     nulled = 0
-    for t in TABLES:
-        sp = pd.read_parquet(os.path.join(out, t))
-        lp = getattr(local, t)
-        assert list(sp.columns) == list(lp.columns), t
-        assert len(sp) == len(lp), t
-        for c in lp.columns:
-            assert _cells(sp[c]) == _cells(lp[c]), (t, c)
+    assert_archive_tables_are(out, local, TABLES)
     d = local.deliveries
     nulled += int((d["settled_packet"].notna() & d["settlement_latency"].isna()).sum())
     return nulled
@@ -77,7 +68,7 @@ def _same_messages(sp: pd.DataFrame, lp: pd.DataFrame) -> None:
         a, b = sp[c.name], lp[c.name]
         if c.type == TIME:
             a, b = pd.to_datetime(a, utc=True), pd.to_datetime(b, utc=True)
-        a, b = _cells(a), _cells(b)
+        a, b = cells(a), cells(b)
         if c.name in ("consumer_deliveries", "packets"):  # (Spark's JSON is compact: the same values)
             a = [None if v is None else json.loads(v) for v in a]
             b = [None if v is None else json.loads(v) for v in b]
@@ -129,8 +120,8 @@ def test_the_archive_finds_the_steps_and_nulls_what_the_single_process_nulls(spa
         rq = t["requests"].toPandas()
         assert len(rq) == len(want.requests)
         for c in ("request_packet", "reply_packet", "round_trip"):
-            assert [None if v is None else float(v) for v in _cells(rq[c])] == [
-                None if v is None else float(v) for v in _cells(want.requests[c])], c
+            assert [None if v is None else float(v) for v in cells(rq[c])] == [
+                None if v is None else float(v) for v in cells(want.requests[c])], c
         assert want.requests["round_trip"].isna().any() and want.requests["reply_packet"].notna().any()
     finally:
         t.close()

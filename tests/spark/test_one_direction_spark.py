@@ -8,10 +8,9 @@ import os
 import shutil
 import subprocess
 
-import pandas as pd
 import pytest
 
-from sparkneeds import require_spark  # noqa: E402
+from sparkneeds import assert_archive_tables_are, require_spark  # noqa: E402
 
 require_spark()  # (a failure on CI without pyspark or java; elsewhere a skip with the reason)
 
@@ -21,10 +20,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 TABLES = ("connections", "sessions", "links", "deliveries", "stalls", "transactions", "violations", "errors")
 
 pytestmark = pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark not installed")
-
-
-def _cells(s: pd.Series) -> list:
-    return s.astype(object).where(s.notna(), None).tolist()
 
 
 @pytest.mark.parametrize("kept,missing", [("dst", "server"), ("src", "client")])
@@ -40,10 +35,4 @@ def test_one_way_tables_in_the_archive_are_the_single_process_ones(spark, tmp_pa
     a = analyze(str(cap))
     assert a.connections.missing_direction.tolist() == [missing] * 4
     assert set(a.deliveries.unsettled_at.dropna()) == {"one-direction-captured"}
-    for t in TABLES:
-        sp = pd.read_parquet(os.path.join(out, t))
-        lp = getattr(a, t)
-        assert list(sp.columns) == list(lp.columns), t
-        assert len(sp) == len(lp), t
-        for c in lp.columns:
-            assert _cells(sp[c]) == _cells(lp[c]), (t, c)
+    assert_archive_tables_are(str(out), a, TABLES)

@@ -20,3 +20,22 @@ def require_spark() -> None:
     pytest.importorskip("pyspark")
     if shutil.which("java") is None:
         pytest.skip("Spark needs java (not on this machine)", allow_module_level=True)
+
+
+def cells(column) -> list:
+    """A pandas column's values as Python objects, null as None (NaN and NaT alike)."""
+    return column.astype(object).where(column.notna(), None).tolist()
+
+
+def assert_archive_tables_are(out: str, local, tables) -> None:
+    """Each of ``tables`` the archive wrote under ``out`` (Parquet) equals the single process's
+    (``local``: an analysis with the tables as attributes): the same columns, rows and cells."""
+    import pandas as pd
+
+    for t in tables:
+        sp = pd.read_parquet(os.path.join(out, t))
+        lp = getattr(local, t)
+        assert list(sp.columns) == list(lp.columns), t
+        assert len(sp) == len(lp), t
+        for c in lp.columns:
+            assert cells(sp[c]) == cells(lp[c]), (t, c)
