@@ -74,6 +74,14 @@ def _pxd_mirror() -> str:
     return root
 
 
+def _jobs() -> int:
+    """How many modules are translated and compiled at once: one per core this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # (no sched_getaffinity: macOS, Windows)
+        return os.cpu_count() or 1
+
+
 def _warn(message: str) -> None:
     print(f"WARNING (amqp-dissect): {message}", file=sys.stderr)
 
@@ -92,7 +100,7 @@ class OptionalCythonBuild(build_ext):
             else:
                 dist.ext_modules = self._cythonize(dist.ext_modules or [])
         if self.parallel is None:
-            self.parallel = os.cpu_count() or 1
+            self.parallel = _jobs()
         super().finalize_options()
         self._failed = set()
 
@@ -124,13 +132,18 @@ class OptionalCythonBuild(build_ext):
         except OSError:
             force = True
         include = _pxd_mirror()
-        kept = []
-        for ext in extensions:
-            try:
-                kept += cythonize([ext], compiler_directives=CYTHON_DIRECTIVES, quiet=True, force=force,
-                                  include_path=[include])
-            except Exception as e:  # Cython cannot translate this module
-                _warn(f"Cython failed on {ext.name} ({type(e).__name__}: {e}); it stays pure Python")
+        options = dict(compiler_directives=CYTHON_DIRECTIVES, quiet=True, force=force, include_path=[include])
+        try:
+            # all modules in one call, translated on every core (serial, translation alone took
+            # about 28 s of CPU for the 40 modules)
+            kept = cythonize(extensions, nthreads=_jobs(), **options)
+        except Exception:  # one module Cython cannot translate: find it, keep the others
+            kept = []
+            for ext in extensions:
+                try:
+                    kept += cythonize([ext], **options)
+                except Exception as e:
+                    _warn(f"Cython failed on {ext.name} ({type(e).__name__}: {e}); it stays pure Python")
         try:
             os.makedirs(os.path.dirname(stamp_file), exist_ok=True)
             with open(stamp_file, "w") as f:
