@@ -341,6 +341,9 @@ class ColumnChunks:
         cols = {}
         for i, field in enumerate(self.schema):
             held, self.chunks[i] = self.chunks[i], None
+            if pa.types.is_string(field.type):
+                cols[field.name] = pd.Series(self._text(held, mapper(field.type)), name=field.name, copy=False)
+                continue
             one = pa.Table.from_arrays([pa.chunked_array(held, field.type)], names=[field.name])
             del held
             if pa.types.is_dictionary(field.type):
@@ -350,6 +353,19 @@ class ColumnChunks:
             del one
         self._nulls.clear()
         return pd.DataFrame(cols, columns=self.schema.names, copy=False)
+
+    def _text(self, held: list, dtype):
+        """A text column's pandas array (``string[pyarrow]``), its chunks given as the Arrow type
+        that dtype holds (``large_string`` since pandas 2.2, which casts what it is given): cast
+        here one by one, each shared all-null chunk cast once for every column that has it."""
+        import pyarrow as pa
+
+        storage = pa.array(dtype.__from_arrow__(pa.array([], pa.string()))).type
+        for j, chunk in enumerate(held):
+            if chunk.type != storage:
+                shared = chunk is self._nulls.get((chunk.type, len(chunk)))
+                held[j] = self._null(storage, len(chunk)) if shared else chunk.cast(storage)
+        return dtype.__from_arrow__(pa.chunked_array(held, storage))
 
 
 def iter_batches(paths, table: str = "deliveries", *, ports: Iterable[int] = (), keylog=None,
