@@ -352,3 +352,18 @@ def test_all_null_column_chunks_share_one_array():
     messages_read = [c for c in ("message_id", "subject", "body_size") if df[c].notna().any()]
     assert messages_read == []
     pd.testing.assert_frame_equal(df, amqp_dissect.analyze(capture, tables="deliveries").deliveries, check_exact=True)
+
+
+@pytest.mark.parametrize("name", [n for n in _every_sample() if n.startswith("messages" + os.sep)])
+def test_the_deliveries_frame_with_the_messages_is_the_clis_parquet(name, tmp_path):
+    """With the messages read (their columns not null), the same: the CLI's ``deliveries --messages``
+    Parquet read back."""
+    capture = os.path.join(SAMPLES, name)
+    got = amqp_dissect.analyze(capture, tables="deliveries", messages=True).deliveries
+    out = tmp_path / "d.parquet"
+    assert main(["deliveries", capture, "--messages", "-T", "parquet", "-o", str(out)]) == 0
+    want = pd.read_parquet(out, read_dictionary=categorical_columns("deliveries"))
+    assert dict(got.dtypes) == dict(want.dtypes)
+    pd.testing.assert_frame_equal(got, want, check_exact=True)
+    if len(got):
+        assert got["message_read"].notna().any()
