@@ -27,8 +27,9 @@ only pyarrow, the ``parquet`` extra): without it, :func:`analyze` and :func:`ite
 
 The deliveries are made as the CLI's ``deliveries -T parquet`` makes them: column by column from
 the folded deliveries, a small batch at a time as they become final, so the capture is read once
-and what is held is the Arrow table being built.  The other tables are the analyzer's rows once
-the capture is read (all eight tables come from one reading).
+and what is held is the Arrow table being built (a list of chunks per column, see
+:class:`ColumnChunks`), then converted to pandas a column at a time.  The other tables are the
+analyzer's rows once the capture is read (all eight tables come from one reading).
 """
 
 from __future__ import annotations
