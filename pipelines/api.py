@@ -27,8 +27,9 @@ only pyarrow, the ``parquet`` extra): without it, :func:`analyze` and :func:`ite
 
 The deliveries are made as the CLI's ``deliveries -T parquet`` makes them: column by column from
 the folded deliveries, a small batch at a time as they become final, so the capture is read once
-and what is held is the Arrow table being built.  The other tables are the analyzer's rows once
-the capture is read (all eight tables come from one reading).
+and what is held is the Arrow table being built (a list of chunks per column, see
+:class:`ColumnChunks`), then converted to pandas a column at a time.  The other tables are the
+analyzer's rows once the capture is read (all eight tables come from one reading).
 """
 
 from __future__ import annotations
@@ -297,6 +298,77 @@ def _frame(table_or_batch, table: str) -> "pd.DataFrame":
     return t.to_pandas(types_mapper=_types_mapper(), split_blocks=True, self_destruct=True)
 
 
+class ColumnChunks:
+    """A table gathered from record batches as one list of Arrow chunks per column (no batch is
+    kept), converted to pandas a column at a time by :meth:`frame`.
+
+    Memory: a column of a batch in which every cell is null is one all-null array of its type and
+    length shared by every such column and batch (Arrow arrays are immutable; the deliveries table
+    has some thirty columns null in every row when the messages are not read); :meth:`frame` frees
+    each column's chunks once its pandas column is made, so the Arrow chunks and the DataFrame's
+    columns are never both held whole (pyarrow's ``Table.to_pandas`` keeps every column's Arrow
+    data until its last extension column is converted)."""
+
+    def __init__(self, schema: "pa.Schema"):
+        self.schema = schema
+        self.chunks: list = [[] for _ in schema.names]  # per column: its Arrow chunks (None once converted)
+        self._nulls: dict = {}  # (column type, length) -> the all-null array shared by the batches
+
+    def _null(self, typ, n: int):
+        arr = self._nulls.get((typ, n))
+        if arr is None:
+            import pyarrow as pa
+
+            arr = self._nulls[(typ, n)] = pa.nulls(n, typ)
+        return arr
+
+    def add(self, batch: "pa.RecordBatch") -> None:
+        """One batch of the schema's columns (its arrays kept, the batch itself not)."""
+        n = len(batch)
+        if not n:
+            return
+        for held, col in zip(self.chunks, batch.columns):
+            held.append(self._null(col.type, n) if col.null_count == n else col)
+
+    def frame(self) -> "pd.DataFrame":
+        """The DataFrame (the registry's dtypes, as :func:`_frame` gives them); the chunks are
+        given up as their columns are made (a second call is an error)."""
+        import pandas as pd
+        import pyarrow as pa
+
+        from amqp_dissect.results.tables import _types_mapper
+
+        mapper = _types_mapper()
+        cols = {}
+        for i, field in enumerate(self.schema):
+            held, self.chunks[i] = self.chunks[i], None
+            if pa.types.is_string(field.type):
+                cols[field.name] = pd.Series(self._text(held, mapper(field.type)), name=field.name, copy=False)
+                continue
+            one = pa.Table.from_arrays([pa.chunked_array(held, field.type)], names=[field.name])
+            del held
+            if pa.types.is_dictionary(field.type):
+                one = one.unify_dictionaries()
+            cols[field.name] = one.to_pandas(types_mapper=mapper, split_blocks=True,
+                                             self_destruct=True)[field.name]
+            del one
+        self._nulls.clear()
+        return pd.DataFrame(cols, columns=self.schema.names, copy=False)
+
+    def _text(self, held: list, dtype):
+        """A text column's pandas array (``string[pyarrow]``), its chunks given as the Arrow type
+        that dtype holds (``large_string`` since pandas 2.2, which casts what it is given): cast
+        here one by one, each shared all-null chunk cast once for every column that has it."""
+        import pyarrow as pa
+
+        storage = pa.array(dtype.__from_arrow__(pa.array([], pa.string()))).type
+        for j, chunk in enumerate(held):
+            if chunk.type != storage:
+                shared = chunk is self._nulls.get((chunk.type, len(chunk)))
+                held[j] = self._null(storage, len(chunk)) if shared else chunk.cast(storage)
+        return dtype.__from_arrow__(pa.chunked_array(held, storage))
+
+
 def iter_batches(paths, table: str = "deliveries", *, ports: Iterable[int] = (), keylog=None,
                  columns: Sequence[str] | None = None, batch_rows: int = BATCH_ROWS,
                  pandas: bool = False, messages: bool = False) -> Iterator["pa.RecordBatch | pd.DataFrame"]:
@@ -394,17 +466,16 @@ def analyze(paths, *, ports: Iterable[int] = (), keylog=None, tables: str | Sequ
                                           "deliveries")
     elif "deliveries" in want:
         stream = DeliveryStream(source, messages=_wants_messages(keep["deliveries"], messages))
-        # the small batches gathered as one table (chunked: no copy), converted once; each one's
-        # categorical columns dictionary-encoded as it comes (the text of those columns is never
-        # held whole: the table's peak memory is that of the DataFrame's columns)
+        # the small batches kept as column chunks (each one's categorical columns dictionary-encoded as
+        # it comes, its all-null columns one shared array), then converted a column at a time, each
+        # column's chunks freed once converted: the peak is the DataFrame's columns and one column
+        empty = _encoded(_schema("deliveries", keep["deliveries"]).empty_table(), "deliveries")
+        chunks = ColumnChunks(empty.schema)
         with _few_collections():
-            small = [_encoded(b, "deliveries") for b in _delivery_batches(source, keep["deliveries"], stream)]
-        schema = small[0].schema if small else _encoded(_schema("deliveries", keep["deliveries"]).empty_table(),
-                                                        "deliveries").schema
-        whole = pa.Table.from_batches(small, schema=schema)
-        del small
-        frames["deliveries"] = _frame(whole, "deliveries")
-        del whole
+            for b in _delivery_batches(source, keep["deliveries"], stream):
+                chunks.add(_encoded(b, "deliveries"))
+        frames["deliveries"] = chunks.frame()
+        del chunks
         an = stream.analyzer
     else:
         with _few_collections():

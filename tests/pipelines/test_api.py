@@ -267,3 +267,103 @@ def test_iter_batches_holds_a_batch_not_the_table(tmp_path, monkeypatch):
     assert (n1, n2) == (600, 3000)
     assert p2 - p1 < 100 * (n2 - n1), (p1, p2)
     assert a2 - a1 < 20 * (n2 - n1), (a1, a2)  # (the whole table: some 300 bytes a row)
+
+
+def _every_sample() -> list[str]:
+    out = []
+    for d, _, files in os.walk(SAMPLES):
+        out += [os.path.relpath(os.path.join(d, f), SAMPLES) for f in files if ".pcap" in f]
+    return sorted(out)
+
+
+@pytest.mark.parametrize("name", _every_sample())
+def test_the_deliveries_frame_is_the_clis_parquet_on_every_sample(name, tmp_path):
+    """The deliveries DataFrame (made a column at a time, all-null chunks shared) has the values and
+    dtypes of the CLI's Parquet file read back by pandas, and of pyarrow's own conversion of the
+    stream's batches gathered as one table; its columns are not consolidated into 2-D blocks."""
+    from amqp_dissect.pipelines import api
+
+    capture = os.path.join(SAMPLES, name)
+    got = amqp_dissect.analyze(capture, tables="deliveries").deliveries
+    want = _cli_parquet(capture, "deliveries", tmp_path / "d.parquet")
+    assert dict(got.dtypes) == dict(want.dtypes)
+    pd.testing.assert_frame_equal(got, want, check_exact=True)
+    source = api._source(capture, (), None)
+    small = [api._encoded(b, "deliveries") for b in api._delivery_batches(source, None)]
+    if small:
+        whole = pa.Table.from_batches(small).to_pandas(types_mapper=pd.ArrowDtype)  # (no mapping of ours)
+        assert len(whole) == len(got) and list(whole.columns) == names("deliveries")
+        with_ours = api._frame(pa.Table.from_batches(small), "deliveries")
+        pd.testing.assert_frame_equal(got, with_ours, check_exact=True)
+    assert got._mgr.nblocks == len(got.columns)
+
+
+def test_the_deliveries_frame_frees_each_columns_arrow_chunks_as_it_converts_it(monkeypatch):
+    """The Arrow chunks of the stream and the DataFrame's columns are never both held whole: each
+    column is converted on its own, after the Arrow chunks of the columns before it are freed
+    (pandas holds its nullable integers in NumPy arrays of its own).  Read at every call of the
+    types mapper (once per column converted): Arrow's allocated bytes fall, before the last
+    column, by at least half what the integer columns' chunks held (the times' and floats'
+    NumPy arrays come from Arrow's pool: they offset the rest).  (A conversion of the whole table
+    asks the mapper for every column before it converts one: the bytes would not move.)"""
+    from amqp_dissect.results import tables
+
+    capture = os.path.join(SAMPLES, "twins", "proton_rabbitmq_burst.pcap.gz")
+    seen: list = []
+    real = tables._types_mapper
+
+    def spying():
+        get = real()
+
+        def mapper(typ):
+            seen.append((typ, pa.total_allocated_bytes()))
+            return get(typ)
+        return mapper
+
+    monkeypatch.setattr(tables, "_types_mapper", spying)
+    df = amqp_dissect.analyze(capture, tables="deliveries").deliveries
+    assert len(df) > 10_000
+    assert len(seen) >= len(df.columns)  # (asked once per column at least)
+    ints = [c for c in df.columns if df[c].dtype in (pd.Int64Dtype(), pd.UInt64Dtype()) and df[c].notna().all()]
+    assert len(ints) >= 10
+    int_chunks = 8 * len(df) * len(ints)  # (their Arrow values; no validity bitmap: no nulls)
+    assert seen[0][1] - min(b for _, b in seen) >= int_chunks // 2, (seen[0][1], min(b for _, b in seen), int_chunks)
+
+
+def test_all_null_column_chunks_share_one_array():
+    """A column that is null in every row of a batch costs no buffers of its own: every such chunk of a
+    type and length is one array (the deliveries' message columns when the messages are not read)."""
+    from amqp_dissect.pipelines import api
+
+    capture = os.path.join(SAMPLES, "twins", "proton_rabbitmq_burst.pcap.gz")
+    source = api._source(capture, (), None)
+    schema = api._encoded(api._schema("deliveries", None).empty_table(), "deliveries").schema
+    held = api.ColumnChunks(schema)
+    for b in api._delivery_batches(source, None):
+        held.add(api._encoded(b, "deliveries"))
+    null_chunks = [c for col in held.chunks for c in col if c.null_count == len(c)]
+    assert len(null_chunks) > 20 * len(held.chunks[0])  # (the message columns of every batch at least)
+    distinct = {(c.type, len(c)) for c in null_chunks}
+    buffers = {(b.address, b.size) for c in null_chunks for b in c.buffers() if b is not None}
+    assert len(buffers) <= 3 * len(distinct)  # (a validity bitmap, offsets or values, a dictionary's own)
+    assert sum(len(col) for col in held.chunks) == len(held.chunks) * len(held.chunks[0])
+    df = held.frame()
+    assert held.chunks == [None] * len(schema)  # (given up)
+    messages_read = [c for c in ("message_id", "subject", "body_size") if df[c].notna().any()]
+    assert messages_read == []
+    pd.testing.assert_frame_equal(df, amqp_dissect.analyze(capture, tables="deliveries").deliveries, check_exact=True)
+
+
+@pytest.mark.parametrize("name", [n for n in _every_sample() if n.startswith("messages" + os.sep)])
+def test_the_deliveries_frame_with_the_messages_is_the_clis_parquet(name, tmp_path):
+    """With the messages read (their columns not null), the same: the CLI's ``deliveries --messages``
+    Parquet read back."""
+    capture = os.path.join(SAMPLES, name)
+    got = amqp_dissect.analyze(capture, tables="deliveries", messages=True).deliveries
+    out = tmp_path / "d.parquet"
+    assert main(["deliveries", capture, "--messages", "-T", "parquet", "-o", str(out)]) == 0
+    want = pd.read_parquet(out, read_dictionary=categorical_columns("deliveries"))
+    assert dict(got.dtypes) == dict(want.dtypes)
+    pd.testing.assert_frame_equal(got, want, check_exact=True)
+    if len(got):
+        assert got["message_read"].notna().any()
