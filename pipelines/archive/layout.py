@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from typing import Iterable
 
-from amqp_dissect.pipelines.local import _natural, set_gaps
+from amqp_dissect.pipelines.runs.local import _natural, set_gaps
 
 from .inputs import Range
 
@@ -54,7 +54,7 @@ def set_key(path: str, first, position: int) -> tuple:
 
 def layout(files: list[str], summaries: list[dict]) -> Layout:
     """Order the files as one capture and number the records like
-    :class:`amqp_dissect.pipelines.local.CaptureSource` reads a set: files by their first
+    :class:`amqp_dissect.pipelines.runs.local.CaptureSource` reads a set: files by their first
     record's time (:func:`set_key`), records merged where files overlap in time.
 
     Files that follow one another (each file's latest time at or before the next one's first
@@ -246,7 +246,7 @@ def clock_steps(summaries: list[dict], offsets: dict[int, int]) -> list:
 
 
 def set_gaps_of(spans: list) -> list[dict]:
-    """The files missing from a numbered capture set (:func:`amqp_dissect.pipelines.local.set_gaps`),
+    """The files missing from a numbered capture set (:func:`amqp_dissect.pipelines.runs.local.set_gaps`),
     from :attr:`Layout.spans`."""
     from types import SimpleNamespace
 

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from amqp_dissect.results.requests import _FIELDS, RequestMatcher
 from amqp_dissect.results.schema import TIME, columns
 
-from amqp_dissect.pipelines.requests import _LINK_KEYS as _LINK_FIELDS  # (the links' columns the matcher reads)
+from amqp_dissect.pipelines.runs.requests import _LINK_KEYS as _LINK_FIELDS  # (the links' columns the matcher reads)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 

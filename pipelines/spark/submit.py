@@ -7,11 +7,11 @@ import json
 import sys
 
 from amqp_dissect.pipelines.archive import DEFAULT_SPLIT_SIZE, InputError, expand_inputs
-from amqp_dissect.pipelines.local import read_keylog
+from amqp_dissect.pipelines.runs.local import read_keylog
 
-from .fs import is_local, local_path, parse_size  # noqa: F401  (parse_size: also this module's name)
+from amqp_dissect.pipelines.spark_runtime.fs import is_local, local_path, parse_size  # noqa: F401  (parse_size: also this module's name)
 from .job import run_archive
-from .session import spark_session, stop_session
+from amqp_dissect.pipelines.spark_runtime.session import spark_session, stop_session
 from .summaries import DEFAULT_WINDOW
 
 

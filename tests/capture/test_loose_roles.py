@@ -25,7 +25,7 @@ import struct
 import pytest
 
 from amqp_dissect.capture.pcap import open_capture
-from amqp_dissect.pipelines.local import analyze
+from amqp_dissect.pipelines.runs.local import analyze
 from amqp_dissect.render.report import render_text
 from amqp_dissect.results.report import build_report
 from pcapbuild import PcapWriter

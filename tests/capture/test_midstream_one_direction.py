@@ -27,7 +27,7 @@ from pcapbuild import LINKTYPE_ETHERNET, TcpConversation, read_pcap_records, ret
 
 from amqp_dissect.amqp.spec import COMPOSITES
 from amqp_dissect.cli.main import main
-from amqp_dissect.pipelines.local import analyze
+from amqp_dissect.pipelines.runs.local import analyze
 from amqp_dissect.render.report import render_text
 from amqp_dissect.results.report import build_report
 

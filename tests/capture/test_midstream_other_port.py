@@ -17,7 +17,7 @@ import os
 import dpkt
 import pytest
 
-from amqp_dissect.pipelines.local import analyze
+from amqp_dissect.pipelines.runs.local import analyze
 from amqp_dissect.render.report import render_text
 from amqp_dissect.results.report import build_report
 

@@ -1,4 +1,4 @@
-"""amqp_dissect.pipelines.split / ``amqp-dissect split``: rotated pcap parts that read back as the original."""
+"""amqp_dissect.pipelines.archive.split / ``amqp-dissect split``: rotated pcap parts that read back as the original."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import os
 import pytest
 
 from amqp_dissect.capture.pcap import open_capture
-from amqp_dissect.pipelines.local import analyze
-from amqp_dissect.pipelines.split import split_capture
+from amqp_dissect.pipelines.runs.local import analyze
+from amqp_dissect.pipelines.archive.split import split_capture
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLES = sorted(glob.glob(os.path.join(ROOT, "samples", "*.pcap")))

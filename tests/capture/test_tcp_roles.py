@@ -29,7 +29,7 @@ import pytest
 
 from amqp_dissect.capture.tcp import TcpReassembler, role_evidence
 from amqp_dissect.events import ACK, PSH, Segment, StreamData, StreamOpened
-from amqp_dissect.pipelines.local import analyze
+from amqp_dissect.pipelines.runs.local import analyze
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
 

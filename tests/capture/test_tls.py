@@ -268,7 +268,7 @@ def test_missing_keys_note_counts_bytes(captures):
         encrypted += sum(sizes[n_plain:])
     assert f"TLS, no keys for client random {random}: {encrypted} bytes not decrypted" in tls_notes
     # the connections table (and the report) count them too
-    from amqp_dissect.pipelines.local import analyze
+    from amqp_dissect.pipelines.runs.local import analyze
     from amqp_dissect.render.report import render_text
     from amqp_dissect.results.report import build_report
 
@@ -558,7 +558,7 @@ def test_spark_job_ships_the_keylog(captures, tmp_path, spark):
     the key logs a pcapng carries (Decryption Secrets Blocks) are used too."""
     import pandas as pd
 
-    from amqp_dissect.pipelines.local import analyze
+    from amqp_dissect.pipelines.runs.local import analyze
     from amqp_dissect.pipelines.spark import run_archive
 
     cap = captures("tls13-aes256gcm")

@@ -279,7 +279,7 @@ def _lost_whole(table):
 
 
 def _report(name):
-    from amqp_dissect.pipelines.local import analyze
+    from amqp_dissect.pipelines.runs.local import analyze
     from amqp_dissect.results.report import build_report
 
     return build_report(analyze(_pcap(name, "lossy")).analyzer)

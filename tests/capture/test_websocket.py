@@ -34,7 +34,7 @@ from amqp_dissect.capture import websocket as websocket_module
 from amqp_dissect.capture.websocket import WebSocketLayer, sniff, unmask
 from amqp_dissect.dissect import Dissector
 from amqp_dissect.events import PacketNote, StreamData, StreamGap
-from amqp_dissect.pipelines.local import analyze
+from amqp_dissect.pipelines.runs.local import analyze
 from amqp_dissect.render.frames import event_json, summary_line
 
 import wsreplay

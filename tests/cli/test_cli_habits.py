@@ -121,7 +121,7 @@ def test_read_option_and_several_files_as_one_capture(tmp_path, capsys):
 
 
 def test_analyze_takes_paths_file_objects_and_lists():
-    from amqp_dissect.pipelines.local import analyze
+    from amqp_dissect.pipelines.runs.local import analyze
 
     by_path = analyze(OUTCOMES).deliveries
     by_file = analyze(open(OUTCOMES, "rb")).deliveries
@@ -169,7 +169,7 @@ def test_display_filter_selects_the_packets_tshark_selects(capsys, ours, theirs)
 
 def test_link_filter_selects_the_transfers_of_that_link(capsys):
     """`link ==` by handle agrees with the state layer's deliveries table (its own link tracking)."""
-    from amqp_dissect.pipelines.local import analyze
+    from amqp_dissect.pipelines.runs.local import analyze
 
     dl = analyze(OUTCOMES).deliveries
     for link in dl["link"].unique():
@@ -186,7 +186,7 @@ def test_display_filter_values_and_operators(capsys):
         assert rc == EXIT_OK, err
         return [int(x) for x in out.split()]
 
-    from amqp_dissect.pipelines.local import analyze
+    from amqp_dissect.pipelines.runs.local import analyze
 
     dl = analyze(OUTCOMES).deliveries
     rejected = sorted(dl[dl["outcome"] == "rejected"]["settled_packet"].astype(int))
@@ -438,7 +438,7 @@ def test_report_header_agrees_with_capinfos(capsys, late_start):
 def test_analysis_frames_is_a_typed_frame_table(capsys):
     import pandas as pd
 
-    from amqp_dissect.pipelines.local import analyze
+    from amqp_dissect.pipelines.runs.local import analyze
     from amqp_dissect.results.schema import names
 
     a = analyze(OUTCOMES)
@@ -476,7 +476,7 @@ def test_analysis_frames_is_a_typed_frame_table(capsys):
 
 
 def test_analysis_repr_summarises(capsys):
-    from amqp_dissect.pipelines.local import analyze
+    from amqp_dissect.pipelines.runs.local import analyze
 
     a = analyze(OUTCOMES)
     text = repr(a)

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from amqp_dissect.cli.main import EXIT_OK, EXIT_OPEN, EXIT_USAGE, main
-from amqp_dissect.pipelines.local import analyze
+from amqp_dissect.pipelines.runs.local import analyze
 from amqp_dissect.results.schema import names, time_columns
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 import fuzzgen as f  # noqa: E402
 import pcapbuild  # noqa: E402
 from amqp_dissect.amqp import _spec  # noqa: E402
-from amqp_dissect.pipelines.local import CaptureSource, analyze  # noqa: E402
+from amqp_dissect.pipelines.runs.local import CaptureSource, analyze  # noqa: E402
 from amqp_dissect.render.frames import event_json  # noqa: E402
 
 # the fields each performative needs to mean something (the tested field is set after them)

@@ -24,7 +24,7 @@ from amqp_dissect.amqp.framing import StreamNote
 from amqp_dissect.capture.pcap import open_capture
 from amqp_dissect.dissect import Dissector
 from amqp_dissect.model.serial import grant_left
-from amqp_dissect.pipelines.local import analyze
+from amqp_dissect.pipelines.runs.local import analyze
 from amqp_dissect.render.report import render_text
 from amqp_dissect.results.report import build_report
 from fuzzgen import encode, frame_bytes, performative

@@ -19,7 +19,7 @@ import subprocess
 
 import pytest
 
-from amqp_dissect.pipelines.local import analyze
+from amqp_dissect.pipelines.runs.local import analyze
 from amqp_dissect.render.html import render_html
 from amqp_dissect.render.report import render_text
 from amqp_dissect.results.plots import plot_data

@@ -16,7 +16,7 @@ import os
 import pytest
 
 from amqp_dissect.cli.main import main
-from amqp_dissect.pipelines.local import analyze
+from amqp_dissect.pipelines.runs.local import analyze
 from amqp_dissect.render.report import render_text
 from amqp_dissect.results.report import build_report
 from amqp_dissect.results.schema import REGISTRY

@@ -22,7 +22,7 @@ import subprocess
 
 import pytest
 
-from amqp_dissect.pipelines.local import analyze
+from amqp_dissect.pipelines.runs.local import analyze
 from amqp_dissect.render.report import render_text
 from amqp_dissect.results.report import build_report
 

@@ -26,9 +26,9 @@ from amqp_dissect.cli.main import EXIT_OK, main
 from amqp_dissect.amqp.codec import Symbol, UInt
 from pcapbuild import write_pcap
 from amqp_dissect.results import schema
-from amqp_dissect.pipelines.local import analyze
+from amqp_dissect.pipelines.runs.local import analyze
 from amqp_dissect.results.schema import REGISTRY, TABLES, names, time_columns
-from amqp_dissect.pipelines.write import write_table
+from amqp_dissect.pipelines.writers.tables import write_table
 from amqp_dissect.results.tables import SchemaError, check_rows, fits, pandas_dtypes, record_batch, to_frame
 from test_state import Script, _coordinator_payload, _frames, comp  # hand-built frame streams
 

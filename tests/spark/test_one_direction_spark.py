@@ -14,7 +14,7 @@ from sparkneeds import assert_archive_tables_are, require_spark  # noqa: E402
 
 require_spark()  # (a failure on CI without pyspark or java; elsewhere a skip with the reason)
 
-from amqp_dissect.pipelines.local import analyze  # noqa: E402
+from amqp_dissect.pipelines.runs.local import analyze  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TABLES = ("connections", "sessions", "links", "deliveries", "stalls", "transactions", "violations", "errors")

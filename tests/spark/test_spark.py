@@ -1,4 +1,4 @@
-"""The Spark archive job agrees with the single-process path (amqp_dissect.pipelines.local) on the same files.
+"""The Spark archive job agrees with the single-process path (amqp_dissect.pipelines.runs.local) on the same files.
 
 One SparkSession (local[2]) for the whole file.  Compared column by column,
 exactly: connections, links, deliveries, stalls (and frames), on the samples
@@ -29,8 +29,8 @@ require_spark()  # (a failure on CI without pyspark or java; elsewhere a skip wi
 from amqp_dissect.capture.pcap import open_capture  # noqa: E402
 from amqp_dissect.render.frames import event_json  # noqa: E402
 from amqp_dissect.pipelines import archive as ar  # noqa: E402
-from amqp_dissect.pipelines.local import CaptureSource, analyze  # noqa: E402
-from amqp_dissect.pipelines.split import split_capture  # noqa: E402
+from amqp_dissect.pipelines.runs.local import CaptureSource, analyze  # noqa: E402
+from amqp_dissect.pipelines.archive.split import split_capture  # noqa: E402
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

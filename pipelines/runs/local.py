@@ -2,7 +2,7 @@
 
 For notebooks::
 
-    from amqp_dissect.pipelines.local import analyze
+    from amqp_dissect.pipelines.runs.local import analyze
     a = analyze("capture.pcap")          # or a list of files read as one continuous capture
     a.deliveries, a.links, a.stalls      # pandas DataFrames (columns and dtypes: amqp_dissect.results.schema)
     a.latency("address")                 # latency percentiles per link / address / connection

@@ -1,6 +1,6 @@
 """Write a capture as a rotated series of pcap files, like ``tcpdump -C`` / ``-G`` would.
 
-    from amqp_dissect.pipelines.split import split_capture
+    from amqp_dissect.pipelines.archive.split import split_capture
     paths = split_capture("big.pcap", "out/", packets=10000)          # or bytes=..., seconds=...
     # out/big_00000.pcap, out/big_00001.pcap, ...  (gzip=True: .pcap.gz)
 
@@ -33,7 +33,7 @@ from amqp_dissect.capture.gunzip import GunzipStream
 from amqp_dissect.capture.pcap import MAX_RECORD, _Prefixed, _read_upto, open_capture, too_little_decompressed
 from amqp_dissect.errors import CaptureError
 
-from .archive import pcap_header
+from .ranges import pcap_header
 
 _GZ = b"\x1f\x8b"
 _GZIP_ERRORS = (EOFError, OSError, zlib.error)  # what a broken gzip stream raises (BadGzipFile is an OSError)

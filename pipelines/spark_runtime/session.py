@@ -73,7 +73,7 @@ def spark_session(master: str | None = None, conf=(), driver_memory: str | None 
     if local and not _conf_has(conf, "spark.python.daemon.module"):
         # local executors run this interpreter: their Python workers are forked from a daemon that
         # imported the tasks' modules once (.daemon)
-        b = b.config("spark.python.daemon.module", "amqp_dissect.pipelines.spark.daemon")
+        b = b.config("spark.python.daemon.module", "amqp_dissect.pipelines.spark_runtime.daemon")
         if "PYSPARK_GATEWAY_PORT" not in os.environ and os.environ.get("PYSPARK_PYTHON") == sys.executable:
             # and the daemon's imports are made by a zygote while the JVM starts (.zygote)
             from .zygote import start

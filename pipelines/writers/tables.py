@@ -137,7 +137,7 @@ def write_table(rows: Iterable[dict], table: str, fmt: str, out=None, batch_rows
 
 def write_batches(batches: Iterable, table: str, fmt: str, out=None, group_rows: int = BATCH_ROWS) -> int:
     """Write a table given as Arrow record batches of its registry schema (e.g.
-    :meth:`amqp_dissect.pipelines.local.DeliveryStream.batches`) to ``out`` as ``fmt``, one batch
+    :meth:`amqp_dissect.pipelines.runs.local.DeliveryStream.batches`) to ``out`` as ``fmt``, one batch
     at a time (``table``: all of them, as one text table; ``parquet``: gathered into row groups of
     at least ``group_rows`` rows).  Returns the number of rows written."""
     if fmt not in FORMATS:

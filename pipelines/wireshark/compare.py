@@ -101,7 +101,7 @@ from amqp_dissect.dissect import Dissector
 from amqp_dissect.events import PacketNote, StreamGap
 from amqp_dissect.render.frames import event_json
 
-from .wireshark import Misshown, WsFrame, _Cut, _Truncatable, wireshark_frames
+from .pdml import Misshown, WsFrame, _Cut, _Truncatable, wireshark_frames
 
 
 # --------------------------------------------------------------------------- the known defects
