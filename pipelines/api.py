@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, Sequence
 
 from amqp_dissect.results.schema import MESSAGE_TABLES, TABLES, names
 
-from .keylogfile import as_keylog
+from .keylogfile import open_keylog
 from .runs.local import CaptureSource, DeliveryStream
 
 if TYPE_CHECKING:
@@ -194,7 +194,7 @@ def _few_collections():
 
 
 def _source(paths, ports, keylog) -> CaptureSource:
-    return CaptureSource(paths, ports=tuple(ports or ()), keylog=as_keylog(keylog))
+    return CaptureSource(paths, ports=tuple(ports or ()), keylog=open_keylog(keylog))
 
 
 def _wants_messages(keep, messages: bool = False) -> bool:

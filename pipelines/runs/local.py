@@ -2,8 +2,8 @@
 
 For notebooks::
 
-    from amqp_dissect.pipelines.runs.local import analyze
-    a = analyze("capture.pcap")          # or a list of files read as one continuous capture
+    from amqp_dissect.pipelines.runs.local import read_analysis
+    a = read_analysis("capture.pcap")          # or a list of files read as one continuous capture
     a.deliveries, a.links, a.stalls      # pandas DataFrames (columns and dtypes: amqp_dissect.results.schema)
     a.latency("address")                 # latency percentiles per link / address / connection
     a.report()                           # the JSON report of ``amqp-dissect report --format json``
@@ -159,7 +159,7 @@ class CaptureSource:
         self.inputs = [paths] if single else list(paths)
         self.paths = [input_name(p) for p in self.inputs]
         # messages: reassemble message bodies of multi-frame deliveries (only frame output shows them)
-        # keylog: a KeyLog (KeyLogFile.from_path) or key log text; pcapng Decryption Secrets Blocks add to it
+        # keylog: a KeyLog (open_keylog) or key log text; pcapng Decryption Secrets Blocks add to it
         self.dissector = dissector or Dissector(extra_ports=ports, messages=messages, keylog=keylog,
                                                 tls_records=tls_records)
         self.ports = tuple(ports)
@@ -552,16 +552,6 @@ def set_gaps(parts, holes: list | None = None) -> list[dict]:
     return gaps
 
 
-def read_keylog(path=None) -> str | None:
-    """The secrets of TLS key log ``path`` (default: the file ``$SSLKEYLOGFILE`` names, when set and
-    present) as key log text, None when there is no key log: what the Spark job ships to its
-    executors (:meth:`~amqp_dissect.pipelines.keylogfile.KeyLogFile.from_path`, then ``text()``)."""
-    from amqp_dissect.pipelines.keylogfile import KeyLogFile
-
-    kl = KeyLogFile.from_path(path)
-    return None if kl is None else kl.text()
-
-
 def to_frame(rows, table: str) -> "pd.DataFrame":
     from amqp_dissect.results.tables import to_frame as _to_frame
 
@@ -615,7 +605,7 @@ class Analysis:
         if rows is None:
             inputs = self.source.inputs
             if any(hasattr(i, "read") or os.fspath(i) == STDIN for i in inputs):
-                raise ValueError("the frames of a stream cannot be read again: analyze(..., frames=True) keeps them")
+                raise ValueError("the frames of a stream cannot be read again: read_analysis(..., frames=True) keeps them")
             src = self.source
             again = CaptureSource(inputs, ports=src.ports, messages=True, keylog=src.keylog, limit=src.limit)
             rows = frame_rows(again.events())
@@ -786,16 +776,16 @@ def analyze(paths, ports: Iterable[int] = (), keylog=None, frames: bool = False,
     ``paths``: a path, an open binary file object (``sys.stdin.buffer``, ``io.BytesIO``, a pipe:
     nothing seeks), ``"-"`` for standard input, or a list of these.  ``keylog``: a key log path
     or a KeyLog (``KeyLog.from_text(text)`` for text), to decrypt TLS streams (see
-    :func:`~amqp_dissect.pipelines.keylogfile.as_keylog`).  ``frames``: keep a row per frame for
+    :func:`~amqp_dissect.pipelines.keylogfile.open_keylog`).  ``frames``: keep a row per frame for
     :attr:`Analysis.frames` while reading (without it, ``frames`` reads the files again).
     ``limit``: read only that many packets.  ``messages``: read every delivery's message (the
     deliveries' message columns; null without it).
 
     The faster DataFrames (built from Arrow batches, Arrow-backed strings, ``columns=``) are
     :func:`amqp_dissect.analyze`'s; this one stays for its callers (``frames``, ``latency``)."""
-    from amqp_dissect.pipelines.keylogfile import as_keylog
+    from amqp_dissect.pipelines.keylogfile import open_keylog
 
-    source = CaptureSource(paths, ports=ports, keylog=as_keylog(keylog), messages=True if frames else False,
+    source = CaptureSource(paths, ports=ports, keylog=open_keylog(keylog), messages=True if frames else False,
                            limit=limit)
     if not frames:
         return run_analysis(source, messages=messages)

@@ -16,6 +16,7 @@ import shutil
 import tempfile
 import time
 
+from amqp_dissect.capture.tcp import IDLE_TIMEOUT
 from amqp_dissect.pipelines.archive import DEFAULT_SPLIT_SIZE
 
 from .summaries import DEFAULT_WINDOW, SUMMARIES, SUMMARY_READS, summary_frame
@@ -114,7 +115,7 @@ def _default_work(spark) -> tuple[str, bool]:
 
 def read_captures(spark, paths, *, ports=(), keylog=None, tables=None, frames: bool = False,
                   summaries: bool = True, window: float = DEFAULT_WINDOW, split_size: int = DEFAULT_SPLIT_SIZE,
-                  partitions: int | None = None, idle_timeout: float = 900.0, work: str | None = None,
+                  partitions: int | None = None, idle_timeout: float = IDLE_TIMEOUT, work: str | None = None,
                   messages: bool = False) -> CaptureTables:
     """The tables of the captures under ``paths`` (files, folders, globs; local paths or any
     Hadoop URI the session can read), read as one continuous capture, as Spark DataFrames.

@@ -18,6 +18,7 @@ from amqp_dissect.pipelines.archive import (DEFAULT_SPLIT_SIZE, KIND_SUMMARY, KI
                                             range_file,
                                             group_ranges, layout, set_gaps_of, plan_ranges, write_range)
 
+from amqp_dissect.capture.tcp import IDLE_TIMEOUT
 from amqp_dissect.results.schema import TABLES as REGISTRY_TABLES
 
 from amqp_dissect.pipelines.spark_runtime.session import _STAGE2_CONF, _TABLES_CONF, _TS_CONF, _sql_conf
@@ -50,7 +51,7 @@ def _local(uri: str) -> str | None:
 
 def run_archive(spark, paths, out: str, *, split_size: int = DEFAULT_SPLIT_SIZE, window: float = DEFAULT_WINDOW,
                 frames: bool = False, partitions: int | None = None, ports=(), keep_work: bool = False,
-                idle_timeout: float = 900.0, keylog=None) -> dict:
+                idle_timeout: float = IDLE_TIMEOUT, keylog=None) -> dict:
     """Analyse the captures under ``paths`` as one continuous capture; write parquet tables
     under ``out`` (a path or any Hadoop URI).  Returns a dict: ``counts``, ``tables`` (name
     -> URI), ``files`` (in capture order), ``errors`` ((path, damage) pairs), ``stats``
