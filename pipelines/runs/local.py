@@ -769,7 +769,7 @@ class DeliveryStream:
             yield columns_batch("deliveries", *cols, checked=True)
 
 
-def analyze(paths, ports: Iterable[int] = (), keylog=None, frames: bool = False, limit: int | None = None,
+def read_analysis(paths, ports: Iterable[int] = (), keylog=None, frames: bool = False, limit: int | None = None,
             messages: bool = False) -> Analysis:
     """Analyse one capture, or several read in order as one continuous capture.
 
@@ -781,8 +781,9 @@ def analyze(paths, ports: Iterable[int] = (), keylog=None, frames: bool = False,
     ``limit``: read only that many packets.  ``messages``: read every delivery's message (the
     deliveries' message columns; null without it).
 
-    The faster DataFrames (built from Arrow batches, Arrow-backed strings, ``columns=``) are
-    :func:`amqp_dissect.analyze`'s; this one stays for its callers (``frames``, ``latency``)."""
+    Not the package's ``analyze``: the one public :func:`amqp_dissect.analyze` gives the tables
+    as DataFrames (from Arrow batches, Arrow-backed strings, ``columns=``); this reads a capture
+    into an :class:`Analysis` (``frames``, ``latency``) for the tests and notebooks that want it."""
     from amqp_dissect.pipelines.keylogfile import open_keylog
 
     source = CaptureSource(paths, ports=ports, keylog=open_keylog(keylog), messages=True if frames else False,

@@ -36,7 +36,7 @@ import pcapbuild
 import pytest
 
 from amqp_dissect.cli.main import main
-from amqp_dissect.pipelines.runs.local import analyze
+from amqp_dissect.pipelines.runs.local import read_analysis
 from amqp_dissect.render.report import render_text
 from amqp_dissect.results.report import build_report
 
@@ -71,7 +71,7 @@ def plain():
     def get(name):
         if name not in cache:
             path = os.path.join(ROOT, "samples", name + ".pcap")
-            cache[name] = (path, analyze(path))
+            cache[name] = (path, read_analysis(path))
         return cache[name]
     return get
 
@@ -86,7 +86,7 @@ def variant(tmp_path_factory):
             src = os.path.join(ROOT, "samples", name + ".pcap")
             out = str(folder / (name.replace("/", "_") + f"_{shift}.pcap"))
             mid = stepped(src, shift, out)
-            cache[name, shift] = (out, mid, analyze(out))
+            cache[name, shift] = (out, mid, read_analysis(out))
         return cache[name, shift]
     return get
 
@@ -273,7 +273,7 @@ def test_a_jump_forward_is_a_pause(name, plain, variant):
 
 def test_backward_jitter_is_no_step():
     """Ten adjacent packets swapped (each with its own time; tests/capture/test_reorder.py): no step."""
-    got = analyze(os.path.join(ROOT, "tests", "data", "plain_send_receive_10swaps.pcap"))
+    got = read_analysis(os.path.join(ROOT, "tests", "data", "plain_send_receive_10swaps.pcap"))
     assert "clock_steps" not in got.capture
     assert got.capture["duration"] is not None
 

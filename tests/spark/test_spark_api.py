@@ -21,7 +21,7 @@ require_spark()  # (a failure on CI without pyspark or java; elsewhere a skip wi
 
 import fuzzgen  # noqa: E402
 
-from amqp_dissect.pipelines.runs.local import analyze  # noqa: E402
+from amqp_dissect.pipelines.runs.local import read_analysis  # noqa: E402
 from amqp_dissect.pipelines.archive.split import split_capture  # noqa: E402
 from amqp_dissect.results.schema import TABLES  # noqa: E402
 
@@ -51,7 +51,7 @@ def archive_set(tmp_path_factory):
     d = tmp_path_factory.mktemp("conv")
     whole = _conversations(d / "conv.pcap")
     parts = split_capture(whole, str(d / "parts"), packets=120)
-    a = analyze(whole)
+    a = read_analysis(whole)
     assert all(len(getattr(a, t)) for t in TABLES), {t: len(getattr(a, t)) for t in TABLES}  # (every table has rows)
     return whole, list(parts), a
 
