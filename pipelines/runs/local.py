@@ -19,7 +19,7 @@ import itertools
 import os
 import re
 from functools import cached_property
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator, NamedTuple
 
 from amqp_dissect.clock import CLOCK_STEP
 from amqp_dissect.results.analytics import Analyzer
@@ -475,17 +475,34 @@ class CaptureSource:
         return info
 
 
-def set_holes(parts) -> list[tuple]:
+class SetHole(NamedTuple):
+    """Files missing from a numbered capture set (:func:`set_holes`)."""
+
+    missing: list  # their names (a long run: the first, "... (N more)", the last)
+    before: object  # the :class:`_Part` before the hole
+    after: object  # the :class:`_Part` after it
+
+
+def set_holes(parts) -> list[SetHole]:
     """The files missing from a numbered capture set (``tcpdump -C`` / ``-W``: ``cap.pcap``,
     ``cap.pcap1``, ...; ``editcap -c``: ``x_00000_<time>.pcap``, ...; ``split``: ``NAME_00000.pcap``):
     among the files of a folder whose names differ only in their numbers, the first number that
     differs is the file's place in the set, and a number missing between two files of the set
-    is a hole: ``(missing names, the file before, the file after)`` (:class:`_Part`), from the
+    is a hole (:class:`SetHole`: the missing names, the file before, the file after), from the
     names alone (known before reading).  ``tcpdump -G`` names (strftime times) have no numbering
     to miss: a hole there is not told.  With a stream in the set (``-``) no hole is told: the
     stream may hold what the names miss."""
     if any(part.stream for part in parts):
         return []
+    holes = []
+    for (folder, _skel), members in _numbered_groups(parts).items():
+        holes += _group_holes(folder, members)
+    return holes
+
+
+def _numbered_groups(parts) -> dict:
+    """The files of each folder whose names differ only in their numbers: (folder, the name's
+    parts between numbers) -> [(the name split at its numbers, the part), ...]."""
     groups: dict = {}
     for part in parts:
         if part.stream or part.first_ts is None:
@@ -500,37 +517,42 @@ def set_holes(parts) -> list[tuple]:
             if numbered is not None:
                 del groups[(folder, skel)]
                 numbered += [([skel[0], "0", ""], part) for _, part in members]
+    return {key: members for key, members in groups.items() if len(members) >= 2 and len(key[1]) >= 2}
+
+
+def _group_holes(folder: str, members: list) -> list[SetHole]:
+    """The holes of one numbered group: the first number that differs between its files is their
+    place in the set."""
+    numbers = [[int(x) for x in tokens[1::2]] for tokens, _ in members]
+    k = next((i for i in range(len(numbers[0])) if len({n[i] for n in numbers}) > 1), None)
+    if k is None:
+        return []
+    placed = sorted(((n[k], tokens, part) for n, (tokens, part) in zip(numbers, members)), key=lambda x: x[0])
+    # the other numbers that differ between the files (editcap's times): unknown in a missing name
+    vary = {i for i in range(len(numbers[0])) if i != k and len({n[i] for n in numbers}) > 1}
     holes = []
-    for (folder, skel), members in groups.items():
-        if len(members) < 2 or len(skel) < 2:
+    for (a, ta, before), (b, _tb, after) in zip(placed, placed[1:]):
+        if b - a < 2:
             continue
-        numbers = [[int(x) for x in tokens[1::2]] for tokens, _ in members]
-        k = next((i for i in range(len(numbers[0])) if len({n[i] for n in numbers}) > 1), None)
-        if k is None:
-            continue
-        placed = sorted(((n[k], tokens, part) for n, (tokens, part) in zip(numbers, members)), key=lambda x: x[0])
-        # the other numbers that differ between the files (editcap's times): unknown in a missing name
-        vary = {i for i in range(len(numbers[0])) if i != k and len({n[i] for n in numbers}) > 1}
-        for (a, ta, before), (b, _tb, after) in zip(placed, placed[1:]):
-            if b - a < 2:
-                continue
-            digits = ta[2 * k + 1]
-            width = len(digits) if digits.startswith("0") and len(digits) > 1 else 0  # (zero-padded numbers)
-
-            def name(i, t=ta):
-                t = list(t)
-                t[2 * k + 1] = str(i).zfill(width)
-                for j in vary:
-                    t[2 * j + 1] = "*"
-                if i == 0 and len(t) == 3 and t[2] == "" and not width:  # (tcpdump's first file: no number)
-                    return os.path.join(folder, t[0])
-                return os.path.join(folder, "".join(t))
-
-            missing = [name(i) for i in range(a + 1, b)]
-            if len(missing) > 3:
-                missing = [missing[0], f"... ({len(missing) - 2} more)", missing[-1]]
-            holes.append((missing, before, after))
+        missing = [_missing_name(folder, ta, k, vary, i) for i in range(a + 1, b)]
+        if len(missing) > 3:
+            missing = [missing[0], f"... ({len(missing) - 2} more)", missing[-1]]
+        holes.append(SetHole(missing, before, after))
     return holes
+
+
+def _missing_name(folder: str, tokens: list, k: int, vary: set, i: int) -> str:
+    """The name of file number ``i`` of a set, from a neighbour's name split at its numbers
+    (``k``: the number that places a file; ``vary``: numbers unknown in a missing name, "*")."""
+    digits = tokens[2 * k + 1]
+    width = len(digits) if digits.startswith("0") and len(digits) > 1 else 0  # (zero-padded numbers)
+    t = list(tokens)
+    t[2 * k + 1] = str(i).zfill(width)
+    for j in vary:
+        t[2 * j + 1] = "*"
+    if i == 0 and len(t) == 3 and t[2] == "" and not width:  # (tcpdump's first file: no number)
+        return os.path.join(folder, t[0])
+    return os.path.join(folder, "".join(t))
 
 
 def set_gaps(parts, holes: list | None = None) -> list[dict]:
