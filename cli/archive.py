@@ -57,7 +57,7 @@ def archive(
     size = parse_size_option("--split-size", split_size, least=0)  # (a usage error before the JVM starts)
     common.need_extra("archive", "spark", ("pyspark",))
     from amqp_dissect.pipelines.archive import InputError, expand_inputs
-    from amqp_dissect.pipelines.spark.fs import is_local, local_path
+    from amqp_dissect.pipelines.spark_runtime.fs import is_local, local_path
 
     pairs = _spark_settings(conf)
     if packages:
@@ -118,7 +118,7 @@ class _Starting:
     raises what the start raised."""
 
     def __init__(self, settings: dict, background: bool):
-        from amqp_dissect.pipelines.spark.session import PendingSession, spark_session
+        from amqp_dissect.pipelines.spark_runtime.session import PendingSession, spark_session
 
         self._result: list = []
         self._pending: list = []
@@ -191,7 +191,7 @@ def _job_imports() -> None:
     so that the session's thread finds them done rather than both threads importing at once."""
     import importlib
 
-    for name in ("pyspark.testing.utils", "amqp_dissect.pipelines.spark.job", "amqp_dissect.pipelines.spark.fs",
+    for name in ("pyspark.testing.utils", "amqp_dissect.pipelines.spark.job", "amqp_dissect.pipelines.spark_runtime.fs",
                  "pyarrow.parquet", "amqp_dissect.cli.progress"):
         try:
             importlib.import_module(name)
@@ -280,7 +280,7 @@ def split(
                                                       "in --out first (without it, the split refuses)"),
 ):
     """Write a capture as rotated pcap files NAME_00000.pcap, NAME_00001.pcap, ... (in order)."""
-    from amqp_dissect.pipelines.split import split_capture
+    from amqp_dissect.pipelines.archive.split import split_capture
 
     if sum(x is not None for x in (packets, size, seconds)) != 1:
         raise _fail("EXIT_USAGE", "give exactly one of --packets, --bytes, --seconds")
@@ -324,7 +324,7 @@ def _split_failures(capture: str, out: Path):
     """The failures of a split as one line and an exit code: parts of an earlier split in the way,
     the capture missing, unreadable or not a capture, a part that cannot be written."""
     from amqp_dissect.errors import CaptureError
-    from amqp_dissect.pipelines.split import SplitExists
+    from amqp_dissect.pipelines.archive.split import SplitExists
 
     try:
         yield

@@ -94,14 +94,15 @@ def quick_exit(code: int) -> None:
 
 def load_keylog(path, notes: bool = True):
     """The KeyLog of ``--keylog FILE`` (default: the file ``$SSLKEYLOGFILE`` names; None without
-    one), made here once and handed to the pipelines: a
-    :class:`~amqp_dissect.pipelines.keylogfile.KeyLogFile`, read as a stream (only the secrets of
+    one), made here once (through the key log's one entry,
+    :func:`~amqp_dissect.pipelines.keylogfile.open_keylog`) and handed to the pipelines: a key log
+    file read as a stream (only the secrets of
     the capture's ClientHello randoms are kept).  A file that cannot be read is an open failure
     (exit 3).  ``notes``: its damaged lines are warnings on stderr (line numbers), not failures."""
-    from amqp_dissect.pipelines.keylogfile import KeyLogFile
+    from amqp_dissect.pipelines.keylogfile import open_keylog
 
     try:
-        kl = KeyLogFile.from_path(path)
+        kl = open_keylog(path, environment=True)
     except OSError as e:
         raise Fail(EXIT_OPEN, f"{path}: cannot read the key log: {e.strerror or e}") from None
     if kl is not None and notes:

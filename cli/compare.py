@@ -1,5 +1,5 @@
 """``amqp-dissect compare CAPTURE``: our frames cross-checked against Wireshark's (tshark through
-pyshark), frame by frame (see :mod:`amqp_dissect.pipelines.compare`)."""
+pyshark), frame by frame (see :mod:`amqp_dissect.pipelines.wireshark.compare`)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def tshark_version() -> str:
 
 
 def render_compare(report, known: list, capture: str, tshark: str, quiet: bool = False) -> tuple[str, int]:
-    """The text of ``compare`` for a :class:`~amqp_dissect.pipelines.compare.Report`, and its exit code."""
+    """The text of ``compare`` for a :class:`~amqp_dissect.pipelines.wireshark.compare.Report`, and its exit code."""
     dis = report.disagreements
     lines = _counts(report, capture, tshark) + _not_compared(report)
     shown = report.unknown if quiet else dis
@@ -153,7 +153,7 @@ def register(app: typer.Typer) -> None:
         performative, fields, message sections.  Exit 0 when only known Wireshark defects remain,
         1 when a disagreement is not explained."""
         need_extra("compare", "wireshark")  # (pyshark: the wireshark extra; one line and exit 6 without it)
-        from amqp_dissect.pipelines.compare import KNOWN, compare_capture
+        from amqp_dissect.pipelines.wireshark.compare import KNOWN, compare_capture
 
         if os.path.isdir(capture):
             raise Fail(EXIT_OPEN, f"{capture}: is a directory, not a capture file")

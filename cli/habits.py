@@ -213,7 +213,7 @@ def text_table(df, table: str, cols: list[str], raw: dict | None = None) -> str:
     """The text table of the DataFrame ``df`` (registry columns, :func:`amqp_dissect.results.tables.to_frame`)
     laid out by pandas (``DataFrame.to_string``): the layout :func:`text_table_chunks` reproduces
     without pandas, kept as its reference (the tests' oracle; needs the pandas extra).  ``raw``
-    ({(row, column): nanoseconds}, :func:`amqp_dissect.pipelines.write.raw_times`): times outside
+    ({(row, column): nanoseconds}, :func:`amqp_dissect.pipelines.writers.tables.raw_times`): times outside
     the years a datetime holds, null in ``df``, written as their epoch seconds."""
     import pandas as pd
 
@@ -230,7 +230,7 @@ def text_table(df, table: str, cols: list[str], raw: dict | None = None) -> str:
             out[c] = out[c].map(lambda x: "" if pd.isna(x) else f"{x:.6f}")
     out = out.astype(object).where(out.notna(), "")
     if raw:  # times outside the years a datetime holds: null in the frame
-        from amqp_dissect.pipelines.write import epoch_text
+        from amqp_dissect.pipelines.writers.tables import epoch_text
 
         for (i, n), v in raw.items():
             if n in out.columns:
@@ -254,7 +254,7 @@ _ESCAPES = str.maketrans({"\t": "\\t", "\r": "\\r", "\n": "\\n"})
 
 def _cells(rows: list, table: str, cols: list[str]) -> list[list[str]]:
     """The text of each cell of ``rows`` (row dicts of ``table``), column by column."""
-    from amqp_dissect.pipelines.write import text_cell
+    from amqp_dissect.pipelines.writers.tables import text_cell
     from amqp_dissect.results.schema import columns
 
     types = {c.name: c.type for c in columns(table)}
@@ -340,6 +340,6 @@ def text_table_chunks(rows, table: str, cols: list[str]):
 def _times(col):
     """UTC date-time text; a time beyond the years 1-9999 as its epoch seconds, said so (the
     writer's own conversion)."""
-    from amqp_dissect.pipelines.write import _time_text
+    from amqp_dissect.pipelines.writers.tables import _time_text
 
     return _time_text(col)

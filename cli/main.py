@@ -443,10 +443,10 @@ def report(
 
 
 def _report_in_parallel(run: CaptureRun, jobs: int, fmt: ReportFormat, output, messages: bool = False):
-    """The text or JSON report made by ``jobs`` processes (amqp_dissect.pipelines.parallel) and
+    """The text or JSON report made by ``jobs`` processes (amqp_dissect.pipelines.runs.parallel) and
     written: exits, or returns the exception -j met (a bug), for the report to be made again by
     one process."""
-    from amqp_dissect.pipelines.parallel import parallel_report
+    from amqp_dissect.pipelines.runs.parallel import parallel_report
 
     try:
         with run._reading():

@@ -50,11 +50,11 @@ def messages(
             raise Fail(EXIT_USAGE, e.one_line()) from None
         filter_notes("-Y", keep.notes)
     inputs = capture_or_live(captures, read, iface, bpf, count, autostop, write)
-    import amqp_dissect.pipelines.write  # noqa: F401  (pyarrow: loaded before the freeze below)
+    import amqp_dissect.pipelines.writers.tables  # noqa: F401  (pyarrow: loaded before the freeze below)
 
     gc.freeze()
     run = CaptureRun(inputs, port or [], keylog=load_keylog(keylog), limit=count)
-    from amqp_dissect.pipelines.messages import message_table
+    from amqp_dissect.pipelines.runs.messages import message_table
 
     with out.writing():
         rows, analyzer, _ = message_table(_Checked(run))

@@ -65,7 +65,7 @@ def seconds_option(default, *names: str, least: float, help: str):
 def parse_size_option(option: str, text: str, least: int = 1) -> int:
     """A size typed as text (bytes, or with k/m/g/t) of ``option``: from ``least`` to :data:`MAX_SIZE`
     bytes, or one line and exit 2."""
-    from amqp_dissect.pipelines.spark.fs import parse_size
+    from amqp_dissect.pipelines.spark_runtime.fs import parse_size
 
     from .common import EXIT_USAGE, Fail
 

@@ -21,7 +21,7 @@ def analyze_for_report(run, html: bool = False, version: str = "", messages: boo
     def analyzed(analyzer_class=None):
         if not messages:
             return run.analyze(rows=False, **({"analyzer_class": analyzer_class} if analyzer_class else {})), None, None
-        from amqp_dissect.pipelines.messages import analyze_for_sections
+        from amqp_dissect.pipelines.runs.messages import analyze_for_sections
 
         from .run import _Checked
 
@@ -32,7 +32,7 @@ def analyze_for_report(run, html: bool = False, version: str = "", messages: boo
         rep = build_report(analysis.analyzer, capture_errors=analysis.capture_errors,
                            capture=run.source.capture_info())
         if requests is not None:
-            from amqp_dissect.pipelines.messages import add_messages_section
+            from amqp_dissect.pipelines.runs.messages import add_messages_section
 
             rep["requests"] = requests.section()
             add_messages_section(rep, analysis.analyzer, matcher)
@@ -45,7 +45,7 @@ def analyze_for_report(run, html: bool = False, version: str = "", messages: boo
     info = run.source.capture_info()
     rep = build_report(analysis.analyzer, capture_errors=analysis.capture_errors, capture=info)
     if requests is not None:
-        from amqp_dissect.pipelines.messages import add_messages_section
+        from amqp_dissect.pipelines.runs.messages import add_messages_section
 
         rep["requests"] = requests.section()
         add_messages_section(rep, analysis.analyzer, matcher)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Iterator
 
 from amqp_dissect.errors import CaptureError
-from amqp_dissect.pipelines.local import CaptureSource, run_analysis
+from amqp_dissect.pipelines.runs.local import CaptureSource, run_analysis
 
 from .common import EXIT_DAMAGED, EXIT_FORMAT, EXIT_INTERNAL, EXIT_OK, EXIT_OPEN, EXIT_USAGE, Fail, load_keylog
 from .habits import capture_inputs, check_output
@@ -177,7 +177,7 @@ def _bugs(analyzer) -> int | None:
 
 def parallel_ok(run: CaptureRun) -> bool:
     """Whether -j N can split this run: files read again by each process (not stdin, not -i)."""
-    from amqp_dissect.pipelines.parallel import splittable
+    from amqp_dissect.pipelines.runs.parallel import splittable
 
     return run.live is None and splittable(run.inputs)
 

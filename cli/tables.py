@@ -13,9 +13,9 @@ from contextlib import contextmanager
 
 import typer
 
-from amqp_dissect.pipelines.local import DeliveryStream
+from amqp_dissect.pipelines.runs.local import DeliveryStream
 
-from amqp_dissect.pipelines.write import arrow_ready
+from amqp_dissect.pipelines.writers.tables import arrow_ready
 
 from .common import EXIT_USAGE, Fail, load_keylog, need_extra
 from .habits import check_output, pick_columns, text_table_chunks, write_failure
@@ -77,7 +77,7 @@ class TableWriter:
             with _write_errors(self.output) if not self.text else _nothing():
                 yield
             return
-        from amqp_dissect.pipelines.write import lean_arrow
+        from amqp_dissect.pipelines.writers.tables import lean_arrow
 
         with _write_errors(self.output), lean_arrow():
             yield
@@ -85,7 +85,7 @@ class TableWriter:
     def rows(self, rows) -> None:
         """Row dicts: a list, or an iterator (csv / jsonl / parquet: rows made as they are written)."""
         if not self.text and not self.arrow:
-            from amqp_dissect.pipelines.write import write_rows
+            from amqp_dissect.pipelines.writers.tables import write_rows
 
             write_rows(rows, self.table, self.fmt.value, self.output, self.cols)
             return
@@ -93,7 +93,7 @@ class TableWriter:
             _Projected(self).rows(rows)
             return
         if not self.text:
-            from amqp_dissect.pipelines.write import write_table
+            from amqp_dissect.pipelines.writers.tables import write_table
 
             write_table(rows, self.table, self.fmt.value, self.output)
             return
@@ -104,7 +104,7 @@ class TableWriter:
         if self.cols is not None:
             _Projected(self).batches(batches)
             return
-        from amqp_dissect.pipelines.write import write_batches
+        from amqp_dissect.pipelines.writers.tables import write_batches
 
         write_batches(batches, self.table, self.fmt.value, self.output)
 
@@ -123,7 +123,7 @@ class _Projected:
     def rows(self, rows) -> None:
         import itertools
 
-        from amqp_dissect.pipelines.write import BATCH_ROWS
+        from amqp_dissect.pipelines.writers.tables import BATCH_ROWS
         from amqp_dissect.results.tables import record_batch
 
         def batches():
@@ -138,7 +138,7 @@ class _Projected:
     def batches(self, batches) -> None:
         import pyarrow as pa
 
-        from amqp_dissect.pipelines.write import BATCH_ROWS
+        from amqp_dissect.pipelines.writers.tables import BATCH_ROWS
         from amqp_dissect.results.tables import arrow_schema
 
         full = arrow_schema(self.table)
@@ -241,13 +241,13 @@ def _in_one_process(run: CaptureRun, out: TableWriter, rows_method: str):
     internal errors make the exit status)."""
     with out.writing():
         if out.table == "requests":  # (the deliveries' message fields, matched once the capture is read)
-            from amqp_dissect.pipelines.requests import request_table
+            from amqp_dissect.pipelines.runs.requests import request_table
 
             rows, analyzer = request_table(_Checked(run))
             out.rows(rows)
             return analyzer
         if out.table == "deliveries":  # row by row as each delivery becomes final
-            from amqp_dissect.pipelines.write import STREAM_ROWS
+            from amqp_dissect.pipelines.writers.tables import STREAM_ROWS
 
             stream = DeliveryStream(_Checked(run), messages=out.messages)
             if out.text or not out.arrow:
@@ -262,10 +262,10 @@ def _in_one_process(run: CaptureRun, out: TableWriter, rows_method: str):
 
 
 def _in_parallel(run: CaptureRun, jobs: int, out: TableWriter):
-    """The table of ``run`` made by ``jobs`` processes (see amqp_dissect.pipelines.parallel) and
+    """The table of ``run`` made by ``jobs`` processes (see amqp_dissect.pipelines.runs.parallel) and
     written by ``out``: exits, or returns the exception -j met (a bug) before writing anything, for
     the command to run in one process."""
-    from amqp_dissect.pipelines import parallel
+    from amqp_dissect.pipelines.runs import parallel
 
     with out.writing():
         try:

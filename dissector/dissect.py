@@ -43,7 +43,7 @@ from .clock import ClockWatch
 from .events import SNAP_CUT, NotCaptured, PacketNote, StreamClosed, StreamData, StreamGap, StreamOpened
 from .capture.netparse import TruncatedPacket, UnreadTunnel, parse_segment
 from .amqp.spec import AMQP_PORT, AMQPS_PORT, COMPOSITES
-from .capture.tcp import TcpReassembler, renamed, role_evidence
+from .capture.tcp import IDLE_TIMEOUT, TcpReassembler, renamed, role_evidence
 from .capture.keylog import KeyLog
 from .capture.layers import Layered, LayeredConnection, Sniffing, client_layers, looks_like_tls, tls_client_random
 
@@ -118,7 +118,7 @@ class Dissector:
         ports=DEFAULT_PORTS,
         extra_ports=(),
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
-        idle_timeout: float = 900.0,
+        idle_timeout: float = IDLE_TIMEOUT,
         messages: bool = True,
         keylog=None,
         tls_records: list | None = None,

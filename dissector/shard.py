@@ -1,5 +1,5 @@
 """The sharding contract: how one capture is cut into flows that are analysed apart and put
-back in the order of one process.  Used by ``-j N`` (:mod:`amqp_dissect.pipelines.parallel`) and
+back in the order of one process.  Used by ``-j N`` (:mod:`amqp_dissect.pipelines.runs.parallel`) and
 by the Spark archive job (:mod:`amqp_dissect.pipelines.spark`); sans-IO, like the rest of the core.
 
 The flow
@@ -146,7 +146,7 @@ def conn_rank(key3: tuple, seq: int) -> int:
 
 def pump_shard(d, records, fw, offset, owner: dict, loads: list, w):
     """The read loop of shard ``w`` (a ``-j`` worker ``fw``: see
-    :class:`~amqp_dissect.pipelines.parallel.FlowWorker`) over ``records``, fed to the Dissector
+    :class:`~amqp_dissect.pipelines.runs.parallel.FlowWorker`) over ``records``, fed to the Dissector
     ``d`` (packet numbers shifted by ``offset``).  Per record: its flow (:func:`quick_key`, else
     ``fw.slow_key``, which handles the records of no flow itself); the clock
     (:func:`_clock`: ``fw.tick`` sweeps); its shard (a new flow goes to ``fw.new_flow``;

@@ -1,7 +1,9 @@
-"""Spark batch jobs over capture archives (see issue: Spark batch analysis).
-
-The jobs run the same sans-IO core as the CLI (``dissector``) inside Spark
-executors; this package holds only the thin Spark shell around it.
+"""The runners over files around the sans-IO core (``dissector``), one sub-package each by what
+it is for: :mod:`.runs` (one process and ``-j`` workers), :mod:`.writers` (tables to files),
+:mod:`.wireshark` (``compare``), :mod:`.archive` (capture sets, byte ranges, flows; no Spark),
+:mod:`.spark` (the Spark archive job and its DataFrame API) and :mod:`.spark_runtime` (the Spark
+session it runs in).  :mod:`.api` is the package's one façade (``amqp_dissect.analyze``) and
+:mod:`.keylogfile` the TLS key log files every runner reads.
 """
 
 

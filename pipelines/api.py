@@ -40,8 +40,8 @@ from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, Sequence
 
 from amqp_dissect.results.schema import MESSAGE_TABLES, TABLES, names
 
-from .keylogfile import as_keylog
-from .local import CaptureSource, DeliveryStream
+from .keylogfile import open_keylog
+from .runs.local import CaptureSource, DeliveryStream
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -195,7 +195,7 @@ def _few_collections():
 
 
 def _source(paths, ports, keylog) -> CaptureSource:
-    return CaptureSource(paths, ports=tuple(ports or ()), keylog=as_keylog(keylog))
+    return CaptureSource(paths, ports=tuple(ports or ()), keylog=open_keylog(keylog))
 
 
 def _wants_messages(keep, messages: bool = False) -> bool:
@@ -396,13 +396,13 @@ def iter_batches(paths, table: str = "deliveries", *, ports: Iterable[int] = (),
 def _iter(source, table, keep, batch_rows, pandas, messages=False):
     schema = _schema(table, keep)
     if table == "requests":  # (the message fields read: only when asked for)
-        from amqp_dissect.pipelines.requests import request_table
+        from amqp_dissect.pipelines.runs.requests import request_table
 
         with _few_collections():
             rows, _ = request_table(source)
         small = _row_batches(rows, table, keep, batch_rows)
     elif table == "messages":
-        from amqp_dissect.pipelines.messages import message_table
+        from amqp_dissect.pipelines.runs.messages import message_table
 
         with _few_collections():
             rows = message_table(source)[0]
@@ -410,7 +410,7 @@ def _iter(source, table, keep, batch_rows, pandas, messages=False):
     elif table == "deliveries":
         small = _delivery_batches(source, keep, messages=messages)
     else:
-        from amqp_dissect.pipelines.local import run_analysis
+        from amqp_dissect.pipelines.runs.local import run_analysis
 
         with _few_collections():
             an = run_analysis(source, rows=False).analyzer
@@ -444,7 +444,7 @@ def analyze(paths, *, ports: Iterable[int] = (), keylog=None, tables: str | Sequ
     _need("analyze", "pandas", ("pandas", "pyarrow"))
     import pyarrow as pa
 
-    from amqp_dissect.pipelines.local import run_analysis
+    from amqp_dissect.pipelines.runs.local import run_analysis
 
     want = _tables(tables)
     keep = _columns(columns, want)
@@ -452,8 +452,8 @@ def analyze(paths, *, ports: Iterable[int] = (), keylog=None, tables: str | Sequ
     frames: dict = {}
     extra: dict = {}  # the message tables' rows
     if any(t in want for t in MESSAGE_TABLES):  # (one reading: the deliveries with their message fields, then matched)
-        from amqp_dissect.pipelines.messages import message_tables_of_stream
-        from amqp_dissect.pipelines.requests import message_stream
+        from amqp_dissect.pipelines.runs.messages import message_tables_of_stream
+        from amqp_dissect.pipelines.runs.requests import message_stream
 
         stream = message_stream(source)
         with _few_collections():

@@ -197,8 +197,8 @@ class KeyLogFile(KeyLog):
 
     @classmethod
     def from_path(cls, path=None) -> "KeyLogFile | None":
-        """The key log ``path`` (a ``--keylog`` option: the shell's one place where a key log path
-        becomes a KeyLog); without one, the file ``$SSLKEYLOGFILE`` names (when set and present).
+        """The key log file ``path`` (what :func:`open_keylog`, the one entry, reads a path with);
+        without one, the file ``$SSLKEYLOGFILE`` names (when set and present).
         None when there is no key log.  Opening problems raise ``OSError``."""
         if path is None:
             path = os.environ.get("SSLKEYLOGFILE") or None
@@ -213,14 +213,19 @@ _LABELS = ("CLIENT_RANDOM", "CLIENT_HANDSHAKE_TRAFFIC_SECRET", "SERVER_HANDSHAKE
            "CLIENT_EARLY_TRAFFIC_SECRET", "RSA")
 
 
-def as_keylog(keylog) -> KeyLog | None:
-    """The ``keylog=`` of the Python API (:func:`amqp_dissect.analyze`): None; a
-    :class:`~amqp_dissect.capture.keylog.KeyLog` (or a :class:`KeyLogFile`), kept; a path (``str``
-    or ``os.PathLike``), read as ``--keylog`` reads it (:meth:`KeyLogFile.from_path`; a file that
-    cannot be opened raises ``OSError``).  Key log text is taken only as ``KeyLog.from_text(text)``:
-    a string that reads as key log lines, or ``bytes``, raises ``TypeError`` saying so (a path
-    string was once taken as key log text, and found nothing)."""
-    if keylog is None or isinstance(keylog, KeyLog):
+def open_keylog(keylog=None, *, environment: bool = False) -> KeyLog | None:
+    """The one entry through which every runner (the CLI's ``--keylog``, the Python API's
+    ``keylog=``, ``compare``, the Spark job) takes a TLS key log.  ``keylog``: None, no key log
+    (with ``environment``: the file ``$SSLKEYLOGFILE`` names, when set and present, as the CLI
+    reads it); a :class:`~amqp_dissect.capture.keylog.KeyLog` (or a :class:`KeyLogFile`), kept;
+    a path (``str`` or ``os.PathLike``), read as a stream (:class:`KeyLogFile`; a file that cannot
+    be opened raises ``OSError``).  Key log text is taken only as ``KeyLog.from_text(text)``: a
+    string that reads as key log lines and names no file, or ``bytes``, raises ``TypeError``
+    saying so (a path string was once taken as key log text, and found nothing).  The Spark job
+    ships the result's ``text()`` to its executors."""
+    if keylog is None:
+        return KeyLogFile.from_path(None) if environment else None
+    if isinstance(keylog, KeyLog):
         return keylog
     if isinstance(keylog, (bytes, bytearray, memoryview)):
         raise TypeError("keylog: key log text goes through KeyLog.from_text(text); a path is a str or os.PathLike")
@@ -228,7 +233,7 @@ def as_keylog(keylog) -> KeyLog | None:
         path = os.fspath(keylog)
         if isinstance(path, bytes):
             path = os.fsdecode(path)
-        if "\n" in path or path.lstrip().startswith(_LABELS):
+        if ("\n" in path or path.lstrip().startswith(_LABELS)) and not os.path.exists(path):
             raise TypeError("keylog: this looks like key log text, not a path: give KeyLog.from_text(text)")
         return KeyLogFile.from_path(path)
     raise TypeError(f"keylog: a path or a KeyLog, not {type(keylog).__name__}")
@@ -240,7 +245,3 @@ def _plain_keylog(secrets, notes, ignored) -> KeyLog:
     kl.notes = notes
     kl.lines_ignored = ignored
     return kl
-
-
-# (the name the README's Python API section gives it)
-open_keylog = KeyLogFile.from_path

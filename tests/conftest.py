@@ -61,7 +61,7 @@ def _signal_state_of_the_test_stays_its_own():
 def parallel_runs(monkeypatch):
     """The process counts of the runs that went through ``-j``'s workers (so a test knows -j was
     not a fallback to one process)."""
-    from amqp_dissect.pipelines import parallel
+    from amqp_dissect.pipelines.runs import parallel
 
     calls = []
     real = parallel.run_workers

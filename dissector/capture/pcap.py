@@ -221,7 +221,7 @@ def _u32be(p: bytes, i: int) -> int:
 
 class FlowGate:
     """What the reader of a ``-j N`` worker needs to drop the records of the other workers'
-    flows unread (see :mod:`amqp_dissect.pipelines.parallel` and
+    flows unread (see :mod:`amqp_dissect.pipelines.runs.parallel` and
     :func:`~amqp_dissect.shard.pump_shard`, which owns the rest of the loop).
 
     ``owner``: both directions' 4-tuple bytes (IPv4 source and destination address, source and

@@ -104,6 +104,9 @@ MAX_PIECES = 8192
 # without the missing bytes.
 REORDER_PACKETS = 16
 REORDER_SECONDS = 0.5
+# A connection idle this many seconds of capture time is expired (its state freed, said in the
+# report): the default of every runner's idle_timeout, written here only.
+IDLE_TIMEOUT = 900.0
 # One direction captured: a direction none of whose packets is in the capture while the other's ACKs
 # moved on this many times (each a segment or SYN / FIN of the unseen side acknowledged) is declared
 # missing at once; a direction still without a packet when the connection ends is declared then.
@@ -372,7 +375,7 @@ class TcpReassembler:
         self,
         server_ports: frozenset[int] = frozenset({5672, 5671}),
         max_buffered: int = 4 * 1024 * 1024,
-        idle_timeout: float = 900.0,
+        idle_timeout: float = IDLE_TIMEOUT,
         max_connections: int = 100_000,
         close_grace: float = 60.0,
         sweep_interval: float = 1.0,

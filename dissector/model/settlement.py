@@ -102,7 +102,7 @@ class SettlementRules:
                 self.fold(x)
 
     def fold_lagged(self, lag: int, popped: int, k_hi, k_mid, k_lo) -> int:
-        """(``-j``: see :meth:`~amqp_dissect.pipelines.parallel.FlowWorker._folds`) Take what the
+        """(``-j``: see :meth:`~amqp_dissect.pipelines.runs.parallel.FlowWorker._folds`) Take what the
         lag queue holds beyond ``lag`` settlements, oldest first, folding each delivery not
         folded yet; each fold gets the key ``(-1, 0, its settlement's position)`` appended to
         ``k_hi``, ``k_mid``, ``k_lo``, the position counting from ``popped`` (settlements taken

@@ -588,7 +588,7 @@ REGISTRY: dict[str, tuple[Column, ...]] = {
     "frames": FRAMES,
 }
 
-#: the analysis tables (one CLI command and one ``amqp_dissect.pipelines.local.Analysis`` attribute each)
+#: the analysis tables (one CLI command and one ``amqp_dissect.pipelines.runs.local.Analysis`` attribute each)
 TABLES = ("connections", "sessions", "links", "deliveries", "stalls", "transactions", "violations", "errors")
 #: the tables made from the deliveries' message fields across connections (one CLI command each, and
 #: ``amqp_dissect.analyze(..., tables=...)``; they read the messages, so only when asked for)

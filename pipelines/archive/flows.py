@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 from amqp_dissect.capture.keylog import KeyLog
+from amqp_dissect.capture.tcp import IDLE_TIMEOUT
 from amqp_dissect.clock import ClockWatch
 from amqp_dissect.dissect import Dissector
 from amqp_dissect.events import CaptureRecord
@@ -34,7 +35,7 @@ class FlowParams:
     ticks: tuple | None = None  # ((packet, ts), ...) of the global idle sweeps, or None when not computed
     frames: bool = False
     messages: bool = False  # the deliveries table's message columns are read (else null)
-    idle_timeout: float = 900.0
+    idle_timeout: float = IDLE_TIMEOUT
     keylog: str | None = None  # TLS key log text, shipped to the executors with the params
     files: tuple = ()  # the input paths, by file index: where stage 2 reads records given by offset
     # the steps back of the capture's clock (ClockStep tuples: archive.clock_steps): a duration

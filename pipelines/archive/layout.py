@@ -9,10 +9,10 @@ from __future__ import annotations
 import heapq
 import json
 import os
-from dataclasses import dataclass
-from typing import Iterable
+from dataclasses import dataclass, field
+from typing import Iterable, NamedTuple
 
-from amqp_dissect.pipelines.local import _natural, set_gaps
+from amqp_dissect.pipelines.runs.local import _natural, set_gaps
 
 from .inputs import Range
 
@@ -54,7 +54,7 @@ def set_key(path: str, first, position: int) -> tuple:
 
 def layout(files: list[str], summaries: list[dict]) -> Layout:
     """Order the files as one capture and number the records like
-    :class:`amqp_dissect.pipelines.local.CaptureSource` reads a set: files by their first
+    :class:`amqp_dissect.pipelines.runs.local.CaptureSource` reads a set: files by their first
     record's time (:func:`set_key`), records merged where files overlap in time.
 
     Files that follow one another (each file's latest time at or before the next one's first
@@ -71,6 +71,23 @@ def layout(files: list[str], summaries: list[dict]) -> Layout:
     damage, later ranges of that file are not part of the capture (a sequential
     reader stops there too).
     """
+    by_file, merged_sums = _by_file(summaries)
+    plan = _plan_files(by_file, {f for g in merged_sums for f in g["group"]})
+    units = _units(files, plan, merged_sums)
+    pending = _pending(_overlap_groups(units, plan.times), plan.times)
+    count = _Count()
+    listing = _Listing()
+    for unit in units:
+        for s in plan.ranges[unit.item] if unit.kind == "file" else [unit.item]:
+            count.add(s)
+        listing.add(files, plan, unit)
+    return Layout(listing.order, count.offsets, plan.valid, plan.redo, listing.errors, plan.fatal, count.total,
+                  count.last_ts, len(plan.valid), plan.rejected, count.tcp, count.packet_errors,
+                  count.unsupported, pending, listing.merged, listing.spans)
+
+
+def _by_file(summaries: list[dict]) -> tuple[dict[int, list[dict]], list[dict]]:
+    """The range summaries by file index, and the overlap groups' summaries (read merged)."""
     by_file: dict[int, list[dict]] = {}
     merged_sums: list[dict] = []
     for s in summaries:
@@ -78,142 +95,205 @@ def layout(files: list[str], summaries: list[dict]) -> Layout:
             merged_sums.append(s)
         else:
             by_file.setdefault(s["file"], []).append(s)
-    in_group = {f for g in merged_sums for f in g["group"]}
-    valid: set[int] = set()
-    redo: list[int] = []
-    fatal: list[tuple[str, str]] = []
-    file_err: dict[int, str] = {}
-    file_first: dict[int, float | None] = {}
-    file_max: dict[int, float | None] = {}
-    file_last: dict[int, float | None] = {}
-    file_ranges: dict[int, list[dict]] = {}
-    rejected = 0
+    return by_file, merged_sums
+
+
+def _chained(ss: list[dict]) -> list[dict] | None:
+    """The ranges of a file (sorted by part) whose records are the file's: a whole file's one
+    range; of a split file, the ranges that chain (each starts where the one before stopped), up
+    to the first that reports damage.  None when they do not chain: the file is read again."""
+    first = ss[0]
+    if first["whole"] or len(ss) == 1:
+        return [first]
+    used = []
+    expect = None  # offset the previous range stopped at
+    for s in ss:
+        if s.get("open_error") or s.get("format_error"):
+            return None
+        if s["first_offset"] is None:
+            if s["part"] == 0:
+                expect = s["end_offset"]  # a file without any complete record
+                if s["error"]:
+                    used.append(s)
+                    break
+                continue
+            stop = s["end"] if s["end"] is not None else s["size"]
+            if expect is None or expect < stop:
+                return None  # the previous range stopped inside this one, which found no record
+            continue
+        if expect is not None and s["first_offset"] != expect:
+            return None
+        used.append(s)
+        if s["error"]:
+            break
+        expect = s["end_offset"]
+    return used
+
+
+class FileTimes(NamedTuple):
+    """The times of a file's records (nanoseconds; None without records)."""
+
+    first: int | None  # its first record's
+    last: int | None  # its last record's
+    top: int | None  # the latest of any of its records (a file need not be in time order)
+
+
+def _file_times(used: list[dict]) -> FileTimes:
+    counted = [s for s in used if s["count"]]
+    tops = [s["max_ts"] if s.get("max_ts") is not None else s["last_ts"] for s in counted]
+    return FileTimes(counted[0]["first_ts"] if counted else None, counted[-1]["last_ts"] if counted else None,
+                     max(tops) if tops else None)
+
+
+@dataclass
+class _FilePlan:
+    """What the range summaries say of each file read by ranges."""
+
+    valid: set = field(default_factory=set)  # rids whose records are part of the capture
+    redo: list = field(default_factory=list)  # file indices whose ranges do not chain
+    fatal: list = field(default_factory=list)  # (kind "open"/"format", message)
+    errors: dict = field(default_factory=dict)  # file index -> its first damage
+    times: dict = field(default_factory=dict)  # file index -> FileTimes
+    ranges: dict = field(default_factory=dict)  # file index -> its ranges used, in order
+    rejected: int = 0  # false boundary candidates seen
+
+    def add_file(self, fi: int, used: list[dict]) -> None:
+        self.ranges[fi] = used
+        for s in used:
+            self.valid.add(s["rid"])
+            if s["error"] and fi not in self.errors:
+                self.errors[fi] = s["error"]
+        self.times[fi] = _file_times(used)
+
+
+def _plan_files(by_file: dict[int, list[dict]], in_group: set) -> _FilePlan:
+    plan = _FilePlan()
     for fi, ss in by_file.items():
         if fi in in_group:
             continue  # read merged: its group's summary stands for it
         ss.sort(key=lambda s: s["part"])
-        rejected += sum(s.get("rejected", 0) for s in ss)
+        plan.rejected += sum(s.get("rejected", 0) for s in ss)
         first = ss[0]
         if "open_error" in first or "format_error" in first:
-            fatal.append(("open" if "open_error" in first else "format",
-                          first.get("open_error") or first.get("format_error")))
+            plan.fatal.append(("open" if "open_error" in first else "format",
+                               first.get("open_error") or first.get("format_error")))
             continue
-        used = []
-        ok = True
-        if first["whole"] or len(ss) == 1:
-            used = [first]
+        used = _chained(ss)
+        if used is None:
+            plan.redo.append(fi)
         else:
-            expect = None  # offset the previous range stopped at
-            for s in ss:
-                if s.get("open_error") or s.get("format_error"):
-                    ok = False
-                    break
-                if s["first_offset"] is None and s["part"] == 0:
-                    expect = s["end_offset"]  # a file without any complete record
-                    if s["error"]:
-                        used.append(s)
-                        break
-                    continue
-                if s["first_offset"] is None:
-                    stop = s["end"] if s["end"] is not None else s["size"]
-                    if expect is None or expect < stop:
-                        ok = False  # the previous range stopped inside this one, which found no record
-                        break
-                    continue
-                if expect is not None and s["first_offset"] != expect:
-                    ok = False
-                    break
-                used.append(s)
-                if s["error"]:
-                    break
-                expect = s["end_offset"]
-        if not ok:
-            redo.append(fi)
-            continue
-        file_ranges[fi] = used
-        for s in used:
-            valid.add(s["rid"])
-            if s["error"] and fi not in file_err:
-                file_err[fi] = s["error"]
-        counted = [s for s in used if s["count"]]
-        file_first[fi] = counted[0]["first_ts"] if counted else None
-        file_last[fi] = counted[-1]["last_ts"] if counted else None
-        maxes = [s["max_ts"] if s.get("max_ts") is not None else s["last_ts"] for s in counted]
-        file_max[fi] = max(maxes) if maxes else None
-    # the units of the order: a file (its ranges) or a group read merged (one summary)
-    units = [(set_key(files[fi], file_first[fi], fi), "file", fi) for fi in file_ranges]
+            plan.add_file(fi, used)
+    return plan
+
+
+class Unit(NamedTuple):
+    """A unit of the capture's order: a file read by ranges (``item`` its index) or an overlap
+    group read merged (``item`` its summary)."""
+
+    key: tuple  # set_key
+    kind: str  # "file" or "group"
+    item: object
+
+
+def _units(files: list[str], plan: _FilePlan, merged_sums: list[dict]) -> list[Unit]:
+    """The units in capture order (the groups' summaries that could not be read: ``plan.fatal``)."""
+    units = [Unit(set_key(files[fi], plan.times[fi].first, fi), "file", fi) for fi in plan.ranges]
     for g in merged_sums:
         if g.get("open_error") or g.get("format_error"):
-            fatal.append(("open" if g.get("open_error") else "format", g.get("open_error") or g.get("format_error")))
+            plan.fatal.append(("open" if g.get("open_error") else "format", g.get("open_error") or g.get("format_error")))
             continue
-        valid.add(g["rid"])
+        plan.valid.add(g["rid"])
         head = g["group"][0]
-        units.append((set_key(files[head], g["first_ts"], head), "group", g))
-    units.sort(key=lambda u: u[0])
-    # overlap groups: runs of files each starting before the latest time of those before it
-    # (a record at that very time comes after theirs in the merge too: concatenation is exact)
+        units.append(Unit(set_key(files[head], g["first_ts"], head), "group", g))
+    units.sort(key=lambda u: u.key)
+    return units
+
+
+def _overlap_groups(units: list[Unit], times: dict) -> list[list[Unit]]:
+    """Runs of units each starting before the latest time of those before it (a record at that
+    very time comes after theirs in the merge too: concatenation is exact)."""
     groups: list = []
     run: list = []
     run_max = None
-    for key, kind, u in units:
-        if key[0]:
+    for unit in units:
+        if unit.key[0]:
             break  # files without records: last, in no group
-        first, top = (file_first[u], file_max[u]) if kind == "file" else (u["first_ts"], u["max_ts"])
+        u = unit.item
+        first, top = (times[u].first, times[u].top) if unit.kind == "file" else (u["first_ts"], u["max_ts"])
         if run and run_max is not None and first < run_max:
-            run.append((kind, u))
+            run.append(unit)
         else:
             if len(run) > 1:
                 groups.append(run)
-            run = [(kind, u)]
+            run = [unit]
             run_max = None
         if top is not None and (run_max is None or top > run_max):
             run_max = top
     if len(run) > 1:
         groups.append(run)
+    return groups
+
+
+def _pending(groups: list[list[Unit]], times: dict) -> list:
+    """:attr:`Layout.groups`: each overlap group's files with their first times."""
     pending = []
     for run in groups:
         members = []
-        for kind, u in run:
-            if kind == "file":
-                members.append((u, file_first[u]))
+        for unit in run:
+            if unit.kind == "file":
+                members.append((unit.item, times[unit.item].first))
             else:  # (a group read merged overlapping another file: not expected; read it again with it)
-                members += [(fi, first) for fi, first, _last, _n in u["members"]]
+                members += [(fi, first) for fi, first, _last, _n in unit.item["members"]]
         pending.append(members)
-    offsets: dict[int, int] = {}
-    total = 0
-    last_ts = None
-    errors = []
-    tcp = perr = 0
-    unsupported: dict[str, int] = {}
-    order: list[str] = []
-    spans: list = []
-    merged: list = []
-    for _key, kind, u in units:
-        sums = file_ranges[u] if kind == "file" else [u]
-        for s in sums:
-            offsets[s["rid"]] = total
-            total += s["count"]
-            if s["count"]:
-                last_ts = s["last_ts"]
-            tcp += s.get("tcp", 0)
-            perr += s.get("packet_errors", 0)
-            for k, v in (s.get("unsupported") or {}).items():
-                unsupported[k] = unsupported.get(k, 0) + v
-        if kind == "file":
-            order.append(files[u])
-            if file_first[u] is not None:
-                spans.append((files[u], file_first[u], file_last[u]))
-            if u in file_err:
-                errors.append((files[u], file_err[u]))
-        else:
-            merged.append(list(u["group"]))
-            for fi, first, last, n in u["members"]:
-                order.append(files[fi])
-                if n:
-                    spans.append((files[fi], first, last))
-            errors += [(files[fi], err) for fi, err in u.get("errors") or ()]
-    return Layout(order, offsets, valid, redo, errors, fatal, total, last_ts, len(valid), rejected, tcp, perr,
-                  unsupported, pending, merged, spans)
+    return pending
+
+
+@dataclass
+class _Count:
+    """The records numbered range by range in capture order, and the counts the summaries add."""
+
+    offsets: dict = field(default_factory=dict)  # rid -> packets before its first record
+    total: int = 0
+    last_ts: int | None = None
+    tcp: int = 0
+    packet_errors: int = 0
+    unsupported: dict = field(default_factory=dict)
+
+    def add(self, s: dict) -> None:
+        self.offsets[s["rid"]] = self.total
+        self.total += s["count"]
+        if s["count"]:
+            self.last_ts = s["last_ts"]
+        self.tcp += s.get("tcp", 0)
+        self.packet_errors += s.get("packet_errors", 0)
+        for k, v in (s.get("unsupported") or {}).items():
+            self.unsupported[k] = self.unsupported.get(k, 0) + v
+
+
+@dataclass
+class _Listing:
+    """The files in capture order, their spans, their damage and the groups read merged."""
+
+    order: list = field(default_factory=list)
+    spans: list = field(default_factory=list)
+    errors: list = field(default_factory=list)
+    merged: list = field(default_factory=list)
+
+    def add(self, files: list[str], plan: _FilePlan, unit: Unit) -> None:
+        u = unit.item
+        if unit.kind == "file":
+            self.order.append(files[u])
+            if plan.times[u].first is not None:
+                self.spans.append((files[u], plan.times[u].first, plan.times[u].last))
+            if u in plan.errors:
+                self.errors.append((files[u], plan.errors[u]))
+            return
+        self.merged.append(list(u["group"]))
+        for fi, first, last, n in u["members"]:
+            self.order.append(files[fi])
+            if n:
+                self.spans.append((files[fi], first, last))
+        self.errors += [(files[fi], err) for fi, err in u.get("errors") or ()]
 
 
 def group_ranges(files: list[str], groups: list, first_rid: int) -> list[Range]:
@@ -246,7 +326,7 @@ def clock_steps(summaries: list[dict], offsets: dict[int, int]) -> list:
 
 
 def set_gaps_of(spans: list) -> list[dict]:
-    """The files missing from a numbered capture set (:func:`amqp_dissect.pipelines.local.set_gaps`),
+    """The files missing from a numbered capture set (:func:`amqp_dissect.pipelines.runs.local.set_gaps`),
     from :attr:`Layout.spans`."""
     from types import SimpleNamespace
 

@@ -229,7 +229,7 @@ class RangeScan:
 
 class MergeScan:
     """Reads the files of an overlap group (a :class:`Range` with ``group``) as one capture, as
-    :meth:`amqp_dissect.pipelines.local.CaptureSource._merged` reads a set: record by record,
+    :meth:`amqp_dissect.pipelines.runs.local.CaptureSource._merged` reads a set: record by record,
     the earliest next record first, on equal times the file first in the set's order (the
     group's list).  Records are numbered (``index``, from 0) in that merged order.  Each file
     is read whole by a :class:`RangeScan`, opened when the merge reaches its first record

@@ -1,4 +1,4 @@
-"""Spark batch analysis of capture archives, on the same sans-IO core as ``amqp_dissect.pipelines.local``.
+"""Spark batch analysis of capture archives, on the same sans-IO core as ``amqp_dissect.pipelines.runs.local``.
 
     from amqp_dissect.spark import read_captures    # (the short name of this package's API)
     tables = read_captures(spark, ["hdfs:///captures/"])   # name -> Spark DataFrame
@@ -12,11 +12,11 @@
 or ``spark-submit pipelines/spark/__main__.py PATH... --out DIR`` (the project's code is
 shipped to the executors as a zip), or ``amqp-dissect archive PATH... --out DIR``.
 
-Modules: :mod:`.session` (the Spark session, the code shipped to executors), :mod:`.job` (the
-stages below, in order), :mod:`.stages` (what the tasks run), :mod:`.tables` and
-:mod:`.summaries` (the outputs), :mod:`.submit` (spark-submit's arguments), :mod:`.daemon` and
-:mod:`.zygote` (local executors' Python workers, their modules imported while the JVM starts) and
-:mod:`.preload` (those modules).
+Modules: :mod:`.job` (the stages below, in order), :mod:`.stages` (what the tasks run),
+:mod:`.tables` and :mod:`.summaries` (the outputs), :mod:`.api` (the DataFrame API),
+:mod:`.submit` (spark-submit's arguments).  The runtime they run in is
+:mod:`amqp_dissect.pipelines.spark_runtime`: the Spark session and the code shipped to executors,
+the file systems, the local executors' Python workers (daemon, zygote, preload).
 Stages (details
 in :mod:`amqp_dissect.pipelines.archive`):
 
@@ -67,46 +67,46 @@ Each step's Python tasks count their CPU seconds (``stats["cpu"]``, :class:`.sta
 with ``AMQP_DISSECT_SPARK_PROFILE=DIR`` each task writes a cProfile file to DIR.
 """
 
-# the names below are imported when first used (PEP 562): the workers' daemon (.daemon) and the
-# zygote (.zygote) are modules of this package and import only what their tasks need
+# the names below are imported when first used (PEP 562), from this package's modules and from the
+# session's runtime (..spark_runtime: the session, the file systems, the workers' daemon and zygote)
 _LAZY = {
-    'CaptureTables': 'api',
-    'read_captures': 'api',
-    'check_output': 'fs',
-    'check_uri': 'fs',
-    'CONNECTORS': 'fs',
-    'resolve_inputs': 'fs',
-    'run_archive': 'job',
-    'set_order': 'job',
-    'table_frames': 'job',
-    'TABLES': 'job',
-    'executors_share_install': 'session',
-    'JVM_OPTIONS': 'session',
-    'ship_code': 'session',
-    'spark_session': 'session',
-    'stop_session': 'session',
-    'pa_batch': 'stages',
-    'partition_keys': 'stages',
-    'ROWS_FILE': 'stages',
-    'rows_schema': 'stages',
-    'SEG_FILE': 'stages',
-    'stage1_schema': 'stages',
-    'STAGE2_COLUMNS': 'stages',
-    'table_schema': 'stages',
-    'main': 'submit',
-    'parse_size': 'fs',
-    'DEFAULT_WINDOW': 'summaries',
-    'PERCENTILES': 'summaries',
-    'SUMMARIES': 'summaries',
-    'summaries_frames': 'summaries',
-    'SUMMARY_COLUMNS': 'summaries',
-    'summary_frame': 'summaries',
-    'SUMMARY_READS': 'summaries',
-    'summary_rows': 'summaries',
-    'summary_schema': 'summaries',
-    'summary_spark_schema': 'summaries',
-    'write_summaries_local': 'summaries',
-    'write_summary_file': 'summaries',
+    'CaptureTables': '.api',
+    'read_captures': '.api',
+    'check_output': '..spark_runtime.fs',
+    'check_uri': '..spark_runtime.fs',
+    'CONNECTORS': '..spark_runtime.fs',
+    'resolve_inputs': '..spark_runtime.fs',
+    'run_archive': '.job',
+    'set_order': '.job',
+    'table_frames': '.job',
+    'TABLES': '.job',
+    'executors_share_install': '..spark_runtime.session',
+    'JVM_OPTIONS': '..spark_runtime.session',
+    'ship_code': '..spark_runtime.session',
+    'spark_session': '..spark_runtime.session',
+    'stop_session': '..spark_runtime.session',
+    'pa_batch': '.stages',
+    'partition_keys': '.stages',
+    'ROWS_FILE': '.stages',
+    'rows_schema': '.stages',
+    'SEG_FILE': '.stages',
+    'stage1_schema': '.stages',
+    'STAGE2_COLUMNS': '.stages',
+    'table_schema': '.stages',
+    'main': '.submit',
+    'parse_size': '..spark_runtime.fs',
+    'DEFAULT_WINDOW': '.summaries',
+    'PERCENTILES': '.summaries',
+    'SUMMARIES': '.summaries',
+    'summaries_frames': '.summaries',
+    'SUMMARY_COLUMNS': '.summaries',
+    'summary_frame': '.summaries',
+    'SUMMARY_READS': '.summaries',
+    'summary_rows': '.summaries',
+    'summary_schema': '.summaries',
+    'summary_spark_schema': '.summaries',
+    'write_summaries_local': '.summaries',
+    'write_summary_file': '.summaries',
 }
 
 
@@ -116,7 +116,7 @@ def __getattr__(name):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    value = getattr(importlib.import_module(module, __name__), name)
     globals()[name] = value
     return value
 

@@ -16,6 +16,7 @@ import shutil
 import tempfile
 import time
 
+from amqp_dissect.capture.tcp import IDLE_TIMEOUT
 from amqp_dissect.pipelines.archive import DEFAULT_SPLIT_SIZE
 
 from .summaries import DEFAULT_WINDOW, SUMMARIES, SUMMARY_READS, summary_frame
@@ -114,7 +115,7 @@ def _default_work(spark) -> tuple[str, bool]:
 
 def read_captures(spark, paths, *, ports=(), keylog=None, tables=None, frames: bool = False,
                   summaries: bool = True, window: float = DEFAULT_WINDOW, split_size: int = DEFAULT_SPLIT_SIZE,
-                  partitions: int | None = None, idle_timeout: float = 900.0, work: str | None = None,
+                  partitions: int | None = None, idle_timeout: float = IDLE_TIMEOUT, work: str | None = None,
                   messages: bool = False) -> CaptureTables:
     """The tables of the captures under ``paths`` (files, folders, globs; local paths or any
     Hadoop URI the session can read), read as one continuous capture, as Spark DataFrames.
@@ -130,17 +131,14 @@ def read_captures(spark, paths, *, ports=(), keylog=None, tables=None, frames: b
     :meth:`CaptureTables.close`; required on a cluster).  Rows of each table come in the
     single-process order.  Raises :class:`~amqp_dissect.pipelines.archive.InputError` for paths
     that cannot be read (before any work)."""
-    from .job import TABLES, _analyse, table_frames
+    from .job import _analyse, table_frames
 
     t0 = time.time()
     temporary = False
     if work is None:
         work, temporary = _default_work(spark)
     work = work.rstrip("/") + "/_work"
-    wanted = list(tables) if tables is not None else list(TABLES) + (["frames"] if frames else [])
-    unknown = [t for t in wanted if t not in TABLES + ("frames", "requests", "messages")]
-    if unknown:
-        raise ValueError(f"unknown table(s) {unknown}: the tables are {', '.join(TABLES)}, frames")
+    wanted = _wanted(tables, frames)
     frames = frames or "frames" in wanted
     try:
         # the messages are read (the deliveries' message columns; else null) when asked, and for
@@ -152,19 +150,9 @@ def read_captures(spark, paths, *, ports=(), keylog=None, tables=None, frames: b
         if temporary:
             shutil.rmtree(work[len("file://"):-len("/_work")], ignore_errors=True)
         raise
-    need = set(wanted) - {"requests"} | ({"deliveries", "links"} if "requests" in wanted else set())
-    need = need - {"messages"} | ({"deliveries", "links", "connections"} if "messages" in wanted else set())
-    if summaries:
-        need.update(t for reads in SUMMARY_READS.values() for t in reads)
+    need = _needed(wanted, summaries)
     frames_of = table_frames(spark, done, [t for t in done["counts"] if t in need])
-    if "requests" in wanted:  # (matched across the flows, on the driver: pipelines/spark/requests.py)
-        from .requests import requests_frame
-        frames_of["requests"] = requests_frame(spark, frames_of["deliveries"], frames_of["links"],
-                                               done["stats"].get("end_ts"), done["clock_steps"])
-    if "messages" in wanted:  # (DataFrame operations across the flows: pipelines/spark/messages.py)
-        from .messages import messages_frame
-        frames_of["messages"] = messages_frame(spark, frames_of["deliveries"], frames_of["links"],
-                                               frames_of["connections"], done["clock_steps"])
+    _add_cross_flow_tables(spark, wanted, frames_of, done)
     out = CaptureTables({t: frames_of[t] for t in wanted})
     if summaries:
         for name in SUMMARIES:
@@ -179,14 +167,50 @@ def read_captures(spark, paths, *, ports=(), keylog=None, tables=None, frames: b
     done["stats"]["seconds"] = round(time.time() - t0, 3)
     out.stats = done["stats"]
     out.work = work
-    cleanup = done["cleanup"]
-    if temporary:
-        base = work[:-len("/_work")]
-
-        def cleanup(keep=False, _inner=done["cleanup"], _base=base):
-            _inner(keep)
-            if not keep:
-                shutil.rmtree(_base[len("file://"):], ignore_errors=True)
-        atexit.register(cleanup)
-    out._cleanup = cleanup
+    out._cleanup = _cleanup(done["cleanup"], work) if temporary else done["cleanup"]
     return out
+
+
+def _wanted(tables, frames: bool) -> list[str]:
+    """The table names asked for (default: the analysis tables, and frames with ``frames``)."""
+    from .job import TABLES
+
+    wanted = list(tables) if tables is not None else list(TABLES) + (["frames"] if frames else [])
+    unknown = [t for t in wanted if t not in TABLES + ("frames", "requests", "messages")]
+    if unknown:
+        raise ValueError(f"unknown table(s) {unknown}: the tables are {', '.join(TABLES)}, frames")
+    return wanted
+
+
+def _needed(wanted: list[str], summaries: bool) -> set:
+    """The job's tables read: those wanted, those the requests and messages tables are made of,
+    and those the summaries read."""
+    need = set(wanted) - {"requests"} | ({"deliveries", "links"} if "requests" in wanted else set())
+    need = need - {"messages"} | ({"deliveries", "links", "connections"} if "messages" in wanted else set())
+    if summaries:
+        need.update(t for reads in SUMMARY_READS.values() for t in reads)
+    return need
+
+
+def _add_cross_flow_tables(spark, wanted: list[str], frames_of: dict, done: dict) -> None:
+    """The requests and messages tables, when wanted: made across the flows from the job's tables."""
+    if "requests" in wanted:  # (matched across the flows, on the driver: pipelines/spark/requests.py)
+        from .requests import requests_frame
+        frames_of["requests"] = requests_frame(spark, frames_of["deliveries"], frames_of["links"],
+                                               done["stats"].get("end_ts"), done["clock_steps"])
+    if "messages" in wanted:  # (DataFrame operations across the flows: pipelines/spark/messages.py)
+        from .messages import messages_frame
+        frames_of["messages"] = messages_frame(spark, frames_of["deliveries"], frames_of["links"],
+                                               frames_of["connections"], done["clock_steps"])
+
+
+def _cleanup(inner, work: str):
+    """The clean-up of a temporary work directory: the job's, then the directory (also at exit)."""
+    base = work[:-len("/_work")]
+
+    def cleanup(keep=False, _inner=inner, _base=base):
+        _inner(keep)
+        if not keep:
+            shutil.rmtree(_base[len("file://"):], ignore_errors=True)
+    atexit.register(cleanup)
+    return cleanup

@@ -18,9 +18,10 @@ from amqp_dissect.pipelines.archive import (DEFAULT_SPLIT_SIZE, KIND_SUMMARY, KI
                                             range_file,
                                             group_ranges, layout, set_gaps_of, plan_ranges, write_range)
 
+from amqp_dissect.capture.tcp import IDLE_TIMEOUT
 from amqp_dissect.results.schema import TABLES as REGISTRY_TABLES
 
-from .session import _STAGE2_CONF, _TABLES_CONF, _TS_CONF, _sql_conf
+from amqp_dissect.pipelines.spark_runtime.session import _STAGE2_CONF, _TABLES_CONF, _TS_CONF, _sql_conf
 from .stages import (STAGE2_COLUMNS, Meter, metered, pack_tasks, _arrow_schema, _read_rows, _sensitive_fn, _stage1_direct_fn,
                      _stage1_fn, _stage2_direct_fn, _stage2_fn, _ticks_direct_fn, _ticks_fn,
                      _types, partition_keys, rows_schema, stage1_schema, table_schema)
@@ -50,14 +51,14 @@ def _local(uri: str) -> str | None:
 
 def run_archive(spark, paths, out: str, *, split_size: int = DEFAULT_SPLIT_SIZE, window: float = DEFAULT_WINDOW,
                 frames: bool = False, partitions: int | None = None, ports=(), keep_work: bool = False,
-                idle_timeout: float = 900.0, keylog=None) -> dict:
+                idle_timeout: float = IDLE_TIMEOUT, keylog=None) -> dict:
     """Analyse the captures under ``paths`` as one continuous capture; write parquet tables
     under ``out`` (a path or any Hadoop URI).  Returns a dict: ``counts``, ``tables`` (name
     -> URI), ``files`` (in capture order), ``errors`` ((path, damage) pairs), ``stats``
     (ranges, false boundary candidates, reruns, seconds), ``clock_steps`` (the steps back of the
     capture's clock, as the report's ``capture["clock_steps"]``).  Raises :class:`InputError` for
     bad paths (a scheme without its connector, code "connector": :mod:`.fs`), before any work."""
-    from .fs import check_output
+    from amqp_dissect.pipelines.spark_runtime.fs import check_output
 
     t0 = time.time()
     out_uri = check_output(spark, out)
@@ -78,7 +79,7 @@ def _analyse(spark, paths, work: str, *, t0, split_size, frames, partitions, por
              messages: bool = False) -> dict:
     """Stages 1 and 2 and their reruns, the rows under ``work``: what the tables and summaries
     are made of (see :func:`_run`)."""
-    from .fs import resolve_inputs
+    from amqp_dissect.pipelines.spark_runtime.fs import resolve_inputs
 
     if keylog is not None and not isinstance(keylog, str):  # a KeyLog (the CLI's --keylog): shipped as text
         keylog = keylog.text()
@@ -330,7 +331,7 @@ def _write_outputs(spark, done: dict, out_uri: str, window: float) -> None:
     def write_table(t):
         directory = _direct_dir(written[t])
         if directory is None:  # not a local path: the tasks make the files, the driver copies them there
-            from .fs import write_files
+            from amqp_dissect.pipelines.spark_runtime.fs import write_files
 
             df = _table(spark, layers, t, bounds[t], excluded, meter=done["meter"], as_file=True)
             rows = [0]
@@ -368,7 +369,7 @@ def _write_outputs(spark, done: dict, out_uri: str, window: float) -> None:
         tables = {t: spark.read.schema(table_schema(t)).parquet(written[t]) for t in ("links", "deliveries", "stalls")}
 
         def write_summary(name):
-            from .fs import write_files
+            from amqp_dissect.pipelines.spark_runtime.fs import write_files
 
             blob = summary_frame(name, tables, window, meter=done["meter"], as_file=True).collect()[0].data
             write_files(spark, written[name], [("part-00000.parquet", blob)])

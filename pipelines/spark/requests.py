@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from amqp_dissect.results.requests import _FIELDS, RequestMatcher
 from amqp_dissect.results.schema import TIME, columns
 
-from amqp_dissect.pipelines.requests import _LINK_KEYS as _LINK_FIELDS  # (the links' columns the matcher reads)
+from amqp_dissect.pipelines.runs.requests import _LINK_KEYS as _LINK_FIELDS  # (the links' columns the matcher reads)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -49,11 +49,27 @@ def _plain(row, times) -> dict:
 def requests_frame(spark, deliveries, links, capture_end_ns: int | None = None, clock_steps=()):
     """The requests DataFrame of the deliveries and links DataFrames (those of ``read_captures``);
     ``clock_steps``: the capture's (``CaptureTables.clock_steps``), a round trip across one unknown."""
-    import json
-
-    from pyspark.sql import functions as F
-
     from amqp_dissect.results.tables import spark_schema
+
+    matcher = RequestMatcher()
+    if clock_steps:
+        from amqp_dissect.clock import ClockWatch
+
+        matcher.clock = ClockWatch.of(clock_steps)
+    _feed_requests(matcher, deliveries)
+    link_rows = [_plain(r, ("attach_time", "attached_time", "detach_time"))
+                 for r in links.select(*[c for c in _LINK_FIELDS if c in links.columns]).toLocalIterator()]
+    if capture_end_ns is None:
+        capture_end_ns = _capture_end(deliveries, links)
+    rows = matcher.rows(link_rows, capture_end_ns)
+    return spark.createDataFrame(_spark_rows(rows), schema=spark_schema("requests"))
+
+
+def _feed_requests(matcher: RequestMatcher, deliveries) -> None:
+    """The deliveries that may be requests or replies (a reply-to, a correlation id, an
+    "operation" property), then the links' last transfer times (from every delivery, one row
+    per link)."""
+    from pyspark.sql import functions as F
 
     have = set(deliveries.columns)
     wanted = [c for c in _FIELDS if c in have]
@@ -63,27 +79,30 @@ def requests_frame(spark, deliveries, links, capture_end_ns: int | None = None, 
             cond = cond | F.col(c).isNotNull()
     if "application_properties" in have:
         cond = cond | F.col("application_properties").contains('"operation"')
-    matcher = RequestMatcher()
-    if clock_steps:
-        from amqp_dissect.clock import ClockWatch
-
-        matcher.clock = ClockWatch.of(clock_steps)
     d_times = ("first_time", "last_time")
     for r in deliveries.where(cond).select(*wanted).toLocalIterator():
         matcher.add(_plain(r, d_times))
-    # (the links' last transfer times: from every delivery, one row per link)
     last = deliveries.groupBy("connection", "link_index").agg(F.max("last_time").alias("last_time"))
     for r in last.toLocalIterator():
         if r["last_time"] is not None:
             matcher.transfer(r["connection"], r["link_index"], _ns(r["last_time"]))
-    link_rows = [_plain(r, ("attach_time", "attached_time", "detach_time"))
-                 for r in links.select(*[c for c in _LINK_FIELDS if c in links.columns]).toLocalIterator()]
-    if capture_end_ns is None:
-        ends = [x for x in ((_ns(r[0]) if r[0] is not None else None)
-                            for r in [links.agg(F.max("detach_time")).collect()[0],
-                                      deliveries.agg(F.max("last_time")).collect()[0]]) if x is not None]
-        capture_end_ns = max(ends) if ends else None
-    rows = matcher.rows(link_rows, capture_end_ns)
+
+
+def _capture_end(deliveries, links) -> int | None:
+    """The latest detach or delivery time (nanoseconds), when the capture's end is not given."""
+    from pyspark.sql import functions as F
+
+    ends = [x for x in ((_ns(r[0]) if r[0] is not None else None)
+                        for r in [links.agg(F.max("detach_time")).collect()[0],
+                                  deliveries.agg(F.max("last_time")).collect()[0]]) if x is not None]
+    return max(ends) if ends else None
+
+
+def _spark_rows(rows: list[dict]) -> list[tuple]:
+    """The requests' row dicts as tuples of the registry's columns, in Spark's types (times as
+    datetimes, json cells as text)."""
+    import json
+
     cols = columns("requests")
     out = []
     for r in rows:
@@ -96,4 +115,4 @@ def requests_frame(spark, deliveries, links, capture_end_ns: int | None = None, 
                 v = json.dumps(v, sort_keys=True, ensure_ascii=False)
             vals.append(v)
         out.append(tuple(vals))
-    return spark.createDataFrame(out, schema=spark_schema("requests"))
+    return out

@@ -7,11 +7,11 @@ import json
 import sys
 
 from amqp_dissect.pipelines.archive import DEFAULT_SPLIT_SIZE, InputError, expand_inputs
-from amqp_dissect.pipelines.local import read_keylog
+from amqp_dissect.pipelines.keylogfile import open_keylog
 
-from .fs import is_local, local_path, parse_size  # noqa: F401  (parse_size: also this module's name)
+from amqp_dissect.pipelines.spark_runtime.fs import is_local, local_path, parse_size  # noqa: F401  (parse_size: also this module's name)
 from .job import run_archive
-from .session import spark_session, stop_session
+from amqp_dissect.pipelines.spark_runtime.session import spark_session, stop_session
 from .summaries import DEFAULT_WINDOW
 
 
@@ -44,7 +44,7 @@ def main(argv=None) -> int:
     try:
         res = run_archive(spark, a.paths, a.out, split_size=parse_size(a.split_size), window=a.window,
                           frames=a.frames, partitions=a.partitions, ports=a.port,
-                          keylog=read_keylog(a.keylog))
+                          keylog=_keylog_text(a.keylog))
     except InputError as e:  # (exit codes as amqp-dissect archive's)
         print(f"amqp-dissect: {e}", file=sys.stderr)
         stop_session(spark)
@@ -54,3 +54,10 @@ def main(argv=None) -> int:
                       "gaps": res["gaps"]}, default=str))
     stop_session(spark)
     return 5 if res["errors"] else 0
+
+
+def _keylog_text(path) -> str | None:
+    """The secrets of key log ``path`` (default: the file ``$SSLKEYLOGFILE`` names) as the text
+    shipped to the executors; None without a key log."""
+    kl = open_keylog(path, environment=True)
+    return None if kl is None else kl.text()

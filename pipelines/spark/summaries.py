@@ -250,85 +250,116 @@ def summary_rows(name: str, read, window: float = DEFAULT_WINDOW) -> list[dict]:
     :func:`_lat_stats`; orders: Spark's (nulls first ascending, last descending, NaN above every
     number)."""
     import numpy as np
+
+    cols = SUMMARY_READS[name]
+    t = {tb: read(tb, list(c)) for tb, c in cols.items()}
+    rows_of = _SUMMARY_ROWS.get(name)
+    if rows_of is None:
+        raise ValueError(f"unknown summary {name!r}")
+    return rows_of(t, _lat_stats(np.empty(0)), window)
+
+
+def _latency_by_link(t: dict, empty: dict, window: float) -> list[dict]:
+    per = _group_lat(t["deliveries"], ("connection", "link_index"))
+    rows = []
+    for c, s, ch, n, li, a in _keys_of(t["links"], SUMMARY_READS["latency_by_link"]["links"]):
+        st = per.get((c, li), empty) if c is not None and li is not None else empty
+        rows.append({"connection": c, "session": s, "channel": ch, "link": n, "link_index": li, "address": a,
+                     **st})
+    rows.sort(key=lambda r: (_desc_nulls_last(r["p99"]), _asc(r["connection"]), _asc(r["link_index"]),
+                             _asc(r["session"]), _asc(r["channel"]), _asc(r["link"]), _asc(r["address"])))
+    return rows
+
+
+def _latency_by_address(t: dict, empty: dict, window: float) -> list[dict]:
+    per = _group_lat(t["deliveries"], ("address",))
+    addrs = set(t["links"].column("address").to_pylist())
+    rows = [{"address": a, **per.get((a,), empty)} for a in addrs]
+    rows.sort(key=lambda r: (_desc_nulls_last(r["p99"]), _asc(r["address"])))
+    return rows
+
+
+def _window_starts(d, wus: int):
+    """Each delivery's window start (microseconds; null without a first time): floor(micros /
+    window) * window, in doubles then longs like Spark's expression."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    stats = ["count"] + [f"p{p}" for p in PERCENTILES] + ["max", "min", "mean"]
-    empty = _lat_stats(np.empty(0))
-    cols = SUMMARY_READS[name]
-    t = {tb: read(tb, list(c)) for tb, c in cols.items()}
-    if name == "latency_by_link":
-        per = _group_lat(t["deliveries"], ("connection", "link_index"))
-        rows = []
-        for c, s, ch, n, li, a in _keys_of(t["links"], cols["links"]):
-            st = per.get((c, li), empty) if c is not None and li is not None else empty
-            rows.append({"connection": c, "session": s, "channel": ch, "link": n, "link_index": li, "address": a,
-                         **st})
-        rows.sort(key=lambda r: (_desc_nulls_last(r["p99"]), _asc(r["connection"]), _asc(r["link_index"]),
-                                 _asc(r["session"]), _asc(r["channel"]), _asc(r["link"]), _asc(r["address"])))
-        return rows
-    if name == "latency_by_address":
-        per = _group_lat(t["deliveries"], ("address",))
-        addrs = set(t["links"].column("address").to_pylist())
-        rows = [{"address": a, **per.get((a,), empty)} for a in addrs]
-        rows.sort(key=lambda r: (_desc_nulls_last(r["p99"]), _asc(r["address"])))
-        return rows
-    if name == "latency_by_window":
-        d = t["deliveries"]
-        wus = round(float(window) * 1_000_000)
-        ft = d.column("first_time")
-        us = pc.cast(ft, pa.int64())
-        if ft.type.unit == "ns":  # (the registry's nanoseconds; Spark's tables hold microseconds)
-            us = pa.array(np.floor_divide(pc.fill_null(us, 0).to_numpy(zero_copy_only=False), 1000), pa.int64(),
-                          mask=~pc.is_valid(us).to_numpy(zero_copy_only=False))
-        # floor(micros / window) * window, in doubles then longs like Spark's expression
-        f = np.floor(pc.cast(us, pa.float64()).to_numpy(zero_copy_only=False) / float(wus))
-        valid = pc.is_valid(us).to_numpy(zero_copy_only=False)
-        start = pa.array(np.where(valid, f, 0).astype(np.int64) * wus, pa.int64(), mask=~valid)
-        d = d.append_column("_wstart", start)
-        lat = _group_lat(d, ("_wstart",))
-        oc = d.column("outcome")
-        sums = _group_sums(d, ("_wstart",), {**{o: _flag(pc.equal(oc, o)) for o in OUTCOMES},
-                                             "unsettled": _flag(pc.is_null(d.column("settled_time")))})
-        rows = []
-        for (w,), sm in sums.items():
-            ts = None if w is None else _utc_micros(w)
-            te = None if w is None else _utc_micros(w + wus)
-            rows.append({"window_start": ts, "window_end": te, "deliveries": sm["_rows"],
-                         **lat.get((w,), empty), **{o: sm[o] for o in OUTCOMES}, "unsettled": sm["unsettled"],
-                         "_w": w})
-        rows.sort(key=lambda r: _asc(r["_w"]))
-        return rows
-    if name == "outcomes":
-        d = t["deliveries"]
-        sums = _group_sums(d, ("address", "outcome"), {"presettled": _flag(d.column("presettled")),
-                                                        "unsettled": _flag(pc.is_null(d.column("settled_time")))})
-        rows = [{"address": a, "outcome": o, "deliveries": sm["_rows"], "presettled": sm["presettled"],
-                 "unsettled": sm["unsettled"]} for (a, o), sm in sums.items()]
-        rows.sort(key=lambda r: (_asc(r["address"]), _asc(r["outcome"])))
-        return rows
-    if name == "stalls_by_link":
-        keys = ("connection", "channel", "link", "link_index")
-        rows = [dict(zip(keys, k), **v) for k, v in _stall_rows(t["stalls"], keys).items()]
-        rows.sort(key=lambda r: (_desc_nulls_last(r["stalled_seconds"]), _asc(r["connection"]), _asc(r["channel"]),
-                                 _asc(r["link_index"]), _asc(r["link"])))
-        return rows
-    if name == "stalls_by_address":
-        s = t["stalls"]
-        la: dict = {}  # (connection, link_index) -> addresses: the links table's key, so one each
-        for c, li, a in _keys_of(t["links"], ("connection", "link_index", "address")):
-            if c is not None and li is not None:
-                la.setdefault((c, li), []).append(a)
-        idx, addr = [], []
-        for i, (c, li) in enumerate(_keys_of(s, ("connection", "link_index"))):
-            for a in la.get((c, li), [None]):  # a left join: unmatched stalls under a null address
-                idx.append(i)
-                addr.append(a)
-        s = s.take(pa.array(idx, pa.int64())).append_column("address", pa.array(addr, pa.string()))
-        rows = [{"address": k[0], **v} for k, v in _stall_rows(s, ("address",)).items()]
-        rows.sort(key=lambda r: (_desc_nulls_last(r["stalled_seconds"]), _asc(r["address"])))
-        return rows
-    raise ValueError(f"unknown summary {name!r}")
+    ft = d.column("first_time")
+    us = pc.cast(ft, pa.int64())
+    if ft.type.unit == "ns":  # (the registry's nanoseconds; Spark's tables hold microseconds)
+        us = pa.array(np.floor_divide(pc.fill_null(us, 0).to_numpy(zero_copy_only=False), 1000), pa.int64(),
+                      mask=~pc.is_valid(us).to_numpy(zero_copy_only=False))
+    f = np.floor(pc.cast(us, pa.float64()).to_numpy(zero_copy_only=False) / float(wus))
+    valid = pc.is_valid(us).to_numpy(zero_copy_only=False)
+    return pa.array(np.where(valid, f, 0).astype(np.int64) * wus, pa.int64(), mask=~valid)
+
+
+def _latency_by_window(t: dict, empty: dict, window: float) -> list[dict]:
+    import pyarrow.compute as pc
+
+    d = t["deliveries"]
+    wus = round(float(window) * 1_000_000)
+    d = d.append_column("_wstart", _window_starts(d, wus))
+    lat = _group_lat(d, ("_wstart",))
+    oc = d.column("outcome")
+    sums = _group_sums(d, ("_wstart",), {**{o: _flag(pc.equal(oc, o)) for o in OUTCOMES},
+                                         "unsettled": _flag(pc.is_null(d.column("settled_time")))})
+    rows = []
+    for (w,), sm in sums.items():
+        ts = None if w is None else _utc_micros(w)
+        te = None if w is None else _utc_micros(w + wus)
+        rows.append({"window_start": ts, "window_end": te, "deliveries": sm["_rows"],
+                     **lat.get((w,), empty), **{o: sm[o] for o in OUTCOMES}, "unsettled": sm["unsettled"],
+                     "_w": w})
+    rows.sort(key=lambda r: _asc(r["_w"]))
+    return rows
+
+
+def _outcomes(t: dict, empty: dict, window: float) -> list[dict]:
+    import pyarrow.compute as pc
+
+    d = t["deliveries"]
+    sums = _group_sums(d, ("address", "outcome"), {"presettled": _flag(d.column("presettled")),
+                                                    "unsettled": _flag(pc.is_null(d.column("settled_time")))})
+    rows = [{"address": a, "outcome": o, "deliveries": sm["_rows"], "presettled": sm["presettled"],
+             "unsettled": sm["unsettled"]} for (a, o), sm in sums.items()]
+    rows.sort(key=lambda r: (_asc(r["address"]), _asc(r["outcome"])))
+    return rows
+
+
+def _stalls_by_link(t: dict, empty: dict, window: float) -> list[dict]:
+    keys = ("connection", "channel", "link", "link_index")
+    rows = [dict(zip(keys, k), **v) for k, v in _stall_rows(t["stalls"], keys).items()]
+    rows.sort(key=lambda r: (_desc_nulls_last(r["stalled_seconds"]), _asc(r["connection"]), _asc(r["channel"]),
+                             _asc(r["link_index"]), _asc(r["link"])))
+    return rows
+
+
+def _stalls_by_address(t: dict, empty: dict, window: float) -> list[dict]:
+    import pyarrow as pa
+
+    s = t["stalls"]
+    la: dict = {}  # (connection, link_index) -> addresses: the links table's key, so one each
+    for c, li, a in _keys_of(t["links"], ("connection", "link_index", "address")):
+        if c is not None and li is not None:
+            la.setdefault((c, li), []).append(a)
+    idx, addr = [], []
+    for i, (c, li) in enumerate(_keys_of(s, ("connection", "link_index"))):
+        for a in la.get((c, li), [None]):  # a left join: unmatched stalls under a null address
+            idx.append(i)
+            addr.append(a)
+    s = s.take(pa.array(idx, pa.int64())).append_column("address", pa.array(addr, pa.string()))
+    rows = [{"address": k[0], **v} for k, v in _stall_rows(s, ("address",)).items()]
+    rows.sort(key=lambda r: (_desc_nulls_last(r["stalled_seconds"]), _asc(r["address"])))
+    return rows
+
+
+# each summary's rows, from the tables it reads (SUMMARY_READS), the empty latency statistics and the window
+_SUMMARY_ROWS = {"latency_by_link": _latency_by_link, "latency_by_address": _latency_by_address,
+                 "latency_by_window": _latency_by_window, "outcomes": _outcomes,
+                 "stalls_by_link": _stalls_by_link, "stalls_by_address": _stalls_by_address}
 
 
 def _utc_micros(us: int):

@@ -7,9 +7,9 @@
 
 Builds one capture of real proton-encoded AMQP traffic (tests/benchmarks/benchmark.py's
 ``build_capture``: interleaved connections, acks on) and a rotated copy of it
-(``amqp_dissect.pipelines.split``, ``--parts`` files, connections spanning them), then times:
+(``amqp_dissect.pipelines.archive.split``, ``--parts`` files, connections spanning them), then times:
 
-* the single-process path (``amqp_dissect.pipelines.local.analyze``) on the capture,
+* the single-process path (``amqp_dissect.pipelines.runs.local.read_analysis``) on the capture,
 * the Spark job with local[1] and local[2] on the rotated archive (one stage-1
   task per file),
 * the Spark job on the single capture read whole (one stage-1 task) and split
@@ -141,7 +141,7 @@ def tree_cpus(root: int) -> dict:
 def spark_cpu(spark) -> float:
     """CPU seconds so far of the Spark JVM (local mode: driver and executor), its Python workers,
     the zygote they are forked from and this driver process."""
-    from amqp_dissect.pipelines.spark.zygote import zygote_pid
+    from amqp_dissect.pipelines.spark_runtime.zygote import zygote_pid
 
     t = os.times()
     zygote = zygote_pid()  # (the workers' daemon is the zygote's child, not the JVM's)
@@ -362,9 +362,9 @@ def main(argv=None) -> int:
     from benchmark import build_capture
 
     from amqp_dissect.capture.pcap import open_capture
-    from amqp_dissect.pipelines.local import analyze
+    from amqp_dissect.pipelines.runs.local import read_analysis
     from amqp_dissect.pipelines.spark import parse_size, run_archive, spark_session
-    from amqp_dissect.pipelines.split import split_capture
+    from amqp_dissect.pipelines.archive.split import split_capture
 
     os.makedirs(a.work, exist_ok=True)
     cap = os.path.join(a.work, "capture.pcap")
@@ -398,11 +398,11 @@ def main(argv=None) -> int:
         print(f"  {name:<44} {secs:8.2f} s {records / secs:12,.0f} records/s  {extra or ''}", flush=True)
 
     # the single process runs always: every Spark run is checked against its deliveries count
-    secs, an = timed(lambda: analyze(cap))
+    secs, an = timed(lambda: read_analysis(cap))
     deliveries = len(an.deliveries)
     del an
     if "single" in only:
-        row("single process (amqp_dissect.pipelines.local.analyze)", secs, {"deliveries": deliveries})
+        row("single process (amqp_dissect.pipelines.runs.local.read_analysis)", secs, {"deliveries": deliveries})
 
     split_size = parse_size(a.split_size)
     sessions: dict = {}

@@ -26,7 +26,7 @@ import pcapbuild as pb  # noqa: E402
 from protonpump import Pump  # noqa: E402
 
 from amqp_dissect.cli.main import main  # noqa: E402
-from amqp_dissect.pipelines.local import CaptureSource  # noqa: E402
+from amqp_dissect.pipelines.runs.local import CaptureSource  # noqa: E402
 
 EDITCAP = shutil.which("editcap")
 MERGECAP = shutil.which("mergecap")

@@ -36,7 +36,7 @@ import pcapbuild
 import pytest
 
 from amqp_dissect.cli.main import main
-from amqp_dissect.pipelines.local import analyze
+from amqp_dissect.pipelines.runs.local import read_analysis
 from amqp_dissect.render.report import render_text
 from amqp_dissect.results.report import build_report
 
@@ -71,7 +71,7 @@ def plain():
     def get(name):
         if name not in cache:
             path = os.path.join(ROOT, "samples", name + ".pcap")
-            cache[name] = (path, analyze(path))
+            cache[name] = (path, read_analysis(path))
         return cache[name]
     return get
 
@@ -86,7 +86,7 @@ def variant(tmp_path_factory):
             src = os.path.join(ROOT, "samples", name + ".pcap")
             out = str(folder / (name.replace("/", "_") + f"_{shift}.pcap"))
             mid = stepped(src, shift, out)
-            cache[name, shift] = (out, mid, analyze(out))
+            cache[name, shift] = (out, mid, read_analysis(out))
         return cache[name, shift]
     return get
 
@@ -262,7 +262,7 @@ def test_a_jump_forward_is_a_pause(name, plain, variant):
     assert got.capture["duration"] > 3600
     # (the default 900 s idle timeout of the reassembly ends a connection silent for longer: a pause)
     from amqp_dissect.dissect import Dissector
-    from amqp_dissect.pipelines.local import CaptureSource, run_analysis
+    from amqp_dissect.pipelines.runs.local import CaptureSource, run_analysis
 
     src = CaptureSource([out], dissector=Dissector(idle_timeout=7200.0))
     an = run_analysis(src)
@@ -273,7 +273,7 @@ def test_a_jump_forward_is_a_pause(name, plain, variant):
 
 def test_backward_jitter_is_no_step():
     """Ten adjacent packets swapped (each with its own time; tests/capture/test_reorder.py): no step."""
-    got = analyze(os.path.join(ROOT, "tests", "data", "plain_send_receive_10swaps.pcap"))
+    got = read_analysis(os.path.join(ROOT, "tests", "data", "plain_send_receive_10swaps.pcap"))
     assert "clock_steps" not in got.capture
     assert got.capture["duration"] is not None
 
@@ -362,7 +362,7 @@ def test_the_archive_finds_the_steps_of_the_single_process(name, shift, variant)
 def test_the_archive_finds_the_steps_of_a_set_of_two_hosts(variant, tmp_path):
     """Host A's file stepped back 5 s, host B's capture starting inside it (its clock another):
     merged by time, the single process's steps."""
-    from amqp_dissect.pipelines.local import CaptureSource, run_analysis
+    from amqp_dissect.pipelines.runs.local import CaptureSource, run_analysis
 
     host_a, _, _ = variant("outcomes", "-5")
     found = []
@@ -394,8 +394,8 @@ def test_residence_and_end_to_end_are_the_plain_ones_or_unknown(name, shift, var
     """The messages table of a stepped capture: the plain rows; each residence / end to end the
     plain one, or null when the producer's transfer and a consumer's packet lie on either side of
     the step (the row's note then says so); never another number."""
-    from amqp_dissect.pipelines.local import CaptureSource
-    from amqp_dissect.pipelines.messages import message_table
+    from amqp_dissect.pipelines.runs.local import CaptureSource
+    from amqp_dissect.pipelines.runs.messages import message_table
     from amqp_dissect.results.messages import CLOCK_STEP_NOTE
 
     out, mid, _ = variant(name, shift)
@@ -446,8 +446,8 @@ def test_the_api_matches_requests_as_the_requests_command(name, variant, tmp_pat
 def test_the_report_says_which_messages_the_step_made_unknown(variant, tmp_path, parallel_runs):
     """The report's messages section (text, JSON, HTML; one process and two): per address, the
     messages whose residence or end to end the step made unknown (the messages table's notes)."""
-    from amqp_dissect.pipelines.local import CaptureSource
-    from amqp_dissect.pipelines.messages import message_table
+    from amqp_dissect.pipelines.runs.local import CaptureSource
+    from amqp_dissect.pipelines.runs.messages import message_table
     from amqp_dissect.results.messages import CLOCK_STEP_NOTE
 
     out, _, _ = variant("messages/rhea_request_reply", "-5")

@@ -24,7 +24,7 @@ import pytest
 from amqp_dissect.amqp.framing import Frame
 from amqp_dissect.capture.pcap import open_capture
 from amqp_dissect.dissect import Dissector
-from amqp_dissect.pipelines.local import analyze
+from amqp_dissect.pipelines.runs.local import read_analysis
 from amqp_dissect.render.report import render_text
 from amqp_dissect.results.report import build_report
 
@@ -92,7 +92,7 @@ def _key_rows(a):
 
 @pytest.fixture(scope="module")
 def base():
-    return {n: analyze(os.path.join(SAMPLES, n + ".pcap")) for n in NAMES}
+    return {n: read_analysis(os.path.join(SAMPLES, n + ".pcap")) for n in NAMES}
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -109,7 +109,7 @@ def test_each_lost_packet_costs_only_what_it_carried(name, base, tmp_path):
             continue
         path = tmp_path / f"drop{i}.pcap"
         _write(path, packets[: i - 1] + packets[i:], lt)
-        a = analyze(str(path))
+        a = read_analysis(str(path))
         # no violation that the loss made up
         assert len(a.violations) <= b_violations, (i, list(a.violations["message"]))
         # the gap is declared, with the dropped segment's size, on the side that sent it
@@ -135,7 +135,7 @@ def test_duplicated_packets_change_nothing(name, base, tmp_path):
     for i in range(1, len(packets) + 1, 3):
         path = tmp_path / f"dup{i}.pcap"
         _write(path, packets[:i] + [packets[i - 1]] + packets[i:], lt)
-        a = analyze(str(path))
+        a = read_analysis(str(path))
         assert _key_rows(a) == _key_rows(b), i
         assert len(a.violations) == len(b.violations), i
 
@@ -149,7 +149,7 @@ def test_capture_joined_mid_stream_invents_no_violation(name, base, tmp_path):
     for cut in range(1, len(packets) - 2):
         path = tmp_path / f"cut{cut}.pcap"
         _write(path, packets[cut:], lt)
-        a = analyze(str(path))
+        a = read_analysis(str(path))
         assert len(a.violations) <= len(b.violations), (cut, list(a.violations["message"]))
         rows = _key_rows(a)
         assert all(v == "" or v == b_v for k, v in rows.items()
@@ -165,7 +165,7 @@ def test_lost_begin_answer_is_inferred_and_said(tmp_path):
     assert b"\x00\x53\x11" in bytes(tcp.data)  # the begin performative's descriptor
     path = tmp_path / "nobegin.pcap"
     _write(path, packets[:15] + packets[16:], lt)
-    a = analyze(str(path))
+    a = read_analysis(str(path))
     assert len(a.violations) == 0
     assert Counter(a.deliveries["outcome"]) == {"accepted": 20}
     assert len(a.sessions) == 1
@@ -201,7 +201,7 @@ def test_a_frame_header_beyond_max_frame_size_is_a_violation_and_framing_resynch
     c.close()
     cap = tmp_path / "big.pcapng"
     cap.write_bytes(write_pcapng([(ts, 0, data) for ts, _, data in c.records]))
-    a = analyze(str(cap))
+    a = read_analysis(str(cap))
     v = a.violations
     assert list(v["kind"]) == ["frame-size"]
     assert "frame size 67108864 exceeds the peer's max-frame-size 512" in v["message"].iloc[0]
@@ -232,7 +232,7 @@ def test_a_frame_never_completed_is_reported_with_its_bytes(tmp_path, capsys):
     c.close()
     cap = tmp_path / "cut.pcapng"
     cap.write_bytes(write_pcapng([(ts, 0, data) for ts, _, data in c.records]))
-    a = analyze(str(cap))
+    a = read_analysis(str(cap))
     assert a.connections.iloc[0]["undecoded_bytes_client"] == len(frame) - 3
     assert main(["report", str(cap)]) == 0
     out = capsys.readouterr().out

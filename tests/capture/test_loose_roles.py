@@ -25,7 +25,7 @@ import struct
 import pytest
 
 from amqp_dissect.capture.pcap import open_capture
-from amqp_dissect.pipelines.local import analyze
+from amqp_dissect.pipelines.runs.local import read_analysis
 from amqp_dissect.render.report import render_text
 from amqp_dissect.results.report import build_report
 from pcapbuild import PcapWriter
@@ -144,7 +144,7 @@ def test_roles_on_two_amqp_ports_come_from_evidence(tmp_path, original, client, 
     first_sender = _ports(original["records"][start][2])[0]
     if cut in ("server-header", "server-open"):
         assert first_sender == original["server"]  # the first packet captured is the server's
-    a = analyze(path, ports=extra)
+    a = read_analysis(path, ports=extra)
     (row,) = a.analyzer.connection_rows()
     evidence, known = EXPECT[cut]
     inferred = [x for x in row["inferred"] if x.startswith("client and server")]
@@ -165,8 +165,8 @@ def test_roles_on_two_amqp_ports_come_from_evidence(tmp_path, original, client, 
 @pytest.mark.parametrize("cut", ["no-syn", "server-header", "server-open"])
 def test_settled_roles_decode_as_the_whole_capture(tmp_path, original, cut):
     """Once the roles are settled, the deliveries and their outcomes are the uncut capture's."""
-    whole = analyze(_write(tmp_path / "whole.pcap", original, 5672, 5671, 0))
-    part = analyze(_write(tmp_path / f"{cut}.pcap", original, 5672, 5671, original["cuts"][cut]))
+    whole = read_analysis(_write(tmp_path / "whole.pcap", original, 5672, 5671, 0))
+    part = read_analysis(_write(tmp_path / f"{cut}.pcap", original, 5672, 5671, original["cuts"][cut]))
     keys = ("link", "delivery_id", "outcome", "settled_by", "sender")
     want = [tuple(r[k] for k in keys) for r in whole.analyzer.delivery_rows()]
     got = [tuple(r[k] for k in keys) for r in part.analyzer.delivery_rows()]
@@ -221,7 +221,7 @@ def test_the_same_roles_byte_by_byte(tmp_path, original, cut):
     recs = _records(whole)
     path = tmp_path / "bytewise.pcap"
     _write_bytewise(path, recs)
-    a, b = analyze(whole), analyze(str(path))
+    a, b = read_analysis(whole), read_analysis(str(path))
     ra, rb = a.analyzer.connection_rows()[0], b.analyzer.connection_rows()[0]
     for k in ("connection", "client", "server", "unknown", "inferred"):
         assert ra[k] == rb[k], k
@@ -254,7 +254,7 @@ def test_the_wait_for_the_other_side_is_bounded(tmp_path, original, monkeypatch)
             at = i
             break
     assert at is not None and at <= 500 + 1
-    a = analyze(str(path))
+    a = read_analysis(str(path))
     (row,) = a.analyzer.connection_rows()
     assert "client/server roles" in row["unknown"]
     assert row["frames_client"] + row["frames_server"] > 0

@@ -27,7 +27,7 @@ from pcapbuild import LINKTYPE_ETHERNET, TcpConversation, read_pcap_records, ret
 
 from amqp_dissect.amqp.spec import COMPOSITES
 from amqp_dissect.cli.main import main
-from amqp_dissect.pipelines.local import analyze
+from amqp_dissect.pipelines.runs.local import read_analysis
 from amqp_dissect.render.report import render_text
 from amqp_dissect.results.report import build_report
 
@@ -102,13 +102,13 @@ def _text(a, port: int) -> str:
 @pytest.mark.parametrize("kept", ["client", "server"])
 @pytest.mark.parametrize("sample", SAMPLES)
 def test_one_direction_joined_midstream_on_another_port_is_amqp(tmp_path, sample, kept):
-    one_way = analyze(_variant(sample, tmp_path, kept, PORT), frames=True)
+    one_way = read_analysis(_variant(sample, tmp_path, kept, PORT), frames=True)
     # tshark's frames of that direction, in the two-way cut, told the port is AMQP's
     expected = _tshark_frames(_variant(sample, tmp_path, "both", PORT), kept)
     assert len(expected) >= 3
     assert _our_frames(one_way, kept) == expected
     # the report of the same bytes on 5672 (decoded there whatever they are), ports aside
-    on_5672 = analyze(_variant(sample, tmp_path, kept, 5672))
+    on_5672 = read_analysis(_variant(sample, tmp_path, kept, 5672))
     text, plain = _text(one_way, PORT), _text(on_5672, 5672)
     if len(on_5672.analyzer.connection_rows()) == 1:
         assert text == plain
@@ -181,7 +181,7 @@ def _not_amqp_cases() -> dict:
 
 @pytest.mark.parametrize("case", sorted(_not_amqp_cases()))
 def test_other_protocols_one_way_midstream_are_not_amqp(tmp_path, case):
-    a = analyze(_one_way(tmp_path, case, [b"x" * 10] + _not_amqp_cases()[case]))
+    a = read_analysis(_one_way(tmp_path, case, [b"x" * 10] + _not_amqp_cases()[case]))
     assert a.analyzer.connection_rows() == []
 
 
@@ -197,7 +197,7 @@ def test_the_0_9_1_sample_one_way_midstream_is_not_amqp(tmp_path):
     with open(path, "wb") as f:
         f.write(write_pcap(records))
     assert len(records) >= 3
-    assert analyze(path).analyzer.connection_rows() == []
+    assert read_analysis(path).analyzer.connection_rows() == []
 
 
 def test_a_run_of_client_frames_one_way_is_amqp(tmp_path):
@@ -205,7 +205,7 @@ def test_a_run_of_client_frames_one_way_is_amqp(tmp_path):
     over three segments, after a first segment the join cut inside a frame."""
     flow, disposition = COMPOSITES["flow"].descriptor_code, COMPOSITES["disposition"].descriptor_code
     chunks = [b"x" * 10, _frame(_performative(flow)), _frame(_performative(disposition)), _frame(_performative(flow))]
-    a = analyze(_one_way(tmp_path, "run", chunks, skip=0))
+    a = read_analysis(_one_way(tmp_path, "run", chunks, skip=0))
     assert [r["connection"] for r in a.analyzer.connection_rows()] == ["10.0.0.1:40000-10.0.0.2:8080"]
 
 

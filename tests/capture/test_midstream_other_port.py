@@ -17,7 +17,7 @@ import os
 import dpkt
 import pytest
 
-from amqp_dissect.pipelines.local import analyze
+from amqp_dissect.pipelines.runs.local import read_analysis
 from amqp_dissect.render.report import render_text
 from amqp_dissect.results.report import build_report
 
@@ -80,8 +80,8 @@ def _per_connection(a, port: int) -> dict:
                                     "messages/azure_cbs_expiry.pcap", "messages/idle_timeout.pcap",
                                     "messages/topic_fanout.pcap"])
 def test_midstream_on_6000_gives_the_report_of_5672(tmp_path, sample):
-    a5672 = analyze(_cut_at_server_header(sample, tmp_path, 5672))
-    a6000 = analyze(_cut_at_server_header(sample, tmp_path, 6000))
+    a5672 = read_analysis(_cut_at_server_header(sample, tmp_path, 5672))
+    a6000 = read_analysis(_cut_at_server_header(sample, tmp_path, 6000))
     on_5672, on_6000 = _per_connection(a5672, 5672), _per_connection(a6000, 6000)
     assert on_6000 and all(c.endswith(":6000") for c in on_6000)
     # each connection the server's header marks as AMQP on 6000 (one joined after both headers is
@@ -100,7 +100,7 @@ def test_midstream_on_6000_gives_the_report_of_5672(tmp_path, sample):
 def test_the_drain_sample_cut_on_6000_has_the_one_violation_of_5672(tmp_path):
     """The figures of the issue: 1 violation on 5672 (the server's drain answer), the same 1 on 6000."""
     for port in (5672, 6000):
-        v = analyze(_cut_at_server_header("drain.pcap", tmp_path, port)).violations
+        v = read_analysis(_cut_at_server_header("drain.pcap", tmp_path, port)).violations
         assert len(v) == 1 and v["message"].iloc[0].startswith("drain answer from the server"), list(v["message"])
 
 

@@ -20,7 +20,7 @@ import subprocess
 import pytest
 
 from amqp_dissect.cli.main import main
-from amqp_dissect.pipelines.local import analyze
+from amqp_dissect.pipelines.runs.local import read_analysis
 from amqp_dissect.render.report import render_text
 from amqp_dissect.results.report import build_report
 
@@ -58,7 +58,7 @@ _plain_cache: dict = {}
 def _plain(path: str, ports=()):
     an = _plain_cache.get((path, ports))
     if an is None:
-        an = _plain_cache[(path, ports)] = analyze(path, ports=ports).analyzer
+        an = _plain_cache[(path, ports)] = read_analysis(path, ports=ports).analyzer
     return an
 
 
@@ -86,7 +86,7 @@ def test_one_way_variant_against_the_plain_capture(tmp_path_factory, case, kept)
     plain = _plain(path, ports)
     assert all(r["missing_direction"] is None for r in plain.connection_rows())  # both captured: nothing said
     variant = _variant(tmp_path_factory, path, port, kept)
-    an = analyze(variant, ports=ports).analyzer
+    an = read_analysis(variant, ports=ports).analyzer
     missing = KEPT[kept]
     captured = "client" if missing == "server" else "server"
     rows = an.connection_rows()
@@ -117,7 +117,7 @@ def test_one_way_variant_against_the_plain_capture(tmp_path_factory, case, kept)
 def test_the_report_says_which_direction_is_missing(tmp_path_factory):
     path = os.path.join(ROOT, "samples", "plain_send_receive.pcap")
     for kept, missing in KEPT.items():
-        an = analyze(_variant(tmp_path_factory, path, 5672, kept)).analyzer
+        an = read_analysis(_variant(tmp_path_factory, path, 5672, kept)).analyzer
         rep = build_report(an)
         od = rep["summary"]["one_direction"]
         assert od["connections"] == 1 and od[f"{missing}_missing"] == 1
@@ -144,13 +144,13 @@ def test_the_html_page_says_it(tmp_path_factory, tmp_path, capsys):
 def test_the_session_begun_by_the_missing_side_is_inferred(tmp_path_factory):
     """The server's begin carries remote-channel: it answers a begin of the client's, not captured."""
     path = os.path.join(ROOT, "samples", "plain_send_receive.pcap")
-    an = analyze(_variant(tmp_path_factory, path, 5672, "src")).analyzer
+    an = read_analysis(_variant(tmp_path_factory, path, 5672, "src")).analyzer
     text = render_text(build_report(an))
     assert "begun by the client (inferred: its begin not captured, the server's begin" in text
     assert "begun by the server" not in text
     # the client's packets only: its begin has no remote-channel, so it began the session; who
     # attached first is not known
-    an = analyze(_variant(tmp_path_factory, path, 5672, "dst")).analyzer
+    an = read_analysis(_variant(tmp_path_factory, path, 5672, "dst")).analyzer
     text = render_text(build_report(an))
     assert "begun by the client [begin packet 7, the server's not captured]" in text
     assert "attached: by the client or the server (unknown)" in text
@@ -187,7 +187,7 @@ def test_roles_of_one_stream_from_its_sasl_frame(tmp_path_factory):
     the server), the server's packets only: its stream starts with the SASL protocol header and
     sasl-mechanisms, which only a server sends."""
     path = os.path.join(DATA, "multi_session_port6000_client20000_midstream.pcap")
-    an = analyze(_variant(tmp_path_factory, path, 6000, "src")).analyzer
+    an = read_analysis(_variant(tmp_path_factory, path, 6000, "src")).analyzer
     rows = an.connection_rows()
     assert [(r["client"], r["server"], r["missing_direction"]) for r in rows] == [
         ("127.0.0.1:20000", "127.0.0.1:6000", "client")]

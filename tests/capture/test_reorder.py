@@ -20,7 +20,7 @@ import sys
 import dpkt
 import pytest
 
-from amqp_dissect.pipelines.local import analyze
+from amqp_dissect.pipelines.runs.local import read_analysis
 from amqp_dissect.render.report import render_text
 from amqp_dissect.results.report import build_report
 
@@ -92,7 +92,7 @@ def _report(a, perm=None):
 def base():
     out = {}
     for n in NAMES:
-        a = analyze(os.path.join(SAMPLES, n + ".pcap"))
+        a = read_analysis(os.path.join(SAMPLES, n + ".pcap"))
         out[n] = (_summary(a), _report(a))
     return out
 
@@ -105,7 +105,7 @@ def test_every_adjacent_swap_changes_nothing(name, base, tmp_path):
     for i in range(len(packets) - 1):
         p = tmp_path / f"swap{i}.pcap"
         _write(p, swapped(packets, [i]), lt)
-        got_rows, got_gaps, got_violations = _summary(analyze(str(p)))
+        got_rows, got_gaps, got_violations = _summary(read_analysis(str(p)))
         assert got_gaps == 0, i
         assert got_rows == rows, i
         assert got_violations == violations, i
@@ -118,7 +118,7 @@ def test_ten_adjacent_swaps_give_the_same_report(name, seed, base, tmp_path):
     p = tmp_path / "swapped.pcap"
     pairs = ten_pairs(len(packets), seed)
     _write(p, swapped(packets, pairs), lt)
-    a = analyze(str(p))
+    a = read_analysis(str(p))
     summary, report = base[name]
     assert _summary(a) == summary
     # the same report, packet numbers mapped back to the original capture's

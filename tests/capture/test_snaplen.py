@@ -15,7 +15,7 @@ import subprocess
 import pytest
 
 from amqp_dissect.cli.main import main
-from amqp_dissect.pipelines.local import analyze
+from amqp_dissect.pipelines.runs.local import read_analysis
 from amqp_dissect.render.report import render_text
 from amqp_dissect.results.report import build_report
 
@@ -56,7 +56,7 @@ _ids: dict = {}
 
 def _report(path):
     if path not in _reports:
-        a = analyze(path)
+        a = read_analysis(path)
         _reports[path] = (a, build_report(a.analyzer))
     return _reports[path][1]
 

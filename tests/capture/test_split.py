@@ -1,4 +1,4 @@
-"""amqp_dissect.pipelines.split / ``amqp-dissect split``: rotated pcap parts that read back as the original."""
+"""amqp_dissect.pipelines.archive.split / ``amqp-dissect split``: rotated pcap parts that read back as the original."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import os
 import pytest
 
 from amqp_dissect.capture.pcap import open_capture
-from amqp_dissect.pipelines.local import analyze
-from amqp_dissect.pipelines.split import split_capture
+from amqp_dissect.pipelines.runs.local import read_analysis
+from amqp_dissect.pipelines.archive.split import split_capture
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLES = sorted(glob.glob(os.path.join(ROOT, "samples", "*.pcap")))
@@ -74,8 +74,8 @@ def test_parts_analyse_like_the_original(tmp_path):
     parts = []
     for sample in SAMPLES:
         parts += split_capture(sample, str(tmp_path / os.path.basename(sample)), packets=5)
-    a = analyze(SAMPLES)
-    b = analyze(parts)
+    a = read_analysis(SAMPLES)
+    b = read_analysis(parts)
     for t in ("connections", "links", "deliveries", "stalls"):
         x, y = getattr(a, t), getattr(b, t)
         assert x.astype(str).values.tolist() == y.astype(str).values.tolist(), t

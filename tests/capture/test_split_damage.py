@@ -27,7 +27,7 @@ import pcapbuild as pb  # noqa: E402
 from amqp_dissect.capture.pcap import open_capture  # noqa: E402
 from amqp_dissect.cli.main import main  # noqa: E402
 from amqp_dissect.errors import CaptureError  # noqa: E402
-from amqp_dissect.pipelines.split import SplitExists, pcap_time, split_capture, split_parts  # noqa: E402
+from amqp_dissect.pipelines.archive.split import SplitExists, pcap_time, split_capture, split_parts  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
 OUTCOMES = os.path.join(ROOT, "samples", "outcomes.pcap")
@@ -310,7 +310,7 @@ def test_the_fuzzer_split_kind_finds_no_failure(tmp_path):
 
 def test_the_fuzzer_split_check_catches_an_escaping_exception(tmp_path, monkeypatch):
     """The oracle can fail: an exception out of the split is a failure."""
-    from amqp_dissect.pipelines import split as split_mod
+    from amqp_dissect.pipelines.archive import split as split_mod
 
     def broken(*a, **kw):
         raise EOFError("Compressed file ended before the end-of-stream marker was reached")

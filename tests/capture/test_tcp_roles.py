@@ -29,7 +29,7 @@ import pytest
 
 from amqp_dissect.capture.tcp import TcpReassembler, role_evidence
 from amqp_dissect.events import ACK, PSH, Segment, StreamData, StreamOpened
-from amqp_dissect.pipelines.local import analyze
+from amqp_dissect.pipelines.runs.local import read_analysis
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
 
@@ -66,8 +66,8 @@ def _rows(a):
     ("multi_session_port6000_client20000", "protocol header"),  # 20000 and 6000: the ports say nothing
 ])
 def test_midstream_on_another_port_gets_the_roles_right(name, evidence):
-    full = analyze(_path(name), ports=[6000])
-    cut = analyze(_path(name + "_midstream"))  # without --port
+    full = read_analysis(_path(name), ports=[6000])
+    cut = read_analysis(_path(name + "_midstream"))  # without --port
     client = _syn_client(name)
     assert full.connections["client"].tolist() == [client]
     c = cut.connections
@@ -104,7 +104,7 @@ def test_without_evidence_the_roles_are_unknown_and_said(tmp_path):
     name = "multi_session_port6000_client20000"
     p = tmp_path / "late.pcap"
     _cut(_path(name), p, 16)  # packet 16: the server's answering begin (headers and opens before it)
-    a = analyze(str(p), ports=[6000, 20000], frames=True)
+    a = read_analysis(str(p), ports=[6000, 20000], frames=True)
     c = a.connections
     assert _unknown(c) == ["client/server roles", "sasl"]  # (the SASL exchange is before the cut too)
     f = a.frames

@@ -268,11 +268,11 @@ def test_missing_keys_note_counts_bytes(captures):
         encrypted += sum(sizes[n_plain:])
     assert f"TLS, no keys for client random {random}: {encrypted} bytes not decrypted" in tls_notes
     # the connections table (and the report) count them too
-    from amqp_dissect.pipelines.local import analyze
+    from amqp_dissect.pipelines.runs.local import read_analysis
     from amqp_dissect.render.report import render_text
     from amqp_dissect.results.report import build_report
 
-    a = analyze(cap.pcap, ports=(cap.port,), keylog=KeyLog())
+    a = read_analysis(cap.pcap, ports=(cap.port,), keylog=KeyLog())
     (row,) = a.connections.to_dict("records")
     assert row["tls"] and row["tls_undecrypted_bytes"] == encrypted
     assert row["tls_note"].startswith(f"TLS, no keys for client random {random}")
@@ -280,7 +280,7 @@ def test_missing_keys_note_counts_bytes(captures):
     # without any key log every TLS byte after the first is counted: each record's 5-byte header and body
     whole = sum(5 * len(lens) + sum(lens) for lens in
                 ([int(n) for n in r[2].split(",") if n] for r in rows))
-    (row,) = analyze(cap.pcap, ports=(cap.port,)).connections.to_dict("records")
+    (row,) = read_analysis(cap.pcap, ports=(cap.port,)).connections.to_dict("records")
     assert row["tls"] and row["tls_undecrypted_bytes"] == whole
     assert "no key log" in row["tls_note"]
     # on a port that is not AMQP, a TLS stream without keys is not taken for AMQP at all
@@ -558,12 +558,12 @@ def test_spark_job_ships_the_keylog(captures, tmp_path, spark):
     the key logs a pcapng carries (Decryption Secrets Blocks) are used too."""
     import pandas as pd
 
-    from amqp_dissect.pipelines.local import analyze
+    from amqp_dissect.pipelines.runs.local import read_analysis
     from amqp_dissect.pipelines.spark import run_archive
 
     cap = captures("tls13-aes256gcm")
     keys = cap.keys.read_text()
-    local = analyze(str(cap.pcap), keylog=KeyLog.from_text(keys))  # (a str is a path)
+    local = read_analysis(str(cap.pcap), keylog=KeyLog.from_text(keys))  # (a str is a path)
     ng = tmp_path / "with-secrets.pcapng"
     subprocess.run(["editcap", "--inject-secrets", f"tls,{cap.keys}", str(cap.pcap), str(ng)], check=True,
                    capture_output=True, timeout=60)

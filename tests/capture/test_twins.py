@@ -279,10 +279,10 @@ def _lost_whole(table):
 
 
 def _report(name):
-    from amqp_dissect.pipelines.local import analyze
+    from amqp_dissect.pipelines.runs.local import read_analysis
     from amqp_dissect.results.report import build_report
 
-    return build_report(analyze(_pcap(name, "lossy")).analyzer)
+    return build_report(read_analysis(_pcap(name, "lossy")).analyzer)
 
 
 @pytest.mark.parametrize("name", PAIRS)

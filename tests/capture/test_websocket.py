@@ -34,7 +34,7 @@ from amqp_dissect.capture import websocket as websocket_module
 from amqp_dissect.capture.websocket import WebSocketLayer, sniff, unmask
 from amqp_dissect.dissect import Dissector
 from amqp_dissect.events import PacketNote, StreamData, StreamGap
-from amqp_dissect.pipelines.local import analyze
+from amqp_dissect.pipelines.runs.local import read_analysis
 from amqp_dissect.render.frames import event_json, summary_line
 
 import wsreplay
@@ -517,7 +517,7 @@ def _events(path, ports=()):
 
 def _counts(path):
     """The report's delivery counts per link, and each delivery's fate, keyed without addresses."""
-    a = analyze(path)
+    a = read_analysis(path)
     cols = ["deliveries", "accepted", "rejected", "released", "modified", "unsettled", "presettled", "aborted",
             "transfers", "messages_bytes", "no_outcome"]
     links = sorted((r["name"], r["role"], tuple(str(r[c]) for c in cols)) for _, r in a.links.iterrows())

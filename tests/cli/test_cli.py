@@ -287,7 +287,7 @@ def test_a_failing_j_run_is_made_again_with_its_key_log(tmp_path, monkeypatch, c
     """-j 2 whose worker fails: the one-process run that replaces it opens the key log again and
     decrypts as a run without -j does (the oracle), its damaged lines told once per opening."""
     import tlscap
-    from amqp_dissect.pipelines import parallel
+    from amqp_dissect.pipelines.runs import parallel
     from test_tls import _need_tools
 
     _need_tools()  # (tcpdump as root: skipped without, a failure under CI)

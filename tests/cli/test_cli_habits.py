@@ -121,15 +121,15 @@ def test_read_option_and_several_files_as_one_capture(tmp_path, capsys):
 
 
 def test_analyze_takes_paths_file_objects_and_lists():
-    from amqp_dissect.pipelines.local import analyze
+    from amqp_dissect.pipelines.runs.local import read_analysis
 
-    by_path = analyze(OUTCOMES).deliveries
-    by_file = analyze(open(OUTCOMES, "rb")).deliveries
-    by_bytes = analyze(io.BytesIO(open(OUTCOMES, "rb").read())).deliveries
+    by_path = read_analysis(OUTCOMES).deliveries
+    by_file = read_analysis(open(OUTCOMES, "rb")).deliveries
+    by_bytes = read_analysis(io.BytesIO(open(OUTCOMES, "rb").read())).deliveries
     assert by_path.equals(by_file) and by_path.equals(by_bytes)
-    two = analyze([OUTCOMES, open(CREDIT, "rb")]).deliveries
-    assert two.equals(analyze([OUTCOMES, CREDIT]).deliveries)
-    assert len(two) == len(by_path) + len(analyze(CREDIT).deliveries)
+    two = read_analysis([OUTCOMES, open(CREDIT, "rb")]).deliveries
+    assert two.equals(read_analysis([OUTCOMES, CREDIT]).deliveries)
+    assert len(two) == len(by_path) + len(read_analysis(CREDIT).deliveries)
 
 
 def test_no_capture_and_stdin_twice_are_usage_errors(capsys):
@@ -169,9 +169,9 @@ def test_display_filter_selects_the_packets_tshark_selects(capsys, ours, theirs)
 
 def test_link_filter_selects_the_transfers_of_that_link(capsys):
     """`link ==` by handle agrees with the state layer's deliveries table (its own link tracking)."""
-    from amqp_dissect.pipelines.local import analyze
+    from amqp_dissect.pipelines.runs.local import read_analysis
 
-    dl = analyze(OUTCOMES).deliveries
+    dl = read_analysis(OUTCOMES).deliveries
     for link in dl["link"].unique():
         rc, out, err = run(capsys, "frames", OUTCOMES, "-Y", f'link == "{link}" and performative == "transfer"',
                            "-T", "fields", "-e", "delivery-id")
@@ -186,9 +186,9 @@ def test_display_filter_values_and_operators(capsys):
         assert rc == EXIT_OK, err
         return [int(x) for x in out.split()]
 
-    from amqp_dissect.pipelines.local import analyze
+    from amqp_dissect.pipelines.runs.local import read_analysis
 
-    dl = analyze(OUTCOMES).deliveries
+    dl = read_analysis(OUTCOMES).deliveries
     rejected = sorted(dl[dl["outcome"] == "rejected"]["settled_packet"].astype(int))
     assert packets("outcome == rejected") == rejected
     assert packets('outcome == "rejected" and performative == disposition') == rejected
@@ -438,10 +438,10 @@ def test_report_header_agrees_with_capinfos(capsys, late_start):
 def test_analysis_frames_is_a_typed_frame_table(capsys):
     import pandas as pd
 
-    from amqp_dissect.pipelines.local import analyze
+    from amqp_dissect.pipelines.runs.local import read_analysis
     from amqp_dissect.results.schema import names
 
-    a = analyze(OUTCOMES)
+    a = read_analysis(OUTCOMES)
     df = a.frames
     assert list(df.columns) == names("frames")
     assert str(df["time"].dtype) == "datetime64[ns, UTC]"
@@ -469,16 +469,16 @@ def test_analysis_frames_is_a_typed_frame_table(capsys):
         pos += 16 + caplen
     for pk, t in zip(df["packet"], df["time"]):
         assert t.value == ts[int(pk)]  # (exact: integer nanoseconds)
-    kept = analyze(open(OUTCOMES, "rb"), frames=True).frames
+    kept = read_analysis(open(OUTCOMES, "rb"), frames=True).frames
     pd.testing.assert_frame_equal(kept, df)
     with pytest.raises(ValueError):
-        analyze(io.BytesIO(open(OUTCOMES, "rb").read())).frames
+        read_analysis(io.BytesIO(open(OUTCOMES, "rb").read())).frames
 
 
 def test_analysis_repr_summarises(capsys):
-    from amqp_dissect.pipelines.local import analyze
+    from amqp_dissect.pipelines.runs.local import read_analysis
 
-    a = analyze(OUTCOMES)
+    a = read_analysis(OUTCOMES)
     text = repr(a)
     dl = a.deliveries
     assert "outcomes.pcap" in text and f"deliveries {len(dl)}" in text

@@ -30,7 +30,7 @@ from amqp_dissect.amqp.spec import CHOICES, COMPOSITES
 from amqp_dissect.cli.main import EXIT_OK, main
 from amqp_dissect.events import PacketNote
 from amqp_dissect.filter import FIELDS, MESSAGE_FIELDS, FieldPrinter, FrameContext, compile_filter
-from amqp_dissect.pipelines.local import CaptureSource
+from amqp_dissect.pipelines.runs.local import CaptureSource
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLES = sorted(glob.glob(os.path.join(ROOT, "samples", "*.pcap")))

@@ -29,7 +29,7 @@ from amqp_dissect.amqp.spec import CHOICES
 from amqp_dissect.cli.main import EXIT_OK, EXIT_USAGE, main
 from amqp_dissect.filter import (FIELDS, MAX_DEPTH, DisplayFilter, FieldPrinter, FilterError, FrameContext,
                                  compile_filter)
-from amqp_dissect.pipelines.local import CaptureSource
+from amqp_dissect.pipelines.runs.local import CaptureSource
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUTCOMES = os.path.join(ROOT, "samples", "outcomes.pcap")

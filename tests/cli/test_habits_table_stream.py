@@ -11,7 +11,7 @@ import pytest
 
 from amqp_dissect.cli import habits
 from amqp_dissect.cli.main import EXIT_OK, main
-from amqp_dissect.pipelines.write import raw_times
+from amqp_dissect.pipelines.writers.tables import raw_times
 from amqp_dissect.results.tables import to_frame
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -20,7 +20,7 @@ OUTCOMES = os.path.join(ROOT, "samples", "outcomes.pcap")
 
 @pytest.fixture(scope="module")
 def rows():
-    from amqp_dissect.pipelines.local import CaptureSource, DeliveryStream
+    from amqp_dissect.pipelines.runs.local import CaptureSource, DeliveryStream
 
     return list(DeliveryStream(CaptureSource(OUTCOMES)))
 

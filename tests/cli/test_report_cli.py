@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from amqp_dissect.cli.main import EXIT_OK, EXIT_OPEN, EXIT_USAGE, main
-from amqp_dissect.pipelines.local import analyze
+from amqp_dissect.pipelines.runs.local import read_analysis
 from amqp_dissect.results.schema import names, time_columns
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -76,7 +76,7 @@ def test_table_command_missing_file(capsys):
 
 def test_outcomes_against_truth():
     t = truth("outcomes")
-    a = analyze(sample("outcomes"))
+    a = read_analysis(sample("outcomes"))
     links = a.links.set_index("name")
     for tl in t["links"]:
         row = links.loc[tl["name"]]
@@ -92,7 +92,7 @@ def test_outcomes_against_truth():
 def test_credit_one_has_a_stall_per_message():
     t = truth("credit_one")
     receiver = next(link for link in t["links"] if link["role"] == "receiver")
-    a = analyze(sample("credit_one"))
+    a = read_analysis(sample("credit_one"))
     st = a.stalls
     credit = st[(st["link"] == receiver["name"]) & (st["kind"] == "link-credit")]
     assert len(credit) == len(receiver["credit_grants"]) == receiver["deliveries_received"]
@@ -102,7 +102,7 @@ def test_credit_one_has_a_stall_per_message():
 
 def test_presettled_counts():
     t = truth("presettled")
-    a = analyze(sample("presettled"))
+    a = read_analysis(sample("presettled"))
     links = a.links.set_index("name")
     for tl in t["links"]:
         assert links.loc[tl["name"], "presettled"] == tl["presettled"]
@@ -110,7 +110,7 @@ def test_presettled_counts():
 
 def test_large_message_delivery_row():
     t = truth("large_message")
-    a = analyze(sample("large_message"))
+    a = read_analysis(sample("large_message"))
     d = a.deliveries.set_index("link")
     assert d.loc["large-sender", "message_size"] == t["links"][0]["encoded_sizes"][0]
     assert d.loc["large-sender", "frames"] == t["totals"]["transfer_frames_sent"]

@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 import fuzzgen as f  # noqa: E402
 import pcapbuild  # noqa: E402
 from amqp_dissect.amqp import _spec  # noqa: E402
-from amqp_dissect.pipelines.local import CaptureSource, analyze  # noqa: E402
+from amqp_dissect.pipelines.runs.local import CaptureSource, read_analysis  # noqa: E402
 from amqp_dissect.render.frames import event_json  # noqa: E402
 
 # the fields each performative needs to mean something (the tested field is set after them)
@@ -57,7 +57,7 @@ def silent_fields() -> list[tuple[str, str]]:
             streams = _prefix() + [(0, f.frame_bytes(f.encode(f.performative(name, fields))))]
             with open(path, "wb") as fh:
                 fh.write(pcapbuild.TcpConversation.from_exchange(streams).pcap())
-            texts = [v["message"] for v in analyze(path).analyzer.violations]
+            texts = [v["message"] for v in read_analysis(path).analyzer.violations]
             for _, ev in CaptureSource([path]).events():
                 j = event_json(ev)
                 if j and j.get("performative") == name:

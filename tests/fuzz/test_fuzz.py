@@ -533,7 +533,7 @@ def test_tables_written_together_are_the_tables_written_one_by_one(tmp_path):
 
 
 def _written(table, fmt, rows) -> bytes:
-    from amqp_dissect.pipelines.write import write_table
+    from amqp_dissect.pipelines.writers.tables import write_table
 
     out = io.BytesIO()
     write_table(list(rows), table, fmt, out)
@@ -541,7 +541,7 @@ def _written(table, fmt, rows) -> bytes:
 
 
 def _written_deliveries(fmt, batches) -> bytes:
-    from amqp_dissect.pipelines.write import write_batches
+    from amqp_dissect.pipelines.writers.tables import write_batches
 
     out = io.BytesIO()
     write_batches(list(batches), "deliveries", fmt, out)
@@ -552,7 +552,7 @@ def test_a_table_that_fails_in_a_batch_names_its_inputs(tmp_path, monkeypatch):
     """A failure met writing the gathered tables is given to the inputs that fail alone (the others
     pass), and saved as their repro by fuzz_run.py."""
     import fuzz_run
-    from amqp_dissect.pipelines import write
+    from amqp_dissect.pipelines.writers import tables as write
 
     real = write.write_table
 

@@ -24,7 +24,7 @@ from amqp_dissect.amqp.framing import StreamNote
 from amqp_dissect.capture.pcap import open_capture
 from amqp_dissect.dissect import Dissector
 from amqp_dissect.model.serial import grant_left
-from amqp_dissect.pipelines.local import analyze
+from amqp_dissect.pipelines.runs.local import read_analysis
 from amqp_dissect.render.report import render_text
 from amqp_dissect.results.report import build_report
 from fuzzgen import encode, frame_bytes, performative
@@ -45,7 +45,7 @@ def _truth():
 
 @pytest.fixture(scope="module")
 def real():
-    return analyze(os.path.join(SAMPLES, "kernel_loss.pcap"))
+    return read_analysis(os.path.join(SAMPLES, "kernel_loss.pcap"))
 
 
 def test_real_capture_lost_packets_in_the_kernel():
@@ -247,8 +247,8 @@ class Conv:
         keep += conv.records[n:]
         return write_pcap(conv.records[:3] + keep)
 
-    def analyze(self, **kw):
-        return analyze(io.BytesIO(self.pcap(**kw))).analyzer
+    def read_analysis(self, **kw):
+        return read_analysis(io.BytesIO(self.pcap(**kw))).analyzer
 
 
 def kinds(an):

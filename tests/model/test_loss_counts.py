@@ -19,7 +19,7 @@ import subprocess
 
 import pytest
 
-from amqp_dissect.pipelines.local import analyze
+from amqp_dissect.pipelines.runs.local import read_analysis
 from amqp_dissect.render.html import render_html
 from amqp_dissect.render.report import render_text
 from amqp_dissect.results.plots import plot_data
@@ -84,7 +84,7 @@ def test_deliveries_lost_whole_counted_on_the_link_and_session(mode):
 def test_report_says_deliveries_lost_whole():
     c = _beyond_credit_conv()
     data = c.pcap()
-    res = analyze(io.BytesIO(data))
+    res = read_analysis(io.BytesIO(data))
     rep = build_report(res.analyzer)
     assert rep["summary"]["deliveries"] == 5 and rep["summary"]["deliveries_lost_whole"] == 2
     (conn,) = rep["connections"]
@@ -149,7 +149,7 @@ def test_a_flow_after_the_gap_is_not_counted_twice():
 def test_kernel_loss_counts_are_the_clients():
     with open(os.path.join(SAMPLES, "loss", "kernel_loss.truth.json")) as f:
         truth = json.load(f)
-    an = analyze(os.path.join(SAMPLES, "loss", "kernel_loss.pcap")).analyzer
+    an = read_analysis(os.path.join(SAMPLES, "loss", "kernel_loss.pcap")).analyzer
     sent = _link(an, "loss-sender")
     received = _link(an, "loss-receiver")
     assert received["deliveries"] < truth["totals"]["deliveries_received"]  # the capture lost some
@@ -216,12 +216,12 @@ def test_deletion_twins_of_the_samples(tmp_path):
         inner = _inner(rows)
         if not inner:
             continue
-        total, viol = _facts(analyze(path).analyzer)
+        total, viol = _facts(read_analysis(path).analyzer)
         picks = sorted({inner[0], inner[-1]})
         for num, _port in picks:
             twin = str(tmp_path / f"{os.path.basename(path)}.{num}.pcap")
             subprocess.run([EDITCAP, path, twin, str(num)], check=True, capture_output=True)
-            t_total, t_viol = _facts(analyze(twin).analyzer)
+            t_total, t_viol = _facts(read_analysis(twin).analyzer)
             assert t_total == total, (path, num)
             assert t_viol <= viol, (path, num, t_viol - viol)
             checked += 1
@@ -373,11 +373,11 @@ def test_deletion_twins_lose_the_senders_last_transfers(tmp_path):
         picks = _last_transfer_packets_named_later(path)
         if not picks:
             continue
-        total, viol = _facts(analyze(path).analyzer)
+        total, viol = _facts(read_analysis(path).analyzer)
         for num in picks:
             twin = str(tmp_path / f"{os.path.basename(path)}.last.{num}.pcap")
             subprocess.run([EDITCAP, path, twin, str(num)], check=True, capture_output=True)
-            t_total, t_viol = _facts(analyze(twin).analyzer)
+            t_total, t_viol = _facts(read_analysis(twin).analyzer)
             assert t_total == total, (path, num)
             assert t_viol <= viol, (path, num, t_viol - viol)
             checked += 1

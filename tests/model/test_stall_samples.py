@@ -24,7 +24,7 @@ import subprocess
 import pandas as pd
 import pytest
 
-from amqp_dissect.pipelines.local import analyze
+from amqp_dissect.pipelines.runs.local import read_analysis
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLES = os.path.join(ROOT, "samples")
@@ -149,7 +149,7 @@ def _epoch(ts) -> float:
 def multiframe():
     t = truth("multiframe_credit_one")
     rl = next(link for link in t["links"] if link["role"] == "receiver")
-    return t, rl, receiver_view("multiframe_credit_one", rl["name"]), analyze(
+    return t, rl, receiver_view("multiframe_credit_one", rl["name"]), read_analysis(
         os.path.join(SAMPLES, "multiframe_credit_one.pcap"))
 
 
@@ -157,7 +157,7 @@ def multiframe():
 def credit_idle():
     t = truth("credit_idle")
     rl = next(link for link in t["links"] if link["role"] == "receiver")
-    return t, rl, receiver_view("credit_idle", rl["name"]), analyze(os.path.join(SAMPLES, "credit_idle.pcap"))
+    return t, rl, receiver_view("credit_idle", rl["name"]), read_analysis(os.path.join(SAMPLES, "credit_idle.pcap"))
 
 
 def test_multiframe_capture_is_what_the_issue_describes(multiframe):

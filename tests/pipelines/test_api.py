@@ -179,7 +179,7 @@ def test_without_its_extra_the_api_names_it_in_one_line(hidden, call, extra):
 
 def test_a_key_log_path_decrypts_as_the_plain_sample_reads(captures, tmp_path):  # noqa: F811
     """A key log given as a path string (once taken as key log text, which found nothing)."""
-    from amqp_dissect.pipelines.local import analyze as local_analyze
+    from amqp_dissect.pipelines.runs.local import read_analysis as local_analyze
 
     cap = captures("tls13-aes256gcm")
     plain = amqp_dissect.analyze(str(cap.sample), tables="deliveries", columns=["delivery_id", "outcome", "message_size"])
@@ -236,7 +236,7 @@ def test_iter_batches_holds_a_batch_not_the_table(tmp_path, monkeypatch):
     from amqp_dissect.pipelines import api
     from test_tables_stream import _proton_capture
 
-    from amqp_dissect.pipelines import local
+    from amqp_dissect.pipelines.runs import local
     from amqp_dissect.results.analytics import Analyzer
 
     class Lagged(Analyzer):  # (deliveries folded 100 behind, not some thousands: seen at this size)

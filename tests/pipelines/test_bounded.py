@@ -119,7 +119,7 @@ def test_a_message_of_zero_width_arrays_is_not_decoded_for_frames_V(tmp_path, ca
 _COUNTING = textwrap.dedent("""
     import json, sys
     from amqp_dissect.amqp import codec, framing
-    from amqp_dissect.pipelines.local import CaptureSource, run_analysis
+    from amqp_dissect.pipelines.runs.local import CaptureSource, run_analysis
     assert codec.__file__.endswith(".py"), codec.__file__  # the pure-Python twin (patchable)
     counted = [0]
     real = codec.Reader._count
@@ -408,7 +408,7 @@ def test_the_report_lists_at_most_100_connections_and_adds_up_the_others(tmp_pat
     import gc
     import tracemalloc
 
-    from amqp_dissect.pipelines.local import CaptureSource, run_analysis
+    from amqp_dissect.pipelines.runs.local import CaptureSource, run_analysis
     from amqp_dissect.render.report import render_text
     from amqp_dissect.results.report import LISTED_CONNECTIONS, build_report
 
@@ -538,7 +538,7 @@ def _tables(an) -> dict:
 
 
 def _analyse(cap) -> dict:
-    from amqp_dissect.pipelines.local import CaptureSource, run_analysis
+    from amqp_dissect.pipelines.runs.local import CaptureSource, run_analysis
 
     return _tables(run_analysis(CaptureSource([str(cap)])).analyzer)
 
@@ -579,7 +579,7 @@ def test_compacted_deliveries_change_no_output(tmp_path, monkeypatch):
     monkeypatch.setattr(deliveries, "COMPACT_KEEP", 2)
     compacted = 0
     for cap in caps:
-        from amqp_dissect.pipelines.local import CaptureSource, run_analysis
+        from amqp_dissect.pipelines.runs.local import CaptureSource, run_analysis
 
         an = run_analysis(CaptureSource([str(cap)])).analyzer
         compacted += sum(link.compacted + link.reordered for c in an.connections.values() for link in c.links)
@@ -605,8 +605,8 @@ def test_the_streamed_deliveries_csv_reads_compacted_deliveries_from_the_store(t
     (delivery_row; the stream writes folded deliveries first); and the compacted deliveries are read
     without a delivery object apiece."""
     from amqp_dissect.model import deliveries
-    from amqp_dissect.pipelines.local import CaptureSource, DeliveryStream, run_analysis
-    from amqp_dissect.pipelines.write import write_batches, write_table
+    from amqp_dissect.pipelines.runs.local import CaptureSource, DeliveryStream, run_analysis
+    from amqp_dissect.pipelines.writers.tables import write_batches, write_table
     from amqp_dissect.results import analytics
 
     many = _write(tmp_path / "unsettled.pcap", B.unsettled_conversation(3000))
@@ -645,8 +645,8 @@ def test_connections_csv_and_jsonl_stream_their_rows(tmp_path, monkeypatch, caps
     every connection's row holds (tracemalloc, 2,000 SYN-only connections)."""
     import tracemalloc
 
-    from amqp_dissect.pipelines import write as W
-    from amqp_dissect.pipelines.local import CaptureSource, run_analysis
+    from amqp_dissect.pipelines.writers import tables as W
+    from amqp_dissect.pipelines.runs.local import CaptureSource, run_analysis
 
     n = 2000
     cap = _syn_capture(tmp_path / "syn.pcap", n)
@@ -732,7 +732,7 @@ def test_shared_defaults_of_a_connection_refuse_writes_and_pickle():
 # --------------------------------------------------------------------------- issue 29: unknown handles and channels,
 # wide dispositions, floods of one finding (the reproducers are tests/benchmarks/bench_hostile.py's builders, small)
 def _analyzer(conv):
-    from amqp_dissect.pipelines.local import CaptureSource, run_analysis
+    from amqp_dissect.pipelines.runs.local import CaptureSource, run_analysis
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -962,7 +962,7 @@ def test_a_worker_of_j_keys_each_new_connection_once():
     iterated over 3,000 connections made one event at a time."""
     from types import SimpleNamespace
 
-    from amqp_dissect.pipelines.parallel import FlowWorker
+    from amqp_dissect.pipelines.runs.parallel import FlowWorker
 
     an = SimpleNamespace(stalls=[], violations=[], frame_errors=[], transactions=[], internal_errors=[],
                          connections=_CountingConns(), fold_lag=0)

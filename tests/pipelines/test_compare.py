@@ -16,7 +16,7 @@ import pytest
 
 import comparecaps
 from amqp_dissect.cli.main import EXIT_FORMAT, EXIT_OK, EXIT_OPEN, main
-from amqp_dissect.pipelines.compare import descriptor_form, our_frames
+from amqp_dissect.pipelines.wireshark.compare import descriptor_form, our_frames
 from amqp_dissect.amqp.framing import Frame
 from amqp_dissect.capture.pcap import open_capture
 from amqp_dissect.dissect import Dissector
@@ -191,12 +191,12 @@ def test_amqp091_compare_exit_0(capsys):
 
 
 def _node(showname: str):
-    from amqp_dissect.pipelines.wireshark import WsNode
+    from amqp_dissect.pipelines.wireshark.pdml import WsNode
     return WsNode("amqp.list", showname, "", "", 0, 1)
 
 
 def _item(showname: str):
-    from amqp_dissect.pipelines.wireshark import _parse_item
+    from amqp_dissect.pipelines.wireshark.pdml import _parse_item
     return _parse_item(_node(showname))
 
 
@@ -220,7 +220,7 @@ def _item(showname: str):
 def test_value_spellings_normalised(showname, ours):
     """Each way Wireshark writes a value we write otherwise (our JSON: Infinity / NaN, uuid text,
     milliseconds since the epoch, the whole value) compares equal; and a different value does not."""
-    from amqp_dissect.pipelines.compare import _same
+    from amqp_dissect.pipelines.wireshark.compare import _same
     label, ws = _item(showname)
     assert label == "x"
     assert _same(ours, ws), (ours, ws)
@@ -229,7 +229,7 @@ def test_value_spellings_normalised(showname, ours):
 
 
 def test_value_spellings_do_not_hide_differences():
-    from amqp_dissect.pipelines.compare import _same
+    from amqp_dissect.pipelines.wireshark.compare import _same
     assert not _same("Infinity", _item("x (double): -inf")[1])
     assert not _same("NaN", _item("x (double): inf")[1])
     assert not _same(1.5, _item("x (double): nan")[1])
@@ -279,7 +279,7 @@ def test_compare_websocket_exit_0(capsys, tmp_path):
     assert "result: agrees with Wireshark on every frame (exit 0)" in out
     # each of Wireshark's frames was put back at the packet that brought its last byte, as ours
     ours = our_frames(dst)
-    from amqp_dissect.pipelines.compare import compare_capture
+    from amqp_dissect.pipelines.wireshark.compare import compare_capture
     packets = sorted(p for p in ours if p >= 0)
     rep = compare_capture(dst)
     assert sorted({p for p, _, _ in rep.frames}) == packets

@@ -20,9 +20,9 @@ import pytest
 import comparecaps
 
 from amqp_dissect.cli.main import EXIT_OK, main
-from amqp_dissect.pipelines.compare import (KNOWN, Report, align_described, compare_capture, our_frames,
+from amqp_dissect.pipelines.wireshark.compare import (KNOWN, Report, align_described, compare_capture, our_frames,
                                             stopped_by_assertion)
-from amqp_dissect.pipelines.wireshark import WsFrame, _build_tree, wireshark_frames
+from amqp_dissect.pipelines.wireshark.pdml import WsFrame, _build_tree, wireshark_frames
 from test_wireshark import require_tshark
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "compare"

@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "support"))
 SAMPLES = os.path.join(os.path.dirname(os.path.dirname(HERE)), "samples")
 
 from amqp_dissect.cli.main import main  # noqa: E402
-from amqp_dissect.pipelines import parallel  # noqa: E402
+from amqp_dissect.pipelines.runs import parallel  # noqa: E402
 
 TABLES = ("connections", "sessions", "links", "stalls", "transactions", "violations", "errors", "deliveries")
 
@@ -164,7 +164,7 @@ def test_deliveries_folded_by_the_settlement_lag_across_workers(tmp_path, captur
     """A delivery settled by one peer is folded ``fold_lag`` settlements later, counting every
     connection; with a short lag the deliveries of one worker are placed by the other's
     settlements."""
-    from amqp_dissect.pipelines import local
+    from amqp_dissect.pipelines.runs import local
     from amqp_dissect.results.analytics import Analyzer
 
     def short_lag(*a, **kw):

@@ -23,7 +23,7 @@ byte offset and size, so the tree is rebuilt from byte ranges (a field is inside
 nearest earlier field whose range contains it).
 
 The comparison itself is the product's (``amqp-dissect compare``:
-:mod:`amqp_dissect.pipelines.compare`).  Every disagreement must be one of its known Wireshark
+:mod:`amqp_dissect.pipelines.wireshark.compare`).  Every disagreement must be one of its known Wireshark
 defects (``KNOWN``, each with the reason) or the test fails; every entry there must actually
 occur, on the samples or on the captures of ``tests/support/comparecaps.py`` (hand-made frames that
 Wireshark mis-decodes and the samples do not contain).
@@ -39,7 +39,7 @@ from pathlib import Path
 import pytest
 
 import comparecaps
-from amqp_dissect.pipelines.compare import FRAME_CONDITIONS, KNOWN, Report, compare_capture
+from amqp_dissect.pipelines.wireshark.compare import FRAME_CONDITIONS, KNOWN, Report, compare_capture
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = sorted((ROOT / "samples").glob("*.pcap"))
@@ -77,7 +77,7 @@ def require_tshark() -> None:
 
 def test_known_list_is_well_formed():
     ids = [e["id"] for e in KNOWN]
-    assert len(ids) == len(set(ids)), "duplicate ids in amqp_dissect.pipelines.compare.KNOWN"
+    assert len(ids) == len(set(ids)), "duplicate ids in amqp_dissect.pipelines.wireshark.compare.KNOWN"
     for e in KNOWN:
         assert set(e) <= {"id", "samples", "packets", "frames", "paths", "ws_errors", "ws_errors_all_paths",
                           "ws_values", "every_frame", "why"}, e["id"]
@@ -117,7 +117,7 @@ def test_sample_agrees_with_wireshark(pcap, reports):
     assert r.frames_compared > 0 and r.values_compared > 0, f"{r.sample}: nothing compared"
     assert any(p.startswith("fields.") for p in r.paths), f"{r.sample}: no performative argument compared"
     assert not unknown, (
-        f"{len(unknown)} disagreement(s) with Wireshark not listed in amqp_dissect.pipelines.compare.KNOWN:\n  "
+        f"{len(unknown)} disagreement(s) with Wireshark not listed in amqp_dissect.pipelines.wireshark.compare.KNOWN:\n  "
         + "\n  ".join(str(d) for d in unknown[:40]))
     # frame counts: the same, apart from packets where a known entry explains a different count
     excused = [d for d in r.disagreements if d.path == "@frames"]

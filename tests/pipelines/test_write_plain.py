@@ -1,5 +1,5 @@
 """The light install's writers (issue 27): without pyarrow and numpy the table commands write csv
-and jsonl with the standard library (pipelines/write.py ``write_rows``) and the text table without
+and jsonl with the standard library (pipelines/writers/tables.py ``write_rows``) and the text table without
 pandas (cli/habits.py).
 
 Oracles: the Arrow writers (``results.tables``: the CLI's csv / jsonl when pyarrow is installed)
@@ -20,7 +20,7 @@ import pytest
 
 from amqp_dissect.cli import habits, tables as cli_tables
 from amqp_dissect.cli.main import main
-from amqp_dissect.pipelines import write
+from amqp_dissect.pipelines.writers import tables as write
 from amqp_dissect.results.schema import BOOL, FLOAT, INT, JSON, STRING, TIME, TABLES, UINT64, columns, names
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -39,7 +39,7 @@ def _cli(args, path, plain: bool, monkeypatch) -> bytes:
 def _rows(capture: str) -> dict:
     """table -> the analyzer's rows of ``capture`` (the deliveries as the CLI's stream folds them)."""
     from amqp_dissect.pipelines.api import _ROWS
-    from amqp_dissect.pipelines.local import CaptureSource, DeliveryStream
+    from amqp_dissect.pipelines.runs.local import CaptureSource, DeliveryStream
 
     stream = DeliveryStream(CaptureSource(capture))
     out = {"deliveries": list(stream)}

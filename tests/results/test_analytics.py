@@ -417,7 +417,7 @@ def test_sample_totals_and_violations(sample):
 def test_slowest_settlements_match_the_deliveries_table(monkeypatch, batch):
     """The report's slowest settlements, ranked a batch of candidates at a time, are the first
     rows of the deliveries table sorted by settlement latency (slowest first, then table order)."""
-    from amqp_dissect.pipelines.local import CaptureSource, run_analysis
+    from amqp_dissect.pipelines.runs.local import CaptureSource, run_analysis
     from amqp_dissect.results import analytics
 
     monkeypatch.setattr(analytics, "_SLOW_BATCH", batch)

@@ -504,7 +504,7 @@ def test_idle_timeout_expiry_bracketed_by_the_clients_record(capsys):
 def test_redelivery_loops_counted_as_the_client_settled_them():
     """redeliveries: the receivers' own records of each delivery's outcome, by message-id; a
     message released or modified twice or more is a loop (read with the message fields on)."""
-    from amqp_dissect.pipelines.local import CaptureSource, run_analysis
+    from amqp_dissect.pipelines.runs.local import CaptureSource, run_analysis
     from amqp_dissect.results.report import build_report
 
     truth = _messages_truth("redeliveries")

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from amqp_dissect.cli.main import EXIT_OK, EXIT_OPEN, main
-from amqp_dissect.pipelines.local import CaptureSource, run_analysis
+from amqp_dissect.pipelines.runs.local import CaptureSource, run_analysis
 from amqp_dissect.render.html import COLOURS, render_html
 from amqp_dissect.results.plots import cdf, histogram, plot_data
 from amqp_dissect.results.report import build_report

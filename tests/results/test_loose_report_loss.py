@@ -16,7 +16,7 @@ import os
 import pytest
 
 from amqp_dissect.cli.main import main
-from amqp_dissect.pipelines.local import analyze
+from amqp_dissect.pipelines.runs.local import read_analysis
 from amqp_dissect.render.report import render_text
 from amqp_dissect.results.report import build_report
 from amqp_dissect.results.schema import REGISTRY
@@ -33,7 +33,7 @@ def _truth():
 
 @pytest.fixture(scope="module")
 def real():
-    return analyze(LOSS)
+    return read_analysis(LOSS)
 
 
 @pytest.fixture(scope="module")
@@ -126,12 +126,12 @@ def test_without_loss_nothing_is_lost_and_unsettled_stays_unsettled(tmp_path):
     if editcap is None and not os.environ.get("CI"):
         pytest.skip("editcap is not installed (tests/install-deps.sh)")
     src = os.path.join(ROOT, "samples", "outcomes.pcap")
-    whole = build_report(analyze(src).analyzer)
+    whole = build_report(read_analysis(src).analyzer)
     assert whole["summary"]["lost_in_capture"] == 0 and whole["summary"]["unsettled"] == 0
     assert LOST not in render_text(whole)
     cut = tmp_path / "cut.pcap"
     subprocess.run([editcap, "-r", src, str(cut), "1-30"], check=True, capture_output=True)
-    an = analyze(str(cut)).analyzer
+    an = read_analysis(str(cut)).analyzer
     rows = an.delivery_rows()
     unsettled = [r for r in rows if r["unsettled_at"] is not None]
     assert unsettled and all(r["unsettled_at"] == "capture-end" for r in unsettled)

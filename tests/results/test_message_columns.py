@@ -18,7 +18,7 @@ import pytest
 from proton import Message
 
 from amqp_dissect.amqp.message import MESSAGE_COLUMNS
-from amqp_dissect.pipelines.local import CaptureSource, DeliveryStream
+from amqp_dissect.pipelines.runs.local import CaptureSource, DeliveryStream
 from pcapbuild import ACK, PSH, TcpConversation
 from protonpump import Pump
 

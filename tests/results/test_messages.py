@@ -169,7 +169,7 @@ def test_bounds():
 def test_pandas_and_parquet_dtypes(tmp_path):
     import pyarrow.parquet as pq
 
-    from amqp_dissect.pipelines.write import write_table
+    from amqp_dissect.pipelines.writers.tables import write_table
     from amqp_dissect.results.tables import arrow_schema, pandas_dtypes, to_frame
 
     ds = [delivery("P", "client", mid="m", t=0), delivery("C", "server", mid="m", t=10, otime=20)]

@@ -22,7 +22,7 @@ import subprocess
 
 import pytest
 
-from amqp_dissect.pipelines.local import analyze
+from amqp_dissect.pipelines.runs.local import read_analysis
 from amqp_dissect.render.report import render_text
 from amqp_dissect.results.report import build_report
 
@@ -78,7 +78,7 @@ def _beyond_by_tshark(path, server_port=5672):
 
 @pytest.fixture(scope="module")
 def overrun():
-    return analyze(OVERRUN)
+    return read_analysis(OVERRUN)
 
 
 def test_rabbitmq_past_the_credit_is_named_in_plain_words(overrun):
@@ -119,7 +119,7 @@ def test_the_diagnosis_is_the_same_with_two_workers(capsys):
 
 def test_the_drain_answer_of_rabbitmq_is_named():
     path = os.path.join(ROOT, "samples", "drain.pcap")
-    rep = build_report(analyze(path).analyzer)
+    rep = build_report(read_analysis(path).analyzer)
     (p,) = rep["diagnoses"]["peers"]
     assert (p["side"], p["kind"], p["count"], p["links"], p["product"]) == ("server", "drain", 1, ["drain-receiver"],
                                                                             "RabbitMQ")

@@ -14,8 +14,8 @@ import os
 
 import pytest
 
-from amqp_dissect.pipelines.local import CaptureSource
-from amqp_dissect.pipelines.requests import request_table
+from amqp_dissect.pipelines.runs.local import CaptureSource
+from amqp_dissect.pipelines.runs.requests import request_table
 from amqp_dissect.results.tables import check_rows
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -98,7 +98,7 @@ def azure_cbs():
     path = os.path.join(MESSAGES, "azure_cbs.pcap")
     if not os.path.exists(path):
         pytest.fail("samples/messages/azure_cbs.pcap is missing (python samples/generate.py --messages)")
-    from amqp_dissect.pipelines.requests import analyze_with_requests
+    from amqp_dissect.pipelines.runs.requests import analyze_with_requests
 
     analysis, watch = analyze_with_requests(CaptureSource([path]))
     rows = watch.rows()

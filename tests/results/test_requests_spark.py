@@ -9,8 +9,8 @@ import os
 
 import pyarrow as pa
 
-from amqp_dissect.pipelines.local import CaptureSource
-from amqp_dissect.pipelines.requests import request_table
+from amqp_dissect.pipelines.runs.local import CaptureSource
+from amqp_dissect.pipelines.runs.requests import request_table
 from amqp_dissect.results.schema import TIME, columns
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -26,9 +26,9 @@ from amqp_dissect.cli.main import EXIT_OK, main
 from amqp_dissect.amqp.codec import Symbol, UInt
 from pcapbuild import write_pcap
 from amqp_dissect.results import schema
-from amqp_dissect.pipelines.local import analyze
+from amqp_dissect.pipelines.runs.local import read_analysis
 from amqp_dissect.results.schema import REGISTRY, TABLES, names, time_columns
-from amqp_dissect.pipelines.write import write_table
+from amqp_dissect.pipelines.writers.tables import write_table
 from amqp_dissect.results.tables import SchemaError, check_rows, fits, pandas_dtypes, record_batch, to_frame
 from test_state import Script, _coordinator_payload, _frames, comp  # hand-built frame streams
 
@@ -57,7 +57,7 @@ def run(capsys, *args):
 @pytest.fixture(scope="module")
 def analyses():
     assert len(SAMPLES) >= 10
-    return {os.path.basename(p)[:-5]: analyze(p) for p in SAMPLES}
+    return {os.path.basename(p)[:-5]: read_analysis(p) for p in SAMPLES}
 
 
 @pytest.fixture
@@ -221,7 +221,7 @@ def test_unknown_row_keys_are_reported_not_added():
 
 
 def test_empty_capture_has_the_same_schema(empty_pcap):
-    a = analyze(empty_pcap)
+    a = read_analysis(empty_pcap)
     for t in TABLES:
         df = getattr(a, t)
         assert len(df) == 0

@@ -29,8 +29,8 @@ from proton import Message
 from eventkeys import analyze_file
 from amqp_dissect.capture.pcap import open_capture
 from amqp_dissect.dissect import Dissector
-from amqp_dissect.pipelines.local import CaptureSource, DeliveryStream
-from amqp_dissect.pipelines.write import write_batches, write_table
+from amqp_dissect.pipelines.runs.local import CaptureSource, DeliveryStream
+from amqp_dissect.pipelines.writers.tables import write_batches, write_table
 from amqp_dissect.results import schema
 from amqp_dissect.results.analytics import Analyzer
 from amqp_dissect.results.schema import REGISTRY, TABLES, columns
@@ -88,7 +88,7 @@ def _column_stream(path, batch_rows, fold_lag=None):
     if fold_lag is None:
         return list(stream.batches(batch_rows))
     # the stream makes its Analyzer when iterated: one with this fold lag
-    from amqp_dissect.pipelines import local
+    from amqp_dissect.pipelines.runs import local
 
     class Lagged(Analyzer):
         def __init__(self, *a, **k):
@@ -379,7 +379,7 @@ def test_streamed_batches_hold_one_batch_of_deliveries(tmp_path):
     small = _proton_capture(tmp_path, 600)
     big = _proton_capture(tmp_path, 3000)
 
-    from amqp_dissect.pipelines import local
+    from amqp_dissect.pipelines.runs import local
 
     class Lagged(Analyzer):
         def __init__(self, *a, **k):

@@ -28,7 +28,7 @@ from sparkneeds import assert_archive_tables_are, cells, require_spark  # noqa: 
 require_spark()  # (a failure on CI without pyspark or java; elsewhere a skip with the reason)
 
 import amqp_dissect  # noqa: E402
-from amqp_dissect.pipelines.local import CaptureSource, run_analysis  # noqa: E402
+from amqp_dissect.pipelines.runs.local import CaptureSource, run_analysis  # noqa: E402
 from amqp_dissect.results.messages import CLOCK_STEP_NOTE  # noqa: E402
 from amqp_dissect.results.schema import TIME, columns  # noqa: E402
 

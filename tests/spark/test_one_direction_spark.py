@@ -14,7 +14,7 @@ from sparkneeds import assert_archive_tables_are, require_spark  # noqa: E402
 
 require_spark()  # (a failure on CI without pyspark or java; elsewhere a skip with the reason)
 
-from amqp_dissect.pipelines.local import analyze  # noqa: E402
+from amqp_dissect.pipelines.runs.local import read_analysis  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TABLES = ("connections", "sessions", "links", "deliveries", "stalls", "transactions", "violations", "errors")
@@ -32,7 +32,7 @@ def test_one_way_tables_in_the_archive_are_the_single_process_ones(spark, tmp_pa
                    check=True, capture_output=True)
     out = tmp_path / "out"
     run_archive(spark, [str(cap)], str(out), partitions=3)
-    a = analyze(str(cap))
+    a = read_analysis(str(cap))
     assert a.connections.missing_direction.tolist() == [missing] * 4
     assert set(a.deliveries.unsettled_at.dropna()) == {"one-direction-captured"}
     assert_archive_tables_are(str(out), a, TABLES)

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from amqp_dissect.pipelines.spark import session as S
+from amqp_dissect.pipelines.spark_runtime import session as S
 
 
 @pytest.fixture
@@ -84,7 +84,7 @@ def test_the_worker_daemon_preloads_what_the_tasks_import():
     # pandas shim) at the first pa.array of a Python list, which every stage-1 task makes: about
     # 0.4 CPU s per worker; pq.read_table imports pyarrow.dataset; the table writers ask for
     # pandas' version (importlib.metadata, 0.1 s more when it is imported for that)
-    code = ("import sys, amqp_dissect.pipelines.spark.daemon as D; D.preload(); before = set(sys.modules); "
+    code = ("import sys, amqp_dissect.pipelines.spark_runtime.daemon as D; D.preload(); before = set(sys.modules); "
             "import pyarrow as pa, pyarrow.parquet as pq, os, tempfile; "
             "from amqp_dissect.pipelines.archive import write_range; "
             "from amqp_dissect.pipelines.spark.summaries import summary_schema; "

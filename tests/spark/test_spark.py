@@ -1,4 +1,4 @@
-"""The Spark archive job agrees with the single-process path (amqp_dissect.pipelines.local) on the same files.
+"""The Spark archive job agrees with the single-process path (amqp_dissect.pipelines.runs.local) on the same files.
 
 One SparkSession (local[2]) for the whole file.  Compared column by column,
 exactly: connections, links, deliveries, stalls (and frames), on the samples
@@ -29,8 +29,8 @@ require_spark()  # (a failure on CI without pyspark or java; elsewhere a skip wi
 from amqp_dissect.capture.pcap import open_capture  # noqa: E402
 from amqp_dissect.render.frames import event_json  # noqa: E402
 from amqp_dissect.pipelines import archive as ar  # noqa: E402
-from amqp_dissect.pipelines.local import CaptureSource, analyze  # noqa: E402
-from amqp_dissect.pipelines.split import split_capture  # noqa: E402
+from amqp_dissect.pipelines.runs.local import CaptureSource, read_analysis  # noqa: E402
+from amqp_dissect.pipelines.archive.split import split_capture  # noqa: E402
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -85,7 +85,7 @@ def assert_same_tables(out: str, paths) -> "object":
     """Every table of the archive under ``out`` equals the single-process one row for row, in
     order, with the CLI's pandas dtypes (the archive's pandas metadata; times held in
     microseconds: the samples are microsecond captures)."""
-    a = analyze(capture_order(paths))
+    a = read_analysis(capture_order(paths))
     for t in TABLES:
         sp = pd.read_parquet(os.path.join(out, t))
         lp = getattr(a, t)
@@ -226,7 +226,7 @@ def _records(path):
 
 
 def test_table_columns_are_the_single_process_columns():
-    a = analyze(SAMPLE_FILES)
+    a = read_analysis(SAMPLE_FILES)
     for t in TABLES:
         assert list(getattr(a, t).columns) == [c for c, _ in ar.table_columns(t)], t
 
@@ -675,7 +675,7 @@ def test_tables_are_written_in_single_process_order(spark, tmp_path, monkeypatch
     assert {"stage1", "stage2", "tables", "summaries"} <= set(res["stats"]["cpu"]) <= {
         "stage1", "stage2", "reruns", "tables", "summaries"}
     assert res["stats"]["cpu"]["stage2"] > 0 and res["stats"]["cpu"]["stage1"] > 0
-    a = analyze(capture_order(SAMPLE_FILES))
+    a = read_analysis(capture_order(SAMPLE_FILES))
     for t in TABLES:
         sp = pd.read_parquet(out / t)
         lp = getattr(a, t)
@@ -949,7 +949,7 @@ def test_cli_archive_writes_parquet(tmp_path, capsys, spark):
                  "--window", "10"])
     o, e = capsys.readouterr()
     assert rc == 0, e
-    local = analyze(SAMPLE_FILES)
+    local = read_analysis(SAMPLE_FILES)
     assert f"tables: connections {len(local.connections)}," in o and "highest settlement latency" in o
     assert "\norder: merged by time: files by their first packet's time" in o  # (a set: the order used)
     for t in TABLES + ("latency_by_link", "latency_by_address", "latency_by_window", "outcomes",

@@ -21,8 +21,8 @@ require_spark()  # (a failure on CI without pyspark or java; elsewhere a skip wi
 
 import fuzzgen  # noqa: E402
 
-from amqp_dissect.pipelines.local import analyze  # noqa: E402
-from amqp_dissect.pipelines.split import split_capture  # noqa: E402
+from amqp_dissect.pipelines.runs.local import read_analysis  # noqa: E402
+from amqp_dissect.pipelines.archive.split import split_capture  # noqa: E402
 from amqp_dissect.results.schema import TABLES  # noqa: E402
 
 
@@ -51,7 +51,7 @@ def archive_set(tmp_path_factory):
     d = tmp_path_factory.mktemp("conv")
     whole = _conversations(d / "conv.pcap")
     parts = split_capture(whole, str(d / "parts"), packets=120)
-    a = analyze(whole)
+    a = read_analysis(whole)
     assert all(len(getattr(a, t)) for t in TABLES), {t: len(getattr(a, t)) for t in TABLES}  # (every table has rows)
     return whole, list(parts), a
 
@@ -103,7 +103,7 @@ def test_read_captures_gives_every_table_as_the_single_process(spark, archive_se
 def test_remote_inputs_are_read_through_hadoop(spark, archive_set, monkeypatch):
     """A URI that is not local goes through the Hadoop FileSystem layer (checked, then copied by
     Spark's binary-file reader); here file:// URIs taken that way give the same tables."""
-    from amqp_dissect.pipelines.spark import fs
+    from amqp_dissect.pipelines.spark_runtime import fs
     from amqp_dissect.spark import read_captures
 
     whole, parts, a = archive_set
@@ -129,7 +129,7 @@ def test_archive_file_uris_and_the_clis_parquet_dtypes(spark, archive_set, tmp_p
     from amqp_dissect.pipelines.spark import job
 
     if writer == "hadoop":
-        from amqp_dissect.pipelines.spark import fs
+        from amqp_dissect.pipelines.spark_runtime import fs
 
         real = fs.is_local
         monkeypatch.setattr(fs, "is_local", lambda u: not str(u).startswith("file://") and real(u))

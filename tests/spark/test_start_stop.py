@@ -25,7 +25,7 @@ def test_sizes_are_parsed_without_importing_the_job():
     # the CLI checks --split-size before the JVM starts: a light module, not the job's
     got = _python("""
         import sys
-        from amqp_dissect.pipelines.spark.fs import parse_size
+        from amqp_dissect.pipelines.spark_runtime.fs import parse_size
         from amqp_dissect.pipelines import spark
         assert parse_size("64m") == 64 << 20 and spark.parse_size("1k") == 1024 and parse_size("4096") == 4096
         print(sorted(m for m in ("amqp_dissect.pipelines.spark.job", "pyspark.sql", "pandas") if m in sys.modules))
@@ -39,7 +39,7 @@ def test_the_session_starts_before_the_drivers_imports_and_its_failure_is_raised
     # the job and its steps are imported meanwhile; what the start raises reaches the command
     got = _python(f"""
         import sys
-        from amqp_dissect.pipelines.spark import session
+        from amqp_dissect.pipelines.spark_runtime import session
 
         def spark_session(**kw):
             print("at the session's start:", sorted(m for m in ("pandas", "amqp_dissect.pipelines.spark.job")
@@ -89,7 +89,7 @@ def test_archive_ends_its_jvm_before_it_exits_and_runs_the_atexit_handlers(tmp_p
 
 def test_a_session_after_one_stopped_with_its_jvm_starts_a_new_jvm():
     got = _python("""
-        from amqp_dissect.pipelines.spark import session
+        from amqp_dissect.pipelines.spark_runtime import session
         from pyspark import SparkContext
 
         s = session.spark_session(master="local[1]")
@@ -128,7 +128,7 @@ def test_the_command_in_a_fresh_process_writes_what_the_job_writes_on_a_made_ses
 
 
 def test_a_pending_session_takes_settings_until_it_is_made_then_hands_everything_to_it():
-    from amqp_dissect.pipelines.spark.session import PendingSession
+    from amqp_dissect.pipelines.spark_runtime.session import PendingSession
 
     class Conf(dict):
         def set(self, k, v):
@@ -159,7 +159,7 @@ def test_a_pending_session_takes_settings_until_it_is_made_then_hands_everything
 
 
 def test_a_pending_session_is_asked_for_before_it_is_awaited_and_stops_its_context_alone_when_never_asked():
-    from amqp_dissect.pipelines.spark.session import PendingSession
+    from amqp_dissect.pipelines.spark_runtime.session import PendingSession
 
     calls = []
 

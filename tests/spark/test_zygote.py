@@ -1,6 +1,6 @@
 """The local executors' worker daemon forked from a zygote that imported its modules while the
 JVM started (issue 26: the first Python job waited about 0.9 s for the daemon's imports).  The
-daemon's launcher is run here as the JVM runs it (``python -m amqp_dissect.pipelines.spark.daemon``
+daemon's launcher is run here as the JVM runs it (``python -m amqp_dissect.pipelines.spark_runtime.daemon``
 with pipes for stdin and stdout): pyspark's daemon answers with its port either way; with a
 zygote it is the zygote's child and the launcher imported nothing heavy; without one, or with
 an environment the zygote was not started with, the launcher runs the daemon itself."""
@@ -21,7 +21,7 @@ from sparkneeds import require_spark
 
 require_spark()
 
-from amqp_dissect.pipelines.spark import zygote as Z  # noqa: E402
+from amqp_dissect.pipelines.spark_runtime import zygote as Z  # noqa: E402
 
 
 def _children(pid: int) -> list[int]:
@@ -55,7 +55,7 @@ def _gone(pid: int, timeout: float = 60.0) -> bool:
 def zygote(tmp_path):
     path = str(tmp_path / "s")
     env = dict(os.environ, PYTHONHASHSEED="0")
-    p = subprocess.Popen([sys.executable, "-c", "from amqp_dissect.pipelines.spark.zygote import serve; serve()", path],
+    p = subprocess.Popen([sys.executable, "-c", "from amqp_dissect.pipelines.spark_runtime.zygote import serve; serve()", path],
                          stdin=subprocess.PIPE, env=env, start_new_session=True)
     end = time.monotonic() + 60
     while not os.path.exists(path):
@@ -70,7 +70,7 @@ def zygote(tmp_path):
 # the launcher, as the JVM runs it, reporting the modules it imported when it ends
 LAUNCHER = ("import runpy, sys, atexit; "
             "atexit.register(lambda: open(sys.argv[1], 'w').write(' '.join(sorted(sys.modules)))); "
-            "runpy.run_module('amqp_dissect.pipelines.spark.daemon', run_name='__main__')")
+            "runpy.run_module('amqp_dissect.pipelines.spark_runtime.daemon', run_name='__main__')")
 
 
 def _launch(tmp_path, env):
@@ -93,7 +93,7 @@ def test_the_daemon_is_forked_from_the_zygote_and_ends_with_the_jvms_pipe(zygote
     assert _gone(daemons[0])
     imported = set(mods.read_text().split())
     # the launcher imported neither the tasks' modules nor pyspark: the zygote had
-    assert "amqp_dissect.pipelines.spark.zygote" in imported
+    assert "amqp_dissect.pipelines.spark_runtime.zygote" in imported
     assert not {"pyarrow", "pyspark", "amqp_dissect.pipelines.spark.stages", "amqp_dissect.dissect"} & imported
 
 
@@ -137,7 +137,7 @@ def test_the_spark_package_imports_its_modules_when_first_used():
 def test_the_zygote_answers_the_sessions_install_probe():
     # spark_session asks a worker-like process where amqp_dissect is imported from and what is
     # compiled (executors_share_install); the zygote answers first instead of a process of its own
-    code = ("import json, os, amqp_dissect; from amqp_dissect.pipelines.spark import zygote as Z, session as S; "
+    code = ("import json, os, amqp_dissect; from amqp_dissect.pipelines.spark_runtime import zygote as Z, session as S; "
             "Z.start(); S._start_probe(); asked = S._PENDING_PROBE[0]; answer = S._probe_answer(); "
             "print(json.dumps([asked is not None and not hasattr(asked, 'communicate'), list(answer), "
             "[os.path.realpath(amqp_dissect.__path__[0]), sorted(amqp_dissect.compiled_modules())]]))")

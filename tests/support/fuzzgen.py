@@ -1357,7 +1357,7 @@ class Checker:
 
         from amqp_dissect.cli import main as cli
         from amqp_dissect.cli.common import EXIT_INTERNAL, Fail
-        from amqp_dissect.pipelines.local import DeliveryStream
+        from amqp_dissect.pipelines.runs.local import DeliveryStream
         from amqp_dissect.render.report import render_text
         from amqp_dissect.results.report import build_report
         from pathlib import Path
@@ -1466,7 +1466,7 @@ class Checker:
 
     def flush(self) -> dict:
         """Write the gathered tables (each table once per format); ``{key: failures}``."""
-        from amqp_dissect.pipelines.write import lean_arrow
+        from amqp_dissect.pipelines.writers.tables import lean_arrow
 
         pending, self.pending = self.pending, []
         out: dict = {}
@@ -1505,7 +1505,7 @@ class Checker:
 
 
 def _write_rows(table, fmt, rows):
-    from amqp_dissect.pipelines.write import write_table
+    from amqp_dissect.pipelines.writers.tables import write_table
 
     write_table(rows, table, fmt, io.BytesIO() if fmt != "table" else io.StringIO())
 
@@ -1516,7 +1516,7 @@ def _write_deliveries(fmt, batches, out=None):
     of a few ms, whatever its rows."""
     import pyarrow as pa
 
-    from amqp_dissect.pipelines.write import STREAM_ROWS, write_batches
+    from amqp_dissect.pipelines.writers.tables import STREAM_ROWS, write_batches
     from amqp_dissect.results.tables import arrow_schema
 
     if len(batches) > 1:
@@ -1729,7 +1729,7 @@ def check_gzip_agreement(path: str, out_dir: str) -> list[str]:
         _DAMAGE_AT = re.compile(r"gzip data \w+ at byte \d+ of the decompressed stream \(.*\)\)")
     from amqp_dissect.capture.pcap import open_capture
     from amqp_dissect.errors import CaptureError
-    from amqp_dissect.pipelines.split import split_capture
+    from amqp_dissect.pipelines.archive.split import split_capture
 
     said = []
     try:

@@ -137,7 +137,7 @@ def write_table(rows: Iterable[dict], table: str, fmt: str, out=None, batch_rows
 
 def write_batches(batches: Iterable, table: str, fmt: str, out=None, group_rows: int = BATCH_ROWS) -> int:
     """Write a table given as Arrow record batches of its registry schema (e.g.
-    :meth:`amqp_dissect.pipelines.local.DeliveryStream.batches`) to ``out`` as ``fmt``, one batch
+    :meth:`amqp_dissect.pipelines.runs.local.DeliveryStream.batches`) to ``out`` as ``fmt``, one batch
     at a time (``table``: all of them, as one text table; ``parquet``: gathered into row groups of
     at least ``group_rows`` rows).  Returns the number of rows written."""
     if fmt not in FORMATS:
@@ -520,36 +520,50 @@ def write_rows(rows: Iterable[dict], table: str, fmt: str, out=None, cols: list[
     not raw values).  ``batch_rows`` rows are written at a time.  Returns the number of rows."""
     if fmt not in ("csv", "jsonl"):
         raise ValueError(f"format must be csv or jsonl here, not {fmt!r}")
-    types = {c.name: c.type for c in columns(table)}
-    names = list(cols) if cols is not None else list(types)
-    raw = json_raw and cols is None
-    if fmt == "csv":
-        funcs = [(n, csv_cell(types[n])) for n in names]
-    else:
-        enc = json.JSONEncoder(ensure_ascii=False).encode
-        funcs = [(n, json_cell(types[n], raw)) for n in names]
-        keys = ["{" + enc(names[0]) + ": "] + [", " + enc(n) + ": " for n in names[1:]] if names else []
+    header, lines = _row_text(table, fmt, cols, json_raw)
     if out is None:
         sys.stdout.flush()
-    sink = _Sink(out, binary=False) if out is None or isinstance(out, (str, os.PathLike)) \
-        or isinstance(out, io.TextIOBase) else None
-    if sink is not None:
-        write = sink.f.write
-    else:  # a binary file object
-        def write(text, f=out):
-            f.write(text.encode("utf-8"))
+    sink, write = _text_sink(out)
     n = 0
     try:
-        if fmt == "csv":
-            write(",".join(names) + "\n")
+        if header is not None:
+            write(header)
         for chunk in _chunks(rows, batch_rows):
-            if fmt == "csv":
-                lines = [",".join([f(r.get(c)) for c, f in funcs]) + "\n" for r in chunk]
-            else:
-                lines = ["".join([k + f(r.get(c)) for k, (c, f) in zip(keys, funcs)]) + "}\n" for r in chunk]
-            write("".join(lines))
+            write(lines(chunk))
             n += len(chunk)
     finally:
         if sink is not None:
             sink.close()
     return n
+
+
+def _row_text(table: str, fmt: str, cols: list[str] | None, json_raw: bool):
+    """The header line (csv; None for jsonl) and the function that makes the text of a chunk of
+    rows, for :func:`write_rows`."""
+    types = {c.name: c.type for c in columns(table)}
+    names = list(cols) if cols is not None else list(types)
+    if fmt == "csv":
+        funcs = [(n, csv_cell(types[n])) for n in names]
+
+        def csv_lines(chunk) -> str:
+            return "".join([",".join([f(r.get(c)) for c, f in funcs]) + "\n" for r in chunk])
+        return ",".join(names) + "\n", csv_lines
+    raw = json_raw and cols is None
+    enc = json.JSONEncoder(ensure_ascii=False).encode
+    funcs = [(n, json_cell(types[n], raw)) for n in names]
+    keys = ["{" + enc(names[0]) + ": "] + [", " + enc(n) + ": " for n in names[1:]] if names else []
+
+    def jsonl_lines(chunk) -> str:
+        return "".join(["".join([k + f(r.get(c)) for k, (c, f) in zip(keys, funcs)]) + "}\n" for r in chunk])
+    return None, jsonl_lines
+
+
+def _text_sink(out):
+    """Where :func:`write_rows` writes text: (the sink it opened and closes, or None; its write)."""
+    if out is None or isinstance(out, (str, os.PathLike)) or isinstance(out, io.TextIOBase):
+        sink = _Sink(out, binary=False)
+        return sink, sink.f.write
+
+    def write(text, f=out):  # a binary file object
+        f.write(text.encode("utf-8"))
+    return None, write

@@ -1,6 +1,6 @@
 """Wireshark's side of ``compare``: the AMQP layers tshark shows (PDML through
 :class:`pyshark.FileCapture`), rebuilt into trees from the fields' byte ranges and normalised
-into frame records (:func:`wireshark_frames`) that :mod:`amqp_dissect.pipelines.compare`
+into frame records (:func:`wireshark_frames`) that :mod:`amqp_dissect.pipelines.wireshark.compare`
 holds against ours."""
 
 from __future__ import annotations

@@ -101,7 +101,7 @@ from amqp_dissect.dissect import Dissector
 from amqp_dissect.events import PacketNote, StreamGap
 from amqp_dissect.render.frames import event_json
 
-from .wireshark import Misshown, WsFrame, _Cut, _Truncatable, wireshark_frames
+from .pdml import Misshown, WsFrame, _Cut, _Truncatable, wireshark_frames
 
 
 # --------------------------------------------------------------------------- the known defects
@@ -700,9 +700,9 @@ def compare_capture(pcap, ports=(), keylog_file=None, name: str | None = None, w
     sample = name if name is not None else Path(pcap).stem
     if ours is None:  # first: a file that is no capture fails here, with our message
         if keylog is None and keylog_file:  # read as a stream: only the capture's ClientHello randoms kept
-            from amqp_dissect.pipelines.keylogfile import KeyLogFile
+            from amqp_dissect.pipelines.keylogfile import open_keylog
 
-            keylog = KeyLogFile(keylog_file)
+            keylog = open_keylog(keylog_file)
         ours = our_frames(pcap, ports=ports, keylog=keylog)
     if ws is None:
         ws = wireshark_frames(pcap, ports=ports, keylog_file=keylog_file)

@@ -52,6 +52,28 @@ def spark_session(master: str | None = None, conf=(), driver_memory: str | None 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    _launcher_environment()
+    b, local = _with_master(SparkSession.builder.appName(app_name), master, conf)
+    if local and not _conf_has(conf, "spark.python.daemon.module"):
+        b = _with_local_daemon(b)
+    b = _with_settings(b, conf, jvm_options, quiet, driver_memory, executor_memory)
+    if ship and local and os.environ.get("PYSPARK_PYTHON") == sys.executable:
+        # the question ship_code asks (do the workers import this very install?) is asked of one
+        # Python process started now, while the JVM starts (see executors_share_install)
+        _start_probe()
+    early = on_context is not None and _classic(b)
+    sc, spark = _quietly(lambda: _start(b, early)) if quiet else _start(b, early)
+    if quiet:
+        sc.setLogLevel("ERROR")
+    if ship:
+        ship_code(_ContextOnly(sc))
+    if on_context is not None:
+        on_context(sc)
+    return spark if spark is not None else b.getOrCreate()
+
+
+def _launcher_environment() -> None:
+    """What spark-submit's launcher is told by the environment: where Spark is, and a light JVM."""
     if "SPARK_HOME" not in os.environ and "PYSPARK_GATEWAY_PORT" not in os.environ:
         # spark-submit's scripts otherwise start a Python process (find_spark_home.py) to find it
         with contextlib.suppress(Exception):
@@ -62,23 +84,32 @@ def spark_session(master: str | None = None, conf=(), driver_memory: str | None 
         # the small JVM spark-submit starts first to build the real command line: C1 only, one GC thread
         os.environ["SPARK_LAUNCHER_OPTS"] = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
-    b = SparkSession.builder.appName(app_name)
-    local = False
-    if master:
-        b = b.master(master)
-        local = master.startswith("local")
-    elif "PYSPARK_GATEWAY_PORT" not in os.environ and not _conf_has(conf, "spark.master"):
-        b = b.master("local[*]")
-        local = True
-    if local and not _conf_has(conf, "spark.python.daemon.module"):
-        # local executors run this interpreter: their Python workers are forked from a daemon that
-        # imported the tasks' modules once (.daemon)
-        b = b.config("spark.python.daemon.module", "amqp_dissect.pipelines.spark.daemon")
-        if "PYSPARK_GATEWAY_PORT" not in os.environ and os.environ.get("PYSPARK_PYTHON") == sys.executable:
-            # and the daemon's imports are made by a zygote while the JVM starts (.zygote)
-            from .zygote import start
 
-            start()
+def _with_master(b, master: str | None, conf):
+    """The builder with its master (default local[*] unless spark-submit or ``conf`` set one),
+    and whether the executors are local."""
+    if master:
+        return b.master(master), master.startswith("local")
+    if "PYSPARK_GATEWAY_PORT" not in os.environ and not _conf_has(conf, "spark.master"):
+        return b.master("local[*]"), True
+    return b, False
+
+
+def _with_local_daemon(b):
+    """Local executors run this interpreter: their Python workers are forked from a daemon that
+    imported the tasks' modules once (.daemon), whose imports a zygote makes while the JVM starts
+    (.zygote)."""
+    b = b.config("spark.python.daemon.module", "amqp_dissect.pipelines.spark_runtime.daemon")
+    if "PYSPARK_GATEWAY_PORT" not in os.environ and os.environ.get("PYSPARK_PYTHON") == sys.executable:
+        from .zygote import start
+
+        start()
+    return b
+
+
+def _with_settings(b, conf, jvm_options: str, quiet: bool, driver_memory: str | None, executor_memory: str | None):
+    """The session's settings (SESSION_CONF), the JVMs' options, the log and progress settings
+    when ``quiet``, the memory settings, then the caller's ``conf`` pairs."""
     for key, value in SESSION_CONF:  # (each replaced by a conf pair of the same key)
         if not _conf_has(conf, key):
             b = b.config(key, value)
@@ -101,47 +132,38 @@ def spark_session(master: str | None = None, conf=(), driver_memory: str | None 
         b = b.config("spark.executor.memory", executor_memory)
     for k, v in conf:
         b = b.config(k, v)
-    if ship and local and os.environ.get("PYSPARK_PYTHON") == sys.executable:
-        # the question ship_code asks (do the workers import this very install?) is asked of one
-        # Python process started now, while the JVM starts (see executors_share_install)
-        _start_probe()
-    early = on_context is not None and _classic(b)
+    return b
 
-    def start():
-        if early:  # (what builder.getOrCreate does first, in its classic mode: the SparkContext)
-            from pyspark import SparkConf, SparkContext
 
-            sconf = SparkConf()
-            for k, v in b._options.items():
-                sconf.set(k, v)
-            return SparkContext.getOrCreate(sconf), None
-        spark = b.getOrCreate()
-        return spark.sparkContext, spark
+def _start(b, early: bool):
+    """(SparkContext, SparkSession or None): with ``early``, the context only (what
+    builder.getOrCreate does first, in its classic mode), else the session."""
+    if early:
+        from pyspark import SparkConf, SparkContext
 
-    if quiet:
-        # the JVM inherits stderr when it starts: send what it prints (JVM notices, Spark
-        # errors) to a log file instead of the terminal; our own stderr is restored
-        global SPARK_LOG
-        SPARK_LOG = os.path.join(tempfile.gettempdir(), f"amqp-dissect-spark-{os.getpid()}.log")
-        sys.stderr.flush()
-        saved = os.dup(2)
-        fd = os.open(SPARK_LOG, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.dup2(fd, 2)
-            sc, spark = start()
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            os.close(fd)
-    else:
-        sc, spark = start()
-    if quiet:
-        sc.setLogLevel("ERROR")
-    if ship:
-        ship_code(_ContextOnly(sc))
-    if on_context is not None:
-        on_context(sc)
-    return spark if spark is not None else b.getOrCreate()
+        sconf = SparkConf()
+        for k, v in b._options.items():
+            sconf.set(k, v)
+        return SparkContext.getOrCreate(sconf), None
+    spark = b.getOrCreate()
+    return spark.sparkContext, spark
+
+
+def _quietly(start):
+    """``start()`` with the JVM's stderr (inherited when it starts: JVM notices, Spark errors)
+    sent to a log file (SPARK_LOG) instead of the terminal; our own stderr is restored."""
+    global SPARK_LOG
+    SPARK_LOG = os.path.join(tempfile.gettempdir(), f"amqp-dissect-spark-{os.getpid()}.log")
+    sys.stderr.flush()
+    saved = os.dup(2)
+    fd = os.open(SPARK_LOG, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.dup2(fd, 2)
+        return start()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(fd)
 
 
 class _ContextOnly:

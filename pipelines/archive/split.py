@@ -1,6 +1,6 @@
 """Write a capture as a rotated series of pcap files, like ``tcpdump -C`` / ``-G`` would.
 
-    from amqp_dissect.pipelines.split import split_capture
+    from amqp_dissect.pipelines.archive.split import split_capture
     paths = split_capture("big.pcap", "out/", packets=10000)          # or bytes=..., seconds=...
     # out/big_00000.pcap, out/big_00001.pcap, ...  (gzip=True: .pcap.gz)
 
@@ -27,13 +27,13 @@ import re
 import struct
 import sys
 import zlib
-from typing import Iterator
+from typing import Iterable, Iterator, NamedTuple
 
 from amqp_dissect.capture.gunzip import GunzipStream
 from amqp_dissect.capture.pcap import MAX_RECORD, _Prefixed, _read_upto, open_capture, too_little_decompressed
 from amqp_dissect.errors import CaptureError
 
-from .archive import pcap_header
+from .ranges import pcap_header
 
 _GZ = b"\x1f\x8b"
 _GZIP_ERRORS = (EOFError, OSError, zlib.error)  # what a broken gzip stream raises (BadGzipFile is an OSError)
@@ -218,82 +218,131 @@ def split_capture(path: str, out_dir: str, *, packets: int | None = None, bytes:
     ends the split and is reported in ``result.error``.  Raises :class:`SplitExists` when
     ``out_dir`` holds parts of an earlier split of that name, unless ``force`` (they are
     removed first)."""
-    given = [x for x in (packets, bytes, seconds) if x is not None]
-    if len(given) != 1:
-        raise ValueError("give exactly one of packets, bytes, seconds")
-    if any(x <= 0 for x in given):
-        raise ValueError("the split size must be positive")
+    rule = _Rotation(packets, bytes, seconds)
     os.makedirs(out_dir, exist_ok=True)
     stem = name or _stem(path)
+    _remove_old_parts(out_dir, stem, force)
+    result = SplitResult()
+    # nothing seeks: standard input (``-``) or a pipe is read like a file, its first bytes replayed
+    raw = sys.stdin.buffer if path == STDIN else open(path, "rb")
+    try:
+        source = _open_records(raw, result)
+        parts = _Parts(out_dir, stem, gzip_output, source.file_header, result)
+        try:
+            for ts, rec, lt in source.records:
+                if parts.out is None or lt != parts.linktype or rule.due(parts, ts, rec):
+                    parts.start(ts, lt)
+                parts.write(rec)
+        finally:
+            parts.close()
+        if source.errors:
+            result.error = source.errors[0]
+        elif source.reader is not None and source.reader.error is not None:
+            result.error = str(source.reader.error)
+    finally:
+        if raw is not sys.stdin.buffer:
+            raw.close()
+    return result
+
+
+class _Rotation:
+    """When a part is full: ``packets`` records, ``bytes`` of file (a part gets at least one
+    record), or a record ``seconds`` past the part's first (exactly one of the three)."""
+
+    def __init__(self, packets: int | None, bytes: int | None, seconds: float | None):
+        given = [x for x in (packets, bytes, seconds) if x is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of packets, bytes, seconds")
+        if any(x <= 0 for x in given):
+            raise ValueError("the split size must be positive")
+        self.packets = packets
+        self.bytes = bytes
+        self.span_ns = None if seconds is None else round(seconds * 1_000_000_000)
+
+    def due(self, part: "_Parts", ts: int, rec: bytes) -> bool:
+        if self.packets is not None:
+            return part.count >= self.packets
+        if self.bytes is not None:
+            return part.size + len(rec) > self.bytes and part.count > 0
+        return ts >= part.start_ts + self.span_ns
+
+
+def _remove_old_parts(out_dir: str, stem: str, force: bool) -> None:
+    """The parts of an earlier split of that name: :class:`SplitExists`, or removed (``force``)."""
     old = split_parts(out_dir, stem)
     if old and not force:
         raise SplitExists(out_dir, old)
     for p in old:
         os.remove(p)
-    result = SplitResult()
-    # nothing seeks: standard input (``-``) or a pipe is read like a file, its first bytes replayed
-    raw = sys.stdin.buffer if path == STDIN else open(path, "rb")
-    try:
-        seen = _Kept(raw.read)  # the bytes read to find the format, given again to the pcapng reader
-        head = _read_upto(seen.read, 4)  # (a pipe may give fewer bytes than asked)
-        if head[:2] == _GZ:
-            f = _SafeRead(GunzipStream(_Prefixed(head, seen.read).read).read)  # (as the capture reader reads it)
-            first4 = f.read(4)
-            if f.error is not None and len(first4) < 4:  # (said as the capture reader says it)
-                raise CaptureError(f"{f.error}: {too_little_decompressed(len(first4))}")
-        else:
-            f, first4 = _SafeRead(seen.read, ()), head
-        consumed = seen.kept()  # (and keep no more)
-        err: list = []
-        if first4 == b"\x0a\x0d\x0d\x0a":
-            reader = open_capture(_Prefixed(consumed, raw.read))  # (gzip handled there too)
-            records = _converted(reader, True, result)
-            file_header = None
-        else:
-            file_header, records, err = _raw_pcap(f, first4)
-            reader = None
-        out = None
-        count = 0
-        size = 0
-        start_ts = None
-        cur_lt = None
-        index = 0
-        try:
-            for ts, rec, lt in records:
-                rotate = out is None or lt != cur_lt
-                if not rotate:
-                    if packets is not None:
-                        rotate = count >= packets
-                    elif bytes is not None:
-                        rotate = size + len(rec) > bytes and count > 0
-                    else:
-                        rotate = ts >= start_ts + round(seconds * 1_000_000_000)
-                if rotate:
-                    if out is not None:
-                        out.close()
-                    fname = f"{stem}_{index:05d}.pcap" + (".gz" if gzip_output else "")
-                    fpath = os.path.join(out_dir, fname)
-                    out = gzip.open(fpath, "wb") if gzip_output else open(fpath, "wb")
-                    hdr = file_header if file_header is not None else _pcap_header(lt, True)
-                    out.write(hdr)
-                    result.append(fpath)
-                    index += 1
-                    count = 0
-                    size = len(hdr)
-                    start_ts = ts
-                    cur_lt = lt
-                out.write(rec)
-                count += 1
-                size += len(rec)
-                result.records += 1
-        finally:
-            if out is not None:
-                out.close()
-        if err:
-            result.error = err[0]
-        elif reader is not None and reader.error is not None:
-            result.error = str(reader.error)
-    finally:
-        if raw is not sys.stdin.buffer:
-            raw.close()
-    return result
+
+
+class _Source(NamedTuple):
+    """The records of the capture being split: (ts, record bytes, link type) each."""
+
+    records: Iterable
+    file_header: bytes | None  # a pcap file's own header (each part starts with it), None for pcapng
+    reader: object  # the pcapng reader (its ``error`` at the end), None for pcap
+    errors: list  # damage found reading a pcap file
+
+
+def _open_records(raw, result: SplitResult) -> _Source:
+    """The capture's format from its first bytes (gzip, pcapng or pcap), and its records."""
+    seen = _Kept(raw.read)  # the bytes read to find the format, given again to the pcapng reader
+    head = _read_upto(seen.read, 4)  # (a pipe may give fewer bytes than asked)
+    if head[:2] == _GZ:
+        f = _SafeRead(GunzipStream(_Prefixed(head, seen.read).read).read)  # (as the capture reader reads it)
+        first4 = f.read(4)
+        if f.error is not None and len(first4) < 4:  # (said as the capture reader says it)
+            raise CaptureError(f"{f.error}: {too_little_decompressed(len(first4))}")
+    else:
+        f, first4 = _SafeRead(seen.read, ()), head
+    consumed = seen.kept()  # (and keep no more)
+    if first4 == b"\x0a\x0d\x0d\x0a":
+        reader = open_capture(_Prefixed(consumed, raw.read))  # (gzip handled there too)
+        return _Source(_converted(reader, True, result), None, reader, [])
+    file_header, records, err = _raw_pcap(f, first4)
+    return _Source(records, file_header, None, err)
+
+
+class _Parts:
+    """The part files written so far, the last one open (``out``) with its count, size, first
+    time and link type."""
+
+    def __init__(self, out_dir: str, stem: str, gzip_output: bool, file_header: bytes | None, result: SplitResult):
+        self.out_dir = out_dir
+        self.stem = stem
+        self.gzip_output = gzip_output
+        self.file_header = file_header
+        self.result = result
+        self.out = None
+        self.index = 0
+        self.count = 0
+        self.size = 0
+        self.start_ts = None
+        self.linktype = None
+
+    def start(self, ts: int, lt: int) -> None:
+        """Close the part open, open the next one (its header written)."""
+        if self.out is not None:
+            self.out.close()
+        fname = f"{self.stem}_{self.index:05d}.pcap" + (".gz" if self.gzip_output else "")
+        fpath = os.path.join(self.out_dir, fname)
+        self.out = gzip.open(fpath, "wb") if self.gzip_output else open(fpath, "wb")
+        hdr = self.file_header if self.file_header is not None else _pcap_header(lt, True)
+        self.out.write(hdr)
+        self.result.append(fpath)
+        self.index += 1
+        self.count = 0
+        self.size = len(hdr)
+        self.start_ts = ts
+        self.linktype = lt
+
+    def write(self, rec: bytes) -> None:
+        self.out.write(rec)
+        self.count += 1
+        self.size += len(rec)
+        self.result.records += 1
+
+    def close(self) -> None:
+        if self.out is not None:
+            self.out.close()

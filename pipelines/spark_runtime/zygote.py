@@ -55,7 +55,7 @@ def start() -> str | None:
         env = dict(os.environ)
         # the hash seed Spark gives its Python workers (SparkContext's environment)
         env.setdefault("PYTHONHASHSEED", "0")
-        p = subprocess.Popen([sys.executable, "-c", "from amqp_dissect.pipelines.spark.zygote import serve; serve()",
+        p = subprocess.Popen([sys.executable, "-c", "from amqp_dissect.pipelines.spark_runtime.zygote import serve; serve()",
                               path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                              env=env, start_new_session=True)
     except OSError:

@@ -453,8 +453,8 @@ class _AnalysisJob:
 
 class ReportJob(_AnalysisJob):
     """The report's part of one worker (:func:`~amqp_dissect.results.report.partial_report`), and
-    with ``messages`` its share of the requests section (pipelines/requests.py: the messages read)
-    and of the messages section (:func:`amqp_dissect.pipelines.messages.worker_part`)."""
+    with ``messages`` its share of the requests section (pipelines/runs/requests.py: the messages read)
+    and of the messages section (:func:`amqp_dissect.pipelines.runs.messages.worker_part`)."""
 
     def __init__(self, messages: bool = False):
         self.messages = messages
@@ -563,7 +563,7 @@ class DeliveriesJob:
     def __init__(self, directory: str, batch_rows: int, messages: bool = False):
         self.directory = directory
         self.batch_rows = batch_rows
-        self.messages = messages  # the message columns are read (pipelines.local.read_messages)
+        self.messages = messages  # the message columns are read (pipelines.runs.local.read_messages)
 
     def read(self, w: int, n: int, source):
         import numpy as np
@@ -773,7 +773,7 @@ def parallel_deliveries(source, jobs: int, batch_rows: int | None = None, messag
     import shutil
     import tempfile
 
-    from amqp_dissect.pipelines.write import STREAM_ROWS
+    from amqp_dissect.pipelines.writers.tables import STREAM_ROWS
 
     batch_rows = batch_rows or STREAM_ROWS
     directory = tempfile.mkdtemp(prefix="amqp-dissect-j")

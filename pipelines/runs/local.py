@@ -2,8 +2,8 @@
 
 For notebooks::
 
-    from amqp_dissect.pipelines.local import analyze
-    a = analyze("capture.pcap")          # or a list of files read as one continuous capture
+    from amqp_dissect.pipelines.runs.local import read_analysis
+    a = read_analysis("capture.pcap")          # or a list of files read as one continuous capture
     a.deliveries, a.links, a.stalls      # pandas DataFrames (columns and dtypes: amqp_dissect.results.schema)
     a.latency("address")                 # latency percentiles per link / address / connection
     a.report()                           # the JSON report of ``amqp-dissect report --format json``
@@ -19,7 +19,7 @@ import itertools
 import os
 import re
 from functools import cached_property
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator, NamedTuple
 
 from amqp_dissect.clock import CLOCK_STEP
 from amqp_dissect.results.analytics import Analyzer
@@ -159,7 +159,7 @@ class CaptureSource:
         self.inputs = [paths] if single else list(paths)
         self.paths = [input_name(p) for p in self.inputs]
         # messages: reassemble message bodies of multi-frame deliveries (only frame output shows them)
-        # keylog: a KeyLog (KeyLogFile.from_path) or key log text; pcapng Decryption Secrets Blocks add to it
+        # keylog: a KeyLog (open_keylog) or key log text; pcapng Decryption Secrets Blocks add to it
         self.dissector = dissector or Dissector(extra_ports=ports, messages=messages, keylog=keylog,
                                                 tls_records=tls_records)
         self.ports = tuple(ports)
@@ -475,17 +475,34 @@ class CaptureSource:
         return info
 
 
-def set_holes(parts) -> list[tuple]:
+class SetHole(NamedTuple):
+    """Files missing from a numbered capture set (:func:`set_holes`)."""
+
+    missing: list  # their names (a long run: the first, "... (N more)", the last)
+    before: object  # the :class:`_Part` before the hole
+    after: object  # the :class:`_Part` after it
+
+
+def set_holes(parts) -> list[SetHole]:
     """The files missing from a numbered capture set (``tcpdump -C`` / ``-W``: ``cap.pcap``,
     ``cap.pcap1``, ...; ``editcap -c``: ``x_00000_<time>.pcap``, ...; ``split``: ``NAME_00000.pcap``):
     among the files of a folder whose names differ only in their numbers, the first number that
     differs is the file's place in the set, and a number missing between two files of the set
-    is a hole: ``(missing names, the file before, the file after)`` (:class:`_Part`), from the
+    is a hole (:class:`SetHole`: the missing names, the file before, the file after), from the
     names alone (known before reading).  ``tcpdump -G`` names (strftime times) have no numbering
     to miss: a hole there is not told.  With a stream in the set (``-``) no hole is told: the
     stream may hold what the names miss."""
     if any(part.stream for part in parts):
         return []
+    holes = []
+    for (folder, _skel), members in _numbered_groups(parts).items():
+        holes += _group_holes(folder, members)
+    return holes
+
+
+def _numbered_groups(parts) -> dict:
+    """The files of each folder whose names differ only in their numbers: (folder, the name's
+    parts between numbers) -> [(the name split at its numbers, the part), ...]."""
     groups: dict = {}
     for part in parts:
         if part.stream or part.first_ts is None:
@@ -500,37 +517,42 @@ def set_holes(parts) -> list[tuple]:
             if numbered is not None:
                 del groups[(folder, skel)]
                 numbered += [([skel[0], "0", ""], part) for _, part in members]
+    return {key: members for key, members in groups.items() if len(members) >= 2 and len(key[1]) >= 2}
+
+
+def _group_holes(folder: str, members: list) -> list[SetHole]:
+    """The holes of one numbered group: the first number that differs between its files is their
+    place in the set."""
+    numbers = [[int(x) for x in tokens[1::2]] for tokens, _ in members]
+    k = next((i for i in range(len(numbers[0])) if len({n[i] for n in numbers}) > 1), None)
+    if k is None:
+        return []
+    placed = sorted(((n[k], tokens, part) for n, (tokens, part) in zip(numbers, members)), key=lambda x: x[0])
+    # the other numbers that differ between the files (editcap's times): unknown in a missing name
+    vary = {i for i in range(len(numbers[0])) if i != k and len({n[i] for n in numbers}) > 1}
     holes = []
-    for (folder, skel), members in groups.items():
-        if len(members) < 2 or len(skel) < 2:
+    for (a, ta, before), (b, _tb, after) in zip(placed, placed[1:]):
+        if b - a < 2:
             continue
-        numbers = [[int(x) for x in tokens[1::2]] for tokens, _ in members]
-        k = next((i for i in range(len(numbers[0])) if len({n[i] for n in numbers}) > 1), None)
-        if k is None:
-            continue
-        placed = sorted(((n[k], tokens, part) for n, (tokens, part) in zip(numbers, members)), key=lambda x: x[0])
-        # the other numbers that differ between the files (editcap's times): unknown in a missing name
-        vary = {i for i in range(len(numbers[0])) if i != k and len({n[i] for n in numbers}) > 1}
-        for (a, ta, before), (b, _tb, after) in zip(placed, placed[1:]):
-            if b - a < 2:
-                continue
-            digits = ta[2 * k + 1]
-            width = len(digits) if digits.startswith("0") and len(digits) > 1 else 0  # (zero-padded numbers)
-
-            def name(i, t=ta):
-                t = list(t)
-                t[2 * k + 1] = str(i).zfill(width)
-                for j in vary:
-                    t[2 * j + 1] = "*"
-                if i == 0 and len(t) == 3 and t[2] == "" and not width:  # (tcpdump's first file: no number)
-                    return os.path.join(folder, t[0])
-                return os.path.join(folder, "".join(t))
-
-            missing = [name(i) for i in range(a + 1, b)]
-            if len(missing) > 3:
-                missing = [missing[0], f"... ({len(missing) - 2} more)", missing[-1]]
-            holes.append((missing, before, after))
+        missing = [_missing_name(folder, ta, k, vary, i) for i in range(a + 1, b)]
+        if len(missing) > 3:
+            missing = [missing[0], f"... ({len(missing) - 2} more)", missing[-1]]
+        holes.append(SetHole(missing, before, after))
     return holes
+
+
+def _missing_name(folder: str, tokens: list, k: int, vary: set, i: int) -> str:
+    """The name of file number ``i`` of a set, from a neighbour's name split at its numbers
+    (``k``: the number that places a file; ``vary``: numbers unknown in a missing name, "*")."""
+    digits = tokens[2 * k + 1]
+    width = len(digits) if digits.startswith("0") and len(digits) > 1 else 0  # (zero-padded numbers)
+    t = list(tokens)
+    t[2 * k + 1] = str(i).zfill(width)
+    for j in vary:
+        t[2 * j + 1] = "*"
+    if i == 0 and len(t) == 3 and t[2] == "" and not width:  # (tcpdump's first file: no number)
+        return os.path.join(folder, t[0])
+    return os.path.join(folder, "".join(t))
 
 
 def set_gaps(parts, holes: list | None = None) -> list[dict]:
@@ -550,16 +572,6 @@ def set_gaps(parts, holes: list | None = None) -> list[dict]:
         gaps.append(g)
     gaps.sort(key=lambda g: (g["from"] is None, g["from"] or 0.0, g["after"]))
     return gaps
-
-
-def read_keylog(path=None) -> str | None:
-    """The secrets of TLS key log ``path`` (default: the file ``$SSLKEYLOGFILE`` names, when set and
-    present) as key log text, None when there is no key log: what the Spark job ships to its
-    executors (:meth:`~amqp_dissect.pipelines.keylogfile.KeyLogFile.from_path`, then ``text()``)."""
-    from amqp_dissect.pipelines.keylogfile import KeyLogFile
-
-    kl = KeyLogFile.from_path(path)
-    return None if kl is None else kl.text()
 
 
 def to_frame(rows, table: str) -> "pd.DataFrame":
@@ -615,7 +627,7 @@ class Analysis:
         if rows is None:
             inputs = self.source.inputs
             if any(hasattr(i, "read") or os.fspath(i) == STDIN for i in inputs):
-                raise ValueError("the frames of a stream cannot be read again: analyze(..., frames=True) keeps them")
+                raise ValueError("the frames of a stream cannot be read again: read_analysis(..., frames=True) keeps them")
             src = self.source
             again = CaptureSource(inputs, ports=src.ports, messages=True, keylog=src.keylog, limit=src.limit)
             rows = frame_rows(again.events())
@@ -779,23 +791,24 @@ class DeliveryStream:
             yield columns_batch("deliveries", *cols, checked=True)
 
 
-def analyze(paths, ports: Iterable[int] = (), keylog=None, frames: bool = False, limit: int | None = None,
+def read_analysis(paths, ports: Iterable[int] = (), keylog=None, frames: bool = False, limit: int | None = None,
             messages: bool = False) -> Analysis:
     """Analyse one capture, or several read in order as one continuous capture.
 
     ``paths``: a path, an open binary file object (``sys.stdin.buffer``, ``io.BytesIO``, a pipe:
     nothing seeks), ``"-"`` for standard input, or a list of these.  ``keylog``: a key log path
     or a KeyLog (``KeyLog.from_text(text)`` for text), to decrypt TLS streams (see
-    :func:`~amqp_dissect.pipelines.keylogfile.as_keylog`).  ``frames``: keep a row per frame for
+    :func:`~amqp_dissect.pipelines.keylogfile.open_keylog`).  ``frames``: keep a row per frame for
     :attr:`Analysis.frames` while reading (without it, ``frames`` reads the files again).
     ``limit``: read only that many packets.  ``messages``: read every delivery's message (the
     deliveries' message columns; null without it).
 
-    The faster DataFrames (built from Arrow batches, Arrow-backed strings, ``columns=``) are
-    :func:`amqp_dissect.analyze`'s; this one stays for its callers (``frames``, ``latency``)."""
-    from amqp_dissect.pipelines.keylogfile import as_keylog
+    Not the package's ``analyze``: the one public :func:`amqp_dissect.analyze` gives the tables
+    as DataFrames (from Arrow batches, Arrow-backed strings, ``columns=``); this reads a capture
+    into an :class:`Analysis` (``frames``, ``latency``) for the tests and notebooks that want it."""
+    from amqp_dissect.pipelines.keylogfile import open_keylog
 
-    source = CaptureSource(paths, ports=ports, keylog=as_keylog(keylog), messages=True if frames else False,
+    source = CaptureSource(paths, ports=ports, keylog=open_keylog(keylog), messages=True if frames else False,
                            limit=limit)
     if not frames:
         return run_analysis(source, messages=messages)

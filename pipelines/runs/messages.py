@@ -112,7 +112,7 @@ _SIDES = ("client", "server")
 
 def watch_messages(analyzer) -> MessageMatcher:
     """A bounded matcher fed every folded delivery of ``analyzer`` (an Analyzer reading the
-    messages: :func:`amqp_dissect.pipelines.requests.watched_analyzer`; its ``fold_out`` watcher
+    messages: :func:`amqp_dissect.pipelines.runs.requests.watched_analyzer`; its ``fold_out`` watcher
     kept), for the report."""
     from amqp_dissect.results.messages_report import report_matcher
 
