@@ -382,9 +382,9 @@ def idle(an, conns) -> list:
         for d in (0, 1):
             sil = c.silence[d]
             demand = c.idle[d]  # (ns: what d must respect, asked by the other side)
-            item = {"demand": demand, "longest": sil[0] if sil[2] is not None else None,
-                    "from_time": sil[1], "from_packet": sil[5], "to_time": sil[2], "to_packet": sil[3],
-                    "unknown_silences": sil[4]}
+            item = {"demand": demand, "longest": sil.longest if sil.end is not None else None,
+                    "from_time": sil.start, "from_packet": sil.start_packet, "to_time": sil.end,
+                    "to_packet": sil.end_packet, "unknown_silences": sil.unknown}
             # the trailing silence: from d's last frame to its close, the transport's end, or the capture's end
             last = c.last_frame[d]
             if last is not None and c.close[d] is None:
@@ -397,7 +397,7 @@ def idle(an, conns) -> list:
                 if tail is not None and (item["longest"] is None or tail > item["longest"]):
                     item["trailing"] = {"length": tail, "from_time": last, "unknown_beyond": beyond}
             if stepped:
-                item = {"demand": demand, "longest": None, "clock_step": True, "unknown_silences": sil[4]}
+                item = {"demand": demand, "longest": None, "clock_step": True, "unknown_silences": sil.unknown}
             item["beyond_demand"] = bool(demand and item["longest"] is not None and item["longest"] > demand)
             e[SIDES[d]] = item
         # a close (or the transport's end) after a silence beyond the demand of its sender
