@@ -1,7 +1,7 @@
 # Augmenting declarations for Cython (see findings.pxd): a room of its own (no base class).
 import cython
 from amqp_dissect.amqp.framing cimport Frame
-from amqp_dissect.model.entities cimport _Conn
+from amqp_dissect.model.entities cimport _Conn, Silence
 from amqp_dissect.model.findings cimport Recorder
 from amqp_dissect.amqp.values cimport read_uint as _uint
 
@@ -11,7 +11,7 @@ cdef class ConnectionRules:
     cdef public Recorder ledger
     cdef public dict connections, others, other_info
 
-    @cython.locals(level=Py_ssize_t, sil=list)
+    @cython.locals(level=Py_ssize_t, sil=Silence)
     cpdef bint frame(self, _Conn c, Py_ssize_t d, Frame f, p, name, bint heartbeat)
 
     cdef session_frame(self, _Conn c, Py_ssize_t d, Frame f, name)

@@ -72,16 +72,16 @@ class ConnectionRules:
         ref = c.last_frame[d]
         if ref is not None:  # the longest silence of d (no frame of any kind): the diagnoses' idle time-out
             sil = c.silence[d]
-            if f.ts - ref > sil[0]:
+            if f.ts - ref > sil.longest:
                 if c.loss is not None and c.loss.last[d] is not None and c.loss.last[d] >= ref:
-                    sil[4] += 1  # (bytes of d were lost in it: a frame may have been there)
+                    sil.unknown += 1  # (bytes of d were lost in it: a frame may have been there)
                 else:
-                    sil[0] = f.ts - ref
-                    sil[1] = ref
-                    sil[2] = f.ts
-                    sil[3] = f.packet
+                    sil.longest = f.ts - ref
+                    sil.start = ref
+                    sil.end = f.ts
+                    sil.end_packet = f.packet
                     la = c.last_act[d]
-                    sil[5] = la[1] if la is not None and la[0] == ref else None
+                    sil.start_packet = la[1] if la is not None and la[0] == ref else None
         if level >= 2:  # detach, end, close: what each side sent last before it (the diagnoses' ends)
             self.note_end(c, d, f, name)
         else:

@@ -9,6 +9,10 @@ from amqp_dissect.model.credit cimport LinkCredit
 from amqp_dissect.model.window cimport SessionWindow
 from amqp_dissect.model.loss cimport LossRecord
 
+cdef class Silence:
+    cdef public object longest, start, end, end_packet, start_packet
+    cdef public long long unknown
+
 cdef class _Link:
     cdef public object conn
     cdef public object session

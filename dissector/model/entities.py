@@ -19,6 +19,24 @@ from .transitions import SIDES, UNKNOWN
 from .window import SessionWindow
 
 
+class Silence:
+    """The longest silence of one peer of a connection (no frame of any kind), for the diagnoses'
+    idle time-out: ``longest`` (ns, 0 until a second frame), its ``start`` and ``end`` (times),
+    ``end_packet`` (the frame that ended it), ``start_packet`` (the frame that began it; None if
+    that frame ended something), and ``unknown``: the silences a loss of that peer's bytes made
+    unknown (a frame may have been there).  ConnectionRules.frame writes it, per frame."""
+
+    __slots__ = ("longest", "start", "end", "end_packet", "unknown", "start_packet")
+
+    def __init__(self):
+        self.longest = 0
+        self.start = None
+        self.end = None
+        self.end_packet = None
+        self.unknown = 0
+        self.start_packet = None
+
+
 class _Link:
     __slots__ = (
         "conn", "session", "index", "name", "handle", "state", "attach", "detach", "sender_dir",
@@ -413,10 +431,7 @@ class _Conn(_ConnBase):
         self.txns: dict = {}  # txn-id bytes/hex -> _Txn
         self.stalls: list = []  # Stall
         self._frame_counts = ({}, {})  # per peer: performative name ("empty" for heartbeats) -> frames
-        # per peer: [longest silence (ns, no frame of any kind), its start, its end, packet of the frame
-        # that ended it, silences a loss of that peer's bytes made unknown, packet of the frame that began
-        # it (None: an ending frame)] (ConnectionRules.frame)
-        self.silence = ([0, None, None, None, 0, None], [0, None, None, None, 0, None])
+        self.silence = (Silence(), Silence())  # per peer: its longest silence (ConnectionRules.frame)
         self.last_act = [None, None]  # per peer: (time, packet, name) of its last frame that ended nothing
 
     @property

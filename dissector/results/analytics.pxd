@@ -21,9 +21,14 @@ cdef class Analyzer(StateTracker):
     cpdef feed(self, event)
     cpdef _on_fold(self, dlv)
 
-    @cython.locals(d=_Delivery, cut=object, a="long long", b="long long", lat_c="long long",
-                   cut_c="long long", below=bint, fits=bint)
+    @cython.locals(d=_Delivery)
     cpdef _notable(self, dlv, heaps=*)
+    @cython.locals(below=bint, cut=object)
+    cdef _notable_slow(self, _Delivery d, heaps, slowest)
+    @cython.locals(a="long long", b="long long", lat_c="long long", cut_c="long long", fits=bint)
+    cdef bint _below_cut(self, _Delivery d, t1, t0) except -1
+    @cython.locals(cut=object)
+    cdef _rank_slowest(self)
 
     @cython.locals(d=_Delivery, ctx_index=list, ctx_rows=list, ctx_pos=dict,
                    delivery_id=list, tag=list, first_time=list, last_time=list, first_packet=list, last_packet=list,

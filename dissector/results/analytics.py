@@ -293,6 +293,16 @@ def _before(d, o) -> bool:
     return d.seq < o[2]
 
 
+def _no_delivery_columns() -> tuple:
+    """:meth:`Analyzer.delivery_columns` of no delivery."""
+    return {name: [] for name in _DELIVERY_OWN}, [], {name: [] for name in _DELIVERY_CTX}
+
+
+def _by_column(names, rows: list) -> dict:
+    """Rows (tuples in the order of ``names``) as columns: name -> its cells."""
+    return dict(zip(names, [list(c) for c in zip(*rows)]))
+
+
 def _slowest_ranked(cands: list, order) -> list:
     """The NOTABLE slowest of ``cands`` ((latency, delivery) pairs), slowest first; equal latencies
     in table order.  Only candidates at or above the NOTABLE-th latency get an order key."""
@@ -456,35 +466,8 @@ class Analyzer(StateTracker):
             not_acc = self._not_accepted
         else:
             slowest, not_acc = heaps
-        st = d.settled
-        if st is not None:
-            t1 = st[0]
-            t0 = d.first_ts
-            below = False  # (compiled: the usual delivery, below the cut, is ruled out on C integers)
-            if heaps is None and self._slow_min_c and type(t1) is int and type(t0) is int:
-                fits = True
-                try:
-                    a = t1
-                    b = t0
-                except OverflowError:  # (beyond 64 bits)
-                    fits = False
-                if fits and ((a >> 62) == 0 or (a >> 62) == -1) and ((b >> 62) == 0 or (b >> 62) == -1):
-                    lat_c = a - b  # (no overflow: both within +-2**62)
-                    cut_c = self._slow_min_ns
-                    below = lat_c < cut_c or (lat_c == cut_c and not _before(d, self._slow_cut_order))
-            if not below:
-                lat = t1 - t0
-                cut = self._slow_min
-                if heaps is not None or lat > cut or (lat == cut and _before(d, self._slow_cut_order)):
-                    # a candidate for the NOTABLE slowest: kept unranked, ranked a batch at a time
-                    slowest.append((lat, d))
-                    if heaps is None and len(slowest) >= _SLOW_BATCH:
-                        self._slowest = slowest = _slowest_ranked(slowest, self._order)
-                        if len(slowest) >= NOTABLE:  # what a later delivery must beat
-                            self._slow_min = cut = slowest[-1][0]
-                            self._slow_cut_order = self._order(slowest[-1][1])
-                            self._slow_min_c = type(cut) is int and -(1 << 62) <= cut < (1 << 62)
-                            self._slow_min_ns = cut if self._slow_min_c else 0
+        if d.settled is not None:
+            self._notable_slow(d, heaps, slowest)
         if d.outcome not in ("accepted", "declared") and not d.presettled:
             # (a presettled delivery expects no outcome: at-most-once)
             if heaps is None:
@@ -495,6 +478,47 @@ class Analyzer(StateTracker):
                 heapq.heappush(not_acc, item)
             elif item[0] > not_acc[0][0]:
                 heapq.heapreplace(not_acc, item)
+
+    def _notable_slow(self, d, heaps, slowest) -> None:
+        """Settled delivery ``d``: a candidate for the NOTABLE slowest when it beats the cut (kept
+        unranked in ``slowest``, ranked a batch at a time)."""
+        t1 = d.settled[0]
+        t0 = d.first_ts
+        # (compiled: the usual delivery, below the cut, is ruled out on C integers)
+        below = (heaps is None and self._slow_min_c and type(t1) is int and type(t0) is int
+                 and self._below_cut(d, t1, t0))
+        if below:
+            return
+        lat = t1 - t0
+        cut = self._slow_min
+        if heaps is not None or lat > cut or (lat == cut and _before(d, self._slow_cut_order)):
+            slowest.append((lat, d))
+            if heaps is None and len(slowest) >= _SLOW_BATCH:
+                self._rank_slowest()
+
+    def _below_cut(self, d, t1, t0) -> bool:
+        """Latency ``t1 - t0`` of ``d`` below the cut of the slowest, on C integers; False when it
+        cannot say (beyond 62 bits)."""
+        fits = True
+        try:
+            a = t1
+            b = t0
+        except OverflowError:  # (beyond 64 bits)
+            fits = False
+        if fits and ((a >> 62) == 0 or (a >> 62) == -1) and ((b >> 62) == 0 or (b >> 62) == -1):
+            lat_c = a - b  # (no overflow: both within +-2**62)
+            cut_c = self._slow_min_ns
+            return lat_c < cut_c or (lat_c == cut_c and not _before(d, self._slow_cut_order))
+        return False
+
+    def _rank_slowest(self) -> None:
+        """Rank the candidates for the slowest; what a later delivery must beat becomes the cut."""
+        self._slowest = slowest = _slowest_ranked(self._slowest, self._order)
+        if len(slowest) >= NOTABLE:  # what a later delivery must beat
+            self._slow_min = cut = slowest[-1][0]
+            self._slow_cut_order = self._order(slowest[-1][1])
+            self._slow_min_c = type(cut) is int and -(1 << 62) <= cut < (1 << 62)
+            self._slow_min_ns = cut if self._slow_min_c else 0
 
     def _row(self, d) -> dict:
         """The deliveries-table row of ``d``."""
@@ -767,6 +791,13 @@ class Analyzer(StateTracker):
                 row["unsettled_at"] = unknown_at(c, ft) if _lost_after(c, ft) else plain
             yield seqs[i], row
 
+    def _message_columns(self, ds: list) -> list:
+        """The message columns of deliveries ``ds`` (MESSAGE_COLUMNS' order), each a list of
+        cells; all None when the messages are not read."""
+        if self.messages:
+            return [list(c) for c in zip(*[delivery_cells(x) for x in ds])]
+        return [[None] * len(ds) for _ in MESSAGE_COLUMNS]
+
     def delivery_columns(self, ds) -> tuple:
         """The deliveries-table cells of the delivery objects ``ds`` by column, not by row: the
         values :func:`delivery_row` gives, without a dict per delivery.
@@ -778,7 +809,7 @@ class Analyzer(StateTracker):
         to its values, ``ctx_index`` gives each delivery's position in them."""
         ds = ds if isinstance(ds, list) else list(ds)
         if not ds:
-            return {name: [] for name in _DELIVERY_OWN}, [], {name: [] for name in _DELIVERY_CTX}
+            return _no_delivery_columns()
         span = self._span
         ctx_pos: dict = {}
         ctx_rows: list = []
@@ -846,11 +877,8 @@ class Analyzer(StateTracker):
             disp = d.dispositions
             disp_snd.append(disp[d.direction])
             disp_rcv.append(disp[1 - d.direction])
-        ctx_cols = dict(zip(_DELIVERY_CTX, [list(c) for c in zip(*ctx_rows)]))
-        if self.messages:
-            msg = [list(c) for c in zip(*[delivery_cells(x) for x in ds])]
-        else:
-            msg = [[None] * len(ds) for _ in MESSAGE_COLUMNS]
+        ctx_cols = _by_column(_DELIVERY_CTX, ctx_rows)
+        msg = self._message_columns(ds)
         cols = {
             "delivery_id": delivery_id,
             "delivery_tag": tag,

@@ -300,27 +300,24 @@ def _lost_end(c, sides, after) -> list:
     return [SIDES[d] for d in sides if c.loss.lost_after(d, after)]
 
 
-def _end_entry(an, c, scope, pair, name, channel_of, terminated, first_seen) -> dict:
-    """How one connection / session / link ended (see the module docstring)."""
-    d = _first_of(pair, an)
-    e: dict = {"scope": scope}
-    if d is not None:
-        rec = pair[d]
-        e.update({"how": name, "side": SIDES[d], "time": rec["time"], "packet": rec["packet"], **_error(rec)})
-        other = pair[1 - d]
-        e["answer_packet"] = other["packet"] if other else None
-        e["answer_time"] = other["time"] if other else None
-        if other is not None and other.get("error"):
-            e["answer_error"] = _error(other)
-        if other is None:
-            lost = _lost_end(c, (1 - d,), first_seen)
-            if c.one_way == 1 - d:
-                e["answer"] = "unknown: one direction captured (it may have come first)"
-            else:
-                e["answer"] = ("unknown: lost in a capture gap (it may have come first)" if lost else "not seen")
-        e["before"] = _before(c, d, name, rec, channel_of(d), an)
-        return e
-    why = terminated
+def _answer(c, d, other, first_seen) -> dict:
+    """The answer to side ``d``'s close / end / detach: its packet and time, its error, and when
+    it is not seen, why it may be missing."""
+    e = {"answer_packet": other["packet"] if other else None, "answer_time": other["time"] if other else None}
+    if other is not None and other.get("error"):
+        e["answer_error"] = _error(other)
+    if other is None:
+        lost = _lost_end(c, (1 - d,), first_seen)
+        if c.one_way == 1 - d:
+            e["answer"] = "unknown: one direction captured (it may have come first)"
+        else:
+            e["answer"] = ("unknown: lost in a capture gap (it may have come first)" if lost else "not seen")
+    return e
+
+
+def _ended_without_frame(an, c, scope, e: dict, why, first_seen) -> dict:
+    """How a connection / session / link ended that no close / end / detach of its own ended:
+    its session's or connection's, its transport's, unknown (lost bytes), or open at the end."""
     if why is not None and why.endswith("(lost)"):
         e.update({"how": "unknown", "why": f"its {why.split()[0]} was lost in a capture gap"})
         return e
@@ -339,6 +336,19 @@ def _end_entry(an, c, scope, pair, name, channel_of, terminated, first_seen) -> 
         e.update({"how": "open at the capture's end"})
     if lost and e["how"] != "unknown":
         e["lost_sides"] = lost
+    return e
+
+
+def _end_entry(an, c, scope, pair, name, channel_of, terminated, first_seen) -> dict:
+    """How one connection / session / link ended (see the module docstring)."""
+    d = _first_of(pair, an)
+    e: dict = {"scope": scope}
+    if d is None:
+        return _ended_without_frame(an, c, scope, e, terminated, first_seen)
+    rec = pair[d]
+    e.update({"how": name, "side": SIDES[d], "time": rec["time"], "packet": rec["packet"], **_error(rec)})
+    e.update(_answer(c, d, pair[1 - d], first_seen))
+    e["before"] = _before(c, d, name, rec, channel_of(d), an)
     return e
 
 
@@ -370,61 +380,94 @@ def ends(an, conns) -> list:
 # --------------------------------------------------------------------------- idle time-out
 
 
+def _silence_item(c, d, demand, end_ts) -> dict:
+    """Side ``d``'s longest silence (:class:`~amqp_dissect.model.entities.Silence`) and, when
+    longer, its trailing one: from its last frame to its close, the transport's end, or the
+    capture's end."""
+    sil = c.silence[d]
+    item = {"demand": demand, "longest": sil.longest if sil.end is not None else None,
+            "from_time": sil.start, "from_packet": sil.start_packet, "to_time": sil.end,
+            "to_packet": sil.end_packet, "unknown_silences": sil.unknown}
+    last = c.last_frame[d]
+    if last is None or c.close[d] is not None:
+        return item
+    if c.transport_time is not None:
+        tail, beyond = c.transport_time - last, None
+    else:
+        tail, beyond = end_ts - last if end_ts is not None else None, "capture end"
+    if c.loss is not None and c.loss.lost_after(d, last):
+        beyond = "capture gap"
+    if tail is not None and (item["longest"] is None or tail > item["longest"]):
+        item["trailing"] = {"length": tail, "from_time": last, "unknown_beyond": beyond}
+    return item
+
+
+def _expired_by_close(an, c, d) -> dict | None:
+    """The close of side ``d`` after a silence of the other side beyond the demand it had to
+    respect (None: none)."""
+    rec = c.close[d]
+    bef = _before(c, d, "close", rec, None, an)
+    peer = (bef or {}).get(SIDES[1 - d])
+    demand = c.idle[1 - d]
+    if peer is None or not demand or peer["before"] is None or peer["before"] <= demand:
+        return None
+    err = _error(rec)
+    return {
+        "closed_by": SIDES[d], "silent": SIDES[1 - d], "silence": peer["before"], "demand": demand,
+        "last_frame_packet": peer["packet"], "close_packet": rec["packet"], "close_time": rec["time"],
+        **err, "names_idle": bool(err["description"] and "idle" in str(err["description"]).lower()),
+        "lost_since": peer["lost_since"],
+    }
+
+
+def _expired_by_transport(c) -> dict | None:
+    """The transport's end after a silence of a side beyond its demand (None: none)."""
+    for d2 in (0, 1):
+        last, demand = c.last_frame[d2], c.idle[d2]
+        if last is not None and demand and c.transport_time - last > demand:
+            return {"closed_by": None, "transport_end": c.transport_end, "silent": SIDES[d2],
+                    "silence": c.transport_time - last, "demand": demand, "close_packet": None,
+                    "transport_time": c.transport_time, "transport_packet": c.last_packet,
+                    "lost_since": bool(c.loss is not None and c.loss.lost_after(d2, last))}
+    return None
+
+
+def _expired(an, c, stepped: bool) -> dict | None:
+    """A close (or the transport's end) after a silence beyond the demand of its sender."""
+    d = _first_of(c.close, an)
+    if d is not None:
+        return _expired_by_close(an, c, d)
+    if c.transport_time is not None and not stepped:  # (the silence to the transport's end may span the step: unknown)
+        return _expired_by_transport(c)
+    return None
+
+
+def _idle_entry(an, c, end_ts) -> dict:
+    """The idle-time-out entry of one connection that sent an open."""
+    asked = [(c.open[d] or {}).get("idle_time_out") if c.open[d] is not None else None for d in (0, 1)]
+    e: dict = {"connection": c.id, "idle_time_out_client": asked[0], "idle_time_out_server": asked[1]}
+    stepped = an.conn_spans_step(c)  # silences across the clock step are unknown: the longest too
+    for d in (0, 1):
+        demand = c.idle[d]  # (ns: what d must respect, asked by the other side)
+        if stepped:
+            item = {"demand": demand, "longest": None, "clock_step": True, "unknown_silences": c.silence[d].unknown}
+        else:
+            item = _silence_item(c, d, demand, end_ts)
+        item["beyond_demand"] = bool(demand and item["longest"] is not None and item["longest"] > demand)
+        e[SIDES[d]] = item
+    expired = _expired(an, c, stepped)
+    if expired is not None:
+        e["expired"] = expired
+    return e
+
+
 def idle(an, conns) -> list:
     out = []
     end_ts = an._end()
     for c in conns:
         if c.open[0] is None and c.open[1] is None:
             continue
-        asked = [(c.open[d] or {}).get("idle_time_out") if c.open[d] is not None else None for d in (0, 1)]
-        e: dict = {"connection": c.id, "idle_time_out_client": asked[0], "idle_time_out_server": asked[1]}
-        stepped = an.conn_spans_step(c)  # silences across the clock step are unknown: the longest too
-        for d in (0, 1):
-            sil = c.silence[d]
-            demand = c.idle[d]  # (ns: what d must respect, asked by the other side)
-            item = {"demand": demand, "longest": sil[0] if sil[2] is not None else None,
-                    "from_time": sil[1], "from_packet": sil[5], "to_time": sil[2], "to_packet": sil[3],
-                    "unknown_silences": sil[4]}
-            # the trailing silence: from d's last frame to its close, the transport's end, or the capture's end
-            last = c.last_frame[d]
-            if last is not None and c.close[d] is None:
-                if c.transport_time is not None:
-                    tail, beyond = c.transport_time - last, None
-                else:
-                    tail, beyond = end_ts - last if end_ts is not None else None, "capture end"
-                if c.loss is not None and c.loss.lost_after(d, last):
-                    beyond = "capture gap"
-                if tail is not None and (item["longest"] is None or tail > item["longest"]):
-                    item["trailing"] = {"length": tail, "from_time": last, "unknown_beyond": beyond}
-            if stepped:
-                item = {"demand": demand, "longest": None, "clock_step": True, "unknown_silences": sil[4]}
-            item["beyond_demand"] = bool(demand and item["longest"] is not None and item["longest"] > demand)
-            e[SIDES[d]] = item
-        # a close (or the transport's end) after a silence beyond the demand of its sender
-        d = _first_of(c.close, an)
-        if d is not None:
-            rec = c.close[d]
-            bef = _before(c, d, "close", rec, None, an)
-            peer = (bef or {}).get(SIDES[1 - d])
-            demand = c.idle[1 - d]
-            if peer is not None and demand and peer["before"] is not None and peer["before"] > demand:
-                err = _error(rec)
-                e["expired"] = {
-                    "closed_by": SIDES[d], "silent": SIDES[1 - d], "silence": peer["before"], "demand": demand,
-                    "last_frame_packet": peer["packet"], "close_packet": rec["packet"], "close_time": rec["time"],
-                    **err, "names_idle": bool(err["description"] and "idle" in str(err["description"]).lower()),
-                    "lost_since": peer["lost_since"],
-                }
-        elif c.transport_time is not None:
-            for d2 in (0, 1):
-                last, demand = c.last_frame[d2], c.idle[d2]
-                if stepped:  # (the silence to the transport's end may span the step: unknown)
-                    continue
-                if last is not None and demand and c.transport_time - last > demand and "expired" not in e:
-                    e["expired"] = {"closed_by": None, "transport_end": c.transport_end, "silent": SIDES[d2],
-                                    "silence": c.transport_time - last, "demand": demand, "close_packet": None,
-                                    "transport_time": c.transport_time, "transport_packet": c.last_packet,
-                                    "lost_since": bool(c.loss is not None and c.loss.lost_after(d2, last))}
+        e = _idle_entry(an, c, end_ts)
         if any(e[SIDES[x]]["demand"] for x in (0, 1)) or "expired" in e:
             out.append(e)
     return out
@@ -437,55 +480,93 @@ def _sends_from(link):
     return link.sender_dir
 
 
-def starved(an, conns, watch) -> list:
-    """Receivers at credit 0 while the sender showed messages waiting (see the module docstring)."""
+def _links_by_address(an) -> dict:
+    """Address -> the links to or from it, in capture order."""
     by_addr: dict = {}
     for c in an.connections.values():
         for link in c.links:
             a = an._link_address(link)
             if a is not None:
                 by_addr.setdefault(a, []).append(link)
+    return by_addr
+
+
+def _may_starve(st, shown: set) -> bool:
+    """A credit stall of a link of a connection shown, with a start, and no bytes lost since it
+    began (a flow granting credit may have been among them)."""
+    if st.link is None or st.kind not in ("link-credit", "initial-credit") or id(st.conn) not in shown:
+        return False
+    if st.start is None:
+        return False
+    loss = st.conn.loss
+    return loss is None or not any(loss.lost_after(d, st.start) for d in (0, 1))
+
+
+def _starvation_interval(an, st, end) -> dict:
+    """One interval at credit 0 of a receiver (its end ``end``: the stall's, else the capture's)."""
+    link = st.link
+    return {"connection": st.conn.id, "session": st.session.index, "link": link.name,
+            "address": an._link_address(link), "receiver": st.conn.peer(1 - st.direction),
+            "receiver_side": SIDES[1 - st.direction], "kind": st.kind, "since": st.start,
+            "since_packet": st.start_packet, "until": st.end, "until_packet": st.end_packet,
+            "ended_by": st.ended_by,
+            "duration": _known(an, st.start, st.start_packet, end,
+                               st.end_packet if st.end is not None else float("inf")),
+            "credit_exhausted_packet": st.exhausted_packet}
+
+
+def _other_links_active(st, e: dict, end, others, watch, cache: dict, ev: list) -> None:
+    """Add to ``ev`` the other links of the address that carried a transfer while the receiver was
+    at credit 0 (messages arriving at the node, or another consumer served): at most 4 items."""
+    for other in others:
+        if other is st.link:
+            continue
+        hit = _active(other, st.start, end, watch, cache)
+        if hit:
+            towards_node = other.sender_dir is not None and other.sender_dir != st.direction
+            ev.append({"kind": "arriving" if towards_node else "other-consumer",
+                       "connection": other.conn.id, "link": other.name, "time": hit})
+            if len(ev) >= 4:
+                break
+
+
+def _starvation_evidence(st, e: dict, end, by_addr: dict, watch, cache: dict) -> list:
+    """What shows messages were waiting: the sender's available, other links of the address."""
+    ev = []
+    seen = st.avail_seen
+    if seen is not None:
+        ev.append({"kind": "available" if not seen[3] else "available-left", "available": seen[0],
+                   "time": seen[1], "packet": seen[2]})
+    if e["address"] is not None and e["duration"] is not None and e["duration"] > MERGE:
+        _other_links_active(st, e, end, by_addr.get(e["address"], ()), watch, cache, ev)
+    return ev
+
+
+def _shows_waiting(st, ev: list) -> bool:
+    """The evidence shows messages waiting: some, and unless the sender said none were available,
+    an available count or messages arriving."""
+    if not ev:
+        return False
+    if st.avail is not False:
+        return True
+    return any(x["kind"].startswith("available") for x in ev) or any(x["kind"] == "arriving" for x in ev)
+
+
+def starved(an, conns, watch) -> list:
+    """Receivers at credit 0 while the sender showed messages waiting (see the module docstring)."""
+    by_addr = _links_by_address(an)
     shown = {id(c) for c in conns}
     cache: dict = {}
     out = []
     for st in an.stalls:
-        link = st.link
-        if link is None or st.kind not in ("link-credit", "initial-credit") or id(st.conn) not in shown:
-            continue
-        if st.start is None:
+        if not _may_starve(st, shown):
             continue
         end = st.end if st.end is not None else an._end()
-        loss = st.conn.loss
-        if loss is not None and any(loss.lost_after(d, st.start) for d in (0, 1)):
-            continue  # (bytes lost since it began: a flow granting credit may have been among them)
-        e = {"connection": st.conn.id, "session": st.session.index, "link": link.name,
-             "address": an._link_address(link), "receiver": st.conn.peer(1 - st.direction),
-             "receiver_side": SIDES[1 - st.direction], "kind": st.kind, "since": st.start,
-             "since_packet": st.start_packet, "until": st.end, "until_packet": st.end_packet,
-             "ended_by": st.ended_by,
-             "duration": _known(an, st.start, st.start_packet, end, st.end_packet if st.end is not None else float("inf")),
-             "credit_exhausted_packet": st.exhausted_packet}
-        ev = []
-        seen = st.avail_seen
-        if seen is not None:
-            ev.append({"kind": "available" if not seen[3] else "available-left", "available": seen[0],
-                       "time": seen[1], "packet": seen[2]})
-        if e["address"] is not None and e["duration"] is not None and e["duration"] > MERGE:
-            for other in by_addr.get(e["address"], ()):
-                if other is link:
-                    continue
-                hit = _active(other, st.start, end, watch, cache)
-                if hit:
-                    towards_node = other.sender_dir is not None and other.sender_dir != st.direction
-                    ev.append({"kind": "arriving" if towards_node else "other-consumer",
-                               "connection": other.conn.id, "link": other.name, "time": hit})
-                    if len(ev) >= 4:
-                        break
-        if not ev or (st.avail is False and all(not x["kind"].startswith("available") for x in ev)
-                      and not any(x["kind"] == "arriving" for x in ev)):
-            continue
-        e["evidence"] = ev
-        out.append(e)
+        e = _starvation_interval(an, st, end)
+        ev = _starvation_evidence(st, e, end, by_addr, watch, cache)
+        if _shows_waiting(st, ev):
+            e["evidence"] = ev
+            out.append(e)
     return _per_link(out)
 
 

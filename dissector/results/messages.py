@@ -45,11 +45,12 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
+from typing import NamedTuple
 
 from amqp_dissect.clock import CLOCK_STEP
 from amqp_dissect.times import NS, seconds
 
-__all__ = ["MessageMatcher", "message_rows", "STATES", "MAX_MESSAGES", "MAX_DELIVERIES", "MAX_LISTED",
+__all__ = ["MessageMatcher", "MessageDelivery", "message_rows", "STATES", "MAX_MESSAGES", "MAX_DELIVERIES", "MAX_LISTED",
            "deadletter_evidence", "CLOCK_STEP_NOTE"]
 
 PUBLISHED, PUBLISH_MISSING, TWICE, DEAD, DELIVERED, UNKNOWN = (
@@ -85,8 +86,46 @@ _DEAD_KEYS = {
     "_amq_actual_expiry": "expired",
     "_amq_orig_reason": "expired",
 }
-# delivery tuple fields (kept per delivery)
-(_CONN, _LINK, _LIDX, _ADDR, _SIDE, _FIRST, _FPKT, _OUTCOME, _OTIME, _OPKT, _DC, _DEAD) = range(12)
+
+
+class MessageDelivery(NamedTuple):
+    """What the matcher keeps of one delivery of a message (one per delivery: a tuple, small)."""
+
+    connection: object
+    link: object  # the link's name
+    link_index: object
+    address: object
+    sender_side: object  # "client", "server" or None (the deliveries table's)
+    first_time: object  # ns
+    first_packet: object
+    outcome: object  # its terminal outcome, None: none
+    outcome_time: object
+    outcome_packet: object
+    delivery_count: object  # the header's delivery-count (an int), None: absent or not an int
+    dead: object  # the broker's evidence that the message was dead-lettered or expired, None: none
+
+
+_new_delivery = tuple.__new__  # (a MessageDelivery per delivery: made without the keyword-checking __new__)
+
+
+class _Roles(NamedTuple):
+    """A message's deliveries by the role of their link (:meth:`MessageMatcher._roles_of`)."""
+
+    producers: list
+    consumers: list
+    unknown: list
+    why_unknown: list  # why each unknown one is
+
+
+class _Times(NamedTuple):
+    """A message's times (:meth:`MessageMatcher._times`), seconds; None: unknown or none."""
+
+    first_consumer: object  # ns, the first consumer's transfer
+    residence: object
+    residence_max: object
+    end_to_end: object
+    end_to_end_max: object
+    notes: list
 
 
 def json_map(value) -> dict:
@@ -191,11 +230,11 @@ class MessageMatcher:
             m.untracked += 1
             return
         dc = row.get("header_delivery_count")
-        m.deliveries.append((row.get("connection"), row.get("link"), row.get("link_index"), row.get("address"),
-                             row.get("sender_side"), first, row.get("first_packet"), row.get("outcome") or None,
-                             row.get("outcome_time"), row.get("outcome_packet"),
-                             dc if isinstance(dc, int) and not isinstance(dc, bool) else None,
-                             deadletter_evidence(row)))
+        m.deliveries.append(_new_delivery(MessageDelivery, (
+            row.get("connection"), row.get("link"), row.get("link_index"), row.get("address"),
+            row.get("sender_side"), first, row.get("first_packet"), row.get("outcome") or None,
+            row.get("outcome_time"), row.get("outcome_packet"),
+            dc if isinstance(dc, int) and not isinstance(dc, bool) else None, deadletter_evidence(row))))
 
     def part(self) -> dict:
         """What this matcher holds, picklable (a ``-j`` worker's share): see :meth:`merge`."""
@@ -260,23 +299,23 @@ class MessageMatcher:
             self._epoch, self._stepped = clock.epoch, clock.spans
             for m in self.messages.values():
                 m.deliveries.sort(key=self._time_key)
-                first = next((d for d in m.deliveries if d[_FIRST] is not None), None)
-                m.first = first[_FIRST] if first is not None else m.first
+                first = next((d for d in m.deliveries if d.first_time is not None), None)
+                m.first = first.first_time if first is not None else m.first
         else:
             self._epoch, self._stepped = _no_epoch, None
         order = sorted(self.messages.items(), key=self._message_order)
         return [self._row(key, m, sides, brokers) for key, m in order]
 
     def _time_key(self, d):
-        return (d[_FIRST] is None, self._epoch(d[_FPKT]), d[_FIRST] or 0, d[_FPKT] or 0)
+        return (d.first_time is None, self._epoch(d.first_packet), d.first_time or 0, d.first_packet or 0)
 
     def _outcome_key(self, d):
-        return self._epoch(d[_OPKT]), d[_OTIME]
+        return self._epoch(d.outcome_packet), d.outcome_time
 
     def _message_order(self, kv):
         """Rows in time order: the message's first transfer (its epoch, its time), its packet, then the key."""
         (how, typ, ident), m = kv
-        packets = [d[_FPKT] for d in m.deliveries if d[_FPKT] is not None]
+        packets = [d.first_packet for d in m.deliveries if d.first_packet is not None]
         first = min(packets) if packets else 0
         return (m.first is None, self._epoch(first) if packets else 0, m.first or 0, first, how, typ or "",
                 str(ident))
@@ -293,158 +332,231 @@ class MessageMatcher:
 
     def _row(self, key, m: _Message, sides: dict, brokers: dict) -> dict:
         how, typ, ident = key
-        producers, consumers, unknown = [], [], []
-        why_unknown: list = []
         m.deliveries.sort(key=self._time_key)
-        for d in m.deliveries:
-            conn = d[_CONN]
-            if conn in brokers:
-                unknown.append(d)
-                why_unknown.append(brokers[conn])
-                continue
-            side = sides.get((conn, d[_LIDX]), d[_SIDE]) or d[_SIDE]
-            if side == "client":
-                producers.append(d)
-            elif side == "server":
-                consumers.append(d)
-            else:
-                unknown.append(d)
-                why_unknown.append(f"link {d[_LINK]!r} of {conn}: the sending side is not known (its attach "
-                                   "was not seen)")
+        roles = _roles_of(m.deliveries, sides, brokers)
+        producers, consumers = roles.producers, roles.consumers
         tkey = self._time_key
         producers.sort(key=tkey)
         consumers.sort(key=tkey)
         prod = producers[0] if producers else None
-        p_time = prod[_FIRST] if prod else None
-        # consumer links: (connection, link_index) -> [deliveries, first, first_packet, last delivery]
-        groups: dict = {}
-        for d in consumers:
-            g = groups.get((d[_CONN], d[_LIDX]))
-            if g is None:
-                groups[(d[_CONN], d[_LIDX])] = [1, d, d]
-            else:
-                g[0] += 1
-                g[2] = d
+        groups = _consumer_links(consumers)
         allowed = max(1, len(producers)) if how == "digest" else 1
         repeats = sum(max(0, g[0] - allowed) for g in groups.values())
-        dcs = [d[_DC] for d in consumers if d[_DC] is not None]
+        dcs = [d.delivery_count for d in consumers if d.delivery_count is not None]
         max_dc = max(dcs) if dcs else None
-        # a consumer delivery after one that a consumer released or modified
-        after_release = 0
-        seen_release = None  # (epoch, time) of the earliest released / modified outcome
-        epoch = self._epoch
-        for d in consumers:
-            if seen_release is not None and (epoch(d[_FPKT]), d[_FIRST] or 0) >= seen_release:
-                after_release += 1
-            if d[_OUTCOME] in ("released", "modified") and d[_OTIME] is not None:
-                k = self._outcome_key(d)
-                seen_release = k if seen_release is None else min(seen_release, k)
-        rel_mod = sum(1 for d in consumers if d[_OUTCOME] in ("released", "modified"))
-
-        # times
-        firsts = sorted((g[1] for g in groups.values() if g[1][_FIRST] is not None), key=tkey)
-        outs = [_final_outcome(consumers, k) for k in groups]
-        res_first = res_max = e2e_first = e2e_max = None
-        first_consumer = firsts[0][_FIRST] if firsts else None
-        notes = []
-        if p_time is not None and firsts:
-            p = (p_time, prod[_FPKT])
-            across: list = []
-            res_first = self._span((first_consumer, firsts[0][_FPKT]), p, across)
-            res_max = self._span((firsts[-1][_FIRST], firsts[-1][_FPKT]), p, across)
-            if (self._epoch(firsts[0][_FPKT]), first_consumer) < (self._epoch(prod[_FPKT]), p_time):
-                notes.append("a consumer's transfer came before the publish (the id was used again?)")
-            first_key = min(groups, key=lambda k: tkey(groups[k][1]))
-            fo = _final_outcome(consumers, first_key)
-            e2e_first = self._span((fo[_OTIME], fo[_OPKT]) if fo else None, p, across)
-            outs_d = [d for d in outs if d is not None]
-            last = max(outs_d, key=self._outcome_key) if outs_d else None
-            e2e_max = self._span((last[_OTIME], last[_OPKT]) if last else None, p, across)
-            if across:
-                notes.append(CLOCK_STEP_NOTE)
-        if len(producers) > 1:
-            notes.append(f"published {len(producers)} times"
-                         + (" (identical bare messages without message-id are one row)" if how == "digest" else ""))
-        if m.untracked:
-            notes.append(f"{m.untracked} more deliveries of this key not kept (past {self.max_deliveries})")
-
-        # state
-        dead = next((d[_DEAD] for d in consumers + producers + unknown if d[_DEAD]), None)
-        twice_why = []
-        if repeats:
-            twice_why.append(f"{repeats} repeat(s) to the same consumer")
-        if max_dc:
-            twice_why.append(f"header delivery-count {max_dc}")
-        if after_release:
-            twice_why.append(f"{after_release} delivery(ies) after a released / modified outcome")
-        if dead:
-            state, evidence = DEAD, dead
-        elif not producers and not consumers:
-            state, evidence = UNKNOWN, "; ".join(dict.fromkeys(why_unknown)) or None
-        elif not producers:
-            state, evidence = PUBLISH_MISSING, None
-        elif not consumers:
-            state, evidence = PUBLISHED, None
-        elif twice_why:
-            state, evidence = TWICE, "; ".join(twice_why)
-        else:
-            state, evidence = DELIVERED, None
-
-        listed = []
-        for k, (n, first_d, last_d) in list(groups.items())[:MAX_LISTED]:
-            listed.append({"connection": k[0], "link": first_d[_LINK], "link_index": k[1],
-                           "address": first_d[_ADDR], "first_time": _iso(first_d[_FIRST]),
-                           "first_packet": first_d[_FPKT], "outcome": last_d[_OUTCOME],
-                           "outcome_packet": last_d[_OPKT], "deliveries": n})
-        if len(groups) > MAX_LISTED:
-            listed.append({"more": len(groups) - MAX_LISTED})
+        times = self._times(prod, consumers, groups)
+        notes = times.notes + self._publish_notes(m, how, len(producers))
+        after_release = self._after_release(consumers)
+        state, evidence = _state(roles, _twice_why(repeats, max_dc, after_release))
         everything = sorted(m.deliveries, key=tkey)
-        packets = [d[_FPKT] for d in everything if d[_FPKT] is not None]
-        first_d = everything[0] if everything else None
+        packets = [d.first_packet for d in everything if d.first_packet is not None]
         return {
-            "message_id": ident if how == "message-id" else None,
-            "message_id_type": typ if how == "message-id" else None,
-            "bare_digest": ident if how == "digest" else None,
-            "matched_by": how,
+            **_key_columns(how, typ, ident),
             "state": state,
             "state_evidence": evidence,
-            "address": prod[_ADDR] if prod else (consumers[0][_ADDR] if consumers else
-                                                   (first_d[_ADDR] if first_d else None)),
+            "address": _message_address(prod, consumers, everything),
             "first_time": m.first,
             "first_packet": min(packets) if packets else None,
-            "producer_connection": prod[_CONN] if prod else None,
-            "producer_link": prod[_LINK] if prod else None,
-            "producer_link_index": prod[_LIDX] if prod else None,
-            "producer_address": prod[_ADDR] if prod else None,
-            "producer_time": p_time,
-            "producer_packet": prod[_FPKT] if prod else None,
-            "producer_outcome": prod[_OUTCOME] if prod else None,
-            "producer_outcome_time": prod[_OTIME] if prod else None,
+            **_producer_columns(prod),
             "publishes": len(producers),
             "consumers": len(groups),
             "deliveries": len(consumers),
-            "consumer_deliveries": listed,
-            "first_consumer_time": first_consumer,
-            "residence": res_first,
-            "residence_max": res_max,
-            "end_to_end": e2e_first,
-            "end_to_end_max": e2e_max,
+            "consumer_deliveries": _listed_consumers(groups),
+            "first_consumer_time": times.first_consumer,
+            "residence": times.residence,
+            "residence_max": times.residence_max,
+            "end_to_end": times.end_to_end,
+            "end_to_end_max": times.end_to_end_max,
             "redeliveries_by_count": max_dc,
             "redeliveries_by_repeat": repeats,
-            "released_or_modified": rel_mod,
-            "unknown_role": len(unknown),
-            "role_evidence": "; ".join(dict.fromkeys(why_unknown)) or None,
+            "released_or_modified": sum(1 for d in consumers if d.outcome in _RELEASED),
+            "unknown_role": len(roles.unknown),
+            "role_evidence": "; ".join(dict.fromkeys(roles.why_unknown)) or None,
             "untracked": m.untracked,
             "packets": packets[:MAX_PACKETS] + (["..."] if len(packets) > MAX_PACKETS else []),
             "note": "; ".join(notes) or None,
         }
+
+    def _after_release(self, consumers: list) -> int:
+        """Consumer deliveries after one that a consumer released or modified."""
+        after_release = 0
+        seen_release = None  # (epoch, time) of the earliest released / modified outcome
+        epoch = self._epoch
+        for d in consumers:
+            if seen_release is not None and (epoch(d.first_packet), d.first_time or 0) >= seen_release:
+                after_release += 1
+            if d.outcome in _RELEASED and d.outcome_time is not None:
+                k = self._outcome_key(d)
+                seen_release = k if seen_release is None else min(seen_release, k)
+        return after_release
+
+    def _times(self, prod, consumers: list, groups: dict) -> _Times:
+        """Residence (publish to each consumer link's first transfer) and end to end (publish to a
+        consumer's final outcome), first and longest, and the notes on them."""
+        tkey = self._time_key
+        firsts = sorted((g[1] for g in groups.values() if g[1].first_time is not None), key=tkey)
+        first_consumer = firsts[0].first_time if firsts else None
+        if prod is None or prod.first_time is None or not firsts:
+            return _Times(first_consumer, None, None, None, None, [])
+        notes = []
+        p = (prod.first_time, prod.first_packet)
+        across: list = []
+        res_first = self._span((first_consumer, firsts[0].first_packet), p, across)
+        res_max = self._span((firsts[-1].first_time, firsts[-1].first_packet), p, across)
+        if (self._epoch(firsts[0].first_packet), first_consumer) < (self._epoch(prod.first_packet), prod.first_time):
+            notes.append("a consumer's transfer came before the publish (the id was used again?)")
+        first_key = min(groups, key=lambda k: tkey(groups[k][1]))
+        fo = _final_outcome(consumers, first_key)
+        e2e_first = self._span(_outcome_at(fo), p, across)
+        outs = [d for d in (_final_outcome(consumers, k) for k in groups) if d is not None]
+        last = max(outs, key=self._outcome_key) if outs else None
+        e2e_max = self._span(_outcome_at(last), p, across)
+        if across:
+            notes.append(CLOCK_STEP_NOTE)
+        return _Times(first_consumer, res_first, res_max, e2e_first, e2e_max, notes)
+
+    def _publish_notes(self, m: _Message, how: str, publishes: int) -> list:
+        """The notes on a message published more than once, or with deliveries not kept."""
+        notes = []
+        if publishes > 1:
+            notes.append(f"published {publishes} times"
+                         + (" (identical bare messages without message-id are one row)" if how == "digest" else ""))
+        if m.untracked:
+            notes.append(f"{m.untracked} more deliveries of this key not kept (past {self.max_deliveries})")
+        return notes
+
+
+_RELEASED = ("released", "modified")
+
+
+def _roles_of(deliveries: list, sides: dict, brokers: dict) -> _Roles:
+    """A message's deliveries as producers (sent by a client), consumers (sent by a server), and
+    unknown (a link whose sending side is not known, or a connection between brokers)."""
+    roles = _Roles([], [], [], [])
+    for d in deliveries:
+        conn = d.connection
+        if conn in brokers:
+            roles.unknown.append(d)
+            roles.why_unknown.append(brokers[conn])
+            continue
+        side = sides.get((conn, d.link_index), d.sender_side) or d.sender_side
+        if side == "client":
+            roles.producers.append(d)
+        elif side == "server":
+            roles.consumers.append(d)
+        else:
+            roles.unknown.append(d)
+            roles.why_unknown.append(f"link {d.link!r} of {conn}: the sending side is not known (its attach "
+                                     "was not seen)")
+    return roles
+
+
+def _consumer_links(consumers: list) -> dict:
+    """Consumer links: (connection, link_index) -> [deliveries, first delivery, last delivery]."""
+    groups: dict = {}
+    for d in consumers:
+        g = groups.get((d.connection, d.link_index))
+        if g is None:
+            groups[(d.connection, d.link_index)] = [1, d, d]
+        else:
+            g[0] += 1
+            g[2] = d
+    return groups
+
+
+def _outcome_at(d) -> tuple | None:
+    """(time, packet) of the outcome of delivery ``d`` (None: no delivery)."""
+    return (d.outcome_time, d.outcome_packet) if d else None
+
+
+def _twice_why(repeats: int, max_dc, after_release: int) -> list:
+    """What says a message was delivered twice."""
+    why = []
+    if repeats:
+        why.append(f"{repeats} repeat(s) to the same consumer")
+    if max_dc:
+        why.append(f"header delivery-count {max_dc}")
+    if after_release:
+        why.append(f"{after_release} delivery(ies) after a released / modified outcome")
+    return why
+
+
+def _state(roles: _Roles, twice_why: list) -> tuple:
+    """(the message's state, its evidence or None)."""
+    dead = next((d.dead for d in roles.consumers + roles.producers + roles.unknown if d.dead), None)
+    if dead:
+        return DEAD, dead
+    if not roles.producers and not roles.consumers:
+        return UNKNOWN, "; ".join(dict.fromkeys(roles.why_unknown)) or None
+    if not roles.producers:
+        return PUBLISH_MISSING, None
+    if not roles.consumers:
+        return PUBLISHED, None
+    if twice_why:
+        return TWICE, "; ".join(twice_why)
+    return DELIVERED, None
+
+
+def _key_columns(how: str, typ, ident) -> dict:
+    """The row's message-id, its type, or its bare message's digest, and how it was matched."""
+    by_id = how == "message-id"
+    return {
+        "message_id": ident if by_id else None,
+        "message_id_type": typ if by_id else None,
+        "bare_digest": ident if how == "digest" else None,
+        "matched_by": how,
+    }
+
+
+def _message_address(prod, consumers: list, everything: list):
+    """The producer's address, else the first consumer's, else the first delivery's."""
+    if prod:
+        return prod.address
+    if consumers:
+        return consumers[0].address
+    return everything[0].address if everything else None
+
+
+_NO_PRODUCER = {"producer_connection": None, "producer_link": None, "producer_link_index": None,
+                "producer_address": None, "producer_time": None, "producer_packet": None, "producer_outcome": None,
+                "producer_outcome_time": None}
+
+
+def _producer_columns(prod) -> dict:
+    """The row's columns of the (first) publish."""
+    if not prod:
+        return _NO_PRODUCER
+    return {
+        "producer_connection": prod.connection,
+        "producer_link": prod.link,
+        "producer_link_index": prod.link_index,
+        "producer_address": prod.address,
+        "producer_time": prod.first_time,
+        "producer_packet": prod.first_packet,
+        "producer_outcome": prod.outcome,
+        "producer_outcome_time": prod.outcome_time,
+    }
+
+
+def _listed_consumers(groups: dict) -> list:
+    """The row's ``consumer_deliveries``: the first :data:`MAX_LISTED` consumer links (the count of
+    the others after them)."""
+    listed = []
+    for k, (n, first_d, last_d) in list(groups.items())[:MAX_LISTED]:
+        listed.append({"connection": k[0], "link": first_d.link, "link_index": k[1],
+                       "address": first_d.address, "first_time": _iso(first_d.first_time),
+                       "first_packet": first_d.first_packet, "outcome": last_d.outcome,
+                       "outcome_packet": last_d.outcome_packet, "deliveries": n})
+    if len(groups) > MAX_LISTED:
+        listed.append({"more": len(groups) - MAX_LISTED})
+    return listed
 
 
 def _final_outcome(consumers: list, key):
     """The last delivery to the consumer link ``key`` with a terminal outcome time (None: none)."""
     t = None
     for d in consumers:
-        if (d[_CONN], d[_LIDX]) == key and d[_OTIME] is not None:
+        if (d.connection, d.link_index) == key and d.outcome_time is not None:
             t = d
     return t
 

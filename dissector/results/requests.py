@@ -34,12 +34,13 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime, timezone
+from typing import NamedTuple
 
 from amqp_dissect.times import NS, seconds
 
 from .messages import json_map
 
-__all__ = ["RequestMatcher", "request_rows", "requests_summary", "SERVICE_NODES", "STATUSES", "MAX_CANDIDATES"]
+__all__ = ["RequestMatcher", "RequestCandidate", "request_rows", "requests_summary", "SERVICE_NODES", "STATUSES", "MAX_CANDIDATES"]
 
 #: the last part of a well-known service node's address -> the service's name in the table
 SERVICE_NODES = {"$management": "$management", "$cbs": "$cbs"}
@@ -55,13 +56,37 @@ _SCAN = 64
 #: candidate messages kept (a request or a reply each); more are counted in ``dropped``
 MAX_CANDIDATES = 1_000_000
 
-# the delivery row's fields a candidate keeps, in this order (a tuple each)
-_FIELDS = ("connection", "link", "link_index", "sender_side", "address", "first_time", "last_time",
-           "first_packet", "last_packet", "outcome", "message_id", "message_id_type", "correlation_id",
-           "correlation_id_type", "reply_to", "to", "application_properties", "body_size", "body_kind",
-           "delivery_id")
-(_CONN, _LINK, _LIDX, _SIDE, _ADDR, _FIRST, _LAST, _FPKT, _LPKT, _OUTCOME, _MID, _MIDT, _CID, _CIDT,
- _REPLY_TO, _TO, _PROPS, _BODY_SIZE, _BODY_KIND, _DID) = range(len(_FIELDS))
+
+
+class RequestCandidate(NamedTuple):
+    """What the matcher keeps of a delivery that can be a request or a reply: the delivery row's
+    fields of these names (one per candidate: a tuple, small)."""
+
+    connection: object
+    link: object
+    link_index: object
+    sender_side: object
+    address: object
+    first_time: object
+    last_time: object
+    first_packet: object
+    last_packet: object
+    outcome: object
+    message_id: object
+    message_id_type: object
+    correlation_id: object
+    correlation_id_type: object
+    reply_to: object
+    to: object
+    application_properties: object
+    body_size: object
+    body_kind: object
+    delivery_id: object
+
+
+# the delivery row's fields a candidate keeps, in this order
+_FIELDS = RequestCandidate._fields
+_new_candidate = tuple.__new__  # (a candidate per delivery kept: made without the keyword-checking __new__)
 
 
 def service_of(address) -> str | None:
@@ -173,8 +198,8 @@ def covers(audience, address) -> bool:
 def _time_order(c) -> tuple:
     """Candidates in capture order (then connection, link and delivery-id: one order whatever the
     order they were fed in, by one process or several)."""
-    return (c[_FIRST] if c[_FIRST] is not None else -1, c[_FPKT] if c[_FPKT] is not None else -1,
-            str(c[_CONN]), c[_LIDX] if c[_LIDX] is not None else -1, c[_DID] if c[_DID] is not None else -1)
+    return (c.first_time if c.first_time is not None else -1, c.first_packet if c.first_packet is not None else -1,
+            str(c.connection), c.link_index if c.link_index is not None else -1, c.delivery_id if c.delivery_id is not None else -1)
 
 
 class _Request:
@@ -214,6 +239,112 @@ def _cbs_links_unused(links: dict, used: set) -> list[dict]:
     return list(out.values())
 
 
+def _is_request(c: RequestCandidate) -> bool:
+    """A candidate with a reply-to, or an operation to a service node, is a request."""
+    return c.reply_to is not None or (
+        "operation" in _props(c.application_properties) and bool(service_of(c.address) or service_of(c.to)))
+
+
+class _Found:
+    """What :meth:`RequestMatcher.rows` has found so far, in capture order."""
+
+    __slots__ = ("links", "by_mid", "by_cid", "reply_addrs", "out", "orphans")
+
+    def __init__(self, links: dict):
+        self.links = links
+        self.by_mid: dict = {}   # (type, message-id) -> requests, latest last
+        self.by_cid: dict = {}   # (type, correlation-id) -> requests, latest last
+        self.reply_addrs: set = set()  # every reply-to seen on a request
+        self.out: list[_Request] = []
+        self.orphans: dict = {}  # (correlation key, reply address) -> the row of a reply without request
+
+    def link_addrs(self, c: RequestCandidate) -> set:
+        """The addresses of ``c``'s link (source, target) and of ``c`` (address, to)."""
+        lr = self.links.get((c.connection, c.link_index)) or {}
+        return {a for a in (lr.get("source"), lr.get("target"), c.address, c.to) if a}
+
+    def request(self, c: RequestCandidate, mkey, ckey) -> None:
+        """A new request: its row, found again by its message-id and correlation-id."""
+        req = _Request(sent=c) if c.sender_side != "server" else _Request(delivered=c)
+        if c.sender_side == "server":
+            req.notes.append("its publisher's transfer is not in the capture: the time is the "
+                             "transfer to the responder")
+        self.out.append(req)
+        if mkey is not None:
+            self.by_mid.setdefault(mkey, []).append(req)
+        if ckey is not None:
+            self.by_cid.setdefault(ckey, []).append(req)
+        if c.reply_to is not None:
+            self.reply_addrs.add(c.reply_to)
+
+    def orphan_reply(self, c: RequestCandidate, ckey) -> None:
+        """A reply without request: a correlation-id on a reply address, a service node's link or
+        with a status code (one row per correlation key and reply address)."""
+        props = _props(c.application_properties)
+        addrs = self.link_addrs(c)
+        reply_addrs = self.reply_addrs
+        if not (addrs & reply_addrs or any(service_of(a) for a in addrs)
+                or _first(props, "statusCode", "status-code") is not None):
+            return
+        where = sorted(addrs & reply_addrs) or sorted(a for a in addrs if service_of(a)) or sorted(addrs)
+        okey = (ckey, where[0] if where else None)
+        row = self.orphans.get(okey)
+        if row is None:
+            row = self.orphans[okey] = _Request(orphan=True)
+            self.out.append(row)
+        row.replies.append((c, True))
+
+
+def _put_token_times(out: list) -> dict:
+    """(connection, audience) -> the times of its put-tokens (what renews a token)."""
+    tokens: dict = {}
+    for r in out:
+        f = r.first
+        if f is None or f.first_time is None:
+            continue
+        p = _props(f.application_properties)
+        if (_text(_first(p, "operation")) or "").lower() == "put-token":
+            tokens.setdefault((f.connection, _text(_first(p, "name"))), []).append(f.first_time)
+    return tokens
+
+
+def _status(r: _Request, finals: list) -> str:
+    if r.orphan:
+        return ORPHAN
+    if not finals:
+        return NO_REPLY
+    return TWICE if len(finals) > 1 else ANSWERED
+
+
+def _address_and_service(req, reply, links: dict) -> tuple:
+    """(the request's address, the service it went to): a reply without request, the service of its link."""
+    address = None
+    if req is not None:
+        address = req.address or req.to
+    service = service_of(address) or (service_of(req.to) if req is not None else None)
+    if req is None and reply is not None:
+        lr = links.get((reply.connection, reply.link_index)) or {}
+        service = next((service_of(a) for a in (lr.get("source"), lr.get("target"), reply.address)
+                        if service_of(a)), None)
+    return address, service
+
+
+def _reply_address(req, reply, links: dict):
+    """Where the reply went: the request's reply-to when its link reaches it, else its link's."""
+    if reply is None:
+        return None
+    lr = links.get((reply.connection, reply.link_index)) or {}
+    if req is not None and req.reply_to is not None and req.reply_to in {lr.get("source"), lr.get("target"),
+                                                                         reply.address, reply.to}:
+        return req.reply_to
+    return reply.address or lr.get("target") or reply.to
+
+
+_NO_CANDIDATE = RequestCandidate(*([None] * len(RequestCandidate._fields)))
+_NO_TOKEN = {"token_type": None, "token_audience": None, "token_expiry_time": None, "token_size": None,
+             "token_refused": None, "token_outlived": None, "token_links": None, "token_note": None}
+
+
 class RequestMatcher:
     """Feed delivery rows (:meth:`add`), then :meth:`rows` the requests table (and ``cbs_links``:
     the ``$cbs`` links no put-token went through, refused or never attached)."""
@@ -245,7 +376,7 @@ class RequestMatcher:
         if len(self._cands) >= self.max_candidates:
             self.dropped += 1
             return
-        self._cands.append(tuple(row.get(f) for f in _FIELDS))
+        self._cands.append(_new_candidate(RequestCandidate, [row.get(f) for f in _FIELDS]))
 
     def part(self) -> dict:
         """What this matcher holds, to be merged with other processes' (:meth:`merge`): plain data."""
@@ -257,7 +388,7 @@ class RequestMatcher:
             if len(self._cands) >= self.max_candidates:
                 self.dropped += 1
             else:
-                self._cands.append(tuple(c))
+                self._cands.append(_new_candidate(RequestCandidate, c))
         for (conn, idx), t in part["last"].items():
             self.transfer(conn, idx, t)
         self.dropped += part["dropped"]
@@ -275,83 +406,49 @@ class RequestMatcher:
         detach times); ``capture_end``: the time of the capture's last packet (whether a link
         was still attached at a token's expiry)."""
         links = {(r.get("connection"), r.get("link_index")): r for r in link_rows}
-        clock = self.clock
-        if clock is not None and clock.steps:  # (after a step back of the capture clock: its epochs first)
-            cands = sorted(self._cands, key=lambda c: (clock.epoch(c[_FPKT]),) + _time_order(c))
-        else:
-            cands = sorted(self._cands, key=_time_order)
-        by_mid: dict = {}   # (type, message-id) -> requests, latest last
-        by_cid: dict = {}   # (type, correlation-id) -> requests, latest last
-        reply_addrs = set()  # every reply-to seen on a request
-        out: list[_Request] = []
-        orphans: dict = {}  # (correlation key, reply address) -> the row of a reply without request
-
-        def link_addrs(c):
-            lr = links.get((c[_CONN], c[_LIDX])) or {}
-            return {a for a in (lr.get("source"), lr.get("target"), c[_ADDR], c[_TO]) if a}
-
-        for c in cands:
-            mkey = (c[_MIDT], c[_MID]) if c[_MID] is not None else None
-            ckey = (c[_CIDT], c[_CID]) if c[_CID] is not None else None
-            is_request = c[_REPLY_TO] is not None or (
-                "operation" in _props(c[_PROPS]) and bool(service_of(c[_ADDR]) or service_of(c[_TO])))
-            # 1. the same request seen again on another connection (a broker passing it on)
-            if is_request and mkey is not None:
-                hop = self._copy_of(by_mid.get(mkey), c)
-                if hop is not None:
-                    hop.delivered = c
-                    continue
-            # 2. a reply to a request seen before
-            if ckey is not None:
-                hit = self._reply_of(by_mid.get(ckey), c, link_addrs, "message-id")
-                if hit is None:
-                    hit = self._reply_of(by_cid.get(ckey), c, link_addrs, "correlation-id")
-                if hit is not None:
-                    continue
-            # 3. a new request
-            if is_request:
-                req = _Request(sent=c) if c[_SIDE] != "server" else _Request(delivered=c)
-                if c[_SIDE] == "server":
-                    req.notes.append("its publisher's transfer is not in the capture: the time is the "
-                                     "transfer to the responder")
-                out.append(req)
-                if mkey is not None:
-                    by_mid.setdefault(mkey, []).append(req)
-                if ckey is not None:
-                    by_cid.setdefault(ckey, []).append(req)
-                if c[_REPLY_TO] is not None:
-                    reply_addrs.add(c[_REPLY_TO])
-                continue
-            # 4. a reply without request: a correlation-id on a reply address, a service node's
-            # link or with a status code
-            if ckey is None:
-                continue
-            props = _props(c[_PROPS])
-            addrs = link_addrs(c)
-            if not (addrs & reply_addrs or any(service_of(a) for a in addrs)
-                    or _first(props, "statusCode", "status-code") is not None):
-                continue
-            where = sorted(addrs & reply_addrs) or sorted(a for a in addrs if service_of(a)) or sorted(addrs)
-            okey = (ckey, where[0] if where else None)
-            row = orphans.get(okey)
-            if row is None:
-                row = orphans[okey] = _Request(orphan=True)
-                out.append(row)
-            row.replies.append((c, True))
-        tokens: dict = {}  # (connection, audience) -> put-token times (what renews a token)
-        for r in out:
-            f = r.first
-            if f is None or f[_FIRST] is None:
-                continue
-            p = _props(f[_PROPS])
-            if (_text(_first(p, "operation")) or "").lower() == "put-token":
-                tokens.setdefault((f[_CONN], _text(_first(p, "name"))), []).append(f[_FIRST])
+        found = _Found(links)
+        for c in self._sorted_candidates():
+            self._match(found, c)
+        out = found.out
         by_conn: dict = {}
         for key, lr in links.items():
             by_conn.setdefault(key[0], []).append((key[1], lr))
-        used = {(r.first[_CONN], r.first[_LIDX]) for r in out if r.first is not None}
+        used = {(r.first.connection, r.first.link_index) for r in out if r.first is not None}
         self.cbs_links = _cbs_links_unused(links, used)
-        return [self._row(r, links, capture_end, (tokens, by_conn)) for r in out]
+        return [self._row(r, links, capture_end, (_put_token_times(out), by_conn)) for r in out]
+
+    def _sorted_candidates(self) -> list:
+        """The candidates in capture order (after a step back of the capture clock: its epochs first)."""
+        clock = self.clock
+        if clock is not None and clock.steps:
+            return sorted(self._cands, key=lambda c: (clock.epoch(c.first_packet),) + _time_order(c))
+        return sorted(self._cands, key=_time_order)
+
+    def _match(self, found: "_Found", c: RequestCandidate) -> None:
+        """Candidate ``c``, in capture order: a copy of a request, a reply, a new request, or a reply
+        without request."""
+        mkey = (c.message_id_type, c.message_id) if c.message_id is not None else None
+        ckey = (c.correlation_id_type, c.correlation_id) if c.correlation_id is not None else None
+        is_request = _is_request(c)
+        # 1. the same request seen again on another connection (a broker passing it on)
+        if is_request and mkey is not None:
+            hop = self._copy_of(found.by_mid.get(mkey), c)
+            if hop is not None:
+                hop.delivered = c
+                return
+        # 2. a reply to a request seen before
+        if ckey is not None:
+            hit = self._reply_of(found.by_mid.get(ckey), c, found.link_addrs, "message-id")
+            if hit is None:
+                hit = self._reply_of(found.by_cid.get(ckey), c, found.link_addrs, "correlation-id")
+            if hit is not None:
+                return
+        # 3. a new request
+        if is_request:
+            found.request(c, mkey, ckey)
+        # 4. a reply without request
+        elif ckey is not None:
+            found.orphan_reply(c, ckey)
 
     @staticmethod
     def _copy_of(reqs, c):
@@ -361,8 +458,8 @@ class RequestMatcher:
             return None
         for r in reversed(reqs[-_SCAN:]):
             f = r.first
-            if (r.delivered is None and f[_REPLY_TO] == c[_REPLY_TO] and f[_CONN] != c[_CONN]
-                    and (f[_CID], f[_CIDT]) == (c[_CID], c[_CIDT]) and not r.replies):
+            if (r.delivered is None and f.reply_to == c.reply_to and f.connection != c.connection
+                    and (f.correlation_id, f.correlation_id_type) == (c.correlation_id, c.correlation_id_type) and not r.replies):
                 return r
         return None
 
@@ -376,10 +473,10 @@ class RequestMatcher:
             f = r.first
             if f is c:
                 continue
-            if f[_REPLY_TO] is not None:
-                ok = f[_REPLY_TO] in link_addrs(c)
+            if f.reply_to is not None:
+                ok = f.reply_to in link_addrs(c)
             else:
-                ok = c[_CONN] == f[_CONN]
+                ok = c.connection == f.connection
             if not ok:
                 continue
             if r.matched_by is None:
@@ -396,45 +493,32 @@ class RequestMatcher:
         reps = [c for c, _ in r.replies]
         if r.orphan or not reps:
             return reps
-        conn = r.first[_CONN]
-        mine = [c for c in reps if c[_CONN] == conn and c[_SIDE] == "server"] or [c for c in reps if c[_CONN] == conn]
+        conn = r.first.connection
+        mine = [c for c in reps if c.connection == conn and c.sender_side == "server"] or [c for c in reps if c.connection == conn]
         if mine:
             return mine
-        return [c for c in reps if c[_SIDE] == "server"] or reps
+        return [c for c in reps if c.sender_side == "server"] or reps
 
     def _row(self, r: _Request, links: dict, capture_end, index) -> dict:
         req = r.first
         finals = self._final_replies(r)
         reply = finals[0] if finals else None
-        if r.orphan:
-            status = ORPHAN
-        elif not finals:
-            status = NO_REPLY
-        elif len(finals) > 1:
-            status = TWICE
-        else:
-            status = ANSWERED
-        rprops = _props(req[_PROPS]) if req is not None else {}
-        aprops = _props(reply[_PROPS]) if reply is not None else {}
-        address = None
-        if req is not None:
-            address = req[_ADDR] or req[_TO]
-        service = service_of(address) or (service_of(req[_TO]) if req is not None else None)
-        if req is None and reply is not None:
-            lr = links.get((reply[_CONN], reply[_LIDX])) or {}
-            service = next((service_of(a) for a in (lr.get("source"), lr.get("target"), reply[_ADDR])
-                            if service_of(a)), None)
+        rq = req if req is not None else _NO_CANDIDATE  # (its columns None)
+        rp = reply if reply is not None else _NO_CANDIDATE
+        rprops = _props(req.application_properties) if req is not None else {}
+        aprops = _props(reply.application_properties) if reply is not None else {}
+        address, service = _address_and_service(req, reply, links)
         operation = _text(_first(rprops, "operation"))
         code = _int(_first(aprops, "statusCode", "status-code"))
         row = {
-            "request_id": _text(req[_MID]) if req else None,
-            "request_id_type": req[_MIDT] if req and req[_MID] is not None else None,
-            "request_correlation_id": _text(req[_CID]) if req else None,
-            "request_correlation_id_type": req[_CIDT] if req and req[_CID] is not None else None,
-            "correlation_id": _text(reply[_CID]) if reply else None,
-            "correlation_id_type": reply[_CIDT] if reply else None,
+            "request_id": _text(rq.message_id),
+            "request_id_type": rq.message_id_type if rq.message_id is not None else None,
+            "request_correlation_id": _text(rq.correlation_id),
+            "request_correlation_id_type": rq.correlation_id_type if rq.correlation_id is not None else None,
+            "correlation_id": _text(rp.correlation_id),
+            "correlation_id_type": rp.correlation_id_type,
             "matched_by": r.matched_by,
-            "status": status,
+            "status": _status(r, finals),
             "replies": len(finals),
             "service": service,
             "operation": operation,
@@ -444,39 +528,27 @@ class RequestMatcher:
             "status_code": code,
             "status_description": _text(_first(aprops, "statusDescription", "status-description")),
             "request_address": address,
-            "reply_to": req[_REPLY_TO] if req else None,
-            "reply_address": None,
-            "request_connection": req[_CONN] if req else None,
-            "request_link": req[_LINK] if req else None,
-            "request_link_index": req[_LIDX] if req else None,
-            "responder_connection": r.delivered[_CONN] if (r.delivered is not None and r.sent is not None) else None,
-            "reply_connection": reply[_CONN] if reply else None,
-            "reply_link": reply[_LINK] if reply else None,
-            "reply_link_index": reply[_LIDX] if reply else None,
-            "request_time": req[_FIRST] if req else None,
-            "reply_time": reply[_LAST] if reply else None,
-            "round_trip": None,
-            "request_packet": req[_FPKT] if req else None,
-            "reply_packet": reply[_LPKT] if reply else None,
-            "reply_packets": [c[_LPKT] for c in finals],
-            "request_outcome": req[_OUTCOME] if req else None,
+            "reply_to": rq.reply_to,
+            "reply_address": _reply_address(req, reply, links),
+            "request_connection": rq.connection,
+            "request_link": rq.link,
+            "request_link_index": rq.link_index,
+            "responder_connection": r.delivered.connection if (r.delivered is not None and r.sent is not None) else None,
+            "reply_connection": rp.connection,
+            "reply_link": rp.link,
+            "reply_link_index": rp.link_index,
+            "request_time": rq.first_time,
+            "reply_time": rp.last_time,
+            "round_trip": self._round_trip(req, reply),
+            "request_packet": rq.first_packet,
+            "reply_packet": rp.last_packet,
+            "reply_packets": [c.last_packet for c in finals],
+            "request_outcome": rq.outcome,
             "request_properties": rprops or None,
             "reply_properties": aprops or None,
-            "token_type": None, "token_audience": None, "token_expiry_time": None, "token_size": None,
-            "token_refused": None, "token_outlived": None, "token_links": None, "token_note": None,
+            **_NO_TOKEN,
             "note": None,
         }
-        if reply is not None:
-            lr = links.get((reply[_CONN], reply[_LIDX])) or {}
-            row["reply_address"] = (req[_REPLY_TO] if req is not None and req[_REPLY_TO] is not None
-                                    and req[_REPLY_TO] in {lr.get("source"), lr.get("target"), reply[_ADDR],
-                                                           reply[_TO]}
-                                    else (reply[_ADDR] or lr.get("target") or reply[_TO]))
-        if req is not None and reply is not None and req[_FIRST] is not None and reply[_LAST] is not None:
-            # (unknown across a step of the capture clock, or out of order: never negative)
-            stepped = self.clock is not None and self.clock.spans(req[_FPKT], reply[_LPKT])
-            if not stepped and reply[_LAST] >= req[_FIRST]:
-                row["round_trip"] = seconds(reply[_LAST] - req[_FIRST])
         if service == "$cbs" and req is not None and (operation or "").lower() == "put-token":
             self._token(row, r, req, rprops, code, links, capture_end, index)
         notes = list(r.notes)
@@ -484,6 +556,16 @@ class RequestMatcher:
             notes.append(row["token_note"])
         row["note"] = "; ".join(notes) or None
         return row
+
+    def _round_trip(self, req, reply):
+        """Seconds from the request's first transfer to the reply's last; None when unknown (across a
+        step of the capture clock, or out of order: never negative)."""
+        if req is None or reply is None or req.first_time is None or reply.last_time is None:
+            return None
+        stepped = self.clock is not None and self.clock.spans(req.first_packet, reply.last_packet)
+        if not stepped and reply.last_time >= req.first_time:
+            return seconds(reply.last_time - req.first_time)
+        return None
 
     # ------------------------------------------------------------------ put-token
 
@@ -494,8 +576,8 @@ class RequestMatcher:
         row["token_type"] = _text(_first(props, "type"))
         row["token_audience"] = audience
         row["token_expiry_time"] = expiry
-        row["token_size"] = req[_BODY_SIZE]
-        lr = links.get((req[_CONN], req[_LIDX])) or {}
+        row["token_size"] = req.body_size
+        lr = links.get((req.connection, req.link_index)) or {}
         notes = []
         refused = None
         if lr.get("refused"):
@@ -525,10 +607,10 @@ class RequestMatcher:
         transferring, after ``expiry``, when no newer put-token for the audience was sent on the
         connection by then."""
         tokens, by_conn = index
-        conn = req[_CONN]
-        if req[_FIRST] is None:
+        conn = req.connection
+        if req.first_time is None:
             return []
-        if any(req[_FIRST] < t <= expiry for t in tokens.get((conn, audience), ())):
+        if any(req.first_time < t <= expiry for t in tokens.get((conn, audience), ())):
             return []  # renewed before it expired
         out = []
         for idx, lr in by_conn.get(conn, ()):

@@ -125,26 +125,80 @@ def layer_fact(facts: dict, conn: str, message: str) -> None:
             f["ws_path"] = message[len("WebSocket upgrade GET "):].rsplit(", subprotocol ", 1)[0]
 
 
+def _field(rec, key):
+    """``rec[key]``, None when there is no record."""
+    return rec[key] if rec else None
+
+
+def _first_and_failed(an, pair) -> tuple:
+    """(the first of a close / end / detach pair as (side, record), the first of them with an
+    error), each None when none."""
+    found = [(e, x) for e, x in enumerate(pair) if x is not None]
+    first = min(found, key=lambda ex: an.time_key(ex[1]), default=None)
+    failed = next((x for _, x in sorted(found, key=lambda ex: an.time_key(ex[1])) if x["error"]), None)
+    return first, failed
+
+
+def _error_of(failed, what: str) -> dict:
+    """The ``<what>_error`` and ``<what>_description`` columns of the first record with an error."""
+    err = failed["error"] if failed else None
+    return {f"{what}_error": _field(err, "condition"), f"{what}_description": _field(err, "description")}
+
+
+def _connection_unknown(c) -> list:
+    """What is not known of a connection: its own list, and the opens and SASL a capture that
+    started mid-connection or lost bytes may not hold."""
+    unknown = list(c.unknown)
+    if not c.known_start or c.lossy:
+        for e in (0, 1):
+            if c.open[e] is None and c.close[e] is None:
+                unknown.append(f"open ({SIDES[e]})")
+        if not c.known_start and not c.sasl:
+            unknown.append("sasl")
+    return unknown
+
+
+def _open_columns(o) -> dict:
+    """The columns of each side's open: max-frame-size, channel-max (and whether defaulted), idle time-out."""
+    row = {}
+    for key in ("max_frame_size", "channel_max"):
+        for e in (0, 1):
+            row[f"{key}_{SIDES[e]}"] = _field(o[e], key)
+            row[f"{key}_{SIDES[e]}_default"] = _field(o[e], f"{key}_default")
+    for e in (0, 1):
+        row[f"idle_time_out_{SIDES[e]}"] = _field(o[e], "idle_time_out")
+    return row
+
+
+def _loss_columns(loss) -> dict:
+    """Per side: the TCP gaps, the bytes they missed, the bytes skipped undecoded (0: no loss)."""
+    row = {}
+    for e in (0, 1):
+        row[f"gaps_{SIDES[e]}"] = loss.gaps[e] if loss is not None else 0
+        row[f"gap_bytes_{SIDES[e]}"] = loss.missing[e] if loss is not None else 0
+        row[f"undecoded_bytes_{SIDES[e]}"] = loss.skipped[e] if loss is not None else 0
+    return row
+
+
+def _cut_columns(loss) -> dict:
+    """Per side the bytes the snap length cut off, and the snap length (None: no cut)."""
+    if loss is None:
+        return {"not_captured_bytes_client": 0, "not_captured_bytes_server": 0, "snap_length": None}
+    return {"not_captured_bytes_client": loss.cut[0], "not_captured_bytes_server": loss.cut[1],
+            "snap_length": loss.snap_length}
+
+
 def connection_row(an, c) -> dict:
     """The connections-table row of one connection (a ``an.connections`` value)."""
     o, cl = c.open, c.close
     first_open = min((x for x in o if x is not None), key=lambda x: an.time_key(x), default=None)
-    closes = [(e, x) for e, x in enumerate(cl) if x is not None]
-    first_close = min(closes, key=lambda ex: an.time_key(ex[1]), default=None)
-    err_close = next((x for _, x in sorted(closes, key=lambda ex: an.time_key(ex[1])) if x["error"]), None)
+    first_close, err_close = _first_and_failed(an, cl)
     _key, violations_of, errors_of = _by_connection(an)
     errors = [
         {"condition": e["condition"], "description": e["description"], "scope": e["scope"],
          "side": e["side"], "channel": e["channel"], "link": e["link"]}
         for e in errors_of.get(c.id, ())
     ]
-    unknown = list(c.unknown)
-    if not c.known_start or c.lossy:
-        for e in (0, 1):
-            if o[e] is None and cl[e] is None:
-                unknown.append(f"open ({SIDES[e]})")
-        if not c.known_start and not c.sasl:
-            unknown.append("sasl")
     row = {
         "connection": c.id,
         "client": c.client,
@@ -168,26 +222,18 @@ def connection_row(an, c) -> dict:
         "sasl_outcome_code": c.sasl_outcome,
         "sasl_frames_client": c.sasl_frames[0],
         "sasl_frames_server": c.sasl_frames[1],
-        "container_id_client": o[0]["container_id"] if o[0] else None,
-        "container_id_server": o[1]["container_id"] if o[1] else None,
-        "hostname": o[0]["hostname"] if o[0] else None,
-    }
-    for key in ("max_frame_size", "channel_max"):
-        for e in (0, 1):
-            row[f"{key}_{SIDES[e]}"] = o[e][key] if o[e] else None
-            row[f"{key}_{SIDES[e]}_default"] = o[e][f"{key}_default"] if o[e] else None
-    for e in (0, 1):
-        row[f"idle_time_out_{SIDES[e]}"] = o[e]["idle_time_out"] if o[e] else None
-    row.update({
-        "open_time": first_open["time"] if first_open else None,
-        "open_time_client": o[0]["time"] if o[0] else None,
-        "open_time_server": o[1]["time"] if o[1] else None,
+        "container_id_client": _field(o[0], "container_id"),
+        "container_id_server": _field(o[1], "container_id"),
+        "hostname": _field(o[0], "hostname"),
+        **_open_columns(o),
+        "open_time": _field(first_open, "time"),
+        "open_time_client": _field(o[0], "time"),
+        "open_time_server": _field(o[1], "time"),
         "close_time": first_close[1]["time"] if first_close else None,
-        "close_time_client": cl[0]["time"] if cl[0] else None,
-        "close_time_server": cl[1]["time"] if cl[1] else None,
+        "close_time_client": _field(cl[0], "time"),
+        "close_time_server": _field(cl[1], "time"),
         "closed_by": _first_by(c, cl, first_close, c.last_frame),
-        "close_error": err_close["error"]["condition"] if err_close else None,
-        "close_description": err_close["error"]["description"] if err_close else None,
+        **_error_of(err_close, "close"),
         "errors": errors,
         "sessions": len(c.sessions),
         "links": len(c.links),
@@ -209,17 +255,11 @@ def connection_row(an, c) -> dict:
         "last_packet": c.last_packet,
         "violations": violations_of.get(c.id, 0),
         "stalls": sum(1 for st in c.stalls if not st.idle()),
-        "unknown": unknown,
-    })
-    loss = c.loss
-    for e in (0, 1):
-        row[f"gaps_{SIDES[e]}"] = loss.gaps[e] if loss is not None else 0
-        row[f"gap_bytes_{SIDES[e]}"] = loss.missing[e] if loss is not None else 0
-        row[f"undecoded_bytes_{SIDES[e]}"] = loss.skipped[e] if loss is not None else 0
-    row["inferred"] = list(c.inferred or ())
-    for e in (0, 1):
-        row[f"not_captured_bytes_{SIDES[e]}"] = loss.cut[e] if loss is not None else 0
-    row["snap_length"] = loss.snap_length if loss is not None else None
+        "unknown": _connection_unknown(c),
+        **_loss_columns(c.loss),
+        "inferred": list(c.inferred or ()),
+        **_cut_columns(c.loss),
+    }
     return row
 
 
@@ -231,63 +271,71 @@ def session_rows(an) -> list[dict]:
 
 def connection_session_rows(an, c) -> list[dict]:
     """The sessions-table rows of one connection."""
-    rows = []
-    for s in c.sessions:
-        b, en = s.begin, s.end
-        firstb = min((x for x in b if x is not None), key=lambda x: an.time_key(x), default=None)
-        ends = [(e, x) for e, x in enumerate(en) if x is not None]
-        first_end = min(ends, key=lambda ex: an.time_key(ex[1]), default=None)
-        err_end = next((x for _, x in sorted(ends, key=lambda ex: an.time_key(ex[1])) if x["error"]), None)
-        lstats = [an.link_stats(link) for link in s.links]
-        row = {
-            "connection": c.id,
-            "session": s.index,
-            "channel": an._session_channel(s),
-            "channel_client": s.channel[0],
-            "channel_server": s.channel[1],
-            "initiator": _side(s.initiator),
-            "begin_time": firstb["time"] if firstb else None,
-            "begin_packet": firstb["packet"] if firstb else None,
-        }
+    return [_session_row(an, c, s) for s in c.sessions]
+
+
+def _begin_columns(b) -> dict:
+    """The columns of each side's begin: its time, its fields, whether handle-max was defaulted."""
+    row = {}
+    for e in (0, 1):
+        row[f"begin_time_{SIDES[e]}"] = _field(b[e], "time")
+    for key in ("next_outgoing_id", "incoming_window", "outgoing_window", "handle_max"):
         for e in (0, 1):
-            side = SIDES[e]
-            row[f"begin_time_{side}"] = b[e]["time"] if b[e] else None
-        for key in ("next_outgoing_id", "incoming_window", "outgoing_window", "handle_max"):
-            for e in (0, 1):
-                row[f"{key}_{SIDES[e]}"] = b[e][key] if b[e] else None
-        for e in (0, 1):
-            side = SIDES[e]
-            row[f"handle_max_{side}_default"] = b[e]["handle_max_default"] if b[e] else None
-        for e in (0, 1):
-            side = SIDES[e]
-            row[f"next_outgoing_id_final_{side}"] = s.noid[e]
-            row[f"incoming_window_last_{side}"] = s.last_iw[e]
-            row[f"outgoing_window_last_{side}"] = s.last_ow[e]
-            row[f"remote_incoming_window_{side}"] = s.riw(e)
-            row[f"transfers_{side}"] = s.transfers[e]
-            row[f"flows_{side}"] = s.flows[e]
-        row.update({
-            "end_time": first_end[1]["time"] if first_end else None,
-            "end_time_client": en[0]["time"] if en[0] else None,
-            "end_time_server": en[1]["time"] if en[1] else None,
-            "ended_by": _first_by(c, en, first_end, [x["time"] if x else None for x in s.begin]),
-            "end_error": err_end["error"]["condition"] if err_end else None,
-            "end_description": err_end["error"]["description"] if err_end else None,
-            "terminated": s.terminated,
-            "state_client": s.state[0],
-            "state_server": s.state[1],
-            "links": len(s.links),
-            "deliveries": sum(x.deliveries for x in lstats),
-            "unsettled": sum(x.unsettled for x in lstats),
-            "unseen_dispositions": s.unseen_dispositions,
-            "late_dispositions": s.late_dispositions,
-            "deliveries_lost_whole": s.lost_whole,
-            "deliveries_not_captured": s.not_captured,
-            "unknown": list(s.unknown),
-            "not_captured_outcomes": dict(s.cut_outcomes) if s.cut_outcomes else None,
-        })
-        rows.append(row)
-    return rows
+            row[f"{key}_{SIDES[e]}"] = _field(b[e], key)
+    for e in (0, 1):
+        row[f"handle_max_{SIDES[e]}_default"] = _field(b[e], "handle_max_default")
+    return row
+
+
+def _window_columns(s) -> dict:
+    """Per side: the session's last window values, its transfers and flows."""
+    row = {}
+    for e in (0, 1):
+        side = SIDES[e]
+        row[f"next_outgoing_id_final_{side}"] = s.noid[e]
+        row[f"incoming_window_last_{side}"] = s.last_iw[e]
+        row[f"outgoing_window_last_{side}"] = s.last_ow[e]
+        row[f"remote_incoming_window_{side}"] = s.riw(e)
+        row[f"transfers_{side}"] = s.transfers[e]
+        row[f"flows_{side}"] = s.flows[e]
+    return row
+
+
+def _session_row(an, c, s) -> dict:
+    """The sessions-table row of session ``s`` of connection ``c``."""
+    b, en = s.begin, s.end
+    firstb = min((x for x in b if x is not None), key=lambda x: an.time_key(x), default=None)
+    first_end, err_end = _first_and_failed(an, en)
+    lstats = [an.link_stats(link) for link in s.links]
+    return {
+        "connection": c.id,
+        "session": s.index,
+        "channel": an._session_channel(s),
+        "channel_client": s.channel[0],
+        "channel_server": s.channel[1],
+        "initiator": _side(s.initiator),
+        "begin_time": _field(firstb, "time"),
+        "begin_packet": _field(firstb, "packet"),
+        **_begin_columns(b),
+        **_window_columns(s),
+        "end_time": first_end[1]["time"] if first_end else None,
+        "end_time_client": _field(en[0], "time"),
+        "end_time_server": _field(en[1], "time"),
+        "ended_by": _first_by(c, en, first_end, [_field(x, "time") for x in s.begin]),
+        **_error_of(err_end, "end"),
+        "terminated": s.terminated,
+        "state_client": s.state[0],
+        "state_server": s.state[1],
+        "links": len(s.links),
+        "deliveries": sum(x.deliveries for x in lstats),
+        "unsettled": sum(x.unsettled for x in lstats),
+        "unseen_dispositions": s.unseen_dispositions,
+        "late_dispositions": s.late_dispositions,
+        "deliveries_lost_whole": s.lost_whole,
+        "deliveries_not_captured": s.not_captured,
+        "unknown": list(s.unknown),
+        "not_captured_outcomes": dict(s.cut_outcomes) if s.cut_outcomes else None,
+    }
 
 
 # -- links ---------------------------------------------------------------------------------------
@@ -301,37 +349,87 @@ def connection_link_rows(an, c) -> list[dict]:
     return [link_row(an, c, link) for link in c.links]
 
 
+def _link_refused(an, a, sd) -> bool:
+    """Was the link refused: the answering attach (the later of two) has a null source (the sender
+    answering) or a null target (the receiver)."""
+    if a[0] is None or a[1] is None or sd is None:
+        return False
+    second = max((0, 1), key=lambda e: (an.time_key(a[e]), e))
+    return bool(a[second]["source_null"] if second == sd else a[second]["target_null"])
+
+
+def _link_unknown(an, link, sd, attaches: list) -> list:
+    """What is not known of a link: its own list, its role (attached, sender not known), its
+    address (no attach seen)."""
+    unknown = list(link.unknown)
+    if (link.known or link.attach[0] or link.attach[1]) and sd is None:
+        unknown.append("role")
+    if not attaches and an._link_address(link) is None and "address" not in unknown and not link.coordinator:
+        unknown.append("address")
+    return unknown
+
+
+def _link_handle(link, sd):
+    """The link's handle: the sender's; its sender not known, the first peer's that has one."""
+    h = link.handle
+    if sd is not None:
+        return h[sd]
+    return h[0] if h[0] is not None else h[1]
+
+
+def _role_columns(c, sd) -> dict:
+    if sd is None:
+        return {"role": None, "sender_side": None, "sender": None, "receiver": None}
+    return {"role": "sender" if sd == 0 else "receiver", "sender_side": _side(sd), "sender": c.peer(sd),
+            "receiver": c.peer(1 - sd)}
+
+
+def _settle_mode_columns(a, sd) -> dict:
+    """The settle modes: the sender's snd-settle-mode and the receiver's rcv-settle-mode (either
+    attach when one is missing), and the max-message-size the receiver (else the sender) asked."""
+    snd_att = a[sd] if sd is not None else None
+    rcv_att = a[1 - sd] if sd is not None else None
+    any_att = snd_att or rcv_att or a[0] or a[1]
+    sm_att = snd_att or rcv_att or any_att
+    rm_att = rcv_att or snd_att or any_att
+    return {
+        "snd_settle_mode": _field(sm_att, "snd_settle_mode"),
+        "snd_settle_mode_default": _field(sm_att, "snd_settle_mode_default"),
+        "rcv_settle_mode": _field(rm_att, "rcv_settle_mode"),
+        "rcv_settle_mode_default": _field(rm_att, "rcv_settle_mode_default"),
+    }, (rcv_att or snd_att or {}).get("max_message_size")
+
+
+def _latency_columns(prefix: str, latencies) -> dict:
+    ls = summarize(latencies)
+    return {f"{prefix}_p50": ls["p50"], f"{prefix}_p90": ls["p90"], f"{prefix}_p99": ls["p99"],
+            f"{prefix}_max": ls["max"]}
+
+
+def _detach_columns(an, c, link) -> dict:
+    first_det, err_det = _first_and_failed(an, link.detach)
+    return {
+        "detach_time": first_det[1]["time"] if first_det else None,
+        "detached_by": _first_by(c, link.detach, first_det, [_field(x, "time") for x in link.attach]),
+        "detach_closed": first_det[1]["closed"] if first_det else None,
+        **_error_of(err_det, "detach"),
+    }
+
+
+def _termini_columns(src, tgt) -> dict:
+    return {"source": src.get("address") if src else None, "target": tgt.get("address") if tgt else None,
+            "source_terminus": src, "target_terminus": tgt}
+
+
 def link_row(an, c, link) -> dict:
     s = link.session
     sd = link.sender_dir
     a = link.attach
-    snd_att = a[sd] if sd is not None and a[sd] is not None else None
-    rcv_att = a[1 - sd] if sd is not None and a[1 - sd] is not None else None
-    any_att = snd_att or rcv_att or a[0] or a[1]
     src, tgt = an._termini(link)
-    sm_att = snd_att or rcv_att or any_att
-    rm_att = rcv_att or snd_att or any_att
+    settle_modes, max_message_size = _settle_mode_columns(a, sd)
     attaches = [x for x in a if x is not None]
-    detaches = [(e, x) for e, x in enumerate(link.detach) if x is not None]
-    first_det = min(detaches, key=lambda ex: an.time_key(ex[1]), default=None)
-    err_det = next((x for _, x in sorted(detaches, key=lambda ex: an.time_key(ex[1])) if x["error"]), None)
-    refused = False
-    if len(attaches) == 2:
-        second = max((0, 1), key=lambda e: (an.time_key(a[e]), e))
-        if sd is not None:
-            # the answering attach: the sender answers with a null source, the receiver with a null target
-            refused = a[second]["source_null"] if second == sd else a[second]["target_null"]
     st = an.link_stats(link)
-    ls = summarize(st.latency)
-    os_ = summarize(st.outcome_latency)
-    stalls = [st for st in c.stalls if st.link is link and not st.idle()]
-    unknown = list(link.unknown)
-    if link.known or a[0] or a[1]:
-        if sd is None:
-            unknown.append("role")
-    if an._link_address(link) is None and "address" not in unknown and not link.coordinator:
-        if not attaches:
-            unknown.append("address")
+    stalls = [x for x in c.stalls if x.link is link and not x.idle()]
     outcomes = {k: st.outcomes[k] for k in OUTCOMES}
     return {
         "connection": c.id,
@@ -339,40 +437,25 @@ def link_row(an, c, link) -> dict:
         "channel": an._session_channel(s),
         "link_index": link.index,
         "name": link.name,
-        "handle": link.handle[sd] if sd is not None else (link.handle[0] if link.handle[0] is not None
-                                                          else link.handle[1]),
+        "handle": _link_handle(link, sd),
         "handle_client": link.handle[0],
         "handle_server": link.handle[1],
-        "role": None if sd is None else ("sender" if sd == 0 else "receiver"),
-        "sender_side": _side(sd),
-        "sender": c.peer(sd) if sd is not None else None,
-        "receiver": c.peer(1 - sd) if sd is not None else None,
+        **_role_columns(c, sd),
         "address": an._link_address(link),
-        "source": src.get("address") if src else None,
-        "target": tgt.get("address") if tgt else None,
-        "source_terminus": src,
-        "target_terminus": tgt,
+        **_termini_columns(src, tgt),
         "coordinator": link.coordinator,
-        "refused": bool(refused),
-        "snd_settle_mode": sm_att["snd_settle_mode"] if sm_att else None,
-        "snd_settle_mode_default": sm_att["snd_settle_mode_default"] if sm_att else None,
-        "rcv_settle_mode": rm_att["rcv_settle_mode"] if rm_att else None,
-        "rcv_settle_mode_default": rm_att["rcv_settle_mode_default"] if rm_att else None,
+        "refused": _link_refused(an, a, sd),
+        **settle_modes,
         "initial_delivery_count": link.initial_dc,
         "delivery_count": link.dc,
         "link_credit": link.credit() if not link.link_credit.count_low else None,  # (a bound only: unknown)
         "available": link.available,
         "drain": link.drain,
         "echo": link.echo,
-        "max_message_size": (rcv_att or snd_att or {}).get("max_message_size"),
+        "max_message_size": max_message_size,
         "attach_time": _time_of(min(attaches, key=an.time_key, default=None)),
         "attached_time": _time_of(max(attaches, key=an.time_key, default=None)) if len(attaches) == 2 else None,
-        "detach_time": first_det[1]["time"] if first_det else None,
-        "detached_by": _first_by(c, link.detach, first_det,
-                                 [x["time"] if x else None for x in link.attach]),
-        "detach_closed": first_det[1]["closed"] if first_det else None,
-        "detach_error": err_det["error"]["condition"] if err_det else None,
-        "detach_description": err_det["error"]["description"] if err_det else None,
+        **_detach_columns(an, c, link),
         "terminated": link.terminated,
         "state_client": link.state[0],
         "state_server": link.state[1],
@@ -387,17 +470,11 @@ def link_row(an, c, link) -> dict:
         "resumed": st.resumed,
         "deliveries_lost_whole": link.lost_whole,
         "deliveries_not_captured": link.not_captured,
-        "latency_p50": ls["p50"],
-        "latency_p90": ls["p90"],
-        "latency_p99": ls["p99"],
-        "latency_max": ls["max"],
-        "outcome_latency_p50": os_["p50"],
-        "outcome_latency_p90": os_["p90"],
-        "outcome_latency_p99": os_["p99"],
-        "outcome_latency_max": os_["max"],
+        **_latency_columns("latency", st.latency),
+        **_latency_columns("outcome_latency", st.outcome_latency),
         "stalls": len(stalls),
-        "stalled_seconds": _stalled_sum([an.stall_seconds(st) for st in stalls]),
-        "unknown": unknown,
+        "stalled_seconds": _stalled_sum([an.stall_seconds(x) for x in stalls]),
+        "unknown": _link_unknown(an, link, sd, attaches),
     }
 
 
@@ -447,51 +524,59 @@ def stall_row(an, st) -> dict:
 
 # -- transactions --------------------------------------------------------------------------------
 
+def _transaction_state(t) -> str:
+    """Where a transaction got to: declaring, declare-failed, declared, discharging, committed,
+    rolled-back, discharge-failed, or unknown (neither declare nor discharge seen)."""
+    dec, dis = t.declare, t.discharge
+    if dec is not None and t.declare_outcome is None:
+        return "declaring"
+    if dec is not None and t.declare_outcome != "declared":
+        return "declare-failed"
+    if dis is None:
+        return "declared" if dec is not None else "unknown"
+    if t.discharge_outcome is None:
+        return "discharging"
+    if t.discharge_outcome == "accepted":
+        return "rolled-back" if t.fail else "committed"
+    return "discharge-failed"
+
+
+def _transfer_columns(what: str, d) -> dict:
+    """The ``<what>_delivery_id``, ``<what>_time`` and ``<what>_packet`` of a declare / discharge transfer."""
+    if not d:
+        return {f"{what}_delivery_id": None, f"{what}_time": None, f"{what}_packet": None}
+    return {f"{what}_delivery_id": d.delivery_id, f"{what}_time": d.first_ts, f"{what}_packet": d.first_packet}
+
+
+def _transaction_row(an, t) -> dict:
+    """The transactions-table row of one transaction."""
+    link = t.link
+    s = link.session if link is not None else None
+    return {
+        "connection": t.conn.id,
+        "session": s.index if s is not None else None,
+        "channel": an._session_channel(s) if s is not None else None,
+        "coordinator": link.name if link is not None else None,
+        "txn_id": t.txn_id,
+        "global_id": t.global_id,
+        **_transfer_columns("declare", t.declare),
+        "declare_outcome": t.declare_outcome,
+        "declared_time": _t(t.declared),
+        "declared_packet": _p(t.declared),
+        "declare_error": (t.declare_error or {}).get("condition"),
+        **_transfer_columns("discharge", t.discharge),
+        "fail": t.fail,
+        "discharge_outcome": t.discharge_outcome,
+        "discharge_error": (t.discharge_error or {}).get("condition"),
+        "discharged_time": _t(t.discharged),
+        "state": _transaction_state(t),
+        "deliveries": len(t.enlisted),
+        "enlisted": [{"link": lk.name, "delivery_id": did, "how": how} for lk, did, how in t.enlisted],
+    }
+
+
 def transaction_rows(an) -> list[dict]:
-    rows = []
-    for t in an.transactions:
-        link = t.link
-        s = link.session if link is not None else None
-        dec, dis = t.declare, t.discharge
-        if dec is not None and t.declare_outcome is None:
-            state = "declaring"
-        elif dec is not None and t.declare_outcome != "declared":
-            state = "declare-failed"
-        elif dis is None:
-            state = "declared" if dec is not None else "unknown"
-        elif t.discharge_outcome is None:
-            state = "discharging"
-        elif t.discharge_outcome == "accepted":
-            state = "rolled-back" if t.fail else "committed"
-        else:
-            state = "discharge-failed"
-        rows.append({
-            "connection": t.conn.id,
-            "session": s.index if s is not None else None,
-            "channel": an._session_channel(s) if s is not None else None,
-            "coordinator": link.name if link is not None else None,
-            "txn_id": t.txn_id,
-            "global_id": t.global_id,
-            "declare_delivery_id": dec.delivery_id if dec else None,
-            "declare_time": dec.first_ts if dec else None,
-            "declare_packet": dec.first_packet if dec else None,
-            "declare_outcome": t.declare_outcome,
-            "declared_time": _t(t.declared),
-            "declared_packet": _p(t.declared),
-            "declare_error": (t.declare_error or {}).get("condition"),
-            "discharge_delivery_id": dis.delivery_id if dis else None,
-            "discharge_time": dis.first_ts if dis else None,
-            "discharge_packet": dis.first_packet if dis else None,
-            "fail": t.fail,
-            "discharge_outcome": t.discharge_outcome,
-            "discharge_error": (t.discharge_error or {}).get("condition"),
-            "discharged_time": _t(t.discharged),
-            "state": state,
-            "deliveries": len(t.enlisted),
-            "enlisted": [{"link": link.name, "delivery_id": did, "how": how}
-                         for link, did, how in t.enlisted],
-        })
-    return rows
+    return [_transaction_row(an, t) for t in an.transactions]
 
 
 # -- violations / errors -------------------------------------------------------------------------
@@ -500,61 +585,84 @@ def violation_rows(an) -> list[dict]:
     return [dict(v) for v in an.violations]
 
 
+def _unsettled_known(c, link) -> int:
+    """The unsettled deliveries of ``link`` (live or compacted) whose outcome is not unknown: a
+    delivery whose settlement may have been in lost bytes has an unknown outcome
+    ("lost-in-capture" in the deliveries table): not an error."""
+    unsettled = link.compacted  # (a compacted delivery is unsettled)
+    for d in link.live.values():
+        if d.settled is None:
+            unsettled += 1
+    if unsettled and c.loss is not None:
+        unsettled -= _count_lost(c, link)
+    return unsettled
+
+
+def _first_record(an, pair):
+    """The first (by time) of a pair of records, and its side."""
+    rec = min((x for x in pair if x is not None), key=lambda x: an.time_key(x))
+    return rec, _side(pair.index(rec))
+
+
+def _unsettled_at_end_rows(an, c, link, base: dict, unsettled: int) -> list:
+    """The error rows of a link with ``unsettled`` deliveries: at its detach, at its session's end,
+    or one per delivery at the capture's end."""
+    if link.terminated == "detach":
+        det, side = _first_record(an, link.detach)
+        return [{**base, "delivery_id": None, "scope": "link", "condition": "unsettled-at-detach",
+                 "description": f"{unsettled} deliveries unsettled when the link was detached",
+                 "packet": det["packet"], "time": det["time"], "side": side, "count": unsettled}]
+    if link.terminated == "end":
+        en, side = _first_record(an, link.session.end)
+        return [{**base, "delivery_id": None, "scope": "session", "condition": "unsettled-at-end",
+                 "description": f"{unsettled} deliveries unsettled when the session ended",
+                 "packet": en["packet"], "time": en["time"], "side": side, "count": unsettled}]
+    return [{**base, "delivery_id": d.delivery_id, "scope": "delivery", "condition": "unsettled-at-capture-end",
+             "description": f"delivery {d.delivery_id} not settled at the end of the capture",
+             "packet": d.first_packet, "time": d.first_ts, "side": SIDES[d.direction], "count": 1}
+            for d in link_deliveries(link)
+            if d.settled is None and not (c.loss is not None and _lost_after(c, d.first_ts))]
+
+
+def _unsettled_at_connection_end_row(an, c, how: str, n: int) -> dict:
+    """The error row of ``n`` deliveries unsettled when connection ``c`` was closed (``how``
+    "close") or its TCP connection ended ("transport")."""
+    if how == "close":
+        cl, side = _first_record(an, c.close)
+        packet, ts, condition, ended = cl["packet"], cl["time"], "unsettled-at-close", "was closed"
+    else:
+        packet, ts, side, condition, ended = None, c.transport_time, None, "unsettled-at-transport-end", "ended (TCP)"
+    return {"connection": c.id, "session": None, "channel": None, "link": None, "handle": None,
+            "delivery_id": None, "scope": "connection", "condition": condition,
+            "description": f"{n} deliveries unsettled when the connection " + ended,
+            "info": None, "packet": packet, "time": ts, "side": side, "source": "analysis", "count": n}
+
+
+def _connection_error_rows(an, c) -> list:
+    """The analysis's error rows of connection ``c``: deliveries left unsettled."""
+    rows = []
+    per_conn: dict = {}
+    for link in c.links:
+        unsettled = _unsettled_known(c, link)
+        if not unsettled:
+            continue
+        if link.terminated in ("close", "transport"):
+            per_conn[link.terminated] = per_conn.get(link.terminated, 0) + unsettled
+            continue
+        s = link.session
+        base = {"connection": c.id, "session": s.index, "channel": an._session_channel(s),
+                "link": link.name, "handle": link.handle[link.sender_dir] if link.sender_dir is not None
+                else None, "info": None, "source": "analysis"}
+        rows += _unsettled_at_end_rows(an, c, link, base, unsettled)
+    for how, n in per_conn.items():
+        rows.append(_unsettled_at_connection_end_row(an, c, how, n))
+    return rows
+
+
 def error_rows(an) -> list[dict]:
     rows = [dict(e) for e in an.frame_errors]
     for c in an.connections.values():
-        per_conn: dict = {}
-        for link in c.links:
-            s = link.session
-            unsettled = link.compacted  # (a compacted delivery is unsettled)
-            for d in link.live.values():
-                if d.settled is None:
-                    unsettled += 1
-            if unsettled and c.loss is not None:
-                # a delivery whose settlement may have been in lost bytes has an unknown outcome
-                # ("lost-in-capture" in the deliveries table): not an error
-                unsettled -= _count_lost(c, link)
-            if not unsettled:
-                continue
-            base = {"connection": c.id, "session": s.index, "channel": an._session_channel(s),
-                    "link": link.name, "handle": link.handle[link.sender_dir] if link.sender_dir is not None
-                    else None, "info": None, "source": "analysis"}
-            if link.terminated == "detach":
-                det = min((x for x in link.detach if x is not None), key=lambda x: an.time_key(x))
-                rows.append({**base, "delivery_id": None, "scope": "link", "condition": "unsettled-at-detach",
-                             "description": f"{unsettled} deliveries unsettled when the link was detached",
-                             "packet": det["packet"], "time": det["time"],
-                             "side": _side(link.detach.index(det)), "count": unsettled})
-            elif link.terminated == "end":
-                en = min((x for x in s.end if x is not None), key=lambda x: an.time_key(x))
-                rows.append({**base, "delivery_id": None, "scope": "session", "condition": "unsettled-at-end",
-                             "description": f"{unsettled} deliveries unsettled when the session ended",
-                             "packet": en["packet"], "time": en["time"], "side": _side(s.end.index(en)),
-                             "count": unsettled})
-            elif link.terminated in ("close", "transport"):
-                per_conn[link.terminated] = per_conn.get(link.terminated, 0) + unsettled
-            else:
-                for d in link_deliveries(link):
-                    if d.settled is not None or (c.loss is not None and _lost_after(c, d.first_ts)):
-                        continue
-                    rows.append({**base, "delivery_id": d.delivery_id, "scope": "delivery",
-                                 "condition": "unsettled-at-capture-end",
-                                 "description": f"delivery {d.delivery_id} not settled at the end of the capture",
-                                 "packet": d.first_packet, "time": d.first_ts, "side": SIDES[d.direction],
-                                 "count": 1})
-        for how, n in per_conn.items():
-            if how == "close":
-                cl = min((x for x in c.close if x is not None), key=lambda x: an.time_key(x))
-                packet, ts, side = cl["packet"], cl["time"], _side(c.close.index(cl))
-            else:
-                packet, ts, side = None, c.transport_time, None
-            rows.append({"connection": c.id, "session": None, "channel": None, "link": None, "handle": None,
-                         "delivery_id": None, "scope": "connection", "condition": f"unsettled-at-{how}"
-                         if how == "close" else "unsettled-at-transport-end",
-                         "description": f"{n} deliveries unsettled when the connection "
-                         + ("was closed" if how == "close" else "ended (TCP)"),
-                         "info": None, "packet": packet, "time": ts, "side": side, "source": "analysis",
-                         "count": n})
+        rows += _connection_error_rows(an, c)
     return rows
 
 

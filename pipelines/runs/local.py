@@ -602,7 +602,7 @@ class Analysis:
         totals = an.delivery_totals()
         lost = lost_totals(an)  # (outcome unknown: not "none", not unsettled)
         outcomes = ", ".join([f"{k} {v}" for k, v in sorted(summary_outcomes(totals["outcomes"], lost).items()) if v]
-                             + ([f"outcome unknown (lost in capture) {lost[0]}"] if lost[0] else []))
+                             + ([f"outcome unknown (lost in capture) {lost.unknown}"] if lost.unknown else []))
         cap = self.capture or {}
         files = cap.get("files") or []
         where = (files[0] if len(files) == 1 else f"{len(files)} files") if files else "a capture"
