@@ -574,7 +574,7 @@ def _worker_capture_parts(d) -> dict:
 
 
 def partial_report(an, keys) -> dict:
-    """What one worker of ``-j N`` (:mod:`amqp_dissect.pipelines.parallel`) adds to the report:
+    """What one worker of ``-j N`` (:mod:`amqp_dissect.pipelines.runs.parallel`) adds to the report:
     ``keys`` (its FlowWorker) gives each listed item its place in the whole capture.  The flows
     of a connection are all in one worker, so everything per connection is complete here;
     :func:`merge_reports` puts the workers' parts together into :func:`build_report`'s document."""

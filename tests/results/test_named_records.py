@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from amqp_dissect.pipelines.local import analyze
+from amqp_dissect.pipelines.runs.local import read_analysis
 from amqp_dissect.results.messages import MessageDelivery, MessageMatcher
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
@@ -56,7 +56,7 @@ def _longest_gap(frames: list) -> tuple:
 @pytest.mark.parametrize("pcap", CAPTURES, ids=lambda p: p.name)
 def test_longest_silence_of_each_side_is_tsharks_longest_gap_between_its_frames(pcap):
     frames = _tshark_amqp_frames(pcap)
-    conns = [c for c in analyze(pcap).analyzer.connections.values() if hasattr(c, "silence")]
+    conns = [c for c in read_analysis(pcap).analyzer.connections.values() if hasattr(c, "silence")]
     assert conns
     for c in conns:
         assert c.loss is None  # (a loss makes silences unknown: these captures have none)
@@ -68,7 +68,7 @@ def test_longest_silence_of_each_side_is_tsharks_longest_gap_between_its_frames(
 
 
 def _delivery_rows(pcap: Path) -> list:
-    return analyze(pcap, messages=True).analyzer.delivery_rows()
+    return read_analysis(pcap, messages=True).analyzer.delivery_rows()
 
 
 @pytest.mark.parametrize("name", ["topic_fanout", "redeliveries", "request_reply"])
