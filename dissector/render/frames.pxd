@@ -4,7 +4,8 @@
 # compiled.
 import cython
 
-cdef dict _SUMMARY_FIELDS, _KIND_LAYER, _LEAF_TYPES, _DESC_TEXTS, _COMPOSITE_LAYOUTS, _AMQP_TITLES, _TYPE_LINES
+cdef dict _SUMMARY_FIELDS, _KIND_LAYER, _LEAF_TYPES, _DESC_TEXTS, _DEEP_LAYOUTS, _AMQP_TITLES, _TYPE_LINES
+cdef list _COMPOSITE_LAYOUTS
 cdef dict CHOICES
 cdef tuple _PADS
 cdef frozenset _PLAIN_INTS
@@ -29,19 +30,30 @@ cdef class SummaryLines:
     @cython.locals(peers=str, out=list, fr=Frame)
     cpdef line(self, ev)
 
+cdef class _CompositeLayout:
+    cdef public object spec
+    cdef public Py_ssize_t nf
+    cdef public tuple fields, names, ctypes, defaults, nulls, heads
+
 @cython.locals(pad=str, tname=str, text=str, s=str, i=Py_ssize_t, key=str)
 cdef _value_into(list out, label, v, Py_ssize_t indent, f, bint default, ctype)
 
-@cython.locals(layout=tuple, values=list, n=Py_ssize_t, i=Py_ssize_t, nf=Py_ssize_t, j=Py_ssize_t)
+cdef str _leaf_text(v, t)
+
+@cython.locals(layout=_CompositeLayout, values=list, n=Py_ssize_t, i=Py_ssize_t, nf=Py_ssize_t, j=Py_ssize_t,
+               ctypes=tuple, head=str, d=str)
 cdef _composite_into(list out, Composite c, Py_ssize_t indent)
 
-@cython.locals(hit=tuple, pad=str, layout=tuple)
-cdef tuple _composite_layout(spec, Py_ssize_t indent)
+@cython.locals(hit=_CompositeLayout, layout=_CompositeLayout, table=dict)
+cdef _CompositeLayout _composite_layout(spec, Py_ssize_t indent)
 
 @cython.locals(text=str)
 cpdef str _desc_text(d)
 
-@cython.locals(title=str, type_line=str, sections=list, fr=Frame, dl=Delivery)
+@cython.locals(head=str, type_line=str)
+cdef tuple _frame_head_tail(Frame fr)
+
+@cython.locals(head_tail=tuple, sections=list, fr=Frame, dl=Delivery, c=Composite)
 cpdef frame_detail_into(list out, ev)
 
 cdef dict _JSON_LAYOUTS

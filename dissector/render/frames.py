@@ -498,7 +498,7 @@ def value_lines(label: str, v, indent: int, f: FieldSpec | None = None, default:
     """Lines of a value in the detail tree: 'label (type): value' with children indented."""
     out: list[str] = []
     _value_into(out, label, v, indent, f, default, _choice_type(f))
-    return out
+    return _lines(out)
 
 
 def _choice_type(f) -> str | None:
@@ -515,17 +515,7 @@ def _value_into(out: list, label, v, indent, f, default, ctype) -> None:
     if tname is not None:  # the common leaves, shown as the general case below would
         if default and f is not None and f.primitive != "*":
             tname = f.primitive
-        if v is None:
-            text = "null"
-        elif t is bool:
-            text = "true" if v else "false"
-        elif t is bytes:
-            text = "0x" + (v.hex() if len(v) <= 60 else v[:60].hex() + "…")
-        elif t is str or t is Symbol:
-            s = str(v)
-            text = repr(s if len(s) <= 120 else s[:120] + "…")
-        else:
-            text = str(int(v))
+        text = _leaf_text(v, t)
         if ctype is not None and v is not None:
             name = choice_name(ctype, v)
             if name is not None:
@@ -589,61 +579,117 @@ def _desc_text(d) -> str:
     return repr(str(d)) if isinstance(d, str) else repr(d)
 
 
-_COMPOSITE_LAYOUTS: dict = {}  # (composite name, indent) -> (spec, ((FieldSpec, name, choice type, default lines, null line), ...))
+class _CompositeLayout:
+    """What the tree of a composite of one spec at one indent looks up once, per field: its
+    FieldSpec, name, :func:`_choice_type`, the line(s) of its default (one string, the lines
+    joined by newlines) or None, its null line, and the start of its line for each leaf type
+    (``"    name (uint): "``), so that a present leaf value costs one concatenation."""
+
+    __slots__ = ("spec", "nf", "fields", "names", "ctypes", "defaults", "nulls", "heads")
+
+    def __init__(self, spec, indent: int):
+        pad = _PADS[indent] if indent < 64 else "    " * indent
+        self.spec = spec
+        self.fields = tuple(spec.fields)
+        self.nf = len(self.fields)
+        self.names = tuple(f.name for f in self.fields)
+        self.ctypes = tuple(_choice_type(f) for f in self.fields)
+        self.defaults = tuple(
+            "\n".join(value_lines(f.name, f.default, indent, f, default=True)) if f.has_default else None
+            for f in self.fields)
+        self.nulls = tuple(f"{pad}{f.name}: null" for f in self.fields)
+        self.heads = tuple({t: f"{pad}{f.name} ({tname}): " for t, tname in _LEAF_TYPES.items()}
+                           for f in self.fields)
 
 
-def _composite_layout(spec, indent: int) -> tuple:
-    """Per field of ``spec`` at ``indent``: (FieldSpec, its name, :func:`_choice_type`, the lines
-    of its default or None, its null line): what each frame would otherwise look up again."""
-    key = (spec.name, indent)
-    hit = _COMPOSITE_LAYOUTS.get(key)
-    if hit is not None and hit[0] is spec:
-        return hit[1]
-    pad = _PADS[indent] if indent < 64 else "    " * indent
-    layout = tuple(
-        (f, f.name, _choice_type(f),
-         tuple(value_lines(f.name, f.default, indent, f, default=True)) if f.has_default else None,
-         f"{pad}{f.name}: null")
-        for f in spec.fields
-    )
-    if len(_COMPOSITE_LAYOUTS) < 4096:
-        _COMPOSITE_LAYOUTS[key] = (spec, layout)
+_COMPOSITE_LAYOUTS: list = [{} for _ in range(16)]  # per indent below 16: composite name -> _CompositeLayout
+_DEEP_LAYOUTS: dict = {}  # (composite name, indent) -> _CompositeLayout, for the rare deeper ones
+
+
+def _composite_layout(spec, indent: int) -> _CompositeLayout:
+    """The :class:`_CompositeLayout` of ``spec`` at ``indent`` (made once)."""
+    table = _COMPOSITE_LAYOUTS[indent] if indent < 16 else _DEEP_LAYOUTS
+    key = spec.name if indent < 16 else (spec.name, indent)
+    hit = table.get(key)
+    if hit is not None and hit.spec is spec:
+        return hit
+    layout = _CompositeLayout(spec, indent)
+    if len(table) < 4096:
+        table[key] = layout
     return layout
+
+
+def _lines(out: list) -> list[str]:
+    """``out`` with its multi-line items (the tree appends some lines joined) split: one line an item."""
+    return "\n".join(out).split("\n") if out else out
 
 
 def composite_lines(c: Composite, indent: int) -> list[str]:
     out: list[str] = []
     _composite_into(out, c, indent)
-    return out
+    return _lines(out)
+
+
+def _leaf_text(v, t) -> str:
+    """The text of leaf value ``v`` (of type ``t``, one of :data:`_LEAF_TYPES`) in the tree."""
+    if v is None:
+        return "null"
+    if t is bool:
+        return "true" if v else "false"
+    if t is bytes:
+        return "0x" + (v.hex() if len(v) <= 60 else v[:60].hex() + "…")
+    if t is str or t is Symbol:  # (a Symbol's repr is its string's)
+        return repr(v) if len(v) <= 120 else repr(str(v)[:120] + "…")
+    return str(v)  # (the integer types: int's own digits, none has a str of its own)
 
 
 def _composite_into(out: list, c, indent) -> None:
+    """Append the lines of ``composite_lines(c, indent)`` to ``out`` (some items several lines)."""
     layout = _composite_layout(c.spec, indent)
     values = c.value
     n = len(values)
-    i = 0
-    for f, name, ctype, default_lines, null_line in layout:
-        if i < n and values[i] is not None:
-            _value_into(out, name, values[i], indent, f, False, ctype)
-        elif default_lines is not None:
-            out.extend(default_lines)
+    nf = layout.nf
+    ctypes = layout.ctypes
+    for i in range(nf):
+        if i < n:
+            v = values[i]
+            if v is not None:
+                if ctypes[i] is None:
+                    t = type(v)
+                    head = layout.heads[i].get(t)
+                    if head is not None:  # a leaf: its line's start is ready
+                        out.append(head + _leaf_text(v, t))
+                        continue
+                _value_into(out, layout.names[i], v, indent, layout.fields[i], False, ctypes[i])
+                continue
+        d = layout.defaults[i]
+        if d is not None:
+            out.append(d)
         elif i < n:
-            out.append(null_line)
-        i += 1
-    nf = len(layout)
+            out.append(layout.nulls[i])
     for j in range(nf, n):
         _value_into(out, f"[extra element {j}]", values[j], indent, None, False, None)
 
 
-_AMQP_TITLES: dict = {}  # (src, dst, channel) -> the first line of a frame's tree
+_AMQP_TITLES: dict = {}  # (src, dst, channel, doff, type) -> _frame_head_tail of such a frame
 _TYPE_LINES = {0: "    Type: AMQP (0)", 1: "    Type: SASL (1)"}
+
+
+def _frame_head_tail(fr) -> tuple:
+    """The first lines of a frame's tree, the title to Channel, as the text before its length
+    and the text after it."""
+    head = f"Advanced Message Queuing Protocol, {fr.src} -> {fr.dst}, channel {fr.channel}\n    Length: "
+    type_line = _TYPE_LINES.get(fr.type) if type(fr.type) is int else None
+    if type_line is None:
+        type_line = f"    Type: {fr.type} ({fr.type})"
+    return head, f"\n    Doff: {fr.doff}\n{type_line}\n    Channel: {fr.channel}"
 
 
 def frame_detail(ev) -> list[str]:
     """The AMQP part of the detail tree of one header or frame."""
     out: list[str] = []
     frame_detail_into(out, ev)
-    return out
+    return _lines(out)
 
 
 def frame_detail_into(out: list, ev) -> None:
@@ -659,18 +705,15 @@ def frame_detail_into(out: list, ev) -> None:
         return
     else:
         fr = ev  # a Frame (DetailLines shows nothing else): its fields are read from its C struct when compiled
-        key = (fr.src, fr.dst, fr.channel)
-        title = _AMQP_TITLES.get(key)
-        if title is None:
-            title = f"Advanced Message Queuing Protocol, {fr.src} -> {fr.dst}, channel {fr.channel}"
-            if len(_AMQP_TITLES) < 65536:
-                _AMQP_TITLES[key] = title
-        out.append(title)
-        out.append(f"    Length: {fr.size}")
-        out.append(f"    Doff: {fr.doff}")
-        type_line = _TYPE_LINES.get(fr.type) if type(fr.type) is int else None
-        out.append(type_line if type_line is not None else f"    Type: {fr.type} ({fr.type})")
-        out.append(f"    Channel: {fr.channel}")
+        # the title, Length, Doff, Type and Channel lines as one item: all but the length made once
+        key = (fr.src, fr.dst, fr.channel, fr.doff, fr.type)
+        head_tail = _AMQP_TITLES.get(key)
+        if head_tail is None:
+            head_tail = _frame_head_tail(fr)
+            if len(_AMQP_TITLES) >= 65536:  # many connections and channels: start over
+                _AMQP_TITLES.clear()
+            _AMQP_TITLES[key] = head_tail
+        out.append(f"{head_tail[0]}{fr.size}{head_tail[1]}")
         if fr.ext:
             out.append(f"    Extended header: {fr.ext.hex()}")
         if fr.first_packet != fr.packet:
@@ -679,8 +722,9 @@ def frame_detail_into(out: list, ev) -> None:
         if fr.kind == "heartbeat":
             out.append("    Empty frame (heartbeat)")
         elif isinstance(p, Composite):
-            out.append(f"    Performative: {p.spec.name} (descriptor {_desc_text(p.descriptor)})")
-            _composite_into(out, p, 2)
+            c = p
+            out.append(f"    Performative: {c.spec.name} (descriptor {_desc_text(c.descriptor)})")
+            _composite_into(out, c, 2)
         elif isinstance(p, Described):
             _value_into(out, "Described", p, 1, None, False, None)
         if fr.name == "transfer":
@@ -701,8 +745,9 @@ def frame_detail_into(out: list, ev) -> None:
                 else:
                     for s in sections:
                         if isinstance(s, Composite):
-                            out.append(f"        {s.spec.name} (descriptor {_desc_text(s.descriptor)})")
-                            _composite_into(out, s, 3)
+                            c = s
+                            out.append(f"        {c.spec.name} (descriptor {_desc_text(c.descriptor)})")
+                            _composite_into(out, c, 3)
                         elif isinstance(s, Described):
                             _value_into(out, s.name or "section", s.value, 2, None, False, None)
                         else:
