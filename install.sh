@@ -32,4 +32,8 @@ fi
 TARGET="."
 [ -n "$EXTRAS" ] && TARGET=".[$EXTRAS]"
 .venv/bin/python -m pip install -q --disable-pip-version-check -e "$TARGET"
+# the bytecode of the project's own modules, written once here: an editable install leaves it to the
+# first run, and where PYTHONDONTWRITEBYTECODE is set (container images often set it) every run would
+# compile every module again (0.25 s of CPU against 0.11 s for `report` on a small capture)
+.venv/bin/python -m compileall -q -j 0 dissector pipelines cli >/dev/null
 .venv/bin/amqp-dissect --version
