@@ -114,13 +114,17 @@ cdef class _ConnBase:
     cdef public object one_way
 
 
-cdef class _Conn(_ConnBase):
+cdef class _ConnHeaders(_ConnBase):
     cdef public long long events
     cdef public object unknown
     cdef public object inferred
     cdef public object headers
     cdef public object header_keys
     cdef public object sasl
+    cdef public object negotiation
+
+
+cdef class _Conn(_ConnHeaders):
     cdef public object sasl_mechanisms
     cdef public object sasl_mechanism
     cdef public object sasl_hostname
@@ -139,7 +143,6 @@ cdef class _Conn(_ConnBase):
     cdef public object frames
     cdef public object heartbeats
     cdef public object txns
-    cdef public object negotiation
     cdef public object stalls
     cdef public tuple _frame_counts
     cdef public object _fc_key0, _fc_key1
