@@ -44,17 +44,22 @@ class ConnectionRules:
         self.other_info = other_info  # (the tracker's: connection id -> what is known of that protocol)
 
     def amqp(self, b) -> _Conn:
-        """The connection's first protocol header or frame: it becomes a _Conn, with AMQP state."""
+        """The connection's first frame: it becomes a _Conn, with the AMQP state of its frames."""
         c = _Conn(b)
         self.connections[c.id] = c
         return c
 
-    def headered(self, b) -> _ConnHeaders:
-        """The connection's first protocol header: it becomes a _ConnHeaders, with its header state
-        (a _Conn at its first frame)."""
-        c = _ConnHeaders(b)
-        self.connections[c.id] = c
-        return c
+    def own_state(self, c):
+        """``c`` with fields of its own to write: a _ConnBase (its loss and TLS flags, its FINs and its AMQP
+        state the class's shared defaults) becomes a _ConnHeaders, in the tracker's dict that holds it."""
+        if type(c) is not _ConnBase:
+            return c
+        own = _ConnHeaders(c)
+        if self.connections.get(c.id) is c:
+            self.connections[c.id] = own
+        elif self.others.get(c.id) is c:
+            self.others[c.id] = own
+        return own
 
     # -- frames --------------------------------------------------------------------------
 
@@ -219,8 +224,7 @@ class ConnectionRules:
         if h.is_other or (self.other_info and c.id in self.other_info):
             self.other_header(c, h)
             return
-        if type(c) is _ConnBase:
-            c = self.headered(c)
+        c = self.own_state(c)  # (its first header: its header state)
         if c.events == 0 and not c.lossy and h.direction == 0:
             # the client's header first: nothing came before it (the server answers it); a server's
             # header first leaves the client's start unseen
@@ -302,6 +306,7 @@ class ConnectionRules:
         """A note of the byte stream (a gap, a resynchronisation, a mid-stream start, roles, TLS)."""
         group = ev.note.group
         if group in ("reassembly", "framing", "sequence"):
+            c = self.own_state(c)
             c.lossy = True  # a gap, a resynchronisation or a mid-stream start: frames may be missing
             if group == "reassembly" and ev.skipped:  # a TCP gap: ev.skipped bytes never captured
                 c.note_loss(ev.direction, ev.skipped, 0, ev.ts)
@@ -320,16 +325,16 @@ class ConnectionRules:
         elif group == "snaplen":  # bytes the snap length cut off (not loss), or skipped behind such a cut
             self.not_captured(c, ev)
         elif group == "roles":  # no SYN and no evidence of which side is the client (dissect.py)
-            if type(c) is _ConnBase:
-                c = self.headered(c)
+            c = self.own_state(c)
             c.note_unknown("client/server roles")
         elif group == "role-evidence":  # no SYN: the first bytes said who the client is (dissect.py)
-            if type(c) is _ConnBase:
-                c = self.headered(c)
+            c = self.own_state(c)
             c.note_inferred(ev.note.message.split(":", 1)[0])
         if "TLS" in ev.note.message:
+            c = self.own_state(c)
             c.tls = True
         if ev.note.group == "tls" and ev.skipped:  # encrypted bytes that could not be read
+            c = self.own_state(c)
             c.tls_undecrypted = (c.tls_undecrypted or 0) + ev.skipped
             c.tls_reason = ev.note.message
 
@@ -343,8 +348,7 @@ class ConnectionRules:
         m = ev.extra["missing"]
         if c.one_way >= 0:
             return
-        if type(c) is _ConnBase:  # (before its first AMQP byte: the header state is enough, its frames' is shared)
-            c = self.headered(c)
+        c = self.own_state(c)  # (before its first AMQP byte: the header state is enough, its frames' is shared)
         c.one_way = m
         c.lossy = True
         if c.loss is None:
@@ -376,6 +380,7 @@ class ConnectionRules:
             for g in ((ev.direction,) if ev.kind == "fin" and ev.direction in (0, 1) else (0, 1)):
                 self.ledger.release(c, g)
         if ev.kind == "fin":
+            c = self.own_state(c)
             if c.fins is None:
                 c.fins = set()
             c.fins.add(ev.direction)

@@ -97,21 +97,16 @@ cdef class _ConnBase:
     cdef public object server
     cdef public object syn_seen
     cdef public object known_start
-    cdef public object lossy
-    cdef public object tls
     cdef public Endpoints state
-    cdef public object transport_end
-    cdef public object transport_time
-    cdef public object fins
     cdef public object first_ts
     cdef public object first_packet
     cdef public object last_ts
     cdef public object last_packet
     cdef public object seq  # (an int: -j N workers store a key of more than 64 bits, see pipelines.parallel.conn_rank)
-    cdef public object tls_undecrypted
-    cdef public object tls_reason
     cdef public LossRecord loss
     cdef public object one_way
+    cdef public object transport_end
+    cdef public object transport_time
 
 
 cdef class _ConnHeaders(_ConnBase):
@@ -122,6 +117,7 @@ cdef class _ConnHeaders(_ConnBase):
     cdef public object header_keys
     cdef public object sasl
     cdef public object negotiation
+    cdef public object lossy, tls, fins, tls_undecrypted, tls_reason
 
 
 cdef class _Conn(_ConnHeaders):

@@ -241,10 +241,17 @@ class _ConnBase:
     error: never a silent change to all)."""
 
     __slots__ = (
-        "id", "client", "server", "syn_seen", "known_start", "lossy", "tls", "state",
-        "transport_end", "transport_time", "fins", "first_ts", "first_packet", "last_ts", "last_packet",
-        "seq", "tls_undecrypted", "tls_reason", "loss", "one_way",
+        "id", "client", "server", "syn_seen", "known_start", "state", "transport_end", "transport_time",
+        "first_ts", "first_packet", "last_ts", "last_packet", "seq", "loss", "one_way",
     )
+
+    # what a loss, TLS and FINs write: shared defaults too, a _ConnHeaders' own (ConnectionRules.own_state
+    # makes one of a connection without AMQP bytes that loses bytes, carries TLS or sends a FIN)
+    lossy = False
+    tls = False
+    fins = None  # directions that sent a FIN (a set, from the first)
+    tls_undecrypted = None  # TLS bytes not decrypted (no key log, or records that failed)
+    tls_reason = None  # the note that says why
 
     # the AMQP state of a connection that carried no AMQP byte (a _Conn has its own)
     events = 0  # protocol headers and frames
@@ -285,13 +292,8 @@ class _ConnBase:
         self.server = server
         self.syn_seen = syn_seen
         self.known_start = syn_seen
-        self.lossy = False
-        self.tls = False
-        self.tls_undecrypted = None  # TLS bytes not decrypted (no key log, or records that failed)
-        self.tls_reason = None  # the note that says why
         self.transport_end = None
         self.transport_time = None
-        self.fins = None  # directions that sent a FIN (a set, from the first)
         self.first_ts = None
         self.first_packet = None
         self.last_ts = None
@@ -320,12 +322,14 @@ class _ConnBase:
 
 
 class _ConnHeaders(_ConnBase):
-    """A connection whose AMQP bytes so far are protocol headers: its header state (events, the
-    headers and their keys, SASL, a mismatch) and its own connection machine, the AMQP state of its
+    """A connection whose AMQP bytes so far are protocol headers (or none, but that lost bytes,
+    carried TLS or sent a FIN): its header state (events, the headers and their keys, SASL, a
+    mismatch), its loss and TLS flags, its FINs and its own connection machine, the AMQP state of its
     frames still the class's shared defaults (a connection that sends a header and nothing more, as
     many do, holds no more than this).  It becomes a _Conn at its first frame (StateTracker._frame_conn)."""
 
-    __slots__ = ("events", "unknown", "inferred", "headers", "header_keys", "sasl", "negotiation")
+    __slots__ = ("events", "unknown", "inferred", "headers", "header_keys", "sasl", "negotiation",
+                 "lossy", "tls", "fins", "tls_undecrypted", "tls_reason")
 
     def __init__(self, b: _ConnBase):
         self.id = b.id
