@@ -1,7 +1,7 @@
 # Augmenting declarations for Cython (see findings.pxd): a room of its own (no base class).
 import cython
 from amqp_dissect.amqp.framing cimport Frame
-from amqp_dissect.model.entities cimport _Conn, Silence
+from amqp_dissect.model.entities cimport _Conn, _ConnBase, _ConnHeaders, Silence
 from amqp_dissect.model.findings cimport Recorder
 from amqp_dissect.amqp.values cimport read_uint as _uint
 

@@ -19,7 +19,7 @@ from sys import intern as _intern
 
 from ..amqp.framing import FRAME_SASL, PROTO_AMQP, PROTO_SASL, PROTO_TLS, NotCapturedNote
 from ..times import NS
-from .entities import _Conn
+from .entities import _Conn, _ConnBase, _ConnHeaders
 from .findings import Recorder
 from .state import CONNECTION_MACHINE, SIDES, UNKNOWN, Endpoints, _plain, _str, _symbols, error_info
 from .steps import after_missing, lossy_step, missing_how
@@ -39,15 +39,27 @@ class ConnectionRules:
 
     def __init__(self, ledger: Recorder, connections: dict, others: dict, other_info: dict):
         self.ledger = ledger
-        self.connections = connections  # (the tracker's: connection id -> _ConnBase / _Conn)
+        self.connections = connections  # (the tracker's: connection id -> _ConnBase / _ConnHeaders / _Conn)
         self.others = others  # (the tracker's: connections of another protocol)
         self.other_info = other_info  # (the tracker's: connection id -> what is known of that protocol)
 
     def amqp(self, b) -> _Conn:
-        """The connection's first protocol header or frame: it becomes a _Conn, with AMQP state."""
+        """The connection's first frame: it becomes a _Conn, with the AMQP state of its frames."""
         c = _Conn(b)
         self.connections[c.id] = c
         return c
+
+    def own_state(self, c):
+        """``c`` with fields of its own to write: a _ConnBase (its loss and TLS flags, its FINs and its AMQP
+        state the class's shared defaults) becomes a _ConnHeaders, in the tracker's dict that holds it."""
+        if type(c) is not _ConnBase:
+            return c
+        own = _ConnHeaders(c)
+        if self.connections.get(c.id) is c:
+            self.connections[c.id] = own
+        elif self.others.get(c.id) is c:
+            self.others[c.id] = own
+        return own
 
     # -- frames --------------------------------------------------------------------------
 
@@ -212,8 +224,7 @@ class ConnectionRules:
         if h.is_other or (self.other_info and c.id in self.other_info):
             self.other_header(c, h)
             return
-        if type(c) is not _Conn:
-            c = self.amqp(c)
+        c = self.own_state(c)  # (its first header: its header state)
         if c.events == 0 and not c.lossy and h.direction == 0:
             # the client's header first: nothing came before it (the server answers it); a server's
             # header first leaves the client's start unseen
@@ -295,6 +306,7 @@ class ConnectionRules:
         """A note of the byte stream (a gap, a resynchronisation, a mid-stream start, roles, TLS)."""
         group = ev.note.group
         if group in ("reassembly", "framing", "sequence"):
+            c = self.own_state(c)
             c.lossy = True  # a gap, a resynchronisation or a mid-stream start: frames may be missing
             if group == "reassembly" and ev.skipped:  # a TCP gap: ev.skipped bytes never captured
                 c.note_loss(ev.direction, ev.skipped, 0, ev.ts)
@@ -313,16 +325,16 @@ class ConnectionRules:
         elif group == "snaplen":  # bytes the snap length cut off (not loss), or skipped behind such a cut
             self.not_captured(c, ev)
         elif group == "roles":  # no SYN and no evidence of which side is the client (dissect.py)
-            if type(c) is not _Conn:
-                c = self.amqp(c)
+            c = self.own_state(c)
             c.note_unknown("client/server roles")
         elif group == "role-evidence":  # no SYN: the first bytes said who the client is (dissect.py)
-            if type(c) is not _Conn:
-                c = self.amqp(c)
+            c = self.own_state(c)
             c.note_inferred(ev.note.message.split(":", 1)[0])
         if "TLS" in ev.note.message:
+            c = self.own_state(c)
             c.tls = True
         if ev.note.group == "tls" and ev.skipped:  # encrypted bytes that could not be read
+            c = self.own_state(c)
             c.tls_undecrypted = (c.tls_undecrypted or 0) + ev.skipped
             c.tls_reason = ev.note.message
 
@@ -336,13 +348,12 @@ class ConnectionRules:
         m = ev.extra["missing"]
         if c.one_way >= 0:
             return
-        if type(c) is not _Conn:  # (before its first AMQP byte)
-            c = self.amqp(c)
+        c = self.own_state(c)  # (before its first AMQP byte: the header state is enough, its frames' is shared)
         c.one_way = m
         c.lossy = True
         if c.loss is None:
             c.note_loss(m, 0, 0, ev.ts)
-        c.loss.absent[m] = True
+        c.loss.note_absent(m)
         lost_grants(c, m)
         self.ledger.forget(c)
         c.note_unknown(f"the {SIDES[m]}'s frames (one direction captured)")
@@ -355,7 +366,7 @@ class ConnectionRules:
         d = ev.direction
         if c.loss is None:
             c.note_loss(d, 0, 0, ev.ts)  # (makes the record; nothing lost)
-            c.loss.last[d] = None
+            c.loss.forget_last(d)
         hidden = ev.hidden if type(ev) is NotCapturedNote else True
         c.loss.note_cut(d, ev.skipped if type(ev) is NotCapturedNote else 0, hidden,
                         ev.snap_length if type(ev) is NotCapturedNote else None, ev.ts)
@@ -369,6 +380,7 @@ class ConnectionRules:
             for g in ((ev.direction,) if ev.kind == "fin" and ev.direction in (0, 1) else (0, 1)):
                 self.ledger.release(c, g)
         if ev.kind == "fin":
+            c = self.own_state(c)
             if c.fins is None:
                 c.fins = set()
             c.fins.add(ev.direction)
@@ -412,13 +424,33 @@ HEADER_KEYS_SHARED = 64
 
 
 def appended(pair: tuple, d: int, item) -> tuple:
-    """``pair`` (per direction: a list, or the shared empty tuple until its first item) with ``item``
-    appended to direction ``d``'s list."""
+    """``pair`` (per direction: a tuple, shared, while it holds at most HEADERS_SHARED_MAX items; a list
+    of the connection's own beyond) with ``item`` appended to direction ``d``'s.  Pairs of tuples are
+    shared by the connections that sent the same headers (the first HEADER_PAIRS_SHARED of the run):
+    a connection that sent only its protocol header holds none of its own."""
     own = pair[d]
     if type(own) is list:
         own.append(item)
         return pair
-    return ([item], pair[1]) if d == 0 else (pair[0], [item])
+    if len(own) < HEADERS_SHARED_MAX:
+        grown = own + (item,)
+    else:
+        grown = list(own)
+        grown.append(item)
+    new = (grown, pair[1]) if d == 0 else (pair[0], grown)
+    if type(grown) is tuple and type(new[1 - d]) is tuple:
+        shared = _HEADER_PAIRS.get(new)
+        if shared is not None:
+            return shared
+        if len(_HEADER_PAIRS) < HEADER_PAIRS_SHARED:
+            _HEADER_PAIRS[new] = new
+    return new
+
+
+# a pair of header tuples -> itself (appended): one object for every connection that sent the same headers
+_HEADER_PAIRS: dict = {}
+HEADER_PAIRS_SHARED = 256
+HEADERS_SHARED_MAX = 4
 
 
 def header_key(h) -> tuple:
@@ -437,6 +469,7 @@ def headers_lost(c, d, h, key, k) -> bool:
     """d's k-th protocol header ``key`` differs from the peer's k-th after a loss: headers were
     lost.  Align with a later header of the peer that this one answers (d's lost headers), or take
     the peer's matching header as lost (the peer's answer missing).  True when they were."""
+    c.header_keys = (list(c.header_keys[0]), list(c.header_keys[1]))  # (the connection's own: changed below)
     theirs = c.header_keys[1 - d]
     j = next((i for i in range(k + 1, len(theirs)) if theirs[i] == key), None)
     if j is None and c.lost(d):

@@ -101,30 +101,30 @@ cdef class _ConnBase:
     cdef public object server
     cdef public object syn_seen
     cdef public object known_start
-    cdef public object lossy
-    cdef public object tls
     cdef public Endpoints state
-    cdef public object transport_end
-    cdef public object transport_time
-    cdef public object fins
     cdef public object first_ts
     cdef public object first_packet
     cdef public object last_ts
     cdef public object last_packet
     cdef public object seq  # (an int: -j N workers store a key of more than 64 bits, see pipelines.parallel.conn_rank)
-    cdef public object tls_undecrypted
-    cdef public object tls_reason
     cdef public LossRecord loss
     cdef public object one_way
+    cdef public object transport_end
+    cdef public object transport_time
 
 
-cdef class _Conn(_ConnBase):
+cdef class _ConnHeaders(_ConnBase):
     cdef public long long events
     cdef public object unknown
     cdef public object inferred
     cdef public object headers
     cdef public object header_keys
     cdef public object sasl
+    cdef public object negotiation
+    cdef public object lossy, tls, fins, tls_undecrypted, tls_reason
+
+
+cdef class _Conn(_ConnHeaders):
     cdef public object sasl_mechanisms
     cdef public object sasl_mechanism
     cdef public object sasl_hostname
@@ -143,7 +143,6 @@ cdef class _Conn(_ConnBase):
     cdef public object frames
     cdef public object heartbeats
     cdef public object txns
-    cdef public object negotiation
     cdef public object stalls
     cdef public tuple _frame_counts
     cdef public object _fc_key0, _fc_key1

@@ -259,10 +259,17 @@ class _ConnBase:
     error: never a silent change to all)."""
 
     __slots__ = (
-        "id", "client", "server", "syn_seen", "known_start", "lossy", "tls", "state",
-        "transport_end", "transport_time", "fins", "first_ts", "first_packet", "last_ts", "last_packet",
-        "seq", "tls_undecrypted", "tls_reason", "loss", "one_way",
+        "id", "client", "server", "syn_seen", "known_start", "state", "transport_end", "transport_time",
+        "first_ts", "first_packet", "last_ts", "last_packet", "seq", "loss", "one_way",
     )
+
+    # what a loss, TLS and FINs write: shared defaults too, a _ConnHeaders' own (ConnectionRules.own_state
+    # makes one of a connection without AMQP bytes that loses bytes, carries TLS or sends a FIN)
+    lossy = False
+    tls = False
+    fins = None  # directions that sent a FIN (a set, from the first)
+    tls_undecrypted = None  # TLS bytes not decrypted (no key log, or records that failed)
+    tls_reason = None  # the note that says why
 
     # the AMQP state of a connection that carried no AMQP byte (a _Conn has its own)
     events = 0  # protocol headers and frames
@@ -303,13 +310,8 @@ class _ConnBase:
         self.server = server
         self.syn_seen = syn_seen
         self.known_start = syn_seen
-        self.lossy = False
-        self.tls = False
-        self.tls_undecrypted = None  # TLS bytes not decrypted (no key log, or records that failed)
-        self.tls_reason = None  # the note that says why
         self.transport_end = None
         self.transport_time = None
-        self.fins = None  # directions that sent a FIN (a set, from the first)
         self.first_ts = None
         self.first_packet = None
         self.last_ts = None
@@ -337,17 +339,15 @@ class _ConnBase:
         return self.loss is not None and self.loss.lost(d)
 
 
-class _Conn(_ConnBase):
-    """A connection that carried an AMQP byte (a protocol header or a frame): its AMQP state
-    proper, made from the _ConnBase the connection was until then (StateTracker._amqp)."""
+class _ConnHeaders(_ConnBase):
+    """A connection whose AMQP bytes so far are protocol headers (or none, but that lost bytes,
+    carried TLS or sent a FIN): its header state (events, the headers and their keys, SASL, a
+    mismatch), its loss and TLS flags, its FINs and its own connection machine, the AMQP state of its
+    frames still the class's shared defaults (a connection that sends a header and nothing more, as
+    many do, holds no more than this).  It becomes a _Conn at its first frame (StateTracker._frame_conn)."""
 
-    __slots__ = (
-        "events", "unknown", "inferred", "headers", "header_keys", "sasl", "sasl_mechanisms",
-        "sasl_mechanism", "sasl_hostname", "sasl_outcome", "sasl_time", "sasl_frames", "open", "close",
-        "sessions", "links", "chan", "pending", "idle", "idle_ref", "last_frame", "frames", "heartbeats",
-        "txns", "negotiation", "stalls", "_frame_counts", "_fc_key0", "_fc_key1", "_fc_run0", "_fc_run1",
-        "placeholders", "silence", "last_act", "end_notes",
-    )
+    __slots__ = ("events", "unknown", "inferred", "headers", "header_keys", "sasl", "negotiation",
+                 "lossy", "tls", "fins", "tls_undecrypted", "tls_reason")
 
     def __init__(self, b: _ConnBase):
         self.id = b.id
@@ -369,20 +369,74 @@ class _Conn(_ConnBase):
         self.loss = b.loss
         self.one_way = b.one_way
         self.seq = b.seq
-        self.events = 0
-        self.inferred = None  # what the frames after a loss showed that the lost ones had set up (texts)
-        self.unknown = ()  # what could not be known (a list from the first)
-        self.state = Endpoints(CONNECTION_MACHINE, "START" if b.syn_seen else UNKNOWN)
-        self.sasl = False
+        # (b's own when b is one: a connection's header state is handed on whole at its first frame)
+        self.events = b.events
+        self.inferred = b.inferred  # what the frames after a loss showed that the lost ones had set up (texts)
+        self.unknown = b.unknown  # what could not be known (a list from the first)
+        self.sasl = b.sasl
+        self.negotiation = b.negotiation
+        # per peer: its protocol headers (names) and their keys (ConnectionRules.header): shared tuples
+        # while few, see connection.appended
+        self.headers = b.headers
+        self.header_keys = b.header_keys
+        if isinstance(b, _ConnHeaders):
+            self.state = b.state
+        else:
+            self.state = Endpoints(CONNECTION_MACHINE, "START" if b.syn_seen else UNKNOWN)
+
+    def note_unknown(self, what: str):
+        unknown = self.unknown
+        if what in unknown:
+            return
+        if not unknown:  # (the first: a tuple shared by the connections that say the same, as many do)
+            self.unknown = one_text(what)
+            return
+        if type(unknown) is not list:
+            unknown = self.unknown = list(unknown)
+        unknown.append(what)
+
+    def note_inferred(self, what: str):
+        if self.inferred is None:
+            self.inferred = []
+        if what not in self.inferred:
+            self.inferred.append(what)
+
+
+# text -> (text,): the one-text tuples of the connections' first "unknown" lines (one_text)
+_ONE_TEXTS: dict = {}
+ONE_TEXTS_SHARED = 256
+
+
+def one_text(text: str) -> tuple:
+    """``(text,)``, one object for every connection whose first unknown line is ``text`` (the first
+    ONE_TEXTS_SHARED texts of the run: a hostile capture may make more)."""
+    one = _ONE_TEXTS.get(text)
+    if one is None:
+        one = (text,)
+        if len(_ONE_TEXTS) < ONE_TEXTS_SHARED:
+            _ONE_TEXTS[text] = one
+    return one
+
+
+class _Conn(_ConnHeaders):
+    """A connection that carried an AMQP frame: its AMQP state proper, made from the _ConnBase or
+    _ConnHeaders the connection was until then (StateTracker._frame_conn, ConnectionRules.amqp)."""
+
+    __slots__ = (
+        "sasl_mechanisms",
+        "sasl_mechanism", "sasl_hostname", "sasl_outcome", "sasl_time", "sasl_frames", "open", "close",
+        "sessions", "links", "chan", "pending", "idle", "idle_ref", "last_frame", "frames", "heartbeats",
+        "txns", "stalls", "_frame_counts", "_fc_key0", "_fc_key1", "_fc_run0", "_fc_run1",
+        "placeholders", "silence", "last_act", "end_notes",
+    )
+
+    def __init__(self, b: _ConnBase):
+        _ConnHeaders.__init__(self, b)
         self.sasl_mechanisms = None
         self.sasl_mechanism = None
         self.sasl_hostname = None
         self.sasl_outcome = None
         self.sasl_time = None
-        self.negotiation = None
-        # per peer: its protocol headers (names) and their keys (ConnectionRules.header): a list from its first
-        self.headers = _EMPTY_PAIR
-        self.header_keys = _EMPTY_PAIR
         # the state of the frames: the shared, immutable defaults of a _ConnBase until the first
         # frame (a connection that sent protocol headers only keeps none of its own: see framed())
         self.sasl_frames = _ZERO_PAIR
@@ -475,14 +529,3 @@ class _Conn(_ConnBase):
                 fc[self._fc_key1] += run
                 self._fc_run1 = 0
 
-    def note_unknown(self, what: str):
-        if what not in self.unknown:
-            if not self.unknown:
-                self.unknown = []
-            self.unknown.append(what)
-
-    def note_inferred(self, what: str):
-        if self.inferred is None:
-            self.inferred = []
-        if what not in self.inferred:
-            self.inferred.append(what)

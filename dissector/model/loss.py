@@ -9,44 +9,87 @@ framing, the time of the latest loss, and whether bytes were sent before the cap
 from __future__ import annotations
 
 
+# the shared pairs of a record's defaults (immutable: a write goes to the record's own list, _own)
+_ZEROS = (0, 0)
+_NONES = (None, None)
+_FALSES = (False, False)
+
+
+def _own(pair):
+    """``pair`` as a list of the record's own: ``pair`` itself when it is one, else a new list of it."""
+    if type(pair) is list:
+        return pair
+    return [pair[0], pair[1]]
+
+
+def _with_true(pair, d):
+    """Flag pair ``pair`` with direction ``d``'s set: one of the shared, immutable pairs."""
+    return (True, True) if pair[1 - d] else ((True, False) if d == 0 else (False, True))
+
+
 class LossRecord:
     __slots__ = ("gaps", "missing", "skipped", "last", "before", "absent", "cut", "hidden", "snap_length", "gap_last")
 
     def __init__(self):
-        self.gaps = [0, 0]  # TCP gaps in the bytes peer d sent
-        self.missing = [0, 0]  # bytes missing in those gaps
-        self.skipped = [0, 0]  # bytes skipped to resynchronise (or held by a frame never completed)
-        self.last = [None, None]  # time of the latest loss
-        self.before = [False, False]  # peer d sent bytes before the capture started
-        self.absent = [False, False]  # none of peer d's packets is in the capture (one direction captured)
+        # per peer d, each a pair: the shared immutable pair of its defaults until its first write (the
+        # record's own list from then on, see _own): a connection that loses one direction's bytes
+        # once (a one-direction note, a single gap) owns only the pairs it wrote
+        self.gaps = _ZEROS  # TCP gaps in the bytes peer d sent
+        self.missing = _ZEROS  # bytes missing in those gaps
+        self.skipped = _ZEROS  # bytes skipped to resynchronise (or held by a frame never completed)
+        self.last = _NONES  # time of the latest loss
+        # (flags: always a shared pair, see _with_true)
+        self.before = _FALSES  # peer d sent bytes before the capture started
+        self.absent = _FALSES  # none of peer d's packets is in the capture (one direction captured)
         # bytes of peer d the capture's snap length cut off (on the wire, not captured: not loss), and
         # how many of those cuts may hold whole frames (frames of d may be missing: "unknown")
-        self.cut = [0, 0]
-        self.hidden = [0, 0]
+        self.cut = _ZEROS
+        self.hidden = _ZEROS
         self.snap_length = None  # the capture length of the cut packets
-        self.gap_last = [None, None]  # time of the latest loss of peer d's bytes (not a cut)
+        self.gap_last = _NONES  # time of the latest loss of peer d's bytes (not a cut)
 
     def note(self, d, missing, skipped, ts, before) -> None:
         """Bytes peer d sent were lost: ``missing`` in a gap, ``skipped`` to resynchronise, or
         (``before``) sent before the capture started."""
         if missing:
-            self.gaps[d] += 1
-            self.missing[d] += missing
-        self.skipped[d] += skipped
-        self.last[d] = ts
-        self.gap_last[d] = ts
-        if before:
-            self.before[d] = True
+            gaps = self.gaps = _own(self.gaps)
+            gaps[d] += 1
+            lost = self.missing = _own(self.missing)
+            lost[d] += missing
+        if skipped:
+            sk = self.skipped = _own(self.skipped)
+            sk[d] += skipped
+        last = self.last = _own(self.last)
+        last[d] = ts
+        gap_last = self.gap_last = _own(self.gap_last)
+        gap_last[d] = ts
+        if before and not self.before[d]:
+            self.before = _with_true(self.before, d)
 
     def note_cut(self, d, nbytes, hidden, snap_length, ts) -> None:
         """``nbytes`` bytes peer d sent were cut off by the snap length; ``hidden``: frames may be
         among them (their headers were cut too)."""
-        self.cut[d] += nbytes
+        if nbytes:
+            cut = self.cut = _own(self.cut)
+            cut[d] += nbytes
         if snap_length is not None:
             self.snap_length = snap_length
         if hidden:
-            self.hidden[d] += 1
-            self.last[d] = ts
+            hid = self.hidden = _own(self.hidden)
+            hid[d] += 1
+            last = self.last = _own(self.last)
+            last[d] = ts
+
+    def note_absent(self, d) -> None:
+        """None of peer d's packets is in the capture (one direction captured)."""
+        if not self.absent[d]:
+            self.absent = _with_true(self.absent, d)
+
+    def forget_last(self, d) -> None:
+        """No loss of peer d's bytes to date (the record made for a cut of the snap length)."""
+        if self.last[d] is not None:
+            last = self.last = _own(self.last)
+            last[d] = None
 
     def hides(self) -> bool:
         """Cuts of the snap length may hide frames of either peer."""
