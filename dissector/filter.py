@@ -38,6 +38,7 @@ import difflib
 import ipaddress
 import re
 import warnings
+from typing import Callable, NamedTuple
 from decimal import Decimal, InvalidOperation
 
 from .amqp._spec import ATTACH_HANDLE, ATTACH_NAME, DETACH_HANDLE, FLOW_HANDLE, TRANSFER_HANDLE
@@ -866,8 +867,10 @@ _NULL = _Null()
 
 
 class _Parser:
-    def __init__(self, text: str):
+    def __init__(self, text: str, find_field=None):
         self.text = text
+        # name, text, column -> Field (or FilterError): the fields the filter may name (default: the frames')
+        self.find_field = find_field or lookup
         self.toks = _tokens(text)
         self.i = 0
         self.depth = 0  # parentheses and ``not`` open around the current position
@@ -941,7 +944,7 @@ class _Parser:
 
     def test(self):
         ftok = self.take()
-        field = lookup(ftok.text, self.text, ftok.col)
+        field = self.find_field(ftok.text, self.text, ftok.col)
         self.fields.append(field)
         t = self.peek()
         if t.kind == "op" and t.value in _COMPARE:
@@ -1263,11 +1266,27 @@ class DisplayFilter:
         return bool(self._pred(ev, ctx))
 
 
+class ParsedFilter(NamedTuple):
+    """A filter's text parsed: ``predicate(record, ctx) -> value``, the fields it names and the
+    notes the user should see (one line each)."""
+    predicate: Callable
+    fields: list
+    notes: list
+
+
+def parse_filter(text: str, find_field=None) -> ParsedFilter:
+    """Parse ``text`` with the fields ``find_field(name, text, column)`` gives (default:
+    :func:`lookup`, the frames' fields; a table's columns for a row filter);
+    :class:`FilterError` says where it is wrong."""
+    p = _Parser(text, find_field)
+    pred = p.parse()
+    return ParsedFilter(pred, p.fields, p.notes)
+
+
 def compile_filter(text: str, context: FrameContext | None = None) -> DisplayFilter:
     """Parse ``text``; :class:`FilterError` says where it is wrong."""
-    p = _Parser(text)
-    pred = p.parse()
-    return DisplayFilter(text, pred, p.fields, context, p.notes)
+    parsed = parse_filter(text)
+    return DisplayFilter(text, parsed.predicate, parsed.fields, context, parsed.notes)
 
 
 # --------------------------------------------------------------------------- -T fields

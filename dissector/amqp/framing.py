@@ -706,6 +706,12 @@ class AmqpConnection:
     def _note(self, d: _Direction, packet, ts, severity: str, group: str, message: str, skipped: int = 0) -> StreamNote:
         return StreamNote(self.conn, d.index, d.src, d.dst, packet, ts, ExpertNote(severity, group, message), skipped)
 
+    def layer_note(self, direction: int, packet, ts, note, skipped: int = 0) -> StreamNote:
+        """A note of a layer under this decoder (TLS, WebSocket: ``note`` an ExpertNote) as a
+        StreamNote of this connection and ``direction`` (``skipped``: bytes the layer could not pass up)."""
+        d = self.direction_state(direction)
+        return StreamNote(self.conn, direction, d.src, d.dst, packet, ts, note, skipped)
+
     def _process(self, d: _Direction, ts: float, packet: int, out: list) -> None:
         buf = d.buf
         maxf = self.max_frame_bytes  # (a C integer when compiled: no int compared per frame)

@@ -62,7 +62,6 @@ from __future__ import annotations
 
 
 
-from ..amqp.framing import StreamNote
 from ..events import PacketNote, StreamData, StreamGap
 from .websocket import MAX_HTTP_BYTES, WebSocketLayer, sniff as ws_sniff
 
@@ -420,9 +419,8 @@ class LayeredConnection:
                     continue
                 out.extend(amqp.gap(ev.direction, ev.size, ev.ts, ev.packet, ev.cause))
             elif cls is PacketNote:
-                d = amqp.direction_state(direction)
                 skipped = ev.extra.get("undecrypted", 0) if ev.extra else 0  # TLS bytes not decrypted
-                out.append(StreamNote(self.conn, direction, d.src, d.dst, ev.packet, ev.ts, ev.note, skipped))
+                out.append(amqp.layer_note(direction, ev.packet, ev.ts, ev.note, skipped))
             else:
                 out.append(ev)
         return out

@@ -29,7 +29,7 @@ from ..amqp.codec import (
     amqp_type_of,
 )
 from ..amqp.spec import CHOICES, COMPOSITES, FieldSpec, choice_name
-from ..amqp.values import field_json, json_value
+from ..amqp.values import field_json, json_value, short_value
 
 _SHOWN = (Frame, ProtocolHeader, StreamNote, PacketNote)  # the events that have a frames line
 
@@ -257,44 +257,6 @@ def _summary_fields():
 
 _SUMMARY_FIELDS = _summary_fields()
 _PLAIN_INTS = frozenset({UByte, UShort, UInt, ULong, Byte, Short, Int, Long})
-
-
-def short_value(f: FieldSpec | None, v, limit: int = 60) -> str:
-    if v is None:
-        return "null"
-    if f is not None and not isinstance(v, (list, dict, Described)):
-        name = choice_name(f.type, v)
-        if name is not None:
-            return name
-    if v is True or v is False:
-        return "true" if v else "false"
-    if isinstance(v, Composite):
-        if v.spec.name in ("source", "target"):
-            addr = v.field("address")
-            return f"{v.spec.name}({'' if not addr else addr})"
-        if v.spec.name == "error":
-            desc = v.field("description")
-            cond = v.field("condition")
-            # one line: a broker's description may span several (tshark shows them as \n)
-            desc = str(desc).replace("\r", "\\r").replace("\n", "\\n") if desc else desc
-            return f"error({cond}{': ' + desc if desc else ''})"
-        inner = ", ".join(f"{fs.name}={short_value(fs, x)}" for fs, x in v.items())
-        return f"{v.spec.name}({inner})"
-    if isinstance(v, Described):
-        return f"{v.name or v.descriptor}:{short_value(None, v.value)}"
-    if isinstance(v, (bytes, bytearray)):
-        s = bytes(v)
-        text = s.hex() if len(s) <= limit // 2 else s[: limit // 2].hex() + "…"
-        return f"0x{text}"
-    if isinstance(v, str):
-        s = str(v)
-        return repr(s if len(s) <= limit else s[:limit] + "…")
-    if isinstance(v, list):
-        return "[" + ", ".join(short_value(None, x) for x in v[:8]) + (", …" if len(v) > 8 else "") + "]"
-    if isinstance(v, dict):
-        return "{" + ", ".join(f"{short_value(None, k)}: {short_value(None, x)}" for k, x in list(v.items())[:6]) + (
-            ", …" if len(v) > 6 else "") + "}"
-    return str(v)
 
 
 def frame_summary(ev) -> str:

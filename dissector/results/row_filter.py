@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import threading
 from decimal import Decimal
 
 from .. import filter as _flt
@@ -26,7 +25,6 @@ __all__ = ["compile_row_filter"]
 
 _KIND = {INT: _flt.NUM, UINT64: _flt.NUM, FLOAT: _flt.NUM, BOOL: _flt.BOOL, TIME: _flt.NUM}
 _NS = Decimal(1_000_000_000)
-_lock = threading.Lock()  # (the parser looks its fields up through the module's lookup)
 
 
 def _getter(name: str, typ: str):
@@ -64,19 +62,13 @@ def compile_row_filter(text: str, table: str):
         shown = name if len(name) <= 120 else name[:120] + "..."
         raise _flt.FilterError(full or name, column, f"the {table} table has no column {shown!r}{hint}")
 
-    with _lock:
-        saved = _flt.lookup
-        _flt.lookup = lookup
-        try:
-            parser = _flt._Parser(text)
-            pred = parser.parse()
-        finally:
-            _flt.lookup = saved
+    parsed = _flt.parse_filter(text, lookup)
+    pred = parsed.predicate
 
     def keep(row) -> bool:
         try:
             return bool(pred(row, None))
         except (TypeError, ValueError, ArithmeticError):  # (a cell of another type than its column's)
             return False
-    keep.notes = parser.notes  # (what the user should know about the filter: one line each)
+    keep.notes = parsed.notes  # (what the user should know about the filter: one line each)
     return keep

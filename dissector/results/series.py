@@ -26,9 +26,9 @@ from array import array
 
 from ..amqp.codec import ABSENT, Composite, Described
 from ..amqp.framing import Frame, ProtocolHeader
+from ..amqp.values import short_value
 from ..model.transitions import SIDES
 from ..times import NS
-from ..render.frames import short_value
 from .analytics import Analyzer
 
 SERIES_POINTS = 512  # buckets kept per series (merged two by two when full)

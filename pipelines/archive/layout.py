@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Iterable, NamedTuple
 
-from amqp_dissect.pipelines.runs.local import _natural, set_gaps
+from amqp_dissect.pipelines.capture_set import natural_key, set_gaps
 
 from .inputs import Range
 
@@ -49,7 +49,7 @@ def set_key(path: str, first, position: int) -> tuple:
     """A file's place in a capture set, as the single-process reader orders one: files with
     records by their first record's time, then by name (its numbers by value), then by
     position; files without records last."""
-    return (first is None, first if first is not None else 0, _natural(path), position)
+    return (first is None, first if first is not None else 0, natural_key(path), position)
 
 
 def layout(files: list[str], summaries: list[dict]) -> Layout:
@@ -326,7 +326,7 @@ def clock_steps(summaries: list[dict], offsets: dict[int, int]) -> list:
 
 
 def set_gaps_of(spans: list) -> list[dict]:
-    """The files missing from a numbered capture set (:func:`amqp_dissect.pipelines.runs.local.set_gaps`),
+    """The files missing from a numbered capture set (:func:`amqp_dissect.pipelines.capture_set.set_gaps`),
     from :attr:`Layout.spans`."""
     from types import SimpleNamespace
 
