@@ -223,9 +223,9 @@ def _print_summary(spark, res: dict, nfiles: int) -> None:
     w(f"files: {nfiles} ({st['ranges']} ranges read; {st['records']} records, {st['tcp_records']} TCP, "
       f"{st['flows']} flows) in {st['seconds']:.1f} s\n")
     if res.get("order"):  # a set: the order read and the files missing from it, as the report's header says them
-        from amqp_dissect.render.report import _capture_lines
+        from amqp_dissect.render.report import capture_lines
 
-        for line in _capture_lines({"files": res["files"], "order": res["order"], "gaps": res.get("gaps")}):
+        for line in capture_lines({"files": res["files"], "order": res["order"], "gaps": res.get("gaps")}):
             if line.startswith(("order: ", "gap in the set: ")):
                 w(line + "\n")
     if res.get("clock_steps"):  # steps back of the capture clock, as the report's header says them

@@ -340,6 +340,6 @@ def text_table_chunks(rows, table: str, cols: list[str]):
 def _times(col):
     """UTC date-time text; a time beyond the years 1-9999 as its epoch seconds, said so (the
     writer's own conversion)."""
-    from amqp_dissect.pipelines.writers.tables import _time_text
+    from amqp_dissect.pipelines.writers.tables import time_column_text
 
-    return _time_text(col)
+    return time_column_text(col)

@@ -40,8 +40,8 @@ with warnings_as_notes():
         WriteRaw, check_format_letter,
     )
     from .habits import TimeFormat, resolve_time_text, time_text
-    # (CaptureRun and _Checked: also the tests' way into a run)
-    from .run import CaptureRun, _Checked, capture_or_live, jobs_for, parallel_ok, run_status  # noqa: F401
+    # (CaptureRun and Checked: also the tests' way into a run)
+    from .run import CaptureRun, Checked, capture_or_live, jobs_for, parallel_ok, run_status  # noqa: F401
 
 class _BrokenPipe(Exception):
     """The reader of our output went away (``| head``): not an error."""

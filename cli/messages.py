@@ -11,7 +11,7 @@ import typer
 from .common import EXIT_USAGE, Fail, filter_notes, load_keylog
 from .options import (Autostop, CaptureFilter, Captures, Columns, Count, Interface, KeyLogPath, Ports, ReadFiles,
                       TableFormat, TableFormatOption, TableOutput, WriteRaw, check_format_letter)
-from .run import CaptureRun, _Checked, capture_or_live, run_status
+from .run import CaptureRun, Checked, capture_or_live, run_status
 
 RowFilter = Annotated[Optional[str], typer.Option(
     "-Y", "--display-filter", help="show only the messages this filter matches, on the table's columns, e.g. "
@@ -57,7 +57,7 @@ def messages(
     from amqp_dissect.pipelines.runs.messages import message_table
 
     with out.writing():
-        rows, analyzer, _ = message_table(_Checked(run))
+        rows, analyzer, _ = message_table(Checked(run))
         if keep is not None:
             rows = [r for r in rows if keep(r)]
         out.rows(rows)

@@ -23,9 +23,9 @@ def analyze_for_report(run, html: bool = False, version: str = "", messages: boo
             return run.analyze(rows=False, **({"analyzer_class": analyzer_class} if analyzer_class else {})), None, None
         from amqp_dissect.pipelines.runs.messages import analyze_for_sections
 
-        from .run import _Checked
+        from .run import Checked
 
-        return analyze_for_sections(_Checked(run), analyzer_class)
+        return analyze_for_sections(Checked(run), analyzer_class)
 
     if not html:
         analysis, requests, matcher = analyzed()

@@ -139,10 +139,10 @@ class CaptureRun:
 
     def analyze(self, **options):
         """Run the capture through the state/analytics layer (options: see ``run_analysis``)."""
-        return run_analysis(_Checked(self), **options)
+        return run_analysis(Checked(self), **options)
 
 
-class _Checked:
+class Checked:
     """Adapter: a CaptureRun seen as a CaptureSource (events with exit-code mapping)."""
 
     def __init__(self, run: CaptureRun):

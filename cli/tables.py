@@ -22,7 +22,7 @@ from .habits import check_output, pick_columns, text_table_chunks, write_failure
 from .options import (Autostop, CaptureFilter, Captures, Columns, Count, Interface, Jobs, KeyLogPath, Ports,
                       ReadFiles, TableFormat, TableFormatOption, TableMessages, TableOutput, WriteRaw,
                       check_format_letter)
-from .run import CaptureRun, _Checked, capture_or_live, jobs_for, parallel_ok, run_status
+from .run import CaptureRun, Checked, capture_or_live, jobs_for, parallel_ok, run_status
 
 #: the table commands: (table, the Analyzer's method giving its rows, the command's help)
 TABLES = (
@@ -243,13 +243,13 @@ def _in_one_process(run: CaptureRun, out: TableWriter, rows_method: str):
         if out.table == "requests":  # (the deliveries' message fields, matched once the capture is read)
             from amqp_dissect.pipelines.runs.requests import request_table
 
-            rows, analyzer = request_table(_Checked(run))
+            rows, analyzer = request_table(Checked(run))
             out.rows(rows)
             return analyzer
         if out.table == "deliveries":  # row by row as each delivery becomes final
             from amqp_dissect.pipelines.writers.tables import STREAM_ROWS
 
-            stream = DeliveryStream(_Checked(run), messages=out.messages)
+            stream = DeliveryStream(Checked(run), messages=out.messages)
             if out.text or not out.arrow:
                 out.rows(iter(stream))  # (streamed: the text table is written as the rows come)
             else:  # batches written once their deliveries are final

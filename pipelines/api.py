@@ -291,11 +291,11 @@ def _frame(table_or_batch, table: str) -> "pd.DataFrame":
     released as the columns are converted."""
     import pyarrow as pa
 
-    from amqp_dissect.results.tables import _types_mapper
+    from amqp_dissect.results.tables import pandas_types_mapper
 
     t = table_or_batch if isinstance(table_or_batch, pa.Table) else pa.Table.from_batches([table_or_batch])
     t = _encoded(t, table).unify_dictionaries()
-    return t.to_pandas(types_mapper=_types_mapper(), split_blocks=True, self_destruct=True)
+    return t.to_pandas(types_mapper=pandas_types_mapper(), split_blocks=True, self_destruct=True)
 
 
 class ColumnChunks:
@@ -336,9 +336,9 @@ class ColumnChunks:
         import pandas as pd
         import pyarrow as pa
 
-        from amqp_dissect.results.tables import _types_mapper
+        from amqp_dissect.results.tables import pandas_types_mapper
 
-        mapper = _types_mapper()
+        mapper = pandas_types_mapper()
         cols = {}
         for i, field in enumerate(self.schema):
             held, self.chunks[i] = self.chunks[i], None

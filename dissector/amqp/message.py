@@ -504,7 +504,7 @@ def _loss_mark(c, d) -> int:
 
 class MessageReader:
     """The switch: a tracker whose transfer room holds one (``TransferRules.messages``) scans the
-    message of every delivery into ``_Delivery.message`` (a :class:`MessageScan`).  The frames
+    message of every delivery into ``DeliveryRecord.message`` (a :class:`MessageScan`).  The frames
     must carry their payload (``Dissector(payloads=True)``)."""
 
     __slots__ = ("scans",)

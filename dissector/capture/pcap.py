@@ -795,17 +795,17 @@ def open_capture(fileobj) -> CaptureReader:
     its file / first section header is bad.
     """
     read = fileobj.read
-    head = _read_upto(read, 4)
+    head = read_upto(read, 4)
     compressed = False
     catch: tuple[type[BaseException], ...] = ()
     if head[:2] == b"\x1f\x8b":
         compressed = True
         # small steps: a corrupt block loses little of what came before it, and says where it is
-        gz = GunzipStream(_Prefixed(head, read).read)
+        gz = GunzipStream(PrefixedFile(head, read).read)
         read = gz.read
         catch = _GZIP_ERRORS
         try:
-            head = _read_upto(read, 4)
+            head = read_upto(read, 4)
         except _GZIP_ERRORS as exc:
             what = "truncated" if isinstance(exc, EOFError) else "corrupt"
             raise CaptureError(f"gzip data {what} at byte {gz.offset} of the decompressed stream "
@@ -831,7 +831,7 @@ def too_little_decompressed(n: int) -> str:
     return "nothing could be decompressed" if n == 0 else f"only {n} byte(s) could be decompressed"
 
 
-def _read_upto(read, n: int) -> bytes:
+def read_upto(read, n: int) -> bytes:
     parts = []
     have = 0
     while have < n:
@@ -843,7 +843,7 @@ def _read_upto(read, n: int) -> bytes:
     return b"".join(parts)
 
 
-class _Prefixed:
+class PrefixedFile:
     """A read-only stream that replays bytes already consumed, then the rest."""
 
     def __init__(self, prefix: bytes, read):

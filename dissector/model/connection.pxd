@@ -1,7 +1,7 @@
 # Augmenting declarations for Cython (see findings.pxd): a room of its own (no base class).
 import cython
 from amqp_dissect.amqp.framing cimport Frame
-from amqp_dissect.model.entities cimport _Conn, _ConnBase, _ConnHeaders, Silence
+from amqp_dissect.model.entities cimport Connection, ConnectionBase, ConnectionHeaders, Silence
 from amqp_dissect.model.findings cimport Recorder
 from amqp_dissect.amqp.values cimport read_uint as _uint
 
@@ -12,10 +12,10 @@ cdef class ConnectionRules:
     cdef public dict connections, others, other_info
 
     @cython.locals(level=Py_ssize_t, sil=Silence)
-    cpdef bint frame(self, _Conn c, Py_ssize_t d, Frame f, p, name, bint heartbeat)
+    cpdef bint frame(self, Connection c, Py_ssize_t d, Frame f, p, name, bint heartbeat)
 
-    cdef session_frame(self, _Conn c, Py_ssize_t d, Frame f, name)
+    cdef session_frame(self, Connection c, Py_ssize_t d, Frame f, name)
 
-    cdef note_end(self, _Conn c, Py_ssize_t d, Frame f, name)
+    cdef note_end(self, Connection c, Py_ssize_t d, Frame f, name)
 
-    cdef idle_check(self, _Conn c, Py_ssize_t d, Frame f)
+    cdef idle_check(self, Connection c, Py_ssize_t d, Frame f)

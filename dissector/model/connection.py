@@ -19,7 +19,7 @@ from sys import intern as _intern
 
 from ..amqp.framing import FRAME_SASL, PROTO_AMQP, PROTO_SASL, PROTO_TLS, NotCapturedNote
 from ..times import NS
-from .entities import _Conn, _ConnBase, _ConnHeaders
+from .entities import Connection, ConnectionBase, ConnectionHeaders
 from .findings import Recorder
 from .state import CONNECTION_MACHINE, SIDES, UNKNOWN, Endpoints, _plain, _str, _symbols, error_info
 from .steps import after_missing, lossy_step, missing_how
@@ -39,22 +39,22 @@ class ConnectionRules:
 
     def __init__(self, ledger: Recorder, connections: dict, others: dict, other_info: dict):
         self.ledger = ledger
-        self.connections = connections  # (the tracker's: connection id -> _ConnBase / _ConnHeaders / _Conn)
+        self.connections = connections  # (the tracker's: connection id -> ConnectionBase / ConnectionHeaders / Connection)
         self.others = others  # (the tracker's: connections of another protocol)
         self.other_info = other_info  # (the tracker's: connection id -> what is known of that protocol)
 
-    def amqp(self, b) -> _Conn:
-        """The connection's first frame: it becomes a _Conn, with the AMQP state of its frames."""
-        c = _Conn(b)
+    def amqp(self, b) -> Connection:
+        """The connection's first frame: it becomes a Connection, with the AMQP state of its frames."""
+        c = Connection(b)
         self.connections[c.id] = c
         return c
 
     def own_state(self, c):
-        """``c`` with fields of its own to write: a _ConnBase (its loss and TLS flags, its FINs and its AMQP
-        state the class's shared defaults) becomes a _ConnHeaders, in the tracker's dict that holds it."""
-        if type(c) is not _ConnBase:
+        """``c`` with fields of its own to write: a ConnectionBase (its loss and TLS flags, its FINs and its AMQP
+        state the class's shared defaults) becomes a ConnectionHeaders, in the tracker's dict that holds it."""
+        if type(c) is not ConnectionBase:
             return c
-        own = _ConnHeaders(c)
+        own = ConnectionHeaders(c)
         if self.connections.get(c.id) is c:
             self.connections[c.id] = own
         elif self.others.get(c.id) is c:
@@ -413,7 +413,7 @@ def lost_grants(c, g):
 def spoke_amqp10(c) -> bool:
     """The connection carried AMQP 1.0 or SASL frames (a protocol header alone is not enough: a
     peer that answers it with another protocol's header refuses it)."""
-    return type(c) is _Conn and bool(c.frames[0] or c.frames[1] or c.sasl_frames[0] or c.sasl_frames[1]
+    return type(c) is Connection and bool(c.frames[0] or c.frames[1] or c.sasl_frames[0] or c.sasl_frames[1]
                                      or c.sessions or c.links)
 
 

@@ -4,7 +4,7 @@
 # (any mapping: tests count their look-ups).
 import cython
 from cpython cimport array as _carray
-from amqp_dissect.model.delivery cimport _Delivery
+from amqp_dissect.model.delivery cimport DeliveryRecord
 from amqp_dissect.model.serial cimport serial_add, serial_diff, serial_range_len
 
 cdef long long _M32
@@ -38,7 +38,7 @@ cdef class DeliveryTable:
     @cython.locals(run=list, h=Py_ssize_t, k=Py_ssize_t)
     cdef _run_drop(self, Py_ssize_t i)
     @cython.locals(tbl=dict, mine=bint, i=Py_ssize_t)
-    cpdef forget(self, _Delivery dlv)
+    cpdef forget(self, DeliveryRecord dlv)
     @cython.locals(run=list, a="long long", b="long long", i="long long", dead=Py_ssize_t, other=list, both=list)
     cpdef _objects_in(self, long long lo, long long hi, list hits)
     @cython.locals(hits=list, i=Py_ssize_t, j=Py_ssize_t)

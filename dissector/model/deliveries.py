@@ -29,10 +29,10 @@ try:
 except ImportError:
     from .. import _cython_shim as cython
 
-from .delivery import _Delivery
+from .delivery import DeliveryRecord
 from .serial import SERIAL_HALF, SERIAL_MASK, SERIAL_MOD, serial_add, serial_diff, serial_range_len
-from .store import (FLAG_COMPLETE, FLAG_DEAD, FLAG_HIDDEN, FLAG_NO_TAG, FLAG_RESUMED, FLAG_RSM_SHIFT, _RSM_NAMES,
-                    CompactStore, _compactable)
+from .store import (FLAG_COMPLETE, FLAG_DEAD, FLAG_HIDDEN, FLAG_NO_TAG, FLAG_RESUMED, FLAG_RSM_SHIFT, RSM_NAMES,
+                    CompactStore, compactable)
 
 _M32 = SERIAL_MASK  # (a C constant when compiled: see deliveries.pxd)
 
@@ -73,7 +73,7 @@ class DeliveryTable:
         self.run_off = 0
         self.run_head = 0
         self.run_n = 0
-        # delivery-id -> _Delivery (the latest of that id) of the deliveries not in the run (an id
+        # delivery-id -> DeliveryRecord (the latest of that id) of the deliveries not in the run (an id
         # outside it when it came: out of order, far ahead, wrapped); an id is in one of the two
         self.by_id = {}
         # the ids of by_id in order, as offsets from first_id (array "q"; None until a wide disposition
@@ -432,7 +432,7 @@ class DeliveryTable:
             if keep <= 0:
                 break
             keep -= 1
-            if _compactable(x, x.link):
+            if compactable(x, x.link):
                 moving.append((serial_diff(did, base), x))
         run = self.run
         if keep > 0 and self.run_n:
@@ -443,7 +443,7 @@ class DeliveryTable:
                 if keep <= 0:
                     break
                 keep -= 1
-                if _compactable(x, x.link):
+                if compactable(x, x.link):
                     moving.append((serial_diff(x.delivery_id, base), x))
         self.compact_at = max(COMPACT_AT, 2 * (total - len(moving)))
         if not moving:  # (deliveries with dispositions or outcomes, waiting for settlement: no store)
@@ -492,7 +492,7 @@ class DeliveryTable:
         """The delivery at row ``i`` of the store ``st`` as a fresh object (not in any table)."""
         link = self.session.conn.links[st.link[i]]
         fl = st.flags[i]
-        x = _Delivery.__new__(_Delivery)
+        x = DeliveryRecord.__new__(DeliveryRecord)
         x._init(link, self.session, self.direction, (self.first_id + st.offs[i]) & SERIAL_MASK, st.tag(i),
                 st.first_ts[i], st.first_packet[i])
         x.last_ts = st.last_ts[i]
@@ -501,7 +501,7 @@ class DeliveryTable:
         x.size = st.size[i]
         x.complete = bool(fl & FLAG_COMPLETE)
         x.resumed = bool(fl & FLAG_RESUMED)
-        x.rcv_settle_mode = _RSM_NAMES[(fl >> FLAG_RSM_SHIFT) & 3]
+        x.rcv_settle_mode = RSM_NAMES[(fl >> FLAG_RSM_SHIFT) & 3]
         x.seq = st.seq[i]
         return x
 
@@ -511,7 +511,7 @@ class DeliveryTable:
         fl = st.flags[i]
         return ((self.first_id + st.offs[i]) & SERIAL_MASK, st.tag(i), st.first_ts[i], st.last_ts[i],
                 st.first_packet[i], st.last_packet[i], st.frames[i], st.size[i], bool(fl & FLAG_COMPLETE),
-                bool(fl & FLAG_RESUMED), _RSM_NAMES[(fl >> FLAG_RSM_SHIFT) & 3])
+                bool(fl & FLAG_RESUMED), RSM_NAMES[(fl >> FLAG_RSM_SHIFT) & 3])
 
     def _expand(self, i):
         """Row ``i`` of the store becomes an object again, back in the table and its link's live
@@ -685,12 +685,12 @@ def store_delivery(link, d, st, i):
 def store_values(link, d, st, i) -> tuple:
     """What row ``i`` of the store ``st`` (``link``'s session, peer ``d``) holds, without an object:
     (delivery-id, tag, first_ts, last_ts, first_packet, last_packet, frames, size, complete, resumed,
-    rcv_settle_mode); the rest of a compacted delivery is as :meth:`_Delivery._init` leaves it."""
+    rcv_settle_mode); the rest of a compacted delivery is as :meth:`DeliveryRecord._init` leaves it."""
     return link.session.deliveries[d].row_values(st, i)
 
 
 #: the columns :func:`store_columns` gives (what a compacted delivery holds of its own; the rest of
-#: it is as :meth:`_Delivery._init` leaves it, the same for every compacted delivery of a link)
+#: it is as :meth:`DeliveryRecord._init` leaves it, the same for every compacted delivery of a link)
 STORE_COLUMNS = ("delivery_id", "delivery_tag", "first_time", "last_time", "first_packet", "last_packet", "frames",
                  "message_size", "complete", "resumed", "rcv_settle_mode")
 
@@ -734,5 +734,5 @@ def store_columns(link, d, st, rows) -> list:
             tag_col.append(tags[tag_end[i - 1] if i else 0:tag_end[i]].hex())
     complete = [(f & FLAG_COMPLETE) != 0 for f in flags]
     resumed = [(f & FLAG_RESUMED) != 0 for f in flags]
-    rsm = [_RSM_NAMES[(f >> FLAG_RSM_SHIFT) & 3] for f in flags]
+    rsm = [RSM_NAMES[(f >> FLAG_RSM_SHIFT) & 3] for f in flags]
     return [ids, tag_col, first_ts, last_ts, first_packet, last_packet, frames, size, complete, resumed, rsm]

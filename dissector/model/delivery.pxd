@@ -3,7 +3,7 @@
 # with __slots__); the other rooms cimport it.
 import cython
 
-cdef class _Delivery:
+cdef class DeliveryRecord:
     cdef public object link
     cdef public object session
     cdef public object direction
@@ -50,9 +50,9 @@ cdef class LiveDeliveries:
     cdef public list slots
     cdef public Py_ssize_t off, head, n
 
-    cpdef add(self, _Delivery x)
+    cpdef add(self, DeliveryRecord x)
     @cython.locals(slots=list, i=Py_ssize_t, h=Py_ssize_t, k=Py_ssize_t)
-    cpdef bint drop(self, _Delivery x) except -1
+    cpdef bint drop(self, DeliveryRecord x) except -1
     @cython.locals(off=Py_ssize_t, kept=list, j=Py_ssize_t)
     cpdef _pack(self)
     cpdef list values(self)

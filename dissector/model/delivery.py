@@ -1,6 +1,6 @@
-"""One delivery as the model follows it: :class:`_Delivery` (its frames, settlement and outcome).
+"""One delivery as the model follows it: :class:`DeliveryRecord` (its frames, settlement and outcome).
 
-The deliveries not folded yet are held by their link (``_Link.live``) and, by delivery-id, by the
+The deliveries not folded yet are held by their link (``Link.live``) and, by delivery-id, by the
 :class:`~amqp_dissect.model.deliveries.DeliveryTable` of their session and sending peer.
 Settlement (spec 2.6.12) is described in :mod:`amqp_dissect.model.state`.
 """
@@ -13,7 +13,7 @@ except ImportError:
     from .. import _cython_shim as cython
 
 
-class _Delivery:
+class DeliveryRecord:
     __slots__ = (
         "link", "session", "direction", "delivery_id", "tag", "first_ts", "first_packet", "last_ts",
         "last_packet", "frames", "size", "complete", "presettled", "aborted", "resumed",
@@ -27,7 +27,7 @@ class _Delivery:
         self._init(link, session, direction, delivery_id, tag, ts, packet)
 
     def _init(self, link, session, direction, delivery_id, tag, ts, packet):
-        # (the transfer path makes deliveries with _Delivery.__new__ and this: a C call when compiled;
+        # (the transfer path makes deliveries with DeliveryRecord.__new__ and this: a C call when compiled;
         # only ever on a new object)
         self.link = link
         self.session = session
@@ -94,9 +94,9 @@ LIVE_PACK = 4096
 
 
 class LiveDeliveries:
-    """The deliveries of a link not folded yet (``_Link.live``), in the order they were added (first
+    """The deliveries of a link not folded yet (``Link.live``), in the order they were added (first
     transfers; one made an object again by a disposition comes last): a list with a slot each, the
-    slot of a folded one emptied.  Each delivery knows its slot (``_Delivery.live_at``, counted from
+    slot of a folded one emptied.  Each delivery knows its slot (``DeliveryRecord.live_at``, counted from
     the first slot ever), so adding and dropping one are list operations, not a dict's."""
 
     __slots__ = ("slots", "off", "head", "n")

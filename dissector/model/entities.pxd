@@ -13,7 +13,7 @@ cdef class Silence:
     cdef public object longest, start, end, end_packet, start_packet
     cdef public long long unknown
 
-cdef class _Link:
+cdef class Link:
     cdef public object conn
     cdef public object session
     cdef public object index
@@ -55,7 +55,7 @@ cdef class _Link:
     cpdef untag(self, tag, did)
     cpdef beyond_credit(self)
 
-cdef class _Session:
+cdef class Session:
     cdef public object conn
     cdef public object index
     cdef public object channel
@@ -87,15 +87,15 @@ cdef class _Session:
 
     cpdef riw(self, d)
     cpdef beyond_window(self, d)
-    @cython.locals(x=_Link)
+    @cython.locals(x=Link)
     cpdef count_lost_whole(self, Py_ssize_t d, prev, long long n, long long since)
     cpdef count_not_captured(self, Py_ssize_t d, prev, long long n, long long since)
-    @cython.locals(x=_Link)
+    @cython.locals(x=Link)
     cpdef count_unknown_link(self, Py_ssize_t d, long long n, str why)
-    @cython.locals(x=_Link)
+    @cython.locals(x=Link)
     cpdef bint other_senders(self, Py_ssize_t d, link)
 
-cdef class _ConnBase:
+cdef class ConnectionBase:
     cdef public object id
     cdef public object client
     cdef public object server
@@ -113,7 +113,7 @@ cdef class _ConnBase:
     cdef public object transport_time
 
 
-cdef class _ConnHeaders(_ConnBase):
+cdef class ConnectionHeaders(ConnectionBase):
     cdef public long long events
     cdef public object unknown
     cdef public object inferred
@@ -124,7 +124,7 @@ cdef class _ConnHeaders(_ConnBase):
     cdef public object lossy, tls, fins, tls_undecrypted, tls_reason
 
 
-cdef class _Conn(_ConnHeaders):
+cdef class Connection(ConnectionHeaders):
     cdef public object sasl_mechanisms
     cdef public object sasl_mechanism
     cdef public object sasl_hostname

@@ -11,8 +11,8 @@ from .loss import LossRecord
 from .deliveries import DeliveryTable
 from .delivery import LiveDeliveries
 from .machine import CONNECTION_MACHINE, LINK_MACHINE, SESSION_MACHINE, Endpoints
-from .state import (DISPOSITION_TOUCH_BASE, _EMPTY_MAP, _EMPTY_MAPS, _EMPTY_PAIR, _NONE_PAIR, _START_ENDPOINTS,
-                    _UNKNOWN_ENDPOINTS, _ZERO_PAIR)
+from .state import (DISPOSITION_TOUCH_BASE, EMPTY_MAP, EMPTY_MAPS, EMPTY_PAIR, NONE_PAIR, START_ENDPOINTS,
+                    UNKNOWN_ENDPOINTS, ZERO_PAIR)
 from .stats import DeliveryStats
 from .steps import after_missing
 from .transitions import SIDES, UNKNOWN
@@ -37,7 +37,7 @@ class Silence:
         self.start_packet = None
 
 
-class _Link:
+class Link:
     __slots__ = (
         "conn", "session", "index", "name", "handle", "state", "attach", "detach", "sender_dir",
         "known", "guessed", "unknown", "link_credit",
@@ -128,7 +128,7 @@ class _Link:
             del tags[tag]
 
 
-class _Session:
+class Session:
     __slots__ = (
         "conn", "index", "channel", "initiator", "state", "begin", "end", "known", "guessed",
         "unknown", "window", "win_stall", "after_win", "transfers",
@@ -155,8 +155,8 @@ class _Session:
         self.after_win = [None, None]  # per sender: the window stall that ended last, until its next transfer
         self.transfers = [0, 0]
         self.flows = [0, 0]
-        self.handles = ({}, {})  # per peer: output handle -> _Link
-        self.links: list[_Link] = []
+        self.handles = ({}, {})  # per peer: output handle -> Link
+        self.links: list[Link] = []
         self.deliveries = (DeliveryTable(self, 0), DeliveryTable(self, 1))  # per sending peer, not folded yet
         self.late_dispositions = 0  # disposition entries for deliveries already folded (settled earlier)
         self.touch_budget = DISPOSITION_TOUCH_BASE  # see DISPOSITION_TOUCH_BASE
@@ -250,8 +250,8 @@ class _Session:
             self.unknown.append(what)
 
 
-class _ConnBase:
-    """A connection as the TCP layer shows it, until its first AMQP byte (see _Conn).
+class ConnectionBase:
+    """A connection as the TCP layer shows it, until its first AMQP byte (see Connection).
 
     A connection that never carries one (a SYN alone, a scan, a TLS stream that is not read)
     stays this object for the rest of the run: its AMQP state is the class's shared, empty,
@@ -263,7 +263,7 @@ class _ConnBase:
         "first_ts", "first_packet", "last_ts", "last_packet", "seq", "loss", "one_way",
     )
 
-    # what a loss, TLS and FINs write: shared defaults too, a _ConnHeaders' own (ConnectionRules.own_state
+    # what a loss, TLS and FINs write: shared defaults too, a ConnectionHeaders' own (ConnectionRules.own_state
     # makes one of a connection without AMQP bytes that loses bytes, carries TLS or sends a FIN)
     lossy = False
     tls = False
@@ -271,37 +271,37 @@ class _ConnBase:
     tls_undecrypted = None  # TLS bytes not decrypted (no key log, or records that failed)
     tls_reason = None  # the note that says why
 
-    # the AMQP state of a connection that carried no AMQP byte (a _Conn has its own)
+    # the AMQP state of a connection that carried no AMQP byte (a Connection has its own)
     events = 0  # protocol headers and frames
     unknown = ()  # what could not be known
     inferred = None  # what the frames after a loss showed that the lost ones had set up
-    headers = _EMPTY_PAIR
-    header_keys = _EMPTY_PAIR
+    headers = EMPTY_PAIR
+    header_keys = EMPTY_PAIR
     sasl = False
     sasl_mechanisms = None
     sasl_mechanism = None
     sasl_hostname = None
     sasl_outcome = None
     sasl_time = None
-    sasl_frames = _ZERO_PAIR
-    open = _NONE_PAIR
-    close = _NONE_PAIR
+    sasl_frames = ZERO_PAIR
+    open = NONE_PAIR
+    close = NONE_PAIR
     sessions = ()
     links = ()
-    chan = _EMPTY_MAPS
-    pending = _EMPTY_MAPS
-    idle = _NONE_PAIR
-    idle_ref = _NONE_PAIR
-    last_frame = _NONE_PAIR
-    frames = _ZERO_PAIR
-    heartbeats = _ZERO_PAIR
-    txns = _EMPTY_MAP
+    chan = EMPTY_MAPS
+    pending = EMPTY_MAPS
+    idle = NONE_PAIR
+    idle_ref = NONE_PAIR
+    last_frame = NONE_PAIR
+    frames = ZERO_PAIR
+    heartbeats = ZERO_PAIR
+    txns = EMPTY_MAP
     negotiation = None
     stalls = ()
-    frame_counts = _EMPTY_MAPS
+    frame_counts = EMPTY_MAPS
     placeholders = None
-    silence = _NONE_PAIR
-    last_act = _NONE_PAIR
+    silence = NONE_PAIR
+    last_act = NONE_PAIR
     end_notes = None
 
     def __init__(self, cid, client, server, syn_seen):
@@ -319,7 +319,7 @@ class _ConnBase:
         self.loss = None  # a LossRecord from the first loss (loss.py)
         self.one_way = -1  # the peer none of whose packets the capture holds (one direction captured), or -1
         self.seq = 0
-        self.state = _START_ENDPOINTS if syn_seen else _UNKNOWN_ENDPOINTS
+        self.state = START_ENDPOINTS if syn_seen else UNKNOWN_ENDPOINTS
 
     def peer(self, d):
         return self.client if d == 0 else self.server
@@ -339,17 +339,17 @@ class _ConnBase:
         return self.loss is not None and self.loss.lost(d)
 
 
-class _ConnHeaders(_ConnBase):
+class ConnectionHeaders(ConnectionBase):
     """A connection whose AMQP bytes so far are protocol headers (or none, but that lost bytes,
     carried TLS or sent a FIN): its header state (events, the headers and their keys, SASL, a
     mismatch), its loss and TLS flags, its FINs and its own connection machine, the AMQP state of its
     frames still the class's shared defaults (a connection that sends a header and nothing more, as
-    many do, holds no more than this).  It becomes a _Conn at its first frame (StateTracker._frame_conn)."""
+    many do, holds no more than this).  It becomes a Connection at its first frame (StateTracker._frame_conn)."""
 
     __slots__ = ("events", "unknown", "inferred", "headers", "header_keys", "sasl", "negotiation",
                  "lossy", "tls", "fins", "tls_undecrypted", "tls_reason")
 
-    def __init__(self, b: _ConnBase):
+    def __init__(self, b: ConnectionBase):
         self.id = b.id
         self.client = b.client
         self.server = b.server
@@ -379,7 +379,7 @@ class _ConnHeaders(_ConnBase):
         # while few, see connection.appended
         self.headers = b.headers
         self.header_keys = b.header_keys
-        if isinstance(b, _ConnHeaders):
+        if isinstance(b, ConnectionHeaders):
             self.state = b.state
         else:
             self.state = Endpoints(CONNECTION_MACHINE, "START" if b.syn_seen else UNKNOWN)
@@ -418,9 +418,9 @@ def one_text(text: str) -> tuple:
     return one
 
 
-class _Conn(_ConnHeaders):
-    """A connection that carried an AMQP frame: its AMQP state proper, made from the _ConnBase or
-    _ConnHeaders the connection was until then (StateTracker._frame_conn, ConnectionRules.amqp)."""
+class Connection(ConnectionHeaders):
+    """A connection that carried an AMQP frame: its AMQP state proper, made from the ConnectionBase or
+    ConnectionHeaders the connection was until then (StateTracker._frame_conn, ConnectionRules.amqp)."""
 
     __slots__ = (
         "sasl_mechanisms",
@@ -430,30 +430,30 @@ class _Conn(_ConnHeaders):
         "placeholders", "silence", "last_act", "end_notes",
     )
 
-    def __init__(self, b: _ConnBase):
-        _ConnHeaders.__init__(self, b)
+    def __init__(self, b: ConnectionBase):
+        ConnectionHeaders.__init__(self, b)
         self.sasl_mechanisms = None
         self.sasl_mechanism = None
         self.sasl_hostname = None
         self.sasl_outcome = None
         self.sasl_time = None
-        # the state of the frames: the shared, immutable defaults of a _ConnBase until the first
+        # the state of the frames: the shared, immutable defaults of a ConnectionBase until the first
         # frame (a connection that sent protocol headers only keeps none of its own: see framed())
-        self.sasl_frames = _ZERO_PAIR
-        self.open = _NONE_PAIR
-        self.close = _NONE_PAIR
+        self.sasl_frames = ZERO_PAIR
+        self.open = NONE_PAIR
+        self.close = NONE_PAIR
         self.sessions = ()
         self.links = ()
-        self.chan = _EMPTY_MAPS
-        self.pending = _EMPTY_MAPS
-        self.idle = _NONE_PAIR
-        self.idle_ref = _NONE_PAIR
-        self.last_frame = _NONE_PAIR
-        self.frames = _ZERO_PAIR
-        self.heartbeats = _ZERO_PAIR
-        self.txns = _EMPTY_MAP
+        self.chan = EMPTY_MAPS
+        self.pending = EMPTY_MAPS
+        self.idle = NONE_PAIR
+        self.idle_ref = NONE_PAIR
+        self.last_frame = NONE_PAIR
+        self.frames = ZERO_PAIR
+        self.heartbeats = ZERO_PAIR
+        self.txns = EMPTY_MAP
         self.stalls = ()
-        self._frame_counts = _EMPTY_MAPS
+        self._frame_counts = EMPTY_MAPS
         # per peer: the name of its last frame and the frames of that name counted since, not yet in
         # the dict (frames of one name come in runs: a C count per frame, see count_frame)
         self._fc_key0 = None
@@ -463,8 +463,8 @@ class _Conn(_ConnHeaders):
         # None until the first placeholder: [sessions made, links made, the overflow session or None,
         # {session index: its overflow link}] (see UNKNOWN_SESSIONS_MAX)
         self.placeholders = None
-        self.silence = _NONE_PAIR
-        self.last_act = _NONE_PAIR
+        self.silence = NONE_PAIR
+        self.last_act = NONE_PAIR
         self.end_notes = None  # {(peer, name, packet, channel): (own last_act, peer's last_act)} of detach/end/close
 
     def framed(self) -> None:
@@ -473,10 +473,10 @@ class _Conn(_ConnHeaders):
         self.sasl_frames = [0, 0]
         self.open = [None, None]
         self.close = [None, None]
-        self.sessions: list[_Session] = []
-        self.links: list[_Link] = []
-        self.chan = ({}, {})  # per peer: outgoing channel -> _Session
-        self.pending = ({}, {})  # per peer: channel of its begin awaiting the reply -> _Session
+        self.sessions: list[Session] = []
+        self.links: list[Link] = []
+        self.chan = ({}, {})  # per peer: outgoing channel -> Session
+        self.pending = ({}, {})  # per peer: channel of its begin awaiting the reply -> Session
         self.idle = [None, None]  # idle-time-out (seconds) peer d must respect (announced by 1-d)
         self.idle_ref = [None, None]
         self.last_frame = [None, None]

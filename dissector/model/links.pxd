@@ -1,7 +1,7 @@
 # Augmenting declarations for Cython (see findings.pxd): a room of its own (no base class).
 import cython
 from amqp_dissect.amqp.framing cimport Frame
-from amqp_dissect.model.entities cimport _Conn, _Link, _Session
+from amqp_dissect.model.entities cimport Connection, Link, Session
 from amqp_dissect.model.credit cimport LinkCredit
 from amqp_dissect.model.window cimport SessionWindow
 from amqp_dissect.model.findings cimport Recorder
@@ -19,23 +19,23 @@ cdef class LinkRules:
     cdef public StallRules stall_rules
     cdef public Hooks hooks
 
-    @cython.locals(c=_Conn)
-    cpdef link_step(self, _Link link, d, x, f, what)
+    @cython.locals(c=Connection)
+    cpdef link_step(self, Link link, d, x, f, what)
 
     @cython.locals(hs=dict)
-    cpdef link_for(self, _Conn c, _Session s, Py_ssize_t d, h, f, what)
+    cpdef link_for(self, Connection c, Session s, Py_ssize_t d, h, f, what)
 
-    cpdef credit_check(self, _Link link, Frame f)
+    cpdef credit_check(self, Link link, Frame f)
 
-    cdef credit_stalls(self, _Link link, Frame f)
+    cdef credit_stalls(self, Link link, Frame f)
 
-    @cython.locals(s=_Session, link=_Link)
-    cpdef flow(self, _Conn c, Py_ssize_t d, Frame f, p)
+    @cython.locals(s=Session, link=Link)
+    cpdef flow(self, Connection c, Py_ssize_t d, Frame f, p)
 
     @cython.locals(w=SessionWindow, lossy=bint, found=Py_ssize_t)
-    cdef flow_window(self, _Conn c, _Session s, Py_ssize_t d, nii, iw, noid, ow)
+    cdef flow_window(self, Connection c, Session s, Py_ssize_t d, nii, iw, noid, ow)
 
-    cdef sender_flow(self, _Conn c, Py_ssize_t d, Frame f, _Link link, h, dc, lc, av)
+    cdef sender_flow(self, Connection c, Py_ssize_t d, Frame f, Link link, h, dc, lc, av)
 
     @cython.locals(lcr=LinkCredit)
-    cdef receiver_flow(self, _Conn c, _Session s, Py_ssize_t d, Frame f, _Link link, dc, lc, drain)
+    cdef receiver_flow(self, Connection c, Session s, Py_ssize_t d, Frame f, Link link, dc, lc, drain)

@@ -15,7 +15,7 @@ except ImportError:
     from .. import _cython_shim as cython
 
 from ..amqp.codec import ABSENT
-from .entities import _Link
+from .entities import Link
 from .state import (PLACEHOLDERS_MAX, SIDES, UNKNOWN_LINKS_MAX, _LINK_HANDLE_ASSIGNED, _choice, _composite, _plain, _str,
                     _symbols, _ulong, error_info, terminus_info)
 from .findings import Recorder, strict
@@ -52,8 +52,8 @@ class LinkRules:
                             f"{what} from the {SIDES[d]} on link {link.name!r}: " + "; ".join(msgs),
                             link=link.name, handle=link.handle[d])
 
-    def new_link(self, c, s, name, known) -> _Link:
-        link = _Link(c, s, len(c.links), name, known)
+    def new_link(self, c, s, name, known) -> Link:
+        link = Link(c, s, len(c.links), name, known)
         if c.one_way >= 0:  # one direction captured: the grants of the peer not captured are unknown
             link.link_credit.lost = True
             link.note_unknown("link-credit (one direction captured)")
@@ -61,7 +61,7 @@ class LinkRules:
         c.links.append(link)
         return link
 
-    def link_for(self, c, s, d, h, f, what) -> _Link:
+    def link_for(self, c, s, d, h, f, what) -> Link:
         hs = s.handles[d]  # (a typed dict when compiled: a C look-up)
         link = hs.get(h)
         if link is not None:
@@ -113,7 +113,7 @@ class LinkRules:
         link.note_unknown(f"attach ({SIDES[d]})")
         return link
 
-    def overflow_link(self, c, s, d, h, f, what, ph) -> _Link:
+    def overflow_link(self, c, s, d, h, f, what, ph) -> Link:
         """A frame on a handle without attach past the cap of placeholder links (or in the overflow
         session): the session's one overflow link (not mapped to any handle), made with a note."""
         link = ph[3].get(s.index)
@@ -169,7 +169,7 @@ class LinkRules:
         if sdir == d:
             self.sender_attach(c, d, f, link, info["initial_delivery_count"])
 
-    def attach_link(self, c, s, d, name, h, role) -> _Link:
+    def attach_link(self, c, s, d, name, h, role) -> Link:
         """The link d's attach belongs to: the one whose peer attach it answers, a placeholder made
         from frames seen before it on its handle, or a new link."""
         for cand in reversed(s.links):

@@ -1,6 +1,6 @@
 """Loss records: what a connection's capture lost, per peer (principle 7: gaps are events).
 
-A :class:`LossRecord` is made at a connection's first loss (``_ConnBase.loss`` is None until
+A :class:`LossRecord` is made at a connection's first loss (``ConnectionBase.loss`` is None until
 then) and keeps, per sending peer ``d`` (0 the client, 1 the server), named fields where there
 was a 10-slot list: TCP gaps and the bytes missing in them, bytes skipped to resynchronise the
 framing, the time of the latest loss, and whether bytes were sent before the capture began.

@@ -2,7 +2,7 @@
 # rooms it was given are typed references, their hot methods C calls.
 import cython
 from amqp_dissect.amqp.framing cimport Frame
-from amqp_dissect.model.entities cimport _Conn, _Session
+from amqp_dissect.model.entities cimport Connection, Session
 from amqp_dissect.model.findings cimport Recorder
 from amqp_dissect.model.hooks cimport Hooks
 from amqp_dissect.model.stall_rules cimport StallRules
@@ -14,10 +14,10 @@ cdef class SessionRules:
     cdef public Hooks hooks
     cdef public Py_ssize_t placeholders
 
-    @cython.locals(c=_Conn)
-    cpdef session_step(self, _Session s, d, x, f, what)
+    @cython.locals(c=Connection)
+    cpdef session_step(self, Session s, d, x, f, what)
 
-    @cython.locals(s=_Session, chans=dict)
-    cpdef session_for(self, _Conn c, Py_ssize_t d, Frame f, what)
+    @cython.locals(s=Session, chans=dict)
+    cpdef session_for(self, Connection c, Py_ssize_t d, Frame f, what)
 
-    cpdef window(self, _Session s, sender, nii, iw, f, from_begin=*)
+    cpdef window(self, Session s, sender, nii, iw, f, from_begin=*)

@@ -12,7 +12,7 @@ try:
 except ImportError:
     from .. import _cython_shim as cython
 
-from .entities import _Session
+from .entities import Session
 from .findings import Recorder, strict
 from .hooks import Hooks
 from .stall_rules import StallRules
@@ -47,12 +47,12 @@ class SessionRules:
             self.ledger.violation(c, d, f, "state", "warn", f"{what} from the {SIDES[d]} on session {s.index}: "
                             + "; ".join(msgs))
 
-    def new_session(self, c, initiator, known) -> _Session:
-        s = _Session(c, len(c.sessions), initiator, known)
+    def new_session(self, c, initiator, known) -> Session:
+        s = Session(c, len(c.sessions), initiator, known)
         c.sessions.append(s)
         return s
 
-    def session_for(self, c, d, f, what) -> _Session:
+    def session_for(self, c, d, f, what) -> Session:
         ch = f.channel
         chans = c.chan[d]  # (a typed dict when compiled: a C look-up)
         s = chans.get(ch)
@@ -95,7 +95,7 @@ class SessionRules:
             s.note_unknown("channel-mapping-guessed")
         return s
 
-    def overflow_session(self, c, d, f, what, ph) -> _Session:
+    def overflow_session(self, c, d, f, what, ph) -> Session:
         """A frame on a channel without begin past the cap of placeholder sessions: the connection's
         one overflow session (not mapped to any channel number), made with a note."""
         s = ph[2]
@@ -178,7 +178,7 @@ class SessionRules:
         if old.guessed[d]:
             old.channel[d] = None
 
-    def begin_answered(self, c, d, f, ch, rc) -> _Session:
+    def begin_answered(self, c, d, f, ch, rc) -> Session:
         """d's begin on ``ch`` answers the peer's begin on remote-channel ``rc``: that session (waiting,
         or a placeholder), else a new one whose peer begin the capture did not show."""
         s = c.pending[1 - d].pop(rc, None)

@@ -25,7 +25,7 @@ if not cython.compiled:  # (compiled: C functions and constants, cimported in th
     from ..amqp.values import (delivery_state_plan as _state_plan, read_bool as _bool,
                                read_delivery_state as _delivery_state_value, read_uint as _uint)
     from .serial import serial_diff, serial_range_len
-    from .state import D_FIRST, D_LAST, D_ROLE, D_SETTLED, D_STATE, _K_DECLARED, _K_MODIFIED, _K_RECEIVED, _K_REJECTED
+    from .state import D_FIRST, D_LAST, D_ROLE, D_SETTLED, D_STATE, KIND_DECLARED, KIND_MODIFIED, KIND_RECEIVED, KIND_REJECTED
 
 
 class SettleQueue:
@@ -237,11 +237,11 @@ class SettlementRules:
         """A disposition names delivery-ids ``first..last`` (``n`` of them) of ``sender``, on a
         connection that lost bytes: the ids beyond the sender's latest delivery seen were sent, so
         when bytes of the sender were lost since that delivery they are deliveries lost whole
-        (:meth:`_Session.count_lost_whole`), the ids between included, each counted once
-        (``_Session.lost_upto``); a count, never an object per id.  Returns how many of the range
+        (:meth:`Session.count_lost_whole`), the ids between included, each counted once
+        (``Session.lost_upto``); a count, never an object per id.  Returns how many of the range
         were counted lost (not deliveries before the capture).  When only a cut of the snap length
         that may hide frames came since that delivery, the ids beyond it are deliveries not captured
-        (:meth:`_Session.count_not_captured`), counted the same way; they stay in the range's
+        (:meth:`Session.count_not_captured`), counted the same way; they stay in the range's
         missing ids (returns 0), whose outcomes the disposition gives (:meth:`cut_outcome`)."""
         seen = s.deliveries[sender].last_id
         if seen is None:
@@ -273,7 +273,7 @@ class SettlementRules:
         if transactional:
             self.transaction_rules.enlist(dlv, txn, by, f)
         if not terminal:
-            if kind == _K_RECEIVED:
+            if kind == KIND_RECEIVED:
                 sn = _uint(state.field("section-number"))
                 so = _ulong(state.field("section-offset"))
                 dlv.received_state = f"section {sn} offset {so}"
@@ -290,12 +290,12 @@ class SettlementRules:
         if rcv:
             dlv.outcome_ts = f.ts
             dlv.outcome_packet = f.packet
-        if kind == _K_REJECTED:
+        if kind == KIND_REJECTED:
             dlv.outcome_error = error_info(state.field("error"))
-        elif kind == _K_MODIFIED:
+        elif kind == KIND_MODIFIED:
             dlv.delivery_failed = _bool(state.effective("delivery-failed"))
             dlv.undeliverable_here = _bool(state.effective("undeliverable-here"))
-        elif kind == _K_DECLARED:
+        elif kind == KIND_DECLARED:
             tid = state.field("txn-id")
             dlv.txn_id = _hex(tid)
         link = dlv.link

@@ -34,7 +34,7 @@ class Stall:
     def __init__(self, conn, session, link, direction, kind, ts, packet, busy=None):
         self.conn = conn
         self.session = session
-        self.link = link  # _Link or None (session-window stall without a transfer)
+        self.link = link  # Link or None (session-window stall without a transfer)
         self.direction = direction  # the sending peer
         self.kind = kind
         self.exhausted = ts

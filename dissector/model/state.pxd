@@ -10,7 +10,7 @@ from amqp_dissect.amqp.framing cimport Frame
 # the rooms of the model: C calls across modules
 from amqp_dissect.model.serial cimport serial_add, serial_diff, serial_lt, serial_range_len, serial_in_range, grant_left
 from amqp_dissect.model.machine cimport Machine, Endpoints
-from amqp_dissect.model.delivery cimport _Delivery
+from amqp_dissect.model.delivery cimport DeliveryRecord
 from amqp_dissect.model.deliveries cimport DeliveryTable
 from amqp_dissect.model.stats cimport Latencies, DeliveryStats
 from amqp_dissect.amqp.values cimport read_uint as _uint, read_bool as _bool, read_binary as _bin
@@ -20,5 +20,5 @@ from amqp_dissect.amqp.values cimport read_delivery_state as _delivery_state_val
 # frame.fields[i] is a C-indexed look-up
 cdef Py_ssize_t T_HANDLE, T_DELIVERY_ID, T_DELIVERY_TAG, T_SETTLED, T_MORE, T_RCV_SETTLE_MODE, T_STATE, T_RESUME, T_ABORTED
 cdef Py_ssize_t F_NII, F_IW, F_NOID, F_OW, F_HANDLE, F_DC, F_LC, F_AVAILABLE, F_DRAIN, F_ECHO
-cdef Py_ssize_t _K_PLAIN, _K_RECEIVED, _K_REJECTED, _K_MODIFIED, _K_DECLARED
+cdef Py_ssize_t KIND_PLAIN, KIND_RECEIVED, KIND_REJECTED, KIND_MODIFIED, KIND_DECLARED
 cdef Py_ssize_t D_ROLE, D_FIRST, D_LAST, D_SETTLED, D_STATE

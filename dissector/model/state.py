@@ -216,7 +216,7 @@ from .transitions import (CONNECTION_INPUTS, CONNECTION_STATES, CONNECTION_TRANS
 from .transitions import LINK_HANDLE_ASSIGNED as _LINK_HANDLE_ASSIGNED
 from .transitions import SESSION_CHANNEL_ASSIGNED as _SESSION_CHANNEL_ASSIGNED
 from .machine import CONNECTION_MACHINE, LINK_MACHINE, MACHINES, SESSION_MACHINE, Endpoints, Machine
-from .delivery import _Delivery
+from .delivery import DeliveryRecord
 from .deliveries import (STORE_COLUMNS, DeliveryTable, compact_rows, link_deliveries, store_columns, store_delivery,
                          store_values)
 from .stats import (TERMINAL_OUTCOMES, TERMINAL_OUTCOMES_ORDER, DeliveryStats, Latencies, add_link_stats,
@@ -242,7 +242,7 @@ _HALF = SERIAL_HALF
 # this module, so they are loaded on first use (PEP 562), no import cycle
 _MOVED = {
     "StateTracker": "tracker", "_HANDLERS": "tracker", "_FIELD_HANDLERS": "tracker", "_CONN_LEVEL": "connection",
-    "_Link": "entities", "_Session": "entities", "_ConnBase": "entities", "_Conn": "entities",
+    "Link": "entities", "Session": "entities", "ConnectionBase": "entities", "Connection": "entities",
     "_Txn": "transactions", "LinkCredit": "credit", "SessionWindow": "window", "LossRecord": "loss",
 }
 
@@ -254,7 +254,7 @@ def __getattr__(name: str):
     from . import deliveries, delivery, machine, serial, stats
 
     for room in (serial, machine, delivery, deliveries, stats):
-        if name in room.__dict__ and name in __all__ + ["_Delivery"]:
+        if name in room.__dict__ and name in __all__ + ["DeliveryRecord"]:
             return room.__dict__[name]
     moved = _MOVED.get(name)
     if moved is not None:
@@ -264,7 +264,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 # what _apply_state reads beyond a delivery state's name (C integers when compiled: see state.pxd)
-_K_PLAIN, _K_RECEIVED, _K_REJECTED, _K_MODIFIED, _K_DECLARED = (STATE_PLAIN, STATE_RECEIVED, STATE_REJECTED,
+KIND_PLAIN, KIND_RECEIVED, KIND_REJECTED, KIND_MODIFIED, KIND_DECLARED = (STATE_PLAIN, STATE_RECEIVED, STATE_REJECTED,
                                                                  STATE_MODIFIED, STATE_DECLARED)
 
 
@@ -281,11 +281,11 @@ from ..amqp._spec import (FLOW_NEXT_INCOMING_ID as F_NII, FLOW_INCOMING_WINDOW a
 from ..amqp._spec import (DISPOSITION_ROLE as D_ROLE, DISPOSITION_FIRST as D_FIRST,  # noqa: E402
                           DISPOSITION_LAST as D_LAST, DISPOSITION_SETTLED as D_SETTLED, DISPOSITION_STATE as D_STATE)
 
-# what a connection holds before its first AMQP byte (_ConnBase): shared, immutable (a write to
+# what a connection holds before its first AMQP byte (ConnectionBase): shared, immutable (a write to
 # one raises, and the tracker reports it as an internal error: never a silent change to all)
-_NONE_PAIR = (None, None)
-_ZERO_PAIR = (0, 0)
-_EMPTY_PAIR = ((), ())
+NONE_PAIR = (None, None)
+ZERO_PAIR = (0, 0)
+EMPTY_PAIR = ((), ())
 
 
 class _ReadOnlyDict(dict):
@@ -299,11 +299,11 @@ class _ReadOnlyDict(dict):
     __setitem__ = __delitem__ = setdefault = update = pop = popitem = clear = _refuse
 
 
-_EMPTY_MAP = _ReadOnlyDict()
-_EMPTY_MAPS = (_EMPTY_MAP, _EMPTY_MAP)
-# the connection state of a connection that carried no AMQP byte (read only: a _Conn has its own)
-_START_ENDPOINTS = Endpoints(CONNECTION_MACHINE, "START")
-_UNKNOWN_ENDPOINTS = Endpoints(CONNECTION_MACHINE, UNKNOWN)
+EMPTY_MAP = _ReadOnlyDict()
+EMPTY_MAPS = (EMPTY_MAP, EMPTY_MAP)
+# the connection state of a connection that carried no AMQP byte (read only: a Connection has its own)
+START_ENDPOINTS = Endpoints(CONNECTION_MACHINE, "START")
+UNKNOWN_ENDPOINTS = Endpoints(CONNECTION_MACHINE, UNKNOWN)
 
 # settled deliveries kept (per tracker) before they are folded: a disposition of the other peer
 # that crossed the settling frame on the wire still finds its delivery within this many settlements

@@ -2,7 +2,7 @@
 # their latency columns are extension types; the tracker's links cimport DeliveryStats.
 import cython
 from cpython cimport array as _carray
-from amqp_dissect.model.delivery cimport _Delivery
+from amqp_dissect.model.delivery cimport DeliveryRecord
 
 cdef class Latencies:
     cdef public _carray.array values
@@ -30,4 +30,4 @@ cdef class DeliveryStats:
 
     cpdef _end_run(self)
     @cython.locals(st=tuple, lat=double)
-    cpdef add(self, _Delivery d)
+    cpdef add(self, DeliveryRecord d)

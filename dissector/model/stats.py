@@ -208,7 +208,7 @@ class DeliveryStats:
         self._run = 0
         self._run_outcome = None
 
-    def add(self, d: "_Delivery") -> None:
+    def add(self, d: "DeliveryRecord") -> None:
         self.deliveries += 1
         self.bytes += d.size
         o = d.outcome

@@ -1,6 +1,6 @@
 """The compact store of a delivery table (:class:`~amqp_dissect.model.deliveries.DeliveryTable`):
 the plain deliveries of one session and sending peer as struct-of-arrays rows, and which deliveries
-may move there (:func:`_compactable`)."""
+may move there (:func:`compactable`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from array import array
 from bisect import bisect_left
 
 _RSM_CODES = {None: 0, "first": 1, "second": 2}
-_RSM_NAMES = (None, "first", "second")
+RSM_NAMES = (None, "first", "second")
 # a compacted delivery's flags
 FLAG_COMPLETE = 1
 FLAG_RESUMED = 2
@@ -38,7 +38,7 @@ class CompactStore:
         self.frames = array("i")
         self.size = array("q")
         self.flags = array("B")
-        self.link = array("i")  # the link's index in its connection (_Conn.links)
+        self.link = array("i")  # the link's index in its connection (Connection.links)
         self.tag_end = array("q")  # each tag is tags[tag_end[i-1]:tag_end[i]] (tags may be out of order)
         self.tags = bytearray()
         self.dead = 0
@@ -119,7 +119,7 @@ def _fits_columns(x, link) -> bool:
             and 0 <= x.size < 2**62 and link.index < 2**31 and (x.tag is None or len(x.tag) <= TAG_MAX))
 
 
-def _compactable(x, link) -> bool:
+def compactable(x, link) -> bool:
     """Delivery ``x`` of ``link`` may move to the store: plain, not the link's partial one, not on a
     transaction coordinator link, and its values fit the columns."""
     return (_unsettled_plain(x) and link.partial is not x and not link.coordinator and _fits_columns(x, link))

@@ -2,7 +2,7 @@
 # rooms (typed references: their hot methods are C calls) and is their Hooks.
 import cython
 from amqp_dissect.amqp.framing cimport Frame
-from amqp_dissect.model.entities cimport _Conn, _ConnBase
+from amqp_dissect.model.entities cimport Connection, ConnectionBase
 from amqp_dissect.model.connection cimport ConnectionRules
 from amqp_dissect.model.findings cimport Recorder
 from amqp_dissect.model.hooks cimport Hooks
@@ -31,14 +31,14 @@ cdef class StateTracker(Hooks):
 
     cpdef feed(self, event)
 
-    @cython.locals(c=_ConnBase)
+    @cython.locals(c=ConnectionBase)
     cpdef _conn(self, ev, client=*, server=*, syn_seen=*)
 
-    @cython.locals(c=_Conn, d=Py_ssize_t)
+    @cython.locals(c=Connection, d=Py_ssize_t)
     cpdef _frame(self, Frame f)
 
-    @cython.locals(c=_Conn, c0=_ConnBase)
-    cdef _Conn _frame_conn(self, Frame f)
+    @cython.locals(c=Connection, c0=ConnectionBase)
+    cdef Connection _frame_conn(self, Frame f)
 
     @cython.locals(handlers=dict)
-    cdef _dispatch(self, _Conn c, Py_ssize_t d, Frame f, p, name)
+    cdef _dispatch(self, Connection c, Py_ssize_t d, Frame f, p, name)

@@ -21,7 +21,7 @@ from ..amqp.framing import FRAME_SASL, Frame, NotCapturedNote, OtherProtocolNote
 from ..capture.tcp import ONE_DIRECTION
 from ..events import PacketNote, StreamClosed, StreamOpened
 from .connection import ConnectionRules
-from .entities import _Conn, _ConnBase
+from .entities import Connection, ConnectionBase
 from .findings import Recorder
 from .hooks import Hooks
 from .links import LinkRules
@@ -36,7 +36,7 @@ class StateTracker(Hooks):
     """Consumes Dissector events; keeps the protocol state of every connection."""
 
     def __init__(self):
-        self.connections: dict = {}  # connection id -> _ConnBase / _Conn
+        self.connections: dict = {}  # connection id -> ConnectionBase / Connection
         # connections of another protocol than AMQP 1.0 (an AMQP 0-9-1 / 0-10 ... protocol header in either
         # direction): taken out of ``connections`` (they are no AMQP 1.0 connection), counted and named
         self.others: dict = {}
@@ -143,7 +143,7 @@ class StateTracker(Hooks):
                 d = getattr(ev, "direction", 0)
                 src, dst = getattr(ev, "src", None), getattr(ev, "dst", None)
                 client, server = (src, dst) if d != 1 else (dst, src)
-            c = _ConnBase(ev.conn, client, server, syn_seen)
+            c = ConnectionBase(ev.conn, client, server, syn_seen)
             c.seq = len(self.connections)
             self.connections[ev.conn] = c
         ts = getattr(ev, "ts", None)
@@ -193,10 +193,10 @@ class StateTracker(Hooks):
             self._dispatch(c, d, f, p, name)
 
     def _frame_conn(self, f):
-        """The connection of frame ``f``, its times updated (a _Conn from its first AMQP byte)."""
+        """The connection of frame ``f``, its times updated (a Connection from its first AMQP byte)."""
         c0 = self.connections.get(f.conn)
         ts = f.ts
-        if type(c0) is not _Conn:  # the connection's first AMQP byte (or first event)
+        if type(c0) is not Connection:  # the connection's first AMQP byte (or first event)
             c = self.connection_rules.amqp(self._conn(f))
             if not c.syn_seen:
                 c.note_unknown("connection start")

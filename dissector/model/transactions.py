@@ -31,7 +31,7 @@ class _Txn:
         self.link = link
         self.txn_id = None
         self.global_id = None
-        self.declare = None  # _Delivery
+        self.declare = None  # DeliveryRecord
         self.declare_outcome = None
         self.declare_error = None
         self.declared = None  # (ts, packet)

@@ -1,9 +1,9 @@
 # Augmenting declarations for Cython (see findings.pxd): a room of its own (no base class).
 import cython
 from amqp_dissect.amqp.framing cimport Frame
-from amqp_dissect.model.delivery cimport _Delivery
+from amqp_dissect.model.delivery cimport DeliveryRecord
 from amqp_dissect.model.deliveries cimport DeliveryTable
-from amqp_dissect.model.entities cimport _Conn, _Link, _Session
+from amqp_dissect.model.entities cimport Connection, Link, Session
 from amqp_dissect.model.credit cimport LinkCredit
 from amqp_dissect.model.loss cimport LossRecord
 from amqp_dissect.model.window cimport SessionWindow, RESYNCED, BEYOND
@@ -27,28 +27,28 @@ cdef class TransferRules:
     cdef public long long seq
     cdef public object messages
 
-    @cython.locals(s=_Session, link=_Link, dlv=_Delivery, aborted=bint, table=DeliveryTable)
-    cpdef transfer(self, _Conn c, Py_ssize_t d, Frame f, p)
+    @cython.locals(s=Session, link=Link, dlv=DeliveryRecord, aborted=bint, table=DeliveryTable)
+    cpdef transfer(self, Connection c, Py_ssize_t d, Frame f, p)
 
-    @cython.locals(link=_Link)
-    cdef _Link transfer_link(self, _Conn c, _Session s, Py_ssize_t d, Frame f, h)
+    @cython.locals(link=Link)
+    cdef Link transfer_link(self, Connection c, Session s, Py_ssize_t d, Frame f, h)
 
     @cython.locals(w=SessionWindow)
-    cdef transfer_window(self, _Conn c, _Session s, Py_ssize_t d, Frame f, _Link link, h)
+    cdef transfer_window(self, Connection c, Session s, Py_ssize_t d, Frame f, Link link, h)
 
-    @cython.locals(dlv=_Delivery, table=DeliveryTable, touches="long long")
-    cdef _Delivery new_delivery(self, _Conn c, _Session s, Py_ssize_t d, Frame f, _Link link, h, did)
+    @cython.locals(dlv=DeliveryRecord, table=DeliveryTable, touches="long long")
+    cdef DeliveryRecord new_delivery(self, Connection c, Session s, Py_ssize_t d, Frame f, Link link, h, did)
 
     @cython.locals(mark="long long", cmark="long long", lost=bint, cut=bint, n="long long", last=object, seen=object)
-    cdef count_lost_whole(self, _Conn c, _Session s, Py_ssize_t d, _Link link, did)
+    cdef count_lost_whole(self, Connection c, Session s, Py_ssize_t d, Link link, did)
 
     @cython.locals(tags=dict, earlier=list)
-    cdef tag_check(self, _Conn c, Py_ssize_t d, Frame f, _Link link, h, tag, did)
+    cdef tag_check(self, Connection c, Py_ssize_t d, Frame f, Link link, h, tag, did)
 
     @cython.locals(reps=dict, rec=list, ids=list, loss=LossRecord)
-    cdef tag_repeated(self, _Conn c, Py_ssize_t d, Frame f, _Link link, h, tag, earlier, did)
+    cdef tag_repeated(self, Connection c, Py_ssize_t d, Frame f, Link link, h, tag, earlier, did)
 
     @cython.locals(lcr=LinkCredit)
-    cdef use_credit(self, _Conn c, Py_ssize_t d, Frame f, _Link link, h, did)
+    cdef use_credit(self, Connection c, Py_ssize_t d, Frame f, Link link, h, did)
 
-    cdef delivery_sent(self, _Conn c, Frame f, _Link link, _Delivery dlv, bint aborted)
+    cdef delivery_sent(self, Connection c, Frame f, Link link, DeliveryRecord dlv, bint aborted)

@@ -14,7 +14,7 @@ except ImportError:
 
 from ..amqp.codec import ABSENT
 from ..amqp.spec import choice_name
-from .delivery import _Delivery
+from .delivery import DeliveryRecord
 from .serial import SERIAL_MASK
 from .state import DISPOSITION_TOUCHES_PER_DELIVERY, TAGS_MAX, TAG_IDS_MAX
 from .transitions import SIDES
@@ -155,7 +155,7 @@ class TransferRules:
             self.count_lost_whole(c, s, d, link, did)
         else:
             s.last_sender[d] = link
-        dlv = _Delivery.__new__(_Delivery)
+        dlv = DeliveryRecord.__new__(DeliveryRecord)
         dlv._init(link, s, d, did, _bin(v[T_DELIVERY_TAG]), f.ts, f.first_packet)
         self.seq += 1
         dlv.seq = self.seq
@@ -180,10 +180,10 @@ class TransferRules:
         """A new delivery of d, id ``did``, on a connection that lost bytes: the delivery-ids its
         session's previous delivery skipped (or the last id a disposition already counted lost
         beyond it: :meth:`SettlementRules.count_lost_beyond`), when bytes of d were lost between
-        the two, are deliveries lost whole (:meth:`_Session.count_lost_whole`: the link's when the
+        the two, are deliveries lost whole (:meth:`Session.count_lost_whole`: the link's when the
         previous delivery was the link's too).  When no bytes of d were lost between the two but a
         cut of the snap length that may hide frames came between, they are deliveries not captured
-        (:meth:`_Session.count_not_captured`): a cut is not loss."""
+        (:meth:`Session.count_not_captured`): a cut is not loss."""
         mark = c.loss.mark(d)
         cmark = c.loss.cut_mark(d)
         prev_link = s.last_sender[d]

@@ -23,7 +23,7 @@ import sys
 from html import escape
 
 from .diagnoses import diagnoses_html
-from .report import (_cut_outcomes, _layers, _not_captured, clock_step_line, missing_file_line,
+from .report import (cut_outcomes_text, layer_names, not_captured_text, clock_step_line, missing_file_line,
                      one_direction_line, render_text, tls_not_decrypted_line, tls_without_keys_line,
                      tunnel_not_read_line, unknown_outcome_parts)
 
@@ -815,7 +815,7 @@ def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", 
         out.append(f'<p class="notes tls-without-keys"><b>{_e(tls_without_keys_line(rep))}</b></p>')
     for t in (rep.get("capture") or {}).get("tunnels_not_read") or ():  # tunnels not read: said
         out.append(f'<p class="notes tunnel-not-read"><b>{_e(tunnel_not_read_line(t))}</b></p>')
-    wrapped = {c["connection"]: _layers(c) for c in rep.get("connections") or () if _layers(c)}
+    wrapped = {c["connection"]: layer_names(c) for c in rep.get("connections") or () if layer_names(c)}
     stepped = {c["connection"] for c in rep.get("connections") or () if c.get("clock_steps")}
     for c in rep.get("connections") or ():
         if c.get("missing_direction"):
@@ -830,11 +830,11 @@ def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", 
         for what in c.get("inferred") or ():  # (as the text's "inferred:" lines of the connection)
             out.append(f'<p class="notes">{_e(c["connection"])}: inferred: {_e(what)}</p>')
         if c.get("not_captured_bytes_client") or c.get("not_captured_bytes_server"):  # (the snap length)
-            out.append(f'<p class="notes">{_e(c["connection"])}: {_e(_not_captured(c))}</p>')
+            out.append(f'<p class="notes">{_e(c["connection"])}: {_e(not_captured_text(c))}</p>')
         for sess in c.get("sessions") or ():
             if sess.get("not_captured_outcomes"):
                 out.append(f'<p class="notes">{_e(c["connection"])} session {_e(str(sess["session"]))}: '
-                           f'{_e(_cut_outcomes(sess))}</p>')
+                           f'{_e(cut_outcomes_text(sess))}</p>')
 
     out.append(diagnoses_html(rep.get("diagnoses"), (rep.get("capture") or {}).get("digits", 6)))
     links = plots["links"]

@@ -155,7 +155,7 @@ def tls_without_keys_line(rep: dict) -> str | None:
             f"first {conns[0]['connection']}): give the TLS key log with --keylog FILE (or SSLKEYLOGFILE)")
 
 
-def _layers(c: dict) -> list[str]:
+def layer_names(c: dict) -> list[str]:
     """What wraps the connection's AMQP: TLS (version, cipher) and WebSocket (path)."""
     out = []
     if c.get("tls"):
@@ -181,7 +181,7 @@ def _date(x, digits: int = 6) -> str:
     return "-" if x is None else date(x, digits)
 
 
-def _not_captured(c: dict) -> str:
+def not_captured_text(c: dict) -> str:
     """The bytes of a connection the capture's snap length cut off (not loss)."""
     n = c.get("snap_length")
     return (f"not captured (snap length {'unknown' if n is None else n}): "
@@ -189,7 +189,7 @@ def _not_captured(c: dict) -> str:
             f"from the server {_n(c.get('not_captured_bytes_server') or 0)} bytes (not loss)")
 
 
-def _cut_outcomes(sess: dict) -> str:
+def cut_outcomes_text(sess: dict) -> str:
     """The outcomes of a session's deliveries whose transfers the snap length cut off whole."""
     oc = sess["not_captured_outcomes"]
     return ("deliveries whose transfers were not captured (snap length), outcomes from the dispositions: "
@@ -232,7 +232,7 @@ def clock_step_line(st: dict, digits: int = 6) -> str:
             "durations across it are unknown (clock step)")
 
 
-def _capture_lines(cap: dict | None) -> list[str]:
+def capture_lines(cap: dict | None) -> list[str]:
     """The header: what was read, from when to when."""
     if not cap:
         return []
@@ -342,7 +342,7 @@ def render_text(rep: dict) -> str:
     lines = [
         "AMQP 1.0 capture report",
         "=======================",
-        *_capture_lines(rep.get("capture")),
+        *capture_lines(rep.get("capture")),
         f"connections {_n(s['connections'])}, sessions {_n(s['sessions'])}, links {_n(s['links'])}, "
         f"deliveries {_summary_deliveries(s)}, unsettled {_n(s['unsettled'])}",
         f"stalls {_n(s['stalls'])} ({_stalled(s['stalled_seconds'])})"
@@ -392,7 +392,7 @@ def render_text(rep: dict) -> str:
                          f"what needs its frames (outcomes, settlement, credit, its answers) is unknown")
         for st in c.get("clock_steps") or ():
             lines.append("  " + clock_step_line(st, digits))
-        layers = _layers(c)
+        layers = layer_names(c)
         if layers:
             lines.append(f"  over {'; '.join(layers)}")
         if c.get("tls_undecrypted_bytes"):
@@ -411,7 +411,7 @@ def render_text(rep: dict) -> str:
                 f"from the {side} {_plural(n, 'gap')} ({_n(b)} bytes)"
                 + (f", {_n(k)} bytes not decoded" if k else "") for side, n, b, k in lost))
         if c.get("not_captured_bytes_client") or c.get("not_captured_bytes_server"):
-            lines.append(f"  {_not_captured(c)}")
+            lines.append(f"  {not_captured_text(c)}")
         if c.get("unknown"):
             lines.append(f"  not visible in the capture: {', '.join(map(str, c['unknown']))}")
         for what in c.get("inferred") or ():
@@ -430,7 +430,7 @@ def render_text(rep: dict) -> str:
                 + (f", ended with {sess['end_error']}: {_one_line(sess['end_description'])}" if sess.get("end_error") else "")
             )
             if sess.get("not_captured_outcomes"):
-                lines.append(f"    {_cut_outcomes(sess)}")
+                lines.append(f"    {cut_outcomes_text(sess)}")
             for lk in sess["links"]:
                 o = lk["outcomes"]
                 lines.append(

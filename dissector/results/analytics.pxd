@@ -2,8 +2,8 @@
 # it makes the Analyzer an extension type over StateTracker, so the per-delivery hook (_on_fold)
 # is a C call.  Attributes not declared here live in the instance __dict__.
 import cython
-from amqp_dissect.model.state cimport _Delivery
-from amqp_dissect.model.entities cimport _Link, _ConnBase
+from amqp_dissect.model.state cimport DeliveryRecord
+from amqp_dissect.model.entities cimport Link, ConnectionBase
 from amqp_dissect.model.tracker cimport StateTracker
 from amqp_dissect.results.diagnoses cimport FoldWatch
 
@@ -21,16 +21,16 @@ cdef class Analyzer(StateTracker):
     cpdef feed(self, event)
     cpdef _on_fold(self, dlv)
 
-    @cython.locals(d=_Delivery)
+    @cython.locals(d=DeliveryRecord)
     cpdef _notable(self, dlv, heaps=*)
     @cython.locals(below=bint, cut=object)
-    cdef _notable_slow(self, _Delivery d, heaps, slowest)
+    cdef _notable_slow(self, DeliveryRecord d, heaps, slowest)
     @cython.locals(a="long long", b="long long", lat_c="long long", cut_c="long long", fits=bint)
-    cdef bint _below_cut(self, _Delivery d, t1, t0) except -1
+    cdef bint _below_cut(self, DeliveryRecord d, t1, t0) except -1
     @cython.locals(cut=object)
     cdef _rank_slowest(self)
 
-    @cython.locals(d=_Delivery, ctx_index=list, ctx_rows=list, ctx_pos=dict,
+    @cython.locals(d=DeliveryRecord, ctx_index=list, ctx_rows=list, ctx_pos=dict,
                    delivery_id=list, tag=list, first_time=list, last_time=list, first_packet=list, last_packet=list,
                    frames=list, size=list, complete=list, presettled=list, aborted=list, resumed=list,
                    settled_by=list, settled_time=list, settled_packet=list, snd_time=list, rcv_time=list,
@@ -40,8 +40,8 @@ cdef class Analyzer(StateTracker):
                    unsettled_at=list, disp=list)
     cpdef tuple delivery_columns(self, ds)
 
-@cython.locals(link=_Link, conn=_ConnBase)
-cpdef tuple _table_order(_Delivery d)
+@cython.locals(link=Link, conn=ConnectionBase)
+cpdef tuple _table_order(DeliveryRecord d)
 
-@cython.locals(link=_Link, conn=_ConnBase, a=object, b=object)
-cpdef bint _before(_Delivery d, tuple o)
+@cython.locals(link=Link, conn=ConnectionBase, a=object, b=object)
+cpdef bint _before(DeliveryRecord d, tuple o)

@@ -200,7 +200,7 @@ from ..model.transitions import SIDES
 from . import rows as _rows
 from .diagnoses import FoldWatch
 from .percentiles import percentile, summarize  # (the one percentile: re-exported, others import it from here)
-from .rows import _lost_after, _p, _t, _unknown_by_cut
+from .rows import connection_lost_after, packet_of, time_of, unknown_by_cut
 
 __all__ = ["Analyzer", "percentile", "summarize"]
 
@@ -329,7 +329,7 @@ def unknown_at(c, ts=None) -> str:
     (one direction captured; bytes lost in a gap after ``ts``; else a cut of the snap length)."""
     if c.one_way >= 0:
         return ONE_DIRECTION_CAPTURED
-    return NOT_CAPTURED if _unknown_by_cut(c, ts) else LOST_IN_CAPTURE
+    return NOT_CAPTURED if unknown_by_cut(c, ts) else LOST_IN_CAPTURE
 
 
 
@@ -365,10 +365,10 @@ def delivery_row(an, c, link, addr, d) -> dict:
         "aborted": d.aborted,
         "resumed": d.resumed,
         "settled_by": settled_by,
-        "settled_time": _t(d.settled),
-        "settled_packet": _p(d.settled),
-        "sender_settled_time": _t(d.snd_settled),
-        "receiver_settled_time": _t(d.rcv_settled),
+        "settled_time": time_of(d.settled),
+        "settled_packet": packet_of(d.settled),
+        "sender_settled_time": time_of(d.snd_settled),
+        "receiver_settled_time": time_of(d.rcv_settled),
         "outcome": d.outcome or "",
         "outcome_by": d.outcome_by or "",
         "outcome_time": d.outcome_ts,
@@ -382,7 +382,7 @@ def delivery_row(an, c, link, addr, d) -> dict:
         "rcv_settle_mode": d.rcv_settle_mode,
         "dispositions_sender": d.dispositions[d.direction],
         "dispositions_receiver": d.dispositions[1 - d.direction],
-        "settlement_latency": an._span(_t(d.settled), _p(d.settled), d.first_ts, d.first_packet),
+        "settlement_latency": an._span(time_of(d.settled), packet_of(d.settled), d.first_ts, d.first_packet),
         "outcome_latency": an._span(d.outcome_ts, d.outcome_packet, d.first_ts, d.first_packet),
         "unsettled_at": an._unsettled_at(d),
         **dict(zip(MESSAGE_COLUMNS, delivery_cells(d))),
@@ -672,7 +672,7 @@ class Analyzer(StateTracker):
         if dlv.settled is not None:
             return None
         link, s, c = dlv.link, dlv.session, dlv.link.conn
-        if c.loss is not None and _lost_after(c, dlv.first_ts):
+        if c.loss is not None and connection_lost_after(c, dlv.first_ts):
             return unknown_at(c, dlv.first_ts)
         return self._unsettled_place(link)
 
@@ -788,7 +788,7 @@ class Analyzer(StateTracker):
             row["resumed"] = resumed
             row["rcv_settle_mode"] = rsm
             if lossy:
-                row["unsettled_at"] = unknown_at(c, ft) if _lost_after(c, ft) else plain
+                row["unsettled_at"] = unknown_at(c, ft) if connection_lost_after(c, ft) else plain
             yield seqs[i], row
 
     def _message_columns(self, ds: list) -> list:
@@ -993,7 +993,7 @@ class Analyzer(StateTracker):
         c = link.conn
         if c.loss is not None:  # (unsettled_at differs by row only after a loss)
             plain = self._unsettled_place(link)
-            cols["unsettled_at"] = [unknown_at(c, ft) if _lost_after(c, ft) else plain for ft in cols["first_time"]]
+            cols["unsettled_at"] = [unknown_at(c, ft) if connection_lost_after(c, ft) else plain for ft in cols["first_time"]]
         return cols, [0] * n, cc
 
     def _delivery_context(self, link, direction) -> tuple:

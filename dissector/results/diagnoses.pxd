@@ -2,7 +2,7 @@
 # it makes FoldWatch an extension type, so the per-delivery fold (Analyzer._on_fold) is a C call
 # reading the delivery's C struct.
 import cython
-from amqp_dissect.model.delivery cimport _Delivery
+from amqp_dissect.model.delivery cimport DeliveryRecord
 
 cdef class FoldWatch:
     cdef public dict activity, messages
@@ -11,7 +11,7 @@ cdef class FoldWatch:
     cdef public object _link, _last
 
     @cython.locals(t=cython.longlong, lo=cython.longlong, hi=cython.longlong, merge=cython.longlong, last=list)
-    cpdef fold(self, _Delivery d)
+    cpdef fold(self, DeliveryRecord d)
     cpdef _interval(self, link, t)
-    cdef _fold_big(self, _Delivery d, ft, list last)
-    cdef _fold_message(self, _Delivery d)
+    cdef _fold_big(self, DeliveryRecord d, ft, list last)
+    cdef _fold_message(self, DeliveryRecord d)

@@ -23,7 +23,7 @@ from typing import NamedTuple
 from ..amqp.spec import OUTCOMES
 from ..model.deliveries import compact_rows
 from . import diagnoses as _diagnoses
-from .rows import _lost_after, _unknown_by_cut
+from .rows import connection_lost_after, unknown_by_cut
 
 NOTABLE = 10  # rows per "notable" list
 LISTED_CONNECTIONS = 100  # connections the report describes one by one (the others are added up)
@@ -138,18 +138,18 @@ def _lost_counts(c, link) -> LostCounts:
         return _NO_LOST
     n = m = cut = 0
     for d in link.live.values():
-        if d.settled is None and _lost_after(c, d.first_ts):
+        if d.settled is None and connection_lost_after(c, d.first_ts):
             n += 1
             if d.outcome is None:
                 m += 1
-            if _unknown_by_cut(c, d.first_ts):
+            if unknown_by_cut(c, d.first_ts):
                 cut += 1
     for _sender, st, rows in compact_rows(link):  # (a compacted delivery: unsettled, no outcome)
         ft = st.first_ts
-        k = sum([1 for i in rows if _lost_after(c, ft[i])])
+        k = sum([1 for i in rows if connection_lost_after(c, ft[i])])
         n += k
         m += k
-        cut += sum([1 for i in rows if _lost_after(c, ft[i]) and _unknown_by_cut(c, ft[i])])
+        cut += sum([1 for i in rows if connection_lost_after(c, ft[i]) and unknown_by_cut(c, ft[i])])
     return LostCounts(n, m, cut)
 
 

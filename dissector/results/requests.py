@@ -85,7 +85,7 @@ class RequestCandidate(NamedTuple):
 
 
 # the delivery row's fields a candidate keeps, in this order
-_FIELDS = RequestCandidate._fields
+REQUEST_FIELDS = RequestCandidate._fields
 _new_candidate = tuple.__new__  # (a candidate per delivery kept: made without the keyword-checking __new__)
 
 
@@ -376,7 +376,7 @@ class RequestMatcher:
         if len(self._cands) >= self.max_candidates:
             self.dropped += 1
             return
-        self._cands.append(_new_candidate(RequestCandidate, [row.get(f) for f in _FIELDS]))
+        self._cands.append(_new_candidate(RequestCandidate, [row.get(f) for f in REQUEST_FIELDS]))
 
     def part(self) -> dict:
         """What this matcher holds, to be merged with other processes' (:meth:`merge`): plain data."""

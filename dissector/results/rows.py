@@ -25,15 +25,15 @@ __all__ = [
 
 # -- connections --------------------------------------------------------------------------------
 
-def _t(x):
+def time_of(x):
     return None if x is None else x[0]
 
 
-def _p(x):
+def packet_of(x):
     return None if x is None else x[1]
 
 
-def _lost_after(c, ts) -> bool:
+def connection_lost_after(c, ts) -> bool:
     """Did either peer of connection ``c`` lose bytes (a TCP gap, bytes skipped to resynchronise)
     noticed after time ``ts``?  Then a frame sent after ``ts`` (a settling disposition, an end, a
     detach) may be among them."""
@@ -43,8 +43,8 @@ def _lost_after(c, ts) -> bool:
     return loss.lost_after(0, ts) or loss.lost_after(1, ts)
 
 
-def _unknown_by_cut(c, ts) -> bool:
-    """Is a delivery of ``c`` first transferred at ``ts``, whose outcome is unknown (:func:`_lost_after`),
+def unknown_by_cut(c, ts) -> bool:
+    """Is a delivery of ``c`` first transferred at ``ts``, whose outcome is unknown (:func:`connection_lost_after`),
     unknown for a cut of the snap length only (no gap after ``ts``, both directions captured)?"""
     loss = c.loss
     return (loss is not None and c.one_way < 0
@@ -561,14 +561,14 @@ def _transaction_row(an, t) -> dict:
         "global_id": t.global_id,
         **_transfer_columns("declare", t.declare),
         "declare_outcome": t.declare_outcome,
-        "declared_time": _t(t.declared),
-        "declared_packet": _p(t.declared),
+        "declared_time": time_of(t.declared),
+        "declared_packet": packet_of(t.declared),
         "declare_error": (t.declare_error or {}).get("condition"),
         **_transfer_columns("discharge", t.discharge),
         "fail": t.fail,
         "discharge_outcome": t.discharge_outcome,
         "discharge_error": (t.discharge_error or {}).get("condition"),
-        "discharged_time": _t(t.discharged),
+        "discharged_time": time_of(t.discharged),
         "state": _transaction_state(t),
         "deliveries": len(t.enlisted),
         "enlisted": [{"link": lk.name, "delivery_id": did, "how": how} for lk, did, how in t.enlisted],
@@ -621,7 +621,7 @@ def _unsettled_at_end_rows(an, c, link, base: dict, unsettled: int) -> list:
              "description": f"delivery {d.delivery_id} not settled at the end of the capture",
              "packet": d.first_packet, "time": d.first_ts, "side": SIDES[d.direction], "count": 1}
             for d in link_deliveries(link)
-            if d.settled is None and not (c.loss is not None and _lost_after(c, d.first_ts))]
+            if d.settled is None and not (c.loss is not None and connection_lost_after(c, d.first_ts))]
 
 
 def _unsettled_at_connection_end_row(an, c, how: str, n: int) -> dict:
@@ -679,14 +679,14 @@ def _side_lost_after(c, e, ts) -> bool:
 
 def _count_lost(c, link) -> int:
     """How many unsettled deliveries of ``link`` (live or compacted) have an unknown outcome: their
-    settlement may have been in bytes lost after their first transfer (see :func:`_lost_after`)."""
+    settlement may have been in bytes lost after their first transfer (see :func:`connection_lost_after`)."""
     n = 0
     for d in link.live.values():
-        if d.settled is None and _lost_after(c, d.first_ts):
+        if d.settled is None and connection_lost_after(c, d.first_ts):
             n += 1
     for _sender, st, rows in compact_rows(link):
         ft = st.first_ts
-        n += sum([1 for i in rows if _lost_after(c, ft[i])])
+        n += sum([1 for i in rows if connection_lost_after(c, ft[i])])
     return n
 
 

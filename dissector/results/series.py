@@ -186,15 +186,15 @@ class SeriesAnalyzer(Analyzer):
         self.series_sessions = series_sessions
         self.ladder_frames = ladder_frames
         self.ladder_connections = ladder_connections
-        self._credit: dict = {}  # _Link -> Series
-        self._pairs: dict = {}  # _Link -> (credit Series, window Series, session, sender), for the hot path
-        self._window_s: dict = {}  # (_Session, sending peer) -> Series
+        self._credit: dict = {}  # Link -> Series
+        self._pairs: dict = {}  # Link -> (credit Series, window Series, session, sender), for the hot path
+        self._window_s: dict = {}  # (Session, sending peer) -> Series
         self.links_without_series = 0
         self.sessions_without_series = 0
         self._untracked: set = set()  # links / sessions refused a series (counted once)
         self._ladder: dict = {}  # connection id -> [frame records]
         self._ladder_total: dict = {}  # connection id -> frames and headers seen in all
-        self._rates: dict = {}  # _Link -> RateSeries (settlements over time), the first series_links links
+        self._rates: dict = {}  # Link -> RateSeries (settlements over time), the first series_links links
 
     # -- hooks into the state layer ------------------------------------------------------
 
@@ -293,7 +293,7 @@ class SeriesAnalyzer(Analyzer):
     # -- reading ---------------------------------------------------------------------------
 
     def credit_series(self, link) -> Series | None:
-        """The link-credit series of a link (a state-layer ``_Link``), None when none was kept."""
+        """The link-credit series of a link (a state-layer ``Link``), None when none was kept."""
         return self._credit.get(link)
 
     def window_series(self, session, sender) -> Series | None:
@@ -301,7 +301,7 @@ class SeriesAnalyzer(Analyzer):
         return self._window_s.get((session, sender))
 
     def rate_series(self, link) -> RateSeries | None:
-        """Settlements over time of a link (a state-layer ``_Link``), None when none was kept."""
+        """Settlements over time of a link (a state-layer ``Link``), None when none was kept."""
         return self._rates.get(link)
 
     def ladder(self) -> list:

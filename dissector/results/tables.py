@@ -110,12 +110,12 @@ def _pandas_metadata(table: str) -> dict:
         cols.append({"name": c.name, "field_name": c.name, "pandas_type": pandas_type, "numpy_type": numpy_type,
                      "metadata": {"timezone": "UTC"} if c.type == TIME else None})
     meta = {"index_columns": [], "column_indexes": [], "columns": cols, "attributes": {},
-            "creator": {"library": "pyarrow", "version": pa.__version__}, "pandas_version": _pandas_version()}
+            "creator": {"library": "pyarrow", "version": pa.__version__}, "pandas_version": installed_pandas_version()}
     return {b"pandas": json.dumps(meta).encode("utf-8")}
 
 
 @functools.cache
-def _pandas_version() -> str | None:
+def installed_pandas_version() -> str | None:
     """The installed pandas' version (None without pandas), without importing it; asked once per
     process (cached): the lookup of a distribution's metadata searches every ``sys.path`` entry (in
     Spark's Python workers, pyspark's zip files too: about 20 ms a call), and the archive's table
@@ -297,7 +297,7 @@ def misfits(rows: Iterable[dict], table: str) -> list[tuple[int, str, object]]:
     return [(i, c.name, r.get(c.name)) for i, r in enumerate(rows) for c in cols if not fits(r.get(c.name), c.type)]
 
 
-def _types_mapper():
+def pandas_types_mapper():
     import pandas as pd
 
     m = {pa.string(): pd.StringDtype("pyarrow"), pa.int64(): pd.Int64Dtype(), pa.uint64(): pd.UInt64Dtype(),
@@ -308,7 +308,7 @@ def _types_mapper():
 def batch_frame(batch: pa.RecordBatch):
     """An Arrow batch (or table) of a table as a pandas DataFrame with the registry dtypes."""
     t = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
-    return t.to_pandas(types_mapper=_types_mapper())
+    return t.to_pandas(types_mapper=pandas_types_mapper())
 
 
 def to_frame(rows: Iterable[dict], table: str):

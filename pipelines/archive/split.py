@@ -30,7 +30,7 @@ import zlib
 from typing import Iterable, Iterator, NamedTuple
 
 from amqp_dissect.capture.gunzip import GunzipStream
-from amqp_dissect.capture.pcap import MAX_RECORD, _Prefixed, _read_upto, open_capture, too_little_decompressed
+from amqp_dissect.capture.pcap import MAX_RECORD, PrefixedFile, read_upto, open_capture, too_little_decompressed
 from amqp_dissect.errors import CaptureError
 
 from .ranges import pcap_header
@@ -288,9 +288,9 @@ class _Source(NamedTuple):
 def _open_records(raw, result: SplitResult) -> _Source:
     """The capture's format from its first bytes (gzip, pcapng or pcap), and its records."""
     seen = _Kept(raw.read)  # the bytes read to find the format, given again to the pcapng reader
-    head = _read_upto(seen.read, 4)  # (a pipe may give fewer bytes than asked)
+    head = read_upto(seen.read, 4)  # (a pipe may give fewer bytes than asked)
     if head[:2] == _GZ:
-        f = _SafeRead(GunzipStream(_Prefixed(head, seen.read).read).read)  # (as the capture reader reads it)
+        f = _SafeRead(GunzipStream(PrefixedFile(head, seen.read).read).read)  # (as the capture reader reads it)
         first4 = f.read(4)
         if f.error is not None and len(first4) < 4:  # (said as the capture reader says it)
             raise CaptureError(f"{f.error}: {too_little_decompressed(len(first4))}")
@@ -298,7 +298,7 @@ def _open_records(raw, result: SplitResult) -> _Source:
         f, first4 = _SafeRead(seen.read, ()), head
     consumed = seen.kept()  # (and keep no more)
     if first4 == b"\x0a\x0d\x0d\x0a":
-        reader = open_capture(_Prefixed(consumed, raw.read))  # (gzip handled there too)
+        reader = open_capture(PrefixedFile(consumed, raw.read))  # (gzip handled there too)
         return _Source(_converted(reader, True, result), None, reader, [])
     file_header, records, err = _raw_pcap(f, first4)
     return _Source(records, file_header, None, err)

@@ -193,12 +193,12 @@ def pandas_metadata(schema, nullable_ints: bool = True) -> dict:
             pt, nt, md = "float64", "float64", None
         cols.append({"name": f.name, "field_name": f.name, "pandas_type": pt, "numpy_type": nt, "metadata": md})
     meta = {"index_columns": [], "column_indexes": [], "columns": cols, "attributes": {},
-            "creator": {"library": "pyarrow", "version": pa.__version__}, "pandas_version": _pandas_version()}
+            "creator": {"library": "pyarrow", "version": pa.__version__}, "pandas_version": installed_pandas_version()}
     return {b"pandas": json.dumps(meta).encode("utf-8")}
 
 
-def _pandas_version():
-    from amqp_dissect.results.tables import _pandas_version as version
+def installed_pandas_version():
+    from amqp_dissect.results.tables import installed_pandas_version as version
 
     return version()
 

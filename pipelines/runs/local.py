@@ -594,7 +594,7 @@ def frame_rows(events) -> list[dict]:
 def read_messages(source) -> None:
     """The switch of the message fields, on the reading side: ``source``'s transfer frames keep
     their payloads (call it before reading), for an ``Analyzer(messages=True)`` to read the
-    message of every delivery (the deliveries table's message columns, ``_Delivery.message``)."""
+    message of every delivery (the deliveries table's message columns, ``DeliveryRecord.message``)."""
     source.dissector.payloads = True
 
 

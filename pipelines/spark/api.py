@@ -131,7 +131,7 @@ def read_captures(spark, paths, *, ports=(), keylog=None, tables=None, frames: b
     :meth:`CaptureTables.close`; required on a cluster).  Rows of each table come in the
     single-process order.  Raises :class:`~amqp_dissect.pipelines.archive.InputError` for paths
     that cannot be read (before any work)."""
-    from .job import _analyse, table_frames
+    from .job import analyse, table_frames
 
     t0 = time.time()
     temporary = False
@@ -144,7 +144,7 @@ def read_captures(spark, paths, *, ports=(), keylog=None, tables=None, frames: b
         # the messages are read (the deliveries' message columns; else null) when asked, and for
         # the tables made of them
         messages = bool(messages) or "messages" in wanted or "requests" in wanted
-        done = _analyse(spark, paths, work, t0=t0, split_size=split_size, frames=frames, partitions=partitions,
+        done = analyse(spark, paths, work, t0=t0, split_size=split_size, frames=frames, partitions=partitions,
                         ports=ports, idle_timeout=idle_timeout, keylog=keylog, messages=messages)
     except BaseException:
         if temporary:

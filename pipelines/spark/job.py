@@ -21,12 +21,12 @@ from amqp_dissect.pipelines.archive import (DEFAULT_SPLIT_SIZE, KIND_SUMMARY, KI
 from amqp_dissect.capture.tcp import IDLE_TIMEOUT
 from amqp_dissect.results.schema import TABLES as REGISTRY_TABLES
 
-from amqp_dissect.pipelines.spark_runtime.session import _STAGE2_CONF, _TABLES_CONF, _TS_CONF, _sql_conf
-from .stages import (STAGE2_COLUMNS, Meter, metered, pack_tasks, _arrow_schema, _read_rows, _sensitive_fn, _stage1_direct_fn,
-                     _stage1_fn, _stage2_direct_fn, _stage2_fn, _ticks_direct_fn, _ticks_fn,
-                     _types, partition_keys, rows_schema, stage1_schema, table_schema)
+from amqp_dissect.pipelines.spark_runtime.session import STAGE2_CONF, TABLES_CONF, TS_CONF, sql_conf
+from .stages import (STAGE2_COLUMNS, Meter, metered, pack_tasks, spark_arrow_schema, read_rows, sensitive_fn, stage1_direct_fn,
+                     stage1_fn, stage2_direct_fn, stage2_fn, ticks_direct_fn, ticks_fn,
+                     spark_types, partition_keys, rows_schema, stage1_schema, table_schema)
 from .summaries import DEFAULT_WINDOW, SUMMARIES, summary_frame, write_summaries_local
-from .tables import _meta_rows, _table, _table_bounds, _write_tables_local
+from .tables import meta_rows, make_table, table_bounds, write_tables_local
 
 
 TABLES = REGISTRY_TABLES  # the registry's eight: connections, sessions, links, deliveries, stalls, transactions,
@@ -63,7 +63,7 @@ def run_archive(spark, paths, out: str, *, split_size: int = DEFAULT_SPLIT_SIZE,
     t0 = time.time()
     out_uri = check_output(spark, out)
     work = out_uri.rstrip("/") + "/_work"
-    done = _analyse(spark, paths, work, t0=t0, split_size=split_size, frames=frames, partitions=partitions,
+    done = analyse(spark, paths, work, t0=t0, split_size=split_size, frames=frames, partitions=partitions,
                     ports=ports, idle_timeout=idle_timeout, keylog=keylog)
     try:
         _write_outputs(spark, done, out_uri, window)
@@ -75,7 +75,7 @@ def run_archive(spark, paths, out: str, *, split_size: int = DEFAULT_SPLIT_SIZE,
             "clock_steps": done["clock_steps"]}
 
 
-def _analyse(spark, paths, work: str, *, t0, split_size, frames, partitions, ports, idle_timeout, keylog,
+def analyse(spark, paths, work: str, *, t0, split_size, frames, partitions, ports, idle_timeout, keylog,
              messages: bool = False) -> dict:
     """Stages 1 and 2 and their reruns, the rows under ``work``: what the tables and summaries
     are made of (see :func:`_run`)."""
@@ -88,7 +88,7 @@ def _analyse(spark, paths, work: str, *, t0, split_size, frames, partitions, por
     # files are read in at least as many tasks as stage 2 has (default: as many as cores),
     # so that every stage keeps all the cores busy
     try:
-        with _sql_conf(spark, spark__sql__files__minPartitionNum=str(nparts)):
+        with sql_conf(spark, spark__sql__files__minPartitionNum=str(nparts)):
             done = _run(spark, files, work, t0=t0, nparts=nparts, split_size=split_size, frames=frames,
                         ports=ports, idle_timeout=idle_timeout, keylog=keylog, messages=messages)
     except BaseException:
@@ -213,7 +213,7 @@ def _run(spark, files, work, *, t0, nparts, split_size, frames, ports, idle_time
             _stage2(spark, tcp().join(F.broadcast(fdf), "flow", "left_semi"), params, nparts, path, meter=meter,
                     step="reruns")
         for (_, ex), exs in zip(layers, excluded):
-            if fdf is not None:  # (for the facts read by Spark jobs: _meta_rows)
+            if fdf is not None:  # (for the facts read by Spark jobs: meta_rows)
                 ex.append(fdf)
             exs.update(flows)
         layers.append((None, []))
@@ -230,7 +230,7 @@ def _run(spark, files, work, *, t0, nparts, split_size, frames, ports, idle_time
     def current_meta():
         if local_meta:
             return _local_metas([_direct_dir(p) for p in layer_paths], excluded)
-        m = _meta_rows(_layer_frames(spark, layers, layer_paths)).persist()
+        m = meta_rows(_layer_frames(spark, layers, layer_paths)).persist()
         cached.append(m)
         return m
 
@@ -247,11 +247,11 @@ def _run(spark, files, work, *, t0, nparts, split_size, frames, ports, idle_time
         else:
             need = [r.flow for r in meta.where(F.col("needs_ticks")).select("flow").collect()]
         if seg_files is not None:  # one Python task reads the stage-1 files
-            fn = metered(meter, "reruns", _ticks_direct_fn(seg_files, dict(lay.offsets), 1_000_000_000))
+            fn = metered(meter, "reruns", ticks_direct_fn(seg_files, dict(lay.offsets), 1_000_000_000))
             ticks = tuple(spark.sparkContext.parallelize([0], 1).mapPartitions(fn).collect())
         else:
             tk = tcp().select("packet", "ts").repartition(1).sortWithinPartitions("packet").mapInArrow(
-                metered(meter, "reruns", _ticks_fn(1_000_000_000)), "packet long, ts long")
+                metered(meter, "reruns", ticks_fn(1_000_000_000)), "packet long, ts long")
             ticks = tuple((r.packet, r.ts) for r in tk.collect())
         rerun(need, FlowParams(**{**base.__dict__, "ticks": ticks}), work + "/rows_ticks")
         reruns["ticks"] = len(need)
@@ -267,7 +267,7 @@ def _run(spark, files, work, *, t0, nparts, split_size, frames, ports, idle_time
         if local_meta:
             sens = [f for f, m in meta if "error" not in m and end_sensitive(m, capture_end, analysis_end)]
         else:
-            sens = [r.flow for r in meta.mapInArrow(_sensitive_fn(capture_end, analysis_end),
+            sens = [r.flow for r in meta.mapInArrow(sensitive_fn(capture_end, analysis_end),
                                                     "flow string").collect()]
         if sens:
             rerun(sens, FlowParams(**{**base.__dict__, "ticks": ticks, "end_ts": analysis_end}), work + "/rows_end")
@@ -289,13 +289,13 @@ def _run(spark, files, work, *, t0, nparts, split_size, frames, ports, idle_time
 def table_frames(spark, done: dict, tables=None, bounds: dict | None = None) -> dict:
     """name -> the DataFrame of each result table (``tables``: which; default every one the run
     counted), in single-process order, read lazily from the stage-2 rows of ``done``
-    (:func:`_analyse`): the registry's columns and Spark types."""
+    (:func:`analyse`): the registry's columns and Spark types."""
     counts = done["counts"]
     names = [t for t in (tables or counts) if t in counts]
     layers = _layer_frames(spark, done["layers"], done["layer_paths"])
     if bounds is None:
-        bounds = _table_bounds(layers, {t: counts[t] for t in names}, done["nparts"])
-    return {t: _table(spark, layers, t, bounds[t], done["excluded"]) for t in names}
+        bounds = table_bounds(layers, {t: counts[t] for t in names}, done["nparts"])
+    return {t: make_table(spark, layers, t, bounds[t], done["excluded"]) for t in names}
 
 
 def _layer_frames(spark, layers: list, layer_paths: list) -> list:
@@ -303,7 +303,7 @@ def _layer_frames(spark, layers: list, layer_paths: list) -> list:
     that run Spark over them."""
     for i, (rows, ex) in enumerate(layers):
         if rows is None:
-            layers[i] = (_read_rows(spark, layer_paths[i]), ex)
+            layers[i] = (read_rows(spark, layer_paths[i]), ex)
     return layers
 
 
@@ -321,19 +321,19 @@ def _write_outputs(spark, done: dict, out_uri: str, window: float) -> None:
     if None not in layer_dirs and None not in [_direct_dir(u) for u in written.values()]:
         # local files: tasks read their range's chunks straight from the stage-2 files (no
         # shuffle), in one job for all the tables
-        _write_tables_local(spark, layer_dirs, excluded, counts, {t: _direct_dir(u) for t, u in written.items()},
+        write_tables_local(spark, layer_dirs, excluded, counts, {t: _direct_dir(u) for t, u in written.items()},
                             nparts, meter=done["meter"])
         bounds = None
     else:
         layers = _layer_frames(spark, layers, layer_paths)
-        bounds = _table_bounds(layers, counts, nparts)
+        bounds = table_bounds(layers, counts, nparts)
 
     def write_table(t):
         directory = _direct_dir(written[t])
         if directory is None:  # not a local path: the tasks make the files, the driver copies them there
             from amqp_dissect.pipelines.spark_runtime.fs import write_files
 
-            df = _table(spark, layers, t, bounds[t], excluded, meter=done["meter"], as_file=True)
+            df = make_table(spark, layers, t, bounds[t], excluded, meter=done["meter"], as_file=True)
             rows = [0]
 
             def files():
@@ -349,7 +349,7 @@ def _write_outputs(spark, done: dict, out_uri: str, window: float) -> None:
         # the tasks write the files themselves (pyarrow: a fraction of the JVM's cost)
         shutil.rmtree(directory, ignore_errors=True)
         os.makedirs(directory)
-        got = _table(spark, layers, t, bounds[t], excluded, directory, meter=done["meter"]).collect()
+        got = make_table(spark, layers, t, bounds[t], excluded, directory, meter=done["meter"]).collect()
         if sum(r.rows for r in got) != counts[t]:  # each row in exactly one range
             raise RuntimeError(f"table {t}: {sum(r.rows for r in got)} rows written of {counts[t]}")
         if not got:  # no rows at all: one file with the columns
@@ -357,7 +357,7 @@ def _write_outputs(spark, done: dict, out_uri: str, window: float) -> None:
         open(os.path.join(directory, "_SUCCESS"), "wb").close()
 
     if bounds is not None:
-        with _sql_conf(spark, **_TABLES_CONF):
+        with sql_conf(spark, **TABLES_CONF):
             _concurrently(write_table, sorted(counts, key=lambda t: -counts[t]))  # the largest first
     mark("tables")
     written.update({name: out_base + "/" + name for name in SUMMARIES})
@@ -374,7 +374,7 @@ def _write_outputs(spark, done: dict, out_uri: str, window: float) -> None:
             blob = summary_frame(name, tables, window, meter=done["meter"], as_file=True).collect()[0].data
             write_files(spark, written[name], [("part-00000.parquet", blob)])
 
-        with _sql_conf(spark, **_TS_CONF):
+        with sql_conf(spark, **TS_CONF):
             _concurrently(write_summary, SUMMARIES)
     mark("summaries")
     done["stats"]["timings"] = done["marks"]
@@ -401,7 +401,7 @@ def _stage1(spark, ranges: list[Range], path: str, meter=None) -> list[dict]:
     otherwise Spark's writer, then a job reading the summaries back."""
     from pyspark.sql import functions as F
 
-    T = _types()
+    T = spark_types()
     rschema = T.StructType([
         T.StructField("rid", T.IntegerType()), T.StructField("file", T.IntegerType()),
         T.StructField("path", T.StringType()), T.StructField("part", T.IntegerType()),
@@ -414,7 +414,7 @@ def _stage1(spark, ranges: list[Range], path: str, meter=None) -> list[dict]:
     if directory is not None:  # plain Python tasks write the rows and give the summaries
         shutil.rmtree(directory, ignore_errors=True)
         os.makedirs(directory)
-        fn = metered(meter, "stage1", _stage1_direct_fn(_arrow_schema(schema), directory))
+        fn = metered(meter, "stage1", stage1_direct_fn(spark_arrow_schema(schema), directory))
         bins = stage1_tasks(order, spark.sparkContext.defaultParallelism)
         rdd = spark.sparkContext.parallelize(bins, len(bins))
         metas = [json.loads(m) for m in rdd.mapPartitions(fn).collect()]
@@ -422,7 +422,7 @@ def _stage1(spark, ranges: list[Range], path: str, meter=None) -> list[dict]:
         return metas
     bins = stage1_tasks(order, spark.sparkContext.defaultParallelism)
     rdd = spark.sparkContext.parallelize(bins, len(bins)).flatMap(lambda task: task)
-    df = spark.createDataFrame(rdd, rschema).mapInArrow(metered(meter, "stage1", _stage1_fn(_arrow_schema(schema), directory)),
+    df = spark.createDataFrame(rdd, rschema).mapInArrow(metered(meter, "stage1", stage1_fn(spark_arrow_schema(schema), directory)),
                                                          schema)
     if directory is not None:
         shutil.rmtree(directory, ignore_errors=True)
@@ -472,8 +472,8 @@ def _stage2(spark, tcp, params: FlowParams, nparts: int, path: str, plan: dict |
         parted = tcp.repartition(nparts, "flow")
     directory = _direct_dir(path)
     df = parted.sortWithinPartitions("flow", "packet").select(*STAGE2_COLUMNS).mapInArrow(
-        metered(meter, step, _stage2_fn(bc, _arrow_schema(schema), directory)), schema)
-    with _sql_conf(spark, **_STAGE2_CONF):  # the chunks are compressed already (batch_ipc)
+        metered(meter, step, stage2_fn(bc, spark_arrow_schema(schema), directory)), schema)
+    with sql_conf(spark, **STAGE2_CONF):  # the chunks are compressed already (batch_ipc)
         if directory is not None:  # the tasks write their files themselves (pyarrow), no rows come back
             shutil.rmtree(directory, ignore_errors=True)
             os.makedirs(directory)
@@ -512,8 +512,8 @@ def _stage2_direct(spark, seg_files: list, offsets: dict, params: FlowParams, np
     bc = spark.sparkContext.broadcast(params)
     shutil.rmtree(directory, ignore_errors=True)
     os.makedirs(directory)
-    fn = _stage2_direct_fn(bc, seg_files, dict(offsets), nparts, dict(plan or {}), only,
-                           _arrow_schema(rows_schema()), directory)
+    fn = stage2_direct_fn(bc, seg_files, dict(offsets), nparts, dict(plan or {}), only,
+                           spark_arrow_schema(rows_schema()), directory)
     spark.sparkContext.parallelize(range(nparts), nparts).mapPartitions(metered(meter, step, fn)).collect()
     open(os.path.join(directory, "_SUCCESS"), "wb").close()
 

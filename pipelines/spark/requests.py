@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from amqp_dissect.results.requests import _FIELDS, RequestMatcher
+from amqp_dissect.results.requests import REQUEST_FIELDS, RequestMatcher
 from amqp_dissect.results.schema import TIME, columns
 
-from amqp_dissect.pipelines.runs.requests import _LINK_KEYS as _LINK_FIELDS  # (the links' columns the matcher reads)
+from amqp_dissect.pipelines.runs.requests import LINK_KEYS as _LINK_FIELDS  # (the links' columns the matcher reads)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -72,7 +72,7 @@ def _feed_requests(matcher: RequestMatcher, deliveries) -> None:
     from pyspark.sql import functions as F
 
     have = set(deliveries.columns)
-    wanted = [c for c in _FIELDS if c in have]
+    wanted = [c for c in REQUEST_FIELDS if c in have]
     cond = F.lit(False)
     for c in ("reply_to", "correlation_id"):
         if c in have:

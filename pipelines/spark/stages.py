@@ -21,14 +21,14 @@ STAGE2_COLUMNS = ("flow", "packet", "ts", "linktype", "data", "orig_len", "file"
 # --------------------------------------------------------------------------- schemas
 
 
-def _types():
+def spark_types():
     from pyspark.sql import types as T
 
     return T
 
 
 def stage1_schema():
-    T = _types()
+    T = spark_types()
     return T.StructType([
         T.StructField("rid", T.IntegerType()), T.StructField("idx", T.LongType()),
         T.StructField("ts", T.LongType()), T.StructField("linktype", T.IntegerType()),
@@ -40,7 +40,7 @@ def stage1_schema():
 
 
 def rows_schema():
-    T = _types()
+    T = spark_types()
     return T.StructType([
         T.StructField("table", T.StringType()), T.StructField("flow", T.StringType()),
         T.StructField("k1", T.LongType()), T.StructField("k2", T.LongType()),
@@ -56,7 +56,7 @@ def table_schema(table: str):
     return spark_schema(table)
 
 
-def _arrow_schema(spark_schema):
+def spark_arrow_schema(spark_schema):
     import pyarrow as pa
 
     m = {"StringType": pa.string(), "LongType": pa.int64(), "DoubleType": pa.float64(),
@@ -207,7 +207,7 @@ def _batches(rows, arrow_schema, size: int = 2048, max_bytes: int = 32 << 20, si
         yield batch(buf)
 
 
-def _stage1_fn(arrow_schema, directory: str | None = None):
+def stage1_fn(arrow_schema, directory: str | None = None):
     """Stage-1 rows of each range; with ``directory``, each task writes its range's rows to
     ``directory`` itself (:func:`_write_seg`) and gives the summary row only."""
     def fn(batches):
@@ -226,7 +226,7 @@ SEG_BATCH_ROWS = 8192  # stage-1 rows per Arrow batch (and Parquet row group) of
 _SEG_DATA = STAGE1_COLUMNS.index("data")  # the stage-1 rows' column of a record's bytes (when they travel whole)
 
 
-def _stage1_direct_fn(arrow_schema, directory: str):
+def stage1_direct_fn(arrow_schema, directory: str):
     """Stage 1 as a plain Python task (``mapPartitions`` over lists of range tuples, a task's
     ranges: ``job.stage1_tasks``): each range's rows written to ``directory``
     (:func:`_write_seg`), its summary (JSON text) given back.  No DataFrame: no query planning,
@@ -313,7 +313,7 @@ def _rows_of(batches, names):
         yield from zip(*cols)
 
 
-def _stage2_fn(params_bc, arrow_schema, directory: str | None = None):
+def stage2_fn(params_bc, arrow_schema, directory: str | None = None):
     """Stage-2 rows of the flows of a partition; with ``directory``, the task writes them there
     itself (:func:`_write_rows`) and gives no rows."""
     def fn(batches):
@@ -340,7 +340,7 @@ def _stage2_fn(params_bc, arrow_schema, directory: str | None = None):
 
 def flow_task(flow: str, nparts: int) -> int:
     """The stage-2 task of a flow the plan does not place, when the tasks read the stage-1
-    files themselves (:func:`_stage2_direct_fn`): a stable hash of its name."""
+    files themselves (:func:`stage2_direct_fn`): a stable hash of its name."""
     import zlib
 
     return zlib.crc32(flow.encode("utf-8")) % nparts
@@ -423,7 +423,7 @@ def _groups_of(meta, is_mine) -> list[int]:
     return out
 
 
-def _stage2_direct_fn(params_bc, seg_files: list, offsets: dict, nparts: int, plan: dict, only, arrow_schema,
+def stage2_direct_fn(params_bc, seg_files: list, offsets: dict, nparts: int, plan: dict, only, arrow_schema,
                       directory: str):
     """Stage 2 as a plain Python task per partition number (``mapPartitions``): its records read
     from the stage-1 files (:func:`task_records`: no shuffle, no JVM in between), run
@@ -499,7 +499,7 @@ def pa_batch(rows, arrow_schema):
     return next(_batches(rows, arrow_schema))
 
 
-def _range_fn(bounds, excluded, table: str | None = None, directory: str | None = None, as_file: bool = False):
+def range_fn(bounds, excluded, table: str | None = None, directory: str | None = None, as_file: bool = False):
     """Rows of ranges of a table, sorted (:func:`sorted_range`); with ``directory``, each
     task writes its range's Parquet file itself (:func:`write_range`) and gives one row,
     ``(range, rows written)``; with ``as_file``, each task gives ``(range, rows, Parquet file bytes)``
@@ -552,7 +552,7 @@ def _meta_fn(arrow_schema):
     return fn
 
 
-def _sensitive_fn(a, b):
+def sensitive_fn(a, b):
     import pyarrow as pa
 
     schema = pa.schema([pa.field("flow", pa.string())])
@@ -568,7 +568,7 @@ def _sensitive_fn(a, b):
     return fn
 
 
-def _ticks_fn(interval: int):
+def ticks_fn(interval: int):
     """The idle sweep's ticks over the (packet, ts) batches of every TCP record in packet order
     (one task): the sharding contract's clock (:func:`~amqp_dissect.shard.sweep_ticks`).
     ``interval``: nanoseconds, as every capture time."""
@@ -587,8 +587,8 @@ def _ticks_fn(interval: int):
     return fn
 
 
-def _ticks_direct_fn(seg_files: list, offsets: dict, interval: int):
-    """:func:`_ticks_fn` in one plain Python task over the local stage-1 files: the (packet, ts)
+def ticks_direct_fn(seg_files: list, offsets: dict, interval: int):
+    """:func:`ticks_fn` in one plain Python task over the local stage-1 files: the (packet, ts)
     of every TCP record of the ranges in ``offsets``, in packet order (16 bytes a record)."""
     def fn(_items):
         import numpy as np
@@ -638,12 +638,12 @@ def partition_keys(spark, n: int) -> list[int]:
     return _PARTITION_KEYS[key]
 
 
-def _read_rows(spark, path: str):
+def read_rows(spark, path: str):
     return spark.read.schema(rows_schema()).parquet(path)
 
 
-def _meta(rows):
-    T = _types()
+def meta_frame(rows):
+    T = spark_types()
     schema = T.StructType([
         T.StructField("flow", T.StringType()), T.StructField("last_packet", T.LongType()),
         T.StructField("last_ts", T.LongType()), T.StructField("needs_ticks", T.BooleanType()),
@@ -654,4 +654,4 @@ def _meta(rows):
     from pyspark.sql import functions as F
 
     return rows.where(F.col("table") == "_flow").select("flow", "blob").mapInArrow(
-        _meta_fn(_arrow_schema(schema)), schema)
+        _meta_fn(spark_arrow_schema(schema)), schema)

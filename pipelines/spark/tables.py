@@ -8,13 +8,13 @@ import shutil
 
 from amqp_dissect.pipelines.archive import range_bounds, sorted_range_table, write_range
 
-from .stages import _meta, _range_fn, metered, pack_tasks, partition_keys, table_schema
+from .stages import meta_frame, range_fn, metered, pack_tasks, partition_keys, table_schema
 
 
 TABLE_PART_ROWS = 100_000  # rows of a table one task sorts and writes, at most (about)
 
 
-def _table_bounds(layers, counts: dict, nparts: int) -> dict:
+def table_bounds(layers, counts: dict, nparts: int) -> dict:
     """table -> range boundaries (:func:`range_bounds`) of its rows in output order, from
     the smallest key and size of each stage-2 chunk (one Spark job reading five columns).
     A table of at most :data:`TABLE_PART_ROWS` rows is one range; a larger one is cut into
@@ -40,7 +40,7 @@ def _table_bounds(layers, counts: dict, nparts: int) -> dict:
     return out
 
 
-def _table(spark, layers, table: str, bounds: list, excluded: list, directory: str | None = None, meter=None,
+def make_table(spark, layers, table: str, bounds: list, excluded: list, directory: str | None = None, meter=None,
            as_file: bool = False):
     """A result table from the stage-2 chunks, in single-process order (connection first
     seen, then row): each chunk goes to the ranges of ``bounds`` its keys overlap (range
@@ -73,16 +73,16 @@ def _table(spark, layers, table: str, bounds: list, excluded: list, directory: s
     else:
         chunks = chunks.withColumn("r", F.lit(0)).repartition(1)
     chunks = chunks.select("layer", "r", "blob")
-    if as_file:  # each range's Parquet file, made by its task (see _range_fn)
-        return chunks.mapInArrow(metered(meter, "tables", _range_fn(bounds, excluded, table, None, True)),
+    if as_file:  # each range's Parquet file, made by its task (see range_fn)
+        return chunks.mapInArrow(metered(meter, "tables", range_fn(bounds, excluded, table, None, True)),
                                  "r int, rows long, data binary")
     if directory is not None:
-        return chunks.mapInArrow(metered(meter, "tables", _range_fn(bounds, excluded, table, directory)),
+        return chunks.mapInArrow(metered(meter, "tables", range_fn(bounds, excluded, table, directory)),
                                  "r int, rows long")
-    return chunks.mapInArrow(metered(meter, "tables", _range_fn(bounds, excluded)), table_schema(table))
+    return chunks.mapInArrow(metered(meter, "tables", range_fn(bounds, excluded)), table_schema(table))
 
 
-def _meta_rows(layers):
+def meta_rows(layers):
     """The "_flow" rows of the current result: each layer minus the flows rerun later."""
     from pyspark.sql import functions as F
 
@@ -92,7 +92,7 @@ def _meta_rows(layers):
         for ex in excluded:
             df = df.join(ex, "flow", "left_anti")
         out = df if out is None else out.unionByName(df)
-    return _meta(out)
+    return meta_frame(out)
 
 
 # --------------------------------------------------------------------------- tables from local files
@@ -109,7 +109,7 @@ def _chunk_files(layer_dirs: list, table: str):
 
 
 def _local_table_bounds(layer_dirs: list, counts: dict, nparts: int) -> dict:
-    """:func:`_table_bounds` from the local stage-2 files (pyarrow, on the driver: a few
+    """:func:`table_bounds` from the local stage-2 files (pyarrow, on the driver: a few
     columns of one row per chunk)."""
     import pyarrow.parquet as pq
 
@@ -165,7 +165,7 @@ def _tables_task(layer_dirs: list, bounds: dict, excluded: list, out_dirs: dict)
     return fn
 
 
-def _write_tables_local(spark, layer_dirs: list, excluded: list, counts: dict, out_dirs: dict, nparts: int,
+def write_tables_local(spark, layer_dirs: list, excluded: list, counts: dict, out_dirs: dict, nparts: int,
                         meter=None) -> None:
     """Every table's ranges written (:func:`_range_chunks`, :func:`sorted_range_table`,
     :func:`write_range`) in one Spark job of at most :data:`TABLE_TASKS_PER_SLOT` tasks per task

@@ -29,8 +29,8 @@ def preload() -> None:
         import pyarrow as pa
 
         pa.array([0])
-        from amqp_dissect.results.tables import _pandas_version
+        from amqp_dissect.results.tables import installed_pandas_version
 
-        _pandas_version()
+        installed_pandas_version()
     except Exception:
         pass

@@ -8,12 +8,12 @@ from hypothesis import given, settings, strategies as st
 from amqp_dissect.model import deliveries
 from amqp_dissect.model.deliveries import DeliveryTable
 from amqp_dissect.model import delivery
-from amqp_dissect.model.delivery import LiveDeliveries, _Delivery
+from amqp_dissect.model.delivery import LiveDeliveries, DeliveryRecord
 from amqp_dissect.model.serial import SERIAL_MASK, serial_add
 
 
 def _dlv(did, seq):
-    x = _Delivery("L", "S", 0, did, b"t", 1000 + seq, seq)
+    x = DeliveryRecord("L", "S", 0, did, b"t", 1000 + seq, seq)
     x.seq = seq
     return x
 

@@ -58,7 +58,7 @@ def test_outcome_counts_and_latencies_are_the_plain_counts():
     any point and copied, it holds what counting every delivery and dividing every time gives."""
     import random
 
-    from amqp_dissect.model.delivery import _Delivery
+    from amqp_dissect.model.delivery import DeliveryRecord
     from amqp_dissect.model.stats import TERMINAL_OUTCOMES_ORDER, DeliveryStats
 
     rng = random.Random(7)
@@ -72,7 +72,7 @@ def test_outcome_counts_and_latencies_are_the_plain_counts():
         o = rng.choice(names[:2] * 6 + names)  # long runs of accepted and rejected, the rest mixed in
         if o is not None and rng.random() < 0.2:
             o = "".join(list(o))  # an equal name that is another object
-        d = _Delivery(None, None, 0, i, b"t", t0 + i, i)
+        d = DeliveryRecord(None, None, 0, i, b"t", t0 + i, i)
         d.outcome = o
         settle = t0 + i + rng.randrange(1, 10**6)
         if rng.random() < 0.9:

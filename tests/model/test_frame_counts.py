@@ -1,4 +1,4 @@
-"""A connection's frame counts per peer and performative (``_Conn.frame_counts``), kept as a run of
+"""A connection's frame counts per peer and performative (``Connection.frame_counts``), kept as a run of
 the last name in a C count and added to the dict when read.
 
 Oracles: ``collections.Counter`` over the same names (and the order of their first frames, the
@@ -13,7 +13,7 @@ import random
 from collections import Counter
 
 from amqp_dissect.amqp.framing import FRAME_SASL, Frame
-from amqp_dissect.model.entities import _Conn, _ConnBase
+from amqp_dissect.model.entities import Connection, ConnectionBase
 from amqp_dissect.model.tracker import StateTracker
 from eventkeys import run_pipeline
 
@@ -22,7 +22,7 @@ SAMPLES = os.path.join(ROOT, "samples")
 
 
 def _conn():
-    c = _Conn(_ConnBase(("a", 1, "b", 2), "a:1", "b:2", True))
+    c = Connection(ConnectionBase(("a", 1, "b", 2), "a:1", "b:2", True))
     c.framed()  # (what the tracker does at a connection's first frame)
     return c
 

@@ -310,7 +310,7 @@ def test_the_deliveries_frame_frees_each_columns_arrow_chunks_as_it_converts_it(
 
     capture = os.path.join(SAMPLES, "twins", "proton_rabbitmq_burst.pcap.gz")
     seen: list = []
-    real = tables._types_mapper
+    real = tables.pandas_types_mapper
 
     def spying():
         get = real()
@@ -320,7 +320,7 @@ def test_the_deliveries_frame_frees_each_columns_arrow_chunks_as_it_converts_it(
             return get(typ)
         return mapper
 
-    monkeypatch.setattr(tables, "_types_mapper", spying)
+    monkeypatch.setattr(tables, "pandas_types_mapper", spying)
     df = amqp_dissect.analyze(capture, tables="deliveries").deliveries
     assert len(df) > 10_000
     assert len(seen) >= len(df.columns)  # (asked once per column at least)

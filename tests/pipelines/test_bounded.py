@@ -267,10 +267,10 @@ CONN_BUDGET = 512  # bytes an idle connection (the TCP layer has let it go) keep
 HALF_OPEN_BUDGET = 1024
 # bytes a connection that sent only its protocol header costs in all while the TCP layer tracks it (issue 40:
 # 5,269 B compiled / 5,429 B pure before its frames' state was shared until its first frame; 2,319 B / 2,367 B
-# before its header state was a _ConnHeaders).  The goal is 1,024: the TCP entry and the decoder are what is left
+# before its header state was a ConnectionHeaders).  The goal is 1,024: the TCP entry and the decoder are what is left
 HEADER_ONLY_BUDGET = 1950
 # bytes such a connection keeps once the TCP layer let it go (with the note that the server's direction
-# is not in the capture): 2,042 B / 2,092 B (compiled / pure) before issue 40's _ConnHeaders and shared loss pairs
+# is not in the capture): 2,042 B / 2,092 B (compiled / pure) before issue 40's ConnectionHeaders and shared loss pairs
 HEADER_ONLY_IDLE_BUDGET = 1024
 TCP_FLOW_BUDGET = 700  # bytes the TCP layer holds for one half-open connection (its entry, key, id, direction)
 REPORT_CONN_BUDGET = 512  # bytes the report document adds per connection it does not list
@@ -353,7 +353,7 @@ def test_a_connection_that_sent_only_its_protocol_header_costs_at_most_header_on
 
 def test_a_connection_that_sent_only_its_protocol_header_keeps_at_most_1_kb_once_let_go():
     """Issue 40: let go by the TCP layer (at most 100 tracked here), which notes that the server's
-    direction is not in the capture, a header-only connection keeps its header state (a _ConnHeaders:
+    direction is not in the capture, a header-only connection keeps its header state (a ConnectionHeaders:
     the frames' state shared, its header pair and its one unknown line shared tuples) and a loss
     record whose untouched per-peer pairs are shared."""
     per = _header_only_cost(6000, max_tcp=100)
@@ -361,12 +361,12 @@ def test_a_connection_that_sent_only_its_protocol_header_keeps_at_most_1_kb_once
 
 
 def test_a_header_only_connection_is_headers_state_until_its_first_frame(tmp_path, capsys):
-    """The connection of a header alone is a _ConnHeaders (no _Conn), its one-direction loss noted as
+    """The connection of a header alone is a ConnectionHeaders (no Connection), its one-direction loss noted as
     before, its header pair one shared object; its row lists the header the client sent (the
     capture's bytes, as tshark reads them, are the oracle)."""
     import shutil
 
-    from amqp_dissect.model.entities import _ConnHeaders
+    from amqp_dissect.model.entities import ConnectionHeaders
 
     recs, d, a = _pipeline(B.header_records(50))
     d.tcp.max_connections = 10
@@ -376,7 +376,7 @@ def test_a_header_only_connection_is_headers_state_until_its_first_frame(tmp_pat
     for ev in d.finish():
         a.feed(ev)
     conns = list(a.connections.values())
-    assert {type(c) for c in conns} == {_ConnHeaders}
+    assert {type(c) for c in conns} == {ConnectionHeaders}
     assert all(c.loss is not None and c.loss.absent[1] and not c.loss.absent[0] for c in conns)
     assert all(list(c.unknown) == ["the server's frames (one direction captured)"] for c in conns)
     assert len({id(c.headers) for c in conns}) == 1 and list(conns[0].headers[0]) == ["AMQP 1.0.0"]
@@ -403,7 +403,7 @@ def test_the_shared_defaults_of_connections_without_frames_stay_empty(capsys):
         rc, _out, _err = _run(capsys, "report", str(cap))
         assert rc == EXIT_OK, cap
     assert machine._NO_QUEUE == ([], [])
-    assert state._EMPTY_MAP == {} and state._EMPTY_PAIR == ((), ())
+    assert state.EMPTY_MAP == {} and state.EMPTY_PAIR == ((), ())
     assert framing._NO_PARTIALS == {}
 
 
@@ -738,7 +738,7 @@ def test_connections_csv_and_jsonl_stream_their_rows(tmp_path, monkeypatch, caps
 def test_a_transaction_holds_ids_of_its_deliveries_not_the_deliveries():
     """test_state's declare / enlist / discharge conversation: the transaction's rows name the
     enlisted deliveries, and the transaction holds (link, delivery-id, how), never a delivery."""
-    from amqp_dissect.model.delivery import _Delivery
+    from amqp_dissect.model.delivery import DeliveryRecord
 
     T = _sibling("test_state")
     T.test_transactions_declare_enlist_discharge()  # (its own checks of the transaction rows)
@@ -752,7 +752,7 @@ def test_a_transaction_holds_ids_of_its_deliveries_not_the_deliveries():
     a = s.done()
     (t,) = a.transactions
     assert [(link.name, did, how) for link, did, how in t.enlisted] == [("work", 1, "transfer")]
-    assert not any(isinstance(x, _Delivery) for item in t.enlisted for x in item)
+    assert not any(isinstance(x, DeliveryRecord) for item in t.enlisted for x in item)
     (row,) = a.transaction_rows()
     assert row["enlisted"] == [{"link": "work", "delivery_id": 1, "how": "transfer"}]
 
@@ -774,7 +774,7 @@ def test_shared_defaults_of_a_connection_refuse_writes_and_pickle():
             pass
         else:
             raise AssertionError("a shared default took a write")
-    assert state._EMPTY_MAP == {} and state._NONE_PAIR == (None, None)
+    assert state.EMPTY_MAP == {} and state.NONE_PAIR == (None, None)
     again = pickle.loads(pickle.dumps(a))
     assert len(again.connections) == 3
 

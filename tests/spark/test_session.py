@@ -100,8 +100,8 @@ def test_the_pandas_version_is_looked_up_once_per_process():
     code = ("import sys, importlib.metadata as M; from amqp_dissect.results import tables as T; "
             "n = [0]; real = M.version\n"
             "def counted(name):\n n[0] += 1; return real(name)\n"
-            "M.version = counted; a = T._pandas_version(); b = T._pandas_version(); "
-            "from amqp_dissect.pipelines.archive.tables import _pandas_version as A; c = A(); "
+            "M.version = counted; a = T.installed_pandas_version(); b = T.installed_pandas_version(); "
+            "from amqp_dissect.pipelines.archive.tables import installed_pandas_version as A; c = A(); "
             "import pandas; print(n[0], a == b == c == pandas.__version__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["1", "True"], out.stdout + out.stderr

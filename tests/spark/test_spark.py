@@ -265,7 +265,7 @@ def test_chained_headers_reject_a_lone_plausible_header(tmp_path):
 def test_sweep_ticks_in_batches_equal_one_pass():
     import pyarrow as pa
 
-    from amqp_dissect.pipelines.spark.stages import _ticks_fn
+    from amqp_dissect.pipelines.spark.stages import ticks_fn
 
     rng = np.random.default_rng(7)
     ts = (np.cumsum(rng.exponential(0.3, 3000)) * 1e9).astype(np.int64) + 10**18  # (integer nanoseconds)
@@ -275,7 +275,7 @@ def test_sweep_ticks_in_batches_equal_one_pass():
     want, _ = ar.sweep_ticks(zip(pk.tolist(), ts.tolist()))
     batches = [pa.RecordBatch.from_arrays([pa.array(pk[i:i + 700]), pa.array(ts[i:i + 700])], ["packet", "ts"])
                for i in range(0, len(ts), 700)]
-    got = [(p, t) for b in _ticks_fn(1_000_000_000)(iter(batches)) for p, t in zip(b.column(0).to_pylist(),
+    got = [(p, t) for b in ticks_fn(1_000_000_000)(iter(batches)) for p, t in zip(b.column(0).to_pylist(),
                                                                             b.column(1).to_pylist())]
     assert got == want and len(want) > 100
 
@@ -473,7 +473,7 @@ def test_stage1_files_hold_one_flow_per_row_group_and_stage2_tasks_read_only_the
              os.path.join(SAMPLES, "heartbeat.pcap")]
     seg = tmp_path / "seg"
     seg.mkdir()
-    schema = stages._arrow_schema(stages.stage1_schema())
+    schema = stages.spark_arrow_schema(stages.stage1_schema())
     metas = [json.loads(stages._write_seg(str(seg), r, schema)[10]) for r in ar.plan_ranges(files, 0)]
     offsets = ar.layout(files, metas).offsets
     seg_files = sorted(str(p) for p in seg.glob("*.parquet"))
