@@ -21,11 +21,14 @@ from ..amqp.framing import FRAME_SASL, PROTO_AMQP, PROTO_SASL, PROTO_TLS, NotCap
 from ..times import NS
 from .entities import Connection, ConnectionBase, ConnectionHeaders
 from .findings import Recorder
-from .state import CONNECTION_MACHINE, SIDES, UNKNOWN, Endpoints, _plain, _str, _symbols, error_info
+from .machine import CONNECTION_MACHINE, Endpoints
+from .transitions import SIDES, UNKNOWN
+# the value readers (amqp/values.py), under the names this room calls them by
+from ..amqp.values import error_info, read_plain as _plain, read_str as _str, read_symbols as _symbols
 from .steps import after_missing, lossy_step, missing_how
 
 if not cython.compiled:  # (compiled: C functions and constants, cimported in the .pxd)
-    from .state import (_uint)
+    from ..amqp.values import read_uint as _uint
 
 # the connection's own performatives, which frame() handles first (3: detach and end, frames of a
 # session whose last frames before them frame() notes)

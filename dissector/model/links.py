@@ -16,8 +16,11 @@ except ImportError:
 
 from ..amqp.codec import ABSENT
 from .entities import Link
-from .state import (PLACEHOLDERS_MAX, SIDES, UNKNOWN_LINKS_MAX, _LINK_HANDLE_ASSIGNED, _choice, _composite, _plain, _str,
-                    _symbols, _ulong, error_info, terminus_info)
+from .state import PLACEHOLDERS_MAX, SIDES, UNKNOWN_LINKS_MAX
+from .transitions import LINK_HANDLE_ASSIGNED as _LINK_HANDLE_ASSIGNED
+# the value readers (amqp/values.py), under the names this room calls them by
+from ..amqp.values import (error_info, read_choice as _choice, read_composite as _composite, read_plain as _plain,
+                           read_str as _str, read_symbols as _symbols, read_ulong as _ulong, terminus_info)
 from .findings import Recorder, strict
 from .hooks import Hooks
 from .sessions import SessionRules
@@ -26,7 +29,8 @@ from .stall_rules import StallRules, sender_active
 from .steps import after_missing, lossy_step, missing_how
 
 if not cython.compiled:  # (compiled: C functions and constants, cimported in the .pxd)
-    from .state import (F_AVAILABLE, F_DC, F_DRAIN, F_ECHO, F_HANDLE, F_IW, F_LC, F_NII, F_NOID, F_OW, _bool, _uint)
+    from .state import (F_AVAILABLE, F_DC, F_DRAIN, F_ECHO, F_HANDLE, F_IW, F_LC, F_NII, F_NOID, F_OW)
+    from ..amqp.values import read_bool as _bool, read_uint as _uint
 
 
 class LinkRules:

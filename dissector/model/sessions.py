@@ -17,11 +17,13 @@ from .findings import Recorder, strict
 from .hooks import Hooks
 from .stall_rules import StallRules
 from .steps import lossy_step, missing_how
-from .state import (PLACEHOLDERS_MAX, SIDES, UNKNOWN_SESSIONS_MAX, _SESSION_CHANNEL_ASSIGNED, _plain, _symbols, _ushort,
-                    error_info)
+from .state import PLACEHOLDERS_MAX, SIDES, UNKNOWN_SESSIONS_MAX
+from .transitions import SESSION_CHANNEL_ASSIGNED as _SESSION_CHANNEL_ASSIGNED
+# the value readers (amqp/values.py), under the names this room calls them by
+from ..amqp.values import error_info, read_plain as _plain, read_symbols as _symbols, read_ushort as _ushort
 
 if not cython.compiled:  # (compiled: C functions and constants, cimported in the .pxd)
-    from .state import (_uint)
+    from ..amqp.values import read_uint as _uint
 
 
 class SessionRules:

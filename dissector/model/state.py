@@ -200,23 +200,15 @@ from ..amqp.codec import ABSENT, ELEMENT_BUDGET_BASE, ELEMENTS_PER_BYTE, Composi
 from ..errors import DissectError
 from ..events import StreamClosed, StreamOpened
 from ..times import NS
-# the value readers, under the names the tracker calls them by
 from ..amqp.values import (STATE_DECLARED, STATE_MODIFIED, STATE_PLAIN, STATE_RECEIVED, STATE_REJECTED,
                            error_info, terminus_info)
-from ..amqp.values import read_binary as _bin, read_bool as _bool, read_choice as _choice
-from ..amqp.values import read_composite as _composite, read_delivery_state as _delivery_state_value
-from ..amqp.values import read_hex as _hex, read_plain as _plain, read_str as _str, read_symbols as _symbols
-from ..amqp.values import read_uint as _uint, read_ulong as _ulong, read_ushort as _ushort
-from ..amqp.values import delivery_state_plan as _state_plan
-# the rooms (what other layers import from this module is re-exported: see __all__ below)
+# the rooms below this module (__all__: what it re-exports as plain attributes; what state.pxd cimports
+# from a room, a C call when compiled, is imported from that room itself)
 from .serial import (SERIAL_BITS, SERIAL_HALF, SERIAL_MASK, SERIAL_MOD, grant_left, serial_add, serial_diff,
                      serial_in_range, serial_lt, serial_range_len)
 from .transitions import (CONNECTION_INPUTS, CONNECTION_STATES, CONNECTION_TRANSITIONS, LINK_INPUTS, LINK_STATES,
                           LINK_TRANSITIONS, SESSION_INPUTS, SESSION_STATES, SESSION_TRANSITIONS, SIDES, UNKNOWN)
-from .transitions import LINK_HANDLE_ASSIGNED as _LINK_HANDLE_ASSIGNED
-from .transitions import SESSION_CHANNEL_ASSIGNED as _SESSION_CHANNEL_ASSIGNED
 from .machine import CONNECTION_MACHINE, LINK_MACHINE, MACHINES, SESSION_MACHINE, Endpoints, Machine
-from .delivery import DeliveryRecord
 from .deliveries import (STORE_COLUMNS, DeliveryTable, compact_rows, link_deliveries, store_columns, store_delivery,
                          store_values)
 from .stats import (TERMINAL_OUTCOMES, TERMINAL_OUTCOMES_ORDER, DeliveryStats, Latencies, add_link_stats,
@@ -225,43 +217,15 @@ from .stalls import AT_ONCE, IDLE_ENDS, Stall
 
 __all__ = [
     "AT_ONCE", "CONNECTION_INPUTS", "CONNECTION_MACHINE", "CONNECTION_STATES", "CONNECTION_TRANSITIONS",
-    "DeliveryStats", "DeliveryTable", "Endpoints", "IDLE_ENDS", "LINK_INPUTS", "LINK_MACHINE", "LINK_STATES",
-    "LINK_TRANSITIONS", "Latencies", "MACHINES", "Machine", "SERIAL_BITS", "SERIAL_MASK", "SERIAL_MOD",
-    "SESSION_INPUTS", "SESSION_MACHINE", "SESSION_STATES", "SESSION_TRANSITIONS", "SIDES", "STORE_COLUMNS", "Stall",
-    "StateTracker", "TERMINAL_OUTCOMES", "TERMINAL_OUTCOMES_ORDER", "UNKNOWN", "add_link_stats", "compact_rows",
-    "error_info", "grant_left", "link_deliveries", "seconds_between", "serial_add", "serial_diff",
-    "serial_in_range", "serial_lt", "serial_range_len", "store_columns", "store_delivery", "store_values",
-    "terminus_info",
+    "IDLE_ENDS", "LINK_INPUTS", "LINK_MACHINE", "LINK_STATES", "LINK_TRANSITIONS", "MACHINES", "SERIAL_BITS",
+    "SERIAL_MASK", "SERIAL_MOD", "SESSION_INPUTS", "SESSION_MACHINE", "SESSION_STATES", "SESSION_TRANSITIONS",
+    "SIDES", "STORE_COLUMNS", "Stall", "TERMINAL_OUTCOMES", "TERMINAL_OUTCOMES_ORDER", "UNKNOWN", "add_link_stats",
+    "compact_rows", "error_info", "link_deliveries", "seconds_between", "store_columns", "store_delivery",
+    "store_values", "terminus_info",
 ]
 
 _HALF = SERIAL_HALF
 
-
-# names that moved to the rooms below the entities (entities.py, credit.py, window.py, loss.py,
-# transactions.py, the tracker in tracker.py and its rule rooms, connection.py ...): they import from
-# this module, so they are loaded on first use (PEP 562), no import cycle
-_MOVED = {
-    "StateTracker": "tracker", "_HANDLERS": "tracker", "_FIELD_HANDLERS": "tracker", "_CONN_LEVEL": "connection",
-    "Link": "entities", "Session": "entities", "ConnectionBase": "entities", "Connection": "entities",
-    "_Txn": "transactions", "LinkCredit": "credit", "SessionWindow": "window", "LossRecord": "loss",
-}
-
-
-def __getattr__(name: str):
-    """The re-exported names a compiled build takes from the rooms by ``cimport`` (C calls), which
-    are then not attributes of this module: looked up in their room; and the names of the rooms
-    that import this module, loaded on first use (PEP 562)."""
-    from . import deliveries, delivery, machine, serial, stats
-
-    for room in (serial, machine, delivery, deliveries, stats):
-        if name in room.__dict__ and name in __all__ + ["DeliveryRecord"]:
-            return room.__dict__[name]
-    moved = _MOVED.get(name)
-    if moved is not None:
-        import importlib
-
-        return getattr(importlib.import_module(__name__.rpartition(".")[0] + "." + moved), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 # what _apply_state reads beyond a delivery state's name (C integers when compiled: see state.pxd)
 KIND_PLAIN, KIND_RECEIVED, KIND_REJECTED, KIND_MODIFIED, KIND_DECLARED = (STATE_PLAIN, STATE_RECEIVED, STATE_REJECTED,

@@ -13,10 +13,11 @@ except ImportError:
 from ..amqp.codec import ELEMENT_BUDGET_BASE, ELEMENTS_PER_BYTE, Described, decode_all
 from ..errors import DissectError
 from .findings import Recorder, strict
-from .state import _composite, _hex, _plain
+# the value readers (amqp/values.py), under the names this room calls them by
+from ..amqp.values import read_composite as _composite, read_hex as _hex, read_plain as _plain
 
 if not cython.compiled:  # (compiled: C functions and constants, cimported in the .pxd)
-    from .state import (_bool)
+    from ..amqp.values import read_bool as _bool
 
 
 class _Txn:

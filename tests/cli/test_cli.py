@@ -223,7 +223,7 @@ def test_port_option_decodes_a_non_standard_port(capsys, tmp_path):
 def test_a_bug_in_the_analysis_is_reported_after_the_output_with_exit_1(monkeypatch, capsys):
     # a bug met on some frames: the run goes on, writes the whole report, then says so and exits 1
     from amqp_dissect.cli.main import EXIT_INTERNAL, main
-    from amqp_dissect.model import state
+    from amqp_dissect.model import tracker
 
     calls = []
 
@@ -231,7 +231,7 @@ def test_a_bug_in_the_analysis_is_reported_after_the_output_with_exit_1(monkeypa
         calls.append(f.packet)
         raise RuntimeError("boom")
 
-    monkeypatch.setitem(state._HANDLERS, "flow", broken)
+    monkeypatch.setitem(tracker._HANDLERS, "flow", broken)
     rc = main(["report", os.path.join(ROOT, "samples", "credit_one.pcap")])
     out, err = capsys.readouterr()
     assert calls, "the flow handler was never reached"

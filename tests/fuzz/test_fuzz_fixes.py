@@ -80,7 +80,7 @@ def test_a_packet_frames_v_cannot_describe_is_shown_the_rest_written_and_the_run
 def test_a_bug_in_the_analysis_still_writes_every_table_row_then_exits_1(tmp_path, capsys, monkeypatch):
     """Tables (not only the report): the deliveries and the violations (with the internal-error rows)
     are all written, then one line and exit 1."""
-    from amqp_dissect.model import state
+    from amqp_dissect.model import tracker
 
     path, _ = _capture(tmp_path, transfers=5)
     rc = main(["deliveries", "--format", "jsonl", str(path)])
@@ -92,7 +92,7 @@ def test_a_bug_in_the_analysis_still_writes_every_table_row_then_exits_1(tmp_pat
     def broken(self, c, d, f, p):
         raise RuntimeError("boom")
 
-    monkeypatch.setitem(state._HANDLERS, "flow", broken)
+    monkeypatch.setitem(tracker._HANDLERS, "flow", broken)
     rc = main(["deliveries", "--format", "jsonl", str(path)])
     out, err = capsys.readouterr()
     assert rc == EXIT_INTERNAL

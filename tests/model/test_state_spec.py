@@ -31,8 +31,8 @@ from amqp_dissect.model.state import (
     MACHINES,
     SESSION_TRANSITIONS,
     UNKNOWN,
-    StateTracker,
 )
+from amqp_dissect.model.tracker import StateTracker
 from amqp_dissect.amqp.framing import ProtocolHeader
 from amqp_dissect.amqp.codec import UInt
 from test_state import CLIENT, SERVER, Script, comp, err

@@ -196,7 +196,7 @@ def _track(records):
     from amqp_dissect.amqp.framing import Frame
     from amqp_dissect.capture.pcap import open_capture
     from amqp_dissect.dissect import Dissector
-    from amqp_dissect.model.state import StateTracker
+    from amqp_dissect.model.tracker import StateTracker
     import io
 
     from pcapbuild import write_pcap
@@ -1068,7 +1068,7 @@ def test_unknown_handles_of_a_capture_joined_midway_do_not_walk_the_links_past_t
     from amqp_dissect.capture.pcap import open_capture
     from amqp_dissect.dissect import Dissector
     from amqp_dissect.model import links
-    from amqp_dissect.model.state import StateTracker
+    from amqp_dissect.model.tracker import StateTracker
 
     from pcapbuild import write_pcap
 
