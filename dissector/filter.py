@@ -611,18 +611,20 @@ def _norm(v):
     t = type(v)
     if v is None or t is bool or t is str or t is int or t is float or t is bytes or t is Decimal:
         return v
-    if isinstance(v, Timestamp):
-        return int(v)
-    if isinstance(v, bool):
-        return bool(v)
-    if isinstance(v, int):
-        return int(v)
-    if isinstance(v, float):
-        return float(v)
-    if isinstance(v, str):
-        return str(v)
-    if isinstance(v, (bytes, bytearray, memoryview)):
-        return bytes(v)
+    for kind, plain in _PLAIN_KINDS:  # (the AMQP types: subclasses of the plain ones, in this order)
+        if isinstance(v, kind):
+            return plain(v)
+    return _norm_structured(v)
+
+
+# (AMQP type, the plain value the filter compares): a timestamp is its integer milliseconds
+_PLAIN_KINDS = ((Timestamp, int), (bool, bool), (int, int), (float, float), (str, str),
+                ((bytes, bytearray, memoryview), bytes))
+
+
+def _norm_structured(v):
+    """:func:`_norm` of a composite (a terminus by its address, an error by its condition, else its
+    name), a described value (its name), a map (its keys), a list; anything else as text."""
     if isinstance(v, Composite):
         name = v.spec.name
         if name in ("source", "target"):
@@ -1053,127 +1055,178 @@ def _compare(p: _Parser, field: Field, op: _Tok, vt: _Tok):
     opv = op.value
     lit = vt.value
     kind = field.kind
-    get = field.get
     is_str = vt.kind == "word" or isinstance(lit, str)
     if lit is _NULL:
-        if opv not in ("==", "!="):
-            p.fail(vt, f"null can only be compared with == or !=, not {op.text!r}")
-        want_null = opv == "=="
-
-        def null_test(ev, ctx):
-            v = get(ev, ctx)
-            if v is _MISSING:
-                return False
-            return (v is None) == want_null
-        return null_test
+        return _null_test(p, field, op, vt)
     if opv == "matches":
-        if not is_str:
-            p.fail(vt, "'matches' needs a string (a regular expression)")
-        rx = _regex(p, vt, lit)
-
-        def one(v):
-            if type(v) is bytes:
-                v = v.decode("latin-1")
-            return type(v) is str and rx.search(v) is not None
-        return _any(get, one)
+        return _matches_test(p, field, vt, is_str)
     if opv == "contains":
-        if kind in (NUM, BOOL):
-            p.fail(op, f"{field.name!r} is a {kind}: 'contains' needs a string field")
-        if not is_str:
-            lit = str(vt.text)
-        needles = [lit]
-        if kind in (BYTES, ANY):
-            b = _hex_bytes(lit)
-            needles = [x for x in (b, _utf8(lit), lit) if x]
-
-        def one(v):
-            t = type(v)
-            if t is str:
-                return lit in v
-            if t is bytes:
-                return any(type(n) is bytes and n in v for n in needles)
-            return False
-        return _any(get, one)
-    if kind == ADDR:  # an address, or a network (10.0.0.0/8), as tshark compares ip.src
-        if opv not in ("==", "!="):
-            p.fail(op, f"{field.name!r} is an address: only ==, !=, contains and matches apply")
-        try:
-            net = ipaddress.ip_network(str(vt.text if not isinstance(lit, str) else lit), strict=False)
-        except ValueError:
-            p.fail(vt, f"{field.name!r} is an address, not {vt.text}")
-        eq = opv == "=="
-
-        def addr_test(ev, ctx):
-            v = get(ev, ctx)
-            if type(v) is not str:
-                return False
-            try:
-                return (ipaddress.ip_address(v) in net) == eq
-            except ValueError:
-                return False
-        return addr_test
+        return _contains_test(p, field, op, vt, is_str)
+    if kind == ADDR:
+        return _addr_test(p, field, op, vt)
     if field.names is not None and is_str and kind in (NUM, BOOL):  # a value by Wireshark's name
         if lit not in field.names:
             p.fail(vt, f"{field.name!r} is a number or one of {', '.join(field.names)}, not {vt.text}")
         lit = field.names[lit]
         is_str = False
+    if kind == BYTES:
+        return _bytes_test(p, field, op, vt, is_str)
     # ordered comparisons and equality
     if kind == NUM:
-        if is_str or type(lit) is bool:
-            p.fail(vt, f"{field.name!r} is a number, not {vt.text}")
-        if field.get is _time_epoch or field.get is _time_relative:  # exact decimal comparisons
-            try:
-                lit = Decimal(lit) if type(lit) is int else Decimal(vt.text)
-            except (InvalidOperation, ValueError):
-                lit = Decimal(lit) if lit == lit else lit  # (nan stays a float: never equal)
-            if type(lit) is Decimal and not lit.is_finite():
-                lit = float(lit)
-        if type(lit) is int and not -_INT_LIMIT < lit < _INT_LIMIT:
-            s = vt.text
-            p.fail(vt, f"{s[:40]}{'...' if len(s) > 40 else ''} is out of range (AMQP integers have at most 64 bits)")
-        conv = None
+        lit, conv = _num_literal(p, field, vt, lit, is_str), None
     elif kind == BOOL:
-        if opv not in ("==", "!="):
-            p.fail(op, f"{field.name!r} is a boolean: only == and != apply")
-        if type(lit) is not bool and lit not in (0, 1):
-            p.fail(vt, f"{field.name!r} is a boolean: true or false, not {vt.text}")
-        lit = bool(lit)
-        conv = None
+        lit, conv = _bool_literal(p, field, op, vt, lit), None
     elif kind == CHOICE:
-        names = CHOICES[field.choices]
-        if is_str:
-            if lit not in names.values():
-                p.fail(vt, f"{field.name!r} is one of {', '.join(names.values())}, not {vt.text}")
-            choices = field.choices
-
-            def conv(v, choices=choices):
-                return choice_name(choices, v)
-        else:
-            conv = None
-    elif kind == BYTES:
-        if not is_str:
-            lit = vt.text  # digits: hex
-        cands = {x for x in (_hex_bytes(lit), _utf8(lit)) if x is not None}
-        if opv not in ("==", "!="):
-            p.fail(op, f"{field.name!r} is binary: only ==, !=, contains and matches apply")
-        eq = opv == "=="
-
-        def bytes_test(ev, ctx):
-            v = get(ev, ctx)
-            if v is _MISSING or v is None:
-                return False
-            v = _norm(v)  # a wrong type in a bad frame (a number, a list) is never equal
-            return (type(v) is bytes and v in cands) == eq
-        return bytes_test
+        conv = _choice_conv(p, field, vt, lit, is_str)
     else:  # STR or ANY
-        if kind == STR and not is_str:
-            lit = vt.text  # 123 as a string field's value: the text
-            is_str = True
-        if field.values is not None and opv in ("==", "!=") and lit not in field.values:
-            close = difflib.get_close_matches(str(lit), list(field.values), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            p.fail(vt, f"{field.name!r} is never {vt.text}{hint}")
-        conv = None
+        lit, conv = _str_literal(p, field, op, vt, lit, is_str), None
+    return _value_test(field.get, opv, lit, conv)
+
+
+def _null_test(p: _Parser, field: Field, op: _Tok, vt: _Tok):
+    """``field == null`` / ``!= null``: present and null, present and not null."""
+    if op.value not in ("==", "!="):
+        p.fail(vt, f"null can only be compared with == or !=, not {op.text!r}")
+    want_null = op.value == "=="
+    get = field.get
+
+    def null_test(ev, ctx):
+        v = get(ev, ctx)
+        if v is _MISSING:
+            return False
+        return (v is None) == want_null
+    return null_test
+
+
+def _matches_test(p: _Parser, field: Field, vt: _Tok, is_str: bool):
+    """``field matches "regex"`` (a binary value as Latin-1 text)."""
+    if not is_str:
+        p.fail(vt, "'matches' needs a string (a regular expression)")
+    rx = _regex(p, vt, vt.value)
+
+    def one(v):
+        if type(v) is bytes:
+            v = v.decode("latin-1")
+        return type(v) is str and rx.search(v) is not None
+    return _any(field.get, one)
+
+
+def _contains_test(p: _Parser, field: Field, op: _Tok, vt: _Tok, is_str: bool):
+    """``field contains value``: a substring, or bytes (hex, UTF-8) in a binary value."""
+    kind = field.kind
+    lit = vt.value
+    if kind in (NUM, BOOL):
+        p.fail(op, f"{field.name!r} is a {kind}: 'contains' needs a string field")
+    if not is_str:
+        lit = str(vt.text)
+    needles = [lit]
+    if kind in (BYTES, ANY):
+        b = _hex_bytes(lit)
+        needles = [x for x in (b, _utf8(lit), lit) if x]
+
+    def one(v):
+        t = type(v)
+        if t is str:
+            return lit in v
+        if t is bytes:
+            return any(type(n) is bytes and n in v for n in needles)
+        return False
+    return _any(field.get, one)
+
+
+def _addr_test(p: _Parser, field: Field, op: _Tok, vt: _Tok):
+    """An address, or a network (10.0.0.0/8), as tshark compares ip.src."""
+    lit = vt.value
+    if op.value not in ("==", "!="):
+        p.fail(op, f"{field.name!r} is an address: only ==, !=, contains and matches apply")
+    try:
+        net = ipaddress.ip_network(str(vt.text if not isinstance(lit, str) else lit), strict=False)
+    except ValueError:
+        p.fail(vt, f"{field.name!r} is an address, not {vt.text}")
+    eq = op.value == "=="
+    get = field.get
+
+    def addr_test(ev, ctx):
+        v = get(ev, ctx)
+        if type(v) is not str:
+            return False
+        try:
+            return (ipaddress.ip_address(v) in net) == eq
+        except ValueError:
+            return False
+    return addr_test
+
+
+def _bytes_test(p: _Parser, field: Field, op: _Tok, vt: _Tok, is_str: bool):
+    """A binary field ``==`` / ``!=`` a value given as hex digits or as text (UTF-8)."""
+    lit = vt.value if is_str else vt.text  # digits: hex
+    cands = {x for x in (_hex_bytes(lit), _utf8(lit)) if x is not None}
+    if op.value not in ("==", "!="):
+        p.fail(op, f"{field.name!r} is binary: only ==, !=, contains and matches apply")
+    eq = op.value == "=="
+    get = field.get
+
+    def bytes_test(ev, ctx):
+        v = get(ev, ctx)
+        if v is _MISSING or v is None:
+            return False
+        v = _norm(v)  # a wrong type in a bad frame (a number, a list) is never equal
+        return (type(v) is bytes and v in cands) == eq
+    return bytes_test
+
+
+def _num_literal(p: _Parser, field: Field, vt: _Tok, lit, is_str: bool):
+    """The number a numeric field is compared with (a Decimal for the exact times)."""
+    if is_str or type(lit) is bool:
+        p.fail(vt, f"{field.name!r} is a number, not {vt.text}")
+    if field.get is _time_epoch or field.get is _time_relative:  # exact decimal comparisons
+        try:
+            lit = Decimal(lit) if type(lit) is int else Decimal(vt.text)
+        except (InvalidOperation, ValueError):
+            lit = Decimal(lit) if lit == lit else lit  # (nan stays a float: never equal)
+        if type(lit) is Decimal and not lit.is_finite():
+            lit = float(lit)
+    if type(lit) is int and not -_INT_LIMIT < lit < _INT_LIMIT:
+        s = vt.text
+        p.fail(vt, f"{s[:40]}{'...' if len(s) > 40 else ''} is out of range (AMQP integers have at most 64 bits)")
+    return lit
+
+
+def _bool_literal(p: _Parser, field: Field, op: _Tok, vt: _Tok, lit) -> bool:
+    if op.value not in ("==", "!="):
+        p.fail(op, f"{field.name!r} is a boolean: only == and != apply")
+    if type(lit) is not bool and lit not in (0, 1):
+        p.fail(vt, f"{field.name!r} is a boolean: true or false, not {vt.text}")
+    return bool(lit)
+
+
+def _choice_conv(p: _Parser, field: Field, vt: _Tok, lit, is_str: bool):
+    """A choice field compared with a name: the field's values by their names (None: by number)."""
+    if not is_str:
+        return None
+    names = CHOICES[field.choices]
+    if lit not in names.values():
+        p.fail(vt, f"{field.name!r} is one of {', '.join(names.values())}, not {vt.text}")
+    choices = field.choices
+
+    def conv(v, choices=choices):
+        return choice_name(choices, v)
+    return conv
+
+
+def _str_literal(p: _Parser, field: Field, op: _Tok, vt: _Tok, lit, is_str: bool):
+    """The value a string (or any) field is compared with; a value the field never has is an error."""
+    if field.kind == STR and not is_str:
+        lit = vt.text  # 123 as a string field's value: the text
+    if field.values is not None and op.value in ("==", "!=") and lit not in field.values:
+        close = difflib.get_close_matches(str(lit), list(field.values), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        p.fail(vt, f"{field.name!r} is never {vt.text}{hint}")
+    return lit
+
+
+def _value_test(get, opv: str, lit, conv):
+    """The predicate of an ordered comparison or an equality (``!=``: present, and no value equals)."""
     cmp = _OPS[opv]
     norm = _norm
 
