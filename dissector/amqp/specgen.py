@@ -27,6 +27,7 @@ import pprint
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import NamedTuple
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_XML = HERE / "spec"
@@ -68,73 +69,91 @@ def _parse_code(code: str) -> int:
     return (int(hi, 16) << 32) | int(lo, 16)
 
 
-def build_tables(xml_dir: Path = DEFAULT_XML) -> dict:
-    docs = _load(xml_dir)
+class _SpecTypes(NamedTuple):
+    """The types of the spec XML, as read (:func:`_read_types`)."""
+    encodings: dict  # code -> (type name, encoding name, category, width)
+    primitive_codes: dict  # primitive type -> its encoding codes
+    composites: dict  # name -> entry (with "fields")
+    restricted: dict  # name -> entry (with "choices")
+    definitions: dict  # name -> value text
 
-    encodings: dict[int, tuple] = {}
-    primitive_codes: dict[str, list[int]] = {}
-    composites: dict[str, dict] = {}
-    restricted: dict[str, dict] = {}
-    definitions: dict[str, str] = {}
 
+def _primitive_encodings(t, name: str, encodings: dict) -> list:
+    """The encoding codes of primitive type ``t`` (each added to ``encodings``)."""
+    codes = []
+    for enc in t.findall(f"{NS}encoding"):
+        code = int(enc.attrib["code"], 16)
+        encodings[code] = (name, enc.attrib.get("name", name), enc.attrib["category"], int(enc.attrib["width"]))
+        codes.append(code)
+    return codes
+
+
+def _type_entry(doc_name: str, section_name: str, t) -> dict:
+    """A composite or restricted type of the XML as an entry (its fields or its choices)."""
+    name = t.attrib["name"]
+    cls = t.attrib["class"]
+    desc = t.find(f"{NS}descriptor")
+    entry = {
+        "name": name,
+        "class": cls,
+        "source": t.attrib.get("source"),
+        "provides": tuple(
+            p.strip() for p in t.attrib.get("provides", "").split(",") if p.strip()
+        ),
+        "section": f"{doc_name}/{section_name}",
+        "descriptor_symbol": desc.attrib["name"] if desc is not None else None,
+        "descriptor_code": _parse_code(desc.attrib["code"]) if desc is not None else None,
+    }
+    if cls == "composite":
+        entry["fields"] = tuple(
+            {
+                "name": f.attrib["name"],
+                "type": f.attrib["type"],
+                "requires": f.attrib.get("requires"),
+                "mandatory": f.attrib.get("mandatory") == "true",
+                "multiple": f.attrib.get("multiple") == "true",
+                "default_text": f.attrib.get("default"),
+            }
+            for f in t.findall(f"{NS}field")
+        )
+    else:
+        entry["choices"] = tuple(
+            (c.attrib["name"], c.attrib["value"]) for c in t.findall(f"{NS}choice")
+        )
+    return entry
+
+
+def _read_types(docs) -> _SpecTypes:
+    spec = _SpecTypes({}, {}, {}, {}, {})
     for doc_name, root in docs:
         for section_name, t in _types(root):
             name = t.attrib["name"]
-            cls = t.attrib["class"]
-            if cls == "primitive":
-                codes = []
-                for enc in t.findall(f"{NS}encoding"):
-                    code = int(enc.attrib["code"], 16)
-                    encodings[code] = (
-                        name,
-                        enc.attrib.get("name", name),
-                        enc.attrib["category"],
-                        int(enc.attrib["width"]),
-                    )
-                    codes.append(code)
-                primitive_codes[name] = codes
+            if t.attrib["class"] == "primitive":
+                spec.primitive_codes[name] = _primitive_encodings(t, name, spec.encodings)
                 continue
-            desc = t.find(f"{NS}descriptor")
-            entry = {
-                "name": name,
-                "class": cls,
-                "source": t.attrib.get("source"),
-                "provides": tuple(
-                    p.strip() for p in t.attrib.get("provides", "").split(",") if p.strip()
-                ),
-                "section": f"{doc_name}/{section_name}",
-                "descriptor_symbol": desc.attrib["name"] if desc is not None else None,
-                "descriptor_code": _parse_code(desc.attrib["code"]) if desc is not None else None,
-            }
-            if cls == "composite":
-                entry["fields"] = tuple(
-                    {
-                        "name": f.attrib["name"],
-                        "type": f.attrib["type"],
-                        "requires": f.attrib.get("requires"),
-                        "mandatory": f.attrib.get("mandatory") == "true",
-                        "multiple": f.attrib.get("multiple") == "true",
-                        "default_text": f.attrib.get("default"),
-                    }
-                    for f in t.findall(f"{NS}field")
-                )
-                composites[name] = entry
-            else:
-                entry["choices"] = tuple(
-                    (c.attrib["name"], c.attrib["value"]) for c in t.findall(f"{NS}choice")
-                )
-                restricted[name] = entry
+            entry = _type_entry(doc_name, section_name, t)
+            (spec.composites if entry["class"] == "composite" else spec.restricted)[name] = entry
         for d in root.iter(f"{NS}definition"):
-            definitions[d.attrib["name"]] = d.attrib["value"]
+            spec.definitions[d.attrib["name"]] = d.attrib["value"]
+    return spec
 
-    def primitive_of(type_name: str) -> str:
+
+class _Values:
+    """The values of the restricted types: their primitives, choices and defaults."""
+
+    def __init__(self, restricted: dict):
+        self.restricted = restricted
+
+    def primitive_of(self, type_name: str) -> str:
         """Follow restricted types down to the primitive they are encoded as."""
+        restricted = self.restricted
         seen = set()
         while type_name in restricted and type_name not in seen:
             seen.add(type_name)
             type_name = restricted[type_name]["source"]
         return type_name
 
+    @staticmethod
     def convert(text: str, primitive: str):
         if primitive == "boolean":
             return text == "true"
@@ -144,16 +163,17 @@ def build_tables(xml_dir: Path = DEFAULT_XML) -> dict:
             return float(text)
         return text  # string / symbol
 
-    def typed_choice_values(entry: dict) -> tuple:
-        prim = primitive_of(entry["name"])
-        return tuple((convert(value, prim), cname) for cname, value in entry["choices"])
+    def typed_choice_values(self, entry: dict) -> tuple:
+        prim = self.primitive_of(entry["name"])
+        return tuple((self.convert(value, prim), cname) for cname, value in entry["choices"])
 
-    def resolve_default(field: dict):
+    def resolve_default(self, field: dict):
         text = field["default_text"]
         if text is None:
             return None
+        restricted = self.restricted
         ftype = field["type"]
-        prim = primitive_of(ftype)
+        prim = self.primitive_of(ftype)
         # A default given as a choice name of a restricted type (e.g. "mixed").
         seen = set()
         t = ftype
@@ -161,9 +181,17 @@ def build_tables(xml_dir: Path = DEFAULT_XML) -> dict:
             seen.add(t)
             for cname, value in restricted[t]["choices"]:
                 if cname == text:
-                    return convert(value, prim)
+                    return self.convert(value, prim)
             t = restricted[t]["source"]
-        return convert(text, prim)
+        return self.convert(text, prim)
+
+
+def build_tables(xml_dir: Path = DEFAULT_XML) -> dict:
+    spec = _read_types(_load(xml_dir))
+    encodings, primitive_codes, composites, restricted, definitions = spec
+    values = _Values(restricted)
+    primitive_of, typed_choice_values, resolve_default = (values.primitive_of, values.typed_choice_values,
+                                                          values.resolve_default)
 
     out_composites = {}
     for name, c in composites.items():
