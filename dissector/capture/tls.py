@@ -477,59 +477,14 @@ class TlsLayer:
             self.record_log.append(rec)
         keys = d.keys
         if ctype == CT_CCS:
-            # TLS 1.2: this direction is encrypted from the next record on.  TLS 1.3 sends one for
-            # middlebox compatibility only (also before the ServerHello, after a HelloRetryRequest)
-            if self.version is not None and self.version != TLS13:
-                if d.pending_keys is None:
-                    self._prepare_keys(d, packet, ts, out)
-                d.keys = d.pending_keys
-                d.pending_keys = None
-                if d.keys is None:
-                    d.encrypted_hs = True  # encrypted from here on, without keys
+            self._change_cipher_spec(d, ts, packet, out)
             return
         if keys is None:
-            if d.encrypted_hs or (self.version == TLS13 and ctype == CT_APPDATA):
-                self._undecrypted(len(body), packet, ts)
-                if ctype == CT_APPDATA and self.why_not is None:
-                    self._why(d)
-                return
-            if ctype == CT_HANDSHAKE:
-                d.hs += body
-                self._handshake(d, ts, packet, out, plain)
-            elif ctype == CT_ALERT and len(body) >= 2:
-                self._alert(body, ts, packet, out)
-            elif ctype == CT_APPDATA:
-                self._undecrypted(len(body), packet, ts)
-                if self.why_not is None:
-                    self._why(d)
+            self._clear_record(d, ctype, body, ts, packet, out, plain)
             return
-        res = None
-        if d.seq_unknown:
-            for k in range(_RESYNC_TRIES):
-                res = keys.decrypt(ctype, version, header, body, keys.seq + k)
-                if res is not None:
-                    keys.seq += k
-                    break
-        else:
-            res = keys.decrypt(ctype, version, header, body, keys.seq)
+        res = self._decrypt(d, keys, ctype, version, header, body)
         if res is None:
-            self.failed += 1
-            if not d.seq_unknown and keys.seq == 0 and d.ok_keys is not keys:
-                # the first record protected with these keys (handshake or application secrets)
-                # does not authenticate: the key log's secrets are wrong (or damaged), not the
-                # record; the rest of the direction is counted as not decrypted, as without keys
-                self._wrong_keys(d, len(body), ts, packet, out, plain)
-                if rec is not None:
-                    rec.info = "authentication failed (wrong keys)"
-                return
-            keys.seq += 1
-            self._flush(d, plain, ts, packet, out)
-            out.append(self._note(packet, ts, ERROR,
-                                  f"TLS: record of {len(body)} bytes failed authentication "
-                                  "(corrupted, or wrong keys): skipped"))
-            out.append(StreamGap(self.conn, d.index, max(len(body) - 17, 0), ts, packet))
-            if rec is not None:
-                rec.info = "authentication failed"
+            self._auth_failed(d, keys, len(body), rec, ts, packet, out, plain)
             return
         d.seq_unknown = False
         d.ok_keys = keys
@@ -546,6 +501,67 @@ class TlsLayer:
         elif inner_type == CT_ALERT and len(content) >= 2:
             self._flush(d, plain, ts, packet, out)
             self._alert(content, ts, packet, out)
+
+    def _change_cipher_spec(self, d: _Dir, ts, packet, out: list) -> None:
+        # TLS 1.2: this direction is encrypted from the next record on.  TLS 1.3 sends one for
+        # middlebox compatibility only (also before the ServerHello, after a HelloRetryRequest)
+        if self.version is not None and self.version != TLS13:
+            if d.pending_keys is None:
+                self._prepare_keys(d, packet, ts, out)
+            d.keys = d.pending_keys
+            d.pending_keys = None
+            if d.keys is None:
+                d.encrypted_hs = True  # encrypted from here on, without keys
+
+    def _clear_record(self, d: _Dir, ctype: int, body: bytes, ts, packet, out: list, plain: list) -> None:
+        """A record of a direction without keys: the handshake and alerts in the clear, or bytes
+        not decrypted."""
+        if d.encrypted_hs or (self.version == TLS13 and ctype == CT_APPDATA):
+            self._undecrypted(len(body), packet, ts)
+            if ctype == CT_APPDATA and self.why_not is None:
+                self._why(d)
+            return
+        if ctype == CT_HANDSHAKE:
+            d.hs += body
+            self._handshake(d, ts, packet, out, plain)
+        elif ctype == CT_ALERT and len(body) >= 2:
+            self._alert(body, ts, packet, out)
+        elif ctype == CT_APPDATA:
+            self._undecrypted(len(body), packet, ts)
+            if self.why_not is None:
+                self._why(d)
+
+    @staticmethod
+    def _decrypt(d: _Dir, keys, ctype: int, version: int, header: bytes, body: bytes):
+        """(inner type, content) of a protected record, None when it does not authenticate (after a
+        gap, at each of the next _RESYNC_TRIES sequence numbers)."""
+        if not d.seq_unknown:
+            return keys.decrypt(ctype, version, header, body, keys.seq)
+        for k in range(_RESYNC_TRIES):
+            res = keys.decrypt(ctype, version, header, body, keys.seq + k)
+            if res is not None:
+                keys.seq += k
+                return res
+        return None
+
+    def _auth_failed(self, d: _Dir, keys, size: int, rec, ts, packet, out: list, plain: list) -> None:
+        self.failed += 1
+        if not d.seq_unknown and keys.seq == 0 and d.ok_keys is not keys:
+            # the first record protected with these keys (handshake or application secrets)
+            # does not authenticate: the key log's secrets are wrong (or damaged), not the
+            # record; the rest of the direction is counted as not decrypted, as without keys
+            self._wrong_keys(d, size, ts, packet, out, plain)
+            if rec is not None:
+                rec.info = "authentication failed (wrong keys)"
+            return
+        keys.seq += 1
+        self._flush(d, plain, ts, packet, out)
+        out.append(self._note(packet, ts, ERROR,
+                              f"TLS: record of {size} bytes failed authentication "
+                              "(corrupted, or wrong keys): skipped"))
+        out.append(StreamGap(self.conn, d.index, max(size - 17, 0), ts, packet))
+        if rec is not None:
+            rec.info = "authentication failed"
 
     def _wrong_keys(self, d: _Dir, size: int, ts, packet, out: list, plain: list) -> None:
         first = not self.wrong_keys

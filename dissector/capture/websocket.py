@@ -564,6 +564,20 @@ class WebSocketLayer:
         d.key = key
         d.key_off = 0
         d.remaining = ln
+        compressed = self._header_checks(d, op, b1, rsv, ln, key, side, ts, packet, out)
+        if op >= 8:
+            self._control_start(d, op, fin, ln, side, ts, packet, out)
+        elif op not in _OP_NAMES:
+            self._warn(out, packet, ts, f"WebSocket {side} frame with reserved data opcode {op:#x} "
+                                        f"({ln} bytes skipped)")
+            d.payload = _P_SKIP
+        else:
+            self._data_start(direction, d, op, ln, compressed, side, ts, packet, out)
+        return True
+
+    def _header_checks(self, d, op, b1, rsv, ln, key, side, ts, packet, out) -> bool:
+        """The warnings a frame header earns (masking, length encoding, reserved bits); is the
+        frame compressed (permessage-deflate's RSV1 on a data frame)?"""
         if d.client and key is None:
             self._warn(out, packet, ts, "unmasked WebSocket frame from the client", "unmasked", d)
         elif not d.client and key is not None:
@@ -571,36 +585,35 @@ class WebSocketLayer:
         if not _minimal(b1, ln):
             self._warn(out, packet, ts, f"WebSocket {_OP_NAMES.get(op, 'reserved')} frame length {ln} "
                                         "not in its shortest encoding", "minimal", d)
-        compressed = False
-        if rsv:
-            if rsv == 0x40 and self.deflate and op in (OP_TEXT, OP_BINARY):
-                compressed = True
-            else:
-                self._warn(out, packet, ts, f"WebSocket {side} frame with reserved bits {rsv >> 4:03b} set "
-                                            "and no extension that defines them")
-        if op >= 8:
-            if op not in _OP_NAMES:
-                self._warn(out, packet, ts, f"WebSocket {side} frame with reserved control opcode {op:#x} "
-                                            f"({ln} bytes skipped)")
-                d.payload = _P_SKIP
-                return True
-            bad = []
-            if ln > 125:
-                bad.append(f"{ln} bytes (at most 125)")
-            if not fin:
-                bad.append("fragmented")
-            if bad:
-                self._warn(out, packet, ts, f"WebSocket {_OP_NAMES[op]} frame {' and '.join(bad)}")
-            d.payload = _P_CONTROL
-            d.ctrl = bytearray()
-            if ln > 125:
-                d.payload = _P_SKIP  # shown, not held
+        if not rsv:
+            return False
+        if rsv == 0x40 and self.deflate and op in (OP_TEXT, OP_BINARY):
             return True
+        self._warn(out, packet, ts, f"WebSocket {side} frame with reserved bits {rsv >> 4:03b} set "
+                                    "and no extension that defines them")
+        return False
+
+    def _control_start(self, d, op, fin, ln, side, ts, packet, out) -> None:
+        """A control frame's header (close, ping, pong; a reserved control opcode is skipped)."""
         if op not in _OP_NAMES:
-            self._warn(out, packet, ts, f"WebSocket {side} frame with reserved data opcode {op:#x} "
+            self._warn(out, packet, ts, f"WebSocket {side} frame with reserved control opcode {op:#x} "
                                         f"({ln} bytes skipped)")
             d.payload = _P_SKIP
-            return True
+            return
+        bad = []
+        if ln > 125:
+            bad.append(f"{ln} bytes (at most 125)")
+        if not fin:
+            bad.append("fragmented")
+        if bad:
+            self._warn(out, packet, ts, f"WebSocket {_OP_NAMES[op]} frame {' and '.join(bad)}")
+        d.payload = _P_CONTROL
+        d.ctrl = bytearray()
+        if ln > 125:
+            d.payload = _P_SKIP  # shown, not held
+
+    def _data_start(self, direction, d, op, ln, compressed, side, ts, packet, out) -> None:
+        """A data frame's header: the first or a continuation frame of a message."""
         if d.closed:
             self._warn(out, packet, ts, f"WebSocket {_OP_NAMES[op]} frame after the {side}'s close frame",
                        "after-close", d)
@@ -627,7 +640,6 @@ class WebSocketLayer:
             d.precredit = min(ln, FRAME_CREDIT)
             d.zipped += d.precredit
             d.msg_zipped += d.precredit
-        return True
 
     def _message_start(self, direction, d, op, compressed):
         d.msg_op = op
