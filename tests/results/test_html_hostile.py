@@ -21,7 +21,7 @@ from amqp_dissect.amqp.framing import Frame
 from amqp_dissect.cli.main import EXIT_INTERNAL, main
 from amqp_dissect.dissect import Dissector
 from amqp_dissect.capture.pcap import open_capture
-from amqp_dissect.render.frames import short_value
+from amqp_dissect.amqp.values import short_value
 from amqp_dissect.render.html import _utc, render_html, valid_time
 from amqp_dissect.results.plots import plot_data
 from amqp_dissect.results.report import build_report
@@ -111,7 +111,7 @@ def test_an_error_field_of_any_type_is_shown_as_what_it_is(capsys, tmp_path, wha
     text = main(["report", str(tmp_path / "in.pcap")])  # (the text report: as before, no failure)
     assert text != EXIT_INTERNAL
     label = _label(page, performative)
-    # the decoded value, as the frames printer shows it (render.frames.short_value)
+    # the decoded value, as the frames printer shows it (amqp.values.short_value)
     ev = next(e for e in _events(tmp_path / "in.pcap") if type(e) is Frame and e.name == performative)
     value = ev.performative.field("error")
     if value is None:
