@@ -122,12 +122,12 @@ class ReportRequests:
         self._links_seen()
         for _, row in an.live_deliveries():
             self.matcher.add(row)
-        links = [{k: r.get(k) for k in _LINK_KEYS} for r in an.link_rows()]
+        links = [{k: r.get(k) for k in LINK_KEYS} for r in an.link_rows()]
         return {**self.matcher.part(), "links": links, "end": capture_end(an)}
 
 
 #: the links table's columns the matcher reads
-_LINK_KEYS = ("connection", "link_index", "name", "source", "target", "address", "attach_time", "attached_time",
+LINK_KEYS = ("connection", "link_index", "name", "source", "target", "address", "attach_time", "attached_time",
               "detach_time", "refused", "terminated")
 
 

@@ -543,7 +543,7 @@ def ship_code(spark) -> str | None:
 
 
 @contextlib.contextmanager
-def _sql_conf(spark, **settings: str):
+def sql_conf(spark, **settings: str):
     """Set SQL confs (dots written as __) for the actions run inside the block only."""
     old = {}
     for k, v in settings.items():
@@ -562,9 +562,9 @@ def _sql_conf(spark, **settings: str):
 
 # rows of stage 1 carry whole packets and rows of stage 2 whole Arrow chunks: the stages
 # that read them use small batches (only there: small batches elsewhere slow Spark down)
-_STAGE2_CONF = {"spark__sql__execution__arrow__maxRecordsPerBatch": "1000",
+STAGE2_CONF = {"spark__sql__execution__arrow__maxRecordsPerBatch": "1000",
                 "spark__sql__parquet__columnarReaderBatchSize": "1024"}
 # times are written as Parquet TIMESTAMP(MICROS, UTC) (not Spark's legacy INT96), like the local tables
-_TS_CONF = {"spark__sql__parquet__outputTimestampType": "TIMESTAMP_MICROS"}
-_TABLES_CONF = {"spark__sql__execution__arrow__maxRecordsPerBatch": "16",
-                "spark__sql__parquet__columnarReaderBatchSize": "64", **_TS_CONF}
+TS_CONF = {"spark__sql__parquet__outputTimestampType": "TIMESTAMP_MICROS"}
+TABLES_CONF = {"spark__sql__execution__arrow__maxRecordsPerBatch": "16",
+                "spark__sql__parquet__columnarReaderBatchSize": "64", **TS_CONF}

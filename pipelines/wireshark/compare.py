@@ -101,7 +101,7 @@ from amqp_dissect.dissect import Dissector
 from amqp_dissect.events import PacketNote, StreamGap
 from amqp_dissect.render.frames import event_json
 
-from .pdml import Misshown, WsFrame, _Cut, _Truncatable, wireshark_frames
+from .pdml import Misshown, WsFrame, CutFrame, Truncatable, wireshark_frames
 
 
 # --------------------------------------------------------------------------- the known defects
@@ -583,13 +583,13 @@ _NON_FINITE = {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}  #
 
 def _same(ours, ws) -> bool:
     """Whether our value and Wireshark's are the same value, however each writes it."""
-    if isinstance(ws, _Cut):  # the start of Wireshark's text: ours must start the same
+    if isinstance(ws, CutFrame):  # the start of Wireshark's text: ours must start the same
         if isinstance(ours, bool):
             return False
         if isinstance(ours, float) and math.isfinite(ours):
             return f"{ours:f}".startswith(ws) or repr(ours).startswith(ws)
         return str(ours).startswith(ws[:-1] if ws.endswith("…") else ws)
-    if isinstance(ws, _Truncatable) and ws.endswith("…") and isinstance(ours, str):
+    if isinstance(ws, Truncatable) and ws.endswith("…") and isinstance(ours, str):
         return ours.startswith(ws[:-1])
     if isinstance(ws, float) and isinstance(ours, str) and ours in _NON_FINITE:
         o = _NON_FINITE[ours]

@@ -392,7 +392,7 @@ def _parse_item(n: WsNode):
         return n.showname, f"<unparsed {n.showname!r}>"
     label, typ, text = m.group("label"), m.group("type"), m.group("value")
     if cut and text is not None and " of " not in typ:
-        return label, _Cut(text.lower() if typ in _BIN_TYPES else text)
+        return label, CutFrame(text.lower() if typ in _BIN_TYPES else text)
     if " of " in typ:
         kind = typ.split(" ", 1)[0]
         return label, _items(n, as_map=(kind == "map"))
@@ -408,9 +408,9 @@ def _parse_item(n: WsNode):
         except ValueError:
             return label, f"<{typ} {text}>"
     if typ in _STR_TYPES:
-        return label, _Truncatable(text)
+        return label, Truncatable(text)
     if typ in _BIN_TYPES:
-        return label, _Truncatable(text.lower())
+        return label, Truncatable(text.lower())
     if typ in ("bool", "boolean", "true", "false"):
         return label, text.strip().lower() in ("true", "1")
     if typ in ("float", "double"):
@@ -428,11 +428,11 @@ def _parse_item(n: WsNode):
     return label, f"<{typ} {text}>"  # decimal32/64/128: Wireshark says "(not supported)" (see KNOWN)
 
 
-class _Truncatable(str):
+class Truncatable(str):
     """A text value from a showname: Wireshark cuts long ones and ends them with '…'."""
 
 
-class _Cut(str):
+class CutFrame(str):
     """The start of a value's text: its showname was cut (PDML's " [truncated]" prefix)."""
 
 

@@ -287,7 +287,7 @@ def epoch_text(ns: int) -> str:
     return f"{decimal(ns, 9 if ns % 1000 else 6)} (epoch s, beyond the years a datetime holds)"
 
 
-def _time_text(col):
+def time_column_text(col):
     """A time column as UTC date-time text: microseconds, and the nanosecond digits of a time
     that has them."""
     text = col.dt.strftime(_TIME_TEXT)
@@ -320,7 +320,7 @@ def _write_text(df, table, f, raw: dict | None = None) -> int:
         return 0
     for c in columns(table):
         if c.type == TIME:
-            df[c.name] = _time_text(df[c.name])
+            df[c.name] = time_column_text(df[c.name])
     for (i, n), v in (raw or {}).items():
         if n in df.columns:
             col = df[n].astype(object)
