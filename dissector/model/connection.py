@@ -64,6 +64,15 @@ class ConnectionRules:
             self.others[c.id] = own
         return own
 
+    def told(self, c):
+        """``c`` with fields of its own (:meth:`own_state`), spoken of as an AMQP connection before its
+        first frame (a protocol header, the roles notes, the one-direction note): its first frame adds
+        no "connection start" to what is unknown."""
+        c = self.own_state(c)
+        if type(c) is ConnectionHeaders:
+            c.told_before_frames = True
+        return c
+
     # -- frames --------------------------------------------------------------------------
 
     def frame(self, c, d, f, p, name, heartbeat) -> bool:
@@ -227,7 +236,7 @@ class ConnectionRules:
         if h.is_other or (self.other_info and c.id in self.other_info):
             self.other_header(c, h)
             return
-        c = self.own_state(c)  # (its first header: its header state)
+        c = self.told(c)  # (its first header: its header state)
         if c.events == 0 and not c.lossy and h.direction == 0:
             # the client's header first: nothing came before it (the server answers it); a server's
             # header first leaves the client's start unseen
@@ -328,10 +337,10 @@ class ConnectionRules:
         elif group == "snaplen":  # bytes the snap length cut off (not loss), or skipped behind such a cut
             self.not_captured(c, ev)
         elif group == "roles":  # no SYN and no evidence of which side is the client (dissect.py)
-            c = self.own_state(c)
+            c = self.told(c)
             c.note_unknown("client/server roles")
         elif group == "role-evidence":  # no SYN: the first bytes said who the client is (dissect.py)
-            c = self.own_state(c)
+            c = self.told(c)
             c.note_inferred(ev.note.message.split(":", 1)[0])
         if "TLS" in ev.note.message:
             c = self.own_state(c)
@@ -351,7 +360,7 @@ class ConnectionRules:
         m = ev.extra["missing"]
         if c.one_way >= 0:
             return
-        c = self.own_state(c)  # (before its first AMQP byte: the header state is enough, its frames' is shared)
+        c = self.told(c)  # (before its first AMQP byte: the header state is enough, its frames' is shared)
         c.one_way = m
         c.lossy = True
         if c.loss is None:

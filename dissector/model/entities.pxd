@@ -122,6 +122,7 @@ cdef class ConnectionHeaders(ConnectionBase):
     cdef public object sasl
     cdef public object negotiation
     cdef public object lossy, tls, fins, tls_undecrypted, tls_reason
+    cdef public bint told_before_frames
 
 
 cdef class Connection(ConnectionHeaders):

@@ -347,7 +347,7 @@ class ConnectionHeaders(ConnectionBase):
     many do, holds no more than this).  It becomes a Connection at its first frame (StateTracker._frame_conn)."""
 
     __slots__ = ("events", "unknown", "inferred", "headers", "header_keys", "sasl", "negotiation",
-                 "lossy", "tls", "fins", "tls_undecrypted", "tls_reason")
+                 "lossy", "tls", "fins", "tls_undecrypted", "tls_reason", "told_before_frames")
 
     def __init__(self, b: ConnectionBase):
         self.id = b.id
@@ -381,8 +381,13 @@ class ConnectionHeaders(ConnectionBase):
         self.header_keys = b.header_keys
         if isinstance(b, ConnectionHeaders):
             self.state = b.state
+            self.told_before_frames = b.told_before_frames
         else:
             self.state = Endpoints(CONNECTION_MACHINE, "START" if b.syn_seen else UNKNOWN)
+            # True once a protocol header, the roles notes or the one-direction note spoke of it before
+            # its first frame (ConnectionRules.told): its start is then theirs to tell, and its first
+            # frame adds no "connection start" to what is unknown (StateTracker._frame_conn)
+            self.told_before_frames = False
 
     def note_unknown(self, what: str):
         unknown = self.unknown

@@ -198,7 +198,7 @@ class StateTracker(Hooks):
         ts = f.ts
         if type(c0) is not Connection:  # the connection's first AMQP byte (or first event)
             c = self.connection_rules.amqp(self._conn(f))
-            if not c.syn_seen:
+            if not c.syn_seen and not c.told_before_frames:
                 c.note_unknown("connection start")
         elif ts is None or c0.first_ts is None:
             c = self._conn(f)

@@ -147,3 +147,25 @@ def test_swap_roles_renames_the_connection_and_its_held_events():
     got = [(e.conn, e.direction, e.data, e.packet) for e in ev2 if isinstance(e, StreamData)]
     assert got == [(cid, 1, b"cccc", 3), (cid, 0, b"bb", 2)]
     assert [(e.conn, e.direction) for e in tr.finish()] == [(cid, -1)]
+
+
+def test_midstream_on_another_port_is_unknown_where_the_same_cut_on_5672_is(tmp_path):
+    """What is unknown of a connection joined after the client's protocol header does not depend on
+    how it was found to be AMQP: the sample on port 5672 cut at the same place (``editcap -r 5-``:
+    from the server's ACK and protocol header on) is the oracle for its replay on port 6000 found by
+    the probe.  (A connection whose server header was seen before its first frame is told by that
+    header: no "connection start" line; one whose first AMQP byte is a frame has one.)"""
+    import shutil
+    import subprocess
+
+    if shutil.which("editcap") is None and not os.environ.get("CI"):
+        pytest.skip("editcap (Wireshark's) is not installed")
+    samples = os.path.join(os.path.dirname(DATA), "..", "samples")
+    unknown = {}
+    for first in (5, 8):
+        cut = tmp_path / f"outcomes_from_{first}.pcap"
+        subprocess.run(["editcap", "-F", "pcap", "-r", os.path.join(samples, "outcomes.pcap"), str(cut),
+                        f"{first}-100000"], check=True, capture_output=True)
+        unknown[first] = _unknown(read_analysis(str(cut)).connections)
+    assert "connection start" not in unknown[5] and "connection start" in unknown[8]
+    assert _unknown(read_analysis(_path("outcomes_port6000_midstream")).connections) == unknown[5]
