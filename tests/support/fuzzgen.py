@@ -1448,7 +1448,7 @@ class Checker:
         def delivery_stream():
             # the deliveries command's stream; its batches do not depend on the format written
             run = cli.CaptureRun(p, [], keylog=cli.load_keylog(self.keylog))
-            stream = DeliveryStream(cli._Checked(run))
+            stream = DeliveryStream(cli.Checked(run))
             for b in stream.batches(2048):
                 deliveries.append(b)
             return run.finish_status(stream.analyzer)
