@@ -247,7 +247,7 @@ class Conv:
         keep += conv.records[n:]
         return write_pcap(conv.records[:3] + keep)
 
-    def read_analysis(self, **kw):
+    def analyze(self, **kw):
         return read_analysis(io.BytesIO(self.pcap(**kw))).analyzer
 
 
