@@ -103,50 +103,66 @@ def end_line(e: dict) -> str:
     return f"{_what(e)}: {_HOW.get(how, how)}"
 
 
+def _silence_text(side: str, s: dict) -> str:
+    """The longest silence of one side, then the silence from its last frame to the end (when any)."""
+    line = f"  longest silence of the {side}: "
+    if s.get("longest") is not None:
+        line += (f"{_dur(s['longest'])} "
+                 + (f"[packets {s['from_packet']} to {s['to_packet']}]" if s.get("from_packet") is not None
+                    else f"[to packet {s['to_packet']}]"))
+    tr = s.get("trailing")
+    if tr:
+        line += ("; then " if s.get("longest") is not None else "") + (
+            f"{_dur(tr['length'])} from its last frame to "
+            + (f"the {tr['unknown_beyond']} (unknown beyond)" if tr.get("unknown_beyond") else "the transport's end"))
+    return line
+
+
+def _demand_text(side: str, other: str, s: dict) -> str:
+    """What the other side asked of this one's silences, and how many of them are unknown (lost bytes)."""
+    demand = s.get("demand")
+    if demand:
+        text = (f"; the {other} asked for a frame within {_dur(demand)}"
+                + (": beyond it" if s.get("beyond_demand") else ""))
+    else:
+        text = f"; the {other} asked for no idle time-out"
+    if s.get("unknown_silences"):
+        text += (f"; {s['unknown_silences']:,} silence{'s' if s['unknown_silences'] != 1 else ''} longer than that unknown "
+                 f"(bytes of the {side} were lost in {'them' if s['unknown_silences'] != 1 else 'it'})")
+    return text
+
+
+def _side_silence_line(side: str, other: str, s: dict) -> str:
+    """One side's line of the idle time-out diagnosis."""
+    if s.get("clock_step"):
+        return f"  longest silence of the {side}: unknown (clock step)"
+    if s.get("longest") is None and not s.get("trailing"):
+        return f"  {side}: no silence measured (fewer than two frames)"
+    return _silence_text(side, s) + _demand_text(side, other, s)
+
+
+def _expired_line(ex: dict) -> str:
+    """The idle time-out that expired: the close that followed the silence, or the transport's end."""
+    lost = " (bytes of the silent side were lost since: its silence is unknown)" if ex.get("lost_since") else ""
+    if ex.get("closed_by"):
+        return (f"  idle time-out: the {ex['closed_by']} closed {_dur(ex['silence'])} after the {ex['silent']}'s "
+                f"last frame, beyond the {_dur(ex['demand'])} it asked for, {_cond(ex)}"
+                + (" (the description names the idle time-out)" if ex.get("names_idle") else "")
+                + f"  [last frame packet {ex['last_frame_packet']}, close packet {ex['close_packet']}]"
+                + lost)
+    return (f"  idle time-out: the transport ended ({ex.get('transport_end') or 'end'}) "
+            f"{_dur(ex['silence'])} after the {ex['silent']}'s last frame, beyond the {_dur(ex['demand'])} "
+            f"asked of it, with no close  [packet {ex.get('transport_packet')}]"
+            + lost)
+
+
 def idle_lines(x: dict) -> list[str]:
     out = [f"{x['connection']}: idle-time-out asked by the client {_ms_asked(x['idle_time_out_client'])}, "
            f"by the server {_ms_asked(x['idle_time_out_server'])}"]
     for side, other in (("client", "server"), ("server", "client")):
-        s = x[side]
-        demand = s.get("demand")
-        if s.get("clock_step"):
-            out.append(f"  longest silence of the {side}: unknown (clock step)")
-            continue
-        if s.get("longest") is None and not s.get("trailing"):
-            out.append(f"  {side}: no silence measured (fewer than two frames)")
-            continue
-        line = f"  longest silence of the {side}: "
-        if s.get("longest") is not None:
-            line += (f"{_dur(s['longest'])} "
-                     + (f"[packets {s['from_packet']} to {s['to_packet']}]" if s.get("from_packet") is not None
-                        else f"[to packet {s['to_packet']}]"))
-        tr = s.get("trailing")
-        if tr:
-            line += ("; then " if s.get("longest") is not None else "") + (
-                f"{_dur(tr['length'])} from its last frame to "
-                + (f"the {tr['unknown_beyond']} (unknown beyond)" if tr.get("unknown_beyond") else "the transport's end"))
-        if demand:
-            line += (f"; the {other} asked for a frame within {_dur(demand)}"
-                     + (": beyond it" if s.get("beyond_demand") else ""))
-        else:
-            line += f"; the {other} asked for no idle time-out"
-        if s.get("unknown_silences"):
-            line += (f"; {s['unknown_silences']:,} silence{'s' if s['unknown_silences'] != 1 else ''} longer than that unknown "
-                     f"(bytes of the {side} were lost in {'them' if s['unknown_silences'] != 1 else 'it'})")
-        out.append(line)
-    ex = x.get("expired")
-    if ex:
-        if ex.get("closed_by"):
-            out.append(f"  idle time-out: the {ex['closed_by']} closed {_dur(ex['silence'])} after the {ex['silent']}'s "
-                       f"last frame, beyond the {_dur(ex['demand'])} it asked for, {_cond(ex)}"
-                       + (" (the description names the idle time-out)" if ex.get("names_idle") else "")
-                       + f"  [last frame packet {ex['last_frame_packet']}, close packet {ex['close_packet']}]"
-                       + (" (bytes of the silent side were lost since: its silence is unknown)" if ex.get("lost_since") else ""))
-        else:
-            out.append(f"  idle time-out: the transport ended ({ex.get('transport_end') or 'end'}) "
-                       f"{_dur(ex['silence'])} after the {ex['silent']}'s last frame, beyond the {_dur(ex['demand'])} "
-                       f"asked of it, with no close  [packet {ex.get('transport_packet')}]"
-                       + (" (bytes of the silent side were lost since: its silence is unknown)" if ex.get("lost_since") else ""))
+        out.append(_side_silence_line(side, other, x[side]))
+    if x.get("expired"):
+        out.append(_expired_line(x["expired"]))
     return out
 
 
@@ -259,29 +275,44 @@ def peer_line(x: dict) -> str:
     return line
 
 
-def diagnosis_lines(dg: dict | None, digits: int = 6) -> list[str]:
-    """The report's "Diagnoses" section as text."""
-    if not dg:
-        return []
-    out = ["", "Diagnoses"]
-    out.append("  Receivers starved (credit 0 while messages waited)" + ("" if dg["starved"] else ": none"))
+def _more_line(n, indent: str = "    ") -> list[str]:
+    """"… and N more (--format json)" of a list shown in part (nothing for none)."""
+    return [f"{indent}… and {n:,} more (--format json)"] if n else []
+
+
+def _starved_lines(dg: dict, digits: int) -> list[str]:
+    """The "Receivers starved" diagnosis."""
+    out = ["  Receivers starved (credit 0 while messages waited)" + ("" if dg["starved"] else ": none")]
     out.extend("    " + starved_line(x, digits) for x in dg["starved"])
-    if dg.get("starved_more"):
-        out.append(f"    … and {dg['starved_more']:,} more (--format json)")
-    out.append("  Why links, sessions and connections ended" + ("" if dg["ends"] else ": no error, no lost end"))
+    out.extend(_more_line(dg.get("starved_more")))
+    return out
+
+
+def _ends_lines(dg: dict) -> list[str]:
+    """The "Why links, sessions and connections ended" diagnosis, with the count of clean ends."""
+    out = ["  Why links, sessions and connections ended" + ("" if dg["ends"] else ": no error, no lost end")]
     out.extend("    " + end_line(e) for e in dg["ends"])
-    if dg.get("ends_more"):
-        out.append(f"    … and {dg['ends_more']:,} more (--format json)")
+    out.extend(_more_line(dg.get("ends_more")))
     if dg.get("ends_clean"):
         out.append("    without error: " + ", ".join(
             f"{c['scope'] + 's' if c['count'] != 1 else c['scope']} {c['count']:,} {_clean(c['scope'], c['how'])}"
             for c in dg["ends_clean"]))
-    if "peers" in dg:  # (a document of before this diagnosis has none)
-        out.append("  Peers breaking the protocol" + ("" if dg["peers"] else ": none found"))
-        out.extend("    " + peer_line(x) for x in dg["peers"])
-        if dg.get("peers_more"):
-            out.append(f"    … and {dg['peers_more']:,} more (--format json)")
-    out.append("  Idle time-out" + ("" if dg["idle"] else ": none asked"))
+    return out
+
+
+def _peers_lines(dg: dict) -> list[str]:
+    """The "Peers breaking the protocol" diagnosis (nothing in a document of before this diagnosis)."""
+    if "peers" not in dg:
+        return []
+    out = ["  Peers breaking the protocol" + ("" if dg["peers"] else ": none found")]
+    out.extend("    " + peer_line(x) for x in dg["peers"])
+    out.extend(_more_line(dg.get("peers_more")))
+    return out
+
+
+def _idle_section_lines(dg: dict) -> list[str]:
+    """The "Idle time-out" diagnosis: every connection when few, else the notable ones, and how many more."""
+    out = ["  Idle time-out" + ("" if dg["idle"] else ": none asked")]
     shown = dg["idle"] if len(dg["idle"]) <= IDLE_SHOWN else [x for x in dg["idle"] if _notable(x)][:IDLE_SHOWN]
     for x in shown:
         out.extend("    " + line for line in idle_lines(x))
@@ -290,15 +321,26 @@ def diagnosis_lines(dg: dict | None, digits: int = 6) -> list[str]:
         out.append(f"    … and {rest:,} more connection{'s' if rest != 1 else ''} "
                    + ("(--format json)" if dg.get("idle_more") or sum(map(_notable, dg["idle"])) > sum(map(_notable, shown))
                       else "whose silences all stayed within what was asked (--format json)"))
+    return out
+
+
+def _redelivery_lines(dg: dict) -> list[str]:
+    """The "Redelivery loops" diagnosis, or that it was not checked."""
     red = dg.get("redeliveries") or {}
     if not red.get("checked"):
-        out.append("  Redelivery loops: not checked (the messages were not read: report --messages reads them)")
-    else:
-        out.append("  Redelivery loops (a message released or modified twice or more)" + ("" if red["loops"] else ": none"))
-        out.extend("    " + redelivery_line(x) for x in red["loops"][:50])
-        if len(red["loops"]) > 50:
-            out.append(f"    … and {len(red['loops']) - 50:,} more (--format json)")
+        return ["  Redelivery loops: not checked (the messages were not read: report --messages reads them)"]
+    out = ["  Redelivery loops (a message released or modified twice or more)" + ("" if red["loops"] else ": none")]
+    out.extend("    " + redelivery_line(x) for x in red["loops"][:50])
+    out.extend(_more_line(len(red["loops"]) - 50 if len(red["loops"]) > 50 else 0))
     return out
+
+
+def diagnosis_lines(dg: dict | None, digits: int = 6) -> list[str]:
+    """The report's "Diagnoses" section as text."""
+    if not dg:
+        return []
+    return ["", "Diagnoses", *_starved_lines(dg, digits), *_ends_lines(dg), *_peers_lines(dg),
+            *_idle_section_lines(dg), *_redelivery_lines(dg)]
 
 
 def diagnoses_html(dg: dict | None, digits: int = 6) -> str:

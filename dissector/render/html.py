@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import sys
+from typing import NamedTuple
 from html import escape
 
 from .diagnoses import diagnoses_html
@@ -474,56 +475,34 @@ def _idle_tip(spans: list) -> str:
             f"{fmt_seconds(secs)} in all")
 
 
-def series_plot(series: dict | None, stalls: list, start, end, which: str, plot_id: str, width=1190, height=170,
-                idle: list | None = None) -> str:
-    """Link credit or session window over time.  Stalls drawn one by one shade the plot; a link
-    with more stalls than that (``fraction`` < 1: slices of the capture) gets a row of bars above
-    the plot instead, as high as the share of each slice spent stalled, and idle periods (not
-    stalls) a grey row of their own."""
-    title = {"credit": "Link credit of the sender", "window": "Session window (remote-incoming-window of the sender)"}[which]
-    shown = [st for st in _drawable(stalls) if (st["kind"] == "session-window") == (which == "window")]
-    exact = [st for st in shown if st["fraction"] >= 1.0 and st["count"] == 1]
-    binned = [st for st in shown if not (st["fraction"] >= 1.0 and st["count"] == 1)]
-    idle = [st for st in _drawable(idle or ()) if which == "credit"]
-    rows = (1 if binned else 0) + (1 if idle else 0)
-    strip_h = 12
-    height += rows * (strip_h + 4)
-    svg = _Svg(width, height, plot_id, title)
-    svg.text(10, 16, title, cls="title")
-    if series is None or not series["buckets"]:
-        return _empty(svg, "not known from the capture" if series is None or not series["buckets"] else "")
-    left, right, bottom = 64, width - 16, height - 36
-    top = 26 + rows * (strip_h + 4)
-    t0 = start if start is not None else series["buckets"][0][0]
-    t1 = end if end is not None and end > t0 else series["buckets"][-1][0] + 1e-3
-    x = _Scale(0, t1 - t0, left, right)
-    xt = _Scale(t0, t1, left, right)
-    vmax = max(b[2] for b in series["buckets"])
-    vmin = min(0.0, min(b[1] for b in series["buckets"]))
-    ticks = nice_ticks(vmin, vmax * 1.08 if vmax > vmin else vmin + 1, 4)
-    y = _Scale(ticks[0], max(ticks[-1], vmax * 1.08), bottom, top)
-    # stalls one by one: a light span under the line and a dark mark along the top
-    for st in exact:
-        sx0 = xt(st["start"])
-        sx1 = max(sx0 + 2, xt(st["end"]))
-        svg.rect(sx0, top, sx1 - sx0, bottom - top, COLOURS["stall-span"], title=_stall_tip(st), cls="stall")
+_SERIES_TITLES = {"credit": "Link credit of the sender", "window": "Session window (remote-incoming-window of the sender)"}
+_STRIP_H = 12  # height of a row of bars above a series plot (binned stalls, idle periods)
+
+
+def _is_exact(st: dict) -> bool:
+    """A stall drawn alone (not a slice of the capture binning several)."""
+    return st["fraction"] >= 1.0 and st["count"] == 1
+
+
+def _strip_rows(svg, xt: _Scale, binned: list, idle: list, left: float, right: float) -> None:
+    """The rows of bars above a series plot: the share of each slice spent stalled (many stalls), then
+    the idle periods (not stalls), each row labelled."""
     row_y = 24
     if binned:  # many stalls: the share of each slice of the capture spent stalled, above the plot
-        svg.text(left - 5, row_y + strip_h - 2, "stalled", anchor="end", cls="muted", size=10)
-        svg.rect(left, row_y, right - left, strip_h, "#f7f7f9")
-        _strip(svg, xt, binned, row_y, strip_h, COLOURS["stall-mark"], "stall-share",
+        svg.text(left - 5, row_y + _STRIP_H - 2, "stalled", anchor="end", cls="muted", size=10)
+        svg.rect(left, row_y, right - left, _STRIP_H, "#f7f7f9")
+        _strip(svg, xt, binned, row_y, _STRIP_H, COLOURS["stall-mark"], "stall-share",
                _binned_tip(binned))
-        row_y += strip_h + 4
+        row_y += _STRIP_H + 4
     if idle:  # idle periods: not stalls, drawn apart
-        svg.text(left - 5, row_y + strip_h - 2, "idle", anchor="end", cls="muted", size=10)
-        svg.rect(left, row_y, right - left, strip_h, "#f7f7f9")
-        _strip(svg, xt, idle, row_y, strip_h, COLOURS["idle"], "idle", _idle_tip(idle))
-    for st in exact:
-        sx0 = xt(st["start"])
-        svg.rect(sx0, top - 5, max(2.0, xt(st["end"]) - sx0), 5, COLOURS["stall-mark"], cls="stall-mark")
-    factor, unit = time_unit(max(x.ticks(5) or [t1 - t0]))
-    _frame_axes(svg, x, y, left, top, right, bottom, unit_fmt(factor), si,
-                xlabel=f"time since the capture start, {unit}", yticks=ticks)
+        svg.text(left - 5, row_y + _STRIP_H - 2, "idle", anchor="end", cls="muted", size=10)
+        svg.rect(left, row_y, right - left, _STRIP_H, "#f7f7f9")
+        _strip(svg, xt, idle, row_y, _STRIP_H, COLOURS["idle"], "idle", _idle_tip(idle))
+
+
+def _series_line(svg, series: dict, which: str, xt: _Scale, y: _Scale, right: float) -> None:
+    """The series itself (a line; a band from min to max of each bucket when buckets were merged) and the
+    count of its changes."""
     if not series["exact"]:  # merged buckets: the range each covered, as a band (no barcode of strokes)
         svg.add(f'<path d="{_band_path(series, xt, y)}" fill="{COLOURS[which]}" fill-opacity="0.45" '
                 f'stroke="{COLOURS[which]}" stroke-width="1" class="{which}-band"/>')
@@ -533,7 +512,149 @@ def series_plot(series: dict | None, stalls: list, start, end, which: str, plot_
     if not series["exact"]:
         note += f", {series['per_bucket']:,} per bucket (the band: min to max of each)"
     svg.text(right, 16, note, anchor="end", cls="muted")
+
+
+def _value_scale(series: dict, bottom: float, top: float) -> tuple:
+    """The vertical scale of a series plot (from 0, or below when the series goes below) and its ticks."""
+    vmax = max(b[2] for b in series["buckets"])
+    vmin = min(0.0, min(b[1] for b in series["buckets"]))
+    ticks = nice_ticks(vmin, vmax * 1.08 if vmax > vmin else vmin + 1, 4)
+    return _Scale(ticks[0], max(ticks[-1], vmax * 1.08), bottom, top), ticks
+
+
+def _stall_spans(svg, xt: _Scale, exact: list, top: float, bottom: float) -> None:
+    """Stalls one by one: a light span under the line."""
+    for st in exact:
+        sx0 = xt(st["start"])
+        sx1 = max(sx0 + 2, xt(st["end"]))
+        svg.rect(sx0, top, sx1 - sx0, bottom - top, COLOURS["stall-span"], title=_stall_tip(st), cls="stall")
+
+
+def _stall_marks(svg, xt: _Scale, exact: list, top: float) -> None:
+    """Stalls one by one: a dark mark along the top."""
+    for st in exact:
+        sx0 = xt(st["start"])
+        svg.rect(sx0, top - 5, max(2.0, xt(st["end"]) - sx0), 5, COLOURS["stall-mark"], cls="stall-mark")
+
+
+def series_plot(series: dict | None, stalls: list, start, end, which: str, plot_id: str, width=1190, height=170,
+                idle: list | None = None) -> str:
+    """Link credit or session window over time.  Stalls drawn one by one shade the plot; a link
+    with more stalls than that (``fraction`` < 1: slices of the capture) gets a row of bars above
+    the plot instead, as high as the share of each slice spent stalled, and idle periods (not
+    stalls) a grey row of their own."""
+    title = _SERIES_TITLES[which]
+    shown = [st for st in _drawable(stalls) if (st["kind"] == "session-window") == (which == "window")]
+    exact = [st for st in shown if _is_exact(st)]
+    binned = [st for st in shown if not _is_exact(st)]
+    idle = [st for st in _drawable(idle or ()) if which == "credit"]
+    rows = (1 if binned else 0) + (1 if idle else 0)
+    height += rows * (_STRIP_H + 4)
+    svg = _Svg(width, height, plot_id, title)
+    svg.text(10, 16, title, cls="title")
+    if series is None or not series["buckets"]:
+        return _empty(svg, "not known from the capture")
+    left, right, bottom = 64, width - 16, height - 36
+    top = 26 + rows * (_STRIP_H + 4)
+    t0 = start if start is not None else series["buckets"][0][0]
+    t1 = end if end is not None and end > t0 else series["buckets"][-1][0] + 1e-3
+    x = _Scale(0, t1 - t0, left, right)
+    xt = _Scale(t0, t1, left, right)
+    y, ticks = _value_scale(series, bottom, top)
+    _stall_spans(svg, xt, exact, top, bottom)
+    _strip_rows(svg, xt, binned, idle, left, right)
+    _stall_marks(svg, xt, exact, top)
+    factor, unit = time_unit(max(x.ticks(5) or [t1 - t0]))
+    _frame_axes(svg, x, y, left, top, right, bottom, unit_fmt(factor), si,
+                xlabel=f"time since the capture start, {unit}", yticks=ticks)
+    _series_line(svg, series, which, xt, y, right)
     return svg.close()
+
+
+class _RateAxes(NamedTuple):
+    """Where a rate plot draws: its box, its scales (``x`` from 0, ``xt`` from the capture's clock),
+    the time unit's factor and name, the bucket width and the first bucket's start."""
+    left: float
+    top: float
+    right: float
+    bottom: float
+    x: _Scale
+    xt: _Scale
+    factor: float
+    unit: str
+    width: float
+    t0: float
+
+
+_RATE_TITLES = {"throughput": "Throughput: deliveries settled per second",
+                "latency": "Settlement latency over time (mean, max per bucket)"}
+
+
+def _rate_axes(rate: dict, start, end, half: int, height: int) -> _RateAxes:
+    """The box and time scales of a rate plot (the capture's span, at least one bucket)."""
+    left, top, right, bottom = 64, 28, half - 14, height - 36
+    w = rate["width"]
+    t0 = start if start is not None else rate["t0"]
+    t1 = end if end is not None and end > t0 else rate["t0"] + w * len(rate["count"])
+    t1 = max(t1, t0 + w)
+    x = _Scale(0, t1 - t0, left, right)
+    xt = _Scale(t0, t1, left, right)
+    factor, unit = time_unit(max(x.ticks(4) or [t1 - t0]))
+    return _RateAxes(left, top, right, bottom, x, xt, factor, unit, w, rate["t0"])
+
+
+def _throughput_plot(svg, rate: dict, a: _RateAxes) -> None:
+    """Deliveries settled per second, a bar per bucket that settled something."""
+    w = a.width
+    per_s = [c / w if w > 0 else 0.0 for c in rate["count"]]
+    top_v = max(per_s) or 1.0
+    ticks = nice_ticks(0, top_v * 1.05, 4)
+    y = _Scale(0, max(ticks[-1], top_v), a.bottom, a.top)
+    _frame_axes(svg, a.x, y, a.left, a.top, a.right, a.bottom, unit_fmt(a.factor), si,
+                xlabel=f"time since the capture start, {a.unit}", ylabel="deliveries/s", yticks=ticks)
+    d = []
+    for i, v in enumerate(per_s):
+        if v <= 0:
+            continue
+        bx0 = a.xt(a.t0 + i * w)
+        bw = max(1.0, a.xt(a.t0 + (i + 1) * w) - bx0)
+        d.append(f"M{_f(bx0)},{_f(a.bottom)}h{_f(bw)}V{_f(y(v))}h{_f(-bw)}z")
+    tip = f"{rate['total']:,} deliveries settled, in buckets of {fmt_seconds(w)}"
+    svg.add(f'<path d="{"".join(d)}" fill="{COLOURS["throughput"]}" shape-rendering="crispEdges" '
+            f'class="throughput"><title>{_e(tip)}</title></path>')
+
+
+def _latency_steps(svg, pts: list, key: str, colour: str, y: _Scale, a: _RateAxes) -> None:
+    """The max or mean latency as a step across each bucket that settled something (nothing across
+    empty ones), and a mark on each when few."""
+    w = a.width
+    d = []
+    prev = None
+    for i, m, mx in pts:
+        v = y(mx if key == "max" else m)
+        bx0 = a.xt(a.t0 + i * w)
+        bw = max(2.0, a.xt(a.t0 + (i + 1) * w) - bx0)
+        d.append(f"{'L' if prev == i - 1 else 'M'}{_f(bx0)},{_f(v)}h{_f(bw)}")
+        prev = i
+    svg.path("".join(d), COLOURS[colour], 1.5, cls=f"latency-{key}")
+    if len(pts) <= 100:  # few buckets: a mark on each, so a lone one shows
+        for i, m, mx in pts:
+            v = y(mx if key == "max" else m)
+            px = a.xt(a.t0 + (i + 0.5) * w)
+            svg.rect(px - 2.5, v - 2.5, 5, 5, COLOURS[colour], cls=f"latency-{key}-mark")
+
+
+def _latency_plot(svg, rate: dict, a: _RateAxes) -> None:
+    """Settlement latency over time: the max and the mean of each bucket."""
+    pts = [(i, m, mx) for i, (m, mx) in enumerate(zip(rate["mean"], rate["max"])) if m is not None]
+    top_v = max(mx for _, _, mx in pts) or 1e-6
+    lat_factor, lat_unit = time_unit(top_v)
+    ticks = nice_ticks(0, top_v * 1.05, 4)
+    y = _Scale(0, max(ticks[-1], top_v), a.bottom, a.top)
+    _frame_axes(svg, a.x, y, a.left, a.top, a.right, a.bottom, unit_fmt(a.factor), unit_fmt(lat_factor),
+                xlabel=f"time since the capture start, {a.unit}", ylabel=f"latency, {lat_unit}", yticks=ticks)
+    for key, colour in (("max", "latency-max"), ("mean", "latency-mean")):
+        _latency_steps(svg, pts, key, colour, y, a)
 
 
 def rate_plots(rate: dict | None, start, end, plot_id: str, width=1190, height=170) -> str:
@@ -541,63 +662,14 @@ def rate_plots(rate: dict | None, start, end, plot_id: str, width=1190, height=1
     per bucket of the link's :class:`~amqp_dissect.results.series.RateSeries`, side by side."""
     half = (width - 30) // 2  # (two side by side in a card)
     out = []
-    for which in ("throughput", "latency"):
-        title = {"throughput": "Throughput: deliveries settled per second",
-                 "latency": "Settlement latency over time (mean, max per bucket)"}[which]
+    for which, draw in (("throughput", _throughput_plot), ("latency", _latency_plot)):
+        title = _RATE_TITLES[which]
         svg = _Svg(half, height, f"{which}-{plot_id}", title)
         svg.text(10, 16, title, cls="title")
         if not rate or not rate["count"] or not rate["total"]:
             out.append(_empty(svg, "no settled deliveries"))
             continue
-        left, top, right, bottom = 64, 28, half - 14, height - 36
-        w = rate["width"]
-        t0 = start if start is not None else rate["t0"]
-        t1 = end if end is not None and end > t0 else rate["t0"] + w * len(rate["count"])
-        t1 = max(t1, t0 + w)
-        x = _Scale(0, t1 - t0, left, right)
-        xt = _Scale(t0, t1, left, right)
-        factor, unit = time_unit(max(x.ticks(4) or [t1 - t0]))
-        if which == "throughput":
-            per_s = [c / w if w > 0 else 0.0 for c in rate["count"]]
-            top_v = max(per_s) or 1.0
-            ticks = nice_ticks(0, top_v * 1.05, 4)
-            y = _Scale(0, max(ticks[-1], top_v), bottom, top)
-            _frame_axes(svg, x, y, left, top, right, bottom, unit_fmt(factor), si,
-                        xlabel=f"time since the capture start, {unit}", ylabel="deliveries/s", yticks=ticks)
-            d = []
-            for i, v in enumerate(per_s):
-                if v <= 0:
-                    continue
-                bx0 = xt(rate["t0"] + i * w)
-                bw = max(1.0, xt(rate["t0"] + (i + 1) * w) - bx0)
-                d.append(f"M{_f(bx0)},{_f(bottom)}h{_f(bw)}V{_f(y(v))}h{_f(-bw)}z")
-            tip = f"{rate['total']:,} deliveries settled, in buckets of {fmt_seconds(w)}"
-            svg.add(f'<path d="{"".join(d)}" fill="{COLOURS["throughput"]}" shape-rendering="crispEdges" '
-                    f'class="throughput"><title>{_e(tip)}</title></path>')
-        else:
-            pts = [(i, m, mx) for i, (m, mx) in enumerate(zip(rate["mean"], rate["max"])) if m is not None]
-            top_v = max(mx for _, _, mx in pts) or 1e-6
-            lat_factor, lat_unit = time_unit(top_v)
-            ticks = nice_ticks(0, top_v * 1.05, 4)
-            y = _Scale(0, max(ticks[-1], top_v), bottom, top)
-            _frame_axes(svg, x, y, left, top, right, bottom, unit_fmt(factor), unit_fmt(lat_factor),
-                        xlabel=f"time since the capture start, {unit}", ylabel=f"latency, {lat_unit}", yticks=ticks)
-            for key, colour in (("max", "latency-max"), ("mean", "latency-mean")):
-                # a step across each bucket that settled something; nothing drawn across empty ones
-                d = []
-                prev = None
-                for i, m, mx in pts:
-                    v = y(mx if key == "max" else m)
-                    bx0 = xt(rate["t0"] + i * w)
-                    bw = max(2.0, xt(rate["t0"] + (i + 1) * w) - bx0)
-                    d.append(f"{'L' if prev == i - 1 else 'M'}{_f(bx0)},{_f(v)}h{_f(bw)}")
-                    prev = i
-                svg.path("".join(d), COLOURS[colour], 1.5, cls=f"latency-{key}")
-                if len(pts) <= 100:  # few buckets: a mark on each, so a lone one shows
-                    for i, m, mx in pts:
-                        v = y(mx if key == "max" else m)
-                        px = xt(rate["t0"] + (i + 0.5) * w)
-                        svg.rect(px - 2.5, v - 2.5, 5, 5, COLOURS[colour], cls=f"latency-{key}-mark")
+        draw(svg, rate, _rate_axes(rate, start, end, half, height))
         out.append(svg.close())
     return '<div class="row">' + "".join(out) + "</div>"
 
@@ -614,6 +686,48 @@ def _colour(kind) -> str:
     return COLOURS.get(kind, COLOURS["none"]) if isinstance(kind, str) else COLOURS["none"]
 
 
+def _stall_lanes(svg, lanes: list, top: float, left: float, right: float, lane_h: float) -> None:
+    """The stall timeline's lanes: every other one shaded, each labelled (cut to 46 characters)."""
+    for i, label in enumerate(lanes):
+        yy = top + i * lane_h
+        if i % 2 == 0:
+            svg.rect(left, yy, right - left, lane_h, "#f7f7f9")
+        short = label if len(label) <= 46 else label[:45] + "…"
+        svg.text(left - 8, yy + lane_h / 2 + 4, short, anchor="end")
+
+
+def _time_axis(svg, x: _Scale, span: float, top: float, left: float, right: float, bottom: float) -> None:
+    """A time axis along the bottom of the stall timeline, with its grid lines up to the top."""
+    factor, unit = time_unit(max(x.ticks(8) or [span]))
+    for v in x.ticks(8):
+        px = x(v)
+        svg.line(px, top, px, bottom, COLOURS["grid"])
+        svg.text(px, bottom + 15, unit_fmt(factor)(v), anchor="middle", cls="muted")
+    svg.line(left, bottom, right, bottom, COLOURS["axis"])
+    svg.text((left + right) / 2, bottom + 30, f"time since the capture start, {unit}", anchor="middle", cls="muted")
+
+
+def _stall_group(svg, x: _Scale, t0, kind, group: list, yy: float, full: float) -> None:
+    """The stalls of one kind on one lane: each drawn alone as a bar, the binned ones as bars as high as
+    the share of their slice spent stalled."""
+    exact = [s for s in group if s["fraction"] >= 1.0 and s["count"] == 1]
+    binned = [s for s in group if not (s["fraction"] >= 1.0 and s["count"] == 1)]
+    for s in exact:
+        x0 = x(s["start"] - t0)
+        svg.rect(x0, yy, max(2.0, x(s["end"] - t0) - x0), full, _colour(kind),
+                 title=f"{s['label']}: {_stall_tip(s)}", cls="stall-bar", extra=f' data-kind="{_e(kind)}"')
+    if not binned:
+        return
+    d = []
+    for s in binned:
+        x0 = x(s["start"] - t0)
+        w = max(1.0, x(s["end"] - t0) - x0)
+        h = max(2.0, full * s["fraction"])
+        d.append(f"M{_f(x0)},{_f(yy + full - h)}h{_f(w)}v{_f(h)}h{_f(-w)}z")
+    svg.add(f'<path d="{"".join(d)}" fill="{_colour(kind)}" shape-rendering="crispEdges" class="stall-bar" '
+            f'data-kind="{_e(kind)}"><title>{_e(group[0]["label"] + ": " + _binned_tip(binned))}</title></path>')
+
+
 def stall_timeline(plots: dict, plot_id="stall-timeline", width=1190) -> str:
     stalls, lanes = _drawable(plots["stalls"]), plots["stall_lanes"]
     lane_h = 22
@@ -627,40 +741,13 @@ def stall_timeline(plots: dict, plot_id="stall-timeline", width=1190) -> str:
     t1 = plots["end"] if plots["end"] is not None and plots["end"] > t0 else max(s["end"] for s in stalls) + 1e-3
     x = _Scale(0, t1 - t0, left, right)
     bottom = top + len(lanes) * lane_h
-    for i, label in enumerate(lanes):
-        yy = top + i * lane_h
-        if i % 2 == 0:
-            svg.rect(left, yy, right - left, lane_h, "#f7f7f9")
-        short = label if len(label) <= 46 else label[:45] + "…"
-        svg.text(left - 8, yy + lane_h / 2 + 4, short, anchor="end")
-    factor, unit = time_unit(max(x.ticks(8) or [t1 - t0]))
-    for v in x.ticks(8):
-        px = x(v)
-        svg.line(px, top, px, bottom, COLOURS["grid"])
-        svg.text(px, bottom + 15, unit_fmt(factor)(v), anchor="middle", cls="muted")
-    svg.line(left, bottom, right, bottom, COLOURS["axis"])
-    svg.text((left + right) / 2, bottom + 30, f"time since the capture start, {unit}", anchor="middle", cls="muted")
+    _stall_lanes(svg, lanes, top, left, right, lane_h)
+    _time_axis(svg, x, t1 - t0, top, left, right, bottom)
     groups: dict = {}
     for s in stalls:
         groups.setdefault((s["lane"], s["kind"]), []).append(s)
     for (lane, kind), group in groups.items():
-        yy = top + lane * lane_h + 4
-        full = lane_h - 8
-        exact = [s for s in group if s["fraction"] >= 1.0 and s["count"] == 1]
-        binned = [s for s in group if not (s["fraction"] >= 1.0 and s["count"] == 1)]
-        for s in exact:
-            x0 = x(s["start"] - t0)
-            svg.rect(x0, yy, max(2.0, x(s["end"] - t0) - x0), full, _colour(kind),
-                     title=f"{s['label']}: {_stall_tip(s)}", cls="stall-bar", extra=f' data-kind="{_e(kind)}"')
-        if binned:
-            d = []
-            for s in binned:
-                x0 = x(s["start"] - t0)
-                w = max(1.0, x(s["end"] - t0) - x0)
-                h = max(2.0, full * s["fraction"])
-                d.append(f"M{_f(x0)},{_f(yy + full - h)}h{_f(w)}v{_f(h)}h{_f(-w)}z")
-            svg.add(f'<path d="{"".join(d)}" fill="{_colour(kind)}" shape-rendering="crispEdges" class="stall-bar" '
-                    f'data-kind="{_e(kind)}"><title>{_e(group[0]["label"] + ": " + _binned_tip(binned))}</title></path>')
+        _stall_group(svg, x, t0, kind, group, top + lane * lane_h + 4, lane_h - 8)
     return svg.close()
 
 
@@ -762,13 +849,8 @@ def _handle(lk: dict) -> str:
     return f"handle client {hc}, server {hs}"
 
 
-def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", source: str | None = None,
-                version: str | None = None) -> str:
-    s = rep["summary"]
-    out = ['<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
-           '<meta name="viewport" content="width=device-width, initial-scale=1">',
-           f"<title>{_e(title)}</title><style>{_CSS}</style></head><body><main>"]
-    out.append(f"<h1>{_e(title)}</h1>")
+def _subtitle(rep: dict, plots: dict, source: str | None, version: str | None) -> str:
+    """The line under the title: the source, the capture's span, the version."""
     sub = []
     if source:
         sub.append(_e(source))
@@ -779,13 +861,17 @@ def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", 
         sub.append(f"{_utc(plots['start'])} – {_utc(plots['end'])} ({_e(span)})")
     if version:
         sub.append(_e(version))
-    out.append(f'<p class="sub">{" · ".join(sub)}</p>')
+    return f'<p class="sub">{" · ".join(sub)}</p>'
+
+
+def _summary_cards(s: dict) -> list:
+    """The summary's cards (count and label each) and the outcomes line under them."""
     outcomes = [f"{k} {v:,}" for k, v in sorted(s["outcomes"].items())]
     # (outcome unknown, by cause: never counted as unsettled or "none")
     unknown = unknown_outcome_parts(s, (s.get("one_direction") or {}).get("unknown_outcomes") or 0)
     outcomes += [f"{k} {n:,}" for k, n in unknown]
     outcomes = ", ".join(outcomes) or "none"
-    out.append('<div class="cards" id="summary">')
+    out = ['<div class="cards" id="summary">']
     for label, v in (("connections", s["connections"]), ("sessions", s["sessions"]), ("links", s["links"]),
                      ("deliveries", s["deliveries"]),
                      *((("deliveries not captured", s["deliveries_not_captured"]),)
@@ -800,90 +886,162 @@ def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", 
         out.append(f'<div class="stat"><b>{_e(_num(v))}</b><span>{_e(label)}</span></div>')
     out.append("</div>")
     out.append(f'<p class="sub">outcomes: {_e(outcomes)}</p>')
-    for ce in s["capture_errors"]:
-        out.append(f'<p class="notes">capture damaged: {_e(ce)}</p>')
-    for g in (rep.get("capture") or {}).get("gaps") or ():  # files missing from a numbered capture set
+    return out
+
+
+def _capture_notes(rep: dict) -> list:
+    """The notes on the whole capture: damage, missing files, clock steps, what TLS or tunnels hide, one
+    direction captured."""
+    s = rep["summary"]
+    cap = rep.get("capture") or {}
+    out = [f'<p class="notes">capture damaged: {_e(ce)}</p>' for ce in s["capture_errors"]]
+    for g in cap.get("gaps") or ():  # files missing from a numbered capture set
         out.append(f'<p class="notes">{_e(missing_file_line(g))}</p>')
     for st in cap.get("clock_steps") or ():  # steps back of the capture clock
         out.append(f'<p class="notes clock-step"><b>{_e(clock_step_line(st, cap.get("digits", 6)))}</b></p>')
-    unseen = (rep.get("capture") or {}).get("tls_not_decrypted")
+    unseen = cap.get("tls_not_decrypted")
     if unseen:  # TLS on other ports without keys: what cannot be seen, said
         out.append(f'<p class="notes" id="tls-not-decrypted"><b>{_e(tls_not_decrypted_line(unseen))}</b></p>')
     if one_direction_line(s.get("one_direction")):  # one direction captured: what cannot be seen, said
         out.append(f'<p class="notes" id="one-direction"><b>{_e(one_direction_line(s["one_direction"]))}</b></p>')
     if tls_without_keys_line(rep):  # TLS on AMQP ports without keys: why nothing of it is decoded
         out.append(f'<p class="notes tls-without-keys"><b>{_e(tls_without_keys_line(rep))}</b></p>')
-    for t in (rep.get("capture") or {}).get("tunnels_not_read") or ():  # tunnels not read: said
+    for t in cap.get("tunnels_not_read") or ():  # tunnels not read: said
         out.append(f'<p class="notes tunnel-not-read"><b>{_e(tunnel_not_read_line(t))}</b></p>')
-    wrapped = {c["connection"]: layer_names(c) for c in rep.get("connections") or () if layer_names(c)}
-    stepped = {c["connection"] for c in rep.get("connections") or () if c.get("clock_steps")}
-    for c in rep.get("connections") or ():
-        if c.get("missing_direction"):
-            out.append(f'<p class="notes">{_e(c["connection"])}: one direction captured: none of the '
-                       f'{_e(c["missing_direction"])}\'s packets is in the capture</p>')
-        for st in c.get("clock_steps") or ():
-            out.append(f'<p class="notes clock-step">{_e(c["connection"])}: '
-                       f'{_e(clock_step_line(st, cap.get("digits", 6)))}</p>')
-        if c.get("tls_undecrypted_bytes"):
-            out.append(f'<p class="notes">{_e(c["connection"])}: {_e(c.get("tls_note") or "TLS")} '
-                       f'({c["tls_undecrypted_bytes"]:,} bytes not decrypted in all)</p>')
-        for what in c.get("inferred") or ():  # (as the text's "inferred:" lines of the connection)
-            out.append(f'<p class="notes">{_e(c["connection"])}: inferred: {_e(what)}</p>')
-        if c.get("not_captured_bytes_client") or c.get("not_captured_bytes_server"):  # (the snap length)
-            out.append(f'<p class="notes">{_e(c["connection"])}: {_e(not_captured_text(c))}</p>')
-        for sess in c.get("sessions") or ():
-            if sess.get("not_captured_outcomes"):
-                out.append(f'<p class="notes">{_e(c["connection"])} session {_e(str(sess["session"]))}: '
-                           f'{_e(cut_outcomes_text(sess))}</p>')
+    return out
 
-    out.append(diagnoses_html(rep.get("diagnoses"), (rep.get("capture") or {}).get("digits", 6)))
-    links = plots["links"]
-    out.append('<h2 id="links">Links</h2>')
-    if links:
-        out.append('<table><tr><th>connection</th><th>link</th><th>address</th><th>sender → receiver</th>'
-                   '<th class="num">deliveries</th><th class="num">p50</th><th class="num">p99</th>'
-                   '<th class="num">max</th><th class="num">stalls</th></tr>')
-        for i, lk in enumerate(links):
-            la = lk["latency"]
-            out.append(
-                f'<tr><td>{_e(lk["connection"])}</td><td><a href="#link-{i}">{_e(lk["link"])}</a></td>'
-                f'<td>{_e(lk["address"] or "?")}</td><td>{_e(lk["sender"] or "?")} → {_e(lk["receiver"] or "?")}</td>'
-                f'<td class="num">{_link_deliveries(lk)}</td><td class="num">{fmt_seconds(la["p50"])}</td>'
-                f'<td class="num">{fmt_seconds(la["p99"])}</td><td class="num">{fmt_seconds(la["max"])}</td>'
-                f'<td class="num">{lk["stalls_total"]:,}</td></tr>')
-        out.append("</table>")
-    else:
+
+def _connection_notes(c: dict, digits: int) -> list:
+    """The notes on one connection: one direction, clock steps, TLS, the inferred, the cut."""
+    name = _e(c["connection"])
+    out = []
+    if c.get("missing_direction"):
+        out.append(f'<p class="notes">{name}: one direction captured: none of the '
+                   f'{_e(c["missing_direction"])}\'s packets is in the capture</p>')
+    for st in c.get("clock_steps") or ():
+        out.append(f'<p class="notes clock-step">{name}: {_e(clock_step_line(st, digits))}</p>')
+    if c.get("tls_undecrypted_bytes"):
+        out.append(f'<p class="notes">{name}: {_e(c.get("tls_note") or "TLS")} '
+                   f'({c["tls_undecrypted_bytes"]:,} bytes not decrypted in all)</p>')
+    for what in c.get("inferred") or ():  # (as the text's "inferred:" lines of the connection)
+        out.append(f'<p class="notes">{name}: inferred: {_e(what)}</p>')
+    if c.get("not_captured_bytes_client") or c.get("not_captured_bytes_server"):  # (the snap length)
+        out.append(f'<p class="notes">{name}: {_e(not_captured_text(c))}</p>')
+    for sess in c.get("sessions") or ():
+        if sess.get("not_captured_outcomes"):
+            out.append(f'<p class="notes">{name} session {_e(str(sess["session"]))}: '
+                       f'{_e(cut_outcomes_text(sess))}</p>')
+    return out
+
+
+def _links_table(links: list) -> list:
+    """The "Links" heading and its table, one row a link (or that there is none)."""
+    out = ['<h2 id="links">Links</h2>']
+    if not links:
         out.append('<p class="empty">no link carried a delivery or stalled</p>')
+        return out
+    out.append('<table><tr><th>connection</th><th>link</th><th>address</th><th>sender → receiver</th>'
+               '<th class="num">deliveries</th><th class="num">p50</th><th class="num">p99</th>'
+               '<th class="num">max</th><th class="num">stalls</th></tr>')
     for i, lk in enumerate(links):
-        out.append(f'<section class="card link" id="link-{i}">')
-        out.append(f"<h3>Link {_e(repr(lk['link']) if lk['link'] is not None else '(name unknown)')} "
-                   f"<span class=\"meta\">{_e(lk['connection'])}, session {_e(lk['session'])} "
-                   f"(channel {_e(lk['channel'])}), {_e(_handle(lk))}</span></h3>")
-        if wrapped.get(lk["connection"]):
-            out.append(f'<div class="meta">over {_e("; ".join(wrapped[lk["connection"]]))}</div>')
         la = lk["latency"]
-        lat = (f'p50 {fmt_seconds(la["p50"])}, p90 {fmt_seconds(la["p90"])}, p99 {fmt_seconds(la["p99"])}, max '
-               f'{fmt_seconds(la["max"])}')
-        if la["max"] is None and lk["connection"] in stepped:  # (the capture clock stepped on its connection)
-            lat = "unknown (clock step)"
-        out.append(f'<div class="meta">address {_e(lk["address"] or "?")} · {_e(lk["sender"] or "?")} → '
-                   f'{_e(lk["receiver"] or "?")} · {_link_deliveries(lk)} deliveries · settlement latency '
-                   f'{lat} · {lk["stalls_total"]:,} stalls'
-                   + (f' · {lk["idle_total"]:,} idle periods' if lk.get("idle_total") else "") + '</div>')
-        out.append('<div class="row">')
-        out.append(latency_histogram(la, f"histogram-{i}"))
-        out.append(latency_cdf(la, f"cdf-{i}"))
-        out.append(outcomes_plot(lk["outcomes"], f"outcomes-{i}"))
-        out.append("</div>")
-        out.append(rate_plots(lk.get("rate"), plots["start"], plots["end"], str(i)))
-        out.append(_legend([("throughput", "deliveries settled/s"), ("latency-mean", "latency, mean"),
-                            ("latency-max", "latency, max"), ("credit", "link credit"), ("window", "session window"),
-                            ("stall-span", "stall"), ("stall-mark", "stall (mark; share of time stalled)"),
-                            ("idle", "idle period (not a stall)")]))
-        out.append(series_plot(lk["credit"], lk["stalls"], plots["start"], plots["end"], "credit", f"credit-{i}",
-                               idle=lk.get("idle")))
-        out.append(series_plot(lk["window"], lk["stalls"], plots["start"], plots["end"], "window", f"window-{i}"))
-        out.append("</section>")
+        out.append(
+            f'<tr><td>{_e(lk["connection"])}</td><td><a href="#link-{i}">{_e(lk["link"])}</a></td>'
+            f'<td>{_e(lk["address"] or "?")}</td><td>{_e(lk["sender"] or "?")} → {_e(lk["receiver"] or "?")}</td>'
+            f'<td class="num">{_link_deliveries(lk)}</td><td class="num">{fmt_seconds(la["p50"])}</td>'
+            f'<td class="num">{fmt_seconds(la["p99"])}</td><td class="num">{fmt_seconds(la["max"])}</td>'
+            f'<td class="num">{lk["stalls_total"]:,}</td></tr>')
+    out.append("</table>")
+    return out
+
+
+_LINK_LEGEND = [("throughput", "deliveries settled/s"), ("latency-mean", "latency, mean"),
+                ("latency-max", "latency, max"), ("credit", "link credit"), ("window", "session window"),
+                ("stall-span", "stall"), ("stall-mark", "stall (mark; share of time stalled)"),
+                ("idle", "idle period (not a stall)")]
+
+
+def _link_meta(lk: dict, layers: list, clock_stepped: bool) -> list:
+    """A link card's meta lines: its layers, address, peers, deliveries, latency, stalls, idle periods."""
+    out = []
+    if layers:
+        out.append(f'<div class="meta">over {_e("; ".join(layers))}</div>')
+    la = lk["latency"]
+    lat = (f'p50 {fmt_seconds(la["p50"])}, p90 {fmt_seconds(la["p90"])}, p99 {fmt_seconds(la["p99"])}, max '
+           f'{fmt_seconds(la["max"])}')
+    if la["max"] is None and clock_stepped:  # (the capture clock stepped on its connection)
+        lat = "unknown (clock step)"
+    out.append(f'<div class="meta">address {_e(lk["address"] or "?")} · {_e(lk["sender"] or "?")} → '
+               f'{_e(lk["receiver"] or "?")} · {_link_deliveries(lk)} deliveries · settlement latency '
+               f'{lat} · {lk["stalls_total"]:,} stalls'
+               + (f' · {lk["idle_total"]:,} idle periods' if lk.get("idle_total") else "") + '</div>')
+    return out
+
+
+def _link_section(i: int, lk: dict, plots: dict, layers: list, clock_stepped: bool) -> list:
+    """One link's card: heading, meta, latency and outcome plots, rates, credit and window."""
+    out = [f'<section class="card link" id="link-{i}">',
+           f"<h3>Link {_e(repr(lk['link']) if lk['link'] is not None else '(name unknown)')} "
+           f"<span class=\"meta\">{_e(lk['connection'])}, session {_e(lk['session'])} "
+           f"(channel {_e(lk['channel'])}), {_e(_handle(lk))}</span></h3>"]
+    out.extend(_link_meta(lk, layers, clock_stepped))
+    la = lk["latency"]
+    out.append('<div class="row">')
+    out.append(latency_histogram(la, f"histogram-{i}"))
+    out.append(latency_cdf(la, f"cdf-{i}"))
+    out.append(outcomes_plot(lk["outcomes"], f"outcomes-{i}"))
+    out.append("</div>")
+    out.append(rate_plots(lk.get("rate"), plots["start"], plots["end"], str(i)))
+    out.append(_legend(_LINK_LEGEND))
+    out.append(series_plot(lk["credit"], lk["stalls"], plots["start"], plots["end"], "credit", f"credit-{i}",
+                           idle=lk.get("idle")))
+    out.append(series_plot(lk["window"], lk["stalls"], plots["start"], plots["end"], "window", f"window-{i}"))
+    out.append("</section>")
+    return out
+
+
+def _link_sections(rep: dict, links: list, plots: dict) -> list:
+    """Every link's card, with the layers and clock steps of its connection."""
+    connections = rep.get("connections") or ()
+    wrapped = {c["connection"]: layer_names(c) for c in connections if layer_names(c)}
+    stepped = {c["connection"] for c in connections if c.get("clock_steps")}
+    out = []
+    for i, lk in enumerate(links):
+        out.extend(_link_section(i, lk, plots, wrapped.get(lk["connection"]), lk["connection"] in stepped))
+    return out
+
+
+def _ladder_section(plots: dict) -> list:
+    """The "Frames" section: the first connection's ladder open, the others folded."""
+    out = ['<h2 id="ladder">Frames</h2>']
+    if not plots["ladder"]:
+        out.append('<p class="empty">no AMQP frame in the capture</p>')
+    for j, lad in enumerate(plots["ladder"]):
+        svg = ladder_plot(lad, plots["start"], f"ladder-{j}")
+        if j == 0:
+            out.append(f'<section class="card">{svg}</section>')
+        else:
+            out.append(f"<details><summary>Ladder diagram: {_e(lad['connection'])} ({lad['total']:,} frames)</summary>"
+                       f'<section class="card">{svg}</section></details>')
+    return out
+
+
+def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", source: str | None = None,
+                version: str | None = None) -> str:
+    digits = (rep.get("capture") or {}).get("digits", 6)
+    out = ['<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
+           '<meta name="viewport" content="width=device-width, initial-scale=1">',
+           f"<title>{_e(title)}</title><style>{_CSS}</style></head><body><main>",
+           f"<h1>{_e(title)}</h1>",
+           _subtitle(rep, plots, source, version)]
+    out.extend(_summary_cards(rep["summary"]))
+    out.extend(_capture_notes(rep))
+    for c in rep.get("connections") or ():
+        out.extend(_connection_notes(c, digits))
+
+    out.append(diagnoses_html(rep.get("diagnoses"), digits))
+    out.extend(_links_table(plots["links"]))
+    out.extend(_link_sections(rep, plots["links"], plots))
 
     from .requests import request_html  # (the requests section: its own module)
 
@@ -896,16 +1054,7 @@ def render_html(rep: dict, plots: dict, title: str = "AMQP 1.0 capture report", 
     from .messages import html_section as _messages_section  # (the messages section: render/messages.py)
 
     out.append(_messages_section(rep, sys.modules[__name__]))  # (its helpers: this module)
-    out.append('<h2 id="ladder">Frames</h2>')
-    if not plots["ladder"]:
-        out.append('<p class="empty">no AMQP frame in the capture</p>')
-    for j, lad in enumerate(plots["ladder"]):
-        svg = ladder_plot(lad, plots["start"], f"ladder-{j}")
-        if j == 0:
-            out.append(f'<section class="card">{svg}</section>')
-        else:
-            out.append(f"<details><summary>Ladder diagram: {_e(lad['connection'])} ({lad['total']:,} frames)</summary>"
-                       f'<section class="card">{svg}</section></details>')
+    out.extend(_ladder_section(plots))
     if plots["notes"]:
         out.append('<h2 id="notes">Notes</h2><ul class="notes">'
                    + "".join(f"<li>{_e(n)}</li>" for n in plots["notes"]) + "</ul>")

@@ -6,6 +6,8 @@ the residence / end-to-end histograms per address (logarithmic bins)."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 
 _PLOT_ADDRESSES = 4  # addresses with histograms
 
@@ -103,30 +105,98 @@ def _histogram(H, stats: dict, what: str, plot_id: str, width=392, height=210) -
     return svg.close()
 
 
-def journey_plot(H, j: dict, plot_id: str, width=1190) -> str:
-    """One message's journey as a ladder: lanes producer, broker, consumers; each hop's transfer
-    (producer -> broker, broker -> consumer) and its outcome back, in time order."""
-    events = []  # (time, packet, from_x, to_x, label, colour)
-    consumers = [h for h in j["hops"] if h["role"] == "consumer"]
-    lanes = {"producer": 330, "broker": 640}
+class _Arrow(NamedTuple):
+    """One frame of a message's journey: when, in which packet, from which lane to which, its label
+    and colour."""
+    time: int | None
+    packet: int | None
+    from_x: float
+    to_x: float
+    label: str
+    colour: str
+
+
+class _ConsumerLanes(NamedTuple):
+    """The consumer lanes of a journey: the (connection, link index) of each, in order of first hop,
+    the x of each, the step between them and the span they share."""
+    keys: list
+    x: dict
+    step: float
+    left: float
+    right: float
+
+
+_LANES = {"producer": 330, "broker": 640}  # x of the producer's and the broker's lanes
+
+
+def _consumer_lanes(consumers: list, width: int) -> _ConsumerLanes:
+    """Where each consumer link's lane goes: one in the middle of the span, more spread over it."""
     cx0, cx1 = 820, width - 90
     ckeys = list(dict.fromkeys((h["connection"], h["link_index"]) for h in consumers))
     step = (cx1 - cx0) / max(1, len(ckeys) - 1) if len(ckeys) > 1 else 0
     cx = {k: (cx0 + cx1) / 2 if len(ckeys) == 1 else cx0 + i * step for i, k in enumerate(ckeys)}
+    return _ConsumerLanes(ckeys, cx, step, cx0, cx1)
+
+
+def _hop_arrows(h: dict, lanes: _ConsumerLanes, to_b: str, to_c: str) -> list:
+    """A hop's transfer and, when seen, its outcome back."""
+    if h["role"] == "producer":
+        px, bx = _LANES["producer"], _LANES["broker"]
+        out = [_Arrow(h["time"], h["packet"], px, bx, "transfer (publish)", to_b)]
+        if h["outcome_time"] is not None:
+            out.append(_Arrow(h["outcome_time"], h["outcome_packet"], bx, px, f"disposition {h['outcome']}", to_c))
+        return out
+    x = lanes.x[(h["connection"], h["link_index"])]
+    out = [_Arrow(h["time"], h["packet"], _LANES["broker"], x, "transfer", to_c)]
+    if h["outcome_time"] is not None:
+        out.append(_Arrow(h["outcome_time"], h["outcome_packet"], x, _LANES["broker"],
+                          f"disposition {h['outcome']}", to_b))
+    return out
+
+
+def _journey_arrows(H, j: dict, lanes: _ConsumerLanes) -> list:
+    """Every hop's arrows in time order (those of unknown time last)."""
     to_b, to_c = H.COLOURS["to-server"], H.COLOURS["to-client"]
-    for h in j["hops"]:
-        if h["role"] == "producer":
-            px, bx = lanes["producer"], lanes["broker"]
-            events.append((h["time"], h["packet"], px, bx, "transfer (publish)", to_b))
-            if h["outcome_time"] is not None:
-                events.append((h["outcome_time"], h["outcome_packet"], bx, px, f"disposition {h['outcome']}", to_c))
-        else:
-            x = cx[(h["connection"], h["link_index"])]
-            events.append((h["time"], h["packet"], lanes["broker"], x, "transfer", to_c))
-            if h["outcome_time"] is not None:
-                events.append((h["outcome_time"], h["outcome_packet"], x, lanes["broker"],
-                               f"disposition {h['outcome']}", to_b))
-    events.sort(key=lambda e: (e[0] is None, e[0] or 0, e[1] or 0))
+    events = [e for h in j["hops"] for e in _hop_arrows(h, lanes, to_b, to_c)]
+    events.sort(key=lambda e: (e.time is None, e.time or 0, e.packet or 0))
+    return events
+
+
+def _lane_heads(j: dict, consumers: list, lanes: _ConsumerLanes) -> list:
+    """The (x, label) of each lane's head: producer, broker, each consumer link (its name cut to fit)."""
+    prod = next((h for h in j["hops"] if h["role"] == "producer"), None)
+    heads = [(_LANES["producer"], "producer" + (f" {prod['connection']}" if prod else " (not in the capture)")),
+             (_LANES["broker"], "broker")]
+    names = {(h["connection"], h["link_index"]): h["link"] for h in consumers}
+    ckeys = lanes.keys
+    room = int((lanes.step or (lanes.right - lanes.left)) / 6.5) if len(ckeys) > 1 else 48
+    for k in ckeys:  # (the link's name; its connection on a second line when one consumer)
+        name = str(names.get(k) or k[1])
+        label = f"consumer {name}" if len(ckeys) == 1 else name  # (names share their start: the end shown)
+        heads.append((lanes.x[k], label if len(label) <= room else "…" + label[-max(4, room - 1):]))
+    return heads
+
+
+def _draw_arrow(H, svg, e: _Arrow, yy: float, base) -> None:
+    """One arrow of the journey: its packet and time on the left, the line, the head and the label."""
+    svg.text(10, yy + 4, str(e.packet if e.packet is not None else "?"), cls="muted")
+    if e.time is not None:
+        svg.text(62, yy + 4, f"{(e.time - base) / 1e9:.6f}", cls="muted")
+    x0, x1, colour = e.from_x, e.to_x, e.colour
+    svg.line(x0, yy, x1, yy, colour, width=2)
+    ah = 7 if x1 > x0 else -7
+    svg.add(f'<path d="M{H._f(x1)},{H._f(yy)}L{H._f(x1 - ah)},{H._f(yy - 4.5)}L{H._f(x1 - ah)},'
+            f'{H._f(yy + 4.5)}Z" fill="{colour}" class="arrow"/>')
+    svg.add(f'<text x="{H._f((x0 + x1) / 2)}" y="{H._f(yy - 4)}" text-anchor="middle" fill="{colour}" '
+            f'class="frame-label"><title>packet {e.packet}</title>{H._e(e.label)}</text>')
+
+
+def journey_plot(H, j: dict, plot_id: str, width=1190) -> str:
+    """One message's journey as a ladder: lanes producer, broker, consumers; each hop's transfer
+    (producer -> broker, broker -> consumer) and its outcome back, in time order."""
+    consumers = [h for h in j["hops"] if h["role"] == "consumer"]
+    lanes = _consumer_lanes(consumers, width)
+    events = _journey_arrows(H, j, lanes)
     row, top = 24, 78
     height = top + max(1, len(events)) * row + 20
     svg = H._Svg(width, height, plot_id, f"journey of {_ident(j)}")
@@ -136,35 +206,18 @@ def journey_plot(H, j: dict, plot_id: str, width=1190) -> str:
                      f"{_ms(j['end_to_end'])}), {j['consumers']} consumer link(s)", cls="muted")
     svg.text(10, 56, "packet", cls="muted")
     svg.text(62, 56, "time", cls="muted")
-    prod = next((h for h in j["hops"] if h["role"] == "producer"), None)
-    heads = [(lanes["producer"], "producer" + (f" {prod['connection']}" if prod else " (not in the capture)")),
-             (lanes["broker"], "broker")]
-    names = {(h["connection"], h["link_index"]): h["link"] for h in consumers}
-    room = int((step or (cx1 - cx0)) / 6.5) if len(ckeys) > 1 else 48
-    for i, k in enumerate(ckeys):  # (the link's name; its connection on a second line when one consumer)
-        name = str(names.get(k) or k[1])
-        label = f"consumer {name}" if len(ckeys) == 1 else name  # (names share their start: the end shown)
-        heads.append((cx[k], label if len(label) <= room else "…" + label[-max(4, room - 1):]))
-    if len(ckeys) == 1:
-        svg.text(cx[ckeys[0]], 44, str(ckeys[0][0])[:48], anchor="middle", cls="muted")
-    elif ckeys:
-        svg.text((cx0 + cx1) / 2, 44, "consumers (links)", anchor="middle", cls="muted")
+    heads = _lane_heads(j, consumers, lanes)
+    if len(lanes.keys) == 1:
+        svg.text(lanes.x[lanes.keys[0]], 44, str(lanes.keys[0][0])[:48], anchor="middle", cls="muted")
+    elif lanes.keys:
+        svg.text((lanes.left + lanes.right) / 2, 44, "consumers (links)", anchor="middle", cls="muted")
     bottom = top + len(events) * row
     for x, label in heads:
         svg.text(x, 56, label[:48], anchor="middle")
         svg.rect(x - 1, 62, 3, bottom - 62 + 4, "#555555")
-    base = next((e[0] for e in events if e[0] is not None), 0)
-    for i, (t, pkt, x0, x1, label, colour) in enumerate(events):
-        yy = top + i * row + 8
-        svg.text(10, yy + 4, str(pkt if pkt is not None else "?"), cls="muted")
-        if t is not None:
-            svg.text(62, yy + 4, f"{(t - base) / 1e9:.6f}", cls="muted")
-        svg.line(x0, yy, x1, yy, colour, width=2)
-        ah = 7 if x1 > x0 else -7
-        svg.add(f'<path d="M{H._f(x1)},{H._f(yy)}L{H._f(x1 - ah)},{H._f(yy - 4.5)}L{H._f(x1 - ah)},'
-                f'{H._f(yy + 4.5)}Z" fill="{colour}" class="arrow"/>')
-        svg.add(f'<text x="{H._f((x0 + x1) / 2)}" y="{H._f(yy - 4)}" text-anchor="middle" fill="{colour}" '
-                f'class="frame-label"><title>packet {pkt}</title>{H._e(label)}</text>')
+    base = next((e.time for e in events if e.time is not None), 0)
+    for i, e in enumerate(events):
+        _draw_arrow(H, svg, e, top + i * row + 8, base)
     return svg.close()
 
 

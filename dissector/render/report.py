@@ -336,9 +336,9 @@ def _lost(x: dict, one_way: bool = False) -> str:
     return "".join(f", {k} {_n(m)}" for k, m in unknown_outcome_parts(x, n if one_way else 0))
 
 
-def render_text(rep: dict) -> str:
+def _summary_lines(rep: dict, digits: int) -> list:
+    """The report's head: the capture, the counts, and what of the capture could not be read as AMQP 1.0."""
     s = rep["summary"]
-    digits = (rep.get("capture") or {}).get("digits", 6)
     lines = [
         "AMQP 1.0 capture report",
         "=======================",
@@ -352,204 +352,314 @@ def render_text(rep: dict) -> str:
     if one_direction_line(s.get("one_direction")):
         lines.append(one_direction_line(s["one_direction"]))
     if s.get("other_connections"):
-        by: dict = {}
-        for o in rep.get("other_protocols") or ():
-            by[o["protocol"]] = by.get(o["protocol"], 0) + 1
-        n = s["other_connections"]
-        lines.append(f"not AMQP 1.0 (not decoded): {_plural(n, 'connection')} ("
-                     + ", ".join(f"{k} {_n(v)}" for k, v in by.items())
-                     + (", ..." if sum(by.values()) < n else "") + ")")
+        lines.append(_other_connections_line(rep, s["other_connections"]))
     if tls_without_keys_line(rep):
         lines.append(tls_without_keys_line(rep))
     for ce in s["capture_errors"]:
         lines.append(f"capture damaged: {ce}")
+    return lines
+
+
+def _other_connections_line(rep: dict, n: int) -> str:
+    """"not AMQP 1.0 (not decoded): N connections (protocol count, ...)"."""
+    by: dict = {}
     for o in rep.get("other_protocols") or ():
-        lines.append("")
-        lines.append(f"Connection {o['connection']}: {o['protocol']} (not decoded)")
-        lines.append(f"  protocol headers: client {', '.join(o['protocol_headers_client']) or '-'}, "
-                     f"server {', '.join(o['protocol_headers_server']) or '-'}")
-        lines.append(f"  bytes from the client {_n(o['bytes_client'])}, from the server {_n(o['bytes_server'])} "
-                     f"(protocol headers included); packets {o['first_packet']} to {o['last_packet']}, "
-                     f"transport end {o['transport_end'] or '-'}")
-    for c in rep["connections"]:
-        lines.append("")
-        lines.append(f"Connection {c['connection']}")
-        lines.append(f"  client {c['client']}  container-id {_q(c['container_id_client'])}")
-        lines.append(f"  server {c['server']}  container-id {_q(c['container_id_server'])}")
-        sasl = c["sasl_mechanism"]
-        if sasl or c["sasl_outcome"]:
-            lines.append(f"  SASL {sasl or '-'} -> {c['sasl_outcome'] or '-'}")
-        lines.append(
-            f"  max-frame-size client {_v(c['max_frame_size_client'])} / server {_v(c['max_frame_size_server'])}, "
-            f"idle-time-out client {_v(c['idle_time_out_client'])} / server {_v(c['idle_time_out_server'])} ms"
-        )
-        flags = [k for k in ("mid_connection", "lossy") if c.get(k)]
-        if flags:
-            lines.append(f"  note: {', '.join(flags)}")
-        one_way = bool(c.get("missing_direction"))
-        if one_way:
-            lines.append(f"  one direction captured: none of the {c['missing_direction']}'s packets is in the capture; "
-                         f"what needs its frames (outcomes, settlement, credit, its answers) is unknown")
-        for st in c.get("clock_steps") or ():
-            lines.append("  " + clock_step_line(st, digits))
-        layers = layer_names(c)
-        if layers:
-            lines.append(f"  over {'; '.join(layers)}")
-        if c.get("tls_undecrypted_bytes"):
-            lines.append(f"  {c.get('tls_note') or 'TLS'} ({_n(c['tls_undecrypted_bytes'])} bytes not decrypted in all)")
-        lost = [[side, c.get(f"gaps_{side}") or 0, c.get(f"gap_bytes_{side}") or 0,
-                 c.get(f"undecoded_bytes_{side}") or 0] for side in ("client", "server")]
-        for m in c.get("missing_files") or ():  # (gaps of files missing from the set: not loss)
-            for x in lost:
-                x[1] -= m[f"gaps_{x[0]}"]
-                x[2] -= m[f"gap_bytes_{x[0]}"]
-            lines.append(f"  in the missing {_files(m['missing'])} of the set: " + "; ".join(
-                f"from the {side} {_plural(m[f'gaps_{side}'], 'gap')} "
-                f"({_n(m[f'gap_bytes_{side}'])} bytes)" for side in ("client", "server")))
-        if any(n or b or k for _, n, b, k in lost):
-            lines.append("  lost in the capture: " + "; ".join(
-                f"from the {side} {_plural(n, 'gap')} ({_n(b)} bytes)"
-                + (f", {_n(k)} bytes not decoded" if k else "") for side, n, b, k in lost))
-        if c.get("not_captured_bytes_client") or c.get("not_captured_bytes_server"):
-            lines.append(f"  {not_captured_text(c)}")
-        if c.get("unknown"):
-            lines.append(f"  not visible in the capture: {', '.join(map(str, c['unknown']))}")
-        for what in c.get("inferred") or ():
-            lines.append(f"  inferred: {what}")
-        lines.append(
-            f"  opened {_t(c['open_time'], digits)}{_pair(c.get('open_packets'), 'open')}, "
-            f"closed {_t(c['close_time'], digits)} by {c['closed_by'] or '-'}{_pair(c.get('close_packets'), 'close')}"
-            f", transport end {c['transport_end'] or '-'}; deliveries {_seen_and_lost(c)}{_lost(c, one_way)}, "
-            f"stalls {_n(c['stalls'])} ({_secs(c['stalled_seconds'])}), violations {_n(c['violations'])}"
-        )
-        for sess in c["sessions"]:
-            lines.append(
-                f"  Session {sess['session']}: channel client {sess['channel_client']} <-> server "
-                f"{sess['channel_server']}{_lifeline(sess, 'begin_packets', 'begun', 'begin', 'end_packets', 'ended', 'end')}"
-                f", deliveries {_seen_and_lost(sess)}, unsettled {_n(sess['unsettled'])}{_lost(sess, one_way)}"
-                + (f", ended with {sess['end_error']}: {_one_line(sess['end_description'])}" if sess.get("end_error") else "")
-            )
-            if sess.get("not_captured_outcomes"):
-                lines.append(f"    {cut_outcomes_text(sess)}")
-            for lk in sess["links"]:
-                o = lk["outcomes"]
-                lines.append(
-                    f"    Link {_q(lk['name'])} handle {_v(lk['handle'])}: {lk['sender'] or '?'} -> {lk['receiver'] or '?'}"
-                    f"  address {lk['address'] or '?'}"
-                )
-                lines.append(
-                    f"      snd-settle-mode {_default(_v(lk['snd_settle_mode']), lk['snd_settle_mode_default'])}, "
-                    f"rcv-settle-mode {_default(_v(lk['rcv_settle_mode']), lk['rcv_settle_mode_default'])}"
-                    + (", coordinator" if lk.get("coordinator") else "")
-                    + (", refused by the peer" if lk.get("refused") else "")
-                )
-                life = _lifeline(lk, "attach_packets", "attached", "attach", "detach_packets", "detached", "detach")
-                if life:
-                    lines.append("     " + life[1:])
-                lines.append(
-                    f"      deliveries {_seen_and_lost(lk)}: accepted {_n(o['accepted'])}, rejected {_n(o['rejected'])}, "
-                    f"released {_n(o['released'])}, modified {_n(o['modified'])}, none {_n(o['no_outcome'])}{_lost(lk, one_way)}; "
-                    f"presettled {_n(lk['presettled'])}, unsettled {_n(lk['unsettled'])}, aborted {_n(lk['aborted'])}"
-                )
-                la = lk["latency"]
-                if la["latency_max"] is not None:
-                    lines.append(
-                        f"      settlement latency p50 {_ms(la['latency_p50'])}, p90 {_ms(la['latency_p90'])}, "
-                        f"p99 {_ms(la['latency_p99'])}, max {_ms(la['latency_max'])}"
-                    )
-                elif c.get("clock_steps") and (lk.get("deliveries") or 0) > (lk.get("unsettled") or 0):
-                    lines.append(f"      settlement latency {CLOCK_STEP}")
-                if lk["stalls"]:
-                    lines.append(f"      stalls {_n(lk['stalls'])} ({_secs(lk['stalled_seconds'])})")
-                if lk.get("detach_error"):
-                    lines.append(f"      detached with {lk['detach_error']}: {_one_line(lk['detach_description'])}")
-                if lk.get("unknown"):
-                    lines.append(f"      not visible in the capture: {', '.join(map(str, lk['unknown']))}")
-        if c["errors"]:
-            lines.append("  Errors:")
-            for e in c["errors"]:
-                where = e["scope"] + (f" {_q(e['link'])}" if e.get("link") else "")
-                lines.append(
-                    f"    {where}: {e['condition']}"
-                    + (f": {_one_line(e['description'])}" if e.get("description") else "")
-                    + (f" (x{_n(e['count'])})" if (e.get("count") or 1) > 1 else "")
-                    + (f" [packet {e['packet']}]" if e.get("packet") else "")
-                )
-    more = rep.get("connections_more")
-    if more:
-        lines.append("")
-        lines.append(
-            f"... and {more['connections']:,} more connections (see `amqp-dissect connections`): "
-            f"sessions {more['sessions']:,}, links {more['links']:,}, deliveries {more['deliveries']:,}, "
-            f"violations {more['violations']:,}, errors {more['errors']:,}; "
-            f"{more['without_amqp']:,} carried no AMQP frame"
-        )
-    if rep["violations"]:
-        lines.append("")
-        lines.append("Protocol violations")
-        for v in rep["violations"][:50]:
-            lines.append(f"  packet {v['packet']} {v['connection']} ch {_v(v['channel'])}: [{v['kind']}] {_one_line(v['message'])}")
-        if len(rep["violations"]) > 50:
-            lines.append(f"  ... {_n(len(rep['violations']) - 50)} more (--format json lists all)")
-    nd = rep["notable_deliveries"]
-    if nd["slowest_settlement"]:
-        lines.append("")
-        lines.append("Slowest settlements")
-        def slow_key(d):
-            return tuple(v for k, v in d.items() if k not in ("delivery_id", "delivery_tag"))
+        by[o["protocol"]] = by.get(o["protocol"], 0) + 1
+    return (f"not AMQP 1.0 (not decoded): {_plural(n, 'connection')} ("
+            + ", ".join(f"{k} {_n(v)}" for k, v in by.items())
+            + (", ..." if sum(by.values()) < n else "") + ")")
 
-        def slow_line(d, ids):
-            return (f"  {_ms(d['settlement_latency']):>12}  {_deliveries(ids)} on {_q(d['link'])} "
-                    f"({_plural(d['frames'], 'frame')}, {_n(d['message_size'])} bytes"
-                    f"{' each' if len(ids) > 1 else ''}) outcome {d['outcome'] or '-'}, "
-                    f"settled by {d['settled_by'] or '-'}  {_packets(d, 'settled', d.get('settled_packet'))}")
 
-        lines.extend(_fold(nd["slowest_settlement"], slow_key, slow_line))
+def _other_protocol_lines(o: dict) -> list:
+    """The block of one connection of another protocol (not decoded)."""
+    return [
+        "",
+        f"Connection {o['connection']}: {o['protocol']} (not decoded)",
+        f"  protocol headers: client {', '.join(o['protocol_headers_client']) or '-'}, "
+        f"server {', '.join(o['protocol_headers_server']) or '-'}",
+        f"  bytes from the client {_n(o['bytes_client'])}, from the server {_n(o['bytes_server'])} "
+        f"(protocol headers included); packets {o['first_packet']} to {o['last_packet']}, "
+        f"transport end {o['transport_end'] or '-'}",
+    ]
+
+
+def _connection_head_lines(c: dict, digits: int) -> list:
+    """A connection's peers, SASL, open parameters, notes, clock steps and layers."""
+    lines = [
+        "",
+        f"Connection {c['connection']}",
+        f"  client {c['client']}  container-id {_q(c['container_id_client'])}",
+        f"  server {c['server']}  container-id {_q(c['container_id_server'])}",
+    ]
+    sasl = c["sasl_mechanism"]
+    if sasl or c["sasl_outcome"]:
+        lines.append(f"  SASL {sasl or '-'} -> {c['sasl_outcome'] or '-'}")
+    lines.append(
+        f"  max-frame-size client {_v(c['max_frame_size_client'])} / server {_v(c['max_frame_size_server'])}, "
+        f"idle-time-out client {_v(c['idle_time_out_client'])} / server {_v(c['idle_time_out_server'])} ms"
+    )
+    flags = [k for k in ("mid_connection", "lossy") if c.get(k)]
+    if flags:
+        lines.append(f"  note: {', '.join(flags)}")
+    if c.get("missing_direction"):
+        lines.append(f"  one direction captured: none of the {c['missing_direction']}'s packets is in the capture; "
+                     f"what needs its frames (outcomes, settlement, credit, its answers) is unknown")
+    for st in c.get("clock_steps") or ():
+        lines.append("  " + clock_step_line(st, digits))
+    layers = layer_names(c)
+    if layers:
+        lines.append(f"  over {'; '.join(layers)}")
+    if c.get("tls_undecrypted_bytes"):
+        lines.append(f"  {c.get('tls_note') or 'TLS'} ({_n(c['tls_undecrypted_bytes'])} bytes not decrypted in all)")
+    return lines
+
+
+def _connection_loss_lines(c: dict) -> list:
+    """What of a connection the capture lacks: files missing from the set, gaps, cut bytes, the unknown and
+    the inferred."""
+    lines = []
+    lost = [[side, c.get(f"gaps_{side}") or 0, c.get(f"gap_bytes_{side}") or 0,
+             c.get(f"undecoded_bytes_{side}") or 0] for side in ("client", "server")]
+    for m in c.get("missing_files") or ():  # (gaps of files missing from the set: not loss)
+        for x in lost:
+            x[1] -= m[f"gaps_{x[0]}"]
+            x[2] -= m[f"gap_bytes_{x[0]}"]
+        lines.append(f"  in the missing {_files(m['missing'])} of the set: " + "; ".join(
+            f"from the {side} {_plural(m[f'gaps_{side}'], 'gap')} "
+            f"({_n(m[f'gap_bytes_{side}'])} bytes)" for side in ("client", "server")))
+    if any(n or b or k for _, n, b, k in lost):
+        lines.append("  lost in the capture: " + "; ".join(
+            f"from the {side} {_plural(n, 'gap')} ({_n(b)} bytes)"
+            + (f", {_n(k)} bytes not decoded" if k else "") for side, n, b, k in lost))
+    if c.get("not_captured_bytes_client") or c.get("not_captured_bytes_server"):
+        lines.append(f"  {not_captured_text(c)}")
+    if c.get("unknown"):
+        lines.append(f"  not visible in the capture: {', '.join(map(str, c['unknown']))}")
+    for what in c.get("inferred") or ():
+        lines.append(f"  inferred: {what}")
+    return lines
+
+
+def _connection_life_line(c: dict, digits: int, one_way: bool) -> str:
+    """A connection's open, close, transport end and totals."""
+    return (
+        f"  opened {_t(c['open_time'], digits)}{_pair(c.get('open_packets'), 'open')}, "
+        f"closed {_t(c['close_time'], digits)} by {c['closed_by'] or '-'}{_pair(c.get('close_packets'), 'close')}"
+        f", transport end {c['transport_end'] or '-'}; deliveries {_seen_and_lost(c)}{_lost(c, one_way)}, "
+        f"stalls {_n(c['stalls'])} ({_secs(c['stalled_seconds'])}), violations {_n(c['violations'])}"
+    )
+
+
+def _session_lines(sess: dict, c: dict, one_way: bool) -> list:
+    """A session's line, its cut outcomes and its links."""
+    lines = [
+        f"  Session {sess['session']}: channel client {sess['channel_client']} <-> server "
+        f"{sess['channel_server']}{_lifeline(sess, 'begin_packets', 'begun', 'begin', 'end_packets', 'ended', 'end')}"
+        f", deliveries {_seen_and_lost(sess)}, unsettled {_n(sess['unsettled'])}{_lost(sess, one_way)}"
+        + (f", ended with {sess['end_error']}: {_one_line(sess['end_description'])}" if sess.get("end_error") else "")
+    ]
+    if sess.get("not_captured_outcomes"):
+        lines.append(f"    {cut_outcomes_text(sess)}")
+    for lk in sess["links"]:
+        lines.extend(_link_lines(lk, c, one_way))
+    return lines
+
+
+def _link_lines(lk: dict, c: dict, one_way: bool) -> list:
+    """A link's lines: peers and address, settle modes, life, deliveries and outcomes, then
+    _link_detail_lines."""
+    o = lk["outcomes"]
+    lines = [
+        f"    Link {_q(lk['name'])} handle {_v(lk['handle'])}: {lk['sender'] or '?'} -> {lk['receiver'] or '?'}"
+        f"  address {lk['address'] or '?'}",
+        f"      snd-settle-mode {_default(_v(lk['snd_settle_mode']), lk['snd_settle_mode_default'])}, "
+        f"rcv-settle-mode {_default(_v(lk['rcv_settle_mode']), lk['rcv_settle_mode_default'])}"
+        + (", coordinator" if lk.get("coordinator") else "")
+        + (", refused by the peer" if lk.get("refused") else ""),
+    ]
+    life = _lifeline(lk, "attach_packets", "attached", "attach", "detach_packets", "detached", "detach")
+    if life:
+        lines.append("     " + life[1:])
+    lines.append(
+        f"      deliveries {_seen_and_lost(lk)}: accepted {_n(o['accepted'])}, rejected {_n(o['rejected'])}, "
+        f"released {_n(o['released'])}, modified {_n(o['modified'])}, none {_n(o['no_outcome'])}{_lost(lk, one_way)}; "
+        f"presettled {_n(lk['presettled'])}, unsettled {_n(lk['unsettled'])}, aborted {_n(lk['aborted'])}"
+    )
+    lines.extend(_link_detail_lines(lk, c))
+    return lines
+
+
+def _link_detail_lines(lk: dict, c: dict) -> list:
+    """A link's settlement latency, stalls, detach error and what of it is not visible."""
+    lines = []
+    la = lk["latency"]
+    if la["latency_max"] is not None:
+        lines.append(
+            f"      settlement latency p50 {_ms(la['latency_p50'])}, p90 {_ms(la['latency_p90'])}, "
+            f"p99 {_ms(la['latency_p99'])}, max {_ms(la['latency_max'])}"
+        )
+    elif c.get("clock_steps") and (lk.get("deliveries") or 0) > (lk.get("unsettled") or 0):
+        lines.append(f"      settlement latency {CLOCK_STEP}")
+    if lk["stalls"]:
+        lines.append(f"      stalls {_n(lk['stalls'])} ({_secs(lk['stalled_seconds'])})")
+    if lk.get("detach_error"):
+        lines.append(f"      detached with {lk['detach_error']}: {_one_line(lk['detach_description'])}")
+    if lk.get("unknown"):
+        lines.append(f"      not visible in the capture: {', '.join(map(str, lk['unknown']))}")
+    return lines
+
+
+def _connection_error_lines(errors: list) -> list:
+    """A connection's "Errors:" block (nothing when it has none)."""
+    if not errors:
+        return []
+    lines = ["  Errors:"]
+    for e in errors:
+        where = e["scope"] + (f" {_q(e['link'])}" if e.get("link") else "")
+        lines.append(
+            f"    {where}: {e['condition']}"
+            + (f": {_one_line(e['description'])}" if e.get("description") else "")
+            + (f" (x{_n(e['count'])})" if (e.get("count") or 1) > 1 else "")
+            + (f" [packet {e['packet']}]" if e.get("packet") else "")
+        )
+    return lines
+
+
+def _connection_lines(c: dict, digits: int) -> list:
+    """The whole block of one AMQP connection: head, loss, life, sessions (with links), errors."""
+    one_way = bool(c.get("missing_direction"))
+    lines = _connection_head_lines(c, digits)
+    lines.extend(_connection_loss_lines(c))
+    lines.append(_connection_life_line(c, digits, one_way))
+    for sess in c["sessions"]:
+        lines.extend(_session_lines(sess, c, one_way))
+    lines.extend(_connection_error_lines(c["errors"]))
+    return lines
+
+
+def _more_connections_lines(more) -> list:
+    """The "... and N more connections" line of a report that lists only the first connections."""
+    if not more:
+        return []
+    return [
+        "",
+        f"... and {more['connections']:,} more connections (see `amqp-dissect connections`): "
+        f"sessions {more['sessions']:,}, links {more['links']:,}, deliveries {more['deliveries']:,}, "
+        f"violations {more['violations']:,}, errors {more['errors']:,}; "
+        f"{more['without_amqp']:,} carried no AMQP frame",
+    ]
+
+
+def _violation_lines(violations: list) -> list:
+    """The "Protocol violations" section: the first 50, and how many more."""
+    if not violations:
+        return []
+    lines = ["", "Protocol violations"]
+    for v in violations[:50]:
+        lines.append(f"  packet {v['packet']} {v['connection']} ch {_v(v['channel'])}: [{v['kind']}] {_one_line(v['message'])}")
+    if len(violations) > 50:
+        lines.append(f"  ... {_n(len(violations) - 50)} more (--format json lists all)")
+    return lines
+
+
+def _same_but_ids(d: dict) -> tuple:
+    """What folds notable deliveries into one line: everything but their ids and tags."""
+    return tuple(v for k, v in d.items() if k not in ("delivery_id", "delivery_tag"))
+
+
+def _slowest_line(d: dict, ids: list) -> str:
+    """One (folded) line of the "Slowest settlements" section."""
+    return (f"  {_ms(d['settlement_latency']):>12}  {_deliveries(ids)} on {_q(d['link'])} "
+            f"({_plural(d['frames'], 'frame')}, {_n(d['message_size'])} bytes"
+            f"{' each' if len(ids) > 1 else ''}) outcome {d['outcome'] or '-'}, "
+            f"settled by {d['settled_by'] or '-'}  {_packets(d, 'settled', d.get('settled_packet'))}")
+
+
+def _slowest_lines(slowest: list) -> list:
+    """The "Slowest settlements" section."""
+    if not slowest:
+        return []
+    return ["", "Slowest settlements", *_fold(slowest, _same_but_ids, _slowest_line)]
+
+
+# the state said of a delivery without an outcome, by why it is unsettled at the end (unsettled_at)
+_UNSETTLED_STATES = {"lost-in-capture": LOST, "one-direction-captured": ONE_WAY, "not-captured": NOT_CAPTURED}
+
+
+def _not_accepted_state(d: dict) -> str:
+    """A not-accepted delivery's outcome, or why it has none."""
+    ua = d.get("unsettled_at")
+    if d["outcome"]:
+        return d["outcome"]
+    if ua in _UNSETTLED_STATES:
+        return _UNSETTLED_STATES[ua]
+    return "unsettled at " + ua if ua else "no outcome"
+
+
+def _not_accepted_line(d: dict, ids: list) -> str:
+    """One (folded) line of the "Deliveries not accepted" section."""
+    return (f"  {_deliveries(ids)} on {_q(d['link'])}: {_not_accepted_state(d)}"
+            + (f" ({d['outcome_error']})" if d.get("outcome_error") else "")
+            + (" aborted" if d.get("aborted") else "")
+            + "  " + _packets(d, d["outcome"] or "settled", d.get("outcome_packet") if d["outcome"]
+                              else d.get("settled_packet")))
+
+
+def _not_accepted_lines(nd: dict) -> list:
+    """The "Deliveries not accepted" section, with the count of presettled ones."""
     presettled = nd.get("presettled") or 0
-    if nd["not_accepted"] or presettled:
-        # only deliveries that expected an outcome; presettled (at-most-once) ones have none by design
-        lines.append("")
-        lines.append("Deliveries not accepted")
-        def na_key(d):
-            return tuple(v for k, v in d.items() if k not in ("delivery_id", "delivery_tag"))
+    if not (nd["not_accepted"] or presettled):
+        return []
+    # only deliveries that expected an outcome; presettled (at-most-once) ones have none by design
+    lines = ["", "Deliveries not accepted", *_fold(nd["not_accepted"], _same_but_ids, _not_accepted_line)]
+    more = (nd.get("not_accepted_count") or 0) - len(nd["not_accepted"])
+    if more > 0:
+        lines.append(f"  … and {_n(more)} more (see `deliveries`)")
+    if not nd["not_accepted"]:
+        lines.append("  none")
+    if presettled:
+        lines.append(f"  presettled (at-most-once): {_n(presettled)}")
+    return lines
 
-        def na_line(d, ids):
-            ua = d.get("unsettled_at")
-            state = d["outcome"] or (LOST if ua == "lost-in-capture" else ONE_WAY if ua == "one-direction-captured"
-                                     else NOT_CAPTURED if ua == "not-captured"
-                                     else "unsettled at " + ua if ua else "no outcome")
-            return (f"  {_deliveries(ids)} on {_q(d['link'])}: {state}"
-                    + (f" ({d['outcome_error']})" if d.get("outcome_error") else "")
-                    + (" aborted" if d.get("aborted") else "")
-                    + "  " + _packets(d, d["outcome"] or "settled", d.get("outcome_packet") if d["outcome"]
-                                      else d.get("settled_packet")))
 
-        lines.extend(_fold(nd["not_accepted"], na_key, na_line))
-        more = (nd.get("not_accepted_count") or 0) - len(nd["not_accepted"])
-        if more > 0:
-            lines.append(f"  … and {_n(more)} more (see `deliveries`)")
-        if not nd["not_accepted"]:
-            lines.append("  none")
-        if presettled:
-            lines.append(f"  presettled (at-most-once): {_n(presettled)}")
-    if rep["longest_stalls"]:
-        lines.append("")
-        lines.append("Longest stalls")
-        for st in rep["longest_stalls"]:
-            lines.append(
-                f"  {_ms(st['duration']) if st['duration'] is not None else CLOCK_STEP:>12}  {st['kind']:<15} link {_q(st['link'])} ch {_v(st['channel'])} "
-                f"from packet {st['start_packet']} to {st['end_packet'] if st['end_packet'] else 'end (open)'}"
-                + _waiting(st)
-                + (f" (credit ran out at packet {st['credit_exhausted_packet']})"
-                   if st.get("credit_exhausted_packet") not in (None, st["start_packet"]) else "")
-            )
-        if rep.get("more_stalls"):
-            lines.append(f"  … and {_n(rep['more_stalls'])} more (see `stalls`)")
+def _longest_stall_line(st: dict) -> str:
+    """One line of the "Longest stalls" section."""
+    return (
+        f"  {_ms(st['duration']) if st['duration'] is not None else CLOCK_STEP:>12}  {st['kind']:<15} link {_q(st['link'])} ch {_v(st['channel'])} "
+        f"from packet {st['start_packet']} to {st['end_packet'] if st['end_packet'] else 'end (open)'}"
+        + _waiting(st)
+        + (f" (credit ran out at packet {st['credit_exhausted_packet']})"
+           if st.get("credit_exhausted_packet") not in (None, st["start_packet"]) else "")
+    )
+
+
+def _longest_stall_lines(rep: dict) -> list:
+    """The "Longest stalls" section, and how many more."""
+    if not rep["longest_stalls"]:
+        return []
+    lines = ["", "Longest stalls", *map(_longest_stall_line, rep["longest_stalls"])]
+    if rep.get("more_stalls"):
+        lines.append(f"  … and {_n(rep['more_stalls'])} more (see `stalls`)")
+    return lines
+
+
+def render_text(rep: dict) -> str:
+    digits = (rep.get("capture") or {}).get("digits", 6)
+    lines = _summary_lines(rep, digits)
+    for o in rep.get("other_protocols") or ():
+        lines.extend(_other_protocol_lines(o))
+    for c in rep["connections"]:
+        lines.extend(_connection_lines(c, digits))
+    lines.extend(_more_connections_lines(rep.get("connections_more")))
+    lines.extend(_violation_lines(rep["violations"]))
+    lines.extend(_slowest_lines(rep["notable_deliveries"]["slowest_settlement"]))
+    lines.extend(_not_accepted_lines(rep["notable_deliveries"]))
+    lines.extend(_longest_stall_lines(rep))
     lines.extend(diagnosis_lines(rep.get("diagnoses"), digits))
     if rep.get("requests"):  # (report --messages: the requests section, its own module)
         from .requests import request_lines
 
-        lines.extend(request_lines(rep["requests"], (rep.get("capture") or {}).get("digits", 6)))
+        lines.extend(request_lines(rep["requests"], digits))
     if rep.get("messages"):  # (and the messages section: render/messages.py)
         from .messages import text_lines as _message_lines
 

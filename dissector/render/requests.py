@@ -45,10 +45,8 @@ def cbs_link_line(c: dict) -> str:
     return f"no put-token on {c['connection']}: its $cbs link(s) {names} {c['why']}"
 
 
-def request_lines(sec: dict | None, digits: int = 6) -> list[str]:
-    """The text report's Requests section (none without requests)."""
-    if not sec or not (sec["requests"] or sec["replies_without_request"] or sec.get("cbs_links")):
-        return []
+def _requests_head(sec: dict) -> str:
+    """The Requests section's title: how many, answered, without reply, answered twice, replies alone."""
     head = [f"{sec['answered']:,} answered"]
     if sec["no_reply"]:
         head.append(f"{sec['no_reply']:,} with no reply in the capture")
@@ -57,27 +55,46 @@ def request_lines(sec: dict | None, digits: int = 6) -> list[str]:
     if sec["replies_without_request"]:
         n = sec["replies_without_request"]
         head.append(f"{n:,} {'reply' if n == 1 else 'replies'} without request")
-    lines = ["", f"Requests ({sec['requests']:,}: {', '.join(head)})"]
-    for a in sec["by_address"]:
-        svc = f" [{a['service']}]" if a.get("service") and a["service"] != a["address"] else ""
-        lines.append(f"  {a['address'] or '?'}{svc}: {_plural(a['requests'], 'request')}, {a['answered']:,} answered"
-                     + (f"; round trip p50 {_ms(a['round_trip_p50'])}, p90 {_ms(a['round_trip_p90'])}, "
-                        f"max {_ms(a['round_trip_max'])}" if a["round_trip_max"] is not None else ""))
-    if sec["more_addresses"]:
-        lines.append(f"  ... {sec['more_addresses']:,} more addresses (amqp-dissect requests lists all)")
-    for u in sec["unanswered"]:
-        lines.append(f"  no reply in the capture: {_id(u)}"
-                     + (f" {u['operation']}" if u.get("operation") else "")
-                     + f" to {u['request_address'] or '?'} on {u['request_connection']}, "
-                     f"sent {_when(u['request_time'], digits)} [packet {u['request_packet']}]")
-    if sec["more_unanswered"]:
-        lines.append(f"  ... {sec['more_unanswered']:,} more without reply (amqp-dissect requests lists all)")
-    for t in sec["tokens"]:
-        lines.append("  token: " + token_line(t, digits))
-    for c in sec.get("cbs_links") or ():
-        lines.append("  token: " + cbs_link_line(c))
+    return f"Requests ({sec['requests']:,}: {', '.join(head)})"
+
+
+def _address_line(a: dict) -> str:
+    """One address's requests, answers and round trips."""
+    svc = f" [{a['service']}]" if a.get("service") and a["service"] != a["address"] else ""
+    return (f"  {a['address'] or '?'}{svc}: {_plural(a['requests'], 'request')}, {a['answered']:,} answered"
+            + (f"; round trip p50 {_ms(a['round_trip_p50'])}, p90 {_ms(a['round_trip_p90'])}, "
+               f"max {_ms(a['round_trip_max'])}" if a["round_trip_max"] is not None else ""))
+
+
+def _unanswered_line(u: dict, digits: int) -> str:
+    """One request with no reply in the capture."""
+    return (f"  no reply in the capture: {_id(u)}"
+            + (f" {u['operation']}" if u.get("operation") else "")
+            + f" to {u['request_address'] or '?'} on {u['request_connection']}, "
+            f"sent {_when(u['request_time'], digits)} [packet {u['request_packet']}]")
+
+
+def _token_lines(sec: dict, digits: int) -> list[str]:
+    """The token lines: each put-token, each connection's $cbs links no put-token went through, how many more."""
+    lines = ["  token: " + token_line(t, digits) for t in sec["tokens"]]
+    lines.extend("  token: " + cbs_link_line(c) for c in sec.get("cbs_links") or ())
     if sec["more_tokens"]:
         lines.append(f"  ... {sec['more_tokens']:,} more token lines (amqp-dissect requests lists all)")
+    return lines
+
+
+def request_lines(sec: dict | None, digits: int = 6) -> list[str]:
+    """The text report's Requests section (none without requests)."""
+    if not sec or not (sec["requests"] or sec["replies_without_request"] or sec.get("cbs_links")):
+        return []
+    lines = ["", _requests_head(sec)]
+    lines.extend(_address_line(a) for a in sec["by_address"])
+    if sec["more_addresses"]:
+        lines.append(f"  ... {sec['more_addresses']:,} more addresses (amqp-dissect requests lists all)")
+    lines.extend(_unanswered_line(u, digits) for u in sec["unanswered"])
+    if sec["more_unanswered"]:
+        lines.append(f"  ... {sec['more_unanswered']:,} more without reply (amqp-dissect requests lists all)")
+    lines.extend(_token_lines(sec, digits))
     if sec.get("not_matched"):
         lines.append(f"  {sec['not_matched']:,} more candidate messages not matched (past the cap)")
     return lines
