@@ -344,6 +344,36 @@ class OurFrame:
 def our_frames(pcap, ports=(), keylog=None) -> dict[int, list[OurFrame]]:
     """packet number -> our AMQP frames and protocol headers in it, in order, each as the record
     :func:`compare_frame` compares, tagged with what the known defects need to know."""
+    events, taps = _dissect_all(pcap, ports, keylog)
+    others = {e.conn: e for e in events if type(e) is OtherProtocolNote}
+    websocket = {e.conn for e in events if _is_websocket_note(e)}
+    frames = [e for e in events if isinstance(e, (Frame, ProtocolHeader)) and e.conn not in others]
+    tags: dict[int, set] = {id(e): set() for e in frames}
+    message_of = _tag_fragments(frames, tags)
+    for e in _after_gap(events):
+        tags[id(e)].add("after-gap")
+    for e in frames:
+        tags[id(e)].update(_shape_tags(e))
+
+    out: dict[int, list[OurFrame]] = {}
+    for e in frames:
+        rec, errors = _our_record(e, message_of)
+        lst = out.setdefault(e.packet, [])
+        lst.append(OurFrame(e.packet, len(lst), rec, tags[id(e)], errors, e.conn))
+    if others:
+        out[OTHERS] = others  # (compare_capture takes these out)
+    if websocket:
+        out[WEBSOCKET] = {c: ([e.packet for e in frames if e.conn == c], taps.get(c)) for c in websocket}
+    return out
+
+
+def _is_websocket_note(e) -> bool:
+    """Whether the event is the note of a WebSocket found on a connection (its upgrade)."""
+    return type(e) is PacketNote and e.note.group == "websocket" and bool(e.conn)
+
+
+def _dissect_all(pcap, ports, keylog) -> tuple[list, dict]:
+    """Every event of the capture, and the WebSocket connections' taps (conn -> :class:`_Tap` or None)."""
     d = Dissector(extra_ports=ports, keylog=keylog)
     events = []
     taps: dict = {}  # WebSocket connection -> the AMQP stream unwrapped from it (_Tap)
@@ -354,79 +384,91 @@ def our_frames(pcap, ports=(), keylog=None) -> dict[int, list[OurFrame]]:
             got = d.feed(rec)
             events.extend(got)
             for e in got:  # a WebSocket found (its upgrade note): tap the AMQP stream inside it
-                if type(e) is PacketNote and e.note.group == "websocket" and e.conn and e.conn not in taps:
+                if _is_websocket_note(e) and e.conn not in taps:
                     taps[e.conn] = _tap(d, e.conn)
     events.extend(d.finish())
+    return events, taps
 
-    others = {e.conn: e for e in events if type(e) is OtherProtocolNote}
-    websocket = {e.conn for e in events if type(e) is PacketNote and e.note.group == "websocket" and e.conn}
-    frames = [e for e in events if isinstance(e, (Frame, ProtocolHeader)) and e.conn not in others]
-    tags: dict[int, set] = {id(e): set() for e in frames}
+
+def _tag_fragments(frames: list, tags: dict[int, set]) -> dict[int, dict | None]:
+    """Tag the transfer frames of deliveries split over several frames ("first-fragment",
+    "continuation-fragment") -> id(frame) -> the message to compare on that frame (the whole
+    delivery's on its first frame, None on the others)."""
     message_of: dict[int, dict | None] = {}  # id(frame) -> message to compare on that frame
     open_delivery: dict[tuple, list] = {}  # link -> transfer frames of the delivery so far
     for e in frames:
         if not isinstance(e, Frame) or e.name != "transfer":
             continue
-        p = e.performative
-        link = (e.conn, e.direction, e.channel, p.field("handle"))
-        more = p.field("more") is True
-        sofar = open_delivery.get(link)
-        if sofar is None and not more:
-            continue  # a delivery in one frame: its own message
-        if sofar is None:
-            open_delivery[link] = sofar = []
-        sofar.append(e)
-        if more and p.field("aborted") is not True:
+        sofar = _delivery_so_far(e, open_delivery)
+        if sofar is None or len(sofar) == 1:
             continue
-        del open_delivery[link]
-        if len(sofar) == 1:
-            continue
-        tags[id(sofar[0])].add("first-fragment")
+        _tag_delivery(sofar, tags)
         for f in sofar[1:]:
-            tags[id(f)].add("continuation-fragment")
             message_of[id(f)] = None
-        whole = event_json(e).get("message")
-        message_of[id(sofar[0])] = whole
+        message_of[id(sofar[0])] = event_json(e).get("message")
     for frames_left in open_delivery.values():  # capture ends mid-delivery
-        tags[id(frames_left[0])].add("first-fragment")
-        for f in frames_left[1:]:
-            tags[id(f)].add("continuation-fragment")
+        _tag_delivery(frames_left, tags)
+    return message_of
 
-    for e in _after_gap(events):
-        tags[id(e)].add("after-gap")
-    for e in frames:
-        if isinstance(e, Frame) and descriptor_form(e) not in (None, "smallulong"):
-            tags[id(e)].add("long-descriptor")
-        if isinstance(e, Frame) and e.kind != "heartbeat" and _zero_length_binary(e):
-            tags[id(e)].add("zero-length-binary")
-        if isinstance(e, Frame) and e.kind != "heartbeat" and _described_body(e):
-            tags[id(e)].add("described-body")
 
-    out: dict[int, list[OurFrame]] = {}
-    for e in frames:
-        j = event_json(e)
-        if isinstance(e, ProtocolHeader):
-            rec = {"kind": "header", "fields": {"protocol-id": e.protocol_id, "version": j["fields"]["version"]}}
-            errors = [n.message for n in e.notes if n.severity == "error"]
-        else:
-            rec = {"size": j["size"], "doff": j["doff"], "channel": j["channel"], "kind": j["type"],
-                   "performative": j["performative"]}
-            if j["performative"] is not None:
-                rec["descriptor"] = COMPOSITES[j["performative"]].descriptor_code & 0xFFFFFFFF
-                rec["fields"] = j["fields"]
-            message = message_of.get(id(e), j.get("message"))
-            if message is not None:
-                rec["message"] = message
-            errors = [n.message for n in e.notes if n.severity == "error"]
-            if j.get("message_error"):
-                errors.append(j["message_error"])
-        lst = out.setdefault(e.packet, [])
-        lst.append(OurFrame(e.packet, len(lst), rec, tags[id(e)], errors, e.conn))
-    if others:
-        out[OTHERS] = others  # (compare_capture takes these out)
-    if websocket:
-        out[WEBSOCKET] = {c: ([e.packet for e in frames if e.conn == c], taps.get(c)) for c in websocket}
-    return out
+def _delivery_so_far(e, open_delivery: dict[tuple, list]) -> list | None:
+    """Add transfer frame ``e`` to the delivery open on its link -> the delivery's frames if ``e`` ends
+    it (its last frame, or aborted), else None (more to come, or a delivery in one frame)."""
+    p = e.performative
+    link = (e.conn, e.direction, e.channel, p.field("handle"))
+    more = p.field("more") is True
+    sofar = open_delivery.get(link)
+    if sofar is None and not more:
+        return None  # a delivery in one frame: its own message
+    if sofar is None:
+        open_delivery[link] = sofar = []
+    sofar.append(e)
+    if more and p.field("aborted") is not True:
+        return None
+    del open_delivery[link]
+    return sofar
+
+
+def _tag_delivery(frames: list, tags: dict[int, set]) -> None:
+    """Tag the frames of one delivery: its first and the continuation fragments."""
+    tags[id(frames[0])].add("first-fragment")
+    for f in frames[1:]:
+        tags[id(f)].add("continuation-fragment")
+
+
+def _shape_tags(e) -> set:
+    """The tags of a frame's encoding the known defects select on: "long-descriptor",
+    "zero-length-binary", "described-body"."""
+    found = set()
+    if not isinstance(e, Frame):
+        return found
+    if descriptor_form(e) not in (None, "smallulong"):
+        found.add("long-descriptor")
+    if e.kind != "heartbeat" and _zero_length_binary(e):
+        found.add("zero-length-binary")
+    if e.kind != "heartbeat" and _described_body(e):
+        found.add("described-body")
+    return found
+
+
+def _our_record(e, message_of: dict[int, dict | None]) -> tuple[dict, list]:
+    """The record :func:`compare_frame` compares for our frame or protocol header, and our error
+    notes on it."""
+    j = event_json(e)
+    errors = [n.message for n in e.notes if n.severity == "error"]
+    if isinstance(e, ProtocolHeader):
+        return {"kind": "header", "fields": {"protocol-id": e.protocol_id, "version": j["fields"]["version"]}}, errors
+    rec = {"size": j["size"], "doff": j["doff"], "channel": j["channel"], "kind": j["type"],
+           "performative": j["performative"]}
+    if j["performative"] is not None:
+        rec["descriptor"] = COMPOSITES[j["performative"]].descriptor_code & 0xFFFFFFFF
+        rec["fields"] = j["fields"]
+    message = message_of.get(id(e), j.get("message"))
+    if message is not None:
+        rec["message"] = message
+    if j.get("message_error"):
+        errors.append(j["message_error"])
+    return rec, errors
 
 
 class _Tap:
