@@ -741,17 +741,39 @@ def compare_capture(pcap, ports=(), keylog_file=None, name: str | None = None, w
     ``keylog_file`` (the file tshark reads), when the caller made it already."""
     sample = name if name is not None else Path(pcap).stem
     if ours is None:  # first: a file that is no capture fails here, with our message
-        if keylog is None and keylog_file:  # read as a stream: only the capture's ClientHello randoms kept
-            from amqp_dissect.pipelines.keylogfile import open_keylog
-
-            keylog = open_keylog(keylog_file)
-        ours = our_frames(pcap, ports=ports, keylog=keylog)
+        ours = _read_ours(pcap, ports, keylog_file, keylog)
     if ws is None:
         ws = wireshark_frames(pcap, ports=ports, keylog_file=keylog_file)
     ours = dict(ours)
     others = ours.pop(OTHERS, {})
     websocket = ours.pop(WEBSOCKET, {})
-    other_ends = {frozenset(_ends_of(cid)) for cid in others}
+    ws, other_layers = _without_other_protocols(ws, {frozenset(_ends_of(cid)) for cid in others})
+    unwrapped = _add_unwrapped_websocket(ws, websocket)
+    skipped = _drop_uncompared_websocket(ours, websocket, unwrapped.ends)
+    report = Report(sample, sum(map(len, ours.values())), sum(map(len, ws.values())))
+    report.websocket_connections, report.websocket_frames = skipped.connections, skipped.frames
+    report.websocket_unwrapped = (unwrapped.connections, unwrapped.layers)
+    for note in others.values():
+        report.other_protocols[note.protocol] = report.other_protocols.get(note.protocol, 0) + 1
+    report.other_layers = other_layers
+    for packet in sorted(set(ws) | set(ours)):
+        _compare_packet(sample, packet, ours.get(packet, []), ws.get(packet, []), report)
+    classify(report)
+    return report
+
+
+def _read_ours(pcap, ports, keylog_file, keylog) -> dict:
+    """:func:`our_frames` of the capture, its TLS secrets from ``keylog`` or else ``keylog_file``."""
+    if keylog is None and keylog_file:  # read as a stream: only the capture's ClientHello randoms kept
+        from amqp_dissect.pipelines.keylogfile import open_keylog
+
+        keylog = open_keylog(keylog_file)
+    return our_frames(pcap, ports=ports, keylog=keylog)
+
+
+def _without_other_protocols(ws: dict, other_ends: set) -> tuple[dict, int]:
+    """Wireshark's frames without the layers of other protocols' connections (renumbered in their
+    packet), and how many layers were taken out."""
     other_layers = 0
     kept: dict = {}
     for packet, fs in ws.items():
@@ -761,15 +783,37 @@ def compare_capture(pcap, ports=(), keylog_file=None, name: str | None = None, w
             f.index = i
         if mine:
             kept[packet] = mine
-    ws = kept
-    # WebSocket connections on which Wireshark shows no AMQP (tshark 4.0 does not decode AMQP inside
-    # WebSocket): tshark is given the AMQP stream we unwrapped, as plain TCP (unwrapped_capture), and its
-    # frames are put back at the packets that carried their bytes; a connection whose stream could not be
-    # kept whole is counted, not compared (a tshark that decodes AMQP in WebSocket is compared as is)
+    return kept, other_layers
+
+
+@dataclass(frozen=True)
+class UnwrappedWebSocket:
+    """What :func:`_add_unwrapped_websocket` added: the connections whose unwrapped AMQP stream tshark
+    decoded, the layers it showed on them, and the ends of every connection Wireshark now shows."""
+    connections: int
+    layers: int
+    ends: set
+
+
+@dataclass(frozen=True)
+class SkippedWebSocket:
+    """The WebSocket connections not compared (Wireshark shows none of their AMQP), and our frames on them."""
+    connections: int
+    frames: int
+
+
+def _add_unwrapped_websocket(ws: dict, websocket: dict) -> UnwrappedWebSocket:
+    """Add to Wireshark's frames (in place) those tshark decodes in the AMQP streams we unwrapped from the
+    WebSocket connections on which it shows no AMQP.
+
+    tshark 4.0 does not decode AMQP inside WebSocket: it is given the AMQP stream we unwrapped, as plain
+    TCP (:func:`unwrapped_capture`), and its frames are put back at the packets that carried their bytes;
+    a connection whose stream could not be kept whole is counted, not compared (a tshark that decodes
+    AMQP in WebSocket is compared as is)."""
     ws_ends = {f.endpoints for fs in ws.values() for f in fs}
     taps = {cid: tap for cid, (_, tap) in websocket.items()
             if tap is not None and tap.whole and tap.chunks and frozenset(_ends_of(cid)) not in ws_ends}
-    ws_unwrapped = 0
+    layers = 0
     if taps:
         with tempfile.TemporaryDirectory(prefix="amqp-dissect-compare-") as tmp:
             synthetic = os.path.join(tmp, "unwrapped.pcap")
@@ -781,55 +825,74 @@ def compare_capture(pcap, ports=(), keylog_file=None, name: str | None = None, w
             for f in fs:
                 f.packet, f.index = where[n], len(lst)
                 lst.append(f)
-                ws_unwrapped += 1
+                layers += 1
         ws_ends |= {frozenset(_ends_of(cid)) for cid in taps}
-    ws_skipped = ws_frames = 0
+    return UnwrappedWebSocket(len(taps), layers, ws_ends)
+
+
+def _drop_uncompared_websocket(ours: dict, websocket: dict, ws_ends: set) -> SkippedWebSocket:
+    """Take out of our frames (in place; renumbered in their packet) those of the WebSocket connections
+    Wireshark shows nothing of."""
+    skipped = frames = 0
     for cid, (packets, _tap_) in websocket.items():
         if frozenset(_ends_of(cid)) in ws_ends:
             continue
-        ws_skipped += 1
+        skipped += 1
         for packet in packets:
-            lst = ours.get(packet)
-            if not lst:
-                continue
-            mine = [f for f in lst if f.conn != cid]
-            ws_frames += len(lst) - len(mine)
-            for i, f in enumerate(mine):
-                f.index = i
-            if mine:
-                ours[packet] = mine
-            else:
-                del ours[packet]
-    report = Report(sample, sum(map(len, ours.values())), sum(map(len, ws.values())))
-    report.websocket_connections, report.websocket_frames = ws_skipped, ws_frames
-    report.websocket_unwrapped = (len(taps), ws_unwrapped)
-    for note in others.values():
-        report.other_protocols[note.protocol] = report.other_protocols.get(note.protocol, 0) + 1
-    report.other_layers = other_layers
-    for packet in sorted(set(ws) | set(ours)):
-        o, w = ours.get(packet, []), ws.get(packet, [])
-        if len(o) != len(w) and not stopped_by_assertion(o, w):
-            names = lambda fs: [f.record.get("performative") or f.record["kind"] for f in fs]  # noqa: E731
-            tags = set().union(*(f.tags for f in o)) if o else set()
-            if o and not w and all("after-gap" in f.tags for f in o):
-                tags.add("none-shown-after-gap")
-            report.disagreements.append(Disagreement(
-                sample, packet, 0, None, "@frames", names(o), names(w), tags, [m for f in w for m in f.errors]))
-            continue
-        for of, wf in zip(o, w):
-            report.frames_compared += 1
-            report.frames.append((packet, of.index, frozenset(of.tags)))
-            n = len(report.disagreements)
-            compare_frame(sample, of, wf, report)
-            if len(report.disagreements) == n:
-                report.frames_agreeing += 1
-        for of in o[len(w):]:  # (stopped_by_assertion) the frames Wireshark did not decode
-            report.disagreements.append(Disagreement(
-                sample, packet, of.index, of.record.get("performative") or of.record.get("kind"), "@not-decoded",
-                of.record.get("performative") or of.record.get("kind"), "<not decoded>",
-                set(of.tags) | {"after-ws-assertion"}, list(w[-1].errors)))
-    classify(report)
-    return report
+            frames += _drop_connection_frames(ours, packet, cid)
+    return SkippedWebSocket(skipped, frames)
+
+
+def _drop_connection_frames(ours: dict, packet: int, cid: str) -> int:
+    """Take connection ``cid``'s frames out of our frames of ``packet`` -> how many."""
+    lst = ours.get(packet)
+    if not lst:
+        return 0
+    mine = [f for f in lst if f.conn != cid]
+    for i, f in enumerate(mine):
+        f.index = i
+    if mine:
+        ours[packet] = mine
+    else:
+        del ours[packet]
+    return len(lst) - len(mine)
+
+
+def _frame_name(f) -> str | None:
+    """A frame's name in a disagreement: its performative, else its kind."""
+    return f.record.get("performative") or f.record.get("kind")
+
+
+def _compare_packet(sample: str, packet: int, o: list, w: list, report: Report) -> None:
+    """Compare our frames of one packet with Wireshark's, frame by frame, into ``report``."""
+    if len(o) != len(w) and not stopped_by_assertion(o, w):
+        report.disagreements.append(_frames_count_disagreement(sample, packet, o, w))
+        return
+    for of, wf in zip(o, w):
+        report.frames_compared += 1
+        report.frames.append((packet, of.index, frozenset(of.tags)))
+        n = len(report.disagreements)
+        compare_frame(sample, of, wf, report)
+        if len(report.disagreements) == n:
+            report.frames_agreeing += 1
+    for of in o[len(w):]:  # (stopped_by_assertion) the frames Wireshark did not decode
+        report.disagreements.append(Disagreement(
+            sample, packet, of.index, _frame_name(of), "@not-decoded", _frame_name(of), "<not decoded>",
+            set(of.tags) | {"after-ws-assertion"}, list(w[-1].errors)))
+
+
+def _frames_count_disagreement(sample: str, packet: int, o: list, w: list) -> Disagreement:
+    """The "@frames" disagreement of a packet in which we and Wireshark find not as many AMQP frames."""
+    tags = set().union(*(f.tags for f in o)) if o else set()
+    if o and not w and all("after-gap" in f.tags for f in o):
+        tags.add("none-shown-after-gap")
+    ws_errors = [m for f in w for m in f.errors]
+    return Disagreement(sample, packet, 0, None, "@frames", _kinds(o), _kinds(w), tags, ws_errors)
+
+
+def _kinds(frames: list) -> list:
+    """The frames' names in an "@frames" disagreement: each one's performative, else its kind."""
+    return [f.record.get("performative") or f.record["kind"] for f in frames]
 
 
 def stopped_by_assertion(ours: list, ws: list) -> bool:
