@@ -626,16 +626,11 @@ _NON_FINITE = {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}  #
 def _same(ours, ws) -> bool:
     """Whether our value and Wireshark's are the same value, however each writes it."""
     if isinstance(ws, CutFrame):  # the start of Wireshark's text: ours must start the same
-        if isinstance(ours, bool):
-            return False
-        if isinstance(ours, float) and math.isfinite(ours):
-            return f"{ours:f}".startswith(ws) or repr(ours).startswith(ws)
-        return str(ours).startswith(ws[:-1] if ws.endswith("…") else ws)
+        return _starts_cut_text(ours, ws)
     if isinstance(ws, Truncatable) and ws.endswith("…") and isinstance(ours, str):
         return ours.startswith(ws[:-1])
     if isinstance(ws, float) and isinstance(ours, str) and ours in _NON_FINITE:
-        o = _NON_FINITE[ours]
-        return math.isnan(ws) if math.isnan(o) else ws == o
+        return _same_non_finite(_NON_FINITE[ours], ws)
     if isinstance(ws, bool) or isinstance(ours, bool):
         return type(ws) is type(ours) and ws == ours
     if isinstance(ws, float) and isinstance(ours, (int, float)):
@@ -643,6 +638,20 @@ def _same(ours, ws) -> bool:
     if isinstance(ws, str) and isinstance(ours, str):
         return str(ws) == str(ours)
     return type(ws) is type(ours) and ws == ours
+
+
+def _starts_cut_text(ours, ws: CutFrame) -> bool:
+    """Whether our value, written as text, starts with the text Wireshark shows of a frame cut short."""
+    if isinstance(ours, bool):
+        return False
+    if isinstance(ours, float) and math.isfinite(ours):
+        return f"{ours:f}".startswith(ws) or repr(ours).startswith(ws)
+    return str(ours).startswith(ws[:-1] if ws.endswith("…") else ws)
+
+
+def _same_non_finite(ours: float, ws: float) -> bool:
+    """Whether Wireshark's float is our infinity or NaN (NaN equals NaN here)."""
+    return math.isnan(ws) if math.isnan(ours) else ws == ours
 
 
 @dataclass
