@@ -397,35 +397,47 @@ def _parse_item(n: WsNode):
         kind = typ.split(" ", 1)[0]
         return label, _items(n, as_map=(kind == "map"))
     if text is None:
-        if typ == "null":
-            return label, None
-        if typ in ("true", "false"):
-            return label, typ == "true"
-        return label, f"<{typ}>"
+        return label, _untexted_value(typ)
+    return label, _typed_value(typ, text)
+
+
+def _untexted_value(typ: str):
+    """The value of an item Wireshark shows with a type and no text: null, true, false."""
+    if typ == "null":
+        return None
+    if typ in ("true", "false"):
+        return typ == "true"
+    return f"<{typ}>"
+
+
+def _typed_value(typ: str, text: str):
+    """An item's value from its type and Wireshark's text of it; "<type text>" when it is not read."""
     if typ in _INT_TYPES:
-        try:
-            return label, int(text)
-        except ValueError:
-            return label, f"<{typ} {text}>"
+        return _number(int, typ, text)
     if typ in _STR_TYPES:
-        return label, Truncatable(text)
+        return Truncatable(text)
     if typ in _BIN_TYPES:
-        return label, Truncatable(text.lower())
+        return Truncatable(text.lower())
     if typ in ("bool", "boolean", "true", "false"):
-        return label, text.strip().lower() in ("true", "1")
+        return text.strip().lower() in ("true", "1")
     if typ in ("float", "double"):
-        try:
-            return label, float(text)  # (Python reads Wireshark's inf, -inf and nan too)
-        except ValueError:
-            return label, f"<{typ} {text}>"
+        return _number(float, typ, text)  # (Python reads Wireshark's inf, -inf and nan too)
     if typ == "uuid":  # Wireshark: 8-4-4-4-12 hex digits, as ours
-        return label, text.strip().lower()
+        return text.strip().lower()
     if typ == "char":
-        return label, text
+        return text
     if typ == "timestamp":
         ms = ws_timestamp_ms(text)
-        return label, ms if ms is not None else f"<{typ} {text}>"
-    return label, f"<{typ} {text}>"  # decimal32/64/128: Wireshark says "(not supported)" (see KNOWN)
+        return ms if ms is not None else f"<{typ} {text}>"
+    return f"<{typ} {text}>"  # decimal32/64/128: Wireshark says "(not supported)" (see KNOWN)
+
+
+def _number(read, typ: str, text: str):
+    """Wireshark's text of a number read by ``read`` (int, float), or "<type text>" when it is none."""
+    try:
+        return read(text)
+    except ValueError:
+        return f"<{typ} {text}>"
 
 
 class Truncatable(str):
