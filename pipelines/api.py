@@ -158,27 +158,32 @@ def _columns(columns, tables: list[str]) -> dict:
     if isinstance(columns, str):
         columns = [columns]
     if isinstance(columns, Mapping):
-        extra = [t for t in columns if t not in tables]
-        if extra:
-            raise ValueError(f"columns= names tables not asked for: {', '.join(map(repr, extra))}")
-        out = {}
-        for t in tables:
-            want = columns.get(t)
-            if want is None:
-                out[t] = None
-                continue
-            want = [want] if isinstance(want, str) else list(want)
-            unknown = [c for c in want if c not in names(t)]
-            if unknown:
-                raise ValueError(f"the {t} table has no column {', '.join(map(repr, unknown))}")
-            out[t] = [c for c in names(t) if c in set(want)]
-        return out
+        return _columns_by_table(columns, tables)
     want = list(columns)
     known = set().union(*(names(t) for t in tables))
     unknown = [c for c in want if c not in known]
     if unknown:
         raise ValueError(f"no column {', '.join(map(repr, unknown))} in the table(s) {', '.join(tables)}")
     return {t: [c for c in names(t) if c in set(want)] for t in tables}
+
+
+def _columns_by_table(columns: Mapping, tables: list[str]) -> dict:
+    """:func:`_columns` of a mapping table -> names (a table it does not name keeps every column)."""
+    extra = [t for t in columns if t not in tables]
+    if extra:
+        raise ValueError(f"columns= names tables not asked for: {', '.join(map(repr, extra))}")
+    return {t: _table_columns(t, columns.get(t)) for t in tables}
+
+
+def _table_columns(table: str, want) -> list[str] | None:
+    """The columns of ``table`` to keep, of the names ``want`` (a name or names; None: every column)."""
+    if want is None:
+        return None
+    want = [want] if isinstance(want, str) else list(want)
+    unknown = [c for c in want if c not in names(table)]
+    if unknown:
+        raise ValueError(f"the {table} table has no column {', '.join(map(repr, unknown))}")
+    return [c for c in names(table) if c in set(want)]
 
 
 @contextmanager

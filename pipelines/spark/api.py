@@ -151,23 +151,23 @@ def read_captures(spark, paths, *, ports=(), keylog=None, tables=None, frames: b
             shutil.rmtree(work[len("file://"):-len("/_work")], ignore_errors=True)
         raise
     need = _needed(wanted, summaries)
-    frames_of = table_frames(spark, done, [t for t in done["counts"] if t in need])
+    frames_of = table_frames(spark, done, [t for t in done.counts if t in need])
     _add_cross_flow_tables(spark, wanted, frames_of, done)
     out = CaptureTables({t: frames_of[t] for t in wanted})
     if summaries:
         for name in SUMMARIES:
             out[name] = summary_frame(name, frames_of, window)
     # (the tables made across the flows are counted when asked: a Spark job each)
-    out.counts = _Counts({t: done["counts"][t] for t in wanted if t in done["counts"]},
-                         {t: frames_of[t] for t in wanted if t not in done["counts"]})
-    out.files, out.errors, out.order, out.gaps = done["files"], done["errors"], done["order"], done["gaps"]
-    out.clock_steps = done["clock_steps"]
-    done["stats"]["timings"] = done["marks"]
-    done["stats"]["cpu"] = done["meter"].seconds()  # the Python tasks' CPU seconds by step (decoding)
-    done["stats"]["seconds"] = round(time.time() - t0, 3)
-    out.stats = done["stats"]
+    out.counts = _Counts({t: done.counts[t] for t in wanted if t in done.counts},
+                         {t: frames_of[t] for t in wanted if t not in done.counts})
+    out.files, out.errors, out.order, out.gaps = done.files, done.errors, done.order, done.gaps
+    out.clock_steps = done.clock_steps
+    done.stats["timings"] = done.clock.marks
+    done.stats["cpu"] = done.meter.seconds()  # the Python tasks' CPU seconds by step (decoding)
+    done.stats["seconds"] = round(time.time() - t0, 3)
+    out.stats = done.stats
     out.work = work
-    out._cleanup = _cleanup(done["cleanup"], work) if temporary else done["cleanup"]
+    out._cleanup = _cleanup(done.cleanup, work) if temporary else done.cleanup
     return out
 
 
@@ -192,16 +192,17 @@ def _needed(wanted: list[str], summaries: bool) -> set:
     return need
 
 
-def _add_cross_flow_tables(spark, wanted: list[str], frames_of: dict, done: dict) -> None:
-    """The requests and messages tables, when wanted: made across the flows from the job's tables."""
+def _add_cross_flow_tables(spark, wanted: list[str], frames_of: dict, done) -> None:
+    """The requests and messages tables, when wanted: made across the flows from the job's tables (``done``: its
+    :class:`.job.AnalysedRun`)."""
     if "requests" in wanted:  # (matched across the flows, on the driver: pipelines/spark/requests.py)
         from .requests import requests_frame
         frames_of["requests"] = requests_frame(spark, frames_of["deliveries"], frames_of["links"],
-                                               done["stats"].get("end_ts"), done["clock_steps"])
+                                               done.stats.get("end_ts"), done.clock_steps)
     if "messages" in wanted:  # (DataFrame operations across the flows: pipelines/spark/messages.py)
         from .messages import messages_frame
         frames_of["messages"] = messages_frame(spark, frames_of["deliveries"], frames_of["links"],
-                                               frames_of["connections"], done["clock_steps"])
+                                               frames_of["connections"], done.clock_steps)
 
 
 def _cleanup(inner, work: str):

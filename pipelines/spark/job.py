@@ -9,6 +9,8 @@ import pickle
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable
 from urllib.parse import urlparse
 
 from amqp_dissect.pipelines.archive import (DEFAULT_SPLIT_SIZE, KIND_SUMMARY, KIND_TCP, FlowParams, ROW_TABLES,
@@ -68,17 +70,17 @@ def run_archive(spark, paths, out: str, *, split_size: int = DEFAULT_SPLIT_SIZE,
     try:
         _write_outputs(spark, done, out_uri, window)
     finally:
-        done["cleanup"](keep_work)
-    done["stats"]["seconds"] = round(time.time() - t0, 3)
-    return {"counts": done["counts"], "tables": done["written"], "files": done["files"], "errors": done["errors"],
-            "stats": done["stats"], "out": out_uri, "order": done["order"], "gaps": done["gaps"],
-            "clock_steps": done["clock_steps"]}
+        done.cleanup(keep_work)
+    done.stats["seconds"] = round(time.time() - t0, 3)
+    return {"counts": done.counts, "tables": done.written, "files": done.files, "errors": done.errors,
+            "stats": done.stats, "out": out_uri, "order": done.order, "gaps": done.gaps,
+            "clock_steps": done.clock_steps}
 
 
 def analyse(spark, paths, work: str, *, t0, split_size, frames, partitions, ports, idle_timeout, keylog,
-             messages: bool = False) -> dict:
+             messages: bool = False) -> AnalysedRun:
     """Stages 1 and 2 and their reruns, the rows under ``work``: what the tables and summaries
-    are made of (see :func:`_run`)."""
+    are made of (see :class:`_Run`)."""
     from amqp_dissect.pipelines.spark_runtime.fs import resolve_inputs
 
     if keylog is not None and not isinstance(keylog, str):  # a KeyLog (the CLI's --keylog): shipped as text
@@ -89,15 +91,15 @@ def analyse(spark, paths, work: str, *, t0, split_size, frames, partitions, port
     # so that every stage keeps all the cores busy
     try:
         with sql_conf(spark, spark__sql__files__minPartitionNum=str(nparts)):
-            done = _run(spark, files, work, t0=t0, nparts=nparts, split_size=split_size, frames=frames,
-                        ports=ports, idle_timeout=idle_timeout, keylog=keylog, messages=messages)
+            done = _Run(spark, files, work, t0=t0, nparts=nparts, split_size=split_size, frames=frames,
+                        ports=ports, idle_timeout=idle_timeout, keylog=keylog, messages=messages).run()
     except BaseException:
         _remove_work(work, staged)
         raise
     if names:  # inputs copied from a remote file system: the results name them by their URIs
-        done["files"] = [names.get(f, f) for f in done["files"]]
-        done["errors"] = [(names.get(f, f), e) for f, e in done["errors"]]
-    done["cleanup"] = lambda keep=False: None if keep else _remove_work(work, staged)
+        done.files = [names.get(f, f) for f in done.files]
+        done.errors = [(names.get(f, f), e) for f, e in done.errors]
+    done.cleanup = lambda keep=False: None if keep else _remove_work(work, staged)
     return done
 
 
@@ -107,195 +109,297 @@ def _remove_work(work: str, staged: str | None) -> None:
             shutil.rmtree(d, ignore_errors=True)
 
 
-def _run(spark, files, work, *, t0, nparts, split_size, frames, ports, idle_timeout, keylog,
-         messages: bool = False) -> dict:
-    from pyspark.sql import functions as F
+@dataclass
+class AnalysedRun:
+    """What stages 1 and 2 and their reruns made (:func:`analyse`): the rows the tables and summaries are
+    made of, and what the run found out on the way."""
+    layers: list  # (rows' DataFrame or None until a Spark step needs it, [flow DataFrames a later layer ran again])
+    layer_paths: list  # the stage-2 rows of each layer
+    excluded: list  # per layer: the flows a later layer ran again (Python sets)
+    counts: dict  # table -> its rows
+    stats: dict
+    clock: StepClock
+    meter: Meter
+    nparts: int
+    files: list  # in capture order
+    errors: list  # (path, damage) pairs
+    order: str | None
+    gaps: list
+    clock_steps: list  # the steps back of the capture's clock (as the report's capture["clock_steps"])
+    cleanup: Callable = lambda keep=False: None  # removes the work directory (keep: not)
+    written: dict = field(default_factory=dict)  # name -> URI of the tables and summaries written
 
-    stats: dict = {"files": len(files)}
-    marks: dict = {}
-    tick = [t0]
+    def mark(self, name: str) -> None:
+        self.clock.mark(name)
 
-    meter = Meter(spark)
 
-    def mark(name):
+class StepClock:
+    """The seconds each step of the job took (``marks``: step name -> seconds since the step before)."""
+
+    def __init__(self, t0: float):
+        self.marks: dict = {}
+        self._tick = t0
+
+    def mark(self, name: str) -> None:
         now = time.time()
-        marks[name] = round(now - tick[0], 3)
-        tick[0] = now
+        self.marks[name] = round(now - self._tick, 3)
+        self._tick = now
         for hook in MARK_HOOKS:
             hook(name)
-    # ---- stage 1: decode files / byte ranges on the executors
-    ranges = plan_ranges(files, split_size)
-    seg_paths = [work + "/seg"]
-    summaries = _stage1(spark, ranges, seg_paths[0], meter)
-    lay = layout(files, summaries)
-    stats["ranges_planned"] = len(ranges)
-    stats["redo_files"] = [files[i] for i in lay.redo]
-    if lay.redo:  # split ranges that did not chain (damage or a false boundary): read those files whole
-        again = [r for r in plan_ranges(files, split_size, first_rid=len(ranges), whole=lay.redo)
-                 if r.file in set(lay.redo)]
-        seg_paths.append(work + "/seg_redo")
-        extra = _stage1(spark, again, seg_paths[1], meter)
-        redo = set(lay.redo)
-        summaries = [s for s in summaries if s["file"] not in redo] + extra
-        lay = layout(files, summaries)
-    for _ in range(3):  # (one pass; a group found again after it would be read again with its neighbours)
-        if lay.fatal or not lay.groups:
-            break
-        # files whose times overlap: each group read whole and merged record by record by one task
-        # (as the single-process reader merges a set), numbered in that order
-        grouped = {fi for g in lay.groups for fi, _ in g}
-        again = group_ranges(files, lay.groups, max(s["rid"] for s in summaries) + 1)
-        seg_paths.append(work + f"/seg_merged{len(seg_paths)}")
-        extra = _stage1(spark, again, seg_paths[-1], meter)
-        summaries = [s for s in summaries
-                     if s["file"] not in grouped and not grouped.intersection(s.get("group") or ())] + extra
-        lay = layout(files, summaries)
-    if lay.fatal:
-        kind, msg = lay.fatal[0]
-        raise InputError("missing" if kind == "open" else "format", msg)
-    mark("stage1")
-    stats["merged_groups"] = [[files[fi] for fi in g] for g in lay.merged]
-    stats.update(ranges=lay.ranges_used, rejected_boundaries=lay.rejected, records=lay.records,
-                 tcp_records=lay.tcp_records, packet_errors=lay.packet_errors, unsupported=lay.unsupported)
 
-    # ---- packet numbers: prefix sums of the per-range counts; the capture's ends from the
-    # summaries (no pass over the rows)
-    tcp_df: list = []
 
-    def tcp():
+class _Run:
+    """Stages 1 and 2 and their reruns, step by step (:meth:`run`):
+
+    1. :meth:`decode_ranges`: files / byte ranges decoded on the executors; the files whose ranges did
+       not chain read again whole, the groups of files whose times overlap read again merged;
+    2. :meth:`number`: packet numbers (prefix sums of the per-range counts), the capture's ends, the
+       flows' parameters;
+    3. :meth:`run_flows`: per-flow runs, the largest flows spread evenly over the tasks;
+    4. :meth:`rerun_ticks`, :meth:`rerun_at_end`: the flows run again with what only the whole capture
+       knows (the capture's ticks; the time the single-process Analyzer is finished at)."""
+
+    def __init__(self, spark, files, work, *, t0, nparts, split_size, frames, ports, idle_timeout, keylog,
+                 messages: bool = False):
+        self.spark, self.files, self.work, self.nparts, self.split_size = spark, files, work, nparts, split_size
+        self.frames, self.ports, self.idle_timeout, self.keylog, self.messages = (
+            frames, ports, idle_timeout, keylog, messages)
+        self.stats: dict = {"files": len(files)}
+        self.clock = StepClock(t0)
+        self.meter = Meter(spark)
+        self.seg_paths = [work + "/seg"]
+        self._tcp_df = None
+        # layers of stage-2 results: (rows, [flow DataFrames a later layer ran again]); the same
+        # flows as Python sets for the tables step (reruns concern few flows).  The rows' DataFrame
+        # is made when a Spark step first needs it (_layer_frames): the local path never does (the
+        # first DataFrame of a session costs the JVM a fifth of a second of planning set-up)
+        self.layers: list = [(None, [])]
+        self.layer_paths = [work + "/rows0"]
+        self.excluded: list[set] = [set()]
+        self.cached: list = []
+        # the flows' facts: one pass over their "_flow" rows per layer state, kept (a row per
+        # flow) for the questions that follow.  A local work directory: read by the driver from
+        # the stage-2 files (one small row per flow; no Spark job); otherwise cached in Spark, each
+        # question then a pass over the cached rows only
+        self.local_meta = _direct_dir(self.layer_paths[0]) is not None
+
+    def run(self) -> AnalysedRun:
+        self.decode_ranges()
+        self.clock.mark("stage1")
+        self.number()
+        self.clock.mark("numbering")
+        self.run_flows()
+        self.clock.mark("stage2")
+        meta, facts = self._facts_now()
+        reruns = {"ticks": 0, "end": 0}
+        ticks = None
+        if facts["needs_ticks"]:
+            ticks, reruns["ticks"] = self.rerun_ticks(meta)
+            meta, facts = self._facts_now()
+        analysis_end = self._analysis_end(facts)
+        if analysis_end != self.capture_end:
+            reruns["end"] = self.rerun_at_end(meta, ticks, analysis_end)
+            if reruns["end"]:
+                facts = self._facts_of(self._current_meta())
+        for m in self.cached:
+            m.unpersist()
+        self.clock.mark("reruns")
+        self.stats["reruns"] = reruns
+        self.stats["end_ts"] = analysis_end
+        self.stats["flows"] = facts["flows"]
+        return self._result(facts)
+
+    # ---- stage 1
+
+    def decode_ranges(self) -> None:
+        """Stage 1: the files' byte ranges decoded on the executors, laid out (``self.lay``)."""
+        files = self.files
+        ranges = plan_ranges(files, self.split_size)
+        self.summaries = _stage1(self.spark, ranges, self.seg_paths[0], self.meter)
+        self.lay = layout(files, self.summaries)
+        self.stats["ranges_planned"] = len(ranges)
+        self.stats["redo_files"] = [files[i] for i in self.lay.redo]
+        if self.lay.redo:
+            self._redo_unchained(len(ranges))
+        for _ in range(3):  # (one pass; a group found again after it would be read again with its neighbours)
+            if self.lay.fatal or not self.lay.groups:
+                break
+            self._merge_overlapping()
+        lay = self.lay
+        if lay.fatal:
+            kind, msg = lay.fatal[0]
+            raise InputError("missing" if kind == "open" else "format", msg)
+        self.stats["merged_groups"] = [[files[fi] for fi in g] for g in lay.merged]
+        self.stats.update(ranges=lay.ranges_used, rejected_boundaries=lay.rejected, records=lay.records,
+                          tcp_records=lay.tcp_records, packet_errors=lay.packet_errors, unsupported=lay.unsupported)
+
+    def _redo_unchained(self, first_rid: int) -> None:
+        """Split ranges that did not chain (damage or a false boundary): those files read whole."""
+        redo = set(self.lay.redo)
+        again = [r for r in plan_ranges(self.files, self.split_size, first_rid=first_rid, whole=self.lay.redo)
+                 if r.file in redo]
+        self.seg_paths.append(self.work + "/seg_redo")
+        extra = _stage1(self.spark, again, self.seg_paths[1], self.meter)
+        self.summaries = [s for s in self.summaries if s["file"] not in redo] + extra
+        self.lay = layout(self.files, self.summaries)
+
+    def _merge_overlapping(self) -> None:
+        """Files whose times overlap: each group read whole and merged record by record by one task (as
+        the single-process reader merges a set), numbered in that order."""
+        groups = self.lay.groups
+        grouped = {fi for g in groups for fi, _ in g}
+        again = group_ranges(self.files, groups, max(s["rid"] for s in self.summaries) + 1)
+        self.seg_paths.append(self.work + f"/seg_merged{len(self.seg_paths)}")
+        extra = _stage1(self.spark, again, self.seg_paths[-1], self.meter)
+        self.summaries = [s for s in self.summaries
+                          if s["file"] not in grouped and not grouped.intersection(s.get("group") or ())] + extra
+        self.lay = layout(self.files, self.summaries)
+
+    # ---- numbering
+
+    def number(self) -> None:
+        """Packet numbers: prefix sums of the per-range counts; the capture's ends from the summaries (no
+        pass over the rows); the flows' parameters (``self.base``)."""
+        summaries, lay = self.summaries, self.lay
+        # stage 2 reads the local stage-1 files itself while a task's record index stays small
+        self.seg_files = _seg_files(self.seg_paths, self.nparts)
+        last_tcp, self.last_note = capture_ends(summaries, lay.offsets)
+        self.steps = clock_steps(summaries, lay.offsets)  # (the single process's watch, over the ranges' kept records)
+        self.capture_end = lay.last_ts  # (the last record's time; the Analyzer's end may be earlier: analysis_end)
+        # key logs embedded in pcapng files (Decryption Secrets Blocks) join the one given
+        keylog = self.keylog
+        embedded = "".join(s.get("keylog") or "" for s in summaries)
+        if embedded:
+            keylog = (keylog + "\n" if keylog else "") + embedded
+        self.base = FlowParams(ports=tuple(self.ports), last_ts=self.capture_end, last_tcp_packet=last_tcp,
+                               end_ts=self.capture_end, frames=self.frames, idle_timeout=self.idle_timeout,
+                               keylog=keylog, files=tuple(self.files), messages=self.messages,
+                               clock_steps=tuple(self.steps))
+
+    def tcp(self):
         """The numbered TCP record rows as a DataFrame (built when a Spark step needs them)."""
-        if not tcp_df:
-            seg = spark.read.schema(stage1_schema()).parquet(*seg_paths)
+        from pyspark.sql import functions as F
+
+        if self._tcp_df is None:
+            seg = self.spark.read.schema(stage1_schema()).parquet(*self.seg_paths)
             # (each row names its file: the rows of a merged group come from several)
-            offs = spark.createDataFrame(sorted(lay.offsets.items()), "rid int, off long")
+            offs = self.spark.createDataFrame(sorted(self.lay.offsets.items()), "rid int, off long")
             numbered = seg.where(F.col("kind") != KIND_SUMMARY).join(F.broadcast(offs), "rid").withColumn(
                 "packet", F.col("off") + F.col("idx") + F.lit(1))
-            tcp_df.append(numbered.where(F.col("kind") == KIND_TCP).select(*STAGE2_COLUMNS))
-        return tcp_df[0]
+            self._tcp_df = numbered.where(F.col("kind") == KIND_TCP).select(*STAGE2_COLUMNS)
+        return self._tcp_df
 
-    # stage 2 reads the local stage-1 files itself while a task's record index stays small
-    seg_files = _seg_files(seg_paths, nparts)
-    last_tcp, last_note = capture_ends(summaries, lay.offsets)
-    steps = clock_steps(summaries, lay.offsets)  # (the single process's watch, over the ranges' kept records)
-    capture_end = lay.last_ts  # (the last record's time; the Analyzer's end may be earlier: analysis_end)
-    # key logs embedded in pcapng files (Decryption Secrets Blocks) join the one given
-    embedded = "".join(s.get("keylog") or "" for s in summaries)
-    if embedded:
-        keylog = (keylog + "\n" if keylog else "") + embedded
-    mark("numbering")
-    base = FlowParams(ports=tuple(ports), last_ts=capture_end, last_tcp_packet=last_tcp, end_ts=capture_end,
-                      frames=frames, idle_timeout=idle_timeout, keylog=keylog, files=tuple(files),
-                      messages=messages, clock_steps=tuple(steps))
+    # ---- stage 2 and its reruns
 
-    # ---- stage 2: per-flow runs, the largest flows spread evenly over the tasks
-    rows_path = work + "/rows0"
-    plan = balance_flows(summaries, lay.offsets, nparts, lay.tcp_records)
-    if seg_files is not None:
-        _stage2_direct(spark, seg_files, lay.offsets, base, nparts, rows_path, plan, None, meter, "stage2")
-    else:
-        _stage2(spark, tcp(), base, nparts, rows_path, plan, meter=meter)
-    stats["stage2_direct"] = seg_files is not None
-    mark("stage2")
-    # layers of stage-2 results: (rows, [flow DataFrames a later layer ran again]); the same
-    # flows as Python sets for the tables step (reruns concern few flows).  The rows' DataFrame
-    # is made when a Spark step first needs it (_layer_frames): the local path never does (the
-    # first DataFrame of a session costs the JVM a fifth of a second of planning set-up)
-    layers = [(None, [])]
-    layer_paths = [rows_path]
-    excluded: list[set] = [set()]
+    def run_flows(self) -> None:
+        """Stage 2: per-flow runs, the largest flows spread evenly over the tasks."""
+        self.plan = balance_flows(self.summaries, self.lay.offsets, self.nparts, self.lay.tcp_records)
+        if self.seg_files is not None:
+            _stage2_direct(self.spark, self.seg_files, self.lay.offsets, self.base, self.nparts, self.layer_paths[0],
+                           self.plan, None, self.meter, "stage2")
+        else:
+            _stage2(self.spark, self.tcp(), self.base, self.nparts, self.layer_paths[0], self.plan, meter=self.meter)
+        self.stats["stage2_direct"] = self.seg_files is not None
 
-    def rerun(flows: list, params: FlowParams, path: str) -> None:
-        fdf = None if local_meta else spark.createDataFrame([(f,) for f in flows], "flow string")
-        if seg_files is not None:
-            _stage2_direct(spark, seg_files, lay.offsets, params, nparts, path, plan, set(flows), meter, "reruns")
+    def _rerun(self, flows: list, params: FlowParams, path: str) -> None:
+        """Run ``flows`` again with ``params``, their rows a new layer under ``path``."""
+        from pyspark.sql import functions as F
+
+        spark = self.spark
+        fdf = None if self.local_meta else spark.createDataFrame([(f,) for f in flows], "flow string")
+        if self.seg_files is not None:
+            _stage2_direct(spark, self.seg_files, self.lay.offsets, params, self.nparts, path, self.plan, set(flows),
+                           self.meter, "reruns")
         else:
             fdf = fdf if fdf is not None else spark.createDataFrame([(f,) for f in flows], "flow string")
-            _stage2(spark, tcp().join(F.broadcast(fdf), "flow", "left_semi"), params, nparts, path, meter=meter,
-                    step="reruns")
-        for (_, ex), exs in zip(layers, excluded):
+            _stage2(spark, self.tcp().join(F.broadcast(fdf), "flow", "left_semi"), params, self.nparts, path,
+                    meter=self.meter, step="reruns")
+        for (_, ex), exs in zip(self.layers, self.excluded):
             if fdf is not None:  # (for the facts read by Spark jobs: meta_rows)
                 ex.append(fdf)
             exs.update(flows)
-        layers.append((None, []))
-        layer_paths.append(path)
-        excluded.append(set())
+        self.layers.append((None, []))
+        self.layer_paths.append(path)
+        self.excluded.append(set())
 
-    # the flows' facts: one pass over their "_flow" rows per layer state, kept (a row per
-    # flow) for the questions that follow.  A local work directory: read by the driver from
-    # the stage-2 files (one small row per flow; no Spark job); otherwise cached in Spark, each
-    # question then a pass over the cached rows only
-    cached: list = []
-    local_meta = all(_direct_dir(p) is not None for p in [rows_path])
-
-    def current_meta():
-        if local_meta:
-            return _local_metas([_direct_dir(p) for p in layer_paths], excluded)
-        m = meta_rows(_layer_frames(spark, layers, layer_paths)).persist()
-        cached.append(m)
+    def _current_meta(self):
+        if self.local_meta:
+            return _local_metas([_direct_dir(p) for p in self.layer_paths], self.excluded)
+        m = meta_rows(_layer_frames(self.spark, self.layers, self.layer_paths)).persist()
+        self.cached.append(m)
         return m
 
-    def facts_of(meta):
-        return _local_facts(meta) if local_meta else _facts(meta)
+    def _facts_of(self, meta) -> dict:
+        return _local_facts(meta) if self.local_meta else _facts(meta)
 
-    meta = current_meta()
-    facts = facts_of(meta)
-    reruns = {"ticks": 0, "end": 0}
-    ticks = None
-    if facts["needs_ticks"]:
-        if local_meta:
+    def _facts_now(self) -> tuple:
+        meta = self._current_meta()
+        return meta, self._facts_of(meta)
+
+    def rerun_ticks(self, meta) -> tuple[tuple, int]:
+        """The flows that need the capture's ticks run again with them -> (the ticks, how many flows)."""
+        from pyspark.sql import functions as F
+
+        if self.local_meta:
             need = [f for f, m in meta if "error" not in m and m["needs_ticks"]]
         else:
             need = [r.flow for r in meta.where(F.col("needs_ticks")).select("flow").collect()]
-        if seg_files is not None:  # one Python task reads the stage-1 files
-            fn = metered(meter, "reruns", ticks_direct_fn(seg_files, dict(lay.offsets), 1_000_000_000))
-            ticks = tuple(spark.sparkContext.parallelize([0], 1).mapPartitions(fn).collect())
-        else:
-            tk = tcp().select("packet", "ts").repartition(1).sortWithinPartitions("packet").mapInArrow(
-                metered(meter, "reruns", ticks_fn(1_000_000_000)), "packet long, ts long")
-            ticks = tuple((r.packet, r.ts) for r in tk.collect())
-        rerun(need, FlowParams(**{**base.__dict__, "ticks": ticks}), work + "/rows_ticks")
-        reruns["ticks"] = len(need)
-        meta = current_meta()
-        facts = facts_of(meta)
-    # the single-process Analyzer is finished at the time of the last record that produced an event
-    best = None
-    for cand in ((facts["last_packet"], facts["last_ts"]), last_note):
-        if cand is not None and cand[0] is not None and (best is None or cand[0] > best[0]):
-            best = cand
-    analysis_end = best[1] if best is not None else None
-    if analysis_end != capture_end:
-        if local_meta:
+        ticks = self._ticks()
+        self._rerun(need, FlowParams(**{**self.base.__dict__, "ticks": ticks}), self.work + "/rows_ticks")
+        return ticks, len(need)
+
+    def _ticks(self) -> tuple:
+        """The capture's (packet, ts) ticks, read by one Python task."""
+        spark, meter = self.spark, self.meter
+        if self.seg_files is not None:  # one Python task reads the stage-1 files
+            fn = metered(meter, "reruns", ticks_direct_fn(self.seg_files, dict(self.lay.offsets), 1_000_000_000))
+            return tuple(spark.sparkContext.parallelize([0], 1).mapPartitions(fn).collect())
+        tk = self.tcp().select("packet", "ts").repartition(1).sortWithinPartitions("packet").mapInArrow(
+            metered(meter, "reruns", ticks_fn(1_000_000_000)), "packet long, ts long")
+        return tuple((r.packet, r.ts) for r in tk.collect())
+
+    def _analysis_end(self, facts: dict):
+        """The time the single-process Analyzer is finished at: that of the last record that produced an
+        event."""
+        best = None
+        for cand in ((facts["last_packet"], facts["last_ts"]), self.last_note):
+            if cand is not None and cand[0] is not None and (best is None or cand[0] > best[0]):
+                best = cand
+        return best[1] if best is not None else None
+
+    def rerun_at_end(self, meta, ticks, analysis_end) -> int:
+        """The flows whose rows depend on the time the analysis ends run again with ``analysis_end`` ->
+        how many."""
+        capture_end = self.capture_end
+        if self.local_meta:
             sens = [f for f, m in meta if "error" not in m and end_sensitive(m, capture_end, analysis_end)]
         else:
             sens = [r.flow for r in meta.mapInArrow(sensitive_fn(capture_end, analysis_end),
                                                     "flow string").collect()]
         if sens:
-            rerun(sens, FlowParams(**{**base.__dict__, "ticks": ticks, "end_ts": analysis_end}), work + "/rows_end")
-            reruns["end"] = len(sens)
-            facts = facts_of(current_meta())
-    for m in cached:
-        m.unpersist()
-    mark("reruns")
-    stats["reruns"] = reruns
-    stats["end_ts"] = analysis_end
-    stats["flows"] = facts["flows"]
-    counts = {t: facts["rows"][t] for t in TABLES + (("frames",) if frames else ())}
-    return {"layers": layers, "layer_paths": layer_paths, "excluded": excluded, "counts": counts, "stats": stats,
-            "marks": marks, "mark": mark, "meter": meter, "nparts": nparts, "files": lay.order, "errors": lay.errors,
-            "order": set_order(lay, len(files)), "gaps": set_gaps_of(lay.spans),
-            "clock_steps": [st.as_dict() for st in steps]}
+            self._rerun(sens, FlowParams(**{**self.base.__dict__, "ticks": ticks, "end_ts": analysis_end}),
+                        self.work + "/rows_end")
+        return len(sens)
+
+    def _result(self, facts: dict) -> AnalysedRun:
+        lay = self.lay
+        counts = {t: facts["rows"][t] for t in TABLES + (("frames",) if self.frames else ())}
+        return AnalysedRun(layers=self.layers, layer_paths=self.layer_paths, excluded=self.excluded, counts=counts,
+                           stats=self.stats, clock=self.clock, meter=self.meter, nparts=self.nparts,
+                           files=lay.order, errors=lay.errors, order=set_order(lay, len(self.files)),
+                           gaps=set_gaps_of(lay.spans), clock_steps=[st.as_dict() for st in self.steps])
 
 
-def table_frames(spark, done: dict, tables=None, bounds: dict | None = None) -> dict:
+def table_frames(spark, done: AnalysedRun, tables=None, bounds: dict | None = None) -> dict:
     """name -> the DataFrame of each result table (``tables``: which; default every one the run
     counted), in single-process order, read lazily from the stage-2 rows of ``done``
     (:func:`analyse`): the registry's columns and Spark types."""
-    counts = done["counts"]
+    counts = done.counts
     names = [t for t in (tables or counts) if t in counts]
-    layers = _layer_frames(spark, done["layers"], done["layer_paths"])
+    layers = _layer_frames(spark, done.layers, done.layer_paths)
     if bounds is None:
-        bounds = table_bounds(layers, {t: counts[t] for t in names}, done["nparts"])
-    return {t: make_table(spark, layers, t, bounds[t], done["excluded"]) for t in names}
+        bounds = table_bounds(layers, {t: counts[t] for t in names}, done.nparts)
+    return {t: make_table(spark, layers, t, bounds[t], done.excluded) for t in names}
 
 
 def _layer_frames(spark, layers: list, layer_paths: list) -> list:
@@ -307,11 +411,11 @@ def _layer_frames(spark, layers: list, layer_paths: list) -> list:
     return layers
 
 
-def _write_outputs(spark, done: dict, out_uri: str, window: float) -> None:
-    """The tables and the summaries of ``done`` written under ``out_uri`` (``done["written"]``:
+def _write_outputs(spark, done: AnalysedRun, out_uri: str, window: float) -> None:
+    """The tables and the summaries of ``done`` written under ``out_uri`` (``done.written``:
     name -> URI)."""
-    layers, layer_paths, excluded = done["layers"], done["layer_paths"], done["excluded"]
-    counts, nparts, mark = done["counts"], done["nparts"], done["mark"]
+    layers, layer_paths, excluded = done.layers, done.layer_paths, done.excluded
+    counts, nparts, mark = done.counts, done.nparts, done.mark
 
     # ---- tables, then the summaries read back from them: each a few concurrent Spark jobs
     # (one Python thread each), so that the small ones fill the cores the large ones leave idle
@@ -322,7 +426,7 @@ def _write_outputs(spark, done: dict, out_uri: str, window: float) -> None:
         # local files: tasks read their range's chunks straight from the stage-2 files (no
         # shuffle), in one job for all the tables
         write_tables_local(spark, layer_dirs, excluded, counts, {t: _direct_dir(u) for t, u in written.items()},
-                            nparts, meter=done["meter"])
+                            nparts, meter=done.meter)
         bounds = None
     else:
         layers = _layer_frames(spark, layers, layer_paths)
@@ -333,7 +437,7 @@ def _write_outputs(spark, done: dict, out_uri: str, window: float) -> None:
         if directory is None:  # not a local path: the tasks make the files, the driver copies them there
             from amqp_dissect.pipelines.spark_runtime.fs import write_files
 
-            df = make_table(spark, layers, t, bounds[t], excluded, meter=done["meter"], as_file=True)
+            df = make_table(spark, layers, t, bounds[t], excluded, meter=done.meter, as_file=True)
             rows = [0]
 
             def files():
@@ -349,7 +453,7 @@ def _write_outputs(spark, done: dict, out_uri: str, window: float) -> None:
         # the tasks write the files themselves (pyarrow: a fraction of the JVM's cost)
         shutil.rmtree(directory, ignore_errors=True)
         os.makedirs(directory)
-        got = make_table(spark, layers, t, bounds[t], excluded, directory, meter=done["meter"]).collect()
+        got = make_table(spark, layers, t, bounds[t], excluded, directory, meter=done.meter).collect()
         if sum(r.rows for r in got) != counts[t]:  # each row in exactly one range
             raise RuntimeError(f"table {t}: {sum(r.rows for r in got)} rows written of {counts[t]}")
         if not got:  # no rows at all: one file with the columns
@@ -364,22 +468,22 @@ def _write_outputs(spark, done: dict, out_uri: str, window: float) -> None:
 
     local_out = _direct_dir(out_base)
     if local_out is not None:  # Python tasks read the tables' files and write the summaries
-        write_summaries_local(spark, local_out, window, meter=done["meter"])
+        write_summaries_local(spark, local_out, window, meter=done.meter)
     else:  # (the DataFrames of the written tables only here: each is a listing and a plan in the JVM)
         tables = {t: spark.read.schema(table_schema(t)).parquet(written[t]) for t in ("links", "deliveries", "stalls")}
 
         def write_summary(name):
             from amqp_dissect.pipelines.spark_runtime.fs import write_files
 
-            blob = summary_frame(name, tables, window, meter=done["meter"], as_file=True).collect()[0].data
+            blob = summary_frame(name, tables, window, meter=done.meter, as_file=True).collect()[0].data
             write_files(spark, written[name], [("part-00000.parquet", blob)])
 
         with sql_conf(spark, **TS_CONF):
             _concurrently(write_summary, SUMMARIES)
     mark("summaries")
-    done["stats"]["timings"] = done["marks"]
-    done["stats"]["cpu"] = done["meter"].seconds()
-    done["written"] = written
+    done.stats["timings"] = done.clock.marks
+    done.stats["cpu"] = done.meter.seconds()
+    done.written = written
 
 
 def set_order(lay, nfiles: int) -> str | None:

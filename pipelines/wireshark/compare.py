@@ -344,6 +344,36 @@ class OurFrame:
 def our_frames(pcap, ports=(), keylog=None) -> dict[int, list[OurFrame]]:
     """packet number -> our AMQP frames and protocol headers in it, in order, each as the record
     :func:`compare_frame` compares, tagged with what the known defects need to know."""
+    events, taps = _dissect_all(pcap, ports, keylog)
+    others = {e.conn: e for e in events if type(e) is OtherProtocolNote}
+    websocket = {e.conn for e in events if _is_websocket_note(e)}
+    frames = [e for e in events if isinstance(e, (Frame, ProtocolHeader)) and e.conn not in others]
+    tags: dict[int, set] = {id(e): set() for e in frames}
+    message_of = _tag_fragments(frames, tags)
+    for e in _after_gap(events):
+        tags[id(e)].add("after-gap")
+    for e in frames:
+        tags[id(e)].update(_shape_tags(e))
+
+    out: dict[int, list[OurFrame]] = {}
+    for e in frames:
+        rec, errors = _our_record(e, message_of)
+        lst = out.setdefault(e.packet, [])
+        lst.append(OurFrame(e.packet, len(lst), rec, tags[id(e)], errors, e.conn))
+    if others:
+        out[OTHERS] = others  # (compare_capture takes these out)
+    if websocket:
+        out[WEBSOCKET] = {c: ([e.packet for e in frames if e.conn == c], taps.get(c)) for c in websocket}
+    return out
+
+
+def _is_websocket_note(e) -> bool:
+    """Whether the event is the note of a WebSocket found on a connection (its upgrade)."""
+    return type(e) is PacketNote and e.note.group == "websocket" and bool(e.conn)
+
+
+def _dissect_all(pcap, ports, keylog) -> tuple[list, dict]:
+    """Every event of the capture, and the WebSocket connections' taps (conn -> :class:`_Tap` or None)."""
     d = Dissector(extra_ports=ports, keylog=keylog)
     events = []
     taps: dict = {}  # WebSocket connection -> the AMQP stream unwrapped from it (_Tap)
@@ -354,79 +384,91 @@ def our_frames(pcap, ports=(), keylog=None) -> dict[int, list[OurFrame]]:
             got = d.feed(rec)
             events.extend(got)
             for e in got:  # a WebSocket found (its upgrade note): tap the AMQP stream inside it
-                if type(e) is PacketNote and e.note.group == "websocket" and e.conn and e.conn not in taps:
+                if _is_websocket_note(e) and e.conn not in taps:
                     taps[e.conn] = _tap(d, e.conn)
     events.extend(d.finish())
+    return events, taps
 
-    others = {e.conn: e for e in events if type(e) is OtherProtocolNote}
-    websocket = {e.conn for e in events if type(e) is PacketNote and e.note.group == "websocket" and e.conn}
-    frames = [e for e in events if isinstance(e, (Frame, ProtocolHeader)) and e.conn not in others]
-    tags: dict[int, set] = {id(e): set() for e in frames}
+
+def _tag_fragments(frames: list, tags: dict[int, set]) -> dict[int, dict | None]:
+    """Tag the transfer frames of deliveries split over several frames ("first-fragment",
+    "continuation-fragment") -> id(frame) -> the message to compare on that frame (the whole
+    delivery's on its first frame, None on the others)."""
     message_of: dict[int, dict | None] = {}  # id(frame) -> message to compare on that frame
     open_delivery: dict[tuple, list] = {}  # link -> transfer frames of the delivery so far
     for e in frames:
         if not isinstance(e, Frame) or e.name != "transfer":
             continue
-        p = e.performative
-        link = (e.conn, e.direction, e.channel, p.field("handle"))
-        more = p.field("more") is True
-        sofar = open_delivery.get(link)
-        if sofar is None and not more:
-            continue  # a delivery in one frame: its own message
-        if sofar is None:
-            open_delivery[link] = sofar = []
-        sofar.append(e)
-        if more and p.field("aborted") is not True:
+        sofar = _delivery_so_far(e, open_delivery)
+        if sofar is None or len(sofar) == 1:
             continue
-        del open_delivery[link]
-        if len(sofar) == 1:
-            continue
-        tags[id(sofar[0])].add("first-fragment")
+        _tag_delivery(sofar, tags)
         for f in sofar[1:]:
-            tags[id(f)].add("continuation-fragment")
             message_of[id(f)] = None
-        whole = event_json(e).get("message")
-        message_of[id(sofar[0])] = whole
+        message_of[id(sofar[0])] = event_json(e).get("message")
     for frames_left in open_delivery.values():  # capture ends mid-delivery
-        tags[id(frames_left[0])].add("first-fragment")
-        for f in frames_left[1:]:
-            tags[id(f)].add("continuation-fragment")
+        _tag_delivery(frames_left, tags)
+    return message_of
 
-    for e in _after_gap(events):
-        tags[id(e)].add("after-gap")
-    for e in frames:
-        if isinstance(e, Frame) and descriptor_form(e) not in (None, "smallulong"):
-            tags[id(e)].add("long-descriptor")
-        if isinstance(e, Frame) and e.kind != "heartbeat" and _zero_length_binary(e):
-            tags[id(e)].add("zero-length-binary")
-        if isinstance(e, Frame) and e.kind != "heartbeat" and _described_body(e):
-            tags[id(e)].add("described-body")
 
-    out: dict[int, list[OurFrame]] = {}
-    for e in frames:
-        j = event_json(e)
-        if isinstance(e, ProtocolHeader):
-            rec = {"kind": "header", "fields": {"protocol-id": e.protocol_id, "version": j["fields"]["version"]}}
-            errors = [n.message for n in e.notes if n.severity == "error"]
-        else:
-            rec = {"size": j["size"], "doff": j["doff"], "channel": j["channel"], "kind": j["type"],
-                   "performative": j["performative"]}
-            if j["performative"] is not None:
-                rec["descriptor"] = COMPOSITES[j["performative"]].descriptor_code & 0xFFFFFFFF
-                rec["fields"] = j["fields"]
-            message = message_of.get(id(e), j.get("message"))
-            if message is not None:
-                rec["message"] = message
-            errors = [n.message for n in e.notes if n.severity == "error"]
-            if j.get("message_error"):
-                errors.append(j["message_error"])
-        lst = out.setdefault(e.packet, [])
-        lst.append(OurFrame(e.packet, len(lst), rec, tags[id(e)], errors, e.conn))
-    if others:
-        out[OTHERS] = others  # (compare_capture takes these out)
-    if websocket:
-        out[WEBSOCKET] = {c: ([e.packet for e in frames if e.conn == c], taps.get(c)) for c in websocket}
-    return out
+def _delivery_so_far(e, open_delivery: dict[tuple, list]) -> list | None:
+    """Add transfer frame ``e`` to the delivery open on its link -> the delivery's frames if ``e`` ends
+    it (its last frame, or aborted), else None (more to come, or a delivery in one frame)."""
+    p = e.performative
+    link = (e.conn, e.direction, e.channel, p.field("handle"))
+    more = p.field("more") is True
+    sofar = open_delivery.get(link)
+    if sofar is None and not more:
+        return None  # a delivery in one frame: its own message
+    if sofar is None:
+        open_delivery[link] = sofar = []
+    sofar.append(e)
+    if more and p.field("aborted") is not True:
+        return None
+    del open_delivery[link]
+    return sofar
+
+
+def _tag_delivery(frames: list, tags: dict[int, set]) -> None:
+    """Tag the frames of one delivery: its first and the continuation fragments."""
+    tags[id(frames[0])].add("first-fragment")
+    for f in frames[1:]:
+        tags[id(f)].add("continuation-fragment")
+
+
+def _shape_tags(e) -> set:
+    """The tags of a frame's encoding the known defects select on: "long-descriptor",
+    "zero-length-binary", "described-body"."""
+    found = set()
+    if not isinstance(e, Frame):
+        return found
+    if descriptor_form(e) not in (None, "smallulong"):
+        found.add("long-descriptor")
+    if e.kind != "heartbeat" and _zero_length_binary(e):
+        found.add("zero-length-binary")
+    if e.kind != "heartbeat" and _described_body(e):
+        found.add("described-body")
+    return found
+
+
+def _our_record(e, message_of: dict[int, dict | None]) -> tuple[dict, list]:
+    """The record :func:`compare_frame` compares for our frame or protocol header, and our error
+    notes on it."""
+    j = event_json(e)
+    errors = [n.message for n in e.notes if n.severity == "error"]
+    if isinstance(e, ProtocolHeader):
+        return {"kind": "header", "fields": {"protocol-id": e.protocol_id, "version": j["fields"]["version"]}}, errors
+    rec = {"size": j["size"], "doff": j["doff"], "channel": j["channel"], "kind": j["type"],
+           "performative": j["performative"]}
+    if j["performative"] is not None:
+        rec["descriptor"] = COMPOSITES[j["performative"]].descriptor_code & 0xFFFFFFFF
+        rec["fields"] = j["fields"]
+    message = message_of.get(id(e), j.get("message"))
+    if message is not None:
+        rec["message"] = message
+    if j.get("message_error"):
+        errors.append(j["message_error"])
+    return rec, errors
 
 
 class _Tap:
@@ -584,16 +626,11 @@ _NON_FINITE = {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}  #
 def _same(ours, ws) -> bool:
     """Whether our value and Wireshark's are the same value, however each writes it."""
     if isinstance(ws, CutFrame):  # the start of Wireshark's text: ours must start the same
-        if isinstance(ours, bool):
-            return False
-        if isinstance(ours, float) and math.isfinite(ours):
-            return f"{ours:f}".startswith(ws) or repr(ours).startswith(ws)
-        return str(ours).startswith(ws[:-1] if ws.endswith("…") else ws)
+        return _starts_cut_text(ours, ws)
     if isinstance(ws, Truncatable) and ws.endswith("…") and isinstance(ours, str):
         return ours.startswith(ws[:-1])
     if isinstance(ws, float) and isinstance(ours, str) and ours in _NON_FINITE:
-        o = _NON_FINITE[ours]
-        return math.isnan(ws) if math.isnan(o) else ws == o
+        return _same_non_finite(_NON_FINITE[ours], ws)
     if isinstance(ws, bool) or isinstance(ours, bool):
         return type(ws) is type(ours) and ws == ours
     if isinstance(ws, float) and isinstance(ours, (int, float)):
@@ -601,6 +638,20 @@ def _same(ours, ws) -> bool:
     if isinstance(ws, str) and isinstance(ours, str):
         return str(ws) == str(ours)
     return type(ws) is type(ours) and ws == ours
+
+
+def _starts_cut_text(ours, ws: CutFrame) -> bool:
+    """Whether our value, written as text, starts with the text Wireshark shows of a frame cut short."""
+    if isinstance(ours, bool):
+        return False
+    if isinstance(ours, float) and math.isfinite(ours):
+        return f"{ours:f}".startswith(ws) or repr(ours).startswith(ws)
+    return str(ours).startswith(ws[:-1] if ws.endswith("…") else ws)
+
+
+def _same_non_finite(ours: float, ws: float) -> bool:
+    """Whether Wireshark's float is our infinity or NaN (NaN equals NaN here)."""
+    return math.isnan(ws) if math.isnan(ours) else ws == ours
 
 
 @dataclass
@@ -699,17 +750,39 @@ def compare_capture(pcap, ports=(), keylog_file=None, name: str | None = None, w
     ``keylog_file`` (the file tshark reads), when the caller made it already."""
     sample = name if name is not None else Path(pcap).stem
     if ours is None:  # first: a file that is no capture fails here, with our message
-        if keylog is None and keylog_file:  # read as a stream: only the capture's ClientHello randoms kept
-            from amqp_dissect.pipelines.keylogfile import open_keylog
-
-            keylog = open_keylog(keylog_file)
-        ours = our_frames(pcap, ports=ports, keylog=keylog)
+        ours = _read_ours(pcap, ports, keylog_file, keylog)
     if ws is None:
         ws = wireshark_frames(pcap, ports=ports, keylog_file=keylog_file)
     ours = dict(ours)
     others = ours.pop(OTHERS, {})
     websocket = ours.pop(WEBSOCKET, {})
-    other_ends = {frozenset(_ends_of(cid)) for cid in others}
+    ws, other_layers = _without_other_protocols(ws, {frozenset(_ends_of(cid)) for cid in others})
+    unwrapped = _add_unwrapped_websocket(ws, websocket)
+    skipped = _drop_uncompared_websocket(ours, websocket, unwrapped.ends)
+    report = Report(sample, sum(map(len, ours.values())), sum(map(len, ws.values())))
+    report.websocket_connections, report.websocket_frames = skipped.connections, skipped.frames
+    report.websocket_unwrapped = (unwrapped.connections, unwrapped.layers)
+    for note in others.values():
+        report.other_protocols[note.protocol] = report.other_protocols.get(note.protocol, 0) + 1
+    report.other_layers = other_layers
+    for packet in sorted(set(ws) | set(ours)):
+        _compare_packet(sample, packet, ours.get(packet, []), ws.get(packet, []), report)
+    classify(report)
+    return report
+
+
+def _read_ours(pcap, ports, keylog_file, keylog) -> dict:
+    """:func:`our_frames` of the capture, its TLS secrets from ``keylog`` or else ``keylog_file``."""
+    if keylog is None and keylog_file:  # read as a stream: only the capture's ClientHello randoms kept
+        from amqp_dissect.pipelines.keylogfile import open_keylog
+
+        keylog = open_keylog(keylog_file)
+    return our_frames(pcap, ports=ports, keylog=keylog)
+
+
+def _without_other_protocols(ws: dict, other_ends: set) -> tuple[dict, int]:
+    """Wireshark's frames without the layers of other protocols' connections (renumbered in their
+    packet), and how many layers were taken out."""
     other_layers = 0
     kept: dict = {}
     for packet, fs in ws.items():
@@ -719,15 +792,37 @@ def compare_capture(pcap, ports=(), keylog_file=None, name: str | None = None, w
             f.index = i
         if mine:
             kept[packet] = mine
-    ws = kept
-    # WebSocket connections on which Wireshark shows no AMQP (tshark 4.0 does not decode AMQP inside
-    # WebSocket): tshark is given the AMQP stream we unwrapped, as plain TCP (unwrapped_capture), and its
-    # frames are put back at the packets that carried their bytes; a connection whose stream could not be
-    # kept whole is counted, not compared (a tshark that decodes AMQP in WebSocket is compared as is)
+    return kept, other_layers
+
+
+@dataclass(frozen=True)
+class UnwrappedWebSocket:
+    """What :func:`_add_unwrapped_websocket` added: the connections whose unwrapped AMQP stream tshark
+    decoded, the layers it showed on them, and the ends of every connection Wireshark now shows."""
+    connections: int
+    layers: int
+    ends: set
+
+
+@dataclass(frozen=True)
+class SkippedWebSocket:
+    """The WebSocket connections not compared (Wireshark shows none of their AMQP), and our frames on them."""
+    connections: int
+    frames: int
+
+
+def _add_unwrapped_websocket(ws: dict, websocket: dict) -> UnwrappedWebSocket:
+    """Add to Wireshark's frames (in place) those tshark decodes in the AMQP streams we unwrapped from the
+    WebSocket connections on which it shows no AMQP.
+
+    tshark 4.0 does not decode AMQP inside WebSocket: it is given the AMQP stream we unwrapped, as plain
+    TCP (:func:`unwrapped_capture`), and its frames are put back at the packets that carried their bytes;
+    a connection whose stream could not be kept whole is counted, not compared (a tshark that decodes
+    AMQP in WebSocket is compared as is)."""
     ws_ends = {f.endpoints for fs in ws.values() for f in fs}
     taps = {cid: tap for cid, (_, tap) in websocket.items()
             if tap is not None and tap.whole and tap.chunks and frozenset(_ends_of(cid)) not in ws_ends}
-    ws_unwrapped = 0
+    layers = 0
     if taps:
         with tempfile.TemporaryDirectory(prefix="amqp-dissect-compare-") as tmp:
             synthetic = os.path.join(tmp, "unwrapped.pcap")
@@ -739,55 +834,74 @@ def compare_capture(pcap, ports=(), keylog_file=None, name: str | None = None, w
             for f in fs:
                 f.packet, f.index = where[n], len(lst)
                 lst.append(f)
-                ws_unwrapped += 1
+                layers += 1
         ws_ends |= {frozenset(_ends_of(cid)) for cid in taps}
-    ws_skipped = ws_frames = 0
+    return UnwrappedWebSocket(len(taps), layers, ws_ends)
+
+
+def _drop_uncompared_websocket(ours: dict, websocket: dict, ws_ends: set) -> SkippedWebSocket:
+    """Take out of our frames (in place; renumbered in their packet) those of the WebSocket connections
+    Wireshark shows nothing of."""
+    skipped = frames = 0
     for cid, (packets, _tap_) in websocket.items():
         if frozenset(_ends_of(cid)) in ws_ends:
             continue
-        ws_skipped += 1
+        skipped += 1
         for packet in packets:
-            lst = ours.get(packet)
-            if not lst:
-                continue
-            mine = [f for f in lst if f.conn != cid]
-            ws_frames += len(lst) - len(mine)
-            for i, f in enumerate(mine):
-                f.index = i
-            if mine:
-                ours[packet] = mine
-            else:
-                del ours[packet]
-    report = Report(sample, sum(map(len, ours.values())), sum(map(len, ws.values())))
-    report.websocket_connections, report.websocket_frames = ws_skipped, ws_frames
-    report.websocket_unwrapped = (len(taps), ws_unwrapped)
-    for note in others.values():
-        report.other_protocols[note.protocol] = report.other_protocols.get(note.protocol, 0) + 1
-    report.other_layers = other_layers
-    for packet in sorted(set(ws) | set(ours)):
-        o, w = ours.get(packet, []), ws.get(packet, [])
-        if len(o) != len(w) and not stopped_by_assertion(o, w):
-            names = lambda fs: [f.record.get("performative") or f.record["kind"] for f in fs]  # noqa: E731
-            tags = set().union(*(f.tags for f in o)) if o else set()
-            if o and not w and all("after-gap" in f.tags for f in o):
-                tags.add("none-shown-after-gap")
-            report.disagreements.append(Disagreement(
-                sample, packet, 0, None, "@frames", names(o), names(w), tags, [m for f in w for m in f.errors]))
-            continue
-        for of, wf in zip(o, w):
-            report.frames_compared += 1
-            report.frames.append((packet, of.index, frozenset(of.tags)))
-            n = len(report.disagreements)
-            compare_frame(sample, of, wf, report)
-            if len(report.disagreements) == n:
-                report.frames_agreeing += 1
-        for of in o[len(w):]:  # (stopped_by_assertion) the frames Wireshark did not decode
-            report.disagreements.append(Disagreement(
-                sample, packet, of.index, of.record.get("performative") or of.record.get("kind"), "@not-decoded",
-                of.record.get("performative") or of.record.get("kind"), "<not decoded>",
-                set(of.tags) | {"after-ws-assertion"}, list(w[-1].errors)))
-    classify(report)
-    return report
+            frames += _drop_connection_frames(ours, packet, cid)
+    return SkippedWebSocket(skipped, frames)
+
+
+def _drop_connection_frames(ours: dict, packet: int, cid: str) -> int:
+    """Take connection ``cid``'s frames out of our frames of ``packet`` -> how many."""
+    lst = ours.get(packet)
+    if not lst:
+        return 0
+    mine = [f for f in lst if f.conn != cid]
+    for i, f in enumerate(mine):
+        f.index = i
+    if mine:
+        ours[packet] = mine
+    else:
+        del ours[packet]
+    return len(lst) - len(mine)
+
+
+def _frame_name(f) -> str | None:
+    """A frame's name in a disagreement: its performative, else its kind."""
+    return f.record.get("performative") or f.record.get("kind")
+
+
+def _compare_packet(sample: str, packet: int, o: list, w: list, report: Report) -> None:
+    """Compare our frames of one packet with Wireshark's, frame by frame, into ``report``."""
+    if len(o) != len(w) and not stopped_by_assertion(o, w):
+        report.disagreements.append(_frames_count_disagreement(sample, packet, o, w))
+        return
+    for of, wf in zip(o, w):
+        report.frames_compared += 1
+        report.frames.append((packet, of.index, frozenset(of.tags)))
+        n = len(report.disagreements)
+        compare_frame(sample, of, wf, report)
+        if len(report.disagreements) == n:
+            report.frames_agreeing += 1
+    for of in o[len(w):]:  # (stopped_by_assertion) the frames Wireshark did not decode
+        report.disagreements.append(Disagreement(
+            sample, packet, of.index, _frame_name(of), "@not-decoded", _frame_name(of), "<not decoded>",
+            set(of.tags) | {"after-ws-assertion"}, list(w[-1].errors)))
+
+
+def _frames_count_disagreement(sample: str, packet: int, o: list, w: list) -> Disagreement:
+    """The "@frames" disagreement of a packet in which we and Wireshark find not as many AMQP frames."""
+    tags = set().union(*(f.tags for f in o)) if o else set()
+    if o and not w and all("after-gap" in f.tags for f in o):
+        tags.add("none-shown-after-gap")
+    ws_errors = [m for f in w for m in f.errors]
+    return Disagreement(sample, packet, 0, None, "@frames", _kinds(o), _kinds(w), tags, ws_errors)
+
+
+def _kinds(frames: list) -> list:
+    """The frames' names in an "@frames" disagreement: each one's performative, else its kind."""
+    return [f.record.get("performative") or f.record["kind"] for f in frames]
 
 
 def stopped_by_assertion(ours: list, ws: list) -> bool:

@@ -397,35 +397,47 @@ def _parse_item(n: WsNode):
         kind = typ.split(" ", 1)[0]
         return label, _items(n, as_map=(kind == "map"))
     if text is None:
-        if typ == "null":
-            return label, None
-        if typ in ("true", "false"):
-            return label, typ == "true"
-        return label, f"<{typ}>"
+        return label, _untexted_value(typ)
+    return label, _typed_value(typ, text)
+
+
+def _untexted_value(typ: str):
+    """The value of an item Wireshark shows with a type and no text: null, true, false."""
+    if typ == "null":
+        return None
+    if typ in ("true", "false"):
+        return typ == "true"
+    return f"<{typ}>"
+
+
+def _typed_value(typ: str, text: str):
+    """An item's value from its type and Wireshark's text of it; "<type text>" when it is not read."""
     if typ in _INT_TYPES:
-        try:
-            return label, int(text)
-        except ValueError:
-            return label, f"<{typ} {text}>"
+        return _number(int, typ, text)
     if typ in _STR_TYPES:
-        return label, Truncatable(text)
+        return Truncatable(text)
     if typ in _BIN_TYPES:
-        return label, Truncatable(text.lower())
+        return Truncatable(text.lower())
     if typ in ("bool", "boolean", "true", "false"):
-        return label, text.strip().lower() in ("true", "1")
+        return text.strip().lower() in ("true", "1")
     if typ in ("float", "double"):
-        try:
-            return label, float(text)  # (Python reads Wireshark's inf, -inf and nan too)
-        except ValueError:
-            return label, f"<{typ} {text}>"
+        return _number(float, typ, text)  # (Python reads Wireshark's inf, -inf and nan too)
     if typ == "uuid":  # Wireshark: 8-4-4-4-12 hex digits, as ours
-        return label, text.strip().lower()
+        return text.strip().lower()
     if typ == "char":
-        return label, text
+        return text
     if typ == "timestamp":
         ms = ws_timestamp_ms(text)
-        return label, ms if ms is not None else f"<{typ} {text}>"
-    return label, f"<{typ} {text}>"  # decimal32/64/128: Wireshark says "(not supported)" (see KNOWN)
+        return ms if ms is not None else f"<{typ} {text}>"
+    return f"<{typ} {text}>"  # decimal32/64/128: Wireshark says "(not supported)" (see KNOWN)
+
+
+def _number(read, typ: str, text: str):
+    """Wireshark's text of a number read by ``read`` (int, float), or "<type text>" when it is none."""
+    try:
+        return read(text)
+    except ValueError:
+        return f"<{typ} {text}>"
 
 
 class Truncatable(str):
@@ -480,19 +492,12 @@ def _ws_record(tree: list[WsNode]) -> dict:
     top = {}
     for n in tree:
         top.setdefault(n.name, n)
-    if "amqp.init.protocol" in top and "amqp.init.id" not in top or "amqp.init.protocol" not in top and (
-            "amqp.doff" not in top or "amqp.length" not in top):
+    if _other_protocol(top):
         # Wireshark's AMQP 0-9-1 / 0-10 / 0-8 dissector (its protocol header has id_major / id_minor, its
         # frames no doff): another protocol, not compared (see compare_capture)
         return {"kind": "other-protocol"}
     if "amqp.init.protocol" in top:
-        return {
-            "kind": "header",
-            "fields": {
-                "protocol-id": int(top["amqp.init.id"].show),
-                "version": ".".join(top[f"amqp.init.version_{p}"].show for p in ("major", "minor", "revision")),
-            },
-        }
+        return _header_record(top)
     rec: dict = {
         "size": int(top["amqp.length"].show),
         "doff": int(top["amqp.doff"].show),
@@ -510,29 +515,58 @@ def _ws_record(tree: list[WsNode]) -> dict:
     rec["descriptor"] = int(perf.show)
     args = top.get("amqp.method.arguments")
     rec["fields"] = _arguments(args.children, rec["performative"]) if args is not None else {}
+    message = _message(tree, frame_end)
+    if message:
+        rec["message"] = message
+    return rec
+
+
+def _other_protocol(top: dict) -> bool:
+    """Whether a layer's top fields (name -> first node) are those of Wireshark's dissector of another AMQP
+    version: a protocol header without an id, or a frame without a doff or a length."""
+    if "amqp.init.protocol" in top:
+        return "amqp.init.id" not in top
+    return "amqp.doff" not in top or "amqp.length" not in top
+
+
+def _header_record(top: dict) -> dict:
+    """The record of a protocol header Wireshark shows."""
+    return {
+        "kind": "header",
+        "fields": {
+            "protocol-id": int(top["amqp.init.id"].show),
+            "version": ".".join(top[f"amqp.init.version_{p}"].show for p in ("major", "minor", "revision")),
+        },
+    }
+
+
+def _message(tree: list[WsNode], frame_end: int) -> dict:
+    """The message sections Wireshark shows in a frame (those whole within it), and what it shows
+    there that is no section (under "@unparsed")."""
     message: dict = {}
     for n in tree:
         if n.name in WS_FRAME_HEADER:
             continue
-        if n.name in WS_SECTIONS:
-            if n.end > frame_end:
-                continue  # cut by the end of the frame: not a whole section
-            key, how = WS_SECTIONS[n.name]
-            if how == "composite":
-                message[key] = _arguments(n.children, key)
-            elif how == "map":
-                message[key] = _items(n, as_map=True)
-            elif how == "data":
-                message.setdefault(key, []).append((n.value or n.show.replace(":", "")).lower())
-            elif how == "sequence":
-                message.setdefault(key, []).append(_items(n, as_map=False))
-            else:  # amqp-value: "AMQP-Value (type): value", or a compound with items below
-                message[key] = _parse_item(n)[1]
-        else:
+        if n.name not in WS_SECTIONS:
             message.setdefault("@unparsed", []).append(_parse_item(n)[1] if n.name == "amqp.list" else n.showname)
-    if message:
-        rec["message"] = message
-    return rec
+        elif n.end <= frame_end:  # (else cut by the end of the frame: not a whole section)
+            _add_section(message, n)
+    return message
+
+
+def _add_section(message: dict, n: WsNode) -> None:
+    """Add a message section Wireshark shows to ``message``."""
+    key, how = WS_SECTIONS[n.name]
+    if how == "composite":
+        message[key] = _arguments(n.children, key)
+    elif how == "map":
+        message[key] = _items(n, as_map=True)
+    elif how == "data":
+        message.setdefault(key, []).append((n.value or n.show.replace(":", "")).lower())
+    elif how == "sequence":
+        message.setdefault(key, []).append(_items(n, as_map=False))
+    else:  # amqp-value: "AMQP-Value (type): value", or a compound with items below
+        message[key] = _parse_item(n)[1]
 
 
 def _endpoints(pkt) -> frozenset:
