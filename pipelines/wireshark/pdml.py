@@ -6,6 +6,7 @@ holds against ours."""
 from __future__ import annotations
 
 import calendar
+import logging
 import os
 import re
 from dataclasses import dataclass, field
@@ -600,9 +601,12 @@ def _wireshark_frames_once(pcap, ports=(), keylog_file=None) -> dict[int, list[W
 
     tz = os.environ.get("TZ")
     os.environ["TZ"] = "UTC"  # tshark writes timestamps in local time: UTC here (ws_timestamp_ms)
+    asyncio_log = logging.getLogger("asyncio")
+    asyncio_log.addFilter(_lost_exit_status)
     try:
         return _read_ws(pyshark, pcap, ports, keylog_file)
     finally:
+        asyncio_log.removeFilter(_lost_exit_status)
         if tz is None:
             os.environ.pop("TZ", None)
         else:
@@ -626,5 +630,25 @@ def _read_ws(pyshark, pcap, ports, keylog_file) -> dict[int, list[WsFrame]]:
                 elif layer.layer_name == "_ws.malformed" and frames:
                     frames[-1].errors.extend(_malformed_messages(layer))
     finally:
-        cap.close()
+        _close(cap)
     return out
+
+
+def _lost_exit_status(record: logging.LogRecord) -> bool:
+    """asyncio's child watcher warns on stderr when it cannot read tshark's exit status ("Unknown
+    child process pid N, will report returncode 255"); pyshark then reports a crash, which
+    :func:`wireshark_frames` meets by running tshark again: the warning is not the user's to read."""
+    return not record.getMessage().startswith("Unknown child process pid")
+
+
+def _close(cap) -> None:
+    """Stop the capture's tshark.  When pyshark finds its tshark dead at close (exit 255; on a
+    loaded machine asyncio's child watcher can lose the exit status and report 255 too), it raises
+    before forgetting the process, and its ``__del__`` would close again and print the same
+    exception as an unraisable traceback when the object is collected: the process is forgotten
+    here, and the exception goes on to :func:`wireshark_frames`, which runs tshark again."""
+    try:
+        cap.close()
+    except Exception:
+        cap._running_processes.clear()  # pyshark keeps no public way to drop a dead process
+        raise
