@@ -7,13 +7,10 @@ import sys
 import warnings
 from contextlib import contextmanager
 
-EXIT_OK = 0
-EXIT_INTERNAL = 1
-EXIT_USAGE = 2
-EXIT_OPEN = 3
-EXIT_FORMAT = 4
-EXIT_DAMAGED = 5
-EXIT_EXTRA = 6  # the command needs an optional part of the install (an extra) that is not installed
+# the exit codes, defined where the spark-submit entry (pipelines/) may import them too
+from amqp_dissect.pipelines.exits import (  # noqa: F401  (re-exported: every command imports them from here)
+    EXIT_DAMAGED, EXIT_EXTRA, EXIT_FORMAT, EXIT_INTERNAL, EXIT_OK, EXIT_OPEN, EXIT_USAGE,
+)
 
 EXIT_CODES_HELP = """Exit codes: 0 success; 1 internal error (a bug); 2 usage error;
 3 capture cannot be opened; 4 not a readable capture / no supported link type;
