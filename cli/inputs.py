@@ -64,24 +64,6 @@ def capture_command(command=None, *, after: str = "", order: tuple = ()):
     mixes them otherwise)."""
     if command is None:
         return lambda fn: capture_command(fn, after=after, order=order)
-    own = list(inspect.signature(command, eval_str=True).parameters.values())
-    assert own[0].name == "inputs", f"{command.__name__}: its first parameter is the CaptureInputs"
-    hints = get_type_hints(CaptureInputs, include_extras=True)
-    given = {f.name: inspect.Parameter(f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=hints[f.name],
-                                       default=f.default) for f in fields(CaptureInputs)}
-    parameters = [given[n] for n in _HEAD]
-    rest = [given[n] for n in INPUT_NAMES if n not in _HEAD]
-    if not after:
-        parameters += rest
-    for p in own[1:]:
-        parameters.append(p)
-        if p.name == after:
-            parameters += rest
-    by_name = {p.name: p for p in parameters}
-    assert len(by_name) == len(own) - 1 + len(INPUT_NAMES), f"{command.__name__}: no parameter {after}"
-    if order:
-        assert sorted(order) == sorted(by_name), f"{command.__name__}: order names {sorted(by_name)}"
-        parameters = [by_name[n] for n in order]
 
     def run(**values):
         inputs = CaptureInputs(**{n: values.pop(n) for n in INPUT_NAMES})
@@ -89,4 +71,23 @@ def capture_command(command=None, *, after: str = "", order: tuple = ()):
 
     run.__name__, run.__qualname__, run.__doc__ = command.__name__, command.__qualname__, command.__doc__
     run.__module__ = command.__module__
-    return with_parameters(run, parameters)
+    return with_parameters(run, _parameters(command, after, order))
+
+
+def _parameters(command, after: str, order: tuple) -> list:
+    """The parameters typer reads for a command of :func:`capture_command`."""
+    own = list(inspect.signature(command, eval_str=True).parameters.values())
+    assert own[0].name == "inputs", f"{command.__name__}: its first parameter is the CaptureInputs"
+    hints = get_type_hints(CaptureInputs, include_extras=True)
+    given = {f.name: inspect.Parameter(f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=hints[f.name],
+                                       default=f.default) for f in fields(CaptureInputs)}
+    rest = [given[n] for n in INPUT_NAMES if n not in _HEAD]
+    parameters = [given[n] for n in _HEAD] + ([] if after else rest)
+    for p in own[1:]:
+        parameters += [p] + (rest if p.name == after else [])
+    by_name = {p.name: p for p in parameters}
+    assert len(by_name) == len(own) - 1 + len(INPUT_NAMES), f"{command.__name__}: no parameter {after}"
+    if not order:
+        return parameters
+    assert sorted(order) == sorted(by_name), f"{command.__name__}: order names {sorted(by_name)}"
+    return [by_name[n] for n in order]

@@ -32,12 +32,21 @@ DEFAULT_WINDOW = 60.0  # seconds per row of the latency_by_window summary
 PORT_HELP = "also decode this TCP port as AMQP (repeatable)"
 KEYLOG_HELP = "TLS key log (NSS format) to decrypt TLS streams; default: the file $SSLKEYLOGFILE names"
 
-_SIZE_LETTERS = ((40, "t"), (30, "g"), (20, "m"), (10, "k"))
+_SIZE_SHIFTS = {"t": 40, "g": 30, "m": 20, "k": 10}  # a size's letter: the power of two it multiplies by
+
+
+def parse_size(text: str) -> int:
+    """'64m', '1g', '4096', '512k' -> bytes (ValueError: not a size)."""
+    t = str(text).strip().lower().rstrip("b").rstrip("i")
+    if t and t[-1] in _SIZE_SHIFTS:
+        return int(float(t[:-1]) * (1 << _SIZE_SHIFTS[t[-1]]))
+    return int(t)
 
 
 def size_text(nbytes: int) -> str:
-    """A size as a user types it: ``64m`` for 64 MiB (the largest letter that divides it), else bytes."""
-    for shift, letter in _SIZE_LETTERS:
+    """A size as a user types it (:func:`parse_size` reads it back): ``64m`` for 64 MiB (the
+    largest letter that divides it), else bytes."""
+    for letter, shift in _SIZE_SHIFTS.items():
         if nbytes and nbytes % (1 << shift) == 0:
             return f"{nbytes >> shift}{letter}"
     return str(nbytes)
@@ -91,8 +100,6 @@ ARCHIVE_OPTIONS = (
 def parse_size_option(option: str, text: str, least: int = 1) -> int:
     """A size typed as text (bytes, or with k/m/g/t) of ``option``: from ``least`` to :data:`MAX_SIZE`
     bytes, or ValueError (its message names the option)."""
-    from amqp_dissect.pipelines.spark_runtime.fs import parse_size
-
     try:
         nbytes = parse_size(text)
     except (ValueError, OverflowError):  # (not a number; inf)
