@@ -6,6 +6,7 @@ and failures come from cli/common.py.
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 import threading
@@ -15,40 +16,20 @@ from typing import Annotated, List, Optional
 
 import typer
 
+from amqp_dissect.pipelines.exits import input_error_exit
+from amqp_dissect.pipelines.options import ARCHIVE_OPTIONS, ARCHIVE_PATHS_HELP, spark_settings
+
 from . import common
 from .common import EXIT_DAMAGED, EXIT_OK, Fail, load_keylog
-from .options import MAX_COUNT, MAX_PARTITIONS, Ports, keylog_option, parse_size_option, seconds_option
-
-ArchiveKeyLog = Annotated[Optional[Path], keylog_option("TLS key log (NSS format) to decrypt TLS streams, shipped "
-                                                        "to the executors; default: the file $SSLKEYLOGFILE names")]
+from .options import MAX_COUNT, declared_parameter, parse_size_option, seconds_option, with_parameters
 
 
 def _fail(code_name: str, message: str) -> Fail:
     return Fail(getattr(common, code_name), message)
 
 
-def archive(
-    paths: List[str] = typer.Argument(..., help="capture files, directories (searched recursively) or globs: "
-                                                "local paths or Hadoop URIs (file://, hdfs://, s3a://, abfss://, gs://)"),
-    out: str = typer.Option(..., "--out", "-o", help="output directory for the parquet tables (a path or a "
-                                                     "Hadoop URI)"),
-    master: Optional[str] = typer.Option(None, "--master", help="Spark master URL (default local[*])"),
-    conf: Optional[List[str]] = typer.Option(None, "--conf", help="Spark setting KEY=VALUE (repeatable)"),
-    packages: Optional[str] = typer.Option(None, "--packages",
-                                           help="Maven coordinates of jars to add (comma-separated), e.g. a file "
-                                                "system connector: org.apache.hadoop:hadoop-aws:3.4.1"),
-    executor_memory: Optional[str] = typer.Option(None, "--executor-memory", help="e.g. 4g"),
-    driver_memory: Optional[str] = typer.Option(None, "--driver-memory", help="e.g. 2g"),
-    partitions: Optional[int] = typer.Option(None, "--partitions", min=1, max=MAX_PARTITIONS,
-                                             help="flow partitions of the decoding stage (default 2 x cores)"),
-    split_size: str = typer.Option("64m", "--split-size",
-                                   help="split uncompressed pcap files larger than this into byte ranges "
-                                        "(bytes, or with k/m/g; 0: never split)"),
-    window: float = seconds_option(60.0, "--window", least=0.001, help="seconds per row of latency_by_window"),
-    frames: bool = typer.Option(False, "--frames", help="also write the frames table (one row per frame)"),
-    port: Ports = None,
-    keylog: ArchiveKeyLog = None,
-):
+def archive(paths, out, master, conf, packages, executor_memory, driver_memory, partitions, split_size, window,
+            frames, port, keylog):
     """Analyse an archive of captures (rotated, daily folders, gzip) with Spark: parquet tables
     connections, sessions, links, deliveries, stalls, transactions, violations, errors (+ frames)
     and latency / outcome / stall summaries."""
@@ -56,56 +37,96 @@ def archive(
     # while the JVM starts (_Starting)
     size = parse_size_option("--split-size", split_size, least=0)  # (a usage error before the JVM starts)
     common.need_extra("archive", "spark", ("pyspark",))
-    from amqp_dissect.pipelines.archive import InputError, expand_inputs
-    from amqp_dissect.pipelines.spark_runtime.fs import is_local, local_path
-
     pairs = _spark_settings(conf)
     if packages:
         pairs.append(("spark.jars.packages", packages))
-    local = [local_path(p) for p in paths if is_local(p)]  # (URIs are checked once Spark runs, before any work)
-    try:
-        files = expand_inputs(local) if local else []
-    except InputError as e:
-        raise _fail("EXIT_OPEN" if e.code == "missing" else "EXIT_FORMAT", str(e)) from None
+    files = _local_files(paths)
     keylog = load_keylog(keylog, notes=False)  # (its secrets are shipped to the executors as text)
-    if is_local(out) and os.path.exists(local_path(out)) and not os.path.isdir(local_path(out)):
-        raise _fail("EXIT_USAGE", f"--out {out}: exists and is not a directory")
+    _check_out(out)
 
     from pyspark.sql import SparkSession
 
     from amqp_dissect.pipelines import spark as sj
 
-    existing = SparkSession.getActiveSession()
-    starting = _Starting(dict(master=master, conf=pairs, driver_memory=driver_memory,
-                              executor_memory=executor_memory), background=existing is None)
-    missing = common.missing_extra("spark")  # (imported now, while the JVM starts)
-    _job_imports()
-    spark = starting.session()
-    if missing:
-        if existing is None:
-            sj.stop_session(spark, end_jvm=True)
-        common.need_extra("archive", "spark")  # (its one line and exit code)
-    from .progress import SparkProgress
-
+    own = SparkSession.getActiveSession() is None  # (a session of this process is left running)
+    spark = _session(dict(master=master, conf=pairs, driver_memory=driver_memory, executor_memory=executor_memory),
+                     own)
     try:
-        with SparkProgress(spark.sparkContext, sum(_file_size(f) for f in files)):
-            res = sj.run_archive(spark, paths, str(out), split_size=size, window=window, frames=frames,
-                                 partitions=partitions, ports=port or [], keylog=keylog)
-    except InputError as e:
-        if existing is None:
+        res = _run_job(spark, files, dict(paths=paths, out=str(out), split_size=size, window=window, frames=frames,
+                                          partitions=partitions, ports=port or [], keylog=keylog))
+    except Fail:
+        if own:
             sj.stop_session(spark, end_jvm=True)
-        # a path that does not exist, a scheme without its connector: EXIT_OPEN; not a capture: EXIT_FORMAT
-        code = {"missing": "EXIT_OPEN", "connector": "EXIT_OPEN"}.get(e.code, "EXIT_FORMAT")
-        raise _fail(code, str(e)) from None
+        raise
     try:
         _print_summary(spark, res, len(files))
     finally:
-        if existing is None:  # (stopped once the summary is read back; the JVM too: this process ends)
+        if own:  # (stopped once the summary is read back; the JVM too: this process ends)
             sj.stop_session(spark, end_jvm=True)
             common.exit_quickly()
     for path, err in res["errors"]:
         print(f"amqp-dissect: {path}: {err}", file=sys.stderr)
     raise typer.Exit(EXIT_DAMAGED if res["errors"] else EXIT_OK)
+
+
+# typer reads archive's parameters from the archive job's declarations (shared with spark-submit's entry)
+with_parameters(archive, [inspect.Parameter("paths", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                            annotation=Annotated[List[str], typer.Argument(help=ARCHIVE_PATHS_HELP)])]
+                + [declared_parameter(option) for option in ARCHIVE_OPTIONS])
+
+
+def _local_files(paths: list[str]) -> list[str]:
+    """The capture files of the local ``paths`` (URIs are checked once Spark runs, before any
+    work); a path missing or not a capture: one line and exit 3 or 4."""
+    from amqp_dissect.pipelines.archive import InputError, expand_inputs
+    from amqp_dissect.pipelines.spark_runtime.fs import is_local, local_path
+
+    local = [local_path(p) for p in paths if is_local(p)]
+    try:
+        return expand_inputs(local) if local else []
+    except InputError as e:
+        raise Fail(input_error_exit(e.code), str(e)) from None
+
+
+def _check_out(out: str) -> None:
+    """``--out``: a local path that exists must be a directory (one line and exit 2)."""
+    from amqp_dissect.pipelines.spark_runtime.fs import is_local, local_path
+
+    if is_local(out) and os.path.exists(local_path(out)) and not os.path.isdir(local_path(out)):
+        raise _fail("EXIT_USAGE", f"--out {out}: exists and is not a directory")
+
+
+def _session(settings: dict, own: bool):
+    """The Spark session of the job (started in the background when ``own``: no session of this
+    process runs; the driver's imports are made meanwhile); the spark extra checked whole while
+    the JVM starts (one line and exit 6, the session stopped, without it)."""
+    from amqp_dissect.pipelines import spark as sj
+
+    starting = _Starting(settings, background=own)
+    missing = common.missing_extra("spark")  # (imported now, while the JVM starts)
+    _job_imports()
+    spark = starting.session()
+    if missing:
+        if own:
+            sj.stop_session(spark, end_jvm=True)
+        common.need_extra("archive", "spark")  # (its one line and exit code)
+    return spark
+
+
+def _run_job(spark, files: list[str], job: dict) -> dict:
+    """The archive job (``job``: run_archive's arguments) with its progress on stderr; an input
+    that cannot be read (a path missing, a scheme without its connector, not a capture): one line
+    and exit 3 or 4."""
+    from amqp_dissect.pipelines.archive import InputError
+    from amqp_dissect.pipelines import spark as sj
+
+    from .progress import SparkProgress
+
+    try:
+        with SparkProgress(spark.sparkContext, sum(_file_size(f) for f in files)):
+            return sj.run_archive(spark, **job)
+    except InputError as e:
+        raise Fail(input_error_exit(e.code), str(e)) from None
 
 
 class _Starting:
@@ -200,14 +221,11 @@ def _job_imports() -> None:
 
 
 def _spark_settings(conf: list[str] | None) -> list[tuple[str, str]]:
-    """``--conf KEY=VALUE`` options as (key, value) pairs."""
-    pairs = []
-    for c in conf or []:
-        if "=" not in c:
-            raise _fail("EXIT_USAGE", f"--conf {c!r}: expected KEY=VALUE")
-        k, v = c.split("=", 1)
-        pairs.append((k.strip(), v))
-    return pairs
+    """``--conf KEY=VALUE`` options as (key, value) pairs (one line and exit 2 for one without ``=``)."""
+    try:
+        return spark_settings(conf)
+    except ValueError as e:
+        raise Fail(common.EXIT_USAGE, str(e)) from None
 
 
 def _file_size(path: str) -> int:
@@ -299,7 +317,7 @@ def split(
     if res.error:
         print(f"amqp-dissect: {capture}: {res.error}", file=sys.stderr)
         raise typer.Exit(EXIT_DAMAGED)
-    raise typer.Exit(0)
+    raise typer.Exit(EXIT_OK)
 
 
 def _part_bytes(size: str | None) -> int | None:

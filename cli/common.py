@@ -7,17 +7,14 @@ import sys
 import warnings
 from contextlib import contextmanager
 
-EXIT_OK = 0
-EXIT_INTERNAL = 1
-EXIT_USAGE = 2
-EXIT_OPEN = 3
-EXIT_FORMAT = 4
-EXIT_DAMAGED = 5
-EXIT_EXTRA = 6  # the command needs an optional part of the install (an extra) that is not installed
+# the exit codes, defined where the spark-submit entry (pipelines/) may import them too
+from amqp_dissect.pipelines.exits import (  # noqa: F401  (re-exported: every command imports them from here)
+    EXIT_DAMAGED, EXIT_EXTRA, EXIT_FORMAT, EXIT_INTERNAL, EXIT_OK, EXIT_OPEN, EXIT_USAGE,
+)
 
-EXIT_CODES_HELP = """Exit codes: 0 success; 1 internal error (a bug); 2 usage error;
-3 capture cannot be opened; 4 not a readable capture / no supported link type;
-5 capture damaged partway (what was readable is reported); 6 the command needs an extra
+EXIT_CODES_HELP = f"""Exit codes: {EXIT_OK} success; {EXIT_INTERNAL} internal error (a bug); {EXIT_USAGE} usage error;
+{EXIT_OPEN} capture cannot be opened; {EXIT_FORMAT} not a readable capture / no supported link type;
+{EXIT_DAMAGED} capture damaged partway (what was readable is reported); {EXIT_EXTRA} the command needs an extra
 that is not installed (archive: spark, compare: wireshark)."""
 
 #: the extras of the install (pyproject.toml) a command may need: extra -> the modules it brings

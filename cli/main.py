@@ -40,6 +40,7 @@ with warnings_as_notes():
         WriteRaw, check_format_letter,
     )
     from .habits import TimeFormat, resolve_time_text, time_text
+    from .inputs import CaptureInputs, capture_command, start_run
     # (CaptureRun and Checked: also the tests' way into a run)
     from .run import CaptureRun, Checked, capture_or_live, jobs_for, parallel_ok, run_status  # noqa: F401
 
@@ -116,22 +117,20 @@ def _root(
     """AMQP 1.0 packet-capture analyzer and protocol dissector."""
 
 
+#: the order frames --help lists its parameters in (the capture's among the others)
+_FRAMES_ORDER = ("captures", "read", "verbose", "fmt", "display_filter", "field", "count", "iface", "bpf", "autostop",
+                 "write", "time_format", "port", "keylog", "glossary", "field_opts", "hex_dump", "only")
+
+
 @app.command()
+@capture_command(order=_FRAMES_ORDER)
 def frames(
-    captures: Captures = None,
-    read: ReadFiles = None,
+    inputs: CaptureInputs,
     verbose: Verbose = False,
     fmt: FrameFormatOption = FrameFormat.text,
     display_filter: DisplayFilter = None,
     field: Fields = None,
-    count: Count = None,
-    iface: Interface = None,
-    bpf: FramesCaptureFilter = None,
-    autostop: Autostop = None,
-    write: WriteRaw = None,
     time_format: TimeFormatOption = TimeFormat.r,
-    port: Ports = None,
-    keylog: KeyLogPath = None,
     glossary: Glossary = None,
     field_opts: FieldOptionsOption = None,
     hex_dump: HexDump = False,
@@ -140,8 +139,8 @@ def frames(
     """One line per AMQP frame (or a detail tree with -V, JSON lines, or -T fields -e NAME ...)."""
     if glossary is not None:
         _print_glossary(glossary)
-    check_format_letter(bpf, FrameFormat)
-    inputs = capture_or_live(captures, read, iface, bpf, count, autostop, write)
+    inputs.check_format_letter(FrameFormat)
+    opened = inputs.open()
     _check_frame_options(fmt, field, verbose, field_opts)
     _check_layout_options(fmt, verbose, hex_dump, only)
     context, flt, printer = _filters(display_filter, field, field_opts)
@@ -150,8 +149,7 @@ def frames(
     # only; -x keeps each frame's bytes
     full = verbose or fmt is FrameFormat.jsonl
     messages = "raw" if hex_dump else True if full or _message_fields(display_filter, field) else "summary"
-    run = CaptureRun(inputs, port or [], messages=messages, keylog=load_keylog(keylog),
-                     tls_records=records, limit=count)
+    run = inputs.run(opened, messages=messages, tls_records=records)
     tt = time_text(time_format, run.source)
     if context is not None:  # frame.time_*: the reader's exact times, from the capture's first packet (tshark's)
         context.first_time = lambda: run.source.first_ts
@@ -408,18 +406,11 @@ def _print_verbose(run: CaptureRun, out, flt=None, hex_dump: bool = False, only_
 
 
 @app.command()
+@capture_command(after="output")
 def report(
-    captures: Captures = None,
-    read: ReadFiles = None,
+    inputs: CaptureInputs,
     fmt: ReportFormatOption = ReportFormat.text,
     output: ReportOutput = None,
-    count: Count = None,
-    port: Ports = None,
-    keylog: KeyLogPath = None,
-    iface: Interface = None,
-    bpf: CaptureFilter = None,
-    autostop: Autostop = None,
-    write: WriteRaw = None,
     jobs: Jobs = 1,
     messages: ReportMessages = False,
 ):
@@ -427,9 +418,7 @@ def report(
     With -j N the HTML page is made by one process.  --messages: the requests and messages sections too."""
     from .report_html import analyze_for_report
 
-    check_format_letter(bpf, ReportFormat)
-    inputs = capture_or_live(captures, read, iface, bpf, count, autostop, write)
-    run = CaptureRun(inputs, port or [], keylog=load_keylog(keylog), limit=count)
+    run = start_run(inputs, ReportFormat)
     failed = None
     jobs = 1 if fmt is ReportFormat.html else jobs_for(run, jobs)
     if jobs > 1 and parallel_ok(run):

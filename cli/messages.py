@@ -8,30 +8,23 @@ from typing import Annotated, Optional
 
 import typer
 
-from .common import EXIT_USAGE, Fail, filter_notes, load_keylog
-from .options import (Autostop, CaptureFilter, Captures, Columns, Count, Interface, KeyLogPath, Ports, ReadFiles,
-                      TableFormat, TableFormatOption, TableOutput, WriteRaw, check_format_letter)
-from .run import CaptureRun, Checked, capture_or_live, run_status
+from .common import EXIT_USAGE, Fail, filter_notes
+from .inputs import CaptureInputs, capture_command
+from .options import Columns, TableFormat, TableFormatOption, TableOutput
+from .run import Checked, run_status
 
 RowFilter = Annotated[Optional[str], typer.Option(
     "-Y", "--display-filter", help="show only the messages this filter matches, on the table's columns, e.g. "
                                    "'state == \"delivered twice\" or residence > 0.5'")]
 
 
+@capture_command(after="display_filter")
 def messages(
-    captures: Captures = None,
-    read: ReadFiles = None,
+    inputs: CaptureInputs,
     fmt: TableFormatOption = TableFormat.table,
     output: TableOutput = None,
     columns: Columns = None,
     display_filter: RowFilter = None,
-    count: Count = None,
-    port: Ports = None,
-    keylog: KeyLogPath = None,
-    iface: Interface = None,
-    bpf: CaptureFilter = None,
-    autostop: Autostop = None,
-    write: WriteRaw = None,
 ):
     """One row per message, matched across connections by message-id (or the bare message's digest):
     producer, consumers (fan-out), redeliveries, residence, end to end, state."""
@@ -40,7 +33,7 @@ def messages(
 
     from .tables import TableWriter
 
-    check_format_letter(bpf, TableFormat)
+    inputs.check_format_letter(TableFormat)
     out = TableWriter("messages", fmt, output, columns)
     keep = None
     if display_filter is not None:
@@ -49,11 +42,11 @@ def messages(
         except FilterError as e:
             raise Fail(EXIT_USAGE, e.one_line()) from None
         filter_notes("-Y", keep.notes)
-    inputs = capture_or_live(captures, read, iface, bpf, count, autostop, write)
+    opened = inputs.open()
     import amqp_dissect.pipelines.writers.tables  # noqa: F401  (pyarrow: loaded before the freeze below)
 
     gc.freeze()
-    run = CaptureRun(inputs, port or [], keylog=load_keylog(keylog), limit=count)
+    run = inputs.run(opened)
     from amqp_dissect.pipelines.runs.messages import message_table
 
     with out.writing():

@@ -6,11 +6,17 @@ help text live here only.  Where two commands say different things about the sam
 executors), the option is made by one function whose help text is the only argument.
 """
 
+import inspect
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, List, Optional
 
 import typer
+
+from amqp_dissect.pipelines.options import (  # noqa: F401  (MAX_PARTITIONS, MAX_SIZE: also this module's names)
+    KEYLOG_HELP, MAX_PARTITIONS, MAX_PORT, MAX_SECONDS, MAX_SIZE, MIN_PORT, PORT_HELP,
+    parse_size_option as parse_size_in_range,
+)
 
 from .habits import TimeFormat
 
@@ -39,14 +45,8 @@ class TableFormat(str, Enum):
 #: the most a count may say (``-c``, ``split --packets``): what the reader's 64-bit counters and
 #: ``itertools.islice`` hold; more packets than any capture has
 MAX_COUNT = 2 ** 63 - 1
-#: the most seconds a duration may say (``split --seconds``, ``archive --window``, ``-a duration:``):
-#: about 31 years, past any capture's span, and still a 64-bit integer in nanoseconds
-MAX_SECONDS = 1e9
-#: the most Spark partitions ``archive --partitions`` asks for (Spark counts them in 32 bits; far
-#: more tasks than any cluster runs)
-MAX_PARTITIONS = 1_000_000
-#: the most bytes a size may say (``split --bytes``, ``archive --split-size``): a 64-bit file offset
-MAX_SIZE = 2 ** 63 - 1
+# MAX_SECONDS, MAX_PARTITIONS, MAX_SIZE: with the archive's options, which the spark-submit entry
+# takes too (pipelines/options.py)
 
 
 def a_number(value):
@@ -65,17 +65,12 @@ def seconds_option(default, *names: str, least: float, help: str):
 def parse_size_option(option: str, text: str, least: int = 1) -> int:
     """A size typed as text (bytes, or with k/m/g/t) of ``option``: from ``least`` to :data:`MAX_SIZE`
     bytes, or one line and exit 2."""
-    from amqp_dissect.pipelines.spark_runtime.fs import parse_size
-
     from .common import EXIT_USAGE, Fail
 
     try:
-        nbytes = parse_size(text)
-    except (ValueError, OverflowError):  # (not a number; inf)
-        nbytes = None
-    if nbytes is None or not least <= nbytes <= MAX_SIZE:
-        raise Fail(EXIT_USAGE, f"{option} {text!r}: expected a size from {least} byte(s) to 8 EiB, like 100m")
-    return nbytes
+        return parse_size_in_range(option, text, least)
+    except ValueError as e:
+        raise Fail(EXIT_USAGE, str(e)) from None
 
 
 # --------------------------------------------------------------------------- what every capture command reads
@@ -88,17 +83,12 @@ ReadFiles = Annotated[Optional[List[str]], typer.Option("-r", "--read-file", sho
 Count = Annotated[Optional[int], typer.Option("-c", "--count", min=1, max=MAX_COUNT,
                                               help="stop after reading this many packets (as tshark -c)")]
 
-PORT_HELP = "also decode this TCP port as AMQP (repeatable)"
-
-
 def port_option(help: str = PORT_HELP):
     """``--port`` / ``-p``: a TCP port decoded as AMQP besides the standard ones."""
-    return typer.Option("--port", "-p", min=1, max=65535, help=help)
+    return typer.Option("--port", "-p", min=MIN_PORT, max=MAX_PORT, help=help)
 
 
 Ports = Annotated[Optional[List[int]], port_option()]
-
-KEYLOG_HELP = "TLS key log (NSS format) to decrypt TLS streams; default: the file $SSLKEYLOGFILE names"
 
 
 def keylog_option(help: str = KEYLOG_HELP):
@@ -123,10 +113,14 @@ WriteRaw = Annotated[Optional[str], typer.Option("-w", "--write", show_default=F
 
 # --------------------------------------------------------------------------- report and tables
 
-Jobs = Annotated[int, typer.Option("-j", "--jobs", min=0, max=64,
+AUTO_JOBS_MAX = 4  # -j 0: every process reads the whole capture: beyond a few, the reading outweighs the gain
+AUTO_JOBS_MIN_BYTES = 8 << 20  # -j 0: below this a run takes a fraction of a second: a fork is not worth it
+MAX_JOBS = 64
+Jobs = Annotated[int, typer.Option("-j", "--jobs", min=0, max=MAX_JOBS,
                                    help="analyse with this many processes (flows split between them; the output "
                                         "is the same as with one, but for the limits the manual lists); 0: one "
-                                        "per idle CPU (at most 4) for capture files of 8 MiB or more, else one; "
+                                        f"per idle CPU (at most {AUTO_JOBS_MAX}) for capture files of "
+                                        f"{AUTO_JOBS_MIN_BYTES >> 20} MiB or more, else one; "
                                         "standard input and live captures use one")]
 ReportFormatOption = Annotated[ReportFormat, typer.Option("--format", "-T",
                                                           help="text, json, or html (one self-contained page "
@@ -184,3 +178,32 @@ def check_format_letter(bpf: str | None, formats: type[Enum]) -> None:
 
         raise Fail(EXIT_USAGE, f"-f is the capture filter (as in tshark); the output format is -T {bpf} "
                                f"(or --format {bpf})")
+
+
+# --------------------------------------------------------------------------- commands whose parameters are declared elsewhere
+
+
+def declared_parameter(option) -> inspect.Parameter:
+    """An option declared as data (a :class:`~amqp_dissect.pipelines.options.Declared`) as the
+    parameter of a typer command: its names, type, default, range and help."""
+    kind = option.kind
+    annotation = List[kind] if option.repeatable else kind
+    if not option.required and option.default is None:
+        annotation = Optional[annotation]
+    settings: dict = {"help": option.help}
+    if option.least is not None:
+        settings.update(min=option.least, max=option.most)
+    if kind is float:
+        settings["callback"] = a_number
+    default = inspect.Parameter.empty if option.required else option.default
+    return inspect.Parameter(option.dest, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                             annotation=Annotated[annotation, typer.Option(*option.names, **settings)], default=default)
+
+
+def with_parameters(command, parameters: list):
+    """``command`` (a function taking its parameters by keyword) with the signature typer reads
+    made of ``parameters`` (``inspect.Parameter``, annotations as objects, in the order ``--help``
+    lists them)."""
+    command.__signature__ = inspect.Signature(parameters)
+    command.__annotations__ = {p.name: p.annotation for p in parameters}
+    return command

@@ -16,6 +16,7 @@ from amqp_dissect.pipelines.runs.local import CaptureSource, run_analysis
 
 from .common import EXIT_DAMAGED, EXIT_FORMAT, EXIT_INTERNAL, EXIT_OK, EXIT_OPEN, EXIT_USAGE, Fail, load_keylog
 from .habits import capture_inputs, check_output
+from .options import AUTO_JOBS_MAX, AUTO_JOBS_MIN_BYTES
 
 
 def capture_or_live(captures, read, iface, bpf, count, autostop, write):
@@ -182,8 +183,7 @@ def parallel_ok(run: CaptureRun) -> bool:
     return run.live is None and splittable(run.inputs)
 
 
-AUTO_JOBS_MAX = 4  # every process reads the whole capture: beyond a few, the reading outweighs the gain
-AUTO_JOBS_MIN_BYTES = 8 << 20  # below this a run takes a fraction of a second: a fork is not worth it
+# AUTO_JOBS_MAX, AUTO_JOBS_MIN_BYTES: declared with -j (cli/options.py), whose help says them
 
 
 def jobs_for(run: CaptureRun, jobs: int) -> int:

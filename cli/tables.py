@@ -17,12 +17,11 @@ from amqp_dissect.pipelines.runs.local import DeliveryStream
 
 from amqp_dissect.pipelines.writers.tables import arrow_ready
 
-from .common import EXIT_USAGE, Fail, load_keylog, need_extra
+from .common import EXIT_USAGE, Fail, need_extra
 from .habits import check_output, pick_columns, text_table_chunks, write_failure
-from .options import (Autostop, CaptureFilter, Captures, Columns, Count, Interface, Jobs, KeyLogPath, Ports,
-                      ReadFiles, TableFormat, TableFormatOption, TableMessages, TableOutput, WriteRaw,
-                      check_format_letter)
-from .run import CaptureRun, Checked, capture_or_live, jobs_for, parallel_ok, run_status
+from .inputs import CaptureInputs, capture_command
+from .options import Columns, Jobs, TableFormat, TableFormatOption, TableMessages, TableOutput
+from .run import CaptureRun, Checked, jobs_for, parallel_ok, run_status
 
 #: the table commands: (table, the Analyzer's method giving its rows, the command's help)
 TABLES = (
@@ -288,32 +287,25 @@ def _in_parallel(run: CaptureRun, jobs: int, out: TableWriter):
 def table_command(table: str, rows_method: str):
     """The command writing ``table`` (the Analyzer's ``rows_method`` gives its rows)."""
 
+    @capture_command(after="columns")
     def command(
-        captures: Captures = None,
-        read: ReadFiles = None,
+        inputs: CaptureInputs,
         fmt: TableFormatOption = TableFormat.table,
         output: TableOutput = None,
         columns: Columns = None,
-        count: Count = None,
-        port: Ports = None,
-        keylog: KeyLogPath = None,
-        iface: Interface = None,
-        bpf: CaptureFilter = None,
-        autostop: Autostop = None,
-        write: WriteRaw = None,
         jobs: Jobs = 1,
         messages: TableMessages = False,
     ):
-        check_format_letter(bpf, TableFormat)
+        inputs.check_format_letter(TableFormat)
         out = TableWriter(table, fmt, output, columns, messages)
-        inputs = capture_or_live(captures, read, iface, bpf, count, autostop, write)
+        opened = inputs.open()
         if out.arrow:
             import amqp_dissect.results.tables  # noqa: F401  (pyarrow: loaded before the freeze below)
 
         # the objects of the modules imported so far (pyarrow's are many) live as long as the
         # process: full collections, which the streamed deliveries make more frequent, skip them
         gc.freeze()
-        run = CaptureRun(inputs, port or [], keylog=load_keylog(keylog), limit=count)
+        run = inputs.run(opened)
         failed = None
         jobs = jobs_for(run, jobs)
         # (-j needs Arrow and numpy: without them, and for the deliveries as a text table, one process)

@@ -10,8 +10,9 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
-
-DEFAULT_SPLIT_SIZE = 64 << 20  # bytes: uncompressed pcap files larger than this are split into ranges
+# DEFAULT_SPLIT_SIZE: uncompressed pcap files larger than this are split into ranges (declared with
+# the archive job's options)
+from amqp_dissect.pipelines.options import DEFAULT_SPLIT_SIZE  # noqa: F401  (also this module's name)
 
 # file names picked up when a directory is given (tcpdump -C appends digits: x.pcap, x.pcap1, ...)
 CAPTURE_NAME = re.compile(r"\.(pcap|pcapng|cap|dmp)\d*(\.gz)?$|\.gz$", re.IGNORECASE)

@@ -1,4 +1,7 @@
-"""``spark-submit``'s entry of the archive job (``python -m amqp_dissect.pipelines.spark``)."""
+"""``spark-submit``'s entry of the archive job (``python -m amqp_dissect.pipelines.spark``): its
+arguments are made from the same declarations as ``amqp-dissect archive``'s options
+(:data:`~amqp_dissect.pipelines.options.ARCHIVE_OPTIONS`; those spark-submit has options of its
+own for are left to it), and its exit codes are the CLI's (:mod:`amqp_dissect.pipelines.exits`)."""
 
 from __future__ import annotations
 
@@ -6,54 +9,87 @@ import argparse
 import json
 import sys
 
-from amqp_dissect.pipelines.archive import DEFAULT_SPLIT_SIZE, InputError, expand_inputs
+from amqp_dissect.pipelines.archive import InputError, expand_inputs
+from amqp_dissect.pipelines.exits import EXIT_DAMAGED, EXIT_OK, EXIT_USAGE, input_error_exit
 from amqp_dissect.pipelines.keylogfile import open_keylog
+from amqp_dissect.pipelines.options import (ARCHIVE_OPTIONS, ARCHIVE_PATHS_HELP, Declared, parse_size_option,
+                                            spark_settings)
 
 from amqp_dissect.pipelines.spark_runtime.fs import is_local, local_path, parse_size  # noqa: F401  (parse_size: also this module's name)
 from .job import run_archive
 from amqp_dissect.pipelines.spark_runtime.session import spark_session, stop_session
-from .summaries import DEFAULT_WINDOW
 
 
 # --------------------------------------------------------------------------- spark-submit entry
 
 
-def main(argv=None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The arguments of the entry: the archive's paths, then every declared option spark-submit
+    does not take itself."""
     ap = argparse.ArgumentParser(prog="pipelines/spark/__main__.py",
                                  description="Spark analysis of capture archives (see amqp_dissect.pipelines.spark)")
-    ap.add_argument("paths", nargs="+")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--master")
-    ap.add_argument("--conf", action="append", default=[])
-    ap.add_argument("--partitions", type=int)
-    ap.add_argument("--split-size", default=str(DEFAULT_SPLIT_SIZE))
-    ap.add_argument("--window", type=float, default=DEFAULT_WINDOW)
-    ap.add_argument("--frames", action="store_true")
-    ap.add_argument("--port", type=int, action="append", default=[])
-    ap.add_argument("--keylog", help="TLS key log file (default: $SSLKEYLOGFILE)")
-    a = ap.parse_args(argv)
-    conf = [tuple(c.split("=", 1)) for c in a.conf]
+    ap.add_argument("paths", nargs="+", help=ARCHIVE_PATHS_HELP)
+    for option in ARCHIVE_OPTIONS:
+        if option.submit:
+            ap.add_argument(*option.names, dest=option.dest, **_argument(option))
+    return ap
+
+
+def _argument(option: Declared) -> dict:
+    """argparse's settings of a declared option."""
+    settings = dict(help=option.help.replace("%", "%%"), default=option.default)
+    if option.kind is bool:
+        return dict(settings, action="store_true")
+    if option.kind in (int, float):
+        settings["type"] = _number(option)
+    if option.repeatable:
+        settings.update(action="append", default=[])
+    if option.required:
+        settings["required"] = True
+    return settings
+
+
+def _number(option: Declared):
+    """The type of a number option: its kind, in its range (NaN refused), or argparse's usage error."""
+    def number(text: str):
+        value = option.kind(text)
+        if value != value or (option.least is not None and value < option.least) \
+                or (option.most is not None and value > option.most):
+            raise argparse.ArgumentTypeError(f"{text}: expected from {option.least} to {option.most}")
+        return value
+    number.__name__ = option.kind.__name__  # (argparse names the type in its message)
+    return number
+
+
+def main(argv=None) -> int:
+    a = parser().parse_args(argv)
+    try:
+        conf = spark_settings(a.conf)
+        split_size = parse_size_option("--split-size", a.split_size, least=0)
+    except ValueError as e:
+        print(f"amqp-dissect: {e}", file=sys.stderr)
+        return EXIT_USAGE
     local = [local_path(p) for p in a.paths if is_local(p)]  # (URIs: checked once Spark runs, before any work)
     try:
         if local:
             expand_inputs(local)
     except InputError as e:
         print(f"amqp-dissect: {e}", file=sys.stderr)
-        return 3 if e.code == "missing" else 4
+        return input_error_exit(e.code)
     spark = spark_session(master=a.master, conf=conf)
     try:
-        res = run_archive(spark, a.paths, a.out, split_size=parse_size(a.split_size), window=a.window,
+        res = run_archive(spark, a.paths, a.out, split_size=split_size, window=a.window,
                           frames=a.frames, partitions=a.partitions, ports=a.port,
                           keylog=_keylog_text(a.keylog))
     except InputError as e:  # (exit codes as amqp-dissect archive's)
         print(f"amqp-dissect: {e}", file=sys.stderr)
         stop_session(spark)
-        return 3 if e.code in ("missing", "connector") else 4
+        return input_error_exit(e.code)
     print(json.dumps({"counts": res["counts"], "tables": res["tables"], "stats": res["stats"],
                       "errors": res["errors"], "files": res["files"], "order": res["order"],
                       "gaps": res["gaps"]}, default=str))
     stop_session(spark)
-    return 5 if res["errors"] else 0
+    return EXIT_DAMAGED if res["errors"] else EXIT_OK
 
 
 def _keylog_text(path) -> str | None:

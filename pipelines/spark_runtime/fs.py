@@ -17,6 +17,8 @@ import tempfile
 from urllib.parse import unquote, urlparse
 
 from amqp_dissect.pipelines.archive import CAPTURE_NAME, InputError, expand_inputs
+# parse_size: with the options whose sizes it reads (a light module the CLI imports at start)
+from amqp_dissect.pipelines.options import parse_size  # noqa: F401  (also this module's name)
 
 
 # scheme -> (the connector to add, a --packages coordinate for it; {hadoop}: the cluster's version)
@@ -31,16 +33,6 @@ CONNECTORS = {
     "gs": ("the Cloud Storage connector (gcs-connector)", "com.google.cloud.bigdataoss:gcs-connector:hadoop3-2.2.22"),
     "hdfs": ("the HDFS client (hadoop-client)", "org.apache.hadoop:hadoop-client:{hadoop}"),
 }
-
-
-def parse_size(text: str) -> int:
-    """'64m', '1g', '4096', '512k' -> bytes.  (Here, a light module: the CLI parses its sizes before
-    the JVM starts, without importing the job.)"""
-    t = str(text).strip().lower().rstrip("b").rstrip("i")
-    mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-    if t and t[-1] in mult:
-        return int(float(t[:-1]) * mult[t[-1]])
-    return int(t)
 
 
 def is_local(uri: str) -> bool:

@@ -9,6 +9,8 @@ import sys
 import tempfile
 import zipfile
 
+from amqp_dissect.pipelines.options import DEFAULT_MASTER
+
 
 _LOG4J = """\
 rootLogger.level = error
@@ -91,7 +93,7 @@ def _with_master(b, master: str | None, conf):
     if master:
         return b.master(master), master.startswith("local")
     if "PYSPARK_GATEWAY_PORT" not in os.environ and not _conf_has(conf, "spark.master"):
-        return b.master("local[*]"), True
+        return b.master(DEFAULT_MASTER), True
     return b, False
 
 
