@@ -3,10 +3,13 @@
 # the per-segment fast path.  The .py stays plain Python.
 import cython
 
+# sequence-space constants and a direction's sentinels (see the .py): C integers here
+cdef long long MASK, HALF, NOT_STARTED, CLOSED_DIR, NO_SYN
+
 cdef class _Dir:
-    cdef public object pos, nxt, isn
+    # C integers: a direction costs no int objects (issue 40: memory per idle connection)
+    cdef public long long pos, nxt, isn, buffered
     cdef public list starts, datas, stamps
-    cdef public object buffered
     cdef public dict cuts
 
 cdef class _Hold
@@ -22,8 +25,7 @@ cdef class _Conn:
     cdef public _UnseenAcked acked
 
 cdef class _UnseenAcked:
-    cdef public object first, mark
-    cdef public long long moves
+    cdef public long long first, mark, moves
 
 cdef class _Hold:
     cdef public list queue, hole, fin
@@ -36,7 +38,8 @@ cdef class TcpReassembler:
     cdef public object _table, _closed
     cdef public object _next_sweep, _last_ts, _last_packet
 
-    @cython.locals(conn=_Conn, D=_Dir, O=_Dir, key=tuple, n=Py_ssize_t, d=int, flip=int, sport=long, dport=long)
+    @cython.locals(conn=_Conn, D=_Dir, O=_Dir, key=tuple, n=Py_ssize_t, d=int, flip=int, sport=long, dport=long,
+                   sseq="long long", ack="long long", onxt="long long", dist="long long")
     cpdef list feed(self, seg, ts, packet, wire_len=*)
 
 @cython.locals(D=_Dir)

@@ -115,6 +115,12 @@ ONE_WAY_ACKS = 3
 #: (``extra["missing"]``: the direction, 0 the client's, 1 the server's)
 ONE_DIRECTION = "one-direction"
 
+# a direction's nxt before its first segment, and once closed (every sequence number is >= 0); its isn
+# while no SYN of it was seen
+NOT_STARTED = -2
+CLOSED_DIR = -1
+NO_SYN = -1
+
 _OPEN = 0
 _IGNORED = 1
 _CLOSED = 2  # both FINs or RST seen: kept for a grace period to absorb late packets
@@ -127,8 +133,10 @@ class _Dir:
 
     def __init__(self) -> None:
         self.pos = 0  # unwrapped position of the next expected byte
-        self.nxt = None  # pos & MASK (None: not initialised yet; -1: closed: FIN delivered, or the connection)
-        self.isn: int | None = None  # sequence number of this direction's SYN, if seen
+        # pos & MASK (NOT_STARTED: not initialised yet; CLOSED_DIR: closed: FIN delivered, or the connection);
+        # C integers in the compiled build, as pos, isn and buffered (no int object per direction)
+        self.nxt = NOT_STARTED
+        self.isn = NO_SYN  # sequence number of this direction's SYN, if seen
         # out-of-order pieces: unwrapped starts (sorted) and their bytes; None while there are none
         # (most directions never hold one: a connection that is only a SYN costs no lists)
         self.starts: list[int] | None = None
@@ -523,7 +531,7 @@ class TcpReassembler:
                 # the peer's bytes this segment acknowledges were sent: any of them not captured
                 # by the end of the reorder window are lost
                 onxt = O.nxt
-                if onxt is not None and onxt != ack and onxt != -1:
+                if onxt >= 0 and onxt != ack:
                     dist = ((ack - onxt + HALF) & MASK) - HALF
                     if dist > 0:
                         if not flags & SYN and self.reorder_packets > 0:
@@ -544,10 +552,10 @@ class TcpReassembler:
                     D.nxt = D.pos & MASK
                     out.append(StreamData(conn.id, d, payload, ts, packet))
                 return out
-            if flags & SYN and not flags & ACK and D.isn != sseq and D.nxt is not None:
+            if flags & SYN and not flags & ACK and D.isn != sseq and D.nxt != NOT_STARTED:
                 self._reused(conn, seg, key, flip, ts, packet, wire_len, out)
                 return out
-            if (flags & 7) == FIN and self.reorder_packets > 0 and D.nxt is not None and D.nxt != -1:
+            if (flags & 7) == FIN and self.reorder_packets > 0 and D.nxt >= 0:
                 start = D.pos + (((sseq - D.nxt + HALF) & MASK) - HALF)
                 if start > _covered(D):
                     # a FIN captured before bytes it follows: they were sent; wait for them
@@ -565,7 +573,7 @@ class TcpReassembler:
         conn.last_ts = ts
         self._table.move_to_end(key)
         D = conn.d1 if d else conn.d0
-        if flags & SYN and not flags & ACK and D is not None and D.isn != sseq and D.nxt is not None:
+        if flags & SYN and not flags & ACK and D is not None and D.isn != sseq and D.nxt != NOT_STARTED:
             self._reused(conn, seg, key, flip, ts, packet, wire_len, out)
         elif flags & RST:
             self._retire(conn, ts)
@@ -699,7 +707,7 @@ class TcpReassembler:
                 D.stamps = None
                 D.buffered = 0
                 D.cuts = None
-                D.nxt = -1
+                D.nxt = CLOSED_DIR
         conn.held = None
         conn.state = _CLOSED
         conn.last_ts = ts  # (closed: the time it closed)
@@ -757,13 +765,13 @@ class TcpReassembler:
             out.append(StreamClosed(conn.id, d, "rst", ts, packet))
             self._retire(conn, ts)
             return
-        if D.nxt == -1:
+        if D.nxt == CLOSED_DIR:
             return  # after this direction's FIN: retransmissions only
         if flags & SYN:
-            if D.nxt is None:
+            if D.nxt == NOT_STARTED:
                 D.isn = seq
             seq = (seq + 1) & MASK
-        if D.nxt is None:  # first segment of this direction: start here
+        if D.nxt == NOT_STARTED:  # first segment of this direction: start here
             D.pos = seq
             D.nxt = seq
         payload = seg[7]
@@ -830,7 +838,7 @@ class TcpReassembler:
         D.buffered = 0
         D.cuts = None
         D.pos = fin + 1
-        D.nxt = -1
+        D.nxt = CLOSED_DIR
         conn.fins |= 1 << d
         if conn.fins == 3:
             self._retire(conn, ts)
@@ -908,7 +916,7 @@ class TcpReassembler:
         apos = -1
         if seg[6] & ACK and O is not None:
             onxt = O.nxt
-            if onxt is not None and onxt != -1:
+            if onxt >= 0:
                 apos = O.pos + (((ack - onxt + HALF) & MASK) - HALF)
                 if apos > O.pos and apos > hole[1 - d]:
                     hole[1 - d] = apos
@@ -916,7 +924,7 @@ class TcpReassembler:
             if H.rst is None:
                 H.rst = (d, ts, packet)
         elif seg[6] & FIN:
-            if D.nxt is None or D.nxt == -1:  # (a direction's first segment, or after its FIN)
+            if D.nxt < 0:  # (a direction's first segment, or after its FIN)
                 self._release(conn, ts, packet, out, True)
                 if conn.state == _OPEN:
                     self._segment(conn, d, D, seg, ts, packet, wire_len, out)
@@ -946,7 +954,7 @@ class TcpReassembler:
         for x in (0, 1):
             if hole[x] >= 0:
                 X = conn.d1 if x else conn.d0
-                if X.nxt == -1:
+                if X.nxt == CLOSED_DIR:
                     continue
                 c = _covered(X)
                 f = H.fin[x]
@@ -975,7 +983,7 @@ class TcpReassembler:
             x = 1 - e
             X = conn.d1 if x else conn.d0
             h = hole[x]
-            if h >= 0 and X is not None and X.nxt != -1:
+            if h >= 0 and X is not None and X.nxt != CLOSED_DIR:
                 force = None
                 if lost:
                     force = apos if apos < h else h
@@ -994,7 +1002,7 @@ class TcpReassembler:
         for x in (0, 1):
             h = hole[x]
             X = conn.d1 if x else conn.d0
-            if h >= 0 and X is not None and X.nxt != -1:
+            if h >= 0 and X is not None and X.nxt != CLOSED_DIR:
                 f = H.fin[x]
                 if f is not None and h > f[0]:
                     h = f[0]  # (the FIN's own sequence number is not a byte)
@@ -1005,7 +1013,7 @@ class TcpReassembler:
         for x in (0, 1):
             f = H.fin[x]
             X = conn.d1 if x else conn.d0
-            if f is not None and X.nxt != -1 and conn.state == _OPEN:
+            if f is not None and X.nxt != CLOSED_DIR and conn.state == _OPEN:
                 self._fin(conn, x, X, f[0], f[1], f[2], out)
         r = H.rst
         if r is not None and conn.state == _OPEN:
@@ -1053,7 +1061,7 @@ class TcpReassembler:
         behind: list = [None, None]
         for d in (0, 1):
             D = conn.d1 if d else conn.d0
-            if D is not None and D.buffered and D.nxt != -1:
+            if D is not None and D.buffered and D.nxt != CLOSED_DIR:
                 evs = []
                 self._drain(conn, d, D, ts, packet, evs, D.starts[-1] + len(D.datas[-1]))
                 behind[d] = evs
