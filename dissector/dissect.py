@@ -56,13 +56,9 @@ _PROBE_BYTES = 8  # bytes needed to decide whether a stream starts with a protoc
 _ROLE_PROBE_EVENTS = 16
 
 
-class _Pending:
-    """``Dissector.connections`` value of a connection on an AMQP port that carried no byte yet."""
-
-    __slots__ = ()
-
-
-_PENDING = _Pending()
+# ``Dissector.connections`` value of a connection on an AMQP port that carried no byte yet: a str, the
+# client endpoint text of its StreamOpened (``type(c) is str`` tests it).  The decoder made at its first
+# byte (_materialize) takes that text: the analysis holds the same object, not a second copy (issue 40).
 
 
 def _endpoints(conn: str) -> tuple:
@@ -248,8 +244,8 @@ class Dissector:
         for probe_id in list(self._probes):
             self._decide(probe_id, out, final=True)
         for conn, c in list(self.connections.items()):
-            if c is _PENDING:
-                c = self._materialize(conn)
+            if type(c) is str:
+                c = self._materialize(conn, c)
             out.extend(c.finish(self.last_ts, None))
         self.connections.clear()
         return out
@@ -326,8 +322,8 @@ class Dissector:
                     ac = c
                     out.extend(ac.feed(ev.direction, ev.data, ev.ts, ev.packet))
                 elif c is not None:
-                    if c is _PENDING:  # the first byte of a connection opened on an AMQP port
-                        c = self._materialize(ev.conn)
+                    if type(c) is str:  # the first byte of a connection opened on an AMQP port
+                        c = self._materialize(ev.conn, c)
                     out.extend(c.feed(ev.direction, ev.data, ev.ts, ev.packet))
                 elif ev.conn in self._probes:
                     self._probe_data(ev, out)
@@ -336,8 +332,8 @@ class Dissector:
             elif cls is StreamGap:
                 c = conns.get(ev.conn)
                 if c is not None:
-                    if c is _PENDING:
-                        c = self._materialize(ev.conn)
+                    if type(c) is str:
+                        c = self._materialize(ev.conn, c)
                     if ev.cause is SNAP_CUT:  # (bytes the snap length cut off: not lost)
                         ev.cause = self._snap_cut if self._snap_cut is not None else ev.cause
                         notes = c.gap(ev.direction, ev.size, ev.ts, ev.packet, ev.cause)
@@ -370,8 +366,8 @@ class Dissector:
                         if len(fins) < 2:
                             continue
                     # both FINs, RST, idle timeout or end: free the connection's state
-                    if c is _PENDING:  # (no byte came: what it would say, from a fresh decoder)
-                        c = self._materialize(ev.conn)
+                    if type(c) is str:  # (no byte came: what it would say, from a fresh decoder)
+                        c = self._materialize(ev.conn, c)
                     out.extend(c.finish(ev.ts, ev.packet))
                     conns.pop(ev.conn, None)  # (a TLS stream found not AMQP at its finish is gone already)
                     self._opened.pop(ev.conn, None)
@@ -400,15 +396,15 @@ class Dissector:
                 # both ports are AMQP ports and no SYN: its first bytes may say who the client is
                 self._probes[ev.conn] = _Probe(ev, amqp_port=True)
                 return
-            self.connections[ev.conn] = _PENDING
+            self.connections[ev.conn] = ev.client
             self.amqp_connections += 1
             out.append(ev)
         else:
             self._probes[ev.conn] = _Probe(ev)
 
-    def _materialize(self, conn: str):
-        """The decoder of a connection opened on an AMQP port (``_PENDING`` until its first byte)."""
-        client, server = _endpoints(conn)
+    def _materialize(self, conn: str, client: str):
+        """The decoder of a connection opened on an AMQP port (its ``client`` text until its first byte)."""
+        server = _endpoints(conn)[1]
         ev = StreamOpened(conn, client, server, None, None, False)
         c = self._decoder(ev)
         self.connections[conn] = c
@@ -547,7 +543,7 @@ class Dissector:
             conn = self._swap(probe)
         del self._probes[conn]
         opened = probe.opened
-        self.connections[conn] = _PENDING
+        self.connections[conn] = opened.client
         self.amqp_connections += 1
         out.append(opened)
         if why == "unknown":
@@ -561,8 +557,8 @@ class Dissector:
             if notes:
                 _notes_before(notes, e.packet, out)
             c = self.connections[conn]
-            if c is _PENDING:
-                c = self._materialize(conn)
+            if type(c) is str:
+                c = self._materialize(conn, c)
             out.extend(c.feed(e.direction, e.data, e.ts, e.packet))
         out.extend(notes)
 

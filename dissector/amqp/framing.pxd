@@ -34,7 +34,8 @@ cdef class _Direction:
     cdef public bint cut_resync
 
 cdef class AmqpConnection:
-    cdef public object conn, client, server, dirs, max_frame_bytes, max_message_bytes
+    cdef public object conn, client, server, max_frame_bytes, max_message_bytes
+    cdef public _Direction dir0, dir1
     cdef public object messages, bodies, announced_max_frame, tls, keep_payloads, keep_raw
     cdef public long long frames
     cdef public object other, _other_said

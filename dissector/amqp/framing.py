@@ -378,6 +378,9 @@ _M_OPAQUE = 3  # encrypted or not AMQP 1.0: skip everything
 
 
 _NO_PARTIALS: dict = {}  # (read, never written: a direction without deliveries being reassembled)
+# the buffer of a direction that holds no byte since its protocol header (read and cleared, never written:
+# a connection that sent only its header keeps no buffer of its own; see AmqpConnection.feed)
+_NO_BYTES = bytearray()
 
 
 class _Direction:
@@ -405,7 +408,7 @@ class _Direction:
         self.index = index
         self.src = src
         self.dst = dst
-        self.buf = bytearray()
+        self.buf = _NO_BYTES  # (its own bytearray from the first bytes it keeps: see AmqpConnection.feed)
         self.mode = _M_START
         self.peer_max = -1  # the max-frame-size the peer announced (its open), -1 while none
         self.protocol = None  # PROTO_AMQP / PROTO_SASL after a header
@@ -428,6 +431,11 @@ class AmqpConnection:
     instead of treating it as not AMQP.
     """
 
+    # (the fields of the compiled build's extension type: no instance dict in pure Python either)
+    __slots__ = ("conn", "client", "server", "dir0", "dir1", "max_frame_bytes", "max_message_bytes", "messages",
+                 "bodies", "announced_max_frame", "tls", "keep_payloads", "keep_raw", "frames", "other",
+                 "_other_said", "budget", "scan_budget", "scan_res")
+
     def __init__(
         self,
         conn: str,
@@ -441,8 +449,9 @@ class AmqpConnection:
         self.client = client
         self.server = server
         # the framing state of each direction, made at its first byte (direction_state): a connection
-        # whose server never sent a byte keeps one
-        self.dirs = [None, None]
+        # whose server never sent a byte keeps one (two fields, not a list: issue 40)
+        self.dir0 = None
+        self.dir1 = None
         self.max_frame_bytes = max_frame_bytes
         self.max_message_bytes = max_message_bytes
         # frames are shown (frames, -V, jsonl)?  Then multi-frame deliveries are reassembled into
@@ -473,10 +482,14 @@ class AmqpConnection:
 
     def direction_state(self, direction: int) -> _Direction:
         """The framing state of ``direction`` (made at its first use)."""
-        d = self.dirs[direction]
-        if d is None:
-            d = self.dirs[direction] = (_Direction(0, self.client, self.server) if direction == 0
-                                        else _Direction(1, self.server, self.client))
+        if direction:
+            d = self.dir1
+            if d is None:
+                d = self.dir1 = _Direction(1, self.server, self.client)
+        else:
+            d = self.dir0
+            if d is None:
+                d = self.dir0 = _Direction(0, self.client, self.server)
         return d
 
     def both_directions(self) -> tuple:
@@ -486,7 +499,7 @@ class AmqpConnection:
     # -- public ---------------------------------------------------------------
 
     def feed(self, direction: int, data: bytes, ts: float, packet: int) -> list:
-        d = self.dirs[direction]
+        d = self.dir1 if direction else self.dir0
         if d is None:
             d = self.direction_state(direction)
         if d.mode == _M_OPAQUE:
@@ -499,12 +512,24 @@ class AmqpConnection:
                 return []
             data = data[d.cut_skip:]
             d.cut_skip = 0
+        out: list = []
         if not d.buf:
             d.first_packet = packet
+            if d.buf is _NO_BYTES:
+                self._first_bytes(d, data, ts, packet, out)
+                return out
         d.buf += data
-        out: list = []
         self._process(d, ts, packet, out)
         return out
+
+    def _first_bytes(self, d: _Direction, data: bytes, ts, packet, out: list) -> None:
+        """Bytes for a direction without a buffer of its own: it gets one; given back after the protocol
+        header of a stream that sent nothing more (issue 40: a connection of headers alone keeps no buffer)."""
+        header = d.mode == _M_START
+        d.buf = bytearray(data)
+        self._process(d, ts, packet, out)
+        if header and not d.buf:
+            d.buf = _NO_BYTES
 
     def restart(self, direction: int) -> None:
         """The stream of ``direction`` starts again with a protocol header (the decrypted
@@ -685,7 +710,7 @@ class AmqpConnection:
         if nbytes == self._other_said:
             return out
         self._other_said = nbytes
-        c, s = self.dirs
+        c = self.dir0
         note = ExpertNote(NOTE, "protocol", f"{self.other} (not decoded): {nbytes[0]} bytes from the client, "
                                             f"{nbytes[1]} bytes from the server (protocol headers included)")
         out.append(OtherProtocolNote(self.conn, 0, c.src, c.dst, packet, ts, note, self.other, tuple(nbytes)))

@@ -3,10 +3,13 @@
 # the per-segment fast path.  The .py stays plain Python.
 import cython
 
+# sequence-space constants and a direction's sentinels (see the .py): C integers here
+cdef long long MASK, HALF, NOT_STARTED, CLOSED_DIR, NO_SYN
+
 cdef class _Dir:
-    cdef public object pos, nxt, isn
+    # C integers: a direction costs no int objects (issue 40: memory per idle connection)
+    cdef public long long pos, nxt, isn, buffered
     cdef public list starts, datas, stamps
-    cdef public object buffered
     cdef public dict cuts
 
 cdef class _Hold
@@ -22,13 +25,13 @@ cdef class _Conn:
     cdef public _UnseenAcked acked
 
 cdef class _UnseenAcked:
-    cdef public object first, mark
-    cdef public long long moves
+    cdef public long long first, mark, moves
 
 cdef class _Hold:
     cdef public list queue, hole, fin
     cdef public object left, end, rst
 
+@cython.final
 cdef class TcpReassembler:
     cdef public object server_ports, max_buffered, idle_timeout, max_connections, close_grace, sweep_interval
     cdef public object reorder_packets, reorder_seconds
@@ -36,8 +39,30 @@ cdef class TcpReassembler:
     cdef public object _table, _closed
     cdef public object _next_sweep, _last_ts, _last_packet
 
-    @cython.locals(conn=_Conn, D=_Dir, O=_Dir, key=tuple, n=Py_ssize_t, d=int, flip=int, sport=long, dport=long)
+    @cython.locals(conn=_Conn, D=_Dir, O=_Dir, key=tuple, n=Py_ssize_t, d=int, flip=int, sport=long, dport=long,
+                   sseq="long long", ack="long long")
     cpdef list feed(self, seg, ts, packet, wire_len=*)
+    # feed's parts (issue 42: its complexity), C calls
+    @cython.locals(conn=_Conn, D=_Dir)
+    cdef inline void _untracked(self, seg, tuple key, int flip, ts, packet, wire_len, list out)
+    @cython.locals(D=_Dir)
+    cdef inline void _ignored_segment(self, _Conn conn, seg, tuple key, int flip, int d, ts, packet, wire_len,
+                                      list out)
+    cdef inline bint _held_segment(self, _Conn conn, int d, seg, ts, packet, wire_len, list out)
+    @cython.locals(onxt="long long")
+    cdef inline bint _ack_taken(self, _Conn conn, int d, _Dir O, seg, long long ack, ts, packet, wire_len, list out)
+    cdef inline void _slow_segment(self, _Conn conn, int d, _Dir D, seg, tuple key, int flip, ts, packet, wire_len,
+                                   list out)
+    @cython.locals(dist="long long")
+    cdef inline bint _peer_acked(self, _Conn conn, int d, _Dir O, seg, long long moved, ts, packet, wire_len,
+                                 list out)
+    cdef inline bint _fin_early(self, _Conn conn, int d, _Dir D, seg, ts, packet, wire_len, list out)
+    cdef inline object _held_fin(self, _Conn conn, _Hold H, int d, _Dir D, seg, ts, packet, wire_len, list out)
 
 @cython.locals(D=_Dir)
 cpdef _Dir _get_dir(_Conn conn, int d)
+
+@cython.locals(O=_Dir, apos="long long")
+cdef long long _held_ack(_Conn conn, _Hold H, int d, ack) except? -2
+@cython.locals(X=_Dir)
+cdef bint _waiting(_Conn conn, _Hold H) except -1

@@ -115,6 +115,12 @@ ONE_WAY_ACKS = 3
 #: (``extra["missing"]``: the direction, 0 the client's, 1 the server's)
 ONE_DIRECTION = "one-direction"
 
+# a direction's nxt before its first segment, and once closed (every sequence number is >= 0); its isn
+# while no SYN of it was seen
+NOT_STARTED = -2
+CLOSED_DIR = -1
+NO_SYN = -1
+
 _OPEN = 0
 _IGNORED = 1
 _CLOSED = 2  # both FINs or RST seen: kept for a grace period to absorb late packets
@@ -127,8 +133,10 @@ class _Dir:
 
     def __init__(self) -> None:
         self.pos = 0  # unwrapped position of the next expected byte
-        self.nxt = None  # pos & MASK (None: not initialised yet; -1: closed: FIN delivered, or the connection)
-        self.isn: int | None = None  # sequence number of this direction's SYN, if seen
+        # pos & MASK (NOT_STARTED: not initialised yet; CLOSED_DIR: closed: FIN delivered, or the connection);
+        # C integers in the compiled build, as pos, isn and buffered (no int object per direction)
+        self.nxt = NOT_STARTED
+        self.isn = NO_SYN  # sequence number of this direction's SYN, if seen
         # out-of-order pieces: unwrapped starts (sorted) and their bytes; None while there are none
         # (most directions never hold one: a connection that is only a SYN costs no lists)
         self.starts: list[int] | None = None
@@ -364,6 +372,37 @@ def buffer_piece(D: _Dir, a: int, data: bytes, ts: int, packet: int) -> None:
             return
 
 
+def _held_ack(conn: _Conn, H: _Hold, d: int, ack: int) -> int:
+    """The unwrapped position an ACK of direction ``d`` reached in the other direction while the reorder
+    window ``H`` is open (-1 when that direction has no byte yet); a hole of it acknowledged further
+    grows to there."""
+    O = conn.d0 if d else conn.d1
+    if O is None or O.nxt < 0:
+        return -1
+    apos = O.pos + (((ack - O.nxt + HALF) & MASK) - HALF)
+    hole = H.hole
+    if apos > O.pos and apos > hole[1 - d]:
+        hole[1 - d] = apos
+    return apos
+
+
+def _waiting(conn: _Conn, H: _Hold) -> bool:
+    """Whether the reorder window ``H`` still waits for bytes: a hole of a direction not closed yet,
+    neither covered by the bytes held nor ended by a FIN kept in the window."""
+    hole = H.hole
+    for x in (0, 1):
+        if hole[x] >= 0:
+            X = conn.d1 if x else conn.d0
+            if X.nxt == CLOSED_DIR:
+                continue
+            c = _covered(X)
+            f = H.fin[x]
+            if c >= hole[x] or (f is not None and c >= f[0] and hole[x] <= f[0] + 1):  # (+1: the FIN's)
+                continue
+            return True
+    return False
+
+
 class TcpReassembler:
     """Per-direction in-order delivery of TCP payload, with gaps as events.
 
@@ -486,86 +525,61 @@ class TcpReassembler:
             flip = 1
         conn = self._table.get(key)
         if conn is None:
-            conn = self._closed.get(key)
-            if conn is not None:
-                # closed, within the grace period: late packets are dropped; a new SYN opens a new connection
-                D = conn.d1 if conn.cd ^ flip else conn.d0
-                if ((flags & SYN and not flags & ACK and (D is None or D.isn != sseq))
-                        or ts - conn.last_ts > self.close_grace):
-                    self._unlink(conn)
-                    self._new_conn(seg, key, flip, ts, packet, wire_len, out)
-                return out
-            self._new_conn(seg, key, flip, ts, packet, wire_len, out)
+            self._untracked(seg, key, flip, ts, packet, wire_len, out)
             return out
-        d = conn.cd ^ flip
-        if conn.state == _OPEN:
-            if ts - conn.last_ts > self.idle_timeout:
-                self._expire(conn, ts, packet, out, "idle")
-                self._new_conn(seg, key, flip, ts, packet, wire_len, out)
-                return out
-            conn.last_ts = ts
-            self._table.move_to_end(key)
-            if conn.held is not None:
-                if not flags & SYN:
-                    self._held_feed(conn, d, seg, ts, packet, wire_len, out)
-                    return out
-                self._declare(conn, ts, packet, out)  # a SYN closes the reorder window
-                if conn.state != _OPEN:  # (its FINs were both in the window)
-                    out.extend(self.feed(seg, ts, packet, wire_len))
-                    return out
-            if d:
-                D = conn.d1
-                O = conn.d0
-            else:
-                D = conn.d0
-                O = conn.d1
-            if flags & ACK and O is not None:
-                # the peer's bytes this segment acknowledges were sent: any of them not captured
-                # by the end of the reorder window are lost
-                onxt = O.nxt
-                if onxt is not None and onxt != ack and onxt != -1:
-                    dist = ((ack - onxt + HALF) & MASK) - HALF
-                    if dist > 0:
-                        if not flags & SYN and self.reorder_packets > 0:
-                            # (this packet counts too)
-                            conn.held = _Hold(self.reorder_packets + 1, ts + self.reorder_seconds)
-                            self._held_feed(conn, d, seg, ts, packet, wire_len, out)
-                            return out
-                        self._drain(conn, 1 - d, O, ts, packet, out, O.pos + dist)
-            elif O is None and flags & ACK and conn.missing < 0:
-                self._unseen_acked(conn, d, seg[5], ts, packet, out)
-            if D is None:
-                D = _get_dir(conn, d)
-            # fast path: in-order data, nothing buffered, no SYN/FIN/RST
-            elif D.nxt == sseq and not (flags & 7) and not D.buffered and wire_len is None:
-                if payload:
-                    n = len(payload)
-                    D.pos += n
-                    D.nxt = D.pos & MASK
-                    out.append(StreamData(conn.id, d, payload, ts, packet))
-                return out
-            if flags & SYN and not flags & ACK and D.isn != sseq and D.nxt is not None:
-                self._reused(conn, seg, key, flip, ts, packet, wire_len, out)
-                return out
-            if (flags & 7) == FIN and self.reorder_packets > 0 and D.nxt is not None and D.nxt != -1:
-                start = D.pos + (((sseq - D.nxt + HALF) & MASK) - HALF)
-                if start > _covered(D):
-                    # a FIN captured before bytes it follows: they were sent; wait for them
-                    conn.held = _Hold(self.reorder_packets + 1, ts + self.reorder_seconds)
-                    conn.held.hole[d] = start
-                    self._held_feed(conn, d, seg, ts, packet, wire_len, out)
-                    return out
-            self._segment(conn, d, D, seg, ts, packet, wire_len, out)
-            return out
-        # ignored
         if ts - conn.last_ts > self.idle_timeout:
             self._expire(conn, ts, packet, out, "idle")
             self._new_conn(seg, key, flip, ts, packet, wire_len, out)
             return out
         conn.last_ts = ts
         self._table.move_to_end(key)
+        d = conn.cd ^ flip
+        if conn.state != _OPEN:
+            self._ignored_segment(conn, seg, key, flip, d, ts, packet, wire_len, out)
+            return out
+        if conn.held is not None and self._held_segment(conn, d, seg, ts, packet, wire_len, out):
+            return out
+        if d:
+            D = conn.d1
+            O = conn.d0
+        else:
+            D = conn.d0
+            O = conn.d1
+        if flags & ACK and self._ack_taken(conn, d, O, seg, ack, ts, packet, wire_len, out):
+            return out
+        if D is None:
+            D = _get_dir(conn, d)
+        # fast path: in-order data, nothing buffered, no SYN/FIN/RST
+        elif D.nxt == sseq and not (flags & 7) and not D.buffered and wire_len is None:
+            if payload:
+                n = len(payload)
+                D.pos += n
+                D.nxt = D.pos & MASK
+                out.append(StreamData(conn.id, d, payload, ts, packet))
+            return out
+        self._slow_segment(conn, d, D, seg, key, flip, ts, packet, wire_len, out)
+        return out
+
+    def _untracked(self, seg: Segment, key: tuple, flip: int, ts: int, packet: int, wire_len: int | None,
+                   out: list) -> None:
+        """A segment of a 4-tuple not open: a new connection, unless it is a late packet of one closed
+        within the grace period (dropped; a new SYN opens a new connection)."""
+        conn = self._closed.get(key)
+        if conn is not None:
+            flags = seg[6]
+            D = conn.d1 if conn.cd ^ flip else conn.d0
+            if not ((flags & SYN and not flags & ACK and (D is None or D.isn != seg[4]))
+                    or ts - conn.last_ts > self.close_grace):
+                return
+            self._unlink(conn)
+        self._new_conn(seg, key, flip, ts, packet, wire_len, out)
+
+    def _ignored_segment(self, conn: _Conn, seg: Segment, key: tuple, flip: int, d: int, ts: int, packet: int,
+                         wire_len: int | None, out: list) -> None:
+        """A segment of an ignored connection: no events, but its end (FINs, RST) or reuse (a new SYN)."""
+        flags = seg[6]
         D = conn.d1 if d else conn.d0
-        if flags & SYN and not flags & ACK and D is not None and D.isn != sseq and D.nxt is not None:
+        if flags & SYN and not flags & ACK and D is not None and D.isn != seg[4] and D.nxt != NOT_STARTED:
             self._reused(conn, seg, key, flip, ts, packet, wire_len, out)
         elif flags & RST:
             self._retire(conn, ts)
@@ -573,7 +587,71 @@ class TcpReassembler:
             conn.fins |= 1 << d
             if conn.fins == 3:
                 self._retire(conn, ts)
-        return out
+
+    def _held_segment(self, conn: _Conn, d: int, seg: Segment, ts: int, packet: int, wire_len: int | None,
+                      out: list) -> bool:
+        """A segment while the reorder window is open: True when the window took it (see _held_feed);
+        a SYN closes the window first (False: the segment goes on as any other)."""
+        if not seg[6] & SYN:
+            self._held_feed(conn, d, seg, ts, packet, wire_len, out)
+            return True
+        self._declare(conn, ts, packet, out)
+        if conn.state != _OPEN:  # (its FINs were both in the window)
+            out.extend(self.feed(seg, ts, packet, wire_len))
+            return True
+        return False
+
+    def _ack_taken(self, conn: _Conn, d: int, O: _Dir, seg: Segment, ack: int, ts: int, packet: int,
+                   wire_len: int | None, out: list) -> bool:
+        """The ACK number ``ack`` of a segment of direction ``d``, its peer ``O`` (None: no packet of
+        it yet, see _unseen_acked): True when the reorder window took the segment (see _peer_acked)."""
+        if O is None:
+            if conn.missing < 0:
+                self._unseen_acked(conn, d, seg[5], ts, packet, out)
+            return False
+        # the peer's bytes this segment acknowledges were sent: any of them not captured by the end of
+        # the reorder window are lost
+        onxt = O.nxt
+        return onxt >= 0 and onxt != ack and self._peer_acked(conn, d, O, seg, ack - onxt, ts, packet, wire_len, out)
+
+    def _slow_segment(self, conn: _Conn, d: int, D: _Dir, seg: Segment, key: tuple, flip: int, ts: int, packet: int,
+                      wire_len: int | None, out: list) -> None:
+        """A segment of an open connection off the fast path: a new SYN (the 4-tuple reused), a FIN
+        captured before bytes it follows (see _fin_early), or any other (_segment)."""
+        flags = seg[6]
+        if flags & SYN and not flags & ACK and D.isn != seg[4] and D.nxt != NOT_STARTED:
+            self._reused(conn, seg, key, flip, ts, packet, wire_len, out)
+        elif not ((flags & 7) == FIN and self._fin_early(conn, d, D, seg, ts, packet, wire_len, out)):
+            self._segment(conn, d, D, seg, ts, packet, wire_len, out)
+
+    def _peer_acked(self, conn: _Conn, d: int, O: _Dir, seg: Segment, moved: int, ts: int, packet: int,
+                    wire_len: int | None, out: list) -> bool:
+        """The segment's ACK moved ``moved`` (a 32-bit difference) from the next byte expected of
+        the peer ``O``: bytes acknowledged and not captured yet open the reorder window (True: the
+        window took the segment), or, for a SYN or without a window, are lost at once."""
+        dist = ((moved + HALF) & MASK) - HALF
+        if dist <= 0:
+            return False
+        if not seg[6] & SYN and self.reorder_packets > 0:
+            conn.held = _Hold(self.reorder_packets + 1, ts + self.reorder_seconds)  # (this packet counts too)
+            self._held_feed(conn, d, seg, ts, packet, wire_len, out)
+            return True
+        self._drain(conn, 1 - d, O, ts, packet, out, O.pos + dist)
+        return False
+
+    def _fin_early(self, conn: _Conn, d: int, D: _Dir, seg: Segment, ts: int, packet: int, wire_len: int | None,
+                   out: list) -> bool:
+        """A FIN (without SYN or RST) captured before bytes it follows: they were sent; the reorder
+        window waits for them (True: it took the segment)."""
+        if self.reorder_packets <= 0 or D.nxt < 0:
+            return False
+        start = D.pos + (((seg[4] - D.nxt + HALF) & MASK) - HALF)
+        if start <= _covered(D):
+            return False
+        conn.held = _Hold(self.reorder_packets + 1, ts + self.reorder_seconds)
+        conn.held.hole[d] = start
+        self._held_feed(conn, d, seg, ts, packet, wire_len, out)
+        return True
 
     def sweep(self, ts: int, packet: int) -> list:
         """Expire connections idle for longer than ``idle_timeout`` as of ``ts``.
@@ -699,7 +777,7 @@ class TcpReassembler:
                 D.stamps = None
                 D.buffered = 0
                 D.cuts = None
-                D.nxt = -1
+                D.nxt = CLOSED_DIR
         conn.held = None
         conn.state = _CLOSED
         conn.last_ts = ts  # (closed: the time it closed)
@@ -757,13 +835,13 @@ class TcpReassembler:
             out.append(StreamClosed(conn.id, d, "rst", ts, packet))
             self._retire(conn, ts)
             return
-        if D.nxt == -1:
+        if D.nxt == CLOSED_DIR:
             return  # after this direction's FIN: retransmissions only
         if flags & SYN:
-            if D.nxt is None:
+            if D.nxt == NOT_STARTED:
                 D.isn = seq
             seq = (seq + 1) & MASK
-        if D.nxt is None:  # first segment of this direction: start here
+        if D.nxt == NOT_STARTED:  # first segment of this direction: start here
             D.pos = seq
             D.nxt = seq
         payload = seg[7]
@@ -830,7 +908,7 @@ class TcpReassembler:
         D.buffered = 0
         D.cuts = None
         D.pos = fin + 1
-        D.nxt = -1
+        D.nxt = CLOSED_DIR
         conn.fins |= 1 << d
         if conn.fins == 3:
             self._retire(conn, ts)
@@ -894,46 +972,25 @@ class TcpReassembler:
 
     def _held_feed(self, conn: _Conn, d: int, seg: Segment, ts: int, packet: int, wire_len: int | None,
                    out: list) -> None:
-        """A segment without SYN/FIN/RST while the reorder window ``conn.held`` is open.  A
+        """A segment without SYN while the reorder window ``conn.held`` is open.  A
         direction with a hole the peer acknowledged delivers the bytes that fill it and buffers the
         rest; the other direction's events are queued, with the position its ACK reached, behind
         the missing bytes (they may answer them).  The window ends when every such hole is
         covered, or is declared lost after ``reorder_packets`` packets of the connection or
         ``reorder_seconds`` of capture time."""
         H = conn.held
-        hole = H.hole
         D = _get_dir(conn, d)
-        O = conn.d0 if d else conn.d1
-        ack = seg[5]
-        apos = -1
-        if seg[6] & ACK and O is not None:
-            onxt = O.nxt
-            if onxt is not None and onxt != -1:
-                apos = O.pos + (((ack - onxt + HALF) & MASK) - HALF)
-                if apos > O.pos and apos > hole[1 - d]:
-                    hole[1 - d] = apos
+        apos = _held_ack(conn, H, d, seg[5]) if seg[6] & ACK else -1
         if seg[6] & RST:  # kept until the window ends (it may have overtaken what it answers)
             if H.rst is None:
                 H.rst = (d, ts, packet)
         elif seg[6] & FIN:
-            if D.nxt is None or D.nxt == -1:  # (a direction's first segment, or after its FIN)
-                self._release(conn, ts, packet, out, True)
-                if conn.state == _OPEN:
-                    self._segment(conn, d, D, seg, ts, packet, wire_len, out)
+            seg = self._held_fin(conn, H, d, D, seg, ts, packet, wire_len, out)
+            if seg is None:
                 return
-            # the FIN is kept until the window ends (it may have overtaken bytes it follows)
-            plen = len(seg[7])
-            length = plen if wire_len is None or wire_len < plen else wire_len
-            start = D.pos + (((seg[4] - D.nxt + HALF) & MASK) - HALF)
-            fin = start + length
-            if H.fin[d] is None:
-                H.fin[d] = (fin, ts, packet)
-                if (hole[d] >= 0 or start > _covered(D)) and fin > hole[d]:
-                    hole[d] = fin  # (the bytes before a FIN were sent)
-            seg = seg._replace(flags=seg[6] & ~FIN)
         if seg[6] & RST:
             pass
-        elif hole[d] >= 0:
+        elif H.hole[d] >= 0:
             self._segment(conn, d, D, seg, ts, packet, wire_len, out)
         else:
             evs: list = []
@@ -942,23 +999,34 @@ class TcpReassembler:
                 H.queue.append((d, apos, packet, evs))
         if conn.held is not H:
             return  # (closed by the segment: see _flush_all)
-        waiting = False
-        for x in (0, 1):
-            if hole[x] >= 0:
-                X = conn.d1 if x else conn.d0
-                if X.nxt == -1:
-                    continue
-                c = _covered(X)
-                f = H.fin[x]
-                if c >= hole[x] or (f is not None and c >= f[0] and hole[x] <= f[0] + 1):  # (+1: the FIN's)
-                    continue
-                waiting = True
-        if not waiting:
+        if not _waiting(conn, H):
             self._release(conn, ts, packet, out, False)
             return
         H.left -= 1
         if H.left <= 0 or ts >= H.end:
             self._release(conn, ts, packet, out, True)
+
+    def _held_fin(self, conn: _Conn, H: _Hold, d: int, D: _Dir, seg: Segment, ts: int, packet: int,
+                  wire_len: int | None, out: list):
+        """A FIN of direction ``d`` in the reorder window: kept until the window ends (it may have overtaken
+        bytes it follows; the bytes before it were sent), and the segment without it returned, to go on
+        with.  On a direction's first segment, or after its FIN, the window ends first and the segment is
+        taken whole here: None."""
+        if D.nxt < 0:
+            self._release(conn, ts, packet, out, True)
+            if conn.state == _OPEN:
+                self._segment(conn, d, D, seg, ts, packet, wire_len, out)
+            return None
+        plen = len(seg[7])
+        length = plen if wire_len is None or wire_len < plen else wire_len
+        start = D.pos + (((seg[4] - D.nxt + HALF) & MASK) - HALF)
+        fin = start + length
+        hole = H.hole
+        if H.fin[d] is None:
+            H.fin[d] = (fin, ts, packet)
+            if (hole[d] >= 0 or start > _covered(D)) and fin > hole[d]:
+                hole[d] = fin  # (the bytes before a FIN were sent)
+        return seg._replace(flags=seg[6] & ~FIN)
 
     def _declare(self, conn: _Conn, ts: int, packet: int, out: list) -> None:
         """Close the reorder window now: the holes still waited for are lost."""
@@ -975,7 +1043,7 @@ class TcpReassembler:
             x = 1 - e
             X = conn.d1 if x else conn.d0
             h = hole[x]
-            if h >= 0 and X is not None and X.nxt != -1:
+            if h >= 0 and X is not None and X.nxt != CLOSED_DIR:
                 force = None
                 if lost:
                     force = apos if apos < h else h
@@ -994,7 +1062,7 @@ class TcpReassembler:
         for x in (0, 1):
             h = hole[x]
             X = conn.d1 if x else conn.d0
-            if h >= 0 and X is not None and X.nxt != -1:
+            if h >= 0 and X is not None and X.nxt != CLOSED_DIR:
                 f = H.fin[x]
                 if f is not None and h > f[0]:
                     h = f[0]  # (the FIN's own sequence number is not a byte)
@@ -1005,7 +1073,7 @@ class TcpReassembler:
         for x in (0, 1):
             f = H.fin[x]
             X = conn.d1 if x else conn.d0
-            if f is not None and X.nxt != -1 and conn.state == _OPEN:
+            if f is not None and X.nxt != CLOSED_DIR and conn.state == _OPEN:
                 self._fin(conn, x, X, f[0], f[1], f[2], out)
         r = H.rst
         if r is not None and conn.state == _OPEN:
@@ -1053,7 +1121,7 @@ class TcpReassembler:
         behind: list = [None, None]
         for d in (0, 1):
             D = conn.d1 if d else conn.d0
-            if D is not None and D.buffered and D.nxt != -1:
+            if D is not None and D.buffered and D.nxt != CLOSED_DIR:
                 evs = []
                 self._drain(conn, d, D, ts, packet, evs, D.starts[-1] + len(D.datas[-1]))
                 behind[d] = evs
