@@ -485,6 +485,15 @@ def _value_into(out: list, label, v, indent, f, default, ctype) -> None:
         out.append(f"{pad}{label} ({tname}): {text} [default]" if default else f"{pad}{label} ({tname}): {text}")
         return
     mark = " [default]" if default else ""
+    if isinstance(v, (Described, list, dict)):
+        _container_into(out, pad, label, v, indent, mark)
+    else:
+        _scalar_into(out, pad, label, v, f, default, ctype, mark)
+
+
+def _container_into(out: list, pad: str, label, v, indent, mark: str) -> None:
+    """:func:`_value_into` of a described value, composite, array, list or map: its line, then
+    its children's one indent deeper (``mark``: a default's mark, shown by a composite)."""
     if isinstance(v, Composite):
         out.append(f"{pad}{label} ({v.spec.name}, descriptor {_desc_text(v.descriptor)}){mark}")
         _composite_into(out, v, indent + 1)
@@ -493,26 +502,32 @@ def _value_into(out: list, label, v, indent, f, default, ctype) -> None:
         out.append(f"{pad}{label} ({v.name or 'described'}, descriptor {_desc_text(v.descriptor)})")
         _value_into(out, "value", v.value, indent + 1, None, False, None)
         return
+    if isinstance(v, dict):
+        _map_into(out, pad, label, v, indent)
+        return
     if isinstance(v, Array):
         out.append(f"{pad}{label} (array of {len(v)} {v.element_type})")
-        for i, x in enumerate(v):
-            _value_into(out, f"[{i}]", x, indent + 1, None, False, None)
-        return
-    if isinstance(v, list):
+    else:
         out.append(f"{pad}{label} (list of {len(v)})")
-        for i, x in enumerate(v):
-            _value_into(out, f"[{i}]", x, indent + 1, None, False, None)
-        return
-    if isinstance(v, dict):
-        out.append(f"{pad}{label} (map of {len(v)})")
-        for k, x in v.items():
-            if type(k) is str or type(k) is Symbol:  # short_value(None, k) of a string key
-                key = str(k)
-                key = repr(key if len(key) <= 60 else key[:60] + "…")
-            else:
-                key = short_value(None, k)
-            _value_into(out, key, x, indent + 1, None, False, None)
-        return
+    for i, x in enumerate(v):
+        _value_into(out, f"[{i}]", x, indent + 1, None, False, None)
+
+
+def _map_into(out: list, pad: str, label, v, indent) -> None:
+    """:func:`_value_into` of a map: its line, then one child per pair labelled by its key."""
+    out.append(f"{pad}{label} (map of {len(v)})")
+    for k, x in v.items():
+        if type(k) is str or type(k) is Symbol:  # short_value(None, k) of a string key
+            key = str(k)
+            key = repr(key if len(key) <= 60 else key[:60] + "…")
+        else:
+            key = short_value(None, k)
+        _value_into(out, key, x, indent + 1, None, False, None)
+
+
+def _scalar_into(out: list, pad: str, label, v, f, default, ctype, mark: str) -> None:
+    """:func:`_value_into` of a value that is neither a common leaf nor a container (a float,
+    uuid, timestamp, char, decimal ...): one line."""
     # a default comes from the spec tables as a plain Python value: its type is the field's
     t = f.primitive if default and f is not None and f.primitive != "*" else amqp_type_of(v)
     text = short_value(None, v, limit=120)
