@@ -83,6 +83,15 @@ cdef _json(v)
 @cython.locals(out=dict)
 cpdef dict message_json(sections)
 
+@cython.locals(d=dict)
+cdef dict _frame_json(Frame ev)
+
+cdef _delivery_json_into(dict d, Frame ev, Delivery dl)
+
+cdef dict _header_json(ev)
+
+cdef dict _note_json(ev)
+
 cdef class DetailLines:
     cdef object _last_packet
     cdef public object layer_records

@@ -141,81 +141,102 @@ def message_json(sections: list) -> dict:
 def event_json(ev) -> dict | None:
     """The JSON object of a header, frame or stream note (None for other events)."""
     if isinstance(ev, Frame):
-        d = {
-            "packet": ev.packet,
-            "time": None if ev.ts is None else ev.ts / 1_000_000_000,  # (epoch seconds, the nearest float)
-            "time_ns": ev.ts,  # (exact: integer nanoseconds since the epoch)
-            "src": ev.src,
-            "dst": ev.dst,
-            "connection": ev.conn,
-            "channel": ev.channel,
-            "type": ev.kind,
-            "performative": ev.name,
-            "fields": {},
-            "size": ev.size,
-            "doff": ev.doff,
-        }
-        if ev.first_packet != ev.packet:
-            d["first_packet"] = ev.first_packet
-        p = ev.performative
-        if isinstance(p, Composite):
-            d["fields"] = _fields_json(p)
-            defaults = _defaults_json(p)
-            if defaults:
-                d["defaults"] = defaults
-        elif isinstance(p, Described):
-            d["fields"] = {"@descriptor": json_value(p.descriptor), "@value": json_value(p.value)}
-        if ev.name == "transfer":
-            d["payload_size"] = len(ev.payload)
-        dl = ev.delivery
-        if dl is not None:
-            d["delivery_frames"] = dl.frames
-            d["message_size"] = dl.message_size
-            if dl.first_packet != ev.packet:
-                d["delivery_first_packet"] = dl.first_packet
-            if dl.aborted:
-                d["aborted"] = True
-            else:
-                sections = dl.sections()
-                if sections is not None:
-                    d["message"] = message_json(sections)
-                elif dl.error:
-                    d["message_error"] = dl.error
-        if ev.notes:
-            d["notes"] = [n.as_dict() for n in ev.notes]
-        return d
+        return _frame_json(ev)
     if isinstance(ev, ProtocolHeader):
-        d = {
-            "packet": ev.packet,
-            "time": None if ev.ts is None else ev.ts / 1_000_000_000,  # (epoch seconds, the nearest float)
-            "time_ns": ev.ts,  # (exact: integer nanoseconds since the epoch)
-            "src": ev.src,
-            "dst": ev.dst,
-            "connection": ev.conn,
-            "channel": None,
-            "type": "header",
-            "performative": None,
-            "fields": {"protocol": ev.name, "protocol-id": ev.protocol_id, "version": ".".join(map(str, ev.version))},
-        }
-        if ev.notes:
-            d["notes"] = [n.as_dict() for n in ev.notes]
-        return d
+        return _header_json(ev)
     if isinstance(ev, StreamNote):
-        return {
-            "packet": ev.packet,
-            "time": None if ev.ts is None else ev.ts / 1_000_000_000,  # (epoch seconds, the nearest float)
-            "time_ns": ev.ts,  # (exact: integer nanoseconds since the epoch)
-            "src": ev.src,
-            "dst": ev.dst,
-            "connection": ev.conn,
-            "channel": None,
-            "type": "note",
-            "performative": None,
-            "fields": {},
-            "notes": [ev.note.as_dict()],
-            "skipped": ev.skipped,
-        }
+        return _note_json(ev)
     return None
+
+
+def _frame_json(ev) -> dict:
+    """:func:`event_json` of a frame."""
+    d = {
+        "packet": ev.packet,
+        "time": None if ev.ts is None else ev.ts / 1_000_000_000,  # (epoch seconds, the nearest float)
+        "time_ns": ev.ts,  # (exact: integer nanoseconds since the epoch)
+        "src": ev.src,
+        "dst": ev.dst,
+        "connection": ev.conn,
+        "channel": ev.channel,
+        "type": ev.kind,
+        "performative": ev.name,
+        "fields": {},
+        "size": ev.size,
+        "doff": ev.doff,
+    }
+    if ev.first_packet != ev.packet:
+        d["first_packet"] = ev.first_packet
+    p = ev.performative
+    if isinstance(p, Composite):
+        d["fields"] = _fields_json(p)
+        defaults = _defaults_json(p)
+        if defaults:
+            d["defaults"] = defaults
+    elif isinstance(p, Described):
+        d["fields"] = {"@descriptor": json_value(p.descriptor), "@value": json_value(p.value)}
+    if ev.name == "transfer":
+        d["payload_size"] = len(ev.payload)
+    dl = ev.delivery
+    if dl is not None:
+        _delivery_json_into(d, ev, dl)
+    if ev.notes:
+        d["notes"] = [n.as_dict() for n in ev.notes]
+    return d
+
+
+def _delivery_json_into(d: dict, ev, dl) -> None:
+    """Add to ``d`` (the JSON object of frame ``ev``) what ``ev``'s delivery ``dl`` tells: its frames,
+    size, first packet, and its message (or why there is none)."""
+    d["delivery_frames"] = dl.frames
+    d["message_size"] = dl.message_size
+    if dl.first_packet != ev.packet:
+        d["delivery_first_packet"] = dl.first_packet
+    if dl.aborted:
+        d["aborted"] = True
+    else:
+        sections = dl.sections()
+        if sections is not None:
+            d["message"] = message_json(sections)
+        elif dl.error:
+            d["message_error"] = dl.error
+
+
+def _header_json(ev) -> dict:
+    """:func:`event_json` of a protocol header."""
+    d = {
+        "packet": ev.packet,
+        "time": None if ev.ts is None else ev.ts / 1_000_000_000,  # (epoch seconds, the nearest float)
+        "time_ns": ev.ts,  # (exact: integer nanoseconds since the epoch)
+        "src": ev.src,
+        "dst": ev.dst,
+        "connection": ev.conn,
+        "channel": None,
+        "type": "header",
+        "performative": None,
+        "fields": {"protocol": ev.name, "protocol-id": ev.protocol_id, "version": ".".join(map(str, ev.version))},
+    }
+    if ev.notes:
+        d["notes"] = [n.as_dict() for n in ev.notes]
+    return d
+
+
+def _note_json(ev) -> dict:
+    """:func:`event_json` of a stream note."""
+    return {
+        "packet": ev.packet,
+        "time": None if ev.ts is None else ev.ts / 1_000_000_000,  # (epoch seconds, the nearest float)
+        "time_ns": ev.ts,  # (exact: integer nanoseconds since the epoch)
+        "src": ev.src,
+        "dst": ev.dst,
+        "connection": ev.conn,
+        "channel": None,
+        "type": "note",
+        "performative": None,
+        "fields": {},
+        "notes": [ev.note.as_dict()],
+        "skipped": ev.skipped,
+    }
 
 
 # --------------------------------------------------------------------------- summary
