@@ -475,57 +475,69 @@ def _skip_array(buf, count: int, p: int, cend: int, depth: int, budget: list) ->
 # --------------------------------------------------------------------------- delivery state
 
 
-def _state(buf, p: int, end: int, budget: list):
-    """A delivery state at ``p`` (constructor 0x00): (value, end) or None."""
-    q = p + 1
+def _described_at(buf, q: int, end: int, by_code: dict, by_symbol: dict):
+    """The entry of ``by_code`` (a descriptor written as a small ulong or a ulong) or of ``by_symbol``
+    (written as a symbol) named by the descriptor whose constructor is at ``q``:
+    ``(entry or None, position after the descriptor)``, or None when it is none of these or cut."""
     if q >= end:
         return None
     c = buf[q]
     if c == 0x53:
         if end - q < 2:
             return None
-        st = _STATE_BY_CODE.get(buf[q + 1])
-        q += 2
-    elif c == 0x80:
+        return by_code.get(buf[q + 1]), q + 2
+    if c == 0x80:
         if end - q < 9:
             return None
-        st = _STATE_BY_CODE.get(_U64.unpack_from(buf, q + 1)[0])
-        q += 9
-    elif c == 0xA3:
+        return by_code.get(_U64.unpack_from(buf, q + 1)[0]), q + 9
+    if c == 0xA3:
         if end - q < 2:
             return None
         r = q + 2 + buf[q + 1]
         if r > end:
             return None
-        st = _STATE_BY_SYMBOL.get(bytes(buf[q + 2 : r]))
-        q = r
-    elif c == 0xB3:
+        return by_symbol.get(bytes(buf[q + 2 : r])), r
+    if c == 0xB3:
         if end - q < 5:
             return None
         r = q + 5 + _U32.unpack_from(buf, q + 1)[0]
         if r > end:
             return None
-        st = _STATE_BY_SYMBOL.get(bytes(buf[q + 5 : r]))
-        q = r
-    else:
+        return by_symbol.get(bytes(buf[q + 5 : r])), r
+    return None
+
+
+def _state(buf, p: int, end: int, budget: list):
+    """A delivery state at ``p`` (constructor 0x00): (value, end) or None."""
+    found = _described_at(buf, p + 1, end, _STATE_BY_CODE, _STATE_BY_SYMBOL)
+    if found is None:
         return None
+    st, q = found
     if st is None or q >= end:
         return None
-    c = buf[q]
-    if _CTYPE[c] != _LIST_TYPE:
+    if _CTYPE[buf[q]] != _LIST_TYPE:
         return None
     if st[1]:
-        if c == 0x45:
-            return st[0], q + 1
-        if c == 0xC0 and end - q >= 3 and buf[q + 1] == 1 and buf[q + 2] == 0:
-            return st[0], q + 3
-        if c == 0xD0 and end - q >= 9 and _U32X2.unpack_from(buf, q + 1) == (4, 0):
-            return st[0], q + 9
+        r = _empty_list_end(buf, q, end)
+        if r >= 0:
+            return st[0], r
     # the descriptor was read at depth 3 (performative described 1, its list 2)
     stop = _skip(buf, p, end, 2, budget)
     if stop < 0:
         return None
     return Span(p, stop), stop
+
+
+def _empty_list_end(buf, q: int, end: int) -> int:
+    """The end of the list at ``q`` when it is empty (in any of its three encodings), else -1."""
+    c = buf[q]
+    if c == 0x45:
+        return q + 1
+    if c == 0xC0 and end - q >= 3 and buf[q + 1] == 1 and buf[q + 2] == 0:
+        return q + 3
+    if c == 0xD0 and end - q >= 9 and _U32X2.unpack_from(buf, q + 1) == (4, 0):
+        return q + 9
+    return -1
 
 
 # --------------------------------------------------------------------------- the scanner
