@@ -842,21 +842,27 @@ def _plain(buf, c: int, k: int, p: int, end: int, values, i: int) -> int:
         _put(values, i, _I64.unpack_from(buf, p)[0])
         return p + 8
     if k == R_STR or k == R_SYM:
-        if _WIDTH[c] == 1:
-            if p >= end:
-                return -1
-            q = p + 1 + buf[p]
-            p += 1
-        else:
-            if end - p < 4:
-                return -1
-            q = p + 4 + _U32.unpack_from(buf, p)[0]
-            p += 4
-        if q > end:
-            return -1
-        try:
-            _put(values, i, bytes(buf[p:q]).decode("utf-8" if k == R_STR else "ascii"))
-        except UnicodeDecodeError:
-            return -1
-        return q
+        return _plain_text(buf, c, k, p, end, values, i)
     return -1  # pragma: no cover - _plain_primitive admits only the kinds above
+
+
+def _plain_text(buf, c: int, k: int, p: int, end: int, values, i: int) -> int:
+    """Store the string (``k`` R_STR, UTF-8) or symbol (R_SYM, ASCII) of constructor ``c`` (its
+    length at ``p``) in ``values[i]``: its end, or -1."""
+    if _WIDTH[c] == 1:
+        if p >= end:
+            return -1
+        q = p + 1 + buf[p]
+        p += 1
+    else:
+        if end - p < 4:
+            return -1
+        q = p + 4 + _U32.unpack_from(buf, p)[0]
+        p += 4
+    if q > end:
+        return -1
+    try:
+        _put(values, i, bytes(buf[p:q]).decode("utf-8" if k == R_STR else "ascii"))
+    except UnicodeDecodeError:
+        return -1
+    return q
