@@ -33,8 +33,12 @@ cdef class Reader:
     cpdef value(self)
     @cython.locals(p=Py_ssize_t, code=int)
     cdef _described(self)
-    @cython.locals(kind=int, width=int, p=Py_ssize_t, n=Py_ssize_t, b=int, cp=cython.ulonglong)
+    @cython.locals(kind=int, width=int, p=Py_ssize_t)
     cdef _body(self, int code)
+    @cython.locals(p=Py_ssize_t, n=Py_ssize_t)
+    cdef _variable(self, int code, int kind)
+    @cython.locals(width=int, p=Py_ssize_t, b=int, cp=cython.ulonglong)
+    cdef _fixed(self, int code, int kind)
     @cython.locals(size=Py_ssize_t, count=Py_ssize_t, end=Py_ssize_t)
     cdef (Py_ssize_t, Py_ssize_t) _compound_header(self, int width) except *
     @cython.locals(count=Py_ssize_t, end=Py_ssize_t, saved_lim=Py_ssize_t, items=list, i=Py_ssize_t)

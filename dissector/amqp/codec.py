@@ -582,25 +582,7 @@ class Reader:
             self.p = p + width
             return _CLASS[code](_uint_at(self.data, p, width))
         if kind == _K_STRING or kind == _K_SYMBOL or kind == _K_BINARY:
-            if _WIDTH[code] == 1:
-                n = self._u8()
-            else:
-                n = self._u32()
-            p = self.p
-            if n > self.lim - p:
-                raise DecodeError(f"need {n} bytes at offset {self.base + p}, only {self.lim - p} remain")
-            self.p = p + n
-            if kind == _K_BINARY:
-                return self.data[p : p + n]
-            if kind == _K_STRING:
-                try:
-                    return self.data[p : p + n].decode("utf-8")
-                except UnicodeDecodeError as e:
-                    raise DecodeError(f"invalid UTF-8 in string: {e}") from None
-            try:
-                return Symbol(self.data[p : p + n].decode("ascii"))
-            except UnicodeDecodeError:
-                raise DecodeError("symbol is not ASCII") from None
+            return self._variable(code, kind)
         if kind == _K_CONST:
             return _CLASS[code]
         if kind == _K_LIST:
@@ -613,6 +595,35 @@ class Reader:
             raise DecodeError(f"invalid constructor 0x{code:02x} at offset {self.base + self.p - 1}")
         if kind == _K_ARRAY:
             return self._array(_WIDTH[code])
+        return self._fixed(code, kind)
+
+    def _variable(self, code, kind):
+        """The binary, string or symbol of constructor ``code`` (reader kind ``kind``) whose
+        length starts at the cursor."""
+        if _WIDTH[code] == 1:
+            n = self._u8()
+        else:
+            n = self._u32()
+        p = self.p
+        if n > self.lim - p:
+            raise DecodeError(f"need {n} bytes at offset {self.base + p}, only {self.lim - p} remain")
+        self.p = p + n
+        if kind == _K_BINARY:
+            return self.data[p : p + n]
+        if kind == _K_STRING:
+            try:
+                return self.data[p : p + n].decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise DecodeError(f"invalid UTF-8 in string: {e}") from None
+        try:
+            return Symbol(self.data[p : p + n].decode("ascii"))
+        except UnicodeDecodeError:
+            raise DecodeError("symbol is not ASCII") from None
+
+    def _fixed(self, code, kind):
+        """The fixed-width value (not an unsigned integer: a boolean, signed integer, float,
+        decimal, char, timestamp or uuid) of constructor ``code`` (reader kind ``kind``) whose
+        body starts at the cursor."""
         width = _WIDTH[code]
         p = self.p
         if width > self.lim - p:

@@ -11,6 +11,7 @@ cdef class ScanResult:
     cdef public Py_ssize_t code
     cdef public object name
     cdef public Py_ssize_t perf_end
+    cdef public Py_ssize_t count
     cdef public bint spans
 
 cpdef bytes buffer_bytes(bytearray buf, Py_ssize_t a, Py_ssize_t b)
@@ -19,8 +20,24 @@ cpdef scan_into(bytearray buf, Py_ssize_t pos, Py_ssize_t end, list budget, Scan
 
 cdef inline void _put(values, Py_ssize_t i, v)
 
-@cython.locals(n=Py_ssize_t, p=Py_ssize_t, q=Py_ssize_t, lend=Py_ssize_t, count=Py_ssize_t,
-               nfields=Py_ssize_t, c=int, a=int, i=Py_ssize_t, size=Py_ssize_t, u="unsigned long long",
+@cython.locals(n=Py_ssize_t, p=Py_ssize_t, layout=tuple)
+cdef _scan(bytearray buf, Py_ssize_t pos, Py_ssize_t end, list budget, ScanResult res)
+
+@cython.locals(c=int, lend=Py_ssize_t, count=Py_ssize_t, size=Py_ssize_t)
+cdef inline Py_ssize_t _list_start(bytearray buf, Py_ssize_t p, Py_ssize_t end, Py_ssize_t nfields, ScanResult res)
+
+@cython.locals(nfields=Py_ssize_t, count=Py_ssize_t, lend=Py_ssize_t, c=int, a=int, i=Py_ssize_t,
                actions=tuple, row=tuple, absent=tuple, kinds=tuple, mandatory=tuple, charged=bint,
                state=bint, spans=bint)
-cdef _scan(bytearray buf, Py_ssize_t pos, Py_ssize_t end, list budget, ScanResult res)
+cdef _scan_fields(bytearray buf, Py_ssize_t p, tuple layout, list budget, ScanResult res)
+
+@cython.locals(u="unsigned long long")
+cdef inline Py_ssize_t _read_plain(bytearray buf, int c, int a, Py_ssize_t p, Py_ssize_t end, values, Py_ssize_t i)
+
+@cython.locals(q=Py_ssize_t)
+cdef inline Py_ssize_t _read_binary(bytearray buf, int c, Py_ssize_t p, Py_ssize_t end, values, Py_ssize_t i)
+
+cdef inline _empty_state_name(bytearray buf, Py_ssize_t p, Py_ssize_t end, bint state)
+
+@cython.locals(i=Py_ssize_t)
+cdef inline bint _complete(values, Py_ssize_t count, Py_ssize_t nfields, tuple mandatory)

@@ -475,57 +475,69 @@ def _skip_array(buf, count: int, p: int, cend: int, depth: int, budget: list) ->
 # --------------------------------------------------------------------------- delivery state
 
 
-def _state(buf, p: int, end: int, budget: list):
-    """A delivery state at ``p`` (constructor 0x00): (value, end) or None."""
-    q = p + 1
+def _described_at(buf, q: int, end: int, by_code: dict, by_symbol: dict):
+    """The entry of ``by_code`` (a descriptor written as a small ulong or a ulong) or of ``by_symbol``
+    (written as a symbol) named by the descriptor whose constructor is at ``q``:
+    ``(entry or None, position after the descriptor)``, or None when it is none of these or cut."""
     if q >= end:
         return None
     c = buf[q]
     if c == 0x53:
         if end - q < 2:
             return None
-        st = _STATE_BY_CODE.get(buf[q + 1])
-        q += 2
-    elif c == 0x80:
+        return by_code.get(buf[q + 1]), q + 2
+    if c == 0x80:
         if end - q < 9:
             return None
-        st = _STATE_BY_CODE.get(_U64.unpack_from(buf, q + 1)[0])
-        q += 9
-    elif c == 0xA3:
+        return by_code.get(_U64.unpack_from(buf, q + 1)[0]), q + 9
+    if c == 0xA3:
         if end - q < 2:
             return None
         r = q + 2 + buf[q + 1]
         if r > end:
             return None
-        st = _STATE_BY_SYMBOL.get(bytes(buf[q + 2 : r]))
-        q = r
-    elif c == 0xB3:
+        return by_symbol.get(bytes(buf[q + 2 : r])), r
+    if c == 0xB3:
         if end - q < 5:
             return None
         r = q + 5 + _U32.unpack_from(buf, q + 1)[0]
         if r > end:
             return None
-        st = _STATE_BY_SYMBOL.get(bytes(buf[q + 5 : r]))
-        q = r
-    else:
+        return by_symbol.get(bytes(buf[q + 5 : r])), r
+    return None
+
+
+def _state(buf, p: int, end: int, budget: list):
+    """A delivery state at ``p`` (constructor 0x00): (value, end) or None."""
+    found = _described_at(buf, p + 1, end, _STATE_BY_CODE, _STATE_BY_SYMBOL)
+    if found is None:
         return None
+    st, q = found
     if st is None or q >= end:
         return None
-    c = buf[q]
-    if _CTYPE[c] != _LIST_TYPE:
+    if _CTYPE[buf[q]] != _LIST_TYPE:
         return None
     if st[1]:
-        if c == 0x45:
-            return st[0], q + 1
-        if c == 0xC0 and end - q >= 3 and buf[q + 1] == 1 and buf[q + 2] == 0:
-            return st[0], q + 3
-        if c == 0xD0 and end - q >= 9 and _U32X2.unpack_from(buf, q + 1) == (4, 0):
-            return st[0], q + 9
+        r = _empty_list_end(buf, q, end)
+        if r >= 0:
+            return st[0], r
     # the descriptor was read at depth 3 (performative described 1, its list 2)
     stop = _skip(buf, p, end, 2, budget)
     if stop < 0:
         return None
     return Span(p, stop), stop
+
+
+def _empty_list_end(buf, q: int, end: int) -> int:
+    """The end of the list at ``q`` when it is empty (in any of its three encodings), else -1."""
+    c = buf[q]
+    if c == 0x45:
+        return q + 1
+    if c == 0xC0 and end - q >= 3 and buf[q + 1] == 1 and buf[q + 2] == 0:
+        return q + 3
+    if c == 0xD0 and end - q >= 9 and _U32X2.unpack_from(buf, q + 1) == (4, 0):
+        return q + 9
+    return -1
 
 
 # --------------------------------------------------------------------------- the scanner
@@ -541,16 +553,18 @@ def buffer_bytes(buf: bytearray, a: int, b: int) -> bytes:
 
 class ScanResult:
     """What a scan found besides the fields (:func:`scan_into` fills it): the performative's
-    descriptor ``code`` and ``name``, ``perf_end`` (the offset after the performative) and
-    ``spans`` (a field was read as a :class:`Span`: decode it before the buffer changes).  One
-    object reused frame after frame: no result tuple per frame."""
+    descriptor ``code`` and ``name``, ``perf_end`` (the offset after the performative),
+    ``count`` (the fields its list encodes: those after are ABSENT) and ``spans`` (a field was
+    read as a :class:`Span`: decode it before the buffer changes).  One object reused frame after
+    frame: no result tuple per frame."""
 
-    __slots__ = ("code", "name", "perf_end", "spans")
+    __slots__ = ("code", "name", "perf_end", "count", "spans")
 
     def __init__(self):
         self.code = 0
         self.name = None
         self.perf_end = 0
+        self.count = 0
         self.spans = False
 
 
@@ -588,32 +602,8 @@ def _put(values, i, v) -> None:
         values[i] = v
 
 
-def _layout_at(buf, p: int, end: int):
-    """The layout named by a descriptor written as a ulong or a symbol at ``p`` (the described
-    constructor 0x00): ``(layout or None, position after the descriptor)``, or None when malformed."""
-    c = buf[p + 1]
-    if c == 0x80:
-        if end - p < 10:
-            return None
-        return _LAYOUT_BY_CODE.get(_U64.unpack_from(buf, p + 2)[0]), p + 10
-    if c == 0xA3:
-        q = p + 3 + buf[p + 2]
-        if q > end:
-            return None
-        return _LAYOUT_BY_SYMBOL.get(bytes(buf[p + 3 : q])), q
-    if c == 0xB3:
-        if end - p < 6:
-            return None
-        q = p + 6 + _U32.unpack_from(buf, p + 2)[0]
-        if q > end:
-            return None
-        return _LAYOUT_BY_SYMBOL.get(bytes(buf[p + 6 : q])), q
-    return None
-
-
 def _scan(buf, pos, end, budget, res):
-    # The reader kinds are written as literals in this loop (see R_* above): a module
-    # constant is a dictionary lookup per use, in CPython and in Cython alike.
+    """:func:`scan_into`: the performative's layout from its descriptor, then its list."""
     n = len(buf)
     if end > n:
         end = n
@@ -624,25 +614,32 @@ def _scan(buf, pos, end, budget, res):
         layout = _LAYOUT_SMALL[buf[p + 2]]
         p += 3
     else:  # a descriptor as a ulong or a symbol
-        found = _layout_at(buf, p, end)
+        found = _described_at(buf, p + 1, end, _LAYOUT_BY_CODE, _LAYOUT_BY_SYMBOL)
         if found is None:
             return None
         layout, p = found
     if layout is None:
         return None
-    code, nfields, kinds, actions, mandatory, absent, pname = layout
-
-    # the list
-    if p >= end:
+    p = _list_start(buf, p, end, layout[1], res)
+    if p < 0:
         return None
+    return _scan_fields(buf, p, layout, budget, res)
+
+
+def _list_start(buf, p: int, end: int, nfields: int, res) -> int:
+    """Read the header of the performative's list at ``p``: its first element's offset, its count in
+    ``res.count`` and its end in ``res.perf_end``; -1 when it is not a list of at most ``nfields``
+    elements or is cut."""
+    if p >= end:
+        return -1
     c = buf[p]
     p += 1
     if c == 0xC0:
         if end - p < 2:
-            return None
+            return -1
         lend = p + 1 + buf[p]
         if lend == p + 1 or lend > end:
-            return None
+            return -1
         count = buf[p + 1]
         p += 2
     elif c == 0x45:
@@ -650,19 +647,31 @@ def _scan(buf, pos, end, budget, res):
         lend = p
     elif c == 0xD0:
         if end - p < 8:
-            return None
+            return -1
         size, count = _U32X2.unpack_from(buf, p)
         if size < 4:
-            return None
+            return -1
         lend = p + 4 + size
         if lend > end:
-            return None
+            return -1
         p += 8
     else:
-        return None
+        return -1
     if count > nfields or count > lend - p:
-        return None
+        return -1
+    res.count = count
+    res.perf_end = lend
+    return p
 
+
+def _scan_fields(buf, p: int, layout: tuple, budget: list, res):
+    """The values of the ``res.count`` fields of ``layout`` from ``p`` to ``res.perf_end``
+    (the rest ABSENT; ``res`` filled), or None."""
+    # The reader kinds are written as literals in this loop (see R_* above): a module
+    # constant is a dictionary lookup per use, in CPython and in Cython alike.
+    code, nfields, kinds, actions, mandatory, absent, pname = layout
+    count = res.count
+    lend = res.perf_end
     if cython.compiled:  # the tuple itself, its slots set in field order (absent ones at the end)
         values = PyTuple_New(nfields)
     else:
@@ -676,86 +685,111 @@ def _scan(buf, pos, end, budget, res):
         row = actions[i]
         a = row[c]
         p += 1
-        if a == 5:  # R_U8
-            if p >= lend:
+        if a != 20:  # a plain value, or A_DECLINE
+            p = _read_plain(buf, c, a, p, lend, values, i)
+            if p < 0:
                 return None
-            _put(values, i, buf[p])
-            p += 1
-        elif a == 1:  # R_NULL
-            _put(values, i, None)
-        elif a == 4:  # R_ZERO
-            _put(values, i, 0)
-        elif a == 2:  # R_TRUE
-            _put(values, i, True)
-        elif a == 3:  # R_FALSE
-            _put(values, i, False)
-        elif a == 14:  # R_BIN
-            if c == 0xA0:
-                if p >= lend:
-                    return None
-                q = p + 1 + buf[p]
-                p += 1
-            else:
-                if lend - p < 4:
-                    return None
-                q = p + 4 + _U32.unpack_from(buf, p)[0]
-                p += 4
-            if q > lend:
-                return None
-            _put(values, i, buffer_bytes(buf, p, q))
-            p = q
-        elif a == 10:  # R_U32
-            if lend - p < 4:
-                return None
-            u = buf[p]
-            u = (u << 24) | (buf[p + 1] << 16) | (buf[p + 2] << 8) | buf[p + 3]
-            _put(values, i, u)
+            continue
+        # A_SLOW: a delivery state or a Span
+        p -= 1
+        state = kinds[i] == F_STATE
+        # the usual case in one step: 00 53 XX 45, an empty accepted/released/...
+        name = _empty_state_name(buf, p, lend, state)
+        if name is not None:
+            _put(values, i, name)
             p += 4
-        elif a == 7:  # R_BOOL8
-            if p >= lend:
-                return None
-            c = buf[p]
-            if c > 1:
-                return None
-            _put(values, i, c == 1)
-            p += 1
-        elif a == 0:  # A_DECLINE
+            continue
+        if not charged:
+            budget[0] -= count
+            charged = True
+        p = _walked(buf, p, lend, state, values, i, budget)
+        if p < 0:
             return None
-        elif a != 20:  # the rarer plain kinds
-            p = _plain(buf, c, a, p, lend, values, i)
-            if p < 0:
-                return None
-        else:  # A_SLOW: a delivery state or a Span
-            p -= 1
-            state = kinds[i] == F_STATE
-            # the usual case in one step: 00 53 XX 45, an empty accepted/released/...
-            if state and p + 3 < lend and buf[p + 1] == 0x53 and buf[p + 3] == 0x45:
-                name = _EMPTY_STATE_SMALL[buf[p + 2]]
-                if name is not None:
-                    _put(values, i, name)
-                    p += 4
-                    continue
-            if not charged:
-                budget[0] -= count
-                charged = True
-            p = _walked(buf, p, lend, state, values, i, budget)
-            if p < 0:
-                return None
-            if not state or type(values[i]) is Span:
-                spans = True
-    if p != lend:
+        if not state or type(values[i]) is Span:
+            spans = True
+    if p != lend or not _complete(values, count, nfields, mandatory):
         return None
+    res.code = code
+    res.name = pname
+    res.spans = spans
+    return values if cython.compiled else tuple(values)
+
+
+def _read_plain(buf, c: int, a: int, p: int, end: int, values, i: int) -> int:
+    """Store the plain value of reader kind ``a`` (constructor ``c``, its body at ``p``) in
+    ``values[i]``: its end, or -1 (A_DECLINE, or the value is cut or invalid)."""
+    if a == 5:  # R_U8
+        if p >= end:
+            return -1
+        _put(values, i, buf[p])
+        return p + 1
+    if a == 1:  # R_NULL
+        _put(values, i, None)
+        return p
+    if a == 4:  # R_ZERO
+        _put(values, i, 0)
+        return p
+    if a == 2:  # R_TRUE
+        _put(values, i, True)
+        return p
+    if a == 3:  # R_FALSE
+        _put(values, i, False)
+        return p
+    if a == 14:  # R_BIN
+        return _read_binary(buf, c, p, end, values, i)
+    if a == 10:  # R_U32
+        if end - p < 4:
+            return -1
+        u = buf[p]
+        u = (u << 24) | (buf[p + 1] << 16) | (buf[p + 2] << 8) | buf[p + 3]
+        _put(values, i, u)
+        return p + 4
+    if a == 7:  # R_BOOL8
+        if p >= end or buf[p] > 1:
+            return -1
+        _put(values, i, buf[p] == 1)
+        return p + 1
+    if a == 0:  # A_DECLINE
+        return -1
+    return _plain(buf, c, a, p, end, values, i)  # the rarer plain kinds
+
+
+def _read_binary(buf, c: int, p: int, end: int, values, i: int) -> int:
+    """Store the binary of constructor ``c`` (its length at ``p``) in ``values[i]``: its end, or -1."""
+    if c == 0xA0:
+        if p >= end:
+            return -1
+        q = p + 1 + buf[p]
+        p += 1
+    else:
+        if end - p < 4:
+            return -1
+        q = p + 4 + _U32.unpack_from(buf, p)[0]
+        p += 4
+    if q > end:
+        return -1
+    _put(values, i, buffer_bytes(buf, p, q))
+    return q
+
+
+def _empty_state_name(buf, p: int, end: int, state: bool):
+    """The name of the empty delivery state written ``00 53 XX 45`` at ``p`` when ``state`` (the
+    field is a delivery state) and XX is a state that may be empty, else None."""
+    if state and p + 3 < end and buf[p + 1] == 0x53 and buf[p + 3] == 0x45:
+        return _EMPTY_STATE_SMALL[buf[p + 2]]
+    return None
+
+
+def _complete(values, count: int, nfields: int, mandatory: tuple) -> bool:
+    """Fill the ``nfields - count`` absent fields (compiled: the slots after ``count``); False when
+    a mandatory field is absent or null."""
     if cython.compiled:
         for i in range(count, nfields):
             _put(values, i, ABSENT)
     for m in mandatory:
         if m >= count or values[m] is None:
-            return None
-    res.code = code
-    res.name = pname
-    res.perf_end = lend
-    res.spans = spans
-    return values if cython.compiled else tuple(values)
+            return False
+    return True
 
 
 def _walked(buf, p: int, end: int, state: bool, values, i: int, budget: list) -> int:
@@ -808,21 +842,27 @@ def _plain(buf, c: int, k: int, p: int, end: int, values, i: int) -> int:
         _put(values, i, _I64.unpack_from(buf, p)[0])
         return p + 8
     if k == R_STR or k == R_SYM:
-        if _WIDTH[c] == 1:
-            if p >= end:
-                return -1
-            q = p + 1 + buf[p]
-            p += 1
-        else:
-            if end - p < 4:
-                return -1
-            q = p + 4 + _U32.unpack_from(buf, p)[0]
-            p += 4
-        if q > end:
-            return -1
-        try:
-            _put(values, i, bytes(buf[p:q]).decode("utf-8" if k == R_STR else "ascii"))
-        except UnicodeDecodeError:
-            return -1
-        return q
+        return _plain_text(buf, c, k, p, end, values, i)
     return -1  # pragma: no cover - _plain_primitive admits only the kinds above
+
+
+def _plain_text(buf, c: int, k: int, p: int, end: int, values, i: int) -> int:
+    """Store the string (``k`` R_STR, UTF-8) or symbol (R_SYM, ASCII) of constructor ``c`` (its
+    length at ``p``) in ``values[i]``: its end, or -1."""
+    if _WIDTH[c] == 1:
+        if p >= end:
+            return -1
+        q = p + 1 + buf[p]
+        p += 1
+    else:
+        if end - p < 4:
+            return -1
+        q = p + 4 + _U32.unpack_from(buf, p)[0]
+        p += 4
+    if q > end:
+        return -1
+    try:
+        _put(values, i, bytes(buf[p:q]).decode("utf-8" if k == R_STR else "ascii"))
+    except UnicodeDecodeError:
+        return -1
+    return q

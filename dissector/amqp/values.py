@@ -261,29 +261,49 @@ def short_value(f: FieldSpec | None, v, limit: int = 60) -> str:
     if v is True or v is False:
         return "true" if v else "false"
     if isinstance(v, Composite):
-        if v.spec.name in ("source", "target"):
-            addr = v.field("address")
-            return f"{v.spec.name}({'' if not addr else addr})"
-        if v.spec.name == "error":
-            desc = v.field("description")
-            cond = v.field("condition")
-            # one line: a broker's description may span several (tshark shows them as \n)
-            desc = str(desc).replace("\r", "\\r").replace("\n", "\\n") if desc else desc
-            return f"error({cond}{': ' + desc if desc else ''})"
-        inner = ", ".join(f"{fs.name}={short_value(fs, x)}" for fs, x in v.items())
-        return f"{v.spec.name}({inner})"
+        return _short_composite(v)
     if isinstance(v, Described):
         return f"{v.name or v.descriptor}:{short_value(None, v.value)}"
     if isinstance(v, (bytes, bytearray)):
-        s = bytes(v)
-        text = s.hex() if len(s) <= limit // 2 else s[: limit // 2].hex() + "…"
-        return f"0x{text}"
+        return _short_binary(bytes(v), limit)
     if isinstance(v, str):
         s = str(v)
         return repr(s if len(s) <= limit else s[:limit] + "…")
     if isinstance(v, list):
-        return "[" + ", ".join(short_value(None, x) for x in v[:8]) + (", …" if len(v) > 8 else "") + "]"
+        return _short_list(v)
     if isinstance(v, dict):
-        return "{" + ", ".join(f"{short_value(None, k)}: {short_value(None, x)}" for k, x in list(v.items())[:6]) + (
-            ", …" if len(v) > 6 else "") + "}"
+        return _short_map(v)
     return str(v)
+
+
+def _short_composite(v: Composite) -> str:
+    """:func:`short_value` of a composite: a terminus by its address, an error by its condition and
+    description, any other by its fields."""
+    if v.spec.name in ("source", "target"):
+        addr = v.field("address")
+        return f"{v.spec.name}({'' if not addr else addr})"
+    if v.spec.name == "error":
+        desc = v.field("description")
+        cond = v.field("condition")
+        # one line: a broker's description may span several (tshark shows them as \n)
+        desc = str(desc).replace("\r", "\\r").replace("\n", "\\n") if desc else desc
+        return f"error({cond}{': ' + desc if desc else ''})"
+    inner = ", ".join(f"{fs.name}={short_value(fs, x)}" for fs, x in v.items())
+    return f"{v.spec.name}({inner})"
+
+
+def _short_binary(s: bytes, limit: int) -> str:
+    """:func:`short_value` of a binary: its hex, cut after ``limit // 2`` bytes."""
+    text = s.hex() if len(s) <= limit // 2 else s[: limit // 2].hex() + "…"
+    return f"0x{text}"
+
+
+def _short_list(v: list) -> str:
+    """:func:`short_value` of a list: its first 8 elements."""
+    return "[" + ", ".join(short_value(None, x) for x in v[:8]) + (", …" if len(v) > 8 else "") + "]"
+
+
+def _short_map(v: dict) -> str:
+    """:func:`short_value` of a map: its first 6 pairs."""
+    return "{" + ", ".join(f"{short_value(None, k)}: {short_value(None, x)}" for k, x in list(v.items())[:6]) + (
+        ", …" if len(v) > 6 else "") + "}"

@@ -35,8 +35,17 @@ cdef class _CompositeLayout:
     cdef public Py_ssize_t nf
     cdef public tuple fields, names, ctypes, defaults, nulls, heads
 
-@cython.locals(pad=str, tname=str, text=str, s=str, i=Py_ssize_t, key=str)
+@cython.locals(pad=str, tname=str, text=str)
 cdef _value_into(list out, label, v, Py_ssize_t indent, f, bint default, ctype)
+
+@cython.locals(i=Py_ssize_t)
+cdef _container_into(list out, str pad, label, v, Py_ssize_t indent, str mark)
+
+@cython.locals(key=str)
+cdef _map_into(list out, str pad, label, v, Py_ssize_t indent)
+
+@cython.locals(text=str)
+cdef _scalar_into(list out, str pad, label, v, f, bint default, ctype, str mark)
 
 cdef str _leaf_text(v, t)
 
@@ -73,6 +82,15 @@ cdef _json(v)
 
 @cython.locals(out=dict)
 cpdef dict message_json(sections)
+
+@cython.locals(d=dict)
+cdef dict _frame_json(Frame ev)
+
+cdef _delivery_json_into(dict d, Frame ev, Delivery dl)
+
+cdef dict _header_json(ev)
+
+cdef dict _note_json(ev)
 
 cdef class DetailLines:
     cdef object _last_packet

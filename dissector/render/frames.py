@@ -141,81 +141,102 @@ def message_json(sections: list) -> dict:
 def event_json(ev) -> dict | None:
     """The JSON object of a header, frame or stream note (None for other events)."""
     if isinstance(ev, Frame):
-        d = {
-            "packet": ev.packet,
-            "time": None if ev.ts is None else ev.ts / 1_000_000_000,  # (epoch seconds, the nearest float)
-            "time_ns": ev.ts,  # (exact: integer nanoseconds since the epoch)
-            "src": ev.src,
-            "dst": ev.dst,
-            "connection": ev.conn,
-            "channel": ev.channel,
-            "type": ev.kind,
-            "performative": ev.name,
-            "fields": {},
-            "size": ev.size,
-            "doff": ev.doff,
-        }
-        if ev.first_packet != ev.packet:
-            d["first_packet"] = ev.first_packet
-        p = ev.performative
-        if isinstance(p, Composite):
-            d["fields"] = _fields_json(p)
-            defaults = _defaults_json(p)
-            if defaults:
-                d["defaults"] = defaults
-        elif isinstance(p, Described):
-            d["fields"] = {"@descriptor": json_value(p.descriptor), "@value": json_value(p.value)}
-        if ev.name == "transfer":
-            d["payload_size"] = len(ev.payload)
-        dl = ev.delivery
-        if dl is not None:
-            d["delivery_frames"] = dl.frames
-            d["message_size"] = dl.message_size
-            if dl.first_packet != ev.packet:
-                d["delivery_first_packet"] = dl.first_packet
-            if dl.aborted:
-                d["aborted"] = True
-            else:
-                sections = dl.sections()
-                if sections is not None:
-                    d["message"] = message_json(sections)
-                elif dl.error:
-                    d["message_error"] = dl.error
-        if ev.notes:
-            d["notes"] = [n.as_dict() for n in ev.notes]
-        return d
+        return _frame_json(ev)
     if isinstance(ev, ProtocolHeader):
-        d = {
-            "packet": ev.packet,
-            "time": None if ev.ts is None else ev.ts / 1_000_000_000,  # (epoch seconds, the nearest float)
-            "time_ns": ev.ts,  # (exact: integer nanoseconds since the epoch)
-            "src": ev.src,
-            "dst": ev.dst,
-            "connection": ev.conn,
-            "channel": None,
-            "type": "header",
-            "performative": None,
-            "fields": {"protocol": ev.name, "protocol-id": ev.protocol_id, "version": ".".join(map(str, ev.version))},
-        }
-        if ev.notes:
-            d["notes"] = [n.as_dict() for n in ev.notes]
-        return d
+        return _header_json(ev)
     if isinstance(ev, StreamNote):
-        return {
-            "packet": ev.packet,
-            "time": None if ev.ts is None else ev.ts / 1_000_000_000,  # (epoch seconds, the nearest float)
-            "time_ns": ev.ts,  # (exact: integer nanoseconds since the epoch)
-            "src": ev.src,
-            "dst": ev.dst,
-            "connection": ev.conn,
-            "channel": None,
-            "type": "note",
-            "performative": None,
-            "fields": {},
-            "notes": [ev.note.as_dict()],
-            "skipped": ev.skipped,
-        }
+        return _note_json(ev)
     return None
+
+
+def _frame_json(ev) -> dict:
+    """:func:`event_json` of a frame."""
+    d = {
+        "packet": ev.packet,
+        "time": None if ev.ts is None else ev.ts / 1_000_000_000,  # (epoch seconds, the nearest float)
+        "time_ns": ev.ts,  # (exact: integer nanoseconds since the epoch)
+        "src": ev.src,
+        "dst": ev.dst,
+        "connection": ev.conn,
+        "channel": ev.channel,
+        "type": ev.kind,
+        "performative": ev.name,
+        "fields": {},
+        "size": ev.size,
+        "doff": ev.doff,
+    }
+    if ev.first_packet != ev.packet:
+        d["first_packet"] = ev.first_packet
+    p = ev.performative
+    if isinstance(p, Composite):
+        d["fields"] = _fields_json(p)
+        defaults = _defaults_json(p)
+        if defaults:
+            d["defaults"] = defaults
+    elif isinstance(p, Described):
+        d["fields"] = {"@descriptor": json_value(p.descriptor), "@value": json_value(p.value)}
+    if ev.name == "transfer":
+        d["payload_size"] = len(ev.payload)
+    dl = ev.delivery
+    if dl is not None:
+        _delivery_json_into(d, ev, dl)
+    if ev.notes:
+        d["notes"] = [n.as_dict() for n in ev.notes]
+    return d
+
+
+def _delivery_json_into(d: dict, ev, dl) -> None:
+    """Add to ``d`` (the JSON object of frame ``ev``) what ``ev``'s delivery ``dl`` tells: its frames,
+    size, first packet, and its message (or why there is none)."""
+    d["delivery_frames"] = dl.frames
+    d["message_size"] = dl.message_size
+    if dl.first_packet != ev.packet:
+        d["delivery_first_packet"] = dl.first_packet
+    if dl.aborted:
+        d["aborted"] = True
+    else:
+        sections = dl.sections()
+        if sections is not None:
+            d["message"] = message_json(sections)
+        elif dl.error:
+            d["message_error"] = dl.error
+
+
+def _header_json(ev) -> dict:
+    """:func:`event_json` of a protocol header."""
+    d = {
+        "packet": ev.packet,
+        "time": None if ev.ts is None else ev.ts / 1_000_000_000,  # (epoch seconds, the nearest float)
+        "time_ns": ev.ts,  # (exact: integer nanoseconds since the epoch)
+        "src": ev.src,
+        "dst": ev.dst,
+        "connection": ev.conn,
+        "channel": None,
+        "type": "header",
+        "performative": None,
+        "fields": {"protocol": ev.name, "protocol-id": ev.protocol_id, "version": ".".join(map(str, ev.version))},
+    }
+    if ev.notes:
+        d["notes"] = [n.as_dict() for n in ev.notes]
+    return d
+
+
+def _note_json(ev) -> dict:
+    """:func:`event_json` of a stream note."""
+    return {
+        "packet": ev.packet,
+        "time": None if ev.ts is None else ev.ts / 1_000_000_000,  # (epoch seconds, the nearest float)
+        "time_ns": ev.ts,  # (exact: integer nanoseconds since the epoch)
+        "src": ev.src,
+        "dst": ev.dst,
+        "connection": ev.conn,
+        "channel": None,
+        "type": "note",
+        "performative": None,
+        "fields": {},
+        "notes": [ev.note.as_dict()],
+        "skipped": ev.skipped,
+    }
 
 
 # --------------------------------------------------------------------------- summary
@@ -485,6 +506,15 @@ def _value_into(out: list, label, v, indent, f, default, ctype) -> None:
         out.append(f"{pad}{label} ({tname}): {text} [default]" if default else f"{pad}{label} ({tname}): {text}")
         return
     mark = " [default]" if default else ""
+    if isinstance(v, (Described, list, dict)):
+        _container_into(out, pad, label, v, indent, mark)
+    else:
+        _scalar_into(out, pad, label, v, f, default, ctype, mark)
+
+
+def _container_into(out: list, pad: str, label, v, indent, mark: str) -> None:
+    """:func:`_value_into` of a described value, composite, array, list or map: its line, then
+    its children's one indent deeper (``mark``: a default's mark, shown by a composite)."""
     if isinstance(v, Composite):
         out.append(f"{pad}{label} ({v.spec.name}, descriptor {_desc_text(v.descriptor)}){mark}")
         _composite_into(out, v, indent + 1)
@@ -493,26 +523,32 @@ def _value_into(out: list, label, v, indent, f, default, ctype) -> None:
         out.append(f"{pad}{label} ({v.name or 'described'}, descriptor {_desc_text(v.descriptor)})")
         _value_into(out, "value", v.value, indent + 1, None, False, None)
         return
+    if isinstance(v, dict):
+        _map_into(out, pad, label, v, indent)
+        return
     if isinstance(v, Array):
         out.append(f"{pad}{label} (array of {len(v)} {v.element_type})")
-        for i, x in enumerate(v):
-            _value_into(out, f"[{i}]", x, indent + 1, None, False, None)
-        return
-    if isinstance(v, list):
+    else:
         out.append(f"{pad}{label} (list of {len(v)})")
-        for i, x in enumerate(v):
-            _value_into(out, f"[{i}]", x, indent + 1, None, False, None)
-        return
-    if isinstance(v, dict):
-        out.append(f"{pad}{label} (map of {len(v)})")
-        for k, x in v.items():
-            if type(k) is str or type(k) is Symbol:  # short_value(None, k) of a string key
-                key = str(k)
-                key = repr(key if len(key) <= 60 else key[:60] + "…")
-            else:
-                key = short_value(None, k)
-            _value_into(out, key, x, indent + 1, None, False, None)
-        return
+    for i, x in enumerate(v):
+        _value_into(out, f"[{i}]", x, indent + 1, None, False, None)
+
+
+def _map_into(out: list, pad: str, label, v, indent) -> None:
+    """:func:`_value_into` of a map: its line, then one child per pair labelled by its key."""
+    out.append(f"{pad}{label} (map of {len(v)})")
+    for k, x in v.items():
+        if type(k) is str or type(k) is Symbol:  # short_value(None, k) of a string key
+            key = str(k)
+            key = repr(key if len(key) <= 60 else key[:60] + "…")
+        else:
+            key = short_value(None, k)
+        _value_into(out, key, x, indent + 1, None, False, None)
+
+
+def _scalar_into(out: list, pad: str, label, v, f, default, ctype, mark: str) -> None:
+    """:func:`_value_into` of a value that is neither a common leaf nor a container (a float,
+    uuid, timestamp, char, decimal ...): one line."""
     # a default comes from the spec tables as a plain Python value: its type is the field's
     t = f.primitive if default and f is not None and f.primitive != "*" else amqp_type_of(v)
     text = short_value(None, v, limit=120)

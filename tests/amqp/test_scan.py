@@ -183,6 +183,8 @@ def check(buf, pos: int = 0, end: int | None = None):
         assert (_RES.code, _RES.perf_end) == (code, perf_end)
         assert _RES.name == next(n for n in SCANNED if XML_CODE_OF[n] == code)
         assert _RES.spans == any(type(x) is Span for x in values)
+        # the fields the list encodes, as the generic decoder reads the list
+        assert _RES.count == len(Reader(buf, pos, end).value().value)
     return exp
 
 
