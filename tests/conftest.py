@@ -42,7 +42,7 @@ def pytest_configure(config):
         config.option.loadscopereorder = False
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # (optional: a run with -p no:xdist)
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadgroup`` by group_of.  (pytest-xdist 3.8 groups by the ``xdist_group`` mark: its
     worker appends the group to the test's ``_nodeid``, which pytest 9 no longer reads, so every test
