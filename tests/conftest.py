@@ -29,10 +29,9 @@ LONG_GROUPS = ("spark", "tests/benchmarks/test_benchmark_script.py")
 
 def group_of(nodeid: str) -> str:
     """The group of a test, by its id alone (what pytest-xdist's scheduler sees): "spark" for the
-    tests of tests/spark/ and those with "spark" in their name (every test of the Spark session
-    fixture: pytest_collection_modifyitems checks it), else the test's file."""
-    path, _, name = nodeid.partition("::")
-    return "spark" if path.startswith("tests/spark/") or "spark" in name else path
+    tests with "spark" in their id (tests/spark/, a file or a test named so: every test of the Spark
+    session fixture is, pytest_collection_modifyitems checks it), else the test's file."""
+    return "spark" if "spark" in nodeid else nodeid.split("::", 1)[0]
 
 
 def pytest_configure(config):
