@@ -20,13 +20,62 @@ for p in (ROOT, *(os.path.join(HERE, f) for f in reversed(FOLDERS))):
 import pytest  # noqa: E402
 
 
+# The groups of tests that take longest, by far, for the few tests they hold: the Spark session's
+# (a JVM, then Spark jobs) and the benchmark script's smoke run (some 50 child processes).  The
+# workers are handed whole groups, the biggest first (below): these go first, so that they do not
+# come last and leave the other core idle while they end.
+LONG_GROUPS = ("spark", "tests/benchmarks/test_benchmark_script.py")
+
+
+def group_of(nodeid: str) -> str:
+    """The group of a test, by its id alone (what pytest-xdist's scheduler sees): "spark" for the
+    tests with "spark" in their id (tests/spark/, a file or a test named so: every test of the Spark
+    session fixture is, pytest_collection_modifyitems checks it), else the test's file."""
+    return "spark" if "spark" in nodeid else nodeid.split("::", 1)[0]
+
+
+def pytest_configure(config):
+    """Under ``--dist loadgroup`` the workers take the groups in the order the tests are collected
+    (pytest_collection_modifyitems sets it), not pytest-xdist's own (most tests first)."""
+    if getattr(config.option, "dist", "no") == "loadgroup" and hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # (optional: a run with -p no:xdist)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` by group_of.  (pytest-xdist 3.8 groups by the ``xdist_group`` mark: its
+    worker appends the group to the test's ``_nodeid``, which pytest 9 no longer reads, so every test
+    was a group of its own: the Spark session started in both workers, a file's module fixtures
+    were made in both.)"""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return GroupScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (``-n``, with ``--dist loadgroup``, as pyproject.toml sets it) each file's
-    tests run in one worker, so a module fixture (a TLS capture, a browser, a generated capture) is
-    made once; every test of the Spark session fixture runs in one worker, so one JVM starts."""
+    """Under pytest-xdist (``-n``, with ``--dist loadgroup``, as pyproject.toml sets it) each
+    group's tests (group_of: a file's, or the Spark session's) run in one worker, so a module
+    fixture (a TLS capture, a browser, a generated capture) is made once and one JVM starts.
+
+    The groups are handed to the workers in this order: LONG_GROUPS first, then the others by their
+    number of tests, the most first (pytest-xdist's own order); a group's tests keep their order.
+    (A worker has ``loadgroup`` set, and its ``dist`` is "no".)"""
+    groups: dict[str, list] = {}
     for item in items:
-        group = "spark" if "spark" in getattr(item, "fixturenames", ()) else item.nodeid.split("::", 1)[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+        group = group_of(item.nodeid)
+        if "spark" in getattr(item, "fixturenames", ()) and group != "spark":
+            raise pytest.UsageError(f"{item.nodeid} uses the Spark session: put 'spark' in its name (tests/conftest.py)")
+        groups.setdefault(group, []).append(item)
+    if getattr(config.option, "loadgroup", False):
+        def rank(group):
+            return (LONG_GROUPS.index(group) if group in LONG_GROUPS else len(LONG_GROUPS), -len(groups[group]))
+        items[:] = [item for group in sorted(groups, key=rank) for item in groups[group]]
 
 
 @pytest.fixture(scope="session")

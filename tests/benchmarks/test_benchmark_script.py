@@ -75,7 +75,7 @@ def test_quick_run_json_structure_and_scaled_capture(tmp_path):
     cap = str(tmp_path / "q.pcap")
     args = ["--quick", "--messages", "40", "--out", cap, "--only", "report,deliveries-csv", "--repeat", "2",
             "--scales", "1,2", "--memory", "report", "--json", str(tmp_path / "r.json"), "--stages",
-            "--jobs-scales", "1,2"]
+            "--jobs-scales", "1,2", "--api", "none"]  # (the API rows: the second run below)
     if tshark is None:
         args += ["--tshark", ""]
     res, stdout = _bench(*args)
@@ -193,11 +193,20 @@ def test_quick_run_json_structure_and_scaled_capture(tmp_path):
     # stages: the packet count read in-process agrees with dpkt
     assert res["stages"]["packets"] == len(times) and res["stages"]["amqp_frames"] > 0
 
-    # same parameters: both captures are reused, not rebuilt
+    assert res["api"]["rows"] == []  # (--api none)
+
+    # same parameters: both captures are reused, not rebuilt; the API's DataFrame against the CLI's
+    # parquet, once, on the capture of the first shape
     res2, _ = _bench("--quick", "--messages", "40", "--out", cap, "--only", "none", "--scales", "1,2",
-                     "--memory", "report", "--tshark", "")
+                     "--memory", "report", "--tshark", "", "--shapes", "acked", "--repeat", "1")
+    assert res2["errors"] == []
     assert res2["capture"]["built"] is False and [s["built"] for s in res2["scaled"]] == [False, False]
     assert res2["pairs"] == [] and res2["capture"]["packets"] == base["packets"]
+    (api,) = res2["api"]["rows"]
+    assert (api["shape"], api["mode"], api["packets"]) == ("acked", "default", len(times))
+    assert len(api["api_s"]) == len(api["cli_s"]) == 1 and api["api_peak_mb"] > 0 and api["cli_peak_mb"] > 0
+    assert api["ratio"] == pytest.approx(api["api_s"][0] / api["cli_s"][0], rel=0.01, abs=2e-3)
+    assert api["pass"] is (api["ratio"] <= 3.0 and api["api_peak_mb"] <= 400.0)
 
 
 def test_instruction_counts_come_from_callgrind_and_show_beside_the_times(monkeypatch):

@@ -23,6 +23,7 @@ capture with ten adjacent swaps (tests/capture/test_reorder.py) names none.
 
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import math
@@ -52,8 +53,10 @@ NS = 1_000_000_000
 BACK = ("-5", "-0.5")
 
 
+@functools.cache
 def _epochs(path) -> list[int]:
-    """tshark's frame.time_epoch of every packet, as integer nanoseconds."""
+    """tshark's frame.time_epoch of every packet, as integer nanoseconds (read once per file: the
+    samples' are asked for by each shift's test)."""
     out = subprocess.run(["tshark", "-r", path, "-T", "fields", "-e", "frame.time_epoch"], check=True,
                          capture_output=True, text=True).stdout
     return [int(Decimal(x) * NS) for x in out.split()]

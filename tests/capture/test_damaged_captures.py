@@ -85,9 +85,18 @@ def _touched(frames):
 
 
 def _key_rows(a):
-    d = a.deliveries
+    """(sending side, channel, delivery-id, link) -> outcome, of every row of the deliveries table.
+    (The table's rows as the Analyzer gives them: the hundreds of damaged variants a test reads
+    need no DataFrame each: the rows into DataFrames is tested in tests/results/test_schema.py and
+    tests/pipelines/test_api.py.)"""
     side = {"client": 0, "server": 1}
-    return {(side[r.sender_side], r.channel, r.delivery_id, r.link): (r.outcome or "") for r in d.itertuples()}
+    return {(side[r["sender_side"]], r["channel"], r["delivery_id"], r["link"]): (r["outcome"] or "")
+            for r in a.analyzer.delivery_rows()}
+
+
+def _violations(a) -> list[str]:
+    """The messages of the violations table's rows."""
+    return [r["message"] for r in a.analyzer.violation_rows()]
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +110,7 @@ def test_each_lost_packet_costs_only_what_it_carried(name, base, tmp_path):
     frames = _frames_by_packet(name)
     b = base[name]
     b_rows = _key_rows(b)
-    b_violations = len(b.violations)
+    b_violations = len(_violations(b))
     checked = 0
     for i, (_, buf) in enumerate(packets, 1):
         tcp = _tcp(buf, lt)
@@ -111,11 +120,12 @@ def test_each_lost_packet_costs_only_what_it_carried(name, base, tmp_path):
         _write(path, packets[: i - 1] + packets[i:], lt)
         a = read_analysis(str(path))
         # no violation that the loss made up
-        assert len(a.violations) <= b_violations, (i, list(a.violations["message"]))
+        violations = _violations(a)
+        assert len(violations) <= b_violations, (i, violations)
         # the gap is declared, with the dropped segment's size, on the side that sent it
-        conns = a.connections
-        lost = conns[["gap_bytes_client", "gap_bytes_server"]].sum()
-        assert int(lost.sum()) == len(tcp.data), (i, lost.to_dict())
+        lost = {side: sum(c[side] for c in a.analyzer.connection_rows())
+                for side in ("gap_bytes_client", "gap_bytes_server")}
+        assert sum(lost.values()) == len(tcp.data), (i, lost)
         # deliveries and outcomes change only where the packet's frames were
         sent, settled = _touched(frames.get(i, []))
         rows = _key_rows(a)
@@ -132,12 +142,13 @@ def test_each_lost_packet_costs_only_what_it_carried(name, base, tmp_path):
 def test_duplicated_packets_change_nothing(name, base, tmp_path):
     packets, lt = _packets(name)
     b = base[name]
+    b_rows, b_violations = _key_rows(b), len(_violations(b))
     for i in range(1, len(packets) + 1, 3):
         path = tmp_path / f"dup{i}.pcap"
         _write(path, packets[:i] + [packets[i - 1]] + packets[i:], lt)
         a = read_analysis(str(path))
-        assert _key_rows(a) == _key_rows(b), i
-        assert len(a.violations) == len(b.violations), i
+        assert _key_rows(a) == b_rows, i
+        assert len(_violations(a)) == b_violations, i
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -146,14 +157,15 @@ def test_capture_joined_mid_stream_invents_no_violation(name, base, tmp_path):
     the capture would have answered; every delivery seen whole is still counted."""
     packets, lt = _packets(name)
     b = base[name]
+    b_rows, b_violations = _key_rows(b), len(_violations(b))
     for cut in range(1, len(packets) - 2):
         path = tmp_path / f"cut{cut}.pcap"
         _write(path, packets[cut:], lt)
         a = read_analysis(str(path))
-        assert len(a.violations) <= len(b.violations), (cut, list(a.violations["message"]))
+        violations = _violations(a)
+        assert len(violations) <= b_violations, (cut, violations)
         rows = _key_rows(a)
-        assert all(v == "" or v == b_v for k, v in rows.items()
-                   for b_v in [_key_rows(b).get(k, v)]), cut
+        assert all(v == "" or v == b_rows.get(k, v) for k, v in rows.items()), cut
 
 
 def test_lost_begin_answer_is_inferred_and_said(tmp_path):

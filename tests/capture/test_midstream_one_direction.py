@@ -58,19 +58,31 @@ def _first_flow_or_transfer(path: str) -> int:
 
 
 def _variant(sample: str, out_dir, kept: str, port: int) -> str:
-    """The sample cut before the client's first flow or transfer, ``kept`` direction(s), the broker on ``port``."""
+    """The sample cut before the client's first flow or transfer, ``kept`` direction(s), the broker on ``port``.
+    Each step's file is made once in ``out_dir`` (the cut of a sample serves both directions and
+    the two-way variant, a direction's packets both ports): a file there is that step done."""
     src = os.path.join(ROOT, "samples", sample)
-    name = f"{sample.replace('/', '_')}.{kept}.{port}"
-    cut, one = os.path.join(str(out_dir), name + ".cut.pcap"), os.path.join(str(out_dir), name + ".one.pcap")
-    subprocess.run(["editcap", "-F", "pcap", "-r", src, cut, f"{_first_flow_or_transfer(src)}-1000000000"],
-                   check=True, capture_output=True)
-    _tshark("-r", cut, "-Y", KEPT[kept], "-w", one, "-F", "pcap")
-    path = os.path.join(str(out_dir), name + ".pcap")
+    stem = os.path.join(str(out_dir), sample.replace("/", "_"))
+    cut, one = stem + ".cut.pcap", f"{stem}.{kept}.one.pcap"
+    path = f"{stem}.{kept}.{port}.pcap"
+    if os.path.exists(path):
+        return path
+    if not os.path.exists(cut):
+        subprocess.run(["editcap", "-F", "pcap", "-r", src, cut, f"{_first_flow_or_transfer(src)}-1000000000"],
+                       check=True, capture_output=True)
+    if not os.path.exists(one):
+        _tshark("-r", cut, "-Y", KEPT[kept], "-w", one, "-F", "pcap")
     with open(one, "rb") as f:
         records = [(ts, lt, retarget_tcp(data, lt, {5672: port})) for ts, lt, data in read_pcap_records(f)]
     with open(path, "wb") as f:
         f.write(write_pcap(records))
     return path
+
+
+@pytest.fixture(scope="module")
+def variants_dir(tmp_path_factory):
+    """One folder for the variants of every test of this file (see _variant)."""
+    return tmp_path_factory.mktemp("one-way-variants")
 
 
 def _tshark_frames(two_way: str, kept: str) -> list:
@@ -101,14 +113,14 @@ def _text(a, port: int) -> str:
 
 @pytest.mark.parametrize("kept", ["client", "server"])
 @pytest.mark.parametrize("sample", SAMPLES)
-def test_one_direction_joined_midstream_on_another_port_is_amqp(tmp_path, sample, kept):
-    one_way = read_analysis(_variant(sample, tmp_path, kept, PORT), frames=True)
+def test_one_direction_joined_midstream_on_another_port_is_amqp(variants_dir, sample, kept):
+    one_way = read_analysis(_variant(sample, variants_dir, kept, PORT), frames=True)
     # tshark's frames of that direction, in the two-way cut, told the port is AMQP's
-    expected = _tshark_frames(_variant(sample, tmp_path, "both", PORT), kept)
+    expected = _tshark_frames(_variant(sample, variants_dir, "both", PORT), kept)
     assert len(expected) >= 3
     assert _our_frames(one_way, kept) == expected
     # the report of the same bytes on 5672 (decoded there whatever they are), ports aside
-    on_5672 = read_analysis(_variant(sample, tmp_path, kept, 5672))
+    on_5672 = read_analysis(_variant(sample, variants_dir, kept, 5672))
     text, plain = _text(one_way, PORT), _text(on_5672, 5672)
     if len(on_5672.analyzer.connection_rows()) == 1:
         assert text == plain
@@ -120,8 +132,8 @@ def test_one_direction_joined_midstream_on_another_port_is_amqp(tmp_path, sample
 
 
 @pytest.mark.parametrize("kept", ["client", "server"])
-def test_the_same_with_two_workers(tmp_path, capsys, kept):
-    path = _variant("messages/azure_cbs_expiry.pcap", tmp_path, kept, PORT)
+def test_the_same_with_two_workers(variants_dir, capsys, kept):
+    path = _variant("messages/azure_cbs_expiry.pcap", variants_dir, kept, PORT)
     got = []
     for extra in ([], ["-j", "2"]):
         assert main(["report", "-T", "json", *extra, path]) == 0

@@ -68,12 +68,14 @@ def ten_pairs(n, seed):
 
 
 def _summary(a):
-    d = a.deliveries
-    rows = sorted((r.sender_side, r.link, r.channel, r.delivery_id, r.outcome or "", str(r.settled_time))
-                  for r in d.itertuples())
-    c = a.connections
-    gaps = int(c[["gaps_client", "gaps_server"]].sum().sum())
-    return rows, gaps, sorted(a.violations["message"].tolist())
+    """The deliveries (side, link, channel, id, outcome, settled time), the gaps and the violations'
+    messages, from the Analyzer's rows of the tables (no DataFrame for each of the hundreds of
+    swapped captures a test reads; times as the rows hold them: integer nanoseconds)."""
+    an = a.analyzer
+    rows = sorted((r["sender_side"], r["link"], r["channel"], r["delivery_id"], r["outcome"] or "",
+                   str(r["settled_time"])) for r in an.delivery_rows())
+    gaps = sum(c["gaps_client"] + c["gaps_server"] for c in an.connection_rows())
+    return rows, gaps, sorted(v["message"] for v in an.violation_rows())
 
 
 def _report(a, perm=None):

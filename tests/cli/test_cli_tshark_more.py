@@ -270,7 +270,7 @@ def test_network_layers_of_crafted_packets_are_tsharks(tmp_path):
 # --------------------------------------------------------------------------- archive progress
 
 
-def test_archive_progress_on_a_terminal_only(tmp_path, capsys, monkeypatch, spark):
+def test_spark_archive_progress_on_a_terminal_only(tmp_path, capsys, monkeypatch, spark):
     """archive (in this process, on the test run's Spark session): with stderr on a pseudo-
     terminal the progress shows the Spark steps and their tasks done / total, stage 1 its
     bytes; with stderr piped (captured), stderr gets nothing and stdout is the same."""
