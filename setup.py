@@ -139,6 +139,9 @@ class OptionalCythonBuild(build_ext):
         self._failed = set()
 
     def run(self):
+        # (setuptools builds in build/ with inplace off, then copies: ask here, before that)
+        if self.inplace or getattr(self, "editable_mode", False):
+            _remove_retired_extensions()
         try:
             super().run()
         except Exception as e:  # no compiler at all, broken toolchain, ...
@@ -197,8 +200,6 @@ class OptionalCythonBuild(build_ext):
         # the largest first: with one module per core, the last to finish is then a small one (in the
         # list's order the largest, amqp/framing.c, could start last and run alone)
         self.extensions.sort(key=_c_size, reverse=True)
-        if self.inplace or getattr(self, "editable_mode", False):
-            _remove_retired_extensions()
         super().build_extensions()
         # what failed is neither copied in place nor listed among the outputs
         self.extensions = [e for e in self.extensions if e.name not in self._failed]
