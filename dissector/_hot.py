@@ -21,10 +21,11 @@ the benchmark's captures): amqp.message, model.transitions, model.stalls, model.
 results.percentiles (about 100,000 lines of C).  None does per-frame work: as Python they cost
 the commands their import only (a pure module that imports Cython's shadow module, where Cython
 is installed, pays 27 million instructions for it: percentiles takes the shim instead).  Kept
-though they could go: model.store (its CompactStore.append runs per delivery: report's
-instructions +1.2% without it), results.rows (per delivery row of the tables), shard (per packet
-under -j), results.analytics and render.frames (1.5% and 5.7% of report's and frames' instructions
-run in their compiled code).
+though they could go: model.store (its CompactStore.append runs per delivery; with store and rows
+left out too, report ran 1.1% more instructions beyond the import), results.rows (a row per
+delivery in the tables), shard (per packet under -j, which callgrind does not count), and
+results.analytics and render.frames (1.5% and 5.7% of report's and frames' instructions run in
+their compiled code).
 
 The level: FULLY_OPTIMIZED are the modules where a command runs at least 1% of its instructions
 in their compiled code; they keep Python's -O3.  At -O1 a module's own code runs 7 to 21% more
