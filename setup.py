@@ -23,7 +23,12 @@ from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # the one list of compiled modules (dotted import names); see dissector/_hot.py
-HOT_MODULES = runpy.run_path(os.path.join(HERE, "dissector", "_hot.py"))["HOT_MODULES"]
+_HOT = runpy.run_path(os.path.join(HERE, "dissector", "_hot.py"))
+HOT_MODULES = _HOT["HOT_MODULES"]
+# gcc's optimisation level per module: Python's own (-O3) for the modules where a command spends its
+# compiled instructions, COLD_LEVEL for the others (see dissector/_hot.py: measured, not guessed)
+FULLY_OPTIMIZED = frozenset(_HOT["FULLY_OPTIMIZED"])
+COLD_LEVEL = _HOT["COLD_LEVEL"]
 
 
 def _package_dirs() -> dict:
@@ -86,6 +91,35 @@ def _warn(message: str) -> None:
     print(f"WARNING (amqp-dissect): {message}", file=sys.stderr)
 
 
+def _c_size(ext) -> int:
+    try:
+        return os.path.getsize(os.path.join(HERE, ext.sources[0]))
+    except OSError:
+        return 0
+
+
+def _remove_retired_extensions() -> None:
+    """Delete a compiled module (and its .c) beside a .py that is no longer in HOT_MODULES.
+
+    Python imports an extension module before the .py of the same name, and the hot-module finder
+    of amqp_dissect (which makes an edited .py win over an older build) looks only at the listed
+    modules: a module taken off the list would otherwise keep running its last build, edits and
+    AMQP_DISSECT_PURE_PYTHON=1 notwithstanding, in every checkout built before."""
+    import importlib.machinery
+
+    listed = {os.path.join(HERE, _source(m)[:-3]) for m in HOT_MODULES}
+    for folder in set(_package_dirs().values()) | {"dissector"}:
+        for root, _dirs, files in os.walk(os.path.join(HERE, folder)):
+            for name in files:
+                for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+                    stem = os.path.join(root, name[: -len(suffix)])
+                    if name.endswith(suffix) and os.path.isfile(stem + ".py") and stem not in listed:
+                        _warn(f"{os.path.relpath(stem, HERE)} is no longer compiled: removing its old build")
+                        for old in (stem + suffix, stem + ".c"):
+                            if os.path.exists(old):
+                                os.remove(old)
+
+
 class OptionalCythonBuild(build_ext):
     """build_ext whose extensions are optional: any failure leaves the module as Python."""
 
@@ -105,6 +139,9 @@ class OptionalCythonBuild(build_ext):
         self._failed = set()
 
     def run(self):
+        # (setuptools builds in build/ with inplace off, then copies: ask here, before that)
+        if self.inplace or getattr(self, "editable_mode", False):
+            _remove_retired_extensions()
         try:
             super().run()
         except Exception as e:  # no compiler at all, broken toolchain, ...
@@ -160,6 +197,9 @@ class OptionalCythonBuild(build_ext):
             self._failed.add(ext.name)
 
     def build_extensions(self):
+        # the largest first: with one module per core, the last to finish is then a small one (in the
+        # list's order the largest, amqp/framing.c, could start last and run alone)
+        self.extensions.sort(key=_c_size, reverse=True)
         super().build_extensions()
         # what failed is neither copied in place nor listed among the outputs
         self.extensions = [e for e in self.extensions if e.name not in self._failed]
@@ -172,8 +212,17 @@ _LINK_ARGS = ["-Wl,--strip-debug"] if sys.platform.startswith("linux") else []
 # the same machine code, so the same speed).  GCC and Clang take -g0 (last -g wins); MSVC does not.
 _COMPILE_ARGS = [] if sys.platform == "win32" else ["-g0"]
 
+
+
+def _level(module: str) -> list:
+    if sys.platform == "win32" or module in FULLY_OPTIMIZED:
+        return []
+    return [COLD_LEVEL]  # after Python's own -O3 in the command line: the last -O wins
+
+
 setup(
-    ext_modules=[Extension(m, [_source(m)], extra_compile_args=_COMPILE_ARGS, extra_link_args=_LINK_ARGS)
+    ext_modules=[Extension(m, [_source(m)], extra_compile_args=_COMPILE_ARGS + _level(m),
+                           extra_link_args=_LINK_ARGS)
                  for m in HOT_MODULES],
     cmdclass={"build_ext": OptionalCythonBuild},
 )

@@ -12,13 +12,25 @@ update its entry here: nothing else lists them.
 
 Keep this file free of imports: it is executed on its own by the build.
 
-The cost of an entry is its compile (the whole build: about 1.25 million lines of C from Cython,
-most of a fresh install's time).  Only a module that no other compiled module cimports can be
-left out: the cdef classes and C functions of a module with a ``.pxd`` are reached through it at
-C level.  Those are the six without a ``.pxd`` (amqp.message, model.transitions, model.store,
-model.stalls, results.rows, model.steps) and four whose ``.pxd`` nobody cimports (shard,
-results.percentiles, results.analytics, render.frames): together about 280,000 of the lines.
-None is left out yet: leaving one out needs the benchmark's ratio with and without it.
+The cost of an entry is its compile: Cython writes 8,000 to 70,000 lines of C per module, and gcc
+takes about 0.37 s of CPU per 1,000 lines at Python's own -O3, 0.19 s at -O1 (amqp/framing.c: 26.3 s
+and 12.7 s); the compile is most of a fresh install's time.  Only a module that no other compiled
+module cimports can be left out (the cdef classes and C functions of a module with a ``.pxd`` are
+reached through it at C level).  Left out, measured under callgrind (report, frames, frames -V on
+the benchmark's captures): amqp.message, model.transitions, model.stalls, model.steps and
+results.percentiles (about 100,000 lines of C).  None does per-frame work: as Python they cost
+the commands their import only (a pure module that imports Cython's shadow module, where Cython
+is installed, pays 27 million instructions for it: percentiles takes the shim instead).  Kept
+though they could go: model.store (its CompactStore.append runs per delivery; with store and rows
+left out too, report ran 1.1% more instructions beyond the import), results.rows (a row per
+delivery in the tables), shard (per packet under -j, which callgrind does not count), and
+results.analytics and render.frames (1.5% and 5.7% of report's and frames' instructions run in
+their compiled code).
+
+The level: FULLY_OPTIMIZED are the modules where a command runs at least 1% of its instructions
+in their compiled code; they keep Python's -O3.  At -O1 a module's own code runs 7 to 21% more
+instructions (framing 21%, tcp 7%), which is at most a tenth of a percent of a command for each of
+the others, and halves their compile.
 """
 
 HOT_MODULES = (
@@ -30,19 +42,15 @@ HOT_MODULES = (
     "amqp_dissect.amqp.values",
     "amqp_dissect.amqp.scan",
     "amqp_dissect.amqp.framing",
-    "amqp_dissect.amqp.message",
     "amqp_dissect.dissect",
     "amqp_dissect.shard",
     "amqp_dissect.model.serial",
-    "amqp_dissect.model.transitions",
     "amqp_dissect.model.machine",
     "amqp_dissect.model.delivery",
     "amqp_dissect.model.deliveries",
     "amqp_dissect.model.store",
     "amqp_dissect.model.stats",
-    "amqp_dissect.model.stalls",
     "amqp_dissect.model.state",
-    "amqp_dissect.results.percentiles",
     "amqp_dissect.results.analytics",
     "amqp_dissect.results.rows",
     "amqp_dissect.render.frames",
@@ -59,7 +67,27 @@ HOT_MODULES = (
     "amqp_dissect.model.transfers",
     "amqp_dissect.model.tracker",
     "amqp_dissect.model.hooks",
-    "amqp_dissect.model.steps",
     "amqp_dissect.model.connection",
     "amqp_dissect.results.diagnoses",
 )
+
+# Modules compiled at Python's own gcc level (-O3); the others at COLD_LEVEL.  See above.
+FULLY_OPTIMIZED = (
+    "amqp_dissect.capture.netparse",
+    "amqp_dissect.capture.tcp",
+    "amqp_dissect.amqp.codec",
+    "amqp_dissect.amqp.scan",
+    "amqp_dissect.amqp.framing",
+    "amqp_dissect.dissect",
+    "amqp_dissect.model.machine",
+    "amqp_dissect.model.delivery",
+    "amqp_dissect.model.deliveries",
+    "amqp_dissect.model.stats",
+    "amqp_dissect.results.analytics",
+    "amqp_dissect.render.frames",
+    "amqp_dissect.model.settlement",
+    "amqp_dissect.model.transfers",
+    "amqp_dissect.model.tracker",
+    "amqp_dissect.model.connection",
+)
+COLD_LEVEL = "-O1"

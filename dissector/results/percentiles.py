@@ -8,10 +8,9 @@ from array import array
 from bisect import bisect_right
 from itertools import accumulate
 
-try:
-    import cython
-except ImportError:
-    from .. import _cython_shim as cython
+# not compiled (dissector/_hot.py): the shim, not Cython's shadow module, whose import (about 27
+# million instructions) every command would pay where Cython is installed
+from .. import _cython_shim as cython
 
 from ..model.stats import Latencies
 

@@ -13,6 +13,7 @@ import importlib
 import importlib.machinery
 import json
 import os
+import shutil
 import subprocess
 import sys
 import warnings
@@ -203,6 +204,59 @@ def test_the_hot_modules_run_without_cython_installed():
                             capture_output=True)
     assert without.returncode == normal.returncode == 0, without.stderr.decode()
     assert without.stdout == normal.stdout and normal.stdout
+
+
+def _setup_namespace(monkeypatch):
+    """setup.py's globals and the keyword arguments it passes to setup(), without building."""
+    import runpy
+
+    import setuptools
+
+    seen = {}
+    monkeypatch.setattr(setuptools, "setup", lambda **kwargs: seen.update(kwargs))
+    namespace = runpy.run_path(os.path.join(ROOT, "setup.py"), run_name="amqp_dissect_setup")
+    return namespace, seen
+
+
+def test_each_compiled_module_gets_its_measured_gcc_level(monkeypatch):
+    """The hot list's FULLY_OPTIMIZED modules keep Python's own level (no -O of ours, so its -O3);
+    every other one gets COLD_LEVEL, last on gcc's line (the last -O wins)."""
+    import runpy
+
+    hot = runpy.run_path(os.path.join(ROOT, "dissector", "_hot.py"))
+    assert set(hot["FULLY_OPTIMIZED"]) < set(HOT_MODULES)
+    assert len(set(hot["FULLY_OPTIMIZED"])) == len(hot["FULLY_OPTIMIZED"])
+    _namespace, seen = _setup_namespace(monkeypatch)
+    levels = {e.name: [a for a in e.extra_compile_args if a.startswith("-O")] for e in seen["ext_modules"]}
+    assert sorted(levels) == sorted(HOT_MODULES)
+    if sys.platform == "win32":
+        return
+    for name, args in levels.items():
+        assert args == ([] if name in hot["FULLY_OPTIMIZED"] else [hot["COLD_LEVEL"]]), name
+
+
+def test_a_module_taken_off_the_hot_list_loses_its_old_build(tmp_path, monkeypatch):
+    """An extension module left from an older build beside a .py that is no longer compiled would
+    be imported instead of the .py (and the hot-module finder looks at the listed ones only)."""
+    namespace, _seen = _setup_namespace(monkeypatch)
+    remove = namespace["_remove_retired_extensions"]
+    root = tmp_path / "checkout"
+    shutil.copytree(os.path.join(ROOT, "dissector"), root / "dissector",
+                    ignore=shutil.ignore_patterns("*.so", "*.pyd", "*.c", "__pycache__"))
+    shutil.copy2(os.path.join(ROOT, "pyproject.toml"), root / "pyproject.toml")
+    for folder in ("pipelines", "cli"):
+        (root / folder).mkdir()
+    listed = root / "dissector" / "amqp" / ("scan" + EXT[0])
+    retired = root / "dissector" / "model" / ("steps" + EXT[0])
+    retired_c = root / "dissector" / "model" / "steps.c"
+    no_twin = root / "dissector" / "model" / ("helper" + EXT[0])
+    for path in (listed, retired, retired_c, no_twin):
+        path.write_bytes(b"old build")
+    assert "amqp_dissect.amqp.scan" in HOT_MODULES and "amqp_dissect.model.steps" not in HOT_MODULES
+    monkeypatch.setitem(remove.__globals__, "HERE", str(root))
+    remove()
+    assert listed.exists() and no_twin.exists()
+    assert not retired.exists() and not retired_c.exists()
 
 
 # --------------------------------------------------------------------------- (b) identical output
