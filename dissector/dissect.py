@@ -536,9 +536,9 @@ class Dissector:
 
     def _decide_amqp_port(self, probe: _Probe, out: list, final: bool) -> None:
         """A connection on AMQP ports only, without its SYN (an ``amqp_port`` probe): decoded
-        whatever its first bytes; they only settle client and server (:meth:`_roles`) before
+        whatever its first bytes; they only settle client and server (:meth:`_amqp_port_roles`) before
         anything of it is routed, and the evidence used is said in a note (or that none was)."""
-        r = self._roles(probe, final)
+        r = self._amqp_port_roles(probe, final)
         if r is None:
             return  # waiting for the other side's first bytes
         why, evidence = r
@@ -568,58 +568,37 @@ class Dissector:
 
     def _roles(self, probe: _Probe, final: bool):
         """Client and server of a connection on other ports, seen without its SYN and found to be
-        AMQP by a protocol header: the client sends its header first and the server answers, so
-        when both headers were captured the first one's sender is the client, and when only one
-        side's stream starts with a header while the other's starts with something else (its
-        header was before the capture), the header's sender is the server.  That evidence wins
-        over the ports' (an ephemeral port, see tcp.role_evidence).  Returns "keep", "swap",
-        "unknown" (nothing says), or None to wait for the other side's first bytes."""
-        opened = probe.opened
-        heads = [_head(evs, _PROBE_BYTES) for evs in probe.data]
-        hdr = [h.startswith(b"AMQP") for h in heads]
-        other = [bool(h) and not b"AMQP".startswith(h[:4]) for h in heads]
-        client = None
-        if hdr[0] and hdr[1]:
-            client = 0 if probe.data[0][0].packet <= probe.data[1][0].packet else 1
-        elif hdr[0] and other[1]:
-            client = 1
-        elif hdr[1] and other[0]:
-            client = 0
-        elif hdr[0] != hdr[1] and not (heads[0] and heads[1]) and _sasl_sender(_head(probe.data[hdr[1]], 24)) >= 0:
-            # one stream only (one direction captured, or the other's first bytes not come yet): the
-            # SASL frame after its header says whose it is (sasl-mechanisms comes from the server)
-            k = 1 if hdr[1] else 0
-            client = k if _sasl_sender(_head(probe.data[k], 24)) == 0 else 1 - k
-        elif (hdr[0] or hdr[1]) and not final and not probe.amqp_port and sum(map(len, probe.data)) < _ROLE_PROBE_EVENTS:
-            return None
+        AMQP by a protocol header (:func:`_header_client`).  That evidence wins over the ports' (an
+        ephemeral port, see tcp.role_evidence).  Returns "keep", "swap", "unknown" (nothing says),
+        or None to wait for the other side's first bytes."""
+        client = _header_client(probe)
+        if client == _NO_CLIENT:
+            if not final and _any_header(probe) and len(probe.data[0]) + len(probe.data[1]) < _ROLE_PROBE_EVENTS:
+                return None
+            opened = probe.opened
+            if role_evidence(_port(opened.client), _port(opened.server), self.ports) == "unknown":
+                return "unknown"
+            return "keep"
+        return "swap" if client == 1 else "keep"
+
+    def _amqp_port_roles(self, probe: _Probe, final: bool):
+        """Client and server of a connection on AMQP ports only, seen without its SYN (an
+        ``amqp_port`` probe): by its protocol headers (:func:`_header_client`), else, when neither
+        stream starts with one, by its first open (:func:`_open_client`).  Returns ("keep" or
+        "swap", the evidence used), ("unknown", None), or None to wait for more first bytes."""
+        client = _header_client(probe)
+        headers = _any_header(probe)
         evidence = "protocol headers"
-        if client is None and probe.amqp_port and not (hdr[0] or hdr[1]):
-            # no protocol header: who sent the first open (the client opens first).  Both streams
-            # start with an open: the earlier one's sender; one starts with an open and the other
-            # with other frames: the other's open was before the capture, so it is the client
-            heads = [_head(evs, _OPEN_PROBE_BYTES) for evs in probe.data]
-            if not final and not (_judged(heads[0]) and _judged(heads[1])) and _may_hold(probe):
+        if client == _NO_CLIENT and not headers:
+            client = _open_client(probe, final)
+            if client == _WAIT_CLIENT:
                 return None
-            opens = [_starts_with_open(h) for h in heads]
-            frames = [_starts_with_frame(h) for h in heads]
-            if opens[0] and opens[1]:
-                client = 0 if probe.data[0][0].packet <= probe.data[1][0].packet else 1
-            elif opens[0] and frames[1] and probe.data[1][0].packet > probe.data[0][0].packet:
-                client = 1
-            elif opens[1] and frames[0] and probe.data[0][0].packet > probe.data[1][0].packet:
-                client = 0
             evidence = "first open"
-        if probe.amqp_port:
-            if client is not None:
-                return ("swap" if client == 1 else "keep"), evidence
-            if not final and (hdr[0] or hdr[1]) and _may_hold(probe):
-                return None
-            return "unknown", None
-        if client is not None:
-            return "swap" if client == 1 else "keep"
-        if role_evidence(_port(opened.client), _port(opened.server), self.ports) == "unknown":
-            return "unknown"
-        return "keep"
+        if client != _NO_CLIENT:
+            return ("swap" if client == 1 else "keep"), evidence
+        if not final and headers and _may_hold(probe):
+            return None
+        return "unknown", None
 
     def _swap(self, probe: _Probe) -> str:
         """Exchange client and server of a probed connection (nothing of it was routed yet):
@@ -833,6 +812,66 @@ def _descriptor(body: bytes) -> int:
     if body[1] == 0x53:
         return body[2]
     return int.from_bytes(body[2:10], "big") if len(body) >= 10 else -1
+
+
+# the client's direction (0 or 1) as the first bytes of the streams tell it, or: they do not say; they may once more come
+_NO_CLIENT = -1
+_WAIT_CLIENT = -2
+
+
+def _first_sender(data: tuple) -> int:
+    """The direction whose first held bytes came first (both directions hold some)."""
+    return 0 if data[0][0].packet <= data[1][0].packet else 1
+
+
+def _marked_client(data: tuple, marked: list, answered: list, ordered: bool) -> int:
+    """The client's direction by a mark the client sends first (a protocol header, an open) at the
+    streams' starts: both streams start with it, its earlier sender; one starts with it and the
+    other with other bytes (``answered``: its own mark was before the capture; ``ordered``: and
+    those came after the mark), the other one.  _NO_CLIENT when the marks do not say."""
+    if marked[0] and marked[1]:
+        return _first_sender(data)
+    for k in (0, 1):
+        if marked[k] and answered[1 - k] and (not ordered or data[1 - k][0].packet > data[k][0].packet):
+            return 1 - k
+    return _NO_CLIENT
+
+
+def _any_header(probe: _Probe) -> bool:
+    """Does either held stream start with a protocol header?"""
+    return _head(probe.data[0], 4) == b"AMQP" or _head(probe.data[1], 4) == b"AMQP"
+
+
+def _header_client(probe: _Probe) -> int:
+    """The client's direction by the protocol headers (the client sends its header first and the
+    server answers): when both headers were captured the first one's sender is the client, and when
+    only one side's stream starts with a header while the other's starts with something else (its
+    header was before the capture), the header's sender is the server.  One stream only (one
+    direction captured, or the other's first bytes not come yet): the SASL frame after its header
+    says whose it is (sasl-mechanisms comes from the server).  _NO_CLIENT when they do not say."""
+    heads = [_head(evs, _PROBE_BYTES) for evs in probe.data]
+    hdr = [h.startswith(b"AMQP") for h in heads]
+    other = [bool(h) and not b"AMQP".startswith(h[:4]) for h in heads]
+    client = _marked_client(probe.data, hdr, other, False)
+    if client == _NO_CLIENT and hdr[0] != hdr[1] and not (heads[0] and heads[1]):
+        k = 1 if hdr[1] else 0
+        sender = _sasl_sender(_head(probe.data[k], 24))
+        if sender >= 0:
+            client = k if sender == 0 else 1 - k
+    return client
+
+
+def _open_client(probe: _Probe, final: bool) -> int:
+    """The client's direction by the first open of a connection on AMQP ports with no protocol
+    header (the client opens first): both streams start with an open, the earlier one's sender;
+    one starts with an open and the other with other frames after it, the other's open was before
+    the capture, so it is the client.  _WAIT_CLIENT while the first bytes may still say."""
+    heads = [_head(evs, _OPEN_PROBE_BYTES) for evs in probe.data]
+    if not final and not (_judged(heads[0]) and _judged(heads[1])) and _may_hold(probe):
+        return _WAIT_CLIENT
+    opens = [_starts_with_open(h) for h in heads]
+    frames = [_starts_with_frame(h) for h in heads]
+    return _marked_client(probe.data, opens, frames, True)
 
 
 _EVIDENCE = {
