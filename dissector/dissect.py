@@ -82,6 +82,9 @@ _SERVER_TEXTS: dict = {}
 SERVER_TEXTS_SHARED = 4096
 
 
+# what the first bytes of a connection on other ports say (Dissector._first_bytes)
+_UNDECIDED, _AMQP, _NOT_AMQP, _TLS_KEYED, _TLS_UNKEYED, _WAIT = range(6)
+
 class _Probe:
     """A connection on a non-AMQP port whose first bytes are not known yet; or (``amqp_port``) one
     on AMQP ports only (both its ports are AMQP or --port ports), seen without its SYN, whose
@@ -462,45 +465,71 @@ class Dissector:
             self._decide(ev.conn, out, final=False)
 
     def _decide(self, conn: str, out: list, final: bool) -> None:
+        """Whether a probed connection carries AMQP, once its first bytes say (or ``final``): its
+        held bytes then routed to a new decoder, or the connection ignored."""
         probe = self._probes[conn]
         if probe.amqp_port:
             self._decide_amqp_port(probe, out, final)
             return
-        verdict = None
-        tls = False
-        for evs in probe.data:
-            head = b"".join(e.data for e in evs)[:_PROBE_BYTES]
-            if head.startswith(b"AMQP"):
-                verdict = True
-                break
-            if self.keylog is not None and looks_like_tls(head) and evs is probe.data[0]:
-                # TLS on any port: decoded when the ClientHello random is in the key log
-                random = tls_client_random(b"".join(e.data for e in evs)[:43])
-                if random is None and not final:
-                    return
-                verdict = random is not None and random in self.keylog
-                tls = True
-                break
-            if len(head) >= 4 or (head and not b"AMQP".startswith(head)):
-                verdict = False if verdict is None else verdict
-        if verdict is False and not tls and not probe.opened.syn_seen:
+        start = self._first_bytes(probe, final)
+        if start == _WAIT:
+            return
+        if start == _NOT_AMQP and not probe.opened.syn_seen:
             # joined mid-stream: no protocol header to see; a run of AMQP frames may say it (one direction is enough)
-            run = _frame_runs(probe, final, self.max_frame_bytes)
-            if run is None:
+            start = _by_frame_run(probe, final, self.max_frame_bytes)
+            if start == _WAIT:
                 return
-            verdict = run
         layers = None
-        if not verdict and not tls:  # an upgrade to a WebSocket carrying AMQP? (layers.py)
+        if start == _NOT_AMQP or start == _UNDECIDED:  # an upgrade to a WebSocket carrying AMQP? (layers.py)
             layers = client_layers(conn, b"".join(e.data for e in probe.data[0]), bool(probe.data[1]), final,
                                    self.tls_records)
             if layers is None:
                 return
             if layers:
-                verdict = True
-        if verdict is None and not final:
+                start = _AMQP
+        if start == _UNDECIDED and not final:
             return
+        tls = start == _TLS_KEYED or start == _TLS_UNKEYED
+        if start == _AMQP or start == _TLS_KEYED:
+            self._accept(probe, out, final, tls, layers)
+        else:
+            self._reject(probe)
+
+    def _reject(self, probe: _Probe) -> None:
+        """A probed connection found not to carry AMQP (or not known to): ignored from now on; a
+        TLS stream not decrypted is said to have been there."""
+        conn = probe.opened.conn
+        del self._probes[conn]
+        self.tcp.ignore(conn)
+        if probe.data[0] and looks_like_tls(b"".join(e.data for e in probe.data[0])[:_PROBE_BYTES]):
+            self._tls_unseen(probe)
+
+    def _first_bytes(self, probe: _Probe, final: bool) -> int:
+        """What the first bytes of a probed connection on other ports say: _AMQP (a protocol header
+        starts a stream), _NOT_AMQP (a stream starts with other bytes), _UNDECIDED (too few bytes),
+        a TLS stream whose ClientHello random is in the key log (_TLS_KEYED, decoded: TLS on any
+        port) or not (_TLS_UNKEYED), or _WAIT (the ClientHello not whole yet)."""
+        start = _UNDECIDED
+        for evs in probe.data:
+            head = b"".join(e.data for e in evs)[:_PROBE_BYTES]
+            if head.startswith(b"AMQP"):
+                return _AMQP
+            if self.keylog is not None and looks_like_tls(head) and evs is probe.data[0]:
+                random = tls_client_random(b"".join(e.data for e in evs)[:43])
+                if random is None:
+                    return _TLS_UNKEYED if final else _WAIT
+                return _TLS_KEYED if random in self.keylog else _TLS_UNKEYED
+            if len(head) >= 4 or (head and not b"AMQP".startswith(head)):
+                start = _NOT_AMQP
+        return start
+
+    def _accept(self, probe: _Probe, out: list, final: bool, tls: bool, layers) -> None:
+        """A probed connection on other ports found to carry AMQP (a TLS one: ``tls``; under a
+        WebSocket: ``layers``): its roles settled when no SYN was seen (:meth:`_roles`), then a
+        decoder started and fed what was held, the TCP layer's notes between its bytes."""
+        conn = probe.opened.conn
         note = None
-        if verdict and not tls and not layers and not probe.opened.syn_seen:
+        if not tls and not layers and not probe.opened.syn_seen:
             r = self._roles(probe, final)
             if r is None:
                 return  # waiting for the other side's first bytes
@@ -509,20 +538,15 @@ class Dissector:
             elif r == "unknown":
                 note = _roles_note(probe.opened, "no protocol header settles them and the ports say nothing")
         del self._probes[conn]
-        if verdict:
-            c = self._start(probe.opened, out, verify=tls, layers=layers)
-            if note is not None:
-                out.append(note)
-            notes = _probe_notes(probe, conn)
-            for e in probe.in_order():
-                if notes:
-                    _notes_before(notes, e.packet, out)
-                out.extend(c.feed(e.direction, e.data, e.ts, e.packet))
-            out.extend(notes)
-        else:
-            self.tcp.ignore(conn)
-            if probe.data[0] and looks_like_tls(b"".join(e.data for e in probe.data[0])[:_PROBE_BYTES]):
-                self._tls_unseen(probe)
+        c = self._start(probe.opened, out, verify=tls, layers=layers)
+        if note is not None:
+            out.append(note)
+        notes = _probe_notes(probe, conn)
+        for e in probe.in_order():
+            if notes:
+                _notes_before(notes, e.packet, out)
+            out.extend(c.feed(e.direction, e.data, e.ts, e.packet))
+        out.extend(notes)
 
     def _tls_unseen(self, probe) -> None:
         """A TLS stream on a port that is not AMQP's that cannot be decrypted: say it was there."""
@@ -747,6 +771,15 @@ def _frame_runs(probe: _Probe, final: bool, max_frame: int):
         if found == _MORE:
             waiting = True
     return None if waiting and not final else False
+
+
+def _by_frame_run(probe: _Probe, final: bool, max_frame: int) -> int:
+    """What a run of AMQP frames says of a probed connection joined mid-stream (:func:`_frame_runs`):
+    _AMQP, _NOT_AMQP, or _WAIT for more bytes."""
+    run = _frame_runs(probe, final, max_frame)
+    if run is None:
+        return _WAIT
+    return _AMQP if run else _NOT_AMQP
 
 
 def _frame_run(evs: list, max_frame: int) -> int:
