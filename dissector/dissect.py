@@ -316,6 +316,8 @@ class Dissector:
     # -- routing ----------------------------------------------------------------
 
     def _route(self, events: list) -> list:
+        """The TCP layer's ``events`` routed: each connection's bytes, gaps and end to its decoder
+        (or its probe while it is not known to be AMQP), its notes kept beside them."""
         if not events:
             return events
         out: list = []
@@ -328,71 +330,93 @@ class Dissector:
                 if type(c) is AmqpConnection:  # (typed when compiled: a C call)
                     ac = c
                     out.extend(ac.feed(ev.direction, ev.data, ev.ts, ev.packet))
-                elif c is not None:
-                    if c is _PENDING:  # the first byte of a connection opened on an AMQP port
-                        c = self._materialize(ev.conn)
-                    out.extend(c.feed(ev.direction, ev.data, ev.ts, ev.packet))
-                elif ev.conn in self._probes:
-                    self._probe_data(ev, out)
-                elif ev.conn in self._renamed:
-                    later.append(renamed(ev, self._renamed[ev.conn]))
+                else:
+                    self._route_data(ev, c, out, later)
             elif cls is StreamGap:
-                c = conns.get(ev.conn)
-                if c is not None:
-                    if c is _PENDING:
-                        c = self._materialize(ev.conn)
-                    if ev.cause is SNAP_CUT:  # (bytes the snap length cut off: not lost)
-                        ev.cause = self._snap_cut if self._snap_cut is not None else ev.cause
-                        notes = c.gap(ev.direction, ev.size, ev.ts, ev.packet, ev.cause)
-                    else:
-                        notes = c.gap(ev.direction, ev.size, ev.ts, ev.packet)
-                    if self._hole_snap is not None and ev.cause is None:  # (a capture set missing files)
-                        notes = self._in_missing_file(ev, events, notes)
-                    out.extend(notes)
-                elif ev.conn in self._probes:
-                    amqp_port = self._probes[ev.conn].amqp_port
-                    self._decide(ev.conn, out, final=True)
-                    if amqp_port:  # (decoded whatever its bytes: the gap follows what was held)
-                        later.append(renamed(ev, self._renamed[ev.conn]) if ev.conn in self._renamed else ev)
-                elif ev.conn in self._renamed:
-                    later.append(renamed(ev, self._renamed[ev.conn]))
+                self._route_gap(ev, events, out, later)
             elif cls is StreamOpened:
                 self._opened_stream(ev, out)
             elif cls is StreamClosed:
-                if ev.conn in self._probes:
-                    self._decide(ev.conn, out, final=True)
-                if ev.conn in self._renamed:
-                    later.append(renamed(ev, self._renamed[ev.conn]))
-                    continue
-                c = conns.get(ev.conn)
-                if c is not None:
-                    out.append(ev)
-                    if ev.kind == "fin":
-                        fins = self._fins.setdefault(ev.conn, set())
-                        fins.add(ev.direction)
-                        if len(fins) < 2:
-                            continue
-                    # both FINs, RST, idle timeout or end: free the connection's state
-                    if c is _PENDING:  # (no byte came: what it would say, from a fresh decoder)
-                        c = self._materialize(ev.conn)
-                    out.extend(c.finish(ev.ts, ev.packet))
-                    conns.pop(ev.conn, None)  # (a TLS stream found not AMQP at its finish is gone already)
-                    self._opened.pop(ev.conn, None)
-                    self._fins.pop(ev.conn, None)
+                self._route_closed(ev, out, later)
             elif cls is PacketNote:
-                if ev.conn is None or ev.conn in conns:
-                    out.append(ev)
-                elif ev.conn in self._probes:
-                    probe = self._probes[ev.conn]
-                    if probe.notes is None:
-                        probe.notes = []
-                    probe.notes.append(ev)
-                elif ev.conn in self._renamed:
-                    later.append(renamed(ev, self._renamed[ev.conn]))
+                self._route_note(ev, out, later)
         if later:  # (events of a connection renamed while this list was routed)
             self._renamed.clear()
             out.extend(self._route(later))
         return out
+
+    def _route_data(self, ev: StreamData, c, out: list, later: list):
+        """Bytes of a connection whose decoder ``c`` is not a plain AmqpConnection: a pending one
+        (made now), a layered or sniffing one, none yet (its probe holds them), or renamed."""
+        if c is not None:
+            if c is _PENDING:  # the first byte of a connection opened on an AMQP port
+                c = self._materialize(ev.conn)
+            out.extend(c.feed(ev.direction, ev.data, ev.ts, ev.packet))
+        elif ev.conn in self._probes:
+            self._probe_data(ev, out)
+        elif ev.conn in self._renamed:
+            later.append(renamed(ev, self._renamed[ev.conn]))
+
+    def _route_gap(self, ev: StreamGap, events: list, out: list, later: list):
+        """A gap of a connection (routed from ``events``): to its decoder, whose notes say it (in
+        the missing files of a capture set when it is there); a probed connection is decided now."""
+        c = self.connections.get(ev.conn)
+        if c is not None:
+            if c is _PENDING:
+                c = self._materialize(ev.conn)
+            if ev.cause is SNAP_CUT:  # (bytes the snap length cut off: not lost)
+                ev.cause = self._snap_cut if self._snap_cut is not None else ev.cause
+                notes = c.gap(ev.direction, ev.size, ev.ts, ev.packet, ev.cause)
+            else:
+                notes = c.gap(ev.direction, ev.size, ev.ts, ev.packet)
+            if self._hole_snap is not None and ev.cause is None:  # (a capture set missing files)
+                notes = self._in_missing_file(ev, events, notes)
+            out.extend(notes)
+        elif ev.conn in self._probes:
+            amqp_port = self._probes[ev.conn].amqp_port
+            self._decide(ev.conn, out, final=True)
+            if amqp_port:  # (decoded whatever its bytes: the gap follows what was held)
+                later.append(renamed(ev, self._renamed[ev.conn]) if ev.conn in self._renamed else ev)
+        elif ev.conn in self._renamed:
+            later.append(renamed(ev, self._renamed[ev.conn]))
+
+    def _route_closed(self, ev: StreamClosed, out: list, later: list):
+        """The end of a direction or of a connection: a probed one is decided; at both FINs, a
+        RST, an idle time-out or the end, its decoder finishes and its state is freed."""
+        conn = ev.conn
+        if conn in self._probes:
+            self._decide(conn, out, final=True)
+        if conn in self._renamed:
+            later.append(renamed(ev, self._renamed[conn]))
+            return
+        c = self.connections.get(conn)
+        if c is None:
+            return
+        out.append(ev)
+        if ev.kind == "fin":
+            fins = self._fins.setdefault(conn, set())
+            fins.add(ev.direction)
+            if len(fins) < 2:
+                return
+        if c is _PENDING:  # (no byte came: what it would say, from a fresh decoder)
+            c = self._materialize(conn)
+        out.extend(c.finish(ev.ts, ev.packet))
+        self.connections.pop(conn, None)  # (a TLS stream found not AMQP at its finish is gone already)
+        self._opened.pop(conn, None)
+        self._fins.pop(conn, None)
+
+    def _route_note(self, ev: PacketNote, out: list, later: list):
+        """A note of the TCP layer: kept when it is of no connection or of a decoded one, held by
+        the probe of a connection not known to be AMQP yet."""
+        if ev.conn is None or ev.conn in self.connections:
+            out.append(ev)
+        elif ev.conn in self._probes:
+            probe = self._probes[ev.conn]
+            if probe.notes is None:
+                probe.notes = []
+            probe.notes.append(ev)
+        elif ev.conn in self._renamed:
+            later.append(renamed(ev, self._renamed[ev.conn]))
 
     def _opened_stream(self, ev: StreamOpened, out: list) -> None:
         if _port(ev.client) in self.ports or _port(ev.server) in self.ports:
