@@ -284,34 +284,30 @@ class Dissector:
         if at is None or ev.packet is None or ev.packet < hole["packet"]:
             return notes
         del snap[key]  # (its first gap after the crossing, or none, spans the missing files)
-        tc = self.tcp._by_id.get(ev.conn)
-        D = None if tc is None else (tc.d1 if ev.direction else tc.d0)
-        if D is not None:
-            # where the gap starts: where the direction stands now, less the gap and what followed it
-            rest = 0
-            seen = False
-            for e in events:
-                if e is ev:
-                    seen = True
-                if seen and (type(e) is StreamData or type(e) is StreamGap) and e.conn == ev.conn \
-                        and e.direction == ev.direction:
-                    rest += len(e.data) if type(e) is StreamData else e.size
-            if D.pos - rest != at:
-                return notes  # bytes of this direction came after the crossing: not the missing files'
-        names = ", ".join(hole["missing"])
+        if not self._gap_starts_at(ev, events, at):
+            return notes  # bytes of this direction came after the crossing: not the missing files'
         counts = hole["connections"].setdefault(ev.conn, [0, 0, 0, 0])
         counts[2 * ev.direction] += 1
         counts[2 * ev.direction + 1] += ev.size
-        out = []
-        for n in notes:
-            if type(n) is StreamNote and n.note.group == "reassembly" and n.skipped:
-                what = "file" if len(hole["missing"]) == 1 else "files"
-                msg = n.note.message.replace(
-                    "(TCP gap)", f"(TCP gap) in the missing {what} {names} of the set, not lost on the wire", 1)
-                n = StreamNote(n.conn, n.direction, n.src, n.dst, n.packet, n.ts,
-                               ExpertNote(n.note.severity, n.note.group, msg), n.skipped)
-            out.append(n)
-        return out
+        return [_in_missing_note(n, hole["missing"]) for n in notes]
+
+    def _gap_starts_at(self, ev: StreamGap, events: list, at: int) -> bool:
+        """Does the gap ``ev`` (routed from ``events``) start at stream position ``at`` of its
+        direction?  Where the direction stands now, less the gap and what followed it in
+        ``events``; a direction the TCP layer no longer tracks is taken to."""
+        tc = self.tcp._by_id.get(ev.conn)
+        D = None if tc is None else (tc.d1 if ev.direction else tc.d0)
+        if D is None:
+            return True
+        rest = 0
+        seen = False
+        for e in events:
+            if e is ev:
+                seen = True
+            if seen and (type(e) is StreamData or type(e) is StreamGap) and e.conn == ev.conn \
+                    and e.direction == ev.direction:
+                rest += len(e.data) if type(e) is StreamData else e.size
+        return D.pos - rest == at
 
     # -- routing ----------------------------------------------------------------
 
@@ -667,6 +663,17 @@ class Dissector:
         self._renamed[old.conn] = cid
         return cid
 
+
+def _in_missing_note(n, missing: list):
+    """The note ``n`` of a gap in the missing files ``missing`` of a capture set: a reassembly
+    note that skipped bytes says where they went; any other note is kept as it is."""
+    if type(n) is not StreamNote or n.note.group != "reassembly" or not n.skipped:
+        return n
+    what = "file" if len(missing) == 1 else "files"
+    msg = n.note.message.replace(
+        "(TCP gap)", f"(TCP gap) in the missing {what} {', '.join(missing)} of the set, not lost on the wire", 1)
+    return StreamNote(n.conn, n.direction, n.src, n.dst, n.packet, n.ts,
+                      ExpertNote(n.note.severity, n.note.group, msg), n.skipped)
 
 def _probe_notes(probe: _Probe, conn: str) -> list:
     """The TCP layer's notes on a probed connection, to be routed once it is found AMQP (under its
