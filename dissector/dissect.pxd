@@ -17,3 +17,10 @@ cdef class Dissector:
 
     @cython.locals(ac=AmqpConnection, out=list)
     cpdef list _route(self, list events)
+
+    # the cold branches of _route (a connection's bytes when its decoder is not a plain
+    # AmqpConnection, its gaps, its end, the TCP layer's notes): C calls
+    cdef _route_data(self, ev, c, list out, list later)
+    cdef _route_gap(self, ev, list events, list out, list later)
+    cdef _route_closed(self, ev, list out, list later)
+    cdef _route_note(self, ev, list out, list later)

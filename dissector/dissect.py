@@ -78,6 +78,9 @@ _SERVER_TEXTS: dict = {}
 SERVER_TEXTS_SHARED = 4096
 
 
+# what the first bytes of a connection on other ports say (Dissector._first_bytes)
+_UNDECIDED, _AMQP, _NOT_AMQP, _TLS_KEYED, _TLS_UNKEYED, _WAIT = range(6)
+
 class _Probe:
     """A connection on a non-AMQP port whose first bytes are not known yet; or (``amqp_port``) one
     on AMQP ports only (both its ports are AMQP or --port ports), seen without its SYN, whose
@@ -277,38 +280,36 @@ class Dissector:
         if at is None or ev.packet is None or ev.packet < hole["packet"]:
             return notes
         del snap[key]  # (its first gap after the crossing, or none, spans the missing files)
-        tc = self.tcp._by_id.get(ev.conn)
-        D = None if tc is None else (tc.d1 if ev.direction else tc.d0)
-        if D is not None:
-            # where the gap starts: where the direction stands now, less the gap and what followed it
-            rest = 0
-            seen = False
-            for e in events:
-                if e is ev:
-                    seen = True
-                if seen and (type(e) is StreamData or type(e) is StreamGap) and e.conn == ev.conn \
-                        and e.direction == ev.direction:
-                    rest += len(e.data) if type(e) is StreamData else e.size
-            if D.pos - rest != at:
-                return notes  # bytes of this direction came after the crossing: not the missing files'
-        names = ", ".join(hole["missing"])
+        if not self._gap_starts_at(ev, events, at):
+            return notes  # bytes of this direction came after the crossing: not the missing files'
         counts = hole["connections"].setdefault(ev.conn, [0, 0, 0, 0])
         counts[2 * ev.direction] += 1
         counts[2 * ev.direction + 1] += ev.size
-        out = []
-        for n in notes:
-            if type(n) is StreamNote and n.note.group == "reassembly" and n.skipped:
-                what = "file" if len(hole["missing"]) == 1 else "files"
-                msg = n.note.message.replace(
-                    "(TCP gap)", f"(TCP gap) in the missing {what} {names} of the set, not lost on the wire", 1)
-                n = StreamNote(n.conn, n.direction, n.src, n.dst, n.packet, n.ts,
-                               ExpertNote(n.note.severity, n.note.group, msg), n.skipped)
-            out.append(n)
-        return out
+        return [_in_missing_note(n, hole["missing"]) for n in notes]
+
+    def _gap_starts_at(self, ev: StreamGap, events: list, at: int) -> bool:
+        """Does the gap ``ev`` (routed from ``events``) start at stream position ``at`` of its
+        direction?  Where the direction stands now, less the gap and what followed it in
+        ``events``; a direction the TCP layer no longer tracks is taken to."""
+        tc = self.tcp._by_id.get(ev.conn)
+        D = None if tc is None else (tc.d1 if ev.direction else tc.d0)
+        if D is None:
+            return True
+        rest = 0
+        seen = False
+        for e in events:
+            if e is ev:
+                seen = True
+            if seen and (type(e) is StreamData or type(e) is StreamGap) and e.conn == ev.conn \
+                    and e.direction == ev.direction:
+                rest += len(e.data) if type(e) is StreamData else e.size
+        return D.pos - rest == at
 
     # -- routing ----------------------------------------------------------------
 
     def _route(self, events: list) -> list:
+        """The TCP layer's ``events`` routed: each connection's bytes, gaps and end to its decoder
+        (or its probe while it is not known to be AMQP), its notes kept beside them."""
         if not events:
             return events
         out: list = []
@@ -321,71 +322,93 @@ class Dissector:
                 if type(c) is AmqpConnection:  # (typed when compiled: a C call)
                     ac = c
                     out.extend(ac.feed(ev.direction, ev.data, ev.ts, ev.packet))
-                elif c is not None:
-                    if type(c) is str:  # the first byte of a connection opened on an AMQP port
-                        c = self._materialize(ev.conn, c)
-                    out.extend(c.feed(ev.direction, ev.data, ev.ts, ev.packet))
-                elif ev.conn in self._probes:
-                    self._probe_data(ev, out)
-                elif ev.conn in self._renamed:
-                    later.append(renamed(ev, self._renamed[ev.conn]))
+                else:
+                    self._route_data(ev, c, out, later)
             elif cls is StreamGap:
-                c = conns.get(ev.conn)
-                if c is not None:
-                    if type(c) is str:
-                        c = self._materialize(ev.conn, c)
-                    if ev.cause is SNAP_CUT:  # (bytes the snap length cut off: not lost)
-                        ev.cause = self._snap_cut if self._snap_cut is not None else ev.cause
-                        notes = c.gap(ev.direction, ev.size, ev.ts, ev.packet, ev.cause)
-                    else:
-                        notes = c.gap(ev.direction, ev.size, ev.ts, ev.packet)
-                    if self._hole_snap is not None and ev.cause is None:  # (a capture set missing files)
-                        notes = self._in_missing_file(ev, events, notes)
-                    out.extend(notes)
-                elif ev.conn in self._probes:
-                    amqp_port = self._probes[ev.conn].amqp_port
-                    self._decide(ev.conn, out, final=True)
-                    if amqp_port:  # (decoded whatever its bytes: the gap follows what was held)
-                        later.append(renamed(ev, self._renamed[ev.conn]) if ev.conn in self._renamed else ev)
-                elif ev.conn in self._renamed:
-                    later.append(renamed(ev, self._renamed[ev.conn]))
+                self._route_gap(ev, events, out, later)
             elif cls is StreamOpened:
                 self._opened_stream(ev, out)
             elif cls is StreamClosed:
-                if ev.conn in self._probes:
-                    self._decide(ev.conn, out, final=True)
-                if ev.conn in self._renamed:
-                    later.append(renamed(ev, self._renamed[ev.conn]))
-                    continue
-                c = conns.get(ev.conn)
-                if c is not None:
-                    out.append(ev)
-                    if ev.kind == "fin":
-                        fins = self._fins.setdefault(ev.conn, set())
-                        fins.add(ev.direction)
-                        if len(fins) < 2:
-                            continue
-                    # both FINs, RST, idle timeout or end: free the connection's state
-                    if type(c) is str:  # (no byte came: what it would say, from a fresh decoder)
-                        c = self._materialize(ev.conn, c)
-                    out.extend(c.finish(ev.ts, ev.packet))
-                    conns.pop(ev.conn, None)  # (a TLS stream found not AMQP at its finish is gone already)
-                    self._opened.pop(ev.conn, None)
-                    self._fins.pop(ev.conn, None)
+                self._route_closed(ev, out, later)
             elif cls is PacketNote:
-                if ev.conn is None or ev.conn in conns:
-                    out.append(ev)
-                elif ev.conn in self._probes:
-                    probe = self._probes[ev.conn]
-                    if probe.notes is None:
-                        probe.notes = []
-                    probe.notes.append(ev)
-                elif ev.conn in self._renamed:
-                    later.append(renamed(ev, self._renamed[ev.conn]))
+                self._route_note(ev, out, later)
         if later:  # (events of a connection renamed while this list was routed)
             self._renamed.clear()
             out.extend(self._route(later))
         return out
+
+    def _route_data(self, ev: StreamData, c, out: list, later: list):
+        """Bytes of a connection whose decoder ``c`` is not a plain AmqpConnection: a pending one
+        (made now), a layered or sniffing one, none yet (its probe holds them), or renamed."""
+        if c is not None:
+            if type(c) is str:  # the first byte of a connection opened on an AMQP port
+                c = self._materialize(ev.conn, c)
+            out.extend(c.feed(ev.direction, ev.data, ev.ts, ev.packet))
+        elif ev.conn in self._probes:
+            self._probe_data(ev, out)
+        elif ev.conn in self._renamed:
+            later.append(renamed(ev, self._renamed[ev.conn]))
+
+    def _route_gap(self, ev: StreamGap, events: list, out: list, later: list):
+        """A gap of a connection (routed from ``events``): to its decoder, whose notes say it (in
+        the missing files of a capture set when it is there); a probed connection is decided now."""
+        c = self.connections.get(ev.conn)
+        if c is not None:
+            if type(c) is str:
+                c = self._materialize(ev.conn, c)
+            if ev.cause is SNAP_CUT:  # (bytes the snap length cut off: not lost)
+                ev.cause = self._snap_cut if self._snap_cut is not None else ev.cause
+                notes = c.gap(ev.direction, ev.size, ev.ts, ev.packet, ev.cause)
+            else:
+                notes = c.gap(ev.direction, ev.size, ev.ts, ev.packet)
+            if self._hole_snap is not None and ev.cause is None:  # (a capture set missing files)
+                notes = self._in_missing_file(ev, events, notes)
+            out.extend(notes)
+        elif ev.conn in self._probes:
+            amqp_port = self._probes[ev.conn].amqp_port
+            self._decide(ev.conn, out, final=True)
+            if amqp_port:  # (decoded whatever its bytes: the gap follows what was held)
+                later.append(renamed(ev, self._renamed[ev.conn]) if ev.conn in self._renamed else ev)
+        elif ev.conn in self._renamed:
+            later.append(renamed(ev, self._renamed[ev.conn]))
+
+    def _route_closed(self, ev: StreamClosed, out: list, later: list):
+        """The end of a direction or of a connection: a probed one is decided; at both FINs, a
+        RST, an idle time-out or the end, its decoder finishes and its state is freed."""
+        conn = ev.conn
+        if conn in self._probes:
+            self._decide(conn, out, final=True)
+        if conn in self._renamed:
+            later.append(renamed(ev, self._renamed[conn]))
+            return
+        c = self.connections.get(conn)
+        if c is None:
+            return
+        out.append(ev)
+        if ev.kind == "fin":
+            fins = self._fins.setdefault(conn, set())
+            fins.add(ev.direction)
+            if len(fins) < 2:
+                return
+        if type(c) is str:  # (no byte came: what it would say, from a fresh decoder)
+            c = self._materialize(conn, c)
+        out.extend(c.finish(ev.ts, ev.packet))
+        self.connections.pop(conn, None)  # (a TLS stream found not AMQP at its finish is gone already)
+        self._opened.pop(conn, None)
+        self._fins.pop(conn, None)
+
+    def _route_note(self, ev: PacketNote, out: list, later: list):
+        """A note of the TCP layer: kept when it is of no connection or of a decoded one, held by
+        the probe of a connection not known to be AMQP yet."""
+        if ev.conn is None or ev.conn in self.connections:
+            out.append(ev)
+        elif ev.conn in self._probes:
+            probe = self._probes[ev.conn]
+            if probe.notes is None:
+                probe.notes = []
+            probe.notes.append(ev)
+        elif ev.conn in self._renamed:
+            later.append(renamed(ev, self._renamed[ev.conn]))
 
     def _opened_stream(self, ev: StreamOpened, out: list) -> None:
         if _port(ev.client) in self.ports or _port(ev.server) in self.ports:
@@ -458,45 +481,71 @@ class Dissector:
             self._decide(ev.conn, out, final=False)
 
     def _decide(self, conn: str, out: list, final: bool) -> None:
+        """Whether a probed connection carries AMQP, once its first bytes say (or ``final``): its
+        held bytes then routed to a new decoder, or the connection ignored."""
         probe = self._probes[conn]
         if probe.amqp_port:
             self._decide_amqp_port(probe, out, final)
             return
-        verdict = None
-        tls = False
-        for evs in probe.data:
-            head = b"".join(e.data for e in evs)[:_PROBE_BYTES]
-            if head.startswith(b"AMQP"):
-                verdict = True
-                break
-            if self.keylog is not None and looks_like_tls(head) and evs is probe.data[0]:
-                # TLS on any port: decoded when the ClientHello random is in the key log
-                random = tls_client_random(b"".join(e.data for e in evs)[:43])
-                if random is None and not final:
-                    return
-                verdict = random is not None and random in self.keylog
-                tls = True
-                break
-            if len(head) >= 4 or (head and not b"AMQP".startswith(head)):
-                verdict = False if verdict is None else verdict
-        if verdict is False and not tls and not probe.opened.syn_seen:
+        start = self._first_bytes(probe, final)
+        if start == _WAIT:
+            return
+        if start == _NOT_AMQP and not probe.opened.syn_seen:
             # joined mid-stream: no protocol header to see; a run of AMQP frames may say it (one direction is enough)
-            run = _frame_runs(probe, final, self.max_frame_bytes)
-            if run is None:
+            start = _by_frame_run(probe, final, self.max_frame_bytes)
+            if start == _WAIT:
                 return
-            verdict = run
         layers = None
-        if not verdict and not tls:  # an upgrade to a WebSocket carrying AMQP? (layers.py)
+        if start == _NOT_AMQP or start == _UNDECIDED:  # an upgrade to a WebSocket carrying AMQP? (layers.py)
             layers = client_layers(conn, b"".join(e.data for e in probe.data[0]), bool(probe.data[1]), final,
                                    self.tls_records)
             if layers is None:
                 return
             if layers:
-                verdict = True
-        if verdict is None and not final:
+                start = _AMQP
+        if start == _UNDECIDED and not final:
             return
+        tls = start == _TLS_KEYED or start == _TLS_UNKEYED
+        if start == _AMQP or start == _TLS_KEYED:
+            self._accept(probe, out, final, tls, layers)
+        else:
+            self._reject(probe)
+
+    def _reject(self, probe: _Probe) -> None:
+        """A probed connection found not to carry AMQP (or not known to): ignored from now on; a
+        TLS stream not decrypted is said to have been there."""
+        conn = probe.opened.conn
+        del self._probes[conn]
+        self.tcp.ignore(conn)
+        if probe.data[0] and looks_like_tls(b"".join(e.data for e in probe.data[0])[:_PROBE_BYTES]):
+            self._tls_unseen(probe)
+
+    def _first_bytes(self, probe: _Probe, final: bool) -> int:
+        """What the first bytes of a probed connection on other ports say: _AMQP (a protocol header
+        starts a stream), _NOT_AMQP (a stream starts with other bytes), _UNDECIDED (too few bytes),
+        a TLS stream whose ClientHello random is in the key log (_TLS_KEYED, decoded: TLS on any
+        port) or not (_TLS_UNKEYED), or _WAIT (the ClientHello not whole yet)."""
+        start = _UNDECIDED
+        for evs in probe.data:
+            head = b"".join(e.data for e in evs)[:_PROBE_BYTES]
+            if head.startswith(b"AMQP"):
+                return _AMQP
+            if self.keylog is not None and looks_like_tls(head) and evs is probe.data[0]:
+                random = tls_client_random(b"".join(e.data for e in evs)[:43])
+                if random is None:
+                    return _TLS_UNKEYED if final else _WAIT
+                return _TLS_KEYED if random in self.keylog else _TLS_UNKEYED
+            if len(head) >= 4 or (head and not b"AMQP".startswith(head)):
+                start = _NOT_AMQP
+        return start
+
+    def _accept(self, probe: _Probe, out: list, final: bool, tls: bool, layers) -> None:
+        """A probed connection on other ports found to carry AMQP (a TLS one: ``tls``; under a
+        WebSocket: ``layers``): its roles settled when no SYN was seen (:meth:`_roles`), then a
+        decoder started and fed what was held, the TCP layer's notes between its bytes."""
+        conn = probe.opened.conn
         note = None
-        if verdict and not tls and not layers and not probe.opened.syn_seen:
+        if not tls and not layers and not probe.opened.syn_seen:
             r = self._roles(probe, final)
             if r is None:
                 return  # waiting for the other side's first bytes
@@ -505,20 +554,15 @@ class Dissector:
             elif r == "unknown":
                 note = _roles_note(probe.opened, "no protocol header settles them and the ports say nothing")
         del self._probes[conn]
-        if verdict:
-            c = self._start(probe.opened, out, verify=tls, layers=layers)
-            if note is not None:
-                out.append(note)
-            notes = _probe_notes(probe, conn)
-            for e in probe.in_order():
-                if notes:
-                    _notes_before(notes, e.packet, out)
-                out.extend(c.feed(e.direction, e.data, e.ts, e.packet))
-            out.extend(notes)
-        else:
-            self.tcp.ignore(conn)
-            if probe.data[0] and looks_like_tls(b"".join(e.data for e in probe.data[0])[:_PROBE_BYTES]):
-                self._tls_unseen(probe)
+        c = self._start(probe.opened, out, verify=tls, layers=layers)
+        if note is not None:
+            out.append(note)
+        notes = _probe_notes(probe, conn)
+        for e in probe.in_order():
+            if notes:
+                _notes_before(notes, e.packet, out)
+            out.extend(c.feed(e.direction, e.data, e.ts, e.packet))
+        out.extend(notes)
 
     def _tls_unseen(self, probe) -> None:
         """A TLS stream on a port that is not AMQP's that cannot be decrypted: say it was there."""
@@ -532,9 +576,9 @@ class Dissector:
 
     def _decide_amqp_port(self, probe: _Probe, out: list, final: bool) -> None:
         """A connection on AMQP ports only, without its SYN (an ``amqp_port`` probe): decoded
-        whatever its first bytes; they only settle client and server (:meth:`_roles`) before
+        whatever its first bytes; they only settle client and server (:meth:`_amqp_port_roles`) before
         anything of it is routed, and the evidence used is said in a note (or that none was)."""
-        r = self._roles(probe, final)
+        r = self._amqp_port_roles(probe, final)
         if r is None:
             return  # waiting for the other side's first bytes
         why, evidence = r
@@ -564,58 +608,37 @@ class Dissector:
 
     def _roles(self, probe: _Probe, final: bool):
         """Client and server of a connection on other ports, seen without its SYN and found to be
-        AMQP by a protocol header: the client sends its header first and the server answers, so
-        when both headers were captured the first one's sender is the client, and when only one
-        side's stream starts with a header while the other's starts with something else (its
-        header was before the capture), the header's sender is the server.  That evidence wins
-        over the ports' (an ephemeral port, see tcp.role_evidence).  Returns "keep", "swap",
-        "unknown" (nothing says), or None to wait for the other side's first bytes."""
-        opened = probe.opened
-        heads = [_head(evs, _PROBE_BYTES) for evs in probe.data]
-        hdr = [h.startswith(b"AMQP") for h in heads]
-        other = [bool(h) and not b"AMQP".startswith(h[:4]) for h in heads]
-        client = None
-        if hdr[0] and hdr[1]:
-            client = 0 if probe.data[0][0].packet <= probe.data[1][0].packet else 1
-        elif hdr[0] and other[1]:
-            client = 1
-        elif hdr[1] and other[0]:
-            client = 0
-        elif hdr[0] != hdr[1] and not (heads[0] and heads[1]) and _sasl_sender(_head(probe.data[hdr[1]], 24)) >= 0:
-            # one stream only (one direction captured, or the other's first bytes not come yet): the
-            # SASL frame after its header says whose it is (sasl-mechanisms comes from the server)
-            k = 1 if hdr[1] else 0
-            client = k if _sasl_sender(_head(probe.data[k], 24)) == 0 else 1 - k
-        elif (hdr[0] or hdr[1]) and not final and not probe.amqp_port and sum(map(len, probe.data)) < _ROLE_PROBE_EVENTS:
-            return None
+        AMQP by a protocol header (:func:`_header_client`).  That evidence wins over the ports' (an
+        ephemeral port, see tcp.role_evidence).  Returns "keep", "swap", "unknown" (nothing says),
+        or None to wait for the other side's first bytes."""
+        client = _header_client(probe)
+        if client == _NO_CLIENT:
+            if not final and _any_header(probe) and len(probe.data[0]) + len(probe.data[1]) < _ROLE_PROBE_EVENTS:
+                return None
+            opened = probe.opened
+            if role_evidence(_port(opened.client), _port(opened.server), self.ports) == "unknown":
+                return "unknown"
+            return "keep"
+        return "swap" if client == 1 else "keep"
+
+    def _amqp_port_roles(self, probe: _Probe, final: bool):
+        """Client and server of a connection on AMQP ports only, seen without its SYN (an
+        ``amqp_port`` probe): by its protocol headers (:func:`_header_client`), else, when neither
+        stream starts with one, by its first open (:func:`_open_client`).  Returns ("keep" or
+        "swap", the evidence used), ("unknown", None), or None to wait for more first bytes."""
+        client = _header_client(probe)
+        headers = _any_header(probe)
         evidence = "protocol headers"
-        if client is None and probe.amqp_port and not (hdr[0] or hdr[1]):
-            # no protocol header: who sent the first open (the client opens first).  Both streams
-            # start with an open: the earlier one's sender; one starts with an open and the other
-            # with other frames: the other's open was before the capture, so it is the client
-            heads = [_head(evs, _OPEN_PROBE_BYTES) for evs in probe.data]
-            if not final and not (_judged(heads[0]) and _judged(heads[1])) and _may_hold(probe):
+        if client == _NO_CLIENT and not headers:
+            client = _open_client(probe, final)
+            if client == _WAIT_CLIENT:
                 return None
-            opens = [_starts_with_open(h) for h in heads]
-            frames = [_starts_with_frame(h) for h in heads]
-            if opens[0] and opens[1]:
-                client = 0 if probe.data[0][0].packet <= probe.data[1][0].packet else 1
-            elif opens[0] and frames[1] and probe.data[1][0].packet > probe.data[0][0].packet:
-                client = 1
-            elif opens[1] and frames[0] and probe.data[0][0].packet > probe.data[1][0].packet:
-                client = 0
             evidence = "first open"
-        if probe.amqp_port:
-            if client is not None:
-                return ("swap" if client == 1 else "keep"), evidence
-            if not final and (hdr[0] or hdr[1]) and _may_hold(probe):
-                return None
-            return "unknown", None
-        if client is not None:
-            return "swap" if client == 1 else "keep"
-        if role_evidence(_port(opened.client), _port(opened.server), self.ports) == "unknown":
-            return "unknown"
-        return "keep"
+        if client != _NO_CLIENT:
+            return ("swap" if client == 1 else "keep"), evidence
+        if not final and headers and _may_hold(probe):
+            return None
+        return "unknown", None
 
     def _swap(self, probe: _Probe) -> str:
         """Exchange client and server of a probed connection (nothing of it was routed yet):
@@ -636,6 +659,17 @@ class Dissector:
         self._renamed[old.conn] = cid
         return cid
 
+
+def _in_missing_note(n, missing: list):
+    """The note ``n`` of a gap in the missing files ``missing`` of a capture set: a reassembly
+    note that skipped bytes says where they went; any other note is kept as it is."""
+    if type(n) is not StreamNote or n.note.group != "reassembly" or not n.skipped:
+        return n
+    what = "file" if len(missing) == 1 else "files"
+    msg = n.note.message.replace(
+        "(TCP gap)", f"(TCP gap) in the missing {what} {', '.join(missing)} of the set, not lost on the wire", 1)
+    return StreamNote(n.conn, n.direction, n.src, n.dst, n.packet, n.ts,
+                      ExpertNote(n.note.severity, n.note.group, msg), n.skipped)
 
 def _probe_notes(probe: _Probe, conn: str) -> list:
     """The TCP layer's notes on a probed connection, to be routed once it is found AMQP (under its
@@ -766,6 +800,15 @@ def _frame_runs(probe: _Probe, final: bool, max_frame: int):
     return None if waiting and not final else False
 
 
+def _by_frame_run(probe: _Probe, final: bool, max_frame: int) -> int:
+    """What a run of AMQP frames says of a probed connection joined mid-stream (:func:`_frame_runs`):
+    _AMQP, _NOT_AMQP, or _WAIT for more bytes."""
+    run = _frame_runs(probe, final, max_frame)
+    if run is None:
+        return _WAIT
+    return _AMQP if run else _NOT_AMQP
+
+
 def _frame_run(evs: list, max_frame: int) -> int:
     """_FOUND when the StreamData ``evs`` of one direction, from one of its first segments' starts,
     hold a run of _RUN_FRAMES performatives whose sizes chain into a later segment; _MORE when one
@@ -829,6 +872,66 @@ def _descriptor(body: bytes) -> int:
     if body[1] == 0x53:
         return body[2]
     return int.from_bytes(body[2:10], "big") if len(body) >= 10 else -1
+
+
+# the client's direction (0 or 1) as the first bytes of the streams tell it, or: they do not say; they may once more come
+_NO_CLIENT = -1
+_WAIT_CLIENT = -2
+
+
+def _first_sender(data: tuple) -> int:
+    """The direction whose first held bytes came first (both directions hold some)."""
+    return 0 if data[0][0].packet <= data[1][0].packet else 1
+
+
+def _marked_client(data: tuple, marked: list, answered: list, ordered: bool) -> int:
+    """The client's direction by a mark the client sends first (a protocol header, an open) at the
+    streams' starts: both streams start with it, its earlier sender; one starts with it and the
+    other with other bytes (``answered``: its own mark was before the capture; ``ordered``: and
+    those came after the mark), the other one.  _NO_CLIENT when the marks do not say."""
+    if marked[0] and marked[1]:
+        return _first_sender(data)
+    for k in (0, 1):
+        if marked[k] and answered[1 - k] and (not ordered or data[1 - k][0].packet > data[k][0].packet):
+            return 1 - k
+    return _NO_CLIENT
+
+
+def _any_header(probe: _Probe) -> bool:
+    """Does either held stream start with a protocol header?"""
+    return _head(probe.data[0], 4) == b"AMQP" or _head(probe.data[1], 4) == b"AMQP"
+
+
+def _header_client(probe: _Probe) -> int:
+    """The client's direction by the protocol headers (the client sends its header first and the
+    server answers): when both headers were captured the first one's sender is the client, and when
+    only one side's stream starts with a header while the other's starts with something else (its
+    header was before the capture), the header's sender is the server.  One stream only (one
+    direction captured, or the other's first bytes not come yet): the SASL frame after its header
+    says whose it is (sasl-mechanisms comes from the server).  _NO_CLIENT when they do not say."""
+    heads = [_head(evs, _PROBE_BYTES) for evs in probe.data]
+    hdr = [h.startswith(b"AMQP") for h in heads]
+    other = [bool(h) and not b"AMQP".startswith(h[:4]) for h in heads]
+    client = _marked_client(probe.data, hdr, other, False)
+    if client == _NO_CLIENT and hdr[0] != hdr[1] and not (heads[0] and heads[1]):
+        k = 1 if hdr[1] else 0
+        sender = _sasl_sender(_head(probe.data[k], 24))
+        if sender >= 0:
+            client = k if sender == 0 else 1 - k
+    return client
+
+
+def _open_client(probe: _Probe, final: bool) -> int:
+    """The client's direction by the first open of a connection on AMQP ports with no protocol
+    header (the client opens first): both streams start with an open, the earlier one's sender;
+    one starts with an open and the other with other frames after it, the other's open was before
+    the capture, so it is the client.  _WAIT_CLIENT while the first bytes may still say."""
+    heads = [_head(evs, _OPEN_PROBE_BYTES) for evs in probe.data]
+    if not final and not (_judged(heads[0]) and _judged(heads[1])) and _may_hold(probe):
+        return _WAIT_CLIENT
+    opens = [_starts_with_open(h) for h in heads]
+    frames = [_starts_with_frame(h) for h in heads]
+    return _marked_client(probe.data, opens, frames, True)
 
 
 _EVIDENCE = {

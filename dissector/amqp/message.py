@@ -446,37 +446,44 @@ class MessageScan:
         if kind is None and whole:
             kind = "none"
         digest = self.digest if done and type(self.digest) is str else None
-        p = self.props
-        if p is None:
-            props = _NO_PROPS
-        else:
-            if len(p) < _NPROPS:
-                p = p + [None] * (_NPROPS - len(p))
-            mid, mtype = _id(p[_MESSAGE_ID])
-            cid, ctype = _id(p[_CORRELATION_ID])
-            props = (mid, mtype, cid, ctype, _text(p[_USER_ID]), _text(p[_TO]), _text(p[_SUBJECT]),
-                     _text(p[_REPLY_TO]), _text(p[_CONTENT_TYPE]), _text(p[_CONTENT_ENCODING]),
-                     _ms_ns(p[_EXPIRY]), _ms_ns(p[_CREATION]), _text(p[_GROUP_ID]), _int(p[_GROUP_SEQUENCE]),
-                     _text(p[_REPLY_TO_GROUP_ID]))
+        props = _NO_PROPS if self.props is None else _props_cells(self.props)
         h = self.header
         # the header's fields: the value; absent or null in a present header, or no header section
         # in a message read past where it would be: the spec's default, named in header_defaults
         if h is not None or self.last > _HEADER_ORDER or whole:
-            vals = []
-            defaults = []
-            n = len(h) if h is not None else 0
-            for col, i, default, fname in _HEADER_FIELDS:
-                v = h[i] if i < n else None
-                if v is None:
-                    if default is not None:
-                        defaults.append(fname)
-                    v = default
-                vals.append(_bool(v) if col == "durable" or col == "first_acquirer" else _int(v))
-            header = (vals[0], vals[1], vals[2], vals[3], vals[4], defaults)
+            header = _header_cells(h)
         else:
             header = _NO_HEADER
         return props + header + (self.da, self.ma, self.ap, kind, self.body_size, list(self.sections), digest,
                                  status)
+
+
+def _props_cells(p: list) -> tuple:
+    """The properties section's cells (``p``: its fields, the trailing absent ones left out)."""
+    if len(p) < _NPROPS:
+        p = p + [None] * (_NPROPS - len(p))
+    mid, mtype = _id(p[_MESSAGE_ID])
+    cid, ctype = _id(p[_CORRELATION_ID])
+    return (mid, mtype, cid, ctype, _text(p[_USER_ID]), _text(p[_TO]), _text(p[_SUBJECT]),
+            _text(p[_REPLY_TO]), _text(p[_CONTENT_TYPE]), _text(p[_CONTENT_ENCODING]),
+            _ms_ns(p[_EXPIRY]), _ms_ns(p[_CREATION]), _text(p[_GROUP_ID]), _int(p[_GROUP_SEQUENCE]),
+            _text(p[_REPLY_TO_GROUP_ID]))
+
+
+def _header_cells(h) -> tuple:
+    """The header section's cells (``h``: its fields, or None when the message has no header):
+    each field's value, or (absent or null) the spec's default, named in the last cell."""
+    vals = []
+    defaults = []
+    n = len(h) if h is not None else 0
+    for col, i, default, fname in _HEADER_FIELDS:
+        v = h[i] if i < n else None
+        if v is None:
+            if default is not None:
+                defaults.append(fname)
+            v = default
+        vals.append(_bool(v) if col == "durable" or col == "first_acquirer" else _int(v))
+    return (vals[0], vals[1], vals[2], vals[3], vals[4], defaults)
 
 
 def message_cells(scan, pending=None) -> tuple:

@@ -227,20 +227,15 @@ def parse_segment(linktype: int, data: bytes) -> Segment | None:
         if et == ETH_IPV4:
             return _ipv4(data, 14)
         return _ether_payload(data, 14, et)
+    return _other_link(linktype, data)
+
+
+def _other_link(linktype: int, data: bytes) -> Segment | None:
+    """:func:`parse_segment` for the link types that are not Ethernet."""
     if linktype == LINKTYPE_LINUX_SLL:
-        if len(data) < 16:
-            raise MalformedPacket(f"Linux cooked (SLL) header truncated ({len(data)} of 16 bytes)")
-        et = (data[14] << 8) | data[15]
-        if et == ETH_IPV4:
-            return _ipv4(data, 16)
-        return _ether_payload(data, 16, et)
+        return _cooked(data, 16, 14, "Linux cooked (SLL)")
     if linktype == LINKTYPE_LINUX_SLL2:
-        if len(data) < 20:
-            raise MalformedPacket(f"Linux cooked v2 (SLL2) header truncated ({len(data)} of 20 bytes)")
-        et = (data[0] << 8) | data[1]
-        if et == ETH_IPV4:
-            return _ipv4(data, 20)
-        return _ether_payload(data, 20, et)
+        return _cooked(data, 20, 0, "Linux cooked v2 (SLL2)")
     if linktype in (LINKTYPE_RAW, DLT_RAW_12, DLT_RAW_14):
         if not data:
             raise MalformedPacket("raw IP packet is empty")
@@ -251,25 +246,41 @@ def parse_segment(linktype: int, data: bytes) -> Segment | None:
             return _ipv6(data, 0)
         raise MalformedPacket(f"raw IP packet has IP version {v}")
     if linktype == LINKTYPE_NULL or linktype == LINKTYPE_LOOP:
-        if len(data) < 4:
-            raise MalformedPacket(f"loopback header truncated ({len(data)} of 4 bytes)")
-        if linktype == LINKTYPE_LOOP:
-            fam = int.from_bytes(data[:4], "big")
-        else:  # host byte order of the capturing machine: either
-            fam = int.from_bytes(data[:4], "little")
-            if fam > 0xFFFF:
-                fam = int.from_bytes(data[:4], "big")
-        if fam in _AF_INET:
-            return _ipv4(data, 4)
-        if fam in _AF_INET6:
-            return _ipv6(data, 4)
-        return None
+        return _loopback(linktype, data)
     if linktype == LINKTYPE_IPV4:
         return _ipv4(data, 0)
     if linktype == LINKTYPE_IPV6:
         return _ipv6(data, 0)
     check_linktype(linktype)
     raise UnsupportedLinkType(f"unsupported link-layer type {linktype}")  # not reached
+
+
+def _cooked(data: bytes, hl: int, et_at: int, what: str) -> Segment | None:
+    """A Linux cooked capture header (``hl`` bytes, its protocol type at ``et_at``): its payload."""
+    if len(data) < hl:
+        raise MalformedPacket(f"{what} header truncated ({len(data)} of {hl} bytes)")
+    et = (data[et_at] << 8) | data[et_at + 1]
+    if et == ETH_IPV4:
+        return _ipv4(data, hl)
+    return _ether_payload(data, hl, et)
+
+
+def _loopback(linktype: int, data: bytes) -> Segment | None:
+    """A BSD loopback header (NULL: the address family in the capturing host's byte order,
+    either; LOOP: big-endian): its IPv4 or IPv6 payload, None for another family."""
+    if len(data) < 4:
+        raise MalformedPacket(f"loopback header truncated ({len(data)} of 4 bytes)")
+    if linktype == LINKTYPE_LOOP:
+        fam = int.from_bytes(data[:4], "big")
+    else:  # host byte order of the capturing machine: either
+        fam = int.from_bytes(data[:4], "little")
+        if fam > 0xFFFF:
+            fam = int.from_bytes(data[:4], "big")
+    if fam in _AF_INET:
+        return _ipv4(data, 4)
+    if fam in _AF_INET6:
+        return _ipv6(data, 4)
+    return None
 
 
 def _ether_payload(data: bytes, off: int, et: int, depth: int = 0) -> Segment | None:
@@ -328,6 +339,13 @@ def _ipv4(data: bytes, off: int, depth: int = 0) -> Segment | None:
                         4,
                     ),
                 )
+    return _ipv4_general(data, off, depth)
+
+
+def _ipv4_general(data: bytes, off: int, depth: int) -> Segment | None:
+    """:func:`_ipv4` for any IPv4 packet (its fast path reads only the common one): checked header,
+    options, TSO lengths, fragments, tunnels."""
+    n = len(data)
     if n - off < 20:
         raise MalformedPacket(f"IPv4 header truncated ({n - off} of 20 bytes)")
     vihl, total, ident, frag, proto, src, dst = _IP4(data, off)
@@ -337,14 +355,7 @@ def _ipv4(data: bytes, off: int, depth: int = 0) -> Segment | None:
     if ihl < 20:
         raise MalformedPacket(f"IPv4 header length {ihl} is less than 20")
     if proto != 6:
-        if proto == IP_UDP:  # (a UDP packet on no tunnel's port ends here, at the cost of two look-ups)
-            u = off + ihl
-            if n - u < 4 or (((data[u] << 8) | data[u + 1]) not in _UDP_TUNNEL_PORTS
-                             and ((data[u + 2] << 8) | data[u + 3]) not in _UDP_TUNNEL_PORTS):
-                return None
-        elif proto not in _TUNNEL_PROTOS:
-            return None
-        return _tunnel4(data, off, ihl, total, frag, proto, depth)
+        return _ipv4_not_tcp(data, off, ihl, total, frag, proto, depth)
     if frag & 0x3FFF:
         raise IPFragment(
             f"IPv4 fragment of a TCP packet (id 0x{ident:04x}, offset {(frag & 0x1FFF) * 8}, "
@@ -364,6 +375,19 @@ def _ipv4(data: bytes, off: int, depth: int = 0) -> Segment | None:
         _ADDR.get(dst) or _addr_text(dst),
         4,
     )
+
+
+def _ipv4_not_tcp(data: bytes, off: int, ihl: int, total: int, frag: int, proto: int, depth: int) -> Segment | None:
+    """An IPv4 packet that is not TCP: the TCP inside a tunnel it may be, else None."""
+    if proto == IP_UDP:  # (a UDP packet on no tunnel's port ends here, at the cost of two look-ups)
+        n = len(data)
+        u = off + ihl
+        if n - u < 4 or (((data[u] << 8) | data[u + 1]) not in _UDP_TUNNEL_PORTS
+                         and ((data[u + 2] << 8) | data[u + 3]) not in _UDP_TUNNEL_PORTS):
+            return None
+    elif proto not in _TUNNEL_PROTOS:
+        return None
+    return _tunnel4(data, off, ihl, total, frag, proto, depth)
 
 
 def _ipv6(data: bytes, off: int, depth: int = 0) -> Segment | None:

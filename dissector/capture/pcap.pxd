@@ -45,3 +45,10 @@ cdef class PcapRecords:
     cdef bint _fill(self, Py_ssize_t pos, Py_ssize_t need) except -1
 
     cdef _end(self, Py_ssize_t pos, error)
+
+# the checks and reads of _pcapng_records' blocks, out of its loop: C calls
+cdef object _fill_block_head(object src)
+cdef bint _bad_block_len(object blen) except -1
+cdef object _check_trailer(object u32, object buf, object src, Py_ssize_t pos, object blen)
+cdef tuple _epb_fields(object epb, object buf, object src, Py_ssize_t pos, object blen, Py_ssize_t n_ifaces)
+cdef tuple _pb_fields(object pb, object buf, object src, Py_ssize_t pos, object blen, Py_ssize_t n_ifaces)

@@ -436,6 +436,65 @@ def _pcapng_structs(bo: str):
     )
 
 
+_FILLED = object()  # (_fill_block_head: the bytes are there)
+
+
+def _fill_block_head(src: ByteSource):
+    """Fill the 12 bytes of the next pcapng block's header: _FILLED, else the end of the
+    stream's error (None at a clean end)."""
+    if src.fill(12):
+        return _FILLED
+    if len(src.buf) - src.pos:
+        return _truncated(src, "block", src.offset, 12)
+    if src.stream_error:
+        return _stream_error(src)
+    return None
+
+
+def _bad_block_len(blen):
+    """Is this pcapng block length impossible (short, not a multiple of 4, beyond the bound)?"""
+    return blen < 12 or (blen & 3) != 0 or blen > MAX_RECORD
+
+
+def _check_trailer(u32, buf, src: ByteSource, pos: int, blen) -> None:
+    """A pcapng block's trailing length must repeat its leading one."""
+    trail = u32(buf, pos + blen - 4)[0]
+    if trail != blen:
+        raise CaptureError(
+            f"pcapng block at byte offset {src.base + pos}: trailing length "
+            f"{trail} does not match leading length {blen}"
+        )
+
+
+def _epb_fields(epb, buf, src: ByteSource, pos: int, blen, n_ifaces: int) -> tuple:
+    """An enhanced packet block's interface, timestamp (high, low), captured and original
+    lengths, checked against the block and the section's interfaces."""
+    if blen < 32:
+        raise CaptureError(f"pcapng enhanced packet block at byte offset {src.base + pos} is too short")
+    fields = epb(buf, pos + 8)
+    if fields[3] > blen - 32:
+        raise CaptureError(
+            f"pcapng enhanced packet block at byte offset {src.base + pos}: captured length "
+            f"{fields[3]} exceeds the block ({blen} bytes)"
+        )
+    if fields[0] >= n_ifaces:
+        raise CaptureError(
+            f"pcapng packet block at byte offset {src.base + pos} refers to undefined "
+            f"interface {fields[0]}"
+        )
+    return fields
+
+
+def _pb_fields(pb, buf, src: ByteSource, pos: int, blen, n_ifaces: int) -> tuple:
+    """The same fields of an (obsolete) packet block, checked the same way."""
+    if blen < 32:
+        raise CaptureError(f"pcapng packet block at byte offset {src.base + pos} is too short")
+    iface, _drops, hi, lo, caplen, orig = pb(buf, pos + 8)
+    if caplen > blen - 32 or iface >= n_ifaces:
+        raise CaptureError(f"pcapng packet block at byte offset {src.base + pos} is malformed")
+    return iface, hi, lo, caplen, orig
+
+
 class _Interface:
     __slots__ = ("linktype", "divisor", "offset", "snaplen", "digits")
 
@@ -648,6 +707,9 @@ class CaptureReader:
             self.bytes_read = src.offset
 
     def _pcapng_records(self, bo: str) -> Iterator[CaptureRecord]:
+        """The packets of a pcapng stream as CaptureRecords, block by block (interface, section and
+        secrets blocks read on the way; other block types skipped); a damaged or cut stream ends
+        them and its error is kept in ``error``."""
         src = self._src
         index = 1
         rec = CaptureRecord
@@ -664,14 +726,11 @@ class CaptureReader:
             while True:
                 if end - pos < 12:
                     src.pos = pos
-                    ok = src.fill(12)
+                    filled = _fill_block_head(src)
                     buf, pos = src.buf, src.pos
                     end = len(buf)
-                    if not ok:
-                        if end - pos:
-                            error = _truncated(src, "block", src.offset, 12)
-                        elif src.stream_error:
-                            error = _stream_error(src)
+                    if filled is not _FILLED:
+                        error = filled
                         break
                 btype, blen = hdr(buf, pos)
                 if btype == PCAPNG_SHB:
@@ -679,7 +738,7 @@ class CaptureReader:
                     hdr, epb, u32, pb = _pcapng_structs(bo)
                     (blen,) = u32(buf, pos + 4)
                     self._check_block_len(blen, src.base + pos, 28)
-                elif blen < 12 or blen & 3 or blen > MAX_RECORD:
+                elif _bad_block_len(blen):
                     self._check_block_len(blen, src.base + pos, 12)
                 if end - pos < blen:
                     src.pos = pos
@@ -690,25 +749,12 @@ class CaptureReader:
                         error = _truncated(src, "block", src.offset, blen)
                         break
                 nxt = pos + blen
-                if u32(buf, nxt - 4)[0] != blen:
-                    raise CaptureError(
-                        f"pcapng block at byte offset {src.base + pos}: trailing length "
-                        f"{u32(buf, nxt - 4)[0]} does not match leading length {blen}"
-                    )
-                if btype == _BT_EPB:
-                    if blen < 32:
-                        raise CaptureError(f"pcapng enhanced packet block at byte offset {src.base + pos} is too short")
-                    iface, hi, lo, caplen, orig = epb(buf, pos + 8)
-                    if caplen > blen - 32:
-                        raise CaptureError(
-                            f"pcapng enhanced packet block at byte offset {src.base + pos}: captured length "
-                            f"{caplen} exceeds the block ({blen} bytes)"
-                        )
-                    if iface >= len(ifaces):
-                        raise CaptureError(
-                            f"pcapng packet block at byte offset {src.base + pos} refers to undefined "
-                            f"interface {iface}"
-                        )
+                _check_trailer(u32, buf, src, pos, blen)
+                if btype == _BT_EPB or btype == _BT_PB:
+                    if btype == _BT_EPB:
+                        iface, hi, lo, caplen, orig = _epb_fields(epb, buf, src, pos, blen, len(ifaces))
+                    else:
+                        iface, hi, lo, caplen, orig = _pb_fields(pb, buf, src, pos, blen, len(ifaces))
                     itf = ifaces[iface]
                     last_ts = itf.nanoseconds((hi << 32) | lo)
                     if exact is not None:
@@ -718,44 +764,14 @@ class CaptureReader:
                               self._first_iface + iface)
                     index += 1
                 elif btype == _BT_SPB:
-                    if blen < 16:
-                        raise CaptureError(f"pcapng simple packet block at byte offset {src.base + pos} is too short")
-                    if not ifaces:
-                        raise CaptureError(
-                            f"pcapng simple packet block at byte offset {src.base + pos} before any interface "
-                            "description"
-                        )
-                    (orig,) = u32(buf, pos + 8)
-                    itf = ifaces[0]
-                    caplen = min(orig, blen - 16)
-                    if itf.snaplen:
-                        caplen = min(caplen, itf.snaplen)
+                    r = self._spb_record(buf, pos, blen, u32, ifaces, index, last_ts)
                     if exact is not None:
                         exact.append((index,) + last_exact)
-                    yield rec(index, last_ts, itf.linktype, buf[pos + 12 : pos + 12 + caplen], orig, self._first_iface)
+                    yield r
                     index += 1
-                elif btype == _BT_IDB:
-                    self._idb(buf, pos, blen, bo, src.base + pos)
-                elif btype == PCAPNG_SHB:
-                    self._shb(buf[pos:nxt], bo, src.base + pos)
-                    ifaces = self._section
-                elif btype == _BT_DSB:
-                    self._dsb(buf, pos, blen, u32)
-                elif btype == _BT_PB:
-                    if blen < 32:
-                        raise CaptureError(f"pcapng packet block at byte offset {src.base + pos} is too short")
-                    iface, _drops, hi, lo, caplen, orig = pb(buf, pos + 8)
-                    if caplen > blen - 32 or iface >= len(ifaces):
-                        raise CaptureError(f"pcapng packet block at byte offset {src.base + pos} is malformed")
-                    itf = ifaces[iface]
-                    last_ts = itf.nanoseconds((hi << 32) | lo)
-                    if exact is not None:
-                        last_exact = (last_ts, itf.digits)
-                        exact.append((index,) + last_exact)
-                    yield rec(index, last_ts, itf.linktype, buf[pos + 28 : pos + 28 + caplen], orig,
-                              self._first_iface + iface)
-                    index += 1
-                # any other block type (NRB, ISB, custom, ...) is skipped
+                else:
+                    self._other_block(btype, buf, pos, blen, bo, u32)
+                    ifaces = self._section  # (a new section has its own interfaces)
                 pos = nxt
                 self.bytes_read = src.base + pos
         except CaptureError as exc:
@@ -763,6 +779,34 @@ class CaptureReader:
         src.pos = pos
         self.bytes_read = src.offset
         self.error = error
+
+    def _spb_record(self, buf, pos: int, blen: int, u32, ifaces: list, index: int, last_ts: int) -> CaptureRecord:
+        """The packet of a simple packet block (of the section's first interface; no timestamp: the
+        one before, ``last_ts``)."""
+        if blen < 16:
+            raise CaptureError(f"pcapng simple packet block at byte offset {self._src.base + pos} is too short")
+        if not ifaces:
+            raise CaptureError(
+                f"pcapng simple packet block at byte offset {self._src.base + pos} before any interface "
+                "description"
+            )
+        (orig,) = u32(buf, pos + 8)
+        itf = ifaces[0]
+        caplen = min(orig, blen - 16)
+        if itf.snaplen:
+            caplen = min(caplen, itf.snaplen)
+        return CaptureRecord(index, last_ts, itf.linktype, buf[pos + 12 : pos + 12 + caplen], orig, self._first_iface)
+
+    def _other_block(self, btype: int, buf, pos: int, blen: int, bo: str, u32) -> None:
+        """A block that is not a packet's: an interface description, a section header, decryption
+        secrets; any other block type (NRB, ISB, custom, ...) is skipped."""
+        start = self._src.base + pos
+        if btype == _BT_IDB:
+            self._idb(buf, pos, blen, bo, start)
+        elif btype == PCAPNG_SHB:
+            self._shb(buf[pos:pos + blen], bo, start)
+        elif btype == _BT_DSB:
+            self._dsb(buf, pos, blen, u32)
 
     _first_iface = 0
 

@@ -18,4 +18,8 @@ cdef class ConnectionRules:
 
     cdef note_end(self, Connection c, Py_ssize_t d, Frame f, name)
 
+    cdef framing_violations(self, Connection c, Py_ssize_t d, Frame f)
+
+    cdef longer_silence(self, Connection c, Py_ssize_t d, Frame f, ref, Silence sil)
+
     cdef idle_check(self, Connection c, Py_ssize_t d, Frame f)

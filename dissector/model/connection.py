@@ -79,10 +79,7 @@ class ConnectionRules:
         """Frame ``f`` of ``d``: its notes, counts, the idle time-out, SASL, open / close and the
         connection machine's step.  True: a frame of a session, for the session's rooms."""
         if f.notes:
-            for n in f.notes:
-                if n.severity in ("warn", "error") and n.group in ("protocol", "malformed", "budget"):
-                    kind = "frame-size" if "max-frame-size" in n.message else n.group
-                    self.ledger.violation(c, d, f, kind, n.severity, n.message, origin="framing")
+            self.framing_violations(c, d, f)
         key = name or ("empty" if heartbeat else "(undecoded)")
         c.count_frame(d, key)
         if f.type == FRAME_SASL:
@@ -97,15 +94,7 @@ class ConnectionRules:
         if ref is not None:  # the longest silence of d (no frame of any kind): the diagnoses' idle time-out
             sil = c.silence[d]
             if f.ts - ref > sil.longest:
-                if c.loss is not None and c.loss.last[d] is not None and c.loss.last[d] >= ref:
-                    sil.unknown += 1  # (bytes of d were lost in it: a frame may have been there)
-                else:
-                    sil.longest = f.ts - ref
-                    sil.start = ref
-                    sil.end = f.ts
-                    sil.end_packet = f.packet
-                    la = c.last_act[d]
-                    sil.start_packet = la[1] if la is not None and la[0] == ref else None
+                self.longer_silence(c, d, f, ref, sil)
         if level >= 2:  # detach, end, close: what each side sent last before it (the diagnoses' ends)
             self.note_end(c, d, f, name)
         else:
@@ -125,6 +114,27 @@ class ConnectionRules:
             self.session_frame(c, d, f, name)
             return True
         return False
+
+    def framing_violations(self, c, d, f):
+        """The framing layer's notes on frame ``f`` of ``d`` that are violations, recorded."""
+        for n in f.notes:
+            if n.severity in ("warn", "error") and n.group in ("protocol", "malformed", "budget"):
+                kind = "frame-size" if "max-frame-size" in n.message else n.group
+                self.ledger.violation(c, d, f, kind, n.severity, n.message, origin="framing")
+
+    def longer_silence(self, c, d, f, ref, sil):
+        """Frame ``f`` of ``d`` ends a silence longer than its longest (``sil``), since ``ref``: the
+        new longest, or one more unknown when bytes of ``d`` were lost in it (a frame may have been
+        there)."""
+        if c.loss is not None and c.loss.last[d] is not None and c.loss.last[d] >= ref:
+            sil.unknown += 1
+            return
+        sil.longest = f.ts - ref
+        sil.start = ref
+        sil.end = f.ts
+        sil.end_packet = f.packet
+        la = c.last_act[d]
+        sil.start_packet = la[1] if la is not None and la[0] == ref else None
 
     def note_end(self, c, d, f, name):
         """A detach, end or close of ``d``: the last frame of each side that ended nothing before it."""

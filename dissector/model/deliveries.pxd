@@ -57,6 +57,8 @@ cdef class DeliveryTable:
     @cython.locals(k=Py_ssize_t, a="long long", b="long long")
     cpdef Py_ssize_t range_count(self, long long first, long long n) except -1
     cpdef compact(self)
+    cdef list _compactable(self, keep)
+    cdef _store_moved(self, list moving)
 
 
 @cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t)

@@ -424,11 +424,34 @@ class DeliveryTable:
     def compact(self) -> None:
         """Move the plain deliveries of the table but the newest COMPACT_KEEP to the store."""
         table = self.by_id
-        base = self.first_id
         total = len(self)
-        keep = total - COMPACT_KEEP  # (the oldest first: by_id's, then the run's in id order)
+        moving = self._compactable(total - COMPACT_KEEP)
+        self.compact_at = max(COMPACT_AT, 2 * (total - len(moving)))
+        if not moving:  # (deliveries with dispositions or outcomes, waiting for settlement: no store)
+            return
+        self._store_moved(moving)
+        run = self.run
+        for _o, x in moving:
+            i = self._run_slot(x.delivery_id) if self.run_n else -1
+            if i >= 0 and run[i] is x:
+                self._run_drop(i)
+            else:
+                del table[x.delivery_id]
+            link = x.link
+            link.live.drop(x)
+            link.compacted += 1
+            link.reordered = True
+        if not table:
+            table.clear()
+        self.order = None  # (ordered again by the next wide range)
+        self.stale = 0
+
+    def _compactable(self, keep) -> list:
+        """(offset from first_id, delivery) of each delivery that may go to the store among the
+        oldest ``keep`` of the table (by_id's first, then the run's in id order)."""
+        base = self.first_id
         moving = []
-        for did, x in table.items():
+        for did, x in self.by_id.items():
             if keep <= 0:
                 break
             keep -= 1
@@ -445,33 +468,20 @@ class DeliveryTable:
                 keep -= 1
                 if compactable(x, x.link):
                     moving.append((serial_diff(x.delivery_id, base), x))
-        self.compact_at = max(COMPACT_AT, 2 * (total - len(moving)))
-        if not moving:  # (deliveries with dispositions or outcomes, waiting for settlement: no store)
-            return
+        return moving
+
+    def _store_moved(self, moving: list) -> None:
+        """The rows of ``moving`` (offset, delivery) into the store, in id order: appended when
+        beyond the store's last id (the usual case), else the store rebuilt."""
         st = self.store
         if st is None:
             st = self.store = CompactStore()
         moving.sort(key=_offset)
-        # rows in id order: appended when beyond the store's last id (the usual case), else rebuilt
-        if moving and len(st.offs) and moving[0][0] <= st.offs[-1]:
+        if len(st.offs) and moving[0][0] <= st.offs[-1]:
             self._store_rebuild([(st.offs[i], i) for i in range(len(st.offs))] + [(o, x) for o, x in moving])
         else:
             for o, x in moving:
                 st.append(o, x)
-        for _o, x in moving:
-            i = self._run_slot(x.delivery_id) if self.run_n else -1
-            if i >= 0 and run[i] is x:
-                self._run_drop(i)
-            else:
-                del table[x.delivery_id]
-            link = x.link
-            link.live.drop(x)
-            link.compacted += 1
-            link.reordered = True
-        if not table:
-            table.clear()
-        self.order = None  # (ordered again by the next wide range)
-        self.stale = 0
 
     def _store_rebuild(self, rows) -> None:
         """The store made again from ``rows``: (offset, position in the old store or a delivery), in

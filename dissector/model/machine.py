@@ -11,6 +11,34 @@ from .transitions import (CONNECTION_INPUTS, CONNECTION_STATES, CONNECTION_TRANS
 EXPLAIN_MEMO_MAX = 4096  # answers Machine.explain keeps
 
 
+def _steady_state(states: tuple, transitions: dict):
+    """The one state of a machine in which any other frame, sent or received, changes nothing
+    (None when there is not exactly one)."""
+    steady = [st for st in states if transitions.get((st, "S:FRAME")) == (None, st)
+              and transitions.get((st, "R:FRAME")) == (None, st)]
+    return steady[0] if len(steady) == 1 else None
+
+
+def _code_table(transitions: dict, codes: dict, in_codes: dict, n_states: int, ni: int) -> tuple:
+    """The transitions by integer codes (``n_states`` states, ``ni`` inputs): at state code * ni
+    + input code, (action, next state code), None where the table has no transition."""
+    table = [None] * (n_states * ni)
+    for (st, inp), (action, nxt) in transitions.items():
+        table[codes[st] * ni + in_codes[inp]] = (action, codes[nxt])
+    return tuple(table)
+
+
+def _lost_moves(inputs: tuple, in_codes: dict) -> tuple:
+    """The frames a capture can lose that change states: (name, S: input code, R: input code),
+    derived from the inputs (an "S:x" whose receiving side is "R:x", "(error)" not told apart)."""
+    return tuple(
+        (inp[2:].lower(), in_codes[inp], in_codes["R:" + inp[2:].replace("(error)", "")])
+        for inp in inputs
+        if inp.startswith("S:") and inp != "S:FRAME" and "!=" not in inp
+        and "R:" + inp[2:].replace("(error)", "") in in_codes
+    )
+
+
 class Machine:
     """A state machine given as data: ``(state, input) -> (action, next_state)``.
 
@@ -38,9 +66,7 @@ class Machine:
         self.initial = initial
         # the state in which any other frame, sent or received, changes nothing (OPENED, MAPPED,
         # ATTACHED): derived from the table, it lets the hot path skip the lookups
-        steady = [st for st in states if transitions.get((st, "S:FRAME")) == (None, st)
-                  and transitions.get((st, "R:FRAME")) == (None, st)]
-        self.steady = steady[0] if len(steady) == 1 else None
+        self.steady = _steady_state(states, transitions)
         self.deferrable = frozenset(
             (st, inp)
             for st in (*states, UNKNOWN)
@@ -53,23 +79,13 @@ class Machine:
         self.codes = {n: i for i, n in enumerate(self.names)}
         self.in_codes = {n: i for i, n in enumerate(inputs)}
         ni = len(inputs)
-        table = [None] * (len(self.names) * ni)
-        for (st, inp), (action, nxt) in transitions.items():
-            table[self.codes[st] * ni + self.in_codes[inp]] = (action, self.codes[nxt])
-        self.table = tuple(table)
-        self.defer = tuple((self.names[k // ni], inputs[k % ni]) in self.deferrable for k in range(len(table)))
+        self.table = _code_table(transitions, self.codes, self.in_codes, len(self.names), ni)
+        self.defer = tuple((self.names[k // ni], inputs[k % ni]) in self.deferrable for k in range(len(self.table)))
         self.steady_code = -1 if self.steady is None else self.codes[self.steady]
         self.s_frame = self.in_codes["S:FRAME"]
         self.r_frame = self.in_codes["R:FRAME"]
-        # the frames a capture can lose that change states: (name, S: input code, R: input code),
-        # derived from the inputs (an "S:x" whose receiving side is "R:x", "(error)" not told apart)
         self.explained: dict = {}  # explain's answers (see there)
-        self.moves = tuple(
-            (inp[2:].lower(), self.in_codes[inp], self.in_codes["R:" + inp[2:].replace("(error)", "")])
-            for inp in inputs
-            if inp.startswith("S:") and inp != "S:FRAME" and "!=" not in inp
-            and "R:" + inp[2:].replace("(error)", "") in self.in_codes
-        )
+        self.moves = _lost_moves(inputs, self.in_codes)
 
     def _send_reachable(self, state: str) -> set:
         seen = {state}

@@ -48,5 +48,11 @@ cdef class SettlementRules:
     @cython.locals(s=Session, dlv=DeliveryRecord, table=DeliveryTable, named=Py_ssize_t)
     cpdef disposition(self, Connection c, Py_ssize_t d, Frame f, p)
 
+    # the cold parts of a disposition: C calls
+    cdef wide_range(self, Connection c, Py_ssize_t d, Frame f, Session s, DeliveryTable table, first, n, by)
+    cdef not_found(self, Connection c, Session s, DeliveryTable table, Py_ssize_t sender, first, last, n, missing, found)
+    cdef unknown_deliveries(self, Connection c, Py_ssize_t d, Frame f, Session s, by, Py_ssize_t sender, first, last,
+                            n, missing, settled, plan)
+
     @cython.locals(beyond="long long", k="long long")
     cpdef long long count_lost_beyond(self, Connection c, Session s, Py_ssize_t sender, first, last, n) except -1

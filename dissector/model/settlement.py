@@ -153,25 +153,12 @@ class SettlementRules:
         if n <= 16:
             hits = table.find_each(first, n)
         else:  # a wide range: the deliveries in it, found by bisection (cost: those it touches)
-            most = table.range_count(first, n)
-            if most > s.touch_budget:
-                self.ledger.violation(c, d, f, "budget", "warn",
-                                f"disposition ({by}) from the {SIDES[d]} not applied: the deliveries it covers are "
-                                f"more than the session's disposition budget has left ({DISPOSITION_TOUCH_BASE:,} "
-                                f"+ {DISPOSITION_TOUCHES_PER_DELIVERY} per delivery transferred, spent by earlier "
-                                f"ranges)", delivery_id=first)
-                s.note_unknown("dispositions past the session's budget (not applied)")
+            hits = self.wide_range(c, d, f, s, table, first, n, by)
+            if hits is None:
                 return
-            hits = table.in_range(first, n)
-            s.touch_budget -= most
         missing = n - len(hits)
         if missing:
-            late = table.folded_in_range(first, last) - len(hits)
-            if late > 0:
-                s.late_dispositions += late
-                missing -= late
-        if missing and c.loss is not None:
-            missing -= self.count_lost_beyond(c, s, sender, first, last, n)
+            missing = self.not_found(c, s, table, sender, first, last, n, missing, len(hits))
         settled = v[D_SETTLED] is True
         state = _delivery_state_value(v[D_STATE])
         plan = None if state is None else _state_plan(state)  # (once for the range)
@@ -192,18 +179,52 @@ class SettlementRules:
         if named:
             self.presettled_named(c, d, f, first, last, named)
         if missing:
-            rng = f"{first}" if first == last else f"{first}..{last}"
-            if strict(c, s):
-                self.ledger.violation(c, d, f, "unknown-delivery", "warn",
-                                f"disposition ({by}) from the {SIDES[d]} for delivery-id {rng}: "
-                                f"{missing} of {n} never transferred by the {SIDES[sender]}",
-                                delivery_id=first)
-            else:
-                s.unseen_dispositions += missing
-                if c.loss is not None and c.loss.hidden[sender]:  # (transfers the snap length may have cut off)
-                    self.cut_outcome(s, by, settled, plan, missing)
-                else:
-                    s.note_unknown("deliveries before the capture")
+            self.unknown_deliveries(c, d, f, s, by, sender, first, last, n, missing, settled, plan)
+
+    def wide_range(self, c, d, f, s, table, first, n, by):
+        """The deliveries of a wide disposition range (found by bisection), or None when they are
+        more than the session's disposition budget has left (then not applied: said so)."""
+        most = table.range_count(first, n)
+        if most > s.touch_budget:
+            self.ledger.violation(c, d, f, "budget", "warn",
+                            f"disposition ({by}) from the {SIDES[d]} not applied: the deliveries it covers are "
+                            f"more than the session's disposition budget has left ({DISPOSITION_TOUCH_BASE:,} "
+                            f"+ {DISPOSITION_TOUCHES_PER_DELIVERY} per delivery transferred, spent by earlier "
+                            f"ranges)", delivery_id=first)
+            s.note_unknown("dispositions past the session's budget (not applied)")
+            return None
+        hits = table.in_range(first, n)
+        s.touch_budget -= most
+        return hits
+
+    def not_found(self, c, s, table, sender, first, last, n, missing, found):
+        """Of the ``missing`` deliveries of a disposition range (``found`` were there), those not
+        known at all: less the ones folded already (late dispositions, counted) and the ones the
+        capture lost (:meth:`count_lost_beyond`)."""
+        late = table.folded_in_range(first, last) - found
+        if late > 0:
+            s.late_dispositions += late
+            missing -= late
+        if missing and c.loss is not None:
+            missing -= self.count_lost_beyond(c, s, sender, first, last, n)
+        return missing
+
+    def unknown_deliveries(self, c, d, f, s, by, sender, first, last, n, missing, settled, plan):
+        """A disposition of ``d`` for ``missing`` deliveries never transferred: a violation when the
+        capture shows the session from its start, else counted as deliveries before the capture
+        (or cut off by the snap length)."""
+        rng = f"{first}" if first == last else f"{first}..{last}"
+        if strict(c, s):
+            self.ledger.violation(c, d, f, "unknown-delivery", "warn",
+                            f"disposition ({by}) from the {SIDES[d]} for delivery-id {rng}: "
+                            f"{missing} of {n} never transferred by the {SIDES[sender]}",
+                            delivery_id=first)
+            return
+        s.unseen_dispositions += missing
+        if c.loss is not None and c.loss.hidden[sender]:  # (transfers the snap length may have cut off)
+            self.cut_outcome(s, by, settled, plan, missing)
+        else:
+            s.note_unknown("deliveries before the capture")
 
     @staticmethod
     def cut_outcome(s, by, settled, plan, missing):

@@ -17,6 +17,10 @@ from amqp_dissect.model.state cimport T_ABORTED, T_DELIVERY_ID, T_DELIVERY_TAG, 
 from amqp_dissect.amqp.values cimport read_binary as _bin, read_delivery_state as _delivery_state_value, read_uint as _uint
 from amqp_dissect.model.serial cimport serial_diff
 
+# a transfer's serial fields, and whether it continues the unfinished delivery: C calls
+cdef object _serial_number(object x)
+cdef bint _continues(DeliveryRecord dlv, object did) except -1
+
 cdef class TransferRules:
     cdef public Recorder ledger
     cdef public SessionRules session_rules
@@ -52,3 +56,5 @@ cdef class TransferRules:
     cdef use_credit(self, Connection c, Py_ssize_t d, Frame f, Link link, h, did)
 
     cdef delivery_sent(self, Connection c, Frame f, Link link, DeliveryRecord dlv, bint aborted)
+
+    cdef sender_says(self, DeliveryRecord dlv, v, Frame f)

@@ -38,6 +38,20 @@ if not cython.compiled:  # (compiled: C functions and constants, cimported in th
 _TAGS_PAST = f"delivery-tag uniqueness past {TAGS_MAX:,} unsettled deliveries"
 
 
+def _serial_number(x):
+    """A handle or delivery-id field as a serial number: an int in range as it is, else read
+    (:func:`read_uint`: None when absent)."""
+    if type(x) is not int or not 0 <= x <= SERIAL_MASK:
+        return _uint(x)
+    return x
+
+
+def _continues(dlv, did) -> bool:
+    """May a transfer of delivery ``did`` continue the link's unfinished delivery ``dlv`` (it does
+    not when both ids are known and differ)?"""
+    return did is None or dlv.delivery_id is None or did == dlv.delivery_id
+
+
 class TransferRules:
     """A transfer frame's rules (see the module docstring)."""
 
@@ -56,9 +70,7 @@ class TransferRules:
         s = self.session_rules.session_for(c, d, f, "transfer")
         self.session_rules.session_step(s, d, "FRAME", f, "transfer")
         v = f.fields
-        h = v[T_HANDLE]
-        if type(h) is not int or not 0 <= h <= SERIAL_MASK:
-            h = _uint(h)
+        h = _serial_number(v[T_HANDLE])
         link = self.transfer_link(c, s, d, f, h)
         riw = self.transfer_window(c, s, d, f, link, h)
         s.transfers[d] += 1
@@ -69,11 +81,9 @@ class TransferRules:
         if s.after_win[d] is not None:
             s.after_win[d].next_ts = f.ts
             s.after_win[d] = None
-        did = v[T_DELIVERY_ID]
-        if type(did) is not int or not 0 <= did <= SERIAL_MASK:
-            did = _uint(did)
+        did = _serial_number(v[T_DELIVERY_ID])
         dlv = link.partial
-        if dlv is not None and did is not None and dlv.delivery_id is not None and did != dlv.delivery_id:
+        if dlv is not None and not _continues(dlv, did):
             dlv = None  # a new delivery although the previous one said more=true (noted by the framing layer)
         if dlv is None:
             dlv = self.new_delivery(c, s, d, f, link, h, did)
@@ -85,16 +95,7 @@ class TransferRules:
             dlv.payload.append(f.payload)
         if self.messages is not None:
             self.messages.transfer(c, d, f, dlv)
-        if v[T_SETTLED] is True and dlv.snd_settled is None:
-            dlv.settle("sender", f.ts, f.packet)
-            dlv.presettled = True
-        if v[T_RESUME] is True:
-            dlv.resumed = True
-        state = v[T_STATE]
-        if state is not None and state is not ABSENT:
-            state = _delivery_state_value(state)
-            if state is not None:
-                self.settlement_rules.delivery_state(dlv, "sender", state, f)
+        self.sender_says(dlv, v, f)
         aborted = v[T_ABORTED] is True
         if aborted or v[T_MORE] is not True:
             self.delivery_sent(c, f, link, dlv, aborted)
@@ -107,6 +108,20 @@ class TransferRules:
         table = s.deliveries[d]
         if table.due():  # many unsettled: the plain ones to the compact store
             table.compact()
+
+    def sender_says(self, dlv, v, f):
+        """What a transfer frame's fields ``v`` say of its delivery ``dlv``: settled by the sender
+        (pre-settled), resumed, its delivery state."""
+        if v[T_SETTLED] is True and dlv.snd_settled is None:
+            dlv.settle("sender", f.ts, f.packet)
+            dlv.presettled = True
+        if v[T_RESUME] is True:
+            dlv.resumed = True
+        state = v[T_STATE]
+        if state is not None and state is not ABSENT:
+            state = _delivery_state_value(state)
+            if state is not None:
+                self.settlement_rules.delivery_state(dlv, "sender", state, f)
 
     def transfer_link(self, c, s, d, f, h):
         """The link a transfer of d on handle ``h`` belongs to; d is its sender."""
