@@ -35,6 +35,9 @@ cdef _scan_fields(bytearray buf, Py_ssize_t p, tuple layout, list budget, ScanRe
 cdef inline Py_ssize_t _read_plain(bytearray buf, int c, int a, Py_ssize_t p, Py_ssize_t end, values, Py_ssize_t i)
 
 @cython.locals(q=Py_ssize_t)
+cdef inline Py_ssize_t _sized_end(bytearray buf, bint one_byte, Py_ssize_t p, Py_ssize_t end)
+
+@cython.locals(q=Py_ssize_t)
 cdef inline Py_ssize_t _read_binary(bytearray buf, int c, Py_ssize_t p, Py_ssize_t end, values, Py_ssize_t i)
 
 cdef inline _empty_state_name(bytearray buf, Py_ssize_t p, Py_ssize_t end, bint state)

@@ -754,21 +754,26 @@ def _read_plain(buf, c: int, a: int, p: int, end: int, values, i: int) -> int:
     return _plain(buf, c, a, p, end, values, i)  # the rarer plain kinds
 
 
-def _read_binary(buf, c: int, p: int, end: int, values, i: int) -> int:
-    """Store the binary of constructor ``c`` (its length at ``p``) in ``values[i]``: its end, or -1."""
-    if c == 0xA0:
+def _sized_end(buf, one_byte: bool, p: int, end: int) -> int:
+    """The end of the sized value whose length (one byte when ``one_byte``, else four) is at
+    ``p``, or -1 when the length or the value does not fit before ``end``."""
+    if one_byte:
         if p >= end:
             return -1
         q = p + 1 + buf[p]
-        p += 1
     else:
         if end - p < 4:
             return -1
         q = p + 4 + _U32.unpack_from(buf, p)[0]
-        p += 4
-    if q > end:
+    return q if q <= end else -1
+
+
+def _read_binary(buf, c: int, p: int, end: int, values, i: int) -> int:
+    """Store the binary of constructor ``c`` (its length at ``p``) in ``values[i]``: its end, or -1."""
+    q = _sized_end(buf, c == 0xA0, p, end)
+    if q < 0:
         return -1
-    _put(values, i, buffer_bytes(buf, p, q))
+    _put(values, i, buffer_bytes(buf, p + 1 if c == 0xA0 else p + 4, q))
     return q
 
 
@@ -849,18 +854,11 @@ def _plain(buf, c: int, k: int, p: int, end: int, values, i: int) -> int:
 def _plain_text(buf, c: int, k: int, p: int, end: int, values, i: int) -> int:
     """Store the string (``k`` R_STR, UTF-8) or symbol (R_SYM, ASCII) of constructor ``c`` (its
     length at ``p``) in ``values[i]``: its end, or -1."""
-    if _WIDTH[c] == 1:
-        if p >= end:
-            return -1
-        q = p + 1 + buf[p]
-        p += 1
-    else:
-        if end - p < 4:
-            return -1
-        q = p + 4 + _U32.unpack_from(buf, p)[0]
-        p += 4
-    if q > end:
+    one_byte = _WIDTH[c] == 1
+    q = _sized_end(buf, one_byte, p, end)
+    if q < 0:
         return -1
+    p += 1 if one_byte else 4
     try:
         _put(values, i, bytes(buf[p:q]).decode("utf-8" if k == R_STR else "ascii"))
     except UnicodeDecodeError:

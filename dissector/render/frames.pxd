@@ -91,6 +91,7 @@ cdef _delivery_json_into(dict d, Frame ev, Delivery dl)
 cdef dict _header_json(ev)
 
 cdef dict _note_json(ev)
+cdef dict _event_head(ev)
 
 cdef class DetailLines:
     cdef object _last_packet

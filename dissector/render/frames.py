@@ -151,20 +151,13 @@ def event_json(ev) -> dict | None:
 
 def _frame_json(ev) -> dict:
     """:func:`event_json` of a frame."""
-    d = {
-        "packet": ev.packet,
-        "time": None if ev.ts is None else ev.ts / 1_000_000_000,  # (epoch seconds, the nearest float)
-        "time_ns": ev.ts,  # (exact: integer nanoseconds since the epoch)
-        "src": ev.src,
-        "dst": ev.dst,
-        "connection": ev.conn,
-        "channel": ev.channel,
-        "type": ev.kind,
-        "performative": ev.name,
-        "fields": {},
-        "size": ev.size,
-        "doff": ev.doff,
-    }
+    d = _event_head(ev)
+    d["channel"] = ev.channel
+    d["type"] = ev.kind
+    d["performative"] = ev.name
+    d["fields"] = {}
+    d["size"] = ev.size
+    d["doff"] = ev.doff
     if ev.first_packet != ev.packet:
         d["first_packet"] = ev.first_packet
     p = ev.performative
@@ -204,18 +197,11 @@ def _delivery_json_into(d: dict, ev, dl) -> None:
 
 def _header_json(ev) -> dict:
     """:func:`event_json` of a protocol header."""
-    d = {
-        "packet": ev.packet,
-        "time": None if ev.ts is None else ev.ts / 1_000_000_000,  # (epoch seconds, the nearest float)
-        "time_ns": ev.ts,  # (exact: integer nanoseconds since the epoch)
-        "src": ev.src,
-        "dst": ev.dst,
-        "connection": ev.conn,
-        "channel": None,
-        "type": "header",
-        "performative": None,
-        "fields": {"protocol": ev.name, "protocol-id": ev.protocol_id, "version": ".".join(map(str, ev.version))},
-    }
+    d = _event_head(ev)
+    d["channel"] = None
+    d["type"] = "header"
+    d["performative"] = None
+    d["fields"] = {"protocol": ev.name, "protocol-id": ev.protocol_id, "version": ".".join(map(str, ev.version))}
     if ev.notes:
         d["notes"] = [n.as_dict() for n in ev.notes]
     return d
@@ -223,19 +209,26 @@ def _header_json(ev) -> dict:
 
 def _note_json(ev) -> dict:
     """:func:`event_json` of a stream note."""
+    d = _event_head(ev)
+    d["channel"] = None
+    d["type"] = "note"
+    d["performative"] = None
+    d["fields"] = {}
+    d["notes"] = [ev.note.as_dict()]
+    d["skipped"] = ev.skipped
+    return d
+
+
+def _event_head(ev) -> dict:
+    """The keys every event's JSON object starts with, in this order: its packet, its time (epoch
+    seconds, the nearest float; and exact, in integer nanoseconds), its endpoints, its connection."""
     return {
         "packet": ev.packet,
-        "time": None if ev.ts is None else ev.ts / 1_000_000_000,  # (epoch seconds, the nearest float)
-        "time_ns": ev.ts,  # (exact: integer nanoseconds since the epoch)
+        "time": None if ev.ts is None else ev.ts / 1_000_000_000,
+        "time_ns": ev.ts,
         "src": ev.src,
         "dst": ev.dst,
         "connection": ev.conn,
-        "channel": None,
-        "type": "note",
-        "performative": None,
-        "fields": {},
-        "notes": [ev.note.as_dict()],
-        "skipped": ev.skipped,
     }
 
 
