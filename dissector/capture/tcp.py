@@ -304,6 +304,37 @@ def _get_dir(conn: _Conn, d: int) -> _Dir:
     return D
 
 
+def _unseen_acked(conn: _Conn, d: int, ack: int, ts: int, packet: int, out: list) -> None:
+    """A segment of direction ``d`` with an ACK while the other direction has no packet in the
+    capture: ONE_WAY_ACKS moves of the ACK number declare that direction missing."""
+    w = conn.acked
+    if w is None:
+        conn.acked = _UnseenAcked(ack)
+        return
+    if ((ack - w.mark + HALF) & MASK) - HALF <= 0:
+        return
+    w.mark = ack
+    w.moves += 1
+    if w.moves >= ONE_WAY_ACKS:
+        _one_way(conn, 1 - d, ts, packet, out)
+
+
+def _one_way(conn: _Conn, m: int, ts: int, packet: int, out: list) -> None:
+    """Declare direction ``m`` of ``conn`` not captured: a PacketNote (group ONE_DIRECTION)
+    saying why."""
+    conn.missing = m
+    who, other = ("client", "server") if m == 0 else ("server", "client")
+    w = conn.acked
+    if w is not None and w.moves:
+        acked = ((w.mark - w.first + HALF) & MASK) - HALF
+        why = (f"the {other}'s ACKs acknowledge {acked:,} bytes of the {who} ({w.moves} times moved on) "
+               f"and none of its packets was captured")
+    else:
+        why = f"no packet of the {who} in the capture, only the {other}'s"
+    out.append(PacketNote(packet, ts, ExpertNote(WARN, ONE_DIRECTION, f"one direction captured: {why}"),
+                          conn.id, {"missing": m}))
+
+
 def _merge_in_capture_order(a: list | None, b: list | None, out: list) -> None:
     """Append the events of two directions to ``out``, each list in its own order, interleaved
     by the number of the packet that carried them (the earlier packet first)."""
@@ -607,7 +638,7 @@ class TcpReassembler:
         it yet, see _unseen_acked): True when the reorder window took the segment (see _peer_acked)."""
         if O is None:
             if conn.missing < 0:
-                self._unseen_acked(conn, d, seg[5], ts, packet, out)
+                _unseen_acked(conn, d, seg[5], ts, packet, out)
             return False
         # the peer's bytes this segment acknowledges were sent: any of them not captured by the end of
         # the reorder window are lost
@@ -1081,41 +1112,12 @@ class TcpReassembler:
             out.append(StreamClosed(conn.id, r[0], "rst", r[1], r[2]))
             self._retire(conn, r[1])
 
-    def _unseen_acked(self, conn: _Conn, d: int, ack: int, ts: int, packet: int, out: list) -> None:
-        """A segment of direction ``d`` with an ACK while the other direction has no packet in the
-        capture: ONE_WAY_ACKS moves of the ACK number declare that direction missing."""
-        w = conn.acked
-        if w is None:
-            conn.acked = _UnseenAcked(ack)
-            return
-        if ((ack - w.mark + HALF) & MASK) - HALF <= 0:
-            return
-        w.mark = ack
-        w.moves += 1
-        if w.moves >= ONE_WAY_ACKS:
-            self._one_way(conn, 1 - d, ts, packet, out)
-
-    def _one_way(self, conn: _Conn, m: int, ts: int, packet: int, out: list) -> None:
-        """Declare direction ``m`` of ``conn`` not captured: a PacketNote (group ONE_DIRECTION)
-        saying why."""
-        conn.missing = m
-        who, other = ("client", "server") if m == 0 else ("server", "client")
-        w = conn.acked
-        if w is not None and w.moves:
-            acked = ((w.mark - w.first + HALF) & MASK) - HALF
-            why = (f"the {other}'s ACKs acknowledge {acked:,} bytes of the {who} ({w.moves} times moved on) "
-                   f"and none of its packets was captured")
-        else:
-            why = f"no packet of the {who} in the capture, only the {other}'s"
-        out.append(PacketNote(packet, ts, ExpertNote(WARN, ONE_DIRECTION, f"one direction captured: {why}"),
-                              conn.id, {"missing": m}))
-
     def _flush_all(self, conn: _Conn, ts: int, packet: int, out: list) -> None:
         """Give up every hole of both directions: gaps + buffered data.  (Called when the
         connection ends: a direction without any packet by then is declared missing.)"""
         if conn.missing < 0 and (conn.d0 is None) != (conn.d1 is None) and conn.acked is not None:
             # (an ACK number says the unseen side sent something: a SYN alone, never answered, is no such case)
-            self._one_way(conn, 0 if conn.d0 is None else 1, ts, packet, out)
+            _one_way(conn, 0 if conn.d0 is None else 1, ts, packet, out)
         if conn.held is not None:
             self._declare(conn, ts, packet, out)
         behind: list = [None, None]

@@ -502,7 +502,7 @@ def _tap(d, conn: str):
     if inner is None or not hasattr(stack, "layers") or not isinstance(inner, AmqpConnection):
         return None
     # (a direction's state is made at its first byte: None, none came yet)
-    if inner.frames or any(x is not None and (x.buf or x.mode != 0) for x in inner.dirs):
+    if inner.frames or any(x is not None and (x.buf or x.mode != 0) for x in (inner.dir0, inner.dir1)):
         return None
     tap = _Tap(inner, inner.client, inner.server)
     stack.amqp = tap
