@@ -18,6 +18,7 @@ from amqp_dissect.render.frames import event_json
 from amqp_dissect.results.analytics import Analyzer
 from amqp_dissect.times import ns
 
+from .checkpoint import carried as _carried, dump_state, load_state
 from .tables import batch_ipc, frame_row, rows_batch
 
 
@@ -41,6 +42,12 @@ class FlowParams:
     # the steps back of the capture's clock (ClockStep tuples: archive.clock_steps): a duration
     # across one is unknown, as in the single process (a flow's own records cannot tell)
     clock_steps: tuple = ()
+    # flow -> its pickled state left by an earlier run over the files before these (a
+    # Checkpoint's carried flows): the flow starts from it instead of a fresh Dissector/Analyzer
+    carried: dict | None = None
+    # keep the state of the flows whose rows could still change with later records ("_state"
+    # rows), their rows made at the finish marked provisional
+    checkpoint: bool = False
 
 
 # the tables stage 2 makes rows of: the registry's eight and frames
@@ -98,17 +105,26 @@ class FlowRunner:
         self._tick_pk = _tick_packets(params.ticks)
         self._idle_ns = ns(params.idle_timeout)  # (once: compared at every record)
         self._clock = ClockWatch.of(params.clock_steps)  # (the capture's steps, shared by the flows: read only)
-        # table -> (row dicts, their flows, k1s, k2s, [Arrow batches of rows made by column], their keys)
-        self._buf: dict[str, tuple[list, list, list, list, list, list]] = {}
+        # table -> (row dicts, their flows, k1s, k2s, [Arrow batches of rows made by column], their keys):
+        # final rows, and (``_prov``) the provisional rows a carried flow makes at its finish
+        self._bufs: dict[bool, dict[str, tuple[list, list, list, list, list, list]]] = {False: {}, True: {}}
+        self._prov = False
+        # what the flows' states share with the runner (left out of a carried state, by name)
+        self._shared = {"keylog": self._keylog, "clock": self._clock}
 
     def run(self, rows: Iterable[tuple]) -> Iterator[tuple]:
         """``rows``: ``(flow, packet, ts, linktype, data, orig_len)`` sorted by flow then
         packet.  Yields ``(table, flow, k1, k2, n, hk1, hflow, hk2, blob)``: ``blob`` an Arrow
         IPC chunk of ``n`` rows of ``table`` (columns of :func:`arrow_schema`: the rows with
         their output-order keys ``_flow``, ``_k1``, ``_k2``), ``(k1, flow, k2)`` its smallest
-        key, ``(hk1, hflow, hk2)`` its largest;
-        table "_flow" carries one flow's facts, pickled (see :meth:`_flow_meta`).  Rows are
-        consumed one at a time: nothing of a flow is held but its protocol state."""
+        key, ``(hk1, hflow, hk2)`` its largest, then ``provisional``: the chunk holds rows a
+        carried flow made at its finish (a later run makes them again; see
+        :mod:`.checkpoint`);
+        table "_flow" carries one flow's facts, pickled (see :meth:`_flow_meta`), table
+        "_state" the state of a flow carried to a later run (with ``params.checkpoint``).  A row
+        with ``data`` None and packet 0 only names a flow to run (a carried flow without new
+        records).  Rows are consumed one at a time: nothing of a flow is held but its protocol
+        state."""
         cur = None
         state = None
         frames = self.p.frames
@@ -118,7 +134,9 @@ class FlowRunner:
                 if state is not None:
                     yield from self._finish(cur, state)
                 cur = flow
-                state = self._start()
+                state = self._start(flow)
+            if row[1] == 0 and row[4] is None:  # (a carried flow's marker: no record)
+                continue
             self._feed(state, row)
             if len(state["folded"]) >= self.FOLD_ROWS:
                 yield from self._folded_deliveries(cur, state)
@@ -126,38 +144,41 @@ class FlowRunner:
                 yield from self._frame_rows(cur, state)
         if state is not None:
             yield from self._finish(cur, state)
-        for table in list(self._buf):
-            yield from self._flush(table)
+        for prov in (False, True):
+            for table in list(self._bufs[prov]):
+                yield from self._flush(table, prov)
 
     def _add(self, table: str, flow: str, row: dict, k1: int, k2: int) -> Iterator[tuple]:
-        b = self._buf.get(table)
+        buf = self._bufs[self._prov]
+        b = buf.get(table)
         if b is None:
-            b = self._buf[table] = ([], [], [], [], [], [])
+            b = buf[table] = ([], [], [], [], [], [])
         b[0].append(row)
         b[1].append(flow)
         b[2].append(k1)
         b[3].append(k2)
         if len(b[0]) + len(b[5]) >= self.CHUNK_ROWS:
-            yield from self._flush(table)
+            yield from self._flush(table, self._prov)
 
     def _add_batch(self, table: str, flow: str, batch, k1: list, k2: list) -> Iterator[tuple]:
         """Rows already made by column (``batch``: the table's registry columns, Spark types), with
         their order keys."""
         import pyarrow as pa
 
-        b = self._buf.get(table)
+        buf = self._bufs[self._prov]
+        b = buf.get(table)
         if b is None:
-            b = self._buf[table] = ([], [], [], [], [], [])
+            b = buf[table] = ([], [], [], [], [], [])
         n = batch.num_rows
         b[4].append(pa.RecordBatch.from_arrays(
             batch.columns + [pa.array([flow] * n, pa.string()), pa.array(k1, pa.int64()), pa.array(k2, pa.int64())],
             schema=_chunk_schema(table)))
         b[5].extend(zip(k1, [flow] * n, k2))
         if len(b[0]) + len(b[5]) >= self.CHUNK_ROWS:
-            yield from self._flush(table)
+            yield from self._flush(table, self._prov)
 
-    def _flush(self, table: str) -> Iterator[tuple]:
-        b = self._buf.pop(table, None)
+    def _flush(self, table: str, prov: bool = False) -> Iterator[tuple]:
+        b = self._bufs[prov].pop(table, None)
         if b and (b[0] or b[4]):
             # the chunk's smallest and largest output-order keys and its size: the job places
             # the range boundaries of the sorted tables from these (see range_bounds) and sends
@@ -166,7 +187,7 @@ class FlowRunner:
             k1, flow, k2 = min(keys)
             hk1, hflow, hk2 = max(keys)
             batches = ([rows_batch(table, *b[:4])] if b[0] else []) + b[4]
-            yield (table, flow, k1, k2, len(keys), hk1, hflow, hk2, batch_ipc(batches))
+            yield (table, flow, k1, k2, len(keys), hk1, hflow, hk2, batch_ipc(batches), prov)
 
     def _folded_deliveries(self, flow: str, st: dict) -> Iterator[tuple]:
         """The deliveries folded so far (final), made into rows by column (as the CLI's
@@ -203,7 +224,14 @@ class FlowRunner:
 
     # -- one flow ---------------------------------------------------------------------
 
-    def _start(self) -> dict:
+    def _start(self, flow: str) -> dict:
+        """A flow's state: a fresh one, or the one an earlier run left (``params.carried``)."""
+        carried = self.p.carried
+        if carried and flow in carried:
+            st = load_state(carried[flow], self._shared)
+            st["rows"] = dict.fromkeys(ROW_TABLES, 0)  # (this run's)
+            st["packets"] = 0
+            return st
         folded: list = []
         d = Dissector(extra_ports=self.p.ports, idle_timeout=self.p.idle_timeout, messages=self.p.frames,
                       keylog=self._keylog, payloads=self.p.messages)
@@ -289,6 +317,25 @@ class FlowRunner:
         self._events(st, evs, packet, ts)
 
     def _finish(self, flow: str, st: dict) -> Iterator[tuple]:
+        st["carried"] = self.p.checkpoint and _carried(st)
+        if not st["carried"]:
+            yield from self._end(flow, st)
+            return
+        # a flow whose rows could still change with later records: what it made so far is final,
+        # its state kept, the rows of its finish provisional
+        yield from self._folded_deliveries(flow, st)
+        yield from self._frame_rows(flow, st)
+        yield ("_state", flow, 0, 0, 1, 0, flow, 0, dump_state(st, self._shared), False)
+        before = dict(st["rows"])
+        self._prov = True
+        try:
+            yield from self._end(flow, st, before)
+        finally:
+            self._prov = False
+
+    def _end(self, flow: str, st: dict, before: dict | None = None) -> Iterator[tuple]:
+        """The flow finished at the capture's end (``before``: its rows per table before the
+        provisional ones), its facts row last."""
         p = self.p
         d, an = st["d"], st["an"]
         prev = st["prev"]
@@ -328,7 +375,10 @@ class FlowRunner:
                 counts[table] += 1
                 yield from self._add(table, flow, row, k1, i)
         yield from self._frame_rows(flow, st)
-        yield ("_flow", flow, 0, 0, 1, 0, flow, 0, pickle.dumps(self._flow_meta(st), 5))
+        meta = self._flow_meta(st)
+        if before is not None:
+            meta["provisional"] = {t: n - before[t] for t, n in st["rows"].items()}
+        yield ("_flow", flow, 0, 0, 1, 0, flow, 0, pickle.dumps(meta, 5), False)
 
     def _flow_meta(self, st: dict) -> dict:
         """Facts the driver needs after the run: the last record that produced events
@@ -354,6 +404,8 @@ class FlowRunner:
             "packets": st["packets"],
             "connections": len(an.connections),
             "rows": dict(st["rows"]),
+            "carried": bool(st.get("carried")),
+            "prev_packet": st["prev"][0] if st["prev"] else None,
         }
 
 

@@ -308,15 +308,17 @@ def group_ranges(files: list[str], groups: list, first_rid: int) -> list[Range]:
     return out
 
 
-def clock_steps(summaries: list[dict], offsets: dict[int, int]) -> list:
+def clock_steps(summaries: list[dict], offsets: dict[int, int], watch=None, prev: int | None = None) -> list:
     """The steps back of the capture's clock (:class:`~amqp_dissect.clock.ClockStep` each), as the
     single-process reader's watch finds them over every record: the ranges' kept records
     (their summaries' ``clock``) replayed to one :class:`~amqp_dissect.clock.ClockWatch` in the
-    capture's order (``offsets``: :attr:`Layout.offsets`, the ranges in the capture only)."""
+    capture's order (``offsets``: :attr:`Layout.offsets`, the ranges in the capture only).
+    ``watch``: a watch over the records before these to go on with (an earlier run's, given
+    back fed; ``prev``: the time of the last of those records)."""
     from amqp_dissect.clock import ClockWatch
 
-    watch = ClockWatch()
-    prev = None
+    if watch is None:
+        watch = ClockWatch()
     for s in sorted((s for s in summaries if s["rid"] in offsets and s.get("count")),
                     key=lambda s: offsets[s["rid"]]):
         off = offsets[s["rid"]] + 1

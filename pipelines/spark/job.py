@@ -10,7 +10,8 @@ import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable
+from types import SimpleNamespace
+from typing import Callable, NamedTuple
 from urllib.parse import urlparse
 
 from amqp_dissect.pipelines.archive import (DEFAULT_SPLIT_SIZE, KIND_SUMMARY, KIND_TCP, FlowParams, ROW_TABLES,
@@ -20,12 +21,14 @@ from amqp_dissect.pipelines.archive import (DEFAULT_SPLIT_SIZE, KIND_SUMMARY, KI
                                             range_file,
                                             group_ranges, layout, set_gaps_of, plan_ranges, write_range)
 
+from amqp_dissect.pipelines.archive.checkpoint import (CannotContinue, Checkpoint, SetFile, merge_closed,
+                                                       run_options)
 from amqp_dissect.capture.tcp import IDLE_TIMEOUT
 from amqp_dissect.results.schema import TABLES as REGISTRY_TABLES
 
 from amqp_dissect.pipelines.spark_runtime.session import STAGE2_CONF, TABLES_CONF, TS_CONF, sql_conf
 from .stages import (STAGE2_COLUMNS, Meter, metered, pack_tasks, spark_arrow_schema, read_rows, sensitive_fn, stage1_direct_fn,
-                     stage1_fn, stage2_direct_fn, stage2_fn, ticks_direct_fn, ticks_fn,
+                     stage1_fn, stage2_direct_fn, stage2_fn, ticks_direct_fn, ticks_fn, marker_row,
                      spark_types, partition_keys, rows_schema, stage1_schema, table_schema)
 from .summaries import DEFAULT_WINDOW, SUMMARIES, summary_frame, write_summaries_local
 from .tables import meta_rows, make_table, table_bounds, write_tables_local
@@ -53,7 +56,7 @@ def _local(uri: str) -> str | None:
 
 def run_archive(spark, paths, out: str, *, split_size: int = DEFAULT_SPLIT_SIZE, window: float = DEFAULT_WINDOW,
                 frames: bool = False, partitions: int | None = None, ports=(), keep_work: bool = False,
-                idle_timeout: float = IDLE_TIMEOUT, keylog=None) -> dict:
+                idle_timeout: float = IDLE_TIMEOUT, keylog=None, resume: Checkpoint | None = None) -> dict:
     """Analyse the captures under ``paths`` as one continuous capture; write parquet tables
     under ``out`` (a path or any Hadoop URI).  Returns a dict: ``counts``, ``tables`` (name
     -> URI), ``files`` (in capture order), ``errors`` ((path, damage) pairs), ``stats``
@@ -66,7 +69,7 @@ def run_archive(spark, paths, out: str, *, split_size: int = DEFAULT_SPLIT_SIZE,
     out_uri = check_output(spark, out)
     work = out_uri.rstrip("/") + "/_work"
     done = analyse(spark, paths, work, t0=t0, split_size=split_size, frames=frames, partitions=partitions,
-                    ports=ports, idle_timeout=idle_timeout, keylog=keylog)
+                    ports=ports, idle_timeout=idle_timeout, keylog=keylog, resume=resume)
     try:
         _write_outputs(spark, done, out_uri, window)
     finally:
@@ -78,13 +81,24 @@ def run_archive(spark, paths, out: str, *, split_size: int = DEFAULT_SPLIT_SIZE,
 
 
 def analyse(spark, paths, work: str, *, t0, split_size, frames, partitions, ports, idle_timeout, keylog,
-             messages: bool = False) -> AnalysedRun:
+             messages: bool = False, resume: Checkpoint | None = None, checkpoint: bool = True) -> AnalysedRun:
     """Stages 1 and 2 and their reruns, the rows under ``work``: what the tables and summaries
-    are made of (see :class:`_Run`)."""
+    are made of (see :class:`_Run`).
+
+    ``resume``: the checkpoint an earlier run over the files before ``paths`` left
+    (:mod:`~amqp_dissect.pipelines.archive.checkpoint`); ``paths`` are then only the new files, and
+    the result is the rest of one run over them all: the rows the carried flows make at their
+    finish (and the earlier run's provisional ones) again, the set's facts (files, errors, gaps,
+    clock steps) of the whole set.  Raises :class:`CannotContinue` before anything is written when
+    that cannot be exact.  ``checkpoint``: keep what a next run needs (``AnalysedRun.checkpoint``)."""
     from amqp_dissect.pipelines.spark_runtime.fs import resolve_inputs
 
     if keylog is not None and not isinstance(keylog, str):  # a KeyLog (the CLI's --keylog): shipped as text
         keylog = keylog.text()
+    options = run_options(ports=ports, idle_timeout=idle_timeout, frames=frames, messages=messages, keylog=keylog)
+    if resume is not None and resume.options != options:
+        differ = sorted(k for k in options if options[k] != resume.options.get(k))
+        raise CannotContinue(f"the options differ from the earlier runs' ({', '.join(differ)})")
     files, names, staged = resolve_inputs(spark, paths, work)
     nparts = partitions or max(2, spark.sparkContext.defaultParallelism * 2)
     # files are read in at least as many tasks as stage 2 has (default: as many as cores),
@@ -92,13 +106,20 @@ def analyse(spark, paths, work: str, *, t0, split_size, frames, partitions, port
     try:
         with sql_conf(spark, spark__sql__files__minPartitionNum=str(nparts)):
             done = _Run(spark, files, work, t0=t0, nparts=nparts, split_size=split_size, frames=frames,
-                        ports=ports, idle_timeout=idle_timeout, keylog=keylog, messages=messages).run()
+                        ports=ports, idle_timeout=idle_timeout, keylog=keylog, messages=messages,
+                        resume=resume, checkpoint=options if checkpoint else None).run()
     except BaseException:
         _remove_work(work, staged)
         raise
     if names:  # inputs copied from a remote file system: the results name them by their URIs
         done.files = [names.get(f, f) for f in done.files]
         done.errors = [(names.get(f, f), e) for f, e in done.errors]
+        if done.checkpoint is not None:
+            cp = done.checkpoint
+            for f in cp.files:
+                f.path = names.get(f.path, f.path)
+            cp.errors = [(names.get(f, f), e) for f, e in cp.errors]
+            cp.merged = [[names.get(f, f) for f in g] for g in cp.merged]
     done.cleanup = lambda keep=False: None if keep else _remove_work(work, staged)
     return done
 
@@ -127,6 +148,11 @@ class AnalysedRun:
     gaps: list
     clock_steps: list  # the steps back of the capture's clock (as the report's capture["clock_steps"])
     cleanup: Callable = lambda keep=False: None  # removes the work directory (keep: not)
+    # what a next run over later files needs to continue (analyse(..., checkpoint=True)); files,
+    # errors, order, gaps and clock_steps above are those of the whole set (the earlier runs' too)
+    checkpoint: Checkpoint | None = None
+    carried: frozenset = frozenset()  # the flows in that checkpoint
+    set_counts: dict = field(default_factory=dict)  # table -> rows of one run over the whole set
     written: dict = field(default_factory=dict)  # name -> URI of the tables and summaries written
 
     def mark(self, name: str) -> None:
@@ -160,8 +186,12 @@ class _Run:
        knows (the capture's ticks; the time the single-process Analyzer is finished at)."""
 
     def __init__(self, spark, files, work, *, t0, nparts, split_size, frames, ports, idle_timeout, keylog,
-                 messages: bool = False):
+                 messages: bool = False, resume: Checkpoint | None = None, checkpoint: dict | None = None):
         self.spark, self.files, self.work, self.nparts, self.split_size = spark, files, work, nparts, split_size
+        # the earlier runs' checkpoint to continue, and the options of the one to make (None: none)
+        self.resume, self.options = resume, checkpoint
+        self.carried_in = resume.flows if resume is not None else {}
+        self.tick_due = resume.tick_due if resume is not None else None
         self.frames, self.ports, self.idle_timeout, self.keylog, self.messages = (
             frames, ports, idle_timeout, keylog, messages)
         self.stats: dict = {"files": len(files)}
@@ -185,12 +215,17 @@ class _Run:
 
     def run(self) -> AnalysedRun:
         self.decode_ranges()
+        if self.resume is not None:
+            _check_later(self.resume, self.lay.spans, self.files)
+            self.lay.offsets = {rid: off + self.resume.records for rid, off in self.lay.offsets.items()}
         self.clock.mark("stage1")
         self.number()
         self.clock.mark("numbering")
         self.run_flows()
         self.clock.mark("stage2")
         meta, facts = self._facts_now()
+        if self.resume is not None:
+            _check_reuse(self.resume, self._flows_of(meta))
         reruns = {"ticks": 0, "end": 0}
         ticks = None
         if facts["needs_ticks"]:
@@ -200,14 +235,21 @@ class _Run:
         if analysis_end != self.capture_end:
             reruns["end"] = self.rerun_at_end(meta, ticks, analysis_end)
             if reruns["end"]:
-                facts = self._facts_of(self._current_meta())
+                meta = self._current_meta()
+                facts = self._facts_of(meta)
+        cp = None
+        if self.options is not None:
+            if ticks is None:
+                ticks = self._all_ticks()
+            cp = self._checkpoint(facts, ticks)
         for m in self.cached:
             m.unpersist()
         self.clock.mark("reruns")
         self.stats["reruns"] = reruns
         self.stats["end_ts"] = analysis_end
         self.stats["flows"] = facts["flows"]
-        return self._result(facts)
+        self.stats["carried_in"] = len(self.carried_in)
+        return self._result(facts, cp)
 
     # ---- stage 1
 
@@ -264,17 +306,29 @@ class _Run:
         # stage 2 reads the local stage-1 files itself while a task's record index stays small
         self.seg_files = _seg_files(self.seg_paths, self.nparts)
         last_tcp, self.last_note = capture_ends(summaries, lay.offsets)
-        self.steps = clock_steps(summaries, lay.offsets)  # (the single process's watch, over the ranges' kept records)
+        cp = self.resume
+        from amqp_dissect.clock import ClockWatch
+
+        self.watch = pickle.loads(pickle.dumps(cp.clock_watch)) if cp is not None else ClockWatch()
+        # (the single process's watch, over the ranges' kept records)
+        self.steps = clock_steps(summaries, lay.offsets, self.watch, cp.last_ts if cp is not None else None)
         self.capture_end = lay.last_ts  # (the last record's time; the Analyzer's end may be earlier: analysis_end)
+        if cp is not None:
+            last_tcp = max(last_tcp, cp.last_tcp_packet)
+            if self.capture_end is None:
+                self.capture_end = cp.last_ts
+        self.last_tcp = last_tcp
         # key logs embedded in pcapng files (Decryption Secrets Blocks) join the one given
         keylog = self.keylog
-        embedded = "".join(s.get("keylog") or "" for s in summaries)
+        embedded = (cp.keylog if cp is not None else "") + "".join(s.get("keylog") or "" for s in summaries)
+        self.embedded = embedded
         if embedded:
             keylog = (keylog + "\n" if keylog else "") + embedded
         self.base = FlowParams(ports=tuple(self.ports), last_ts=self.capture_end, last_tcp_packet=last_tcp,
                                end_ts=self.capture_end, frames=self.frames, idle_timeout=self.idle_timeout,
                                keylog=keylog, files=tuple(self.files), messages=self.messages,
-                               clock_steps=tuple(self.steps))
+                               clock_steps=tuple(self.steps), carried=self.carried_in or None,
+                               checkpoint=self.options is not None)
 
     def tcp(self):
         """The numbered TCP record rows as a DataFrame (built when a Spark step needs them)."""
@@ -296,9 +350,10 @@ class _Run:
         self.plan = balance_flows(self.summaries, self.lay.offsets, self.nparts, self.lay.tcp_records)
         if self.seg_files is not None:
             _stage2_direct(self.spark, self.seg_files, self.lay.offsets, self.base, self.nparts, self.layer_paths[0],
-                           self.plan, None, self.meter, "stage2")
+                           self.plan, None, self.meter, "stage2", self.carried_in)
         else:
-            _stage2(self.spark, self.tcp(), self.base, self.nparts, self.layer_paths[0], self.plan, meter=self.meter)
+            _stage2(self.spark, self._flow_records(), self.base, self.nparts, self.layer_paths[0], self.plan,
+                    meter=self.meter)
         self.stats["stage2_direct"] = self.seg_files is not None
 
     def _rerun(self, flows: list, params: FlowParams, path: str) -> None:
@@ -309,10 +364,10 @@ class _Run:
         fdf = None if self.local_meta else spark.createDataFrame([(f,) for f in flows], "flow string")
         if self.seg_files is not None:
             _stage2_direct(spark, self.seg_files, self.lay.offsets, params, self.nparts, path, self.plan, set(flows),
-                           self.meter, "reruns")
+                           self.meter, "reruns", self.carried_in)
         else:
             fdf = fdf if fdf is not None else spark.createDataFrame([(f,) for f in flows], "flow string")
-            _stage2(spark, self.tcp().join(F.broadcast(fdf), "flow", "left_semi"), params, self.nparts, path,
+            _stage2(spark, self._flow_records().join(F.broadcast(fdf), "flow", "left_semi"), params, self.nparts, path,
                     meter=self.meter, step="reruns")
         for (_, ex), exs in zip(self.layers, self.excluded):
             if fdf is not None:  # (for the facts read by Spark jobs: meta_rows)
@@ -344,28 +399,107 @@ class _Run:
             need = [f for f, m in meta if "error" not in m and m["needs_ticks"]]
         else:
             need = [r.flow for r in meta.where(F.col("needs_ticks")).select("flow").collect()]
-        ticks = self._ticks()
+        ticks = self._all_ticks()
         self._rerun(need, FlowParams(**{**self.base.__dict__, "ticks": ticks}), self.work + "/rows_ticks")
         return ticks, len(need)
 
+    def _all_ticks(self) -> tuple:
+        """The capture's (packet, ts) ticks a flow of this run may need: an earlier run's after its
+        carried flows' last records, then this run's (:meth:`_ticks`)."""
+        return (self.resume.ticks if self.resume is not None else ()) + self._ticks()
+
     def _ticks(self) -> tuple:
-        """The capture's (packet, ts) ticks, read by one Python task."""
-        spark, meter = self.spark, self.meter
+        """The capture's (packet, ts) ticks over this run's records, read by one Python task
+        (continuing an earlier run's clock); the clock's state after them in ``tick_due``."""
+        spark, meter, start = self.spark, self.meter, self.tick_due
         if self.seg_files is not None:  # one Python task reads the stage-1 files
-            fn = metered(meter, "reruns", ticks_direct_fn(self.seg_files, dict(self.lay.offsets), 1_000_000_000))
-            return tuple(spark.sparkContext.parallelize([0], 1).mapPartitions(fn).collect())
-        tk = self.tcp().select("packet", "ts").repartition(1).sortWithinPartitions("packet").mapInArrow(
-            metered(meter, "reruns", ticks_fn(1_000_000_000)), "packet long, ts long")
-        return tuple((r.packet, r.ts) for r in tk.collect())
+            fn = metered(meter, "reruns", ticks_direct_fn(self.seg_files, dict(self.lay.offsets), 1_000_000_000,
+                                                          start))
+            got = spark.sparkContext.parallelize([0], 1).mapPartitions(fn).collect()
+        else:
+            tk = self.tcp().select("packet", "ts").repartition(1).sortWithinPartitions("packet").mapInArrow(
+                metered(meter, "reruns", ticks_fn(1_000_000_000, start)), "packet long, ts long")
+            got = [(r.packet, r.ts) for r in tk.collect()]
+        due = [ts for pk, ts in got if pk == -1]  # (the clock's state after the records)
+        if due:
+            self.tick_due = due[-1]
+        return tuple((pk, ts) for pk, ts in got if pk != -1)
+
+    def _flow_records(self):
+        """The numbered TCP record rows (:meth:`tcp`) and a row naming each flow carried from an
+        earlier run (:func:`~.stages.marker_row`): stage 2's input through Spark's shuffle."""
+        if not self.carried_in:
+            return self.tcp()
+        schema = ("flow string, packet long, ts long, linktype int, data binary, orig_len long, file int, "
+                  "pos long, caplen int")
+        markers = self.spark.createDataFrame([marker_row(f) for f in sorted(self.carried_in)], schema)
+        return self.tcp().unionByName(markers)
+
+    def _flows_of(self, meta) -> list:
+        """The flows of the current result (their "_flow" rows)."""
+        if self.local_meta:
+            return [f for f, m in meta if "error" not in m]
+        return [r.flow for r in meta.where("error is null").select("flow").collect()]
+
+    def _table_rows(self, table: str) -> list:
+        """(flow, blob) of the "_flow" or "_state" rows of the current result: each layer's minus
+        the flows a later layer ran again."""
+        dirs = [_direct_dir(p) for p in self.layer_paths]
+        if None not in dirs:
+            return _local_rows(dirs, self.excluded, table)
+        from pyspark.sql import functions as F
+
+        out = []
+        for li, (rows, _) in enumerate(_layer_frames(self.spark, self.layers, self.layer_paths)):
+            ex = self.excluded[li]
+            out += [(r.flow, r.blob) for r in rows.where(F.col("table") == table).select("flow", "blob").collect()
+                    if r.flow not in ex]
+        return out
+
+    def _checkpoint(self, facts: dict, ticks: tuple) -> Checkpoint:
+        """What this run leaves for the next (:class:`Checkpoint`): the set so far and the flows
+        whose rows could still change with later records."""
+        cp, lay = self.resume, self.lay
+        metas = [(f, pickle.loads(b)) for f, b in self._table_rows("_flow")]
+        metas = [(f, m) for f, m in metas if "error" not in m]
+        states = dict(self._table_rows("_state"))
+        carried = [(f, m) for f, m in metas if m.get("carried")]
+        firsts = [m["prev_packet"] for _, m in carried if m["prev_packet"] is not None]
+        final = dict(cp.final_counts) if cp is not None else {}
+        for _, m in metas:
+            prov = m.get("provisional") or {}
+            for t, n in m["rows"].items():
+                final[t] = final.get(t, 0) + n - prov.get(t, 0)
+        files = _set_files(self.files, self.summaries, lay)
+        return Checkpoint(
+            options=self.options, files=(cp.files if cp is not None else []) + files,
+            records=(cp.records if cp is not None else 0) + lay.records,
+            tcp_records=(cp.tcp_records if cp is not None else 0) + lay.tcp_records,
+            last_ts=self.capture_end, last_tcp_packet=self.last_tcp, last_event=self._last_event(facts),
+            tick_due=self.tick_due,
+            ticks=tuple(t for t in ticks if t[0] > min(firsts)) if firsts else (),
+            clock_watch=self.watch,
+            errors=(cp.errors if cp is not None else []) + list(lay.errors),
+            merged=(cp.merged if cp is not None else []) + [[self.files[fi] for fi in g] for g in lay.merged],
+            keylog=self.embedded, final_counts=final,
+            flows={f: states[f] for f, _ in carried},
+            closed=merge_closed(cp.closed if cp is not None else (), [f for f, m in metas if not m.get("carried")]),
+            runs=(cp.runs + 1) if cp is not None else 1)
 
     def _analysis_end(self, facts: dict):
         """The time the single-process Analyzer is finished at: that of the last record that produced an
         event."""
+        best = self._last_event(facts)
+        return best[1] if best is not None else None
+
+    def _last_event(self, facts: dict) -> tuple | None:
+        """(packet, ts) of the set's last record that produced an event (an earlier run's too)."""
         best = None
-        for cand in ((facts["last_packet"], facts["last_ts"]), self.last_note):
+        earlier = self.resume.last_event if self.resume is not None else None
+        for cand in ((facts["last_packet"], facts["last_ts"]), self.last_note, earlier):
             if cand is not None and cand[0] is not None and (best is None or cand[0] > best[0]):
                 best = cand
-        return best[1] if best is not None else None
+        return best
 
     def rerun_at_end(self, meta, ticks, analysis_end) -> int:
         """The flows whose rows depend on the time the analysis ends run again with ``analysis_end`` ->
@@ -381,13 +515,25 @@ class _Run:
                         self.work + "/rows_end")
         return len(sens)
 
-    def _result(self, facts: dict) -> AnalysedRun:
+    def _result(self, facts: dict, cp: Checkpoint | None) -> AnalysedRun:
         lay = self.lay
         counts = {t: facts["rows"][t] for t in TABLES + (("frames",) if self.frames else ())}
+        old = self.resume
+        if old is None:
+            files, errors, spans, order = lay.order, lay.errors, lay.spans, set_order(lay, len(self.files))
+        else:  # the whole set's
+            files, spans = _set_order(old, lay)
+            rank = {f: i for i, f in enumerate(files)}
+            errors = sorted(old.errors + list(lay.errors), key=lambda e: rank.get(e[0], len(rank)))
+            merged = SimpleNamespace(merged=old.merged + list(lay.merged))
+            order = set_order(merged, len(old.files) + len(self.files))
+        set_counts = {t: n + (old.final_counts.get(t, 0) if old is not None else 0) for t, n in counts.items()}
         return AnalysedRun(layers=self.layers, layer_paths=self.layer_paths, excluded=self.excluded, counts=counts,
                            stats=self.stats, clock=self.clock, meter=self.meter, nparts=self.nparts,
-                           files=lay.order, errors=lay.errors, order=set_order(lay, len(self.files)),
-                           gaps=set_gaps_of(lay.spans), clock_steps=[st.as_dict() for st in self.steps])
+                           files=files, errors=errors, order=order,
+                           gaps=set_gaps_of(spans), clock_steps=[st.as_dict() for st in self.steps],
+                           checkpoint=cp, carried=cp.carried if cp is not None else frozenset(),
+                           set_counts=set_counts)
 
 
 def table_frames(spark, done: AnalysedRun, tables=None, bounds: dict | None = None) -> dict:
@@ -607,7 +753,7 @@ def _seg_files(seg_paths: list, nparts: int) -> list | None:
 
 
 def _stage2_direct(spark, seg_files: list, offsets: dict, params: FlowParams, nparts: int, path: str, plan: dict,
-                   only, meter, step: str) -> None:
+                   only, meter, step: str, markers=()) -> None:
     """Stage 2 (or a rerun of the flows ``only``) in ``nparts`` plain Python tasks that read their
     flows' records from the local stage-1 files (:func:`~.stages.task_records`) and write their
     rows to the local directory ``path``: one Spark job without a shuffle; the same rows as
@@ -617,7 +763,7 @@ def _stage2_direct(spark, seg_files: list, offsets: dict, params: FlowParams, np
     shutil.rmtree(directory, ignore_errors=True)
     os.makedirs(directory)
     fn = stage2_direct_fn(bc, seg_files, dict(offsets), nparts, dict(plan or {}), only,
-                           spark_arrow_schema(rows_schema()), directory)
+                           spark_arrow_schema(rows_schema()), directory, tuple(sorted(markers)))
     spark.sparkContext.parallelize(range(nparts), nparts).mapPartitions(metered(meter, step, fn)).collect()
     open(os.path.join(directory, "_SUCCESS"), "wb").close()
 
@@ -662,6 +808,75 @@ def _facts(meta) -> dict:
             "last_ts": r.last_ts, "rows": {t: r["rows_" + t] or 0 for t in ROW_TABLES}}
 
 
+def _local_rows(layer_dirs: list, excluded: list, table: str) -> list:
+    """(flow, blob) of the rows of ``table`` ("_flow", "_state") of the current result, read by the
+    driver from the local stage-2 files (each layer's minus the flows a later layer ran again)."""
+    import pyarrow.parquet as pq
+
+    out = []
+    for li, d in enumerate(layer_dirs):
+        td = os.path.join(d, f"table={table}")
+        if not os.path.isdir(td):
+            continue
+        for name in sorted(os.listdir(td)):
+            if name.endswith(".parquet") and not name.startswith((".", "_")):
+                t = pq.read_table(os.path.join(td, name), columns=["flow", "blob"], use_threads=False)
+                out += [(f, b) for f, b in zip(t.column("flow").to_pylist(), t.column("blob").to_pylist())
+                        if f not in excluded[li]]
+    return out
+
+
+def _check_later(cp: Checkpoint, spans: list, files: list) -> None:
+    """:class:`CannotContinue` unless every new file comes after the files of ``cp`` in the set's
+    order (its first record at or after their last one, and not read before)."""
+    from amqp_dissect.pipelines.archive import set_key
+
+    seen = {f.path for f in cp.files}
+    for path in files:
+        if path in seen:
+            raise CannotContinue(f"{path} was read by an earlier run")
+    olds = [set_key(f.path, f.first_ts, 0) for f in cp.files if f.first_ts is not None]
+    top = max(olds) if olds else None
+    for path, first, _last in spans:
+        if cp.last_ts is not None and (first < cp.last_ts or (top is not None and set_key(path, first, 0) < top)):
+            raise CannotContinue(f"{path} starts before the last record of the files read before "
+                                 "(the set's order and packet numbers would change)")
+
+
+def _check_reuse(cp: Checkpoint, flows: list) -> None:
+    """:class:`CannotContinue` when a flow an earlier run finished (not carried) has new records: its
+    connection ids and state would not be those of one run."""
+    for f in flows:
+        if f not in cp.flows and cp.was_closed(f):
+            raise CannotContinue(f"the flow {f} ended in an earlier run and has records in the new files")
+
+
+def _set_files(files: list, summaries: list, lay) -> list:
+    """:class:`SetFile` of the files of this run, in capture order."""
+    counts: dict = {}
+    for s in summaries:
+        if s["rid"] not in lay.offsets:
+            continue
+        if s.get("group"):
+            for fi, _first, _last, n in s["members"]:
+                counts[files[fi]] = counts.get(files[fi], 0) + n
+        else:
+            counts[files[s["file"]]] = counts.get(files[s["file"]], 0) + s["count"]
+    spans = {p: (a, b) for p, a, b in lay.spans}
+    return [SetFile(p, counts.get(p, 0), *spans.get(p, (None, None))) for p in lay.order]
+
+
+def _set_order(cp: Checkpoint, lay) -> tuple[list, list]:
+    """The whole set's files in capture order (those with records by time: the earlier runs'
+    first; then those without) and the spans of those with records."""
+    old = [(f.path, f.first_ts, f.last_ts) for f in cp.files if f.first_ts is not None]
+    spans = old + list(lay.spans)
+    with_records = {p for p, _, _ in spans}
+    empty = [f.path for f in cp.files if f.path not in with_records] + [p for p in lay.order
+                                                                         if p not in with_records]
+    return [p for p, _, _ in spans] + empty, spans
+
+
 def _local_metas(layer_dirs: list, excluded: list) -> list:
     """(flow, facts) of every flow of the current result, read by the driver from the local
     stage-2 files (the "_flow" rows of each layer minus the flows a later layer ran again)."""
@@ -699,3 +914,58 @@ def _direct_dir(uri: str) -> str | None:
     writer: a remote file system).  A local output directory, like the input paths, must be
     the same path on every executor."""
     return _local(uri)
+
+
+# --------------------------------------------------------------------------- final and provisional rows
+
+
+class RowChunk(NamedTuple):
+    """One stage-2 chunk of a table's rows in a run's work directory (:func:`row_chunks`)."""
+
+    layer: int  # the stage-2 layer (0: stage 2; then its reruns)
+    path: str  # the layer's Parquet file of the table's chunks
+    index: int  # the chunk's row in that file
+    rows: int
+    provisional: bool  # rows a carried flow made at its finish (the next run makes them again)
+
+
+def row_chunks(done: AnalysedRun, table: str) -> tuple[list, list]:
+    """The chunks of ``table`` of ``done`` (a run with a local work directory), as ``(final,
+    provisional)`` lists of :class:`RowChunk`.  Final rows are every run's own (a set cut into runs
+    gives each final row once); provisional ones are made again by the next run (the last run's
+    stand for the flows still open).  Rows of a flow a later layer ran again are in its chunks
+    still: :func:`chunk_rows` drops them (``done.excluded``)."""
+    import pyarrow.parquet as pq
+
+    dirs = [_direct_dir(p) for p in done.layer_paths]
+    if None in dirs:
+        raise ValueError("row_chunks: the run's work directory is not local")
+    from .tables import _chunk_files
+
+    final, prov = [], []
+    for li, path in _chunk_files(dirs, table):
+        t = pq.read_table(path, columns=["n", "provisional"], use_threads=False)
+        for i, (n, p) in enumerate(zip(t.column("n").to_pylist(), t.column("provisional").to_pylist())):
+            (prov if p else final).append(RowChunk(li, path, i, n, bool(p)))
+    return final, prov
+
+
+def chunk_rows(done: AnalysedRun, table: str, chunks: list):
+    """The rows of ``chunks`` (:func:`row_chunks`) of ``table`` as one Arrow table in output order
+    (the registry's columns, Spark types), without the rows of flows a later layer ran again; None
+    without rows.  Holds them all: for tests and small tables (the tables step writes large ones
+    by ranges)."""
+    import pyarrow.parquet as pq
+
+    from amqp_dissect.pipelines.archive import sorted_range_table
+
+    by_path: dict = {}
+    for c in chunks:
+        by_path.setdefault((c.layer, c.path), []).append(c.index)
+
+    def blobs():
+        for (li, path), idx in sorted(by_path.items()):
+            col = pq.read_table(path, columns=["blob"], use_threads=False).column(0)
+            for i in sorted(idx):
+                yield li, 0, col[i].as_py()
+    return sorted_range_table(blobs(), [], done.excluded)

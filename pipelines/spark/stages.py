@@ -47,6 +47,7 @@ def rows_schema():
         T.StructField("n", T.LongType()), T.StructField("hk1", T.LongType()),
         T.StructField("hflow", T.StringType()), T.StructField("hk2", T.LongType()),
         T.StructField("blob", T.BinaryType()),
+        T.StructField("provisional", T.BooleanType()),  # rows a carried flow made at its finish (FlowRunner.run)
     ])
 
 
@@ -325,7 +326,7 @@ def stage2_fn(params_bc, arrow_schema, directory: str | None = None):
             try:
                 yield from runner.run(fill_records(_rows_of(batches, STAGE2_COLUMNS), reader))
             except CaptureChanged as e:  # the driver reports it (see _facts)
-                yield ("_flow", "", 0, 0, 1, 0, "", 0, pickle.dumps({"error": str(e)}, 5))
+                yield ("_flow", "", 0, 0, 1, 0, "", 0, pickle.dumps({"error": str(e)}, 5), False)
         try:
             if directory is None:
                 yield from _batches(rows(), arrow_schema, size=1000)
@@ -423,11 +424,31 @@ def _groups_of(meta, is_mine) -> list[int]:
     return out
 
 
+def marker_row(flow: str) -> tuple:
+    """A stage-2 row that only names ``flow`` (packet 0, no record): a flow carried from an earlier
+    run is run (continued, finished) though it has no new record (:class:`FlowRunner`)."""
+    return (flow, 0, 0, 0, None, 0, None, None, None)
+
+
+def _with_markers(recs, markers, part: int, nparts: int, plan: dict, only):
+    """``recs`` (sorted by flow, packet) with the marker rows of the carried flows ``markers`` that
+    task ``part`` runs (placed as :func:`task_records` places flows) merged in."""
+    import heapq
+
+    mine = [marker_row(f) for f in sorted(markers)
+            if (plan.get(f) if plan.get(f) is not None else flow_task(f, nparts)) == part
+            and (only is None or f in only)]
+    if not mine:
+        return recs
+    return heapq.merge(mine, recs, key=lambda r: (r[0], r[1]))
+
+
 def stage2_direct_fn(params_bc, seg_files: list, offsets: dict, nparts: int, plan: dict, only, arrow_schema,
-                      directory: str):
+                      directory: str, markers=()):
     """Stage 2 as a plain Python task per partition number (``mapPartitions``): its records read
     from the stage-1 files (:func:`task_records`: no shuffle, no JVM in between), run
-    (:class:`FlowRunner`), the rows written to ``directory`` (:func:`_write_rows`)."""
+    (:class:`FlowRunner`), the rows written to ``directory`` (:func:`_write_rows`).  ``markers``:
+    the flows carried from an earlier run (each run, with or without new records)."""
     def fn(parts):
         params = params_bc.value
         for part in parts:
@@ -436,10 +457,11 @@ def stage2_direct_fn(params_bc, seg_files: list, offsets: dict, nparts: int, pla
 
             def rows():
                 try:
-                    recs = task_records(seg_files, offsets, part, nparts, plan, only)
+                    recs = _with_markers(task_records(seg_files, offsets, part, nparts, plan, only), markers, part,
+                                         nparts, plan, only)
                     yield from runner.run(fill_records(recs, reader))
                 except CaptureChanged as e:  # the driver reports it (see _facts)
-                    yield ("_flow", "", 0, 0, 1, 0, "", 0, pickle.dumps({"error": str(e)}, 5))
+                    yield ("_flow", "", 0, 0, 1, 0, "", 0, pickle.dumps({"error": str(e)}, 5), False)
             try:
                 _write_rows(directory, part, rows(), arrow_schema)
             finally:
@@ -568,7 +590,7 @@ def sensitive_fn(a, b):
     return fn
 
 
-def ticks_fn(interval: int):
+def ticks_fn(interval: int, start=None):
     """The idle sweep's ticks over the (packet, ts) batches of every TCP record in packet order
     (one task): the sharding contract's clock (:func:`~amqp_dissect.shard.sweep_ticks`).
     ``interval``: nanoseconds, as every capture time."""
@@ -577,19 +599,23 @@ def ticks_fn(interval: int):
     schema = pa.schema([pa.field("packet", pa.int64()), pa.field("ts", pa.int64())])
 
     def fn(batches):
-        state = None
+        state = start
         for batch in batches:
             ticks, state = sweep_ticks(zip(batch.column("packet").to_pylist(), batch.column("ts").to_pylist()),
                                        interval, state)
             if ticks:
                 yield pa.RecordBatch.from_arrays([pa.array([t[0] for t in ticks], pa.int64()),
                                                   pa.array([t[1] for t in ticks], pa.int64())], schema=schema)
+        # (the clock's state after the records: packet -1)
+        yield pa.RecordBatch.from_arrays([pa.array([-1], pa.int64()), pa.array([state], pa.int64())], schema=schema)
     return fn
 
 
-def ticks_direct_fn(seg_files: list, offsets: dict, interval: int):
+def ticks_direct_fn(seg_files: list, offsets: dict, interval: int, start=None):
     """:func:`ticks_fn` in one plain Python task over the local stage-1 files: the (packet, ts)
-    of every TCP record of the ranges in ``offsets``, in packet order (16 bytes a record)."""
+    of every TCP record of the ranges in ``offsets``, in packet order (16 bytes a record).
+    ``start``: the clock's state after the records before these (an earlier run's); the last
+    item given is ``(-1, state)``: the clock's state after these (None: never armed)."""
     def fn(_items):
         import numpy as np
         import pyarrow.compute as pc
@@ -607,11 +633,13 @@ def ticks_direct_fn(seg_files: list, offsets: dict, interval: int):
             packets.append((off[rid] + t["idx"].to_numpy() + 1)[use])
             times.append(t["ts"].to_numpy()[use])
         if not packets:
+            yield (-1, start)
             return
         pk, ts = np.concatenate(packets), np.concatenate(times)
         order = np.argsort(pk, kind="stable")
-        ticks, _ = sweep_ticks(zip(pk[order].tolist(), ts[order].tolist()), interval)
+        ticks, due = sweep_ticks(zip(pk[order].tolist(), ts[order].tolist()), interval, start)
         yield from ticks
+        yield (-1, due)
     return fn
 
 

@@ -1,0 +1,228 @@
+"""What an archive run leaves for the next one to continue a growing capture set
+(:class:`Checkpoint`), and how a flow's state crosses runs (:func:`dump_state`,
+:func:`load_state`).
+
+A run over the files F1..Fk keeps every flow whose rows could still change with later records
+(:func:`carried`) as its stage-2 state, taken after its last record and before the capture's end
+is applied to it; the next run, given only the new files Fk+1..Fn, numbers their packets after
+the old ones, continues the idle-sweep clock, the clock watch and the set's facts, starts each
+carried flow from its state and finishes it at the new end.  The rows a carried flow makes at
+its finish are provisional (the next run makes them again); every other row is final.  So the
+final rows of every run plus the provisional rows of the last equal the rows of one run over
+F1..Fn.  A run that cannot continue exactly raises :class:`CannotContinue` before it writes
+anything: the caller runs the whole set again."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import pickle
+from dataclasses import dataclass, field
+from typing import Iterable
+from urllib.parse import urlparse
+
+from .inputs import InputError
+
+FORMAT = 1  # the layout of a saved checkpoint (a different one is not read)
+META_FILE = "checkpoint.pkl"
+FLOWS_FILE = "flows-{:05d}.pkl"
+FLOWS_FILE_BYTES = 64 << 20  # carried flows' states per file, about (a few files, never one per flow)
+
+
+class CannotContinue(Exception):
+    """A run given a checkpoint that cannot continue it exactly (``reason`` says why): the set
+    has to be analysed again from its first file."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass
+class SetFile:
+    """A file read by an earlier run, in capture order."""
+
+    path: str
+    records: int
+    first_ts: int | None  # its first record's time (ns; None without records)
+    last_ts: int | None  # its last record's time
+
+
+@dataclass
+class Checkpoint:
+    """Everything a run leaves for the next to continue as if it had read the whole set at once.
+
+    ``flows``: flow key -> the flow's pickled stage-2 state (:func:`dump_state`).  ``closed``:
+    a sorted list of 64-bit digests of the flows seen and not carried (a later record of one of
+    them: :class:`CannotContinue`); 8 bytes a flow."""
+
+    options: dict  # what must match in the next run (:func:`run_options`)
+    files: list  # [SetFile, ...] in capture order
+    records: int = 0  # records of the set so far (the next run's packet numbers follow)
+    tcp_records: int = 0
+    last_ts: int | None = None  # time of the set's last record (ns)
+    last_tcp_packet: int = 0  # packet number of the set's last record fed to TCP reassembly
+    last_event: tuple | None = None  # (packet, ts) of the last record that produced an event
+    tick_due: int | None = None  # the idle-sweep clock's next tick time (SweepClock.due)
+    ticks: tuple = ()  # ((packet, ts), ...): the ticks after the earliest carried flow's last record
+    clock_watch: object = None  # the ClockWatch over every record so far (its steps: the set's)
+    errors: list = field(default_factory=list)  # (path, damage) pairs, capture order
+    merged: list = field(default_factory=list)  # [[path, ...], ...] overlap groups read merged
+    keylog: str = ""  # key log text embedded in the files read (pcapng Decryption Secrets)
+    final_counts: dict = field(default_factory=dict)  # table -> final rows made so far
+    flows: dict = field(default_factory=dict)  # flow -> pickled state
+    closed: list = field(default_factory=list)  # sorted digests of the flows not carried
+    runs: int = 1  # runs that made it
+
+    # ---- the flows
+
+    @property
+    def carried(self) -> frozenset:
+        return frozenset(self.flows)
+
+    def was_closed(self, flow: str) -> bool:
+        """Whether ``flow`` was seen and not carried (by its digest)."""
+        from bisect import bisect_left
+
+        d = flow_digest(flow)
+        i = bisect_left(self.closed, d)
+        return i < len(self.closed) and self.closed[i] == d
+
+    def size_bytes(self) -> int:
+        """The bytes :meth:`save` writes (about: the carried states and the set's facts)."""
+        return len(self._meta_bytes()) + sum(len(b) + len(f) + 16 for f, b in self.flows.items())
+
+    # ---- files
+
+    def _meta_bytes(self) -> bytes:
+        meta = {k: v for k, v in self.__dict__.items() if k != "flows"}
+        return pickle.dumps({"format": FORMAT, **meta}, 5)
+
+    def save(self, directory: str) -> list[str]:
+        """Write the checkpoint into ``directory`` (a local path; created): the set's facts in one
+        file, the carried states in a few (each about :data:`FLOWS_FILE_BYTES`).  Returns the
+        names written."""
+        d = _local_dir(directory)
+        os.makedirs(d, exist_ok=True)
+        names = []
+        part: list = []
+        size = 0
+        for flow in sorted(self.flows):
+            blob = self.flows[flow]
+            part.append((flow, blob))
+            size += len(blob)
+            if size >= FLOWS_FILE_BYTES:
+                names.append(_write(d, FLOWS_FILE.format(len(names)), pickle.dumps(part, 5)))
+                part, size = [], 0
+        if part or not names:
+            names.append(_write(d, FLOWS_FILE.format(len(names)), pickle.dumps(part, 5)))
+        meta = self._meta_bytes()
+        return [_write(d, META_FILE, meta)] + names
+
+    @classmethod
+    def load(cls, directory: str) -> "Checkpoint":
+        """The checkpoint :meth:`save` wrote in ``directory``.  Raises :class:`InputError`
+        ("missing") without one, ("format") for one of another format."""
+        d = _local_dir(directory)
+        path = os.path.join(d, META_FILE)
+        if not os.path.isfile(path):
+            raise InputError("missing", f"{directory}: no checkpoint there")
+        with open(path, "rb") as f:
+            meta = pickle.load(f)
+        if meta.pop("format", None) != FORMAT:
+            raise InputError("format", f"{directory}: a checkpoint of another format")
+        flows: dict = {}
+        for name in sorted(os.listdir(d)):
+            if name.startswith("flows-") and name.endswith(".pkl"):
+                with open(os.path.join(d, name), "rb") as f:
+                    flows.update(pickle.load(f))
+        return cls(flows=flows, **meta)
+
+
+def _local_dir(directory: str) -> str:
+    u = urlparse(directory)
+    if u.scheme in ("", "file"):
+        return u.path if u.scheme else directory
+    raise InputError("format", f"{directory}: a checkpoint is kept on the local file system only")
+
+
+def _write(d: str, name: str, data: bytes) -> str:
+    tmp = os.path.join(d, f".{name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, os.path.join(d, name))
+    return name
+
+
+def flow_digest(flow: str) -> int:
+    return int.from_bytes(hashlib.blake2b(flow.encode("utf-8"), digest_size=8).digest(), "big")
+
+
+def run_options(*, ports, idle_timeout, frames, messages, keylog: str | None) -> dict:
+    """The options a continued run must share with the runs before it (the rows depend on them;
+    the split size does not).  The key log given (not the one embedded in the files) by its
+    digest."""
+    return {"ports": tuple(sorted(int(p) for p in ports or ())), "idle_timeout": float(idle_timeout),
+            "frames": bool(frames), "messages": bool(messages),
+            "keylog": hashlib.sha256(keylog.encode("utf-8")).hexdigest() if keylog else None}
+
+
+def merge_closed(old: Iterable[int], flows: Iterable[str]) -> list:
+    """The sorted digests of ``old`` and of ``flows``."""
+    return sorted(set(old).union(flow_digest(f) for f in flows))
+
+
+# --------------------------------------------------------------------------- a flow's state
+
+
+def carried(st: dict) -> bool:
+    """Whether a flow's rows could still change with later records of the set: its Dissector still
+    tracks a TCP connection, an AMQP connection or a probe, or its Analyzer has a connection whose
+    transport has not ended, an open stall, or a connection whose idle time-out check waits for
+    the capture's end."""
+    d, an = st["d"], st["an"]
+    if d.tcp.has_open_connections or d.connections or d._probes:
+        return True
+    for c in an.connections.values():
+        if c.transport_time is None:
+            return True
+    return any(s.end is None for s in an.stalls)
+
+
+class _StatePickler(pickle.Pickler):
+    """Pickles a flow's state without the objects its runner shares between flows (the key log,
+    the capture's clock watch): by name, given back by the runner that loads it."""
+
+    def __init__(self, f, shared: dict):
+        super().__init__(f, 5)
+        self._ids = {id(v): k for k, v in shared.items() if v is not None}
+
+    def persistent_id(self, obj):
+        return self._ids.get(id(obj))
+
+
+class _StateUnpickler(pickle.Unpickler):
+    def __init__(self, f, shared: dict):
+        super().__init__(f)
+        self._shared = shared
+
+    def persistent_load(self, pid):
+        return self._shared[pid]
+
+
+def dump_state(st: dict, shared: dict) -> bytes:
+    """A flow's stage-2 state (FlowRunner's ``st``) pickled, the runner's ``shared`` objects
+    (name -> object) left out by name."""
+    buf = io.BytesIO()
+    _StatePickler(buf, shared).dump(st)
+    return buf.getvalue()
+
+
+def load_state(blob: bytes, shared: dict) -> dict:
+    """:func:`dump_state` read back, the ``shared`` objects those of the runner loading it; the
+    stamps' object ids (FlowRunner._stamp keys by identity) made again for the new objects."""
+    st = _StateUnpickler(io.BytesIO(blob), shared).load()
+    for seen in st["stamps"].values():
+        seen[1] = {id(x): (k1, x) for k1, x in seen[1].values()}
+    return st
