@@ -231,3 +231,18 @@ def test_a_new_file_back_in_time_cannot_continue_spark(spark, tmp_path):
     with pytest.raises(CannotContinue, match="options differ"):
         run(spark, files[1:], tmp_path / "work", resume=first.checkpoint, idle_timeout=60)
     first.cleanup()
+
+
+def test_the_sweep_clock_continues_at_a_cut_on_the_idle_gap_spark(spark, tmp_path, global_capture):
+    """A cut right at the 1000 s gap: the new run's first record is where the capture's sweep clock
+    ticks (and expires the idle connection); it ticks there only if the clock's state carries over."""
+    d = tmp_path / "set"
+    d.mkdir()
+    subprocess.run(["editcap", "-c", "28", global_capture, str(d / "part.pcap")], check=True, capture_output=True)
+    files = sorted(glob.glob(str(d / "part*.pcap")))
+    assert len(files) == 3
+    whole = run(spark, files, tmp_path / "work")
+    want = rows(whole, "all")
+    got, last, _ = in_steps(spark, files, [1, 3], tmp_path)
+    assert got == want
+    assert facts(last) == facts(whole)
