@@ -62,6 +62,7 @@ class Checkpoint:
     records: int = 0  # records of the set so far (the next run's packet numbers follow)
     tcp_records: int = 0
     last_ts: int | None = None  # time of the set's last record (ns)
+    top_ts: int | None = None  # the latest time of any record of the set (a file starting before it overlaps)
     last_tcp_packet: int = 0  # packet number of the set's last record fed to TCP reassembly
     last_event: tuple | None = None  # (packet, ts) of the last record that produced an event
     tick_due: int | None = None  # the idle-sweep clock's next tick time (SweepClock.due)

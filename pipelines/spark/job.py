@@ -475,7 +475,8 @@ class _Run:
             options=self.options, files=(cp.files if cp is not None else []) + files,
             records=(cp.records if cp is not None else 0) + lay.records,
             tcp_records=(cp.tcp_records if cp is not None else 0) + lay.tcp_records,
-            last_ts=self.capture_end, last_tcp_packet=self.last_tcp, last_event=self._last_event(facts),
+            last_ts=self.capture_end, top_ts=_top_ts(cp, self.summaries, lay.offsets),
+            last_tcp_packet=self.last_tcp, last_event=self._last_event(facts),
             tick_due=self.tick_due,
             ticks=tuple(t for t in ticks if t[0] > min(firsts)) if firsts else (),
             clock_watch=self.watch,
@@ -826,9 +827,19 @@ def _local_rows(layer_dirs: list, excluded: list, table: str) -> list:
     return out
 
 
+def _top_ts(cp: Checkpoint | None, summaries: list, offsets: dict) -> int | None:
+    """The latest time of any record of the set so far (the earlier runs' and the ranges in ``offsets``)."""
+    tops = [s["max_ts"] if s.get("max_ts") is not None else s["last_ts"] for s in summaries
+            if s["rid"] in offsets and s.get("count")]
+    if cp is not None and cp.top_ts is not None:
+        tops.append(cp.top_ts)
+    return max(tops) if tops else None
+
+
 def _check_later(cp: Checkpoint, spans: list, files: list) -> None:
     """:class:`CannotContinue` unless every new file comes after the files of ``cp`` in the set's
-    order (its first record at or after their last one, and not read before)."""
+    order and outside their overlap (its first record at or after the latest record before: one run
+    would otherwise merge it with them), and was not read before."""
     from amqp_dissect.pipelines.archive import set_key
 
     seen = {f.path for f in cp.files}
@@ -838,7 +849,8 @@ def _check_later(cp: Checkpoint, spans: list, files: list) -> None:
     olds = [set_key(f.path, f.first_ts, 0) for f in cp.files if f.first_ts is not None]
     top = max(olds) if olds else None
     for path, first, _last in spans:
-        if cp.last_ts is not None and (first < cp.last_ts or (top is not None and set_key(path, first, 0) < top)):
+        latest = cp.top_ts if cp.top_ts is not None else cp.last_ts
+        if latest is not None and (first < latest or (top is not None and set_key(path, first, 0) < top)):
             raise CannotContinue(f"{path} starts before the last record of the files read before "
                                  "(the set's order and packet numbers would change)")
 

@@ -246,3 +246,42 @@ def test_the_sweep_clock_continues_at_a_cut_on_the_idle_gap_spark(spark, tmp_pat
     got, last, _ = in_steps(spark, files, [1, 3], tmp_path)
     assert got == want
     assert facts(last) == facts(whole)
+
+
+def test_a_clock_step_in_an_earlier_run_spark(spark, tmp_path):
+    """heartbeat with its clock stepped back 0.5 s half way (tests/support/pcapbuild.stepped_capture),
+    cut at the first record after the step that is past every time before it (a cut inside the
+    overlap would change the set's order: that new file cannot continue): the step, found in the
+    first run, and the durations across it of the connection carried over, as one run has them."""
+    import pcapbuild
+
+    from amqp_dissect.capture.pcap import open_capture
+
+    src = str(tmp_path / "heartbeat_stepped.pcap")
+    mid = pcapbuild.stepped_capture(os.path.join(SAMPLES, "heartbeat.pcap"), "-0.5", src)
+    with open(src, "rb") as f:
+        ts = [r.ts for r in open_capture(f)]
+    cut = next(j for j in range(mid + 1, len(ts)) if ts[j] >= max(ts[:j]))  # (0-based: packet cut + 1)
+    d = tmp_path / "set"
+    d.mkdir()
+    files = [str(d / "a.pcap"), str(d / "b.pcap")]
+    subprocess.run(["editcap", "-r", src, files[0], f"1-{cut}"], check=True, capture_output=True)
+    subprocess.run(["editcap", "-r", src, files[1], f"{cut + 1}-{len(ts)}"], check=True, capture_output=True)
+    whole = run(spark, files, tmp_path / "work")
+    assert [s["packet"] for s in whole.clock_steps] == [mid]
+    want = rows(whole, "all")
+    got, last, sizes = in_steps(spark, files, [1, 2], tmp_path)
+    assert sizes[0][1] == 1  # (the connection spans the cut)
+    assert got == want
+    assert facts(last) == facts(whole)
+    with pytest.raises(CannotContinue, match="starts before"):  # (a cut inside the overlap)
+        in_steps(spark, _cut_at(src, mid, tmp_path), [1, 2], tmp_path)
+
+
+def _cut_at(src: str, packet: int, tmp_path) -> list[str]:
+    d = tmp_path / f"at{packet}"
+    d.mkdir()
+    out = [str(d / "a.pcap"), str(d / "b.pcap")]
+    subprocess.run(["editcap", "-r", src, out[0], f"1-{packet}"], check=True, capture_output=True)
+    subprocess.run(["editcap", "-r", src, out[1], f"{packet + 1}-1000000"], check=True, capture_output=True)
+    return out
