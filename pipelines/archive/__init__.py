@@ -36,6 +36,7 @@ Stage 2 (:class:`.flows.FlowRunner`), rows of one flow in global packet order
 Only paths and byte offsets travel through the driver.
 """
 
+from .checkpoint import CannotContinue, Checkpoint
 from .flows import end_sensitive, FlowParams, FlowRunner, ROW_TABLES
 from .inputs import CAPTURE_NAME, DEFAULT_SPLIT_SIZE, expand_inputs, InputError, plan_ranges, Range
 from .layout import balance_flows, capture_ends, clock_steps, group_ranges, Layout, layout, range_bounds, set_gaps_of, set_key
@@ -47,6 +48,7 @@ from .tables import (archive_schema, arrow_schema, pandas_metadata, to_archive, 
 from amqp_dissect.shard import flow_name, sweep_ticks
 
 __all__ = [
+    'CannotContinue', 'Checkpoint',
     'archive_schema', 'arrow_schema', 'balance_flows', 'pandas_metadata', 'to_archive', 'batch_ipc', 'capture_ends', 'CAPTURE_NAME', 'clock_steps', 'CaptureChanged', 'CHAIN',
     'decode_range', 'DEFAULT_SPLIT_SIZE', 'end_sensitive', 'expand_inputs', 'fill_records', 'find_boundary',
     'flow_name', 'FLOW_TOP', 'FLOW_TRACK', 'FlowParams', 'FlowRunner', 'frame_row', 'group_ranges',
