@@ -414,11 +414,11 @@ class _Run:
         spark, meter, start = self.spark, self.meter, self.tick_due
         if self.seg_files is not None:  # one Python task reads the stage-1 files
             fn = metered(meter, "reruns", ticks_direct_fn(self.seg_files, dict(self.lay.offsets), 1_000_000_000,
-                                                          start))
+                                                          start, True))
             got = spark.sparkContext.parallelize([0], 1).mapPartitions(fn).collect()
         else:
             tk = self.tcp().select("packet", "ts").repartition(1).sortWithinPartitions("packet").mapInArrow(
-                metered(meter, "reruns", ticks_fn(1_000_000_000, start)), "packet long, ts long")
+                metered(meter, "reruns", ticks_fn(1_000_000_000, start, True)), "packet long, ts long")
             got = [(r.packet, r.ts) for r in tk.collect()]
         due = [ts for pk, ts in got if pk == -1]  # (the clock's state after the records)
         if due:

@@ -590,7 +590,7 @@ def sensitive_fn(a, b):
     return fn
 
 
-def ticks_fn(interval: int, start=None):
+def ticks_fn(interval: int, start=None, state_row: bool = False):
     """The idle sweep's ticks over the (packet, ts) batches of every TCP record in packet order
     (one task): the sharding contract's clock (:func:`~amqp_dissect.shard.sweep_ticks`).
     ``interval``: nanoseconds, as every capture time."""
@@ -606,16 +606,17 @@ def ticks_fn(interval: int, start=None):
             if ticks:
                 yield pa.RecordBatch.from_arrays([pa.array([t[0] for t in ticks], pa.int64()),
                                                   pa.array([t[1] for t in ticks], pa.int64())], schema=schema)
-        # (the clock's state after the records: packet -1)
-        yield pa.RecordBatch.from_arrays([pa.array([-1], pa.int64()), pa.array([state], pa.int64())], schema=schema)
+        if state_row:  # (the clock's state after the records: packet -1)
+            yield pa.RecordBatch.from_arrays([pa.array([-1], pa.int64()), pa.array([state], pa.int64())], schema=schema)
     return fn
 
 
-def ticks_direct_fn(seg_files: list, offsets: dict, interval: int, start=None):
+def ticks_direct_fn(seg_files: list, offsets: dict, interval: int, start=None, state_row: bool = False):
     """:func:`ticks_fn` in one plain Python task over the local stage-1 files: the (packet, ts)
     of every TCP record of the ranges in ``offsets``, in packet order (16 bytes a record).
-    ``start``: the clock's state after the records before these (an earlier run's); the last
-    item given is ``(-1, state)``: the clock's state after these (None: never armed)."""
+    ``start``: the clock's state after the records before these (an earlier run's); with
+    ``state_row``, the last item given is ``(-1, state)``: the clock's state after these (None:
+    never armed)."""
     def fn(_items):
         import numpy as np
         import pyarrow.compute as pc
@@ -633,13 +634,15 @@ def ticks_direct_fn(seg_files: list, offsets: dict, interval: int, start=None):
             packets.append((off[rid] + t["idx"].to_numpy() + 1)[use])
             times.append(t["ts"].to_numpy()[use])
         if not packets:
-            yield (-1, start)
+            if state_row:
+                yield (-1, start)
             return
         pk, ts = np.concatenate(packets), np.concatenate(times)
         order = np.argsort(pk, kind="stable")
         ticks, due = sweep_ticks(zip(pk[order].tolist(), ts[order].tolist()), interval, start)
         yield from ticks
-        yield (-1, due)
+        if state_row:
+            yield (-1, due)
     return fn
 
 

@@ -285,3 +285,18 @@ def _cut_at(src: str, packet: int, tmp_path) -> list[str]:
     subprocess.run(["editcap", "-r", src, out[0], f"1-{packet}"], check=True, capture_output=True)
     subprocess.run(["editcap", "-r", src, out[1], f"{packet + 1}-1000000"], check=True, capture_output=True)
     return out
+
+
+def test_steps_through_sparks_shuffle_equal_one_run_spark(spark, tmp_path, global_capture, monkeypatch):
+    """Stage 2 through Spark's shuffle and sort (records that travel whole, above DIRECT_STAGE2_BYTES):
+    the carried flows' rows join the records there, the ticks come from a Spark job."""
+    from amqp_dissect.pipelines.spark import job
+
+    monkeypatch.setattr(job, "DIRECT_STAGE2_BYTES", 0)
+    files = rotate(global_capture, 8, tmp_path / "set")
+    whole = run(spark, files, tmp_path / "work")
+    assert whole.stats["stage2_direct"] is False
+    want = rows(whole, "all")
+    got, last, sizes = in_steps(spark, files, STEPS[2], tmp_path)
+    assert got == want and facts(last) == facts(whole)
+    assert any(c for _, c in sizes[:-1])
