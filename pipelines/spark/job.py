@@ -21,7 +21,7 @@ from amqp_dissect.pipelines.archive import (DEFAULT_SPLIT_SIZE, KIND_SUMMARY, KI
                                             range_file,
                                             group_ranges, layout, set_gaps_of, plan_ranges, write_range)
 
-from amqp_dissect.pipelines.archive.checkpoint import (CannotContinue, Checkpoint, SetFile, merge_closed,
+from amqp_dissect.pipelines.archive.checkpoint import (CannotContinue, Checkpoint, merge_closed,
                                                        run_options)
 from amqp_dissect.capture.tcp import IDLE_TIMEOUT
 from amqp_dissect.results.schema import TABLES as REGISTRY_TABLES
@@ -32,6 +32,8 @@ from .stages import (STAGE2_COLUMNS, Meter, metered, pack_tasks, spark_arrow_sch
                      spark_types, partition_keys, rows_schema, stage1_schema, table_schema)
 from .summaries import DEFAULT_WINDOW, SUMMARIES, summary_frame, write_summaries_local
 from .tables import meta_rows, make_table, table_bounds, write_tables_local
+from .increments import (RowChunk, check_new_files, check_reused_flows, chunk_rows, latest_record_time,  # noqa: F401
+                         row_chunks, set_files, whole_set_order)
 
 
 TABLES = REGISTRY_TABLES  # the registry's eight: connections, sessions, links, deliveries, stalls, transactions,
@@ -216,7 +218,7 @@ class _Run:
     def run(self) -> AnalysedRun:
         self.decode_ranges()
         if self.resume is not None:
-            _check_later(self.resume, self.lay.spans, self.files)
+            check_new_files(self.resume, self.lay.spans, self.files)
             self.lay.offsets = {rid: off + self.resume.records for rid, off in self.lay.offsets.items()}
         self.clock.mark("stage1")
         self.number()
@@ -225,7 +227,7 @@ class _Run:
         self.clock.mark("stage2")
         meta, facts = self._facts_now()
         if self.resume is not None:
-            _check_reuse(self.resume, self._flows_of(meta))
+            check_reused_flows(self.resume, self._flows_of(meta))
         reruns = {"ticks": 0, "end": 0}
         ticks = None
         if facts["needs_ticks"]:
@@ -470,12 +472,12 @@ class _Run:
             prov = m.get("provisional") or {}
             for t, n in m["rows"].items():
                 final[t] = final.get(t, 0) + n - prov.get(t, 0)
-        files = _set_files(self.files, self.summaries, lay)
+        files = set_files(self.files, self.summaries, lay)
         return Checkpoint(
             options=self.options, files=(cp.files if cp is not None else []) + files,
             records=(cp.records if cp is not None else 0) + lay.records,
             tcp_records=(cp.tcp_records if cp is not None else 0) + lay.tcp_records,
-            last_ts=self.capture_end, top_ts=_top_ts(cp, self.summaries, lay.offsets),
+            last_ts=self.capture_end, top_ts=latest_record_time(cp, self.summaries, lay.offsets),
             last_tcp_packet=self.last_tcp, last_event=self._last_event(facts),
             tick_due=self.tick_due,
             ticks=tuple(t for t in ticks if t[0] > min(firsts)) if firsts else (),
@@ -523,7 +525,7 @@ class _Run:
         if old is None:
             files, errors, spans, order = lay.order, lay.errors, lay.spans, set_order(lay, len(self.files))
         else:  # the whole set's
-            files, spans = _set_order(old, lay)
+            files, spans = whole_set_order(old, lay)
             rank = {f: i for i, f in enumerate(files)}
             errors = sorted(old.errors + list(lay.errors), key=lambda e: rank.get(e[0], len(rank)))
             merged = SimpleNamespace(merged=old.merged + list(lay.merged))
@@ -827,66 +829,14 @@ def _local_rows(layer_dirs: list, excluded: list, table: str) -> list:
     return out
 
 
-def _top_ts(cp: Checkpoint | None, summaries: list, offsets: dict) -> int | None:
-    """The latest time of any record of the set so far (the earlier runs' and the ranges in ``offsets``)."""
-    tops = [s["max_ts"] if s.get("max_ts") is not None else s["last_ts"] for s in summaries
-            if s["rid"] in offsets and s.get("count")]
-    if cp is not None and cp.top_ts is not None:
-        tops.append(cp.top_ts)
-    return max(tops) if tops else None
 
 
-def _check_later(cp: Checkpoint, spans: list, files: list) -> None:
-    """:class:`CannotContinue` unless every new file comes after the files of ``cp`` in the set's
-    order and outside their overlap (its first record at or after the latest record before: one run
-    would otherwise merge it with them), and was not read before."""
-    from amqp_dissect.pipelines.archive import set_key
-
-    seen = {f.path for f in cp.files}
-    for path in files:
-        if path in seen:
-            raise CannotContinue(f"{path} was read by an earlier run")
-    olds = [set_key(f.path, f.first_ts, 0) for f in cp.files if f.first_ts is not None]
-    top = max(olds) if olds else None
-    for path, first, _last in spans:
-        latest = cp.top_ts if cp.top_ts is not None else cp.last_ts
-        if latest is not None and (first < latest or (top is not None and set_key(path, first, 0) < top)):
-            raise CannotContinue(f"{path} starts before the last record of the files read before "
-                                 "(the set's order and packet numbers would change)")
 
 
-def _check_reuse(cp: Checkpoint, flows: list) -> None:
-    """:class:`CannotContinue` when a flow an earlier run finished (not carried) has new records: its
-    connection ids and state would not be those of one run."""
-    for f in flows:
-        if f not in cp.flows and cp.was_closed(f):
-            raise CannotContinue(f"the flow {f} ended in an earlier run and has records in the new files")
 
 
-def _set_files(files: list, summaries: list, lay) -> list:
-    """:class:`SetFile` of the files of this run, in capture order."""
-    counts: dict = {}
-    for s in summaries:
-        if s["rid"] not in lay.offsets:
-            continue
-        if s.get("group"):
-            for fi, _first, _last, n in s["members"]:
-                counts[files[fi]] = counts.get(files[fi], 0) + n
-        else:
-            counts[files[s["file"]]] = counts.get(files[s["file"]], 0) + s["count"]
-    spans = {p: (a, b) for p, a, b in lay.spans}
-    return [SetFile(p, counts.get(p, 0), *spans.get(p, (None, None))) for p in lay.order]
 
 
-def _set_order(cp: Checkpoint, lay) -> tuple[list, list]:
-    """The whole set's files in capture order (those with records by time: the earlier runs'
-    first; then those without) and the spans of those with records."""
-    old = [(f.path, f.first_ts, f.last_ts) for f in cp.files if f.first_ts is not None]
-    spans = old + list(lay.spans)
-    with_records = {p for p, _, _ in spans}
-    empty = [f.path for f in cp.files if f.path not in with_records] + [p for p in lay.order
-                                                                         if p not in with_records]
-    return [p for p, _, _ in spans] + empty, spans
 
 
 def _local_metas(layer_dirs: list, excluded: list) -> list:
@@ -927,57 +877,3 @@ def _direct_dir(uri: str) -> str | None:
     the same path on every executor."""
     return _local(uri)
 
-
-# --------------------------------------------------------------------------- final and provisional rows
-
-
-class RowChunk(NamedTuple):
-    """One stage-2 chunk of a table's rows in a run's work directory (:func:`row_chunks`)."""
-
-    layer: int  # the stage-2 layer (0: stage 2; then its reruns)
-    path: str  # the layer's Parquet file of the table's chunks
-    index: int  # the chunk's row in that file
-    rows: int
-    provisional: bool  # rows a carried flow made at its finish (the next run makes them again)
-
-
-def row_chunks(done: AnalysedRun, table: str) -> tuple[list, list]:
-    """The chunks of ``table`` of ``done`` (a run with a local work directory), as ``(final,
-    provisional)`` lists of :class:`RowChunk`.  Final rows are every run's own (a set cut into runs
-    gives each final row once); provisional ones are made again by the next run (the last run's
-    stand for the flows still open).  Rows of a flow a later layer ran again are in its chunks
-    still: :func:`chunk_rows` drops them (``done.excluded``)."""
-    import pyarrow.parquet as pq
-
-    dirs = [_direct_dir(p) for p in done.layer_paths]
-    if None in dirs:
-        raise ValueError("row_chunks: the run's work directory is not local")
-    from .tables import _chunk_files
-
-    final, prov = [], []
-    for li, path in _chunk_files(dirs, table):
-        t = pq.read_table(path, columns=["n", "provisional"], use_threads=False)
-        for i, (n, p) in enumerate(zip(t.column("n").to_pylist(), t.column("provisional").to_pylist())):
-            (prov if p else final).append(RowChunk(li, path, i, n, bool(p)))
-    return final, prov
-
-
-def chunk_rows(done: AnalysedRun, table: str, chunks: list):
-    """The rows of ``chunks`` (:func:`row_chunks`) of ``table`` as one Arrow table in output order
-    (the registry's columns, Spark types), without the rows of flows a later layer ran again; None
-    without rows.  Holds them all: for tests and small tables (the tables step writes large ones
-    by ranges)."""
-    import pyarrow.parquet as pq
-
-    from amqp_dissect.pipelines.archive import sorted_range_table
-
-    by_path: dict = {}
-    for c in chunks:
-        by_path.setdefault((c.layer, c.path), []).append(c.index)
-
-    def blobs():
-        for (li, path), idx in sorted(by_path.items()):
-            col = pq.read_table(path, columns=["blob"], use_threads=False).column(0)
-            for i in sorted(idx):
-                yield li, 0, col[i].as_py()
-    return sorted_range_table(blobs(), [], done.excluded)
