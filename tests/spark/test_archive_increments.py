@@ -300,3 +300,26 @@ def test_steps_through_sparks_shuffle_equal_one_run_spark(spark, tmp_path, globa
     got, last, sizes = in_steps(spark, files, STEPS[2], tmp_path)
     assert got == want and facts(last) == facts(whole)
     assert any(c for _, c in sizes[:-1])
+
+
+def test_the_samples_as_one_set_in_steps_spark(spark, tmp_path):
+    """samples/ and samples/messages/ (proton, rhea, the Azure SDK; 22 files, each its own capture) as
+    one set, cut between files in 2 and 3 steps: the rows, the order and the facts of one run."""
+    from amqp_dissect.capture.pcap import open_capture
+    from amqp_dissect.pipelines import archive as ar
+
+    paths = sorted(glob.glob(os.path.join(SAMPLES, "*.pcap"))) + sorted(glob.glob(os.path.join(SAMPLES, "messages",
+                                                                                              "*.pcap")))
+
+    def first(ip):
+        with open(ip[1], "rb") as f:
+            r = next(iter(open_capture(f)), None)
+        return ar.set_key(ip[1], r.ts if r is not None else None, ip[0])
+    files = [p for _, p in sorted(enumerate(paths), key=first)]
+    whole = run(spark, files, tmp_path / "work")
+    want = rows(whole, "all")
+    n = len(files)
+    for cuts in ([n // 2, n], [n // 3, 2 * n // 3, n]):
+        got, last, _ = in_steps(spark, files, cuts, tmp_path)
+        assert got == want, cuts
+        assert facts(last) == facts(whole) and last.set_counts == whole.counts, cuts
