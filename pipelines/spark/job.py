@@ -250,7 +250,10 @@ class _Run:
         self.stats["reruns"] = reruns
         self.stats["end_ts"] = analysis_end
         self.stats["flows"] = facts["flows"]
-        self.stats["carried_in"] = len(self.carried_in)
+        self.stats["carried_in"] = len(self.carried_in)  # flows continued from the checkpoint given
+        if cp is not None:  # flows left for the next run, and what the checkpoint weighs
+            self.stats["carried_out"] = len(cp.flows)
+            self.stats["checkpoint_bytes"] = cp.size_bytes()
         return self._result(facts, cp)
 
     # ---- stage 1
