@@ -411,9 +411,10 @@ def _layer_frames(spark, layers: list, layer_paths: list) -> list:
     return layers
 
 
-def _write_outputs(spark, done: AnalysedRun, out_uri: str, window: float) -> None:
+def _write_outputs(spark, done: AnalysedRun, out_uri: str, window: float, summaries: bool = True) -> None:
     """The tables and the summaries of ``done`` written under ``out_uri`` (``done.written``:
-    name -> URI)."""
+    name -> URI); without ``summaries``, the tables only (an archive directory computes its
+    summaries over every run's rows: pipelines/spark/archive_dir.py)."""
     layers, layer_paths, excluded = done.layers, done.layer_paths, done.excluded
     counts, nparts, mark = done.counts, done.nparts, done.mark
 
@@ -464,6 +465,9 @@ def _write_outputs(spark, done: AnalysedRun, out_uri: str, window: float) -> Non
         with sql_conf(spark, **TABLES_CONF):
             _concurrently(write_table, sorted(counts, key=lambda t: -counts[t]))  # the largest first
     mark("tables")
+    if not summaries:
+        done.written = written
+        return
     written.update({name: out_base + "/" + name for name in SUMMARIES})
 
     local_out = _direct_dir(out_base)

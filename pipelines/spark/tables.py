@@ -186,3 +186,137 @@ def write_tables_local(spark, layer_dirs: list, excluded: list, counts: dict, ou
         if n != counts[t]:  # each row in exactly one range
             raise RuntimeError(f"table {t}: {n} rows written of {counts[t]}")
         open(os.path.join(out_dirs[t], "_SUCCESS"), "wb").close()
+
+
+# --------------------------------------------------------------------------- tables partitioned by day
+
+
+DAY_MICROS = 86_400_000_000
+
+
+def row_days(t, columns: tuple) -> list:
+    """The partition (``YYYY-MM-DD``, the UTC day; :data:`~..archive.directory.NULL_DATE` for a
+    row whose times are all null) of every row of the Arrow table ``t``: the day of the first
+    non-null of its ``columns`` (UTC microsecond timestamps)."""
+    import datetime
+
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from amqp_dissect.pipelines.archive.directory import NULL_DATE
+
+    us = None
+    for c in columns:
+        col = t.column(c).cast(pa.int64())
+        us = col if us is None else pc.coalesce(us, col)
+    if us is None or t.num_rows == 0:
+        return [NULL_DATE] * t.num_rows
+    valid = pc.is_valid(us).to_numpy(zero_copy_only=False)
+    days = np.floor_divide(pc.fill_null(us, 0).to_numpy(zero_copy_only=False), DAY_MICROS)
+    epoch = datetime.date(1970, 1, 1)
+    names = {int(d): (epoch + datetime.timedelta(days=int(d))).isoformat() for d in np.unique(days[valid])}
+    return [names[int(d)] if v else NULL_DATE for d, v in zip(days, valid)]
+
+
+def write_dated(t, table: str, directory: str, stem: str) -> int:
+    """Write the rows of ``t`` (a table's Arrow rows in the archive's schema, in order) to
+    ``directory/date=DAY/<stem>.parquet``, a file per day of :func:`row_days` (rows in their
+    order; through a temporary name and a rename: a task run again replaces its files).
+    Returns the rows written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from amqp_dissect.pipelines.archive import ROW_GROUP_ROWS
+    from amqp_dissect.pipelines.archive.directory import DATE_COLUMNS
+
+    days = row_days(t, DATE_COLUMNS[table])
+    for day in sorted(set(days)):
+        part = t.filter(pa.array([d == day for d in days], pa.bool_()))
+        folder = os.path.join(directory, f"date={day}")
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, stem + ".parquet")
+        tmp = os.path.join(folder, f".{stem}.{os.getpid()}.tmp")
+        pq.write_table(part, tmp, row_group_size=ROW_GROUP_ROWS, compression="snappy")
+        os.replace(tmp, path)
+    return t.num_rows
+
+
+def _dated_task(version: str, run: int):
+    def fn(items):
+        import pyarrow.parquet as pq
+
+        for table, path, r, provisional in items:
+            t = pq.read_table(path, use_threads=False)
+            if provisional is not None:  # (rows of flows carried to the next run: files of their own)
+                mask = provisional(table, t)
+                if mask is not None:
+                    import pyarrow.compute as pc
+
+                    yield table, write_dated(t.filter(pc.invert(mask)), table, os.path.join(version, table),
+                                             f"part-{run:06d}-{r:05d}")
+                    yield table, write_dated(t.filter(mask), table, os.path.join(version, table),
+                                             f"part-{run:06d}-{r:05d}.provisional")
+                    continue
+            yield table, write_dated(t, table, os.path.join(version, table), f"part-{run:06d}-{r:05d}")
+    return fn
+
+
+EMPTY_FILE = "part-empty.parquet"  # the file of a table without rows (its columns), in the null day
+
+
+def write_dated_tables(spark, flat: str, version: str, run: int, tables: list, provisional=None,
+                       meter=None) -> dict:
+    """The tables written flat under ``flat`` (``TABLE/part-R.parquet``, in order) written again
+    under ``version`` partitioned by day (:func:`write_dated`), a Spark task per file; a table
+    without rows in ``version`` (none kept, none new) gets one empty file of its columns.
+    ``provisional``: None (every row final) or a function (table, Arrow rows) -> a boolean mask
+    of the rows that are provisional (or None: all final).  Returns table -> rows written."""
+    items = []
+    for t in tables:
+        d = os.path.join(flat, t)
+        for name in sorted(os.listdir(d)):
+            if name.endswith(".parquet") and not name.startswith((".", "_")):
+                items.append((t, os.path.join(d, name), int(name.split("-")[1].split(".")[0]), provisional))
+    got = {t: 0 for t in tables}
+    if items:
+        from .stages import metered
+
+        rdd = spark.sparkContext.parallelize(items, min(len(items), 4 * spark.sparkContext.defaultParallelism))
+        for t, n in rdd.mapPartitions(metered(meter, "partition", _dated_task(version, run))).collect():
+            got[t] += n
+    for t in tables:
+        _empty_table_file(os.path.join(flat, t), os.path.join(version, t))
+    return got
+
+
+def _empty_table_file(flat_dir: str, table_dir: str) -> None:
+    """A table of no rows in its version: one empty file of its columns (readers get them)."""
+    from amqp_dissect.pipelines.archive.directory import NULL_DATE
+
+    for _, _, files in os.walk(table_dir):
+        if any(f.endswith(".parquet") and not f.startswith((".", "_")) for f in files):
+            return
+    source = next(os.path.join(flat_dir, n) for n in sorted(os.listdir(flat_dir))
+                  if n.endswith(".parquet") and not n.startswith((".", "_")))
+    folder = os.path.join(table_dir, f"date={NULL_DATE}")
+    os.makedirs(folder, exist_ok=True)
+    shutil.copyfile(source, os.path.join(folder, EMPTY_FILE))
+
+
+def keep_final_files(previous: str, version: str, tables: list) -> int:
+    """Hard links in ``version`` to the final files of ``tables`` in the ``previous`` version (not
+    its provisional files, which the new run makes again, nor its empty files). Returns how many."""
+    n = 0
+    for t in tables:
+        base = os.path.join(previous, t)
+        for d, _, files in os.walk(base):
+            for name in files:
+                if not name.endswith(".parquet") or name.startswith((".", "_")) or name == EMPTY_FILE \
+                        or name.endswith(".provisional.parquet"):
+                    continue
+                dest = os.path.join(version, t, os.path.relpath(d, base))
+                os.makedirs(dest, exist_ok=True)
+                os.link(os.path.join(d, name), os.path.join(dest, name))
+                n += 1
+    return n
