@@ -114,6 +114,7 @@ class Plan:
     vanished: list = field(default_factory=list)  # paths a committed run read, not among the inputs now
     options_changed: list = field(default_factory=list)  # (option, committed value, value now)
     manifest: dict | None = None  # the committed manifest (None: no run yet)
+    remote: list = field(default_factory=list)  # input URIs on a Hadoop file system (no identity: a full run)
     full: bool = False  # the run recomputes from nothing
     why_full: str | None = None  # why (None: not a full run)
 
@@ -137,6 +138,11 @@ class Plan:
     def files(self) -> list:
         """Every input file (FileId), unchanged first then new."""
         return self.unchanged + self.new
+
+    @property
+    def paths(self) -> list:
+        """What the analysis of a full run reads: every local file, then the remote URIs."""
+        return [f.path for f in self.files] + list(self.remote)
 
     @property
     def nothing_new(self) -> bool:
@@ -165,16 +171,18 @@ def last_run(manifest: dict | None) -> int:
     return manifest["runs"][-1]["run"] if manifest and manifest.get("runs") else 0
 
 
-def plan_run(archive: "ArchiveDir", paths: list, options: dict, full: bool) -> Plan:
-    """The :class:`Plan` of a run over the local capture files ``paths`` (the whole set) with
-    ``options`` (those of :data:`COMPARED_OPTIONS`) into ``archive``."""
+def plan_run(archive: "ArchiveDir", paths: list, options: dict, full: bool, remote=()) -> Plan:
+    """The :class:`Plan` of a run over the local capture files ``paths`` and the input URIs
+    ``remote`` (the whole set) with ``options`` (those of :data:`COMPARED_OPTIONS`) into
+    ``archive``.  Inputs on a Hadoop file system (now or in the committed run) make a full run."""
     manifest = archive.manifest()
-    plan = Plan(manifest=manifest)
+    plan = Plan(manifest=manifest, remote=list(remote))
     now = {os.path.abspath(p): identify(p) for p in paths}
-    if full or manifest is None:
+    why = ("--full" if full else "the archive's first run" if manifest is None else
+           "inputs on a Hadoop file system: every run reads all" if remote or manifest.get("remote") else None)
+    if why:
         plan.new = list(now.values())
-        plan.full = True
-        plan.why_full = "--full" if full else "the archive's first run"
+        plan.full, plan.why_full = True, why
         return plan
     before = {f["path"]: _file_of(f) for f in manifest["files"]}
     for path, fid in now.items():
@@ -242,7 +250,7 @@ class ArchiveDir:
     def lock(self) -> None:
         """Hold the archive for this process (another run into it waits: a Refused if it cannot)."""
         os.makedirs(self.meta, exist_ok=True)
-        self._lock = open(os.path.join(self.meta, "lock"), "w")
+        self._lock = open(os.path.join(self.meta, "lock"), "a")  # (not "w": the archive untouched)
         try:
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -322,8 +330,8 @@ def manifest_of(plan: Plan, run: int, options: dict, stats: dict, checkpoint: st
     """The manifest of run ``run`` (the committed runs before it, every file read so far)."""
     runs = list((plan.manifest or {}).get("runs", []))
     runs.append({"run": run, "full": plan.full, "new_files": [f.path for f in plan.new], **stats})
-    return {"format": FORMAT, "runs": runs, "files": [f.as_dict() for f in plan.files], "options": options,
-            "checkpoint": checkpoint}
+    return {"format": FORMAT, "runs": runs, "files": [f.as_dict() for f in plan.files], "remote": plan.remote,
+            "options": options, "checkpoint": checkpoint}
 
 
 def _write_json(path: str, value: dict) -> None:

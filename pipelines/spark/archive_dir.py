@@ -59,7 +59,7 @@ def _analyse_run(spark, plan: Plan, archive: ArchiveDir, work: str, **analysis) 
             plan.full, plan.why_full = True, f"cannot continue from the checkpoint: {e}"
             resume = None
     if resume is None:
-        done = analyse(spark, [f.path for f in plan.files], work, **analysis)
+        done = analyse(spark, plan.paths, work, **analysis)
     carried = getattr(done, "carried", None) or ()
     return RunAnalysis(done=done, resumed=resume is not None, carried=len(carried) if not isinstance(carried, int)
                        else carried, checkpoint=getattr(done, "checkpoint", None),
@@ -96,16 +96,20 @@ def run_archive_dir(spark, paths, out: str, *, full: bool = False, split_size: i
     from amqp_dissect.pipelines.spark_runtime.fs import is_local, local_path
 
     t0 = time.time()
-    if not all(is_local(p) for p in paths):
-        raise Refused("an archive directory reads local inputs only (give the captures' local paths, "
-                      "or a Hadoop URI --out for a whole run)")
-    files = expand_inputs([local_path(p) for p in paths])
+    local = [local_path(p) for p in paths if is_local(p)]
+    files = expand_inputs(local) if local else []
+    remote = [p for p in paths if not is_local(p)]
+    if remote:  # (checked before any work: one line for a scheme without its connector)
+        from amqp_dissect.pipelines.spark_runtime.fs import check_uri
+
+        for uri in remote:
+            check_uri(spark, uri, must_exist=True)
     archive = ArchiveDir(local_path(out))
     options = option_values(ports=ports, frames=frames, window=window, idle_timeout=idle_timeout)
     archive.lock()
     try:
         archive.clean_stale()
-        plan = plan_run(archive, files, options, full)
+        plan = plan_run(archive, files, options, full, remote)
         refusal = plan.refusal()
         if refusal:
             raise Refused(refusal)

@@ -10,6 +10,7 @@ import json
 import sys
 
 from amqp_dissect.pipelines.archive import InputError, expand_inputs
+from amqp_dissect.pipelines.archive.directory import Refused
 from amqp_dissect.pipelines.exits import EXIT_DAMAGED, EXIT_OK, EXIT_USAGE, input_error_exit
 from amqp_dissect.pipelines.keylogfile import open_keylog
 from amqp_dissect.pipelines.options import (ARCHIVE_OPTIONS, ARCHIVE_PATHS_HELP, Declared, parse_size_option,
@@ -76,20 +77,49 @@ def main(argv=None) -> int:
     except InputError as e:
         print(f"amqp-dissect: {e}", file=sys.stderr)
         return input_error_exit(e.code)
+    plan = _plan(a, local)
+    if plan is not None and (plan.refusal() or a.dry_run or plan.nothing_new):
+        for line in plan.lines():
+            print(line)
+        if plan.refusal():
+            print(f"amqp-dissect: {plan.refusal()}", file=sys.stderr)
+            return EXIT_USAGE
+        return EXIT_OK
+    if a.dry_run:
+        print(f"run: full, the tables of {a.out} replaced (a Hadoop URI --out is written whole by every run)")
+        return EXIT_OK
     spark = spark_session(master=a.master, conf=conf)
+    job = dict(split_size=split_size, window=a.window, frames=a.frames, partitions=a.partitions, ports=a.port,
+               keylog=_keylog_text(a.keylog))
     try:
-        res = run_archive(spark, a.paths, a.out, split_size=split_size, window=a.window,
-                          frames=a.frames, partitions=a.partitions, ports=a.port,
-                          keylog=_keylog_text(a.keylog))
-    except InputError as e:  # (exit codes as amqp-dissect archive's)
+        if plan is not None:  # a local --out: the archive directory, run by run
+            from .archive_dir import run_archive_dir
+
+            res = run_archive_dir(spark, a.paths, a.out, full=a.full, **job)
+        else:
+            res = run_archive(spark, a.paths, a.out, **job)
+    except (InputError, Refused) as e:  # (exit codes as amqp-dissect archive's)
         print(f"amqp-dissect: {e}", file=sys.stderr)
         stop_session(spark)
-        return input_error_exit(e.code)
+        return EXIT_USAGE if isinstance(e, Refused) else input_error_exit(e.code)
     print(json.dumps({"counts": res["counts"], "tables": res["tables"], "stats": res["stats"],
                       "errors": res["errors"], "files": res["files"], "order": res["order"],
                       "gaps": res["gaps"]}, default=str))
     stop_session(spark)
     return EXIT_DAMAGED if res["errors"] else EXIT_OK
+
+
+def _plan(a, local: list):
+    """The plan of a run into the archive directory ``--out`` (before Spark), or None for a
+    Hadoop URI ``--out`` (written whole, as before)."""
+    from amqp_dissect.capture.tcp import IDLE_TIMEOUT
+    from amqp_dissect.pipelines.archive.directory import ArchiveDir, option_values, plan_run
+
+    if not is_local(a.out):
+        return None
+    files = expand_inputs(local) if local else []
+    options = option_values(ports=a.port, frames=a.frames, window=a.window, idle_timeout=IDLE_TIMEOUT)
+    return plan_run(ArchiveDir(local_path(a.out)), files, options, a.full, [p for p in a.paths if not is_local(p)])
 
 
 def _keylog_text(path) -> str | None:

@@ -262,7 +262,9 @@ def _dated_task(version: str, run: int):
     return fn
 
 
-EMPTY_FILE = "part-empty.parquet"  # the file of a table without rows (its columns), in the null day
+#: the file of a table without rows (its columns), in the table's folder itself: no partition
+#: folder (a reader infers the type of a partition column from its values; it has none)
+EMPTY_FILE = "part-empty.parquet"
 
 
 def write_dated_tables(spark, flat: str, version: str, run: int, tables: list, provisional=None,
@@ -291,17 +293,15 @@ def write_dated_tables(spark, flat: str, version: str, run: int, tables: list, p
 
 
 def _empty_table_file(flat_dir: str, table_dir: str) -> None:
-    """A table of no rows in its version: one empty file of its columns (readers get them)."""
-    from amqp_dissect.pipelines.archive.directory import NULL_DATE
-
+    """A table of no rows in its version: one empty file of its columns (readers get them), in
+    the table's folder (:data:`EMPTY_FILE`)."""
     for _, _, files in os.walk(table_dir):
         if any(f.endswith(".parquet") and not f.startswith((".", "_")) for f in files):
             return
     source = next(os.path.join(flat_dir, n) for n in sorted(os.listdir(flat_dir))
                   if n.endswith(".parquet") and not n.startswith((".", "_")))
-    folder = os.path.join(table_dir, f"date={NULL_DATE}")
-    os.makedirs(folder, exist_ok=True)
-    shutil.copyfile(source, os.path.join(folder, EMPTY_FILE))
+    os.makedirs(table_dir, exist_ok=True)
+    shutil.copyfile(source, os.path.join(table_dir, EMPTY_FILE))
 
 
 def keep_final_files(previous: str, version: str, tables: list) -> int:
