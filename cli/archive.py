@@ -29,7 +29,7 @@ def _fail(code_name: str, message: str) -> Fail:
 
 
 def archive(paths, out, master, conf, packages, executor_memory, driver_memory, partitions, split_size, window,
-            frames, port, full, dry_run, keylog):
+            frames, messages, port, full, dry_run, keylog):
     """Analyse an archive of captures (rotated, daily folders, gzip) with Spark: parquet tables
     connections, sessions, links, deliveries, stalls, transactions, violations, errors (+ frames),
     partitioned by day, and latency / outcome / stall summaries.  Run again with the same --out on
@@ -44,7 +44,8 @@ def archive(paths, out, master, conf, packages, executor_memory, driver_memory, 
     files = _local_files(paths)
     keylog = load_keylog(keylog, notes=False)  # (its secrets are shipped to the executors as text)
     _check_out(out)
-    directory = _plan_directory(out, paths, files, full, dry_run, dict(ports=port, frames=frames, window=window))
+    directory = _plan_directory(out, paths, files, full, dry_run,
+                                dict(ports=port, frames=frames, window=window, messages=messages))
 
     from pyspark.sql import SparkSession
 
@@ -55,7 +56,7 @@ def archive(paths, out, master, conf, packages, executor_memory, driver_memory, 
                      own)
     try:
         res = _run_job(spark, files, dict(paths=paths, out=str(out), split_size=size, window=window, frames=frames,
-                                          partitions=partitions, ports=port or [], keylog=keylog),
+                                          partitions=partitions, ports=port or [], keylog=keylog, messages=messages),
                        directory=directory, full=full)
     except Fail:
         if own:

@@ -91,6 +91,8 @@ ARCHIVE_OPTIONS = (
     Declared("window", ("--window",), float, "seconds per row of latency_by_window", default=DEFAULT_WINDOW,
              least=0.001, most=MAX_SECONDS),
     Declared("frames", ("--frames",), bool, "also write the frames table (one row per frame)", default=False),
+    Declared("messages", ("--messages",), bool, "read every delivery's message: the deliveries' message columns "
+                                                "(message_id, message_size, ...; null without it)", default=False),
     Declared("port", ("--port", "-p"), int, PORT_HELP, repeatable=True, least=MIN_PORT, most=MAX_PORT),
     Declared("full", ("--full",), bool, "recompute the archive directory --out from nothing (its tables "
                                         "replaced at once); without it a run adds the files new since the last run",

@@ -49,8 +49,10 @@ DATE_COLUMNS = {
     "errors": ("time",),
     "frames": ("time",),
 }
+#: why a run is a full run when the last one kept no checkpoint of the flows open at its end
+NO_CHECKPOINT = "the last run kept no checkpoint of its open flows: every file analysed again"
 #: the options whose change makes the committed rows wrong: a run with other values needs --full
-COMPARED_OPTIONS = ("ports", "frames", "window", "idle_timeout")
+COMPARED_OPTIONS = ("ports", "frames", "messages", "window", "idle_timeout")
 #: a test-only environment variable: the name of the step at which the process kills itself
 #: (SIGKILL), to test that a run killed there leaves the archive as the last published run
 KILL_AT = "AMQP_DISSECT_ARCHIVE_KILL_AT"
@@ -115,11 +117,14 @@ class Plan:
     options_changed: list = field(default_factory=list)  # (option, committed value, value now)
     manifest: dict | None = None  # the committed manifest (None: no run yet)
     remote: list = field(default_factory=list)  # input URIs on a Hadoop file system (no identity: a full run)
+    all_files: list = field(default_factory=list)  # FileId of every local input now, in the order given
     full: bool = False  # the run recomputes from nothing
     why_full: str | None = None  # why (None: not a full run)
 
     def refusal(self) -> str | None:
-        """The one line that refuses the run, or None."""
+        """The one line that refuses the run, or None (a full run is refused nothing)."""
+        if self.full and (self.why_full == "--full" or self.remote):  # (reads every file as it is now)
+            return None
         if self.changed:
             path, what = self.changed[0]
             more = f" (and {len(self.changed) - 1} more)" if len(self.changed) > 1 else ""
@@ -136,8 +141,9 @@ class Plan:
 
     @property
     def files(self) -> list:
-        """Every input file (FileId), unchanged first then new."""
-        return self.unchanged + self.new
+        """The input files the archive holds after the run (FileId): every one now for a full
+        run, else the unchanged then the new."""
+        return list(self.all_files) if self.full else self.unchanged + self.new
 
     @property
     def paths(self) -> list:
@@ -154,6 +160,7 @@ class Plan:
                f"{len(self.vanished)} vanished"]
         out += [f"  changed: {p} ({what} differs)" for p, what in self.changed]
         out += [f"  vanished: {p}" for p in self.vanished]
+        out += [f"  remote: {uri}" for uri in self.remote]
         if self.refusal():
             return out
         if self.nothing_new:
@@ -178,12 +185,22 @@ def plan_run(archive: "ArchiveDir", paths: list, options: dict, full: bool, remo
     manifest = archive.manifest()
     plan = Plan(manifest=manifest, remote=list(remote))
     now = {os.path.abspath(p): identify(p) for p in paths}
-    why = ("--full" if full else "the archive's first run" if manifest is None else
-           "inputs on a Hadoop file system: every run reads all" if remote or manifest.get("remote") else None)
-    if why:
+    plan.all_files = list(now.values())
+    if manifest is None:
         plan.new = list(now.values())
+    else:
+        _classify(plan, now, manifest, options)
+    why = ("--full" if full else "the archive's first run" if manifest is None else
+           "inputs on a Hadoop file system: every run reads all" if remote or manifest.get("remote") else
+           NO_CHECKPOINT if plan.new and not manifest.get("checkpoint") else None)
+    if why:
         plan.full, plan.why_full = True, why
-        return plan
+    return plan
+
+
+def _classify(plan: Plan, now: dict, manifest: dict, options: dict) -> None:
+    """The files of ``now`` (path -> FileId) new, unchanged or changed against ``manifest``, the
+    files it names that are not among them, the options that differ."""
     before = {f["path"]: _file_of(f) for f in manifest["files"]}
     for path, fid in now.items():
         if path not in before:
@@ -198,7 +215,6 @@ def plan_run(archive: "ArchiveDir", paths: list, options: dict, full: bool, remo
     committed = manifest.get("options", {})
     plan.options_changed = [(k, committed.get(k), options.get(k)) for k in COMPARED_OPTIONS
                             if _option(committed.get(k)) != _option(options.get(k))]
-    return plan
 
 
 def _option(value):
@@ -208,10 +224,10 @@ def _option(value):
     return value
 
 
-def option_values(*, ports, frames, window, idle_timeout) -> dict:
+def option_values(*, ports, frames, window, idle_timeout, messages=False) -> dict:
     """The options a manifest records (:data:`COMPARED_OPTIONS`) as JSON values."""
-    return {"ports": sorted(int(p) for p in ports or ()), "frames": bool(frames), "window": float(window),
-            "idle_timeout": float(idle_timeout)}
+    return {"ports": sorted(int(p) for p in ports or ()), "frames": bool(frames), "messages": bool(messages),
+            "window": float(window), "idle_timeout": float(idle_timeout)}
 
 
 class ArchiveDir:
@@ -359,3 +375,42 @@ def _sync_tree(root: str) -> None:
             finally:
                 os.close(fd)
         _sync_dir(d)
+
+
+# --------------------------------------------------------------------------- readers
+
+
+def published_folder(root: str, name: str) -> str:
+    """The folder of table or summary ``name`` in the archive ``root``'s published run, resolved
+    once (a reader that lists it reads one run whole, even while the next one is published)."""
+    archive = ArchiveDir(root)
+    version = archive.current_version()
+    if version is None:
+        raise FileNotFoundError(f"{root}: no archive run published here (no {META}/current)")
+    path = os.path.join(os.path.realpath(version), name)
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"{root}: the archive has no table {name}")
+    return path
+
+
+def archive_dataset(root: str, name: str):
+    """Table or summary ``name`` of the archive ``root`` as a ``pyarrow.dataset.Dataset`` (a
+    table's ``date`` column from its folders, a ``date32``; null for the rows of unknown time).
+    Filters on ``date`` read only those days' folders::
+
+        import pyarrow.dataset as ds
+        d = archive_dataset("DIR", "deliveries")
+        d.to_table(filter=ds.field("date") == datetime.date(2026, 11, 22)).to_pandas()
+    """
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    folder = published_folder(root, name)
+    partitioning = ds.partitioning(pa.schema([("date", pa.date32())]), flavor="hive")
+    return ds.dataset(folder, format="parquet", partitioning=partitioning)
+
+
+def read_archive_pandas(root: str, name: str, columns=None, filter=None):
+    """Table or summary ``name`` of the archive ``root`` as a pandas DataFrame (``columns``: the
+    columns wanted; ``filter``: a ``pyarrow.dataset`` expression, e.g. on ``date``)."""
+    return archive_dataset(root, name).to_table(columns=columns, filter=filter).to_pandas()

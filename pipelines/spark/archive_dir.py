@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from amqp_dissect.capture.tcp import IDLE_TIMEOUT
 from amqp_dissect.pipelines.archive import DEFAULT_SPLIT_SIZE, InputError
-from amqp_dissect.pipelines.archive.directory import (CHECKPOINT, ArchiveDir, Plan, Refused, last_run, manifest_of,
+from amqp_dissect.pipelines.archive.directory import (CHECKPOINT, NO_CHECKPOINT, ArchiveDir, Plan, Refused, last_run, manifest_of,
                                                       option_values, plan_run, reach)
 
 from .summaries import DEFAULT_WINDOW, SUMMARIES, write_summaries_local
@@ -75,7 +75,7 @@ def _load_checkpoint(plan: Plan, archive: ArchiveDir):
         return None
     where = (plan.manifest or {}).get("checkpoint")
     if not where:
-        plan.full, plan.why_full = True, "the last run kept no checkpoint"
+        plan.full, plan.why_full = True, NO_CHECKPOINT
         return None
     try:
         return Checkpoint.load(os.path.join(archive.current_version(), where))
@@ -86,7 +86,7 @@ def _load_checkpoint(plan: Plan, archive: ArchiveDir):
 
 def run_archive_dir(spark, paths, out: str, *, full: bool = False, split_size: int = DEFAULT_SPLIT_SIZE,
                     window: float = DEFAULT_WINDOW, frames: bool = False, partitions: int | None = None, ports=(),
-                    idle_timeout: float = IDLE_TIMEOUT, keylog=None) -> dict:
+                    idle_timeout: float = IDLE_TIMEOUT, keylog=None, messages: bool = False) -> dict:
     """One run of the archive directory ``out`` (a local path) over the capture files of ``paths``
     (local: the whole set, grown since the last run).  Returns :func:`.job.run_archive`'s dict plus
     ``plan`` (:class:`Plan`), ``run`` (its number), ``resumed``, ``carried`` (flows carried over),
@@ -105,7 +105,7 @@ def run_archive_dir(spark, paths, out: str, *, full: bool = False, split_size: i
         for uri in remote:
             check_uri(spark, uri, must_exist=True)
     archive = ArchiveDir(local_path(out))
-    options = option_values(ports=ports, frames=frames, window=window, idle_timeout=idle_timeout)
+    options = option_values(ports=ports, frames=frames, window=window, idle_timeout=idle_timeout, messages=messages)
     archive.lock()
     try:
         archive.clean_stale()
@@ -117,7 +117,8 @@ def run_archive_dir(spark, paths, out: str, *, full: bool = False, split_size: i
             return _unchanged(archive, plan, t0)
         return _run(spark, archive, plan, options, t0, dict(split_size=split_size, frames=frames,
                                                              partitions=partitions, ports=ports,
-                                                             idle_timeout=idle_timeout, keylog=keylog), window)
+                                                             idle_timeout=idle_timeout, keylog=keylog,
+                                                             messages=messages), window)
     finally:
         archive.unlock()
 

@@ -53,7 +53,7 @@ def _local(uri: str) -> str | None:
 
 def run_archive(spark, paths, out: str, *, split_size: int = DEFAULT_SPLIT_SIZE, window: float = DEFAULT_WINDOW,
                 frames: bool = False, partitions: int | None = None, ports=(), keep_work: bool = False,
-                idle_timeout: float = IDLE_TIMEOUT, keylog=None) -> dict:
+                idle_timeout: float = IDLE_TIMEOUT, keylog=None, messages: bool = False) -> dict:
     """Analyse the captures under ``paths`` as one continuous capture; write parquet tables
     under ``out`` (a path or any Hadoop URI).  Returns a dict: ``counts``, ``tables`` (name
     -> URI), ``files`` (in capture order), ``errors`` ((path, damage) pairs), ``stats``
@@ -66,7 +66,7 @@ def run_archive(spark, paths, out: str, *, split_size: int = DEFAULT_SPLIT_SIZE,
     out_uri = check_output(spark, out)
     work = out_uri.rstrip("/") + "/_work"
     done = analyse(spark, paths, work, t0=t0, split_size=split_size, frames=frames, partitions=partitions,
-                    ports=ports, idle_timeout=idle_timeout, keylog=keylog)
+                    ports=ports, idle_timeout=idle_timeout, keylog=keylog, messages=messages)
     try:
         _write_outputs(spark, done, out_uri, window)
     finally:

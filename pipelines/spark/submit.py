@@ -90,7 +90,7 @@ def main(argv=None) -> int:
         return EXIT_OK
     spark = spark_session(master=a.master, conf=conf)
     job = dict(split_size=split_size, window=a.window, frames=a.frames, partitions=a.partitions, ports=a.port,
-               keylog=_keylog_text(a.keylog))
+               keylog=_keylog_text(a.keylog), messages=a.messages)
     try:
         if plan is not None:  # a local --out: the archive directory, run by run
             from .archive_dir import run_archive_dir
@@ -118,7 +118,8 @@ def _plan(a, local: list):
     if not is_local(a.out):
         return None
     files = expand_inputs(local) if local else []
-    options = option_values(ports=a.port, frames=a.frames, window=a.window, idle_timeout=IDLE_TIMEOUT)
+    options = option_values(ports=a.port, frames=a.frames, window=a.window, idle_timeout=IDLE_TIMEOUT,
+                            messages=a.messages)
     return plan_run(ArchiveDir(local_path(a.out)), files, options, a.full, [p for p in a.paths if not is_local(p)])
 
 

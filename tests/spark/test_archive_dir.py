@@ -20,6 +20,7 @@ import subprocess
 import sys
 
 import pandas as pd
+import pyarrow.dataset as ds
 import pytest
 
 from sparkneeds import cells, require_spark  # noqa: E402
@@ -27,7 +28,8 @@ from sparkneeds import cells, require_spark  # noqa: E402
 require_spark()  # (a failure on CI without pyspark or java; elsewhere a skip with the reason)
 
 from amqp_dissect.pipelines.archive.directory import (DATE_COLUMNS, KILL_AT, MANIFEST, NULL_DATE,  # noqa: E402
-                                                      ArchiveDir)
+                                                      ArchiveDir, archive_dataset, read_archive_pandas)
+from amqp_dissect.pipelines.spark.api import read_archive  # noqa: E402
 from amqp_dissect.pipelines.runs.local import read_analysis  # noqa: E402
 from amqp_dissect.pipelines.spark.archive_dir import run_archive_dir  # noqa: E402
 from amqp_dissect.pipelines.spark.summaries import SUMMARIES  # noqa: E402
@@ -39,6 +41,7 @@ SAMPLES = os.path.join(ROOT, "samples")
 # first sent from 36.395 to 36.427: shifted by this, UTC midnight falls at 36.400, between its
 # third and its fourth delivery (the connection, session and links open on the 23rd)
 SHIFT_SECONDS = "74183.6"
+JOB = dict(partitions=3, messages=True)  # (every run reads the messages: the deliveries' message_id)
 
 
 def _editcap(*args) -> None:
@@ -75,7 +78,7 @@ def _copy_set(files: list, folder) -> list:
 def fresh(spark, rotated, tmp_path_factory) -> str:
     """One run over the whole set into an empty directory."""
     out = str(tmp_path_factory.mktemp("fresh") / "archive")
-    res = run_archive_dir(spark, rotated, out, partitions=3)
+    res = run_archive_dir(spark, rotated, out, **JOB)
     assert res["run"] == 1 and res["plan"].full
     return out
 
@@ -128,7 +131,7 @@ def _row_day(row, table: str) -> str:
 
 def test_tables_are_partitioned_by_the_day_of_their_rows_and_read_whole_by_spark_pyarrow_pandas(spark, rotated,
                                                                                                fresh):
-    local = read_analysis(rotated)
+    local = read_analysis(rotated, messages=True)
     days_seen = set()
     for t in TABLES:
         table_dir = os.path.join(fresh, t)
@@ -163,9 +166,24 @@ def test_tables_are_partitioned_by_the_day_of_their_rows_and_read_whole_by_spark
     for name in SUMMARIES:  # whole, not partitioned
         assert not glob.glob(os.path.join(fresh, name, "date=*"))
         assert len(pd.read_parquet(os.path.join(fresh, name)).columns) > 2
-    # a query of one day (pruned to its partition) and one address
-    one_day = spark.read.parquet("file://" + os.path.join(fresh, "deliveries")).where("date = '2026-11-22'")
-    assert one_day.count() == sum(1 for _, r in local.deliveries.iterrows() if _row_day(r, "deliveries") == "2026-11-22")
+    # the readers of an archive, and the queries docs/archives-spark.md shows: one day, one address,
+    # one message-id
+    ld = local.deliveries
+    on_day = [_row_day(r, "deliveries") == "2026-11-23" for _, r in ld.iterrows()]
+    assert 0 < sum(on_day) < len(ld)
+    t = read_archive(spark, fresh)
+    assert set(t) == set(TABLES) | set(SUMMARIES)
+    assert t["deliveries"].where("date = '2026-11-23'").count() == sum(on_day)
+    d = archive_dataset(fresh, "deliveries")
+    assert d.to_table(filter=ds.field("date") == datetime.date(2026, 11, 23)).num_rows == sum(on_day)
+    address = ld.address.dropna().iloc[-1]
+    got = read_archive_pandas(fresh, "deliveries", columns=["delivery_id", "date"],
+                              filter=ds.field("address") == address)
+    assert len(got) == int((ld.address == address).sum()) > 0
+    mid = ld.message_id.dropna().iloc[-1]
+    assert t["deliveries"].where(t["deliveries"].message_id == mid).count() == int((ld.message_id == mid).sum()) > 0
+    assert spark.sql(f"select count(*) n from parquet.`file://{fresh}/deliveries` where date = '2026-11-23'"
+                     ).collect()[0].n == sum(on_day)
 
 
 @pytest.fixture(scope="module")
@@ -174,8 +192,8 @@ def grown(spark, rotated, tmp_path_factory):
     base = tmp_path_factory.mktemp("grown")
     files = _copy_set(rotated, base / "set")
     out = str(base / "archive")
-    first = run_archive_dir(spark, files[:4], out, partitions=3)
-    second = run_archive_dir(spark, files, out, partitions=3)
+    first = run_archive_dir(spark, files[:4], out, **JOB)
+    second = run_archive_dir(spark, files, out, **JOB)
     return out, files, first, second
 
 
@@ -189,14 +207,14 @@ def test_a_set_grown_in_two_runs_equals_one_run_and_a_run_with_nothing_new_chang
     assert sorted(f["path"] for f in manifest["files"]) == sorted(files)
     assert os.listdir(os.path.join(out, "_archive", "versions")) == ["run-000002"]  # (the one before removed)
     before = _snapshot(out)
-    again = run_archive_dir(spark, files, out, partitions=3)
+    again = run_archive_dir(spark, files, out, **JOB)
     assert again["run"] is None and not again["plan"].new and len(again["plan"].unchanged) == 8
     assert _snapshot(out) == before
 
 
 def _cli(*args, env=None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "amqp_dissect.cli", "archive", "--master", "local[2]",
-                           "--partitions", "3", *args], capture_output=True, text=True, timeout=600, cwd=ROOT,
+                           "--partitions", "3", "--messages", *args], capture_output=True, text=True, timeout=600, cwd=ROOT,
                           env={**os.environ, **(env or {})})
 
 
@@ -214,28 +232,29 @@ def test_a_changed_or_vanished_file_or_other_options_are_refused_and_dry_run_wri
         f.seek(len(data) - 1)
         f.write(bytes([data[-1] ^ 0xFF]))
     os.utime(victim, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert m.main(["archive", *files, "--out", out]) == m.EXIT_USAGE
+    assert m.main(["archive", *files, "--out", out, "--messages"]) == m.EXIT_USAGE
     o, e = capsys.readouterr()
     assert e.count("\n") == 1 and victim in e and "changed" in e and f"changed: {victim} (content differs)" in o
     with open(victim, "wb") as f:
         f.write(data)
     os.utime(victim, ns=(st.st_atime_ns, st.st_mtime_ns))
     # a vanished file -> exit 2 naming it
-    assert m.main(["archive", *files[:3], *files[4:], "--out", out]) == m.EXIT_USAGE
+    assert m.main(["archive", *files[:3], *files[4:], "--out", out, "--messages"]) == m.EXIT_USAGE
     o, e = capsys.readouterr()
     assert e.count("\n") == 1 and files[3] in e and f"vanished: {files[3]}" in o
     # other options -> exit 2, telling to use --full
-    assert m.main(["archive", *files, "--out", out, "--frames"]) == m.EXIT_USAGE
+    assert m.main(["archive", *files, "--out", out, "--messages", "--frames"]) == m.EXIT_USAGE
     assert "--full" in capsys.readouterr().err
     assert _snapshot(out) == before
     # --dry-run: the plan, nothing written (a new file, and --full)
     extra = _copy_set([os.path.join(SAMPLES, "drain.pcap")], os.path.dirname(files[0]))
     try:
-        assert m.main(["archive", *files, *extra, "--out", out, "--dry-run"]) == m.EXIT_OK
+        assert m.main(["archive", *files, *extra, "--out", out, "--messages", "--dry-run"]) == m.EXIT_OK
         o = capsys.readouterr().out
         assert "files: 1 new, 8 unchanged, 0 changed, 0 vanished" in o and "run: " in o and "--dry-run" in o
-        assert m.main(["archive", *files, "--out", out, "--dry-run", "--full"]) == m.EXIT_OK
-        assert "run: full, over all 8 file(s) (--full)" in capsys.readouterr().out
+        assert m.main(["archive", *files, *extra, "--out", out, "--dry-run", "--full"]) == m.EXIT_OK
+        o = capsys.readouterr().out
+        assert "files: 1 new, 8 unchanged, 0 changed, 0 vanished" in o and "run: full, over all 9 file(s) (--full)" in o
     finally:
         os.unlink(extra[0])
     assert _snapshot(out) == before
@@ -249,7 +268,7 @@ def test_a_run_killed_at_a_step_leaves_the_last_run_and_running_again_equals_one
                                                                                    tmp_path, step):
     files = _copy_set(rotated, tmp_path / "set")
     out = str(tmp_path / "archive")
-    run_archive_dir(spark, files[:4], out, partitions=3)
+    run_archive_dir(spark, files[:4], out, **JOB)
     committed = _snapshot(out)
     tables = {t: _as_set(_dataset(out, t)) for t in TABLES + SUMMARIES}
     got = _cli(*files, "--out", out, env={KILL_AT: step})
@@ -265,17 +284,24 @@ def test_a_run_killed_at_a_step_leaves_the_last_run_and_running_again_equals_one
                 or not k.startswith("_archive")}
         for t, df in tables.items():
             pd.testing.assert_frame_equal(_as_set(_dataset(out, t)), df, obj=t)
-    again = run_archive_dir(spark, files, out, partitions=3)
+    again = run_archive_dir(spark, files, out, **JOB)
     assert (again["run"] is None) == (step == "published")
     _assert_same_archive(out, fresh)
     assert not os.path.exists(os.path.join(out, "_archive", "staging"))
     assert len(os.listdir(os.path.join(out, "_archive", "versions"))) == 1
 
 
-def test_full_equals_a_fresh_run(spark, grown, fresh):
+def test_full_equals_a_fresh_run_and_the_command_says_what_it_did(spark, grown, fresh, capsys):
+    from amqp_dissect.cli import main as m
+
     out, files, _, _ = grown
-    res = run_archive_dir(spark, files, out, partitions=3, full=True)
-    assert res["plan"].full and res["plan"].why_full == "--full" and res["run"] == 3
+    assert m.main(["archive", *files, "--out", out, "--full", "--messages", "--partitions", "3"]) == m.EXIT_OK
+    o = capsys.readouterr().out
+    assert o.startswith("files: 0 new, 8 unchanged, 0 changed, 0 vanished\nrun: full, over all 8 file(s) (--full)\n")
+    assert "\nrun 3: full, over all 8 input(s) (--full); 0 flow(s) carried over to the next run, checkpoint 0 bytes\n" in o
+    assert "\nrows written by this run: connections 2, sessions 2, links 4, deliveries " in o
+    assert "\nseconds per stage: stage1 " in o and " partition " in o and " publish " in o
+    assert "\ntables: connections 2, " in o
     _assert_same_archive(out, fresh)
     assert os.listdir(os.path.join(out, "_archive", "versions")) == ["run-000003"]
     assert os.path.exists(os.path.join(out, "_archive", "versions", "run-000003", MANIFEST))
