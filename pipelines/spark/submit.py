@@ -78,35 +78,51 @@ def main(argv=None) -> int:
         print(f"amqp-dissect: {e}", file=sys.stderr)
         return input_error_exit(e.code)
     plan = _plan(a, local)
-    if plan is not None and (plan.refusal() or a.dry_run or plan.nothing_new):
-        for line in plan.lines():
-            print(line)
-        if plan.refusal():
-            print(f"amqp-dissect: {plan.refusal()}", file=sys.stderr)
-            return EXIT_USAGE
-        return EXIT_OK
-    if a.dry_run:
-        print(f"run: full, the tables of {a.out} replaced (a Hadoop URI --out is written whole by every run)")
-        return EXIT_OK
+    early = _before_spark(a, plan)
+    if early is not None:
+        return early
     spark = spark_session(master=a.master, conf=conf)
     job = dict(split_size=split_size, window=a.window, frames=a.frames, partitions=a.partitions, ports=a.port,
                keylog=_keylog_text(a.keylog), messages=a.messages)
     try:
-        if plan is not None:  # a local --out: the archive directory, run by run
-            from .archive_dir import run_archive_dir
-
-            res = run_archive_dir(spark, a.paths, a.out, full=a.full, **job)
-        else:
-            res = run_archive(spark, a.paths, a.out, **job)
+        res = _run(spark, a, plan, job)
     except (InputError, Refused) as e:  # (exit codes as amqp-dissect archive's)
         print(f"amqp-dissect: {e}", file=sys.stderr)
         stop_session(spark)
         return EXIT_USAGE if isinstance(e, Refused) else input_error_exit(e.code)
-    print(json.dumps({"counts": res["counts"], "tables": res["tables"], "stats": res["stats"],
-                      "errors": res["errors"], "files": res["files"], "order": res["order"],
-                      "gaps": res["gaps"]}, default=str))
+    print(json.dumps({k: res.get(k) for k in SUMMARY_KEYS if k in res}, default=str))
     stop_session(spark)
     return EXIT_DAMAGED if res["errors"] else EXIT_OK
+
+
+#: what the entry's JSON summary says of a run (those of an archive directory's run when it is one)
+SUMMARY_KEYS = ("counts", "tables", "stats", "errors", "files", "order", "gaps", "run", "resumed", "carried",
+                "checkpoint_bytes", "new_rows")
+
+
+def _before_spark(a, plan) -> int | None:
+    """The plan printed (a local ``--out``); the exit code when the run stops before Spark (a
+    refusal, ``--dry-run``, nothing new), else None."""
+    if plan is None:
+        if a.dry_run:
+            print(f"run: full, the tables of {a.out} replaced (a Hadoop URI --out is written whole by every run)")
+            return EXIT_OK
+        return None
+    for line in plan.lines():
+        print(line)
+    if plan.refusal():
+        print(f"amqp-dissect: {plan.refusal()}", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_OK if a.dry_run or plan.nothing_new else None
+
+
+def _run(spark, a, plan, job: dict) -> dict:
+    """The job: a run of the archive directory (a local ``--out``), else the whole job."""
+    if plan is not None:
+        from .archive_dir import run_archive_dir
+
+        return run_archive_dir(spark, a.paths, a.out, full=a.full, **job)
+    return run_archive(spark, a.paths, a.out, **job)
 
 
 def _plan(a, local: list):
