@@ -34,10 +34,12 @@ MANIFEST = "manifest.json"
 CHECKPOINT = "checkpoint"
 FORMAT = 1  # the manifest's layout version
 HASH_BYTES = 64 << 10  # a file's identity hashes its first and its last HASH_BYTES bytes
-#: the partition of a row whose time is unknown (Hive's name for a null partition value)
+#: the partition of a row whose time is unknown, and its connection's too (Hive's name for a null
+#: partition value)
 NULL_DATE = "__HIVE_DEFAULT_PARTITION__"
 #: per table, the columns that say when its row happened, first non-null one wins: the row's
-#: partition is that time's day in UTC (documented in docs/archives-spark.md)
+#: partition is that time's day in UTC; a row with none of them (a link only inferred after a
+#: loss) goes to the day its connection began (documented in docs/archives-spark.md)
 DATE_COLUMNS = {
     "connections": ("first_time",),
     "sessions": ("begin_time", "end_time"),

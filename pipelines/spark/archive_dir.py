@@ -141,7 +141,8 @@ def _run(spark, archive: ArchiveDir, plan: Plan, options: dict, t0: float, analy
     tables = list(done.counts)
     os.makedirs(version)
     kept = T.keep_final_files(archive.current_version(), version, tables) if got.resumed else 0
-    new_rows = T.write_dated_tables(spark, flat, version, run, tables, got.provisional, meter=done.meter)
+    new_rows = T.write_dated_tables(spark, flat, version, run, tables, got.provisional, meter=done.meter,
+                                    previous=archive.current_version() if got.resumed else None)
     done.mark("partition")
     reach("partitioned")
     write_summaries_local(spark, version, window, meter=done.meter)

@@ -194,32 +194,64 @@ def write_tables_local(spark, layer_dirs: list, excluded: list, counts: dict, ou
 DAY_MICROS = 86_400_000_000
 
 
-def row_days(t, columns: tuple) -> list:
-    """The partition (``YYYY-MM-DD``, the UTC day; :data:`~..archive.directory.NULL_DATE` for a
-    row whose times are all null) of every row of the Arrow table ``t``: the day of the first
-    non-null of its ``columns`` (UTC microsecond timestamps)."""
+def _day_names(us) -> list:
+    """The UTC day (``YYYY-MM-DD``, or None) of each of the UTC microsecond times ``us`` (an
+    Arrow int64 array with nulls)."""
     import datetime
 
     import numpy as np
+    import pyarrow.compute as pc
+
+    valid = pc.is_valid(us).to_numpy(zero_copy_only=False)
+    days = np.floor_divide(pc.fill_null(us, 0).to_numpy(zero_copy_only=False), DAY_MICROS)
+    epoch = datetime.date(1970, 1, 1)
+    names = {int(d): (epoch + datetime.timedelta(days=int(d))).isoformat() for d in np.unique(days[valid])}
+    return [names[int(d)] if v else None for d, v in zip(days, valid)]
+
+
+def row_days(t, columns: tuple, connection_days: dict | None = None) -> list:
+    """The partition (``YYYY-MM-DD``, the UTC day) of every row of the Arrow table ``t``: the day
+    of the first non-null of its ``columns`` (UTC microsecond timestamps); for a row whose times
+    are all null (a link only inferred after a loss), the day its connection began
+    (``connection_days``: connection -> day); failing that,
+    :data:`~..archive.directory.NULL_DATE`."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     from amqp_dissect.pipelines.archive.directory import NULL_DATE
 
+    if t.num_rows == 0:
+        return []
     us = None
     for c in columns:
         col = t.column(c).cast(pa.int64())
         us = col if us is None else pc.coalesce(us, col)
-    if us is None or t.num_rows == 0:
-        return [NULL_DATE] * t.num_rows
-    valid = pc.is_valid(us).to_numpy(zero_copy_only=False)
-    days = np.floor_divide(pc.fill_null(us, 0).to_numpy(zero_copy_only=False), DAY_MICROS)
-    epoch = datetime.date(1970, 1, 1)
-    names = {int(d): (epoch + datetime.timedelta(days=int(d))).isoformat() for d in np.unique(days[valid])}
-    return [names[int(d)] if v else NULL_DATE for d, v in zip(days, valid)]
+    days = _day_names(us)
+    if None in days and connection_days and "connection" in t.column_names:
+        conns = t.column("connection").to_pylist()
+        days = [d if d is not None else connection_days.get(c) for d, c in zip(days, conns)]
+    return [NULL_DATE if d is None else d for d in days]
 
 
-def write_dated(t, table: str, directory: str, stem: str) -> int:
+def connection_days(folders: list) -> dict:
+    """connection -> the UTC day of its ``first_time``, from the connections tables' Parquet
+    files under ``folders`` (a run's flat table, the kept rows of the version before)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out: dict = {}
+    for folder in folders:
+        for d, _, files in os.walk(folder):
+            for name in sorted(files):
+                if name.endswith(".parquet") and not name.startswith((".", "_")):
+                    t = pq.read_table(os.path.join(d, name), columns=["connection", "first_time"], use_threads=False,
+                                      partitioning=None)
+                    days = _day_names(t.column("first_time").cast(pa.int64()))
+                    out.update((c, day) for c, day in zip(t.column("connection").to_pylist(), days) if day)
+    return out
+
+
+def write_dated(t, table: str, directory: str, stem: str, connection_days: dict | None = None) -> int:
     """Write the rows of ``t`` (a table's Arrow rows in the archive's schema, in order) to
     ``directory/date=DAY/<stem>.parquet``, a file per day of :func:`row_days` (rows in their
     order; through a temporary name and a rename: a task run again replaces its files).
@@ -230,7 +262,7 @@ def write_dated(t, table: str, directory: str, stem: str) -> int:
     from amqp_dissect.pipelines.archive import ROW_GROUP_ROWS
     from amqp_dissect.pipelines.archive.directory import DATE_COLUMNS
 
-    days = row_days(t, DATE_COLUMNS[table])
+    days = row_days(t, DATE_COLUMNS[table], connection_days)
     for day in sorted(set(days)):
         part = t.filter(pa.array([d == day for d in days], pa.bool_()))
         folder = os.path.join(directory, f"date={day}")
@@ -242,10 +274,11 @@ def write_dated(t, table: str, directory: str, stem: str) -> int:
     return t.num_rows
 
 
-def _dated_task(version: str, run: int):
+def _dated_task(version: str, run: int, days_of):
     def fn(items):
         import pyarrow.parquet as pq
 
+        days = days_of.value
         for table, path, r, provisional in items:
             t = pq.read_table(path, use_threads=False)
             if provisional is not None:  # (rows of flows carried to the next run: files of their own)
@@ -254,11 +287,11 @@ def _dated_task(version: str, run: int):
                     import pyarrow.compute as pc
 
                     yield table, write_dated(t.filter(pc.invert(mask)), table, os.path.join(version, table),
-                                             f"part-{run:06d}-{r:05d}")
+                                             f"part-{run:06d}-{r:05d}", days)
                     yield table, write_dated(t.filter(mask), table, os.path.join(version, table),
-                                             f"part-{run:06d}-{r:05d}.provisional")
+                                             f"part-{run:06d}-{r:05d}.provisional", days)
                     continue
-            yield table, write_dated(t, table, os.path.join(version, table), f"part-{run:06d}-{r:05d}")
+            yield table, write_dated(t, table, os.path.join(version, table), f"part-{run:06d}-{r:05d}", days)
     return fn
 
 
@@ -268,12 +301,13 @@ EMPTY_FILE = "part-empty.parquet"
 
 
 def write_dated_tables(spark, flat: str, version: str, run: int, tables: list, provisional=None,
-                       meter=None) -> dict:
+                       meter=None, previous: str | None = None) -> dict:
     """The tables written flat under ``flat`` (``TABLE/part-R.parquet``, in order) written again
     under ``version`` partitioned by day (:func:`write_dated`), a Spark task per file; a table
     without rows in ``version`` (none kept, none new) gets one empty file of its columns.
     ``provisional``: None (every row final) or a function (table, Arrow rows) -> a boolean mask
-    of the rows that are provisional (or None: all final).  Returns table -> rows written."""
+    of the rows that are provisional (or None: all final); ``previous``: the version whose rows
+    the run keeps (its connections' days count, :func:`row_days`).  Returns table -> rows written."""
     items = []
     for t in tables:
         d = os.path.join(flat, t)
@@ -284,8 +318,10 @@ def write_dated_tables(spark, flat: str, version: str, run: int, tables: list, p
     if items:
         from .stages import metered
 
+        folders = [os.path.join(flat, "connections")] + ([os.path.join(previous, "connections")] if previous else [])
+        days = spark.sparkContext.broadcast(connection_days(folders))
         rdd = spark.sparkContext.parallelize(items, min(len(items), 4 * spark.sparkContext.defaultParallelism))
-        for t, n in rdd.mapPartitions(metered(meter, "partition", _dated_task(version, run))).collect():
+        for t, n in rdd.mapPartitions(metered(meter, "partition", _dated_task(version, run, days))).collect():
             got[t] += n
     for t in tables:
         _empty_table_file(os.path.join(flat, t), os.path.join(version, t))

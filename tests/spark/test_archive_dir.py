@@ -129,6 +129,23 @@ def _row_day(row, table: str) -> str:
     return NULL_DATE
 
 
+def test_a_row_without_a_time_goes_to_the_day_its_connection_began():
+    """A link only inferred after a loss has no attach or detach time: its connection's day (the
+    rule docs/archives-spark.md states); without that either, Hive's null partition."""
+    import pyarrow as pa
+
+    from amqp_dissect.pipelines.spark.tables import row_days
+
+    ts = pa.timestamp("us", tz="UTC")
+    t = pa.table({"connection": ["a", "a", "b", "c"],
+                  "attach_time": pa.array([86_400_000_000 * 3 + 5, None, None, None], ts),
+                  "attached_time": pa.array([None, None, None, -1], ts),
+                  "detach_time": pa.array([None, 86_400_000_000 * 5, None, None], ts)})
+    days = row_days(t, DATE_COLUMNS["links"], {"b": "2026-11-22"})
+    assert days == ["1970-01-04", "1970-01-06", "2026-11-22", "1969-12-31"]
+    assert row_days(t.slice(2, 1), DATE_COLUMNS["links"], {}) == [NULL_DATE]
+
+
 def test_tables_are_partitioned_by_the_day_of_their_rows_and_read_whole_by_spark_pyarrow_pandas(spark, rotated,
                                                                                                fresh):
     local = read_analysis(rotated, messages=True)
