@@ -323,7 +323,7 @@ def _print_run(res: dict) -> None:
       f"{res['checkpoint_bytes']} bytes\n")
     w("rows written by this run: " + ", ".join(f"{t} {n}" for t, n in res["new_rows"].items()) + "\n")
     timings = res["stats"].get("timings") or {}
-    w("seconds per stage: " + ", ".join(f"{k} {v:.1f}" for k, v in timings.items()) + "\n")
+    w("time per stage: " + ", ".join(f"{k} in {v:.1f} s" for k, v in timings.items()) + "\n")
 
 
 def _top_latency(spark, uri: str, n: int = 5) -> list[dict]:

@@ -317,7 +317,7 @@ def test_full_equals_a_fresh_run_and_the_command_says_what_it_did(spark, grown, 
     assert o.startswith("files: 0 new, 8 unchanged, 0 changed, 0 vanished\nrun: full, over all 8 file(s) (--full)\n")
     assert "\nrun 3: full, over all 8 input(s) (--full); 0 flow(s) carried over to the next run, checkpoint 0 bytes\n" in o
     assert "\nrows written by this run: connections 2, sessions 2, links 4, deliveries " in o
-    assert "\nseconds per stage: stage1 " in o and " partition " in o and " publish " in o
+    assert "\ntime per stage: stage1 in " in o and ", partition in " in o and ", publish in " in o
     assert "\ntables: connections 2, " in o
     _assert_same_archive(out, fresh)
     assert os.listdir(os.path.join(out, "_archive", "versions")) == ["run-000003"]
