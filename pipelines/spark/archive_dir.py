@@ -126,7 +126,7 @@ def run_archive_dir(spark, paths, out: str, *, full: bool = False, split_size: i
 def _run(spark, archive: ArchiveDir, plan: Plan, options: dict, t0: float, analysis: dict, window: float) -> dict:
     """A run that writes: analysed, staged, partitioned, summarised, published."""
     from . import tables as T
-    from .job import _write_outputs
+    from .job import write_tables
 
     run = last_run(plan.manifest) + 1
     staging = archive.staging(run)
@@ -134,7 +134,7 @@ def _run(spark, archive: ArchiveDir, plan: Plan, options: dict, t0: float, analy
     got = _analyse_run(spark, plan, archive, "file://" + work + "/_work", t0=t0, **analysis)
     done = got.done
     try:
-        _write_outputs(spark, done, "file://" + flat, window, summaries=False)
+        write_tables(spark, done, "file://" + flat)
     finally:
         done.cleanup(False)
     reach("staged")
@@ -201,4 +201,4 @@ def table_rows(root: str, tables: list) -> dict:
     return out
 
 
-__all__ = ["run_archive_dir", "RunAnalysis", "Refused", "InputError", "table_rows"]
+__all__ = ["run_archive_dir", "RunAnalysis", "Refused", "InputError", "table_rows"]  # (InputError: raised here)

@@ -411,6 +411,12 @@ def _layer_frames(spark, layers: list, layer_paths: list) -> list:
     return layers
 
 
+def write_tables(spark, done: AnalysedRun, out_uri: str) -> None:
+    """The tables of ``done`` written flat under ``out_uri``, without the summaries (an archive
+    directory computes them over every run's rows: pipelines/spark/archive_dir.py)."""
+    _write_outputs(spark, done, out_uri, DEFAULT_WINDOW, summaries=False)
+
+
 def _write_outputs(spark, done: AnalysedRun, out_uri: str, window: float, summaries: bool = True) -> None:
     """The tables and the summaries of ``done`` written under ``out_uri`` (``done.written``:
     name -> URI); without ``summaries``, the tables only (an archive directory computes its
