@@ -98,7 +98,7 @@ def _plan_directory(out: str, paths: list, files: list, full: bool, dry_run: boo
     nothing new: exit 0 here, nothing written.  False for a Hadoop URI ``--out`` (a whole run,
     written as before)."""
     from amqp_dissect.capture.tcp import IDLE_TIMEOUT
-    from amqp_dissect.pipelines.archive.directory import ArchiveDir, option_values, plan_run
+    from amqp_dissect.pipelines.archive.directory import ArchiveDir, Refused, option_values, plan_run
     from amqp_dissect.pipelines.spark_runtime.fs import is_local, local_path
 
     if not is_local(out):
@@ -109,8 +109,11 @@ def _plan_directory(out: str, paths: list, files: list, full: bool, dry_run: boo
             raise typer.Exit(EXIT_OK)
         return False
     remote = [p for p in paths if not is_local(p)]
-    plan = plan_run(ArchiveDir(local_path(out)), files, option_values(idle_timeout=IDLE_TIMEOUT, **options), full,
-                    remote)
+    try:
+        plan = plan_run(ArchiveDir(local_path(out)), files, option_values(idle_timeout=IDLE_TIMEOUT, **options), full,
+                        remote)
+    except Refused as e:
+        raise _fail("EXIT_USAGE", str(e)) from None
     for line in plan.lines():
         print(line)
     if plan.refusal():

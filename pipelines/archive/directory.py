@@ -184,7 +184,12 @@ def plan_run(archive: "ArchiveDir", paths: list, options: dict, full: bool, remo
     """The :class:`Plan` of a run over the local capture files ``paths`` and the input URIs
     ``remote`` (the whole set) with ``options`` (those of :data:`COMPARED_OPTIONS`) into
     ``archive``.  Inputs on a Hadoop file system (now or in the committed run) make a full run."""
-    manifest = archive.manifest()
+    try:
+        manifest = archive.manifest()
+    except Refused:
+        if not full:
+            raise
+        manifest = None  # (--full: a damaged archive is made again from nothing)
     plan = Plan(manifest=manifest, remote=list(remote))
     now = {os.path.abspath(p): identify(p) for p in paths}
     plan.all_files = list(now.values())
@@ -257,8 +262,18 @@ class ArchiveDir:
         v = self.current_version()
         if v is None:
             return None
-        with open(os.path.join(v, MANIFEST), encoding="utf-8") as f:
-            return json.load(f)
+        try:
+            with open(os.path.join(v, MANIFEST), encoding="utf-8") as f:
+                return json.load(f)
+        except (OSError, ValueError) as e:  # (a directory damaged by hand: never what a run leaves)
+            raise Refused(f"{self.root}: the archive's manifest cannot be read ({e}): remove {self.meta} "
+                          "and its tables to start again") from None
+
+    def next_run(self, manifest: dict | None) -> int:
+        """The number of the next run: past the last committed one and every version kept."""
+        kept = [int(n.split("-")[1]) for n in (os.listdir(self.versions) if os.path.isdir(self.versions) else ())
+                if n.startswith("run-") and n.split("-")[1].isdigit()]
+        return max([last_run(manifest)] + kept) + 1
 
     def version_of(self, run: int) -> str:
         return os.path.join(self.versions, run_name(run))
@@ -288,7 +303,7 @@ class ArchiveDir:
         if os.path.isdir(self.versions):
             for name in os.listdir(self.versions):
                 path = os.path.join(self.versions, name)
-                if current is None or not os.path.samefile(path, current):
+                if current is None or os.path.realpath(path) != os.path.realpath(current):
                     shutil.rmtree(path, ignore_errors=True)
         for name in os.listdir(self.meta):
             if name.startswith(".current."):

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from amqp_dissect.capture.tcp import IDLE_TIMEOUT
 from amqp_dissect.pipelines.archive import DEFAULT_SPLIT_SIZE, InputError
-from amqp_dissect.pipelines.archive.directory import (CHECKPOINT, NO_CHECKPOINT, ArchiveDir, Plan, Refused, last_run, manifest_of,
+from amqp_dissect.pipelines.archive.directory import (CHECKPOINT, NO_CHECKPOINT, ArchiveDir, Plan, Refused, manifest_of,
                                                       option_values, plan_run, reach)
 
 from .summaries import DEFAULT_WINDOW, SUMMARIES, write_summaries_local
@@ -128,7 +128,7 @@ def _run(spark, archive: ArchiveDir, plan: Plan, options: dict, t0: float, analy
     from . import tables as T
     from .job import write_tables
 
-    run = last_run(plan.manifest) + 1
+    run = archive.next_run(plan.manifest)
     staging = archive.staging(run)
     work, flat, version = (os.path.join(staging, n) for n in ("work", "flat", "version"))
     got = _analyse_run(spark, plan, archive, "file://" + work + "/_work", t0=t0, **analysis)

@@ -77,7 +77,11 @@ def main(argv=None) -> int:
     except InputError as e:
         print(f"amqp-dissect: {e}", file=sys.stderr)
         return input_error_exit(e.code)
-    plan = _plan(a, local)
+    try:
+        plan = _plan(a, local)
+    except Refused as e:
+        print(f"amqp-dissect: {e}", file=sys.stderr)
+        return EXIT_USAGE
     early = _before_spark(a, plan)
     if early is not None:
         return early
