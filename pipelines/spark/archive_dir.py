@@ -29,15 +29,13 @@ from .summaries import DEFAULT_WINDOW, SUMMARIES, write_summaries_local
 @dataclass
 class RunAnalysis:
     """What :func:`_analyse_run` made: the analysed run (its rows), whether it continued from the
-    checkpoint of the run before, the flows it carried over to the next run, its checkpoint (an
-    object with ``save(directory)`` and ``size_bytes()``, or None), and which of its rows are
-    provisional (None: all final; else a function (table, Arrow rows) -> boolean mask or None)."""
+    checkpoint of the run before, the flows it carried over to the next run, and its checkpoint
+    (an object with ``save(directory)`` and ``size_bytes()``, or None)."""
 
     done: object
     resumed: bool
     carried: int
     checkpoint: object | None
-    provisional: object | None
 
 
 def _analyse_run(spark, plan: Plan, archive: ArchiveDir, work: str, **analysis) -> RunAnalysis:
@@ -62,8 +60,22 @@ def _analyse_run(spark, plan: Plan, archive: ArchiveDir, work: str, **analysis) 
         done = analyse(spark, plan.paths, work, **analysis)
     carried = getattr(done, "carried", None) or ()
     return RunAnalysis(done=done, resumed=resume is not None, carried=len(carried) if not isinstance(carried, int)
-                       else carried, checkpoint=getattr(done, "checkpoint", None),
-                       provisional=getattr(done, "provisional", None) if carried else None)
+                       else carried, checkpoint=getattr(done, "checkpoint", None))
+
+
+def _write_run_tables(spark, got: RunAnalysis, flat: str, provisional: str) -> str | None:
+    """The run's tables written flat under ``flat`` (its final rows), and its provisional rows (those
+    of the flows carried over, which the next run makes again) under ``provisional``: returns that
+    folder, or None when every row is final (nothing carried over).  The other place (with
+    :func:`_analyse_run`) the analysis side's interface is used: its final and provisional rows."""
+    from .job import write_tables
+
+    write_tables(spark, got.done, "file://" + flat)
+    if got.carried:
+        # the carried flows' rows cannot be told from the final ones here yet: all are kept as final
+        # and the checkpoint is dropped, so that the next run is a full run (exact either way)
+        got.checkpoint = None
+    return None
 
 
 def _load_checkpoint(plan: Plan, archive: ArchiveDir):
@@ -126,7 +138,6 @@ def run_archive_dir(spark, paths, out: str, *, full: bool = False, split_size: i
 def _run(spark, archive: ArchiveDir, plan: Plan, options: dict, t0: float, analysis: dict, window: float) -> dict:
     """A run that writes: analysed, staged, partitioned, summarised, published."""
     from . import tables as T
-    from .job import write_tables
 
     run = archive.next_run(plan.manifest)
     staging = archive.staging(run)
@@ -134,14 +145,14 @@ def _run(spark, archive: ArchiveDir, plan: Plan, options: dict, t0: float, analy
     got = _analyse_run(spark, plan, archive, "file://" + work + "/_work", t0=t0, **analysis)
     done = got.done
     try:
-        write_tables(spark, done, "file://" + flat)
+        prov = _write_run_tables(spark, got, flat, os.path.join(staging, "provisional"))
     finally:
         done.cleanup(False)
     reach("staged")
     tables = list(done.counts)
     os.makedirs(version)
     kept = T.keep_final_files(archive.current_version(), version, tables) if got.resumed else 0
-    new_rows = T.write_dated_tables(spark, flat, version, run, tables, got.provisional, meter=done.meter,
+    new_rows = T.write_dated_tables(spark, flat, version, run, tables, prov, meter=done.meter,
                                     previous=archive.current_version() if got.resumed else None)
     done.mark("partition")
     reach("partitioned")

@@ -279,20 +279,21 @@ def _dated_task(version: str, run: int, days_of):
         import pyarrow.parquet as pq
 
         days = days_of.value
-        for table, path, r, provisional in items:
+        for table, path, r, suffix in items:
             t = pq.read_table(path, use_threads=False)
-            if provisional is not None:  # (rows of flows carried to the next run: files of their own)
-                mask = provisional(table, t)
-                if mask is not None:
-                    import pyarrow.compute as pc
-
-                    yield table, write_dated(t.filter(pc.invert(mask)), table, os.path.join(version, table),
-                                             f"part-{run:06d}-{r:05d}", days)
-                    yield table, write_dated(t.filter(mask), table, os.path.join(version, table),
-                                             f"part-{run:06d}-{r:05d}.provisional", days)
-                    continue
-            yield table, write_dated(t, table, os.path.join(version, table), f"part-{run:06d}-{r:05d}", days)
+            yield table, write_dated(t, table, os.path.join(version, table), f"part-{run:06d}-{r:05d}{suffix}", days)
     return fn
+
+
+def _flat_items(flat: str, tables: list, suffix: str) -> list:
+    """(table, file, range, name suffix) of the flat tables' files under ``flat``."""
+    items = []
+    for t in tables:
+        d = os.path.join(flat, t)
+        for name in sorted(os.listdir(d)) if os.path.isdir(d) else ():
+            if name.endswith(".parquet") and not name.startswith((".", "_")):
+                items.append((t, os.path.join(d, name), int(name.split("-")[1].split(".")[0]), suffix))
+    return items
 
 
 #: the file of a table without rows (its columns), in the table's folder itself: no partition
@@ -300,20 +301,19 @@ def _dated_task(version: str, run: int, days_of):
 EMPTY_FILE = "part-empty.parquet"
 
 
-def write_dated_tables(spark, flat: str, version: str, run: int, tables: list, provisional=None,
+PROVISIONAL = ".provisional"  # the name suffix of a file of provisional rows (dropped by the next run)
+
+
+def write_dated_tables(spark, flat: str, version: str, run: int, tables: list, provisional: str | None = None,
                        meter=None, previous: str | None = None) -> dict:
     """The tables written flat under ``flat`` (``TABLE/part-R.parquet``, in order) written again
     under ``version`` partitioned by day (:func:`write_dated`), a Spark task per file; a table
     without rows in ``version`` (none kept, none new) gets one empty file of its columns.
-    ``provisional``: None (every row final) or a function (table, Arrow rows) -> a boolean mask
-    of the rows that are provisional (or None: all final); ``previous``: the version whose rows
+    ``provisional``: None (every row final) or a second folder of flat tables, the run's
+    provisional rows (the next run makes them again: their files are named ``*.provisional.parquet``
+    and not kept, :func:`keep_final_files`); ``previous``: the version whose rows
     the run keeps (its connections' days count, :func:`row_days`).  Returns table -> rows written."""
-    items = []
-    for t in tables:
-        d = os.path.join(flat, t)
-        for name in sorted(os.listdir(d)):
-            if name.endswith(".parquet") and not name.startswith((".", "_")):
-                items.append((t, os.path.join(d, name), int(name.split("-")[1].split(".")[0]), provisional))
+    items = _flat_items(flat, tables, "") + (_flat_items(provisional, tables, PROVISIONAL) if provisional else [])
     got = {t: 0 for t in tables}
     if items:
         from .stages import metered
@@ -349,7 +349,7 @@ def keep_final_files(previous: str, version: str, tables: list) -> int:
         for d, _, files in os.walk(base):
             for name in files:
                 if not name.endswith(".parquet") or name.startswith((".", "_")) or name == EMPTY_FILE \
-                        or name.endswith(".provisional.parquet"):
+                        or name.endswith(PROVISIONAL + ".parquet"):
                     continue
                 dest = os.path.join(version, t, os.path.relpath(d, base))
                 os.makedirs(dest, exist_ok=True)
