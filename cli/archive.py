@@ -29,10 +29,11 @@ def _fail(code_name: str, message: str) -> Fail:
 
 
 def archive(paths, out, master, conf, packages, executor_memory, driver_memory, partitions, split_size, window,
-            frames, port, keylog):
+            frames, messages, port, full, dry_run, keylog):
     """Analyse an archive of captures (rotated, daily folders, gzip) with Spark: parquet tables
-    connections, sessions, links, deliveries, stalls, transactions, violations, errors (+ frames)
-    and latency / outcome / stall summaries."""
+    connections, sessions, links, deliveries, stalls, transactions, violations, errors (+ frames),
+    partitioned by day, and latency / outcome / stall summaries.  Run again with the same --out on
+    a set that has grown, it adds the new files (a changed or vanished file is refused)."""
     # pyspark first (it starts the JVM); pyarrow and pandas, the rest of the extra, are imported
     # while the JVM starts (_Starting)
     size = parse_size_option("--split-size", split_size, least=0)  # (a usage error before the JVM starts)
@@ -43,6 +44,8 @@ def archive(paths, out, master, conf, packages, executor_memory, driver_memory, 
     files = _local_files(paths)
     keylog = load_keylog(keylog, notes=False)  # (its secrets are shipped to the executors as text)
     _check_out(out)
+    directory = _plan_directory(out, paths, files, full, dry_run,
+                                dict(ports=port, frames=frames, window=window, messages=messages))
 
     from pyspark.sql import SparkSession
 
@@ -53,7 +56,8 @@ def archive(paths, out, master, conf, packages, executor_memory, driver_memory, 
                      own)
     try:
         res = _run_job(spark, files, dict(paths=paths, out=str(out), split_size=size, window=window, frames=frames,
-                                          partitions=partitions, ports=port or [], keylog=keylog))
+                                          partitions=partitions, ports=port or [], keylog=keylog, messages=messages),
+                       directory=directory, full=full)
     except Fail:
         if own:
             sj.stop_session(spark, end_jvm=True)
@@ -88,6 +92,40 @@ def _local_files(paths: list[str]) -> list[str]:
         raise Fail(input_error_exit(e.code), str(e)) from None
 
 
+def _plan_directory(out: str, paths: list, files: list, full: bool, dry_run: bool, options: dict) -> bool:
+    """The plan of a run into the archive directory ``--out`` (a local path), printed, before any
+    Spark: a changed or vanished file or other options: one line and exit 2; ``--dry-run`` or
+    nothing new: exit 0 here, nothing written.  False for a Hadoop URI ``--out`` (a whole run,
+    written as before)."""
+    from amqp_dissect.capture.tcp import IDLE_TIMEOUT
+    from amqp_dissect.pipelines.archive.directory import ArchiveDir, Refused, option_values, plan_run
+    from amqp_dissect.pipelines.spark_runtime.fs import is_local, local_path
+
+    if not is_local(out):
+        if dry_run:
+            print(f"run: full, over {len(files)} local file(s) and every file of "
+                  f"{len([p for p in paths if not is_local(p)])} URI(s), the tables of {out} replaced "
+                  "(a Hadoop URI --out is written whole by every run)")
+            raise typer.Exit(EXIT_OK)
+        return False
+    remote = [p for p in paths if not is_local(p)]
+    try:
+        plan = plan_run(ArchiveDir(local_path(out)), files, option_values(idle_timeout=IDLE_TIMEOUT, **options), full,
+                        remote)
+    except Refused as e:
+        raise _fail("EXIT_USAGE", str(e)) from None
+    for line in plan.lines():
+        print(line)
+    if plan.refusal():
+        raise _fail("EXIT_USAGE", plan.refusal())
+    if dry_run or plan.nothing_new:
+        if dry_run and not plan.nothing_new:
+            print(f"(--dry-run: nothing run, nothing written to {out})")
+        raise typer.Exit(EXIT_OK)
+    sys.stdout.flush()
+    return True
+
+
 def _check_out(out: str) -> None:
     """``--out``: a local path that exists must be a directory (one line and exit 2)."""
     from amqp_dissect.pipelines.spark_runtime.fs import is_local, local_path
@@ -113,20 +151,28 @@ def _session(settings: dict, own: bool):
     return spark
 
 
-def _run_job(spark, files: list[str], job: dict) -> dict:
-    """The archive job (``job``: run_archive's arguments) with its progress on stderr; an input
-    that cannot be read (a path missing, a scheme without its connector, not a capture): one line
-    and exit 3 or 4."""
+def _run_job(spark, files: list[str], job: dict, directory: bool = False, full: bool = False) -> dict:
+    """The archive job (``job``: run_archive's arguments; ``directory``: a run of the archive
+    directory ``--out``) with its progress on stderr; an input that cannot be read (a path
+    missing, a scheme without its connector, not a capture): one line and exit 3 or 4; a run
+    the archive refuses (a file changed since the plan): one line and exit 2."""
     from amqp_dissect.pipelines.archive import InputError
+    from amqp_dissect.pipelines.archive.directory import Refused
     from amqp_dissect.pipelines import spark as sj
 
     from .progress import SparkProgress
 
     try:
         with SparkProgress(spark.sparkContext, sum(_file_size(f) for f in files)):
+            if directory:
+                from amqp_dissect.pipelines.spark.archive_dir import run_archive_dir
+
+                return run_archive_dir(spark, full=full, **job)
             return sj.run_archive(spark, **job)
     except InputError as e:
         raise Fail(input_error_exit(e.code), str(e)) from None
+    except Refused as e:
+        raise Fail(common.EXIT_USAGE, str(e)) from None
 
 
 class _Starting:
@@ -253,6 +299,8 @@ def _print_summary(spark, res: dict, nfiles: int) -> None:
             w(clock_step_line(step) + "\n")
     if st.get("redo_files"):
         w(f"read whole after the byte ranges did not chain: {len(st['redo_files'])} file(s)\n")
+    if res.get("run") is not None:  # a run of an archive directory: what it did
+        _print_run(res)
     w("tables: " + ", ".join(f"{t} {n}" for t, n in c.items()) + f"  -> {res['out']}\n")
     summaries = [t for t in res["tables"] if t not in c]
     w("summaries: " + ", ".join(summaries) + "\n")
@@ -265,6 +313,20 @@ def _print_summary(spark, res: dict, nfiles: int) -> None:
               + " ".join(f"{r[k]:>10.6f}" for k in ("p50", "p90", "p99", "max")) + "\n")
     else:
         w("no settled deliveries\n")
+
+
+def _print_run(res: dict) -> None:
+    """What a run of an archive directory did: continued or full, the flows carried over, the
+    checkpoint's size, the rows it wrote, the seconds per stage."""
+    w = sys.stdout.write
+    plan = res["plan"]
+    how = (f"continued from the checkpoint over {len(plan.new)} new file(s)" if res["resumed"]
+           else f"full, over all {len(plan.paths)} input(s) ({plan.why_full})")
+    w(f"run {res['run']}: {how}; {res['carried']} flow(s) carried over to the next run, checkpoint "
+      f"{res['checkpoint_bytes']} bytes\n")
+    w("rows written by this run: " + ", ".join(f"{t} {n}" for t, n in res["new_rows"].items()) + "\n")
+    timings = res["stats"].get("timings") or {}
+    w("time per stage: " + ", ".join(f"{k} in {v:.1f} s" for k, v in timings.items()) + "\n")
 
 
 def _top_latency(spark, uri: str, n: int = 5) -> list[dict]:

@@ -91,7 +91,14 @@ ARCHIVE_OPTIONS = (
     Declared("window", ("--window",), float, "seconds per row of latency_by_window", default=DEFAULT_WINDOW,
              least=0.001, most=MAX_SECONDS),
     Declared("frames", ("--frames",), bool, "also write the frames table (one row per frame)", default=False),
+    Declared("messages", ("--messages",), bool, "read every delivery's message: the deliveries' message columns "
+                                                "(message_id, message_size, ...; null without it)", default=False),
     Declared("port", ("--port", "-p"), int, PORT_HELP, repeatable=True, least=MIN_PORT, most=MAX_PORT),
+    Declared("full", ("--full",), bool, "recompute the archive directory --out from nothing (its tables "
+                                        "replaced at once); without it a run adds the files new since the last run",
+             default=False),
+    Declared("dry_run", ("--dry-run",), bool, "print the plan (the files new, unchanged, changed, vanished; what "
+                                              "would run) without running it", default=False),
     Declared("keylog", ("--keylog",), Path, "TLS key log (NSS format) to decrypt TLS streams, shipped to the "
                                             "executors; default: the file $SSLKEYLOGFILE names"),
 )

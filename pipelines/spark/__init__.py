@@ -72,6 +72,8 @@ with ``AMQP_DISSECT_SPARK_PROFILE=DIR`` each task writes a cProfile file to DIR.
 _LAZY = {
     'CaptureTables': '.api',
     'read_captures': '.api',
+    'read_archive': '.api',
+    'run_archive_dir': '.archive_dir',
     'check_output': '..spark_runtime.fs',
     'check_uri': '..spark_runtime.fs',
     'CONNECTORS': '..spark_runtime.fs',
@@ -126,7 +128,8 @@ def __dir__():
 
 
 __all__ = [
-    'CaptureTables', 'check_output', 'check_uri', 'CONNECTORS', 'read_captures', 'resolve_inputs', 'table_frames',
+    'CaptureTables', 'check_output', 'check_uri', 'CONNECTORS', 'read_archive', 'read_captures', 'resolve_inputs',
+    'run_archive_dir', 'table_frames',
     'DEFAULT_WINDOW', 'executors_share_install', 'JVM_OPTIONS', 'main', 'pa_batch', 'parse_size',
     'partition_keys', 'PERCENTILES', 'ROWS_FILE', 'rows_schema', 'run_archive', 'SEG_FILE', 'set_order',
     'ship_code', 'spark_session', 'stage1_schema', 'stop_session', 'STAGE2_COLUMNS', 'SUMMARIES', 'summaries_frames',

@@ -215,3 +215,25 @@ def _cleanup(inner, work: str):
             shutil.rmtree(_base[len("file://"):], ignore_errors=True)
     atexit.register(cleanup)
     return cleanup
+
+
+def read_archive(spark, directory: str, tables=None) -> dict:
+    """The tables and summaries of the archive directory ``directory`` (written by ``amqp-dissect
+    archive --out``) as Spark DataFrames, name -> DataFrame, read from its published run (resolved
+    once: a run published meanwhile does not mix in).  The tables have their ``date`` column (the
+    UTC day of the row, from the folders: a filter on it reads only those days); ``tables``: the
+    names wanted (default: every table and summary the run wrote)::
+
+        t = read_archive(spark, "DIR")
+        t["deliveries"].where("date = '2026-11-22'").groupBy("outcome").count().show()
+    """
+    import os
+
+    from amqp_dissect.pipelines.archive.directory import ArchiveDir, published_folder
+
+    version = ArchiveDir(directory).current_version()
+    if version is None:
+        raise FileNotFoundError(f"{directory}: no archive run published here")
+    names = tables or sorted(n for n in os.listdir(version) if os.path.isdir(os.path.join(version, n))
+                             and not n.startswith((".", "_")) and n != "checkpoint")
+    return {n: spark.read.parquet("file://" + published_folder(directory, n)) for n in names}

@@ -58,7 +58,8 @@ def _local(uri: str) -> str | None:
 
 def run_archive(spark, paths, out: str, *, split_size: int = DEFAULT_SPLIT_SIZE, window: float = DEFAULT_WINDOW,
                 frames: bool = False, partitions: int | None = None, ports=(), keep_work: bool = False,
-                idle_timeout: float = IDLE_TIMEOUT, keylog=None, resume: Checkpoint | None = None) -> dict:
+                idle_timeout: float = IDLE_TIMEOUT, keylog=None, messages: bool = False,
+                resume: Checkpoint | None = None) -> dict:
     """Analyse the captures under ``paths`` as one continuous capture; write parquet tables
     under ``out`` (a path or any Hadoop URI).  Returns a dict: ``counts``, ``tables`` (name
     -> URI), ``files`` (in capture order), ``errors`` ((path, damage) pairs), ``stats``
@@ -71,7 +72,7 @@ def run_archive(spark, paths, out: str, *, split_size: int = DEFAULT_SPLIT_SIZE,
     out_uri = check_output(spark, out)
     work = out_uri.rstrip("/") + "/_work"
     done = analyse(spark, paths, work, t0=t0, split_size=split_size, frames=frames, partitions=partitions,
-                    ports=ports, idle_timeout=idle_timeout, keylog=keylog, resume=resume)
+                    ports=ports, idle_timeout=idle_timeout, keylog=keylog, messages=messages, resume=resume)
     try:
         _write_outputs(spark, done, out_uri, window)
     finally:
@@ -563,9 +564,16 @@ def _layer_frames(spark, layers: list, layer_paths: list) -> list:
     return layers
 
 
-def _write_outputs(spark, done: AnalysedRun, out_uri: str, window: float) -> None:
+def write_tables(spark, done: AnalysedRun, out_uri: str) -> None:
+    """The tables of ``done`` written flat under ``out_uri``, without the summaries (an archive
+    directory computes them over every run's rows: pipelines/spark/archive_dir.py)."""
+    _write_outputs(spark, done, out_uri, DEFAULT_WINDOW, summaries=False)
+
+
+def _write_outputs(spark, done: AnalysedRun, out_uri: str, window: float, summaries: bool = True) -> None:
     """The tables and the summaries of ``done`` written under ``out_uri`` (``done.written``:
-    name -> URI)."""
+    name -> URI); without ``summaries``, the tables only (an archive directory computes its
+    summaries over every run's rows: pipelines/spark/archive_dir.py)."""
     layers, layer_paths, excluded = done.layers, done.layer_paths, done.excluded
     counts, nparts, mark = done.counts, done.nparts, done.mark
 
@@ -616,6 +624,9 @@ def _write_outputs(spark, done: AnalysedRun, out_uri: str, window: float) -> Non
         with sql_conf(spark, **TABLES_CONF):
             _concurrently(write_table, sorted(counts, key=lambda t: -counts[t]))  # the largest first
     mark("tables")
+    if not summaries:
+        done.written = written
+        return
     written.update({name: out_base + "/" + name for name in SUMMARIES})
 
     local_out = _direct_dir(out_base)

@@ -10,6 +10,7 @@ import json
 import sys
 
 from amqp_dissect.pipelines.archive import InputError, expand_inputs
+from amqp_dissect.pipelines.archive.directory import Refused
 from amqp_dissect.pipelines.exits import EXIT_DAMAGED, EXIT_OK, EXIT_USAGE, input_error_exit
 from amqp_dissect.pipelines.keylogfile import open_keylog
 from amqp_dissect.pipelines.options import (ARCHIVE_OPTIONS, ARCHIVE_PATHS_HELP, Declared, parse_size_option,
@@ -76,20 +77,70 @@ def main(argv=None) -> int:
     except InputError as e:
         print(f"amqp-dissect: {e}", file=sys.stderr)
         return input_error_exit(e.code)
-    spark = spark_session(master=a.master, conf=conf)
     try:
-        res = run_archive(spark, a.paths, a.out, split_size=split_size, window=a.window,
-                          frames=a.frames, partitions=a.partitions, ports=a.port,
-                          keylog=_keylog_text(a.keylog))
-    except InputError as e:  # (exit codes as amqp-dissect archive's)
+        plan = _plan(a, local)
+    except Refused as e:
+        print(f"amqp-dissect: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    early = _before_spark(a, plan)
+    if early is not None:
+        return early
+    spark = spark_session(master=a.master, conf=conf)
+    job = dict(split_size=split_size, window=a.window, frames=a.frames, partitions=a.partitions, ports=a.port,
+               keylog=_keylog_text(a.keylog), messages=a.messages)
+    try:
+        res = _run(spark, a, plan, job)
+    except (InputError, Refused) as e:  # (exit codes as amqp-dissect archive's)
         print(f"amqp-dissect: {e}", file=sys.stderr)
         stop_session(spark)
-        return input_error_exit(e.code)
-    print(json.dumps({"counts": res["counts"], "tables": res["tables"], "stats": res["stats"],
-                      "errors": res["errors"], "files": res["files"], "order": res["order"],
-                      "gaps": res["gaps"]}, default=str))
+        return EXIT_USAGE if isinstance(e, Refused) else input_error_exit(e.code)
+    print(json.dumps({k: res.get(k) for k in SUMMARY_KEYS if k in res}, default=str))
     stop_session(spark)
     return EXIT_DAMAGED if res["errors"] else EXIT_OK
+
+
+#: what the entry's JSON summary says of a run (those of an archive directory's run when it is one)
+SUMMARY_KEYS = ("counts", "tables", "stats", "errors", "files", "order", "gaps", "run", "resumed", "carried",
+                "checkpoint_bytes", "new_rows")
+
+
+def _before_spark(a, plan) -> int | None:
+    """The plan printed (a local ``--out``); the exit code when the run stops before Spark (a
+    refusal, ``--dry-run``, nothing new), else None."""
+    if plan is None:
+        if a.dry_run:
+            print(f"run: full, the tables of {a.out} replaced (a Hadoop URI --out is written whole by every run)")
+            return EXIT_OK
+        return None
+    for line in plan.lines():
+        print(line)
+    if plan.refusal():
+        print(f"amqp-dissect: {plan.refusal()}", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_OK if a.dry_run or plan.nothing_new else None
+
+
+def _run(spark, a, plan, job: dict) -> dict:
+    """The job: a run of the archive directory (a local ``--out``), else the whole job."""
+    if plan is not None:
+        from .archive_dir import run_archive_dir
+
+        return run_archive_dir(spark, a.paths, a.out, full=a.full, **job)
+    return run_archive(spark, a.paths, a.out, **job)
+
+
+def _plan(a, local: list):
+    """The plan of a run into the archive directory ``--out`` (before Spark), or None for a
+    Hadoop URI ``--out`` (written whole, as before)."""
+    from amqp_dissect.capture.tcp import IDLE_TIMEOUT
+    from amqp_dissect.pipelines.archive.directory import ArchiveDir, option_values, plan_run
+
+    if not is_local(a.out):
+        return None
+    files = expand_inputs(local) if local else []
+    options = option_values(ports=a.port, frames=a.frames, window=a.window, idle_timeout=IDLE_TIMEOUT,
+                            messages=a.messages)
+    return plan_run(ArchiveDir(local_path(a.out)), files, options, a.full, [p for p in a.paths if not is_local(p)])
 
 
 def _keylog_text(path) -> str | None:

@@ -186,3 +186,173 @@ def write_tables_local(spark, layer_dirs: list, excluded: list, counts: dict, ou
         if n != counts[t]:  # each row in exactly one range
             raise RuntimeError(f"table {t}: {n} rows written of {counts[t]}")
         open(os.path.join(out_dirs[t], "_SUCCESS"), "wb").close()
+
+
+# --------------------------------------------------------------------------- tables partitioned by day
+
+
+DAY_MICROS = 86_400_000_000
+
+
+def _day_names(us) -> list:
+    """The UTC day (``YYYY-MM-DD``, or None) of each of the UTC microsecond times ``us`` (an
+    Arrow int64 array with nulls)."""
+    import datetime
+
+    import numpy as np
+    import pyarrow.compute as pc
+
+    valid = pc.is_valid(us).to_numpy(zero_copy_only=False)
+    days = np.floor_divide(pc.fill_null(us, 0).to_numpy(zero_copy_only=False), DAY_MICROS)
+    epoch = datetime.date(1970, 1, 1)
+    names = {int(d): (epoch + datetime.timedelta(days=int(d))).isoformat() for d in np.unique(days[valid])}
+    return [names[int(d)] if v else None for d, v in zip(days, valid)]
+
+
+def row_days(t, columns: tuple, connection_days: dict | None = None) -> list:
+    """The partition (``YYYY-MM-DD``, the UTC day) of every row of the Arrow table ``t``: the day
+    of the first non-null of its ``columns`` (UTC microsecond timestamps); for a row whose times
+    are all null (a link only inferred after a loss), the day its connection began
+    (``connection_days``: connection -> day); failing that,
+    :data:`~..archive.directory.NULL_DATE`."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from amqp_dissect.pipelines.archive.directory import NULL_DATE
+
+    if t.num_rows == 0:
+        return []
+    us = None
+    for c in columns:
+        col = t.column(c).cast(pa.int64())
+        us = col if us is None else pc.coalesce(us, col)
+    days = _day_names(us)
+    if None in days and connection_days and "connection" in t.column_names:
+        conns = t.column("connection").to_pylist()
+        days = [d if d is not None else connection_days.get(c) for d, c in zip(days, conns)]
+    return [NULL_DATE if d is None else d for d in days]
+
+
+def connection_days(folders: list) -> dict:
+    """connection -> the UTC day of its ``first_time``, from the connections tables' Parquet
+    files under ``folders`` (a run's flat table, the kept rows of the version before)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out: dict = {}
+    for folder in folders:
+        for d, _, files in os.walk(folder):
+            for name in sorted(files):
+                if name.endswith(".parquet") and not name.startswith((".", "_")):
+                    t = pq.read_table(os.path.join(d, name), columns=["connection", "first_time"], use_threads=False,
+                                      partitioning=None)
+                    days = _day_names(t.column("first_time").cast(pa.int64()))
+                    out.update((c, day) for c, day in zip(t.column("connection").to_pylist(), days) if day)
+    return out
+
+
+def write_dated(t, table: str, directory: str, stem: str, connection_days: dict | None = None) -> int:
+    """Write the rows of ``t`` (a table's Arrow rows in the archive's schema, in order) to
+    ``directory/date=DAY/<stem>.parquet``, a file per day of :func:`row_days` (rows in their
+    order; through a temporary name and a rename: a task run again replaces its files).
+    Returns the rows written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from amqp_dissect.pipelines.archive import ROW_GROUP_ROWS
+    from amqp_dissect.pipelines.archive.directory import DATE_COLUMNS
+
+    days = row_days(t, DATE_COLUMNS[table], connection_days)
+    for day in sorted(set(days)):
+        part = t.filter(pa.array([d == day for d in days], pa.bool_()))
+        folder = os.path.join(directory, f"date={day}")
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, stem + ".parquet")
+        tmp = os.path.join(folder, f".{stem}.{os.getpid()}.tmp")
+        pq.write_table(part, tmp, row_group_size=ROW_GROUP_ROWS, compression="snappy")
+        os.replace(tmp, path)
+    return t.num_rows
+
+
+def _dated_task(version: str, run: int, days_of):
+    def fn(items):
+        import pyarrow.parquet as pq
+
+        days = days_of.value
+        for table, path, r, suffix in items:
+            t = pq.read_table(path, use_threads=False)
+            yield table, write_dated(t, table, os.path.join(version, table), f"part-{run:06d}-{r:05d}{suffix}", days)
+    return fn
+
+
+def _flat_items(flat: str, tables: list, suffix: str) -> list:
+    """(table, file, range, name suffix) of the flat tables' files under ``flat``."""
+    items = []
+    for t in tables:
+        d = os.path.join(flat, t)
+        for name in sorted(os.listdir(d)) if os.path.isdir(d) else ():
+            if name.endswith(".parquet") and not name.startswith((".", "_")):
+                items.append((t, os.path.join(d, name), int(name.split("-")[1].split(".")[0]), suffix))
+    return items
+
+
+#: the file of a table without rows (its columns), in the table's folder itself: no partition
+#: folder (a reader infers the type of a partition column from its values; it has none)
+EMPTY_FILE = "part-empty.parquet"
+
+
+PROVISIONAL = ".provisional"  # the name suffix of a file of provisional rows (dropped by the next run)
+
+
+def write_dated_tables(spark, flat: str, version: str, run: int, tables: list, provisional: str | None = None,
+                       meter=None, previous: str | None = None) -> dict:
+    """The tables written flat under ``flat`` (``TABLE/part-R.parquet``, in order) written again
+    under ``version`` partitioned by day (:func:`write_dated`), a Spark task per file; a table
+    without rows in ``version`` (none kept, none new) gets one empty file of its columns.
+    ``provisional``: None (every row final) or a second folder of flat tables, the run's
+    provisional rows (the next run makes them again: their files are named ``*.provisional.parquet``
+    and not kept, :func:`keep_final_files`); ``previous``: the version whose rows
+    the run keeps (its connections' days count, :func:`row_days`).  Returns table -> rows written."""
+    items = _flat_items(flat, tables, "") + (_flat_items(provisional, tables, PROVISIONAL) if provisional else [])
+    got = {t: 0 for t in tables}
+    if items:
+        from .stages import metered
+
+        folders = [os.path.join(flat, "connections")] + ([os.path.join(previous, "connections")] if previous else [])
+        days = spark.sparkContext.broadcast(connection_days(folders))
+        rdd = spark.sparkContext.parallelize(items, min(len(items), 4 * spark.sparkContext.defaultParallelism))
+        for t, n in rdd.mapPartitions(metered(meter, "partition", _dated_task(version, run, days))).collect():
+            got[t] += n
+    for t in tables:
+        _empty_table_file(os.path.join(flat, t), os.path.join(version, t))
+    return got
+
+
+def _empty_table_file(flat_dir: str, table_dir: str) -> None:
+    """A table of no rows in its version: one empty file of its columns (readers get them), in
+    the table's folder (:data:`EMPTY_FILE`)."""
+    for _, _, files in os.walk(table_dir):
+        if any(f.endswith(".parquet") and not f.startswith((".", "_")) for f in files):
+            return
+    source = next(os.path.join(flat_dir, n) for n in sorted(os.listdir(flat_dir))
+                  if n.endswith(".parquet") and not n.startswith((".", "_")))
+    os.makedirs(table_dir, exist_ok=True)
+    shutil.copyfile(source, os.path.join(table_dir, EMPTY_FILE))
+
+
+def keep_final_files(previous: str, version: str, tables: list) -> int:
+    """Hard links in ``version`` to the final files of ``tables`` in the ``previous`` version (not
+    its provisional files, which the new run makes again, nor its empty files). Returns how many."""
+    n = 0
+    for t in tables:
+        base = os.path.join(previous, t)
+        for d, _, files in os.walk(base):
+            for name in files:
+                if not name.endswith(".parquet") or name.startswith((".", "_")) or name == EMPTY_FILE \
+                        or name.endswith(PROVISIONAL + ".parquet"):
+                    continue
+                dest = os.path.join(version, t, os.path.relpath(d, base))
+                os.makedirs(dest, exist_ok=True)
+                os.link(os.path.join(d, name), os.path.join(dest, name))
+                n += 1
+    return n

@@ -52,7 +52,10 @@ def test_the_session_starts_before_the_drivers_imports_and_its_failure_is_raised
         print("exit", rc, "; then imported:", "amqp_dissect.pipelines.spark.job" in sys.modules)
     """)
     assert got.returncode == 0, got.stderr
-    assert got.stdout.splitlines() == ["at the session's start: []", "exit 1 ; then imported: True"]
+    # (the archive directory's plan first: made before Spark starts, as --dry-run's)
+    assert got.stdout.splitlines() == ["files: 1 new, 0 unchanged, 0 changed, 0 vanished",
+                                       "run: full, over all 1 file(s) (the archive's first run)",
+                                       "at the session's start: []", "exit 1 ; then imported: True"]
     assert "no JVM today" in got.stderr
     assert not (tmp_path / "out").exists()
 

@@ -1,0 +1,215 @@
+"""An archive directory that grows run by run (issue 43): :func:`run_archive_dir`, the job of
+``amqp-dissect archive IN... --out DIR`` for a local ``DIR`` (a Hadoop URI output is written whole
+by :func:`.job.run_archive`, as before).
+
+A run plans (:func:`~amqp_dissect.pipelines.archive.directory.plan_run`: the input files new,
+unchanged, changed, vanished against the committed manifest; a changed or vanished file or other
+options refuse the run, nothing written), analyses (:func:`_analyse_run`: the one place the
+analysis side's checkpoint is used; without it every run is a full run over every file), writes
+the run's tables flat in its staging directory, then again partitioned by day into the new
+version (the final files of the version before it kept as hard links, when the run continued
+from its checkpoint), computes the summaries over the whole version, and publishes it
+(:meth:`~amqp_dissect.pipelines.archive.directory.ArchiveDir.publish`: one atomic rename)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import dataclass
+
+from amqp_dissect.capture.tcp import IDLE_TIMEOUT
+from amqp_dissect.pipelines.archive import DEFAULT_SPLIT_SIZE, InputError
+from amqp_dissect.pipelines.archive.directory import (CHECKPOINT, NO_CHECKPOINT, ArchiveDir, Plan, Refused, manifest_of,
+                                                      option_values, plan_run, reach)
+
+from .summaries import DEFAULT_WINDOW, SUMMARIES, write_summaries_local
+
+
+@dataclass
+class RunAnalysis:
+    """What :func:`_analyse_run` made: the analysed run (its rows), whether it continued from the
+    checkpoint of the run before, the flows it carried over to the next run, and its checkpoint
+    (an object with ``save(directory)`` and ``size_bytes()``, or None)."""
+
+    done: object
+    resumed: bool
+    carried: int
+    checkpoint: object | None
+
+
+def _analyse_run(spark, plan: Plan, archive: ArchiveDir, work: str, **analysis) -> RunAnalysis:
+    """The analysis of a run (the ONE place the analysis side's checkpoint interface is used):
+    continued from the checkpoint of the committed run over the new files only, or (a full run:
+    ``--full``, the first run, no checkpoint, or the checkpoint cannot be continued from, which
+    ``plan.why_full`` then says) from nothing over every file."""
+    from .job import analyse
+
+    resume = None
+    if not plan.full:
+        resume = _load_checkpoint(plan, archive)
+    if resume is not None:
+        from amqp_dissect.pipelines.archive.checkpoint import CannotContinue
+
+        try:
+            done = analyse(spark, [f.path for f in plan.new], work, resume=resume, **analysis)
+        except CannotContinue as e:
+            plan.full, plan.why_full = True, f"cannot continue from the checkpoint: {e}"
+            resume = None
+    if resume is None:
+        done = analyse(spark, plan.paths, work, **analysis)
+    carried = getattr(done, "carried", None) or ()
+    return RunAnalysis(done=done, resumed=resume is not None, carried=len(carried) if not isinstance(carried, int)
+                       else carried, checkpoint=getattr(done, "checkpoint", None))
+
+
+def _write_run_tables(spark, got: RunAnalysis, flat: str, provisional: str) -> str | None:
+    """The run's tables written flat under ``flat`` (its final rows), and its provisional rows (those
+    of the flows carried over, which the next run makes again) under ``provisional``: returns that
+    folder, or None when every row is final (nothing carried over).  The other place (with
+    :func:`_analyse_run`) the analysis side's interface is used: its final and provisional rows."""
+    from .job import write_tables
+
+    write_tables(spark, got.done, "file://" + flat)
+    if got.carried:
+        # the carried flows' rows cannot be told from the final ones here yet: all are kept as final
+        # and the checkpoint is dropped, so that the next run is a full run (exact either way)
+        got.checkpoint = None
+    return None
+
+
+def _load_checkpoint(plan: Plan, archive: ArchiveDir):
+    """The committed run's checkpoint, or None with ``plan`` made a full run saying why."""
+    try:
+        from amqp_dissect.pipelines.archive.checkpoint import CannotContinue, Checkpoint
+    except ImportError:
+        plan.full, plan.why_full = True, "this build keeps no checkpoint of the open flows: every file analysed again"
+        return None
+    where = (plan.manifest or {}).get("checkpoint")
+    if not where:
+        plan.full, plan.why_full = True, NO_CHECKPOINT
+        return None
+    try:
+        return Checkpoint.load(os.path.join(archive.current_version(), where))
+    except CannotContinue as e:
+        plan.full, plan.why_full = True, f"cannot continue from the checkpoint: {e}"
+        return None
+
+
+def run_archive_dir(spark, paths, out: str, *, full: bool = False, split_size: int = DEFAULT_SPLIT_SIZE,
+                    window: float = DEFAULT_WINDOW, frames: bool = False, partitions: int | None = None, ports=(),
+                    idle_timeout: float = IDLE_TIMEOUT, keylog=None, messages: bool = False) -> dict:
+    """One run of the archive directory ``out`` (a local path) over the capture files of ``paths``
+    (local: the whole set, grown since the last run).  Returns :func:`.job.run_archive`'s dict plus
+    ``plan`` (:class:`Plan`), ``run`` (its number), ``resumed``, ``carried`` (flows carried over),
+    ``checkpoint_bytes``, ``new_rows`` (table -> rows this run wrote).  Raises :class:`Refused`
+    (nothing written) or :class:`InputError`."""
+    from amqp_dissect.pipelines.archive import expand_inputs
+    from amqp_dissect.pipelines.spark_runtime.fs import is_local, local_path
+
+    t0 = time.time()
+    local = [local_path(p) for p in paths if is_local(p)]
+    files = expand_inputs(local) if local else []
+    remote = [p for p in paths if not is_local(p)]
+    if remote:  # (checked before any work: one line for a scheme without its connector)
+        from amqp_dissect.pipelines.spark_runtime.fs import check_uri
+
+        for uri in remote:
+            check_uri(spark, uri, must_exist=True)
+    archive = ArchiveDir(local_path(out))
+    options = option_values(ports=ports, frames=frames, window=window, idle_timeout=idle_timeout, messages=messages)
+    archive.lock()
+    try:
+        archive.clean_stale()
+        plan = plan_run(archive, files, options, full, remote)
+        refusal = plan.refusal()
+        if refusal:
+            raise Refused(refusal)
+        if plan.nothing_new:
+            return _unchanged(archive, plan, t0)
+        return _run(spark, archive, plan, options, t0, dict(split_size=split_size, frames=frames,
+                                                             partitions=partitions, ports=ports,
+                                                             idle_timeout=idle_timeout, keylog=keylog,
+                                                             messages=messages), window)
+    finally:
+        archive.unlock()
+
+
+def _run(spark, archive: ArchiveDir, plan: Plan, options: dict, t0: float, analysis: dict, window: float) -> dict:
+    """A run that writes: analysed, staged, partitioned, summarised, published."""
+    from . import tables as T
+
+    run = archive.next_run(plan.manifest)
+    staging = archive.staging(run)
+    work, flat, version = (os.path.join(staging, n) for n in ("work", "flat", "version"))
+    got = _analyse_run(spark, plan, archive, "file://" + work + "/_work", t0=t0, **analysis)
+    done = got.done
+    try:
+        prov = _write_run_tables(spark, got, flat, os.path.join(staging, "provisional"))
+    finally:
+        done.cleanup(False)
+    reach("staged")
+    tables = list(done.counts)
+    os.makedirs(version)
+    kept = T.keep_final_files(archive.current_version(), version, tables) if got.resumed else 0
+    new_rows = T.write_dated_tables(spark, flat, version, run, tables, prov, meter=done.meter,
+                                    previous=archive.current_version() if got.resumed else None)
+    done.mark("partition")
+    reach("partitioned")
+    write_summaries_local(spark, version, window, meter=done.meter)
+    done.mark("summaries")
+    reach("summaries")
+    checkpoint, size = _save_checkpoint(got, version)
+    stats = {"files": len(plan.files), "new_files": len(plan.new), "resumed": got.resumed, "carried": got.carried,
+             "checkpoint_bytes": size, "kept_files": kept, "new_rows": new_rows,
+             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    names = tables + list(SUMMARIES)
+    archive.publish(version, run, manifest_of(plan, run, options, stats, checkpoint), names)
+    done.mark("publish")
+    shutil.rmtree(os.path.join(archive.staging_root), ignore_errors=True)
+    done.stats["timings"] = done.clock.marks
+    done.stats["cpu"] = done.meter.seconds()
+    done.stats["seconds"] = round(time.time() - t0, 3)
+    return _result(archive, plan, run, done, got, size, new_rows, names)
+
+
+def _save_checkpoint(got: RunAnalysis, version: str) -> tuple:
+    """The run's checkpoint saved in its version: (its place in the version, bytes), or (None, 0)."""
+    if got.checkpoint is None:
+        return None, 0
+    got.checkpoint.save(os.path.join(version, CHECKPOINT))
+    return CHECKPOINT, int(got.checkpoint.size_bytes())
+
+
+def _result(archive: ArchiveDir, plan: Plan, run: int, done, got: RunAnalysis, size: int, new_rows: dict,
+            names: list) -> dict:
+    base = "file://" + archive.root
+    return {"counts": table_rows(archive.root, list(new_rows)), "tables": {n: base + "/" + n for n in names},
+            "files": done.files, "errors": done.errors, "stats": done.stats, "out": base, "order": done.order,
+            "gaps": done.gaps, "clock_steps": done.clock_steps, "plan": plan, "run": run, "resumed": got.resumed,
+            "carried": got.carried, "checkpoint_bytes": size, "new_rows": new_rows}
+
+
+def _unchanged(archive: ArchiveDir, plan: Plan, t0: float) -> dict:
+    """The result of a run that finds nothing new (nothing written)."""
+    base = "file://" + archive.root
+    return {"plan": plan, "run": None, "out": base, "errors": [], "stats": {"seconds": round(time.time() - t0, 3)},
+            "counts": {}, "tables": {}, "files": [f.path for f in plan.files]}
+
+
+def table_rows(root: str, tables: list) -> dict:
+    """table -> rows of the published archive ``root`` (from the Parquet files' footers)."""
+    import pyarrow.parquet as pq
+
+    out = {}
+    for t in tables:
+        n = 0
+        for d, _, files in os.walk(os.path.join(root, t), followlinks=True):
+            for name in files:
+                if name.endswith(".parquet") and not name.startswith((".", "_")):
+                    n += pq.ParquetFile(os.path.join(d, name)).metadata.num_rows
+        out[t] = n
+    return out
+
+
+__all__ = ["run_archive_dir", "RunAnalysis", "Refused", "InputError", "table_rows"]  # (InputError: raised here)

@@ -1,0 +1,324 @@
+"""The archive directory of ``amqp-dissect archive IN... --out DIR`` (issue 43, output side): tables
+partitioned by the UTC day of each row's own time, read as one dataset by Spark, pyarrow and
+pandas; a manifest of the input files that refuses a changed or vanished file (exit 2, DIR
+untouched); ``--dry-run``; a run killed with SIGKILL at several steps leaves DIR as the last run
+left it, and running it again equals one uninterrupted run; ``--full`` equals a fresh run; a run
+with nothing new changes nothing.
+
+Inputs: real captures rotated with ``editcap -c`` (connections and deliveries span the cuts), one
+of them shifted with ``editcap -t`` so that it runs across a UTC midnight.  Oracles: the single
+process's analysis of the whole set (rows and cells), the rows' own times (their day), and a
+fresh run over the whole set."""
+
+from __future__ import annotations
+
+import datetime
+import glob
+import os
+import shutil
+import subprocess
+import sys
+
+import pandas as pd
+import pyarrow.dataset as ds
+import pytest
+
+from sparkneeds import cells, require_spark  # noqa: E402
+
+require_spark()  # (a failure on CI without pyspark or java; elsewhere a skip with the reason)
+
+from amqp_dissect.pipelines.archive.directory import (DATE_COLUMNS, KILL_AT, MANIFEST, NULL_DATE,  # noqa: E402
+                                                      ArchiveDir, archive_dataset, read_archive_pandas)
+from amqp_dissect.pipelines.spark.api import read_archive  # noqa: E402
+from amqp_dissect.pipelines.runs.local import read_analysis  # noqa: E402
+from amqp_dissect.pipelines.spark.archive_dir import run_archive_dir  # noqa: E402
+from amqp_dissect.pipelines.spark.summaries import SUMMARIES  # noqa: E402
+from amqp_dissect.results.schema import TABLES, names  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SAMPLES = os.path.join(ROOT, "samples")
+# multiframe_credit_one.pcap starts 2026-11-23 03:23:36.356 and lasts 0.38 s, its six deliveries
+# first sent from 36.395 to 36.427: shifted by this, UTC midnight falls at 36.400, between its
+# third and its fourth delivery (the connection, session and links open on the 23rd)
+SHIFT_SECONDS = "74183.6"
+JOB = dict(partitions=3, messages=True)  # (every run reads the messages: the deliveries' message_id)
+
+
+def _editcap(*args) -> None:
+    subprocess.run(["editcap", *args], check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def rotated(tmp_path_factory) -> list:
+    """Eight rotated files of two real captures (proton clients): 5 cut from a shifted
+    multi-frame capture across midnight, 3 from the outcomes capture, in name order."""
+    if shutil.which("editcap") is None:
+        pytest.skip("editcap (wireshark's tools) is needed to rotate the captures")
+    d = tmp_path_factory.mktemp("rotated")
+    _editcap("-t", SHIFT_SECONDS, os.path.join(SAMPLES, "multiframe_credit_one.pcap"), str(d / "shifted.pcap"))
+    os.makedirs(d / "set")
+    _editcap("-c", "30", str(d / "shifted.pcap"), str(d / "set" / "mf.pcap"))
+    _editcap("-c", "20", os.path.join(SAMPLES, "outcomes.pcap"), str(d / "set" / "oc.pcap"))
+    files = sorted(glob.glob(str(d / "set" / "*.pcap")))
+    assert len(files) == 8
+    return files
+
+
+def _copy_set(files: list, folder) -> list:
+    """The files copied to ``folder`` (their own paths: the manifest names them)."""
+    os.makedirs(folder, exist_ok=True)
+    out = []
+    for f in files:
+        shutil.copy2(f, folder)
+        out.append(os.path.join(str(folder), os.path.basename(f)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def fresh(spark, rotated, tmp_path_factory) -> str:
+    """One run over the whole set into an empty directory."""
+    out = str(tmp_path_factory.mktemp("fresh") / "archive")
+    res = run_archive_dir(spark, rotated, out, **JOB)
+    assert res["run"] == 1 and res["plan"].full
+    return out
+
+
+def _dataset(out: str, name: str) -> pd.DataFrame:
+    import pyarrow.dataset as ds
+
+    return ds.dataset(os.path.join(out, name), partitioning="hive").to_table().to_pandas()
+
+
+def _as_set(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``df`` in an order of their own (an archive's row order is by day, then run)."""
+    text = df.astype(str)
+    return df.loc[text.sort_values(list(text.columns), kind="stable").index].reset_index(drop=True)
+
+
+def _assert_same_archive(a: str, b: str) -> None:
+    """Archives ``a`` and ``b`` hold the same rows (and days) in every table and summary."""
+    for name in TABLES + SUMMARIES:
+        if os.path.exists(os.path.join(b, name)) or os.path.exists(os.path.join(a, name)):
+            pd.testing.assert_frame_equal(_as_set(_dataset(a, name)), _as_set(_dataset(b, name)), obj=name)
+
+
+def _snapshot(out: str) -> dict:
+    """Every file and link under ``out`` with its size and modification time (and link targets)."""
+    got = {}
+    for d, dirs, files in os.walk(out):
+        for n in dirs + files:
+            p = os.path.join(d, n)
+            st = os.lstat(p)
+            got[os.path.relpath(p, out)] = (st.st_size, st.st_mtime_ns, os.readlink(p) if os.path.islink(p) else None)
+    return got
+
+
+def _day(ts) -> str:
+    if ts is None or pd.isna(ts):
+        return None
+    return (datetime.date(1970, 1, 1) + datetime.timedelta(days=int(pd.Timestamp(ts).value // 86_400_000_000_000))
+            ).isoformat()
+
+
+def _row_day(row, table: str) -> str:
+    """The UTC day of the first non-null of the table's time columns, or the null partition."""
+    for c in DATE_COLUMNS[table]:
+        day = _day(row[c])
+        if day is not None:
+            return day
+    return NULL_DATE
+
+
+def test_a_row_without_a_time_goes_to_the_day_its_connection_began():
+    """A link only inferred after a loss has no attach or detach time: its connection's day (the
+    rule docs/archives-spark.md states); without that either, Hive's null partition."""
+    import pyarrow as pa
+
+    from amqp_dissect.pipelines.spark.tables import row_days
+
+    ts = pa.timestamp("us", tz="UTC")
+    t = pa.table({"connection": ["a", "a", "b", "c"],
+                  "attach_time": pa.array([86_400_000_000 * 3 + 5, None, None, None], ts),
+                  "attached_time": pa.array([None, None, None, -1], ts),
+                  "detach_time": pa.array([None, 86_400_000_000 * 5, None, None], ts)})
+    days = row_days(t, DATE_COLUMNS["links"], {"b": "2026-11-22"})
+    assert days == ["1970-01-04", "1970-01-06", "2026-11-22", "1969-12-31"]
+    assert row_days(t.slice(2, 1), DATE_COLUMNS["links"], {}) == [NULL_DATE]
+
+
+def test_tables_are_partitioned_by_the_day_of_their_rows_and_read_whole_by_spark_pyarrow_pandas(spark, rotated,
+                                                                                               fresh):
+    local = read_analysis(rotated, messages=True)
+    days_seen = set()
+    for t in TABLES:
+        table_dir = os.path.join(fresh, t)
+        assert os.path.islink(table_dir)  # (into the published version)
+        lp = local_frame = getattr(local, t)
+        for f in glob.glob(os.path.join(table_dir, "**", "*.parquet"), recursive=True):
+            if len(lp):
+                assert os.path.basename(os.path.dirname(f)).startswith("date="), f
+            else:  # a table without rows: one file of its columns, no day
+                assert f == os.path.join(table_dir, "part-empty.parquet")
+        # the single process's rows, stable-sorted by their day: the archive's order read whole
+        days = [_row_day(r, t) for _, r in lp.iterrows()]
+        local_frame = lp.assign(_day=days).sort_values("_day", kind="stable").drop(columns="_day")
+        local_frame = local_frame.reset_index(drop=True)
+        pdf = pd.read_parquet(table_dir)
+        arrow = _dataset(fresh, t)
+        sdf = spark.read.parquet("file://" + table_dir)
+        assert list(pdf.columns) == list(arrow.columns) == list(sdf.columns) == names(t) + ["date"] * bool(len(lp)), t
+        assert len(pdf) == len(arrow) == sdf.count() == len(local_frame), t
+        for c in names(t):
+            assert cells(pdf[c]) == cells(local_frame[c]), (t, c)
+            assert cells(arrow[c]) == cells(local_frame[c]), (t, c)
+        # each row in the partition of its own time's UTC day
+        if not len(lp):
+            continue
+        got_days = [NULL_DATE if pd.isna(d) else str(d) for d in pdf["date"]]
+        assert got_days == sorted(days), t
+        spark_days = sorted(NULL_DATE if r.date is None else r.date.isoformat() for r in sdf.select("date").collect())
+        assert spark_days == sorted(days), t
+        days_seen.update(days)
+    assert {"2026-11-22", "2026-11-23", "2026-11-24"} <= days_seen  # (a capture across midnight)
+    for name in SUMMARIES:  # whole, not partitioned
+        assert not glob.glob(os.path.join(fresh, name, "date=*"))
+        assert len(pd.read_parquet(os.path.join(fresh, name)).columns) > 2
+    # the readers of an archive, and the queries docs/archives-spark.md shows: one day, one address,
+    # one message-id
+    ld = local.deliveries
+    on_day = [_row_day(r, "deliveries") == "2026-11-23" for _, r in ld.iterrows()]
+    assert 0 < sum(on_day) < len(ld)
+    t = read_archive(spark, fresh)
+    assert set(t) == set(TABLES) | set(SUMMARIES)
+    assert t["deliveries"].where("date = '2026-11-23'").count() == sum(on_day)
+    d = archive_dataset(fresh, "deliveries")
+    assert d.to_table(filter=ds.field("date") == datetime.date(2026, 11, 23)).num_rows == sum(on_day)
+    address = ld.address.dropna().iloc[-1]
+    got = read_archive_pandas(fresh, "deliveries", columns=["delivery_id", "date"],
+                              filter=ds.field("address") == address)
+    assert len(got) == int((ld.address == address).sum()) > 0
+    mid = ld.message_id.dropna().iloc[-1]
+    assert t["deliveries"].where(t["deliveries"].message_id == mid).count() == int((ld.message_id == mid).sum()) > 0
+    assert spark.sql(f"select count(*) n from parquet.`file://{fresh}/deliveries` where date = '2026-11-23'"
+                     ).collect()[0].n == sum(on_day)
+
+
+@pytest.fixture(scope="module")
+def grown(spark, rotated, tmp_path_factory):
+    """An archive grown in two runs (4 files, then all 8), over its own copies of the files."""
+    base = tmp_path_factory.mktemp("grown")
+    files = _copy_set(rotated, base / "set")
+    out = str(base / "archive")
+    first = run_archive_dir(spark, files[:4], out, **JOB)
+    second = run_archive_dir(spark, files, out, **JOB)
+    return out, files, first, second
+
+
+def test_a_set_grown_in_two_runs_equals_one_run_and_a_run_with_nothing_new_changes_nothing(spark, grown, fresh):
+    out, files, first, second = grown
+    assert [len(first["plan"].new), len(second["plan"].new), len(second["plan"].unchanged)] == [4, 4, 4]
+    assert second["run"] == 2
+    _assert_same_archive(out, fresh)
+    manifest = ArchiveDir(out).manifest()
+    assert [r["run"] for r in manifest["runs"]] == [1, 2]
+    assert sorted(f["path"] for f in manifest["files"]) == sorted(files)
+    assert os.listdir(os.path.join(out, "_archive", "versions")) == ["run-000002"]  # (the one before removed)
+    before = _snapshot(out)
+    again = run_archive_dir(spark, files, out, **JOB)
+    assert again["run"] is None and not again["plan"].new and len(again["plan"].unchanged) == 8
+    assert _snapshot(out) == before
+
+
+def _cli(*args, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "amqp_dissect.cli", "archive", "--master", "local[2]",
+                           "--partitions", "3", "--messages", *args], capture_output=True, text=True, timeout=600, cwd=ROOT,
+                          env={**os.environ, **(env or {})})
+
+
+def test_a_changed_or_vanished_file_or_other_options_are_refused_and_dry_run_writes_nothing(grown, tmp_path,
+                                                                                           capsys):
+    from amqp_dissect.cli import main as m
+
+    out, files, _, _ = grown
+    before = _snapshot(out)
+    # a changed file: its content (same size and time) -> exit 2 naming it, DIR untouched
+    victim = files[6]
+    st = os.stat(victim)
+    data = open(victim, "rb").read()
+    with open(victim, "r+b") as f:
+        f.seek(len(data) - 1)
+        f.write(bytes([data[-1] ^ 0xFF]))
+    os.utime(victim, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert m.main(["archive", *files, "--out", out, "--messages"]) == m.EXIT_USAGE
+    o, e = capsys.readouterr()
+    assert e.count("\n") == 1 and victim in e and "changed" in e and f"changed: {victim} (content differs)" in o
+    with open(victim, "wb") as f:
+        f.write(data)
+    os.utime(victim, ns=(st.st_atime_ns, st.st_mtime_ns))
+    # a vanished file -> exit 2 naming it
+    assert m.main(["archive", *files[:3], *files[4:], "--out", out, "--messages"]) == m.EXIT_USAGE
+    o, e = capsys.readouterr()
+    assert e.count("\n") == 1 and files[3] in e and f"vanished: {files[3]}" in o
+    # other options -> exit 2, telling to use --full
+    assert m.main(["archive", *files, "--out", out, "--messages", "--frames"]) == m.EXIT_USAGE
+    assert "--full" in capsys.readouterr().err
+    assert _snapshot(out) == before
+    # --dry-run: the plan, nothing written (a new file, and --full)
+    extra = _copy_set([os.path.join(SAMPLES, "drain.pcap")], os.path.dirname(files[0]))
+    try:
+        assert m.main(["archive", *files, *extra, "--out", out, "--messages", "--dry-run"]) == m.EXIT_OK
+        o = capsys.readouterr().out
+        assert "files: 1 new, 8 unchanged, 0 changed, 0 vanished" in o and "run: " in o and "--dry-run" in o
+        assert m.main(["archive", *files, *extra, "--out", out, "--dry-run", "--full"]) == m.EXIT_OK
+        o = capsys.readouterr().out
+        assert "files: 1 new, 8 unchanged, 0 changed, 0 vanished" in o and "run: full, over all 9 file(s) (--full)" in o
+    finally:
+        os.unlink(extra[0])
+    assert _snapshot(out) == before
+    empty = str(tmp_path / "never")
+    assert m.main(["archive", *files, "--out", empty, "--dry-run"]) == m.EXIT_OK
+    assert "files: 8 new" in capsys.readouterr().out and not os.path.exists(empty)
+
+
+@pytest.mark.parametrize("step", ["staged", "versioned", "published"])
+def test_a_run_killed_at_a_step_leaves_the_last_run_and_running_again_equals_one_run(spark, rotated, fresh,
+                                                                                   tmp_path, step):
+    files = _copy_set(rotated, tmp_path / "set")
+    out = str(tmp_path / "archive")
+    run_archive_dir(spark, files[:4], out, **JOB)
+    committed = _snapshot(out)
+    tables = {t: _as_set(_dataset(out, t)) for t in TABLES + SUMMARIES}
+    got = _cli(*files, "--out", out, env={KILL_AT: step})
+    assert got.returncode == -9, got.stderr[-2000:]
+    assert os.path.isdir(os.path.join(out, "_archive", "staging"))  # (the killed run's files, aside)
+    if step == "published":  # killed after the commit: DIR is the new run's
+        _assert_same_archive(out, fresh)
+    else:  # DIR as the last committed run left it, file for file
+        now = _snapshot(out)
+        assert {k: v for k, v in now.items() if k.startswith(os.path.join("_archive", "current"))
+                or not k.startswith("_archive")} == \
+               {k: v for k, v in committed.items() if k.startswith(os.path.join("_archive", "current"))
+                or not k.startswith("_archive")}
+        for t, df in tables.items():
+            pd.testing.assert_frame_equal(_as_set(_dataset(out, t)), df, obj=t)
+    again = run_archive_dir(spark, files, out, **JOB)
+    assert (again["run"] is None) == (step == "published")
+    _assert_same_archive(out, fresh)
+    assert not os.path.exists(os.path.join(out, "_archive", "staging"))
+    assert len(os.listdir(os.path.join(out, "_archive", "versions"))) == 1
+
+
+def test_full_equals_a_fresh_run_and_the_command_says_what_it_did(spark, grown, fresh, capsys):
+    from amqp_dissect.cli import main as m
+
+    out, files, _, _ = grown
+    assert m.main(["archive", *files, "--out", out, "--full", "--messages", "--partitions", "3"]) == m.EXIT_OK
+    o = capsys.readouterr().out
+    assert o.startswith("files: 0 new, 8 unchanged, 0 changed, 0 vanished\nrun: full, over all 8 file(s) (--full)\n")
+    assert "\nrun 3: full, over all 8 input(s) (--full); 0 flow(s) carried over to the next run, checkpoint 0 bytes\n" in o
+    assert "\nrows written by this run: connections 2, sessions 2, links 4, deliveries " in o
+    assert "\ntime per stage: stage1 in " in o and ", partition in " in o and ", publish in " in o
+    assert "\ntables: connections 2, " in o
+    _assert_same_archive(out, fresh)
+    assert os.listdir(os.path.join(out, "_archive", "versions")) == ["run-000003"]
+    assert os.path.exists(os.path.join(out, "_archive", "versions", "run-000003", MANIFEST))
