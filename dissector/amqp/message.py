@@ -267,6 +267,15 @@ class MessageScan:
     __slots__ = ("pos", "held", "want", "skip", "digest", "last", "sections", "body_kind", "body_size",
                  "props", "header", "da", "ma", "ap", "status", "done", "lost_mark", "truncated")
 
+    def __getstate__(self):
+        """Pickled (an archive's checkpoint keeps a flow's state) unless the bare message's digest is
+        in progress: BLAKE2b (hashlib's) gives out no state to save and go on from later."""
+        if self.digest is not None and type(self.digest) is not str:
+            import pickle
+
+            raise pickle.PicklingError("a message was in progress at the end of the run (its digest cannot be saved)")
+        return None, {k: getattr(self, k) for k in self.__slots__ if hasattr(self, k)}
+
     def __init__(self, lost_mark=0):
         self.pos = 0  # message bytes consumed
         self.held = None  # bytearray: the start of a section head or of a section being read

@@ -75,6 +75,9 @@ class Checkpoint:
     flows: dict = field(default_factory=dict)  # flow -> pickled state
     closed: list = field(default_factory=list)  # sorted digests of the flows not carried
     runs: int = 1  # runs that made it
+    # why a next run cannot continue from it (a carried flow whose state could not be saved:
+    # StateNotSaved), or None
+    unsaved: str | None = None
 
     # ---- the flows
 
@@ -212,11 +215,24 @@ class _StateUnpickler(pickle.Unpickler):
         return self._shared[pid]
 
 
+class StateNotSaved(Exception):
+    """A flow's state that cannot be kept for a later run (``reason``: what the object that
+    refused said, e.g. a message digest in progress)."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
 def dump_state(st: dict, shared: dict) -> bytes:
     """A flow's stage-2 state (FlowRunner's ``st``) pickled, the runner's ``shared`` objects
-    (name -> object) left out by name."""
+    (name -> object) left out by name.  Raises :class:`StateNotSaved` when an object of the
+    state refuses to be pickled (pickle.PicklingError: the dissector's objects say so)."""
     buf = io.BytesIO()
-    _StatePickler(buf, shared).dump(st)
+    try:
+        _StatePickler(buf, shared).dump(st)
+    except pickle.PicklingError as e:
+        raise StateNotSaved(str(e)) from None
     return buf.getvalue()
 
 

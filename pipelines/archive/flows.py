@@ -18,7 +18,7 @@ from amqp_dissect.render.frames import event_json
 from amqp_dissect.results.analytics import Analyzer
 from amqp_dissect.times import ns
 
-from .checkpoint import carried as _carried, dump_state, load_state
+from .checkpoint import StateNotSaved, carried as _carried, dump_state, load_state
 from .tables import batch_ipc, frame_row, rows_batch
 
 
@@ -325,7 +325,12 @@ class FlowRunner:
         # its state kept, the rows of its finish provisional
         yield from self._folded_deliveries(flow, st)
         yield from self._frame_rows(flow, st)
-        yield ("_state", flow, 0, 0, 1, 0, flow, 0, dump_state(st, self._shared), False)
+        try:
+            state = dump_state(st, self._shared)
+        except StateNotSaved as e:  # (the next run cannot go on from this run: it says why)
+            state = b""
+            st["unsaved"] = e.reason
+        yield ("_state", flow, 0, 0, 1, 0, flow, 0, state, False)
         before = dict(st["rows"])
         self._prov = True
         try:
@@ -378,6 +383,8 @@ class FlowRunner:
         meta = self._flow_meta(st)
         if before is not None:
             meta["provisional"] = {t: n - before[t] for t, n in st["rows"].items()}
+        if st.get("unsaved"):
+            meta["unsaved"] = st["unsaved"]
         yield ("_flow", flow, 0, 0, 1, 0, flow, 0, pickle.dumps(meta, 5), False)
 
     def _flow_meta(self, st: dict) -> dict:

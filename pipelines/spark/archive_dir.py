@@ -4,9 +4,9 @@ by :func:`.job.run_archive`, as before).
 
 A run plans (:func:`~amqp_dissect.pipelines.archive.directory.plan_run`: the input files new,
 unchanged, changed, vanished against the committed manifest; a changed or vanished file or other
-options refuse the run, nothing written), analyses (:func:`_analyse_run`: the one place the
-analysis side's checkpoint is used; without it every run is a full run over every file), writes
-the run's tables flat in its staging directory, then again partitioned by day into the new
+options refuse the run, nothing written), analyses (:func:`_analyse_run`: continued from the
+checkpoint of the run before over the new files only, or a full run over every file that says
+why), writes the run's final and provisional rows flat in its staging directory, then again partitioned by day into the new
 version (the final files of the version before it kept as hard links, when the run continued
 from its checkpoint), computes the summaries over the whole version, and publishes it
 (:meth:`~amqp_dissect.pipelines.archive.directory.ArchiveDir.publish`: one atomic rename)."""
@@ -70,12 +70,16 @@ def _write_run_tables(spark, got: RunAnalysis, flat: str, provisional: str) -> s
     :func:`_analyse_run`) the analysis side's interface is used: its final and provisional rows."""
     from .job import write_tables
 
-    write_tables(spark, got.done, "file://" + flat)
-    if got.carried:
-        # the carried flows' rows cannot be told from the final ones here yet: all are kept as final
-        # and the checkpoint is dropped, so that the next run is a full run (exact either way)
-        got.checkpoint = None
-    return None
+    done = got.done
+    if not got.carried:
+        write_tables(spark, done, "file://" + flat)
+        return None
+    final = write_tables(spark, done, "file://" + flat, provisional=False)
+    again = write_tables(spark, done, "file://" + provisional, provisional=True)
+    for t, n in done.counts.items():  # (each row in exactly one of the two)
+        if final[t] + again[t] != n:
+            raise RuntimeError(f"table {t}: {final[t]} final and {again[t]} provisional rows written of {n}")
+    return provisional
 
 
 def _load_checkpoint(plan: Plan, archive: ArchiveDir):

@@ -99,6 +99,8 @@ def analyse(spark, paths, work: str, *, t0, split_size, frames, partitions, port
     if keylog is not None and not isinstance(keylog, str):  # a KeyLog (the CLI's --keylog): shipped as text
         keylog = keylog.text()
     options = run_options(ports=ports, idle_timeout=idle_timeout, frames=frames, messages=messages, keylog=keylog)
+    if resume is not None and resume.unsaved:
+        raise CannotContinue(f"the run before could not keep a flow's state: {resume.unsaved}")
     if resume is not None and resume.options != options:
         differ = sorted(k for k in options if options[k] != resume.options.get(k))
         raise CannotContinue(f"the options differ from the earlier runs' ({', '.join(differ)})")
@@ -491,7 +493,8 @@ class _Run:
             keylog=self.embedded, final_counts=final,
             flows={f: states[f] for f, _ in carried},
             closed=merge_closed(cp.closed if cp is not None else (), [f for f, m in metas if not m.get("carried")]),
-            runs=(cp.runs + 1) if cp is not None else 1)
+            runs=(cp.runs + 1) if cp is not None else 1,
+            unsaved=next((f"{f}: {m['unsaved']}" for f, m in sorted(carried) if m.get("unsaved")), None))
 
     def _analysis_end(self, facts: dict):
         """The time the single-process Analyzer is finished at: that of the last record that produced an
@@ -564,16 +567,21 @@ def _layer_frames(spark, layers: list, layer_paths: list) -> list:
     return layers
 
 
-def write_tables(spark, done: AnalysedRun, out_uri: str) -> None:
+def write_tables(spark, done: AnalysedRun, out_uri: str, provisional: bool | None = None) -> dict | None:
     """The tables of ``done`` written flat under ``out_uri``, without the summaries (an archive
-    directory computes them over every run's rows: pipelines/spark/archive_dir.py)."""
-    _write_outputs(spark, done, out_uri, DEFAULT_WINDOW, summaries=False)
+    directory computes them over every run's rows: pipelines/spark/archive_dir.py).
+    ``provisional`` (True/False; a local ``out_uri`` and work directory only): only the rows
+    that are (not) provisional, the rows the flows carried to the next run made at their
+    finish; then returns table -> rows written."""
+    return _write_outputs(spark, done, out_uri, DEFAULT_WINDOW, summaries=False, provisional=provisional)
 
 
-def _write_outputs(spark, done: AnalysedRun, out_uri: str, window: float, summaries: bool = True) -> None:
+def _write_outputs(spark, done: AnalysedRun, out_uri: str, window: float, summaries: bool = True,
+                   provisional: bool | None = None) -> dict | None:
     """The tables and the summaries of ``done`` written under ``out_uri`` (``done.written``:
     name -> URI); without ``summaries``, the tables only (an archive directory computes its
-    summaries over every run's rows: pipelines/spark/archive_dir.py)."""
+    summaries over every run's rows: pipelines/spark/archive_dir.py); ``provisional``: see
+    :func:`write_tables` (returns the rows written then)."""
     layers, layer_paths, excluded = done.layers, done.layer_paths, done.excluded
     counts, nparts, mark = done.counts, done.nparts, done.mark
 
@@ -585,9 +593,11 @@ def _write_outputs(spark, done: AnalysedRun, out_uri: str, window: float, summar
     if None not in layer_dirs and None not in [_direct_dir(u) for u in written.values()]:
         # local files: tasks read their range's chunks straight from the stage-2 files (no
         # shuffle), in one job for all the tables
-        write_tables_local(spark, layer_dirs, excluded, counts, {t: _direct_dir(u) for t, u in written.items()},
-                            nparts, meter=done.meter)
+        rows = write_tables_local(spark, layer_dirs, excluded, counts, {t: _direct_dir(u) for t, u in written.items()},
+                                  nparts, meter=done.meter, provisional=provisional)
         bounds = None
+    elif provisional is not None:
+        raise ValueError("the final and provisional rows are written apart from a local work directory only")
     else:
         layers = _layer_frames(spark, layers, layer_paths)
         bounds = table_bounds(layers, counts, nparts)
@@ -626,7 +636,7 @@ def _write_outputs(spark, done: AnalysedRun, out_uri: str, window: float, summar
     mark("tables")
     if not summaries:
         done.written = written
-        return
+        return rows if provisional is not None else None
     written.update({name: out_base + "/" + name for name in SUMMARIES})
 
     local_out = _direct_dir(out_base)

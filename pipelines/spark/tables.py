@@ -126,19 +126,26 @@ def _local_table_bounds(layer_dirs: list, counts: dict, nparts: int) -> dict:
     return out
 
 
-def _range_chunks(layer_dirs: list, table: str, bounds: list, r: int):
+def _range_chunks(layer_dirs: list, table: str, bounds: list, r: int, provisional: bool | None = None):
     """``(layer, r, blob)`` of the stage-2 chunks of ``table`` whose keys overlap range ``r`` of
     ``bounds`` (a key's range: the number of boundaries at or below it), read from the local
-    files: the keys of every chunk, then the blobs of the row groups that hold wanted ones."""
+    files: the keys of every chunk, then the blobs of the row groups that hold wanted ones.
+    ``provisional``: None every chunk; True or False only the chunks whose rows are (not)
+    provisional (rows a carried flow made at its finish: the next run of an archive directory
+    makes them again)."""
     import bisect
 
     import pyarrow.parquet as pq
 
+    names = ["k1", "flow", "k2", "hk1", "hflow", "hk2"]
     for li, path in _chunk_files(layer_dirs, table):
         pf = pq.ParquetFile(path)
-        k = pf.read(columns=["k1", "flow", "k2", "hk1", "hflow", "hk2"], use_threads=False)
+        k = pf.read(columns=names + (["provisional"] if provisional is not None else []), use_threads=False)
         want = [i for i, (a, b, c, d, e, f) in enumerate(zip(*(k.column(j).to_pylist() for j in range(6))))
                 if bisect.bisect_right(bounds, (a, b, c)) <= r <= bisect.bisect_right(bounds, (d, e, f))]
+        if provisional is not None:
+            flags = k.column("provisional").to_pylist()
+            want = [i for i in want if bool(flags[i]) == provisional]
         if not want:
             continue
         starts = [0]
@@ -156,22 +163,25 @@ def _range_chunks(layer_dirs: list, table: str, bounds: list, r: int):
 TABLE_TASKS_PER_SLOT = 2  # tasks of the tables step per task slot, at most (its small ranges share tasks)
 
 
-def _tables_task(layer_dirs: list, bounds: dict, excluded: list, out_dirs: dict):
+def _tables_task(layer_dirs: list, bounds: dict, excluded: list, out_dirs: dict, provisional: bool | None = None):
     def fn(tasks):
         for task in tasks:  # (a task's ranges: pack_tasks)
             for table, r in task:
-                t = sorted_range_table(_range_chunks(layer_dirs, table, bounds[table], r), bounds[table], excluded)
+                t = sorted_range_table(_range_chunks(layer_dirs, table, bounds[table], r, provisional), bounds[table],
+                                       excluded)
                 yield table, r, write_range(out_dirs[table], table, r, t)
     return fn
 
 
 def write_tables_local(spark, layer_dirs: list, excluded: list, counts: dict, out_dirs: dict, nparts: int,
-                        meter=None) -> None:
+                        meter=None, provisional: bool | None = None) -> dict:
     """Every table's ranges written (:func:`_range_chunks`, :func:`sorted_range_table`,
     :func:`write_range`) in one Spark job of at most :data:`TABLE_TASKS_PER_SLOT` tasks per task
     slot, the ranges packed into them by rows (:func:`~.stages.pack_tasks`: the large ranges
     each in a task of its own, the small tables' ranges together instead of a task each); an
-    empty table gets one file with its columns."""
+    empty table gets one file with its columns.  ``provisional`` (True/False): only the rows that
+    are (not) provisional (:func:`_range_chunks`), their counts then not checked against
+    ``counts`` (the caller checks the two parts' sum).  Returns table -> rows written."""
     bounds = _local_table_bounds(layer_dirs, counts, nparts)
     items = sorted((t, r) for t in counts for r in range(len(bounds[t]) + 1))
     tasks = pack_tasks(items, lambda it: counts[it[0]] // (len(bounds[it[0]]) + 1),
@@ -180,12 +190,14 @@ def write_tables_local(spark, layer_dirs: list, excluded: list, counts: dict, ou
         shutil.rmtree(out_dirs[t], ignore_errors=True)
         os.makedirs(out_dirs[t])
     got = spark.sparkContext.parallelize(tasks, len(tasks)).mapPartitions(
-        metered(meter, "tables", _tables_task(layer_dirs, bounds, excluded, out_dirs))).collect()
+        metered(meter, "tables", _tables_task(layer_dirs, bounds, excluded, out_dirs, provisional))).collect()
+    written = {}
     for t in counts:
-        n = sum(rows for table, _, rows in got if table == t)
-        if n != counts[t]:  # each row in exactly one range
+        n = written[t] = sum(rows for table, _, rows in got if table == t)
+        if provisional is None and n != counts[t]:  # each row in exactly one range
             raise RuntimeError(f"table {t}: {n} rows written of {counts[t]}")
         open(os.path.join(out_dirs[t], "_SUCCESS"), "wb").close()
+    return written
 
 
 # --------------------------------------------------------------------------- tables partitioned by day
