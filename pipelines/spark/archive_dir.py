@@ -148,6 +148,7 @@ def _run(spark, archive: ArchiveDir, plan: Plan, options: dict, t0: float, analy
     work, flat, version = (os.path.join(staging, n) for n in ("work", "flat", "version"))
     got = _analyse_run(spark, plan, archive, "file://" + work + "/_work", t0=t0, **analysis)
     done = got.done
+    reach("analysed")
     try:
         prov = _write_run_tables(spark, got, flat, os.path.join(staging, "provisional"))
     finally:

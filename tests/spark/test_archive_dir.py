@@ -286,7 +286,7 @@ def test_a_changed_or_vanished_file_or_other_options_are_refused_and_dry_run_wri
     assert "files: 8 new" in capsys.readouterr().out and not os.path.exists(empty)
 
 
-@pytest.mark.parametrize("step", ["staged", "versioned", "published"])
+@pytest.mark.parametrize("step", ["analysed", "staged", "partitioned", "summaries", "versioned", "published"])
 def test_a_run_killed_at_a_step_leaves_the_last_run_and_running_again_equals_one_run(spark, rotated, fresh,
                                                                                    tmp_path, step):
     files = _copy_set(rotated, tmp_path / "set")
@@ -354,4 +354,88 @@ def test_a_set_grown_in_three_and_eight_runs_goes_on_from_each_checkpoint_and_eq
     assert [r["resumed"] for r in results] == [False] + [True] * (steps - 1), [r["plan"].why_full for r in results]
     assert any(r["carried"] for r in results[:-1])  # (connections ran on across the cuts)
     assert [len(r["plan"].new) for r in results] == [b - a for a, b in zip([0] + cuts, cuts)]
+    _assert_same_archive(out, fresh)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for(check, seconds: float, what: str) -> None:
+    import time
+
+    end = time.time() + seconds
+    while time.time() < end:
+        if check():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{what}: not within {seconds} s")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A standalone Spark cluster of this machine: a master and one worker of two cores (pyspark's
+    own spark-class), stopped by pid at the end."""
+    import json
+    import urllib.request
+
+    import pyspark
+
+    home = os.path.dirname(pyspark.__file__)
+    logs = tmp_path_factory.mktemp("cluster")
+    port, ui, wui = _free_port(), _free_port(), _free_port()
+    env = {**os.environ, "SPARK_HOME": home, "PYSPARK_PYTHON": sys.executable, "SPARK_LOG_DIR": str(logs)}
+    spark_class = os.path.join(home, "bin", "spark-class")
+    procs = []
+    try:
+        with open(logs / "master.log", "wb") as log:
+            procs.append(subprocess.Popen([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                                           "--port", str(port), "--webui-port", str(ui)], stdout=log,
+                                          stderr=subprocess.STDOUT, env=env))
+
+        def master_up():
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=2) as r:
+                    return json.load(r)
+            except OSError:
+                return None
+        _wait_for(master_up, 90, "the standalone master")
+        with open(logs / "worker.log", "wb") as log:
+            procs.append(subprocess.Popen([spark_class, "org.apache.spark.deploy.worker.Worker",
+                                           f"spark://127.0.0.1:{port}", "--cores", "2", "--memory", "2g",
+                                           "--webui-port", str(wui), "--work-dir", str(logs / "work")],
+                                          stdout=log, stderr=subprocess.STDOUT, env=env))
+        _wait_for(lambda: (master_up() or {}).get("aliveworkers") == 1, 90, "the standalone worker")
+        yield f"spark://127.0.0.1:{port}"
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def test_a_standalone_cluster_grows_the_archive_run_by_run_as_one_run(cluster, rotated, tmp_path):
+    """The command against a standalone master (executors in a worker of their own): the set grown
+    in two runs, the second continued from the first one's checkpoint, equals one run there."""
+    files = sorted(_copy_set(rotated, tmp_path / "set"), key=_first_time)
+    fresh, out = str(tmp_path / "fresh"), str(tmp_path / "archive")
+
+    def run(paths, where):
+        got = subprocess.run([sys.executable, "-m", "amqp_dissect.cli", "archive", "--master", cluster,
+                              "--partitions", "3", *paths, "--out", where], capture_output=True, text=True,
+                             timeout=600, cwd=ROOT, env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+        assert got.returncode == 0, got.stderr[-3000:]
+        return got.stdout
+    run(files, fresh)
+    first = run(files[:5], out)
+    second = run(files, out)
+    assert re.search(r"run 1: .*; [1-9]\d* flow\(s\) carried over", first), first
+    assert "run 2: continued from the checkpoint over 3 new file(s)" in second, second
     _assert_same_archive(out, fresh)
