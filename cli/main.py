@@ -14,10 +14,12 @@ Exit codes (also in ``amqp-dissect --help`` and the README):
 
 from __future__ import annotations
 
+import codecs
 import functools
 import json
 import os
 import sys
+from typing import NamedTuple
 
 import typer
 
@@ -242,6 +244,7 @@ def _filters(display_filter: str | None, fields, field_opts=None):
 # --------------------------------------------------------------------------- the output of frames
 
 _CHUNK = 8192  # lines written to the output at a time
+_RECORDS = 256  # records the dissector's own loop reads between two looks at the lines made
 
 
 def _flush(out, chunk: list, live: bool = False) -> None:
@@ -254,25 +257,65 @@ def _flush(out, chunk: list, live: bool = False) -> None:
             out.flush()
 
 
-def _write_frames(run: CaptureRun, out, lines, flt=None) -> None:
+def _flush_utf8(buffer, chunk: list, live: bool = False) -> None:
+    """Write the bytes in ``chunk`` (the lines and their newlines) to ``buffer`` and empty it."""
+    if chunk:
+        buffer.write(b"".join(chunk))
+        chunk.clear()
+        if live:
+            buffer.flush()
+
+
+class Utf8Output(NamedTuple):
+    """The binary stream under a text output that writes UTF-8, and the output's error handler:
+    lines made as UTF-8 go there, the same bytes the text output would write."""
+
+    buffer: object
+    errors: str
+
+
+def utf8_output(out) -> Utf8Output | None:
+    """:class:`Utf8Output` of the text output ``out`` (its pending text written first), or None
+    when it has no binary stream, writes another encoding or turns newlines into others."""
+    buffer = getattr(out, "buffer", None)
+    encoding = getattr(out, "encoding", None)
+    if buffer is None or not isinstance(encoding, str) or os.linesep != "\n":
+        return None
+    try:
+        if codecs.lookup(encoding).name != "utf-8":
+            return None
+    except LookupError:
+        return None
+    out.flush()
+    return Utf8Output(buffer, getattr(out, "errors", None) or "strict")
+
+
+def _write_frames(run: CaptureRun, out, lines, flt=None, binary: Utf8Output | None = None) -> None:
     """The one output loop of ``frames``: each event of ``run`` (each one ``flt`` matches) goes to
     the renderer ``lines.start()`` returns once reading started (the capture's first time is known
     then): ``render(event)``, the event's line or None, or with ``lines.many``
-    ``render(chunk, record, event)``, which appends the event's lines (a detail tree).  The lines
+    ``render(chunk, record, event)``, which appends the event's lines (a detail tree); with
+    ``binary``, ``lines.start_utf8(errors)`` returns ``render(chunk, event)``, which appends the
+    event's line and newline as UTF-8 bytes, and the bytes go to ``binary.buffer``.  The lines
     are written 8192 at a time, a live capture's as they come; those rendered before a failure are
     written too."""
-    chunk: list[str] = []
+    chunk: list = []
     limit, live = (1, True) if run.live is not None else (_CHUNK, False)  # live: each line as it comes
+    if binary is not None and not live:
+        limit = 3 * _CHUNK  # (three pieces a line)
+    write = functools.partial(_flush, out) if binary is None else functools.partial(_flush_utf8, binary.buffer)
     match = flt.match if flt is not None else None
     many = lines.many
     render = None
     try:
         for record, ev in run.events():
             if render is None:
-                render = lines.start()
+                render = lines.start() if binary is None else lines.start_utf8(binary.errors)
             if match is not None and not match(ev):
                 continue
-            if many:
+            if binary is not None:
+                render(chunk, ev)
+            elif many:
                 render(chunk, record, ev)
             else:  # (the common case, one call per event)
                 text = render(ev)
@@ -280,9 +323,9 @@ def _write_frames(run: CaptureRun, out, lines, flt=None) -> None:
                     continue
                 chunk.append(text)
             if len(chunk) >= limit:
-                _flush(out, chunk, live)
+                write(chunk, live)
     finally:
-        _flush(out, chunk, live)
+        write(chunk, live)
 
 
 class _SummaryLines:
@@ -294,10 +337,40 @@ class _SummaryLines:
         self.run, self.tt = run, tt
 
     def start(self):
+        return self._lines().line
+
+    def start_utf8(self, errors: str):
+        """``add(chunk, event)``: the event's line as UTF-8 (``errors``: the output's handler)."""
+        return self._lines(errors).add_utf8
+
+    def _lines(self, errors: str = "strict"):
         from amqp_dissect.render.frames import SummaryLines
 
-        source = self.run.source  # times relative to the capture's first packet (tshark -t r)
-        return SummaryLines(source.first_ts or 0, resolve_time_text(self.tt, source)).line
+        lines = SummaryLines(0, None, errors)
+        self.begin(lines)
+        return lines
+
+    def begin(self, lines) -> None:
+        """Set the times of SummaryLines ``lines`` once reading started: relative to the capture's
+        first packet (tshark -t r), or as ``-t`` says."""
+        source = self.run.source
+        lines.t0 = source.first_ts or 0
+        lines.time_text = resolve_time_text(self.tt, source)
+
+    def write_utf8(self, binary: Utf8Output) -> None:
+        """Every event's line to ``binary`` as UTF-8, each event handed to the lines by the
+        dissector's own loop (no -Y, not live); what was made before a failure is written too."""
+        from amqp_dissect.render.frames import SummaryLines
+
+        lines = SummaryLines(0, None, binary.errors)
+        lines.begin = self.begin
+        chunk = lines.chunk
+        try:
+            for _ in self.run.drive_chunks(lines.add_line, _RECORDS):
+                if len(chunk) >= 3 * _CHUNK:
+                    _flush_utf8(binary.buffer, chunk)
+        finally:
+            _flush_utf8(binary.buffer, chunk)
 
 
 class _JsonLines:
@@ -389,8 +462,13 @@ class _WithHex:
 
 
 def _print_summary(run: CaptureRun, out, tt=None, flt=None) -> None:
-    """The summary lines (of the events ``flt`` matches)."""
-    _write_frames(run, out, _SummaryLines(run, tt), flt)
+    """The summary lines (of the events ``flt`` matches), as UTF-8 bytes where the output takes them."""
+    lines = _SummaryLines(run, tt)
+    binary = utf8_output(out)
+    if binary is not None and flt is None and run.live is None:
+        lines.write_utf8(binary)
+    else:
+        _write_frames(run, out, lines, flt, binary)
 
 
 def _print_jsonl(run: CaptureRun, out, flt=None) -> None:

@@ -7,7 +7,7 @@ import cython
 cdef dict _SUMMARY_FIELDS, _KIND_LAYER, _LEAF_TYPES, _DESC_TEXTS, _DEEP_LAYOUTS, _AMQP_TITLES, _TYPE_LINES
 cdef list _COMPOSITE_LAYOUTS
 cdef dict CHOICES
-cdef tuple _PADS
+cdef tuple _PADS, _INT_TEXTS
 cdef frozenset _PLAIN_INTS
 
 from amqp_dissect.amqp.framing cimport Frame, Delivery
@@ -18,17 +18,40 @@ cpdef str frame_summary(ev)
 
 cdef _summary_into(list out, Frame fr)
 
-@cython.locals(n=Py_ssize_t, i=Py_ssize_t, plain=bint, star=bint, name_eq=str, sep=str)
+cdef class _SummaryField:
+    cdef public Py_ssize_t index
+    cdef public str name_eq
+    cdef public object spec
+    cdef public bint plain, star
+
+@cython.locals(n=Py_ssize_t, i=Py_ssize_t, sep=str, fields=tuple, sf=_SummaryField)
 cdef _fields_into(list out, str pname, values)
 
 cdef class SummaryLines:
     cdef public object t0, time_text
+    cdef public str errors
+    cdef public list chunk
+    cdef public object begin
     cdef object _packet, _ts
     cdef str _head
     cdef dict _peers
+    cdef bytes _lead
+    cdef object _lead_head, _lead_peers
 
     @cython.locals(peers=str, out=list, fr=Frame)
     cpdef line(self, ev)
+
+    @cython.locals(peers=str, out=list, fr=Frame, text=str)
+    cpdef add_utf8(self, list chunk, ev)
+
+    cpdef add_line(self, ev)
+
+    @cython.locals(peers=str, key=tuple)
+    cdef str _head_peers(self, Frame fr)
+
+cdef _notes_into(list out, notes)
+
+cdef str _rel(ns)
 
 cdef class _CompositeLayout:
     cdef public object spec
@@ -50,7 +73,7 @@ cdef _scalar_into(list out, str pad, label, v, f, bint default, ctype, str mark)
 cdef str _leaf_text(v, t)
 
 @cython.locals(layout=_CompositeLayout, values=list, n=Py_ssize_t, i=Py_ssize_t, nf=Py_ssize_t, j=Py_ssize_t,
-               ctypes=tuple, head=str, d=str)
+               ctypes=tuple, head=str, d=str, heads=dict)
 cdef _composite_into(list out, Composite c, Py_ssize_t indent)
 
 @cython.locals(hit=_CompositeLayout, layout=_CompositeLayout, table=dict)

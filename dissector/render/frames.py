@@ -255,22 +255,37 @@ _KEY_FIELDS = {
 }
 
 
+class _SummaryField:
+    """One key field of a performative's summary: its ``index`` in the field list, ``"name="``,
+    its FieldSpec, ``plain`` (an integer value is shown as a number: the type has no choices) and
+    ``star`` (the field's type is "*")."""
+
+    __slots__ = ("index", "name_eq", "spec", "plain", "star")
+
+    def __init__(self, index: int, name_eq: str, spec: FieldSpec, plain: bool, star: bool):
+        self.index = index
+        self.name_eq = name_eq
+        self.spec = spec
+        self.plain = plain
+        self.star = star
+
+
 def _summary_fields():
-    """performative -> ((index, "name=", FieldSpec, plain, star), ...) of its key fields; plain: an
-    integer value is shown as a number (the type has no choices), star: the field's type is "*"."""
+    """performative -> (:class:`_SummaryField`, ...) of its key fields."""
     out = {}
     for perf, names in _KEY_FIELDS.items():
         spec = COMPOSITES[perf]
         fields = []
         for n in names:
             f = spec.fields[spec.index[n]]
-            fields.append((spec.index[n], n + "=", f, CHOICES.get(f.type) is None, f.type == "*"))
+            fields.append(_SummaryField(spec.index[n], n + "=", f, CHOICES.get(f.type) is None, f.type == "*"))
         out[perf] = tuple(fields)
     return out
 
 
 _SUMMARY_FIELDS = _summary_fields()
 _PLAIN_INTS = frozenset({UByte, UShort, UInt, ULong, Byte, Short, Int, Long})
+_INT_TEXTS = tuple(str(i) for i in range(256))  # the text of the small integers (handles, formats, ...)
 
 
 def frame_summary(ev) -> str:
@@ -334,19 +349,23 @@ def _fields_into(out: list, pname: str, values) -> None:
     out.append("(")
     sep = ""
     n = len(values)
-    for i, name_eq, f, plain, star in _SUMMARY_FIELDS.get(pname, ()):
+    fields = _SUMMARY_FIELDS.get(pname)
+    if fields is None:
+        fields = ()
+    for sf in fields:
+        i = sf.index
         if i >= n:
             continue
         v = values[i]
         if v is None or v is ABSENT:
             continue
         out.append(sep)
-        out.append(name_eq)
+        out.append(sf.name_eq)
         sep = ", "
         t = type(v)
-        if plain:  # a type without choices: the common values inline, as short_value shows them
-            if t is int:
-                out.append(str(v))  # the common case: counts, ids, windows, handles
+        if sf.plain:  # a type without choices: the common values inline, as short_value shows them
+            if t is int:  # the common case: counts, ids, windows, handles
+                out.append(_INT_TEXTS[v] if 0 <= v < 256 else str(v))
                 continue
             if t in _PLAIN_INTS:
                 out.append(str(int(v)))
@@ -357,10 +376,10 @@ def _fields_into(out: list, pname: str, values) -> None:
             if t is bytes:
                 out.append("0x" + (v.hex() if len(v) <= 30 else v[:30].hex() + "…"))
                 continue
-        if star and t is str:
+        if sf.star and t is str:
             out.append(v + "()")  # a scanned delivery state: an empty list of that composite
         else:
-            out.append(short_value(f, v))
+            out.append(short_value(sf.spec, v))
     out.append(")")
 
 
@@ -374,17 +393,26 @@ class SummaryLines:
     packet, the peers and channel column of a direction) so a line costs little more than
     its performative's fields."""
 
-    __slots__ = ("t0", "time_text", "_packet", "_ts", "_head", "_peers")
+    __slots__ = ("t0", "time_text", "errors", "chunk", "begin", "_packet", "_ts", "_head", "_peers", "_lead",
+                 "_lead_head", "_lead_peers")
 
-    def __init__(self, t0: int, time_text=None):
+    def __init__(self, t0: int, time_text=None, errors: str = "strict"):
         self.t0 = t0
         # time_text(ts, packet) -> the time column's text (tshark's -t formats, at the capture's
         # resolution); None: seconds since t0, to the microsecond
         self.time_text = time_text
+        self.errors = errors  # the error handler of the UTF-8 that add_utf8 writes (the output's)
+        self.chunk = []  # what add_line appends
+        # None, or begin(self), called once before the first add_line: sets t0 and time_text when
+        # they are known only once reading started
+        self.begin = None
         self._packet = None
         self._ts = None
         self._head = ""
         self._peers = {}
+        self._lead = b""  # add_utf8: the UTF-8 of the last head and peers, and the two texts
+        self._lead_head = None
+        self._lead_peers = None
 
     def line(self, ev) -> str | None:
         """The ``frames`` line of an event (None for events that have none): packet, time since
@@ -392,6 +420,49 @@ class SummaryLines:
         if type(ev) is not Frame or ev.packet is None or ev.ts is None:
             return summary_line(ev, self.t0, self.time_text)
         fr = ev
+        peers = self._head_peers(fr)
+        out = [self._head, peers]
+        _summary_into(out, fr)
+        _notes_into(out, fr.notes)
+        return "".join(out).rstrip()
+
+    def add_utf8(self, chunk: list, ev) -> None:
+        """Append ``line(ev)`` and a newline to ``chunk`` as UTF-8 (nothing for an event without a
+        line), in pieces: the head and peers (their bytes made once for the frames of one packet
+        and direction), the rest of the line, the newline.  The rest is mostly ASCII: built as
+        text apart from the peers' arrow, it is copied, not widened, and its UTF-8 is a copy."""
+        if type(ev) is not Frame or ev.packet is None or ev.ts is None:
+            text = summary_line(ev, self.t0, self.time_text)
+            if text is not None:
+                chunk.append(text.encode("utf-8", self.errors))
+                chunk.append(b"\n")
+            return
+        fr = ev
+        peers = self._head_peers(fr)
+        if peers is not self._lead_peers or self._head is not self._lead_head:
+            self._lead_head = self._head
+            self._lead_peers = peers
+            self._lead = (self._head + peers).encode("utf-8", self.errors)
+        out = []
+        _summary_into(out, fr)
+        _notes_into(out, fr.notes)
+        chunk.append(self._lead)
+        # (the rest always has a character other than white space: its rstrip is the line's)
+        chunk.append("".join(out).rstrip().encode("utf-8", self.errors))
+        chunk.append(b"\n")
+
+    def add_line(self, ev) -> None:
+        """``add_utf8(self.chunk, ev)``: the sink of a loop that hands the events over one by one
+        (the dissector's pump, which runs in C when compiled)."""
+        begin = self.begin
+        if begin is not None:
+            self.begin = None
+            begin(self)
+        self.add_utf8(self.chunk, ev)
+
+    def _head_peers(self, fr) -> str:
+        """The peers column of frame ``fr`` (packet and time known), with :attr:`_head` made its
+        packet and time column."""
         packet = fr.packet
         ts = fr.ts
         if packet != self._packet or ts != self._ts:
@@ -410,18 +481,23 @@ class SummaryLines:
             if len(self._peers) >= 65536:  # many connections and channels: start over
                 self._peers.clear()
             self._peers[key] = peers
-        out = [self._head, peers]
-        _summary_into(out, fr)
-        notes = fr.notes
-        if notes:
-            out.append("  ")
-            out.append(" ".join([f"[{n.severity}: {n.message}]" for n in notes if n.severity != "chat"]))
-        return "".join(out).rstrip()
+        return peers
+
+
+def _notes_into(out: list, notes) -> None:
+    """Append the notes worth showing of a frame's line (not the chat) to ``out``."""
+    if notes:
+        out.append("  ")
+        out.append(" ".join([f"[{n.severity}: {n.message}]" for n in notes if n.severity != "chat"]))
 
 
 def _rel(ns: int) -> str:
     """Seconds since the first packet (nanoseconds in), six decimals, right-aligned in 11 columns;
-    exact: the digits of the integer, not of a float."""
+    exact: the digits of the integer, not of a float (``"%11s" % delta(ns, 6)``)."""
+    if ns >= 0:  # (the common case, without a call: the whole seconds right-aligned in the 4 columns
+        # before the point, the microseconds truncated)
+        us = ns // 1000
+        return "%4d.%06d" % (us // 1_000_000, us % 1_000_000)
     return "%11s" % delta(ns, 6)
 
 
@@ -631,7 +707,9 @@ def _leaf_text(v, t) -> str:
         return "0x" + (v.hex() if len(v) <= 60 else v[:60].hex() + "…")
     if t is str or t is Symbol:  # (a Symbol's repr is its string's)
         return repr(v) if len(v) <= 120 else repr(str(v)[:120] + "…")
-    return str(v)  # (the integer types: int's own digits, none has a str of its own)
+    if 0 <= v < 256:  # (the integer types: int's own digits, none has a str of its own)
+        return _INT_TEXTS[v]
+    return str(v)
 
 
 def _composite_into(out: list, c, indent) -> None:
@@ -647,7 +725,8 @@ def _composite_into(out: list, c, indent) -> None:
             if v is not None:
                 if ctypes[i] is None:
                     t = type(v)
-                    head = layout.heads[i].get(t)
+                    heads = layout.heads[i]
+                    head = heads.get(t)
                     if head is not None:  # a leaf: its line's start is ready
                         out.append(head + _leaf_text(v, t))
                         continue
