@@ -25,9 +25,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # the one list of compiled modules (dotted import names); see dissector/_hot.py
 _HOT = runpy.run_path(os.path.join(HERE, "dissector", "_hot.py"))
 HOT_MODULES = _HOT["HOT_MODULES"]
-# gcc's optimisation level per module: Python's own (-O3) for the modules where a command spends its
-# compiled instructions, COLD_LEVEL for the others (see dissector/_hot.py: measured, not guessed)
+# gcc's optimisation level per module: HOT_LEVEL for the modules where a command spends its compiled
+# instructions, COLD_LEVEL for the others (see dissector/_hot.py: measured, not guessed)
 FULLY_OPTIMIZED = frozenset(_HOT["FULLY_OPTIMIZED"])
+HOT_LEVEL = _HOT["HOT_LEVEL"]
 COLD_LEVEL = _HOT["COLD_LEVEL"]
 
 
@@ -215,9 +216,10 @@ _COMPILE_ARGS = [] if sys.platform == "win32" else ["-g0"]
 
 
 def _level(module: str) -> list:
-    if sys.platform == "win32" or module in FULLY_OPTIMIZED:
+    if sys.platform == "win32":
         return []
-    return [COLD_LEVEL]  # after Python's own -O3 in the command line: the last -O wins
+    # after Python's own -O3 in the command line: the last -O wins
+    return [HOT_LEVEL if module in FULLY_OPTIMIZED else COLD_LEVEL]
 
 
 setup(

@@ -28,9 +28,16 @@ results.analytics and render.frames (1.5% and 5.7% of report's and frames' instr
 their compiled code).
 
 The level: FULLY_OPTIMIZED are the modules where a command runs at least 1% of its instructions
-in their compiled code; they keep Python's -O3.  At -O1 a module's own code runs 7 to 21% more
-instructions (framing 21%, tcp 7%), which is at most a tenth of a percent of a command for each of
-the others, and halves their compile.
+in their compiled code; they are built at HOT_LEVEL, -O2.  At -O1 a module's own code runs 7 to 21%
+more instructions (framing 21%, tcp 7%), which is at most a tenth of a percent of a command for each
+of the others, and halves their compile.  -O2 instead of Python's own -O3 for the 16: 11 to 19% less
+gcc CPU per module, paired on a busy machine (framing 17.7 -> 14.3 s, dissect 18.1 -> 15.0 s,
+netparse 25.3 -> 22.4 s), the 16 together about 180 s at -O2; and `report` on the acked benchmark
+capture's first 15,000 packets ran 1,257.4 M instructions against 1,256.9 M at -O3 (+0.04%, cachegrind),
+the same output.  Not adopted: COLD_LEVEL -O0 (the 19 in 32 s of gcc instead of 68 s, but `report`
+ran 1,615.9 M instructions, +29%: their code is cold only next to the 16's), and gcc flags that
+do not change the code (-pipe, -w, -fno-semantic-interposition, -fno-plt: within the noise, 3.4 to
+4.0 s for amqp/values.c at -O1 either way).
 """
 
 HOT_MODULES = (
@@ -71,7 +78,7 @@ HOT_MODULES = (
     "amqp_dissect.results.diagnoses",
 )
 
-# Modules compiled at Python's own gcc level (-O3); the others at COLD_LEVEL.  See above.
+# Modules compiled at HOT_LEVEL; the others at COLD_LEVEL.  See above.
 FULLY_OPTIMIZED = (
     "amqp_dissect.capture.netparse",
     "amqp_dissect.capture.tcp",
@@ -90,4 +97,5 @@ FULLY_OPTIMIZED = (
     "amqp_dissect.model.tracker",
     "amqp_dissect.model.connection",
 )
+HOT_LEVEL = "-O2"
 COLD_LEVEL = "-O1"

@@ -219,8 +219,8 @@ def _setup_namespace(monkeypatch):
 
 
 def test_each_compiled_module_gets_its_measured_gcc_level(monkeypatch):
-    """The hot list's FULLY_OPTIMIZED modules keep Python's own level (no -O of ours, so its -O3);
-    every other one gets COLD_LEVEL, last on gcc's line (the last -O wins)."""
+    """The hot list's FULLY_OPTIMIZED modules get HOT_LEVEL, every other one COLD_LEVEL, last on
+    gcc's line (the last -O wins: Python's own CFLAGS come first and say -O3)."""
     import runpy
 
     hot = runpy.run_path(os.path.join(ROOT, "dissector", "_hot.py"))
@@ -232,7 +232,7 @@ def test_each_compiled_module_gets_its_measured_gcc_level(monkeypatch):
     if sys.platform == "win32":
         return
     for name, args in levels.items():
-        assert args == ([] if name in hot["FULLY_OPTIMIZED"] else [hot["COLD_LEVEL"]]), name
+        assert args == [hot["HOT_LEVEL"] if name in hot["FULLY_OPTIMIZED"] else hot["COLD_LEVEL"]], name
 
 
 def test_a_module_taken_off_the_hot_list_loses_its_old_build(tmp_path, monkeypatch):
