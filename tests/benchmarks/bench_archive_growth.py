@@ -1,0 +1,130 @@
+"""Benchmark of an archive directory that grows (issue 43; a script, not a test).
+
+A capture is cut into ``--rotate`` files (``editcap -c``: connections run on across the cuts),
+then ``amqp-dissect archive --master local[2]`` runs, each a process of its own, timed as a whole
+(wall seconds, the JVM's start included):
+
+* ``fresh``: every file into an empty directory;
+* ``first half``: the first half of the files into a second directory;
+* ``increment``: the whole set into that directory (the second half decoded, from the first
+  half's checkpoint);
+* ``killed``: into a third directory grown by its first half, the whole set run and killed
+  (SIGKILL, the job's test hook) at ``--kill-at``; then ``resumed``: the same run again.
+
+Prints the times (medians of ``--repeat`` rounds), the checkpoint's bytes after each run, and
+checks that the three directories hold the same rows (pyarrow datasets, rows as sets).
+
+    python tests/benchmarks/bench_archive_growth.py --archive /tmp/amqp-bench/c2-m75000.pcap --rotate 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+KILL_AT = "AMQP_DISSECT_ARCHIVE_KILL_AT"
+
+
+def cut(capture: str, parts: int, into: str) -> list:
+    """``capture`` cut into ``parts`` files of about as many packets each (editcap -c), in time order."""
+    out = subprocess.run(["capinfos", "-c", "-M", capture], capture_output=True, text=True, check=True).stdout
+    packets = int(out.strip().splitlines()[-1].split()[-1])
+    os.makedirs(into, exist_ok=True)
+    subprocess.run(["editcap", "-c", str(-(-packets // parts)), capture, os.path.join(into, "part.pcap")],
+                   check=True, capture_output=True)
+    return sorted(glob.glob(os.path.join(into, "part_*.pcap")))
+
+
+def archive(files: list, out: str, env: dict | None = None) -> tuple[float, int]:
+    """One ``archive`` command: (wall seconds, its exit status)."""
+    t = time.perf_counter()
+    got = subprocess.run([sys.executable, "-m", "amqp_dissect.cli", "archive", "--master", "local[2]", *files,
+                          "--out", out], capture_output=True, text=True, cwd=ROOT, env={**os.environ, **(env or {})})
+    took = time.perf_counter() - t
+    if got.returncode not in (0, -9):
+        sys.exit(f"archive failed ({got.returncode}): {got.stderr[-2000:]}")
+    return took, got.returncode
+
+
+def checkpoint_bytes(out: str) -> int:
+    """The checkpoint's bytes of the published run of ``out`` (its manifest's figure)."""
+    with open(os.path.join(out, "_archive", "current", "manifest.json")) as f:
+        runs = json.load(f)["runs"]
+    return int(runs[-1].get("checkpoint_bytes") or 0)
+
+
+def same_rows(a: str, b: str) -> bool:
+    import pyarrow.dataset as ds
+
+    from amqp_dissect.results.schema import TABLES
+
+    for t in TABLES:
+        ta, tb = (ds.dataset(os.path.join(d, t), partitioning="hive").to_table().to_pandas().astype(str)
+                  for d in (a, b))
+        if sorted(map(tuple, ta.values.tolist())) != sorted(map(tuple, tb.values.tolist())):
+            return False
+    return True
+
+
+def one_round(files: list, work: str, kill_at: str) -> dict:
+    half = files[:len(files) // 2]
+    dirs = {k: os.path.join(work, k) for k in ("fresh", "grown", "killed")}
+    for d in dirs.values():
+        shutil.rmtree(d, ignore_errors=True)
+    got = {}
+    got["fresh"], _ = archive(files, dirs["fresh"])
+    got["first half"], _ = archive(half, dirs["grown"])
+    got["checkpoint after the first half"] = checkpoint_bytes(dirs["grown"])
+    got["increment"], _ = archive(files, dirs["grown"])
+    got["checkpoint after the whole set"] = checkpoint_bytes(dirs["grown"])
+    archive(half, dirs["killed"])
+    got["killed"], status = archive(files, dirs["killed"], {KILL_AT: kill_at})
+    if status != -9:
+        sys.exit(f"the run was not killed at {kill_at!r}")
+    got["resumed"], _ = archive(files, dirs["killed"])
+    got["same rows"] = same_rows(dirs["fresh"], dirs["grown"]) and same_rows(dirs["fresh"], dirs["killed"])
+    return got
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--archive", required=True, help="the capture to cut")
+    ap.add_argument("--rotate", type=int, default=8, help="files to cut it into (default 8)")
+    ap.add_argument("--repeat", type=int, default=1, help="rounds; medians reported")
+    ap.add_argument("--kill-at", default="partitioned",
+                    help="the step the killed run is killed after (analysed, staged, partitioned, summaries, "
+                         "versioned, published; default partitioned)")
+    ap.add_argument("--work", default=None, help="scratch directory (default: a temporary one, removed)")
+    a = ap.parse_args()
+    work = a.work or tempfile.mkdtemp(prefix="archive-growth-")
+    try:
+        files = cut(a.archive, a.rotate, os.path.join(work, "set"))
+        rounds = [one_round(files, work, a.kill_at) for _ in range(a.repeat)]
+    finally:
+        if a.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+    print(f"{a.archive}: {len(files)} files; medians of {a.repeat} round(s), wall seconds of whole commands")
+    for key in rounds[0]:
+        vals = [r[key] for r in rounds]
+        if isinstance(vals[0], bool):
+            print(f"  {key}: {all(vals)}")
+        elif key.startswith("checkpoint"):
+            print(f"  {key}: {int(statistics.median(vals))} bytes")
+        else:
+            print(f"  {key}: {statistics.median(vals):.2f} s")
+    med = {k: statistics.median([r[k] for r in rounds]) for k in ("fresh", "increment", "resumed")}
+    print(f"  increment / fresh: {med['increment'] / med['fresh']:.2f}x; resumed / fresh: "
+          f"{med['resumed'] / med['fresh']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
