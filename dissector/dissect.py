@@ -394,7 +394,7 @@ class Dissector:
             fins.add(ev.direction)
             if len(fins) < 2:
                 return
-        if type(c) is str or type(c) is int:  # (no byte, or headers alone, came: what it would say, from a fresh decoder)
+        if type(c) is str or type(c) is int:  # (no byte or headers alone came: what it would say, from a fresh decoder)
             c = self._materialize(conn, c)
         out.extend(c.finish(ev.ts, ev.packet))
         self.connections.pop(conn, None)  # (a TLS stream found not AMQP at its finish is gone already)
