@@ -37,7 +37,7 @@ ClientHello random is in the key log.
 
 from __future__ import annotations
 
-from .amqp.framing import DEFAULT_MAX_FRAME_BYTES, AmqpConnection, StreamNote
+from .amqp.framing import DEFAULT_MAX_FRAME_BYTES, AmqpConnection, StreamNote, headers_only, with_headers
 from .errors import NOTE, WARN, DissectError, ExpertNote, UnsupportedLinkType
 from .clock import ClockWatch
 from .events import SNAP_CUT, NotCaptured, PacketNote, StreamClosed, StreamData, StreamGap, StreamOpened
@@ -59,6 +59,9 @@ _ROLE_PROBE_EVENTS = 16
 # ``Dissector.connections`` value of a connection on an AMQP port that carried no byte yet: a str, the
 # client endpoint text of its StreamOpened (``type(c) is str`` tests it).  The decoder made at its first
 # byte (_materialize) takes that text: the analysis holds the same object, not a second copy (issue 40).
+# A connection whose bytes so far are its protocol headers alone keeps no decoder either: its value is then an
+# int, what the headers said (framing.headers_only: 2 bits per direction, a small int, no object of its own);
+# the decoder is made again from it (framing.with_headers) at the next byte, gap or end (issue 40).
 
 
 def _endpoints(conn: str) -> tuple:
@@ -247,7 +250,7 @@ class Dissector:
         for probe_id in list(self._probes):
             self._decide(probe_id, out, final=True)
         for conn, c in list(self.connections.items()):
-            if type(c) is str:
+            if type(c) is str or type(c) is int:
                 c = self._materialize(conn, c)
             out.extend(c.finish(self.last_ts, None))
         self.connections.clear()
@@ -341,8 +344,9 @@ class Dissector:
         """Bytes of a connection whose decoder ``c`` is not a plain AmqpConnection: a pending one
         (made now), a layered or sniffing one, none yet (its probe holds them), or renamed."""
         if c is not None:
-            if type(c) is str:  # the first byte of a connection opened on an AMQP port
-                c = self._materialize(ev.conn, c)
+            if type(c) is str or type(c) is int:  # the first byte of a connection opened on an AMQP port, or
+                self._pending_data(ev, c, out)    # the first after its protocol headers
+                return
             out.extend(c.feed(ev.direction, ev.data, ev.ts, ev.packet))
         elif ev.conn in self._probes:
             self._probe_data(ev, out)
@@ -354,7 +358,7 @@ class Dissector:
         the missing files of a capture set when it is there); a probed connection is decided now."""
         c = self.connections.get(ev.conn)
         if c is not None:
-            if type(c) is str:
+            if type(c) is str or type(c) is int:
                 c = self._materialize(ev.conn, c)
             if ev.cause is SNAP_CUT:  # (bytes the snap length cut off: not lost)
                 ev.cause = self._snap_cut if self._snap_cut is not None else ev.cause
@@ -390,7 +394,7 @@ class Dissector:
             fins.add(ev.direction)
             if len(fins) < 2:
                 return
-        if type(c) is str:  # (no byte came: what it would say, from a fresh decoder)
+        if type(c) is str or type(c) is int:  # (no byte or headers alone came: what it would say, from a fresh decoder)
             c = self._materialize(conn, c)
         out.extend(c.finish(ev.ts, ev.packet))
         self.connections.pop(conn, None)  # (a TLS stream found not AMQP at its finish is gone already)
@@ -425,8 +429,27 @@ class Dissector:
         else:
             self._probes[ev.conn] = _Probe(ev)
 
-    def _materialize(self, conn: str, client: str):
-        """The decoder of a connection opened on an AMQP port (its ``client`` text until its first byte)."""
+    def _pending_data(self, ev: StreamData, pending, out: list) -> None:
+        """Bytes of a connection without a decoder (``pending``: its client text, or the int of its headers):
+        one made and fed; given up again when all it then holds is protocol headers (a connection that sends
+        its header and nothing more, as many do, keeps an int: issue 40)."""
+        conn = ev.conn
+        c = self._materialize(conn, pending)
+        out.extend(c.feed(ev.direction, ev.data, ev.ts, ev.packet))
+        code = headers_only(self.connections.get(conn))
+        if code:
+            self.connections[conn] = code
+
+    def _materialize(self, conn: str, client):
+        """The decoder of a connection opened on an AMQP port (its ``client`` text until its first byte; the
+        int of its protocol headers while they are all it sent: see _pending_data)."""
+        if type(client) is int:  # (the bare decoder it was: its first bytes settled WebSocket and TLS already)
+            text, server = _endpoints(conn)
+            c = AmqpConnection(conn, text, server, max_frame_bytes=self.max_frame_bytes, messages=self.messages)
+            if self.payloads:
+                c.keep_payloads = True
+            self.connections[conn] = with_headers(c, client)
+            return c
         server = _endpoints(conn)[1]
         ev = StreamOpened(conn, client, server, None, None, False)
         c = self._decoder(ev)
@@ -601,7 +624,7 @@ class Dissector:
             if notes:
                 _notes_before(notes, e.packet, out)
             c = self.connections[conn]
-            if type(c) is str:
+            if type(c) is str or type(c) is int:
                 c = self._materialize(conn, c)
             out.extend(c.feed(e.direction, e.data, e.ts, e.packet))
         out.extend(notes)

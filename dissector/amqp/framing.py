@@ -1097,6 +1097,59 @@ class AmqpConnection:
                 )
 
 
+# -- a connection of protocol headers alone, in its smallest form (issue 40: memory per idle connection) ------
+# Per direction, 2 bits: 0 no byte, HEADER_AMQP / HEADER_SASL its AMQP 1.0.0 protocol header and nothing else.
+HEADER_AMQP = 1
+HEADER_SASL = 2
+
+
+def _header_code(d: _Direction) -> int:
+    """HEADER_AMQP / HEADER_SASL when direction ``d`` is exactly what an AMQP 1.0.0 (or SASL) protocol
+    header alone leaves (nothing buffered, noted, skipped or lost), else 0."""
+    if (d.mode != _M_FRAMES or d.buf is not _NO_BYTES or d.opaque_bytes != 8 or d.first_packet is not None
+            or d.partials is not None or d.skipped != 0 or d.skip_start_packet is not None or d.lost
+            or d.cut_skip != 0 or d.cut_resync or d.peer_max != -1):
+        return 0
+    if d.protocol == PROTO_AMQP:
+        return HEADER_AMQP
+    return HEADER_SASL if d.protocol == PROTO_SASL else 0
+
+
+def headers_only(c) -> int:
+    """The state of decoder ``c`` as a small int when all it holds is the protocol headers its directions
+    sent (2 bits per direction, see HEADER_AMQP): :func:`with_headers` on a fresh decoder makes the same
+    state again.  0 when ``c`` holds anything more (a frame, a note, a partial byte, a TLS or other protocol)."""
+    if type(c) is not AmqpConnection:
+        return 0
+    if (c.frames or c.other is not None or c.tls or c.announced_max_frame is not None or c.budget is not None
+            or c.scan_res is not None):
+        return 0
+    code = 0
+    if c.dir0 is not None:
+        code = _header_code(c.dir0)
+        if not code:
+            return 0
+    if c.dir1 is not None:
+        h = _header_code(c.dir1)
+        if not h:
+            return 0
+        code |= h << 2
+    return code
+
+
+def with_headers(c: AmqpConnection, code: int) -> AmqpConnection:
+    """Fresh decoder ``c`` given the state :func:`headers_only` said in ``code`` (each direction that sent a
+    header: past it, waiting for its first frame)."""
+    for i in (0, 1):
+        h = (code >> (2 * i)) & 3
+        if h:
+            d = c.direction_state(i)
+            d.mode = _M_FRAMES
+            d.protocol = PROTO_AMQP if h == HEADER_AMQP else PROTO_SASL
+            d.opaque_bytes = 8
+    return c
+
+
 def _budget_text(budget, cap) -> str:
     """Why a decode stopped for want of element budget (an expert note's text)."""
     return (f"it holds more than the {cap} elements left of this connection's decoding budget "

@@ -5,6 +5,7 @@ import cython
 
 # sequence-space constants and a direction's sentinels (see the .py): C integers here
 cdef long long MASK, HALF, NOT_STARTED, CLOSED_DIR, NO_SYN
+cdef int NO_ACK
 
 cdef class _Dir:
     # C integers: a direction costs no int objects (issue 40: memory per idle connection)
@@ -13,19 +14,17 @@ cdef class _Dir:
     cdef public dict cuts
 
 cdef class _Hold
-cdef class _UnseenAcked
 
 cdef class _Conn:
     cdef public object id
-    cdef public tuple key
+    cdef public str key
     cdef public _Dir d0, d1
     cdef public object state, last_ts, fins
     cdef public int cd, missing
     cdef public _Hold held
-    cdef public _UnseenAcked acked
-
-cdef class _UnseenAcked:
-    cdef public long long first, mark, moves
+    # the one-direction ACK watch (issue 40: C integers of the connection, no object of their own)
+    cdef public long long ack_first, ack_mark
+    cdef public int ack_moves
 
 cdef class _Hold:
     cdef public list queue, hole, fin
@@ -39,19 +38,19 @@ cdef class TcpReassembler:
     cdef public object _table, _closed
     cdef public object _next_sweep, _last_ts, _last_packet
 
-    @cython.locals(conn=_Conn, D=_Dir, O=_Dir, key=tuple, n=Py_ssize_t, d=int, flip=int, sport=long, dport=long,
+    @cython.locals(conn=_Conn, D=_Dir, O=_Dir, key=str, n=Py_ssize_t, d=int, flip=int, sport=long, dport=long,
                    sseq="long long", ack="long long")
     cpdef list feed(self, seg, ts, packet, wire_len=*)
     # feed's parts (issue 42: its complexity), C calls
     @cython.locals(conn=_Conn, D=_Dir)
-    cdef inline void _untracked(self, seg, tuple key, int flip, ts, packet, wire_len, list out)
+    cdef inline void _untracked(self, seg, str key, int flip, ts, packet, wire_len, list out)
     @cython.locals(D=_Dir)
-    cdef inline void _ignored_segment(self, _Conn conn, seg, tuple key, int flip, int d, ts, packet, wire_len,
+    cdef inline void _ignored_segment(self, _Conn conn, seg, str key, int flip, int d, ts, packet, wire_len,
                                       list out)
     cdef inline bint _held_segment(self, _Conn conn, int d, seg, ts, packet, wire_len, list out)
     @cython.locals(onxt="long long")
     cdef inline bint _ack_taken(self, _Conn conn, int d, _Dir O, seg, long long ack, ts, packet, wire_len, list out)
-    cdef inline void _slow_segment(self, _Conn conn, int d, _Dir D, seg, tuple key, int flip, ts, packet, wire_len,
+    cdef inline void _slow_segment(self, _Conn conn, int d, _Dir D, seg, str key, int flip, ts, packet, wire_len,
                                    list out)
     @cython.locals(dist="long long")
     cdef inline bint _peer_acked(self, _Conn conn, int d, _Dir O, seg, long long moved, ts, packet, wire_len,

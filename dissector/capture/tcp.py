@@ -150,25 +150,18 @@ class _Dir:
         self.cuts: dict | None = None
 
 
-class _UnseenAcked:
-    """The ACK numbers of a connection's one direction with packets while the other has none: the
-    first and the latest, and how often it moved on (see ONE_WAY_ACKS)."""
-
-    __slots__ = ("first", "mark", "moves")
-
-    def __init__(self, ack: int) -> None:
-        self.first = ack
-        self.mark = ack
-        self.moves = 0
+# a connection's ack_moves while it has seen no ACK number (see _Conn)
+NO_ACK = -1
 
 
 class _Conn:
     """One connection: a few words.  A SYN-only (half-open) connection is this object, its key and
     one direction; the other direction is made at its first segment."""
 
-    __slots__ = ("id", "key", "cd", "d0", "d1", "state", "last_ts", "fins", "held", "acked", "missing")
+    __slots__ = ("id", "key", "cd", "d0", "d1", "state", "last_ts", "fins", "held", "ack_first", "ack_mark",
+                 "ack_moves", "missing")
 
-    def __init__(self, cid: str, key: tuple, cd: int, ts: int) -> None:
+    def __init__(self, cid: str, key: str, cd: int, ts: int) -> None:
         self.id = cid
         self.key = key  # its key in the tables (see TcpReassembler.feed): one for both directions
         self.cd = cd  # the direction (0: client to server) of the key's first endpoint
@@ -178,9 +171,12 @@ class _Conn:
         self.last_ts = ts
         self.fins = 0  # bit per direction that sent a FIN (used while ignored)
         self.held: _Hold | None = None  # the reorder window, while one is open
-        # while only one direction has packets: the ACK numbers it sent (an _UnseenAcked; None: no ACK
-        # yet, as for a SYN-only connection, which so costs no more)
-        self.acked: _UnseenAcked | None = None
+        # while only one direction has packets: the ACK numbers it sent, the first and the latest, and how
+        # often it moved on (see ONE_WAY_ACKS; NO_ACK: none yet, as for a SYN-only connection).  C integers
+        # of the connection in the compiled build (issue 40: no object of their own)
+        self.ack_first = 0
+        self.ack_mark = 0
+        self.ack_moves = NO_ACK
         self.missing = -1  # the direction declared not captured (see ONE_DIRECTION), or -1
 
 
@@ -304,18 +300,24 @@ def _get_dir(conn: _Conn, d: int) -> _Dir:
     return D
 
 
+def _first_ack(conn: _Conn, ack: int) -> None:
+    """The first ACK number a connection of one direction with packets sent (see _unseen_acked)."""
+    conn.ack_first = ack
+    conn.ack_mark = ack
+    conn.ack_moves = 0
+
+
 def _unseen_acked(conn: _Conn, d: int, ack: int, ts: int, packet: int, out: list) -> None:
     """A segment of direction ``d`` with an ACK while the other direction has no packet in the
     capture: ONE_WAY_ACKS moves of the ACK number declare that direction missing."""
-    w = conn.acked
-    if w is None:
-        conn.acked = _UnseenAcked(ack)
+    if conn.ack_moves == NO_ACK:
+        _first_ack(conn, ack)
         return
-    if ((ack - w.mark + HALF) & MASK) - HALF <= 0:
+    if ((ack - conn.ack_mark + HALF) & MASK) - HALF <= 0:
         return
-    w.mark = ack
-    w.moves += 1
-    if w.moves >= ONE_WAY_ACKS:
+    conn.ack_mark = ack
+    conn.ack_moves += 1
+    if conn.ack_moves >= ONE_WAY_ACKS:
         _one_way(conn, 1 - d, ts, packet, out)
 
 
@@ -324,10 +326,9 @@ def _one_way(conn: _Conn, m: int, ts: int, packet: int, out: list) -> None:
     saying why."""
     conn.missing = m
     who, other = ("client", "server") if m == 0 else ("server", "client")
-    w = conn.acked
-    if w is not None and w.moves:
-        acked = ((w.mark - w.first + HALF) & MASK) - HALF
-        why = (f"the {other}'s ACKs acknowledge {acked:,} bytes of the {who} ({w.moves} times moved on) "
+    if conn.ack_moves > 0:
+        acked = ((conn.ack_mark - conn.ack_first + HALF) & MASK) - HALF
+        why = (f"the {other}'s ACKs acknowledge {acked:,} bytes of the {who} ({conn.ack_moves} times moved on) "
                f"and none of its packets was captured")
     else:
         why = f"no packet of the {who} in the capture, only the {other}'s"
@@ -464,8 +465,8 @@ class TcpReassembler:
         self.sweep_interval = min(sweep, self.idle_timeout, self.close_grace) if close_grace > 0 else sweep
         # connection key (_key) -> connection: open and ignored ones, least recently active first (a
         # packet moves its connection to the end), and closed ones kept for late packets, in order of closing
-        self._table: OrderedDict[tuple, _Conn] = OrderedDict()
-        self._closed: OrderedDict[tuple, _Conn] = OrderedDict()
+        self._table: OrderedDict[str, _Conn] = OrderedDict()
+        self._closed: OrderedDict[str, _Conn] = OrderedDict()
         self._ids: dict[str, int] = {}  # base id -> number of connections that used it
         self._by_id: dict[str, _Conn] = {}  # open (and ignored) connections by id, in order of opening
         self._endpoints: dict[tuple, str] = {}  # (ip, port) -> endpoint text of recent servers (shared)
@@ -547,12 +548,13 @@ class TcpReassembler:
         # unpacked once: indexing a NamedTuple from compiled code goes through a Python-level __getitem__
         src, dst, sport, dport, sseq, ack, flags, payload, _v = seg
         # the connection key, the same for both directions: the endpoint with the lower port (or
-        # address, when the ports are equal) first, both ports in one int; flip: the sender is second
+        # address, when the ports are equal) first, both ports in one int, in one text (issue 40: no tuple
+        # holding an address text of its own per connection); flip: the sender is second
         if sport < dport or (sport == dport and src <= dst):
-            key = (src, dst, (sport << 16) | dport)
+            key = f"{src} {dst} {(sport << 16) | dport}"
             flip = 0
         else:
-            key = (dst, src, (dport << 16) | sport)
+            key = f"{dst} {src} {(dport << 16) | sport}"
             flip = 1
         conn = self._table.get(key)
         if conn is None:
@@ -591,7 +593,7 @@ class TcpReassembler:
         self._slow_segment(conn, d, D, seg, key, flip, ts, packet, wire_len, out)
         return out
 
-    def _untracked(self, seg: Segment, key: tuple, flip: int, ts: int, packet: int, wire_len: int | None,
+    def _untracked(self, seg: Segment, key: str, flip: int, ts: int, packet: int, wire_len: int | None,
                    out: list) -> None:
         """A segment of a 4-tuple not open: a new connection, unless it is a late packet of one closed
         within the grace period (dropped; a new SYN opens a new connection)."""
@@ -605,7 +607,7 @@ class TcpReassembler:
             self._unlink(conn)
         self._new_conn(seg, key, flip, ts, packet, wire_len, out)
 
-    def _ignored_segment(self, conn: _Conn, seg: Segment, key: tuple, flip: int, d: int, ts: int, packet: int,
+    def _ignored_segment(self, conn: _Conn, seg: Segment, key: str, flip: int, d: int, ts: int, packet: int,
                          wire_len: int | None, out: list) -> None:
         """A segment of an ignored connection: no events, but its end (FINs, RST) or reuse (a new SYN)."""
         flags = seg[6]
@@ -645,7 +647,7 @@ class TcpReassembler:
         onxt = O.nxt
         return onxt >= 0 and onxt != ack and self._peer_acked(conn, d, O, seg, ack - onxt, ts, packet, wire_len, out)
 
-    def _slow_segment(self, conn: _Conn, d: int, D: _Dir, seg: Segment, key: tuple, flip: int, ts: int, packet: int,
+    def _slow_segment(self, conn: _Conn, d: int, D: _Dir, seg: Segment, key: str, flip: int, ts: int, packet: int,
                       wire_len: int | None, out: list) -> None:
         """A segment of an open connection off the fast path: a new SYN (the 4-tuple reused), a FIN
         captured before bytes it follows (see _fin_early), or any other (_segment)."""
@@ -736,7 +738,7 @@ class TcpReassembler:
             e = self._endpoints[k] = endpoint(ip, port)
         return e
 
-    def _new_conn(self, seg: Segment, key: tuple, flip: int, ts: int, packet: int, wire_len: int | None,
+    def _new_conn(self, seg: Segment, key: str, flip: int, ts: int, packet: int, wire_len: int | None,
                   out: list) -> None:
         src, dst, sport, dport = seg[0], seg[1], seg[2], seg[3]
         flags = seg[6]
@@ -764,13 +766,13 @@ class TcpReassembler:
         cid = base if n == 1 else f"{base}#{n}"
         conn = _Conn(cid, key, d ^ flip, ts)
         if flags & ACK:
-            conn.acked = _UnseenAcked(seg[5])
+            _first_ack(conn, seg[5])
         self._table[key] = conn
         self._by_id[cid] = conn
         out.append(StreamOpened(cid, client, server, ts, packet, syn))
         self._segment(conn, d, _get_dir(conn, d), seg, ts, packet, wire_len, out)
 
-    def _reused(self, conn: _Conn, seg: Segment, key: tuple, flip: int, ts: int, packet: int,
+    def _reused(self, conn: _Conn, seg: Segment, key: str, flip: int, ts: int, packet: int,
                 wire_len: int | None, out: list) -> None:
         """A new SYN on a connection believed open: the 4-tuple was reused."""
         if conn.state == _OPEN:
@@ -1115,7 +1117,7 @@ class TcpReassembler:
     def _flush_all(self, conn: _Conn, ts: int, packet: int, out: list) -> None:
         """Give up every hole of both directions: gaps + buffered data.  (Called when the
         connection ends: a direction without any packet by then is declared missing.)"""
-        if conn.missing < 0 and (conn.d0 is None) != (conn.d1 is None) and conn.acked is not None:
+        if conn.missing < 0 and (conn.d0 is None) != (conn.d1 is None) and conn.ack_moves != NO_ACK:
             # (an ACK number says the unseen side sent something: a SYN alone, never answered, is no such case)
             _one_way(conn, 0 if conn.d0 is None else 1, ts, packet, out)
         if conn.held is not None:
