@@ -338,15 +338,23 @@ def _first_time(path: str) -> int:
     return next(iter(CaptureSource([path]).records())).ts
 
 
+@pytest.fixture(scope="module")
+def fresh_plain(spark, rotated, tmp_path_factory) -> str:
+    """One run over the whole set into an empty directory, without --messages."""
+    out = str(tmp_path_factory.mktemp("fresh_plain") / "archive")
+    run_archive_dir(spark, rotated, out, partitions=3)
+    return out
+
+
 @pytest.mark.parametrize("steps", [3, 8])
 def test_a_set_grown_in_three_and_eight_runs_goes_on_from_each_checkpoint_and_equals_one_run(spark, rotated,
-                                                                                           tmp_path, steps):
+                                                                                           fresh_plain, tmp_path,
+                                                                                           steps):
     """Without --messages (no digest in progress at a cut): every run after the first continues
     from the checkpoint of the one before, decoding its new files only, and the archive equals
     one fresh run over the whole set."""
     job = dict(partitions=3)
-    fresh = str(tmp_path / "fresh")
-    run_archive_dir(spark, rotated, fresh, **job)
+    fresh = fresh_plain
     files = sorted(_copy_set(rotated, tmp_path / "set"), key=_first_time)  # (the set grows in time)
     out = str(tmp_path / "archive")
     cuts = [len(files) * (i + 1) // steps for i in range(steps)]
@@ -439,3 +447,28 @@ def test_a_standalone_cluster_grows_the_archive_run_by_run_as_one_run(cluster, r
     assert re.search(r"run 1: .*; [1-9]\d* flow\(s\) carried over", first), first
     assert "run 2: continued from the checkpoint over 3 new file(s)" in second, second
     _assert_same_archive(out, fresh)
+
+
+@pytest.mark.parametrize("step", ["stage1", "stage2", "tables", "partition"])
+def test_an_executor_lost_half_way_through_a_step_is_run_again_and_the_archive_equals_one_run(rotated, fresh_plain,
+                                                                                            tmp_path, step):
+    """A Python worker killed (SIGKILL) after the first result of a task, in the continued run of a
+    growing archive: Spark runs the task again (``local[2,2]``: two attempts) and the archive holds
+    each row once, as one run."""
+    from amqp_dissect.pipelines.spark.stages import LOSE_TASK_AT
+
+    files = sorted(_copy_set(rotated, tmp_path / "set"), key=_first_time)
+    out = str(tmp_path / "archive")
+
+    def run(paths, env=None):
+        got = subprocess.run([sys.executable, "-m", "amqp_dissect.cli", "archive", "--master", "local[2,2]",
+                              "--partitions", "3", *paths, "--out", out], capture_output=True,
+                             text=True, timeout=600, cwd=ROOT, env={**os.environ, **(env or {})})
+        assert got.returncode == 0, got.stderr[-3000:]
+        return got
+    run(files[:5])
+    mark = tmp_path / "lost"
+    second = run(files, {LOSE_TASK_AT: step, LOSE_TASK_AT + "_MARK": str(mark)})
+    assert mark.exists()  # (a worker was lost)
+    assert "run 2: continued from the checkpoint" in second.stdout, second.stdout
+    _assert_same_archive(out, fresh_plain)
