@@ -103,10 +103,10 @@ def row_chunks(done, table: str) -> tuple[list, list]:
     dirs = [_direct_dir(p) for p in done.layer_paths]
     if None in dirs:
         raise ValueError("row_chunks: the run's work directory is not local")
-    from .tables import _chunk_files
+    from .tables import chunk_files
 
     final, prov = [], []
-    for li, path in _chunk_files(dirs, table):
+    for li, path in chunk_files(dirs, table):
         t = pq.read_table(path, columns=["n", "provisional"], use_threads=False)
         for i, (n, p) in enumerate(zip(t.column("n").to_pylist(), t.column("provisional").to_pylist())):
             (prov if p else final).append(RowChunk(li, path, i, n, bool(p)))

@@ -98,7 +98,7 @@ def meta_rows(layers):
 # --------------------------------------------------------------------------- tables from local files
 
 
-def _chunk_files(layer_dirs: list, table: str):
+def chunk_files(layer_dirs: list, table: str):
     """(layer, path) of the stage-2 files holding chunks of ``table``, layer by layer, in name order."""
     for li, d in enumerate(layer_dirs):
         td = os.path.join(d, f"table={table}")
@@ -119,7 +119,7 @@ def _local_table_bounds(layer_dirs: list, counts: dict, nparts: int) -> dict:
     for t, p in parts.items():
         if p > 1:
             chunks = []
-            for _, path in _chunk_files(layer_dirs, t):
+            for _, path in chunk_files(layer_dirs, t):
                 k = pq.read_table(path, columns=["k1", "flow", "k2", "n"], use_threads=False)
                 chunks += [((a, b, c), n) for a, b, c, n in zip(*(k.column(i).to_pylist() for i in range(4)))]
             out[t] = range_bounds(chunks, p)
@@ -138,7 +138,7 @@ def _range_chunks(layer_dirs: list, table: str, bounds: list, r: int, provisiona
     import pyarrow.parquet as pq
 
     names = ["k1", "flow", "k2", "hk1", "hflow", "hk2"]
-    for li, path in _chunk_files(layer_dirs, table):
+    for li, path in chunk_files(layer_dirs, table):
         pf = pq.ParquetFile(path)
         k = pf.read(columns=names + (["provisional"] if provisional is not None else []), use_threads=False)
         want = [i for i, (a, b, c, d, e, f) in enumerate(zip(*(k.column(j).to_pylist() for j in range(6))))
