@@ -246,11 +246,11 @@ class DeliveryTable:
         hits = []
         st = self.store
         for i in range(n):
-            x = self.get((first + i) & SERIAL_MASK)
+            x = self.get((first + i) & _M32)
             if x is not None:
                 hits.append(x)
             elif st is not None:  # compacted?  An object again
-                j = st.find(serial_diff((first + i) & SERIAL_MASK, self.first_id))
+                j = st.find(serial_diff((first + i) & _M32, self.first_id))
                 if j >= 0:
                     hits.append(self._expand(j))
                     st = self.store

@@ -14,6 +14,8 @@ cdef class Analyzer(StateTracker):
     cdef public object _slow_min, _slow_cut_order
     cdef public bint _slow_min_c
     cdef public long long _slow_min_ns
+    cdef public object _slow_cut_link
+    cdef public Py_ssize_t _slow_cut_seq
     cdef public dict _stats_cache
     cdef public FoldWatch watch
     cdef public object clock

@@ -432,3 +432,35 @@ def test_slowest_settlements_match_the_deliveries_table(monkeypatch, batch):
         assert got == expected, path
         checked += len(got)
     assert checked > 30
+
+
+@pytest.mark.parametrize("batch", [2, 1024])
+def test_slowest_settlements_tied_latencies_folded_out_of_order(monkeypatch, batch):
+    """Equal latencies rank in table order whatever order the deliveries are folded in: on two
+    links, deliveries settled last-sent-first, most with one latency, leave the slowest first and
+    then the first in table order (a tie on the cut's link must not hide an earlier delivery)."""
+    from amqp_dissect.model.delivery import DeliveryRecord
+    from amqp_dissect.model.entities import ConnectionBase, Link
+    from amqp_dissect.results import analytics
+
+    monkeypatch.setattr(analytics, "_SLOW_BATCH", batch)
+    a = Analyzer()
+    conn = ConnectionBase("conn", "10.0.0.1:40000", "10.0.0.2:5672", True)
+    links = [Link(conn, None, i, f"link-{i}", True) for i in range(2)]
+    deliveries = []
+    for seq in range(60):
+        t0 = 1_000_000_000_000 + 1_000 * seq  # integer nanoseconds, as captures give them
+        d = DeliveryRecord(links[seq % 2], None, 0, seq, b"%d" % seq, t0, seq + 1)
+        d.seq = seq
+        lat = 9_000 if seq in (41, 50) else 5_000  # two slower ones, the rest tie
+        d.settle("receiver", t0 + lat, 100 + seq)
+        d.outcome = "accepted"
+        deliveries.append(d)
+    for d in reversed(deliveries):  # folded last first
+        a._notable(d)
+    got = [(x[1].link.index, x[1].seq) for x in analytics._slowest_ranked(a._slowest, a._order)]
+    # the oracle: every delivery sorted by latency (slowest first), then table order (link, seq)
+    ranked = sorted(deliveries, key=lambda d: (-(d.settled[0] - d.first_ts), d.link.index, d.seq))
+    expected = [(d.link.index, d.seq) for d in ranked[: analytics.NOTABLE]]
+    assert expected[:3] == [(0, 50), (1, 41), (0, 0)]
+    assert got == expected
