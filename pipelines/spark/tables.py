@@ -330,7 +330,8 @@ def write_dated_tables(spark, flat: str, version: str, run: int, tables: list, p
     if items:
         from .stages import metered
 
-        folders = [os.path.join(flat, "connections")] + ([os.path.join(previous, "connections")] if previous else [])
+        # (the days of every connection: this run's final and provisional rows, the kept ones)
+        folders = [os.path.join(d, "connections") for d in (flat, provisional, previous) if d]
         days = spark.sparkContext.broadcast(connection_days(folders))
         rdd = spark.sparkContext.parallelize(items, min(len(items), 4 * spark.sparkContext.defaultParallelism))
         for t, n in rdd.mapPartitions(metered(meter, "partition", _dated_task(version, run, days))).collect():
