@@ -53,7 +53,9 @@ def _editcap(*args) -> None:
 def rotated(tmp_path_factory) -> list:
     """Eight rotated files of two real captures (proton clients): 5 cut from a shifted
     multi-frame capture across midnight, 3 from the outcomes capture, in name order."""
-    if shutil.which("editcap") is None:
+    if shutil.which("editcap") is None:  # (CI installs Wireshark's tools: tests/install-deps.sh)
+        if os.environ.get("CI"):
+            pytest.fail("CI is set but editcap is missing; tests/install-deps.sh installs it", pytrace=False)
         pytest.skip("editcap (wireshark's tools) is needed to rotate the captures")
     d = tmp_path_factory.mktemp("rotated")
     _editcap("-t", SHIFT_SECONDS, os.path.join(SAMPLES, "multiframe_credit_one.pcap"), str(d / "shifted.pcap"))

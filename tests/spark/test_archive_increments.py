@@ -137,7 +137,6 @@ def assert_steps_equal_one_run(spark, tmp_path, src):
 def proton_flood(tmp_path_factory):
     """A long-running many-delivery proton capture (2 connections, 1500 messages each: about 2,000
     packets), made as the benchmark makes its captures."""
-    pytest.importorskip("proton")
     bench = _module(os.path.join(ROOT, "tests", "benchmarks", "benchmark.py"), "_bench_for_increments")
     path = str(tmp_path_factory.mktemp("flood") / "proton_flood.pcap")
     bench.build_capture(path, 2, 1500, shape="acked")
