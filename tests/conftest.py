@@ -24,7 +24,7 @@ import pytest  # noqa: E402
 # (a JVM, then Spark jobs) and the benchmark script's smoke run (some 50 child processes).  The
 # workers are handed whole groups, the biggest first (below): these go first, so that they do not
 # come last and leave the other core idle while they end.
-LONG_GROUPS = ("spark", "tests/benchmarks/test_benchmark_script.py")
+LONG_GROUPS = ("spark", "tests/cli/test_archive_growth.py", "tests/benchmarks/test_benchmark_script.py")
 
 
 def group_of(nodeid: str) -> str:

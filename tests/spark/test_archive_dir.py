@@ -24,6 +24,8 @@ import pandas as pd
 import pyarrow.dataset as ds
 import pytest
 
+from archive_sets import (SAMPLES, as_set, assert_same_archive, copy_set, dataset, first_time,  # noqa: E402
+                          rotated_set)
 from sparkneeds import cells, require_spark  # noqa: E402
 
 require_spark()  # (a failure on CI without pyspark or java; elsewhere a skip with the reason)
@@ -37,44 +39,12 @@ from amqp_dissect.pipelines.spark.summaries import SUMMARIES  # noqa: E402
 from amqp_dissect.results.schema import TABLES, names  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SAMPLES = os.path.join(ROOT, "samples")
-# multiframe_credit_one.pcap starts 2026-11-23 03:23:36.356 and lasts 0.38 s, its six deliveries
-# first sent from 36.395 to 36.427: shifted by this, UTC midnight falls at 36.400, between its
-# third and its fourth delivery (the connection, session and links open on the 23rd)
-SHIFT_SECONDS = "74183.6"
 JOB = dict(partitions=3, messages=True)  # (every run reads the messages: the deliveries' message_id)
-
-
-def _editcap(*args) -> None:
-    subprocess.run(["editcap", *args], check=True, capture_output=True)
 
 
 @pytest.fixture(scope="module")
 def rotated(tmp_path_factory) -> list:
-    """Eight rotated files of two real captures (proton clients): 5 cut from a shifted
-    multi-frame capture across midnight, 3 from the outcomes capture, in name order."""
-    if shutil.which("editcap") is None:  # (CI installs Wireshark's tools: tests/install-deps.sh)
-        if os.environ.get("CI"):
-            pytest.fail("CI is set but editcap is missing; tests/install-deps.sh installs it", pytrace=False)
-        pytest.skip("editcap (wireshark's tools) is needed to rotate the captures")
-    d = tmp_path_factory.mktemp("rotated")
-    _editcap("-t", SHIFT_SECONDS, os.path.join(SAMPLES, "multiframe_credit_one.pcap"), str(d / "shifted.pcap"))
-    os.makedirs(d / "set")
-    _editcap("-c", "30", str(d / "shifted.pcap"), str(d / "set" / "mf.pcap"))
-    _editcap("-c", "20", os.path.join(SAMPLES, "outcomes.pcap"), str(d / "set" / "oc.pcap"))
-    files = sorted(glob.glob(str(d / "set" / "*.pcap")))
-    assert len(files) == 8
-    return files
-
-
-def _copy_set(files: list, folder) -> list:
-    """The files copied to ``folder`` (their own paths: the manifest names them)."""
-    os.makedirs(folder, exist_ok=True)
-    out = []
-    for f in files:
-        shutil.copy2(f, folder)
-        out.append(os.path.join(str(folder), os.path.basename(f)))
-    return out
+    return rotated_set(tmp_path_factory.mktemp("rotated"))
 
 
 @pytest.fixture(scope="module")
@@ -84,25 +54,6 @@ def fresh(spark, rotated, tmp_path_factory) -> str:
     res = run_archive_dir(spark, rotated, out, **JOB)
     assert res["run"] == 1 and res["plan"].full
     return out
-
-
-def _dataset(out: str, name: str) -> pd.DataFrame:
-    import pyarrow.dataset as ds
-
-    return ds.dataset(os.path.join(out, name), partitioning="hive").to_table().to_pandas()
-
-
-def _as_set(df: pd.DataFrame) -> pd.DataFrame:
-    """The rows of ``df`` in an order of their own (an archive's row order is by day, then run)."""
-    text = df.astype(str)
-    return df.loc[text.sort_values(list(text.columns), kind="stable").index].reset_index(drop=True)
-
-
-def _assert_same_archive(a: str, b: str) -> None:
-    """Archives ``a`` and ``b`` hold the same rows (and days) in every table and summary."""
-    for name in TABLES + SUMMARIES:
-        if os.path.exists(os.path.join(b, name)) or os.path.exists(os.path.join(a, name)):
-            pd.testing.assert_frame_equal(_as_set(_dataset(a, name)), _as_set(_dataset(b, name)), obj=name)
 
 
 def _snapshot(out: str) -> dict:
@@ -167,7 +118,7 @@ def test_tables_are_partitioned_by_the_day_of_their_rows_and_read_whole_by_spark
         local_frame = lp.assign(_day=days).sort_values("_day", kind="stable").drop(columns="_day")
         local_frame = local_frame.reset_index(drop=True)
         pdf = pd.read_parquet(table_dir)
-        arrow = _dataset(fresh, t)
+        arrow = dataset(fresh, t)
         sdf = spark.read.parquet("file://" + table_dir)
         assert list(pdf.columns) == list(arrow.columns) == list(sdf.columns) == names(t) + ["date"] * bool(len(lp)), t
         assert len(pdf) == len(arrow) == sdf.count() == len(local_frame), t
@@ -210,7 +161,7 @@ def test_tables_are_partitioned_by_the_day_of_their_rows_and_read_whole_by_spark
 def grown(spark, rotated, tmp_path_factory):
     """An archive grown in two runs (4 files, then all 8), over its own copies of the files."""
     base = tmp_path_factory.mktemp("grown")
-    files = _copy_set(rotated, base / "set")
+    files = copy_set(rotated, base / "set")
     out = str(base / "archive")
     first = run_archive_dir(spark, files[:4], out, **JOB)
     second = run_archive_dir(spark, files, out, **JOB)
@@ -226,7 +177,7 @@ def test_a_set_grown_in_two_runs_equals_one_run_and_a_run_with_nothing_new_chang
     # and says why (exact either way)
     assert first["carried"] == 1 and first["checkpoint_bytes"] > 0 and not second["resumed"]
     assert "a message was in progress at the end of the run" in second["plan"].why_full
-    _assert_same_archive(out, fresh)
+    assert_same_archive(out, fresh)
     manifest = ArchiveDir(out).manifest()
     assert [r["run"] for r in manifest["runs"]] == [1, 2]
     assert sorted(f["path"] for f in manifest["files"]) == sorted(files)
@@ -272,7 +223,7 @@ def test_a_changed_or_vanished_file_or_other_options_are_refused_and_dry_run_wri
     assert "--full" in capsys.readouterr().err
     assert _snapshot(out) == before
     # --dry-run: the plan, nothing written (a new file, and --full)
-    extra = _copy_set([os.path.join(SAMPLES, "drain.pcap")], os.path.dirname(files[0]))
+    extra = copy_set([os.path.join(SAMPLES, "drain.pcap")], os.path.dirname(files[0]))
     try:
         assert m.main(["archive", *files, *extra, "--out", out, "--messages", "--dry-run"]) == m.EXIT_OK
         o = capsys.readouterr().out
@@ -291,16 +242,16 @@ def test_a_changed_or_vanished_file_or_other_options_are_refused_and_dry_run_wri
 @pytest.mark.parametrize("step", ["analysed", "staged", "partitioned", "summaries", "versioned", "published"])
 def test_a_run_killed_at_a_step_leaves_the_last_run_and_running_again_equals_one_run(spark, rotated, fresh,
                                                                                    tmp_path, step):
-    files = _copy_set(rotated, tmp_path / "set")
+    files = copy_set(rotated, tmp_path / "set")
     out = str(tmp_path / "archive")
     run_archive_dir(spark, files[:4], out, **JOB)
     committed = _snapshot(out)
-    tables = {t: _as_set(_dataset(out, t)) for t in TABLES + SUMMARIES}
+    tables = {t: as_set(dataset(out, t)) for t in TABLES + SUMMARIES}
     got = _cli(*files, "--out", out, env={KILL_AT: step})
     assert got.returncode == -9, got.stderr[-2000:]
     assert os.path.isdir(os.path.join(out, "_archive", "staging"))  # (the killed run's files, aside)
     if step == "published":  # killed after the commit: DIR is the new run's
-        _assert_same_archive(out, fresh)
+        assert_same_archive(out, fresh)
     else:  # DIR as the last committed run left it, file for file
         now = _snapshot(out)
         assert {k: v for k, v in now.items() if k.startswith(os.path.join("_archive", "current"))
@@ -308,10 +259,10 @@ def test_a_run_killed_at_a_step_leaves_the_last_run_and_running_again_equals_one
                {k: v for k, v in committed.items() if k.startswith(os.path.join("_archive", "current"))
                 or not k.startswith("_archive")}
         for t, df in tables.items():
-            pd.testing.assert_frame_equal(_as_set(_dataset(out, t)), df, obj=t)
+            pd.testing.assert_frame_equal(as_set(dataset(out, t)), df, obj=t)
     again = run_archive_dir(spark, files, out, **JOB)
     assert (again["run"] is None) == (step == "published")
-    _assert_same_archive(out, fresh)
+    assert_same_archive(out, fresh)
     assert not os.path.exists(os.path.join(out, "_archive", "staging"))
     assert len(os.listdir(os.path.join(out, "_archive", "versions"))) == 1
 
@@ -328,16 +279,9 @@ def test_full_equals_a_fresh_run_and_the_command_says_what_it_did(spark, grown, 
     assert "\nrows written by this run: connections 2, sessions 2, links 4, deliveries " in o
     assert "\ntime per stage: stage1 in " in o and ", partition in " in o and ", publish in " in o
     assert "\ntables: connections 2, " in o
-    _assert_same_archive(out, fresh)
+    assert_same_archive(out, fresh)
     assert os.listdir(os.path.join(out, "_archive", "versions")) == ["run-000003"]
     assert os.path.exists(os.path.join(out, "_archive", "versions", "run-000003", MANIFEST))
-
-
-def _first_time(path: str) -> int:
-    """The time of a capture file's first record (ns; editcap writes pcapng)."""
-    from amqp_dissect.pipelines.runs.local import CaptureSource
-
-    return next(iter(CaptureSource([path]).records())).ts
 
 
 @pytest.fixture(scope="module")
@@ -357,120 +301,13 @@ def test_a_set_grown_in_three_and_eight_runs_goes_on_from_each_checkpoint_and_eq
     one fresh run over the whole set."""
     job = dict(partitions=3)
     fresh = fresh_plain
-    files = sorted(_copy_set(rotated, tmp_path / "set"), key=_first_time)  # (the set grows in time)
+    files = sorted(copy_set(rotated, tmp_path / "set"), key=first_time)  # (the set grows in time)
     out = str(tmp_path / "archive")
     cuts = [len(files) * (i + 1) // steps for i in range(steps)]
     results = [run_archive_dir(spark, files[:n], out, **job) for n in cuts]
     assert [r["resumed"] for r in results] == [False] + [True] * (steps - 1), [r["plan"].why_full for r in results]
     assert any(r["carried"] for r in results[:-1])  # (connections ran on across the cuts)
     assert [len(r["plan"].new) for r in results] == [b - a for a, b in zip([0] + cuts, cuts)]
-    _assert_same_archive(out, fresh)
+    assert_same_archive(out, fresh)
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_for(check, seconds: float, what: str) -> None:
-    import time
-
-    end = time.time() + seconds
-    while time.time() < end:
-        if check():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"{what}: not within {seconds} s")
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    """A standalone Spark cluster of this machine: a master and one worker of two cores (pyspark's
-    own spark-class), stopped by pid at the end."""
-    import json
-    import urllib.request
-
-    import pyspark
-
-    home = os.path.dirname(pyspark.__file__)
-    logs = tmp_path_factory.mktemp("cluster")
-    port, ui, wui = _free_port(), _free_port(), _free_port()
-    env = {**os.environ, "SPARK_HOME": home, "PYSPARK_PYTHON": sys.executable, "SPARK_LOG_DIR": str(logs)}
-    spark_class = os.path.join(home, "bin", "spark-class")
-    procs = []
-    try:
-        with open(logs / "master.log", "wb") as log:
-            procs.append(subprocess.Popen([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                                           "--port", str(port), "--webui-port", str(ui)], stdout=log,
-                                          stderr=subprocess.STDOUT, env=env))
-
-        def master_up():
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=2) as r:
-                    return json.load(r)
-            except OSError:
-                return None
-        _wait_for(master_up, 90, "the standalone master")
-        with open(logs / "worker.log", "wb") as log:
-            procs.append(subprocess.Popen([spark_class, "org.apache.spark.deploy.worker.Worker",
-                                           f"spark://127.0.0.1:{port}", "--cores", "2", "--memory", "2g",
-                                           "--webui-port", str(wui), "--work-dir", str(logs / "work")],
-                                          stdout=log, stderr=subprocess.STDOUT, env=env))
-        _wait_for(lambda: (master_up() or {}).get("aliveworkers") == 1, 90, "the standalone worker")
-        yield f"spark://127.0.0.1:{port}"
-    finally:
-        for p in reversed(procs):
-            p.terminate()
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-
-
-def test_a_standalone_cluster_grows_the_archive_run_by_run_as_one_run(cluster, rotated, tmp_path):
-    """The command against a standalone master (executors in a worker of their own): the set grown
-    in two runs, the second continued from the first one's checkpoint, equals one run there."""
-    files = sorted(_copy_set(rotated, tmp_path / "set"), key=_first_time)
-    fresh, out = str(tmp_path / "fresh"), str(tmp_path / "archive")
-
-    def run(paths, where):
-        got = subprocess.run([sys.executable, "-m", "amqp_dissect.cli", "archive", "--master", cluster,
-                              "--partitions", "3", *paths, "--out", where], capture_output=True, text=True,
-                             timeout=600, cwd=ROOT, env={**os.environ, "PYSPARK_PYTHON": sys.executable})
-        assert got.returncode == 0, got.stderr[-3000:]
-        return got.stdout
-    run(files, fresh)
-    first = run(files[:5], out)
-    second = run(files, out)
-    assert re.search(r"run 1: .*; [1-9]\d* flow\(s\) carried over", first), first
-    assert "run 2: continued from the checkpoint over 3 new file(s)" in second, second
-    _assert_same_archive(out, fresh)
-
-
-@pytest.mark.parametrize("step", ["stage1", "stage2", "tables", "partition"])
-def test_an_executor_lost_half_way_through_a_step_is_run_again_and_the_archive_equals_one_run(rotated, fresh_plain,
-                                                                                            tmp_path, step):
-    """A Python worker killed (SIGKILL) after the first result of a task, in the continued run of a
-    growing archive: Spark runs the task again (``local[2,2]``: two attempts) and the archive holds
-    each row once, as one run."""
-    from amqp_dissect.pipelines.spark.stages import LOSE_TASK_AT
-
-    files = sorted(_copy_set(rotated, tmp_path / "set"), key=_first_time)
-    out = str(tmp_path / "archive")
-
-    def run(paths, env=None):
-        got = subprocess.run([sys.executable, "-m", "amqp_dissect.cli", "archive", "--master", "local[2,2]",
-                              "--partitions", "3", *paths, "--out", out], capture_output=True,
-                             text=True, timeout=600, cwd=ROOT, env={**os.environ, **(env or {})})
-        assert got.returncode == 0, got.stderr[-3000:]
-        return got
-    run(files[:5])
-    mark = tmp_path / "lost"
-    second = run(files, {LOSE_TASK_AT: step, LOSE_TASK_AT + "_MARK": str(mark)})
-    assert mark.exists()  # (a worker was lost)
-    assert "run 2: continued from the checkpoint" in second.stdout, second.stdout
-    _assert_same_archive(out, fresh_plain)
