@@ -420,8 +420,7 @@ class Analyzer(StateTracker):
         self._slow_cut_order = ()  # ... and its table order (equal latencies rank in table order)
         self._slow_min_c = False  # _slow_min is an integer within 62 bits, also held in _slow_min_ns
         self._slow_min_ns = 0
-        self._slow_cut_link = None  # the cut delivery's link and place, for a tie on that link (_below_cut)
-        self._slow_cut_seq = 0
+        self._slow_cut_link, self._slow_cut_seq = None, 0  # the cut's link and place: a tie on it (_below_cut)
         self._not_accepted: list = []  # max-heap (negated order key, delivery): the first NOT_ACCEPTED in order
         self.not_accepted_count = 0
         self._stats_cache: dict = {}  # link -> DeliveryStats with the live deliveries added (valid until fed)
@@ -510,11 +509,9 @@ class Analyzer(StateTracker):
         if fits and ((a >> 62) == 0 or (a >> 62) == -1) and ((b >> 62) == 0 or (b >> 62) == -1):
             lat_c = a - b  # (no overflow: both within +-2**62)
             cut_c = self._slow_min_ns
-            if lat_c != cut_c:
+            if lat_c != cut_c:  # (else a tie: on the cut's link, the usual one, its place decides)
                 return lat_c < cut_c
-            if d.link is self._slow_cut_link:  # (a tie on the cut's link, the usual one: its place decides)
-                return d.seq >= self._slow_cut_seq
-            return not _before(d, self._slow_cut_order)
+            return d.seq >= self._slow_cut_seq if d.link is self._slow_cut_link else not _before(d, self._slow_cut_order)
         return False
 
     def _rank_slowest(self) -> None:
@@ -522,9 +519,8 @@ class Analyzer(StateTracker):
         self._slowest = slowest = _slowest_ranked(self._slowest, self._order)
         if len(slowest) >= NOTABLE:  # what a later delivery must beat
             self._slow_min = cut = slowest[-1][0]
-            self._slow_cut_order = self._order(slowest[-1][1])
-            self._slow_cut_link = slowest[-1][1].link
-            self._slow_cut_seq = slowest[-1][1].seq
+            last = slowest[-1][1]
+            self._slow_cut_order, self._slow_cut_link, self._slow_cut_seq = self._order(last), last.link, last.seq
             self._slow_min_c = type(cut) is int and -(1 << 62) <= cut < (1 << 62)
             self._slow_min_ns = cut if self._slow_min_c else 0
 
