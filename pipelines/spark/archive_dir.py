@@ -58,9 +58,7 @@ def _analyse_run(spark, plan: Plan, archive: ArchiveDir, work: str, **analysis) 
             resume = None
     if resume is None:
         done = analyse(spark, plan.paths, work, **analysis)
-    carried = getattr(done, "carried", None) or ()
-    return RunAnalysis(done=done, resumed=resume is not None, carried=len(carried) if not isinstance(carried, int)
-                       else carried, checkpoint=getattr(done, "checkpoint", None))
+    return RunAnalysis(done=done, resumed=resume is not None, carried=len(done.carried), checkpoint=done.checkpoint)
 
 
 def _write_run_tables(spark, got: RunAnalysis, flat: str, provisional: str) -> str | None:
@@ -84,11 +82,8 @@ def _write_run_tables(spark, got: RunAnalysis, flat: str, provisional: str) -> s
 
 def _load_checkpoint(plan: Plan, archive: ArchiveDir):
     """The committed run's checkpoint, or None with ``plan`` made a full run saying why."""
-    try:
-        from amqp_dissect.pipelines.archive.checkpoint import CannotContinue, Checkpoint
-    except ImportError:
-        plan.full, plan.why_full = True, "this build keeps no checkpoint of the open flows: every file analysed again"
-        return None
+    from amqp_dissect.pipelines.archive.checkpoint import CannotContinue, Checkpoint
+
     where = (plan.manifest or {}).get("checkpoint")
     if not where:
         plan.full, plan.why_full = True, NO_CHECKPOINT
