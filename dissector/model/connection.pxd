@@ -10,6 +10,8 @@ cdef dict _CONN_LEVEL
 cdef class ConnectionRules:
     cdef public Recorder ledger
     cdef public dict connections, others, other_info
+    cdef public object _level_name
+    cdef public Py_ssize_t _level
 
     @cython.locals(level=Py_ssize_t, sil=Silence)
     cpdef bint frame(self, Connection c, Py_ssize_t d, Frame f, p, name, bint heartbeat)

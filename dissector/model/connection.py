@@ -45,6 +45,10 @@ class ConnectionRules:
         self.connections = connections  # (the tracker's: connection id -> ConnectionBase / ConnectionHeaders / Connection)
         self.others = others  # (the tracker's: connections of another protocol)
         self.other_info = other_info  # (the tracker's: connection id -> what is known of that protocol)
+        # the performative name of the last frame and its _CONN_LEVEL: looked up once a run of frames of
+        # one name, not once a frame
+        self._level_name = None
+        self._level = 0
 
     def amqp(self, b) -> Connection:
         """The connection's first frame: it becomes a Connection, with the AMQP state of its frames."""
@@ -89,7 +93,10 @@ class ConnectionRules:
             return False
         c.frames[d] += 1
         self.idle_check(c, d, f)
-        level = _CONN_LEVEL.get(name, 0)  # (one look-up, not two string compares per frame)
+        if name is not self._level_name:  # (one look-up a run of one name, not two string compares per frame)
+            self._level = _CONN_LEVEL.get(name, 0)
+            self._level_name = name
+        level = self._level
         ref = c.last_frame[d]
         if ref is not None:  # the longest silence of d (no frame of any kind): the diagnoses' idle time-out
             sil = c.silence[d]

@@ -116,16 +116,16 @@ class Link:
     def untag(self, tag, did) -> None:
         """Delivery ``did`` with delivery-tag ``tag`` is settled (or aborted): its tag is free again."""
         tags = self.tags
-        held = tags.get(tag)
+        held = tags.pop(tag, None)  # (one look-up for the usual tag, held by this delivery alone)
         if held is None:
             return
         if type(held) is list:
             if did in held:
                 held.remove(did)
-                if not held:
-                    del tags[tag]
-        elif held == did:
-            del tags[tag]
+            if held:
+                tags[tag] = held  # (the dict's order is not read: membership only)
+        elif held != did:
+            tags[tag] = held
 
 
 class Session:

@@ -29,5 +29,5 @@ cdef class DeliveryStats:
     cdef public Latencies latency, outcome_latency
 
     cpdef _end_run(self)
-    @cython.locals(st=tuple, lat=double)
+    @cython.locals(st=tuple, lat=double, size="long long")
     cpdef add(self, DeliveryRecord d)

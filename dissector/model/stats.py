@@ -210,7 +210,8 @@ class DeliveryStats:
 
     def add(self, d: "DeliveryRecord") -> None:
         self.deliveries += 1
-        self.bytes += d.size
+        size = d.size  # (a C integer when compiled: the sum made on C integers, no int object)
+        self.bytes += size
         o = d.outcome
         if o is None:
             self.no_outcome += 1

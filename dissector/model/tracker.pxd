@@ -13,6 +13,9 @@ from amqp_dissect.model.stall_rules cimport StallRules
 from amqp_dissect.model.transactions cimport TransactionRules
 from amqp_dissect.model.transfers cimport TransferRules
 
+# what a performative name is to _dispatch (StateTracker._kind_code): C constants
+cdef Py_ssize_t _K_NONE, _K_TRANSFER, _K_DISPOSITION, _K_FLOW, _K_OTHER
+
 cdef class StateTracker(Hooks):
     cdef public dict connections
     cdef public dict others, other_info
@@ -28,6 +31,9 @@ cdef class StateTracker(Hooks):
     cdef public list violations, frame_errors, internal_errors, stalls, transactions
     cdef public dict _repeats
     cdef public object _settling
+    cdef public object _kind_name
+    cdef public bint _kind_fields
+    cdef public Py_ssize_t _kind_code
 
     cpdef feed(self, event)
 
@@ -40,5 +46,7 @@ cdef class StateTracker(Hooks):
     @cython.locals(c=Connection, c0=ConnectionBase)
     cdef Connection _frame_conn(self, Frame f)
 
-    @cython.locals(handlers=dict)
+    cdef _name_kind(self, name)
+
+    @cython.locals(code=Py_ssize_t)
     cdef _dispatch(self, Connection c, Py_ssize_t d, Frame f, p, name)

@@ -67,6 +67,11 @@ class StateTracker(Hooks):
         self.stalls = self.stall_rules.stalls
         self.transactions = self.transaction_rules.transactions
         self._settling = self.settlement_rules.settling
+        # the performative name of the last frame and what it is (see _name_kind): frames of one name
+        # come in runs, so the three look-ups by name are made once a run, not once a frame
+        self._kind_name = None
+        self._kind_fields = False
+        self._kind_code = _K_NONE
 
     @property
     def fold_lag(self):
@@ -187,10 +192,22 @@ class StateTracker(Hooks):
             self.ledger.release(c, d)
         name = f.pname  # None: a heartbeat, or a body that is not a known performative
         heartbeat = name is None and f.type != FRAME_SASL and f.size == f.doff * 4
+        if name is not self._kind_name:
+            self._name_kind(name)
         # the hot performatives are read from f.fields; the others from the decoded Composite
-        p = None if name in _FIELD_HANDLERS else f.performative
+        p = None if self._kind_fields else f.performative
         if self.connection_rules.frame(c, d, f, p, name, heartbeat):
             self._dispatch(c, d, f, p, name)
+
+    def _name_kind(self, name) -> None:
+        """What the performative ``name`` is, remembered until a frame of another name: read from
+        f.fields or not, and its room (one of the hot three, another, none)."""
+        handler = _HANDLERS.get(name)
+        self._kind_name = name
+        self._kind_fields = name in _FIELD_HANDLERS
+        self._kind_code = (_K_NONE if handler is None else _K_TRANSFER if handler is _H_TRANSFER
+                           else _K_DISPOSITION if handler is _H_DISPOSITION else _K_FLOW if handler is _H_FLOW
+                           else _K_OTHER)
 
     def _frame_conn(self, f):
         """The connection of frame ``f``, its times updated (a Connection from its first AMQP byte)."""
@@ -213,19 +230,18 @@ class StateTracker(Hooks):
 
     def _dispatch(self, c, d, f, p, name):
         """A frame of a session (not the connection's own): the room of its performative."""
-        handlers = _HANDLERS  # (a typed dict when compiled: a C look-up)
-        handler = handlers.get(name)
-        if handler is None:
-            return
+        if name is not self._kind_name:  # (_frame has looked it up: only a direct call comes here)
+            self._name_kind(name)
+        code = self._kind_code
         # the hot three called directly (a typed call when compiled), unless a test replaced them
-        if handler is _H_TRANSFER:
+        if code == _K_TRANSFER:
             self.transfer_rules.transfer(c, d, f, p)
-        elif handler is _H_DISPOSITION:
+        elif code == _K_DISPOSITION:
             self.settlement_rules.disposition(c, d, f, p)
-        elif handler is _H_FLOW:
+        elif code == _K_FLOW:
             self.link_rules.flow(c, d, f, p)
-        else:
-            handler(self, c, d, f, p)
+        elif code == _K_OTHER:
+            _HANDLERS[name](self, c, d, f, p)
 
 
 def _begin(t, c, d, f, p):
@@ -271,3 +287,9 @@ _HANDLERS = {
 _H_TRANSFER = _HANDLERS["transfer"]
 _H_DISPOSITION = _HANDLERS["disposition"]
 _H_FLOW = _HANDLERS["flow"]
+# what a performative name is to _dispatch (StateTracker._kind_code)
+_K_NONE = 0
+_K_TRANSFER = 1
+_K_DISPOSITION = 2
+_K_FLOW = 3
+_K_OTHER = 4

@@ -17,6 +17,8 @@ from amqp_dissect.model.state cimport T_ABORTED, T_DELIVERY_ID, T_DELIVERY_TAG, 
 from amqp_dissect.amqp.values cimport read_binary as _bin, read_delivery_state as _delivery_state_value, read_uint as _uint
 from amqp_dissect.model.serial cimport serial_diff
 
+cdef Py_ssize_t _TAGS_MAX
+
 # a transfer's serial fields, and whether it continues the unfinished delivery: C calls
 cdef object _serial_number(object x)
 cdef bint _continues(DeliveryRecord dlv, object did) except -1
@@ -46,7 +48,7 @@ cdef class TransferRules:
     @cython.locals(mark="long long", cmark="long long", lost=bint, cut=bint, n="long long", last=object, seen=object)
     cdef count_lost_whole(self, Connection c, Session s, Py_ssize_t d, Link link, did)
 
-    @cython.locals(tags=dict, earlier=list)
+    @cython.locals(tags=dict, earlier=list, n=Py_ssize_t)
     cdef tag_check(self, Connection c, Py_ssize_t d, Frame f, Link link, h, tag, did)
 
     @cython.locals(reps=dict, rec=list, ids=list, loss=LossRecord)

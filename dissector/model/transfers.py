@@ -34,6 +34,8 @@ if not cython.compiled:  # (compiled: C functions and constants, cimported in th
                         T_STATE)
 
 
+_TAGS_MAX = TAGS_MAX  # (a C integer when compiled)
+
 #: said in a link's unknown list once its unsettled deliveries' tags are past TAGS_MAX
 _TAGS_PAST = f"delivery-tag uniqueness past {TAGS_MAX:,} unsettled deliveries"
 
@@ -229,13 +231,16 @@ class TransferRules:
         tags = link.tags
         if tags is None:
             tags = link.tags = {}
-        held = tags.get(tag)
-        if held is None:
-            if len(tags) < TAGS_MAX:
-                tags[tag] = did
-            else:
+        n = len(tags)
+        if n < _TAGS_MAX:  # (one look-up for a new tag, the usual one: added unless held)
+            held = tags.setdefault(tag, did)
+            if len(tags) > n:
+                return
+        else:
+            held = tags.get(tag)
+            if held is None:
                 link.note_unknown(_TAGS_PAST)
-            return
+                return
         if type(held) is list:
             earlier = held
             if len(held) < TAG_IDS_MAX:
