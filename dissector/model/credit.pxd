@@ -1,5 +1,8 @@
 # Augmenting declarations for Cython (see state.pxd): link credit is an extension type.
+import cython
 from amqp_dissect.model.serial cimport grant_left, serial_add, serial_diff
+
+cdef long long _M32C
 
 cdef class LinkCredit:
     cdef public object initial, count, limit, prev, pending
@@ -9,6 +12,8 @@ cdef class LinkCredit:
     cdef public long long lowered
 
     cpdef left(self, Py_ssize_t r)
+    @cython.locals(lim="long long", cnt="long long", size="long long", used="long long")
+    cpdef Py_ssize_t left_sign(self, Py_ssize_t r) except? -2
     cpdef bint beyond(self, Py_ssize_t r)
     cpdef sender_attach(self, idc)
     cpdef bint sender_flow(self, dc, lc)

@@ -18,6 +18,8 @@ except ImportError:
 
 from .serial import SERIAL_MASK
 
+_M32C = SERIAL_MASK  # (a C constant when compiled: see credit.pxd)
+
 if not cython.compiled:  # (compiled: C functions and constants, cimported in the .pxd)
     from .serial import grant_left, serial_add, serial_diff
 
@@ -56,10 +58,27 @@ class LinkCredit:
             return serial_diff(self.limit, self.count)
         return grant_left(self.limit, lc, self.count)
 
+    def left_sign(self, r) -> int:
+        """What :meth:`left` says, without the number: 1 credit left, 0 none (or beyond it), -1 unknown
+        (None).  C integers when compiled: no int object per transfer."""
+        count = self.count
+        limit = self.limit
+        if count is None or limit is None:
+            return -1
+        lc = self.grants[r] if r >= 0 else None
+        lim = limit
+        cnt = count
+        if lc is None:
+            return 1 if serial_diff(lim, cnt) > 0 else 0
+        size = lc  # (grant_left, inline)
+        used = serial_diff(cnt, (lim - size) & _M32C)
+        if used < 0:
+            return -1
+        return 1 if size - used > 0 else 0
+
     def beyond(self, r) -> bool:
         """No credit under the receiver's latest *and* previous limit (the latest may be in flight)."""
-        cr = self.left(r)
-        if cr is None or cr > 0:
+        if self.left_sign(r) != 0:  # (unknown, or credit left)
             return False
         return self.prev is None or serial_diff(self.prev, self.count) <= 0
 

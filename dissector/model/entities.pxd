@@ -69,7 +69,7 @@ cdef class Session:
     cdef public SessionWindow window
     cdef public list win_stall
     cdef public list after_win
-    cdef public list transfers
+    cdef public long long transfers0, transfers1
     cdef public list flows
     cdef public object handles
     cdef public object links

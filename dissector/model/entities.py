@@ -131,7 +131,7 @@ class Link:
 class Session:
     __slots__ = (
         "conn", "index", "channel", "initiator", "state", "begin", "end", "known", "guessed",
-        "unknown", "window", "win_stall", "after_win", "transfers",
+        "unknown", "window", "win_stall", "after_win", "transfers0", "transfers1",
         "flows",
         "handles", "links", "deliveries",
         "late_dispositions",
@@ -153,7 +153,8 @@ class Session:
         self.window = SessionWindow()  # the session window: its rules (window.py)
         self.win_stall = [None, None]
         self.after_win = [None, None]  # per sender: the window stall that ended last, until its next transfer
-        self.transfers = [0, 0]
+        self.transfers0 = 0  # transfer frames of peer 0 (the client) and of peer 1: two integers, not a
+        self.transfers1 = 0  # list whose count is made an int object per frame (see ``transfers``)
         self.flows = [0, 0]
         self.handles = ({}, {})  # per peer: output handle -> Link
         self.links: list[Link] = []
@@ -177,6 +178,11 @@ class Session:
         # loss), and per sender the cut mark (LossRecord.cut_mark) at its latest delivery
         self.not_captured = 0
         self.cut_mark = [0, 0]
+
+    @property
+    def transfers(self) -> list:
+        """Transfer frames per sending peer: ``[transfers0, transfers1]`` (a new list: read only)."""
+        return [self.transfers0, self.transfers1]
 
     def riw(self, d):
         """remote-incoming-window of sending peer d (:meth:`SessionWindow.riw`; None if unknown)."""

@@ -27,6 +27,7 @@ cdef class LinkRules:
 
     cpdef credit_check(self, Link link, Frame f)
 
+    @cython.locals(lcr=LinkCredit, sign=Py_ssize_t)
     cdef credit_stalls(self, Link link, Frame f)
 
     @cython.locals(s=Session, link=Link)

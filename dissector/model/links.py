@@ -263,10 +263,11 @@ class LinkRules:
     def credit_stalls(self, link, f):
         """The link-credit stalls after a frame that changed the credit: one ends when credit
         came, one opens when it ran out."""
-        cr = link.credit()
-        if cr is None or link.link_credit.lost:  # (lost: a flow granting credit may have been lost)
+        lcr = link.link_credit
+        sign = lcr.left_sign(1 - link.sender_dir if link.sender_dir is not None else -1)  # (link.credit()'s sign)
+        if sign < 0 or lcr.lost:  # (lost: a flow granting credit may have been lost)
             return
-        if cr > 0:
+        if sign > 0:
             link.link_credit.granted = True
             if link.stall is not None:
                 link.stall.close(f.ts, f.packet, "flow" if f.pname == "flow" else (f.name or "frame"))

@@ -6,7 +6,7 @@ from amqp_dissect.model.deliveries cimport DeliveryTable
 from amqp_dissect.model.entities cimport Connection, Link, Session
 from amqp_dissect.model.credit cimport LinkCredit
 from amqp_dissect.model.loss cimport LossRecord
-from amqp_dissect.model.window cimport SessionWindow, RESYNCED, BEYOND
+from amqp_dissect.model.window cimport SessionWindow, RESYNCED, BEYOND, UNKNOWN_LEFT
 from amqp_dissect.model.findings cimport Recorder
 from amqp_dissect.model.links cimport LinkRules
 from amqp_dissect.model.sessions cimport SessionRules
@@ -33,14 +33,14 @@ cdef class TransferRules:
     cdef public long long seq
     cdef public object messages
 
-    @cython.locals(s=Session, link=Link, dlv=DeliveryRecord, aborted=bint, table=DeliveryTable)
+    @cython.locals(s=Session, link=Link, dlv=DeliveryRecord, aborted=bint, table=DeliveryTable, riw="long long")
     cpdef transfer(self, Connection c, Py_ssize_t d, Frame f, p)
 
     @cython.locals(link=Link)
     cdef Link transfer_link(self, Connection c, Session s, Py_ssize_t d, Frame f, h)
 
-    @cython.locals(w=SessionWindow)
-    cdef transfer_window(self, Connection c, Session s, Py_ssize_t d, Frame f, Link link, h)
+    @cython.locals(w=SessionWindow, riw="long long")
+    cdef long long transfer_window(self, Connection c, Session s, Py_ssize_t d, Frame f, Link link, h) except? -1
 
     @cython.locals(dlv=DeliveryRecord, table=DeliveryTable, touches="long long")
     cdef DeliveryRecord new_delivery(self, Connection c, Session s, Py_ssize_t d, Frame f, Link link, h, did)

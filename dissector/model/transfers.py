@@ -27,7 +27,7 @@ from .steps import after_missing
 from .transactions import TransactionRules
 
 if not cython.compiled:  # (compiled: C functions and constants, cimported in the .pxd)
-    from .window import BEYOND, RESYNCED
+    from .window import BEYOND, RESYNCED, UNKNOWN_LEFT
     from ..amqp.values import read_binary as _bin, read_delivery_state as _delivery_state_value, read_uint as _uint
     from .serial import serial_diff
     from .state import (T_ABORTED, T_DELIVERY_ID, T_DELIVERY_TAG, T_HANDLE, T_MORE, T_RCV_SETTLE_MODE, T_RESUME, T_SETTLED,
@@ -75,7 +75,10 @@ class TransferRules:
         h = _serial_number(v[T_HANDLE])
         link = self.transfer_link(c, s, d, f, h)
         riw = self.transfer_window(c, s, d, f, link, h)
-        s.transfers[d] += 1
+        if d:  # (two C counters when compiled: no int object per frame)
+            s.transfers1 += 1
+        else:
+            s.transfers0 += 1
         link.transfers += 1
         if link.after_stall is not None:  # the first transfer after a stall of this link ended
             link.after_stall.next_ts = f.ts
@@ -104,7 +107,7 @@ class TransferRules:
         else:
             link.partial = dlv
         # session window exhausted by this transfer?
-        if riw is not None and riw <= 0 and s.win_stall[d] is None:
+        if riw != UNKNOWN_LEFT and riw <= 0 and s.win_stall[d] is None:
             self.stall_rules.open_stall(c, s, link, d, "session-window", f)
         self.link_rules.credit_check(link, f)
         table = s.deliveries[d]
@@ -146,10 +149,10 @@ class TransferRules:
         return link
 
     def transfer_window(self, c, s, d, f, link, h):
-        """A transfer frame uses the session window (:meth:`SessionWindow.send`): what it found is
-        recorded; returns the window left (None: unknown)."""
+        """A transfer frame uses the session window (:meth:`SessionWindow.send_left`): what it found is
+        recorded; returns the window left (UNKNOWN_LEFT: unknown)."""
         w = s.window
-        riw = w.send(d, c.loss is not None)
+        riw = w.send_left(d, c.loss is not None)  # (UNKNOWN_LEFT: unknown; a C integer when compiled)
         if w.found:
             if w.found & RESYNCED:
                 c.note_inferred(f"the {SIDES[d]}'s next-outgoing-id re-synchronised from the "

@@ -2,6 +2,7 @@
 import cython
 cdef Py_ssize_t RESYNCED, BEYOND
 cdef long long _MASK
+cdef long long UNKNOWN_LEFT
 from amqp_dissect.model.serial cimport grant_left, serial_add, serial_diff
 
 cdef class SessionWindow:
@@ -15,5 +16,7 @@ cdef class SessionWindow:
     cpdef bint forget(self, Py_ssize_t sender)
     cpdef Py_ssize_t own_count(self, Py_ssize_t d, noid, bint lost) except -1
     cpdef bint peer_count(self, Py_ssize_t sender, nii)
-    @cython.locals(n="long long", lim="long long", size="long long", used="long long", left="long long", known=bint)
+    @cython.locals(left="long long")
     cpdef send(self, Py_ssize_t d, bint lossy)
+    @cython.locals(n="long long", lim="long long", size="long long", used="long long", left="long long", known=bint)
+    cpdef long long send_left(self, Py_ssize_t d, bint lossy) except? -1

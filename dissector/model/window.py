@@ -22,6 +22,8 @@ from .serial import SERIAL_MASK
 RESYNCED = 1  # the sender's count was behind the receiver's: re-synchronised
 BEYOND = 2  # the frame went beyond the window (under the latest and the previous grant)
 _MASK = SERIAL_MASK  # (a C constant when compiled: see window.pxd)
+# SessionWindow.send_left's "unknown" (send's None): no window left is that far below zero
+UNKNOWN_LEFT = -(1 << 62)
 
 if not cython.compiled:  # (compiled: C functions and constants, cimported in the .pxd)
     from .serial import grant_left, serial_add, serial_diff
@@ -116,15 +118,21 @@ class SessionWindow:
         it (None: unknown).  ``found`` says what it found: RESYNCED (d's count was behind the
         receiver's after a loss, ``lossy``: re-synchronised first), BEYOND (the frame went beyond
         the window: left < 0)."""
+        left = self.send_left(d, lossy)
+        return None if left == UNKNOWN_LEFT else left
+
+    def send_left(self, d, lossy):
+        """:meth:`send`, the window left a C integer when compiled (no int object per frame):
+        UNKNOWN_LEFT when unknown."""
         self.found = 0
         noid = self.noid[d]
         if noid is None:
-            return None
+            return UNKNOWN_LEFT
         wl = self.limit[d]
         n = noid  # (C integers when compiled: one int object made per frame, the count's)
         if wl is None:
             self.noid[d] = serial_add(n, 1)
-            return None
+            return UNKNOWN_LEFT
         iw = self.last_iw[1 - d]
         lim = wl
         size = 0
@@ -142,7 +150,7 @@ class SessionWindow:
         if not known:
             if not lossy:
                 self.noid[d] = serial_add(n, 1)
-                return None
+                return UNKNOWN_LEFT
             # d's count is behind the receiver's: its transfers were lost; re-synchronised
             n = (lim - size) & _MASK
             left = size
