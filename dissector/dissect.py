@@ -244,9 +244,24 @@ class Dissector:
 
         ``last_ts`` / ``last_packet``: the end of the whole capture, when this
         Dissector saw only part of it (one flow, in the Spark job)."""
+        out: list = []
+        for evs in self.finishing(last_ts, last_packet):
+            out.extend(evs)
+        return out
+
+    def finishing(self, last_ts: int | None = None, last_packet: int | None = None):
+        """:meth:`finish` a TCP connection at a time: the lists of events whose concatenation is finish's, the
+        TCP layer's state of each connection freed before its events are handed on (issue 40: see
+        TcpReassembler.finishing).  While a connection is probed (its decision may rename it, and its events
+        routed after the rename follow all the others), the TCP layer's events are routed as one list."""
         if last_ts is not None:
             self.last_ts = last_ts
-        out = self._route(self.tcp.finish(self.last_ts, last_packet))
+        if self._probes:
+            yield self._route(self.tcp.finish(self.last_ts, last_packet))
+        else:
+            for evs in self.tcp.finishing(self.last_ts, last_packet):
+                yield self._route(evs)
+        out: list = []
         for probe_id in list(self._probes):
             self._decide(probe_id, out, final=True)
         for conn, c in list(self.connections.items()):
@@ -254,7 +269,7 @@ class Dissector:
                 c = self._materialize(conn, c)
             out.extend(c.finish(self.last_ts, None))
         self.connections.clear()
-        return out
+        yield out
 
     def missing_files(self, names: list, ts_from, ts_to, packet: int) -> None:
         """The shell's word that the files ``names`` of a numbered capture set (``tcpdump -C``

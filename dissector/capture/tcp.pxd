@@ -25,6 +25,8 @@ cdef class _Conn:
     # the one-direction ACK watch (issue 40: C integers of the connection, no object of their own)
     cdef public long long ack_first, ack_mark
     cdef public int ack_moves
+    # the order of activity (issue 40: two words, not an ordered dict's node): the keys of its neighbours
+    cdef public str older, newer
 
 cdef class _Hold:
     cdef public list queue, hole, fin
@@ -34,8 +36,9 @@ cdef class _Hold:
 cdef class TcpReassembler:
     cdef public object server_ports, max_buffered, idle_timeout, max_connections, close_grace, sweep_interval
     cdef public object reorder_packets, reorder_seconds
-    cdef public dict _ids, _by_id, _endpoints
-    cdef public object _table, _closed
+    cdef public dict _ids, _by_id, _endpoints, _table
+    cdef public object _closed
+    cdef public str _oldest, _newest
     cdef public object _next_sweep, _last_ts, _last_packet
 
     @cython.locals(conn=_Conn, D=_Dir, O=_Dir, key=str, n=Py_ssize_t, d=int, flip=int, sport=long, dport=long,
@@ -56,6 +59,11 @@ cdef class TcpReassembler:
     cdef inline bint _peer_acked(self, _Conn conn, int d, _Dir O, seg, long long moved, ts, packet, wire_len,
                                  list out)
     cdef inline bint _fin_early(self, _Conn conn, int d, _Dir D, seg, ts, packet, wire_len, list out)
+    cdef inline void _touch(self, _Conn conn)
+    @cython.locals(O=_Conn, last=str)
+    cdef inline void _link_newest(self, _Conn conn)
+    @cython.locals(O=_Conn, older=str, newer=str)
+    cdef inline void _unlink_order(self, _Conn conn)
     cdef inline object _held_fin(self, _Conn conn, _Hold H, int d, _Dir D, seg, ts, packet, wire_len, list out)
 
 @cython.locals(D=_Dir)

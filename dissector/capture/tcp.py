@@ -159,7 +159,7 @@ class _Conn:
     one direction; the other direction is made at its first segment."""
 
     __slots__ = ("id", "key", "cd", "d0", "d1", "state", "last_ts", "fins", "held", "ack_first", "ack_mark",
-                 "ack_moves", "missing")
+                 "ack_moves", "missing", "older", "newer")
 
     def __init__(self, cid: str, key: str, cd: int, ts: int) -> None:
         self.id = cid
@@ -178,6 +178,12 @@ class _Conn:
         self.ack_mark = 0
         self.ack_moves = NO_ACK
         self.missing = -1  # the direction declared not captured (see ONE_DIRECTION), or -1
+        # the keys of the open (or ignored) connections active just before it and just after it (None: it is the
+        # least / most recently active), the reassembler's order of activity (TcpReassembler._oldest): two
+        # words, not an ordered dict's node (issue 40), and keys, not the connections (a pickle of many
+        # connections is flat)
+        self.older: str | None = None
+        self.newer: str | None = None
 
 
 class _Hold:
@@ -325,15 +331,25 @@ def _one_way(conn: _Conn, m: int, ts: int, packet: int, out: list) -> None:
     """Declare direction ``m`` of ``conn`` not captured: a PacketNote (group ONE_DIRECTION)
     saying why."""
     conn.missing = m
-    who, other = ("client", "server") if m == 0 else ("server", "client")
     if conn.ack_moves > 0:
+        who, other = ("client", "server") if m == 0 else ("server", "client")
         acked = ((conn.ack_mark - conn.ack_first + HALF) & MASK) - HALF
         why = (f"the {other}'s ACKs acknowledge {acked:,} bytes of the {who} ({conn.ack_moves} times moved on) "
                f"and none of its packets was captured")
-    else:
-        why = f"no packet of the {who} in the capture, only the {other}'s"
+    else:  # (the same words for every such connection: one note and one extra, shared)
+        out.append(PacketNote(packet, ts, _UNSEEN_NOTES[m], conn.id, _MISSING_EXTRAS[m]))
+        return
     out.append(PacketNote(packet, ts, ExpertNote(WARN, ONE_DIRECTION, f"one direction captured: {why}"),
                           conn.id, {"missing": m}))
+
+
+# the note and the extra of a direction none of whose packets was captured, the other's ACKs never moved on,
+# per missing direction: one object each for all such connections (read only, as every note and extra once
+# made; issue 40: thousands of connections that sent a header alone end with one each, all at once)
+_UNSEEN_NOTES = tuple(
+    ExpertNote(WARN, ONE_DIRECTION, f"one direction captured: no packet of the {who} in the capture, only the {other}'s")
+    for who, other in (("client", "server"), ("server", "client")))
+_MISSING_EXTRAS = ({"missing": 0}, {"missing": 1})
 
 
 def _merge_in_capture_order(a: list | None, b: list | None, out: list) -> None:
@@ -463,11 +479,18 @@ class TcpReassembler:
         self.close_grace = ns(close_grace)
         sweep = ns(sweep_interval)
         self.sweep_interval = min(sweep, self.idle_timeout, self.close_grace) if close_grace > 0 else sweep
-        # connection key (_key) -> connection: open and ignored ones, least recently active first (a
-        # packet moves its connection to the end), and closed ones kept for late packets, in order of closing
-        self._table: OrderedDict[str, _Conn] = OrderedDict()
+        # connection key (_key) -> connection: open and ignored ones, and closed ones kept for late packets, in
+        # order of closing.  The open ones are linked in order of activity, from the key of the least recently
+        # active (_oldest) to that of the most (_newest), through their fields older / newer: a packet moves its
+        # connection to the newest end (_touch)
+        self._table: dict[str, _Conn] = {}
+        self._oldest: str | None = None
+        self._newest: str | None = None
         self._closed: OrderedDict[str, _Conn] = OrderedDict()
-        self._ids: dict[str, int] = {}  # base id -> number of connections that used it
+        # base id -> number of connections that used it, but the one open now: while a connection is open its
+        # entry in _by_id (its id, "#n" from the second) says so, and its number is written here when it leaves
+        # (_untrack; issue 40: one dict entry per open connection, not two)
+        self._ids: dict[str, int] = {}
         self._by_id: dict[str, _Conn] = {}  # open (and ignored) connections by id, in order of opening
         self._endpoints: dict[tuple, str] = {}  # (ip, port) -> endpoint text of recent servers (shared)
         self._next_sweep: int | None = None
@@ -515,9 +538,8 @@ class TcpReassembler:
         client, server = conn.split("#", 1)[0].split("-")
         base = f"{server}-{client}"
         n = self._ids.get(base, 0) + 1
-        self._ids[base] = n
         cid = base if n == 1 else f"{base}#{n}"
-        del self._by_id[conn]
+        self._untrack(conn)
         self._by_id[cid] = c
         c.id = cid
         c.cd ^= 1
@@ -565,7 +587,8 @@ class TcpReassembler:
             self._new_conn(seg, key, flip, ts, packet, wire_len, out)
             return out
         conn.last_ts = ts
-        self._table.move_to_end(key)
+        if conn.newer is not None:
+            self._touch(conn)
         d = conn.cd ^ flip
         if conn.state != _OPEN:
             self._ignored_segment(conn, seg, key, flip, d, ts, packet, wire_len, out)
@@ -587,7 +610,8 @@ class TcpReassembler:
             if payload:
                 n = len(payload)
                 D.pos += n
-                D.nxt = D.pos & MASK
+                # (below 2**32 the same number: one int object for both, not two, in pure Python)
+                D.nxt = D.pos if D.pos <= MASK else D.pos & MASK
                 out.append(StreamData(conn.id, d, payload, ts, packet))
             return out
         self._slow_segment(conn, d, D, seg, key, flip, ts, packet, wire_len, out)
@@ -713,19 +737,32 @@ class TcpReassembler:
 
         ``packet``: the capture's last packet number, when later packets of the
         capture were not fed here (default: the last packet fed)."""
+        out: list = []
+        for evs in self.finishing(ts, packet):
+            out.extend(evs)
+        return out
+
+    def finishing(self, ts: int | None = None, packet: int | None = None):
+        """:meth:`finish` a connection at a time, in order of opening: the lists of events whose concatenation
+        is finish's, each connection forgotten before its list is handed on (issue 40: the end of 100,000 open
+        connections holds one connection's events and state at a time, not all of them at once).  The
+        reassembler is empty once the last is taken."""
         if ts is None:
             ts = self._last_ts
         packet = self._last_packet if packet is None else max(packet, self._last_packet)
-        out: list = []
         for conn in list(self._by_id.values()):  # (in order of opening)
+            out: list = []
             if conn.state == _OPEN:
                 self._flush_all(conn, ts, packet, out)
                 if conn.state == _OPEN:  # (not closed by FINs held in a reorder window)
                     out.append(StreamClosed(conn.id, -1, "end", ts, packet))
+            self._untrack(conn.id)
+            self._unlink(conn)
+            if out:
+                yield out
         self._closed.clear()
         self._table.clear()
-        self._by_id.clear()
-        return out
+        self._oldest = self._newest = None
 
     # ----------------------------------------------------------- connections
     def _endpoint(self, ip, port) -> str:
@@ -761,13 +798,13 @@ class TcpReassembler:
             client, server = endpoint(dst, dport), self._endpoint(src, sport)
             d = 1
         base = f"{client}-{server}"
-        n = self._ids.get(base, 0) + 1
-        self._ids[base] = n
+        n = self._ids.get(base, 0) + 1  # (none of this base is open: it would be this 4-tuple's, ended)
         cid = base if n == 1 else f"{base}#{n}"
         conn = _Conn(cid, key, d ^ flip, ts)
         if flags & ACK:
             _first_ack(conn, seg[5])
         self._table[key] = conn
+        self._link_newest(conn)
         self._by_id[cid] = conn
         out.append(StreamOpened(cid, client, server, ts, packet, syn))
         self._segment(conn, d, _get_dir(conn, d), seg, ts, packet, wire_len, out)
@@ -788,20 +825,62 @@ class TcpReassembler:
                 )
             )
             out.append(StreamClosed(conn.id, -1, "end", ts, packet))
-        self._by_id.pop(conn.id, None)
+        self._untrack(conn.id)
         self._unlink(conn)
         self._new_conn(seg, key, flip, ts, packet, wire_len, out)
+
+    def _touch(self, conn: _Conn) -> None:
+        """A packet of ``conn`` (not the most recently active): it is now."""
+        self._unlink_order(conn)
+        self._link_newest(conn)
+
+    def _link_newest(self, conn: _Conn) -> None:
+        """``conn`` (in _table, not linked) at the newest end of the order of activity."""
+        last = self._newest
+        conn.older = last
+        conn.newer = None
+        if last is None:
+            self._oldest = conn.key
+        else:
+            O = self._table[last]
+            O.newer = conn.key
+        self._newest = conn.key
+
+    def _unlink_order(self, conn: _Conn) -> None:
+        """``conn`` out of the order of activity (its neighbours linked)."""
+        older = conn.older
+        newer = conn.newer
+        if older is None:
+            self._oldest = newer
+        else:
+            O = self._table[older]
+            O.newer = newer
+        if newer is None:
+            self._newest = older
+        else:
+            O = self._table[newer]
+            O.older = older
+        conn.older = None
+        conn.newer = None
+
+    def _untrack(self, cid: str) -> None:
+        """The connection ``cid`` is no longer open (ended, expired, renamed, or the capture's end): its number
+        among the connections of its base id is kept in _ids from now."""
+        if self._by_id.pop(cid, None) is not None:
+            base, _, num = cid.partition("#")
+            self._ids[base] = int(num) if num else 1
 
     def _unlink(self, conn: _Conn) -> None:
         k = conn.key
         if self._table.get(k) is conn:
+            self._unlink_order(conn)
             del self._table[k]
         if self._closed.get(k) is conn:
             del self._closed[k]
 
     def _retire(self, conn: _Conn, ts: int) -> None:
         """Connection closed: free its buffers, keep it a while for late packets."""
-        self._by_id.pop(conn.id, None)
+        self._untrack(conn.id)
         self._unlink(conn)
         for D in (conn.d0, conn.d1):
             if D is not None:
@@ -823,11 +902,11 @@ class TcpReassembler:
             self._flush_all(conn, ts, packet, out)
             if conn.state == _OPEN:
                 out.append(StreamClosed(conn.id, -1, kind, ts, packet))
-        self._by_id.pop(conn.id, None)
+        self._untrack(conn.id)
         self._unlink(conn)
 
     def _evict(self, ts: int, packet: int, out: list) -> None:
-        conn = next(iter(self._table.values()))
+        conn = self._table[self._oldest]
         was_open = conn.state == _OPEN
         self._expire(conn, ts, packet, out, "idle")
         if was_open:
@@ -844,8 +923,8 @@ class TcpReassembler:
     def _sweep(self, ts: int, packet: int, out: list) -> None:
         limit = ts - self.idle_timeout
         opened = self._table
-        while opened:
-            conn = next(iter(opened.values()))
+        while self._oldest is not None:
+            conn = opened[self._oldest]
             if conn.last_ts >= limit:
                 break
             self._expire(conn, ts, packet, out, "idle")

@@ -21,7 +21,8 @@ from ..amqp.framing import FRAME_SASL, PROTO_AMQP, PROTO_SASL, PROTO_TLS, NotCap
 from ..times import NS
 from .entities import Connection, ConnectionBase, ConnectionHeaders
 from .findings import Recorder
-from .machine import CONNECTION_MACHINE, Endpoints
+from .machine import Endpoints
+from .state import START_ENDPOINTS, own_endpoints, shared_again
 from .transitions import SIDES, UNKNOWN
 # the value readers (amqp/values.py), under the names this room calls them by
 from ..amqp.values import error_info, read_plain as _plain, read_str as _str, read_symbols as _symbols
@@ -165,10 +166,15 @@ class ConnectionRules:
                                   f"{SIDES[d]}: " + "; ".join(msgs))
 
     def conn_step(self, c, d, s_in, r_in, f, ts=None, packet=None, what=None):
+        ep = c.state
+        if type(ep) is not Endpoints:  # (shared by connections without frames: a copy of its own to step)
+            ep = c.state = own_endpoints(ep)
         if c.loss is not None:
-            msgs = lossy_step(c, c.state, d, s_in, r_in, what or s_in[2:].lower(), "the connection")
+            msgs = lossy_step(c, ep, d, s_in, r_in, what or s_in[2:].lower(), "the connection")
         else:
-            msgs = c.state.advance(d, s_in, r_in)
+            msgs = ep.advance(d, s_in, r_in)
+        if type(c) is ConnectionHeaders:  # (no frame yet: the one object of its states, issue 40)
+            c.state = shared_again(ep)
         if msgs:
             self.ledger.violation(c, d, f, "state", "warn",
                                   f"{what or s_in[2:].lower()} from the {SIDES[d]}: " + "; ".join(msgs),
@@ -259,7 +265,7 @@ class ConnectionRules:
             # header first leaves the client's start unseen
             c.known_start = True
             if c.state == [UNKNOWN, UNKNOWN]:
-                c.state = Endpoints(CONNECTION_MACHINE, "START")
+                c.state = START_ENDPOINTS
         c.events += 1
         d = h.direction
         for n in h.notes:

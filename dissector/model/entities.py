@@ -10,8 +10,8 @@ from .credit import LinkCredit
 from .loss import LossRecord
 from .deliveries import DeliveryTable
 from .delivery import LiveDeliveries
-from .machine import CONNECTION_MACHINE, LINK_MACHINE, SESSION_MACHINE, Endpoints
-from .state import (DISPOSITION_TOUCH_BASE, EMPTY_MAP, EMPTY_MAPS, EMPTY_PAIR, NONE_PAIR, START_ENDPOINTS,
+from .machine import LINK_MACHINE, SESSION_MACHINE, Endpoints
+from .state import (DISPOSITION_TOUCH_BASE, EMPTY_MAP, EMPTY_MAPS, EMPTY_PAIR, NONE_PAIR, START_ENDPOINTS, own_endpoints,
                     UNKNOWN_ENDPOINTS, ZERO_PAIR)
 from .stats import DeliveryStats
 from .steps import after_missing
@@ -385,11 +385,12 @@ class ConnectionHeaders(ConnectionBase):
         # while few, see connection.appended
         self.headers = b.headers
         self.header_keys = b.header_keys
+        # (a shared SharedEndpoints while it has no frame and no input waits: ConnectionRules.conn_step steps a
+        # copy of its own, and shares the result again; issue 40)
+        self.state = b.state
         if isinstance(b, ConnectionHeaders):
-            self.state = b.state
             self.told_before_frames = b.told_before_frames
         else:
-            self.state = Endpoints(CONNECTION_MACHINE, "START" if b.syn_seen else UNKNOWN)
             # True once a protocol header, the roles notes or the one-direction note spoke of it before
             # its first frame (ConnectionRules.told): its start is then theirs to tell, and its first
             # frame adds no "connection start" to what is unknown (StateTracker._frame_conn)
@@ -443,6 +444,7 @@ class Connection(ConnectionHeaders):
 
     def __init__(self, b: ConnectionBase):
         ConnectionHeaders.__init__(self, b)
+        self.state = own_endpoints(self.state)  # (its own from its first frame: the frames step it in place)
         self.sasl_mechanisms = None
         self.sasl_mechanism = None
         self.sasl_hostname = None

@@ -22,6 +22,11 @@ def _own(pair):
     return [pair[0], pair[1]]
 
 
+def _set_pair(pair, d, value):
+    """The tuple ``pair`` with direction ``d``'s item ``value`` (a new tuple: the pair is never written)."""
+    return (value, pair[1]) if d == 0 else (pair[0], value)
+
+
 def _with_true(pair, d):
     """Flag pair ``pair`` with direction ``d``'s set: one of the shared, immutable pairs."""
     return (True, True) if pair[1 - d] else ((True, False) if d == 0 else (False, True))
@@ -59,10 +64,19 @@ class LossRecord:
         if skipped:
             sk = self.skipped = _own(self.skipped)
             sk[d] += skipped
-        last = self.last = _own(self.last)
-        last[d] = ts
-        gap_last = self.gap_last = _own(self.gap_last)
-        gap_last[d] = ts
+        # (the times: a tuple of the record's own while the pair is not a list yet, and one tuple for both while
+        # they are equal, as at a connection's one loss: issue 40, a one-direction note per connection)
+        last = self.last
+        if type(last) is list:
+            last[d] = ts
+        else:
+            last = self.last = _set_pair(last, d, ts)
+        gap_last = self.gap_last
+        if type(gap_last) is list:
+            gap_last[d] = ts
+        else:
+            gap_last = _set_pair(gap_last, d, ts)
+            self.gap_last = last if type(last) is tuple and gap_last == last else gap_last
         if before and not self.before[d]:
             self.before = _with_true(self.before, d)
 

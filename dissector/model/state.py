@@ -265,9 +265,59 @@ class _ReadOnlyDict(dict):
 
 EMPTY_MAP = _ReadOnlyDict()
 EMPTY_MAPS = (EMPTY_MAP, EMPTY_MAP)
+
+
+class SharedEndpoints(Endpoints):
+    """The connection state of every connection without frames whose endpoints are in one pair of states
+    with no input waiting (a connection that sent a protocol header and nothing more, as many do: issue 40),
+    one object (:func:`shared_endpoints`).  Read only: ConnectionRules.conn_step steps a copy of its own
+    (:func:`own_endpoints`) and a Connection has its own from its first frame.  Pickled as the key of
+    the one object, which unpickling gives back (a checkpoint keeps it shared, never a copy written as own)."""
+
+    __slots__ = ()
+
+    def __reduce__(self):
+        return shared_endpoints, (self.codes[0], self.codes[1])
+
+
+# (client's state code, server's) -> its SharedEndpoints of the connection machine (bounded: its states squared)
+_SHARED_ENDPOINTS: dict = {}
+
+
+def shared_endpoints(c0: int, c1: int) -> SharedEndpoints:
+    """The one SharedEndpoints of the connection machine in state codes ``c0`` (client), ``c1`` (server)."""
+    ep = _SHARED_ENDPOINTS.get((c0, c1))
+    if ep is None:
+        ep = SharedEndpoints(CONNECTION_MACHINE, UNKNOWN)
+        ep.codes[0] = c0
+        ep.codes[1] = c1
+        _SHARED_ENDPOINTS[(c0, c1)] = ep
+    return ep
+
+
+def own_endpoints(ep: Endpoints) -> Endpoints:
+    """``ep`` when it is a connection's own, else (shared) a copy of its own, to step."""
+    if type(ep) is Endpoints:
+        return ep
+    own = Endpoints(ep.machine, UNKNOWN)
+    own.codes[0] = ep.codes[0]
+    own.codes[1] = ep.codes[1]
+    return own
+
+
+def shared_again(ep: Endpoints) -> Endpoints:
+    """The shared object for the states of ``ep`` when no input waits at either endpoint (else ``ep``)."""
+    if type(ep) is not Endpoints or ep.machine is not CONNECTION_MACHINE:
+        return ep
+    q = ep.queue
+    if q[0] or q[1]:
+        return ep
+    return shared_endpoints(ep.codes[0], ep.codes[1])
+
+
 # the connection state of a connection that carried no AMQP byte (read only: a Connection has its own)
-START_ENDPOINTS = Endpoints(CONNECTION_MACHINE, "START")
-UNKNOWN_ENDPOINTS = Endpoints(CONNECTION_MACHINE, UNKNOWN)
+START_ENDPOINTS = shared_endpoints(CONNECTION_MACHINE.codes["START"], CONNECTION_MACHINE.codes["START"])
+UNKNOWN_ENDPOINTS = shared_endpoints(CONNECTION_MACHINE.codes[UNKNOWN], CONNECTION_MACHINE.codes[UNKNOWN])
 
 # settled deliveries kept (per tracker) before they are folded: a disposition of the other peer
 # that crossed the settling frame on the wire still finds its delivery within this many settlements

@@ -384,8 +384,9 @@ class CaptureSource:
                 for ev in d.feed(record):
                     yield record, ev
                 self.packets += 1
-        for ev in d.finish():
-            yield None, ev
+        for evs in d.finishing():  # (a connection at a time: issue 40)
+            for ev in evs:
+                yield None, ev
 
     def drive(self, sink) -> float | None:
         """The events of :meth:`events` handed to ``sink(event)`` one by one, without the pairs,
@@ -410,8 +411,9 @@ class CaptureSource:
                 yield
                 if not chunk or n < chunk:
                     break
-        for ev in d.finish():
-            sink(ev)
+        for evs in d.finishing():  # (a connection at a time: issue 40)
+            for ev in evs:
+                sink(ev)
         yield
 
     def total_bytes(self) -> int | None:

@@ -229,15 +229,16 @@ class FlowWorker:
         """The end of the capture for the reassembly (the Analyzer waits for :meth:`finish`);
         ``last_tcp``: the capture's last TCP record (every worker's largest ``last_tcp``)."""
         d = self.d
-        evs = d.finish(self.last_ts, last_tcp if last_tcp is not None else self.last_tcp)
         an = self.an
         conn_open = self.conn_open
-        for ev in evs:
-            self.cur = (END, PHASE_CLOSE, conn_open.get(getattr(ev, "conn", None), 0))
-            an.feed(ev)
-            self.key_items()
-            if self.fold_out is not None:
-                self.key_folds()
+        # (a TCP connection at a time: issue 40)
+        for evs in d.finishing(self.last_ts, last_tcp if last_tcp is not None else self.last_tcp):
+            for ev in evs:
+                self.cur = (END, PHASE_CLOSE, conn_open.get(getattr(ev, "conn", None), 0))
+                an.feed(ev)
+                self.key_items()
+                if self.fold_out is not None:
+                    self.key_folds()
 
     def finish(self, end_ts, last_tcp=None) -> None:
         """The end of the capture: the reassembly's (:meth:`close`), then the Analyzer's at

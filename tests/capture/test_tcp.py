@@ -700,6 +700,40 @@ def test_max_connections_evicts_least_recently_active():
     assert tr.open_connections == 3
 
 
+def test_the_order_of_activity_is_kept_by_a_pickle_and_evicts_as_a_plain_list_says():
+    """The least recently active connection is evicted (issue 40: the order is kept in the connections'
+    own fields, not an ordered dict): 300 connections, packets on them in a random order, a reassembler
+    pickled midway (flat: 3,000 connections pickle within the recursion limit), then new connections on
+    both: each evicts the one a plain list of the connections, in order of their last packet, names."""
+    rng = random.Random(40)
+    n = 300
+    ends = [(("10.0.0.1", 20000 + i), S) for i in range(n)]
+    cid = [f"10.0.0.1:{20000 + i}-10.0.0.2:5672" for i in range(n)]
+    tr = TcpReassembler(max_connections=n)
+    order: list = []  # (the oracle: ids, least recently active first)
+    nxt = [1] * n
+    t = 1.0
+    for i in list(range(n)) + [rng.randrange(n) for _ in range(2000)]:
+        tr.feed(seg(0, nxt[i], ACK, b"x", ends=ends[i]), t, int(t * 1000))
+        nxt[i] += 1
+        t += 0.001
+        if cid[i] in order:
+            order.remove(cid[i])
+        order.append(cid[i])
+    again = pickle.loads(pickle.dumps(tr))
+    for r in (tr, again):
+        got = []
+        for k in range(50):
+            evs = r.feed(seg(0, 1, ACK, b"y", ends=(("10.0.0.3", 30000 + k), S)), t + k * 0.001, 5000 + k)
+            got += [e.conn for e in evs if isinstance(e, PacketNote)]
+        assert got == order[:50]
+        assert r.open_connections == n
+    big = TcpReassembler()
+    for i in range(3000):
+        big.feed(seg(0, 1, ACK, b"x", ends=(("10.0.%d.%d" % (i >> 8, i & 255), 40000), S)), 1.0 + i * 1e-6, i)
+    assert pickle.loads(pickle.dumps(big)).open_connections == 3000
+
+
 # ------------------------------------------------------------------------------ ignore
 def test_ignore_drops_packets_until_reuse():
     tr = TcpReassembler()

@@ -271,8 +271,9 @@ HALF_OPEN_BUDGET = 1024
 # integers, the decoder its directions in two fields and a shared empty buffer, and the dissector shared the
 # client text); 1,569 B / 1,669 B before such a connection kept no decoder (an int in the dissector's table
 # until its next byte), the TCP layer's key was one text and its one-direction ACK watch fields of its entry
-# (1,132 B / 1,224 B after).  The goal is 1,024: the TCP entry and the analysis' connection are what is left
-HEADER_ONLY_BUDGET = 1300
+# (1,132 B / 1,224 B after); 938 B / 1,010 B since connections without frames share their connection state, the
+# TCP layer keeps its order of activity in two fields of each connection and one dict entry per open id
+HEADER_ONLY_BUDGET = 1024
 # bytes such a connection keeps once the TCP layer let it go (with the note that the server's direction
 # is not in the capture): 2,042 B / 2,092 B (compiled / pure) before issue 40's ConnectionHeaders and shared loss pairs
 HEADER_ONLY_IDLE_BUDGET = 1024
@@ -410,6 +411,9 @@ def test_the_shared_defaults_of_connections_without_frames_stay_empty(capsys):
     assert state.EMPTY_MAP == {} and state.EMPTY_PAIR == ((), ())
     assert framing._NO_PARTIALS == {}
     assert framing._NO_BYTES == bytearray()
+    # (the connection states shared by connections without frames: each still the pair of states it is kept for)
+    assert state._SHARED_ENDPOINTS and all(
+        tuple(ep.codes) == key and ep.queue is machine._NO_QUEUE for key, ep in state._SHARED_ENDPOINTS.items())
 
 
 def test_an_idle_connection_keeps_at_most_half_a_kb():
@@ -598,6 +602,69 @@ def test_connections_of_headers_alone_folded_change_no_output(capsys, monkeypatc
         assert outs[0] == outs[1], name
         assert any(folds), name
         folds.clear()
+
+
+def test_connections_without_frames_share_one_state_and_a_checkpoint_keeps_it_shared():
+    """Issue 40: connections that sent a header alone (tracked by the TCP layer, and let go by it with their
+    one-direction note) hold one connection state object, in the states the spec gives a client's header
+    (HDR_SENT at the client, HDR_RCVD at the server: part 2, 2.4.1); the analysis pickled mid-capture (a
+    checkpoint) gives them back the one object (never a copy shared among them that a step would write for all),
+    and goes on to the same rows."""
+    import pickle
+
+    from amqp_dissect.model.state import SharedEndpoints
+
+    recs, d, a = _pipeline(B.header_records(40))
+    d.tcp.max_connections = 10  # (30 let go with their note, at most 10 tracked)
+    half = len(recs) // 2
+    for r in recs[:half]:
+        for ev in d.feed(r):
+            a.feed(ev)
+    again = pickle.loads(pickle.dumps(a))
+    for an in (a, again):
+        conns = list(an.connections.values())
+        assert len(conns) == 20 and len({id(c.state) for c in conns}) == 1
+        assert type(conns[0].state) is SharedEndpoints and conns[0].state.state == ["HDR_SENT", "HDR_RCVD"]
+    assert again.connections[next(iter(a.connections))].state is next(iter(a.connections.values())).state
+    rest = [ev for r in recs[half:] for ev in d.feed(r)] + d.finish()
+    for an in (a, again):
+        for ev in rest:
+            an.feed(ev)
+        assert len({id(c.state) for c in an.connections.values()}) == 1
+    assert again.connection_rows() == a.connection_rows()
+
+
+def test_connection_states_shared_change_no_output(tmp_path, capsys, monkeypatch):
+    """The twin of each capture's output with every connection holding a state of its own (as before issue 40):
+    the report and the connections table are the same, on the samples where connections share a state (rhea
+    and proton-c, plain and lossy: a connection whose AMQP header step came before its first frame) and on
+    300 connections that sent a header alone."""
+    from amqp_dissect.model import connection
+
+    samples = HERE.parent.parent / "samples"
+    hdr = tmp_path / "hdr.pcap"
+    B._write(str(hdr), list(B.header_records(300)))
+    shared = []
+    real = connection.shared_again
+
+    def counted(ep):
+        got = real(ep)
+        shared.append(got is not ep)
+        return got
+
+    for name in ("twins/rhea_protonc.pcap.gz", "twins/rhea_protonc.lossy.pcap.gz", hdr):
+        outs = []
+        for share in (counted, lambda ep: ep):
+            monkeypatch.setattr(connection, "shared_again", share)
+            got = []
+            for args in (["report", "--format", "json"], ["connections", "--format", "jsonl"]):
+                rc, out, err = _run(capsys, *args, str(samples / name))
+                assert rc in (EXIT_OK, 5) and err == "", (name, args, err)  # (5: a capture with loss)
+                got.append(out)
+            outs.append(got)
+        assert outs[0] == outs[1], name
+        assert any(shared), name
+        shared.clear()
 
 
 def _unsettled_feed(n: int):
