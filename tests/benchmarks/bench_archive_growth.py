@@ -113,19 +113,24 @@ def checkpoint_bytes(out: str) -> int:
 
 
 def same_rows(a: str, b: str) -> bool:
+    """Whether the archives ``a`` and ``b`` hold the same rows in every table, as multisets (each
+    row's 64-bit hash of its cells' text, sorted: a large archive's rows are not held as tuples)."""
+    import numpy as np
+    import pandas as pd
     import pyarrow.dataset as ds
 
     from amqp_dissect.results.schema import TABLES
 
     for t in TABLES:
-        ta, tb = (ds.dataset(os.path.join(d, t), partitioning="hive").to_table().to_pandas().astype(str)
+        ha, hb = (np.sort(pd.util.hash_pandas_object(ds.dataset(os.path.join(d, t), partitioning="hive").to_table()
+                                                     .to_pandas().astype(str), index=False).to_numpy())
                   for d in (a, b))
-        if sorted(map(tuple, ta.values.tolist())) != sorted(map(tuple, tb.values.tolist())):
+        if not np.array_equal(ha, hb):
             return False
     return True
 
 
-def one_round(files: list, work: str, kill_at: str) -> dict:
+def one_round(files: list, work: str, kill_at: str, check: bool = True) -> dict:
     half = files[:len(files) // 2]
     dirs = {k: os.path.join(work, k) for k in ("fresh", "grown", "killed")}
     for d in dirs.values():
@@ -141,7 +146,8 @@ def one_round(files: list, work: str, kill_at: str) -> dict:
     if status != -9:
         sys.exit(f"the run was not killed at {kill_at!r}")
     got["resumed"], _, stages["resumed"] = archive(files, dirs["killed"])
-    got["same rows"] = same_rows(dirs["fresh"], dirs["grown"]) and same_rows(dirs["fresh"], dirs["killed"])
+    if check:
+        got["same rows"] = same_rows(dirs["fresh"], dirs["grown"]) and same_rows(dirs["fresh"], dirs["killed"])
     got["stages"] = stages
     return got
 
@@ -154,6 +160,7 @@ def main() -> None:
     ap.add_argument("--kill-at", default="partitioned",
                     help="the step the killed run is killed after (analysed, staged, partitioned, summaries, "
                          "versioned, published; default partitioned)")
+    ap.add_argument("--no-check", action="store_true", help="do not compare the three directories' rows")
     ap.add_argument("--copies", type=int, default=1,
                     help="the capture repeated this many times, new connections each (default 1; see above)")
     ap.add_argument("--work", default=None, help="scratch directory (default: a temporary one, removed; the "
@@ -164,7 +171,7 @@ def main() -> None:
         capture = copies(a.archive, a.copies, work)
         shutil.rmtree(os.path.join(work, "set"), ignore_errors=True)
         files = cut(capture, a.rotate * a.copies, os.path.join(work, "set"))
-        rounds = [one_round(files, work, a.kill_at) for _ in range(a.repeat)]
+        rounds = [one_round(files, work, a.kill_at, not a.no_check) for _ in range(a.repeat)]
     finally:
         if a.work is None:
             shutil.rmtree(work, ignore_errors=True)

@@ -34,7 +34,7 @@ from amqp_dissect.pipelines.archive.directory import (DATE_COLUMNS, KILL_AT, MAN
                                                       ArchiveDir, archive_dataset, read_archive_pandas)
 from amqp_dissect.pipelines.spark.api import read_archive  # noqa: E402
 from amqp_dissect.pipelines.runs.local import read_analysis  # noqa: E402
-from amqp_dissect.pipelines.spark.archive_dir import run_archive_dir  # noqa: E402
+from amqp_dissect.pipelines.spark.archive_dir import run_archive_dir, table_rows  # noqa: E402
 from amqp_dissect.pipelines.spark.summaries import SUMMARIES  # noqa: E402
 from amqp_dissect.results.schema import TABLES, names  # noqa: E402
 
@@ -320,7 +320,11 @@ def test_a_set_grown_in_three_and_eight_runs_goes_on_from_each_checkpoint_and_eq
     files = sorted(copy_set(rotated, tmp_path / "set"), key=first_time)  # (the set grows in time)
     out = str(tmp_path / "archive")
     cuts = [len(files) * (i + 1) // steps for i in range(steps)]
-    results = [run_archive_dir(spark, files[:n], out, **job) for n in cuts]
+    results = []
+    for n in cuts:
+        results.append(run_archive_dir(spark, files[:n], out, **job))
+        # the rows it says the published tables hold (counted by the analysis) are the files' own
+        assert results[-1]["counts"] == table_rows(out, list(results[-1]["counts"]))
     assert [r["resumed"] for r in results] == [False] + [True] * (steps - 1), [r["plan"].why_full for r in results]
     assert any(r["carried"] for r in results[:-1])  # (connections ran on across the cuts)
     assert [len(r["plan"].new) for r in results] == [b - a for a, b in zip([0] + cuts, cuts)]
