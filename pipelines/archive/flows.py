@@ -9,8 +9,8 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
-from amqp_dissect.capture.keylog import KeyLog
 from amqp_dissect.amqp.message import keep_digested_bytes
+from amqp_dissect.capture.keylog import KeyLog
 from amqp_dissect.capture.tcp import IDLE_TIMEOUT
 from amqp_dissect.clock import ClockWatch
 from amqp_dissect.dissect import Dissector
