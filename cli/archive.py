@@ -10,6 +10,7 @@ import inspect
 import os
 import sys
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, List, Optional
@@ -36,6 +37,7 @@ def archive(paths, out, master, conf, packages, executor_memory, driver_memory, 
     a set that has grown, it adds the new files (a changed or vanished file is refused)."""
     # pyspark first (it starts the JVM); pyarrow and pandas, the rest of the extra, are imported
     # while the JVM starts (_Starting)
+    entered = time.time()
     size = parse_size_option("--split-size", split_size, least=0)  # (a usage error before the JVM starts)
     common.need_extra("archive", "spark", ("pyspark",))
     pairs = _spark_settings(conf)
@@ -54,6 +56,7 @@ def archive(paths, out, master, conf, packages, executor_memory, driver_memory, 
     own = SparkSession.getActiveSession() is None  # (a session of this process is left running)
     spark = _session(dict(master=master, conf=pairs, driver_memory=driver_memory, executor_memory=executor_memory),
                      own)
+    started = time.time()
     try:
         res = _run_job(spark, files, dict(paths=paths, out=str(out), split_size=size, window=window, frames=frames,
                                           partitions=partitions, ports=port or [], keylog=keylog, messages=messages),
@@ -62,6 +65,8 @@ def archive(paths, out, master, conf, packages, executor_memory, driver_memory, 
         if own:
             sj.stop_session(spark, end_jvm=True)
         raise
+    if res.get("stats", {}).get("timings"):  # (the plan and the JVM's and Spark's start, before the job's steps)
+        res["stats"]["timings"] = {"start": round(started - entered, 3), **res["stats"]["timings"]}
     try:
         _print_summary(spark, res, len(files))
     finally:

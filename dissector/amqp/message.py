@@ -30,7 +30,8 @@ from ..errors import DissectError
 from .codec import ABSENT, Composite, Described, Reader, Symbol, Timestamp, amqp_type_of
 from .values import json_value
 
-__all__ = ["MessageScan", "MESSAGE_COLUMNS", "SECTION_NAMES", "PREFIX_CAP", "message_cells", "empty_cells"]
+__all__ = ["MessageScan", "MESSAGE_COLUMNS", "SECTION_NAMES", "PREFIX_CAP", "message_cells", "empty_cells",
+           "HeldDigest", "HELD_DIGEST_CAP", "keep_digested_bytes"]
 
 #: bytes at the start of a message its header, annotations and properties are read from
 PREFIX_CAP = 65536
@@ -256,6 +257,68 @@ def _section_head(buf, p: int, end: int):
     return code, 1 + n + m
 
 
+# --------------------------------------------------------------------------- a digest a checkpoint keeps
+
+#: bytes of one message's bare part a :class:`HeldDigest` keeps, at most (beyond: it cannot be saved)
+HELD_DIGEST_CAP = 4 * 1024 * 1024
+
+
+class HeldDigest:
+    """BLAKE2b-128 over a message's bare bytes (as the scan's own digest) that also keeps the bytes
+    it was given, up to :data:`HELD_DIGEST_CAP`: hashlib's digest gives out no state, so a flow's
+    state with a message in progress at the end of an archive run is saved as these bytes and the
+    digest made again from them when it is loaded (the same BLAKE2b of the same bytes).  Made
+    instead of the plain digest only while :func:`keep_digested_bytes` is on (a run that keeps a
+    checkpoint); the bytes are freed when the message ends (the scan keeps the hex text then)."""
+
+    __slots__ = ("h", "held")
+
+    def __init__(self):
+        self.h = _blake2b(digest_size=16)
+        self.held = bytearray()  # None once more than HELD_DIGEST_CAP bytes came
+
+    def update(self, data) -> None:
+        self.h.update(data)
+        held = self.held
+        if held is not None:
+            if len(held) + len(data) > HELD_DIGEST_CAP:
+                self.held = None
+            else:
+                held += data
+
+    def hexdigest(self) -> str:
+        return self.h.hexdigest()
+
+    def __getstate__(self):
+        if self.held is None:
+            import pickle
+
+            raise pickle.PicklingError(f"a message was in progress at the end of the run with more than "
+                                       f"{HELD_DIGEST_CAP} bytes digested (its digest cannot be saved)")
+        return bytes(self.held)
+
+    def __setstate__(self, held) -> None:
+        self.h = _blake2b(digest_size=16)
+        self.h.update(held)
+        self.held = bytearray(held)
+
+
+_new_digest = _blake2b  # what a scan digests with (keep_digested_bytes)
+
+
+def keep_digested_bytes(on: bool) -> None:
+    """Scans made from now on in this process digest with :class:`HeldDigest` (``on``: a run that
+    keeps a checkpoint, whose flows' states must pickle) or hashlib's BLAKE2b alone (the default:
+    nothing kept, no cost)."""
+    global _new_digest
+    _new_digest = HeldDigest if on else _blake2b
+
+
+def _digest():
+    d = _new_digest
+    return d() if d is HeldDigest else d(digest_size=16)
+
+
 # --------------------------------------------------------------------------- the scan
 
 
@@ -269,8 +332,9 @@ class MessageScan:
 
     def __getstate__(self):
         """Pickled (an archive's checkpoint keeps a flow's state) unless the bare message's digest is
-        in progress: BLAKE2b (hashlib's) gives out no state to save and go on from later."""
-        if self.digest is not None and type(self.digest) is not str:
+        in progress with hashlib's BLAKE2b alone, which gives out no state to save and go on from
+        later (a :class:`HeldDigest` saves the bytes it digested)."""
+        if self.digest is not None and type(self.digest) is not str and type(self.digest) is not HeldDigest:
             import pickle
 
             raise pickle.PicklingError("a message was in progress at the end of the run (its digest cannot be saved)")
@@ -281,7 +345,7 @@ class MessageScan:
         self.held = None  # bytearray: the start of a section head or of a section being read
         self.want = 0  # bytes of the section being read (0: a head is being read)
         self.skip = 0  # bytes of the current section still to pass over (not read)
-        self.digest = None  # BLAKE2b-128 (hashlib's) over the bare message's bytes
+        self.digest = None  # BLAKE2b-128 (hashlib's, or a HeldDigest) over the bare message's bytes
         self.last = -1  # order of the last section seen
         self.sections = []
         self.body_kind = None
@@ -373,7 +437,7 @@ class MessageScan:
                 self.body_kind = SECTION_NAMES[code]
             self.body_size += length
         if code in _BARE and self.digest is None and self.status is None:
-            self.digest = _blake2b(digest_size=16)
+            self.digest = _digest()
         if code in _READ:
             if self.pos + length > PREFIX_CAP:
                 self.truncated = True  # beyond the prefix: named and sized, not read

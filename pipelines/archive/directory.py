@@ -383,10 +383,16 @@ def _sync_dir(path: str) -> None:
 
 
 def _sync_tree(root: str) -> None:
-    """The files and directories under ``root`` on disk (a publication survives a power cut)."""
+    """The files and directories under ``root`` on disk (a publication survives a power cut).  A
+    file with other links is a file kept from the version before (a hard link: keep_final_files),
+    on disk since that version's publication: not synced again (a run costs its own files, not
+    the archive's)."""
     for d, _, files in os.walk(root):
         for name in files:
-            fd = os.open(os.path.join(d, name), os.O_RDONLY)
+            path = os.path.join(d, name)
+            if os.lstat(path).st_nlink > 1:
+                continue
+            fd = os.open(path, os.O_RDONLY)
             try:
                 os.fsync(fd)
             finally:

@@ -9,6 +9,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
+from amqp_dissect.amqp.message import keep_digested_bytes
 from amqp_dissect.capture.keylog import KeyLog
 from amqp_dissect.capture.tcp import IDLE_TIMEOUT
 from amqp_dissect.clock import ClockWatch
@@ -111,6 +112,9 @@ class FlowRunner:
         self._prov = False
         # what the flows' states share with the runner (left out of a carried state, by name)
         self._shared = {"keylog": self._keylog, "clock": self._clock}
+        # a run that keeps a checkpoint: message digests keep the bytes they took, so a flow with a
+        # message in progress at the end can be saved (HeldDigest); otherwise hashlib's alone
+        keep_digested_bytes(bool(params.checkpoint and params.messages))
 
     def run(self, rows: Iterable[tuple]) -> Iterator[tuple]:
         """``rows``: ``(flow, packet, ts, linktype, data, orig_len)`` sorted by flow then

@@ -36,6 +36,7 @@ class RunAnalysis:
     resumed: bool
     carried: int
     checkpoint: object | None
+    started: float = 0.0  # when the analysis began (time.time(); the checkpoint, when loaded, was before)
 
 
 def _analyse_run(spark, plan: Plan, archive: ArchiveDir, work: str, **analysis) -> RunAnalysis:
@@ -48,6 +49,7 @@ def _analyse_run(spark, plan: Plan, archive: ArchiveDir, work: str, **analysis) 
     resume = None
     if not plan.full:
         resume = _load_checkpoint(plan, archive)
+    analysis["t0"] = time.time()  # (the analysis' steps timed from here: the checkpoint's load is a step of its own)
     if resume is not None:
         from amqp_dissect.pipelines.archive.checkpoint import CannotContinue
 
@@ -58,7 +60,8 @@ def _analyse_run(spark, plan: Plan, archive: ArchiveDir, work: str, **analysis) 
             resume = None
     if resume is None:
         done = analyse(spark, plan.paths, work, **analysis)
-    return RunAnalysis(done=done, resumed=resume is not None, carried=len(done.carried), checkpoint=done.checkpoint)
+    return RunAnalysis(done=done, resumed=resume is not None, carried=len(done.carried), checkpoint=done.checkpoint,
+                       started=analysis["t0"])
 
 
 def _write_run_tables(spark, got: RunAnalysis, flat: str, provisional: str) -> str | None:
@@ -141,8 +144,12 @@ def _run(spark, archive: ArchiveDir, plan: Plan, options: dict, t0: float, analy
     run = archive.next_run(plan.manifest)
     staging = archive.staging(run)
     work, flat, version = (os.path.join(staging, n) for n in ("work", "flat", "version"))
-    got = _analyse_run(spark, plan, archive, "file://" + work + "/_work", t0=t0, **analysis)
+    planned = time.time()
+    got = _analyse_run(spark, plan, archive, "file://" + work + "/_work", **analysis)
     done = got.done
+    # (the steps before the analysis': the plan, from the run's start; the checkpoint's load)
+    done.clock.marks = {"plan": round(planned - t0, 3), "checkpoint": round(got.started - planned, 3),
+                        **done.clock.marks}
     reach("analysed")
     try:
         prov = _write_run_tables(spark, got, flat, os.path.join(staging, "provisional"))
@@ -184,7 +191,10 @@ def _save_checkpoint(got: RunAnalysis, version: str) -> tuple:
 def _result(archive: ArchiveDir, plan: Plan, run: int, done, got: RunAnalysis, size: int, new_rows: dict,
             names: list) -> dict:
     base = "file://" + archive.root
-    return {"counts": table_rows(archive.root, list(new_rows)), "tables": {n: base + "/" + n for n in names},
+    # (the published tables' rows: every run's final rows and this run's provisional ones, which the
+    # analysis counts, set_counts; not a walk over every file of the archive)
+    counts = {t: done.set_counts[t] for t in new_rows}
+    return {"counts": counts, "tables": {n: base + "/" + n for n in names},
             "files": done.files, "errors": done.errors, "stats": done.stats, "out": base, "order": done.order,
             "gaps": done.gaps, "clock_steps": done.clock_steps, "plan": plan, "run": run, "resumed": got.resumed,
             "carried": got.carried, "checkpoint_bytes": size, "new_rows": new_rows}

@@ -165,7 +165,8 @@ class AnalysedRun:
 
 
 class StepClock:
-    """The seconds each step of the job took (``marks``: step name -> seconds since the step before)."""
+    """The seconds each step of the job took (``marks``: step name -> seconds since the step before,
+    summed over the times it was marked)."""
 
     def __init__(self, t0: float):
         self.marks: dict = {}
@@ -173,7 +174,8 @@ class StepClock:
 
     def mark(self, name: str) -> None:
         now = time.time()
-        self.marks[name] = round(now - self._tick, 3)
+        # (a step marked twice adds up: the tables of a run that carries flows, final then provisional)
+        self.marks[name] = round(self.marks.get(name, 0.0) + now - self._tick, 3)
         self._tick = now
         for hook in MARK_HOOKS:
             hook(name)

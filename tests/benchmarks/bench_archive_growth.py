@@ -11,10 +11,20 @@ then ``amqp-dissect archive --master local[2]`` runs, each a process of its own,
 * ``killed``: into a third directory grown by its first half, the whole set run and killed
   (SIGKILL, the job's test hook) at ``--kill-at``; then ``resumed``: the same run again.
 
-Prints the times (medians of ``--repeat`` rounds), the checkpoint's bytes after each run, and
-checks that the three directories hold the same rows (pyarrow datasets, rows as sets).
+Prints the times (medians of ``--repeat`` rounds), each command's time per stage (its own
+``time per stage`` line: ``start`` the plan and the JVM's and Spark's start, ``plan`` and
+``checkpoint`` the run's own plan and its checkpoint's load, then the job's steps; ``rest`` the rest
+of the command's wall time: the interpreter's start and imports, the end), the checkpoint's bytes after each run, the increment's
+and the resumed run's ratio to the fresh run, and checks that the three directories hold the same
+rows (pyarrow datasets, rows as sets).
+
+``--copies N`` makes the set N times larger to show how the ratio goes with the archive's size:
+the capture repeated N times one after the other (copy k's times shifted past copy k-1's end, its
+client ports moved by 100 k: new connections, as a broker's clients reconnect), cut into
+``--rotate`` x N files; the increment is again the second half.
 
     python tests/benchmarks/bench_archive_growth.py --archive /tmp/amqp-bench/c2-m75000.pcap --rotate 8
+    python tests/benchmarks/bench_archive_growth.py --archive /tmp/amqp-bench/c2-m75000.pcap --rotate 8 --copies 4
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -44,15 +55,54 @@ def cut(capture: str, parts: int, into: str) -> list:
     return sorted(glob.glob(os.path.join(into, "part_*.pcap")))
 
 
-def archive(files: list, out: str, env: dict | None = None) -> tuple[float, int]:
-    """One ``archive`` command: (wall seconds, its exit status)."""
+def copies(capture: str, n: int, into: str) -> str:
+    """``capture`` repeated ``n`` times in one file under ``into`` (made once, then reused): copy k
+    shifted in time past copy k-1's end (plus a second), its client ports (all but the AMQP ones)
+    moved by 100 k (tests/support/pcapbuild.retarget_tcp: fresh checksums)."""
+    if n == 1:
+        return capture
+    out = os.path.join(into, f"{os.path.basename(capture)}.x{n}.pcap")
+    if os.path.exists(out):
+        return out
+    sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
+    from pcapbuild import PcapWriter, read_pcap_records, retarget_tcp
+
+    with open(capture, "rb") as f:
+        recs = list(read_pcap_records(f))
+    units = 10**6 if all(frac < 10**6 for (_, frac), _, _ in recs) else 10**9
+    first, last = (recs[0][0][0] * units + recs[0][0][1]), (recs[-1][0][0] * units + recs[-1][0][1])
+    shift = last - first + units
+    os.makedirs(into, exist_ok=True)
+    with open(out + ".tmp", "wb") as f:
+        w = PcapWriter(f, recs[0][1], nano=units == 10**9)
+        for k in range(n):
+            ports = {p: p + 100 * k for p in range(1024, 65536 - 100 * n) if p not in (5671, 5672)} if k else {}
+            for (sec, frac), lt, data in recs:
+                t = sec * units + frac + k * shift
+                w.write((t // units, t % units), retarget_tcp(data, lt, ports) if k else data)
+    os.replace(out + ".tmp", out)
+    return out
+
+
+STAGES = re.compile(r"^time per stage: (.*)$", re.M)
+
+
+def archive(files: list, out: str, env: dict | None = None) -> tuple[float, int, dict]:
+    """One ``archive`` command: (wall seconds, its exit status, its seconds per stage)."""
     t = time.perf_counter()
     got = subprocess.run([sys.executable, "-m", "amqp_dissect.cli", "archive", "--master", "local[2]", *files,
                           "--out", out], capture_output=True, text=True, cwd=ROOT, env={**os.environ, **(env or {})})
     took = time.perf_counter() - t
     if got.returncode not in (0, -9):
         sys.exit(f"archive failed ({got.returncode}): {got.stderr[-2000:]}")
-    return took, got.returncode
+    stages: dict = {}
+    m = STAGES.search(got.stdout)
+    if m:
+        for part in m.group(1).split(", "):
+            name, secs = part.rsplit(" in ", 1)
+            stages[name] = float(secs.rstrip(" s"))
+        stages["rest"] = round(took - sum(stages.values()), 2)
+    return took, got.returncode, stages
 
 
 def checkpoint_bytes(out: str) -> int:
@@ -63,35 +113,42 @@ def checkpoint_bytes(out: str) -> int:
 
 
 def same_rows(a: str, b: str) -> bool:
+    """Whether the archives ``a`` and ``b`` hold the same rows in every table, as multisets (each
+    row's 64-bit hash of its cells' text, sorted: a large archive's rows are not held as tuples)."""
+    import numpy as np
+    import pandas as pd
     import pyarrow.dataset as ds
 
     from amqp_dissect.results.schema import TABLES
 
     for t in TABLES:
-        ta, tb = (ds.dataset(os.path.join(d, t), partitioning="hive").to_table().to_pandas().astype(str)
+        ha, hb = (np.sort(pd.util.hash_pandas_object(ds.dataset(os.path.join(d, t), partitioning="hive").to_table()
+                                                     .to_pandas().astype(str), index=False).to_numpy())
                   for d in (a, b))
-        if sorted(map(tuple, ta.values.tolist())) != sorted(map(tuple, tb.values.tolist())):
+        if not np.array_equal(ha, hb):
             return False
     return True
 
 
-def one_round(files: list, work: str, kill_at: str) -> dict:
+def one_round(files: list, work: str, kill_at: str, check: bool = True) -> dict:
     half = files[:len(files) // 2]
     dirs = {k: os.path.join(work, k) for k in ("fresh", "grown", "killed")}
     for d in dirs.values():
         shutil.rmtree(d, ignore_errors=True)
-    got = {}
-    got["fresh"], _ = archive(files, dirs["fresh"])
-    got["first half"], _ = archive(half, dirs["grown"])
+    got, stages = {}, {}
+    got["fresh"], _, stages["fresh"] = archive(files, dirs["fresh"])
+    got["first half"], _, stages["first half"] = archive(half, dirs["grown"])
     got["checkpoint after the first half"] = checkpoint_bytes(dirs["grown"])
-    got["increment"], _ = archive(files, dirs["grown"])
+    got["increment"], _, stages["increment"] = archive(files, dirs["grown"])
     got["checkpoint after the whole set"] = checkpoint_bytes(dirs["grown"])
     archive(half, dirs["killed"])
-    got["killed"], status = archive(files, dirs["killed"], {KILL_AT: kill_at})
+    got["killed"], status, _ = archive(files, dirs["killed"], {KILL_AT: kill_at})
     if status != -9:
         sys.exit(f"the run was not killed at {kill_at!r}")
-    got["resumed"], _ = archive(files, dirs["killed"])
-    got["same rows"] = same_rows(dirs["fresh"], dirs["grown"]) and same_rows(dirs["fresh"], dirs["killed"])
+    got["resumed"], _, stages["resumed"] = archive(files, dirs["killed"])
+    if check:
+        got["same rows"] = same_rows(dirs["fresh"], dirs["grown"]) and same_rows(dirs["fresh"], dirs["killed"])
+    got["stages"] = stages
     return got
 
 
@@ -103,17 +160,26 @@ def main() -> None:
     ap.add_argument("--kill-at", default="partitioned",
                     help="the step the killed run is killed after (analysed, staged, partitioned, summaries, "
                          "versioned, published; default partitioned)")
-    ap.add_argument("--work", default=None, help="scratch directory (default: a temporary one, removed)")
+    ap.add_argument("--no-check", action="store_true", help="do not compare the three directories' rows")
+    ap.add_argument("--copies", type=int, default=1,
+                    help="the capture repeated this many times, new connections each (default 1; see above)")
+    ap.add_argument("--work", default=None, help="scratch directory (default: a temporary one, removed; the "
+                                                   "repeated capture is kept in a given one)")
     a = ap.parse_args()
     work = a.work or tempfile.mkdtemp(prefix="archive-growth-")
     try:
-        files = cut(a.archive, a.rotate, os.path.join(work, "set"))
-        rounds = [one_round(files, work, a.kill_at) for _ in range(a.repeat)]
+        capture = copies(a.archive, a.copies, work)
+        shutil.rmtree(os.path.join(work, "set"), ignore_errors=True)
+        files = cut(capture, a.rotate * a.copies, os.path.join(work, "set"))
+        rounds = [one_round(files, work, a.kill_at, not a.no_check) for _ in range(a.repeat)]
     finally:
         if a.work is None:
             shutil.rmtree(work, ignore_errors=True)
-    print(f"{a.archive}: {len(files)} files; medians of {a.repeat} round(s), wall seconds of whole commands")
+    print(f"{a.archive}{f' x {a.copies}' if a.copies > 1 else ''}: {len(files)} files; medians of {a.repeat} "
+          "round(s), wall seconds of whole commands")
     for key in rounds[0]:
+        if key == "stages":
+            continue
         vals = [r[key] for r in rounds]
         if isinstance(vals[0], bool):
             print(f"  {key}: {all(vals)}")
@@ -122,6 +188,11 @@ def main() -> None:
         else:
             print(f"  {key}: {statistics.median(vals):.2f} s")
     med = {k: statistics.median([r[k] for r in rounds]) for k in ("fresh", "increment", "resumed")}
+    print("  seconds per stage (medians; rest: the command's wall time outside its stages):")
+    for run in rounds[0]["stages"]:
+        names = list(rounds[0]["stages"][run])
+        print(f"    {run}: " + ", ".join(
+            f"{n} {statistics.median([r['stages'][run].get(n, 0.0) for r in rounds]):.2f}" for n in names))
     print(f"  increment / fresh: {med['increment'] / med['fresh']:.2f}x; resumed / fresh: "
           f"{med['resumed'] / med['fresh']:.2f}x")
 

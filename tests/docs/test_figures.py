@@ -96,10 +96,18 @@ FIGURES = (
            lambda: (_options().size_text(_options().DEFAULT_SPLIT_SIZE),)),
     Figure("docs/archives-spark.md", "read_captures' defaults",
            r"window=([\d.]+), split_size=(\d+) MiB, partitions=None, idle_timeout=([\d.]+)", _archive_call_defaults),
+    Figure("docs/archives-spark.md", "the digested bytes a checkpoint keeps per message",
+           r"`HELD_DIGEST_CAP` \((\d+) MiB\)", lambda: (str(_held_digest_cap() >> 20),)),
     Figure("docs/archives-spark.md", "the exit codes of archive's inputs",
            r"Exit codes as the other commands'.*?: (\d) for a path\s+that does not exist or a file system without its "
            r"connector, (\d) for no capture found; a damaged\s+file gives exit code (\d)", _input_exits),
 )
+
+
+def _held_digest_cap() -> int:
+    from amqp_dissect.amqp.message import HELD_DIGEST_CAP
+
+    return HELD_DIGEST_CAP
 
 
 def _page(name: str) -> str:

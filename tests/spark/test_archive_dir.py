@@ -34,7 +34,7 @@ from amqp_dissect.pipelines.archive.directory import (DATE_COLUMNS, KILL_AT, MAN
                                                       ArchiveDir, archive_dataset, read_archive_pandas)
 from amqp_dissect.pipelines.spark.api import read_archive  # noqa: E402
 from amqp_dissect.pipelines.runs.local import read_analysis  # noqa: E402
-from amqp_dissect.pipelines.spark.archive_dir import run_archive_dir  # noqa: E402
+from amqp_dissect.pipelines.spark.archive_dir import run_archive_dir, table_rows  # noqa: E402
 from amqp_dissect.pipelines.spark.summaries import SUMMARIES  # noqa: E402
 from amqp_dissect.results.schema import TABLES, names  # noqa: E402
 
@@ -164,6 +164,7 @@ def grown(spark, rotated, tmp_path_factory):
     files = copy_set(rotated, base / "set")
     out = str(base / "archive")
     first = run_archive_dir(spark, files[:4], out, **JOB)
+    first["digests in progress"] = _digests_in_progress(out, 1)  # (its version goes with the next run)
     second = run_archive_dir(spark, files, out, **JOB)
     return out, files, first, second
 
@@ -173,10 +174,11 @@ def test_a_set_grown_in_two_runs_equals_one_run_and_a_run_with_nothing_new_chang
     assert [len(first["plan"].new), len(second["plan"].new), len(second["plan"].unchanged)] == [4, 4, 4]
     assert second["run"] == 2
     # the cut falls inside a multi-frame message whose digest (--messages) was in progress: the
-    # first run carried its flow but could not keep its state, so the second run is a full one
-    # and says why (exact either way)
-    assert first["carried"] == 1 and first["checkpoint_bytes"] > 0 and not second["resumed"]
-    assert "a message was in progress at the end of the run" in second["plan"].why_full
+    # first run carried its flow with the bytes that digest had taken (HeldDigest); the second run
+    # is a full one all the same, and says why: its new files (by name) go back in time
+    assert first["carried"] == 1 and first["checkpoint_bytes"] > 0
+    assert first["digests in progress"] > 0  # (a scan's digest mid-message in the saved state)
+    assert not second["resumed"] and "starts before the last record" in second["plan"].why_full
     assert_same_archive(out, fresh)
     manifest = ArchiveDir(out).manifest()
     assert [r["run"] for r in manifest["runs"]] == [1, 2]
@@ -186,6 +188,19 @@ def test_a_set_grown_in_two_runs_equals_one_run_and_a_run_with_nothing_new_chang
     again = run_archive_dir(spark, files, out, **JOB)
     assert again["run"] is None and not again["plan"].new and len(again["plan"].unchanged) == 8
     assert _snapshot(out) == before
+
+
+def _digests_in_progress(out: str, run: int) -> int:
+    """The message digests in progress (a HeldDigest with its bytes) in the carried flows' states of
+    the checkpoint of run ``run`` of the archive ``out`` (read before the next run removes its version)."""
+    from amqp_dissect.pipelines.archive.checkpoint import Checkpoint
+    from amqp_dissect.pipelines.archive.directory import CHECKPOINT
+
+    version = os.path.join(out, "_archive", "versions", f"run-{run:06d}")
+    if not os.path.isdir(version):
+        return -1
+    cp = Checkpoint.load(os.path.join(version, CHECKPOINT))
+    return sum(blob.count(b"HeldDigest") for blob in cp.flows.values())
 
 
 def _cli(*args, env=None) -> subprocess.CompletedProcess:
@@ -277,7 +292,8 @@ def test_full_equals_a_fresh_run_and_the_command_says_what_it_did(spark, grown, 
     assert re.search(r"\nrun 3: full, over all 8 input\(s\) \(--full\); 0 flow\(s\) carried over to the next run, "
                      r"checkpoint \d+ bytes\n", o)
     assert "\nrows written by this run: connections 2, sessions 2, links 4, deliveries " in o
-    assert "\ntime per stage: stage1 in " in o and ", partition in " in o and ", publish in " in o
+    assert "\ntime per stage: start in " in o and ", plan in " in o and ", checkpoint in " in o
+    assert ", stage1 in " in o and ", partition in " in o and ", publish in " in o
     assert "\ntables: connections 2, " in o
     assert_same_archive(out, fresh)
     assert os.listdir(os.path.join(out, "_archive", "versions")) == ["run-000003"]
@@ -304,7 +320,11 @@ def test_a_set_grown_in_three_and_eight_runs_goes_on_from_each_checkpoint_and_eq
     files = sorted(copy_set(rotated, tmp_path / "set"), key=first_time)  # (the set grows in time)
     out = str(tmp_path / "archive")
     cuts = [len(files) * (i + 1) // steps for i in range(steps)]
-    results = [run_archive_dir(spark, files[:n], out, **job) for n in cuts]
+    results = []
+    for n in cuts:
+        results.append(run_archive_dir(spark, files[:n], out, **job))
+        # the rows it says the published tables hold (counted by the analysis) are the files' own
+        assert results[-1]["counts"] == table_rows(out, list(results[-1]["counts"]))
     assert [r["resumed"] for r in results] == [False] + [True] * (steps - 1), [r["plan"].why_full for r in results]
     assert any(r["carried"] for r in results[:-1])  # (connections ran on across the cuts)
     assert [len(r["plan"].new) for r in results] == [b - a for a, b in zip([0] + cuts, cuts)]
