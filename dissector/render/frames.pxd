@@ -101,7 +101,8 @@ cdef _section_into(list out, s)
 cdef int _W_OTHER, _W_NULL, _W_TRUE, _W_FALSE, _W_BOOL, _W_ZERO, _W_UNSIGNED, _W_SIGNED, _W_BINARY, _W_STRING
 cdef int _W_SYMBOL, _W_LIST, _W_MAP, _W_TIMESTAMP
 cdef bytes _W_KIND, _W_WIDTH
-cdef tuple _W_CLASS, _W_TNAME, _W_COMPOSITES, _W_NAMES, _W_TITLES, _W_INNER
+cdef tuple _W_CLASS, _W_TNAME, _W_COMPOSITES, _W_NAMES, _W_TITLES, _W_INNER, _W_PERFORMATIVES, _W_SECTIONS
+cdef list _W_LAYOUTS
 cdef Py_ssize_t _WALK_DEPTH
 
 @cython.locals(v=cython.ulonglong, i=int)
@@ -110,7 +111,7 @@ cdef unsigned long long _be_uint(bytes data, Py_ssize_t p, int width)
 @cython.locals(v=cython.longlong, i=int)
 cdef long long _be_int(bytes data, Py_ssize_t p, int width)
 
-@cython.locals(plain=bint, i=Py_ssize_t, b=int, s=str)
+@cython.locals(plain=bint, i=Py_ssize_t, b=int, s=str, buf=cython.p_uchar)
 cdef str _quoted(bytes data, Py_ssize_t p, Py_ssize_t n, bint symbol, Py_ssize_t limit)
 
 cdef class _TreeWalk:
@@ -132,9 +133,9 @@ cdef class _TreeWalk:
 
     @cython.locals(data=bytes, code=int, count=Py_ssize_t, layout=_CompositeLayout, nf=Py_ssize_t, end=Py_ssize_t,
                    saved=Py_ssize_t, out=list, ctypes=tuple, i=Py_ssize_t, heads=dict, head=str, text=str, d=str)
-    cdef int composite(self, spec, Py_ssize_t indent) except -1
+    cdef int composite(self, int dcode, Py_ssize_t indent) except -1
 
-    @cython.locals(data=bytes, code=int, kind=int, text=str, pad=str, p=Py_ssize_t)
+    @cython.locals(data=bytes, code=int, kind=int, text=str, pad=str, p=Py_ssize_t, dcode=int)
     cdef int value(self, label, Py_ssize_t indent, f, ctype) except -1
 
     @cython.locals(r=Reader)

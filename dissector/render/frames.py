@@ -926,6 +926,9 @@ _W_NAMES = tuple(None if s is None or isinstance(s, CompositeSpec) else s.name
                  for s in (BY_DESCRIPTOR.get(i) for i in range(256)))
 _W_TITLES = tuple(None if s is None else f"{s.name} (descriptor {_desc_text(ULong(i))})"
                   for i, s in enumerate(_W_COMPOSITES))
+_W_PERFORMATIVES = tuple(None if t is None else "    Performative: " + t for t in _W_TITLES)
+_W_SECTIONS = tuple(None if t is None else "        " + t for t in _W_TITLES)
+_W_LAYOUTS = [None] * (16 * 256)  # indent * 256 + descriptor code -> _CompositeLayout, made once
 _W_INNER = tuple(None if s is None else f" ({s.name}, descriptor {_desc_text(ULong(i))})"  # (a field's value)
                  for i, s in enumerate(_W_COMPOSITES))
 
@@ -951,16 +954,19 @@ def _be_int(data, p, width):
 def _quoted(data, p, n, symbol, limit):
     """``repr`` of the string (or symbol) of the ``n`` bytes at ``data[p]``, cut to ``limit``
     characters and an ellipsis as the tree cuts it; None when the bytes are not its encoding."""
+    buf = data  # (compiled: its bytes read in place)
     plain = True
     for i in range(p, p + n):
-        b = data[i]
+        b = buf[i]
         if b < 0x20 or b > 0x7E or b == 0x27 or b == 0x5C:  # (repr would escape, or quote otherwise)
             plain = False
             break
     if plain:
         if n <= limit:
-            return "'" + data[p:p + n].decode("ascii") + "'"
-        return "'" + data[p:p + limit].decode("ascii") + "…'"
+            s = data[p:p + n].decode("ascii")
+            return f"'{s}'"
+        s = data[p:p + limit].decode("ascii")
+        return f"'{s}…'"
     try:
         s = data[p:p + n].decode("ascii" if symbol else "utf-8")
     except UnicodeDecodeError:
@@ -999,10 +1005,10 @@ class _TreeWalk:
         spec = _W_COMPOSITES[code]
         if spec is None or _W_KIND[data[3]] != _W_LIST:
             return False
-        self.out.append("    Performative: " + _W_TITLES[code])
+        self.out.append(_W_PERFORMATIVES[code])
         self.p = 3
         self.depth = 1
-        return self.composite(spec, 2)
+        return self.composite(code, 2)
 
     def sections(self) -> bool:
         """The message sections' lines, as :func:`_section_into` shows each decoded."""
@@ -1015,9 +1021,9 @@ class _TreeWalk:
                 spec = _W_COMPOSITES[code]
                 if spec is not None:
                     if _W_KIND[data[p + 3]] == _W_LIST:
-                        self.out.append("        " + _W_TITLES[code])
+                        self.out.append(_W_SECTIONS[code])
                         self.p = p + 3
-                        if not self.composite(spec, 3):
+                        if not self.composite(code, 3):
                             return False
                         continue
                 else:
@@ -1080,14 +1086,18 @@ class _TreeWalk:
         self.inner = end
         return count
 
-    def composite(self, spec, indent) -> bool:
-        """The fields of composite ``spec`` (its list at the cursor), as :func:`_composite_into`
-        shows them at ``indent``."""
+    def composite(self, dcode, indent) -> bool:
+        """The fields of the composite of small-ulong descriptor ``dcode`` (its list at the cursor),
+        as :func:`_composite_into` shows them at ``indent``."""
         data = self.data
         code = data[self.p]  # (a list constructor: the caller looked)
         self.p += 1
         count = self._header(code)
-        layout = _composite_layout(spec, indent)
+        layout = _W_LAYOUTS[indent * 256 + dcode] if indent < 16 else None
+        if layout is None:
+            layout = _composite_layout(_W_COMPOSITES[dcode], indent)
+            if indent < 16:
+                _W_LAYOUTS[indent * 256 + dcode] = layout
         nf = layout.nf
         if count < 0 or count > nf or self.depth >= _WALK_DEPTH:  # (extra elements: decoded)
             return False
@@ -1153,13 +1163,13 @@ class _TreeWalk:
                 return self._timestamp(label, indent)
         p = self.p
         if code == 0 and p + 3 < self.lim and data[p + 1] == 0x53:
-            spec = _W_COMPOSITES[data[p + 2]]
-            if spec is not None and _W_KIND[data[p + 3]] == _W_LIST and self.depth < _WALK_DEPTH:
+            dcode = data[p + 2]
+            if _W_COMPOSITES[dcode] is not None and _W_KIND[data[p + 3]] == _W_LIST and self.depth < _WALK_DEPTH:
                 pad = _PADS[indent] if indent < 64 else "    " * indent
-                self.out.append(f"{pad}{label}{_W_INNER[data[p + 2]]}")
+                self.out.append(f"{pad}{label}{_W_INNER[dcode]}")
                 self.p = p + 3
                 self.depth += 1
-                if not self.composite(spec, indent + 1):
+                if not self.composite(dcode, indent + 1):
                     return False
                 self.depth -= 1
                 return True
