@@ -85,8 +85,10 @@ cpdef str _desc_text(d)
 @cython.locals(head=str, type_line=str)
 cdef tuple _frame_head_tail(Frame fr)
 
-@cython.locals(head_tail=tuple, sections=list, fr=Frame, dl=Delivery, c=Composite)
 cpdef frame_detail_into(list out, ev)
+
+@cython.locals(head_tail=tuple, dl=Delivery, pname=object)
+cdef _frame_tree_into(list out, Frame fr)
 
 @cython.locals(mark=Py_ssize_t, c=Composite)
 cdef _performative_into(list out, Frame fr)

@@ -767,7 +767,9 @@ def frame_detail(ev) -> list[str]:
 
 def frame_detail_into(out: list, ev) -> None:
     """Append the lines of ``frame_detail(ev)`` to ``out``."""
-    if isinstance(ev, ProtocolHeader):
+    if type(ev) is Frame:
+        _frame_tree_into(out, ev)
+    elif isinstance(ev, ProtocolHeader):
         out.append("Advanced Message Queuing Protocol")
         out.append(f"    Protocol-Header: {ev.name}")
         out.append(f"    Protocol-ID: {ev.protocol_id}")
@@ -777,38 +779,48 @@ def frame_detail_into(out: list, ev) -> None:
         out.append(f"    [Expert Info ({ev.note.severity}/{ev.note.group}): {ev.note.message}]")
         return
     else:
-        fr = ev  # a Frame (DetailLines shows nothing else): its fields are read from its C struct when compiled
-        # the title, Length, Doff, Type and Channel lines as one item: all but the length made once
-        key = (fr.src, fr.dst, fr.channel, fr.doff, fr.type)
-        head_tail = _AMQP_TITLES.get(key)
-        if head_tail is None:
-            head_tail = _frame_head_tail(fr)
-            if len(_AMQP_TITLES) >= 65536:  # many connections and channels: start over
-                _AMQP_TITLES.clear()
-            _AMQP_TITLES[key] = head_tail
-        out.append(f"{head_tail[0]}{fr.size}{head_tail[1]}")
-        if fr.ext:
-            out.append(f"    Extended header: {fr.ext.hex()}")
-        if fr.first_packet != fr.packet:
-            out.append(f"    [Frame starts in packet {fr.first_packet}]")
-        if fr.kind == "heartbeat":
-            out.append("    Empty frame (heartbeat)")
-        else:
-            _performative_into(out, fr)
-        if fr.name == "transfer":
-            out.append(f"    Payload: {len(fr.payload)} bytes")
-        dl = fr.delivery
-        if dl is not None:
-            if dl.aborted:
-                out.append(f"    [Delivery aborted after {dl.frames} frames]")
-            else:
-                if dl.frames > 1:
-                    out.append(f"    Message ({dl.message_size} bytes, reassembled from {dl.frames} frames "
-                               f"starting in packet {dl.first_packet})")
-                else:
-                    out.append(f"    Message ({dl.message_size} bytes)")
-                _sections_into(out, dl)
+        _frame_tree_into(out, ev)  # (a Frame's subclass)
+        return
     for n in ev.notes:
+        out.append(f"    [Expert Info ({n.severity}/{n.group}): {n.message}]")
+
+
+def _frame_tree_into(out: list, fr) -> None:
+    """The lines of ``frame_detail(fr)`` of a frame (its fields read from its C struct when compiled)."""
+    # the title, Length, Doff, Type and Channel lines as one item: all but the length made once
+    key = (fr.src, fr.dst, fr.channel, fr.doff, fr.type)
+    head_tail = _AMQP_TITLES.get(key)
+    if head_tail is None:
+        head_tail = _frame_head_tail(fr)
+        if len(_AMQP_TITLES) >= 65536:  # many connections and channels: start over
+            _AMQP_TITLES.clear()
+        _AMQP_TITLES[key] = head_tail
+    out.append(f"{head_tail[0]}{fr.size}{head_tail[1]}")
+    if fr.ext:
+        out.append(f"    Extended header: {fr.ext.hex()}")
+    if fr.first_packet != fr.packet:
+        out.append(f"    [Frame starts in packet {fr.first_packet}]")
+    if fr.type != FRAME_SASL and fr.size == fr.doff * 4:  # (kind "heartbeat")
+        out.append("    Empty frame (heartbeat)")
+    else:
+        _performative_into(out, fr)
+    pname = fr.pname
+    if pname is None:
+        pname = fr.name
+    if pname == "transfer":
+        out.append(f"    Payload: {len(fr.payload)} bytes")
+    dl = fr.delivery
+    if dl is not None:
+        if dl.aborted:
+            out.append(f"    [Delivery aborted after {dl.frames} frames]")
+        else:
+            if dl.frames > 1:
+                out.append(f"    Message ({dl.message_size} bytes, reassembled from {dl.frames} frames "
+                           f"starting in packet {dl.first_packet})")
+            else:
+                out.append(f"    Message ({dl.message_size} bytes)")
+            _sections_into(out, dl)
+    for n in fr.notes:
         out.append(f"    [Expert Info ({n.severity}/{n.group}): {n.message}]")
 
 
