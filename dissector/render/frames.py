@@ -769,7 +769,8 @@ def frame_detail_into(out: list, ev) -> None:
     """Append the lines of ``frame_detail(ev)`` to ``out``."""
     if type(ev) is Frame:
         _frame_tree_into(out, ev)
-    elif isinstance(ev, ProtocolHeader):
+        return
+    if isinstance(ev, ProtocolHeader):
         out.append("Advanced Message Queuing Protocol")
         out.append(f"    Protocol-Header: {ev.name}")
         out.append(f"    Protocol-ID: {ev.protocol_id}")
