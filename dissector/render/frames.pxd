@@ -11,7 +11,7 @@ cdef tuple _PADS, _INT_TEXTS
 cdef frozenset _PLAIN_INTS
 
 from amqp_dissect.amqp.framing cimport Frame, Delivery
-from amqp_dissect.amqp.codec cimport Composite
+from amqp_dissect.amqp.codec cimport Composite, Reader
 
 @cython.locals(out=list)
 cpdef str frame_summary(ev)
@@ -85,8 +85,75 @@ cpdef str _desc_text(d)
 @cython.locals(head=str, type_line=str)
 cdef tuple _frame_head_tail(Frame fr)
 
-@cython.locals(head_tail=tuple, sections=list, fr=Frame, dl=Delivery, c=Composite)
 cpdef frame_detail_into(list out, ev)
+
+@cython.locals(head_tail=tuple, dl=Delivery, pname=object)
+cdef _frame_tree_into(list out, Frame fr)
+
+@cython.locals(mark=Py_ssize_t, c=Composite)
+cdef _performative_into(list out, Frame fr)
+
+@cython.locals(walk=_TreeWalk, cap=Py_ssize_t, mark=Py_ssize_t, sections=list)
+cdef _sections_into(list out, Delivery dl)
+
+@cython.locals(c=Composite)
+cdef _section_into(list out, s)
+
+# the tree from the encoding
+cdef int _W_OTHER, _W_NULL, _W_TRUE, _W_FALSE, _W_BOOL, _W_ZERO, _W_UNSIGNED, _W_SIGNED, _W_BINARY, _W_STRING
+cdef int _W_SYMBOL, _W_LIST, _W_MAP, _W_TIMESTAMP
+cdef bytes _W_KIND, _W_WIDTH
+cdef tuple _W_CLASS, _W_TNAME, _W_COMPOSITES, _W_NAMES, _W_TITLES, _W_INNER, _W_PERFORMATIVES, _W_SECTIONS
+cdef list _W_LAYOUTS
+cdef Py_ssize_t _WALK_DEPTH
+
+@cython.locals(v=cython.ulonglong, i=int)
+cdef unsigned long long _be_uint(bytes data, Py_ssize_t p, int width)
+
+@cython.locals(v=cython.longlong, i=int)
+cdef long long _be_int(bytes data, Py_ssize_t p, int width)
+
+@cython.locals(plain=bint, i=Py_ssize_t, b=int, s=str, buf=cython.p_uchar)
+cdef str _quoted(bytes data, Py_ssize_t p, Py_ssize_t n, bint symbol, Py_ssize_t limit)
+
+cdef class _TreeWalk:
+    cdef bytes data
+    cdef Py_ssize_t p, lim, elements, cap, depth, inner
+    cdef list out
+
+    @cython.locals(data=bytes, code=int)
+    cdef int performative(self) except -1
+
+    @cython.locals(data=bytes, p=Py_ssize_t, code=int)
+    cdef int sections(self) except -1
+
+    @cython.locals(r=Reader)
+    cdef int _decoded_section(self) except -1
+
+    @cython.locals(data=bytes, p=Py_ssize_t, lim=Py_ssize_t, size=Py_ssize_t, end=Py_ssize_t, count=Py_ssize_t)
+    cdef Py_ssize_t _header(self, int code) except -2
+
+    @cython.locals(data=bytes, code=int, count=Py_ssize_t, layout=_CompositeLayout, nf=Py_ssize_t, end=Py_ssize_t,
+                   saved=Py_ssize_t, out=list, ctypes=tuple, i=Py_ssize_t, heads=dict, head=str, text=str, d=str)
+    cdef int composite(self, int dcode, Py_ssize_t indent) except -1
+
+    @cython.locals(data=bytes, code=int, kind=int, text=str, pad=str, p=Py_ssize_t, dcode=int)
+    cdef int value(self, label, Py_ssize_t indent, f, ctype) except -1
+
+    @cython.locals(r=Reader)
+    cdef int _decoded(self, label, Py_ssize_t indent, f, ctype) except -1
+
+    @cython.locals(kind=int, data=bytes, p=Py_ssize_t, lim=Py_ssize_t, width=int, u=cython.ulonglong,
+                   s=cython.longlong, n=Py_ssize_t, b=int)
+    cdef str _leaf(self, int code)
+
+    @cython.locals(p=Py_ssize_t, ms=cython.longlong, pad=str)
+    cdef int _timestamp(self, label, Py_ssize_t indent) except -1
+
+    @cython.locals(data=bytes, start=Py_ssize_t, code=int, elements=Py_ssize_t, count=Py_ssize_t, end=Py_ssize_t,
+                   out=list, mark=Py_ssize_t, saved=Py_ssize_t, kcode=int, kind=int, width=int, p=Py_ssize_t,
+                   n=Py_ssize_t, key=str, pad=str)
+    cdef int _map(self, label, Py_ssize_t indent) except -1
 
 cdef dict _JSON_LAYOUTS
 cdef tuple _IMMUTABLE

@@ -28,7 +28,10 @@ from ..amqp.codec import (
     Array, Byte, Composite, Described, Int, Long, Map, Short, Symbol, Timestamp, UByte, UInt, ULong, UShort,
     amqp_type_of,
 )
-from ..amqp.spec import CHOICES, COMPOSITES, FieldSpec, choice_name
+from ..amqp import _spec
+from ..amqp.codec import DEFAULT_MAX_DEPTH, DEFAULT_MAX_ELEMENTS, Reader
+from ..amqp.spec import BY_DESCRIPTOR, CHOICES, COMPOSITES, CompositeSpec, FieldSpec, choice_name
+from ..errors import DissectError
 from ..amqp.values import field_json, json_value, short_value
 
 _SHOWN = (Frame, ProtocolHeader, StreamNote, PacketNote)  # the events that have a frames line
@@ -764,6 +767,9 @@ def frame_detail(ev) -> list[str]:
 
 def frame_detail_into(out: list, ev) -> None:
     """Append the lines of ``frame_detail(ev)`` to ``out``."""
+    if type(ev) is Frame:
+        _frame_tree_into(out, ev)
+        return
     if isinstance(ev, ProtocolHeader):
         out.append("Advanced Message Queuing Protocol")
         out.append(f"    Protocol-Header: {ev.name}")
@@ -774,56 +780,533 @@ def frame_detail_into(out: list, ev) -> None:
         out.append(f"    [Expert Info ({ev.note.severity}/{ev.note.group}): {ev.note.message}]")
         return
     else:
-        fr = ev  # a Frame (DetailLines shows nothing else): its fields are read from its C struct when compiled
-        # the title, Length, Doff, Type and Channel lines as one item: all but the length made once
-        key = (fr.src, fr.dst, fr.channel, fr.doff, fr.type)
-        head_tail = _AMQP_TITLES.get(key)
-        if head_tail is None:
-            head_tail = _frame_head_tail(fr)
-            if len(_AMQP_TITLES) >= 65536:  # many connections and channels: start over
-                _AMQP_TITLES.clear()
-            _AMQP_TITLES[key] = head_tail
-        out.append(f"{head_tail[0]}{fr.size}{head_tail[1]}")
-        if fr.ext:
-            out.append(f"    Extended header: {fr.ext.hex()}")
-        if fr.first_packet != fr.packet:
-            out.append(f"    [Frame starts in packet {fr.first_packet}]")
-        p = fr.performative
-        if fr.kind == "heartbeat":
-            out.append("    Empty frame (heartbeat)")
-        elif isinstance(p, Composite):
-            c = p
-            out.append(f"    Performative: {c.spec.name} (descriptor {_desc_text(c.descriptor)})")
-            _composite_into(out, c, 2)
-        elif isinstance(p, Described):
-            _value_into(out, "Described", p, 1, None, False, None)
-        if fr.name == "transfer":
-            out.append(f"    Payload: {len(fr.payload)} bytes")
-        dl = fr.delivery
-        if dl is not None:
-            if dl.aborted:
-                out.append(f"    [Delivery aborted after {dl.frames} frames]")
-            else:
-                if dl.frames > 1:
-                    out.append(f"    Message ({dl.message_size} bytes, reassembled from {dl.frames} frames "
-                               f"starting in packet {dl.first_packet})")
-                else:
-                    out.append(f"    Message ({dl.message_size} bytes)")
-                sections = dl.sections()
-                if sections is None:
-                    out.append(f"        [{dl.error}]")
-                else:
-                    for s in sections:
-                        if isinstance(s, Composite):
-                            c = s
-                            out.append(f"        {c.spec.name} (descriptor {_desc_text(c.descriptor)})")
-                            _composite_into(out, c, 3)
-                        elif isinstance(s, Described):
-                            _value_into(out, s.name or "section", s.value, 2, None, False, None)
-                        else:
-                            _value_into(out, "section", s, 2, None, False, None)
+        _frame_tree_into(out, ev)  # (a Frame's subclass)
+        return
     for n in ev.notes:
         out.append(f"    [Expert Info ({n.severity}/{n.group}): {n.message}]")
+
+
+def _frame_tree_into(out: list, fr) -> None:
+    """The lines of ``frame_detail(fr)`` of a frame (its fields read from its C struct when compiled)."""
+    # the title, Length, Doff, Type and Channel lines as one item: all but the length made once
+    key = (fr.src, fr.dst, fr.channel, fr.doff, fr.type)
+    head_tail = _AMQP_TITLES.get(key)
+    if head_tail is None:
+        head_tail = _frame_head_tail(fr)
+        if len(_AMQP_TITLES) >= 65536:  # many connections and channels: start over
+            _AMQP_TITLES.clear()
+        _AMQP_TITLES[key] = head_tail
+    out.append(f"{head_tail[0]}{fr.size}{head_tail[1]}")
+    if fr.ext:
+        out.append(f"    Extended header: {fr.ext.hex()}")
+    if fr.first_packet != fr.packet:
+        out.append(f"    [Frame starts in packet {fr.first_packet}]")
+    if fr.type != FRAME_SASL and fr.size == fr.doff * 4:  # (kind "heartbeat")
+        out.append("    Empty frame (heartbeat)")
+    else:
+        _performative_into(out, fr)
+    pname = fr.pname
+    if pname is None:
+        pname = fr.name
+    if pname == "transfer":
+        out.append(f"    Payload: {len(fr.payload)} bytes")
+    dl = fr.delivery
+    if dl is not None:
+        if dl.aborted:
+            out.append(f"    [Delivery aborted after {dl.frames} frames]")
+        else:
+            if dl.frames > 1:
+                out.append(f"    Message ({dl.message_size} bytes, reassembled from {dl.frames} frames "
+                           f"starting in packet {dl.first_packet})")
+            else:
+                out.append(f"    Message ({dl.message_size} bytes)")
+            _sections_into(out, dl)
+    for n in fr.notes:
+        out.append(f"    [Expert Info ({n.severity}/{n.group}): {n.message}]")
+
+
+def _performative_into(out: list, fr) -> None:
+    """The performative's lines of frame ``fr``'s tree (not a heartbeat): a scanned one (transfer,
+    flow, disposition: not decoded yet) straight from its encoding where :class:`_TreeWalk` reads
+    it, else from the decoded performative."""
+    body = fr._perf_body
+    if fr._performative is None and type(body) is bytes:
+        mark = len(out)
+        if _TreeWalk(body, out, DEFAULT_MAX_ELEMENTS).performative():
+            return
+        del out[mark:]
+    p = fr.performative
+    if isinstance(p, Composite):
+        c = p
+        out.append(f"    Performative: {c.spec.name} (descriptor {_desc_text(c.descriptor)})")
+        _composite_into(out, c, 2)
+    elif isinstance(p, Described):
+        _value_into(out, "Described", p, 1, None, False, None)
+
+
+def _sections_into(out: list, dl) -> None:
+    """The lines of the message sections of delivery ``dl`` (not aborted), or why there are none.
+    Not decoded yet, they come straight from the message's encoding where :class:`_TreeWalk` reads
+    it: it spends the connection's element budget as ``dl.sections()`` would."""
+    if dl._sections is None and dl._error is None and dl.cut is None and not dl.incomplete \
+            and type(dl.payload) is bytes:
+        budget = dl.budget
+        cap = DEFAULT_MAX_ELEMENTS
+        if budget is not None and budget[0] < cap:
+            cap = max(budget[0], 0)
+        mark = len(out)
+        walk = _TreeWalk(dl.payload, out, cap)
+        if walk.sections():
+            if budget is not None:
+                budget[0] -= walk.elements
+                dl.budget = None  # (spent: were it decoded again, it would not be spent twice)
+            return
+        del out[mark:]  # (what it could not read: decoded, its error said as before)
+    sections = dl.sections()
+    if sections is None:
+        out.append(f"        [{dl.error}]")
+        return
+    for s in sections:
+        _section_into(out, s)
+
+
+def _section_into(out: list, s) -> None:
+    """The lines of decoded message section ``s``."""
+    if isinstance(s, Composite):
+        c = s
+        out.append(f"        {c.spec.name} (descriptor {_desc_text(c.descriptor)})")
+        _composite_into(out, c, 3)
+    elif isinstance(s, Described):
+        _value_into(out, s.name or "section", s.value, 2, None, False, None)
+    else:
+        _value_into(out, "section", s, 2, None, False, None)
+
+
+# --------------------------------------------------------------------------- the tree from the encoding
+
+# How the tree walk reads a constructor: one small number per code, from the constructor table
+# generated from types.xml (_spec.CONSTRUCTORS).  _W_OTHER: decoded by a Reader, shown by _value_into.
+_W_OTHER = 0
+_W_NULL = 1
+_W_TRUE = 2
+_W_FALSE = 3
+_W_BOOL = 4  # one byte, 0 or 1
+_W_ZERO = 5  # uint0, ulong0
+_W_UNSIGNED = 6
+_W_SIGNED = 7
+_W_BINARY = 8
+_W_STRING = 9
+_W_SYMBOL = 10
+_W_LIST = 11
+_W_MAP = 12
+_W_TIMESTAMP = 13
+
+
+def _walk_tables() -> tuple:
+    """(walk kind per code, width per code, the decoded value's class per code for the leaves of
+    :data:`_LEAF_TYPES` else None, its AMQP type name per code)."""
+    by_name = {tname: cls for cls, tname in _LEAF_TYPES.items()}
+    simple = {"null": _W_NULL, "list": _W_LIST, "map": _W_MAP, "timestamp": _W_TIMESTAMP, "binary": _W_BINARY,
+              "string": _W_STRING, "symbol": _W_SYMBOL}
+    zero = {"true": _W_TRUE, "false": _W_FALSE, "uint0": _W_ZERO, "ulong0": _W_ZERO, "boolean": _W_BOOL}
+    kinds = bytearray(256)
+    widths = bytearray(256)
+    classes = [None] * 256
+    names = [None] * 256
+    for code, entry in enumerate(_spec.CONSTRUCTORS):
+        if entry is None:
+            continue
+        tname, ename, category, width = entry
+        if tname in ("ubyte", "ushort", "uint", "ulong"):
+            kind = _W_ZERO if width == 0 else _W_UNSIGNED
+        elif tname in ("byte", "short", "int", "long"):
+            kind = _W_SIGNED
+        elif tname == "boolean":
+            kind = zero[ename]
+        else:
+            kind = simple.get(tname, _W_OTHER)
+        kinds[code] = kind
+        widths[code] = width
+        classes[code] = by_name.get(tname) if kind != _W_OTHER else None
+        names[code] = tname
+    return bytes(kinds), bytes(widths), tuple(classes), tuple(names)
+
+
+_W_KIND, _W_WIDTH, _W_CLASS, _W_TNAME = _walk_tables()
+# small-ulong descriptors (00 53 XX): the composite each names, else the restricted type's name
+_W_COMPOSITES = tuple(s if isinstance(s, CompositeSpec) else None for s in (BY_DESCRIPTOR.get(i) for i in range(256)))
+_W_NAMES = tuple(None if s is None or isinstance(s, CompositeSpec) else s.name
+                 for s in (BY_DESCRIPTOR.get(i) for i in range(256)))
+_W_TITLES = tuple(None if s is None else f"{s.name} (descriptor {_desc_text(ULong(i))})"
+                  for i, s in enumerate(_W_COMPOSITES))
+_W_PERFORMATIVES = tuple(None if t is None else "    Performative: " + t for t in _W_TITLES)
+_W_SECTIONS = tuple(None if t is None else "        " + t for t in _W_TITLES)
+_W_LAYOUTS = [None] * (16 * 256)  # indent * 256 + descriptor code -> _CompositeLayout, made once
+_W_INNER = tuple(None if s is None else f" ({s.name}, descriptor {_desc_text(ULong(i))})"  # (a field's value)
+                 for i, s in enumerate(_W_COMPOSITES))
+
+
+def _be_uint(data, p, width):
+    """The unsigned big-endian integer of ``width`` bytes at ``data[p]``."""
+    v = 0
+    for i in range(width):
+        v = (v << 8) | data[p + i]
+    return v
+
+
+def _be_int(data, p, width):
+    """The two's complement big-endian integer of ``width`` bytes at ``data[p]``."""
+    v = data[p]
+    if v > 127:
+        v -= 256
+    for i in range(1, width):
+        v = v * 256 + data[p + i]
+    return v
+
+
+def _quoted(data, p, n, symbol, limit):
+    """``repr`` of the string (or symbol) of the ``n`` bytes at ``data[p]``, cut to ``limit``
+    characters and an ellipsis as the tree cuts it; None when the bytes are not its encoding."""
+    buf = data  # (compiled: its bytes read in place)
+    plain = True
+    for i in range(p, p + n):
+        b = buf[i]
+        if b < 0x20 or b > 0x7E or b == 0x27 or b == 0x5C:  # (repr would escape, or quote otherwise)
+            plain = False
+            break
+    if plain:
+        if n <= limit:
+            s = data[p:p + n].decode("ascii")
+            return f"'{s}'"
+        s = data[p:p + limit].decode("ascii")
+        return f"'{s}…'"
+    try:
+        s = data[p:p + n].decode("ascii" if symbol else "utf-8")
+    except UnicodeDecodeError:
+        return None
+    return repr(s) if len(s) <= limit else repr(s[:limit] + "…")
+
+
+class _TreeWalk:
+    """The detail tree of an encoded performative or message read straight from its bytes (``data``,
+    from ``p`` to ``lim``), its lines appended to ``out``: the leaves (null, booleans, integers,
+    binaries, strings, symbols, timestamps), composites with a small-ulong descriptor and maps with
+    string keys are shown as they are read, without a decoded value; any other value is decoded by
+    a :class:`Reader` and shown by :func:`_value_into`, as before.  ``elements`` counts what the
+    Reader would count, against ``cap``.  A method returns False where the encoding is not valid or
+    a cap is met: the caller then drops the lines and shows the decoded values (errors and all), so
+    the text is the same either way."""
+
+    __slots__ = ("data", "p", "lim", "out", "elements", "cap", "depth", "inner")
+
+    def __init__(self, data: bytes, out: list, cap: int):
+        self.data = data
+        self.p = 0
+        self.lim = len(data)
+        self.out = out
+        self.elements = 0
+        self.cap = cap
+        self.depth = 0
+        self.inner = 0  # the end of the list or map whose header was read last
+
+    def performative(self) -> bool:
+        """The performative's lines (a composite with a small-ulong descriptor)."""
+        data = self.data
+        if self.lim < 4 or data[0] != 0 or data[1] != 0x53:
+            return False
+        code = data[2]
+        spec = _W_COMPOSITES[code]
+        if spec is None or _W_KIND[data[3]] != _W_LIST:
+            return False
+        self.out.append(_W_PERFORMATIVES[code])
+        self.p = 3
+        self.depth = 1
+        return self.composite(code, 2)
+
+    def sections(self) -> bool:
+        """The message sections' lines, as :func:`_section_into` shows each decoded."""
+        data = self.data
+        while self.p < self.lim:
+            p = self.p
+            self.depth = 1
+            if data[p] == 0 and p + 3 < self.lim and data[p + 1] == 0x53:
+                code = data[p + 2]
+                spec = _W_COMPOSITES[code]
+                if spec is not None:
+                    if _W_KIND[data[p + 3]] == _W_LIST:
+                        self.out.append(_W_SECTIONS[code])
+                        self.p = p + 3
+                        if not self.composite(code, 3):
+                            return False
+                        continue
+                else:
+                    name = _W_NAMES[code]
+                    self.p = p + 3
+                    if not self.value("section" if name is None else name, 2, None, None):
+                        return False
+                    continue
+            self.depth = 0
+            if not self._decoded_section():
+                return False
+        return True
+
+    def _decoded_section(self) -> bool:
+        """A section read by a Reader, shown by :func:`_section_into`."""
+        try:
+            r = Reader(self.data, self.p, self.lim, DEFAULT_MAX_DEPTH, self.cap - self.elements)
+            s = r.value()
+        except DissectError:
+            return False
+        self.elements = self.cap - r.elements_left
+        self.p = r.pos
+        _section_into(self.out, s)
+        return True
+
+    def _header(self, code) -> int:
+        """The count of the list or map of constructor ``code`` (its byte read), with its end in
+        ``inner`` and the cursor at its first element; -1 where a Reader would fail or count past
+        the cap."""
+        data = self.data
+        p = self.p
+        lim = self.lim
+        if _W_WIDTH[code] == 0:
+            self.inner = p
+            return 0
+        if _W_WIDTH[code] == 1:
+            if p + 2 > lim:
+                return -1
+            size = data[p]
+            end = p + 1 + size
+            count = data[p + 1]
+            p += 2
+            if size < 1:
+                return -1
+        else:
+            if p + 8 > lim:
+                return -1
+            size = _be_uint(data, p, 4)
+            end = p + 4 + size
+            count = _be_uint(data, p + 4, 4)
+            p += 8
+            if size < 4:
+                return -1
+        if end > lim or count > end - p:
+            return -1
+        self.elements += count
+        if self.elements > self.cap:
+            return -1
+        self.p = p
+        self.inner = end
+        return count
+
+    def composite(self, dcode, indent) -> bool:
+        """The fields of the composite of small-ulong descriptor ``dcode`` (its list at the cursor),
+        as :func:`_composite_into` shows them at ``indent``."""
+        data = self.data
+        code = data[self.p]  # (a list constructor: the caller looked)
+        self.p += 1
+        count = self._header(code)
+        layout = _W_LAYOUTS[indent * 256 + dcode] if indent < 16 else None
+        if layout is None:
+            layout = _composite_layout(_W_COMPOSITES[dcode], indent)
+            if indent < 16:
+                _W_LAYOUTS[indent * 256 + dcode] = layout
+        nf = layout.nf
+        if count < 0 or count > nf or self.depth >= _WALK_DEPTH:  # (extra elements: decoded)
+            return False
+        self.depth += 1
+        end = self.inner
+        saved = self.lim
+        self.lim = end
+        out = self.out
+        ctypes = layout.ctypes
+        for i in range(nf):
+            if i < count:
+                if self.p >= end:
+                    return False
+                code = data[self.p]
+                if code != 0x40:
+                    if ctypes[i] is None:
+                        heads = layout.heads[i]
+                        head = heads.get(_W_CLASS[code])
+                        if head is not None:  # a leaf: its line's start is ready
+                            text = self._leaf(code)
+                            if text is None:
+                                return False
+                            out.append(head + text)
+                            continue
+                    if not self.value(layout.names[i], indent, layout.fields[i], ctypes[i]):
+                        return False
+                    continue
+                self.p += 1
+            d = layout.defaults[i]
+            if d is not None:
+                out.append(d)
+            elif i < count:
+                out.append(layout.nulls[i])
+        if self.p != end:
+            return False
+        self.lim = saved
+        self.depth -= 1
+        return True
+
+    def value(self, label, indent, f, ctype) -> bool:
+        """The line(s) of the value at the cursor, as ``_value_into(out, label, v, indent, f, False,
+        ctype)`` shows it decoded."""
+        if self.p >= self.lim:
+            return False
+        data = self.data
+        code = data[self.p]
+        kind = _W_KIND[code]
+        if _W_CLASS[code] is not None and (ctype is None or kind < _W_BINARY):
+            text = self._leaf(code)
+            if text is None:
+                return False
+            if ctype is not None and kind != _W_NULL:  # a choice's name, its value beside it
+                name = choice_name(ctype, text == "true" if kind < _W_ZERO else int(text))
+                if name is not None:
+                    text = f"{name} ({text})"
+            pad = _PADS[indent] if indent < 64 else "    " * indent
+            self.out.append(f"{pad}{label} ({_W_TNAME[code]}): {text}")
+            return True
+        if ctype is None:
+            if kind == _W_MAP:
+                return self._map(label, indent)
+            if kind == _W_TIMESTAMP:
+                return self._timestamp(label, indent)
+        p = self.p
+        if code == 0 and p + 3 < self.lim and data[p + 1] == 0x53:
+            dcode = data[p + 2]
+            if _W_COMPOSITES[dcode] is not None and _W_KIND[data[p + 3]] == _W_LIST and self.depth < _WALK_DEPTH:
+                pad = _PADS[indent] if indent < 64 else "    " * indent
+                self.out.append(f"{pad}{label}{_W_INNER[dcode]}")
+                self.p = p + 3
+                self.depth += 1
+                if not self.composite(dcode, indent + 1):
+                    return False
+                self.depth -= 1
+                return True
+        return self._decoded(label, indent, f, ctype)
+
+    def _decoded(self, label, indent, f, ctype) -> bool:
+        """The value at the cursor read by a Reader, shown by :func:`_value_into`."""
+        try:
+            r = Reader(self.data, self.p, self.lim, DEFAULT_MAX_DEPTH - self.depth, self.cap - self.elements)
+            v = r.value()
+        except DissectError:
+            return False
+        self.elements = self.cap - r.elements_left
+        self.p = r.pos
+        _value_into(self.out, label, v, indent, f, False, ctype)
+        return True
+
+    def _leaf(self, code):
+        """The text of the leaf of constructor ``code`` at the cursor (as :func:`_leaf_text`), the
+        cursor moved past it; None where a Reader would fail."""
+        kind = _W_KIND[code]
+        data = self.data
+        p = self.p + 1
+        lim = self.lim
+        width = _W_WIDTH[code]
+        if p + width > lim:
+            return None
+        if kind == _W_UNSIGNED:
+            self.p = p + width
+            u = _be_uint(data, p, width)
+            return _INT_TEXTS[u] if u < 256 else f"{u}"
+        if kind == _W_SIGNED:
+            self.p = p + width
+            s = _be_int(data, p, width)
+            return _INT_TEXTS[s] if 0 <= s < 256 else f"{s}"
+        if kind == _W_BINARY or kind == _W_STRING or kind == _W_SYMBOL:
+            n = data[p] if width == 1 else _be_uint(data, p, 4)
+            p += width
+            if n > lim - p:
+                return None
+            self.p = p + n
+            if kind == _W_BINARY:
+                return "0x" + (data[p:p + n].hex() if n <= 60 else data[p:p + 60].hex() + "…")
+            return _quoted(data, p, n, kind == _W_SYMBOL, 120)
+        self.p = p + width
+        if kind == _W_TRUE:
+            return "true"
+        if kind == _W_FALSE:
+            return "false"
+        if kind == _W_ZERO:
+            return "0"
+        if kind == _W_BOOL:
+            b = data[p]
+            return "true" if b == 1 else "false" if b == 0 else None
+        return "null"  # (_W_NULL)
+
+    def _timestamp(self, label, indent) -> bool:
+        """A timestamp's line, as :func:`_scalar_into` shows it."""
+        p = self.p + 1
+        if p + 8 > self.lim:
+            return False
+        self.p = p + 8
+        ms = _be_int(self.data, p, 8)
+        pad = _PADS[indent] if indent < 64 else "    " * indent
+        self.out.append(f"{pad}{label} (timestamp): {ms} ({_fmt_ts(ms / 1000.0)})")
+        return True
+
+    def _map(self, label, indent) -> bool:
+        """A map whose keys are strings or symbols, as :func:`_map_into` shows it (another map:
+        decoded)."""
+        data = self.data
+        start = self.p
+        code = data[start]
+        self.p = start + 1
+        elements = self.elements
+        count = self._header(code)
+        if count < 0 or count % 2 or self.depth >= _WALK_DEPTH:
+            return False
+        end = self.inner
+        out = self.out
+        mark = len(out)
+        out.append("")  # (the title: the number of distinct keys is known at the end)
+        self.depth += 1
+        saved = self.lim
+        self.lim = end
+        keys = set() if count > 2 else None
+        for _ in range(count // 2):
+            if self.p >= end:
+                return False
+            kcode = data[self.p]
+            kind = _W_KIND[kcode]
+            if kind != _W_STRING and kind != _W_SYMBOL:
+                del out[mark:]  # (keys of other types: the decoded map)
+                self.p = start
+                self.lim = saved
+                self.depth -= 1
+                self.elements = elements
+                return self._decoded(label, indent, None, None)
+            width = _W_WIDTH[kcode]
+            p = self.p + 1
+            if p + width > end:
+                return False
+            n = data[p] if width == 1 else _be_uint(data, p, 4)
+            p += width
+            if n > end - p:
+                return False
+            key = _quoted(data, p, n, kind == _W_SYMBOL, 60)
+            if key is None:
+                return False
+            if keys is not None:
+                keys.add(data[p:p + n])
+            self.p = p + n
+            if not self.value(key, indent + 1, None, None):
+                return False
+        if self.p != end:
+            return False
+        self.lim = saved
+        self.depth -= 1
+        pad = _PADS[indent] if indent < 64 else "    " * indent
+        out[mark] = f"{pad}{label} (map of {count // 2 if keys is None else len(keys)})"
+        return True
+
+
+_WALK_DEPTH = 32  # nesting the walk reads itself (a Reader takes 48): deeper, the decoded values
 
 
 class DetailLines:
