@@ -53,10 +53,10 @@ Measured next and not adopted yet (on a machine at load 8 to 16, so gcc's CPU ti
   them to Python when it fails) and calls into it through pointers, whose instruction cost in
   `report` was not measured.  Not worth it alone; worth it together with a cut of the -O2 set.
 - Directives, on top of the shared module: binding=False (serial 7,372 lines, 1,475 M cc1
-  instructions, -13% more; entities 53,768 lines; but def functions then are builtin functions
-  without __defaults__/signature, a behaviour change for every compiled def), emit_code_comments=False
-  (comments only: entities 49,187 lines, no gcc change), optimize.unpack_method_calls=False
-  (-143 lines in entities).
+  instructions, 13% fewer again, about 0.09 s; entities 53,768 lines; but def functions then are
+  builtin functions without __defaults__ or a signature, a behaviour change for every compiled def),
+  emit_code_comments=False (comments only: serial with both, 7,153 lines and 1,474.5 M instructions
+  against 1,474.7 M: nothing for gcc), optimize.unpack_method_calls=False (-143 lines in entities).
 - Where the compile goes, per gcc pass (-ftime-report, framing.c at -O2): spread over the passes,
   none above 5% (parsing 14%, the per-function optimisation and expansion 74%); by kind of code
   (framing / entities): def bodies 31% / 32%, utility code 21% / 13%, argument-parsing wrappers
