@@ -47,9 +47,9 @@ Measured next and not adopted yet (on a machine at load 8 to 16, so gcc's CPU ti
   8,054 lines and 2,368 -> 1,698 M cc1 instructions (-28%, about 0.27 s of gcc); in the large
   modules the same fixed part is a smaller share: amqp/framing.c 72,138 -> 69,015 lines (-O2: 15.5
   s before, 15.7 s after, within the noise), model/entities.c 57,980 -> 55,032 (-O1: 4.67 s, 4.64 s).
-  The shared module itself is 30,747 lines of C, compiled once.  Upper bound for the 35: about
-  35 x 0.27 = 9.5 s of gcc CPU, less the shared module's own compile, i.e. at most 4% of the
-  compile; its price is one module every compiled one imports (setup.py would have to send all of
+  The shared module itself is 30,747 lines of C, compiled once: 7,751 M cc1 instructions at -O1
+  (about 3 s).  For the 35: about 35 x 0.27 = 9.5 s of gcc CPU (a little more where a module uses
+  more of the shared code), less those 3 s, i.e. some 6 to 8 s, 3% of the compile; its price is one module every compiled one imports (setup.py would have to send all of
   them to Python when it fails) and calls into it through pointers, whose instruction cost in
   `report` was not measured.  Not worth it alone; worth it together with a cut of the -O2 set.
 - Directives, on top of the shared module: binding=False (serial 7,372 lines, 1,475 M cc1
