@@ -38,6 +38,32 @@ the same output.  Not adopted: COLD_LEVEL -O0 (the 19 in 32 s of gcc instead of 
 ran 1,615.9 M instructions, +29%: their code is cold only next to the 16's), and gcc flags that
 do not change the code (-pipe, -w, -fno-semantic-interposition, -fno-plt: within the noise, 3.4 to
 4.0 s for amqp/values.c at -O1 either way).
+
+Measured next and not adopted yet (on a machine at load 8 to 16, so gcc's CPU times are minima of
+3 runs and the firm figures are cc1's instruction counts under callgrind, preprocessed C at -O1):
+- Cython 3.3's shared utility module (cythonize's ``shared_utility_qualified_name``, one extension
+  module, say ``amqp_dissect._cyutility``, holding the function type, argument parsing, raising,
+  importing and type set-up that each module now compiles for itself): model/serial.c 10,114 ->
+  8,054 lines and 2,368 -> 1,698 M cc1 instructions (-28%, about 0.27 s of gcc); in the large
+  modules the same fixed part is a smaller share: amqp/framing.c 72,138 -> 69,015 lines (-O2: 15.5
+  s before, 15.7 s after, within the noise), model/entities.c 57,980 -> 55,032 (-O1: 4.67 s, 4.64 s).
+  The shared module itself is 30,747 lines of C, compiled once: 7,751 M cc1 instructions at -O1
+  (about 3 s).  For the 35: about 35 x 0.27 = 9.5 s of gcc CPU (a little more where a module uses
+  more of the shared code), less those 3 s, i.e. some 6 to 8 s, 3% of the compile; its price is one module every compiled one imports (setup.py would have to send all of
+  them to Python when it fails) and calls into it through pointers, whose instruction cost in
+  `report` was not measured.  Not worth it alone; worth it together with a cut of the -O2 set.
+- Directives, on top of the shared module: binding=False (serial 7,372 lines, 1,475 M cc1
+  instructions, 13% fewer again, about 0.09 s; entities 53,768 lines; but def functions then are
+  builtin functions without __defaults__ or a signature, a behaviour change for every compiled def),
+  emit_code_comments=False (comments only: serial with both, 7,153 lines and 1,474.5 M instructions
+  against 1,474.7 M: nothing for gcc), optimize.unpack_method_calls=False (-143 lines in entities).
+- Where the compile goes, per gcc pass (-ftime-report, framing.c at -O2): spread over the passes,
+  none above 5% (parsing 14%, the per-function optimisation and expansion 74%); by kind of code
+  (framing / entities): def bodies 31% / 32%, utility code 21% / 13%, argument-parsing wrappers
+  12% / 12%, cdef functions 10% / 6%, the pickling that the archive's checkpoint needs 6% / 12%,
+  module init 3% / 2%.  No one directive removes a large share: the lever left is the level, the
+  16 modules at -O2 being about 180 of the 250 s, each halved at -O1 for 7 to 21% more
+  instructions in its own code.
 """
 
 HOT_MODULES = (
