@@ -12,6 +12,7 @@ cdef class _Dir:
     cdef public long long pos, nxt, isn, buffered
     cdef public list starts, datas, stamps
     cdef public dict cuts
+    cpdef void close(self)
 
 cdef class _Hold
 
@@ -28,6 +29,16 @@ cdef class _Conn:
     # the order of activity (issue 40: two words, not an ordered dict's node): the keys of its neighbours
     cdef public str older, newer
 
+@cython.final
+cdef class _ActivityOrder:
+    cdef public dict table
+    cdef public str oldest, newest
+    cdef inline void touch(self, _Conn conn)
+    @cython.locals(O=_Conn, last=str)
+    cdef inline void link_newest(self, _Conn conn)
+    @cython.locals(O=_Conn, older=str, newer=str)
+    cdef inline void unlink(self, _Conn conn)
+
 cdef class _Hold:
     cdef public list queue, hole, fin
     cdef public object left, end, rst
@@ -38,7 +49,7 @@ cdef class TcpReassembler:
     cdef public object reorder_packets, reorder_seconds
     cdef public dict _ids, _by_id, _endpoints, _table
     cdef public object _closed
-    cdef public str _oldest, _newest
+    cdef public _ActivityOrder _order
     cdef public object _next_sweep, _last_ts, _last_packet
 
     @cython.locals(conn=_Conn, D=_Dir, O=_Dir, key=str, n=Py_ssize_t, d=int, flip=int, sport=long, dport=long,
@@ -59,11 +70,6 @@ cdef class TcpReassembler:
     cdef inline bint _peer_acked(self, _Conn conn, int d, _Dir O, seg, long long moved, ts, packet, wire_len,
                                  list out)
     cdef inline bint _fin_early(self, _Conn conn, int d, _Dir D, seg, ts, packet, wire_len, list out)
-    cdef inline void _touch(self, _Conn conn)
-    @cython.locals(O=_Conn, last=str)
-    cdef inline void _link_newest(self, _Conn conn)
-    @cython.locals(O=_Conn, older=str, newer=str)
-    cdef inline void _unlink_order(self, _Conn conn)
     cdef inline object _held_fin(self, _Conn conn, _Hold H, int d, _Dir D, seg, ts, packet, wire_len, list out)
 
 @cython.locals(D=_Dir)

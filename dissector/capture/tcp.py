@@ -149,6 +149,15 @@ class _Dir:
         # -> (end, time, packet), given as not captured when the stream reaches them; None while none
         self.cuts: dict | None = None
 
+    def close(self) -> None:
+        """Its connection closed: its buffers freed, its position CLOSED_DIR."""
+        self.starts = None
+        self.datas = None
+        self.stamps = None
+        self.buffered = 0
+        self.cuts = None
+        self.nxt = CLOSED_DIR
+
 
 # a connection's ack_moves while it has seen no ACK number (see _Conn)
 NO_ACK = -1
@@ -179,9 +188,7 @@ class _Conn:
         self.ack_moves = NO_ACK
         self.missing = -1  # the direction declared not captured (see ONE_DIRECTION), or -1
         # the keys of the open (or ignored) connections active just before it and just after it (None: it is the
-        # least / most recently active), the reassembler's order of activity (TcpReassembler._oldest): two
-        # words, not an ordered dict's node (issue 40), and keys, not the connections (a pickle of many
-        # connections is flat)
+        # least / most recently active): see _ActivityOrder
         self.older: str | None = None
         self.newer: str | None = None
 
@@ -451,6 +458,65 @@ def _waiting(conn: _Conn, H: _Hold) -> bool:
     return False
 
 
+def _server_endpoint(cache: dict, ip, port) -> str:
+    """The endpoint text of a server: one string for all its connections (``cache``: a reassembler's, bounded)."""
+    k = (ip, port)
+    e = cache.get(k)
+    if e is None:
+        if len(cache) >= 1024:
+            cache.clear()
+        e = cache[k] = endpoint(ip, port)
+    return e
+
+
+class _ActivityOrder:
+    """The open (and ignored) connections of a reassembler's table in order of activity: linked from the key
+    of the least recently active (``oldest``) to that of the most (``newest``) through their fields older /
+    newer (issue 40: two words a connection, not an ordered dict's node; keys, not the connections, so a
+    pickle of many connections stays flat).  ``table`` is the reassembler's dict of connections by key."""
+
+    __slots__ = ("table", "oldest", "newest")
+
+    def __init__(self, table: dict) -> None:
+        self.table = table
+        self.oldest: str | None = None
+        self.newest: str | None = None
+
+    def touch(self, conn: _Conn) -> None:
+        """A packet of ``conn`` (not the most recently active): it is now."""
+        self.unlink(conn)
+        self.link_newest(conn)
+
+    def link_newest(self, conn: _Conn) -> None:
+        """``conn`` (in the table, not linked) at the newest end."""
+        last = self.newest
+        conn.older = last
+        conn.newer = None
+        if last is None:
+            self.oldest = conn.key
+        else:
+            O = self.table[last]
+            O.newer = conn.key
+        self.newest = conn.key
+
+    def unlink(self, conn: _Conn) -> None:
+        """``conn`` out of the order (its neighbours linked)."""
+        older = conn.older
+        newer = conn.newer
+        if older is None:
+            self.oldest = newer
+        else:
+            O = self.table[older]
+            O.newer = newer
+        if newer is None:
+            self.newest = older
+        else:
+            O = self.table[newer]
+            O.older = older
+        conn.older = None
+        conn.newer = None
+
+
 class TcpReassembler:
     """Per-direction in-order delivery of TCP payload, with gaps as events.
 
@@ -479,13 +545,9 @@ class TcpReassembler:
         self.close_grace = ns(close_grace)
         sweep = ns(sweep_interval)
         self.sweep_interval = min(sweep, self.idle_timeout, self.close_grace) if close_grace > 0 else sweep
-        # connection key (_key) -> connection: open and ignored ones, and closed ones kept for late packets, in
-        # order of closing.  The open ones are linked in order of activity, from the key of the least recently
-        # active (_oldest) to that of the most (_newest), through their fields older / newer: a packet moves its
-        # connection to the newest end (_touch)
+        # connection key (_key) -> connection: open and ignored ones (in _order), closed ones kept for late packets
         self._table: dict[str, _Conn] = {}
-        self._oldest: str | None = None
-        self._newest: str | None = None
+        self._order = _ActivityOrder(self._table)
         self._closed: OrderedDict[str, _Conn] = OrderedDict()
         # base id -> number of connections that used it, but the one open now: while a connection is open its
         # entry in _by_id (its id, "#n" from the second) says so, and its number is written here when it leaves
@@ -588,7 +650,7 @@ class TcpReassembler:
             return out
         conn.last_ts = ts
         if conn.newer is not None:
-            self._touch(conn)
+            self._order.touch(conn)
         d = conn.cd ^ flip
         if conn.state != _OPEN:
             self._ignored_segment(conn, seg, key, flip, d, ts, packet, wire_len, out)
@@ -762,19 +824,9 @@ class TcpReassembler:
                 yield out
         self._closed.clear()
         self._table.clear()
-        self._oldest = self._newest = None
+        self._order.oldest = self._order.newest = None
 
     # ----------------------------------------------------------- connections
-    def _endpoint(self, ip, port) -> str:
-        """The endpoint text of a server: one string for all its connections (a bounded cache)."""
-        k = (ip, port)
-        e = self._endpoints.get(k)
-        if e is None:
-            if len(self._endpoints) >= 1024:
-                self._endpoints.clear()
-            e = self._endpoints[k] = endpoint(ip, port)
-        return e
-
     def _new_conn(self, seg: Segment, key: str, flip: int, ts: int, packet: int, wire_len: int | None,
                   out: list) -> None:
         src, dst, sport, dport = seg[0], seg[1], seg[2], seg[3]
@@ -792,10 +844,10 @@ class TcpReassembler:
         if len(self._table) >= self.max_connections:
             self._evict(ts, packet, out)
         if client_is_src:
-            client, server = endpoint(src, sport), self._endpoint(dst, dport)
+            client, server = endpoint(src, sport), _server_endpoint(self._endpoints, dst, dport)
             d = 0
         else:
-            client, server = endpoint(dst, dport), self._endpoint(src, sport)
+            client, server = endpoint(dst, dport), _server_endpoint(self._endpoints, src, sport)
             d = 1
         base = f"{client}-{server}"
         n = self._ids.get(base, 0) + 1  # (none of this base is open: it would be this 4-tuple's, ended)
@@ -804,7 +856,7 @@ class TcpReassembler:
         if flags & ACK:
             _first_ack(conn, seg[5])
         self._table[key] = conn
-        self._link_newest(conn)
+        self._order.link_newest(conn)
         self._by_id[cid] = conn
         out.append(StreamOpened(cid, client, server, ts, packet, syn))
         self._segment(conn, d, _get_dir(conn, d), seg, ts, packet, wire_len, out)
@@ -815,53 +867,12 @@ class TcpReassembler:
         if conn.state == _OPEN:
             self._flush_all(conn, ts, packet, out)
         if conn.state == _OPEN:
-            out.append(
-                PacketNote(
-                    packet,
-                    ts,
-                    ExpertNote(WARN, "sequence", f"new SYN on open connection {conn.id}: 4-tuple reused; "
-                                                 "the previous connection ends here"),
-                    conn.id,
-                )
-            )
+            why = f"new SYN on open connection {conn.id}: 4-tuple reused; the previous connection ends here"
+            out.append(PacketNote(packet, ts, ExpertNote(WARN, "sequence", why), conn.id))
             out.append(StreamClosed(conn.id, -1, "end", ts, packet))
         self._untrack(conn.id)
         self._unlink(conn)
         self._new_conn(seg, key, flip, ts, packet, wire_len, out)
-
-    def _touch(self, conn: _Conn) -> None:
-        """A packet of ``conn`` (not the most recently active): it is now."""
-        self._unlink_order(conn)
-        self._link_newest(conn)
-
-    def _link_newest(self, conn: _Conn) -> None:
-        """``conn`` (in _table, not linked) at the newest end of the order of activity."""
-        last = self._newest
-        conn.older = last
-        conn.newer = None
-        if last is None:
-            self._oldest = conn.key
-        else:
-            O = self._table[last]
-            O.newer = conn.key
-        self._newest = conn.key
-
-    def _unlink_order(self, conn: _Conn) -> None:
-        """``conn`` out of the order of activity (its neighbours linked)."""
-        older = conn.older
-        newer = conn.newer
-        if older is None:
-            self._oldest = newer
-        else:
-            O = self._table[older]
-            O.newer = newer
-        if newer is None:
-            self._newest = older
-        else:
-            O = self._table[newer]
-            O.older = older
-        conn.older = None
-        conn.newer = None
 
     def _untrack(self, cid: str) -> None:
         """The connection ``cid`` is no longer open (ended, expired, renamed, or the capture's end): its number
@@ -873,7 +884,7 @@ class TcpReassembler:
     def _unlink(self, conn: _Conn) -> None:
         k = conn.key
         if self._table.get(k) is conn:
-            self._unlink_order(conn)
+            self._order.unlink(conn)
             del self._table[k]
         if self._closed.get(k) is conn:
             del self._closed[k]
@@ -884,12 +895,7 @@ class TcpReassembler:
         self._unlink(conn)
         for D in (conn.d0, conn.d1):
             if D is not None:
-                D.starts = None
-                D.datas = None
-                D.stamps = None
-                D.buffered = 0
-                D.cuts = None
-                D.nxt = CLOSED_DIR
+                D.close()
         conn.held = None
         conn.state = _CLOSED
         conn.last_ts = ts  # (closed: the time it closed)
@@ -906,25 +912,20 @@ class TcpReassembler:
         self._unlink(conn)
 
     def _evict(self, ts: int, packet: int, out: list) -> None:
-        conn = self._table[self._oldest]
+        conn = self._table[self._order.oldest]
         was_open = conn.state == _OPEN
         self._expire(conn, ts, packet, out, "idle")
         if was_open:
-            out.append(
-                PacketNote(
-                    packet,
-                    ts,
-                    ExpertNote(WARN, "reassembly", f"more than {self.max_connections} open TCP connections: "
-                                                   f"stopped tracking the least recently active one, {conn.id}"),
-                    conn.id,
-                )
-            )
+            why = (f"more than {self.max_connections} open TCP connections: stopped tracking the least recently "
+                   f"active one, {conn.id}")
+            out.append(PacketNote(packet, ts, ExpertNote(WARN, "reassembly", why), conn.id))
 
     def _sweep(self, ts: int, packet: int, out: list) -> None:
         limit = ts - self.idle_timeout
         opened = self._table
-        while self._oldest is not None:
-            conn = opened[self._oldest]
+        order = self._order
+        while order.oldest is not None:
+            conn = opened[order.oldest]
             if conn.last_ts >= limit:
                 break
             self._expire(conn, ts, packet, out, "idle")
