@@ -14,7 +14,10 @@ anything: the caller runs the whole set again."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib.metadata
+import importlib.resources
 import io
 import os
 import pickle
@@ -24,7 +27,7 @@ from urllib.parse import urlparse
 
 from .inputs import InputError
 
-FORMAT = 1  # the layout of a saved checkpoint (a different one is not read)
+FORMAT = 2  # the layout of a saved checkpoint (a different one is not continued from; 2: its build)
 META_FILE = "checkpoint.pkl"
 FLOWS_FILE = "flows-{:05d}.pkl"
 FLOWS_FILE_BYTES = 64 << 20  # carried flows' states per file, about (a few files, never one per flow)
@@ -78,6 +81,8 @@ class Checkpoint:
     # why a next run cannot continue from it (a carried flow whose state could not be saved:
     # StateNotSaved), or None
     unsaved: str | None = None
+    # what wrote it (:func:`build_fingerprint`): the carried states are pickles of that build's classes
+    build: dict = field(default_factory=lambda: dict(build_fingerprint()))
 
     # ---- the flows
 
@@ -127,21 +132,98 @@ class Checkpoint:
     @classmethod
     def load(cls, directory: str) -> "Checkpoint":
         """The checkpoint :meth:`save` wrote in ``directory``.  Raises :class:`InputError`
-        ("missing") without one, ("format") for one of another format."""
+        ("missing") without one; :class:`CannotContinue` for one of another format, one written by
+        another build (:func:`build_fingerprint`: its carried states are that build's pickles), or
+        one that cannot be read back (a file unpickled with an error, or a carried state that
+        does not unpickle: :func:`check_states`)."""
         d = _local_dir(directory)
         path = os.path.join(d, META_FILE)
         if not os.path.isfile(path):
             raise InputError("missing", f"{directory}: no checkpoint there")
-        with open(path, "rb") as f:
-            meta = pickle.load(f)
-        if meta.pop("format", None) != FORMAT:
-            raise InputError("format", f"{directory}: a checkpoint of another format")
+        meta = _unpickle_file(path, "its facts")
+        if not isinstance(meta, dict) or meta.pop("format", None) != FORMAT:
+            raise CannotContinue(f"it was saved in another layout (not format {FORMAT})")
+        other = build_differs(meta.get("build"))
+        if other:
+            raise CannotContinue(f"it was written by another build ({other})")
         flows: dict = {}
         for name in sorted(os.listdir(d)):
             if name.startswith("flows-") and name.endswith(".pkl"):
-                with open(os.path.join(d, name), "rb") as f:
-                    flows.update(pickle.load(f))
-        return cls(flows=flows, **meta)
+                flows.update(_unpickle_file(os.path.join(d, name), "the carried flows' states"))
+        try:
+            cp = cls(flows=flows, **meta)
+        except TypeError as e:
+            raise CannotContinue(f"its facts could not be read ({e})") from None
+        check_states(cp.flows)
+        return cp
+
+
+def _unpickle_file(path: str, what: str):
+    """A checkpoint file unpickled; any error reading it: :class:`CannotContinue` saying what."""
+    try:
+        with open(path, "rb") as f:
+            return pickle.load(f)
+    except Exception as e:  # (a truncated, corrupt or foreign file: the set is analysed again)
+        raise CannotContinue(f"{what} could not be read ({type(e).__name__}: {e})") from None
+
+
+# --------------------------------------------------------------------------- what wrote it
+
+
+@functools.lru_cache(maxsize=1)
+def build_fingerprint() -> tuple:
+    """What a checkpoint's pickles depend on, as ((name, value), ...): the package's version,
+    which hot modules run compiled (a compiled class pickles through functions its pure twin
+    lacks, and with a digest of its fields), and a digest of the hot modules' ``.py`` and
+    ``.pxd`` files as installed (the classes the carried states are made of)."""
+    from amqp_dissect import compiled_modules
+    from amqp_dissect._hot import HOT_MODULES
+
+    try:
+        version = importlib.metadata.version("amqp-dissect")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    root = importlib.resources.files("amqp_dissect")
+    h = hashlib.sha256()
+    for name in HOT_MODULES:
+        rel = name.split(".")[1:]
+        for ext in (".py", ".pxd"):
+            f = root.joinpath(*rel[:-1], rel[-1] + ext)
+            h.update(f"{name}{ext}\0".encode())
+            if f.is_file():
+                h.update(f.read_bytes())
+    compiled = compiled_modules()
+    mode = "compiled" if compiled else "pure"
+    if compiled and len(compiled) < len(HOT_MODULES):
+        mode = "compiled " + ",".join(compiled)
+    return (("version", version), ("modules", mode), ("sources", h.hexdigest()[:16]))
+
+
+def build_differs(build) -> str | None:
+    """What of a checkpoint's ``build`` (as saved) differs from this process's build, or None."""
+    if not isinstance(build, dict):
+        return "it does not say which"
+    now = dict(build_fingerprint())
+    differ = [f"{k} {build.get(k)} here {v}" if k != "sources" else "the hot modules' sources"
+              for k, v in now.items() if build.get(k) != v]
+    return ", ".join(differ) or None
+
+
+def check_states(flows: dict) -> None:
+    """Every carried state unpickled once (then dropped), so that one that cannot be read back is
+    found here, before the run writes anything: :class:`CannotContinue` naming the flow."""
+    for flow in sorted(flows):
+        try:
+            _StateUnpickler(io.BytesIO(flows[flow]), _AnyShared()).load()
+        except Exception as e:
+            raise CannotContinue(f"the carried state of {flow} could not be read ({type(e).__name__}: {e})") from None
+
+
+class _AnyShared(dict):
+    """The runner's shared objects, when only checking that states unpickle: None for each."""
+
+    def __missing__(self, key):
+        return None
 
 
 def _local_dir(directory: str) -> str:

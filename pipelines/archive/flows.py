@@ -19,7 +19,7 @@ from amqp_dissect.render.frames import event_json
 from amqp_dissect.results.analytics import Analyzer
 from amqp_dissect.times import ns
 
-from .checkpoint import StateNotSaved, carried as _carried, dump_state, load_state
+from .checkpoint import CannotContinue, StateNotSaved, carried as _carried, dump_state, load_state
 from .tables import batch_ipc, frame_row, rows_batch
 
 
@@ -232,7 +232,11 @@ class FlowRunner:
         """A flow's state: a fresh one, or the one an earlier run left (``params.carried``)."""
         carried = self.p.carried
         if carried and flow in carried:
-            st = load_state(carried[flow], self._shared)
+            try:
+                st = load_state(carried[flow], self._shared)
+            except Exception as e:  # (Checkpoint.load read them all: a state that still fails says why)
+                raise CannotContinue(f"the carried state of {flow} could not be read ({type(e).__name__}: {e})") \
+                    from None
             st["rows"] = dict.fromkeys(ROW_TABLES, 0)  # (this run's)
             st["packets"] = 0
             return st

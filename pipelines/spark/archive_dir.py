@@ -58,6 +58,12 @@ def _analyse_run(spark, plan: Plan, archive: ArchiveDir, work: str, **analysis) 
         except CannotContinue as e:
             plan.full, plan.why_full = True, f"cannot continue from the checkpoint: {e}"
             resume = None
+        except Exception as e:  # (one raised in a Spark task comes back wrapped: its text names it)
+            why = _cannot_continue_in(e)
+            if why is None:
+                raise
+            plan.full, plan.why_full = True, f"cannot continue from the checkpoint: {why}"
+            resume = None
     if resume is None:
         done = analyse(spark, plan.paths, work, **analysis)
     return RunAnalysis(done=done, resumed=resume is not None, carried=len(done.carried), checkpoint=done.checkpoint,
@@ -81,6 +87,15 @@ def _write_run_tables(spark, got: RunAnalysis, flat: str, provisional: str) -> s
         if final[t] + again[t] != n:
             raise RuntimeError(f"table {t}: {final[t]} final and {again[t]} provisional rows written of {n}")
     return provisional
+
+
+def _cannot_continue_in(error: Exception) -> str | None:
+    """The reason of a :class:`CannotContinue` raised in a Spark task (the driver gets it as the
+    task's error text), or None for any other error."""
+    import re
+
+    m = re.search(r"CannotContinue: (.+)", str(error))
+    return m.group(1).strip() if m else None
 
 
 def _load_checkpoint(plan: Plan, archive: ArchiveDir):
