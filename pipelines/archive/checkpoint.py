@@ -137,15 +137,7 @@ class Checkpoint:
         one that cannot be read back (a file unpickled with an error, or a carried state that
         does not unpickle: :func:`check_states`)."""
         d = _local_dir(directory)
-        path = os.path.join(d, META_FILE)
-        if not os.path.isfile(path):
-            raise InputError("missing", f"{directory}: no checkpoint there")
-        meta = _unpickle_file(path, "its facts")
-        if not isinstance(meta, dict) or meta.pop("format", None) != FORMAT:
-            raise CannotContinue(f"it was saved in another layout (not format {FORMAT})")
-        other = build_differs(meta.get("build"))
-        if other:
-            raise CannotContinue(f"it was written by another build ({other})")
+        meta = read_facts(directory)
         flows: dict = {}
         for name in sorted(os.listdir(d)):
             if name.startswith("flows-") and name.endswith(".pkl"):
@@ -156,6 +148,24 @@ class Checkpoint:
             raise CannotContinue(f"its facts could not be read ({e})") from None
         check_states(cp.flows)
         return cp
+
+
+def read_facts(directory: str) -> dict:
+    """The facts of the checkpoint in ``directory`` (its carried states left unread): what
+    :meth:`Checkpoint.load` checks first, and what a run's plan checks before any Spark (so
+    ``--dry-run`` says a run will be full when the checkpoint cannot be continued from).  Raises
+    :class:`InputError` ("missing") without one; :class:`CannotContinue` for another format,
+    another build, or facts that cannot be read."""
+    path = os.path.join(_local_dir(directory), META_FILE)
+    if not os.path.isfile(path):
+        raise InputError("missing", f"{directory}: no checkpoint there")
+    meta = _unpickle_file(path, "its facts")
+    if not isinstance(meta, dict) or meta.pop("format", None) != FORMAT:
+        raise CannotContinue(f"it was saved in another layout (not format {FORMAT})")
+    other = build_differs(meta.get("build"))
+    if other:
+        raise CannotContinue(f"it was written by another build ({other})")
+    return meta
 
 
 def _unpickle_file(path: str, what: str):

@@ -200,9 +200,25 @@ def plan_run(archive: "ArchiveDir", paths: list, options: dict, full: bool, remo
     why = ("--full" if full else "the archive's first run" if manifest is None else
            "inputs on a Hadoop file system: every run reads all" if remote or manifest.get("remote") else
            NO_CHECKPOINT if plan.new and not manifest.get("checkpoint") else None)
+    if not why and plan.new and manifest is not None:
+        why = _checkpoint_refusal(archive, manifest["checkpoint"])
     if why:
         plan.full, plan.why_full = True, why
     return plan
+
+
+def _checkpoint_refusal(archive: "ArchiveDir", where: str) -> str | None:
+    """Why the committed run's checkpoint cannot be continued from (another format or build, facts
+    that do not read), from its facts alone; None when they allow it (its carried states are
+    checked when the run loads them)."""
+    from .checkpoint import CannotContinue, read_facts
+    from .inputs import InputError
+
+    try:
+        read_facts(os.path.join(archive.current_version(), where))
+    except (CannotContinue, InputError) as e:
+        return f"cannot continue from the checkpoint: {e}"
+    return None
 
 
 def _classify(plan: Plan, now: dict, manifest: dict, options: dict) -> None:

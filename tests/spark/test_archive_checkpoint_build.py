@@ -155,7 +155,7 @@ def _other_build(cp_dir: str) -> None:
     ("slipped", "cannot continue from the checkpoint: the carried state of "),
 ])
 def test_a_run_given_a_checkpoint_it_cannot_read_runs_over_every_file_and_equals_a_fresh_run(
-        spark_session, rotated, fresh, tmp_path, monkeypatch, tamper, says):
+        spark_session, rotated, fresh, tmp_path, monkeypatch, capsys, tamper, says):
     """``slipped``: a corrupt state the driver's check does not see (it is switched off): the Spark
     task that loads it fails, and the run falls back all the same."""
     from amqp_dissect.pipelines.spark.archive_dir import run_archive_dir
@@ -170,6 +170,12 @@ def test_a_run_given_a_checkpoint_it_cannot_read_runs_over_every_file_and_equals
         monkeypatch.setattr(C, "check_states", lambda flows: None)
     else:
         tamper(cp_dir)
+    if tamper is _other_build:  # (--dry-run, before any Spark, says so too: the plan reads the checkpoint's facts)
+        from amqp_dissect.cli import main as m
+
+        assert m.main(["archive", *files, "--out", out, "--dry-run"]) == m.EXIT_OK
+        o = capsys.readouterr().out
+        assert f"run: full, over all {len(files)} file(s) ({says}" in o, o
     second = run_archive_dir(spark_session, files, out, **JOB)
     assert not second["resumed"] and second["plan"].full
     assert second["plan"].why_full.startswith(says), second["plan"].why_full
