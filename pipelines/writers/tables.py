@@ -44,6 +44,10 @@ STREAM_ROWS = 2048
 # (the connections table's 79 cells), so a batch's 8192 of them would be 30 to 40 MB; the
 # converted parts are joined again into the batch of BATCH_ROWS rows the writers take
 ROW_DICTS = 512
+# rows a batch of csv / jsonl text is made of by write_table: each row's text depends on that row
+# alone, and Arrow's intermediate arrays of a batch of 8192 rows of a wide table (a string array per
+# column, then their join) are about 25 MB more than of 1024 (parquet keeps BATCH_ROWS: its row groups)
+TEXT_ROWS = 1024
 
 
 @contextmanager
@@ -151,8 +155,8 @@ class _Sink:
 
 def write_table(rows: Iterable[dict], table: str, fmt: str, out=None, batch_rows: int = BATCH_ROWS) -> int:
     """Write a table's rows to ``out`` (a path, an open file, or None for stdout) as ``fmt``:
-    ``csv``, ``jsonl`` or ``parquet`` converted ``batch_rows`` rows at a time (memory stays
-    flat whatever the number of rows), or ``table`` (the CLI's text table, built whole).
+    ``csv``, ``jsonl`` or ``parquet`` converted ``batch_rows`` rows at a time (csv and jsonl: at
+    most TEXT_ROWS; memory stays flat whatever the number of rows), or ``table`` (the CLI's text table, built whole).
     Returns the number of rows written."""
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
@@ -168,6 +172,8 @@ def write_table(rows: Iterable[dict], table: str, fmt: str, out=None, batch_rows
     if fmt != "parquet" and not arrow_ready():
         return write_rows(rows, table, fmt, out)
     json_cols = [c.name for c in columns(table) if c.type == JSON] if fmt == "jsonl" else []
+    if fmt != "parquet":
+        batch_rows = min(batch_rows, TEXT_ROWS)
     return _write(_converted(rows, table, batch_rows, json_cols), table, fmt, out, batch_rows)
 
 
