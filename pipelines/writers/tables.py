@@ -40,6 +40,14 @@ BATCH_ROWS = 8192
 # deliveries converted at a time by the CLI's stream (DeliveryStream.batches): each folded delivery
 # object waits for its batch, about 1.5 KB apiece
 STREAM_ROWS = 2048
+# row dicts converted to Arrow at a time by write_table: a row dict of a wide table holds 3 to 5 KB
+# (the connections table's 79 cells), so a batch's 8192 of them would be 30 to 40 MB; the
+# converted parts are joined again into the batch of BATCH_ROWS rows the writers take
+ROW_DICTS = 512
+# rows a batch of csv / jsonl text is made of by write_table: each row's text depends on that row
+# alone, and Arrow's intermediate arrays of a batch of 8192 rows of a wide table (a string array per
+# column, then their join) are about 25 MB more than of 1024 (parquet keeps BATCH_ROWS: its row groups)
+TEXT_ROWS = 1024
 
 
 @contextmanager
@@ -87,6 +95,46 @@ def _chunks(rows: Iterable[dict], n: int):
         if not chunk:
             return
         yield chunk
+        del chunk  # (the next chunk is made without this one)
+
+
+def _converted(rows: Iterable[dict], table: str, batch_rows: int, json_cols: list, dicts: int = ROW_DICTS):
+    """(record batch of ``batch_rows`` rows, raw json-column cells or None) of the row dicts,
+    converted ``dicts`` rows at a time: at most ``dicts`` row dicts are held at once (the caller's
+    iterator makes them as they are asked for), not a batch of them.  The batches are those one
+    conversion of ``batch_rows`` rows makes (the same cells, one chunk per column)."""
+    import pyarrow as pa
+
+    from amqp_dissect.results.tables import arrow_schema, record_batch
+
+    schema = arrow_schema(table)
+    it = iter(rows)
+    while True:
+        parts: list = []
+        raw: dict | None = {n: [] for n in json_cols} if json_cols else None
+        held = 0
+        while held < batch_rows:
+            chunk = list(itertools.islice(it, min(dicts, batch_rows - held)))
+            if not chunk:
+                break
+            parts.append(record_batch(chunk, table))
+            if raw is not None:
+                for n in json_cols:
+                    raw[n].extend(r.get(n) for r in chunk)
+            held += len(chunk)
+            del chunk
+        if not parts:
+            return
+        yield _joined_batch(parts, schema, pa), raw
+        if held < batch_rows:
+            return
+
+
+def _joined_batch(parts: list, schema, pa):
+    """Record batches of one schema as one batch (one chunk per column)."""
+    if len(parts) == 1:
+        return parts[0]
+    return pa.Table.from_batches(parts, schema=schema).combine_chunks().to_batches()[0]
 
 
 class _Sink:
@@ -107,8 +155,8 @@ class _Sink:
 
 def write_table(rows: Iterable[dict], table: str, fmt: str, out=None, batch_rows: int = BATCH_ROWS) -> int:
     """Write a table's rows to ``out`` (a path, an open file, or None for stdout) as ``fmt``:
-    ``csv``, ``jsonl`` or ``parquet`` converted ``batch_rows`` rows at a time (memory stays
-    flat whatever the number of rows), or ``table`` (the CLI's text table, built whole).
+    ``csv``, ``jsonl`` or ``parquet`` converted ``batch_rows`` rows at a time (csv and jsonl: at
+    most TEXT_ROWS; memory stays flat whatever the number of rows), or ``table`` (the CLI's text table, built whole).
     Returns the number of rows written."""
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
@@ -123,16 +171,10 @@ def write_table(rows: Iterable[dict], table: str, fmt: str, out=None, batch_rows
             sink.close()
     if fmt != "parquet" and not arrow_ready():
         return write_rows(rows, table, fmt, out)
-    from amqp_dissect.results.tables import record_batch
-
     json_cols = [c.name for c in columns(table) if c.type == JSON] if fmt == "jsonl" else []
-
-    def batches():
-        for chunk in _chunks(rows, batch_rows):
-            raw = {n: [r.get(n) for r in chunk] for n in json_cols} if json_cols else None
-            yield record_batch(chunk, table), raw
-
-    return _write(batches(), table, fmt, out, batch_rows)
+    if fmt != "parquet":
+        batch_rows = min(batch_rows, TEXT_ROWS)
+    return _write(_converted(rows, table, batch_rows, json_cols), table, fmt, out, batch_rows)
 
 
 def write_batches(batches: Iterable, table: str, fmt: str, out=None, group_rows: int = BATCH_ROWS) -> int:

@@ -274,6 +274,49 @@ def test_the_writers_write_what_the_oracles_write(tmp_path):
         assert buf.getvalue() == header + oracle(record_batch(rows, "stalls"), "stalls")
 
 
+def test_write_table_holds_a_few_row_dicts_and_writes_what_one_conversion_writes(tmp_path):
+    """Issue 40: the row dicts of a wide table (3 to 5 KB each) are converted a few hundred at a
+    time, not a batch of 8192 at once.  Oracle for the bytes: one conversion (``record_batch``) of
+    each batch of rows, written by pyarrow's ParquetWriter and by the csv / jsonl text of it."""
+    from amqp_dissect.pipelines.writers import tables as writers
+
+    base = _tricky_stalls_rows()
+    live = [0, 0]  # row dicts alive now, most alive at once
+
+    class Row(dict):
+        def __del__(self):
+            live[0] -= 1
+
+    def rows(n):
+        for i in range(n):
+            live[0] += 1
+            live[1] = max(live[1], live[0])
+            yield Row(base[i % len(base)])
+
+    n, per = 5000, 2000
+    plain = [dict(base[i % len(base)]) for i in range(n)]
+    oracle = [record_batch(plain[i:i + per], "stalls") for i in range(0, n, per)]
+    for fmt in ("csv", "jsonl"):
+        live[:] = [0, 0]
+        buf = io.StringIO()
+        assert write_table(rows(n), "stalls", fmt, buf, batch_rows=per) == n
+        assert live[1] <= writers.ROW_DICTS + 1, (fmt, live)
+        head = ",".join(schema.names("stalls")) + "\n" if fmt == "csv" else ""
+        raws = [{c.name: [r[c.name] for r in plain[i:i + per]] for c in columns("stalls") if c.type == schema.JSON}
+                for i in range(0, n, per)]
+        text = csv_text if fmt == "csv" else (lambda b, t, raw=None: jsonl_text(b, t, raw))
+        want = "".join(text(b, "stalls", *([raw] if fmt == "jsonl" else [])) for b, raw in zip(oracle, raws))
+        assert buf.getvalue() == head + want, fmt
+    live[:] = [0, 0]
+    got, want = tmp_path / "got.parquet", tmp_path / "want.parquet"
+    assert write_table(rows(n), "stalls", "parquet", str(got), batch_rows=per) == n
+    assert live[1] <= writers.ROW_DICTS + 1, live
+    with pq.ParquetWriter(str(want), arrow_schema("stalls")) as w:
+        for b in oracle:
+            w.write_table(pa.Table.from_batches([b], schema=arrow_schema("stalls")))
+    assert got.read_bytes() == want.read_bytes()
+
+
 # --------------------------------------------------------------------------- parquet row groups on a thread
 
 
