@@ -50,10 +50,10 @@ cdef class Reader:
     cdef _array(self, int width)
 
 @cython.locals(v=cython.ulonglong, i=int)
-cdef unsigned long long _uint_at(bytes data, Py_ssize_t p, int width)
+cdef unsigned long long uint_at(bytes data, Py_ssize_t p, int width)
 
 @cython.locals(v=cython.longlong, i=int)
-cdef long long _int_at(bytes data, Py_ssize_t p, int width)
+cdef long long int_at(bytes data, Py_ssize_t p, int width)
 
 @cython.locals(c=Composite)
 cdef Composite _composite(spec, list value, descriptor)

@@ -522,7 +522,7 @@ class Reader:
 
     def _u32(self):
         p = self._need(4)
-        return _uint_at(self.data, p, 4)
+        return uint_at(self.data, p, 4)
 
     def u32(self) -> int:
         return self._u32()
@@ -580,7 +580,7 @@ class Reader:
             if width > self.lim - p:
                 raise DecodeError(f"need {width} bytes at offset {self.base + p}, only {self.lim - p} remain")
             self.p = p + width
-            return _CLASS[code](_uint_at(self.data, p, width))
+            return _CLASS[code](uint_at(self.data, p, width))
         if kind == _K_STRING or kind == _K_SYMBOL or kind == _K_BINARY:
             return self._variable(code, kind)
         if kind == _K_CONST:
@@ -636,7 +636,7 @@ class Reader:
                 raise DecodeError(f"boolean byte 0x{b:02x} is neither 0x00 nor 0x01")
             return b == 1
         if kind == _K_SIGNED:
-            return _CLASS[code](_int_at(data, p, width))
+            return _CLASS[code](int_at(data, p, width))
         if kind == _K_DOUBLE:
             return _F64.unpack_from(data, p)[0]
         if kind == _K_FLOAT:
@@ -644,7 +644,7 @@ class Reader:
         if kind == _K_RAW:
             return _CLASS[code](data[p : p + width])
         if kind == _K_CHAR:
-            cp = _uint_at(data, p, 4)
+            cp = uint_at(data, p, 4)
             if cp > 0x10FFFF or 0xD800 <= cp <= 0xDFFF:
                 raise DecodeError(f"char U+{cp:X} is not a Unicode scalar value")
             return Char(chr(cp))
@@ -760,7 +760,7 @@ class Reader:
         return Array(items, _TYPE_NAME[code])
 
 
-def _uint_at(data, p, width):
+def uint_at(data, p, width):
     """The unsigned big-endian integer of ``width`` bytes at ``data[p]``."""
     v = 0
     for i in range(width):
@@ -768,7 +768,7 @@ def _uint_at(data, p, width):
     return v
 
 
-def _int_at(data, p, width):
+def int_at(data, p, width):
     """The two's complement big-endian integer of ``width`` bytes at ``data[p]``."""
     v = data[p]
     if v > 127:

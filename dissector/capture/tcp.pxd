@@ -12,7 +12,7 @@ cdef class _Dir:
     cdef public long long pos, nxt, isn, buffered
     cdef public list starts, datas, stamps
     cdef public dict cuts
-    cpdef void close(self)
+    cpdef void free_buffers(self)
 
 cdef class _Hold
 

@@ -149,14 +149,13 @@ class _Dir:
         # -> (end, time, packet), given as not captured when the stream reaches them; None while none
         self.cuts: dict | None = None
 
-    def close(self) -> None:
-        """Its connection closed: its buffers freed, its position CLOSED_DIR."""
+    def free_buffers(self) -> None:
+        """Its out-of-order pieces and cuts dropped (its connection ignored or closed)."""
         self.starts = None
         self.datas = None
         self.stamps = None
         self.buffered = 0
         self.cuts = None
-        self.nxt = CLOSED_DIR
 
 
 # a connection's ack_moves while it has seen no ACK number (see _Conn)
@@ -582,11 +581,7 @@ class TcpReassembler:
             c.state = _IGNORED
             for D in (c.d0, c.d1):
                 if D is not None:
-                    D.starts = None
-                    D.datas = None
-                    D.stamps = None
-                    D.buffered = 0
-                    D.cuts = None
+                    D.free_buffers()
             c.held = None
 
     def swap_roles(self, conn: str) -> str | None:
@@ -895,7 +890,8 @@ class TcpReassembler:
         self._unlink(conn)
         for D in (conn.d0, conn.d1):
             if D is not None:
-                D.close()
+                D.free_buffers()
+                D.nxt = CLOSED_DIR
         conn.held = None
         conn.state = _CLOSED
         conn.last_ts = ts  # (closed: the time it closed)

@@ -11,7 +11,7 @@ cdef tuple _PADS, _INT_TEXTS
 cdef frozenset _PLAIN_INTS
 
 from amqp_dissect.amqp.framing cimport Frame, Delivery
-from amqp_dissect.amqp.codec cimport Composite, Reader
+from amqp_dissect.amqp.codec cimport Composite, Reader, int_at, uint_at
 
 @cython.locals(out=list)
 cpdef str frame_summary(ev)
@@ -106,12 +106,6 @@ cdef bytes _W_KIND, _W_WIDTH
 cdef tuple _W_CLASS, _W_TNAME, _W_COMPOSITES, _W_NAMES, _W_TITLES, _W_INNER, _W_PERFORMATIVES, _W_SECTIONS
 cdef list _W_LAYOUTS
 cdef Py_ssize_t _WALK_DEPTH
-
-@cython.locals(v=cython.ulonglong, i=int)
-cdef unsigned long long _be_uint(bytes data, Py_ssize_t p, int width)
-
-@cython.locals(v=cython.longlong, i=int)
-cdef long long _be_int(bytes data, Py_ssize_t p, int width)
 
 @cython.locals(plain=bint, i=Py_ssize_t, b=int, s=str, buf=cython.p_uchar)
 cdef str _quoted(bytes data, Py_ssize_t p, Py_ssize_t n, bint symbol, Py_ssize_t limit)

@@ -19,6 +19,11 @@ from __future__ import annotations
 
 import datetime as _dt
 
+try:
+    import cython
+except ImportError:
+    from .. import _cython_shim as cython
+
 from ..amqp.framing import FRAME_SASL, Frame, ProtocolHeader, StreamNote
 from .netdetail import packet_layers
 from ..events import PacketNote
@@ -33,6 +38,9 @@ from ..amqp.codec import DEFAULT_MAX_DEPTH, DEFAULT_MAX_ELEMENTS, Reader
 from ..amqp.spec import BY_DESCRIPTOR, CHOICES, COMPOSITES, CompositeSpec, FieldSpec, choice_name
 from ..errors import DissectError
 from ..amqp.values import field_json, json_value, short_value
+
+if not cython.compiled:  # (compiled: C functions, cimported in the .pxd)
+    from ..amqp.codec import int_at, uint_at
 
 _SHOWN = (Frame, ProtocolHeader, StreamNote, PacketNote)  # the events that have a frames line
 
@@ -946,24 +954,6 @@ _W_INNER = tuple(None if s is None else f" ({s.name}, descriptor {_desc_text(ULo
                  for i, s in enumerate(_W_COMPOSITES))
 
 
-def _be_uint(data, p, width):
-    """The unsigned big-endian integer of ``width`` bytes at ``data[p]``."""
-    v = 0
-    for i in range(width):
-        v = (v << 8) | data[p + i]
-    return v
-
-
-def _be_int(data, p, width):
-    """The two's complement big-endian integer of ``width`` bytes at ``data[p]``."""
-    v = data[p]
-    if v > 127:
-        v -= 256
-    for i in range(1, width):
-        v = v * 256 + data[p + i]
-    return v
-
-
 def _quoted(data, p, n, symbol, limit):
     """``repr`` of the string (or symbol) of the ``n`` bytes at ``data[p]``, cut to ``limit``
     characters and an ellipsis as the tree cuts it; None when the bytes are not its encoding."""
@@ -1084,9 +1074,9 @@ class _TreeWalk:
         else:
             if p + 8 > lim:
                 return -1
-            size = _be_uint(data, p, 4)
+            size = uint_at(data, p, 4)
             end = p + 4 + size
-            count = _be_uint(data, p + 4, 4)
+            count = uint_at(data, p + 4, 4)
             p += 8
             if size < 4:
                 return -1
@@ -1212,14 +1202,14 @@ class _TreeWalk:
             return None
         if kind == _W_UNSIGNED:
             self.p = p + width
-            u = _be_uint(data, p, width)
+            u = uint_at(data, p, width)
             return _INT_TEXTS[u] if u < 256 else f"{u}"
         if kind == _W_SIGNED:
             self.p = p + width
-            s = _be_int(data, p, width)
+            s = int_at(data, p, width)
             return _INT_TEXTS[s] if 0 <= s < 256 else f"{s}"
         if kind == _W_BINARY or kind == _W_STRING or kind == _W_SYMBOL:
-            n = data[p] if width == 1 else _be_uint(data, p, 4)
+            n = data[p] if width == 1 else uint_at(data, p, 4)
             p += width
             if n > lim - p:
                 return None
@@ -1245,7 +1235,7 @@ class _TreeWalk:
         if p + 8 > self.lim:
             return False
         self.p = p + 8
-        ms = _be_int(self.data, p, 8)
+        ms = int_at(self.data, p, 8)
         pad = _PADS[indent] if indent < 64 else "    " * indent
         self.out.append(f"{pad}{label} (timestamp): {ms} ({_fmt_ts(ms / 1000.0)})")
         return True
@@ -1285,7 +1275,7 @@ class _TreeWalk:
             p = self.p + 1
             if p + width > end:
                 return False
-            n = data[p] if width == 1 else _be_uint(data, p, 4)
+            n = data[p] if width == 1 else uint_at(data, p, 4)
             p += width
             if n > end - p:
                 return False
