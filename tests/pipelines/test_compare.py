@@ -15,11 +15,9 @@ from pathlib import Path
 import pytest
 
 import comparecaps
+from capture_frames import frames_of
 from amqp_dissect.cli.main import EXIT_FORMAT, EXIT_OK, EXIT_OPEN, main
 from amqp_dissect.pipelines.wireshark.compare import descriptor_form, our_frames
-from amqp_dissect.amqp.framing import Frame
-from amqp_dissect.capture.pcap import open_capture
-from amqp_dissect.dissect import Dissector
 from test_wireshark import require_tshark
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,25 +41,18 @@ def made(tmp_path_factory):
     return caps
 
 
-def _frames(pcap):
-    d = Dissector()
-    out = []
-    with open(pcap, "rb") as f:
-        for rec in open_capture(f):
-            out.extend(e for e in d.feed(rec) if type(e) is Frame)
-    return out
 
 
 @pytest.mark.parametrize("form", ["ulong", "symbol"])
 def test_descriptor_form_tells_the_encodings_apart(made, form):
     """comparecaps re-encoded the attach descriptors only: every attach is ``form``, the rest small."""
-    frames = _frames(made[f"descriptor_{form}"])
+    frames = frames_of(made[f"descriptor_{form}"])
     forms = {(f.name, descriptor_form(f)) for f in frames if f.kind != "heartbeat"}
     assert ("attach", form) in forms
     assert {x for n, x in forms if n == "attach"} == {form}
     assert {x for n, x in forms if n != "attach"} == {"smallulong"}
     # and on a sample as proton / RabbitMQ wrote it: all small
-    assert {descriptor_form(f) for f in _frames(sample("outcomes")) if f.kind != "heartbeat"} == {"smallulong"}
+    assert {descriptor_form(f) for f in frames_of(sample("outcomes")) if f.kind != "heartbeat"} == {"smallulong"}
     tagged = [f for fs in our_frames(made[f"descriptor_{form}"]).values() for f in fs if "long-descriptor" in f.tags]
     assert [f.record["performative"] for f in tagged] == ["attach", "attach"]
 

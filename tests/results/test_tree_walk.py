@@ -12,11 +12,10 @@ import os
 import pytest
 
 import fuzzgen as F
+from capture_frames import frames_of
 from amqp_dissect.amqp import _spec
 from amqp_dissect.amqp.framing import Delivery, Frame
 from amqp_dissect.amqp.spec import BY_DESCRIPTOR
-from amqp_dissect.capture.pcap import open_capture
-from amqp_dissect.dissect import Dissector
 from amqp_dissect.errors import DissectError
 from amqp_dissect.render.frames import frame_detail
 
@@ -192,7 +191,7 @@ def test_the_scanned_performatives_are_walked():
 @pytest.mark.parametrize("path", SAMPLES, ids=[os.path.relpath(p, ROOT) for p in SAMPLES])
 def test_every_sample_frame_reads_as_its_decoded_values(path):
     seen = 0
-    for fr in _frames(path):
+    for fr in frames_of(path):
         dl = fr.delivery
         body = fr._perf_body if fr._performative is None else None
         if dl is None and body is None:
@@ -205,10 +204,3 @@ def test_every_sample_frame_reads_as_its_decoded_values(path):
         assert seen  # (transfers: performatives and messages compared)
 
 
-def _frames(path) -> list:
-    d = Dissector()
-    out = []
-    with open(path, "rb") as f:
-        for rec in open_capture(f):
-            out.extend(ev for ev in d.feed(rec) if type(ev) is Frame)
-    return out
