@@ -133,14 +133,14 @@ def _range_chunks(layer_dirs: list, table: str, bounds: list, r: int, provisiona
     ``provisional``: None every chunk; True or False only the chunks whose rows are (not)
     provisional (rows a carried flow made at its finish: the next run of an archive directory
     makes them again)."""
-    for flag, chunk in _flagged_range_chunks(layer_dirs, table, bounds, r, provisional is not None):
-        if provisional is None or flag == provisional:
-            yield chunk
+    for _, chunk in _flagged_range_chunks(layer_dirs, table, bounds, r, provisional is not None, provisional):
+        yield chunk
 
 
-def _flagged_range_chunks(layer_dirs: list, table: str, bounds: list, r: int, flags: bool):
+def _flagged_range_chunks(layer_dirs: list, table: str, bounds: list, r: int, flags: bool, only: bool | None = None):
     """``(provisional, (layer, r, blob))`` of the chunks :func:`_range_chunks` reads for range ``r``
-    (``provisional``: whether the chunk's rows are provisional; None without ``flags``)."""
+    (``provisional``: whether the chunk's rows are provisional; None without ``flags``); with
+    ``only`` (True/False, and ``flags``), those whose flag is ``only`` (the others' blobs not read)."""
     import bisect
 
     import pyarrow.parquet as pq
@@ -154,6 +154,10 @@ def _flagged_range_chunks(layer_dirs: list, table: str, bounds: list, r: int, fl
         if not want:
             continue
         marks = [bool(x) for x in k.column("provisional").to_pylist()] if flags else None
+        if only is not None:
+            want = [i for i in want if marks[i] == only]
+            if not want:
+                continue
         starts = [0]
         for g in range(pf.metadata.num_row_groups):
             starts.append(starts[-1] + pf.metadata.row_group(g).num_rows)
