@@ -31,7 +31,7 @@ from .stages import (STAGE2_COLUMNS, Meter, metered, pack_tasks, spark_arrow_sch
                      stage1_fn, stage2_direct_fn, stage2_fn, ticks_direct_fn, ticks_fn, marker_row,
                      spark_types, partition_keys, rows_schema, stage1_schema, table_schema)
 from .summaries import DEFAULT_WINDOW, SUMMARIES, summary_frame, write_summaries_local
-from .tables import meta_rows, make_table, table_bounds, write_tables_local
+from .tables import meta_rows, make_table, table_bounds, write_split_tables_local, write_tables_local
 from .increments import (RowChunk, check_new_files, check_reused_flows, chunk_rows, latest_record_time,  # noqa: F401
                          row_chunks, set_files, whole_set_order)
 
@@ -576,6 +576,23 @@ def write_tables(spark, done: AnalysedRun, out_uri: str, provisional: bool | Non
     that are (not) provisional, the rows the flows carried to the next run made at their
     finish; then returns table -> rows written."""
     return _write_outputs(spark, done, out_uri, DEFAULT_WINDOW, summaries=False, provisional=provisional)
+
+
+def write_split_tables(spark, done: AnalysedRun, final_dir: str, provisional_dir: str) -> tuple[dict, dict]:
+    """The tables of ``done`` written flat, its final rows under the local folder ``final_dir``, its
+    provisional ones (those the flows carried to the next run made at their finish) under
+    ``provisional_dir``: the files of :func:`write_tables` with ``provisional`` False, then True,
+    in one Spark job (a local work directory only).  Returns (table -> final rows, table ->
+    provisional rows)."""
+    layer_dirs = [_direct_dir(p) for p in done.layer_paths]
+    if None in layer_dirs:
+        raise ValueError("the final and provisional rows are written apart from a local work directory only")
+    got = write_split_tables_local(spark, layer_dirs, done.excluded, done.counts,
+                                   {t: os.path.join(final_dir, t) for t in done.counts},
+                                   {t: os.path.join(provisional_dir, t) for t in done.counts},
+                                   done.nparts, meter=done.meter)
+    done.mark("tables")
+    return got
 
 
 def _write_outputs(spark, done: AnalysedRun, out_uri: str, window: float, summaries: bool = True,

@@ -133,6 +133,14 @@ def _range_chunks(layer_dirs: list, table: str, bounds: list, r: int, provisiona
     ``provisional``: None every chunk; True or False only the chunks whose rows are (not)
     provisional (rows a carried flow made at its finish: the next run of an archive directory
     makes them again)."""
+    for _, chunk in _flagged_range_chunks(layer_dirs, table, bounds, r, provisional is not None, provisional):
+        yield chunk
+
+
+def _flagged_range_chunks(layer_dirs: list, table: str, bounds: list, r: int, flags: bool, only: bool | None = None):
+    """``(provisional, (layer, r, blob))`` of the chunks :func:`_range_chunks` reads for range ``r``
+    (``provisional``: whether the chunk's rows are provisional; None without ``flags``); with
+    ``only`` (True/False, and ``flags``), those whose flag is ``only`` (the others' blobs not read)."""
     import bisect
 
     import pyarrow.parquet as pq
@@ -140,14 +148,16 @@ def _range_chunks(layer_dirs: list, table: str, bounds: list, r: int, provisiona
     names = ["k1", "flow", "k2", "hk1", "hflow", "hk2"]
     for li, path in chunk_files(layer_dirs, table):
         pf = pq.ParquetFile(path)
-        k = pf.read(columns=names + (["provisional"] if provisional is not None else []), use_threads=False)
+        k = pf.read(columns=names + (["provisional"] if flags else []), use_threads=False)
         want = [i for i, (a, b, c, d, e, f) in enumerate(zip(*(k.column(j).to_pylist() for j in range(6))))
                 if bisect.bisect_right(bounds, (a, b, c)) <= r <= bisect.bisect_right(bounds, (d, e, f))]
-        if provisional is not None:
-            flags = k.column("provisional").to_pylist()
-            want = [i for i in want if bool(flags[i]) == provisional]
         if not want:
             continue
+        marks = [bool(x) for x in k.column("provisional").to_pylist()] if flags else None
+        if only is not None:
+            want = [i for i in want if marks[i] == only]
+            if not want:
+                continue
         starts = [0]
         for g in range(pf.metadata.num_row_groups):
             starts.append(starts[-1] + pf.metadata.row_group(g).num_rows)
@@ -157,7 +167,7 @@ def _range_chunks(layer_dirs: list, table: str, bounds: list, r: int, provisiona
         for g, idx in sorted(by_group.items()):
             blobs = pf.read_row_group(g, columns=["blob"], use_threads=False).column(0)
             for i in idx:
-                yield li, r, blobs[i - starts[g]].as_py()
+                yield (marks[i] if flags else None), (li, r, blobs[i - starts[g]].as_py())
 
 
 TABLE_TASKS_PER_SLOT = 2  # tasks of the tables step per task slot, at most (its small ranges share tasks)
@@ -173,6 +183,37 @@ def _tables_task(layer_dirs: list, bounds: dict, excluded: list, out_dirs: dict,
     return fn
 
 
+def _split_tables_task(layer_dirs: list, bounds: dict, excluded: list, final_dirs: dict, provisional_dirs: dict):
+    """A task of :func:`write_split_tables_local`: each of its ranges' chunks read once, the final
+    rows written under ``final_dirs``, the provisional ones under ``provisional_dirs``."""
+    def fn(tasks):
+        for task in tasks:
+            for table, r in task:
+                parts: dict = {False: [], True: []}
+                for flag, chunk in _flagged_range_chunks(layer_dirs, table, bounds[table], r, True):
+                    parts[flag].append(chunk)
+                for flag, dirs in ((False, final_dirs), (True, provisional_dirs)):
+                    t = sorted_range_table(parts.pop(flag), bounds[table], excluded)
+                    yield flag, table, r, write_range(dirs[table], table, r, t)
+    return fn
+
+
+def _table_tasks(spark, layer_dirs: list, counts: dict, nparts: int) -> tuple:
+    """(bounds, tasks) of the tables step: every table's ranges (:func:`_local_table_bounds`)
+    packed into at most :data:`TABLE_TASKS_PER_SLOT` tasks per task slot."""
+    bounds = _local_table_bounds(layer_dirs, counts, nparts)
+    items = sorted((t, r) for t in counts for r in range(len(bounds[t]) + 1))
+    tasks = pack_tasks(items, lambda it: counts[it[0]] // (len(bounds[it[0]]) + 1),
+                       TABLE_TASKS_PER_SLOT * spark.sparkContext.defaultParallelism)
+    return bounds, tasks
+
+
+def _fresh_dirs(dirs) -> None:
+    for d in dirs:
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+
+
 def write_tables_local(spark, layer_dirs: list, excluded: list, counts: dict, out_dirs: dict, nparts: int,
                         meter=None, provisional: bool | None = None) -> dict:
     """Every table's ranges written (:func:`_range_chunks`, :func:`sorted_range_table`,
@@ -182,13 +223,8 @@ def write_tables_local(spark, layer_dirs: list, excluded: list, counts: dict, ou
     empty table gets one file with its columns.  ``provisional`` (True/False): only the rows that
     are (not) provisional (:func:`_range_chunks`), their counts then not checked against
     ``counts`` (the caller checks the two parts' sum).  Returns table -> rows written."""
-    bounds = _local_table_bounds(layer_dirs, counts, nparts)
-    items = sorted((t, r) for t in counts for r in range(len(bounds[t]) + 1))
-    tasks = pack_tasks(items, lambda it: counts[it[0]] // (len(bounds[it[0]]) + 1),
-                       TABLE_TASKS_PER_SLOT * spark.sparkContext.defaultParallelism)
-    for t in counts:
-        shutil.rmtree(out_dirs[t], ignore_errors=True)
-        os.makedirs(out_dirs[t])
+    bounds, tasks = _table_tasks(spark, layer_dirs, counts, nparts)
+    _fresh_dirs(out_dirs[t] for t in counts)
     got = spark.sparkContext.parallelize(tasks, len(tasks)).mapPartitions(
         metered(meter, "tables", _tables_task(layer_dirs, bounds, excluded, out_dirs, provisional))).collect()
     written = {}
@@ -197,6 +233,29 @@ def write_tables_local(spark, layer_dirs: list, excluded: list, counts: dict, ou
         if provisional is None and n != counts[t]:  # each row in exactly one range
             raise RuntimeError(f"table {t}: {n} rows written of {counts[t]}")
         open(os.path.join(out_dirs[t], "_SUCCESS"), "wb").close()
+    return written
+
+
+def write_split_tables_local(spark, layer_dirs: list, excluded: list, counts: dict, final_dirs: dict,
+                             provisional_dirs: dict, nparts: int, meter=None) -> tuple[dict, dict]:
+    """The final rows of every table under ``final_dirs`` and the provisional ones under
+    ``provisional_dirs``, the same files as :func:`write_tables_local` with ``provisional`` False,
+    then True, makes, in ONE Spark job that reads each range's chunks once.  Returns (table ->
+    final rows written, table -> provisional rows written); each table's two add up to ``counts``
+    (checked)."""
+    bounds, tasks = _table_tasks(spark, layer_dirs, counts, nparts)
+    _fresh_dirs([final_dirs[t] for t in counts] + [provisional_dirs[t] for t in counts])
+    got = spark.sparkContext.parallelize(tasks, len(tasks)).mapPartitions(
+        metered(meter, "tables", _split_tables_task(layer_dirs, bounds, excluded, final_dirs,
+                                                     provisional_dirs))).collect()
+    written: tuple = ({}, {})
+    for t in counts:
+        for flag, dirs in ((False, final_dirs), (True, provisional_dirs)):
+            written[flag][t] = sum(rows for f, table, _, rows in got if table == t and f == flag)
+            open(os.path.join(dirs[t], "_SUCCESS"), "wb").close()
+        if written[False][t] + written[True][t] != counts[t]:  # each row in exactly one range and one part
+            raise RuntimeError(f"table {t}: {written[False][t]} final and {written[True][t]} provisional rows "
+                               f"written of {counts[t]}")
     return written
 
 

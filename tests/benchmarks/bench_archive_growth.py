@@ -167,6 +167,7 @@ def main() -> None:
                                                    "repeated capture is kept in a given one)")
     a = ap.parse_args()
     work = a.work or tempfile.mkdtemp(prefix="archive-growth-")
+    load_before = os.getloadavg()
     try:
         capture = copies(a.archive, a.copies, work)
         shutil.rmtree(os.path.join(work, "set"), ignore_errors=True)
@@ -177,6 +178,8 @@ def main() -> None:
             shutil.rmtree(work, ignore_errors=True)
     print(f"{a.archive}{f' x {a.copies}' if a.copies > 1 else ''}: {len(files)} files; medians of {a.repeat} "
           "round(s), wall seconds of whole commands")
+    print("  load average (1, 5, 15 min) before / after: " + " / ".join(
+        ", ".join(f"{x:.1f}" for x in load) for load in (load_before, os.getloadavg())))
     for key in rounds[0]:
         if key == "stages":
             continue

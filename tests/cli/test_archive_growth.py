@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -120,17 +121,27 @@ def test_a_standalone_cluster_grows_the_archive_run_by_run_as_one_run(cluster, r
     assert_same_archive(out, fresh)
 
 
+@pytest.fixture(scope="module")
+def first_five(rotated, tmp_path_factory) -> str:
+    """An archive of the set's first five files (one run), which each test below grows in a copy
+    of its own (an archive directory names its inputs by path, its own files relative to itself)."""
+    out = str(tmp_path_factory.mktemp("first_five") / "archive")
+    _archive("local[2,2]", rotated[:5], out)
+    return out
+
+
 @pytest.mark.parametrize("step", ["stage1", "stage2", "tables", "partition"])
 def test_an_executor_lost_half_way_through_a_step_is_run_again_and_the_archive_equals_one_run(rotated, fresh_plain,
-                                                                                            tmp_path, step):
+                                                                                            first_five, tmp_path,
+                                                                                            step):
     """A Python worker killed (SIGKILL) after the first result of a task, in the continued run of a
     growing archive: Spark runs the task again (``local[2,2]``: two attempts) and the archive holds
     each row once, as one run."""
     from amqp_dissect.pipelines.spark.stages import LOSE_TASK_AT
 
-    files = copy_set(rotated, tmp_path / "set")
+    files = rotated  # (read only: the first run's archive names them)
     out = str(tmp_path / "archive")
-    _archive("local[2,2]", files[:5], out)
+    shutil.copytree(first_five, out, symlinks=True)
     mark = tmp_path / "lost"
     second = _archive("local[2,2]", files, out, {LOSE_TASK_AT: step, LOSE_TASK_AT + "_MARK": str(mark)})
     assert mark.exists()  # (a worker was lost)

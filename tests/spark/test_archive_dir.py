@@ -254,12 +254,22 @@ def test_a_changed_or_vanished_file_or_other_options_are_refused_and_dry_run_wri
     assert "files: 8 new" in capsys.readouterr().out and not os.path.exists(empty)
 
 
+@pytest.fixture(scope="module")
+def first_half(spark, rotated, tmp_path_factory) -> str:
+    """An archive of the first half of the set (one run), which the killed runs below each grow
+    in a copy of their own (an archive directory names its inputs by path and its own files
+    relative to itself: a copy is the same archive)."""
+    out = str(tmp_path_factory.mktemp("first_half") / "archive")
+    run_archive_dir(spark, rotated[:4], out, **JOB)
+    return out
+
+
 @pytest.mark.parametrize("step", ["analysed", "staged", "partitioned", "summaries", "versioned", "published"])
 def test_a_run_killed_at_a_step_leaves_the_last_run_and_running_again_equals_one_run(spark, rotated, fresh,
-                                                                                   tmp_path, step):
-    files = copy_set(rotated, tmp_path / "set")
+                                                                                   first_half, tmp_path, step):
+    files = rotated  # (read only: the first half's archive names them)
     out = str(tmp_path / "archive")
-    run_archive_dir(spark, files[:4], out, **JOB)
+    shutil.copytree(first_half, out, symlinks=True)
     committed = _snapshot(out)
     tables = {t: as_set(dataset(out, t)) for t in TABLES + SUMMARIES}
     got = _cli(*files, "--out", out, env={KILL_AT: step})
@@ -320,14 +330,49 @@ def test_a_set_grown_in_three_and_eight_runs_goes_on_from_each_checkpoint_and_eq
     files = sorted(copy_set(rotated, tmp_path / "set"), key=first_time)  # (the set grows in time)
     out = str(tmp_path / "archive")
     cuts = [len(files) * (i + 1) // steps for i in range(steps)]
-    results = []
+    results, table_jobs = [], []
     for n in cuts:
-        results.append(run_archive_dir(spark, files[:n], out, **job))
+        with _jobs_per_step(spark) as jobs:
+            results.append(run_archive_dir(spark, files[:n], out, **job))
+        table_jobs.append(jobs["tables"])
         # the rows it says the published tables hold (counted by the analysis) are the files' own
         assert results[-1]["counts"] == table_rows(out, list(results[-1]["counts"]))
     assert [r["resumed"] for r in results] == [False] + [True] * (steps - 1), [r["plan"].why_full for r in results]
     assert any(r["carried"] for r in results[:-1])  # (connections ran on across the cuts)
+    # a run's final and provisional rows (flows carried over) are written by one Spark job, as a
+    # run's rows that are all final
+    assert table_jobs == [1] * steps, (table_jobs, [r["carried"] for r in results])
     assert [len(r["plan"].new) for r in results] == [b - a for a, b in zip([0] + cuts, cuts)]
     assert_same_archive(out, fresh)
 
 
+
+
+class _jobs_per_step:
+    """``with _jobs_per_step(spark) as jobs``: step name -> the Spark jobs that ran in it (the
+    step's end marked by the job's clock, :data:`~amqp_dissect.pipelines.spark.job.MARK_HOOKS`;
+    jobs counted by Spark's status tracker)."""
+
+    def __init__(self, spark):
+        self.tracker = spark.sparkContext.statusTracker()
+        self.jobs: dict = {}
+
+    def _count(self) -> int:  # (job ids count up from 0; the tracker keeps the last thousand)
+        return max(self.tracker.getJobIdsForGroup(), default=-1) + 1
+
+    def _hook(self, name: str) -> None:
+        now = self._count()
+        self.jobs[name] = self.jobs.get(name, 0) + now - self._last
+        self._last = now
+
+    def __enter__(self) -> dict:
+        from amqp_dissect.pipelines.spark import job
+
+        self._last = self._count()
+        job.MARK_HOOKS.append(self._hook)
+        return self.jobs
+
+    def __exit__(self, *exc) -> None:
+        from amqp_dissect.pipelines.spark import job
+
+        job.MARK_HOOKS.remove(self._hook)
