@@ -42,7 +42,7 @@ cdef class DeliveryRecord:
     cdef public object message
     cdef public Py_ssize_t live_at
 
-    cpdef settle(self, by, ts, packet)
+    cpdef settle(self, str by, ts, packet)
     cpdef _init(self, link, session, direction, delivery_id, tag, ts, packet)
 
 
