@@ -105,7 +105,9 @@ class ConnectionRules:
         ts = f.ts
         last_frame = c.last_frame
         ref = last_frame[d]
-        if ref is not None:  # the longest silence of d (no frame of any kind): the diagnoses' idle time-out
+        # the longest silence of d (no frame of any kind): the diagnoses' idle time-out (the frames of one
+        # packet share its time object: no silence, as longest is never below 0, and no subtraction)
+        if ref is not None and ref is not ts:
             sil = c.silence[d]
             if ts - ref > sil.longest:
                 self.longer_silence(c, d, f, ref, sil)
@@ -113,7 +115,11 @@ class ConnectionRules:
             self.note_end(c, d, f, name)
         else:
             last_act = c.last_act
-            last_act[d] = (ts, f.packet, key)
+            act = last_act[d]
+            packet = f.packet
+            # (the same three objects as the frame before it, of the same packet and name: that tuple)
+            if act is None or act[0] is not ts or act[1] is not packet or act[2] is not key:
+                last_act[d] = (ts, packet, key)
         idle_ref = c.idle_ref
         idle_ref[d] = ts
         last_frame[d] = ts
