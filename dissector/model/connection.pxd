@@ -13,7 +13,8 @@ cdef class ConnectionRules:
     cdef public object _level_name
     cdef public Py_ssize_t _level
 
-    @cython.locals(level=Py_ssize_t, sil=Silence)
+    @cython.locals(level=Py_ssize_t, sil=Silence, frames=list, last_frame=list, last_act=list, idle_ref=list,
+                   act=tuple)
     cpdef bint frame(self, Connection c, Py_ssize_t d, Frame f, p, name, bint heartbeat)
 
     cdef session_frame(self, Connection c, Py_ssize_t d, Frame f, name)

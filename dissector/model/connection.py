@@ -92,25 +92,40 @@ class ConnectionRules:
             if name is not None:
                 self.sasl(c, d, f, p, name)
             return False
-        c.frames[d] += 1
-        self.idle_check(c, d, f)
+        # (the connection's own lists since its first frame, Connection.framed: list locals when
+        # compiled, so each index is a C list access, not a generic item call)
+        frames = c.frames
+        frames[d] += 1
+        if c.idle[d]:
+            self.idle_check(c, d, f)
         if name is not self._level_name:  # (one look-up a run of one name, not two string compares per frame)
             self._level = _CONN_LEVEL.get(name, 0)
             self._level_name = name
         level = self._level
-        ref = c.last_frame[d]
-        if ref is not None:  # the longest silence of d (no frame of any kind): the diagnoses' idle time-out
+        ts = f.ts
+        last_frame = c.last_frame
+        ref = last_frame[d]
+        # the longest silence of d (no frame of any kind): the diagnoses' idle time-out (the frames of one
+        # packet share its time object: no silence, as longest is never below 0, and no subtraction)
+        if ref is not None and ref is not ts:
             sil = c.silence[d]
-            if f.ts - ref > sil.longest:
+            if ts - ref > sil.longest:
                 self.longer_silence(c, d, f, ref, sil)
         if level >= 2:  # detach, end, close: what each side sent last before it (the diagnoses' ends)
             self.note_end(c, d, f, name)
         else:
-            c.last_act[d] = (f.ts, f.packet, key)
-        c.idle_ref[d] = f.ts
-        c.last_frame[d] = f.ts
+            last_act = c.last_act
+            act = last_act[d]
+            packet = f.packet
+            # (the same three objects as the frame before it, of the same packet and name: that tuple)
+            if act is None or act[0] is not ts or act[1] is not packet or act[2] is not key:
+                last_act[d] = (ts, packet, key)
+        idle_ref = c.idle_ref
+        idle_ref[d] = ts
+        last_frame[d] = ts
         if heartbeat:
-            c.heartbeats[d] += 1
+            frames = c.heartbeats
+            frames[d] += 1
         if level == 1:
             self.conn_step(c, d, "S:OPEN", "R:OPEN", f)
             self.open(c, d, f, p)

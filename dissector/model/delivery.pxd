@@ -42,9 +42,12 @@ cdef class DeliveryRecord:
     cdef public object message
     cdef public Py_ssize_t live_at
 
-    cpdef settle(self, by, ts, packet)
+    @cython.locals(at=tuple)
+    cpdef settle(self, str by, ts, packet)
     cpdef _init(self, link, session, direction, delivery_id, tag, ts, packet)
 
+
+cdef tuple _last_at
 
 cdef class LiveDeliveries:
     cdef public list slots

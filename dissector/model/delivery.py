@@ -77,7 +77,10 @@ class DeliveryRecord:
 
     def settle(self, by: str, ts, packet):
         """``by`` ("sender"/"receiver") announced settlement in the frame at ts/packet."""
-        at = (ts, packet)  # (one tuple for every field it sets)
+        global _last_at
+        at = _last_at  # (one tuple for every field it sets, and for every delivery one frame settles)
+        if at is None or at[0] is not ts or at[1] is not packet:
+            at = _last_at = (ts, packet)
         if by == "sender":
             if self.snd_settled is None:
                 self.snd_settled = at
@@ -86,6 +89,10 @@ class DeliveryRecord:
         if self.settled is None:
             self.settled = at
 
+
+# the (time, packet) of the last settlement (DeliveryRecord.settle): the deliveries of a disposition's
+# range share it
+_last_at = None
 
 # a link's live deliveries give back their folded head once LIVE_TRIM slots long and half the list;
 # they are packed again when empty slots outnumber them by more than LIVE_PACK + 4 per delivery

@@ -21,6 +21,19 @@ cdef class Latencies:
 @cython.locals(a="long long", b="long long", d="long long")
 cpdef double seconds_between(t, t0) except? -1.0
 
+@cython.final
+cdef class NsCache:
+    cdef public object obj
+    cdef public long long ns
+
+    @cython.locals(a="long long")
+    cpdef bint read(self, t) except -1
+
+cdef object _UNREAD
+
+@cython.locals(at=NsCache, first=NsCache, d="long long")
+cpdef double latency_seconds(t, t0) except? -1.0
+
 cdef class DeliveryStats:
     cdef public long long deliveries, bytes, no_outcome, unsettled, presettled, aborted, resumed
     cdef public dict _outcomes

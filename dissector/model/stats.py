@@ -165,6 +165,60 @@ def seconds_between(t, t0) -> float:
     return (t - t0) / NS
 
 
+class NsCache:
+    """An integer-nanosecond time as a C integer, the last one read kept by identity.
+
+    A delivery's latency subtracts two capture times that are the same objects for many deliveries
+    (the frames of one packet share its time; a disposition's range shares its frame's), and
+    reading an int of 62 bits into a C integer is a call into the interpreter each time.  So
+    :meth:`read` keeps the last time it read (a reference: the identity stays that object's) and
+    its value: the same object again is a pointer compare.  The value is the int's, so what is
+    computed from it is what the Python integers give."""
+
+    __slots__ = ("obj", "ns")
+
+    def __init__(self):
+        self.obj = _UNREAD  # (never an int: nothing read yet)
+        self.ns = 0
+
+    def read(self, t) -> bool:
+        """Is ``t`` an int within +-2**62?  Then its value is in ``ns``."""
+        if t is self.obj:
+            return True
+        if type(t) is not int:
+            return False
+        try:
+            a = t
+        except OverflowError:  # (beyond 64 bits)
+            return False
+        if (a >> 62) == 0 or (a >> 62) == -1:  # (shifts, not literals: the comparisons stay in C)
+            self.obj = t
+            self.ns = a
+            return True
+        return False
+
+
+_UNREAD = object()
+
+# the two times of a delivery's latency, read once for the folds that share them (the Analyzer's
+# slowest deliveries read them too: the same objects, see Analyzer._below_cut)
+SETTLED_NS = NsCache()  # when it was settled (or got its outcome)
+FIRST_NS = NsCache()  # its first transfer
+
+
+def latency_seconds(t, t0) -> float:
+    """:func:`seconds_between` (the same float), the times read through ``SETTLED_NS`` and ``FIRST_NS``
+    when compiled: a time shared with the previous delivery is not read again."""
+    if cython.compiled:
+        at = SETTLED_NS
+        first = FIRST_NS
+        if at.read(t) and first.read(t0):
+            d = at.ns - first.ns  # (no overflow: both within +-2**62)
+            if (d >> 53) == 0 or (d >> 53) == -1:  # within +-2**53: exact as a double
+                return cython.cast(cython.double, d) / 1e9
+    return seconds_between(t, t0)
+
+
 class DeliveryStats:
     """What the deliveries of one link add up to: counts by outcome and flag, bytes, and the
     settlement / outcome latencies (:class:`Latencies`: percentiles stay exact, room bounded).
@@ -227,13 +281,13 @@ class DeliveryStats:
         if st is None:
             self.unsettled += 1
         else:
-            lat = seconds_between(st[0], d.first_ts)  # (the integers' difference, then seconds)
+            lat = latency_seconds(st[0], d.first_ts)  # (the integers' difference, then seconds)
             self.latency.append(lat)
             if t is st[0]:  # settled by the frame that gave the outcome (the same time object): the same latency
                 self.outcome_latency.append(lat)
                 t = None
         if t is not None:
-            self.outcome_latency.append(seconds_between(t, d.first_ts))
+            self.outcome_latency.append(latency_seconds(t, d.first_ts))
         if d.presettled:
             self.presettled += 1
         if d.aborted:

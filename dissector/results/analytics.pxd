@@ -3,6 +3,7 @@
 # is a C call.  Attributes not declared here live in the instance __dict__.
 import cython
 from amqp_dissect.model.state cimport DeliveryRecord
+from amqp_dissect.model.stats cimport NsCache
 from amqp_dissect.model.entities cimport Link, ConnectionBase
 from amqp_dissect.model.tracker cimport StateTracker
 from amqp_dissect.results.diagnoses cimport FoldWatch
@@ -27,7 +28,7 @@ cdef class Analyzer(StateTracker):
     cpdef _notable(self, dlv, heaps=*)
     @cython.locals(below=bint, cut=object)
     cdef _notable_slow(self, DeliveryRecord d, heaps, slowest)
-    @cython.locals(a="long long", b="long long", lat_c="long long", cut_c="long long", fits=bint)
+    @cython.locals(at=NsCache, first=NsCache, lat_c="long long", cut_c="long long")
     cdef bint _below_cut(self, DeliveryRecord d, t1, t0) except -1
     @cython.locals(cut=object)
     cdef _rank_slowest(self)

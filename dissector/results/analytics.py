@@ -195,7 +195,7 @@ from ..events import PacketNote
 from ..amqp.message import MESSAGE_COLUMNS, MessageReader, delivery_cells
 from ..model.deliveries import STORE_COLUMNS, compact_rows, link_deliveries, store_columns, store_delivery, store_values
 from ..model.tracker import StateTracker
-from ..model.stats import DeliveryStats, Latencies, add_link_stats
+from ..model.stats import FIRST_NS, SETTLED_NS, DeliveryStats, Latencies, add_link_stats
 from ..model.transitions import SIDES
 from . import rows as _rows
 from .diagnoses import FoldWatch
@@ -499,15 +499,12 @@ class Analyzer(StateTracker):
 
     def _below_cut(self, d, t1, t0) -> bool:
         """Latency ``t1 - t0`` of ``d`` below the cut of the slowest, on C integers; False when it
-        cannot say (beyond 62 bits)."""
-        fits = True
-        try:
-            a = t1
-            b = t0
-        except OverflowError:  # (beyond 64 bits)
-            fits = False
-        if fits and ((a >> 62) == 0 or (a >> 62) == -1) and ((b >> 62) == 0 or (b >> 62) == -1):
-            lat_c = a - b  # (no overflow: both within +-2**62)
+        cannot say (beyond 62 bits).  The times are read through the folds' caches
+        (:class:`~amqp_dissect.model.stats.NsCache`): the fold's statistics read the same two next."""
+        at = SETTLED_NS
+        first = FIRST_NS
+        if at.read(t1) and first.read(t0):
+            lat_c = at.ns - first.ns  # (no overflow: both within +-2**62)
             cut_c = self._slow_min_ns
             if lat_c != cut_c:  # (else a tie: on the cut's link, the usual one, its place decides)
                 return lat_c < cut_c

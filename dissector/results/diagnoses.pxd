@@ -3,6 +3,7 @@
 # reading the delivery's C struct.
 import cython
 from amqp_dissect.model.delivery cimport DeliveryRecord
+from amqp_dissect.model.stats cimport NsCache
 
 cdef class FoldWatch:
     cdef public dict activity, messages
@@ -10,7 +11,8 @@ cdef class FoldWatch:
     cdef public object links_over, messages_over, read, reading
     cdef public object _link, _last
 
-    @cython.locals(t=cython.longlong, lo=cython.longlong, hi=cython.longlong, merge=cython.longlong, last=list)
+    @cython.locals(t=cython.longlong, lo=cython.longlong, hi=cython.longlong, merge=cython.longlong, last=list,
+                   first=NsCache, lo_c=NsCache, hi_c=NsCache)
     cpdef fold(self, DeliveryRecord d)
     cpdef _interval(self, link, t)
     cdef _fold_big(self, DeliveryRecord d, ft, list last)

@@ -41,6 +41,7 @@ from bisect import bisect_left, bisect_right
 
 from ..amqp import _spec
 from ..model.deliveries import compact_rows, link_deliveries
+from ..model.stats import FIRST_NS, NsCache
 from ..model.transitions import SIDES
 
 #: transfers of a link closer than this (ns) are one interval of activity
@@ -71,6 +72,12 @@ def condition_type(cond) -> str | None:
     return got[0] if got else None
 
 
+# the ends of the last interval of FoldWatch.fold, read as C integers (first-transfer times: the
+# same objects fold after fold)
+_LO_NS = NsCache()
+_HI_NS = NsCache()
+
+
 class FoldWatch:
     """Fed each folded delivery (:meth:`fold`): per link, intervals of transfer activity (bounded),
     and the deliveries of messages released, modified or redelivered (bounded)."""
@@ -92,16 +99,17 @@ class FoldWatch:
         ft = d.first_ts
         if ft is not None:
             last = self._last
-            if d.link is self._link and last is not None and type(ft) is int and type(last[0]) is int:
-                # (integer nanoseconds: C integers when compiled, see diagnoses.pxd; a time beyond
-                # them, years past 2262, takes the Python integers below)
-                try:
-                    t = ft
-                    lo = last[0]
-                    hi = last[1]
-                except OverflowError:
-                    self._fold_big(d, ft, last)
-                    return self._fold_message(d)
+            first = FIRST_NS
+            lo_c = _LO_NS
+            hi_c = _HI_NS
+            if (d.link is self._link and last is not None and first.read(ft) and lo_c.read(last[0])
+                    and hi_c.read(last[1])):
+                # (integer nanoseconds within 62 bits: C integers when compiled, see diagnoses.pxd, each
+                # read once: the times are the same objects fold after fold, see NsCache; a time
+                # beyond them, years past 2116, takes the Python integers of _fold_big)
+                t = first.ns
+                lo = lo_c.ns
+                hi = hi_c.ns
                 merge = MERGE
                 if lo - merge <= t <= hi + merge:
                     if t > hi:

@@ -100,3 +100,64 @@ def test_outcome_counts_and_latencies_are_the_plain_counts():
     assert st.deliveries == 3000 and st.no_outcome == nones
     assert sorted(st.latency.values) == sorted(lat) and len(st.latency) == len(lat)
     assert sorted(st.outcome_latency.values) == sorted(olat) and len(st.outcome_latency) == len(olat)
+
+
+def test_latency_seconds_reads_shared_times_by_identity():
+    """latency_seconds keeps the last time it read by identity (NsCache): the same objects again,
+    equal values that are other objects, times beyond the C path and non-integers in between all give
+    Python's own (t - t0) / NS; a fresh cache says nothing of None or a bool."""
+    from amqp_dissect.model.stats import NsCache, latency_seconds
+
+    fresh = NsCache()
+    assert not fresh.read(None) and not fresh.read(True) and not fresh.read(1.5)
+    assert not fresh.read(2**62) and not fresh.read(-(2**62) - 1)
+    assert fresh.read(2**62 - 1) and fresh.ns == 2**62 - 1
+    assert fresh.read(-(2**62)) and fresh.ns == -(2**62)
+    assert not fresh.read(None)  # (after a read: still no)
+    base = 1_795_332_659_930_830_002
+    times = EDGES + [base + k for k in (0, 1, 796_079, 2**53 - 1, 2**53, 2**53 + 3, -5)] + [0.25, 7.0, True]
+    seq = []
+    for t, t0 in itertools.product(times, repeat=2):
+        seq += [(t, t0), (t, t0)]  # the same objects twice in a row
+        if type(t) is int and type(t0) is int:
+            seq.append((int(str(t)), t0))  # an equal time, another object
+            seq.append((t, int(str(t0))))
+    for t, t0 in seq:
+        got = latency_seconds(t, t0)
+        want = (t - t0) / NS
+        assert type(got) is float
+        assert got == want and str(got) == str(want), (t, t0, got, want)
+
+
+def test_fold_watch_intervals_are_the_plain_merge():
+    """FoldWatch.fold merges a link's first-transfer times into intervals on C integers (each time
+    read once, NsCache); times beyond 62 bits and equal times that are other objects among them give
+    the intervals the rule gives on Python's integers: a time within MERGE of the last interval
+    widens it, another starts a new one."""
+    import random
+
+    from amqp_dissect.model.delivery import DeliveryRecord
+    from amqp_dissect.results.diagnoses import INTERVALS_MAX, MERGE, FoldWatch
+
+    rng = random.Random(11)
+    links = [object(), object()]
+    for big in (0, 2**62 - 3 * MERGE, 2**63, -(2**62) - MERGE):
+        watch = FoldWatch(False)
+        want = {link: [] for link in links}
+        t = big + 10**18 if big == 0 else big
+        for i in range(4000):
+            link = links[0] if rng.random() < 0.8 else links[1]
+            t += rng.choice([0, 0, 1, 1000, MERGE // 2, MERGE, MERGE + 1, 3 * MERGE, -MERGE, -2 * MERGE])
+            ft = t if rng.random() < 0.7 else int(str(t))  # the same object or an equal one
+            d = DeliveryRecord(link, None, 0, i, b"t", ft, i)
+            watch.fold(d)
+            iv = want[link]
+            if iv and iv[-1][0] - MERGE <= ft <= iv[-1][1] + MERGE:
+                iv[-1][0] = min(iv[-1][0], ft)
+                iv[-1][1] = max(iv[-1][1], ft)
+            elif len(iv) < INTERVALS_MAX:
+                iv.append([ft, ft])
+        for link in links:
+            got = watch.activity.get(link, [])
+            assert [list(x) for x in got] == want[link][:len(got)], big
+            assert len(got) == len(want[link]) or link in watch.full
