@@ -567,11 +567,6 @@ class DeliveriesJob:
         self.messages = messages  # the message columns are read (pipelines.runs.local.read_messages)
 
     def read(self, w: int, n: int, source):
-        import numpy as np
-        import pyarrow as pa
-
-        from amqp_dissect.results.tables import arrow_schema, columns_batch
-
         folded: list = []
         if self.messages:
             source.dissector.payloads = True
@@ -579,27 +574,24 @@ class DeliveriesJob:
         fw = FlowWorker(w, n, source, an, fold_keys=True)
         fw.fold_out = folded
         fw.fold_batch = self.batch_rows
-        schema = arrow_schema("deliveries")
-        for name in _KEY_COLUMNS:
-            schema = schema.append(pa.field(name, pa.int64()))
-        files = []
-        for kind in ("own", "lag"):
-            path = os.path.join(self.directory, f"deliveries-{w}-{kind}.arrow")
-            sink = pa.OSFile(path, "wb")
-            files.append((path, sink, pa.ipc.new_file(sink, schema)))
-        fw.ipc = files
+        files = fw.ipc = _DeliveryFiles(self.directory, w)
 
         def on_batch(ds, keys):
+            import numpy as np
+            import pyarrow as pa
+
+            from amqp_dissect.results.tables import columns_batch
+
             b = columns_batch("deliveries", *an.delivery_columns(ds), checked=True)
             arrays = b.columns + [pa.array(np.frombuffer(k, dtype=np.int64) if len(k) else [], pa.int64())
                                   for k in keys]
-            batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
+            batch = pa.RecordBatch.from_arrays(arrays, schema=files.schema())
             lagged = np.frombuffer(keys[0], dtype=np.int64) < 0 if len(keys[0]) else np.zeros(0, bool)
             if lagged.any():
-                files[1][2].write_batch(batch.filter(pa.array(lagged)))
+                files.write(1, batch.filter(pa.array(lagged)))
                 batch = batch.filter(pa.array(~lagged))
             if batch.num_rows:
-                files[0][2].write_batch(batch)
+                files.write(0, batch)
 
         fw.on_batch = on_batch
         fw.read()
@@ -629,11 +621,49 @@ class DeliveriesJob:
                 ds, ks = [], (array("q"), array("q"), array("q"))
         if ds:
             fw.on_batch(ds, ks)
-        for _, sink, writer in fw.ipc:
+        return {"paths": fw.ipc.close(), "settled": fw.settle_order, "lag": fw.lag, "bugs": _keyed_bugs(fw)}
+
+
+class _DeliveryFiles:
+    """A worker's two temporary IPC files of keyed delivery batches (0: its own folds and open
+    deliveries, 1: the folds of its lag queue), created at the first batch written: a worker
+    without deliveries makes no file and does not load pyarrow (or numpy) at all."""
+
+    KINDS = ("own", "lag")
+
+    def __init__(self, directory: str, w: int):
+        self.paths = [os.path.join(directory, f"deliveries-{w}-{kind}.arrow") for kind in self.KINDS]
+        self._schema = None
+        self._files: list = []  # (sink, IPC writer) per path, once a batch is written
+
+    def schema(self):
+        """The deliveries table's Arrow schema and the key columns."""
+        if self._schema is None:
+            import pyarrow as pa
+
+            from amqp_dissect.results.tables import arrow_schema
+
+            schema = arrow_schema("deliveries")
+            for name in _KEY_COLUMNS:
+                schema = schema.append(pa.field(name, pa.int64()))
+            self._schema = schema
+        return self._schema
+
+    def write(self, which: int, batch) -> None:
+        if not self._files:
+            import pyarrow as pa
+
+            for path in self.paths:
+                sink = pa.OSFile(path, "wb")
+                self._files.append((sink, pa.ipc.new_file(sink, self.schema())))
+        self._files[which][1].write_batch(batch)
+
+    def close(self) -> list | None:
+        """The two paths, or None when no batch was written (no file)."""
+        for sink, writer in self._files:
             writer.close()
             sink.close()
-        return {"paths": [p for p, _, _ in fw.ipc], "settled": fw.settle_order, "lag": fw.lag,
-                "bugs": _keyed_bugs(fw)}
+        return self.paths if self._files else None
 
 
 def _resolve_lag(settled: list, lag: int | None):
@@ -779,7 +809,7 @@ def parallel_deliveries(source, jobs: int, batch_rows: int | None = None, messag
     batch_rows = batch_rows or STREAM_ROWS
     directory = tempfile.mkdtemp(prefix="amqp-dissect-j")
     try:
-        fw, results = run_workers(jobs, lambda: source, DeliveriesJob(directory, batch_rows, messages))
+        _, results = run_workers(jobs, lambda: source, DeliveriesJob(directory, batch_rows, messages))
     except BaseException:
         shutil.rmtree(directory, ignore_errors=True)
         raise
@@ -790,6 +820,8 @@ def parallel_deliveries(source, jobs: int, batch_rows: int | None = None, messag
         streams = []
         try:
             for r, res in zip(results, resolved):
+                if r["paths"] is None:  # (a worker without deliveries: no file)
+                    continue
                 own, lag = r["paths"]
                 streams.append(_Sorted(own))
                 streams.append(_Sorted(lag, res))
