@@ -17,7 +17,7 @@ from amqp_dissect.pipelines.runs.local import DeliveryStream
 
 from amqp_dissect.pipelines.writers.tables import arrow_ready
 
-from .common import EXIT_USAGE, EXTRAS, Fail, need_extra
+from .common import EXIT_USAGE, Fail, need_extra
 from .habits import check_output, pick_columns, text_table_chunks, write_failure
 from .inputs import CaptureInputs, capture_command
 from .options import Columns, Jobs, TableFormat, TableFormatOption, TableMessages, TableOutput
@@ -89,9 +89,9 @@ class TableWriter:
         rows are written: parquet's one line and exit 6, as if it were not installed."""
         try:
             yield
-        except ImportError as e:
-            if self.fmt is TableFormat.parquet and (e.name or "").split(".")[0] in EXTRAS["parquet"]:
-                need_extra(self.parquet_command, "parquet")  # (fails again: its line and exit)
+        except ImportError:
+            if self.fmt is TableFormat.parquet:  # (imported for real: when it fails, its line and exit)
+                need_extra(self.parquet_command, "parquet")
             raise
 
     def rows(self, rows) -> None:
