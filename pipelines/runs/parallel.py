@@ -506,18 +506,19 @@ def parallel_report(source, jobs: int, capture_errors=None, messages: bool = Fal
 # --------------------------------------------------------------------------- the tables
 
 
-def keyed_rows(an, fw, table: str) -> list:
-    """``(key, row)`` of one of the small tables of this worker, ``key`` its place in the
-    single-process table (rows of a connection, in its order, follow its key)."""
+def keyed_rows(an, fw, table: str):
+    """``(key, row)`` of one of the small tables of this worker in key order (an iterable: the
+    rows per connection are made as they are asked for), ``key`` its place in the single-process
+    table (rows of a connection, in its order, follow its key)."""
     k_conn = fw.k_conn
     if table == "connections":
-        return [((k_conn[c.id], 0), an.connection_row(c)) for c in an.connections.values()]
+        return (((k_conn[c.id], 0), an.connection_row(c)) for c in an.connections.values())
     if table == "sessions":
-        return [((k_conn[c.id], i), r) for c in an.connections.values()
-                for i, r in enumerate(an.connection_session_rows(c))]
+        return (((k_conn[c.id], i), r) for c in an.connections.values()
+                for i, r in enumerate(an.connection_session_rows(c)))
     if table == "links":
-        return [((k_conn[c.id], i), r) for c in an.connections.values()
-                for i, r in enumerate(an.connection_link_rows(c))]
+        return (((k_conn[c.id], i), r) for c in an.connections.values()
+                for i, r in enumerate(an.connection_link_rows(c)))
     if table == "stalls":
         return list(zip(fw.k_stall, an.stall_rows()))
     if table == "transactions":
@@ -533,22 +534,74 @@ def keyed_rows(an, fw, table: str) -> list:
 
 
 class TableJob(_AnalysisJob):
-    """The rows of one small table (not deliveries) of one worker."""
+    """The rows of one small table (not deliveries) of one worker, written to a temporary file
+    in chunks of ROW_DICTS rows (:func:`_write_keyed`): the parent merges them chunk by chunk,
+    not holding every worker's rows at once (200,000 connection rows were about 1 GB)."""
 
-    def __init__(self, table: str):
+    def __init__(self, table: str, directory: str):
         self.table = table
+        self.directory = directory
 
     def finish(self, fw, end):
         fw.finish(*end)
-        return {"rows": keyed_rows(fw.an, fw, self.table), "bugs": _keyed_bugs(fw)}
+        path = os.path.join(self.directory, f"rows-{fw.w}.pickle")
+        _write_keyed(keyed_rows(fw.an, fw, self.table), path)
+        return {"path": path, "bugs": _keyed_bugs(fw)}
+
+
+def _write_keyed(pairs, path: str) -> None:
+    """``(key, row)`` pairs to ``path``: one pickle per chunk of ROW_DICTS pairs."""
+    import pickle
+
+    from amqp_dissect.pipelines.writers.tables import ROW_DICTS
+
+    it = iter(pairs)
+    with open(path, "wb") as f:
+        while True:
+            chunk = list(islice(it, ROW_DICTS))
+            if not chunk:
+                return
+            pickle.dump(chunk, f, protocol=pickle.HIGHEST_PROTOCOL)
+            del chunk
+
+
+def _read_keyed(path: str):
+    """The ``(key, row)`` pairs :func:`_write_keyed` wrote, a chunk in memory at a time."""
+    import pickle
+
+    with open(path, "rb") as f:
+        while True:
+            try:
+                chunk = pickle.load(f)
+            except EOFError:
+                return
+            yield from chunk
+            del chunk
 
 
 def parallel_rows(source, jobs: int, table: str):
     """(rows of ``table`` in the single process' order, analyzer-like object with the internal
-    errors) of ``source`` analysed by ``jobs`` processes."""
-    fw, results = run_workers(jobs, lambda: source, TableJob(table))
-    rows = [r for _, r in heapq.merge(*[res["rows"] for res in results], key=lambda kr: kr[0])]
-    return rows, _merged_bugs(results)
+    errors) of ``source`` analysed by ``jobs`` processes.  The rows are an iterator, a streamed
+    merge of the workers' files (memory: a chunk of rows per worker)."""
+    import shutil
+    import tempfile
+
+    directory = tempfile.mkdtemp(prefix="amqp-dissect-j")
+    try:
+        _, results = run_workers(jobs, lambda: source, TableJob(table, directory))
+    except BaseException:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
+
+    def rows():
+        try:
+            merged = heapq.merge(*[_read_keyed(r["path"]) for r in results], key=lambda kr: kr[0])
+            for _, row in merged:
+                yield row
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+
+    return rows(), _merged_bugs(results)
 
 
 # --------------------------------------------------------------------------- the deliveries table
