@@ -135,12 +135,14 @@ class _Projected:
         self.types = {c.name: c.type for c in columns(out.table)}
 
     def rows(self, rows) -> None:
-        from amqp_dissect.pipelines.writers.tables import BATCH_ROWS, converted
+        from amqp_dissect.pipelines.writers.tables import BATCH_ROWS, TEXT_ROWS, converted
 
-        self.batches(batch for batch, _ in converted(rows, self.table, BATCH_ROWS, []))
+        # (each part of ROW_DICTS rows cut to the chosen columns as it is made)
+        size = BATCH_ROWS if self.fmt is TableFormat.parquet else TEXT_ROWS
+        self._write(batch for batch, _ in converted(rows, self.table, size, [], cols=self.cols))
 
     def batches(self, batches) -> None:
-        from amqp_dissect.pipelines.writers.tables import BATCH_ROWS, TEXT_ROWS, pulled
+        from amqp_dissect.pipelines.writers.tables import pulled
 
         batches = pulled(batches)  # (pyarrow loaded after the first batch is made)
         import pyarrow as pa
@@ -149,8 +151,20 @@ class _Projected:
 
         full = arrow_schema(self.table)
         schema = pa.schema([full.field(c) for c in self.cols])  # (no pandas metadata: it lists every column)
-        picked = (pa.RecordBatch.from_arrays([b.column(full.get_field_index(c)) for c in self.cols], schema=schema)
-                  for b in batches)
+        self._write(pa.RecordBatch.from_arrays([b.column(full.get_field_index(c)) for c in self.cols], schema=schema)
+                    for b in batches)
+
+    def _write(self, picked) -> None:
+        """Batches of the chosen columns to the output."""
+        from amqp_dissect.pipelines.writers.tables import BATCH_ROWS, TEXT_ROWS, pulled
+
+        picked = pulled(picked)  # (pyarrow loaded after the first batch is made)
+        import pyarrow as pa
+
+        from amqp_dissect.results.tables import arrow_schema
+
+        full = arrow_schema(self.table)
+        schema = pa.schema([full.field(c) for c in self.cols])
         if self.fmt is TableFormat.parquet:
             import pyarrow.parquet as pq
 

@@ -128,16 +128,23 @@ def pulled(items: Iterable):
 _NONE = object()
 
 
-def converted(rows: Iterable[dict], table: str, batch_rows: int, json_cols: list, dicts: int = ROW_DICTS):
+def converted(rows: Iterable[dict], table: str, batch_rows: int, json_cols: list, dicts: int = ROW_DICTS,
+              cols: list[str] | None = None):
     """(record batch of ``batch_rows`` rows, raw json-column cells or None) of the row dicts,
     converted ``dicts`` rows at a time: at most ``dicts`` row dicts are held at once (the caller's
     iterator makes them as they are asked for), not a batch of them.  The batches are those one
-    conversion of ``batch_rows`` rows makes (the same cells, one chunk per column)."""
+    conversion of ``batch_rows`` rows makes (the same cells, one chunk per column).  ``cols``: only
+    these columns, in this order (``--columns``): each part is cut to them as it is made, so the
+    other columns are never held for a whole batch."""
     import pyarrow as pa
 
     from amqp_dissect.results.tables import arrow_schema, record_batch
 
     schema = arrow_schema(table)
+    picked = None
+    if cols is not None:  # (no pandas metadata: it lists every column)
+        picked = [schema.get_field_index(c) for c in cols]
+        schema = pa.schema([schema.field(c) for c in cols])
     it = iter(rows)
     while True:
         parts: list = []
@@ -147,15 +154,21 @@ def converted(rows: Iterable[dict], table: str, batch_rows: int, json_cols: list
             chunk = list(itertools.islice(it, min(dicts, batch_rows - held)))
             if not chunk:
                 break
-            parts.append(record_batch(chunk, table))
+            part = record_batch(chunk, table)
+            if picked is not None:
+                part = pa.RecordBatch.from_arrays([part.column(i) for i in picked], schema=schema)
+            parts.append(part)
             if raw is not None:
                 for n in json_cols:
                     raw[n].extend(r.get(n) for r in chunk)
             held += len(chunk)
-            del chunk
+            del chunk, part
         if not parts:
             return
-        yield _joined_batch(parts, schema, pa), raw
+        batch = _joined_batch(parts, schema, pa)
+        parts.clear()  # (the parts are not held beside the batch while it is written)
+        yield batch, raw
+        del batch
         if held < batch_rows:
             return
 
@@ -254,8 +267,9 @@ def _write_parquet(pairs, table, out, group_rows) -> int:
 
     The row groups are encoded by a second thread (:class:`_GroupWriter`; Arrow's Parquet writer
     works without the GIL) while this one makes the next: the same calls in the same order, so the
-    same file, with at most two row groups waiting.  pyarrow is loaded once the first batch is
-    made (:func:`pulled`)."""
+    same file, with at most one row group waiting (a row group waits as a table of its rows: about
+    5 MB of the connections table's 8,192).  pyarrow is loaded once the first batch is made
+    (:func:`pulled`)."""
     if out is None:
         raise ValueError("parquet needs an output file")
     pairs = pulled(pairs)
@@ -291,7 +305,7 @@ def _write_parquet(pairs, table, out, group_rows) -> int:
 
 
 class _GroupWriter:
-    """``write(table)`` called in order on a thread of its own; ``put`` waits while two tables are
+    """``write(table)`` called in order on a thread of its own; ``put`` waits while a table is
     queued; an exception of ``write`` is raised again by the next ``put`` or by ``close``, which
     waits for the queue to empty (``drop``: after a failure of the caller, what waits is not
     written and nothing is raised)."""
@@ -301,7 +315,7 @@ class _GroupWriter:
         import threading
 
         self._write = write
-        self._q: queue.Queue = queue.Queue(maxsize=2)
+        self._q: queue.Queue = queue.Queue(maxsize=1)
         self._error: BaseException | None = None
         self._stop = False
         self._thread = threading.Thread(target=self._run, name="parquet-row-groups", daemon=True)
