@@ -30,13 +30,15 @@ class Fail(Exception):
         self.code = code
 
 
-def need_extra(command: str, extra: str, modules=None) -> None:
+def need_extra(command: str, extra: str, modules=None, imported: bool = True) -> None:
     """Before ``command`` does any work: the packages of ``extra`` (or only ``modules`` of them)
     import, or one line on stderr
     (``amqp-dissect archive: needs the spark extra: pip install 'amqp-dissect[spark]'``) and exit
     :data:`EXIT_EXTRA`.  They are imported here for real (a package present but broken is as
-    missing); a light install has neither pyspark nor pyshark and no other command imports them."""
-    if missing_extra(extra, modules):
+    missing); a light install has neither pyspark nor pyshark and no other command imports them.
+    ``imported=False``: only found here (not loaded yet: the command imports them when it needs
+    them, and calls this again where that import fails)."""
+    if missing_extra(extra, modules, imported):
         import typer
 
         print(f"amqp-dissect {command}: needs the {extra} extra: pip install 'amqp-dissect[{extra}]'",
@@ -44,14 +46,19 @@ def need_extra(command: str, extra: str, modules=None) -> None:
         raise typer.Exit(EXIT_EXTRA) from None
 
 
-def missing_extra(extra: str, modules=None) -> bool:
-    """Does one of the packages of ``extra`` (or of ``modules``) fail to import?  (Imports them.)"""
+def missing_extra(extra: str, modules=None, imported: bool = True) -> bool:
+    """Does one of the packages of ``extra`` (or of ``modules``) fail to import?  (Imports them;
+    ``imported=False``: is one of them not found?)"""
     import importlib
+    import importlib.util
 
     for module in modules or EXTRAS[extra]:
         try:
-            importlib.import_module(module)
-        except ImportError:
+            if imported:
+                importlib.import_module(module)
+            elif importlib.util.find_spec(module) is None:
+                return True
+        except (ImportError, ValueError):  # (ValueError: find_spec of a module without a spec)
             return True
     return False
 

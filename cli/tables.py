@@ -49,12 +49,14 @@ class TableWriter:
             raise Fail(EXIT_USAGE, f"--messages: the {table} table has no message columns (deliveries has)")
         self.table = table
         self.fmt = fmt
+        self.parquet_command = f"{table} --format parquet"
         self.text = fmt is TableFormat.table
         # the text table: the default columns or --columns; csv / jsonl / parquet: every column, or
         # --columns (then written by _Projected)
         self.cols = pick_columns(table, columns) if self.text or columns is not None else None
         if fmt is TableFormat.parquet:  # (pyarrow: the parquet extra; one line and exit 6 without it)
-            need_extra(f"{table} --format parquet", "parquet")
+            # found here, imported once the first rows are written (see writing)
+            need_extra(self.parquet_command, "parquet", imported=False)
         check_output(output)
         self.output = output
         # the message columns are read when asked (--messages) or when --columns names one of them
@@ -78,8 +80,19 @@ class TableWriter:
             return
         from amqp_dissect.pipelines.writers.tables import lean_arrow
 
-        with _write_errors(self.output), lean_arrow():
+        with _write_errors(self.output), lean_arrow(), self._broken_extra():
             yield
+
+    @contextmanager
+    def _broken_extra(self):
+        """pyarrow found at the start (:class:`TableWriter`) but failing to import when the first
+        rows are written: parquet's one line and exit 6, as if it were not installed."""
+        try:
+            yield
+        except ImportError:
+            if self.fmt is TableFormat.parquet:  # (imported for real: when it fails, its line and exit)
+                need_extra(self.parquet_command, "parquet")
+            raise
 
     def rows(self, rows) -> None:
         """Row dicts: a list, or an iterator (csv / jsonl / parquet: rows made as they are written)."""
@@ -111,7 +124,9 @@ class TableWriter:
 class _Projected:
     """``--columns`` with csv, jsonl or parquet: the chosen columns of the registry's, in the order
     given, each written as the whole table writes it (:func:`amqp_dissect.results.tables.csv_cells`,
-    ``json_cells``, the registry's Arrow types); the rows are converted and written 8192 at a time."""
+    ``json_cells``, the registry's Arrow types); row dicts are converted ROW_DICTS at a time into
+    batches of BATCH_ROWS rows (parquet's row groups), whose text (csv, jsonl) is made TEXT_ROWS
+    rows at a time, as the whole table's is (pipelines.writers.tables)."""
 
     def __init__(self, out: TableWriter):
         from amqp_dissect.results.schema import columns
@@ -120,30 +135,36 @@ class _Projected:
         self.types = {c.name: c.type for c in columns(out.table)}
 
     def rows(self, rows) -> None:
-        import itertools
+        from amqp_dissect.pipelines.writers.tables import BATCH_ROWS, TEXT_ROWS, converted
 
-        from amqp_dissect.pipelines.writers.tables import BATCH_ROWS
-        from amqp_dissect.results.tables import record_batch
-
-        def batches():
-            it = iter(rows)
-            while True:
-                chunk = list(itertools.islice(it, BATCH_ROWS))
-                if not chunk:
-                    return
-                yield record_batch(chunk, self.table)
-        self.batches(batches())
+        # (each part of ROW_DICTS rows cut to the chosen columns as it is made)
+        size = BATCH_ROWS if self.fmt is TableFormat.parquet else TEXT_ROWS
+        self._write(batch for batch, _ in converted(rows, self.table, size, [], cols=self.cols))
 
     def batches(self, batches) -> None:
+        from amqp_dissect.pipelines.writers.tables import pulled
+
+        batches = pulled(batches)  # (pyarrow loaded after the first batch is made)
         import pyarrow as pa
 
-        from amqp_dissect.pipelines.writers.tables import BATCH_ROWS
         from amqp_dissect.results.tables import arrow_schema
 
         full = arrow_schema(self.table)
         schema = pa.schema([full.field(c) for c in self.cols])  # (no pandas metadata: it lists every column)
-        picked = (pa.RecordBatch.from_arrays([b.column(full.get_field_index(c)) for c in self.cols], schema=schema)
-                  for b in batches)
+        self._write(pa.RecordBatch.from_arrays([b.column(full.get_field_index(c)) for c in self.cols], schema=schema)
+                    for b in batches)
+
+    def _write(self, picked) -> None:
+        """Batches of the chosen columns to the output."""
+        from amqp_dissect.pipelines.writers.tables import BATCH_ROWS, TEXT_ROWS, pulled
+
+        picked = pulled(picked)  # (pyarrow loaded after the first batch is made)
+        import pyarrow as pa
+
+        from amqp_dissect.results.tables import arrow_schema
+
+        full = arrow_schema(self.table)
+        schema = pa.schema([full.field(c) for c in self.cols])
         if self.fmt is TableFormat.parquet:
             import pyarrow.parquet as pq
 
@@ -164,8 +185,8 @@ class _Projected:
             if self.fmt is TableFormat.csv:
                 f.write((",".join(self.cols) + "\n").encode())
             for b in picked:
-                if len(b):
-                    f.write(self._lines(b).encode("utf-8"))
+                for at in range(0, len(b), TEXT_ROWS):
+                    f.write(self._lines(b.slice(at, TEXT_ROWS)).encode("utf-8"))
         finally:
             if self.output is not None:
                 f.close()
@@ -252,10 +273,11 @@ def _in_one_process(run: CaptureRun, out: TableWriter, rows_method: str):
             if out.text or not out.arrow:
                 out.rows(iter(stream))  # (streamed: the text table is written as the rows come)
             else:  # batches written once their deliveries are final
-                out.batches(stream.batches(STREAM_ROWS))
+                out.batches(stream.batches(STREAM_ROWS, keep_connections=False))
             return stream.analyzer
         analyzer = run.analyze(rows=False).analyzer
-        lazy = None if out.text else getattr(analyzer, "iter_" + rows_method, None)
+        # (made as they are written, where the Analyzer can: the text table streams them too)
+        lazy = getattr(analyzer, "iter_" + rows_method, None)
         out.rows((lazy or getattr(analyzer, rows_method))())
         return analyzer
 
@@ -299,11 +321,9 @@ def table_command(table: str, rows_method: str):
         inputs.check_format_letter(TableFormat)
         out = TableWriter(table, fmt, output, columns, messages)
         opened = inputs.open()
-        if out.arrow:
-            import amqp_dissect.results.tables  # noqa: F401  (pyarrow: loaded before the freeze below)
-
-        # the objects of the modules imported so far (pyarrow's are many) live as long as the
-        # process: full collections, which the streamed deliveries make more frequent, skip them
+        # the objects of the modules imported so far live as long as the process: full
+        # collections, which the streamed deliveries make more frequent, skip them (pyarrow is
+        # loaded later, when the first rows are written: not on top of the analysis' memory)
         gc.freeze()
         run = inputs.run(opened)
         failed = None

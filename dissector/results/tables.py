@@ -27,9 +27,21 @@ from datetime import datetime, timedelta, timezone
 from typing import Iterable
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from .schema import REGISTRY, BOOL, FLOAT, INT, JSON, STRING, TIME, UINT64, columns, names
+
+
+class _Compute:
+    """pyarrow.compute, imported at its first use (the text conversions: csv, jsonl, times): the
+    Parquet writers do not use it, and loading it costs about 9 MB."""
+
+    def __getattr__(self, name):
+        import pyarrow.compute
+
+        return getattr(pyarrow.compute, name)
+
+
+pc = _Compute()
 
 __all__ = [
     "SchemaError", "arrow_type", "arrow_schema", "pandas_dtypes", "spark_schema", "record_batch", "to_frame",

@@ -665,18 +665,21 @@ class DeliveryStream:
         for _, row in an.live_deliveries():
             yield row
 
-    def batches(self, batch_rows: int = 8192) -> Iterator["pa.RecordBatch"]:
+    def batches(self, batch_rows: int = 8192, keep_connections: bool = True) -> Iterator["pa.RecordBatch"]:
         """The same table as Arrow record batches of ``batch_rows`` rows (the last one shorter),
         built column by column from the folded delivery objects: no row dict, and memory holds
-        one batch of deliveries."""
-        from amqp_dissect.results.tables import columns_batch
-
+        one batch of deliveries.  pyarrow is loaded when the first batch is made (at the end of
+        the analysis when every delivery stays open till then, or there are none), not on top of
+        the analysis' memory from its start.  ``keep_connections=False``: once the last batch is
+        made, the Analyzer lets go of its connections (they have nothing more for this table), so
+        what is written after the last batch (the file's end) has their memory; for a caller that
+        reads only :attr:`analyzer`'s internal errors afterwards (the CLI's exit status)."""
         folded: list = []
         an = self.analyzer = Analyzer(rows=False, fold_out=folded, messages=self.messages, redeliveries=False)
         watch_clock(an, self.source)
 
         def batch(ds):  # the times and latencies are the capture's float timestamps: checked
-            return columns_batch("deliveries", *an.delivery_columns(ds), checked=True)
+            return _columns_batch("deliveries", *an.delivery_columns(ds), checked=True)
 
         src = self.source
         # the dissector's loop, a chunk of records at a time: small beside a batch, so what waits for
@@ -688,7 +691,16 @@ class DeliveryStream:
         an.finish(src.last_ts)
         # then the deliveries still open, a batch at a time (compacted ones read from their store's arrays)
         for cols in an.live_columns(batch_rows, folded):
-            yield columns_batch("deliveries", *cols, checked=True)
+            yield _columns_batch("deliveries", *cols, checked=True)
+        if not keep_connections:
+            an.connections.clear()
+
+
+def _columns_batch(*args, **kw):
+    """:func:`amqp_dissect.results.tables.columns_batch`, pyarrow loaded at its first call."""
+    from amqp_dissect.results.tables import columns_batch
+
+    return columns_batch(*args, **kw)
 
 
 def read_analysis(paths, ports: Iterable[int] = (), keylog=None, frames: bool = False, limit: int | None = None,

@@ -506,18 +506,19 @@ def parallel_report(source, jobs: int, capture_errors=None, messages: bool = Fal
 # --------------------------------------------------------------------------- the tables
 
 
-def keyed_rows(an, fw, table: str) -> list:
-    """``(key, row)`` of one of the small tables of this worker, ``key`` its place in the
-    single-process table (rows of a connection, in its order, follow its key)."""
+def keyed_rows(an, fw, table: str):
+    """``(key, row)`` of one of the small tables of this worker in key order (an iterable: the
+    rows per connection are made as they are asked for), ``key`` its place in the single-process
+    table (rows of a connection, in its order, follow its key)."""
     k_conn = fw.k_conn
     if table == "connections":
-        return [((k_conn[c.id], 0), an.connection_row(c)) for c in an.connections.values()]
+        return (((k_conn[c.id], 0), an.connection_row(c)) for c in an.connections.values())
     if table == "sessions":
-        return [((k_conn[c.id], i), r) for c in an.connections.values()
-                for i, r in enumerate(an.connection_session_rows(c))]
+        return (((k_conn[c.id], i), r) for c in an.connections.values()
+                for i, r in enumerate(an.connection_session_rows(c)))
     if table == "links":
-        return [((k_conn[c.id], i), r) for c in an.connections.values()
-                for i, r in enumerate(an.connection_link_rows(c))]
+        return (((k_conn[c.id], i), r) for c in an.connections.values()
+                for i, r in enumerate(an.connection_link_rows(c)))
     if table == "stalls":
         return list(zip(fw.k_stall, an.stall_rows()))
     if table == "transactions":
@@ -533,22 +534,74 @@ def keyed_rows(an, fw, table: str) -> list:
 
 
 class TableJob(_AnalysisJob):
-    """The rows of one small table (not deliveries) of one worker."""
+    """The rows of one small table (not deliveries) of one worker, written to a temporary file
+    in chunks of ROW_DICTS rows (:func:`_write_keyed`): the parent merges them chunk by chunk,
+    not holding every worker's rows at once (200,000 connection rows were about 1 GB)."""
 
-    def __init__(self, table: str):
+    def __init__(self, table: str, directory: str):
         self.table = table
+        self.directory = directory
 
     def finish(self, fw, end):
         fw.finish(*end)
-        return {"rows": keyed_rows(fw.an, fw, self.table), "bugs": _keyed_bugs(fw)}
+        path = os.path.join(self.directory, f"rows-{fw.w}.pickle")
+        _write_keyed(keyed_rows(fw.an, fw, self.table), path)
+        return {"path": path, "bugs": _keyed_bugs(fw)}
+
+
+def _write_keyed(pairs, path: str) -> None:
+    """``(key, row)`` pairs to ``path``: one pickle per chunk of ROW_DICTS pairs."""
+    import pickle
+
+    from amqp_dissect.pipelines.writers.tables import ROW_DICTS
+
+    it = iter(pairs)
+    with open(path, "wb") as f:
+        while True:
+            chunk = list(islice(it, ROW_DICTS))
+            if not chunk:
+                return
+            pickle.dump(chunk, f, protocol=pickle.HIGHEST_PROTOCOL)
+            del chunk
+
+
+def _read_keyed(path: str):
+    """The ``(key, row)`` pairs :func:`_write_keyed` wrote, a chunk in memory at a time."""
+    import pickle
+
+    with open(path, "rb") as f:
+        while True:
+            try:
+                chunk = pickle.load(f)
+            except EOFError:
+                return
+            yield from chunk
+            del chunk
 
 
 def parallel_rows(source, jobs: int, table: str):
     """(rows of ``table`` in the single process' order, analyzer-like object with the internal
-    errors) of ``source`` analysed by ``jobs`` processes."""
-    fw, results = run_workers(jobs, lambda: source, TableJob(table))
-    rows = [r for _, r in heapq.merge(*[res["rows"] for res in results], key=lambda kr: kr[0])]
-    return rows, _merged_bugs(results)
+    errors) of ``source`` analysed by ``jobs`` processes.  The rows are an iterator, a streamed
+    merge of the workers' files (memory: a chunk of rows per worker)."""
+    import shutil
+    import tempfile
+
+    directory = tempfile.mkdtemp(prefix="amqp-dissect-j")
+    try:
+        _, results = run_workers(jobs, lambda: source, TableJob(table, directory))
+    except BaseException:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
+
+    def rows():
+        try:
+            merged = heapq.merge(*[_read_keyed(r["path"]) for r in results], key=lambda kr: kr[0])
+            for _, row in merged:
+                yield row
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+
+    return rows(), _merged_bugs(results)
 
 
 # --------------------------------------------------------------------------- the deliveries table
@@ -567,11 +620,6 @@ class DeliveriesJob:
         self.messages = messages  # the message columns are read (pipelines.runs.local.read_messages)
 
     def read(self, w: int, n: int, source):
-        import numpy as np
-        import pyarrow as pa
-
-        from amqp_dissect.results.tables import arrow_schema, columns_batch
-
         folded: list = []
         if self.messages:
             source.dissector.payloads = True
@@ -579,27 +627,24 @@ class DeliveriesJob:
         fw = FlowWorker(w, n, source, an, fold_keys=True)
         fw.fold_out = folded
         fw.fold_batch = self.batch_rows
-        schema = arrow_schema("deliveries")
-        for name in _KEY_COLUMNS:
-            schema = schema.append(pa.field(name, pa.int64()))
-        files = []
-        for kind in ("own", "lag"):
-            path = os.path.join(self.directory, f"deliveries-{w}-{kind}.arrow")
-            sink = pa.OSFile(path, "wb")
-            files.append((path, sink, pa.ipc.new_file(sink, schema)))
-        fw.ipc = files
+        files = fw.ipc = _DeliveryFiles(self.directory, w)
 
         def on_batch(ds, keys):
+            import numpy as np
+            import pyarrow as pa
+
+            from amqp_dissect.results.tables import columns_batch
+
             b = columns_batch("deliveries", *an.delivery_columns(ds), checked=True)
             arrays = b.columns + [pa.array(np.frombuffer(k, dtype=np.int64) if len(k) else [], pa.int64())
                                   for k in keys]
-            batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
+            batch = pa.RecordBatch.from_arrays(arrays, schema=files.schema())
             lagged = np.frombuffer(keys[0], dtype=np.int64) < 0 if len(keys[0]) else np.zeros(0, bool)
             if lagged.any():
-                files[1][2].write_batch(batch.filter(pa.array(lagged)))
+                files.write(1, batch.filter(pa.array(lagged)))
                 batch = batch.filter(pa.array(~lagged))
             if batch.num_rows:
-                files[0][2].write_batch(batch)
+                files.write(0, batch)
 
         fw.on_batch = on_batch
         fw.read()
@@ -629,11 +674,49 @@ class DeliveriesJob:
                 ds, ks = [], (array("q"), array("q"), array("q"))
         if ds:
             fw.on_batch(ds, ks)
-        for _, sink, writer in fw.ipc:
+        return {"paths": fw.ipc.close(), "settled": fw.settle_order, "lag": fw.lag, "bugs": _keyed_bugs(fw)}
+
+
+class _DeliveryFiles:
+    """A worker's two temporary IPC files of keyed delivery batches (0: its own folds and open
+    deliveries, 1: the folds of its lag queue), created at the first batch written: a worker
+    without deliveries makes no file and does not load pyarrow (or numpy) at all."""
+
+    KINDS = ("own", "lag")
+
+    def __init__(self, directory: str, w: int):
+        self.paths = [os.path.join(directory, f"deliveries-{w}-{kind}.arrow") for kind in self.KINDS]
+        self._schema = None
+        self._files: list = []  # (sink, IPC writer) per path, once a batch is written
+
+    def schema(self):
+        """The deliveries table's Arrow schema and the key columns."""
+        if self._schema is None:
+            import pyarrow as pa
+
+            from amqp_dissect.results.tables import arrow_schema
+
+            schema = arrow_schema("deliveries")
+            for name in _KEY_COLUMNS:
+                schema = schema.append(pa.field(name, pa.int64()))
+            self._schema = schema
+        return self._schema
+
+    def write(self, which: int, batch) -> None:
+        if not self._files:
+            import pyarrow as pa
+
+            for path in self.paths:
+                sink = pa.OSFile(path, "wb")
+                self._files.append((sink, pa.ipc.new_file(sink, self.schema())))
+        self._files[which][1].write_batch(batch)
+
+    def close(self) -> list | None:
+        """The two paths, or None when no batch was written (no file)."""
+        for sink, writer in self._files:
             writer.close()
             sink.close()
-        return {"paths": [p for p, _, _ in fw.ipc], "settled": fw.settle_order, "lag": fw.lag,
-                "bugs": _keyed_bugs(fw)}
+        return self.paths if self._files else None
 
 
 def _resolve_lag(settled: list, lag: int | None):
@@ -779,7 +862,7 @@ def parallel_deliveries(source, jobs: int, batch_rows: int | None = None, messag
     batch_rows = batch_rows or STREAM_ROWS
     directory = tempfile.mkdtemp(prefix="amqp-dissect-j")
     try:
-        fw, results = run_workers(jobs, lambda: source, DeliveriesJob(directory, batch_rows, messages))
+        _, results = run_workers(jobs, lambda: source, DeliveriesJob(directory, batch_rows, messages))
     except BaseException:
         shutil.rmtree(directory, ignore_errors=True)
         raise
@@ -790,6 +873,8 @@ def parallel_deliveries(source, jobs: int, batch_rows: int | None = None, messag
         streams = []
         try:
             for r, res in zip(results, resolved):
+                if r["paths"] is None:  # (a worker without deliveries: no file)
+                    continue
                 own, lag = r["paths"]
                 streams.append(_Sorted(own))
                 streams.append(_Sorted(lag, res))

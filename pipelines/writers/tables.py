@@ -50,10 +50,18 @@ ROW_DICTS = 512
 TEXT_ROWS = 1024
 
 
+#: the environment variable by which Arrow picks its default allocator when it first needs one
+ARROW_POOL_ENV = "ARROW_DEFAULT_MEMORY_POOL"
+
+
 @contextmanager
 def lean_arrow():
     """Within: pyarrow allocates with the system allocator and behaves as if pandas were not
     installed (unless pandas is already loaded).  The CLI's table commands write in here.
+    pyarrow is not imported here: a table whose first rows come at the end of an analysis loads
+    it then, after the analysis' peak of memory rather than on top of it (about 60 MB with
+    numpy); if it is first imported within, ``ARROW_DEFAULT_MEMORY_POOL`` (set here, and
+    restored on leaving) makes the system allocator its default, which it stays.
 
     - The first ``pyarrow.array()`` call of a process imports pandas (if it is installed) only to
       ask whether its argument is a pandas object; the table writers never pass one, and that
@@ -63,10 +71,15 @@ def lean_arrow():
       use this.
     - pyarrow's default allocator keeps freed batches for reuse: about 15 MB more peak memory
       when one batch after another is built and dropped."""
-    import pyarrow as pa
+    pool = None
+    env = os.environ.get(ARROW_POOL_ENV)
+    if "pyarrow" in sys.modules:
+        import pyarrow as pa
 
-    pool = pa.default_memory_pool()
-    pa.set_memory_pool(pa.system_memory_pool())
+        pool = pa.default_memory_pool()
+        pa.set_memory_pool(pa.system_memory_pool())
+    else:
+        os.environ[ARROW_POOL_ENV] = "system"
     blocker = None
     if "pandas" not in sys.modules:
         blocker = _NoPandas()
@@ -76,7 +89,12 @@ def lean_arrow():
     finally:
         if blocker is not None:
             sys.meta_path.remove(blocker)
-        pa.set_memory_pool(pool)
+        if pool is not None:
+            pa.set_memory_pool(pool)
+        elif env is None:
+            os.environ.pop(ARROW_POOL_ENV, None)
+        else:
+            os.environ[ARROW_POOL_ENV] = env
 
 
 class _NoPandas:
@@ -98,16 +116,35 @@ def _chunks(rows: Iterable[dict], n: int):
         del chunk  # (the next chunk is made without this one)
 
 
-def _converted(rows: Iterable[dict], table: str, batch_rows: int, json_cols: list, dicts: int = ROW_DICTS):
+def pulled(items: Iterable):
+    """``items`` as an iterator whose first item is made already: the work that makes it (an
+    analysis up to its first rows, or to its end when there are none) is done before the caller
+    goes on, e.g. before it loads pyarrow, which then does not add to that work's peak of memory."""
+    it = iter(items)
+    first = next(it, _NONE)
+    return it if first is _NONE else itertools.chain((first,), it)
+
+
+_NONE = object()
+
+
+def converted(rows: Iterable[dict], table: str, batch_rows: int, json_cols: list, dicts: int = ROW_DICTS,
+              cols: list[str] | None = None):
     """(record batch of ``batch_rows`` rows, raw json-column cells or None) of the row dicts,
     converted ``dicts`` rows at a time: at most ``dicts`` row dicts are held at once (the caller's
     iterator makes them as they are asked for), not a batch of them.  The batches are those one
-    conversion of ``batch_rows`` rows makes (the same cells, one chunk per column)."""
+    conversion of ``batch_rows`` rows makes (the same cells, one chunk per column).  ``cols``: only
+    these columns, in this order (``--columns``): each part is cut to them as it is made, so the
+    other columns are never held for a whole batch."""
     import pyarrow as pa
 
     from amqp_dissect.results.tables import arrow_schema, record_batch
 
     schema = arrow_schema(table)
+    picked = None
+    if cols is not None:  # (no pandas metadata: it lists every column)
+        picked = [schema.get_field_index(c) for c in cols]
+        schema = pa.schema([schema.field(c) for c in cols])
     it = iter(rows)
     while True:
         parts: list = []
@@ -117,15 +154,21 @@ def _converted(rows: Iterable[dict], table: str, batch_rows: int, json_cols: lis
             chunk = list(itertools.islice(it, min(dicts, batch_rows - held)))
             if not chunk:
                 break
-            parts.append(record_batch(chunk, table))
+            part = record_batch(chunk, table)
+            if picked is not None:
+                part = pa.RecordBatch.from_arrays([part.column(i) for i in picked], schema=schema)
+            parts.append(part)
             if raw is not None:
                 for n in json_cols:
                     raw[n].extend(r.get(n) for r in chunk)
             held += len(chunk)
-            del chunk
+            del chunk, part
         if not parts:
             return
-        yield _joined_batch(parts, schema, pa), raw
+        batch = _joined_batch(parts, schema, pa)
+        parts.clear()  # (the parts are not held beside the batch while it is written)
+        yield batch, raw
+        del batch
         if held < batch_rows:
             return
 
@@ -174,7 +217,7 @@ def write_table(rows: Iterable[dict], table: str, fmt: str, out=None, batch_rows
     json_cols = [c.name for c in columns(table) if c.type == JSON] if fmt == "jsonl" else []
     if fmt != "parquet":
         batch_rows = min(batch_rows, TEXT_ROWS)
-    return _write(_converted(rows, table, batch_rows, json_cols), table, fmt, out, batch_rows)
+    return _write(converted(rows, table, batch_rows, json_cols), table, fmt, out, batch_rows)
 
 
 def write_batches(batches: Iterable, table: str, fmt: str, out=None, group_rows: int = BATCH_ROWS) -> int:
@@ -224,12 +267,15 @@ def _write_parquet(pairs, table, out, group_rows) -> int:
 
     The row groups are encoded by a second thread (:class:`_GroupWriter`; Arrow's Parquet writer
     works without the GIL) while this one makes the next: the same calls in the same order, so the
-    same file, with at most two row groups waiting."""
+    same file, with at most one row group waiting (a row group waits as a table of its rows: about
+    5 MB of the connections table's 8,192).  pyarrow is loaded once the first batch is made
+    (:func:`pulled`)."""
+    if out is None:
+        raise ValueError("parquet needs an output file")
+    pairs = pulled(pairs)
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    if out is None:
-        raise ValueError("parquet needs an output file")
     from amqp_dissect.results.tables import arrow_schema
 
     n = 0
@@ -259,7 +305,7 @@ def _write_parquet(pairs, table, out, group_rows) -> int:
 
 
 class _GroupWriter:
-    """``write(table)`` called in order on a thread of its own; ``put`` waits while two tables are
+    """``write(table)`` called in order on a thread of its own; ``put`` waits while a table is
     queued; an exception of ``write`` is raised again by the next ``put`` or by ``close``, which
     waits for the queue to empty (``drop``: after a failure of the caller, what waits is not
     written and nothing is raised)."""
@@ -269,7 +315,7 @@ class _GroupWriter:
         import threading
 
         self._write = write
-        self._q: queue.Queue = queue.Queue(maxsize=2)
+        self._q: queue.Queue = queue.Queue(maxsize=1)
         self._error: BaseException | None = None
         self._stop = False
         self._thread = threading.Thread(target=self._run, name="parquet-row-groups", daemon=True)
@@ -300,6 +346,7 @@ class _GroupWriter:
 
 
 def _write_csv(pairs, table, emit) -> int:
+    pairs = pulled(pairs)  # (pyarrow loaded after the first batch is made)
     from amqp_dissect.results.tables import csv_bytes, csv_header
 
     n = 0
@@ -311,6 +358,7 @@ def _write_csv(pairs, table, emit) -> int:
 
 
 def _write_jsonl(pairs, table, emit) -> int:
+    pairs = pulled(pairs)  # (pyarrow loaded after the first batch is made)
     from amqp_dissect.results.tables import jsonl_bytes
 
     n = 0
@@ -555,7 +603,7 @@ def json_cell(typ: str, raw: bool = False):
 
 
 def write_rows(rows: Iterable[dict], table: str, fmt: str, out=None, cols: list[str] | None = None,
-               json_raw: bool = True, batch_rows: int = BATCH_ROWS) -> int:
+               json_raw: bool = True, batch_rows: int = ROW_DICTS) -> int:
     """Write a table's row dicts as ``csv`` or ``jsonl`` with the standard library (no pyarrow):
     the bytes the Arrow writers make of the same rows (:func:`write_table`; ``cols``: the chosen
     columns, in their order, as ``--columns`` writes them, whose ``json`` cells are their text,

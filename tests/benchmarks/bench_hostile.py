@@ -71,6 +71,15 @@ COMMANDS = {
     "report-j2": ["report", "-j", "2", "{cap}"],
     "deliveries-parquet-j2": ["deliveries", "-T", "parquet", "-j", "2", "-o", "{out}.parquet", "{cap}"],
     "links-j2": ["links", "-j", "2", "{cap}"],
+    "deliveries-jsonl": ["deliveries", "--format", "jsonl", "-o", "{out}.jsonl", "{cap}"],
+    "connections": ["connections", "-o", "{out}.txt", "{cap}"],
+    "connections-jsonl": ["connections", "--format", "jsonl", "-o", "{out}.jsonl", "{cap}"],
+    "connections-parquet": ["connections", "-T", "parquet", "-o", "{out}.parquet", "{cap}"],
+    "connections-csv-columns": ["connections", "--format", "csv", "--columns", "connection,client,server",
+                                "-o", "{out}.csv", "{cap}"],
+    "deliveries-csv-j2": ["deliveries", "--format", "csv", "-j", "2", "-o", "{out}.csv", "{cap}"],
+    "connections-csv-j2": ["connections", "--format", "csv", "-j", "2", "-o", "{out}.csv", "{cap}"],
+    "connections-parquet-j2": ["connections", "-T", "parquet", "-j", "2", "-o", "{out}.parquet", "{cap}"],
 }
 
 
@@ -389,7 +398,7 @@ def main(argv=None) -> int:
             cmd = [sys.executable, "-m", "amqp_dissect.cli"] + [
                 a.replace("{cap}", cap).replace("{out}", os.path.join(tmp, "out")) for a in COMMANDS[name]]
             r = run_measured(cmd, env, args.timeout)
-            for ext in ("csv", "parquet"):
+            for ext in ("csv", "parquet", "jsonl", "txt"):
                 out = os.path.join(tmp, f"out.{ext}")
                 if os.path.exists(out):
                     os.remove(out)

@@ -1,0 +1,169 @@
+"""Issue 40: the table commands' memory on captures of many connections that carried no AMQP frame.
+
+Structural bounds, not timings: pyarrow (about 60 MB with numpy, whatever the capture) is not
+loaded while the capture is analysed when no row needs it before the analysis' end, so its load
+does not add to the analysis' peak; the ``--columns`` writer holds a few hundred row dicts, not a
+batch of them.  The captures are bench_hostile's builders' traffic (header-only and SYN-only
+connections) at small scale; the oracles are the number of connections we built and the whole
+table's own columns.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+HERE = Path(__file__).parent
+ROOT = HERE.parent.parent
+N = 300  # connections of each capture
+
+
+def _sibling(name: str):
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, next(HERE.parent.glob(f"*/{name}.py")))
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+B = _sibling("bench_hostile")
+
+# In a fresh interpreter: the CLI's command, and whether pyarrow was loaded when each analysis
+# ended (the end of the packets of one process, or of a -j worker's flows in this process).
+_PROBE = """
+import json, sys
+from amqp_dissect.pipelines.runs import local, parallel
+ends = []
+real_chunks = local.CaptureSource.drive_chunks
+def drive_chunks(self, sink, chunk=0):
+    yield from real_chunks(self, sink, chunk)
+    ends.append("pyarrow" in sys.modules)
+local.CaptureSource.drive_chunks = drive_chunks
+real_finish = parallel.FlowWorker.finish
+def finish(self, *a, **kw):
+    out = real_finish(self, *a, **kw)
+    ends.append("pyarrow" in sys.modules)
+    return out
+parallel.FlowWorker.finish = finish
+from amqp_dissect.cli.main import main
+rc = main(sys.argv[2:])
+with open(sys.argv[1], "w") as f:
+    json.dump({"rc": rc, "ends": ends, "loaded": "pyarrow" in sys.modules}, f)
+"""
+
+
+@pytest.fixture(scope="module")
+def captures(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("no-frames")
+    made = {}
+    for kind, records in (("header", B.header_records), ("syn", B.syn_records)):
+        made[kind] = str(folder / f"{kind}.pcap")
+        B._write(made[kind], records(N))
+    return made
+
+
+COMMANDS = [
+    (["deliveries", "-T", "parquet"], "parquet", 0),
+    (["deliveries", "-T", "csv"], "csv", 0),
+    (["deliveries", "-T", "jsonl"], "jsonl", 0),
+    (["deliveries", "-T", "parquet", "--columns", "connection,outcome"], "parquet", 0),
+    (["deliveries", "-T", "parquet", "-j", "2"], "parquet", 0),
+    (["connections", "-T", "parquet"], "parquet", N),
+    (["connections", "-T", "csv"], "csv", N),
+    (["connections", "-T", "jsonl"], "jsonl", N),
+    (["connections", "-T", "csv", "--columns", "connection,client,server"], "csv", N),
+    (["connections", "-T", "csv", "-j", "2"], "csv", N),
+]
+
+
+def _rows_in(path: Path, fmt: str) -> int:
+    if fmt == "parquet":
+        return pq.read_table(path).num_rows
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return len(lines) - (fmt == "csv")
+
+
+@pytest.mark.parametrize("kind", ["header", "syn"])
+@pytest.mark.parametrize("args,fmt,rows", COMMANDS, ids=[" ".join(c[0]) for c in COMMANDS])
+def test_pyarrow_is_loaded_after_the_analysis_of_connections_without_frames(tmp_path, captures, kind, args,
+                                                                          fmt, rows):
+    out, probe = tmp_path / f"out.{fmt}", tmp_path / "probe.json"
+    got = subprocess.run([sys.executable, "-c", _PROBE, str(probe), *args, "-o", str(out), captures[kind]],
+                         capture_output=True, text=True, timeout=300, cwd=str(ROOT))
+    assert (got.returncode, got.stdout, got.stderr) == (0, "", "")
+    seen = json.loads(probe.read_text())
+    assert seen["ends"], seen  # (an analysis ended in this process)
+    assert not any(seen["ends"]), f"pyarrow loaded before the analysis ended: {seen}"
+    assert seen["loaded"]  # (then loaded to write the table)
+    assert _rows_in(out, fmt) == rows
+
+
+def test_columns_hold_a_few_hundred_row_dicts_and_write_the_whole_tables_columns(tmp_path):
+    """``--columns`` with csv, jsonl and parquet converts ROW_DICTS row dicts at a time (a
+    connections row holds 3 to 5 KB: a batch of 8192 was 30 to 40 MB).  Oracle: the same columns
+    of the whole table written without ``--columns``."""
+    from amqp_dissect.cli.options import TableFormat
+    from amqp_dissect.cli.tables import TableWriter
+    from amqp_dissect.pipelines.runs.local import CaptureSource, run_analysis
+    from amqp_dissect.pipelines.writers import tables as writers
+
+    cap = tmp_path / "header.pcap"
+    B._write(str(cap), B.header_records(40))
+    base = run_analysis(CaptureSource([str(cap)]), rows=False).analyzer.connection_rows()
+    live = [0, 0]  # row dicts alive now, most alive at once
+
+    class Row(dict):
+        def __del__(self):
+            live[0] -= 1
+
+    def rows(n):
+        for i in range(n):
+            live[0] += 1
+            live[1] = max(live[1], live[0])
+            yield Row(base[i % len(base)])
+
+    n = 3000
+    picked = ["connection", "client", "server", "first_time"]
+    for fmt in (TableFormat.csv, TableFormat.jsonl, TableFormat.parquet):
+        some, whole = tmp_path / f"some.{fmt.value}", tmp_path / f"whole.{fmt.value}"
+        live[:] = [0, 0]
+        TableWriter("connections", fmt, str(some), ",".join(picked)).rows(rows(n))
+        assert 0 < live[1] <= writers.ROW_DICTS + 1, (fmt, live)
+        writers.write_table([dict(base[i % len(base)]) for i in range(n)], "connections", fmt.value, str(whole))
+        if fmt is TableFormat.parquet:
+            assert pq.read_table(some).to_pylist() == pq.read_table(whole).select(picked).to_pylist()
+        elif fmt is TableFormat.csv:
+            want = [[r[c] for c in picked] for r in csv.DictReader(io.StringIO(whole.read_text()))]
+            got = list(csv.reader(io.StringIO(some.read_text())))
+            assert got == [picked] + want and len(want) == n
+        else:
+            want = [{c: json.loads(x)[c] for c in picked} for x in whole.read_text().splitlines()]
+            assert [json.loads(x) for x in some.read_text().splitlines()] == want and len(want) == n
+
+
+def test_a_pyarrow_found_but_broken_is_parquets_one_line_and_exit_6(tmp_path):
+    """The parquet extra is found before the work and imported once the first rows are written:
+    a pyarrow that is there but fails to import still ends in the extra's one line (exit 6), no
+    file, as when it is not installed."""
+    fake = tmp_path / "site" / "pyarrow"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('libarrow.so: cannot open shared object file')\n")
+    out = tmp_path / "d.parquet"
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / "site"))
+    got = subprocess.run([sys.executable, "-m", "amqp_dissect.cli", "deliveries", "-T", "parquet", "-o", str(out),
+                          str(ROOT / "samples" / "outcomes.pcap")], capture_output=True, text=True, env=env,
+                         timeout=300, cwd=str(ROOT))
+    assert (got.returncode, got.stdout, got.stderr) == (6, "", "amqp-dissect deliveries --format parquet: needs the "
+                                                               "parquet extra: pip install 'amqp-dissect[parquet]'\n")
+    assert not out.exists()
