@@ -114,15 +114,13 @@ def _cython_available() -> bool:
     return True
 
 
-def _fork_pool():
-    """multiprocessing's Pool with fork (the workers inherit the build command), or None where
-    there is no fork (Windows; macOS's default is spawn): then Cython translates every module
-    first and setuptools compiles them after."""
+def _can_fork() -> bool:
+    """Whether the workers can be forked (they inherit the build command); not on Windows nor on
+    macOS (spawn is its default): there Cython translates every module first and setuptools
+    compiles them after."""
     import multiprocessing
 
-    if sys.platform == "darwin" or "fork" not in multiprocessing.get_all_start_methods():
-        return None
-    return multiprocessing.get_context("fork").Pool
+    return sys.platform != "darwin" and "fork" in multiprocessing.get_all_start_methods()
 
 
 _OPTIONS = {}
@@ -165,6 +163,49 @@ def _with_c_source(ext):
 
 
 _BUILD = None  # the build_ext command, for the forked workers
+
+
+def _worker(tasks, results) -> None:
+    """A forked worker: builds the extensions whose numbers it takes from ``tasks`` until None."""
+    while True:
+        index = tasks.get()
+        if index is None:
+            return
+        results.put(_translate_and_compile(index))
+
+
+def _run_forked_workers(count: int, processes: int):
+    """Yields (name, None or why it stays Python) for the build's ``count`` extensions, built by
+    ``processes`` forked workers in the list's order.  Plain processes and queues of numbers and
+    strings: setup.py runs inside pip's build backend (not as __main__), where a Pool could not
+    send its functions by name.  A worker that dies leaves its module to Python."""
+    import multiprocessing
+    import queue
+
+    context = multiprocessing.get_context("fork")
+    tasks, results = context.Queue(), context.Queue()
+    for index in range(count):
+        tasks.put(index)
+    workers = [context.Process(target=_worker, args=(tasks, results), daemon=True)
+               for _ in range(max(1, min(processes, count)))]
+    for worker in workers:
+        worker.start()
+        tasks.put(None)
+    done = set()
+    while len(done) < count:
+        try:
+            name, message = results.get(timeout=1.0)
+        except queue.Empty:
+            if any(worker.is_alive() for worker in workers):
+                continue
+            break
+        done.add(name)
+        yield name, message
+    for worker in workers:
+        worker.join()
+    for ext in _BUILD.extensions:
+        if ext.name not in done:
+            yield ext.name, f"the worker building {ext.name} stopped; it stays pure Python"
 
 
 def _translate_and_compile(index: int):
@@ -218,7 +259,7 @@ class OptionalCythonBuild(build_ext):
             if os.environ.get("AMQP_DISSECT_NO_COMPILE", "").strip().lower() in ("1", "true", "yes"):
                 _warn("AMQP_DISSECT_NO_COMPILE is set: the hot modules stay pure Python")
                 dist.ext_modules = []
-            elif _fork_pool() is not None and _cython_available():
+            elif _can_fork() and _cython_available():
                 # translated and compiled module by module in build_extensions (see there)
                 dist.ext_modules = [_with_c_source(ext) for ext in dist.ext_modules or []]
                 self._translate_in_workers = True
@@ -292,11 +333,10 @@ class OptionalCythonBuild(build_ext):
         _BUILD = self
         _cython_options()  # the .pxd mirror and the stamp decision, once, before the workers fork
         try:
-            with _fork_pool()(processes=min(self.parallel or 1, len(self.extensions)) or 1) as pool:
-                for name, message in pool.imap_unordered(_translate_and_compile, range(len(self.extensions))):
-                    if message:
-                        _warn(message)
-                        self._failed.add(name)
+            for name, message in _run_forked_workers(len(self.extensions), self.parallel or 1):
+                if message:
+                    _warn(message)
+                    self._failed.add(name)
         finally:
             _BUILD = None
         _write_cython_stamp()
