@@ -92,11 +92,138 @@ def _warn(message: str) -> None:
     print(f"WARNING (amqp-dissect): {message}", file=sys.stderr)
 
 
-def _c_size(ext) -> int:
+def _compile_weight(ext) -> float:
+    """About how long a module takes to translate and compile, to start the longest first: its .c
+    file's size, or before there is one its .py's (about a third of the .c, unevenly), doubled at
+    HOT_LEVEL (gcc's -O2 takes about twice -O1's time per line)."""
+    size = 0
+    for path in (ext.sources[0], _source(ext.name)):
+        try:
+            size = os.path.getsize(os.path.join(HERE, path)) * (1 if path.endswith(".c") else 3)
+            break
+        except OSError:
+            pass
+    return size * (2 if ext.name in FULLY_OPTIMIZED else 1)
+
+
+def _cython_available() -> bool:
     try:
-        return os.path.getsize(os.path.join(HERE, ext.sources[0]))
-    except OSError:
-        return 0
+        import Cython.Build  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _can_fork() -> bool:
+    """Whether the workers can be forked (they inherit the build command); not on Windows nor on
+    macOS (spawn is its default): there Cython translates every module first and setuptools
+    compiles them after."""
+    import multiprocessing
+
+    return sys.platform != "darwin" and "fork" in multiprocessing.get_all_start_methods()
+
+
+_OPTIONS = {}
+
+
+def _cython_options() -> dict:
+    """cythonize's options, made once: the .pxd mirror, and force when the directives or Cython's
+    version changed since the last build (cythonize regenerates a .c only when its .py is newer)."""
+    if not _OPTIONS:
+        import Cython
+
+        stamp = f"Cython {Cython.__version__} {sorted(CYTHON_DIRECTIVES.items())}"
+        try:
+            with open(_STAMP_FILE) as f:
+                force = f.read() != stamp
+        except OSError:
+            force = True
+        _OPTIONS.update(compiler_directives=CYTHON_DIRECTIVES, quiet=True, force=force,
+                        include_path=[_pxd_mirror()])
+        _OPTIONS["_stamp"] = stamp
+    return {k: v for k, v in _OPTIONS.items() if not k.startswith("_")}
+
+
+_STAMP_FILE = os.path.join(HERE, "build", "cython-options.txt")
+
+
+def _write_cython_stamp() -> None:
+    try:
+        os.makedirs(os.path.dirname(_STAMP_FILE), exist_ok=True)
+        with open(_STAMP_FILE, "w") as f:
+            f.write(_OPTIONS["_stamp"])
+    except (OSError, KeyError):
+        pass
+
+
+def _with_c_source(ext):
+    """The extension with the .c file Cython will write beside its .py as its source."""
+    ext.sources = [ext.sources[0][:-3] + ".c" if ext.sources[0].endswith(".py") else ext.sources[0]]
+    return ext
+
+
+_BUILD = None  # the build_ext command, for the forked workers
+
+
+def _worker(tasks, results) -> None:
+    """A forked worker: builds the extensions whose numbers it takes from ``tasks`` until None."""
+    while True:
+        index = tasks.get()
+        if index is None:
+            return
+        results.put(_translate_and_compile(index))
+
+
+def _run_forked_workers(count: int, processes: int):
+    """Yields (name, None or why it stays Python) for the build's ``count`` extensions, built by
+    ``processes`` forked workers in the list's order.  Plain processes and queues of numbers and
+    strings: setup.py runs inside pip's build backend (not as __main__), where a Pool could not
+    send its functions by name.  A worker that dies leaves its module to Python."""
+    import multiprocessing
+    import queue
+
+    context = multiprocessing.get_context("fork")
+    tasks, results = context.Queue(), context.Queue()
+    for index in range(count):
+        tasks.put(index)
+    workers = [context.Process(target=_worker, args=(tasks, results), daemon=True)
+               for _ in range(max(1, min(processes, count)))]
+    for worker in workers:
+        worker.start()
+        tasks.put(None)
+    done = set()
+    while len(done) < count:
+        try:
+            name, message = results.get(timeout=1.0)
+        except queue.Empty:
+            if any(worker.is_alive() for worker in workers):
+                continue
+            break
+        done.add(name)
+        yield name, message
+    for worker in workers:
+        worker.join()
+    for ext in _BUILD.extensions:
+        if ext.name not in done:
+            yield ext.name, f"the worker building {ext.name} stopped; it stays pure Python"
+
+
+def _translate_and_compile(index: int):
+    """In a worker: translate the build's extension number ``index`` with Cython, then compile it.
+    Returns (its name, None) or (its name, why it stays pure Python)."""
+    from Cython.Build import cythonize
+
+    ext = _BUILD.extensions[index]
+    source = _source(ext.name)
+    try:
+        cythonize([Extension(ext.name, [source])], **_cython_options())
+    except BaseException as e:  # noqa: B036 (Cython exits on a syntax error; the pool must go on)
+        return ext.name, f"Cython failed on {ext.name} ({type(e).__name__}: {e}); it stays pure Python"
+    try:
+        _BUILD.build_extension_unguarded(ext)
+    except Exception as e:  # CompileError, LinkError, ...
+        return ext.name, f"compiling {ext.name} failed ({type(e).__name__}: {e}); it stays pure Python"
+    return ext.name, None
 
 
 def _remove_retired_extensions() -> None:
@@ -132,6 +259,10 @@ class OptionalCythonBuild(build_ext):
             if os.environ.get("AMQP_DISSECT_NO_COMPILE", "").strip().lower() in ("1", "true", "yes"):
                 _warn("AMQP_DISSECT_NO_COMPILE is set: the hot modules stay pure Python")
                 dist.ext_modules = []
+            elif _can_fork() and _cython_available():
+                # translated and compiled module by module in build_extensions (see there)
+                dist.ext_modules = [_with_c_source(ext) for ext in dist.ext_modules or []]
+                self._translate_in_workers = True
             else:
                 dist.ext_modules = self._cythonize(dist.ext_modules or [])
         if self.parallel is None:
@@ -158,19 +289,7 @@ class OptionalCythonBuild(build_ext):
         except ImportError:
             _warn("Cython is not installed: the hot modules stay pure Python")
             return []
-        # cythonize regenerates a .c file only when its .py is newer: regenerate all of
-        # them when the directives or Cython's version changed since the last build
-        import Cython
-
-        stamp_file = os.path.join(HERE, "build", "cython-options.txt")
-        stamp = f"Cython {Cython.__version__} {sorted(CYTHON_DIRECTIVES.items())}"
-        try:
-            with open(stamp_file) as f:
-                force = f.read() != stamp
-        except OSError:
-            force = True
-        include = _pxd_mirror()
-        options = dict(compiler_directives=CYTHON_DIRECTIVES, quiet=True, force=force, include_path=[include])
+        options = _cython_options()
         try:
             # all modules in one call, translated on every core (serial, translation alone took
             # about 28 s of CPU for the 40 modules)
@@ -182,13 +301,11 @@ class OptionalCythonBuild(build_ext):
                     kept += cythonize([ext], **options)
                 except Exception as e:
                     _warn(f"Cython failed on {ext.name} ({type(e).__name__}: {e}); it stays pure Python")
-        try:
-            os.makedirs(os.path.dirname(stamp_file), exist_ok=True)
-            with open(stamp_file, "w") as f:
-                f.write(stamp)
-        except OSError:
-            pass
+        _write_cython_stamp()
         return kept
+
+    def build_extension_unguarded(self, ext):
+        super().build_extension(ext)
 
     def build_extension(self, ext):
         try:
@@ -200,10 +317,29 @@ class OptionalCythonBuild(build_ext):
     def build_extensions(self):
         # the largest first: with one module per core, the last to finish is then a small one (in the
         # list's order the largest, amqp/framing.c, could start last and run alone)
-        self.extensions.sort(key=_c_size, reverse=True)
-        super().build_extensions()
+        self.extensions.sort(key=_compile_weight, reverse=True)
+        if getattr(self, "_translate_in_workers", False):
+            self._translate_and_compile_in_workers()
+        else:
+            super().build_extensions()
         # what failed is neither copied in place nor listed among the outputs
         self.extensions = [e for e in self.extensions if e.name not in self._failed]
+
+    def _translate_and_compile_in_workers(self):
+        """Each worker process translates one module with Cython and then compiles it, the largest
+        first: gcc on the big modules starts while Cython still translates the small ones, and no core
+        waits for the last translation before the compile begins (one pool, no stage boundary)."""
+        global _BUILD
+        _BUILD = self
+        _cython_options()  # the .pxd mirror and the stamp decision, once, before the workers fork
+        try:
+            for name, message in _run_forked_workers(len(self.extensions), self.parallel or 1):
+                if message:
+                    _warn(message)
+                    self._failed.add(name)
+        finally:
+            _BUILD = None
+        _write_cython_stamp()
 
 
 # the extension modules are large mostly with debug information: leave it out on Linux

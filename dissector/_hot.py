@@ -27,17 +27,47 @@ delivery in the tables), shard (per packet under -j, which callgrind does not co
 results.analytics and render.frames (1.5% and 5.7% of report's and frames' instructions run in
 their compiled code).
 
-The level: FULLY_OPTIMIZED are the modules where a command runs at least 1% of its instructions
-in their compiled code; they are built at HOT_LEVEL, -O2.  At -O1 a module's own code runs 7 to 21%
-more instructions (framing 21%, tcp 7%), which is at most a tenth of a percent of a command for each
-of the others, and halves their compile.  -O2 instead of Python's own -O3 for the 16: 11 to 19% less
-gcc CPU per module, paired on a busy machine (framing 17.7 -> 14.3 s, dissect 18.1 -> 15.0 s,
-netparse 25.3 -> 22.4 s), the 16 together about 180 s at -O2; and `report` on the acked benchmark
-capture's first 15,000 packets ran 1,257.4 M instructions against 1,256.9 M at -O3 (+0.04%, cachegrind),
-the same output.  Not adopted: COLD_LEVEL -O0 (the 19 in 32 s of gcc instead of 68 s, but `report`
-ran 1,615.9 M instructions, +29%: their code is cold only next to the 16's), and gcc flags that
-do not change the code (-pipe, -w, -fno-semantic-interposition, -fno-plt: within the noise, 3.4 to
-4.0 s for amqp/values.c at -O1 either way).
+The level: FULLY_OPTIMIZED are built at HOT_LEVEL (-O2), the others at COLD_LEVEL (-O1), which
+halves or better their compile.  Chosen module by module (issue 41's install round) from two figures:
+what -O1 costs each command, and what it saves the compile.
+- The cost: callgrind on `report`, `frames` (the batched benchmark capture's first 1,500 packets) and
+  `frames -V` (the flood capture's first 3,000), with all 16 modules of the former -O2 set built at
+  -O2 and then at -O1, the instructions of each module's own .so compared (what a module's code
+  runs at -O1 is its own: the modules call each other through Python's C API).  Per frame: less
+  the 970 M instructions of a run on a one-packet capture (the start: imports, tables).  All 16 at
+  -O1: report +2.27% of its instructions (+6.97% per frame), frames +1.67% (+5.1%), frames -V
+  +1.05% (+2.1%).  Per module, per frame, report / frames / frames -V (its own code's extra):
+  framing 1.41 / 2.71 / 0.76% (+22%), transfers 1.32 / 0 / 0 (+17%), render.frames
+  0 / 1.59 / 0.99 (+7 to 13%), delivery 0.80 (+18%), connection 0.73 (+18%), scan
+  0.64 / 0.66 / 0.21 (+9%), settlement 0.42, deliveries 0.41, tracker 0.33, machine 0.32 / 0.05 /
+  0.02, analytics 0.30 / 0 / 0 (+9%), stats 0.21 / 0 / 0 (+7%), dissect 0.15 / 0.16 / 0.02 (+7 to
+  22%), tcp 0.04 / 0.04 / 0.04 (+7%), codec 0.01 (+7%), netparse 0.00 / 0.00 / 0.01 (+0.7%).  On
+  the acked shape (its first 15,000 packets, report) tcp, dissect and netparse run more of the
+  command (1.3%, 0.7%, 0.65% of it): with their own code's extras above, the six below together
+  come to about 0.9% per frame there (estimated, not run at -O1).
+- The saving, gcc's CPU at -O2 and -O1 (seconds, one module at a time, at load 7 to 12, so
+  inflated alike): netparse 25.8 / 10.7, codec 12.3 / 5.2, dissect 17.8 / 9.4, tcp 17.4 / 10.6,
+  analytics 16.3 / 10.1, stats 9.4 / 4.6 (together 98.9 / 50.6: 48 s less); the ten kept at -O2:
+  framing 20.8 / 13.2, render.frames 19.8 / 11.1, deliveries 13.3 / 5.9, scan 11.8 / 6.3,
+  connection 11.3 / 6.0, machine 8.0 / 5.1, settlement 6.4 / 4.2, tracker 5.1 / 3.2, transfers
+  5.1 / 4.1, delivery (24,000 lines) about 4 / 3.
+So -O1 for the six whose -O1 costs every command least per second of compile saved (netparse,
+codec, tcp, dissect, analytics, stats: at most 0.7% of report's per-frame instructions on the
+batched capture, 0.2% of frames', under 0.1% of frames -V's, and about 0.9% on the acked shape), -O2 for
+the ten where one more would pass issue 41's 1% (machine would make report's 1.0%; framing alone is
+1.4% of report and 2.7% of frames).  Moving all 16 would save about 90 s of gcc's CPU for 2 to 7%
+more instructions per frame.
+- Not adopted: -O1 with -finline-small-functions -foptimize-sibling-calls for the 16 (the -O2
+  passes one would expect to matter to Cython's small helper functions): 0 to 25% more compile than
+  -O1 (framing 13.1 s, dissect 11.9 s, analytics 12.8 s) and report +6.73% instructions per frame
+  against -O2, -O1's +6.97%: it keeps almost nothing of -O2's speed.
+Earlier (the round before): -O2 instead of Python's own -O3: 11 to 19% less gcc CPU per module,
+the same output and +0.04% instructions.  Not adopted: COLD_LEVEL -O0 (the 19 in 32 s of gcc
+instead of 68 s, but `report` ran +29% instructions: their code is cold only next to the hot
+ones'), and gcc flags that do not change the code (-pipe, -w, -fno-semantic-interposition,
+-fno-plt: within the noise).  gcc's time at -O1 is spread over its passes (connection.c: parsing
+24%, the per-function optimisation and expansion 63%, no other pass above 12%): no flag removes
+a large share.
 
 Measured next and not adopted yet (on a machine at load 8 to 16, so gcc's CPU times are minima of
 3 runs and the firm figures are cc1's instruction counts under callgrind, preprocessed C at -O1):
@@ -106,17 +136,11 @@ HOT_MODULES = (
 
 # Modules compiled at HOT_LEVEL; the others at COLD_LEVEL.  See above.
 FULLY_OPTIMIZED = (
-    "amqp_dissect.capture.netparse",
-    "amqp_dissect.capture.tcp",
-    "amqp_dissect.amqp.codec",
     "amqp_dissect.amqp.scan",
     "amqp_dissect.amqp.framing",
-    "amqp_dissect.dissect",
     "amqp_dissect.model.machine",
     "amqp_dissect.model.delivery",
     "amqp_dissect.model.deliveries",
-    "amqp_dissect.model.stats",
-    "amqp_dissect.results.analytics",
     "amqp_dissect.render.frames",
     "amqp_dissect.model.settlement",
     "amqp_dissect.model.transfers",

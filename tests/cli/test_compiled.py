@@ -323,3 +323,45 @@ def test_compiled_and_pure_output_are_byte_identical(both_modes, case):
         pure = (p_dir / f"{case}.{stream}").read_bytes()
         assert compiled == pure, f"{case}: std{stream} differs between compiled and pure Python"
     assert (c_dir / f"{case}.out").stat().st_size > 0
+
+
+@pytest.mark.skipif(sys.platform != "linux" or shutil.which("gcc") is None, reason="the forked build is Linux's")
+def test_the_build_translates_and_compiles_module_by_module_and_one_failure_stays_python(tmp_path):
+    """setup.py's build on Linux, run as pip runs it: each worker translates a module with Cython and
+    then compiles it (no stage boundary between Cython and gcc).  A module Cython rejects stays Python with a
+    warning, the others are built, and the build succeeds.  Oracles: the files the build leaves
+    (an extension module or not, beside each .py), Cython's own rejection of a broken .pxd, and
+    the import system (the built modules load as extension modules)."""
+    root = tmp_path / "checkout"
+    shutil.copytree(os.path.join(ROOT, "dissector"), root / "dissector",
+                    ignore=shutil.ignore_patterns("*.so", "*.pyd", "*.c", "__pycache__"))
+    for name in ("pyproject.toml", "setup.py"):
+        shutil.copy2(os.path.join(ROOT, name), root / name)
+    for folder in ("pipelines", "cli"):
+        shutil.copytree(os.path.join(ROOT, folder), root / folder, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    built = ("amqp_dissect.model.serial", "amqp_dissect.model.stall_rules")
+    broken = "amqp_dissect.model.hooks"
+    assert {*built, broken} <= set(HOT_MODULES)
+    hot = (root / "dissector" / "_hot.py").read_text()
+    hot = hot[:hot.index("HOT_MODULES = (")] + (
+        f"HOT_MODULES = {(*built, broken)!r}\nFULLY_OPTIMIZED = {built[:1]!r}\n"
+        "HOT_LEVEL = '-O1'\nCOLD_LEVEL = '-O0'\n")
+    (root / "dissector" / "_hot.py").write_text(hot)
+    (root / "dissector" / "model" / "hooks.pxd").write_text("cdef class Broken(\n")  # Cython: a syntax error
+    # run as pip's build backend runs it: exec'd in a namespace named __main__ that is not the
+    # __main__ module (so nothing of setup.py can be sent to a worker by name)
+    backend = ("import sys; sys.argv = ['setup.py', 'build_ext', '--inplace', '-q']\n"
+               "exec(compile(open('setup.py').read(), 'setup.py', 'exec'), {'__name__': '__main__', '__file__': 'setup.py'})")
+    out = subprocess.run([sys.executable, "-c", backend], cwd=root, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert f"Cython failed on {broken}" in out.stderr
+    assert "cannot build the compiled modules" not in out.stderr
+    model = root / "dissector" / "model"
+    assert [p.name for p in model.iterdir() if p.name.startswith("hooks") and p.name.endswith(EXT)] == []
+    for module in built:
+        leaf = module.rpartition(".")[2]
+        [so] = [p for p in model.iterdir() if p.name.startswith(leaf + ".") and p.name.endswith(EXT)]
+        probe = subprocess.run([sys.executable, "-c", f"import importlib.util as u; s = u.spec_from_file_location("
+                                f"{module!r}, {str(so)!r}); print(type(s.loader).__name__)"],
+                               capture_output=True, text=True)
+        assert probe.stdout.strip() == "ExtensionFileLoader", probe.stderr
