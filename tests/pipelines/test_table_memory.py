@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from live_rows import LiveRows
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent.parent
@@ -121,25 +122,15 @@ def test_columns_hold_a_few_hundred_row_dicts_and_write_the_whole_tables_columns
     cap = tmp_path / "header.pcap"
     B._write(str(cap), B.header_records(40))
     base = run_analysis(CaptureSource([str(cap)]), rows=False).analyzer.connection_rows()
-    live = [0, 0]  # row dicts alive now, most alive at once
-
-    class Row(dict):
-        def __del__(self):
-            live[0] -= 1
-
-    def rows(n):
-        for i in range(n):
-            live[0] += 1
-            live[1] = max(live[1], live[0])
-            yield Row(base[i % len(base)])
+    live = LiveRows(base)
 
     n = 3000
     picked = ["connection", "client", "server", "first_time"]
     for fmt in (TableFormat.csv, TableFormat.jsonl, TableFormat.parquet):
         some, whole = tmp_path / f"some.{fmt.value}", tmp_path / f"whole.{fmt.value}"
-        live[:] = [0, 0]
-        TableWriter("connections", fmt, str(some), ",".join(picked)).rows(rows(n))
-        assert 0 < live[1] <= writers.ROW_DICTS + 1, (fmt, live)
+        live.reset()
+        TableWriter("connections", fmt, str(some), ",".join(picked)).rows(live.rows(n))
+        assert 0 < live.most <= writers.ROW_DICTS + 1, (fmt, live.most)
         writers.write_table([dict(base[i % len(base)]) for i in range(n)], "connections", fmt.value, str(whole))
         if fmt is TableFormat.parquet:
             assert pq.read_table(some).to_pylist() == pq.read_table(whole).select(picked).to_pylist()

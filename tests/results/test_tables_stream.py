@@ -27,6 +27,7 @@ import pytest
 from proton import Message
 
 from eventkeys import analyze_file
+from live_rows import LiveRows
 from amqp_dissect.capture.pcap import open_capture
 from amqp_dissect.dissect import Dissector
 from amqp_dissect.pipelines.runs.local import CaptureSource, DeliveryStream
@@ -281,36 +282,26 @@ def test_write_table_holds_a_few_row_dicts_and_writes_what_one_conversion_writes
     from amqp_dissect.pipelines.writers import tables as writers
 
     base = _tricky_stalls_rows()
-    live = [0, 0]  # row dicts alive now, most alive at once
-
-    class Row(dict):
-        def __del__(self):
-            live[0] -= 1
-
-    def rows(n):
-        for i in range(n):
-            live[0] += 1
-            live[1] = max(live[1], live[0])
-            yield Row(base[i % len(base)])
+    live = LiveRows(base)
 
     n, per = 5000, 2000
     plain = [dict(base[i % len(base)]) for i in range(n)]
     oracle = [record_batch(plain[i:i + per], "stalls") for i in range(0, n, per)]
     for fmt in ("csv", "jsonl"):
-        live[:] = [0, 0]
+        live.reset()
         buf = io.StringIO()
-        assert write_table(rows(n), "stalls", fmt, buf, batch_rows=per) == n
-        assert live[1] <= writers.ROW_DICTS + 1, (fmt, live)
+        assert write_table(live.rows(n), "stalls", fmt, buf, batch_rows=per) == n
+        assert live.most <= writers.ROW_DICTS + 1, (fmt, live.most)
         head = ",".join(schema.names("stalls")) + "\n" if fmt == "csv" else ""
         raws = [{c.name: [r[c.name] for r in plain[i:i + per]] for c in columns("stalls") if c.type == schema.JSON}
                 for i in range(0, n, per)]
         text = csv_text if fmt == "csv" else (lambda b, t, raw=None: jsonl_text(b, t, raw))
         want = "".join(text(b, "stalls", *([raw] if fmt == "jsonl" else [])) for b, raw in zip(oracle, raws))
         assert buf.getvalue() == head + want, fmt
-    live[:] = [0, 0]
+    live.reset()
     got, want = tmp_path / "got.parquet", tmp_path / "want.parquet"
-    assert write_table(rows(n), "stalls", "parquet", str(got), batch_rows=per) == n
-    assert live[1] <= writers.ROW_DICTS + 1, live
+    assert write_table(live.rows(n), "stalls", "parquet", str(got), batch_rows=per) == n
+    assert live.most <= writers.ROW_DICTS + 1, live.most
     with pq.ParquetWriter(str(want), arrow_schema("stalls")) as w:
         for b in oracle:
             w.write_table(pa.Table.from_batches([b], schema=arrow_schema("stalls")))
