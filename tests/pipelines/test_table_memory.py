@@ -167,3 +167,29 @@ def test_a_pyarrow_found_but_broken_is_parquets_one_line_and_exit_6(tmp_path):
     assert (got.returncode, got.stdout, got.stderr) == (6, "", "amqp-dissect deliveries --format parquet: needs the "
                                                                "parquet extra: pip install 'amqp-dissect[parquet]'\n")
     assert not out.exists()
+
+
+@pytest.mark.parametrize("capture", ["header", "samples/anonymous.pcap", "samples/loss/kernel_loss.pcap",
+                                     "samples/messages/azure_cbs.pcap"])
+def test_the_connections_table_lets_each_connection_go_once_its_row_is_made(tmp_path, capture):
+    """The connections table of one process takes each connection out of the Analyzer as its row
+    is made: writing a row group is not on top of the records of every connection.  Oracles: the
+    number of connections built (300 header-only ones) or the capture's own connections, and the
+    rows the Analyzer makes of them all when it keeps them (``connection_rows``, a run of its own)."""
+    from amqp_dissect.cli.tables import drained_connection_rows
+    from amqp_dissect.pipelines.runs.local import CaptureSource, run_analysis
+
+    if capture == "header":
+        path = str(tmp_path / "header.pcap")
+        B._write(path, B.header_records(N))
+    else:
+        path = str(ROOT / capture)
+    want = run_analysis(CaptureSource([path]), rows=False).analyzer.connection_rows()
+    an = run_analysis(CaptureSource([path]), rows=False).analyzer
+    total = len(an.connections)
+    assert total == len(want) and (capture != "header" or total == N)
+    got = []
+    for row in drained_connection_rows(an):
+        got.append(row)
+        assert len(an.connections) == total - len(got)  # (the connection of this row is let go)
+    assert got == want and not an.connections
