@@ -193,3 +193,65 @@ def test_the_connections_table_lets_each_connection_go_once_its_row_is_made(tmp_
         got.append(row)
         assert len(an.connections) == total - len(got)  # (the connection of this row is let go)
     assert got == want and not an.connections
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["sample-rows", "pages-over-1MB"])
+def test_parquet_row_groups_gathered_from_parts_are_the_file_of_whole_batches(wide, monkeypatch):
+    """``write_table`` writes each Parquet row group as the record batches of PARQUET_PART_ROWS rows
+    it was made of, by the calling thread (one row group held, not three, no joined copy).  Oracle:
+    pyarrow's own ParquetWriter given each row group as one batch of its rows (how the file was
+    written before): the same bytes, also when a column chunk of a row group is over the 1 MB page
+    size (pages cut within it; a flat and a nested column).  The rows: the connections of proton,
+    rhea-with-loss and Azure SDK captures, repeated to 20,000."""
+    import io
+    import itertools
+    import random
+
+    import pyarrow as pa
+
+    from amqp_dissect.pipelines.runs.local import CaptureSource, run_analysis
+    from amqp_dissect.pipelines.writers import tables as writers
+    from amqp_dissect.results.tables import arrow_schema, record_batch
+
+    base = []
+    for name in ("anonymous.pcap", "loss/kernel_loss.pcap", "messages/azure_cbs.pcap", "attach_errors.pcap"):
+        base += run_analysis(CaptureSource([str(ROOT / "samples" / name)]), rows=False).analyzer.connection_rows()
+    n = 20000
+
+    def rows():
+        rnd = random.Random(7)
+        for i in range(n):
+            r = dict(base[i % len(base)])
+            if wide:
+                r["tls_note"] = f"n{rnd.randrange(10**6)}" * rnd.randrange(1, 60)
+                r["errors"] = [{"condition": "amqp:internal-error", "scope": "connection", "side": "client",
+                                "description": f"d{rnd.randrange(10**6)}" * rnd.randrange(1, 40),
+                                "channel": None, "link": None}] * rnd.randrange(0, 3)
+            yield r
+
+    import threading
+
+    groups = []  # (written by this thread, chunks of a column) of each row group
+    real_write = pq.ParquetWriter.write_table
+
+    def write_group(self, table, *a, **kw):
+        groups.append((threading.current_thread() is threading.main_thread(), table.column(0).num_chunks))
+        return real_write(self, table, *a, **kw)
+
+    got = io.BytesIO()
+    with monkeypatch.context() as m:
+        m.setattr(pq.ParquetWriter, "write_table", write_group)
+        assert writers.write_table(rows(), "connections", "parquet", got) == n
+    parts = -(-writers.BATCH_ROWS // writers.PARQUET_PART_ROWS)
+    assert groups == [(True, parts), (True, parts), (True, -(-(n % writers.BATCH_ROWS) // writers.PARQUET_PART_ROWS))]
+    want = io.BytesIO()
+    it = rows()
+    with pq.ParquetWriter(want, arrow_schema("connections")) as w:
+        while chunk := list(itertools.islice(it, writers.BATCH_ROWS)):
+            w.write_table(pa.Table.from_batches([record_batch(chunk, "connections")]))
+    meta = pq.ParquetFile(io.BytesIO(got.getvalue())).metadata
+    assert meta.num_rows == n and meta.num_row_groups == 3
+    group = meta.row_group(0)
+    biggest = max(group.column(i).total_uncompressed_size for i in range(group.num_columns))
+    assert (biggest > 1 << 20) == wide
+    assert got.getvalue() == want.getvalue()
