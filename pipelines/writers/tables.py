@@ -48,11 +48,11 @@ ROW_DICTS = 512
 # alone, and Arrow's intermediate arrays of a batch of 8192 rows of a wide table (a string array per
 # column, then their join) are about 25 MB more than of 1024 (parquet keeps BATCH_ROWS: its row groups)
 TEXT_ROWS = 1024
-# rows of each record batch a Parquet row group of write_table is gathered from (the row group is
-# written as these chunks, not joined into one: a join is a second copy of the group): a multiple
-# of the Parquet writer's batch of 1,024 values, whose checks of page and dictionary size then fall
-# where they fall for one chunk (the same file); ROW_DICTS row dicts held at a time, twice
-PARQUET_PART_ROWS = 1024
+# rows of each record batch a Parquet row group of write_table is gathered from: the row group is
+# written as these chunks, not joined into one (a join is a second copy of the group); the file is
+# the one of the joined batch (tests/pipelines/test_table_memory.py, also with pages cut within a
+# column chunk)
+PARQUET_PART_ROWS = ROW_DICTS
 
 
 #: the environment variable by which Arrow picks its default allocator when it first needs one
@@ -220,22 +220,25 @@ def write_table(rows: Iterable[dict], table: str, fmt: str, out=None, batch_rows
     if fmt != "parquet" and not arrow_ready():
         return write_rows(rows, table, fmt, out)
     if fmt == "parquet":  # (row groups of batch_rows rows, gathered from parts)
-        return _write_parquet(((p, None) for p in record_parts(rows, table, PARQUET_PART_ROWS)), table, out,
-                              batch_rows, threaded=False)
+        parts = record_parts(rows, table, PARQUET_PART_ROWS, batch_rows)
+        return _write_parquet(((p, None) for p in parts), table, out, batch_rows, threaded=False)
     json_cols = [c.name for c in columns(table) if c.type == JSON] if fmt == "jsonl" else []
     return _write(converted(rows, table, min(batch_rows, TEXT_ROWS), json_cols), table, fmt, out, batch_rows)
 
 
-def record_parts(rows: Iterable[dict], table: str, part_rows: int):
-    """Record batches of ``part_rows`` of the row dicts (the last one shorter), each made once its
-    rows are: at most ``part_rows`` row dicts are held, and none while the caller has the batch."""
+def record_parts(rows: Iterable[dict], table: str, part_rows: int, group_rows: int):
+    """Record batches of at most ``part_rows`` of the row dicts, cut at every ``group_rows`` rows
+    (a row group is whole parts), each made once its rows are: at most ``part_rows`` row dicts are
+    held, and none while the caller has the batch."""
     from amqp_dissect.results.tables import record_batch
 
     it = iter(rows)
+    in_group = 0
     while True:
-        chunk = list(itertools.islice(it, part_rows))
+        chunk = list(itertools.islice(it, min(part_rows, group_rows - in_group)))
         if not chunk:
             return
+        in_group = (in_group + len(chunk)) % group_rows
         part = record_batch(chunk, table)
         del chunk  # (the dicts go before the part is written)
         yield part
