@@ -48,6 +48,11 @@ ROW_DICTS = 512
 # alone, and Arrow's intermediate arrays of a batch of 8192 rows of a wide table (a string array per
 # column, then their join) are about 25 MB more than of 1024 (parquet keeps BATCH_ROWS: its row groups)
 TEXT_ROWS = 1024
+# rows of each record batch a Parquet row group of write_table is gathered from: the row group is
+# written as these chunks, not joined into one (a join is a second copy of the group); the file is
+# the one of the joined batch (tests/pipelines/test_table_memory.py, also with pages cut within a
+# column chunk)
+PARQUET_PART_ROWS = ROW_DICTS
 
 
 #: the environment variable by which Arrow picks its default allocator when it first needs one
@@ -214,10 +219,30 @@ def write_table(rows: Iterable[dict], table: str, fmt: str, out=None, batch_rows
             sink.close()
     if fmt != "parquet" and not arrow_ready():
         return write_rows(rows, table, fmt, out)
+    if fmt == "parquet":  # (row groups of batch_rows rows, gathered from parts)
+        parts = record_parts(rows, table, PARQUET_PART_ROWS, batch_rows)
+        return _write_parquet(((p, None) for p in parts), table, out, batch_rows, threaded=False)
     json_cols = [c.name for c in columns(table) if c.type == JSON] if fmt == "jsonl" else []
-    if fmt != "parquet":
-        batch_rows = min(batch_rows, TEXT_ROWS)
-    return _write(converted(rows, table, batch_rows, json_cols), table, fmt, out, batch_rows)
+    return _write(converted(rows, table, min(batch_rows, TEXT_ROWS), json_cols), table, fmt, out, batch_rows)
+
+
+def record_parts(rows: Iterable[dict], table: str, part_rows: int, group_rows: int):
+    """Record batches of at most ``part_rows`` of the row dicts, cut at every ``group_rows`` rows
+    (a row group is whole parts), each made once its rows are: at most ``part_rows`` row dicts are
+    held, and none while the caller has the batch."""
+    from amqp_dissect.results.tables import record_batch
+
+    it = iter(rows)
+    in_group = 0
+    while True:
+        chunk = list(itertools.islice(it, min(part_rows, group_rows - in_group)))
+        if not chunk:
+            return
+        in_group = (in_group + len(chunk)) % group_rows
+        part = record_batch(chunk, table)
+        del chunk  # (the dicts go before the part is written)
+        yield part
+        del part
 
 
 def write_batches(batches: Iterable, table: str, fmt: str, out=None, group_rows: int = BATCH_ROWS) -> int:
@@ -261,7 +286,7 @@ def _write(pairs, table, fmt, out, group_rows: int = BATCH_ROWS) -> int:
         sink.close()
 
 
-def _write_parquet(pairs, table, out, group_rows) -> int:
+def _write_parquet(pairs, table, out, group_rows, threaded: bool = True) -> int:
     """Row groups of at least ``group_rows`` rows (smaller batches are gathered: Arrow holds a row in
     a few hundred bytes, so the stream converts deliveries in small batches to keep few objects).
 
@@ -269,7 +294,10 @@ def _write_parquet(pairs, table, out, group_rows) -> int:
     works without the GIL) while this one makes the next: the same calls in the same order, so the
     same file, with at most one row group waiting (a row group waits as a table of its rows: about
     5 MB of the connections table's 8,192).  pyarrow is loaded once the first batch is made
-    (:func:`pulled`)."""
+    (:func:`pulled`).  ``threaded=False``: each row group written by this thread once its rows
+    are made, so one row group is held, not up to three (the one written, the one waiting, the one
+    being made): for batches that are costly to hold, as those of the row dicts of
+    :func:`write_table` (the connections table's 79 columns)."""
     if out is None:
         raise ValueError("parquet needs an output file")
     pairs = pulled(pairs)
@@ -282,7 +310,7 @@ def _write_parquet(pairs, table, out, group_rows) -> int:
     target = os.fspath(out) if isinstance(out, (str, os.PathLike)) else out
     schema = arrow_schema(table)
     with pq.ParquetWriter(target, schema) as w:
-        gw = _GroupWriter(w.write_table)
+        gw = _GroupWriter(w.write_table) if threaded else _InlineGroups(w.write_table)
         try:
             pending: list = []
             rows = 0
@@ -302,6 +330,16 @@ def _write_parquet(pairs, table, out, group_rows) -> int:
             raise
         gw.close()
     return n
+
+
+class _InlineGroups:
+    """:class:`_GroupWriter`'s calls, each ``write(table)`` made at once by the calling thread."""
+
+    def __init__(self, write):
+        self.put = write
+
+    def close(self, drop: bool = False) -> None:
+        """(nothing waits)"""
 
 
 class _GroupWriter:

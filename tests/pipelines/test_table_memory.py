@@ -158,3 +158,91 @@ def test_a_pyarrow_found_but_broken_is_parquets_one_line_and_exit_6(tmp_path):
     assert (got.returncode, got.stdout, got.stderr) == (6, "", "amqp-dissect deliveries --format parquet: needs the "
                                                                "parquet extra: pip install 'amqp-dissect[parquet]'\n")
     assert not out.exists()
+
+
+@pytest.mark.parametrize("capture", ["header", "samples/anonymous.pcap", "samples/loss/kernel_loss.pcap",
+                                     "samples/messages/azure_cbs.pcap"])
+def test_the_connections_table_lets_each_connection_go_once_its_row_is_made(tmp_path, capture):
+    """The connections table of one process takes each connection out of the Analyzer as its row
+    is made: writing a row group is not on top of the records of every connection.  Oracles: the
+    number of connections built (300 header-only ones) or the capture's own connections, and the
+    rows the Analyzer makes of them all when it keeps them (``connection_rows``, a run of its own)."""
+    from amqp_dissect.cli.tables import drained_connection_rows
+    from amqp_dissect.pipelines.runs.local import CaptureSource, run_analysis
+
+    if capture == "header":
+        path = str(tmp_path / "header.pcap")
+        B._write(path, B.header_records(N))
+    else:
+        path = str(ROOT / capture)
+    want = run_analysis(CaptureSource([path]), rows=False).analyzer.connection_rows()
+    an = run_analysis(CaptureSource([path]), rows=False).analyzer
+    total = len(an.connections)
+    assert total == len(want) and (capture != "header" or total == N)
+    got = []
+    for row in drained_connection_rows(an):
+        got.append(row)
+        assert len(an.connections) == total - len(got)  # (the connection of this row is let go)
+    assert got == want and not an.connections
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["sample-rows", "pages-over-1MB"])
+def test_parquet_row_groups_gathered_from_parts_are_the_file_of_whole_batches(wide, monkeypatch):
+    """``write_table`` writes each Parquet row group as the record batches of PARQUET_PART_ROWS rows
+    it was made of, by the calling thread (one row group held, not three, no joined copy).  Oracle:
+    pyarrow's own ParquetWriter given each row group as one batch of its rows (how the file was
+    written before): the same bytes, also when a column chunk of a row group is over the 1 MB page
+    size (pages cut within it; a flat and a nested column).  The rows: the connections of proton,
+    rhea-with-loss and Azure SDK captures, repeated to 20,000."""
+    import io
+    import itertools
+    import random
+
+    import pyarrow as pa
+
+    from amqp_dissect.pipelines.runs.local import CaptureSource, run_analysis
+    from amqp_dissect.pipelines.writers import tables as writers
+    from amqp_dissect.results.tables import arrow_schema, record_batch
+
+    base = []
+    for name in ("anonymous.pcap", "loss/kernel_loss.pcap", "messages/azure_cbs.pcap", "attach_errors.pcap"):
+        base += run_analysis(CaptureSource([str(ROOT / "samples" / name)]), rows=False).analyzer.connection_rows()
+    n = 20000
+
+    def rows():
+        rnd = random.Random(7)
+        for i in range(n):
+            r = dict(base[i % len(base)])
+            if wide:
+                r["tls_note"] = f"n{rnd.randrange(10**6)}" * rnd.randrange(1, 60)
+                r["errors"] = [{"condition": "amqp:internal-error", "scope": "connection", "side": "client",
+                                "description": f"d{rnd.randrange(10**6)}" * rnd.randrange(1, 40),
+                                "channel": None, "link": None}] * rnd.randrange(0, 3)
+            yield r
+
+    import threading
+
+    groups = []  # (written by this thread, chunks of a column) of each row group
+    real_write = pq.ParquetWriter.write_table
+
+    def write_group(self, table, *a, **kw):
+        groups.append((threading.current_thread() is threading.main_thread(), table.column(0).num_chunks))
+        return real_write(self, table, *a, **kw)
+
+    got = io.BytesIO()
+    with monkeypatch.context() as m:
+        m.setattr(pq.ParquetWriter, "write_table", write_group)
+        assert writers.write_table(rows(), "connections", "parquet", got) == n
+    parts = -(-writers.BATCH_ROWS // writers.PARQUET_PART_ROWS)
+    assert groups == [(True, parts), (True, parts), (True, -(-(n % writers.BATCH_ROWS) // writers.PARQUET_PART_ROWS))]
+    want = io.BytesIO()
+    it = rows()
+    with pq.ParquetWriter(want, arrow_schema("connections")) as w:
+        while chunk := list(itertools.islice(it, writers.BATCH_ROWS)):
+            w.write_table(pa.Table.from_batches([record_batch(chunk, "connections")]))
+    meta = pq.ParquetFile(io.BytesIO(got.getvalue())).metadata
+    assert meta.num_rows == n and meta.num_row_groups == 3
+    group = meta.row_group(0)
+    biggest = max(group.column(i).total_uncompressed_size for i in range(group.num_columns))
+    assert (biggest > 1 << 20) == wide
+    assert got.getvalue() == want.getvalue()
