@@ -6,6 +6,8 @@ sys.path, so that ``import pcapbuild`` or ``from test_state import Script`` work
 its own as in the whole suite.  Scripts run directly (tests/benchmarks/benchmark.py,
 tests/fuzz/fuzz_run.py, ...) put the folders they need on sys.path themselves."""
 
+import ast
+import functools
 import os
 import sys
 
@@ -21,17 +23,54 @@ import pytest  # noqa: E402
 
 
 # The groups of tests that take longest, by far, for the few tests they hold: the Spark session's
-# (a JVM, then Spark jobs) and the benchmark script's smoke run (some 50 child processes).  The
+# (a JVM, then Spark jobs), the install test's (fresh venvs, pip), the benchmark script's smoke run
+# (some 50 child processes) and the tests that start JVMs of their own (SESSION_APART, below).  The
 # workers are handed whole groups, the biggest first (below): these go first, so that they do not
 # come last and leave the other core idle while they end.
-LONG_GROUPS = ("spark", "tests/cli/test_archive_growth.py", "tests/benchmarks/test_benchmark_script.py")
+LONG_GROUPS = ("spark", "tests/cli/test_install.py", "tests/cli/test_archive_growth.py",
+               "tests/spark/test_start_stop.py", "tests/benchmarks/test_benchmark_script.py",
+               "tests/spark/test_zygote.py", "tests/spark/test_session.py")
+
+
+# Files of tests/spark/ most of whose tests need no Spark session of the run's (they test the parts
+# that plan or start Spark, and some start a JVM of their own: two tests of test_start_stop.py take
+# about 25 s each on an idle machine).  Only their tests that take the session fixture join the
+# "spark" group; the others are a group of their own per file, so they run on the other worker
+# while the session's group runs (the session's group is the longest: it came last, alone).  None
+# of these files has a fixture wider than a test, so nothing is made twice.
+SESSION_APART = ("tests/spark/test_spark.py", "tests/spark/test_session.py", "tests/spark/test_start_stop.py",
+                 "tests/spark/test_zygote.py")
+
+
+@functools.lru_cache(maxsize=None)
+def session_tests(path: str) -> frozenset:
+    """The tests of a test file that take the Spark session fixture, read from its source: a
+    test function with a ``spark`` argument, or one with an argument naming a fixture of the same
+    file that does (and so on).  pytest_collection_modifyitems checks the result against the
+    fixtures pytest resolved."""
+    with open(os.path.join(ROOT, path)) as f:
+        tree = ast.parse(f.read())
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+
+    def takes_spark(name: str, seen: frozenset) -> bool:
+        if name == "spark":
+            return True
+        node = functions.get(name)
+        return node is not None and any(takes_spark(a.arg, seen | {name}) for a in node.args.args
+                                        if a.arg not in seen)
+
+    return frozenset(n for n in functions if n.startswith("test_") and takes_spark(n, frozenset()))
 
 
 def group_of(nodeid: str) -> str:
     """The group of a test, by its id alone (what pytest-xdist's scheduler sees): "spark" for the
     tests with "spark" in their id (tests/spark/, a file or a test named so: every test of the Spark
-    session fixture is, pytest_collection_modifyitems checks it), else the test's file."""
-    return "spark" if "spark" in nodeid else nodeid.split("::", 1)[0]
+    session fixture is, pytest_collection_modifyitems checks it) but the SESSION_APART files' tests
+    that do not take the session, else the test's file."""
+    path, _, name = nodeid.partition("::")
+    if path in SESSION_APART:
+        return "spark" if name.split("[", 1)[0] in session_tests(path) else path
+    return "spark" if "spark" in nodeid else path
 
 
 def pytest_configure(config):

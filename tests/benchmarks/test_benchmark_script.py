@@ -23,6 +23,9 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "tests", "benchmarks", "benchmark.py")
 TSHARK = shutil.which("tshark")
+# it checks the benchmark script (the captures it builds, its arithmetic and JSON); the analyses it times
+# print to /dev/null and only their exit status is read: CI runs it in its compiled pass only (no_twin)
+pytestmark = pytest.mark.no_twin
 
 
 def _tshark_or_fail_under_ci() -> str | None:

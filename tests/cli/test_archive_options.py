@@ -13,6 +13,10 @@ from amqp_dissect.pipelines.options import ARCHIVE_OPTIONS, DEFAULT_SPLIT_SIZE, 
 pytest.importorskip("pyspark")
 from amqp_dissect.pipelines.spark import submit  # noqa: E402
 
+# options and refusals before any work (cli/, pipelines/options.py): no hot module runs, CI's pure
+# pass leaves these out (no_twin)
+pytestmark = pytest.mark.no_twin
+
 
 def _click_options():
     import typer

@@ -27,6 +27,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SAMPLES = sorted(glob.glob(os.path.join(ROOT, "samples", "*.pcap")))
 IN_CI = os.environ.get("CI", "").lower() not in ("", "0", "false")
 EXT = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+# Every test but the first sets the mode of what it runs itself (a child's environment, a build in a
+# copy of the tree, the finder with the variable removed), so it runs the same in CI's two passes:
+# marked no_twin, it runs in the compiled pass only (.ci/run).  The first checks the mode of the
+# process the suite runs in, so it runs in both.
+NO_TWIN = pytest.mark.no_twin
 COMMANDS = {
     "frames": ["frames"],
     "frames-V": ["frames", "-V"],
@@ -85,6 +90,7 @@ def test_hot_modules_in_this_process_follow_the_mode():
             assert mod.__file__.endswith(EXT) == _fresh_extension_beside(source), mod.__file__
 
 
+@NO_TWIN
 def test_the_environment_variable_forces_every_hot_module_to_python():
     files = _probe(pure=True)
     assert sorted(files) == sorted(HOT_MODULES)
@@ -95,6 +101,7 @@ def test_the_environment_variable_forces_every_hot_module_to_python():
     assert version.stdout == f"amqp-dissect {dissector.__version__}, pure Python\n"
 
 
+@NO_TWIN
 def test_without_the_variable_the_compiled_modules_run():
     files = _probe(pure=False)
     compiled = [m for m, f in files.items() if f.endswith(EXT)]
@@ -124,6 +131,7 @@ def _fake_tree(tmp_path, with_setup: bool, extension_newer: bool):
     return str(pkg), str(source)
 
 
+@NO_TWIN
 def test_a_stale_extension_in_a_source_checkout_yields_to_its_edited_source(tmp_path, monkeypatch):
     monkeypatch.delenv(dissector.PURE_PYTHON_ENV, raising=False)
     finder = dissector._HotModuleFinder(["pkg.hot"])
@@ -134,6 +142,7 @@ def test_a_stale_extension_in_a_source_checkout_yields_to_its_edited_source(tmp_
     assert finder.find_spec("pkg.other", [pkg]) is None
 
 
+@NO_TWIN
 def test_one_stale_extension_sends_every_hot_module_to_its_source(tmp_path, monkeypatch):
     """A compiled module is built against the others' declarations (the dissector's against the
     reader's gate class, say): one edited module loaded from its source beside a compiled one
@@ -169,6 +178,7 @@ def test_one_stale_extension_sends_every_hot_module_to_its_source(tmp_path, monk
         assert finder.find_spec("pkg.hot", [pkg]) is None
 
 
+@NO_TWIN
 def test_a_fresh_extension_or_an_installed_one_is_left_to_the_normal_import(tmp_path, monkeypatch):
     monkeypatch.delenv(dissector.PURE_PYTHON_ENV, raising=False)
     finder = dissector._HotModuleFinder(["pkg.hot"])
@@ -182,6 +192,7 @@ def test_a_fresh_extension_or_an_installed_one_is_left_to_the_normal_import(tmp_
     assert finder.find_spec("pkg.hot", [fresh]).origin.endswith("hot.py")
 
 
+@NO_TWIN
 def test_the_cython_shim_only_defines_names_cython_has():
     import Cython.Shadow as shadow
 
@@ -193,6 +204,7 @@ def test_the_cython_shim_only_defines_names_cython_has():
     assert _cython_shim.compiled is False
 
 
+@NO_TWIN
 def test_the_hot_modules_run_without_cython_installed():
     # `import cython` fails: the modules must fall back to dissector/_cython_shim.py
     code = ("import sys; sys.modules['cython'] = None; sys.modules['Cython'] = None\n"
@@ -218,6 +230,7 @@ def _setup_namespace(monkeypatch):
     return namespace, seen
 
 
+@NO_TWIN
 def test_each_compiled_module_gets_its_measured_gcc_level(monkeypatch):
     """The hot list's FULLY_OPTIMIZED modules get HOT_LEVEL, every other one COLD_LEVEL, last on
     gcc's line (the last -O wins: Python's own CFLAGS come first and say -O3)."""
@@ -235,6 +248,7 @@ def test_each_compiled_module_gets_its_measured_gcc_level(monkeypatch):
         assert args == [hot["HOT_LEVEL"] if name in hot["FULLY_OPTIMIZED"] else hot["COLD_LEVEL"]], name
 
 
+@NO_TWIN
 def test_a_module_taken_off_the_hot_list_loses_its_old_build(tmp_path, monkeypatch):
     """An extension module left from an older build beside a .py that is no longer compiled would
     be imported instead of the .py (and the hot-module finder looks at the listed ones only)."""
@@ -307,6 +321,7 @@ def both_modes(tmp_path_factory):
     return runs
 
 
+@NO_TWIN
 def test_the_two_runs_really_are_in_different_modes(both_modes):
     assert both_modes["pure"][1]["compiled"] == []
     compiled = both_modes["compiled"][1]["compiled"]
@@ -314,6 +329,7 @@ def test_the_two_runs_really_are_in_different_modes(both_modes):
         assert compiled == list(HOT_MODULES)
 
 
+@NO_TWIN
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_compiled_and_pure_output_are_byte_identical(both_modes, case):
     (c_dir, c_index), (p_dir, p_index) = both_modes["compiled"], both_modes["pure"]
@@ -325,6 +341,7 @@ def test_compiled_and_pure_output_are_byte_identical(both_modes, case):
     assert (c_dir / f"{case}.out").stat().st_size > 0
 
 
+@NO_TWIN
 @pytest.mark.skipif(sys.platform != "linux" or shutil.which("gcc") is None, reason="the forked build is Linux's")
 def test_the_build_translates_and_compiles_module_by_module_and_one_failure_stays_python(tmp_path):
     """setup.py's build on Linux, run as pip runs it: each worker translates a module with Cython and

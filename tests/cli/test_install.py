@@ -26,7 +26,8 @@ import pytest
 
 from amqp_dissect.cli.common import EXIT_EXTRA
 
-pytestmark = pytest.mark.install
+# the venvs it builds are its own (no_twin: CI runs it in its compiled pass only)
+pytestmark = [pytest.mark.install, pytest.mark.no_twin]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLE = os.path.join(ROOT, "samples", "outcomes.pcap")

@@ -18,6 +18,9 @@ import pytest
 
 from test_docs import ROOT
 
+# the docs against the code's registries and sources: no hot module runs (CI's pure pass leaves them out)
+pytestmark = pytest.mark.no_twin
+
 
 class Figure(NamedTuple):
     """A figure of a page: ``pattern``'s groups give it, ``expected()`` what the code says."""

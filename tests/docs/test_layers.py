@@ -22,6 +22,9 @@ import pytest
 
 from test_docs import ROOT
 
+# the docs against the code's registries and sources: no hot module runs (CI's pure pass leaves them out)
+pytestmark = pytest.mark.no_twin
+
 PACKAGE = "amqp_dissect"
 PRIVATE_IMPORTS_MAX = 10  # issue 42: "at most 10 private imports across modules, each explained"
 
