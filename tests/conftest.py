@@ -109,7 +109,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         group = group_of(item.nodeid)
         if "spark" in getattr(item, "fixturenames", ()) and group != "spark":
-            raise pytest.UsageError(f"{item.nodeid} uses the Spark session: put 'spark' in its name (tests/conftest.py)")
+            raise pytest.UsageError(f"{item.nodeid} uses the Spark session outside its group: put 'spark' in its "
+                                   "name, or take the session as an argument (tests/conftest.py: group_of)")
         groups.setdefault(group, []).append(item)
     if getattr(config.option, "loadgroup", False):
         def rank(group):
