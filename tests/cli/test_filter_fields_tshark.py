@@ -43,6 +43,11 @@ pytestmark = pytest.mark.skipif((TSHARK is None or MERGECAP is None) and not os.
                                 reason="tshark / mergecap are not installed (tests/install-deps.sh installs them)")
 SHOWN = (Frame, ProtocolHeader, StreamNote, PacketNote)  # the events a frames line shows
 A = "amqp.performative.arguments."
+# The tests against tshark's fields check dissector/filter.py (not a hot module) on the frames the
+# module fixture ``ours`` made once: the hot modules only make that input, and tests/cli/test_compiled.py
+# proves it byte-identical in both modes (frames -V and jsonl of every sample).  CI runs them in its
+# compiled pass only (no_twin); the tests below that run a command on a capture run in both.
+NO_TWIN = pytest.mark.no_twin
 
 
 def tshark(*args) -> str:
@@ -200,6 +205,7 @@ TABLE = [
 IDS = [row[0] for row in TABLE]
 
 
+@NO_TWIN
 def test_the_table_covers_every_field():
     ours = {n for n, f in FIELDS.items() if f.alias_of is None or not n.startswith("amqp.") and "." in n
             and n.split(".")[0] == "frame"}  # (Wireshark's other names: test_fields_aliases.py)
@@ -230,6 +236,7 @@ def _isnum(v: str) -> bool:
         return False
 
 
+@NO_TWIN
 @pytest.mark.parametrize("name, tname, kind, conv", TABLE, ids=IDS)
 def test_field_matches_tshark(merged, ours, theirs_fields, name, tname, kind, conv):
     # the field alone: present (tshark: present at all; ours: present and not null)
@@ -271,6 +278,7 @@ def test_field_matches_tshark(merged, ours, theirs_fields, name, tname, kind, co
         assert our_packets(ours, f"{name} contains {part}") == their_packets(merged, f"{tname} contains {part}", name), name
 
 
+@NO_TWIN
 def test_source_and_target_address_are_tsharks_address(merged, ours, theirs_fields):
     """tshark has one field for both addresses (``arguments.address.string``): ours together."""
     t = A + "address.string"
@@ -289,6 +297,7 @@ def test_source_and_target_address_are_tsharks_address(merged, ours, theirs_fiel
 # --------------------------------------------------------------------------- the frame's own fields
 
 
+@NO_TWIN
 @pytest.mark.parametrize("end", ["src", "dst"])
 def test_src_and_dst_are_tsharks_address_and_port(merged, ours, theirs_fields, end):
     theirs = {}
@@ -303,6 +312,7 @@ def test_src_and_dst_are_tsharks_address_and_port(merged, ours, theirs_fields, e
                                                                                f"tcp.{end}port == 5672")
 
 
+@NO_TWIN
 @pytest.mark.parametrize("perf", ["open", "begin", "attach", "flow", "transfer", "disposition", "detach", "end",
                                   "close", "sasl-mechanisms", "sasl-init", "sasl-outcome"])
 def test_performative_is_tsharks_performative_code(merged, ours, perf):
@@ -311,6 +321,7 @@ def test_performative_is_tsharks_performative_code(merged, ours, perf):
     assert our_packets(ours, f"performative == {perf}") == their_packets(merged, f"{tfield} == {code}")
 
 
+@NO_TWIN
 @pytest.mark.parametrize("ours_f, theirs_f", [
     ("type == header", "amqp.init.protocol"),
     ("type == amqp", "amqp.type == 0 && amqp.length > 8"),  # (a heartbeat is an empty AMQP frame)
