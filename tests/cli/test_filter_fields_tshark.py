@@ -50,8 +50,7 @@ A = "amqp.performative.arguments."
 NO_TWIN = pytest.mark.no_twin
 # but for the fields whose comparison runs a hot module's code (amqp/codec.py's Described.__eq__, on
 # a traced pure run: the terminus, delivery state and error fields), and the derived fields (the
-# outcome compares delivery states):
-# those run in both passes
+# outcome compares delivery states): those run in both passes
 TWIN_COMPARED = {"source", "target", "state", "error"}
 
 
