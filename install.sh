@@ -27,7 +27,9 @@ if [ ! -x .venv/bin/python ]; then
     $SUDO apt-get update -qq
     $SUDO apt-get install -y -qq python3-venv >/dev/null
   fi
-  "$PY" -m venv .venv
+  # without pip: ensurepip would install pip and a setuptools too old for the build, each byte-compiled
+  # (7 s of CPU, before anything else can start); pip comes with the build's requirements below
+  "$PY" -m venv --without-pip .venv
 fi
 TARGET="."
 [ -n "$EXTRAS" ] && TARGET=".[$EXTRAS]"
@@ -41,7 +43,15 @@ PIP=(.venv/bin/python -m pip install -q --disable-pip-version-check)
 BUILD_REQUIRES=$(.venv/bin/python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))')
 mapfile -t BUILD_REQUIRES <<<"$BUILD_REQUIRES"
 HAD_CYTHON=$(.venv/bin/python -c 'import importlib.util; print(int(importlib.util.find_spec("Cython") is not None))')
-"${PIP[@]}" "${BUILD_REQUIRES[@]}"
+# (not byte-compiled: the build imports a small part of them, and writes that part's bytecode itself)
+if .venv/bin/python -c 'import pip' >/dev/null 2>&1; then
+  "${PIP[@]}" --no-compile "${BUILD_REQUIRES[@]}"
+elif ! "$PY" -m pip --python .venv/bin/python install -q --disable-pip-version-check --no-compile \
+    pip "${BUILD_REQUIRES[@]}" >/dev/null 2>&1; then
+  # no pip beside $PY, or one older than 22.3 (--python): the venv's own, from ensurepip
+  .venv/bin/python -m ensurepip -q
+  "${PIP[@]}" --no-compile "${BUILD_REQUIRES[@]}"
+fi
 mkdir -p build
 (
   AMQP_DISSECT_NO_COMPILE=1 "${PIP[@]}" --no-build-isolation -e "$TARGET"
