@@ -54,7 +54,11 @@ elif ! "$PY" -m pip --python .venv/bin/python install -q --disable-pip-version-c
 fi
 mkdir -p build
 (
-  AMQP_DISSECT_NO_COMPILE=1 "${PIP[@]}" --no-build-isolation -e "$TARGET"
+  # (its output to build/pip.log, shown if it fails: the newer pip shows setuptools' warnings even with -q)
+  if ! AMQP_DISSECT_NO_COMPILE=1 "${PIP[@]}" --no-build-isolation -e "$TARGET" >build/pip.log 2>&1; then
+    cat build/pip.log >&2
+    exit 1
+  fi
   # the bytecode of the project's own modules, written once here: an editable install leaves it to the
   # first run, and where PYTHONDONTWRITEBYTECODE is set (container images often set it) every run would
   # compile every module again (0.25 s of CPU against 0.11 s for `report` on a small capture)
