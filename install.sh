@@ -27,13 +27,56 @@ if [ ! -x .venv/bin/python ]; then
     $SUDO apt-get update -qq
     $SUDO apt-get install -y -qq python3-venv >/dev/null
   fi
-  "$PY" -m venv .venv
+  # without pip: ensurepip would install pip and a setuptools too old for the build, each byte-compiled
+  # (7 s of CPU, before anything else can start); pip comes with the build's requirements below
+  "$PY" -m venv --without-pip .venv
 fi
 TARGET="."
 [ -n "$EXTRAS" ] && TARGET=".[$EXTRAS]"
-.venv/bin/python -m pip install -q --disable-pip-version-check -e "$TARGET"
-# the bytecode of the project's own modules, written once here: an editable install leaves it to the
-# first run, and where PYTHONDONTWRITEBYTECODE is set (container images often set it) every run would
-# compile every module again (0.25 s of CPU against 0.11 s for `report` on a small capture)
-.venv/bin/python -m compileall -q -j 0 dissector pipelines cli >/dev/null
+PIP=(.venv/bin/python -m pip install -q --disable-pip-version-check)
+# The build runs in the venv, not in an environment of pip's own: its requirements (pyproject.toml's
+# [build-system] requires: setuptools, Cython) go into the venv first.  Then two things at once: the
+# compile of the hot modules in place (setup.py build_ext --inplace: two workers, the two cores) and
+# pip installing the project (editable, not compiling) with its dependencies, then the bytecode (one
+# process, mostly unpacking).  In sequence, as `pip install -e .` does it, the dependencies and pip's
+# build environment kept a core idle before the compile began (see docs/performance.md, the install).
+BUILD_REQUIRES=$(.venv/bin/python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))')
+mapfile -t BUILD_REQUIRES <<<"$BUILD_REQUIRES"
+HAD_CYTHON=$(.venv/bin/python -c 'import importlib.util; print(int(importlib.util.find_spec("Cython") is not None))')
+# (not byte-compiled: the build imports a small part of them, and writes that part's bytecode itself)
+if .venv/bin/python -c 'import pip' >/dev/null 2>&1; then
+  "${PIP[@]}" --no-compile "${BUILD_REQUIRES[@]}"
+elif ! "$PY" -m pip --python .venv/bin/python install -q --disable-pip-version-check --no-compile \
+    pip "${BUILD_REQUIRES[@]}" >/dev/null 2>&1; then
+  # no pip beside $PY, or one older than 22.3 (--python): the venv's own, from ensurepip
+  .venv/bin/python -m ensurepip -q
+  "${PIP[@]}" --no-compile "${BUILD_REQUIRES[@]}"
+fi
+mkdir -p build
+(
+  # (its output to build/pip.log, shown if it fails: the newer pip shows setuptools' warnings even with -q)
+  if ! AMQP_DISSECT_NO_COMPILE=1 "${PIP[@]}" --no-build-isolation -e "$TARGET" >build/pip.log 2>&1; then
+    cat build/pip.log >&2
+    exit 1
+  fi
+  # the bytecode of the project's own modules, written once here: an editable install leaves it to the
+  # first run, and where PYTHONDONTWRITEBYTECODE is set (container images often set it) every run would
+  # compile every module again (0.25 s of CPU against 0.11 s for `report` on a small capture)
+  .venv/bin/python -m compileall -q -j 0 dissector pipelines cli >/dev/null
+) &
+INSTALLING=$!
+# the compile's own output (Cython's, gcc's) goes to build/compile.log; the modules that stay Python
+# (no compiler, no Python headers) are counted here, and --version below says what runs
+if ! .venv/bin/python setup.py -q build_ext --inplace >build/compile.log 2>&1; then
+  echo "amqp-dissect: the build failed (see build/compile.log); it runs as pure Python" >&2
+fi
+PURE=$(grep -c "^WARNING (amqp-dissect).*stays pure Python" build/compile.log || true)
+[ "${PURE:-0}" -gt 0 ] && echo "amqp-dissect: $PURE hot modules stay pure Python (why: build/compile.log)" >&2
+wait "$INSTALLING"
+# Cython stays only where it was or an extra asks for it (test): a hot module that runs as Python (no
+# compiler) imports Cython's shadow module when Cython is installed (14 ms a run), the project's shim
+# otherwise
+if [ "$HAD_CYTHON" = 0 ] && [[ ",$EXTRAS," != *",test,"* ]]; then
+  .venv/bin/python -m pip uninstall -q -y Cython >/dev/null 2>&1 || true
+fi
 .venv/bin/amqp-dissect --version

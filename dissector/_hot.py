@@ -94,6 +94,28 @@ Measured next and not adopted yet (on a machine at load 8 to 16, so gcc's CPU ti
   module init 3% / 2%.  No one directive removes a large share: the lever left is the level, the
   16 modules at -O2 being about 180 of the 250 s, each halved at -O1 for 7 to 21% more
   instructions in its own code.
+
+The fourth round (issue 41; C lines from `cython` on each module alone, gcc's time per 1,000 lines
+as above; the machine at load 10 to 19 all along, so no gcc timing or cache simulation was taken):
+- auto_pickle=False (no generated __reduce_cython__/__setstate_cython__) shrinks a module's C only
+  where it has cdef classes with picklable fields: entities 58,309 -> 50,213 lines (-13.9%),
+  events 31,144 -> 24,238 (-22%), render.frames 65,441 -> 60,518 (-7.5%), pcap 48,915 -> 45,054
+  (-7.9%), framing 72,138 -> 67,336 (-6.7%), shard 21,524 -> 20,345, connection 37,707 -> 36,475;
+  netparse and rows not at all.  The archive's checkpoint pickles the flows' state: its files
+  name classes of codec, framing, scan, tcp, dissect, connection, credit, deliveries, delivery,
+  entities, findings, links, machine, sessions, settlement, stall_rules, stats, transactions,
+  transfers, window, analytics and diagnoses, so those keep it.  What is left, render.frames
+  (made and used in the CLI's process; -j forks), pcap, shard and events (whose CaptureRecord
+  the archive's stage 2 makes; that it is never pickled is not checked), is about 17,000 lines,
+  some 3 to 4 s of gcc's CPU, under 2 s of the install's wall time: not done.
+- binding=False: framing 72,138 -> 70,896 lines (-1.7%), entities -4.5%, connection -5.3%,
+  render.frames -3.3%: about 3% of the compile, some 6 s of CPU.  Module-level def functions
+  and cdef classes' methods become builtins (no inspect.signature, no __defaults__, no
+  attributes set on them); a def in a Python class stays a Cython function (checked).  A change
+  of behaviour to audit against every user first: not done.
+- The install around the compile (install.sh; docs/performance.md, the install): the build's
+  requirements go into the venv (made without ensurepip's pip and old setuptools), the compile
+  runs in place on both cores while pip installs the project and its dependencies beside it.
 """
 
 HOT_MODULES = (

@@ -217,3 +217,39 @@ def test_the_parquet_extra_writes_parquet_without_numpy(light, tmp_path):
         meta_a, meta_b = (json.loads(t.schema.metadata[b"pandas"]) for t in (a, b))
         assert meta_a.pop("pandas_version") is None and meta_b.pop("pandas_version")
         assert meta_a == meta_b
+
+
+def test_install_sh_from_a_fresh_clone_installs_a_working_cli(tmp_path):
+    """README's first command on the files a fresh clone has (nothing built, no venv), the compile
+    skipped (AMQP_DISSECT_NO_COMPILE=1: the build still runs, in place, beside pip's install):
+    install.sh says the version and `pure Python`, the venv's report of a sample is the development
+    install's, the build's log is kept (build/compile.log), and the venv keeps neither Cython (only
+    the build needed it: run as Python, the hot modules would import its shadow module) nor a
+    setuptools older than pyproject's build requirement (the venv is made without ensurepip's)."""
+    src = tmp_path / "clone"
+    os.makedirs(src)
+    for name in ("pyproject.toml", "setup.py", "README.md", "install.sh"):
+        shutil.copy2(os.path.join(ROOT, name), src / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.so", "*.c", "*.pyc")
+    for name in ("dissector", "pipelines", "cli"):
+        shutil.copytree(os.path.join(ROOT, name), src / name, ignore=ignore)
+    env = dict(os.environ, AMQP_DISSECT_NO_COMPILE="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    for name in ("PYTHONPATH", "VIRTUAL_ENV", "AMQP_DISSECT_PURE_PYTHON"):
+        env.pop(name, None)
+    out = subprocess.run(["bash", str(src / "install.sh")], capture_output=True, text=True, env=env,
+                         timeout=1800)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "amqp-dissect 0.1.0, pure Python", out.stdout
+    assert (src / "build" / "compile.log").is_file()
+    venv = src / ".venv"
+    mine = _run(venv, ["report", SAMPLE], env=env)
+    dev = _dev(["report", SAMPLE])
+    assert mine.returncode == 0 and dev.returncode == 0, mine.stderr + dev.stderr
+    assert mine.stdout == dev.stdout and "AMQP 1.0 capture report" in mine.stdout
+    probe = ("import importlib.metadata as m, importlib.util as u; "
+             "print(u.find_spec('Cython') is None, m.version('setuptools'))")
+    found = subprocess.run([str(venv / "bin" / "python"), "-c", probe], capture_output=True, text=True,
+                           timeout=120, cwd=str(tmp_path))
+    no_cython, setuptools = found.stdout.split()
+    assert no_cython == "True"
+    assert int(setuptools.split(".")[0]) >= 68
