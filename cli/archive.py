@@ -46,36 +46,57 @@ def archive(paths, out, master, conf, packages, executor_memory, driver_memory, 
     files = _local_files(paths)
     keylog = load_keylog(keylog, notes=False)  # (its secrets are shipped to the executors as text)
     _check_out(out)
-    directory = _plan_directory(out, paths, files, full, dry_run,
-                                dict(ports=port, frames=frames, window=window, messages=messages))
+    plan = _plan_directory(out, paths, files, full, dry_run,
+                           dict(ports=port, frames=frames, window=window, messages=messages))
 
     from pyspark.sql import SparkSession
 
-    from amqp_dissect.pipelines import spark as sj
-
     own = SparkSession.getActiveSession() is None  # (a session of this process is left running)
     spark = _session(dict(master=master, conf=pairs, driver_memory=driver_memory, executor_memory=executor_memory),
-                     own)
+                     own, out if plan is not None and not plan.full else None)
     started = time.time()
     try:
         res = _run_job(spark, files, dict(paths=paths, out=str(out), split_size=size, window=window, frames=frames,
                                           partitions=partitions, ports=port or [], keylog=keylog, messages=messages),
-                       directory=directory, full=full)
-    except Fail:
-        if own:
-            sj.stop_session(spark, end_jvm=True)
-        raise
+                       directory=plan is not None, full=full)
+    except BaseException as e:
+        raise _ended(spark, own, e) from None
     if res.get("stats", {}).get("timings"):  # (the plan and the JVM's and Spark's start, before the job's steps)
         res["stats"]["timings"] = {"start": round(started - entered, 3), **res["stats"]["timings"]}
     try:
         _print_summary(spark, res, len(files))
-    finally:
-        if own:  # (stopped once the summary is read back; the JVM too: this process ends)
-            sj.stop_session(spark, end_jvm=True)
-            common.exit_quickly()
+    except BaseException as e:
+        raise _ended(spark, own, e) from None
+    _ended(spark, own)  # (stopped once the summary is read back; the JVM too: this process ends)
     for path, err in res["errors"]:
         print(f"amqp-dissect: {path}: {err}", file=sys.stderr)
     raise typer.Exit(EXIT_DAMAGED if res["errors"] else EXIT_OK)
+
+
+def _ended(spark, own: bool, error: BaseException | None = None) -> BaseException | None:
+    """The end of the job's Spark session when ``own`` (this process started it; the JVM too: this
+    process ends): after a run that went well (no ``error``) the JVM's log is removed; after a
+    failure it is kept, and the error to raise names it (a one-line failure: the same line with the
+    log's path, the session stopped; any other exception, a bug: the line cli.main prints for one,
+    unless AMQP_DISSECT_DEBUG asks for its traceback; a KeyboardInterrupt as it is)."""
+    if not own:
+        return error
+    from amqp_dissect.pipelines.spark_runtime.session import finish_spark_log, stop_session
+
+    if error is None:
+        stop_session(spark, end_jvm=True)
+        common.exit_quickly()
+        finish_spark_log(True)
+        return None
+    if isinstance(error, Fail):  # (any other exception ends the process, and the JVM with its pipe)
+        stop_session(spark, end_jvm=True)
+    log = finish_spark_log(False)
+    if log is None or not isinstance(error, Exception) or os.environ.get("AMQP_DISSECT_DEBUG"):
+        return error
+    if isinstance(error, Fail):
+        return Fail(error.code, f"{error} (Spark's log: {log})")
+    return Fail(common.EXIT_INTERNAL, f"internal error: {type(error).__name__}: {error} (a bug; "
+                                      f"AMQP_DISSECT_DEBUG=1 shows details; Spark's log: {log})")
 
 
 # typer reads archive's parameters from the archive job's declarations (shared with spark-submit's entry)
@@ -97,10 +118,10 @@ def _local_files(paths: list[str]) -> list[str]:
         raise Fail(input_error_exit(e.code), str(e)) from None
 
 
-def _plan_directory(out: str, paths: list, files: list, full: bool, dry_run: bool, options: dict) -> bool:
+def _plan_directory(out: str, paths: list, files: list, full: bool, dry_run: bool, options: dict):
     """The plan of a run into the archive directory ``--out`` (a local path), printed, before any
     Spark: a changed or vanished file or other options: one line and exit 2; ``--dry-run`` or
-    nothing new: exit 0 here, nothing written.  False for a Hadoop URI ``--out`` (a whole run,
+    nothing new: exit 0 here, nothing written.  None for a Hadoop URI ``--out`` (a whole run,
     written as before)."""
     from amqp_dissect.capture.tcp import IDLE_TIMEOUT
     from amqp_dissect.pipelines.archive.directory import ArchiveDir, Refused, option_values, plan_run
@@ -112,7 +133,7 @@ def _plan_directory(out: str, paths: list, files: list, full: bool, dry_run: boo
                   f"{len([p for p in paths if not is_local(p)])} URI(s), the tables of {out} replaced "
                   "(a Hadoop URI --out is written whole by every run)")
             raise typer.Exit(EXIT_OK)
-        return False
+        return None
     remote = [p for p in paths if not is_local(p)]
     try:
         plan = plan_run(ArchiveDir(local_path(out)), files, option_values(idle_timeout=IDLE_TIMEOUT, **options), full,
@@ -128,7 +149,7 @@ def _plan_directory(out: str, paths: list, files: list, full: bool, dry_run: boo
             print(f"(--dry-run: nothing run, nothing written to {out})")
         raise typer.Exit(EXIT_OK)
     sys.stdout.flush()
-    return True
+    return plan
 
 
 def _check_out(out: str) -> None:
@@ -139,19 +160,26 @@ def _check_out(out: str) -> None:
         raise _fail("EXIT_USAGE", f"--out {out}: exists and is not a directory")
 
 
-def _session(settings: dict, own: bool):
+def _session(settings: dict, own: bool, resumes: str | None = None):
     """The Spark session of the job (started in the background when ``own``: no session of this
-    process runs; the driver's imports are made meanwhile); the spark extra checked whole while
+    process runs; the driver's imports are made meanwhile, and the checkpoint of the archive
+    directory ``resumes``, a run that continues, is loaded); the spark extra checked whole while
     the JVM starts (one line and exit 6, the session stopped, without it)."""
     from amqp_dissect.pipelines import spark as sj
 
     starting = _Starting(settings, background=own)
     missing = common.missing_extra("spark")  # (imported now, while the JVM starts)
     _job_imports()
+    if resumes is not None and own and not missing:
+        from amqp_dissect.pipelines.spark.archive_dir import prefetch_checkpoint
+        from amqp_dissect.pipelines.spark_runtime.fs import local_path
+
+        prefetch_checkpoint(local_path(resumes))
     spark = starting.session()
     if missing:
         if own:
             sj.stop_session(spark, end_jvm=True)
+            sj.finish_spark_log(True)  # (the line below says all there is to say)
         common.need_extra("archive", "spark")  # (its one line and exit code)
     return spark
 

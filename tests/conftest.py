@@ -127,6 +127,9 @@ def spark():
                                                ("spark.default.parallelism", "4")])
     yield s
     s.stop()
+    from amqp_dissect.pipelines.spark_runtime.session import finish_spark_log
+
+    finish_spark_log(True)  # (the JVM's log of the test run's session: Spark's failures fail their tests)
 
 
 @pytest.fixture(autouse=True)

@@ -6,9 +6,10 @@ A run plans (:func:`~amqp_dissect.pipelines.archive.directory.plan_run`: the inp
 unchanged, changed, vanished against the committed manifest; a changed or vanished file or other
 options refuse the run, nothing written), analyses (:func:`_analyse_run`: continued from the
 checkpoint of the run before over the new files only, or a full run over every file that says
-why), writes the run's final and provisional rows flat in its staging directory, then again partitioned by day into the new
-version (the final files of the version before it kept as hard links, when the run continued
-from its checkpoint), computes the summaries over the whole version, and publishes it
+why), writes the run's final and provisional rows partitioned by day into the new version in its
+staging directory, straight from the tables step (flat, then again by day, when the work
+directory is not local), the final files of the version before it kept as hard links when the
+run continued from its checkpoint, computes the summaries over the whole version, and publishes it
 (:meth:`~amqp_dissect.pipelines.archive.directory.ArchiveDir.publish`: one atomic rename)."""
 
 from __future__ import annotations
@@ -85,6 +86,24 @@ def _write_run_tables(spark, got: RunAnalysis, flat: str, provisional: str) -> s
     return provisional
 
 
+def _write_version_tables(spark, got: RunAnalysis, version: str, run: int, previous: str | None, flat: str,
+                          provisional: str) -> dict:
+    """The run's tables written into its new ``version``, partitioned by day: straight from the
+    tables step when the work directory is local (one Spark job), else flat under ``flat`` (and
+    ``provisional``) and again by day.  Returns table -> rows written (final and provisional)."""
+    from . import tables as T
+    from .job import write_dated_run_tables
+
+    new_rows = write_dated_run_tables(spark, got.done, version, run, previous)
+    if new_rows is not None:
+        reach("staged")  # (the tables are staged and partitioned at once)
+        return new_rows
+    prov = _write_run_tables(spark, got, flat, provisional)
+    reach("staged")
+    return T.write_dated_tables(spark, flat, version, run, list(got.done.counts), prov, meter=got.done.meter,
+                                previous=previous)
+
+
 def _cannot_continue_in(error: Exception) -> str | None:
     """The reason of a :class:`CannotContinue` raised in a Spark task (the driver gets it as the
     task's error text), or None for any other error."""
@@ -95,18 +114,59 @@ def _cannot_continue_in(error: Exception) -> str | None:
 
 
 def _load_checkpoint(plan: Plan, archive: ArchiveDir):
-    """The committed run's checkpoint, or None with ``plan`` made a full run saying why."""
+    """The committed run's checkpoint (the one :func:`prefetch_checkpoint` loaded, when it is the
+    same files), or None with ``plan`` made a full run saying why."""
     from amqp_dissect.pipelines.archive.checkpoint import CannotContinue, Checkpoint
 
     where = (plan.manifest or {}).get("checkpoint")
     if not where:
         plan.full, plan.why_full = True, NO_CHECKPOINT
         return None
+    path = os.path.join(archive.current_version(), where)
+    ready = _PREFETCHED.pop(_files_key(path), None)
+    if ready is not None:
+        return ready
     try:
-        return Checkpoint.load(os.path.join(archive.current_version(), where))
+        return Checkpoint.load(path)
     except CannotContinue as e:
         plan.full, plan.why_full = True, f"cannot continue from the checkpoint: {e}"
         return None
+
+
+_PREFETCHED: dict = {}  # _files_key of a checkpoint's directory -> the Checkpoint loaded from it
+
+
+def _files_key(directory: str) -> tuple | None:
+    """What says a checkpoint's files are the ones loaded before: each file's name, size,
+    modification time and inode (None when the directory cannot be read)."""
+    try:
+        return (os.path.realpath(directory),) + tuple(
+            (e.name, st.st_size, st.st_mtime_ns, st.st_ino)
+            for e in sorted(os.scandir(directory), key=lambda e: e.name) for st in (e.stat(),))
+    except OSError:
+        return None
+
+
+def prefetch_checkpoint(out: str) -> None:
+    """Load the checkpoint of the archive ``out``'s committed run now (the command does this while
+    the JVM starts), for the run's :func:`_load_checkpoint` to take when its files are still the
+    same (the run locks the archive after this: another run may have published in between);
+    any failure is left for that load to meet and report."""
+    from amqp_dissect.pipelines.archive.checkpoint import Checkpoint
+
+    try:
+        archive = ArchiveDir(out)
+        where = (archive.manifest() or {}).get("checkpoint")
+        if not where:
+            return
+        path = os.path.join(archive.current_version(), where)
+        key = _files_key(path)
+        cp = Checkpoint.load(path)
+        if key is not None and _files_key(path) == key:
+            _PREFETCHED.clear()
+            _PREFETCHED[key] = cp
+    except Exception:  # (the run's own load says what is wrong)
+        return
 
 
 def run_archive_dir(spark, paths, out: str, *, full: bool = False, split_size: int = DEFAULT_SPLIT_SIZE,
@@ -162,16 +222,14 @@ def _run(spark, archive: ArchiveDir, plan: Plan, options: dict, t0: float, analy
     done.clock.marks = {"plan": round(planned - t0, 3), "checkpoint": round(got.started - planned, 3),
                         **done.clock.marks}
     reach("analysed")
+    tables = list(done.counts)
+    previous = archive.current_version() if got.resumed else None
+    os.makedirs(version)
+    kept = T.keep_final_files(previous, version, tables) if got.resumed else 0
     try:
-        prov = _write_run_tables(spark, got, flat, os.path.join(staging, "provisional"))
+        new_rows = _write_version_tables(spark, got, version, run, previous, flat, os.path.join(staging, "provisional"))
     finally:
         done.cleanup(False)
-    reach("staged")
-    tables = list(done.counts)
-    os.makedirs(version)
-    kept = T.keep_final_files(archive.current_version(), version, tables) if got.resumed else 0
-    new_rows = T.write_dated_tables(spark, flat, version, run, tables, prov, meter=done.meter,
-                                    previous=archive.current_version() if got.resumed else None)
     done.mark("partition")
     reach("partitioned")
     write_summaries_local(spark, version, window, meter=done.meter)

@@ -595,6 +595,24 @@ def write_split_tables(spark, done: AnalysedRun, final_dir: str, provisional_dir
     return got
 
 
+def write_dated_run_tables(spark, done: AnalysedRun, version: str, run: int, previous: str | None = None):
+    """The tables of ``done`` written straight under the local folder ``version`` partitioned by
+    day (:func:`~.tables.write_dated_tables_local`: one Spark job, no flat files), the rows of the
+    flows carried to the next run apart, when there are any; ``previous``: the version whose rows
+    the run keeps (its connections' days count).  Returns table -> rows written, or None when the
+    work directory is not local (then the tables are written flat and again by day)."""
+    from .tables import run_connection_days, write_dated_tables_local
+
+    layer_dirs = [_direct_dir(p) for p in done.layer_paths]
+    if None in layer_dirs:
+        return None
+    days = run_connection_days(layer_dirs, done.excluded, done.counts, done.nparts, previous)
+    final, provisional = write_dated_tables_local(spark, layer_dirs, done.excluded, done.counts, done.nparts, version,
+                                                  run, bool(done.carried), days, meter=done.meter)
+    done.mark("tables")
+    return {t: final[t] + provisional[t] for t in done.counts}
+
+
 def _write_outputs(spark, done: AnalysedRun, out_uri: str, window: float, summaries: bool = True,
                    provisional: bool | None = None) -> dict | None:
     """The tables and the summaries of ``done`` written under ``out_uri`` (``done.written``:

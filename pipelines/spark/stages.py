@@ -124,13 +124,14 @@ def _worker_setup() -> None:
     _WORKER_SET.append(True)
 
 
-# test hook: the first attempt of the first task of the step named here loses its Python worker
-# (SIGKILL) after its first result, as an executor lost half way; Spark runs the task again
+# test hook: the first attempt of the first task of each step named here (comma-separated) loses
+# its Python worker (SIGKILL) after its first result, as an executor lost half way; Spark runs the
+# task again
 LOSE_TASK_AT = "AMQP_DISSECT_ARCHIVE_LOSE_TASK"
 
 
 def _loses_its_worker(step: str) -> bool:
-    if os.environ.get(LOSE_TASK_AT) != step:
+    if step not in os.environ.get(LOSE_TASK_AT, "").split(","):
         return False
     from pyspark import TaskContext
 
@@ -138,14 +139,15 @@ def _loses_its_worker(step: str) -> bool:
     return ctx is not None and ctx.partitionId() == 0 and ctx.attemptNumber() == 0
 
 
-def _lost_after_first(results):
+def _lost_after_first(results, step: str):
     import signal
 
     for out in results:
         yield out
-        mark = os.environ.get(LOSE_TASK_AT + "_MARK")  # (a file the hook leaves: the test knows it ran)
+        mark = os.environ.get(LOSE_TASK_AT + "_MARK")  # (a file the hook leaves, a line per step: the test knows it ran)
         if mark:
-            open(mark, "a").close()
+            with open(mark, "a") as f:
+                f.write(step + "\n")
         os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -162,7 +164,7 @@ def _metered(fn, acc, step: str, profile_dir):
             prof.enable()
         t = time.process_time()
         try:
-            yield from (_lost_after_first(fn(it)) if _loses_its_worker(step) else fn(it))
+            yield from (_lost_after_first(fn(it), step) if _loses_its_worker(step) else fn(it))
         finally:
             acc.add(time.process_time() - t)
             if prof is not None:

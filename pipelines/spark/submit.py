@@ -18,7 +18,7 @@ from amqp_dissect.pipelines.options import (ARCHIVE_OPTIONS, ARCHIVE_PATHS_HELP,
 
 from amqp_dissect.pipelines.spark_runtime.fs import is_local, local_path, parse_size  # noqa: F401  (parse_size: also this module's name)
 from .job import run_archive
-from amqp_dissect.pipelines.spark_runtime.session import spark_session, stop_session
+from amqp_dissect.pipelines.spark_runtime.session import finish_spark_log, spark_session, stop_session
 
 
 # --------------------------------------------------------------------------- spark-submit entry
@@ -91,11 +91,13 @@ def main(argv=None) -> int:
     try:
         res = _run(spark, a, plan, job)
     except (InputError, Refused) as e:  # (exit codes as amqp-dissect archive's)
-        print(f"amqp-dissect: {e}", file=sys.stderr)
         stop_session(spark)
+        log = finish_spark_log(False)
+        print(f"amqp-dissect: {e}" + (f" (Spark's log: {log})" if log else ""), file=sys.stderr)
         return EXIT_USAGE if isinstance(e, Refused) else input_error_exit(e.code)
     print(json.dumps({k: res.get(k) for k in SUMMARY_KEYS if k in res}, default=str))
     stop_session(spark)
+    finish_spark_log(True)
     return EXIT_DAMAGED if res["errors"] else EXIT_OK
 
 

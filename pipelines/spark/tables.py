@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from amqp_dissect.pipelines.archive import range_bounds, sorted_range_table, write_range
+from amqp_dissect.pipelines.archive import ROW_GROUP_ROWS, range_bounds, sorted_range_table, write_range
 
 from .stages import meta_frame, range_fn, metered, pack_tasks, partition_keys, table_schema
 
@@ -410,6 +410,99 @@ def _empty_table_file(flat_dir: str, table_dir: str) -> None:
                   if n.endswith(".parquet") and not n.startswith((".", "_")))
     os.makedirs(table_dir, exist_ok=True)
     shutil.copyfile(source, os.path.join(table_dir, EMPTY_FILE))
+
+
+# --------------------------------------------------------------------------- the tables written by day at once
+
+
+def _dated_range(version: str, run: int, table: str, r: int, t, suffix: str, days: dict) -> int:
+    """Range ``r`` of ``table`` (its sorted rows ``t``, an Arrow table or None) written under
+    ``version`` by day, the files :func:`write_range` then :func:`_dated_task` make of it (the
+    same rows in the archive's schema, the same names).  Returns the rows written."""
+    from amqp_dissect.pipelines.archive.tables import to_archive
+
+    if t is None or t.num_rows == 0:
+        return 0
+    return write_dated(to_archive(t, table), table, os.path.join(version, table), f"part-{run:06d}-{r:05d}{suffix}",
+                       days)
+
+
+def _dated_tables_task(layer_dirs: list, bounds: dict, excluded: list, version: str, run: int, days_of,
+                       split: bool):
+    """A task of :func:`write_dated_tables_local`: each of its ranges' chunks read once, sorted,
+    and written by day (with ``split``, the final rows and the provisional ones apart)."""
+    def fn(tasks):
+        days = days_of.value
+        for task in tasks:
+            for table, r in task:
+                if not split:
+                    t = sorted_range_table(_range_chunks(layer_dirs, table, bounds[table], r), bounds[table], excluded)
+                    yield False, table, _dated_range(version, run, table, r, t, "", days)
+                    continue
+                parts: dict = {False: [], True: []}
+                for flag, chunk in _flagged_range_chunks(layer_dirs, table, bounds[table], r, True):
+                    parts[flag].append(chunk)
+                for flag in (False, True):
+                    t = sorted_range_table(parts.pop(flag), bounds[table], excluded)
+                    yield flag, table, _dated_range(version, run, table, r, t, PROVISIONAL if flag else "", days)
+    return fn
+
+
+def run_connection_days(layer_dirs: list, excluded: list, counts: dict, nparts: int,
+                        previous: str | None = None) -> dict:
+    """connection -> the UTC day of its ``first_time`` (:func:`connection_days`), of the run's
+    connections (read on the driver from the stage-2 files, each range as its task would) and
+    of those of the version ``previous`` (the rows a continued run keeps)."""
+    import pyarrow as pa
+
+    out: dict = {}
+    bounds = _local_table_bounds(layer_dirs, {"connections": counts["connections"]}, nparts)["connections"]
+    for r in range(len(bounds) + 1):
+        t = sorted_range_table(_range_chunks(layer_dirs, "connections", bounds, r), bounds, excluded)
+        if t is not None and t.num_rows:
+            days = _day_names(t.column("first_time").cast(pa.int64()))
+            out.update((c, day) for c, day in zip(t.column("connection").to_pylist(), days) if day)
+    if previous:  # (after the run's own, as write_dated_tables reads them)
+        out.update(connection_days([os.path.join(previous, "connections")]))
+    return out
+
+
+def write_dated_tables_local(spark, layer_dirs: list, excluded: list, counts: dict, nparts: int, version: str,
+                             run: int, split: bool, days: dict, meter=None) -> tuple[dict, dict]:
+    """The run's tables written straight under ``version`` partitioned by day, in ONE Spark job
+    (the tables step's: :func:`write_tables_local`'s ranges and tasks), instead of flat files a
+    second job then writes again by day (:func:`write_dated_tables`): the same files, the same
+    rows.  ``split``: the provisional rows apart (``*.provisional.parquet``, as
+    :func:`write_split_tables_local` then :func:`write_dated_tables`); ``days``: connection ->
+    day (:func:`run_connection_days`).  A table without rows in ``version`` gets one empty file
+    of its columns.  Returns (table -> final rows written, table -> provisional rows written),
+    whose sum per table is ``counts`` (checked)."""
+    from amqp_dissect.pipelines.archive.tables import archive_schema
+
+    bounds, tasks = _table_tasks(spark, layer_dirs, counts, nparts)
+    sc = spark.sparkContext
+    got = sc.parallelize(tasks, len(tasks)).mapPartitions(
+        metered(meter, "tables", _dated_tables_task(layer_dirs, bounds, excluded, version, run, sc.broadcast(days),
+                                                     split))).collect()
+    written: tuple = ({t: 0 for t in counts}, {t: 0 for t in counts})
+    for flag, table, n in got:
+        written[flag][table] += n
+    for t in counts:
+        if written[False][t] + written[True][t] != counts[t]:  # each row in exactly one range and one part
+            raise RuntimeError(f"table {t}: {written[False][t]} final and {written[True][t]} provisional rows "
+                               f"written of {counts[t]}")
+        if not _has_files(os.path.join(version, t)):
+            import pyarrow.parquet as pq
+
+            os.makedirs(os.path.join(version, t), exist_ok=True)
+            pq.write_table(archive_schema(t).empty_table(), os.path.join(version, t, EMPTY_FILE),
+                           row_group_size=ROW_GROUP_ROWS, compression="snappy")
+    return written
+
+
+def _has_files(table_dir: str) -> bool:
+    return any(f.endswith(".parquet") and not f.startswith((".", "_")) for _, _, files in os.walk(table_dir)
+               for f in files)
 
 
 def keep_final_files(previous: str, version: str, tables: list) -> int:

@@ -168,6 +168,22 @@ def _quietly(start):
         os.close(fd)
 
 
+def finish_spark_log(ok: bool) -> str | None:
+    """The end of the log :func:`_quietly` opened for the JVM this process started: removed after
+    a run that went well (``ok``; the JVM has exited, or holds a file no one will read); kept
+    after one that failed, and its path returned for the error to name it.  None when there is
+    no such log (the session was not started quiet, or an earlier call ended it)."""
+    global SPARK_LOG
+    path, SPARK_LOG = SPARK_LOG, None
+    if path is None or not os.path.exists(path):
+        return None
+    if ok:
+        with contextlib.suppress(OSError):
+            os.remove(path)
+        return None
+    return path
+
+
 class _ContextOnly:
     """What :func:`ship_code` reads of a session: its SparkContext."""
 

@@ -18,7 +18,7 @@ of the command's wall time: the interpreter's start and imports, the end), the c
 and the resumed run's ratio to the fresh run, and checks that the three directories hold the same
 rows (pyarrow datasets, rows as sets).
 
-``--copies N`` makes the set N times larger to show how the ratio goes with the archive's size:
+``--no-kill``: the fresh run, the first half and the increment only.  ``--copies N`` makes the set N times larger to show how the ratio goes with the archive's size:
 the capture repeated N times one after the other (copy k's times shifted past copy k-1's end, its
 client ports moved by 100 k: new connections, as a broker's clients reconnect), cut into
 ``--rotate`` x N files; the increment is again the second half.
@@ -130,7 +130,7 @@ def same_rows(a: str, b: str) -> bool:
     return True
 
 
-def one_round(files: list, work: str, kill_at: str, check: bool = True) -> dict:
+def one_round(files: list, work: str, kill_at: str, check: bool = True, kill: bool = True) -> dict:
     half = files[:len(files) // 2]
     dirs = {k: os.path.join(work, k) for k in ("fresh", "grown", "killed")}
     for d in dirs.values():
@@ -141,6 +141,13 @@ def one_round(files: list, work: str, kill_at: str, check: bool = True) -> dict:
     got["checkpoint after the first half"] = checkpoint_bytes(dirs["grown"])
     got["increment"], _, stages["increment"] = archive(files, dirs["grown"])
     got["checkpoint after the whole set"] = checkpoint_bytes(dirs["grown"])
+    got["increment / fresh"] = got["increment"] / got["fresh"]
+    got["load (1 min) at the round's end"] = os.getloadavg()[0]
+    if not kill:
+        if check:
+            got["same rows"] = same_rows(dirs["fresh"], dirs["grown"])
+        got["stages"] = stages
+        return got
     archive(half, dirs["killed"])
     got["killed"], status, _ = archive(files, dirs["killed"], {KILL_AT: kill_at})
     if status != -9:
@@ -161,6 +168,8 @@ def main() -> None:
                     help="the step the killed run is killed after (analysed, staged, partitioned, summaries, "
                          "versioned, published; default partitioned)")
     ap.add_argument("--no-check", action="store_true", help="do not compare the three directories' rows")
+    ap.add_argument("--no-kill", action="store_true", help="only the fresh run and the increment (no killed and "
+                                                             "resumed run)")
     ap.add_argument("--copies", type=int, default=1,
                     help="the capture repeated this many times, new connections each (default 1; see above)")
     ap.add_argument("--work", default=None, help="scratch directory (default: a temporary one, removed; the "
@@ -172,7 +181,7 @@ def main() -> None:
         capture = copies(a.archive, a.copies, work)
         shutil.rmtree(os.path.join(work, "set"), ignore_errors=True)
         files = cut(capture, a.rotate * a.copies, os.path.join(work, "set"))
-        rounds = [one_round(files, work, a.kill_at, not a.no_check) for _ in range(a.repeat)]
+        rounds = [one_round(files, work, a.kill_at, not a.no_check, not a.no_kill) for _ in range(a.repeat)]
     finally:
         if a.work is None:
             shutil.rmtree(work, ignore_errors=True)
@@ -186,18 +195,20 @@ def main() -> None:
         vals = [r[key] for r in rounds]
         if isinstance(vals[0], bool):
             print(f"  {key}: {all(vals)}")
+        elif key.startswith(("increment /", "load")):
+            print(f"  {key}, each round: " + ", ".join(f"{v:.2f}" for v in vals))
         elif key.startswith("checkpoint"):
             print(f"  {key}: {int(statistics.median(vals))} bytes")
         else:
             print(f"  {key}: {statistics.median(vals):.2f} s")
-    med = {k: statistics.median([r[k] for r in rounds]) for k in ("fresh", "increment", "resumed")}
+    med = {k: statistics.median([r[k] for r in rounds]) for k in ("fresh", "increment", "resumed") if k in rounds[0]}
     print("  seconds per stage (medians; rest: the command's wall time outside its stages):")
     for run in rounds[0]["stages"]:
         names = list(rounds[0]["stages"][run])
         print(f"    {run}: " + ", ".join(
             f"{n} {statistics.median([r['stages'][run].get(n, 0.0) for r in rounds]):.2f}" for n in names))
-    print(f"  increment / fresh: {med['increment'] / med['fresh']:.2f}x; resumed / fresh: "
-          f"{med['resumed'] / med['fresh']:.2f}x")
+    print(f"  increment / fresh: {med['increment'] / med['fresh']:.2f}x" + (
+        f"; resumed / fresh: {med['resumed'] / med['fresh']:.2f}x" if "resumed" in med else ""))
 
 
 if __name__ == "__main__":

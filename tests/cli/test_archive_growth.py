@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 
@@ -21,13 +20,23 @@ from sparkneeds import require_spark  # noqa: E402
 require_spark()  # (a failure on CI without pyspark or java; elsewhere a skip with the reason)
 
 
-def _archive(master: str, paths: list, out: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    """``amqp-dissect archive --master MASTER PATHS --out OUT`` in a process of its own; exit 0."""
+def _archive(master: str, paths: list, out: str, env: dict | None = None, code: int = 0) -> subprocess.CompletedProcess:
+    """``amqp-dissect archive --master MASTER PATHS --out OUT`` in a process of its own; exit
+    ``code`` (0), and after a run that went well no log of Spark's left in its temporary folder
+    (TMPDIR, one of its own under the out folder's parent)."""
+    tmp = os.path.join(os.path.dirname(out), "tmp")
+    os.makedirs(tmp, exist_ok=True)
     got = subprocess.run([sys.executable, "-m", "amqp_dissect.cli", "archive", "--master", master,
                           "--partitions", "3", *paths, "--out", out], capture_output=True, text=True, timeout=600,
-                         cwd=ROOT, env={**os.environ, "PYSPARK_PYTHON": sys.executable, **(env or {})})
-    assert got.returncode == 0, got.stderr[-3000:]
+                         cwd=ROOT, env={**os.environ, "PYSPARK_PYTHON": sys.executable, "TMPDIR": tmp, **(env or {})})
+    assert got.returncode == code, got.stderr[-3000:]
+    if code == 0:
+        assert _spark_logs(tmp) == [], got.stderr[-3000:]
     return got
+
+
+def _spark_logs(folder: str) -> list:
+    return sorted(n for n in os.listdir(folder) if n.startswith("amqp-dissect-spark-") and n.endswith(".log"))
 
 
 @pytest.fixture(scope="module")
@@ -121,29 +130,64 @@ def test_a_standalone_cluster_grows_the_archive_run_by_run_as_one_run(cluster, r
     assert_same_archive(out, fresh)
 
 
-@pytest.fixture(scope="module")
-def first_five(rotated, tmp_path_factory) -> str:
-    """An archive of the set's first five files (one run), which each test below grows in a copy
-    of its own (an archive directory names its inputs by path, its own files relative to itself)."""
-    out = str(tmp_path_factory.mktemp("first_five") / "archive")
-    _archive("local[2,2]", rotated[:5], out)
-    return out
-
-
-@pytest.mark.parametrize("step", ["stage1", "stage2", "tables", "partition"])
-def test_an_executor_lost_half_way_through_a_step_is_run_again_and_the_archive_equals_one_run(rotated, fresh_plain,
-                                                                                            first_five, tmp_path,
-                                                                                            step):
-    """A Python worker killed (SIGKILL) after the first result of a task, in the continued run of a
-    growing archive: Spark runs the task again (``local[2,2]``: two attempts) and the archive holds
-    each row once, as one run."""
+def test_an_executor_lost_half_way_through_each_step_is_run_again_and_the_archive_equals_one_run(rotated, fresh_plain,
+                                                                                                tmp_path):
+    """A Python worker killed (SIGKILL) after the first result of a task of each step (stage 1,
+    stage 2, the tables written by day), in the continued run of a growing archive: Spark runs
+    each task again (``local[2,2]``: two attempts) and the archive holds each row once, as one run."""
     from amqp_dissect.pipelines.spark.stages import LOSE_TASK_AT
 
     files = rotated  # (read only: the first run's archive names them)
     out = str(tmp_path / "archive")
-    shutil.copytree(first_five, out, symlinks=True)
+    _archive("local[2,2]", files[:5], out)
     mark = tmp_path / "lost"
-    second = _archive("local[2,2]", files, out, {LOSE_TASK_AT: step, LOSE_TASK_AT + "_MARK": str(mark)})
-    assert mark.exists()  # (a worker was lost)
+    steps = ["stage1", "stage2", "tables"]  # (the tables step writes the day partitions too)
+    second = _archive("local[2,2]", files, out, {LOSE_TASK_AT: ",".join(steps), LOSE_TASK_AT + "_MARK": str(mark)})
+    assert sorted(mark.read_text().split()) == sorted(steps)  # (a worker was lost in each step)
     assert "run 2: continued from the checkpoint" in second.stdout, second.stdout
     assert_same_archive(out, fresh_plain)
+
+def test_spark_log_is_removed_after_a_run_that_went_well_and_kept_and_named_after_one_that_failed(rotated, tmp_path):
+    """The JVM's stderr goes to TMPDIR/amqp-dissect-spark-PID.log while the command runs: a run that
+    went well removes it (checked by every run above, :func:`_archive`); a run that fails once
+    Spark runs (an input on a file system this Spark has no connector for: exit 3, found by Spark)
+    keeps it and names it in its one line."""
+    out = str(tmp_path / "archive")
+    got = _archive("local[1]", [rotated[0], "s3a://amqp-dissect-no-such-bucket/x.pcap"], out, code=3)
+    logs = _spark_logs(str(tmp_path / "tmp"))
+    assert len(logs) == 1, logs
+    log = os.path.join(str(tmp_path / "tmp"), logs[0])
+    assert got.stderr.count("\n") == 1 and "s3a://" in got.stderr and got.stderr.rstrip().endswith(
+        f"(Spark's log: {log})"), got.stderr
+    assert not os.path.exists(os.path.join(out, "connections"))
+
+
+def test_a_bug_after_spark_started_names_the_kept_log(tmp_path, monkeypatch):
+    """The command's end of its session (cli.archive._ended) without a JVM: after a bug (an
+    exception that is no Fail) or a one-line failure the log is kept and the line names it;
+    without an error it is removed; a session the command did not start is left alone."""
+    from amqp_dissect.cli import archive as cli_archive
+    from amqp_dissect.cli.common import EXIT_INTERNAL, EXIT_OPEN, Fail
+    from amqp_dissect.pipelines.spark_runtime import session
+
+    stopped = []
+    monkeypatch.setattr(session, "stop_session", lambda spark, end_jvm=False: stopped.append(end_jvm))
+    monkeypatch.delenv("AMQP_DISSECT_DEBUG", raising=False)
+    log = tmp_path / "amqp-dissect-spark-1.log"
+
+    def started():
+        log.write_text("the JVM's stderr\n")
+        monkeypatch.setattr(session, "SPARK_LOG", str(log))
+
+    started()
+    err = cli_archive._ended(object(), True, KeyError("k"))
+    assert isinstance(err, Fail) and err.code == EXIT_INTERNAL and log.exists()
+    assert str(err) == f"internal error: KeyError: 'k' (a bug; AMQP_DISSECT_DEBUG=1 shows details; Spark's log: {log})"
+    started()
+    err = cli_archive._ended(object(), True, Fail(EXIT_OPEN, "x.pcap: cannot open"))
+    assert err.code == EXIT_OPEN and str(err) == f"x.pcap: cannot open (Spark's log: {log})" and log.exists()
+    started()
+    assert cli_archive._ended(object(), True) is None and not log.exists()
+    started()
+    assert cli_archive._ended(object(), False) is None and log.exists()
+    assert stopped == [True, True]  # (after the Fail and the run that went well; a bug ends the process)

@@ -254,39 +254,38 @@ def test_a_changed_or_vanished_file_or_other_options_are_refused_and_dry_run_wri
     assert "files: 8 new" in capsys.readouterr().out and not os.path.exists(empty)
 
 
-@pytest.fixture(scope="module")
-def first_half(spark, rotated, tmp_path_factory) -> str:
-    """An archive of the first half of the set (one run), which the killed runs below each grow
-    in a copy of their own (an archive directory names its inputs by path and its own files
-    relative to itself: a copy is the same archive)."""
-    out = str(tmp_path_factory.mktemp("first_half") / "archive")
-    run_archive_dir(spark, rotated[:4], out, **JOB)
-    return out
+KILLED_AT = ("analysed", "staged", "partitioned", "summaries", "versioned", "published")  # (the run's order)
 
 
-@pytest.mark.parametrize("step", ["analysed", "staged", "partitioned", "summaries", "versioned", "published"])
-def test_a_run_killed_at_a_step_leaves_the_last_run_and_running_again_equals_one_run(spark, rotated, fresh,
-                                                                                   first_half, tmp_path, step):
-    files = rotated  # (read only: the first half's archive names them)
+def test_a_run_killed_at_each_step_leaves_the_last_run_and_running_again_equals_one_run(spark, rotated, fresh,
+                                                                                     tmp_path):
+    """An archive of the first half of the set (one run) grown by the whole set, the run killed
+    (SIGKILL of the command's process) at each step in turn, each kill in the run that runs again
+    after the one before: until the commit, DIR stays as the committed run left it, file for file
+    (the killed run's files aside, in staging, which the next run clears); killed after the commit,
+    DIR is the new run's (that run ran again after a kill before the commit, and went to its end:
+    it equals one uninterrupted run); run once more, it finds nothing new."""
+    files = rotated  # (read only: the archive names them)
     out = str(tmp_path / "archive")
-    shutil.copytree(first_half, out, symlinks=True)
+    run_archive_dir(spark, files[:4], out, **JOB)
     committed = _snapshot(out)
     tables = {t: as_set(dataset(out, t)) for t in TABLES + SUMMARIES}
-    got = _cli(*files, "--out", out, env={KILL_AT: step})
-    assert got.returncode == -9, got.stderr[-2000:]
-    assert os.path.isdir(os.path.join(out, "_archive", "staging"))  # (the killed run's files, aside)
-    if step == "published":  # killed after the commit: DIR is the new run's
-        assert_same_archive(out, fresh)
-    else:  # DIR as the last committed run left it, file for file
-        now = _snapshot(out)
+    for step in KILLED_AT:
+        got = _cli(*files, "--out", out, env={KILL_AT: step})
+        assert got.returncode == -9, (step, got.stderr[-2000:])
+        assert os.path.isdir(os.path.join(out, "_archive", "staging")), step  # (the killed run's files, aside)
+        if step == "published":  # killed after the commit: DIR is the new run's
+            assert_same_archive(out, fresh)
+            continue
+        now = _snapshot(out)  # DIR as the last committed run left it, file for file
         assert {k: v for k, v in now.items() if k.startswith(os.path.join("_archive", "current"))
                 or not k.startswith("_archive")} == \
                {k: v for k, v in committed.items() if k.startswith(os.path.join("_archive", "current"))
-                or not k.startswith("_archive")}
+                or not k.startswith("_archive")}, step
         for t, df in tables.items():
-            pd.testing.assert_frame_equal(as_set(dataset(out, t)), df, obj=t)
+            pd.testing.assert_frame_equal(as_set(dataset(out, t)), df, obj=f"{step}: {t}")
     again = run_archive_dir(spark, files, out, **JOB)
-    assert (again["run"] is None) == (step == "published")
+    assert again["run"] is None  # (the run killed after its commit was whole)
     assert_same_archive(out, fresh)
     assert not os.path.exists(os.path.join(out, "_archive", "staging"))
     assert len(os.listdir(os.path.join(out, "_archive", "versions"))) == 1
@@ -330,11 +329,12 @@ def test_a_set_grown_in_three_and_eight_runs_goes_on_from_each_checkpoint_and_eq
     files = sorted(copy_set(rotated, tmp_path / "set"), key=first_time)  # (the set grows in time)
     out = str(tmp_path / "archive")
     cuts = [len(files) * (i + 1) // steps for i in range(steps)]
-    results, table_jobs = [], []
+    results, table_jobs, partition_jobs = [], [], []
     for n in cuts:
         with _jobs_per_step(spark) as jobs:
             results.append(run_archive_dir(spark, files[:n], out, **job))
         table_jobs.append(jobs["tables"])
+        partition_jobs.append(jobs["partition"])
         # the rows it says the published tables hold (counted by the analysis) are the files' own
         assert results[-1]["counts"] == table_rows(out, list(results[-1]["counts"]))
     assert [r["resumed"] for r in results] == [False] + [True] * (steps - 1), [r["plan"].why_full for r in results]
@@ -342,6 +342,8 @@ def test_a_set_grown_in_three_and_eight_runs_goes_on_from_each_checkpoint_and_eq
     # a run's final and provisional rows (flows carried over) are written by one Spark job, as a
     # run's rows that are all final
     assert table_jobs == [1] * steps, (table_jobs, [r["carried"] for r in results])
+    # and that job writes them partitioned by day: no job of its own partitions them
+    assert partition_jobs == [0] * steps, partition_jobs
     assert [len(r["plan"].new) for r in results] == [b - a for a, b in zip([0] + cuts, cuts)]
     assert_same_archive(out, fresh)
 
@@ -376,3 +378,32 @@ class _jobs_per_step:
         from amqp_dissect.pipelines.spark import job
 
         job.MARK_HOOKS.remove(self._hook)
+
+
+def test_the_checkpoint_loaded_while_the_jvm_starts_is_taken_only_while_its_files_are_the_same(grown, tmp_path):
+    """The command loads the committed run's checkpoint while the JVM starts (prefetch_checkpoint);
+    the run takes that one only if the checkpoint's files are still those it was loaded from, and
+    loads them again otherwise (a run published in between)."""
+    import types
+
+    from amqp_dissect.pipelines.spark import archive_dir as A
+
+    out = str(tmp_path / "archive")
+    shutil.copytree(grown[0], out, symlinks=True)
+    archive = ArchiveDir(out)
+    plan = types.SimpleNamespace(manifest=archive.manifest(), full=False, why_full=None)
+    A.prefetch_checkpoint(out)
+    assert len(A._PREFETCHED) == 1
+    ready = next(iter(A._PREFETCHED.values()))
+    assert A._load_checkpoint(plan, archive) is ready and not A._PREFETCHED  # (taken once)
+    again = A._load_checkpoint(plan, archive)
+    assert again is not ready and again.files == ready.files
+    A.prefetch_checkpoint(out)
+    ready = next(iter(A._PREFETCHED.values()))
+    where = os.path.join(archive.current_version(), plan.manifest["checkpoint"])
+    name = sorted(os.listdir(where))[0]
+    st = os.stat(os.path.join(where, name))
+    os.utime(os.path.join(where, name), ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    fresh_load = A._load_checkpoint(plan, archive)
+    assert fresh_load is not ready and fresh_load.files == ready.files
+    A._PREFETCHED.clear()

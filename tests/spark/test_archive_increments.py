@@ -113,23 +113,64 @@ def in_steps(spark, files, cuts, tmp_path, drop_carried: bool = False, messages:
     return got, done, sizes
 
 
-def assert_steps_equal_one_run(spark, tmp_path, src):
-    files = rotate(src, 8, tmp_path / "set")
-    whole = run(spark, files, tmp_path / "work")
-    want = rows(whole, "all")
+class OneRun:
+    """What the tests read of one run over a whole set (the oracle): the set's files, the rows,
+    the facts, the counts, the flows carried at the end, the checkpoint's size, the stats."""
+
+    def __init__(self, files, whole):
+        self.files = files
+        self.want = rows(whole, "all")
+        self.facts = facts(whole)
+        self.counts = whole.counts
+        self.carried = whole.carried
+        self.checkpoint_bytes = whole.checkpoint.size_bytes()
+        self.stats = whole.stats
+
+
+@pytest.fixture(scope="module")
+def one_run(spark, tmp_path_factory):
+    """``one_run(src)``: ``src`` rotated into 8 files and analysed whole once per module (the
+    oracle the tests of ``src`` share); ``one_run.steps(src, cuts)``: the same set in steps ending
+    at ``cuts``, once per module too (:func:`in_steps`' rows and checkpoint sizes; its last run's
+    facts, counts and carried flows)."""
+    runs: dict = {}
+    steps: dict = {}
+
+    def get(src: str) -> OneRun:
+        if src not in runs:
+            d = tmp_path_factory.mktemp("one_run")
+            files = rotate(src, 8, d / "set")
+            whole = run(spark, files, d / "work")
+            runs[src] = OneRun(files, whole)
+            whole.cleanup()
+        return runs[src]
+
+    def in_steps_once(src: str, cuts) -> tuple:
+        key = (src, tuple(cuts))
+        if key not in steps:
+            got, last, sizes = in_steps(spark, get(src).files, cuts, tmp_path_factory.mktemp("steps"))
+            steps[key] = (got, facts(last), last.set_counts, last.carried, sizes)
+        return steps[key]
+
+    get.steps = in_steps_once
+    return get
+
+
+def assert_steps_equal_one_run(one_run, src):
+    one = one_run(src)
+    want = one.want
     assert sum(map(len, want.values())) > 0
-    whole.cleanup()
     carried_at_cuts = 0
     for n, cuts in STEPS.items():
-        got, last, sizes = in_steps(spark, files, cuts, tmp_path)
+        got, last_facts, set_counts, carried, sizes = one_run.steps(src, cuts)
         for t in want:
             assert got[t] == want[t], (n, t, list((want[t] - got[t]).elements())[:1],
                                        list((got[t] - want[t]).elements())[:1])
-        assert facts(last) == facts(whole), n
-        assert last.set_counts == whole.counts, n
-        assert last.carried == whole.carried, n
+        assert last_facts == one.facts, n
+        assert set_counts == one.counts, n
+        assert carried == one.carried, n
         carried_at_cuts += sum(s[1] for s in sizes[:-1])
-    return whole, carried_at_cuts
+    return one, carried_at_cuts
 
 
 # --------------------------------------------------------------------------- the set in steps
@@ -157,22 +198,22 @@ def global_capture(tmp_path_factory):
 
 @pytest.mark.parametrize("sample", ["multiframe_credit_one.pcap", "messages/rhea_request_reply.pcap",
                                     "messages/azure_cbs.pcap", "loss/kernel_loss.pcap"])
-def test_a_set_in_2_3_and_8_steps_equals_one_run_spark(spark, tmp_path, sample):
-    whole, carried = assert_steps_equal_one_run(spark, tmp_path, os.path.join(SAMPLES, sample))
+def test_a_set_in_2_3_and_8_steps_equals_one_run_spark(one_run, sample):
+    whole, carried = assert_steps_equal_one_run(one_run, os.path.join(SAMPLES, sample))
     assert carried > 0  # (connections span the cuts: the steps carried flows)
 
 
-def test_many_deliveries_open_at_the_cuts_spark(spark, tmp_path, proton_flood):
-    whole, carried = assert_steps_equal_one_run(spark, tmp_path, proton_flood)
+def test_many_deliveries_open_at_the_cuts_spark(one_run, proton_flood):
+    whole, carried = assert_steps_equal_one_run(one_run, proton_flood)
     assert carried > 0
     assert sum(whole.counts.values()) > 3000
 
 
-def test_sweeps_stalls_and_the_analysis_end_across_cuts_spark(spark, tmp_path, global_capture):
+def test_sweeps_stalls_and_the_analysis_end_across_cuts_spark(one_run, global_capture):
     """The idle sweep that expires the first connection is driven by traffic in a later file, its
     stall stays open, the analysis ends before the last record: the ticks, the clock's state and
     the end reruns continue across the runs."""
-    whole, carried = assert_steps_equal_one_run(spark, tmp_path, global_capture)
+    whole, carried = assert_steps_equal_one_run(one_run, global_capture)
     assert whole.stats["reruns"]["ticks"] >= 1 and whole.stats["reruns"]["end"] >= 1
     assert carried > 0 and whole.carried  # (two flows still open at the set's end)
 
@@ -199,22 +240,21 @@ def test_messages_with_a_multi_frame_message_in_progress_at_the_cuts_continue_an
     assert in_progress > 0  # (the case: some cut fell inside a message whose digest was in progress)
 
 
-def test_the_check_fails_when_the_checkpoint_loses_a_carried_flow_spark(spark, tmp_path):
+def test_the_check_fails_when_the_checkpoint_loses_a_carried_flow_spark(spark, one_run, tmp_path):
     """The comparison above can fail: a checkpoint without one of its carried flows gives other rows."""
-    files = rotate(os.path.join(SAMPLES, "multiframe_credit_one.pcap"), 8, tmp_path / "set")
-    want = rows(run(spark, files, tmp_path / "work"), "all")
-    got, _, _ = in_steps(spark, files, STEPS[2], tmp_path, drop_carried=True)
-    assert any(got[t] != want[t] for t in want)
+    whole = one_run(os.path.join(SAMPLES, "multiframe_credit_one.pcap"))
+    got, _, _ = in_steps(spark, whole.files, STEPS[2], tmp_path, drop_carried=True)
+    assert any(got[t] != whole.want[t] for t in whole.want)
 
 
-def test_checkpoint_size_follows_the_open_flows_not_the_set_spark(spark, tmp_path):
+def test_checkpoint_size_follows_the_open_flows_not_the_set_spark(one_run):
     """A set whose flows all end: the checkpoint after 8 steps is the size of the one after one run
     (the set's files and 8 bytes per finished flow), whatever the steps carried between."""
-    files = rotate(os.path.join(SAMPLES, "messages/rhea_request_reply.pcap"), 8, tmp_path / "set")
-    whole = run(spark, files, tmp_path / "work")
-    one = whole.checkpoint.size_bytes()
+    src = os.path.join(SAMPLES, "messages/rhea_request_reply.pcap")
+    whole = one_run(src)
+    one = whole.checkpoint_bytes
     assert not whole.carried
-    _, last, sizes = in_steps(spark, files, STEPS[8], tmp_path)
+    *_, sizes = one_run.steps(src, STEPS[8])
     assert any(s[1] for s in sizes)
     assert abs(sizes[-1][0] - one) < 64 and sizes[-1][1] == 0
     assert max(s[0] for s in sizes if s[1] == 0) < 4096
@@ -310,18 +350,17 @@ def _cut_at(src: str, packet: int, tmp_path) -> list[str]:
     return out
 
 
-def test_steps_through_sparks_shuffle_equal_one_run_spark(spark, tmp_path, global_capture, monkeypatch):
+def test_steps_through_sparks_shuffle_equal_one_run_spark(spark, one_run, tmp_path, global_capture, monkeypatch):
     """Stage 2 through Spark's shuffle and sort (records that travel whole, above DIRECT_STAGE2_BYTES):
-    the carried flows' rows join the records there, the ticks come from a Spark job."""
+    the carried flows' rows join the records there, the ticks come from a Spark job; the steps
+    equal the one run of the set (made the direct way: the two ways make the same rows)."""
     from amqp_dissect.pipelines.spark import job
 
+    whole = one_run(global_capture)
     monkeypatch.setattr(job, "DIRECT_STAGE2_BYTES", 0)
-    files = rotate(global_capture, 8, tmp_path / "set")
-    whole = run(spark, files, tmp_path / "work")
-    assert whole.stats["stage2_direct"] is False
-    want = rows(whole, "all")
-    got, last, sizes = in_steps(spark, files, STEPS[2], tmp_path)
-    assert got == want and facts(last) == facts(whole)
+    got, last, sizes = in_steps(spark, whole.files, STEPS[2], tmp_path)
+    assert last.stats["stage2_direct"] is False
+    assert got == whole.want and facts(last) == whole.facts
     assert any(s[1] for s in sizes[:-1])
 
 
