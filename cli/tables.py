@@ -276,6 +276,8 @@ def _in_one_process(run: CaptureRun, out: TableWriter, rows_method: str):
                 out.batches(stream.batches(STREAM_ROWS, keep_connections=False))
             return stream.analyzer
         analyzer = run.analyze(rows=False).analyzer
+        # (the capture is read: what the TCP layer keeps of its ended connections is not written)
+        run.dissector.tcp.forget_ended()
         if out.table == "connections":  # each connection let go once its row is made
             out.rows(drained_connection_rows(analyzer))
             return analyzer

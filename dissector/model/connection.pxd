@@ -19,6 +19,8 @@ cdef class ConnectionRules:
 
     cdef session_frame(self, Connection c, Py_ssize_t d, Frame f, name)
 
+    cdef sasl_frame(self, Connection c, Py_ssize_t d, Frame f, p, name)
+
     cdef note_end(self, Connection c, Py_ssize_t d, Frame f, name)
 
     cdef framing_violations(self, Connection c, Py_ssize_t d, Frame f)

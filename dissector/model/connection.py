@@ -88,9 +88,7 @@ class ConnectionRules:
         key = name or ("empty" if heartbeat else "(undecoded)")
         c.count_frame(d, key)
         if f.type == FRAME_SASL:
-            c.sasl_frames[d] += 1
-            if name is not None:
-                self.sasl(c, d, f, p, name)
+            self.sasl_frame(c, d, f, p, name)
             return False
         # (the connection's own lists since its first frame, Connection.framed: list locals when
         # compiled, so each index is a C list access, not a generic item call)
@@ -137,6 +135,12 @@ class ConnectionRules:
             self.session_frame(c, d, f, name)
             return True
         return False
+
+    def sasl_frame(self, c, d, f, p, name):
+        """SASL frame ``f`` of ``d`` (``name`` None: not decoded): counted, and its step of the SASL exchange."""
+        c.sasl_frames[d] += 1
+        if name is not None:
+            self.sasl(c, d, f, p, name)
 
     def framing_violations(self, c, d, f):
         """The framing layer's notes on frame ``f`` of ``d`` that are violations, recorded."""

@@ -4,6 +4,8 @@ cdef tuple _ZEROS, _NONES, _FALSES
 cdef list _own(pair)
 cdef tuple _with_true(pair, Py_ssize_t d)
 cdef tuple _set_pair(pair, Py_ssize_t d, value)
+cdef list _ONE_TIMES
+cdef tuple _one_time(Py_ssize_t d, value)
 
 cdef class LossRecord:
     # (each a pair: a shared tuple of defaults until its first write, a list of the record's own from then)

@@ -22,9 +22,28 @@ def _own(pair):
     return [pair[0], pair[1]]
 
 
+# per direction: the last pair _set_pair made of _NONES, (ts, None) or (None, ts), handed to the next record
+# given the same time object (immutable as every tuple pair: issue 40, the one-direction note of many
+# connections at the capture's end, one pair for all of them, not one each)
+_ONE_TIMES = [_NONES, _NONES]
+
+
 def _set_pair(pair, d, value):
-    """The tuple ``pair`` with direction ``d``'s item ``value`` (a new tuple: the pair is never written)."""
+    """The tuple ``pair`` with direction ``d``'s item ``value`` (a new tuple, or a shared one: the pair is
+    never written)."""
+    if pair is _NONES:
+        return _one_time(d, value)
     return (value, pair[1]) if d == 0 else (pair[0], value)
+
+
+def _one_time(d, value):
+    """``(value, None)`` (d 0) or ``(None, value)`` (d 1): the one made last when ``value`` is its time."""
+    recent = _ONE_TIMES[d]
+    if recent[d] is value:
+        return recent
+    recent = (value, None) if d == 0 else (None, value)
+    _ONE_TIMES[d] = recent
+    return recent
 
 
 def _with_true(pair, d):

@@ -205,9 +205,11 @@ def _time_array(vals: list, checked: bool = False) -> pa.Array:
     try:
         if not checked and _has_bool(vals):
             raise TypeError
-        return pa.array(vals, pa.int64()).cast(_TS)  # (integer nanoseconds, as they are)
+        # (integer nanoseconds, as they are; a view of the same buffers: the cast, which is that too,
+        # would load pyarrow.compute, about 9 MB that the Parquet writers do not otherwise need)
+        return pa.array(vals, pa.int64()).view(_TS)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
-        return pa.array([_to_ns(v) for v in vals], pa.int64()).cast(_TS)
+        return pa.array([_to_ns(v) for v in vals], pa.int64()).view(_TS)
 
 
 def _to_ns(v) -> int | None:
