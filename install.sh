@@ -52,10 +52,40 @@ elif ! "$PY" -m pip --python .venv/bin/python install -q --disable-pip-version-c
   .venv/bin/python -m ensurepip -q
   "${PIP[@]}" --no-compile "${BUILD_REQUIRES[@]}"
 fi
+# The dependencies of the project and of the extras asked for, read from pyproject.toml (an extra that
+# names amqp-dissect[...] brings those extras' too): they are installed by a pip run of their own, with
+# build isolation, because a dependency published only as a source archive builds in an environment of
+# its own (python-qpid-proton builds its C extension with cffi, which it lists as a build requirement: in
+# the venv, where cffi is not yet installed, the build quietly left the extension out and the wheel it
+# cached imported nothing).  Only the project itself is built in the venv (--no-build-isolation).
+DEPENDENCIES=$(.venv/bin/python - "$EXTRAS" <<'PYTHON'
+import re, sys, tomllib
+project = tomllib.load(open("pyproject.toml", "rb"))["project"]
+extras, seen, out = project.get("optional-dependencies", {}), set(), list(project.get("dependencies", []))
+def add(extra):
+    if extra in seen:
+        return
+    seen.add(extra)
+    for requirement in extras[extra]:
+        own = re.fullmatch(r"\s*amqp-dissect\s*\[([^\]]*)\]\s*", requirement)
+        if own:
+            for name in own.group(1).split(","):
+                add(name.strip())
+        else:
+            out.append(requirement)
+for extra in filter(None, sys.argv[1].split(",")):
+    if extra not in extras:
+        sys.exit(f"install.sh: no extra named {extra!r} (pyproject.toml: {', '.join(extras)})")
+    add(extra)
+print("\n".join(dict.fromkeys(out)))
+PYTHON
+)
+mapfile -t DEPENDENCIES <<<"$DEPENDENCIES"
 mkdir -p build
 (
-  # (its output to build/pip.log, shown if it fails: the newer pip shows setuptools' warnings even with -q)
-  if ! AMQP_DISSECT_NO_COMPILE=1 "${PIP[@]}" --no-build-isolation -e "$TARGET" >build/pip.log 2>&1; then
+  # (their output to build/pip.log, shown if one fails: the newer pip shows setuptools' warnings even with -q)
+  if ! "${PIP[@]}" "${DEPENDENCIES[@]}" >build/pip.log 2>&1 \
+      || ! AMQP_DISSECT_NO_COMPILE=1 "${PIP[@]}" --no-build-isolation --no-deps -e "$TARGET" >>build/pip.log 2>&1; then
     cat build/pip.log >&2
     exit 1
   fi

@@ -225,11 +225,23 @@ def test_install_sh_from_a_fresh_clone_installs_a_working_cli(tmp_path):
     install.sh says the version and `pure Python`, the venv's report of a sample is the development
     install's, the build's log is kept (build/compile.log), and the venv keeps neither Cython (only
     the build needed it: run as Python, the hot modules would import its shadow module) nor a
-    setuptools older than pyproject's build requirement (the venv is made without ensurepip's)."""
+    setuptools older than pyproject's build requirement (the venv is made without ensurepip's).
+
+    The clone's pyproject also lists a dependency that exists only as a source tree whose build needs
+    a package the venv does not have (cffi, as python-qpid-proton's does): install.sh builds the
+    dependencies with pip's build isolation, so its build finds cffi (built in the venv, it failed
+    here, and python-qpid-proton's own build quietly left its C extension out: the proton codec the
+    tests use as an oracle did not import)."""
     src = tmp_path / "clone"
     os.makedirs(src)
     for name in ("pyproject.toml", "setup.py", "README.md", "install.sh"):
         shutil.copy2(os.path.join(ROOT, name), src / name)
+    source_only = _source_only_dependency(tmp_path / "needs-cffi-to-build")
+    with open(src / "pyproject.toml") as f:
+        project = f.read()
+    assert '"dpkt>=1.9.8",' in project
+    with open(src / "pyproject.toml", "w") as f:
+        f.write(project.replace('"dpkt>=1.9.8",', f'"dpkt>=1.9.8", "needs-cffi-to-build @ {source_only.as_uri()}",', 1))
     ignore = shutil.ignore_patterns("__pycache__", "*.so", "*.c", "*.pyc")
     for name in ("dissector", "pipelines", "cli"):
         shutil.copytree(os.path.join(ROOT, name), src / name, ignore=ignore)
@@ -253,3 +265,21 @@ def test_install_sh_from_a_fresh_clone_installs_a_working_cli(tmp_path):
     no_cython, setuptools = found.stdout.split()
     assert no_cython == "True"
     assert int(setuptools.split(".")[0]) >= 68
+    built = subprocess.run([str(venv / "bin" / "python"), "-c", "import needs_cffi_to_build as m; print(m.BUILT_WITH)"],
+                           capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
+    assert built.returncode == 0 and built.stdout.strip() == "cffi", built.stdout + built.stderr
+
+
+def _source_only_dependency(folder):
+    """A package that exists only as a source tree, whose build requires cffi (its pyproject says so)
+    and fails without it; the module it installs says it was built with cffi."""
+    os.makedirs(folder)
+    (folder / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=68", "cffi"]\nbuild-backend = "setuptools.build_meta"\n\n'
+        '[project]\nname = "needs-cffi-to-build"\nversion = "1.0"\n')
+    (folder / "setup.py").write_text(
+        "import cffi  # (the build requirement: without it the build fails)\n"
+        "from setuptools import setup\n"
+        "setup(py_modules=['needs_cffi_to_build'])\n")
+    (folder / "needs_cffi_to_build.py").write_text('BUILT_WITH = "cffi"\n')
+    return folder
