@@ -116,6 +116,26 @@ as above; the machine at load 10 to 19 all along, so no gcc timing or cache simu
 - The install around the compile (install.sh; docs/performance.md, the install): the build's
   requirements go into the venv (made without ensurepip's pip and old setuptools), the compile
   runs in place on both cores while pip installs the project and its dependencies beside it.
+
+The fifth round (issue 41): gcc's -Os, measured and not adopted (docs/performance.md, "gcc -Os,
+measured").  Each module's .c compiled by hand with setuptools' command line and `-g0 -Os` (or
+-O2, -O1) last, the two levels of a module one after the other, on a machine at load 15 to 23
+(other sessions' builds and benchmarks), so gcc's seconds (user + sys) are inflated, but alike
+within a pair.  -Os against -O2, the ten at HOT_LEVEL: framing 15.5 / 25.4 s, render.frames
+14.4 / 21.1, deliveries 8.7 / 14.0, scan 9.0 / 12.9, connection 7.5 / 11.4; the others at -Os
+only: machine 6.4, settlement 5.3, tracker 4.6, transfers 4.8, delivery 3.2.  -Os is about 35%
+less compile than -O2 (about 20% more than -O1, netparse 15.2 s at -Os), and its machine code
+40% smaller (framing's .text 410 -> 245 KB, render.frames 373 -> 221 KB, transfers 118 -> 73
+KB).  The price, the ten at -Os in a copy of the tree (the other 25 as built, -O1), CPU time
+(user + sys) of the whole benchmark capture, five pairs alternated with the -O2 build in the
+same minutes: `report` on the batched capture 0.83 -> 1.24 s (median; each pair +33 to +57%),
+`frames` on the flood capture 1.09 -> 1.24 s (+1 to +31% per pair).  At -Os gcc keeps out of
+line Cython's small static helpers that -O2 inlines (framing's .so: 63 more of them as functions
+of their own, among them __Pyx_PyObject_Call, __Pyx_PyObject_CallOneArg, __Pyx_PyList_Append,
+__Pyx_GetItemInt_List_Fast, the comparisons with C ints, the module globals' dict-version
+checks), a call each on the per-frame path; the smaller code's fewer I-cache misses do not make
+up for it (callgrind's cache simulation of both builds did not finish at that load: no counts).  So -Os costs `report` far more than the 1% issue 41 allows, for the ten modules
+together about 40 s of gcc's CPU at that load (some 20 s on an idle machine): no module moved.
 """
 
 HOT_MODULES = (
