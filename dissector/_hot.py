@@ -130,9 +130,10 @@ measured").  Each module's .c compiled by hand with setuptools' command line and
 -O2, -O1) last, the two levels of a module one after the other, on a machine at load 15 to 23
 (other sessions' builds and benchmarks), so gcc's seconds (user + sys) are inflated, but alike
 within a pair.  -Os against -O2, the ten at HOT_LEVEL: framing 15.5 / 25.4 s, render.frames
-14.4 / 21.1, deliveries 8.7 / 14.0, scan 9.0 / 12.9, connection 7.5 / 11.4; the others at -Os
-only: machine 6.4, settlement 5.3, tracker 4.6, transfers 4.8, delivery 3.2.  -Os is about 35%
-less compile than -O2 (more than -O1: netparse 15.2 s at -Os, 14.2 s at -O1), and its machine code
+14.4 / 21.1, deliveries 8.7 / 14.0, scan 9.0 / 12.9, connection 7.5 / 11.4, machine 6.4 / 9.3,
+settlement 5.3 / 8.1, tracker 4.6 / 6.2, transfers 4.8 / 6.3, delivery 3.2 / 4.5 (the ten 83.4 /
+129.2 s).  -Os is about 35% less compile than -O2 but 5 to 15% more than -O1 (netparse 15.2 /
+14.2 s, tcp 14.4 / 12.5 and 12.7, dissect 13.1 and 13.7 / 12.4, -Os / -O1), and its machine code
 40% smaller (framing's .text 410 -> 245 KB, render.frames 373 -> 221 KB, transfers 118 -> 73
 KB).  The price, the ten at -Os in a copy of the tree (the other 25 as built, -O1), CPU time
 (user + sys) of the whole benchmark capture, five pairs alternated with the -O2 build in the
@@ -144,8 +145,9 @@ __Pyx_GetItemInt_List_Fast, the comparisons with C ints, the module globals' dic
 checks), a call each on the per-frame path, and the I-cache misses do not fall: callgrind
 --cache-sim=yes on the batched capture's first 1,500 packets, whole runs -O2 -> -Os, report
 1,451.0 -> 1,519.6 M Ir (+14% beyond the start's ~970 M), I1mr 23.04 -> 25.10 M, Ir + 10 I1mr +
-100 LLmr +5.3%; frames 1,450.2 -> 1,486.4 M Ir (+7.5%), I1mr 20.97 M both, +2.2%.  So -Os costs `report` far more than the 1% issue 41 allows, for the ten modules
-together about 40 s of gcc's CPU at that load (some 20 s on an idle machine): no module moved.
+100 LLmr +5.3%; frames 1,450.2 -> 1,486.4 M Ir (+7.5%), I1mr 20.97 M both, +2.2%.
+So -Os costs `report` far more than the 1% issue 41 allows, for the ten modules together 46 s of
+gcc's CPU at that load (some 25 s on an idle machine): no module moved, nor any -O1 one.
 """
 
 HOT_MODULES = (
