@@ -145,7 +145,8 @@ __Pyx_GetItemInt_List_Fast, the comparisons with C ints, the module globals' dic
 checks), a call each on the per-frame path, and the I-cache misses do not fall: callgrind
 --cache-sim=yes on the batched capture's first 1,500 packets, whole runs -O2 -> -Os, report
 1,451.0 -> 1,519.6 M Ir (+14% beyond the start's ~970 M), I1mr 23.04 -> 25.10 M, Ir + 10 I1mr +
-100 LLmr +5.3%; frames 1,450.2 -> 1,486.4 M Ir (+7.5%), I1mr 20.97 M both, +2.2%.
+100 LLmr +5.3%; frames 1,450.2 -> 1,486.4 M Ir (+7.5%), I1mr 20.97 M both, +2.2%; frames -V
+(the flood capture's first 3,000) 1,389.8 -> 1,446.0 M Ir (+13%), I1mr 31.33 -> 30.93 M, +3.0%.
 So -Os costs `report` far more than the 1% issue 41 allows, for the ten modules together 46 s of
 gcc's CPU at that load (some 25 s on an idle machine): no module moved, nor any -O1 one.
 """
