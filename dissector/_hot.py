@@ -112,10 +112,43 @@ as above; the machine at load 10 to 19 all along, so no gcc timing or cache simu
   render.frames -3.3%: about 3% of the compile, some 6 s of CPU.  Module-level def functions
   and cdef classes' methods become builtins (no inspect.signature, no __defaults__, no
   attributes set on them); a def in a Python class stays a Cython function (checked).  A change
-  of behaviour to audit against every user first: not done.
+  of behaviour to audit against every user first: not done.  The audit, fifth round: a module
+  compiled with binding=False (a test module, not the project's) gives builtins that pickle by
+  name (so a Spark executor's shipped reference still resolves), raise ValueError from
+  inspect.signature, have no __defaults__, and do not bind as methods when put in a class (the
+  pure twin's function does: compiled and pure would differ there).  An ast scan of dissector/,
+  pipelines/ and cli/ finds no class that takes one of the hot modules' 387 module-level defs as
+  an attribute; the tests' inspect.signature calls are on the pipelines' functions (not
+  compiled).  Left for a round that can rebuild and check every output (the machine was at load
+  15 to 23 throughout this one).
 - The install around the compile (install.sh; docs/performance.md, the install): the build's
   requirements go into the venv (made without ensurepip's pip and old setuptools), the compile
   runs in place on both cores while pip installs the project and its dependencies beside it.
+
+The fifth round (issue 41): gcc's -Os, measured and not adopted (docs/performance.md, "gcc -Os,
+measured").  Each module's .c compiled by hand with setuptools' command line and `-g0 -Os` (or
+-O2, -O1) last, the two levels of a module one after the other, on a machine at load 15 to 23
+(other sessions' builds and benchmarks), so gcc's seconds (user + sys) are inflated, but alike
+within a pair.  -Os against -O2, the ten at HOT_LEVEL: framing 15.5 / 25.4 s, render.frames
+14.4 / 21.1, deliveries 8.7 / 14.0, scan 9.0 / 12.9, connection 7.5 / 11.4, machine 6.4 / 9.3,
+settlement 5.3 / 8.1, tracker 4.6 / 6.2, transfers 4.8 / 6.3, delivery 3.2 / 4.5 (the ten 83.4 /
+129.2 s).  -Os is about 35% less compile than -O2 but 5 to 15% more than -O1 (netparse 15.2 /
+14.2 s, tcp 14.4 / 12.5 and 12.7, dissect 13.1 and 13.7 / 12.4, -Os / -O1), and its machine code
+40% smaller (framing's .text 410 -> 245 KB, render.frames 373 -> 221 KB, transfers 118 -> 73
+KB).  The price, the ten at -Os in a copy of the tree (the other 25 as built, -O1), CPU time
+(user + sys) of the whole benchmark capture, five pairs alternated with the -O2 build in the
+same minutes: `report` on the batched capture 0.83 -> 1.24 s (median; each pair +33 to +57%),
+`frames` on the flood capture 1.09 -> 1.24 s (+1 to +31% per pair).  At -Os gcc keeps out of
+line Cython's small static helpers that -O2 inlines (framing's .so: 63 more of them as functions
+of their own, among them __Pyx_PyObject_Call, __Pyx_PyObject_CallOneArg, __Pyx_PyList_Append,
+__Pyx_GetItemInt_List_Fast, the comparisons with C ints, the module globals' dict-version
+checks), a call each on the per-frame path, and the I-cache misses do not fall: callgrind
+--cache-sim=yes on the batched capture's first 1,500 packets, whole runs -O2 -> -Os, report
+1,451.0 -> 1,519.6 M Ir (+14% beyond the start's ~970 M), I1mr 23.04 -> 25.10 M, Ir + 10 I1mr +
+100 LLmr +5.3%; frames 1,450.2 -> 1,486.4 M Ir (+7.5%), I1mr 20.97 M both, +2.2%; frames -V
+(the flood capture's first 3,000) 1,389.8 -> 1,446.0 M Ir (+13%), I1mr 31.33 -> 30.93 M, +3.0%.
+So -Os costs `report` far more than the 1% issue 41 allows, for the ten modules together 46 s of
+gcc's CPU at that load (some 25 s on an idle machine): no module moved, nor any -O1 one.
 """
 
 HOT_MODULES = (
