@@ -55,41 +55,46 @@ def archive(paths, out, master, conf, packages, executor_memory, driver_memory, 
     spark = _session(dict(master=master, conf=pairs, driver_memory=driver_memory, executor_memory=executor_memory),
                      own, out if plan is not None and not plan.full else None)
     started = time.time()
+    ending = _EarlyEnd(spark) if own and plan is not None else None
     try:
         res = _run_job(spark, files, dict(paths=paths, out=str(out), split_size=size, window=window, frames=frames,
                                           partitions=partitions, ports=port or [], keylog=keylog, messages=messages),
-                       directory=plan is not None, full=full)
+                       directory=plan is not None, full=full, ending=ending)
     except BaseException as e:
-        raise _ended(spark, own, e) from None
+        raise _ended(spark, own, e, ending) from None
     if res.get("stats", {}).get("timings"):  # (the plan and the JVM's and Spark's start, before the job's steps)
         res["stats"]["timings"] = {"start": round(started - entered, 3), **res["stats"]["timings"]}
     try:
         _print_summary(spark, res, len(files))
     except BaseException as e:
-        raise _ended(spark, own, e) from None
-    _ended(spark, own)  # (stopped once the summary is read back; the JVM too: this process ends)
+        raise _ended(spark, own, e, ending) from None
+    _ended(spark, own, None, ending)  # (stopped once the summary is read back; the JVM too: this process ends)
     for path, err in res["errors"]:
         print(f"amqp-dissect: {path}: {err}", file=sys.stderr)
     raise typer.Exit(EXIT_DAMAGED if res["errors"] else EXIT_OK)
 
 
-def _ended(spark, own: bool, error: BaseException | None = None) -> BaseException | None:
+def _ended(spark, own: bool, error: BaseException | None = None, ending: "_EarlyEnd | None" = None
+           ) -> BaseException | None:
     """The end of the job's Spark session when ``own`` (this process started it; the JVM too: this
     process ends): after a run that went well (no ``error``) the JVM's log is removed; after a
     failure it is kept, and the error to raise names it (a one-line failure: the same line with the
     log's path, the session stopped; any other exception, a bug: the line cli.main prints for one,
-    unless AMQP_DISSECT_DEBUG asks for its traceback; a KeyboardInterrupt as it is)."""
+    unless AMQP_DISSECT_DEBUG asks for its traceback; a KeyboardInterrupt as it is).  ``ending``:
+    the stop the run may have begun already (:class:`_EarlyEnd`), waited for here instead."""
     if not own:
         return error
     from amqp_dissect.pipelines.spark_runtime.session import finish_spark_log, stop_session
 
+    if error is None or isinstance(error, Fail):  # (any other exception ends the process, and the JVM with its pipe)
+        if ending is not None and ending.begun():
+            ending.wait(raise_error=error is None)  # (the JVM has exited: its log is whole)
+        else:
+            stop_session(spark, end_jvm=True)
     if error is None:
-        stop_session(spark, end_jvm=True)
         common.exit_quickly()
         finish_spark_log(True)
         return None
-    if isinstance(error, Fail):  # (any other exception ends the process, and the JVM with its pipe)
-        stop_session(spark, end_jvm=True)
     log = finish_spark_log(False)
     if log is None or not isinstance(error, Exception) or os.environ.get("AMQP_DISSECT_DEBUG"):
         return error
@@ -184,11 +189,13 @@ def _session(settings: dict, own: bool, resumes: str | None = None):
     return spark
 
 
-def _run_job(spark, files: list[str], job: dict, directory: bool = False, full: bool = False) -> dict:
+def _run_job(spark, files: list[str], job: dict, directory: bool = False, full: bool = False,
+             ending: "_EarlyEnd | None" = None) -> dict:
     """The archive job (``job``: run_archive's arguments; ``directory``: a run of the archive
     directory ``--out``) with its progress on stderr; an input that cannot be read (a path
     missing, a scheme without its connector, not a capture): one line and exit 3 or 4; a run
-    the archive refuses (a file changed since the plan): one line and exit 2."""
+    the archive refuses (a file changed since the plan): one line and exit 2.  ``ending``: begun
+    by a run of the archive directory once it needs Spark no more (:class:`_EarlyEnd`)."""
     from amqp_dissect.pipelines.archive import InputError
     from amqp_dissect.pipelines.archive.directory import Refused
     from amqp_dissect.pipelines import spark as sj
@@ -196,16 +203,55 @@ def _run_job(spark, files: list[str], job: dict, directory: bool = False, full: 
     from .progress import SparkProgress
 
     try:
-        with SparkProgress(spark.sparkContext, sum(_file_size(f) for f in files)):
+        with SparkProgress(spark.sparkContext, sum(_file_size(f) for f in files)) as progress:
             if directory:
                 from amqp_dissect.pipelines.spark.archive_dir import run_archive_dir
 
-                return run_archive_dir(spark, full=full, **job)
+                done = None if ending is None else (lambda: ending.begin(progress))
+                return run_archive_dir(spark, full=full, spark_done=done, **job)
             return sj.run_archive(spark, **job)
     except InputError as e:
         raise Fail(input_error_exit(e.code), str(e)) from None
     except Refused as e:
         raise Fail(common.EXIT_USAGE, str(e)) from None
+
+
+class _EarlyEnd:
+    """The end of the session this process started (the SparkContext stopped, then the driver JVM's
+    exit waited for: ``stop_session(end_jvm=True)``), begun in a thread of its own by a run of an
+    archive directory as soon as it needs Spark no more (after the summaries), so that the JVM's
+    stop and exit go on while the run saves its checkpoint, publishes and the command prints its
+    summary (which reads the local summary files with pyarrow, not Spark); :func:`_ended` waits
+    for it.  The progress display is stopped first (it polls the context)."""
+
+    def __init__(self, spark):
+        self._spark = spark
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def begin(self, progress=None) -> None:
+        if self._thread is not None:
+            return
+        if progress is not None:
+            progress.__exit__(None, None, None)
+        self._thread = threading.Thread(target=self._stop, name="amqp-dissect-session-stop", daemon=True)
+        self._thread.start()
+
+    def _stop(self) -> None:
+        from amqp_dissect.pipelines.spark_runtime.session import stop_session
+
+        try:
+            stop_session(self._spark, end_jvm=True)
+        except BaseException as e:  # (raised again by wait, in the command's thread)
+            self._error = e
+
+    def begun(self) -> bool:
+        return self._thread is not None
+
+    def wait(self, raise_error: bool = True) -> None:
+        self._thread.join()
+        if self._error is not None and raise_error:
+            raise self._error
 
 
 class _Starting:

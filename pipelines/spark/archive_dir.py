@@ -171,12 +171,17 @@ def prefetch_checkpoint(out: str) -> None:
 
 def run_archive_dir(spark, paths, out: str, *, full: bool = False, split_size: int = DEFAULT_SPLIT_SIZE,
                     window: float = DEFAULT_WINDOW, frames: bool = False, partitions: int | None = None, ports=(),
-                    idle_timeout: float = IDLE_TIMEOUT, keylog=None, messages: bool = False) -> dict:
+                    idle_timeout: float = IDLE_TIMEOUT, keylog=None, messages: bool = False,
+                    spark_done=None) -> dict:
     """One run of the archive directory ``out`` (a local path) over the capture files of ``paths``
     (local: the whole set, grown since the last run).  Returns :func:`.job.run_archive`'s dict plus
     ``plan`` (:class:`Plan`), ``run`` (its number), ``resumed``, ``carried`` (flows carried over),
     ``checkpoint_bytes``, ``new_rows`` (table -> rows this run wrote).  Raises :class:`Refused`
-    (nothing written) or :class:`InputError`."""
+    (nothing written) or :class:`InputError`.
+
+    ``spark_done``: called (no argument) once the run needs Spark no more, after its last Spark
+    job (the summaries) and before what is left of it (the checkpoint's save, the publication): the
+    command begins the session's stop and the JVM's exit there, beside that rest."""
     from amqp_dissect.pipelines.archive import expand_inputs
     from amqp_dissect.pipelines.spark_runtime.fs import is_local, local_path
 
@@ -203,13 +208,15 @@ def run_archive_dir(spark, paths, out: str, *, full: bool = False, split_size: i
         return _run(spark, archive, plan, options, t0, dict(split_size=split_size, frames=frames,
                                                              partitions=partitions, ports=ports,
                                                              idle_timeout=idle_timeout, keylog=keylog,
-                                                             messages=messages), window)
+                                                             messages=messages), window, spark_done)
     finally:
         archive.unlock()
 
 
-def _run(spark, archive: ArchiveDir, plan: Plan, options: dict, t0: float, analysis: dict, window: float) -> dict:
-    """A run that writes: analysed, staged, partitioned, summarised, published."""
+def _run(spark, archive: ArchiveDir, plan: Plan, options: dict, t0: float, analysis: dict, window: float,
+         spark_done=None) -> dict:
+    """A run that writes: analysed, staged, partitioned, summarised, published (``spark_done``: see
+    :func:`run_archive_dir`)."""
     from . import tables as T
 
     run = archive.next_run(plan.manifest)
@@ -235,6 +242,8 @@ def _run(spark, archive: ArchiveDir, plan: Plan, options: dict, t0: float, analy
     write_summaries_local(spark, version, window, meter=done.meter)
     done.mark("summaries")
     reach("summaries")
+    if spark_done is not None:  # (no Spark job from here on: the checkpoint, the manifest, files)
+        spark_done()
     checkpoint, size = _save_checkpoint(got, version)
     stats = {"files": len(plan.files), "new_files": len(plan.new), "resumed": got.resumed, "carried": got.carried,
              "checkpoint_bytes": size, "kept_files": kept, "new_rows": new_rows,

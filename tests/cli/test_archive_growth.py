@@ -191,3 +191,20 @@ def test_a_bug_after_spark_started_names_the_kept_log(tmp_path, monkeypatch):
     started()
     assert cli_archive._ended(object(), False) is None and log.exists()
     assert stopped == [True, True]  # (after the Fail and the run that went well; a bug ends the process)
+    # a stop the run began itself once it needed Spark no more (cli_archive._EarlyEnd, the progress
+    # display closed first) is waited for, not made again; the log kept after a Fail as above
+    closed = []
+
+    class Progress:
+        def __exit__(self, *exc):
+            closed.append(True)
+
+    for error in (None, Fail(EXIT_OPEN, "x.pcap: cannot open")):
+        started()
+        ending = cli_archive._EarlyEnd(object())
+        assert not ending.begun()
+        ending.begin(Progress())
+        ending.begin(Progress())  # (once)
+        err = cli_archive._ended(object(), True, error, ending)
+        assert (err is None and not log.exists()) if error is None else (err.code == EXIT_OPEN and log.exists())
+    assert stopped == [True] * 4 and closed == [True, True]

@@ -329,12 +329,16 @@ def test_a_set_grown_in_three_and_eight_runs_goes_on_from_each_checkpoint_and_eq
     files = sorted(copy_set(rotated, tmp_path / "set"), key=first_time)  # (the set grows in time)
     out = str(tmp_path / "archive")
     cuts = [len(files) * (i + 1) // steps for i in range(steps)]
-    results, table_jobs, partition_jobs = [], [], []
+    results, table_jobs, partition_jobs, after_done = [], [], [], []
     for n in cuts:
-        with _jobs_per_step(spark) as jobs:
-            results.append(run_archive_dir(spark, files[:n], out, **job))
+        counted = _jobs_per_step(spark)
+        done_at: list = []  # (the jobs run when the run said it needs Spark no more: the command stops it there)
+        with counted as jobs:
+            results.append(run_archive_dir(spark, files[:n], out, spark_done=lambda: done_at.append(counted._count()),
+                                           **job))
         table_jobs.append(jobs["tables"])
         partition_jobs.append(jobs["partition"])
+        after_done.append([counted._count() - c for c in done_at])
         # the rows it says the published tables hold (counted by the analysis) are the files' own
         assert results[-1]["counts"] == table_rows(out, list(results[-1]["counts"]))
     assert [r["resumed"] for r in results] == [False] + [True] * (steps - 1), [r["plan"].why_full for r in results]
@@ -344,6 +348,8 @@ def test_a_set_grown_in_three_and_eight_runs_goes_on_from_each_checkpoint_and_eq
     assert table_jobs == [1] * steps, (table_jobs, [r["carried"] for r in results])
     # and that job writes them partitioned by day: no job of its own partitions them
     assert partition_jobs == [0] * steps, partition_jobs
+    # each run said once, after its last Spark job, that it needs Spark no more
+    assert after_done == [[0]] * steps, after_done
     assert [len(r["plan"].new) for r in results] == [b - a for a, b in zip([0] + cuts, cuts)]
     assert_same_archive(out, fresh)
 
