@@ -22,6 +22,7 @@ from ..times import NS
 from .entities import Connection, ConnectionBase, ConnectionHeaders
 from .findings import Recorder
 from .machine import Endpoints
+from .loss import one_way_record
 from .state import START_ENDPOINTS, own_endpoints, shared_again
 from .transitions import SIDES, UNKNOWN
 # the value readers (amqp/values.py), under the names this room calls them by
@@ -405,9 +406,10 @@ class ConnectionRules:
         c = self.told(c)  # (before its first AMQP byte: the header state is enough, its frames' is shared)
         c.one_way = m
         c.lossy = True
-        if c.loss is None:
-            c.note_loss(m, 0, 0, ev.ts)
-        c.loss.note_absent(m)
+        if c.loss is None:  # (its first loss: the record of the connections noted at the same time, issue 40)
+            c.loss = one_way_record(m, ev.ts)
+        else:
+            c.own_loss().note_absent(m)
         lost_grants(c, m)
         self.ledger.forget(c)
         c.note_unknown(f"the {SIDES[m]}'s frames (one direction captured)")
@@ -422,7 +424,7 @@ class ConnectionRules:
             c.note_loss(d, 0, 0, ev.ts)  # (makes the record; nothing lost)
             c.loss.forget_last(d)
         hidden = ev.hidden if type(ev) is NotCapturedNote else True
-        c.loss.note_cut(d, ev.skipped if type(ev) is NotCapturedNote else 0, hidden,
+        c.own_loss().note_cut(d, ev.skipped if type(ev) is NotCapturedNote else 0, hidden,
                         ev.snap_length if type(ev) is NotCapturedNote else None, ev.ts)
         if hidden:
             lost_grants(c, d)

@@ -9,6 +9,8 @@ from amqp_dissect.model.credit cimport LinkCredit
 from amqp_dissect.model.window cimport SessionWindow
 from amqp_dissect.model.loss cimport LossRecord
 
+cdef long long NO_INT, INT_MAX
+
 cdef class Silence:
     cdef public object longest, start, end, end_packet, start_packet
     cdef public long long unknown
@@ -102,11 +104,11 @@ cdef class ConnectionBase:
     cdef public object syn_seen
     cdef public object known_start
     cdef public Endpoints state
-    cdef public object first_ts
-    cdef public object first_packet
-    cdef public object last_ts
-    cdef public object last_packet
-    cdef public object seq  # (an int: -j N workers store a key of more than 64 bits, see pipelines.parallel.conn_rank)
+    # first_ts, first_packet, last_ts, last_packet and seq are properties over C integers (issue 40: no int
+    # object per connection); NO_INT in one of them: None, or a value that is not a C integer (-j N workers
+    # store a seq of more than 64 bits, see pipelines.parallel.conn_rank), kept in _big by its name
+    cdef public long long _first_ts, _first_packet, _last_ts, _last_packet, _seq
+    cdef public object _big
     cdef public LossRecord loss
     cdef public object one_way
     cdef public object transport_end

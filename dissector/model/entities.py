@@ -19,6 +19,12 @@ from .transitions import SIDES, UNKNOWN
 from .window import SessionWindow
 
 
+# a C integer field's "not a C integer here" (None, or a value kept in the connection's _big): the smallest
+# 64-bit integer, which no time, packet number or ordinal is (ConnectionBase.first_ts ...)
+INT_MAX = (1 << 63) - 1
+NO_INT = -INT_MAX - 1
+
+
 class Silence:
     """The longest silence of one peer of a connection (no frame of any kind), for the diagnoses'
     idle time-out: ``longest`` (ns, 0 until a second frame), its ``start`` and ``end`` (times),
@@ -266,7 +272,7 @@ class ConnectionBase:
 
     __slots__ = (
         "id", "client", "server", "syn_seen", "known_start", "state", "transport_end", "transport_time",
-        "first_ts", "first_packet", "last_ts", "last_packet", "seq", "loss", "one_way",
+        "_first_ts", "_first_packet", "_last_ts", "_last_packet", "_seq", "_big", "loss", "one_way",
     )
 
     # what a loss, TLS and FINs write: shared defaults too, a ConnectionHeaders' own (ConnectionRules.own_state
@@ -318,14 +324,116 @@ class ConnectionBase:
         self.known_start = syn_seen
         self.transport_end = None
         self.transport_time = None
-        self.first_ts = None
-        self.first_packet = None
-        self.last_ts = None
-        self.last_packet = None
+        # (the times, packets and ordinal: C integers behind their properties below, NO_INT for None)
+        self._first_ts = NO_INT
+        self._first_packet = NO_INT
+        self._last_ts = NO_INT
+        self._last_packet = NO_INT
+        self._seq = 0
+        self._big = None  # name -> value of those that are not C integers (None until the first)
         self.loss = None  # a LossRecord from the first loss (loss.py)
         self.one_way = -1  # the peer none of whose packets the capture holds (one direction captured), or -1
-        self.seq = 0
         self.state = START_ENDPOINTS if syn_seen else UNKNOWN_ENDPOINTS
+
+    # first_ts, first_packet (of its first event), last_ts, last_packet (of its latest) and seq (its place among
+    # the connections, ``-j N``'s workers a key of more than 64 bits): C integers in the compiled build, not an
+    # int object each (issue 40: about 150 bytes a connection); a value that is not one (None, a bigger int,
+    # another type) is NO_INT in its field and kept as it is in ``_big`` (read back the same)
+    def _big_value(self, name):
+        big = self._big
+        return None if big is None else big.get(name)
+
+    def _keep_big(self, name, value) -> None:
+        big = self._big
+        if value is None:
+            if big is not None:
+                big.pop(name, None)
+                if not big:
+                    self._big = None
+            return
+        if big is None:
+            big = self._big = {}
+        big[name] = value
+
+    @property
+    def first_ts(self):
+        if self._first_ts == NO_INT:
+            return self._big_value("first_ts")
+        return self._first_ts
+
+    @first_ts.setter
+    def first_ts(self, value):
+        if type(value) is int and NO_INT < value <= INT_MAX:
+            if self._first_ts == NO_INT and self._big is not None:
+                self._keep_big("first_ts", None)
+            self._first_ts = value
+        else:
+            self._first_ts = NO_INT
+            self._keep_big("first_ts", value)
+
+    @property
+    def first_packet(self):
+        if self._first_packet == NO_INT:
+            return self._big_value("first_packet")
+        return self._first_packet
+
+    @first_packet.setter
+    def first_packet(self, value):
+        if type(value) is int and NO_INT < value <= INT_MAX:
+            if self._first_packet == NO_INT and self._big is not None:
+                self._keep_big("first_packet", None)
+            self._first_packet = value
+        else:
+            self._first_packet = NO_INT
+            self._keep_big("first_packet", value)
+
+    @property
+    def last_ts(self):
+        if self._last_ts == NO_INT:
+            return self._big_value("last_ts")
+        return self._last_ts
+
+    @last_ts.setter
+    def last_ts(self, value):
+        if type(value) is int and NO_INT < value <= INT_MAX:
+            if self._last_ts == NO_INT and self._big is not None:
+                self._keep_big("last_ts", None)
+            self._last_ts = value
+        else:
+            self._last_ts = NO_INT
+            self._keep_big("last_ts", value)
+
+    @property
+    def last_packet(self):
+        if self._last_packet == NO_INT:
+            return self._big_value("last_packet")
+        return self._last_packet
+
+    @last_packet.setter
+    def last_packet(self, value):
+        if type(value) is int and NO_INT < value <= INT_MAX:
+            if self._last_packet == NO_INT and self._big is not None:
+                self._keep_big("last_packet", None)
+            self._last_packet = value
+        else:
+            self._last_packet = NO_INT
+            self._keep_big("last_packet", value)
+
+    @property
+    def seq(self):
+        if self._seq == NO_INT:
+            return self._big_value("seq")
+        return self._seq
+
+    @seq.setter
+    def seq(self, value):
+        if type(value) is int and NO_INT < value <= INT_MAX:
+            if self._seq == NO_INT and self._big is not None:
+                self._keep_big("seq", None)
+            self._seq = value
+        else:
+            self._seq = NO_INT
+            self._keep_big("seq", value)
 
     def peer(self, d):
         return self.client if d == 0 else self.server
@@ -333,9 +441,17 @@ class ConnectionBase:
     def note_loss(self, d: int, missing: int, skipped: int, ts, before: bool = False) -> None:
         """Bytes peer d sent were lost: ``missing`` in a gap, ``skipped`` to resynchronise, or
         (``before``) sent before the capture started."""
-        if self.loss is None:
-            self.loss = LossRecord()
-        self.loss.note(d, missing, skipped, ts, before)
+        self.own_loss().note(d, missing, skipped, ts, before)
+
+    def own_loss(self):
+        """The connection's loss record to write to: a new one if it has none, a copy of its own if it holds one
+        shared by many connections (loss.one_way_record)."""
+        loss = self.loss
+        if loss is None:
+            loss = self.loss = LossRecord()
+        elif loss.shared:
+            loss = self.loss = loss.copy()
+        return loss
 
     def lost(self, d: int) -> bool:
         """Frames peer d sent may be missing from the capture (a gap, or a capture that did not
@@ -368,13 +484,14 @@ class ConnectionHeaders(ConnectionBase):
         self.transport_end = b.transport_end
         self.transport_time = b.transport_time
         self.fins = b.fins
-        self.first_ts = b.first_ts
-        self.first_packet = b.first_packet
-        self.last_ts = b.last_ts
-        self.last_packet = b.last_packet
+        self._first_ts = b._first_ts
+        self._first_packet = b._first_packet
+        self._last_ts = b._last_ts
+        self._last_packet = b._last_packet
+        self._seq = b._seq
+        self._big = None if b._big is None else dict(b._big)
         self.loss = b.loss
         self.one_way = b.one_way
-        self.seq = b.seq
         # (b's own when b is one: a connection's header state is handed on whole at its first frame)
         self.events = b.events
         self.inferred = b.inferred  # what the frames after a loss showed that the lost ones had set up (texts)

@@ -12,6 +12,7 @@ cdef class LossRecord:
     cdef public object gaps, missing, skipped, last, before, absent, cut, hidden
     cdef public object snap_length
     cdef public object gap_last
+    cdef public bint shared
 
     cpdef note(self, Py_ssize_t d, missing, skipped, ts, before)
     cpdef note_cut(self, Py_ssize_t d, nbytes, hidden, snap_length, ts)

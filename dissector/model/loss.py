@@ -46,13 +46,40 @@ def _one_time(d, value):
     return recent
 
 
+def _copied(pair):
+    """A record's pair for a copy of the record: a new list of a list (the record's own), a tuple as it is."""
+    return [pair[0], pair[1]] if type(pair) is list else pair
+
+
+# per direction: the record one_way_record made last, handed to the next connection given the same time object
+_ONE_WAY = [None, None]
+
+
+def one_way_record(d, ts):
+    """The loss record of a connection whose first loss is the note that none of peer ``d``'s packets is in the
+    capture, at ``ts``: what ``note(d, 0, 0, ts, False)`` and ``note_absent(d)`` make of a new record.  One
+    record (``shared``) for every connection given the same time object, as the connections noted at the capture's
+    end are (issue 40: about 120 bytes each); a connection that writes to it takes a copy first
+    (ConnectionBase.own_loss)."""
+    rec = _ONE_WAY[d]
+    if rec is not None and rec.last[d] is ts:
+        return rec
+    rec = LossRecord()
+    rec.note(d, 0, 0, ts, False)
+    rec.note_absent(d)
+    rec.shared = True
+    _ONE_WAY[d] = rec
+    return rec
+
+
 def _with_true(pair, d):
     """Flag pair ``pair`` with direction ``d``'s set: one of the shared, immutable pairs."""
     return (True, True) if pair[1 - d] else ((True, False) if d == 0 else (False, True))
 
 
 class LossRecord:
-    __slots__ = ("gaps", "missing", "skipped", "last", "before", "absent", "cut", "hidden", "snap_length", "gap_last")
+    __slots__ = ("gaps", "missing", "skipped", "last", "before", "absent", "cut", "hidden", "snap_length", "gap_last",
+                 "shared")
 
     def __init__(self):
         # per peer d, each a pair: the shared immutable pair of its defaults until its first write (the
@@ -71,6 +98,24 @@ class LossRecord:
         self.hidden = _ZEROS
         self.snap_length = None  # the capture length of the cut packets
         self.gap_last = _NONES  # time of the latest loss of peer d's bytes (not a cut)
+        # the record of many connections (one_way_record): never written, a connection that writes to it
+        # takes a copy of its own first (ConnectionBase.own_loss)
+        self.shared = False
+
+    def copy(self):
+        """A record of its own with the same losses (its lists copied, its tuples shared as they are)."""
+        x = LossRecord()
+        x.gaps = _copied(self.gaps)
+        x.missing = _copied(self.missing)
+        x.skipped = _copied(self.skipped)
+        x.last = _copied(self.last)
+        x.before = self.before
+        x.absent = self.absent
+        x.cut = _copied(self.cut)
+        x.hidden = _copied(self.hidden)
+        x.snap_length = self.snap_length
+        x.gap_last = _copied(self.gap_last)
+        return x
 
     def note(self, d, missing, skipped, ts, before) -> None:
         """Bytes peer d sent were lost: ``missing`` in a gap, ``skipped`` to resynchronise, or
