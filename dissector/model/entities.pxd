@@ -109,6 +109,7 @@ cdef class ConnectionBase:
     # store a seq of more than 64 bits, see pipelines.parallel.conn_rank), kept in _big by its name
     cdef public long long _first_ts, _first_packet, _last_ts, _last_packet, _seq
     cdef public object _big
+    cdef long long _int_field(self, str name, object value, long long current)
     cdef public LossRecord loss
     cdef public object one_way
     cdef public object transport_end

@@ -355,85 +355,55 @@ class ConnectionBase:
             big = self._big = {}
         big[name] = value
 
+    def _int_field(self, name, value, current):
+        """What the C integer field ``name`` (now ``current``) holds once set to ``value``: the value itself
+        when it is a C integer, else NO_INT, the value then kept in ``_big``."""
+        if type(value) is int and NO_INT < value <= INT_MAX:
+            if current == NO_INT and self._big is not None:
+                self._keep_big(name, None)
+            return value
+        self._keep_big(name, value)
+        return NO_INT
+
     @property
     def first_ts(self):
-        if self._first_ts == NO_INT:
-            return self._big_value("first_ts")
-        return self._first_ts
+        return self._big_value("first_ts") if self._first_ts == NO_INT else self._first_ts
 
     @first_ts.setter
     def first_ts(self, value):
-        if type(value) is int and NO_INT < value <= INT_MAX:
-            if self._first_ts == NO_INT and self._big is not None:
-                self._keep_big("first_ts", None)
-            self._first_ts = value
-        else:
-            self._first_ts = NO_INT
-            self._keep_big("first_ts", value)
+        self._first_ts = self._int_field("first_ts", value, self._first_ts)
 
     @property
     def first_packet(self):
-        if self._first_packet == NO_INT:
-            return self._big_value("first_packet")
-        return self._first_packet
+        return self._big_value("first_packet") if self._first_packet == NO_INT else self._first_packet
 
     @first_packet.setter
     def first_packet(self, value):
-        if type(value) is int and NO_INT < value <= INT_MAX:
-            if self._first_packet == NO_INT and self._big is not None:
-                self._keep_big("first_packet", None)
-            self._first_packet = value
-        else:
-            self._first_packet = NO_INT
-            self._keep_big("first_packet", value)
+        self._first_packet = self._int_field("first_packet", value, self._first_packet)
 
     @property
     def last_ts(self):
-        if self._last_ts == NO_INT:
-            return self._big_value("last_ts")
-        return self._last_ts
+        return self._big_value("last_ts") if self._last_ts == NO_INT else self._last_ts
 
     @last_ts.setter
     def last_ts(self, value):
-        if type(value) is int and NO_INT < value <= INT_MAX:
-            if self._last_ts == NO_INT and self._big is not None:
-                self._keep_big("last_ts", None)
-            self._last_ts = value
-        else:
-            self._last_ts = NO_INT
-            self._keep_big("last_ts", value)
+        self._last_ts = self._int_field("last_ts", value, self._last_ts)
 
     @property
     def last_packet(self):
-        if self._last_packet == NO_INT:
-            return self._big_value("last_packet")
-        return self._last_packet
+        return self._big_value("last_packet") if self._last_packet == NO_INT else self._last_packet
 
     @last_packet.setter
     def last_packet(self, value):
-        if type(value) is int and NO_INT < value <= INT_MAX:
-            if self._last_packet == NO_INT and self._big is not None:
-                self._keep_big("last_packet", None)
-            self._last_packet = value
-        else:
-            self._last_packet = NO_INT
-            self._keep_big("last_packet", value)
+        self._last_packet = self._int_field("last_packet", value, self._last_packet)
 
     @property
     def seq(self):
-        if self._seq == NO_INT:
-            return self._big_value("seq")
-        return self._seq
+        return self._big_value("seq") if self._seq == NO_INT else self._seq
 
     @seq.setter
     def seq(self, value):
-        if type(value) is int and NO_INT < value <= INT_MAX:
-            if self._seq == NO_INT and self._big is not None:
-                self._keep_big("seq", None)
-            self._seq = value
-        else:
-            self._seq = NO_INT
-            self._keep_big("seq", value)
+        self._seq = self._int_field("seq", value, self._seq)
 
     def peer(self, d):
         return self.client if d == 0 else self.server
