@@ -165,10 +165,18 @@ def test_quick_run_json_structure_and_scaled_capture(tmp_path):
             expect = [a / b for a, b in zip(p["ours_s"], p["tshark_s"])]
             assert p["ratios"] == pytest.approx(expect, rel=0.01, abs=2e-3)
             assert p["ratio"] == pytest.approx(statistics.median(p["ratios"]), abs=2e-3)
-            assert p["pass"] is (None if p["goal"] is None else p["ratio"] <= p["goal"])
+            # the goal is judged on CPU time (issue 41): per pair, ours / tshark, then the median
+            assert len(p["tshark_cpu_s"]) == 2 and all(t > 0 for t in p["tshark_cpu_s"])
+            expect_cpu = [a / b for a, b in zip(p["ours_cpu_s"], p["tshark_cpu_s"])]
+            assert p["cpu_ratios"] == pytest.approx(expect_cpu, rel=0.02, abs=2e-3)
+            assert p["cpu_ratio"] == pytest.approx(statistics.median(p["cpu_ratios"]), abs=2e-3)
+            assert p["pass"] is (None if p["goal"] is None else p["cpu_ratio"] <= p["goal"])
         else:
-            assert p["tshark_s"] == [] and p["ratio"] is None
-    assert res["pairs"][0]["goal"] == 1.0 and res["pairs"][1]["goal"] is None
+            assert p["tshark_s"] == [] and p["ratio"] is None and p["cpu_ratio"] is None
+        # CPU time of a whole process: positive, and (one thread doing the work) not above its wall time by much
+        assert len(p["ours_cpu_s"]) == 2 and all(0 < c <= w * 1.5 + 0.05 for c, w in zip(p["ours_cpu_s"], p["ours_s"]))
+        assert p["ours_median_cpu_s"] == pytest.approx(statistics.median(p["ours_cpu_s"]), abs=2e-3)
+    assert res["pairs"][0]["goal"] == 0.8 and res["pairs"][1]["goal"] is None
     assert "| `report` vs `tshark -Y amqp` | batched |" in stdout
 
     # -j 2 on the capture and on its 2x replay (--jobs-scales): per round -j 1, -j 2 and two -j 1
@@ -222,9 +230,12 @@ def test_instruction_counts_come_from_callgrind_and_show_beside_the_times(monkey
     assert bench.count_instructions(["true"]) is None  # no valgrind: no count, no error
     row = {"name": "report", "shape": "flood", "mode": "default", "ours_cmd": "python -m amqp_dissect.cli report CAPTURE",
            "tshark_cmd": "tshark -r CAPTURE -Y amqp", "ours_median_s": 1.0, "tshark_median_s": 2.0, "ratio": 0.5,
-           "goal": 1.0, "pass": True, "ok": True, "ours_peak_mb": 50.0, "tshark_peak_mb": 60.0,
+           "ours_median_cpu_s": 0.9, "tshark_median_cpu_s": 1.2, "cpu_ratio": 0.75,
+           "goal": 0.8, "pass": True, "ok": True, "ours_peak_mb": 50.0, "tshark_peak_mb": 60.0,
            "ours_instructions": 3_000_000_000, "tshark_instructions": 4_000_000_000, "instruction_ratio": 0.75}
     table = bench.speed_table([row], show_mode=False)
+    assert "| ours CPU (median s) | tshark CPU (median s) | CPU ratio | goal |  | wall ratio |" in table
+    assert "| 0.90 | 1.20 | 0.75x | <= 0.8x | pass | 0.50x |" in table
     assert "| ours instructions | tshark instructions | instruction ratio |" in table
     assert "| 3.00 G | 4.00 G | 0.75x |" in table
 
