@@ -331,14 +331,16 @@ class _Unwanted(Exception):
 
 
 def _job_imports() -> None:
-    """What the driver imports after the session is up (the job, its steps, the summary lines'
-    readers), imported while the JVM starts: pyspark's own imports at the session's start
+    """What the driver imports after the session is up (the job, its steps, the summaries' and the
+    summary lines' readers), imported while the JVM starts: pyspark's own imports at the session's start
     (``pyspark.testing.utils``, which a Py4J argument converter imports, and with it pandas) first,
     so that the session's thread finds them done rather than both threads importing at once."""
     import importlib
 
     for name in ("pyspark.testing.utils", "amqp_dissect.pipelines.spark.job", "amqp_dissect.pipelines.spark_runtime.fs",
-                 "pyarrow.parquet", "amqp_dissect.cli.progress"):
+                 "pyarrow.parquet", "amqp_dissect.cli.progress",
+                 # (the summaries, which a run of an archive directory computes in this process)
+                 "pyarrow.dataset", "pyarrow.acero", "pyarrow.pandas_compat"):
         try:
             importlib.import_module(name)
         except ImportError:  # (imported again where it is used: the error shows there)
