@@ -219,10 +219,10 @@ def _run_job(spark, files: list[str], job: dict, directory: bool = False, full: 
 class _EarlyEnd:
     """The end of the session this process started (the SparkContext stopped, then the driver JVM's
     exit waited for: ``stop_session(end_jvm=True)``), begun in a thread of its own by a run of an
-    archive directory as soon as it needs Spark no more (after the summaries), so that the JVM's
-    stop and exit go on while the run saves its checkpoint, publishes and the command prints its
-    summary (which reads the local summary files with pyarrow, not Spark); :func:`_ended` waits
-    for it.  The progress display is stopped first (it polls the context)."""
+    archive directory as soon as it needs Spark no more (after the tables step), so that the JVM's
+    stop and exit go on while the run computes its summaries (in this process), saves its
+    checkpoint, publishes and the command prints its summary (which reads the local summary files
+    with pyarrow, not Spark); :func:`_ended` waits for it.  The progress display is stopped first (it polls the context)."""
 
     def __init__(self, spark):
         self._spark = spark

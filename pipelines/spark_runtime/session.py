@@ -482,8 +482,9 @@ def class_archive_options(jvm_options: str = JVM_OPTIONS) -> list[str]:
 # The class archive mapped at the address it was written for (HotSpot's ArchiveRelocationMode=0,
 # a diagnostic option; JDK 14+, ignored by a JVM without it): the JDK 17 here maps it elsewhere
 # by default (mode 1, an address chosen at random each start) and then patches every pointer in
-# it, which took 0.2 to 0.25 s of the driver JVM's start at load 8 (its -Xlog:cds, from "Try to
-# map" to the archive mapped; 0.005 s at its own address) and writes to the whole mapping.  The
+# it, which took 0.13 to 0.25 s of the driver JVM's start at load 8 to 12 (its -Xlog:cds, from the
+# archive's space reserved to the archive mapped; 0.001 s at its own address) and writes to the
+# whole mapping.  The
 # archive's classes then sit at the same address in every run (what the JDK's default archive
 # did before mode 1); AMQP_DISSECT_SPARK_CDS=0 maps no archive at all.
 CDS_AT_ITS_ADDRESS = ("-XX:+IgnoreUnrecognizedVMOptions", "-XX:+UnlockDiagnosticVMOptions",
