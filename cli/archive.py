@@ -219,10 +219,10 @@ def _run_job(spark, files: list[str], job: dict, directory: bool = False, full: 
 class _EarlyEnd:
     """The end of the session this process started (the SparkContext stopped, then the driver JVM's
     exit waited for: ``stop_session(end_jvm=True)``), begun in a thread of its own by a run of an
-    archive directory as soon as it needs Spark no more (after the summaries), so that the JVM's
-    stop and exit go on while the run saves its checkpoint, publishes and the command prints its
-    summary (which reads the local summary files with pyarrow, not Spark); :func:`_ended` waits
-    for it.  The progress display is stopped first (it polls the context)."""
+    archive directory as soon as it needs Spark no more (after the tables step), so that the JVM's
+    stop and exit go on while the run computes its summaries (in this process), saves its
+    checkpoint, publishes and the command prints its summary (which reads the local summary files
+    with pyarrow, not Spark); :func:`_ended` waits for it.  The progress display is stopped first (it polls the context)."""
 
     def __init__(self, spark):
         self._spark = spark
@@ -331,14 +331,16 @@ class _Unwanted(Exception):
 
 
 def _job_imports() -> None:
-    """What the driver imports after the session is up (the job, its steps, the summary lines'
-    readers), imported while the JVM starts: pyspark's own imports at the session's start
+    """What the driver imports after the session is up (the job, its steps, the summaries' and the
+    summary lines' readers), imported while the JVM starts: pyspark's own imports at the session's start
     (``pyspark.testing.utils``, which a Py4J argument converter imports, and with it pandas) first,
     so that the session's thread finds them done rather than both threads importing at once."""
     import importlib
 
     for name in ("pyspark.testing.utils", "amqp_dissect.pipelines.spark.job", "amqp_dissect.pipelines.spark_runtime.fs",
-                 "pyarrow.parquet", "amqp_dissect.cli.progress"):
+                 "pyarrow.parquet", "amqp_dissect.cli.progress",
+                 # (the summaries, which a run of an archive directory computes in this process)
+                 "pyarrow.dataset", "pyarrow.acero", "pyarrow.pandas_compat"):
         try:
             importlib.import_module(name)
         except ImportError:  # (imported again where it is used: the error shows there)

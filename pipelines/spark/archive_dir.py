@@ -9,7 +9,8 @@ checkpoint of the run before over the new files only, or a full run over every f
 why), writes the run's final and provisional rows partitioned by day into the new version in its
 staging directory, straight from the tables step (flat, then again by day, when the work
 directory is not local), the final files of the version before it kept as hard links when the
-run continued from its checkpoint, computes the summaries over the whole version, and publishes it
+run continued from its checkpoint, computes the summaries over the whole version (in this process,
+once Spark is needed no more), and publishes it
 (:meth:`~amqp_dissect.pipelines.archive.directory.ArchiveDir.publish`: one atomic rename)."""
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from amqp_dissect.pipelines.archive import DEFAULT_SPLIT_SIZE, InputError
 from amqp_dissect.pipelines.archive.directory import (CHECKPOINT, NO_CHECKPOINT, ArchiveDir, Plan, Refused, manifest_of,
                                                       option_values, plan_run, reach)
 
-from .summaries import DEFAULT_WINDOW, SUMMARIES, write_summaries_local
+from .summaries import DEFAULT_WINDOW, SUMMARIES, write_summaries_here
 
 
 @dataclass
@@ -180,8 +181,9 @@ def run_archive_dir(spark, paths, out: str, *, full: bool = False, split_size: i
     (nothing written) or :class:`InputError`.
 
     ``spark_done``: called (no argument) once the run needs Spark no more, after its last Spark
-    job (the summaries) and before what is left of it (the checkpoint's save, the publication): the
-    command begins the session's stop and the JVM's exit there, beside that rest."""
+    job (the tables step's) and before what is left of it (the summaries, computed in this process
+    from the written tables; the checkpoint's save, the publication): the command begins the
+    session's stop and the JVM's exit there, beside that rest."""
     from amqp_dissect.pipelines.archive import expand_inputs
     from amqp_dissect.pipelines.spark_runtime.fs import is_local, local_path
 
@@ -239,11 +241,12 @@ def _run(spark, archive: ArchiveDir, plan: Plan, options: dict, t0: float, analy
         done.cleanup(False)
     done.mark("partition")
     reach("partitioned")
-    write_summaries_local(spark, version, window, meter=done.meter)
+    if spark_done is not None:  # (no Spark job from here on: the summaries, the checkpoint, the manifest, files)
+        spark_done()
+    _, cpu = write_summaries_here(version, window)
+    done.meter.add("summaries", cpu)
     done.mark("summaries")
     reach("summaries")
-    if spark_done is not None:  # (no Spark job from here on: the checkpoint, the manifest, files)
-        spark_done()
     checkpoint, size = _save_checkpoint(got, version)
     stats = {"files": len(plan.files), "new_files": len(plan.new), "resumed": got.resumed, "carried": got.carried,
              "checkpoint_bytes": size, "kept_files": kept, "new_rows": new_rows,

@@ -80,6 +80,7 @@ class Meter:
     def __init__(self, spark):
         self._sc = spark.sparkContext
         self._acc: dict = {}
+        self._here: dict = {}
         self.profile_dir = os.environ.get(PROFILE_ENV) or None
         if self.profile_dir:
             os.makedirs(self.profile_dir, exist_ok=True)
@@ -91,9 +92,17 @@ class Meter:
             acc = self._acc[step] = self._sc.accumulator(0.0)
         return _metered(fn, acc, step, self.profile_dir)
 
+    def add(self, step: str, seconds: float) -> None:
+        """CPU seconds the driver itself spent on ``step`` (work done in its own process, not in tasks)."""
+        self._here[step] = self._here.get(step, 0.0) + seconds
+
     def seconds(self) -> dict:
-        """step -> CPU seconds of its Python tasks so far (on the driver, after the actions)."""
-        return {k: round(a.value, 3) for k, a in self._acc.items()}
+        """step -> CPU seconds of its Python tasks so far (on the driver, after the actions), and of
+        the driver's own work on it (:meth:`add`)."""
+        out = {k: a.value for k, a in self._acc.items()}
+        for k, v in self._here.items():
+            out[k] = out.get(k, 0.0) + v
+        return {k: round(v, 3) for k, v in out.items()}
 
 
 _WORKER_SET: list = []  # this worker process is set up for the job's tasks (_worker_setup)

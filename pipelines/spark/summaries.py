@@ -2,7 +2,8 @@
 summary's rows in Python (pyarrow + numpy) from the table columns it reads
 (:data:`SUMMARY_READS`), into the columns of :func:`summary_schema`.  With a local output
 directory Python tasks read the written tables and write the summaries
-(:func:`write_summaries_local`: one Spark job of a task per slot); otherwise Spark brings
+(:func:`write_summaries_local`: one Spark job of a task per slot; a run of an archive directory
+computes them in its own process, :func:`write_summaries_here`); otherwise Spark brings
 each summary's columns to one task that runs the same function and writes through Spark's
 writer (:func:`summary_frame`)."""
 
@@ -413,6 +414,29 @@ def write_summaries_local(spark, directory: str, window: float = DEFAULT_WINDOW,
     rdd = spark.sparkContext.parallelize(tasks, len(tasks))
 
     return dict(rdd.mapPartitions(metered(meter, "summaries", _summaries_task(directory, window))).collect())
+
+
+def write_summaries_here(directory: str, window: float = DEFAULT_WINDOW, threads: int = 2) -> tuple[dict, float]:
+    """The summaries of the tables under the local ``directory``, computed and written by this
+    process (no Spark job: what :func:`write_summaries_local`'s tasks do, in ``threads`` threads
+    packed as its tasks are; Arrow's reads and group-bys run outside the GIL), so that a run of an
+    archive directory needs Spark no more once its tables are written (its session's stop and the
+    JVM's exit go on meanwhile).  Returns (name -> rows, this process's CPU seconds spent: what the
+    run's ``cpu`` figures count for the step)."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .stages import pack_tasks
+
+    cpu = time.process_time()
+    tasks = pack_tasks(list(SUMMARIES), lambda name: 4 if "deliveries" in SUMMARY_READS[name] else 1, max(1, threads))
+    run = _summaries_task(directory, window)
+    if len(tasks) == 1:
+        got = dict(run(tasks))
+    else:
+        with ThreadPoolExecutor(len(tasks), thread_name_prefix="amqp-dissect-summaries") as pool:
+            got = {k: v for part in pool.map(lambda names: list(run([names])), tasks) for k, v in part}
+    return got, time.process_time() - cpu
 
 
 def _arrow_of(spark_schema):

@@ -16,7 +16,8 @@ Prints the times (medians of ``--repeat`` rounds), each command's time per stage
 ``checkpoint`` the run's own plan and its checkpoint's load, then the job's steps; ``rest`` the rest
 of the command's wall time: the interpreter's start and imports, the end), the checkpoint's bytes after each run, the increment's
 and the resumed run's ratio to the fresh run, and checks that the three directories hold the same
-rows (pyarrow datasets, rows as sets).
+rows (pyarrow datasets, rows as sets).  Before the first round it makes sure every command maps
+the driver JVM's class archive (:func:`class_archive_ready`).
 
 ``--no-kill``: the fresh run, the first half and the increment only.  ``--copies N`` makes the set N times larger to show how the ratio goes with the archive's size:
 the capture repeated N times one after the other (copy k's times shifted past copy k-1's end, its
@@ -130,6 +131,34 @@ def same_rows(a: str, b: str) -> bool:
     return True
 
 
+def class_archive_ready(files: list, work: str, settle: float = 180.0) -> str:
+    """Make sure every timed command maps the driver JVM's class archive (``class_archive_options``
+    in pipelines/spark_runtime/session.py): without one, the first command's JVM writes it as it
+    exits (seconds, counted in that command's time) and the commands of the next minute, until the
+    file has settled, start without any; both in the first round only, so that its ratio was not
+    the next rounds' (a first round of 0.43x and a second of 0.62x at 4x).  When there is none, one
+    untimed command over the first file writes it, then this waits until a session would map it.
+    Returns what it found, for the report."""
+    from amqp_dissect.pipelines.spark_runtime import session as S
+
+    S._launcher_environment()  # (SPARK_HOME, as a command finds it)
+
+    def mapped() -> bool:
+        return any(o.startswith("-XX:SharedArchiveFile=") for o in S.class_archive_options())
+
+    if os.environ.get(S.CDS_ENV, "1") == "0":
+        return "class archive: off (AMQP_DISSECT_SPARK_CDS=0)"
+    if mapped():
+        return "class archive: mapped by every command"
+    t = time.perf_counter()
+    archive(files[:1], os.path.join(work, "class-archive-warm-up"))
+    shutil.rmtree(os.path.join(work, "class-archive-warm-up"), ignore_errors=True)
+    while not mapped() and time.perf_counter() - t < settle:
+        time.sleep(5)
+    return (f"class archive: written by an untimed command first, then mapped by every command "
+            f"({time.perf_counter() - t:.0f} s)" if mapped() else "class archive: NOT mapped (none settled in time)")
+
+
 def one_round(files: list, work: str, kill_at: str, check: bool = True, kill: bool = True) -> dict:
     half = files[:len(files) // 2]
     dirs = {k: os.path.join(work, k) for k in ("fresh", "grown", "killed")}
@@ -181,12 +210,14 @@ def main() -> None:
         capture = copies(a.archive, a.copies, work)
         shutil.rmtree(os.path.join(work, "set"), ignore_errors=True)
         files = cut(capture, a.rotate * a.copies, os.path.join(work, "set"))
+        cds = class_archive_ready(files, work)
         rounds = [one_round(files, work, a.kill_at, not a.no_check, not a.no_kill) for _ in range(a.repeat)]
     finally:
         if a.work is None:
             shutil.rmtree(work, ignore_errors=True)
     print(f"{a.archive}{f' x {a.copies}' if a.copies > 1 else ''}: {len(files)} files; medians of {a.repeat} "
           "round(s), wall seconds of whole commands")
+    print(f"  {cds}")
     print("  load average (1, 5, 15 min) before / after: " + " / ".join(
         ", ".join(f"{x:.1f}" for x in load) for load in (load_before, os.getloadavg())))
     for key in rounds[0]:

@@ -329,7 +329,7 @@ def test_a_set_grown_in_three_and_eight_runs_goes_on_from_each_checkpoint_and_eq
     files = sorted(copy_set(rotated, tmp_path / "set"), key=first_time)  # (the set grows in time)
     out = str(tmp_path / "archive")
     cuts = [len(files) * (i + 1) // steps for i in range(steps)]
-    results, table_jobs, partition_jobs, after_done = [], [], [], []
+    results, table_jobs, partition_jobs, summary_jobs, after_done = [], [], [], [], []
     for n in cuts:
         counted = _jobs_per_step(spark)
         done_at: list = []  # (the jobs run when the run said it needs Spark no more: the command stops it there)
@@ -338,6 +338,7 @@ def test_a_set_grown_in_three_and_eight_runs_goes_on_from_each_checkpoint_and_eq
                                            **job))
         table_jobs.append(jobs["tables"])
         partition_jobs.append(jobs["partition"])
+        summary_jobs.append(jobs["summaries"])
         after_done.append([counted._count() - c for c in done_at])
         # the rows it says the published tables hold (counted by the analysis) are the files' own
         assert results[-1]["counts"] == table_rows(out, list(results[-1]["counts"]))
@@ -348,12 +349,33 @@ def test_a_set_grown_in_three_and_eight_runs_goes_on_from_each_checkpoint_and_eq
     assert table_jobs == [1] * steps, (table_jobs, [r["carried"] for r in results])
     # and that job writes them partitioned by day: no job of its own partitions them
     assert partition_jobs == [0] * steps, partition_jobs
-    # each run said once, after its last Spark job, that it needs Spark no more
+    # the summaries are computed by the run's own process (no Spark job), after it said, once
+    # and after its last Spark job (the tables step's), that it needs Spark no more
+    assert summary_jobs == [0] * steps, summary_jobs
     assert after_done == [[0]] * steps, after_done
     assert [len(r["plan"].new) for r in results] == [b - a for a, b in zip([0] + cuts, cuts)]
     assert_same_archive(out, fresh)
 
 
+
+
+def test_the_summaries_a_run_computes_itself_are_the_files_the_tasks_write(spark, fresh_plain, tmp_path):
+    """A run of an archive directory computes its summaries in its own process (two threads); the
+    Spark tasks of write_summaries_local (what a local run_archive output uses) write the same
+    files, byte for byte, from the same tables."""
+    from amqp_dissect.pipelines.spark.summaries import write_summaries_local
+
+    version = os.path.realpath(os.path.join(fresh_plain, "_archive", "current"))
+    copy = str(tmp_path / "version")
+    shutil.copytree(version, copy)
+    for name in SUMMARIES:
+        shutil.rmtree(os.path.join(copy, name))
+    rows = write_summaries_local(spark, copy)
+    assert sorted(rows) == sorted(SUMMARIES) and sum(rows.values()) > 0
+    for name in SUMMARIES:
+        with open(os.path.join(version, name, "part-00000.parquet"), "rb") as a, \
+                open(os.path.join(copy, name, "part-00000.parquet"), "rb") as b:
+            assert a.read() == b.read(), name
 
 
 class _jobs_per_step:
