@@ -13,10 +13,9 @@ from contextlib import contextmanager
 
 import typer
 
-from amqp_dissect.pipelines.runs.local import DeliveryStream
-
-from amqp_dissect.pipelines.writers.tables import arrow_ready
-
+# (the rows' modules, pipelines.runs.local's DeliveryStream and pipelines.writers.tables, are
+# imported by the table command that runs: registering the commands, on every run of every
+# command, loads neither)
 from .common import EXIT_USAGE, Fail, need_extra
 from .habits import check_output, pick_columns, text_table_chunks, write_failure
 from .inputs import CaptureInputs, capture_command
@@ -35,6 +34,13 @@ TABLES = (
     ("errors", "error_rows", "Errors: close/end/detach errors and unsettled deliveries."),
     ("requests", None, "One row per request: its reply, round trip, $management and $cbs operations."),
 )
+
+
+def arrow_ready() -> bool:
+    """:func:`amqp_dissect.pipelines.writers.tables.arrow_ready` (its module loaded by the call)."""
+    from amqp_dissect.pipelines.writers.tables import arrow_ready as ready
+
+    return ready()
 
 
 class TableWriter:
@@ -267,6 +273,7 @@ def _in_one_process(run: CaptureRun, out: TableWriter, rows_method: str):
             out.rows(rows)
             return analyzer
         if out.table == "deliveries":  # row by row as each delivery becomes final
+            from amqp_dissect.pipelines.runs.local import DeliveryStream
             from amqp_dissect.pipelines.writers.tables import STREAM_ROWS
 
             stream = DeliveryStream(Checked(run), messages=out.messages)

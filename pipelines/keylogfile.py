@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 
 from amqp_dissect.capture.keylog import KeyLog, LineScanner, RegionIndex, parse_line
 
@@ -71,6 +70,8 @@ class KeyLogFile(KeyLog):
 
     def _copy(self, f) -> None:
         """A key log that cannot be read twice: its valid lines to a temporary file, indexed there."""
+        import tempfile  # (only for a key log read from a pipe: a run without one need not load it)
+
         spool = tempfile.TemporaryFile(prefix="amqp-dissect-keylog-")
         sc, ix = self.scanner, self.index
         at = 0

@@ -110,6 +110,8 @@ cdef class ConnectionBase:
     cdef public long long _first_ts, _first_packet, _last_ts, _last_packet, _seq
     cdef public object _big
     cdef long long _int_field(self, str name, object value, long long current)
+    cdef void _seen(self, object ts, object packet) except *
+    cdef bint _no_first_ts(self) except -1
     cdef public LossRecord loss
     cdef public object one_way
     cdef public object transport_end

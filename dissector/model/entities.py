@@ -405,6 +405,18 @@ class ConnectionBase:
     def seq(self, value):
         self._seq = self._int_field("seq", value, self._seq)
 
+    def _seen(self, ts, packet) -> None:
+        """``last_ts = ts`` and, unless ``packet`` is None, ``last_packet = packet``: the two setters in one
+        call, the tracker's bookkeeping of each frame (compiled, a C call on the C fields: no attribute
+        look-up through the properties)."""
+        self._last_ts = self._int_field("last_ts", ts, self._last_ts)
+        if packet is not None:
+            self._last_packet = self._int_field("last_packet", packet, self._last_packet)
+
+    def _no_first_ts(self) -> bool:
+        """``first_ts is None`` (no int object made for the question)."""
+        return self._first_ts == NO_INT and self._big_value("first_ts") is None
+
     def peer(self, d):
         return self.client if d == 0 else self.server
 

@@ -217,13 +217,11 @@ class StateTracker(Hooks):
             c = self.connection_rules.amqp(self._conn(f))
             if not c.syn_seen and not c.told_before_frames:
                 c.note_unknown("connection start")
-        elif ts is None or c0.first_ts is None:
+        elif ts is None or c0._no_first_ts():
             c = self._conn(f)
         else:  # _conn's bookkeeping, inlined for the common case
             c = c0
-            c.last_ts = ts
-            if f.packet is not None:
-                c.last_packet = f.packet
+            c._seen(ts, f.packet)  # (last_ts, and last_packet unless None: one C call, not two setattrs)
             if self.last_ts is None or ts > self.last_ts:
                 self.last_ts = ts
         return c

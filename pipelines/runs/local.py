@@ -26,7 +26,6 @@ from amqp_dissect.times import NS, date
 from amqp_dissect.capture.pcap import open_capture
 from amqp_dissect.dissect import Dissector
 from amqp_dissect.errors import CaptureError
-from amqp_dissect.results.schema import TABLES
 from amqp_dissect.pipelines.capture_set import natural_key, set_gaps, set_holes
 
 if TYPE_CHECKING:  # pandas / pyarrow are imported when a table is asked for, not by the report
@@ -517,7 +516,7 @@ class Analysis:
             + f", unsettled {totals['unsettled'] - lost[0]}",
             f"  stalls {len(an.stalls)}, violations {len(an.violation_rows())}, errors {len(an.error_rows())}"
             + (f", capture damaged ({len(self.source.errors)} file(s))" if self.source.errors else ""),
-            "  tables: " + ", ".join(TABLES) + ", frames; latency(by=...), report()",
+            "  tables: " + ", ".join(_table_names()) + ", frames; latency(by=...), report()",
         ]
         return "\n".join(lines)
 
@@ -735,3 +734,10 @@ def read_analysis(paths, ports: Iterable[int] = (), keylog=None, frames: bool = 
     a = run_analysis(source, on_event=keep, messages=messages)
     a._frame_rows = kept
     return a
+
+
+def _table_names() -> tuple:
+    """The tables' names (the registry's module, loaded here only: a command's run needs none of it)."""
+    from amqp_dissect.results.schema import TABLES
+
+    return TABLES
