@@ -109,6 +109,7 @@ cdef class ConnectionBase:
     # store a seq of more than 64 bits, see pipelines.parallel.conn_rank), kept in _big by its name
     cdef public long long _first_ts, _first_packet, _last_ts, _last_packet, _seq
     cdef public object _big
+    @cython.locals(v=cython.longlong)
     cdef long long _int_field(self, str name, object value, long long current)
     cdef void _seen(self, object ts, object packet) except *
     cdef bint _no_first_ts(self) except -1

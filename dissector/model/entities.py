@@ -358,10 +358,15 @@ class ConnectionBase:
     def _int_field(self, name, value, current):
         """What the C integer field ``name`` (now ``current``) holds once set to ``value``: the value itself
         when it is a C integer, else NO_INT, the value then kept in ``_big``."""
-        if type(value) is int and NO_INT < value <= INT_MAX:
-            if current == NO_INT and self._big is not None:
-                self._keep_big(name, None)
-            return value
+        if type(value) is int:
+            try:
+                v = value  # (compiled, v is a C integer: the .pxd; a value beyond 64 bits raises here)
+            except OverflowError:
+                v = NO_INT
+            if NO_INT < v <= INT_MAX:  # (compiled: a compare of C integers, no int object made)
+                if current == NO_INT and self._big is not None:
+                    self._keep_big(name, None)
+                return v
         self._keep_big(name, value)
         return NO_INT
 
