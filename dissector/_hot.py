@@ -202,5 +202,8 @@ FULLY_OPTIMIZED = (
     "amqp_dissect.model.tracker",
     "amqp_dissect.model.connection",
 )
+# Modules compiled without Cython's generated pickling of their cdef classes (auto_pickle=False):
+# nothing pickles their objects.  See above.
+NOT_PICKLED = ()
 HOT_LEVEL = "-O2"
 COLD_LEVEL = "-O1"
