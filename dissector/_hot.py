@@ -204,6 +204,11 @@ FULLY_OPTIMIZED = (
 )
 # Modules compiled without Cython's generated pickling of their cdef classes (auto_pickle=False):
 # nothing pickles their objects.  See above.
-NOT_PICKLED = ()
+NOT_PICKLED = (
+    "amqp_dissect.events",
+    "amqp_dissect.capture.pcap",
+    "amqp_dissect.shard",
+    "amqp_dissect.render.frames",
+)
 HOT_LEVEL = "-O2"
 COLD_LEVEL = "-O1"
