@@ -35,15 +35,23 @@ TARGET="."
 [ -n "$EXTRAS" ] && TARGET=".[$EXTRAS]"
 PIP=(.venv/bin/python -m pip install -q --disable-pip-version-check)
 # The build runs in the venv, not in an environment of pip's own: its requirements (pyproject.toml's
-# [build-system] requires: setuptools, Cython) go into the venv first, while the dependencies' pip runs
-# beside them.  Then two things at once: the compile of the hot modules in place (setup.py build_ext
-# --inplace: two workers, the two cores) and pip installing the project (editable, not compiling), then
-# the bytecode (one process, mostly unpacking).  In sequence, as `pip install -e .` does it, the
-# dependencies and pip's build environment kept a core idle before the compile began (see
-# docs/performance.md, the install).
+# [build-system] requires: setuptools, Cython) go into the venv first.  Then two things at once: the
+# compile of the hot modules in place (setup.py build_ext --inplace: two workers, the two cores) and
+# pip installing the project (editable, not compiling) with its dependencies, then the bytecode (one
+# process, mostly unpacking).  In sequence, as `pip install -e .` does it, the dependencies and pip's
+# build environment kept a core idle before the compile began (see docs/performance.md, the install).
 BUILD_REQUIRES=$(.venv/bin/python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))')
 mapfile -t BUILD_REQUIRES <<<"$BUILD_REQUIRES"
 HAD_CYTHON=$(.venv/bin/python -c 'import importlib.util; print(int(importlib.util.find_spec("Cython") is not None))')
+# (not byte-compiled: the build imports a small part of them, and writes that part's bytecode itself)
+if .venv/bin/python -c 'import pip' >/dev/null 2>&1; then
+  "${PIP[@]}" --no-compile "${BUILD_REQUIRES[@]}"
+elif ! "$PY" -m pip --python .venv/bin/python install -q --disable-pip-version-check --no-compile \
+    pip "${BUILD_REQUIRES[@]}" >/dev/null 2>&1; then
+  # no pip beside $PY, or one older than 22.3 (--python): the venv's own, from ensurepip
+  .venv/bin/python -m ensurepip -q
+  "${PIP[@]}" --no-compile "${BUILD_REQUIRES[@]}"
+fi
 # The dependencies of the project and of the extras asked for, read from pyproject.toml (an extra that
 # names amqp-dissect[...] brings those extras' too): they are installed by a pip run of their own, with
 # build isolation, because a dependency published only as a source archive builds in an environment of
@@ -74,31 +82,11 @@ PYTHON
 )
 mapfile -t DEPENDENCIES <<<"$DEPENDENCIES"
 mkdir -p build
-# The dependencies first, in the background: their pip runs on the second core while the build's
-# requirements are installed on the first (before, that core sat idle until the compile began).  A venv
-# made here has no pip yet: the base Python's pip installs into it (--python, pip 22.3 and later); without
-# one, the dependencies are installed after the compile with the venv's own pip (below).  The two pip
-# runs install different packages.  (Their output to build/pip.log, shown if one fails: the newer pip
-# shows setuptools' warnings even with -q.)
-if .venv/bin/python -c 'import pip' >/dev/null 2>&1; then
-  "${PIP[@]}" "${DEPENDENCIES[@]}" >build/pip.log 2>&1 &
-else
-  "$PY" -m pip --python .venv/bin/python install -q --disable-pip-version-check "${DEPENDENCIES[@]}" \
-    >build/pip.log 2>&1 &
-fi
-DEPENDING=$!
-# (not byte-compiled: the build imports a small part of them, and writes that part's bytecode itself)
-if .venv/bin/python -c 'import pip' >/dev/null 2>&1; then
-  "${PIP[@]}" --no-compile "${BUILD_REQUIRES[@]}"
-elif ! "$PY" -m pip --python .venv/bin/python install -q --disable-pip-version-check --no-compile \
-    pip "${BUILD_REQUIRES[@]}" >/dev/null 2>&1; then
-  # no pip beside $PY, or one older than 22.3 (--python): the venv's own, from ensurepip
-  .venv/bin/python -m ensurepip -q
-  "${PIP[@]}" --no-compile "${BUILD_REQUIRES[@]}"
-fi
 (
-  if ! AMQP_DISSECT_NO_COMPILE=1 "${PIP[@]}" --no-build-isolation --no-deps -e "$TARGET" >build/pip-project.log 2>&1; then
-    cat build/pip-project.log >&2
+  # (their output to build/pip.log, shown if one fails: the newer pip shows setuptools' warnings even with -q)
+  if ! "${PIP[@]}" "${DEPENDENCIES[@]}" >build/pip.log 2>&1 \
+      || ! AMQP_DISSECT_NO_COMPILE=1 "${PIP[@]}" --no-build-isolation --no-deps -e "$TARGET" >>build/pip.log 2>&1; then
+    cat build/pip.log >&2
     exit 1
   fi
   # the bytecode of the project's own modules, written once here: an editable install leaves it to the
@@ -114,11 +102,6 @@ if ! .venv/bin/python setup.py -q build_ext --inplace >build/compile.log 2>&1; t
 fi
 PURE=$(grep -c "^WARNING (amqp-dissect).*stays pure Python" build/compile.log || true)
 [ "${PURE:-0}" -gt 0 ] && echo "amqp-dissect: $PURE hot modules stay pure Python (why: build/compile.log)" >&2
-if ! wait "$DEPENDING" && ! "${PIP[@]}" "${DEPENDENCIES[@]}" >>build/pip.log 2>&1; then
-  # (the base Python's pip could not: no pip beside it, or one without --python; the venv's own did not either)
-  cat build/pip.log >&2
-  exit 1
-fi
 wait "$INSTALLING"
 # Cython stays only where it was or an extra asks for it (test): a hot module that runs as Python (no
 # compiler) imports Cython's shadow module when Cython is installed (14 ms a run), the project's shim
