@@ -31,7 +31,7 @@ FULLY_OPTIMIZED = frozenset(_HOT["FULLY_OPTIMIZED"])
 HOT_LEVEL = _HOT["HOT_LEVEL"]
 COLD_LEVEL = _HOT["COLD_LEVEL"]
 # modules whose cdef classes get no generated pickling (see dissector/_hot.py: nothing pickles them)
-NOT_PICKLED = frozenset(_HOT["NOT_PICKLED"])
+NOT_PICKLED = frozenset(_HOT.get("NOT_PICKLED", ()))
 
 
 def _package_dirs() -> dict:
