@@ -180,8 +180,9 @@ throughout, so CPU figures only, in pairs, and instruction counts):
   measured on install.sh with the compile skipped, alternated: 20.7 and 20.6 s wall, 11.9 and
   11.8 s CPU before; 23.3 and 21.1 s wall, 12.7 and 13.9 s CPU with it (the base Python's pip
   --python starts an interpreter more): not adopted.
-- Whole fresh-clone installs at load 1 to 4, alternated: 002671d 182.0 and 181.8 s of CPU (94.7 s
-  wall at load 2), this round's b358dce 203.6 and 185.9 s: noise larger than the 4 to 5 s above.
+- Whole fresh-clone installs at load 1 to 4, alternated: 002671d 182.0, 181.8 and 195.1 s of CPU
+  (94.7 s wall at load 2), this round's b358dce 203.6, 185.9 and 185.3 s: noise larger than the 4
+  to 5 s above.
 """
 
 HOT_MODULES = (
