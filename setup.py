@@ -30,6 +30,8 @@ HOT_MODULES = _HOT["HOT_MODULES"]
 FULLY_OPTIMIZED = frozenset(_HOT["FULLY_OPTIMIZED"])
 HOT_LEVEL = _HOT["HOT_LEVEL"]
 COLD_LEVEL = _HOT["COLD_LEVEL"]
+# modules whose cdef classes get no generated pickling (see dissector/_hot.py: nothing pickles them)
+NOT_PICKLED = frozenset(_HOT.get("NOT_PICKLED", ()))
 
 
 def _package_dirs() -> dict:
@@ -59,6 +61,15 @@ def _source(module: str) -> str:
 # Typing for speed is explicit: @cython.locals(...) / cython.declare or a .pxd beside
 # the module.
 CYTHON_DIRECTIVES = {"language_level": 3, "annotation_typing": False}
+# a module's own directives on top of those (set here, per module, not in the module's source)
+NOT_PICKLED_DIRECTIVES = {"auto_pickle": False}
+
+
+def _directives(module: str) -> dict:
+    """The Cython directives of one hot module."""
+    if module in NOT_PICKLED:
+        return {**CYTHON_DIRECTIVES, **NOT_PICKLED_DIRECTIVES}
+    return CYTHON_DIRECTIVES
 
 
 def _pxd_mirror() -> str:
@@ -132,16 +143,34 @@ def _cython_options() -> dict:
     if not _OPTIONS:
         import Cython
 
-        stamp = f"Cython {Cython.__version__} {sorted(CYTHON_DIRECTIVES.items())}"
+        stamp = (f"Cython {Cython.__version__} {sorted(CYTHON_DIRECTIVES.items())} "
+                 f"{sorted(NOT_PICKLED_DIRECTIVES.items())} for {sorted(NOT_PICKLED)}")
         try:
             with open(_STAMP_FILE) as f:
                 force = f.read() != stamp
         except OSError:
             force = True
-        _OPTIONS.update(compiler_directives=CYTHON_DIRECTIVES, quiet=True, force=force,
+        _OPTIONS.update(quiet=True, force=force,
                         include_path=[_pxd_mirror()])
         _OPTIONS["_stamp"] = stamp
     return {k: v for k, v in _OPTIONS.items() if not k.startswith("_")}
+
+
+_SCHEDULE_FILE = os.path.join(HERE, "build", "schedule.log")
+
+
+def _log_time(what: str, **fields) -> None:
+    """One line of the build's schedule in build/schedule.log: the wall clock (seconds since the
+    epoch), the process, what it starts or ends (which module, on which core, for how long).  Never
+    fails the build."""
+    import time
+
+    extra = "".join(f" {k}={v}" for k, v in fields.items())
+    try:
+        with open(_SCHEDULE_FILE, "a") as f:
+            f.write(f"{time.time():.3f} pid={os.getpid()} {what}{extra}\n")
+    except OSError:
+        pass
 
 
 _STAMP_FILE = os.path.join(HERE, "build", "cython-options.txt")
@@ -215,14 +244,18 @@ def _translate_and_compile(index: int):
 
     ext = _BUILD.extensions[index]
     source = _source(ext.name)
+    _log_time("cython", module=ext.name)
     try:
-        cythonize([Extension(ext.name, [source])], **_cython_options())
+        cythonize([Extension(ext.name, [source])], compiler_directives=_directives(ext.name), **_cython_options())
     except BaseException as e:  # noqa: B036 (Cython exits on a syntax error; the pool must go on)
         return ext.name, f"Cython failed on {ext.name} ({type(e).__name__}: {e}); it stays pure Python"
+    _log_time("gcc", module=ext.name)
     try:
         _BUILD.build_extension_unguarded(ext)
     except Exception as e:  # CompileError, LinkError, ...
         return ext.name, f"compiling {ext.name} failed ({type(e).__name__}: {e}); it stays pure Python"
+    finally:
+        _log_time("done", module=ext.name)
     return ext.name, None
 
 
@@ -290,17 +323,22 @@ class OptionalCythonBuild(build_ext):
             _warn("Cython is not installed: the hot modules stay pure Python")
             return []
         options = _cython_options()
-        try:
-            # all modules in one call, translated on every core (serial, translation alone took
-            # about 28 s of CPU for the 40 modules)
-            kept = cythonize(extensions, nthreads=_jobs(), **options)
-        except Exception:  # one module Cython cannot translate: find it, keep the others
-            kept = []
-            for ext in extensions:
-                try:
-                    kept += cythonize([ext], **options)
-                except Exception as e:
-                    _warn(f"Cython failed on {ext.name} ({type(e).__name__}: {e}); it stays pure Python")
+        kept = []
+        # the modules that share their directives in one call each, translated on every core
+        # (serial, translation alone took about 28 s of CPU for the 40 modules)
+        groups = {}
+        for ext in extensions:
+            groups.setdefault(ext.name in NOT_PICKLED, []).append(ext)
+        for group in groups.values():
+            directives = _directives(group[0].name)
+            try:
+                kept += cythonize(group, nthreads=_jobs(), compiler_directives=directives, **options)
+            except Exception:  # one module Cython cannot translate: find it, keep the others
+                for ext in group:
+                    try:
+                        kept += cythonize([ext], compiler_directives=directives, **options)
+                    except Exception as e:
+                        _warn(f"Cython failed on {ext.name} ({type(e).__name__}: {e}); it stays pure Python")
         _write_cython_stamp()
         return kept
 
@@ -333,12 +371,18 @@ class OptionalCythonBuild(build_ext):
         _BUILD = self
         _cython_options()  # the .pxd mirror and the stamp decision, once, before the workers fork
         try:
+            os.remove(_SCHEDULE_FILE)
+        except OSError:
+            pass
+        _log_time("workers", count=len(self.extensions), processes=self.parallel or 1)
+        try:
             for name, message in _run_forked_workers(len(self.extensions), self.parallel or 1):
                 if message:
                     _warn(message)
                     self._failed.add(name)
         finally:
             _BUILD = None
+        _log_time("workers done")
         _write_cython_stamp()
 
 

@@ -149,6 +149,40 @@ checks), a call each on the per-frame path, and the I-cache misses do not fall: 
 (the flood capture's first 3,000) 1,389.8 -> 1,446.0 M Ir (+13%), I1mr 31.33 -> 30.93 M, +3.0%.
 So -Os costs `report` far more than the 1% issue 41 allows, for the ten modules together 46 s of
 gcc's CPU at that load (some 25 s on an idle machine): no module moved, nor any -O1 one.
+
+The sixth round (issue 41; docs/performance.md, "The sixth round"; the machine at load 7 to 18
+throughout, so CPU figures only, in pairs, and instruction counts):
+- NOT_PICKLED, adopted: events, capture.pcap, shard and render.frames are built with
+  auto_pickle=False (setup.py sets it per module; their code is untouched).  C lines 31,144 ->
+  24,238, 48,915 -> 45,054, 21,524 -> 20,345, 65,441 -> 60,518 (-16,869); gcc's CPU (user + sys,
+  each .c by hand with setuptools' command line at the module's level, two alternated pairs):
+  events 3.68 / 4.31 -> 2.27 / 2.36 s, pcap 10.02 / 8.61 -> 8.69 / 7.84, shard 3.29 / 2.39 ->
+  3.02 / 2.37, render.frames (-O2) 17.99 / 18.19 -> 16.98 / 15.53: the four 35.0 / 33.5 -> 31.0 /
+  28.1 s, 4.0 to 5.4 s less.  The audit is a test (tests/cli/test_archive_not_pickled.py): a real
+  checkpoint's pickles name no class of theirs, and a guard in every process of two `archive`
+  runs (the driver and Spark's workers) refuses and records any pickling of their objects.
+- The shared utility module (cythonize's shared_utility_qualified_name, amqp_dissect._cyutility),
+  measured and not adopted yet: the 35 modules' C 1,226,183 -> 1,139,728 lines with the shared
+  module's 30,747 (-7.1%); its own compile 2.3 s of gcc CPU at -O1, 3.6 s at -O2, and Cython
+  generates it in one worker (25 s of wall at load 9 to 18).  Instructions (callgrind,
+  PYTHONHASHSEED=0, the batched capture's first 1,500 packets), the shared module at -O2:
+  report 888.99 -> 890.59 M (+0.18%; the start, a one-packet capture, 384.17 -> 385.36 M, so
+  +0.08% per frame), frames 845.98 -> 848.22 M (+0.26%); at -O1 it costs +0.40% and +0.43% (its
+  __Pyx_PyObject_FastCallDict and Py_DECREF out of line).  So within the ~0.3% at -O2; left for
+  the next round because adopting it needs the fallback (the shared module failing sends every
+  compiled module to Python), a CC=false fresh clone and a fresh clone's timing, which this
+  round's load did not leave time for.
+- The schedule (build/schedule.log, written by setup.py: each module's Cython, gcc and end, per
+  worker): on a fresh clone the two workers ended 9.1 s apart in a compile of 824.6 s at load 9 to
+  10 (0.5% of it), and the same modules in the best longest-first order (by their measured times)
+  would end at 825.3 s against 824.2 s: the order has nothing left to give.  Starting the
+  dependencies' pip beside the build's requirements (the core idle before the compile) was
+  measured on install.sh with the compile skipped, alternated: 20.7 and 20.6 s wall, 11.9 and
+  11.8 s CPU before; 23.3 and 21.1 s wall, 12.7 and 13.9 s CPU with it (the base Python's pip
+  --python starts an interpreter more): not adopted.
+- Whole fresh-clone installs at load 1 to 4, alternated: 002671d 182.0, 181.8 and 195.1 s of CPU
+  (94.7 s wall at load 2), this round's b358dce 203.6, 185.9 and 185.3 s: noise larger than the 4
+  to 5 s above.
 """
 
 HOT_MODULES = (
@@ -201,6 +235,14 @@ FULLY_OPTIMIZED = (
     "amqp_dissect.model.transfers",
     "amqp_dissect.model.tracker",
     "amqp_dissect.model.connection",
+)
+# Modules compiled without Cython's generated pickling of their cdef classes (auto_pickle=False):
+# nothing pickles their objects.  See above.
+NOT_PICKLED = (
+    "amqp_dissect.events",
+    "amqp_dissect.capture.pcap",
+    "amqp_dissect.shard",
+    "amqp_dissect.render.frames",
 )
 HOT_LEVEL = "-O2"
 COLD_LEVEL = "-O1"
