@@ -13,6 +13,7 @@ import threading
 
 _AFTER = 2.0  # seconds before the display appears
 _EVERY = 0.25  # seconds between samples
+_GIVE_UP = 20  # the archive's display ends after this many samples in a row failed (5 s)
 
 
 def wanted() -> bool:
@@ -213,12 +214,20 @@ class SparkProgress:
                   TimeElapsedColumn(), console=Console(file=sys.stderr), transient=True)
         with bar:
             task = bar.add_task("archive", total=None, details="")
+            failed = 0
             while True:
                 try:
                     desc, total, done, details = self._line()
-                except Exception:  # the JVM is going away (the run ended): stop showing
-                    return
-                bar.update(task, description=desc, total=total, completed=done, details=details)
+                    failed = 0
+                except Exception:
+                    # one sample the status tracker could not give (a Py4J call of this thread while the
+                    # driver's own are under way) keeps the last line; only a tracker gone for good
+                    # (the JVM going away as the run ends) ends the display
+                    failed += 1
+                    if failed >= _GIVE_UP:
+                        return
+                else:
+                    bar.update(task, description=desc, total=total, completed=done, details=details)
                 if self._stop.wait(_EVERY):
                     bar.refresh()
                     return
