@@ -5,12 +5,9 @@ tested is the display's loop; the display on a real session is test_cli_tshark_m
 
 from __future__ import annotations
 
-import os
-import pty
-import re
-import sys
-import threading
 import time
+
+from ptyrun import stderr_on_a_terminal
 
 from amqp_dissect.cli import progress
 
@@ -48,31 +45,11 @@ def _shown(monkeypatch, sc, seconds):
     monkeypatch.setenv("AMQP_DISSECT_PROGRESS_AFTER", "0")
     monkeypatch.setenv("COLUMNS", "120")
     monkeypatch.delenv("AMQP_DISSECT_NO_PROGRESS", raising=False)
-    master, slave = pty.openpty()
-    seen: list = []
-
-    def drain():
-        while True:
-            try:
-                data = os.read(master, 65536)
-            except OSError:
-                return
-            if not data:
-                return
-            seen.append(data)
-
-    reader = threading.Thread(target=drain, daemon=True)
-    reader.start()
-    tty = os.fdopen(slave, "w", buffering=1)
-    monkeypatch.setattr(sys, "stderr", tty)
-    with progress.SparkProgress(sc) as shown:
-        time.sleep(seconds)
-        running = shown._thread is not None and shown._thread.is_alive()
-    monkeypatch.undo()
-    tty.close()
-    reader.join(timeout=5)
-    os.close(master)
-    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(seen).decode("utf-8", "replace")), running
+    with stderr_on_a_terminal(monkeypatch) as shown:
+        with progress.SparkProgress(sc) as display:
+            time.sleep(seconds)
+            running = display._thread is not None and display._thread.is_alive()
+    return shown.text, running
 
 
 def test_a_failed_sample_keeps_the_display(monkeypatch):

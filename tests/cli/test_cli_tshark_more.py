@@ -274,38 +274,19 @@ def test_spark_archive_progress_on_a_terminal_only(tmp_path, capsys, monkeypatch
     """archive (in this process, on the test run's Spark session): with stderr on a pseudo-
     terminal the progress shows the Spark steps and their tasks done / total, stage 1 its
     bytes; with stderr piped (captured), stderr gets nothing and stdout is the same."""
-    import pty
     import re
-    import threading
+
+    from ptyrun import stderr_on_a_terminal
 
     monkeypatch.setenv("AMQP_DISSECT_PROGRESS_AFTER", "0")
     monkeypatch.setenv("COLUMNS", "200")  # (rich's width on a terminal that gives none)
     args = ["archive", *sorted(glob.glob(os.path.join(SAMPLES, "*.pcap"))), "--partitions", "2", "--split-size", "20k"]
-    master, slave = pty.openpty()
-    seen: list = []
-
-    def drain():
-        while True:
-            try:
-                data = os.read(master, 65536)
-            except OSError:
-                return
-            if not data:
-                return
-            seen.append(data)
-
-    reader = threading.Thread(target=drain, daemon=True)
-    reader.start()
-    tty = os.fdopen(slave, "w", buffering=1)
-    monkeypatch.setattr(sys, "stderr", tty)
-    rc = main(args + ["--out", str(tmp_path / "tty")])
+    with stderr_on_a_terminal(monkeypatch) as shown:
+        rc = main(args + ["--out", str(tmp_path / "tty")])
     monkeypatch.undo()
-    tty.close()
-    reader.join(timeout=5)
-    os.close(master)
     out_tty = capsys.readouterr().out
     assert rc == 0
-    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(seen).decode("utf-8", "replace"))
+    text = shown.text
     assert "stage 1: reading the captures" in text and "stage 2: per-flow analysis" in text
     assert re.search(r"\d+/\d+ tasks", text)
     total = sum(os.path.getsize(os.path.join(SAMPLES, f)) for f in os.listdir(SAMPLES) if f.endswith(".pcap"))
