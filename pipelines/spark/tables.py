@@ -498,14 +498,23 @@ def write_dated_tables_here(layer_dirs: list, excluded: list, counts: dict, npar
     from concurrent.futures import ThreadPoolExecutor
     from types import SimpleNamespace
 
+    import pyarrow as pa
+
     cpu = time.process_time()
     bounds, tasks = _table_tasks(max(1, threads), layer_dirs, counts, nparts)
     run_task = _dated_tables_task(layer_dirs, bounds, excluded, version, run, SimpleNamespace(value=days), split)
-    if len(tasks) <= 1 or threads <= 1:
-        got = [x for task in tasks for x in run_task([task])]
-    else:
-        with ThreadPoolExecutor(min(threads, len(tasks)), thread_name_prefix="amqp-dissect-tables") as pool:
-            got = [x for part in pool.map(lambda task: list(run_task([task])), tasks) for x in part]
+    # (one Arrow thread per task, as in the Spark workers (stages._worker_setup): the threads here
+    # are the step's parallelism, and Arrow's pool handing a task's small buffers around costs CPU)
+    arrow_threads = pa.cpu_count()
+    pa.set_cpu_count(1)
+    try:
+        if len(tasks) <= 1 or threads <= 1:
+            got = [x for task in tasks for x in run_task([task])]
+        else:
+            with ThreadPoolExecutor(min(threads, len(tasks)), thread_name_prefix="amqp-dissect-tables") as pool:
+                got = [x for part in pool.map(lambda task: list(run_task([task])), tasks) for x in part]
+    finally:
+        pa.set_cpu_count(arrow_threads)
     out = _dated_written(got, counts, version)
     if meter is not None:
         meter.add("tables", time.process_time() - cpu)
