@@ -302,7 +302,8 @@ def curve(a, work: str) -> None:
     for n in sizes:
         rs = rounds[n]
         m = med[n] = {k: statistics.median([r[k] for r in rs]) for k in ("fresh", "increment")}
-        start = {run: statistics.median([r["stages"][run].get("start", 0.0) for r in rs]) for run in ("fresh", "increment")}
+        start = {run: statistics.median([r["stages"][run].get("start", 0.0) for r in rs])
+                 for run in ("fresh", "increment")}
         same = "" if a.no_check else f"; same rows: {all(r['same rows'] for r in rs)}"
         print(f"  {n}x ({len(sets[n])} files): fresh {m['fresh']:.2f} s, increment {m['increment']:.2f} s, "
               f"increment / fresh {m['increment'] / m['fresh']:.2f}x (rounds "
@@ -399,8 +400,8 @@ def print_timelines(rounds: list) -> None:
         for run, st in r["stages"].items():
             for j in st.get("timeline") or ():
                 later = "-" if j["later run"] is None else f"{j['later run']:.3f}"
-                print(f"    round {i} {run}: job {j['job']} at {j['at']:.2f}, {j['seconds']:.3f} s, {j['tasks']} tasks, "
-                      f"first task after {j['to first task']:.3f}, run first wave {j['first wave run']:.3f} / later "
+                print(f"    round {i} {run}: job {j['job']} at {j['at']:.2f}, {j['seconds']:.3f} s, "
+                      f"{j['tasks']} tasks, first task after {j['to first task']:.3f}, run first wave {j['first wave run']:.3f} / later "
                       f"{later}, end after the last task {j['after last task']:.3f}")
 
 
