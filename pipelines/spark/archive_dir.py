@@ -88,14 +88,15 @@ def _write_run_tables(spark, got: RunAnalysis, flat: str, provisional: str) -> s
 
 
 def _write_version_tables(spark, got: RunAnalysis, version: str, run: int, previous: str | None, flat: str,
-                          provisional: str) -> dict:
+                          provisional: str, spark_done=None) -> dict:
     """The run's tables written into its new ``version``, partitioned by day: straight from the
-    tables step when the work directory is local (one Spark job), else flat under ``flat`` (and
-    ``provisional``) and again by day.  Returns table -> rows written (final and provisional)."""
+    tables step when the work directory is local (by this process with a local master, calling
+    ``spark_done`` first; else one Spark job), else flat under ``flat`` (and ``provisional``) and
+    again by day.  Returns table -> rows written (final and provisional)."""
     from . import tables as T
     from .job import write_dated_run_tables
 
-    new_rows = write_dated_run_tables(spark, got.done, version, run, previous)
+    new_rows = write_dated_run_tables(spark, got.done, version, run, previous, spark_done)
     if new_rows is not None:
         reach("staged")  # (the tables are staged and partitioned at once)
         return new_rows
@@ -235,14 +236,20 @@ def _run(spark, archive: ArchiveDir, plan: Plan, options: dict, t0: float, analy
     previous = archive.current_version() if got.resumed else None
     os.makedirs(version)
     kept = T.keep_final_files(previous, version, tables) if got.resumed else 0
+    ended: list = []
+
+    def needs_spark_no_more() -> None:  # (said once: with a local master, before the tables step)
+        if spark_done is not None and not ended:
+            ended.append(True)
+            spark_done()
     try:
-        new_rows = _write_version_tables(spark, got, version, run, previous, flat, os.path.join(staging, "provisional"))
+        new_rows = _write_version_tables(spark, got, version, run, previous, flat, os.path.join(staging, "provisional"),
+                                         needs_spark_no_more)
     finally:
         done.cleanup(False)
     done.mark("partition")
     reach("partitioned")
-    if spark_done is not None:  # (no Spark job from here on: the summaries, the checkpoint, the manifest, files)
-        spark_done()
+    needs_spark_no_more()  # (no Spark job from here on: the summaries, the checkpoint, the manifest, files)
     _, cpu = write_summaries_here(version, window)
     done.meter.add("summaries", cpu)
     done.mark("summaries")

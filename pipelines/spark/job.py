@@ -595,22 +595,41 @@ def write_split_tables(spark, done: AnalysedRun, final_dir: str, provisional_dir
     return got
 
 
-def write_dated_run_tables(spark, done: AnalysedRun, version: str, run: int, previous: str | None = None):
+def write_dated_run_tables(spark, done: AnalysedRun, version: str, run: int, previous: str | None = None,
+                           spark_done: Callable | None = None):
     """The tables of ``done`` written straight under the local folder ``version`` partitioned by
-    day (:func:`~.tables.write_dated_tables_local`: one Spark job, no flat files), the rows of the
-    flows carried to the next run apart, when there are any; ``previous``: the version whose rows
-    the run keeps (its connections' days count).  Returns table -> rows written, or None when the
-    work directory is not local (then the tables are written flat and again by day)."""
-    from .tables import run_connection_days, write_dated_tables_local
+    day, no flat files, the rows of the flows carried to the next run apart, when there are any;
+    ``previous``: the version whose rows the run keeps (its connections' days count).  With a
+    local master, by this process (:func:`~.tables.write_dated_tables_here`: no Spark job; the
+    executors are this machine's cores), ``spark_done`` (the run needs Spark no more) called
+    before; otherwise in one Spark job (:func:`~.tables.write_dated_tables_local`).  Returns table
+    -> rows written, or None when the work directory is not local (then the tables are written
+    flat and again by day, and ``spark_done`` is not called)."""
+    from .tables import run_connection_days, write_dated_tables_here, write_dated_tables_local
 
     layer_dirs = [_direct_dir(p) for p in done.layer_paths]
     if None in layer_dirs:
         return None
     days = run_connection_days(layer_dirs, done.excluded, done.counts, done.nparts, previous)
-    final, provisional = write_dated_tables_local(spark, layer_dirs, done.excluded, done.counts, done.nparts, version,
-                                                  run, bool(done.carried), days, meter=done.meter)
+    sc = spark.sparkContext
+    if local_master(sc.master):
+        slots = sc.defaultParallelism
+        if spark_done is not None:
+            spark_done()
+        final, provisional = write_dated_tables_here(layer_dirs, done.excluded, done.counts, done.nparts, version,
+                                                     run, bool(done.carried), days, slots, meter=done.meter)
+    else:
+        final, provisional = write_dated_tables_local(spark, layer_dirs, done.excluded, done.counts, done.nparts,
+                                                      version, run, bool(done.carried), days, meter=done.meter)
     done.mark("tables")
     return {t: final[t] + provisional[t] for t in done.counts}
+
+
+def local_master(master: str) -> bool:
+    """Whether ``master`` runs the executors in the driver's JVM on this machine (``local``,
+    ``local[N]``, ``local[*]``, ``local[N,F]``; not ``local-cluster[...]`` nor a cluster's URL):
+    then a step whose work is Arrow's may as well run in the driver's own process."""
+    return master == "local" or master.startswith("local[")
 
 
 def _write_outputs(spark, done: AnalysedRun, out_uri: str, window: float, summaries: bool = True,

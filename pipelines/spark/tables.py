@@ -198,13 +198,13 @@ def _split_tables_task(layer_dirs: list, bounds: dict, excluded: list, final_dir
     return fn
 
 
-def _table_tasks(spark, layer_dirs: list, counts: dict, nparts: int) -> tuple:
+def _table_tasks(slots: int, layer_dirs: list, counts: dict, nparts: int) -> tuple:
     """(bounds, tasks) of the tables step: every table's ranges (:func:`_local_table_bounds`)
-    packed into at most :data:`TABLE_TASKS_PER_SLOT` tasks per task slot."""
+    packed into at most :data:`TABLE_TASKS_PER_SLOT` tasks per task slot (``slots``: the
+    context's ``defaultParallelism``)."""
     bounds = _local_table_bounds(layer_dirs, counts, nparts)
     items = sorted((t, r) for t in counts for r in range(len(bounds[t]) + 1))
-    tasks = pack_tasks(items, lambda it: counts[it[0]] // (len(bounds[it[0]]) + 1),
-                       TABLE_TASKS_PER_SLOT * spark.sparkContext.defaultParallelism)
+    tasks = pack_tasks(items, lambda it: counts[it[0]] // (len(bounds[it[0]]) + 1), TABLE_TASKS_PER_SLOT * slots)
     return bounds, tasks
 
 
@@ -223,7 +223,7 @@ def write_tables_local(spark, layer_dirs: list, excluded: list, counts: dict, ou
     empty table gets one file with its columns.  ``provisional`` (True/False): only the rows that
     are (not) provisional (:func:`_range_chunks`), their counts then not checked against
     ``counts`` (the caller checks the two parts' sum).  Returns table -> rows written."""
-    bounds, tasks = _table_tasks(spark, layer_dirs, counts, nparts)
+    bounds, tasks = _table_tasks(spark.sparkContext.defaultParallelism, layer_dirs, counts, nparts)
     _fresh_dirs(out_dirs[t] for t in counts)
     got = spark.sparkContext.parallelize(tasks, len(tasks)).mapPartitions(
         metered(meter, "tables", _tables_task(layer_dirs, bounds, excluded, out_dirs, provisional))).collect()
@@ -243,7 +243,7 @@ def write_split_tables_local(spark, layer_dirs: list, excluded: list, counts: di
     then True, makes, in ONE Spark job that reads each range's chunks once.  Returns (table ->
     final rows written, table -> provisional rows written); each table's two add up to ``counts``
     (checked)."""
-    bounds, tasks = _table_tasks(spark, layer_dirs, counts, nparts)
+    bounds, tasks = _table_tasks(spark.sparkContext.defaultParallelism, layer_dirs, counts, nparts)
     _fresh_dirs([final_dirs[t] for t in counts] + [provisional_dirs[t] for t in counts])
     got = spark.sparkContext.parallelize(tasks, len(tasks)).mapPartitions(
         metered(meter, "tables", _split_tables_task(layer_dirs, bounds, excluded, final_dirs,
@@ -477,13 +477,56 @@ def write_dated_tables_local(spark, layer_dirs: list, excluded: list, counts: di
     day (:func:`run_connection_days`).  A table without rows in ``version`` gets one empty file
     of its columns.  Returns (table -> final rows written, table -> provisional rows written),
     whose sum per table is ``counts`` (checked)."""
-    from amqp_dissect.pipelines.archive.tables import archive_schema
-
-    bounds, tasks = _table_tasks(spark, layer_dirs, counts, nparts)
     sc = spark.sparkContext
+    bounds, tasks = _table_tasks(sc.defaultParallelism, layer_dirs, counts, nparts)
     got = sc.parallelize(tasks, len(tasks)).mapPartitions(
         metered(meter, "tables", _dated_tables_task(layer_dirs, bounds, excluded, version, run, sc.broadcast(days),
                                                      split))).collect()
+    return _dated_written(got, counts, version)
+
+
+def write_dated_tables_here(layer_dirs: list, excluded: list, counts: dict, nparts: int, version: str, run: int,
+                            split: bool, days: dict, threads: int, meter=None) -> tuple[dict, dict]:
+    """:func:`write_dated_tables_local` made by this process, without a Spark job: the same ranges
+    packed into the same tasks (as for ``threads`` task slots), each task run by one of ``threads``
+    threads (the work is Arrow's: Parquet reads, sorts, takes and writes, outside the GIL), the
+    same files and rows.  A run of an archive directory with a local master writes its tables so
+    once stage 2 is done, so that it needs Spark no more from there on (its session's stop and the
+    JVM's exit go on meanwhile).  The CPU this process spends on it is counted for the step
+    (``meter.add``)."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+    from types import SimpleNamespace
+
+    import pyarrow as pa
+
+    cpu = time.process_time()
+    bounds, tasks = _table_tasks(max(1, threads), layer_dirs, counts, nparts)
+    run_task = _dated_tables_task(layer_dirs, bounds, excluded, version, run, SimpleNamespace(value=days), split)
+    # (one Arrow thread per task, as in the Spark workers (stages._worker_setup): the threads here
+    # are the step's parallelism, and Arrow's pool handing a task's small buffers around costs CPU)
+    arrow_threads = pa.cpu_count()
+    pa.set_cpu_count(1)
+    try:
+        if len(tasks) <= 1 or threads <= 1:
+            got = [x for task in tasks for x in run_task([task])]
+        else:
+            with ThreadPoolExecutor(min(threads, len(tasks)), thread_name_prefix="amqp-dissect-tables") as pool:
+                got = [x for part in pool.map(lambda task: list(run_task([task])), tasks) for x in part]
+    finally:
+        pa.set_cpu_count(arrow_threads)
+    out = _dated_written(got, counts, version)
+    if meter is not None:
+        meter.add("tables", time.process_time() - cpu)
+    return out
+
+
+def _dated_written(got: list, counts: dict, version: str) -> tuple[dict, dict]:
+    """(table -> final rows written, table -> provisional rows written) of the tables step's
+    ``(provisional, table, rows)`` results, checked against ``counts``; a table without rows in
+    ``version`` gets one empty file of its columns."""
+    from amqp_dissect.pipelines.archive.tables import archive_schema
+
     written: tuple = ({t: 0 for t in counts}, {t: 0 for t in counts})
     for flag, table, n in got:
         written[flag][table] += n

@@ -24,8 +24,16 @@ the capture repeated N times one after the other (copy k's times shifted past co
 client ports moved by 100 k: new connections, as a broker's clients reconnect), cut into
 ``--rotate`` x N files; the increment is again the second half.
 
+``--curve 1,2,4,8``: the curve over archive sizes, each size (copies) as ``--copies`` would run it
+(``--no-kill`` implied; ``--repeat`` rounds per size, the sizes alternated round by round so that
+each sees about the same load), then a line per size (the fresh run, the increment, their ratio,
+the JVM's and Spark's ``start`` of each) and a straight line fitted to each run's wall time over the
+sizes (seconds = fixed + per copy x copies, least squares): the fixed cost below which the ratio
+does not fall, and from which size the fits put the ratio at or under 0.65 and 0.60.
+
     python tests/benchmarks/bench_archive_growth.py --archive /tmp/amqp-bench/c2-m75000.pcap --rotate 8
     python tests/benchmarks/bench_archive_growth.py --archive /tmp/amqp-bench/c2-m75000.pcap --rotate 8 --copies 4
+    python tests/benchmarks/bench_archive_growth.py --archive /tmp/amqp-bench/c2-m75000.pcap --rotate 8 --curve 1,2,4,8
 """
 
 from __future__ import annotations
@@ -85,13 +93,23 @@ def copies(capture: str, n: int, into: str) -> str:
     return out
 
 
+LOAD_AT_END = "load (1 min) at the round's end"
 STAGES = re.compile(r"^time per stage: (.*)$", re.M)
+
+
+TIMELINE: list = []  # [folder]: --timeline, each command's Spark event log goes under it
 
 
 def archive(files: list, out: str, env: dict | None = None) -> tuple[float, int, dict]:
     """One ``archive`` command: (wall seconds, its exit status, its seconds per stage)."""
+    conf = []
+    if TIMELINE:
+        log = os.path.join(TIMELINE[0], "current")
+        shutil.rmtree(log, ignore_errors=True)
+        os.makedirs(log)
+        conf = ["--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir=file://{log}"]
     t = time.perf_counter()
-    got = subprocess.run([sys.executable, "-m", "amqp_dissect.cli", "archive", "--master", "local[2]", *files,
+    got = subprocess.run([sys.executable, "-m", "amqp_dissect.cli", "archive", "--master", "local[2]", *conf, *files,
                           "--out", out], capture_output=True, text=True, cwd=ROOT, env={**os.environ, **(env or {})})
     took = time.perf_counter() - t
     if got.returncode not in (0, -9):
@@ -103,7 +121,62 @@ def archive(files: list, out: str, env: dict | None = None) -> tuple[float, int,
             name, secs = part.rsplit(" in ", 1)
             stages[name] = float(secs.rstrip(" s"))
         stages["rest"] = round(took - sum(stages.values()), 2)
+    if TIMELINE and got.returncode == 0:
+        stages["timeline"] = spark_timeline(os.path.join(TIMELINE[0], "current"))
     return took, got.returncode, stages
+
+
+def _event_lines(folder: str):
+    """The JSON events of the Spark event log(s) under ``folder`` (zstd-compressed, Spark's default
+    codec, read by the ``zstd`` command)."""
+    for d, _, names in os.walk(folder):
+        for name in sorted(names):
+            if not name.startswith("events_") and not name.startswith("local-"):
+                continue
+            path = os.path.join(d, name)
+            if name.endswith(".zstd"):
+                text = subprocess.run(["zstd", "-dc", path], capture_output=True, text=True, check=True).stdout
+            else:
+                with open(path) as f:
+                    text = f.read()
+            for line in text.splitlines():
+                if line.strip():
+                    yield json.loads(line)
+
+
+def spark_timeline(folder: str) -> list:
+    """Each Spark job of a command, from its event log (``--timeline``): (its start after the
+    SparkContext's, its wall seconds, its tasks, the seconds from its submission to its first task's
+    launch, the mean run seconds of the tasks each Python worker ran first and of the others, the
+    seconds from its last task's end to the job's end)."""
+    t0, jobs, tasks = None, {}, {}
+    for e in _event_lines(folder):
+        kind = e["Event"]
+        if kind == "SparkListenerApplicationStart":
+            t0 = e["Timestamp"]
+        elif kind == "SparkListenerJobStart":
+            jobs[e["Job ID"]] = {"start": e["Submission Time"], "stages": e["Stage IDs"]}
+        elif kind == "SparkListenerJobEnd":
+            jobs[e["Job ID"]]["end"] = e["Completion Time"]
+        elif kind == "SparkListenerTaskEnd":
+            ti = e["Task Info"]
+            tasks.setdefault(e["Stage ID"], []).append((ti["Launch Time"], ti["Finish Time"],
+                                                       (e.get("Task Metrics") or {}).get("Executor Run Time", 0)))
+    out = []
+    slots = 2  # (local[2]: the first wave is the first task of each of the two task slots)
+    for j in sorted(jobs):
+        job = jobs[j]
+        ts = sorted(t for st in job["stages"] for t in tasks.get(st, ()))
+        if not ts or "end" not in job:
+            continue
+        first, later = ts[:slots], ts[slots:]
+        out.append({"job": j, "at": (job["start"] - (t0 or job["start"])) / 1000,
+                    "seconds": (job["end"] - job["start"]) / 1000, "tasks": len(ts),
+                    "to first task": (ts[0][0] - job["start"]) / 1000,
+                    "first wave run": sum(r for _, _, r in first) / len(first) / 1000,
+                    "later run": (sum(r for _, _, r in later) / len(later) / 1000) if later else None,
+                    "after last task": (job["end"] - max(f for _, f, _ in ts)) / 1000})
+    return out
 
 
 def checkpoint_bytes(out: str) -> int:
@@ -171,7 +244,7 @@ def one_round(files: list, work: str, kill_at: str, check: bool = True, kill: bo
     got["increment"], _, stages["increment"] = archive(files, dirs["grown"])
     got["checkpoint after the whole set"] = checkpoint_bytes(dirs["grown"])
     got["increment / fresh"] = got["increment"] / got["fresh"]
-    got["load (1 min) at the round's end"] = os.getloadavg()[0]
+    got[LOAD_AT_END] = os.getloadavg()[0]
     if not kill:
         if check:
             got["same rows"] = same_rows(dirs["fresh"], dirs["grown"])
@@ -188,6 +261,67 @@ def one_round(files: list, work: str, kill_at: str, check: bool = True, kill: bo
     return got
 
 
+def fit_line(xs: list, ys: list) -> tuple[float, float]:
+    """(fixed, per unit) of the least-squares line ``y = fixed + per unit x`` through the points."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
+    return my - slope * mx, slope
+
+
+def size_for_ratio(fresh: tuple, increment: tuple, ratio: float) -> float | None:
+    """The copies from which the fitted increment is at most ``ratio`` times the fitted fresh run
+    (``fresh``, ``increment``: (fixed, per copy) of :func:`fit_line`), or None when never."""
+    (ff, fw), (fi, iw) = fresh, increment
+    if iw - ratio * fw >= 0:  # (the ratio only falls toward iw / fw, which is above ``ratio``)
+        return 0.0 if fi <= ratio * ff else None
+    return max(0.0, (fi - ratio * ff) / (ratio * fw - iw))
+
+
+def curve(a, work: str) -> None:
+    """``--curve``: the ratio of the increment to the fresh run over archive sizes (see above)."""
+    sizes = [int(x) for x in a.curve.split(",") if x.strip()]
+    load_before = os.getloadavg()
+    sets = {}
+    for n in sizes:
+        capture = copies(a.archive, n, work)
+        shutil.rmtree(os.path.join(work, f"set-x{n}"), ignore_errors=True)
+        sets[n] = cut(capture, a.rotate * n, os.path.join(work, f"set-x{n}"))
+    cds = class_archive_ready(sets[sizes[0]], work)
+    rounds: dict = {n: [] for n in sizes}
+    for _ in range(a.repeat):
+        for n in sizes:
+            rounds[n].append(one_round(sets[n], os.path.join(work, f"x{n}"), a.kill_at, not a.no_check, kill=False))
+    print(f"{a.archive}: the curve over archive sizes, {a.rotate} files per copy; medians of {a.repeat} round(s) per "
+          "size (sizes alternated), wall seconds of whole commands")
+    print(f"  {cds}")
+    print("  load average (1, 5, 15 min) before / after: " + " / ".join(
+        ", ".join(f"{x:.1f}" for x in load) for load in (load_before, os.getloadavg())))
+    med: dict = {}
+    for n in sizes:
+        rs = rounds[n]
+        m = med[n] = {k: statistics.median([r[k] for r in rs]) for k in ("fresh", "increment")}
+        start = {run: statistics.median([r["stages"][run].get("start", 0.0) for r in rs])
+                 for run in ("fresh", "increment")}
+        same = "" if a.no_check else f"; same rows: {all(r['same rows'] for r in rs)}"
+        print(f"  {n}x ({len(sets[n])} files): fresh {m['fresh']:.2f} s, increment {m['increment']:.2f} s, "
+              f"increment / fresh {m['increment'] / m['fresh']:.2f}x (rounds "
+              + ", ".join(f"{r['increment / fresh']:.2f}" for r in rs)
+              + f"); start {start['fresh']:.2f} / {start['increment']:.2f} s; load at the rounds' ends "
+              + ", ".join(f"{r[LOAD_AT_END]:.1f}" for r in rs) + same)
+    if len(sizes) < 2:
+        return
+    fresh = fit_line(sizes, [med[n]["fresh"] for n in sizes])
+    inc = fit_line(sizes, [med[n]["increment"] for n in sizes])
+    print(f"  fitted: fresh {fresh[0]:.2f} s + {fresh[1]:.2f} s per copy; increment {inc[0]:.2f} s + {inc[1]:.2f} s "
+          f"per copy (the variable part {inc[1] / fresh[1]:.2f} of the fresh run's)" if fresh[1] else "")
+    for goal in (0.65, 0.60):
+        at = size_for_ratio(fresh, inc, goal)
+        print(f"  increment / fresh <= {goal:.2f} from about " + (f"{at:.1f}x" if at is not None else
+                                                                   "no size (the variable parts' ratio is above it)"))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--archive", required=True, help="the capture to cut")
@@ -201,10 +335,24 @@ def main() -> None:
                                                              "resumed run)")
     ap.add_argument("--copies", type=int, default=1,
                     help="the capture repeated this many times, new connections each (default 1; see above)")
+    ap.add_argument("--timeline", action="store_true",
+                    help="Spark's event log for each command, its jobs and their tasks' waves printed (see "
+                         "spark_timeline)")
+    ap.add_argument("--curve", default=None, metavar="N,N,...",
+                    help="the ratio over archive sizes: these copies (e.g. 1,2,4,8), --no-kill implied (see above)")
     ap.add_argument("--work", default=None, help="scratch directory (default: a temporary one, removed; the "
                                                    "repeated capture is kept in a given one)")
     a = ap.parse_args()
     work = a.work or tempfile.mkdtemp(prefix="archive-growth-")
+    if a.timeline:
+        TIMELINE.append(os.path.join(work, "event-logs"))
+    if a.curve:
+        try:
+            curve(a, work)
+        finally:
+            if a.work is None:
+                shutil.rmtree(work, ignore_errors=True)
+        return
     load_before = os.getloadavg()
     try:
         capture = copies(a.archive, a.copies, work)
@@ -235,11 +383,26 @@ def main() -> None:
     med = {k: statistics.median([r[k] for r in rounds]) for k in ("fresh", "increment", "resumed") if k in rounds[0]}
     print("  seconds per stage (medians; rest: the command's wall time outside its stages):")
     for run in rounds[0]["stages"]:
-        names = list(rounds[0]["stages"][run])
+        names = [n for n in rounds[0]["stages"][run] if n != "timeline"]
         print(f"    {run}: " + ", ".join(
             f"{n} {statistics.median([r['stages'][run].get(n, 0.0) for r in rounds]):.2f}" for n in names))
     print(f"  increment / fresh: {med['increment'] / med['fresh']:.2f}x" + (
         f"; resumed / fresh: {med['resumed'] / med['fresh']:.2f}x" if "resumed" in med else ""))
+    if TIMELINE:
+        print_timelines(rounds)
+
+
+def print_timelines(rounds: list) -> None:
+    """``--timeline``: each command's Spark jobs, round by round (see :func:`spark_timeline`)."""
+    print("  Spark jobs (from each command's event log; seconds; first wave: the mean run time of the tasks "
+          "each task slot ran first, later: of the others):")
+    for i, r in enumerate(rounds, 1):
+        for run, st in r["stages"].items():
+            for j in st.get("timeline") or ():
+                later = "-" if j["later run"] is None else f"{j['later run']:.3f}"
+                print(f"    round {i} {run}: job {j['job']} at {j['at']:.2f}, {j['seconds']:.3f} s, "
+                      f"{j['tasks']} tasks, first task after {j['to first task']:.3f}, run first wave {j['first wave run']:.3f} / later "
+                      f"{later}, end after the last task {j['after last task']:.3f}")
 
 
 if __name__ == "__main__":

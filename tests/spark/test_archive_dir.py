@@ -344,13 +344,14 @@ def test_a_set_grown_in_three_and_eight_runs_goes_on_from_each_checkpoint_and_eq
         assert results[-1]["counts"] == table_rows(out, list(results[-1]["counts"]))
     assert [r["resumed"] for r in results] == [False] + [True] * (steps - 1), [r["plan"].why_full for r in results]
     assert any(r["carried"] for r in results[:-1])  # (connections ran on across the cuts)
-    # a run's final and provisional rows (flows carried over) are written by one Spark job, as a
-    # run's rows that are all final
-    assert table_jobs == [1] * steps, (table_jobs, [r["carried"] for r in results])
-    # and that job writes them partitioned by day: no job of its own partitions them
+    # with a local master, a run's final and provisional rows (flows carried over) are written by
+    # the run's own process (no Spark job), as a run's rows that are all final
+    assert spark.sparkContext.master.startswith("local[")
+    assert table_jobs == [0] * steps, (table_jobs, [r["carried"] for r in results])
+    # partitioned by day at once: no job of its own partitions them
     assert partition_jobs == [0] * steps, partition_jobs
-    # the summaries are computed by the run's own process (no Spark job), after it said, once
-    # and after its last Spark job (the tables step's), that it needs Spark no more
+    # the summaries are computed by the run's own process too (no Spark job), after it said, once
+    # and after its last Spark job (stage 2's, or its reruns'), that it needs Spark no more
     assert summary_jobs == [0] * steps, summary_jobs
     assert after_done == [[0]] * steps, after_done
     assert [len(r["plan"].new) for r in results] == [b - a for a, b in zip([0] + cuts, cuts)]
@@ -375,6 +376,42 @@ def test_the_summaries_a_run_computes_itself_are_the_files_the_tasks_write(spark
     for name in SUMMARIES:
         with open(os.path.join(version, name, "part-00000.parquet"), "rb") as a, \
                 open(os.path.join(copy, name, "part-00000.parquet"), "rb") as b:
+            assert a.read() == b.read(), name
+
+
+def test_the_tables_a_run_writes_itself_are_the_files_the_tasks_write(spark, rotated, tmp_path):
+    """With a local master a run of an archive directory writes its tables partitioned by day in
+    its own process (write_dated_tables_here, two threads); the Spark tasks of
+    write_dated_tables_local (other masters) write the same files, byte for byte, with the same
+    rows, from the same stage-2 rows: here a run over the first files of the set, whose carried
+    connections' rows are written apart (provisional)."""
+    import time
+
+    from amqp_dissect.capture.tcp import IDLE_TIMEOUT
+    from amqp_dissect.pipelines.archive import DEFAULT_SPLIT_SIZE
+    from amqp_dissect.pipelines.spark.job import _direct_dir, analyse
+    from amqp_dissect.pipelines.spark.tables import (run_connection_days, write_dated_tables_here,
+                                                     write_dated_tables_local)
+
+    files = sorted(rotated, key=first_time)[:5]
+    done = analyse(spark, files, "file://" + str(tmp_path / "work"), t0=time.time(), split_size=DEFAULT_SPLIT_SIZE,
+                   frames=False, partitions=3, ports=(), idle_timeout=IDLE_TIMEOUT, keylog=None, messages=True)
+    here, tasks = str(tmp_path / "here"), str(tmp_path / "tasks")
+    try:
+        assert done.carried  # (connections run on across the cut: provisional rows)
+        dirs = [_direct_dir(p) for p in done.layer_paths]
+        days = run_connection_days(dirs, done.excluded, done.counts, done.nparts)
+        by_here = write_dated_tables_here(dirs, done.excluded, done.counts, done.nparts, here, 1, True, days, 2)
+        by_tasks = write_dated_tables_local(spark, dirs, done.excluded, done.counts, done.nparts, tasks, 1, True, days)
+    finally:
+        done.cleanup(False)
+    assert by_here == by_tasks and sum(by_here[0].values()) > 0 and sum(by_here[1].values()) > 0
+
+    def tree(root):
+        return sorted(os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs)
+    assert tree(here) == tree(tasks) and any(n.endswith(".provisional.parquet") for n in tree(here))
+    for name in tree(here):
+        with open(os.path.join(here, name), "rb") as a, open(os.path.join(tasks, name), "rb") as b:
             assert a.read() == b.read(), name
 
 
