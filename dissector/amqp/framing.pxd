@@ -15,11 +15,13 @@ cdef class Delivery:
 
 cdef class Frame:
     cdef public object conn, direction, src, dst, packet, ts, first_packet
-    cdef public object size, doff, type, channel
-    cdef public object ext, pname, _performative, _perf_body, payload, payload_size
+    # the frame header's numbers: C integers (the framing loop's, stored with no int object made per frame)
+    cdef public Py_ssize_t size, doff, type, channel, payload_size
+    cdef public object ext, pname, _performative, _perf_body, payload
     cdef public object fields, notes, delivery, raw, cut
 
-    cpdef _init(self, conn, direction, src, dst, packet, ts, first_packet, size, doff, ftype, channel)
+    cpdef _init(self, conn, direction, src, dst, packet, ts, first_packet, Py_ssize_t size, Py_ssize_t doff,
+                Py_ssize_t ftype, Py_ssize_t channel)
     cpdef add_note(self, note)
 
 cdef class _Direction:
@@ -53,10 +55,10 @@ cdef class AmqpConnection:
                    mode=int, maxf="long long")
     cpdef _process(self, _Direction d, ts, packet, list out)
 
-    @cython.locals(body=Py_ssize_t, end=Py_ssize_t, perf_end=Py_ssize_t, left="long long", cap="long long",
+    @cython.locals(perf_end=Py_ssize_t, left="long long", cap="long long",
                    spent="long long", budget=list, sb=list, maxe="long long", per="long long",
                    fsize="long long", res=ScanResult, peer_max="long long")
-    cpdef _frame(self, _Direction d, Frame frame, buf, body, end)
+    cpdef _frame(self, _Direction d, Frame frame, buf, Py_ssize_t body, Py_ssize_t end)
 
     cpdef _decode(self, _Direction d, Frame frame, buf, body, end, left, cap)
 

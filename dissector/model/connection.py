@@ -81,9 +81,13 @@ class ConnectionRules:
 
     # -- frames --------------------------------------------------------------------------
 
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
     def frame(self, c, d, f, p, name, heartbeat) -> bool:
         """Frame ``f`` of ``d``: its notes, counts, the idle time-out, SASL, open / close and the
-        connection machine's step.  True: a frame of a session, for the session's rooms."""
+        connection machine's step.  True: a frame of a session, for the session's rooms.  (Compiled
+        without bounds checks: ``d`` is a direction, 0 or 1, and the lists it indexes are the
+        connection's pairs.)"""
         if f.notes:
             self.framing_violations(c, d, f)
         key = name or ("empty" if heartbeat else "(undecoded)")

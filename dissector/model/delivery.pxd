@@ -14,7 +14,7 @@ cdef class DeliveryRecord:
     cdef public object last_ts
     cdef public object last_packet
     cdef public long long frames
-    cdef public object size
+    cdef public long long size  # (the sum of its frames' payload sizes: C integers, no int object per frame)
     cdef public object complete
     cdef public object presettled
     cdef public object aborted

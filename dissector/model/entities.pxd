@@ -111,6 +111,7 @@ cdef class ConnectionBase:
     cdef public object _big
     @cython.locals(v=cython.longlong)
     cdef long long _int_field(self, str name, object value, long long current)
+    @cython.locals(t=cython.longlong, p=cython.longlong)
     cdef void _seen(self, object ts, object packet) except *
     cdef bint _no_first_ts(self) except -1
     cdef public LossRecord loss

@@ -414,6 +414,18 @@ class ConnectionBase:
         """``last_ts = ts`` and, unless ``packet`` is None, ``last_packet = packet``: the two setters in one
         call, the tracker's bookkeeping of each frame (compiled, a C call on the C fields: no attribute
         look-up through the properties)."""
+        if type(ts) is int and type(packet) is int and self._big is None:
+            # the usual case, in one step: both C integers, nothing kept aside (compiled, t and p are C
+            # integers: a value beyond 64 bits raises here, and takes the general way below)
+            try:
+                t = ts
+                p = packet
+            except OverflowError:
+                t = p = NO_INT
+            if NO_INT < t <= INT_MAX and NO_INT < p <= INT_MAX:
+                self._last_ts = t
+                self._last_packet = p
+                return
         self._last_ts = self._int_field("last_ts", ts, self._last_ts)
         if packet is not None:
             self._last_packet = self._int_field("last_packet", packet, self._last_packet)

@@ -222,7 +222,8 @@ class StateTracker(Hooks):
         else:  # _conn's bookkeeping, inlined for the common case
             c = c0
             c._seen(ts, f.packet)  # (last_ts, and last_packet unless None: one C call, not two setattrs)
-            if self.last_ts is None or ts > self.last_ts:
+            # (the frames of one packet share its time object: compared once a packet, not once a frame)
+            if ts is not self.last_ts and (self.last_ts is None or ts > self.last_ts):
                 self.last_ts = ts
         return c
 

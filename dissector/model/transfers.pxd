@@ -33,17 +33,18 @@ cdef class TransferRules:
     cdef public long long seq
     cdef public object messages
 
-    @cython.locals(s=Session, link=Link, dlv=DeliveryRecord, aborted=bint, table=DeliveryTable, riw="long long")
+    @cython.locals(s=Session, link=Link, dlv=DeliveryRecord, aborted=bint, table=DeliveryTable, riw="long long",
+                   v=tuple)
     cpdef transfer(self, Connection c, Py_ssize_t d, Frame f, p)
 
-    @cython.locals(link=Link)
+    @cython.locals(link=Link, sdir=Py_ssize_t)
     cdef Link transfer_link(self, Connection c, Session s, Py_ssize_t d, Frame f, h)
 
     @cython.locals(w=SessionWindow, riw="long long")
     cdef long long transfer_window(self, Connection c, Session s, Py_ssize_t d, Frame f, Link link, h) except? -1
 
     @cython.locals(dlv=DeliveryRecord, table=DeliveryTable, touches="long long")
-    cdef DeliveryRecord new_delivery(self, Connection c, Session s, Py_ssize_t d, Frame f, Link link, h, did)
+    cdef DeliveryRecord new_delivery(self, Connection c, Session s, Py_ssize_t d, Frame f, Link link, h, did, tuple v)
 
     @cython.locals(mark="long long", cmark="long long", lost=bint, cut=bint, n="long long", last=object, seen=object)
     cdef count_lost_whole(self, Connection c, Session s, Py_ssize_t d, Link link, did)
@@ -59,4 +60,4 @@ cdef class TransferRules:
 
     cdef delivery_sent(self, Connection c, Frame f, Link link, DeliveryRecord dlv, bint aborted)
 
-    cdef sender_says(self, DeliveryRecord dlv, v, Frame f)
+    cdef sender_says(self, DeliveryRecord dlv, tuple v, Frame f)

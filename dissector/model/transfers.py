@@ -71,7 +71,8 @@ class TransferRules:
     def transfer(self, c, d, f, p):
         s = self.session_rules.session_for(c, d, f, "transfer")
         self.session_rules.session_step(s, d, "FRAME", f, "transfer")
-        v = f.fields
+        fields = f.fields  # (the scanner's tuple, or a decoded list: a tuple too, so that compiled, each
+        v = fields if type(fields) is tuple else tuple(fields)  # field is a C tuple access, not a generic call)
         h = _serial_number(v[T_HANDLE])
         link = self.transfer_link(c, s, d, f, h)
         riw = self.transfer_window(c, s, d, f, link, h)
@@ -91,7 +92,7 @@ class TransferRules:
         if dlv is not None and not _continues(dlv, did):
             dlv = None  # a new delivery although the previous one said more=true (noted by the framing layer)
         if dlv is None:
-            dlv = self.new_delivery(c, s, d, f, link, h, did)
+            dlv = self.new_delivery(c, s, d, f, link, h, did, v)
         dlv.frames += 1
         dlv.size += f.payload_size
         dlv.last_ts = f.ts
@@ -115,7 +116,7 @@ class TransferRules:
             table.compact()
 
     def sender_says(self, dlv, v, f):
-        """What a transfer frame's fields ``v`` say of its delivery ``dlv``: settled by the sender
+        """What a transfer frame's fields ``v`` (a tuple) say of its delivery ``dlv``: settled by the sender
         (pre-settled), resumed, its delivery state."""
         if v[T_SETTLED] is True and dlv.snd_settled is None:
             dlv.settle("sender", f.ts, f.packet)
@@ -132,17 +133,20 @@ class TransferRules:
         """The link a transfer of d on handle ``h`` belongs to; d is its sender."""
         link = self.link_rules.link_for(c, s, d, h, f, "transfer")
         self.link_rules.link_step(link, d, "FRAME", f, "transfer")
-        if link.sender_dir is not None and link.sender_dir != d and link.guessed[d] and h is not None:
+        # the sender's direction, -1 while unknown (compiled, a C integer: compared with d, no int object)
+        sdir = -1 if link.sender_dir is None else link.sender_dir
+        if sdir != -1 and sdir != d and link.guessed[d] and h is not None:
             # d's handle was guessed to be this link (it was the peer's with the same number): it is
             # another link, whose attach the capture did not show
             link.guessed[d] = False
             link.handle[d] = None
             del s.handles[d][h]
             link = self.link_rules.link_for(c, s, d, h, f, "transfer")
-        if link.sender_dir is None:
+            sdir = -1 if link.sender_dir is None else link.sender_dir
+        if sdir == -1:
             link.sender_dir = d
             self.link_rules.replay_flows(link)
-        elif link.sender_dir != d:
+        elif sdir != d:
             self.ledger.violation(c, d, f, "role", "warn",
                             f"transfer from the {SIDES[d]} on link {link.name!r}, whose sender is the "
                             f"{SIDES[link.sender_dir]}", link=link.name, handle=h)
@@ -163,9 +167,9 @@ class TransferRules:
                            f"(remote-incoming-window {riw + 1})", link=link.name, handle=h)
         return riw
 
-    def new_delivery(self, c, s, d, f, link, h, did):
-        """The first transfer of a delivery: the delivery, in its session's table; it uses a link credit."""
-        v = f.fields
+    def new_delivery(self, c, s, d, f, link, h, did, v):
+        """The first transfer of a delivery: the delivery, in its session's table; it uses a link credit
+        (``v``: the transfer's fields, a tuple)."""
         if did is None:
             did = s.deliveries[d].next_id
             if strict(c, s) and link.known:
