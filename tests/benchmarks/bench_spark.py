@@ -264,6 +264,9 @@ def archive_comparison(a) -> int:
             ["deliveries", "--format", "parquet", "--output", parquet, *files])
     run_cli("deliveries_j2", "deliveries -j 2 --format parquet", ["deliveries", "-j", "2", "--format", "parquet",
                                                                   "--output", parquet, *files])
+    # (a fresh run: an archive directory left in "out" by an earlier run, kept or failed, would make
+    # this one an increment over it, or refuse files rotated anew)
+    shutil.rmtree(out, ignore_errors=True)
     run_cli("archive_local2", "archive --master local[2]", ["archive", "--master", "local[2]", "--out", out, *files])
     stages, cpus, tree = {}, {}, {}
     for master in ("local[1]", "local[2]"):
@@ -311,8 +314,11 @@ def job_only(master: str, files: list, work: str) -> int:
     samples = [spark_cpu(spark)]
     hook = lambda name: samples.append(spark_cpu(spark))  # noqa: E731
     job.MARK_HOOKS.append(hook)
+    # (its own output folder, made anew: `archive --out` before it left an archive directory in "out")
+    out = os.path.join(work, "job-out")
+    shutil.rmtree(out, ignore_errors=True)
     try:
-        secs, r = timed(lambda: run_archive(spark, files, os.path.join(work, "out")))
+        secs, r = timed(lambda: run_archive(spark, files, out))
     finally:
         job.MARK_HOOKS.remove(hook)
     samples.append(spark_cpu(spark))
