@@ -12,11 +12,18 @@ cdef class ConnectionRules:
     cdef public dict connections, others, other_info
     cdef public object _level_name
     cdef public Py_ssize_t _level
+    cdef public object _cid
+    cdef public Connection _cconn
+
+    cpdef frame_connection(self, cid)
+    cpdef put_connection(self, cid, c)
+    cpdef drop_connection(self, cid)
 
     @cython.locals(level=Py_ssize_t, sil=Silence, frames=list, last_frame=list, last_act=list, idle_ref=list,
                    act=tuple)
     cpdef bint frame(self, Connection c, Py_ssize_t d, Frame f, p, name, bint heartbeat)
 
+    @cython.locals(msgs=list)
     cdef session_frame(self, Connection c, Py_ssize_t d, Frame f, name)
 
     cdef sasl_frame(self, Connection c, Py_ssize_t d, Frame f, p, name)

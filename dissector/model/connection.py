@@ -51,11 +51,39 @@ class ConnectionRules:
         # one name, not once a frame
         self._level_name = None
         self._level = 0
+        # frame_connection's cache: the connection id object of the last frame and its Connection (None /
+        # None: empty), cleared by every change of ``connections`` (put_connection, drop_connection)
+        self._cid = None
+        self._cconn = None
+
+    def frame_connection(self, cid):
+        """``connections.get(cid)``, the last Connection remembered: the frames of one connection come in
+        runs, so most frames compare one object (the framing layer's connection id, the same object for
+        every frame of a connection), not hash and look up one.  Only a Connection is remembered."""
+        if cid is self._cid and cid is not None:
+            return self._cconn
+        c = self.connections.get(cid)
+        if type(c) is Connection:
+            self._cid = cid
+            self._cconn = c
+        return c
+
+    def put_connection(self, cid, c) -> None:
+        """``connections[cid] = c`` (the one way the tracker's connections gain or change an entry)."""
+        self.connections[cid] = c
+        self._cid = None
+        self._cconn = None
+
+    def drop_connection(self, cid) -> None:
+        """``connections.pop(cid, None)`` (the one way the tracker's connections lose an entry)."""
+        self.connections.pop(cid, None)
+        self._cid = None
+        self._cconn = None
 
     def amqp(self, b) -> Connection:
         """The connection's first frame: it becomes a Connection, with the AMQP state of its frames."""
         c = Connection(b)
-        self.connections[c.id] = c
+        self.put_connection(c.id, c)
         return c
 
     def own_state(self, c):
@@ -65,7 +93,7 @@ class ConnectionRules:
             return c
         own = ConnectionHeaders(c)
         if self.connections.get(c.id) is c:
-            self.connections[c.id] = own
+            self.put_connection(c.id, own)
         elif self.others.get(c.id) is c:
             self.others[c.id] = own
         return own
@@ -343,7 +371,7 @@ class ConnectionRules:
             other = self.other_info[c.id] = {
                 "protocol": h.name, "headers_client": list(c.headers[0]), "headers_server": list(c.headers[1]),
                 "bytes_client": None, "bytes_server": None, "time": h.ts, "packet": h.packet}
-            self.connections.pop(c.id, None)
+            self.drop_connection(c.id)
             self.others[c.id] = c
         other["headers_client" if h.direction == 0 else "headers_server"].append(h.name)
 
@@ -355,7 +383,7 @@ class ConnectionRules:
         if other is None:  # (the framing layer says a header first)
             other = self.other_info[c.id] = {"protocol": ev.protocol, "headers_client": [], "headers_server": [],
                                              "time": ev.ts, "packet": ev.packet}
-            self.connections.pop(c.id, None)
+            self.drop_connection(c.id)
             self.others[c.id] = c
         other["bytes_client"], other["bytes_server"] = ev.bytes
 

@@ -1,6 +1,7 @@
 # Augmenting declarations for Cython (see state.pxd): the entities are extension types (attributes
 # in a C struct, every one public).
 import cython
+from cpython.long cimport PyLong_AsLongLongAndOverflow
 from amqp_dissect.model.machine cimport Endpoints
 from amqp_dissect.model.stats cimport DeliveryStats
 from amqp_dissect.model.deliveries cimport DeliveryTable
@@ -86,7 +87,15 @@ cdef class Session:
     cdef public list lost_upto
     cdef public long long not_captured
     cdef public list cut_mark
+    # link_on's cache (see there): per peer, the handle object of the last look-up and its link
+    cdef public object _hk0, _hk1
+    cdef public Link _hl0, _hl1
 
+    @cython.locals(link=Link, m=dict)
+    cpdef Link link_on(self, Py_ssize_t d, h)
+    cpdef map_handle(self, Py_ssize_t d, h, link)
+    cpdef unmap_handle(self, Py_ssize_t d, h)
+    cdef _forget_handles(self)
     cpdef riw(self, d)
     cpdef beyond_window(self, d)
     @cython.locals(x=Link)
@@ -111,7 +120,7 @@ cdef class ConnectionBase:
     cdef public object _big
     @cython.locals(v=cython.longlong)
     cdef long long _int_field(self, str name, object value, long long current)
-    @cython.locals(t=cython.longlong, p=cython.longlong)
+    @cython.locals(t=cython.longlong, p=cython.longlong, over_t=cython.int, over_p=cython.int)
     cdef void _seen(self, object ts, object packet) except *
     cdef bint _no_first_ts(self) except -1
     cdef public LossRecord loss
@@ -159,6 +168,15 @@ cdef class Connection(ConnectionHeaders):
     cdef public object silence
     cdef public object last_act
     cdef public object end_notes
+    # session_on's cache (see there): per peer, the channel of the last look-up (-1: none) and its session
+    cdef public Py_ssize_t _ck0, _ck1
+    cdef public Session _cs0, _cs1
+
+    @cython.locals(s=Session, m=dict)
+    cpdef Session session_on(self, Py_ssize_t d, Py_ssize_t ch)
+    cpdef map_channel(self, Py_ssize_t d, ch, s)
+    cpdef unmap_channel(self, Py_ssize_t d, ch)
+    cdef _forget_channels(self)
 
     @cython.locals(fc=dict)
     cpdef count_frame(self, Py_ssize_t d, key)

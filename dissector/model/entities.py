@@ -6,6 +6,11 @@ each entity holds one of.
 
 from __future__ import annotations
 
+try:
+    import cython
+except ImportError:
+    from .. import _cython_shim as cython
+
 from .credit import LinkCredit
 from .loss import LossRecord
 from .deliveries import DeliveryTable
@@ -143,6 +148,7 @@ class Session:
         "late_dispositions",
         "unseen_dispositions", "touch_budget", "cut_outcomes",
         "terminated", "lost_whole", "last_sender", "loss_mark", "lost_upto", "not_captured", "cut_mark",
+        "_hk0", "_hk1", "_hl0", "_hl1",
     )
 
     def __init__(self, conn, index, initiator, known):
@@ -162,7 +168,13 @@ class Session:
         self.transfers0 = 0  # transfer frames of peer 0 (the client) and of peer 1: two integers, not a
         self.transfers1 = 0  # list whose count is made an int object per frame (see ``transfers``)
         self.flows = [0, 0]
-        self.handles = ({}, {})  # per peer: output handle -> Link
+        self.handles = ({}, {})  # per peer: output handle -> Link (changed through map_handle / unmap_handle only)
+        # per peer: the handle object of its last frame's link and that link (link_on's cache; None / None:
+        # empty), cleared by every change of ``handles``
+        self._hk0 = None
+        self._hk1 = None
+        self._hl0 = None
+        self._hl1 = None
         self.links: list[Link] = []
         self.deliveries = (DeliveryTable(self, 0), DeliveryTable(self, 1))  # per sending peer, not folded yet
         self.late_dispositions = 0  # disposition entries for deliveries already folded (settled earlier)
@@ -184,6 +196,46 @@ class Session:
         # loss), and per sender the cut mark (LossRecord.cut_mark) at its latest delivery
         self.not_captured = 0
         self.cut_mark = [0, 0]
+
+    def link_on(self, d, h):
+        """The link on peer ``d``'s handle ``h`` (``handles[d].get(h)``), remembered for the next frame:
+        frames of one link come in runs, so most frames compare one object, not hash and look up one.
+        (The cache is keyed by the handle object itself: a handle of another object, equal or not,
+        is looked up.)"""
+        if d:
+            if h is self._hk1 and h is not None:
+                return self._hl1
+            m = self.handles[1]  # (a typed dict when compiled: a C look-up)
+            link = m.get(h)
+            if link is not None:
+                self._hk1 = h
+                self._hl1 = link
+            return link
+        if h is self._hk0 and h is not None:
+            return self._hl0
+        m = self.handles[0]
+        link = m.get(h)
+        if link is not None:
+            self._hk0 = h
+            self._hl0 = link
+        return link
+
+    def map_handle(self, d, h, link) -> None:
+        """Peer ``d``'s handle ``h`` is ``link`` from now on (the one way ``handles`` gains or changes
+        an entry: link_on's cache is cleared)."""
+        self.handles[d][h] = link
+        self._forget_handles()
+
+    def unmap_handle(self, d, h) -> None:
+        """Peer ``d``'s handle ``h`` names no link any more (the one way ``handles`` loses an entry)."""
+        del self.handles[d][h]
+        self._forget_handles()
+
+    def _forget_handles(self) -> None:
+        self._hk0 = None
+        self._hk1 = None
+        self._hl0 = None
+        self._hl1 = None
 
     @property
     def transfers(self) -> list:
@@ -415,17 +467,25 @@ class ConnectionBase:
         call, the tracker's bookkeeping of each frame (compiled, a C call on the C fields: no attribute
         look-up through the properties)."""
         if type(ts) is int and type(packet) is int and self._big is None:
-            # the usual case, in one step: both C integers, nothing kept aside (compiled, t and p are C
-            # integers: a value beyond 64 bits raises here, and takes the general way below)
-            try:
-                t = ts
-                p = packet
-            except OverflowError:
-                t = p = NO_INT
-            if NO_INT < t <= INT_MAX and NO_INT < p <= INT_MAX:
-                self._last_ts = t
-                self._last_packet = p
-                return
+            # the usual case, in one step: both C integers, nothing kept aside
+            if cython.compiled:  # (each converted by one C call that tells a value beyond 64 bits by a
+                # flag, not an exception: no try, whose saving of the exception state cost most of the call)
+                t = PyLong_AsLongLongAndOverflow(ts, cython.address(over_t))
+                p = PyLong_AsLongLongAndOverflow(packet, cython.address(over_p))
+                if over_t == 0 and over_p == 0 and t != NO_INT and p != NO_INT:
+                    self._last_ts = t
+                    self._last_packet = p
+                    return
+            else:
+                try:
+                    t = ts
+                    p = packet
+                except OverflowError:  # (as compiled: a value beyond 64 bits takes the general way below)
+                    t = p = NO_INT
+                if NO_INT < t <= INT_MAX and NO_INT < p <= INT_MAX:
+                    self._last_ts = t
+                    self._last_packet = p
+                    return
         self._last_ts = self._int_field("last_ts", ts, self._last_ts)
         if packet is not None:
             self._last_packet = self._int_field("last_packet", packet, self._last_packet)
@@ -555,7 +615,7 @@ class Connection(ConnectionHeaders):
         "sasl_mechanism", "sasl_hostname", "sasl_outcome", "sasl_time", "sasl_frames", "open", "close",
         "sessions", "links", "chan", "pending", "idle", "idle_ref", "last_frame", "frames", "heartbeats",
         "txns", "stalls", "_frame_counts", "_fc_key0", "_fc_key1", "_fc_run0", "_fc_run1",
-        "placeholders", "silence", "last_act", "end_notes",
+        "placeholders", "silence", "last_act", "end_notes", "_ck0", "_ck1", "_cs0", "_cs1",
     )
 
     def __init__(self, b: ConnectionBase):
@@ -595,6 +655,51 @@ class Connection(ConnectionHeaders):
         self.silence = NONE_PAIR
         self.last_act = NONE_PAIR
         self.end_notes = None  # {(peer, name, packet, channel): (own last_act, peer's last_act)} of detach/end/close
+        # per peer: the channel of its last session frame and that session (session_on's cache; -1 / None:
+        # empty), cleared by every change of ``chan``
+        self._ck0 = -1
+        self._ck1 = -1
+        self._cs0 = None
+        self._cs1 = None
+
+    def session_on(self, d, ch):
+        """The session on peer ``d``'s channel ``ch`` (an int: ``chan[d].get(ch)``), remembered for the next
+        frame: the frames of one session come in runs, so most frames compare two integers, not hash and
+        look up one."""
+        if d:
+            if ch == self._ck1:
+                return self._cs1
+            m = self.chan[1]  # (a typed dict when compiled: a C look-up)
+            s = m.get(ch)
+            if s is not None:
+                self._ck1 = ch
+                self._cs1 = s
+            return s
+        if ch == self._ck0:
+            return self._cs0
+        m = self.chan[0]
+        s = m.get(ch)
+        if s is not None:
+            self._ck0 = ch
+            self._cs0 = s
+        return s
+
+    def map_channel(self, d, ch, s) -> None:
+        """Peer ``d``'s channel ``ch`` is session ``s`` from now on (the one way ``chan`` gains or changes
+        an entry: session_on's cache is cleared)."""
+        self.chan[d][ch] = s
+        self._forget_channels()
+
+    def unmap_channel(self, d, ch) -> None:
+        """Peer ``d``'s channel ``ch`` names no session any more (the one way ``chan`` loses an entry)."""
+        del self.chan[d][ch]
+        self._forget_channels()
+
+    def _forget_channels(self) -> None:
+        self._ck0 = -1
+        self._ck1 = -1
+        self._cs0 = None
+        self._cs1 = None
 
     def framed(self) -> None:
         """The connection's first frame (the tracker calls this once, before the frame): its own
@@ -604,7 +709,8 @@ class Connection(ConnectionHeaders):
         self.close = [None, None]
         self.sessions: list[Session] = []
         self.links: list[Link] = []
-        self.chan = ({}, {})  # per peer: outgoing channel -> Session
+        self.chan = ({}, {})  # per peer: outgoing channel -> Session (changed through map_channel / unmap_channel only)
+        self._forget_channels()
         self.pending = ({}, {})  # per peer: channel of its begin awaiting the reply -> Session
         self.idle = [None, None]  # idle-time-out (seconds) peer d must respect (announced by 1-d)
         self.idle_ref = [None, None]

@@ -19,7 +19,7 @@ cdef class LinkRules:
     cdef public StallRules stall_rules
     cdef public Hooks hooks
 
-    @cython.locals(c=Connection)
+    @cython.locals(c=Connection, msgs=list)
     cpdef link_step(self, Link link, d, x, f, what)
 
     @cython.locals(hs=dict)

@@ -66,8 +66,7 @@ class LinkRules:
         return link
 
     def link_for(self, c, s, d, h, f, what) -> Link:
-        hs = s.handles[d]  # (a typed dict when compiled: a C look-up)
-        link = hs.get(h)
+        link = s.link_on(d, h)  # (handles[d].get(h), the last one remembered: see Session.link_on)
         if link is not None:
             if c.loss is None or link.detach[d] is None or not c.lost(d):
                 return link
@@ -93,10 +92,10 @@ class LinkRules:
         link.note_unknown("name")
         link.note_unknown("address")
         link.handle[d] = h
-        s.handles[d][h] = link
+        s.map_handle(d, h, link)
         if h is not None and h not in s.handles[1 - d]:
             link.handle[1 - d] = h
-            s.handles[1 - d][h] = link
+            s.map_handle(1 - d, h, link)
             link.guessed[1 - d] = True
             link.note_unknown("handle-mapping-guessed")
         return link
@@ -113,7 +112,7 @@ class LinkRules:
             return None
         link = pick[0] if len(pick) == 1 else cands[0]
         link.handle[d] = h
-        s.handles[d][h] = link
+        s.map_handle(d, h, link)
         link.note_unknown(f"attach ({SIDES[d]})")
         return link
 
@@ -152,7 +151,7 @@ class LinkRules:
             self.ledger.violation(c, d, f, "handle-max", "warn",
                             f"handle {h} beyond the {SIDES[1 - d]}'s handle-max {hb['handle_max']}", link=name,
                             handle=h)
-        s.handles[d][h] = link
+        s.map_handle(d, h, link)
         link.handle[d] = h
         link.guessed[d] = False
         info = _attach_info(p, f, role)

@@ -2,6 +2,8 @@
 # extension types; the other rooms of the model cimport them.
 import cython
 
+cdef list _NO_MSGS  # (what Endpoints.frame returns between steady endpoints: a C global, no look-up by name)
+
 cdef class Machine:
     cdef public object name, states, inputs, transitions, initial, deferrable, steady
     cdef public tuple names, table, defer

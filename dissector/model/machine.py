@@ -5,6 +5,11 @@ buffers).  The tables themselves are data, in :mod:`amqp_dissect.model.transitio
 
 from __future__ import annotations
 
+try:
+    import cython
+except ImportError:
+    from .. import _cython_shim as cython
+
 from .transitions import (CONNECTION_INPUTS, CONNECTION_STATES, CONNECTION_TRANSITIONS, LINK_INPUTS, LINK_STATES,
                           LINK_TRANSITIONS, SESSION_INPUTS, SESSION_STATES, SESSION_TRANSITIONS, SIDES, UNKNOWN)
 
@@ -275,6 +280,8 @@ class Endpoints:
             msgs.append(f"{SIDES[e]} endpoint: {bad}")
         return msgs
 
+    @cython.boundscheck(False)  # (codes and queue are pairs: compiled, each index a plain C access)
+    @cython.wraparound(False)
     def frame(self, d: int) -> list[str]:
         """``advance(d, "S:FRAME", "R:FRAME")``, without the lookups when both endpoints are steady."""
         codes = self.codes

@@ -14,10 +14,10 @@ cdef class SessionRules:
     cdef public Hooks hooks
     cdef public Py_ssize_t placeholders
 
-    @cython.locals(c=Connection)
+    @cython.locals(c=Connection, msgs=list)
     cpdef session_step(self, Session s, d, x, f, what)
 
-    @cython.locals(s=Session, chans=dict)
+    @cython.locals(s=Session, ch=Py_ssize_t)
     cpdef session_for(self, Connection c, Py_ssize_t d, Frame f, what)
 
     cpdef window(self, Session s, sender, nii, iw, f, from_begin=*)

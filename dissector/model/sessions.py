@@ -56,8 +56,7 @@ class SessionRules:
 
     def session_for(self, c, d, f, what) -> Session:
         ch = f.channel
-        chans = c.chan[d]  # (a typed dict when compiled: a C look-up)
-        s = chans.get(ch)
+        s = c.session_on(d, ch)  # (chan[d].get(ch), the last one remembered: see Connection.session_on)
         if s is not None:
             return s
         ph = c.placeholders
@@ -78,7 +77,7 @@ class SessionRules:
             if s is not None:
                 del pend[s.channel[1 - d]]
                 s.channel[d] = ch
-                c.chan[d][ch] = s
+                c.map_channel(d, ch, s)
                 s.note_unknown(f"begin ({SIDES[d]})")
                 c.note_inferred(f"session {s.index}: the {SIDES[d]}'s begin on channel {ch} (from its {what}), "
                                 f"answering the {SIDES[1 - d]}'s begin on channel {s.channel[1 - d]}")
@@ -89,10 +88,10 @@ class SessionRules:
         self.placeholders += 1
         s.note_unknown("begin")
         s.channel[d] = ch
-        c.chan[d][ch] = s
+        c.map_channel(d, ch, s)
         if ch not in c.chan[1 - d] and ch not in c.pending[1 - d]:
             s.channel[1 - d] = ch
-            c.chan[1 - d][ch] = s
+            c.map_channel(1 - d, ch, s)
             s.guessed[1 - d] = True
             s.note_unknown("channel-mapping-guessed")
         return s
@@ -137,7 +136,7 @@ class SessionRules:
         else:
             s = self.begin_answered(c, d, f, ch, rc)
         s.channel[d] = ch
-        c.chan[d][ch] = s
+        c.map_channel(d, ch, s)
         noid = _uint(p.field("next-outgoing-id"))
         iw = _uint(p.field("incoming-window"))
         ow = _uint(p.field("outgoing-window"))
@@ -190,7 +189,7 @@ class SessionRules:
                     not cand.known or cand.guessed[d]):
                 s = cand
                 if s.channel[d] is not None and c.chan[d].get(s.channel[d]) is s and s.channel[d] != ch:
-                    del c.chan[d][s.channel[d]]
+                    c.unmap_channel(d, s.channel[d])
             else:
                 if strict(c):
                     self.ledger.violation(c, d, f, "unknown-channel", "warn",
@@ -198,7 +197,7 @@ class SessionRules:
                                     f"no begin from the {SIDES[1 - d]} on that channel is waiting")
                 s = self.new_session(c, 1 - d, False)
                 s.channel[1 - d] = rc
-                c.chan[1 - d][rc] = s
+                c.map_channel(1 - d, rc, s)
                 s.note_unknown(f"begin ({SIDES[1 - d]})")
         s.guessed[d] = False
         if s.initiator is None:

@@ -150,7 +150,7 @@ class StateTracker(Hooks):
                 client, server = (src, dst) if d != 1 else (dst, src)
             c = ConnectionBase(ev.conn, client, server, syn_seen)
             c.seq = len(self.connections)
-            self.connections[ev.conn] = c
+            self.connection_rules.put_connection(ev.conn, c)
         ts = getattr(ev, "ts", None)
         pkt = getattr(ev, "packet", None)
         if ts is not None:
@@ -211,7 +211,7 @@ class StateTracker(Hooks):
 
     def _frame_conn(self, f):
         """The connection of frame ``f``, its times updated (a Connection from its first AMQP byte)."""
-        c0 = self.connections.get(f.conn)
+        c0 = self.connection_rules.frame_connection(f.conn)  # (connections.get, the last one remembered)
         ts = f.ts
         if type(c0) is not Connection:  # the connection's first AMQP byte (or first event)
             c = self.connection_rules.amqp(self._conn(f))

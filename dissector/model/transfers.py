@@ -140,7 +140,7 @@ class TransferRules:
             # another link, whose attach the capture did not show
             link.guessed[d] = False
             link.handle[d] = None
-            del s.handles[d][h]
+            s.unmap_handle(d, h)
             link = self.link_rules.link_for(c, s, d, h, f, "transfer")
             sdir = -1 if link.sender_dir is None else link.sender_dir
         if sdir == -1:
