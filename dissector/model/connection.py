@@ -123,10 +123,12 @@ class ConnectionRules:
         if f.type == FRAME_SASL:
             self.sasl_frame(c, d, f, p, name)
             return False
+        if d:  # (two C counters when compiled: no int object per frame; read as the list c.frames)
+            c._frames1 += 1
+        else:
+            c._frames0 += 1
         # (the connection's own lists since its first frame, Connection.framed: list locals when
         # compiled, so each index is a C list access, not a generic item call)
-        frames = c.frames
-        frames[d] += 1
         if c.idle[d]:
             self.idle_check(c, d, f)
         if name is not self._level_name:  # (one look-up a run of one name, not two string compares per frame)

@@ -157,7 +157,7 @@ cdef class Connection(ConnectionHeaders):
     cdef public object idle
     cdef public object idle_ref
     cdef public object last_frame
-    cdef public object frames
+    cdef public long long _frames0, _frames1
     cdef public object heartbeats
     cdef public object txns
     cdef public object stalls

@@ -613,7 +613,7 @@ class Connection(ConnectionHeaders):
     __slots__ = (
         "sasl_mechanisms",
         "sasl_mechanism", "sasl_hostname", "sasl_outcome", "sasl_time", "sasl_frames", "open", "close",
-        "sessions", "links", "chan", "pending", "idle", "idle_ref", "last_frame", "frames", "heartbeats",
+        "sessions", "links", "chan", "pending", "idle", "idle_ref", "last_frame", "_frames0", "_frames1", "heartbeats",
         "txns", "stalls", "_frame_counts", "_fc_key0", "_fc_key1", "_fc_run0", "_fc_run1",
         "placeholders", "silence", "last_act", "end_notes", "_ck0", "_ck1", "_cs0", "_cs1",
     )
@@ -638,7 +638,8 @@ class Connection(ConnectionHeaders):
         self.idle = NONE_PAIR
         self.idle_ref = NONE_PAIR
         self.last_frame = NONE_PAIR
-        self.frames = ZERO_PAIR
+        self._frames0 = 0  # the frames of each peer (no SASL frames): C integers behind ``frames``
+        self._frames1 = 0
         self.heartbeats = ZERO_PAIR
         self.txns = EMPTY_MAP
         self.stalls = ()
@@ -661,6 +662,16 @@ class Connection(ConnectionHeaders):
         self._ck1 = -1
         self._cs0 = None
         self._cs1 = None
+
+    @property
+    def frames(self) -> list:
+        """Frames per peer, SASL frames not counted: ``[_frames0, _frames1]`` (a new list: C integers in the
+        compiled build, counted with no int object per frame, see ConnectionRules.frame)."""
+        return [self._frames0, self._frames1]
+
+    @frames.setter
+    def frames(self, value) -> None:
+        self._frames0, self._frames1 = value
 
     def session_on(self, d, ch):
         """The session on peer ``d``'s channel ``ch`` (an int: ``chan[d].get(ch)``), remembered for the next
@@ -715,7 +726,6 @@ class Connection(ConnectionHeaders):
         self.idle = [None, None]  # idle-time-out (seconds) peer d must respect (announced by 1-d)
         self.idle_ref = [None, None]
         self.last_frame = [None, None]
-        self.frames = [0, 0]
         self.heartbeats = [0, 0]
         self.txns: dict = {}  # txn-id bytes/hex -> _Txn
         self.stalls: list = []  # Stall
