@@ -287,6 +287,7 @@ def _translate_and_compile(index: int):
         return ext.name, _shared_failed_message(ext.name)  # (not translated: it could not run)
     source = _shared_source() if shared else _source(ext.name)
     _log_time("cython", module=ext.name)
+    before = os.times()
     try:
         cythonize([Extension(ext.name, [source])], compiler_directives=_directives(ext.name),
                   **_shared_options(ext.name), **_cython_options())
@@ -294,14 +295,25 @@ def _translate_and_compile(index: int):
             raise RuntimeError(f"Cython wrote no {source}")
     except BaseException as e:  # noqa: B036 (Cython exits on a syntax error; the pool must go on)
         return _failed(ext.name, f"Cython failed on {ext.name} ({type(e).__name__}: {e})")
-    _log_time("gcc", module=ext.name)
+    # (the CPU each step took, beside the wall clock: a module slower than in another build by its
+    # CPU is the machine's speed; by its wall time alone, the other processes sharing the cores)
+    translated = os.times()
+    _log_time("gcc", module=ext.name, cpu=f"{_cpu(before, translated, children=False):.2f}")
     try:
         _BUILD.build_extension_unguarded(ext)
     except Exception as e:  # CompileError, LinkError, ...
         return _failed(ext.name, f"compiling {ext.name} failed ({type(e).__name__}: {e})")
     finally:
-        _log_time("done", module=ext.name)
+        _log_time("done", module=ext.name, cpu=f"{_cpu(translated, os.times(), children=True):.2f}")
     return ext.name, None
+
+
+def _cpu(start, end, children: bool) -> float:
+    """User + system CPU seconds between two os.times(): this process's, or its waited-for children's
+    (gcc and the linker)."""
+    if children:
+        return end.children_user + end.children_system - start.children_user - start.children_system
+    return end.user + end.system - start.user - start.system
 
 
 def _failed(name: str, why: str):
