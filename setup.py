@@ -489,6 +489,8 @@ def _level(module: str) -> list:
     if sys.platform == "win32":
         return []
     # after Python's own -O3 in the command line: the last -O wins
+    if module == SHARED_UTILITY:
+        return [SHARED_LEVEL]
     return [HOT_LEVEL if module in FULLY_OPTIMIZED else COLD_LEVEL]
 
 

@@ -246,6 +246,9 @@ def test_each_compiled_module_gets_its_measured_gcc_level(monkeypatch):
         return
     for name, args in levels.items():
         assert args == [hot["HOT_LEVEL"] if name in hot["FULLY_OPTIMIZED"] else hot["COLD_LEVEL"]], name
+    # the shared utility module (added by the build command, ahead of them) gets SHARED_LEVEL
+    assert hot["SHARED_UTILITY"] not in HOT_MODULES and set(hot["NOT_SHARED"]) <= set(HOT_MODULES)
+    assert _namespace["_level"](hot["SHARED_UTILITY"]) == [hot["SHARED_LEVEL"]]
 
 
 @NO_TWIN
