@@ -183,6 +183,32 @@ throughout, so CPU figures only, in pairs, and instruction counts):
 - Whole fresh-clone installs at load 1 to 4, alternated: 002671d 182.0, 181.8 and 195.1 s of CPU
   (94.7 s wall at load 2), this round's b358dce 203.6, 185.9 and 185.3 s: noise larger than the 4
   to 5 s above.
+
+The eighth round (issue 41; docs/performance.md, "The eighth round: the shared utility module"; the
+machine at load 8 to 16 throughout, so CPU pairs, C lines and instruction counts):
+- The shared utility module, adopted: SHARED_UTILITY below, built by setup.py first, at
+  SHARED_LEVEL (-O2), without Cython's typed-memoryview code (SHARED_EXCLUDED_FEATURES: 9,473 lines
+  of C instead of 30,747; gcc 1.05 s at -O2 instead of 4.16 s), model.stats (the one module with
+  typed memoryviews) translated without it (NOT_SHARED; with it, stats 2.29 s of gcc and the
+  shared module's memoryview part 3.1 s more: 6.45 s against 5.75 s).  The 35 modules' C
+  1,209,293 -> 1,115,007 lines (+9,473 shared, -7.0%).  gcc's CPU before / after, each module's
+  .c by hand at its level, alternated, load 11 to 16: framing 23.08 / 22.06 s, connection 10.92 /
+  9.17, tcp 10.78 / 9.83, entities 6.84 / 5.85, credit 1.89 / 1.43, serial 0.71 / 0.59, hooks
+  0.82 / 0.56 (the seven 55.04 / 49.49 s: -10% for -7% of their lines), the shared module 1.16
+  s: over the 84,813 lines, about 24 s less at that load, some 15 s idle (~7% of the compile).
+  Instructions (callgrind, the batched capture's first 1,500 packets and its first packet):
+  CGLINE
+  If the shared module fails (Cython or gcc), no compiled module is kept: every hot module stays
+  Python, and the workers stop translating (`CC=false bash install.sh` on a fresh clone: 17.9 s
+  user at load 13 to 15, the fourth round's 58.0 s).
+- The rest of the 10%: no other change fits ~0.3% per frame (the ten -O2 modules each cost 0.32%
+  or more at -O1; the five modules no other cimports cost more as Python, or, shard, run only
+  under -j); Cython's translation (28 to 32 s of wall over the two workers) cannot be skipped on a
+  fresh clone; the workers end within a second of each other.
+- The 17% swing between two fresh clones (113.9 and 132.4 s): all in the compile (the workers'
+  span 106.0 -> 124.7 s; gcc's wall per module 0.74x to 1.53x, Cython's +13%), not pip nor the
+  schedule; build/schedule.log now has each module's CPU (cpu=) beside its wall time to tell the
+  machine's slow mode from other processes on the cores.
 """
 
 HOT_MODULES = (
