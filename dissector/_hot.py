@@ -197,7 +197,8 @@ machine at load 8 to 16 throughout, so CPU pairs, C lines and instruction counts
   0.82 / 0.56 (the seven 55.04 / 49.49 s: -10% for -7% of their lines), the shared module 1.16
   s: over the 84,813 lines, about 24 s less at that load, some 15 s idle (~7% of the compile).
   Instructions (callgrind, the batched capture's first 1,500 packets and its first packet):
-  CGLINE
+  report 830.61 -> 832.46 M (+0.22%; the start 376.70 -> 377.82 M, so +0.16% per frame), frames
+  840.55 -> 838.65 M (-0.23%), the same bytes out.
   If the shared module fails (Cython or gcc), no compiled module is kept: every hot module stays
   Python, and the workers stop translating (`CC=false bash install.sh` on a fresh clone: 17.9 s
   user at load 13 to 15, the fourth round's 58.0 s).
