@@ -246,6 +246,9 @@ def test_each_compiled_module_gets_its_measured_gcc_level(monkeypatch):
         return
     for name, args in levels.items():
         assert args == [hot["HOT_LEVEL"] if name in hot["FULLY_OPTIMIZED"] else hot["COLD_LEVEL"]], name
+    # the shared utility module (added by the build command, ahead of them) gets SHARED_LEVEL
+    assert hot["SHARED_UTILITY"] not in HOT_MODULES and set(hot["NOT_SHARED"]) <= set(HOT_MODULES)
+    assert _namespace["_level"](hot["SHARED_UTILITY"]) == [hot["SHARED_LEVEL"]]
 
 
 @NO_TWIN
@@ -341,6 +344,58 @@ def test_compiled_and_pure_output_are_byte_identical(both_modes, case):
     assert (c_dir / f"{case}.out").stat().st_size > 0
 
 
+def _small_checkout(tmp_path, built, broken=None):
+    """A copy of the sources whose hot list is ``built`` (and ``broken``), the first at HOT_LEVEL."""
+    root = tmp_path / "checkout"
+    shutil.copytree(os.path.join(ROOT, "dissector"), root / "dissector",
+                    ignore=shutil.ignore_patterns("*.so", "*.pyd", "*.c", "__pycache__"))
+    for name in ("pyproject.toml", "setup.py"):
+        shutil.copy2(os.path.join(ROOT, name), root / name)
+    for folder in ("pipelines", "cli"):
+        shutil.copytree(os.path.join(ROOT, folder), root / folder, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    listed = (*built, broken) if broken else tuple(built)
+    assert set(listed) <= set(HOT_MODULES)
+    hot = (root / "dissector" / "_hot.py").read_text()
+    shared = hot[hot.index("# Cython's shared utility module"):]  # (its settings, kept)
+    hot = hot[:hot.index("HOT_MODULES = (")] + (
+        f"HOT_MODULES = {listed!r}\nFULLY_OPTIMIZED = {built[:1]!r}\n"
+        "HOT_LEVEL = '-O1'\nCOLD_LEVEL = '-O0'\n") + shared.replace('SHARED_LEVEL = "-O2"', 'SHARED_LEVEL = "-O0"')
+    (root / "dissector" / "_hot.py").write_text(hot)
+    return root
+
+
+# run as pip's build backend runs it: exec'd in a namespace named __main__ that is not the __main__
+# module (so nothing of setup.py can be sent to a worker by name)
+_BACKEND = ("import sys; sys.argv = ['setup.py', 'build_ext', '--inplace', '-q']\n"
+            "exec(compile(open('setup.py').read(), 'setup.py', 'exec'), {'__name__': '__main__', '__file__': 'setup.py'})")
+
+
+def _extensions(folder, leaf):
+    return [p for p in folder.iterdir() if p.name.startswith(leaf + ".") and p.name.endswith(EXT)]
+
+
+@NO_TWIN
+@pytest.mark.skipif(sys.platform != "linux" or shutil.which("gcc") is None, reason="the forked build is Linux's")
+def test_when_the_shared_utility_module_fails_every_hot_module_stays_python(tmp_path):
+    """The compiled modules import Cython's shared utility module: when it does not build (here its
+    .c is not Cython's, so Cython leaves it and gcc stops at its #error), the build says so, warns
+    once for each hot module that it stays Python (install.sh counts those lines), leaves no extension
+    module of any of them, and succeeds.  Oracles: gcc's own failure and the files on disk."""
+    built = ("amqp_dissect.model.serial", "amqp_dissect.model.stall_rules", "amqp_dissect.model.hooks")
+    root = _small_checkout(tmp_path, built)
+    (root / "dissector" / "_cyutility.c").write_text("#error not the shared utility module\n")
+    out = subprocess.run([sys.executable, "-c", _BACKEND], cwd=root, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "compiling amqp_dissect._cyutility failed" in out.stderr, out.stderr[-3000:]
+    stays = [line for line in out.stderr.splitlines()
+             if line.startswith("WARNING (amqp-dissect)") and "stays pure Python" in line]
+    assert sorted(m for m in built if any(f" {m} " in f" {line} " for line in stays)) == sorted(built), stays
+    assert len(stays) == len(built), stays
+    assert _extensions(root / "dissector", "_cyutility") == []
+    for module in built:
+        assert _extensions(root / "dissector" / "model", module.rpartition(".")[2]) == [], module
+
+
 @NO_TWIN
 @pytest.mark.skipif(sys.platform != "linux" or shutil.which("gcc") is None, reason="the forked build is Linux's")
 def test_the_build_translates_and_compiles_module_by_module_and_one_failure_stays_python(tmp_path):
@@ -349,36 +404,31 @@ def test_the_build_translates_and_compiles_module_by_module_and_one_failure_stay
     warning, the others are built, and the build succeeds.  Oracles: the files the build leaves
     (an extension module or not, beside each .py), Cython's own rejection of a broken .pxd, and
     the import system (the built modules load as extension modules)."""
-    root = tmp_path / "checkout"
-    shutil.copytree(os.path.join(ROOT, "dissector"), root / "dissector",
-                    ignore=shutil.ignore_patterns("*.so", "*.pyd", "*.c", "__pycache__"))
-    for name in ("pyproject.toml", "setup.py"):
-        shutil.copy2(os.path.join(ROOT, name), root / name)
-    for folder in ("pipelines", "cli"):
-        shutil.copytree(os.path.join(ROOT, folder), root / folder, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
     built = ("amqp_dissect.model.serial", "amqp_dissect.model.stall_rules")
     broken = "amqp_dissect.model.hooks"
-    assert {*built, broken} <= set(HOT_MODULES)
-    hot = (root / "dissector" / "_hot.py").read_text()
-    hot = hot[:hot.index("HOT_MODULES = (")] + (
-        f"HOT_MODULES = {(*built, broken)!r}\nFULLY_OPTIMIZED = {built[:1]!r}\n"
-        "HOT_LEVEL = '-O1'\nCOLD_LEVEL = '-O0'\n")
-    (root / "dissector" / "_hot.py").write_text(hot)
+    root = _small_checkout(tmp_path, built, broken)
     (root / "dissector" / "model" / "hooks.pxd").write_text("cdef class Broken(\n")  # Cython: a syntax error
-    # run as pip's build backend runs it: exec'd in a namespace named __main__ that is not the
-    # __main__ module (so nothing of setup.py can be sent to a worker by name)
-    backend = ("import sys; sys.argv = ['setup.py', 'build_ext', '--inplace', '-q']\n"
-               "exec(compile(open('setup.py').read(), 'setup.py', 'exec'), {'__name__': '__main__', '__file__': 'setup.py'})")
-    out = subprocess.run([sys.executable, "-c", backend], cwd=root, capture_output=True, text=True, timeout=900)
+    out = subprocess.run([sys.executable, "-c", _BACKEND], cwd=root, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     assert f"Cython failed on {broken}" in out.stderr
     assert "cannot build the compiled modules" not in out.stderr
     model = root / "dissector" / "model"
     assert [p.name for p in model.iterdir() if p.name.startswith("hooks") and p.name.endswith(EXT)] == []
+    [shared] = _extensions(root / "dissector", "_cyutility")
     for module in built:
-        leaf = module.rpartition(".")[2]
-        [so] = [p for p in model.iterdir() if p.name.startswith(leaf + ".") and p.name.endswith(EXT)]
+        [so] = _extensions(model, module.rpartition(".")[2])
         probe = subprocess.run([sys.executable, "-c", f"import importlib.util as u; s = u.spec_from_file_location("
                                 f"{module!r}, {str(so)!r}); print(type(s.loader).__name__)"],
                                capture_output=True, text=True)
         assert probe.stdout.strip() == "ExtensionFileLoader", probe.stderr
+    # the built modules import the shared utility module, and run with it: the checkout's package
+    # under its import name (a folder of one link), its hot modules compiled, the module loaded
+    (tmp_path / "path").mkdir()
+    (tmp_path / "path" / "amqp_dissect").symlink_to(root / "dissector")
+    probe = ("import json, sys, amqp_dissect, amqp_dissect.model.serial as s\n"
+             "print(json.dumps([amqp_dissect.compiled_modules(), sys.modules['amqp_dissect._cyutility'].__file__]))")
+    env = dict(_env(False), PYTHONPATH=str(tmp_path / "path"))
+    ran = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
+    compiled, loaded = json.loads(ran.stdout)
+    assert compiled == list(built) and os.path.samefile(loaded, shared)
