@@ -18,12 +18,11 @@ import os
 
 import pytest
 
-from amqp_dissect.capture.pcap import open_capture
-from amqp_dissect.dissect import Dissector
 from amqp_dissect.model.entities import Connection
 from amqp_dissect.model.tracker import StateTracker
 from amqp_dissect.events import StreamOpened
 
+from eventkeys import analyze_file
 from test_state import CLIENT, SERVER, Script
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -182,15 +181,7 @@ def s_uint(n):
 
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda p: os.path.relpath(p, ROOT))
 def test_every_sample_keeps_the_caches_true(path):
-    t = Checked()
-    d = Dissector()
-    with open(path, "rb") as f:
-        for rec in open_capture(f):
-            for ev in d.feed(rec):
-                t.feed(ev)
-    for ev in d.finish():
-        t.feed(ev)
-    t.finish()
+    t = analyze_file(path, Checked())
     assert not t.internal_errors
     # (what each frame was counted to: the dicts' answers, checked after every event above)
     if any(type(c) is Connection and c.sessions for c in t.connections.values()):
