@@ -73,13 +73,19 @@ def _link(t, name):
     return link
 
 
-def test_a_channel_used_again_after_end_finds_the_new_session():
+def _link_a_sending():
+    """A script on the checked tracker: open, begin, link "A" attached with credit, delivery 0 sent."""
     s = Script(tracker=Checked)
     s.open_both()
     s.begin_both()
     s.attach_sender(name="A")
     s.flow(1, dc=0, credit=10)
     s.transfer(did=0)
+    return s
+
+
+def test_a_channel_used_again_after_end_finds_the_new_session():
+    s = _link_a_sending()
     s.transfer(did=1)
     s.frame(0, "end")
     s.frame(1, "end")
@@ -142,12 +148,7 @@ def test_two_sessions_and_links_interleaved():
 
 
 def test_a_frame_after_close_and_a_new_connection_on_the_same_addresses():
-    s = Script(tracker=Checked)
-    s.open_both()
-    s.begin_both()
-    s.attach_sender(name="A")
-    s.flow(1, dc=0, credit=10)
-    s.transfer(did=0)
+    s = _link_a_sending()
     s.frame(0, "close")
     s.frame(1, "close")
     s.transfer(did=1)  # a frame after the close: still this connection's session and link
