@@ -153,9 +153,13 @@ class ConnectionRules:
             # (the same three objects as the frame before it, of the same packet and name: that tuple)
             if act is None or act[0] is not ts or act[1] is not packet or act[2] is not key:
                 last_act[d] = (ts, packet, key)
+        # (the frames of one packet share its time object: each list written once a packet, as a
+        # write of a list item is a generic call when compiled and a read is a C access)
         idle_ref = c.idle_ref
-        idle_ref[d] = ts
-        last_frame[d] = ts
+        if idle_ref[d] is not ts:
+            idle_ref[d] = ts
+        if ref is not ts:
+            last_frame[d] = ts
         if heartbeat:
             frames = c.heartbeats
             frames[d] += 1
