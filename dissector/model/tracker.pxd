@@ -34,6 +34,8 @@ cdef class StateTracker(Hooks):
     cdef public object _kind_name
     cdef public bint _kind_fields
     cdef public Py_ssize_t _kind_code
+    cdef object _seen_c, _seen_ts, _seen_packet
+    cdef long long _seen_t, _seen_p
 
     cpdef feed(self, event)
 

@@ -72,6 +72,13 @@ class StateTracker(Hooks):
         self._kind_name = None
         self._kind_fields = False
         self._kind_code = _K_NONE
+        # the connection whose times _frame_conn set last, the time and packet objects it was given and
+        # the two fields as they were then (see _frame_conn: the frames of one packet set them once)
+        self._seen_c = None
+        self._seen_ts = None
+        self._seen_packet = None
+        self._seen_t = 0
+        self._seen_p = 0
 
     @property
     def fold_lag(self):
@@ -221,7 +228,22 @@ class StateTracker(Hooks):
             c = self._conn(f)
         else:  # _conn's bookkeeping, inlined for the common case
             c = c0
-            c._seen(ts, f.packet)  # (last_ts, and last_packet unless None: one C call, not two setattrs)
+            packet = f.packet
+            # the frames of one packet share its time and packet objects: c._seen (last_ts, and
+            # last_packet unless None: one C call, not two setattrs) once a packet.  Skipped only when
+            # the call would change nothing: the same connection, given the same two objects (ints
+            # are immutable), its two fields still what that call left and nothing kept aside
+            if (c is not self._seen_c or ts is not self._seen_ts or packet is not self._seen_packet
+                    or c._last_ts != self._seen_t or c._last_packet != self._seen_p or c._big is not None):
+                c._seen(ts, packet)
+                if c._big is None:
+                    self._seen_c = c
+                    self._seen_ts = ts
+                    self._seen_packet = packet
+                    self._seen_t = c._last_ts
+                    self._seen_p = c._last_packet
+                else:
+                    self._seen_c = None
             # (the frames of one packet share its time object: compared once a packet, not once a frame)
             if ts is not self.last_ts and (self.last_ts is None or ts > self.last_ts):
                 self.last_ts = ts
