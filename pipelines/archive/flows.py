@@ -138,9 +138,10 @@ class FlowRunner:
         stamp = self._stamp
         record = CaptureRecord
         feed = an_feed = folded = None
-        # (the per-record path of :meth:`_feed` and :meth:`_events` written out here, the flow's
-        # dissector, analyzer and folded list held in locals: the same steps in the same order,
-        # without two method calls and their dict look-ups per record)
+        # (a record's path written out here, :meth:`_events`' steps among them: the idle gap and
+        # the global sweeps between it and the flow's record before, the dissector, the analyzer,
+        # the stamps; the flow's dissector, analyzer and folded list held in locals, not two method
+        # calls and their dict look-ups per record)
         for flow, packet, ts, lt, data, orig in rows:
             if flow != cur:
                 if state is not None:
@@ -347,17 +348,6 @@ class FlowRunner:
                 self._events(st, evs, tp, tts)
             if not d.tcp.has_open_connections:
                 break
-
-    def _feed(self, st: dict, row: tuple) -> None:
-        _, packet, ts, lt, data, orig = row
-        prev = st["prev"]
-        if prev is not None and ts - prev[1] > self._idle_ns:
-            st["gap"] = True
-            self._sweeps(st, prev[0], packet)
-        st["prev"] = (packet, ts)
-        st["packets"] += 1
-        evs = st["d"].feed(CaptureRecord(packet, ts, lt, data, orig))
-        self._events(st, evs, packet, ts)
 
     def _finish(self, flow: str, st: dict) -> Iterator[tuple]:
         st["carried"] = self.p.checkpoint and _carried(st)
