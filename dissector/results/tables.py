@@ -265,6 +265,9 @@ def column_array(vals: list, typ: str, spark: bool = False, checked: bool = Fals
         arr = _time_array(vals, checked)
         return _spark_time(arr) if spark else arr
     if typ == JSON:
+        n = len(vals)
+        if vals.count(None) == n:  # (a column without a value, as most rows' message columns: no call per cell)
+            return pa.array([None] * n, t)
         return pa.array([_json_text(v) for v in vals], t)
     try:
         if typ == FLOAT and not checked and _has_bool(vals):

@@ -106,9 +106,10 @@ class FlowRunner:
         self._tick_pk = _tick_packets(params.ticks)
         self._idle_ns = ns(params.idle_timeout)  # (once: compared at every record)
         self._clock = ClockWatch.of(params.clock_steps)  # (the capture's steps, shared by the flows: read only)
-        # table -> (row dicts, their flows, k1s, k2s, [Arrow batches of rows made by column], their keys):
-        # final rows, and (``_prov``) the provisional rows a carried flow makes at its finish
-        self._bufs: dict[bool, dict[str, tuple[list, list, list, list, list, list]]] = {False: {}, True: {}}
+        # table -> (row dicts, their flows, k1s, k2s, [Arrow batches of rows made by column], [their
+        # smallest and largest keys, a pair per batch], [rows in those batches]): final rows, and
+        # (``_prov``) the provisional rows a carried flow makes at its finish
+        self._bufs: dict[bool, dict[str, tuple[list, list, list, list, list, list, list]]] = {False: {}, True: {}}
         self._prov = False
         # what the flows' states share with the runner (left out of a carried state, by name)
         self._shared = {"keylog": self._keylog, "clock": self._clock}
@@ -132,17 +133,45 @@ class FlowRunner:
         cur = None
         state = None
         frames = self.p.frames
-        for row in rows:
-            flow = row[0]
+        idle_ns = self._idle_ns
+        fold_rows = self.FOLD_ROWS
+        stamp = self._stamp
+        record = CaptureRecord
+        feed = an_feed = folded = None
+        # (a record's path written out here, :meth:`_events`' steps among them: the idle gap and
+        # the global sweeps between it and the flow's record before, the dissector, the analyzer,
+        # the stamps; the flow's dissector, analyzer and folded list held in locals, not two method
+        # calls and their dict look-ups per record)
+        for flow, packet, ts, lt, data, orig in rows:
             if flow != cur:
                 if state is not None:
                     yield from self._finish(cur, state)
                 cur = flow
                 state = self._start(flow)
-            if row[1] == 0 and row[4] is None:  # (a carried flow's marker: no record)
+                feed = state["d"].feed
+                an_feed = state["an"].feed
+                folded = state["folded"]
+            if packet == 0 and data is None:  # (a carried flow's marker: no record)
                 continue
-            self._feed(state, row)
-            if len(state["folded"]) >= self.FOLD_ROWS:
+            prev = state["prev"]
+            if prev is not None and ts - prev[1] > idle_ns:
+                state["gap"] = True
+                self._sweeps(state, prev[0], packet)
+            state["prev"] = (packet, ts)
+            state["packets"] += 1
+            evs = feed(record(packet, ts, lt, data, orig))
+            if evs:
+                state["last_ev"] = (packet, ts)
+                for ev in evs:
+                    an_feed(ev)
+                stamp(state, packet)
+                if frames:
+                    fr = state["frames"]
+                    for ev in evs:
+                        d = event_json(ev)
+                        if d is not None:
+                            fr.append(d)
+            if len(folded) >= fold_rows:
                 yield from self._folded_deliveries(cur, state)
             if frames and state["frames"]:
                 yield from self._frame_rows(cur, state)
@@ -156,12 +185,12 @@ class FlowRunner:
         buf = self._bufs[self._prov]
         b = buf.get(table)
         if b is None:
-            b = buf[table] = ([], [], [], [], [], [])
+            b = buf[table] = ([], [], [], [], [], [], [0])
         b[0].append(row)
         b[1].append(flow)
         b[2].append(k1)
         b[3].append(k2)
-        if len(b[0]) + len(b[5]) >= self.CHUNK_ROWS:
+        if len(b[0]) + b[6][0] >= self.CHUNK_ROWS:
             yield from self._flush(table, self._prov)
 
     def _add_batch(self, table: str, flow: str, batch, k1: list, k2: list) -> Iterator[tuple]:
@@ -172,13 +201,19 @@ class FlowRunner:
         buf = self._bufs[self._prov]
         b = buf.get(table)
         if b is None:
-            b = buf[table] = ([], [], [], [], [], [])
+            b = buf[table] = ([], [], [], [], [], [], [0])
         n = batch.num_rows
+        if not n:
+            return
         b[4].append(pa.RecordBatch.from_arrays(
             batch.columns + [pa.array([flow] * n, pa.string()), pa.array(k1, pa.int64()), pa.array(k2, pa.int64())],
             schema=_chunk_schema(table)))
-        b[5].extend(zip(k1, [flow] * n, k2))
-        if len(b[0]) + len(b[5]) >= self.CHUNK_ROWS:
+        # (the batch's smallest and largest keys, its one flow put in between: no key tuple kept per row)
+        pairs = list(zip(k1, k2))
+        lo, hi = min(pairs), max(pairs)
+        b[5].append(((lo[0], flow, lo[1]), (hi[0], flow, hi[1])))
+        b[6][0] += n
+        if len(b[0]) + b[6][0] >= self.CHUNK_ROWS:
             yield from self._flush(table, self._prov)
 
     def _flush(self, table: str, prov: bool = False) -> Iterator[tuple]:
@@ -187,11 +222,12 @@ class FlowRunner:
             # the chunk's smallest and largest output-order keys and its size: the job places
             # the range boundaries of the sorted tables from these (see range_bounds) and sends
             # the chunk to the ranges it overlaps
-            keys = list(zip(b[2], b[1], b[3])) + b[5]
-            k1, flow, k2 = min(keys)
-            hk1, hflow, hk2 = max(keys)
+            # (the made-by-column batches give their smallest and largest keys: b[5])
+            keys = list(zip(b[2], b[1], b[3]))
+            k1, flow, k2 = min(keys + [lo for lo, _ in b[5]])
+            hk1, hflow, hk2 = max(keys + [hi for _, hi in b[5]])
             batches = ([rows_batch(table, *b[:4])] if b[0] else []) + b[4]
-            yield (table, flow, k1, k2, len(keys), hk1, hflow, hk2, batch_ipc(batches), prov)
+            yield (table, flow, k1, k2, len(keys) + b[6][0], hk1, hflow, hk2, batch_ipc(batches), prov)
 
     def _folded_deliveries(self, flow: str, st: dict) -> Iterator[tuple]:
         """The deliveries folded so far (final), made into rows by column (as the CLI's
@@ -312,17 +348,6 @@ class FlowRunner:
                 self._events(st, evs, tp, tts)
             if not d.tcp.has_open_connections:
                 break
-
-    def _feed(self, st: dict, row: tuple) -> None:
-        _, packet, ts, lt, data, orig = row
-        prev = st["prev"]
-        if prev is not None and ts - prev[1] > self._idle_ns:
-            st["gap"] = True
-            self._sweeps(st, prev[0], packet)
-        st["prev"] = (packet, ts)
-        st["packets"] += 1
-        evs = st["d"].feed(CaptureRecord(packet, ts, lt, data, orig))
-        self._events(st, evs, packet, ts)
 
     def _finish(self, flow: str, st: dict) -> Iterator[tuple]:
         st["carried"] = self.p.checkpoint and _carried(st)

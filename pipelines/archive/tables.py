@@ -53,19 +53,23 @@ def rows_batch(table: str, rows: list[dict], flows: list, k1: list, k2: list):
 
 
 def batch_ipc(batch) -> bytes:
-    """An Arrow IPC stream of ``batch`` (or of a list of batches of one schema), its buffers
-    LZ4-compressed (a chunk of a stage-2 table shrinks about fivefold: less for the JVM to copy,
-    write and shuffle), in the calling thread (a chunk's buffers are small: Arrow's thread pool
-    cost more than it gave, and the task's core is its own)."""
+    """An Arrow IPC stream of ``batch`` (or of a list of batches of one schema), LZ4-compressed as
+    one frame (a chunk of a stage-2 table shrinks about ninefold: less for the JVM to copy, write
+    and shuffle, and for a local work directory to hold), its uncompressed size first (8 bytes,
+    little-endian), in the calling thread (a chunk's buffers are small: Arrow's thread pool cost
+    more than it gave, and the task's core is its own).  Not the IPC format's own compression,
+    which compresses every buffer of every column as a frame of its own: reading a chunk back
+    paid a frame's set-up per buffer (the x8 archive's deliveries: 1.1 to 1.5 CPU s against
+    0.8 s for the same chunks as one frame each)."""
     import pyarrow as pa
 
     batches = batch if isinstance(batch, list) else [batch]
     sink = pa.BufferOutputStream()
-    options = pa.ipc.IpcWriteOptions(compression="lz4", use_threads=False)
-    with pa.ipc.new_stream(sink, batches[0].schema, options=options) as w:
+    with pa.ipc.new_stream(sink, batches[0].schema, options=pa.ipc.IpcWriteOptions(use_threads=False)) as w:
         for b in batches:
             w.write_batch(b)
-    return sink.getvalue().to_pybytes()
+    raw = sink.getvalue()
+    return raw.size.to_bytes(8, "little") + pa.compress(raw, codec="lz4", asbytes=True)
 
 
 def ipc_batches(blob: bytes):
@@ -73,7 +77,8 @@ def ipc_batches(blob: bytes):
     Arrow's thread pool, a chunk's small buffers took four times the CPU)."""
     import pyarrow as pa
 
-    return pa.ipc.open_stream(blob, options=pa.ipc.IpcReadOptions(use_threads=False)).read_all().to_batches()
+    raw = pa.decompress(memoryview(blob)[8:], decompressed_size=int.from_bytes(blob[:8], "little"), codec="lz4")
+    return pa.ipc.open_stream(raw, options=pa.ipc.IpcReadOptions(use_threads=False)).read_all().to_batches()
 
 
 def _at_or_past(t, bound):
