@@ -5,6 +5,7 @@ import cython
 from amqp_dissect.dissect cimport Dissector
 from amqp_dissect.capture.tcp cimport TcpReassembler
 from amqp_dissect.capture.pcap cimport FlowGate
+from amqp_dissect.events cimport CaptureRecord
 
 @cython.locals(base=cython.Py_ssize_t)
 cpdef object quick_key(object linktype, object data)
@@ -30,3 +31,17 @@ cdef class SweepClock:
 
 @cython.locals(clock=SweepClock)
 cpdef tuple sweep_ticks(packets_ts, interval=*, start=*)
+
+# the archive's stage-2 loop over one flow's records: Python runs only at a sweep, a changed
+# stamped list, and the returns (another flow, deliveries or frames rows to hand on)
+@cython.locals(d=Dissector, packets=cython.Py_ssize_t, fold_rows=cython.Py_ssize_t, folded=list, stamps=dict,
+               evs=list, frames=list, why=int)
+cpdef tuple pump_flow(dict st, flow, row, rows, runner)
+
+@cython.locals(r=CaptureRecord)
+cdef CaptureRecord _record(packet, ts, lt, data, orig)
+
+cdef bint _stamp_due(an, dict stamps) except -1
+
+@cython.locals(n=cython.Py_ssize_t)
+cdef bint _new_in(lst, list seen) except -1

@@ -36,7 +36,7 @@ import struct
 
 from .capture.netparse import TruncatedPacket, parse_segment
 from .errors import DissectError
-from .events import StreamOpened, endpoint
+from .events import CaptureRecord, StreamOpened, endpoint
 
 END = 1 << 59  # the packet number of the end-of-capture phases (keys stay int64 with it)
 PHASE_SWEEP, PHASE_PACKET, PHASE_CLOSE, PHASE_FINISH = 0, 1, 2, 3
@@ -255,3 +255,114 @@ def _hand_on(fw, evs: list, ent: list, packet) -> None:
     if (len(an.stalls) + len(an.violations) + len(an.frame_errors) + len(an.transactions)
             + len(an.internal_errors) + len(an.connections)) != fw.items_keyed:
         fw.key_items()
+
+
+# --------------------------------------------------------------------------- the archive's flow loop
+
+# what :func:`pump_flow` stopped at
+FLOW_END = 0  # the rows are all read
+FLOW_NEXT = 1  # a row of another flow (handed back, not consumed)
+FLOW_PAUSE = 2  # rows to hand on: the folded deliveries reached the runner's FOLD_ROWS, or frames rows
+
+
+def pump_flow(st: dict, flow, row, rows, runner) -> tuple:
+    """The archive's stage-2 loop over the records of one flow (compiled, it runs in C): each
+    record of ``rows`` (an iterator of ``(flow, packet, ts, linktype, data, orig_len)`` sorted by
+    flow then packet; ``row``, when not None, the one to take first) fed to the flow's Dissector
+    ``st["d"]`` as a :class:`~amqp_dissect.events.CaptureRecord`, its events to the Analyzer's
+    ``feed``; between two records further apart than the idle timeout the global sweeps
+    (``runner._sweeps``); after a record with events the order keys of the rows it made
+    (``runner._stamp``, called only when one of the three stamped lists changed).  ``st``: the
+    flow's state (:meth:`~amqp_dissect.pipelines.archive.flows.FlowRunner._start`); ``runner``
+    gives ``_idle_ns``, ``FOLD_ROWS`` and ``frames_json`` (:func:`event_json`, or None: no frames
+    table).  A row with ``data`` None and packet 0 is a carried flow's marker: skipped.
+    Returns ``(why, row)``: :data:`FLOW_END` (``row`` None), :data:`FLOW_NEXT` (``row`` the first
+    of another flow), :data:`FLOW_PAUSE` (``row`` None: the folded list or frames rows are due;
+    call again to go on)."""
+    d = st["d"]
+    an = st["an"]
+    an_feed = an.feed
+    folded = st["folded"]
+    stamps = st["stamps"]
+    fold_rows = runner.FOLD_ROWS
+    idle_ns = runner._idle_ns
+    ej = runner.frames_json
+    frames = st["frames"] if ej is not None else None
+    prev = st["prev"]
+    prev_pk = prev_ts = None
+    if prev is not None:
+        prev_pk, prev_ts = prev
+    packets = st["packets"]
+    ev_pk = ev_ts = None  # the last record with events since st["last_ev"] was written
+    why = FLOW_END
+    nxt = None
+    while True:
+        if row is None:
+            row = next(rows, None)
+            if row is None:
+                break
+        f, packet, ts, lt, data, orig = row
+        if f != flow:
+            why = FLOW_NEXT
+            nxt = row
+            break
+        row = None
+        if packet == 0 and data is None:  # (a carried flow's marker: no record)
+            continue
+        if prev_pk is not None and ts - prev_ts > idle_ns:
+            st["gap"] = True
+            if ev_pk is not None:  # (the sweeps' events write it too)
+                st["last_ev"] = (ev_pk, ev_ts)
+                ev_pk = None
+            runner._sweeps(st, prev_pk, packet)
+        prev_pk = packet
+        prev_ts = ts
+        packets += 1
+        evs = d.feed(_record(packet, ts, lt, data, orig))
+        if evs:
+            ev_pk = packet
+            ev_ts = ts
+            for ev in evs:
+                an_feed(ev)
+            if _stamp_due(an, stamps):
+                runner._stamp(st, packet)
+            if frames is not None:
+                for ev in evs:
+                    j = ej(ev)
+                    if j is not None:
+                        frames.append(j)
+        if len(folded) >= fold_rows or (frames is not None and len(frames) != 0):
+            why = FLOW_PAUSE
+            break
+    if prev_pk is not None:
+        st["prev"] = (prev_pk, prev_ts)
+    st["packets"] = packets
+    if ev_pk is not None:
+        st["last_ev"] = (ev_pk, ev_ts)
+    return why, nxt
+
+
+def _record(packet, ts, lt, data, orig):
+    """A :class:`~amqp_dissect.events.CaptureRecord` of interface 0 (compiled: its fields set in C,
+    not through the type's call and ``__init__``)."""
+    r = CaptureRecord.__new__(CaptureRecord)
+    r.index = packet
+    r.ts = ts
+    r.linktype = lt
+    r.data = data
+    r.orig_len = orig
+    r.interface = 0
+    return r
+
+
+def _stamp_due(an, stamps: dict) -> bool:
+    """Whether the Analyzer's violations, frame_errors or transactions list holds a row the
+    stamps have not keyed (FlowRunner._stamp's own test: a list of the length it saw whose last
+    item it keyed has nothing new)."""
+    return (_new_in(an.violations, stamps["violations"]) or _new_in(an.frame_errors, stamps["errors"])
+            or _new_in(an.transactions, stamps["transactions"]))
+
+
+def _new_in(lst, seen: list) -> bool:
+    n = len(lst)
+    return not (n == seen[0] and (n == 0 or id(lst[n - 1]) in seen[1]))

@@ -14,9 +14,9 @@ from amqp_dissect.capture.keylog import KeyLog
 from amqp_dissect.capture.tcp import IDLE_TIMEOUT
 from amqp_dissect.clock import ClockWatch
 from amqp_dissect.dissect import Dissector
-from amqp_dissect.events import CaptureRecord
 from amqp_dissect.render.frames import event_json
 from amqp_dissect.results.analytics import Analyzer
+from amqp_dissect.shard import FLOW_PAUSE, pump_flow
 from amqp_dissect.times import ns
 
 from .checkpoint import CannotContinue, StateNotSaved, carried as _carried, dump_state, load_state
@@ -105,6 +105,7 @@ class FlowRunner:
         self._keylog = KeyLog(params.keylog) if params.keylog else None  # parsed once per runner
         self._tick_pk = _tick_packets(params.ticks)
         self._idle_ns = ns(params.idle_timeout)  # (once: compared at every record)
+        self.frames_json = event_json if params.frames else None  # (pump_flow: the frames table's rows)
         self._clock = ClockWatch.of(params.clock_steps)  # (the capture's steps, shared by the flows: read only)
         # table -> (row dicts, their flows, k1s, k2s, [Arrow batches of rows made by column], [their
         # smallest and largest keys, a pair per batch], [rows in those batches]): final rows, and
@@ -133,48 +134,27 @@ class FlowRunner:
         cur = None
         state = None
         frames = self.p.frames
-        idle_ns = self._idle_ns
         fold_rows = self.FOLD_ROWS
-        stamp = self._stamp
-        record = CaptureRecord
-        feed = an_feed = folded = None
-        # (a record's path written out here, :meth:`_events`' steps among them: the idle gap and
-        # the global sweeps between it and the flow's record before, the dissector, the analyzer,
-        # the stamps; the flow's dissector, analyzer and folded list held in locals, not two method
-        # calls and their dict look-ups per record)
-        for flow, packet, ts, lt, data, orig in rows:
+        # (a flow's records go through pump_flow, compiled: the idle gap and the global sweeps
+        # between a record and the flow's record before, the dissector, the analyzer, the stamps,
+        # the frames, in that order; it hands back when rows are due or the flow changes)
+        rows = iter(rows)
+        row = next(rows, None)
+        while row is not None:
+            flow = row[0]
             if flow != cur:
                 if state is not None:
                     yield from self._finish(cur, state)
                 cur = flow
                 state = self._start(flow)
-                feed = state["d"].feed
-                an_feed = state["an"].feed
-                folded = state["folded"]
-            if packet == 0 and data is None:  # (a carried flow's marker: no record)
-                continue
-            prev = state["prev"]
-            if prev is not None and ts - prev[1] > idle_ns:
-                state["gap"] = True
-                self._sweeps(state, prev[0], packet)
-            state["prev"] = (packet, ts)
-            state["packets"] += 1
-            evs = feed(record(packet, ts, lt, data, orig))
-            if evs:
-                state["last_ev"] = (packet, ts)
-                for ev in evs:
-                    an_feed(ev)
-                stamp(state, packet)
-                if frames:
-                    fr = state["frames"]
-                    for ev in evs:
-                        d = event_json(ev)
-                        if d is not None:
-                            fr.append(d)
-            if len(folded) >= fold_rows:
-                yield from self._folded_deliveries(cur, state)
-            if frames and state["frames"]:
-                yield from self._frame_rows(cur, state)
+            while True:
+                why, row = pump_flow(state, cur, row, rows, self)
+                if len(state["folded"]) >= fold_rows:
+                    yield from self._folded_deliveries(cur, state)
+                if frames and state["frames"]:
+                    yield from self._frame_rows(cur, state)
+                if why != FLOW_PAUSE:
+                    break
         if state is not None:
             yield from self._finish(cur, state)
         for prov in (False, True):
