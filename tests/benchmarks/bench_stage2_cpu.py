@@ -11,6 +11,10 @@ alternated, and the load average.
 
     python tests/benchmarks/bench_stage2_cpu.py 'DIR/trace.pcap*' [--repeat 2]
 
+``--loop N --before FLOWS_PY``: instead of the layers, task 0's first ``N`` records (read into
+memory once) through ``FlowRunner.run`` of this tree and of another ``flows.py`` (say the base
+commit's, ``git show BASE:pipelines/archive/flows.py``), alternated ``--repeat`` rounds.
+
 (DIR: e.g. ``bench_spark.py --archive X --rotate 8 --keep --work W`` leaves ``W/rotated``.)
 """
 
@@ -31,6 +35,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("captures", help="a glob of the capture files (one set)")
     ap.add_argument("--repeat", type=int, default=2, help="rounds (default 2)")
+    ap.add_argument("--loop", type=int, default=0, help="task 0's first N records, this tree against --before")
+    ap.add_argument("--before", help="a flows.py to run against this tree's (with --loop)")
     a = ap.parse_args()
     sys.path.insert(0, ROOT)
     import pyarrow as pa
@@ -114,6 +120,10 @@ def main() -> None:
         else:
             for _ in DeliveryStream(src).batches(8192, keep_connections=False):
                 pass
+    if a.loop:
+        loop_ab(a, params, records(0), RecordReader, fill_records, FlowRunner)
+        shutil.rmtree(work, ignore_errors=True)
+        return
     steps = [("stage 2: the record index (task_records)", stage2, "records"),
              ("stage 2: + the records' bytes (fill_records)", stage2, "bytes"),
              ("stage 2: + the analysis and the chunks (FlowRunner.run)", stage2, "run"),
@@ -131,6 +141,33 @@ def main() -> None:
                       f"(load {os.getloadavg()[0]:.1f})", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def loop_ab(a, params, records, RecordReader, fill_records, FlowRunner) -> None:
+    """``--loop``: task 0's first records through two FlowRunners, alternated."""
+    import importlib.util
+    import itertools
+
+    spec = importlib.util.spec_from_file_location("amqp_dissect.pipelines.archive._flows_before", a.before)
+    before = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = before
+    spec.loader.exec_module(before)
+    reader = RecordReader(params.files)
+    rows = list(fill_records(itertools.islice(records, a.loop), reader))
+    reader.close()
+    got: dict = {"before": [], "after": []}
+    for i in range(a.repeat):
+        for name in (("before", "after") if i % 2 == 0 else ("after", "before")):
+            runner = (before.FlowRunner if name == "before" else FlowRunner)(params)
+            t = time.process_time()
+            for _ in runner.run(iter(rows)):
+                pass
+            got[name].append(time.process_time() - t)
+            print(f"  round {i + 1}  {name:<6} {len(rows)} records {got[name][-1]:7.2f} CPU s  "
+                  f"(load {os.getloadavg()[0]:.1f})", flush=True)
+    for name, v in got.items():
+        v.sort()
+        print(f"  {name}: median {(v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2:.2f} CPU s", flush=True)
 
 
 if __name__ == "__main__":
