@@ -30,6 +30,8 @@ cdef class ConnectionRules:
 
     cdef note_end(self, Connection c, Py_ssize_t d, Frame f, name)
 
+    cdef open_or_close(self, Connection c, Py_ssize_t d, Frame f, p, Py_ssize_t level)
+
     cdef framing_violations(self, Connection c, Py_ssize_t d, Frame f)
 
     cdef longer_silence(self, Connection c, Py_ssize_t d, Frame f, ref, Silence sil)
