@@ -7,6 +7,7 @@ from amqp_dissect.amqp.values cimport read_uint as _uint
 
 cdef dict _CONN_LEVEL
 
+@cython.final
 cdef class ConnectionRules:
     cdef public Recorder ledger
     cdef public dict connections, others, other_info

@@ -20,6 +20,7 @@ cdef class SettleQueue:
     cpdef popleft(self)
     cpdef Py_ssize_t size(self)
 
+@cython.final
 cdef class SettlementRules:
     cdef public Recorder ledger
     cdef public SessionRules session_rules

@@ -23,6 +23,7 @@ cdef Py_ssize_t _TAGS_MAX
 cdef object _serial_number(object x)
 cdef bint _continues(DeliveryRecord dlv, object did) except -1
 
+@cython.final
 cdef class TransferRules:
     cdef public Recorder ledger
     cdef public SessionRules session_rules
