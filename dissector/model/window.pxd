@@ -5,7 +5,6 @@ cdef long long _MASK
 cdef long long UNKNOWN_LEFT
 from amqp_dissect.model.serial cimport grant_left, serial_add, serial_diff
 
-@cython.final
 cdef class SessionWindow:
     cdef public list init_noid, noid, limit, prev, pending, last_iw, last_ow
     cdef public Py_ssize_t found
