@@ -9,10 +9,12 @@ cdef int _M_START, _M_FRAMES, _M_RESYNC, _M_OPAQUE
 # import assigns them, C integers here
 cdef Py_ssize_t TRANSFER_HANDLE, TRANSFER_DELIVERY_ID, TRANSFER_DELIVERY_TAG, TRANSFER_MORE, TRANSFER_ABORTED
 
+@cython.final
 cdef class Delivery:
     cdef public object channel, handle, delivery_id, delivery_tag, first_packet, first_ts, last_packet, last_ts
     cdef public object frames, message_size, payload, aborted, incomplete, _sections, _error, budget, cut
 
+@cython.final
 cdef class Frame:
     cdef public object conn, direction, src, dst, packet, ts, first_packet
     # the frame header's numbers: C integers (the framing loop's, stored with no int object made per frame)
@@ -24,6 +26,7 @@ cdef class Frame:
                 Py_ssize_t ftype, Py_ssize_t channel)
     cpdef add_note(self, note)
 
+@cython.final
 cdef class _Direction:
     cdef public object index, src, dst
     cdef public bytearray buf
@@ -35,6 +38,7 @@ cdef class _Direction:
     cdef public long long cut_skip
     cdef public bint cut_resync
 
+@cython.final
 cdef class AmqpConnection:
     cdef public object conn, client, server, max_frame_bytes, max_message_bytes
     cdef public _Direction dir0, dir1

@@ -7,6 +7,7 @@ from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 
+@cython.final
 cdef class ScanResult:
     cdef public Py_ssize_t code
     cdef public object name

@@ -10,6 +10,7 @@ cdef unsigned long long _u32le(const unsigned char *p, Py_ssize_t i)
 @cython.locals(v="unsigned long long")
 cdef unsigned long long _u32be(const unsigned char *p, Py_ssize_t i)
 
+@cython.final
 cdef class FlowGate:
     cdef public dict owner
     cdef public list loads
@@ -24,6 +25,7 @@ cdef class FlowGate:
     cdef unsigned long long kb[64]
     cdef Py_ssize_t kw[64]
 
+@cython.final
 cdef class PcapRecords:
     cdef object src, exact, status, linktype
     cdef bint le, done, started

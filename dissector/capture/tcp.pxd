@@ -7,6 +7,7 @@ import cython
 cdef long long MASK, HALF, NOT_STARTED, CLOSED_DIR, NO_SYN
 cdef int NO_ACK
 
+@cython.final
 cdef class _Dir:
     # C integers: a direction costs no int objects (issue 40: memory per idle connection)
     cdef public long long pos, nxt, isn, buffered
@@ -16,6 +17,7 @@ cdef class _Dir:
 
 cdef class _Hold
 
+@cython.final
 cdef class _Conn:
     cdef public object id
     cdef public str key
@@ -39,6 +41,7 @@ cdef class _ActivityOrder:
     @cython.locals(O=_Conn, older=str, newer=str)
     cdef inline void unlink(self, _Conn conn)
 
+@cython.final
 cdef class _Hold:
     cdef public list queue, hole, fin
     cdef public object left, end, rst

@@ -7,6 +7,7 @@ from amqp_dissect.amqp.values cimport read_uint as _uint
 
 cdef dict _CONN_LEVEL
 
+@cython.final
 cdef class ConnectionRules:
     cdef public Recorder ledger
     cdef public dict connections, others, other_info
@@ -29,6 +30,8 @@ cdef class ConnectionRules:
     cdef sasl_frame(self, Connection c, Py_ssize_t d, Frame f, p, name)
 
     cdef note_end(self, Connection c, Py_ssize_t d, Frame f, name)
+
+    cdef open_or_close(self, Connection c, Py_ssize_t d, Frame f, p, Py_ssize_t level)
 
     cdef framing_violations(self, Connection c, Py_ssize_t d, Frame f)
 

@@ -4,6 +4,7 @@ from amqp_dissect.model.serial cimport grant_left, serial_add, serial_diff
 
 cdef long long _M32C
 
+@cython.final
 cdef class LinkCredit:
     cdef public object initial, count, limit, prev, pending
     cdef public bint granted, lost, count_low, guessed

@@ -9,6 +9,7 @@ from amqp_dissect.model.serial cimport serial_add, serial_diff, serial_range_len
 
 cdef long long _M32
 
+@cython.final
 cdef class DeliveryTable:
     cdef public object session
     cdef public Py_ssize_t direction

@@ -3,6 +3,7 @@
 # with __slots__); the other rooms cimport it.
 import cython
 
+@cython.final
 cdef class DeliveryRecord:
     cdef public object link
     cdef public object session
@@ -49,6 +50,7 @@ cdef class DeliveryRecord:
 
 cdef tuple _last_at
 
+@cython.final
 cdef class LiveDeliveries:
     cdef public list slots
     cdef public Py_ssize_t off, head, n

@@ -12,10 +12,12 @@ from amqp_dissect.model.loss cimport LossRecord
 
 cdef long long NO_INT, INT_MAX
 
+@cython.final
 cdef class Silence:
     cdef public object longest, start, end, end_packet, start_packet
     cdef public long long unknown
 
+@cython.final
 cdef class Link:
     cdef public object conn
     cdef public object session
@@ -58,6 +60,7 @@ cdef class Link:
     cpdef untag(self, tag, did)
     cpdef beyond_credit(self)
 
+@cython.final
 cdef class Session:
     cdef public object conn
     cdef public object index
@@ -141,6 +144,7 @@ cdef class ConnectionHeaders(ConnectionBase):
     cdef public bint told_before_frames
 
 
+@cython.final
 cdef class Connection(ConnectionHeaders):
     cdef public object sasl_mechanisms
     cdef public object sasl_mechanism

@@ -12,6 +12,7 @@ from amqp_dissect.model.stall_rules cimport StallRules
 from amqp_dissect.model.state cimport F_AVAILABLE, F_DC, F_DRAIN, F_ECHO, F_HANDLE, F_IW, F_LC, F_NII, F_NOID, F_OW
 from amqp_dissect.amqp.values cimport read_bool as _bool, read_uint as _uint
 
+@cython.final
 cdef class LinkRules:
     cdef public Recorder ledger
     cdef public SessionRules session_rules

@@ -4,6 +4,7 @@ import cython
 
 cdef list _NO_MSGS  # (what Endpoints.frame returns between steady endpoints: a C global, no look-up by name)
 
+@cython.final
 cdef class Machine:
     cdef public object name, states, inputs, transitions, initial, deferrable, steady
     cdef public tuple names, table, defer

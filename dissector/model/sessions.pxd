@@ -8,6 +8,7 @@ from amqp_dissect.model.hooks cimport Hooks
 from amqp_dissect.model.stall_rules cimport StallRules
 from amqp_dissect.amqp.values cimport read_uint as _uint
 
+@cython.final
 cdef class SessionRules:
     cdef public Recorder ledger
     cdef public StallRules stall_rules

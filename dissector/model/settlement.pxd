@@ -12,6 +12,7 @@ from amqp_dissect.model.state cimport D_FIRST, D_LAST, D_ROLE, D_SETTLED, D_STAT
 from amqp_dissect.amqp.values cimport read_bool as _bool, read_delivery_state as _delivery_state_value, delivery_state_plan as _state_plan, read_uint as _uint
 from amqp_dissect.model.serial cimport serial_diff, serial_range_len
 
+@cython.final
 cdef class SettleQueue:
     cdef public list items
     cdef public Py_ssize_t head

@@ -4,6 +4,7 @@ import cython
 from cpython cimport array as _carray
 from amqp_dissect.model.delivery cimport DeliveryRecord
 
+@cython.final
 cdef class Latencies:
     cdef public _carray.array values
     cdef public dict counts

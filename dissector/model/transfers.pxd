@@ -23,6 +23,7 @@ cdef Py_ssize_t _TAGS_MAX
 cdef object _serial_number(object x)
 cdef bint _continues(DeliveryRecord dlv, object did) except -1
 
+@cython.final
 cdef class TransferRules:
     cdef public Recorder ledger
     cdef public SessionRules session_rules
@@ -41,7 +42,7 @@ cdef class TransferRules:
     cdef Link transfer_link(self, Connection c, Session s, Py_ssize_t d, Frame f, h)
 
     @cython.locals(w=SessionWindow, riw="long long")
-    cdef long long transfer_window(self, Connection c, Session s, Py_ssize_t d, Frame f, Link link, h) except? -1
+    cdef long long transfer_window(self, Connection c, Session s, Py_ssize_t d, Frame f, Link link, h) except *
 
     @cython.locals(dlv=DeliveryRecord, table=DeliveryTable, touches="long long")
     cdef DeliveryRecord new_delivery(self, Connection c, Session s, Py_ssize_t d, Frame f, Link link, h, did, tuple v)

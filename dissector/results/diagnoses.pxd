@@ -5,6 +5,7 @@ import cython
 from amqp_dissect.model.delivery cimport DeliveryRecord
 from amqp_dissect.model.stats cimport NsCache
 
+@cython.final
 cdef class FoldWatch:
     cdef public dict activity, messages
     cdef public set full
