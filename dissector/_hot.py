@@ -64,8 +64,8 @@ more instructions per frame.
 Earlier (the round before): -O2 instead of Python's own -O3: 11 to 19% less gcc CPU per module,
 the same output and +0.04% instructions.  Not adopted: COLD_LEVEL -O0 (the 19 in 32 s of gcc
 instead of 68 s, but `report` ran +29% instructions: their code is cold only next to the hot
-ones'), and gcc flags that do not change the code (-pipe, -w, -fno-semantic-interposition,
--fno-plt: within the noise).  gcc's time at -O1 is spread over its passes (connection.c: parsing
+ones'), and gcc flags for the compile's time (-pipe, -w, -fno-semantic-interposition,
+-fno-plt: within the noise; -fno-plt was adopted later for the code it makes, see setup.py).  gcc's time at -O1 is spread over its passes (connection.c: parsing
 24%, the per-function optimisation and expansion 63%, no other pass above 12%): no flag removes
 a large share.
 
