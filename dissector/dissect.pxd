@@ -6,6 +6,7 @@ from amqp_dissect.capture.tcp cimport TcpReassembler
 from amqp_dissect.amqp.framing cimport AmqpConnection
 from amqp_dissect.capture.netparse cimport parse_segment
 
+@cython.final
 cdef class Dissector:
     cdef dict __dict__
     cdef public TcpReassembler tcp

@@ -37,6 +37,8 @@ ClientHello random is in the key log.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from .amqp.framing import DEFAULT_MAX_FRAME_BYTES, AmqpConnection, StreamNote, headers_only, with_headers
 from .errors import NOTE, WARN, DissectError, ExpertNote, UnsupportedLinkType
 from .clock import ClockWatch
@@ -48,6 +50,13 @@ from .capture.keylog import KeyLog
 from .capture.layers import Layered, LayeredConnection, Sniffing, client_layers, looks_like_tls, tls_client_random
 
 DEFAULT_PORTS = frozenset({AMQP_PORT, AMQPS_PORT})
+
+
+class Pumped(NamedTuple):
+    """What one call of :meth:`Dissector.pump` did."""
+
+    records: int  # records read (fewer than the limit asked: the records ran out)
+    last_ts: int | None  # the time of the last record that made an event (None: no record did)
 
 _TLS_UNSEEN_KEPT = 20  # TLS streams not decrypted on other ports: the first ones kept by name
 _PROBE_BYTES = 8  # bytes needed to decide whether a stream starts with a protocol header
@@ -208,12 +217,12 @@ class Dissector:
         self.unread_tunnels[e.tunnel] = [1, record.index]
         return [PacketNote(record.index, record.ts, ExpertNote(WARN, e.group, str(e)))]
 
-    def pump(self, records, sink, offset: int = 0, limit: int = 0) -> tuple:
+    def pump(self, records, sink, offset: int = 0, limit: int = 0) -> Pumped:
         """Every record of ``records`` through :meth:`feed`, each event handed to ``sink(event)``
         (an Analyzer's ``feed``, say), packet numbers shifted by ``offset``: the per-packet loop of
         a whole capture in one call (compiled, it runs in C).  ``limit`` > 0: stop after that many
-        records (an iterator of records goes on from there at the next call).  Returns (records
-        read, the time of the last record that made an event, or None)."""
+        records (an iterator of records goes on from there at the next call).  Returns the records
+        read and the time of the last record that made an event (:class:`Pumped`)."""
         n = 0
         last_ts = None
         for record in records:
@@ -227,7 +236,7 @@ class Dissector:
             n += 1
             if n == limit:
                 break
-        return n, last_ts
+        return Pumped(n, last_ts)
 
     def add_secrets(self, secrets_type: int, data: bytes) -> None:
         """Secrets from a pcapng Decryption Secrets Block (the capture reader's ``on_secrets``)."""

@@ -403,12 +403,12 @@ class CaptureSource:
         self.last_ts = None
         for reader, offset in self._readers():
             while True:
-                n, ts = d.pump(reader, sink, offset, chunk)
-                self.packets += n
-                if ts is not None:
-                    self.last_ts = ts
+                pumped = d.pump(reader, sink, offset, chunk)
+                self.packets += pumped.records
+                if pumped.last_ts is not None:
+                    self.last_ts = pumped.last_ts
                 yield
-                if not chunk or n < chunk:
+                if not chunk or pumped.records < chunk:
                     break
         for evs in d.finishing():  # (a connection at a time: issue 40)
             for ev in evs:
