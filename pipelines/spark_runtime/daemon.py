@@ -18,7 +18,7 @@ about 1.3 s on a two-core machine) are imported once, by one of two processes:
 import os
 import sys
 
-from .preload import PRELOAD, preload  # noqa: F401 (PRELOAD: named here for the daemon's readers)
+from .preload import PRELOAD, freeze, preload  # noqa: F401 (PRELOAD: named here for the daemon's readers)
 
 
 def main() -> None:
@@ -32,6 +32,7 @@ def main() -> None:
     preload()
     from pyspark import daemon
 
+    freeze()  # (the workers forked from here: see .preload)
     daemon.manager()
 
 

@@ -100,9 +100,10 @@ def serve() -> None:
         os.write(1, (line + "\n").encode())
     except OSError:
         pass
-    from .preload import preload
+    from .preload import freeze, preload
 
     preload()
+    freeze()  # (the daemon and its workers forked from here: see .preload)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # (the daemons are reaped by the kernel)
     try:
         while True:

@@ -68,8 +68,9 @@ def zygote(tmp_path):
 
 
 # the launcher, as the JVM runs it, reporting the modules it imported when it ends
-LAUNCHER = ("import runpy, sys, atexit; "
+LAUNCHER = ("import gc, runpy, sys, atexit; "
             "atexit.register(lambda: open(sys.argv[1], 'w').write(' '.join(sorted(sys.modules)))); "
+            "atexit.register(lambda: open(sys.argv[1] + '.frozen', 'w').write(str(gc.get_freeze_count()))); "
             "runpy.run_module('amqp_dissect.pipelines.spark_runtime.daemon', run_name='__main__')")
 
 
@@ -122,6 +123,8 @@ def test_the_launcher_runs_the_daemon_itself_when_the_zygote_cannot(zygote, tmp_
     p.wait(timeout=60)  # (pyspark's daemon ends with 1 on its way out, whatever stopped it)
     imported = set(mods.read_text().split())
     assert {"pyspark.daemon", "amqp_dissect.pipelines.spark.stages"} <= imported  # (the preload, in the launcher)
+    # the launcher that forks the workers froze what it preloaded, as the zygote does (below)
+    assert int((tmp_path / "modules.frozen").read_text()) >= 0.9 * _preloaded_objects()
 
 
 def test_the_spark_package_imports_its_modules_when_first_used():
@@ -163,3 +166,32 @@ def test_the_sessions_workers_come_from_its_zygote(spark):
     for daemon, _ in found:
         with open(f"/proc/{daemon}/stat") as f:
             assert int(f.read().rsplit(")", 1)[1].split()[1]) == Z.zygote_pid()
+
+
+def _preloaded_objects() -> int:
+    """The objects the collector tracks in a fresh process of this interpreter once the daemon's
+    preload is done (and nothing frozen)."""
+    code = ("import gc; from amqp_dissect.pipelines.spark_runtime.preload import preload; preload(); gc.collect(); "
+            "print(len(gc.get_objects()), gc.get_freeze_count())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, PYTHONHASHSEED="0"))
+    tracked, frozen = map(int, out.stdout.split())
+    assert frozen == 0 and tracked > 10_000, out.stderr
+    return tracked
+
+
+def test_the_workers_collector_skips_the_preloaded_heap(spark):
+    # pyspark's daemon runs a full gc.collect() in a reused worker after every task: the objects
+    # the zygote preloaded (pyarrow, pandas, pyspark, the dissector) are frozen before the forks,
+    # so that collection walks only what the tasks left, not the preload's heap
+    def _collector_of_this_worker(_rows):  # (a local function: pickled by value for the workers)
+        import gc
+
+        gc.collect()
+        yield gc.get_freeze_count(), len(gc.get_objects())
+
+    preloaded = _preloaded_objects()
+    found = spark.sparkContext.parallelize(range(4), 4).mapPartitions(_collector_of_this_worker).collect()
+    for frozen, tracked in found:
+        assert frozen >= 0.9 * preloaded, (frozen, preloaded)
+        assert tracked < preloaded, (tracked, preloaded)  # (unfrozen, it would walk the preload and more)
