@@ -2,9 +2,10 @@
 # the -j read loop (pump_shard) C: Python runs only for the records of another flow's first
 # record, of a sweep tick, or that made an event.  The .py stays plain Python.
 import cython
+from cpython cimport array as _carray
 from amqp_dissect.dissect cimport Dissector
 from amqp_dissect.capture.tcp cimport TcpReassembler
-from amqp_dissect.capture.pcap cimport FlowGate
+from amqp_dissect.capture.pcap cimport FlowGate, PcapRecords
 from amqp_dissect.events cimport CaptureRecord
 
 @cython.locals(base=cython.Py_ssize_t)
@@ -45,3 +46,31 @@ cdef bint _stamp_due(an, dict stamps) except -1
 
 @cython.locals(n=cython.Py_ssize_t)
 cdef bint _new_in(lst, list seen) except -1
+
+# the archive's stage-1 loop over a range's records: a batch of rows filled by column, the records
+# read by C calls (PcapRecords._next), their counts, times and offsets in C locals; Python runs for
+# the clock's points (a step back, the first record), a new flow's name, a note, and the returns
+@cython.final
+cdef class Stage1Rows:
+    cdef public Py_ssize_t size, max_bytes, n, nbytes
+    cdef public _carray.array idx, ts, linktype, orig_len, pos, caplen, kind
+    cdef public list flow, data, notes
+
+@cython.final
+cdef class Stage1Scan:
+    cdef public Py_ssize_t shift, track, count, tcp, errors
+    cdef public object first_ts, last_ts, max_ts, first_offset, end_offset, last_tcp, last_error, clock
+    cdef public dict unsupported, first_unsupported, flows, names
+
+@cython.locals(pr=PcapRecords, rec=CaptureRecord, n=Py_ssize_t, size=Py_ssize_t, nbytes=Py_ssize_t,
+               max_bytes=Py_ssize_t, fl=list, dl=list, carry=cython.bint, flows=dict, names=dict, step="long long",
+               ck_next=cython.bint, ck_has=cython.bint, ck_last="long long", count=Py_ssize_t, tcp=Py_ssize_t,
+               last_tcp="long long", last_ts="long long", max_ts="long long", why=int, caplen=Py_ssize_t,
+               off="long long", idx="long long", ts="long long", shift=Py_ssize_t, track=Py_ssize_t)
+cpdef int stage1_fill(Stage1Scan sc, records, Stage1Rows out, long long stop, bint offsets) except -1
+
+cdef void _s1_put(Stage1Rows out, Py_ssize_t n, long long idx, long long ts, int lt, long long orig, long long pos,
+                  int caplen, signed char kind) noexcept
+
+cdef void _s1_note(Stage1Rows out, Py_ssize_t n, long long idx, long long ts, int lt, long long orig,
+                   str meta) except *

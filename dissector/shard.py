@@ -33,9 +33,17 @@ from __future__ import annotations
 
 import socket
 import struct
+from array import array
+
+try:
+    import cython
+except ImportError:
+    from . import _cython_shim as cython
 
 from .capture.netparse import TruncatedPacket, parse_segment
-from .errors import DissectError
+from .capture.pcap import PcapRecords
+from .clock import STEP_MIN_NS
+from .errors import DissectError, UnsupportedLinkType
 from .events import CaptureRecord, StreamOpened, endpoint
 
 END = 1 << 59  # the packet number of the end-of-capture phases (keys stay int64 with it)
@@ -366,3 +374,268 @@ def _stamp_due(an, stamps: dict) -> bool:
 def _new_in(lst, seen: list) -> bool:
     n = len(lst)
     return not (n == seen[0] and (n == 0 or id(lst[n - 1]) in seen[1]))
+
+
+# --------------------------------------------------------------------------- the archive's stage-1 scan
+
+# what :func:`stage1_fill` stopped at
+S1_END = 0  # the records are all read
+S1_FULL = 1  # the batch is full (its rows, or the bytes of the records its rows carry)
+S1_STOP = 2  # a record whose header is at or past the range's stop offset (read, not taken)
+
+S1_TCP, S1_NOTE = 0, 1  # the row kinds a batch holds (the archive's KIND_TCP and KIND_NOTE)
+
+
+class Stage1Rows:
+    """Up to ``size`` stage-1 rows of one range by column, as :func:`stage1_fill` fills them (the
+    shell makes an Arrow batch of whole columns, no tuple per row).  ``idx``, ``ts``,
+    ``orig_len``, ``pos``: ``array('q')``; ``linktype``, ``caplen``: ``array('i')``; ``kind``:
+    ``array('b')``; ``flow``: a list (None for a note); ``data``: None when the rows give their
+    records by offset (``pos``, ``caplen``), else a list of the records' bytes (``pos`` and
+    ``caplen`` are then not set).  ``notes``: ``[(row, meta text)]`` of the rows that are notes
+    (no flow, record or offset: their ``pos`` and ``caplen`` slots hold 0).  ``n``: the rows
+    filled; ``nbytes``: the bytes of the records the rows carry.  The batch is full at ``size``
+    rows or ``max_bytes`` carried bytes (the row that reaches either is the batch's last).  The
+    columns are made at ``size`` slots; :meth:`trim` cuts them to ``n``."""
+
+    __slots__ = ("size", "max_bytes", "n", "nbytes", "idx", "ts", "linktype", "orig_len", "pos", "caplen", "kind",
+                 "flow", "data", "notes")
+
+    def __init__(self, size: int, max_bytes: int, carry: bool):
+        self.size = size
+        self.max_bytes = max_bytes
+        self.n = 0
+        self.nbytes = 0
+        self.idx = array("q", bytes(8 * size))
+        self.ts = array("q", bytes(8 * size))
+        self.orig_len = array("q", bytes(8 * size))
+        self.pos = array("q", bytes(8 * size))
+        self.linktype = array("i", bytes(4 * size))
+        self.caplen = array("i", bytes(4 * size))
+        self.kind = array("b", bytes(size))
+        self.flow = [None] * size
+        self.data = [None] * size if carry else None
+        self.notes = []
+
+    def trim(self) -> None:
+        """The columns cut to the rows filled."""
+        n = self.n
+        for a in (self.idx, self.ts, self.orig_len, self.pos, self.linktype, self.caplen, self.kind, self.flow):
+            del a[n:]
+        if self.data is not None:
+            del self.data[n:]
+
+
+class Stage1Scan:
+    """What a range's scan knows of its records so far (:func:`stage1_fill` keeps it between
+    batches): the reader's facts (``count``, ``first_ts``, ``last_ts``, ``max_ts``,
+    ``first_offset``; ``end_offset``: the offset of the record a stop left untaken) and the
+    summary's (``tcp``, ``errors``, ``last_tcp``, ``last_error``, ``unsupported`` {linktype:
+    records}, ``first_unsupported`` {linktype text: [index, time]}, ``flows`` {flow: TCP
+    records, at most ``track`` flows}, ``names``: endpoints -> flow name, a cache of at most
+    ``track``; ``clock``: a :class:`~amqp_dissect.clock.ClockPoints`).  ``shift``: subtracted
+    from each record's index (1: a reader that numbers from 1)."""
+
+    __slots__ = ("shift", "track", "count", "first_ts", "last_ts", "max_ts", "first_offset", "end_offset", "tcp",
+                 "errors", "last_tcp", "last_error", "unsupported", "first_unsupported", "flows", "names", "clock")
+
+    def __init__(self, clock, track: int, shift: int = 0):
+        self.shift = shift
+        self.track = track
+        self.count = 0
+        self.first_ts = None
+        self.last_ts = None
+        self.max_ts = None
+        self.first_offset = None
+        self.end_offset = None
+        self.tcp = 0
+        self.errors = 0
+        self.last_tcp = None
+        self.last_error = None
+        self.unsupported = {}
+        self.first_unsupported = {}
+        self.flows = {}
+        self.names = {}
+        self.clock = clock
+
+
+def stage1_fill(sc, records, out, stop, offsets) -> int:
+    """The archive's stage-1 loop over the records of one range (compiled, it runs in C): each
+    record of ``records`` (a :class:`~amqp_dissect.capture.pcap.PcapRecords`, read by C calls,
+    or any iterator of :class:`~amqp_dissect.events.CaptureRecord`) counted in ``sc`` (a
+    :class:`Stage1Scan`), given to its clock's points, parsed (:func:`parse_segment`) and, when
+    it reaches TCP reassembly, made a row of ``out`` (a :class:`Stage1Rows`) with its flow's name
+    (the flows counted); a record of an unsupported link type (the first of its type) or one the
+    parser rejects is a note row; another is no row.  ``offsets``: the rows give their records
+    by the offset of their header (``records`` is then a ``PcapRecords`` of an uncompressed
+    file); else ``out`` carries them.  ``stop`` (>= 0, with ``offsets``): the first record whose
+    header is at or past it ends the scan untaken (its offset in ``sc.end_offset``).  Returns
+    :data:`S1_FULL` (``out`` is full: call again with another), :data:`S1_STOP` or
+    :data:`S1_END` (the records are all read)."""
+    pr = records if type(records) is PcapRecords else None
+    if offsets and pr is None:
+        raise TypeError("stage1_fill: rows by offset need a PcapRecords")
+    shift = sc.shift
+    track = sc.track
+    n = out.n
+    size = out.size
+    nbytes = out.nbytes
+    max_bytes = out.max_bytes
+    fl = out.flow
+    dl = out.data
+    carry = dl is not None
+    flows = sc.flows
+    names = sc.names
+    clock = sc.clock
+    add = clock.add
+    step = STEP_MIN_NS
+    ck_next = clock._next
+    ck_has = clock.last is not None
+    ck_last = 0
+    if ck_has:
+        ck_last = clock.last
+    count = sc.count
+    tcp = sc.tcp
+    last_tcp = -1
+    if sc.last_tcp is not None:
+        last_tcp = sc.last_tcp
+    last_ts = max_ts = 0
+    if count:
+        last_ts = sc.last_ts
+        max_ts = sc.max_ts
+    parse = parse_segment
+    why = S1_END
+    try:
+        while True:
+            if pr is not None:
+                rec = pr._next()
+            else:
+                rec = next(records, None)
+            if rec is None:
+                break
+            data = rec.data
+            caplen = len(data)
+            off = 0
+            if offsets:
+                off = pr.sbase + pr.pos - pr.hl - caplen  # (the header of the record just read)
+                if stop >= 0 and off >= stop:
+                    sc.end_offset = off
+                    why = S1_STOP
+                    break
+            idx = rec.index
+            idx -= shift
+            ts = rec.ts
+            if count == 0:
+                sc.first_ts = ts
+                if sc.first_offset is None:
+                    sc.first_offset = off
+                max_ts = ts
+            elif ts > max_ts:
+                max_ts = ts
+            last_ts = ts
+            count += 1
+            # the clock's points (ClockPoints.add, called only when it may keep the record: the
+            # first record, one more than its step behind the one before, or one a point waits for)
+            if ck_next or not ck_has or ck_last - ts > step:
+                if ck_has:
+                    clock.last = ck_last
+                else:
+                    clock.last = None
+                add(idx, ts)
+                ck_next = clock._next
+            ck_last = ts
+            ck_has = True
+            lt = rec.linktype
+            try:
+                seg = parse(lt, data)
+            except UnsupportedLinkType:
+                if lt not in sc.unsupported:
+                    sc.unsupported[lt] = 0
+                    sc.first_unsupported[str(lt)] = [idx, ts]
+                    _s1_note(out, n, idx, ts, lt, rec.orig_len, "unsupported")
+                    n += 1
+                sc.unsupported[lt] += 1
+                if n >= size:
+                    why = S1_FULL
+                    break
+                continue
+            except TruncatedPacket as e:
+                seg = e.segment
+            except DissectError:
+                sc.errors += 1
+                sc.last_error = [idx, ts]
+                _s1_note(out, n, idx, ts, lt, rec.orig_len, "error")
+                n += 1
+                if n >= size:
+                    why = S1_FULL
+                    break
+                continue
+            if seg is None:
+                continue
+            tcp += 1
+            last_tcp = idx
+            ends = (seg[0], seg[1], seg[2], seg[3])
+            key = names.get(ends)
+            if key is None:
+                if len(names) >= track:
+                    names.clear()
+                key = flow_name(seg)
+                names[ends] = key
+            c = flows.get(key)
+            if c is not None:
+                flows[key] = c + 1
+            elif len(flows) < track:
+                flows[key] = 1
+            fl[n] = key
+            if carry:
+                dl[n] = data
+                nbytes += caplen
+                _s1_put(out, n, idx, ts, lt, rec.orig_len, 0, 0, S1_TCP)
+            else:
+                _s1_put(out, n, idx, ts, lt, rec.orig_len, off, caplen, S1_TCP)
+            n += 1
+            if n >= size or nbytes >= max_bytes:
+                why = S1_FULL
+                break
+    finally:
+        out.n = n
+        out.nbytes = nbytes
+        sc.count = count
+        sc.tcp = tcp
+        if last_tcp >= 0:
+            sc.last_tcp = last_tcp
+        if count:
+            sc.last_ts = last_ts
+            sc.max_ts = max_ts
+        if ck_has:
+            clock.last = ck_last
+    return why
+
+
+def _s1_put(out, n, idx, ts, lt, orig, pos, caplen, kind) -> None:
+    """Row ``n``'s integer columns (compiled: written into the arrays' buffers)."""
+    if cython.compiled:
+        out.idx.data.as_longlongs[n] = idx
+        out.ts.data.as_longlongs[n] = ts
+        out.orig_len.data.as_longlongs[n] = orig
+        out.pos.data.as_longlongs[n] = pos
+        out.linktype.data.as_ints[n] = lt
+        out.caplen.data.as_ints[n] = caplen
+        out.kind.data.as_schars[n] = kind
+    else:
+        out.idx[n] = idx
+        out.ts[n] = ts
+        out.orig_len[n] = orig
+        out.pos[n] = pos
+        out.linktype[n] = lt
+        out.caplen[n] = caplen
+        out.kind[n] = kind
+
+
+def _s1_note(out, n, idx, ts, lt, orig, meta) -> None:
+    """Row ``n``, a note (no flow, record or offset) saying ``meta``."""
+    _s1_put(out, n, idx, ts, lt, orig, 0, 0, S1_NOTE)
+    out.flow[n] = None
+    if out.data is not None:
+        out.data[n] = None
+    out.notes.append((n, meta))

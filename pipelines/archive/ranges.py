@@ -14,6 +14,7 @@ from amqp_dissect.capture.pcap import (MAX_RECORD, ByteSource, PcapHeader, open_
                                        pcap_records)
 from amqp_dissect.errors import CaptureError
 from amqp_dissect.events import CaptureRecord
+from amqp_dissect.shard import S1_FULL, S1_STOP, Stage1Rows, Stage1Scan, stage1_fill
 
 from .inputs import Range
 
@@ -190,6 +191,73 @@ class RangeScan:
             if status.error is not None:
                 self.error = str(status.error)
 
+    def batches(self, sc: Stage1Scan, new_rows) -> Iterator[Stage1Rows]:
+        """The range's rows by column: its records through the compiled stage-1 loop
+        (:func:`~amqp_dissect.shard.stage1_fill`), which keeps its counts in ``sc`` (a
+        :class:`~amqp_dissect.shard.Stage1Scan`, its reader's facts copied here at the end) and
+        fills the batches ``new_rows(carry)`` makes (:class:`~amqp_dissect.shard.Stage1Rows`;
+        ``carry``: the rows carry their records), each given when full and the last when the
+        records end.  The same records, facts and reading as :meth:`records` (which stays the
+        record-by-record way, for :class:`MergeScan`)."""
+        rng = self.range
+        try:
+            with open(rng.path, "rb") as f:
+                head = f.read(24)
+                f.seek(0)
+                hdr = pcap_header(head) if head[:2] != b"\x1f\x8b" else None
+                if hdr is None or (rng.part == 0 and rng.end is None):
+                    if rng.part != 0:
+                        self.skipped = True  # gzip / pcapng / unknown: part 0 reads the whole file
+                        return
+                    reader = open_capture(f)
+                    self.format = reader.format
+                    self.whole = True
+                    self.first_offset = sc.first_offset = 0
+                    # an uncompressed pcap: its rows give their records by offset
+                    plain = hdr is not None and reader.format == "pcap" and not reader.compressed
+                    sc.shift = 1  # (the reader numbers from 1)
+                    yield from _fill(sc, iter(reader), -1, plain, new_rows)
+                    self.end_offset = reader.bytes_read
+                    if reader.error is not None:
+                        self.error = str(reader.error)
+                    self.keylog = "".join(data.decode("utf-8", "replace") + "\n" for stype, data in reader.secrets
+                                          if stype == DSB_TLS_KEY_LOG)
+                    return
+                self.format = "pcap"
+                if rng.part == 0:
+                    first = 24
+                else:
+                    def read_at(off, n):
+                        f.seek(off)
+                        return f.read(n)
+
+                    h1 = read_at(24, 16)
+                    ref = struct.unpack_from("<I" if hdr.little_endian else ">I", h1)[0] if len(h1) == 16 else None
+                    first, self.rejected = find_boundary(read_at, rng.start,
+                                                         rng.end if rng.end is not None else rng.size, hdr, rng.size,
+                                                         ref_sec=ref)
+                    if first is None:
+                        self.end_offset = rng.end if rng.end is not None else rng.size
+                        return
+                f.seek(first)
+                src = ByteSource(f.read, b"", base=first)
+                status = _Status(first)
+                sc.shift = 0
+                recs = pcap_records(src, hdr.little_endian, hdr.nanosecond, hdr.linktype, first_index=0,
+                                    record_header=hdr.record_header, status=status)
+                why = yield from _fill(sc, recs, rng.end if rng.end is not None else -1, True, new_rows)
+                if why == S1_STOP:
+                    self.end_offset = sc.end_offset
+                    return
+                self.end_offset = status.bytes_read
+                if status.error is not None:
+                    self.error = str(status.error)
+        finally:
+            self.count = sc.count
+            self.first_ts, self.last_ts, self.max_ts = sc.first_ts, sc.last_ts, sc.max_ts
+            if sc.first_offset is not None:
+                self.first_offset = sc.first_offset
+
     def _whole(self, f, hdr) -> Iterator[CaptureRecord]:
         reader = open_capture(f)
         self.format = reader.format
@@ -333,3 +401,24 @@ class _Status:
     def __init__(self, offset: int):
         self.bytes_read = offset
         self.error = None
+
+
+def _fill(sc: Stage1Scan, records, stop: int, offsets: bool, new_rows) -> Iterator[Stage1Rows]:
+    """:func:`~amqp_dissect.shard.stage1_fill` over ``records`` a batch at a time (see
+    :meth:`RangeScan.batches`); returns what it stopped at (``S1_END`` or ``S1_STOP``).  A batch
+    an exception interrupts is given before the exception goes on (the rows read before it)."""
+    while True:
+        out = new_rows(not offsets)
+        try:
+            why = stage1_fill(sc, records, out, stop, offsets)
+        except BaseException:
+            if out.n:
+                out.trim()
+                yield out
+            raise
+        if out.n:
+            if out.n < out.size:
+                out.trim()
+            yield out
+        if why != S1_FULL:
+            return why

@@ -13,7 +13,7 @@ from typing import Iterable, Iterator
 from amqp_dissect.capture.netparse import TruncatedPacket, parse_segment
 from amqp_dissect.clock import ClockPoints
 from amqp_dissect.errors import DissectError, UnsupportedLinkType
-from amqp_dissect.shard import flow_name
+from amqp_dissect.shard import Stage1Rows, Stage1Scan, flow_name
 
 from .inputs import Range
 from .ranges import MergeScan, RangeScan, pcap_header
@@ -113,12 +113,43 @@ def decode_range(rng: Range) -> Iterator[tuple]:
         meta_extra["format_error"] = f"{scan.current}: {e}"
     except OSError as e:
         meta_extra["open_error"] = f"{scan.current}: cannot open: {e.strerror or e}"
+    yield _summary_row(rid, scan, tcp, errors, unsupported, first_unsupported, last_tcp, last_error, flows, clock,
+                       meta_extra)
+
+
+def decode_batches(rng: Range, size: int, max_bytes: int) -> Iterator:
+    """:func:`decode_range`'s rows of a range that is not a merged group, by column: its records go
+    through the compiled stage-1 loop (:meth:`RangeScan.batches`) into
+    :class:`~amqp_dissect.shard.Stage1Rows` of at most ``size`` rows (a batch ends too at the row
+    whose record brings the bytes its rows carry to ``max_bytes``), given in order; the last item
+    is the summary row, the tuple :func:`decode_range` ends with.  The rows and the summary are
+    :func:`decode_range`'s (``tests/spark/test_stage1_scan.py``)."""
+    if rng.group:
+        raise ValueError("decode_batches: a merged group is read by decode_range")
+    scan = RangeScan(rng)
+    sc = Stage1Scan(ClockPoints(), FLOW_TRACK)
+    meta_extra: dict = {}
+    try:
+        yield from scan.batches(sc, lambda carry: Stage1Rows(size, max_bytes, carry))
+    except FileNotFoundError:
+        meta_extra["open_error"] = f"{scan.current}: no such file"
+    except DissectError as e:  # CaptureError while opening: not a capture
+        meta_extra["format_error"] = f"{scan.current}: {e}"
+    except OSError as e:
+        meta_extra["open_error"] = f"{scan.current}: cannot open: {e.strerror or e}"
+    yield _summary_row(rng.rid, scan, sc.tcp, sc.errors, sc.unsupported, sc.first_unsupported, sc.last_tcp,
+                       sc.last_error, sc.flows, sc.clock, meta_extra)
+
+
+def _summary_row(rid, scan, tcp, errors, unsupported, first_unsupported, last_tcp, last_error, flows, clock,
+                 meta_extra) -> tuple:
+    """A range's summary row (see :func:`decode_range`)."""
     meta = scan.summary()
     meta.update(tcp=tcp, packet_errors=errors, unsupported={str(k): v for k, v in unsupported.items()},
                 last_tcp=last_tcp, last_error=last_error, first_unsupported=first_unsupported,
                 flows=sorted(flows.items(), key=lambda kv: (-kv[1], kv[0]))[:FLOW_TOP], clock=clock.points,
                 **meta_extra)
-    yield (rid, -1, None, None, None, None, None, KIND_SUMMARY, None, None, json.dumps(meta), None)
+    return (rid, -1, None, None, None, None, None, KIND_SUMMARY, None, None, json.dumps(meta), None)
 
 
 class CaptureChanged(Exception):

@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import os
 import pickle
+from array import array
 
 from amqp_dissect.pipelines.archive import (KIND_SUMMARY, KIND_TCP, FlowRunner, ROW_TABLES, CaptureChanged, Range,
                                             RecordReader, STAGE1_COLUMNS, decode_range, end_sensitive, fill_records, range_file, sorted_range,
                                             sorted_range_table, write_range)
+from amqp_dissect.pipelines.archive.records import decode_batches
 from amqp_dissect.results.tables import spark_schema
 from amqp_dissect.shard import sweep_ticks
 
@@ -260,6 +262,7 @@ def stage1_fn(arrow_schema, directory: str | None = None):
 
 SEG_FILE = "part-{:06d}.parquet"  # stage-1 rows of range (rid) i, written by its task
 SEG_BATCH_ROWS = 8192  # stage-1 rows per Arrow batch (and Parquet row group) of a range's file
+SEG_MAX_BYTES = 32 << 20  # a batch's carried records (gzip, pcapng) end it at this many bytes
 _SEG_DATA = STAGE1_COLUMNS.index("data")  # the stage-1 rows' column of a record's bytes (when they travel whole)
 
 
@@ -294,12 +297,19 @@ def _write_seg(directory: str, rng: Range, arrow_schema) -> tuple:
 
     summary = []
 
-    def records():
+    def records():  # (a merged group: decode_range's tuples, rare)
         for row in decode_range(rng):
             if row[7] == KIND_SUMMARY:
                 summary.append(row)
             else:
                 yield row
+
+    def columns():  # (a file or a byte range: the compiled loop's batches by column)
+        for b in decode_batches(rng, SEG_BATCH_ROWS, SEG_MAX_BYTES):
+            if type(b) is tuple:
+                summary.append(b)
+            else:
+                yield _rows_batch(b, arrow_schema, rng.rid, rng.file)
     path = os.path.join(directory, SEG_FILE.format(rng.rid))
     tmp = os.path.join(directory, f".{SEG_FILE.format(rng.rid)}.{os.getpid()}.tmp")
     held: list | None = []  # rows of records given by offset, not yet written (None: the range's carry theirs)
@@ -312,7 +322,9 @@ def _write_seg(directory: str, rng: Range, arrow_schema) -> tuple:
     with pq.ParquetWriter(tmp, arrow_schema, compression="none") as w:
         # (the rows' only large values are records that travel whole; the others are small or
         # None: only those are counted, in batches of SEG_BATCH_ROWS)
-        for b in _batches(records(), arrow_schema, size=SEG_BATCH_ROWS, sized=(_SEG_DATA,)):
+        batches = (_batches(records(), arrow_schema, size=SEG_BATCH_ROWS, max_bytes=SEG_MAX_BYTES, sized=(_SEG_DATA,))
+                   if rng.group else columns())
+        for b in batches:
             if held is not None and b.column(_SEG_DATA).null_count == b.num_rows:
                 held.append(b)
                 n += b.num_rows
@@ -326,6 +338,43 @@ def _write_seg(directory: str, rng: Range, arrow_schema) -> tuple:
         write_held()
     os.replace(tmp, path)
     return summary[0]
+
+
+def _rows_batch(b, arrow_schema, rid: int, file: int):
+    """The Arrow batch of a range's :class:`~amqp_dissect.shard.Stage1Rows` (trimmed): the
+    same rows as :func:`_batches` makes of :func:`decode_range`'s tuples, each column made whole
+    (the integer columns from the arrays' buffers)."""
+    import pyarrow as pa
+
+    n = b.n
+
+    def ints(a, t):
+        return pa.Array.from_buffers(t, n, [None, pa.py_buffer(a)])
+    i64, i32 = pa.int64(), pa.int32()
+    notes = b.notes
+    if b.data is not None:
+        data = pa.array(b.data, pa.binary())
+        pos, caplen = pa.nulls(n, i64), pa.nulls(n, i32)
+    else:
+        data = pa.nulls(n, pa.binary())
+        if notes:  # (a note's offset is null)
+            at = {i for i, _ in notes}
+            pos = pa.array([None if i in at else v for i, v in enumerate(b.pos)], i64)
+            caplen = pa.array([None if i in at else v for i, v in enumerate(b.caplen)], i32)
+        else:
+            pos, caplen = ints(b.pos, i64), ints(b.caplen, i32)
+    if notes:
+        meta = [None] * n
+        for i, text in notes:
+            meta[i] = text
+        meta = pa.array(meta, pa.string())
+    else:
+        meta = pa.nulls(n, pa.string())
+    cols = {"rid": ints(array("i", [rid]) * n, i32), "idx": ints(b.idx, i64), "ts": ints(b.ts, i64),
+            "linktype": ints(b.linktype, i32), "data": data, "orig_len": ints(b.orig_len, i64),
+            "flow": pa.array(b.flow, pa.string()), "kind": ints(b.kind, pa.int8()), "pos": pos, "caplen": caplen,
+            "meta": meta, "file": ints(array("i", [file]) * n, i32)}
+    return pa.RecordBatch.from_arrays([cols[c] for c in STAGE1_COLUMNS], schema=arrow_schema)
 
 
 def _by_flow(t):
