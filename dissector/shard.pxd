@@ -23,6 +23,7 @@ cdef void _clock(FlowGate gate, fw, TcpReassembler tcp, ts, interval, bint sure,
 @cython.locals(fold_out=list)
 cdef void _hand_on(fw, list evs, list ent, packet) except *
 
+@cython.final
 cdef class SweepClock:
     cdef public object interval
     cdef public object due
@@ -37,7 +38,7 @@ cpdef tuple sweep_ticks(packets_ts, interval=*, start=*)
 # stamped list, and the returns (another flow, deliveries or frames rows to hand on)
 @cython.locals(d=Dissector, packets=cython.Py_ssize_t, fold_rows=cython.Py_ssize_t, folded=list, stamps=dict,
                evs=list, frames=list, why=int)
-cpdef tuple pump_flow(dict st, flow, row, rows, runner)
+cpdef object pump_flow(dict st, flow, row, rows, runner)
 
 @cython.locals(r=CaptureRecord)
 cdef CaptureRecord _record(packet, ts, lt, data, orig)

@@ -34,6 +34,7 @@ from __future__ import annotations
 import socket
 import struct
 from array import array
+from typing import NamedTuple
 
 try:
     import cython
@@ -273,7 +274,14 @@ FLOW_NEXT = 1  # a row of another flow (handed back, not consumed)
 FLOW_PAUSE = 2  # rows to hand on: the folded deliveries reached the runner's FOLD_ROWS, or frames rows
 
 
-def pump_flow(st: dict, flow, row, rows, runner) -> tuple:
+class FlowStop(NamedTuple):
+    """Where one call of :func:`pump_flow` stopped."""
+
+    why: int  # FLOW_END, FLOW_NEXT or FLOW_PAUSE
+    row: tuple | None  # FLOW_NEXT: the first row of another flow, handed back (else None)
+
+
+def pump_flow(st: dict, flow, row, rows, runner) -> FlowStop:
     """The archive's stage-2 loop over the records of one flow (compiled, it runs in C): each
     record of ``rows`` (an iterator of ``(flow, packet, ts, linktype, data, orig_len)`` sorted by
     flow then packet; ``row``, when not None, the one to take first) fed to the flow's Dissector
@@ -284,8 +292,8 @@ def pump_flow(st: dict, flow, row, rows, runner) -> tuple:
     flow's state (:meth:`~amqp_dissect.pipelines.archive.flows.FlowRunner._start`); ``runner``
     gives ``_idle_ns``, ``FOLD_ROWS`` and ``frames_json`` (:func:`event_json`, or None: no frames
     table).  A row with ``data`` None and packet 0 is a carried flow's marker: skipped.
-    Returns ``(why, row)``: :data:`FLOW_END` (``row`` None), :data:`FLOW_NEXT` (``row`` the first
-    of another flow), :data:`FLOW_PAUSE` (``row`` None: the folded list or frames rows are due;
+    Returns a :class:`FlowStop`: :data:`FLOW_END` (``row`` None), :data:`FLOW_NEXT` (``row`` the
+    first of another flow), :data:`FLOW_PAUSE` (``row`` None: the folded list or frames rows are due;
     call again to go on)."""
     d = st["d"]
     an = st["an"]
@@ -347,7 +355,7 @@ def pump_flow(st: dict, flow, row, rows, runner) -> tuple:
     st["packets"] = packets
     if ev_pk is not None:
         st["last_ev"] = (ev_pk, ev_ts)
-    return why, nxt
+    return FlowStop(why, nxt)
 
 
 def _record(packet, ts, lt, data, orig):

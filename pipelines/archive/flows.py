@@ -148,12 +148,13 @@ class FlowRunner:
                 cur = flow
                 state = self._start(flow)
             while True:
-                why, row = pump_flow(state, cur, row, rows, self)
+                stop = pump_flow(state, cur, row, rows, self)
+                row = stop.row
                 if len(state["folded"]) >= fold_rows:
                     yield from self._folded_deliveries(cur, state)
                 if frames and state["frames"]:
                     yield from self._frame_rows(cur, state)
-                if why != FLOW_PAUSE:
+                if stop.why != FLOW_PAUSE:
                     break
         if state is not None:
             yield from self._finish(cur, state)
