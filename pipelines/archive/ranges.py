@@ -108,6 +108,13 @@ def find_boundary(read_at, start: int, end: int, hdr: PcapHeader, size: int, cha
     return None, rejected
 
 
+def _plain_pcap_header(f):
+    """The pcap header of the file ``f`` (left at its start), or None: gzip, pcapng, not a capture."""
+    head = f.read(24)
+    f.seek(0)
+    return pcap_header(head) if head[:2] != b"\x1f\x8b" else None
+
+
 class RangeScan:
     """Reads the records of one :class:`Range`; after iteration the attributes describe it.
 
@@ -144,9 +151,7 @@ class RangeScan:
     def records(self) -> Iterator[CaptureRecord]:
         rng = self.range
         with open(rng.path, "rb") as f:
-            head = f.read(24)
-            f.seek(0)
-            hdr = pcap_header(head) if head[:2] != b"\x1f\x8b" else None
+            hdr = _plain_pcap_header(f)
             if hdr is None or (rng.part == 0 and rng.end is None):
                 if rng.part != 0:
                     self.skipped = True  # gzip / pcapng / unknown: part 0 reads the whole file
@@ -154,21 +159,9 @@ class RangeScan:
                 yield from self._whole(f, hdr)
                 return
             self.format = "pcap"
-            if rng.part == 0:
-                first = 24
-            else:
-                def read_at(off, n):
-                    f.seek(off)
-                    return f.read(n)
-
-                h1 = read_at(24, 16)
-                ref = struct.unpack_from("<I" if hdr.little_endian else ">I", h1)[0] if len(h1) == 16 else None
-                first, self.rejected = find_boundary(read_at, rng.start, rng.end if rng.end is not None else rng.size,
-                                                     hdr, rng.size, ref_sec=ref)
-                if first is None:
-                    self.end_offset = rng.end if rng.end is not None else rng.size
-                    return
-            f.seek(first)
+            first = self._first_record(f, hdr)
+            if first is None:
+                return
             src = ByteSource(f.read, b"", base=first)
             status = _Status(first)
             stop = rng.end
@@ -202,9 +195,7 @@ class RangeScan:
         rng = self.range
         try:
             with open(rng.path, "rb") as f:
-                head = f.read(24)
-                f.seek(0)
-                hdr = pcap_header(head) if head[:2] != b"\x1f\x8b" else None
+                hdr = _plain_pcap_header(f)
                 if hdr is None or (rng.part == 0 and rng.end is None):
                     if rng.part != 0:
                         self.skipped = True  # gzip / pcapng / unknown: part 0 reads the whole file
@@ -224,22 +215,9 @@ class RangeScan:
                                           if stype == DSB_TLS_KEY_LOG)
                     return
                 self.format = "pcap"
-                if rng.part == 0:
-                    first = 24
-                else:
-                    def read_at(off, n):
-                        f.seek(off)
-                        return f.read(n)
-
-                    h1 = read_at(24, 16)
-                    ref = struct.unpack_from("<I" if hdr.little_endian else ">I", h1)[0] if len(h1) == 16 else None
-                    first, self.rejected = find_boundary(read_at, rng.start,
-                                                         rng.end if rng.end is not None else rng.size, hdr, rng.size,
-                                                         ref_sec=ref)
-                    if first is None:
-                        self.end_offset = rng.end if rng.end is not None else rng.size
-                        return
-                f.seek(first)
+                first = self._first_record(f, hdr)
+                if first is None:
+                    return
                 src = ByteSource(f.read, b"", base=first)
                 status = _Status(first)
                 sc.shift = 0
@@ -257,6 +235,28 @@ class RangeScan:
             self.first_ts, self.last_ts, self.max_ts = sc.first_ts, sc.last_ts, sc.max_ts
             if sc.first_offset is not None:
                 self.first_offset = sc.first_offset
+
+    def _first_record(self, f, hdr) -> int | None:
+        """The offset of the range's first record header, ``f`` left there: the file's first (24) for
+        part 0, else the first boundary :func:`find_boundary` accepts (``rejected``: the false
+        candidates before it).  None when the range holds no record start (``end_offset``: its end)."""
+        rng = self.range
+        if rng.part == 0:
+            first = 24
+        else:
+            def read_at(off, n):
+                f.seek(off)
+                return f.read(n)
+
+            h1 = read_at(24, 16)
+            ref = struct.unpack_from("<I" if hdr.little_endian else ">I", h1)[0] if len(h1) == 16 else None
+            first, self.rejected = find_boundary(read_at, rng.start, rng.end if rng.end is not None else rng.size,
+                                                 hdr, rng.size, ref_sec=ref)
+            if first is None:
+                self.end_offset = rng.end if rng.end is not None else rng.size
+                return None
+        f.seek(first)
+        return first
 
     def _whole(self, f, hdr) -> Iterator[CaptureRecord]:
         reader = open_capture(f)

@@ -107,12 +107,8 @@ def decode_range(rng: Range) -> Iterator[tuple]:
             else:  # stage 2 reads it from the file (only offsets travel)
                 yield (rid, rec.index, rec.ts, lt, None, rec.orig_len, key, KIND_TCP, pos, len(rec.data), None,
                        scan.file)
-    except FileNotFoundError:
-        meta_extra["open_error"] = f"{scan.current}: no such file"
-    except DissectError as e:  # CaptureError while opening: not a capture
-        meta_extra["format_error"] = f"{scan.current}: {e}"
-    except OSError as e:
-        meta_extra["open_error"] = f"{scan.current}: cannot open: {e.strerror or e}"
+    except (OSError, DissectError) as e:
+        meta_extra.update(_opening_error(scan, e))
     yield _summary_row(rid, scan, tcp, errors, unsupported, first_unsupported, last_tcp, last_error, flows, clock,
                        meta_extra)
 
@@ -131,14 +127,20 @@ def decode_batches(rng: Range, size: int, max_bytes: int) -> Iterator:
     meta_extra: dict = {}
     try:
         yield from scan.batches(sc, lambda carry: Stage1Rows(size, max_bytes, carry))
-    except FileNotFoundError:
-        meta_extra["open_error"] = f"{scan.current}: no such file"
-    except DissectError as e:  # CaptureError while opening: not a capture
-        meta_extra["format_error"] = f"{scan.current}: {e}"
-    except OSError as e:
-        meta_extra["open_error"] = f"{scan.current}: cannot open: {e.strerror or e}"
+    except (OSError, DissectError) as e:
+        meta_extra.update(_opening_error(scan, e))
     yield _summary_row(rng.rid, scan, sc.tcp, sc.errors, sc.unsupported, sc.first_unsupported, sc.last_tcp,
                        sc.last_error, sc.flows, sc.clock, meta_extra)
+
+
+def _opening_error(scan, e: OSError | DissectError) -> dict:
+    """The summary's entry for a range whose file could not be read (``open_error``: missing or
+    unreadable; ``format_error``: a CaptureError while opening, not a capture)."""
+    if isinstance(e, FileNotFoundError):
+        return {"open_error": f"{scan.current}: no such file"}
+    if isinstance(e, DissectError):
+        return {"format_error": f"{scan.current}: {e}"}
+    return {"open_error": f"{scan.current}: cannot open: {e.strerror or e}"}
 
 
 def _summary_row(rid, scan, tcp, errors, unsupported, first_unsupported, last_tcp, last_error, flows, clock,
