@@ -30,6 +30,18 @@ class Fail(Exception):
         self.code = code
 
 
+class OutputClosed(Exception):
+    """The reader of our output went away (``| head``): not an error."""
+
+
+def version_line() -> str:
+    """``amqp-dissect <version>, compiled (N modules)`` or ``..., pure Python``."""
+    import amqp_dissect as dissector
+
+    n = len(dissector.compiled_modules())
+    return f"amqp-dissect {dissector.__version__}, " + (f"compiled ({n} modules)" if n else "pure Python")
+
+
 def need_extra(command: str, extra: str, modules=None, imported: bool = True) -> None:
     """Before ``command`` does any work: the packages of ``extra`` (or only ``modules`` of them)
     import, or one line on stderr

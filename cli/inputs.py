@@ -1,21 +1,26 @@
 """What a command reads a capture from, as one value: :class:`CaptureInputs` (the files, ``-r``,
 ``-c``, ``--port``, ``--keylog``, and the live capture's ``-i``, ``-f``, ``-a``, ``-w``), declared once
 for every command that takes a capture (:func:`capture_command` gives a command those
-parameters), and the one prelude that makes a :class:`~.run.CaptureRun` of it."""
+parameters), and the one prelude that makes a :class:`~.run.CaptureRun` of it.
 
-import inspect
-from dataclasses import dataclass, fields
+Without typer: the annotations name the options' declarations (cli/options.py), which typer reads
+when it builds a command (:func:`.options.capture_parameters`); a run that :mod:`.quick` parses
+never loads them."""
+
+from __future__ import annotations
+
 from enum import Enum
-from typing import get_type_hints
+from typing import TYPE_CHECKING, NamedTuple
 
 from .common import load_keylog
-from .options import (Autostop, CaptureFilter, Captures, Count, Interface, KeyLogPath, Ports, ReadFiles, WriteRaw,
-                      check_format_letter, with_parameters)
+from .option_values import check_format_letter
 from .run import CaptureRun, capture_or_live
 
+if TYPE_CHECKING:  # (typer's declarations: evaluated by cli/options.py, in its namespace)
+    from .options import Autostop, CaptureFilter, Captures, Count, Interface, KeyLogPath, Ports, ReadFiles, WriteRaw
 
-@dataclass(frozen=True)
-class CaptureInputs:
+
+class CaptureInputs(NamedTuple):
     """The capture parameters of a command, each a typer parameter of the same name (the
     annotations are the options' declarations, cli/options.py)."""
 
@@ -45,8 +50,7 @@ class CaptureInputs:
 
 
 #: the parameters of CaptureInputs, in the order a command's ``--help`` lists them by default
-INPUT_NAMES = tuple(f.name for f in fields(CaptureInputs))
-_HEAD = ("captures", "read")  # (first in every command)
+INPUT_NAMES = CaptureInputs._fields
 
 
 def start_run(inputs: CaptureInputs, formats: type[Enum], **options) -> CaptureRun:
@@ -56,12 +60,21 @@ def start_run(inputs: CaptureInputs, formats: type[Enum], **options) -> CaptureR
     return inputs.run(inputs.open(), **options)
 
 
+class CaptureLayout(NamedTuple):
+    """Where a capture command's ``--help`` lists the capture parameters among its own: after the one
+    named ``after`` (first when none), or in the ``order`` that lists every parameter by name."""
+
+    after: str = ""
+    order: tuple = ()
+
+
 def capture_command(command=None, *, after: str = "", order: tuple = ()):
-    """A command taking a :class:`CaptureInputs` (its first parameter, ``inputs``) with, as typer
-    sees it, the capture parameters instead: the files and ``-r`` first, then the command's own
-    parameters, with the other capture parameters after the one named ``after`` (first when
-    none); or in the ``order`` that lists every parameter by name (where a command's ``--help``
-    mixes them otherwise)."""
+    """A command taking a :class:`CaptureInputs` (its first parameter, ``inputs``) as a function
+    taking the capture parameters by name instead, with the command's own (``run(**values)``, as
+    typer and :mod:`.quick` call it).  The parameters' declarations and their order in ``--help``
+    (the files and ``-r`` first, then the command's own, with the other capture parameters after
+    the one named ``after``, or as ``order`` lists them) are given to typer by
+    :func:`.options.capture_parameters`; the function keeps them as ``command`` and ``layout``."""
     if command is None:
         return lambda fn: capture_command(fn, after=after, order=order)
 
@@ -71,23 +84,5 @@ def capture_command(command=None, *, after: str = "", order: tuple = ()):
 
     run.__name__, run.__qualname__, run.__doc__ = command.__name__, command.__qualname__, command.__doc__
     run.__module__ = command.__module__
-    return with_parameters(run, _parameters(command, after, order))
-
-
-def _parameters(command, after: str, order: tuple) -> list:
-    """The parameters typer reads for a command of :func:`capture_command`."""
-    own = list(inspect.signature(command, eval_str=True).parameters.values())
-    assert own[0].name == "inputs", f"{command.__name__}: its first parameter is the CaptureInputs"
-    hints = get_type_hints(CaptureInputs, include_extras=True)
-    given = {f.name: inspect.Parameter(f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=hints[f.name],
-                                       default=f.default) for f in fields(CaptureInputs)}
-    rest = [given[n] for n in INPUT_NAMES if n not in _HEAD]
-    parameters = [given[n] for n in _HEAD] + ([] if after else rest)
-    for p in own[1:]:
-        parameters += [p] + (rest if p.name == after else [])
-    by_name = {p.name: p for p in parameters}
-    assert len(by_name) == len(own) - 1 + len(INPUT_NAMES), f"{command.__name__}: no parameter {after}"
-    if not order:
-        return parameters
-    assert sorted(order) == sorted(by_name), f"{command.__name__}: order names {sorted(by_name)}"
-    return [by_name[n] for n in order]
+    run.command, run.layout = command, CaptureLayout(after, order)
+    return run

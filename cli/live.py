@@ -12,7 +12,7 @@ import sys
 import threading
 
 from .common import EXIT_OPEN, EXIT_USAGE, Fail
-from .options import MAX_SECONDS
+from amqp_dissect.pipelines.options import MAX_SECONDS
 
 
 def parse_autostop(values: list[str] | None) -> float | None:
@@ -34,6 +34,8 @@ def parse_autostop(values: list[str] | None) -> float | None:
 
 class LiveCapture:
     """dumpcap capturing on ``iface`` to a pipe; :attr:`stream` is what the capture reader reads."""
+
+    is_live = True  # (what a CaptureRun reads live: cli/run.py tells it so, without loading this module)
 
     def __init__(self, iface: str, bpf: str | None = None, count: int | None = None,
                  duration: float | None = None, write: str | None = None):

@@ -7,9 +7,8 @@ executors), the option is made by one function whose help text is the only argum
 """
 
 import inspect
-from enum import Enum
 from pathlib import Path
-from typing import Annotated, List, Optional
+from typing import Annotated, List, Optional, get_type_hints
 
 import typer
 
@@ -18,33 +17,16 @@ from amqp_dissect.pipelines.options import (  # noqa: F401  (MAX_PARTITIONS, MAX
     parse_size_option as parse_size_in_range,
 )
 
+from .option_values import (  # noqa: F401  (re-exported)
+    AUTO_JOBS_MAX, AUTO_JOBS_MIN_BYTES, MAX_COUNT, MAX_JOBS, FrameFormat, ReportFormat, TableFormat, check_format_letter,
+)
 from .habits import TimeFormat
-
-
-class FrameFormat(str, Enum):
-    text = "text"
-    jsonl = "jsonl"
-    fields = "fields"
-
-
-class ReportFormat(str, Enum):
-    text = "text"
-    json = "json"
-    html = "html"
-
-
-class TableFormat(str, Enum):
-    table = "table"
-    csv = "csv"
-    jsonl = "jsonl"
-    parquet = "parquet"
 
 
 # --------------------------------------------------------------------------- the ranges of the numbers a user types
 
-#: the most a count may say (``-c``, ``split --packets``): what the reader's 64-bit counters and
-#: ``itertools.islice`` hold; more packets than any capture has
-MAX_COUNT = 2 ** 63 - 1
+# MAX_COUNT, MAX_JOBS, AUTO_JOBS_MAX, AUTO_JOBS_MIN_BYTES: cli/option_values.py (a run of report or frames
+# reads them without typer)
 # MAX_SECONDS, MAX_PARTITIONS, MAX_SIZE: with the archive's options, which the spark-submit entry
 # takes too (pipelines/options.py)
 
@@ -113,9 +95,6 @@ WriteRaw = Annotated[Optional[str], typer.Option("-w", "--write", show_default=F
 
 # --------------------------------------------------------------------------- report and tables
 
-AUTO_JOBS_MAX = 4  # -j 0: every process reads the whole capture: beyond a few, the reading outweighs the gain
-AUTO_JOBS_MIN_BYTES = 8 << 20  # -j 0: below this a run takes a fraction of a second: a fork is not worth it
-MAX_JOBS = 64
 Jobs = Annotated[int, typer.Option("-j", "--jobs", min=0, max=MAX_JOBS,
                                    help="analyse with this many processes (flows split between them; the output "
                                         "is the same as with one, but for the limits the manual lists); 0: one "
@@ -170,16 +149,6 @@ TimeFormatOption = Annotated[TimeFormat, typer.Option("-t", "--time-format", cas
                                                            "captures)")]
 
 
-def check_format_letter(bpf: str | None, formats: type[Enum]) -> None:
-    """``-f FORMAT``: the letter the report and table commands once used for the output format,
-    which is now the capture filter (as tshark's): one line saying to use ``-T`` (exit 2)."""
-    if bpf is not None and bpf in {m.value for m in formats}:
-        from .common import EXIT_USAGE, Fail
-
-        raise Fail(EXIT_USAGE, f"-f is the capture filter (as in tshark); the output format is -T {bpf} "
-                               f"(or --format {bpf})")
-
-
 # --------------------------------------------------------------------------- commands whose parameters are declared elsewhere
 
 
@@ -207,3 +176,36 @@ def with_parameters(command, parameters: list):
     command.__signature__ = inspect.Signature(parameters)
     command.__annotations__ = {p.name: p.annotation for p in parameters}
     return command
+
+
+def capture_parameters(run):
+    """``run``, a command of :func:`.inputs.capture_command`, with the signature typer reads: the
+    capture parameters (:class:`~.inputs.CaptureInputs`'s) and the command's own, each declared by
+    its annotation (a name of this module, or of the command's own module), in ``--help``'s order."""
+    return with_parameters(run, _capture_parameters(run.command, run.layout))
+
+
+def _capture_parameters(command, layout) -> list:
+    """The parameters typer reads for a command of :func:`.inputs.capture_command`."""
+    from .inputs import INPUT_NAMES, CaptureInputs
+
+    declared = globals()  # (the annotations are names: here, or in the command's module)
+    own = list(inspect.signature(command, eval_str=True, globals=command.__globals__, locals=declared).parameters.values())
+    assert own[0].name == "inputs", f"{command.__name__}: its first parameter is the CaptureInputs"
+    hints = get_type_hints(CaptureInputs, globalns=declared, include_extras=True)
+    given = {name: inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=hints[name],
+                                     default=CaptureInputs._field_defaults[name]) for name in INPUT_NAMES}
+    after, order = layout
+    rest = [given[n] for n in INPUT_NAMES if n not in _INPUTS_FIRST]
+    parameters = [given[n] for n in _INPUTS_FIRST] + ([] if after else rest)
+    for p in own[1:]:
+        parameters += [p] + (rest if p.name == after else [])
+    by_name = {p.name: p for p in parameters}
+    assert len(by_name) == len(own) - 1 + len(INPUT_NAMES), f"{command.__name__}: no parameter {after}"
+    if not order:
+        return parameters
+    assert sorted(order) == sorted(by_name), f"{command.__name__}: order names {sorted(by_name)}"
+    return [by_name[n] for n in order]
+
+
+_INPUTS_FIRST = ("captures", "read")  # (first in every command's --help)

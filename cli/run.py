@@ -16,17 +16,19 @@ from amqp_dissect.pipelines.runs.local import CaptureSource, run_analysis
 
 from .common import EXIT_DAMAGED, EXIT_FORMAT, EXIT_INTERNAL, EXIT_OK, EXIT_OPEN, EXIT_USAGE, Fail, load_keylog
 from .habits import capture_inputs, check_output
-from .options import AUTO_JOBS_MAX, AUTO_JOBS_MIN_BYTES
+from .option_values import AUTO_JOBS_MAX, AUTO_JOBS_MIN_BYTES
 
 
 def capture_or_live(captures, read, iface, bpf, count, autostop, write):
-    """The files (or stdin) to read, or the live capture of -i."""
-    from .live import open_live
-
+    """The files (or stdin) to read, or the live capture of -i (cli/live.py, loaded for it only)."""
     if iface is None:
         if bpf or autostop or write:
+            from .live import open_live
+
             open_live(iface, bpf, count, autostop, write)  # (says which option needs -i)
         return capture_inputs(captures, read)
+    from .live import open_live
+
     if captures or read:
         raise Fail(EXIT_USAGE, "-i captures live: give no capture file with it")
     check_output(write)
@@ -40,9 +42,7 @@ class CaptureRun:
                  tls_records: list | None = None, limit: int | None = None):
         if isinstance(inputs, (str, Path)):
             inputs = [str(inputs)]
-        from .live import LiveCapture
-
-        self.live = inputs if isinstance(inputs, LiveCapture) else None  # -i: dumpcap's pipe
+        self.live = inputs if getattr(inputs, "is_live", False) else None  # -i: dumpcap's pipe (a LiveCapture)
         inputs = [inputs] if self.live is not None else inputs
         self.inputs = list(inputs)
         self.path = self.live.name if self.live is not None else self.inputs[0]

@@ -19,7 +19,7 @@ import typer
 from .common import EXIT_USAGE, Fail, need_extra
 from .habits import check_output, pick_columns, text_table_chunks, write_failure
 from .inputs import CaptureInputs, capture_command
-from .options import Columns, Jobs, TableFormat, TableFormatOption, TableMessages, TableOutput
+from .options import Columns, Jobs, TableFormat, TableFormatOption, TableMessages, TableOutput, capture_parameters
 from .run import CaptureRun, Checked, jobs_for, parallel_ok, run_status
 
 #: the table commands: (table, the Analyzer's method giving its rows, the command's help)
@@ -367,4 +367,4 @@ def register(app: typer.Typer) -> None:
     for table, rows_method, help_text in TABLES:
         command = table_command(table, rows_method)
         command.__doc__ = help_text
-        app.command(name=table)(command)
+        app.command(name=table)(capture_parameters(command))

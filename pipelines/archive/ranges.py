@@ -7,7 +7,7 @@ from __future__ import annotations
 import heapq
 import json
 import struct
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from amqp_dissect.capture.keylog import DSB_TLS_KEY_LOG
 from amqp_dissect.capture.pcap import (MAX_RECORD, ByteSource, PcapHeader, open_capture, parse_pcap_header,
@@ -115,6 +115,14 @@ def _plain_pcap_header(f):
     return pcap_header(head) if head[:2] != b"\x1f\x8b" else None
 
 
+class SplitRecords(NamedTuple):
+    """A range's records read from a boundary of a plain pcap, and the reader's status (its bytes
+    read, the damage that stopped it)."""
+
+    records: Iterator[CaptureRecord]
+    status: _Status
+
+
 class RangeScan:
     """Reads the records of one :class:`Range`; after iteration the attributes describe it.
 
@@ -158,15 +166,12 @@ class RangeScan:
                     return
                 yield from self._whole(f, hdr)
                 return
-            self.format = "pcap"
-            first = self._first_record(f, hdr)
-            if first is None:
+            split = self._split_records(f, hdr)
+            if split is None:
                 return
-            src = ByteSource(f.read, b"", base=first)
-            status = _Status(first)
+            status = split.status
             stop = rng.end
-            for rec in pcap_records(src, hdr.little_endian, hdr.nanosecond, hdr.linktype, first_index=0,
-                                    record_header=hdr.record_header, status=status):
+            for rec in split.records:
                 off = status.bytes_read
                 if stop is not None and off >= stop:
                     self.end_offset = off
@@ -214,16 +219,12 @@ class RangeScan:
                     self.keylog = "".join(data.decode("utf-8", "replace") + "\n" for stype, data in reader.secrets
                                           if stype == DSB_TLS_KEY_LOG)
                     return
-                self.format = "pcap"
-                first = self._first_record(f, hdr)
-                if first is None:
+                split = self._split_records(f, hdr)
+                if split is None:
                     return
-                src = ByteSource(f.read, b"", base=first)
-                status = _Status(first)
+                status = split.status
                 sc.shift = 0
-                recs = pcap_records(src, hdr.little_endian, hdr.nanosecond, hdr.linktype, first_index=0,
-                                    record_header=hdr.record_header, status=status)
-                why = yield from _fill(sc, recs, rng.end if rng.end is not None else -1, True, new_rows)
+                why = yield from _fill(sc, split.records, rng.end if rng.end is not None else -1, True, new_rows)
                 if why == S1_STOP:
                     self.end_offset = sc.end_offset
                     return
@@ -235,6 +236,18 @@ class RangeScan:
             self.first_ts, self.last_ts, self.max_ts = sc.first_ts, sc.last_ts, sc.max_ts
             if sc.first_offset is not None:
                 self.first_offset = sc.first_offset
+
+    def _split_records(self, f, hdr) -> SplitRecords | None:
+        """The records of a plain pcap's range read from its first record header on (``format``
+        "pcap"), or None when the range holds no record start."""
+        self.format = "pcap"
+        first = self._first_record(f, hdr)
+        if first is None:
+            return None
+        status = _Status(first)
+        records = pcap_records(ByteSource(f.read, b"", base=first), hdr.little_endian, hdr.nanosecond, hdr.linktype,
+                               first_index=0, record_header=hdr.record_header, status=status)
+        return SplitRecords(records, status)
 
     def _first_record(self, f, hdr) -> int | None:
         """The offset of the range's first record header, ``f`` left there: the file's first (24) for

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.no_twin
 def _click_options():
     import typer
 
-    from amqp_dissect.cli.main import app
+    from amqp_dissect.cli.typer_app import app
 
     command = typer.main.get_command(app).commands["archive"]
     return {p.name: p for p in command.params}

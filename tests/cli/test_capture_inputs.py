@@ -6,7 +6,6 @@ capture takes them through it, and one prelude makes the run."""
 from __future__ import annotations
 
 import ast
-from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ SAMPLE = Path(__file__).resolve().parents[2] / "samples"
 
 
 def _commands():
-    from amqp_dissect.cli.main import app
+    from amqp_dissect.cli.typer_app import app
 
     return typer.main.get_command(app).commands
 
@@ -80,4 +79,4 @@ def test_the_prelude_checks_as_before(tmp_path):
     run = inputs.run(inputs.open())
     assert run.inputs == [capture] and 6000 in run.source.ports
     assert run.source.limit == 3
-    assert [f.name for f in fields(CaptureInputs)] == list(INPUT_NAMES)
+    assert list(CaptureInputs._fields) == list(INPUT_NAMES)

@@ -247,7 +247,7 @@ def _click_params():
     """{command: {option name: click parameter}} of the amqp-dissect app."""
     import typer
 
-    from amqp_dissect.cli.main import app
+    from amqp_dissect.cli.typer_app import app
 
     group = typer.main.get_command(app)
     return {name: {p.name: p for p in cmd.params} for name, cmd in group.commands.items()}

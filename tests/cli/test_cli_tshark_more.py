@@ -324,7 +324,7 @@ def test_manual_names_exactly_the_options_of_help():
     definitions), with their choices; every command has its section."""
     import typer.main
 
-    from amqp_dissect.cli.main import app
+    from amqp_dissect.cli.typer_app import app
 
     root = typer.main.get_command(app)
     sections = _manual_sections()

@@ -22,7 +22,6 @@ import warnings
 
 import pytest
 
-from amqp_dissect.cli import main as cli_main
 from amqp_dissect.cli.main import EXIT_OK, main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -99,13 +98,15 @@ def test_the_note_comes_each_time_the_filter_is_compiled():
 
 
 def test_a_stray_warning_in_a_command_is_one_line(capsys, monkeypatch):
-    real = cli_main.render_text
+    from amqp_dissect.cli import report_command
+
+    real = report_command.render_text
 
     def warns(rep):
         warnings.warn("something a library said\nover two lines", DeprecationWarning, stacklevel=1)
         return real(rep)
 
-    monkeypatch.setattr(cli_main, "render_text", warns)
+    monkeypatch.setattr(report_command, "render_text", warns)
     with warnings.catch_warnings():
         warnings.simplefilter("always")
         rc = main(["report", OUTCOMES])

@@ -19,7 +19,8 @@ import pytest
 import typer
 
 from amqp_dissect.cli import archive as archive_cli
-from amqp_dissect.cli.main import EXIT_OK, EXIT_USAGE, app, main
+from amqp_dissect.cli.main import EXIT_OK, EXIT_USAGE, main
+from amqp_dissect.cli.typer_app import app
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLE = os.path.join(ROOT, "samples", "credit_one.pcap")  # small, several records of several seconds

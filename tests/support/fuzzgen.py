@@ -1761,7 +1761,7 @@ def numeric_options() -> list:
     if not _NUMERIC_OPTIONS:
         import typer
 
-        from amqp_dissect.cli.main import app
+        from amqp_dissect.cli.typer_app import app
 
         for name, command in sorted(typer.main.get_command(app).commands.items()):
             for p in command.params:
