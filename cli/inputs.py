@@ -3,36 +3,34 @@
 for every command that takes a capture (:func:`capture_command` gives a command those
 parameters), and the one prelude that makes a :class:`~.run.CaptureRun` of it.
 
-Without typer: the annotations name the options' declarations (cli/options.py), which typer reads
-when it builds a command (:func:`.options.capture_parameters`); a run that :mod:`.quick` parses
-never loads them."""
+Without typer: each parameter's declaration for typer is in cli/options.py (INPUT_OPTIONS), read
+when typer builds a command (:func:`.options.capture_parameters`); a run that :mod:`.quick` parses
+never loads it."""
 
 from __future__ import annotations
 
 from enum import Enum
-from typing import TYPE_CHECKING, NamedTuple
+from pathlib import Path
+from typing import NamedTuple
 
 from .common import load_keylog
 from .option_values import check_format_letter
 from .run import CaptureRun, capture_or_live
 
-if TYPE_CHECKING:  # (typer's declarations: evaluated by cli/options.py, in its namespace)
-    from .options import Autostop, CaptureFilter, Captures, Count, Interface, KeyLogPath, Ports, ReadFiles, WriteRaw
-
 
 class CaptureInputs(NamedTuple):
-    """The capture parameters of a command, each a typer parameter of the same name (the
-    annotations are the options' declarations, cli/options.py)."""
+    """The capture parameters of a command, each a typer parameter of the same name (declared in
+    cli/options.py, INPUT_OPTIONS)."""
 
-    captures: Captures = None
-    read: ReadFiles = None
-    count: Count = None
-    port: Ports = None
-    keylog: KeyLogPath = None
-    iface: Interface = None
-    bpf: CaptureFilter = None
-    autostop: Autostop = None
-    write: WriteRaw = None
+    captures: list[str] | None = None
+    read: list[str] | None = None
+    count: int | None = None
+    port: list[int] | None = None
+    keylog: Path | None = None
+    iface: str | None = None
+    bpf: str | None = None
+    autostop: list[str] | None = None
+    write: str | None = None
 
     def check_format_letter(self, formats: type[Enum]) -> None:
         """``-f FORMAT``: the output format given with the capture filter's letter (one line, exit 2)."""

@@ -29,7 +29,8 @@ from .common import (  # noqa: F401  (re-exported: the exit codes are part of th
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console-script entry: run typer, turn failures into one line and an exit code."""
+    """Console-script entry: run the command line (parsed by cli/quick.py or by typer), turn failures into
+    one line and an exit code."""
     # numpy (under pyarrow) starts OpenBLAS threads that spin on the other cores; nothing here
     # does linear algebra
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")

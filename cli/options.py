@@ -8,7 +8,7 @@ executors), the option is made by one function whose help text is the only argum
 
 import inspect
 from pathlib import Path
-from typing import Annotated, List, Optional, get_type_hints
+from typing import Annotated, List, Optional
 
 import typer
 
@@ -92,6 +92,10 @@ Autostop = Annotated[Optional[List[str]], typer.Option("-a", "--autostop", show_
                                                        help="live capture: duration:SECONDS")]
 WriteRaw = Annotated[Optional[str], typer.Option("-w", "--write", show_default=False,
                                                  help="live capture: also write the raw packets to this pcap file")]
+
+#: the declarations of CaptureInputs' fields (cli/inputs.py), in their order
+INPUT_OPTIONS = {"captures": Captures, "read": ReadFiles, "count": Count, "port": Ports, "keylog": KeyLogPath,
+                 "iface": Interface, "bpf": CaptureFilter, "autostop": Autostop, "write": WriteRaw}
 
 # --------------------------------------------------------------------------- report and tables
 
@@ -189,11 +193,11 @@ def _capture_parameters(command, layout) -> list:
     """The parameters typer reads for a command of :func:`.inputs.capture_command`."""
     from .inputs import INPUT_NAMES, CaptureInputs
 
-    declared = globals()  # (the annotations are names: here, or in the command's module)
-    own = list(inspect.signature(command, eval_str=True, globals=command.__globals__, locals=declared).parameters.values())
+    # (the command's annotations are names: of this module, or of the command's own)
+    own = list(inspect.signature(command, eval_str=True, globals=command.__globals__, locals=globals()).parameters.values())
     assert own[0].name == "inputs", f"{command.__name__}: its first parameter is the CaptureInputs"
-    hints = get_type_hints(CaptureInputs, globalns=declared, include_extras=True)
-    given = {name: inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=hints[name],
+    assert tuple(INPUT_OPTIONS) == INPUT_NAMES, "INPUT_OPTIONS: CaptureInputs' fields, in their order"
+    given = {name: inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=INPUT_OPTIONS[name],
                                      default=CaptureInputs._field_defaults[name]) for name in INPUT_NAMES}
     after, order = layout
     rest = [given[n] for n in INPUT_NAMES if n not in _INPUTS_FIRST]
