@@ -75,32 +75,23 @@ def _parse(command: dict, tokens: list[str]) -> dict | None:
     by_name = {name: option for option in options for name in option.names}
     given: dict = {}
     arguments: list[str] = []
-    i, n = 0, len(tokens)
-    while i < n:
-        token = tokens[i]
-        i += 1
+    rest = tokens[::-1]  # (the tokens not read yet, the next one last; a value given in a token goes back)
+    while rest:
+        token = rest.pop()
         if token == "--":  # (the rest are arguments)
-            arguments.extend(tokens[i:])
+            arguments.extend(reversed(rest))
             break
         if token[:1] != "-" or len(token) == 1:  # (an argument: "-" is standard input)
             arguments.append(token)
             continue
-        if token[:2] == "--":
+        if token[:2] == "--":  # --name, --name=value
             name, equals, text = token.partition("=")
             option = by_name.get(name)
-            if option is None:
+            if option is None or (equals and option.kind == "flag"):  # (a flag takes no value)
                 return None
-            if option.kind == "flag":
-                if equals:  # (a flag takes no value)
-                    return None
-                given[option.dest] = True
-                continue
-            if not equals:
-                if i == n:
-                    return None
-                text = tokens[i]
-                i += 1
-            if not _take(given, option, text):
+            if equals:
+                rest.append(text)
+            if not _take(given, option, rest):
                 return None
             continue
         # -abc: flags one after the other; the first that takes a value takes the rest of the token
@@ -109,18 +100,12 @@ def _parse(command: dict, tokens: list[str]) -> dict | None:
             option = by_name.get("-" + token[at])
             if option is None:
                 return None
-            if option.kind == "flag":
-                given[option.dest] = True
-                continue
-            text = token[at + 1:]
-            if not text:
-                if i == n:
-                    return None
-                text = tokens[i]
-                i += 1
-            if not _take(given, option, text):
+            if option.kind != "flag" and at + 1 < len(token):
+                rest.append(token[at + 1:])
+            if not _take(given, option, rest):
                 return None
-            break
+            if option.kind != "flag":
+                break
     values = {}
     for option in options:
         values[option.dest] = given.get(option.dest, _default(option))
@@ -129,10 +114,16 @@ def _parse(command: dict, tokens: list[str]) -> dict | None:
     return values
 
 
-def _take(given: dict, option: QuickOption, text: str) -> bool:
-    """``text`` given to ``option``: its value kept (a repeatable option's added to the others);
-    False when click would refuse it."""
-    value = _value(option, text)
+def _take(given: dict, option: QuickOption, rest: list[str]) -> bool:
+    """``option`` met on the line: a flag is set; another takes the next token (``rest``'s last) as
+    its value, kept (a repeatable option's added to the others).  False when click would refuse the
+    value, or there is none."""
+    if option.kind == "flag":
+        given[option.dest] = True
+        return True
+    if not rest:
+        return False
+    value = _value(option, rest.pop())
     if value is _REFUSED:
         return False
     if option.multiple:
