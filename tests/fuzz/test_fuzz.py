@@ -471,25 +471,26 @@ def test_generated_conversations_are_the_packets_pcapbuild_makes():
 def test_one_decode_gives_frames_v_and_jsonl_what_two_runs_give(tmp_path, kind):
     """fuzzgen.Checker replays one decode through the -V and the jsonl printers: their output is the
     output of two separate runs, as the CLI makes them (``main``)."""
-    from amqp_dissect.cli import main as cli
+    from amqp_dissect.cli.frames_command import _print_jsonl, _print_verbose
+    from amqp_dissect.cli.run import CaptureRun
     from amqp_dissect.render.frames import event_json
 
     for i in range(6):
         _, data = fuzzgen.generate(fuzzgen.RandomSource(f"replay:{kind}:{i}"), kind)
         cap = tmp_path / f"{i}.pcap"
         cap.write_bytes(data)
-        run = cli.CaptureRun(cap, [], messages=True, tls_records=[])
+        run = CaptureRun(cap, [], messages=True, tls_records=[])
         try:
             pairs = list(run.events())
         except Exception:  # (a capture the CLI refuses: nothing to compare)
             continue
         replay = fuzzgen._Replay(pairs, run.tls_records)
         v, j = io.StringIO(), io.StringIO()
-        cli._print_verbose(replay, v)
-        cli._print_jsonl(replay, j)
+        _print_verbose(replay, v)
+        _print_jsonl(replay, j)
         v2, j2 = io.StringIO(), io.StringIO()
-        cli._print_verbose(cli.CaptureRun(cap, [], messages=True, tls_records=[]), v2)
-        cli._print_jsonl(cli.CaptureRun(cap, [], messages=True), j2)
+        _print_verbose(CaptureRun(cap, [], messages=True, tls_records=[]), v2)
+        _print_jsonl(CaptureRun(cap, [], messages=True), j2)
         assert v.getvalue() == v2.getvalue() and j.getvalue() == j2.getvalue()
         # not empty by accident: as many lines as the decode had events with a JSON form (a capture
         # whose only event is a stream closing has none)

@@ -1349,13 +1349,15 @@ class Checker:
 
     def check(self, path: str, key=None) -> list[str]:
         """The failures of capture ``path`` through every command's path, in-process (the
-        functions ``amqp_dissect.cli.main`` calls).  The oracle is the CLI's own exit-1 rule: an
+        functions the commands call).  The oracle is the CLI's own exit-1 rule: an
         exception outside the DissectError family, an analyzer internal error (an internal-error
         violation row), or a finish status of EXIT_INTERNAL (-V: a packet it could not describe,
         a bug, makes it exit 1)."""
         import json
 
-        from amqp_dissect.cli import main as cli
+        from amqp_dissect.cli.common import load_keylog
+        from amqp_dissect.cli.frames_command import _print_jsonl, _print_summary, _print_verbose
+        from amqp_dissect.cli.run import CaptureRun, Checked
         from amqp_dissect.cli.common import EXIT_INTERNAL, Fail
         from amqp_dissect.pipelines.runs.local import DeliveryStream
         from amqp_dissect.render.report import render_text
@@ -1385,15 +1387,15 @@ class Checker:
                 cpu[name] = cpu.get(name, 0.0) + time.process_time() - t0
 
         def frames_summary():
-            run = cli.CaptureRun(p, [], messages="summary", keylog=cli.load_keylog(self.keylog))
-            cli._print_summary(run, io.StringIO())
+            run = CaptureRun(p, [], messages="summary", keylog=load_keylog(self.keylog))
+            _print_summary(run, io.StringIO())
             return run.finish_status()
 
         def frames_full():
             # one decode (messages in full) replayed through the -V printer and the jsonl printer
             t0 = time.process_time()
             with redirect_stderr(err):  # (the key log's damaged lines are told on stderr)
-                run = cli.CaptureRun(p, [], messages=True, tls_records=[], keylog=cli.load_keylog(self.keylog))
+                run = CaptureRun(p, [], messages=True, tls_records=[], keylog=load_keylog(self.keylog))
             pairs, stop = [], None
             try:
                 with redirect_stderr(err):
@@ -1405,13 +1407,13 @@ class Checker:
             cpu["frames decode"] = time.process_time() - t0
 
             def verbose():
-                detail = cli._print_verbose(replay, io.StringIO())
+                detail = _print_verbose(replay, io.StringIO())
                 if stop is not None:
                     raise stop
                 return run.finish_status(detail if hasattr(detail, "internal_errors") else None)
 
             def jsonl():
-                cli._print_jsonl(replay, io.StringIO())
+                _print_jsonl(replay, io.StringIO())
                 if stop is not None:
                     raise stop
                 return run.finish_status()
@@ -1420,7 +1422,7 @@ class Checker:
             step("frames --format jsonl", jsonl)
 
         def analysis():
-            run = cli.CaptureRun(p, [], keylog=cli.load_keylog(self.keylog))
+            run = CaptureRun(p, [], keylog=load_keylog(self.keylog))
             a = run.analyze(rows=False)
             an = a.analyzer
             rep = build_report(an, capture_errors=a.capture_errors)
@@ -1439,7 +1441,7 @@ class Checker:
             # report --format html: the SeriesAnalyzer's decode, the plot document and the page
             from amqp_dissect.cli.report_html import analyze_for_report
 
-            run = cli.CaptureRun(p, [], keylog=cli.load_keylog(self.keylog))
+            run = CaptureRun(p, [], keylog=load_keylog(self.keylog))
             analysis, _, page = analyze_for_report(run, html=True, version="fuzz")
             if not page.endswith("</html>\n"):
                 failures.append("report --format html: the page is cut short")
@@ -1447,8 +1449,8 @@ class Checker:
 
         def delivery_stream():
             # the deliveries command's stream; its batches do not depend on the format written
-            run = cli.CaptureRun(p, [], keylog=cli.load_keylog(self.keylog))
-            stream = DeliveryStream(cli.Checked(run))
+            run = CaptureRun(p, [], keylog=load_keylog(self.keylog))
+            stream = DeliveryStream(Checked(run))
             for b in stream.batches(2048):
                 deliveries.append(b)
             return run.finish_status(stream.analyzer)
