@@ -1,5 +1,5 @@
 """A command line parsed without typer, for the commands that read a capture and print (``report``,
-``frames``): importing typer and building its click command costs about 115 million instructions,
+``frames``, the tables): importing typer and building its click command costs about 115 million instructions,
 6% of a `report` on a frame-dense capture of 75,000 deliveries, more than the frames of a small
 capture.
 
@@ -64,8 +64,9 @@ def quick_call(args: list[str]) -> QuickCall | None:
     values = _parse(command, args[1:])
     if values is None:
         return None
-    module, name = command["command"]
-    return QuickCall(getattr(importlib.import_module(module), name), values)
+    module, name, key = command["command"]
+    function = getattr(importlib.import_module(module), name)
+    return QuickCall(function if key is None else function[key], values)
 
 
 def _parse(command: dict, tokens: list[str]) -> dict | None:

@@ -16,16 +16,18 @@ import sys
 from enum import Enum
 from pathlib import Path
 
+from .tables import TABLES
+
 #: the commands :mod:`.quick` parses: those that read a capture and print, where typer's import is a
 #: share of a run worth saving
-QUICK_COMMANDS = ("report", "frames")
+QUICK_COMMANDS = ("report", "frames", *(table for table, _, _ in TABLES))
 
 TABLE_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_quick_table.py")
 
 _HEADER = '''"""The commands cli/quick.py parses without typer, their options as click reads them: generated from the
 typer app by cli/quickgen.py (``python -m amqp_dissect.cli.quickgen``).  Do not edit.
 
-COMMANDS: command name -> {"command": (module, function), "argument": (parameter, default),
+COMMANDS: command name -> {"command": (module, function, None) or (module, dict, key), "argument": (parameter, default),
 "options": rows of QuickOption (dest, names, kind, multiple, detail, default)}."""
 
 '''
@@ -46,17 +48,45 @@ def table() -> dict:
 
 
 def table_source() -> str:
-    """cli/_quick_table.py's text."""
-    rows = []
-    for name, command in table().items():
+    """cli/_quick_table.py's text: each set of options once (the table commands share theirs), then
+    the commands."""
+    commands = table()
+    sets: list = []  # (the distinct option sets, in the order of their first command)
+    for command in commands.values():
+        if command["options"] not in sets:
+            sets.append(command["options"])
+    # the options every command has (the capture's), once
+    shared = [option for option in sets[0] if all(option in options for options in sets)]
+    rows = ["_SHARED = ("]
+    rows.extend(f"    {option!r}," for option in shared)
+    rows.append(")")
+    for n, options in enumerate(sets, 1):
+        rows.append(f"_OPTIONS_{n} = _SHARED + (")
+        rows.extend(f"    {option!r}," for option in options if option not in shared)
+        rows.append(")")
+    rows.append("")
+    rows.append("COMMANDS = {")
+    # the commands a function makes, held in a dict by their names (the tables'), with the same
+    # argument and options: one line for them all
+    groups: dict = {}
+    for name, command in commands.items():
+        module, holder, key = command["command"]
+        if key == name:
+            groups.setdefault((module, holder, command["argument"], command["options"]), []).append(name)
+    for name, command in commands.items():
+        if command["command"][2] == name:
+            continue
         rows.append(f"    {name!r}: {{")
         rows.append(f"        'command': {command['command']!r},")
         rows.append(f"        'argument': {command['argument']!r},")
-        rows.append("        'options': (")
-        rows.extend(f"            {option!r}," for option in command["options"])
-        rows.append("        ),")
+        rows.append(f"        'options': _OPTIONS_{sets.index(command['options']) + 1},")
         rows.append("    },")
-    return _HEADER + "COMMANDS = {\n" + "\n".join(rows) + "\n}\n"
+    for (module, holder, argument, options), names in groups.items():
+        rows.append(f"    **{{name: {{'command': ({module!r}, {holder!r}, name), 'argument': {argument!r}, "
+                    f"'options': _OPTIONS_{sets.index(options) + 1}}}")
+        rows.append(f"       for name in {tuple(names)!r}}},")
+    rows.append("}")
+    return _HEADER + "\n".join(rows) + "\n"
 
 
 def _command_table(name: str, click_command) -> dict:
@@ -65,9 +95,9 @@ def _command_table(name: str, click_command) -> dict:
     import typer.utils
 
     run = inspect.unwrap(click_command.callback)  # (typer's wrapper and the app's, around the command)
-    module = sys.modules[run.__module__]
-    if getattr(module, run.__name__, None) is not run:
-        raise NotQuick(f"{name}: {run.__module__}.{run.__name__} is not the function typer calls")
+    location = _found(run, sys.modules[run.__module__])
+    if location is None:
+        raise NotQuick(f"{name}: {run.__module__} names not the function typer calls")
     settings = (click_command.context_settings, click_command.allow_interspersed_args,
                 click_command.ignore_unknown_options, click_command.allow_extra_args, click_command.no_args_is_help)
     if settings != ({}, True, False, False, False):
@@ -93,7 +123,20 @@ def _command_table(name: str, click_command) -> dict:
         options.append(_option_row(where, param, default, annotations))
     if argument is None:
         raise NotQuick(f"{name}: no argument")
-    return {"command": (run.__module__, run.__name__), "argument": argument, "options": tuple(options)}
+    return {"command": (run.__module__, *location), "argument": argument, "options": tuple(options)}
+
+
+def _found(run, module) -> tuple | None:
+    """Where ``module`` holds ``run``: (its name, None), or (a dict's name, the key) for a command
+    made by a function (the tables'); None when it does not."""
+    if getattr(module, run.__name__, None) is run:
+        return run.__name__, None
+    for name, value in vars(module).items():
+        if isinstance(value, dict) and not name.startswith("_"):
+            for key, item in value.items():
+                if item is run:
+                    return name, key
+    return None
 
 
 def _option_row(where: str, param, default, annotations: dict) -> tuple:

@@ -5,14 +5,14 @@ stalls, errors: text, JSON or one HTML page), without typer: cli/typer_app.py re
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from amqp_dissect.render.report import render_text
 
 from .common import Fail, version_line
 from .option_values import ReportFormat
 from .inputs import CaptureInputs, capture_command, start_run
-from .run import CaptureRun, jobs_for, parallel_ok, run_status
+from .run import CaptureRun, ParallelAttempt, jobs_for, parallel_ok, run_status
 
 if TYPE_CHECKING:  # (typer's declarations: evaluated by cli/options.py)
     from .options import Jobs, ReportFormatOption, ReportMessages, ReportOutput
@@ -43,14 +43,6 @@ def report(
                                              messages=messages)
     _write_report(output, fmt, rep, page)
     return run_status(run, analysis.analyzer, failed, jobs)
-
-
-class ParallelAttempt(NamedTuple):
-    """What ``-j`` made of a report: written, with its exit status; or the exception it met (a bug),
-    for the report to be made again by one process."""
-
-    status: int | None = None
-    failure: Exception | None = None
 
 
 def _report_in_parallel(run: CaptureRun, jobs: int, fmt: ReportFormat, output, messages: bool = False) -> ParallelAttempt:

@@ -9,7 +9,7 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from amqp_dissect.errors import CaptureError
 from amqp_dissect.pipelines.runs.local import CaptureSource, run_analysis
@@ -221,6 +221,14 @@ def _busy(reads: int = 3) -> int:
             return 0
         least = running if least is None else min(least, running)
     return max(0, least - 1)
+
+
+class ParallelAttempt(NamedTuple):
+    """What ``-j`` made of a command's output: written, with its exit status; or the exception it
+    met (a bug), for the output to be made again by one process."""
+
+    status: int | None = None
+    failure: Exception | None = None
 
 
 def run_status(run: CaptureRun, analyzer, failed, jobs: int) -> int:

@@ -1,7 +1,8 @@
 """The table commands (``deliveries``, ``links``, ``stalls``, ``connections``, ``sessions``,
 ``transactions``, ``violations``, ``errors``, ``requests``, ``messages``) and their one output writer, :class:`TableWriter`.
 
-Registered on the typer app by ``register(app)`` (called by cli/main.py).
+Without typer: cli/typer_app.py registers the commands of :data:`TABLE_COMMANDS`, :mod:`.quick` calls
+them too.  The parameters' annotations name their declarations in cli/options.py (read by typer only).
 """
 
 from __future__ import annotations
@@ -10,8 +11,7 @@ import gc
 import os
 import sys
 from contextlib import contextmanager
-
-import typer
+from typing import TYPE_CHECKING
 
 # (the rows' modules, pipelines.runs.local's DeliveryStream and pipelines.writers.tables, are
 # imported by the table command that runs: registering the commands, on every run of every
@@ -19,8 +19,11 @@ import typer
 from .common import EXIT_USAGE, Fail, need_extra
 from .habits import check_output, pick_columns, text_table_chunks, write_failure
 from .inputs import CaptureInputs, capture_command
-from .options import Columns, Jobs, TableFormat, TableFormatOption, TableMessages, TableOutput, capture_parameters
-from .run import CaptureRun, Checked, jobs_for, parallel_ok, run_status
+from .option_values import TableFormat
+from .run import CaptureRun, Checked, ParallelAttempt, jobs_for, parallel_ok, run_status
+
+if TYPE_CHECKING:  # (typer's declarations: evaluated by cli/options.py)
+    from .options import Columns, Jobs, TableFormatOption, TableMessages, TableOutput
 
 #: the table commands: (table, the Analyzer's method giving its rows, the command's help)
 TABLES = (
@@ -305,10 +308,10 @@ def drained_connection_rows(analyzer):
         yield analyzer.connection_row(connections.pop(cid))
 
 
-def _in_parallel(run: CaptureRun, jobs: int, out: TableWriter):
+def _in_parallel(run: CaptureRun, jobs: int, out: TableWriter) -> ParallelAttempt:
     """The table of ``run`` made by ``jobs`` processes (see amqp_dissect.pipelines.runs.parallel) and
-    written by ``out``: exits, or returns the exception -j met (a bug) before writing anything, for
-    the command to run in one process."""
+    written by ``out``, with its exit status; or the exception -j met (a bug) before writing anything,
+    for the command to run in one process."""
     from amqp_dissect.pipelines.runs import parallel
 
     with out.writing():
@@ -321,12 +324,12 @@ def _in_parallel(run: CaptureRun, jobs: int, out: TableWriter):
         except (Fail, OSError):
             raise
         except Exception as e:
-            return e
+            return ParallelAttempt(failure=e)
         if out.table == "deliveries":
             out.batches(made)
         else:
             out.rows(made)
-    raise typer.Exit(run.finish_status(bugs))
+    return ParallelAttempt(status=run.finish_status(bugs))
 
 
 def table_command(table: str, rows_method: str):
@@ -354,17 +357,26 @@ def table_command(table: str, rows_method: str):
         # (-j needs Arrow and numpy: without them, and for the deliveries as a text table, one process)
         if (jobs > 1 and parallel_ok(run) and arrow_ready() and not (table == "deliveries" and out.text)
                 and table != "requests"):  # (requests pair messages across connections: one process)
-            failed = _in_parallel(run, jobs, out)  # (exits unless -j failed)
+            attempt = _in_parallel(run, jobs, out)
+            if attempt.failure is None:
+                return attempt.status
+            failed = attempt.failure
             run = run.again()
         analyzer = _in_one_process(run, out, rows_method)
-        raise typer.Exit(run_status(run, analyzer, failed, jobs))
+        return run_status(run, analyzer, failed, jobs)
 
     return command
 
 
-def register(app: typer.Typer) -> None:
-    """Add the table commands to the amqp-dissect typer app."""
+def _table_commands() -> dict:
+    """Each table's command (capture_command's function, its help as its doc), by the table's name."""
+    commands = {}
     for table, rows_method, help_text in TABLES:
         command = table_command(table, rows_method)
         command.__doc__ = help_text
-        app.command(name=table)(capture_parameters(command))
+        commands[table] = command
+    return commands
+
+
+#: the table commands by name, as typer registers them (cli/typer_app.py) and :mod:`.quick` calls them
+TABLE_COMMANDS = _table_commands()

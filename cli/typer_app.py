@@ -19,7 +19,7 @@ with warnings_as_notes():
     from .messages import messages
     from .options import capture_parameters
     from .report_command import report
-    from .tables import register as _register_tables
+    from .tables import TABLE_COMMANDS
 
 
 def _guarded(fn):
@@ -90,7 +90,8 @@ def _root(
 
 app.command()(capture_parameters(frames))
 app.command()(capture_parameters(report))
-_register_tables(app)
+for _table, _command in TABLE_COMMANDS.items():
+    app.command(name=_table)(capture_parameters(_command))
 app.command(name="messages")(capture_parameters(messages))  # (its own command: -Y on the table's columns)
 _register_archive(app)
 from .compare import register as _register_compare; _register_compare(app)  # noqa: E402,E702

@@ -1,4 +1,4 @@
-"""cli/quick.py: ``report`` and ``frames`` parsed without typer.  The oracle is click itself, as typer
+"""cli/quick.py: ``report``, ``frames`` and the table commands parsed without typer.  The oracle is click itself, as typer
 builds the command: for every line the quick parser takes, click takes it too and typer would pass
 the command the same values (hand-picked lines and hypothesis' lines made of the options' names,
 glued and ``=`` forms, values in and out of range, ``--``, ``--help``, unknown options).  And the
@@ -93,6 +93,10 @@ TAKEN = [
     ["frames", "-G", "fields"],
     ["frames", "-Y=x", "a.pcap"],  # (-Y's value is "=x", as click reads it)
     ["frames", "-c", "1_000", "a.pcap"],
+    ["deliveries", "a.pcap"],
+    ["deliveries", "-T", "parquet", "-o", "d.parquet", "--messages", "-j", "2", "a.pcap"],
+    ["links", "--columns", "+link,role", "-Tcsv", "a.pcap"],
+    ["requests", "-T", "jsonl", "a.pcap"],
 ]
 
 REFUSED_OR_TYPERS = [
@@ -113,7 +117,10 @@ REFUSED_OR_TYPERS = [
     ["frames", "-t", "q", "a.pcap"],
     ["frames", "---V", "a.pcap"],
     ["reprot", "a.pcap"],
-    ["deliveries", "a.pcap"],
+    ["deliveries", "-T", "Parquet", "a.pcap"],
+    ["stalls", "--columns"],
+    ["messages", "a.pcap"],  # (its -Y filters the table's rows: typer's)
+    ["archive", "a.pcap"],
     ["--version"],
     [],
 ]
@@ -145,7 +152,7 @@ def _tokens(command: str, paths: list[str]):
     from amqp_dissect.cli._quick_table import COMMANDS
 
     names = [name for row in COMMANDS[command]["options"] for name in row[1]]
-    values = ["text", "json", "html", "jsonl", "fields", "JSON", "r", "UD", "ad", "e", "0", "1", "2", "64", "65",
+    values = ["text", "json", "html", "jsonl", "fields", "table", "csv", "parquet", "JSON", "r", "UD", "ad", "e", "0", "1", "2", "64", "65",
               "-1", "1_0", " 3", "+4", "0x10", "65535", "65536", "9223372036854775807", "9223372036854775808",
               "1.5", "nan", "amqp", "a.pcap", "x y", "=", "", "-", "--", *paths]
     glued = st.builds(lambda n, v: n + v, st.sampled_from([n for n in names if len(n) == 2]), st.sampled_from(values))
@@ -182,6 +189,12 @@ RUNS = [
     ["frames", "-G", "fields"],
     ["report", os.path.join(ROOT, "no-such.pcap")],
     ["frames", "-T", "fields", OUTCOMES],
+    ["deliveries", OUTCOMES],
+    ["deliveries", "-T", "csv", "-j", "2", OUTCOMES],
+    ["links", "-T", "jsonl", "--columns", "all", OUTCOMES],
+    ["stalls", OUTCOMES],
+    ["requests", "-T", "csv", OUTCOMES],
+    ["deliveries", "-T", "parquet", OUTCOMES],
 ]
 
 
@@ -197,11 +210,12 @@ def test_the_same_output_either_way(args, capfd, monkeypatch):
     assert quick_out.out or quick_out.err
 
 
-def test_report_and_frames_never_load_typer(tmp_path, monkeypatch):
+def test_report_frames_and_tables_never_load_typer(tmp_path, monkeypatch):
     script = ("import sys\n"
               "from amqp_dissect.cli.main import main\n"
               f"assert main(['report', {OUTCOMES!r}, '-o', {str(tmp_path / 'quick.txt')!r}]) == 0\n"
               f"assert main(['frames', '-V', {OUTCOMES!r}]) == 0\n"
+              f"assert main(['deliveries', '-T', 'csv', {OUTCOMES!r}]) == 0\n"
               "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('typer', 'click', 'rich'))\n"
               "print(loaded, file=sys.stderr)\n"
               "assert not loaded\n")
