@@ -200,13 +200,16 @@ def hand_over(path: str) -> int | None:
         if len(words) != 2 or words[0] != b"ok":
             return None
         pid = int(words[1])
+        # from "go" on the daemon is the zygote's child and this process the JVM's handle on it: a
+        # SIGTERM goes on to it from then (set before: the daemon may answer the JVM, and the JVM
+        # stop it, before this process runs again)
+        signal.signal(signal.SIGTERM, lambda *_: _stop(pid))
         s.sendall(b"go\n")
     except (OSError, ValueError):
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # (no hand-over: this process runs the daemon)
         return None
     finally:
         s.close()
-    # from here the daemon is the zygote's child: this process is the JVM's handle on it
-    signal.signal(signal.SIGTERM, lambda *_: _stop(pid))
     _wait(pid)
     return 0
 
