@@ -91,10 +91,19 @@ def _tick_packets(ticks):
     return [t[0] for t in ticks] if ticks else []
 
 
+def _key_span(k1, k2, flow: str) -> tuple:
+    """((k1, flow, k2) smallest, (k1, flow, k2) largest) of the keys of a batch of one flow's rows
+    (``k1``, ``k2``: numpy int64 arrays, with rows)."""
+    lo1, hi1 = int(k1.min()), int(k1.max())
+    return (lo1, flow, int(k2[k1 == lo1].min())), (hi1, flow, int(k2[k1 == hi1].max()))
+
+
 class FlowRunner:
     """Runs the flows of a partition sorted by (flow, packet); see :meth:`run`."""
 
-    CHUNK_ROWS = 1024  # rows per Arrow chunk of a table in the output (an IPC blob of a few hundred KB)
+    # rows per Arrow chunk of a table made of row dicts (an IPC blob of a few hundred KB); the deliveries,
+    # made by column, are a chunk per FOLD_ROWS at most
+    CHUNK_ROWS = 1024
     # folded deliveries made into columns at once, then cut into chunks: Arrow's cost per column
     # and call, paid per 1,024 rows, was a third of the column work (a flow holds at most this many
     # final deliveries besides its open ones)
@@ -186,13 +195,11 @@ class FlowRunner:
         n = batch.num_rows
         if not n:
             return
-        b[4].append(pa.RecordBatch.from_arrays(
-            batch.columns + [pa.array([flow] * n, pa.string()), pa.array(k1, pa.int64()), pa.array(k2, pa.int64())],
-            schema=_chunk_schema(table)))
+        k1, k2 = pa.array(k1, pa.int64()), pa.array(k2, pa.int64())
+        b[4].append(pa.RecordBatch.from_arrays(batch.columns + [pa.array([flow] * n, pa.string()), k1, k2],
+                                               schema=_chunk_schema(table)))
         # (the batch's smallest and largest keys, its one flow put in between: no key tuple kept per row)
-        pairs = list(zip(k1, k2))
-        lo, hi = min(pairs), max(pairs)
-        b[5].append(((lo[0], flow, lo[1]), (hi[0], flow, hi[1])))
+        b[5].append(_key_span(k1.to_numpy(), k2.to_numpy(), flow))
         b[6][0] += n
         if len(b[0]) + b[6][0] >= self.CHUNK_ROWS:
             yield from self._flush(table, self._prov)
@@ -224,14 +231,18 @@ class FlowRunner:
         batch = columns_batch("deliveries", *st["an"].delivery_columns(ds), spark=True, checked=True)
         k1 = []
         k2 = []
+        last = None
         for d in ds:
             link = d.link
-            k1.append(link.conn.first_packet or 0)
-            k2.append((link.index << 40) | d.seq)
+            if link is not last:  # (a run of one link's deliveries: its keys looked up once)
+                last = link
+                conn_key = link.conn.first_packet or 0
+                link_key = link.index << 40
+            k1.append(conn_key)
+            k2.append(link_key | d.seq)
         st["rows"]["deliveries"] += len(ds)
-        step = self.CHUNK_ROWS
-        for i in range(0, len(ds), step):
-            yield from self._add_batch("deliveries", flow, batch.slice(i, step), k1[i:i + step], k2[i:i + step])
+        # (one chunk of the FOLD_ROWS deliveries at most: a chunk's cost, to make and to route, is per chunk)
+        yield from self._add_batch("deliveries", flow, batch, k1, k2)
 
     def _frame_rows(self, flow: str, st: dict) -> Iterator[tuple]:
         n = st["nframes"]

@@ -127,17 +127,35 @@ def sorted_range_table(chunks: Iterable[tuple[int, int, bytes]], bounds: list, e
         return None
     t = pa.concat_tables(parts)
     order = pc.sort_indices(t, sort_keys=[("_k1", "ascending"), ("_flow", "ascending"), ("_k2", "ascending")])
-    if not _in_place(order):  # (rows already in order, the usual case of a range: no copy of every column)
-        t = t.take(order)
-    return t.drop_columns(["_flow", "_k1", "_k2"])
+    return in_order(t, order).drop_columns(["_flow", "_k1", "_k2"])
 
 
-def _in_place(order) -> bool:
-    """Is the Arrow array of sort indices ``order`` 0, 1, 2, ... (a stable sort of rows already in order)?"""
+#: rows per run of the sort, on average, at or above which the sorted table is made of the runs (slices of
+#: the table, then one copy of each column) rather than by a take of every row: a range's chunks come
+#: sorted, each flow's rows in a few long runs
+RUN_ROWS = 64
+
+
+def in_order(t, order):
+    """Arrow table ``t`` with its rows in the order of ``order`` (its sort indices, an Arrow array):
+    ``t`` itself when already in order; else, when the order is a few long runs of rows that follow one
+    another in ``t`` (:data:`RUN_ROWS`), those runs sliced and each column copied once (a range's
+    chunks: the sort interleaves a few flows' sorted chunks); else ``t.take(order)``.  The same rows,
+    in one chunk per column either way."""
     import numpy as np
+    import pyarrow as pa
 
     a = order.to_numpy()
-    return bool(np.array_equal(a, np.arange(len(a), dtype=a.dtype)))
+    if not len(a):
+        return t
+    breaks = np.flatnonzero(np.diff(a) != 1) + 1
+    if not len(breaks) and a[0] == 0:  # (0, 1, 2, ...: rows already in order, the usual case of a range: no copy)
+        return t
+    if (len(breaks) + 1) * RUN_ROWS > len(a):
+        return t.take(order)
+    starts = np.concatenate(([0], breaks))
+    ends = np.concatenate((breaks, [len(a)]))
+    return pa.concat_tables([t.slice(int(a[s]), int(e - s)) for s, e in zip(starts, ends)]).combine_chunks()
 
 
 def sorted_range(chunks: Iterable[tuple[int, int, bytes]], bounds: list, excluded: list, batch_rows: int = 4096):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from typing import NamedTuple
 
 from amqp_dissect.pipelines.archive import ROW_GROUP_ROWS, range_bounds, sorted_range_table, write_range
 
@@ -280,28 +281,66 @@ def _day_names(us) -> list:
     return [names[int(d)] if v else None for d, v in zip(days, valid)]
 
 
-def row_days(t, columns: tuple, connection_days: dict | None = None) -> list:
-    """The partition (``YYYY-MM-DD``, the UTC day) of every row of the Arrow table ``t``: the day
-    of the first non-null of its ``columns`` (UTC microsecond timestamps); for a row whose times
-    are all null (a link only inferred after a loss), the day its connection began
-    (``connection_days``: connection -> day); failing that,
-    :data:`~..archive.directory.NULL_DATE`."""
+class RowDays(NamedTuple):
+    """The partitions of an Arrow table's rows (:func:`day_partitions`)."""
+
+    names: list  # the distinct partitions (``YYYY-MM-DD``, or NULL_DATE), sorted
+    codes: object  # numpy array: the index in ``names`` of every row's partition; None: every row in names[0]
+
+
+def day_partitions(t, columns: tuple, connection_days: dict | None = None) -> RowDays:
+    """The partition (``YYYY-MM-DD``, the UTC day) of every row of the Arrow table ``t`` (with
+    rows): the day of the first non-null of its ``columns`` (UTC microsecond timestamps); for a
+    row whose times are all null (a link only inferred after a loss), the day its connection
+    began (``connection_days``: connection -> day); failing that,
+    :data:`~..archive.directory.NULL_DATE`.  Computed by column (numpy): only the rows without a
+    time are looked at one by one."""
+    import datetime
+
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
     from amqp_dissect.pipelines.archive.directory import NULL_DATE
 
-    if t.num_rows == 0:
-        return []
     us = None
     for c in columns:
         col = t.column(c).cast(pa.int64())
         us = col if us is None else pc.coalesce(us, col)
-    days = _day_names(us)
-    if None in days and connection_days and "connection" in t.column_names:
-        conns = t.column("connection").to_pylist()
-        days = [d if d is not None else connection_days.get(c) for d, c in zip(days, conns)]
-    return [NULL_DATE if d is None else d for d in days]
+    valid = pc.is_valid(us).to_numpy(zero_copy_only=False)
+    days = np.floor_divide(pc.fill_null(us, 0).to_numpy(zero_copy_only=False), DAY_MICROS)
+    epoch = datetime.date(1970, 1, 1)
+    timed = days[valid]
+    if len(timed) == len(days) and timed.min() == timed.max():  # (one day: the usual range)
+        return RowDays([(epoch + datetime.timedelta(days=int(timed[0]))).isoformat()], None)
+    distinct, inverse = np.unique(timed, return_inverse=True)
+    names = [(epoch + datetime.timedelta(days=int(d))).isoformat() for d in distinct]
+    codes = np.empty(len(days), np.int64)
+    codes[valid] = inverse
+    untimed = np.flatnonzero(~valid)
+    if len(untimed):
+        conns = (t.column("connection").take(pa.array(untimed)).to_pylist()
+                 if connection_days and "connection" in t.column_names else [None] * len(untimed))
+        index = {name: i for i, name in enumerate(names)}
+        for row, conn in zip(untimed.tolist(), conns):
+            name = (connection_days.get(conn) if conn is not None else None) or NULL_DATE
+            if name not in index:
+                index[name] = len(names)
+                names.append(name)
+            codes[row] = index[name]
+    rank = sorted(range(len(names)), key=names.__getitem__)  # (names sorted; the codes follow)
+    if rank != list(range(len(names))):
+        codes = np.argsort(np.array(rank))[codes]
+        names = [names[i] for i in rank]
+    return RowDays(names, codes)
+
+
+def row_days(t, columns: tuple, connection_days: dict | None = None) -> list:
+    """The partition of every row of the Arrow table ``t`` (:func:`day_partitions`), as a list."""
+    if t.num_rows == 0:
+        return []
+    p = day_partitions(t, columns, connection_days)
+    return p.names * t.num_rows if p.codes is None else [p.names[i] for i in p.codes.tolist()]
 
 
 def connection_days(folders: list) -> dict:
@@ -324,7 +363,7 @@ def connection_days(folders: list) -> dict:
 
 def write_dated(t, table: str, directory: str, stem: str, connection_days: dict | None = None) -> int:
     """Write the rows of ``t`` (a table's Arrow rows in the archive's schema, in order) to
-    ``directory/date=DAY/<stem>.parquet``, a file per day of :func:`row_days` (rows in their
+    ``directory/date=DAY/<stem>.parquet``, a file per day of :func:`day_partitions` (rows in their
     order; through a temporary name and a rename: a task run again replaces its files).
     Returns the rows written."""
     import pyarrow as pa
@@ -333,9 +372,11 @@ def write_dated(t, table: str, directory: str, stem: str, connection_days: dict 
     from amqp_dissect.pipelines.archive import ROW_GROUP_ROWS
     from amqp_dissect.pipelines.archive.directory import DATE_COLUMNS
 
-    days = row_days(t, DATE_COLUMNS[table], connection_days)
-    for day in sorted(set(days)):
-        part = t.filter(pa.array([d == day for d in days], pa.bool_()))
+    if t.num_rows == 0:
+        return 0
+    days = day_partitions(t, DATE_COLUMNS[table], connection_days)
+    for i, day in enumerate(days.names):
+        part = t if days.codes is None else t.filter(pa.array(days.codes == i))
         folder = os.path.join(directory, f"date={day}")
         os.makedirs(folder, exist_ok=True)
         path = os.path.join(folder, stem + ".parquet")

@@ -1000,7 +1000,35 @@ def test_a_range_is_sorted_whether_its_chunks_come_in_order_or_not():
                 tuple(k) for k in zip(whole["_k1"].to_pylist(), whole["_flow"].to_pylist(),
                                       whole["_k2"].to_pylist())].index(bounds[r])
             assert got.equals(whole.slice(lo, hi - lo).drop_columns(["_flow", "_k1", "_k2"])), (order, r)
-    assert at._in_place(pa.array([0, 1, 2], pa.uint64())) and not at._in_place(pa.array([1, 0, 2], pa.uint64()))
+
+
+def test_rows_put_in_order_by_runs_or_by_a_take_are_the_rows_a_take_gives():
+    """in_order gives the rows of ``t.take(order)`` (the oracle), one chunk per column: for the order
+    0, 1, 2, ... (the table itself, no copy), for orders made of a few long runs (slices of the
+    table: a range whose sorted chunks of a few flows interleave) and for shuffled ones (a take)."""
+    import random
+
+    import pyarrow as pa
+
+    from amqp_dissect.pipelines.archive import tables as at
+
+    rng = random.Random(5)
+    for n in (1, 2, 63, 64, 200, 5000):
+        t = pa.concat_tables([pa.table({"v": pa.array(range(lo, min(n, lo + 97))),
+                                        "s": pa.array([f"r{i}" if i % 5 else None for i in range(lo, min(n, lo + 97))])})
+                              for lo in range(0, n, 97)])  # (several chunks, as concat_tables gives)
+        cuts = sorted(rng.sample(range(1, n), min(n - 1, rng.randrange(1, 6)))) if n > 1 else []
+        runs = [list(range(a, b)) for a, b in zip([0] + cuts, cuts + [n])]
+        rng.shuffle(runs)
+        shuffled = list(range(n))
+        rng.shuffle(shuffled)
+        for order in (list(range(n)), [i for run in runs for i in run], shuffled):
+            got = at.in_order(t, pa.array(order, pa.uint64()))
+            assert got.equals(t.take(pa.array(order))), (n, order[:8])
+            if order == list(range(n)):
+                assert got is t
+            elif (sum(1 for a, b in zip(order, order[1:]) if b != a + 1) + 1) * at.RUN_ROWS <= n:
+                assert all(c.num_chunks == 1 for c in got.columns), n  # (made of the runs: each column copied once)
 
 
 def test_the_python_tasks_collect_garbage_as_the_cli_does_and_use_arrow_threads_for_their_cores_only(spark):
