@@ -41,7 +41,7 @@ from .flows import end_sensitive, FlowParams, FlowRunner, ROW_TABLES
 from .inputs import CAPTURE_NAME, DEFAULT_SPLIT_SIZE, expand_inputs, InputError, plan_ranges, Range
 from .layout import balance_flows, capture_ends, clock_steps, group_ranges, Layout, layout, range_bounds, set_gaps_of, set_key
 from .ranges import CHAIN, find_boundary, MergeScan, pcap_header, RangeScan
-from .records import (CaptureChanged, decode_range, fill_records, FLOW_TOP, FLOW_TRACK, KIND_NOTE, KIND_SUMMARY,
+from .records import (CaptureChanged, decode_range, fill_batches, FLOW_TOP, FLOW_TRACK, KIND_NOTE, KIND_SUMMARY,
                       KIND_TCP, RecordReader, STAGE1_COLUMNS)
 from .tables import (archive_schema, arrow_schema, pandas_metadata, to_archive, batch_ipc, frame_row, ipc_batches, parquet_bytes, range_file, RANGE_FILE, ROW_GROUP_ROWS, rows_batch,
                      sorted_range, sorted_range_table, table_columns, write_range)
@@ -50,7 +50,7 @@ from amqp_dissect.shard import flow_name, sweep_ticks
 __all__ = [
     'CannotContinue', 'Checkpoint',
     'archive_schema', 'arrow_schema', 'balance_flows', 'pandas_metadata', 'to_archive', 'batch_ipc', 'capture_ends', 'CAPTURE_NAME', 'clock_steps', 'CaptureChanged', 'CHAIN',
-    'decode_range', 'DEFAULT_SPLIT_SIZE', 'end_sensitive', 'expand_inputs', 'fill_records', 'find_boundary',
+    'decode_range', 'DEFAULT_SPLIT_SIZE', 'end_sensitive', 'expand_inputs', 'fill_batches', 'find_boundary',
     'flow_name', 'FLOW_TOP', 'FLOW_TRACK', 'FlowParams', 'FlowRunner', 'frame_row', 'group_ranges',
     'InputError', 'ipc_batches', 'KIND_NOTE', 'KIND_SUMMARY', 'KIND_TCP', 'Layout', 'layout', 'MergeScan',
     'pcap_header', 'plan_ranges', 'Range', 'range_bounds', 'RANGE_FILE', 'RangeScan', 'RecordReader',

@@ -1,6 +1,6 @@
 """Archive stage 1, the rows of a range (:func:`decode_range`: one per TCP record with its flow,
 a note per record outside any flow, a summary), and stage 2's way back to the bytes of a pcap
-record given by its offset (:class:`RecordReader`, :func:`fill_records`)."""
+record given by its offset (:class:`RecordReader`, :func:`fill_batches`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import os
 import struct
 from collections import OrderedDict
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, NamedTuple
 
 from amqp_dissect.capture.netparse import TruncatedPacket, parse_segment
 from amqp_dissect.clock import ClockPoints
@@ -161,14 +161,13 @@ class CaptureChanged(Exception):
 class RecordReader:
     """Reads records of uncompressed pcap files again by the offset of their header (stage 2).
 
-    A flow's records in a file come in increasing offsets, so the reader keeps a window of
-    each open file (:data:`WINDOW` bytes read at once, from the record asked for on) and
-    serves the records that fall in it from memory: one ``pread`` per window, not per record
-    (a record larger than the window is read alone).  The header must still give the time,
-    captured and original length that stage 1 saw, else :class:`CaptureChanged` (a ring
-    buffer of tcpdump files overwritten during the job, say).  At most ``max_open`` files are
-    kept open (least recently used closed first), so the reader holds at most ``max_open``
-    windows."""
+    A batch of records is read a file at a time, in increasing offsets (a flow's records in a file
+    come so), a window at a time: :data:`WINDOW` bytes from the first record not yet read, one
+    ``pread`` for every record that starts in it (a record larger than the window is read whole).
+    Every header must still give the time, captured and original length that stage 1 saw, else
+    :class:`CaptureChanged` (a ring buffer of tcpdump files overwritten during the job, say); the
+    headers of a window are checked by column (numpy).  At most ``max_open`` files are kept open
+    (least recently used closed first)."""
 
     WINDOW = 256 << 10
 
@@ -176,10 +175,9 @@ class RecordReader:
         self.paths = paths
         self.max_open = max_open
         self.window = window or self.WINDOW
-        # file index -> [fd, header unpack, divisor, header length, window bytes, window offset]
-        self._open: OrderedDict = OrderedDict()
+        self._open: OrderedDict = OrderedDict()  # file index -> PcapFile
 
-    def _file(self, file: int):
+    def _file(self, file: int) -> "PcapFile":
         h = self._open.get(file)
         if h is not None:
             self._open.move_to_end(file)
@@ -190,41 +188,104 @@ class RecordReader:
         if hdr is None:
             os.close(fd)
             raise CaptureChanged(f"{path}: changed while it was read (no longer a pcap file)")
-        h = [fd, struct.Struct("<IIII" if hdr.little_endian else ">IIII").unpack_from,
-             1 if hdr.nanosecond else 1000, hdr.record_header, b"", 0]
-        self._open[file] = h
+        h = self._open[file] = PcapFile(fd, "<u4" if hdr.little_endian else ">u4", 1 if hdr.nanosecond else 1000,
+                                        hdr.record_header)
         while len(self._open) > self.max_open:
-            os.close(self._open.popitem(last=False)[1][0])
+            os.close(self._open.popitem(last=False)[1].fd)
         return h
 
     def read(self, file: int, pos: int, caplen: int, ts: int, orig_len: int) -> bytes:
         """The captured bytes of the record whose header is at ``pos`` in file ``file``."""
-        h = self._file(file)
-        hl = h[3]
-        end = hl + caplen
-        buf = h[4]
-        rel = pos - h[5]
-        if rel < 0 or rel + end > len(buf):  # not in the window: the next window starts here
-            buf = os.pread(h[0], max(self.window, end), pos)
-            h[4], h[5] = buf, pos
-            rel = 0
-        if rel + end <= len(buf):
-            sec, frac, cl, orig = h[1](buf, rel)
-            if cl == caplen and orig == orig_len and sec * 1_000_000_000 + frac * h[2] == ts:
-                return buf[rel + hl:rel + end]
-        raise CaptureChanged(f"{self.paths[file]}: changed while it was read (the record at byte {pos} differs)")
+        import numpy as np
+
+        return self.read_many(*(np.array([v], np.int64) for v in (file, pos, caplen, ts, orig_len)))[0]
+
+    def read_many(self, file, pos, caplen, ts, orig_len) -> list[bytes]:
+        """The captured bytes of records given by column (numpy int64 arrays, a record per
+        position: its file, the offset of its header, its captured length, time in nanoseconds and
+        original length), in that order."""
+        import numpy as np
+
+        out: list = [None] * len(pos)
+        for f in np.unique(file).tolist():
+            rows = np.flatnonzero(file == f)
+            rows = rows[np.argsort(pos[rows], kind="stable")]
+            h = self._file(f)
+            at = pos[rows]
+            ends = at + h.header + caplen[rows]
+            i = 0
+            while i < len(rows):
+                start = int(at[i])
+                j = max(i + 1, int(np.searchsorted(at, start + self.window, "left")))
+                buf = os.pread(h.fd, int(ends[i:j].max()) - start, start)
+                self._check(f, h, buf, start, at[i:j], rows[i:j], caplen, ts, orig_len)
+                got = [buf[a:b] for a, b in zip((at[i:j] - start + h.header).tolist(), (ends[i:j] - start).tolist())]
+                first = int(rows[i])
+                if int(rows[j - 1]) - first == j - i - 1:  # (rows that follow one another: the usual batch)
+                    out[first:first + j - i] = got
+                else:
+                    for row, data in zip(rows[i:j].tolist(), got):
+                        out[row] = data
+                i = j
+        return out
+
+    def _check(self, f: int, h: "PcapFile", buf: bytes, start: int, at, rows, caplen, ts, orig_len) -> None:
+        """Raise :class:`CaptureChanged` unless each record at an offset of ``at`` (``buf``: file
+        ``f``'s bytes from offset ``start``) is whole and its header gives the lengths and time of
+        its row (``rows``) of ``caplen``, ``ts`` and ``orig_len``."""
+        import numpy as np
+
+        rel = at - start
+        whole = rel + h.header + caplen[rows] <= len(buf)
+        same = whole.copy()
+        if whole.any():
+            mine = rows[whole]
+            head = np.frombuffer(buf, np.uint8)[rel[whole][:, None] + np.arange(16)].view(h.words).astype(np.int64)
+            same[whole] = ((head[:, 2] == caplen[mine]) & (head[:, 3] == orig_len[mine])
+                           & (head[:, 0] * 1_000_000_000 + head[:, 1] * h.divisor == ts[mine]))
+        if not same.all():
+            raise CaptureChanged(f"{self.paths[f]}: changed while it was read (the record at byte "
+                                 f"{int(at[np.argmin(same)])} differs)")
 
     def close(self) -> None:
         while self._open:
-            os.close(self._open.popitem()[1][0])
+            os.close(self._open.popitem()[1].fd)
 
 
-def fill_records(rows: Iterable[tuple], reader: RecordReader) -> Iterator[tuple]:
-    """Stage-2 rows ``(flow, packet, ts, linktype, data, orig_len, file, pos, caplen)`` as
-    FlowRunner takes them, ``(flow, packet, ts, linktype, data, orig_len)``: a record given
-    by offset (``data`` None) is read from its file."""
-    read = reader.read
-    for flow, packet, ts, lt, data, orig, file, pos, caplen in rows:
-        if data is None and pos is not None:
-            data = read(file, pos, caplen, ts, orig)
-        yield (flow, packet, ts, lt, data, orig)
+class PcapFile(NamedTuple):
+    """An open pcap file of a :class:`RecordReader`."""
+
+    fd: int
+    words: str  # numpy's type of its headers' 32-bit words (byte order)
+    divisor: int  # nanoseconds per unit of a header's fraction of a second
+    header: int  # bytes of a record header
+
+
+def fill_batches(batches: Iterable, reader: RecordReader) -> Iterator[tuple]:
+    """Stage-2 rows as FlowRunner takes them, ``(flow, packet, ts, linktype, data, orig_len)``, from
+    Arrow record batches of the columns ``flow, packet, ts, linktype, data, orig_len, file, pos,
+    caplen``: a record given by offset (``data`` null, ``pos`` not) is read from its file, a batch's
+    at once (:meth:`RecordReader.read_many`)."""
+    from itertools import chain
+
+    return chain.from_iterable(filled_rows(b, reader) for b in batches)
+
+
+def filled_rows(b, reader: RecordReader) -> Iterator[tuple]:
+    """The rows of one batch of :func:`fill_batches`."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    data = b.column("data").to_pylist()
+    by_offset = pc.and_(pc.is_null(b.column("data")), pc.is_valid(b.column("pos")))
+    if by_offset.true_count:
+        rows = np.flatnonzero(by_offset.to_numpy(zero_copy_only=False))
+        cols = [pc.fill_null(b.column(n), 0).to_numpy(zero_copy_only=False)[rows].astype(np.int64)
+                for n in ("file", "pos", "caplen", "ts", "orig_len")]
+        if len(rows) == len(data):  # (every record by offset: the usual batch)
+            data = reader.read_many(*cols)
+        else:
+            for row, d in zip(rows.tolist(), reader.read_many(*cols)):
+                data[row] = d
+    return zip(*(b.column(n).to_pylist() for n in ("flow", "packet", "ts", "linktype")), data,
+               b.column("orig_len").to_pylist())

@@ -37,7 +37,7 @@ in :mod:`amqp_dissect.pipelines.archive`):
    work directory each task writes its files there itself, pyarrow).  With a
    local work directory and record rows small enough (pcap records travel as
    offsets) the stage-2 tasks read their flows' records from the stage-1
-   files themselves and sort them (``stages.task_records``): one Spark job of
+   files themselves and sort them (``stages.task_record_batches``): one Spark job of
    plain Python tasks, no shuffle, no JVM between the stages; stage 1, the
    sweep ticks, the tables and the summaries are such jobs too.
 4. the few flows whose result depends on the rest of the capture (asked of the flows' facts:

@@ -838,7 +838,7 @@ def _seg_files(seg_paths: list, nparts: int) -> list | None:
 def _stage2_direct(spark, seg_files: list, offsets: dict, params: FlowParams, nparts: int, path: str, plan: dict,
                    only, meter, step: str, markers=()) -> None:
     """Stage 2 (or a rerun of the flows ``only``) in ``nparts`` plain Python tasks that read their
-    flows' records from the local stage-1 files (:func:`~.stages.task_records`) and write their
+    flows' records from the local stage-1 files (:func:`~.stages.task_record_batches`) and write their
     rows to the local directory ``path``: one Spark job without a shuffle; the same rows as
     :func:`_stage2`."""
     directory = _direct_dir(path)

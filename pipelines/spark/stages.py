@@ -10,7 +10,7 @@ import pickle
 from array import array
 
 from amqp_dissect.pipelines.archive import (KIND_SUMMARY, KIND_TCP, FlowRunner, ROW_TABLES, CaptureChanged, Range,
-                                            RecordReader, STAGE1_COLUMNS, decode_range, end_sensitive, fill_records, range_file, sorted_range,
+                                            RecordReader, STAGE1_COLUMNS, decode_range, end_sensitive, fill_batches, range_file, sorted_range,
                                             sorted_range_table, write_range)
 from amqp_dissect.pipelines.archive.records import decode_batches
 from amqp_dissect.results.tables import spark_schema
@@ -290,7 +290,7 @@ def _write_seg(directory: str, rng: Range, arrow_schema) -> tuple:
     Rows of records given by offset (about 60 bytes each) are written sorted by flow, up to
     :data:`SEG_SORT_ROWS` at a time, in row groups of :data:`SEG_BATCH_ROWS`: a row group then
     mostly holds one flow, and a stage-2 task skips those of flows it does not run
-    (:func:`task_records`, by the row group's statistics).  Rows that carry their record (gzip,
+    (:func:`task_record_batches`, by the row group's statistics).  Rows that carry their record (gzip,
     pcapng) stream out in the order read."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -393,12 +393,6 @@ def _by_flow(t):
     return t.take(np.argsort(rank[codes], kind="stable"))
 
 
-def _rows_of(batches, names):
-    for batch in batches:
-        cols = [batch.column(n).to_pylist() for n in names]
-        yield from zip(*cols)
-
-
 def stage2_fn(params_bc, arrow_schema, directory: str | None = None):
     """Stage-2 rows of the flows of a partition; with ``directory``, the task writes them there
     itself (:func:`_write_rows`) and gives no rows."""
@@ -409,7 +403,7 @@ def stage2_fn(params_bc, arrow_schema, directory: str | None = None):
 
         def rows():
             try:
-                yield from runner.run(fill_records(_rows_of(batches, STAGE2_COLUMNS), reader))
+                yield from runner.run(fill_batches(batches, reader))
             except CaptureChanged as e:  # the driver reports it (see _facts)
                 yield ("_flow", "", 0, 0, 1, 0, "", 0, pickle.dumps({"error": str(e)}, 5), False)
         try:
@@ -435,7 +429,7 @@ def flow_task(flow: str, nparts: int) -> int:
 _SEG_READ = ("rid", "idx", "ts", "linktype", "data", "orig_len", "flow", "kind", "pos", "caplen", "file")
 
 
-def task_records(seg_files: list, offsets: dict, part: int, nparts: int, plan: dict, only=None):
+def task_record_batches(seg_files: list, offsets: dict, part: int, nparts: int, plan: dict, only=None):
     """The stage-2 rows ``(flow, packet, ts, linktype, data, orig_len, file, pos, caplen)`` of task
     ``part`` of ``nparts``, read from the local stage-1 files ``seg_files``, sorted by flow then
     packet (what Spark's shuffle and sort give the task otherwise): the TCP records of the ranges
@@ -489,7 +483,12 @@ def task_records(seg_files: list, offsets: dict, part: int, nparts: int, plan: d
         return
     t = pa.concat_tables(pieces).sort_by([("flow", "ascending"), ("packet", "ascending")])
     del pieces
-    for b in t.to_batches(max_chunksize=4096):
+    yield from t.to_batches(max_chunksize=4096)
+
+
+def task_records(seg_files: list, offsets: dict, part: int, nparts: int, plan: dict, only=None):
+    """The rows of :func:`task_record_batches` one by one, as tuples."""
+    for b in task_record_batches(seg_files, offsets, part, nparts, plan, only):
         yield from zip(*(b.column(i).to_pylist() for i in range(b.num_columns)))
 
 
@@ -517,10 +516,10 @@ def marker_row(flow: str) -> tuple:
 
 def _with_markers(recs, markers, part: int, nparts: int, plan: dict, only):
     """``recs`` (sorted by flow, packet) with the marker rows of the carried flows ``markers`` that
-    task ``part`` runs (placed as :func:`task_records` places flows) merged in."""
+    task ``part`` runs (placed as :func:`task_record_batches` places flows) merged in."""
     import heapq
 
-    mine = [marker_row(f) for f in sorted(markers)
+    mine = [marker_row(f)[:6] for f in sorted(markers)  # (as fill_batches gives rows: no record's place)
             if (plan.get(f) if plan.get(f) is not None else flow_task(f, nparts)) == part
             and (only is None or f in only)]
     if not mine:
@@ -531,7 +530,7 @@ def _with_markers(recs, markers, part: int, nparts: int, plan: dict, only):
 def stage2_direct_fn(params_bc, seg_files: list, offsets: dict, nparts: int, plan: dict, only, arrow_schema,
                       directory: str, markers=()):
     """Stage 2 as a plain Python task per partition number (``mapPartitions``): its records read
-    from the stage-1 files (:func:`task_records`: no shuffle, no JVM in between), run
+    from the stage-1 files (:func:`task_record_batches`: no shuffle, no JVM in between), run
     (:class:`FlowRunner`), the rows written to ``directory`` (:func:`_write_rows`).  ``markers``:
     the flows carried from an earlier run (each run, with or without new records)."""
     def fn(parts):
@@ -542,9 +541,8 @@ def stage2_direct_fn(params_bc, seg_files: list, offsets: dict, nparts: int, pla
 
             def rows():
                 try:
-                    recs = _with_markers(task_records(seg_files, offsets, part, nparts, plan, only), markers, part,
-                                         nparts, plan, only)
-                    yield from runner.run(fill_records(recs, reader))
+                    recs = fill_batches(task_record_batches(seg_files, offsets, part, nparts, plan, only), reader)
+                    yield from runner.run(_with_markers(recs, markers, part, nparts, plan, only))
                 except CaptureChanged as e:  # the driver reports it (see _facts)
                     yield ("_flow", "", 0, 0, 1, 0, "", 0, pickle.dumps({"error": str(e)}, 5), False)
             try:

@@ -3,7 +3,7 @@
 Runs the archive job once on ``local[2]`` over a capture set, keeping its stage-1 files and the
 arguments its stage-2 job got; then, in this process, runs stage 2's tasks outside Spark (one
 after the other, one Arrow thread and the workers' GC, as in a worker), layer by layer: the record
-index alone (``task_records``), with the records' bytes (``fill_records``), the flows' analysis
+index alone (``task_record_batches``), with the records' bytes (``fill_batches``), the flows' analysis
 and chunks (``FlowRunner.run``), and the rows' files (``_write_rows``); and the single process's
 parts over the same files: the pcap read, the dissector's loop, the analysis, the deliveries'
 Arrow batches.  Prints the CPU seconds (``time.process_time()``) of each, ``--repeat`` rounds
@@ -42,11 +42,11 @@ def main() -> None:
     import pyarrow as pa
 
     from amqp_dissect.pipelines import analysis_gc
-    from amqp_dissect.pipelines.archive import FlowRunner, RecordReader, fill_records
+    from amqp_dissect.pipelines.archive import FlowRunner, RecordReader, fill_batches
     from amqp_dissect.pipelines.runs.local import CaptureSource, DeliveryStream
     from amqp_dissect.pipelines.spark import job, run_archive
     from amqp_dissect.pipelines.spark.stages import (_with_markers, _write_rows, rows_schema, spark_arrow_schema,
-                                                     task_records)
+                                                     task_record_batches)
     from amqp_dissect.pipelines.spark_runtime.session import spark_session, stop_session
     from amqp_dissect.results.analytics import Analyzer
 
@@ -76,28 +76,31 @@ def main() -> None:
     params, nparts = got["params"], got["nparts"]
     schema = spark_arrow_schema(rows_schema())
 
-    def records(part):
-        return _with_markers(task_records(got["seg_files"], got["offsets"], part, nparts, got["plan"], got["only"]),
-                             got["markers"], part, nparts, got["plan"], got["only"])
+    def batches(part):
+        return task_record_batches(got["seg_files"], got["offsets"], part, nparts, got["plan"], got["only"])
+
+    def records(part, reader):  # (the task's rows as FlowRunner takes them: stage2_direct_fn's)
+        return _with_markers(fill_batches(batches(part), reader), got["markers"], part, nparts, got["plan"],
+                             got["only"])
 
     def stage2(layer):
         for part in range(nparts):
             reader = RecordReader(params.files)
             try:
                 if layer == "records":
-                    for _ in records(part):
+                    for _ in batches(part):
                         pass
                 elif layer == "bytes":
-                    for _ in fill_records(records(part), reader):
+                    for _ in records(part, reader):
                         pass
                 elif layer == "run":
-                    for _ in FlowRunner(params).run(fill_records(records(part), reader)):
+                    for _ in FlowRunner(params).run(records(part, reader)):
                         pass
                 else:
                     d = os.path.join(work, "rows")
                     shutil.rmtree(d, ignore_errors=True)
                     os.makedirs(d)
-                    _write_rows(d, part, FlowRunner(params).run(fill_records(records(part), reader)), schema)
+                    _write_rows(d, part, FlowRunner(params).run(records(part, reader)), schema)
             finally:
                 reader.close()
 
@@ -121,11 +124,11 @@ def main() -> None:
             for _ in DeliveryStream(src).batches(8192, keep_connections=False):
                 pass
     if a.loop:
-        loop_ab(a, params, records(0), RecordReader, fill_records, FlowRunner)
+        loop_ab(a, params, lambda reader: records(0, reader), RecordReader, FlowRunner)
         shutil.rmtree(work, ignore_errors=True)
         return
-    steps = [("stage 2: the record index (task_records)", stage2, "records"),
-             ("stage 2: + the records' bytes (fill_records)", stage2, "bytes"),
+    steps = [("stage 2: the record index (task_record_batches)", stage2, "records"),
+             ("stage 2: + the records' bytes (fill_batches)", stage2, "bytes"),
              ("stage 2: + the analysis and the chunks (FlowRunner.run)", stage2, "run"),
              ("stage 2: + the rows' files (_write_rows): a task", stage2, "write"),
              ("single: the pcap read", single, "read"),
@@ -143,7 +146,7 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def loop_ab(a, params, records, RecordReader, fill_records, FlowRunner) -> None:
+def loop_ab(a, params, records, RecordReader, FlowRunner) -> None:
     """``--loop``: task 0's first records through two FlowRunners, alternated."""
     import importlib.util
     import itertools
@@ -153,7 +156,7 @@ def loop_ab(a, params, records, RecordReader, fill_records, FlowRunner) -> None:
     sys.modules[spec.name] = before
     spec.loader.exec_module(before)
     reader = RecordReader(params.files)
-    rows = list(fill_records(itertools.islice(records, a.loop), reader))
+    rows = list(itertools.islice(records(reader), a.loop))
     reader.close()
     got: dict = {"before": [], "after": []}
     for i in range(a.repeat):

@@ -524,6 +524,36 @@ def test_record_reader_windows_give_each_record_in_any_order(tmp_path, window):
     for order in (asks, asks[::-1], shuffled):
         reader = ar.RecordReader(files, max_open=2, window=window)  # (fewer open files than files)
         assert [reader.read(*a) for a, _ in order] == [want for _, want in order]
+        # a batch at once, as stage 2 reads them: by column, each file's records a window at a time
+        assert reader.read_many(*(np.array([a[k] for a, _ in order], np.int64) for k in range(5))) == [
+            want for _, want in order]
+        reader.close()
+
+
+def test_stage2_rows_come_from_batches_with_their_records_read_by_offset_or_carried(tmp_path):
+    """fill_batches gives FlowRunner's rows from Arrow batches: the bytes of a record given by offset
+    read from its file, a record's own bytes (gzip, pcapng) as they are, a row naming a flow only
+    (no record) without bytes; the oracle is the capture reader's records."""
+    import pyarrow as pa
+
+    files = _mixed_formats(tmp_path)
+    rows, want = [], []
+    for r in ar.plan_ranges(files, 0):
+        recs = _records(files[r.file])
+        for rid, idx, ts, lt, data, orig, flow, kind, pos, caplen, _, file in list(ar.decode_range(r))[:-1]:
+            if kind == ar.KIND_TCP:
+                rows.append((flow, len(rows) + 1, ts, lt, data, orig, file, pos, caplen))
+                want.append((flow, len(want) + 1, ts, lt, recs[idx][2], orig))
+    rows.append(("only a flow", 0, 0, 0, None, 0, None, None, None))
+    want.append(("only a flow", 0, 0, 0, None, 0))
+    assert any(r[4] is None for r in rows[:-1]) and any(r[4] is not None for r in rows)  # (both ways)
+    names = ("flow", "packet", "ts", "linktype", "data", "orig_len", "file", "pos", "caplen")
+    types = (pa.string(), pa.int64(), pa.int64(), pa.int32(), pa.binary(), pa.int64(), pa.int32(), pa.int64(),
+             pa.int64())
+    t = pa.table({n: pa.array([r[i] for r in rows], ty) for i, (n, ty) in enumerate(zip(names, types))})
+    for size in (1, 7, len(rows)):
+        reader = ar.RecordReader(files)
+        assert list(ar.fill_batches(t.to_batches(max_chunksize=size), reader)) == want, size
         reader.close()
 
 
@@ -542,6 +572,9 @@ def test_record_reader_notices_a_changed_file(tmp_path):
     p.write_bytes(bytes(data))
     with pytest.raises(ar.CaptureChanged, match=f"c.pcap: changed while it was read .*byte {pos}"):
         ar.RecordReader([str(p)]).read(0, pos, caplen, ts, orig)
+    at = [np.array([0] * len(rows), np.int64)] + [np.array([r[k] for r in rows], np.int64) for k in (8, 9, 2, 5)]
+    with pytest.raises(ar.CaptureChanged, match=f"c.pcap: changed while it was read .*byte {pos} differs"):
+        ar.RecordReader([str(p)]).read_many(*at)  # (a batch: the one record that changed named)
     p.write_bytes(bytes(data[:pos + 20]))  # cut short
     with pytest.raises(ar.CaptureChanged):
         ar.RecordReader([str(p)]).read(0, pos, caplen, ts, orig)
