@@ -219,6 +219,8 @@ class _Run:
         # the stage-2 files (one small row per flow; no Spark job); otherwise cached in Spark, each
         # question then a pass over the cached rows only
         self.local_meta = _direct_dir(self.layer_paths[0]) is not None
+        # (the clock's state they start from, the capture's ticks being read by this process while stage 2 runs: a Future)
+        self._ticks_ahead: tuple | None = None
 
     def run(self) -> AnalysedRun:
         self.decode_ranges()
@@ -358,6 +360,14 @@ class _Run:
     def run_flows(self) -> None:
         """Stage 2: per-flow runs, the largest flows spread evenly over the tasks."""
         self.plan = balance_flows(self.summaries, self.lay.offsets, self.nparts, self.lay.tcp_records)
+        if self.seg_files is not None and self.options is not None:
+            # (a checkpoint needs the capture's ticks: this process reads them from the stage-1 files
+            # while the executors run stage 2, where a task of their own would follow it)
+            from concurrent.futures import ThreadPoolExecutor
+
+            ahead = ThreadPoolExecutor(1, thread_name_prefix="amqp-dissect-ticks")
+            self._ticks_ahead = (self.tick_due, ahead.submit(self._ticks_here, self.tick_due))
+            ahead.shutdown(wait=False)
         if self.seg_files is not None:
             _stage2_direct(self.spark, self.seg_files, self.lay.offsets, self.base, self.nparts, self.layer_paths[0],
                            self.plan, None, self.meter, "stage2", self.carried_in)
@@ -422,7 +432,9 @@ class _Run:
         """The capture's (packet, ts) ticks over this run's records, read by one Python task
         (continuing an earlier run's clock); the clock's state after them in ``tick_due``."""
         spark, meter, start = self.spark, self.meter, self.tick_due
-        if self.seg_files is not None:  # one Python task reads the stage-1 files
+        if self._ticks_ahead is not None and self._ticks_ahead[0] == start:
+            got = self._ticks_ahead[1].result()
+        elif self.seg_files is not None:  # one Python task reads the stage-1 files
             fn = metered(meter, "reruns", ticks_direct_fn(self.seg_files, dict(self.lay.offsets), 1_000_000_000,
                                                           start, True))
             got = spark.sparkContext.parallelize([0], 1).mapPartitions(fn).collect()
@@ -434,6 +446,15 @@ class _Run:
         if due:
             self.tick_due = due[-1]
         return tuple((pk, ts) for pk, ts in got if pk != -1)
+
+    def _ticks_here(self, start) -> list:
+        """What the ticks' task gives (:func:`~.stages.ticks_direct_fn`, from the clock's state
+        ``start``), read by this process from the local stage-1 files; its CPU counted for the
+        reruns step."""
+        cpu = time.thread_time()
+        got = list(ticks_direct_fn(self.seg_files, dict(self.lay.offsets), 1_000_000_000, start, True)(None))
+        self.meter.add("reruns", time.thread_time() - cpu)
+        return got
 
     def _flow_records(self):
         """The numbered TCP record rows (:meth:`tcp`) and a row naming each flow carried from an

@@ -13,6 +13,7 @@ from amqp_dissect.pipelines.archive import (KIND_SUMMARY, KIND_TCP, FlowRunner, 
                                             RecordReader, STAGE1_COLUMNS, decode_range, end_sensitive, fill_batches, range_file, sorted_range,
                                             sorted_range_table, write_range)
 from amqp_dissect.pipelines.archive.records import decode_batches
+from amqp_dissect.pipelines.archive.tables import in_order
 from amqp_dissect.results.tables import spark_schema
 from amqp_dissect.shard import sweep_ticks
 
@@ -465,14 +466,19 @@ def task_record_batches(seg_files: list, offsets: dict, part: int, nparts: int, 
         t = pf.read_row_groups(groups, columns=list(_SEG_READ), use_threads=False)
         if not t.num_rows:
             continue
-        t = t.filter(pc.equal(t["kind"], KIND_TCP))
-        rid = t["rid"].to_numpy()
-        t = t.filter(pa.array(valid[rid]))
+        # (each filter copies every column it keeps: made only when it drops a row)
+        tcp = pc.equal(t["kind"], KIND_TCP)
+        if not pc.all(tcp).as_py():
+            t = t.filter(tcp)
+        numbered = valid[t["rid"].to_numpy()]
+        if not numbered.all():
+            t = t.filter(pa.array(numbered))
         if not t.num_rows:
             continue
         flows = pc.dictionary_encode(t["flow"]).combine_chunks()
         keep = np.array([is_mine(f) for f in flows.dictionary.to_pylist()], dtype=bool)
-        t = t.filter(pa.array(keep[flows.indices.to_numpy(zero_copy_only=False)]))
+        if not keep.all():
+            t = t.filter(pa.array(keep[flows.indices.to_numpy(zero_copy_only=False)]))
         if not t.num_rows:
             continue
         packet = off[t["rid"].to_numpy()] + t["idx"].to_numpy() + 1
@@ -481,8 +487,11 @@ def task_record_batches(seg_files: list, offsets: dict, part: int, nparts: int, 
                                 "caplen": t["caplen"]}))
     if not pieces:
         return
-    t = pa.concat_tables(pieces).sort_by([("flow", "ascending"), ("packet", "ascending")])
+    t = pa.concat_tables(pieces)
     del pieces
+    # (a file's rows come sorted by flow and packet, the files in packet order: a task's rows are a few
+    # runs, often one, put in order without a take of every row)
+    t = in_order(t, pc.sort_indices(t, sort_keys=[("flow", "ascending"), ("packet", "ascending")]))
     yield from t.to_batches(max_chunksize=4096)
 
 
