@@ -100,6 +100,42 @@ def test_a_row_without_a_time_goes_to_the_day_its_connection_began():
     assert row_days(t.slice(2, 1), DATE_COLUMNS["links"], {}) == [NULL_DATE]
 
 
+def test_the_partitions_found_by_column_are_each_rows_own_day():
+    """day_partitions (numpy over the columns) gives every row the day a row-by-row reading gives
+    (the oracle: the first time of the row's columns, else its connection's day, else Hive's null
+    partition), its names sorted and distinct; every row timed and of one day: no codes (the range
+    written whole)."""
+    import datetime
+    import random
+
+    import pyarrow as pa
+
+    from amqp_dissect.pipelines.spark.tables import DAY_MICROS, day_partitions
+
+    ts = pa.timestamp("us", tz="UTC")
+    epoch = datetime.date(1970, 1, 1)
+    rng = random.Random(11)
+    for n in (1, 2, 50, 3000):
+        for spread in (0, 1, 4):
+            base = rng.choice([0, -3, 19_700]) * DAY_MICROS
+            cols = {c: [None if rng.random() < 0.3 else base + rng.randrange(-spread * DAY_MICROS, (spread + 1) * DAY_MICROS)
+                        for _ in range(n)] for c in ("attach_time", "attached_time", "detach_time")}
+            conns = [rng.choice("abcd") for _ in range(n)]
+            known = {"a": "2026-11-22", "b": "1999-01-01"}
+            t = pa.table({"connection": conns, **{c: pa.array(v, ts) for c, v in cols.items()}})
+            want = []
+            for i in range(n):
+                us = next((cols[c][i] for c in ("attach_time", "attached_time", "detach_time") if cols[c][i] is not None),
+                          None)
+                want.append((epoch + datetime.timedelta(days=us // DAY_MICROS)).isoformat() if us is not None
+                            else known.get(conns[i], NULL_DATE))
+            got = day_partitions(t, DATE_COLUMNS["links"], known)
+            assert got.names == sorted(set(want))
+            assert (got.names * n if got.codes is None else [got.names[c] for c in got.codes.tolist()]) == want
+            timed = all(any(cols[c][i] is not None for c in cols) for i in range(n))
+            assert got.codes is None if timed and len(set(want)) == 1 else len(set(want)) == 1 or got.codes is not None
+
+
 def test_tables_are_partitioned_by_the_day_of_their_rows_and_read_whole_by_spark_pyarrow_pandas(spark, rotated,
                                                                                                fresh):
     local = read_analysis(rotated, messages=True)
