@@ -266,9 +266,6 @@ def ensure_scaled(base: dict, k: int, log) -> dict:
     """``base`` replayed ``k`` times on new client ports (cached like the base capture)."""
     if k == 1:
         return base
-    sys.path[:0] = [SUPPORT]
-    from pcapbuild import repeat_pcap
-
     path = scaled_path(base["path"], k)
     params = {"repeat": REPEAT_VERSION, "copies": k, "base": base["params"], "base_bytes": base["bytes"]}
     meta = _cached(path, params)
@@ -277,7 +274,13 @@ def ensure_scaled(base: dict, k: int, log) -> dict:
         return {**meta, "path": path, "built": False}
     t = time.perf_counter()
     tmp = path + ".part"
-    info = repeat_pcap(base["path"], tmp, k)
+    # built in a child process, as the base capture is (ensure_capture): the replay grows the process
+    # that makes it, and every command started after it would report that peak as its own
+    built = subprocess.run([sys.executable, os.path.abspath(__file__), "--repeat-capture", base["path"], tmp, str(k)],
+                           capture_output=True, text=True)
+    if built.returncode:
+        raise SystemExit(f"replaying {base['path']} failed:\n{built.stderr[-3000:]}")
+    info = json.loads(built.stdout.strip().splitlines()[-1])
     os.replace(tmp, path)
     secs = time.perf_counter() - t
     meta = {"params": params, "packets": info["packets"], "bytes": os.path.getsize(path),
@@ -849,6 +852,12 @@ def main(argv=None) -> int:
     if argv[:1] == ["--build-capture"]:  # (internal: ensure_capture's child) PATH CONNECTIONS MESSAGES SHAPE
         path, connections, messages, shape = argv[1:5]
         print(json.dumps(build_capture(path, int(connections), int(messages), shape)))
+        return 0
+    if argv[:1] == ["--repeat-capture"]:  # (internal: ensure_scaled's child) SOURCE DESTINATION COPIES
+        sys.path[:0] = [SUPPORT]
+        from pcapbuild import repeat_pcap
+
+        print(json.dumps(repeat_pcap(argv[1], argv[2], int(argv[3]))))
         return 0
     args = parse_args(argv)
 
