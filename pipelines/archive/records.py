@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 from collections import OrderedDict
 from typing import Iterable, Iterator, NamedTuple
 
@@ -276,15 +275,17 @@ def filled_rows(b, reader: RecordReader) -> Iterator[tuple]:
     import numpy as np
     import pyarrow.compute as pc
 
-    data = b.column("data").to_pylist()
     by_offset = pc.and_(pc.is_null(b.column("data")), pc.is_valid(b.column("pos")))
-    if by_offset.true_count:
+    if not by_offset.true_count:
+        data = b.column("data").to_pylist()
+    else:
         rows = np.flatnonzero(by_offset.to_numpy(zero_copy_only=False))
         cols = [pc.fill_null(b.column(n), 0).to_numpy(zero_copy_only=False)[rows].astype(np.int64)
                 for n in ("file", "pos", "caplen", "ts", "orig_len")]
-        if len(rows) == len(data):  # (every record by offset: the usual batch)
+        if len(rows) == b.num_rows:  # (every record by offset: the usual batch)
             data = reader.read_many(*cols)
         else:
+            data = b.column("data").to_pylist()
             for row, d in zip(rows.tolist(), reader.read_many(*cols)):
                 data[row] = d
     return zip(*(b.column(n).to_pylist() for n in ("flow", "packet", "ts", "linktype")), data,
