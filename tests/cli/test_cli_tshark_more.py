@@ -280,6 +280,11 @@ def test_spark_archive_progress_on_a_terminal_only(tmp_path, capsys, monkeypatch
 
     monkeypatch.setenv("AMQP_DISSECT_PROGRESS_AFTER", "0")
     monkeypatch.setenv("COLUMNS", "200")  # (rich's width on a terminal that gives none)
+    # (sampled every 10 ms, not every 0.25 s: on the samples a step such as stage 2 can last less than
+    # a quarter of a second on a busy machine, and a step the display never sampled it never showed;
+    # it still gives up after 5 s of failed samples, as it does at its own pace)
+    monkeypatch.setattr("amqp_dissect.cli.progress._EVERY", 0.01)
+    monkeypatch.setattr("amqp_dissect.cli.progress._GIVE_UP", 500)
     args = ["archive", *sorted(glob.glob(os.path.join(SAMPLES, "*.pcap"))), "--partitions", "2", "--split-size", "20k"]
     with stderr_on_a_terminal(monkeypatch) as shown:
         rc = main(args + ["--out", str(tmp_path / "tty")])
